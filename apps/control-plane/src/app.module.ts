@@ -1,0 +1,29 @@
+import { DynamicModule, Module } from '@nestjs/common';
+import { AuthModule } from '@aileron/auth';
+import { AppConfig, ConfigModule } from '@aileron/config';
+import { DatabaseHandle, DatabaseModule } from '@aileron/database';
+import { HttpModule } from '@aileron/http';
+import { LoggingModule } from '@aileron/logging';
+import { OutboxModule } from '@aileron/outbox';
+import { QueueModule } from '@aileron/queue';
+import { TenancyModule } from '@aileron/tenancy';
+
+/** Platform first, then one module per domain. */
+@Module({})
+export class AppModule {
+  static forRoot(config: AppConfig, database: DatabaseHandle): DynamicModule {
+    return {
+      module: AppModule,
+      imports: [
+        ConfigModule.forRoot(config),
+        LoggingModule.forRoot(config.logLevel),
+        DatabaseModule.forRoot(database),
+        QueueModule.forRoot(config.redisUrl),
+        OutboxModule,
+        HttpModule,
+        AuthModule,
+        TenancyModule,
+      ],
+    };
+  }
+}

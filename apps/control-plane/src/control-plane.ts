@@ -1,0 +1,91 @@
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import { NestFactory } from '@nestjs/core';
+import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
+import type { AppConfig } from '@aileron/config';
+import { DatabaseHandle, openDatabase } from '@aileron/database';
+import { HttpMetrics } from '@aileron/http';
+import { AppLogger, createLogger } from '@aileron/logging';
+import { OutboxService } from '@aileron/outbox';
+import { QueueService } from '@aileron/queue';
+import { BootstrapResult, BootstrapService } from '@aileron/tenancy';
+import { AppModule } from './app.module';
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+export interface ControlPlane {
+  app: NestFastifyApplication;
+  config: AppConfig;
+  database: DatabaseHandle;
+  /** where it listens, e.g. http://127.0.0.1:8080 */
+  url: string;
+  bootstrap: BootstrapResult | undefined;
+  close(): Promise<void>;
+}
+
+export interface StartOptions {
+  /** listen on the configured port (default true); tests use port 0 */
+  listen?: boolean;
+}
+
+/**
+ * Boots the control plane: database (migrated), Nest on Fastify, the
+ * embedded-mode defaults, the outbox dispatcher and, where configured, the job
+ * processors. The same path serves `npm start`, the CLI and the tests.
+ */
+export async function startControlPlane(config: AppConfig, options: StartOptions = {}): Promise<ControlPlane> {
+  const log = createLogger(config.logLevel);
+  const database = await openDatabase(config.database, { log: (line) => log.info(line) });
+  let app: NestFastifyApplication | undefined;
+  try {
+    const adapter = new FastifyAdapter({
+      // honour a caller's request id so logs correlate across services
+      genReqId: (req: IncomingMessage) => {
+        const given = req.headers['x-request-id'];
+        const id = typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+        (req as IncomingMessage & { id?: string }).id = id;
+        return id;
+      },
+      bodyLimit: 1024 * 1024,
+      return503OnClosing: true,
+    });
+    app = await NestFactory.create<NestFastifyApplication>(AppModule.forRoot(config, database), adapter, { bufferLogs: true, abortOnError: false });
+    app.useLogger(app.get(AppLogger));
+    const fastify = app.getHttpAdapter().getInstance();
+    fastify.addHook('onRequest', async (request, reply) => {
+      void reply.header('x-request-id', request.id);
+    });
+    app.get(HttpMetrics).install(fastify);
+    await app.init();
+
+    const bootstrap = config.mode === 'embedded' ? await app.get(BootstrapService).ensureEmbeddedDefaults(config.dataDir) : undefined;
+    if (config.runWorkers) await app.get(QueueService).startWorkers();
+    app.get(OutboxService).start(config.outboxPollMs);
+
+    let url = '';
+    if (options.listen !== false) {
+      await app.listen({ port: config.port, host: config.host });
+      const address = fastify.server.address();
+      const port = typeof address === 'object' && address ? address.port : config.port;
+      url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${port}`;
+    }
+    const started = app;
+    let closing: Promise<void> | undefined;
+    return {
+      app: started,
+      config,
+      database,
+      url,
+      bootstrap,
+      close: () =>
+        (closing ??= (async () => {
+          await started.close();
+          await database.close();
+        })()),
+    };
+  } catch (error) {
+    await app?.close().catch(() => undefined);
+    await database.close();
+    throw error;
+  }
+}

@@ -1,0 +1,41 @@
+import { Injectable } from '@nestjs/common';
+import { ForbiddenError, NotFoundError } from '@aileron/errors';
+import { Principal, roleIn } from './domain/principal';
+import { allows, Permission } from './domain/roles';
+import { AuthRepository } from './auth.repository';
+import type { OrgScope, WorkspaceScope } from './scope';
+import { SystemScopes } from './scope-issuer';
+
+/**
+ * Deny by default: the only way from a caller to a tenant scope. A workspace
+ * the caller cannot see is a 404 (never confirm another tenant's names); one it
+ * can see but may not act in is a 403.
+ */
+@Injectable()
+export class AccessService {
+  constructor(private readonly repository: AuthRepository) {}
+
+  organization(principal: Principal, permission: Permission): OrgScope {
+    if (!allows(principal.orgRole, permission)) {
+      throw new ForbiddenError(
+        principal.restrictedToWorkspaceId
+          ? `This token is limited to one workspace and may not ${permission}`
+          : `Role "${principal.orgRole}" may not ${permission}`,
+      );
+    }
+    return SystemScopes.organization(principal.organizationId);
+  }
+
+  /** The caller's own organisation, for reads every member may make. */
+  callerOrganization(principal: Principal): OrgScope {
+    return SystemScopes.organization(principal.organizationId);
+  }
+
+  async workspace(principal: Principal, slug: string, permission: Permission): Promise<WorkspaceScope> {
+    const workspace = await this.repository.findWorkspaceBySlug(SystemScopes.organization(principal.organizationId), slug);
+    const role = workspace ? roleIn(principal, workspace.id) : null;
+    if (!workspace || !role) throw new NotFoundError('workspace', slug);
+    if (!allows(role, permission)) throw new ForbiddenError(`Role "${role}" may not ${permission} in workspace "${slug}"`);
+    return SystemScopes.workspace(principal.organizationId, workspace, role);
+  }
+}

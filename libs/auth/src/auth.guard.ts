@@ -1,0 +1,91 @@
+import { CanActivate, ExecutionContext, Injectable, OnApplicationBootstrap, UnauthorizedException } from '@nestjs/common';
+import { Reflector } from '@nestjs/core';
+import { AuthGuard as PassportAuthGuard } from '@nestjs/passport';
+import type { FastifyRequest } from 'fastify';
+import { DomainError, ForbiddenError, UnauthenticatedError } from '@aileron/errors';
+import { ROUTE_METADATA, RouteCatalog, RouteDefinition } from '@aileron/http';
+import { API_TOKEN_PREFIX } from './domain/api-token';
+import type { Principal } from './domain/principal';
+import { PERMISSIONS, Permission } from './domain/roles';
+import { AccessService } from './access.service';
+import { JWT_STRATEGY } from './jwt.strategy';
+import { PrincipalResolver } from './principal.resolver';
+import type { OrgScope, WorkspaceScope } from './scope';
+
+export interface AuthenticatedRequest extends FastifyRequest {
+  principal?: Principal;
+  scope?: OrgScope | WorkspaceScope;
+}
+
+const JwtGuard = PassportAuthGuard(JWT_STRATEGY);
+
+/**
+ * Global: every route is authenticated unless its @Route says `auth: 'public'`,
+ * and the permission the route declares is checked here, once, before the
+ * handler or validation runs. The app refuses to start if a protected route
+ * names no permission.
+ */
+@Injectable()
+export class AuthGuard implements CanActivate, OnApplicationBootstrap {
+  private readonly jwt = new JwtGuard();
+
+  constructor(
+    private readonly reflector: Reflector,
+    private readonly principals: PrincipalResolver,
+    private readonly access: AccessService,
+    private readonly routes: RouteCatalog,
+  ) {}
+
+  onApplicationBootstrap(): void {
+    for (const route of this.routes.all()) {
+      if (route.auth === 'public' || route.tenancy === 'caller' || route.tenancy === 'platform') continue;
+      if (!route.permission || !(route.permission in PERMISSIONS)) {
+        throw new Error(`${route.method} ${route.path} is protected but names no known permission`);
+      }
+      if (route.tenancy === 'workspace' && !route.path.includes(':ws')) {
+        throw new Error(`${route.method} ${route.path} is workspace-scoped but has no :ws parameter`);
+      }
+    }
+  }
+
+  async canActivate(context: ExecutionContext): Promise<boolean> {
+    if (context.getType() !== 'http') return true;
+    const route = this.reflector.get<RouteDefinition | undefined>(ROUTE_METADATA, context.getHandler());
+    if (route?.auth === 'public') return true;
+    if (!route) throw new ForbiddenError('This endpoint is not declared with @Route');
+    const request = context.switchToHttp().getRequest<AuthenticatedRequest>();
+    const principal = await this.authenticate(context, request);
+    request.principal = principal;
+
+    if (route.tenancy === 'platform' && !principal.platformOperator) {
+      throw new ForbiddenError('Only platform operators may do this', 'PLATFORM_OPERATOR_REQUIRED');
+    }
+    if (route.permission) {
+      const permission = route.permission as Permission;
+      if (route.tenancy === 'workspace') {
+        const slug = (request.params as Record<string, unknown>).ws;
+        request.scope = await this.access.workspace(principal, typeof slug === 'string' ? slug : '', permission);
+      } else {
+        request.scope = this.access.organization(principal, permission);
+      }
+    }
+    return true;
+  }
+
+  private async authenticate(context: ExecutionContext, request: AuthenticatedRequest): Promise<Principal> {
+    const header = request.headers.authorization;
+    const match = typeof header === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
+    if (!match) throw new UnauthenticatedError('Send "Authorization: Bearer <token>"');
+    const token = match[1]!;
+    if (token.startsWith(API_TOKEN_PREFIX)) return this.principals.fromApiToken(token);
+    if (token.split('.').length !== 3) throw new UnauthenticatedError('The token is malformed', 'TOKEN_INVALID');
+    try {
+      await this.jwt.canActivate(context);
+    } catch (error) {
+      if (error instanceof DomainError) throw error;
+      if (error instanceof UnauthorizedException) throw new UnauthenticatedError('The JWT is not valid or has expired', 'TOKEN_INVALID');
+      throw error;
+    }
+    return (request as unknown as { user: Principal }).user;
+  }
+}

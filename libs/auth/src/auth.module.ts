@@ -1,0 +1,21 @@
+import { Global, Module } from '@nestjs/common';
+import { APP_GUARD } from '@nestjs/core';
+import { PassportModule } from '@nestjs/passport';
+import { AccessService } from './access.service';
+import { AuthGuard } from './auth.guard';
+import { AuthRepository } from './auth.repository';
+import { JwtKeys } from './jwt-keys.service';
+import { JwtStrategy } from './jwt.strategy';
+import { MeController } from './me.controller';
+import { PrincipalResolver } from './principal.resolver';
+import { TokensController } from './tokens.controller';
+import { TokensService } from './tokens.service';
+
+@Global()
+@Module({
+  imports: [PassportModule],
+  controllers: [MeController, TokensController],
+  providers: [AuthRepository, JwtKeys, PrincipalResolver, JwtStrategy, AccessService, TokensService, { provide: APP_GUARD, useClass: AuthGuard }],
+  exports: [AccessService, TokensService, JwtKeys],
+})
+export class AuthModule {}

@@ -1,0 +1,240 @@
+import { Injectable } from '@nestjs/common';
+import { DatabaseService, DbRole, Transaction } from '@aileron/database';
+import type { ClaimMapping, MappedIdentity } from './domain/claims';
+import type { Role } from './domain/roles';
+import type { OrgScope } from './scope';
+
+export interface TokenRecord {
+  id: string;
+  organizationId: string;
+  organizationSlug: string;
+  workspaceId: string | null;
+  workspaceSlug: string | null;
+  name: string;
+  role: Role;
+  prefix: string;
+  platformOperator: boolean;
+  createdBy: string | null;
+  createdAt: Date;
+  expiresAt: Date | null;
+  lastUsedAt: Date | null;
+  revokedAt: Date | null;
+}
+
+export interface UserRecord {
+  id: string;
+  organizationId: string;
+  organizationSlug: string;
+  subject: string | null;
+  email: string | null;
+  name: string | null;
+  role: Role;
+  memberships: { workspaceId: string; role: Role }[];
+}
+
+export interface IdentityProviderRecord extends ClaimMapping {
+  organizationId: string;
+  issuer: string;
+  jwksUrl: string;
+  audience: string | null;
+}
+
+const tokenInclude = { organization: { select: { slug: true } }, workspace: { select: { slug: true } } } as const;
+
+type TokenRow = {
+  id: string;
+  organizationId: string;
+  workspaceId: string | null;
+  name: string;
+  role: DbRole;
+  prefix: string;
+  platformOperator: boolean;
+  createdBy: string | null;
+  createdAt: Date;
+  expiresAt: Date | null;
+  lastUsedAt: Date | null;
+  revokedAt: Date | null;
+  organization: { slug: string };
+  workspace: { slug: string } | null;
+};
+
+function toToken(row: TokenRow): TokenRecord {
+  return {
+    id: row.id,
+    organizationId: row.organizationId,
+    organizationSlug: row.organization.slug,
+    workspaceId: row.workspaceId,
+    workspaceSlug: row.workspace?.slug ?? null,
+    name: row.name,
+    role: row.role,
+    prefix: row.prefix,
+    platformOperator: row.platformOperator,
+    createdBy: row.createdBy,
+    createdAt: row.createdAt,
+    expiresAt: row.expiresAt,
+    lastUsedAt: row.lastUsedAt,
+    revokedAt: row.revokedAt,
+  };
+}
+
+/** Credentials and the identities behind them. */
+@Injectable()
+export class AuthRepository {
+  constructor(private readonly db: DatabaseService) {}
+
+  /** Authentication itself: no scope exists yet, the hash is the key. */
+  async findTokenByHash(hash: string): Promise<TokenRecord | null> {
+    const row = await this.db.client.apiToken.findUnique({ where: { tokenHash: hash }, include: tokenInclude });
+    return row ? toToken(row) : null;
+  }
+
+  async findTokenById(scope: OrgScope, id: string): Promise<TokenRecord | null> {
+    const row = await this.db.client.apiToken.findUnique({
+      where: { organizationId_id: { organizationId: scope.organizationId, id } },
+      include: tokenInclude,
+    });
+    return row ? toToken(row) : null;
+  }
+
+  async touchToken(id: string, at: Date): Promise<void> {
+    await this.db.client.apiToken.updateMany({ where: { id }, data: { lastUsedAt: at } });
+  }
+
+  async createToken(
+    scope: OrgScope,
+    data: { name: string; role: Role; workspaceId: string | null; hash: string; prefix: string; createdBy: string | null; expiresAt: Date | null; platformOperator?: boolean },
+    tx: Transaction,
+  ): Promise<TokenRecord> {
+    const row = await tx.apiToken.create({
+      data: {
+        organizationId: scope.organizationId,
+        workspaceId: data.workspaceId,
+        name: data.name,
+        role: data.role,
+        tokenHash: data.hash,
+        prefix: data.prefix,
+        createdBy: data.createdBy,
+        expiresAt: data.expiresAt,
+        platformOperator: data.platformOperator ?? false,
+      },
+      include: tokenInclude,
+    });
+    return toToken(row);
+  }
+
+  async listTokens(scope: OrgScope, filter: { workspaceId?: string }): Promise<TokenRecord[]> {
+    const rows = await this.db.client.apiToken.findMany({
+      where: { organizationId: scope.organizationId, ...(filter.workspaceId ? { workspaceId: filter.workspaceId } : {}) },
+      include: tokenInclude,
+      orderBy: { createdAt: 'asc' },
+    });
+    return rows.map(toToken);
+  }
+
+  async revokeToken(scope: OrgScope, id: string, at: Date, tx: Transaction): Promise<void> {
+    await tx.apiToken.updateMany({ where: { organizationId: scope.organizationId, id, revokedAt: null }, data: { revokedAt: at } });
+  }
+
+  async findUser(scope: OrgScope, id: string): Promise<UserRecord | null> {
+    const row = await this.db.client.user.findUnique({
+      where: { organizationId_id: { organizationId: scope.organizationId, id } },
+      include: { organization: { select: { slug: true } }, memberships: { select: { workspaceId: true, role: true } } },
+    });
+    return row
+      ? {
+          id: row.id,
+          organizationId: row.organizationId,
+          organizationSlug: row.organization.slug,
+          subject: row.subject,
+          email: row.email,
+          name: row.name,
+          role: row.role,
+          memberships: row.memberships,
+        }
+      : null;
+  }
+
+  async findIdentityProviderByIssuer(issuer: string): Promise<IdentityProviderRecord | null> {
+    const row = await this.db.client.identityProvider.findUnique({ where: { issuer } });
+    return row
+      ? {
+          organizationId: row.organizationId,
+          issuer: row.issuer,
+          jwksUrl: row.jwksUrl,
+          audience: row.audience,
+          subjectClaim: row.subjectClaim,
+          emailClaim: row.emailClaim,
+          nameClaim: row.nameClaim,
+          roleClaim: row.roleClaim,
+          roleMapping: row.roleMapping as Record<string, Role>,
+          defaultRole: row.defaultRole,
+        }
+      : null;
+  }
+
+  /**
+   * First login links a pre-provisioned user with the same e-mail; later logins
+   * find the user by subject. The IdP's role wins when it sends one.
+   */
+  async upsertUserFromIdentity(scope: OrgScope, identity: MappedIdentity, defaultRole: Role, at: Date): Promise<string> {
+    return this.db.transaction(async (tx) => {
+      const bySubject = await tx.user.findUnique({
+        where: { organizationId_subject: { organizationId: scope.organizationId, subject: identity.subject } },
+      });
+      const byEmail =
+        !bySubject && identity.email
+          ? await tx.user.findFirst({ where: { organizationId: scope.organizationId, email: identity.email, subject: null } })
+          : null;
+      const existing = bySubject ?? byEmail;
+      if (existing) {
+        await tx.user.update({
+          where: { id: existing.id },
+          data: {
+            subject: identity.subject,
+            lastLoginAt: at,
+            ...(identity.name ? { name: identity.name } : {}),
+            ...(identity.role ? { role: identity.role } : {}),
+          },
+        });
+        return existing.id;
+      }
+      const created = await tx.user.create({
+        data: {
+          organizationId: scope.organizationId,
+          subject: identity.subject,
+          email: identity.email,
+          name: identity.name,
+          role: identity.role ?? defaultRole,
+          lastLoginAt: at,
+        },
+      });
+      return created.id;
+    });
+  }
+
+  async findOrganization(id: string): Promise<{ id: string; slug: string; name: string } | null> {
+    return this.db.client.organization.findUnique({ where: { id }, select: { id: true, slug: true, name: true } });
+  }
+
+  async findWorkspaceBySlug(scope: OrgScope, slug: string): Promise<{ id: string; slug: string; name: string } | null> {
+    return this.db.client.workspace.findUnique({
+      where: { organizationId_slug: { organizationId: scope.organizationId, slug } },
+      select: { id: true, slug: true, name: true },
+    });
+  }
+
+  async listWorkspaces(scope: OrgScope): Promise<{ id: string; slug: string; name: string; createdAt: Date }[]> {
+    return this.db.client.workspace.findMany({
+      where: { organizationId: scope.organizationId },
+      select: { id: true, slug: true, name: true, createdAt: true },
+      orderBy: { slug: 'asc' },
+    });
+  }
+
+  /** The JWT signing key, made once per installation and shared by every replica. */
+  async systemSecret(name: string, make: () => string): Promise<string> {
+    await this.db.client.$executeRaw`INSERT INTO system_secrets (name, value) VALUES (${name}, ${make()}) ON CONFLICT (name) DO NOTHING`;
+    const row = await this.db.client.systemSecret.findUniqueOrThrow({ where: { name } });
+    return row.value;
+  }
+}

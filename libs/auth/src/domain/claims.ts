@@ -1,0 +1,54 @@
+import { ROLES, Role, higherRole } from './roles';
+
+export interface ClaimMapping {
+  subjectClaim: string;
+  emailClaim: string;
+  nameClaim: string;
+  roleClaim: string | null;
+  roleMapping: Record<string, Role>;
+  defaultRole: Role;
+}
+
+export interface MappedIdentity {
+  subject: string;
+  email: string | null;
+  name: string | null;
+  /** null when the IdP does not decide roles (no role claim configured) */
+  role: Role | null;
+}
+
+/** Reads a claim by dotted path (`realm_access.roles`), as IdPs nest them. */
+function claim(payload: Record<string, unknown>, path: string): unknown {
+  let value: unknown = payload;
+  for (const key of path.split('.')) {
+    if (value === null || typeof value !== 'object') return undefined;
+    value = (value as Record<string, unknown>)[key];
+  }
+  return value;
+}
+
+function text(value: unknown): string | null {
+  return typeof value === 'string' && value.length > 0 ? value : null;
+}
+
+/**
+ * Maps an identity provider's claims to a user and role. With a role claim the
+ * highest mapped role wins; values that map to nothing give the default role.
+ * Returns null when the subject claim is missing: such a token names nobody.
+ */
+export function mapClaims(payload: Record<string, unknown>, mapping: ClaimMapping): MappedIdentity | null {
+  const subject = text(claim(payload, mapping.subjectClaim));
+  if (!subject) return null;
+  let role: Role | null = null;
+  if (mapping.roleClaim) {
+    const raw = claim(payload, mapping.roleClaim);
+    const values = Array.isArray(raw) ? raw : raw === undefined ? [] : [raw];
+    for (const value of values) {
+      if (typeof value !== 'string') continue;
+      const mapped = mapping.roleMapping[value] ?? ((ROLES as readonly string[]).includes(value) ? (value as Role) : null);
+      role = higherRole(role, mapped);
+    }
+    role ??= mapping.defaultRole;
+  }
+  return { subject, email: text(claim(payload, mapping.emailClaim)), name: text(claim(payload, mapping.nameClaim)), role };
+}

@@ -1,0 +1,32 @@
+import { higherRole, Role, spansWorkspaces } from './roles';
+
+/** Who is calling, as the authentication layer established it. */
+export interface Principal {
+  kind: 'api_token' | 'user';
+  /** token id or user id */
+  id: string;
+  name: string;
+  organizationId: string;
+  organizationSlug: string;
+  /** role at the organisation level; null for a workspace-restricted token */
+  orgRole: Role | null;
+  /** explicit roles per workspace id (memberships, or a token's restriction) */
+  workspaceRoles: ReadonlyMap<string, Role>;
+  /** an API token bound to one workspace reaches nothing else */
+  restrictedToWorkspaceId: string | null;
+  platformOperator: boolean;
+  /** for tokens: the id, so a JWT minted from a token dies with it */
+  tokenId?: string;
+}
+
+/** The caller's role inside one workspace, or null when it has no access at all. */
+export function roleIn(principal: Principal, workspaceId: string): Role | null {
+  if (principal.restrictedToWorkspaceId !== null && principal.restrictedToWorkspaceId !== workspaceId) return null;
+  const explicit = principal.workspaceRoles.get(workspaceId) ?? null;
+  const org = principal.kind === 'api_token' ? principal.orgRole : principal.orgRole && spansWorkspaces(principal.orgRole) ? principal.orgRole : null;
+  return higherRole(explicit, org);
+}
+
+export function describePrincipal(principal: Principal): string {
+  return `${principal.kind === 'api_token' ? 'token' : 'user'}:${principal.id}`;
+}

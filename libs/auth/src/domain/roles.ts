@@ -1,0 +1,45 @@
+export const ROLES = ['owner', 'admin', 'approver', 'member', 'auditor'] as const;
+export type Role = (typeof ROLES)[number];
+
+/** Used only to stop anyone granting more than they hold. */
+const GRANT_RANK: Record<Role, number> = { owner: 3, admin: 2, approver: 1, member: 1, auditor: 1 };
+
+export function canGrant(holder: Role, wanted: Role): boolean {
+  return GRANT_RANK[holder] >= GRANT_RANK[wanted] && (GRANT_RANK[holder] > 1 || holder === wanted);
+}
+
+/** Organisation-wide roles that reach every workspace; others need a membership. */
+export function spansWorkspaces(role: Role): boolean {
+  return role === 'owner' || role === 'admin' || role === 'auditor';
+}
+
+export function higherRole(a: Role | null, b: Role | null): Role | null {
+  if (!a) return b;
+  if (!b) return a;
+  return GRANT_RANK[b] > GRANT_RANK[a] ? b : a;
+}
+
+/**
+ * Who may do what. Deny by default: an action missing here is refused to
+ * everyone, and every route names the action it performs.
+ */
+export const PERMISSIONS = {
+  'organization.read': ['owner', 'admin', 'approver', 'member', 'auditor'],
+  'organization.manage': ['owner'],
+  'workspace.read': ['owner', 'admin', 'approver', 'member', 'auditor'],
+  'workspace.create': ['owner', 'admin'],
+  'workspace.update': ['owner', 'admin'],
+  'member.read': ['owner', 'admin', 'auditor'],
+  'member.write': ['owner', 'admin'],
+  'user.read': ['owner', 'admin', 'auditor'],
+  'user.write': ['owner', 'admin'],
+  'token.read': ['owner', 'admin', 'auditor'],
+  'token.create': ['owner', 'admin'],
+  'token.revoke': ['owner', 'admin'],
+} as const satisfies Record<string, readonly Role[]>;
+
+export type Permission = keyof typeof PERMISSIONS;
+
+export function allows(role: Role | null, permission: Permission): boolean {
+  return role !== null && (PERMISSIONS[permission] as readonly Role[]).includes(role);
+}

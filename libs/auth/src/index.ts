@@ -1,0 +1,12 @@
+export * from './domain/roles';
+export * from './domain/principal';
+export * from './domain/claims';
+export * from './domain/api-token';
+export type { OrgScope, WorkspaceScope } from './scope';
+export { Caller, TenantScope } from './auth.decorators';
+export { AccessService } from './access.service';
+export { TokensService, tokenView } from './tokens.service';
+export type { NewToken } from './tokens.service';
+export { slug, uuid, role } from './tokens.schemas';
+export { JwtKeys } from './jwt-keys.service';
+export { AuthModule } from './auth.module';

@@ -1,0 +1,58 @@
+import { Controller } from '@nestjs/common';
+import { z } from 'zod';
+import { Route } from '@aileron/http';
+import { describePrincipal, Principal, roleIn } from './domain/principal';
+import { role } from './tokens.schemas';
+import { Caller } from './auth.decorators';
+import { AuthRepository } from './auth.repository';
+import { JwtKeys } from './jwt-keys.service';
+import { SystemScopes } from './scope-issuer';
+
+const meView = z.object({
+  principal: z.object({ kind: z.enum(['api_token', 'user']), id: z.string(), name: z.string() }),
+  organization: z.object({ id: z.string(), slug: z.string(), name: z.string() }),
+  role: role.nullable().describe('organisation-wide role; null for a token limited to one workspace'),
+  platform_operator: z.boolean(),
+  workspaces: z.array(z.object({ slug: z.string(), name: z.string(), role })),
+});
+
+const issuedJwt = z.object({ token: z.string(), token_type: z.literal('Bearer'), expires_at: z.string() });
+
+@Controller()
+export class MeController {
+  constructor(
+    private readonly repository: AuthRepository,
+    private readonly keys: JwtKeys,
+  ) {}
+
+  @Route({ method: 'GET', path: '/v1/me', summary: 'The caller: principal, organisation, role, workspaces', tag: 'auth', tenancy: 'caller', response: meView })
+  async me(@Caller() caller: Principal): Promise<z.infer<typeof meView>> {
+    const scope = SystemScopes.organization(caller.organizationId);
+    const [organization, workspaces] = await Promise.all([this.repository.findOrganization(caller.organizationId), this.repository.listWorkspaces(scope)]);
+    return {
+      principal: { kind: caller.kind, id: caller.id, name: caller.name },
+      organization: organization!,
+      role: caller.orgRole,
+      platform_operator: caller.platformOperator,
+      workspaces: workspaces.flatMap((ws) => {
+        const r = roleIn(caller, ws.id);
+        return r ? [{ slug: ws.slug, name: ws.name, role: r }] : [];
+      }),
+    };
+  }
+
+  @Route({
+    method: 'POST',
+    path: '/v1/auth/token',
+    summary: 'Exchange the current credential for a short-lived admin JWT',
+    description: 'The JWT carries the same rights as the credential and stops working when the API token it came from is revoked.',
+    tag: 'auth',
+    tenancy: 'caller',
+    response: issuedJwt,
+    status: 201,
+  })
+  async token(@Caller() caller: Principal): Promise<z.infer<typeof issuedJwt>> {
+    const { token, expiresAt } = await this.keys.issue({ sub: describePrincipal(caller), org: caller.organizationId });
+    return { token, token_type: 'Bearer', expires_at: expiresAt.toISOString() };
+  }
+}

@@ -1,0 +1,106 @@
+import { Injectable } from '@nestjs/common';
+import { DatabaseService, Transaction } from '@aileron/database';
+import { ForbiddenError, NotFoundError } from '@aileron/errors';
+import { OutboxService } from '@aileron/outbox';
+import { mintApiToken } from './domain/api-token';
+import { describePrincipal, Principal } from './domain/principal';
+import { canGrant, Role } from './domain/roles';
+import { AccessService } from './access.service';
+import { AuthRepository, TokenRecord } from './auth.repository';
+import type { OrgScope } from './scope';
+import type { CreateTokenBody, TokenView } from './tokens.schemas';
+
+export function tokenView(record: TokenRecord): TokenView {
+  return {
+    id: record.id,
+    name: record.name,
+    role: record.role,
+    workspace: record.workspaceSlug,
+    prefix: record.prefix,
+    created_by: record.createdBy,
+    created_at: record.createdAt.toISOString(),
+    expires_at: record.expiresAt?.toISOString() ?? null,
+    last_used_at: record.lastUsedAt?.toISOString() ?? null,
+    revoked_at: record.revokedAt?.toISOString() ?? null,
+  };
+}
+
+export interface NewToken {
+  record: TokenRecord;
+  token: string;
+}
+
+@Injectable()
+export class TokensService {
+  constructor(
+    private readonly db: DatabaseService,
+    private readonly repository: AuthRepository,
+    private readonly access: AccessService,
+    private readonly outbox: OutboxService,
+  ) {}
+
+  /**
+   * A token is scoped like its creator: a workspace-restricted caller can only
+   * make tokens for that workspace, and nobody can mint a role above their own.
+   */
+  async create(principal: Principal, body: CreateTokenBody): Promise<NewToken> {
+    let holderRole: Role;
+    let scope: OrgScope;
+    let workspaceId: string | null = null;
+    if (body.workspace) {
+      const ws = await this.access.workspace(principal, body.workspace, 'token.create');
+      holderRole = ws.role;
+      scope = this.access.callerOrganization(principal);
+      workspaceId = ws.workspaceId;
+    } else {
+      scope = this.access.organization(principal, 'token.create');
+      holderRole = principal.orgRole!;
+    }
+    if (!canGrant(holderRole, body.role)) {
+      throw new ForbiddenError(`Role "${holderRole}" may not create a token with role "${body.role}"`, 'ROLE_ESCALATION');
+    }
+    const expiresAt = body.expires_in_seconds ? new Date(Date.now() + body.expires_in_seconds * 1000) : null;
+    return this.db.transaction((tx) =>
+      this.mint(scope, { name: body.name, role: body.role, workspaceId, expiresAt, createdBy: describePrincipal(principal) }, tx),
+    );
+  }
+
+  /** Also used by bootstrap and organisation creation, inside their transaction. */
+  async mint(
+    scope: OrgScope,
+    data: { name: string; role: Role; workspaceId: string | null; expiresAt: Date | null; createdBy: string | null; platformOperator?: boolean },
+    tx: Transaction,
+  ): Promise<NewToken> {
+    const minted = mintApiToken();
+    const record = await this.repository.createToken(scope, { ...data, hash: minted.hash, prefix: minted.displayPrefix }, tx);
+    await this.outbox.record(tx, {
+      topic: 'token.created',
+      organizationId: scope.organizationId,
+      ...(data.workspaceId ? { workspaceId: data.workspaceId } : {}),
+      payload: { token_id: record.id, name: record.name, role: record.role, workspace: record.workspaceSlug, actor: data.createdBy },
+    });
+    return { record, token: minted.token };
+  }
+
+  async list(principal: Principal, scope: OrgScope): Promise<TokenView[]> {
+    const records = await this.repository.listTokens(scope, principal.restrictedToWorkspaceId ? { workspaceId: principal.restrictedToWorkspaceId } : {});
+    return records.map(tokenView);
+  }
+
+  async revoke(principal: Principal, scope: OrgScope, id: string): Promise<void> {
+    const record = await this.repository.findTokenById(scope, id);
+    if (!record || (principal.restrictedToWorkspaceId && record.workspaceId !== principal.restrictedToWorkspaceId)) {
+      throw new NotFoundError('token', id);
+    }
+    if (record.revokedAt) return;
+    await this.db.transaction(async (tx) => {
+      await this.repository.revokeToken(scope, id, new Date(), tx);
+      await this.outbox.record(tx, {
+        topic: 'token.revoked',
+        organizationId: scope.organizationId,
+        ...(record.workspaceId ? { workspaceId: record.workspaceId } : {}),
+        payload: { token_id: id, name: record.name, actor: describePrincipal(principal) },
+      });
+    });
+  }
+}

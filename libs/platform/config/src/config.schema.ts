@@ -1,0 +1,94 @@
+import { isIP } from 'node:net';
+import { z } from 'zod';
+
+/**
+ * Every setting the process reads, with its default and meaning. The README's
+ * configuration table is generated from `describeSettings()` so the two never drift.
+ */
+const port = z.coerce.number().int('must be an integer').min(1, 'must be 1..65535').max(65535, 'must be 1..65535');
+const positiveInt = z.coerce.number().int('must be an integer').positive('must be positive');
+const bool = z
+  .enum(['true', 'false', '1', '0', 'yes', 'no'], { message: 'must be true or false' })
+  .transform((v) => v === 'true' || v === '1' || v === 'yes');
+
+const postgresUrl = z
+  .string()
+  .refine((v) => /^postgres(ql)?:\/\//.test(v) && URL.canParse(v), 'must be a postgres:// or postgresql:// URL');
+const redisUrl = z.string().refine((v) => /^rediss?:\/\//.test(v) && URL.canParse(v), 'must be a redis:// or rediss:// URL');
+const httpUrl = z.string().refine((v) => /^https?:\/\//.test(v) && URL.canParse(v), 'must be an http(s) URL');
+
+function isCidr(value: string): boolean {
+  const [address, bits, extra] = value.split('/');
+  if (extra !== undefined || !address || bits === undefined || !/^\d+$/.test(bits)) return false;
+  const family = isIP(address);
+  return family !== 0 && Number(bits) <= (family === 4 ? 32 : 128);
+}
+const cidrList = z
+  .string()
+  .transform((v) => v.split(',').map((s) => s.trim()).filter(Boolean))
+  .refine((list) => list.every(isCidr), 'must be a comma-separated list of CIDR ranges such as 10.0.0.0/8');
+
+interface Setting {
+  schema: z.ZodType;
+  default?: string;
+  description: string;
+}
+
+export const SETTINGS = {
+  PORT: { schema: port, default: '8080', description: 'HTTP port of the control plane.' },
+  HOST: {
+    schema: z.string().min(1),
+    description: 'Address to listen on. Default 127.0.0.1 in embedded mode (one developer), 0.0.0.0 in server mode.',
+  },
+  AILERON_DATA_DIR: {
+    schema: z.string().min(1),
+    default: './.aileron',
+    description: 'Embedded mode: where the PGlite database, the admin token and generated keys live.',
+  },
+  DATABASE_URL: { schema: postgresUrl, description: 'PostgreSQL URL. Setting it selects the server mode.' },
+  DATABASE_POOL_SIZE: { schema: positiveInt, default: '10', description: 'Server mode: PostgreSQL connections per process.' },
+  REDIS_URL: { schema: redisUrl, description: 'Redis URL. Jobs run on BullMQ through it; without it they run in-process.' },
+  AILERON_RUN_WORKERS: {
+    schema: bool,
+    description:
+      'Run the job processors inside the control plane. Default true without REDIS_URL, false with it (run `apps/worker` instead).',
+  },
+  AILERON_PUBLIC_URL: {
+    schema: httpUrl,
+    description: 'The URL people and gateways reach the control plane at (links in messages). Default http://localhost:PORT.',
+  },
+  LOG_LEVEL: {
+    schema: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
+    default: 'info',
+    description: 'fatal, error, warn, info, debug, trace or silent. Logs are JSON lines on stdout.',
+  },
+  UPSTREAM_ALLOW_CIDRS: {
+    schema: cidrList,
+    default: '',
+    description:
+      'Private address ranges that upstream MCP URLs and webhook targets may reach despite the SSRF rules. Embedded mode also allows loopback.',
+  },
+  AILERON_JWT_TTL_SECONDS: {
+    schema: positiveInt,
+    default: '3600',
+    description: 'Lifetime of the admin JWTs the control plane issues (POST /v1/auth/token).',
+  },
+  AILERON_OUTBOX_POLL_MS: {
+    schema: positiveInt,
+    default: '1000',
+    description: 'How often the outbox is swept for messages a crashed process left behind.',
+  },
+  AILERON_CONFIG_FILE: {
+    schema: z.string().min(1),
+    description: 'Optional JSON or YAML file with any of these settings; the environment wins over it.',
+  },
+} satisfies Record<string, Setting>;
+
+export type SettingName = keyof typeof SETTINGS;
+
+export function describeSettings(): { name: SettingName; default?: string; description: string }[] {
+  return (Object.keys(SETTINGS) as SettingName[]).map((name) => {
+    const setting: Setting = SETTINGS[name];
+    return { name, ...(setting.default !== undefined ? { default: setting.default } : {}), description: setting.description };
+  });
+}

@@ -1,0 +1,116 @@
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+import { SETTINGS, SettingName } from './config.schema';
+
+export type Mode = 'embedded' | 'server';
+
+/** The parsed, validated configuration. Built once at boot and passed around. */
+export interface AppConfig {
+  mode: Mode;
+  port: number;
+  host: string;
+  dataDir: string;
+  database: { kind: 'pglite'; dataDir: string } | { kind: 'postgres'; url: string; poolSize: number };
+  redisUrl: string | undefined;
+  runWorkers: boolean;
+  publicUrl: string;
+  logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  upstreamAllowCidrs: string[];
+  jwtTtlSeconds: number;
+  outboxPollMs: number;
+}
+
+export class ConfigError extends Error {
+  constructor(readonly problems: { name: string; message: string }[]) {
+    super(`invalid configuration: ${problems.map((p) => `${p.name} ${p.message}`).join('; ')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+type Source = Record<string, string | undefined>;
+
+function readConfigFile(path: string): Source {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    throw new ConfigError([{ name: 'AILERON_CONFIG_FILE', message: `cannot be read: ${(error as NodeJS.ErrnoException).code ?? 'error'} (${path})` }]);
+  }
+  let parsed: unknown;
+  try {
+    parsed = /\.ya?ml$/i.test(path) ? parseYaml(text) : JSON.parse(text);
+  } catch (error) {
+    throw new ConfigError([{ name: 'AILERON_CONFIG_FILE', message: `is not valid ${/\.ya?ml$/i.test(path) ? 'YAML' : 'JSON'}: ${(error as Error).message.split('\n')[0]}` }]);
+  }
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
+    throw new ConfigError([{ name: 'AILERON_CONFIG_FILE', message: 'must hold an object of SETTING: value' }]);
+  }
+  const out: Source = {};
+  for (const [key, value] of Object.entries(parsed)) {
+    if (!(key in SETTINGS)) throw new ConfigError([{ name: 'AILERON_CONFIG_FILE', message: `names an unknown setting "${key}"` }]);
+    out[key] = Array.isArray(value) ? value.join(',') : String(value);
+  }
+  return out;
+}
+
+function describeValue(name: string, raw: string): string {
+  // URLs may carry passwords: never echo them back.
+  return /URL$/.test(name) ? '' : ` (got ${JSON.stringify(raw.length > 60 ? raw.slice(0, 60) + '…' : raw)})`;
+}
+
+/** Parses and validates the configuration; throws ConfigError naming every bad variable. */
+export function loadConfig(env: Source = process.env): AppConfig {
+  const file = env.AILERON_CONFIG_FILE ? readConfigFile(env.AILERON_CONFIG_FILE) : {};
+  const values: Partial<Record<SettingName, unknown>> = {};
+  const problems: { name: string; message: string }[] = [];
+  for (const name of Object.keys(SETTINGS) as SettingName[]) {
+    const setting: { schema: z.ZodType; default?: string } = SETTINGS[name];
+    const fromEnv = env[name];
+    const raw = fromEnv !== undefined && fromEnv !== '' ? fromEnv : (file[name] ?? setting.default);
+    if (raw === undefined) continue;
+    const result = setting.schema.safeParse(raw);
+    if (result.success) values[name] = result.data;
+    else problems.push({ name, message: `${result.error.issues[0]?.message ?? 'is invalid'}${describeValue(name, raw)}` });
+  }
+  if (problems.length > 0) throw new ConfigError(problems);
+
+  const port = values.PORT as number;
+  const databaseUrl = values.DATABASE_URL as string | undefined;
+  const redisUrl = values.REDIS_URL as string | undefined;
+  const mode: Mode = databaseUrl ? 'server' : 'embedded';
+  const dataDir = resolve(values.AILERON_DATA_DIR as string);
+  return {
+    mode,
+    port,
+    host: (values.HOST as string | undefined) ?? (mode === 'embedded' ? '127.0.0.1' : '0.0.0.0'),
+    dataDir,
+    database: databaseUrl
+      ? { kind: 'postgres', url: databaseUrl, poolSize: values.DATABASE_POOL_SIZE as number }
+      : { kind: 'pglite', dataDir: resolve(dataDir, 'pgdata') },
+    redisUrl,
+    runWorkers: (values.AILERON_RUN_WORKERS as boolean | undefined) ?? !redisUrl,
+    publicUrl: ((values.AILERON_PUBLIC_URL as string | undefined) ?? `http://localhost:${port}`).replace(/\/+$/, ''),
+    logLevel: values.LOG_LEVEL as AppConfig['logLevel'],
+    upstreamAllowCidrs: values.UPSTREAM_ALLOW_CIDRS as string[],
+    jwtTtlSeconds: values.AILERON_JWT_TTL_SECONDS as number,
+    outboxPollMs: values.AILERON_OUTBOX_POLL_MS as number,
+  };
+}
+
+/**
+ * For entry points: parse or stop the process with one line naming the
+ * variable. Nothing else has started yet, so exiting here loses nothing.
+ */
+export function loadConfigOrExit(env: Source = process.env): AppConfig {
+  try {
+    return loadConfig(env);
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`aileron: ${error.message}\n`);
+      process.exit(78); // EX_CONFIG
+    }
+    throw error;
+  }
+}

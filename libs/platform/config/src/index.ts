@@ -1,0 +1,5 @@
+export * from './config';
+export { describeSettings, SETTINGS } from './config.schema';
+export type { SettingName } from './config.schema';
+export * from './config.module';
+export * from './paths';

@@ -1,0 +1,48 @@
+import { Inject, Injectable } from '@nestjs/common';
+import type { DatabaseHandle, Transaction } from './database';
+import type { PrismaClient } from './generated/prisma/client';
+
+export const DATABASE_HANDLE = Symbol('DATABASE_HANDLE');
+
+type CommitHook = () => void;
+
+/**
+ * The one way to the database for repositories, and the unit of work for
+ * services: `transaction(fn)` hands `fn` an opaque Transaction to pass on, and
+ * runs after-commit hooks (e.g. waking the outbox dispatcher) only on success.
+ * The handle is closed by whoever opened it, after Nest has shut down.
+ */
+@Injectable()
+export class DatabaseService {
+  private readonly commitHooks: CommitHook[] = [];
+
+  constructor(@Inject(DATABASE_HANDLE) private readonly handle: DatabaseHandle) {}
+
+  /** For repositories only: the client to query outside a transaction. */
+  get client(): PrismaClient {
+    return this.handle.client;
+  }
+
+  get kind(): DatabaseHandle['kind'] {
+    return this.handle.kind;
+  }
+
+  /** For repositories: the transaction's client if one is given, else the pool. */
+  use(tx?: Transaction): PrismaClient | Transaction {
+    return tx ?? this.handle.client;
+  }
+
+  async transaction<T>(fn: (tx: Transaction) => Promise<T>): Promise<T> {
+    const result = await this.handle.client.$transaction((tx) => fn(tx as Transaction), { timeout: 30_000, maxWait: 10_000 });
+    for (const hook of this.commitHooks) hook();
+    return result;
+  }
+
+  onCommit(hook: CommitHook): void {
+    this.commitHooks.push(hook);
+  }
+
+  ping(): Promise<boolean> {
+    return this.handle.ping();
+  }
+}

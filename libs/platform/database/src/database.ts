@@ -1,0 +1,87 @@
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { PGlite } from '@electric-sql/pglite';
+import { PrismaPg } from '@prisma/adapter-pg';
+import { PrismaPGlite } from 'pglite-prisma-adapter';
+import { AppConfig, prismaPaths } from '@aileron/config';
+import { Prisma, PrismaClient } from './generated/prisma/client';
+import { lockDataDir } from './data-dir-lock';
+import { applyMigrations, MigrationTarget } from './migrator';
+
+/**
+ * A transaction handle. Services pass it from a unit of work to repositories
+ * without seeing Prisma; only repositories look inside.
+ */
+export type Transaction = Prisma.TransactionClient & { readonly __transaction: unique symbol };
+
+export interface DatabaseHandle {
+  readonly kind: 'pglite' | 'postgres';
+  readonly client: PrismaClient;
+  /** true when the database answers a trivial query */
+  ping(): Promise<boolean>;
+  close(): Promise<void>;
+}
+
+export interface OpenDatabaseOptions {
+  migrate?: boolean;
+  log?: (line: string) => void;
+}
+
+function pgliteIn(dataDir: string | undefined): PGlite {
+  if (dataDir) mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  return new PGlite(dataDir);
+}
+
+/** Opens the database the configuration names and brings its schema up to date. */
+export async function openDatabase(
+  database: AppConfig['database'] | { kind: 'pglite-memory'; pglite?: PGlite },
+  options: OpenDatabaseOptions = {},
+): Promise<DatabaseHandle> {
+  const migrate = options.migrate ?? true;
+  if (database.kind === 'postgres') {
+    if (migrate) await applyMigrations({ kind: 'postgres', url: database.url }, { ...prismaPaths(), log: options.log });
+    const client = new PrismaClient({ adapter: new PrismaPg({ connectionString: database.url, max: database.poolSize }) });
+    return handle('postgres', client, async () => client.$disconnect());
+  }
+  let unlock = (): void => {};
+  if (database.kind === 'pglite') {
+    // the lock lives beside pgdata/, which PGlite wants to itself
+    mkdirSync(dirname(database.dataDir), { recursive: true, mode: 0o700 });
+    unlock = lockDataDir(dirname(database.dataDir));
+  }
+  try {
+    const pglite = database.kind === 'pglite' ? pgliteIn(database.dataDir) : (database.pglite ?? new PGlite());
+    await pglite.waitReady;
+    if (migrate) await applyMigrations({ kind: 'pglite', pglite } satisfies MigrationTarget, { ...prismaPaths(), log: options.log });
+    const client = new PrismaClient({ adapter: new PrismaPGlite(pglite) });
+    return handle('pglite', client, async () => {
+      await client.$disconnect();
+      if (!pglite.closed) await pglite.close();
+      unlock();
+    });
+  } catch (error) {
+    unlock();
+    throw error;
+  }
+}
+
+function handle(kind: DatabaseHandle['kind'], client: PrismaClient, close: () => Promise<void>): DatabaseHandle {
+  let closed = false;
+  return {
+    kind,
+    client,
+    async ping() {
+      try {
+        await client.$queryRaw`SELECT 1`;
+        return true;
+      } catch {
+        return false;
+      }
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      await close();
+    },
+  };
+}

@@ -1,0 +1,11 @@
+export * from './database';
+export * from './database.service';
+export * from './database.module';
+export * from './prisma-errors';
+export { applyMigrations, createMigration } from './migrator';
+export type { MigrationTarget } from './migrator';
+// Repositories (and only they, see .dependency-cruiser.cjs) use the generated types.
+export { Prisma, PrismaClient } from './generated/prisma/client';
+export type * from './generated/prisma/models';
+export { Role as DbRole } from './generated/prisma/enums';
+export { DataDirLockedError } from './data-dir-lock';

@@ -1,0 +1,21 @@
+import { Global, Module } from '@nestjs/common';
+import { APP_FILTER, APP_INTERCEPTOR, DiscoveryModule } from '@nestjs/core';
+import { HttpMetrics } from './metrics';
+import { PlatformController } from './platform.controller';
+import { ProblemFilter } from './problem.filter';
+import { RouteCatalog } from './route-catalog.service';
+import { RouteValidationInterceptor } from './route-validation.interceptor';
+
+@Global()
+@Module({
+  imports: [DiscoveryModule],
+  controllers: [PlatformController],
+  providers: [
+    HttpMetrics,
+    RouteCatalog,
+    { provide: APP_FILTER, useClass: ProblemFilter },
+    { provide: APP_INTERCEPTOR, useClass: RouteValidationInterceptor },
+  ],
+  exports: [HttpMetrics, RouteCatalog],
+})
+export class HttpModule {}

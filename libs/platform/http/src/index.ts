@@ -1,0 +1,6 @@
+export * from './route.decorator';
+export * from './route-catalog.service';
+export * from './openapi';
+export * from './metrics';
+export { ProblemFilter, toProblem, sendProblem } from './problem.filter';
+export { HttpModule } from './http.module';

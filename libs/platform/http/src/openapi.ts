@@ -1,0 +1,96 @@
+import { z } from 'zod';
+import { openApiPath, RouteDefinition } from './route.decorator';
+
+const problemSchema = {
+  type: 'object',
+  required: ['type', 'title', 'status', 'detail', 'code'],
+  properties: {
+    type: { type: 'string' },
+    title: { type: 'string' },
+    status: { type: 'integer' },
+    detail: { type: 'string' },
+    code: { type: 'string', description: 'stable machine-readable error code' },
+    request_id: { type: 'string' },
+    errors: { type: 'array', items: { type: 'object', properties: { path: { type: 'string' }, message: { type: 'string' } } } },
+  },
+};
+
+function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): Record<string, unknown> {
+  const out = z.toJSONSchema(schema, { io, unrepresentable: 'any', target: 'openapi-3.0' }) as Record<string, unknown>;
+  delete out.$schema;
+  return out;
+}
+
+function parameters(where: 'path' | 'query', schema: z.ZodObject | undefined): unknown[] {
+  if (!schema) return [];
+  const shape = jsonSchema(schema, 'input') as { properties?: Record<string, Record<string, unknown>>; required?: string[] };
+  return Object.entries(shape.properties ?? {}).map(([name, property]) => ({
+    name,
+    in: where,
+    required: where === 'path' || (shape.required ?? []).includes(name),
+    ...(typeof property.description === 'string' ? { description: property.description } : {}),
+    schema: property,
+  }));
+}
+
+/** The OpenAPI 3.1 document, built from the same zod schemas that validate requests. */
+export function buildOpenApi(routes: RouteDefinition[], info: { title: string; version: string; serverUrl: string }): Record<string, unknown> {
+  const paths: Record<string, Record<string, unknown>> = {};
+  for (const route of routes) {
+    const status = String(route.status ?? 200);
+    const success: Record<string, unknown> =
+      route.status === 204
+        ? { description: 'No content' }
+        : {
+            description: 'Success',
+            content: {
+              [route.produces ?? 'application/json']: route.response ? { schema: jsonSchema(route.response, 'output') } : {},
+            },
+          };
+    const problem = { $ref: '#/components/responses/Problem' };
+    const operation: Record<string, unknown> = {
+      operationId: `${route.method.toLowerCase()}${openApiPath(route.path).replace(/[{}]/g, '').replace(/[^A-Za-z0-9]+(.)/g, (_, c: string) => c.toUpperCase())}`,
+      summary: route.summary,
+      ...(route.description ? { description: route.description } : {}),
+      tags: [route.tag],
+      ...(route.auth === 'public' ? { security: [] } : {}),
+      ...(route.permission ? { 'x-aileron-permission': route.permission } : {}),
+      'x-aileron-tenancy': route.tenancy,
+      parameters: [...parameters('path', route.params), ...parameters('query', route.query)],
+      ...(route.body
+        ? {
+            requestBody: {
+              required: true,
+              content: { 'application/json': { schema: jsonSchema(route.body, 'input'), ...(route.example?.body ? { example: route.example.body } : {}) } },
+            },
+          }
+        : {}),
+      responses: {
+        [status]: success,
+        ...(route.body || route.params || route.query ? { '400': problem } : {}),
+        ...(route.auth === 'public' ? {} : { '401': problem, '403': problem }),
+        ...(route.params ? { '404': problem } : {}),
+      },
+    };
+    (paths[openApiPath(route.path)] ??= {})[route.method.toLowerCase()] = operation;
+  }
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: info.title,
+      version: info.version,
+      description:
+        'The Aileron control plane API. Every error is `application/problem+json` with a stable `code`. Authenticate with `Authorization: Bearer <token>` (an API token or an admin JWT).',
+    },
+    servers: [{ url: info.serverUrl }],
+    security: [{ bearer: [] }],
+    components: {
+      securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'API token (ail_api_…) or admin JWT' } },
+      schemas: { Problem: problemSchema },
+      responses: {
+        Problem: { description: 'An error', content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } } },
+      },
+    },
+    paths,
+  };
+}

@@ -1,0 +1,80 @@
+import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Logger } from '@nestjs/common';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { isForeignKeyViolation, isRecordNotFound, isUniqueViolation } from '@aileron/database';
+import { DomainError, internalProblem, Problem, PROBLEM_CONTENT_TYPE, problemFromDomainError, problemType } from '@aileron/errors';
+
+const STATUS_CODES: Record<number, string> = {
+  400: 'BAD_REQUEST',
+  401: 'UNAUTHENTICATED',
+  403: 'FORBIDDEN',
+  404: 'ROUTE_NOT_FOUND',
+  405: 'METHOD_NOT_ALLOWED',
+  406: 'NOT_ACCEPTABLE',
+  408: 'REQUEST_TIMEOUT',
+  413: 'PAYLOAD_TOO_LARGE',
+  415: 'UNSUPPORTED_MEDIA_TYPE',
+  429: 'RATE_LIMITED',
+};
+
+/** Fastify's own errors (body parsing, limits) carry a code and a status. */
+const FASTIFY_CODES: Record<string, string> = {
+  FST_ERR_CTP_INVALID_JSON_BODY: 'MALFORMED_JSON',
+  FST_ERR_CTP_EMPTY_JSON_BODY: 'MALFORMED_JSON',
+  FST_ERR_CTP_BODY_TOO_LARGE: 'PAYLOAD_TOO_LARGE',
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: 'UNSUPPORTED_MEDIA_TYPE',
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: 'BAD_REQUEST',
+};
+
+function simple(status: number, code: string, title: string, detail: string, requestId?: string): Problem {
+  return { type: problemType(code), title, status, detail, code, ...(requestId ? { request_id: requestId } : {}) };
+}
+
+/**
+ * Turns anything thrown into a problem document. Unknown errors become a 500
+ * that says only the request id: the stack goes to the log, never the client.
+ */
+export function toProblem(error: unknown, requestId?: string): { problem: Problem; unexpected: boolean } {
+  if (error instanceof DomainError) return { problem: problemFromDomainError(error, requestId), unexpected: false };
+  if (isUniqueViolation(error)) {
+    return { problem: simple(409, 'CONFLICT', 'Conflict', 'A resource with these identifying fields already exists', requestId), unexpected: false };
+  }
+  if (isRecordNotFound(error)) return { problem: simple(404, 'NOT_FOUND', 'Not found', 'The resource does not exist', requestId), unexpected: false };
+  if (isForeignKeyViolation(error)) {
+    return { problem: simple(409, 'REFERENCE_NOT_FOUND', 'Conflict', 'A referenced resource does not exist', requestId), unexpected: false };
+  }
+  if (error instanceof HttpException) {
+    const status = error.getStatus();
+    if (status < 500) {
+      const code = STATUS_CODES[status] ?? 'BAD_REQUEST';
+      const detail = status === 404 ? 'No such route' : error.message;
+      return { problem: simple(status, code, error.name.replace(/Exception$/, '').replace(/([a-z])([A-Z])/g, '$1 $2'), detail, requestId), unexpected: false };
+    }
+  }
+  const fastify = error as { code?: unknown; statusCode?: unknown; message?: unknown };
+  if (typeof fastify.statusCode === 'number' && fastify.statusCode >= 400 && fastify.statusCode < 500) {
+    const code = (typeof fastify.code === 'string' && FASTIFY_CODES[fastify.code]) || STATUS_CODES[fastify.statusCode] || 'BAD_REQUEST';
+    const detail = code === 'MALFORMED_JSON' ? 'The request body is not valid JSON' : String(fastify.message ?? 'Bad request');
+    return { problem: simple(fastify.statusCode, code, 'Bad request', detail, requestId), unexpected: false };
+  }
+  return { problem: internalProblem(requestId), unexpected: true };
+}
+
+export function sendProblem(reply: FastifyReply, problem: Problem): void {
+  void reply.status(problem.status).header('content-type', PROBLEM_CONTENT_TYPE).send(JSON.stringify(problem));
+}
+
+@Catch()
+export class ProblemFilter implements ExceptionFilter {
+  private readonly logger = new Logger('ProblemFilter');
+
+  catch(error: unknown, host: ArgumentsHost): void {
+    if (host.getType() !== 'http') throw error;
+    const http = host.switchToHttp();
+    const request = http.getRequest<FastifyRequest>();
+    const reply = http.getResponse<FastifyReply>();
+    const { problem, unexpected } = toProblem(error, request.id);
+    if (unexpected) this.logger.error({ err: error, requestId: request.id }, 'unhandled error');
+    if (reply.sent) return;
+    sendProblem(reply, problem);
+  }
+}

@@ -1,0 +1,59 @@
+import { applyDecorators, HttpCode, RequestMethod, RequestMapping, SetMetadata } from '@nestjs/common';
+import type { z } from 'zod';
+
+/**
+ * Which tenant a route acts in. The tenancy matrix test reads this to know
+ * what to attack: `workspace` routes take `:ws`, `organization` routes act on
+ * the caller's organisation (and resources by id inside it).
+ */
+export type RouteTenancy = 'workspace' | 'organization' | 'platform' | 'caller' | 'none';
+
+export interface RouteDefinition {
+  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+  /** Nest path syntax: `/v1/workspaces/:ws` */
+  path: string;
+  summary: string;
+  description?: string;
+  tag: string;
+  /** `public` routes skip authentication; everything else requires a bearer token */
+  auth?: 'public' | 'bearer';
+  /** the action the caller must be allowed, checked by the auth layer's AccessService */
+  permission?: string;
+  tenancy: RouteTenancy;
+  params?: z.ZodObject;
+  query?: z.ZodObject;
+  body?: z.ZodType;
+  response?: z.ZodType;
+  /** success status; default 200 (201 for POST that creates, set explicitly) */
+  status?: number;
+  /** a valid request, used by the docs and by the cross-tenant test */
+  example?: { params?: Record<string, string>; query?: Record<string, string>; body?: unknown };
+  /** response is not JSON (e.g. text/plain metrics, HTML docs) */
+  produces?: string;
+}
+
+export const ROUTE_METADATA = 'aileron:route';
+
+const METHODS: Record<RouteDefinition['method'], RequestMethod> = {
+  GET: RequestMethod.GET,
+  POST: RequestMethod.POST,
+  PUT: RequestMethod.PUT,
+  PATCH: RequestMethod.PATCH,
+  DELETE: RequestMethod.DELETE,
+};
+
+/**
+ * Declares an endpoint once: routing, validation (RouteValidationInterceptor),
+ * authentication (the auth guard) and the OpenAPI document all read this.
+ */
+export function Route(definition: RouteDefinition): MethodDecorator {
+  return applyDecorators(
+    RequestMapping({ path: definition.path, method: METHODS[definition.method] }),
+    HttpCode(definition.status ?? 200),
+    SetMetadata(ROUTE_METADATA, definition),
+  );
+}
+
+export function openApiPath(path: string): string {
+  return path.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
+}

@@ -1,0 +1,3 @@
+export * from './logging';
+export * from './logging.module';
+export { Logger as AppLogger, PinoLogger } from 'nestjs-pino';

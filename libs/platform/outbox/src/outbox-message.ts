@@ -1,0 +1,29 @@
+/** What a domain records in the outbox, in the same transaction as its change. */
+export interface OutboxRecord {
+  /** `domain.past-tense` for events (`workspace.created`) */
+  topic: string;
+  organizationId?: string;
+  workspaceId?: string;
+  payload: Record<string, unknown>;
+}
+
+export interface OutboxMessage extends OutboxRecord {
+  id: string;
+  createdAt: Date;
+}
+
+export interface OutboxConsumer {
+  /** stable name; a message is handled at most once per consumer name */
+  readonly name: string;
+  readonly topics: readonly string[] | '*';
+  /**
+   * Runs inside the transaction that records the delivery, so its database
+   * effects commit exactly once. Effects outside the database (an HTTP call)
+   * are at least once: make them idempotent with `message.id`.
+   */
+  handle(message: OutboxMessage, tx: import('@aileron/database').Transaction): Promise<void>;
+}
+
+export function subscribes(consumer: OutboxConsumer, topic: string): boolean {
+  return consumer.topics === '*' || consumer.topics.includes(topic);
+}

@@ -1,0 +1,22 @@
+import { DynamicModule, Global, Module } from '@nestjs/common';
+import { BullMqQueue } from './bullmq.queue';
+import { InProcessQueue } from './in-process.queue';
+import { JOB_QUEUE, JobQueue } from './job';
+import { JobRegistry } from './job-registry';
+import { QueueService } from './queue.service';
+
+export function createJobQueue(redisUrl: string | undefined): JobQueue {
+  return redisUrl ? new BullMqQueue(redisUrl) : new InProcessQueue();
+}
+
+@Global()
+@Module({})
+export class QueueModule {
+  static forRoot(redisUrl: string | undefined): DynamicModule {
+    return {
+      module: QueueModule,
+      providers: [{ provide: JOB_QUEUE, useFactory: () => createJobQueue(redisUrl) }, JobRegistry, QueueService],
+      exports: [QueueService, JobRegistry],
+    };
+  }
+}

@@ -1,0 +1,14 @@
+import { Module } from '@nestjs/common';
+import { BootstrapService } from './bootstrap.service';
+import { OrganizationsController } from './organizations.controller';
+import { PeopleController } from './people.controller';
+import { TenancyRepository } from './tenancy.repository';
+import { TenancyService } from './tenancy.service';
+import { WorkspacesController } from './workspaces.controller';
+
+@Module({
+  controllers: [OrganizationsController, WorkspacesController, PeopleController],
+  providers: [TenancyRepository, TenancyService, BootstrapService],
+  exports: [TenancyService, BootstrapService],
+})
+export class TenancyModule {}

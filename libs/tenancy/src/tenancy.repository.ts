@@ -1,0 +1,162 @@
+import { Injectable } from '@nestjs/common';
+import type { OrgScope, Role, WorkspaceScope } from '@aileron/auth';
+import { DatabaseService, Prisma, Transaction } from '@aileron/database';
+
+export interface OrganizationRecord {
+  id: string;
+  slug: string;
+  name: string;
+  createdAt: Date;
+}
+
+export interface WorkspaceRecord {
+  id: string;
+  slug: string;
+  name: string;
+  createdAt: Date;
+}
+
+export interface UserRecord {
+  id: string;
+  email: string | null;
+  name: string | null;
+  subject: string | null;
+  role: Role;
+  createdAt: Date;
+  lastLoginAt: Date | null;
+}
+
+export interface MemberRecord {
+  userId: string;
+  email: string | null;
+  name: string | null;
+  role: Role;
+  createdAt: Date;
+}
+
+export interface IdentityProviderData {
+  issuer: string;
+  jwksUrl: string;
+  audience: string | null;
+  subjectClaim: string;
+  emailClaim: string;
+  nameClaim: string;
+  roleClaim: string | null;
+  roleMapping: Record<string, Role>;
+  defaultRole: Role;
+}
+
+const workspaceSelect = { id: true, slug: true, name: true, createdAt: true } as const;
+const userSelect = { id: true, email: true, name: true, subject: true, role: true, createdAt: true, lastLoginAt: true } as const;
+
+/** Organisations, workspaces, users and memberships. */
+@Injectable()
+export class TenancyRepository {
+  constructor(private readonly db: DatabaseService) {}
+
+  /** Platform-level: an organisation is the scope itself, so none is taken. */
+  async createOrganization(data: { slug: string; name: string }, tx: Transaction): Promise<OrganizationRecord> {
+    return tx.organization.create({ data, select: { id: true, slug: true, name: true, createdAt: true } });
+  }
+
+  async findOrganizationBySlug(slug: string): Promise<OrganizationRecord | null> {
+    return this.db.client.organization.findUnique({ where: { slug }, select: { id: true, slug: true, name: true, createdAt: true } });
+  }
+
+  async countOrganizations(): Promise<number> {
+    return this.db.client.organization.count();
+  }
+
+  async getOrganization(scope: OrgScope): Promise<OrganizationRecord> {
+    return this.db.client.organization.findUniqueOrThrow({
+      where: { id: scope.organizationId },
+      select: { id: true, slug: true, name: true, createdAt: true },
+    });
+  }
+
+  async getIdentityProvider(scope: OrgScope): Promise<IdentityProviderData | null> {
+    const row = await this.db.client.identityProvider.findUnique({ where: { organizationId: scope.organizationId } });
+    return row ? { ...row, roleMapping: row.roleMapping as Record<string, Role> } : null;
+  }
+
+  async putIdentityProvider(scope: OrgScope, data: IdentityProviderData, tx: Transaction): Promise<void> {
+    const values = { ...data, roleMapping: data.roleMapping as Prisma.InputJsonValue };
+    await tx.identityProvider.upsert({
+      where: { organizationId: scope.organizationId },
+      create: { organizationId: scope.organizationId, ...values },
+      update: values,
+    });
+  }
+
+  async deleteIdentityProvider(scope: OrgScope, tx: Transaction): Promise<boolean> {
+    const { count } = await tx.identityProvider.deleteMany({ where: { organizationId: scope.organizationId } });
+    return count > 0;
+  }
+
+  async createWorkspace(scope: OrgScope, data: { slug: string; name: string }, tx: Transaction): Promise<WorkspaceRecord> {
+    return tx.workspace.create({ data: { organizationId: scope.organizationId, ...data }, select: workspaceSelect });
+  }
+
+  async listWorkspaces(scope: OrgScope): Promise<WorkspaceRecord[]> {
+    return this.db.client.workspace.findMany({ where: { organizationId: scope.organizationId }, select: workspaceSelect, orderBy: { slug: 'asc' } });
+  }
+
+  async findWorkspaceBySlug(scope: OrgScope, slug: string): Promise<WorkspaceRecord | null> {
+    return this.db.client.workspace.findUnique({ where: { organizationId_slug: { organizationId: scope.organizationId, slug } }, select: workspaceSelect });
+  }
+
+  async getWorkspace(scope: WorkspaceScope): Promise<WorkspaceRecord> {
+    return this.db.client.workspace.findUniqueOrThrow({
+      where: { organizationId_id: { organizationId: scope.organizationId, id: scope.workspaceId } },
+      select: workspaceSelect,
+    });
+  }
+
+  async updateWorkspace(scope: WorkspaceScope, data: { name: string }, tx: Transaction): Promise<WorkspaceRecord> {
+    return tx.workspace.update({
+      where: { organizationId_id: { organizationId: scope.organizationId, id: scope.workspaceId } },
+      data,
+      select: workspaceSelect,
+    });
+  }
+
+  async listUsers(scope: OrgScope): Promise<UserRecord[]> {
+    return this.db.client.user.findMany({ where: { organizationId: scope.organizationId }, select: userSelect, orderBy: { createdAt: 'asc' } });
+  }
+
+  async findUser(scope: OrgScope, id: string): Promise<UserRecord | null> {
+    return this.db.client.user.findUnique({ where: { organizationId_id: { organizationId: scope.organizationId, id } }, select: userSelect });
+  }
+
+  async createUser(scope: OrgScope, data: { email: string; name: string | null; role: Role }, tx: Transaction): Promise<UserRecord> {
+    return tx.user.create({ data: { organizationId: scope.organizationId, ...data }, select: userSelect });
+  }
+
+  async updateUserRole(scope: OrgScope, id: string, role: Role, tx: Transaction): Promise<UserRecord> {
+    return tx.user.update({ where: { organizationId_id: { organizationId: scope.organizationId, id } }, data: { role }, select: userSelect });
+  }
+
+  async listMembers(scope: WorkspaceScope): Promise<MemberRecord[]> {
+    const rows = await this.db.client.membership.findMany({
+      where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId },
+      include: { user: { select: { email: true, name: true } } },
+      orderBy: { createdAt: 'asc' },
+    });
+    return rows.map((r) => ({ userId: r.userId, email: r.user.email, name: r.user.name, role: r.role, createdAt: r.createdAt }));
+  }
+
+  async putMember(scope: WorkspaceScope, userId: string, role: Role, tx: Transaction): Promise<MemberRecord> {
+    const row = await tx.membership.upsert({
+      where: { workspaceId_userId: { workspaceId: scope.workspaceId, userId } },
+      create: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, userId, role },
+      update: { role },
+      include: { user: { select: { email: true, name: true } } },
+    });
+    return { userId: row.userId, email: row.user.email, name: row.user.name, role: row.role, createdAt: row.createdAt };
+  }
+
+  async deleteMember(scope: WorkspaceScope, userId: string, tx: Transaction): Promise<boolean> {
+    const { count } = await tx.membership.deleteMany({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, userId } });
+    return count > 0;
+  }
+}

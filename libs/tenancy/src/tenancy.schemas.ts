@@ -1,0 +1,62 @@
+import { z } from 'zod';
+import { role, ROLES, slug, uuid } from '@aileron/auth';
+
+export const wsParams = z.object({ ws: slug.describe('workspace slug') });
+export const userParams = z.object({ id: uuid });
+export const memberParams = z.object({ ws: slug, user_id: uuid });
+
+export const organizationView = z.object({ id: z.string(), slug: z.string(), name: z.string(), created_at: z.string() });
+export const createOrganizationBody = z.object({ slug, name: z.string().trim().min(1).max(200) }).strict();
+export const createdOrganization = z.object({
+  organization: organizationView,
+  owner_token: z.object({ id: z.string(), token: z.string().describe('shown once; store it now') }),
+});
+
+export const workspaceView = z.object({ id: z.string(), slug: z.string(), name: z.string(), created_at: z.string(), role: role.optional() });
+export const createWorkspaceBody = z.object({ slug, name: z.string().trim().min(1).max(200) }).strict();
+export const updateWorkspaceBody = z.object({ name: z.string().trim().min(1).max(200) }).strict();
+
+export const userView = z.object({
+  id: z.string(),
+  email: z.string().nullable(),
+  name: z.string().nullable(),
+  role,
+  linked: z.boolean().describe('true once the user has signed in through the identity provider'),
+  created_at: z.string(),
+  last_login_at: z.string().nullable(),
+});
+export const createUserBody = z
+  .object({ email: z.email(), name: z.string().trim().min(1).max(200).optional(), role: role.default('member') })
+  .strict();
+export const updateUserBody = z.object({ role }).strict();
+
+export const memberView = z.object({ user_id: z.string(), email: z.string().nullable(), name: z.string().nullable(), role, created_at: z.string() });
+export const putMemberBody = z.object({ role }).strict();
+
+const claimName = z.string().trim().min(1).max(200);
+export const identityProviderBody = z
+  .object({
+    issuer: z.url({ protocol: /^https?$/ }).describe('the `iss` of the IdP tokens'),
+    jwks_url: z.url({ protocol: /^https?$/ }),
+    audience: z.string().min(1).max(500).optional().describe('required `aud`, if any'),
+    claims: z
+      .object({ subject: claimName.default('sub'), email: claimName.default('email'), name: claimName.default('name'), role: claimName.optional() })
+      .strict()
+      .default({ subject: 'sub', email: 'email', name: 'name' }),
+    role_mapping: z.record(z.string().min(1), role).default({}).describe('claim value → role, e.g. {"sec-team": "admin"}'),
+    default_role: role.default('member'),
+  })
+  .strict();
+export const identityProviderView = z.object({
+  issuer: z.string(),
+  jwks_url: z.string(),
+  audience: z.string().nullable(),
+  claims: z.object({ subject: z.string(), email: z.string(), name: z.string(), role: z.string().nullable() }),
+  role_mapping: z.record(z.string(), z.enum(ROLES)),
+  default_role: role,
+});
+
+export type CreateOrganizationBody = z.infer<typeof createOrganizationBody>;
+export type CreateWorkspaceBody = z.infer<typeof createWorkspaceBody>;
+export type CreateUserBody = z.infer<typeof createUserBody>;
+export type IdentityProviderBody = z.infer<typeof identityProviderBody>;

@@ -1,0 +1,229 @@
+import { Injectable } from '@nestjs/common';
+import { AccessService, canGrant, describePrincipal, OrgScope, Principal, Role, roleIn, TokensService, WorkspaceScope } from '@aileron/auth';
+import { DatabaseService, isUniqueViolation } from '@aileron/database';
+import { ConflictError, ForbiddenError, NotFoundError } from '@aileron/errors';
+import { OutboxService } from '@aileron/outbox';
+import type { CreateOrganizationBody, CreateUserBody, CreateWorkspaceBody, IdentityProviderBody } from './tenancy.schemas';
+import { IdentityProviderData, MemberRecord, OrganizationRecord, TenancyRepository, UserRecord, WorkspaceRecord } from './tenancy.repository';
+import { SystemScopes } from '@aileron/auth/scope-issuer';
+
+async function uniquely<T>(work: () => Promise<T>, conflict: () => ConflictError): Promise<T> {
+  try {
+    return await work();
+  } catch (error) {
+    if (isUniqueViolation(error)) throw conflict();
+    throw error;
+  }
+}
+
+@Injectable()
+export class TenancyService {
+  constructor(
+    private readonly db: DatabaseService,
+    private readonly repository: TenancyRepository,
+    private readonly tokens: TokensService,
+    private readonly access: AccessService,
+    private readonly outbox: OutboxService,
+  ) {}
+
+  /** A new tenant with its first owner token, in one transaction. */
+  async createOrganization(
+    body: CreateOrganizationBody,
+    actor: string | null,
+    options: { platformOperator?: boolean; defaultWorkspace?: boolean } = {},
+  ): Promise<{ organization: OrganizationRecord; tokenId: string; token: string }> {
+    return uniquely(
+      () =>
+        this.db.transaction(async (tx) => {
+          const organization = await this.repository.createOrganization(body, tx);
+          const scope = SystemScopes.organization(organization.id);
+          const { record, token } = await this.tokens.mint(
+            scope,
+            { name: 'owner', role: 'owner', workspaceId: null, expiresAt: null, createdBy: actor, platformOperator: options.platformOperator ?? false },
+            tx,
+          );
+          if (options.defaultWorkspace) {
+            const workspace = await this.repository.createWorkspace(scope, { slug: 'default', name: 'Default' }, tx);
+            await this.outbox.record(tx, {
+              topic: 'workspace.created',
+              organizationId: organization.id,
+              workspaceId: workspace.id,
+              payload: { workspace: workspace.slug, name: workspace.name, actor },
+            });
+          }
+          await this.outbox.record(tx, {
+            topic: 'organization.created',
+            organizationId: organization.id,
+            payload: { organization: organization.slug, actor },
+          });
+          return { organization, tokenId: record.id, token };
+        }),
+      () => new ConflictError('ORGANIZATION_SLUG_TAKEN', `An organisation with slug "${body.slug}" already exists`),
+    );
+  }
+
+  getOrganization(scope: OrgScope): Promise<OrganizationRecord> {
+    return this.repository.getOrganization(scope);
+  }
+
+  getIdentityProvider(scope: OrgScope): Promise<IdentityProviderData | null> {
+    return this.repository.getIdentityProvider(scope);
+  }
+
+  async putIdentityProvider(principal: Principal, scope: OrgScope, body: IdentityProviderBody): Promise<IdentityProviderData> {
+    const data: IdentityProviderData = {
+      issuer: body.issuer,
+      jwksUrl: body.jwks_url,
+      audience: body.audience ?? null,
+      subjectClaim: body.claims.subject,
+      emailClaim: body.claims.email,
+      nameClaim: body.claims.name,
+      roleClaim: body.claims.role ?? null,
+      roleMapping: body.role_mapping,
+      defaultRole: body.default_role,
+    };
+    await uniquely(
+      () =>
+        this.db.transaction(async (tx) => {
+          await this.repository.putIdentityProvider(scope, data, tx);
+          await this.outbox.record(tx, {
+            topic: 'organization.identity_provider_updated',
+            organizationId: scope.organizationId,
+            payload: { issuer: data.issuer, actor: describePrincipal(principal) },
+          });
+        }),
+      () => new ConflictError('ISSUER_TAKEN', 'Another organisation already uses this issuer'),
+    );
+    return data;
+  }
+
+  async deleteIdentityProvider(principal: Principal, scope: OrgScope): Promise<void> {
+    await this.db.transaction(async (tx) => {
+      if (!(await this.repository.deleteIdentityProvider(scope, tx))) throw new NotFoundError('identity provider', 'current');
+      await this.outbox.record(tx, {
+        topic: 'organization.identity_provider_deleted',
+        organizationId: scope.organizationId,
+        payload: { actor: describePrincipal(principal) },
+      });
+    });
+  }
+
+  /** Only the workspaces the caller can see, with its role in each. */
+  async listWorkspaces(principal: Principal): Promise<(WorkspaceRecord & { role: Role })[]> {
+    const all = await this.repository.listWorkspaces(this.access.callerOrganization(principal));
+    return all.flatMap((ws) => {
+      const role = roleIn(principal, ws.id);
+      return role ? [{ ...ws, role }] : [];
+    });
+  }
+
+  async createWorkspace(principal: Principal | null, scope: OrgScope, body: CreateWorkspaceBody): Promise<WorkspaceRecord> {
+    return uniquely(
+      () =>
+        this.db.transaction(async (tx) => {
+          const workspace = await this.repository.createWorkspace(scope, body, tx);
+          await this.outbox.record(tx, {
+            topic: 'workspace.created',
+            organizationId: scope.organizationId,
+            workspaceId: workspace.id,
+            payload: { workspace: workspace.slug, name: workspace.name, actor: principal ? describePrincipal(principal) : 'system' },
+          });
+          return workspace;
+        }),
+      () => new ConflictError('WORKSPACE_SLUG_TAKEN', `A workspace with slug "${body.slug}" already exists`),
+    );
+  }
+
+  getWorkspace(scope: WorkspaceScope): Promise<WorkspaceRecord> {
+    return this.repository.getWorkspace(scope);
+  }
+
+  async updateWorkspace(principal: Principal, scope: WorkspaceScope, body: { name: string }): Promise<WorkspaceRecord> {
+    return this.db.transaction(async (tx) => {
+      const workspace = await this.repository.updateWorkspace(scope, body, tx);
+      await this.outbox.record(tx, {
+        topic: 'workspace.updated',
+        organizationId: scope.organizationId,
+        workspaceId: scope.workspaceId,
+        payload: { workspace: workspace.slug, name: workspace.name, actor: describePrincipal(principal) },
+      });
+      return workspace;
+    });
+  }
+
+  listUsers(scope: OrgScope): Promise<UserRecord[]> {
+    return this.repository.listUsers(scope);
+  }
+
+  /** Pre-provisions a user; the first sign-in with the same e-mail links the identity. */
+  async createUser(principal: Principal, scope: OrgScope, body: CreateUserBody): Promise<UserRecord> {
+    this.assertCanGrant(principal, body.role);
+    return uniquely(
+      () =>
+        this.db.transaction(async (tx) => {
+          const user = await this.repository.createUser(scope, { email: body.email, name: body.name ?? null, role: body.role }, tx);
+          await this.outbox.record(tx, {
+            topic: 'user.created',
+            organizationId: scope.organizationId,
+            payload: { user_id: user.id, role: user.role, actor: describePrincipal(principal) },
+          });
+          return user;
+        }),
+      () => new ConflictError('USER_EMAIL_TAKEN', `A user with e-mail "${body.email}" already exists`),
+    );
+  }
+
+  async updateUserRole(principal: Principal, scope: OrgScope, id: string, role: Role): Promise<UserRecord> {
+    this.assertCanGrant(principal, role);
+    const existing = await this.repository.findUser(scope, id);
+    if (!existing) throw new NotFoundError('user', id);
+    this.assertCanGrant(principal, existing.role);
+    return this.db.transaction(async (tx) => {
+      const user = await this.repository.updateUserRole(scope, id, role, tx);
+      await this.outbox.record(tx, {
+        topic: 'user.role_changed',
+        organizationId: scope.organizationId,
+        payload: { user_id: id, from: existing.role, to: role, actor: describePrincipal(principal) },
+      });
+      return user;
+    });
+  }
+
+  listMembers(scope: WorkspaceScope): Promise<MemberRecord[]> {
+    return this.repository.listMembers(scope);
+  }
+
+  async putMember(principal: Principal, scope: WorkspaceScope, userId: string, role: Role): Promise<MemberRecord> {
+    if (!canGrant(scope.role, role)) throw new ForbiddenError(`Role "${scope.role}" may not grant role "${role}"`, 'ROLE_ESCALATION');
+    const user = await this.repository.findUser(scope, userId);
+    if (!user) throw new NotFoundError('user', userId);
+    return this.db.transaction(async (tx) => {
+      const member = await this.repository.putMember(scope, userId, role, tx);
+      await this.outbox.record(tx, {
+        topic: 'member.updated',
+        organizationId: scope.organizationId,
+        workspaceId: scope.workspaceId,
+        payload: { user_id: userId, role, actor: describePrincipal(principal) },
+      });
+      return member;
+    });
+  }
+
+  async removeMember(principal: Principal, scope: WorkspaceScope, userId: string): Promise<void> {
+    await this.db.transaction(async (tx) => {
+      if (!(await this.repository.deleteMember(scope, userId, tx))) throw new NotFoundError('member', userId);
+      await this.outbox.record(tx, {
+        topic: 'member.removed',
+        organizationId: scope.organizationId,
+        workspaceId: scope.workspaceId,
+        payload: { user_id: userId, actor: describePrincipal(principal) },
+      });
+    });
+  }
+
+  private assertCanGrant(principal: Principal, role: Role): void {
+    if (!principal.orgRole || !canGrant(principal.orgRole, role)) {
+      throw new ForbiddenError(`Role "${principal.orgRole}" may not grant role "${role}"`, 'ROLE_ESCALATION');
+    }
+  }
+}
