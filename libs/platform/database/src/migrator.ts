@@ -286,14 +286,12 @@ function plan(local: LocalMigration[], applied: AppliedRow[] | null, where: stri
     if (rows.length === 0) pending.push(m.name);
     else if (rows.every((r) => r.finishedAt != null) && !rows.every((r) => checksumMatches(m.sql, r.checksum))) {
       const recorded = rows.find((r) => !checksumMatches(m.sql, r.checksum))!.checksum;
-      edited.push(
-        `${m.name} (${MIGRATION_FILE} has checksum ${migrationChecksum(m.sql)}, ${where} recorded ${recorded} when it was applied)`,
-      );
+      edited.push(`${m.name} (its ${MIGRATION_FILE} now has checksum ${migrationChecksum(m.sql)}, the database recorded ${recorded})`);
     }
   }
   if (edited.length > 0) {
     throw new Error(
-      `Migration${edited.length > 1 ? 's' : ''} changed after being applied to ${where}: ${edited.join('; ')}. ` +
+      `Migration ${edited.join('; ')} changed after being applied to ${where}. ` +
         'Restore the applied version of the file and put the change into a new migration.',
     );
   }
@@ -303,8 +301,8 @@ function plan(local: LocalMigration[], applied: AppliedRow[] | null, where: stri
 function failedMigrationsError(rows: AppliedRow[], where: string): Error {
   const details = rows
     .map((r) => {
-      const logs = r.logs?.trim() ? `: ${r.logs.trim().split('\n').slice(0, 3).join(' ')}` : '';
-      return `${r.name} (started ${formatTime(r.startedAt)}, never finished${logs})`;
+      const logs = r.logs ? engineMessage(r.logs).replace(/^external connector error\s*/, '').replace(/\s+/g, ' ') : '';
+      return `${r.name} (started ${formatTime(r.startedAt)}, never finished${logs ? `: ${logs}` : ''})`;
     })
     .join('; ');
   const first = rows[0]!.name;
@@ -321,15 +319,19 @@ function failedMigrationsError(rows: AppliedRow[], where: string): Error {
  * The part shared by both targets: fast path, then (under the target's lock)
  * a second look and the engine.
  */
-async function applyWithLock(
-  query: Query,
-  schemaName: string,
-  where: string,
-  local: LocalMigrations,
-  log: Log,
-  withLock: <T>(fn: () => Promise<T>) => Promise<T>,
-  runEngine: () => Promise<string[]>,
-): Promise<string[]> {
+interface ApplyContext {
+  query: Query;
+  schemaName: string;
+  /** how messages name the database (never with a password) */
+  where: string;
+  redact: (text: string) => string;
+  withLock: <T>(fn: () => Promise<T>) => Promise<T>;
+  /** the engine's applyMigrations; returns the names it applied */
+  runEngine: () => Promise<string[]>;
+}
+
+async function applyWithLock(ctx: ApplyContext, local: LocalMigrations, log: Log): Promise<string[]> {
+  const { query, schemaName, where, withLock } = ctx;
   const first = plan(local.migrations, await readApplied(query, schemaName), where);
   // Unfinished rows may belong to another process migrating right now: only
   // call them failed once we hold the lock.
@@ -351,10 +353,36 @@ async function applyWithLock(
       return [];
     }
     log(`applying ${current.pending.length} migration(s): ${current.pending.join(', ')}`);
-    const applied = await runEngine();
+    let applied: string[];
+    try {
+      applied = await ctx.runEngine();
+    } catch (error) {
+      throw await engineFailure(ctx, current.pending, error);
+    }
     log(applied.length > 0 ? `applied ${applied.join(', ')}` : 'no migrations applied');
     return applied;
   });
+}
+
+/**
+ * The engine's message for a failed script does not say which migration it
+ * was; `_prisma_migrations` does.
+ */
+async function engineFailure(ctx: ApplyContext, pending: string[], error: unknown): Promise<Error> {
+  const detail = engineMessage(error);
+  const after = await readApplied(ctx.query, ctx.schemaName).catch(() => null);
+  const failed = after?.filter((r) => r.finishedAt == null && r.rolledBackAt == null && pending.includes(r.name)) ?? [];
+  if (failed.length === 0) return new Error(ctx.redact(`Applying migrations to ${ctx.where} failed: ${detail}`));
+  const name = failed[0]!.name;
+  return new Error(
+    ctx.redact(
+      `Migration ${name} failed on ${ctx.where}: ${detail.replace(/^external connector error\s*/, '')}. ` +
+        `It is recorded as failed in _prisma_migrations; fix ${MIGRATION_FILE} (if it never changed the database, ` +
+        `as PostgreSQL runs the script in one transaction) and mark it rolled back to retry: ` +
+        `UPDATE "_prisma_migrations" SET rolled_back_at = now() WHERE migration_name = '${name}' AND finished_at IS NULL ` +
+        `(what prisma migrate resolve --rolled-back ${name} does).`,
+    ),
+  );
 }
 
 // ---------------------------------------------------------------------------
@@ -379,15 +407,15 @@ async function applyToPglite(
 ): Promise<string[]> {
   await pglite.waitReady;
   const query: Query = async (sql, params) => (await pglite.query<Row>(sql, params)).rows;
-  return applyWithLock(query, 'public', 'the PGlite database', local, log, (fn) => fn(), async () => {
+  const runEngine = async () => {
     const factory = pgliteFactory(pglite, null);
     const result = await withEngine(schema, factory, log, (engine) =>
       engine.applyMigrations({ migrationsList: toMigrationList(local), filters: FILTERS }),
-    ).catch((error: unknown) => {
-      throw new Error(`Applying migrations to the PGlite database failed: ${engineMessage(error)}`);
-    });
+    );
     return result.appliedMigrationNames;
-  });
+  };
+  const where = 'the PGlite database';
+  return applyWithLock({ query, schemaName: 'public', where, redact: (t) => t, withLock: (fn) => fn(), runEngine }, local, log);
 }
 
 async function diffWithPgliteShadow<T>(
@@ -535,7 +563,7 @@ async function applyToPostgres(
     }
   };
   try {
-    return await applyWithLock(query, target.schemaName, target.display, local, log, withLock, async () => {
+    const runEngine = async () => {
       const main = pgPool(target);
       try {
         const factory = pgFactory(target, main, null);
@@ -543,12 +571,19 @@ async function applyToPostgres(
           engine.applyMigrations({ migrationsList: toMigrationList(local), filters: FILTERS }),
         );
         return result.appliedMigrationNames;
-      } catch (error) {
-        throw new Error(redact(`Applying migrations to ${target.display} failed: ${engineMessage(error)}`, target));
       } finally {
         await main.end().catch(() => {});
       }
-    });
+    };
+    const ctx: ApplyContext = {
+      query,
+      schemaName: target.schemaName,
+      where: target.display,
+      redact: (text) => redact(text, target),
+      withLock,
+      runEngine,
+    };
+    return await applyWithLock(ctx, local, log);
   } finally {
     // Ending the session also drops our advisory lock should the unlock have failed.
     await client.end().catch(() => {});

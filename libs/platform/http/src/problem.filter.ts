@@ -1,3 +1,4 @@
+import { STATUS_CODES as STATUS_CODES_TEXT } from 'node:http';
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Logger } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { isForeignKeyViolation, isRecordNotFound, isUniqueViolation } from '@aileron/database';
@@ -43,11 +44,14 @@ export function toProblem(error: unknown, requestId?: string): { problem: Proble
     return { problem: simple(409, 'REFERENCE_NOT_FOUND', 'Conflict', 'A referenced resource does not exist', requestId), unexpected: false };
   }
   if (error instanceof HttpException) {
+    // Nest re-wraps Fastify's own errors (body parsing, limits) as a bare
+    // HttpException with Fastify's message, so the message is all we have.
     const status = error.getStatus();
     if (status < 500) {
-      const code = STATUS_CODES[status] ?? 'BAD_REQUEST';
-      const detail = status === 404 ? 'No such route' : error.message;
-      return { problem: simple(status, code, error.name.replace(/Exception$/, '').replace(/([a-z])([A-Z])/g, '$1 $2'), detail, requestId), unexpected: false };
+      const malformed = status === 400 && /JSON/.test(error.message);
+      const code = malformed ? 'MALFORMED_JSON' : (STATUS_CODES[status] ?? 'BAD_REQUEST');
+      const detail = malformed ? 'The request body is not valid JSON' : status === 404 ? 'No such route' : error.message;
+      return { problem: simple(status, code, STATUS_CODES_TEXT[status] ?? 'Bad request', detail, requestId), unexpected: false };
     }
   }
   const fastify = error as { code?: unknown; statusCode?: unknown; message?: unknown };

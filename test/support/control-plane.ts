@@ -1,0 +1,81 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { inject } from 'vitest';
+import { ControlPlane, startControlPlane } from '../../apps/control-plane/src/control-plane';
+import { loadConfig } from '../../libs/platform/config/src';
+import { BootstrapService } from '../../libs/tenancy/src';
+import { Backend, createPostgresDatabase } from './databases';
+
+export interface TestControlPlane {
+  backend: Backend;
+  url: string;
+  /** the first organisation's owner token (a platform operator) */
+  ownerToken: string;
+  cp: ControlPlane;
+  request(method: string, path: string, options?: { token?: string | null; body?: unknown; headers?: Record<string, string> }): Promise<TestResponse>;
+  close(): Promise<void>;
+}
+
+export interface TestResponse {
+  status: number;
+  headers: Headers;
+  body: any;
+  text: string;
+}
+
+/**
+ * The real control plane on a free port: embedded mode on an on-disk PGlite
+ * (the path `npm start` takes), or server mode on a fresh PostgreSQL database
+ * with BullMQ on the run's Redis.
+ */
+export async function startTestControlPlane(backend: Backend, env: Record<string, string> = {}): Promise<TestControlPlane> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'aileron-cp-'));
+  const postgres = backend === 'postgres' ? await createPostgresDatabase() : undefined;
+  const config = loadConfig({
+    PORT: '1',
+    LOG_LEVEL: 'warn',
+    AILERON_DATA_DIR: dataDir,
+    AILERON_OUTBOX_POLL_MS: '200',
+    ...(postgres ? { DATABASE_URL: postgres.url, REDIS_URL: inject('redisUrl'), AILERON_RUN_WORKERS: 'true' } : {}),
+    ...env,
+  });
+  config.port = 0;
+  const cp = await startControlPlane(config);
+  let ownerToken: string;
+  if (backend === 'pglite') ownerToken = readFileSync(join(dataDir, 'admin-token'), 'utf8').trim();
+  else ownerToken = (await cp.app.get(BootstrapService).bootstrapServer('default', 'Default')).token;
+
+  const request: TestControlPlane['request'] = async (method, path, options = {}) => {
+    const token = options.token === undefined ? ownerToken : options.token;
+    const headers: Record<string, string> = { ...(options.headers ?? {}) };
+    if (token) headers.authorization = `Bearer ${token}`;
+    let body: string | undefined;
+    if (options.body !== undefined) {
+      headers['content-type'] ??= 'application/json';
+      body = typeof options.body === 'string' ? options.body : JSON.stringify(options.body);
+    }
+    const response = await fetch(cp.url + path, { method, headers, ...(body !== undefined ? { body } : {}) });
+    const text = await response.text();
+    let parsed: unknown = undefined;
+    try {
+      parsed = text ? JSON.parse(text) : undefined;
+    } catch {
+      parsed = undefined;
+    }
+    return { status: response.status, headers: response.headers, body: parsed, text };
+  };
+
+  return {
+    backend,
+    url: cp.url,
+    ownerToken,
+    cp,
+    request,
+    async close() {
+      await cp.close();
+      await postgres?.drop();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}

@@ -1,0 +1,65 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { PGlite } from '@electric-sql/pglite';
+import pg from 'pg';
+import type { TestProject } from 'vitest/node';
+import { prismaPaths } from '../../libs/platform/config/src/paths';
+import { applyMigrations } from '../../libs/platform/database/src/migrator';
+import { Service, startPostgres, startRedis } from './services';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    postgresAdminUrl: string;
+    postgresTemplate: string;
+    redisUrl: string;
+    pgliteSnapshot: string;
+  }
+}
+
+export const TEMPLATE_DB = 'aileron_template';
+
+/**
+ * Starts PostgreSQL and Redis unless DATABASE_URL / REDIS_URL name existing
+ * ones, and migrates once: a PostgreSQL template database that every test
+ * database is copied from, and a PGlite data-dir snapshot likewise.
+ */
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const started: Service[] = [];
+  const scratch = mkdtempSync(join(tmpdir(), 'aileron-test-'));
+  try {
+    const postgres = process.env.DATABASE_URL ? { url: process.env.DATABASE_URL, stop() {} } : await startPostgres();
+    started.push(postgres);
+    const redis = process.env.REDIS_URL ? { url: process.env.REDIS_URL, stop() {} } : await startRedis();
+    started.push(redis);
+
+    const admin = new pg.Client({ connectionString: postgres.url });
+    await admin.connect();
+    await admin.query(`DROP DATABASE IF EXISTS ${TEMPLATE_DB} WITH (FORCE)`);
+    await admin.query(`CREATE DATABASE ${TEMPLATE_DB}`);
+    await admin.end();
+    const templateUrl = new URL(postgres.url);
+    templateUrl.pathname = `/${TEMPLATE_DB}`;
+    await applyMigrations({ kind: 'postgres', url: templateUrl.toString() }, prismaPaths());
+
+    const pglite = new PGlite();
+    await applyMigrations({ kind: 'pglite', pglite }, prismaPaths());
+    const dump = await pglite.dumpDataDir('none');
+    await pglite.close();
+    const snapshot = join(scratch, 'pglite.tar');
+    writeFileSync(snapshot, Buffer.from(await dump.arrayBuffer()));
+
+    project.provide('postgresAdminUrl', postgres.url);
+    project.provide('postgresTemplate', TEMPLATE_DB);
+    project.provide('redisUrl', redis.url);
+    project.provide('pgliteSnapshot', snapshot);
+  } catch (error) {
+    for (const service of started.reverse()) service.stop();
+    rmSync(scratch, { recursive: true, force: true });
+    throw error;
+  }
+  return async () => {
+    for (const service of started.reverse()) service.stop();
+    rmSync(scratch, { recursive: true, force: true });
+  };
+}

@@ -1,0 +1,98 @@
+import { execFileSync, spawnSync } from 'node:child_process';
+import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+/**
+ * Real PostgreSQL and Redis for the test run, started from the machine's
+ * binaries on free loopback ports with throwaway data, and stopped after.
+ */
+export interface Service {
+  url: string;
+  stop(): void;
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
+    });
+  });
+}
+
+function postgresBin(): string {
+  const root = '/usr/lib/postgresql';
+  const versions = existsSync(root) ? readdirSync(root).filter((v) => existsSync(join(root, v, 'bin', 'initdb'))) : [];
+  const newest = versions.sort((a, b) => Number(b) - Number(a))[0];
+  if (!newest) {
+    throw new Error('PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin: install the Debian package "postgresql" (or set DATABASE_URL)');
+  }
+  return join(root, newest, 'bin');
+}
+
+const isRoot = process.getuid?.() === 0;
+
+/** initdb and postgres refuse to run as root; run them as the postgres user then. */
+function asDbUser(command: string, args: string[]): void {
+  const [file, argv] = isRoot ? ['runuser', ['-u', 'postgres', '--', command, ...args]] : [command, args];
+  const result = spawnSync(file, argv, { encoding: 'utf8' });
+  if (result.status !== 0) throw new Error(`${command} failed: ${result.stderr || result.stdout}`);
+}
+
+export async function startPostgres(): Promise<Service> {
+  const bin = postgresBin();
+  const dir = mkdtempSync(join(tmpdir(), 'aileron-pg-'));
+  chmodSync(dir, 0o755);
+  const data = join(dir, 'data');
+  if (isRoot) {
+    const uid = Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' }).trim());
+    const gid = Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' }).trim());
+    chownSync(dir, uid, gid);
+  }
+  asDbUser(join(bin, 'initdb'), ['-D', data, '-A', 'trust', '-U', 'postgres', '--no-sync', '-E', 'UTF8']);
+  const port = await freePort();
+  asDbUser(join(bin, 'pg_ctl'), [
+    '-D', data, '-l', join(dir, 'postgres.log'), '-w', '-t', '60',
+    '-o', `-c listen_addresses=127.0.0.1 -p ${port} -c unix_socket_directories=${dir} -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300`,
+    'start',
+  ]);
+  return {
+    url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+    stop() {
+      try {
+        asDbUser(join(bin, 'pg_ctl'), ['-D', data, '-m', 'immediate', '-w', 'stop']);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+  };
+}
+
+export async function startRedis(): Promise<Service> {
+  const which = spawnSync('sh', ['-c', 'command -v redis-server'], { encoding: 'utf8' });
+  if (which.status !== 0) throw new Error('redis-server not found: install the Debian package "redis-server" (or set REDIS_URL)');
+  const dir = mkdtempSync(join(tmpdir(), 'aileron-redis-'));
+  const port = await freePort();
+  const pidfile = join(dir, 'redis.pid');
+  execFileSync('redis-server', [
+    '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--daemonize', 'yes',
+    '--pidfile', pidfile, '--logfile', join(dir, 'redis.log'), '--dir', dir,
+  ]);
+  for (let i = 0; i < 100 && !existsSync(pidfile); i++) await new Promise((r) => setTimeout(r, 50));
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    stop() {
+      try {
+        process.kill(Number(readFileSync(pidfile, 'utf8').trim()), 'SIGTERM');
+      } catch {
+        // already gone
+      }
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
