@@ -7,13 +7,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { applyMigrations, createMigration, migrationChecksum, type MigrationTarget } from './migrator';
 
-declare module 'vitest' {
-  export interface ProvidedContext {
-    /** postgres://postgres@127.0.0.1:<port>/postgres, allowed to CREATE DATABASE */
-    postgresAdminUrl: string;
-  }
-}
-
+// postgresAdminUrl (a server where we may CREATE DATABASE) comes from test/support/global-setup.ts.
 const root = join(__dirname, '../../../..');
 const paths = { schemaPath: join(root, 'prisma/schema.prisma'), migrationsDir: join(root, 'prisma/migrations') };
 const CORE_TABLES = ['organizations', 'workspaces', 'api_tokens', 'outbox_messages'];

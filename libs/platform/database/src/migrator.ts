@@ -94,7 +94,8 @@ interface AppliedRow {
 export async function applyMigrations(target: MigrationTarget, opts: MigrateOptions): Promise<{ applied: string[] }> {
   const log = opts.log ?? (() => {});
   const local = await readLocalMigrations(opts.migrationsDir, { required: true });
-  const schema = await readSchema(opts.schemaPath);
+  // Only the engine needs the schema, so the fast path does not read it.
+  const schema = () => readSchema(opts.schemaPath);
   const applied =
     target.kind === 'pglite'
       ? await serialized(target.pglite, () => applyToPglite(target.pglite, local, schema, log))
@@ -197,16 +198,15 @@ async function readLocalMigrations(dir: string, { required }: { required: boolea
       throw new Error(`Migration directory ${join(abs, name)} has no readable ${MIGRATION_FILE}: ${messageOf(error)}`);
     }
   }
-  if (migrations.length > 0 && lockfile === null) {
-    throw new Error(`${join(abs, LOCKFILE)} is missing; it must say provider = "postgresql".`);
-  }
   return { dir: abs, lockfile, migrations };
 }
 
 function toMigrationList(local: LocalMigrations): MigrationList {
   return {
     baseDir: local.dir,
-    // The engine refuses a missing lock file even for an empty history.
+    // The engine refuses a missing lock file (even for an empty history); a
+    // lost one must not stop the service from starting, and createMigration
+    // writes it back.
     lockfile: { path: LOCKFILE, content: local.lockfile ?? LOCKFILE_CONTENT },
     shadowDbInitScript: '',
     migrationDirectories: local.migrations.map((m) => ({
@@ -315,10 +315,6 @@ function failedMigrationsError(rows: AppliedRow[], where: string): Error {
   );
 }
 
-/**
- * The part shared by both targets: fast path, then (under the target's lock)
- * a second look and the engine.
- */
 interface ApplyContext {
   query: Query;
   schemaName: string;
@@ -330,6 +326,10 @@ interface ApplyContext {
   runEngine: () => Promise<string[]>;
 }
 
+/**
+ * The part shared by both targets: fast path, then (under the target's lock)
+ * a second look and the engine.
+ */
 async function applyWithLock(ctx: ApplyContext, local: LocalMigrations, log: Log): Promise<string[]> {
   const { query, schemaName, where, withLock } = ctx;
   const first = plan(local.migrations, await readApplied(query, schemaName), where);
@@ -377,8 +377,8 @@ async function engineFailure(ctx: ApplyContext, pending: string[], error: unknow
   return new Error(
     ctx.redact(
       `Migration ${name} failed on ${ctx.where}: ${detail.replace(/^external connector error\s*/, '')}. ` +
-        `It is recorded as failed in _prisma_migrations; fix ${MIGRATION_FILE} (if it never changed the database, ` +
-        `as PostgreSQL runs the script in one transaction) and mark it rolled back to retry: ` +
+        `PostgreSQL ran the script as one transaction, so none of it took effect (unless it commits by itself). ` +
+        `It is recorded as failed in _prisma_migrations: fix ${MIGRATION_FILE}, then mark it rolled back to retry: ` +
         `UPDATE "_prisma_migrations" SET rolled_back_at = now() WHERE migration_name = '${name}' AND finished_at IS NULL ` +
         `(what prisma migrate resolve --rolled-back ${name} does).`,
     ),
@@ -402,14 +402,14 @@ function serialized<T>(key: object, fn: () => Promise<T>): Promise<T> {
 async function applyToPglite(
   pglite: PGlite,
   local: LocalMigrations,
-  schema: { path: string; content: string },
+  schema: () => Promise<{ path: string; content: string }>,
   log: Log,
 ): Promise<string[]> {
   await pglite.waitReady;
   const query: Query = async (sql, params) => (await pglite.query<Row>(sql, params)).rows;
   const runEngine = async () => {
     const factory = pgliteFactory(pglite, null);
-    const result = await withEngine(schema, factory, log, (engine) =>
+    const result = await withEngine(await schema(), factory, log, (engine) =>
       engine.applyMigrations({ migrationsList: toMigrationList(local), filters: FILTERS }),
     );
     return result.appliedMigrationNames;
@@ -539,7 +539,7 @@ async function connectClient(target: PgTarget, database?: string): Promise<pg.Cl
 async function applyToPostgres(
   target: PgTarget,
   local: LocalMigrations,
-  schema: { path: string; content: string },
+  schema: () => Promise<{ path: string; content: string }>,
   log: Log,
 ): Promise<string[]> {
   const client = await connectClient(target);
@@ -567,7 +567,7 @@ async function applyToPostgres(
       const main = pgPool(target);
       try {
         const factory = pgFactory(target, main, null);
-        const result = await withEngine(schema, factory, log, (engine) =>
+        const result = await withEngine(await schema(), factory, log, (engine) =>
           engine.applyMigrations({ migrationsList: toMigrationList(local), filters: FILTERS }),
         );
         return result.appliedMigrationNames;

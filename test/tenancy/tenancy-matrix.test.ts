@@ -1,0 +1,129 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RouteCatalog, RouteDefinition } from '../../libs/platform/http/src';
+import { aToken, aUser, aWorkspace, anOrganization } from '../support/builders';
+import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+
+/**
+ * For every tenant-owned route the app serves (enumerated from the running
+ * app, so new routes join by construction), callers from another organisation
+ * and from another workspace get a 404 and change nothing.
+ */
+
+// outbox_deliveries and the outbox's dispatch columns change in the background as earlier messages are delivered
+const TABLES = ['organizations', 'identity_providers', 'workspaces', 'users', 'memberships', 'api_tokens', 'outbox_messages'];
+
+describe('tenancy matrix', () => {
+  let cp: TestControlPlane;
+  let routes: RouteDefinition[];
+  const target: Record<string, string> = {};
+  let otherOrgOwner: string;
+  let otherWorkspaceAdmin: string;
+  let targetIds: string[];
+
+  /** Every row of every tenant table, minus bookkeeping the attacker's own requests update. */
+  async function snapshot(): Promise<string> {
+    const parts: string[] = [];
+    for (const table of TABLES) {
+      const rows = await cp.cp.database.client.$queryRawUnsafe<{ row: string }[]>(
+        `SELECT (to_jsonb(t) - 'last_used_at' - 'last_login_at' - 'dispatched_at' - 'completed_at' - 'dispatch_count')::text AS row FROM ${table} t ORDER BY 1`,
+      );
+      parts.push(`${table}:${rows.map((r) => r.row).join('\n')}`);
+    }
+    return parts.join('\n\n');
+  }
+
+  function fill(value: string): string {
+    return value.replace(/\{(\w+)\}/g, (_, key: string) => {
+      const replacement = target[key];
+      if (!replacement) throw new Error(`no target value for placeholder {${key}}`);
+      return replacement;
+    });
+  }
+
+  function fillDeep(value: unknown): unknown {
+    if (typeof value === 'string') return fill(value);
+    if (Array.isArray(value)) return value.map(fillDeep);
+    if (value && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, fillDeep(v)]));
+    return value;
+  }
+
+  function pathFor(route: RouteDefinition): string {
+    return route.path.replace(/:(\w+)/g, (_, name: string) => {
+      if (name === 'ws') return target.ws!;
+      const example = route.example?.params?.[name];
+      if (!example) throw new Error(`${route.method} ${route.path}: no example for :${name}; add one so the tenancy matrix can attack it`);
+      return fill(example);
+    });
+  }
+
+  /** Routes whose request names a resource of the target tenant (in the path or the body). */
+  function attackable(route: RouteDefinition): boolean {
+    if (route.auth === 'public' || route.tenancy === 'platform' || route.tenancy === 'none') return false;
+    const inPath = /:\w+/.test(route.path);
+    const inBody = /\{\w+\}/.test(JSON.stringify(route.example?.body ?? null));
+    return inPath || inBody;
+  }
+
+  beforeAll(async () => {
+    cp = await startTestControlPlane('pglite');
+    routes = cp.cp.app.get(RouteCatalog).all();
+    // the target tenant: a workspace with a member, a token and a user in the default organisation
+    const ws = await aWorkspace(cp, cp.ownerToken);
+    const user = await aUser(cp, cp.ownerToken);
+    await cp.request('PUT', `/v1/workspaces/${ws.slug}/members/${user.id}`, { body: { role: 'member' } });
+    const token = await aToken(cp, cp.ownerToken, { role: 'member', workspace: ws.slug });
+    Object.assign(target, { ws: ws.slug, user: user.id, token: token.id });
+    // ids only: a 404 may echo the slug the caller itself sent
+    targetIds = [ws.id, user.id, token.id, user.email];
+
+    otherOrgOwner = (await anOrganization(cp)).token;
+    await cp.request('POST', '/v1/workspaces', { token: otherOrgOwner, body: { slug: 'theirs', name: 'Theirs' } });
+    const sibling = await aWorkspace(cp, cp.ownerToken);
+    otherWorkspaceAdmin = (await aToken(cp, cp.ownerToken, { role: 'admin', workspace: sibling.slug })).token;
+  });
+  afterAll(async () => cp?.close());
+
+  it('knows every protected route and how to attack each tenant-owned one', () => {
+    const tenantOwned = routes.filter(attackable);
+    expect(tenantOwned.length).toBeGreaterThanOrEqual(8);
+    for (const route of routes) {
+      if (route.auth === 'public') continue;
+      expect(['workspace', 'organization', 'caller', 'platform'], `${route.method} ${route.path}`).toContain(route.tenancy);
+      if (route.tenancy === 'workspace') expect(attackable(route), `${route.method} ${route.path}`).toBe(true);
+      expect(() => pathFor(route), `${route.method} ${route.path}`).not.toThrow();
+    }
+  });
+
+  for (const [label, caller] of [
+    ['another organisation (its owner)', () => otherOrgOwner],
+    ['another workspace (an admin token limited to it)', () => otherWorkspaceAdmin],
+  ] as const) {
+    it(`a caller from ${label} gets 404 on every tenant-owned route and changes nothing`, async () => {
+      const attacked: string[] = [];
+      for (const route of routes.filter(attackable)) {
+        // organisation-wide resources are not visible to a workspace-limited token at all (403)
+        const expected = label.startsWith('another workspace') && route.tenancy === 'organization' ? [403, 404] : [404];
+        const before = await snapshot();
+        const path = pathFor(route);
+        const body = route.example?.body !== undefined ? fillDeep(route.example.body) : route.body ? {} : undefined;
+        const res = await cp.request(route.method, path, { token: caller(), ...(body !== undefined ? { body } : {}) });
+        expect(expected, `${route.method} ${route.path} → ${res.status} ${res.text}`).toContain(res.status);
+        // an error may echo what the caller sent; anything else of the target's is a leak
+        const sent = path + JSON.stringify(body ?? null);
+        for (const id of targetIds.filter((i) => !sent.includes(i))) expect(res.text, `${route.method} ${route.path} leaks ${id}`).not.toContain(id);
+        expect(await snapshot(), `${route.method} ${route.path} changed data`).toBe(before);
+        attacked.push(`${route.method} ${route.path}`);
+      }
+      expect(attacked.length).toBeGreaterThanOrEqual(8);
+    });
+  }
+
+  it('organisation-level reads by another organisation show only its own data', async () => {
+    const reads = routes.filter((r) => r.method === 'GET' && r.auth !== 'public' && !attackable(r));
+    expect(reads.map((r) => r.path)).toEqual(expect.arrayContaining(['/v1/me', '/v1/workspaces', '/v1/tokens', '/v1/users']));
+    for (const route of reads) {
+      const res = await cp.request('GET', route.path, { token: otherOrgOwner });
+      for (const id of targetIds) expect(res.text, `${route.path} leaks ${id}`).not.toContain(id);
+    }
+  });
+});
