@@ -31,20 +31,31 @@ export interface TestResponse {
  */
 export async function startTestControlPlane(backend: Backend, env: Record<string, string> = {}): Promise<TestControlPlane> {
   const dataDir = mkdtempSync(join(tmpdir(), 'aileron-cp-'));
-  const postgres = backend === 'postgres' ? await createPostgresDatabase() : undefined;
+  // a second replica joins the first one's database (env.DATABASE_URL) instead of a fresh one
+  const joining = backend === 'postgres' && env.DATABASE_URL !== undefined;
+  const postgres = backend === 'postgres' && !joining ? await createPostgresDatabase() : undefined;
+  const databaseUrl = env.DATABASE_URL ?? postgres?.url;
   const config = loadConfig({
     PORT: '1',
     LOG_LEVEL: 'warn',
     AILERON_DATA_DIR: dataDir,
     AILERON_OUTBOX_POLL_MS: '200',
-    ...(postgres ? { DATABASE_URL: postgres.url, REDIS_URL: inject('redisUrl'), AILERON_RUN_WORKERS: 'true' } : {}),
+    ...(databaseUrl
+      ? {
+          DATABASE_URL: databaseUrl,
+          REDIS_URL: inject('redisUrl'),
+          AILERON_RUN_WORKERS: 'true',
+          // test files run in parallel on one Redis: each database gets its own queues
+          AILERON_QUEUE_PREFIX: `t-${new URL(databaseUrl).pathname.slice(1)}`,
+        }
+      : {}),
     ...env,
   });
   config.port = 0;
   const cp = await startControlPlane(config);
-  let ownerToken: string;
+  let ownerToken = '';
   if (backend === 'pglite') ownerToken = readFileSync(join(dataDir, 'admin-token'), 'utf8').trim();
-  else ownerToken = (await cp.app.get(BootstrapService).bootstrapServer('default', 'Default')).token;
+  else if (!joining) ownerToken = (await cp.app.get(BootstrapService).bootstrapServer('default', 'Default')).token;
 
   const request: TestControlPlane['request'] = async (method, path, options = {}) => {
     const token = options.token === undefined ? ownerToken : options.token;

@@ -18,7 +18,7 @@ export class AppModule {
         ConfigModule.forRoot(config),
         LoggingModule.forRoot(config.logLevel),
         DatabaseModule.forRoot(database),
-        QueueModule.forRoot(config.redisUrl),
+        QueueModule.forRoot(config.redisUrl, config.queuePrefix),
         OutboxModule,
         HttpModule,
         AuthModule,

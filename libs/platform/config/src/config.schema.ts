@@ -48,6 +48,11 @@ export const SETTINGS = {
   DATABASE_URL: { schema: postgresUrl, description: 'PostgreSQL URL. Setting it selects the server mode.' },
   DATABASE_POOL_SIZE: { schema: positiveInt, default: '10', description: 'Server mode: PostgreSQL connections per process.' },
   REDIS_URL: { schema: redisUrl, description: 'Redis URL. Jobs run on BullMQ through it; without it they run in-process.' },
+  AILERON_QUEUE_PREFIX: {
+    schema: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be 1-64 letters, digits, _ or -'),
+    default: 'aileron',
+    description: 'Prefix of the BullMQ keys in Redis, so several installations can share one Redis.',
+  },
   AILERON_RUN_WORKERS: {
     schema: bool,
     description:

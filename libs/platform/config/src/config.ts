@@ -14,6 +14,7 @@ export interface AppConfig {
   dataDir: string;
   database: { kind: 'pglite'; dataDir: string } | { kind: 'postgres'; url: string; poolSize: number };
   redisUrl: string | undefined;
+  queuePrefix: string;
   runWorkers: boolean;
   publicUrl: string;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -90,6 +91,7 @@ export function loadConfig(env: Source = process.env): AppConfig {
       ? { kind: 'postgres', url: databaseUrl, poolSize: values.DATABASE_POOL_SIZE as number }
       : { kind: 'pglite', dataDir: resolve(dataDir, 'pgdata') },
     redisUrl,
+    queuePrefix: values.AILERON_QUEUE_PREFIX as string,
     runWorkers: (values.AILERON_RUN_WORKERS as boolean | undefined) ?? !redisUrl,
     publicUrl: ((values.AILERON_PUBLIC_URL as string | undefined) ?? `http://localhost:${port}`).replace(/\/+$/, ''),
     logLevel: values.LOG_LEVEL as AppConfig['logLevel'],

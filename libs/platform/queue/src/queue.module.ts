@@ -5,17 +5,17 @@ import { JOB_QUEUE, JobQueue } from './job';
 import { JobRegistry } from './job-registry';
 import { QueueService } from './queue.service';
 
-export function createJobQueue(redisUrl: string | undefined): JobQueue {
-  return redisUrl ? new BullMqQueue(redisUrl) : new InProcessQueue();
+export function createJobQueue(redisUrl: string | undefined, prefix: string): JobQueue {
+  return redisUrl ? new BullMqQueue(redisUrl, prefix) : new InProcessQueue();
 }
 
 @Global()
 @Module({})
 export class QueueModule {
-  static forRoot(redisUrl: string | undefined): DynamicModule {
+  static forRoot(redisUrl: string | undefined, prefix = 'aileron'): DynamicModule {
     return {
       module: QueueModule,
-      providers: [{ provide: JOB_QUEUE, useFactory: () => createJobQueue(redisUrl) }, JobRegistry, QueueService],
+      providers: [{ provide: JOB_QUEUE, useFactory: () => createJobQueue(redisUrl, prefix) }, JobRegistry, QueueService],
       exports: [QueueService, JobRegistry],
     };
   }

@@ -1,0 +1,143 @@
+import { readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { CliError, codedError, oneLine } from './cli-error';
+
+export interface ApiOptions {
+  url?: string;
+  token?: string;
+  json?: boolean;
+}
+
+const TIMEOUT_MS = 30_000;
+// ADMIN_TOKEN_FILE in @aileron/tenancy; not imported because that would load
+// Nest and Prisma for every API command. The CLI tests read the file the
+// control plane writes, so a rename there fails them.
+const ADMIN_TOKEN_FILE = 'admin-token';
+
+function nonEmpty(value: string | undefined): string | undefined {
+  return value !== undefined && value.trim() !== '' ? value.trim() : undefined;
+}
+
+export function resolveBaseUrl(given: string | undefined, env: NodeJS.ProcessEnv = process.env): URL {
+  const raw = nonEmpty(given) ?? nonEmpty(env.AILERON_URL) ?? `http://127.0.0.1:${nonEmpty(env.PORT) ?? '8080'}`;
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new CliError(`the control plane URL ${JSON.stringify(raw)} is not a URL (expected e.g. http://127.0.0.1:8080)`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw new CliError(`the control plane URL must be http:// or https:// (got ${url.protocol})`);
+  }
+  return url;
+}
+
+/**
+ * --token, then AILERON_TOKEN, then the owner token the embedded mode wrote to
+ * its data directory, so a developer on the same machine needs no setup.
+ */
+export function resolveToken(given: string | undefined, env: NodeJS.ProcessEnv = process.env): string {
+  const explicit = nonEmpty(given) ?? nonEmpty(env.AILERON_TOKEN);
+  if (explicit) return explicit;
+  const path = join(resolve(nonEmpty(env.AILERON_DATA_DIR) ?? './.aileron'), ADMIN_TOKEN_FILE);
+  let fromFile: string | undefined;
+  try {
+    fromFile = nonEmpty(readFileSync(path, 'utf8'));
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code !== 'ENOENT' && code !== 'ENOTDIR') throw new CliError(`cannot read the token file ${path} (${code ?? 'error'})`);
+  }
+  if (fromFile) return fromFile;
+  throw new CliError(`no API token: pass --token, set AILERON_TOKEN, or set AILERON_DATA_DIR to the data directory holding ${ADMIN_TOKEN_FILE} (looked in ${path})`);
+}
+
+interface Problem {
+  code?: unknown;
+  detail?: unknown;
+  title?: unknown;
+}
+
+/** The REST API of one control plane, as one caller. */
+export class ApiClient {
+  private readonly base: string;
+  /** what messages call the server: no credentials, no query */
+  readonly display: string;
+
+  constructor(
+    url: URL,
+    private readonly token: string,
+  ) {
+    this.base = (url.origin + url.pathname).replace(/\/+$/, '');
+    this.display = this.base;
+  }
+
+  static from(options: ApiOptions): ApiClient {
+    return new ApiClient(resolveBaseUrl(options.url), resolveToken(options.token));
+  }
+
+  get<T>(path: string): Promise<T> {
+    return this.request<T>('GET', path);
+  }
+
+  post<T>(path: string, body: unknown): Promise<T> {
+    return this.request<T>('POST', path, body);
+  }
+
+  delete(path: string): Promise<void> {
+    return this.request<void>('DELETE', path);
+  }
+
+  private async request<T>(method: string, path: string, body?: unknown): Promise<T> {
+    const headers: Record<string, string> = { authorization: `Bearer ${this.token}`, accept: 'application/json' };
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    let response: Response;
+    try {
+      response = await fetch(this.base + path, {
+        method,
+        headers,
+        ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+        signal: AbortSignal.timeout(TIMEOUT_MS),
+      });
+    } catch (error) {
+      throw this.redacted(new CliError(this.unreachable(error)));
+    }
+    const text = await response.text().catch(() => '');
+    let parsed: unknown;
+    try {
+      parsed = text ? JSON.parse(text) : undefined;
+    } catch {
+      parsed = undefined;
+    }
+    if (!response.ok) throw this.redacted(this.failure(response, method, path, parsed));
+    if (response.status !== 204 && parsed === undefined) {
+      throw new CliError(`${method} ${this.display}${path} answered ${response.status} without JSON: is this an Aileron control plane?`);
+    }
+    return parsed as T;
+  }
+
+  private unreachable(error: unknown): string {
+    if (error instanceof Error && error.name === 'TimeoutError') return `${this.display} did not answer within ${TIMEOUT_MS / 1000} s`;
+    // undici reports "fetch failed" and puts the reason (ECONNREFUSED, ENOTFOUND…) in `cause`
+    const cause = (error as { cause?: { code?: unknown; message?: unknown; errors?: { code?: unknown }[] } }).cause;
+    const reason =
+      (typeof cause?.code === 'string' && cause.code) ||
+      (typeof cause?.errors?.[0]?.code === 'string' && cause.errors[0].code) ||
+      (typeof cause?.message === 'string' && cause.message) ||
+      (error instanceof Error ? error.message : String(error));
+    return `cannot reach ${this.display} (${oneLine(reason)})`;
+  }
+
+  private failure(response: Response, method: string, path: string, body: unknown): CliError {
+    const problem = (body && typeof body === 'object' ? body : {}) as Problem;
+    if (typeof problem.code === 'string') {
+      const detail = typeof problem.detail === 'string' ? problem.detail : typeof problem.title === 'string' ? problem.title : `HTTP ${response.status}`;
+      return codedError(problem.code, oneLine(detail));
+    }
+    return new CliError(`${method} ${this.display}${path} answered HTTP ${response.status} ${response.statusText}: is this an Aileron control plane?`);
+  }
+
+  /** A server or proxy could echo the Authorization header back; never pass it on. */
+  private redacted(error: CliError): CliError {
+    return error.message.includes(this.token) ? new CliError(error.message.split(this.token).join('***')) : error;
+  }
+}

@@ -1,0 +1,34 @@
+import { DynamicModule, Module } from '@nestjs/common';
+import { AuthModule } from '@aileron/auth';
+import { AppConfig, ConfigModule } from '@aileron/config';
+import { DatabaseHandle, DatabaseModule } from '@aileron/database';
+import { HttpModule } from '@aileron/http';
+import { OutboxModule } from '@aileron/outbox';
+import { QueueModule } from '@aileron/queue';
+import { TenancyModule } from '@aileron/tenancy';
+
+/**
+ * The control plane's modules (apps/control-plane/src/app.module.ts), enough
+ * to run BootstrapService outside a server. HttpModule stays because the auth
+ * guard reads its route catalog. LoggingModule is left out: its pino logger
+ * writes to stdout, which belongs to the token.
+ */
+@Module({})
+export class BootstrapModule {
+  static forRoot(config: AppConfig, database: DatabaseHandle): DynamicModule {
+    return {
+      module: BootstrapModule,
+      imports: [
+        ConfigModule.forRoot(config),
+        DatabaseModule.forRoot(database),
+        // No Redis even where configured: nothing is enqueued here. The outbox
+        // rows this writes wait in the database for the control plane's dispatcher.
+        QueueModule.forRoot(undefined),
+        OutboxModule,
+        HttpModule,
+        AuthModule,
+        TenancyModule,
+      ],
+    };
+  }
+}

@@ -1,0 +1,34 @@
+import { DynamicModule, Module } from '@nestjs/common';
+import { AuthModule } from '@aileron/auth';
+import { AppConfig, ConfigModule } from '@aileron/config';
+import { DatabaseHandle, DatabaseModule } from '@aileron/database';
+import { LoggingModule } from '@aileron/logging';
+import { OutboxModule } from '@aileron/outbox';
+import { QueueModule } from '@aileron/queue';
+import { TenancyModule } from '@aileron/tenancy';
+import { DiscoveryModule } from '@nestjs/core';
+import { HttpModule } from '@aileron/http';
+
+/**
+ * The same domain modules as the control plane, so every job processor and
+ * outbox consumer they register is known here; no HTTP server is started.
+ */
+@Module({})
+export class WorkerModule {
+  static forRoot(config: AppConfig, database: DatabaseHandle): DynamicModule {
+    return {
+      module: WorkerModule,
+      imports: [
+        ConfigModule.forRoot(config),
+        LoggingModule.forRoot(config.logLevel),
+        DatabaseModule.forRoot(database),
+        QueueModule.forRoot(config.redisUrl, config.queuePrefix),
+        DiscoveryModule,
+        HttpModule,
+        OutboxModule,
+        AuthModule,
+        TenancyModule,
+      ],
+    };
+  }
+}

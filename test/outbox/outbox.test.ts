@@ -1,0 +1,114 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { OutboxConsumer, OutboxService } from '../../libs/platform/outbox/src';
+import { aWorkspace } from '../support/builders';
+import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { BACKENDS } from '../support/databases';
+
+async function until(check: () => Promise<boolean>, what: string, ms = 20_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+/** A consumer whose effect is a row written in its delivery transaction. */
+function recordingConsumer(name: string, options: { failFirst?: Set<string> } = {}): OutboxConsumer {
+  return {
+    name,
+    topics: ['test.happened'],
+    async handle(message, tx) {
+      await tx.$executeRaw`INSERT INTO test_effects (message_id, consumer) VALUES (${message.id}, ${name})`;
+      if (options.failFirst?.delete(message.id)) throw new Error('consumer crashed mid-way');
+    },
+  };
+}
+
+describe.each(BACKENDS)('transactional outbox on %s', (backend) => {
+  let cp: TestControlPlane;
+  let outbox: OutboxService;
+
+  async function effects(): Promise<{ message_id: string; consumer: string }[]> {
+    return cp.cp.database.client.$queryRaw`SELECT message_id, consumer FROM test_effects ORDER BY message_id::bigint, consumer`;
+  }
+
+  async function recordDirectly(count: number): Promise<string[]> {
+    const ids: string[] = [];
+    for (let i = 0; i < count; i++) {
+      const rows = await cp.cp.database.client.$queryRaw<{ id: bigint }[]>`
+        INSERT INTO outbox_messages (topic, payload) VALUES ('test.happened', ${JSON.stringify({ i })}::jsonb) RETURNING id`;
+      ids.push(rows[0]!.id.toString());
+    }
+    return ids;
+  }
+
+  beforeAll(async () => {
+    cp = await startTestControlPlane(backend);
+    await cp.cp.database.client.$executeRawUnsafe('CREATE TABLE test_effects (message_id text NOT NULL, consumer text NOT NULL)');
+    outbox = cp.cp.app.get(OutboxService);
+    outbox.addConsumer(recordingConsumer('alpha'));
+    outbox.addConsumer(recordingConsumer('beta'));
+  });
+  afterAll(async () => cp?.close());
+
+  it('delivers what was recorded before anyone dispatched it (a crash after commit) once to each consumer', async () => {
+    const ids = await recordDirectly(40);
+    await until(async () => (await effects()).filter((e) => ids.includes(e.message_id)).length >= 80, 'deliveries');
+    const mine = (await effects()).filter((e) => ids.includes(e.message_id));
+    expect(mine).toHaveLength(80);
+    expect(new Set(mine.map((e) => `${e.message_id}/${e.consumer}`)).size).toBe(80);
+    await until(async () => (await cp.cp.database.client.outboxMessage.count({ where: { id: { in: ids.map(BigInt) }, completedAt: null } })) === 0, 'completion');
+  });
+
+  it('a re-dispatch after a lost lease (a dispatcher that died) delivers nothing twice', async () => {
+    const ids = await recordDirectly(10);
+    await until(async () => (await effects()).filter((e) => ids.includes(e.message_id)).length >= 20, 'deliveries');
+    // as if the dispatcher died before marking completion: lease expired, not completed
+    await cp.cp.database.client.outboxMessage.updateMany({
+      where: { id: { in: ids.map(BigInt) } },
+      data: { completedAt: null, dispatchedAt: new Date(Date.now() - 3600_000) },
+    });
+    await outbox.sweep();
+    await until(async () => (await cp.cp.database.client.outboxMessage.count({ where: { id: { in: ids.map(BigInt) }, completedAt: null } })) === 0, 'completion');
+    const mine = (await effects()).filter((e) => ids.includes(e.message_id));
+    expect(mine).toHaveLength(20);
+  });
+
+  it('a consumer that fails part-way is retried, and its half-done effect was rolled back', async () => {
+    const [id] = await recordDirectly(1);
+    const flaky = recordingConsumer('gamma', { failFirst: new Set([id!]) });
+    outbox.addConsumer({ ...flaky, name: 'gamma' });
+    await until(async () => (await effects()).some((e) => e.message_id === id && e.consumer === 'gamma'), 'gamma delivery');
+    const gamma = (await effects()).filter((e) => e.message_id === id && e.consumer === 'gamma');
+    expect(gamma).toHaveLength(1);
+  });
+
+  it('a change and its event commit together: workspace.created reaches consumers', async () => {
+    const seen: string[] = [];
+    outbox.addConsumer({ name: `watch-${backend}`, topics: ['workspace.created'], handle: async (m) => void seen.push(String(m.payload.workspace)) });
+    const ws = await aWorkspace(cp, cp.ownerToken);
+    await until(async () => seen.includes(ws.slug), 'workspace.created');
+    expect(seen.filter((s) => s === ws.slug)).toHaveLength(1);
+  });
+
+  if (backend === 'postgres') {
+    it('two replicas sweeping the same database deliver each message once per consumer', async () => {
+      const second = await startTestControlPlane('postgres', { DATABASE_URL: cp.cp.config.database.kind === 'postgres' ? cp.cp.config.database.url : '' });
+      try {
+        const twin = second.cp.app.get(OutboxService);
+        twin.addConsumer(recordingConsumer('alpha'));
+        twin.addConsumer(recordingConsumer('beta'));
+        const ids = await recordDirectly(60);
+        await Promise.all([outbox.sweep(), twin.sweep(), outbox.sweep(), twin.sweep()]);
+        // the first replica also has the consumer "gamma" from an earlier test; count the shared two
+        const shared = async () => (await effects()).filter((e) => ids.includes(e.message_id) && ['alpha', 'beta'].includes(e.consumer));
+        await until(async () => (await shared()).length >= 120, 'deliveries');
+        await new Promise((r) => setTimeout(r, 500));
+        expect(await shared()).toHaveLength(120);
+      } finally {
+        await second.close();
+      }
+    });
+  }
+});
