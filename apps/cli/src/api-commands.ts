@@ -45,8 +45,10 @@ function tokenStatus(token: TokenView, now = Date.now()): string {
   return 'active';
 }
 
-export function workspacesCommand(): Command {
-  const workspaces = new Command('workspaces').description("list and create workspaces in the token's organisation");
+// Made with parent.command() rather than addCommand() so they inherit the
+// root's output settings (the one-line error format).
+export function addWorkspacesCommand(parent: Command): void {
+  const workspaces = parent.command('workspaces').description("list and create workspaces in the token's organisation");
 
   withApiOptions(workspaces.command('list').description('workspaces the token can see, with its role in each')).action(
     async (options: ApiOptions) => {
@@ -72,11 +74,10 @@ export function workspacesCommand(): Command {
     out(`created workspace ${created.slug} ("${created.name}", id ${created.id})`);
   });
 
-  return workspaces;
 }
 
-export function tokensCommand(): Command {
-  const tokens = new Command('tokens').description('create, list and revoke API tokens');
+export function addTokensCommand(parent: Command): void {
+  const tokens = parent.command('tokens').description('create, list and revoke API tokens');
 
   withApiOptions(
     tokens
@@ -123,5 +124,4 @@ export function tokensCommand(): Command {
     out(`revoked token ${id}`);
   });
 
-  return tokens;
 }

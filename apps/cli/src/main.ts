@@ -1,5 +1,5 @@
 import { Command } from 'commander';
-import { tokensCommand, workspacesCommand } from './api-commands';
+import { addTokensCommand, addWorkspacesCommand } from './api-commands';
 import { oneLine } from './cli-error';
 
 const NAME = 'aileron-cp';
@@ -43,8 +43,8 @@ function program(): Command {
       await runBootstrap(options);
     });
 
-  root.addCommand(tokensCommand());
-  root.addCommand(workspacesCommand());
+  addTokensCommand(root);
+  addWorkspacesCommand(root);
   return root;
 }
 

@@ -5,8 +5,8 @@ import { z } from 'zod';
  * Every setting the process reads, with its default and meaning. The README's
  * configuration table is generated from `describeSettings()` so the two never drift.
  */
-const port = z.coerce.number().int('must be an integer').min(1, 'must be 1..65535').max(65535, 'must be 1..65535');
-const positiveInt = z.coerce.number().int('must be an integer').positive('must be positive');
+const port = z.coerce.number({ error: 'must be an integer' }).int('must be an integer').min(1, 'must be 1..65535').max(65535, 'must be 1..65535');
+const positiveInt = z.coerce.number({ error: 'must be an integer' }).int('must be an integer').positive('must be positive');
 const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'], { message: 'must be true or false' })
   .transform((v) => v === 'true' || v === '1' || v === 'yes');

@@ -1,0 +1,299 @@
+import { ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import pg from 'pg';
+import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
+import { uniqueSlug } from '../support/builders';
+import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { createPostgresDatabase } from '../support/databases';
+import { freePort } from '../support/services';
+
+/**
+ * The built CLI as a user runs it: `node bin/aileron-cp.js …` in a directory
+ * of its own, with none of the test run's configuration in its environment.
+ * Needs `npm run build` first (npm test does it).
+ */
+const BIN = resolve('bin/aileron-cp.js');
+const cwd = mkdtempSync(join(tmpdir(), 'aileron-cli-cwd-'));
+const children = new Set<ChildProcess>();
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function cliEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
+  const inherited = Object.entries(process.env).filter(([name]) => !/^(AILERON_|DATABASE_|REDIS_URL$|PORT$|HOST$|LOG_LEVEL$)/.test(name));
+  return { ...Object.fromEntries(inherited), ...extra };
+}
+
+function launch(args: string[], env: Record<string, string>): ChildProcess {
+  const child = spawn(process.execPath, [BIN, ...args], { cwd, env: cliEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
+  children.add(child);
+  child.on('exit', () => children.delete(child));
+  return child;
+}
+
+function cli(args: string[], env: Record<string, string> = {}): Promise<Run> {
+  const child = launch(args, env);
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  return new Promise((done, fail) => {
+    child.on('error', fail);
+    child.on('close', (code) => done({ code, stdout, stderr }));
+  });
+}
+
+function lines(text: string): string[] {
+  return text.split('\n').filter((line) => line.length > 0);
+}
+
+function migrationNames(): string[] {
+  return readdirSync(resolve('prisma/migrations'), { withFileTypes: true })
+    .filter((entry) => entry.isDirectory())
+    .map((entry) => entry.name)
+    .sort();
+}
+
+async function me(url: string, token: string): Promise<{ status: number; body: any }> {
+  const response = await fetch(`${url}/v1/me`, { headers: { authorization: `Bearer ${token}` } });
+  return { status: response.status, body: await response.json() };
+}
+
+beforeAll(() => {
+  expect(existsSync(resolve('dist/apps/cli/src/main.js')), 'the CLI is not built: run `npm run build` first').toBe(true);
+});
+
+afterEach(() => {
+  for (const child of children) child.kill('SIGKILL');
+});
+
+afterAll(() => rmSync(cwd, { recursive: true, force: true }));
+
+describe('aileron-cp over the REST API', () => {
+  let cp: TestControlPlane;
+  let api: Record<string, string>;
+  beforeAll(async () => {
+    cp = await startTestControlPlane('pglite');
+    api = { AILERON_URL: cp.url, AILERON_TOKEN: cp.ownerToken };
+  });
+  afterAll(async () => cp?.close());
+
+  it('creates a workspace and lists it, as a table and as JSON', async () => {
+    const slug = uniqueSlug('ws');
+    const created = await cli(['workspaces', 'create', slug, '--name', 'Payments team'], api);
+    expect(created.stderr).toBe('');
+    expect(created.code).toBe(0);
+    expect(created.stdout).toContain(`created workspace ${slug} ("Payments team"`);
+
+    const table = await cli(['workspaces', 'list'], api);
+    expect(table.code).toBe(0);
+    const rows = lines(table.stdout);
+    expect(rows[0]).toMatch(/^SLUG\s+NAME\s+ROLE\s+CREATED\s+ID$/);
+    expect(rows.find((row) => row.startsWith(`${slug} `))).toMatch(/Payments team\s+owner\s/);
+
+    const json = await cli(['workspaces', 'list', '--json'], api);
+    expect(json.code).toBe(0);
+    expect(JSON.parse(json.stdout).workspaces).toContainEqual(expect.objectContaining({ slug, name: 'Payments team', role: 'owner' }));
+  });
+
+  it('finds the URL in --url and the token in the data directory the control plane wrote it to', async () => {
+    const run = await cli(['workspaces', 'list', '--url', cp.url, '--json'], { AILERON_DATA_DIR: cp.cp.config.dataDir });
+    expect(run.stderr).toBe('');
+    expect(JSON.parse(run.stdout).workspaces.map((w: { slug: string }) => w.slug)).toContain('default');
+  });
+
+  it('creates a token that works, lists it, and revokes it so it gets 401', async () => {
+    const workspace = uniqueSlug('ws');
+    expect((await cli(['workspaces', 'create', workspace], api)).code).toBe(0);
+
+    const created = await cli(['tokens', 'create', '--name', 'ci', '--role', 'member', '--workspace', workspace, '--expires-in', '3600'], api);
+    expect(created.code).toBe(0);
+    // stdout is the token alone, so TOKEN=$(aileron-cp tokens create …) works
+    expect(lines(created.stdout)).toHaveLength(1);
+    const token = created.stdout.trim();
+    expect(created.stderr).toContain('shown only this once');
+    expect(created.stderr).not.toContain(token);
+    const before = await me(cp.url, token);
+    expect(before.status).toBe(200);
+    expect(before.body.workspaces).toEqual([expect.objectContaining({ slug: workspace, role: 'member' })]);
+
+    const listed = await cli(['tokens', 'list', '--json'], api);
+    const entry = JSON.parse(listed.stdout).tokens.find((t: { prefix: string }) => token.startsWith(t.prefix));
+    expect(entry).toMatchObject({ name: 'ci', role: 'member', workspace, revoked_at: null });
+    const table = await cli(['tokens', 'list'], api);
+    expect(table.stdout).not.toContain(token);
+    expect(lines(table.stdout).find((row) => row.startsWith(entry.id))).toMatch(new RegExp(`ci\\s+member\\s+${workspace}\\s+\\S+\\s+active\\s`));
+
+    const revoked = await cli(['tokens', 'revoke', entry.id], api);
+    expect(revoked.code).toBe(0);
+    expect(revoked.stdout.trim()).toBe(`revoked token ${entry.id}`);
+    expect((await me(cp.url, token)).status).toBe(401);
+    expect(lines((await cli(['tokens', 'list'], api)).stdout).find((row) => row.startsWith(entry.id))).toMatch(/\srevoked\s/);
+  });
+
+  it('reports a rejected request as one line with the problem code and detail, and exits 1', async () => {
+    const bad = await cli(['workspaces', 'create', 'Not A Slug'], api);
+    expect(bad.code).toBe(1);
+    expect(bad.stdout).toBe('');
+    expect(lines(bad.stderr)).toHaveLength(1);
+    expect(bad.stderr).toMatch(/^aileron-cp: VALIDATION_FAILED: body\.slug: .+\n$/);
+
+    const slug = uniqueSlug('ws');
+    await cli(['workspaces', 'create', slug], api);
+    const taken = await cli(['workspaces', 'create', slug], api);
+    expect(taken.code).toBe(1);
+    expect(taken.stderr).toBe(`aileron-cp: WORKSPACE_SLUG_TAKEN: A workspace with slug "${slug}" already exists\n`);
+  });
+
+  it('never repeats the token it was given in an error', async () => {
+    const token = `ail_api_${randomBytes(24).toString('base64url')}`;
+    const run = await cli(['tokens', 'list', '--token', token], { AILERON_URL: cp.url });
+    expect(run.code).toBe(1);
+    expect(lines(run.stderr)).toHaveLength(1);
+    expect(run.stderr).toMatch(/^aileron-cp: [A-Z_]+: /);
+    expect(run.stderr).not.toContain(token);
+  });
+
+  it('says in one line when it cannot reach the control plane', async () => {
+    const url = `http://127.0.0.1:${await freePort()}`;
+    const run = await cli(['tokens', 'list'], { AILERON_URL: url, AILERON_TOKEN: cp.ownerToken });
+    expect(run.code).toBe(1);
+    expect(run.stdout).toBe('');
+    expect(run.stderr).toBe(`aileron-cp: cannot reach ${url} (ECONNREFUSED)\n`);
+  });
+
+  it('says where to find a token when it has none', async () => {
+    const run = await cli(['workspaces', 'list'], { AILERON_URL: cp.url });
+    expect(run.code).toBe(1);
+    expect(run.stderr).toMatch(/^aileron-cp: no API token: pass --token, set AILERON_TOKEN, or set AILERON_DATA_DIR .*\n$/);
+  });
+
+  it('rejects usage errors in the same one-line form', async () => {
+    const run = await cli(['tokens', 'create', '--name', 'x', '--role', 'member', '--expires-in', 'soon'], api);
+    expect(run.code).toBe(1);
+    expect(lines(run.stderr)).toHaveLength(1);
+    expect(run.stderr).toMatch(/^aileron-cp: option '--expires-in <seconds>' argument 'soon' is invalid/);
+  });
+
+  it('will not migrate a PGlite data directory a running control plane holds', async () => {
+    const run = await cli(['migrate'], { AILERON_DATA_DIR: cp.cp.config.dataDir });
+    expect(run.code).toBe(1);
+    expect(run.stderr).toBe(`aileron-cp: another control plane (pid ${process.pid}) is using ${cp.cp.config.dataDir}; stop it first or set AILERON_DATA_DIR\n`);
+  });
+});
+
+describe('aileron-cp bootstrap and start in the server mode', () => {
+  let database: { url: string; drop(): Promise<void> };
+  const dataDir = mkdtempSync(join(tmpdir(), 'aileron-cli-data-'));
+  beforeAll(async () => {
+    database = await createPostgresDatabase();
+  });
+  afterAll(async () => {
+    await database?.drop();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('prints only the owner token, which works once the control plane runs; a second bootstrap is refused', async () => {
+    const first = await cli(['bootstrap', '--org', 'acme', '--name', 'Acme Ltd'], { DATABASE_URL: database.url });
+    expect(first.code, first.stderr).toBe(0);
+    expect(lines(first.stdout)).toHaveLength(1);
+    const token = first.stdout.trim();
+    expect(first.stderr).toContain('created organisation "acme"');
+
+    const again = await cli(['bootstrap'], { DATABASE_URL: database.url });
+    expect(again.code).toBe(1);
+    expect(again.stdout).toBe('');
+    expect(again.stderr).toMatch(/^aileron-cp: ALREADY_BOOTSTRAPPED: [^\n]+\n$/);
+
+    const port = await freePort();
+    const server = launch(['start'], { DATABASE_URL: database.url, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn', AILERON_DATA_DIR: dataDir });
+    let banner = '';
+    const url = await new Promise<string>((done, fail) => {
+      const timer = setTimeout(() => fail(new Error(`no banner within 60 s: ${banner}`)), 60_000);
+      server.stdout!.on('data', (chunk: Buffer) => {
+        banner += chunk.toString();
+        const match = /listening on (http:\/\/\S+)/.exec(banner);
+        if (match) {
+          clearTimeout(timer);
+          done(match[1]!);
+        }
+      });
+      server.on('exit', (code) => fail(new Error(`start exited with ${code}: ${banner}`)));
+    });
+    expect(banner).toContain('aileron control plane (server mode) listening on');
+    expect(url).toBe(`http://127.0.0.1:${port}`);
+
+    const caller = await me(url, token);
+    expect(caller.status).toBe(200);
+    expect(caller.body).toMatchObject({
+      organization: { slug: 'acme', name: 'Acme Ltd' },
+      role: 'owner',
+      platform_operator: true,
+      workspaces: [{ slug: 'default', role: 'owner' }],
+    });
+
+    const exited = new Promise<number | null>((done) => server.on('exit', (code) => done(code)));
+    server.kill('SIGTERM');
+    expect(await exited).toBe(0);
+  });
+
+  it('refuses a slug the API would refuse, before touching the database', async () => {
+    const run = await cli(['bootstrap', '--org', 'Acme Ltd'], { DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none' });
+    expect(run.code).toBe(1);
+    expect(run.stderr).toMatch(/^aileron-cp: VALIDATION_FAILED: --org: must be 1-63 lowercase letters[^\n]*\n$/);
+  });
+
+  it('is refused in the embedded mode, which bootstraps itself', async () => {
+    const run = await cli(['bootstrap'], { AILERON_DATA_DIR: dataDir });
+    expect(run.code).toBe(1);
+    expect(run.stderr).toMatch(/^aileron-cp: SERVER_MODE_ONLY: [^\n]+\n$/);
+  });
+});
+
+describe('aileron-cp migrate', () => {
+  it('applies every migration to an empty PostgreSQL database, then finds it up to date', async () => {
+    const adminUrl = inject('postgresAdminUrl');
+    const name = `cli_${randomBytes(6).toString('hex')}`;
+    const admin = new pg.Client({ connectionString: adminUrl });
+    await admin.connect();
+    try {
+      await admin.query(`CREATE DATABASE ${name}`);
+      const url = new URL(adminUrl);
+      url.pathname = `/${name}`;
+      const env = { DATABASE_URL: url.toString() };
+
+      const first = await cli(['migrate'], env);
+      expect(first.code, first.stderr).toBe(0);
+      expect(lines(first.stdout)).toEqual(migrationNames().map((m) => expect.stringMatching(new RegExp(`^applied ${m} to postgres`))));
+      if (url.password) expect(first.stdout).not.toContain(url.password);
+
+      const second = await cli(['migrate'], env);
+      expect(second.code, second.stderr).toBe(0);
+      expect(second.stdout).toMatch(/^up to date: postgres:\/\/\S+ has all \d+ migrations?\n$/);
+    } finally {
+      await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await admin.end();
+    }
+  });
+
+  it('creates and migrates the embedded PGlite database, then finds it up to date', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'aileron-cli-pglite-'));
+    try {
+      const first = await cli(['migrate'], { AILERON_DATA_DIR: dataDir });
+      expect(first.code, first.stderr).toBe(0);
+      expect(lines(first.stdout)).toEqual(migrationNames().map((m) => `applied ${m} to the PGlite database in ${join(dataDir, 'pgdata')}`));
+
+      const second = await cli(['migrate'], { AILERON_DATA_DIR: dataDir });
+      expect(second.code, second.stderr).toBe(0);
+      expect(second.stdout).toBe(`up to date: the PGlite database in ${join(dataDir, 'pgdata')} has all ${migrationNames().length} migration${migrationNames().length === 1 ? '' : 's'}\n`);
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});
