@@ -291,7 +291,8 @@ describe('aileron-cp migrate', () => {
 
       const second = await cli(['migrate'], { AILERON_DATA_DIR: dataDir });
       expect(second.code, second.stderr).toBe(0);
-      expect(second.stdout).toBe(`up to date: the PGlite database in ${join(dataDir, 'pgdata')} has all ${migrationNames().length} migration${migrationNames().length === 1 ? '' : 's'}\n`);
+      const count = migrationNames().length;
+      expect(second.stdout).toBe(`up to date: the PGlite database in ${join(dataDir, 'pgdata')} has all ${count} migration${count === 1 ? '' : 's'}\n`);
     } finally {
       rmSync(dataDir, { recursive: true, force: true });
     }

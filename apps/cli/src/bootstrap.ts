@@ -1,18 +1,26 @@
 import 'reflect-metadata';
-import { ConsoleLogger, INestApplicationContext } from '@nestjs/common';
+import { join } from 'node:path';
+import { ConsoleLogger, INestApplicationContext, LogLevel } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { slug as slugSchema } from '@aileron/auth';
 import { loadConfigOrExit } from '@aileron/config';
 import { openDatabase } from '@aileron/database';
 import { DomainError } from '@aileron/errors';
-import { BootstrapService } from '@aileron/tenancy';
+import { ADMIN_TOKEN_FILE, BootstrapService } from '@aileron/tenancy';
 import { BootstrapModule } from './bootstrap.module';
 import { codedError } from './cli-error';
 import { note, out } from './output';
 
-/** Nest's warnings and errors for the person at the terminal, on stderr like every other note. */
+/** Nest's warnings and errors, for the person at the terminal. */
 class StderrLogger extends ConsoleLogger {
-  protected override printMessages(messages: unknown[], context?: string, logLevel?: Parameters<ConsoleLogger['printMessages']>[2], _stream?: 'stdout' | 'stderr', errorStack?: unknown): void {
+  protected override printMessages(
+    messages: unknown[],
+    context?: string,
+    logLevel?: LogLevel,
+    _stream?: 'stdout' | 'stderr',
+    errorStack?: unknown,
+  ): void {
+    // stdout carries the token and nothing else
     super.printMessages(messages, context, logLevel, 'stderr', errorStack);
   }
 }
@@ -43,7 +51,8 @@ export async function runBootstrap(options: BootstrapOptions): Promise<void> {
     // one made here would not be the one it looks for.
     throw codedError(
       'SERVER_MODE_ONLY',
-      `bootstrap is for the server mode (set DATABASE_URL); the embedded mode bootstraps itself on first start and writes the owner token to ${config.dataDir}/admin-token`,
+      'bootstrap is for the server mode (set DATABASE_URL); the embedded mode bootstraps itself on first start ' +
+        `and writes the owner token to ${join(config.dataDir, ADMIN_TOKEN_FILE)}`,
     );
   }
   const log = options.verbose ? note : undefined;

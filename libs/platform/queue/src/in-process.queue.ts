@@ -1,6 +1,8 @@
 import { Logger } from '@nestjs/common';
 import { DEFAULT_ATTEMPTS, DEFAULT_BACKOFF_MS, EnqueueOptions, JobProcessor, JobQueue } from './job';
 
+const COMPLETED_KEPT = 10_000;
+
 interface PendingJob {
   name: string;
   payload: unknown;
@@ -16,7 +18,9 @@ interface PendingJob {
 export class InProcessQueue implements JobQueue {
   private readonly logger = new Logger('InProcessQueue');
   private readonly processors = new Map<string, JobProcessor>();
+  /** queued, running and recently completed job ids, as BullMQ keeps them (removeOnComplete) */
   private readonly known = new Set<string>();
+  private readonly completed: string[] = [];
   private readonly waiting: PendingJob[] = [];
   private readonly running = new Map<string, number>();
   private readonly timers = new Set<NodeJS.Timeout>();
@@ -88,7 +92,8 @@ export class InProcessQueue implements JobQueue {
     try {
       const payload = processor.payload.parse(job.payload);
       await processor.handle(payload, { jobId: job.options.jobId, attempt: job.attempt });
-      this.known.delete(key);
+      this.completed.push(key);
+      if (this.completed.length > COMPLETED_KEPT) this.known.delete(this.completed.shift()!);
     } catch (error) {
       const attempts = job.options.attempts ?? DEFAULT_ATTEMPTS;
       if (job.attempt >= attempts || this.closed) {

@@ -1,0 +1,44 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from './config';
+
+describe('loadConfig', () => {
+  it('with nothing set is the embedded mode on 8080, loopback only, data in ./.aileron', () => {
+    const config = loadConfig({});
+    expect(config).toMatchObject({ mode: 'embedded', port: 8080, host: '127.0.0.1', runWorkers: true, database: { kind: 'pglite' } });
+    expect(config.dataDir).toBe(join(process.cwd(), '.aileron'));
+    expect(config.publicUrl).toBe('http://localhost:8080');
+  });
+
+  it('DATABASE_URL and REDIS_URL select the server mode, with workers in their own process', () => {
+    const config = loadConfig({ DATABASE_URL: 'postgres://u:p@db:5432/aileron', REDIS_URL: 'redis://redis:6379' });
+    expect(config).toMatchObject({ mode: 'server', host: '0.0.0.0', runWorkers: false, database: { kind: 'postgres', poolSize: 10 } });
+  });
+
+  it('names every bad variable, and never echoes a URL that may hold a password', () => {
+    try {
+      loadConfig({ PORT: '0', DATABASE_URL: 'mysql://root:hunter2@x/y', AILERON_RUN_WORKERS: 'maybe' });
+      expect.unreachable();
+    } catch (error) {
+      expect(error).toBeInstanceOf(ConfigError);
+      const message = (error as Error).message;
+      expect(message).toContain('PORT must be 1..65535');
+      expect(message).toContain('DATABASE_URL must be a postgres://');
+      expect(message).toContain('AILERON_RUN_WORKERS must be true or false');
+      expect(message).not.toContain('hunter2');
+    }
+  });
+
+  it('reads an optional YAML or JSON file, and the environment wins over it', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cfg-'));
+    const file = join(dir, 'aileron.yaml');
+    writeFileSync(file, 'PORT: 9000\nLOG_LEVEL: debug\nUPSTREAM_ALLOW_CIDRS: [10.0.0.0/8, "fd00::/8"]\n');
+    const config = loadConfig({ AILERON_CONFIG_FILE: file, LOG_LEVEL: 'warn' });
+    expect(config).toMatchObject({ port: 9000, logLevel: 'warn', upstreamAllowCidrs: ['10.0.0.0/8', 'fd00::/8'] });
+    writeFileSync(join(dir, 'bad.json'), '{"NOT_A_SETTING": 1}');
+    expect(() => loadConfig({ AILERON_CONFIG_FILE: join(dir, 'bad.json') })).toThrow(/AILERON_CONFIG_FILE names an unknown setting "NOT_A_SETTING"/);
+    expect(() => loadConfig({ AILERON_CONFIG_FILE: join(dir, 'missing.json') })).toThrow(/AILERON_CONFIG_FILE cannot be read: ENOENT/);
+  });
+});
