@@ -42,3 +42,16 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ AILERON_CONFIG_FILE: join(dir, 'missing.json') })).toThrow(/AILERON_CONFIG_FILE cannot be read: ENOENT/);
   });
 });
+
+describe('README', () => {
+  it('documents every setting with its default', async () => {
+    const { readFileSync } = await import('node:fs');
+    const { describeSettings } = await import('./config.schema');
+    const readme = readFileSync(join(__dirname, '../../../../README.md'), 'utf8');
+    for (const setting of describeSettings()) {
+      const row = readme.split('\n').find((line) => line.startsWith(`| \`${setting.name}\` |`));
+      expect(row, setting.name).toBeDefined();
+      if (setting.default) expect(row, setting.name).toContain(`\`${setting.default}\``);
+    }
+  });
+});
