@@ -1,8 +1,9 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from './config';
+import { describeSettings } from './config.schema';
 
 describe('loadConfig', () => {
   it('with nothing set is the embedded mode on 8080, loopback only, data in ./.aileron', () => {
@@ -44,9 +45,7 @@ describe('loadConfig', () => {
 });
 
 describe('README', () => {
-  it('documents every setting with its default', async () => {
-    const { readFileSync } = await import('node:fs');
-    const { describeSettings } = await import('./config.schema');
+  it('documents every setting with its default', () => {
     const readme = readFileSync(join(__dirname, '../../../../README.md'), 'utf8');
     for (const setting of describeSettings()) {
       const row = readme.split('\n').find((line) => line.startsWith(`| \`${setting.name}\` |`));

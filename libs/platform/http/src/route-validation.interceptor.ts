@@ -3,7 +3,7 @@ import { Reflector } from '@nestjs/core';
 import type { FastifyRequest } from 'fastify';
 import type { Observable } from 'rxjs';
 import type { z } from 'zod';
-import { FieldIssue, ValidationError } from '@aileron/errors';
+import { DomainError, FieldIssue, ValidationError } from '@aileron/errors';
 import { ROUTE_METADATA, RouteDefinition } from './route.decorator';
 
 function issuesOf(where: string, error: z.ZodError): FieldIssue[] {
@@ -26,6 +26,10 @@ export class RouteValidationInterceptor implements NestInterceptor {
     const route = this.reflector.get<RouteDefinition | undefined>(ROUTE_METADATA, context.getHandler());
     if (route && context.getType() === 'http') {
       const request = context.switchToHttp().getRequest<FastifyRequest>();
+      const type = request.headers['content-type'];
+      if (route.body && type !== undefined && !/^application\/(.+\+)?json\b/i.test(type)) {
+        throw new DomainError('UNSUPPORTED_MEDIA_TYPE', 415, 'Unsupported media type', 'Send the body as application/json');
+      }
       const issues: FieldIssue[] = [];
       const parse = (where: string, schema: z.ZodType | undefined, value: unknown): unknown => {
         if (!schema) return value;
