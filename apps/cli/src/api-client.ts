@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { ADMIN_TOKEN_FILE } from '@aileron/config';
 import { CliError, codedError, oneLine } from './cli-error';
 
 export interface ApiOptions {
@@ -9,10 +10,6 @@ export interface ApiOptions {
 }
 
 const TIMEOUT_MS = 30_000;
-// ADMIN_TOKEN_FILE in @aileron/tenancy; not imported because that would load
-// Nest and Prisma for every API command. The CLI tests read the file the
-// control plane writes, so a rename there fails them.
-const ADMIN_TOKEN_FILE = 'admin-token';
 
 function nonEmpty(value: string | undefined): string | undefined {
   return value !== undefined && value.trim() !== '' ? value.trim() : undefined;

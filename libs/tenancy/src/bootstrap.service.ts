@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { Injectable, Logger } from '@nestjs/common';
 import { TokensService } from '@aileron/auth';
 import { SystemScopes } from '@aileron/auth/scope-issuer';
+import { ADMIN_TOKEN_FILE } from '@aileron/config';
 import { DatabaseService } from '@aileron/database';
 import { ConflictError } from '@aileron/errors';
 import { TenancyRepository } from './tenancy.repository';
@@ -15,7 +16,6 @@ export interface BootstrapResult {
   reissued: boolean;
 }
 
-export const ADMIN_TOKEN_FILE = 'admin-token';
 
 /**
  * First start: the tenant, workspace and owner token a single developer needs,

@@ -26,3 +26,6 @@ export function prismaPaths(): { schemaPath: string; migrationsDir: string } {
   const root = projectRoot();
   return { schemaPath: join(root, 'prisma', 'schema.prisma'), migrationsDir: join(root, 'prisma', 'migrations') };
 }
+
+/** The embedded mode's owner token, inside the data directory (mode 0600). */
+export const ADMIN_TOKEN_FILE = 'admin-token';
