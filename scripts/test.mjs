@@ -34,7 +34,10 @@ try {
   const results = JSON.parse(readFileSync(report, 'utf8'));
   passed += results.numPassedTests;
   failed += results.numFailedTests + (results.numTotalTestSuites > 0 && !ok && results.numFailedTests === 0 ? 1 : 0);
-  if (results.numPendingTests + results.numTodoTests > 0) process.stdout.write(`(${results.numPendingTests + results.numTodoTests} skipped)\n`);
+  // a test that does not run proves nothing: count it against the run
+  const notRun = results.numPendingTests + results.numTodoTests;
+  if (notRun > 0) process.stdout.write(`${notRun} test(s) did not run (skip/todo); counted as failed\n`);
+  failed += notRun;
 } catch {
   failed++; // vitest died before writing its report
 }

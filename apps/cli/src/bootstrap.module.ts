@@ -1,11 +1,10 @@
 import { DynamicModule, Module } from '@nestjs/common';
-import { AuthModule } from '@aileron/auth';
 import { AppConfig, ConfigModule } from '@aileron/config';
 import { DatabaseHandle, DatabaseModule } from '@aileron/database';
 import { HttpModule } from '@aileron/http';
 import { OutboxModule } from '@aileron/outbox';
 import { QueueModule } from '@aileron/queue';
-import { TenancyModule } from '@aileron/tenancy';
+import { DOMAIN_MODULES } from '@aileron/domains';
 
 /**
  * The control plane's modules (apps/control-plane/src/app.module.ts), enough
@@ -26,8 +25,7 @@ export class BootstrapModule {
         QueueModule.forRoot(undefined),
         OutboxModule,
         HttpModule,
-        AuthModule,
-        TenancyModule,
+        ...DOMAIN_MODULES,
       ],
     };
   }

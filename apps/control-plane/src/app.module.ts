@@ -1,12 +1,11 @@
 import { DynamicModule, Module } from '@nestjs/common';
-import { AuthModule } from '@aileron/auth';
 import { AppConfig, ConfigModule } from '@aileron/config';
 import { DatabaseHandle, DatabaseModule } from '@aileron/database';
 import { HttpModule } from '@aileron/http';
 import { LoggingModule } from '@aileron/logging';
 import { OutboxModule } from '@aileron/outbox';
 import { QueueModule } from '@aileron/queue';
-import { TenancyModule } from '@aileron/tenancy';
+import { DOMAIN_MODULES } from '@aileron/domains';
 
 /** Platform first, then one module per domain. */
 @Module({})
@@ -21,8 +20,7 @@ export class AppModule {
         QueueModule.forRoot(config.redisUrl, config.queuePrefix),
         OutboxModule,
         HttpModule,
-        AuthModule,
-        TenancyModule,
+        ...DOMAIN_MODULES,
       ],
     };
   }

@@ -1,11 +1,10 @@
 import { DynamicModule, Module } from '@nestjs/common';
-import { AuthModule } from '@aileron/auth';
 import { AppConfig, ConfigModule } from '@aileron/config';
 import { DatabaseHandle, DatabaseModule } from '@aileron/database';
 import { LoggingModule } from '@aileron/logging';
 import { OutboxModule } from '@aileron/outbox';
 import { QueueModule } from '@aileron/queue';
-import { TenancyModule } from '@aileron/tenancy';
+import { DOMAIN_MODULES } from '@aileron/domains';
 import { DiscoveryModule } from '@nestjs/core';
 import { HttpModule } from '@aileron/http';
 
@@ -26,8 +25,7 @@ export class WorkerModule {
         DiscoveryModule,
         HttpModule,
         OutboxModule,
-        AuthModule,
-        TenancyModule,
+        ...DOMAIN_MODULES,
       ],
     };
   }

@@ -1,0 +1,10 @@
+import { AuthModule } from '@aileron/auth';
+import { TenancyModule } from '@aileron/tenancy';
+
+/**
+ * Every domain module, in one list for every entry point (control plane,
+ * worker, CLI bootstrap): domains register their job processors and outbox
+ * consumers when their module loads, so a process missing one would silently
+ * leave its jobs unprocessed.
+ */
+export const DOMAIN_MODULES = [AuthModule, TenancyModule];
