@@ -4,6 +4,7 @@ import { DatabaseHandle, DatabaseModule } from '@aileron/database';
 import { HttpModule } from '@aileron/http';
 import { OutboxModule } from '@aileron/outbox';
 import { QueueModule } from '@aileron/queue';
+import { BusModule } from '@aileron/bus';
 import { DOMAIN_MODULES } from '@aileron/domains';
 
 /**
@@ -23,6 +24,7 @@ export class BootstrapModule {
         // No Redis even where configured: nothing is enqueued here. The outbox
         // rows this writes wait in the database for the control plane's dispatcher.
         QueueModule.forRoot(undefined),
+        BusModule.forRoot(undefined),
         OutboxModule,
         HttpModule,
         ...DOMAIN_MODULES,

@@ -5,6 +5,7 @@ import { HttpModule } from '@aileron/http';
 import { LoggingModule } from '@aileron/logging';
 import { OutboxModule } from '@aileron/outbox';
 import { QueueModule } from '@aileron/queue';
+import { BusModule } from '@aileron/bus';
 import { DOMAIN_MODULES } from '@aileron/domains';
 
 /** Platform first, then one module per domain. */
@@ -18,6 +19,7 @@ export class AppModule {
         LoggingModule.forRoot(config.logLevel),
         DatabaseModule.forRoot(database),
         QueueModule.forRoot(config.redisUrl, config.queuePrefix),
+        BusModule.forRoot(config.redisUrl, config.queuePrefix),
         OutboxModule,
         HttpModule,
         ...DOMAIN_MODULES,

@@ -4,7 +4,7 @@ import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
 import type { AppConfig } from '@aileron/config';
 import { DatabaseHandle, openDatabase } from '@aileron/database';
-import { HttpMetrics } from '@aileron/http';
+import { HttpMetrics, installBodyParsers } from '@aileron/http';
 import { AppLogger, createLogger } from '@aileron/logging';
 import { OutboxService } from '@aileron/outbox';
 import { QueueService } from '@aileron/queue';
@@ -56,6 +56,7 @@ export async function startControlPlane(config: AppConfig, options: StartOptions
       void reply.header('x-request-id', request.id);
     });
     app.get(HttpMetrics).install(fastify);
+    installBodyParsers(fastify);
     await app.init();
 
     const bootstrap = config.mode === 'embedded' ? await app.get(BootstrapService).ensureEmbeddedDefaults(config.dataDir) : undefined;

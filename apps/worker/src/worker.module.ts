@@ -4,6 +4,7 @@ import { DatabaseHandle, DatabaseModule } from '@aileron/database';
 import { LoggingModule } from '@aileron/logging';
 import { OutboxModule } from '@aileron/outbox';
 import { QueueModule } from '@aileron/queue';
+import { BusModule } from '@aileron/bus';
 import { DOMAIN_MODULES } from '@aileron/domains';
 import { DiscoveryModule } from '@nestjs/core';
 import { HttpModule } from '@aileron/http';
@@ -22,6 +23,7 @@ export class WorkerModule {
         LoggingModule.forRoot(config.logLevel),
         DatabaseModule.forRoot(database),
         QueueModule.forRoot(config.redisUrl, config.queuePrefix),
+        BusModule.forRoot(config.redisUrl, config.queuePrefix),
         DiscoveryModule,
         HttpModule,
         OutboxModule,

@@ -9,7 +9,9 @@ import type { Principal } from './domain/principal';
 import { PERMISSIONS, Permission } from './domain/roles';
 import { AccessService } from './access.service';
 import { JWT_STRATEGY } from './jwt.strategy';
+import { CredentialResolvers } from './credential-resolvers';
 import { PrincipalResolver } from './principal.resolver';
+import { SystemScopes } from './scope-issuer';
 import type { OrgScope, WorkspaceScope } from './scope';
 
 export interface AuthenticatedRequest extends FastifyRequest {
@@ -34,11 +36,12 @@ export class AuthGuard implements CanActivate, OnApplicationBootstrap {
     private readonly principals: PrincipalResolver,
     private readonly access: AccessService,
     private readonly routes: RouteCatalog,
+    private readonly credentials: CredentialResolvers,
   ) {}
 
   onApplicationBootstrap(): void {
     for (const route of this.routes.all()) {
-      if (route.auth === 'public' || route.tenancy === 'caller' || route.tenancy === 'platform') continue;
+      if (route.auth === 'public' || route.tenancy === 'caller' || route.tenancy === 'platform' || route.tenancy === 'gateway') continue;
       if (!route.permission || !(route.permission in PERMISSIONS)) {
         throw new Error(`${route.method} ${route.path} is protected but names no known permission`);
       }
@@ -60,6 +63,12 @@ export class AuthGuard implements CanActivate, OnApplicationBootstrap {
     if (route.tenancy === 'platform' && !principal.platformOperator) {
       throw new ForbiddenError('Only platform operators may do this', 'PLATFORM_OPERATOR_REQUIRED');
     }
+    if (route.tenancy === 'gateway') {
+      // the gateway API acts in the one workspace the gateway enrolled into, and only for gateways
+      if (principal.kind !== 'gateway' || !principal.gateway) throw new ForbiddenError('This endpoint takes a gateway token', 'GATEWAY_TOKEN_REQUIRED');
+      request.scope = SystemScopes.workspace(principal.organizationId, { id: principal.gateway.workspaceId, slug: principal.gateway.workspaceSlug }, 'member');
+      return true;
+    }
     if (route.permission) {
       const permission = route.permission as Permission;
       if (route.tenancy === 'workspace') {
@@ -78,6 +87,8 @@ export class AuthGuard implements CanActivate, OnApplicationBootstrap {
     if (!match) throw new UnauthenticatedError('Send "Authorization: Bearer <token>"');
     const token = match[1]!;
     if (token.startsWith(API_TOKEN_PREFIX)) return this.principals.fromApiToken(token);
+    const resolver = this.credentials.find(token);
+    if (resolver) return resolver.resolve(token);
     if (token.split('.').length !== 3) throw new UnauthenticatedError('The token is malformed', 'TOKEN_INVALID');
     try {
       await this.jwt.canActivate(context);

@@ -4,6 +4,7 @@ import { PassportModule } from '@nestjs/passport';
 import { AccessService } from './access.service';
 import { AuthGuard } from './auth.guard';
 import { AuthRepository } from './auth.repository';
+import { CredentialResolvers } from './credential-resolvers';
 import { JwtKeys } from './jwt-keys.service';
 import { JwtStrategy } from './jwt.strategy';
 import { MeController } from './me.controller';
@@ -15,7 +16,7 @@ import { TokensService } from './tokens.service';
 @Module({
   imports: [PassportModule],
   controllers: [MeController, TokensController],
-  providers: [AuthRepository, JwtKeys, PrincipalResolver, JwtStrategy, AccessService, TokensService, { provide: APP_GUARD, useClass: AuthGuard }],
-  exports: [AccessService, TokensService, JwtKeys],
+  providers: [CredentialResolvers, AuthRepository, JwtKeys, PrincipalResolver, JwtStrategy, AccessService, TokensService, { provide: APP_GUARD, useClass: AuthGuard }],
+  exports: [AccessService, TokensService, JwtKeys, CredentialResolvers],
 })
 export class AuthModule {}

@@ -9,4 +9,6 @@ export { TokensService, tokenView } from './tokens.service';
 export type { NewToken } from './tokens.service';
 export { slug, uuid, role } from './tokens.schemas';
 export { JwtKeys } from './jwt-keys.service';
+export { CredentialResolvers } from './credential-resolvers';
+export type { CredentialResolver } from './credential-resolvers';
 export { AuthModule } from './auth.module';

@@ -1,5 +1,6 @@
 import { Controller } from '@nestjs/common';
 import { z } from 'zod';
+import { ForbiddenError } from '@aileron/errors';
 import { Route } from '@aileron/http';
 import { describePrincipal, Principal, roleIn } from './domain/principal';
 import { role } from './tokens.schemas';
@@ -9,7 +10,7 @@ import { JwtKeys } from './jwt-keys.service';
 import { SystemScopes } from './scope-issuer';
 
 const meView = z.object({
-  principal: z.object({ kind: z.enum(['api_token', 'user']), id: z.string(), name: z.string() }),
+  principal: z.object({ kind: z.enum(['api_token', 'user', 'gateway']), id: z.string(), name: z.string() }),
   organization: z.object({ id: z.string(), slug: z.string(), name: z.string() }),
   role: role.nullable().describe('organisation-wide role; null for a token limited to one workspace'),
   platform_operator: z.boolean(),
@@ -52,6 +53,8 @@ export class MeController {
     status: 201,
   })
   async token(@Caller() caller: Principal): Promise<z.infer<typeof issuedJwt>> {
+    // a gateway's rights come from its enrolment, which a JWT could outlive
+    if (caller.kind === 'gateway') throw new ForbiddenError('Gateway tokens cannot be exchanged for admin JWTs', 'GATEWAY_TOKEN_NOT_ALLOWED');
     const { token, expiresAt } = await this.keys.issue({ sub: describePrincipal(caller), org: caller.organizationId });
     return { token, token_type: 'Bearer', expires_at: expiresAt.toISOString() };
   }

@@ -1,4 +1,7 @@
 import { AuthModule } from '@aileron/auth';
+import { CatalogModule } from '@aileron/catalog';
+import { GatewayModule } from '@aileron/gateway';
+import { PolicyModule } from '@aileron/policy';
 import { TenancyModule } from '@aileron/tenancy';
 
 /**
@@ -7,4 +10,4 @@ import { TenancyModule } from '@aileron/tenancy';
  * consumers when their module loads, so a process missing one would silently
  * leave its jobs unprocessed.
  */
-export const DOMAIN_MODULES = [AuthModule, TenancyModule];
+export const DOMAIN_MODULES = [AuthModule, TenancyModule, PolicyModule, CatalogModule, GatewayModule];

@@ -41,7 +41,8 @@ export class BootstrapService {
     if (!existing) {
       const { token } = await this.tenancy.createOrganization({ slug: 'default', name: 'Default' }, 'system:bootstrap', {
         platformOperator: true,
-        defaultWorkspace: true,
+        // one developer on one machine is never blocked by a policy nobody wrote
+        defaultWorkspace: { policyDefault: 'allow' },
       });
       writeSecretFile(tokenPath, token);
       return { created: true, tokenPath, reissued: true };
@@ -67,7 +68,7 @@ export class BootstrapService {
     if ((await this.repository.countOrganizations()) > 0) {
       throw new ConflictError('ALREADY_BOOTSTRAPPED', 'This installation already has an organisation; create more with POST /v1/organizations');
     }
-    const created = await this.tenancy.createOrganization({ slug, name }, 'system:bootstrap', { platformOperator: true, defaultWorkspace: true });
+    const created = await this.tenancy.createOrganization({ slug, name }, 'system:bootstrap', { platformOperator: true, defaultWorkspace: { policyDefault: 'deny' } });
     return { organization: created.organization.slug, token: created.token };
   }
 }

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { OrgScope, Role, WorkspaceScope } from '@aileron/auth';
 import { DatabaseService, Prisma, Transaction } from '@aileron/database';
+import type { PolicyDefault } from './tenancy.schemas';
 
 export interface OrganizationRecord {
   id: string;
@@ -13,6 +14,7 @@ export interface WorkspaceRecord {
   id: string;
   slug: string;
   name: string;
+  policyDefault: PolicyDefault;
   createdAt: Date;
 }
 
@@ -46,7 +48,7 @@ export interface IdentityProviderData {
   defaultRole: Role;
 }
 
-const workspaceSelect = { id: true, slug: true, name: true, createdAt: true } as const;
+const workspaceSelect = { id: true, slug: true, name: true, policyDefault: true, createdAt: true } as const;
 const userSelect = { id: true, email: true, name: true, subject: true, role: true, createdAt: true, lastLoginAt: true } as const;
 
 /** Organisations, workspaces, users and memberships. */
@@ -93,7 +95,7 @@ export class TenancyRepository {
     return count > 0;
   }
 
-  async createWorkspace(scope: OrgScope, data: { slug: string; name: string }, tx: Transaction): Promise<WorkspaceRecord> {
+  async createWorkspace(scope: OrgScope, data: { slug: string; name: string; policyDefault?: PolicyDefault }, tx: Transaction): Promise<WorkspaceRecord> {
     return tx.workspace.create({ data: { organizationId: scope.organizationId, ...data }, select: workspaceSelect });
   }
 

@@ -12,8 +12,13 @@ export const createdOrganization = z.object({
   owner_token: z.object({ id: z.string(), token: z.string().describe('shown once; store it now') }),
 });
 
-export const workspaceView = z.object({ id: z.string(), slug: z.string(), name: z.string(), created_at: z.string(), role: role.optional() });
-export const createWorkspaceBody = z.object({ slug, name: z.string().trim().min(1).max(200) }).strict();
+export const POLICY_DEFAULTS = ['allow', 'deny'] as const;
+export type PolicyDefault = (typeof POLICY_DEFAULTS)[number];
+const policyDefault = z.enum(POLICY_DEFAULTS).describe('what the policy decides when no rule applies and the document names no default');
+export const workspaceView = z.object({ id: z.string(), slug: z.string(), name: z.string(), policy_default: policyDefault, created_at: z.string(), role: role.optional() });
+export const createWorkspaceBody = z
+  .object({ slug, name: z.string().trim().min(1).max(200), policy_default: policyDefault.default('deny') })
+  .strict();
 export const updateWorkspaceBody = z.object({ name: z.string().trim().min(1).max(200) }).strict();
 
 export const userView = z.object({

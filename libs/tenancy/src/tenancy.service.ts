@@ -3,7 +3,7 @@ import { AccessService, canGrant, describePrincipal, OrgScope, Principal, Role, 
 import { DatabaseService, isUniqueViolation } from '@aileron/database';
 import { ConflictError, ForbiddenError, NotFoundError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
-import type { CreateOrganizationBody, CreateUserBody, CreateWorkspaceBody, IdentityProviderBody } from './tenancy.schemas';
+import type { CreateOrganizationBody, CreateUserBody, CreateWorkspaceBody, IdentityProviderBody, PolicyDefault } from './tenancy.schemas';
 import { IdentityProviderData, MemberRecord, OrganizationRecord, TenancyRepository, UserRecord, WorkspaceRecord } from './tenancy.repository';
 import { SystemScopes } from '@aileron/auth/scope-issuer';
 
@@ -30,7 +30,7 @@ export class TenancyService {
   async createOrganization(
     body: CreateOrganizationBody,
     actor: string | null,
-    options: { platformOperator?: boolean; defaultWorkspace?: boolean } = {},
+    options: { platformOperator?: boolean; defaultWorkspace?: { policyDefault: PolicyDefault } } = {},
   ): Promise<{ organization: OrganizationRecord; tokenId: string; token: string }> {
     return uniquely(
       () =>
@@ -43,7 +43,7 @@ export class TenancyService {
             tx,
           );
           if (options.defaultWorkspace) {
-            const workspace = await this.repository.createWorkspace(scope, { slug: 'default', name: 'Default' }, tx);
+            const workspace = await this.repository.createWorkspace(scope, { slug: 'default', name: 'Default', policyDefault: options.defaultWorkspace.policyDefault }, tx);
             await this.outbox.record(tx, {
               topic: 'workspace.created',
               organizationId: organization.id,
@@ -121,12 +121,12 @@ export class TenancyService {
     return uniquely(
       () =>
         this.db.transaction(async (tx) => {
-          const workspace = await this.repository.createWorkspace(scope, body, tx);
+          const workspace = await this.repository.createWorkspace(scope, { slug: body.slug, name: body.name, policyDefault: body.policy_default }, tx);
           await this.outbox.record(tx, {
             topic: 'workspace.created',
             organizationId: scope.organizationId,
             workspaceId: workspace.id,
-            payload: { workspace: workspace.slug, name: workspace.name, actor: principal ? describePrincipal(principal) : 'system' },
+            payload: { workspace: workspace.slug, name: workspace.name, policy_default: workspace.policyDefault, actor: principal ? describePrincipal(principal) : 'system' },
           });
           return workspace;
         }),

@@ -7,7 +7,7 @@ export function toOrganizationView(o: OrganizationRecord): z.infer<typeof organi
 }
 
 export function toWorkspaceView(w: WorkspaceRecord & { role?: z.infer<typeof workspaceView>['role'] }): z.infer<typeof workspaceView> {
-  return { id: w.id, slug: w.slug, name: w.name, created_at: w.createdAt.toISOString(), ...(w.role ? { role: w.role } : {}) };
+  return { id: w.id, slug: w.slug, name: w.name, policy_default: w.policyDefault, created_at: w.createdAt.toISOString(), ...(w.role ? { role: w.role } : {}) };
 }
 
 export function toUserView(u: UserRecord): z.infer<typeof userView> {

@@ -2,7 +2,7 @@ import { higherRole, Role, spansWorkspaces } from './roles';
 
 /** Who is calling, as the authentication layer established it. */
 export interface Principal {
-  kind: 'api_token' | 'user';
+  kind: 'api_token' | 'user' | 'gateway';
   /** token id or user id */
   id: string;
   name: string;
@@ -17,6 +17,8 @@ export interface Principal {
   platformOperator: boolean;
   /** for tokens: the id, so a JWT minted from a token dies with it */
   tokenId?: string;
+  /** for enrolled gateways: where they belong and the rollout groups they are in */
+  gateway?: { workspaceId: string; workspaceSlug: string; groups: readonly string[] };
 }
 
 /** The caller's role inside one workspace, or null when it has no access at all. */
@@ -28,5 +30,5 @@ export function roleIn(principal: Principal, workspaceId: string): Role | null {
 }
 
 export function describePrincipal(principal: Principal): string {
-  return `${principal.kind === 'api_token' ? 'token' : 'user'}:${principal.id}`;
+  return `${principal.kind === 'api_token' ? 'token' : principal.kind}:${principal.id}`;
 }

@@ -36,6 +36,19 @@ export const PERMISSIONS = {
   'token.read': ['owner', 'admin', 'auditor'],
   'token.create': ['owner', 'admin'],
   'token.revoke': ['owner', 'admin'],
+  // everyone in a workspace may see its policy and ask what it would decide: a
+  // developer should be able to learn why a call was refused
+  'policy.read': ['owner', 'admin', 'approver', 'member', 'auditor'],
+  'policy.evaluate': ['owner', 'admin', 'approver', 'member', 'auditor'],
+  'policy.write': ['owner', 'admin'],
+  'catalog.read': ['owner', 'admin', 'approver', 'member', 'auditor'],
+  'catalog.write': ['owner', 'admin'],
+  'server.read': ['owner', 'admin', 'approver', 'member', 'auditor'],
+  'server.write': ['owner', 'admin'],
+  'gateway.read': ['owner', 'admin', 'auditor'],
+  'gateway.enroll': ['owner', 'admin'],
+  'gateway.manage': ['owner', 'admin'],
+  'gateway.settings': ['owner', 'admin'],
 } as const satisfies Record<string, readonly Role[]>;
 
 export type Permission = keyof typeof PERMISSIONS;

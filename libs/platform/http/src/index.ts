@@ -4,3 +4,4 @@ export * from './openapi';
 export * from './metrics';
 export { ProblemFilter, toProblem, sendProblem } from './problem.filter';
 export { HttpModule } from './http.module';
+export { installBodyParsers } from './body-parsers';

@@ -61,7 +61,10 @@ export function buildOpenApi(routes: RouteDefinition[], info: { title: string; v
         ? {
             requestBody: {
               required: true,
-              content: { 'application/json': { schema: jsonSchema(route.body, 'input'), ...(route.example?.body ? { example: route.example.body } : {}) } },
+              content: {
+                'application/json': { schema: jsonSchema(route.body, 'input'), ...(route.example?.body ? { example: route.example.body } : {}) },
+                ...(route.accepts?.includes('yaml') ? { 'application/yaml': { schema: jsonSchema(route.body, 'input') } } : {}),
+              },
             },
           }
         : {}),

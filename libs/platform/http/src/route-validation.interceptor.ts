@@ -2,9 +2,23 @@ import { CallHandler, ExecutionContext, Injectable, NestInterceptor } from '@nes
 import { Reflector } from '@nestjs/core';
 import type { FastifyRequest } from 'fastify';
 import type { Observable } from 'rxjs';
+import { parse as parseYaml, YAMLError } from 'yaml';
 import type { z } from 'zod';
 import { DomainError, FieldIssue, ValidationError } from '@aileron/errors';
 import { ROUTE_METADATA, RouteDefinition } from './route.decorator';
+
+const YAML_TYPE = /^(application|text)\/(x-)?yaml\b/i;
+
+function parseYamlBody(text: string): unknown {
+  try {
+    // uniqueKeys: a key given twice is a mistake in a policy, not a silent override
+    return parseYaml(text, { uniqueKeys: true, prettyErrors: true, maxAliasCount: 100 });
+  } catch (error) {
+    const where = error instanceof YAMLError && error.linePos ? `line ${error.linePos[0].line}, column ${error.linePos[0].col}: ` : '';
+    const message = error instanceof YAMLError ? error.message.split('\n')[0] : 'the YAML cannot be parsed';
+    throw new DomainError('MALFORMED_YAML', 400, 'Malformed YAML', `${where}${message}`);
+  }
+}
 
 function issuesOf(where: string, error: z.ZodError): FieldIssue[] {
   return error.issues.map((issue) => ({
@@ -27,9 +41,12 @@ export class RouteValidationInterceptor implements NestInterceptor {
     if (route && context.getType() === 'http') {
       const request = context.switchToHttp().getRequest<FastifyRequest>();
       const type = request.headers['content-type'];
-      if (route.body && type !== undefined && !/^application\/(.+\+)?json\b/i.test(type)) {
-        throw new DomainError('UNSUPPORTED_MEDIA_TYPE', 415, 'Unsupported media type', 'Send the body as application/json');
+      const yaml = route.accepts?.includes('yaml') === true && type !== undefined && YAML_TYPE.test(type);
+      if (route.body && type !== undefined && !yaml && !/^application\/(.+\+)?json\b/i.test(type)) {
+        const formats = route.accepts?.includes('yaml') ? 'application/json or application/yaml' : 'application/json';
+        throw new DomainError('UNSUPPORTED_MEDIA_TYPE', 415, 'Unsupported media type', `Send the body as ${formats}`);
       }
+      if (yaml && typeof request.body === 'string') (request as { body: unknown }).body = parseYamlBody(request.body);
       const issues: FieldIssue[] = [];
       const parse = (where: string, schema: z.ZodType | undefined, value: unknown): unknown => {
         if (!schema) return value;
@@ -43,7 +60,11 @@ export class RouteValidationInterceptor implements NestInterceptor {
       const body =
         route.body && (request.body === undefined || request.body === null)
           ? (issues.push({ path: 'body', message: 'a JSON body is required' }), undefined)
-          : parse('body', route.body, request.body);
+          : route.bodyValidation === 'handler'
+            ? typeof request.body === 'object' && !Array.isArray(request.body)
+              ? request.body
+              : (issues.push({ path: 'body', message: 'must be an object' }), undefined)
+            : parse('body', route.body, request.body);
       if (issues.length > 0) throw new ValidationError(issues);
       (request as { params: unknown }).params = params;
       (request as { query: unknown }).query = query;

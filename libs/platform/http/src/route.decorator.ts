@@ -4,9 +4,10 @@ import type { z } from 'zod';
 /**
  * Which tenant a route acts in. The tenancy matrix test reads this to know
  * what to attack: `workspace` routes take `:ws`, `organization` routes act on
- * the caller's organisation (and resources by id inside it).
+ * the caller's organisation (and resources by id inside it), `gateway` routes
+ * act in the one workspace an enrolled gateway's token belongs to.
  */
-export type RouteTenancy = 'workspace' | 'organization' | 'platform' | 'caller' | 'none';
+export type RouteTenancy = 'workspace' | 'organization' | 'platform' | 'caller' | 'gateway' | 'none';
 
 export interface RouteDefinition {
   method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
@@ -23,6 +24,14 @@ export interface RouteDefinition {
   params?: z.ZodObject;
   query?: z.ZodObject;
   body?: z.ZodType;
+  /** body formats besides JSON; a YAML body is parsed to the same value JSON would give */
+  accepts?: 'yaml'[];
+  /**
+   * `handler`: the body schema documents the shape, but the handler validates
+   * it itself (documents with richer errors than zod's, e.g. a policy's
+   * problems naming the rule). The body must still be present and an object.
+   */
+  bodyValidation?: 'schema' | 'handler';
   response?: z.ZodType;
   /** success status; default 200 (201 for POST that creates, set explicitly) */
   status?: number;

@@ -1,0 +1,11 @@
+import { Module } from '@nestjs/common';
+import { CatalogController, WorkspaceServersController } from './catalog.controller';
+import { CatalogRepository } from './catalog.repository';
+import { CatalogService } from './catalog.service';
+
+@Module({
+  controllers: [CatalogController, WorkspaceServersController],
+  providers: [CatalogRepository, CatalogService],
+  exports: [CatalogService],
+})
+export class CatalogModule {}

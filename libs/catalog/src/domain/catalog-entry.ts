@@ -1,0 +1,169 @@
+import { z } from 'zod';
+
+/**
+ * Server names have no underscores, so `server__tool` splits at the first `__`
+ * unambiguously and a name is safe in URLs, file names and env var suffixes.
+ */
+export const SERVER_NAME = /^[a-z0-9][a-z0-9-]{0,31}$/;
+export const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+/** RFC 9110 token: what an HTTP header name may contain. */
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+export const TOOL_PREFIX = /^[a-z0-9][a-z0-9_]{0,15}$/;
+
+/**
+ * Semantic versions without build metadata: `1.2.0+a` and `1.2.0+b` have equal
+ * precedence, so two published versions could not be ordered for a rollout.
+ */
+const VERSION =
+  /^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-((?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*)(?:\.(?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*))*))?$/;
+
+/** `vault://team/github.token`; dot-only segments are refused so a path cannot climb. */
+const VAULT_PREFIX = 'vault://';
+const VAULT_REF = /^vault:\/\/(?!\.+(?:\/|$))[A-Za-z0-9_.-]+(?:\/(?!\.+(?:\/|$))[A-Za-z0-9_.-]+)*$/;
+
+/** OCI reference, after the distribution grammar: `[host[:port]/]path[:tag][@digest]`. */
+const IMAGE =
+  /^(?:(?:[A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9-]*[A-Za-z0-9])(?:\.(?:[A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9-]*[A-Za-z0-9]))*(?::\d+)?\/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:\/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*(?::\w[\w.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$/;
+
+export const OVERRIDABLE_FIELDS = ['args', 'env', 'cwd', 'enabled'] as const;
+/** The pool runs remote servers; a developer's machine can only switch them off for itself. */
+const REMOTE_OVERRIDABLE: readonly string[] = ['enabled'];
+
+export function isVersion(value: string): boolean {
+  return VERSION.test(value);
+}
+
+export function isVaultReference(value: string): boolean {
+  return value.startsWith(VAULT_PREFIX);
+}
+
+/**
+ * Semver precedence: numeric parts compare as numbers, a pre-release sorts
+ * below its release, and pre-release identifiers compare numerically when both
+ * are digits, with digits below letters, and a shorter list first on a tie.
+ * Digit strings compare by length first, so no part overflows a number.
+ */
+export function compareVersions(a: string, b: string): -1 | 0 | 1 {
+  const x = VERSION.exec(a);
+  const y = VERSION.exec(b);
+  if (!x || !y) throw new RangeError(`not a semantic version: ${!x ? a : b}`);
+  for (let i = 1; i <= 3; i++) {
+    const order = compareDigits(x[i]!, y[i]!);
+    if (order !== 0) return order;
+  }
+  const pa = x[4];
+  const pb = y[4];
+  if (pa === undefined || pb === undefined) return pa === pb ? 0 : pa === undefined ? 1 : -1;
+  const ia = pa.split('.');
+  const ib = pb.split('.');
+  for (let i = 0; i < Math.min(ia.length, ib.length); i++) {
+    const order = compareIdentifiers(ia[i]!, ib[i]!);
+    if (order !== 0) return order;
+  }
+  return sign(ia.length - ib.length);
+}
+
+function compareIdentifiers(a: string, b: string): -1 | 0 | 1 {
+  const na = /^\d+$/.test(a);
+  const nb = /^\d+$/.test(b);
+  if (na && nb) return compareDigits(a, b);
+  if (na !== nb) return na ? -1 : 1;
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+function compareDigits(a: string, b: string): -1 | 0 | 1 {
+  if (a.length !== b.length) return sign(a.length - b.length);
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+function sign(n: number): -1 | 0 | 1 {
+  return n < 0 ? -1 : n > 0 ? 1 : 0;
+}
+
+/** A literal value, or a well-formed vault reference: `vault:/x` typos must not pass as literals. */
+function secretCapable(value: z.ZodString) {
+  return value.refine((v) => !isVaultReference(v) || VAULT_REF.test(v), {
+    message: 'a vault reference is vault://<path>, path segments of [A-Za-z0-9_.-] joined by "/"',
+  });
+}
+
+// NUL cannot reach a process environment, and CR/LF in a header value would split the request.
+const envValue = secretCapable(z.string().max(8192).refine((v) => !v.includes('\0'), { message: 'must not contain NUL' }));
+const headerValue = secretCapable(z.string().max(8192).refine((v) => !/[\r\n\0]/.test(v), { message: 'must not contain CR, LF or NUL' }));
+
+const upstreamUrl = z
+  .url({ protocol: /^https?$/, error: 'must be an http or https URL' })
+  .max(2048)
+  // credentials in a URL end up in logs and listings; they belong in a header with a vault reference
+  .refine((v) => !URL.canParse(v) || (new URL(v).username === '' && new URL(v).password === ''), {
+    message: 'must not contain credentials; use a header with a vault reference',
+  });
+
+/** One published version of an organisation's MCP server definition (`POST /v1/catalog/servers`). */
+export const catalogEntryInput = z
+  .strictObject({
+    name: z.string().regex(SERVER_NAME, 'lowercase letters, digits and "-", starting with a letter or digit, at most 32 characters'),
+    version: z.string().max(64).regex(VERSION, 'must be a semantic version such as 1.2.0 or 1.2.0-rc.1, without build metadata'),
+    mode: z.enum(['local', 'remote']),
+    transport: z.enum(['stdio', 'streamable_http']),
+    command: z.string().min(1).max(1024).optional(),
+    args: z.array(z.string().max(8192)).max(256).optional(),
+    image: z.string().max(512).regex(IMAGE, 'must be an OCI image reference such as ghcr.io/acme/server:1.2.0').optional(),
+    url: upstreamUrl.optional(),
+    env: z.record(z.string().max(256).regex(ENV_NAME, 'environment variable names are [A-Za-z_][A-Za-z0-9_]*'), envValue).optional(),
+    headers: z.record(z.string().max(256).regex(HEADER_NAME, 'must be an HTTP header name'), headerValue).optional(),
+    tool_prefix: z
+      .string()
+      .regex(TOOL_PREFIX, 'lowercase letters, digits and "_", starting with a letter or digit, at most 16 characters')
+      // same reason as for names: `<prefix>__<tool>` must split at the first "__"
+      .refine((v) => !v.includes('__') && !v.endsWith('_'), { message: 'must not contain "__" or end with "_"' })
+      .optional(),
+    description: z.string().max(1000).optional(),
+    overridable: z.array(z.enum(OVERRIDABLE_FIELDS)).default([]),
+  })
+  .superRefine((entry, ctx) => {
+    const given = (['command', 'image', 'url'] as const).filter((field) => entry[field] !== undefined);
+    if (given.length > 1) {
+      for (const field of given.slice(1)) ctx.addIssue({ code: 'custom', path: [field], message: `give exactly one of command, image or url; ${given[0]} is already set` });
+    }
+    if (entry.transport === 'stdio') {
+      if (given.length === 0) ctx.addIssue({ code: 'custom', path: ['command'], message: 'a stdio server needs a command or an image' });
+      if (entry.url !== undefined) ctx.addIssue({ code: 'custom', path: ['url'], message: 'a stdio server runs a command or an image; url is for streamable_http' });
+      if (entry.headers !== undefined) ctx.addIssue({ code: 'custom', path: ['headers'], message: 'headers are only for streamable_http servers' });
+    } else {
+      if (entry.url === undefined) ctx.addIssue({ code: 'custom', path: ['url'], message: 'a streamable_http server needs a url' });
+      for (const field of ['command', 'image'] as const) {
+        if (entry[field] !== undefined) ctx.addIssue({ code: 'custom', path: [field], message: `a streamable_http server is reached by url, not ${field}` });
+      }
+    }
+    if (entry.env !== undefined && entry.url !== undefined) ctx.addIssue({ code: 'custom', path: ['env'], message: 'env is for servers we start (command or image), not for a url' });
+    if (entry.args !== undefined && entry.command === undefined) ctx.addIssue({ code: 'custom', path: ['args'], message: 'args need a command' });
+    if (entry.mode === 'local') {
+      // gateways run commands on developers' machines; they do not pull and run images
+      if (entry.image !== undefined) ctx.addIssue({ code: 'custom', path: ['image'], message: 'a local server cannot use an image; use a command, or mode remote' });
+      // secrets are resolved only for the pool, never handed to a developer's gateway
+      for (const [field, values] of [['env', entry.env], ['headers', entry.headers]] as const) {
+        for (const [key, value] of Object.entries(values ?? {})) {
+          if (isVaultReference(value)) ctx.addIssue({ code: 'custom', path: [field, key], message: `${key}: vault references are only allowed in remote entries` });
+        }
+      }
+    } else {
+      entry.overridable.forEach((field, i) => {
+        if (!REMOTE_OVERRIDABLE.includes(field)) ctx.addIssue({ code: 'custom', path: ['overridable', i], message: `a remote server may only let developers override enabled, not ${field}` });
+      });
+    }
+    entry.overridable.forEach((field, i) => {
+      if (entry.overridable.indexOf(field) !== i) ctx.addIssue({ code: 'custom', path: ['overridable', i], message: `${field} is listed twice` });
+    });
+  });
+
+export type CatalogEntryInput = z.infer<typeof catalogEntryInput>;
+
+/** The vault paths an entry uses, sorted and unique: what the pool must be allowed to read. */
+export function vaultReferences(entry: Pick<CatalogEntryInput, 'env' | 'headers'>): string[] {
+  const paths = new Set<string>();
+  for (const value of [...Object.values(entry.env ?? {}), ...Object.values(entry.headers ?? {})]) {
+    if (isVaultReference(value)) paths.add(value.slice(VAULT_PREFIX.length));
+  }
+  return [...paths].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+}

@@ -1,0 +1,148 @@
+import { Inject, Injectable } from '@nestjs/common';
+import type { Principal, WorkspaceScope } from '@aileron/auth';
+import { AssignmentRecord, CatalogService, CatalogVersionRecord, versionFor } from '@aileron/catalog';
+import { APP_CONFIG, AppConfig } from '@aileron/config';
+import { CurrentPolicy, PolicyService } from '@aileron/policy';
+import { strongEtag } from './domain/etag';
+import { bundleSigningInput, PolicyBundlePayload, SignedPolicyBundle } from './domain/policy-bundle';
+import type { GatewaySettingsRecord } from './gateway.repository';
+import { GatewaysService } from './gateways.service';
+import { SigningKeysService } from './signing-keys.service';
+
+export interface PreparedBody {
+  body: string;
+  etag: string;
+}
+
+type Settings = GatewaySettingsRecord & { organizationSlug: string };
+
+interface PolicyMemo {
+  policy: CurrentPolicy;
+  settings: Settings;
+  kid: string;
+  renewAt: number;
+  prepared: PreparedBody;
+}
+
+interface CatalogMemo {
+  servers: AssignmentRecord[];
+  settings: Settings;
+  groups: readonly string[];
+  prepared: PreparedBody;
+}
+
+const MAX_MEMOS = 10_000;
+
+/**
+ * The gateway API's bodies, prepared once per change and served from memory.
+ * Each memo remembers the cached inputs it was built from (the policy, the
+ * workspace's servers, the settings): when any of them is invalidated, the
+ * next request sees a different object and rebuilds. Bodies are deterministic,
+ * so every replica serves the same bytes and the same ETag.
+ */
+@Injectable()
+export class BundlesService {
+  private readonly policyMemos = new Map<string, PolicyMemo>();
+  private readonly catalogMemos = new Map<string, CatalogMemo>();
+
+  constructor(
+    private readonly policies: PolicyService,
+    private readonly catalog: CatalogService,
+    private readonly gateways: GatewaysService,
+    private readonly keys: SigningKeysService,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
+
+  async policyBundle(scope: WorkspaceScope): Promise<PreparedBody> {
+    const [policy, settings, ring] = await Promise.all([this.policies.current(scope), this.gateways.settings(scope), this.keys.ring()]);
+    const memo = this.policyMemos.get(scope.workspaceId);
+    const now = Date.now();
+    if (memo && memo.policy === policy && memo.settings === settings && memo.kid === ring.active.kid && now < memo.renewAt) return memo.prepared;
+
+    // Issue times fall on a grid of half the staleness window, so every replica
+    // signs the same bytes, and a bundle always has at least half its life left.
+    const half = (settings.maxStaleSeconds * 1000) / 2;
+    const slot = Math.floor(now / half) * half;
+    const issuedAt = Math.max(slot, policy.createdAt?.getTime() ?? 0, settings.updatedAt?.getTime() ?? 0);
+    const payload: PolicyBundlePayload = {
+      type: 'aileron.policy-bundle.v1',
+      organization: settings.organizationSlug,
+      workspace: scope.workspaceSlug,
+      version: policy.version,
+      digest: policy.digest,
+      issued_at: new Date(issuedAt).toISOString(),
+      expires_at: new Date(issuedAt + settings.maxStaleSeconds * 1000).toISOString(),
+      max_stale_seconds: settings.maxStaleSeconds,
+      offline_mode: settings.offlineMode,
+      policy: { ...policy.document, default: policy.document.default ?? policy.workspaceDefault, on_error: policy.document.on_error ?? 'deny', rules: policy.document.rules },
+    };
+    const signature = await this.keys.sign(bundleSigningInput(payload));
+    const bundle: SignedPolicyBundle = { payload, signature: { alg: 'EdDSA', ...signature } };
+    const body = JSON.stringify(bundle);
+    const prepared = { body, etag: strongEtag(body) };
+    remember(this.policyMemos, scope.workspaceId, { policy, settings, kid: signature.kid, renewAt: slot + half, prepared });
+    return prepared;
+  }
+
+  /** The catalog as this gateway sees it: rollouts make it differ between gateways. */
+  async catalogFor(gateway: Principal, scope: WorkspaceScope): Promise<PreparedBody> {
+    const [servers, settings] = await Promise.all([this.catalog.workspaceServers(scope), this.gateways.settings(scope)]);
+    const groups = gateway.gateway?.groups ?? [];
+    const memo = this.catalogMemos.get(gateway.id);
+    if (memo && memo.servers === servers && memo.settings === settings && sameList(memo.groups, groups)) return memo.prepared;
+
+    const identity = { id: gateway.id, name: gateway.name, groups: [...groups] };
+    const body = JSON.stringify({
+      organization: settings.organizationSlug,
+      workspace: scope.workspaceSlug,
+      merge: { allow_local_servers: settings.allowLocalServers },
+      mcp_url: `${this.config.publicUrl}/mcp/${scope.workspaceSlug}`,
+      servers: servers.map((assignment) => {
+        const rollout = assignment.rollout;
+        const chosen = rollout
+          ? versionFor(assignment.pinned.version, { version: rollout.version.version, gateways: rollout.gateways, groups: rollout.groups, percent: rollout.percent }, identity, assignment.name)
+          : assignment.pinned.version;
+        const version = rollout && chosen === rollout.version.version ? rollout.version : assignment.pinned;
+        return this.serverView(scope, assignment, version, version !== assignment.pinned);
+      }),
+    });
+    const prepared = { body, etag: strongEtag(body) };
+    remember(this.catalogMemos, gateway.id, { servers, settings, groups, prepared });
+    return prepared;
+  }
+
+  private serverView(scope: WorkspaceScope, assignment: AssignmentRecord, version: CatalogVersionRecord, fromRollout: boolean): Record<string, unknown> {
+    const d = version.definition as Record<string, unknown> & { mode: 'local' | 'remote' };
+    const common = {
+      name: assignment.name,
+      version: version.version,
+      rollout: fromRollout,
+      enabled: assignment.enabled,
+      mode: d.mode,
+      description: d.description ?? null,
+      tool_prefix: d.tool_prefix ?? null,
+      // a killed server cannot be switched back on by a local file
+      overridable: assignment.enabled ? (d.overridable ?? []) : [],
+    };
+    if (!assignment.enabled) return { ...common, disabled_reason: assignment.disabledReason };
+    if (d.mode === 'remote') {
+      // the pool runs it; the gateway reaches it over Streamable HTTP and never sees its credentials
+      return { ...common, transport: 'streamable_http', url: `${this.config.publicUrl}/mcp/${scope.workspaceSlug}/${assignment.name}` };
+    }
+    const { mode: _mode, overridable: _overridable, description: _description, tool_prefix: _prefix, ...launch } = d;
+    return { ...common, ...launch };
+  }
+}
+
+function sameList(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((v, i) => v === b[i]);
+}
+
+function remember<V>(map: Map<string, V>, key: string, value: V): void {
+  map.delete(key);
+  if (map.size >= MAX_MEMOS) {
+    const oldest = map.keys().next().value;
+    if (oldest !== undefined) map.delete(oldest);
+  }
+  map.set(key, value);
+}

@@ -1,0 +1,86 @@
+import { Body, Controller, Inject, Req, Res } from '@nestjs/common';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import { Caller, Principal, TenantScope, WorkspaceScope } from '@aileron/auth';
+import { APP_CONFIG, AppConfig } from '@aileron/config';
+import { Route } from '@aileron/http';
+import { ifNoneMatchHits } from './domain/etag';
+import { BundlesService, PreparedBody } from './bundles.service';
+import { enrollBody, enrolledView } from './gateway.schemas';
+import { GatewaysService } from './gateways.service';
+
+/** Answers a conditional GET: 304 when the gateway already holds these bytes. */
+export function sendPrepared(request: FastifyRequest, reply: FastifyReply, prepared: PreparedBody): void {
+  void reply.header('etag', prepared.etag).header('cache-control', 'private, no-cache');
+  if (ifNoneMatchHits(request.headers['if-none-match'], prepared.etag)) {
+    void reply.code(304).send();
+    return;
+  }
+  void reply.code(200).header('content-type', 'application/json; charset=utf-8').send(prepared.body);
+}
+
+/** What enrolled gateways call, with their gateway token. */
+@Controller()
+export class GatewayApiController {
+  constructor(
+    private readonly gateways: GatewaysService,
+    private readonly bundles: BundlesService,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
+
+  @Route({
+    method: 'POST',
+    path: '/v1/gateway/enroll',
+    summary: 'Exchange a one-time enrolment code for a gateway token',
+    description: 'The code is the credential: it works once, before it expires. The token is shown once.',
+    tag: 'gateway',
+    auth: 'public',
+    tenancy: 'none',
+    body: enrollBody,
+    response: enrolledView,
+    status: 201,
+    example: { body: { enrollment_code: 'ail_enr_…', name: 'alice-laptop' } },
+  })
+  async enroll(@Body() body: z.infer<typeof enrollBody>): Promise<z.infer<typeof enrolledView>> {
+    const { gateway, token } = await this.gateways.enroll(body.enrollment_code, body.name);
+    const base = this.config.publicUrl;
+    return {
+      gateway_id: gateway.id,
+      token,
+      organization: gateway.organizationSlug,
+      workspace: gateway.workspaceSlug,
+      groups: gateway.groups,
+      catalog_url: `${base}/v1/gateway/catalog`,
+      policy_url: `${base}/v1/gateway/policy`,
+      keys_url: `${base}/.well-known/aileron/policy-keys`,
+    };
+  }
+
+  @Route({
+    method: 'GET',
+    path: '/v1/gateway/catalog',
+    summary: "The servers this gateway's workspace may use, with the local-config merge policy",
+    description:
+      'Remote servers come with their Streamable HTTP endpoint; local ones with their command. Send `If-None-Match` with the last `ETag` to get 304 when nothing changed.',
+    tag: 'gateway',
+    tenancy: 'gateway',
+    produces: 'application/json',
+  })
+  async catalog(@Caller() caller: Principal, @TenantScope() scope: WorkspaceScope, @Req() request: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    sendPrepared(request, reply, await this.bundles.catalogFor(caller, scope));
+  }
+
+  @Route({
+    method: 'GET',
+    path: '/v1/gateway/policy',
+    summary: 'The signed policy bundle (Ed25519 over RFC 8785 JSON), with version, expiry and offline mode',
+    description:
+      'Verify `signature.value` over the canonical JSON of `payload` with the key `signature.kid` from /.well-known/aileron/policy-keys. `ETag` and 304 as for the catalog.',
+    tag: 'gateway',
+    tenancy: 'gateway',
+    produces: 'application/json',
+  })
+  async policy(@TenantScope() scope: WorkspaceScope, @Req() request: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    sendPrepared(request, reply, await this.bundles.policyBundle(scope));
+  }
+}

@@ -1,0 +1,76 @@
+import { Inject, Injectable, Logger, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
+import { CredentialResolvers, hashToken, Principal } from '@aileron/auth';
+import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
+import { UnauthenticatedError } from '@aileron/errors';
+import { GATEWAY_TOKEN_PREFIX, looksLikeGatewayToken } from './domain/credentials';
+import { GatewayRecord, GatewayRepository } from './gateway.repository';
+
+const TOUCH_EVERY_MS = 60_000;
+/** how long a replica trusts a gateway it looked up, should a revocation message be lost */
+const CACHE_TTL_MS = 10_000;
+
+export function principalFromGateway(gateway: GatewayRecord): Principal {
+  return {
+    kind: 'gateway',
+    id: gateway.id,
+    name: gateway.name,
+    organizationId: gateway.organizationId,
+    organizationSlug: gateway.organizationSlug,
+    // no roles: a gateway reaches the gateway API of its workspace and nothing else
+    orgRole: null,
+    workspaceRoles: new Map(),
+    restrictedToWorkspaceId: gateway.workspaceId,
+    platformOperator: false,
+    gateway: { workspaceId: gateway.workspaceId, workspaceSlug: gateway.workspaceSlug, groups: gateway.groups },
+  };
+}
+
+/** Authenticates gateway tokens for the global guard, from memory on the hot path. */
+@Injectable()
+export class GatewayCredentials implements OnModuleInit, OnModuleDestroy {
+  private readonly logger = new Logger('GatewayCredentials');
+  private readonly cache: SharedCache<{ gateway: GatewayRecord; principal: Principal }>;
+  private readonly touched = new Map<string, number>();
+
+  constructor(
+    private readonly repository: GatewayRepository,
+    private readonly resolvers: CredentialResolvers,
+    @Inject(MESSAGE_BUS) bus: MessageBus,
+  ) {
+    this.cache = new SharedCache(bus, 'gateway-credentials', CACHE_TTL_MS);
+  }
+
+  onModuleInit(): void {
+    this.resolvers.register({ prefix: GATEWAY_TOKEN_PREFIX, resolve: (token) => this.resolve(token) });
+  }
+
+  onModuleDestroy(): void {
+    this.cache.close();
+  }
+
+  async resolve(token: string): Promise<Principal> {
+    if (!looksLikeGatewayToken(token)) throw new UnauthenticatedError('The token is malformed', 'TOKEN_INVALID');
+    const hash = hashToken(token);
+    const found = await this.cache.getOrLoad(hash, async () => {
+      const gateway = await this.repository.findGatewayByTokenHash(hash);
+      if (!gateway) throw new UnauthenticatedError('The token is not valid', 'TOKEN_INVALID');
+      if (gateway.revokedAt) throw new UnauthenticatedError('The gateway has been revoked', 'GATEWAY_REVOKED');
+      return { gateway, principal: principalFromGateway(gateway) };
+    });
+    this.touch(found.gateway.id);
+    return found.principal;
+  }
+
+  /** Forget a gateway everywhere at once (revocation, new groups). */
+  forget(tokenHash: string): Promise<void> {
+    return this.cache.invalidate(tokenHash);
+  }
+
+  private touch(id: string): void {
+    const now = Date.now();
+    if (now - (this.touched.get(id) ?? 0) < TOUCH_EVERY_MS) return;
+    this.touched.set(id, now);
+    // last seen is informational; a write per request would cost more than it tells
+    this.repository.touchGateway(id, new Date(now)).catch((error: unknown) => this.logger.warn({ err: error }, 'could not record gateway use'));
+  }
+}

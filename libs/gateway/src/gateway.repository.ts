@@ -1,0 +1,169 @@
+import { Injectable } from '@nestjs/common';
+import type { OrgScope, WorkspaceScope } from '@aileron/auth';
+import { DatabaseService, Transaction } from '@aileron/database';
+import type { OfflineMode } from './domain/policy-bundle';
+
+export interface GatewayRecord {
+  id: string;
+  organizationId: string;
+  organizationSlug: string;
+  workspaceId: string;
+  workspaceSlug: string;
+  name: string;
+  groups: string[];
+  prefix: string;
+  enrolledAt: Date;
+  lastSeenAt: Date | null;
+  revokedAt: Date | null;
+}
+
+export interface GatewaySettingsRecord {
+  allowLocalServers: boolean;
+  offlineMode: OfflineMode;
+  maxStaleSeconds: number;
+  updatedAt: Date | null;
+}
+
+export interface SigningKeyRecord {
+  id: string;
+  publicKey: string;
+  privateKey: string;
+  createdAt: Date;
+  retiredAt: Date | null;
+}
+
+const gatewaySelect = {
+  id: true,
+  organizationId: true,
+  workspaceId: true,
+  name: true,
+  groups: true,
+  prefix: true,
+  enrolledAt: true,
+  lastSeenAt: true,
+  revokedAt: true,
+  workspace: { select: { slug: true, organization: { select: { slug: true } } } },
+} as const;
+
+type GatewayRow = {
+  id: string;
+  organizationId: string;
+  workspaceId: string;
+  name: string;
+  groups: string[];
+  prefix: string;
+  enrolledAt: Date;
+  lastSeenAt: Date | null;
+  revokedAt: Date | null;
+  workspace: { slug: string; organization: { slug: string } };
+};
+
+function toGateway({ workspace, ...row }: GatewayRow): GatewayRecord {
+  return { ...row, workspaceSlug: workspace.slug, organizationSlug: workspace.organization.slug };
+}
+
+export const DEFAULT_SETTINGS: GatewaySettingsRecord = { allowLocalServers: true, offlineMode: 'cached', maxStaleSeconds: 3600, updatedAt: null };
+
+/** Enrolment codes, enrolled gateways, the organisation's gateway settings and the bundle signing keys. */
+@Injectable()
+export class GatewayRepository {
+  constructor(private readonly db: DatabaseService) {}
+
+  async createEnrollmentCode(scope: WorkspaceScope, data: { codeHash: string; groups: string[]; expiresAt: Date; createdBy: string }, tx: Transaction): Promise<{ id: string }> {
+    return tx.enrollmentCode.create({
+      data: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, ...data },
+      select: { id: true },
+    });
+  }
+
+  /**
+   * Marks the code used if, and only if, it is unused and unexpired: one
+   * conditional UPDATE, so two gateways racing with one code cannot both win.
+   */
+  async consumeEnrollmentCode(codeHash: string, now: Date, tx: Transaction): Promise<{ id: string; organizationId: string; workspaceId: string; groups: string[] } | null> {
+    const { count } = await tx.enrollmentCode.updateMany({ where: { codeHash, usedAt: null, expiresAt: { gt: now } }, data: { usedAt: now } });
+    if (count === 0) return null;
+    return tx.enrollmentCode.findUnique({ where: { codeHash }, select: { id: true, organizationId: true, workspaceId: true, groups: true } });
+  }
+
+  /** Why a code did not work, for the error message (never which tenant it belongs to). */
+  async enrollmentCodeState(codeHash: string, now: Date): Promise<'unknown' | 'used' | 'expired'> {
+    const row = await this.db.client.enrollmentCode.findUnique({ where: { codeHash }, select: { usedAt: true, expiresAt: true } });
+    if (!row) return 'unknown';
+    if (row.usedAt) return 'used';
+    return row.expiresAt <= now ? 'expired' : 'unknown';
+  }
+
+  async createGateway(
+    scope: { organizationId: string; workspaceId: string },
+    data: { name: string; groups: string[]; tokenHash: string; prefix: string; enrollmentCodeId: string },
+    tx: Transaction,
+  ): Promise<GatewayRecord> {
+    const row = await tx.gateway.create({
+      data: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, name: data.name, groups: data.groups, tokenHash: data.tokenHash, prefix: data.prefix },
+      select: gatewaySelect,
+    });
+    await tx.enrollmentCode.update({ where: { id: data.enrollmentCodeId }, data: { gatewayId: row.id } });
+    return toGateway(row);
+  }
+
+  async findGatewayByTokenHash(tokenHash: string): Promise<(GatewayRecord & { tokenHash: string }) | null> {
+    const row = await this.db.client.gateway.findUnique({ where: { tokenHash }, select: { ...gatewaySelect, tokenHash: true } });
+    return row ? { ...toGateway(row), tokenHash: row.tokenHash } : null;
+  }
+
+  async touchGateway(id: string, at: Date): Promise<void> {
+    await this.db.client.gateway.update({ where: { id }, data: { lastSeenAt: at } });
+  }
+
+  async listGateways(scope: WorkspaceScope): Promise<GatewayRecord[]> {
+    const rows = await this.db.client.gateway.findMany({
+      where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId },
+      select: gatewaySelect,
+      orderBy: { enrolledAt: 'desc' },
+    });
+    return rows.map(toGateway);
+  }
+
+  async findGateway(scope: WorkspaceScope, id: string, tx?: Transaction): Promise<(GatewayRecord & { tokenHash: string }) | null> {
+    const row = await this.db.use(tx).gateway.findFirst({
+      where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, id },
+      select: { ...gatewaySelect, tokenHash: true },
+    });
+    return row ? { ...toGateway(row), tokenHash: row.tokenHash } : null;
+  }
+
+  async updateGateway(scope: WorkspaceScope, id: string, data: { groups?: string[]; revokedAt?: Date }, tx: Transaction): Promise<void> {
+    await tx.gateway.updateMany({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, id }, data });
+  }
+
+  async settings(scope: OrgScope): Promise<GatewaySettingsRecord> {
+    const row = await this.db.client.gatewaySettings.findUnique({ where: { organizationId: scope.organizationId } });
+    return row ? { allowLocalServers: row.allowLocalServers, offlineMode: row.offlineMode as OfflineMode, maxStaleSeconds: row.maxStaleSeconds, updatedAt: row.updatedAt } : DEFAULT_SETTINGS;
+  }
+
+  async saveSettings(scope: OrgScope, data: Omit<GatewaySettingsRecord, 'updatedAt'>, tx: Transaction): Promise<void> {
+    await tx.gatewaySettings.upsert({ where: { organizationId: scope.organizationId }, create: { organizationId: scope.organizationId, ...data }, update: data });
+  }
+
+  async organizationSlug(scope: OrgScope): Promise<string> {
+    const row = await this.db.client.organization.findUniqueOrThrow({ where: { id: scope.organizationId }, select: { slug: true } });
+    return row.slug;
+  }
+
+  async signingKeys(purpose: string): Promise<SigningKeyRecord[]> {
+    return this.db.client.signingKey.findMany({
+      where: { purpose },
+      orderBy: { createdAt: 'desc' },
+      select: { id: true, publicKey: true, privateKey: true, createdAt: true, retiredAt: true },
+    });
+  }
+
+  async createSigningKey(purpose: string, data: { id: string; publicKey: string; privateKey: string }): Promise<void> {
+    await this.db.client.signingKey.create({ data: { purpose, ...data } });
+  }
+
+  async retireSigningKeys(purpose: string, keep: string[], at: Date): Promise<void> {
+    await this.db.client.signingKey.updateMany({ where: { purpose, id: { notIn: keep }, retiredAt: null }, data: { retiredAt: at } });
+  }
+}

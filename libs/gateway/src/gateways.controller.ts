@@ -1,0 +1,158 @@
+import { Body, Controller, Param } from '@nestjs/common';
+import { z } from 'zod';
+import { Caller, OrgScope, Principal, TenantScope, WorkspaceScope } from '@aileron/auth';
+import { Route } from '@aileron/http';
+import {
+  enrollmentCodeBody,
+  enrollmentCodeView,
+  gatewayParams,
+  gatewayView,
+  keysView,
+  settingsBody,
+  settingsView,
+  toGatewayView,
+  toSettingsView,
+  updateGatewayBody,
+  wsParams,
+} from './gateway.schemas';
+import { GatewaysService } from './gateways.service';
+import { SigningKeysService } from './signing-keys.service';
+
+/** Admins: enrolment codes, the workspace's gateways, the organisation's gateway settings. */
+@Controller()
+export class GatewaysController {
+  constructor(
+    private readonly gateways: GatewaysService,
+    private readonly keys: SigningKeysService,
+  ) {}
+
+  @Route({
+    method: 'POST',
+    path: '/v1/workspaces/:ws/enrollment-codes',
+    summary: 'A one-time, expiring code for enrolling a gateway into the workspace',
+    tag: 'gateways',
+    permission: 'gateway.enroll',
+    tenancy: 'workspace',
+    params: wsParams,
+    body: enrollmentCodeBody,
+    response: enrollmentCodeView,
+    status: 201,
+    example: { body: { expires_in_seconds: 900, groups: ['canary'] } },
+  })
+  async createCode(
+    @Caller() caller: Principal,
+    @TenantScope() scope: WorkspaceScope,
+    @Body() body: z.infer<typeof enrollmentCodeBody>,
+  ): Promise<z.infer<typeof enrollmentCodeView>> {
+    const created = await this.gateways.createEnrollmentCode(caller, scope, { expiresInSeconds: body.expires_in_seconds, groups: body.groups });
+    return { code: created.code, expires_at: created.expiresAt.toISOString(), groups: created.groups };
+  }
+
+  @Route({
+    method: 'GET',
+    path: '/v1/workspaces/:ws/gateways',
+    summary: "The workspace's enrolled gateways, with when each was last seen",
+    tag: 'gateways',
+    permission: 'gateway.read',
+    tenancy: 'workspace',
+    params: wsParams,
+    response: z.object({ gateways: z.array(gatewayView) }),
+  })
+  async list(@TenantScope() scope: WorkspaceScope): Promise<{ gateways: z.infer<typeof gatewayView>[] }> {
+    return { gateways: (await this.gateways.list(scope)).map(toGatewayView) };
+  }
+
+  @Route({
+    method: 'PATCH',
+    path: '/v1/workspaces/:ws/gateways/:id',
+    summary: "Change a gateway's rollout groups",
+    tag: 'gateways',
+    permission: 'gateway.manage',
+    tenancy: 'workspace',
+    params: gatewayParams,
+    body: updateGatewayBody,
+    response: gatewayView,
+    example: { params: { id: '{gateway}' }, body: { groups: ['canary'] } },
+  })
+  async update(
+    @Caller() caller: Principal,
+    @TenantScope() scope: WorkspaceScope,
+    @Param() params: z.infer<typeof gatewayParams>,
+    @Body() body: z.infer<typeof updateGatewayBody>,
+  ): Promise<z.infer<typeof gatewayView>> {
+    return toGatewayView(await this.gateways.setGroups(caller, scope, params.id, body.groups));
+  }
+
+  @Route({
+    method: 'DELETE',
+    path: '/v1/workspaces/:ws/gateways/:id',
+    summary: 'Revoke a gateway: its token stops working on every replica at once',
+    tag: 'gateways',
+    permission: 'gateway.manage',
+    tenancy: 'workspace',
+    params: gatewayParams,
+    response: gatewayView,
+    example: { params: { id: '{gateway}' } },
+  })
+  async revoke(@Caller() caller: Principal, @TenantScope() scope: WorkspaceScope, @Param() params: z.infer<typeof gatewayParams>): Promise<z.infer<typeof gatewayView>> {
+    return toGatewayView(await this.gateways.revoke(caller, scope, params.id));
+  }
+
+  @Route({
+    method: 'GET',
+    path: '/v1/organization/gateway-settings',
+    summary: "The organisation's gateway settings: local servers, offline mode, bundle lifetime",
+    tag: 'gateways',
+    permission: 'organization.read',
+    tenancy: 'organization',
+    response: settingsView,
+  })
+  async settings(@TenantScope() scope: OrgScope): Promise<z.infer<typeof settingsView>> {
+    return toSettingsView(await this.gateways.settings(scope));
+  }
+
+  @Route({
+    method: 'PUT',
+    path: '/v1/organization/gateway-settings',
+    summary: "Change the organisation's gateway settings",
+    tag: 'gateways',
+    permission: 'gateway.settings',
+    tenancy: 'organization',
+    body: settingsBody,
+    response: settingsView,
+    example: { body: { allow_local_servers: false, offline_mode: 'fail_closed', max_stale_seconds: 900 } },
+  })
+  async saveSettings(@Caller() caller: Principal, @TenantScope() scope: OrgScope, @Body() body: z.infer<typeof settingsBody>): Promise<z.infer<typeof settingsView>> {
+    return toSettingsView(
+      await this.gateways.saveSettings(caller, scope, { allowLocalServers: body.allow_local_servers, offlineMode: body.offline_mode, maxStaleSeconds: body.max_stale_seconds }),
+    );
+  }
+
+  @Route({
+    method: 'GET',
+    path: '/.well-known/aileron/policy-keys',
+    summary: 'The public keys that sign policy bundles (JWKS, Ed25519)',
+    description: 'The newest key signs; after a rotation the previous one stays listed until bundles signed with it are replaced.',
+    tag: 'gateway',
+    auth: 'public',
+    tenancy: 'none',
+    response: keysView,
+  })
+  async publicKeys(): Promise<z.infer<typeof keysView>> {
+    const ring = await this.keys.ring();
+    return { keys: ring.published.map((k) => ({ kty: 'OKP', crv: 'Ed25519', alg: 'EdDSA', use: 'sig', kid: k.kid, x: k.x, created_at: k.created_at })) };
+  }
+
+  @Route({
+    method: 'POST',
+    path: '/v1/platform/signing-keys/rotate',
+    summary: 'Rotate the policy-bundle signing key (platform operators)',
+    tag: 'platform',
+    tenancy: 'platform',
+    response: z.object({ kid: z.string(), retired: z.array(z.string()) }),
+    status: 201,
+  })
+  async rotate(): Promise<{ kid: string; retired: string[] }> {
+    return this.keys.rotate();
+  }
+}

@@ -1,0 +1,138 @@
+import { Inject, Injectable, OnModuleDestroy } from '@nestjs/common';
+import { describePrincipal, hashToken, OrgScope, Principal, WorkspaceScope } from '@aileron/auth';
+import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
+import { DatabaseService } from '@aileron/database';
+import { DomainError, NotFoundError } from '@aileron/errors';
+import { OutboxService } from '@aileron/outbox';
+import { looksLikeEnrollmentCode, mintEnrollmentCode, mintGatewayToken } from './domain/credentials';
+import { GatewayCredentials } from './gateway-credentials.service';
+import { GatewayRecord, GatewayRepository, GatewaySettingsRecord } from './gateway.repository';
+
+export const ENROLLMENT_DEFAULT_TTL_SECONDS = 3600;
+
+@Injectable()
+export class GatewaysService implements OnModuleDestroy {
+  private readonly settingsCache: SharedCache<GatewaySettingsRecord & { organizationSlug: string }>;
+
+  constructor(
+    private readonly db: DatabaseService,
+    private readonly repository: GatewayRepository,
+    private readonly credentials: GatewayCredentials,
+    private readonly outbox: OutboxService,
+    @Inject(MESSAGE_BUS) bus: MessageBus,
+  ) {
+    this.settingsCache = new SharedCache(bus, 'gateway-settings', 30_000);
+  }
+
+  onModuleDestroy(): void {
+    this.settingsCache.close();
+  }
+
+  async createEnrollmentCode(
+    principal: Principal,
+    scope: WorkspaceScope,
+    options: { expiresInSeconds: number; groups: string[] },
+  ): Promise<{ code: string; expiresAt: Date; groups: string[] }> {
+    const code = mintEnrollmentCode();
+    const expiresAt = new Date(Date.now() + options.expiresInSeconds * 1000);
+    await this.db.transaction(async (tx) => {
+      const { id } = await this.repository.createEnrollmentCode(scope, { codeHash: hashToken(code), groups: options.groups, expiresAt, createdBy: describePrincipal(principal) }, tx);
+      await this.outbox.record(tx, {
+        topic: 'gateway.enrollment_code_created',
+        organizationId: scope.organizationId,
+        workspaceId: scope.workspaceId,
+        payload: { workspace: scope.workspaceSlug, code_id: id, expires_at: expiresAt.toISOString(), groups: options.groups, actor: describePrincipal(principal) },
+      });
+    });
+    return { code, expiresAt, groups: options.groups };
+  }
+
+  /** The one unauthenticated write: the code is the credential, good once. */
+  async enroll(code: string, name: string): Promise<{ gateway: GatewayRecord; token: string }> {
+    const codeHash = looksLikeEnrollmentCode(code) ? hashToken(code) : null;
+    const now = new Date();
+    const token = mintGatewayToken();
+    const gateway = codeHash
+      ? await this.db.transaction(async (tx) => {
+          const used = await this.repository.consumeEnrollmentCode(codeHash, now, tx);
+          if (!used) return null;
+          const created = await this.repository.createGateway(
+            used,
+            { name, groups: used.groups, tokenHash: hashToken(token), prefix: token.slice(0, 11), enrollmentCodeId: used.id },
+            tx,
+          );
+          await this.outbox.record(tx, {
+            topic: 'gateway.enrolled',
+            organizationId: used.organizationId,
+            workspaceId: used.workspaceId,
+            payload: { workspace: created.workspaceSlug, gateway_id: created.id, name, groups: used.groups },
+          });
+          return created;
+        })
+      : null;
+    if (!gateway) {
+      const state = codeHash ? await this.repository.enrollmentCodeState(codeHash, now) : 'unknown';
+      const detail = { unknown: 'The enrolment code is not valid', used: 'The enrolment code has already been used', expired: 'The enrolment code has expired' }[state];
+      throw new DomainError(`ENROLLMENT_CODE_${state === 'unknown' ? 'INVALID' : state.toUpperCase()}`, 401, 'Enrolment refused', detail);
+    }
+    return { gateway, token };
+  }
+
+  list(scope: WorkspaceScope): Promise<GatewayRecord[]> {
+    return this.repository.listGateways(scope);
+  }
+
+  async setGroups(principal: Principal, scope: WorkspaceScope, id: string, groups: string[]): Promise<GatewayRecord> {
+    return this.change(principal, scope, id, 'gateway.updated', { groups }, { groups });
+  }
+
+  async revoke(principal: Principal, scope: WorkspaceScope, id: string): Promise<GatewayRecord> {
+    return this.change(principal, scope, id, 'gateway.revoked', { revokedAt: new Date() }, {});
+  }
+
+  private async change(
+    principal: Principal,
+    scope: WorkspaceScope,
+    id: string,
+    topic: string,
+    data: { groups?: string[]; revokedAt?: Date },
+    payload: Record<string, unknown>,
+  ): Promise<GatewayRecord> {
+    const tokenHash = await this.db.transaction(async (tx) => {
+      const gateway = await this.repository.findGateway(scope, id, tx);
+      if (!gateway) throw new NotFoundError('gateway', id);
+      if (data.revokedAt && gateway.revokedAt) return gateway.tokenHash;
+      await this.repository.updateGateway(scope, id, data, tx);
+      await this.outbox.record(tx, {
+        topic,
+        organizationId: scope.organizationId,
+        workspaceId: scope.workspaceId,
+        payload: { workspace: scope.workspaceSlug, gateway_id: id, ...payload, actor: describePrincipal(principal) },
+      });
+      return gateway.tokenHash;
+    });
+    // every replica drops the cached credential, so a revoked gateway is refused at once
+    await this.credentials.forget(tokenHash);
+    return (await this.repository.findGateway(scope, id))!;
+  }
+
+  settings(scope: OrgScope): Promise<GatewaySettingsRecord & { organizationSlug: string }> {
+    return this.settingsCache.getOrLoad(scope.organizationId, async () => ({
+      ...(await this.repository.settings(scope)),
+      organizationSlug: await this.repository.organizationSlug(scope),
+    }));
+  }
+
+  async saveSettings(principal: Principal, scope: OrgScope, data: Omit<GatewaySettingsRecord, 'updatedAt'>): Promise<GatewaySettingsRecord> {
+    await this.db.transaction(async (tx) => {
+      await this.repository.saveSettings(scope, data, tx);
+      await this.outbox.record(tx, {
+        topic: 'gateway.settings_updated',
+        organizationId: scope.organizationId,
+        payload: { allow_local_servers: data.allowLocalServers, offline_mode: data.offlineMode, max_stale_seconds: data.maxStaleSeconds, actor: describePrincipal(principal) },
+      });
+    });
+    await this.settingsCache.invalidate(scope.organizationId);
+    return this.settings(scope);
+  }
+}

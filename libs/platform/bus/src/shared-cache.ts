@@ -1,0 +1,90 @@
+import type { MessageBus } from './message-bus';
+
+interface Entry<V> {
+  value: V;
+  expiresAt: number;
+}
+
+/**
+ * An in-memory cache every replica keeps for the hot path (compiled policy,
+ * resolved catalog, gateway credentials), invalidated across replicas through
+ * the bus. Keys are `:`-separated paths (`<org>:<workspace>:…`) so one message
+ * can drop everything under a prefix. The TTL bounds staleness should a bus
+ * message be lost.
+ */
+export class SharedCache<V> {
+  private readonly entries = new Map<string, Entry<V>>();
+  private readonly loading = new Map<string, Promise<V>>();
+  /** bumped on every invalidation, so a load that started before one is not stored */
+  private generation = 0;
+  private readonly unsubscribe: () => void;
+
+  constructor(
+    private readonly bus: MessageBus,
+    private readonly channel: string,
+    private readonly ttlMs: number,
+    private readonly maxEntries = 10_000,
+  ) {
+    this.unsubscribe = bus.subscribe(`cache.${channel}`, (message) => {
+      const prefix = (message as { prefix?: unknown } | null)?.prefix;
+      if (typeof prefix === 'string') this.evict(prefix);
+    });
+  }
+
+  get(key: string): V | undefined {
+    const entry = this.entries.get(key);
+    if (!entry) return undefined;
+    if (entry.expiresAt <= Date.now()) {
+      this.entries.delete(key);
+      return undefined;
+    }
+    return entry.value;
+  }
+
+  set(key: string, value: V): void {
+    if (this.entries.size >= this.maxEntries && !this.entries.has(key)) {
+      // Map iterates in insertion order: drop the oldest
+      const oldest = this.entries.keys().next().value;
+      if (oldest !== undefined) this.entries.delete(oldest);
+    }
+    this.entries.set(key, { value, expiresAt: Date.now() + this.ttlMs });
+  }
+
+  /** One load per key at a time; concurrent callers share it. */
+  async getOrLoad(key: string, load: () => Promise<V>): Promise<V> {
+    const cached = this.get(key);
+    if (cached !== undefined) return cached;
+    const pending = this.loading.get(key);
+    if (pending) return pending;
+    const generation = this.generation;
+    const promise = load()
+      .then((value) => {
+        if (generation === this.generation) this.set(key, value);
+        return value;
+      })
+      .finally(() => this.loading.delete(key));
+    this.loading.set(key, promise);
+    return promise;
+  }
+
+  /** Drops `prefix` and everything under it here at once, and on every other replica soon after. */
+  async invalidate(prefix: string): Promise<void> {
+    this.evict(prefix);
+    await this.bus.publish(`cache.${this.channel}`, { prefix }).catch(() => undefined);
+  }
+
+  private evict(prefix: string): void {
+    this.generation++;
+    for (const key of this.entries.keys()) {
+      if (key === prefix || key.startsWith(`${prefix}:`)) this.entries.delete(key);
+    }
+    for (const key of this.loading.keys()) {
+      if (key === prefix || key.startsWith(`${prefix}:`)) this.loading.delete(key);
+    }
+  }
+
+  close(): void {
+    this.unsubscribe();
+    this.entries.clear();
+  }
+}

@@ -1,0 +1,3 @@
+export { canonicalJson, sha256Hex, digestOf } from './canonical-json';
+export { generateEd25519, privateKeyFromPem, publicKeyFromX, signEd25519, verifyEd25519 } from './ed25519';
+export type { Ed25519KeyPair } from './ed25519';

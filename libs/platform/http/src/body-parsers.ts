@@ -1,0 +1,9 @@
+import type { FastifyInstance } from 'fastify';
+
+/**
+ * Fastify parses JSON itself; YAML arrives as text and is parsed by the
+ * validation interceptor, only for routes that accept it (415 elsewhere).
+ */
+export function installBodyParsers(fastify: FastifyInstance): void {
+  fastify.addContentTypeParser(['application/yaml', 'application/x-yaml', 'text/yaml'], { parseAs: 'string' }, (_request, body, done) => done(null, body));
+}

@@ -1,0 +1,174 @@
+import { Body, Controller, Param, Query } from '@nestjs/common';
+import { z } from 'zod';
+import { Caller, Principal, TenantScope, WorkspaceScope } from '@aileron/auth';
+import { Route } from '@aileron/http';
+import { policyDocumentSchema } from './domain/policy-document';
+import {
+  decisionView,
+  diffQuery,
+  diffView,
+  evaluateBody,
+  policyView,
+  rollbackBody,
+  versionParams,
+  versionSummary,
+  versionsQuery,
+  writeResult,
+  wsParams,
+} from './policy.schemas';
+import { CurrentPolicy, PolicyService } from './policy.service';
+
+const EXAMPLE = {
+  default: 'deny',
+  rules: [
+    { id: 'read-only-github', effect: 'allow', servers: ['github'], tools: ['get_*', 'list_*', 'search_*'] },
+    { id: 'merge-needs-review', effect: 'approval', approval_route: 'security', servers: ['github'], tools: ['merge_pull_request'] },
+    { id: 'no-prod-writes', effect: 'deny', tools: ['*'], arguments: [{ path: 'repo', regex: '^prod-' }] },
+  ],
+};
+
+function view(policy: CurrentPolicy): z.infer<typeof policyView> {
+  return {
+    version: policy.version,
+    digest: policy.digest,
+    workspace_default: policy.workspaceDefault,
+    created_at: policy.createdAt?.toISOString() ?? null,
+    created_by: policy.createdBy,
+    document: policy.document,
+  };
+}
+
+@Controller()
+export class PolicyController {
+  constructor(private readonly policies: PolicyService) {}
+
+  @Route({
+    method: 'GET',
+    path: '/v1/workspaces/:ws/policy',
+    summary: "The workspace's policy document in force and its version",
+    tag: 'policy',
+    permission: 'policy.read',
+    tenancy: 'workspace',
+    params: wsParams,
+    response: policyView,
+  })
+  async get(@TenantScope() scope: WorkspaceScope): Promise<z.infer<typeof policyView>> {
+    return view(await this.policies.current(scope));
+  }
+
+  @Route({
+    method: 'PUT',
+    path: '/v1/workspaces/:ws/policy',
+    summary: "Replace the workspace's policy document (JSON or YAML); returns its new version",
+    description:
+      'Every problem is reported at once, each with the path of the field (`rules[2].arguments[0].regex`) and the id of its rule. Writing the document in force again creates no version.',
+    tag: 'policy',
+    permission: 'policy.write',
+    tenancy: 'workspace',
+    params: wsParams,
+    body: policyDocumentSchema,
+    bodyValidation: 'handler',
+    accepts: ['yaml'],
+    response: writeResult,
+    example: { body: EXAMPLE },
+  })
+  async put(@Caller() caller: Principal, @TenantScope() scope: WorkspaceScope, @Body() body: unknown): Promise<z.infer<typeof writeResult>> {
+    const { policy, changed } = await this.policies.replace(caller, scope, body);
+    return { ...view(policy), changed };
+  }
+
+  @Route({
+    method: 'GET',
+    path: '/v1/workspaces/:ws/policy/versions',
+    summary: 'Every version of the policy, newest first',
+    tag: 'policy',
+    permission: 'policy.read',
+    tenancy: 'workspace',
+    params: wsParams,
+    query: versionsQuery,
+    response: z.object({ versions: z.array(versionSummary), next_before: z.number().int().nullable() }),
+  })
+  async versions(
+    @TenantScope() scope: WorkspaceScope,
+    @Query() query: z.infer<typeof versionsQuery>,
+  ): Promise<{ versions: z.infer<typeof versionSummary>[]; next_before: number | null }> {
+    const versions = await this.policies.versions(scope, query);
+    return {
+      versions: versions.map((v) => ({
+        version: v.version,
+        digest: v.digest,
+        rules: v.rules,
+        restored_from: v.restoredFrom,
+        created_at: v.createdAt.toISOString(),
+        created_by: v.createdBy,
+      })),
+      next_before: versions.length === query.limit ? versions[versions.length - 1]!.version : null,
+    };
+  }
+
+  @Route({
+    method: 'GET',
+    path: '/v1/workspaces/:ws/policy/versions/:version',
+    summary: 'One version of the policy document',
+    tag: 'policy',
+    permission: 'policy.read',
+    tenancy: 'workspace',
+    params: versionParams,
+    response: policyView.omit({ workspace_default: true }),
+    example: { params: { version: '1' } },
+  })
+  async version(@TenantScope() scope: WorkspaceScope, @Param() params: z.infer<typeof versionParams>): Promise<Omit<z.infer<typeof policyView>, 'workspace_default'>> {
+    const record = await this.policies.version(scope, params.version);
+    return { version: record.version, digest: record.digest, created_at: record.createdAt.toISOString(), created_by: record.createdBy, document: record.document };
+  }
+
+  @Route({
+    method: 'GET',
+    path: '/v1/workspaces/:ws/policy/diff',
+    summary: 'What changed between two versions (rules by id; 0 is the empty policy)',
+    tag: 'policy',
+    permission: 'policy.read',
+    tenancy: 'workspace',
+    params: wsParams,
+    query: diffQuery,
+    response: diffView,
+    example: { query: { from: '0', to: '1' } },
+  })
+  async diff(@TenantScope() scope: WorkspaceScope, @Query() query: z.infer<typeof diffQuery>): Promise<z.infer<typeof diffView>> {
+    const diff = await this.policies.diff(scope, query.from, query.to);
+    return { from: query.from, to: query.to, ...(diff as unknown as Omit<z.infer<typeof diffView>, 'from' | 'to'>) };
+  }
+
+  @Route({
+    method: 'POST',
+    path: '/v1/workspaces/:ws/policy/rollback',
+    summary: 'Put an earlier version back in force, as a new version',
+    tag: 'policy',
+    permission: 'policy.write',
+    tenancy: 'workspace',
+    params: wsParams,
+    body: rollbackBody,
+    response: writeResult,
+    example: { body: { version: 1 } },
+  })
+  async rollback(@Caller() caller: Principal, @TenantScope() scope: WorkspaceScope, @Body() body: z.infer<typeof rollbackBody>): Promise<z.infer<typeof writeResult>> {
+    const { policy, changed } = await this.policies.rollback(caller, scope, body.version);
+    return { ...view(policy), changed };
+  }
+
+  @Route({
+    method: 'POST',
+    path: '/v1/workspaces/:ws/policy/evaluate',
+    summary: 'What the policy in force decides for a call, and which rules decided; no side effects',
+    tag: 'policy',
+    permission: 'policy.evaluate',
+    tenancy: 'workspace',
+    params: wsParams,
+    body: evaluateBody,
+    response: decisionView,
+    example: { body: { server: 'github', tool: 'merge_pull_request', arguments: { repo: 'payments' }, execution_mode: 'remote' } },
+  })
+  async evaluate(@TenantScope() scope: WorkspaceScope, @Body() body: z.infer<typeof evaluateBody>): Promise<z.infer<typeof decisionView>> {
+    return this.policies.evaluate(scope, body);
+  }
+}

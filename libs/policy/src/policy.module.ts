@@ -1,0 +1,13 @@
+import { Module } from '@nestjs/common';
+import { TenancyModule } from '@aileron/tenancy';
+import { PolicyController } from './policy.controller';
+import { PolicyRepository } from './policy.repository';
+import { PolicyService } from './policy.service';
+
+@Module({
+  imports: [TenancyModule],
+  controllers: [PolicyController],
+  providers: [PolicyRepository, PolicyService],
+  exports: [PolicyService],
+})
+export class PolicyModule {}

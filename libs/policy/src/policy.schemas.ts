@@ -1,0 +1,75 @@
+import { z } from 'zod';
+import { slug } from '@aileron/auth';
+import { EFFECTS, policyDocumentSchema } from './domain/policy-document';
+
+export const wsParams = z.object({ ws: slug });
+export const versionParams = z.object({ ws: slug, version: z.coerce.number().int().min(1) });
+
+export const policyView = z.object({
+  version: z.number().int().describe('0 until the first document is written; only ever grows'),
+  digest: z.string().describe('sha256 of the canonical (RFC 8785) document'),
+  workspace_default: z.enum(['allow', 'deny']).describe("the workspace's default, used when the document names none"),
+  created_at: z.string().nullable(),
+  created_by: z.string().nullable(),
+  document: policyDocumentSchema,
+});
+
+export const writeResult = policyView.extend({ changed: z.boolean().describe('false when the document equals the one in force (no new version)') });
+
+export const versionSummary = z.object({
+  version: z.number().int(),
+  digest: z.string(),
+  rules: z.number().int(),
+  restored_from: z.number().int().nullable(),
+  created_at: z.string(),
+  created_by: z.string().nullable(),
+});
+
+export const versionsQuery = z.object({
+  before: z.coerce.number().int().min(1).optional().describe('page backwards: versions older than this'),
+  limit: z.coerce.number().int().min(1).max(200).default(50),
+});
+
+export const diffQuery = z.object({ from: z.coerce.number().int().min(0), to: z.coerce.number().int().min(0) });
+
+export const rollbackBody = z.object({ version: z.number().int().min(1) }).strict();
+
+const name = z.string().min(1).max(200);
+export const evaluateBody = z
+  .object({
+    server: name,
+    tool: name,
+    arguments: z.record(z.string(), z.unknown()).optional(),
+    principal: z
+      .object({
+        user: name.optional(),
+        roles: z.array(name).max(100).optional(),
+        groups: z.array(name).max(100).optional(),
+        gateway: name.optional(),
+        session: name.optional(),
+      })
+      .strict()
+      .optional()
+      .describe('who would make the call; rules naming principals do not match a call without one'),
+    execution_mode: z.enum(['local', 'remote']).optional(),
+  })
+  .strict();
+
+export const decisionView = z.object({
+  decision: z.enum(EFFECTS),
+  reason: z.enum(['rule', 'default', 'evaluation_error']),
+  rules: z.array(z.string()).describe('the rules that decided (empty when the default did)'),
+  approval_route: z.string().nullable(),
+  errors: z.array(z.object({ rule: z.string(), message: z.string() })).describe('rules that could not be evaluated for this call'),
+  policy_version: z.number().int(),
+});
+
+const ruleShape = z.record(z.string(), z.unknown());
+export const diffView = z.object({
+  from: z.number().int(),
+  to: z.number().int(),
+  settings: z.array(z.object({ field: z.string(), before: z.unknown(), after: z.unknown() })),
+  added: z.array(ruleShape),
+  removed: z.array(ruleShape),
+  changed: z.array(z.object({ id: z.string(), before: ruleShape, after: ruleShape })),
+});

@@ -1,0 +1,154 @@
+import { Inject, Injectable, OnModuleDestroy } from '@nestjs/common';
+import { describePrincipal, Principal, WorkspaceScope } from '@aileron/auth';
+import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
+import { digestOf } from '@aileron/crypto';
+import { DatabaseService, isUniqueViolation } from '@aileron/database';
+import { ConflictError, DomainError, NotFoundError } from '@aileron/errors';
+import { OutboxService } from '@aileron/outbox';
+import { TenancyService } from '@aileron/tenancy';
+import { diffPolicies, PolicyDiff } from './domain/policy-diff';
+import { DefaultEffect, parsePolicyDocument, PolicyDocument, PolicyProblem } from './domain/policy-document';
+import { compilePolicy, CompiledPolicy, PolicyCall, PolicyDecision } from './domain/policy-engine';
+import { PolicyRepository, PolicyVersionRecord, PolicyVersionSummary } from './policy.repository';
+
+/** The policy in force in one workspace, compiled once per version. */
+export interface CurrentPolicy {
+  /** 0 until the first document is written */
+  version: number;
+  document: PolicyDocument;
+  digest: string;
+  /** the workspace's default, used when the document names none */
+  workspaceDefault: DefaultEffect;
+  compiled: CompiledPolicy;
+  createdAt: Date | null;
+  createdBy: string | null;
+}
+
+const EMPTY: PolicyDocument = { rules: [] };
+const CACHE_TTL_MS = 30_000;
+
+export class PolicyInvalidError extends DomainError {
+  constructor(problems: PolicyProblem[]) {
+    super(
+      'POLICY_INVALID',
+      400,
+      'Policy document is not valid',
+      problems
+        .slice(0, 5)
+        .map((p) => `${p.path || '(document)'}${p.rule ? ` [rule ${p.rule}]` : ''}: ${p.message}`)
+        .join('; ') + (problems.length > 5 ? `; and ${problems.length - 5} more` : ''),
+      { extensions: { errors: problems } },
+    );
+  }
+}
+
+@Injectable()
+export class PolicyService implements OnModuleDestroy {
+  private readonly cache: SharedCache<CurrentPolicy>;
+
+  constructor(
+    private readonly db: DatabaseService,
+    private readonly repository: PolicyRepository,
+    private readonly tenancy: TenancyService,
+    private readonly outbox: OutboxService,
+    @Inject(MESSAGE_BUS) bus: MessageBus,
+  ) {
+    this.cache = new SharedCache(bus, 'policy', CACHE_TTL_MS);
+  }
+
+  onModuleDestroy(): void {
+    this.cache.close();
+  }
+
+  /** What the engine enforces now; served from memory on the hot path. */
+  current(scope: WorkspaceScope): Promise<CurrentPolicy> {
+    return this.cache.getOrLoad(cacheKey(scope), async () => {
+      const [latest, workspace] = await Promise.all([this.repository.latest(scope), this.tenancy.getWorkspace(scope)]);
+      const document = latest?.document ?? EMPTY;
+      return {
+        version: latest?.version ?? 0,
+        document,
+        digest: latest?.digest ?? digestOf(document),
+        workspaceDefault: workspace.policyDefault,
+        compiled: compilePolicy(document, { defaultEffect: workspace.policyDefault }),
+        createdAt: latest?.createdAt ?? null,
+        createdBy: latest?.createdBy ?? null,
+      };
+    });
+  }
+
+  /** Validates and stores a new version; the same document again changes nothing. */
+  async replace(principal: Principal, scope: WorkspaceScope, input: unknown): Promise<{ policy: CurrentPolicy; changed: boolean }> {
+    const parsed = parsePolicyDocument(input);
+    if (!parsed.ok) throw new PolicyInvalidError(parsed.problems);
+    return this.write(principal, scope, parsed.document, null);
+  }
+
+  /** Versions only go forward: the old document comes back as a new version. */
+  async rollback(principal: Principal, scope: WorkspaceScope, version: number): Promise<{ policy: CurrentPolicy; changed: boolean }> {
+    const old = await this.repository.get(scope, version);
+    if (!old) throw new NotFoundError('policy version', String(version));
+    return this.write(principal, scope, old.document, version);
+  }
+
+  async evaluate(scope: WorkspaceScope, call: PolicyCall): Promise<PolicyDecision & { policy_version: number }> {
+    const policy = await this.current(scope);
+    return { ...policy.compiled.evaluate(call), policy_version: policy.version };
+  }
+
+  versions(scope: WorkspaceScope, page: { before?: number; limit: number }): Promise<PolicyVersionSummary[]> {
+    return this.repository.list(scope, page);
+  }
+
+  async version(scope: WorkspaceScope, version: number): Promise<PolicyVersionRecord> {
+    const record = await this.repository.get(scope, version);
+    if (!record) throw new NotFoundError('policy version', String(version));
+    return record;
+  }
+
+  async diff(scope: WorkspaceScope, from: number, to: number): Promise<PolicyDiff> {
+    const [before, after] = await Promise.all([this.documentAt(scope, from), this.documentAt(scope, to)]);
+    return diffPolicies(before, after);
+  }
+
+  private async documentAt(scope: WorkspaceScope, version: number): Promise<PolicyDocument> {
+    // version 0 is the empty policy every workspace starts with
+    return version === 0 ? EMPTY : (await this.version(scope, version)).document;
+  }
+
+  private async write(
+    principal: Principal,
+    scope: WorkspaceScope,
+    document: PolicyDocument,
+    restoredFrom: number | null,
+  ): Promise<{ policy: CurrentPolicy; changed: boolean }> {
+    const digest = digestOf(document);
+    for (let attempt = 0; attempt < 5; attempt++) {
+      try {
+        const written = await this.db.transaction(async (tx) => {
+          const latest = await this.repository.latest(scope, tx);
+          if (latest?.digest === digest) return null;
+          const version = (latest?.version ?? 0) + 1;
+          const record = await this.repository.create(scope, { version, document, digest, restoredFrom, createdBy: describePrincipal(principal) }, tx);
+          await this.outbox.record(tx, {
+            topic: 'policy.updated',
+            organizationId: scope.organizationId,
+            workspaceId: scope.workspaceId,
+            payload: { workspace: scope.workspaceSlug, version, digest, rules: document.rules.length, restored_from: restoredFrom, actor: describePrincipal(principal) },
+          });
+          return record;
+        });
+        if (written) await this.cache.invalidate(cacheKey(scope));
+        return { policy: await this.current(scope), changed: written !== null };
+      } catch (error) {
+        // two writers raced for the same version number: the later one goes on top
+        if (!isUniqueViolation(error)) throw error;
+      }
+    }
+    throw new ConflictError('POLICY_WRITE_CONFLICT', 'The policy is being changed by others at the same time; try again');
+  }
+}
+
+function cacheKey(scope: WorkspaceScope): string {
+  return `${scope.organizationId}:${scope.workspaceId}`;
+}

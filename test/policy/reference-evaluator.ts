@@ -1,0 +1,266 @@
+import type { PolicyCall, PolicyDecision, PolicyDocument } from '../../libs/policy/src';
+
+/*
+ * A second, deliberately naive implementation of the policy semantics, written
+ * from the specification alone and never from the engine's source. Its value is
+ * independence: it walks every rule for every call, re-parses every regex and
+ * matches globs by backtracking, so that a shared shortcut cannot hide a shared
+ * mistake. Speed and elegance are not goals here.
+ */
+
+type Rule = PolicyDocument['rules'][number];
+type Condition = NonNullable<Rule['arguments']>[number];
+type Principals = NonNullable<Rule['principals']>;
+type CallPrincipal = NonNullable<PolicyCall['principal']>;
+type Effect = PolicyDecision['decision'];
+type Truth = 'true' | 'false' | 'error';
+
+export interface ReferenceOptions {
+  defaultEffect: 'allow' | 'deny';
+}
+
+const hasOwn = (value: object, key: string): boolean => Object.prototype.hasOwnProperty.call(value, key);
+
+// Backtracking rather than a RegExp translation, so that a bug in escaping
+// regex metacharacters on the engine side cannot be mirrored here.
+export function globMatches(pattern: string, name: string): boolean {
+  return globFrom(pattern, 0, name, 0);
+}
+
+function globFrom(pattern: string, p: number, name: string, n: number): boolean {
+  if (p === pattern.length) return n === name.length;
+  const token = pattern[p];
+  if (token === '*') {
+    for (let end = n; end <= name.length; end++) {
+      if (globFrom(pattern, p + 1, name, end)) return true;
+    }
+    return false;
+  }
+  if (n === name.length) return false;
+  if (token === '?' || token === name[n]) return globFrom(pattern, p + 1, name, n + 1);
+  return false;
+}
+
+function anyGlob(patterns: string[], name: string): boolean {
+  for (const pattern of patterns) {
+    if (globMatches(pattern, name)) return true;
+  }
+  return false;
+}
+
+function oneOf(candidates: string[] | undefined, value: string | undefined): boolean {
+  if (candidates === undefined || value === undefined) return false;
+  for (const candidate of candidates) {
+    if (candidate === value) return true;
+  }
+  return false;
+}
+
+function intersects(candidates: string[] | undefined, values: string[] | undefined): boolean {
+  if (candidates === undefined || values === undefined) return false;
+  for (const value of values) {
+    if (oneOf(candidates, value)) return true;
+  }
+  return false;
+}
+
+function principalMatches(wanted: Principals, actual: CallPrincipal | undefined): boolean {
+  if (actual === undefined) return false;
+  return (
+    oneOf(wanted.users, actual.user) ||
+    intersects(wanted.roles, actual.roles) ||
+    intersects(wanted.groups, actual.groups) ||
+    oneOf(wanted.gateways, actual.gateway) ||
+    oneOf(wanted.sessions, actual.session)
+  );
+}
+
+function scopeMatches(rule: Rule, call: PolicyCall): boolean {
+  if (rule.servers !== undefined && !anyGlob(rule.servers, call.server)) return false;
+
+  if (rule.tools !== undefined || rule.tool_prefixes !== undefined) {
+    let toolMatches = rule.tools !== undefined && anyGlob(rule.tools, call.tool);
+    for (const prefix of rule.tool_prefixes ?? []) {
+      if (call.tool.startsWith(prefix)) toolMatches = true;
+    }
+    if (!toolMatches) return false;
+  }
+
+  if (rule.execution_mode !== undefined && rule.execution_mode !== call.execution_mode) return false;
+
+  if (rule.principals !== undefined && !principalMatches(rule.principals, call.principal)) return false;
+
+  return true;
+}
+
+type Resolution = { found: true; value: unknown } | { found: false };
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function isCanonicalIndex(segment: string): boolean {
+  return /^(0|[1-9][0-9]*)$/.test(segment);
+}
+
+// Own keys only: a path such as "toString" or "__proto__" must not reach the
+// prototype chain, and "length" is not an element of an array.
+export function resolvePath(root: unknown, path: string): Resolution {
+  let current: unknown = root;
+  for (const segment of path.split('.')) {
+    if (isPlainObject(current) && hasOwn(current, segment)) {
+      current = current[segment];
+    } else if (Array.isArray(current) && isCanonicalIndex(segment) && Number(segment) < current.length) {
+      current = current[Number(segment)];
+    } else {
+      return { found: false };
+    }
+  }
+  return { found: true, value: current };
+}
+
+export function deepEqual(a: unknown, b: unknown): boolean {
+  if (a === null || b === null) return a === b;
+  if (Array.isArray(a) || Array.isArray(b)) {
+    if (!Array.isArray(a) || !Array.isArray(b) || a.length !== b.length) return false;
+    for (let i = 0; i < a.length; i++) {
+      if (!deepEqual(a[i], b[i])) return false;
+    }
+    return true;
+  }
+  if (isPlainObject(a) || isPlainObject(b)) {
+    if (!isPlainObject(a) || !isPlainObject(b)) return false;
+    const keysA = Object.keys(a);
+    const keysB = Object.keys(b);
+    if (keysA.length !== keysB.length) return false;
+    for (const key of keysA) {
+      if (!hasOwn(b, key) || !deepEqual(a[key], b[key])) return false;
+    }
+    return true;
+  }
+  // === already compares numbers by value (0 and -0 alike) and strings by content
+  return a === b;
+}
+
+function evaluateCondition(condition: Condition, args: Record<string, unknown>): Truth {
+  const resolved = resolvePath(args, condition.path);
+
+  if (condition.exists !== undefined) {
+    return resolved.found === condition.exists ? 'true' : 'false';
+  }
+  if (!resolved.found) return 'error';
+  const value = resolved.value;
+
+  // hasOwn rather than !== undefined: `equals: null` is a real comparison
+  if (hasOwn(condition, 'equals')) {
+    return deepEqual(value, condition.equals) ? 'true' : 'false';
+  }
+  if (condition.in !== undefined) {
+    for (const candidate of condition.in) {
+      if (deepEqual(value, candidate)) return 'true';
+    }
+    return 'false';
+  }
+  if (condition.regex !== undefined) {
+    if (typeof value !== 'string') return 'error';
+    let regex: RegExp;
+    try {
+      regex = new RegExp(condition.regex, 'u');
+    } catch {
+      return 'error';
+    }
+    return regex.test(value) ? 'true' : 'false';
+  }
+  if (condition.range !== undefined) {
+    if (typeof value !== 'number' || !Number.isFinite(value)) return 'error';
+    const { gt, gte, lt, lte } = condition.range;
+    if (gt !== undefined && !(value > gt)) return 'false';
+    if (gte !== undefined && !(value >= gte)) return 'false';
+    if (lt !== undefined && !(value < lt)) return 'false';
+    if (lte !== undefined && !(value <= lte)) return 'false';
+    return 'true';
+  }
+  // The specification gives no meaning to a condition without an operator, and
+  // the generator never produces one; failing loudly keeps that assumption honest.
+  throw new Error(`reference evaluator: condition on "${condition.path}" has no operator`);
+}
+
+type RuleOutcome = 'matched' | 'errored' | 'not_applicable';
+
+function evaluateRule(rule: Rule, call: PolicyCall): RuleOutcome {
+  if (!scopeMatches(rule, call)) return 'not_applicable';
+  const args = call.arguments ?? {};
+  let errored = false;
+  let failed = false;
+  // Every condition is evaluated, never short-circuited, so that a false
+  // condition after an erroring one still wins, as the spec's "any false" says.
+  for (const condition of rule.arguments ?? []) {
+    const truth = evaluateCondition(condition, args);
+    if (truth === 'false') failed = true;
+    if (truth === 'error') errored = true;
+  }
+  if (failed) return 'not_applicable';
+  if (errored) return 'errored';
+  return 'matched';
+}
+
+const sortedIds = (rules: Rule[]): string[] => rules.map((rule) => rule.id).sort();
+
+export function referenceEvaluate(document: PolicyDocument, call: PolicyCall, options: ReferenceOptions): PolicyDecision {
+  const matched: Rule[] = [];
+  const errored: Rule[] = [];
+  for (const rule of document.rules) {
+    const outcome = evaluateRule(rule, call);
+    if (outcome === 'matched') matched.push(rule);
+    if (outcome === 'errored') errored.push(rule);
+  }
+
+  const effective: Rule[] = [...matched];
+  for (const rule of errored) {
+    if (rule.effect === 'deny' || rule.effect === 'approval') effective.push(rule);
+  }
+  const withEffect = (effect: Effect): Rule[] => effective.filter((rule) => rule.effect === effect);
+
+  let decision: Effect;
+  let reason: PolicyDecision['reason'];
+  let rules: string[];
+  let approvalRoute: string | null = null;
+
+  const denies = withEffect('deny');
+  const approvals = withEffect('approval');
+  const allows = withEffect('allow');
+  if (denies.length > 0) {
+    decision = 'deny';
+    reason = 'rule';
+    rules = sortedIds(denies);
+  } else if (approvals.length > 0) {
+    decision = 'approval';
+    reason = 'rule';
+    rules = sortedIds(approvals);
+    // Array.prototype.sort is stable, so equal ids keep document order
+    const byId = [...approvals].sort((x, y) => (x.id < y.id ? -1 : x.id > y.id ? 1 : 0));
+    const routed = byId.find((rule) => rule.approval_route !== undefined);
+    approvalRoute = routed?.approval_route ?? null;
+  } else if (allows.length > 0) {
+    decision = 'allow';
+    reason = 'rule';
+    rules = sortedIds(allows);
+  } else {
+    decision = document.default ?? options.defaultEffect;
+    reason = 'default';
+    rules = [];
+  }
+
+  if (errored.length > 0 && decision === 'allow') {
+    decision = document.on_error ?? 'deny';
+    reason = 'evaluation_error';
+    rules = sortedIds(errored);
+    approvalRoute = null;
+  }
+
+  const errors = [...errored]
+    .sort((x, y) => (x.id < y.id ? -1 : x.id > y.id ? 1 : 0))
+    .map((rule) => ({ rule: rule.id, message: 'condition could not be evaluated' }));
+
+  return { decision, reason, rules, approval_route: approvalRoute, errors };
+}
