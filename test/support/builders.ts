@@ -35,3 +35,37 @@ export async function aUser(cp: TestControlPlane, token: string, role = 'member'
   expect(res.status, res.text).toBe(201);
   return { id: res.body.id, email };
 }
+
+export async function aCatalogServer(
+  cp: TestControlPlane,
+  token: string,
+  overrides: Record<string, unknown> = {},
+): Promise<{ name: string; version: string }> {
+  const body = {
+    name: uniqueSlug('srv'),
+    version: '1.0.0',
+    mode: 'remote',
+    transport: 'stdio',
+    command: 'npx',
+    args: ['-y', '@modelcontextprotocol/server-memory'],
+    ...overrides,
+  };
+  const res = await cp.request('POST', '/v1/catalog/servers', { token, body });
+  expect(res.status, res.text).toBe(201);
+  return { name: body.name as string, version: body.version as string };
+}
+
+/** An enrolled gateway of a workspace: its id, name and token. */
+export async function aGateway(
+  cp: TestControlPlane,
+  token: string,
+  workspace: string,
+  options: { name?: string; groups?: string[] } = {},
+): Promise<{ id: string; name: string; token: string }> {
+  const code = await cp.request('POST', `/v1/workspaces/${workspace}/enrollment-codes`, { token, body: { groups: options.groups ?? [] } });
+  expect(code.status, code.text).toBe(201);
+  const name = options.name ?? uniqueSlug('gw');
+  const enrolled = await cp.request('POST', '/v1/gateway/enroll', { token: null, body: { enrollment_code: code.body.code, name } });
+  expect(enrolled.status, enrolled.text).toBe(201);
+  return { id: enrolled.body.gateway_id, name, token: enrolled.body.token };
+}

@@ -150,7 +150,7 @@ export const policyDocumentSchema: z.ZodType<PolicyDocument> = documentShape.sup
  */
 export function parsePolicyDocument(input: unknown): PolicyParseResult {
   if (tooDeep(input)) return { ok: false, problems: [{ path: '', message: `nested deeper than ${MAX_DEPTH} levels` }] };
-  // The shape and the cross-field checks run separately: zod skips refinements
+  // The shape and the cross-field checks run separately: zod does not run refinements
   // of an object whose fields failed, and authors should see both at once.
   const parsed = documentShape.safeParse(input, { reportInput: true });
   const raw = parsed.success ? [] : parsed.error.issues.flatMap(fromZodIssue);

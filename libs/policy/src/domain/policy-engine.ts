@@ -37,7 +37,7 @@ export interface CompiledPolicy {
 /**
  * Compiles a document once into an index, so that a decision looks only at the
  * rules that can concern the call's server and tool. Never throws, even for a
- * document that skipped validation: what cannot be compiled (a bad regex)
+ * document that never went through validation: what cannot be compiled (a bad regex)
  * becomes an evaluation error of the rule for every call that reaches it.
  */
 export function compilePolicy(document: PolicyDocument, options: { defaultEffect: DefaultEffect }): CompiledPolicy {
@@ -235,7 +235,7 @@ function compilePrincipals(match: PrincipalMatch): (principal: CallPrincipal | u
   const gateways = set(match.gateways);
   const sessions = set(match.sessions);
   return (principal) =>
-    principal !== undefined &&
+    principal != null &&
     ((users !== null && principal.user !== undefined && users.has(principal.user)) ||
       holdsAny(roles, principal.roles) ||
       holdsAny(groups, principal.groups) ||
