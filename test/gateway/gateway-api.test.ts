@@ -214,7 +214,7 @@ describe.each(BACKENDS)('catalog and gateway API on %s', (backend) => {
 
     const revoked = await cp.request('DELETE', `/v1/workspaces/${ws}/gateways/${gateway.id}`);
     expect(revoked.body.revoked_at).not.toBeNull();
-    for (const headers of [{}, { 'if-none-match': etag }]) {
+    for (const headers of [{}, { 'if-none-match': etag }] as Record<string, string>[]) {
       const res = await asGateway(gateway.token, '/v1/gateway/catalog', headers);
       expect([res.status, res.body?.code]).toEqual([401, 'GATEWAY_REVOKED']);
     }

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RouteCatalog, RouteDefinition } from '../../libs/platform/http/src';
-import { aToken, aUser, aWorkspace, anOrganization } from '../support/builders';
+import { aCatalogServer, aGateway, aToken, aUser, aWorkspace, anOrganization } from '../support/builders';
 import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
 
 /**
@@ -10,7 +10,22 @@ import { startTestControlPlane, TestControlPlane } from '../support/control-plan
  */
 
 // outbox_deliveries and the outbox's dispatch columns change in the background as earlier messages are delivered
-const TABLES = ['organizations', 'identity_providers', 'workspaces', 'users', 'memberships', 'api_tokens', 'outbox_messages'];
+const TABLES = [
+  'organizations',
+  'identity_providers',
+  'workspaces',
+  'users',
+  'memberships',
+  'api_tokens',
+  'outbox_messages',
+  'policy_versions',
+  'catalog_entries',
+  'catalog_versions',
+  'workspace_servers',
+  'gateways',
+  'enrollment_codes',
+  'gateway_settings',
+];
 
 describe('tenancy matrix', () => {
   let cp: TestControlPlane;
@@ -25,7 +40,7 @@ describe('tenancy matrix', () => {
     const parts: string[] = [];
     for (const table of TABLES) {
       const rows = await cp.cp.database.client.$queryRawUnsafe<{ row: string }[]>(
-        `SELECT (to_jsonb(t) - 'last_used_at' - 'last_login_at' - 'dispatched_at' - 'completed_at' - 'dispatch_count')::text AS row FROM ${table} t ORDER BY 1`,
+        `SELECT (to_jsonb(t) - 'last_used_at' - 'last_login_at' - 'last_seen_at' - 'dispatched_at' - 'completed_at' - 'dispatch_count')::text AS row FROM ${table} t ORDER BY 1`,
       );
       parts.push(`${table}:${rows.map((r) => r.row).join('\n')}`);
     }
@@ -58,7 +73,8 @@ describe('tenancy matrix', () => {
 
   /** Routes whose request names a resource of the target tenant (in the path or the body). */
   function attackable(route: RouteDefinition): boolean {
-    if (route.auth === 'public' || route.tenancy === 'platform' || route.tenancy === 'none') return false;
+    // gateway routes act in the workspace the caller's own gateway token names: there is nothing else to point them at
+    if (route.auth === 'public' || route.tenancy === 'platform' || route.tenancy === 'none' || route.tenancy === 'gateway') return false;
     const inPath = /:\w+/.test(route.path);
     const inBody = /\{\w+\}/.test(JSON.stringify(route.example?.body ?? null));
     return inPath || inBody;
@@ -72,9 +88,15 @@ describe('tenancy matrix', () => {
     const user = await aUser(cp, cp.ownerToken);
     await cp.request('PUT', `/v1/workspaces/${ws.slug}/members/${user.id}`, { body: { role: 'member' } });
     const token = await aToken(cp, cp.ownerToken, { role: 'member', workspace: ws.slug });
-    Object.assign(target, { ws: ws.slug, user: user.id, token: token.id });
+    // and a policy, a catalog server assigned with a rollout, and an enrolled gateway
+    await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, { body: { rules: [{ id: 'target-secret-rule', effect: 'deny', tools: ['x'] }] } });
+    const server = await aCatalogServer(cp, cp.ownerToken);
+    await aCatalogServer(cp, cp.ownerToken, { name: server.name, version: '1.1.0' });
+    await cp.request('PUT', `/v1/workspaces/${ws.slug}/servers/${server.name}`, { body: { version: '1.0.0' } });
+    const gateway = await aGateway(cp, cp.ownerToken, ws.slug);
+    Object.assign(target, { ws: ws.slug, user: user.id, token: token.id, server: server.name, gateway: gateway.id });
     // ids only: a 404 may echo the slug the caller itself sent
-    targetIds = [ws.id, user.id, token.id, user.email];
+    targetIds = [ws.id, user.id, token.id, user.email, gateway.id, 'target-secret-rule'];
 
     otherOrgOwner = (await anOrganization(cp)).token;
     await cp.request('POST', '/v1/workspaces', { token: otherOrgOwner, body: { slug: 'theirs', name: 'Theirs' } });
@@ -88,7 +110,7 @@ describe('tenancy matrix', () => {
     expect(tenantOwned.length).toBeGreaterThanOrEqual(8);
     for (const route of routes) {
       if (route.auth === 'public') continue;
-      expect(['workspace', 'organization', 'caller', 'platform'], `${route.method} ${route.path}`).toContain(route.tenancy);
+      expect(['workspace', 'organization', 'caller', 'platform', 'gateway'], `${route.method} ${route.path}`).toContain(route.tenancy);
       if (route.tenancy === 'workspace') expect(attackable(route), `${route.method} ${route.path}`).toBe(true);
       expect(() => pathFor(route), `${route.method} ${route.path}`).not.toThrow();
     }
