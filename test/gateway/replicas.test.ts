@@ -1,0 +1,66 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { aCatalogServer, aGateway, aWorkspace } from '../support/builders';
+import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+
+/** Polls until `check` holds; a generous bound that only catches a hang. */
+async function eventually(check: () => Promise<boolean>, timeoutMs = 10_000): Promise<number> {
+  const started = Date.now();
+  while (!(await check())) {
+    if (Date.now() - started > timeoutMs) throw new Error(`not within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  return Date.now() - started;
+}
+
+describe('two control-plane replicas on one PostgreSQL and Redis', () => {
+  let a: TestControlPlane;
+  let b: TestControlPlane;
+  let ws: string;
+  beforeAll(async () => {
+    a = await startTestControlPlane('postgres');
+    const database = a.cp.config.database;
+    if (database.kind !== 'postgres') throw new Error('expected postgres');
+    b = await startTestControlPlane('postgres', { DATABASE_URL: database.url });
+    ws = (await aWorkspace(a, a.ownerToken)).slug;
+  });
+  afterAll(async () => {
+    await b?.close();
+    await a?.close();
+  });
+
+  it('serve the same bytes and ETags, so a gateway behind a load balancer still gets 304', async () => {
+    const server = await aCatalogServer(a, a.ownerToken);
+    await a.request('PUT', `/v1/workspaces/${ws}/servers/${server.name}`, { body: { version: '1.0.0' } });
+    const gateway = await aGateway(a, a.ownerToken, ws);
+    for (const path of ['/v1/gateway/catalog', '/v1/gateway/policy']) {
+      const fromA = await a.request('GET', path, { token: gateway.token });
+      const fromB = await b.request('GET', path, { token: gateway.token });
+      expect(fromB.headers.get('etag'), path).toBe(fromA.headers.get('etag'));
+      expect(fromB.text).toBe(fromA.text);
+      expect((await b.request('GET', path, { token: gateway.token, headers: { 'if-none-match': fromA.headers.get('etag')! } })).status).toBe(304);
+    }
+  });
+
+  it('a policy change on one replica reaches the other through Redis, not after a cache timeout', async () => {
+    const gateway = await aGateway(a, a.ownerToken, ws);
+    const before = await b.request('GET', '/v1/gateway/policy', { token: gateway.token });
+    expect((await b.request('POST', `/v1/workspaces/${ws}/policy/evaluate`, { token: a.ownerToken, body: { server: 's', tool: 't' } })).body.decision).toBe('deny');
+
+    await a.request('PUT', `/v1/workspaces/${ws}/policy`, { body: { default: 'allow', rules: [] } });
+    // the caches' own timeout is 30 s; the bus brings it well under that
+    const waited = await eventually(async () => {
+      const res = await b.request('GET', '/v1/gateway/policy', { token: gateway.token, headers: { 'if-none-match': before.headers.get('etag')! } });
+      return res.status === 200 && res.body.payload.version > before.body.payload.version;
+    });
+    expect(waited).toBeLessThan(10_000);
+    expect((await b.request('POST', `/v1/workspaces/${ws}/policy/evaluate`, { token: a.ownerToken, body: { server: 's', tool: 't' } })).body.decision).toBe('allow');
+  });
+
+  it('a gateway revoked on one replica is refused by the other', async () => {
+    const gateway = await aGateway(a, a.ownerToken, ws);
+    expect((await b.request('GET', '/v1/gateway/catalog', { token: gateway.token })).status).toBe(200);
+    await a.request('DELETE', `/v1/workspaces/${ws}/gateways/${gateway.id}`);
+    await eventually(async () => (await b.request('GET', '/v1/gateway/catalog', { token: gateway.token })).status === 401, 5_000);
+    expect((await b.request('GET', '/v1/gateway/catalog', { token: gateway.token })).body.code).toBe('GATEWAY_REVOKED');
+  });
+});
