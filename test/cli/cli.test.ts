@@ -1,6 +1,6 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import pg from 'pg';
@@ -135,6 +135,48 @@ describe('aileron-cp over the REST API', () => {
     expect(revoked.stdout.trim()).toBe(`revoked token ${entry.id}`);
     expect((await me(cp.url, token)).status).toBe(401);
     expect(lines((await cli(['tokens', 'list'], api)).stdout).find((row) => row.startsWith(entry.id))).toMatch(/\srevoked\s/);
+  });
+
+  it('makes an enrolment code a gateway can exchange once, lists the gateway and revokes it', async () => {
+    const workspace = uniqueSlug('ws');
+    expect((await cli(['workspaces', 'create', workspace], api)).code).toBe(0);
+    const made = await cli(['gateways', 'enroll-code', '--workspace', workspace, '--expires-in', '600', '--group', 'canary'], api);
+    expect(made.code, made.stderr).toBe(0);
+    const code = made.stdout.trim();
+    expect(code).toMatch(/^ail_enr_/);
+    const enrolled = await fetch(`${cp.url}/v1/gateway/enroll`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ enrollment_code: code, name: 'build-box' }),
+    });
+    expect(enrolled.status).toBe(201);
+    const { gateway_id: id, token } = (await enrolled.json()) as { gateway_id: string; token: string };
+
+    const table = await cli(['gateways', 'list', '--workspace', workspace], api);
+    expect(lines(table.stdout).find((row) => row.startsWith(id))).toMatch(/build-box\s+canary\s+active\s/);
+    expect((await cli(['gateways', 'revoke', id, '--workspace', workspace], api)).stdout.trim()).toBe(`revoked gateway build-box (${id})`);
+    const refused = await fetch(`${cp.url}/v1/gateway/policy`, { headers: { authorization: `Bearer ${token}` } });
+    expect(refused.status).toBe(401);
+  });
+
+  it('puts a YAML policy from a file and evaluates a call against it', async () => {
+    const workspace = uniqueSlug('ws');
+    await cli(['workspaces', 'create', workspace], api);
+    const file = join(cwd, `${workspace}.yaml`);
+    writeFileSync(file, 'rules:\n  - id: no-deletes\n    effect: deny\n    tools: ["delete_*"]\n  - id: reads\n    effect: allow\n    tools: ["get_*"]\n');
+    const put = await cli(['policy', 'put', file, '--workspace', workspace], api);
+    expect(put.stdout.trim()).toBe('policy version 1 is in force');
+    expect((await cli(['policy', 'put', file, '--workspace', workspace], api)).stdout.trim()).toBe('unchanged: version 1 is already this document');
+
+    const denied = await cli(['policy', 'evaluate', '--workspace', workspace, '--server', 'github', '--tool', 'delete_repo'], api);
+    expect(denied.stdout.trim()).toBe('deny (by rule no-deletes; policy version 1)');
+    const allowed = await cli(['policy', 'evaluate', '--workspace', workspace, '--server', 'github', '--tool', 'get_issue', '--json'], api);
+    expect(JSON.parse(allowed.stdout)).toMatchObject({ decision: 'allow', rules: ['reads'] });
+
+    writeFileSync(file, 'rules:\n  - id: broken\n    effect: sometimes\n');
+    const bad = await cli(['policy', 'put', file, '--workspace', workspace], api);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/^aileron-cp: POLICY_INVALID: rules\[0\]\.effect \[rule broken\]: .+\n$/);
   });
 
   it('reports a rejected request as one line with the problem code and detail, and exits 1', async () => {

@@ -80,19 +80,29 @@ export class ApiClient {
     return this.request<T>('POST', path, body);
   }
 
-  delete(path: string): Promise<void> {
-    return this.request<void>('DELETE', path);
+  delete<T = void>(path: string): Promise<T> {
+    return this.request<T>('DELETE', path);
   }
 
-  private async request<T>(method: string, path: string, body?: unknown): Promise<T> {
+  /** A body sent as it is (e.g. a YAML file), with its own content type. */
+  putText<T>(path: string, text: string, contentType: string): Promise<T> {
+    return this.request<T>('PUT', path, undefined, { text, contentType });
+  }
+
+  put<T>(path: string, body: unknown): Promise<T> {
+    return this.request<T>('PUT', path, body);
+  }
+
+  private async request<T>(method: string, path: string, payload?: unknown, raw?: { text: string; contentType: string }): Promise<T> {
     const headers: Record<string, string> = { authorization: `Bearer ${this.token}`, accept: 'application/json' };
-    if (body !== undefined) headers['content-type'] = 'application/json';
+    const body = raw ? raw.text : payload === undefined ? undefined : JSON.stringify(payload);
+    if (body !== undefined) headers['content-type'] = raw?.contentType ?? 'application/json';
     let response: Response;
     try {
       response = await fetch(this.base + path, {
         method,
         headers,
-        ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+        ...(body !== undefined ? { body } : {}),
         signal: AbortSignal.timeout(TIMEOUT_MS),
       });
     } catch (error) {

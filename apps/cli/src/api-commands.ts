@@ -25,7 +25,7 @@ interface TokenView {
 }
 
 /** --url, --token and --json on every command that talks to the REST API. */
-function withApiOptions(command: Command): Command {
+export function withApiOptions(command: Command): Command {
   return command
     .addOption(new Option('--url <url>', 'control plane URL (env AILERON_URL; default http://127.0.0.1:$PORT, PORT defaulting to 8080)'))
     .addOption(
@@ -34,7 +34,7 @@ function withApiOptions(command: Command): Command {
     .option('--json', 'print the raw JSON the API answers');
 }
 
-function seconds(value: string): number {
+export function seconds(value: string): number {
   if (!/^\d+$/.test(value)) throw new InvalidArgumentError('must be a whole number of seconds.');
   return Number(value);
 }

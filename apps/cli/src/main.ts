@@ -1,5 +1,6 @@
 import { Command } from 'commander';
 import { addTokensCommand, addWorkspacesCommand } from './api-commands';
+import { addGatewaysCommand, addPolicyCommand } from './gateway-commands';
 import { oneLine } from './cli-error';
 
 const NAME = 'aileron-cp';
@@ -45,6 +46,8 @@ function program(): Command {
 
   addTokensCommand(root);
   addWorkspacesCommand(root);
+  addGatewaysCommand(root);
+  addPolicyCommand(root);
   return root;
 }
 
