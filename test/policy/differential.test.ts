@@ -278,6 +278,7 @@ describe('compiled policy engine against the reference evaluator', () => {
     const mismatches: string[] = [];
     let mismatchCount = 0;
     let pairs = 0;
+    const unlisted: string[] = [];
 
     for (let p = 0; p < POLICIES; p++) {
       const document = randomPolicy(rng);
@@ -300,6 +301,12 @@ describe('compiled policy engine against the reference evaluator', () => {
         } catch (error) {
           actual = { thrown: String(error) };
         }
+        // tools/list filtering uses the same compiled rules: a tool a call can get through on is always listed
+        const { arguments: _args, ...withoutArguments } = call;
+        if (expected.decision !== 'deny') {
+          bump('listable-checked');
+          if (!compiled.listable(withoutArguments)) unlisted.push(`${show(document)} hides ${show(withoutArguments)} yet lets ${show(call)} through`);
+        } else if (!compiled.listable(withoutArguments)) bump('hidden');
         if (same(actual, expected)) continue;
 
         mismatchCount++;
@@ -331,6 +338,7 @@ describe('compiled policy engine against the reference evaluator', () => {
       `${mismatchCount} of ${pairs} pairs disagree (POLICY_FUZZ_SEED=${seed}); first ${mismatches.length}:\n\n${mismatches.join('\n\n')}`,
     ).toBe(0);
 
+    expect(unlisted.slice(0, 3), `${unlisted.length} calls get through on tools that tools/list would hide`).toEqual([]);
     expect(pairs).toBeGreaterThanOrEqual(MIN_PAIRS);
     const coverage = Object.fromEntries([...counts].sort());
     for (const key of [
@@ -342,6 +350,8 @@ describe('compiled policy engine against the reference evaluator', () => {
       'reason:evaluation_error',
       'errors',
       'approval_route',
+      'listable-checked',
+      'hidden',
     ]) {
       expect(counts.get(key) ?? 0, `coverage of ${key} (POLICY_FUZZ_SEED=${seed}): ${JSON.stringify(coverage)}`).toBeGreaterThanOrEqual(
         MIN_OCCURRENCES,

@@ -328,3 +328,30 @@ describe('large policies', () => {
     expect(compiled.evaluate(call({ server: 'server-2', tool: 'tool-3' }))).toMatchObject({ decision: 'deny', reason: 'default' });
   });
 });
+
+describe('listable (tools/list filtering)', () => {
+  const policy = compilePolicy(
+    {
+      rules: [
+        { id: 'no-deletes', effect: 'deny', tools: ['delete_*'] },
+        { id: 'no-prod-writes', effect: 'deny', tools: ['write_file'], arguments: [{ path: 'path', regex: '^/prod' }] },
+        { id: 'reads', effect: 'allow', tools: ['read_*', 'write_file'] },
+        { id: 'merge', effect: 'approval', tools: ['merge'] },
+      ],
+    },
+    { defaultEffect: 'deny' },
+  );
+
+  it('hides a tool every call of which is denied, and keeps one that some arguments or an approval can get through', () => {
+    expect(policy.listable({ server: 'fs', tool: 'delete_all' })).toBe(false);
+    expect(policy.listable({ server: 'fs', tool: 'unknown' })).toBe(false);
+    expect(policy.listable({ server: 'fs', tool: 'read_file' })).toBe(true);
+    expect(policy.listable({ server: 'fs', tool: 'write_file' })).toBe(true);
+    expect(policy.listable({ server: 'fs', tool: 'merge' })).toBe(true);
+  });
+
+  it('follows the default when no rule concerns the tool', () => {
+    expect(compilePolicy({ rules: [] }, { defaultEffect: 'allow' }).listable({ server: 'a', tool: 'b' })).toBe(true);
+    expect(compilePolicy({ default: 'deny', rules: [] }, { defaultEffect: 'allow' }).listable({ server: 'a', tool: 'b' })).toBe(false);
+  });
+});

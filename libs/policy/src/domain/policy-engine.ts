@@ -32,6 +32,13 @@ export interface CompiledPolicy {
   readonly onError: OnError;
   readonly ruleCount: number;
   evaluate(call: PolicyCall): PolicyDecision;
+  /**
+   * For tools/list: false when `evaluate` would deny every call of this tool,
+   * whatever its arguments, so a tool that is always denied is never offered.
+   * Sound by construction: a call `evaluate` lets through (or sends to
+   * approval) is always on a listed tool.
+   */
+  listable(call: Omit<PolicyCall, 'arguments'>): boolean;
 }
 
 /**
@@ -122,6 +129,20 @@ class PolicyIndex implements CompiledPolicy {
     consider(this.otherServers.byTool.get(call.tool), call, args, matched);
     consider(this.otherServers.otherTools, call, args, matched);
     return decide(matched, this.defaultEffect, this.onError);
+  }
+
+  listable(call: Omit<PolicyCall, 'arguments'>): boolean {
+    let opens = this.defaultEffect === 'allow';
+    const exact = this.byServer.get(call.server);
+    for (const rules of [exact?.byTool.get(call.tool), exact?.otherTools, this.otherServers.byTool.get(call.tool), this.otherServers.otherTools]) {
+      for (const rule of rules ?? []) {
+        if (!rule.inScope(call)) continue;
+        // a deny with no argument conditions applies to every call of the tool
+        if (rule.effect === 'deny' && rule.check === null) return false;
+        if (rule.effect !== 'deny') opens = true;
+      }
+    }
+    return opens;
   }
 }
 
