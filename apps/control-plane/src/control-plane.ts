@@ -4,7 +4,7 @@ import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
 import type { AppConfig } from '@aileron/config';
 import { DatabaseHandle, openDatabase } from '@aileron/database';
-import { HttpMetrics, installBodyParsers } from '@aileron/http';
+import { FastPaths, HttpMetrics, installBodyParsers, installFastPaths } from '@aileron/http';
 import { AppLogger, createLogger } from '@aileron/logging';
 import { OutboxService } from '@aileron/outbox';
 import { QueueService } from '@aileron/queue';
@@ -49,9 +49,12 @@ export async function startControlPlane(config: AppConfig, options: StartOptions
       bodyLimit: 1024 * 1024,
       return503OnClosing: true,
     });
+    // before the app exists, so they run ahead of every hook and middleware Nest adds
+    const fastPaths = installFastPaths(adapter.getInstance());
     app = await NestFactory.create<NestFastifyApplication>(AppModule.forRoot(config, database), adapter, { bufferLogs: true, abortOnError: false });
     app.useLogger(app.get(AppLogger));
     const fastify = app.getHttpAdapter().getInstance();
+    fastPaths.bind(app.get(FastPaths));
     fastify.addHook('onRequest', async (request, reply) => {
       void reply.header('x-request-id', request.id);
     });

@@ -82,6 +82,11 @@ export class CatalogService implements OnModuleDestroy {
     return this.cache.getOrLoad(`${scope.organizationId}:${scope.workspaceId}`, () => this.repository.assignments(scope));
   }
 
+  /** The cached servers, if this replica holds them; for synchronous fast paths. */
+  peekWorkspaceServers(scope: WorkspaceScope): AssignmentRecord[] | undefined {
+    return this.cache.get(`${scope.organizationId}:${scope.workspaceId}`);
+  }
+
   async assign(principal: Principal, scope: WorkspaceScope, name: string, version: string): Promise<AssignmentRecord> {
     return this.changeAssignment(scope, name, async (entry, tx) => {
       this.requireVersion(entry, version);

@@ -53,11 +53,25 @@ export class BundlesService {
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
+  /** The prepared bundle if every input is cached and unchanged; never waits. */
+  peekPolicyBundle(scope: WorkspaceScope): PreparedBody | undefined {
+    const policy = this.policies.peek(scope);
+    const settings = this.gateways.peekSettings(scope);
+    const ring = this.keys.peekRing();
+    if (!policy || !settings || !ring) return undefined;
+    return this.policyMemo(scope, policy, settings, ring.active.kid, Date.now());
+  }
+
+  private policyMemo(scope: WorkspaceScope, policy: CurrentPolicy, settings: Settings, kid: string, now: number): PreparedBody | undefined {
+    const memo = this.policyMemos.get(scope.workspaceId);
+    return memo && memo.policy === policy && memo.settings === settings && memo.kid === kid && now < memo.renewAt ? memo.prepared : undefined;
+  }
+
   async policyBundle(scope: WorkspaceScope): Promise<PreparedBody> {
     const [policy, settings, ring] = await Promise.all([this.policies.current(scope), this.gateways.settings(scope), this.keys.ring()]);
-    const memo = this.policyMemos.get(scope.workspaceId);
     const now = Date.now();
-    if (memo && memo.policy === policy && memo.settings === settings && memo.kid === ring.active.kid && now < memo.renewAt) return memo.prepared;
+    const memoised = this.policyMemo(scope, policy, settings, ring.active.kid, now);
+    if (memoised) return memoised;
 
     // Issue times fall on a grid of half the staleness window, so every replica
     // signs the same bytes, and a bundle always has at least half its life left.
@@ -85,11 +99,23 @@ export class BundlesService {
   }
 
   /** The catalog as this gateway sees it: rollouts make it differ between gateways. */
+  /** The prepared catalog if every input is cached and unchanged; never waits. */
+  peekCatalog(gateway: Principal, scope: WorkspaceScope): PreparedBody | undefined {
+    const servers = this.catalog.peekWorkspaceServers(scope);
+    const settings = this.gateways.peekSettings(scope);
+    return servers && settings ? this.catalogMemo(gateway, servers, settings) : undefined;
+  }
+
+  private catalogMemo(gateway: Principal, servers: AssignmentRecord[], settings: Settings): PreparedBody | undefined {
+    const memo = this.catalogMemos.get(gateway.id);
+    return memo && memo.servers === servers && memo.settings === settings && sameList(memo.groups, gateway.gateway?.groups ?? []) ? memo.prepared : undefined;
+  }
+
   async catalogFor(gateway: Principal, scope: WorkspaceScope): Promise<PreparedBody> {
     const [servers, settings] = await Promise.all([this.catalog.workspaceServers(scope), this.gateways.settings(scope)]);
     const groups = gateway.gateway?.groups ?? [];
-    const memo = this.catalogMemos.get(gateway.id);
-    if (memo && memo.servers === servers && memo.settings === settings && sameList(memo.groups, groups)) return memo.prepared;
+    const memoised = this.catalogMemo(gateway, servers, settings);
+    if (memoised) return memoised;
 
     const identity = { id: gateway.id, name: gateway.name, groups: [...groups] };
     const body = JSON.stringify({

@@ -61,6 +61,14 @@ export class GatewayCredentials implements OnModuleInit, OnModuleDestroy {
     return found.principal;
   }
 
+  /** The principal for a token this replica has checked recently, without awaiting anything. */
+  peek(token: string): Principal | undefined {
+    if (!looksLikeGatewayToken(token)) return undefined;
+    const found = this.cache.get(hashToken(token));
+    if (found) this.touch(found.gateway.id);
+    return found?.principal;
+  }
+
   /** Forget a gateway everywhere at once (revocation, new groups). */
   forget(tokenHash: string): Promise<void> {
     return this.cache.invalidate(tokenHash);

@@ -1,50 +1,48 @@
-import { Injectable, OnModuleInit } from '@nestjs/common';
-import { HttpAdapterHost } from '@nestjs/core';
-import type { FastifyInstance } from 'fastify';
+import { Injectable } from '@nestjs/common';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { SystemScopes } from '@aileron/auth/scope-issuer';
+import { FastPaths } from '@aileron/http';
 import { GATEWAY_TOKEN_PREFIX } from './domain/credentials';
 import { ifNoneMatchHits } from './domain/etag';
 import { BundlesService } from './bundles.service';
 import { GatewayCredentials } from './gateway-credentials.service';
 
-const CONDITIONAL_PATHS = new Set(['/v1/gateway/catalog', '/v1/gateway/policy']);
+const CATALOG = '/v1/gateway/catalog';
+const POLICY = '/v1/gateway/policy';
 
 /**
- * Gateways poll catalog and policy; almost every poll ends in 304. This hook
- * answers those before the Nest pipeline, from the same credential cache and
- * prepared bodies the routes use. Anything else (no If-None-Match, a changed
- * body, a bad token) falls through to the routes, which answer it in full.
+ * Gateways poll catalog and policy, and almost every poll ends in 304. This
+ * answers those from memory, before the rest of the pipeline: the credential
+ * this replica checked recently and the body it prepared for the current
+ * inputs. When anything is not in memory or does not match (first poll, a
+ * change, a bad or unknown token) it steps aside and the routes answer in full,
+ * filling the caches for the next poll.
  */
 @Injectable()
-export class GatewayFastPath implements OnModuleInit {
+export class GatewayFastPath {
   constructor(
-    private readonly adapterHost: HttpAdapterHost,
+    fastPaths: FastPaths,
     private readonly credentials: GatewayCredentials,
     private readonly bundles: BundlesService,
-  ) {}
+  ) {
+    fastPaths.add((request, reply) => this.answer(request, reply));
+  }
 
-  onModuleInit(): void {
-    const fastify = this.adapterHost.httpAdapter?.getInstance?.() as FastifyInstance | undefined;
-    if (!fastify?.addHook) return; // the worker process serves no HTTP
-    fastify.addHook('onRequest', async (request, reply) => {
-      const ifNoneMatch = request.headers['if-none-match'];
-      if (request.method !== 'GET' || !ifNoneMatch) return;
-      const path = request.url.split('?', 1)[0]!;
-      if (!CONDITIONAL_PATHS.has(path)) return;
-      const header = request.headers.authorization;
-      const token = typeof header === 'string' && header.startsWith('Bearer ') ? header.slice(7).trim() : '';
-      if (!token.startsWith(GATEWAY_TOKEN_PREFIX)) return;
-      let principal;
-      try {
-        principal = await this.credentials.resolve(token);
-      } catch {
-        return; // the route's guard gives the precise 401
-      }
-      const gateway = principal.gateway!;
-      const scope = SystemScopes.workspace(principal.organizationId, { id: gateway.workspaceId, slug: gateway.workspaceSlug }, 'member');
-      const prepared = path === '/v1/gateway/catalog' ? await this.bundles.catalogFor(principal, scope) : await this.bundles.policyBundle(scope);
-      if (!ifNoneMatchHits(ifNoneMatch, prepared.etag)) return;
-      return reply.header('etag', prepared.etag).header('cache-control', 'private, no-cache').code(304).send();
-    });
+  private answer(request: FastifyRequest, reply: FastifyReply): boolean {
+    const ifNoneMatch = request.headers['if-none-match'];
+    if (ifNoneMatch === undefined || request.method !== 'GET') return false;
+    const url = request.url;
+    const path = url === CATALOG || url === POLICY ? url : url.split('?', 1)[0]!;
+    if (path !== CATALOG && path !== POLICY) return false;
+    const header = request.headers.authorization;
+    if (typeof header !== 'string' || !header.startsWith(`Bearer ${GATEWAY_TOKEN_PREFIX}`)) return false;
+    const principal = this.credentials.peek(header.slice(7).trim());
+    const gateway = principal?.gateway;
+    if (!principal || !gateway) return false;
+    const scope = SystemScopes.workspace(principal.organizationId, { id: gateway.workspaceId, slug: gateway.workspaceSlug }, 'member');
+    const prepared = path === CATALOG ? this.bundles.peekCatalog(principal, scope) : this.bundles.peekPolicyBundle(scope);
+    if (!prepared || !ifNoneMatchHits(ifNoneMatch, prepared.etag)) return false;
+    void reply.header('x-request-id', request.id).header('etag', prepared.etag).header('cache-control', 'private, no-cache').code(304).send();
+    return true;
   }
 }

@@ -123,6 +123,10 @@ export class GatewaysService implements OnModuleDestroy {
     }));
   }
 
+  peekSettings(scope: OrgScope): (GatewaySettingsRecord & { organizationSlug: string }) | undefined {
+    return this.settingsCache.get(scope.organizationId);
+  }
+
   async saveSettings(principal: Principal, scope: OrgScope, data: Omit<GatewaySettingsRecord, 'updatedAt'>): Promise<GatewaySettingsRecord> {
     await this.db.transaction(async (tx) => {
       await this.repository.saveSettings(scope, data, tx);

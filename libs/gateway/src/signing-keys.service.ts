@@ -49,6 +49,10 @@ export class SigningKeysService implements OnModuleDestroy {
     });
   }
 
+  peekRing(): KeyRing | undefined {
+    return this.cache.get(PURPOSE);
+  }
+
   async sign(message: string): Promise<{ kid: string; value: string }> {
     const { active } = await this.ring();
     return { kid: active.kid, value: signEd25519(active.key, message) };

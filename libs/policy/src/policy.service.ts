@@ -77,6 +77,11 @@ export class PolicyService implements OnModuleDestroy {
     });
   }
 
+  /** The cached policy, if this replica holds a fresh one; for synchronous fast paths. */
+  peek(scope: WorkspaceScope): CurrentPolicy | undefined {
+    return this.cache.get(cacheKey(scope));
+  }
+
   /** Validates and stores a new version; the same document again changes nothing. */
   async replace(principal: Principal, scope: WorkspaceScope, input: unknown): Promise<{ policy: CurrentPolicy; changed: boolean }> {
     const parsed = parsePolicyDocument(input);

@@ -1,5 +1,6 @@
 import { Global, Module } from '@nestjs/common';
 import { APP_FILTER, APP_INTERCEPTOR, DiscoveryModule } from '@nestjs/core';
+import { FastPaths } from './fast-paths';
 import { HttpMetrics } from './metrics';
 import { PlatformController } from './platform.controller';
 import { ProblemFilter } from './problem.filter';
@@ -12,10 +13,11 @@ import { RouteValidationInterceptor } from './route-validation.interceptor';
   controllers: [PlatformController],
   providers: [
     HttpMetrics,
+    FastPaths,
     RouteCatalog,
     { provide: APP_FILTER, useClass: ProblemFilter },
     { provide: APP_INTERCEPTOR, useClass: RouteValidationInterceptor },
   ],
-  exports: [HttpMetrics, RouteCatalog],
+  exports: [HttpMetrics, RouteCatalog, FastPaths],
 })
 export class HttpModule {}

@@ -17,6 +17,10 @@ export interface PolicyCall {
   execution_mode?: ExecutionMode;
 }
 
+/**
+ * Deep-frozen, and possibly the very object an earlier call got: decisions are
+ * memoised per (server, tool), so a caller that wants to add fields copies it.
+ */
 export interface PolicyDecision {
   decision: Effect;
   reason: 'rule' | 'default' | 'evaluation_error';
@@ -42,6 +46,13 @@ export interface CompiledPolicy {
 }
 
 /**
+ * How many (server, tool) pairs, plus decisions cached within them, one
+ * compiled policy remembers. Callers choose tool names freely, so the memo
+ * must not grow with them; past the bound it starts over.
+ */
+export const DECISION_MEMO_LIMIT = 10_000;
+
+/**
  * Compiles a document once into an index, so that a decision looks only at the
  * rules that can concern the call's server and tool. Never throws, even for a
  * document that never went through validation: what cannot be compiled (a bad regex)
@@ -61,7 +72,10 @@ interface CompiledRule {
   readonly index: number;
   readonly effect: Effect;
   readonly approvalRoute: string | undefined;
-  readonly inScope: (call: PolicyCall) => boolean;
+  /** the server and tool part of the scope, which depends on nothing else in the call */
+  readonly names: (server: string, tool: string) => boolean;
+  readonly mode: ExecutionMode | undefined;
+  readonly principal: ((principal: CallPrincipal | undefined) => boolean) | null;
   readonly check: Check | null;
 }
 
@@ -71,7 +85,35 @@ interface Bucket {
   readonly otherTools: CompiledRule[];
 }
 
+/** What one (server, tool) pair needs at decision time, worked out on its first call. */
+interface Entry {
+  /** rules that apply to every call of the pair, by effect, sorted by id */
+  readonly deny: readonly CompiledRule[];
+  readonly approval: readonly CompiledRule[];
+  readonly allow: readonly CompiledRule[];
+  /** rules that depend on the execution mode, the principal or the arguments, sorted by id */
+  readonly conditional: readonly CompiledRule[];
+  /** the decision when no conditional rule applies: the only one when there are none */
+  readonly fixed: PolicyDecision;
+  /** for tools/list, when no conditional rule applies */
+  readonly opens: boolean;
+  /**
+   * Decisions of calls without evaluation errors, by the bit set of the
+   * conditional rules that applied; null when there are too many for a bit set.
+   */
+  readonly byOutcome: Map<number, PolicyDecision> | null;
+}
+
+interface Errored {
+  readonly rule: CompiledRule;
+  readonly message: string;
+}
+
+/** Bits of a small integer, so that outcome keys stay cheap map keys. */
+const OUTCOME_BITS = 30;
 const EMPTY_ARGUMENTS: Record<string, unknown> = Object.freeze({});
+const NO_RULES: string[] = Object.freeze([]) as unknown as string[];
+const NO_ERRORS: PolicyDecision['errors'] = Object.freeze([]) as unknown as PolicyDecision['errors'];
 const MISSING: unique symbol = Symbol('missing');
 
 class PolicyIndex implements CompiledPolicy {
@@ -81,6 +123,10 @@ class PolicyIndex implements CompiledPolicy {
   private readonly byServer = new Map<string, Bucket>();
   /** rules with server globs or no server restriction */
   private readonly otherServers: Bucket = newBucket();
+  // Nested rather than keyed by a joined string, so that a lookup allocates nothing.
+  private readonly memo = new Map<string, Map<string, Entry>>();
+  /** pairs plus outcome decisions held in `memo` */
+  private stored = 0;
 
   constructor(document: PolicyDocument, fallback: DefaultEffect) {
     this.defaultEffect = document.default ?? fallback;
@@ -119,30 +165,141 @@ class PolicyIndex implements CompiledPolicy {
   }
 
   evaluate(call: PolicyCall): PolicyDecision {
-    const matched: Matched = { deny: null, approval: null, allow: null, errored: null };
+    const entry = this.entry(call.server, call.tool);
+    const conditional = entry.conditional;
+    if (conditional.length === 0) return entry.fixed;
+    const byOutcome = entry.byOutcome;
+    if (byOutcome === null) return this.evaluateWide(entry, call);
     const args = call.arguments ?? EMPTY_ARGUMENTS;
-    const exact = this.byServer.get(call.server);
-    if (exact) {
-      consider(exact.byTool.get(call.tool), call, args, matched);
-      consider(exact.otherTools, call, args, matched);
+    let applied = 0;
+    let errored: Errored[] | null = null;
+    for (let i = 0; i < conditional.length; i++) {
+      const rule = conditional[i]!;
+      const outcome = conditionalOutcome(rule, call, args);
+      if (outcome === false) continue;
+      if (outcome !== true) {
+        (errored ??= []).push({ rule, message: outcome });
+        // a rule that cannot be evaluated still restricts; it never grants
+        if (rule.effect === 'allow') continue;
+      }
+      applied |= 1 << i;
     }
-    consider(this.otherServers.byTool.get(call.tool), call, args, matched);
-    consider(this.otherServers.otherTools, call, args, matched);
-    return decide(matched, this.defaultEffect, this.onError);
+    // error messages vary with the arguments, so only error-free decisions are kept
+    if (errored !== null) return this.compose(entry, appliedRules(conditional, applied), errored);
+    const known = byOutcome.get(applied);
+    if (known !== undefined) return known;
+    const decision = this.compose(entry, appliedRules(conditional, applied), null);
+    if (this.stored < DECISION_MEMO_LIMIT) {
+      byOutcome.set(applied, decision);
+      this.stored++;
+    }
+    return decision;
+  }
+
+  /** More conditional rules than a bit set holds: rare enough to allocate. */
+  private evaluateWide(entry: Entry, call: PolicyCall): PolicyDecision {
+    const args = call.arguments ?? EMPTY_ARGUMENTS;
+    const applied: CompiledRule[] = [];
+    let errored: Errored[] | null = null;
+    for (const rule of entry.conditional) {
+      const outcome = conditionalOutcome(rule, call, args);
+      if (outcome === false) continue;
+      if (outcome !== true) {
+        (errored ??= []).push({ rule, message: outcome });
+        if (rule.effect === 'allow') continue;
+      }
+      applied.push(rule);
+    }
+    return applied.length === 0 && errored === null ? entry.fixed : this.compose(entry, applied, errored);
   }
 
   listable(call: Omit<PolicyCall, 'arguments'>): boolean {
-    let opens = this.defaultEffect === 'allow';
-    const exact = this.byServer.get(call.server);
-    for (const rules of [exact?.byTool.get(call.tool), exact?.otherTools, this.otherServers.byTool.get(call.tool), this.otherServers.otherTools]) {
-      for (const rule of rules ?? []) {
-        if (!rule.inScope(call)) continue;
-        // a deny with no argument conditions applies to every call of the tool
-        if (rule.effect === 'deny' && rule.check === null) return false;
-        if (rule.effect !== 'deny') opens = true;
-      }
+    const entry = this.entry(call.server, call.tool);
+    // a deny with no condition at all applies to every call of the tool
+    if (entry.deny.length > 0) return false;
+    let opens = entry.opens;
+    for (const rule of entry.conditional) {
+      if (rule.mode !== undefined && rule.mode !== call.execution_mode) continue;
+      if (rule.principal !== null && !rule.principal(call.principal)) continue;
+      // with no argument conditions, the deny applies to every call with this mode and principal
+      if (rule.effect === 'deny' && rule.check === null) return false;
+      if (rule.effect !== 'deny') opens = true;
     }
     return opens;
+  }
+
+  private entry(server: string, tool: string): Entry {
+    let tools = this.memo.get(server);
+    const known = tools?.get(tool);
+    if (known !== undefined) return known;
+    const entry = this.newEntry(server, tool);
+    if (this.stored >= DECISION_MEMO_LIMIT) {
+      // Starting over rather than refusing new pairs: pairs still in use come
+      // back after one recomputation each, whoever filled the memo.
+      this.memo.clear();
+      this.stored = 0;
+      tools = undefined;
+    }
+    if (tools === undefined) this.memo.set(server, (tools = new Map()));
+    tools.set(tool, entry);
+    this.stored++;
+    return entry;
+  }
+
+  private newEntry(server: string, tool: string): Entry {
+    const exact = this.byServer.get(server);
+    const named: CompiledRule[] = [];
+    for (const rules of [exact?.byTool.get(tool), exact?.otherTools, this.otherServers.byTool.get(tool), this.otherServers.otherTools]) {
+      for (const rule of rules ?? []) if (rule.names(server, tool)) named.push(rule);
+    }
+    named.sort(byId);
+    const deny: CompiledRule[] = [];
+    const approval: CompiledRule[] = [];
+    const allow: CompiledRule[] = [];
+    let conditional: CompiledRule[] = [];
+    let opens = this.defaultEffect === 'allow';
+    for (const rule of named) {
+      if (rule.mode !== undefined || rule.principal !== null || rule.check !== null) {
+        conditional.push(rule);
+        continue;
+      }
+      if (rule.effect !== 'deny') opens = true;
+      if (rule.effect === 'deny') deny.push(rule);
+      else if (rule.effect === 'approval') approval.push(rule);
+      else if (rule.effect === 'allow') allow.push(rule);
+    }
+    // Under a deny that always applies, only further denies and evaluation
+    // errors can change the decision, and tools/list hides the tool anyway.
+    if (deny.length > 0) conditional = conditional.filter((rule) => rule.effect === 'deny' || rule.check !== null);
+    const partial = { deny, approval, allow };
+    const fixed = this.compose(partial, [], null);
+    let byOutcome: Map<number, PolicyDecision> | null = null;
+    if (conditional.length > 0 && conditional.length <= OUTCOME_BITS) byOutcome = new Map([[0, fixed]]);
+    return { deny, approval, allow, conditional, fixed, opens, byOutcome };
+  }
+
+  /**
+   * The decision when the unconditional rules of `entry` and the `applied`
+   * conditional ones (sorted by id, like everything here) hold; deep-frozen,
+   * since it may be handed out again.
+   */
+  private compose(entry: Pick<Entry, 'deny' | 'approval' | 'allow'>, applied: readonly CompiledRule[], errored: Errored[] | null): PolicyDecision {
+    const errors = errored === null ? NO_ERRORS : (Object.freeze(errored.map(({ rule, message }) => Object.freeze({ rule: rule.id, message }))) as PolicyDecision['errors']);
+    const deny = merge(entry.deny, applied, 'deny');
+    if (deny.length > 0) return decision('deny', 'rule', ids(deny), null, errors);
+    const approval = merge(entry.approval, applied, 'approval');
+    if (approval.length > 0) {
+      const routed = approval.find((rule) => rule.approvalRoute !== undefined);
+      return decision('approval', 'rule', ids(approval), routed?.approvalRoute ?? null, errors);
+    }
+    const allow = merge(entry.allow, applied, 'allow');
+    // An allow must not stand when some rule could not say what it wanted:
+    // the failure could be hiding a deny.
+    if (errored !== null && (allow.length > 0 || this.defaultEffect === 'allow')) {
+      return decision(this.onError, 'evaluation_error', Object.freeze(errors.map((error) => error.rule)), null, errors);
+    }
+    if (allow.length > 0) return decision('allow', 'rule', ids(allow), null, errors);
+    return decision(this.defaultEffect, 'default', NO_RULES, null, errors);
   }
 }
 
@@ -150,53 +307,44 @@ function newBucket(): Bucket {
   return { byTool: new Map(), otherTools: [] };
 }
 
-interface Matched {
-  deny: CompiledRule[] | null;
-  approval: CompiledRule[] | null;
-  allow: CompiledRule[] | null;
-  errored: { rule: CompiledRule; message: string }[] | null;
+/** Whether a rule whose names match applies to the call: true, false, or why it cannot tell. */
+function conditionalOutcome(rule: CompiledRule, call: PolicyCall, args: unknown): Outcome {
+  if (rule.mode !== undefined && rule.mode !== call.execution_mode) return false;
+  if (rule.principal !== null && !rule.principal(call.principal)) return false;
+  return rule.check === null ? true : rule.check(args);
 }
 
-function consider(rules: CompiledRule[] | undefined, call: PolicyCall, args: unknown, matched: Matched): void {
-  if (!rules) return;
-  for (const rule of rules) {
-    if (!rule.inScope(call)) continue;
-    const outcome = rule.check ? rule.check(args) : true;
-    if (outcome === false) continue;
-    if (typeof outcome === 'string') {
-      (matched.errored ??= []).push({ rule, message: outcome });
-      // a rule that cannot be evaluated still restricts; it never grants
-      if (rule.effect === 'allow') continue;
-    }
-    if (rule.effect === 'deny') (matched.deny ??= []).push(rule);
-    else if (rule.effect === 'approval') (matched.approval ??= []).push(rule);
-    else if (rule.effect === 'allow') (matched.allow ??= []).push(rule);
-  }
+function appliedRules(conditional: readonly CompiledRule[], applied: number): CompiledRule[] {
+  const rules: CompiledRule[] = [];
+  for (let i = 0; i < conditional.length; i++) if ((applied & (1 << i)) !== 0) rules.push(conditional[i]!);
+  return rules;
+}
+
+/** The rules of `always` and those of `applied` with this effect, both sorted by id, in one sorted list. */
+function merge(always: readonly CompiledRule[], applied: readonly CompiledRule[], effect: Effect): readonly CompiledRule[] {
+  let more: CompiledRule[] | null = null;
+  for (const rule of applied) if (rule.effect === effect) (more ??= []).push(rule);
+  if (more === null) return always;
+  if (always.length === 0) return more;
+  const out: CompiledRule[] = [];
+  let a = 0;
+  let b = 0;
+  while (a < always.length && b < more.length) out.push(byId(always[a]!, more[b]!) < 0 ? always[a++]! : more[b++]!);
+  while (a < always.length) out.push(always[a++]!);
+  while (b < more.length) out.push(more[b++]!);
+  return out;
 }
 
 function byId(a: CompiledRule, b: CompiledRule): number {
   return a.id < b.id ? -1 : a.id > b.id ? 1 : a.index - b.index;
 }
 
-function ids(rules: CompiledRule[]): string[] {
-  return rules.sort(byId).map((rule) => rule.id);
+function ids(rules: readonly CompiledRule[]): string[] {
+  return Object.freeze(rules.map((rule) => rule.id)) as string[];
 }
 
-function decide(matched: Matched, defaultEffect: DefaultEffect, onError: OnError): PolicyDecision {
-  const errors = matched.errored ? matched.errored.sort((a, b) => byId(a.rule, b.rule)).map(({ rule, message }) => ({ rule: rule.id, message })) : [];
-  if (matched.deny) return { decision: 'deny', reason: 'rule', rules: ids(matched.deny), approval_route: null, errors };
-  if (matched.approval) {
-    const rules = matched.approval.sort(byId);
-    const routed = rules.find((rule) => rule.approvalRoute !== undefined);
-    return { decision: 'approval', reason: 'rule', rules: rules.map((rule) => rule.id), approval_route: routed?.approvalRoute ?? null, errors };
-  }
-  // An allow must not stand when some rule could not say what it wanted:
-  // the failure could be hiding a deny.
-  if (matched.errored && (matched.allow || defaultEffect === 'allow')) {
-    return { decision: onError, reason: 'evaluation_error', rules: errors.map((error) => error.rule), approval_route: null, errors };
-  }
-  if (matched.allow) return { decision: 'allow', reason: 'rule', rules: ids(matched.allow), approval_route: null, errors };
-  return { decision: defaultEffect, reason: 'default', rules: [], approval_route: null, errors };
+function decision(effect: Effect, reason: PolicyDecision['reason'], rules: readonly string[], route: string | null, errors: PolicyDecision['errors']): PolicyDecision {
+  return Object.freeze({ decision: effect, reason, rules: rules as string[], approval_route: route, errors });
 }
 
 function compileRule(rule: PolicyRule, index: number): CompiledRule {
@@ -205,43 +353,30 @@ function compileRule(rule: PolicyRule, index: number): CompiledRule {
     index,
     effect: rule.effect,
     approvalRoute: typeof rule.approval_route === 'string' ? rule.approval_route : undefined,
-    inScope: compileScope(rule),
+    names: compileNameScope(rule),
+    mode: rule.execution_mode,
+    principal: rule.principals === undefined ? null : compilePrincipals(rule.principals),
     check: rule.arguments === undefined ? null : compileConditions(rule.arguments),
   };
 }
 
-function compileScope(rule: PolicyRule): (call: PolicyCall) => boolean {
+function compileNameScope(rule: PolicyRule): (server: string, tool: string) => boolean {
   const server = rule.servers === undefined ? null : compileNames(rule.servers);
   const anyTool = rule.tools === undefined && rule.tool_prefixes === undefined;
   const tool = rule.tools === undefined ? null : compileNames(rule.tools);
   const prefixes = rule.tool_prefixes ?? [];
-  const mode = rule.execution_mode;
-  const principal = rule.principals === undefined ? null : compilePrincipals(rule.principals);
-  return (call) =>
-    (server === null || server(call.server)) &&
-    (anyTool || (tool !== null && tool(call.tool)) || startsWithAny(call.tool, prefixes)) &&
-    (mode === undefined || mode === call.execution_mode) &&
-    (principal === null || principal(call.principal));
-}
-
-// The per-call helpers below are loops rather than .some(callback): a decision
-// sits on every tool call's path, and closures over the call would allocate.
-function startsWithAny(tool: string, prefixes: string[]): boolean {
-  for (const prefix of prefixes) if (tool.startsWith(prefix)) return true;
-  return false;
+  return (serverName, toolName) =>
+    (server === null || server(serverName)) && (anyTool || (tool !== null && tool(toolName)) || prefixes.some((prefix) => toolName.startsWith(prefix)));
 }
 
 function compileNames(patterns: string[]): (name: string) => boolean {
   const exact = new Set(patterns.filter((pattern) => !isGlob(pattern)));
   const globs: GlobMatcher[] = patterns.filter(isGlob).map(compileGlob);
-  if (globs.length === 0) return (name) => exact.has(name);
-  return (name) => {
-    if (exact.has(name)) return true;
-    for (const glob of globs) if (glob(name)) return true;
-    return false;
-  };
+  return (name) => exact.has(name) || globs.some((glob) => glob(name));
 }
 
+// The per-call helpers below are loops rather than .some(callback): a decision
+// sits on every tool call's path, and closures over the call would allocate.
 function holdsAny(wanted: Set<string> | null, held: string[] | undefined): boolean {
   if (wanted === null || held === undefined) return false;
   for (const value of held) if (wanted.has(value)) return true;
