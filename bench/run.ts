@@ -1,3 +1,5 @@
+// before any module with Nest decorators loads, or their DI metadata is lost
+import 'reflect-metadata';
 import { catalogBench } from './catalog.bench';
 import { Bench, Figure, note } from './figures';
 import { policyBench } from './policy.bench';

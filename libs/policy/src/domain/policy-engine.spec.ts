@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { ArgumentCondition, PolicyDocument, PolicyRule } from './policy-document';
-import { compilePolicy, PolicyCall, PolicyDecision } from './policy-engine';
+import { compilePolicy, DECISION_MEMO_LIMIT, PolicyCall, PolicyDecision } from './policy-engine';
 
 let nextId = 0;
 function rule(overrides: Partial<PolicyRule> = {}): PolicyRule {
@@ -353,5 +353,159 @@ describe('listable (tools/list filtering)', () => {
   it('follows the default when no rule concerns the tool', () => {
     expect(compilePolicy({ rules: [] }, { defaultEffect: 'allow' }).listable({ server: 'a', tool: 'b' })).toBe(true);
     expect(compilePolicy({ default: 'deny', rules: [] }, { defaultEffect: 'allow' }).listable({ server: 'a', tool: 'b' })).toBe(false);
+  });
+});
+
+describe('remembered decisions', () => {
+  const rules: PolicyRule[] = [
+    { id: 'no-deletes', effect: 'deny', tools: ['delete_*'] },
+    { id: 'reads', effect: 'allow', tool_prefixes: ['read_', 'list_'] },
+    { id: 'admins', effect: 'allow', principals: { roles: ['admin'] } },
+    { id: 'prod', effect: 'approval', approval_route: 'oncall', arguments: [{ path: 'env', equals: 'prod' }] },
+  ];
+
+  it('gives equal decisions for the same call, however often it comes', () => {
+    const policy = compilePolicy({ rules }, { defaultEffect: 'deny' });
+    const dev = { env: 'dev' };
+    const calls: Partial<PolicyCall>[] = [
+      { tool: 'delete_repo', arguments: dev },
+      { tool: 'read_file', arguments: dev },
+      { tool: 'create_issue', arguments: dev, principal: { roles: ['admin'] } },
+      { tool: 'create_issue', arguments: dev, principal: { roles: ['dev'] } },
+      { tool: 'create_issue', arguments: { env: 'prod' } },
+      { tool: 'create_issue', arguments: {} },
+    ];
+    const first = calls.map((theCall) => policy.evaluate(call(theCall)));
+    for (let round = 0; round < 3; round++) expect(calls.map((theCall) => policy.evaluate(call(theCall)))).toEqual(first);
+    expect(first.map((decision) => decision.decision)).toEqual(['deny', 'allow', 'allow', 'deny', 'approval', 'approval']);
+    expect(first[5]!.errors).toEqual([{ rule: 'prod', message: 'arguments[0] (path "env"): the path is missing' }]);
+  });
+
+  it('does not carry one call’s principal or arguments over to the next call of the same tool', () => {
+    const policy = compilePolicy({ rules }, { defaultEffect: 'deny' });
+    const admin = call({ principal: { roles: ['admin'] }, arguments: { env: 'dev' } });
+    const developer = call({ principal: { roles: ['dev'] }, arguments: { env: 'dev' } });
+    const production = call({ principal: { roles: ['admin'] }, arguments: { env: 'prod' } });
+    for (let round = 0; round < 2; round++) {
+      expect(policy.evaluate(admin)).toMatchObject({ decision: 'allow', rules: ['admins'] });
+      expect(policy.evaluate(developer)).toMatchObject({ decision: 'deny', reason: 'default' });
+      expect(policy.evaluate(production)).toMatchObject({ decision: 'approval', rules: ['prod'], approval_route: 'oncall' });
+    }
+  });
+
+  it(`still decides correctly with more distinct tools than the ${DECISION_MEMO_LIMIT} it remembers`, () => {
+    const policy = compilePolicy(
+      {
+        rules: [
+          { id: 'sevens', effect: 'deny', tools: ['tool-*7'] },
+          { id: 'all', effect: 'allow', servers: ['git*'] },
+          { id: 'ops', effect: 'approval', principals: { groups: ['ops'] }, tool_prefixes: ['tool-1'] },
+        ],
+      },
+      { defaultEffect: 'deny' },
+    );
+    const expected = (n: number, groups: string[]): string => {
+      if (String(n).endsWith('7')) return 'deny';
+      return groups.includes('ops') && String(n).startsWith('1') ? 'approval' : 'allow';
+    };
+    const wrong: string[] = [];
+    // twice over, so that the second pass meets tools the memo has let go of
+    for (let pass = 0; pass < 2; pass++) {
+      for (let n = 0; n < DECISION_MEMO_LIMIT + 1_000; n++) {
+        const groups = n % 2 === 0 ? ['ops'] : [];
+        const decided = policy.evaluate(call({ tool: `tool-${n}`, principal: { groups } })).decision;
+        if (decided !== expected(n, groups)) wrong.push(`tool-${n}: ${decided}`);
+        if (policy.listable({ server: 'github', tool: `tool-${n}` }) !== !String(n).endsWith('7')) wrong.push(`tool-${n}: listable`);
+      }
+    }
+    expect(wrong.slice(0, 5)).toEqual([]);
+  });
+
+  it('hands out frozen decisions, so a caller cannot change what later calls get', () => {
+    const dev = { env: 'dev' };
+    const theCalls = [
+      call({ tool: 'delete_repo', arguments: dev }),
+      call({ tool: 'read_file', arguments: dev }),
+      call({ principal: { roles: ['admin'] }, arguments: dev }),
+      call({ arguments: {} }),
+    ];
+    // the second policy has no conditional rules, so each of its decisions is fixed per tool
+    for (const policy of [compilePolicy({ rules }, { defaultEffect: 'deny' }), compilePolicy({ rules: rules.slice(0, 2) }, { defaultEffect: 'deny' })]) {
+      for (const theCall of theCalls) {
+        const decision = policy.evaluate(theCall);
+        const before = structuredClone(decision);
+        expect(() => ((decision as { decision: string }).decision = 'allow')).toThrow(TypeError);
+        expect(() => decision.rules.push('mine')).toThrow(TypeError);
+        expect(() => decision.errors.push({ rule: 'mine', message: '' })).toThrow(TypeError);
+        for (const error of decision.errors) expect(() => (error.rule = 'mine')).toThrow(TypeError);
+        expect(policy.evaluate(theCall)).toEqual(before);
+      }
+      // a copy, as the service makes when it adds the policy version, is the caller's to change
+      const copy = { ...policy.evaluate(theCalls[0]!), policy_version: 3 };
+      copy.decision = 'allow';
+      expect(policy.evaluate(theCalls[0]!).decision).toBe('deny');
+    }
+  });
+
+  it('decides a tool with more conditional rules than fit a bit set rule by rule', () => {
+    const many: PolicyRule[] = Array.from({ length: 40 }, (_, i) => ({
+      id: `r${String(i).padStart(2, '0')}`,
+      effect: i === 39 ? 'approval' : 'allow',
+      principals: { users: [`user-${i % 4}`] },
+    }));
+    const policy = compilePolicy({ rules: many }, { defaultEffect: 'deny' });
+    const allowed = policy.evaluate(call({ principal: { user: 'user-1' } }));
+    expect(allowed).toMatchObject({ decision: 'allow', reason: 'rule' });
+    expect(allowed.rules).toEqual(many.filter((_, i) => i % 4 === 1).map((r) => r.id));
+    expect(policy.evaluate(call({ principal: { user: 'user-3' } }))).toMatchObject({ decision: 'approval', rules: ['r39'] });
+    expect(policy.evaluate(call({ principal: { user: 'user-9' } }))).toMatchObject({ decision: 'deny', reason: 'default' });
+  });
+
+  it('matches principals of an unusual form as each rule on its own would', () => {
+    const rules: PolicyRule[] = [
+      { id: 'role-a', effect: 'allow', principals: { roles: ['a'] } },
+      { id: 'ops', effect: 'deny', principals: { groups: ['ops'] } },
+    ];
+    // more conditional rules on the tool than one bit set holds, so that every rule matches its principal alone
+    const padding: PolicyRule[] = Array.from({ length: 31 }, (_, i) => ({ id: `pad-${i}`, effect: 'allow', principals: { users: [`u${i}`] } }));
+    const merged = compilePolicy({ rules }, { defaultEffect: 'deny' });
+    const alone = compilePolicy({ rules: [...rules, ...padding] }, { defaultEffect: 'deny' });
+    const principals = [{ roles: 'abc' }, { roles: ['a'] }, { groups: 'ops' }, { roles: 'a', groups: ['ops'] }, { roles: ['a'], groups: 'x' }, {}, undefined];
+    for (const principal of principals as PolicyCall['principal'][]) {
+      const theCall = call({ principal });
+      expect(merged.evaluate(theCall), JSON.stringify(principal)).toEqual(alone.evaluate(theCall));
+    }
+  });
+
+  it('keeps apart rules whose conditions print alike as JSON but differ', () => {
+    const policy = compilePolicy(
+      {
+        rules: [
+          { id: 'not-a-number', effect: 'deny', arguments: [{ path: 'x', equals: Number.NaN }] },
+          { id: 'null', effect: 'approval', arguments: [{ path: 'x', equals: null }] },
+        ],
+      },
+      { defaultEffect: 'allow' },
+    );
+    expect(policy.evaluate(call({ arguments: { x: null } }))).toMatchObject({ decision: 'approval', rules: ['null'] });
+  });
+
+  it('shares conditions between rules without mixing up their effects', () => {
+    const condition = { principals: { roles: ['dev'] }, arguments: [{ path: 'env', equals: 'prod' }] };
+    const policy = compilePolicy(
+      {
+        rules: [
+          { id: 'github-prod', effect: 'deny', servers: ['github'], ...condition },
+          { id: 'jira-prod', effect: 'approval', servers: ['jira'], ...structuredClone(condition) },
+          { id: 'slack-prod', effect: 'allow', servers: ['slack'], ...structuredClone(condition) },
+        ],
+      },
+      { defaultEffect: 'deny' },
+    );
+    const prod = { principal: { roles: ['dev'] }, arguments: { env: 'prod' } };
+    expect(policy.evaluate(call({ server: 'github', ...prod }))).toMatchObject({ decision: 'deny', rules: ['github-prod'] });
+    expect(policy.evaluate(call({ server: 'jira', ...prod }))).toMatchObject({ decision: 'approval', rules: ['jira-prod'] });
+    expect(policy.evaluate(call({ server: 'slack', ...prod }))).toMatchObject({ decision: 'allow', rules: ['slack-prod'] });
+    expect(policy.evaluate(call({ server: 'slack', ...prod, principal: { roles: ['ops'] } }))).toMatchObject({ decision: 'deny', reason: 'default' });
   });
 });

@@ -19,7 +19,7 @@ export interface PolicyCall {
 
 /**
  * Deep-frozen, and possibly the very object an earlier call got: decisions are
- * memoised per (server, tool), so a caller that wants to add fields copies it.
+ * remembered per (server, tool), so a caller that wants to add fields copies it.
  */
 export interface PolicyDecision {
   decision: Effect;
@@ -46,9 +46,9 @@ export interface CompiledPolicy {
 }
 
 /**
- * How many (server, tool) pairs, plus decisions cached within them, one
- * compiled policy remembers. Callers choose tool names freely, so the memo
- * must not grow with them; past the bound it starts over.
+ * How many (server, tool) pairs, plus decisions remembered within them, one
+ * compiled policy keeps. Callers choose tool names freely, so the memo must
+ * not grow with them; past the bound it starts over.
  */
 export const DECISION_MEMO_LIMIT = 10_000;
 
@@ -64,7 +64,75 @@ export function compilePolicy(document: PolicyDocument, options: { defaultEffect
 
 /** A condition's outcome: true, false, or the message of why it cannot be evaluated. */
 type Outcome = boolean | string;
-type Check = (args: unknown) => Outcome;
+
+/**
+ * The part of a rule that varies from call to call of one (server, tool)
+ * pair: execution mode, principals, arguments. Rules that say the same share
+ * one, so that a policy repeating a rule for each of its servers keeps one
+ * copy of the data every call runs through.
+ */
+interface Condition {
+  /** tells conditions apart in the keys of `PolicyIndex.lists` */
+  readonly serial: number;
+  readonly mode: ExecutionMode | undefined;
+  readonly principal: ((principal: CallPrincipal | undefined) => boolean) | null;
+  /**
+   * The condition's bit in the policy's PrincipalTable, given once all rules
+   * are compiled; 0 when `principal` alone can tell.
+   */
+  bit: number;
+  /** the principal fields the condition names, as PrincipalTable field bits */
+  readonly fields: number;
+  /** the argument conditions, all of which must hold; null when the rule has none */
+  readonly tests: readonly ArgumentTest[] | null;
+  /** the only one of them, when there is one: one object fewer to fetch */
+  readonly test: ArgumentTest | null;
+}
+
+/**
+ * One argument condition, as data for `testArgument` rather than a chain of
+ * closures: a call then reads a couple of objects, not one per operator.
+ */
+interface ArgumentTest {
+  readonly segments: readonly string[];
+  /** the path, when it is a single segment: one object fewer to fetch in the common case */
+  readonly key: string | null;
+  /** the operators present, as the bits below */
+  readonly operators: number;
+  readonly equals: unknown;
+  readonly equalsScalar: boolean;
+  readonly inScalars: Members;
+  readonly inStructured: readonly unknown[];
+  readonly regex: RegExp | null;
+  readonly gt: number | undefined;
+  readonly gte: number | undefined;
+  readonly lt: number | undefined;
+  readonly lte: number | undefined;
+  readonly exists: unknown;
+  readonly missing: string;
+  readonly notString: string;
+  readonly notNumber: string;
+  /** why the regex does not compile, or why a condition without operators cannot say anything */
+  readonly broken: string;
+}
+
+// The operators, in the order a condition with several of them (only an
+// unvalidated document has such) tries them.
+const EQUALS = 1;
+const IN = 2;
+const REGEX = 4;
+const RANGE = 8;
+const EXISTS = 16;
+
+const PRINCIPAL_FIELDS = ['users', 'roles', 'groups', 'gateways', 'sessions'] as const;
+type PrincipalField = (typeof PRINCIPAL_FIELDS)[number];
+type Who = Readonly<Record<PrincipalField, readonly unknown[] | undefined>>;
+const USERS = 1;
+const ROLES = 2;
+const GROUPS = 4;
+const GATEWAYS = 8;
+const SESSIONS = 16;
+const FIELD_BITS: Readonly<Record<PrincipalField, number>> = { users: USERS, roles: ROLES, groups: GROUPS, gateways: GATEWAYS, sessions: SESSIONS };
 
 interface CompiledRule {
   readonly id: string;
@@ -74,9 +142,8 @@ interface CompiledRule {
   readonly approvalRoute: string | undefined;
   /** the server and tool part of the scope, which depends on nothing else in the call */
   readonly names: (server: string, tool: string) => boolean;
-  readonly mode: ExecutionMode | undefined;
-  readonly principal: ((principal: CallPrincipal | undefined) => boolean) | null;
-  readonly check: Check | null;
+  /** null when the rule applies to every call its names match */
+  readonly condition: Condition | null;
 }
 
 interface Bucket {
@@ -85,23 +152,41 @@ interface Bucket {
   readonly otherTools: CompiledRule[];
 }
 
-/** What one (server, tool) pair needs at decision time, worked out on its first call. */
+/**
+ * What one (server, tool) pair needs at decision time, worked out on its
+ * first call. The fields a decision reads come first: memory is fetched a
+ * line at a time, and an entry often has to come from memory.
+ */
 interface Entry {
+  /** the conditions of `conditional`, position for position; pairs with the same conditions share the list */
+  readonly conditions: readonly Condition[];
+  /** the principal fields the PrincipalTable reads for `conditions`; 0 when it need not */
+  readonly fields: number;
+  /**
+   * Decisions of calls without evaluation errors, by the bit set of the
+   * conditional rules that applied; null when there are none, or too many
+   * for a bit set.
+   */
+  readonly byOutcome: Map<number, PolicyDecision> | null;
+  /** the decision when no conditional rule applies: the only one when there are none */
+  readonly fixed: PolicyDecision;
+  // The first bit sets seen after none (-1 until then), with their decisions:
+  // calls of one tool come out alike often enough that looking here first
+  // mostly spares fetching the map's storage.
+  set1: number;
+  decision1: PolicyDecision | null;
+  set2: number;
+  decision2: PolicyDecision | null;
+  set3: number;
+  decision3: PolicyDecision | null;
+  /** rules that depend on the execution mode, the principal or the arguments, sorted by id */
+  readonly conditional: readonly CompiledRule[];
   /** rules that apply to every call of the pair, by effect, sorted by id */
   readonly deny: readonly CompiledRule[];
   readonly approval: readonly CompiledRule[];
   readonly allow: readonly CompiledRule[];
-  /** rules that depend on the execution mode, the principal or the arguments, sorted by id */
-  readonly conditional: readonly CompiledRule[];
-  /** the decision when no conditional rule applies: the only one when there are none */
-  readonly fixed: PolicyDecision;
   /** for tools/list, when no conditional rule applies */
   readonly opens: boolean;
-  /**
-   * Decisions of calls without evaluation errors, by the bit set of the
-   * conditional rules that applied; null when there are too many for a bit set.
-   */
-  readonly byOutcome: Map<number, PolicyDecision> | null;
 }
 
 interface Errored {
@@ -109,7 +194,7 @@ interface Errored {
   readonly message: string;
 }
 
-/** Bits of a small integer, so that outcome keys stay cheap map keys. */
+/** Bits of a small integer, so that bit sets stay cheap map keys. */
 const OUTCOME_BITS = 30;
 const EMPTY_ARGUMENTS: Record<string, unknown> = Object.freeze({});
 const NO_RULES: string[] = Object.freeze([]) as unknown as string[];
@@ -123,16 +208,27 @@ class PolicyIndex implements CompiledPolicy {
   private readonly byServer = new Map<string, Bucket>();
   /** rules with server globs or no server restriction */
   private readonly otherServers: Bucket = newBucket();
+  /**
+   * The principal matches of all rules merged field by field, so that a
+   * call's principal is looked at once however many rules name principals;
+   * null when no rule names any, or more than a bit set holds.
+   */
+  private readonly table: PrincipalTable | null;
   // Nested rather than keyed by a joined string, so that a lookup allocates nothing.
   private readonly memo = new Map<string, Map<string, Entry>>();
   /** pairs plus outcome decisions held in `memo` */
   private stored = 0;
+  /** the condition lists of the entries in `memo`, by the serials of their conditions */
+  private readonly lists = new Map<string, readonly Condition[]>();
 
   constructor(document: PolicyDocument, fallback: DefaultEffect) {
     this.defaultEffect = document.default ?? fallback;
     this.onError = document.on_error ?? 'deny';
     this.ruleCount = document.rules.length;
-    document.rules.forEach((rule, index) => this.add(compileRule(rule, index), rule));
+    const conditions = new Map<string | number, Condition>();
+    const plain = new Map<Condition, Who>();
+    document.rules.forEach((rule, index) => this.add(compileRule(rule, index, conditions, plain), rule));
+    this.table = plain.size === 0 || plain.size > OUTCOME_BITS ? null : newTable(plain);
   }
 
   // A rule lands either in the exact buckets of its server names or in the
@@ -166,44 +262,78 @@ class PolicyIndex implements CompiledPolicy {
 
   evaluate(call: PolicyCall): PolicyDecision {
     const entry = this.entry(call.server, call.tool);
-    const conditional = entry.conditional;
-    if (conditional.length === 0) return entry.fixed;
-    const byOutcome = entry.byOutcome;
-    if (byOutcome === null) return this.evaluateWide(entry, call);
+    const conditions = entry.conditions;
+    if (conditions.length === 0) return entry.fixed;
+    if (entry.byOutcome === null) return this.evaluateRuleByRule(entry, call);
+    let held = 0;
+    if (entry.fields !== 0) {
+      held = this.table!.match(call.principal, entry.fields);
+      if (held === UNUSUAL) return this.evaluateRuleByRule(entry, call);
+    }
     const args = call.arguments ?? EMPTY_ARGUMENTS;
     let applied = 0;
     let errored: Errored[] | null = null;
-    for (let i = 0; i < conditional.length; i++) {
-      const rule = conditional[i]!;
-      const outcome = conditionalOutcome(rule, call, args);
-      if (outcome === false) continue;
-      if (outcome !== true) {
-        (errored ??= []).push({ rule, message: outcome });
-        // a rule that cannot be evaluated still restricts; it never grants
-        if (rule.effect === 'allow') continue;
+    for (let i = 0; i < conditions.length; i++) {
+      const condition = conditions[i]!;
+      if (condition.mode !== undefined && condition.mode !== call.execution_mode) continue;
+      if (condition.bit !== 0) {
+        if ((held & condition.bit) === 0) continue;
+      } else if (condition.principal !== null && !condition.principal(call.principal)) continue;
+      if (condition.tests !== null) {
+        const outcome = condition.test !== null ? testArgument(condition.test, args) : testAll(condition.tests, args);
+        if (outcome === false) continue;
+        if (outcome !== true) {
+          const rule = entry.conditional[i]!;
+          (errored ??= []).push({ rule, message: outcome });
+          // a rule that cannot be evaluated still restricts; it never grants
+          if (rule.effect === 'allow') continue;
+        }
       }
       applied |= 1 << i;
     }
     // error messages vary with the arguments, so only error-free decisions are kept
-    if (errored !== null) return this.compose(entry, appliedRules(conditional, applied), errored);
-    const known = byOutcome.get(applied);
+    if (errored !== null) return this.compose(entry, appliedRules(entry.conditional, applied), errored);
+    if (applied === 0) return entry.fixed;
+    if (applied === entry.set1) return entry.decision1!;
+    if (applied === entry.set2) return entry.decision2!;
+    if (applied === entry.set3) return entry.decision3!;
+    return this.decisionFor(entry, applied);
+  }
+
+  private decisionFor(entry: Entry, applied: number): PolicyDecision {
+    const known = entry.byOutcome!.get(applied);
     if (known !== undefined) return known;
-    const decision = this.compose(entry, appliedRules(conditional, applied), null);
-    if (this.stored < DECISION_MEMO_LIMIT) {
-      byOutcome.set(applied, decision);
-      this.stored++;
+    const decision = this.compose(entry, appliedRules(entry.conditional, applied), null);
+    if (this.stored >= DECISION_MEMO_LIMIT) return decision;
+    entry.byOutcome!.set(applied, decision);
+    this.stored++;
+    if (entry.decision1 === null) {
+      entry.set1 = applied;
+      entry.decision1 = decision;
+    } else if (entry.decision2 === null) {
+      entry.set2 = applied;
+      entry.decision2 = decision;
+    } else if (entry.decision3 === null) {
+      entry.set3 = applied;
+      entry.decision3 = decision;
     }
     return decision;
   }
 
-  /** More conditional rules than a bit set holds: rare enough to allocate. */
-  private evaluateWide(entry: Entry, call: PolicyCall): PolicyDecision {
+  /**
+   * Rule by rule, each with its own principal match: for more conditional
+   * rules than a bit set holds, and for principals of a form the table
+   * leaves to the rules. Rare enough to allocate.
+   */
+  private evaluateRuleByRule(entry: Entry, call: PolicyCall): PolicyDecision {
     const args = call.arguments ?? EMPTY_ARGUMENTS;
+    const conditions = entry.conditions;
     const applied: CompiledRule[] = [];
     let errored: Errored[] | null = null;
-    for (const rule of entry.conditional) {
-      const outcome = conditionalOutcome(rule, call, args);
+    for (let i = 0; i < conditions.length; i++) {
+      const outcome = outcomeOf(conditions[i]!, call, args);
       if (outcome === false) continue;
+      const rule = entry.conditional[i]!;
       if (outcome !== true) {
         (errored ??= []).push({ rule, message: outcome });
         if (rule.effect === 'allow') continue;
@@ -218,28 +348,34 @@ class PolicyIndex implements CompiledPolicy {
     // a deny with no condition at all applies to every call of the tool
     if (entry.deny.length > 0) return false;
     let opens = entry.opens;
-    for (const rule of entry.conditional) {
-      if (rule.mode !== undefined && rule.mode !== call.execution_mode) continue;
-      if (rule.principal !== null && !rule.principal(call.principal)) continue;
+    const conditions = entry.conditions;
+    for (let i = 0; i < conditions.length; i++) {
+      const condition = conditions[i]!;
+      if (condition.mode !== undefined && condition.mode !== call.execution_mode) continue;
+      if (condition.principal !== null && !condition.principal(call.principal)) continue;
+      const effect = entry.conditional[i]!.effect;
       // with no argument conditions, the deny applies to every call with this mode and principal
-      if (rule.effect === 'deny' && rule.check === null) return false;
-      if (rule.effect !== 'deny') opens = true;
+      if (effect === 'deny' && condition.tests === null) return false;
+      if (effect !== 'deny') opens = true;
     }
     return opens;
   }
 
   private entry(server: string, tool: string): Entry {
-    let tools = this.memo.get(server);
-    const known = tools?.get(tool);
-    if (known !== undefined) return known;
-    const entry = this.newEntry(server, tool);
+    const known = this.memo.get(server)?.get(tool);
+    return known !== undefined ? known : this.remember(server, tool);
+  }
+
+  private remember(server: string, tool: string): Entry {
     if (this.stored >= DECISION_MEMO_LIMIT) {
       // Starting over rather than refusing new pairs: pairs still in use come
       // back after one recomputation each, whoever filled the memo.
       this.memo.clear();
+      this.lists.clear();
       this.stored = 0;
-      tools = undefined;
     }
+    const entry = this.newEntry(server, tool);
+    let tools = this.memo.get(server);
     if (tools === undefined) this.memo.set(server, (tools = new Map()));
     tools.set(tool, entry);
     this.stored++;
@@ -259,7 +395,7 @@ class PolicyIndex implements CompiledPolicy {
     let conditional: CompiledRule[] = [];
     let opens = this.defaultEffect === 'allow';
     for (const rule of named) {
-      if (rule.mode !== undefined || rule.principal !== null || rule.check !== null) {
+      if (rule.condition !== null) {
         conditional.push(rule);
         continue;
       }
@@ -270,12 +406,37 @@ class PolicyIndex implements CompiledPolicy {
     }
     // Under a deny that always applies, only further denies and evaluation
     // errors can change the decision, and tools/list hides the tool anyway.
-    if (deny.length > 0) conditional = conditional.filter((rule) => rule.effect === 'deny' || rule.check !== null);
-    const partial = { deny, approval, allow };
-    const fixed = this.compose(partial, [], null);
-    let byOutcome: Map<number, PolicyDecision> | null = null;
-    if (conditional.length > 0 && conditional.length <= OUTCOME_BITS) byOutcome = new Map([[0, fixed]]);
-    return { deny, approval, allow, conditional, fixed, opens, byOutcome };
+    if (deny.length > 0) conditional = conditional.filter((rule) => rule.effect === 'deny' || rule.condition!.tests !== null);
+    const conditions = this.listOf(conditional.map((rule) => rule.condition!));
+    let fields = 0;
+    for (const condition of conditions) if (condition.bit !== 0) fields |= condition.fields;
+    const fixed = this.compose({ deny, approval, allow }, [], null);
+    const byOutcome = conditional.length > 0 && conditional.length <= OUTCOME_BITS ? new Map<number, PolicyDecision>() : null;
+    return {
+      conditions,
+      fields,
+      byOutcome,
+      fixed,
+      set1: -1,
+      decision1: null,
+      set2: -1,
+      decision2: null,
+      set3: -1,
+      decision3: null,
+      conditional,
+      deny,
+      approval,
+      allow,
+      opens,
+    };
+  }
+
+  private listOf(conditions: Condition[]): readonly Condition[] {
+    const key = conditions.map((condition) => condition.serial).join(',');
+    const known = this.lists.get(key);
+    if (known !== undefined) return known;
+    this.lists.set(key, conditions);
+    return conditions;
   }
 
   /**
@@ -307,11 +468,88 @@ function newBucket(): Bucket {
   return { byTool: new Map(), otherTools: [] };
 }
 
+function newTable(plain: Map<Condition, Who>): PrincipalTable {
+  const byField = new Map<PrincipalField, Map<unknown, number>>();
+  let bit = 1;
+  for (const [condition, who] of plain) {
+    condition.bit = bit;
+    for (const field of PRINCIPAL_FIELDS) {
+      const values = who[field];
+      if (values === undefined) continue;
+      let bits = byField.get(field);
+      if (bits === undefined) byField.set(field, (bits = new Map()));
+      for (const value of values) bits.set(value, (bits.get(value) ?? 0) | bit);
+    }
+    bit <<= 1;
+  }
+  const lookup = (field: PrincipalField) => new Lookup(byField.get(field) ?? new Map());
+  return new PrincipalTable(lookup('users'), lookup('roles'), lookup('groups'), lookup('gateways'), lookup('sessions'));
+}
+
+/** From a name to the bits of the conditions that list it. */
+class Lookup {
+  // One string is compared with ===, which agrees with the Map's SameValueZero
+  // when one side is a string; more go through the Map, which hashes the name
+  // once rather than comparing it with each.
+  private readonly name: unknown;
+  private readonly bits: number;
+  private readonly map: Map<unknown, number> | null;
+
+  constructor(byValue: Map<unknown, number>) {
+    const [only] = byValue;
+    const single = byValue.size === 1 && typeof only![0] === 'string';
+    this.name = single ? only![0] : undefined;
+    this.bits = single ? only![1] : 0;
+    this.map = single ? null : byValue;
+  }
+
+  get(value: unknown): number {
+    if (this.map === null) return value === this.name ? this.bits : 0;
+    return this.map.get(value) ?? 0;
+  }
+}
+
+/** What PrincipalTable.match returns when only the rules' own matches can say, exactly, what happens. */
+const UNUSUAL = -1;
+
+/** Principal matches merged field by field: a field that several of them name is read once. */
+class PrincipalTable {
+  constructor(
+    private readonly users: Lookup,
+    private readonly roles: Lookup,
+    private readonly groups: Lookup,
+    private readonly gateways: Lookup,
+    private readonly sessions: Lookup,
+  ) {}
+
+  /** The bits of the conditions whose principal match the principal passes, reading only `fields`; or UNUSUAL. */
+  match(principal: CallPrincipal | undefined, fields: number): number {
+    if (principal == null) return 0;
+    const roles: unknown = (fields & ROLES) !== 0 ? principal.roles : undefined;
+    const groups: unknown = (fields & GROUPS) !== 0 ? principal.groups : undefined;
+    // anything but a list (a string, say) is iterated as it always was, by the rules themselves
+    if ((roles !== undefined && !Array.isArray(roles)) || (groups !== undefined && !Array.isArray(groups))) return UNUSUAL;
+    let bits = 0;
+    if ((fields & USERS) !== 0 && principal.user !== undefined) bits |= this.users.get(principal.user);
+    if (roles !== undefined) bits |= anyOf(this.roles, roles as unknown[]);
+    if (groups !== undefined) bits |= anyOf(this.groups, groups as unknown[]);
+    if ((fields & GATEWAYS) !== 0 && principal.gateway !== undefined) bits |= this.gateways.get(principal.gateway);
+    if ((fields & SESSIONS) !== 0 && principal.session !== undefined) bits |= this.sessions.get(principal.session);
+    return bits;
+  }
+}
+
+function anyOf(lookup: Lookup, held: readonly unknown[]): number {
+  let bits = 0;
+  for (let i = 0; i < held.length; i++) bits |= lookup.get(held[i]);
+  return bits;
+}
+
 /** Whether a rule whose names match applies to the call: true, false, or why it cannot tell. */
-function conditionalOutcome(rule: CompiledRule, call: PolicyCall, args: unknown): Outcome {
-  if (rule.mode !== undefined && rule.mode !== call.execution_mode) return false;
-  if (rule.principal !== null && !rule.principal(call.principal)) return false;
-  return rule.check === null ? true : rule.check(args);
+function outcomeOf(condition: Condition, call: PolicyCall, args: unknown): Outcome {
+  if (condition.mode !== undefined && condition.mode !== call.execution_mode) return false;
+  if (condition.principal !== null && !condition.principal(call.principal)) return false;
+  return condition.tests === null ? true : testAll(condition.tests, args);
 }
 
 function appliedRules(conditional: readonly CompiledRule[], applied: number): CompiledRule[] {
@@ -347,17 +585,81 @@ function decision(effect: Effect, reason: PolicyDecision['reason'], rules: reado
   return Object.freeze({ decision: effect, reason, rules: rules as string[], approval_route: route, errors });
 }
 
-function compileRule(rule: PolicyRule, index: number): CompiledRule {
+function compileRule(rule: PolicyRule, index: number, conditions: Map<string | number, Condition>, plain: Map<Condition, Who>): CompiledRule {
   return {
     id: rule.id,
     index,
     effect: rule.effect,
     approvalRoute: typeof rule.approval_route === 'string' ? rule.approval_route : undefined,
     names: compileNameScope(rule),
+    condition: compileCondition(rule, conditions, plain),
+  };
+}
+
+/**
+ * `conditions` holds those compiled so far: by key, and under their serial
+ * those that have none; `plain`, the principal matches a PrincipalTable can hold.
+ */
+function compileCondition(rule: PolicyRule, conditions: Map<string | number, Condition>, plain: Map<Condition, Who>): Condition | null {
+  if (rule.execution_mode === undefined && rule.principals === undefined && rule.arguments === undefined) return null;
+  const key = conditionKey(rule);
+  const known = key === null ? undefined : conditions.get(key);
+  if (known !== undefined) return known;
+  const who = rule.principals === undefined ? null : plainPrincipals(rule.principals);
+  const tests = rule.arguments === undefined ? null : rule.arguments.map(compileTest);
+  const condition: Condition = {
+    serial: conditions.size,
     mode: rule.execution_mode,
     principal: rule.principals === undefined ? null : compilePrincipals(rule.principals),
-    check: rule.arguments === undefined ? null : compileConditions(rule.arguments),
+    bit: 0,
+    fields: who === null ? 0 : PRINCIPAL_FIELDS.reduce((fields, field) => (who[field] === undefined ? fields : fields | FIELD_BITS[field]), 0),
+    tests,
+    test: tests !== null && tests.length === 1 ? tests[0]! : null,
   };
+  conditions.set(key ?? condition.serial, condition);
+  if (who !== null) plain.set(condition, who);
+  return condition;
+}
+
+/** A copy of the lists, taken now, since the document may change after compiling; null for an unusual form. */
+function plainPrincipals(match: PrincipalMatch): Who | null {
+  if (typeof match !== 'object' || match === null) return null;
+  const who: Partial<Record<PrincipalField, readonly unknown[] | undefined>> = {};
+  for (const field of PRINCIPAL_FIELDS) {
+    const values: unknown = match[field];
+    if (values !== undefined && !Array.isArray(values)) return null;
+    who[field] = values === undefined ? undefined : [...(values as unknown[])];
+  }
+  return who as Who;
+}
+
+/**
+ * A text that equal conditions, and only they, share; null for a condition
+ * that JSON cannot tell apart from a different one (NaN and null, a missing
+ * key and an undefined one, objects with a prototype or toJSON), which then
+ * keeps a compiled copy of its own.
+ */
+function conditionKey(rule: PolicyRule): string | null {
+  const parts: Record<string, unknown> = {};
+  if (rule.execution_mode !== undefined) parts.mode = rule.execution_mode;
+  if (rule.principals !== undefined) parts.principals = rule.principals;
+  if (rule.arguments !== undefined) parts.arguments = rule.arguments;
+  let faithful = true;
+  const key = JSON.stringify(parts, function (this: Record<string, unknown>, name: string, value: unknown) {
+    const original = this[name];
+    if (typeof original === 'object' && original !== null) {
+      const prototype = Object.getPrototypeOf(original) as unknown;
+      const plain = Array.isArray(original) ? prototype === Array.prototype : prototype === Object.prototype || prototype === null;
+      if (!plain || typeof (original as { toJSON?: unknown }).toJSON === 'function') faithful = false;
+    } else if (typeof original === 'number') {
+      // -0 prints as 0, which every operator treats alike
+      if (!Number.isFinite(original)) faithful = false;
+    } else if (original !== null && typeof original !== 'string' && typeof original !== 'boolean') {
+      faithful = false;
+    }
+    return value;
+  });
+  return faithful ? key : null;
 }
 
 function compileNameScope(rule: PolicyRule): (server: string, tool: string) => boolean {
@@ -377,132 +679,166 @@ function compileNames(patterns: string[]): (name: string) => boolean {
 
 // The per-call helpers below are loops rather than .some(callback): a decision
 // sits on every tool call's path, and closures over the call would allocate.
-function holdsAny(wanted: Set<string> | null, held: string[] | undefined): boolean {
+
+/** Up to this many names, comparing with === beats hashing the name. */
+const SCAN_LIMIT = 8;
+
+type Members = readonly unknown[] | Set<unknown>;
+
+function members(values: readonly unknown[] | undefined): Members | null {
+  if (values === undefined) return null;
+  // === agrees with a Set's SameValueZero whenever one side is a string
+  if (Array.isArray(values) && values.length <= SCAN_LIMIT && values.every((value) => typeof value === 'string')) return [...values];
+  return new Set(values);
+}
+
+function isMember(members: Members, value: unknown): boolean {
+  if (!Array.isArray(members)) return (members as Set<unknown>).has(value);
+  for (let i = 0; i < members.length; i++) if (members[i] === value) return true;
+  return false;
+}
+
+function holdsAny(wanted: Members | null, held: unknown[] | undefined): boolean {
   if (wanted === null || held === undefined) return false;
-  for (const value of held) if (wanted.has(value)) return true;
+  if (Array.isArray(held)) {
+    for (let i = 0; i < held.length; i++) if (isMember(wanted, held[i])) return true;
+    return false;
+  }
+  // an unvalidated call may hold a string here, which iterates by character as it always did
+  for (const value of held as Iterable<unknown>) if (isMember(wanted, value)) return true;
   return false;
 }
 
 function compilePrincipals(match: PrincipalMatch): (principal: CallPrincipal | undefined) => boolean {
-  const set = (values: string[] | undefined) => (values === undefined ? null : new Set(values));
-  const users = set(match.users);
-  const roles = set(match.roles);
-  const groups = set(match.groups);
-  const gateways = set(match.gateways);
-  const sessions = set(match.sessions);
+  const users = members(match.users);
+  const roles = members(match.roles);
+  const groups = members(match.groups);
+  const gateways = members(match.gateways);
+  const sessions = members(match.sessions);
   return (principal) =>
     principal != null &&
-    ((users !== null && principal.user !== undefined && users.has(principal.user)) ||
+    ((users !== null && principal.user !== undefined && isMember(users, principal.user)) ||
       holdsAny(roles, principal.roles) ||
       holdsAny(groups, principal.groups) ||
-      (gateways !== null && principal.gateway !== undefined && gateways.has(principal.gateway)) ||
-      (sessions !== null && principal.session !== undefined && sessions.has(principal.session)));
+      (gateways !== null && principal.gateway !== undefined && isMember(gateways, principal.gateway)) ||
+      (sessions !== null && principal.session !== undefined && isMember(sessions, principal.session)));
 }
 
 /**
  * Three-valued AND: a false condition means the rule does not apply, whatever
  * else errs; otherwise the first error in document order names the failure.
  */
-function compileConditions(conditions: ArgumentCondition[]): Check {
-  const checks = conditions.map(compileCondition);
-  return (args) => {
-    let error: string | null = null;
-    for (const check of checks) {
-      const outcome = check(args);
-      if (outcome === false) return false;
-      if (typeof outcome === 'string') error ??= outcome;
+function testAll(tests: readonly ArgumentTest[], args: unknown): Outcome {
+  if (tests.length === 1) return testArgument(tests[0]!, args);
+  let error: string | null = null;
+  for (let i = 0; i < tests.length; i++) {
+    const outcome = testArgument(tests[i]!, args);
+    if (outcome === false) return false;
+    if (outcome !== true) error ??= outcome;
+  }
+  return error ?? true;
+}
+
+function compileTest(condition: ArgumentCondition, index: number): ArgumentTest {
+  const label = `arguments[${index}] (path "${condition.path}")`;
+  let operators = 0;
+  let regex: RegExp | null = null;
+  let broken = `${label}: the condition has no operator`;
+  if (condition.regex !== undefined) {
+    try {
+      regex = new RegExp(condition.regex, 'u');
+    } catch (error) {
+      broken = `${label}: the regex does not compile: ${(error as Error).message}`;
     }
-    return error ?? true;
+  }
+  const list = condition.in === undefined ? [] : Array.isArray(condition.in) ? condition.in : [];
+  const scalars = list.filter(isScalar);
+  const { gt, gte, lt, lte } = condition.range === undefined ? {} : condition.range;
+  if (condition.equals !== undefined) operators |= EQUALS;
+  if (condition.in !== undefined) operators |= IN;
+  if (condition.regex !== undefined) operators |= REGEX;
+  if (condition.range !== undefined) operators |= RANGE;
+  if (condition.exists !== undefined) operators |= EXISTS;
+  const segments = String(condition.path).split('.');
+  return {
+    segments,
+    key: segments.length === 1 ? segments[0]! : null,
+    operators,
+    equals: condition.equals,
+    equalsScalar: isScalar(condition.equals),
+    // NaN is no scalar here, so === and the Set's SameValueZero agree on scalars
+    inScalars: scalars.length <= SCAN_LIMIT ? scalars : new Set(scalars),
+    inStructured: list.filter((option) => !isScalar(option)),
+    regex,
+    gt,
+    gte,
+    lt,
+    lte,
+    exists: condition.exists,
+    missing: `${label}: the path is missing`,
+    notString: `${label}: the value is not a string`,
+    notNumber: `${label}: the value is not a finite number`,
+    broken,
   };
 }
 
-type Operator = (value: unknown) => Outcome;
+/** One argument condition; several operators (only unvalidated) must all hold, with the same three-valued AND as testAll. */
+function testArgument(test: ArgumentTest, args: unknown): Outcome {
+  const operators = test.operators;
+  // a condition that says nothing cannot grant
+  if (operators === 0) return test.broken;
+  const value = test.key !== null ? step(args, test.key) : resolve(args, test.segments);
+  const missing = value === MISSING;
+  let error: string | null = null;
+  if ((operators & EQUALS) !== 0) {
+    if (missing) error ??= test.missing;
+    else if (!(test.equalsScalar ? value === test.equals : jsonEqual(value, test.equals))) return false;
+  }
+  if ((operators & IN) !== 0) {
+    if (missing) error ??= test.missing;
+    else if (!(isScalar(value) ? isMember(test.inScalars, value) : anyEqual(test.inStructured, value))) return false;
+  }
+  if ((operators & REGEX) !== 0) {
+    if (missing) error ??= test.missing;
+    else if (typeof value !== 'string') error ??= test.notString;
+    else if (test.regex === null) error ??= test.broken;
+    else if (!test.regex.test(value)) return false;
+  }
+  if ((operators & RANGE) !== 0) {
+    if (missing) error ??= test.missing;
+    else if (typeof value !== 'number' || !Number.isFinite(value)) error ??= test.notNumber;
+    else if (!inRange(test, value)) return false;
+  }
+  if ((operators & EXISTS) !== 0 && !missing !== test.exists) return false;
+  return error ?? true;
+}
 
-function compileCondition(condition: ArgumentCondition, index: number): Check {
-  const label = `arguments[${index}] (path "${condition.path}")`;
-  const segments = String(condition.path).split('.');
-  const missing = `${label}: the path is missing`;
-  const operators: Operator[] = [];
-  if (condition.equals !== undefined) operators.push(compileEquals(condition.equals, missing));
-  if (condition.in !== undefined) operators.push(compileIn(condition.in, missing));
-  if (condition.regex !== undefined) operators.push(compileRegex(condition.regex, label, missing));
-  if (condition.range !== undefined) operators.push(compileRange(condition.range, label, missing));
-  const exists = condition.exists;
-  if (exists !== undefined) operators.push((value) => (value !== MISSING) === exists);
-  // only an unvalidated document gets here; a condition that says nothing cannot grant
-  if (operators.length === 0) return () => `${label}: the condition has no operator`;
-  // several operators (again only unvalidated) must all hold, with the same three-valued AND
-  return (args) => {
-    const value = resolve(args, segments);
-    let error: string | null = null;
-    for (const operator of operators) {
-      const outcome = operator(value);
-      if (outcome === false) return false;
-      if (typeof outcome === 'string') error ??= outcome;
-    }
-    return error ?? true;
-  };
+function inRange(test: ArgumentTest, value: number): boolean {
+  const { gt, gte, lt, lte } = test;
+  return (gt === undefined || value > gt) && (gte === undefined || value >= gte) && (lt === undefined || value < lt) && (lte === undefined || value <= lte);
+}
+
+function anyEqual(options: readonly unknown[], value: unknown): boolean {
+  for (let i = 0; i < options.length; i++) if (jsonEqual(value, options[i])) return true;
+  return false;
 }
 
 const INDEX = /^(?:0|[1-9][0-9]*)$/;
 
-function resolve(args: unknown, segments: string[]): unknown {
+function resolve(args: unknown, segments: readonly string[]): unknown {
   let value = args;
-  for (const segment of segments) {
-    if (typeof value !== 'object' || value === null) return MISSING;
-    if (Array.isArray(value)) {
-      if (!INDEX.test(segment)) return MISSING;
-      const position = Number(segment);
-      if (position >= value.length) return MISSING;
-      value = value[position];
-    } else {
-      if (!Object.prototype.hasOwnProperty.call(value, segment)) return MISSING;
-      value = (value as Record<string, unknown>)[segment];
-    }
-  }
+  for (let i = 0; i < segments.length && value !== MISSING; i++) value = step(value, segments[i]!);
   return value;
 }
 
-function compileEquals(expected: unknown, missing: string): Operator {
-  if (isScalar(expected)) return (value) => (value === MISSING ? missing : value === expected);
-  return (value) => (value === MISSING ? missing : jsonEqual(value, expected));
-}
-
-function compileIn(options: unknown[], missing: string): Operator {
-  const list = Array.isArray(options) ? options : [];
-  const scalars = new Set(list.filter(isScalar));
-  const structured = list.filter((option) => !isScalar(option));
-  return (value) => {
-    if (value === MISSING) return missing;
-    if (isScalar(value)) return scalars.has(value);
-    return structured.some((option) => jsonEqual(value, option));
-  };
-}
-
-function compileRegex(source: string, label: string, missing: string): Operator {
-  let regex: RegExp | null = null;
-  let broken = '';
-  try {
-    regex = new RegExp(source, 'u');
-  } catch (error) {
-    broken = `${label}: the regex does not compile: ${(error as Error).message}`;
+function step(value: unknown, segment: string): unknown {
+  if (typeof value !== 'object' || value === null) return MISSING;
+  if (Array.isArray(value)) {
+    if (!INDEX.test(segment)) return MISSING;
+    const position = Number(segment);
+    return position < value.length ? value[position] : MISSING;
   }
-  const notString = `${label}: the value is not a string`;
-  return (value) => {
-    if (value === MISSING) return missing;
-    if (typeof value !== 'string') return notString;
-    return regex ? regex.test(value) : broken;
-  };
-}
-
-function compileRange(range: { gt?: number; gte?: number; lt?: number; lte?: number }, label: string, missing: string): Operator {
-  const { gt, gte, lt, lte } = range;
-  const notNumber = `${label}: the value is not a finite number`;
-  return (value) => {
-    if (value === MISSING) return missing;
-    if (typeof value !== 'number' || !Number.isFinite(value)) return notNumber;
-    return (gt === undefined || value > gt) && (gte === undefined || value >= gte) && (lt === undefined || value < lt) && (lte === undefined || value <= lte);
-  };
+  return Object.prototype.hasOwnProperty.call(value, segment) ? (value as Record<string, unknown>)[segment] : MISSING;
 }
 
 /** Strings, finite-or-not numbers, booleans and null compare by ===; NaN equals nothing. */
