@@ -4,7 +4,7 @@ import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
 import type { AppConfig } from '@aileron/config';
 import { DatabaseHandle, openDatabase } from '@aileron/database';
-import { FastPaths, HttpMetrics, installBodyParsers, installFastPaths } from '@aileron/http';
+import { FastPaths, fastPathServer, HttpMetrics, installBodyParsers } from '@aileron/http';
 import { AppLogger, createLogger } from '@aileron/logging';
 import { OutboxService } from '@aileron/outbox';
 import { QueueService } from '@aileron/queue';
@@ -38,7 +38,10 @@ export async function startControlPlane(config: AppConfig, options: StartOptions
   const database = await openDatabase(config.database, { log: (line) => log.info(line) });
   let app: NestFastifyApplication | undefined;
   try {
+    // in front of Fastify: a gateway's 304 polls never reach routing, hooks or middleware
+    const fastPaths = fastPathServer({ keepAliveTimeoutMs: 72_000 });
     const adapter = new FastifyAdapter({
+      serverFactory: fastPaths.serverFactory,
       // honour a caller's request id so logs correlate across services
       genReqId: (req: IncomingMessage) => {
         const given = req.headers['x-request-id'];
@@ -49,8 +52,6 @@ export async function startControlPlane(config: AppConfig, options: StartOptions
       bodyLimit: 1024 * 1024,
       return503OnClosing: true,
     });
-    // before the app exists, so they run ahead of every hook and middleware Nest adds
-    const fastPaths = installFastPaths(adapter.getInstance());
     app = await NestFactory.create<NestFastifyApplication>(AppModule.forRoot(config, database), adapter, { bufferLogs: true, abortOnError: false });
     app.useLogger(app.get(AppLogger));
     const fastify = app.getHttpAdapter().getInstance();

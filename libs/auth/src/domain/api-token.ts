@@ -1,4 +1,4 @@
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
 
 /**
  * API tokens: `ail_api_` + 32 random bytes (base64url). 256 bits of entropy
@@ -19,8 +19,9 @@ export function mintApiToken(): MintedToken {
   return { token, hash: hashToken(token), displayPrefix: token.slice(0, API_TOKEN_PREFIX.length + 4) };
 }
 
+/** One-shot hash: several times cheaper than createHash, and it runs on every request. */
 export function hashToken(token: string): string {
-  return createHash('sha256').update(token).digest('hex');
+  return hash('sha256', token, 'hex');
 }
 
 export function looksLikeApiToken(token: string): boolean {

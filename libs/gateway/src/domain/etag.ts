@@ -11,6 +11,7 @@ export function strongEtag(body: string): string {
  */
 export function ifNoneMatchHits(header: string | undefined, etag: string): boolean {
   if (!header) return false;
+  if (header === etag) return true; // what every well-behaved poll sends
   const bare = etag.replace(/^W\//, '');
   for (const part of header.split(',')) {
     const candidate = part.trim();

@@ -86,11 +86,18 @@ async function tables(db: Db): Promise<string[]> {
   return rows.map((r) => String(r.tablename));
 }
 
+/** The project's migrations in the order they apply; the first is `<timestamp>_init`. */
+async function projectMigrations(): Promise<string[]> {
+  const names = (await readdir(paths.migrationsDir, { withFileTypes: true }))
+    .filter((e) => e.isDirectory())
+    .map((e) => e.name)
+    .sort();
+  if (!/^\d{14}_init$/.test(names[0] ?? '')) throw new Error(`no <timestamp>_init migration first in ${paths.migrationsDir}`);
+  return names;
+}
+
 async function initMigrationName(): Promise<string> {
-  const names = (await readdir(paths.migrationsDir, { withFileTypes: true })).filter((e) => e.isDirectory()).map((e) => e.name);
-  const init = names.find((n) => /^\d{14}_init$/.test(n));
-  if (!init) throw new Error(`no <timestamp>_init migration in ${paths.migrationsDir}`);
-  return init;
+  return (await projectMigrations())[0]!;
 }
 
 let scratch: string;
@@ -113,16 +120,19 @@ describe.each([pgliteKind, postgresKind()])('migrator on $name', { timeout: 120_
   it('applies the migrations once, records them like prisma migrate deploy, then takes the fast path', async () => {
     const db = await kind.fresh();
     try {
-      const init = await initMigrationName();
+      const all = await projectMigrations();
+      const init = all[0]!;
       const firstLog: string[] = [];
       let started = performance.now();
       const first = await applyMigrations(db.target, { ...paths, log: (l) => firstLog.push(l) });
       const firstMs = performance.now() - started;
-      expect(first.applied).toEqual([init]);
+      expect(first.applied).toEqual(all);
       expect(await tables(db)).toEqual(expect.arrayContaining(CORE_TABLES));
       expect(firstLog.some((l) => l.includes('schema engine ready'))).toBe(true);
 
-      const [row] = await db.query('SELECT migration_name, checksum, finished_at, rolled_back_at, applied_steps_count FROM _prisma_migrations');
+      const [row] = await db.query(
+        'SELECT migration_name, checksum, finished_at, rolled_back_at, applied_steps_count FROM _prisma_migrations ORDER BY migration_name LIMIT 1',
+      );
       const sql = await readFile(join(paths.migrationsDir, init, 'migration.sql'), 'utf8');
       expect(row).toMatchObject({ migration_name: init, checksum: migrationChecksum(sql), rolled_back_at: null, applied_steps_count: 1 });
       expect(row?.finished_at).toBeInstanceOf(Date);
@@ -134,7 +144,7 @@ describe.each([pgliteKind, postgresKind()])('migrator on $name', { timeout: 120_
       expect(second.applied).toEqual([]);
       expect(secondLog.some((l) => l.includes('schema engine not loaded'))).toBe(true);
       expect(secondLog.some((l) => l.includes('schema engine ready'))).toBe(false);
-      expect(await db.query('SELECT 1 FROM _prisma_migrations')).toHaveLength(1);
+      expect(await db.query('SELECT 1 FROM _prisma_migrations')).toHaveLength(all.length);
       console.log(`[${kind.name}] first apply ${firstMs.toFixed(0)} ms, no-op apply ${secondMs.toFixed(1)} ms`);
     } finally {
       await db.close();
@@ -189,10 +199,10 @@ describe.each([pgliteKind, postgresKind()])('migrator on $name', { timeout: 120_
   it('serializes concurrent calls: one applies, the others find nothing to do', async () => {
     const db = await kind.fresh();
     try {
-      const init = await initMigrationName();
+      const all = await projectMigrations();
       const results = await Promise.all([1, 2, 3].map(() => applyMigrations(db.target, paths)));
-      expect(results.flatMap((r) => r.applied)).toEqual([init]);
-      expect(await db.query('SELECT 1 FROM _prisma_migrations')).toHaveLength(1);
+      expect(results.flatMap((r) => r.applied)).toEqual(all);
+      expect(await db.query('SELECT 1 FROM _prisma_migrations')).toHaveLength(all.length);
     } finally {
       await db.close();
     }
@@ -203,7 +213,7 @@ describe.each([pgliteKind, postgresKind()])('migrator on $name', { timeout: 120_
     try {
       const project = await copyOfProject('unchanged');
       expect(await createMigration('nothing', { ...project, target: shadow.target })).toBeNull();
-      expect((await readdir(project.migrationsDir)).sort()).toEqual([await initMigrationName(), 'migration_lock.toml'].sort());
+      expect((await readdir(project.migrationsDir)).sort()).toEqual([...(await projectMigrations()), 'migration_lock.toml'].sort());
     } finally {
       await shadow.close();
     }
@@ -225,7 +235,7 @@ describe.each([pgliteKind, postgresKind()])('migrator on $name', { timeout: 120_
       expect(await readFile(join(created!.dir, 'migration.sql'), 'utf8')).toBe(created!.sql);
 
       const applied = await applyMigrations(db.target, project);
-      expect(applied.applied).toEqual([await initMigrationName(), created!.dir.split(/[/\\]/).at(-1)]);
+      expect(applied.applied).toEqual([...(await projectMigrations()), created!.dir.split(/[/\\]/).at(-1)]);
       expect(await tables(db)).toContain('widgets');
       expect(await createMigration('again', { ...project, target: shadow.target })).toBeNull();
     } finally {

@@ -1,14 +1,18 @@
+import { createServer, IncomingMessage, Server, ServerResponse } from 'node:http';
 import { Injectable } from '@nestjs/common';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-
-/** Answers the request itself and returns true, or returns false to let the app handle it. */
-export type FastPath = (request: FastifyRequest, reply: FastifyReply) => boolean;
 
 /**
- * Requests so frequent and so cheap to answer that the framework's pipeline
- * would cost more than the answer (a gateway's 304 poll). Domains register
- * synchronous handlers that answer only from memory and only when they are
- * sure. Metrics still count them (onResponse hooks run for every reply).
+ * Answers the request itself and returns true, or returns false to let the app
+ * handle it. It sees the raw Node request: it must answer only from memory,
+ * synchronously, and only when it is sure.
+ */
+export type FastPath = (request: IncomingMessage, response: ServerResponse) => boolean;
+
+/**
+ * Requests so frequent and so cheap to answer that any framework around them
+ * would cost more than the answer: a gateway polling catalog and policy gets
+ * 304 almost every time. Domains register handlers here; the entry point puts
+ * them in front of Fastify (see `fastPathServer`).
  */
 @Injectable()
 export class FastPaths {
@@ -20,16 +24,24 @@ export class FastPaths {
 }
 
 /**
- * Fastify runs onRequest hooks in the order they were added, and Nest adds its
- * middleware hook (request logging among it) while the app is created. So the
- * entry point installs this on the bare Fastify instance first, and binds the
- * app's FastPaths once the app exists.
+ * A Fastify `serverFactory` whose HTTP server offers every request to the fast
+ * paths first. It is made before the app exists (Fastify needs the server at
+ * construction), and bound to the app's FastPaths once the app is created.
  */
-export function installFastPaths(fastify: FastifyInstance): { bind(paths: FastPaths): void } {
+export function fastPathServer(options: { keepAliveTimeoutMs: number }): {
+  serverFactory: (handler: (req: IncomingMessage, res: ServerResponse) => void) => Server;
+  bind(paths: FastPaths): void;
+} {
   let handlers: readonly FastPath[] = [];
-  fastify.addHook('onRequest', (request: FastifyRequest, reply: FastifyReply, done: () => void) => {
-    for (const handler of handlers) if (handler(request, reply)) return;
-    done();
-  });
-  return { bind: (paths) => void (handlers = paths.handlers) };
+  return {
+    serverFactory: (handler) => {
+      const server = createServer((req, res) => {
+        for (const fast of handlers) if (fast(req, res)) return;
+        handler(req, res);
+      });
+      server.keepAliveTimeout = options.keepAliveTimeoutMs;
+      return server;
+    },
+    bind: (paths) => void (handlers = paths.handlers),
+  };
 }

@@ -5,5 +5,5 @@ export * from './metrics';
 export { ProblemFilter, toProblem, sendProblem } from './problem.filter';
 export { HttpModule } from './http.module';
 export { installBodyParsers } from './body-parsers';
-export { FastPaths, installFastPaths } from './fast-paths';
+export { FastPaths, fastPathServer } from './fast-paths';
 export type { FastPath } from './fast-paths';
