@@ -1,0 +1,11 @@
+export { checkOutboundUrl, isAddressAllowed, parseCidrList, OutboundUrlRefusedError } from './ssrf-guard';
+export type { AddressVerdict, HostLookup, OutboundPolicy } from './ssrf-guard';
+export {
+  signPayload,
+  signatureHeaders,
+  verifySignedPayload,
+  DEFAULT_TOLERANCE_SECONDS,
+  SIGNATURE_HEADER,
+  TIMESTAMP_HEADER,
+} from './signed-payload';
+export type { SignatureVerdict } from './signed-payload';
