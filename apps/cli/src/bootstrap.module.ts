@@ -2,6 +2,7 @@ import { DynamicModule, Module } from '@nestjs/common';
 import { AppConfig, ConfigModule } from '@aileron/config';
 import { DatabaseHandle, DatabaseModule } from '@aileron/database';
 import { HttpModule } from '@aileron/http';
+import { KeysModule } from '@aileron/keys';
 import { OutboxModule } from '@aileron/outbox';
 import { QueueModule } from '@aileron/queue';
 import { BusModule } from '@aileron/bus';
@@ -25,6 +26,7 @@ export class BootstrapModule {
         // rows this writes wait in the database for the control plane's dispatcher.
         QueueModule.forRoot(undefined),
         BusModule.forRoot(undefined),
+        KeysModule,
         OutboxModule,
         HttpModule,
         ...DOMAIN_MODULES,

@@ -3,6 +3,7 @@ import { AppConfig, ConfigModule } from '@aileron/config';
 import { DatabaseHandle, DatabaseModule } from '@aileron/database';
 import { HttpModule } from '@aileron/http';
 import { LoggingModule } from '@aileron/logging';
+import { KeysModule } from '@aileron/keys';
 import { OutboxModule } from '@aileron/outbox';
 import { QueueModule } from '@aileron/queue';
 import { BusModule } from '@aileron/bus';
@@ -20,6 +21,7 @@ export class AppModule {
         DatabaseModule.forRoot(database),
         QueueModule.forRoot(config.redisUrl, config.queuePrefix),
         BusModule.forRoot(config.redisUrl, config.queuePrefix),
+        KeysModule,
         OutboxModule,
         HttpModule,
         ...DOMAIN_MODULES,

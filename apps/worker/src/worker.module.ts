@@ -2,6 +2,7 @@ import { DynamicModule, Module } from '@nestjs/common';
 import { AppConfig, ConfigModule } from '@aileron/config';
 import { DatabaseHandle, DatabaseModule } from '@aileron/database';
 import { LoggingModule } from '@aileron/logging';
+import { KeysModule } from '@aileron/keys';
 import { OutboxModule } from '@aileron/outbox';
 import { QueueModule } from '@aileron/queue';
 import { BusModule } from '@aileron/bus';
@@ -26,6 +27,7 @@ export class WorkerModule {
         BusModule.forRoot(config.redisUrl, config.queuePrefix),
         DiscoveryModule,
         HttpModule,
+        KeysModule,
         OutboxModule,
         ...DOMAIN_MODULES,
       ],

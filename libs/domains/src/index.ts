@@ -1,8 +1,10 @@
+import { AuditModule } from '@aileron/audit';
 import { AuthModule } from '@aileron/auth';
 import { CatalogModule } from '@aileron/catalog';
 import { GatewayModule } from '@aileron/gateway';
 import { PolicyModule } from '@aileron/policy';
 import { TenancyModule } from '@aileron/tenancy';
+import { VaultModule } from '@aileron/vault';
 
 /**
  * Every domain module, in one list for every entry point (control plane,
@@ -10,4 +12,4 @@ import { TenancyModule } from '@aileron/tenancy';
  * consumers when their module loads, so a process missing one would silently
  * leave its jobs unprocessed.
  */
-export const DOMAIN_MODULES = [AuthModule, TenancyModule, PolicyModule, CatalogModule, GatewayModule];
+export const DOMAIN_MODULES = [AuthModule, TenancyModule, AuditModule, PolicyModule, CatalogModule, VaultModule, GatewayModule];

@@ -7,7 +7,7 @@ import { strongEtag } from './domain/etag';
 import { bundleSigningInput, PolicyBundlePayload, SignedPolicyBundle } from './domain/policy-bundle';
 import type { GatewaySettingsRecord } from './gateway.repository';
 import { GatewaysService } from './gateways.service';
-import { SigningKeysService } from './signing-keys.service';
+import { SigningKeysService } from '@aileron/keys';
 
 export interface PreparedBody {
   body: string;
@@ -57,7 +57,7 @@ export class BundlesService {
   peekPolicyBundle(scope: WorkspaceScope): PreparedBody | undefined {
     const policy = this.policies.peek(scope);
     const settings = this.gateways.peekSettings(scope);
-    const ring = this.keys.peekRing();
+    const ring = this.keys.peekRing('policy-bundle');
     if (!policy || !settings || !ring) return undefined;
     return this.policyMemo(scope, policy, settings, ring.active.kid, Date.now());
   }
@@ -68,7 +68,7 @@ export class BundlesService {
   }
 
   async policyBundle(scope: WorkspaceScope): Promise<PreparedBody> {
-    const [policy, settings, ring] = await Promise.all([this.policies.current(scope), this.gateways.settings(scope), this.keys.ring()]);
+    const [policy, settings, ring] = await Promise.all([this.policies.current(scope), this.gateways.settings(scope), this.keys.ring('policy-bundle')]);
     const now = Date.now();
     const memoised = this.policyMemo(scope, policy, settings, ring.active.kid, now);
     if (memoised) return memoised;
@@ -90,7 +90,7 @@ export class BundlesService {
       offline_mode: settings.offlineMode,
       policy: { ...policy.document, default: policy.document.default ?? policy.workspaceDefault, on_error: policy.document.on_error ?? 'deny', rules: policy.document.rules },
     };
-    const signature = await this.keys.sign(bundleSigningInput(payload));
+    const signature = await this.keys.sign('policy-bundle', bundleSigningInput(payload));
     const bundle: SignedPolicyBundle = { payload, signature: { alg: 'EdDSA', ...signature } };
     const body = JSON.stringify(bundle);
     const prepared = { body, etag: strongEtag(body) };

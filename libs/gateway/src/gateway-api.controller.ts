@@ -1,6 +1,7 @@
 import { Body, Controller, Inject, Req, Res } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
+import { AuditService, ingestBody, ingestView } from '@aileron/audit';
 import { Caller, Principal, TenantScope, WorkspaceScope } from '@aileron/auth';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { Route } from '@aileron/http';
@@ -25,6 +26,7 @@ export class GatewayApiController {
   constructor(
     private readonly gateways: GatewaysService,
     private readonly bundles: BundlesService,
+    private readonly audit: AuditService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
@@ -82,5 +84,27 @@ export class GatewayApiController {
   })
   async policy(@TenantScope() scope: WorkspaceScope, @Req() request: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
     sendPrepared(request, reply, await this.bundles.policyBundle(scope));
+  }
+
+  @Route({
+    method: 'POST',
+    path: '/v1/gateway/audit',
+    summary: 'Ship a batch of audit events recorded by the gateway (local executions and decisions)',
+    description:
+      "Each event carries its own `id` (UUID): a retried batch stores nothing twice (`duplicates`). Events are checked one by one; a bad one is rejected with its index and reason while the good ones are kept. The chain orders by arrival; the gateway's `time` is kept as `occurred_at`.",
+    tag: 'gateway',
+    tenancy: 'gateway',
+    body: ingestBody,
+    response: ingestView,
+    example: {
+      body: {
+        events: [
+          { id: '0b9d7c1e-8f0a-4a53-9d8e-2f4c6b1a7e90', type: 'execution.succeeded', time: '2026-11-23T10:00:00.000Z', execution_mode: 'local', server: 'github', tool: 'get_issue', decision: 'allow', latency_ms: 12 },
+        ],
+      },
+    },
+  })
+  ingest(@Caller() caller: Principal, @TenantScope() scope: WorkspaceScope, @Body() body: z.infer<typeof ingestBody>): Promise<z.infer<typeof ingestView>> {
+    return this.audit.ingest(scope, caller, body.events);
   }
 }

@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { AuditModule } from '@aileron/audit';
 import { CatalogModule } from '@aileron/catalog';
 import { PolicyModule } from '@aileron/policy';
 import { BundlesService } from './bundles.service';
@@ -8,12 +9,11 @@ import { GatewayFastPath } from './gateway-fast-path';
 import { GatewayRepository } from './gateway.repository';
 import { GatewaysController } from './gateways.controller';
 import { GatewaysService } from './gateways.service';
-import { SigningKeysService } from './signing-keys.service';
 
 @Module({
-  imports: [PolicyModule, CatalogModule],
+  imports: [PolicyModule, CatalogModule, AuditModule],
   controllers: [GatewayApiController, GatewaysController],
-  providers: [GatewayRepository, GatewayCredentials, GatewaysService, SigningKeysService, BundlesService, GatewayFastPath],
-  exports: [GatewaysService, SigningKeysService, GatewayCredentials],
+  providers: [GatewayRepository, GatewayCredentials, GatewaysService, BundlesService, GatewayFastPath],
+  exports: [GatewaysService, GatewayCredentials],
 })
 export class GatewayModule {}

@@ -24,14 +24,6 @@ export interface GatewaySettingsRecord {
   updatedAt: Date | null;
 }
 
-export interface SigningKeyRecord {
-  id: string;
-  publicKey: string;
-  privateKey: string;
-  createdAt: Date;
-  retiredAt: Date | null;
-}
-
 const gatewaySelect = {
   id: true,
   organizationId: true,
@@ -149,21 +141,5 @@ export class GatewayRepository {
   async organizationSlug(scope: OrgScope): Promise<string> {
     const row = await this.db.client.organization.findUniqueOrThrow({ where: { id: scope.organizationId }, select: { slug: true } });
     return row.slug;
-  }
-
-  async signingKeys(purpose: string): Promise<SigningKeyRecord[]> {
-    return this.db.client.signingKey.findMany({
-      where: { purpose },
-      orderBy: { createdAt: 'desc' },
-      select: { id: true, publicKey: true, privateKey: true, createdAt: true, retiredAt: true },
-    });
-  }
-
-  async createSigningKey(purpose: string, data: { id: string; publicKey: string; privateKey: string }): Promise<void> {
-    await this.db.client.signingKey.create({ data: { purpose, ...data } });
-  }
-
-  async retireSigningKeys(purpose: string, keep: string[], at: Date): Promise<void> {
-    await this.db.client.signingKey.updateMany({ where: { purpose, id: { notIn: keep }, retiredAt: null }, data: { retiredAt: at } });
   }
 }

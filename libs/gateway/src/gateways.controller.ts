@@ -16,7 +16,7 @@ import {
   wsParams,
 } from './gateway.schemas';
 import { GatewaysService } from './gateways.service';
-import { SigningKeysService } from './signing-keys.service';
+import { SigningKeysService } from '@aileron/keys';
 
 /** Admins: enrolment codes, the workspace's gateways, the organisation's gateway settings. */
 @Controller()
@@ -139,7 +139,7 @@ export class GatewaysController {
     response: keysView,
   })
   async publicKeys(): Promise<z.infer<typeof keysView>> {
-    const ring = await this.keys.ring();
+    const ring = await this.keys.ring('policy-bundle');
     return { keys: ring.published.map((k) => ({ kty: 'OKP', crv: 'Ed25519', alg: 'EdDSA', use: 'sig', kid: k.kid, x: k.x, created_at: k.created_at })) };
   }
 
@@ -153,6 +153,6 @@ export class GatewaysController {
     status: 201,
   })
   async rotate(): Promise<{ kid: string; retired: string[] }> {
-    return this.keys.rotate();
+    return this.keys.rotate('policy-bundle');
   }
 }

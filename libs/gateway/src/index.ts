@@ -3,4 +3,3 @@ export * from './domain/etag';
 export * from './domain/policy-bundle';
 export { GatewayModule } from './gateway.module';
 export { GatewaysService } from './gateways.service';
-export { SigningKeysService } from './signing-keys.service';

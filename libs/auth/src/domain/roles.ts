@@ -49,6 +49,12 @@ export const PERMISSIONS = {
   'gateway.enroll': ['owner', 'admin'],
   'gateway.manage': ['owner', 'admin'],
   'gateway.settings': ['owner', 'admin'],
+  'audit.read': ['owner', 'admin', 'auditor'],
+  'audit.manage': ['owner'],
+  // secrets are written by admins; nobody reads a value back, members see that a path exists
+  'secret.read': ['owner', 'admin', 'approver', 'member', 'auditor'],
+  'secret.write': ['owner', 'admin'],
+  'vault.rotate': ['owner', 'admin'],
 } as const satisfies Record<string, readonly Role[]>;
 
 export type Permission = keyof typeof PERMISSIONS;

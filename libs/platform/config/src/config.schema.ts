@@ -83,6 +83,31 @@ export const SETTINGS = {
     default: '1000',
     description: 'How often the outbox is swept for messages a crashed process left behind.',
   },
+  AILERON_ROOT_KEY: {
+    schema: z.string().min(1),
+    description:
+      'Root key(s) that wrap every key kept at rest: base64 of 32 random bytes (`openssl rand -base64 32`); comma-separated, the first seals and the others still open (rotation). Never echoed.',
+  },
+  AILERON_ROOT_KEY_FILE: {
+    schema: z.string().min(1),
+    description:
+      'File holding the root key(s), one per line, first current. Without this or AILERON_ROOT_KEY the first start generates `<data dir>/root-keys` (0600); server-mode replicas must share one.',
+  },
+  AILERON_VAULT_KEEP_VERSIONS: {
+    schema: positiveInt,
+    default: '10',
+    description: 'How many versions of each secret the vault keeps; older ones are removed when a new one is written.',
+  },
+  AILERON_AUDIT_CHECKPOINT_EVERY: {
+    schema: positiveInt,
+    default: '1000',
+    description: 'A signed audit checkpoint after at most this many records of a chain (and at least every AILERON_AUDIT_CHECKPOINT_SECONDS).',
+  },
+  AILERON_AUDIT_CHECKPOINT_SECONDS: {
+    schema: positiveInt,
+    default: '60',
+    description: 'The longest time new audit records wait for a signed checkpoint.',
+  },
   AILERON_CONFIG_FILE: {
     schema: z.string().min(1),
     description: 'Optional JSON or YAML file with any of these settings; the environment wins over it.',

@@ -21,6 +21,12 @@ export interface AppConfig {
   upstreamAllowCidrs: string[];
   jwtTtlSeconds: number;
   outboxPollMs: number;
+  /** inline root key(s); secret */
+  rootKey: string | undefined;
+  rootKeyFile: string | undefined;
+  vaultKeepVersions: number;
+  auditCheckpointEvery: number;
+  auditCheckpointSeconds: number;
 }
 
 export class ConfigError extends Error {
@@ -58,7 +64,7 @@ function readConfigFile(path: string): Source {
 
 function describeValue(name: string, raw: string): string {
   // URLs may carry passwords: never echo them back.
-  return /URL$/.test(name) ? '' : ` (got ${JSON.stringify(raw.length > 60 ? raw.slice(0, 60) + '…' : raw)})`;
+  return /(URL|KEY)$/.test(name) ? '' : ` (got ${JSON.stringify(raw.length > 60 ? raw.slice(0, 60) + '…' : raw)})`;
 }
 
 /** Parses and validates the configuration; throws ConfigError naming every bad variable. */
@@ -98,6 +104,11 @@ export function loadConfig(env: Source = process.env): AppConfig {
     upstreamAllowCidrs: values.UPSTREAM_ALLOW_CIDRS as string[],
     jwtTtlSeconds: values.AILERON_JWT_TTL_SECONDS as number,
     outboxPollMs: values.AILERON_OUTBOX_POLL_MS as number,
+    rootKey: values.AILERON_ROOT_KEY as string | undefined,
+    rootKeyFile: values.AILERON_ROOT_KEY_FILE ? resolve(values.AILERON_ROOT_KEY_FILE as string) : undefined,
+    vaultKeepVersions: values.AILERON_VAULT_KEEP_VERSIONS as number,
+    auditCheckpointEvery: values.AILERON_AUDIT_CHECKPOINT_EVERY as number,
+    auditCheckpointSeconds: values.AILERON_AUDIT_CHECKPOINT_SECONDS as number,
   };
 }
 

@@ -64,5 +64,5 @@ export function Route(definition: RouteDefinition): MethodDecorator {
 }
 
 export function openApiPath(path: string): string {
-  return path.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
+  return path.replace(/:([A-Za-z0-9_]+)/g, '{$1}').replace(/\/\*$/, '/{path}');
 }

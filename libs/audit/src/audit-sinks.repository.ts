@@ -1,0 +1,78 @@
+import { Injectable } from '@nestjs/common';
+import type { OrgScope } from '@aileron/auth';
+import { DatabaseService, Transaction } from '@aileron/database';
+
+export interface AuditSinkRecord {
+  id: string;
+  organizationId: string;
+  name: string;
+  url: string;
+  /** sealed by the root key */
+  secret: string;
+  enabled: boolean;
+  createdBy: string | null;
+  createdAt: Date;
+  lastDeliveredAt: Date | null;
+  lastError: string | null;
+  lastErrorAt: Date | null;
+}
+
+@Injectable()
+export class AuditSinksRepository {
+  constructor(private readonly db: DatabaseService) {}
+
+  create(scope: OrgScope, data: { id: string; name: string; url: string; secret: string; createdBy: string }, tx: Transaction): Promise<AuditSinkRecord> {
+    return tx.auditSink.create({ data: { organizationId: scope.organizationId, ...data } });
+  }
+
+  list(scope: OrgScope): Promise<AuditSinkRecord[]> {
+    return this.db.client.auditSink.findMany({ where: { organizationId: scope.organizationId }, orderBy: { createdAt: 'asc' } });
+  }
+
+  get(scope: OrgScope, id: string): Promise<AuditSinkRecord | null> {
+    return this.db.client.auditSink.findFirst({ where: { organizationId: scope.organizationId, id } });
+  }
+
+  async delete(scope: OrgScope, id: string, tx: Transaction): Promise<boolean> {
+    return (await tx.auditSink.deleteMany({ where: { organizationId: scope.organizationId, id } })).count > 0;
+  }
+
+  enabledIds(scope: OrgScope): Promise<{ id: string }[]> {
+    return this.db.client.auditSink.findMany({ where: { organizationId: scope.organizationId, enabled: true }, select: { id: true } });
+  }
+
+  /** Every enabled sink of every organisation (system work: the periodic catch-up). */
+  allEnabled(): Promise<{ id: string; organizationId: string }[]> {
+    return this.db.client.auditSink.findMany({ where: { enabled: true }, select: { id: true, organizationId: true } });
+  }
+
+  /** Takes the sink's delivery lease if nobody holds it; false when another process is sending. */
+  async claim(scope: OrgScope, id: string, leaseMs: number): Promise<boolean> {
+    const count = await this.db.client.$executeRaw`
+      UPDATE audit_sinks SET lease_until = now() + make_interval(secs => ${leaseMs / 1000})
+      WHERE id = ${id}::uuid AND organization_id = ${scope.organizationId}::uuid AND enabled
+        AND (lease_until IS NULL OR lease_until < now())`;
+    return count === 1;
+  }
+
+  async release(scope: OrgScope, id: string, outcome: { delivered: boolean; error?: string }): Promise<void> {
+    const now = new Date();
+    await this.db.client.auditSink.updateMany({
+      where: { organizationId: scope.organizationId, id },
+      data: { leaseUntil: null, ...(outcome.delivered ? { lastDeliveredAt: now } : {}), ...(outcome.error ? { lastError: outcome.error, lastErrorAt: now } : {}) },
+    });
+  }
+
+  async cursors(id: string): Promise<Map<string, number>> {
+    const rows = await this.db.client.auditSinkCursor.findMany({ where: { sinkId: id } });
+    return new Map(rows.map((r) => [r.chainId, Number(r.seq)]));
+  }
+
+  async advance(id: string, chainId: string, seq: number): Promise<void> {
+    await this.db.client.auditSinkCursor.upsert({
+      where: { sinkId_chainId: { sinkId: id, chainId } },
+      create: { sinkId: id, chainId, seq: BigInt(seq) },
+      update: { seq: BigInt(seq), updatedAt: new Date() },
+    });
+  }
+}

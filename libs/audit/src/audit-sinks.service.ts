@@ -1,0 +1,206 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import { z } from 'zod';
+import type { OrgScope, Principal } from '@aileron/auth';
+import { SystemScopes } from '@aileron/auth/scope-issuer';
+import { APP_CONFIG, AppConfig } from '@aileron/config';
+import { DatabaseService } from '@aileron/database';
+import { NotFoundError, ValidationError } from '@aileron/errors';
+import { KeyProvider, ROOT_KEYS } from '@aileron/keys';
+import { checkOutboundUrl, OutboundPolicy, OutboundUrlRefusedError, signatureHeaders } from '@aileron/net';
+import { JobProcessor, JobRegistry, QueueService } from '@aileron/queue';
+import { AuditRepository } from './audit.repository';
+import { actorOf, AuditService } from './audit.service';
+import { AuditSinkRecord, AuditSinksRepository } from './audit-sinks.repository';
+import { toView } from './audit.schemas';
+
+export const AUDIT_STREAM_JOB = 'audit.stream';
+const BATCH = 500;
+const LEASE_MS = 60_000;
+const SEND_TIMEOUT_MS = 10_000;
+/** batches one job sends before handing over to a fresh job (fairness between sinks) */
+const BATCHES_PER_JOB = 20;
+const CATCH_UP_MS = 10_000;
+
+const streamPayload = z.object({ organizationId: z.uuid(), sinkId: z.uuid() });
+
+export class SinkDeliveryError extends Error {
+  constructor(readonly summary: string) {
+    super(summary);
+    this.name = 'SinkDeliveryError';
+  }
+}
+
+/**
+ * SIEM streaming: every record of every chain of the organisation goes to each
+ * sink, in chain order, signed (HMAC-SHA256 over timestamp and body). A
+ * cursor per (sink, chain) moves only after the sink answered 2xx, and lives
+ * in the database, so a crash or restart resumes where delivery stopped:
+ * nothing is skipped. A batch that was delivered but whose cursor did not
+ * move before a crash is sent again with the same `x-aileron-delivery` id, so
+ * the receiver can drop the repeat.
+ */
+@Injectable()
+export class AuditSinksService implements OnApplicationBootstrap, OnApplicationShutdown {
+  private readonly logger = new Logger('AuditSinks');
+  private readonly pending = new Map<string, NodeJS.Timeout>();
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly db: DatabaseService,
+    private readonly repository: AuditSinksRepository,
+    private readonly records: AuditRepository,
+    private readonly audit: AuditService,
+    private readonly queue: QueueService,
+    @Inject(ROOT_KEYS) private readonly root: KeyProvider,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    jobs: JobRegistry,
+  ) {
+    const processor: JobProcessor<typeof streamPayload> = { name: AUDIT_STREAM_JOB, payload: streamPayload, concurrency: 4, handle: (payload) => this.deliver(payload.organizationId, payload.sinkId) };
+    jobs.register(processor);
+    audit.onAppended((organizationId) => this.soon(organizationId));
+  }
+
+  onApplicationBootstrap(): void {
+    this.timer = setInterval(() => void this.catchUp(), CATCH_UP_MS);
+    this.timer.unref();
+  }
+
+  onApplicationShutdown(): void {
+    if (this.timer) clearInterval(this.timer);
+    for (const timer of this.pending.values()) clearTimeout(timer);
+  }
+
+  get outboundPolicy(): OutboundPolicy {
+    return { allowCidrs: this.config.upstreamAllowCidrs, allowLoopback: this.config.mode === 'embedded' };
+  }
+
+  /** A new sink; its HMAC secret is returned once (generated unless given). */
+  async create(principal: Principal, scope: OrgScope, input: { name: string; url: string; secret?: string }): Promise<{ sink: AuditSinkRecord; secret: string }> {
+    await this.checkUrl(input.url);
+    const secret = input.secret ?? `whsec_${randomBytes(32).toString('base64url')}`;
+    const id = randomUUID();
+    const sink = await this.db.transaction(async (tx) => {
+      const created = await this.repository.create(scope, { id, name: input.name, url: input.url, secret: this.root.wrap(Buffer.from(secret), aad(scope, id)), createdBy: actorOf(principal) }, tx);
+      await this.audit.record(tx, scope, { type: 'audit.sink_created', actor: actorOf(principal), data: { sink: id, name: input.name, host: new URL(input.url).host } });
+      return created;
+    });
+    this.soon(scope.organizationId);
+    return { sink, secret };
+  }
+
+  list(scope: OrgScope): Promise<AuditSinkRecord[]> {
+    return this.repository.list(scope);
+  }
+
+  async remove(principal: Principal, scope: OrgScope, id: string): Promise<void> {
+    const removed = await this.db.transaction(async (tx) => {
+      if (!(await this.repository.delete(scope, id, tx))) return false;
+      await this.audit.record(tx, scope, { type: 'audit.sink_deleted', actor: actorOf(principal), data: { sink: id } });
+      return true;
+    });
+    if (!removed) throw new NotFoundError('audit sink', id);
+  }
+
+  /** Sends what the sink has not received yet; throws (and the queue retries with backoff) when the sink fails. */
+  async deliver(organizationId: string, sinkId: string): Promise<void> {
+    const scope = SystemScopes.organization(organizationId);
+    const sink = await this.repository.get(scope, sinkId);
+    if (!sink || !sink.enabled) return;
+    if (!(await this.repository.claim(scope, sinkId, LEASE_MS))) return; // another process is sending
+    let sent = 0;
+    try {
+      const secret = this.root.unwrap(sink.secret, aad(scope, sinkId)).toString('utf8');
+      const cursors = await this.repository.cursors(sinkId);
+      for (const head of await this.records.heads(scope)) {
+        let after = cursors.get(head.chainId) ?? 0;
+        while (after < head.seq && sent < BATCHES_PER_JOB) {
+          const batch = await this.records.afterCursor(organizationId, head.chainId, after, BATCH);
+          if (batch.length === 0) break;
+          const last = batch[batch.length - 1]!.seq;
+          await this.send(sink, secret, {
+            delivery: `${sinkId}:${head.chainId}:${batch[0]!.seq}-${last}`,
+            chain: head.chainId,
+            workspace_id: head.workspaceId,
+            events: batch.map(toView),
+          });
+          await this.repository.advance(sinkId, head.chainId, last);
+          after = last;
+          sent++;
+        }
+      }
+      await this.repository.release(scope, sinkId, { delivered: sent > 0 });
+    } catch (error) {
+      const summary = error instanceof SinkDeliveryError || error instanceof OutboundUrlRefusedError ? error.message : 'delivery failed';
+      await this.repository.release(scope, sinkId, { delivered: sent > 0, error: summary });
+      throw new SinkDeliveryError(summary);
+    }
+    if (sent >= BATCHES_PER_JOB) await this.enqueue(organizationId, sinkId, 'more');
+  }
+
+  private async send(sink: AuditSinkRecord, secret: string, payload: { delivery: string; chain: string; workspace_id: string | null; events: unknown[] }): Promise<void> {
+    // checked again at every send: DNS may have changed since the sink was made
+    await this.checkUrl(sink.url);
+    const body = JSON.stringify({ sink: sink.id, ...payload });
+    let response: Response;
+    try {
+      response = await fetch(sink.url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-aileron-delivery': payload.delivery, ...signatureHeaders(secret, body) },
+        body,
+        redirect: 'manual',
+        signal: AbortSignal.timeout(SEND_TIMEOUT_MS),
+      });
+      await response.arrayBuffer().catch(() => undefined);
+    } catch (error) {
+      throw new SinkDeliveryError(`sink ${new URL(sink.url).host} unreachable: ${(error as Error).name === 'TimeoutError' ? 'timed out' : 'connection failed'}`);
+    }
+    if (response.status < 200 || response.status >= 300) throw new SinkDeliveryError(`sink ${new URL(sink.url).host} answered HTTP ${response.status}`);
+  }
+
+  private async checkUrl(url: string): Promise<void> {
+    try {
+      await checkOutboundUrl(url, this.outboundPolicy);
+    } catch (error) {
+      if (error instanceof OutboundUrlRefusedError) throw new ValidationError([{ path: 'url', message: error.message }]);
+      throw error;
+    }
+  }
+
+  /** Coalesces bursts of appends into one delivery job per sink. */
+  private soon(organizationId: string): void {
+    if (this.pending.has(organizationId)) return;
+    const timer = setTimeout(() => {
+      this.pending.delete(organizationId);
+      void this.kick(SystemScopes.organization(organizationId));
+    }, 200);
+    timer.unref();
+    this.pending.set(organizationId, timer);
+  }
+
+  private async kick(scope: OrgScope): Promise<void> {
+    try {
+      for (const { id } of await this.repository.enabledIds(scope)) await this.enqueue(scope.organizationId, id, 'append');
+    } catch (error) {
+      this.logger.warn({ err: error }, 'could not schedule audit sink delivery; the periodic catch-up will');
+    }
+  }
+
+  /** Picks up whatever bursts and failures left behind, after restarts too. */
+  private async catchUp(): Promise<void> {
+    try {
+      for (const sink of await this.repository.allEnabled()) await this.enqueue(sink.organizationId, sink.id, 'catch-up');
+    } catch (error) {
+      this.logger.warn({ err: error }, 'audit sink catch-up failed; will retry');
+    }
+  }
+
+  private enqueue(organizationId: string, sinkId: string, why: string): Promise<void> {
+    // one job id per sink and second: repeats within it collapse, and the lease keeps deliveries one at a time
+    return this.queue.enqueue(AUDIT_STREAM_JOB, { organizationId, sinkId }, { jobId: `audit-stream-${sinkId}-${why}-${Math.floor(Date.now() / 1000)}`, attempts: 8, backoffMs: 1000 });
+  }
+}
+
+function aad(scope: OrgScope, sinkId: string): string {
+  return `aileron/audit-sink/${scope.organizationId}/${sinkId}`;
+}

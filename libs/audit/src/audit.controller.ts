@@ -1,0 +1,167 @@
+import { Body, Controller, Query, Res } from '@nestjs/common';
+import type { FastifyReply } from 'fastify';
+import { stringify } from 'csv-stringify/sync';
+import { z } from 'zod';
+import { Caller, OrgScope, Principal, TenantScope, WorkspaceScope } from '@aileron/auth';
+import { Route } from '@aileron/http';
+import { AuditService } from './audit.service';
+import { auditQuery, CSV_COLUMNS, exportQuery, filtersOf, retentionBody, retentionView, searchView, toView, verifyView, wsParams } from './audit.schemas';
+
+const SEARCH_DESCRIPTION =
+  'Newest first. Filters combine (AND); `next_cursor` continues. Every record carries its hash and the hash of the one before it.';
+
+@Controller()
+export class AuditController {
+  constructor(private readonly audit: AuditService) {}
+
+  @Route({
+    method: 'GET',
+    path: '/v1/workspaces/:ws/audit',
+    summary: "Search the workspace's audit log",
+    description: SEARCH_DESCRIPTION,
+    tag: 'audit',
+    permission: 'audit.read',
+    tenancy: 'workspace',
+    params: wsParams,
+    query: auditQuery,
+    response: searchView,
+  })
+  search(@TenantScope() scope: WorkspaceScope, @Query() query: z.infer<typeof auditQuery>): Promise<z.infer<typeof searchView>> {
+    return this.searchIn(scope, query);
+  }
+
+  @Route({
+    method: 'GET',
+    path: '/v1/workspaces/:ws/audit/verify',
+    summary: "Check the workspace's whole audit chain and its signed checkpoints",
+    description: 'Names the first record that was edited, removed, inserted or moved.',
+    tag: 'audit',
+    permission: 'audit.read',
+    tenancy: 'workspace',
+    params: wsParams,
+    response: verifyView,
+  })
+  verify(@TenantScope() scope: WorkspaceScope): Promise<z.infer<typeof verifyView>> {
+    return this.audit.verify(scope);
+  }
+
+  @Route({
+    method: 'GET',
+    path: '/v1/workspaces/:ws/audit/export',
+    summary: "Stream the workspace's audit log as JSON Lines or CSV",
+    description: 'In chain order, with the same filters as search; streamed, so any size works.',
+    tag: 'audit',
+    permission: 'audit.read',
+    tenancy: 'workspace',
+    params: wsParams,
+    query: exportQuery,
+    produces: 'application/x-ndjson',
+  })
+  async export(@TenantScope() scope: WorkspaceScope, @Query() query: z.infer<typeof exportQuery>, @Res() reply: FastifyReply): Promise<void> {
+    await this.exportFrom(scope, query, reply);
+  }
+
+  @Route({
+    method: 'GET',
+    path: '/v1/audit',
+    summary: "Search the organisation's own audit log (catalog, tokens, members, settings)",
+    description: SEARCH_DESCRIPTION,
+    tag: 'audit',
+    permission: 'audit.read',
+    tenancy: 'organization',
+    query: auditQuery,
+    response: searchView,
+  })
+  searchOrganization(@TenantScope() scope: OrgScope, @Query() query: z.infer<typeof auditQuery>): Promise<z.infer<typeof searchView>> {
+    return this.searchIn(scope, query);
+  }
+
+  @Route({
+    method: 'GET',
+    path: '/v1/audit/verify',
+    summary: "Check the organisation's audit chain",
+    tag: 'audit',
+    permission: 'audit.read',
+    tenancy: 'organization',
+    response: verifyView,
+  })
+  verifyOrganization(@TenantScope() scope: OrgScope): Promise<z.infer<typeof verifyView>> {
+    return this.audit.verify(scope);
+  }
+
+  @Route({
+    method: 'GET',
+    path: '/v1/audit/export',
+    summary: "Stream the organisation's audit log as JSON Lines or CSV",
+    tag: 'audit',
+    permission: 'audit.read',
+    tenancy: 'organization',
+    query: exportQuery,
+    produces: 'application/x-ndjson',
+  })
+  async exportOrganization(@TenantScope() scope: OrgScope, @Query() query: z.infer<typeof exportQuery>, @Res() reply: FastifyReply): Promise<void> {
+    await this.exportFrom(scope, query, reply);
+  }
+
+  @Route({
+    method: 'GET',
+    path: '/v1/organization/audit-retention',
+    summary: 'How long audit records are kept',
+    tag: 'audit',
+    permission: 'audit.read',
+    tenancy: 'organization',
+    response: retentionView,
+  })
+  async retention(@TenantScope() scope: OrgScope): Promise<z.infer<typeof retentionView>> {
+    return { days: await this.audit.retentionDays(scope) };
+  }
+
+  @Route({
+    method: 'PUT',
+    path: '/v1/organization/audit-retention',
+    summary: 'Set how long audit records are kept',
+    description:
+      'Older records are removed in whole ranges from the start of each chain; a signed checkpoint anchors what remains, so it still verifies.',
+    tag: 'audit',
+    permission: 'audit.manage',
+    tenancy: 'organization',
+    body: retentionBody,
+    response: retentionView,
+    example: { body: { days: 365 } },
+  })
+  async setRetention(@Caller() caller: Principal, @TenantScope() scope: OrgScope, @Body() body: z.infer<typeof retentionBody>): Promise<z.infer<typeof retentionView>> {
+    await this.audit.setRetentionDays(caller, scope, body.days);
+    return { days: body.days };
+  }
+
+  private async searchIn(scope: OrgScope, query: z.infer<typeof auditQuery>): Promise<z.infer<typeof searchView>> {
+    const { records, next_cursor } = await this.audit.search(scope, filtersOf(query), { cursor: query.cursor, limit: query.limit });
+    return { events: records.map(toView), next_cursor };
+  }
+
+  private async exportFrom(scope: OrgScope, query: z.infer<typeof exportQuery>, reply: FastifyReply): Promise<void> {
+    const csv = query.format === 'csv';
+    const records = this.audit.stream(scope, filtersOf(query));
+    // the first page is read before the status is sent: a failure there is still a clean problem response
+    const first = await records.next();
+    reply.raw.writeHead(200, {
+      'content-type': csv ? 'text/csv; charset=utf-8' : 'application/x-ndjson; charset=utf-8',
+      'content-disposition': `attachment; filename="audit.${csv ? 'csv' : 'jsonl'}"`,
+      'x-request-id': String(reply.request.id),
+    });
+    reply.hijack();
+    const line = (record: Parameters<typeof toView>[0]): string => {
+      const view = toView(record);
+      return csv ? stringify([CSV_COLUMNS.map((c) => (c === 'data' ? JSON.stringify(view.data) : (view[c] ?? '')))]) : `${JSON.stringify(view)}\n`;
+    };
+    try {
+      if (csv) reply.raw.write(stringify([[...CSV_COLUMNS]]));
+      if (!first.done) reply.raw.write(line(first.value));
+      for await (const record of records) {
+        if (!reply.raw.write(line(record))) await new Promise((resolve) => reply.raw.once('drain', resolve));
+      }
+    } finally {
+      reply.raw.end();
+    }
+  }
+}

@@ -1,0 +1,323 @@
+import { randomUUID } from 'node:crypto';
+import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import type { OrgScope, Principal, WorkspaceScope } from '@aileron/auth';
+import { describePrincipal } from '@aileron/auth';
+import { SystemScopes } from '@aileron/auth/scope-issuer';
+import { APP_CONFIG, AppConfig } from '@aileron/config';
+import { publicKeyFromX, signEd25519, verifyEd25519 } from '@aileron/crypto';
+import { DatabaseService, Transaction } from '@aileron/database';
+import { ValidationError } from '@aileron/errors';
+import { SigningKeysService } from '@aileron/keys';
+import { AuditFilters, AuditRepository, ChainHead } from './audit.repository';
+import {
+  AuditSource,
+  ChainedRecord,
+  chainRecords,
+  checkpointSigningInput,
+  ChainVerifier,
+  CheckpointRecord,
+  UnchainedRecord,
+  VerifyResult,
+} from './domain/chain';
+import { checkGatewayEvent, GatewayEvent, MAX_BATCH } from './domain/gateway-event';
+
+/** What a domain records: the chain, sequence and hashes are the log's business. */
+export interface AuditEntry {
+  /** the event's own id (idempotency for gateways); generated when absent */
+  id?: string;
+  /** `domain.past-tense`: `policy.updated`, `secret.read`, `execution.succeeded` */
+  type: string;
+  occurredAt?: Date;
+  source?: AuditSource;
+  /** who did it: `user:<id>`, `token:<id>`, `gateway:<id>`, `system` */
+  actor?: string | null;
+  /** on whose behalf a call ran (executions) */
+  principal?: string | null;
+  executionMode?: 'local' | 'remote' | null;
+  server?: string | null;
+  tool?: string | null;
+  decision?: string | null;
+  sessionId?: string | null;
+  /** never a secret value: the log is read by auditors and streamed out */
+  data?: Record<string, unknown>;
+}
+
+export interface IngestResult {
+  accepted: number;
+  duplicates: number;
+  rejected: { index: number; id: string | null; code: string; reason: string }[];
+}
+
+const VERIFY_PAGE = 2_000;
+const SWEEP_MS = 5_000;
+
+/** The caller's principal as an audit actor. */
+export function actorOf(principal: Principal): string {
+  return describePrincipal(principal);
+}
+
+/**
+ * The tamper-evident audit log: one hash chain per workspace (and one per
+ * organisation for organisation-wide changes), signed checkpoints, search,
+ * export and verification. Domains call `record(tx, …)` inside the
+ * transaction of the change itself, so a change and its record commit or
+ * fail together.
+ */
+@Injectable()
+export class AuditService implements OnApplicationBootstrap, OnApplicationShutdown {
+  private readonly logger = new Logger('Audit');
+  private timer: NodeJS.Timeout | undefined;
+  private lastRetentionAt = 0;
+  private readonly appended = new Set<(organizationId: string) => void>();
+
+  constructor(
+    private readonly db: DatabaseService,
+    private readonly repository: AuditRepository,
+    private readonly keys: SigningKeysService,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
+
+  onApplicationBootstrap(): void {
+    // a chain waits at most auditCheckpointSeconds (plus one sweep) for its checkpoint
+    this.timer = setInterval(() => void this.sweep(), Math.min(SWEEP_MS, this.config.auditCheckpointSeconds * 1000));
+    this.timer.unref();
+  }
+
+  onApplicationShutdown(): void {
+    if (this.timer) clearInterval(this.timer);
+  }
+
+  /** Called after records of an organisation commit (sinks stream them). */
+  onAppended(listener: (organizationId: string) => void): void {
+    this.appended.add(listener);
+  }
+
+  /** Appends to the scope's chain inside the caller's transaction. */
+  async record(tx: Transaction, scope: OrgScope, ...entries: AuditEntry[]): Promise<ChainedRecord[]> {
+    const chain = chainOf(scope);
+    const head = await this.repository.lockHead(tx, scope, chain.chainId, chain.workspaceId);
+    const now = new Date();
+    const records = chainRecords(head, entries.map((entry) => unchained(scope, chain, entry, now)));
+    await this.repository.append(tx, records);
+    this.afterCommit(scope.organizationId);
+    return records;
+  }
+
+  /** Appends in a transaction of its own; fails if the record cannot be written. */
+  recordNow(scope: OrgScope, ...entries: AuditEntry[]): Promise<ChainedRecord[]> {
+    return this.db.transaction((tx) => this.record(tx, scope, ...entries));
+  }
+
+  /** A gateway's batch: good events are chained in arrival order, bad ones rejected one by one, repeats skipped. */
+  async ingest(scope: WorkspaceScope, gateway: Principal, events: unknown[]): Promise<IngestResult> {
+    if (events.length > MAX_BATCH) throw new ValidationError([{ path: 'events', message: `at most ${MAX_BATCH} events per batch` }]);
+    const result: IngestResult = { accepted: 0, duplicates: 0, rejected: [] };
+    const good: { index: number; event: GatewayEvent }[] = [];
+    const seen = new Set<string>();
+    events.forEach((raw, index) => {
+      const check = checkGatewayEvent(raw);
+      if (!check.ok) {
+        const id = typeof (raw as { id?: unknown } | null)?.id === 'string' ? String((raw as { id: string }).id).slice(0, 64) : null;
+        result.rejected.push({ index, id, code: check.code, reason: check.reason });
+      } else if (seen.has(check.event.id)) {
+        result.duplicates++;
+      } else {
+        seen.add(check.event.id);
+        good.push({ index, event: check.event });
+      }
+    });
+    if (good.length === 0) return result;
+    const actor = actorOf(gateway);
+    await this.db.transaction(async (tx) => {
+      const chain = chainOf(scope);
+      const head = await this.repository.lockHead(tx, scope, chain.chainId, chain.workspaceId);
+      const existing = await this.repository.existingIds(tx, chain.chainId, good.map((g) => g.event.id));
+      const fresh = good.filter((g) => !existing.has(g.event.id));
+      result.duplicates += good.length - fresh.length;
+      const now = new Date();
+      const records = chainRecords(head, fresh.map(({ event }) => unchained(scope, chain, fromGatewayEvent(event, actor), now)));
+      await this.repository.append(tx, records);
+      result.accepted = records.length;
+    });
+    this.afterCommit(scope.organizationId);
+    return result;
+  }
+
+  async search(
+    scope: OrgScope,
+    filters: AuditFilters,
+    page: { cursor?: string; limit: number },
+  ): Promise<{ records: ChainedRecord[]; next_cursor: string | null }> {
+    const beforeSeq = page.cursor ? decodeCursor(page.cursor) : undefined;
+    const records = await this.repository.search(scope, chainOf(scope).chainId, filters, { beforeSeq, limit: page.limit, order: 'desc' });
+    const last = records[records.length - 1];
+    return { records, next_cursor: records.length === page.limit && last ? encodeCursor(last.seq) : null };
+  }
+
+  /** Every matching record in chain order, a page at a time: exports of any size in bounded memory. */
+  async *stream(scope: OrgScope, filters: AuditFilters): AsyncGenerator<ChainedRecord> {
+    const chainId = chainOf(scope).chainId;
+    let after = 0;
+    for (;;) {
+      const page = await this.repository.search(scope, chainId, filters, { afterSeq: after, limit: 1000, order: 'asc' });
+      yield* page;
+      if (page.length < 1000) return;
+      after = page[page.length - 1]!.seq;
+    }
+  }
+
+  async verify(scope: OrgScope): Promise<VerifyResult> {
+    const chainId = chainOf(scope).chainId;
+    const [head, checkpoints, publicKeys] = await Promise.all([
+      this.repository.head(scope, chainId),
+      this.repository.checkpoints(scope, chainId),
+      this.keys.publicKeys('audit-checkpoint'),
+    ]);
+    const verifier = new ChainVerifier(chainId, checkpoints, (kid, message, signature) => {
+      const x = publicKeys.get(kid);
+      return x !== undefined && verifyEd25519(publicKeyFromX(x), message, signature);
+    });
+    let after = 0;
+    for (;;) {
+      const page = await this.repository.pageBySeq(scope, chainId, after, VERIFY_PAGE);
+      let going = true;
+      for (const record of page) if (!(going = verifier.next(record))) break;
+      if (!going || page.length < VERIFY_PAGE) break;
+      after = page[page.length - 1]!.seq;
+    }
+    return verifier.finish(head ? { seq: head.seq, hash: head.hash } : null);
+  }
+
+  /** Signs the chain's newest record if it is not signed yet. */
+  async checkpoint(head: Pick<ChainHead, 'chainId' | 'organizationId' | 'workspaceId'>, kind: CheckpointRecord['kind'] = 'periodic'): Promise<CheckpointRecord | null> {
+    // the key is loaded before the transaction: PGlite has one connection, and the transaction holds it
+    const ring = await this.keys.ring('audit-checkpoint');
+    const scope = SystemScopes.organization(head.organizationId);
+    return this.db.transaction(async (tx) => {
+      const locked = await this.repository.lockHead(tx, scope, head.chainId, head.workspaceId);
+      if (locked.seq === 0 || (kind === 'periodic' && locked.seq <= locked.checkpointSeq)) return null;
+      const checkpoint = sign(ring.active, head.chainId, locked.seq, locked.hash, kind);
+      await this.repository.writeCheckpoint(tx, scope, head.chainId, checkpoint);
+      return checkpoint;
+    });
+  }
+
+  /**
+   * Removes records recorded before the organisation's retention, chain by
+   * chain, leaving a signed retention checkpoint on the last removed record so
+   * what remains still verifies from there.
+   */
+  async applyRetention(now = new Date()): Promise<number> {
+    let removed = 0;
+    for (const organization of await this.repository.organizationsWithRetention()) {
+      const scope = SystemScopes.organization(organization.id);
+      const cutoff = new Date(now.getTime() - organization.days * 86_400_000);
+      for (const head of await this.repository.heads(scope)) {
+        const edge = await this.repository.retentionEdge(head.chainId, cutoff);
+        if (!edge) continue;
+        const ring = await this.keys.ring('audit-checkpoint');
+        removed += await this.db.transaction(async (tx) => {
+          await this.repository.lockHead(tx, scope, head.chainId, head.workspaceId);
+          await this.repository.writeCheckpoint(tx, scope, head.chainId, sign(ring.active, head.chainId, edge.seq, edge.hash, 'retention'));
+          return this.repository.removeThrough(tx, head.chainId, edge.seq);
+        });
+      }
+    }
+    return removed;
+  }
+
+  retentionDays(scope: OrgScope): Promise<number | null> {
+    return this.repository.retentionDays(scope);
+  }
+
+  async setRetentionDays(principal: Principal, scope: OrgScope, days: number | null): Promise<void> {
+    await this.db.transaction(async (tx) => {
+      await this.repository.setRetentionDays(scope, days, tx);
+      await this.record(tx, scope, { type: 'audit.retention_changed', actor: actorOf(principal), data: { days } });
+    });
+  }
+
+  /** Periodic work of every replica: checkpoints due by time, and retention once an hour. */
+  async sweep(): Promise<void> {
+    try {
+      const due = await this.repository.chainsNeedingCheckpoint(this.config.auditCheckpointEvery, this.config.auditCheckpointSeconds, 100);
+      for (const head of due) await this.checkpoint(head);
+      if (Date.now() - this.lastRetentionAt > 3600_000) {
+        this.lastRetentionAt = Date.now();
+        await this.applyRetention();
+      }
+    } catch (error) {
+      this.logger.warn({ err: error }, 'audit sweep failed; will retry');
+    }
+  }
+
+  private afterCommit(organizationId: string): void {
+    // a record appended inside someone else's transaction is visible only after it commits
+    setImmediate(() => {
+      for (const listener of this.appended) listener(organizationId);
+    });
+  }
+}
+
+function sign(active: { kid: string; key: import('node:crypto').KeyObject }, chainId: string, seq: number, hash: string, kind: CheckpointRecord['kind']): CheckpointRecord {
+  return { seq, hash, kind, keyId: active.kid, signature: signEd25519(active.key, checkpointSigningInput({ chainId, seq, hash, kind })) };
+}
+
+function chainOf(scope: OrgScope): { chainId: string; workspaceId: string | null } {
+  const workspaceId = (scope as Partial<WorkspaceScope>).workspaceId;
+  return workspaceId ? { chainId: workspaceId, workspaceId } : { chainId: scope.organizationId, workspaceId: null };
+}
+
+function unchained(scope: OrgScope, chain: { chainId: string; workspaceId: string | null }, entry: AuditEntry, now: Date): UnchainedRecord {
+  return {
+    chainId: chain.chainId,
+    organizationId: scope.organizationId,
+    workspaceId: chain.workspaceId,
+    id: entry.id ?? randomUUID(),
+    type: entry.type,
+    recordedAt: now,
+    occurredAt: entry.occurredAt ?? now,
+    source: entry.source ?? 'api',
+    actor: entry.actor ?? null,
+    principal: entry.principal ?? null,
+    executionMode: entry.executionMode ?? null,
+    server: entry.server ?? null,
+    tool: entry.tool ?? null,
+    decision: entry.decision ?? null,
+    sessionId: entry.sessionId ?? null,
+    // the JSON round trip stores exactly what was hashed (no undefined, no Dates)
+    data: JSON.parse(JSON.stringify(entry.data ?? {})) as Record<string, unknown>,
+  };
+}
+
+function fromGatewayEvent(event: GatewayEvent, actor: string): AuditEntry {
+  const data: Record<string, unknown> = { ...(event.data ?? {}) };
+  for (const key of ['rule', 'approval_id', 'latency_ms', 'result_size', 'error', 'arguments'] as const) {
+    if (event[key] !== undefined) data[key] = event[key];
+  }
+  return {
+    id: event.id,
+    type: event.type,
+    occurredAt: new Date(event.time),
+    source: 'gateway',
+    actor,
+    principal: event.principal ?? null,
+    executionMode: event.execution_mode,
+    server: event.server ?? null,
+    tool: event.tool ?? null,
+    decision: event.decision ?? null,
+    sessionId: event.session ?? null,
+    data,
+  };
+}
+
+function encodeCursor(seq: number): string {
+  return Buffer.from(`s:${seq}`).toString('base64url');
+}
+
+function decodeCursor(cursor: string): number {
+  const text = Buffer.from(cursor, 'base64url').toString('utf8');
+  const match = /^s:(\d{1,15})$/.exec(text);
+  if (!match) throw new ValidationError([{ path: 'cursor', message: 'is not a cursor this API gave out' }]);
+  return Number(match[1]);
+}

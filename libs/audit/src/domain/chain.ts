@@ -1,0 +1,184 @@
+import { canonicalJson, sha256Hex } from '@aileron/crypto';
+
+/** The hash a chain's first record points back to. */
+export const GENESIS_HASH = '0'.repeat(64);
+
+export type AuditSource = 'api' | 'gateway' | 'pool' | 'system';
+
+/** One audit record as stored: every field here is covered by its hash. */
+export interface ChainedRecord {
+  chainId: string;
+  organizationId: string;
+  workspaceId: string | null;
+  seq: number;
+  id: string;
+  type: string;
+  recordedAt: Date;
+  occurredAt: Date;
+  source: AuditSource;
+  actor: string | null;
+  principal: string | null;
+  executionMode: string | null;
+  server: string | null;
+  tool: string | null;
+  decision: string | null;
+  sessionId: string | null;
+  data: Record<string, unknown>;
+  prevHash: string;
+  hash: string;
+}
+
+export type UnchainedRecord = Omit<ChainedRecord, 'seq' | 'prevHash' | 'hash'>;
+
+/**
+ * The canonical form of a record (RFC 8785 JSON of every field but its own
+ * hash): what is hashed, and what an auditor recomputes with any JSON
+ * canonicaliser. Dates are ISO-8601 with milliseconds, as stored.
+ */
+export function canonicalRecord(record: Omit<ChainedRecord, 'hash'>): string {
+  return canonicalJson({
+    v: 1,
+    chain: record.chainId,
+    organization: record.organizationId,
+    workspace: record.workspaceId,
+    seq: record.seq,
+    id: record.id,
+    type: record.type,
+    recorded_at: record.recordedAt.toISOString(),
+    occurred_at: record.occurredAt.toISOString(),
+    source: record.source,
+    actor: record.actor,
+    principal: record.principal,
+    execution_mode: record.executionMode,
+    server: record.server,
+    tool: record.tool,
+    decision: record.decision,
+    session: record.sessionId,
+    data: record.data,
+    prev_hash: record.prevHash,
+  });
+}
+
+export function recordHash(record: Omit<ChainedRecord, 'hash'>): string {
+  return sha256Hex(canonicalRecord(record));
+}
+
+/** Links records onto a chain whose newest record is `head`. */
+export function chainRecords(head: { seq: number; hash: string }, records: UnchainedRecord[]): ChainedRecord[] {
+  let { seq, hash } = head;
+  return records.map((record) => {
+    const linked = { ...record, seq: ++seq, prevHash: hash };
+    hash = recordHash(linked);
+    return { ...linked, hash };
+  });
+}
+
+/** What a checkpoint signs: this chain's record `seq` has hash `hash`. */
+export function checkpointSigningInput(checkpoint: { chainId: string; seq: number; hash: string; kind: string }): string {
+  return `aileron-audit-checkpoint/v1\n${canonicalJson({ chain: checkpoint.chainId, seq: checkpoint.seq, hash: checkpoint.hash, kind: checkpoint.kind })}`;
+}
+
+export interface CheckpointRecord {
+  seq: number;
+  hash: string;
+  kind: 'periodic' | 'retention';
+  keyId: string;
+  signature: string;
+}
+
+export interface FirstBad {
+  seq: number;
+  /** the id of the record found at that position, if any */
+  id: string | null;
+  reason: string;
+}
+
+export interface VerifyResult {
+  ok: boolean;
+  events: number;
+  checkpoints: number;
+  first_bad?: FirstBad;
+}
+
+/**
+ * Walks a chain in seq order and names the first record that is not what the
+ * chain says it should be: edited (its hash no longer matches), inserted or
+ * reordered (it does not point at its predecessor, or sits at the wrong
+ * position), deleted (a gap, or a tail shorter than the head), or contradicted
+ * by a signed checkpoint. Signatures are checked with `verifySignature`, which
+ * knows the published keys.
+ */
+export class ChainVerifier {
+  private expectedSeq: number;
+  private prevHash: string;
+  private count = 0;
+  private bad: FirstBad | undefined;
+  private readonly hashAt = new Map<number, string>();
+  private readonly wanted: Map<number, CheckpointRecord>;
+
+  constructor(
+    private readonly chainId: string,
+    checkpoints: CheckpointRecord[],
+    verifySignature: (keyId: string, message: string, signature: string) => boolean,
+  ) {
+    this.wanted = new Map(checkpoints.map((c) => [c.seq, c]));
+    // retention removed everything up to its newest anchor: the chain resumes from there
+    const anchor = checkpoints.filter((c) => c.kind === 'retention').sort((a, b) => b.seq - a.seq)[0];
+    this.expectedSeq = (anchor?.seq ?? 0) + 1;
+    this.prevHash = anchor?.hash ?? GENESIS_HASH;
+    for (const checkpoint of checkpoints) {
+      const signed = verifySignature(checkpoint.keyId, checkpointSigningInput({ chainId, ...checkpoint }), checkpoint.signature);
+      if (!signed) this.fail({ seq: checkpoint.seq, id: null, reason: `checkpoint at ${checkpoint.seq} has a bad signature (key ${checkpoint.keyId})` });
+    }
+  }
+
+  get firstBad(): FirstBad | undefined {
+    return this.bad;
+  }
+
+  /** Feed records in ascending seq order; returns false once something is bad (stop reading). */
+  next(record: ChainedRecord): boolean {
+    if (this.bad && this.bad.seq <= record.seq) return false;
+    if (record.chainId !== this.chainId) return this.fail({ seq: record.seq, id: record.id, reason: 'record belongs to another chain' });
+    if (record.seq > this.expectedSeq) {
+      return this.fail({ seq: this.expectedSeq, id: record.id, reason: `record ${this.expectedSeq} is missing (the next one found is ${record.seq})` });
+    }
+    if (record.seq < this.expectedSeq) return this.fail({ seq: record.seq, id: record.id, reason: `record ${record.seq} appears twice or out of order` });
+    if (record.prevHash !== this.prevHash) {
+      return this.fail({ seq: record.seq, id: record.id, reason: 'does not follow the record before it (prev_hash differs): inserted, reordered or its predecessor was removed' });
+    }
+    const { hash: _stored, ...rest } = record;
+    if (recordHash(rest) !== record.hash) return this.fail({ seq: record.seq, id: record.id, reason: 'content does not match its hash: the record was edited' });
+    const checkpoint = this.wanted.get(record.seq);
+    if (checkpoint && checkpoint.hash !== record.hash) {
+      return this.fail({ seq: record.seq, id: record.id, reason: `contradicts the signed checkpoint at ${record.seq}` });
+    }
+    this.hashAt.set(record.seq, record.hash);
+    this.prevHash = record.hash;
+    this.expectedSeq++;
+    this.count++;
+    return !this.bad;
+  }
+
+  /** After the last record: the head and every checkpoint must be accounted for. */
+  finish(head: { seq: number; hash: string } | null): VerifyResult {
+    const last = this.expectedSeq - 1;
+    if (!this.bad && head) {
+      if (head.seq > last) this.fail({ seq: last + 1, id: null, reason: `records ${last + 1}..${head.seq} are missing from the end of the chain` });
+      else if (head.seq < last) this.fail({ seq: head.seq + 1, id: null, reason: `records after ${head.seq} were added outside the log` });
+      else if (head.seq > 0 && head.hash !== this.prevHash) this.fail({ seq: head.seq, id: null, reason: 'the newest record does not match the chain head' });
+    }
+    if (!this.bad) {
+      for (const checkpoint of this.wanted.values()) {
+        if (checkpoint.kind === 'retention' && checkpoint.seq < this.expectedSeq) continue;
+        if (checkpoint.seq > last) this.fail({ seq: checkpoint.seq, id: null, reason: `a signed checkpoint covers record ${checkpoint.seq}, which is missing` });
+      }
+    }
+    return { ok: !this.bad, events: this.count, checkpoints: this.wanted.size, ...(this.bad ? { first_bad: this.bad } : {}) };
+  }
+
+  private fail(bad: FirstBad): false {
+    if (!this.bad || bad.seq < this.bad.seq) this.bad = bad;
+    return false;
+  }
+}

@@ -1,0 +1,60 @@
+import { z } from 'zod';
+
+/** At most this many events in one ingest batch. */
+export const MAX_BATCH = 1000;
+const MAX_EVENT_BYTES = 32 * 1024;
+/** a gateway clock this far ahead of ours is wrong, not early */
+const MAX_CLOCK_SKEW_MS = 24 * 3600_000;
+
+const short = z.string().min(1).max(256);
+
+/**
+ * One audit event as a gateway sends it. The gateway's timestamp is kept as
+ * `occurred_at`; the chain orders by arrival.
+ */
+export const gatewayEventSchema = z
+  .object({
+    id: z.uuid({ error: 'must be a UUID (the event id makes retried batches idempotent)' }),
+    type: z
+      .string()
+      .max(64)
+      .regex(/^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_-]*)+$/, 'must look like `domain.event`, e.g. `execution.succeeded`'),
+    time: z.iso.datetime({ offset: true, error: 'must be an ISO-8601 date-time with a time zone' }),
+    execution_mode: z.enum(['local', 'remote']).default('local'),
+    principal: short.optional(),
+    server: short.optional(),
+    tool: short.optional(),
+    decision: z.enum(['allow', 'deny', 'approval']).optional(),
+    rule: short.optional(),
+    session: short.optional(),
+    approval_id: short.optional(),
+    latency_ms: z.number().nonnegative().max(86_400_000).optional(),
+    result_size: z.number().int().nonnegative().optional(),
+    error: z.string().max(2048).optional(),
+    /** arguments as the gateway redacted them */
+    arguments: z.record(z.string(), z.unknown()).optional(),
+    data: z.record(z.string(), z.unknown()).optional(),
+  })
+  .strict();
+
+export type GatewayEvent = z.infer<typeof gatewayEventSchema>;
+
+export type EventCheck = { ok: true; event: GatewayEvent } | { ok: false; code: string; reason: string };
+
+/** Validates one event; a bad one is rejected alone, with a reason, and the rest of its batch is kept. */
+export function checkGatewayEvent(raw: unknown, now = Date.now()): EventCheck {
+  const parsed = gatewayEventSchema.safeParse(raw);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const path = issue.path.map(String).join('.');
+    return { ok: false, code: 'EVENT_INVALID', reason: `${path || '(event)'}: ${issue.message}` };
+  }
+  const text = JSON.stringify(parsed.data);
+  if (Buffer.byteLength(text) > MAX_EVENT_BYTES) return { ok: false, code: 'EVENT_TOO_LARGE', reason: `the event is over ${MAX_EVENT_BYTES} bytes` };
+  // PostgreSQL text and jsonb cannot hold NUL; refuse it here rather than fail the batch
+  if (text.includes('\\u0000')) return { ok: false, code: 'EVENT_INVALID', reason: 'strings may not contain NUL (\\u0000)' };
+  const time = Date.parse(parsed.data.time);
+  if (time > now + MAX_CLOCK_SKEW_MS) return { ok: false, code: 'EVENT_INVALID', reason: 'time: more than a day in the future' };
+  if (time < Date.UTC(2000, 0, 1)) return { ok: false, code: 'EVENT_INVALID', reason: 'time: before the year 2000' };
+  return { ok: true, event: parsed.data };
+}

@@ -1,0 +1,6 @@
+export { AuditModule } from './audit.module';
+export { AuditService, actorOf } from './audit.service';
+export type { AuditEntry, IngestResult } from './audit.service';
+export { ingestBody, ingestView } from './audit.schemas';
+export { GENESIS_HASH, canonicalRecord, recordHash, chainRecords, ChainVerifier, checkpointSigningInput } from './domain/chain';
+export type { ChainedRecord, VerifyResult } from './domain/chain';

@@ -1,0 +1,21 @@
+import { Global, Logger, Module } from '@nestjs/common';
+import { APP_CONFIG, AppConfig } from '@aileron/config';
+import { ROOT_KEYS, rootKeysFromConfig } from './root-keys';
+import { SigningKeysRepository } from './signing-keys.repository';
+import { SigningKeysService } from './signing-keys.service';
+
+/** The root keyring and the signing keys, for every domain that seals or signs. */
+@Global()
+@Module({
+  providers: [
+    {
+      provide: ROOT_KEYS,
+      inject: [APP_CONFIG],
+      useFactory: (config: AppConfig) => rootKeysFromConfig(config, (line) => new Logger('Keys').warn(line)),
+    },
+    SigningKeysRepository,
+    SigningKeysService,
+  ],
+  exports: [ROOT_KEYS, SigningKeysService],
+})
+export class KeysModule {}

@@ -1,0 +1,143 @@
+import { Body, Controller, Param, Query } from '@nestjs/common';
+import { z } from 'zod';
+import { Caller, Principal, slug, TenantScope, WorkspaceScope } from '@aileron/auth';
+import { Route } from '@aileron/http';
+import { MAX_PATH_LENGTH, MAX_VALUE_BYTES } from './domain/envelope';
+import { SecretMetadata } from './vault.repository';
+import { VaultService } from './vault.service';
+
+const wsParams = z.object({ ws: slug });
+const pathParams = z.object({ ws: slug, '*': z.string().min(1).max(MAX_PATH_LENGTH).describe('the secret path, e.g. `github/token`') });
+const putBody = z.object({ value: z.string().max(MAX_VALUE_BYTES).describe('the secret; stored encrypted and never returned') });
+const listQuery = z.object({
+  prefix: z.string().max(MAX_PATH_LENGTH).optional(),
+  after: z.string().max(MAX_PATH_LENGTH).optional().describe('next_after of the previous page'),
+  limit: z.coerce.number().int().min(1).max(500).default(100),
+});
+
+const metadataView = z.object({
+  path: z.string(),
+  ref: z.string().describe('what a catalog entry puts in `env` to use it'),
+  version: z.number().int().describe('the newest version'),
+  versions: z.array(z.number().int()).describe('versions kept'),
+  created_at: z.string(),
+  created_by: z.string().nullable(),
+  updated_at: z.string(),
+  updated_by: z.string().nullable(),
+  last_read_at: z.string().nullable(),
+  last_read_by: z.string().nullable(),
+});
+
+function view(secret: SecretMetadata): z.infer<typeof metadataView> {
+  return {
+    path: secret.path,
+    ref: `vault://${secret.path}`,
+    version: secret.latestVersion,
+    versions: secret.versions,
+    created_at: secret.createdAt.toISOString(),
+    created_by: secret.createdBy,
+    updated_at: secret.updatedAt.toISOString(),
+    updated_by: secret.updatedBy,
+    last_read_at: secret.lastReadAt?.toISOString() ?? null,
+    last_read_by: secret.lastReadBy,
+  };
+}
+
+const PATH_EXAMPLE = { '*': 'github/token' };
+
+@Controller()
+export class VaultController {
+  constructor(private readonly vault: VaultService) {}
+
+  @Route({
+    method: 'PUT',
+    path: '/v1/workspaces/:ws/secrets/*',
+    summary: 'Write a secret (a new version)',
+    description: 'The value is encrypted at once and can never be read back through any API; remote servers in the pool get it through `vault://<path>` references.',
+    tag: 'secrets',
+    permission: 'secret.write',
+    tenancy: 'workspace',
+    params: pathParams,
+    body: putBody,
+    response: metadataView,
+    example: { params: PATH_EXAMPLE, body: { value: 'ghp_example' } },
+  })
+  async put(@Caller() caller: Principal, @TenantScope() scope: WorkspaceScope, @Param() params: z.infer<typeof pathParams>, @Body() body: z.infer<typeof putBody>): Promise<z.infer<typeof metadataView>> {
+    return view(await this.vault.put(caller, scope, params['*'], body.value));
+  }
+
+  @Route({
+    method: 'GET',
+    path: '/v1/workspaces/:ws/secrets',
+    summary: "The workspace's secrets: metadata only, never values",
+    tag: 'secrets',
+    permission: 'secret.read',
+    tenancy: 'workspace',
+    params: wsParams,
+    query: listQuery,
+    response: z.object({ secrets: z.array(metadataView), next_after: z.string().nullable() }),
+  })
+  async list(@TenantScope() scope: WorkspaceScope, @Query() query: z.infer<typeof listQuery>): Promise<{ secrets: z.infer<typeof metadataView>[]; next_after: string | null }> {
+    const secrets = await this.vault.list(scope, query);
+    return { secrets: secrets.map(view), next_after: secrets.length === query.limit ? secrets[secrets.length - 1]!.path : null };
+  }
+
+  @Route({
+    method: 'GET',
+    path: '/v1/workspaces/:ws/secrets/*',
+    summary: "One secret's metadata (versions, who wrote and read it when); never its value",
+    tag: 'secrets',
+    permission: 'secret.read',
+    tenancy: 'workspace',
+    params: pathParams,
+    response: metadataView,
+    example: { params: PATH_EXAMPLE },
+  })
+  async get(@TenantScope() scope: WorkspaceScope, @Param() params: z.infer<typeof pathParams>): Promise<z.infer<typeof metadataView>> {
+    return view(await this.vault.metadata(scope, params['*']));
+  }
+
+  @Route({
+    method: 'DELETE',
+    path: '/v1/workspaces/:ws/secrets/*',
+    summary: 'Delete a secret and all its versions (the audit log keeps the trail)',
+    tag: 'secrets',
+    permission: 'secret.write',
+    tenancy: 'workspace',
+    params: pathParams,
+    status: 204,
+    example: { params: PATH_EXAMPLE },
+  })
+  async remove(@Caller() caller: Principal, @TenantScope() scope: WorkspaceScope, @Param() params: z.infer<typeof pathParams>): Promise<void> {
+    await this.vault.remove(caller, scope, params['*']);
+  }
+
+  @Route({
+    method: 'POST',
+    path: '/v1/workspaces/:ws/vault/rotate',
+    summary: "Rotate the workspace's vault key",
+    description: 'Every data key is re-wrapped under a new workspace key in one transaction; values are not re-encrypted and nothing waits.',
+    tag: 'secrets',
+    permission: 'vault.rotate',
+    tenancy: 'workspace',
+    params: wsParams,
+    response: z.object({ key_version: z.number().int(), rewrapped: z.number().int() }),
+  })
+  rotate(@Caller() caller: Principal, @TenantScope() scope: WorkspaceScope): Promise<{ key_version: number; rewrapped: number }> {
+    return this.vault.rotateWorkspaceKey(caller, scope);
+  }
+
+  @Route({
+    method: 'POST',
+    path: '/v1/vault/rewrap-root',
+    summary: 'Seal every stored key under the current root key (platform operators)',
+    description:
+      'Root key rotation: put the new key first in AILERON_ROOT_KEY (or the key file) and keep the old one after it, restart the replicas one by one, call this, then drop the old key.',
+    tag: 'secrets',
+    tenancy: 'platform',
+    response: z.object({ root_key_id: z.string(), workspace_keys: z.number().int(), signing_keys: z.number().int() }),
+  })
+  rewrapRoot(): Promise<{ root_key_id: string; workspace_keys: number; signing_keys: number }> {
+    return this.vault.rewrapUnderCurrentRoot();
+  }
+}

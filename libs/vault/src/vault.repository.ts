@@ -1,0 +1,171 @@
+import { Injectable } from '@nestjs/common';
+import type { WorkspaceScope } from '@aileron/auth';
+import { DatabaseService, Transaction } from '@aileron/database';
+
+export interface SecretMetadata {
+  path: string;
+  latestVersion: number;
+  versions: number[];
+  createdBy: string | null;
+  createdAt: Date;
+  updatedBy: string | null;
+  updatedAt: Date;
+  lastReadBy: string | null;
+  lastReadAt: Date | null;
+}
+
+export interface StoredVersion {
+  version: number;
+  ciphertext: string;
+  wrappedDataKey: string;
+  keyVersion: number;
+}
+
+export interface VaultKeyRecord {
+  version: number;
+  wrappedKey: string;
+  retiredAt: Date | null;
+}
+
+const metadataSelect = {
+  path: true,
+  latestVersion: true,
+  createdBy: true,
+  createdAt: true,
+  updatedBy: true,
+  updatedAt: true,
+  lastReadBy: true,
+  lastReadAt: true,
+  versions: { select: { version: true }, orderBy: { version: 'asc' } },
+} as const;
+
+/** Secrets and vault keys of one workspace; values leave here only sealed. */
+@Injectable()
+export class VaultRepository {
+  constructor(private readonly db: DatabaseService) {}
+
+  /** The workspace's keys, newest first; locked when a transaction is given (writes and rotation take turns). */
+  async keys(scope: WorkspaceScope, tx?: Transaction, lock = false): Promise<VaultKeyRecord[]> {
+    if (tx && lock) {
+      await tx.$queryRaw`SELECT id FROM workspaces WHERE id = ${scope.workspaceId}::uuid AND organization_id = ${scope.organizationId}::uuid FOR UPDATE`;
+    }
+    return this.db.use(tx).vaultKey.findMany({
+      where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId },
+      orderBy: { version: 'desc' },
+      select: { version: true, wrappedKey: true, retiredAt: true },
+    });
+  }
+
+  async addKey(scope: WorkspaceScope, version: number, wrappedKey: string, tx: Transaction): Promise<void> {
+    await tx.vaultKey.create({ data: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, version, wrappedKey } });
+  }
+
+  async retireKeysBefore(scope: WorkspaceScope, version: number, tx: Transaction): Promise<void> {
+    await tx.vaultKey.updateMany({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, version: { lt: version }, retiredAt: null }, data: { retiredAt: new Date() } });
+  }
+
+  async replaceWrappedKey(scope: WorkspaceScope, version: number, wrappedKey: string, tx: Transaction): Promise<void> {
+    await tx.vaultKey.updateMany({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, version }, data: { wrappedKey } });
+  }
+
+  async metadata(scope: WorkspaceScope, path: string, tx?: Transaction): Promise<SecretMetadata | null> {
+    const row = await this.db.use(tx).secret.findFirst({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, path }, select: metadataSelect });
+    return row ? toMetadata(row) : null;
+  }
+
+  async list(scope: WorkspaceScope, page: { prefix?: string; after?: string; limit: number }): Promise<SecretMetadata[]> {
+    const rows = await this.db.client.secret.findMany({
+      where: {
+        organizationId: scope.organizationId,
+        workspaceId: scope.workspaceId,
+        ...(page.prefix || page.after ? { path: { ...(page.prefix ? { startsWith: page.prefix } : {}), ...(page.after ? { gt: page.after } : {}) } } : {}),
+      },
+      orderBy: { path: 'asc' },
+      take: page.limit,
+      select: metadataSelect,
+    });
+    return rows.map(toMetadata);
+  }
+
+  async writeVersion(
+    scope: WorkspaceScope,
+    data: { path: string; version: number; sealed: { ciphertext: string; wrappedDataKey: string }; keyVersion: number; actor: string },
+    tx: Transaction,
+  ): Promise<void> {
+    const tenant = { organizationId: scope.organizationId, workspaceId: scope.workspaceId, path: data.path };
+    const now = new Date();
+    await tx.secret.upsert({
+      where: { workspaceId_path: { workspaceId: scope.workspaceId, path: data.path } },
+      create: { ...tenant, latestVersion: data.version, createdBy: data.actor, updatedBy: data.actor, createdAt: now, updatedAt: now },
+      update: { latestVersion: data.version, updatedBy: data.actor, updatedAt: now },
+    });
+    await tx.secretVersion.create({
+      data: { ...tenant, version: data.version, ciphertext: data.sealed.ciphertext, wrappedDataKey: data.sealed.wrappedDataKey, keyVersion: data.keyVersion, createdBy: data.actor },
+    });
+  }
+
+  /** Removes all but the newest `keep` versions; returns the versions removed. */
+  async pruneVersions(scope: WorkspaceScope, path: string, keep: number, tx: Transaction): Promise<number[]> {
+    const old = await tx.secretVersion.findMany({
+      where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, path },
+      orderBy: { version: 'desc' },
+      skip: keep,
+      select: { version: true },
+    });
+    if (old.length === 0) return [];
+    const versions = old.map((v) => v.version);
+    await tx.secretVersion.deleteMany({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, path, version: { in: versions } } });
+    return versions;
+  }
+
+  async version(scope: WorkspaceScope, path: string, version: number | null): Promise<StoredVersion | null> {
+    return this.db.client.secretVersion.findFirst({
+      where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, path, ...(version === null ? {} : { version }) },
+      orderBy: { version: 'desc' },
+      select: { version: true, ciphertext: true, wrappedDataKey: true, keyVersion: true },
+    });
+  }
+
+  async markRead(scope: WorkspaceScope, path: string, actor: string, tx: Transaction): Promise<void> {
+    await tx.secret.updateMany({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, path }, data: { lastReadAt: new Date(), lastReadBy: actor } });
+  }
+
+  async delete(scope: WorkspaceScope, path: string, tx: Transaction): Promise<boolean> {
+    return (await tx.secret.deleteMany({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, path } })).count > 0;
+  }
+
+  /** Every version wrapped by a key other than `keyVersion` (what a rotation must move). */
+  async versionsNotUnder(scope: WorkspaceScope, keyVersion: number, tx: Transaction): Promise<(StoredVersion & { path: string })[]> {
+    return tx.secretVersion.findMany({
+      where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, keyVersion: { not: keyVersion } },
+      select: { path: true, version: true, ciphertext: true, wrappedDataKey: true, keyVersion: true },
+    });
+  }
+
+  async rewrap(scope: WorkspaceScope, path: string, version: number, wrappedDataKey: string, keyVersion: number, tx: Transaction): Promise<void> {
+    await tx.secretVersion.updateMany({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, path, version }, data: { wrappedDataKey, keyVersion } });
+  }
+
+  /** Every workspace key of the installation (root rotation is system work). */
+  allKeys(): Promise<{ organizationId: string; workspaceId: string; version: number; wrappedKey: string }[]> {
+    return this.db.client.vaultKey.findMany({ select: { organizationId: true, workspaceId: true, version: true, wrappedKey: true } });
+  }
+
+  async replaceWrappedKeySystem(key: { organizationId: string; workspaceId: string; version: number }, wrappedKey: string): Promise<void> {
+    await this.db.client.vaultKey.updateMany({ where: { organizationId: key.organizationId, workspaceId: key.workspaceId, version: key.version }, data: { wrappedKey } });
+  }
+}
+
+function toMetadata(row: {
+  path: string;
+  latestVersion: number;
+  createdBy: string | null;
+  createdAt: Date;
+  updatedBy: string | null;
+  updatedAt: Date;
+  lastReadBy: string | null;
+  lastReadAt: Date | null;
+  versions: { version: number }[];
+}): SecretMetadata {
+  return { ...row, versions: row.versions.map((v) => v.version) };
+}
