@@ -7,6 +7,9 @@ import { loadConfig } from '../../libs/platform/config/src';
 import { BootstrapService } from '../../libs/tenancy/src';
 import { Backend, createPostgresDatabase } from './databases';
 
+/** The root key every server-mode test replica shares (base64 of 32 bytes). */
+export const TEST_ROOT_KEY = Buffer.alloc(32, 7).toString('base64');
+
 export interface TestControlPlane {
   backend: Backend;
   url: string;
@@ -43,6 +46,8 @@ export async function startTestControlPlane(backend: Backend, env: Record<string
     ...(databaseUrl
       ? {
           DATABASE_URL: databaseUrl,
+          // replicas of one installation share the root key, as production replicas must
+          AILERON_ROOT_KEY: TEST_ROOT_KEY,
           REDIS_URL: inject('redisUrl'),
           AILERON_RUN_WORKERS: 'true',
           // test files run in parallel on one Redis: each database gets its own queues
