@@ -25,6 +25,13 @@ const TABLES = [
   'gateways',
   'enrollment_codes',
   'gateway_settings',
+  'vault_keys',
+  'secrets',
+  'secret_versions',
+  'audit_events',
+  'audit_heads',
+  'audit_sinks',
+  'audit_sink_cursors',
 ];
 
 describe('tenancy matrix', () => {
@@ -40,7 +47,8 @@ describe('tenancy matrix', () => {
     const parts: string[] = [];
     for (const table of TABLES) {
       const rows = await cp.cp.database.client.$queryRawUnsafe<{ row: string }[]>(
-        `SELECT (to_jsonb(t) - 'last_used_at' - 'last_login_at' - 'last_seen_at' - 'dispatched_at' - 'completed_at' - 'dispatch_count')::text AS row FROM ${table} t ORDER BY 1`,
+        `SELECT (to_jsonb(t) - 'last_used_at' - 'last_login_at' - 'last_seen_at' - 'dispatched_at' - 'completed_at' - 'dispatch_count'
+           - 'checkpoint_seq' - 'last_error' - 'last_error_at' - 'lease_until' - 'last_delivered_at')::text AS row FROM ${table} t ORDER BY 1`,
       );
       parts.push(`${table}:${rows.map((r) => r.row).join('\n')}`);
     }
@@ -63,7 +71,9 @@ describe('tenancy matrix', () => {
   }
 
   function pathFor(route: RouteDefinition): string {
-    return route.path.replace(/:(\w+)/g, (_, name: string) => {
+    // a trailing `*` takes the rest of the path (secret paths such as github/token)
+    return route.path.replace(/:(\w+)|\*$/g, (match: string, param: string | undefined) => {
+      const name = param ?? match;
       if (name === 'ws') return target.ws!;
       const example = route.example?.params?.[name];
       if (!example) throw new Error(`${route.method} ${route.path}: no example for :${name}; add one so the tenancy matrix can attack it`);
@@ -94,9 +104,14 @@ describe('tenancy matrix', () => {
     await aCatalogServer(cp, cp.ownerToken, { name: server.name, version: '1.1.0' });
     await cp.request('PUT', `/v1/workspaces/${ws.slug}/servers/${server.name}`, { body: { version: '1.0.0' } });
     const gateway = await aGateway(cp, cp.ownerToken, ws.slug);
-    Object.assign(target, { ws: ws.slug, user: user.id, token: token.id, server: server.name, gateway: gateway.id });
+    // a secret, audit records (the changes above wrote some) and a SIEM sink (its delivery fails in the background: nothing listens)
+    const secretValue = `target-secret-value-${ws.id}`;
+    expect((await cp.request('PUT', `/v1/workspaces/${ws.slug}/secrets/github/token`, { body: { value: secretValue } })).status).toBe(200);
+    const sink = await cp.request('POST', '/v1/audit/sinks', { body: { name: `target-${ws.slug}`, url: 'http://127.0.0.1:9/siem' } });
+    expect(sink.status).toBe(201);
+    Object.assign(target, { ws: ws.slug, user: user.id, token: token.id, server: server.name, gateway: gateway.id, sink: sink.body.id });
     // ids only: a 404 may echo the slug the caller itself sent
-    targetIds = [ws.id, user.id, token.id, user.email, gateway.id, 'target-secret-rule'];
+    targetIds = [ws.id, user.id, token.id, user.email, gateway.id, 'target-secret-rule', secretValue, sink.body.id];
 
     otherOrgOwner = (await anOrganization(cp)).token;
     await cp.request('POST', '/v1/workspaces', { token: otherOrgOwner, body: { slug: 'theirs', name: 'Theirs' } });

@@ -8,6 +8,7 @@ import { publicKeyFromX, signEd25519, verifyEd25519 } from '@aileron/crypto';
 import { DatabaseService, Transaction } from '@aileron/database';
 import { ValidationError } from '@aileron/errors';
 import { SigningKeysService } from '@aileron/keys';
+import { OutboxRecord, OutboxService } from '@aileron/outbox';
 import { AuditFilters, AuditRepository, ChainHead } from './audit.repository';
 import {
   AuditSource,
@@ -75,7 +76,11 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
     private readonly repository: AuditRepository,
     private readonly keys: SigningKeysService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
-  ) {}
+    outbox: OutboxService,
+  ) {
+    // every event a domain announces is an audit record of the same transaction
+    outbox.useAuditJournal((tx, records) => this.journal(tx, records));
+  }
 
   onApplicationBootstrap(): void {
     // a chain waits at most auditCheckpointSeconds (plus one sweep) for its checkpoint
@@ -106,6 +111,21 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
   /** Appends in a transaction of its own; fails if the record cannot be written. */
   recordNow(scope: OrgScope, ...entries: AuditEntry[]): Promise<ChainedRecord[]> {
     return this.db.transaction((tx) => this.record(tx, scope, ...entries));
+  }
+
+  private async journal(tx: Transaction, records: OutboxRecord[]): Promise<void> {
+    const byChain = new Map<string, { scope: OrgScope; entries: AuditEntry[] }>();
+    for (const record of records) {
+      const organizationId = record.organizationId!;
+      const scope = record.workspaceId
+        ? SystemScopes.workspace(organizationId, { id: record.workspaceId, slug: String(record.payload.workspace ?? '') })
+        : SystemScopes.organization(organizationId);
+      const key = record.workspaceId ?? organizationId;
+      const group = byChain.get(key) ?? byChain.set(key, { scope, entries: [] }).get(key)!;
+      const { actor, ...data } = record.payload;
+      group.entries.push({ type: record.topic, actor: typeof actor === 'string' ? actor : 'system', source: 'api', data });
+    }
+    for (const { scope, entries } of byChain.values()) await this.record(tx, scope, ...entries);
   }
 
   /** A gateway's batch: good events are chained in arrival order, bad ones rejected one by one, repeats skipped. */

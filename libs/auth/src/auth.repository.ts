@@ -176,7 +176,7 @@ export class AuthRepository {
    * First login links a pre-provisioned user with the same e-mail; later logins
    * find the user by subject. The IdP's role wins when it sends one.
    */
-  async upsertUserFromIdentity(scope: OrgScope, identity: MappedIdentity, defaultRole: Role, at: Date): Promise<string> {
+  async upsertUserFromIdentity(scope: OrgScope, identity: MappedIdentity, defaultRole: Role, at: Date): Promise<{ id: string; previousLoginAt: Date | null }> {
     return this.db.transaction(async (tx) => {
       const bySubject = await tx.user.findUnique({
         where: { organizationId_subject: { organizationId: scope.organizationId, subject: identity.subject } },
@@ -196,7 +196,7 @@ export class AuthRepository {
             ...(identity.role ? { role: identity.role } : {}),
           },
         });
-        return existing.id;
+        return { id: existing.id, previousLoginAt: existing.lastLoginAt };
       }
       const created = await tx.user.create({
         data: {
@@ -208,7 +208,7 @@ export class AuthRepository {
           lastLoginAt: at,
         },
       });
-      return created.id;
+      return { id: created.id, previousLoginAt: null };
     });
   }
 

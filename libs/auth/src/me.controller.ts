@@ -8,6 +8,7 @@ import { Caller } from './auth.decorators';
 import { AuthRepository } from './auth.repository';
 import { JwtKeys } from './jwt-keys.service';
 import { SystemScopes } from './scope-issuer';
+import { TokensService } from './tokens.service';
 
 const meView = z.object({
   principal: z.object({ kind: z.enum(['api_token', 'user', 'gateway']), id: z.string(), name: z.string() }),
@@ -24,6 +25,7 @@ export class MeController {
   constructor(
     private readonly repository: AuthRepository,
     private readonly keys: JwtKeys,
+    private readonly tokens: TokensService,
   ) {}
 
   @Route({ method: 'GET', path: '/v1/me', summary: 'The caller: principal, organisation, role, workspaces', tag: 'auth', tenancy: 'caller', response: meView })
@@ -56,6 +58,7 @@ export class MeController {
     // a gateway's rights come from its enrolment, which a JWT could outlive
     if (caller.kind === 'gateway') throw new ForbiddenError('Gateway tokens cannot be exchanged for admin JWTs', 'GATEWAY_TOKEN_NOT_ALLOWED');
     const { token, expiresAt } = await this.keys.issue({ sub: describePrincipal(caller), org: caller.organizationId });
+    await this.tokens.recordLogin(caller, 'jwt_issued', { expires_at: expiresAt.toISOString() });
     return { token, token_type: 'Bearer', expires_at: expiresAt.toISOString() };
   }
 }

@@ -6,6 +6,7 @@ import type { Principal } from './domain/principal';
 import { AuthRepository, TokenRecord, UserRecord } from './auth.repository';
 import { JwtKeys, OWN_AUDIENCE } from './jwt-keys.service';
 import { SystemScopes } from './scope-issuer';
+import { TokensService } from './tokens.service';
 
 const TOUCH_EVERY_MS = 60_000;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -47,6 +48,7 @@ export class PrincipalResolver {
   constructor(
     private readonly repository: AuthRepository,
     private readonly keys: JwtKeys,
+    private readonly tokens: TokensService,
   ) {}
 
   async fromApiToken(token: string): Promise<Principal> {
@@ -80,10 +82,14 @@ export class PrincipalResolver {
     const identity = mapClaims(payload, provider);
     if (!identity) throw new UnauthenticatedError(`The JWT has no "${provider.subjectClaim}" claim`, 'TOKEN_INVALID');
     const scope = SystemScopes.organization(provider.organizationId);
-    const userId = await this.repository.upsertUserFromIdentity(scope, identity, provider.defaultRole, new Date());
+    const { id: userId, previousLoginAt } = await this.repository.upsertUserFromIdentity(scope, identity, provider.defaultRole, new Date());
     const user = await this.repository.findUser(scope, userId);
     if (!user) throw new UnauthenticatedError('The user no longer exists', 'TOKEN_INVALID');
-    return principalFromUser(user);
+    const principal = principalFromUser(user);
+    // a JWT the IdP issued after this user's last request is a new sign-in; later requests with it are not
+    const issuedAt = typeof payload.iat === 'number' ? payload.iat * 1000 : Date.now();
+    if (!previousLoginAt || issuedAt > previousLoginAt.getTime()) await this.tokens.recordLogin(principal, 'oidc', { issuer });
+    return principal;
   }
 
   private async fromOwnJwt(payload: Record<string, unknown>): Promise<Principal> {

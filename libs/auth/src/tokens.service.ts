@@ -39,6 +39,17 @@ export class TokensService {
     private readonly outbox: OutboxService,
   ) {}
 
+  /** Exchanging a credential for an admin JWT is a login: audited through the outbox like every change. */
+  async recordLogin(principal: Principal, how: 'jwt_issued' | 'oidc', details: Record<string, unknown>): Promise<void> {
+    await this.db.transaction((tx) =>
+      this.outbox.record(tx, {
+        topic: 'auth.login',
+        organizationId: principal.organizationId,
+        payload: { principal: describePrincipal(principal), method: how, ...details, actor: describePrincipal(principal) },
+      }),
+    );
+  }
+
   /**
    * A token is scoped like its creator: a workspace-restricted caller can only
    * make tokens for that workspace, and nobody can mint a role above their own.

@@ -65,7 +65,7 @@ export class GatewaysService implements OnModuleDestroy {
             topic: 'gateway.enrolled',
             organizationId: used.organizationId,
             workspaceId: used.workspaceId,
-            payload: { workspace: created.workspaceSlug, gateway_id: created.id, name, groups: used.groups },
+            payload: { workspace: created.workspaceSlug, gateway_id: created.id, name, groups: used.groups, actor: `gateway:${created.id}` },
           });
           return created;
         })

@@ -5,7 +5,16 @@ export interface OutboxRecord {
   organizationId?: string;
   workspaceId?: string;
   payload: Record<string, unknown>;
+  /**
+   * Every message is also an audit record of its organisation (its workspace's
+   * chain, or the organisation's), written in the same transaction. False
+   * when the caller records a richer audit record itself.
+   */
+  audited?: boolean;
 }
+
+/** Appends outbox records to the audit log inside the change's transaction (the audit domain provides it). */
+export type AuditJournal = (tx: import('@aileron/database').Transaction, records: OutboxRecord[]) => Promise<void>;
 
 export interface OutboxMessage extends OutboxRecord {
   id: string;

@@ -2,7 +2,7 @@ import { Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
 import { z } from 'zod';
 import { DatabaseService, Transaction } from '@aileron/database';
 import { JobProcessor, JobRegistry, QueueService } from '@aileron/queue';
-import { OutboxConsumer, OutboxRecord, subscribes } from './outbox-message';
+import { AuditJournal, OutboxConsumer, OutboxRecord, subscribes } from './outbox-message';
 import { OutboxRepository } from './outbox.repository';
 
 export const OUTBOX_DELIVER_JOB = 'outbox.deliver';
@@ -28,6 +28,7 @@ export class OutboxService implements OnApplicationShutdown {
   private again = false;
   private stopped = false;
   private pollMs = 1000;
+  private journal: AuditJournal | undefined;
 
   constructor(
     private readonly repository: OutboxRepository,
@@ -44,8 +45,16 @@ export class OutboxService implements OnApplicationShutdown {
     this.consumers.set(consumer.name, consumer);
   }
 
-  record(tx: Transaction, ...records: OutboxRecord[]): Promise<void> {
-    return this.repository.record(tx, records);
+  /** What is announced is audited: set once by the audit domain. */
+  useAuditJournal(journal: AuditJournal): void {
+    if (this.journal) throw new Error('an audit journal is already set');
+    this.journal = journal;
+  }
+
+  async record(tx: Transaction, ...records: OutboxRecord[]): Promise<void> {
+    await this.repository.record(tx, records.map(({ audited: _audited, ...record }) => record));
+    const audited = records.filter((r) => r.audited !== false && r.organizationId);
+    if (this.journal && audited.length > 0) await this.journal(tx, audited);
   }
 
   /** Begin dispatching: the control plane calls this once it is up. */
