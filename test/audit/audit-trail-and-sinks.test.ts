@@ -1,0 +1,170 @@
+import { createServer, IncomingMessage, Server } from 'node:http';
+import { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { verifySignedPayload } from '../../libs/platform/net/src';
+import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { aToken, aWorkspace } from '../support/builders';
+
+/** A SIEM stand-in: fails the first `failures` deliveries, then keeps every body it accepts. */
+async function receiver(failures: number): Promise<{ url: string; bodies: { raw: string; headers: IncomingMessage['headers'] }[]; attempts: number; server: Server }> {
+  const state = { bodies: [] as { raw: string; headers: IncomingMessage['headers'] }[], attempts: 0 };
+  const server = createServer((req, res) => {
+    let raw = '';
+    req.on('data', (chunk: Buffer) => (raw += chunk.toString('utf8')));
+    req.on('end', () => {
+      state.attempts++;
+      if (state.attempts <= failures) {
+        res.writeHead(503).end();
+        return;
+      }
+      state.bodies.push({ raw, headers: req.headers });
+      res.writeHead(204).end();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const out = {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/siem`,
+    server,
+    get bodies() {
+      return state.bodies;
+    },
+    get attempts() {
+      return state.attempts;
+    },
+  };
+  return out;
+}
+
+async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 30_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+describe('admin changes are audited with the change', () => {
+  let cp: TestControlPlane;
+  beforeAll(async () => {
+    cp = await startTestControlPlane('pglite');
+  });
+  afterAll(async () => cp?.close());
+
+  it('a policy write, a token, a login and a workspace land in the right chains, naming who did it', async () => {
+    const ws = await aWorkspace(cp, cp.ownerToken);
+    const put = await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, { body: { rules: [{ id: 'r1', effect: 'deny', tools: ['x'] }] } });
+    expect(put.status).toBe(200);
+    const token = await aToken(cp, cp.ownerToken, { role: 'member', workspace: ws.slug });
+    const jwt = await cp.request('POST', '/v1/auth/token');
+    expect(jwt.status).toBe(201);
+
+    const me = (await cp.request('GET', '/v1/me')).body;
+    const actor = `token:${me.principal.id}`;
+    const wsAudit = (await cp.request('GET', `/v1/workspaces/${ws.slug}/audit?type=policy.updated`)).body;
+    expect(wsAudit.events).toHaveLength(1);
+    expect(wsAudit.events[0]).toMatchObject({ type: 'policy.updated', actor, source: 'api', data: { version: 1, rules: 1 } });
+
+    const org = (await cp.request('GET', '/v1/audit?type=token.created,auth.login,workspace.created&limit=500')).body;
+    expect(org.events.map((e: { type: string }) => e.type)).toContain('auth.login');
+    // a token limited to one workspace is that workspace's business: its chain records it
+    const wsTokens = (await cp.request('GET', `/v1/workspaces/${ws.slug}/audit?type=token.created`)).body.events;
+    expect(wsTokens.find((e: { data: { token_id?: string } }) => e.data.token_id === token.id)).toMatchObject({ actor });
+    expect(org.events.find((e: { type: string }) => e.type === 'auth.login')).toMatchObject({ actor, data: { method: 'jwt_issued' } });
+    // the workspace's own creation is the first record of its chain
+    const created = (await cp.request('GET', `/v1/workspaces/${ws.slug}/audit?type=workspace.created`)).body.events;
+    expect(created).toHaveLength(1);
+    expect(created[0].seq).toBe(1);
+
+    for (const path of [`/v1/workspaces/${ws.slug}/audit/verify`, '/v1/audit/verify']) {
+      expect((await cp.request('GET', path)).body, path).toMatchObject({ ok: true });
+    }
+  });
+
+  it('a change whose transaction fails leaves no audit record', async () => {
+    const ws = await aWorkspace(cp, cp.ownerToken);
+    const before = (await cp.request('GET', `/v1/workspaces/${ws.slug}/audit?limit=500`)).body.events.length;
+    // a taken slug fails inside the transaction that would have recorded workspace.created
+    const again = await cp.request('POST', '/v1/workspaces', { body: { slug: ws.slug, name: 'again' } });
+    expect(again.status).toBe(409);
+    expect((await cp.request('GET', `/v1/workspaces/${ws.slug}/audit?limit=500`)).body.events.length).toBe(before);
+    const orgCreations = (await cp.request('GET', '/v1/audit?type=workspace.created&limit=500')).body.events.filter((e: { data: { workspace?: string } }) => e.data.workspace === ws.slug);
+    expect(orgCreations.length).toBeLessThanOrEqual(1);
+  });
+});
+
+describe('SIEM sinks', () => {
+  let cp: TestControlPlane;
+  beforeAll(async () => {
+    cp = await startTestControlPlane('postgres', { UPSTREAM_ALLOW_CIDRS: '127.0.0.1/32' });
+  });
+  afterAll(async () => cp?.close());
+
+  it('refuses private and metadata targets that the organisation has not allowed', async () => {
+    for (const url of ['http://10.1.2.3/siem', 'http://169.254.169.254/latest/meta-data', 'http://[::1]:9/x', 'ftp://example.com/x']) {
+      const res = await cp.request('POST', '/v1/audit/sinks', { body: { name: `bad-${Math.random()}`, url } });
+      expect(res.status, url).toBe(400);
+      expect(res.body.code).toBe('VALIDATION_FAILED');
+      expect(res.text).not.toContain('meta-data');
+    }
+  });
+
+  it('a sink that fails twice then answers gets every record once, in order, signed; the cursor survives a restart', async () => {
+    const siem = await receiver(2);
+    try {
+      const created = await cp.request('POST', '/v1/audit/sinks', { body: { name: 'siem', url: siem.url } });
+      expect(created.status).toBe(201);
+      const secret: string = created.body.secret;
+      expect(secret).toMatch(/^whsec_/);
+      expect((await cp.request('GET', '/v1/audit/sinks')).text).not.toContain(secret);
+
+      const ws = await aWorkspace(cp, cp.ownerToken);
+      for (let i = 0; i < 5; i++) {
+        expect((await cp.request('PUT', `/v1/workspaces/${ws.slug}/secrets/app/key-${i}`, { body: { value: `v-${i}` } })).status).toBe(200);
+      }
+      const chain = (await cp.request('GET', `/v1/workspaces/${ws.slug}/audit?limit=500`)).body.events as { id: string; seq: number }[];
+      const wanted = new Set(chain.map((e) => e.id));
+
+      const delivered = (): { id: string; seq: number; chain: string }[] =>
+        siem.bodies.flatMap((b) => {
+          const body = JSON.parse(b.raw) as { chain: string; events: { id: string; seq: number }[] };
+          return body.events.map((e) => ({ id: e.id, seq: e.seq, chain: body.chain }));
+        });
+      await until('the workspace chain at the sink', () => (chain.every((e) => delivered().some((d) => d.id === e.id)) ? true : undefined), 60_000);
+      expect(siem.attempts).toBeGreaterThanOrEqual(3);
+
+      for (const body of siem.bodies) {
+        const verdict = verifySignedPayload(secret, body.raw, { timestamp: String(body.headers['x-aileron-timestamp']), signature: String(body.headers['x-aileron-signature']) });
+        expect(verdict).toEqual({ ok: true });
+        expect(body.headers['x-aileron-delivery']).toBeTruthy();
+      }
+      const ours = delivered().filter((d) => wanted.has(d.id));
+      expect(ours.map((d) => d.seq)).toEqual([...ours.map((d) => d.seq)].sort((a, b) => a - b));
+      expect(new Set(ours.map((d) => d.id)).size).toBe(ours.length);
+
+      // a restart resumes from the stored cursor: only new records are sent
+      const sent = delivered().length;
+      const url = cp.cp.config.database.kind === 'postgres' ? cp.cp.config.database.url : '';
+      await cp.cp.close();
+      const replica = await startTestControlPlane('postgres', { DATABASE_URL: url, UPSTREAM_ALLOW_CIDRS: '127.0.0.1/32' });
+      try {
+        expect((await replica.request('PUT', `/v1/workspaces/${ws.slug}/secrets/app/after-restart`, { token: cp.ownerToken, body: { value: 'x' } })).status).toBe(200);
+        await until('the record written after the restart', async () => {
+          const last = (await replica.request('GET', `/v1/workspaces/${ws.slug}/audit?limit=1`, { token: cp.ownerToken })).body.events[0];
+          return delivered().some((d) => d.id === last.id) ? true : undefined;
+        });
+        const all = delivered();
+        expect(new Set(all.map((d) => `${d.chain}:${d.seq}`)).size, 'nothing sent twice').toBe(all.length);
+        expect(all.length).toBeGreaterThan(sent);
+        const status = (await replica.request('GET', '/v1/audit/sinks', { token: cp.ownerToken })).body.sinks[0];
+        expect(status).toMatchObject({ name: 'siem', host: new URL(siem.url).host });
+        expect(status.last_delivered_at).not.toBeNull();
+      } finally {
+        await replica.close();
+      }
+    } finally {
+      siem.server.close();
+    }
+  });
+});
