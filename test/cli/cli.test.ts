@@ -179,6 +179,31 @@ describe('aileron-cp over the REST API', () => {
     expect(bad.stderr).toMatch(/^aileron-cp: POLICY_INVALID: rules\[0\]\.effect \[rule broken\]: .+\n$/);
   });
 
+  it('writes a secret from a file without ever printing it, lists it, verifies and exports the audit log', async () => {
+    const workspace = uniqueSlug('ws');
+    await cli(['workspaces', 'create', workspace], api);
+    const value = `cli-secret-${uniqueSlug('v')}`;
+    const file = join(cwd, `${workspace}.secret`);
+    writeFileSync(file, `${value}\n`);
+    const put = await cli(['secrets', 'put', 'github/token', '--workspace', workspace, '--from-file', file], api);
+    expect(put.code).toBe(0);
+    expect(put.stdout.trim()).toBe('vault://github/token version 1 written');
+    const list = await cli(['secrets', 'list', '--workspace', workspace], api);
+    expect(lines(list.stdout)[1]).toMatch(/^github\/token\s+1\s+1\s/);
+    const rotated = await cli(['secrets', 'rotate-key', '--workspace', workspace], api);
+    expect(rotated.stdout.trim()).toBe('vault key version 2; 1 data key(s) re-wrapped');
+
+    const verify = await cli(['audit', 'verify', '--workspace', workspace], api);
+    expect(verify.code).toBe(0);
+    expect(verify.stdout.trim()).toMatch(/^ok: 3 record\(s\), \d+ signed checkpoint\(s\)$/);
+    const exported = await cli(['audit', 'export', '--workspace', workspace], api);
+    const records = lines(exported.stdout).map((line) => JSON.parse(line) as { type: string; seq: number });
+    expect(records.map((r) => r.type)).toEqual(['workspace.created', 'secret.written', 'vault.key_rotated']);
+    const csv = await cli(['audit', 'export', '--workspace', workspace, '--format', 'csv'], api);
+    expect(lines(csv.stdout)).toHaveLength(4);
+    for (const run of [put, list, rotated, verify, exported, csv]) expect(run.stdout + run.stderr).not.toContain(value);
+  });
+
   it('reports a rejected request as one line with the problem code and detail, and exits 1', async () => {
     const bad = await cli(['workspaces', 'create', 'Not A Slug'], api);
     expect(bad.code).toBe(1);

@@ -93,7 +93,12 @@ export class ApiClient {
     return this.request<T>('PUT', path, body);
   }
 
-  private async request<T>(method: string, path: string, payload?: unknown, raw?: { text: string; contentType: string }): Promise<T> {
+  /** A body that is not JSON (an export); errors still come back as problem+json. */
+  getText(path: string): Promise<string> {
+    return this.request<string>('GET', path, undefined, undefined, true);
+  }
+
+  private async request<T>(method: string, path: string, payload?: unknown, raw?: { text: string; contentType: string }, asText = false): Promise<T> {
     const headers: Record<string, string> = { authorization: `Bearer ${this.token}`, accept: 'application/json' };
     const body = raw ? raw.text : payload === undefined ? undefined : JSON.stringify(payload);
     if (body !== undefined) headers['content-type'] = raw?.contentType ?? 'application/json';
@@ -116,6 +121,7 @@ export class ApiClient {
       parsed = undefined;
     }
     if (!response.ok) throw this.redacted(this.failure(response, method, path, parsed));
+    if (asText) return text as T;
     if (response.status !== 204 && parsed === undefined) {
       throw new CliError(`${method} ${this.display}${path} answered ${response.status} without JSON: is this an Aileron control plane?`);
     }

@@ -1,6 +1,7 @@
 import { Command } from 'commander';
 import { addTokensCommand, addWorkspacesCommand } from './api-commands';
 import { addGatewaysCommand, addPolicyCommand } from './gateway-commands';
+import { addAuditCommand, addSecretsCommand } from './vault-audit-commands';
 import { oneLine } from './cli-error';
 
 const NAME = 'aileron-cp';
@@ -48,6 +49,8 @@ function program(): Command {
   addWorkspacesCommand(root);
   addGatewaysCommand(root);
   addPolicyCommand(root);
+  addSecretsCommand(root);
+  addAuditCommand(root);
   return root;
 }
 
