@@ -36,9 +36,17 @@ export function createLogger(level: string): PinoLogger {
   return pino(loggerOptions(level));
 }
 
-/** Query strings may carry signed links or codes: log the path only. */
+/** `/v1/workspaces/<ws>/secrets/<path>`: the secret's path is cut from request logs. */
+const SECRET_ROUTE = /^(\/v1\/workspaces\/[^/]+\/secrets\/).+$/;
+
+/**
+ * Query strings may carry signed links or codes: log the path only. A secret's
+ * path is whatever the caller typed, a value pasted by mistake included, so it
+ * stays out of the logs (the audit log names the paths that were written).
+ */
 export function requestSerializer(req: IncomingMessage & { id?: unknown }): Record<string, unknown> {
-  return { id: req.id, method: req.method, path: (req.url ?? '').split('?')[0] };
+  const path = (req.url ?? '').split('?')[0]!;
+  return { id: req.id, method: req.method, path: path.replace(SECRET_ROUTE, '$1[redacted]') };
 }
 
 export function responseSerializer(res: ServerResponse): Record<string, unknown> {
