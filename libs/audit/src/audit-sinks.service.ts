@@ -45,6 +45,7 @@ export class AuditSinksService implements OnApplicationBootstrap, OnApplicationS
   private readonly logger = new Logger('AuditSinks');
   private readonly pending = new Map<string, NodeJS.Timeout>();
   private timer: NodeJS.Timeout | undefined;
+  private stopped = false;
 
   constructor(
     private readonly db: DatabaseService,
@@ -67,6 +68,7 @@ export class AuditSinksService implements OnApplicationBootstrap, OnApplicationS
   }
 
   onApplicationShutdown(): void {
+    this.stopped = true;
     if (this.timer) clearInterval(this.timer);
     for (const timer of this.pending.values()) clearTimeout(timer);
   }
@@ -107,12 +109,17 @@ export class AuditSinksService implements OnApplicationBootstrap, OnApplicationS
     const scope = SystemScopes.organization(organizationId);
     const sink = await this.repository.get(scope, sinkId);
     if (!sink || !sink.enabled) return;
-    if (!(await this.repository.claim(scope, sinkId, LEASE_MS))) return; // another process is sending
+    if (!(await this.repository.claim(scope, sinkId, LEASE_MS))) {
+      // another process is sending and may have read the chain heads before our records committed: look again shortly
+      await this.enqueue(organizationId, sinkId, `follow-up-${Math.floor(Date.now() / 1000)}`, 1000);
+      return;
+    }
     let sent = 0;
     try {
       const secret = this.root.unwrap(sink.secret, aad(scope, sinkId)).toString('utf8');
       const cursors = await this.repository.cursors(sinkId);
       for (const head of await this.records.heads(scope)) {
+        // heads are read after taking the lease: everything committed before it is sent now
         let after = cursors.get(head.chainId) ?? 0;
         while (after < head.seq && sent < BATCHES_PER_JOB) {
           const batch = await this.records.afterCursor(organizationId, head.chainId, after, BATCH);
@@ -135,7 +142,7 @@ export class AuditSinksService implements OnApplicationBootstrap, OnApplicationS
       await this.repository.release(scope, sinkId, { delivered: sent > 0, error: summary });
       throw new SinkDeliveryError(summary);
     }
-    if (sent >= BATCHES_PER_JOB) await this.enqueue(organizationId, sinkId, 'more');
+    if (sent >= BATCHES_PER_JOB) await this.enqueue(organizationId, sinkId, `more-${Date.now()}`);
   }
 
   private async send(sink: AuditSinkRecord, secret: string, payload: { delivery: string; chain: string; workspace_id: string | null; events: unknown[] }): Promise<void> {
@@ -179,8 +186,9 @@ export class AuditSinksService implements OnApplicationBootstrap, OnApplicationS
   }
 
   private async kick(scope: OrgScope): Promise<void> {
+    if (this.stopped) return;
     try {
-      for (const { id } of await this.repository.enabledIds(scope)) await this.enqueue(scope.organizationId, id, 'append');
+      for (const { id } of await this.repository.enabledIds(scope)) await this.enqueue(scope.organizationId, id, `append-${Date.now()}`);
     } catch (error) {
       this.logger.warn({ err: error }, 'could not schedule audit sink delivery; the periodic catch-up will');
     }
@@ -189,15 +197,19 @@ export class AuditSinksService implements OnApplicationBootstrap, OnApplicationS
   /** Picks up whatever bursts and failures left behind, after restarts too. */
   private async catchUp(): Promise<void> {
     try {
-      for (const sink of await this.repository.allEnabled()) await this.enqueue(sink.organizationId, sink.id, 'catch-up');
+      for (const sink of await this.repository.allEnabled()) await this.enqueue(sink.organizationId, sink.id, `catch-up-${Math.floor(Date.now() / CATCH_UP_MS)}`);
     } catch (error) {
       this.logger.warn({ err: error }, 'audit sink catch-up failed; will retry');
     }
   }
 
-  private enqueue(organizationId: string, sinkId: string, why: string): Promise<void> {
-    // one job id per sink and second: repeats within it collapse, and the lease keeps deliveries one at a time
-    return this.queue.enqueue(AUDIT_STREAM_JOB, { organizationId, sinkId }, { jobId: `audit-stream-${sinkId}-${why}-${Math.floor(Date.now() / 1000)}`, attempts: 8, backoffMs: 1000 });
+  /**
+   * Job ids say why and when: appends are already coalesced per organisation,
+   * follow-ups and catch-ups collapse per time slot, and the lease keeps
+   * deliveries to one sink one at a time whatever runs.
+   */
+  private enqueue(organizationId: string, sinkId: string, why: string, delayMs?: number): Promise<void> {
+    return this.queue.enqueue(AUDIT_STREAM_JOB, { organizationId, sinkId }, { jobId: `audit-stream-${sinkId}-${why}`, attempts: 8, backoffMs: 1000, ...(delayMs ? { delayMs } : {}) });
   }
 }
 
