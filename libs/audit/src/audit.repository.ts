@@ -68,7 +68,9 @@ export class AuditRepository {
     await tx.auditCheckpoint.upsert({
       where: { chainId_seq: { chainId, seq: BigInt(checkpoint.seq) } },
       create: { chainId, organizationId: scope.organizationId, seq: BigInt(checkpoint.seq), hash: checkpoint.hash, kind: checkpoint.kind, keyId: checkpoint.keyId, signature: checkpoint.signature },
-      update: {},
+      // retention often cuts at a record a periodic checkpoint already signed: that one becomes the anchor
+      // (same seq and hash, signed again with kind 'retention'), or the removed records would have none
+      update: checkpoint.kind === 'retention' ? { hash: checkpoint.hash, kind: checkpoint.kind, keyId: checkpoint.keyId, signature: checkpoint.signature } : {},
     });
     await tx.auditHead.update({ where: { chainId }, data: { checkpointSeq: BigInt(checkpoint.seq) } });
   }

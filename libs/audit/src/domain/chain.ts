@@ -122,14 +122,16 @@ export class ChainVerifier {
     verifySignature: (keyId: string, message: string, signature: string) => boolean,
   ) {
     this.wanted = new Map(checkpoints.map((c) => [c.seq, c]));
+    const signed = checkpoints.filter((checkpoint) => {
+      const ok = verifySignature(checkpoint.keyId, checkpointSigningInput({ chainId, ...checkpoint }), checkpoint.signature);
+      if (!ok) this.fail({ seq: checkpoint.seq, id: null, reason: `checkpoint at ${checkpoint.seq} has a bad signature (key ${checkpoint.keyId})` });
+      return ok;
+    });
     // retention removed everything up to its newest anchor: the chain resumes from there
-    const anchor = checkpoints.filter((c) => c.kind === 'retention').sort((a, b) => b.seq - a.seq)[0];
+    // (only a validly signed one: a forged anchor is reported where it is, not as the records before it)
+    const anchor = signed.filter((c) => c.kind === 'retention').sort((a, b) => b.seq - a.seq)[0];
     this.expectedSeq = (anchor?.seq ?? 0) + 1;
     this.prevHash = anchor?.hash ?? GENESIS_HASH;
-    for (const checkpoint of checkpoints) {
-      const signed = verifySignature(checkpoint.keyId, checkpointSigningInput({ chainId, ...checkpoint }), checkpoint.signature);
-      if (!signed) this.fail({ seq: checkpoint.seq, id: null, reason: `checkpoint at ${checkpoint.seq} has a bad signature (key ${checkpoint.keyId})` });
-    }
   }
 
   get firstBad(): FirstBad | undefined {
@@ -157,7 +159,8 @@ export class ChainVerifier {
     this.prevHash = record.hash;
     this.expectedSeq++;
     this.count++;
-    return !this.bad;
+    // a bad checkpoint further on must not hide an earlier bad record: read on until its position
+    return !this.bad || this.bad.seq > this.expectedSeq;
   }
 
   /** After the last record: the head and every checkpoint must be accounted for. */
