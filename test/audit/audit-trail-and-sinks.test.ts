@@ -168,3 +168,45 @@ describe('SIEM sinks', () => {
     }
   });
 });
+
+describe('verifying an export without the control plane', () => {
+  let cp: TestControlPlane;
+  beforeAll(async () => {
+    cp = await startTestControlPlane('pglite');
+  });
+  afterAll(async () => cp?.close());
+
+  it('recomputes every hash from the documented canonical form and checks the signed checkpoint with the published key', async () => {
+    const ws = await aWorkspace(cp, cp.ownerToken);
+    for (let i = 0; i < 3; i++) await cp.request('PUT', `/v1/workspaces/${ws.slug}/secrets/k${i}`, { body: { value: `v${i}` } });
+    const { AuditService } = await import('../../libs/audit/src');
+    await cp.cp.app.get(AuditService).checkpoint({ chainId: ws.id, organizationId: (await cp.request('GET', '/v1/organization')).body.id, workspaceId: ws.id });
+
+    const exported = (await cp.request('GET', `/v1/workspaces/${ws.slug}/audit/export`)).text.trim().split('\n').map((l) => JSON.parse(l));
+    const { checkpoints } = (await cp.request('GET', `/v1/workspaces/${ws.slug}/audit/checkpoints`)).body;
+    const { keys } = (await cp.request('GET', '/.well-known/aileron/audit-keys', { token: null })).body;
+    expect(exported).toHaveLength(4);
+    expect(checkpoints).toHaveLength(1);
+
+    const canonicalize = (await import('canonicalize')).default as (v: unknown) => string;
+    const { createHash, createPublicKey, verify } = await import('node:crypto');
+    let prev = '0'.repeat(64);
+    for (const r of exported) {
+      const canonical = canonicalize({
+        v: 1, chain: r.chain_id, organization: r.organization_id, workspace: r.workspace_id, seq: r.seq, id: r.id, type: r.type,
+        recorded_at: r.recorded_at, occurred_at: r.occurred_at, source: r.source, actor: r.actor, principal: r.principal,
+        execution_mode: r.execution_mode, server: r.server, tool: r.tool, decision: r.decision, session: r.session, data: r.data, prev_hash: r.prev_hash,
+      });
+      expect(r.prev_hash).toBe(prev);
+      expect(createHash('sha256').update(canonical).digest('hex'), `record ${r.seq}`).toBe(r.hash);
+      prev = r.hash;
+    }
+    const checkpoint = checkpoints[0];
+    expect(checkpoint).toMatchObject({ seq: 4, hash: prev, kind: 'periodic' });
+    const key = keys.find((k: { kid: string }) => k.kid === checkpoint.key_id);
+    const message = `aileron-audit-checkpoint/v1\n${canonicalize({ chain: ws.id, seq: checkpoint.seq, hash: checkpoint.hash, kind: checkpoint.kind })}`;
+    const publicKey = createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: key.x }, format: 'jwk' });
+    expect(verify(null, Buffer.from(message), publicKey, Buffer.from(checkpoint.signature, 'base64url'))).toBe(true);
+    expect(verify(null, Buffer.from(message.replace(`"seq":4`, `"seq":3`)), publicKey, Buffer.from(checkpoint.signature, 'base64url'))).toBe(false);
+  });
+});

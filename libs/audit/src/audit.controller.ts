@@ -4,15 +4,59 @@ import { stringify } from 'csv-stringify/sync';
 import { z } from 'zod';
 import { Caller, OrgScope, Principal, TenantScope, WorkspaceScope } from '@aileron/auth';
 import { Route } from '@aileron/http';
+import { SigningKeysService } from '@aileron/keys';
 import { AuditService } from './audit.service';
 import { auditQuery, CSV_COLUMNS, exportQuery, filtersOf, retentionBody, retentionView, searchView, toView, verifyView, wsParams } from './audit.schemas';
+
+const auditKeysView = z.object({
+  keys: z.array(z.object({ kty: z.literal('OKP'), crv: z.literal('Ed25519'), alg: z.literal('EdDSA'), use: z.literal('sig'), kid: z.string(), x: z.string() })),
+});
+
+const checkpointsView = z.object({
+  chain: z.string(),
+  checkpoints: z.array(z.object({ seq: z.number().int(), hash: z.string(), kind: z.enum(['periodic', 'retention']), key_id: z.string(), signature: z.string() })),
+});
 
 const SEARCH_DESCRIPTION =
   'Newest first. Filters combine (AND); `next_cursor` continues. Every record carries its hash and the hash of the one before it.';
 
 @Controller()
 export class AuditController {
-  constructor(private readonly audit: AuditService) {}
+  constructor(
+    private readonly audit: AuditService,
+    private readonly keys: SigningKeysService,
+  ) {}
+
+  @Route({
+    method: 'GET',
+    path: '/.well-known/aileron/audit-keys',
+    summary: 'The public keys that sign audit checkpoints (JWKS, Ed25519), retired ones included',
+    description:
+      'A checkpoint signs `aileron-audit-checkpoint/v1\\n` + RFC 8785 JSON of `{chain, seq, hash, kind}`; with these keys anyone holding an export can check it without the control plane.',
+    tag: 'audit',
+    auth: 'public',
+    tenancy: 'none',
+    response: auditKeysView,
+  })
+  async publicKeys(): Promise<z.infer<typeof auditKeysView>> {
+    await this.keys.ring('audit-checkpoint'); // the first key exists before anyone asks for it
+    const keys = await this.keys.publicKeys('audit-checkpoint');
+    return { keys: [...keys].map(([kid, x]) => ({ kty: 'OKP' as const, crv: 'Ed25519' as const, alg: 'EdDSA' as const, use: 'sig' as const, kid, x })) };
+  }
+
+  @Route({
+    method: 'POST',
+    path: '/v1/platform/audit-keys/rotate',
+    summary: 'Rotate the audit checkpoint signing key (platform operators)',
+    description: 'New checkpoints use the new key; every older key stays published so old checkpoints keep verifying.',
+    tag: 'platform',
+    tenancy: 'platform',
+    response: z.object({ kid: z.string(), retired: z.array(z.string()) }),
+    status: 201,
+  })
+  rotateKeys(): Promise<{ kid: string; retired: string[] }> {
+    return this.keys.rotate('audit-checkpoint');
+  }
 
   @Route({
     method: 'GET',
@@ -43,6 +87,21 @@ export class AuditController {
   })
   verify(@TenantScope() scope: WorkspaceScope): Promise<z.infer<typeof verifyView>> {
     return this.audit.verify(scope);
+  }
+
+  @Route({
+    method: 'GET',
+    path: '/v1/workspaces/:ws/audit/checkpoints',
+    summary: "The signed checkpoints of the workspace's chain",
+    description: 'With an export and the keys at /.well-known/aileron/audit-keys, an auditor verifies the chain without trusting the control plane.',
+    tag: 'audit',
+    permission: 'audit.read',
+    tenancy: 'workspace',
+    params: wsParams,
+    response: checkpointsView,
+  })
+  async checkpoints(@TenantScope() scope: WorkspaceScope): Promise<z.infer<typeof checkpointsView>> {
+    return { chain: scope.workspaceId, checkpoints: (await this.audit.checkpoints(scope)).map((c) => ({ seq: c.seq, hash: c.hash, kind: c.kind, key_id: c.keyId, signature: c.signature })) };
   }
 
   @Route({
