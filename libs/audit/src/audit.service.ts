@@ -186,6 +186,10 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
     }
   }
 
+  checkpoints(scope: OrgScope): Promise<CheckpointRecord[]> {
+    return this.repository.checkpoints(scope, chainOf(scope).chainId);
+  }
+
   async verify(scope: OrgScope): Promise<VerifyResult> {
     const chainId = chainOf(scope).chainId;
     const [head, checkpoints, publicKeys] = await Promise.all([
