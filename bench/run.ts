@@ -1,10 +1,11 @@
 // before any module with Nest decorators loads, or their DI metadata is lost
 import 'reflect-metadata';
+import { auditIngestBench } from './audit-ingest.bench';
 import { catalogBench } from './catalog.bench';
 import { Bench, Figure, note } from './figures';
 import { policyBench } from './policy.bench';
 
-const BENCHES: readonly Bench[] = [policyBench, catalogBench];
+const BENCHES: readonly Bench[] = [policyBench, catalogBench, auditIngestBench];
 
 async function main(argv: string[]): Promise<number> {
   const wanted = argv.filter((arg) => arg !== '--');

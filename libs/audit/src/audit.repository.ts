@@ -53,13 +53,27 @@ export class AuditRepository {
   /** Which of these ids the chain already holds (a retried gateway batch). */
   async existingIds(tx: Transaction, chainId: string, ids: string[]): Promise<Set<string>> {
     if (ids.length === 0) return new Set();
-    const rows = await tx.auditEvent.findMany({ where: { chainId, id: { in: ids } }, select: { id: true } });
+    // the ids as one JSON parameter: findMany's `in` compiles a plan per call that grows with the list
+    const rows = await tx.$queryRaw<{ id: string }[]>`
+      SELECT id FROM audit_events
+      WHERE chain_id = ${chainId}::uuid AND id IN (SELECT jsonb_array_elements_text(${JSON.stringify(ids)}::jsonb)::uuid)`;
     return new Set(rows.map((r) => r.id));
   }
 
   async append(tx: Transaction, records: ChainedRecord[]): Promise<void> {
     if (records.length === 0) return;
-    await tx.auditEvent.createMany({ data: records.map(toRow) });
+    // One JSON parameter, not createMany: Prisma compiles a createMany plan per call at ~0.4 ms a row
+    // (a 500-event gateway batch spent ten times the INSERT's own cost there). The rows are the same:
+    // Prisma also sends dates as ISO-8601 and `data` as JSON text.
+    await tx.$executeRaw`
+      INSERT INTO audit_events (organization_id, chain_id, workspace_id, seq, id, type, recorded_at, occurred_at, source, actor,
+                                principal, execution_mode, server, tool, decision, session_id, data, prev_hash, hash)
+      SELECT organization_id, chain_id, workspace_id, seq, id, type, recorded_at, occurred_at, source, actor,
+             principal, execution_mode, server, tool, decision, session_id, data, prev_hash, hash
+      FROM jsonb_to_recordset(${JSON.stringify(records.map(toRow))}::jsonb) AS r(
+        organization_id uuid, chain_id uuid, workspace_id uuid, seq bigint, id uuid, type text, recorded_at timestamptz, occurred_at timestamptz,
+        source text, actor text, principal text, execution_mode text, server text, tool text, decision text, session_id text, data jsonb,
+        prev_hash text, hash text)`;
     const last = records[records.length - 1]!;
     await tx.auditHead.update({ where: { chainId: last.chainId }, data: { seq: BigInt(last.seq), hash: last.hash, updatedAt: new Date() } });
   }
@@ -190,28 +204,40 @@ function toHead(row: { chainId: string; organizationId: string; workspaceId: str
   return { chainId: row.chainId, organizationId: row.organizationId, workspaceId: row.workspaceId, seq: Number(row.seq), hash: row.hash, checkpointSeq: Number(row.checkpointSeq) };
 }
 
-function toRow(record: ChainedRecord): Prisma.AuditEventCreateManyInput {
+/** A record as one element of the JSON that `append` hands to jsonb_to_recordset. */
+function toRow(record: ChainedRecord): Record<string, unknown> {
   return {
-    organizationId: record.organizationId,
-    chainId: record.chainId,
-    workspaceId: record.workspaceId,
-    seq: BigInt(record.seq),
+    organization_id: record.organizationId,
+    chain_id: record.chainId,
+    workspace_id: record.workspaceId,
+    seq: record.seq,
     id: record.id,
-    type: record.type,
-    recordedAt: record.recordedAt,
-    occurredAt: record.occurredAt,
-    source: record.source,
-    actor: record.actor,
-    principal: record.principal,
-    executionMode: record.executionMode,
-    server: record.server,
-    tool: record.tool,
-    decision: record.decision,
-    sessionId: record.sessionId,
-    data: record.data as Prisma.InputJsonValue,
-    prevHash: record.prevHash,
+    type: asText(record.type),
+    recorded_at: record.recordedAt.toISOString(),
+    occurred_at: record.occurredAt.toISOString(),
+    source: asText(record.source),
+    actor: asText(record.actor),
+    principal: asText(record.principal),
+    execution_mode: asText(record.executionMode),
+    server: asText(record.server),
+    tool: asText(record.tool),
+    decision: asText(record.decision),
+    session_id: asText(record.sessionId),
+    // as createMany sent it: JSON text, where PostgreSQL refuses a lone surrogate
+    data: record.data,
+    prev_hash: record.prevHash,
     hash: record.hash,
   };
+}
+
+const LONE_SURROGATE = /\p{Cs}/u;
+
+/**
+ * A text column as a bound parameter stored it: encoded as UTF-8, a lone
+ * surrogate became U+FFFD. In JSON it would fail the whole INSERT instead.
+ */
+function asText(value: string | null): string | null {
+  return value !== null && LONE_SURROGATE.test(value) ? value.replace(/\p{Cs}/gu, '\uFFFD') : value;
 }
 
 function toRecord(row: Row): ChainedRecord {
