@@ -1,6 +1,9 @@
+import { createHash, createPublicKey, verify } from 'node:crypto';
 import { createServer, IncomingMessage, Server } from 'node:http';
+import canonicalize from 'canonicalize';
 import { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AuditService } from '../../libs/audit/src';
 import { verifySignedPayload } from '../../libs/platform/net/src';
 import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
 import { aToken, aWorkspace } from '../support/builders';
@@ -179,7 +182,6 @@ describe('verifying an export without the control plane', () => {
   it('recomputes every hash from the documented canonical form and checks the signed checkpoint with the published key', async () => {
     const ws = await aWorkspace(cp, cp.ownerToken);
     for (let i = 0; i < 3; i++) await cp.request('PUT', `/v1/workspaces/${ws.slug}/secrets/k${i}`, { body: { value: `v${i}` } });
-    const { AuditService } = await import('../../libs/audit/src');
     await cp.cp.app.get(AuditService).checkpoint({ chainId: ws.id, organizationId: (await cp.request('GET', '/v1/organization')).body.id, workspaceId: ws.id });
 
     const exported = (await cp.request('GET', `/v1/workspaces/${ws.slug}/audit/export`)).text.trim().split('\n').map((l) => JSON.parse(l));
@@ -188,8 +190,6 @@ describe('verifying an export without the control plane', () => {
     expect(exported).toHaveLength(4);
     expect(checkpoints).toHaveLength(1);
 
-    const canonicalize = (await import('canonicalize')).default as (v: unknown) => string;
-    const { createHash, createPublicKey, verify } = await import('node:crypto');
     let prev = '0'.repeat(64);
     for (const r of exported) {
       const canonical = canonicalize({
@@ -198,7 +198,7 @@ describe('verifying an export without the control plane', () => {
         execution_mode: r.execution_mode, server: r.server, tool: r.tool, decision: r.decision, session: r.session, data: r.data, prev_hash: r.prev_hash,
       });
       expect(r.prev_hash).toBe(prev);
-      expect(createHash('sha256').update(canonical).digest('hex'), `record ${r.seq}`).toBe(r.hash);
+      expect(createHash('sha256').update(canonical!).digest('hex'), `record ${r.seq}`).toBe(r.hash);
       prev = r.hash;
     }
     const checkpoint = checkpoints[0];

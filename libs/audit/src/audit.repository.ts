@@ -38,15 +38,19 @@ export class AuditRepository {
 
   /** The chain's head, locked until the transaction ends; created empty on first use. */
   async lockHead(tx: Transaction, scope: OrgScope, chainId: string, workspaceId: string | null): Promise<ChainHead> {
-    await tx.$executeRaw`
-      INSERT INTO audit_heads (chain_id, organization_id, workspace_id, seq, hash)
-      VALUES (${chainId}::uuid, ${scope.organizationId}::uuid, ${workspaceId}::uuid, 0, ${'0'.repeat(64)})
-      ON CONFLICT (chain_id) DO NOTHING`;
-    const rows = await tx.$queryRaw<{ seq: bigint; hash: string; checkpoint_seq: bigint }[]>`
-      SELECT seq, hash, checkpoint_seq FROM audit_heads
-      WHERE chain_id = ${chainId}::uuid AND organization_id = ${scope.organizationId}::uuid FOR UPDATE`;
+    const select = () => tx.$queryRaw<{ seq: bigint; hash: string; checkpoint_seq: bigint; organization_id: string }[]>`
+      SELECT seq, hash, checkpoint_seq, organization_id FROM audit_heads WHERE chain_id = ${chainId}::uuid FOR UPDATE`;
+    // one round trip on every append but a chain's first
+    let rows = await select();
+    if (rows.length === 0) {
+      await tx.$executeRaw`
+        INSERT INTO audit_heads (chain_id, organization_id, workspace_id, seq, hash)
+        VALUES (${chainId}::uuid, ${scope.organizationId}::uuid, ${workspaceId}::uuid, 0, ${'0'.repeat(64)})
+        ON CONFLICT (chain_id) DO NOTHING`;
+      rows = await select();
+    }
     const row = rows[0];
-    if (!row) throw new Error('audit chain belongs to another organisation');
+    if (!row || row.organization_id !== scope.organizationId) throw new Error('audit chain belongs to another organisation');
     return { chainId, organizationId: scope.organizationId, workspaceId, seq: Number(row.seq), hash: row.hash, checkpointSeq: Number(row.checkpoint_seq) };
   }
 
@@ -65,7 +69,10 @@ export class AuditRepository {
     // One JSON parameter, not createMany: Prisma compiles a createMany plan per call at ~0.4 ms a row
     // (a 500-event gateway batch spent ten times the INSERT's own cost there). The rows are the same:
     // Prisma also sends dates as ISO-8601 and `data` as JSON text.
+    const last = records[records.length - 1]!;
+    // the head moves in the same statement: one round trip per batch
     await tx.$executeRaw`
+      WITH inserted AS (
       INSERT INTO audit_events (organization_id, chain_id, workspace_id, seq, id, type, recorded_at, occurred_at, source, actor,
                                 principal, execution_mode, server, tool, decision, session_id, data, prev_hash, hash)
       SELECT organization_id, chain_id, workspace_id, seq, id, type, recorded_at, occurred_at, source, actor,
@@ -73,9 +80,10 @@ export class AuditRepository {
       FROM jsonb_to_recordset(${JSON.stringify(records.map(toRow))}::jsonb) AS r(
         organization_id uuid, chain_id uuid, workspace_id uuid, seq bigint, id uuid, type text, recorded_at timestamptz, occurred_at timestamptz,
         source text, actor text, principal text, execution_mode text, server text, tool text, decision text, session_id text, data jsonb,
-        prev_hash text, hash text)`;
-    const last = records[records.length - 1]!;
-    await tx.auditHead.update({ where: { chainId: last.chainId }, data: { seq: BigInt(last.seq), hash: last.hash, updatedAt: new Date() } });
+        prev_hash text, hash text)
+      RETURNING 1)
+      UPDATE audit_heads SET seq = ${last.seq}::bigint, hash = ${last.hash}, updated_at = now()
+      WHERE chain_id = ${last.chainId}::uuid AND (SELECT count(*) FROM inserted) = ${records.length}`;
   }
 
   async writeCheckpoint(tx: Transaction, scope: OrgScope, chainId: string, checkpoint: CheckpointRecord): Promise<void> {

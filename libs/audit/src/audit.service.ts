@@ -15,6 +15,7 @@ import {
   ChainedRecord,
   chainRecords,
   checkpointSigningInput,
+  recordHasher,
   ChainVerifier,
   CheckpointRecord,
   UnchainedRecord,
@@ -148,14 +149,26 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
     });
     if (good.length === 0) return result;
     const actor = actorOf(gateway);
+    const chain = chainOf(scope);
+    const now = new Date();
+    // zod's output is plain JSON already: no copy needed before hashing
+    const candidates = good.map(({ event }) => unchained(scope, chain, fromGatewayEvent(event, actor), now, false));
     await this.db.transaction(async (tx) => {
-      const chain = chainOf(scope);
-      const head = await this.repository.lockHead(tx, scope, chain.chainId, chain.workspaceId);
-      const existing = await this.repository.existingIds(tx, chain.chainId, good.map((g) => g.event.id));
-      const fresh = good.filter((g) => !existing.has(g.event.id));
-      result.duplicates += good.length - fresh.length;
-      const now = new Date();
-      const records = chainRecords(head, fresh.map(({ event }) => unchained(scope, chain, fromGatewayEvent(event, actor), now)));
+      // serialise the records while the head's lock is on the wire: the lock is held for less
+      const locking = this.repository.lockHead(tx, scope, chain.chainId, chain.workspaceId);
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      const hashers = candidates.map(recordHasher);
+      const head = await locking;
+      // retries are rare: chain every event while the duplicate check is on the wire, again only if it finds some
+      const duplicates = this.repository.existingIds(tx, chain.chainId, candidates.map((c) => c.id));
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      let records = chainRecords(head, candidates, hashers);
+      const existing = await duplicates;
+      if (existing.size > 0) {
+        const keep = candidates.map((c) => !existing.has(c.id));
+        records = chainRecords(head, candidates.filter((_, i) => keep[i]), hashers.filter((_, i) => keep[i]));
+      }
+      result.duplicates += candidates.length - records.length;
       await this.repository.append(tx, records);
       result.accepted = records.length;
     });
@@ -292,7 +305,7 @@ function chainOf(scope: OrgScope): { chainId: string; workspaceId: string | null
   return workspaceId ? { chainId: workspaceId, workspaceId } : { chainId: scope.organizationId, workspaceId: null };
 }
 
-function unchained(scope: OrgScope, chain: { chainId: string; workspaceId: string | null }, entry: AuditEntry, now: Date): UnchainedRecord {
+function unchained(scope: OrgScope, chain: { chainId: string; workspaceId: string | null }, entry: AuditEntry, now: Date, copy = true): UnchainedRecord {
   return {
     chainId: chain.chainId,
     organizationId: scope.organizationId,
@@ -310,7 +323,7 @@ function unchained(scope: OrgScope, chain: { chainId: string; workspaceId: strin
     decision: entry.decision ?? null,
     sessionId: entry.sessionId ?? null,
     // the JSON round trip stores exactly what was hashed (no undefined, no Dates)
-    data: JSON.parse(JSON.stringify(entry.data ?? {})) as Record<string, unknown>,
+    data: copy ? (JSON.parse(JSON.stringify(entry.data ?? {})) as Record<string, unknown>) : (entry.data ?? {}),
   };
 }
 

@@ -63,13 +63,65 @@ export function recordHash(record: Omit<ChainedRecord, 'hash'>): string {
   return sha256Hex(canonicalRecord(record));
 }
 
-/** Links records onto a chain whose newest record is `head`. */
-export function chainRecords(head: { seq: number; hash: string }, records: UnchainedRecord[]): ChainedRecord[] {
+/** Hashes a record once its position is known; see `recordHasher`. */
+export type RecordHasher = (seq: number, prevHash: string) => string;
+
+/**
+ * The canonical form of a record split around its two position fields, so
+ * everything else is serialised before the chain's head is known (outside the
+ * lock, while the head is being fetched) and hashing at append time is a
+ * concatenation and a SHA-256. Byte for byte the same as `canonicalRecord`
+ * (a spec holds them to it); keys are in RFC 8785 order.
+ */
+export function recordHasher(record: UnchainedRecord): RecordHasher {
+  const s = JSON.stringify;
+  const before =
+    `{"actor":${s(record.actor)},"chain":${s(record.chainId)},"data":${canonicalValue(record.data)},"decision":${s(record.decision)},"execution_mode":${s(record.executionMode)}` +
+    `,"id":${s(record.id)},"occurred_at":${s(record.occurredAt.toISOString())},"organization":${s(record.organizationId)},"prev_hash":`;
+  const middle = `,"principal":${s(record.principal)},"recorded_at":${s(record.recordedAt.toISOString())},"seq":`;
+  const after =
+    `,"server":${s(record.server)},"session":${s(record.sessionId)},"source":${s(record.source)},"tool":${s(record.tool)}` +
+    `,"type":${s(record.type)},"v":1,"workspace":${s(record.workspaceId)}}`;
+  return (seq, prevHash) => sha256Hex(`${before}${s(prevHash)}${middle}${seq}${after}`);
+}
+
+/**
+ * RFC 8785 for plain JSON values (what `data` holds: parsed JSON, no Dates or
+ * toJSON): keys sorted by UTF-16 code units, primitives as JSON.stringify
+ * writes them, which is what the RFC prescribes. Anything else goes to the
+ * general canonicaliser.
+ */
+function canonicalValue(value: unknown): string {
+  if (value === null || typeof value === 'string' || typeof value === 'boolean') return JSON.stringify(value);
+  if (typeof value === 'number') return Number.isFinite(value) ? JSON.stringify(value) : canonicalJson(value);
+  if (Array.isArray(value)) {
+    let out = '[';
+    for (let i = 0; i < value.length; i++) out += (i === 0 ? '' : ',') + (value[i] === undefined ? 'null' : canonicalValue(value[i]));
+    return `${out}]`;
+  }
+  if (typeof value === 'object' && Object.getPrototypeOf(value) === Object.prototype) {
+    const object = value as Record<string, unknown>;
+    let out = '{';
+    let first = true;
+    for (const key of Object.keys(object).sort()) {
+      const item = object[key];
+      if (item === undefined) continue;
+      out += `${first ? '' : ','}${JSON.stringify(key)}:${canonicalValue(item)}`;
+      first = false;
+    }
+    return `${out}}`;
+  }
+  return canonicalJson(value);
+}
+
+/** Links records onto a chain whose newest record is `head`; `hashers` may be prepared beforehand. */
+export function chainRecords(head: { seq: number; hash: string }, records: UnchainedRecord[], hashers?: RecordHasher[]): ChainedRecord[] {
   let { seq, hash } = head;
-  return records.map((record) => {
-    const linked = { ...record, seq: ++seq, prevHash: hash };
-    hash = recordHash(linked);
-    return { ...linked, hash };
+  return records.map((record, i) => {
+    const hasher = hashers?.[i] ?? recordHasher(record);
+    const prevHash = hash;
+    hash = hasher(++seq, prevHash);
+    return { ...record, seq, prevHash, hash };
   });
 }
 
