@@ -4,6 +4,7 @@ import canonicalize from 'canonicalize';
 import { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AuditService } from '../../libs/audit/src';
+import { SystemScopes } from '../../libs/auth/src/scope-issuer';
 import { verifySignedPayload } from '../../libs/platform/net/src';
 import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
 import { aToken, aWorkspace } from '../support/builders';
@@ -208,5 +209,22 @@ describe('verifying an export without the control plane', () => {
     const publicKey = createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: key.x }, format: 'jwk' });
     expect(verify(null, Buffer.from(message), publicKey, Buffer.from(checkpoint.signature, 'base64url'))).toBe(true);
     expect(verify(null, Buffer.from(message.replace(`"seq":4`, `"seq":3`)), publicKey, Buffer.from(checkpoint.signature, 'base64url'))).toBe(false);
+  });
+});
+
+describe('text the database would change', () => {
+  let cp: TestControlPlane;
+  beforeAll(async () => {
+    cp = await startTestControlPlane('postgres');
+  });
+  afterAll(async () => cp?.close());
+
+  it('a lone surrogate recorded through a domain is hashed as stored, so the chain still verifies', async () => {
+    const ws = await aWorkspace(cp, cp.ownerToken);
+    const scope = SystemScopes.workspace((await cp.request('GET', '/v1/organization')).body.id, ws);
+    await cp.cp.app.get(AuditService).recordNow(scope, { type: 'test.recorded', actor: 'user:\ud800x', tool: 'a\udc00', data: { note: 'b\ud83d', nested: ['\udfff'] } });
+    const [record] = (await cp.request('GET', `/v1/workspaces/${ws.slug}/audit?type=test.recorded`)).body.events;
+    expect(record).toMatchObject({ actor: 'user:\ufffdx', tool: 'a\ufffd', data: { note: 'b\ufffd', nested: ['\ufffd'] } });
+    expect((await cp.request('GET', `/v1/workspaces/${ws.slug}/audit/verify`)).body).toMatchObject({ ok: true });
   });
 });

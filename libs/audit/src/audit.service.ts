@@ -159,17 +159,15 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
       await new Promise<void>((resolve) => setImmediate(resolve));
       const hashers = candidates.map(recordHasher);
       const head = await locking;
-      // retries are rare: chain every event while the duplicate check is on the wire, again only if it finds some
-      const duplicates = this.repository.existingIds(tx, chain.chainId, candidates.map((c) => c.id));
-      await new Promise<void>((resolve) => setImmediate(resolve));
       let records = chainRecords(head, candidates, hashers);
-      const existing = await duplicates;
-      if (existing.size > 0) {
+      // retries are rare: insert optimistically; only when an id is already stored, look them up and chain again
+      if (!(await this.repository.appendUnlessRepeated(tx, records))) {
+        const existing = await this.repository.existingIds(tx, chain.chainId, candidates.map((c) => c.id));
         const keep = candidates.map((c) => !existing.has(c.id));
         records = chainRecords(head, candidates.filter((_, i) => keep[i]), hashers.filter((_, i) => keep[i]));
+        await this.repository.append(tx, records);
       }
       result.duplicates += candidates.length - records.length;
-      await this.repository.append(tx, records);
       result.accepted = records.length;
     });
     this.afterCommit(scope.organizationId);
@@ -311,20 +309,25 @@ function unchained(scope: OrgScope, chain: { chainId: string; workspaceId: strin
     organizationId: scope.organizationId,
     workspaceId: chain.workspaceId,
     id: entry.id ?? randomUUID(),
-    type: entry.type,
+    type: wellFormed(entry.type),
     recordedAt: now,
     occurredAt: entry.occurredAt ?? now,
     source: entry.source ?? 'api',
-    actor: entry.actor ?? null,
-    principal: entry.principal ?? null,
+    actor: wellFormed(entry.actor ?? null),
+    principal: wellFormed(entry.principal ?? null),
     executionMode: entry.executionMode ?? null,
-    server: entry.server ?? null,
-    tool: entry.tool ?? null,
-    decision: entry.decision ?? null,
-    sessionId: entry.sessionId ?? null,
-    // the JSON round trip stores exactly what was hashed (no undefined, no Dates)
-    data: copy ? (JSON.parse(JSON.stringify(entry.data ?? {})) as Record<string, unknown>) : (entry.data ?? {}),
+    server: wellFormed(entry.server ?? null),
+    tool: wellFormed(entry.tool ?? null),
+    decision: wellFormed(entry.decision ?? null),
+    sessionId: wellFormed(entry.sessionId ?? null),
+    // the JSON round trip stores exactly what was hashed (no undefined, no Dates, no lone surrogates)
+    data: copy ? (JSON.parse(JSON.stringify(entry.data ?? {}), (_key, value: unknown) => (typeof value === 'string' ? value.toWellFormed() : value)) as Record<string, unknown>) : (entry.data ?? {}),
   };
+}
+
+/** PostgreSQL stores a lone surrogate as U+FFFD: hash what will be stored, or the record would not verify. */
+function wellFormed<T extends string | null>(value: T): T {
+  return (value === null ? value : value.toWellFormed()) as T;
 }
 
 function fromGatewayEvent(event: GatewayEvent, actor: string): AuditEntry {

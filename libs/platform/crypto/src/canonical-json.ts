@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import canonicalize from 'canonicalize';
 
 /**
@@ -12,8 +12,9 @@ export function canonicalJson(value: unknown): string {
   return text;
 }
 
+/** One-shot hashing: several times cheaper than createHash for the short inputs hashed per request and per audit record. */
 export function sha256Hex(data: string | Buffer): string {
-  return createHash('sha256').update(data).digest('hex');
+  return hash('sha256', data, 'hex');
 }
 
 export function digestOf(value: unknown): string {
