@@ -31,6 +31,22 @@ export class AccessService {
     return SystemScopes.organization(principal.organizationId);
   }
 
+  /**
+   * For resources addressed by their own id (an approval): the workspace they
+   * belong to, as the caller may act in it. A gateway acts in its own workspace only.
+   */
+  async workspaceById(principal: Principal, workspaceId: string, permission: Permission, what: { kind: string; id: string }): Promise<WorkspaceScope> {
+    const workspace = await this.repository.findWorkspaceById(SystemScopes.organization(principal.organizationId), workspaceId);
+    if (principal.gateway) {
+      if (!workspace || principal.gateway.workspaceId !== workspaceId) throw new NotFoundError(what.kind, what.id);
+      return SystemScopes.workspace(principal.organizationId, workspace, 'member');
+    }
+    const role = workspace ? roleIn(principal, workspace.id) : null;
+    if (!workspace || !role) throw new NotFoundError(what.kind, what.id);
+    if (!allows(role, permission)) throw new ForbiddenError(`Role "${role}" may not ${permission} in workspace "${workspace.slug}"`);
+    return SystemScopes.workspace(principal.organizationId, workspace, role);
+  }
+
   async workspace(principal: Principal, slug: string, permission: Permission): Promise<WorkspaceScope> {
     const workspace = await this.repository.findWorkspaceBySlug(SystemScopes.organization(principal.organizationId), slug);
     const role = workspace ? roleIn(principal, workspace.id) : null;

@@ -216,6 +216,10 @@ export class AuthRepository {
     return this.db.client.organization.findUnique({ where: { id }, select: { id: true, slug: true, name: true } });
   }
 
+  async findWorkspaceById(scope: OrgScope, id: string): Promise<{ id: string; slug: string; name: string } | null> {
+    return this.db.client.workspace.findFirst({ where: { organizationId: scope.organizationId, id }, select: { id: true, slug: true, name: true } });
+  }
+
   async findWorkspaceBySlug(scope: OrgScope, slug: string): Promise<{ id: string; slug: string; name: string } | null> {
     return this.db.client.workspace.findUnique({
       where: { organizationId_slug: { organizationId: scope.organizationId, slug } },

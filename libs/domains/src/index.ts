@@ -1,3 +1,4 @@
+import { ApprovalsModule } from '@aileron/approvals';
 import { AuditModule } from '@aileron/audit';
 import { AuthModule } from '@aileron/auth';
 import { CatalogModule } from '@aileron/catalog';
@@ -12,4 +13,4 @@ import { VaultModule } from '@aileron/vault';
  * consumers when their module loads, so a process missing one would silently
  * leave its jobs unprocessed.
  */
-export const DOMAIN_MODULES = [AuthModule, TenancyModule, AuditModule, PolicyModule, CatalogModule, VaultModule, GatewayModule];
+export const DOMAIN_MODULES = [AuthModule, TenancyModule, AuditModule, PolicyModule, CatalogModule, VaultModule, ApprovalsModule, GatewayModule];

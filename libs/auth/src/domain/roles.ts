@@ -55,6 +55,11 @@ export const PERMISSIONS = {
   'secret.read': ['owner', 'admin', 'approver', 'member', 'auditor'],
   'secret.write': ['owner', 'admin'],
   'vault.rotate': ['owner', 'admin'],
+  // everyone in a workspace sees its approval inbox (a developer follows their own request);
+  // deciding is for the route's approvers, checked against the route itself
+  'approval.read': ['owner', 'admin', 'approver', 'member', 'auditor'],
+  'approval.decide': ['owner', 'admin', 'approver', 'member'],
+  'approval.routes': ['owner', 'admin'],
 } as const satisfies Record<string, readonly Role[]>;
 
 export type Permission = keyof typeof PERMISSIONS;

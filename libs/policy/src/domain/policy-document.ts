@@ -47,6 +47,8 @@ export interface PolicyRule {
 export interface PolicyDocument {
   default?: DefaultEffect;
   on_error?: OnError;
+  /** argument paths (`repo.token`, `headers`) shown as [redacted] to approvers; credential-like names always are */
+  redact?: string[];
   rules: PolicyRule[];
 }
 
@@ -130,6 +132,11 @@ const ruleSchema = z.strictObject({
 const documentShape = z.strictObject({
   default: z.enum(['allow', 'deny']).optional().describe('the decision when no rule applies; absent: the workspace default'),
   on_error: z.enum(['deny', 'approval']).optional().describe('the decision when a rule cannot be evaluated and nothing stricter applies; absent: deny'),
+  redact: z
+    .array(z.string().min(1).max(256).regex(/^[^.\s]+(\.[^.\s]+)*$/, 'must be a dotted argument path such as `repo.token`'))
+    .max(200)
+    .optional()
+    .describe('argument paths approvers see as [redacted]; names like password, token, secret, api_key always are'),
   rules: z.array(ruleSchema).max(MAX_RULES),
 });
 

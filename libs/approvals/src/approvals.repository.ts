@@ -1,0 +1,198 @@
+import { Injectable } from '@nestjs/common';
+import type { OrgScope, WorkspaceScope } from '@aileron/auth';
+import { DatabaseService, Prisma, Transaction } from '@aileron/database';
+import type { ApprovalStatus } from './domain/approval';
+import type { RoutingDocument } from './domain/routing';
+
+export interface ApprovalDecisionRecord {
+  approver: string;
+  decision: 'approve' | 'deny';
+  reason: string | null;
+  via: string;
+  createdAt: Date;
+}
+
+export interface ApprovalRecord {
+  id: string;
+  organizationId: string;
+  workspaceId: string;
+  status: ApprovalStatus;
+  requester: string;
+  requestedBy: string;
+  gatewayId: string | null;
+  sessionId: string | null;
+  server: string;
+  tool: string;
+  arguments: Record<string, unknown>;
+  argumentsDigest: string;
+  executionMode: string;
+  policyVersion: number;
+  rules: string[];
+  route: string;
+  quorum: number;
+  expiresAt: Date;
+  createdAt: Date;
+  decidedAt: Date | null;
+  decisionReason: string | null;
+  consumedAt: Date | null;
+  decisions: ApprovalDecisionRecord[];
+}
+
+export type NewApproval = Omit<ApprovalRecord, 'id' | 'organizationId' | 'workspaceId' | 'status' | 'createdAt' | 'decidedAt' | 'decisionReason' | 'consumedAt' | 'decisions'>;
+
+const include = { decisions: { orderBy: { createdAt: 'asc' } } } as const;
+type Row = Prisma.ApprovalRequestGetPayload<{ include: typeof include }>;
+
+/** Approval requests, votes, one-time links and routing documents. */
+@Injectable()
+export class ApprovalsRepository {
+  constructor(private readonly db: DatabaseService) {}
+
+  async create(scope: WorkspaceScope, data: NewApproval, tx: Transaction): Promise<ApprovalRecord> {
+    const row = await tx.approvalRequest.create({
+      data: {
+        ...data,
+        arguments: data.arguments as Prisma.InputJsonValue,
+        organizationId: scope.organizationId,
+        workspaceId: scope.workspaceId,
+      },
+      include,
+    });
+    return toRecord(row);
+  }
+
+  /** By id inside the caller's organisation (an approval id is all a reviewer has). */
+  async get(scope: OrgScope, id: string, tx?: Transaction): Promise<ApprovalRecord | null> {
+    const row = await this.db.use(tx).approvalRequest.findFirst({ where: { organizationId: scope.organizationId, id }, include });
+    return row ? toRecord(row) : null;
+  }
+
+  /** Locks the request until the transaction ends: votes on one request are counted one at a time. */
+  async lock(tx: Transaction, scope: OrgScope, id: string): Promise<ApprovalRecord | null> {
+    const rows = await tx.$queryRaw<{ id: string }[]>`SELECT id FROM approval_requests WHERE id = ${id}::uuid AND organization_id = ${scope.organizationId}::uuid FOR UPDATE`;
+    return rows.length === 0 ? null : this.get(scope, id, tx);
+  }
+
+  async addDecision(tx: Transaction, scope: OrgScope, id: string, vote: Omit<ApprovalDecisionRecord, 'createdAt'>): Promise<void> {
+    await tx.approvalDecision.create({ data: { approvalId: id, organizationId: scope.organizationId, ...vote } });
+  }
+
+  async finish(tx: Transaction, scope: OrgScope, id: string, status: ApprovalStatus, reason: string | null): Promise<void> {
+    await tx.approvalRequest.updateMany({ where: { organizationId: scope.organizationId, id, status: 'pending' }, data: { status, decidedAt: new Date(), decisionReason: reason } });
+  }
+
+  /**
+   * Uses an approval for exactly the call it names, once: one UPDATE whose
+   * conditions are the whole check, so two racing executions cannot both pass.
+   */
+  async consume(
+    tx: Transaction,
+    scope: WorkspaceScope,
+    id: string,
+    call: { server: string; tool: string; argumentsDigest: string; requester: string; sessionId: string | null },
+  ): Promise<boolean> {
+    const count = await tx.$executeRaw`
+      UPDATE approval_requests SET consumed_at = now()
+      WHERE id = ${id}::uuid AND organization_id = ${scope.organizationId}::uuid AND workspace_id = ${scope.workspaceId}::uuid
+        AND status = 'approved' AND consumed_at IS NULL AND expires_at > now()
+        AND server = ${call.server} AND tool = ${call.tool} AND arguments_digest = ${call.argumentsDigest}
+        AND requester = ${call.requester} AND session_id IS NOT DISTINCT FROM ${call.sessionId}`;
+    return count === 1;
+  }
+
+  async list(scope: WorkspaceScope, filter: { status?: ApprovalStatus; before?: Date; limit: number }): Promise<ApprovalRecord[]> {
+    const rows = await this.db.client.approvalRequest.findMany({
+      where: {
+        organizationId: scope.organizationId,
+        workspaceId: scope.workspaceId,
+        ...(filter.status === 'pending' ? { status: 'pending', expiresAt: { gt: new Date() } } : filter.status === 'expired' ? { OR: [{ status: 'expired' }, { status: 'pending', expiresAt: { lte: new Date() } }] } : filter.status ? { status: filter.status } : {}),
+        ...(filter.before ? { createdAt: { lt: filter.before } } : {}),
+      },
+      orderBy: { createdAt: 'desc' },
+      take: filter.limit,
+      include,
+    });
+    return rows.map(toRecord);
+  }
+
+  /** Pending requests past their expiry, across tenants (system work), locked for the expiring transaction. */
+  async lockExpired(tx: Transaction, limit: number): Promise<{ id: string; organizationId: string; workspaceId: string }[]> {
+    const rows = await tx.$queryRaw<{ id: string; organization_id: string; workspace_id: string }[]>`
+      SELECT id, organization_id, workspace_id FROM approval_requests
+      WHERE status = 'pending' AND expires_at <= now() ORDER BY expires_at LIMIT ${limit} FOR UPDATE SKIP LOCKED`;
+    return rows.map((r) => ({ id: r.id, organizationId: r.organization_id, workspaceId: r.workspace_id }));
+  }
+
+  async routing(scope: WorkspaceScope): Promise<{ document: RoutingDocument; version: number; updatedBy: string | null; updatedAt: Date } | null> {
+    const row = await this.db.client.approvalRouting.findFirst({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId } });
+    return row ? { document: row.document as unknown as RoutingDocument, version: row.version, updatedBy: row.updatedBy, updatedAt: row.updatedAt } : null;
+  }
+
+  async putRouting(scope: WorkspaceScope, document: RoutingDocument, actor: string, tx: Transaction): Promise<number> {
+    const existing = await tx.approvalRouting.findFirst({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId }, select: { version: true } });
+    const version = (existing?.version ?? 0) + 1;
+    const json = document as unknown as Prisma.InputJsonValue;
+    await tx.approvalRouting.upsert({
+      where: { workspaceId: scope.workspaceId },
+      create: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, document: json, version, updatedBy: actor },
+      update: { document: json, version, updatedBy: actor, updatedAt: new Date() },
+    });
+    return version;
+  }
+
+  /** Users of the organisation by id or e-mail (approvers named in routes). */
+  async users(scope: OrgScope, people: string[]): Promise<{ id: string; email: string | null }[]> {
+    const ids = people.filter((p) => /^[0-9a-f-]{36}$/i.test(p));
+    const emails = people.filter((p) => p.includes('@')).map((p) => p.toLowerCase());
+    return this.db.client.user.findMany({
+      where: { organizationId: scope.organizationId, OR: [{ id: { in: ids } }, { email: { in: emails, mode: 'insensitive' } }] },
+      select: { id: true, email: true },
+    });
+  }
+
+  async user(scope: OrgScope, id: string): Promise<{ id: string; email: string | null } | null> {
+    return this.db.client.user.findFirst({ where: { organizationId: scope.organizationId, id }, select: { id: true, email: true } });
+  }
+
+  async createLink(tx: Transaction, scope: OrgScope, link: { tokenHash: string; approvalId: string; userId: string; expiresAt: Date }): Promise<void> {
+    await tx.approvalLink.create({ data: { ...link, organizationId: scope.organizationId } });
+  }
+
+  /** A one-time link, found by its hash (the link is the credential: it names its organisation). */
+  findLink(tokenHash: string): Promise<{ approvalId: string; organizationId: string; userId: string; expiresAt: Date; usedAt: Date | null } | null> {
+    return this.db.client.approvalLink.findUnique({ where: { tokenHash }, select: { approvalId: true, organizationId: true, userId: true, expiresAt: true, usedAt: true } });
+  }
+
+  /** Spends a link; false if it was spent already (two tabs, a replay). */
+  async useLink(tx: Transaction, tokenHash: string): Promise<boolean> {
+    return (await tx.approvalLink.updateMany({ where: { tokenHash, usedAt: null, expiresAt: { gt: new Date() } }, data: { usedAt: new Date() } })).count === 1;
+  }
+}
+
+function toRecord(row: Row): ApprovalRecord {
+  return {
+    id: row.id,
+    organizationId: row.organizationId,
+    workspaceId: row.workspaceId,
+    status: row.status as ApprovalStatus,
+    requester: row.requester,
+    requestedBy: row.requestedBy,
+    gatewayId: row.gatewayId,
+    sessionId: row.sessionId,
+    server: row.server,
+    tool: row.tool,
+    arguments: row.arguments as Record<string, unknown>,
+    argumentsDigest: row.argumentsDigest,
+    executionMode: row.executionMode,
+    policyVersion: row.policyVersion,
+    rules: row.rules,
+    route: row.route,
+    quorum: row.quorum,
+    expiresAt: row.expiresAt,
+    createdAt: row.createdAt,
+    decidedAt: row.decidedAt,
+    decisionReason: row.decisionReason,
+    consumedAt: row.consumedAt,
+    decisions: row.decisions.map((d) => ({ approver: d.approver, decision: d.decision as 'approve' | 'deny', reason: d.reason, via: d.via, createdAt: d.createdAt })),
+  };
+}

@@ -1,0 +1,392 @@
+import { randomBytes } from 'node:crypto';
+import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import { AccessService, describePrincipal, hashToken, Principal, roleIn, WorkspaceScope } from '@aileron/auth';
+import { SystemScopes } from '@aileron/auth/scope-issuer';
+import { MESSAGE_BUS, MessageBus } from '@aileron/bus';
+import { APP_CONFIG, AppConfig } from '@aileron/config';
+import { DatabaseService, Transaction } from '@aileron/database';
+import { DomainError, NotFoundError, ValidationError } from '@aileron/errors';
+import { OutboxService } from '@aileron/outbox';
+import { PolicyService } from '@aileron/policy';
+import { argumentsDigest, FINAL, identitiesOf, redactArguments, sameRequester, tally } from './domain/approval';
+import { checkRouting, isApprover, resolveRoute, RoutingDocument, routingDocumentSchema } from './domain/routing';
+import { ApprovalRecord, ApprovalsRepository } from './approvals.repository';
+
+const DECIDED = 'approvals.decided';
+const MAX_WAIT_SECONDS = 120;
+const SWEEP_MS = 2_000;
+export const LINK_PREFIX = 'ail_lnk_';
+
+export class ApprovalError extends DomainError {
+  constructor(code: string, status: number, detail: string) {
+    super(code, status, status === 403 ? 'Forbidden' : 'Conflict', detail);
+  }
+}
+
+/** The call an approval is asked for, and later used for. */
+export interface ApprovalCall {
+  server: string;
+  tool: string;
+  arguments?: Record<string, unknown>;
+  /** on whose behalf it runs: `user:<id>`, an e-mail, `token:<id>` */
+  requester: string;
+  session?: string | null;
+  executionMode: 'local' | 'remote';
+  /** principal context for the policy (roles, groups) */
+  roles?: string[];
+  groups?: string[];
+}
+
+/** How a decision arrives, for the record. */
+export type Channel = 'rest' | 'page' | 'link' | 'cli';
+
+/**
+ * Approvals of exact calls. A request exists only where the policy says
+ * `approval`; approvers named by the route decide (a quorum approves, any deny
+ * ends it, nobody approves their own request); an approved request lets
+ * exactly its call through once before it expires. Expiry is derived from the
+ * database (a sweep marks it, and every read treats a lapsed request as
+ * expired), so restarts lose nothing. Decisions reach waiters on every
+ * replica through the bus.
+ */
+@Injectable()
+export class ApprovalsService implements OnApplicationBootstrap, OnApplicationShutdown {
+  private readonly logger = new Logger('Approvals');
+  private readonly waiters = new Map<string, Set<() => void>>();
+  private readonly unsubscribe: () => void;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly db: DatabaseService,
+    private readonly repository: ApprovalsRepository,
+    private readonly policies: PolicyService,
+    private readonly outbox: OutboxService,
+    private readonly access: AccessService,
+    @Inject(MESSAGE_BUS) private readonly bus: MessageBus,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {
+    this.unsubscribe = bus.subscribe(DECIDED, (message) => {
+      const id = (message as { id?: unknown } | null)?.id;
+      if (typeof id === 'string') for (const wake of this.waiters.get(id) ?? []) wake();
+    });
+  }
+
+  onApplicationBootstrap(): void {
+    this.timer = setInterval(() => void this.expireDue(), SWEEP_MS);
+    this.timer.unref();
+  }
+
+  onApplicationShutdown(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.unsubscribe();
+    for (const wakers of this.waiters.values()) for (const wake of wakers) wake();
+  }
+
+  reviewUrl(id: string): string {
+    return `${this.config.publicUrl}/review/${id}`;
+  }
+
+  /** A request for a call the policy says needs approval (a gateway's local call, or the pool's remote one). */
+  async request(scope: WorkspaceScope, requestedBy: string, call: ApprovalCall, gatewayId: string | null): Promise<ApprovalRecord> {
+    const decision = await this.policies.evaluate(scope, {
+      server: call.server,
+      tool: call.tool,
+      arguments: call.arguments ?? {},
+      execution_mode: call.executionMode,
+      principal: { user: call.requester, roles: call.roles ?? [], groups: call.groups ?? [], ...(call.session ? { session: call.session } : {}) },
+    });
+    if (decision.decision !== 'approval') {
+      throw new ApprovalError('APPROVAL_NOT_REQUIRED', 409, `The policy (version ${decision.policy_version}) decides "${decision.decision}" for this call, not "approval"`);
+    }
+    const routing = await this.repository.routing(scope);
+    const { name, route } = resolveRoute(routing?.document ?? null, decision.approval_route);
+    const current = await this.policies.current(scope);
+    const record = await this.db.transaction(async (tx) => {
+      const created = await this.repository.create(
+        scope,
+        {
+          requester: call.requester,
+          requestedBy,
+          gatewayId,
+          sessionId: call.session ?? null,
+          server: call.server,
+          tool: call.tool,
+          arguments: redactArguments(call.arguments, current.document.redact ?? []),
+          argumentsDigest: argumentsDigest(call.arguments),
+          executionMode: call.executionMode,
+          policyVersion: decision.policy_version,
+          rules: decision.rules,
+          route: name,
+          quorum: route.quorum,
+          expiresAt: new Date(Date.now() + route.expires_in_seconds * 1000),
+        },
+        tx,
+      );
+      await this.outbox.record(tx, {
+        topic: 'approval.requested',
+        organizationId: scope.organizationId,
+        workspaceId: scope.workspaceId,
+        payload: {
+          workspace: scope.workspaceSlug,
+          session: created.sessionId,
+          approval_id: created.id,
+          review_url: this.reviewUrl(created.id),
+          server: created.server,
+          tool: created.tool,
+          arguments: created.arguments,
+          requester: created.requester,
+          rules: created.rules,
+          route: created.route,
+          quorum: created.quorum,
+          policy_version: created.policyVersion,
+          expires_at: created.expiresAt.toISOString(),
+          actor: requestedBy,
+        },
+      });
+      return created;
+    });
+    return record;
+  }
+
+  /** One request, as the caller may see it; a gateway sees the ones it asked for. */
+  async get(caller: Principal, id: string): Promise<ApprovalRecord> {
+    const record = await this.repository.get(SystemScopes.organization(caller.organizationId), id);
+    if (!record) throw new NotFoundError('approval', id);
+    await this.access.workspaceById(caller, record.workspaceId, 'approval.read', { kind: 'approval', id });
+    if (caller.gateway && record.gatewayId !== caller.id) throw new NotFoundError('approval', id);
+    return effective(record);
+  }
+
+  /** Answers as soon as the request is decided (on any replica), or after `seconds` with its state then. */
+  async wait(caller: Principal, id: string, seconds: number): Promise<ApprovalRecord> {
+    let record = await this.get(caller, id);
+    const deadline = Date.now() + Math.min(seconds, MAX_WAIT_SECONDS) * 1000;
+    while (record.status === 'pending' && Date.now() < deadline) {
+      // wake at the decision, at expiry, or at the deadline, whichever comes first
+      const until = Math.min(deadline, record.expiresAt.getTime()) - Date.now();
+      await new Promise<void>((resolve) => {
+        const set = this.waiters.get(id) ?? new Set();
+        this.waiters.set(id, set);
+        const wake = (): void => {
+          clearTimeout(timer);
+          set.delete(wake);
+          if (set.size === 0) this.waiters.delete(id);
+          resolve();
+        };
+        const timer = setTimeout(wake, Math.max(0, until));
+        set.add(wake);
+      });
+      record = await this.get(caller, id);
+    }
+    return record;
+  }
+
+  async list(scope: WorkspaceScope, filter: { status?: ApprovalRecord['status']; before?: Date; limit: number }): Promise<ApprovalRecord[]> {
+    return (await this.repository.list(scope, filter)).map(effective);
+  }
+
+  /** A vote by a signed-in approver (REST, CLI, the review page). */
+  async decide(caller: Principal, id: string, decision: 'approve' | 'deny', reason: string | null, via: Channel): Promise<ApprovalRecord> {
+    if (caller.gateway) throw new ApprovalError('NOT_AN_APPROVER', 403, 'A gateway cannot decide approvals');
+    const organization = SystemScopes.organization(caller.organizationId);
+    const found = await this.repository.get(organization, id);
+    if (!found) throw new NotFoundError('approval', id);
+    const scope = await this.access.workspaceById(caller, found.workspaceId, 'approval.decide', { kind: 'approval', id });
+    const user = caller.kind === 'user' ? await this.repository.user(organization, caller.id) : null;
+    return this.vote(scope, id, {
+      approver: describePrincipal(caller),
+      identities: identitiesOf({ kind: caller.kind, id: caller.id, email: user?.email ?? null }),
+      candidate: { userId: user?.id ?? null, email: user?.email ?? null, role: roleIn(caller, found.workspaceId) },
+      decision,
+      reason,
+      via,
+    });
+  }
+
+  /** A vote through a one-time link: the link names the approver; it works once. */
+  async decideWithLink(link: string, id: string, decision: 'approve' | 'deny', reason: string | null): Promise<ApprovalRecord> {
+    const found = link.startsWith(LINK_PREFIX) ? await this.repository.findLink(hashToken(link)) : null;
+    if (!found || found.approvalId !== id) throw new ApprovalError('LINK_INVALID', 403, 'This link is not valid for this approval');
+    if (found.usedAt) throw new ApprovalError('LINK_USED', 403, 'This link has been used already; each link decides once');
+    if (found.expiresAt <= new Date()) throw new ApprovalError('LINK_EXPIRED', 403, 'This link has expired');
+    const organization = SystemScopes.organization(found.organizationId);
+    const [record, user] = await Promise.all([this.repository.get(organization, id), this.repository.user(organization, found.userId)]);
+    if (!record || !user) throw new ApprovalError('LINK_INVALID', 403, 'This link is not valid for this approval');
+    const scope = SystemScopes.workspace(found.organizationId, { id: record.workspaceId, slug: '' }, 'member');
+    return this.vote(
+      scope,
+      id,
+      {
+        approver: `user:${user.id}`,
+        identities: identitiesOf({ kind: 'user', id: user.id, email: user.email }),
+        candidate: { userId: user.id, email: user.email, role: null },
+        decision,
+        reason,
+        via: 'link',
+      },
+      hashToken(link),
+    );
+  }
+
+  /** What a link-holder may see before deciding: the request, if the link is good. */
+  async viewWithLink(link: string, id: string): Promise<ApprovalRecord> {
+    const found = link.startsWith(LINK_PREFIX) ? await this.repository.findLink(hashToken(link)) : null;
+    if (!found || found.approvalId !== id) throw new ApprovalError('LINK_INVALID', 403, 'This link is not valid for this approval');
+    const record = await this.repository.get(SystemScopes.organization(found.organizationId), id);
+    if (!record) throw new NotFoundError('approval', id);
+    return effective(record);
+  }
+
+  /** Mints a one-time link for one approver of the request (for a channel integration to send them). */
+  async mintLink(caller: Principal, id: string, userId: string): Promise<{ url: string; expires_at: string }> {
+    const organization = SystemScopes.organization(caller.organizationId);
+    const record = await this.repository.get(organization, id);
+    if (!record) throw new NotFoundError('approval', id);
+    const scope = await this.access.workspaceById(caller, record.workspaceId, 'approval.routes', { kind: 'approval', id });
+    const user = await this.repository.user(organization, userId);
+    if (!user) throw new ValidationError([{ path: 'user', message: 'is not a user of this organisation' }]);
+    const routing = await this.repository.routing(scope);
+    const { route } = resolveRoute(routing?.document ?? null, record.route);
+    if (!isApprover(routing?.document ?? null, route, { userId: user.id, email: user.email, role: null }, new Date()) && !(await this.hasApproverRole(scope, user.id, route))) {
+      throw new ApprovalError('NOT_AN_APPROVER', 403, `User ${user.id} is not an approver of route "${record.route}"`);
+    }
+    const token = `${LINK_PREFIX}${randomBytes(32).toString('base64url')}`;
+    await this.db.transaction((tx) => this.repository.createLink(tx, organization, { tokenHash: hashToken(token), approvalId: id, userId: user.id, expiresAt: record.expiresAt }));
+    return { url: `${this.reviewUrl(id)}?link=${token}`, expires_at: record.expiresAt.toISOString() };
+  }
+
+  /**
+   * Uses an approval for the call it names, once. Anything different (an
+   * argument, the session, the requester, the tool), a second use, or after
+   * expiry is refused with the reason.
+   */
+  async consume(scope: WorkspaceScope, consumer: string, id: string, call: Omit<ApprovalCall, 'executionMode' | 'roles' | 'groups'>): Promise<ApprovalRecord> {
+    const digest = argumentsDigest(call.arguments);
+    const used = await this.db.transaction(async (tx) => {
+      const ok = await this.repository.consume(tx, scope, id, { server: call.server, tool: call.tool, argumentsDigest: digest, requester: call.requester, sessionId: call.session ?? null });
+      if (!ok) return false;
+      await this.outbox.record(tx, {
+        topic: 'approval.consumed',
+        organizationId: scope.organizationId,
+        workspaceId: scope.workspaceId,
+        payload: { workspace: scope.workspaceSlug, session: call.session ?? null, approval_id: id, server: call.server, tool: call.tool, actor: consumer },
+      });
+      return true;
+    });
+    const record = await this.repository.get(scope, id);
+    if (!record || record.workspaceId !== scope.workspaceId) throw new NotFoundError('approval', id);
+    if (used) return record;
+    throw new ApprovalError('APPROVAL_NOT_USABLE', 409, whyNotUsable(effective(record), { ...call, digest }));
+  }
+
+  async routing(scope: WorkspaceScope): Promise<{ document: RoutingDocument; version: number }> {
+    const found = await this.repository.routing(scope);
+    return found ? { document: found.document, version: found.version } : { document: routingDocumentSchema.parse({}), version: 0 };
+  }
+
+  async putRouting(caller: Principal, scope: WorkspaceScope, input: unknown): Promise<{ document: RoutingDocument; version: number }> {
+    const parsed = routingDocumentSchema.safeParse(input);
+    if (!parsed.success) throw new ValidationError(parsed.error.issues.map((i) => ({ path: i.path.map(String).join('.'), message: i.message })));
+    const problems = checkRouting(parsed.data);
+    if (problems.length > 0) throw new ValidationError(problems);
+    const version = await this.db.transaction(async (tx) => {
+      const v = await this.repository.putRouting(scope, parsed.data, describePrincipal(caller), tx);
+      await this.outbox.record(tx, {
+        topic: 'approval.routes_updated',
+        organizationId: scope.organizationId,
+        workspaceId: scope.workspaceId,
+        payload: { workspace: scope.workspaceSlug, version: v, routes: Object.keys(parsed.data.routes), actor: describePrincipal(caller) },
+      });
+      return v;
+    });
+    return { document: parsed.data, version };
+  }
+
+  /** Marks lapsed requests expired (events and audit included); any replica may run it, each request once. */
+  async expireDue(): Promise<number> {
+    try {
+      const expired = await this.db.transaction(async (tx) => {
+        const due = await this.repository.lockExpired(tx, 200);
+        for (const request of due) {
+          const scope = SystemScopes.organization(request.organizationId);
+          await this.repository.finish(tx, scope, request.id, 'expired', 'no decision before the request expired');
+          await this.outbox.record(tx, {
+            topic: 'approval.expired',
+            organizationId: request.organizationId,
+            workspaceId: request.workspaceId,
+            payload: { approval_id: request.id, actor: 'system' },
+          });
+        }
+        return due;
+      });
+      for (const request of expired) await this.bus.publish(DECIDED, { id: request.id });
+      return expired.length;
+    } catch (error) {
+      this.logger.warn({ err: error }, 'approval expiry sweep failed; will retry');
+      return 0;
+    }
+  }
+
+  private async vote(
+    scope: WorkspaceScope,
+    id: string,
+    vote: { approver: string; identities: Set<string>; candidate: { userId: string | null; email: string | null; role: string | null }; decision: 'approve' | 'deny'; reason: string | null; via: Channel },
+    linkHash?: string,
+  ): Promise<ApprovalRecord> {
+    const routing = await this.repository.routing(scope);
+    const outcome = await this.db.transaction(async (tx) => {
+      const record = await this.repository.lock(tx, scope, id);
+      if (!record) throw new NotFoundError('approval', id);
+      if (FINAL.includes(record.status)) throw new ApprovalError('APPROVAL_ALREADY_DECIDED', 409, `This request is already ${record.status}; decisions are final`);
+      if (record.expiresAt <= new Date()) throw new ApprovalError('APPROVAL_EXPIRED', 409, 'This request expired before a decision');
+      // separation of duties: whoever the call runs for never decides it
+      if (sameRequester(record.requester, vote.identities)) throw new ApprovalError('SELF_APPROVAL_FORBIDDEN', 403, 'You asked for this call; someone else must decide it');
+      const { route } = resolveRoute(routing?.document ?? null, record.route);
+      const eligible = isApprover(routing?.document ?? null, route, vote.candidate, new Date()) || (vote.candidate.userId !== null && vote.candidate.role === null && (await this.hasApproverRole(scope, vote.candidate.userId, route, tx)));
+      if (!eligible) throw new ApprovalError('NOT_AN_APPROVER', 403, `You are not an approver of route "${record.route}"`);
+      if (record.decisions.some((d) => d.approver === vote.approver)) throw new ApprovalError('ALREADY_VOTED', 409, 'You have decided on this request already');
+      if (linkHash && !(await this.repository.useLink(tx, linkHash))) throw new ApprovalError('LINK_USED', 403, 'This link has been used already; each link decides once');
+      await this.repository.addDecision(tx, scope, id, { approver: vote.approver, decision: vote.decision, reason: vote.reason, via: vote.via });
+      const status = tally([...record.decisions, { approver: vote.approver, decision: vote.decision }], record.quorum);
+      const base = { workspace: scope.workspaceSlug || undefined, session: record.sessionId, approval_id: id, server: record.server, tool: record.tool, actor: vote.approver, via: vote.via };
+      if (status === 'pending') {
+        await this.outbox.record(tx, { topic: 'approval.vote_recorded', organizationId: scope.organizationId, workspaceId: record.workspaceId, payload: { ...base, decision: vote.decision, approvals_needed: record.quorum } });
+      } else {
+        await this.repository.finish(tx, scope, id, status, vote.reason);
+        await this.outbox.record(tx, { topic: `approval.${status}`, organizationId: scope.organizationId, workspaceId: record.workspaceId, payload: { ...base, reason: vote.reason } });
+      }
+      return status;
+    });
+    if (outcome !== 'pending') await this.bus.publish(DECIDED, { id });
+    const record = await this.repository.get(scope, id);
+    return effective(record!);
+  }
+
+  /** A route's role approvers, for a user deciding through a link (their role is the workspace's, looked up). */
+  private async hasApproverRole(scope: WorkspaceScope, userId: string, route: ReturnType<typeof resolveRoute>['route'], tx?: Transaction): Promise<boolean> {
+    const roles = route.approvers.flatMap((a) => ('role' in a ? [a.role] : []));
+    if (roles.length === 0) return false;
+    const role = await this.db.use(tx).membership.findFirst({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, userId }, select: { role: true } });
+    const org = await this.db.use(tx).user.findFirst({ where: { organizationId: scope.organizationId, id: userId }, select: { role: true } });
+    return [role?.role, org && ['owner', 'admin', 'auditor'].includes(org.role) ? org.role : undefined].some((r) => r !== undefined && roles.includes(r as never));
+  }
+}
+
+/** A pending request past its expiry is expired, whether or not the sweep has marked it yet. */
+function effective(record: ApprovalRecord): ApprovalRecord {
+  return record.status === 'pending' && record.expiresAt <= new Date() ? { ...record, status: 'expired' } : record;
+}
+
+function whyNotUsable(record: ApprovalRecord, call: { server: string; tool: string; digest: string; requester: string; session?: string | null }): string {
+  if (record.status !== 'approved') return `The request is ${record.status}, not approved`;
+  if (record.consumedAt) return 'The approval has been used already; each approval lets one call through once';
+  if (record.expiresAt <= new Date()) return 'The approval has expired';
+  const differs = [
+    record.server !== call.server && 'server',
+    record.tool !== call.tool && 'tool',
+    record.argumentsDigest !== call.digest && 'arguments',
+    record.requester !== call.requester && 'requester',
+    (record.sessionId ?? null) !== (call.session ?? null) && 'session',
+  ].filter(Boolean);
+  return `The call differs from the approved one (${differs.join(', ')}); it needs its own approval`;
+}
