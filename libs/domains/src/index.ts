@@ -6,6 +6,7 @@ import { GatewayModule } from '@aileron/gateway';
 import { PolicyModule } from '@aileron/policy';
 import { TenancyModule } from '@aileron/tenancy';
 import { VaultModule } from '@aileron/vault';
+import { WebhooksModule } from '@aileron/webhooks';
 
 /**
  * Every domain module, in one list for every entry point (control plane,
@@ -13,4 +14,4 @@ import { VaultModule } from '@aileron/vault';
  * consumers when their module loads, so a process missing one would silently
  * leave its jobs unprocessed.
  */
-export const DOMAIN_MODULES = [AuthModule, TenancyModule, AuditModule, PolicyModule, CatalogModule, VaultModule, ApprovalsModule, GatewayModule];
+export const DOMAIN_MODULES = [AuthModule, TenancyModule, AuditModule, WebhooksModule, PolicyModule, CatalogModule, VaultModule, ApprovalsModule, GatewayModule];

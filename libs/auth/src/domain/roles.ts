@@ -51,6 +51,8 @@ export const PERMISSIONS = {
   'gateway.settings': ['owner', 'admin'],
   'audit.read': ['owner', 'admin', 'auditor'],
   'audit.manage': ['owner'],
+  'webhook.read': ['owner', 'admin', 'auditor'],
+  'webhook.manage': ['owner', 'admin'],
   // secrets are written by admins; nobody reads a value back, members see that a path exists
   'secret.read': ['owner', 'admin', 'approver', 'member', 'auditor'],
   'secret.write': ['owner', 'admin'],

@@ -108,6 +108,11 @@ export const SETTINGS = {
     default: '60',
     description: 'The longest time new audit records wait for a signed checkpoint.',
   },
+  AILERON_WEBHOOK_PAUSE_AFTER_SECONDS: {
+    schema: positiveInt,
+    default: '86400',
+    description: 'A webhook endpoint whose deliveries have failed for longer than this (with no success in between) is paused until resumed.',
+  },
   AILERON_CONFIG_FILE: {
     schema: z.string().min(1),
     description: 'Optional JSON or YAML file with any of these settings; the environment wins over it.',

@@ -27,6 +27,7 @@ export interface AppConfig {
   vaultKeepVersions: number;
   auditCheckpointEvery: number;
   auditCheckpointSeconds: number;
+  webhookPauseAfterSeconds: number;
 }
 
 export class ConfigError extends Error {
@@ -109,6 +110,7 @@ export function loadConfig(env: Source = process.env): AppConfig {
     vaultKeepVersions: values.AILERON_VAULT_KEEP_VERSIONS as number,
     auditCheckpointEvery: values.AILERON_AUDIT_CHECKPOINT_EVERY as number,
     auditCheckpointSeconds: values.AILERON_AUDIT_CHECKPOINT_SECONDS as number,
+    webhookPauseAfterSeconds: values.AILERON_WEBHOOK_PAUSE_AFTER_SECONDS as number,
   };
 }
 

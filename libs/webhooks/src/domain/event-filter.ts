@@ -1,0 +1,17 @@
+/**
+ * Which events an endpoint receives. A filter entry is an exact type
+ * (`policy.updated`) or every event of one domain (`approval.*`); an empty
+ * list means every event. Types are matched literally: no other wildcards, so
+ * a filter never matches more than its author can see at a glance.
+ */
+export const EVENT_FILTER = /^[a-z][a-z0-9_-]*\.(\*|[a-z][a-z0-9_-]*(\.[a-z][a-z0-9_-]*)*)$/;
+
+export function matchesEvent(filters: readonly string[], type: string): boolean {
+  if (filters.length === 0) return true;
+  return filters.some((filter) => (filter.endsWith('.*') ? type.startsWith(filter.slice(0, -1)) : filter === type));
+}
+
+/** A workspace filter of null takes the whole organisation; otherwise only events of that workspace. */
+export function matchesWorkspace(filter: string | null, workspaceId: string | null): boolean {
+  return filter === null || filter === workspaceId;
+}

@@ -1,0 +1,196 @@
+import { randomUUID } from 'node:crypto';
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { z } from 'zod';
+import type { OrgScope } from '@aileron/auth';
+import { SystemScopes } from '@aileron/auth/scope-issuer';
+import { APP_CONFIG, AppConfig } from '@aileron/config';
+import { DatabaseService, Transaction } from '@aileron/database';
+import { KeyProvider, ROOT_KEYS } from '@aileron/keys';
+import { signatureHeaders } from '@aileron/net';
+import { OutboxMessage, OutboxService, PublicEvent, toPublicEvent } from '@aileron/outbox';
+import { JobContext, JobProcessor, JobRegistry, QueueService } from '@aileron/queue';
+import { pauseReason, PausePolicy } from './domain/endpoint-health';
+import { matchesEvent, matchesWorkspace } from './domain/event-filter';
+import { renderBody } from './domain/formats';
+import { postSigned, SendOutcome } from './webhook-sender';
+import { WebhookEndpointRecord, WebhooksRepository } from './webhooks.repository';
+import { outboundPolicy, secretAad, WebhooksService } from './webhooks.service';
+
+export const WEBHOOK_DELIVER_JOB = 'webhooks.deliver';
+export const WEBHOOK_CONSUMER = 'webhooks';
+/** with the queue's exponential backoff from 1 s: retries over about two minutes */
+export const WEBHOOK_ATTEMPTS = 8;
+const BACKOFF_MS = 1000;
+const SEND_TIMEOUT_MS = 10_000;
+/** a receiver that refused this many deliveries in a row is paused, however recent its last success */
+const PAUSE_AFTER_FAILED_DELIVERIES = 20;
+/** how long a job waits for the consumer's transaction to commit before letting the queue retry */
+const COMMIT_WAIT_MS = [50, 100, 200, 400];
+
+const publicEvent = z.object({
+  id: z.string().min(1),
+  type: z.string().min(1),
+  time: z.string(),
+  organization_id: z.string().nullable(),
+  workspace_id: z.string().nullable(),
+  workspace: z.string().nullable(),
+  session: z.string().nullable(),
+  execution_mode: z.string().optional(),
+  data: z.record(z.string(), z.unknown()),
+});
+
+const deliverPayload = z.object({
+  organizationId: z.uuid(),
+  endpointId: z.uuid(),
+  deliveryId: z.uuid(),
+  // the event travels with the job: the delivery log keeps only its id and type
+  event: publicEvent,
+});
+
+export class WebhookDeliveryError extends Error {
+  constructor(readonly summary: string) {
+    super(summary);
+    this.name = 'WebhookDeliveryError';
+  }
+}
+
+/**
+ * Fans every outbox message out to the organisation's endpoints and delivers
+ * it. The consumer runs in the outbox's delivery transaction: the delivery
+ * rows and the message's "handled" mark commit together, so a message adds
+ * its deliveries once. Each delivery is one `webhooks.deliver` job, retried
+ * with exponential backoff; every attempt is logged. An endpoint that keeps
+ * failing is paused, and its remaining deliveries stop.
+ */
+@Injectable()
+export class WebhookDeliveryService {
+  private readonly logger = new Logger('Webhooks');
+  private readonly pausePolicy: PausePolicy;
+
+  constructor(
+    private readonly db: DatabaseService,
+    private readonly repository: WebhooksRepository,
+    private readonly webhooks: WebhooksService,
+    private readonly queue: QueueService,
+    @Inject(ROOT_KEYS) private readonly root: KeyProvider,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    outbox: OutboxService,
+    jobs: JobRegistry,
+  ) {
+    this.pausePolicy = { pauseAfterSeconds: config.webhookPauseAfterSeconds, pauseAfterFailedDeliveries: PAUSE_AFTER_FAILED_DELIVERIES };
+    const processor: JobProcessor<typeof deliverPayload> = {
+      name: WEBHOOK_DELIVER_JOB,
+      payload: deliverPayload,
+      concurrency: 8,
+      handle: (payload, context) => this.deliver(payload, context),
+    };
+    jobs.register(processor);
+    outbox.addConsumer({ name: WEBHOOK_CONSUMER, topics: '*', handle: (message, tx) => this.fanOut(message, tx) });
+  }
+
+  /** Inside the outbox's transaction: everything here goes through `tx` (PGlite has one connection, and tx holds it). */
+  async fanOut(message: OutboxMessage, tx: Transaction): Promise<void> {
+    if (!message.organizationId) return;
+    const scope = SystemScopes.organization(message.organizationId);
+    const workspaceId = message.workspaceId ?? null;
+    const targets = (await this.repository.subscribers(scope, workspaceId, tx)).filter(
+      (endpoint) => matchesWorkspace(endpoint.workspaceId, workspaceId) && matchesEvent(endpoint.events, message.topic),
+    );
+    if (targets.length === 0) return;
+    const event = toPublicEvent(message);
+    for (const endpoint of targets) {
+      const deliveryId = randomUUID();
+      if (!(await this.repository.addDelivery(scope, { id: deliveryId, endpointId: endpoint.id, eventId: event.id, eventType: event.type }, tx))) continue;
+      // queued before this transaction commits: the job waits for the row (or retries) rather than lose the delivery
+      await this.queue.enqueue(
+        WEBHOOK_DELIVER_JOB,
+        { organizationId: scope.organizationId, endpointId: endpoint.id, deliveryId, event },
+        { jobId: `webhook-${deliveryId}`, attempts: WEBHOOK_ATTEMPTS, backoffMs: BACKOFF_MS },
+      );
+    }
+  }
+
+  /** One attempt; throws (and the queue retries) while the receiver fails and attempts remain. */
+  async deliver(payload: z.infer<typeof deliverPayload>, context: JobContext): Promise<void> {
+    const scope = SystemScopes.organization(payload.organizationId);
+    const found = await this.awaitDelivery(scope, payload.deliveryId, payload.endpointId);
+    if (found === 'gone') return;
+    if (!found) throw new WebhookDeliveryError('the delivery is not committed yet');
+    const { delivery, endpoint } = found;
+    // a duplicate run of a finished job
+    if (delivery.status !== 'pending') return;
+    if (!endpoint.enabled || endpoint.pausedAt) {
+      await this.repository.setStatus(scope, delivery.id, 'skipped');
+      return;
+    }
+
+    const outcome = await this.send(scope, endpoint, delivery.id, payload.event);
+    const delivered = outcome.error === null;
+    const last = context.attempt >= WEBHOOK_ATTEMPTS;
+    const recorded = await this.db.transaction((tx) =>
+      this.repository.recordAttempt(scope, delivery.id, { ...outcome, outcome: delivered ? 'delivered' : last ? 'failed' : 'pending' }, tx),
+    );
+    if (recorded === null) return; // the endpoint was deleted meanwhile
+    if (delivered) {
+      await this.repository.markHealthy(scope, endpoint.id);
+      return;
+    }
+
+    const failingSince = await this.repository.markFailing(scope, endpoint.id);
+    if (!failingSince) return;
+    const failedDeliveries = await this.repository.failedSince(scope, endpoint.id, failingSince);
+    const reason = pauseReason({ failingSince, failedDeliveries }, new Date(), this.pausePolicy);
+    if (reason) {
+      await this.pause(scope, endpoint, delivery.id, reason);
+      return;
+    }
+    if (last) return; // marked failed with the attempt: the log says why
+    throw new WebhookDeliveryError(outcome.error ?? 'delivery failed');
+  }
+
+  private async send(scope: OrgScope, endpoint: WebhookEndpointRecord, deliveryId: string, event: PublicEvent): Promise<SendOutcome> {
+    let secret: string;
+    try {
+      secret = this.root.unwrap(endpoint.secret, secretAad(scope.organizationId, endpoint.id)).toString('utf8');
+    } catch (error) {
+      this.logger.error({ err: error, webhook: endpoint.id }, 'webhook secret cannot be opened');
+      return { status: null, error: 'the signing secret cannot be opened (root key missing?)', durationMs: 0 };
+    }
+    const body = renderBody(endpoint.format, event);
+    const headers = {
+      'content-type': 'application/json',
+      'user-agent': 'Aileron-Webhooks/1',
+      'x-aileron-event': event.type,
+      'x-aileron-delivery': deliveryId,
+      // signed per attempt: a retry carries a fresh timestamp, so it passes the receiver's 5-minute window
+      ...signatureHeaders(secret, body),
+    };
+    return postSigned(endpoint.url, headers, body, { policy: outboundPolicy(this.config), timeoutMs: SEND_TIMEOUT_MS });
+  }
+
+  /** The pause stops this delivery and, through the endpoint's state, every other one still retrying. */
+  private async pause(scope: OrgScope, endpoint: WebhookEndpointRecord, deliveryId: string, reason: string): Promise<void> {
+    const paused = await this.db.transaction(async (tx) => {
+      await this.repository.setStatus(scope, deliveryId, 'failed', tx);
+      if (!(await this.repository.pause(scope, endpoint.id, reason, tx))) return false;
+      await this.webhooks.announce(tx, scope, 'webhook.paused', endpoint, null, 'system', { reason });
+      return true;
+    });
+    if (paused) this.logger.warn({ webhook: endpoint.id, organization: scope.organizationId, reason }, 'webhook endpoint paused');
+  }
+
+  /**
+   * The job can start before the consumer's transaction commits; a short wait
+   * covers the usual case, after which the queue's retry covers the rest.
+   * 'gone': the endpoint no longer exists, so neither does the delivery.
+   */
+  private async awaitDelivery(scope: OrgScope, deliveryId: string, endpointId: string): Promise<Awaited<ReturnType<WebhooksRepository['delivery']>> | 'gone'> {
+    for (const waitMs of [...COMMIT_WAIT_MS, 0]) {
+      const found = await this.repository.delivery(scope, deliveryId);
+      if (found) return found;
+      if (!(await this.repository.get(scope, endpointId))) return 'gone';
+      if (waitMs > 0) await new Promise((resolve) => setTimeout(resolve, waitMs));
+    }
+    return null;
+  }
+}

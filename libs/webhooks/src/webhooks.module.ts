@@ -1,0 +1,13 @@
+import { Module } from '@nestjs/common';
+import { WebhookDeliveryService } from './webhook-delivery.service';
+import { WebhooksController } from './webhooks.controller';
+import { WebhooksRepository } from './webhooks.repository';
+import { WebhooksService } from './webhooks.service';
+
+/** Outgoing webhooks: endpoints (REST), the outbox consumer that fans events out, and the `webhooks.deliver` job. */
+@Module({
+  controllers: [WebhooksController],
+  providers: [WebhooksRepository, WebhooksService, WebhookDeliveryService],
+  exports: [WebhooksService],
+})
+export class WebhooksModule {}

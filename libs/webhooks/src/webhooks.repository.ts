@@ -1,0 +1,208 @@
+import { Injectable } from '@nestjs/common';
+import type { OrgScope } from '@aileron/auth';
+import { DatabaseService, isRecordNotFound, Transaction } from '@aileron/database';
+
+export interface WebhookEndpointRecord {
+  id: string;
+  organizationId: string;
+  /** null: every workspace of the organisation */
+  workspaceId: string | null;
+  name: string;
+  url: string;
+  /** sealed by the root key */
+  secret: string;
+  events: string[];
+  format: string;
+  enabled: boolean;
+  pausedAt: Date | null;
+  pausedReason: string | null;
+  failingSince: Date | null;
+  createdBy: string | null;
+  createdAt: Date;
+}
+
+export type DeliveryStatus = 'pending' | 'delivered' | 'failed' | 'skipped';
+
+export interface WebhookDeliveryRecord {
+  id: string;
+  endpointId: string;
+  eventId: string;
+  eventType: string;
+  status: string;
+  attempts: number;
+  lastStatus: number | null;
+  lastError: string | null;
+  createdAt: Date;
+  lastAttemptAt: Date | null;
+  deliveredAt: Date | null;
+}
+
+export interface WebhookAttemptRecord {
+  attempt: number;
+  status: number | null;
+  error: string | null;
+  durationMs: number;
+  createdAt: Date;
+}
+
+export interface DeliveryPage {
+  limit: number;
+  /** continue after this (newest-first order) */
+  before?: { createdAt: Date; id: string };
+}
+
+@Injectable()
+export class WebhooksRepository {
+  constructor(private readonly db: DatabaseService) {}
+
+  create(
+    scope: OrgScope,
+    data: { id: string; workspaceId: string | null; name: string; url: string; secret: string; events: string[]; format: string; createdBy: string },
+    tx: Transaction,
+  ): Promise<WebhookEndpointRecord> {
+    return tx.webhookEndpoint.create({ data: { organizationId: scope.organizationId, ...data } });
+  }
+
+  list(scope: OrgScope): Promise<WebhookEndpointRecord[]> {
+    return this.db.client.webhookEndpoint.findMany({ where: { organizationId: scope.organizationId }, orderBy: [{ createdAt: 'asc' }, { id: 'asc' }] });
+  }
+
+  get(scope: OrgScope, id: string, tx?: Transaction): Promise<WebhookEndpointRecord | null> {
+    return this.db.use(tx).webhookEndpoint.findFirst({ where: { organizationId: scope.organizationId, id } });
+  }
+
+  async update(scope: OrgScope, id: string, data: { events?: string[]; enabled?: boolean; format?: string }, tx: Transaction): Promise<WebhookEndpointRecord | null> {
+    const { count } = await tx.webhookEndpoint.updateMany({ where: { organizationId: scope.organizationId, id }, data });
+    return count === 0 ? null : this.get(scope, id, tx);
+  }
+
+  async delete(scope: OrgScope, id: string, tx: Transaction): Promise<boolean> {
+    return (await tx.webhookEndpoint.deleteMany({ where: { organizationId: scope.organizationId, id } })).count > 0;
+  }
+
+  /** Clears the pause and the failure streak; false when the endpoint was not paused. */
+  async resume(scope: OrgScope, id: string, tx: Transaction): Promise<boolean> {
+    const { count } = await tx.webhookEndpoint.updateMany({
+      where: { organizationId: scope.organizationId, id, pausedAt: { not: null } },
+      data: { pausedAt: null, pausedReason: null, failingSince: null },
+    });
+    return count > 0;
+  }
+
+  /** Pauses unless already paused; false when another delivery paused it first. */
+  async pause(scope: OrgScope, id: string, reason: string, tx: Transaction): Promise<boolean> {
+    const { count } = await tx.webhookEndpoint.updateMany({
+      where: { organizationId: scope.organizationId, id, pausedAt: null },
+      data: { pausedAt: new Date(), pausedReason: reason },
+    });
+    return count > 0;
+  }
+
+  /**
+   * Slugs of the organisation's workspaces by id, to show an endpoint's
+   * workspace filter by the name people use (read-only, inside the scope).
+   */
+  async workspaceSlugs(scope: OrgScope, ids: string[]): Promise<Map<string, string>> {
+    if (ids.length === 0) return new Map();
+    const rows = await this.db.client.workspace.findMany({ where: { organizationId: scope.organizationId, id: { in: [...new Set(ids)] } }, select: { id: true, slug: true } });
+    return new Map(rows.map((r) => [r.id, r.slug]));
+  }
+
+  /** Endpoints that take events of this workspace (or of the organisation itself, for null) right now. */
+  subscribers(scope: OrgScope, workspaceId: string | null, tx: Transaction): Promise<WebhookEndpointRecord[]> {
+    return tx.webhookEndpoint.findMany({
+      where: {
+        organizationId: scope.organizationId,
+        enabled: true,
+        pausedAt: null,
+        OR: [{ workspaceId: null }, ...(workspaceId ? [{ workspaceId }] : [])],
+      },
+    });
+  }
+
+  /** Adds a delivery; false when this endpoint already has one for the event (a re-dispatched message). */
+  async addDelivery(scope: OrgScope, data: { id: string; endpointId: string; eventId: string; eventType: string }, tx: Transaction): Promise<boolean> {
+    const { count } = await tx.webhookDelivery.createMany({ data: [{ organizationId: scope.organizationId, ...data }], skipDuplicates: true });
+    return count > 0;
+  }
+
+  async delivery(scope: OrgScope, id: string): Promise<{ delivery: WebhookDeliveryRecord; endpoint: WebhookEndpointRecord } | null> {
+    const row = await this.db.client.webhookDelivery.findFirst({ where: { organizationId: scope.organizationId, id }, include: { endpoint: true } });
+    if (!row) return null;
+    const { endpoint, organizationId: _org, ...delivery } = row;
+    return { delivery, endpoint };
+  }
+
+  /**
+   * Counts an attempt and logs it, moving the delivery to `outcome`; returns
+   * the attempt's number, or null when the delivery is gone (its endpoint was
+   * deleted meanwhile).
+   */
+  async recordAttempt(
+    scope: OrgScope,
+    deliveryId: string,
+    attempt: { status: number | null; error: string | null; durationMs: number; outcome: DeliveryStatus },
+    tx: Transaction,
+  ): Promise<number | null> {
+    const now = new Date();
+    let updated: { attempts: number };
+    try {
+      updated = await tx.webhookDelivery.update({
+        where: { organizationId_id: { organizationId: scope.organizationId, id: deliveryId } },
+        data: {
+          attempts: { increment: 1 },
+          status: attempt.outcome,
+          lastStatus: attempt.status,
+          lastError: attempt.error,
+          lastAttemptAt: now,
+          ...(attempt.outcome === 'delivered' ? { deliveredAt: now } : {}),
+        },
+        select: { attempts: true },
+      });
+    } catch (error) {
+      if (isRecordNotFound(error)) return null;
+      throw error;
+    }
+    await tx.webhookAttempt.create({
+      data: { organizationId: scope.organizationId, deliveryId, attempt: updated.attempts, status: attempt.status, error: attempt.error, durationMs: attempt.durationMs, createdAt: now },
+    });
+    return updated.attempts;
+  }
+
+  async setStatus(scope: OrgScope, deliveryId: string, status: DeliveryStatus, tx?: Transaction): Promise<void> {
+    await this.db.use(tx).webhookDelivery.updateMany({ where: { organizationId: scope.organizationId, id: deliveryId }, data: { status } });
+  }
+
+  /** Starts the failure streak unless one is running; returns when it started (null: the endpoint is gone). */
+  async markFailing(scope: OrgScope, endpointId: string): Promise<Date | null> {
+    await this.db.client.webhookEndpoint.updateMany({ where: { organizationId: scope.organizationId, id: endpointId, failingSince: null }, data: { failingSince: new Date() } });
+    const row = await this.db.client.webhookEndpoint.findFirst({ where: { organizationId: scope.organizationId, id: endpointId }, select: { failingSince: true } });
+    return row?.failingSince ?? null;
+  }
+
+  async markHealthy(scope: OrgScope, endpointId: string): Promise<void> {
+    await this.db.client.webhookEndpoint.updateMany({ where: { organizationId: scope.organizationId, id: endpointId, failingSince: { not: null } }, data: { failingSince: null } });
+  }
+
+  /** Deliveries that failed for good since the streak began: a success would have ended the streak, so they are consecutive. */
+  failedSince(scope: OrgScope, endpointId: string, since: Date): Promise<number> {
+    return this.db.client.webhookDelivery.count({ where: { organizationId: scope.organizationId, endpointId, status: 'failed', lastAttemptAt: { gte: since } } });
+  }
+
+  /** Newest first, each with its attempts in order. */
+  async deliveries(scope: OrgScope, endpointId: string, page: DeliveryPage): Promise<(WebhookDeliveryRecord & { attemptLog: WebhookAttemptRecord[] })[]> {
+    const rows = await this.db.client.webhookDelivery.findMany({
+      where: {
+        organizationId: scope.organizationId,
+        endpointId,
+        ...(page.before
+          ? { OR: [{ createdAt: { lt: page.before.createdAt } }, { createdAt: page.before.createdAt, id: { lt: page.before.id } }] }
+          : {}),
+      },
+      orderBy: [{ createdAt: 'desc' }, { id: 'desc' }],
+      take: page.limit,
+      include: { attemptLog: { orderBy: { attempt: 'asc' }, select: { attempt: true, status: true, error: true, durationMs: true, createdAt: true } } },
+    });
+    return rows.map(({ organizationId: _org, ...row }) => row);
+  }
+}

@@ -1,0 +1,202 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { Inject, Injectable } from '@nestjs/common';
+import { AccessService, describePrincipal, OrgScope, Principal } from '@aileron/auth';
+import { APP_CONFIG, AppConfig } from '@aileron/config';
+import { DatabaseService, isUniqueViolation, Transaction } from '@aileron/database';
+import { ConflictError, NotFoundError, ValidationError } from '@aileron/errors';
+import { KeyProvider, ROOT_KEYS } from '@aileron/keys';
+import { checkOutboundUrl, OutboundPolicy, OutboundUrlRefusedError } from '@aileron/net';
+import { OutboxService } from '@aileron/outbox';
+import type { WebhookFormat } from './domain/formats';
+import { WebhookAttemptRecord, WebhookDeliveryRecord, WebhookEndpointRecord, WebhooksRepository } from './webhooks.repository';
+
+export interface NewWebhook {
+  name: string;
+  url: string;
+  events: string[];
+  workspace?: string;
+  format: WebhookFormat;
+  secret?: string;
+}
+
+export interface WebhookChanges {
+  events?: string[];
+  enabled?: boolean;
+  format?: WebhookFormat;
+}
+
+/** An endpoint with its workspace filter as a slug, for display. */
+export type WebhookEndpoint = WebhookEndpointRecord & { workspaceSlug: string | null };
+
+export type WebhookDelivery = WebhookDeliveryRecord & { attemptLog: WebhookAttemptRecord[] };
+
+/** The sealed secret is bound to its endpoint: a sealed value copied onto another row does not open. */
+export function secretAad(organizationId: string, endpointId: string): string {
+  return `aileron/webhook/${organizationId}/${endpointId}`;
+}
+
+export function outboundPolicy(config: AppConfig): OutboundPolicy {
+  return { allowCidrs: config.upstreamAllowCidrs, allowLoopback: config.mode === 'embedded' };
+}
+
+/**
+ * The organisation's webhook endpoints. Every change is an outbox message
+ * (`webhook.created`, …) of the same transaction, so it is audited with the
+ * change and other endpoints hear about it.
+ */
+@Injectable()
+export class WebhooksService {
+  constructor(
+    private readonly db: DatabaseService,
+    private readonly repository: WebhooksRepository,
+    private readonly access: AccessService,
+    private readonly outbox: OutboxService,
+    @Inject(ROOT_KEYS) private readonly root: KeyProvider,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
+
+  /** A new endpoint; its signing secret is returned here once (generated unless given) and never again. */
+  async create(principal: Principal, scope: OrgScope, input: NewWebhook): Promise<{ endpoint: WebhookEndpoint; secret: string }> {
+    // the workspace first: another tenant's slug is a 404 whatever the URL
+    const workspace = input.workspace ? await this.access.workspace(principal, input.workspace, 'webhook.manage') : null;
+    await this.checkUrl(input.url);
+    const secret = input.secret ?? `whsec_${randomBytes(32).toString('base64url')}`;
+    const id = randomUUID();
+    const actor = describePrincipal(principal);
+    try {
+      const endpoint = await this.db.transaction(async (tx) => {
+        const created = await this.repository.create(
+          scope,
+          {
+            id,
+            workspaceId: workspace?.workspaceId ?? null,
+            name: input.name,
+            url: input.url,
+            secret: this.root.wrap(Buffer.from(secret, 'utf8'), secretAad(scope.organizationId, id)),
+            events: input.events,
+            format: input.format,
+            createdBy: actor,
+          },
+          tx,
+        );
+        await this.announce(tx, scope, 'webhook.created', created, workspace?.workspaceSlug ?? null, actor);
+        return created;
+      });
+      return { endpoint: { ...endpoint, workspaceSlug: workspace?.workspaceSlug ?? null }, secret };
+    } catch (error) {
+      if (isUniqueViolation(error)) throw new ConflictError('WEBHOOK_NAME_TAKEN', `A webhook named "${input.name}" already exists`);
+      throw error;
+    }
+  }
+
+  async list(scope: OrgScope): Promise<WebhookEndpoint[]> {
+    return this.withSlugs(scope, await this.repository.list(scope));
+  }
+
+  async get(scope: OrgScope, id: string): Promise<WebhookEndpoint> {
+    const endpoint = await this.repository.get(scope, id);
+    if (!endpoint) throw new NotFoundError('webhook', id);
+    return (await this.withSlugs(scope, [endpoint]))[0]!;
+  }
+
+  async update(principal: Principal, scope: OrgScope, id: string, changes: WebhookChanges): Promise<WebhookEndpoint> {
+    const actor = describePrincipal(principal);
+    const updated = await this.db.transaction(async (tx) => {
+      const endpoint = await this.repository.update(scope, id, changes, tx);
+      if (!endpoint) return null;
+      if (Object.keys(changes).length > 0) await this.announce(tx, scope, 'webhook.updated', endpoint, null, actor, { changed: Object.keys(changes).sort() });
+      return endpoint;
+    });
+    if (!updated) throw new NotFoundError('webhook', id);
+    return (await this.withSlugs(scope, [updated]))[0]!;
+  }
+
+  async remove(principal: Principal, scope: OrgScope, id: string): Promise<void> {
+    const actor = describePrincipal(principal);
+    const removed = await this.db.transaction(async (tx) => {
+      const endpoint = await this.repository.get(scope, id, tx);
+      if (!endpoint || !(await this.repository.delete(scope, id, tx))) return false;
+      await this.announce(tx, scope, 'webhook.deleted', endpoint, null, actor);
+      return true;
+    });
+    if (!removed) throw new NotFoundError('webhook', id);
+  }
+
+  /** Ends a pause: deliveries of new events start again (the ones refused while paused are not re-sent). */
+  async resume(principal: Principal, scope: OrgScope, id: string): Promise<WebhookEndpoint> {
+    const actor = describePrincipal(principal);
+    const endpoint = await this.db.transaction(async (tx) => {
+      const before = await this.repository.get(scope, id, tx);
+      if (!before) return null;
+      if (await this.repository.resume(scope, id, tx)) {
+        await this.announce(tx, scope, 'webhook.resumed', before, null, actor, { paused_reason: before.pausedReason });
+      }
+      return this.repository.get(scope, id, tx);
+    });
+    if (!endpoint) throw new NotFoundError('webhook', id);
+    return (await this.withSlugs(scope, [endpoint]))[0]!;
+  }
+
+  async deliveries(scope: OrgScope, id: string, page: { limit: number; cursor?: string }): Promise<{ deliveries: WebhookDelivery[]; nextCursor: string | null }> {
+    if (!(await this.repository.get(scope, id))) throw new NotFoundError('webhook', id);
+    const before = page.cursor ? decodeCursor(page.cursor) : undefined;
+    const deliveries = await this.repository.deliveries(scope, id, { limit: page.limit, ...(before ? { before } : {}) });
+    const last = deliveries[deliveries.length - 1];
+    return { deliveries, nextCursor: deliveries.length === page.limit && last ? encodeCursor(last) : null };
+  }
+
+  /** The message every change records: what changed and who did it, never the URL (it may carry a token) nor the secret. */
+  async announce(
+    tx: Transaction,
+    scope: OrgScope,
+    topic: string,
+    endpoint: WebhookEndpointRecord,
+    workspaceSlug: string | null,
+    actor: string,
+    extra: Record<string, unknown> = {},
+  ): Promise<void> {
+    await this.outbox.record(tx, {
+      topic,
+      organizationId: scope.organizationId,
+      payload: {
+        webhook: endpoint.id,
+        name: endpoint.name,
+        host: hostOf(endpoint.url),
+        events: endpoint.events,
+        format: endpoint.format,
+        enabled: endpoint.enabled,
+        ...(workspaceSlug ? { workspace_filter: workspaceSlug } : {}),
+        ...extra,
+        actor,
+      },
+    });
+  }
+
+  private async withSlugs(scope: OrgScope, endpoints: WebhookEndpointRecord[]): Promise<WebhookEndpoint[]> {
+    const slugs = await this.repository.workspaceSlugs(scope, endpoints.flatMap((e) => (e.workspaceId ? [e.workspaceId] : [])));
+    return endpoints.map((e) => ({ ...e, workspaceSlug: e.workspaceId ? (slugs.get(e.workspaceId) ?? null) : null }));
+  }
+
+  private async checkUrl(url: string): Promise<void> {
+    try {
+      await checkOutboundUrl(url, outboundPolicy(this.config));
+    } catch (error) {
+      if (error instanceof OutboundUrlRefusedError) throw new ValidationError([{ path: 'body.url', message: error.message }]);
+      throw error;
+    }
+  }
+}
+
+export function hostOf(url: string): string {
+  return URL.canParse(url) ? new URL(url).host : '';
+}
+
+function encodeCursor(delivery: WebhookDeliveryRecord): string {
+  return Buffer.from(`${delivery.createdAt.toISOString()}|${delivery.id}`).toString('base64url');
+}
+
+function decodeCursor(cursor: string): { createdAt: Date; id: string } {
+  const match = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z)\|([0-9a-f-]{36})$/.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
+  if (!match || Number.isNaN(Date.parse(match[1]!))) throw new ValidationError([{ path: 'query.cursor', message: 'is not a cursor this API gave out' }]);
+  return { createdAt: new Date(match[1]!), id: match[2]! };
+}

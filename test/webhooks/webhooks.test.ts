@@ -1,0 +1,419 @@
+import { createServer, IncomingHttpHeaders } from 'node:http';
+import { AddressInfo } from 'node:net';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { verifySignedPayload } from '../../libs/platform/net/src';
+import { DatabaseService } from '../../libs/platform/database/src';
+import { WebhookDeliveryService } from '../../libs/webhooks/src';
+import { aGateway, anOrganization, aWorkspace, uniqueSlug } from '../support/builders';
+import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { BACKENDS, Backend } from '../support/databases';
+
+interface Received {
+  raw: string;
+  headers: IncomingHttpHeaders;
+  path: string;
+  /** what the receiver answered */
+  answered: number;
+  at: number;
+}
+
+interface Receiver {
+  url: string;
+  requests: Received[];
+  /** requests answered 2xx */
+  accepted(): Received[];
+  /** from now on, answer with this status */
+  answer(status: number): void;
+  close(): Promise<void>;
+}
+
+/** A webhook receiver on 127.0.0.1: answers from `plan` in order, then `then` for the rest. */
+async function aReceiver(plan: number[], then = 204): Promise<Receiver> {
+  const requests: Received[] = [];
+  let fallback = then;
+  const server = createServer((req, res) => {
+    let raw = '';
+    req.on('data', (chunk: Buffer) => (raw += chunk.toString('utf8')));
+    req.on('end', () => {
+      const answered = plan[requests.length] ?? fallback;
+      requests.push({ raw, headers: req.headers, path: req.url ?? '', answered, at: Date.now() });
+      res.writeHead(answered).end();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hooks/aileron-path-token`,
+    requests,
+    accepted: () => requests.filter((r) => r.answered >= 200 && r.answered < 300),
+    answer: (status) => (fallback = status),
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+async function until<T>(what: string, probe: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 60_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined && value !== false) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+const made: { cp: TestControlPlane; id: string }[] = [];
+
+/** Creates an endpoint through the API; returns its id and the secret shown once. Removed after the test. */
+async function aWebhook(cp: TestControlPlane, body: Record<string, unknown>, token = cp.ownerToken): Promise<{ id: string; secret: string; body: any }> {
+  const res = await cp.request('POST', '/v1/webhooks', { token, body: { name: uniqueSlug('hook'), ...body } });
+  expect(res.status, res.text).toBe(201);
+  made.push({ cp, id: res.body.id });
+  return { id: res.body.id, secret: res.body.secret, body: res.body };
+}
+
+// an endpoint left behind would keep retrying later tests' events against its closed receiver
+afterEach(async () => {
+  for (const { cp, id } of made.splice(0)) await cp.request('DELETE', `/v1/webhooks/${id}`);
+});
+
+async function aPolicyChange(cp: TestControlPlane, ws: string, rule = uniqueSlug('rule')): Promise<void> {
+  const res = await cp.request('PUT', `/v1/workspaces/${ws}/policy`, { body: { rules: [{ id: rule, effect: 'deny', tools: ['x'] }] } });
+  expect(res.status, res.text).toBe(200);
+}
+
+function serverEnv(backend: Backend, extra: Record<string, string> = {}): Record<string, string> {
+  // server mode refuses loopback unless allowed; the receivers listen on 127.0.0.1
+  return { ...(backend === 'postgres' ? { UPSTREAM_ALLOW_CIDRS: '127.0.0.1/32' } : {}), ...extra };
+}
+
+describe.each(BACKENDS)('webhooks on %s', (backend) => {
+  let cp: TestControlPlane;
+  beforeAll(async () => {
+    cp = await startTestControlPlane(backend, serverEnv(backend));
+  });
+  afterAll(async () => cp?.close());
+
+  it('an event whose receiver fails twice is retried, delivered once, signed with the secret shown at creation, and logged with three attempts', async () => {
+    const receiver = await aReceiver([500, 503]);
+    try {
+      const hook = await aWebhook(cp, { url: receiver.url, events: ['policy.updated'] });
+      expect(hook.secret).toMatch(/^whsec_[A-Za-z0-9_-]{40,}$/);
+      expect(hook.body).toMatchObject({ host: new URL(receiver.url).host, events: ['policy.updated'], format: 'json', enabled: true, status: 'active', paused: false, workspace: null });
+      const ws = await aWorkspace(cp, cp.ownerToken);
+      await aPolicyChange(cp, ws.slug);
+
+      const success = await until('the delivery to succeed', () => receiver.accepted()[0]);
+      const log = await until('the delivery log to say delivered', async () => {
+        const res = await cp.request('GET', `/v1/webhooks/${hook.id}/deliveries`);
+        return res.body.deliveries[0]?.status === 'delivered' ? res.body : undefined;
+      });
+
+      // signed with the secret returned at creation, over the exact body, with a fresh timestamp
+      const timestamp = String(success.headers['x-aileron-timestamp']);
+      expect(verifySignedPayload(hook.secret, success.raw, { timestamp, signature: String(success.headers['x-aileron-signature']) })).toEqual({ ok: true });
+      expect(Math.abs(success.at / 1000 - Number(timestamp))).toBeLessThan(60);
+      expect(verifySignedPayload('whsec_someone-elses-secret', success.raw, { timestamp, signature: String(success.headers['x-aileron-signature']) })).toEqual({ ok: false, reason: 'mismatch' });
+
+      // the envelope
+      const event = JSON.parse(success.raw);
+      expect(event).toMatchObject({ type: 'policy.updated', workspace: ws.slug, workspace_id: ws.id, session: null, data: { version: 1, rules: 1 } });
+      expect(event.id).toMatch(/^evt_\d+$/);
+      expect(Date.parse(event.time)).not.toBeNaN();
+      expect(success.headers['content-type']).toBe('application/json');
+      expect(success.headers['x-aileron-event']).toBe('policy.updated');
+
+      // three tries of one delivery, each with the same delivery id and the same event
+      expect(receiver.requests.map((r) => r.answered)).toEqual([500, 503, 204]);
+      expect(new Set(receiver.requests.map((r) => r.headers['x-aileron-delivery'])).size).toBe(1);
+      expect(new Set(receiver.requests.map((r) => JSON.parse(r.raw).id)).size).toBe(1);
+      expect(log.deliveries).toHaveLength(1);
+      const delivery = log.deliveries[0];
+      expect(delivery).toMatchObject({ id: success.headers['x-aileron-delivery'], event_id: event.id, event_type: 'policy.updated', status: 'delivered', attempt_count: 3, last_status: 204, last_error: null });
+      expect(delivery.delivered_at).not.toBeNull();
+      expect(delivery.attempts.map((a: { attempt: number; status: number }) => [a.attempt, a.status])).toEqual([
+        [1, 500],
+        [2, 503],
+        [3, 204],
+      ]);
+      expect(delivery.attempts[0].error).toBe('HTTP 500');
+      // the receiver's path may carry a token: the log names neither path nor query
+      expect(JSON.stringify(log)).not.toContain('aileron-path-token');
+      // healthy again after the success
+      expect((await cp.request('GET', `/v1/webhooks/${hook.id}`)).body).toMatchObject({ status: 'active', failing_since: null, paused: false });
+
+      // the consumer handed the same message again (a re-dispatch) adds no delivery and sends nothing twice
+      const messageId = BigInt(event.id.slice('evt_'.length));
+      const row = await cp.cp.database.client.outboxMessage.findUniqueOrThrow({ where: { id: messageId } });
+      const message = { id: String(row.id), topic: row.topic, organizationId: row.organizationId!, workspaceId: row.workspaceId!, payload: row.payload as Record<string, unknown>, createdAt: row.createdAt };
+      await cp.cp.app.get(DatabaseService).transaction((tx) => cp.cp.app.get(WebhookDeliveryService).fanOut(message, tx));
+      await sleep(1500);
+      expect(receiver.accepted()).toHaveLength(1);
+      expect((await cp.request('GET', `/v1/webhooks/${hook.id}/deliveries`)).body.deliveries).toHaveLength(1);
+    } finally {
+      await receiver.close();
+    }
+  });
+
+  it('an endpoint gets only the events its filters name: a domain wildcard, and one workspace', async () => {
+    const [approvals, workspaceOnly, control] = await Promise.all([aReceiver([]), aReceiver([]), aReceiver([])]);
+    try {
+      const ws = await aWorkspace(cp, cp.ownerToken);
+      const other = await aWorkspace(cp, cp.ownerToken);
+      const approvalsHook = await aWebhook(cp, { url: approvals.url, events: ['approval.*'] });
+      const scopedHook = await aWebhook(cp, { url: workspaceOnly.url, workspace: ws.slug });
+      expect(scopedHook.body.workspace).toBe(ws.slug);
+      await aWebhook(cp, { url: control.url, events: ['policy.updated'] });
+
+      await aPolicyChange(cp, other.slug, 'in-the-other-workspace');
+      await aPolicyChange(cp, ws.slug, 'in-the-workspace');
+      // the control endpoint got both: both messages went through the fan-out, which serves every endpoint at once
+      await until('both policy changes at the control endpoint', () => control.accepted().length >= 2);
+      await until('the workspace change at the workspace endpoint', () => workspaceOnly.accepted().length >= 1);
+      await sleep(1000);
+
+      expect(approvals.requests).toHaveLength(0);
+      expect((await cp.request('GET', `/v1/webhooks/${approvalsHook.id}/deliveries`)).body.deliveries).toEqual([]);
+      const scoped = workspaceOnly.requests.map((r) => JSON.parse(r.raw));
+      expect(scoped.length).toBeGreaterThanOrEqual(1);
+      expect(scoped.every((e) => e.workspace_id === ws.id), 'an event of another workspace reached a workspace-scoped endpoint').toBe(true);
+      expect(scoped.map((e) => e.type)).toContain('policy.updated');
+      expect(JSON.stringify(scoped)).not.toContain('in-the-other-workspace');
+    } finally {
+      await Promise.all([approvals.close(), workspaceOnly.close(), control.close()]);
+    }
+  });
+
+  it('refuses private, link-local and metadata targets with 400 naming the host, and bad filters', async () => {
+    const refused = ['http://10.1.2.3/hook', 'http://192.168.1.10:8080/hook', 'http://169.254.169.254/latest/meta-data/iam', 'http://[fd00::1]/hook', 'http://100.64.0.1/hook'];
+    // loopback is the developer's own machine in embedded mode; in server mode only the allowed 127.0.0.1/32 is reachable
+    if (backend === 'postgres') refused.push('http://127.0.0.2:9/hook', 'http://[::1]:9/hook');
+    for (const url of refused) {
+      const res = await cp.request('POST', '/v1/webhooks', { body: { name: uniqueSlug('bad'), url } });
+      expect(res.status, url).toBe(400);
+      expect(res.body.code).toBe('VALIDATION_FAILED');
+      expect(res.body.detail, url).toContain(new URL(url).hostname.replace(/^\[|\]$/g, ''));
+      expect(res.text, 'the path is not echoed').not.toContain('meta-data');
+    }
+    for (const body of [{ url: 'ftp://example.com/x' }, { url: 'http://93.184.216.34/x', events: ['*'] }, { url: 'http://93.184.216.34/x', format: 'xml' }, { url: 'http://93.184.216.34/x', secret: 'short' }]) {
+      const res = await cp.request('POST', '/v1/webhooks', { body: { name: uniqueSlug('bad'), ...body } });
+      expect(res.status, JSON.stringify(body)).toBe(400);
+    }
+    expect((await cp.request('GET', '/v1/webhooks')).text).not.toContain('10.1.2.3');
+  });
+
+  it('the slack format posts a Slack message summarising the event, signed the same way', async () => {
+    const receiver = await aReceiver([]);
+    try {
+      const hook = await aWebhook(cp, { url: receiver.url, events: ['policy.updated'], format: 'slack' });
+      const ws = await aWorkspace(cp, cp.ownerToken);
+      await aPolicyChange(cp, ws.slug);
+      const got = await until('the Slack message', () => receiver.accepted()[0]);
+      const message = JSON.parse(got.raw);
+      expect(message.text).toContain(`Policy updated in ${ws.slug}`);
+      expect(message.blocks[0]).toEqual({ type: 'header', text: { type: 'plain_text', text: 'Policy updated', emoji: false } });
+      expect(message.blocks.find((b: { type: string }) => b.type === 'section').fields).toEqual(expect.arrayContaining([{ type: 'mrkdwn', text: `*Workspace*\n${ws.slug}` }, { type: 'mrkdwn', text: '*version*\n1' }]));
+      expect(message.blocks.at(-1)).toMatchObject({ type: 'context', elements: [{ type: 'mrkdwn', text: expect.stringContaining('`policy.updated`') }] });
+      expect(got.headers['x-aileron-event']).toBe('policy.updated');
+      expect(verifySignedPayload(hook.secret, got.raw, { timestamp: String(got.headers['x-aileron-timestamp']), signature: String(got.headers['x-aileron-signature']) })).toEqual({ ok: true });
+    } finally {
+      await receiver.close();
+    }
+  });
+
+  it('another organisation gets 404 on every webhook route and changes nothing; no secret or URL path is ever shown again', async () => {
+    const receiver = await aReceiver([]);
+    try {
+      const hook = await aWebhook(cp, { url: receiver.url, events: ['policy.updated'] });
+      const ws = await aWorkspace(cp, cp.ownerToken);
+      await aPolicyChange(cp, ws.slug);
+      await until('a delivery', () => receiver.accepted()[0]);
+      const before = (await cp.request('GET', `/v1/webhooks/${hook.id}`)).body;
+
+      const intruder = await anOrganization(cp);
+      const attempts: [string, string, unknown?][] = [
+        ['GET', `/v1/webhooks/${hook.id}`],
+        ['PATCH', `/v1/webhooks/${hook.id}`, { enabled: false }],
+        ['DELETE', `/v1/webhooks/${hook.id}`],
+        ['GET', `/v1/webhooks/${hook.id}/deliveries`],
+        ['POST', `/v1/webhooks/${hook.id}/resume`],
+      ];
+      for (const [method, path, body] of attempts) {
+        const res = await cp.request(method, path, { token: intruder.token, ...(body ? { body } : {}) });
+        expect(res.status, `${method} ${path}`).toBe(404);
+        expect(res.body.code).toBe('WEBHOOK_NOT_FOUND');
+      }
+      // their own workspace filter cannot name ours
+      const theirs = await cp.request('POST', '/v1/webhooks', { token: intruder.token, body: { name: 'x', url: receiver.url, workspace: ws.slug } });
+      expect(theirs.status).toBe(404);
+      expect((await cp.request('GET', '/v1/webhooks', { token: intruder.token })).body).toEqual({ webhooks: [] });
+      expect((await cp.request('GET', `/v1/webhooks/${hook.id}`)).body).toEqual(before);
+
+      const reads = [
+        await cp.request('GET', '/v1/webhooks'),
+        await cp.request('GET', `/v1/webhooks/${hook.id}`),
+        await cp.request('GET', `/v1/webhooks/${hook.id}/deliveries`),
+        await cp.request('GET', '/v1/audit?type=webhook.created&limit=500'),
+      ];
+      for (const res of reads) {
+        expect(res.status).toBe(200);
+        expect(res.text).not.toContain(hook.secret);
+        expect(res.text).not.toContain('aileron-path-token');
+      }
+      expect(reads[0]!.body.webhooks.find((w: { id: string }) => w.id === hook.id)).toMatchObject({ host: new URL(receiver.url).host });
+      expect(reads[0]!.body.webhooks.every((w: Record<string, unknown>) => !('secret' in w) && !('url' in w))).toBe(true);
+      // the creation is audited with who did it
+      expect(reads[3]!.body.events.find((e: { data: { webhook?: string } }) => e.data.webhook === hook.id)).toMatchObject({ type: 'webhook.created', actor: expect.stringMatching(/^token:/) });
+    } finally {
+      await receiver.close();
+    }
+  });
+
+  it('a disabled endpoint receives nothing; changes and deletion are recorded', async () => {
+    const receiver = await aReceiver([]);
+    const control = await aReceiver([]);
+    try {
+      const hook = await aWebhook(cp, { url: receiver.url, events: ['policy.updated'] });
+      await aWebhook(cp, { url: control.url, events: ['policy.updated'] });
+      const patched = await cp.request('PATCH', `/v1/webhooks/${hook.id}`, { body: { enabled: false, events: ['policy.updated', 'approval.*'] } });
+      expect(patched.status, patched.text).toBe(200);
+      expect(patched.body).toMatchObject({ enabled: false, status: 'disabled', events: ['policy.updated', 'approval.*'] });
+      const ws = await aWorkspace(cp, cp.ownerToken);
+      await aPolicyChange(cp, ws.slug);
+      await until('the control delivery', () => control.accepted()[0]);
+      await sleep(500);
+      expect(receiver.requests).toHaveLength(0);
+
+      expect((await cp.request('DELETE', `/v1/webhooks/${hook.id}`)).status).toBe(204);
+      expect((await cp.request('GET', `/v1/webhooks/${hook.id}`)).status).toBe(404);
+      const audit = (await cp.request('GET', '/v1/audit?type=webhook.updated,webhook.deleted&limit=500')).body.events.filter((e: { data: { webhook?: string } }) => e.data.webhook === hook.id);
+      expect(audit.map((e: { type: string }) => e.type).sort()).toEqual(['webhook.deleted', 'webhook.updated']);
+      expect(audit.find((e: { type: string }) => e.type === 'webhook.updated').data.changed).toEqual(['enabled', 'events']);
+    } finally {
+      await Promise.all([receiver.close(), control.close()]);
+    }
+  });
+});
+
+describe.each(BACKENDS)('an endpoint that keeps failing on %s', (backend) => {
+  let cp: TestControlPlane;
+  beforeAll(async () => {
+    cp = await startTestControlPlane(backend, serverEnv(backend, { AILERON_WEBHOOK_PAUSE_AFTER_SECONDS: '2' }));
+  });
+  afterAll(async () => cp?.close());
+
+  it('is paused after failing for longer than the setting, flagged, tried no more, and resumes on request', async () => {
+    const receiver = await aReceiver([], 500);
+    const control = await aReceiver([]);
+    try {
+      const hook = await aWebhook(cp, { url: receiver.url, events: ['policy.updated'] });
+      await aWebhook(cp, { url: control.url, events: ['policy.updated'] });
+      const ws = await aWorkspace(cp, cp.ownerToken);
+      await aPolicyChange(cp, ws.slug);
+
+      const paused = await until('the endpoint to be paused', async () => {
+        const res = await cp.request('GET', `/v1/webhooks/${hook.id}`);
+        return res.body.paused ? res.body : undefined;
+      });
+      expect(paused).toMatchObject({ status: 'paused', paused: true, paused_reason: expect.stringContaining('longer than 2 s') });
+      expect(paused.paused_at).not.toBeNull();
+      expect(paused.failing_since).not.toBeNull();
+      expect((await cp.request('GET', '/v1/webhooks')).body.webhooks.find((w: { id: string }) => w.id === hook.id)).toMatchObject({ paused: true, status: 'paused' });
+
+      // no further attempts: longer than the next backoff step
+      const tried = receiver.requests.length;
+      expect(tried).toBeGreaterThanOrEqual(2);
+      await sleep(5000);
+      expect(receiver.requests).toHaveLength(tried);
+      const log = (await cp.request('GET', `/v1/webhooks/${hook.id}/deliveries`)).body.deliveries;
+      expect(log).toHaveLength(1);
+      expect(log[0]).toMatchObject({ status: 'failed', attempt_count: tried, last_status: 500 });
+      expect(log[0].attempts.every((a: { status: number }) => a.status === 500)).toBe(true);
+
+      // events while paused are not queued for it (the control endpoint shows the event went out)
+      await aPolicyChange(cp, ws.slug);
+      await until('the second event at the control endpoint', () => control.accepted().length >= 2);
+      await sleep(500);
+      expect((await cp.request('GET', `/v1/webhooks/${hook.id}/deliveries`)).body.deliveries).toHaveLength(1);
+      expect(receiver.requests).toHaveLength(tried);
+
+      // the pause is audited, by the system
+      const audit = (await cp.request('GET', '/v1/audit?type=webhook.paused&limit=100')).body.events.find((e: { data: { webhook?: string } }) => e.data.webhook === hook.id);
+      expect(audit).toMatchObject({ actor: 'system', data: { reason: expect.stringContaining('longer than 2 s') } });
+
+      receiver.answer(204);
+      const resumed = await cp.request('POST', `/v1/webhooks/${hook.id}/resume`);
+      expect(resumed.status, resumed.text).toBe(200);
+      expect(resumed.body).toMatchObject({ status: 'active', paused: false, paused_at: null, paused_reason: null, failing_since: null });
+      await aPolicyChange(cp, ws.slug);
+      const delivered = await until('a delivery after resuming', () => receiver.accepted()[0]);
+      expect(JSON.parse(delivered.raw)).toMatchObject({ type: 'policy.updated', data: { version: 3 } });
+      await until('the log to show it delivered', async () => {
+        const deliveries = (await cp.request('GET', `/v1/webhooks/${hook.id}/deliveries?limit=1`)).body.deliveries;
+        return deliveries[0]?.status === 'delivered';
+      });
+      const page = (await cp.request('GET', `/v1/webhooks/${hook.id}/deliveries?limit=1`)).body;
+      expect(page.next_cursor).toEqual(expect.any(String));
+      const older = (await cp.request('GET', `/v1/webhooks/${hook.id}/deliveries?limit=1&cursor=${page.next_cursor}`)).body;
+      expect(older.deliveries[0]).toMatchObject({ status: 'failed' });
+      expect((await cp.request('GET', `/v1/webhooks/${hook.id}/deliveries?cursor=not-a-cursor`)).status).toBe(400);
+    } finally {
+      await Promise.all([receiver.close(), control.close()]);
+    }
+  });
+});
+
+describe('server mode without an allow-list', () => {
+  let cp: TestControlPlane;
+  beforeAll(async () => {
+    cp = await startTestControlPlane('postgres');
+  });
+  afterAll(async () => cp?.close());
+
+  it('refuses loopback targets', async () => {
+    for (const url of ['http://127.0.0.1:9/hook', 'http://[::1]:9/hook', 'http://127.1.2.3/hook']) {
+      const res = await cp.request('POST', '/v1/webhooks', { body: { name: uniqueSlug('loop'), url } });
+      expect(res.status, url).toBe(400);
+      expect(res.body.detail).toContain('loopback');
+    }
+  });
+});
+
+describe('approval requests in Slack', () => {
+  let cp: TestControlPlane;
+  beforeAll(async () => {
+    cp = await startTestControlPlane('pglite');
+  });
+  afterAll(async () => cp?.close());
+
+  it('show server, tool, requester and rule, with a button to the review page', async () => {
+    const receiver = await aReceiver([]);
+    try {
+      await aWebhook(cp, { url: receiver.url, events: ['approval.requested'], format: 'slack' });
+      const ws = await aWorkspace(cp, cp.ownerToken);
+      const policy = await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, {
+        body: { rules: [{ id: 'merges-need-a-human', effect: 'approval', servers: ['github'], tools: ['merge_pull_request'] }] },
+      });
+      expect(policy.status, policy.text).toBe(200);
+      const gateway = await aGateway(cp, cp.ownerToken, ws.slug);
+      const asked = await cp.request('POST', '/v1/gateway/approvals', {
+        token: gateway.token,
+        body: { server: 'github', tool: 'merge_pull_request', arguments: { repo: 'payments', number: 42 }, principal: 'alice@example.com' },
+      });
+      expect(asked.status, asked.text).toBe(201);
+
+      const got = await until('the Slack message', () => receiver.accepted()[0]);
+      const message = JSON.parse(got.raw);
+      expect(got.headers['x-aileron-event']).toBe('approval.requested');
+      expect(message.text).toContain('alice@example.com');
+      expect(message.blocks[0].text.text).toBe('Approval requested');
+      const fields = message.blocks.flatMap((b: { fields?: { text: string }[] }) => b.fields ?? []).map((f: { text: string }) => f.text);
+      expect(fields).toEqual(expect.arrayContaining(['*Server*\ngithub', '*Tool*\nmerge_pull_request', '*Requester*\nalice@example.com', '*Rule*\nmerges-need-a-human']));
+      const button = message.blocks.find((b: { type: string }) => b.type === 'actions').elements[0];
+      expect(button).toMatchObject({ type: 'button', text: { text: 'Review' } });
+      expect(button.url).toMatch(new RegExp(`/review/${asked.body.id}$`));
+    } finally {
+      await receiver.close();
+    }
+  });
+});
