@@ -123,7 +123,8 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
         : SystemScopes.organization(organizationId);
       const key = record.workspaceId ?? organizationId;
       const group = byChain.get(key) ?? byChain.set(key, { scope, entries: [] }).get(key)!;
-      const { actor, ...data } = record.payload;
+      // the chain is the workspace's: its slug (which may change) adds nothing to the record
+      const { actor, workspace: _workspace, ...data } = record.payload;
       group.entries.push({ type: record.topic, actor: typeof actor === 'string' ? actor : 'system', source: 'api', data });
     }
     for (const { scope, entries } of byChain.values()) await this.record(tx, scope, ...entries);

@@ -2,6 +2,7 @@ import { ApprovalsModule } from '@aileron/approvals';
 import { AuditModule } from '@aileron/audit';
 import { AuthModule } from '@aileron/auth';
 import { CatalogModule } from '@aileron/catalog';
+import { EventsModule } from '@aileron/events';
 import { GatewayModule } from '@aileron/gateway';
 import { PolicyModule } from '@aileron/policy';
 import { TenancyModule } from '@aileron/tenancy';
@@ -14,4 +15,4 @@ import { WebhooksModule } from '@aileron/webhooks';
  * consumers when their module loads, so a process missing one would silently
  * leave its jobs unprocessed.
  */
-export const DOMAIN_MODULES = [AuthModule, TenancyModule, AuditModule, WebhooksModule, PolicyModule, CatalogModule, VaultModule, ApprovalsModule, GatewayModule];
+export const DOMAIN_MODULES = [AuthModule, TenancyModule, AuditModule, WebhooksModule, PolicyModule, CatalogModule, VaultModule, ApprovalsModule, EventsModule, GatewayModule];

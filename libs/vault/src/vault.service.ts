@@ -5,6 +5,7 @@ import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { DatabaseService, isUniqueViolation, Transaction } from '@aileron/database';
 import { ConflictError, DomainError, NotFoundError, ValidationError } from '@aileron/errors';
 import { KeyProvider, newKey, ROOT_KEYS, SigningKeysService } from '@aileron/keys';
+import { OutboxService } from '@aileron/outbox';
 import { decryptSecret, encryptSecret, MAX_VALUE_BYTES, parseVaultRef, pathProblem, rewrapDataKey, SecretContext, workspaceKeyAad } from './domain/envelope';
 import { SecretMetadata, VaultKeyRecord, VaultRepository } from './vault.repository';
 
@@ -35,6 +36,7 @@ export class VaultService {
     private readonly repository: VaultRepository,
     private readonly audit: AuditService,
     private readonly signingKeys: SigningKeysService,
+    private readonly outbox: OutboxService,
     @Inject(ROOT_KEYS) private readonly root: KeyProvider,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
@@ -54,7 +56,8 @@ export class VaultService {
           const ctx: SecretContext = { organizationId: scope.organizationId, workspaceId: scope.workspaceId, path, version };
           await this.repository.writeVersion(scope, { path, version, sealed: encryptSecret(key.key, value, ctx), keyVersion: key.version, actor }, tx);
           const pruned = await this.repository.pruneVersions(scope, path, this.config.vaultKeepVersions, tx);
-          await this.audit.record(tx, scope, { type: 'secret.written', actor, data: { path, version, removed_versions: pruned } });
+          // announced through the outbox, which also audits it in this transaction
+          await this.announce(tx, scope, 'secret.written', actor, { path, version, removed_versions: pruned });
           return (await this.repository.metadata(scope, path, tx))!;
         });
       } catch (error) {
@@ -80,7 +83,7 @@ export class VaultService {
     const removed = await this.db.transaction(async (tx) => {
       const existing = await this.repository.metadata(scope, path, tx);
       if (!existing || !(await this.repository.delete(scope, path, tx))) return false;
-      await this.audit.record(tx, scope, { type: 'secret.deleted', actor: actorOf(principal), data: { path, versions: existing.versions } });
+      await this.announce(tx, scope, 'secret.deleted', actorOf(principal), { path, versions: existing.versions });
       return true;
     });
     if (!removed) throw new NotFoundError('secret', path);
@@ -110,6 +113,14 @@ export class VaultService {
         data: { path: parsed.path, version: stored.version, instance: reason.instance, server: reason.server },
       });
       await this.repository.markRead(scope, parsed.path, reason.actor, tx);
+      // the event for subscribers; the audit record above is the richer one
+      await this.outbox.record(tx, {
+        topic: 'secret.read',
+        organizationId: scope.organizationId,
+        workspaceId: scope.workspaceId,
+        audited: false,
+        payload: { workspace: scope.workspaceSlug, session: reason.sessionId ?? null, path: parsed.path, version: stored.version, server: reason.server, instance: reason.instance, actor: reason.actor },
+      });
     });
     return value;
   }
@@ -144,7 +155,7 @@ export class VaultService {
       for (const key of opened.values()) key.fill(0);
       fresh.fill(0);
       await this.repository.retireKeysBefore(scope, version, tx);
-      await this.audit.record(tx, scope, { type: 'vault.key_rotated', actor: actorOf(principal), data: { key_version: version, rewrapped } });
+      await this.announce(tx, scope, 'vault.key_rotated', actorOf(principal), { key_version: version, rewrapped });
       return { key_version: version, rewrapped };
     });
   }
@@ -166,6 +177,10 @@ export class VaultService {
     }
     const signingKeys = await this.signingKeys.resealAll();
     return { root_key_id: this.root.currentKeyId, workspace_keys: workspaceKeys, signing_keys: signingKeys };
+  }
+
+  private announce(tx: Transaction, scope: WorkspaceScope, topic: string, actor: string, data: Record<string, unknown>): Promise<void> {
+    return this.outbox.record(tx, { topic, organizationId: scope.organizationId, workspaceId: scope.workspaceId, payload: { workspace: scope.workspaceSlug, ...data, actor } });
   }
 
   /** The workspace key new versions use, made on first use. */

@@ -1,0 +1,26 @@
+import { Injectable } from '@nestjs/common';
+import type { WorkspaceScope } from '@aileron/auth';
+import { DatabaseService } from '@aileron/database';
+import type { OutboxMessage } from '@aileron/outbox';
+
+/** The outbox read as the workspace's event history, for clients that reconnect. */
+@Injectable()
+export class EventsRepository {
+  constructor(private readonly db: DatabaseService) {}
+
+  async after(scope: WorkspaceScope, afterId: bigint, limit: number): Promise<OutboxMessage[]> {
+    const rows = await this.db.client.outboxMessage.findMany({
+      where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, id: { gt: afterId } },
+      orderBy: { id: 'asc' },
+      take: limit,
+    });
+    return rows.map((r) => ({
+      id: r.id.toString(),
+      topic: r.topic,
+      organizationId: r.organizationId ?? undefined,
+      workspaceId: r.workspaceId ?? undefined,
+      payload: r.payload as Record<string, unknown>,
+      createdAt: r.createdAt,
+    }));
+  }
+}

@@ -1,0 +1,49 @@
+import { Inject, Injectable } from '@nestjs/common';
+import type { WorkspaceScope } from '@aileron/auth';
+import { MESSAGE_BUS, MessageBus } from '@aileron/bus';
+import { OutboxService, PublicEvent, toPublicEvent } from '@aileron/outbox';
+import { EventsRepository } from './events.repository';
+
+const REPLAY_LIMIT = 1000;
+
+function channel(workspaceId: string): string {
+  return `events.${workspaceId}`;
+}
+
+/** `approval.*` or an exact type; empty: everything. */
+export function matches(filters: readonly string[], type: string): boolean {
+  return filters.length === 0 || filters.some((f) => (f.endsWith('.*') ? type.startsWith(f.slice(0, -1)) : f === type));
+}
+
+/**
+ * Live events for the web console and `approvals watch`: every outbox message
+ * of a workspace, fanned out to every replica through the bus once it is
+ * committed, with a replay from the outbox for clients that reconnect with
+ * Last-Event-ID.
+ */
+@Injectable()
+export class EventsService {
+  constructor(
+    private readonly repository: EventsRepository,
+    @Inject(MESSAGE_BUS) private readonly bus: MessageBus,
+    outbox: OutboxService,
+  ) {
+    outbox.addConsumer({
+      name: 'events.stream',
+      topics: '*',
+      handle: async (message) => {
+        if (message.workspaceId) await this.bus.publish(channel(message.workspaceId), toPublicEvent(message));
+      },
+    });
+  }
+
+  subscribe(scope: WorkspaceScope, handler: (event: PublicEvent) => void): () => void {
+    return this.bus.subscribe(channel(scope.workspaceId), (message) => handler(message as PublicEvent));
+  }
+
+  async replay(scope: WorkspaceScope, lastEventId: string): Promise<PublicEvent[]> {
+    const match = /^evt_(\d{1,19})$/.exec(lastEventId);
+    if (!match) return [];
+    return (await this.repository.after(scope, BigInt(match[1]!), REPLAY_LIMIT)).map(toPublicEvent);
+  }
+}

@@ -1,0 +1,2 @@
+export { EventsModule } from './events.module';
+export { matches as eventMatches } from './events.service';

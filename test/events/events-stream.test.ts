@@ -1,0 +1,94 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { aWorkspace, anOrganization } from '../support/builders';
+import { BACKENDS } from '../support/databases';
+
+interface Received {
+  id: string;
+  event: string;
+  data: { id: string; type: string; workspace: string | null; data: Record<string, unknown> };
+}
+
+/** An SSE client reading the stream as a browser's EventSource would. */
+function listen(url: string, token: string, headers: Record<string, string> = {}): { events: Received[]; close(): void; opened: Promise<void> } {
+  const controller = new AbortController();
+  const events: Received[] = [];
+  let opened!: () => void;
+  const openedPromise = new Promise<void>((resolve) => (opened = resolve));
+  void (async () => {
+    const response = await fetch(url, { headers: { authorization: `Bearer ${token}`, accept: 'text/event-stream', ...headers }, signal: controller.signal });
+    expect(response.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    const reader = response.body!.getReader();
+    const decoder = new TextDecoder();
+    let buffer = '';
+    for (;;) {
+      const { value, done } = await reader.read().catch(() => ({ value: undefined, done: true }));
+      if (done) return;
+      buffer += decoder.decode(value, { stream: true });
+      let end: number;
+      while ((end = buffer.indexOf('\n\n')) >= 0) {
+        const block = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        if (block.startsWith(': connected')) opened();
+        const fields = Object.fromEntries(block.split('\n').filter((l) => !l.startsWith(':')).map((l) => [l.slice(0, l.indexOf(':')), l.slice(l.indexOf(':') + 2)]));
+        if (fields.id) events.push({ id: fields.id, event: fields.event!, data: JSON.parse(fields.data!) });
+      }
+    }
+  })();
+  return { events, close: () => controller.abort(), opened: openedPromise };
+}
+
+async function until(what: string, probe: () => boolean, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!probe()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+describe.each(BACKENDS)('workspace event stream on %s', (backend) => {
+  let cp: TestControlPlane;
+  beforeAll(async () => {
+    cp = await startTestControlPlane(backend);
+  });
+  afterAll(async () => cp?.close());
+
+  it('streams the workspace’s events as they commit, filtered by type, and replays what a reconnecting client missed', async () => {
+    const ws = await aWorkspace(cp, cp.ownerToken);
+    const other = await aWorkspace(cp, cp.ownerToken);
+    const all = listen(`${cp.url}/v1/workspaces/${ws.slug}/events`, cp.ownerToken);
+    const secretsOnly = listen(`${cp.url}/v1/workspaces/${ws.slug}/events?types=secret.*`, cp.ownerToken);
+    await Promise.all([all.opened, secretsOnly.opened]);
+
+    await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, { body: { rules: [{ id: 'r', effect: 'allow', tools: ['x'] }] } });
+    await cp.request('PUT', `/v1/workspaces/${ws.slug}/secrets/a/b`, { body: { value: 'never-streamed-value' } });
+    await cp.request('PUT', `/v1/workspaces/${other.slug}/policy`, { body: { rules: [{ id: 'elsewhere', effect: 'deny', tools: ['x'] }] } });
+    await until('policy.updated and secret.written', () => ['policy.updated', 'secret.written'].every((t) => all.events.some((e) => e.event === t)));
+    await until('the filtered stream', () => secretsOnly.events.length >= 1);
+
+    const policy = all.events.find((e) => e.event === 'policy.updated')!;
+    expect(policy.data).toMatchObject({ id: policy.id, type: 'policy.updated', workspace: ws.slug, data: { version: 1 } });
+    expect(all.events.every((e) => e.data.workspace === ws.slug), 'another workspace’s events leak into this stream').toBe(true);
+    expect(secretsOnly.events.map((e) => e.event)).toEqual(['secret.written']);
+    expect(JSON.stringify(all.events)).not.toContain('never-streamed-value');
+    const seen = all.events.at(-1)!.id;
+    all.close();
+    secretsOnly.close();
+
+    // missed while disconnected, replayed on reconnect from the last id seen
+    await cp.request('PUT', `/v1/workspaces/${ws.slug}/secrets/a/c`, { body: { value: 'x' } });
+    const again = listen(`${cp.url}/v1/workspaces/${ws.slug}/events`, cp.ownerToken, { 'last-event-id': seen });
+    await until('the missed event', () => again.events.some((e) => e.event === 'secret.written' && e.data.data.path === 'a/c'));
+    expect(again.events.some((e) => e.id === seen), 'an event the client already had came again').toBe(false);
+    again.close();
+  });
+
+  it('another organisation gets 404, not a stream', async () => {
+    const ws = await aWorkspace(cp, cp.ownerToken);
+    const stranger = await anOrganization(cp);
+    const res = await fetch(`${cp.url}/v1/workspaces/${ws.slug}/events`, { headers: { authorization: `Bearer ${stranger.token}` } });
+    expect(res.status).toBe(404);
+    expect(res.headers.get('content-type')).toMatch(/problem\+json/);
+    await res.arrayBuffer();
+  });
+});
