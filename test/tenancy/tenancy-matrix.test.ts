@@ -32,6 +32,10 @@ const TABLES = [
   'audit_heads',
   'audit_sinks',
   'audit_sink_cursors',
+  'approval_requests',
+  'approval_decisions',
+  'approval_links',
+  'approval_routing',
   'webhook_endpoints',
   'webhook_deliveries',
   'webhook_attempts',
@@ -108,7 +112,9 @@ describe('tenancy matrix', () => {
     await cp.request('PUT', `/v1/workspaces/${ws.slug}/members/${user.id}`, { body: { role: 'member' } });
     const token = await aToken(cp, cp.ownerToken, { role: 'member', workspace: ws.slug });
     // and a policy, a catalog server assigned with a rollout, and an enrolled gateway
-    await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, { body: { rules: [{ id: 'target-secret-rule', effect: 'deny', tools: ['x'] }] } });
+    await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, {
+      body: { rules: [{ id: 'target-secret-rule', effect: 'deny', tools: ['x'] }, { id: 'target-review', effect: 'approval', tools: ['merge_*'] }] },
+    });
     const server = await aCatalogServer(cp, cp.ownerToken);
     await aCatalogServer(cp, cp.ownerToken, { name: server.name, version: '1.1.0' });
     await cp.request('PUT', `/v1/workspaces/${ws.slug}/servers/${server.name}`, { body: { version: '1.0.0' } });
@@ -121,7 +127,10 @@ describe('tenancy matrix', () => {
     // a webhook endpoint (enabled, so a PATCH that disables it would show) for an event nobody sends: no delivery adds rows while snapshots are compared
     const webhook = await cp.request('POST', '/v1/webhooks', { body: { name: `target-${ws.slug}`, url: 'http://127.0.0.1:9/hook', events: ['matrix.never-sent'] } });
     expect(webhook.status, webhook.text).toBe(201);
-    Object.assign(target, { ws: ws.slug, user: user.id, token: token.id, server: server.name, gateway: gateway.id, sink: sink.body.id, webhook: webhook.body.id });
+    // a pending approval request of the target, asked for by its gateway
+    const approval = await cp.request('POST', '/v1/gateway/approvals', { token: gateway.token, body: { server: 'github', tool: 'merge_pr', arguments: { n: 1 }, principal: user.email } });
+    expect(approval.status, approval.text).toBe(201);
+    Object.assign(target, { ws: ws.slug, user: user.id, token: token.id, server: server.name, gateway: gateway.id, sink: sink.body.id, webhook: webhook.body.id, approval: approval.body.id });
     // ids only: a 404 may echo the slug the caller itself sent
     targetIds = [ws.id, user.id, token.id, user.email, gateway.id, 'target-secret-rule', secretValue, sink.body.id, webhook.body.id, webhook.body.secret];
 
