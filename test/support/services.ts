@@ -87,12 +87,23 @@ export async function startRedis(): Promise<Service> {
   return {
     url: `redis://127.0.0.1:${port}`,
     stop() {
+      let pid = 0;
       try {
-        process.kill(Number(readFileSync(pidfile, 'utf8').trim()), 'SIGTERM');
+        pid = Number(readFileSync(pidfile, 'utf8').trim());
+        process.kill(pid, 'SIGTERM');
       } catch {
         // already gone
       }
-      rmSync(dir, { recursive: true, force: true });
+      // Redis writes its log while it shuts down: removing the folder under it fails with ENOTEMPTY
+      for (let i = 0; pid > 0 && i < 100; i++) {
+        try {
+          process.kill(pid, 0);
+        } catch {
+          break;
+        }
+        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 20);
+      }
+      rmSync(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 50 });
     },
   };
 }
