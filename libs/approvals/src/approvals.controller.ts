@@ -181,13 +181,14 @@ export class ApprovalsController {
     example: { params: { id: '{approval}' }, body: { server: 'github', tool: 'merge_pull_request', arguments: { repo: 'payments', number: 42 }, session: 's-1', principal: 'alice@example.com' } },
   })
   async gatewayConsume(@Caller() caller: Principal, @TenantScope() scope: WorkspaceScope, @Param() params: z.infer<typeof idParams>, @Body() body: z.infer<typeof consumeBody>): Promise<z.infer<typeof approvalView>> {
-    const record = await this.approvals.consume(scope, describePrincipal(caller), params.id, {
-      server: body.server,
-      tool: body.tool,
-      arguments: body.arguments,
-      requester: body.principal,
-      session: body.session ?? null,
-    });
+    const record = await this.approvals.consume(
+      scope,
+      describePrincipal(caller),
+      params.id,
+      { server: body.server, tool: body.tool, arguments: body.arguments, requester: body.principal, session: body.session ?? null },
+      // only the gateway that asked may use the approval, as only it may read it
+      caller.id,
+    );
     return this.view(record);
   }
 }

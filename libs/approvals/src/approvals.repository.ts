@@ -40,6 +40,9 @@ export interface ApprovalRecord {
 
 export type NewApproval = Omit<ApprovalRecord, 'id' | 'organizationId' | 'workspaceId' | 'status' | 'createdAt' | 'decidedAt' | 'decisionReason' | 'consumedAt' | 'decisions'>;
 
+/** `token:<uuid>` or `user:<uuid>`, as describePrincipal writes `created_by` */
+const UUID_REF = /^(token|user):[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
 const include = { decisions: { orderBy: { createdAt: 'asc' } } } as const;
 type Row = Prisma.ApprovalRequestGetPayload<{ include: typeof include }>;
 
@@ -89,14 +92,15 @@ export class ApprovalsRepository {
     tx: Transaction,
     scope: WorkspaceScope,
     id: string,
-    call: { server: string; tool: string; argumentsDigest: string; requester: string; sessionId: string | null },
+    call: { server: string; tool: string; argumentsDigest: string; requester: string; sessionId: string | null; gatewayId: string | null },
   ): Promise<boolean> {
     const count = await tx.$executeRaw`
       UPDATE approval_requests SET consumed_at = now()
       WHERE id = ${id}::uuid AND organization_id = ${scope.organizationId}::uuid AND workspace_id = ${scope.workspaceId}::uuid
         AND status = 'approved' AND consumed_at IS NULL AND expires_at > now()
         AND server = ${call.server} AND tool = ${call.tool} AND arguments_digest = ${call.argumentsDigest}
-        AND requester = ${call.requester} AND session_id IS NOT DISTINCT FROM ${call.sessionId}`;
+        AND requester = ${call.requester} AND session_id IS NOT DISTINCT FROM ${call.sessionId}
+        AND gateway_id IS NOT DISTINCT FROM ${call.gatewayId}::uuid`;
     return count === 1;
   }
 
@@ -148,6 +152,19 @@ export class ApprovalsRepository {
       where: { organizationId: scope.organizationId, OR: [{ id: { in: ids } }, { email: { in: emails, mode: 'insensitive' } }] },
       select: { id: true, email: true },
     });
+  }
+
+  /**
+   * The person an API token acts for: whoever created it, through tokens made
+   * with tokens (a few hops); null for one the installation made (bootstrap).
+   */
+  async tokenOwner(scope: OrgScope, tokenId: string): Promise<{ id: string; email: string | null } | null> {
+    let creator: string | null = `token:${tokenId}`;
+    for (let hop = 0; hop < 5 && creator !== null && UUID_REF.test(creator) && creator.startsWith('token:'); hop++) {
+      const row: { createdBy: string | null } | null = await this.db.client.apiToken.findFirst({ where: { organizationId: scope.organizationId, id: creator.slice(6) }, select: { createdBy: true } });
+      creator = row?.createdBy ?? null;
+    }
+    return creator !== null && UUID_REF.test(creator) && creator.startsWith('user:') ? this.user(scope, creator.slice(5)) : null;
   }
 
   async user(scope: OrgScope, id: string): Promise<{ id: string; email: string | null } | null> {

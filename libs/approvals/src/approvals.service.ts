@@ -193,9 +193,13 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
     if (!found) throw new NotFoundError('approval', id);
     const scope = await this.access.workspaceById(caller, found.workspaceId, 'approval.decide', { kind: 'approval', id });
     const user = caller.kind === 'user' ? await this.repository.user(organization, caller.id) : null;
+    const identities = identitiesOf({ kind: caller.kind, id: caller.id, email: user?.email ?? null });
+    // a token acts for whoever made it: nobody approves their own request with a token they minted
+    const owner = caller.kind === 'api_token' ? await this.repository.tokenOwner(organization, caller.id) : null;
+    if (owner) for (const name of identitiesOf({ kind: 'user', id: owner.id, email: owner.email })) identities.add(name);
     return this.vote(scope, id, {
       approver: describePrincipal(caller),
-      identities: identitiesOf({ kind: caller.kind, id: caller.id, email: user?.email ?? null }),
+      identities,
       candidate: { userId: user?.id ?? null, email: user?.email ?? null, role: roleIn(caller, found.workspaceId) },
       decision,
       reason,
@@ -258,12 +262,13 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
   /**
    * Uses an approval for the call it names, once. Anything different (an
    * argument, the session, the requester, the tool), a second use, or after
-   * expiry is refused with the reason.
+   * expiry is refused with the reason. `gatewayId` is the gateway using it
+   * (null for the pool): only whoever asked may use it, as only they may read it.
    */
-  async consume(scope: WorkspaceScope, consumer: string, id: string, call: Omit<ApprovalCall, 'executionMode' | 'roles' | 'groups'>): Promise<ApprovalRecord> {
+  async consume(scope: WorkspaceScope, consumer: string, id: string, call: Omit<ApprovalCall, 'executionMode' | 'roles' | 'groups'>, gatewayId: string | null): Promise<ApprovalRecord> {
     const digest = argumentsDigest(call.arguments);
     const used = await this.db.transaction(async (tx) => {
-      const ok = await this.repository.consume(tx, scope, id, { server: call.server, tool: call.tool, argumentsDigest: digest, requester: call.requester, sessionId: call.session ?? null });
+      const ok = await this.repository.consume(tx, scope, id, { server: call.server, tool: call.tool, argumentsDigest: digest, requester: call.requester, sessionId: call.session ?? null, gatewayId });
       if (!ok) return false;
       await this.outbox.record(tx, {
         topic: 'approval.consumed',
@@ -274,7 +279,7 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
       return true;
     });
     const record = await this.repository.get(scope, id);
-    if (!record || record.workspaceId !== scope.workspaceId) throw new NotFoundError('approval', id);
+    if (!record || record.workspaceId !== scope.workspaceId || record.gatewayId !== gatewayId) throw new NotFoundError('approval', id);
     if (used) return record;
     throw new ApprovalError('APPROVAL_NOT_USABLE', 409, whyNotUsable(effective(record), { ...call, digest }));
   }
