@@ -1,0 +1,180 @@
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Browser, chromium, Page } from 'playwright-core';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { aGateway, aToken, aUser, aWorkspace } from '../support/builders';
+import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+
+const CALL = {
+  server: 'deploy',
+  tool: 'release',
+  arguments: { service: 'payments', version: '2.4.1-rc.7', canary: { percent: 10 } },
+  session: 'sess-browser',
+  principal: 'alice@example.com',
+};
+
+/**
+ * The review page in a real browser (the system Chromium, driven by
+ * playwright-core): an approver opens `review_url`, sees the exact call,
+ * clicks Approve, and the gateway waiting on the long-poll hears it.
+ */
+describe('the review page in Chromium', () => {
+  let cp: TestControlPlane;
+  let browser: Browser;
+  let shots: string;
+  let ws: string;
+  let gateway: { id: string; token: string };
+  let approver: { id: string; email: string };
+  const pageErrors: string[] = [];
+
+  beforeAll(async () => {
+    shots = mkdtempSync(join(tmpdir(), 'aileron-review-shots-'));
+    cp = await startTestControlPlane('pglite');
+    browser = await chromium.launch({
+      executablePath: '/usr/bin/chromium',
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run', '--disable-quic'],
+    });
+    ws = (await aWorkspace(cp, cp.ownerToken)).slug;
+    const policy = await cp.request('PUT', `/v1/workspaces/${ws}/policy`, {
+      body: { rules: [{ id: 'releases-need-approval', effect: 'approval', servers: ['deploy'], tools: ['release'] }] },
+    });
+    expect(policy.status, policy.text).toBe(200);
+    gateway = await aGateway(cp, cp.ownerToken, ws);
+    // a link names its approver: a user with the approver role in the workspace (never signed in)
+    approver = await aUser(cp, cp.ownerToken, 'member');
+    expect((await cp.request('PUT', `/v1/workspaces/${ws}/members/${approver.id}`, { body: { role: 'approver' } })).status).toBe(200);
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await cp?.close();
+    rmSync(shots, { recursive: true, force: true });
+  });
+  // a script error on the page is a broken page, whatever the assertions saw
+  afterEach(() => expect(pageErrors.splice(0)).toEqual([]));
+
+  /** review_url is built from AILERON_PUBLIC_URL; the test's control plane listens on a port chosen at start. */
+  const local = (url: string): string => {
+    const parsed = new URL(url);
+    return cp.url + parsed.pathname + parsed.search;
+  };
+
+  async function ask(call: Record<string, unknown> = CALL): Promise<{ id: string; review_url: string }> {
+    const res = await cp.request('POST', '/v1/gateway/approvals', { token: gateway.token, body: call });
+    expect(res.status, res.text).toBe(201);
+    return res.body;
+  }
+
+  /** The gateway's long-poll, started before anyone looks at the request. */
+  function waitAsGateway(id: string): { answer: Promise<{ status: string; at: number }>; answered: () => boolean } {
+    let done = false;
+    const answer = cp.request('GET', `/v1/approvals/${id}?wait=60`, { token: gateway.token }).then((res) => {
+      done = true;
+      expect(res.status, res.text).toBe(200);
+      return { status: res.body.status as string, at: Date.now() };
+    });
+    return { answer, answered: () => done };
+  }
+
+  async function open(url: string): Promise<Page> {
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    page.on('pageerror', (error) => pageErrors.push(error.message));
+    await page.goto(local(url));
+    return page;
+  }
+
+  async function expectTheCall(page: Page): Promise<void> {
+    await page.locator('#request').waitFor({ state: 'visible' });
+    await expect.poll(() => page.locator('#status').textContent()).toBe('pending');
+    expect(await page.locator('#call').textContent()).toBe('deploy → release');
+    expect(await page.locator('#arguments').textContent()).toContain('"version": "2.4.1-rc.7"');
+    expect(await page.locator('#rules').textContent()).toBe('releases-need-approval');
+    expect(await page.locator('#requester').textContent()).toBe(`alice@example.com via gateway:${gateway.id}`);
+    expect(await page.locator('#session').textContent()).toBe('sess-browser');
+  }
+
+  async function approveAndHear(page: Page, waiting: ReturnType<typeof waitAsGateway>): Promise<void> {
+    expect(waiting.answered()).toBe(false);
+    const clickedAt = Date.now();
+    await page.locator('#approve').click();
+    await expect.poll(() => page.locator('#status').textContent()).toBe('approved');
+    expect(await page.locator('#actions').isHidden()).toBe(true);
+    const heard = await waiting.answer;
+    expect(heard.status).toBe('approved');
+    // a hang guard, not a speed claim: the long-poll would otherwise run for its full 60 s
+    expect(heard.at - clickedAt).toBeLessThan(10_000);
+  }
+
+  it('with a one-time link: the approver sees the exact call, approves, and the waiting gateway hears it', async () => {
+    const asked = await ask();
+    const waiting = waitAsGateway(asked.id);
+    const link = await cp.request('POST', `/v1/approvals/${asked.id}/links`, { body: { user: approver.id } });
+    expect(link.status, link.text).toBe(201);
+
+    const page = await open(link.body.url);
+    await expectTheCall(page);
+    const shot = join(shots, 'review-link.png');
+    await page.screenshot({ path: shot, fullPage: true });
+    expect(statSync(shot).size).toBeGreaterThan(5_000);
+    await approveAndHear(page, waiting);
+    expect(await page.locator('#decisions').textContent()).toBe(`user:${approver.id}: approve`);
+
+    // the link decided once: opened again, it shows the outcome and offers nothing to click
+    const again = await open(link.body.url);
+    await again.locator('#request').waitFor({ state: 'visible' });
+    await expect.poll(() => again.locator('#status').textContent()).toBe('approved');
+    expect(await again.locator('#actions').isHidden()).toBe(true);
+  });
+
+  it('signed in with a pasted token: a member is told they may not decide; an approver approves', async () => {
+    const asked = await ask({ ...CALL, session: 'sess-signed-in' });
+    const waiting = waitAsGateway(asked.id);
+    const member = await aToken(cp, cp.ownerToken, { role: 'member', workspace: ws });
+    const lead = await aToken(cp, cp.ownerToken, { role: 'approver', workspace: ws });
+
+    const signIn = async (token: string): Promise<Page> => {
+      const page = await open(asked.review_url);
+      await page.locator('#signin').waitFor({ state: 'visible' });
+      expect(await page.locator('#request').isHidden()).toBe(true);
+      await page.locator('#token').fill(token);
+      await page.locator('#signin button[type=submit]').click();
+      await page.locator('#request').waitFor({ state: 'visible' });
+      return page;
+    };
+
+    const bystander = await signIn(member.token);
+    await bystander.locator('#approve').click();
+    await expect.poll(() => bystander.locator('#error').textContent()).toContain('not an approver');
+    expect(await bystander.locator('#status').textContent()).toBe('pending');
+
+    const page = await signIn(lead.token);
+    expect(await page.locator('#call').textContent()).toBe('deploy → release');
+    expect(await page.locator('#session').textContent()).toBe('sess-signed-in');
+    await page.screenshot({ path: join(shots, 'review-signed-in.png'), fullPage: true });
+    await approveAndHear(page, waiting);
+    expect(await page.locator('#decisions').textContent()).toBe(`token:${lead.id}: approve`);
+    expect((await cp.request('GET', `/v1/approvals/${asked.id}`)).body.decisions).toEqual([expect.objectContaining({ approver: `token:${lead.id}`, via: 'page' })]);
+  });
+
+  it('shows markup from the agent as text: nothing it holds becomes an element or runs', async () => {
+    const markup = '<img src=x onerror="window.__ran = 1">';
+    const script = '<script>window.__ran = 2</script>';
+    const asked = await ask({ ...CALL, session: 'sess-markup', principal: '<b>eve</b>@example.com', arguments: { title: markup, body: script } });
+    const link = await cp.request('POST', `/v1/approvals/${asked.id}/links`, { body: { user: approver.id } });
+    const page = await open(link.body.url);
+    await page.locator('#request').waitFor({ state: 'visible' });
+    await expect.poll(() => page.locator('#status').textContent()).toBe('pending');
+
+    const shown = await page.locator('#arguments').textContent();
+    expect(shown).toContain(JSON.stringify(markup).slice(1, -1));
+    expect(shown).toContain(JSON.stringify(script).slice(1, -1));
+    expect(await page.locator('#requester').textContent()).toContain('<b>eve</b>@example.com');
+    expect(await page.locator('img').count()).toBe(0);
+    expect(await page.locator('#requester b').count()).toBe(0);
+    // the page's own script is the only one
+    expect(await page.locator('script').count()).toBe(1);
+    expect(await page.evaluate(() => (globalThis as { __ran?: number }).__ran)).toBeUndefined();
+    await page.screenshot({ path: join(shots, 'review-markup.png'), fullPage: true });
+  });
+});
