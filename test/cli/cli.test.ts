@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
-import { uniqueSlug } from '../support/builders';
+import { aGateway, aToken, uniqueSlug } from '../support/builders';
 import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
 import { createPostgresDatabase } from '../support/databases';
 import { freePort } from '../support/services';
@@ -202,6 +202,86 @@ describe('aileron-cp over the REST API', () => {
     const csv = await cli(['audit', 'export', '--workspace', workspace, '--format', 'csv'], api);
     expect(lines(csv.stdout)).toHaveLength(4);
     for (const run of [put, list, rotated, verify, exported, csv]) expect(run.stdout + run.stderr).not.toContain(value);
+  });
+
+  it('lists approval requests, approves and denies them (quorum included), and watches the inbox for new ones', async () => {
+    const workspace = uniqueSlug('ws');
+    await cli(['workspaces', 'create', workspace], api);
+    const policy = await cp.request('PUT', `/v1/workspaces/${workspace}/policy`, {
+      body: {
+        rules: [
+          { id: 'releases-need-approval', effect: 'approval', servers: ['deploy'], tools: ['release'] },
+          { id: 'hotfixes-need-two', effect: 'approval', approval_route: 'two', servers: ['deploy'], tools: ['hotfix'] },
+        ],
+      },
+    });
+    expect(policy.status, policy.text).toBe(200);
+    const routes = await cp.request('PUT', `/v1/workspaces/${workspace}/approval-routes`, { body: { routes: { two: { approvers: [{ role: 'owner' }, { role: 'admin' }], quorum: 2 } } } });
+    expect(routes.status, routes.text).toBe(200);
+    const gateway = await aGateway(cp, cp.ownerToken, workspace);
+    const ask = async (session: string, tool = 'release'): Promise<{ id: string; review_url: string }> => {
+      const res = await cp.request('POST', '/v1/gateway/approvals', { token: gateway.token, body: { server: 'deploy', tool, arguments: { version: '2.4.1' }, session, principal: 'alice@example.com' } });
+      expect(res.status, res.text).toBe(201);
+      return res.body;
+    };
+    const first = await ask('s-1');
+    const second = await ask('s-2');
+
+    // oldest first, each with the page where it is decided
+    const once = await cli(['approvals', 'watch', '--workspace', workspace, '--once'], api);
+    expect(once.code, once.stderr).toBe(0);
+    const printed = lines(once.stdout);
+    expect(printed).toHaveLength(2);
+    expect(printed[0]).toMatch(new RegExp(`^${first.id}  deploy/release for alice@example.com \\(rule releases-need-approval; 1 approval needed; expires \\S+Z\\)  ${first.review_url}$`));
+    expect(printed[1]).toContain(second.id);
+
+    const table = await cli(['approvals', 'list', '--workspace', workspace, '--status', 'pending'], api);
+    const rows = lines(table.stdout);
+    expect(rows[0]).toMatch(/^ID\s+STATUS\s+CALL\s+REQUESTER\s+RULES\s+ROUTE\s+APPROVALS\s+EXPIRES\s+CREATED$/);
+    expect(rows.find((row) => row.startsWith(first.id))).toMatch(/\spending\s+deploy\/release\s+alice@example\.com\s+releases-need-approval\s+workspace-admins\s+0\/1\s/);
+
+    const approved = await cli(['approvals', 'approve', first.id, '--reason', 'checked the diff'], api);
+    expect(approved.code, approved.stderr).toBe(0);
+    expect(approved.stdout).toMatch(new RegExp(`^approved ${first.id}: deploy/release for alice@example.com may run once, until \\S+Z\n$`));
+    const denied = await cli(['approvals', 'deny', second.id, '--reason', 'not today'], api);
+    expect(denied.stdout).toBe(`denied ${second.id}: deploy/release for alice@example.com\n`);
+    const decisions = await Promise.all([first.id, second.id].map(async (id) => (await cp.request('GET', `/v1/approvals/${id}`)).body.decisions));
+    expect(decisions).toEqual([
+      [expect.objectContaining({ decision: 'approve', reason: 'checked the diff', via: 'cli' })],
+      [expect.objectContaining({ decision: 'deny', reason: 'not today', via: 'cli' })],
+    ]);
+    const late = await cli(['approvals', 'approve', second.id], api);
+    expect(late.code).toBe(1);
+    expect(late.stderr).toMatch(/^aileron-cp: APPROVAL_ALREADY_DECIDED: .*denied.*\n$/);
+
+    // a quorum of two: the first approval is recorded, the second decides
+    const hotfix = await ask('s-3', 'hotfix');
+    const admin = await aToken(cp, cp.ownerToken, { role: 'admin', workspace });
+    expect((await cli(['approvals', 'approve', hotfix.id], api)).stdout).toBe(`recorded your approval of ${hotfix.id} (deploy/hotfix for alice@example.com): 1 of 2 approvals, still pending\n`);
+    expect((await cli(['approvals', 'approve', hotfix.id], { ...api, AILERON_TOKEN: admin.token })).stdout).toMatch(new RegExp(`^approved ${hotfix.id}: `));
+
+    expect((await cli(['approvals', 'list', '--workspace', workspace, '--status', 'pending'], api)).stdout).toBe('no pending approval requests\n');
+    const all = JSON.parse((await cli(['approvals', 'list', '--workspace', workspace, '--json'], api)).stdout).approvals;
+    expect(all.map((r: { id: string; status: string }) => [r.id, r.status])).toEqual([[hotfix.id, 'approved'], [second.id, 'denied'], [first.id, 'approved']]);
+    const none = await cli(['approvals', 'watch', '--workspace', workspace, '--once'], api);
+    expect(none.stdout).toBe('');
+    expect(none.stderr).toBe(`aileron-cp: no pending approval requests in workspace ${workspace}\n`);
+    const bad = await cli(['approvals', 'list', '--workspace', workspace, '--status', 'open'], api);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/^aileron-cp: option '--status <status>' argument 'open' is invalid/);
+
+    // without --once it keeps watching: a request made later is printed as it arrives; Ctrl-C ends it
+    const watcher = launch(['approvals', 'watch', '--workspace', workspace], api);
+    let output = '';
+    watcher.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    const exited = new Promise<number | null>((done) => watcher.on('close', done));
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const later = await ask('s-4');
+    const end = Date.now() + 10_000;
+    while (!output.includes(later.id) && Date.now() < end) await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(lines(output)).toEqual([expect.stringMatching(new RegExp(`^${later.id}  deploy/release for alice@example.com .*  ${later.review_url}$`))]);
+    watcher.kill('SIGINT');
+    expect(await exited).toBe(0);
   });
 
   it('reports a rejected request as one line with the problem code and detail, and exits 1', async () => {

@@ -1,5 +1,6 @@
 import { Command } from 'commander';
 import { addTokensCommand, addWorkspacesCommand } from './api-commands';
+import { addApprovalsCommand } from './approvals-commands';
 import { addGatewaysCommand, addPolicyCommand } from './gateway-commands';
 import { addAuditCommand, addSecretsCommand } from './vault-audit-commands';
 import { oneLine } from './cli-error';
@@ -51,6 +52,7 @@ function program(): Command {
   addPolicyCommand(root);
   addSecretsCommand(root);
   addAuditCommand(root);
+  addApprovalsCommand(root);
   return root;
 }
 
