@@ -171,6 +171,14 @@ export class ApprovalsRepository {
     return this.db.client.user.findFirst({ where: { organizationId: scope.organizationId, id }, select: { id: true, email: true } });
   }
 
+  /** The roles a user holds in the workspace: a membership, or an organisation role that spans workspaces. */
+  async workspaceRoles(scope: WorkspaceScope, userId: string, tx?: Transaction): Promise<string[]> {
+    // one after the other: inside a transaction they share one connection anyway
+    const membership = await this.db.use(tx).membership.findFirst({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, userId }, select: { role: true } });
+    const user = await this.db.use(tx).user.findFirst({ where: { organizationId: scope.organizationId, id: userId }, select: { role: true } });
+    return [membership?.role, user && ['owner', 'admin', 'auditor'].includes(user.role) ? user.role : undefined].filter((r): r is NonNullable<typeof r> => r !== undefined);
+  }
+
   async createLink(tx: Transaction, scope: OrgScope, link: { tokenHash: string; approvalId: string; userId: string; expiresAt: Date }): Promise<void> {
     await tx.approvalLink.create({ data: { ...link, organizationId: scope.organizationId } });
   }

@@ -14,6 +14,7 @@ import { ApprovalRecord, ApprovalsRepository } from './approvals.repository';
 
 const DECIDED = 'approvals.decided';
 const MAX_WAIT_SECONDS = 120;
+const RECHECK_MS = 5_000;
 const SWEEP_MS = 2_000;
 export const LINK_PREFIX = 'ail_lnk_';
 
@@ -163,7 +164,8 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
     const deadline = Date.now() + Math.min(seconds, MAX_WAIT_SECONDS) * 1000;
     while (record.status === 'pending' && Date.now() < deadline) {
       // wake at the decision, at expiry, or at the deadline, whichever comes first
-      const until = Math.min(deadline, record.expiresAt.getTime()) - Date.now();
+      // and re-read now and then: a lost bus message then costs seconds, not the whole wait
+      const until = Math.min(deadline, record.expiresAt.getTime(), Date.now() + RECHECK_MS) - Date.now();
       await new Promise<void>((resolve) => {
         const set = this.waiters.get(id) ?? new Set();
         this.waiters.set(id, set);
@@ -371,9 +373,8 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
   private async hasApproverRole(scope: WorkspaceScope, userId: string, route: ReturnType<typeof resolveRoute>['route'], tx?: Transaction): Promise<boolean> {
     const roles = route.approvers.flatMap((a) => ('role' in a ? [a.role] : []));
     if (roles.length === 0) return false;
-    const role = await this.db.use(tx).membership.findFirst({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, userId }, select: { role: true } });
-    const org = await this.db.use(tx).user.findFirst({ where: { organizationId: scope.organizationId, id: userId }, select: { role: true } });
-    return [role?.role, org && ['owner', 'admin', 'auditor'].includes(org.role) ? org.role : undefined].some((r) => r !== undefined && roles.includes(r as never));
+    const held = await this.repository.workspaceRoles(scope, userId, tx);
+    return held.some((r) => roles.includes(r as never));
   }
 }
 
