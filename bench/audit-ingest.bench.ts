@@ -1,7 +1,5 @@
-import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -12,6 +10,7 @@ import { SystemScopes } from '../libs/auth/src/scope-issuer';
 import { GatewayCredentials } from '../libs/gateway/src/gateway-credentials.service';
 import { loadConfig } from '../libs/platform/config/src';
 import { BootstrapService } from '../libs/tenancy/src';
+import { Service, startPostgres } from '../test/support/services';
 import { Bench, Figure, figure, median, note } from './figures';
 
 const NAME = 'audit-ingest';
@@ -28,72 +27,7 @@ const COLUMNS = [
 ] as const;
 
 // ---------------------------------------------------------------------------
-// PostgreSQL. tsconfig.build.json compiles apps/, libs/ and bench/ but not
-// test/, so test/support/services.ts (startPostgres) cannot be imported from
-// dist/bench; this is the minimum of it: same binaries, same settings.
-
-interface Postgres {
-  url: string;
-  stop(): void;
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
-  });
-}
-
-function postgresBin(): string {
-  const root = '/usr/lib/postgresql';
-  const versions = existsSync(root) ? readdirSync(root).filter((v) => existsSync(join(root, v, 'bin', 'initdb'))) : [];
-  const newest = versions.sort((a, b) => Number(b) - Number(a))[0];
-  if (!newest) throw new Error('PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin: install the Debian package "postgresql" (or set DATABASE_URL)');
-  return join(root, newest, 'bin');
-}
-
-const isRoot = process.getuid?.() === 0;
-
-/** initdb and postgres refuse to run as root; run them as the postgres user then. */
-function asDbUser(command: string, args: string[]): void {
-  const [file, argv] = isRoot ? ['runuser', ['-u', 'postgres', '--', command, ...args]] : [command, args];
-  const result = spawnSync(file, argv, { encoding: 'utf8' });
-  if (result.status !== 0) throw new Error(`${command} failed: ${result.stderr || result.stdout}`);
-}
-
-async function startPostgres(): Promise<Postgres> {
-  const bin = postgresBin();
-  const dir = mkdtempSync(join(tmpdir(), 'aileron-bench-pg-'));
-  chmodSync(dir, 0o755);
-  const data = join(dir, 'data');
-  if (isRoot) {
-    const uid = Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' }).trim());
-    const gid = Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' }).trim());
-    chownSync(dir, uid, gid);
-  }
-  asDbUser(join(bin, 'initdb'), ['-D', data, '-A', 'trust', '-U', 'postgres', '--no-sync', '-E', 'UTF8']);
-  const port = await freePort();
-  asDbUser(join(bin, 'pg_ctl'), [
-    '-D', data, '-l', join(dir, 'postgres.log'), '-w', '-t', '60',
-    '-o', `-c listen_addresses=127.0.0.1 -p ${port} -c unix_socket_directories=${dir} -c fsync=off -c synchronous_commit=off -c full_page_writes=off`,
-    'start',
-  ]);
-  return {
-    url: `postgres://postgres@127.0.0.1:${port}/postgres`,
-    stop() {
-      try {
-        asDbUser(join(bin, 'pg_ctl'), ['-D', data, '-m', 'immediate', '-w', 'stop']);
-      } finally {
-        rmSync(dir, { recursive: true, force: true });
-      }
-    },
-  };
-}
+// PostgreSQL: the same throwaway server the tests start (test/support/services.ts, built with the bench).
 
 /** A fresh database on the server: a given DATABASE_URL may hold an installation the bench must not touch. */
 async function scratchDatabase(serverUrl: string): Promise<{ url: string; drop(): Promise<void> }> {
@@ -216,7 +150,7 @@ type Leg = 'ingest' | 'http' | 'raw';
 async function run(): Promise<Figure[]> {
   const dataDir = mkdtempSync(join(tmpdir(), 'aileron-bench-'));
   const given = process.env.DATABASE_URL;
-  let postgres: Postgres | undefined;
+  let postgres: Service | undefined;
   let database: { url: string; drop(): Promise<void> } | undefined;
   let controlPlane: ControlPlane | undefined;
   let rawClient: pg.Client | undefined;
