@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import type { OrgScope } from '@aileron/auth';
-import { DatabaseService, isUniqueViolation, Prisma, Transaction } from '@aileron/database';
+import { DatabaseService, Prisma, Transaction } from '@aileron/database';
 import type { AuditSource, ChainedRecord, CheckpointRecord } from './domain/chain';
 
 export interface ChainHead {
@@ -65,33 +65,21 @@ export class AuditRepository {
   }
 
   /**
-   * Appends unless one of the ids is already in the chain (a retried gateway
-   * batch): then nothing is written, the head does not move, and the caller
-   * re-chains without the repeats. The unique index finds repeats while it
-   * inserts, so the common case costs no separate look-up.
+   * Appends the records and moves the head, in one statement. With
+   * `skipRepeats` a record whose id the chain holds already is left out
+   * instead of failing the statement, and the answer is false: then the
+   * head has not moved and the caller must roll back and chain again
+   * without the repeats (the unique index finds them while it inserts, so
+   * the common case costs no separate look-up).
    */
-  async appendUnlessRepeated(tx: Transaction, records: ChainedRecord[]): Promise<boolean> {
+  async append(tx: Transaction, records: ChainedRecord[], skipRepeats = false): Promise<boolean> {
     if (records.length === 0) return true;
-    await tx.$executeRaw`SAVEPOINT audit_append`;
-    try {
-      await this.append(tx, records);
-    } catch (error) {
-      if (!isUniqueViolation(error)) throw error;
-      await tx.$executeRaw`ROLLBACK TO SAVEPOINT audit_append`;
-      return false;
-    }
-    await tx.$executeRaw`RELEASE SAVEPOINT audit_append`;
-    return true;
-  }
-
-  async append(tx: Transaction, records: ChainedRecord[]): Promise<void> {
-    if (records.length === 0) return;
     const last = records[records.length - 1]!;
     const column = <T>(pick: (record: ChainedRecord) => T): T[] => records.map(pick);
     // One statement per batch, the rows as one array per column (unnest): not createMany, which
     // compiles a plan per call at ~0.4 ms a row, nor a JSON document PostgreSQL must parse first.
     // The head moves in the same statement. Text goes through asText as bound parameters did.
-    await tx.$executeRaw`
+    const moved = await tx.$executeRaw`
       WITH inserted AS (
         INSERT INTO audit_events (organization_id, chain_id, workspace_id, seq, id, type, recorded_at, occurred_at, source, actor,
                                   principal, execution_mode, server, tool, decision, session_id, data, prev_hash, hash)
@@ -105,9 +93,11 @@ export class AuditRepository {
           ${column((r) => asText(r.decision))}::text[], ${column((r) => asText(r.sessionId))}::text[],
           ${column((r) => JSON.stringify(r.data))}::jsonb[], ${column((r) => r.prevHash)}::text[], ${column((r) => r.hash)}::text[]
         ) AS u(seq, id, type, recorded_at, occurred_at, source, actor, principal, execution_mode, server, tool, decision, session_id, data, prev_hash, hash)
+        ${skipRepeats ? Prisma.sql`ON CONFLICT (chain_id, id) DO NOTHING` : Prisma.empty}
         RETURNING 1)
       UPDATE audit_heads SET seq = ${last.seq}::bigint, hash = ${last.hash}, updated_at = now()
       WHERE chain_id = ${last.chainId}::uuid AND (SELECT count(*) FROM inserted) = ${records.length}`;
+    return moved === 1;
   }
 
   async writeCheckpoint(tx: Transaction, scope: OrgScope, chainId: string, checkpoint: CheckpointRecord): Promise<void> {

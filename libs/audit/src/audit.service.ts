@@ -53,6 +53,9 @@ export interface IngestResult {
 const VERIFY_PAGE = 2_000;
 const SWEEP_MS = 5_000;
 
+/** A batch held ids the chain already had: roll back and chain again without them. */
+class RepeatedEvents extends Error {}
+
 /** The caller's principal as an audit actor. */
 export function actorOf(principal: Principal): string {
   return describePrincipal(principal);
@@ -154,23 +157,32 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
     const now = new Date();
     // zod's output is plain JSON already: no copy needed before hashing
     const candidates = good.map(({ event }) => unchained(scope, chain, fromGatewayEvent(event, actor), now, false));
-    await this.db.transaction(async (tx) => {
-      // serialise the records while the head's lock is on the wire: the lock is held for less
-      const locking = this.repository.lockHead(tx, scope, chain.chainId, chain.workspaceId);
-      await new Promise<void>((resolve) => setImmediate(resolve));
-      const hashers = candidates.map(recordHasher);
-      const head = await locking;
-      let records = chainRecords(head, candidates, hashers);
-      // retries are rare: insert optimistically; only when an id is already stored, look them up and chain again
-      if (!(await this.repository.appendUnlessRepeated(tx, records))) {
-        const existing = await this.repository.existingIds(tx, chain.chainId, candidates.map((c) => c.id));
-        const keep = candidates.map((c) => !existing.has(c.id));
-        records = chainRecords(head, candidates.filter((_, i) => keep[i]), hashers.filter((_, i) => keep[i]));
-        await this.repository.append(tx, records);
-      }
-      result.duplicates += candidates.length - records.length;
-      result.accepted = records.length;
+    const append = (dedupe: boolean) =>
+      this.db.transaction(async (tx) => {
+        // serialise the records while the head's lock is on the wire: the lock is held for less
+        const locking = this.repository.lockHead(tx, scope, chain.chainId, chain.workspaceId);
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        const hashers = candidates.map(recordHasher);
+        const head = await locking;
+        let fresh = candidates;
+        let freshHashers = hashers;
+        if (dedupe) {
+          const existing = await this.repository.existingIds(tx, chain.chainId, candidates.map((c) => c.id));
+          const keep = candidates.map((c) => !existing.has(c.id));
+          fresh = candidates.filter((_, i) => keep[i]);
+          freshHashers = hashers.filter((_, i) => keep[i]);
+        }
+        const records = chainRecords(head, fresh, freshHashers);
+        // retries are rare: the first attempt inserts optimistically and gives up (rolling back) on a repeat
+        if (!(await this.repository.append(tx, records, !dedupe))) throw new RepeatedEvents();
+        return records.length;
+      });
+    const accepted = await append(false).catch((error: unknown) => {
+      if (error instanceof RepeatedEvents) return append(true);
+      throw error;
     });
+    result.duplicates += candidates.length - accepted;
+    result.accepted = accepted;
     this.afterCommit(scope.organizationId);
     return result;
   }
