@@ -78,7 +78,9 @@ interface Condition {
   readonly principal: ((principal: CallPrincipal | undefined) => boolean) | null;
   /**
    * The condition's bit in the policy's PrincipalTable, given once all rules
-   * are compiled; 0 when `principal` alone can tell.
+   * are compiled; 0 when `principal` alone can tell. A condition with a mode
+   * but neither principals nor arguments has one too, which every principal
+   * holds (see `Entry.always`).
    */
   bit: number;
   /** the principal fields the condition names, as PrincipalTable field bits */
@@ -156,20 +158,40 @@ interface Bucket {
  * What one (server, tool) pair needs at decision time, worked out on its
  * first call. The fields a decision reads come first: memory is fetched a
  * line at a time, and an entry often has to come from memory.
+ *
+ * A call's outcome is a bit set, the key of the decisions remembered. The
+ * conditions that are only a mode and a principal match the PrincipalTable
+ * holds ("static" below) take their table bits in it: the table answers for
+ * all of them at once, so a policy whose rules name principals on every
+ * server costs a call no more than one that names them once. The other
+ * conditions (arguments, principals of an unusual form) are tested one by
+ * one and take the bits above those.
+ *
+ * Static `allow` conditions are looked at last, and only when no `deny` or
+ * `approval` rule applies: otherwise they could change neither the decision
+ * nor the rules it names, and the call's principal is not read for them.
  */
 interface Entry {
-  /** the conditions of `conditional`, position for position; pairs with the same conditions share the list */
-  readonly conditions: readonly Condition[];
-  /** the principal fields the PrincipalTable reads for `conditions`; 0 when it need not */
+  /** the conditions tested one by one, in the order of `loopRules`; pairs with the same conditions share the list */
+  readonly loop: readonly Condition[];
+  /** the principal fields read before the loop: for static `deny` and `approval` conditions, and for those of the loop */
   readonly fields: number;
+  /** the PrincipalTable narrowed to this pair's conditions; null when no condition of it names principals */
+  readonly principals: PrincipalTable | null;
   /**
-   * Decisions of calls without evaluation errors, by the bit set of the
-   * conditional rules that applied; null when there are none, or too many
-   * for a bit set.
+   * Decisions of calls without evaluation errors, by outcome; null when no
+   * rule is conditional, or when the outcome does not fit a small integer.
    */
   readonly byOutcome: Map<number, PolicyDecision> | null;
   /** the decision when no conditional rule applies: the only one when there are none */
   readonly fixed: PolicyDecision;
+  /** table bits of the static conditions that name a mode but no principal: they hold for any principal */
+  readonly always: number;
+  /** table bits of the static `deny` and `approval` conditions that hold in `local` mode, and in `remote`; in any other, those of both */
+  readonly local: number;
+  readonly remote: number;
+  /** the bit of `loop[0]`; `loop[i]` has the bit 1 << (shift + i) */
+  readonly shift: number;
   // The first bit sets seen after none (-1 until then), with their decisions:
   // calls of one tool come out alike often enough that looking here first
   // mostly spares fetching the map's storage.
@@ -179,8 +201,20 @@ interface Entry {
   decision2: PolicyDecision | null;
   set3: number;
   decision3: PolicyDecision | null;
+  /** outcome bits of `deny` and `approval` rules: when one is set, static `allow` conditions are not looked at */
+  readonly restricts: number;
+  /** like `fields`, `local` and `remote`, for the static `allow` conditions; all 0 when there are none */
+  readonly grantFields: number;
+  readonly grantLocal: number;
+  readonly grantRemote: number;
+  /** the rules of `loop`, position for position */
+  readonly loopRules: readonly CompiledRule[];
+  /** the bits of `conditional`, position for position: its rule applied when the outcome has any of them */
+  readonly bits: readonly number[];
   /** rules that depend on the execution mode, the principal or the arguments, sorted by id */
   readonly conditional: readonly CompiledRule[];
+  /** their conditions, position for position */
+  readonly conditions: readonly Condition[];
   /** rules that apply to every call of the pair, by effect, sorted by id */
   readonly deny: readonly CompiledRule[];
   readonly approval: readonly CompiledRule[];
@@ -200,6 +234,7 @@ const EMPTY_ARGUMENTS: Record<string, unknown> = Object.freeze({});
 const NO_RULES: string[] = Object.freeze([]) as unknown as string[];
 const NO_ERRORS: PolicyDecision['errors'] = Object.freeze([]) as unknown as PolicyDecision['errors'];
 const MISSING: unique symbol = Symbol('missing');
+const ANYONE: Who = Object.freeze({ users: undefined, roles: undefined, groups: undefined, gateways: undefined, sessions: undefined });
 
 class PolicyIndex implements CompiledPolicy {
   readonly defaultEffect: DefaultEffect;
@@ -220,6 +255,8 @@ class PolicyIndex implements CompiledPolicy {
   private stored = 0;
   /** the condition lists of the entries in `memo`, by the serials of their conditions */
   private readonly lists = new Map<string, readonly Condition[]>();
+  /** the narrowed tables of the entries in `memo`, by the bits they answer for */
+  private readonly narrowed = new Map<number, PrincipalTable>();
 
   constructor(document: PolicyDocument, fallback: DefaultEffect) {
     this.defaultEffect = document.default ?? fallback;
@@ -262,20 +299,21 @@ class PolicyIndex implements CompiledPolicy {
 
   evaluate(call: PolicyCall): PolicyDecision {
     const entry = this.entry(call.server, call.tool);
-    const conditions = entry.conditions;
-    if (conditions.length === 0) return entry.fixed;
-    if (entry.byOutcome === null) return this.evaluateRuleByRule(entry, call);
-    let held = 0;
+    if (entry.byOutcome === null) return entry.conditional.length === 0 ? entry.fixed : this.evaluateRuleByRule(entry, call);
+    let held = entry.always;
     if (entry.fields !== 0) {
-      held = this.table!.match(call.principal, entry.fields);
-      if (held === UNUSUAL) return this.evaluateRuleByRule(entry, call);
+      const matched = entry.principals!.match(call.principal, entry.fields);
+      if (matched === UNUSUAL) return this.evaluateRuleByRule(entry, call);
+      held |= matched;
     }
+    const mode = call.execution_mode;
+    let applied = held & (mode === 'local' ? entry.local : mode === 'remote' ? entry.remote : entry.local & entry.remote);
+    const loop = entry.loop;
     const args = call.arguments ?? EMPTY_ARGUMENTS;
-    let applied = 0;
     let errored: Errored[] | null = null;
-    for (let i = 0; i < conditions.length; i++) {
-      const condition = conditions[i]!;
-      if (condition.mode !== undefined && condition.mode !== call.execution_mode) continue;
+    for (let i = 0; i < loop.length; i++) {
+      const condition = loop[i]!;
+      if (condition.mode !== undefined && condition.mode !== mode) continue;
       if (condition.bit !== 0) {
         if ((held & condition.bit) === 0) continue;
       } else if (condition.principal !== null && !condition.principal(call.principal)) continue;
@@ -283,16 +321,25 @@ class PolicyIndex implements CompiledPolicy {
         const outcome = condition.test !== null ? testArgument(condition.test, args) : testAll(condition.tests, args);
         if (outcome === false) continue;
         if (outcome !== true) {
-          const rule = entry.conditional[i]!;
+          const rule = entry.loopRules[i]!;
           (errored ??= []).push({ rule, message: outcome });
           // a rule that cannot be evaluated still restricts; it never grants
           if (rule.effect === 'allow') continue;
         }
       }
-      applied |= 1 << i;
+      applied |= 1 << (entry.shift + i);
+    }
+    if ((applied & entry.restricts) === 0 && (entry.grantLocal | entry.grantRemote) !== 0) {
+      let granted = entry.always;
+      if (entry.grantFields !== 0) {
+        const matched = entry.principals!.match(call.principal, entry.grantFields);
+        if (matched === UNUSUAL) return this.evaluateRuleByRule(entry, call);
+        granted |= matched;
+      }
+      applied |= granted & (mode === 'local' ? entry.grantLocal : mode === 'remote' ? entry.grantRemote : entry.grantLocal & entry.grantRemote);
     }
     // error messages vary with the arguments, so only error-free decisions are kept
-    if (errored !== null) return this.compose(entry, appliedRules(entry.conditional, applied), errored);
+    if (errored !== null) return this.compose(entry, appliedRules(entry, applied), errored);
     if (applied === 0) return entry.fixed;
     if (applied === entry.set1) return entry.decision1!;
     if (applied === entry.set2) return entry.decision2!;
@@ -303,7 +350,7 @@ class PolicyIndex implements CompiledPolicy {
   private decisionFor(entry: Entry, applied: number): PolicyDecision {
     const known = entry.byOutcome!.get(applied);
     if (known !== undefined) return known;
-    const decision = this.compose(entry, appliedRules(entry.conditional, applied), null);
+    const decision = this.compose(entry, appliedRules(entry, applied), null);
     if (this.stored >= DECISION_MEMO_LIMIT) return decision;
     entry.byOutcome!.set(applied, decision);
     this.stored++;
@@ -372,6 +419,7 @@ class PolicyIndex implements CompiledPolicy {
       // back after one recomputation each, whoever filled the memo.
       this.memo.clear();
       this.lists.clear();
+      this.narrowed.clear();
       this.stored = 0;
     }
     const entry = this.newEntry(server, tool);
@@ -405,30 +453,88 @@ class PolicyIndex implements CompiledPolicy {
       else if (rule.effect === 'allow') allow.push(rule);
     }
     // Under a deny that always applies, only further denies and evaluation
-    // errors can change the decision, and tools/list hides the tool anyway.
+    // errors can change the decision, and tools/list hides the tool anyway;
+    // under an approval that always applies, an allow cannot change it either.
     if (deny.length > 0) conditional = conditional.filter((rule) => rule.effect === 'deny' || rule.condition!.tests !== null);
+    else if (approval.length > 0) conditional = conditional.filter((rule) => rule.effect !== 'allow' || rule.condition!.tests !== null);
     const conditions = this.listOf(conditional.map((rule) => rule.condition!));
-    let fields = 0;
-    for (const condition of conditions) if (condition.bit !== 0) fields |= condition.fields;
     const fixed = this.compose({ deny, approval, allow }, [], null);
-    const byOutcome = conditional.length > 0 && conditional.length <= OUTCOME_BITS ? new Map<number, PolicyDecision>() : null;
+    let always = 0;
+    let listed = 0;
+    let fields = 0;
+    let local = 0;
+    let remote = 0;
+    let grantFields = 0;
+    let grantLocal = 0;
+    let grantRemote = 0;
+    const looped: CompiledRule[] = [];
+    for (const rule of conditional) {
+      const condition = rule.condition!;
+      if (condition.principal === null) always |= condition.bit;
+      else listed |= condition.bit;
+      if (!isStatic(condition)) {
+        looped.push(rule);
+        if (condition.bit !== 0) fields |= condition.fields;
+      } else if (rule.effect === 'allow') {
+        grantFields |= condition.fields;
+        if (condition.mode !== 'remote') grantLocal |= condition.bit;
+        if (condition.mode !== 'local') grantRemote |= condition.bit;
+      } else {
+        fields |= condition.fields;
+        if (condition.mode !== 'remote') local |= condition.bit;
+        if (condition.mode !== 'local') remote |= condition.bit;
+      }
+    }
+    let shift = 32 - Math.clz32(local | remote | grantLocal | grantRemote);
+    // When the table bits and the others do not fit a small integer together,
+    // every condition is tested one by one, at its position, as before there was a table.
+    const fits = shift + looped.length <= OUTCOME_BITS;
+    if (!fits) shift = 0;
+    const loopRules = fits ? looped : conditional;
+    let position = shift;
+    let restricts = 0;
+    const bits = conditional.map((rule) => {
+      const bit = fits && isStatic(rule.condition!) ? rule.condition!.bit : position < OUTCOME_BITS ? 1 << position++ : 0;
+      if (rule.effect !== 'allow') restricts |= bit;
+      return bit;
+    });
+    const byOutcome = conditional.length > 0 && loopRules.length <= OUTCOME_BITS ? new Map<number, PolicyDecision>() : null;
     return {
-      conditions,
-      fields,
+      loop: this.listOf(loopRules.map((rule) => rule.condition!)),
+      fields: fits ? fields : fields | grantFields,
+      principals: listed === 0 ? null : this.narrow(listed),
       byOutcome,
       fixed,
+      // mode-only conditions tested one by one read their bit from the held bits too
+      always,
+      local: fits ? local : 0,
+      remote: fits ? remote : 0,
+      shift,
       set1: -1,
       decision1: null,
       set2: -1,
       decision2: null,
       set3: -1,
       decision3: null,
+      restricts,
+      grantFields: fits ? grantFields : 0,
+      grantLocal: fits ? grantLocal : 0,
+      grantRemote: fits ? grantRemote : 0,
+      loopRules,
+      bits,
       conditional,
+      conditions,
       deny,
       approval,
       allow,
       opens,
     };
+  }
+
+  private narrow(mask: number): PrincipalTable {
+    let table = this.narrowed.get(mask);
+    if (table === undefined) this.narrowed.set(mask, (table = this.table!.narrow(mask)));
+    return table;
   }
 
   private listOf(conditions: Condition[]): readonly Condition[] {
@@ -464,26 +570,43 @@ class PolicyIndex implements CompiledPolicy {
   }
 }
 
+/**
+ * A condition the PrincipalTable answers for whole: no argument conditions,
+ * a principal match it holds (or none), a mode the outcome masks know.
+ */
+function isStatic(condition: Condition): boolean {
+  return condition.tests === null && condition.bit !== 0 && (condition.mode === undefined || condition.mode === 'local' || condition.mode === 'remote');
+}
+
 function newBucket(): Bucket {
   return { byTool: new Map(), otherTools: [] };
 }
 
 function newTable(plain: Map<Condition, Who>): PrincipalTable {
-  const byField = new Map<PrincipalField, Map<unknown, number>>();
-  let bit = 1;
+  const whos: Who[] = [];
   for (const [condition, who] of plain) {
-    condition.bit = bit;
-    for (const field of PRINCIPAL_FIELDS) {
-      const values = who[field];
-      if (values === undefined) continue;
-      let bits = byField.get(field);
-      if (bits === undefined) byField.set(field, (bits = new Map()));
-      for (const value of values) bits.set(value, (bits.get(value) ?? 0) | bit);
-    }
-    bit <<= 1;
+    condition.bit = 1 << whos.length;
+    whos.push(who);
   }
-  const lookup = (field: PrincipalField) => new Lookup(byField.get(field) ?? new Map());
-  return new PrincipalTable(lookup('users'), lookup('roles'), lookup('groups'), lookup('gateways'), lookup('sessions'));
+  return new PrincipalTable(whos, -1, null);
+}
+
+/**
+ * The names `field` lists in the principal matches of `mask`, with their
+ * bits. Narrowing pays when few names are left (one is compared with ===,
+ * not hashed); past SCAN_LIMIT the `wide` Lookup, whose extra bits no caller
+ * looks at, answers as fast, and nothing is built.
+ */
+function lookupOf(whos: readonly Who[], mask: number, field: PrincipalField, wide: Lookup | null): Lookup {
+  const byValue = new Map<unknown, number>();
+  for (let i = 0; i < whos.length; i++) {
+    const bit = 1 << i;
+    const values = (mask & bit) === 0 ? undefined : whos[i]![field];
+    if (values === undefined) continue;
+    if (wide !== null && byValue.size + values.length > SCAN_LIMIT) return wide;
+    for (const value of values) byValue.set(value, (byValue.get(value) ?? 0) | bit);
+  }
+  return new Lookup(byValue);
 }
 
 /** From a name to the bits of the conditions that list it. */
@@ -512,15 +635,36 @@ class Lookup {
 /** What PrincipalTable.match returns when only the rules' own matches can say, exactly, what happens. */
 const UNUSUAL = -1;
 
-/** Principal matches merged field by field: a field that several of them name is read once. */
+/**
+ * Principal matches merged field by field: a field that several of them name
+ * is read once. A (server, tool) pair asks a table narrowed to the matches
+ * of its own rules, so that a principal is held against the few names those
+ * list, not against every name of the policy.
+ */
 class PrincipalTable {
+  private readonly users: Lookup;
+  private readonly roles: Lookup;
+  private readonly groups: Lookup;
+  private readonly gateways: Lookup;
+  private readonly sessions: Lookup;
+
+  /** `whos[i]` is the match with the bit 1 << i; `wide` the table this one narrows */
   constructor(
-    private readonly users: Lookup,
-    private readonly roles: Lookup,
-    private readonly groups: Lookup,
-    private readonly gateways: Lookup,
-    private readonly sessions: Lookup,
-  ) {}
+    private readonly whos: readonly Who[],
+    mask: number,
+    wide: PrincipalTable | null,
+  ) {
+    this.users = lookupOf(whos, mask, 'users', wide?.users ?? null);
+    this.roles = lookupOf(whos, mask, 'roles', wide?.roles ?? null);
+    this.groups = lookupOf(whos, mask, 'groups', wide?.groups ?? null);
+    this.gateways = lookupOf(whos, mask, 'gateways', wide?.gateways ?? null);
+    this.sessions = lookupOf(whos, mask, 'sessions', wide?.sessions ?? null);
+  }
+
+  /** The same answers for the matches of `mask`; any other bits may be wrong. */
+  narrow(mask: number): PrincipalTable {
+    return new PrincipalTable(this.whos, mask, this);
+  }
 
   /** The bits of the conditions whose principal match the principal passes, reading only `fields`; or UNUSUAL. */
   match(principal: CallPrincipal | undefined, fields: number): number {
@@ -552,9 +696,10 @@ function outcomeOf(condition: Condition, call: PolicyCall, args: unknown): Outco
   return condition.tests === null ? true : testAll(condition.tests, args);
 }
 
-function appliedRules(conditional: readonly CompiledRule[], applied: number): CompiledRule[] {
+/** The conditional rules of `entry` that an outcome says applied, sorted by id like `conditional`. */
+function appliedRules(entry: Entry, applied: number): CompiledRule[] {
   const rules: CompiledRule[] = [];
-  for (let i = 0; i < conditional.length; i++) if ((applied & (1 << i)) !== 0) rules.push(conditional[i]!);
+  for (let i = 0; i < entry.conditional.length; i++) if ((applied & entry.bits[i]!) !== 0) rules.push(entry.conditional[i]!);
   return rules;
 }
 
@@ -605,7 +750,8 @@ function compileCondition(rule: PolicyRule, conditions: Map<string | number, Con
   const key = conditionKey(rule);
   const known = key === null ? undefined : conditions.get(key);
   if (known !== undefined) return known;
-  const who = rule.principals === undefined ? null : plainPrincipals(rule.principals);
+  // a mode alone takes a table bit too, one that every principal holds
+  const who = rule.principals !== undefined ? plainPrincipals(rule.principals) : rule.arguments === undefined ? ANYONE : null;
   const tests = rule.arguments === undefined ? null : rule.arguments.map(compileTest);
   const condition: Condition = {
     serial: conditions.size,
