@@ -6,6 +6,7 @@ import { routingDocumentSchema } from './domain/routing';
 import { ApprovalsService } from './approvals.service';
 import {
   approvalView,
+  cancelBody,
   consumeBody,
   decideBody,
   gatewayRequestBody,
@@ -190,5 +191,21 @@ export class ApprovalsController {
       caller.id,
     );
     return this.view(record);
+  }
+
+  @Route({
+    method: 'POST',
+    path: '/v1/gateway/approvals/:id/cancel',
+    summary: 'Withdraw a pending request the gateway made (the call will not be made)',
+    description: 'Final like any decision: waiters learn `cancelled` at once; the request can no longer be approved or used.',
+    tag: 'gateway',
+    tenancy: 'gateway',
+    params: idParams,
+    body: cancelBody,
+    response: approvalView,
+    example: { params: { id: '{approval}' }, body: { reason: 'the developer stopped the agent' } },
+  })
+  async gatewayCancel(@Caller() caller: Principal, @TenantScope() scope: WorkspaceScope, @Param() params: z.infer<typeof idParams>, @Body() body: z.infer<typeof cancelBody>): Promise<z.infer<typeof approvalView>> {
+    return this.view(await this.approvals.cancel(scope, describePrincipal(caller), params.id, caller.id, body.reason ?? null));
   }
 }

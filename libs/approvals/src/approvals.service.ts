@@ -286,6 +286,26 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
     throw new ApprovalError('APPROVAL_NOT_USABLE', 409, whyNotUsable(effective(record), { ...call, digest }));
   }
 
+  /** Whoever asked may withdraw a request still pending (the developer gave up on the call). */
+  async cancel(scope: WorkspaceScope, canceller: string, id: string, gatewayId: string | null, reason: string | null): Promise<ApprovalRecord> {
+    await this.db.transaction(async (tx) => {
+      const record = await this.repository.lock(tx, scope, id);
+      if (!record || record.workspaceId !== scope.workspaceId || record.gatewayId !== gatewayId) throw new NotFoundError('approval', id);
+      if (record.status !== 'pending' || record.expiresAt <= new Date()) {
+        throw new ApprovalError('APPROVAL_ALREADY_DECIDED', 409, `This request is already ${effective(record).status}; decisions are final`);
+      }
+      await this.repository.finish(tx, scope, id, 'cancelled', reason);
+      await this.outbox.record(tx, {
+        topic: 'approval.cancelled',
+        organizationId: scope.organizationId,
+        workspaceId: scope.workspaceId,
+        payload: { workspace: scope.workspaceSlug, session: record.sessionId, approval_id: id, server: record.server, tool: record.tool, reason, actor: canceller },
+      });
+    });
+    await this.bus.publish(DECIDED, { id });
+    return effective((await this.repository.get(scope, id))!);
+  }
+
   async routing(scope: WorkspaceScope): Promise<{ document: RoutingDocument; version: number }> {
     const found = await this.repository.routing(scope);
     return found ? { document: found.document, version: found.version } : { document: routingDocumentSchema.parse({}), version: 0 };
