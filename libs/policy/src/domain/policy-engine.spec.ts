@@ -477,6 +477,44 @@ describe('remembered decisions', () => {
     }
   });
 
+  it('decides rules on modes and principals alike whether allows are looked at last or rule by rule', () => {
+    const shared = { principals: { roles: ['dev'] } };
+    const rules: PolicyRule[] = [
+      { id: 'dev-deny', effect: 'deny', tools: ['delete_repo'], ...shared },
+      { id: 'dev-allow', effect: 'allow', ...structuredClone(shared) },
+      { id: 'local-allow', effect: 'allow', execution_mode: 'local' },
+      { id: 'remote-review', effect: 'approval', execution_mode: 'remote', tools: ['push'] },
+      { id: 'ops-deny', effect: 'deny', principals: { groups: ['ops'] }, execution_mode: 'remote' },
+      { id: 'owner-allow', effect: 'allow', principals: { users: ['ann', 'bob'], roles: ['lead'] } },
+      { id: 'admin-tools', effect: 'approval', tool_prefixes: ['admin_'] },
+      { id: 'prod-review', effect: 'approval', arguments: [{ path: 'env', equals: 'prod' }] },
+      { id: 'lead-prod', effect: 'allow', principals: { roles: ['lead'] }, arguments: [{ path: 'env', in: ['prod', 'dev'] }] },
+    ];
+    // more conditional rules on every tool than one bit set holds, so that every rule is evaluated on its own
+    const padding: PolicyRule[] = Array.from({ length: 31 }, (_, i) => ({ id: `pad-${i}`, effect: 'deny', principals: { sessions: [`s${i}`] } }));
+    const policy = compilePolicy({ rules }, { defaultEffect: 'deny' });
+    const dev = { principal: { roles: ['dev'] }, arguments: { env: 'qa' } };
+    expect(policy.evaluate(call({ tool: 'delete_repo', ...dev }))).toMatchObject({ decision: 'deny', rules: ['dev-deny'] });
+    expect(policy.evaluate(call({ tool: 'read', ...dev, execution_mode: 'local' }))).toMatchObject({ decision: 'allow', rules: ['dev-allow', 'local-allow'] });
+    expect(policy.evaluate(call({ tool: 'push', ...dev, execution_mode: 'remote' }))).toMatchObject({ decision: 'approval', rules: ['remote-review'] });
+    expect(policy.evaluate(call({ tool: 'read', ...dev, principal: { user: 'bob', groups: ['ops'] }, execution_mode: 'remote' }))).toMatchObject({ decision: 'deny', rules: ['ops-deny'] });
+    expect(policy.evaluate(call({ tool: 'admin_users', ...dev, arguments: { env: 'prod' } }))).toMatchObject({ decision: 'approval', rules: ['admin-tools', 'prod-review'] });
+    expect(policy.evaluate(call({ tool: 'read', principal: { roles: ['lead'] }, arguments: { env: 'dev' } }))).toMatchObject({ decision: 'allow', rules: ['lead-prod', 'owner-allow'] });
+    for (const defaultEffect of ['allow', 'deny'] as const) {
+      const merged = compilePolicy({ rules }, { defaultEffect });
+      const alone = compilePolicy({ rules: [...rules, ...padding] }, { defaultEffect });
+      const principals = [undefined, {}, { roles: ['dev'] }, { roles: ['lead'], groups: ['ops'] }, { user: 'ann' }, { user: 'bob', roles: 'dev' }, { roles: ['dev'], groups: 'ops' }];
+      for (const tool of ['delete_repo', 'push', 'admin_users', 'read'])
+        for (const execution_mode of [undefined, 'local', 'remote'] as const)
+          for (const principal of principals as PolicyCall['principal'][])
+            for (const args of [undefined, { env: 'prod' }, { env: 'dev' }, { env: 'qa' }]) {
+              const theCall = call({ tool, execution_mode, principal, arguments: args });
+              expect(merged.evaluate(theCall), JSON.stringify(theCall)).toEqual(alone.evaluate(theCall));
+              expect(merged.listable(theCall), JSON.stringify(theCall)).toBe(alone.listable(theCall));
+            }
+    }
+  });
+
   it('keeps apart rules whose conditions print alike as JSON but differ', () => {
     const policy = compilePolicy(
       {

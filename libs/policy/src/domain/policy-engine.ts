@@ -155,9 +155,10 @@ interface Bucket {
 }
 
 /**
- * What one (server, tool) pair needs at decision time, worked out on its
- * first call. The fields a decision reads come first: memory is fetched a
- * line at a time, and an entry often has to come from memory.
+ * How calls are decided for every (server, tool) pair whose conditional
+ * rules have the same conditions and effects, in the same order: pairs that
+ * differ only in the ids of their rules (one server's copy of a rule and
+ * another's) share one, so what every call reads stays in cache.
  *
  * A call's outcome is a bit set, the key of the decisions remembered. The
  * conditions that are only a mode and a principal match the PrincipalTable
@@ -171,27 +172,48 @@ interface Bucket {
  * `approval` rule applies: otherwise they could change neither the decision
  * nor the rules it names, and the call's principal is not read for them.
  */
-interface Entry {
-  /** the conditions tested one by one, in the order of `loopRules`; pairs with the same conditions share the list */
-  readonly loop: readonly Condition[];
+interface Plan {
+  /** false when the outcome does not fit a small integer, and each rule is evaluated on its own */
+  readonly fast: boolean;
   /** the principal fields read before the loop: for static `deny` and `approval` conditions, and for those of the loop */
   readonly fields: number;
-  /** the PrincipalTable narrowed to this pair's conditions; null when no condition of it names principals */
+  /** the PrincipalTable narrowed to these conditions; null when none of them names principals */
   readonly principals: PrincipalTable | null;
-  /**
-   * Decisions of calls without evaluation errors, by outcome; null when no
-   * rule is conditional, or when the outcome does not fit a small integer.
-   */
-  readonly byOutcome: Map<number, PolicyDecision> | null;
-  /** the decision when no conditional rule applies: the only one when there are none */
-  readonly fixed: PolicyDecision;
   /** table bits of the static conditions that name a mode but no principal: they hold for any principal */
   readonly always: number;
   /** table bits of the static `deny` and `approval` conditions that hold in `local` mode, and in `remote`; in any other, those of both */
   readonly local: number;
   readonly remote: number;
+  /** the conditions tested one by one, in id order of their rules */
+  readonly loop: readonly Condition[];
   /** the bit of `loop[0]`; `loop[i]` has the bit 1 << (shift + i) */
   readonly shift: number;
+  /**
+   * Whether the static conditions are answered by the table; when the table
+   * bits and the others do not fit a small integer together, every
+   * condition is in the loop instead.
+   */
+  readonly byTable: boolean;
+  /** outcome bits of `deny` and `approval` rules: when one is set, static `allow` conditions are not looked at */
+  readonly restricts: number;
+  /** like `fields`, `local` and `remote`, for the static `allow` conditions; all 0 when there are none */
+  readonly grantFields: number;
+  readonly grantLocal: number;
+  readonly grantRemote: number;
+  /** the bits of the conditional rules, position for position: a rule applied when the outcome has any of its */
+  readonly bits: readonly number[];
+}
+
+/**
+ * What one (server, tool) pair needs at decision time, worked out on its
+ * first call. The fields a decision reads come first: memory is fetched a
+ * line at a time, and an entry often has to come from memory.
+ */
+interface Entry {
+  /** null when no rule of the pair is conditional */
+  readonly plan: Plan | null;
+  /** the decision when no conditional rule applies: the only one when there are none */
+  readonly fixed: PolicyDecision;
   // The first bit sets seen after none (-1 until then), with their decisions:
   // calls of one tool come out alike often enough that looking here first
   // mostly spares fetching the map's storage.
@@ -201,16 +223,10 @@ interface Entry {
   decision2: PolicyDecision | null;
   set3: number;
   decision3: PolicyDecision | null;
-  /** outcome bits of `deny` and `approval` rules: when one is set, static `allow` conditions are not looked at */
-  readonly restricts: number;
-  /** like `fields`, `local` and `remote`, for the static `allow` conditions; all 0 when there are none */
-  readonly grantFields: number;
-  readonly grantLocal: number;
-  readonly grantRemote: number;
-  /** the rules of `loop`, position for position */
+  /** decisions of calls without evaluation errors, by outcome; null unless the plan is fast */
+  readonly byOutcome: Map<number, PolicyDecision> | null;
+  /** the rules of `plan.loop`, position for position */
   readonly loopRules: readonly CompiledRule[];
-  /** the bits of `conditional`, position for position: its rule applied when the outcome has any of them */
-  readonly bits: readonly number[];
   /** rules that depend on the execution mode, the principal or the arguments, sorted by id */
   readonly conditional: readonly CompiledRule[];
   /** their conditions, position for position */
@@ -257,6 +273,8 @@ class PolicyIndex implements CompiledPolicy {
   private readonly lists = new Map<string, readonly Condition[]>();
   /** the narrowed tables of the entries in `memo`, by the bits they answer for */
   private readonly narrowed = new Map<number, PrincipalTable>();
+  /** the plans of the entries in `memo`, by their conditions and effects */
+  private readonly plans = new Map<string, Plan>();
 
   constructor(document: PolicyDocument, fallback: DefaultEffect) {
     this.defaultEffect = document.default ?? fallback;
@@ -299,16 +317,18 @@ class PolicyIndex implements CompiledPolicy {
 
   evaluate(call: PolicyCall): PolicyDecision {
     const entry = this.entry(call.server, call.tool);
-    if (entry.byOutcome === null) return entry.conditional.length === 0 ? entry.fixed : this.evaluateRuleByRule(entry, call);
-    let held = entry.always;
-    if (entry.fields !== 0) {
-      const matched = entry.principals!.match(call.principal, entry.fields);
+    const plan = entry.plan;
+    if (plan === null) return entry.fixed;
+    if (!plan.fast) return this.evaluateRuleByRule(entry, call);
+    let held = plan.always;
+    if (plan.fields !== 0) {
+      const matched = plan.principals!.match(call.principal, plan.fields);
       if (matched === UNUSUAL) return this.evaluateRuleByRule(entry, call);
       held |= matched;
     }
     const mode = call.execution_mode;
-    let applied = held & (mode === 'local' ? entry.local : mode === 'remote' ? entry.remote : entry.local & entry.remote);
-    const loop = entry.loop;
+    let applied = held & (mode === 'local' ? plan.local : mode === 'remote' ? plan.remote : plan.local & plan.remote);
+    const loop = plan.loop;
     const args = call.arguments ?? EMPTY_ARGUMENTS;
     let errored: Errored[] | null = null;
     for (let i = 0; i < loop.length; i++) {
@@ -327,16 +347,16 @@ class PolicyIndex implements CompiledPolicy {
           if (rule.effect === 'allow') continue;
         }
       }
-      applied |= 1 << (entry.shift + i);
+      applied |= 1 << (plan.shift + i);
     }
-    if ((applied & entry.restricts) === 0 && (entry.grantLocal | entry.grantRemote) !== 0) {
-      let granted = entry.always;
-      if (entry.grantFields !== 0) {
-        const matched = entry.principals!.match(call.principal, entry.grantFields);
+    if ((applied & plan.restricts) === 0 && (plan.grantLocal | plan.grantRemote) !== 0) {
+      let granted = plan.always;
+      if (plan.grantFields !== 0) {
+        const matched = plan.principals!.match(call.principal, plan.grantFields);
         if (matched === UNUSUAL) return this.evaluateRuleByRule(entry, call);
         granted |= matched;
       }
-      applied |= granted & (mode === 'local' ? entry.grantLocal : mode === 'remote' ? entry.grantRemote : entry.grantLocal & entry.grantRemote);
+      applied |= granted & (mode === 'local' ? plan.grantLocal : mode === 'remote' ? plan.grantRemote : plan.grantLocal & plan.grantRemote);
     }
     // error messages vary with the arguments, so only error-free decisions are kept
     if (errored !== null) return this.compose(entry, appliedRules(entry, applied), errored);
@@ -420,6 +440,7 @@ class PolicyIndex implements CompiledPolicy {
       this.memo.clear();
       this.lists.clear();
       this.narrowed.clear();
+      this.plans.clear();
       this.stored = 0;
     }
     const entry = this.newEntry(server, tool);
@@ -457,8 +478,37 @@ class PolicyIndex implements CompiledPolicy {
     // under an approval that always applies, an allow cannot change it either.
     if (deny.length > 0) conditional = conditional.filter((rule) => rule.effect === 'deny' || rule.condition!.tests !== null);
     else if (approval.length > 0) conditional = conditional.filter((rule) => rule.effect !== 'allow' || rule.condition!.tests !== null);
-    const conditions = this.listOf(conditional.map((rule) => rule.condition!));
-    const fixed = this.compose({ deny, approval, allow }, [], null);
+    const plan = conditional.length === 0 ? null : this.planFor(conditional);
+    return {
+      plan,
+      fixed: this.compose({ deny, approval, allow }, [], null),
+      set1: -1,
+      decision1: null,
+      set2: -1,
+      decision2: null,
+      set3: -1,
+      decision3: null,
+      byOutcome: plan !== null && plan.fast ? new Map() : null,
+      loopRules: plan === null || !plan.byTable ? conditional : conditional.filter((rule) => !isStatic(rule.condition!)),
+      conditional,
+      conditions: this.listOf(conditional.map((rule) => rule.condition!)),
+      deny,
+      approval,
+      allow,
+      opens,
+    };
+  }
+
+  /** The plan for conditional rules with these conditions and effects, in this order; shared while the memo holds it. */
+  private planFor(conditional: readonly CompiledRule[]): Plan {
+    // a plan tells effects apart only as granting, restricting, or neither (an unvalidated document's)
+    const key = conditional.map((rule) => `${rule.condition!.serial}${rule.effect === 'allow' ? 'g' : restricts(rule) ? 'r' : 'n'}`).join(',');
+    let plan = this.plans.get(key);
+    if (plan === undefined) this.plans.set(key, (plan = this.newPlan(conditional)));
+    return plan;
+  }
+
+  private newPlan(conditional: readonly CompiledRule[]): Plan {
     let always = 0;
     let listed = 0;
     let fields = 0;
@@ -467,13 +517,13 @@ class PolicyIndex implements CompiledPolicy {
     let grantFields = 0;
     let grantLocal = 0;
     let grantRemote = 0;
-    const looped: CompiledRule[] = [];
+    const looped: Condition[] = [];
     for (const rule of conditional) {
       const condition = rule.condition!;
       if (condition.principal === null) always |= condition.bit;
       else listed |= condition.bit;
       if (!isStatic(condition)) {
-        looped.push(rule);
+        looped.push(condition);
         if (condition.bit !== 0) fields |= condition.fields;
       } else if (rule.effect === 'allow') {
         grantFields |= condition.fields;
@@ -485,49 +535,32 @@ class PolicyIndex implements CompiledPolicy {
         if (condition.mode !== 'local') remote |= condition.bit;
       }
     }
-    let shift = 32 - Math.clz32(local | remote | grantLocal | grantRemote);
-    // When the table bits and the others do not fit a small integer together,
-    // every condition is tested one by one, at its position, as before there was a table.
+    const shift = 32 - Math.clz32(local | remote | grantLocal | grantRemote);
     const fits = shift + looped.length <= OUTCOME_BITS;
-    if (!fits) shift = 0;
-    const loopRules = fits ? looped : conditional;
-    let position = shift;
-    let restricts = 0;
+    const loop = fits ? looped : conditional.map((rule) => rule.condition!);
+    let position = fits ? shift : 0;
+    let restricting = 0;
     const bits = conditional.map((rule) => {
       const bit = fits && isStatic(rule.condition!) ? rule.condition!.bit : position < OUTCOME_BITS ? 1 << position++ : 0;
-      if (rule.effect !== 'allow') restricts |= bit;
+      if (restricts(rule)) restricting |= bit;
       return bit;
     });
-    const byOutcome = conditional.length > 0 && loopRules.length <= OUTCOME_BITS ? new Map<number, PolicyDecision>() : null;
     return {
-      loop: this.listOf(loopRules.map((rule) => rule.condition!)),
+      fast: loop.length <= OUTCOME_BITS,
       fields: fits ? fields : fields | grantFields,
       principals: listed === 0 ? null : this.narrow(listed),
-      byOutcome,
-      fixed,
       // mode-only conditions tested one by one read their bit from the held bits too
       always,
       local: fits ? local : 0,
       remote: fits ? remote : 0,
-      shift,
-      set1: -1,
-      decision1: null,
-      set2: -1,
-      decision2: null,
-      set3: -1,
-      decision3: null,
-      restricts,
+      loop: this.listOf(loop),
+      shift: fits ? shift : 0,
+      byTable: fits,
+      restricts: restricting,
       grantFields: fits ? grantFields : 0,
       grantLocal: fits ? grantLocal : 0,
       grantRemote: fits ? grantRemote : 0,
-      loopRules,
       bits,
-      conditional,
-      conditions,
-      deny,
-      approval,
-      allow,
-      opens,
     };
   }
 
@@ -568,6 +601,10 @@ class PolicyIndex implements CompiledPolicy {
     if (allow.length > 0) return decision('allow', 'rule', ids(allow), null, errors);
     return decision(this.defaultEffect, 'default', NO_RULES, null, errors);
   }
+}
+
+function restricts(rule: CompiledRule): boolean {
+  return rule.effect === 'deny' || rule.effect === 'approval';
 }
 
 /**
@@ -699,7 +736,8 @@ function outcomeOf(condition: Condition, call: PolicyCall, args: unknown): Outco
 /** The conditional rules of `entry` that an outcome says applied, sorted by id like `conditional`. */
 function appliedRules(entry: Entry, applied: number): CompiledRule[] {
   const rules: CompiledRule[] = [];
-  for (let i = 0; i < entry.conditional.length; i++) if ((applied & entry.bits[i]!) !== 0) rules.push(entry.conditional[i]!);
+  const bits = entry.plan!.bits;
+  for (let i = 0; i < entry.conditional.length; i++) if ((applied & bits[i]!) !== 0) rules.push(entry.conditional[i]!);
   return rules;
 }
 
