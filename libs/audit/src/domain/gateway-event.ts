@@ -64,7 +64,7 @@ export function checkGatewayEvent(raw: unknown, now = Date.now()): EventCheck {
   return { ok: true, event: parsed.data };
 }
 
-/** JSON.stringify writes a lone surrogate, and only a lone one, as a `\udXXX` escape: a cheap first look. */
+/** JSON.stringify writes a lone surrogate, and only a lone one, as a `\ud800`-style escape: a cheap first look. */
 const ESCAPED_SURROGATE = /\\ud[89a-f]/i;
 const LONE_SURROGATE = /\p{Cs}/u;
 
