@@ -7,7 +7,7 @@ import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { DatabaseService } from '@aileron/database';
 import { NotFoundError, ValidationError } from '@aileron/errors';
 import { KeyProvider, ROOT_KEYS } from '@aileron/keys';
-import { checkOutboundUrl, OutboundPolicy, OutboundUrlRefusedError, signatureHeaders } from '@aileron/net';
+import { checkOutboundUrl, outboundPolicyOf, OutboundUrlRefusedError, signatureHeaders } from '@aileron/net';
 import { JobProcessor, JobRegistry, QueueService } from '@aileron/queue';
 import { AuditRepository } from './audit.repository';
 import { actorOf, AuditService } from './audit.service';
@@ -71,10 +71,6 @@ export class AuditSinksService implements OnApplicationBootstrap, OnApplicationS
     this.stopped = true;
     if (this.timer) clearInterval(this.timer);
     for (const timer of this.pending.values()) clearTimeout(timer);
-  }
-
-  get outboundPolicy(): OutboundPolicy {
-    return { allowCidrs: this.config.upstreamAllowCidrs, allowLoopback: this.config.mode === 'embedded' };
   }
 
   /** A new sink; its HMAC secret is returned once (generated unless given). */
@@ -167,7 +163,7 @@ export class AuditSinksService implements OnApplicationBootstrap, OnApplicationS
 
   private async checkUrl(url: string): Promise<void> {
     try {
-      await checkOutboundUrl(url, this.outboundPolicy);
+      await checkOutboundUrl(url, outboundPolicyOf(this.config));
     } catch (error) {
       if (error instanceof OutboundUrlRefusedError) throw new ValidationError([{ path: 'url', message: error.message }]);
       throw error;

@@ -6,7 +6,7 @@ import { SystemScopes } from '@aileron/auth/scope-issuer';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { DatabaseService, Transaction } from '@aileron/database';
 import { KeyProvider, ROOT_KEYS } from '@aileron/keys';
-import { signatureHeaders } from '@aileron/net';
+import { outboundPolicyOf, signatureHeaders } from '@aileron/net';
 import { OutboxMessage, OutboxService, PublicEvent, toPublicEvent } from '@aileron/outbox';
 import { JobContext, JobProcessor, JobRegistry, QueueService } from '@aileron/queue';
 import { pauseReason, PausePolicy } from './domain/endpoint-health';
@@ -14,7 +14,7 @@ import { matchesEvent, matchesWorkspace } from './domain/event-filter';
 import { renderBody } from './domain/formats';
 import { postSigned, SendOutcome } from './webhook-sender';
 import { WebhookEndpointRecord, WebhooksRepository } from './webhooks.repository';
-import { outboundPolicy, secretAad, WebhooksService } from './webhooks.service';
+import { secretAad, WebhooksService } from './webhooks.service';
 
 export const WEBHOOK_DELIVER_JOB = 'webhooks.deliver';
 export const WEBHOOK_CONSUMER = 'webhooks';
@@ -165,7 +165,7 @@ export class WebhookDeliveryService {
       // signed per attempt: a retry carries a fresh timestamp, so it passes the receiver's 5-minute window
       ...signatureHeaders(secret, body),
     };
-    return postSigned(endpoint.url, headers, body, { policy: outboundPolicy(this.config), timeoutMs: SEND_TIMEOUT_MS });
+    return postSigned(endpoint.url, headers, body, { policy: outboundPolicyOf(this.config), timeoutMs: SEND_TIMEOUT_MS });
   }
 
   /** The pause stops this delivery and, through the endpoint's state, every other one still retrying. */

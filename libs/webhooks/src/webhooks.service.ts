@@ -5,7 +5,7 @@ import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { DatabaseService, isUniqueViolation, Transaction } from '@aileron/database';
 import { ConflictError, NotFoundError, ValidationError } from '@aileron/errors';
 import { KeyProvider, ROOT_KEYS } from '@aileron/keys';
-import { checkOutboundUrl, OutboundPolicy, OutboundUrlRefusedError } from '@aileron/net';
+import { checkOutboundUrl, outboundPolicyOf, OutboundUrlRefusedError } from '@aileron/net';
 import { OutboxService } from '@aileron/outbox';
 import type { WebhookFormat } from './domain/formats';
 import { WebhookAttemptRecord, WebhookDeliveryRecord, WebhookEndpointRecord, WebhooksRepository } from './webhooks.repository';
@@ -33,10 +33,6 @@ export type WebhookDelivery = WebhookDeliveryRecord & { attemptLog: WebhookAttem
 /** The sealed secret is bound to its endpoint: a sealed value copied onto another row does not open. */
 export function secretAad(organizationId: string, endpointId: string): string {
   return `aileron/webhook/${organizationId}/${endpointId}`;
-}
-
-export function outboundPolicy(config: AppConfig): OutboundPolicy {
-  return { allowCidrs: config.upstreamAllowCidrs, allowLoopback: config.mode === 'embedded' };
 }
 
 /**
@@ -179,7 +175,7 @@ export class WebhooksService {
 
   private async checkUrl(url: string): Promise<void> {
     try {
-      await checkOutboundUrl(url, outboundPolicy(this.config));
+      await checkOutboundUrl(url, outboundPolicyOf(this.config));
     } catch (error) {
       if (error instanceof OutboundUrlRefusedError) throw new ValidationError([{ path: 'body.url', message: error.message }]);
       throw error;

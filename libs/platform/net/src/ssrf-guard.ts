@@ -163,3 +163,13 @@ function inCidr(ip: ipaddr.IPv4 | ipaddr.IPv6, cidr: string): boolean {
   const block = ipaddr.parseCIDR(cidr);
   return block[0].kind() === ip.kind() && ip.match(block);
 }
+
+/**
+ * The installation's outbound policy, in one place for every caller (SIEM
+ * sinks, webhooks, upstream MCP URLs): the operator's allow-list, and loopback
+ * only in the embedded mode, where the control plane and its targets share one
+ * developer's machine.
+ */
+export function outboundPolicyOf(config: { upstreamAllowCidrs: string[]; mode: 'embedded' | 'server' }): OutboundPolicy {
+  return { allowCidrs: config.upstreamAllowCidrs, allowLoopback: config.mode === 'embedded' };
+}
