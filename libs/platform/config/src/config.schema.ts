@@ -113,6 +113,66 @@ export const SETTINGS = {
     default: '86400',
     description: 'A webhook endpoint whose deliveries have failed for longer than this (with no success in between) is paused until resumed.',
   },
+  AILERON_POOL_DRIVER: {
+    schema: z.enum(['local', 'kubernetes'], { message: 'must be local or kubernetes' }),
+    default: 'local',
+    description: 'Where remote MCP server instances run: local processes (under bubblewrap) or Kubernetes pods.',
+  },
+  AILERON_POOL_SANDBOX: {
+    schema: z.enum(['bubblewrap', 'none'], { message: 'must be bubblewrap or none' }),
+    default: 'bubblewrap',
+    description: 'Isolation of local instances. `none` runs them as plain child processes: only for machines without bubblewrap, never for several tenants.',
+  },
+  AILERON_POOL_IDLE_SECONDS: {
+    schema: positiveInt,
+    default: '600',
+    description: 'An instance no session has used for this long is stopped; the next call starts it again.',
+  },
+  AILERON_POOL_MAX_INSTANCES_PER_WORKSPACE: {
+    schema: positiveInt,
+    default: '10',
+    description: 'Running instances one workspace may have at once; more answers 429 POOL_INSTANCE_LIMIT.',
+  },
+  AILERON_POOL_MAX_CONCURRENT_CALLS: {
+    schema: positiveInt,
+    default: '32',
+    description: 'Requests in flight to one instance at once; more get a JSON-RPC error (code -32001) naming the limit.',
+  },
+  AILERON_POOL_APPROVAL_WAIT_SECONDS: {
+    schema: z.coerce.number({ error: 'must be an integer' }).int('must be an integer').min(0, 'must be 0 or more'),
+    default: '30',
+    description: 'How long a tools/call that needs approval waits for the decision before answering with the approval id and review URL (0: answer at once).',
+  },
+  AILERON_POOL_MEMORY_MB: {
+    schema: positiveInt,
+    default: '512',
+    description: 'Memory limit of one instance (Kubernetes pods).',
+  },
+  AILERON_POOL_CPU_MILLIS: {
+    schema: positiveInt,
+    default: '500',
+    description: 'CPU limit of one instance in millicores (Kubernetes pods).',
+  },
+  AILERON_POOL_RUNNER_IMAGE: {
+    schema: z.string().min(1),
+    default: 'ghcr.io/aileron/mcp-runner:0.1.0',
+    description: 'Image that runs stdio catalog servers behind the Streamable HTTP bridge in Kubernetes.',
+  },
+  AILERON_K8S_NAMESPACE: {
+    schema: z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be a Kubernetes namespace name'),
+    default: 'aileron-pool',
+    description: 'Namespace of pool pods and their secrets. The cluster comes from the in-cluster service account, else KUBECONFIG.',
+  },
+  AILERON_RATE_LIMIT_WORKSPACE_PER_MINUTE: {
+    schema: positiveInt,
+    default: '6000',
+    description: 'MCP requests per minute one workspace may make through /mcp; more answer 429 with Retry-After.',
+  },
+  AILERON_RATE_LIMIT_PRINCIPAL_PER_MINUTE: {
+    schema: positiveInt,
+    default: '1200',
+    description: 'MCP requests per minute one caller (token, user or gateway) may make through /mcp.',
+  },
   AILERON_CONFIG_FILE: {
     schema: z.string().min(1),
     description: 'Optional JSON or YAML file with any of these settings; the environment wins over it.',

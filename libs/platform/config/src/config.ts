@@ -28,6 +28,19 @@ export interface AppConfig {
   auditCheckpointEvery: number;
   auditCheckpointSeconds: number;
   webhookPauseAfterSeconds: number;
+  pool: {
+    driver: 'local' | 'kubernetes';
+    sandbox: 'bubblewrap' | 'none';
+    idleSeconds: number;
+    maxInstancesPerWorkspace: number;
+    maxConcurrentCalls: number;
+    approvalWaitSeconds: number;
+    memoryMb: number;
+    cpuMillis: number;
+    runnerImage: string;
+    kubernetesNamespace: string;
+  };
+  rateLimits: { workspacePerMinute: number; principalPerMinute: number };
 }
 
 export class ConfigError extends Error {
@@ -111,6 +124,22 @@ export function loadConfig(env: Source = process.env): AppConfig {
     auditCheckpointEvery: values.AILERON_AUDIT_CHECKPOINT_EVERY as number,
     auditCheckpointSeconds: values.AILERON_AUDIT_CHECKPOINT_SECONDS as number,
     webhookPauseAfterSeconds: values.AILERON_WEBHOOK_PAUSE_AFTER_SECONDS as number,
+    pool: {
+      driver: values.AILERON_POOL_DRIVER as AppConfig['pool']['driver'],
+      sandbox: values.AILERON_POOL_SANDBOX as AppConfig['pool']['sandbox'],
+      idleSeconds: values.AILERON_POOL_IDLE_SECONDS as number,
+      maxInstancesPerWorkspace: values.AILERON_POOL_MAX_INSTANCES_PER_WORKSPACE as number,
+      maxConcurrentCalls: values.AILERON_POOL_MAX_CONCURRENT_CALLS as number,
+      approvalWaitSeconds: values.AILERON_POOL_APPROVAL_WAIT_SECONDS as number,
+      memoryMb: values.AILERON_POOL_MEMORY_MB as number,
+      cpuMillis: values.AILERON_POOL_CPU_MILLIS as number,
+      runnerImage: values.AILERON_POOL_RUNNER_IMAGE as string,
+      kubernetesNamespace: values.AILERON_K8S_NAMESPACE as string,
+    },
+    rateLimits: {
+      workspacePerMinute: values.AILERON_RATE_LIMIT_WORKSPACE_PER_MINUTE as number,
+      principalPerMinute: values.AILERON_RATE_LIMIT_PRINCIPAL_PER_MINUTE as number,
+    },
   };
 }
 
