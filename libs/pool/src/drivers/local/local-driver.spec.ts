@@ -1,0 +1,353 @@
+import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { InstanceStartError, type InstanceSpec, type RunningInstance } from '../driver';
+import { LocalDriver, type LocalDriverOptions } from './local-driver';
+
+const root = resolve(__dirname, '../../../../..');
+const bridgeSource = join(root, 'libs/pool/src/bridge/main.ts');
+const bridgeScript = join(root, 'dist/libs/pool/src/bridge/main.js');
+const serverBin = (name: 'everything' | 'memory' | 'filesystem') => join(root, 'node_modules/@modelcontextprotocol', `server-${name}`, 'dist/index.js');
+
+// The driver runs the compiled bridge, as it does in production: build it when the source is newer.
+function ensureBridgeBuilt(): void {
+  const fresh = () => existsSync(bridgeScript) && statSync(bridgeScript).mtimeMs >= statSync(bridgeSource).mtimeMs;
+  if (fresh()) return;
+  let output = '';
+  try {
+    execFileSync('flock', ['/tmp/aileron-build.lock', 'npm', 'run', 'build', '--silent'], { cwd: root, encoding: 'utf8', stdio: 'pipe' });
+  } catch (error) {
+    // tsc still emits when someone else's file has a type error; only a missing bridge is fatal
+    output = String((error as { stdout?: string }).stdout ?? '') + String((error as { stderr?: string }).stderr ?? '');
+  }
+  if (!fresh()) throw new Error(`could not build the bridge:\n${output}`);
+}
+
+// Under the project root, like the real data dir, but not under what the sandbox may read.
+const scratch = join(root, '.tmp', `local-driver-${randomBytes(4).toString('hex')}`);
+const stateDir = join(scratch, 'pool');
+const dataDir = join(scratch, 'data');
+const logLines: string[] = [];
+const drivers: LocalDriver[] = [];
+const clients: Client[] = [];
+
+function driver(overrides: Partial<LocalDriverOptions> = {}): LocalDriver {
+  const created = new LocalDriver({
+    stateDir,
+    sandbox: 'bubblewrap',
+    bridgeScript,
+    readOnlyPaths: [join(root, 'node_modules'), join(root, 'dist')],
+    log: (line) => logLines.push(line),
+    ...overrides,
+  });
+  drivers.push(created);
+  return created;
+}
+
+const homeOf = (of: InstanceSpec) => join(stateDir, of.workspaceId, of.server, 'home');
+
+function spec(overrides: Partial<InstanceSpec> = {}): InstanceSpec {
+  const suffix = randomBytes(4).toString('hex');
+  return {
+    id: `everything-${suffix}`,
+    organizationId: 'org-1',
+    organizationSlug: 'acme',
+    workspaceId: `ws-${suffix}`,
+    workspaceSlug: 'payments',
+    server: 'everything',
+    version: '2026.8.31',
+    run: { kind: 'command', command: 'node', args: [serverBin('everything')] },
+    env: {},
+    secrets: [],
+    limits: { memoryMb: 512, cpuMillis: 500 },
+    ...overrides,
+  };
+}
+
+async function connect(instance: RunningInstance): Promise<Client> {
+  const client = new Client({ name: 'local-driver-spec', version: '1.0.0' });
+  await client.connect(new StreamableHTTPClientTransport(new URL(instance.endpoint.url), { requestInit: { headers: instance.endpoint.headers } }));
+  clients.push(client);
+  return client;
+}
+
+async function callText(client: Client, name: string, args: Record<string, unknown> = {}): Promise<string> {
+  const result = await client.callTool({ name, arguments: args });
+  const text = (result.content as Array<{ type: string; text?: string }>).map((part) => part.text ?? '').join('');
+  if (result.isError) throw new Error(text);
+  return text;
+}
+
+/** Every process below pid, as the host sees them (sandboxed or not). */
+function descendants(pid: number): number[] {
+  const found: number[] = [];
+  const visit = (parent: number) => {
+    let tasks: string[] = [];
+    try {
+      tasks = readdirSync(`/proc/${parent}/task`);
+    } catch {
+      return;
+    }
+    for (const task of tasks) {
+      let children = '';
+      try {
+        children = readFileSync(`/proc/${parent}/task/${task}/children`, 'utf8');
+      } catch {
+        continue;
+      }
+      for (const child of children.split(' ').filter(Boolean).map(Number)) {
+        found.push(child);
+        visit(child);
+      }
+    }
+  };
+  visit(pid);
+  return found;
+}
+
+function cmdline(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ');
+  } catch {
+    return '';
+  }
+}
+
+/** The MCP server processes the bridge of this instance has spawned, one per session. */
+const serverProcesses = (instance: RunningInstance, script: string) => descendants(instance.pid!).filter((pid) => cmdline(pid).includes(script) && !cmdline(pid).includes('main.js'));
+
+const alive = (pid: number) => existsSync(`/proc/${pid}`) && !readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.startsWith('Z');
+
+async function within<T>(ms: number, promise: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`not within ${ms} ms`)), ms)));
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Starts a long call and resolves once the server reported progress on it, so it is surely running. */
+async function longCall(client: Client): Promise<{ call: Promise<unknown> }> {
+  let started!: () => void;
+  const running = new Promise<void>((resolveRunning) => (started = resolveRunning));
+  const call = client.callTool({ name: 'trigger-long-running-operation', arguments: { duration: 30, steps: 60 } }, undefined, { onprogress: () => started(), timeout: 60_000 });
+  call.catch(() => {});
+  await running;
+  return { call };
+}
+
+beforeAll(() => {
+  ensureBridgeBuilt();
+  mkdirSync(dataDir, { recursive: true });
+  writeFileSync(join(dataDir, 'aileron.db'), 'control plane data');
+});
+
+afterEach(async () => {
+  await Promise.all(clients.splice(0).map((client) => client.close().catch(() => {})));
+});
+
+afterAll(async () => {
+  await Promise.all(drivers.map((d) => d.close()));
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+describe('LocalDriver with bubblewrap', () => {
+  it('serves a stdio server over Streamable HTTP, only to holders of the per-instance secret', async () => {
+    const instance = await driver().start(spec());
+    expect(instance.endpoint.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/mcp$/);
+
+    const client = await connect(instance);
+    const tools = (await client.listTools()).tools.map((tool) => tool.name);
+    expect(tools).toEqual(expect.arrayContaining(['echo', 'get-env', 'trigger-long-running-operation']));
+    expect(await callText(client, 'echo', { message: 'through the bridge' })).toBe('Echo: through the bridge');
+    expect(await instance.healthy()).toBe(true);
+
+    const initialize = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'x', version: '1' } } };
+    const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+    for (const authorization of [undefined, 'Bearer wrong', instance.endpoint.headers.authorization!.replace(/.$/, '_')]) {
+      const response = await fetch(instance.endpoint.url, { method: 'POST', headers: authorization ? { ...headers, authorization } : headers, body: JSON.stringify(initialize) });
+      expect(response.status).toBe(401);
+      expect(await response.json()).toMatchObject({ jsonrpc: '2.0', error: { code: -32001 } });
+    }
+    expect((await fetch(new URL('/healthz', instance.endpoint.url))).status).toBe(401);
+    // the refused attempts spawned nothing: still the one server process of the one session
+    expect(serverProcesses(instance, serverBin('everything'))).toHaveLength(1);
+  });
+
+  it('gives the server only its own environment: no bridge secret, nothing of the control plane', async () => {
+    const canary = `canary-${randomBytes(8).toString('hex')}`;
+    process.env.AILERON_SPEC_CANARY = canary;
+    try {
+      const instance = await driver().start(spec({ env: { GREETING: 'hello', API_KEY: 'k-123' }, secrets: ['k-123'] }));
+      const env = JSON.parse(await callText(await connect(instance), 'get-env')) as Record<string, string>;
+      // PWD is bubblewrap's own, from --chdir
+      expect(env).toEqual({ PATH: '/usr/local/bin:/usr/bin:/bin', HOME: '/home/mcp', TMPDIR: '/tmp', PWD: '/home/mcp', GREETING: 'hello', API_KEY: 'k-123' });
+      // nor on any command line of the instance, which every local user can read
+      for (const pid of [instance.pid!, ...descendants(instance.pid!)]) expect(cmdline(pid)).not.toMatch(/k-123|Bearer|canary/);
+    } finally {
+      delete process.env.AILERON_SPEC_CANARY;
+    }
+  });
+
+  it("cannot see the control plane's data, other tenants' homes or write outside its home", async () => {
+    const local = driver();
+    // the server itself would allow all of "/": only the sandbox stands in the way
+    const filesystem = () => spec({ server: 'filesystem', run: { kind: 'command', command: 'node', args: [serverBin('filesystem'), '/'] } });
+    const neighbour = filesystem();
+    await local.start(neighbour);
+    writeFileSync(join(homeOf(neighbour), 'private.txt'), 'neighbour');
+    const mine = filesystem();
+    const instance = await local.start(mine);
+    const client = await connect(instance);
+
+    const packageJson = join(root, 'node_modules/@modelcontextprotocol/server-filesystem/package.json');
+    expect(await callText(client, 'read_text_file', { path: packageJson })).toContain('"name": "@modelcontextprotocol/server-filesystem"');
+    await expect(callText(client, 'read_text_file', { path: join(dataDir, 'aileron.db') })).rejects.toThrow();
+    await expect(callText(client, 'list_directory', { path: stateDir })).rejects.toThrow();
+    expect((await callText(client, 'list_directory', { path: root })).split('\n').sort()).toEqual(['[DIR] dist', '[DIR] node_modules']);
+
+    await callText(client, 'write_file', { path: '/home/mcp/notes.txt', content: 'mine' });
+    expect(readFileSync(join(homeOf(mine), 'notes.txt'), 'utf8')).toBe('mine');
+    expect(statSync(homeOf(mine)).mode & 0o777).toBe(0o700);
+    await expect(callText(client, 'write_file', { path: join(root, 'node_modules/planted.js'), content: 'x' })).rejects.toThrow(/read-only/i);
+    expect(existsSync(join(root, 'node_modules/planted.js'))).toBe(false);
+    await expect(callText(client, 'list_directory', { path: '/home' })).resolves.toBe('[DIR] mcp');
+    expect(await callText(client, 'list_directory', { path: '/home/mcp' })).not.toContain('private.txt');
+  });
+
+  it("a session whose server process dies gets a clear error at once; other sessions and new ones go on", async () => {
+    const instance = await driver().start(spec());
+    const first = await connect(instance);
+    const [firstPid] = serverProcesses(instance, serverBin('everything'));
+    const second = await connect(instance);
+    const pids = serverProcesses(instance, serverBin('everything'));
+    expect(pids).toHaveLength(2);
+    const secondPid = pids.find((pid) => pid !== firstPid)!;
+
+    const { call } = await longCall(first);
+    const killedAt = Date.now();
+    process.kill(firstPid!, 'SIGKILL');
+    await expect(within(1000, call)).rejects.toThrow('the MCP server process exited (SIGKILL)');
+    expect(Date.now() - killedAt).toBeLessThan(1000);
+    // the dead session is gone; the client must start a new one
+    await expect(first.listTools()).rejects.toThrow(/Session not found|404/);
+
+    expect(await callText(second, 'echo', { message: 'still here' })).toBe('Echo: still here');
+    const third = await connect(instance);
+    expect(await callText(third, 'echo', { message: 'new session' })).toBe('Echo: new session');
+    expect(alive(secondPid)).toBe(true);
+  });
+
+  it('SIGKILL of the instance ends it with everything it ran, and its calls break at once', async () => {
+    const instance = await driver().start(spec());
+    const client = await connect(instance);
+    const disconnected = new Promise<Error>((resolveError) => (client.onerror = resolveError));
+    const { call } = await longCall(client);
+    const inside = descendants(instance.pid!);
+    expect(inside.length).toBeGreaterThanOrEqual(2); // the bridge and the server at least
+
+    process.kill(instance.pid!, 'SIGKILL');
+    expect(await within(1000, instance.exited)).toEqual({ reason: 'killed by SIGKILL', requested: false });
+    expect((await within(1000, disconnected)).message).toMatch(/SSE stream disconnected/);
+    await new Promise((settle) => setTimeout(settle, 200));
+    expect(inside.filter(alive)).toEqual([]);
+    expect(await instance.healthy()).toBe(false);
+    void call;
+  });
+
+  it("scrubs the spec's secrets from everything the instance prints", async () => {
+    const secret = `s3cr3t-${randomBytes(12).toString('hex')}`;
+    const script = `console.error('connecting with ' + process.env.API_KEY + ' and ' + process.env.PLAIN); import(${JSON.stringify(serverBin('everything'))})`;
+    const instance = await driver().start(spec({ run: { kind: 'command', command: 'node', args: ['-e', script] }, env: { API_KEY: secret, PLAIN: 'visible' }, secrets: [secret] }));
+    await connect(instance); // the server process starts with the first session
+    const line = logLines.find((candidate) => candidate.includes('connecting with'));
+    expect(line).toBe(`[${instance.id}] connecting with [redacted] and visible`);
+    expect(logLines.filter((candidate) => candidate.includes(secret))).toEqual([]);
+  });
+
+  it('keeps the home of a (workspace, server) across restarts, but /tmp is new each start', async () => {
+    const local = driver();
+    const memory = spec({ server: 'memory', run: { kind: 'command', command: 'node', args: [serverBin('memory')] }, env: { MEMORY_FILE_PATH: '/home/mcp/memory.jsonl' } });
+    const entity = { name: 'Aileron', entityType: 'product', observations: ['an MCP gateway'] };
+
+    let instance = await local.start(memory);
+    await callText(await connect(instance), 'create_entities', { entities: [entity] });
+    await instance.stop();
+
+    instance = await local.start({ ...memory, id: `memory-${randomBytes(4).toString('hex')}` });
+    expect(JSON.parse(await callText(await connect(instance), 'read_graph')).entities).toEqual([entity]);
+    // another workspace's instance of the same server starts empty
+    const other = await local.start(spec({ ...memory, id: `memory-${randomBytes(4).toString('hex')}`, workspaceId: 'ws-other' }));
+    expect(JSON.parse(await callText(await connect(other), 'read_graph')).entities).toEqual([]);
+
+    const files = spec({ server: 'files', run: { kind: 'command', command: 'node', args: [serverBin('filesystem'), '/home/mcp', '/tmp'] } });
+    let filesInstance = await local.start(files);
+    let client = await connect(filesInstance);
+    await callText(client, 'write_file', { path: '/tmp/scratch.txt', content: 'temporary' });
+    await callText(client, 'write_file', { path: '/home/mcp/kept.txt', content: 'kept' });
+    await filesInstance.stop();
+    filesInstance = await local.start({ ...files, id: `files-${randomBytes(4).toString('hex')}` });
+    client = await connect(filesInstance);
+    expect(await callText(client, 'read_text_file', { path: '/home/mcp/kept.txt' })).toBe('kept');
+    await expect(callText(client, 'read_text_file', { path: '/tmp/scratch.txt' })).rejects.toThrow();
+  });
+
+  it('stop ends the instance and its servers, resolves for every caller, and marks the exit as asked for', async () => {
+    const instance = await driver().start(spec());
+    await connect(instance);
+    const inside = descendants(instance.pid!);
+    await Promise.all([instance.stop(), instance.stop()]);
+    await instance.stop();
+    expect(await instance.exited).toEqual({ reason: 'exited with code 0', requested: true });
+    expect([instance.pid!, ...inside].filter(alive)).toEqual([]);
+    expect(await instance.healthy()).toBe(false);
+  });
+
+  it('refuses what it cannot run, with reasons fit for a user', async () => {
+    await expect(driver().start(spec({ run: { kind: 'image', image: 'ghcr.io/acme/mcp:1', args: [] } }))).rejects.toThrow(new InstanceStartError('images need the kubernetes pool driver'));
+    await expect(driver({ bwrapPath: join(scratch, 'no-bwrap') }).start(spec())).rejects.toThrow(/AILERON_POOL_SANDBOX/);
+    await expect(driver().start(spec({ workspaceId: '../escape' }))).rejects.toBeInstanceOf(InstanceStartError);
+
+    const slow = driver({ startTimeoutMs: 30 });
+    const before = new Set(descendants(process.pid));
+    await expect(slow.start(spec({ env: { API_KEY: 'k-slow' }, secrets: ['k-slow'] }))).rejects.toThrow(new InstanceStartError('the instance did not become ready within 30 ms'));
+    await new Promise((settle) => setTimeout(settle, 100));
+    expect(descendants(process.pid).filter((pid) => !before.has(pid) && alive(pid))).toEqual([]);
+
+    const failing = join(scratch, 'failing-bridge.js');
+    writeFileSync(failing, 'process.exit(3)');
+    await expect(driver({ bridgeScript: failing }).start(spec({ env: { API_KEY: 'k-fail' } }))).rejects.toThrow(new InstanceStartError('the instance ended before it was ready: exited with code 3'));
+  });
+
+  it('a command that cannot be run fails the session that needs it, clearly', async () => {
+    const instance = await driver().start(spec({ run: { kind: 'command', command: '/usr/bin/no-such-mcp-server', args: [] } }));
+    await expect(connect(instance)).rejects.toThrow(/could not be started \(ENOENT\)/);
+    expect(await instance.healthy()).toBe(true);
+  });
+});
+
+describe('LocalDriver without a sandbox', () => {
+  it('runs the same bridge with the same clean environment, in the home, and SIGKILL still takes every process', async () => {
+    const plain = spec({ env: { GREETING: 'hello' } });
+    const instance = await driver({ sandbox: 'none' }).start(plain);
+    const client = await connect(instance);
+    const env = JSON.parse(await callText(client, 'get-env')) as Record<string, string>;
+    expect(env).toEqual({ PATH: '/usr/local/bin:/usr/bin:/bin', HOME: homeOf(plain), TMPDIR: join(homeOf(plain), '..', `tmp-${plain.id}`), GREETING: 'hello' });
+    expect(existsSync(env.TMPDIR!)).toBe(true);
+
+    await longCall(client);
+    const inside = descendants(instance.pid!);
+    expect(inside.length).toBeGreaterThanOrEqual(1);
+    process.kill(instance.pid!, 'SIGKILL');
+    expect(await within(1000, instance.exited)).toEqual({ reason: 'killed by SIGKILL', requested: false });
+    await new Promise((settle) => setTimeout(settle, 200));
+    expect(inside.filter(alive)).toEqual([]);
+    expect(existsSync(env.TMPDIR!)).toBe(false);
+  });
+});

@@ -1,0 +1,250 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, existsSync, lstatSync, mkdirSync, readlinkSync, realpathSync, rmSync } from 'node:fs';
+import { dirname, isAbsolute, join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { InstanceStartError, type InstanceDriver, type InstanceEndpoint, type InstanceExit, type InstanceSpec, type RunningInstance } from '../driver';
+
+const SANDBOX_HOME = '/home/mcp';
+const SANDBOX_PATH = '/usr/local/bin:/usr/bin:/bin';
+const STOP_GRACE_MS = 3000;
+const HEALTH_TIMEOUT_MS = 2000;
+
+export interface LocalDriverOptions {
+  /** per-instance homes live under `<stateDir>/<workspaceId>/<server>/home`; must not be inside anything the sandbox can see */
+  stateDir: string;
+  sandbox: 'bubblewrap' | 'none';
+  /** default /usr/bin/bwrap */
+  bwrapPath?: string;
+  /** absolute path of the compiled bridge (`dist/libs/pool/src/bridge/main.js`) */
+  bridgeScript: string;
+  /** default process.execPath; also what a spec's command `node` runs, since the sandbox's PATH is fixed */
+  nodeBinary?: string;
+  /**
+   * Host paths the sandbox may read at the same path: the node_modules the
+   * bridge and the servers load from, the compiled code. Never the project
+   * root, which holds the control plane's data dir.
+   */
+  readOnlyPaths?: string[];
+  /** default 20000 */
+  startTimeoutMs?: number;
+  /** one line per call: the instances' stderr (scrubbed) and the driver's own events */
+  log: (line: string) => void;
+}
+
+/** Runs stdio MCP servers as local processes behind the bridge, under bubblewrap unless told otherwise. */
+export class LocalDriver implements InstanceDriver {
+  readonly kind = 'local' as const;
+  private readonly running = new Set<LocalInstance>();
+  private readonly nodeBinary: string;
+  private readonly bridgeScript: string;
+  private readonly readOnlyPaths: string[];
+  private readonly startTimeoutMs: number;
+  private readonly bwrapPath: string;
+
+  constructor(private readonly options: LocalDriverOptions) {
+    for (const path of [options.stateDir, options.bridgeScript, ...(options.readOnlyPaths ?? [])]) {
+      if (!isAbsolute(path)) throw new Error(`LocalDriver: ${path} must be an absolute path`);
+    }
+    this.nodeBinary = realpathSync(options.nodeBinary ?? process.execPath);
+    this.bridgeScript = realpathSync(options.bridgeScript);
+    this.readOnlyPaths = (options.readOnlyPaths ?? []).map((path) => resolve(path));
+    this.startTimeoutMs = options.startTimeoutMs ?? 20_000;
+    this.bwrapPath = options.bwrapPath ?? '/usr/bin/bwrap';
+  }
+
+  async start(spec: InstanceSpec): Promise<RunningInstance> {
+    if (spec.run.kind !== 'command') throw new InstanceStartError('images need the kubernetes pool driver');
+    const sandboxed = this.options.sandbox === 'bubblewrap';
+    if (sandboxed && !existsSync(this.bwrapPath)) {
+      throw new InstanceStartError(`bubblewrap (${this.bwrapPath}) is not installed: install it, or set AILERON_POOL_SANDBOX=none on a machine that serves a single tenant`);
+    }
+    for (const segment of [spec.workspaceId, spec.server, spec.id]) {
+      // These become directory names; anything else could climb out of stateDir.
+      if (!/^[A-Za-z0-9_][A-Za-z0-9._-]*$/.test(segment)) throw new InstanceStartError(`cannot run an instance named ${JSON.stringify(segment)} locally`);
+    }
+    const serverDir = join(this.options.stateDir, spec.workspaceId, spec.server);
+    const home = join(serverDir, 'home');
+    mkdirSync(home, { recursive: true, mode: 0o700 });
+    chmodSync(this.options.stateDir, 0o700);
+    chmodSync(home, 0o700);
+    // Without bubblewrap there is no private /tmp: a directory per start stands in for it.
+    const tmp = sandboxed ? undefined : join(serverDir, `tmp-${spec.id}`);
+    if (tmp) mkdirSync(tmp, { mode: 0o700 });
+
+    const token = randomBytes(32).toString('base64url');
+    const env: Record<string, string> = {
+      PATH: SANDBOX_PATH,
+      HOME: sandboxed ? SANDBOX_HOME : home,
+      TMPDIR: tmp ?? '/tmp',
+      ...spec.env,
+      AILERON_BRIDGE_TOKEN: token,
+    };
+    const command = spec.run.command === 'node' ? this.nodeBinary : spec.run.command;
+    const bridge = [this.nodeBinary, this.bridgeScript, '--exit-on-stdin-eof', '--host', '127.0.0.1', '--port', '0', '--', command, ...spec.run.args];
+
+    let child: ChildProcess;
+    try {
+      // Secrets travel only in env: a command line is world-readable in /proc.
+      // detached: the instance is its own process group, so nothing it forks outlives it.
+      child = sandboxed
+        ? spawn(this.bwrapPath, [...this.bwrapArgs(home), ...bridge], { env, stdio: ['pipe', 'pipe', 'pipe', 'pipe', 'pipe'], detached: true })
+        : spawn(bridge[0]!, bridge.slice(1), { env, cwd: home, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
+    } catch (error) {
+      if (tmp) rmSync(tmp, { recursive: true, force: true });
+      throw new InstanceStartError(`could not start the instance: ${(error as NodeJS.ErrnoException).code ?? 'spawn failed'}`);
+    }
+    if (sandboxed) {
+      // Some programs look the user up (os.userInfo(), getpass); give them one that names the sandbox home.
+      const uid = process.getuid?.() ?? 0;
+      const gid = process.getgid?.() ?? 0;
+      (child.stdio[3] as NodeJS.WritableStream).end(`mcp:x:${uid}:${gid}:mcp:${SANDBOX_HOME}:/usr/sbin/nologin\n`);
+      (child.stdio[4] as NodeJS.WritableStream).end(`mcp:x:${gid}:\n`);
+    }
+
+    const instance = new LocalInstance(spec, child, token, this.options.log, () => {
+      this.running.delete(instance);
+      if (tmp) rmSync(tmp, { recursive: true, force: true });
+    });
+    this.running.add(instance);
+    try {
+      await instance.ready(this.startTimeoutMs);
+    } catch (error) {
+      await instance.stop();
+      throw error;
+    }
+    this.options.log(`[${spec.id}] started (pid ${instance.pid}, ${sandboxed ? 'bubblewrap' : 'no sandbox'}) at ${instance.endpoint.url}`);
+    return instance;
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.running].map((instance) => instance.stop()));
+  }
+
+  private bwrapArgs(home: string): string[] {
+    const args = ['--unshare-all', '--share-net', '--unshare-user', '--disable-userns', '--die-with-parent', '--new-session'];
+    // Run as root, bwrap would otherwise keep every capability inside the sandbox.
+    args.push('--cap-drop', 'ALL');
+    args.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp', '--ro-bind', '/usr', '/usr');
+    for (const top of ['/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32']) {
+      const stat = lstatSync(top, { throwIfNoEntry: false });
+      if (stat?.isSymbolicLink()) args.push('--symlink', readlinkSync(top), top);
+      else if (stat?.isDirectory()) args.push('--ro-bind', top, top);
+    }
+    for (const etc of ['/etc/ssl', '/etc/resolv.conf', '/etc/hosts']) args.push('--ro-bind-try', etc, etc);
+    args.push('--ro-bind-data', '3', '/etc/passwd', '--ro-bind-data', '4', '/etc/group');
+    const nodeDir = dirname(this.nodeBinary);
+    const shared = [...(nodeDir.startsWith('/usr/') ? [] : [nodeDir]), ...this.readOnlyPaths, dirname(this.bridgeScript)];
+    for (const path of shared) args.push('--ro-bind', path, path);
+    args.push('--bind', home, SANDBOX_HOME, '--chdir', SANDBOX_HOME);
+    return args;
+  }
+}
+
+class LocalInstance implements RunningInstance {
+  readonly id: string;
+  readonly pid: number | undefined;
+  readonly exited: Promise<InstanceExit>;
+  endpoint: InstanceEndpoint = { url: '', headers: {} };
+  private stopRequested = false;
+  private stopping: Promise<void> | undefined;
+  private gone = false;
+
+  constructor(
+    spec: InstanceSpec,
+    private readonly child: ChildProcess,
+    private readonly token: string,
+    log: (line: string) => void,
+    cleanup: () => void,
+  ) {
+    this.id = spec.id;
+    this.pid = child.pid;
+    // Longest first, so a secret that contains another is not half-replaced.
+    const secrets = [...spec.secrets, token].filter((secret) => secret.length > 0).sort((a, b) => b.length - a.length);
+    const scrub = (line: string) => secrets.reduce((text, secret) => text.split(secret).join('[redacted]'), line);
+    createInterface({ input: child.stderr!, crlfDelay: Infinity }).on('line', (line) => log(`[${spec.id}] ${scrub(line)}`));
+    child.stdin!.on('error', () => {}); // EPIPE when the bridge is already gone
+
+    this.exited = new Promise<InstanceExit>((resolveExit) => {
+      const finish = (reason: string) => {
+        if (this.gone) return;
+        this.gone = true;
+        if (child.pid) {
+          try {
+            process.kill(-child.pid, 'SIGKILL'); // whatever the instance forked and left behind
+          } catch {
+            // the group is already empty
+          }
+        }
+        cleanup();
+        log(`[${spec.id}] ${reason}${this.stopRequested ? ' (stopped)' : ''}`);
+        resolveExit({ reason, requested: this.stopRequested });
+      };
+      child.once('exit', (code, signal) => finish(signal ? `killed by ${signal}` : `exited with code ${code}`));
+      child.once('error', (error: NodeJS.ErrnoException) => finish(`could not be started (${error.code ?? 'spawn failed'})`));
+    });
+  }
+
+  /** Resolves on the bridge's `{"ready":{"port":N}}` line; rejects with InstanceStartError otherwise. */
+  ready(timeoutMs: number): Promise<void> {
+    return new Promise<void>((resolveReady, reject) => {
+      const lines = createInterface({ input: this.child.stdout!, crlfDelay: Infinity });
+      const timer = setTimeout(() => {
+        settle(new InstanceStartError(`the instance did not become ready within ${timeoutMs} ms`));
+        this.kill();
+      }, timeoutMs);
+      const settle = (error?: Error) => {
+        clearTimeout(timer);
+        lines.removeAllListeners('line');
+        this.child.stdout!.resume(); // the bridge writes nothing else there, but never let the pipe fill
+        if (error) reject(error);
+        else resolveReady();
+      };
+      lines.on('line', (line) => {
+        let port: unknown;
+        try {
+          port = (JSON.parse(line) as { ready?: { port?: unknown } }).ready?.port;
+        } catch {
+          return;
+        }
+        if (typeof port !== 'number') return;
+        this.endpoint = { url: `http://127.0.0.1:${port}/mcp`, headers: { authorization: `Bearer ${this.token}` } };
+        settle();
+      });
+      void this.exited.then((exit) => settle(new InstanceStartError(`the instance ended before it was ready: ${exit.reason}`)));
+    });
+  }
+
+  async healthy(): Promise<boolean> {
+    if (this.gone || !this.endpoint.url) return false;
+    try {
+      const response = await fetch(new URL('/healthz', this.endpoint.url), { headers: this.endpoint.headers, signal: AbortSignal.timeout(HEALTH_TIMEOUT_MS) });
+      await response.body?.cancel();
+      return response.ok;
+    } catch {
+      return false;
+    }
+  }
+
+  stop(): Promise<void> {
+    this.stopping ??= (async () => {
+      if (this.gone) return;
+      this.stopRequested = true;
+      // Closing stdin is the bridge's signal to stop its servers and exit; a SIGTERM to
+      // bwrap would not be forwarded, it would only tear the sandbox down unannounced.
+      this.child.stdin!.end();
+      const timer = setTimeout(() => this.kill(), STOP_GRACE_MS);
+      await this.exited;
+      clearTimeout(timer);
+    })();
+    return this.stopping;
+  }
+
+  private kill(): void {
+    try {
+      this.child.kill('SIGKILL');
+    } catch {
+      // already gone
+    }
+  }
+}
