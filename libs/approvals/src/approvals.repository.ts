@@ -104,6 +104,34 @@ export class ApprovalsRepository {
     return count === 1;
   }
 
+  /**
+   * The newest request for exactly this call that can still let it run: an
+   * approved one not yet used, or one still pending. A retried call finds its
+   * approval here instead of asking again.
+   */
+  async findForCall(
+    scope: WorkspaceScope,
+    call: { server: string; tool: string; argumentsDigest: string; requester: string; sessionId: string | null; gatewayId: string | null },
+  ): Promise<ApprovalRecord | null> {
+    const row = await this.db.client.approvalRequest.findFirst({
+      where: {
+        organizationId: scope.organizationId,
+        workspaceId: scope.workspaceId,
+        server: call.server,
+        tool: call.tool,
+        argumentsDigest: call.argumentsDigest,
+        requester: call.requester,
+        sessionId: call.sessionId,
+        gatewayId: call.gatewayId,
+        expiresAt: { gt: new Date() },
+        OR: [{ status: 'pending' }, { status: 'approved', consumedAt: null }],
+      },
+      orderBy: { createdAt: 'desc' },
+      include,
+    });
+    return row ? toRecord(row) : null;
+  }
+
   async list(scope: WorkspaceScope, filter: { status?: ApprovalStatus; before?: Date; limit: number }): Promise<ApprovalRecord[]> {
     const rows = await this.db.client.approvalRequest.findMany({
       where: {
@@ -167,8 +195,17 @@ export class ApprovalsRepository {
     return creator !== null && UUID_REF.test(creator) && creator.startsWith('user:') ? this.user(scope, creator.slice(5)) : null;
   }
 
-  async user(scope: OrgScope, id: string): Promise<{ id: string; email: string | null } | null> {
-    return this.db.client.user.findFirst({ where: { organizationId: scope.organizationId, id }, select: { id: true, email: true } });
+  async user(scope: OrgScope, id: string): Promise<{ id: string; email: string | null; idpGroups: string[] } | null> {
+    return this.db.client.user.findFirst({ where: { organizationId: scope.organizationId, id }, select: { id: true, email: true, idpGroups: true } });
+  }
+
+  /**
+   * Whose request this is, before anyone is signed in: the review page offers
+   * that organisation's sign-in. The id itself is what the reviewer was sent.
+   */
+  async organizationOf(id: string): Promise<{ id: string; slug: string } | null> {
+    const row = await this.db.client.approvalRequest.findFirst({ where: { id }, select: { workspace: { select: { organization: { select: { id: true, slug: true } } } } } });
+    return row?.workspace.organization ?? null;
   }
 
   /** The roles a user holds in the workspace: a membership, or an organisation role that spans workspaces. */

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
-import { AccessService, describePrincipal, hashToken, Principal, roleIn, WorkspaceScope } from '@aileron/auth';
+import { AccessService, describePrincipal, hashToken, OidcSignIn, Principal, roleIn, WorkspaceScope } from '@aileron/auth';
 import { SystemScopes } from '@aileron/auth/scope-issuer';
 import { MESSAGE_BUS, MessageBus } from '@aileron/bus';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
@@ -9,7 +9,7 @@ import { DomainError, NotFoundError, ValidationError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
 import { PolicyService } from '@aileron/policy';
 import { argumentsDigest, FINAL, identitiesOf, redactArguments, sameRequester, tally } from './domain/approval';
-import { checkRouting, isApprover, resolveRoute, RoutingDocument, routingDocumentSchema } from './domain/routing';
+import { Candidate, checkRouting, isApprover, resolveRoute, RoutingDocument, routingDocumentSchema } from './domain/routing';
 import { ApprovalRecord, ApprovalsRepository } from './approvals.repository';
 
 const DECIDED = 'approvals.decided';
@@ -63,6 +63,7 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
     private readonly policies: PolicyService,
     private readonly outbox: OutboxService,
     private readonly access: AccessService,
+    private readonly signIn: OidcSignIn,
     @Inject(MESSAGE_BUS) private readonly bus: MessageBus,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {
@@ -85,6 +86,13 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
 
   reviewUrl(id: string): string {
     return `${this.config.publicUrl}/review/${id}`;
+  }
+
+  /** The sign-in the review page of a request offers: its organisation's identity provider, if set up for browsers. */
+  async signInOption(id: string): Promise<{ organization: string; label: string } | null> {
+    const organization = await this.repository.organizationOf(id);
+    const option = organization ? await this.signIn.option(organization.id) : null;
+    return organization && option ? { organization: organization.slug, label: option.label } : null;
   }
 
   /** A request for a call the policy says needs approval (a gateway's local call, or the pool's remote one). */
@@ -202,7 +210,8 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
     return this.vote(scope, id, {
       approver: describePrincipal(caller),
       identities,
-      candidate: { userId: user?.id ?? null, email: user?.email ?? null, role: roleIn(caller, found.workspaceId) },
+      // the IdP groups of the credential itself (an IdP JWT) come first; else those of the user's last sign-in
+      candidate: { userId: user?.id ?? null, email: user?.email ?? null, role: roleIn(caller, found.workspaceId), idpGroups: caller.idpGroups ?? user?.idpGroups ?? [] },
       decision,
       reason,
       via,
@@ -225,7 +234,7 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
       {
         approver: `user:${user.id}`,
         identities: identitiesOf({ kind: 'user', id: user.id, email: user.email }),
-        candidate: { userId: user.id, email: user.email, role: null },
+        candidate: { userId: user.id, email: user.email, role: null, idpGroups: user.idpGroups },
         decision,
         reason,
         via: 'link',
@@ -253,7 +262,7 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
     if (!user) throw new ValidationError([{ path: 'user', message: 'is not a user of this organisation' }]);
     const routing = await this.repository.routing(scope);
     const { route } = resolveRoute(routing?.document ?? null, record.route);
-    if (!isApprover(routing?.document ?? null, route, { userId: user.id, email: user.email, role: null }, new Date()) && !(await this.hasApproverRole(scope, user.id, route))) {
+    if (!isApprover(routing?.document ?? null, route, { userId: user.id, email: user.email, role: null, idpGroups: user.idpGroups }, new Date()) && !(await this.hasApproverRole(scope, user.id, route))) {
       throw new ApprovalError('NOT_AN_APPROVER', 403, `User ${user.id} is not an approver of route "${record.route}"`);
     }
     const token = `${LINK_PREFIX}${randomBytes(32).toString('base64url')}`;
@@ -284,6 +293,19 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
     if (!record || record.workspaceId !== scope.workspaceId || record.gatewayId !== gatewayId) throw new NotFoundError('approval', id);
     if (used) return record;
     throw new ApprovalError('APPROVAL_NOT_USABLE', 409, whyNotUsable(effective(record), { ...call, digest }));
+  }
+
+  /** An approved-and-unused or pending request for exactly this call, if there is one (the pool's retries). */
+  async forCall(scope: WorkspaceScope, call: Omit<ApprovalCall, 'executionMode' | 'roles' | 'groups'>, gatewayId: string | null): Promise<ApprovalRecord | null> {
+    const found = await this.repository.findForCall(scope, {
+      server: call.server,
+      tool: call.tool,
+      argumentsDigest: argumentsDigest(call.arguments),
+      requester: call.requester,
+      sessionId: call.session ?? null,
+      gatewayId,
+    });
+    return found ? effective(found) : null;
   }
 
   /** Whoever asked may withdraw a request still pending (the developer gave up on the call). */
@@ -357,7 +379,7 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
   private async vote(
     scope: WorkspaceScope,
     id: string,
-    vote: { approver: string; identities: Set<string>; candidate: { userId: string | null; email: string | null; role: string | null }; decision: 'approve' | 'deny'; reason: string | null; via: Channel },
+    vote: { approver: string; identities: Set<string>; candidate: Candidate; decision: 'approve' | 'deny'; reason: string | null; via: Channel },
     linkHash?: string,
   ): Promise<ApprovalRecord> {
     const routing = await this.repository.routing(scope);

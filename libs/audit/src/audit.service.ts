@@ -112,6 +112,23 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
     return records;
   }
 
+  /**
+   * Appends the entries whose ids the chain does not hold yet: for writers
+   * that may replay a batch after a crash (the pool's execution journal).
+   */
+  async recordNew(tx: Transaction, scope: OrgScope, entries: (AuditEntry & { id: string })[]): Promise<ChainedRecord[]> {
+    const chain = chainOf(scope);
+    const head = await this.repository.lockHead(tx, scope, chain.chainId, chain.workspaceId);
+    const existing = await this.repository.existingIds(tx, chain.chainId, entries.map((e) => e.id));
+    const fresh = entries.filter((e) => !existing.has(e.id));
+    if (fresh.length === 0) return [];
+    const now = new Date();
+    const records = chainRecords(head, fresh.map((entry) => unchained(scope, chain, entry, now)));
+    await this.repository.append(tx, records);
+    this.afterCommit(scope.organizationId);
+    return records;
+  }
+
   /** Appends in a transaction of its own; fails if the record cannot be written. */
   recordNow(scope: OrgScope, ...entries: AuditEntry[]): Promise<ChainedRecord[]> {
     return this.db.transaction((tx) => this.record(tx, scope, ...entries));

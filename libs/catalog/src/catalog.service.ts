@@ -82,6 +82,14 @@ export class CatalogService implements OnModuleDestroy {
     return this.cache.getOrLoad(`${scope.organizationId}:${scope.workspaceId}`, () => this.repository.assignments(scope));
   }
 
+  /**
+   * Told on every replica when servers of an organisation (`<org>`, the kill
+   * switch) or of one workspace (`<org>:<workspace>`) change.
+   */
+  onServersChanged(listener: (prefix: string) => void): () => void {
+    return this.cache.onEvict(listener);
+  }
+
   /** The cached servers, if this replica holds them; for synchronous fast paths. */
   peekWorkspaceServers(scope: WorkspaceScope): AssignmentRecord[] | undefined {
     return this.cache.get(`${scope.organizationId}:${scope.workspaceId}`);

@@ -5,6 +5,7 @@ import { CatalogModule } from '@aileron/catalog';
 import { EventsModule } from '@aileron/events';
 import { GatewayModule } from '@aileron/gateway';
 import { PolicyModule } from '@aileron/policy';
+import { PoolModule } from '@aileron/pool';
 import { TenancyModule } from '@aileron/tenancy';
 import { VaultModule } from '@aileron/vault';
 import { WebhooksModule } from '@aileron/webhooks';
@@ -15,4 +16,4 @@ import { WebhooksModule } from '@aileron/webhooks';
  * consumers when their module loads, so a process missing one would silently
  * leave its jobs unprocessed.
  */
-export const DOMAIN_MODULES = [AuthModule, TenancyModule, AuditModule, WebhooksModule, PolicyModule, CatalogModule, VaultModule, ApprovalsModule, EventsModule, GatewayModule];
+export const DOMAIN_MODULES = [AuthModule, TenancyModule, AuditModule, WebhooksModule, PolicyModule, CatalogModule, VaultModule, ApprovalsModule, EventsModule, GatewayModule, PoolModule];

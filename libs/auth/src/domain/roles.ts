@@ -62,6 +62,10 @@ export const PERMISSIONS = {
   'approval.read': ['owner', 'admin', 'approver', 'member', 'auditor'],
   'approval.decide': ['owner', 'admin', 'approver', 'member'],
   'approval.routes': ['owner', 'admin'],
+  // calling tools through the pool's MCP endpoints; auditors read, they do not act
+  'mcp.use': ['owner', 'admin', 'approver', 'member'],
+  'pool.read': ['owner', 'admin', 'auditor'],
+  'pool.manage': ['owner', 'admin'],
 } as const satisfies Record<string, readonly Role[]>;
 
 export type Permission = keyof typeof PERMISSIONS;

@@ -18,6 +18,7 @@ export class SharedCache<V> {
   /** bumped on every invalidation, so a load that started before one is not stored */
   private generation = 0;
   private readonly unsubscribe: () => void;
+  private readonly evicted = new Set<(prefix: string) => void>();
 
   constructor(
     private readonly bus: MessageBus,
@@ -73,6 +74,16 @@ export class SharedCache<V> {
     await this.bus.publish(`cache.${this.channel}`, { prefix }).catch(() => undefined);
   }
 
+  /**
+   * Called on every replica when a prefix is invalidated, here or elsewhere:
+   * for state derived from the cached values that lives outside the cache
+   * (running pool instances of a catalog assignment).
+   */
+  onEvict(listener: (prefix: string) => void): () => void {
+    this.evicted.add(listener);
+    return () => this.evicted.delete(listener);
+  }
+
   private evict(prefix: string): void {
     this.generation++;
     for (const key of this.entries.keys()) {
@@ -81,6 +92,7 @@ export class SharedCache<V> {
     for (const key of this.loading.keys()) {
       if (key === prefix || key.startsWith(`${prefix}:`)) this.loading.delete(key);
     }
+    for (const listener of this.evicted) listener(prefix);
   }
 
   close(): void {

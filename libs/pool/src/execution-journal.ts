@@ -1,0 +1,165 @@
+import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
+import { join } from 'node:path';
+import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import { AuditService } from '@aileron/audit';
+import { SystemScopes } from '@aileron/auth/scope-issuer';
+import { APP_CONFIG, AppConfig } from '@aileron/config';
+import { DatabaseService } from '@aileron/database';
+import { OutboxService } from '@aileron/outbox';
+
+/** One execution record: written to the journal at once, to the audit log and events in a batch. */
+export interface ExecutionRecord {
+  id: string;
+  type: 'execution.started' | 'execution.succeeded' | 'execution.failed';
+  time: string;
+  organizationId: string;
+  workspaceId: string;
+  workspaceSlug: string;
+  sessionId: string;
+  actor: string;
+  server: string;
+  tool: string;
+  decision: string;
+  data: Record<string, unknown>;
+}
+
+const FLUSH_MS = 50;
+const FLUSH_AT = 500;
+
+/**
+ * Execution records leave the call's critical path but are never lost: each
+ * is appended to a local journal file before the call is answered (a write to
+ * the OS, which survives the process dying), and a batch writer moves them to
+ * the audit chain and the outbox in one transaction, then drops the journal
+ * segment. After a crash the segments left behind are replayed at start;
+ * records carry their ids, so a batch that had committed is not chained twice.
+ */
+@Injectable()
+export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationShutdown {
+  private readonly logger = new Logger('ExecutionJournal');
+  private readonly dir: string;
+  private segment = 0;
+  private fd: number | null = null;
+  private batch: ExecutionRecord[] = [];
+  private timer: NodeJS.Timeout | undefined;
+  private flushing: Promise<void> = Promise.resolve();
+
+  constructor(
+    @Inject(APP_CONFIG) config: AppConfig,
+    private readonly db: DatabaseService,
+    private readonly audit: AuditService,
+    private readonly outbox: OutboxService,
+  ) {
+    this.dir = join(config.dataDir, 'pool', 'journal');
+  }
+
+  async onApplicationBootstrap(): Promise<void> {
+    mkdirSync(this.dir, { recursive: true, mode: 0o700 });
+    const leftovers = readdirSync(this.dir).filter((f) => f.endsWith('.jsonl')).sort();
+    for (const file of leftovers) {
+      const records = readFileSync(join(this.dir, file), 'utf8')
+        .split('\n')
+        .filter(Boolean)
+        .flatMap((line) => {
+          try {
+            return [JSON.parse(line) as ExecutionRecord];
+          } catch {
+            return []; // the line being written when the process died
+          }
+        });
+      if (records.length > 0) await this.write(records);
+      unlinkSync(join(this.dir, file));
+      if (records.length > 0) this.logger.log({ msg: 'replayed execution records left by an earlier run', records: records.length });
+    }
+    this.segment = Date.now();
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    await this.flush();
+  }
+
+  append(record: ExecutionRecord): void {
+    if (this.fd === null) this.fd = openSync(this.path(this.segment), 'a', 0o600);
+    writeSync(this.fd, `${JSON.stringify(record)}\n`);
+    this.batch.push(record);
+    if (this.batch.length >= FLUSH_AT) void this.flush();
+    else this.timer ??= setTimeout(() => void this.flush(), FLUSH_MS);
+  }
+
+  /** Resolves once everything appended so far is in the audit log (tests, shutdown). */
+  async flush(): Promise<void> {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    const records = this.batch;
+    if (records.length === 0) return this.flushing;
+    this.batch = [];
+    const fd = this.fd;
+    const segment = this.segment;
+    // later records go to a new segment, so this one can go once its batch commits
+    this.fd = null;
+    this.segment = Math.max(Date.now(), segment + 1);
+    const previous = this.flushing;
+    this.flushing = (async () => {
+      await previous;
+      try {
+        await this.write(records);
+        if (fd !== null) closeSync(fd);
+        unlinkSync(this.path(segment));
+      } catch (error) {
+        // the segment stays on disk; the next start replays it
+        if (fd !== null) closeSync(fd);
+        this.logger.error({ msg: 'execution records not written yet; kept in the journal', records: records.length, err: error instanceof Error ? error.message : String(error) });
+      }
+    })();
+    return this.flushing;
+  }
+
+  private async write(records: ExecutionRecord[]): Promise<void> {
+    const byWorkspace = new Map<string, ExecutionRecord[]>();
+    for (const record of records) {
+      const list = byWorkspace.get(record.workspaceId) ?? byWorkspace.set(record.workspaceId, []).get(record.workspaceId)!;
+      list.push(record);
+    }
+    await this.db.transaction(async (tx) => {
+      for (const list of byWorkspace.values()) {
+        const first = list[0]!;
+        const scope = SystemScopes.workspace(first.organizationId, { id: first.workspaceId, slug: first.workspaceSlug });
+        const written = await this.audit.recordNew(
+          tx,
+          scope,
+          list.map((r) => ({
+            id: r.id,
+            type: r.type,
+            occurredAt: new Date(r.time),
+            source: 'pool' as const,
+            actor: r.actor,
+            principal: r.actor,
+            executionMode: 'remote' as const,
+            server: r.server,
+            tool: r.tool,
+            decision: r.decision,
+            sessionId: r.sessionId,
+            data: r.data,
+          })),
+        );
+        const fresh = new Set(written.map((w) => w.id));
+        const events = list.filter((r) => fresh.has(r.id));
+        if (events.length === 0) continue;
+        await this.outbox.record(
+          tx,
+          ...events.map((r) => ({
+            topic: r.type,
+            organizationId: r.organizationId,
+            workspaceId: r.workspaceId,
+            audited: false,
+            payload: { workspace: r.workspaceSlug, session: r.sessionId, execution_mode: 'remote', execution_id: r.id, server: r.server, tool: r.tool, decision: r.decision, actor: r.actor, ...r.data },
+          })),
+        );
+      }
+    });
+  }
+
+  private path(segment: number): string {
+    return join(this.dir, `${String(segment).padStart(16, '0')}.jsonl`);
+  }
+}

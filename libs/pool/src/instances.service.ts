@@ -1,0 +1,300 @@
+import { randomBytes } from 'node:crypto';
+import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import type { WorkspaceScope } from '@aileron/auth';
+import { AssignmentRecord, CatalogService, isVaultReference } from '@aileron/catalog';
+import { APP_CONFIG, AppConfig } from '@aileron/config';
+import { DomainError } from '@aileron/errors';
+import { checkOutboundUrl, OutboundUrlRefusedError, outboundPolicyOf } from '@aileron/net';
+import { VaultService } from '@aileron/vault';
+import { InstanceDriver, InstanceEndpoint, InstanceExit, InstanceStartError, RunningInstance } from './drivers/driver';
+
+export const INSTANCE_DRIVER = Symbol('INSTANCE_DRIVER');
+
+export class PoolError extends DomainError {
+  constructor(code: string, status: number, detail: string, extensions: Record<string, unknown> = {}) {
+    super(code, status, 'The remote MCP server is not available', detail, { extensions });
+  }
+}
+
+/** What a workspace's assigned server runs, read from its pinned catalog version. */
+interface Definition {
+  transport: 'stdio' | 'streamable_http';
+  command?: string;
+  args?: string[];
+  image?: string;
+  url?: string;
+  env?: Record<string, string>;
+  headers?: Record<string, string>;
+}
+
+/**
+ * One running instance of a (workspace, server, version), shared by that
+ * workspace's MCP sessions. An upstream URL is an instance too, without a
+ * process: it still has credentials resolved once and a lifecycle.
+ */
+export class Instance {
+  inflight = 0;
+  sessions = 0;
+  lastUsed = Date.now();
+  private stopping: Promise<void> | undefined;
+
+  constructor(
+    readonly id: string,
+    readonly server: string,
+    readonly version: string,
+    readonly endpoint: InstanceEndpoint,
+    readonly ended: Promise<InstanceExit>,
+    private readonly running: RunningInstance | null,
+    private readonly end: (exit: InstanceExit) => void,
+    readonly maxInflight: number,
+  ) {}
+
+  get pid(): number | undefined {
+    return this.running?.pid;
+  }
+
+  /** Holds a call slot; false when the instance is at its concurrency limit. */
+  enter(): boolean {
+    if (this.inflight >= this.maxInflight) return false;
+    this.inflight++;
+    this.lastUsed = Date.now();
+    return true;
+  }
+
+  leave(): void {
+    this.inflight--;
+    this.lastUsed = Date.now();
+  }
+
+  healthy(): Promise<boolean> {
+    return this.running ? this.running.healthy() : Promise.resolve(true);
+  }
+
+  stop(reason: string): Promise<void> {
+    this.stopping ??= (async () => {
+      this.end({ reason, requested: true });
+      await this.running?.stop();
+    })();
+    return this.stopping;
+  }
+}
+
+interface Slot {
+  scope: WorkspaceScope;
+  organizationSlug: string;
+  server: string;
+  instance: Instance | null;
+  starting: Promise<Instance> | null;
+  /** consecutive crashes, for the restart backoff; reset once an instance lived a while */
+  crashes: number;
+  lastCrashAt: number;
+}
+
+const HEALTH_EVERY_MS = 30_000;
+const STABLE_AFTER_MS = 60_000;
+const MAX_BACKOFF_MS = 30_000;
+
+/**
+ * Starts instances on first use, shares them between a workspace's sessions,
+ * restarts them with backoff after a crash, stops them when idle, and stops or
+ * replaces them when the kill switch or a new pinned version says so.
+ */
+@Injectable()
+export class PoolInstances implements OnApplicationBootstrap, OnApplicationShutdown {
+  private readonly logger = new Logger('Pool');
+  private readonly slots = new Map<string, Slot>();
+  private timer: NodeJS.Timeout | undefined;
+  private unsubscribe: (() => void) | undefined;
+  private lastHealthCheck = Date.now();
+
+  constructor(
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    private readonly catalog: CatalogService,
+    private readonly vault: VaultService,
+    @Inject(INSTANCE_DRIVER) private readonly driver: InstanceDriver,
+  ) {}
+
+  onApplicationBootstrap(): void {
+    const every = Math.min(10_000, Math.max(250, (this.config.pool.idleSeconds * 1000) / 4));
+    this.timer = setInterval(() => void this.tick(), every);
+    this.timer.unref();
+    this.unsubscribe = this.catalog.onServersChanged((prefix) => void this.reconcile(prefix));
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.unsubscribe?.();
+    await Promise.all([...this.slots.values()].map((slot) => slot.instance?.stop('control plane shutting down')));
+    await this.driver.close();
+  }
+
+  /** The workspace's remote servers that are on: what `/mcp/{ws}` aggregates. */
+  async remoteServers(scope: WorkspaceScope): Promise<string[]> {
+    const assignments = await this.catalog.workspaceServers(scope);
+    return assignments.filter((a) => a.enabled && a.pinned.definition.mode === 'remote').map((a) => a.name);
+  }
+
+  /** The running instance for a session to use, started if need be. */
+  async acquire(scope: WorkspaceScope, organizationSlug: string, server: string): Promise<Instance> {
+    const assignment = await this.assignment(scope, server);
+    const key = slotKey(scope, server);
+    let slot = this.slots.get(key);
+    if (!slot) this.slots.set(key, (slot = { scope, organizationSlug, server, instance: null, starting: null, crashes: 0, lastCrashAt: 0 }));
+    const current = slot.instance;
+    if (current && current.version === assignment.pinned.version) return current;
+    if (current) void current.stop(`version ${assignment.pinned.version} replaces ${current.version}`);
+    slot.starting ??= this.start(slot, assignment).finally(() => {
+      slot.starting = null;
+    });
+    return slot.starting;
+  }
+
+  /** Running instances, for operators and tests. */
+  list(scope?: WorkspaceScope): { workspace: string; server: string; version: string; id: string; pid?: number; inflight: number; sessions: number }[] {
+    return [...this.slots.values()]
+      .filter((slot) => slot.instance && (!scope || slot.scope.workspaceId === scope.workspaceId))
+      .map((slot) => {
+        const i = slot.instance!;
+        return { workspace: slot.scope.workspaceSlug, server: slot.server, version: i.version, id: i.id, ...(i.pid ? { pid: i.pid } : {}), inflight: i.inflight, sessions: i.sessions };
+      });
+  }
+
+  /** Throws the error a client should see when the server cannot be used at all. */
+  async assignment(scope: WorkspaceScope, server: string): Promise<AssignmentRecord> {
+    const assignment = (await this.catalog.workspaceServers(scope)).find((a) => a.name === server);
+    if (!assignment) throw new PoolError('MCP_SERVER_NOT_FOUND', 404, `Workspace "${scope.workspaceSlug}" has no server "${server}"`);
+    if (assignment.pinned.definition.mode !== 'remote') {
+      throw new PoolError('MCP_SERVER_NOT_REMOTE', 404, `"${server}" is a local server: it runs on developers' machines through their gateway, not in the pool`);
+    }
+    if (!assignment.enabled) {
+      throw new PoolError('MCP_SERVER_DISABLED', 503, `"${server}" is switched off for the organisation${assignment.disabledReason ? `: ${assignment.disabledReason}` : ''}`);
+    }
+    return assignment;
+  }
+
+  private async start(slot: Slot, assignment: AssignmentRecord): Promise<Instance> {
+    const running = [...this.slots.values()].filter((s) => s.scope.workspaceId === slot.scope.workspaceId && s !== slot && (s.instance || s.starting)).length;
+    if (running >= this.config.pool.maxInstancesPerWorkspace) {
+      throw new PoolError(
+        'POOL_INSTANCE_LIMIT',
+        429,
+        `Workspace "${slot.scope.workspaceSlug}" already runs ${running} instances, its limit (AILERON_POOL_MAX_INSTANCES_PER_WORKSPACE)`,
+      );
+    }
+    const wait = backoff(slot);
+    if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+
+    const definition = assignment.pinned.definition as unknown as Definition;
+    const version = assignment.pinned.version;
+    const id = instanceId(slot.server);
+    const reason = { actor: `pool:${id}`, server: slot.server, instance: id };
+    let settle!: (exit: InstanceExit) => void;
+    const ended = new Promise<InstanceExit>((resolve) => (settle = resolve));
+    let instance: Instance;
+    const startedAt = Date.now();
+    try {
+      if (definition.url) {
+        // checked at every start, not only at publication: DNS may have moved the name since
+        await checkOutboundUrl(definition.url, outboundPolicyOf(this.config));
+        const headers = await this.vault.resolveAll(slot.scope, definition.headers ?? {}, reason);
+        instance = new Instance(id, slot.server, version, { url: definition.url, headers }, ended, null, settle, this.config.pool.maxConcurrentCalls);
+      } else {
+        const env = await this.vault.resolveAll(slot.scope, definition.env ?? {}, reason);
+        const secrets = Object.entries(definition.env ?? {}).filter(([, value]) => isVaultReference(value)).map(([name]) => env[name]!);
+        const run = definition.image ? { kind: 'image' as const, image: definition.image, args: definition.args ?? [] } : { kind: 'command' as const, command: definition.command!, args: definition.args ?? [] };
+        const process = await this.driver.start({
+          id,
+          organizationId: slot.scope.organizationId,
+          organizationSlug: slot.organizationSlug,
+          workspaceId: slot.scope.workspaceId,
+          workspaceSlug: slot.scope.workspaceSlug,
+          server: slot.server,
+          version,
+          run,
+          env,
+          secrets,
+          limits: { memoryMb: this.config.pool.memoryMb, cpuMillis: this.config.pool.cpuMillis },
+        });
+        void process.exited.then(settle);
+        instance = new Instance(id, slot.server, version, process.endpoint, ended, process, settle, this.config.pool.maxConcurrentCalls);
+      }
+    } catch (error) {
+      slot.crashes++;
+      slot.lastCrashAt = Date.now();
+      if (error instanceof OutboundUrlRefusedError) throw new PoolError('MCP_UPSTREAM_REFUSED', 502, `The upstream of "${slot.server}" is refused: ${error.message}`);
+      if (error instanceof InstanceStartError) throw new PoolError('MCP_INSTANCE_START_FAILED', 502, `"${slot.server}" could not start: ${error.message}`);
+      throw error;
+    }
+    slot.instance = instance;
+    this.logger.log({ msg: 'instance started', workspace: slot.scope.workspaceSlug, server: slot.server, version, instance: id, pid: instance.pid, ms: Date.now() - startedAt });
+    void ended.then((exit) => {
+      if (slot.instance === instance) slot.instance = null;
+      if (exit.requested) {
+        this.logger.log({ msg: 'instance stopped', server: slot.server, instance: id, reason: exit.reason });
+        return;
+      }
+      // a crash: the next use restarts it, waiting longer the more often it has crashed lately
+      slot.crashes = Date.now() - startedAt > STABLE_AFTER_MS ? 1 : slot.crashes + 1;
+      slot.lastCrashAt = Date.now();
+      this.logger.warn({ msg: 'instance ended unexpectedly', workspace: slot.scope.workspaceSlug, server: slot.server, instance: id, reason: exit.reason });
+    });
+    return instance;
+  }
+
+  private async tick(): Promise<void> {
+    const idleMs = this.config.pool.idleSeconds * 1000;
+    const now = Date.now();
+    for (const slot of this.slots.values()) {
+      const instance = slot.instance;
+      if (instance && instance.sessions === 0 && instance.inflight === 0 && now - instance.lastUsed >= idleMs) {
+        void instance.stop(`idle for ${this.config.pool.idleSeconds} s`);
+      }
+      if (!slot.instance && !slot.starting && slot.crashes === 0) this.slots.delete(slotKey(slot.scope, slot.server));
+    }
+    if (now - this.lastHealthCheck < HEALTH_EVERY_MS) return;
+    this.lastHealthCheck = now;
+    await Promise.all(
+      [...this.slots.values()].map(async (slot) => {
+        const instance = slot.instance;
+        if (instance && !(await instance.healthy()) && slot.instance === instance) {
+          // stopping is "requested", but it is a failure for the backoff
+          slot.crashes++;
+          slot.lastCrashAt = Date.now();
+          await instance.stop('failed its health check');
+        }
+      }),
+    );
+  }
+
+  /** Kill switch and version changes reach running instances on every replica. */
+  private async reconcile(prefix: string): Promise<void> {
+    for (const slot of [...this.slots.values()]) {
+      const { organizationId, workspaceId } = slot.scope;
+      if (prefix !== organizationId && prefix !== `${organizationId}:${workspaceId}`) continue;
+      const instance = slot.instance;
+      if (!instance) continue;
+      const assignment = await this.catalog
+        .workspaceServers(slot.scope)
+        .then((all) => all.find((a) => a.name === slot.server))
+        .catch(() => undefined);
+      if (!assignment) await instance.stop('unassigned from the workspace');
+      else if (!assignment.enabled) await instance.stop(`switched off${assignment.disabledReason ? `: ${assignment.disabledReason}` : ''}`);
+      else if (assignment.pinned.version !== instance.version) await instance.stop(`version ${assignment.pinned.version} replaces ${instance.version}`);
+    }
+  }
+}
+
+function slotKey(scope: WorkspaceScope, server: string): string {
+  return `${scope.organizationId}:${scope.workspaceId}:${server}`;
+}
+
+function backoff(slot: Slot): number {
+  if (slot.crashes === 0) return 0;
+  const wanted = Math.min(MAX_BACKOFF_MS, 250 * 2 ** (slot.crashes - 1));
+  return Math.max(0, slot.lastCrashAt + wanted - Date.now());
+}
+
+/** DNS-label safe (Kubernetes pod names): the server name and a random suffix. */
+function instanceId(server: string): string {
+  return `${server.slice(0, 40)}-${randomBytes(6).toString('hex')}`;
+}

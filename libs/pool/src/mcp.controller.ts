@@ -1,0 +1,114 @@
+import { Controller, Inject, Req, Res } from '@nestjs/common';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import { Caller, describePrincipal, Principal, slug, TenantScope, WorkspaceScope } from '@aileron/auth';
+import { APP_CONFIG, AppConfig } from '@aileron/config';
+import { DomainError, ForbiddenError, NotFoundError } from '@aileron/errors';
+import { Route } from '@aileron/http';
+import { PoolInstances } from './instances.service';
+import { PoolRateLimits, RateLimitedError } from './rate-limits.service';
+import { McpEndpoint, PoolSessions } from './sessions.service';
+
+const serverName = z.string().regex(/^[a-z0-9][a-z0-9-]{0,31}$/, 'a server name').describe('a remote server assigned to the workspace');
+const oneServer = z.object({ ws: slug, server: serverName });
+const wholeWorkspace = z.object({ ws: slug });
+
+const SINGLE = {
+  tag: 'mcp',
+  permission: 'mcp.use',
+  tenancy: 'workspace' as const,
+  params: oneServer,
+  bodyValidation: 'handler' as const,
+  produces: 'text/event-stream',
+  description:
+    'MCP Streamable HTTP (protocol 2025-11-25 and earlier). Tools, resources, prompts, completions, logging, progress, cancellation and server-to-client requests pass through; `tools/call` is decided by the workspace policy (deny → tool error naming the rule; approval → waits, then runs the approved call once, or answers with the approval id and review URL). Sessions belong to the caller that opened them.',
+};
+const AGGREGATE = { ...SINGLE, params: wholeWorkspace };
+
+@Controller()
+export class McpController {
+  private readonly allowedOrigins: string[];
+
+  constructor(
+    @Inject(APP_CONFIG) config: AppConfig,
+    private readonly sessions: PoolSessions,
+    private readonly instances: PoolInstances,
+    private readonly limits: PoolRateLimits,
+  ) {
+    // browsers send Origin; anything else on it is another site riding on DNS rebinding
+    this.allowedOrigins = [new URL(config.publicUrl).origin, `http://localhost:${config.port}`, `http://127.0.0.1:${config.port}`];
+  }
+
+  @Route({ ...SINGLE, method: 'POST', path: '/mcp/:ws/:server', summary: 'MCP to one remote server of the workspace (messages)' })
+  postOne(@TenantScope() scope: WorkspaceScope, @Caller() caller: Principal, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    return this.serve(scope, caller, { server: (req.params as { server: string }).server }, req, reply);
+  }
+
+  @Route({ ...SINGLE, method: 'GET', path: '/mcp/:ws/:server', summary: 'MCP to one remote server: the stream of server messages' })
+  getOne(@TenantScope() scope: WorkspaceScope, @Caller() caller: Principal, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    return this.serve(scope, caller, { server: (req.params as { server: string }).server }, req, reply);
+  }
+
+  @Route({ ...SINGLE, method: 'DELETE', path: '/mcp/:ws/:server', summary: 'MCP to one remote server: end the session' })
+  deleteOne(@TenantScope() scope: WorkspaceScope, @Caller() caller: Principal, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    return this.serve(scope, caller, { server: (req.params as { server: string }).server }, req, reply);
+  }
+
+  @Route({ ...AGGREGATE, method: 'POST', path: '/mcp/:ws', summary: "MCP to every remote server of the workspace, names `server__tool`" })
+  postAll(@TenantScope() scope: WorkspaceScope, @Caller() caller: Principal, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    return this.serve(scope, caller, { aggregate: true }, req, reply);
+  }
+
+  @Route({ ...AGGREGATE, method: 'GET', path: '/mcp/:ws', summary: 'MCP to every remote server: the stream of server messages' })
+  getAll(@TenantScope() scope: WorkspaceScope, @Caller() caller: Principal, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    return this.serve(scope, caller, { aggregate: true }, req, reply);
+  }
+
+  @Route({ ...AGGREGATE, method: 'DELETE', path: '/mcp/:ws', summary: 'MCP to every remote server: end the session' })
+  deleteAll(@TenantScope() scope: WorkspaceScope, @Caller() caller: Principal, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    return this.serve(scope, caller, { aggregate: true }, req, reply);
+  }
+
+  /**
+   * Everything that can refuse the request with a problem document happens
+   * before the transport takes the response over (after hijack Nest's error
+   * handling no longer applies).
+   */
+  private async serve(scope: WorkspaceScope, caller: Principal, endpoint: McpEndpoint, req: FastifyRequest, reply: FastifyReply): Promise<void> {
+    const origin = req.headers.origin;
+    if (typeof origin === 'string' && !this.allowedOrigins.includes(origin)) {
+      throw new ForbiddenError(`Origin ${origin} may not use this endpoint`, 'ORIGIN_NOT_ALLOWED');
+    }
+    try {
+      await this.limits.take(scope.workspaceId, describePrincipal(caller), scope.workspaceSlug);
+    } catch (error) {
+      if (error instanceof RateLimitedError) void reply.header('retry-after', String(error.retryAfterSeconds));
+      throw error;
+    }
+    const sessionId = req.headers['mcp-session-id'];
+    let session;
+    if (typeof sessionId === 'string') {
+      session = this.sessions.find(sessionId, scope, caller, endpoint);
+      if (!session) throw new NotFoundError('MCP session', sessionId, 'MCP_SESSION_NOT_FOUND');
+    } else if (req.method === 'POST' && isInitialize(req.body)) {
+      // refuse at once, with a problem document, what the session could never reach
+      if ('server' in endpoint) await this.instances.assignment(scope, endpoint.server);
+      session = this.sessions.create(scope, caller, endpoint, this.allowedOrigins);
+    } else {
+      throw new McpSessionRequiredError();
+    }
+    reply.hijack();
+    await session.handle(req.raw, reply.raw, req.body);
+  }
+}
+
+class McpSessionRequiredError extends DomainError {
+  constructor() {
+    super('MCP_SESSION_REQUIRED', 400, 'No MCP session', 'Send an initialize request first, then the Mcp-Session-Id header it returned with every request');
+  }
+}
+
+function isInitialize(body: unknown): boolean {
+  const messages = Array.isArray(body) ? body : [body];
+  return messages.some((m) => typeof m === 'object' && m !== null && (m as { method?: unknown }).method === 'initialize');
+}

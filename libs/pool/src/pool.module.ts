@@ -1,0 +1,58 @@
+import { join } from 'node:path';
+import { Logger, Module } from '@nestjs/common';
+import { KubeConfig } from '@kubernetes/client-node';
+import { ApprovalsModule } from '@aileron/approvals';
+import { AuditModule } from '@aileron/audit';
+import { CatalogModule } from '@aileron/catalog';
+import { APP_CONFIG, AppConfig, projectRoot } from '@aileron/config';
+import { PolicyModule } from '@aileron/policy';
+import { VaultModule } from '@aileron/vault';
+import { PoolCalls } from './calls.service';
+import { InstanceDriver } from './drivers/driver';
+import { KubernetesDriver } from './drivers/kubernetes/kubernetes-driver';
+import { LocalDriver } from './drivers/local/local-driver';
+import { ExecutionJournal } from './execution-journal';
+import { INSTANCE_DRIVER, PoolInstances } from './instances.service';
+import { McpController } from './mcp.controller';
+import { PoolController } from './pool.controller';
+import { PoolRateLimits } from './rate-limits.service';
+import { PoolSessions } from './sessions.service';
+import { ToolPins } from './tool-pins.service';
+
+/** The driver the configuration names; both are reached the same way (Streamable HTTP). */
+function driverFor(config: AppConfig): InstanceDriver {
+  const logger = new Logger('PoolInstance');
+  const log = (line: string): void => logger.log(line);
+  if (config.pool.driver === 'kubernetes') {
+    const kubeConfig = new KubeConfig();
+    if (process.env.KUBERNETES_SERVICE_HOST) kubeConfig.loadFromCluster();
+    else kubeConfig.loadFromDefault();
+    return new KubernetesDriver({ kubeConfig, namespace: config.pool.kubernetesNamespace, runnerImage: config.pool.runnerImage, log });
+  }
+  // the bridge runs compiled (from dist even when the control plane runs from source, as in tests);
+  // the sandbox may read code and packages, never the project root that holds the data dir
+  const root = projectRoot();
+  return new LocalDriver({
+    stateDir: join(config.dataDir, 'pool', 'instances'),
+    sandbox: config.pool.sandbox,
+    bridgeScript: join(root, 'dist', 'libs', 'pool', 'src', 'bridge', 'main.js'),
+    readOnlyPaths: [join(root, 'node_modules'), join(root, 'dist')],
+    log,
+  });
+}
+
+@Module({
+  imports: [CatalogModule, PolicyModule, ApprovalsModule, VaultModule, AuditModule],
+  controllers: [McpController, PoolController],
+  providers: [
+    { provide: INSTANCE_DRIVER, inject: [APP_CONFIG], useFactory: driverFor },
+    PoolInstances,
+    PoolSessions,
+    PoolCalls,
+    PoolRateLimits,
+    ExecutionJournal,
+    ToolPins,
+  ],
+  exports: [PoolInstances, PoolSessions, ExecutionJournal],
+})
+export class PoolModule {}

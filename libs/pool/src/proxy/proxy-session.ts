@@ -1,0 +1,521 @@
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import type { JSONRPCMessage, JSONRPCNotification, JSONRPCRequest, RequestId } from '@modelcontextprotocol/sdk/types.js';
+import type { Principal } from '@aileron/auth';
+import type { CallPrincipal } from '@aileron/policy';
+import type { Instance } from '../instances.service';
+import { INSTANCE_BUSY, INVALID_PARAMS, METHOD_NOT_FOUND, RpcError, UPSTREAM_UNAVAILABLE } from './jsonrpc';
+import { Namespacing } from './names';
+import { BoundedEventStore } from './event-store';
+import { Answer, Upstream } from './upstream';
+
+/** Who is calling, as the policy, approvals and audit see it. */
+export interface CallContext {
+  organizationId: string;
+  workspaceId: string;
+  workspaceSlug: string;
+  /** `token:<id>`, `user:<id>`, `gateway:<id>`: a session belongs to whoever opened it */
+  requester: string;
+  /** the policy's view of the caller */
+  principal: CallPrincipal;
+  /** set when the caller is an enrolled gateway: its approvals are bound to it */
+  gatewayId: string | null;
+  /** the authenticated caller, for services that check access themselves (approval waits) */
+  caller: Principal;
+  sessionId: string;
+}
+
+export interface ToolCall {
+  server: string;
+  tool: string;
+  arguments: Record<string, unknown>;
+}
+
+/** Policy, approvals, pinning and audit: what the proxy asks about calls it forwards. */
+export interface CallGate {
+  /** which of a server's tools this caller may see (and so call) */
+  listFilter(ctx: CallContext, server: string): Promise<(tool: string) => boolean>;
+  /** tools whose definition changed from the pinned one and are held back; records the change */
+  observeTools(ctx: CallContext, server: string, version: string, tools: Record<string, unknown>[]): Promise<ReadonlySet<string>>;
+  /**
+   * Policy and approval: `run` to forward (with the approval it consumed, if
+   * any) or the tool result to answer with instead.
+   */
+  authorize(ctx: CallContext, call: ToolCall, wait: { signal: AbortSignal; progress?: (message: string) => void }): Promise<{ run: true; approvalId: string | null } | { run: false; result: Record<string, unknown> }>;
+  /** audit: the call starts now; the returned function records how it ended */
+  started(ctx: CallContext, call: ToolCall, instance: Instance, approvalId: string | null): (answer: Answer) => void;
+}
+
+/** How a session reaches instances; the pool's instance manager in production. */
+export interface InstanceSource {
+  servers(): Promise<string[]>;
+  acquire(server: string): Promise<Instance>;
+}
+
+interface ClientRequest {
+  controller: AbortController;
+  server: string | null;
+  startedAt: number;
+}
+
+const MAX_QUEUED = 200;
+const MAX_LIST_PAGES = 20;
+
+/**
+ * One downstream MCP session: a Streamable HTTP server transport facing the
+ * client and one upstream session per server it reaches. Messages pass as
+ * JSON-RPC without being re-modelled, so fields the SDK does not know survive;
+ * the proxy steps in only where it must: names (aggregate endpoint), policy on
+ * tools, approvals, pinning, audit, and ids where several parties meet.
+ */
+export class ProxySession {
+  readonly front: StreamableHTTPServerTransport;
+  readonly names: Namespacing;
+  lastActivity = Date.now();
+  private readonly upstreams = new Map<string, Upstream>();
+  private readonly connecting = new Map<string, Promise<Upstream>>();
+  private initParams: Record<string, unknown> | null = null;
+  private protocolVersion: string | null = null;
+  private readonly clientRequests = new Map<RequestId, ClientRequest>();
+  /** our id for a request a server sent → that server's session and its own id */
+  private readonly serverRequests = new Map<string, { upstream: Upstream; id: RequestId }>();
+  /** progress tokens the client gave → its request, so progress reaches the right stream */
+  private readonly progressTokens = new Map<string | number, RequestId>();
+  private readonly waitingForStream: JSONRPCMessage[] = [];
+  private getStreams = 0;
+  private nextServerRequest = 0;
+  private closed = false;
+  /** the client sent `initialized`: sessions opened later (reconnects) repeat it upstream */
+  private clientInitialized = false;
+  ctx!: CallContext;
+  onClosed: () => void = () => undefined;
+  onSessionId: (id: string) => void = () => undefined;
+
+  constructor(
+    private readonly endpoint: { server: string } | { aggregate: true },
+    private readonly source: InstanceSource,
+    private readonly gate: CallGate,
+    identity: Omit<CallContext, 'sessionId'>,
+    options: { allowedOrigins?: string[] },
+  ) {
+    this.names = new Namespacing('aggregate' in endpoint);
+    this.front = new StreamableHTTPServerTransport({
+      sessionIdGenerator: () => randomUUID(),
+      eventStore: new BoundedEventStore(),
+      onsessioninitialized: (sessionId) => {
+        this.ctx = { ...identity, sessionId, principal: { ...identity.principal, session: sessionId } };
+        this.onSessionId(sessionId);
+      },
+      onsessionclosed: () => void this.close(),
+      ...(options.allowedOrigins ? { allowedOrigins: options.allowedOrigins } : {}),
+    });
+    // the transport knows the id only once it answers initialize; requests need it earlier
+    this.ctx = { ...identity, sessionId: '' };
+    this.front.onmessage = (message) => this.fromClient(message);
+    this.front.onclose = () => void this.close();
+  }
+
+  get sessionId(): string | undefined {
+    return this.front.sessionId;
+  }
+
+  /** The HTTP exchange for this session; a GET opens the stream for messages not tied to a request. */
+  async handle(req: IncomingMessage, res: ServerResponse, body: unknown): Promise<void> {
+    this.lastActivity = Date.now();
+    if (req.method === 'GET') {
+      this.getStreams++;
+      res.once('close', () => this.getStreams--);
+      // the transport registers the stream synchronously within handleRequest; flush after it
+      setImmediate(() => this.flushWaiting());
+    }
+    await this.front.handleRequest(req, res, body);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    for (const request of this.clientRequests.values()) request.controller.abort('session closed');
+    await Promise.all([...this.upstreams.values()].map((u) => u.close()));
+    await this.front.close().catch(() => undefined);
+    this.onClosed();
+  }
+
+  // ── client → proxy ──────────────────────────────────────────────────────
+
+  private fromClient(message: JSONRPCMessage): void {
+    this.lastActivity = Date.now();
+    if ('method' in message && 'id' in message) {
+      void this.onRequest(message as JSONRPCRequest);
+    } else if ('method' in message) {
+      void this.onNotification(message as JSONRPCNotification);
+    } else if ('id' in message) {
+      // the client's answer to a request a server sent (sampling, elicitation, roots)
+      const route = this.serverRequests.get(String(message.id));
+      if (!route) return;
+      this.serverRequests.delete(String(message.id));
+      const answer: Answer = 'error' in message ? { error: message.error as RpcError } : { result: (message as { result: Record<string, unknown> }).result };
+      void route.upstream.respond(route.id, answer);
+    }
+  }
+
+  private async onRequest(request: JSONRPCRequest): Promise<void> {
+    const controller = new AbortController();
+    const entry: ClientRequest = { controller, server: null, startedAt: Date.now() };
+    this.clientRequests.set(request.id, entry);
+    const token = (request.params?._meta as { progressToken?: string | number } | undefined)?.progressToken;
+    if (token !== undefined) this.progressTokens.set(token, request.id);
+    let answer: Answer;
+    try {
+      answer = await this.dispatch(request, entry);
+    } catch (error) {
+      answer = { error: toRpcError(error) };
+    } finally {
+      this.clientRequests.delete(request.id);
+      if (token !== undefined) this.progressTokens.delete(token);
+    }
+    if (controller.signal.aborted && !this.closed) return; // cancelled: the client expects no answer
+    const reply = 'error' in answer ? { jsonrpc: '2.0' as const, id: request.id, error: answer.error } : { jsonrpc: '2.0' as const, id: request.id, result: answer.result };
+    await this.front.send(reply as JSONRPCMessage).catch(() => undefined);
+  }
+
+  private async onNotification(notification: JSONRPCNotification): Promise<void> {
+    const params = notification.params ?? {};
+    switch (notification.method) {
+      case 'notifications/cancelled': {
+        const request = this.clientRequests.get((params as { requestId: RequestId }).requestId);
+        request?.controller.abort((params as { reason?: string }).reason ?? 'cancelled by the client');
+        return;
+      }
+      case 'notifications/initialized':
+        this.clientInitialized = true;
+        await Promise.all([...this.upstreams.values()].map((u) => u.notify(notification.method, notification.params as Record<string, unknown> | undefined)));
+        return;
+      default:
+        // roots/list_changed, progress of a server's request: every upstream hears it
+        await Promise.all([...this.upstreams.values()].map((u) => u.notify(notification.method, notification.params as Record<string, unknown> | undefined)));
+    }
+  }
+
+  private async dispatch(request: JSONRPCRequest, entry: ClientRequest): Promise<Answer> {
+    const params = (request.params ?? {}) as Record<string, unknown>;
+    const signal = entry.controller.signal;
+    switch (request.method) {
+      case 'initialize':
+        return this.initialize(params);
+      case 'ping':
+        return { result: {} };
+      case 'tools/list':
+        return this.listTools(signal);
+      case 'tools/call':
+        return this.callTool(params, entry);
+      case 'prompts/list':
+        return this.fanOutList('prompts/list', 'prompts', (server, prompt) => ({ ...prompt, name: this.names.promptName(server, String(prompt.name)) }), signal, (pairs) => this.names.setPrompts(pairs));
+      case 'resources/list':
+        return this.fanOutList('resources/list', 'resources', (server, resource) => ({ ...resource, uri: this.names.uri(server, String(resource.uri)) }), signal);
+      case 'resources/templates/list':
+        return this.fanOutList('resources/templates/list', 'resourceTemplates', (server, template) => ({ ...template, uriTemplate: this.names.uri(server, String(template.uriTemplate)) }), signal);
+      case 'prompts/get': {
+        const target = this.names.resolvePrompt(String(params.name ?? ''), this.single);
+        if (!target) return unknownName('prompt', params.name);
+        return this.forward(target.server, request.method, { ...params, name: target.name }, entry);
+      }
+      case 'resources/read':
+      case 'resources/subscribe':
+      case 'resources/unsubscribe': {
+        const target = this.names.resolveUri(String(params.uri ?? ''), this.single);
+        if (!target) return unknownName('resource', params.uri);
+        return this.forward(target.server, request.method, { ...params, uri: target.uri }, entry);
+      }
+      case 'completion/complete': {
+        const ref = (params.ref ?? {}) as Record<string, unknown>;
+        const target = ref.type === 'ref/prompt' ? this.names.resolvePrompt(String(ref.name ?? ''), this.single) : this.names.resolveUri(String(ref.uri ?? ''), this.single);
+        if (!target) return unknownName('completion reference', ref.name ?? ref.uri);
+        const inner = 'name' in target ? { ...ref, name: target.name } : { ...ref, uri: target.uri };
+        return this.forward(target.server, request.method, { ...params, ref: inner }, entry);
+      }
+      case 'logging/setLevel':
+        await Promise.all((await this.connected()).map((u) => u.request('logging/setLevel', params, signal)));
+        return { result: {} };
+      default:
+        if ('aggregate' in this.endpoint) return { error: { code: METHOD_NOT_FOUND, message: `Method not found: ${request.method}` } };
+        return this.forward(this.single, request.method, params, entry);
+    }
+  }
+
+  private get single(): string {
+    return 'server' in this.endpoint ? this.endpoint.server : '';
+  }
+
+  private async initialize(params: Record<string, unknown>): Promise<Answer> {
+    this.initParams = params;
+    this.protocolVersion = typeof params.protocolVersion === 'string' ? params.protocolVersion : null;
+    const servers = 'server' in this.endpoint ? [this.endpoint.server] : await this.source.servers();
+    const results = await Promise.all(
+      servers.map((server) =>
+        this.upstream(server).then(
+          (u) => ({ server, upstream: u, error: null }),
+          (error: unknown) => ({ server, upstream: null, error: toRpcError(error) }),
+        ),
+      ),
+    );
+    if ('server' in this.endpoint) {
+      const only = results[0]!;
+      if (only.error) return { error: only.error };
+      return { result: this.initResults.get(only.server)! };
+    }
+    const up = results.filter((r) => r.upstream);
+    const capabilities: Record<string, Record<string, unknown>> = { tools: { listChanged: true }, logging: {} };
+    const instructions: string[] = [];
+    for (const { server } of up) {
+      const result = this.initResults.get(server)!;
+      const caps = (result.capabilities ?? {}) as Record<string, Record<string, unknown> | undefined>;
+      for (const name of ['prompts', 'resources', 'completions'] as const) {
+        if (caps[name]) capabilities[name] = { ...(capabilities[name] ?? {}), ...caps[name] };
+      }
+      if (typeof result.instructions === 'string') instructions.push(`## ${server}\n${result.instructions}`);
+    }
+    const failed = results.filter((r) => r.error).map((r) => `${r.server}: ${r.error!.message}`);
+    if (failed.length > 0) instructions.push(`Unavailable now: ${failed.join('; ')}`);
+    return {
+      result: {
+        protocolVersion: this.initResults.get(up[0]?.server ?? '')?.protocolVersion ?? this.protocolVersion ?? '2025-06-18',
+        capabilities,
+        serverInfo: { name: 'aileron', title: `Aileron workspace ${this.ctx.workspaceSlug}`, version: '0.1.0' },
+        ...(instructions.length > 0 ? { instructions: instructions.join('\n\n') } : {}),
+      },
+    };
+  }
+
+  private readonly initResults = new Map<string, Record<string, unknown>>();
+
+  /**
+   * The live upstream session for a server, opened (or reopened after the
+   * instance died) on demand with the client's own initialize parameters.
+   */
+  private upstream(server: string): Promise<Upstream> {
+    const existing = this.upstreams.get(server);
+    if (existing?.alive) return Promise.resolve(existing);
+    let pending = this.connecting.get(server);
+    if (!pending) {
+      pending = this.connect(server).finally(() => this.connecting.delete(server));
+      this.connecting.set(server, pending);
+    }
+    return pending;
+  }
+
+  private async connect(server: string): Promise<Upstream> {
+    if (!this.initParams) throw rpcError(INVALID_PARAMS, 'The session is not initialized');
+    const instance = await this.source.acquire(server);
+    const upstream = new Upstream(server, instance);
+    upstream.onServerMessage = (message) => this.fromServer(upstream, message);
+    upstream.onGone = () => {
+      if (this.upstreams.get(server) === upstream) this.upstreams.delete(server);
+    };
+    await upstream.start();
+    const answer = await upstream.request('initialize', this.initParams);
+    if ('error' in answer) {
+      await upstream.close();
+      throw rpcError(UPSTREAM_UNAVAILABLE, `${server} refused to initialize: ${answer.error.message}`);
+    }
+    const version = answer.result.protocolVersion;
+    if (typeof version === 'string') upstream.setProtocolVersion(version);
+    this.initResults.set(server, answer.result);
+    this.upstreams.set(server, upstream);
+    // a reconnect happens after the client's own `initialized`: repeat it for the new session
+    if (this.clientInitialized) await upstream.notify('notifications/initialized');
+    return upstream;
+  }
+
+  private async connected(): Promise<Upstream[]> {
+    const servers = 'server' in this.endpoint ? [this.endpoint.server] : [...this.initResults.keys()];
+    const all = await Promise.all(servers.map((s) => this.upstream(s).catch(() => null)));
+    return all.filter((u): u is Upstream => u !== null);
+  }
+
+  private async forward(server: string, method: string, params: Record<string, unknown>, entry: ClientRequest): Promise<Answer> {
+    if (!this.initResults.has(server)) return unknownName('server', server);
+    const upstream = await this.upstream(server);
+    entry.server = server;
+    if (!upstream.instance.enter()) return busy(upstream.instance);
+    try {
+      return await upstream.request(method, params, entry.controller.signal);
+    } finally {
+      upstream.instance.leave();
+    }
+  }
+
+  // ── tools: policy, pinning, approvals, audit ────────────────────────────
+
+  private async listTools(signal: AbortSignal): Promise<Answer> {
+    const servers = await this.connected();
+    const lists = await Promise.all(
+      servers.map(async (upstream) => {
+        const tools = await this.allPages(upstream, 'tools/list', 'tools', signal);
+        if ('error' in tools) return { upstream, tools: [], error: tools.error };
+        const [visible, held] = await Promise.all([
+          this.gate.listFilter(this.ctx, upstream.server),
+          this.gate.observeTools(this.ctx, upstream.server, upstream.instance.version, tools.items),
+        ]);
+        return { upstream, tools: tools.items.filter((t) => visible(String(t.name)) && !held.has(String(t.name))), error: null };
+      }),
+    );
+    if ('server' in this.endpoint && lists[0]?.error) return { error: lists[0].error };
+    this.names.setTools(lists.flatMap(({ upstream, tools }) => tools.map((t) => ({ server: upstream.server, tool: String(t.name) }))));
+    return { result: { tools: lists.flatMap(({ upstream, tools }) => tools.map((t) => ({ ...t, name: this.names.toolName(upstream.server, String(t.name)) }))) } };
+  }
+
+  private async callTool(params: Record<string, unknown>, entry: ClientRequest): Promise<Answer> {
+    const target = this.names.resolveTool(String(params.name ?? ''), this.single);
+    if (!target || !this.initResults.has(target.server)) return unknownName('tool', params.name);
+    const args = (params.arguments ?? {}) as Record<string, unknown>;
+    if (typeof args !== 'object' || Array.isArray(args)) return { error: { code: INVALID_PARAMS, message: 'arguments must be an object' } };
+    const call: ToolCall = { server: target.server, tool: target.name, arguments: args };
+    const token = (params._meta as { progressToken?: string | number } | undefined)?.progressToken;
+    let step = 0;
+    const progress =
+      token === undefined
+        ? undefined
+        : (message: string) => void this.toClient({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: token, progress: ++step, message } }, entry);
+    const verdict = await this.gate.authorize(this.ctx, call, { signal: entry.controller.signal, ...(progress ? { progress } : {}) });
+    if (!verdict.run) return { result: verdict.result };
+    const upstream = await this.upstream(target.server);
+    entry.server = target.server;
+    if (!upstream.instance.enter()) return busy(upstream.instance);
+    const finished = this.gate.started(this.ctx, call, upstream.instance, verdict.approvalId);
+    let answer: Answer;
+    try {
+      answer = await upstream.request('tools/call', { ...params, name: target.name }, entry.controller.signal);
+    } finally {
+      upstream.instance.leave();
+    }
+    finished(answer);
+    return answer;
+  }
+
+  private async allPages(upstream: Upstream, method: string, key: string, signal: AbortSignal): Promise<{ items: Record<string, unknown>[] } | { error: RpcError }> {
+    const items: Record<string, unknown>[] = [];
+    let cursor: unknown;
+    for (let page = 0; page < MAX_LIST_PAGES; page++) {
+      const answer = await upstream.request(method, cursor === undefined ? undefined : { cursor }, signal);
+      if ('error' in answer) return page === 0 ? answer : { items };
+      items.push(...(((answer.result[key] as Record<string, unknown>[] | undefined) ?? [])));
+      cursor = answer.result.nextCursor;
+      if (typeof cursor !== 'string') break;
+    }
+    return { items };
+  }
+
+  private async fanOutList(
+    method: string,
+    key: string,
+    rename: (server: string, item: Record<string, unknown>) => Record<string, unknown>,
+    signal: AbortSignal,
+    remember?: (pairs: { server: string; tool: string }[]) => void,
+  ): Promise<Answer> {
+    const servers = await this.connected();
+    const lists = await Promise.all(servers.map(async (u) => ({ server: u.server, list: await this.allPages(u, method, key, signal) })));
+    if ('server' in this.endpoint && lists[0] && 'error' in lists[0].list) return { error: lists[0].list.error };
+    const ok = lists.flatMap(({ server, list }) => ('items' in list ? list.items.map((item) => ({ server, item })) : []));
+    remember?.(ok.map(({ server, item }) => ({ server, tool: String(item.name) })));
+    return { result: { [key]: ok.map(({ server, item }) => rename(server, item)) } };
+  }
+
+  // ── server → client ─────────────────────────────────────────────────────
+
+  private fromServer(upstream: Upstream, message: JSONRPCRequest | JSONRPCNotification): void {
+    this.lastActivity = Date.now();
+    if ('id' in message) {
+      // ids from several servers meet here: the client sees ours
+      const id = `s${++this.nextServerRequest}`;
+      this.serverRequests.set(id, { upstream, id: message.id });
+      void this.toClient({ ...message, id }, this.latestRequestTo(upstream.server));
+      return;
+    }
+    const params = (message.params ?? {}) as Record<string, unknown>;
+    switch (message.method) {
+      case 'notifications/progress': {
+        const request = this.progressTokens.get(params.progressToken as string | number);
+        void this.toClient(message, request === undefined ? undefined : this.clientRequests.get(request));
+        return;
+      }
+      case 'notifications/resources/updated':
+        void this.toClient({ ...message, params: { ...params, uri: this.names.uri(upstream.server, String(params.uri)) } });
+        return;
+      case 'notifications/cancelled': {
+        // a server withdrew its own request: the client knows it by our id
+        const ours = [...this.serverRequests].find(([, route]) => route.upstream === upstream && route.id === params.requestId)?.[0];
+        if (ours) {
+          this.serverRequests.delete(ours);
+          void this.toClient({ ...message, params: { ...params, requestId: ours } });
+        }
+        return;
+      }
+      case 'notifications/message':
+        void this.toClient(message, this.latestRequestTo(upstream.server));
+        return;
+      default:
+        // list_changed and anything newer: not tied to a request
+        void this.toClient(message);
+    }
+  }
+
+  /**
+   * Over one upstream session the server does not say which call a sampling
+   * request or log line belongs to; the most recent open request to that server
+   * is the best guess, and exact when there is one.
+   */
+  private latestRequestTo(server: string): ClientRequest | undefined {
+    let latest: ClientRequest | undefined;
+    for (const request of this.clientRequests.values()) {
+      if (request.server === server && (!latest || request.startedAt >= latest.startedAt)) latest = request;
+    }
+    return latest;
+  }
+
+  private async toClient(message: JSONRPCMessage, related?: ClientRequest): Promise<void> {
+    if (this.closed) return;
+    const relatedId = related ? [...this.clientRequests].find(([, r]) => r === related)?.[0] : undefined;
+    if (relatedId !== undefined) {
+      await this.front.send(message, { relatedRequestId: relatedId }).catch(() => this.queueOrSend(message));
+      return;
+    }
+    await this.queueOrSend(message);
+  }
+
+  /** Without a GET stream the transport drops such messages silently: hold them until one opens. */
+  private async queueOrSend(message: JSONRPCMessage): Promise<void> {
+    if (this.getStreams > 0) {
+      await this.front.send(message).catch(() => undefined);
+      return;
+    }
+    this.waitingForStream.push(message);
+    if (this.waitingForStream.length > MAX_QUEUED) this.waitingForStream.shift();
+  }
+
+  private flushWaiting(): void {
+    const waiting = this.waitingForStream.splice(0);
+    for (const message of waiting) void this.front.send(message).catch(() => undefined);
+  }
+}
+
+function busy(instance: Instance): Answer {
+  return { error: { code: INSTANCE_BUSY, message: `The ${instance.server} instance already has ${instance.maxInflight} requests in flight (AILERON_POOL_MAX_CONCURRENT_CALLS); retry shortly` } };
+}
+
+function unknownName(kind: string, name: unknown): Answer {
+  return { error: { code: INVALID_PARAMS, message: `Unknown ${kind}: ${String(name)}` } };
+}
+
+export function rpcError(code: number, message: string, data?: unknown): Error & { rpc: RpcError } {
+  return Object.assign(new Error(message), { rpc: { code, message, ...(data === undefined ? {} : { data }) } });
+}
+
+/** Domain errors keep their stable code in `data`; anything unexpected says little. */
+function toRpcError(error: unknown): RpcError {
+  if (typeof error === 'object' && error !== null && 'rpc' in error) return (error as { rpc: RpcError }).rpc;
+  if (typeof error === 'object' && error !== null && 'code' in error && typeof (error as { code: unknown }).code === 'string' && error instanceof Error) {
+    return { code: UPSTREAM_UNAVAILABLE, message: error.message, data: { code: (error as { code: string }).code } };
+  }
+  return { code: -32603, message: 'Internal error' };
+}

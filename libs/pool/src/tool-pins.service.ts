@@ -1,0 +1,157 @@
+import { Injectable } from '@nestjs/common';
+import type { WorkspaceScope } from '@aileron/auth';
+import { canonicalJson, sha256Hex } from '@aileron/crypto';
+import { DatabaseService } from '@aileron/database';
+import { NotFoundError } from '@aileron/errors';
+import { OutboxService } from '@aileron/outbox';
+
+export interface ToolPinView {
+  server: string;
+  version: string;
+  tool: string;
+  pinned_hash: string;
+  changed_hash: string | null;
+  changed_at: string | null;
+  accepted_by: string | null;
+  blocked: boolean;
+}
+
+/**
+ * Tool-definition pinning. A server's tool definitions are what a model reads
+ * to decide what to call, so a server that quietly changes one (a "rug pull")
+ * can steer the model. The first definition seen for a (workspace, server,
+ * version, tool) is pinned; a different one under the same version is an event
+ * and an audit record, and — if the workspace chose so — the tool is held back
+ * from lists and calls until an admin accepts the new definition. A new
+ * catalog version is a deliberate change and pins afresh.
+ */
+@Injectable()
+export class ToolPins {
+  /** `<workspace>:<server>:<version>` → tool → pinned hash, as this replica last saw them */
+  private readonly known = new Map<string, Map<string, string>>();
+  /** `<workspace>:<server>` → tools held back now */
+  private readonly held = new Map<string, Set<string>>();
+
+  constructor(
+    private readonly db: DatabaseService,
+    private readonly outbox: OutboxService,
+  ) {}
+
+  async observe(scope: WorkspaceScope, actor: string, server: string, version: string, tools: Record<string, unknown>[]): Promise<ReadonlySet<string>> {
+    const key = `${scope.workspaceId}:${server}:${version}`;
+    const hashes = new Map(tools.map((tool) => [String(tool.name), sha256Hex(canonicalJson(tool))]));
+    const known = this.known.get(key);
+    // the common case, a list that did not change, costs no database round trip
+    if (known && [...hashes].every(([tool, hash]) => known.get(tool) === hash)) return this.held.get(`${scope.workspaceId}:${server}`) ?? new Set();
+
+    const block = (await this.db.client.poolSettings.findUnique({ where: { workspaceId: scope.workspaceId } }))?.blockChangedTools ?? false;
+    const rows = await this.db.client.toolPin.findMany({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, server, version } });
+    const pinned = new Map(rows.map((r) => [r.tool, r]));
+    const fresh = [...hashes].filter(([tool]) => !pinned.has(tool));
+    const changed = [...hashes].filter(([tool, hash]) => {
+      const row = pinned.get(tool);
+      return row && row.pinnedHash !== hash && row.changedHash !== hash;
+    });
+    if (fresh.length > 0 || changed.length > 0) {
+      await this.db.transaction(async (tx) => {
+        if (fresh.length > 0) {
+          await tx.toolPin.createMany({
+            data: fresh.map(([tool, hash]) => ({ organizationId: scope.organizationId, workspaceId: scope.workspaceId, server, version, tool, pinnedHash: hash })),
+            skipDuplicates: true,
+          });
+        }
+        for (const [tool, hash] of changed) {
+          await tx.toolPin.update({ where: { workspaceId_server_version_tool: { workspaceId: scope.workspaceId, server, version, tool } }, data: { changedHash: hash, changedAt: new Date() } });
+          await this.outbox.record(tx, {
+            topic: 'tool.definition_changed',
+            organizationId: scope.organizationId,
+            workspaceId: scope.workspaceId,
+            payload: { workspace: scope.workspaceSlug, server, version, tool, pinned_hash: pinned.get(tool)!.pinnedHash, new_hash: hash, blocked: block, actor },
+          });
+        }
+      });
+    }
+    const stillChanged = new Set(
+      [...hashes].filter(([tool, hash]) => {
+        const row = pinned.get(tool);
+        return row !== undefined && row.pinnedHash !== hash;
+      }).map(([tool]) => tool),
+    );
+    const held = block ? stillChanged : new Set<string>();
+    this.held.set(`${scope.workspaceId}:${server}`, held);
+    // remember only what is pinned as it is now: a changed tool is looked at again next time
+    this.known.set(key, new Map([...hashes].filter(([tool]) => !stillChanged.has(tool))));
+    return held;
+  }
+
+  /** Whether a call must be refused because the tool's definition changed (and the workspace blocks that). */
+  async blocked(scope: WorkspaceScope, server: string, tool: string): Promise<boolean> {
+    return this.held.get(`${scope.workspaceId}:${server}`)?.has(tool) ?? false;
+  }
+
+  async list(scope: WorkspaceScope, server: string): Promise<ToolPinView[]> {
+    const block = (await this.db.client.poolSettings.findUnique({ where: { workspaceId: scope.workspaceId } }))?.blockChangedTools ?? false;
+    const rows = await this.db.client.toolPin.findMany({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, server }, orderBy: [{ version: 'asc' }, { tool: 'asc' }] });
+    return rows.map((r) => ({
+      server: r.server,
+      version: r.version,
+      tool: r.tool,
+      pinned_hash: r.pinnedHash,
+      changed_hash: r.changedHash,
+      changed_at: r.changedAt?.toISOString() ?? null,
+      accepted_by: r.acceptedBy,
+      blocked: block && r.changedHash !== null,
+    }));
+  }
+
+  /** The new definition becomes the pinned one, on every version where it changed. */
+  async accept(scope: WorkspaceScope, actor: string, server: string, tool: string): Promise<ToolPinView[]> {
+    await this.db.transaction(async (tx) => {
+      const rows = await tx.toolPin.findMany({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, server, tool, changedHash: { not: null } } });
+      if (rows.length === 0) throw new NotFoundError('changed tool', `${server}/${tool}`, 'TOOL_CHANGE_NOT_FOUND');
+      for (const row of rows) {
+        await tx.toolPin.update({
+          where: { workspaceId_server_version_tool: { workspaceId: scope.workspaceId, server, version: row.version, tool } },
+          data: { pinnedHash: row.changedHash!, changedHash: null, changedAt: null, acceptedBy: actor },
+        });
+        await this.outbox.record(tx, {
+          topic: 'tool.definition_accepted',
+          organizationId: scope.organizationId,
+          workspaceId: scope.workspaceId,
+          payload: { workspace: scope.workspaceSlug, server, version: row.version, tool, pinned_hash: row.changedHash, actor },
+        });
+      }
+    });
+    this.forget(scope, server);
+    return (await this.list(scope, server)).filter((p) => p.tool === tool);
+  }
+
+  async settings(scope: WorkspaceScope): Promise<{ block_changed_tools: boolean }> {
+    const row = await this.db.client.poolSettings.findUnique({ where: { workspaceId: scope.workspaceId } });
+    return { block_changed_tools: row?.blockChangedTools ?? false };
+  }
+
+  async putSettings(scope: WorkspaceScope, actor: string, input: { block_changed_tools: boolean }): Promise<{ block_changed_tools: boolean }> {
+    await this.db.transaction(async (tx) => {
+      await tx.poolSettings.upsert({
+        where: { workspaceId: scope.workspaceId },
+        create: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, blockChangedTools: input.block_changed_tools, updatedBy: actor },
+        update: { blockChangedTools: input.block_changed_tools, updatedBy: actor },
+      });
+      await this.outbox.record(tx, {
+        topic: 'pool.settings_updated',
+        organizationId: scope.organizationId,
+        workspaceId: scope.workspaceId,
+        payload: { workspace: scope.workspaceSlug, block_changed_tools: input.block_changed_tools, actor },
+      });
+    });
+    for (const key of [...this.held.keys()]) if (key.startsWith(`${scope.workspaceId}:`)) this.held.delete(key);
+    for (const key of [...this.known.keys()]) if (key.startsWith(`${scope.workspaceId}:`)) this.known.delete(key);
+    return this.settings(scope);
+  }
+
+  private forget(scope: WorkspaceScope, server: string): void {
+    this.held.delete(`${scope.workspaceId}:${server}`);
+    for (const key of [...this.known.keys()]) if (key.startsWith(`${scope.workspaceId}:${server}:`)) this.known.delete(key);
+  }
+}
