@@ -1,0 +1,133 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+// The client's own serializer: what it writes on the wire is what the API server validates.
+import { ObjectSerializer } from '@kubernetes/client-node/dist/gen/models/ObjectSerializer.js';
+import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
+import { Pod, Secret } from 'kubernetes-models/v1';
+import { describe, expect, it } from 'vitest';
+import type { InstanceSpec } from '../driver';
+import { instanceManifests, type ManifestOptions } from './manifests';
+
+const CANARY = `canary-${randomBytes(12).toString('hex')}`;
+const TOKEN = randomBytes(32).toString('base64url');
+const OPTIONS: ManifestOptions = { namespace: 'aileron-pool', runnerImage: 'ghcr.io/aileron/mcp-runner:1.4.0', port: 8080 };
+
+function aSpec(overrides: Partial<InstanceSpec> = {}): InstanceSpec {
+  return {
+    id: `memory-${randomBytes(6).toString('hex')}`,
+    organizationId: randomUUID(),
+    organizationSlug: 'acme',
+    workspaceId: randomUUID(),
+    workspaceSlug: 'platform-team',
+    server: 'memory',
+    version: '2.1.0-rc.1',
+    run: { kind: 'command', command: 'npx', args: ['-y', '@modelcontextprotocol/server-memory'] },
+    env: { GITHUB_TOKEN: CANARY, LOG_LEVEL: 'debug' },
+    secrets: [CANARY],
+    limits: { memoryMb: 384, cpuMillis: 250 },
+    ...overrides,
+  };
+}
+
+/** The manifests as JSON on the wire, after the client's serializer (which writes `_from` as `from`, for one). */
+function onTheWire(spec: InstanceSpec, options: ManifestOptions = OPTIONS) {
+  const manifests = instanceManifests(spec, TOKEN, options);
+  return {
+    secret: ObjectSerializer.serialize(manifests.secret, 'V1Secret', ''),
+    pod: ObjectSerializer.serialize(manifests.pod, 'V1Pod', ''),
+    networkPolicy: ObjectSerializer.serialize(manifests.networkPolicy, 'V1NetworkPolicy', ''),
+  };
+}
+
+describe('Kubernetes manifests of a pool instance', () => {
+  it('pass the Kubernetes schemas, for a stdio command and for an image', () => {
+    for (const spec of [aSpec(), aSpec({ run: { kind: 'image', image: 'registry.example.com/mcp/github:2.0.1', args: ['--read-only'] } })]) {
+      const wire = onTheWire(spec);
+      expect(() => new Pod(wire.pod).validate()).not.toThrow();
+      expect(() => new Secret(wire.secret).validate()).not.toThrow();
+      expect(() => new NetworkPolicy(wire.networkPolicy).validate()).not.toThrow();
+    }
+  });
+
+  it('run a stdio command behind the bridge of the runner image, on the configured port', () => {
+    const { pod } = onTheWire(aSpec(), { ...OPTIONS, port: 9090 });
+    const [container] = pod.spec.containers;
+    expect(container.image).toBe(OPTIONS.runnerImage);
+    expect(container.command).toBeUndefined();
+    expect(container.args).toEqual(['--host', '0.0.0.0', '--port', '9090', '--', 'npx', '-y', '@modelcontextprotocol/server-memory']);
+    expect(container.ports).toEqual([{ name: 'mcp', containerPort: 9090, protocol: 'TCP' }]);
+    expect(container.readinessProbe.tcpSocket).toEqual({ port: 'mcp' });
+  });
+
+  it("run an image with its own entrypoint and the catalog's args", () => {
+    const { pod } = onTheWire(aSpec({ run: { kind: 'image', image: 'registry.example.com/mcp/github:2.0.1', args: ['--read-only'] } }));
+    expect(pod.spec.containers[0].image).toBe('registry.example.com/mcp/github:2.0.1');
+    expect(pod.spec.containers[0].args).toEqual(['--read-only']);
+    const bare = onTheWire(aSpec({ run: { kind: 'image', image: 'registry.example.com/mcp/github:2.0.1', args: [] } }));
+    // no args at all, so the image's own CMD applies
+    expect(bare.pod.spec.containers[0].args).toBeUndefined();
+  });
+
+  it('label every object with the tenant, the server and the instance', () => {
+    const spec = aSpec();
+    const wire = onTheWire(spec);
+    const labels = {
+      'app.kubernetes.io/managed-by': 'aileron',
+      'aileron.dev/organization': spec.organizationId,
+      'aileron.dev/workspace': spec.workspaceId,
+      'aileron.dev/server': 'memory',
+      'aileron.dev/instance': spec.id,
+    };
+    for (const obj of Object.values(wire)) expect(obj.metadata.labels).toEqual(labels);
+    expect(wire.pod.metadata.name).toBe(`mcp-${spec.id}`);
+    expect(wire.pod.metadata.annotations['aileron.dev/version']).toBe('2.1.0-rc.1');
+  });
+
+  it('lock the pod down: non-root, no privilege escalation, read-only root, no capabilities, limits, no API token', () => {
+    const { pod } = onTheWire(aSpec());
+    expect(pod.spec).toMatchObject({
+      restartPolicy: 'Never',
+      automountServiceAccountToken: false,
+      enableServiceLinks: false,
+      securityContext: { runAsNonRoot: true, runAsUser: 10001, runAsGroup: 10001, fsGroup: 10001, seccompProfile: { type: 'RuntimeDefault' } },
+    });
+    const [container] = pod.spec.containers;
+    expect(container.securityContext).toEqual({
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      runAsNonRoot: true,
+      capabilities: { drop: ['ALL'] },
+    });
+    expect(container.resources).toEqual({ requests: { memory: '384Mi', cpu: '250m' }, limits: { memory: '384Mi', cpu: '250m' } });
+    expect(container.volumeMounts.map((m: { mountPath: string }) => m.mountPath).sort()).toEqual(['/home/mcp', '/tmp']);
+    expect(pod.spec.volumes.every((v: { emptyDir?: unknown }) => v.emptyDir)).toBe(true);
+  });
+
+  it('keep the environment in the Secret only: the Pod names the Secret and holds no value', () => {
+    const spec = aSpec();
+    const { pod, secret } = onTheWire(spec);
+    expect(pod.spec.containers[0].env).toBeUndefined();
+    expect(pod.spec.containers[0].envFrom).toEqual([{ secretRef: { name: secret.metadata.name } }]);
+    const podJson = JSON.stringify(pod);
+    expect(podJson).not.toContain(CANARY);
+    expect(podJson).not.toContain(TOKEN);
+    expect(secret.type).toBe('Opaque');
+    expect(secret.stringData).toEqual({ GITHUB_TOKEN: CANARY, LOG_LEVEL: 'debug', HOME: '/home/mcp', AILERON_BRIDGE_TOKEN: TOKEN });
+  });
+
+  it("never let the catalog's env replace the bridge token", () => {
+    const { secret } = onTheWire(aSpec({ env: { AILERON_BRIDGE_TOKEN: 'chosen-by-the-entry' } }));
+    expect(secret.stringData.AILERON_BRIDGE_TOKEN).toBe(TOKEN);
+  });
+
+  it('admit ingress to the instance from control-plane pods only, on the MCP port', () => {
+    const spec = aSpec();
+    const { networkPolicy } = onTheWire(spec);
+    expect(networkPolicy.spec).toEqual({
+      podSelector: { matchLabels: { 'aileron.dev/instance': spec.id } },
+      policyTypes: ['Ingress'],
+      ingress: [{ from: [{ podSelector: { matchLabels: { 'app.kubernetes.io/name': 'aileron-control-plane' } } }], ports: [{ protocol: 'TCP', port: 8080 }] }],
+    });
+    const elsewhere = onTheWire(spec, { ...OPTIONS, controlPlaneNamespace: 'aileron' });
+    expect(elsewhere.networkPolicy.spec.ingress[0].from[0].namespaceSelector).toEqual({ matchLabels: { 'kubernetes.io/metadata.name': 'aileron' } });
+  });
+});
