@@ -1,0 +1,478 @@
+import { randomBytes } from 'node:crypto';
+import { STATUS_CODES } from 'node:http';
+import {
+  ApiException,
+  CoreV1Api,
+  NetworkingV1Api,
+  Observable,
+  PatchStrategy,
+  setHeaderOptions,
+  type ConfigurationOptions,
+  type KubeConfig,
+  type V1Pod,
+} from '@kubernetes/client-node';
+import { InstanceStartError, type InstanceDriver, type InstanceEndpoint, type InstanceExit, type InstanceSpec, type RunningInstance } from '../driver';
+import { CONTAINER, instanceManifests, MANAGED_BY, networkPolicyName, ownedByPod, podName, secretName, type ManifestOptions } from './manifests';
+
+export interface KubernetesDriverOptions {
+  /** built by the caller: `loadFromCluster()` in a pod, else `loadFromDefault()` */
+  kubeConfig: KubeConfig;
+  /** where instance pods, their Secrets and NetworkPolicies live */
+  namespace: string;
+  /** image whose entrypoint is the bridge; runs `run.kind === 'command'` servers */
+  runnerImage: string;
+  /** the container's Streamable HTTP port (default 8080) */
+  port?: number;
+  /** from the first API call until the pod is Ready (default 60 s) */
+  startTimeoutMs?: number;
+  /** how often pod status is read while starting and while running (default 1 s) */
+  pollIntervalMs?: number;
+  /** bound on each API request, and so on healthy() (default 10 s) */
+  requestTimeoutMs?: number;
+  /** the control plane's namespace when it is not `namespace`: its pods alone may connect */
+  controlPlaneNamespace?: string;
+  /** one line per event, as the local driver's; never an env value or a token */
+  log: (line: string) => void;
+}
+
+/**
+ * Waiting reasons the kubelet reports for a container that will not start
+ * without someone changing something: failing now beats a user waiting out the
+ * whole start timeout. ErrImagePull is left out: the kubelet retries it, and a
+ * lasting failure turns into ImagePullBackOff.
+ */
+const HOPELESS_WAITING = new Set([
+  'ImagePullBackOff',
+  'InvalidImageName',
+  'ErrImageNeverPull',
+  'CreateContainerConfigError',
+  'CreateContainerError',
+  'RunContainerError',
+]);
+const DELETE_GRACE_SECONDS = 5;
+/** After the grace period the kubelet kills; this covers a slow kubelet before stop() gives up waiting. */
+const GONE_TIMEOUT_MS = (DELETE_GRACE_SECONDS + 25) * 1000;
+
+/**
+ * Runs each instance as a Pod (plus a Secret holding its environment and a
+ * NetworkPolicy admitting only the control plane), reached over Streamable
+ * HTTP at the pod's IP. Everything the driver creates carries
+ * `app.kubernetes.io/managed-by: aileron`; the Secret and the NetworkPolicy
+ * are owned by the Pod, so deleting the Pod by any means removes them too.
+ */
+export class KubernetesDriver implements InstanceDriver {
+  readonly kind = 'kubernetes' as const;
+  private readonly core: CoreV1Api;
+  private readonly networking: NetworkingV1Api;
+  private readonly namespace: string;
+  private readonly manifestOptions: ManifestOptions;
+  private readonly port: number;
+  private readonly startTimeoutMs: number;
+  private readonly pollIntervalMs: number;
+  private readonly requestTimeoutMs: number;
+  private readonly log: (line: string) => void;
+  /** everything started and not yet cleaned up, starting ones included, so close() reaches them all */
+  private readonly live = new Map<string, PodInstance>();
+  private readonly starting = new Map<string, { abort: AbortController; done: Promise<unknown> }>();
+  private monitorTimer: NodeJS.Timeout | undefined;
+  private monitoring = false;
+  /** logged once when reads start failing and once when they recover, not every interval */
+  private monitorFailing = false;
+  private closed = false;
+
+  constructor(options: KubernetesDriverOptions) {
+    this.core = options.kubeConfig.makeApiClient(CoreV1Api);
+    this.networking = options.kubeConfig.makeApiClient(NetworkingV1Api);
+    this.namespace = options.namespace;
+    this.port = options.port ?? 8080;
+    this.startTimeoutMs = options.startTimeoutMs ?? 60_000;
+    this.pollIntervalMs = options.pollIntervalMs ?? 1000;
+    this.requestTimeoutMs = options.requestTimeoutMs ?? 10_000;
+    this.log = options.log;
+    this.manifestOptions = {
+      namespace: options.namespace,
+      runnerImage: options.runnerImage,
+      port: this.port,
+      ...(options.controlPlaneNamespace ? { controlPlaneNamespace: options.controlPlaneNamespace } : {}),
+    };
+  }
+
+  start(spec: InstanceSpec): Promise<RunningInstance> {
+    if (this.closed) return Promise.reject(new InstanceStartError('the Kubernetes instance driver is shut down'));
+    const abort = new AbortController();
+    const done = this.run(spec, abort.signal).finally(() => this.starting.delete(spec.id));
+    this.starting.set(spec.id, { abort, done: done.catch(() => undefined) });
+    return done;
+  }
+
+  private async run(spec: InstanceSpec, signal: AbortSignal): Promise<RunningInstance> {
+    const token = randomBytes(32).toString('base64url');
+    const scrub = scrubber([...spec.secrets, token]);
+    const manifests = instanceManifests(spec, token, this.manifestOptions);
+    const name = podName(spec.id);
+    const where = `pod ${this.namespace}/${name} (server ${spec.server}, workspace ${spec.workspaceId})`;
+    const deadline = Date.now() + this.startTimeoutMs;
+    try {
+      await this.api(`create the instance's Secret`, 'secret', signal, () =>
+        this.core.createNamespacedSecret({ namespace: this.namespace, body: manifests.secret }, this.requestOptions(signal)),
+      );
+      // before the Pod, so the pod never runs a moment without its ingress rule
+      await this.api(`create the instance's NetworkPolicy`, 'other', signal, () =>
+        this.networking.createNamespacedNetworkPolicy({ namespace: this.namespace, body: manifests.networkPolicy }, this.requestOptions(signal)),
+      );
+      const created = await this.api(`create the instance's Pod`, 'other', signal, () =>
+        this.core.createNamespacedPod({ namespace: this.namespace, body: manifests.pod }, this.requestOptions(signal)),
+      );
+      const owner = ownedByPod({ name, uid: created.metadata?.uid ?? '' });
+      const merge = setHeaderOptions('Content-Type', PatchStrategy.MergePatch, this.requestOptions(signal));
+      await this.api(`make the Pod own its Secret`, 'secret', signal, () =>
+        this.core.patchNamespacedSecret({ name: secretName(spec.id), namespace: this.namespace, body: owner }, merge),
+      );
+      await this.api(`make the Pod own its NetworkPolicy`, 'other', signal, () =>
+        this.networking.patchNamespacedNetworkPolicy({ name: networkPolicyName(spec.id), namespace: this.namespace, body: owner }, merge),
+      );
+      const podIP = await this.waitUntilReady(name, deadline, signal);
+      if (signal.aborted) throw new StartFailure('the driver shut down during the start');
+      const host = podIP.includes(':') ? `[${podIP}]` : podIP;
+      const endpoint: InstanceEndpoint = { url: `http://${host}:${this.port}/mcp`, headers: { authorization: `Bearer ${token}` } };
+      const instance = new PodInstance(spec.id, endpoint, this, scrub);
+      this.live.set(spec.id, instance);
+      this.ensureMonitor();
+      this.log(`kubernetes pool: ${where} ready at ${podIP}`);
+      return instance;
+    } catch (error) {
+      const reason = error instanceof StartFailure ? error.message : this.closed ? 'the driver shut down during the start' : describe(error, 'other');
+      const message = scrub(`instance ${spec.server} (pod ${name}) did not start: ${reason}`);
+      this.log(`kubernetes pool: ${where} did not start: ${scrub(reason)}`);
+      await this.remove(spec.id).catch((cleanupError: unknown) =>
+        this.log(`kubernetes pool: ${where} may be left behind: ${scrub(cleanupError instanceof Error ? cleanupError.message : String(cleanupError))}`),
+      );
+      throw new InstanceStartError(message);
+    }
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    const starts = [...this.starting.values()];
+    for (const { abort } of starts) abort.abort();
+    if (this.monitorTimer) clearTimeout(this.monitorTimer);
+    this.monitorTimer = undefined;
+    // an aborted start deletes what it created itself
+    await Promise.all(starts.map(({ done }) => done));
+    const results = await Promise.allSettled([...this.live.values()].map((instance) => instance.stop()));
+    const failed = results.filter((result) => result.status === 'rejected').length;
+    if (failed > 0) throw new Error(`${failed} pool pod(s) could not be deleted; they keep the label app.kubernetes.io/managed-by=aileron`);
+  }
+
+  /** @internal */
+  async readPod(name: string, signal?: AbortSignal): Promise<V1Pod | undefined> {
+    try {
+      return await this.core.readNamespacedPod({ name, namespace: this.namespace }, this.requestOptions(signal));
+    } catch (error) {
+      if (error instanceof ApiException && error.code === 404) return undefined;
+      throw error;
+    }
+  }
+
+  /**
+   * Deletes the pod, its Secret and its NetworkPolicy (404 is fine), then
+   * waits until the pod is really gone: until then the container may still
+   * be running with the tenant's credentials.
+   * @internal
+   */
+  async remove(instanceId: string): Promise<void> {
+    const name = podName(instanceId);
+    const options = this.requestOptions();
+    await Promise.all([
+      this.deleteIgnoringAbsent(`delete the instance's Pod`, 'other', () =>
+        this.core.deleteNamespacedPod({ name, namespace: this.namespace, gracePeriodSeconds: DELETE_GRACE_SECONDS }, options),
+      ),
+      this.deleteIgnoringAbsent(`delete the instance's Secret`, 'secret', () =>
+        this.core.deleteNamespacedSecret({ name: secretName(instanceId), namespace: this.namespace }, options),
+      ),
+      this.deleteIgnoringAbsent(`delete the instance's NetworkPolicy`, 'other', () =>
+        this.networking.deleteNamespacedNetworkPolicy({ name: networkPolicyName(instanceId), namespace: this.namespace }, options),
+      ),
+    ]);
+    const until = Date.now() + GONE_TIMEOUT_MS;
+    for (;;) {
+      // a failed read proves nothing either way: ask again until the time is up
+      const gone = await this.readPod(name).then((pod) => pod === undefined, () => false);
+      if (gone) return;
+      if (Date.now() > until) {
+        this.log(`kubernetes pool: pod ${this.namespace}/${name} still terminating after ${GONE_TIMEOUT_MS / 1000} s; not waiting longer`);
+        return;
+      }
+      await sleep(this.pollIntervalMs);
+    }
+  }
+
+  /** @internal */
+  forget(instanceId: string): void {
+    this.live.delete(instanceId);
+  }
+
+  /** @internal */
+  isReady(pod: V1Pod | undefined): boolean {
+    return (
+      pod?.status?.phase === 'Running' &&
+      (pod.status.conditions ?? []).some((condition) => condition.type === 'Ready' && condition.status === 'True')
+    );
+  }
+
+  private async waitUntilReady(name: string, deadline: number, signal: AbortSignal): Promise<string> {
+    let last: V1Pod | undefined;
+    for (;;) {
+      const pod = await this.api(`read the instance's Pod`, 'other', signal, () => this.readPod(name, signal));
+      if (pod === undefined) throw new StartFailure('the pod was deleted before it became ready');
+      last = pod;
+      const phase = pod.status?.phase;
+      if (phase === 'Failed' || phase === 'Succeeded') throw new StartFailure(`it ended before it became ready: ${exitReason(pod)}`);
+      if (this.isReady(pod) && pod.status?.podIP) return pod.status.podIP;
+      const waiting = containerStatus(pod)?.state?.waiting;
+      if (waiting?.reason && HOPELESS_WAITING.has(waiting.reason)) throw new StartFailure(joinReason(waiting.reason, waiting.message));
+      if (Date.now() + this.pollIntervalMs > deadline) {
+        throw new StartFailure(`not ready within ${Math.round(this.startTimeoutMs / 1000)} s (${pendingReason(last)})`);
+      }
+      await sleep(this.pollIntervalMs, signal);
+    }
+  }
+
+  /**
+   * One LIST per interval for all running instances rather than a GET per
+   * instance: the API server's load stays flat as the pool grows.
+   */
+  private ensureMonitor(): void {
+    if (this.monitorTimer || this.monitoring || this.closed) return;
+    this.monitorTimer = setTimeout(() => void this.monitorOnce(), this.pollIntervalMs);
+    // the pool's own shutdown calls close(); a pending poll must not hold the process open
+    this.monitorTimer.unref();
+  }
+
+  private async monitorOnce(): Promise<void> {
+    this.monitorTimer = undefined;
+    this.monitoring = true;
+    // only instances registered before the request was sent can be judged absent from its answer
+    const watched = [...this.live.values()].filter((instance) => !instance.stopping);
+    try {
+      if (watched.length === 0) return;
+      const selector = Object.entries(MANAGED_BY).map(([key, value]) => `${key}=${value}`).join(',');
+      const list = await this.core.listNamespacedPod({ namespace: this.namespace, labelSelector: selector }, this.requestOptions());
+      const byName = new Map(list.items.map((pod) => [pod.metadata?.name, pod]));
+      if (this.monitorFailing) this.log(`kubernetes pool: reading pod status in namespace ${this.namespace} works again`);
+      this.monitorFailing = false;
+      for (const instance of watched) {
+        const pod = byName.get(podName(instance.id));
+        const phase = pod?.status?.phase;
+        if (pod !== undefined && phase !== 'Failed' && phase !== 'Succeeded') continue;
+        const reason = instance.ended(pod === undefined ? 'the pod was deleted' : exitReason(pod));
+        if (reason) this.log(`kubernetes pool: pod ${this.namespace}/${podName(instance.id)} ended: ${reason}`);
+      }
+    } catch (error) {
+      if (!this.monitorFailing) this.log(`kubernetes pool: could not read pod status in namespace ${this.namespace}, retrying: ${describe(error, 'other')}`);
+      this.monitorFailing = true;
+    } finally {
+      this.monitoring = false;
+      if (this.live.size > 0) this.ensureMonitor();
+    }
+  }
+
+  /**
+   * Runs one API call and turns any failure into a reason fit for a user. The
+   * body of an answer about the Secret is never quoted: an admission webhook
+   * may echo the object it refused, data included.
+   */
+  private async api<T>(what: string, about: 'secret' | 'other', signal: AbortSignal, call: () => Promise<T>): Promise<T> {
+    try {
+      return await call();
+    } catch (error) {
+      if (signal.aborted) throw new StartFailure('the driver shut down during the start');
+      throw new StartFailure(`could not ${what} in namespace "${this.namespace}": ${describe(error, about)}`);
+    }
+  }
+
+  private async deleteIgnoringAbsent(what: string, about: 'secret' | 'other', call: () => Promise<unknown>): Promise<void> {
+    try {
+      await call();
+    } catch (error) {
+      if (error instanceof ApiException && error.code === 404) return;
+      throw new Error(`could not ${what} in namespace "${this.namespace}": ${describe(error, about)}`);
+    }
+  }
+
+  /** Per-request options: a timeout on every call, and the start's abort. */
+  private requestOptions(signal?: AbortSignal): ConfigurationOptions {
+    const timeoutMs = this.requestTimeoutMs;
+    return {
+      middleware: [
+        {
+          pre: (context) => {
+            const timeout = AbortSignal.timeout(timeoutMs);
+            context.setSignal(signal ? AbortSignal.any([timeout, signal]) : timeout);
+            return new Observable(Promise.resolve(context));
+          },
+          post: (context) => new Observable(Promise.resolve(context)),
+        },
+      ],
+      middlewareMergeStrategy: 'append',
+    };
+  }
+}
+
+class PodInstance implements RunningInstance {
+  readonly exited: Promise<InstanceExit>;
+  stopping = false;
+  private settle!: (exit: InstanceExit) => void;
+  private settled = false;
+  private stopped: Promise<void> | undefined;
+  private cleanup: Promise<void> | undefined;
+
+  constructor(
+    readonly id: string,
+    readonly endpoint: InstanceEndpoint,
+    private readonly driver: KubernetesDriver,
+    private readonly scrub: (text: string) => string,
+  ) {
+    this.exited = new Promise((resolve) => (this.settle = resolve));
+  }
+
+  async healthy(): Promise<boolean> {
+    if (this.settled) return false;
+    try {
+      // the request timeout bounds the read; a slow API server reads as unhealthy
+      return this.driver.isReady(await this.driver.readPod(podName(this.id)));
+    } catch {
+      return false;
+    }
+  }
+
+  stop(): Promise<void> {
+    this.stopping = true;
+    if (this.settled && this.cleanup) return this.cleanup;
+    this.stopped ??= this.driver.remove(this.id).then(
+      () => {
+        this.driver.forget(this.id);
+        this.finish({ reason: 'stopped', requested: true });
+      },
+      (error: unknown) => {
+        // a later stop() tries again
+        this.stopped = undefined;
+        throw new Error(this.scrub(error instanceof Error ? error.message : String(error)));
+      },
+    );
+    return this.stopped;
+  }
+
+  /**
+   * The monitor saw the pod end or vanish; its leftovers (the Secret above
+   * all) go at once. Answers the reason it settled with, if it did.
+   */
+  ended(reason: string): string | undefined {
+    if (this.settled || this.stopping) return undefined;
+    this.driver.forget(this.id);
+    const exit = { reason: this.scrub(reason), requested: false };
+    this.finish(exit);
+    this.cleanup = this.driver.remove(this.id).catch(() => undefined);
+    return exit.reason;
+  }
+
+  private finish(exit: InstanceExit): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.settle(exit);
+  }
+}
+
+/** A start failure whose message is already fit for a user. */
+class StartFailure extends Error {}
+
+function containerStatus(pod: V1Pod) {
+  return pod.status?.containerStatuses?.find((status) => status.name === CONTAINER);
+}
+
+/**
+ * Why a pod ended, from what the kubelet recorded. The container's own
+ * termination message is left out: it is whatever the process wrote, and
+ * that may be a credential.
+ */
+export function exitReason(pod: V1Pod): string {
+  const phase = pod.status?.phase ?? 'Unknown';
+  const terminated = containerStatus(pod)?.state?.terminated;
+  if (terminated) {
+    const code = terminated.exitCode;
+    if (terminated.reason && terminated.reason !== 'Error' && terminated.reason !== 'Completed') {
+      return `pod ${phase}: ${terminated.reason} (exit code ${code})`;
+    }
+    return `pod ${phase}: exited with code ${code}`;
+  }
+  if (pod.status?.reason) return `pod ${phase}: ${joinReason(pod.status.reason, pod.status.message)}`;
+  return `pod ${phase}`;
+}
+
+/** What a pod that is not ready yet is waiting for: the container's waiting reason, else why it is not scheduled. */
+function pendingReason(pod: V1Pod | undefined): string {
+  if (!pod) return 'no status yet';
+  const waiting = containerStatus(pod)?.state?.waiting;
+  if (waiting?.reason) return joinReason(waiting.reason, waiting.message);
+  const unscheduled = pod.status?.conditions?.find((condition) => condition.type === 'PodScheduled' && condition.status === 'False');
+  if (unscheduled) return joinReason(unscheduled.reason ?? 'Unschedulable', unscheduled.message);
+  const phase = pod.status?.phase ?? 'Pending';
+  return phase === 'Running' ? 'Running, readiness probe not passing' : phase;
+}
+
+function joinReason(reason: string, message: string | undefined): string {
+  return message ? `${reason}: ${message}` : reason;
+}
+
+/**
+ * An API failure for people: status code and Kubernetes' reason; the Status
+ * message too unless the call was about the Secret.
+ */
+function describe(error: unknown, about: 'secret' | 'other'): string {
+  if (error instanceof StartFailure) return error.message;
+  if (error instanceof ApiException) {
+    const status = parseStatus(error.body);
+    // the generated client drops the body of some answers (401 among them)
+    const reason = status?.reason ?? STATUS_CODES[error.code];
+    const head = `Kubernetes answered ${error.code}${reason ? ` ${reason}` : ''}`;
+    return about === 'other' && status?.message ? `${head}: ${status.message}` : head;
+  }
+  if (error instanceof Error && error.name === 'AbortError') return 'the Kubernetes API did not answer in time';
+  if (error instanceof Error) return `could not reach the Kubernetes API (${error.message})`;
+  return 'could not reach the Kubernetes API';
+}
+
+function parseStatus(body: unknown): { reason?: string; message?: string } | undefined {
+  try {
+    const status: unknown = typeof body === 'string' ? JSON.parse(body) : body;
+    if (typeof status !== 'object' || status === null) return undefined;
+    const { reason, message } = status as { reason?: unknown; message?: unknown };
+    return {
+      ...(typeof reason === 'string' ? { reason } : {}),
+      ...(typeof message === 'string' ? { message } : {}),
+    };
+  } catch {
+    return undefined;
+  }
+}
+
+/** Replaces each known secret value in text; anything shown to people passes through it. */
+function scrubber(secrets: string[]): (text: string) => string {
+  const values = secrets.filter((value) => value.length > 0).sort((a, b) => b.length - a.length);
+  return (text) => values.reduce((out, value) => out.split(value).join('[redacted]'), text);
+}
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal?.reason);
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}

@@ -1,0 +1,326 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { z } from 'zod';
+import { InstanceStartError, type InstanceSpec, type RunningInstance } from '../../libs/pool/src/drivers/driver';
+import { KubernetesDriver, type KubernetesDriverOptions } from '../../libs/pool/src/drivers/kubernetes/kubernetes-driver';
+import { FakeKubernetes, type FakeKubelet } from '../support/fake-kubernetes';
+
+/**
+ * The Kubernetes driver against a fake API server that speaks the real REST
+ * API (TLS, bearer token, Status errors) and refuses what a real one would
+ * refuse. Its kubelet gives every pod 127.0.0.1, where a real MCP Streamable
+ * HTTP server plays the container: it accepts only the token the driver put
+ * in the pod's Secret, as the bridge would.
+ */
+
+const RUNNER_IMAGE = 'ghcr.io/aileron/mcp-runner:1.4.0';
+const UNPULLABLE = 'registry.example.com/mcp/does-not-exist:9.9.9';
+
+let fake: FakeKubernetes;
+let container: TestContainer;
+let driver: KubernetesDriver;
+let logLines: string[];
+let canary: string;
+
+beforeEach(async () => {
+  canary = `canary-${randomBytes(12).toString('hex')}`;
+  container = await startContainer(() => fake);
+  fake = await FakeKubernetes.start({ kubelet: kubelet() });
+  logLines = [];
+  driver = aDriver();
+});
+
+afterEach(async () => {
+  await driver.close();
+  await fake.close();
+  await container.close();
+  // whatever happened in the test, no credential reached the log
+  expect(logLines.join('\n')).not.toContain(canary);
+  for (const token of container.tokensSeen) expect(logLines.join('\n')).not.toContain(token);
+});
+
+function kubelet(): FakeKubelet {
+  return { podIP: '127.0.0.1', unpullable: new Set([UNPULLABLE]) };
+}
+
+function aDriver(overrides: Partial<KubernetesDriverOptions> = {}): KubernetesDriver {
+  return new KubernetesDriver({
+    kubeConfig: fake.kubeConfig(),
+    namespace: fake.namespace,
+    runnerImage: RUNNER_IMAGE,
+    port: container.port,
+    startTimeoutMs: 10_000,
+    pollIntervalMs: 40,
+    log: (line) => logLines.push(line),
+    ...overrides,
+  });
+}
+
+function aSpec(overrides: Partial<InstanceSpec> = {}): InstanceSpec {
+  return {
+    id: `memory-${randomBytes(6).toString('hex')}`,
+    organizationId: randomUUID(),
+    organizationSlug: 'acme',
+    workspaceId: randomUUID(),
+    workspaceSlug: 'platform-team',
+    server: 'memory',
+    version: '1.2.0',
+    run: { kind: 'command', command: 'npx', args: ['-y', '@modelcontextprotocol/server-memory'] },
+    env: { GITHUB_TOKEN: canary, LOG_LEVEL: 'debug' },
+    secrets: [canary],
+    limits: { memoryMb: 256, cpuMillis: 250 },
+    ...overrides,
+  };
+}
+
+const pod = (spec: InstanceSpec) => `mcp-${spec.id}`;
+const secret = (spec: InstanceSpec) => `mcp-${spec.id}-env`;
+
+function leftovers(): string[] {
+  return [...fake.names('pods'), ...fake.names('secrets'), ...fake.names('networkpolicies')];
+}
+
+async function startError(start: Promise<unknown>): Promise<InstanceStartError> {
+  const error = await start.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(InstanceStartError);
+  return error as InstanceStartError;
+}
+
+describe('Kubernetes driver', () => {
+  it('starts a pod that an MCP client reaches through the endpoint, with a fresh bearer token per start', async () => {
+    const spec = aSpec();
+    const instance = await driver.start(spec);
+    expect(instance.endpoint.url).toBe(`http://127.0.0.1:${container.port}/mcp`);
+
+    const client = await connect(instance);
+    const { tools } = await client.listTools();
+    expect(tools.map((tool) => tool.name)).toEqual(['whoami']);
+    const result = await client.callTool({ name: 'whoami', arguments: { greeting: 'hello' } });
+    // the container saw its environment, which came only through the Secret
+    expect(result.content).toEqual([{ type: 'text', text: 'hello from LOG_LEVEL=debug HOME=/home/mcp' }]);
+    await client.close();
+    expect(await instance.healthy()).toBe(true);
+
+    const again = await driver.start(aSpec());
+    expect(again.endpoint.headers.authorization).toMatch(/^Bearer [A-Za-z0-9_-]{43}$/);
+    expect(again.endpoint.headers.authorization).not.toBe(instance.endpoint.headers.authorization);
+  });
+
+  it('creates objects the API server accepts: labelled, limited, locked down, env only in a Secret the Pod owns', async () => {
+    const spec = aSpec();
+    const instance = await driver.start(spec);
+    const stored = fake.get('pods', pod(spec));
+
+    expect(stored.metadata.labels).toEqual({
+      'app.kubernetes.io/managed-by': 'aileron',
+      'aileron.dev/organization': spec.organizationId,
+      'aileron.dev/workspace': spec.workspaceId,
+      'aileron.dev/server': 'memory',
+      'aileron.dev/instance': spec.id,
+    });
+    const [c] = stored.spec.containers;
+    expect(c.image).toBe(RUNNER_IMAGE);
+    expect(c.args).toEqual(['--host', '0.0.0.0', '--port', String(container.port), '--', 'npx', '-y', '@modelcontextprotocol/server-memory']);
+    expect(c.resources.limits).toEqual({ memory: '256Mi', cpu: '250m' });
+    expect(c.securityContext).toMatchObject({ allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } });
+    expect(stored.spec).toMatchObject({ restartPolicy: 'Never', automountServiceAccountToken: false, enableServiceLinks: false });
+
+    // the values live in the Secret; the Pod only names it
+    expect(c.env).toBeUndefined();
+    expect(c.envFrom).toEqual([{ secretRef: { name: secret(spec) } }]);
+    expect(JSON.stringify(stored)).not.toContain(canary);
+    const token = instance.endpoint.headers.authorization!.slice('Bearer '.length);
+    expect(JSON.stringify(stored)).not.toContain(token);
+    expect(fake.secretValues(secret(spec))).toEqual({ GITHUB_TOKEN: canary, LOG_LEVEL: 'debug', HOME: '/home/mcp', AILERON_BRIDGE_TOKEN: token });
+
+    // owned by the Pod, so the garbage collector takes them with it
+    const owner = [{ apiVersion: 'v1', kind: 'Pod', name: pod(spec), uid: stored.metadata.uid }];
+    expect(fake.get('secrets', secret(spec)).metadata.ownerReferences).toEqual(owner);
+    expect(fake.get('networkpolicies', pod(spec)).metadata.ownerReferences).toEqual(owner);
+    expect(fake.get('networkpolicies', pod(spec)).spec.ingress[0].from).toEqual([
+      { podSelector: { matchLabels: { 'app.kubernetes.io/name': 'aileron-control-plane' } } },
+    ]);
+    // the ingress rule exists before the Pod does
+    const creates = fake.requests.filter((r) => r.method === 'POST').map((r) => r.path.split('/').at(-1));
+    expect(creates).toEqual(['secrets', 'networkpolicies', 'pods']);
+  });
+
+  it('fails a start whose image cannot be pulled with the kubelet’s reason, and leaves nothing behind', async () => {
+    const began = Date.now();
+    const error = await startError(driver.start(aSpec({ run: { kind: 'image', image: UNPULLABLE, args: [] } })));
+    expect(error.message).toContain('ImagePullBackOff');
+    expect(error.message).toContain(UNPULLABLE);
+    expect(error.message).not.toContain(canary);
+    // it did not wait out the start timeout
+    expect(Date.now() - began).toBeLessThan(5000);
+    expect(leftovers()).toEqual([]);
+  });
+
+  it('fails a start that never becomes ready within the timeout, saying why the pod waits', async () => {
+    fake.onPodCreated = (created) => fake.podUnschedulable(created.metadata.name, '0/3 nodes are available: 3 Insufficient memory.');
+    driver = aDriver({ startTimeoutMs: 500 });
+    const error = await startError(driver.start(aSpec()));
+    expect(error.message).toMatch(/not ready within \d+ s \(Unschedulable: 0\/3 nodes are available: 3 Insufficient memory\.\)/);
+    expect(leftovers()).toEqual([]);
+  });
+
+  it('reports a pod killed for memory through exited, without the container’s own last words, and removes its Secret', async () => {
+    const spec = aSpec();
+    const instance = await driver.start(spec);
+    fake.podTerminated(pod(spec), { phase: 'Failed', reason: 'OOMKilled', exitCode: 137, message: `panic: token ${canary}` });
+
+    const exit = await instance.exited;
+    expect(exit).toEqual({ reason: 'pod Failed: OOMKilled (exit code 137)', requested: false });
+    expect(await instance.healthy()).toBe(false);
+    await vi.waitFor(() => expect(leftovers()).toEqual([]), { timeout: 5000 });
+  });
+
+  it('notices a pod deleted behind its back, and the garbage collector takes the Secret and NetworkPolicy with it', async () => {
+    const spec = aSpec();
+    const instance = await driver.start(spec);
+    fake.deletePod(pod(spec));
+    // collected through the ownerReferences alone, before the driver does anything
+    expect(leftovers()).toEqual([]);
+    expect(await instance.exited).toEqual({ reason: 'the pod was deleted', requested: false });
+  });
+
+  it('stop() deletes the pod, its Secret and its NetworkPolicy, once, however often it is called', async () => {
+    const spec = aSpec();
+    const instance = await driver.start(spec);
+    await Promise.all([instance.stop(), instance.stop()]);
+    await instance.stop();
+
+    expect(leftovers()).toEqual([]);
+    expect(await instance.exited).toEqual({ reason: 'stopped', requested: true });
+    expect(await instance.healthy()).toBe(false);
+    const deletes = fake.requests.filter((r) => r.method === 'DELETE');
+    expect(deletes.map((r) => r.path.split('/').at(-2)).sort()).toEqual(['networkpolicies', 'pods', 'secrets']);
+    expect(deletes.find((r) => r.path.endsWith(`/pods/${pod(spec)}`))!.query.get('gracePeriodSeconds')).toBe('5');
+  });
+
+  it('healthy() follows the pod’s readiness', async () => {
+    const spec = aSpec();
+    const instance = await driver.start(spec);
+    expect(await instance.healthy()).toBe(true);
+    fake.podRunning(pod(spec), { podIP: '127.0.0.1', ready: false });
+    expect(await instance.healthy()).toBe(false);
+  });
+
+  it('close() stops every instance the driver started', async () => {
+    const [a, b] = await Promise.all([driver.start(aSpec()), driver.start(aSpec({ server: 'github' }))]);
+    await driver.close();
+    expect(leftovers()).toEqual([]);
+    expect(await a.exited).toMatchObject({ requested: true });
+    expect(await b.exited).toMatchObject({ requested: true });
+    await expect(driver.start(aSpec())).rejects.toBeInstanceOf(InstanceStartError);
+  });
+
+  it('turns an RBAC refusal into a clear error and deletes what it had created', async () => {
+    fake.refuse({
+      method: 'POST',
+      resource: 'pods',
+      code: 403,
+      reason: 'Forbidden',
+      message: `pods is forbidden: User "system:serviceaccount:aileron:control-plane" cannot create resource "pods" in API group "" in the namespace "${fake.namespace}"`,
+    });
+    const error = await startError(driver.start(aSpec()));
+    expect(error.message).toContain(`could not create the instance's Pod in namespace "${fake.namespace}": Kubernetes answered 403 Forbidden: pods is forbidden`);
+    // the Secret and the NetworkPolicy went in before the refusal; they are gone again
+    expect(fake.requests.filter((r) => r.method === 'POST' && r.path.endsWith('/secrets'))).toHaveLength(1);
+    expect(leftovers()).toEqual([]);
+  });
+
+  it('never quotes an answer about the Secret, which an admission webhook may fill with its data', async () => {
+    fake.refuse({
+      method: 'POST',
+      resource: 'secrets',
+      code: 403,
+      reason: 'Forbidden',
+      message: `admission webhook "secrets.policy.example.com" denied the request: GITHUB_TOKEN=${canary} looks like a credential`,
+    });
+    const error = await startError(driver.start(aSpec()));
+    expect(error.message).toContain(`could not create the instance's Secret in namespace "${fake.namespace}": Kubernetes answered 403 Forbidden`);
+    expect(error.message).not.toContain(canary);
+    expect(leftovers()).toEqual([]);
+  });
+
+  it('passes on why the API server found an object invalid', async () => {
+    // a server name no label value may hold: the catalog never makes one, the API server is the last guard
+    const error = await startError(driver.start(aSpec({ server: 'Memory Server!' })));
+    expect(error.message).toMatch(/Kubernetes answered 422 Invalid/);
+    expect(leftovers()).toEqual([]);
+  });
+
+  it('says so when the API server cannot be reached or does not accept its credentials', async () => {
+    driver = aDriver({ kubeConfig: fake.kubeConfig('not-the-token') });
+    const refused = await startError(driver.start(aSpec()));
+    expect(refused.message).toContain('Kubernetes answered 401 Unauthorized');
+
+    const url = fake.url;
+    await fake.close();
+    fake = await FakeKubernetes.start({ kubelet: kubelet() });
+    const config = fake.kubeConfig();
+    config.clusters[0] = { ...config.clusters[0]!, server: url };
+    driver = aDriver({ kubeConfig: config, startTimeoutMs: 1000 });
+    const unreachable = await startError(driver.start(aSpec()));
+    expect(unreachable.message).toContain('could not reach the Kubernetes API');
+  });
+});
+
+async function connect(instance: RunningInstance): Promise<Client> {
+  const client = new Client({ name: 'kubernetes-driver-test', version: '1.0.0' });
+  await client.connect(new StreamableHTTPClientTransport(new URL(instance.endpoint.url), { requestInit: { headers: instance.endpoint.headers } }));
+  return client;
+}
+
+interface TestContainer {
+  port: number;
+  /** every bearer token the container accepted, to check none of them leaks */
+  tokensSeen: Set<string>;
+  close(): Promise<void>;
+}
+
+/**
+ * Plays every pod's container: an MCP Streamable HTTP server whose
+ * environment is the Secret of the pod being called, as envFrom would give
+ * it. Like the bridge, it answers only the bearer token in that environment.
+ */
+async function startContainer(api: () => FakeKubernetes): Promise<TestContainer> {
+  const tokensSeen = new Set<string>();
+  const server: Server = createServer((req, res) => {
+    const presented = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1];
+    const env = api()
+      .names('secrets')
+      .map((name) => api().secretValues(name)!)
+      .find((values) => presented !== undefined && values.AILERON_BRIDGE_TOKEN === presented);
+    if (!env) {
+      res.writeHead(401, { 'content-type': 'application/json' }).end(JSON.stringify({ error: 'unauthorized' }));
+      return;
+    }
+    tokensSeen.add(presented!);
+    const mcp = new McpServer({ name: 'container', version: '1.0.0' });
+    mcp.registerTool('whoami', { description: 'Greets with a bit of its environment', inputSchema: { greeting: z.string() } }, ({ greeting }) => ({
+      content: [{ type: 'text', text: `${greeting} from LOG_LEVEL=${env.LOG_LEVEL} HOME=${env.HOME}` }],
+    }));
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    res.on('close', () => void mcp.close());
+    void mcp.connect(transport).then(() => transport.handleRequest(req, res));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as { port: number }).port,
+    tokensSeen,
+    close: () => {
+      server.closeAllConnections();
+      return new Promise((resolve) => server.close(() => resolve()));
+    },
+  };
+}
