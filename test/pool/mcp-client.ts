@@ -8,7 +8,8 @@ import { uniqueSlug } from '../support/builders';
 /** The reference MCP servers from node_modules, as catalog commands (no network: not npx). */
 export const SERVERS = {
   everything: { command: 'node', args: [resolve('node_modules/@modelcontextprotocol/server-everything/dist/index.js'), 'stdio'] },
-  memory: { command: 'node', args: [resolve('node_modules/@modelcontextprotocol/server-memory/dist/index.js')] },
+  // the sandbox's code is read-only: the memory file lives in the instance's home
+  memory: { command: 'node', args: [resolve('node_modules/@modelcontextprotocol/server-memory/dist/index.js')], env: { MEMORY_FILE_PATH: '/home/mcp/memory.jsonl' } },
   filesystem: (dir: string) => ({ command: 'node', args: [resolve('node_modules/@modelcontextprotocol/server-filesystem/dist/index.js'), dir] }),
 };
 
