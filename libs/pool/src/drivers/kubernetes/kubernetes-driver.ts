@@ -59,6 +59,11 @@ const GONE_TIMEOUT_MS = (DELETE_GRACE_SECONDS + 25) * 1000;
  * HTTP at the pod's IP. Everything the driver creates carries
  * `app.kubernetes.io/managed-by: aileron`; the Secret and the NetworkPolicy
  * are owned by the Pod, so deleting the Pod by any means removes them too.
+ *
+ * The control plane's service account needs, in `namespace`: pods (create,
+ * get, list, delete), secrets (create, patch, delete) and
+ * networking.k8s.io networkpolicies (create, patch, delete). It never reads
+ * a Secret back.
  */
 export class KubernetesDriver implements InstanceDriver {
   readonly kind = 'kubernetes' as const;
