@@ -94,4 +94,6 @@ export const consumeBody = z.object(callFields);
 export const linkQuery = z.object({ link: z.string().min(1).max(200) });
 export const linkDecisionBody = z.object({ link: z.string().min(1).max(200), decision: z.enum(['approve', 'deny']), reason: z.string().max(2000).optional() });
 
+export const sessionDecisionBody = z.object({ decision: z.enum(['approve', 'deny']), reason: z.string().max(2000).optional() }).strict();
+
 export const cancelBody = z.object({ reason: z.string().max(2000).optional() });

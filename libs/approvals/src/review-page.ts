@@ -1,10 +1,31 @@
+import { CSRF_HEADER } from '@aileron/auth';
+
+/** How the page may authenticate its reader, decided when it is served. */
+export interface ReviewPageOptions {
+  /** the organisation's identity provider, when it is set up for browser sign-in */
+  signIn: { href: string; label: string } | null;
+  /** a valid session cookie came with the request: who it is, and the CSRF token its changes carry */
+  session: { name: string; csrf: string } | null;
+}
+
+function escapeHtml(text: string): string {
+  return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}
+
+/** A value for the page's script: JSON, with `<` escaped so no string can close the script element. */
+function scriptValue(value: unknown): string {
+  return JSON.stringify(value).replace(/</g, '\\u003c');
+}
+
 /**
  * The review page at `review_url`: shows the exact call and lets an approver
- * decide, either signed in (their token or the organisation's JWT, kept in
- * the tab's session storage) or through a one-time link (`?link=`). Every
- * value is written as text, never as HTML: arguments come from the agent.
+ * decide, signed in through the organisation's identity provider (a session
+ * cookie the page cannot read; its changes carry a CSRF token), through a
+ * one-time link (`?link=`), or with a pasted token kept in the tab's session
+ * storage. Every value is written as text, never as HTML: arguments come from
+ * the agent.
  */
-export function reviewPage(id: string, nonce: string): string {
+export function reviewPage(id: string, nonce: string, options: ReviewPageOptions): string {
   return `<!doctype html>
 <html lang="en">
 <head>
@@ -21,15 +42,19 @@ export function reviewPage(id: string, nonce: string): string {
   #approve { background: #1f7a3f; color: #fff; border-color: #1f7a3f; } #deny { background: #a32020; color: #fff; border-color: #a32020; }
   #error { color: #a32020; } [hidden] { display: none !important; }
   input { font: inherit; padding: .3rem; min-width: 18rem; }
+  a.button { display: inline-block; padding: .4rem 1rem; border-radius: 6px; background: #24467a; color: #fff; text-decoration: none; }
 </style>
 </head>
 <body>
 <h1>Approval request</h1>
 <p id="error" role="alert"></p>
-<form id="signin" hidden>
-  <p>Sign in to review: paste your Aileron token or your organisation's sign-in token (JWT).</p>
-  <input id="token" type="password" autocomplete="off" aria-label="token"> <button type="submit">Sign in</button>
-</form>
+<section id="signin" hidden>
+${options.signIn ? `<p><a id="idp-signin" class="button" href="${escapeHtml(options.signIn.href)}">Sign in with ${escapeHtml(options.signIn.label)}</a></p>\n  <p>Or paste an Aileron token or your organisation's sign-in token (JWT):</p>` : "<p>Sign in to review: paste your Aileron token or your organisation's sign-in token (JWT).</p>"}
+  <form id="token-form">
+    <input id="token" type="password" autocomplete="off" aria-label="token"> <button type="submit">Sign in</button>
+  </form>
+</section>
+<p id="viewer" hidden></p>
 <section id="request" hidden>
   <p>Status: <span id="status" class="status"></span></p>
   <dl>
@@ -52,12 +77,16 @@ export function reviewPage(id: string, nonce: string): string {
 (() => {
   const id = ${JSON.stringify(id)};
   const link = new URLSearchParams(location.search).get('link');
+  const session = ${scriptValue(options.session)};
   const $ = (x) => document.getElementById(x);
   const token = () => sessionStorage.getItem('aileron-token');
   const fail = (text) => { $('error').textContent = text; };
+  // one way to authenticate per page: the link, else the sign-in session, else a pasted token
+  const mode = () => (link ? 'link' : session ? 'session' : token() ? 'token' : null);
   async function call(method, url, body) {
     const headers = { accept: 'application/json' };
-    if (!link && token()) headers.authorization = 'Bearer ' + token();
+    if (mode() === 'token') headers.authorization = 'Bearer ' + token();
+    if (mode() === 'session' && method !== 'GET') headers[${scriptValue(CSRF_HEADER)}] = session.csrf;
     if (body) headers['content-type'] = 'application/json';
     const res = await fetch(url, { method, headers, body: body ? JSON.stringify(body) : undefined });
     const data = await res.json().catch(() => ({}));
@@ -77,27 +106,29 @@ export function reviewPage(id: string, nonce: string): string {
     $('decisions').textContent = r.decisions.map((d) => d.approver + ': ' + d.decision + (d.reason ? ' (' + d.reason + ')' : '')).join('; ') || 'none yet';
     $('actions').hidden = r.status !== 'pending';
   }
+  const urls = {
+    link: { view: () => '/review/' + id + '/request?link=' + encodeURIComponent(link), decide: (decision, reason) => ['/review/' + id + '/decision', { link, decision, reason }] },
+    session: { view: () => '/review/' + id + '/session', decide: (decision, reason) => ['/review/' + id + '/session/decision', { decision, reason }] },
+    token: { view: () => '/v1/approvals/' + id, decide: (decision, reason) => ['/v1/approvals/' + id + '/' + decision, { reason, channel: 'page' }] },
+  };
   async function load() {
     try {
-      show(link ? await call('GET', '/review/' + id + '/request?link=' + encodeURIComponent(link)) : await call('GET', '/v1/approvals/' + id));
+      show(await call('GET', urls[mode()].view()));
     } catch (e) {
-      if (!link && (e.status === 401 || !token())) { $('signin').hidden = false; return; }
+      if (mode() !== 'link' && e.status === 401) { $('signin').hidden = false; $('viewer').hidden = true; return; }
       fail(e.message);
     }
   }
   async function decide(decision) {
     fail('');
-    const reason = $('reason').value || undefined;
-    try {
-      show(link
-        ? await call('POST', '/review/' + id + '/decision', { link, decision, reason })
-        : await call('POST', '/v1/approvals/' + id + '/' + decision, { reason, channel: 'page' }));
-    } catch (e) { fail(e.message); }
+    const [url, body] = urls[mode()].decide(decision, $('reason').value || undefined);
+    try { show(await call('POST', url, body)); } catch (e) { fail(e.message); }
   }
   $('approve').addEventListener('click', () => decide('approve'));
   $('deny').addEventListener('click', () => decide('deny'));
-  $('signin').addEventListener('submit', (ev) => { ev.preventDefault(); sessionStorage.setItem('aileron-token', $('token').value.trim()); load(); });
-  if (!link && !token()) $('signin').hidden = false; else load();
+  $('token-form').addEventListener('submit', (ev) => { ev.preventDefault(); sessionStorage.setItem('aileron-token', $('token').value.trim()); load(); });
+  if (mode() === 'session') { $('viewer').textContent = 'Signed in as ' + session.name; $('viewer').hidden = false; }
+  if (!mode()) $('signin').hidden = false; else load();
 })();
 </script>
 </body>

@@ -4,10 +4,14 @@ import { PassportModule } from '@nestjs/passport';
 import { AccessService } from './access.service';
 import { AuthGuard } from './auth.guard';
 import { AuthRepository } from './auth.repository';
+import { BrowserKeys } from './browser-keys.service';
+import { BrowserSessions } from './browser-sessions.service';
 import { CredentialResolvers } from './credential-resolvers';
 import { JwtKeys } from './jwt-keys.service';
 import { JwtStrategy } from './jwt.strategy';
 import { MeController } from './me.controller';
+import { OidcSignIn } from './oidc-sign-in.service';
+import { OidcController } from './oidc.controller';
 import { PrincipalResolver } from './principal.resolver';
 import { TokensController } from './tokens.controller';
 import { TokensService } from './tokens.service';
@@ -15,8 +19,20 @@ import { TokensService } from './tokens.service';
 @Global()
 @Module({
   imports: [PassportModule],
-  controllers: [MeController, TokensController],
-  providers: [CredentialResolvers, AuthRepository, JwtKeys, PrincipalResolver, JwtStrategy, AccessService, TokensService, { provide: APP_GUARD, useClass: AuthGuard }],
-  exports: [AccessService, TokensService, JwtKeys, CredentialResolvers],
+  controllers: [MeController, TokensController, OidcController],
+  providers: [
+    CredentialResolvers,
+    AuthRepository,
+    JwtKeys,
+    PrincipalResolver,
+    JwtStrategy,
+    AccessService,
+    TokensService,
+    BrowserKeys,
+    BrowserSessions,
+    OidcSignIn,
+    { provide: APP_GUARD, useClass: AuthGuard },
+  ],
+  exports: [AccessService, TokensService, JwtKeys, CredentialResolvers, BrowserKeys, BrowserSessions, OidcSignIn],
 })
 export class AuthModule {}

@@ -30,6 +30,8 @@ export interface UserRecord {
   name: string | null;
   role: Role;
   memberships: { workspaceId: string; role: Role }[];
+  /** the IdP's groups at the user's last sign-in */
+  idpGroups: string[];
 }
 
 export interface IdentityProviderRecord extends ClaimMapping {
@@ -37,6 +39,39 @@ export interface IdentityProviderRecord extends ClaimMapping {
   issuer: string;
   jwksUrl: string;
   audience: string | null;
+  /** browser sign-in: null while it is not configured */
+  clientId: string | null;
+  /** sealed by the root key; only the sign-in service opens it, to call the token endpoint */
+  clientSecretSealed: string | null;
+  scopes: string[];
+}
+
+export interface LoginSessionRecord {
+  id: string;
+  organizationId: string;
+  userId: string;
+  expiresAt: Date;
+}
+
+type IdentityProviderRow = Omit<IdentityProviderRecord, 'roleMapping'> & { roleMapping: unknown; updatedAt: Date };
+
+function toIdentityProvider(row: IdentityProviderRow): IdentityProviderRecord {
+  return {
+    organizationId: row.organizationId,
+    issuer: row.issuer,
+    jwksUrl: row.jwksUrl,
+    audience: row.audience,
+    subjectClaim: row.subjectClaim,
+    emailClaim: row.emailClaim,
+    nameClaim: row.nameClaim,
+    roleClaim: row.roleClaim,
+    roleMapping: row.roleMapping as Record<string, Role>,
+    defaultRole: row.defaultRole,
+    groupsClaim: row.groupsClaim,
+    clientId: row.clientId,
+    clientSecretSealed: row.clientSecretSealed,
+    scopes: row.scopes,
+  };
 }
 
 const tokenInclude = { organization: { select: { slug: true } }, workspace: { select: { slug: true } } } as const;
@@ -150,33 +185,40 @@ export class AuthRepository {
           name: row.name,
           role: row.role,
           memberships: row.memberships,
+          idpGroups: row.idpGroups,
         }
       : null;
   }
 
   async findIdentityProviderByIssuer(issuer: string): Promise<IdentityProviderRecord | null> {
     const row = await this.db.client.identityProvider.findUnique({ where: { issuer } });
-    return row
-      ? {
-          organizationId: row.organizationId,
-          issuer: row.issuer,
-          jwksUrl: row.jwksUrl,
-          audience: row.audience,
-          subjectClaim: row.subjectClaim,
-          emailClaim: row.emailClaim,
-          nameClaim: row.nameClaim,
-          roleClaim: row.roleClaim,
-          roleMapping: row.roleMapping as Record<string, Role>,
-          defaultRole: row.defaultRole,
-        }
-      : null;
+    return row ? toIdentityProvider(row) : null;
+  }
+
+  async findIdentityProvider(scope: OrgScope): Promise<IdentityProviderRecord | null> {
+    const row = await this.db.client.identityProvider.findUnique({ where: { organizationId: scope.organizationId } });
+    return row ? toIdentityProvider(row) : null;
+  }
+
+  /** Sign-in starts before anyone is authenticated: the organisation's slug is all the browser names. */
+  async findOrganizationIdBySlug(slug: string): Promise<string | null> {
+    const row = await this.db.client.organization.findUnique({ where: { slug }, select: { id: true } });
+    return row?.id ?? null;
   }
 
   /**
    * First login links a pre-provisioned user with the same e-mail; later logins
-   * find the user by subject. The IdP's role wins when it sends one.
+   * find the user by subject. The IdP's role wins when it sends one. Its groups
+   * are recorded when the credential was issued after the user's last
+   * recorded sign-in, so an old token used late does not roll them back.
    */
-  async upsertUserFromIdentity(scope: OrgScope, identity: MappedIdentity, defaultRole: Role, at: Date): Promise<{ id: string; previousLoginAt: Date | null }> {
+  async upsertUserFromIdentity(
+    scope: OrgScope,
+    identity: MappedIdentity,
+    defaultRole: Role,
+    at: Date,
+    issuedAt: Date,
+  ): Promise<{ id: string; previousLoginAt: Date | null }> {
     return this.db.transaction(async (tx) => {
       const bySubject = await tx.user.findUnique({
         where: { organizationId_subject: { organizationId: scope.organizationId, subject: identity.subject } },
@@ -194,6 +236,7 @@ export class AuthRepository {
             lastLoginAt: at,
             ...(identity.name ? { name: identity.name } : {}),
             ...(identity.role ? { role: identity.role } : {}),
+            ...(!existing.lastLoginAt || issuedAt >= existing.lastLoginAt ? { idpGroups: identity.groups } : {}),
           },
         });
         return { id: existing.id, previousLoginAt: existing.lastLoginAt };
@@ -206,10 +249,24 @@ export class AuthRepository {
           name: identity.name,
           role: identity.role ?? defaultRole,
           lastLoginAt: at,
+          idpGroups: identity.groups,
         },
       });
       return { id: created.id, previousLoginAt: null };
     });
+  }
+
+  async createLoginSession(scope: OrgScope, session: { userId: string; tokenHash: string; expiresAt: Date }, at: Date): Promise<void> {
+    await this.db.transaction(async (tx) => {
+      // lapsed sessions are useless; sign-ins are rare enough to sweep here
+      await tx.loginSession.deleteMany({ where: { expiresAt: { lt: at } } });
+      await tx.loginSession.create({ data: { organizationId: scope.organizationId, ...session } });
+    });
+  }
+
+  /** Authentication itself: the cookie's hash is the key, it names the organisation. */
+  async findLoginSession(tokenHash: string): Promise<LoginSessionRecord | null> {
+    return this.db.client.loginSession.findUnique({ where: { tokenHash }, select: { id: true, organizationId: true, userId: true, expiresAt: true } });
   }
 
   async findOrganization(id: string): Promise<{ id: string; slug: string; name: string } | null> {

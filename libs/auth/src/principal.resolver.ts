@@ -1,9 +1,10 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { UnauthenticatedError } from '@aileron/errors';
 import { hashToken, looksLikeApiToken } from './domain/api-token';
-import { mapClaims } from './domain/claims';
+import { looksLikeSessionToken } from './domain/browser-session';
+import { mapClaims, MappedIdentity } from './domain/claims';
 import type { Principal } from './domain/principal';
-import { AuthRepository, TokenRecord, UserRecord } from './auth.repository';
+import { AuthRepository, IdentityProviderRecord, TokenRecord, UserRecord } from './auth.repository';
 import { JwtKeys, OWN_AUDIENCE } from './jwt-keys.service';
 import { SystemScopes } from './scope-issuer';
 import { TokensService } from './tokens.service';
@@ -79,17 +80,51 @@ export class PrincipalResolver {
       const aud = Array.isArray(payload.aud) ? payload.aud : [payload.aud];
       if (!aud.includes(provider.audience)) throw new UnauthenticatedError('The JWT is meant for another audience', 'TOKEN_INVALID');
     }
+    const issuedAt = typeof payload.iat === 'number' ? new Date(payload.iat * 1000) : new Date();
+    const { principal, identity } = await this.signIn(provider, payload, issuedAt, 'TOKEN_INVALID');
+    // the JWT itself names the groups: they count for this request whatever was recorded before
+    return { ...principal, idpGroups: identity.groups };
+  }
+
+  /**
+   * The claims of an ID token the browser sign-in verified (signature, issuer,
+   * audience = client id, nonce, expiry): the same mapping as an IdP JWT's,
+   * and always a new sign-in.
+   */
+  async fromIdToken(provider: IdentityProviderRecord, claims: Record<string, unknown>): Promise<Principal> {
+    return (await this.signIn(provider, claims, null, 'SIGN_IN_ID_TOKEN_INVALID')).principal;
+  }
+
+  /** `issuedAt` null: an interactive sign-in happening now. */
+  private async signIn(
+    provider: IdentityProviderRecord,
+    payload: Record<string, unknown>,
+    issuedAt: Date | null,
+    code: string,
+  ): Promise<{ principal: Principal; identity: MappedIdentity }> {
     const identity = mapClaims(payload, provider);
-    if (!identity) throw new UnauthenticatedError(`The JWT has no "${provider.subjectClaim}" claim`, 'TOKEN_INVALID');
+    if (!identity) throw new UnauthenticatedError(`The ${issuedAt ? 'JWT' : 'ID token'} has no "${provider.subjectClaim}" claim`, code);
     const scope = SystemScopes.organization(provider.organizationId);
-    const { id: userId, previousLoginAt } = await this.repository.upsertUserFromIdentity(scope, identity, provider.defaultRole, new Date());
+    const now = new Date();
+    const { id: userId, previousLoginAt } = await this.repository.upsertUserFromIdentity(scope, identity, provider.defaultRole, now, issuedAt ?? now);
     const user = await this.repository.findUser(scope, userId);
-    if (!user) throw new UnauthenticatedError('The user no longer exists', 'TOKEN_INVALID');
+    if (!user) throw new UnauthenticatedError('The user no longer exists', code);
     const principal = principalFromUser(user);
     // a JWT the IdP issued after this user's last request is a new sign-in; later requests with it are not
-    const issuedAt = typeof payload.iat === 'number' ? payload.iat * 1000 : Date.now();
-    if (!previousLoginAt || issuedAt > previousLoginAt.getTime()) await this.tokens.recordLogin(principal, 'oidc', { issuer });
-    return principal;
+    if (!issuedAt || !previousLoginAt || issuedAt > previousLoginAt) {
+      await this.tokens.recordLogin(principal, 'oidc', { issuer: provider.issuer, ...(issuedAt ? {} : { via: 'browser' }) });
+    }
+    return { principal, identity };
+  }
+
+  /** The cookie of a browser session (the review page's); the groups recorded at its sign-in apply. */
+  async fromSession(token: string): Promise<Principal> {
+    const record = looksLikeSessionToken(token) ? await this.repository.findLoginSession(hashToken(token)) : null;
+    if (!record) throw new UnauthenticatedError('The sign-in session is not valid; sign in again', 'SESSION_INVALID');
+    if (record.expiresAt <= new Date()) throw new UnauthenticatedError('The sign-in session has expired; sign in again', 'SESSION_EXPIRED');
+    const user = await this.repository.findUser(SystemScopes.organization(record.organizationId), record.userId);
+    if (!user) throw new UnauthenticatedError('The user no longer exists', 'SESSION_INVALID');
+    return principalFromUser(user);
   }
 
   private async fromOwnJwt(payload: Record<string, unknown>): Promise<Principal> {

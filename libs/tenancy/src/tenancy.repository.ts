@@ -46,6 +46,11 @@ export interface IdentityProviderData {
   roleClaim: string | null;
   roleMapping: Record<string, Role>;
   defaultRole: Role;
+  groupsClaim: string;
+  clientId: string | null;
+  /** sealed by the root key (BrowserKeys); never leaves the control plane */
+  clientSecretSealed: string | null;
+  scopes: string[];
 }
 
 const workspaceSelect = { id: true, slug: true, name: true, policyDefault: true, createdAt: true } as const;

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { role, ROLES, slug, uuid } from '@aileron/auth';
+import { browserSignInIssuerProblem, role, ROLES, slug, uuid } from '@aileron/auth';
 
 export const wsParams = z.object({ ws: slug.describe('workspace slug') });
 export const userParams = z.object({ id: uuid });
@@ -39,26 +39,58 @@ export const memberView = z.object({ user_id: z.string(), email: z.string().null
 export const putMemberBody = z.object({ role }).strict();
 
 const claimName = z.string().trim().min(1).max(200);
+const CLAIM_DEFAULTS = { subject: 'sub', email: 'email', name: 'name', groups: 'groups' };
 export const identityProviderBody = z
   .object({
     issuer: z.url({ protocol: /^https?$/ }).describe('the `iss` of the IdP tokens'),
     jwks_url: z.url({ protocol: /^https?$/ }),
     audience: z.string().min(1).max(500).optional().describe('required `aud`, if any'),
     claims: z
-      .object({ subject: claimName.default('sub'), email: claimName.default('email'), name: claimName.default('name'), role: claimName.optional() })
+      .object({
+        subject: claimName.default('sub'),
+        email: claimName.default('email'),
+        name: claimName.default('name'),
+        role: claimName.optional(),
+        groups: claimName.default('groups').describe("the user's groups; they count for approval routes' `group` approvers"),
+      })
       .strict()
-      .default({ subject: 'sub', email: 'email', name: 'name' }),
+      .default(CLAIM_DEFAULTS),
     role_mapping: z.record(z.string().min(1), role).default({}).describe('claim value → role, e.g. {"sec-team": "admin"}'),
     default_role: role.default('member'),
+    client_id: z
+      .string()
+      .min(1)
+      .max(500)
+      .optional()
+      .describe('OIDC client for browser sign-in (the review page); register `<AILERON_PUBLIC_URL>/v1/auth/oidc/callback` as its redirect URI'),
+    client_secret: z
+      .string()
+      .min(1)
+      .max(2000)
+      .optional()
+      .describe('write-only: sealed, never returned; left out with an unchanged `client_id`, the stored one stays; no secret at all: a public client (PKCE only)'),
+    scopes: z
+      .array(z.string().regex(/^[\x21\x23-\x5B\x5D-\x7E]+$/, 'must be an OAuth scope token'))
+      .max(20)
+      .optional()
+      .describe('scopes asked for besides `openid`; default `email profile`'),
   })
-  .strict();
+  .strict()
+  .superRefine((body, ctx) => {
+    if (body.client_secret !== undefined && body.client_id === undefined) ctx.addIssue({ code: 'custom', path: ['client_secret'], message: 'needs a client_id' });
+    const problem = body.client_id !== undefined ? browserSignInIssuerProblem(body.issuer) : null;
+    if (problem) ctx.addIssue({ code: 'custom', path: ['issuer'], message: problem });
+  });
 export const identityProviderView = z.object({
   issuer: z.string(),
   jwks_url: z.string(),
   audience: z.string().nullable(),
-  claims: z.object({ subject: z.string(), email: z.string(), name: z.string(), role: z.string().nullable() }),
+  claims: z.object({ subject: z.string(), email: z.string(), name: z.string(), role: z.string().nullable(), groups: z.string() }),
   role_mapping: z.record(z.string(), z.enum(ROLES)),
   default_role: role,
+  client_id: z.string().nullable().describe('null: no browser sign-in'),
+  client_secret_set: z.boolean().describe('whether a client secret is stored (it is never shown)'),
+  scopes: z.array(z.string()),
 });
 
 export type CreateOrganizationBody = z.infer<typeof createOrganizationBody>;

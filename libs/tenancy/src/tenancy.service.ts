@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { AccessService, canGrant, describePrincipal, OrgScope, Principal, Role, roleIn, TokensService, WorkspaceScope } from '@aileron/auth';
+import { AccessService, BrowserKeys, canGrant, describePrincipal, OrgScope, Principal, Role, roleIn, TokensService, WorkspaceScope } from '@aileron/auth';
 import { DatabaseService, isUniqueViolation } from '@aileron/database';
 import { ConflictError, ForbiddenError, NotFoundError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
@@ -24,6 +24,7 @@ export class TenancyService {
     private readonly tokens: TokensService,
     private readonly access: AccessService,
     private readonly outbox: OutboxService,
+    private readonly browserKeys: BrowserKeys,
   ) {}
 
   /** A new tenant with its first owner token, in one transaction. */
@@ -81,7 +82,16 @@ export class TenancyService {
       roleClaim: body.claims.role ?? null,
       roleMapping: body.role_mapping,
       defaultRole: body.default_role,
+      groupsClaim: body.claims.groups,
+      clientId: body.client_id ?? null,
+      clientSecretSealed: body.client_secret !== undefined ? this.browserKeys.sealClientSecret(scope, body.client_secret) : null,
+      scopes: body.scopes ?? [],
     };
+    if (data.clientId && body.client_secret === undefined) {
+      // a GET-edit-PUT round trip cannot send the secret back (it is never shown): keep it for the same client
+      const current = await this.repository.getIdentityProvider(scope);
+      if (current?.clientId === data.clientId) data.clientSecretSealed = current.clientSecretSealed;
+    }
     await uniquely(
       () =>
         this.db.transaction(async (tx) => {

@@ -31,8 +31,11 @@ export function toIdentityProviderView(p: IdentityProviderData): z.infer<typeof 
     issuer: p.issuer,
     jwks_url: p.jwksUrl,
     audience: p.audience,
-    claims: { subject: p.subjectClaim, email: p.emailClaim, name: p.nameClaim, role: p.roleClaim },
+    claims: { subject: p.subjectClaim, email: p.emailClaim, name: p.nameClaim, role: p.roleClaim, groups: p.groupsClaim },
     role_mapping: p.roleMapping,
     default_role: p.defaultRole,
+    client_id: p.clientId,
+    client_secret_set: p.clientSecretSealed !== null,
+    scopes: p.scopes,
   };
 }

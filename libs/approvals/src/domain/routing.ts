@@ -68,7 +68,13 @@ export function checkRouting(document: RoutingDocument): RoutingProblem[] {
   }
   for (const [routeName, r] of Object.entries(document.routes)) {
     r.approvers.forEach((a, i) => {
-      if ('group' in a && !document.groups[a.group]) problems.push({ path: `routes.${routeName}.approvers[${i}].group`, message: `names no group ("${a.group}")` });
+      // a group is declared even when the IdP supplies its members (an empty list): a typo stays an error
+      if ('group' in a && !document.groups[a.group]) {
+        problems.push({
+          path: `routes.${routeName}.approvers[${i}].group`,
+          message: `names no group ("${a.group}"); declare it under \`groups\` (an empty list when the identity provider's groups claim supplies its members)`,
+        });
+      }
       if ('rotation' in a && !document.rotations[a.rotation]) {
         problems.push({ path: `routes.${routeName}.approvers[${i}].rotation`, message: `names no rotation ("${a.rotation}")` });
       }
@@ -103,20 +109,27 @@ export function onCall(rot: RoutingDocument['rotations'][string], at: Date): str
   return rot.members[((index % n) + n) % n]!;
 }
 
-/** Someone who might decide: the user behind the caller (if any) and their role in the workspace. */
+/** Someone who might decide: the user behind the caller (if any), their role in the workspace and their IdP groups. */
 export interface Candidate {
   userId: string | null;
   email: string | null;
   role: string | null;
+  /** the identity provider's groups for the user (the credential's own claims, else those of their last sign-in) */
+  idpGroups: readonly string[];
 }
 
-/** Whether the candidate is one of the route's approvers at `at`. */
+/**
+ * Whether the candidate is one of the route's approvers at `at`. A group
+ * admits the people the document lists and, as well, anyone whose IdP groups
+ * include its name (compared without case: the document's names are lower-case).
+ */
 export function isApprover(document: RoutingDocument | null, route: Route, candidate: Candidate, at: Date): boolean {
   const isPerson = (p: string): boolean => (candidate.userId !== null && p === candidate.userId) || (candidate.email !== null && p.toLowerCase() === candidate.email.toLowerCase());
+  const inIdpGroup = (name: string): boolean => candidate.userId !== null && candidate.idpGroups.some((g) => g.toLowerCase() === name);
   return route.approvers.some((a) => {
     if ('role' in a) return candidate.role === a.role;
     if ('user' in a) return isPerson(a.user);
-    if ('group' in a) return (document?.groups[a.group] ?? []).some(isPerson);
+    if ('group' in a) return inIdpGroup(a.group) || (document?.groups[a.group] ?? []).some(isPerson);
     const rot = document?.rotations[a.rotation];
     return rot !== undefined && isPerson(onCall(rot, at));
   });

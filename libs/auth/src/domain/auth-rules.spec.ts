@@ -4,7 +4,7 @@ import { mapClaims } from './claims';
 import { Principal, roleIn } from './principal';
 import { allows, canGrant } from './roles';
 
-const mapping = { subjectClaim: 'sub', emailClaim: 'email', nameClaim: 'name', roleClaim: 'realm.roles', roleMapping: { 'sec-team': 'admin' as const }, defaultRole: 'member' as const };
+const mapping = { subjectClaim: 'sub', emailClaim: 'email', nameClaim: 'name', roleClaim: 'realm.roles', roleMapping: { 'sec-team': 'admin' as const }, defaultRole: 'member' as const, groupsClaim: 'groups' };
 
 function principal(overrides: Partial<Principal>): Principal {
   return {
@@ -57,5 +57,13 @@ describe('claim mapping', () => {
     expect(mapClaims({ sub: 's', realm: { roles: 'auditor' } }, mapping)?.role).toBe('auditor');
     expect(mapClaims({ email: 'x@y' }, mapping)).toBeNull();
     expect(mapClaims({ sub: 's' }, { ...mapping, roleClaim: null })?.role).toBeNull();
+  });
+
+  it('reads groups from the configured claim: a list or one name, duplicates and non-names dropped', () => {
+    expect(mapClaims({ sub: 's', groups: ['release', 'sre', 'release', 7, ''] }, mapping)?.groups).toEqual(['release', 'sre']);
+    expect(mapClaims({ sub: 's', groups: 'release' }, mapping)?.groups).toEqual(['release']);
+    expect(mapClaims({ sub: 's', org: { teams: ['payments'] } }, { ...mapping, groupsClaim: 'org.teams' })?.groups).toEqual(['payments']);
+    expect(mapClaims({ sub: 's' }, mapping)?.groups).toEqual([]);
+    expect(mapClaims({ sub: 's', groups: { admin: true } }, mapping)?.groups).toEqual([]);
   });
 });

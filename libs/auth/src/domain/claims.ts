@@ -7,6 +7,8 @@ export interface ClaimMapping {
   roleClaim: string | null;
   roleMapping: Record<string, Role>;
   defaultRole: Role;
+  /** where the IdP lists the user's groups (dotted path); `groups` unless configured */
+  groupsClaim: string;
 }
 
 export interface MappedIdentity {
@@ -15,7 +17,13 @@ export interface MappedIdentity {
   name: string | null;
   /** null when the IdP does not decide roles (no role claim configured) */
   role: Role | null;
+  /** the IdP's groups for the user, as it names them; empty when the claim is absent */
+  groups: string[];
 }
+
+// bounds against an IdP (or a token) that sends an absurd claim: these end up in a column
+const MAX_GROUPS = 500;
+const MAX_GROUP_LENGTH = 256;
 
 /** Reads a claim by dotted path (`realm_access.roles`), as IdPs nest them. */
 function claim(payload: Record<string, unknown>, path: string): unknown {
@@ -50,5 +58,16 @@ export function mapClaims(payload: Record<string, unknown>, mapping: ClaimMappin
     }
     role ??= mapping.defaultRole;
   }
-  return { subject, email: text(claim(payload, mapping.emailClaim)), name: text(claim(payload, mapping.nameClaim)), role };
+  return { subject, email: text(claim(payload, mapping.emailClaim)), name: text(claim(payload, mapping.nameClaim)), role, groups: groupsOf(claim(payload, mapping.groupsClaim)) };
+}
+
+/** A groups claim is a list of names, or one name; anything else is no groups. */
+function groupsOf(raw: unknown): string[] {
+  const values = Array.isArray(raw) ? raw : raw === undefined ? [] : [raw];
+  const groups = new Set<string>();
+  for (const value of values) {
+    if (typeof value === 'string' && value.length > 0 && value.length <= MAX_GROUP_LENGTH) groups.add(value);
+    if (groups.size >= MAX_GROUPS) break;
+  }
+  return [...groups];
 }

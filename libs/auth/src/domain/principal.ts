@@ -17,6 +17,12 @@ export interface Principal {
   platformOperator: boolean;
   /** for tokens: the id, so a JWT minted from a token dies with it */
   tokenId?: string;
+  /**
+   * for a user signed in by a credential that carries the IdP's claims (an IdP
+   * JWT): the groups it names. Absent otherwise; the groups recorded at the
+   * user's last sign-in then apply.
+   */
+  idpGroups?: readonly string[];
   /** for enrolled gateways: where they belong and the rollout groups they are in */
   gateway?: { workspaceId: string; workspaceSlug: string; groups: readonly string[] };
 }

@@ -1,0 +1,241 @@
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import * as oidc from 'openid-client';
+import { APP_CONFIG, AppConfig } from '@aileron/config';
+import { DomainError, ValidationError } from '@aileron/errors';
+import { open, seal } from '@aileron/keys';
+import { checkOutboundUrl, outboundPolicyOf, OutboundUrlRefusedError } from '@aileron/net';
+import {
+  browserSignInIssuerProblem,
+  clearCookie,
+  LOGIN_COOKIE,
+  LOGIN_PATH,
+  LOGIN_TTL_SECONDS,
+  mintSessionToken,
+  safeReturnPath,
+  serializeCookie,
+  SESSION_COOKIE,
+  SESSION_PATH,
+  SESSION_TTL_SECONDS,
+} from './domain/browser-session';
+import { AuthRepository, IdentityProviderRecord } from './auth.repository';
+import { BrowserKeys } from './browser-keys.service';
+import { PrincipalResolver } from './principal.resolver';
+import { SystemScopes } from './scope-issuer';
+
+const LOGIN_AAD = 'aileron/browser-sign-in';
+const DISCOVERY_TTL_MS = 10 * 60_000;
+const DEFAULT_SCOPES = ['email', 'profile'];
+
+/** What the pending sign-in cookie holds, sealed: nothing in it is readable or changeable by the browser. */
+interface PendingSignIn {
+  organizationId: string;
+  state: string;
+  nonce: string;
+  verifier: string;
+  returnTo: string;
+  expiresAt: number;
+}
+
+export class SignInError extends DomainError {
+  constructor(code: string, status: number, detail: string) {
+    super(code, status, status === 502 ? 'Bad gateway' : status === 404 ? 'Not found' : status === 403 ? 'Forbidden' : status === 401 ? 'Unauthenticated' : 'Bad request', detail);
+  }
+}
+
+/**
+ * Signing a person in through their organisation's identity provider with the
+ * OpenID Connect authorization-code flow and PKCE (openid-client does the
+ * protocol). The pending sign-in (state, nonce, code verifier, where to return)
+ * rides in a sealed, short-lived cookie; the callback checks state, exchanges
+ * the code, verifies the ID token (signature against the IdP's JWKS, issuer,
+ * audience = client id, nonce, expiry), maps the claims exactly as an IdP
+ * JWT's are mapped, and opens a browser session kept only as a hash.
+ */
+@Injectable()
+export class OidcSignIn {
+  private readonly logger = new Logger('OidcSignIn');
+  private readonly clients = new Map<string, { key: string; until: number; config: Promise<oidc.Configuration> }>();
+
+  constructor(
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    private readonly repository: AuthRepository,
+    private readonly principals: PrincipalResolver,
+    private readonly keys: BrowserKeys,
+  ) {}
+
+  /** The callback the IdP sends people back to; register it as the client's redirect URI. */
+  redirectUri(): string {
+    return `${this.config.publicUrl}${LOGIN_PATH}/callback`;
+  }
+
+  /** Whether the organisation offers browser sign-in, and how to name its IdP on a button. */
+  async option(organizationId: string): Promise<{ label: string } | null> {
+    const provider = await this.repository.findIdentityProvider(SystemScopes.organization(organizationId));
+    return provider?.clientId ? { label: new URL(provider.issuer).host } : null;
+  }
+
+  /** The redirect to the IdP's authorization endpoint, and the cookie that remembers what was asked. */
+  async begin(organizationSlug: string, returnTo: string, secure: boolean): Promise<{ location: string; cookie: string }> {
+    const returnPath = safeReturnPath(returnTo);
+    if (!returnPath) throw new ValidationError([{ path: 'query.return_to', message: 'must be the path of a review page of this control plane' }]);
+    const organizationId = await this.repository.findOrganizationIdBySlug(organizationSlug);
+    const provider = organizationId ? await this.repository.findIdentityProvider(SystemScopes.organization(organizationId)) : null;
+    if (!organizationId || !provider?.clientId) {
+      throw new SignInError('SIGN_IN_NOT_CONFIGURED', 404, `Organisation "${organizationSlug}" has no identity provider set up for browser sign-in`);
+    }
+    const client = await this.client(provider);
+    const pending: PendingSignIn = {
+      organizationId,
+      state: oidc.randomState(),
+      nonce: oidc.randomNonce(),
+      verifier: oidc.randomPKCECodeVerifier(),
+      returnTo: returnPath,
+      expiresAt: Date.now() + LOGIN_TTL_SECONDS * 1000,
+    };
+    const url = oidc.buildAuthorizationUrl(client, {
+      redirect_uri: this.redirectUri(),
+      scope: ['openid', ...(provider.scopes.length > 0 ? provider.scopes : DEFAULT_SCOPES)].join(' '),
+      state: pending.state,
+      nonce: pending.nonce,
+      code_challenge: await oidc.calculatePKCECodeChallenge(pending.verifier),
+      code_challenge_method: 'S256',
+    });
+    const sealed = seal(await this.keys.signInKey(), Buffer.from(JSON.stringify(pending)), LOGIN_AAD);
+    return { location: url.href, cookie: serializeCookie(LOGIN_COOKIE, sealed, { path: LOGIN_PATH, maxAgeSeconds: LOGIN_TTL_SECONDS, secure }) };
+  }
+
+  /**
+   * The IdP's redirect back: `query` is the callback's query string, `pendingCookie`
+   * what `begin` left in this browser. Answers with the session cookie and where to go.
+   */
+  async complete(query: URLSearchParams, pendingCookie: string | undefined, secure: boolean): Promise<{ location: string; cookies: string[] }> {
+    const pending = await this.pending(pendingCookie);
+    // state first: a response to someone else's sign-in is not even looked at
+    if (query.get('state') !== pending.state) {
+      throw new SignInError('SIGN_IN_STATE_MISMATCH', 400, 'The sign-in response does not belong to the sign-in this browser started; start again from the review page');
+    }
+    const provider = await this.repository.findIdentityProvider(SystemScopes.organization(pending.organizationId));
+    if (!provider?.clientId) throw new SignInError('SIGN_IN_NOT_CONFIGURED', 404, 'The organisation no longer has an identity provider set up for browser sign-in');
+    const client = await this.client(provider);
+    const callback = new URL(this.redirectUri());
+    callback.search = query.toString();
+    let claims: Record<string, unknown>;
+    try {
+      const tokens = await oidc.authorizationCodeGrant(client, callback, {
+        pkceCodeVerifier: pending.verifier,
+        expectedState: pending.state,
+        expectedNonce: pending.nonce,
+        idTokenExpected: true,
+      });
+      claims = { ...(tokens.claims() ?? {}) };
+    } catch (error) {
+      throw this.explain(error, provider);
+    }
+    const principal = await this.principals.fromIdToken(provider, claims);
+    const session = mintSessionToken();
+    const now = new Date();
+    await this.repository.createLoginSession(
+      SystemScopes.organization(provider.organizationId),
+      { userId: principal.id, tokenHash: session.hash, expiresAt: new Date(now.getTime() + SESSION_TTL_SECONDS * 1000) },
+      now,
+    );
+    return {
+      location: pending.returnTo,
+      cookies: [
+        serializeCookie(SESSION_COOKIE, session.token, { path: SESSION_PATH, maxAgeSeconds: SESSION_TTL_SECONDS, secure }),
+        clearCookie(LOGIN_COOKIE, LOGIN_PATH, secure),
+      ],
+    };
+  }
+
+  private async pending(cookie: string | undefined): Promise<PendingSignIn> {
+    const expired = new SignInError('SIGN_IN_EXPIRED', 400, 'No sign-in started in this browser in the last 10 minutes; start again from the review page');
+    if (!cookie) throw expired;
+    let pending: PendingSignIn;
+    try {
+      pending = JSON.parse(open(await this.keys.signInKey(), cookie, LOGIN_AAD).toString('utf8')) as PendingSignIn;
+    } catch {
+      throw expired;
+    }
+    if (typeof pending.expiresAt !== 'number' || pending.expiresAt <= Date.now()) throw expired;
+    return pending;
+  }
+
+  /** openid-client's failures as problems a person can act on; never the IdP's free text, never the secret. */
+  private explain(error: unknown, provider: IdentityProviderRecord): DomainError {
+    if (error instanceof DomainError) return error;
+    if (error instanceof oidc.AuthorizationResponseError) {
+      return new SignInError('SIGN_IN_REFUSED', 403, `The identity provider refused the sign-in (${safeCode(error.error)})`);
+    }
+    if (error instanceof oidc.ResponseBodyError) {
+      // invalid_grant: a code issued for another sign-in (its PKCE challenge does not match this browser's verifier), used or expired
+      return new SignInError('SIGN_IN_CODE_REJECTED', 401, `The identity provider did not accept the authorization code (${safeCode(error.error)}); start again from the review page`);
+    }
+    if (error instanceof oidc.ClientError) {
+      const claim = (error.cause as { cause?: { claim?: unknown } } | undefined)?.cause?.claim;
+      if (claim === 'nonce') return new SignInError('SIGN_IN_NONCE_MISMATCH', 401, 'The ID token was not issued for the sign-in this browser started (nonce mismatch)');
+      if (error.code === 'OAUTH_RESPONSE_IS_NOT_CONFORM' || error.code === 'OAUTH_RESPONSE_IS_NOT_JSON') {
+        return new SignInError('IDP_UNREACHABLE', 502, `The identity provider at ${provider.issuer} answered unexpectedly`);
+      }
+      return new SignInError('SIGN_IN_ID_TOKEN_INVALID', 401, `The identity provider's ID token is not valid: ${error.message}${typeof claim === 'string' ? ` ("${claim}" claim)` : ''}`);
+    }
+    this.logger.warn({ err: error, issuer: provider.issuer }, 'browser sign-in failed talking to the identity provider');
+    return new SignInError('IDP_UNREACHABLE', 502, `Could not complete the sign-in with the identity provider at ${provider.issuer}`);
+  }
+
+  /** The client for the organisation's IdP, from its discovery document (cached a while). */
+  private client(provider: IdentityProviderRecord): Promise<oidc.Configuration> {
+    const key = [provider.issuer, provider.clientId, provider.clientSecretSealed ?? ''].join('\0');
+    const cached = this.clients.get(provider.organizationId);
+    if (cached && cached.key === key && cached.until > Date.now()) return cached.config;
+    const config = this.discover(provider);
+    this.clients.set(provider.organizationId, { key, until: Date.now() + DISCOVERY_TTL_MS, config });
+    config.catch(() => {
+      if (this.clients.get(provider.organizationId)?.config === config) this.clients.delete(provider.organizationId);
+    });
+    return config;
+  }
+
+  private async discover(provider: IdentityProviderRecord): Promise<oidc.Configuration> {
+    const problem = browserSignInIssuerProblem(provider.issuer);
+    if (problem) throw new SignInError('SIGN_IN_NOT_CONFIGURED', 404, `The identity provider's issuer ${problem}`);
+    const policy = outboundPolicyOf(this.config);
+    // the organisation chose these URLs: they pass the same SSRF rules as webhooks
+    const fetcher: oidc.CustomFetch = async (url, options) => {
+      await checkOutboundUrl(url, policy);
+      return fetch(url, options as RequestInit);
+    };
+    const insecure = new URL(provider.issuer).protocol === 'http:';
+    let metadata: oidc.ServerMetadata;
+    try {
+      const discovered = await oidc.discovery(new URL(provider.issuer), provider.clientId!, undefined, oidc.None(), {
+        [oidc.customFetch]: fetcher,
+        timeout: 10,
+        ...(insecure ? { execute: [oidc.allowInsecureRequests] } : {}),
+      });
+      metadata = discovered.serverMetadata();
+    } catch (error) {
+      const why = error instanceof OutboundUrlRefusedError ? error.message : error instanceof Error ? error.message : 'unknown error';
+      throw new SignInError('IDP_UNREACHABLE', 502, `Could not read the discovery document of the identity provider at ${provider.issuer}: ${why}`);
+    }
+    const secret = provider.clientSecretSealed ? this.keys.openClientSecret(provider.organizationId, provider.clientSecretSealed) : null;
+    const methods = metadata.token_endpoint_auth_methods_supported;
+    const auth = !secret
+      ? oidc.None()
+      : methods && !methods.includes('client_secret_basic') && methods.includes('client_secret_post')
+        ? oidc.ClientSecretPost(secret)
+        : oidc.ClientSecretBasic(secret);
+    const client = new oidc.Configuration(metadata, provider.clientId!, undefined, auth);
+    client[oidc.customFetch] = fetcher;
+    client.timeout = 10;
+    if (insecure) oidc.allowInsecureRequests(client);
+    // the ID token's signature is checked against the IdP's JWKS, not taken on trust from the TLS channel
+    oidc.enableNonRepudiationChecks(client);
+    return client;
+  }
+}
+
+/** An OAuth error code is a short token; anything else is not repeated. */
+function safeCode(value: unknown): string {
+  return typeof value === 'string' && /^[A-Za-z0-9_.-]{1,64}$/.test(value) ? value : 'error';
+}
