@@ -1,3 +1,4 @@
+import { createHash, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RouteCatalog, RouteDefinition } from '../../libs/platform/http/src';
 import { aCatalogServer, aGateway, aToken, aUser, aWorkspace, anOrganization } from '../support/builders';
@@ -39,6 +40,7 @@ const TABLES = [
   'webhook_endpoints',
   'webhook_deliveries',
   'webhook_attempts',
+  'login_sessions',
 ];
 
 // webhook deliveries update endpoint health and attempt counts in the background; only those tables drop these columns
@@ -175,6 +177,41 @@ describe('tenancy matrix', () => {
       expect(attacked.length).toBeGreaterThanOrEqual(8);
     });
   }
+
+  /**
+   * The review page's session routes are public to the guard (the session
+   * cookie is the credential), so the sweep above skips them: a signed-in
+   * person of another organisation, or of another workspace, gets the same 404.
+   */
+  it('a review-page session from another organisation or workspace gets 404 on the target approval and changes nothing', async () => {
+    const sibling = await aWorkspace(cp, cp.ownerToken);
+    const neighbour = await aUser(cp, cp.ownerToken);
+    expect((await cp.request('PUT', `/v1/workspaces/${sibling.slug}/members/${neighbour.id}`, { body: { role: 'admin' } })).status).toBe(200);
+    const outsiders = { 'another organisation': await aUser(cp, otherOrgOwner, 'owner'), 'another workspace': neighbour };
+    for (const [label, user] of Object.entries(outsiders)) {
+      // a session as the IdP sign-in leaves it (test/approvals/review-idp.test.ts signs in for real)
+      const token = `ail_ses_${randomBytes(32).toString('base64url')}`;
+      await cp.cp.database.client.$executeRawUnsafe(
+        `INSERT INTO login_sessions (id, organization_id, user_id, token_hash, expires_at)
+           SELECT gen_random_uuid(), organization_id, id, $2, now() + interval '1 hour' FROM users WHERE id = $1::uuid`,
+        user.id,
+        createHash('sha256').update(token).digest('hex'),
+      );
+      const cookie = `aileron_session=${token}`;
+      const page = await cp.request('GET', `/review/${target.approval}`, { token: null, headers: { cookie } });
+      const csrf = JSON.parse(/const session = (\{.*?\});/.exec(page.text)![1]!).csrf as string;
+      const before = await snapshot();
+      const attempts = [
+        await cp.request('GET', `/review/${target.approval}/session`, { token: null, headers: { cookie } }),
+        await cp.request('POST', `/review/${target.approval}/session/decision`, { token: null, body: { decision: 'approve' }, headers: { cookie, 'x-aileron-csrf': csrf } }),
+      ];
+      for (const res of attempts) {
+        expect(res.status, `${label}: ${res.text}`).toBe(404);
+        for (const id of targetIds) expect(res.text, `${label} leaks ${id}`).not.toContain(id);
+      }
+      expect(await snapshot(), `${label} changed data`).toBe(before);
+    }
+  });
 
   it('organisation-level reads by another organisation show only its own data', async () => {
     const reads = routes.filter((r) => r.method === 'GET' && r.auth !== 'public' && !attackable(r));
