@@ -6,8 +6,7 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
-import { InstanceStartError, type InstanceSpec, type RunningInstance } from '../../libs/pool/src/drivers/driver';
-import { KubernetesDriver, type KubernetesDriverOptions } from '../../libs/pool/src/drivers/kubernetes/kubernetes-driver';
+import { InstanceStartError, KubernetesDriver, type InstanceSpec, type KubernetesDriverOptions, type RunningInstance } from '@aileron/pool';
 import { FakeKubernetes, type FakeKubelet } from '../support/fake-kubernetes';
 
 /**

@@ -41,6 +41,6 @@ export async function connect(
   return { client, transport };
 }
 
-export function textOf(result: { content?: unknown }): string {
-  return ((result.content as { type: string; text?: string }[] | undefined) ?? []).map((c) => c.text ?? '').join('\n');
+export function textOf(result: unknown): string {
+  return (((result as { content?: unknown }).content as { type: string; text?: string }[] | undefined) ?? []).map((c) => c.text ?? '').join('\n');
 }

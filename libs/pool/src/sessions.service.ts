@@ -35,7 +35,7 @@ export class PoolSessions implements OnApplicationBootstrap, OnApplicationShutdo
     const idleMs = this.config.pool.idleSeconds * 1000;
     this.timer = setInterval(() => {
       const now = Date.now();
-      for (const { session } of this.sessions.values()) if (now - session.lastActivity > idleMs) void session.close();
+      for (const { session } of this.sessions.values()) if (!session.busy && now - session.lastActivity > idleMs) void session.close();
     }, Math.min(60_000, Math.max(500, idleMs / 4)));
     this.timer.unref();
   }

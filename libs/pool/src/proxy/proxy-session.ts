@@ -120,6 +120,11 @@ export class ProxySession {
     return this.front.sessionId;
   }
 
+  /** A request in flight or a client listening on its stream: not idle, however quiet. */
+  get busy(): boolean {
+    return this.clientRequests.size > 0 || this.getStreams > 0;
+  }
+
   /** The HTTP exchange for this session; a GET opens the stream for messages not tied to a request. */
   async handle(req: IncomingMessage, res: ServerResponse, body: unknown): Promise<void> {
     this.lastActivity = Date.now();
