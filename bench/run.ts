@@ -4,8 +4,9 @@ import { auditIngestBench } from './audit-ingest.bench';
 import { catalogBench } from './catalog.bench';
 import { Bench, Figure, note } from './figures';
 import { policyBench } from './policy.bench';
+import { proxyBench } from './proxy.bench';
 
-const BENCHES: readonly Bench[] = [policyBench, catalogBench, auditIngestBench];
+const BENCHES: readonly Bench[] = [policyBench, catalogBench, auditIngestBench, proxyBench];
 
 async function main(argv: string[]): Promise<number> {
   const wanted = argv.filter((arg) => arg !== '--');
