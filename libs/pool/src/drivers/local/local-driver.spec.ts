@@ -254,9 +254,8 @@ describe('LocalDriver with bubblewrap', () => {
 
     process.kill(instance.pid!, 'SIGKILL');
     expect(await within(1000, instance.exited)).toEqual({ reason: 'killed by SIGKILL', requested: false });
-    expect((await within(1000, disconnected)).message).toMatch(/SSE stream disconnected/);
-    await new Promise((settle) => setTimeout(settle, 200));
     expect(inside.filter(alive)).toEqual([]);
+    expect((await within(1000, disconnected)).message).toMatch(/SSE stream disconnected/);
     expect(await instance.healthy()).toBe(false);
     void call;
   });
@@ -346,7 +345,6 @@ describe('LocalDriver without a sandbox', () => {
     expect(inside.length).toBeGreaterThanOrEqual(1);
     process.kill(instance.pid!, 'SIGKILL');
     expect(await within(1000, instance.exited)).toEqual({ reason: 'killed by SIGKILL', requested: false });
-    await new Promise((settle) => setTimeout(settle, 200));
     expect(inside.filter(alive)).toEqual([]);
     expect(existsSync(env.TMPDIR!)).toBe(false);
   });

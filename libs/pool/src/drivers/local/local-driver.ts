@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, lstatSync, mkdirSync, readlinkSync, realpathSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, realpathSync, rmSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { InstanceStartError, type InstanceDriver, type InstanceEndpoint, type InstanceExit, type InstanceSpec, type RunningInstance } from '../driver';
@@ -9,6 +9,42 @@ const SANDBOX_HOME = '/home/mcp';
 const SANDBOX_PATH = '/usr/local/bin:/usr/bin:/bin';
 const STOP_GRACE_MS = 3000;
 const HEALTH_TIMEOUT_MS = 2000;
+const REAP_TIMEOUT_MS = 2000;
+
+function sandboxInitOf(bwrapPid: number): { pid: number; start: string } | undefined {
+  try {
+    const pid = Number(readFileSync(`/proc/${bwrapPid}/task/${bwrapPid}/children`, 'utf8').split(' ')[0]);
+    const start = pid > 0 ? processStart(pid) : undefined;
+    return start ? { pid, start } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Running (not zombie) processes of a process group: zombies wait for whoever reaps orphans, but run nothing. */
+function processesInGroup(pgid: number): number {
+  let count = 0;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const [state, , group] = readFileSync(`/proc/${entry}/stat`, 'utf8').split(') ')[1]!.split(' ');
+      if (Number(group) === pgid && state !== 'Z' && state !== 'X') count++;
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return count;
+}
+
+/** A process's start time (clock ticks since boot), or undefined once it is gone or a zombie. */
+function processStart(pid: number): string | undefined {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return fields[0] === 'Z' || fields[0] === 'X' ? undefined : fields[19];
+  } catch {
+    return undefined;
+  }
+}
 
 export interface LocalDriverOptions {
   /** per-instance homes live under `<stateDir>/<workspaceId>/<server>/home`; must not be inside anything the sandbox can see */
@@ -102,7 +138,7 @@ export class LocalDriver implements InstanceDriver {
       (child.stdio[4] as NodeJS.WritableStream).end(`mcp:x:${gid}:\n`);
     }
 
-    const instance = new LocalInstance(spec, child, token, this.options.log, () => {
+    const instance = new LocalInstance(spec, child, token, sandboxed, this.options.log, () => {
       this.running.delete(instance);
       if (tmp) rmSync(tmp, { recursive: true, force: true });
     });
@@ -149,11 +185,14 @@ class LocalInstance implements RunningInstance {
   private stopRequested = false;
   private stopping: Promise<void> | undefined;
   private gone = false;
+  /** the sandbox's init (bwrap's child), identified by pid and start time so a reused pid is not mistaken for it */
+  private sandboxInit: { pid: number; start: string } | undefined;
 
   constructor(
     spec: InstanceSpec,
     private readonly child: ChildProcess,
     private readonly token: string,
+    private readonly sandboxed: boolean,
     log: (line: string) => void,
     cleanup: () => void,
   ) {
@@ -163,26 +202,43 @@ class LocalInstance implements RunningInstance {
     const secrets = [...spec.secrets, token].filter((secret) => secret.length > 0).sort((a, b) => b.length - a.length);
     const scrub = (line: string) => secrets.reduce((text, secret) => text.split(secret).join('[redacted]'), line);
     createInterface({ input: child.stderr!, crlfDelay: Infinity }).on('line', (line) => log(`[${spec.id}] ${scrub(line)}`));
-    child.stdin!.on('error', () => {}); // EPIPE when the bridge is already gone
+
+    for (const stream of child.stdio) stream?.on('error', () => {}); // EPIPE/ECONNRESET once the other end is gone; the exit says why
 
     this.exited = new Promise<InstanceExit>((resolveExit) => {
-      const finish = (reason: string) => {
+      const finish = async (reason: string) => {
         if (this.gone) return;
         this.gone = true;
-        if (child.pid) {
-          try {
-            process.kill(-child.pid, 'SIGKILL'); // whatever the instance forked and left behind
-          } catch {
-            // the group is already empty
-          }
-        }
+        await this.reapLeftovers();
         cleanup();
         log(`[${spec.id}] ${reason}${this.stopRequested ? ' (stopped)' : ''}`);
         resolveExit({ reason, requested: this.stopRequested });
       };
-      child.once('exit', (code, signal) => finish(signal ? `killed by ${signal}` : `exited with code ${code}`));
-      child.once('error', (error: NodeJS.ErrnoException) => finish(`could not be started (${error.code ?? 'spawn failed'})`));
+      child.once('exit', (code, signal) => void finish(signal ? `killed by ${signal}` : `exited with code ${code}`));
+      child.once('error', (error: NodeJS.ErrnoException) => void finish(`could not be started (${error.code ?? 'spawn failed'})`));
     });
+  }
+
+  /**
+   * "Exited" must mean nothing of the instance still runs. Without a sandbox the
+   * instance is its own process group: kill what is left of it. Under bubblewrap
+   * the outer bwrap reports the exit while the sandbox's init is still tearing
+   * the namespace down (killing every process in it): wait for that init.
+   */
+  private async reapLeftovers(): Promise<void> {
+    const pgid = this.child.pid;
+    if (pgid) {
+      try {
+        process.kill(-pgid, 'SIGKILL');
+      } catch {
+        // the group is already empty
+      }
+    }
+    const groupAlive = () => pgid !== undefined && processesInGroup(pgid) > 0;
+    const initAlive = () => this.sandboxInit !== undefined && processStart(this.sandboxInit.pid) === this.sandboxInit.start;
+    for (const deadline = Date.now() + REAP_TIMEOUT_MS; (groupAlive() || initAlive()) && Date.now() < deadline; ) {
+      await new Promise((wake) => setTimeout(wake, 5));
+    }
   }
 
   /** Resolves on the bridge's `{"ready":{"port":N}}` line; rejects with InstanceStartError otherwise. */
@@ -209,6 +265,7 @@ class LocalInstance implements RunningInstance {
         }
         if (typeof port !== 'number') return;
         this.endpoint = { url: `http://127.0.0.1:${port}/mcp`, headers: { authorization: `Bearer ${this.token}` } };
+        if (this.sandboxed && this.child.pid) this.sandboxInit = sandboxInitOf(this.child.pid);
         settle();
       });
       void this.exited.then((exit) => settle(new InstanceStartError(`the instance ended before it was ready: ${exit.reason}`)));
