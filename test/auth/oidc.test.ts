@@ -133,6 +133,41 @@ describe('admin JWTs: the organisation identity provider and our own', () => {
     expect(viaOurs.body).toMatchObject({ principal: { kind: 'user' }, role: 'auditor' });
   });
 
+  it("names the IdP groups of the person, from the groups claim, and records them for credentials without claims", async () => {
+    const withGroups = idpToken({ sub: 'gina-5', email: 'gina@example.com', groups: ['release-managers', 'sec-team'] });
+    expect((await cp.request('GET', '/v1/me', { token: withGroups })).body.idp_groups).toEqual(['release-managers', 'sec-team']);
+    // Aileron's own JWT for her carries no IdP claims: the groups recorded at her sign-in apply
+    const ours = await cp.request('POST', '/v1/auth/token', { token: withGroups });
+    expect((await cp.request('GET', '/v1/me', { token: ours.body.token })).body.idp_groups).toEqual(['release-managers', 'sec-team']);
+    // a later sign-in without the group (the IdP removed her) replaces them
+    const later = idpToken({ sub: 'gina-5', email: 'gina@example.com', groups: ['sec-team'], iat: Math.floor(Date.now() / 1000) + 2 });
+    expect((await cp.request('GET', '/v1/me', { token: later })).body.idp_groups).toEqual(['sec-team']);
+    expect((await cp.request('GET', '/v1/me', { token: ours.body.token })).body.idp_groups).toEqual(['sec-team']);
+    // an API token is nobody's sign-in
+    expect((await cp.request('GET', '/v1/me')).body.idp_groups).toEqual([]);
+  });
+
+  it('takes browser sign-in settings: the client secret is write-only and needs a client; an http issuer only on loopback', async () => {
+    const current = (await cp.request('GET', '/v1/organization/identity-provider')).body;
+    expect(current).toMatchObject({ client_id: null, client_secret_set: false, scopes: [], claims: { groups: 'groups' } });
+    const base = { issuer: current.issuer, jwks_url: current.jwks_url, audience: AUDIENCE, claims: { role: 'groups' }, role_mapping: current.role_mapping };
+    const orphan = await cp.request('PUT', '/v1/organization/identity-provider', { body: { ...base, client_secret: 'shh-orphan-secret' } });
+    expect(orphan.status).toBe(400);
+    expect(orphan.body.errors).toEqual([expect.objectContaining({ path: 'body.client_secret' })]);
+    const plainHttp = await cp.request('PUT', '/v1/organization/identity-provider', { body: { ...base, issuer: 'http://login.example.test/', client_id: 'aileron' } });
+    expect(plainHttp.status).toBe(400);
+    expect(plainHttp.body.errors).toEqual([expect.objectContaining({ path: 'body.issuer', message: expect.stringContaining('https') })]);
+    const set = await cp.request('PUT', '/v1/organization/identity-provider', { body: { ...base, client_id: 'aileron', client_secret: 'shh-client-secret', scopes: ['email', 'groups'] } });
+    expect(set.status, set.text).toBe(200);
+    expect(set.body).toMatchObject({ client_id: 'aileron', client_secret_set: true, scopes: ['email', 'groups'] });
+    // another client drops the old client's secret rather than sending it to someone else's token endpoint
+    const other = await cp.request('PUT', '/v1/organization/identity-provider', { body: { ...base, client_id: 'another-client' } });
+    expect(other.body).toMatchObject({ client_id: 'another-client', client_secret_set: false });
+    for (const res of [orphan, plainHttp, set, other]) expect(res.text).not.toContain('shh-');
+    // back as it was, for the other tests
+    expect((await cp.request('PUT', '/v1/organization/identity-provider', { body: base })).status).toBe(200);
+  });
+
   it('validates the identity-provider settings with errors that name the field', async () => {
     const res = await cp.request('PUT', '/v1/organization/identity-provider', { body: { issuer: 'not a url', jwks_url: 'ftp://x', role_mapping: { a: 'boss' } } });
     expect(res.status).toBe(400);

@@ -16,6 +16,9 @@ const meView = z.object({
   role: role.nullable().describe('organisation-wide role; null for a token limited to one workspace'),
   platform_operator: z.boolean(),
   workspaces: z.array(z.object({ slug: z.string(), name: z.string(), role })),
+  idp_groups: z
+    .array(z.string())
+    .describe("a person's identity-provider groups that count for approval routes: the credential's own (an IdP JWT), else those of their last sign-in"),
 });
 
 const issuedJwt = z.object({ token: z.string(), token_type: z.literal('Bearer'), expires_at: z.string() });
@@ -31,7 +34,11 @@ export class MeController {
   @Route({ method: 'GET', path: '/v1/me', summary: 'The caller: principal, organisation, role, workspaces', tag: 'auth', tenancy: 'caller', response: meView })
   async me(@Caller() caller: Principal): Promise<z.infer<typeof meView>> {
     const scope = SystemScopes.organization(caller.organizationId);
-    const [organization, workspaces] = await Promise.all([this.repository.findOrganization(caller.organizationId), this.repository.listWorkspaces(scope)]);
+    const [organization, workspaces, user] = await Promise.all([
+      this.repository.findOrganization(caller.organizationId),
+      this.repository.listWorkspaces(scope),
+      caller.kind === 'user' ? this.repository.findUser(scope, caller.id) : null,
+    ]);
     return {
       principal: { kind: caller.kind, id: caller.id, name: caller.name },
       organization: organization!,
@@ -41,6 +48,7 @@ export class MeController {
         const r = roleIn(caller, ws.id);
         return r ? [{ slug: ws.slug, name: ws.name, role: r }] : [];
       }),
+      idp_groups: [...(caller.idpGroups ?? user?.idpGroups ?? [])],
     };
   }
 
