@@ -131,7 +131,7 @@ export class ApprovalsController {
     path: '/v1/workspaces/:ws/approval-routes',
     summary: "Replace the workspace's approval routing",
     description:
-      'A policy rule with effect `approval` names a route (`approval_route`); without one `default_route` applies; without a document the workspace\'s owners, admins and approvers decide, one enough. Approvers: `{user}` (id or e-mail), `{role}`, `{group}`, `{rotation}` (daily or weekly shifts with overrides).',
+      'A policy rule with effect `approval` names a route (`approval_route`); without one `default_route` applies; without a document the workspace\'s owners, admins and approvers decide, one enough. Approvers: `{user}` (id or e-mail), `{role}`, `{group}` (the people listed under `groups`, and anyone whose identity-provider groups include its name), `{rotation}` (daily or weekly shifts with overrides).',
     tag: 'approvals',
     permission: 'approval.routes',
     tenancy: 'workspace',
