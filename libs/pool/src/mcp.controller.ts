@@ -24,6 +24,9 @@ const SINGLE = {
     'MCP Streamable HTTP (protocol 2025-11-25 and earlier). Tools, resources, prompts, completions, logging, progress, cancellation and server-to-client requests pass through; `tools/call` is decided by the workspace policy (deny → tool error naming the rule; approval → waits, then runs the approved call once, or answers with the approval id and review URL). Sessions belong to the caller that opened them.',
 };
 const AGGREGATE = { ...SINGLE, params: wholeWorkspace };
+// GET (the client's stream) and DELETE carry no body: the body check would refuse them with 400
+const SINGLE_BODYLESS = { ...SINGLE, bodyValidation: undefined };
+const AGGREGATE_BODYLESS = { ...AGGREGATE, bodyValidation: undefined };
 
 @Controller()
 export class McpController {
@@ -44,12 +47,12 @@ export class McpController {
     return this.serve(scope, caller, { server: (req.params as { server: string }).server }, req, reply);
   }
 
-  @Route({ ...SINGLE, method: 'GET', path: '/mcp/:ws/:server', summary: 'MCP to one remote server: the stream of server messages' })
+  @Route({ ...SINGLE_BODYLESS, method: 'GET', path: '/mcp/:ws/:server', summary: 'MCP to one remote server: the stream of server messages' })
   getOne(@TenantScope() scope: WorkspaceScope, @Caller() caller: Principal, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
     return this.serve(scope, caller, { server: (req.params as { server: string }).server }, req, reply);
   }
 
-  @Route({ ...SINGLE, method: 'DELETE', path: '/mcp/:ws/:server', summary: 'MCP to one remote server: end the session' })
+  @Route({ ...SINGLE_BODYLESS, method: 'DELETE', path: '/mcp/:ws/:server', summary: 'MCP to one remote server: end the session' })
   deleteOne(@TenantScope() scope: WorkspaceScope, @Caller() caller: Principal, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
     return this.serve(scope, caller, { server: (req.params as { server: string }).server }, req, reply);
   }
@@ -59,12 +62,12 @@ export class McpController {
     return this.serve(scope, caller, { aggregate: true }, req, reply);
   }
 
-  @Route({ ...AGGREGATE, method: 'GET', path: '/mcp/:ws', summary: 'MCP to every remote server: the stream of server messages' })
+  @Route({ ...AGGREGATE_BODYLESS, method: 'GET', path: '/mcp/:ws', summary: 'MCP to every remote server: the stream of server messages' })
   getAll(@TenantScope() scope: WorkspaceScope, @Caller() caller: Principal, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
     return this.serve(scope, caller, { aggregate: true }, req, reply);
   }
 
-  @Route({ ...AGGREGATE, method: 'DELETE', path: '/mcp/:ws', summary: 'MCP to every remote server: end the session' })
+  @Route({ ...AGGREGATE_BODYLESS, method: 'DELETE', path: '/mcp/:ws', summary: 'MCP to every remote server: end the session' })
   deleteAll(@TenantScope() scope: WorkspaceScope, @Caller() caller: Principal, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
     return this.serve(scope, caller, { aggregate: true }, req, reply);
   }

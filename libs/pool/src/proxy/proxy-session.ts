@@ -441,7 +441,9 @@ export class ProxySession {
     switch (message.method) {
       case 'notifications/progress': {
         const request = this.progressTokens.get(params.progressToken as string | number);
-        void this.toClient(message, request === undefined ? undefined : this.clientRequests.get(request));
+        // a server that ignores cancellation keeps reporting; tokens of ended requests are invalid for the client
+        if (request === undefined) return;
+        void this.toClient(message, this.clientRequests.get(request));
         return;
       }
       case 'notifications/resources/updated':
