@@ -1,31 +1,16 @@
-import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { compiledBridgePath, ensureBridgeBuilt } from '../../bridge/compiled-bridge';
 import { InstanceStartError, type InstanceSpec, type RunningInstance } from '../driver';
 import { LocalDriver, type LocalDriverOptions } from './local-driver';
 
 const root = resolve(__dirname, '../../../../..');
-const bridgeSource = join(root, 'libs/pool/src/bridge/main.ts');
-const bridgeScript = join(root, 'dist/libs/pool/src/bridge/main.js');
+const bridgeScript = compiledBridgePath();
 const serverBin = (name: 'everything' | 'memory' | 'filesystem') => join(root, 'node_modules/@modelcontextprotocol', `server-${name}`, 'dist/index.js');
-
-// The driver runs the compiled bridge, as it does in production: build it when the source is newer.
-function ensureBridgeBuilt(): void {
-  const fresh = () => existsSync(bridgeScript) && statSync(bridgeScript).mtimeMs >= statSync(bridgeSource).mtimeMs;
-  if (fresh()) return;
-  let output = '';
-  try {
-    execFileSync('flock', ['/tmp/aileron-build.lock', 'npm', 'run', 'build', '--silent'], { cwd: root, encoding: 'utf8', stdio: 'pipe' });
-  } catch (error) {
-    // tsc still emits when someone else's file has a type error; only a missing bridge is fatal
-    output = String((error as { stdout?: string }).stdout ?? '') + String((error as { stderr?: string }).stderr ?? '');
-  }
-  if (!fresh()) throw new Error(`could not build the bridge:\n${output}`);
-}
 
 // Under the project root, like the real data dir, but not under what the sandbox may read.
 const scratch = join(root, '.tmp', `local-driver-${randomBytes(4).toString('hex')}`);
