@@ -41,6 +41,8 @@ const TABLES = [
   'webhook_deliveries',
   'webhook_attempts',
   'login_sessions',
+  'tool_pins',
+  'pool_settings',
 ];
 
 // webhook deliveries update endpoint health and attempt counts in the background; only those tables drop these columns

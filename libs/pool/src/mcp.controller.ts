@@ -13,20 +13,22 @@ const serverName = z.string().regex(/^[a-z0-9][a-z0-9-]{0,31}$/, 'a server name'
 const oneServer = z.object({ ws: slug, server: serverName });
 const wholeWorkspace = z.object({ ws: slug });
 
+const INITIALIZE = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'example', version: '1.0.0' } } };
 const SINGLE = {
   tag: 'mcp',
   permission: 'mcp.use',
   tenancy: 'workspace' as const,
   params: oneServer,
+  example: { params: { ws: 'default', server: '{server}' }, body: INITIALIZE as unknown },
   bodyValidation: 'handler' as const,
   produces: 'text/event-stream',
   description:
     'MCP Streamable HTTP (protocol 2025-11-25 and earlier). Tools, resources, prompts, completions, logging, progress, cancellation and server-to-client requests pass through; `tools/call` is decided by the workspace policy (deny → tool error naming the rule; approval → waits, then runs the approved call once, or answers with the approval id and review URL). Sessions belong to the caller that opened them.',
 };
-const AGGREGATE = { ...SINGLE, params: wholeWorkspace };
+const AGGREGATE = { ...SINGLE, params: wholeWorkspace, example: { params: { ws: 'default' }, body: INITIALIZE } };
 // GET (the client's stream) and DELETE carry no body: the body check would refuse them with 400
-const SINGLE_BODYLESS = { ...SINGLE, bodyValidation: undefined };
-const AGGREGATE_BODYLESS = { ...AGGREGATE, bodyValidation: undefined };
+const SINGLE_BODYLESS = { ...SINGLE, bodyValidation: undefined, example: { params: SINGLE.example.params } };
+const AGGREGATE_BODYLESS = { ...AGGREGATE, bodyValidation: undefined, example: { params: AGGREGATE.example.params } };
 
 @Controller()
 export class McpController {

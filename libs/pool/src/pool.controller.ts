@@ -69,7 +69,7 @@ export class PoolController {
     permission: 'pool.read',
     tenancy: 'workspace',
     params: serverParams,
-    example: { params: { ws: 'default', name: 'everything' } },
+    example: { params: { ws: 'default', name: '{server}' } },
   })
   async tools(@TenantScope() scope: WorkspaceScope, @Param('name') name: string): Promise<{ tools: Awaited<ReturnType<ToolPins['list']>> }> {
     return { tools: await this.pins.list(scope, name) };
@@ -83,7 +83,7 @@ export class PoolController {
     permission: 'pool.manage',
     tenancy: 'workspace',
     params: toolParams,
-    example: { params: { ws: 'default', name: 'everything', tool: 'echo' } },
+    example: { params: { ws: 'default', name: '{server}', tool: 'echo' } },
   })
   async accept(@TenantScope() scope: WorkspaceScope, @Caller() caller: Principal, @Param('name') name: string, @Param('tool') tool: string): Promise<{ tools: Awaited<ReturnType<ToolPins['list']>> }> {
     return { tools: await this.pins.accept(scope, describePrincipal(caller), name, tool) };
