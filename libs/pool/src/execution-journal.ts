@@ -23,7 +23,6 @@ export interface ExecutionRecord {
   data: Record<string, unknown>;
 }
 
-const FLUSH_MS = 50;
 const FLUSH_AT = 500;
 
 /**
@@ -38,6 +37,7 @@ const FLUSH_AT = 500;
 export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly logger = new Logger('ExecutionJournal');
   private readonly dir: string;
+  private readonly batchMs: number;
   private segment = 0;
   private fd: number | null = null;
   private batch: ExecutionRecord[] = [];
@@ -51,6 +51,7 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
     private readonly outbox: OutboxService,
   ) {
     this.dir = join(config.dataDir, 'pool', 'journal');
+    this.batchMs = config.pool.auditBatchMs;
   }
 
   async onApplicationBootstrap(): Promise<void> {
@@ -83,7 +84,7 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
     writeSync(this.fd, `${JSON.stringify(record)}\n`);
     this.batch.push(record);
     if (this.batch.length >= FLUSH_AT) void this.flush();
-    else this.timer ??= setTimeout(() => void this.flush(), FLUSH_MS);
+    else this.timer ??= setTimeout(() => void this.flush(), this.batchMs);
   }
 
   /** Resolves once everything appended so far is in the audit log (tests, shutdown). */

@@ -163,6 +163,11 @@ export const SETTINGS = {
     default: 'aileron-pool',
     description: 'Namespace of pool pods and their secrets. The cluster comes from the in-cluster service account, else KUBECONFIG.',
   },
+  AILERON_POOL_AUDIT_BATCH_MS: {
+    schema: positiveInt,
+    default: '50',
+    description: 'How long execution records wait to be written to the audit log in one batch; they are in the journal under the data dir before the client hears back.',
+  },
   AILERON_RATE_LIMIT_WORKSPACE_PER_MINUTE: {
     schema: positiveInt,
     default: '6000',

@@ -35,6 +35,7 @@ export interface AppConfig {
     maxInstancesPerWorkspace: number;
     maxConcurrentCalls: number;
     approvalWaitSeconds: number;
+    auditBatchMs: number;
     memoryMb: number;
     cpuMillis: number;
     runnerImage: string;
@@ -131,6 +132,7 @@ export function loadConfig(env: Source = process.env): AppConfig {
       maxInstancesPerWorkspace: values.AILERON_POOL_MAX_INSTANCES_PER_WORKSPACE as number,
       maxConcurrentCalls: values.AILERON_POOL_MAX_CONCURRENT_CALLS as number,
       approvalWaitSeconds: values.AILERON_POOL_APPROVAL_WAIT_SECONDS as number,
+      auditBatchMs: values.AILERON_POOL_AUDIT_BATCH_MS as number,
       memoryMb: values.AILERON_POOL_MEMORY_MB as number,
       cpuMillis: values.AILERON_POOL_CPU_MILLIS as number,
       runnerImage: values.AILERON_POOL_RUNNER_IMAGE as string,

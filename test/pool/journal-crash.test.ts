@@ -1,0 +1,72 @@
+import { ChildProcess, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { freePort } from '../support/services';
+import { SERVERS, textOf } from './mcp-client';
+
+const MAIN = resolve('dist/apps/control-plane/src/main.js');
+
+/** The built server as a user runs it; records wait ten minutes for their batch, so only the journal has them. */
+async function start(dataDir: string, port: number): Promise<{ child: ChildProcess; url: string }> {
+  const child = spawn(process.execPath, [MAIN], {
+    env: { ...process.env, AILERON_DATA_DIR: dataDir, PORT: String(port), LOG_LEVEL: 'warn', DATABASE_URL: '', REDIS_URL: '', AILERON_POOL_AUDIT_BATCH_MS: '600000' },
+  });
+  let out = '';
+  child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+  const deadline = Date.now() + 60_000;
+  while (!/listening on (\S+)/.test(out)) {
+    if (child.exitCode !== null) throw new Error(`server exited ${child.exitCode}: ${out}`);
+    if (Date.now() > deadline) throw new Error(`server did not start: ${out}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return { child, url: /listening on (\S+)/.exec(out)![1]! };
+}
+
+describe('execution records survive a crash between the answer and the audit write', () => {
+  let dataDir: string;
+  beforeAll(() => {
+    if (!existsSync(MAIN)) throw new Error('build first: npm run build (npm test does)');
+    dataDir = mkdtempSync(join(tmpdir(), 'aileron-journal-'));
+  });
+  afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
+
+  it('replays the journal at the next start: the call that was answered is in the audit log, chained once', async () => {
+    const port = await freePort();
+    const first = await start(dataDir, port);
+    const token = readFileSync(join(dataDir, 'admin-token'), 'utf8').trim();
+    const api = (method: string, path: string, body?: unknown) =>
+      fetch(`${first.url}${path}`, { method, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, ...(body ? { body: JSON.stringify(body) } : {}) });
+    expect((await api('POST', '/v1/catalog/servers', { name: 'everything', version: '1.0.0', mode: 'remote', transport: 'stdio', ...SERVERS.everything })).status).toBe(201);
+    expect((await api('PUT', '/v1/workspaces/default/servers/everything', { version: '1.0.0' })).status).toBe(200);
+
+    const client = new Client({ name: 'crash-test', version: '1.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${first.url}/mcp/default/everything`), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
+    const result = await client.callTool({ name: 'echo', arguments: { message: 'remember me' } });
+    expect(textOf(result)).toContain('remember me');
+
+    // the answer is out; the audit write is not: the process dies now
+    first.child.kill('SIGKILL');
+    await new Promise((r) => first.child.once('exit', r));
+    const journal = join(dataDir, 'pool', 'journal');
+    const left = readdirSync(journal).map((f) => readFileSync(join(journal, f), 'utf8')).join('');
+    expect(left).toContain('execution.succeeded');
+
+    const second = await start(dataDir, port);
+    try {
+      const audit = await fetch(`${second.url}/v1/workspaces/default/audit?execution_mode=remote&tool=echo`, { headers: { authorization: `Bearer ${token}` } });
+      const events = ((await audit.json()) as { events: { type: string; tool: string }[] }).events;
+      expect(events.map((e) => e.type).sort()).toEqual(['execution.started', 'execution.succeeded']);
+      const verify = await fetch(`${second.url}/v1/workspaces/default/audit/verify`, { headers: { authorization: `Bearer ${token}` } });
+      expect(((await verify.json()) as { ok: boolean }).ok).toBe(true);
+      expect(readdirSync(journal)).toEqual([]);
+    } finally {
+      second.child.kill('SIGTERM');
+      await new Promise((r) => second.child.once('exit', r));
+    }
+  });
+});
