@@ -28,8 +28,13 @@ interface Session {
   /** progress token → the client request that carried it */
   progress: Map<string | number, RequestId>;
   closed: boolean;
+  /** the client's GET streams open now: without one the transport drops messages tied to no request */
+  streams: number;
+  /** such messages, held until a stream opens (a server's list_changed right after initialized) */
+  waiting: JSONRPCMessage[];
 }
 
+const MAX_WAITING = 200;
 const log = (line: string) => process.stderr.write(`bridge: ${line}\n`);
 
 function parseArgs(argv: string[]): { host: string; port: number; exitOnStdinEof: boolean; command: string; args: string[] } {
@@ -116,6 +121,12 @@ function main(): void {
       // stdio does not say which call a sampling request or log line belongs to; the latest call is the best guess.
       relatedRequestId = [...session.inFlight].at(-1);
     }
+    const unrelated = relatedRequestId === undefined && !isJSONRPCResultResponse(message) && !isJSONRPCErrorResponse(message);
+    if (unrelated && session.streams === 0) {
+      session.waiting.push(message);
+      if (session.waiting.length > MAX_WAITING) session.waiting.shift();
+      return;
+    }
     session.front.send(message, relatedRequestId === undefined ? undefined : { relatedRequestId }).catch((error: Error) => log(`dropped a message: ${error.message}`));
   }
 
@@ -156,6 +167,8 @@ function main(): void {
       inFlight: new Set(),
       progress: new Map(),
       closed: false,
+      streams: 0,
+      waiting: [],
     };
     session.front.onmessage = (message) => fromFront(session, message);
     session.front.onclose = () => closeSession(session);
@@ -202,6 +215,14 @@ function main(): void {
     if (typeof sessionId === 'string') {
       const session = sessions.get(sessionId);
       if (!session) return jsonError(res, 404, -32001, 'Session not found');
+      if (req.method === 'GET') {
+        session.streams++;
+        res.once('close', () => session.streams--);
+        // the transport registers the stream within handleRequest: send what waited right after
+        setImmediate(() => {
+          for (const message of session.waiting.splice(0)) session.front.send(message).catch((error: Error) => log(`dropped a message: ${error.message}`));
+        });
+      }
       return session.front.handleRequest(req, res, body);
     }
     if (req.method === 'POST' && isInitializeRequest(body)) return openSession(req, res, body);
