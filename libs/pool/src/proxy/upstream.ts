@@ -126,10 +126,29 @@ export class Upstream {
    * caller gets an error at once instead of waiting forever.
    */
   private async fetchTracked(url: string | URL, init?: RequestInit): Promise<Response> {
-    const response = await fetch(url, init);
-    if (init?.method !== 'POST' || !response.body || typeof init.body !== 'string') return response;
-    const ids = requestIds(init.body);
-    if (ids.length === 0) return response;
+    const ids = init?.method === 'POST' && typeof init.body === 'string' ? requestIds(init.body) : [];
+    if (ids.length === 0) return fetch(url, init);
+    // The SDK gives every fetch its transport-wide signal, on which undici leaves a listener per
+    // request until garbage collection and copies them all on each new request (a cost per call
+    // growing with the rate). A signal of this request's own, relayed from the SDK's and released
+    // when the response ends, keeps that list short; closing the transport still aborts it.
+    const outer = init!.signal ?? undefined;
+    const own = new AbortController();
+    const relay = (): void => own.abort(outer?.reason);
+    if (outer?.aborted) own.abort(outer.reason);
+    else outer?.addEventListener('abort', relay, { once: true });
+    const release = (): void => outer?.removeEventListener('abort', relay);
+    let response: Response;
+    try {
+      response = await fetch(url, { ...init, signal: own.signal });
+    } catch (error) {
+      release();
+      throw error;
+    }
+    if (!response.body) {
+      release();
+      return response;
+    }
     const settleOrphans = (why: string): void => {
       // responses are delivered before the stream's end is seen; anything left was never answered
       setImmediate(() => {
@@ -142,17 +161,22 @@ export class Upstream {
         try {
           const { done, value } = await reader.read();
           if (done) {
+            release();
             controller.close();
             settleOrphans('the server ended the response without answering');
           } else {
             controller.enqueue(value);
           }
         } catch (error) {
+          release();
           settleOrphans(`the connection to the server broke: ${describe(error)}`);
           controller.error(error);
         }
       },
-      cancel: (reason) => reader.cancel(reason),
+      cancel: (reason) => {
+        release();
+        return reader.cancel(reason);
+      },
     });
     return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
   }
