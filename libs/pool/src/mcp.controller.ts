@@ -1,4 +1,5 @@
 import { Controller, Inject, Req, Res } from '@nestjs/common';
+import { request as httpRequest, ServerResponse } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { Caller, describePrincipal, Principal, slug, TenantScope, WorkspaceScope } from '@aileron/auth';
@@ -94,7 +95,14 @@ export class McpController {
     let session;
     if (typeof sessionId === 'string') {
       session = this.sessions.find(sessionId, scope, caller, endpoint);
-      if (!session) throw new NotFoundError('MCP session', sessionId, 'MCP_SESSION_NOT_FOUND');
+      if (!session) {
+        // another replica may serve it (the load balancer sent this request here): hand it over once
+        const owner = req.headers[FORWARDED] === undefined ? await this.sessions.ownerOf(sessionId) : undefined;
+        if (!owner) throw new NotFoundError('MCP session', sessionId, 'MCP_SESSION_NOT_FOUND');
+        reply.hijack();
+        forward(owner, req, reply.raw);
+        return;
+      }
     } else if (req.method === 'POST' && isInitialize(req.body)) {
       // refuse at once, with a problem document, what the session could never reach
       if ('server' in endpoint) await this.instances.assignment(scope, endpoint.server);
@@ -106,6 +114,39 @@ export class McpController {
     await session.handle(req.raw, reply.raw, req.body);
   }
 }
+
+/** Marks a request one replica passed to another, so it is never passed on again. */
+const FORWARDED = 'x-aileron-forwarded';
+
+/**
+ * Streams the request to the replica that owns the session and its answer
+ * (JSON or an SSE stream) back. That replica authenticates it again and checks
+ * the session is the caller's; nothing is decided here.
+ */
+function forward(owner: string, req: FastifyRequest, res: ServerResponse): void {
+  const body = req.body === undefined ? undefined : Buffer.from(JSON.stringify(req.body));
+  const headers: Record<string, string | string[]> = {};
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
+  }
+  headers[FORWARDED] = '1';
+  if (body) headers['content-length'] = String(body.length);
+  const upstream = httpRequest(new URL(req.raw.url ?? '/', owner), { method: req.method, headers }, (answer) => {
+    const out: Record<string, string | string[]> = {};
+    for (const [name, value] of Object.entries(answer.headers)) if (value !== undefined && !HOP_BY_HOP.has(name)) out[name] = value;
+    res.writeHead(answer.statusCode ?? 502, out);
+    answer.pipe(res);
+  });
+  upstream.on('error', () => {
+    if (!res.headersSent) res.writeHead(502, { 'content-type': 'application/problem+json' });
+    res.end(JSON.stringify({ type: 'about:blank', title: 'Bad gateway', status: 502, code: 'MCP_REPLICA_UNREACHABLE', detail: 'The replica serving this MCP session cannot be reached; initialize a new session' }));
+  });
+  // the client went away (a GET stream closed): stop the other replica's stream too
+  res.once('close', () => upstream.destroy());
+  upstream.end(body);
+}
+
+const HOP_BY_HOP = new Set(['host', 'connection', 'keep-alive', 'transfer-encoding', 'content-length', 'upgrade', 'proxy-connection', 'te', 'trailer']);
 
 class McpSessionRequiredError extends DomainError {
   constructor() {

@@ -1,4 +1,7 @@
+import type { AddressInfo } from 'node:net';
 import { Inject, Injectable, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import { HttpAdapterHost } from '@nestjs/core';
+import Redis from 'ioredis';
 import { describePrincipal, Principal, roleIn, WorkspaceScope } from '@aileron/auth';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { PoolCalls } from './calls.service';
@@ -12,6 +15,7 @@ interface Entry {
   owner: string;
   workspaceId: string;
   endpoint: string;
+  announcedAt: number;
 }
 
 /**
@@ -23,12 +27,22 @@ interface Entry {
 export class PoolSessions implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly sessions = new Map<string, Entry>();
   private timer: NodeJS.Timeout | undefined;
+  /** session id → the replica serving it, shared by every replica (server mode) */
+  private readonly directory: Redis | undefined;
+  private readonly directoryTtlSeconds: number;
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly instances: PoolInstances,
     private readonly calls: PoolCalls,
-  ) {}
+    private readonly http: HttpAdapterHost,
+  ) {
+    if (config.redisUrl) {
+      this.directory = new Redis(config.redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false });
+      this.directory.on('error', () => undefined);
+    }
+    this.directoryTtlSeconds = config.pool.idleSeconds * 2 + 60;
+  }
 
   onApplicationBootstrap(): void {
     // the SDK never ends an idle session itself; without this they (and their upstream sessions) leak
@@ -43,6 +57,30 @@ export class PoolSessions implements OnApplicationBootstrap, OnApplicationShutdo
   async onApplicationShutdown(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     await Promise.all([...this.sessions.values()].map(({ session }) => session.close()));
+    await this.directory?.quit().catch(() => undefined);
+  }
+
+  /**
+   * Where another replica reaches this one. Configured in a cluster; on one
+   * machine the listening port says it.
+   */
+  replicaUrl(): string | undefined {
+    if (this.config.replicaUrl) return this.config.replicaUrl;
+    const address = (this.http.httpAdapter?.getHttpServer() as { address(): AddressInfo | string | null } | undefined)?.address();
+    return address && typeof address === 'object' ? `http://127.0.0.1:${address.port}` : undefined;
+  }
+
+  /** The replica that serves a session this one does not know, if any other does. */
+  async ownerOf(id: string): Promise<string | undefined> {
+    if (!this.directory) return undefined;
+    const owner = await this.directory.get(directoryKey(id)).catch(() => null);
+    return owner && owner !== this.replicaUrl() ? owner : undefined;
+  }
+
+  private announce(id: string): void {
+    const self = this.replicaUrl();
+    if (!this.directory || !self) return;
+    void this.directory.set(directoryKey(id), self, 'EX', this.directoryTtlSeconds).catch(() => undefined);
   }
 
   create(scope: WorkspaceScope, principal: Principal, endpoint: McpEndpoint, allowedOrigins: string[]): ProxySession {
@@ -72,15 +110,25 @@ export class PoolSessions implements OnApplicationBootstrap, OnApplicationShutdo
       { allowedOrigins },
     );
     session.onClosed = () => {
-      if (session.sessionId) this.sessions.delete(session.sessionId);
+      if (!session.sessionId) return;
+      this.sessions.delete(session.sessionId);
+      void this.directory?.del(directoryKey(session.sessionId)).catch(() => undefined);
     };
     // known from the moment the transport makes the id, before the client can use it
-    session.onSessionId = (id) => this.sessions.set(id, { session, owner: describePrincipal(principal), workspaceId: scope.workspaceId, endpoint: endpointKey(endpoint) });
+    session.onSessionId = (id) => {
+      this.sessions.set(id, { session, owner: describePrincipal(principal), workspaceId: scope.workspaceId, endpoint: endpointKey(endpoint), announcedAt: Date.now() });
+      this.announce(id);
+    };
     return session;
   }
 
   find(id: string, scope: WorkspaceScope, principal: Principal, endpoint: McpEndpoint): ProxySession | undefined {
     const entry = this.sessions.get(id);
+    // a live session keeps its directory entry from expiring (one write per quarter of its lifetime)
+    if (entry && Date.now() - entry.announcedAt > (this.directoryTtlSeconds * 1000) / 4) {
+      entry.announcedAt = Date.now();
+      this.announce(id);
+    }
     if (!entry || entry.owner !== describePrincipal(principal) || entry.workspaceId !== scope.workspaceId || entry.endpoint !== endpointKey(endpoint)) return undefined;
     return entry.session;
   }
@@ -88,6 +136,10 @@ export class PoolSessions implements OnApplicationBootstrap, OnApplicationShutdo
   count(): number {
     return this.sessions.size;
   }
+}
+
+function directoryKey(id: string): string {
+  return `aileron:mcp-session:${id}`;
 }
 
 function endpointKey(endpoint: McpEndpoint): string {

@@ -62,6 +62,10 @@ export const SETTINGS = {
     schema: httpUrl,
     description: 'The URL people and gateways reach the control plane at (links in messages). Default http://localhost:PORT.',
   },
+  AILERON_REPLICA_URL: {
+    schema: httpUrl,
+    description: 'How other control-plane replicas reach this one directly (e.g. http://$(POD_IP):8080), so any replica can serve any MCP session. Default http://127.0.0.1:PORT (replicas on one machine).',
+  },
   LOG_LEVEL: {
     schema: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
     default: 'info',

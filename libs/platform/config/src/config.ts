@@ -17,6 +17,8 @@ export interface AppConfig {
   queuePrefix: string;
   runWorkers: boolean;
   publicUrl: string;
+  /** set when configured; otherwise the pool derives it from the listening port */
+  replicaUrl: string | undefined;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   upstreamAllowCidrs: string[];
   jwtTtlSeconds: number;
@@ -114,6 +116,7 @@ export function loadConfig(env: Source = process.env): AppConfig {
     redisUrl,
     queuePrefix: values.AILERON_QUEUE_PREFIX as string,
     runWorkers: (values.AILERON_RUN_WORKERS as boolean | undefined) ?? !redisUrl,
+    replicaUrl: (values.AILERON_REPLICA_URL as string | undefined)?.replace(/\/+$/, ''),
     publicUrl: ((values.AILERON_PUBLIC_URL as string | undefined) ?? `http://localhost:${port}`).replace(/\/+$/, ''),
     logLevel: values.LOG_LEVEL as AppConfig['logLevel'],
     upstreamAllowCidrs: values.UPSTREAM_ALLOW_CIDRS as string[],
