@@ -150,6 +150,11 @@ describe('admin JWTs: the organisation identity provider and our own', () => {
   it('takes browser sign-in settings: the client secret is write-only and needs a client; an http issuer only on loopback', async () => {
     const current = (await cp.request('GET', '/v1/organization/identity-provider')).body;
     expect(current).toMatchObject({ client_id: null, client_secret_set: false, scopes: [], claims: { groups: 'groups' } });
+    // what GET shows, PUT takes back unchanged
+    const { client_secret_set: _set, updated_at: _at, ...asShown } = current;
+    const roundTrip = await cp.request('PUT', '/v1/organization/identity-provider', { body: Object.fromEntries(Object.entries(asShown).filter(([, v]) => v !== null)) });
+    expect(roundTrip.status, roundTrip.text).toBe(200);
+    expect(roundTrip.body.claims).toEqual(current.claims);
     const base = { issuer: current.issuer, jwks_url: current.jwks_url, audience: AUDIENCE, claims: { role: 'groups' }, role_mapping: current.role_mapping };
     const orphan = await cp.request('PUT', '/v1/organization/identity-provider', { body: { ...base, client_secret: 'shh-orphan-secret' } });
     expect(orphan.status).toBe(400);

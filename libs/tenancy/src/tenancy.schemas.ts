@@ -50,7 +50,7 @@ export const identityProviderBody = z
         subject: claimName.default('sub'),
         email: claimName.default('email'),
         name: claimName.default('name'),
-        role: claimName.optional(),
+        role: claimName.nullable().optional().describe('claim that names a role (looked up in role_mapping); null or absent: none'),
         groups: claimName.default('groups').describe("the user's groups; they count for approval routes' `group` approvers"),
       })
       .strict()
