@@ -358,6 +358,24 @@ async function setUpWorkspace(controlPlane: ControlPlane, upstreamUrl: string): 
   return { token };
 }
 
+/**
+ * Waits until the control plane's audit and event pipeline (the outbox, on the
+ * control plane's own thread) has caught up: each phase then pays for its own
+ * calls' background work, not for the backlog a saturation phase left behind —
+ * which on a small machine would also slow the next phase's direct baseline.
+ */
+async function settle(controlPlane: ControlPlane): Promise<number> {
+  const { DatabaseService } = require('../libs/platform/database/src') as typeof import('../libs/platform/database/src');
+  const db = controlPlane.app.get(DatabaseService);
+  const started = Date.now();
+  for (;;) {
+    const [row] = await db.client.$queryRaw<{ pending: bigint }[]>`SELECT count(*) AS pending FROM outbox_messages WHERE completed_at IS NULL`;
+    if (!row || row.pending === 0n) return Date.now() - started;
+    if (Date.now() - started > 120_000) throw new Error(`the outbox still holds ${row.pending} messages after 120 s`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
 /** Every measured call through the proxy must be in the audit log: started and succeeded. */
 async function auditedCalls(controlPlane: ControlPlane, session: string): Promise<number> {
   const owner = readFileSync(join(controlPlane.config.dataDir, 'admin-token'), 'utf8').trim();
@@ -418,11 +436,14 @@ async function run(): Promise<Figure[]> {
     const samples: Record<TargetKey, number[]> = { direct: [], hop: [], proxied: [] };
     const totals = { direct: { calls: 0, ms: 0 }, proxied: { calls: 0, ms: 0 } };
     const roundRatios: number[] = [];
+    let settling = 0;
     for (let r = 0; r < ROUNDS; r++) {
+      settling += await settle(controlPlane);
       const round = await load.send<{ samples: Record<TargetKey, number[]> }>({ type: 'latency', keys: r % 2 === 0 ? keys : [...keys].reverse(), calls: SEQUENTIAL_CALLS, block: BLOCK });
       for (const key of keys) samples[key].push(...round.samples[key]);
       const rates = { direct: 0, proxied: 0 };
       for (const key of r % 2 === 0 ? (['direct', 'proxied'] as const) : (['proxied', 'direct'] as const)) {
+        settling += await settle(controlPlane);
         const measured = await load.send<{ calls: number; ms: number }>({ type: 'throughput', key, seconds: SATURATION_SECONDS });
         totals[key].calls += measured.calls;
         totals[key].ms += measured.ms;
@@ -447,7 +468,7 @@ async function run(): Promise<Figure[]> {
       audited = await auditedCalls(controlPlane, latencySession);
     }
     if (audited !== expected) throw new Error(`the audit log holds ${audited} execution.succeeded records for the measured session, expected ${expected}`);
-    note(`  audit: all ${expected} proxied calls of the sequential client's session recorded as execution.succeeded; median per-round throughput ratio ${median(roundRatios).toFixed(3)}`);
+    note(`  audit: all ${expected} proxied calls of the sequential client's session recorded as execution.succeeded; median per-round throughput ratio ${median(roundRatios).toFixed(3)}; ${(settling / 1000).toFixed(1)} s spent waiting for the outbox to drain between phases`);
 
     const p = (key: TargetKey, q: number): number => percentile(samples[key], q);
     const directRate = (totals.direct.calls / totals.direct.ms) * 1000;
