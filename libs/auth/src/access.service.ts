@@ -3,6 +3,7 @@ import { ForbiddenError, NotFoundError } from '@aileron/errors';
 import { Principal, roleIn } from './domain/principal';
 import { allows, Permission } from './domain/roles';
 import { AuthRepository } from './auth.repository';
+import { PrincipalCache } from './principal-cache.service';
 import type { OrgScope, WorkspaceScope } from './scope';
 import { SystemScopes } from './scope-issuer';
 
@@ -13,7 +14,10 @@ import { SystemScopes } from './scope-issuer';
  */
 @Injectable()
 export class AccessService {
-  constructor(private readonly repository: AuthRepository) {}
+  constructor(
+    private readonly repository: AuthRepository,
+    private readonly cache: PrincipalCache,
+  ) {}
 
   organization(principal: Principal, permission: Permission): OrgScope {
     if (!allows(principal.orgRole, permission)) {
@@ -48,7 +52,10 @@ export class AccessService {
   }
 
   async workspace(principal: Principal, slug: string, permission: Permission): Promise<WorkspaceScope> {
-    const workspace = await this.repository.findWorkspaceBySlug(SystemScopes.organization(principal.organizationId), slug);
+    // a slug that does not exist is cached too (as null): creating the workspace invalidates it
+    const workspace = await this.cache.workspace(principal.organizationId, slug, () =>
+      this.repository.findWorkspaceBySlug(SystemScopes.organization(principal.organizationId), slug),
+    );
     const role = workspace ? roleIn(principal, workspace.id) : null;
     if (!workspace || !role) throw new NotFoundError('workspace', slug);
     if (!allows(role, permission)) throw new ForbiddenError(`Role "${role}" may not ${permission} in workspace "${slug}"`);

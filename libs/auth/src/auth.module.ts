@@ -12,6 +12,7 @@ import { JwtStrategy } from './jwt.strategy';
 import { MeController } from './me.controller';
 import { OidcSignIn } from './oidc-sign-in.service';
 import { OidcController } from './oidc.controller';
+import { PrincipalCache } from './principal-cache.service';
 import { PrincipalResolver } from './principal.resolver';
 import { TokensController } from './tokens.controller';
 import { TokensService } from './tokens.service';
@@ -24,6 +25,7 @@ import { TokensService } from './tokens.service';
     CredentialResolvers,
     AuthRepository,
     JwtKeys,
+    PrincipalCache,
     PrincipalResolver,
     JwtStrategy,
     AccessService,
@@ -33,6 +35,6 @@ import { TokensService } from './tokens.service';
     OidcSignIn,
     { provide: APP_GUARD, useClass: AuthGuard },
   ],
-  exports: [AccessService, TokensService, JwtKeys, CredentialResolvers, BrowserKeys, BrowserSessions, OidcSignIn],
+  exports: [AccessService, PrincipalCache, TokensService, JwtKeys, CredentialResolvers, BrowserKeys, BrowserSessions, OidcSignIn],
 })
 export class AuthModule {}

@@ -218,7 +218,7 @@ export class AuthRepository {
     defaultRole: Role,
     at: Date,
     issuedAt: Date,
-  ): Promise<{ id: string; previousLoginAt: Date | null }> {
+  ): Promise<{ id: string; previousLoginAt: Date | null; roleChanged: boolean }> {
     return this.db.transaction(async (tx) => {
       const bySubject = await tx.user.findUnique({
         where: { organizationId_subject: { organizationId: scope.organizationId, subject: identity.subject } },
@@ -239,7 +239,7 @@ export class AuthRepository {
             ...(!existing.lastLoginAt || issuedAt >= existing.lastLoginAt ? { idpGroups: identity.groups } : {}),
           },
         });
-        return { id: existing.id, previousLoginAt: existing.lastLoginAt };
+        return { id: existing.id, previousLoginAt: existing.lastLoginAt, roleChanged: !!identity.role && identity.role !== existing.role };
       }
       const created = await tx.user.create({
         data: {
@@ -252,7 +252,7 @@ export class AuthRepository {
           idpGroups: identity.groups,
         },
       });
-      return { id: created.id, previousLoginAt: null };
+      return { id: created.id, previousLoginAt: null, roleChanged: false };
     });
   }
 

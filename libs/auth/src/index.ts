@@ -6,6 +6,7 @@ export { browserSignInIssuerProblem, CSRF_HEADER, SESSION_COOKIE } from './domai
 export type { OrgScope, WorkspaceScope } from './scope';
 export { Caller, TenantScope } from './auth.decorators';
 export { AccessService } from './access.service';
+export { PrincipalCache } from './principal-cache.service';
 export { TokensService, tokenView } from './tokens.service';
 export type { NewToken } from './tokens.service';
 export { slug, uuid, role } from './tokens.schemas';

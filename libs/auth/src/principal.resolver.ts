@@ -6,6 +6,7 @@ import { mapClaims, MappedIdentity } from './domain/claims';
 import type { Principal } from './domain/principal';
 import { AuthRepository, IdentityProviderRecord, TokenRecord, UserRecord } from './auth.repository';
 import { JwtKeys, OWN_AUDIENCE } from './jwt-keys.service';
+import { CachedPrincipal, PrincipalCache } from './principal-cache.service';
 import { SystemScopes } from './scope-issuer';
 import { TokensService } from './tokens.service';
 
@@ -50,24 +51,37 @@ export class PrincipalResolver {
     private readonly repository: AuthRepository,
     private readonly keys: JwtKeys,
     private readonly tokens: TokensService,
+    private readonly cache: PrincipalCache,
   ) {}
 
   async fromApiToken(token: string): Promise<Principal> {
     if (!looksLikeApiToken(token)) throw new UnauthenticatedError('The token is malformed', 'TOKEN_INVALID');
-    const record = await this.repository.findTokenByHash(hashToken(token));
+    const hash = hashToken(token);
+    const cached = await this.cache.principal(`token-hash:${hash}`, async () => {
+      const record = await this.repository.findTokenByHash(hash);
+      this.assertActive(record, new Date());
+      return { principal: principalFromToken(record), expiresAt: record.expiresAt, lastUsedAt: record.lastUsedAt };
+    });
     const now = new Date();
-    this.assertActive(record, now);
-    if (!record.lastUsedAt || now.getTime() - record.lastUsedAt.getTime() > TOUCH_EVERY_MS) {
+    this.assertUnexpired(cached, now);
+    if (!cached.lastUsedAt || now.getTime() - cached.lastUsedAt.getTime() > TOUCH_EVERY_MS) {
+      // the cached entry remembers the touch, so requests served from memory stay throttled too
+      cached.lastUsedAt = now;
       // off the request path: last-used is informational, and a write per request would cost
-      this.repository.touchToken(record.id, now).catch((error: unknown) => this.logger.warn({ err: error }, 'could not record token use'));
+      this.repository.touchToken(cached.principal.id, now).catch((error: unknown) => this.logger.warn({ err: error }, 'could not record token use'));
     }
-    return principalFromToken(record);
+    return cached.principal;
   }
 
   private assertActive(record: TokenRecord | null, now: Date): asserts record is TokenRecord {
     if (!record) throw new UnauthenticatedError('The token is not valid', 'TOKEN_INVALID');
     if (record.revokedAt) throw new UnauthenticatedError('The token has been revoked', 'TOKEN_REVOKED');
-    if (record.expiresAt && record.expiresAt <= now) throw new UnauthenticatedError('The token has expired', 'TOKEN_EXPIRED');
+    this.assertUnexpired(record, now);
+  }
+
+  /** On every use: a cached token must not outlive its expiry by the cache's TTL. */
+  private assertUnexpired(entry: { expiresAt: Date | null }, now: Date): void {
+    if (entry.expiresAt && entry.expiresAt <= now) throw new UnauthenticatedError('The token has expired', 'TOKEN_EXPIRED');
   }
 
   /** A verified JWT payload (passport-jwt checked signature, expiry and algorithm). */
@@ -106,7 +120,9 @@ export class PrincipalResolver {
     if (!identity) throw new UnauthenticatedError(`The ${issuedAt ? 'JWT' : 'ID token'} has no "${provider.subjectClaim}" claim`, code);
     const scope = SystemScopes.organization(provider.organizationId);
     const now = new Date();
-    const { id: userId, previousLoginAt } = await this.repository.upsertUserFromIdentity(scope, identity, provider.defaultRole, now, issuedAt ?? now);
+    const { id: userId, previousLoginAt, roleChanged } = await this.repository.upsertUserFromIdentity(scope, identity, provider.defaultRole, now, issuedAt ?? now);
+    // the IdP lowered or raised the role: admin JWTs this user holds must follow at once
+    if (roleChanged) await this.cache.invalidateAll();
     const user = await this.repository.findUser(scope, userId);
     if (!user) throw new UnauthenticatedError('The user no longer exists', code);
     const principal = principalFromUser(user);
@@ -135,17 +151,19 @@ export class PrincipalResolver {
     const scope = SystemScopes.organization(payload.org);
     const [kind, id] = payload.sub.split(':', 2);
     if (!id || !UUID.test(id) || !UUID.test(payload.org)) throw new UnauthenticatedError('The JWT is not valid', 'TOKEN_INVALID');
-    if (kind === 'token' && id) {
-      // a JWT minted from an API token dies with the token
-      const record = await this.repository.findTokenById(scope, id);
-      this.assertActive(record, new Date());
-      return principalFromToken(record);
-    }
-    if (kind === 'user' && id) {
+    if (kind !== 'token' && kind !== 'user') throw new UnauthenticatedError('The JWT is not valid', 'TOKEN_INVALID');
+    const cached = await this.cache.principal(`jwt:${payload.org}:${kind}:${id}`, async (): Promise<CachedPrincipal> => {
+      if (kind === 'token') {
+        // a JWT minted from an API token dies with the token
+        const record = await this.repository.findTokenById(scope, id);
+        this.assertActive(record, new Date());
+        return { principal: principalFromToken(record), expiresAt: record.expiresAt };
+      }
       const user = await this.repository.findUser(scope, id);
       if (!user) throw new UnauthenticatedError('The user no longer exists', 'TOKEN_INVALID');
-      return principalFromUser(user);
-    }
-    throw new UnauthenticatedError('The JWT is not valid', 'TOKEN_INVALID');
+      return { principal: principalFromUser(user), expiresAt: null };
+    });
+    this.assertUnexpired(cached, new Date());
+    return cached.principal;
   }
 }

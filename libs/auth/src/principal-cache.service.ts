@@ -1,0 +1,54 @@
+import { Inject, Injectable, OnModuleDestroy } from '@nestjs/common';
+import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
+import type { Principal } from './domain/principal';
+
+/** how long a replica trusts what it resolved, should an invalidation message be lost */
+const CACHE_TTL_MS = 30_000;
+/** every key sits under one root, so any write that could change access drops them all */
+const ROOT = 'all';
+
+export interface CachedPrincipal {
+  principal: Principal;
+  /** API tokens and the JWTs minted from them: checked on every use, not only when loaded */
+  expiresAt: Date | null;
+  /** an API token's last recorded use, advanced in place so the write stays throttled */
+  lastUsedAt?: Date | null;
+}
+
+export type WorkspaceRef = { id: string; slug: string; name: string };
+
+/**
+ * The authentication hot path from memory: principals by credential and
+ * workspaces by slug. Writes that could change who someone is or what they may
+ * reach are rare, so each drops everything on every replica rather than
+ * working out which entries it touched.
+ */
+@Injectable()
+export class PrincipalCache implements OnModuleDestroy {
+  private readonly principals: SharedCache<CachedPrincipal>;
+  private readonly workspaces: SharedCache<WorkspaceRef | null>;
+
+  constructor(@Inject(MESSAGE_BUS) bus: MessageBus) {
+    this.principals = new SharedCache(bus, 'auth-principals', CACHE_TTL_MS);
+    this.workspaces = new SharedCache(bus, 'auth-workspaces', CACHE_TTL_MS);
+  }
+
+  onModuleDestroy(): void {
+    this.principals.close();
+    this.workspaces.close();
+  }
+
+  /** A failed load (unknown or revoked credential) throws and is not stored. */
+  principal(key: string, load: () => Promise<CachedPrincipal>): Promise<CachedPrincipal> {
+    return this.principals.getOrLoad(`${ROOT}:${key}`, load);
+  }
+
+  workspace(organizationId: string, slug: string, load: () => Promise<WorkspaceRef | null>): Promise<WorkspaceRef | null> {
+    return this.workspaces.getOrLoad(`${ROOT}:${organizationId}:${slug}`, load);
+  }
+
+  /** Call after the transaction commits: a replica reloading before then would cache the old rows again. */
+  async invalidateAll(): Promise<void> {
+    await Promise.all([this.principals.invalidate(ROOT), this.workspaces.invalidate(ROOT)]);
+  }
+}
