@@ -197,8 +197,10 @@ describe('audit ingest across a control-plane crash (server mode)', () => {
     expect(stats.deliveredBeforeKill).toBeLessThan(GATEWAYS * BATCHES_PER_GATEWAY);
     expect(stats.failedAttempts).toBeGreaterThan(0);
     expect(stats.badAnswers).toEqual([]);
-    // a batch that committed just before the kill comes back as duplicates, never as a second copy
-    expect(stats.accepted).toBe(TOTAL);
+    // a batch that committed just before the kill, its answer lost, comes back as duplicates, never as a second
+    // copy: at most the batch each gateway had in flight; the stored rows below are the real check
+    expect(stats.accepted + stats.duplicates).toBe(TOTAL);
+    expect(stats.accepted).toBeGreaterThanOrEqual(TOTAL - GATEWAYS * EVENTS_PER_BATCH);
 
     const sql = new pg.Client({ connectionString: database.url });
     await sql.connect();

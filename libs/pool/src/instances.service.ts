@@ -37,6 +37,8 @@ export class Instance {
   sessions = 0;
   lastUsed = Date.now();
   private stopping: Promise<void> | undefined;
+  /** a session saw its connection to the instance break: check before handing it out again */
+  suspected = false;
 
   constructor(
     readonly id: string,
@@ -68,6 +70,17 @@ export class Instance {
 
   healthy(): Promise<boolean> {
     return this.running ? this.running.healthy() : Promise.resolve(true);
+  }
+
+  /**
+   * After a broken connection: alive if it answers its health check before
+   * the driver reports it gone (which, for a killed sandbox, can lag behind
+   * the broken socket while the namespace is torn down).
+   */
+  async confirmAlive(): Promise<boolean> {
+    const alive = await Promise.race([this.ended.then(() => false), this.healthy()]);
+    if (alive) this.suspected = false;
+    return alive;
   }
 
   stop(reason: string): Promise<void> {
@@ -141,8 +154,14 @@ export class PoolInstances implements OnApplicationBootstrap, OnApplicationShutd
     let slot = this.slots.get(key);
     if (!slot) this.slots.set(key, (slot = { scope, organizationSlug, server, instance: null, starting: null, crashes: 0, lastCrashAt: 0 }));
     const current = slot.instance;
-    if (current && current.version === assignment.pinned.version) return current;
-    if (current) void current.stop(`version ${assignment.pinned.version} replaces ${current.version}`);
+    if (current && current.version === assignment.pinned.version && (!current.suspected || (await current.confirmAlive()))) return current;
+    if (current && current.version === assignment.pinned.version && slot.instance === current) {
+      // it died under a session before its driver said so: a crash, for the backoff too
+      slot.crashes++;
+      slot.lastCrashAt = Date.now();
+      await current.stop('stopped answering');
+      if (slot.instance === current) slot.instance = null;
+    } else if (current) void current.stop(`version ${assignment.pinned.version} replaces ${current.version}`);
     slot.starting ??= this.start(slot, assignment).finally(() => {
       slot.starting = null;
     });

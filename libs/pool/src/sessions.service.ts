@@ -1,5 +1,5 @@
 import type { AddressInfo } from 'node:net';
-import { Inject, Injectable, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import { BeforeApplicationShutdown, Inject, Injectable, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import Redis from 'ioredis';
 import { describePrincipal, Principal, roleIn, WorkspaceScope } from '@aileron/auth';
@@ -24,7 +24,7 @@ interface Entry {
  * presenting its id is told it does not exist.
  */
 @Injectable()
-export class PoolSessions implements OnApplicationBootstrap, OnApplicationShutdown {
+export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationShutdown, OnApplicationShutdown {
   private readonly sessions = new Map<string, Entry>();
   private timer: NodeJS.Timeout | undefined;
   /** session id → the replica serving it, shared by every replica (server mode) */
@@ -54,9 +54,16 @@ export class PoolSessions implements OnApplicationBootstrap, OnApplicationShutdo
     this.timer.unref();
   }
 
-  async onApplicationShutdown(): Promise<void> {
+  /**
+   * Before the HTTP server closes: it waits for open responses, and a
+   * client's stream (GET) stays open until its session ends.
+   */
+  async beforeApplicationShutdown(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     await Promise.all([...this.sessions.values()].map(({ session }) => session.close()));
+  }
+
+  async onApplicationShutdown(): Promise<void> {
     await this.directory?.quit().catch(() => undefined);
   }
 

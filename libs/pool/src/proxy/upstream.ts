@@ -71,7 +71,10 @@ export class Upstream {
       });
       signal?.addEventListener('abort', onAbort, { once: true });
       const message: JSONRPCRequest = { jsonrpc: '2.0', id, method, ...(params ? { params } : {}) };
-      this.transport.send(message).catch((error: unknown) => this.settle(id, { error: { code: UPSTREAM_GONE, message: `the server could not be reached: ${describe(error)}` } }));
+      this.transport.send(message).catch((error: unknown) => {
+        this.instance.suspected = true;
+        this.settle(id, { error: { code: UPSTREAM_GONE, message: `the server could not be reached: ${describe(error)}` } });
+      });
     });
   }
 
@@ -149,6 +152,8 @@ export class Upstream {
       release();
       return response;
     }
+    const instance = this.instance;
+    const gone = (why: string): void => this.gone(why);
     const settleOrphans = (why: string): void => {
       // responses are delivered before the stream's end is seen; anything left was never answered
       setImmediate(() => {
@@ -170,6 +175,9 @@ export class Upstream {
         } catch (error) {
           release();
           settleOrphans(`the connection to the server broke: ${describe(error)}`);
+          // the session is unusable; the instance may be dead: the next request reconnects and checks
+          instance.suspected = true;
+          setImmediate(() => gone(`the connection to the server broke: ${describe(error)}`));
           controller.error(error);
         }
       },
