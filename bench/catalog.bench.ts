@@ -9,10 +9,14 @@ import { Bench, Figure, figure, median, note } from './figures';
 
 const NAME = 'catalog';
 const CONNECTIONS = 10;
-const WARMUP_SECONDS = 1;
-const SECONDS = 5;
-/** A/B then B/A and so on: drift over the run (thermal, other processes) cancels out. */
-const ROUNDS = 4;
+const WARMUP_SECONDS = 2;
+/**
+ * A/B then B/A and so on, in short rounds: on a shared machine the load from
+ * other processes comes and goes within seconds, and many short rounds spread
+ * it over both sides where a few long ones let it land on one.
+ */
+const SECONDS = 2;
+const ROUNDS = 12;
 
 interface Target {
   label: string;

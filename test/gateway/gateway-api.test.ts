@@ -198,6 +198,26 @@ describe.each(BACKENDS)('catalog and gateway API on %s', (backend) => {
     expect((await cp.request('PUT', `/v1/catalog/servers/${server.name}/status`, { body: { enabled: true } })).body.enabled).toBe(true);
   });
 
+  it("a 304 poll keeps the route's contract: ETag, cache headers, a request id of its own or the caller's, and it is counted", async () => {
+    const gateway = await aGateway(cp, cp.ownerToken, ws);
+    const etag = (await asGateway(gateway.token, '/v1/gateway/catalog')).headers.get('etag')!;
+    const counted = async () => {
+      const text = (await cp.request('GET', '/metrics', { token: null })).text;
+      return Number(/aileron_http_requests_total\{method="GET",route="\/v1\/gateway\/catalog",status="304"\} (\d+)/.exec(text)?.[1] ?? 0);
+    };
+    const before = await counted();
+
+    const polls = [await asGateway(gateway.token, '/v1/gateway/catalog', { 'if-none-match': etag }), await asGateway(gateway.token, '/v1/gateway/catalog', { 'if-none-match': etag })];
+    for (const res of polls) {
+      expect([res.status, res.headers.get('etag'), res.headers.get('cache-control')]).toEqual([304, etag, 'private, no-cache']);
+      expect(res.headers.get('x-request-id')).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
+    }
+    expect(polls[0]!.headers.get('x-request-id')).not.toBe(polls[1]!.headers.get('x-request-id'));
+    const traced = await asGateway(gateway.token, '/v1/gateway/catalog', { 'if-none-match': etag, 'x-request-id': 'trace-abc.123' });
+    expect([traced.status, traced.headers.get('x-request-id')]).toEqual([304, 'trace-abc.123']);
+    expect(await counted()).toBe(before + 3);
+  });
+
   it('a revoked gateway is refused at once, on the fast path too; tokens stay in their lane', async () => {
     const gateway = await aGateway(cp, cp.ownerToken, ws);
     const etag = (await asGateway(gateway.token, '/v1/gateway/catalog')).headers.get('etag')!;

@@ -8,6 +8,8 @@ import { GatewayRecord, GatewayRepository } from './gateway.repository';
 const TOUCH_EVERY_MS = 60_000;
 /** how long a replica trusts a gateway it looked up, should a revocation message be lost */
 const CACHE_TTL_MS = 10_000;
+/** gateways whose token hash a replica keeps at hand; past it the memo starts over */
+const HASH_MEMO_LIMIT = 4_096;
 
 export function principalFromGateway(gateway: GatewayRecord): Principal {
   return {
@@ -31,6 +33,13 @@ export class GatewayCredentials implements OnModuleInit, OnModuleDestroy {
   private readonly logger = new Logger('GatewayCredentials');
   private readonly cache: SharedCache<{ gateway: GatewayRecord; principal: Principal }>;
   private readonly touched = new Map<string, number>();
+  /**
+   * Token → its hash, for tokens the cache vouched for: a poll then costs a
+   * map lookup, not a SHA-256. Only the hashing is skipped; every request
+   * still asks the cache, so a revocation (which evicts the hash there)
+   * refuses the very next poll as before.
+   */
+  private readonly hashes = new Map<string, string>();
 
   constructor(
     private readonly repository: GatewayRepository,
@@ -46,6 +55,7 @@ export class GatewayCredentials implements OnModuleInit, OnModuleDestroy {
 
   onModuleDestroy(): void {
     this.cache.close();
+    this.hashes.clear();
   }
 
   async resolve(token: string): Promise<Principal> {
@@ -63,10 +73,22 @@ export class GatewayCredentials implements OnModuleInit, OnModuleDestroy {
 
   /** The principal for a token this replica has checked recently, without awaiting anything. */
   peek(token: string): Principal | undefined {
-    if (!looksLikeGatewayToken(token)) return undefined;
-    const found = this.cache.get(hashToken(token));
-    if (found) this.touch(found.gateway.id);
-    return found?.principal;
+    const known = this.hashes.get(token);
+    if (known === undefined && !looksLikeGatewayToken(token)) return undefined;
+    const hash = known ?? hashToken(token);
+    const found = this.cache.get(hash);
+    if (!found) {
+      // expired or revoked: nothing of it stays here
+      if (known !== undefined) this.hashes.delete(token);
+      return undefined;
+    }
+    // only a token the cache vouched for gets in, so guessing cannot fill the memo
+    if (known === undefined) {
+      if (this.hashes.size >= HASH_MEMO_LIMIT) this.hashes.clear();
+      this.hashes.set(token, hash);
+    }
+    this.touch(found.gateway.id);
+    return found.principal;
   }
 
   /** Forget a gateway everywhere at once (revocation, new groups). */

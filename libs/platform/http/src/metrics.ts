@@ -9,6 +9,8 @@ export class HttpMetrics {
     help: 'HTTP requests by route template, method and status code',
     labelNames: ['method', 'route', 'status'] as const,
     registers: [this.registry],
+    // what the fast paths tallied since the last read goes in before anyone reads
+    collect: () => this.flushTallies(),
   });
   private readonly duration = new Histogram({
     name: 'aileron_http_request_duration_seconds',
@@ -36,6 +38,7 @@ export class HttpMetrics {
   }
 
   private readonly counters = new Map<string, { inc(): void }>();
+  private readonly tallies: Tally[] = [];
   private readonly timers = new Map<string, { observe(value: number): void }>();
 
   /** One answered request. */
@@ -56,5 +59,34 @@ export class HttpMetrics {
     let counter = this.counters.get(key);
     if (!counter) this.counters.set(key, (counter = this.requests.labels(method, route, String(status))));
     counter.inc();
+  }
+
+  /**
+   * A count of requests with one label set, for a fast path that answers
+   * thousands a second: a plain number, handed to the counter whenever the
+   * metrics are read, so a request does not pay for hashing its labels.
+   */
+  tally(method: string, route: string, status: number): Tally {
+    const tally = new Tally({ method, route, status: String(status) });
+    this.tallies.push(tally);
+    return tally;
+  }
+
+  private flushTallies(): void {
+    for (const tally of this.tallies) {
+      if (tally.count === 0) continue;
+      this.requests.inc(tally.labels, tally.count);
+      tally.count = 0;
+    }
+  }
+}
+
+export class Tally {
+  count = 0;
+
+  constructor(readonly labels: Readonly<Record<'method' | 'route' | 'status', string>>) {}
+
+  add(): void {
+    this.count++;
   }
 }
