@@ -1,6 +1,6 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { compilePolicy, CompiledPolicy, parsePolicyDocument, PolicyCall, PolicyDocument, PolicyRule } from '../libs/policy/src';
-import { Bench, Figure, figure, median, note, percentile } from './figures';
+import { Bench, Figure, figure, note, percentile } from './figures';
 
 const NAME = 'policy';
 
@@ -214,10 +214,14 @@ function random(seed: number): () => number {
   };
 }
 
-function makeCalls(count: number): PolicyCall[] {
+/**
+ * `copies` lists of the same calls. They are built side by side, call by call,
+ * so that no list sits better placed in memory than another.
+ */
+function makeCalls(count: number, copies = 1): PolicyCall[][] {
   const rnd = random(0xa11e0);
   const pick = <T>(list: readonly T[]): T => list[Math.floor(rnd() * list.length)]!;
-  const calls: PolicyCall[] = [];
+  const lists: PolicyCall[][] = Array.from({ length: copies }, () => []);
   for (let i = 0; i < count; i++) {
     let server: string;
     let tool: string;
@@ -234,30 +238,32 @@ function makeCalls(count: number): PolicyCall[] {
       server = s.name;
       tool = pick(s.tools);
     }
-    const args: Record<string, unknown> = {
-      repo: { owner: pick(ORGS), name: pick(['api', 'web', 'infra', 'docs']) },
-      branch: pick(['main', 'develop', 'feature/login', 'release/2.4']),
-      visibility: pick(['private', 'internal', 'public']),
-      path: pick(PATHS),
-      amount: Math.floor(rnd() * 5000),
-      target: pick(['dev', 'staging', 'production']),
-      dry_run: rnd() < 0.5,
-      query: `select * from orders where id = ${Math.floor(rnd() * 1e6)}`,
-    };
-    if (tool.startsWith('shell_')) args.command = pick(COMMANDS);
+    const owner = pick(ORGS);
+    const name = pick(['api', 'web', 'infra', 'docs']);
+    const branch = pick(['main', 'develop', 'feature/login', 'release/2.4']);
+    const visibility = pick(['private', 'internal', 'public']);
+    const path = pick(PATHS);
+    const amount = Math.floor(rnd() * 5000);
+    const target = pick(['dev', 'staging', 'production']);
+    const dryRun = rnd() < 0.5;
+    const query = `select * from orders where id = ${Math.floor(rnd() * 1e6)}`;
+    const command = tool.startsWith('shell_') ? pick(COMMANDS) : undefined;
+    const keys = ['repo', 'branch', 'visibility', 'path', 'amount', 'target', 'dry_run', 'query', ...(command === undefined ? [] : ['command'])];
     // clients omit arguments now and then; conditions must cope with a missing path
-    if (rnd() < 0.05) delete args[pick(Object.keys(args))];
-    const roles = rnd() < 0.03 ? ['admin'] : rnd() < 0.7 ? ['developer'] : ['viewer'];
+    const omitted = rnd() < 0.05 ? pick(keys) : undefined;
+    const role = rnd() < 0.03 ? 'admin' : rnd() < 0.7 ? 'developer' : 'viewer';
     const groups = ['engineering', ...(rnd() < 0.15 ? ['contractors'] : []), ...(rnd() < 0.2 ? ['non-eu'] : []), ...(rnd() < 0.01 ? ['suspended'] : [])];
-    calls.push({
-      server,
-      tool,
-      arguments: args,
-      principal: { user: pick(USERS), roles, groups, gateway: `gw-${Math.floor(rnd() * 50)}` },
-      execution_mode: rnd() < 0.6 ? 'local' : 'remote',
-    });
+    const user = pick(USERS);
+    const gateway = `gw-${Math.floor(rnd() * 50)}`;
+    const mode = rnd() < 0.6 ? 'local' : 'remote';
+    for (const list of lists) {
+      const args: Record<string, unknown> = { repo: { owner, name }, branch, visibility, path, amount, target, dry_run: dryRun, query };
+      if (command !== undefined) args.command = command;
+      if (omitted !== undefined) delete args[omitted];
+      list.push({ server, tool, arguments: args, principal: { user, roles: [role], groups: [...groups], gateway }, execution_mode: mode });
+    }
   }
-  return calls;
+  return lists;
 }
 
 function compileChecked(document: PolicyDocument): CompiledPolicy {
@@ -308,82 +314,99 @@ function hmacBatch(): Batch {
   };
 }
 
-type Quantiles = { p50: number; p99: number };
-
-interface Round {
-  large: number;
-  small: number;
-  hmac: number;
+interface Variant {
+  label: string;
+  batch: Batch;
+  /** ns per operation of every timed sample, all rounds together */
+  times: Float64Array;
+  offset: number;
 }
 
 /**
- * Interleaves the variants sample by sample, rotating which goes first, so
- * that noise from other processes, GC and frequency changes lands on all of
- * them alike; returns the p99 of ns per operation for each.
+ * Every sample times each variant once, in an order drawn afresh: which
+ * variant runs first, and which ran just before (the HMAC batch leaves caches
+ * and the allocator in another state than a decision batch), is then the same
+ * for all of them on average, and noise from other processes, GC and
+ * frequency changes lands on all of them alike.
  */
-function measureRound(batches: Batch[], samples: number, offsets: number[], sink: { value: number }): Quantiles[] {
-  const times = batches.map(() => new Float64Array(samples));
-  for (let s = 0; s < samples; s++) {
-    for (let k = 0; k < batches.length; k++) {
-      const v = (s + k) % batches.length;
+function measure(variants: Variant[], from: number, samples: number, rnd: () => number, sink: { value: number }): void {
+  const order = variants.map((_, v) => v);
+  for (let s = from; s < from + samples; s++) {
+    for (let k = order.length - 1; k > 0; k--) {
+      const j = Math.floor(rnd() * (k + 1));
+      [order[k], order[j]] = [order[j]!, order[k]!];
+    }
+    for (const v of order) {
+      const variant = variants[v]!;
       const start = process.hrtime.bigint();
-      sink.value += batches[v]!(offsets[v]!);
+      sink.value += variant.batch(variant.offset);
       const end = process.hrtime.bigint();
-      times[v]![s] = Number(end - start) / BATCH;
-      offsets[v]! += BATCH;
+      variant.times[s] = Number(end - start) / BATCH;
+      variant.offset += BATCH;
     }
   }
-  return times.map((t) => ({ p50: percentile(t, 50), p99: percentile(t, 99) }));
 }
 
 async function run(): Promise<Figure[]> {
-  const calls = makeCalls(CALLS);
+  // one list to look at, and one for each policy to decide on its own (see below)
+  const [calls, largeCalls, smallCalls, controlCalls] = makeCalls(CALLS, 4) as [PolicyCall[], PolicyCall[], PolicyCall[], PolicyCall[]];
   const large = compileChecked(largeDocument());
   const small = compileChecked(smallDocument());
+  // the same document compiled again, with memo and caches of its own: a control that must read ~1.0
+  const control = compileChecked(smallDocument());
+  // The policies fill their memos side by side, call by call: one filled
+  // alone would have its entries packed closer together, and decide faster.
+  for (const call of calls) for (const policy of [large, small, control]) policy.evaluate(call);
   note(`  documents: ${large.ruleCount} rules and ${small.ruleCount} rules; ${calls.length} calls`);
   describeDecisions(`${large.ruleCount} rules`, large, calls);
   describeDecisions(`${small.ruleCount} rules`, small, calls);
 
-  const batches = [decisionBatch(large, calls), decisionBatch(small, calls), hmacBatch()];
-  const offsets = [0, 0, 0];
+  const total = ROUNDS * SAMPLES_PER_ROUND;
+  const variant = (label: string, batch: Batch): Variant => ({ label, batch, times: new Float64Array(total), offset: 0 });
+  const variants = [
+    // Each its own copy of the same calls: on shared objects, whichever ran
+    // first in a sample would fetch the calls into cache for the others, and
+    // the larger policy, which reads more of each call, would do so for the
+    // smaller more than the other way round.
+    variant(`${large.ruleCount} rules`, decisionBatch(large, largeCalls)),
+    variant(`${small.ruleCount} rules`, decisionBatch(small, smallCalls)),
+    variant(`${control.ruleCount} rules again`, decisionBatch(control, controlCalls)),
+    variant('HMAC', hmacBatch()),
+  ];
+  const [l, s, c, h] = variants as [Variant, Variant, Variant, Variant];
+  const rnd = random(0x5eed);
   const sink = { value: 0 };
-  for (let i = 0; i < WARMUP_BATCHES; i++) for (let v = 0; v < batches.length; v++) sink.value += batches[v]!(i * BATCH);
+  for (let i = 0; i < WARMUP_BATCHES; i++) for (const v of variants) sink.value += v.batch(i * BATCH);
 
-  const rounds: Round[] = [];
+  const p99 = (v: Variant, from = 0, to = total) => percentile(v.times.subarray(from, to), 99);
   for (let r = 0; r < ROUNDS; r++) {
-    const [l, s, h] = measureRound(batches, SAMPLES_PER_ROUND, offsets, sink) as [Quantiles, Quantiles, Quantiles];
-    rounds.push({ large: l.p99, small: s.p99, hmac: h.p99 });
-    const show = (q: Quantiles) => `${q.p99.toFixed(0)} (p50 ${q.p50.toFixed(0)})`;
+    const from = r * SAMPLES_PER_ROUND;
+    measure(variants, from, SAMPLES_PER_ROUND, rnd, sink);
+    const to = from + SAMPLES_PER_ROUND;
+    const show = (v: Variant) => `${v.label} ${p99(v, from, to).toFixed(0)} (p50 ${percentile(v.times.subarray(from, to), 50).toFixed(0)})`;
     note(
-      `  round ${r + 1}/${ROUNDS}: p99 ns/op  ${large.ruleCount} rules ${show(l)}, ${small.ruleCount} rules ${show(s)}, HMAC ${show(h)}; ratios ${(l.p99 / s.p99).toFixed(2)}, ${(l.p99 / h.p99).toFixed(2)}`,
+      `  round ${r + 1}/${ROUNDS}: p99 ns/op  ${variants.map(show).join(', ')}; ratios ${(p99(l, from, to) / p99(s, from, to)).toFixed(2)}, ${(p99(l, from, to) / p99(h, from, to)).toFixed(2)}`,
     );
   }
   // the sum is data-dependent on every decision; printing it keeps V8 from discarding any
   note(`  checksum ${sink.value}`);
+  note(`  control: p99 with ${small.ruleCount} rules, compiled twice, one against the other: ${(p99(c) / p99(s)).toFixed(3)} (should be ~1.0)`);
 
-  // The median round, not a pooled p99: one disturbed round cannot decide the
-  // figure, and value/baseline stay a pair measured side by side.
-  const medianRound = (ratio: (round: Round) => number): Round => {
-    const middle = median(rounds.map(ratio));
-    return rounds.find((round) => ratio(round) === middle)!;
-  };
-  const bySize = medianRound((round) => round.large / round.small);
-  const byHmac = medianRound((round) => round.large / round.hmac);
-  const pooled = `median of ${ROUNDS} interleaved rounds, p99 over ${SAMPLES_PER_ROUND} samples of ${BATCH}`;
+  const pooled = `p99 over ${total} samples of ${BATCH} in ${ROUNDS} rounds, variants in shuffled order`;
   return [
     figure({
       bench: NAME,
       figure: `p99 decision, ${large.ruleCount} rules vs ${small.ruleCount} rules`,
-      value: bySize.large,
-      baseline: { what: `p99 decision with ${small.ruleCount} rules, ${pooled}`, value: bySize.small, unit: 'ns' },
+      value: p99(l),
+      baseline: { what: `p99 decision with ${small.ruleCount} rules, ${pooled}`, value: p99(s), unit: 'ns' },
       goal: 1.5,
       better: 'lower',
     }),
     figure({
       bench: NAME,
       figure: `p99 decision (${large.ruleCount} rules) vs one HMAC-SHA256 verify`,
-      value: byHmac.large,
-      baseline: { what: `p99 HMAC-SHA256 verify of a 200-byte token, ${pooled}`, value: byHmac.hmac, unit: 'ns' },
+      value: p99(l),
+      baseline: { what: `p99 HMAC-SHA256 verify of a 200-byte token, ${pooled}`, value: p99(h), unit: 'ns' },
       goal: 3,
       better: 'lower',
     }),

@@ -515,6 +515,36 @@ describe('remembered decisions', () => {
     }
   });
 
+  it('reads the principal after the argument conditions, once, and decides as rule by rule would', () => {
+    // no rule names principals and arguments together, so the principal is read after the arguments are tested
+    const rules: PolicyRule[] = [
+      { id: 'suspended', effect: 'deny', principals: { groups: ['suspended'] } },
+      { id: 'readers', effect: 'allow', tools: ['read'], principals: { roles: ['dev', 'viewer'] } },
+      { id: 'owners', effect: 'allow', principals: { users: ['ann'] } },
+      { id: 'admins', effect: 'allow', principals: { roles: ['admin'] }, execution_mode: 'local' },
+      { id: 'prod-review', effect: 'approval', arguments: [{ path: 'env', equals: 'prod' }] },
+      { id: 'no-secrets', effect: 'deny', tools: ['write'], arguments: [{ path: 'file', regex: '\\.env$' }] },
+    ];
+    const padding: PolicyRule[] = Array.from({ length: 31 }, (_, i) => ({ id: `pad-${i}`, effect: 'deny', principals: { sessions: [`s${i}`] } }));
+    const policy = compilePolicy({ rules }, { defaultEffect: 'deny' });
+    expect(policy.evaluate(call({ tool: 'read', principal: { roles: ['dev'], groups: ['eng'] }, arguments: { env: 'qa' } }))).toMatchObject({ decision: 'allow', rules: ['readers'] });
+    expect(policy.evaluate(call({ tool: 'read', principal: { roles: ['dev'], groups: ['suspended'] }, arguments: { env: 'qa' } }))).toMatchObject({ decision: 'deny', rules: ['suspended'] });
+    expect(policy.evaluate(call({ tool: 'read', principal: { roles: ['dev'], groups: ['suspended'] }, arguments: { env: 'prod' } }))).toMatchObject({ decision: 'deny', rules: ['suspended'] });
+    expect(policy.evaluate(call({ tool: 'read', principal: { user: 'ann' }, arguments: { env: 'prod' } }))).toMatchObject({ decision: 'approval', rules: ['prod-review'] });
+    for (const defaultEffect of ['allow', 'deny'] as const) {
+      const merged = compilePolicy({ rules }, { defaultEffect });
+      const alone = compilePolicy({ rules: [...rules, ...padding] }, { defaultEffect });
+      const principals = [undefined, {}, { roles: ['dev'] }, { user: 'ann', groups: ['suspended'] }, { roles: ['admin'], groups: 'suspended' }, { roles: 'dev' }, { roles: ['viewer'], groups: ['eng', 'suspended'] }];
+      for (const tool of ['read', 'write', 'other'])
+        for (const execution_mode of [undefined, 'local', 'remote'] as const)
+          for (const principal of principals as PolicyCall['principal'][])
+            for (const args of [undefined, { env: 'prod' }, { env: 'qa', file: 'app/.env' }, { file: 7 }]) {
+              const theCall = call({ tool, execution_mode, principal, arguments: args });
+              expect(merged.evaluate(theCall), JSON.stringify(theCall)).toEqual(alone.evaluate(theCall));
+            }
+    }
+  });
+
   it('keeps apart rules whose conditions print alike as JSON but differ', () => {
     const policy = compilePolicy(
       {

@@ -168,15 +168,22 @@ interface Bucket {
  * conditions (arguments, principals of an unusual form) are tested one by
  * one and take the bits above those.
  *
- * Static `allow` conditions are looked at last, and only when no `deny` or
- * `approval` rule applies: otherwise they could change neither the decision
- * nor the rules it names, and the call's principal is not read for them.
+ * The call's principal is read once per decision where it can be: after the
+ * conditions tested one by one (unless one of them names principals), for
+ * the static `deny` and `approval` conditions and, unless a condition tested
+ * one by one already restricted the call, the static `allow` conditions too.
+ * A policy that denies a group everywhere and allows roles per server then
+ * pays one look at the principal, not one per kind of rule. Static `allow`
+ * bits count only when no `deny` or `approval` rule applies: otherwise they
+ * could change neither the decision nor the rules it names.
  */
 interface Plan {
   /** false when the outcome does not fit a small integer, and each rule is evaluated on its own */
   readonly fast: boolean;
-  /** the principal fields read before the loop: for static `deny` and `approval` conditions, and for those of the loop */
+  /** the principal fields that static `deny` and `approval` conditions, and those of the loop, name */
   readonly fields: number;
+  /** those the conditions of the loop name: when there are any, the principal is read before the loop */
+  readonly loopFields: number;
   /** the PrincipalTable narrowed to these conditions; null when none of them names principals */
   readonly principals: PrincipalTable | null;
   /** table bits of the static conditions that name a mode but no principal: they hold for any principal */
@@ -321,13 +328,17 @@ class PolicyIndex implements CompiledPolicy {
     if (plan === null) return entry.fixed;
     if (!plan.fast) return this.evaluateRuleByRule(entry, call);
     let held = plan.always;
-    if (plan.fields !== 0) {
+    // The principal fields read so far: before the loop only when a condition
+    // in it names principals; otherwise after it, in one pass (see Plan).
+    let read = 0;
+    if (plan.loopFields !== 0) {
       const matched = plan.principals!.match(call.principal, plan.fields);
       if (matched === UNUSUAL) return this.evaluateRuleByRule(entry, call);
       held |= matched;
+      read = plan.fields;
     }
     const mode = call.execution_mode;
-    let applied = held & (mode === 'local' ? plan.local : mode === 'remote' ? plan.remote : plan.local & plan.remote);
+    let applied = 0;
     const loop = plan.loop;
     const args = call.arguments ?? EMPTY_ARGUMENTS;
     let errored: Errored[] | null = null;
@@ -349,15 +360,30 @@ class PolicyIndex implements CompiledPolicy {
       }
       applied |= 1 << (plan.shift + i);
     }
-    if ((applied & plan.restricts) === 0 && (plan.grantLocal | plan.grantRemote) !== 0) {
-      let granted = plan.always;
-      if (plan.grantFields !== 0) {
-        const matched = plan.principals!.match(call.principal, plan.grantFields);
+    const restricting = mode === 'local' ? plan.local : mode === 'remote' ? plan.remote : plan.local & plan.remote;
+    const granting = mode === 'local' ? plan.grantLocal : mode === 'remote' ? plan.grantRemote : plan.grantLocal & plan.grantRemote;
+    if (read === 0) {
+      // what static denies and approvals name and, unless the loop already
+      // restricted the call, what static allows name: one read of the principal
+      const fields = (applied & plan.restricts) === 0 && granting !== 0 ? plan.fields | plan.grantFields : plan.fields;
+      if (fields !== 0) {
+        const matched = plan.principals!.match(call.principal, fields);
         if (matched === UNUSUAL) return this.evaluateRuleByRule(entry, call);
-        granted |= matched;
+        held |= matched;
       }
-      applied |= granted & (mode === 'local' ? plan.grantLocal : mode === 'remote' ? plan.grantRemote : plan.grantLocal & plan.grantRemote);
+      applied |= held & restricting;
+    } else {
+      applied |= held & restricting;
+      const unread = plan.grantFields & ~read;
+      if ((applied & plan.restricts) === 0 && granting !== 0 && unread !== 0) {
+        // A table's match ORs what each field contributes, so these bits and
+        // those read before the loop add up to a match on both.
+        const matched = plan.principals!.match(call.principal, unread);
+        if (matched === UNUSUAL) return this.evaluateRuleByRule(entry, call);
+        held |= matched;
+      }
     }
+    if ((applied & plan.restricts) === 0) applied |= held & granting;
     // error messages vary with the arguments, so only error-free decisions are kept
     if (errored !== null) return this.compose(entry, appliedRules(entry, applied), errored);
     if (applied === 0) return entry.fixed;
@@ -515,6 +541,7 @@ class PolicyIndex implements CompiledPolicy {
     let local = 0;
     let remote = 0;
     let grantFields = 0;
+    let loopFields = 0;
     let grantLocal = 0;
     let grantRemote = 0;
     const looped: Condition[] = [];
@@ -524,7 +551,7 @@ class PolicyIndex implements CompiledPolicy {
       else listed |= condition.bit;
       if (!isStatic(condition)) {
         looped.push(condition);
-        if (condition.bit !== 0) fields |= condition.fields;
+        if (condition.bit !== 0) loopFields |= condition.fields;
       } else if (rule.effect === 'allow') {
         grantFields |= condition.fields;
         if (condition.mode !== 'remote') grantLocal |= condition.bit;
@@ -547,7 +574,9 @@ class PolicyIndex implements CompiledPolicy {
     });
     return {
       fast: loop.length <= OUTCOME_BITS,
-      fields: fits ? fields : fields | grantFields,
+      fields: fits ? fields | loopFields : fields | loopFields | grantFields,
+      // every condition is in the loop when they do not fit, static ones included
+      loopFields: fits ? loopFields : fields | loopFields | grantFields,
       principals: listed === 0 ? null : this.narrow(listed),
       // mode-only conditions tested one by one read their bit from the held bits too
       always,
@@ -667,6 +696,20 @@ class Lookup {
     if (this.map === null) return value === this.name ? this.bits : 0;
     return this.map.get(value) ?? 0;
   }
+
+  /** The bits of all the names `held` lists. */
+  any(held: readonly unknown[]): number {
+    const map = this.map;
+    if (map === null) {
+      // one name: the first that equals it is all there is to find
+      const name = this.name;
+      for (let i = 0; i < held.length; i++) if (held[i] === name) return this.bits;
+      return 0;
+    }
+    let bits = 0;
+    for (let i = 0; i < held.length; i++) bits |= map.get(held[i]) ?? 0;
+    return bits;
+  }
 }
 
 /** What PrincipalTable.match returns when only the rules' own matches can say, exactly, what happens. */
@@ -706,24 +749,27 @@ class PrincipalTable {
   /** The bits of the conditions whose principal match the principal passes, reading only `fields`; or UNUSUAL. */
   match(principal: CallPrincipal | undefined, fields: number): number {
     if (principal == null) return 0;
-    const roles: unknown = (fields & ROLES) !== 0 ? principal.roles : undefined;
-    const groups: unknown = (fields & GROUPS) !== 0 ? principal.groups : undefined;
-    // anything but a list (a string, say) is iterated as it always was, by the rules themselves
-    if ((roles !== undefined && !Array.isArray(roles)) || (groups !== undefined && !Array.isArray(groups))) return UNUSUAL;
     let bits = 0;
+    // anything but a list (a string, say) is iterated as it always was, by the rules themselves
+    if ((fields & GROUPS) !== 0) {
+      const groups: unknown = principal.groups;
+      if (groups !== undefined) {
+        if (!Array.isArray(groups)) return UNUSUAL;
+        bits = this.groups.any(groups);
+      }
+    }
+    if ((fields & ROLES) !== 0) {
+      const roles: unknown = principal.roles;
+      if (roles !== undefined) {
+        if (!Array.isArray(roles)) return UNUSUAL;
+        bits |= this.roles.any(roles);
+      }
+    }
     if ((fields & USERS) !== 0 && principal.user !== undefined) bits |= this.users.get(principal.user);
-    if (roles !== undefined) bits |= anyOf(this.roles, roles as unknown[]);
-    if (groups !== undefined) bits |= anyOf(this.groups, groups as unknown[]);
     if ((fields & GATEWAYS) !== 0 && principal.gateway !== undefined) bits |= this.gateways.get(principal.gateway);
     if ((fields & SESSIONS) !== 0 && principal.session !== undefined) bits |= this.sessions.get(principal.session);
     return bits;
   }
-}
-
-function anyOf(lookup: Lookup, held: readonly unknown[]): number {
-  let bits = 0;
-  for (let i = 0; i < held.length; i++) bits |= lookup.get(held[i]);
-  return bits;
 }
 
 /** Whether a rule whose names match applies to the call: true, false, or why it cannot tell. */
