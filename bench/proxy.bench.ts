@@ -390,6 +390,32 @@ async function auditedCalls(controlPlane: ControlPlane, session: string): Promis
   return count;
 }
 
+/**
+ * With AILERON_BENCH_PROFILE=<dir>, a CPU profile of the control plane's
+ * thread during each proxied saturation phase (the load and the upstream run
+ * elsewhere): where the proxy spends its time under load, without the set-up
+ * and the other phases diluting it.
+ */
+async function profileControlPlane(round: number): Promise<(() => Promise<void>) | undefined> {
+  const dir = process.env.AILERON_BENCH_PROFILE;
+  if (!dir) return undefined;
+  const { Session } = require('node:inspector') as typeof import('node:inspector');
+  const session = new Session();
+  session.connect();
+  const post = (method: string, params?: object) =>
+    new Promise<unknown>((resolve, reject) => session.post(method, params ?? {}, (error, result) => (error ? reject(error) : resolve(result))));
+  await post('Profiler.enable');
+  await post('Profiler.setSamplingInterval', { interval: 200 });
+  await post('Profiler.start');
+  return async () => {
+    const { profile } = (await post('Profiler.stop')) as { profile: unknown };
+    session.disconnect();
+    const file = join(dir, `proxy-saturation-round-${round + 1}.cpuprofile`);
+    require('node:fs').writeFileSync(file, JSON.stringify(profile));
+    note(`  profile of the control plane under load: ${file}`);
+  };
+}
+
 async function run(): Promise<Figure[]> {
   // required lazily: the upstream child and the load worker load this file too, and need none of it
   const { startControlPlane } = require('../apps/control-plane/src/control-plane') as typeof import('../apps/control-plane/src/control-plane');
@@ -444,7 +470,9 @@ async function run(): Promise<Figure[]> {
       const rates = { direct: 0, proxied: 0 };
       for (const key of r % 2 === 0 ? (['direct', 'proxied'] as const) : (['proxied', 'direct'] as const)) {
         settling += await settle(controlPlane);
+        const stopProfile = key === 'proxied' ? await profileControlPlane(r) : undefined;
         const measured = await load.send<{ calls: number; ms: number }>({ type: 'throughput', key, seconds: SATURATION_SECONDS });
+        await stopProfile?.();
         totals[key].calls += measured.calls;
         totals[key].ms += measured.ms;
         rates[key] = (measured.calls / measured.ms) * 1000;

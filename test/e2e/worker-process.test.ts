@@ -32,11 +32,11 @@ describe('apps/worker as its own process (server mode)', () => {
       expect((await queue.getWorkers()).length).toBeGreaterThanOrEqual(1);
       await events.waitUntilReady();
       // a delivery for a consumer this release does not have: the worker completes it as a no-op
-      const job = await queue.add('outbox.deliver', { messageId: '1', topic: 'x.happened', consumer: 'retired' }, { jobId: 'smoke' });
+      const job = await queue.add('outbox.deliver', { consumer: 'retired', messages: [{ id: '1', topic: 'x.happened' }] }, { jobId: 'smoke' });
       await job.waitUntilFinished(events, 30_000);
       expect(await job.getState()).toBe('completed');
       // a malformed payload fails validation instead of running
-      const bad = await queue.add('outbox.deliver', { messageId: 'not-a-number' }, { jobId: 'bad', attempts: 1 });
+      const bad = await queue.add('outbox.deliver', { consumer: 'retired', messages: [{ id: 'not-a-number', topic: 'x.happened' }] }, { jobId: 'bad', attempts: 1 });
       await expect(bad.waitUntilFinished(events, 30_000)).rejects.toThrow();
     } finally {
       child.kill('SIGTERM');

@@ -43,6 +43,13 @@ describe.each(BACKENDS)('transactional outbox on %s', (backend) => {
     return ids;
   }
 
+  /** Many messages in one commit, as a burst of activity leaves them: the dispatcher claims them together. */
+  async function recordTogether(count: number, topic = 'test.happened'): Promise<string[]> {
+    const rows = await cp.cp.database.client.$queryRaw<{ id: bigint }[]>`
+      INSERT INTO outbox_messages (topic, payload) SELECT ${topic}, jsonb_build_object('i', i) FROM generate_series(1, ${count}) AS i RETURNING id`;
+    return rows.map((r) => r.id.toString());
+  }
+
   beforeAll(async () => {
     cp = await startTestControlPlane(backend);
     await cp.cp.database.client.$executeRawUnsafe('CREATE TABLE test_effects (message_id text NOT NULL, consumer text NOT NULL)');
@@ -82,6 +89,41 @@ describe.each(BACKENDS)('transactional outbox on %s', (backend) => {
     await until(async () => (await effects()).some((e) => e.message_id === id && e.consumer === 'gamma'), 'gamma delivery');
     const gamma = (await effects()).filter((e) => e.message_id === id && e.consumer === 'gamma');
     expect(gamma).toHaveLength(1);
+  });
+
+  it('a burst is handed over in batches, and a message its consumer cannot handle does not hold back the rest', async () => {
+    const ids = await recordTogether(30, 'burst.happened');
+    const poison = ids[7]!;
+    const batches: string[][] = [];
+    const seen: string[] = [];
+    outbox.addConsumer({
+      name: `burst-${backend}`,
+      topics: ['burst.happened'],
+      handle: async () => {
+        throw new Error('handleMany is used when a consumer has it');
+      },
+      async handleMany(messages, tx) {
+        batches.push(messages.map((m) => m.id));
+        for (const message of messages) {
+          if (message.id === poison) throw new Error('this one message cannot be handled');
+          await tx.$executeRaw`INSERT INTO test_effects (message_id, consumer) VALUES (${message.id}, 'burst')`;
+        }
+        seen.push(...messages.map((m) => m.id));
+      },
+    });
+    await outbox.sweep();
+    const others = ids.filter((id) => id !== poison);
+    await until(async () => (await effects()).filter((e) => e.consumer === 'burst').length >= others.length, 'the rest of the burst');
+    // the first try carried several messages in one call, in id order
+    expect(batches[0]!.length).toBeGreaterThan(1);
+    expect(batches[0]).toEqual([...batches[0]!].sort((a, b) => Number(a) - Number(b)));
+    const effected = (await effects()).filter((e) => e.consumer === 'burst').map((e) => e.message_id);
+    // each handled once (the failed batch's effects were rolled back), the poison never
+    expect(effected.sort()).toEqual([...others].sort());
+    expect(new Set(seen).size).toBe(seen.length);
+    const open = async () => (await cp.cp.database.client.outboxMessage.findMany({ where: { id: { in: ids.map(BigInt) }, completedAt: null }, select: { id: true } })).map((m) => m.id.toString());
+    await until(async () => (await open()).length === 1, 'completion of all but the poison');
+    expect(await open()).toEqual([poison]);
   });
 
   it('a change and its event commit together: workspace.created reaches consumers', async () => {

@@ -146,7 +146,7 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
       const messageId = BigInt(event.id.slice('evt_'.length));
       const row = await cp.cp.database.client.outboxMessage.findUniqueOrThrow({ where: { id: messageId } });
       const message = { id: String(row.id), topic: row.topic, organizationId: row.organizationId!, workspaceId: row.workspaceId!, payload: row.payload as Record<string, unknown>, createdAt: row.createdAt };
-      await cp.cp.app.get(DatabaseService).transaction((tx) => cp.cp.app.get(WebhookDeliveryService).fanOut(message, tx));
+      await cp.cp.app.get(DatabaseService).transaction((tx) => cp.cp.app.get(WebhookDeliveryService).fanOut([message], tx));
       await sleep(1500);
       expect(receiver.accepted()).toHaveLength(1);
       expect((await cp.request('GET', `/v1/webhooks/${hook.id}/deliveries`)).body.deliveries).toHaveLength(1);

@@ -85,28 +85,36 @@ export class WebhookDeliveryService {
       handle: (payload, context) => this.deliver(payload, context),
     };
     jobs.register(processor);
-    outbox.addConsumer({ name: WEBHOOK_CONSUMER, topics: '*', handle: (message, tx) => this.fanOut(message, tx) });
+    outbox.addConsumer({ name: WEBHOOK_CONSUMER, topics: '*', handle: (message, tx) => this.fanOut([message], tx), handleMany: (messages, tx) => this.fanOut(messages, tx) });
   }
 
-  /** Inside the outbox's transaction: everything here goes through `tx` (PGlite has one connection, and tx holds it). */
-  async fanOut(message: OutboxMessage, tx: Transaction): Promise<void> {
-    if (!message.organizationId) return;
-    const scope = SystemScopes.organization(message.organizationId);
-    const workspaceId = message.workspaceId ?? null;
-    const targets = (await this.repository.subscribers(scope, workspaceId, tx)).filter(
-      (endpoint) => matchesWorkspace(endpoint.workspaceId, workspaceId) && matchesEvent(endpoint.events, message.topic),
-    );
-    if (targets.length === 0) return;
-    const event = toPublicEvent(message);
-    for (const endpoint of targets) {
-      const deliveryId = randomUUID();
-      if (!(await this.repository.addDelivery(scope, { id: deliveryId, endpointId: endpoint.id, eventId: event.id, eventType: event.type }, tx))) continue;
-      // queued before this transaction commits: the job waits for the row (or retries) rather than lose the delivery
-      await this.queue.enqueue(
-        WEBHOOK_DELIVER_JOB,
-        { organizationId: scope.organizationId, endpointId: endpoint.id, deliveryId, event },
-        { jobId: `webhook-${deliveryId}`, attempts: WEBHOOK_ATTEMPTS, backoffMs: BACKOFF_MS },
-      );
+  /**
+   * Inside the outbox's transaction: everything here goes through `tx` (PGlite
+   * has one connection, and tx holds it). The subscribers are read once per
+   * organisation and workspace of the batch.
+   */
+  async fanOut(messages: readonly OutboxMessage[], tx: Transaction): Promise<void> {
+    const subscribers = new Map<string, WebhookEndpointRecord[]>();
+    for (const message of messages) {
+      if (!message.organizationId) continue;
+      const scope = SystemScopes.organization(message.organizationId);
+      const workspaceId = message.workspaceId ?? null;
+      const key = `${message.organizationId}/${workspaceId ?? ''}`;
+      let endpoints = subscribers.get(key);
+      if (endpoints === undefined) subscribers.set(key, (endpoints = await this.repository.subscribers(scope, workspaceId, tx)));
+      const targets = endpoints.filter((endpoint) => matchesWorkspace(endpoint.workspaceId, workspaceId) && matchesEvent(endpoint.events, message.topic));
+      if (targets.length === 0) continue;
+      const event = toPublicEvent(message);
+      for (const endpoint of targets) {
+        const deliveryId = randomUUID();
+        if (!(await this.repository.addDelivery(scope, { id: deliveryId, endpointId: endpoint.id, eventId: event.id, eventType: event.type }, tx))) continue;
+        // queued before this transaction commits: the job waits for the row (or retries) rather than lose the delivery
+        await this.queue.enqueue(
+          WEBHOOK_DELIVER_JOB,
+          { organizationId: scope.organizationId, endpointId: endpoint.id, deliveryId, event },
+          { jobId: `webhook-${deliveryId}`, attempts: WEBHOOK_ATTEMPTS, backoffMs: BACKOFF_MS },
+        );
+      }
     }
   }
 

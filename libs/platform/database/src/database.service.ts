@@ -9,12 +9,13 @@ type CommitHook = () => void;
 /**
  * The one way to the database for repositories, and the unit of work for
  * services: `transaction(fn)` hands `fn` an opaque Transaction to pass on, and
- * runs after-commit hooks (e.g. waking the outbox dispatcher) only on success.
+ * runs after-commit hooks (e.g. waking the outbox dispatcher) only on success,
+ * and only for the transactions that asked for them.
  * The handle is closed by whoever opened it, after Nest has shut down.
  */
 @Injectable()
 export class DatabaseService {
-  private readonly commitHooks: CommitHook[] = [];
+  private readonly commitHooks = new WeakMap<Transaction, CommitHook[]>();
 
   constructor(@Inject(DATABASE_HANDLE) private readonly handle: DatabaseHandle) {}
 
@@ -33,13 +34,25 @@ export class DatabaseService {
   }
 
   async transaction<T>(fn: (tx: Transaction) => Promise<T>): Promise<T> {
-    const result = await this.handle.client.$transaction((tx) => fn(tx as Transaction), { timeout: 30_000, maxWait: 10_000 });
-    for (const hook of this.commitHooks) hook();
+    let committing: Transaction | undefined;
+    const result = await this.handle.client.$transaction(
+      (tx) => {
+        committing = tx as Transaction;
+        return fn(committing);
+      },
+      { timeout: 30_000, maxWait: 10_000 },
+    );
+    const hooks = committing && this.commitHooks.get(committing);
+    if (hooks) for (const hook of hooks) hook();
     return result;
   }
 
-  onCommit(hook: CommitHook): void {
-    this.commitHooks.push(hook);
+  /** Runs `hook` once `tx` has committed; never when it rolls back. */
+  afterCommit(tx: Transaction, hook: CommitHook): void {
+    const hooks = this.commitHooks.get(tx);
+    if (hooks) {
+      if (!hooks.includes(hook)) hooks.push(hook);
+    } else this.commitHooks.set(tx, [hook]);
   }
 
   ping(): Promise<boolean> {

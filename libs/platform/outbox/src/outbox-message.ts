@@ -31,6 +31,11 @@ export interface OutboxConsumer {
    * are at least once: make them idempotent with `message.id`.
    */
   handle(message: OutboxMessage, tx: import('@aileron/database').Transaction): Promise<void>;
+  /**
+   * Several messages in one transaction, in id order, when the consumer can
+   * do better than one `handle` after another (one lookup for the lot).
+   */
+  handleMany?(messages: OutboxMessage[], tx: import('@aileron/database').Transaction): Promise<void>;
 }
 
 export function subscribes(consumer: OutboxConsumer, topic: string): boolean {

@@ -5,6 +5,8 @@ import type { OutboxMessage, OutboxRecord } from './outbox-message';
 export interface ClaimedMessage {
   id: string;
   topic: string;
+  /** how many times it has been claimed, this claim included */
+  dispatches: number;
   delivered: string[];
 }
 
@@ -29,7 +31,7 @@ export class OutboxRepository {
    * dispatcher died), skipping rows another replica is claiming right now.
    */
   async claimDue(leaseMs: number, limit: number): Promise<ClaimedMessage[]> {
-    const rows = await this.db.client.$queryRaw<{ id: bigint; topic: string; delivered: string[] | null }[]>`
+    const rows = await this.db.client.$queryRaw<{ id: bigint; topic: string; dispatch_count: number; delivered: string[] | null }[]>`
       WITH due AS (
         SELECT id FROM outbox_messages
         WHERE completed_at IS NULL
@@ -41,48 +43,55 @@ export class OutboxRepository {
       UPDATE outbox_messages m
       SET dispatched_at = now(), dispatch_count = m.dispatch_count + 1
       FROM due WHERE m.id = due.id
-      RETURNING m.id, m.topic,
+      RETURNING m.id, m.topic, m.dispatch_count,
         (SELECT array_agg(d.consumer) FROM outbox_deliveries d WHERE d.message_id = m.id) AS delivered`;
     return rows
-      .map((r) => ({ id: r.id.toString(), topic: r.topic, delivered: r.delivered ?? [] }))
+      .map((r) => ({ id: r.id.toString(), topic: r.topic, dispatches: Number(r.dispatch_count), delivered: r.delivered ?? [] }))
       .sort((a, b) => (BigInt(a.id) < BigInt(b.id) ? -1 : 1));
   }
 
   /**
-   * Records that `consumer` handled the message and runs its effect in the
-   * same transaction; returns false when it had already been handled.
+   * Records that `consumer` handled these messages and runs its effect on
+   * the ones it had not handled yet, in id order, all in one transaction:
+   * the effect's rows and the "handled" marks commit together or not at all.
+   * Returns how many messages were new to the consumer.
    */
   async deliverOnce(
-    messageId: string,
+    messageIds: readonly string[],
     consumer: string,
-    effect: (message: OutboxMessage, tx: Transaction) => Promise<void>,
-  ): Promise<boolean> {
+    effect: (messages: OutboxMessage[], tx: Transaction) => Promise<void>,
+  ): Promise<number> {
     return this.db.transaction(async (tx) => {
-      const inserted = await tx.$executeRaw`
-        INSERT INTO outbox_deliveries (message_id, consumer) VALUES (${BigInt(messageId)}, ${consumer})
-        ON CONFLICT DO NOTHING`;
-      if (inserted === 0) return false;
-      const row = await tx.outboxMessage.findUnique({ where: { id: BigInt(messageId) } });
-      if (!row) return false;
-      await effect(
-        {
-          id: row.id.toString(),
-          topic: row.topic,
-          ...(row.organizationId ? { organizationId: row.organizationId } : {}),
-          ...(row.workspaceId ? { workspaceId: row.workspaceId } : {}),
-          payload: row.payload as Record<string, unknown>,
-          createdAt: row.createdAt,
-        },
-        tx,
-      );
-      return true;
+      const fresh = await tx.$queryRaw<{ message_id: bigint }[]>`
+        INSERT INTO outbox_deliveries (message_id, consumer)
+        SELECT id, ${consumer} FROM unnest(${messageIds.map(BigInt)}::bigint[]) AS id
+        ON CONFLICT DO NOTHING
+        RETURNING message_id`;
+      if (fresh.length === 0) return 0;
+      const rows = await tx.outboxMessage.findMany({ where: { id: { in: fresh.map((r) => r.message_id) } }, orderBy: { id: 'asc' } });
+      if (rows.length > 0) {
+        await effect(
+          rows.map((row) => ({
+            id: row.id.toString(),
+            topic: row.topic,
+            ...(row.organizationId ? { organizationId: row.organizationId } : {}),
+            ...(row.workspaceId ? { workspaceId: row.workspaceId } : {}),
+            payload: row.payload as Record<string, unknown>,
+            createdAt: row.createdAt,
+          })),
+          tx,
+        );
+      }
+      return rows.length;
     });
   }
 
-  async completeIfDelivered(messageId: string, consumers: string[]): Promise<void> {
+  /** Marks the messages done whose every listed consumer has handled them. */
+  async completeIfDelivered(messageIds: readonly string[], consumers: readonly string[]): Promise<void> {
+    if (messageIds.length === 0) return;
     await this.db.client.$executeRaw`
-      UPDATE outbox_messages SET completed_at = now()
-      WHERE id = ${BigInt(messageId)} AND completed_at IS NULL
-        AND (SELECT count(*) FROM outbox_deliveries d WHERE d.message_id = ${BigInt(messageId)} AND d.consumer = ANY(${consumers}::text[])) >= ${consumers.length}`;
+      UPDATE outbox_messages m SET completed_at = now()
+      WHERE m.id = ANY(${messageIds.map(BigInt)}::bigint[]) AND m.completed_at IS NULL
+        AND (SELECT count(*) FROM outbox_deliveries d WHERE d.message_id = m.id AND d.consumer = ANY(${consumers}::text[])) >= ${consumers.length}`;
   }
 }

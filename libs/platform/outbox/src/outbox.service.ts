@@ -2,22 +2,35 @@ import { Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
 import { z } from 'zod';
 import { DatabaseService, Transaction } from '@aileron/database';
 import { JobProcessor, JobRegistry, QueueService } from '@aileron/queue';
-import { AuditJournal, OutboxConsumer, OutboxRecord, subscribes } from './outbox-message';
-import { OutboxRepository } from './outbox.repository';
+import { AuditJournal, OutboxConsumer, OutboxMessage, OutboxRecord, subscribes } from './outbox-message';
+import { ClaimedMessage, OutboxRepository } from './outbox.repository';
 
 export const OUTBOX_DELIVER_JOB = 'outbox.deliver';
 const LEASE_MS = 60_000;
 const BATCH = 200;
 
-const deliverPayload = z.object({ messageId: z.string().regex(/^\d+$/), topic: z.string().min(1), consumer: z.string().min(1) });
+const deliverPayload = z.object({
+  consumer: z.string().min(1),
+  messages: z
+    .array(z.object({ id: z.string().regex(/^\d{1,19}$/), topic: z.string().min(1) }))
+    .min(1)
+    .max(BATCH),
+});
 
 /**
  * The transactional outbox. `record(tx, …)` writes messages with the change
- * that causes them; after commit the dispatcher hands each message to every
- * subscribed consumer as an `outbox.deliver` job. A crash anywhere loses
- * nothing (the row stays until every consumer has handled it) and duplicates
- * nothing per consumer (outbox_deliveries is written in the consumer's own
- * transaction and the job id is deterministic).
+ * that causes them; after commit the dispatcher claims what is due and hands
+ * each subscribed consumer its share as one `outbox.deliver` job. A crash
+ * anywhere loses nothing (the row stays until every consumer has handled it)
+ * and duplicates nothing per consumer (outbox_deliveries is written in the
+ * consumer's own transaction).
+ *
+ * Messages travel in batches because a busy workspace produces them in
+ * bursts (two execution events per proxied call): one claim, then one
+ * transaction and one completion check per consumer for the whole batch,
+ * instead of that per message. On PGlite every statement runs on the
+ * control plane's own thread, so this is what keeps the event pipeline from
+ * eating the request path's time.
  */
 @Injectable()
 export class OutboxService implements OnApplicationShutdown {
@@ -33,11 +46,10 @@ export class OutboxService implements OnApplicationShutdown {
   constructor(
     private readonly repository: OutboxRepository,
     private readonly queue: QueueService,
-    db: DatabaseService,
+    private readonly db: DatabaseService,
     jobs: JobRegistry,
   ) {
     jobs.register(this.deliverProcessor());
-    db.onCommit(() => this.nudge());
   }
 
   addConsumer(consumer: OutboxConsumer): void {
@@ -53,6 +65,8 @@ export class OutboxService implements OnApplicationShutdown {
 
   async record(tx: Transaction, ...records: OutboxRecord[]): Promise<void> {
     await this.repository.record(tx, records.map(({ audited: _audited, ...record }) => record));
+    // only a commit that wrote messages wakes the dispatcher, not every commit (its own deliveries among them)
+    this.db.afterCommit(tx, this.nudgeHook);
     const audited = records.filter((r) => r.audited !== false && r.organizationId);
     if (this.journal && audited.length > 0) await this.journal(tx, audited);
   }
@@ -70,6 +84,8 @@ export class OutboxService implements OnApplicationShutdown {
     await this.sweeping;
   }
 
+  private readonly nudgeHook = (): void => this.nudge();
+
   /** Wake the dispatcher now (after a commit) instead of at the next poll. */
   nudge(): void {
     if (this.stopped || this.timer === undefined) return;
@@ -82,19 +98,23 @@ export class OutboxService implements OnApplicationShutdown {
     let total = 0;
     for (;;) {
       const claimed = await this.repository.claimDue(LEASE_MS, BATCH);
+      const owed = new Map<string, ClaimedMessage[]>();
+      const handled: ClaimedMessage[] = [];
       for (const message of claimed) {
         const targets = this.consumersOf(message.topic).filter((c) => !message.delivered.includes(c.name));
-        if (targets.length === 0) {
-          await this.repository.completeIfDelivered(message.id, this.consumersOf(message.topic).map((c) => c.name));
-          continue;
-        }
-        for (const consumer of targets) {
-          await this.queue.enqueue(
-            OUTBOX_DELIVER_JOB,
-            { messageId: message.id, topic: message.topic, consumer: consumer.name },
-            { jobId: `outbox-${message.id}-${consumer.name}` },
-          );
-        }
+        if (targets.length === 0) handled.push(message);
+        for (const consumer of targets) owed.get(consumer.name)?.push(message) ?? owed.set(consumer.name, [message]);
+      }
+      // every consumer had handled these before a dispatcher died: only their completion is missing
+      await this.complete(handled);
+      for (const [consumer, messages] of owed) {
+        const first = messages[0]!;
+        await this.queue.enqueue(
+          OUTBOX_DELIVER_JOB,
+          { consumer, messages: messages.map(({ id, topic }) => ({ id, topic })) },
+          // a claim bumps its messages' dispatch count, so (first message, its count) names this claim alone
+          { jobId: `outbox-${consumer}-${first.id}.${first.dispatches}` },
+        );
       }
       total += claimed.length;
       if (claimed.length < BATCH) return total;
@@ -130,13 +150,56 @@ export class OutboxService implements OnApplicationShutdown {
       name: OUTBOX_DELIVER_JOB,
       payload: deliverPayload,
       concurrency: 8,
-      handle: async ({ messageId, topic, consumer: name }) => {
+      handle: async ({ consumer: name, messages }) => {
         const consumer = this.consumers.get(name);
         // a consumer removed by a newer release: nothing to do, and nothing to retry
         if (!consumer) return;
-        await this.repository.deliverOnce(messageId, name, (message, tx) => consumer.handle(message, tx));
-        await this.repository.completeIfDelivered(messageId, this.consumersOf(topic).map((c) => c.name));
+        let failed: unknown;
+        try {
+          await this.deliver(consumer, messages.map((m) => m.id));
+        } catch (error) {
+          failed = error;
+        }
+        // what the batch did deliver is done whether or not one of its messages failed
+        await this.complete(messages);
+        if (failed !== undefined) throw failed;
       },
     };
   }
+
+  private async deliver(consumer: OutboxConsumer, ids: string[]): Promise<void> {
+    const effect = (messages: OutboxMessage[], tx: Transaction) => (consumer.handleMany ? consumer.handleMany(messages, tx) : handleEach(consumer, messages, tx));
+    try {
+      await this.repository.deliverOnce(ids, consumer.name, effect);
+    } catch (error) {
+      if (ids.length === 1) throw error;
+      // One message the consumer cannot handle must not hold back the rest of
+      // its batch: each goes on its own, and the job is retried for those that failed.
+      let failed: unknown;
+      for (const id of ids) {
+        try {
+          await this.repository.deliverOnce([id], consumer.name, effect);
+        } catch (single) {
+          failed ??= single;
+        }
+      }
+      if (failed !== undefined) throw failed;
+    }
+  }
+
+  /** Marks done what every consumer subscribed to its topic has handled: one statement per set of consumers. */
+  private async complete(messages: readonly { id: string; topic: string }[]): Promise<void> {
+    const bySet = new Map<string, { consumers: string[]; ids: string[] }>();
+    for (const message of messages) {
+      const consumers = this.consumersOf(message.topic).map((c) => c.name);
+      const key = consumers.join('\n');
+      const group = bySet.get(key) ?? bySet.set(key, { consumers, ids: [] }).get(key)!;
+      group.ids.push(message.id);
+    }
+    for (const { consumers, ids } of bySet.values()) await this.repository.completeIfDelivered(ids, consumers);
+  }
+}
+
+async function handleEach(consumer: OutboxConsumer, messages: OutboxMessage[], tx: Transaction): Promise<void> {
+  for (const message of messages) await consumer.handle(message, tx);
 }
