@@ -113,13 +113,15 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
   }
 
   /**
-   * Appends the entries whose ids the chain does not hold yet: for writers
-   * that may replay a batch after a crash (the pool's execution journal).
+   * Appends entries that carry their own ids: for writers that may replay a
+   * batch after a crash (the pool's execution journal). With `replay` only
+   * the ids the chain does not hold yet are appended; without it the ids are
+   * new by construction, and a repeat fails the batch rather than be skipped.
    */
-  async recordNew(tx: Transaction, scope: OrgScope, entries: (AuditEntry & { id: string })[]): Promise<ChainedRecord[]> {
+  async recordNew(tx: Transaction, scope: OrgScope, entries: (AuditEntry & { id: string })[], options: { replay: boolean }): Promise<ChainedRecord[]> {
     const chain = chainOf(scope);
     const head = await this.repository.lockHead(tx, scope, chain.chainId, chain.workspaceId);
-    const existing = await this.repository.existingIds(tx, chain.chainId, entries.map((e) => e.id));
+    const existing = options.replay ? await this.repository.existingIds(tx, chain.chainId, entries.map((e) => e.id)) : new Set<string>();
     const fresh = entries.filter((e) => !existing.has(e.id));
     if (fresh.length === 0) return [];
     const now = new Date();

@@ -68,7 +68,7 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
             return []; // the line being written when the process died
           }
         });
-      if (records.length > 0) await this.write(records);
+      if (records.length > 0) await this.write(records, { replay: true });
       unlinkSync(join(this.dir, file));
       if (records.length > 0) this.logger.log({ msg: 'replayed execution records left by an earlier run', records: records.length });
     }
@@ -103,7 +103,7 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
     this.flushing = (async () => {
       await previous;
       try {
-        await this.write(records);
+        await this.write(records, { replay: false });
         if (fd !== null) closeSync(fd);
         unlinkSync(this.path(segment));
       } catch (error) {
@@ -115,7 +115,13 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
     return this.flushing;
   }
 
-  private async write(records: ExecutionRecord[]): Promise<void> {
+  /**
+   * A live batch is new to the chain: it has never been written, and if its
+   * transaction fails it stays in its segment for the next start. Only a
+   * replayed segment may hold records that did commit (the process died
+   * before dropping it), so only a replay asks which ids the chain holds.
+   */
+  private async write(records: ExecutionRecord[], options: { replay: boolean }): Promise<void> {
     const byWorkspace = new Map<string, ExecutionRecord[]>();
     for (const record of records) {
       const list = byWorkspace.get(record.workspaceId) ?? byWorkspace.set(record.workspaceId, []).get(record.workspaceId)!;
@@ -142,6 +148,7 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
             sessionId: r.sessionId,
             data: r.data,
           })),
+          options,
         );
         const fresh = new Set(written.map((w) => w.id));
         const events = list.filter((r) => fresh.has(r.id));
