@@ -2,9 +2,11 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { CoreV1Api, type V1OwnerReference, type V1Pod } from '@kubernetes/client-node';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { Pod } from 'kubernetes-models/v1';
 import { z } from 'zod';
 import { InstanceStartError, KubernetesDriver, type InstanceSpec, type KubernetesDriverOptions, type RunningInstance } from '@aileron/pool';
 import { FakeKubernetes, type FakeKubelet } from '../support/fake-kubernetes';
@@ -251,6 +253,84 @@ describe('Kubernetes driver', () => {
     expect(leftovers()).toEqual([]);
   });
 
+  describe('knowing its own Pod (downward API)', () => {
+    const me = { name: 'aileron-control-plane-7d9f8c6b5-x2x4q', uid: randomUUID() };
+    const owner = (pod: { name: string; uid: string }): V1OwnerReference => ({ ...pod, apiVersion: 'v1', kind: 'Pod', controller: false, blockOwnerDeletion: false });
+
+    it('makes its Pod the owner of every instance pod, so Kubernetes deletes them when the control plane goes', async () => {
+      driver = aDriver({ controlPlanePod: me });
+      const spec = aSpec();
+      await driver.start(spec);
+      const stored = fake.get('pods', pod(spec));
+      expect(() => new Pod(stored).validate()).not.toThrow();
+      expect(stored.metadata.ownerReferences).toEqual([owner(me)]);
+      expect(stored.metadata.labels['aileron.dev/replica']).toBe(me.name);
+
+      // the Secret is the control plane's until the Pod exists, then the Pod's alone, so it still goes with the Pod
+      const createdSecret = fake.requests.find((r) => r.method === 'POST' && r.path.endsWith('/secrets'))!;
+      expect(createdSecret.body.metadata.ownerReferences).toEqual([owner(me)]);
+      const byPod = [{ apiVersion: 'v1', kind: 'Pod', name: pod(spec), uid: stored.metadata.uid }];
+      expect(fake.get('secrets', secret(spec)).metadata.ownerReferences).toEqual(byPod);
+      expect(fake.get('networkpolicies', pod(spec)).metadata.ownerReferences).toEqual(byPod);
+      fake.deletePod(pod(spec));
+      expect(leftovers()).toEqual([]);
+    });
+
+    it('owns nothing when the control plane runs in another namespace, where an owner would read as gone', async () => {
+      driver = aDriver({ controlPlanePod: me, controlPlaneNamespace: 'aileron' });
+      const spec = aSpec();
+      await driver.start(spec);
+      expect(fake.get('pods', pod(spec)).metadata.ownerReferences).toBeUndefined();
+      expect(fake.get('pods', pod(spec)).metadata.labels['aileron.dev/replica']).toBe(me.name);
+      expect(logLines).toContainEqual(expect.stringContaining('is not aileron-pool, so instance pods are not owned by pod'));
+    });
+
+    it('deletes at start what an earlier run of its own Pod left, and nothing of another replica or unknown origin', async () => {
+      const other = { name: 'aileron-control-plane-7d9f8c6b5-k8p2m', uid: randomUUID() };
+      const seeded = {
+        // an earlier run of this Pod's container
+        mineByOwner: await leftoverPod({ owner: me, replica: me.name }),
+        mineByLabel: await leftoverPod({ replica: me.name }),
+        // a live replica, one of them with our name (a StatefulSet's earlier pod): the owner decides
+        otherReplica: await leftoverPod({ owner: other, replica: other.name }),
+        otherWithOurName: await leftoverPod({ owner: other, replica: me.name }),
+        // an older release, and a control plane outside the cluster that may still run
+        olderRelease: await leftoverPod({}),
+        outOfCluster: await leftoverPod({ replica: 'laptop-of-dana' }),
+      };
+      // a crash between the Secret and the Pod: the Secret is still the control plane's alone
+      await core().createNamespacedSecret({
+        namespace: fake.namespace,
+        body: { apiVersion: 'v1', kind: 'Secret', metadata: { name: `${seeded.mineByOwner}-env`, ownerReferences: [owner(me)] }, stringData: { GITHUB_TOKEN: canary } },
+      });
+      await driver.close();
+      fake.requests.length = 0;
+
+      driver = aDriver({ controlPlanePod: me });
+      // a start waits for the sweep, so its own new pod is never taken for a leftover
+      const spec = aSpec();
+      await driver.start(spec);
+
+      const deleted = fake.requests.filter((r) => r.method === 'DELETE' && r.path.includes('/pods/')).map((r) => r.path.split('/').at(-1));
+      expect(deleted.sort()).toEqual([seeded.mineByOwner, seeded.mineByLabel].sort());
+      await vi.waitFor(() => expect(fake.names('pods').sort()).toEqual([pod(spec), seeded.otherReplica, seeded.otherWithOurName, seeded.olderRelease, seeded.outOfCluster].sort()));
+      expect(fake.names('secrets')).toEqual([secret(spec)]);
+      expect(logLines).toContain(`kubernetes pool: deleted 2 pod(s) an earlier run of this replica left in namespace ${fake.namespace}`);
+      expect(logLines.filter((line) => line.includes('warning'))).toEqual([expect.stringContaining('warning: 2 pod(s) labelled app.kubernetes.io/managed-by=aileron')]);
+    });
+
+    it('deletes nothing at start when it does not know its Pod, and says how many pods it cannot place', async () => {
+      await leftoverPod({ owner: me, replica: me.name });
+      await leftoverPod({});
+      await driver.close();
+      fake.requests.length = 0;
+      driver = aDriver();
+      await driver.start(aSpec());
+      expect(fake.requests.filter((r) => r.method === 'DELETE')).toEqual([]);
+      expect(logLines).toContainEqual(expect.stringContaining('warning: 1 pod(s) labelled app.kubernetes.io/managed-by=aileron'));
+    });
+  });
+
   it('passes on why the API server found an object invalid', async () => {
     // a server name no label value may hold: the catalog never makes one, the API server is the last guard
     const error = await startError(driver.start(aSpec({ server: 'Memory Server!' })));
@@ -273,6 +353,35 @@ describe('Kubernetes driver', () => {
     expect(unreachable.message).toContain('could not reach the Kubernetes API');
   });
 });
+
+function core(): CoreV1Api {
+  return fake.kubeConfig().makeApiClient(CoreV1Api);
+}
+
+/** A pool pod some control plane made before this test's driver started; answers its name. */
+async function leftoverPod(from: { owner?: { name: string; uid: string }; replica?: string }): Promise<string> {
+  const instance = `old-${randomBytes(4).toString('hex')}`;
+  const body: V1Pod = {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: {
+      name: `mcp-${instance}`,
+      labels: { 'app.kubernetes.io/managed-by': 'aileron', 'aileron.dev/instance': instance, ...(from.replica ? { 'aileron.dev/replica': from.replica } : {}) },
+      ...(from.owner ? { ownerReferences: [{ apiVersion: 'v1', kind: 'Pod', ...from.owner, controller: false, blockOwnerDeletion: false }] } : {}),
+    },
+    spec: {
+      containers: [
+        {
+          name: 'mcp',
+          image: RUNNER_IMAGE,
+          securityContext: { allowPrivilegeEscalation: false, runAsNonRoot: true, capabilities: { drop: ['ALL'] }, seccompProfile: { type: 'RuntimeDefault' } },
+        },
+      ],
+    },
+  };
+  await core().createNamespacedPod({ namespace: fake.namespace, body });
+  return body.metadata!.name!;
+}
 
 async function connect(instance: RunningInstance): Promise<Client> {
   const client = new Client({ name: 'kubernetes-driver-test', version: '1.0.0' });

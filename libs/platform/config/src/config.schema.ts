@@ -167,6 +167,19 @@ export const SETTINGS = {
     default: 'aileron-pool',
     description: 'Namespace of pool pods and their secrets. The cluster comes from the in-cluster service account, else KUBECONFIG.',
   },
+  AILERON_POD_NAME: {
+    schema: z
+      .string()
+      .max(253, 'must be a Kubernetes Pod name')
+      .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/, 'must be a Kubernetes Pod name'),
+    description:
+      "The control plane's own Pod name (downward API `metadata.name`). Pool pods are labelled with it, and at start the Kubernetes driver deletes those an earlier run of this replica left. Outside a cluster: any name no other control plane using the namespace has.",
+  },
+  AILERON_POD_UID: {
+    schema: z.string().regex(/^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/, 'must be a Pod UID'),
+    description:
+      "The control plane's own Pod UID (downward API `metadata.uid`), with AILERON_POD_NAME. Pool pods are owned by that Pod, so Kubernetes deletes them when it goes (only when it runs in AILERON_K8S_NAMESPACE).",
+  },
   AILERON_POOL_AUDIT_BATCH_MS: {
     schema: positiveInt,
     default: '200',

@@ -42,6 +42,8 @@ export interface AppConfig {
     cpuMillis: number;
     runnerImage: string;
     kubernetesNamespace: string;
+    /** the control plane's own Pod (downward API), which labels and owns the pods the Kubernetes driver makes */
+    controlPlanePod: { name: string; uid: string | undefined } | undefined;
   };
   rateLimits: { workspacePerMinute: number; principalPerMinute: number };
 }
@@ -98,6 +100,10 @@ export function loadConfig(env: Source = process.env): AppConfig {
     if (result.success) values[name] = result.data;
     else problems.push({ name, message: `${result.error.issues[0]?.message ?? 'is invalid'}${describeValue(name, raw)}` });
   }
+  // a UID alone would own pods under a name nobody knows, and the replica label needs the name
+  if (values.AILERON_POD_UID !== undefined && values.AILERON_POD_NAME === undefined) {
+    problems.push({ name: 'AILERON_POD_UID', message: 'needs AILERON_POD_NAME as well' });
+  }
   if (problems.length > 0) throw new ConfigError(problems);
 
   const port = values.PORT as number;
@@ -140,6 +146,9 @@ export function loadConfig(env: Source = process.env): AppConfig {
       cpuMillis: values.AILERON_POOL_CPU_MILLIS as number,
       runnerImage: values.AILERON_POOL_RUNNER_IMAGE as string,
       kubernetesNamespace: values.AILERON_K8S_NAMESPACE as string,
+      controlPlanePod: values.AILERON_POD_NAME
+        ? { name: values.AILERON_POD_NAME as string, uid: values.AILERON_POD_UID as string | undefined }
+        : undefined,
     },
     rateLimits: {
       workspacePerMinute: values.AILERON_RATE_LIMIT_WORKSPACE_PER_MINUTE as number,

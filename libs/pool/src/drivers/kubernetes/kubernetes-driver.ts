@@ -12,7 +12,18 @@ import {
   type V1Pod,
 } from '@kubernetes/client-node';
 import { InstanceStartError, type InstanceDriver, type InstanceEndpoint, type InstanceExit, type InstanceSpec, type RunningInstance } from '../driver';
-import { CONTAINER, instanceManifests, MANAGED_BY, networkPolicyName, ownedByPod, podName, secretName, type ManifestOptions } from './manifests';
+import {
+  CONTAINER,
+  instanceManifests,
+  MANAGED_BY_SELECTOR,
+  networkPolicyName,
+  ownedByPod,
+  podName,
+  REPLICA_LABEL,
+  replicaLabelValue,
+  secretName,
+  type ManifestOptions,
+} from './manifests';
 
 export interface KubernetesDriverOptions {
   /** built by the caller: `loadFromCluster()` in a pod, else `loadFromDefault()` */
@@ -31,6 +42,12 @@ export interface KubernetesDriverOptions {
   requestTimeoutMs?: number;
   /** the control plane's namespace when it is not `namespace`: its pods alone may connect */
   controlPlaneNamespace?: string;
+  /**
+   * The control plane's own Pod (downward API), when it runs in the cluster:
+   * the name labels what this replica makes, the UID owns it. Lets Kubernetes
+   * collect a crashed replica's instances and a restarted one reap them.
+   */
+  controlPlanePod?: { name: string; uid?: string };
   /** one line per event, as the local driver's; never an env value or a token */
   log: (line: string) => void;
 }
@@ -84,6 +101,8 @@ export class KubernetesDriver implements InstanceDriver {
   /** logged once when reads start failing and once when they recover, not every interval */
   private monitorFailing = false;
   private closed = false;
+  /** the start-up sweep of what an earlier run of this replica left; never rejects, and every start waits for it */
+  private readonly reaped: Promise<void>;
 
   constructor(options: KubernetesDriverOptions) {
     this.core = options.kubeConfig.makeApiClient(CoreV1Api);
@@ -99,7 +118,27 @@ export class KubernetesDriver implements InstanceDriver {
       runnerImage: options.runnerImage,
       port: this.port,
       ...(options.controlPlaneNamespace ? { controlPlaneNamespace: options.controlPlaneNamespace } : {}),
+      ...(options.controlPlanePod ? { replica: this.replica(options) } : {}),
     };
+    this.reaped = this.reap();
+  }
+
+  /**
+   * Owner references cannot cross namespaces: the garbage collector reads an
+   * owner in another namespace as gone and would delete every instance at
+   * once. So the UID is used only when the control plane's namespace (given,
+   * else the in-cluster service account's) is the pool's; the replica label
+   * still lets a restart reap.
+   */
+  private replica(options: KubernetesDriverOptions): { name: string; uid?: string } {
+    const { name, uid } = options.controlPlanePod!;
+    if (!uid) return { name };
+    const home = options.controlPlaneNamespace ?? options.kubeConfig.getContextObject(options.kubeConfig.getCurrentContext())?.namespace;
+    if (home === options.namespace) return { name, uid };
+    this.log(
+      `kubernetes pool: the control plane's namespace (${home ?? 'unknown'}) is not ${options.namespace}, so instance pods are not owned by pod ${name}; Kubernetes will not delete them if this replica dies`,
+    );
+    return { name };
   }
 
   start(spec: InstanceSpec): Promise<RunningInstance> {
@@ -111,6 +150,8 @@ export class KubernetesDriver implements InstanceDriver {
   }
 
   private async run(spec: InstanceSpec, signal: AbortSignal): Promise<RunningInstance> {
+    // the sweep lists this replica's pods: one created before it answered would be reaped as a leftover
+    await this.reaped;
     const token = randomBytes(32).toString('base64url');
     const scrub = scrubber([...spec.secrets, token]);
     const manifests = instanceManifests(spec, token, this.manifestOptions);
@@ -118,6 +159,7 @@ export class KubernetesDriver implements InstanceDriver {
     const where = `pod ${this.namespace}/${name} (server ${spec.server}, workspace ${spec.workspaceId})`;
     const deadline = Date.now() + this.startTimeoutMs;
     try {
+      if (signal.aborted) throw new StartFailure('the driver shut down during the start');
       await this.api(`create the instance's Secret`, 'secret', signal, () =>
         this.core.createNamespacedSecret({ namespace: this.namespace, body: manifests.secret }, this.requestOptions(signal)),
       );
@@ -163,7 +205,7 @@ export class KubernetesDriver implements InstanceDriver {
     if (this.monitorTimer) clearTimeout(this.monitorTimer);
     this.monitorTimer = undefined;
     // an aborted start deletes what it created itself
-    await Promise.all(starts.map(({ done }) => done));
+    await Promise.all([this.reaped, ...starts.map(({ done }) => done)]);
     const results = await Promise.allSettled([...this.live.values()].map((instance) => instance.stop()));
     const failed = results.filter((result) => result.status === 'rejected').length;
     if (failed > 0) throw new Error(`${failed} pool pod(s) could not be deleted; they keep the label app.kubernetes.io/managed-by=aileron`);
@@ -187,6 +229,28 @@ export class KubernetesDriver implements InstanceDriver {
    */
   async remove(instanceId: string): Promise<void> {
     const name = podName(instanceId);
+    await this.deleteObjects(instanceId);
+    const until = Date.now() + GONE_TIMEOUT_MS;
+    for (;;) {
+      // a failed read proves nothing either way: ask again until the time is up
+      const gone = await this.readPod(name).then((pod) => pod === undefined, () => false);
+      if (gone) return;
+      if (Date.now() > until) {
+        this.log(`kubernetes pool: pod ${this.namespace}/${name} still terminating after ${GONE_TIMEOUT_MS / 1000} s; not waiting longer`);
+        return;
+      }
+      await sleep(this.pollIntervalMs);
+    }
+  }
+
+  /**
+   * Deletes an instance's Pod, Secret and NetworkPolicy (404 is fine) without
+   * waiting for the pod to go. The Secret and NetworkPolicy by name too: a
+   * crash before the Pod took them over leaves them owned by the control
+   * plane alone.
+   */
+  private async deleteObjects(instanceId: string): Promise<void> {
+    const name = podName(instanceId);
     const options = this.requestOptions();
     await Promise.all([
       this.deleteIgnoringAbsent(`delete the instance's Pod`, 'other', () =>
@@ -199,17 +263,52 @@ export class KubernetesDriver implements InstanceDriver {
         this.networking.deleteNamespacedNetworkPolicy({ name: networkPolicyName(instanceId), namespace: this.namespace }, options),
       ),
     ]);
-    const until = Date.now() + GONE_TIMEOUT_MS;
-    for (;;) {
-      // a failed read proves nothing either way: ask again until the time is up
-      const gone = await this.readPod(name).then((pod) => pod === undefined, () => false);
-      if (gone) return;
-      if (Date.now() > until) {
-        this.log(`kubernetes pool: pod ${this.namespace}/${name} still terminating after ${GONE_TIMEOUT_MS / 1000} s; not waiting longer`);
-        return;
-      }
-      await sleep(this.pollIntervalMs);
+  }
+
+  /**
+   * Deletes the pods an earlier run of this replica left: instances live only
+   * in this process's memory, so no pod of ours from before this start can
+   * still be in use. Several replicas share the namespace, so "ours" must be
+   * certain: an ownerReference to this Pod's UID, or, on a pod with no owner
+   * at all, this replica's label. A pod owned by another UID belongs to
+   * another replica (alive, or gone and left to the garbage collector). An
+   * unowned pod without our label was made by an older release or a control
+   * plane outside the cluster, which may be running still: only counted.
+   */
+  private async reap(): Promise<void> {
+    const me = this.manifestOptions.replica;
+    let pods: V1Pod[];
+    try {
+      pods = (await this.core.listNamespacedPod({ namespace: this.namespace, labelSelector: MANAGED_BY_SELECTOR }, this.requestOptions())).items;
+    } catch (error) {
+      this.log(`kubernetes pool: could not look for pods an earlier run left in namespace ${this.namespace}: ${describe(error, 'other')}`);
+      return;
     }
+    // every pod this driver makes carries its instance id, which names its Secret and NetworkPolicy too
+    const ours: string[] = [];
+    let unknown = 0;
+    for (const pod of pods) {
+      const owners = pod.metadata?.ownerReferences ?? [];
+      const instanceId = pod.metadata?.labels?.['aileron.dev/instance'];
+      const mine =
+        owners.length > 0
+          ? me?.uid !== undefined && owners.some((owner) => owner.uid === me.uid)
+          : me !== undefined && pod.metadata?.labels?.[REPLICA_LABEL] === replicaLabelValue(me.name);
+      if (mine && instanceId !== undefined) ours.push(instanceId);
+      else if (owners.length === 0) unknown++;
+    }
+    if (unknown > 0) {
+      this.log(
+        `kubernetes pool: warning: ${unknown} pod(s) labelled ${MANAGED_BY_SELECTOR} in namespace ${this.namespace} have no owner and were not made by this replica; left alone (delete them by hand once no control plane outside the cluster uses them)`,
+      );
+    }
+    if (ours.length === 0) return;
+    // not waiting for them to be gone: new instances get new names, so nothing waits on these
+    const results = await Promise.allSettled(ours.map((instanceId) => this.deleteObjects(instanceId)));
+    const failures = results.flatMap((result) => (result.status === 'rejected' ? [String((result.reason as Error).message)] : []));
+    this.log(`kubernetes pool: deleted ${ours.length - failures.length} pod(s) an earlier run of this replica left in namespace ${this.namespace}`);
+    // one line, not one per pod: the cause (RBAC, most likely) is the same for all
+    if (failures.length > 0) this.log(`kubernetes pool: ${failures.length} leftover pod(s) not deleted: ${failures[0]}`);
   }
 
   /** @internal */
@@ -261,8 +360,7 @@ export class KubernetesDriver implements InstanceDriver {
     const watched = [...this.live.values()].filter((instance) => !instance.stopping);
     try {
       if (watched.length === 0) return;
-      const selector = Object.entries(MANAGED_BY).map(([key, value]) => `${key}=${value}`).join(',');
-      const list = await this.core.listNamespacedPod({ namespace: this.namespace, labelSelector: selector }, this.requestOptions());
+      const list = await this.core.listNamespacedPod({ namespace: this.namespace, labelSelector: MANAGED_BY_SELECTOR }, this.requestOptions());
       const byName = new Map(list.items.map((pod) => [pod.metadata?.name, pod]));
       if (this.monitorFailing) this.log(`kubernetes pool: reading pod status in namespace ${this.namespace} works again`);
       this.monitorFailing = false;

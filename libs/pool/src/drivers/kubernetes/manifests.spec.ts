@@ -119,6 +119,32 @@ describe('Kubernetes manifests of a pool instance', () => {
     expect(secret.stringData.AILERON_BRIDGE_TOKEN).toBe(TOKEN);
   });
 
+  it("name the replica that made them and, given its UID, have the control plane's Pod own them without blocking its deletion", () => {
+    const replica = { name: 'aileron-control-plane-7d9f8c6b5-x2x4q', uid: randomUUID() };
+    const wire = onTheWire(aSpec(), { ...OPTIONS, replica });
+    expect(() => new Pod(wire.pod).validate()).not.toThrow();
+    expect(() => new Secret(wire.secret).validate()).not.toThrow();
+    expect(() => new NetworkPolicy(wire.networkPolicy).validate()).not.toThrow();
+    for (const obj of Object.values(wire)) {
+      expect(obj.metadata.labels['aileron.dev/replica']).toBe(replica.name);
+      expect(obj.metadata.ownerReferences).toEqual([{ apiVersion: 'v1', kind: 'Pod', ...replica, controller: false, blockOwnerDeletion: false }]);
+    }
+
+    // a name alone labels but owns nothing; no name, neither
+    const named = onTheWire(aSpec(), { ...OPTIONS, replica: { name: replica.name } });
+    expect(named.pod.metadata.labels['aileron.dev/replica']).toBe(replica.name);
+    expect(named.pod.metadata.ownerReferences).toBeUndefined();
+    expect(onTheWire(aSpec()).pod.metadata.labels['aileron.dev/replica']).toBeUndefined();
+  });
+
+  it('hash a Pod name too long for a label value, so the label stays valid and tells long names apart', () => {
+    const long = `${'a'.repeat(70)}.example`;
+    const replicaLabel = (name: string) => onTheWire(aSpec(), { ...OPTIONS, replica: { name } }).pod.metadata.labels['aileron.dev/replica'];
+    expect(replicaLabel(long)).toMatch(/^[0-9a-f]{63}$/);
+    expect(replicaLabel(`${long}-2`)).not.toBe(replicaLabel(long));
+    expect(() => new Pod(onTheWire(aSpec(), { ...OPTIONS, replica: { name: long } }).pod).validate()).not.toThrow();
+  });
+
   it('admit ingress to the instance from control-plane pods only, on the MCP port', () => {
     const spec = aSpec();
     const { networkPolicy } = onTheWire(spec);

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { V1NetworkPolicy, V1OwnerReference, V1Pod, V1Secret } from '@kubernetes/client-node';
 import type { InstanceSpec } from '../driver';
 
@@ -22,6 +23,10 @@ export const CONTAINER = 'mcp';
 /** Control-plane pods carry this label; they alone may open connections to an instance. */
 export const CONTROL_PLANE_SELECTOR = { 'app.kubernetes.io/name': 'aileron-control-plane' } as const;
 export const MANAGED_BY = { 'app.kubernetes.io/managed-by': 'aileron' } as const;
+/** `MANAGED_BY` as a list call's label selector. */
+export const MANAGED_BY_SELECTOR = Object.entries(MANAGED_BY).map(([key, value]) => `${key}=${value}`).join(',');
+/** Which control-plane replica made an object: the one replica that may reap it when no ownerReference says so. */
+export const REPLICA_LABEL = 'aileron.dev/replica';
 /** Per emptyDir: scratch space counts against the node's disk, so a tenant cannot fill it. */
 const SCRATCH_LIMIT = '256Mi';
 
@@ -33,6 +38,14 @@ export interface ManifestOptions {
   port: number;
   /** namespace of the control plane's pods when it is not `namespace` */
   controlPlaneNamespace?: string;
+  /**
+   * This control plane's own Pod: its name labels every object (REPLICA_LABEL);
+   * its UID, when given, owns the Pod (and, until the Pod owns them, the
+   * Secret and NetworkPolicy). Give the UID only when that Pod lives in
+   * `namespace`: the garbage collector treats an owner in another namespace
+   * as absent and would delete the instance at once.
+   */
+  replica?: { name: string; uid?: string };
 }
 
 export interface InstanceManifests {
@@ -45,13 +58,44 @@ export const podName = (instanceId: string): string => `mcp-${instanceId}`;
 export const secretName = (instanceId: string): string => `mcp-${instanceId}-env`;
 export const networkPolicyName = (instanceId: string): string => `mcp-${instanceId}`;
 
-export function instanceLabels(spec: InstanceSpec): Record<string, string> {
+export function instanceLabels(spec: InstanceSpec, replica?: { name: string }): Record<string, string> {
   return {
     ...MANAGED_BY,
     'aileron.dev/organization': spec.organizationId,
     'aileron.dev/workspace': spec.workspaceId,
     'aileron.dev/server': spec.server,
     'aileron.dev/instance': spec.id,
+    ...(replica ? { [REPLICA_LABEL]: replicaLabelValue(replica.name) } : {}),
+  };
+}
+
+/**
+ * A Pod name as a label value. Names are DNS subdomains, which fit a label
+ * value's grammar up to its 63 characters; a longer one is hashed rather
+ * than cut, so two long names sharing a prefix stay apart.
+ */
+export function replicaLabelValue(podName: string): string {
+  return podName.length <= 63 ? podName : createHash('sha256').update(podName).digest('hex').slice(0, 63);
+}
+
+/**
+ * The control plane's own Pod as owner, so the garbage collector deletes what
+ * a crashed replica left once its Pod is gone. Neither controller (nothing
+ * reconciles instances) nor blocking: deleting the control plane must never
+ * wait on its instances.
+ */
+export function controlPlaneOwner(pod: { name: string; uid: string }): V1OwnerReference {
+  return { apiVersion: 'v1', kind: 'Pod', name: pod.name, uid: pod.uid, controller: false, blockOwnerDeletion: false };
+}
+
+/** Labels, and the control plane as owner when its UID is known, of every object an instance has. */
+function instanceMetadata(spec: InstanceSpec, name: string, options: ManifestOptions) {
+  const replica = options.replica;
+  return {
+    name,
+    namespace: options.namespace,
+    labels: instanceLabels(spec, replica),
+    ...(replica?.uid ? { ownerReferences: [controlPlaneOwner({ name: replica.name, uid: replica.uid })] } : {}),
   };
 }
 
@@ -72,7 +116,8 @@ export function secretManifest(spec: InstanceSpec, token: string, options: Manif
   return {
     apiVersion: 'v1',
     kind: 'Secret',
-    metadata: { name: secretName(spec.id), namespace: options.namespace, labels: instanceLabels(spec), annotations: instanceAnnotations(spec) },
+    // owned by the control plane until the Pod exists and takes it over (ownedByPod), so a crash in between leaves no credentials behind for good
+    metadata: { ...instanceMetadata(spec, secretName(spec.id), options), annotations: instanceAnnotations(spec) },
     type: 'Opaque',
     // nothing should change an instance's credentials under it; a new start gets a new Secret
     immutable: true,
@@ -89,7 +134,7 @@ export function podManifest(spec: InstanceSpec, options: ManifestOptions): V1Pod
   return {
     apiVersion: 'v1',
     kind: 'Pod',
-    metadata: { name: podName(spec.id), namespace: options.namespace, labels: instanceLabels(spec), annotations: instanceAnnotations(spec) },
+    metadata: { ...instanceMetadata(spec, podName(spec.id), options), annotations: instanceAnnotations(spec) },
     spec: {
       // the pool supervises restarts (with backoff and a fresh token); a kubelet restart would hide the crash from it
       restartPolicy: 'Never',
@@ -142,7 +187,7 @@ export function networkPolicyManifest(spec: InstanceSpec, options: ManifestOptio
   return {
     apiVersion: 'networking.k8s.io/v1',
     kind: 'NetworkPolicy',
-    metadata: { name: networkPolicyName(spec.id), namespace: options.namespace, labels: instanceLabels(spec) },
+    metadata: instanceMetadata(spec, networkPolicyName(spec.id), options),
     spec: {
       podSelector: { matchLabels: { 'aileron.dev/instance': spec.id } },
       policyTypes: ['Ingress'],
@@ -172,7 +217,12 @@ export function instanceManifests(spec: InstanceSpec, token: string, options: Ma
   };
 }
 
-/** Makes the Pod the owner, so the garbage collector removes the object with it even if the control plane never does. */
+/**
+ * Makes the Pod the owner, so the garbage collector removes the object with it
+ * even if the control plane never does. As a merge patch it replaces the list,
+ * dropping the control plane as owner: an object goes only when all its
+ * owners are gone, and the Secret must go with its Pod.
+ */
 export function ownedByPod(pod: { name: string; uid: string }): { metadata: { ownerReferences: V1OwnerReference[] } } {
   return { metadata: { ownerReferences: [{ apiVersion: 'v1', kind: 'Pod', name: pod.name, uid: pod.uid }] } };
 }
