@@ -1,6 +1,7 @@
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { JSONRPCMessage, JSONRPCNotification, JSONRPCRequest, RequestId } from '@modelcontextprotocol/sdk/types.js';
 import type { Instance } from '../instances.service';
+import { httpFetch } from './http-fetch';
 import { RpcError, UPSTREAM_GONE } from './jsonrpc';
 
 export type Answer = { result: Record<string, unknown> } | { error: RpcError };
@@ -128,65 +129,25 @@ export class Upstream {
    * without the answer (the instance died mid-call): watch each one, so the
    * caller gets an error at once instead of waiting forever.
    */
-  private async fetchTracked(url: string | URL, init?: RequestInit): Promise<Response> {
+  private fetchTracked(url: string | URL, init?: RequestInit): Promise<Response> {
     const ids = init?.method === 'POST' && typeof init.body === 'string' ? requestIds(init.body) : [];
-    if (ids.length === 0) return fetch(url, init);
-    // The SDK gives every fetch its transport-wide signal, on which undici leaves a listener per
-    // request until garbage collection and copies them all on each new request (a cost per call
-    // growing with the rate). A signal of this request's own, relayed from the SDK's and released
-    // when the response ends, keeps that list short; closing the transport still aborts it.
-    const outer = init!.signal ?? undefined;
-    const own = new AbortController();
-    const relay = (): void => own.abort(outer?.reason);
-    if (outer?.aborted) own.abort(outer.reason);
-    else outer?.addEventListener('abort', relay, { once: true });
-    const release = (): void => outer?.removeEventListener('abort', relay);
-    let response: Response;
-    try {
-      response = await fetch(url, { ...init, signal: own.signal });
-    } catch (error) {
-      release();
-      throw error;
-    }
-    if (!response.body) {
-      release();
-      return response;
-    }
-    const instance = this.instance;
-    const gone = (why: string): void => this.gone(why);
+    if (ids.length === 0) return httpFetch(url, init);
     const settleOrphans = (why: string): void => {
       // responses are delivered before the stream's end is seen; anything left was never answered
       setImmediate(() => {
         for (const id of ids) this.settle(id, { error: { code: UPSTREAM_GONE, message: why } });
       });
     };
-    const reader = response.body.getReader();
-    const body = new ReadableStream<Uint8Array>({
-      async pull(controller) {
-        try {
-          const { done, value } = await reader.read();
-          if (done) {
-            release();
-            controller.close();
-            settleOrphans('the server ended the response without answering');
-          } else {
-            controller.enqueue(value);
-          }
-        } catch (error) {
-          release();
-          settleOrphans(`the connection to the server broke: ${describe(error)}`);
-          // the session is unusable; the instance may be dead: the next request reconnects and checks
-          instance.suspected = true;
-          setImmediate(() => gone(`the connection to the server broke: ${describe(error)}`));
-          controller.error(error);
-        }
-      },
-      cancel: (reason) => {
-        release();
-        return reader.cancel(reason);
+    return httpFetch(url, init, {
+      end: () => settleOrphans('the server ended the response without answering'),
+      broke: (error) => {
+        const why = `the connection to the server broke: ${describe(error)}`;
+        settleOrphans(why);
+        // the session is unusable; the instance may be dead: the next request reconnects and checks
+        this.instance.suspected = true;
+        setImmediate(() => this.gone(why));
       },
     });
-    return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
   }
 }
 

@@ -1,0 +1,105 @@
+import { Agent as HttpAgent, IncomingMessage, request as httpRequest } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+
+// Instances are few and close: connections stay open between calls.
+const httpAgent = new HttpAgent({ keepAlive: true, maxSockets: 256 });
+const httpsAgent = new HttpsAgent({ keepAlive: true, maxSockets: 256 });
+
+const NULL_BODY = new Set([101, 204, 205, 304]);
+
+export interface BodyWatch {
+  /** the response body ended normally */
+  end(): void;
+  /** the response body broke off (connection reset, process killed) */
+  broke(error: Error): void;
+}
+
+/**
+ * The `fetch` the SDK's client transport is given for calls to an instance,
+ * on node:http with a keep-alive agent: on the proxy's hot path undici's
+ * fetch (Request and Headers objects, its dispatcher, a web stream per body
+ * copied into another) cost more than the hop itself. The answer is a
+ * standard Response, and `watch` hears how the body ended without wrapping
+ * it in a second stream.
+ */
+export function httpFetch(url: string | URL, init: RequestInit = {}, watch?: BodyWatch): Promise<Response> {
+  const target = typeof url === 'string' ? new URL(url) : url;
+  const headers: Record<string, string> = {};
+  new Headers(init.headers).forEach((value, name) => {
+    headers[name] = value;
+  });
+  const body = init.body ?? undefined;
+  if (body !== undefined && typeof body !== 'string') return fetch(url, init);
+  if (body !== undefined) headers['content-length'] = String(Buffer.byteLength(body));
+  const secure = target.protocol === 'https:';
+  return new Promise<Response>((resolve, reject) => {
+    const signal = init.signal ?? undefined;
+    if (signal?.aborted) {
+      reject(signal.reason ?? new Error('aborted'));
+      return;
+    }
+    const request = (secure ? httpsRequest : httpRequest)(target, { method: init.method ?? 'GET', headers, agent: secure ? httpsAgent : httpAgent });
+    const onAbort = (): void => {
+      request.destroy(signal?.reason instanceof Error ? signal.reason : new Error('aborted'));
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+    const release = (): void => signal?.removeEventListener('abort', onAbort);
+    // `on`, not `once`: a socket can fail again after the first error, and an unheard error ends the process
+    request.on('error', (error) => {
+      release();
+      reject(error);
+    });
+    request.once('response', (response: IncomingMessage) => {
+      // errors reach the reader through the body's iterator; heard here too so that an unread body cannot crash us
+      response.on('error', () => undefined);
+      const responseHeaders = new Headers();
+      for (let i = 0; i < response.rawHeaders.length; i += 2) responseHeaders.append(response.rawHeaders[i]!, response.rawHeaders[i + 1]!);
+      // statuses that cannot have a body: no stream at all, as fetch gives
+      const empty = NULL_BODY.has(response.statusCode ?? 0) || init.method === 'HEAD';
+      if (empty) {
+        response.resume();
+        response.once('end', release);
+      }
+      resolve(
+        new Response(empty ? null : bodyOf(response, release, watch), {
+          status: response.statusCode ?? 502,
+          statusText: response.statusMessage ?? '',
+          headers: responseHeaders,
+        }),
+      );
+    });
+    request.end(body);
+  });
+}
+
+/**
+ * The body as a web stream that asks the socket for a chunk only when its
+ * reader wants one: its end (or break) is seen once the reader has taken
+ * everything before it, which is when `watch` may judge what was answered.
+ */
+function bodyOf(response: IncomingMessage, release: () => void, watch: BodyWatch | undefined): ReadableStream<Uint8Array> {
+  const chunks = response[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      try {
+        const { done, value } = await chunks.next();
+        if (done) {
+          release();
+          controller.close();
+          watch?.end();
+        } else {
+          controller.enqueue(new Uint8Array(value.buffer, value.byteOffset, value.byteLength));
+        }
+      } catch (error) {
+        release();
+        const broke = error instanceof Error ? error : new Error(String(error));
+        controller.error(broke);
+        watch?.broke(broke);
+      }
+    },
+    cancel() {
+      release();
+      response.destroy();
+    },
+  });
+}
