@@ -32,6 +32,13 @@ describe('loadConfig', () => {
     }
   });
 
+  it('the control plane’s own Pod (downward API) reaches the Kubernetes pool; a UID without the name is refused', () => {
+    const uid = '0b6c3f0e-8a43-4d8e-9a55-0a4d2f1c7e21';
+    expect(loadConfig({ AILERON_POD_NAME: 'aileron-7d9f-x2k4', AILERON_POD_UID: uid }).pool.controlPlanePod).toEqual({ name: 'aileron-7d9f-x2k4', uid });
+    expect(loadConfig({}).pool.controlPlanePod).toBeUndefined();
+    expect(() => loadConfig({ AILERON_POD_UID: uid })).toThrow(/AILERON_POD_UID needs AILERON_POD_NAME/);
+  });
+
   it('reads an optional YAML or JSON file, and the environment wins over it', () => {
     const dir = mkdtempSync(join(tmpdir(), 'cfg-'));
     const file = join(dir, 'aileron.yaml');
