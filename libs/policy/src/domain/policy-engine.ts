@@ -87,8 +87,10 @@ interface Condition {
   readonly fields: number;
   /** the argument conditions, all of which must hold; null when the rule has none */
   readonly tests: readonly ArgumentTest[] | null;
-  /** the only one of them, when there is one: one object fewer to fetch */
+  /** the first of them, when there are one or two: the list need not be fetched */
   readonly test: ArgumentTest | null;
+  /** the second, when there are two */
+  readonly second: ArgumentTest | null;
 }
 
 /**
@@ -349,7 +351,18 @@ class PolicyIndex implements CompiledPolicy {
         if ((held & condition.bit) === 0) continue;
       } else if (condition.principal !== null && !condition.principal(call.principal)) continue;
       if (condition.tests !== null) {
-        const outcome = condition.test !== null ? testArgument(condition.test, args) : testAll(condition.tests, args);
+        const first = condition.test;
+        let outcome: Outcome;
+        if (first === null) outcome = testAll(condition.tests, args);
+        else {
+          outcome = testArgument(first, args);
+          const second = condition.second;
+          // testAll's three-valued AND, for two: false wins, then the first error
+          if (second !== null && outcome !== false) {
+            const next = testArgument(second, args);
+            outcome = next === false ? false : outcome === true ? next : outcome;
+          }
+        }
         if (outcome === false) continue;
         if (outcome !== true) {
           const rule = entry.loopRules[i]!;
@@ -657,59 +670,19 @@ function newTable(plain: Map<Condition, Who>): PrincipalTable {
   return new PrincipalTable(whos, -1, null);
 }
 
-/**
- * The names `field` lists in the principal matches of `mask`, with their
- * bits. Narrowing pays when few names are left (one is compared with ===,
- * not hashed); past SCAN_LIMIT the `wide` Lookup, whose extra bits no caller
- * looks at, answers as fast, and nothing is built.
- */
-function lookupOf(whos: readonly Who[], mask: number, field: PrincipalField, wide: Lookup | null): Lookup {
+/** From a name to the bits of the conditions that list it, for a field with too many names to compare one by one. */
+type Hashed = Map<unknown, number>;
+
+/** The names `field` lists in the principal matches of `mask`, each once, with the bits of those that list it. */
+function namesOf(whos: readonly Who[], mask: number, field: PrincipalField): Map<unknown, number> {
   const byValue = new Map<unknown, number>();
   for (let i = 0; i < whos.length; i++) {
     const bit = 1 << i;
     const values = (mask & bit) === 0 ? undefined : whos[i]![field];
     if (values === undefined) continue;
-    if (wide !== null && byValue.size + values.length > SCAN_LIMIT) return wide;
     for (const value of values) byValue.set(value, (byValue.get(value) ?? 0) | bit);
   }
-  return new Lookup(byValue);
-}
-
-/** From a name to the bits of the conditions that list it. */
-class Lookup {
-  // One string is compared with ===, which agrees with the Map's SameValueZero
-  // when one side is a string; more go through the Map, which hashes the name
-  // once rather than comparing it with each.
-  private readonly name: unknown;
-  private readonly bits: number;
-  private readonly map: Map<unknown, number> | null;
-
-  constructor(byValue: Map<unknown, number>) {
-    const [only] = byValue;
-    const single = byValue.size === 1 && typeof only![0] === 'string';
-    this.name = single ? only![0] : undefined;
-    this.bits = single ? only![1] : 0;
-    this.map = single ? null : byValue;
-  }
-
-  get(value: unknown): number {
-    if (this.map === null) return value === this.name ? this.bits : 0;
-    return this.map.get(value) ?? 0;
-  }
-
-  /** The bits of all the names `held` lists. */
-  any(held: readonly unknown[]): number {
-    const map = this.map;
-    if (map === null) {
-      // one name: the first that equals it is all there is to find
-      const name = this.name;
-      for (let i = 0; i < held.length; i++) if (held[i] === name) return this.bits;
-      return 0;
-    }
-    let bits = 0;
-    for (let i = 0; i < held.length; i++) bits |= map.get(held[i]) ?? 0;
-    return bits;
-  }
+  return byValue;
 }
 
 /** What PrincipalTable.match returns when only the rules' own matches can say, exactly, what happens. */
@@ -720,25 +693,56 @@ const UNUSUAL = -1;
  * is read once. A (server, tool) pair asks a table narrowed to the matches
  * of its own rules, so that a principal is held against the few names those
  * list, not against every name of the policy.
+ *
+ * The names of a field, when they are few strings, sit with their bits in
+ * one flat list shared by all five fields and are compared with === (which
+ * agrees with a Map's SameValueZero when one side is a string): a decision
+ * then reads the table and one list, not an object, a map and its storage
+ * per field, which is what a cold cache pays for after other work ran.
+ * Other fields are hashed.
  */
 class PrincipalTable {
-  private readonly users: Lookup;
-  private readonly roles: Lookup;
-  private readonly groups: Lookup;
-  private readonly gateways: Lookup;
-  private readonly sessions: Lookup;
+  /** `[name, bits, …]` of the scanned fields, groups, roles, users, gateways, sessions in that order */
+  private readonly flat: readonly unknown[];
+  // where each field's part of `flat` ends (it starts where the previous one's does)
+  private readonly groupsEnd: number;
+  private readonly rolesEnd: number;
+  private readonly usersEnd: number;
+  private readonly gatewaysEnd: number;
+  private readonly sessionsEnd: number;
+  /** a field's names, when it is hashed rather than scanned; null for every field scanned */
+  private readonly hashed: Readonly<Record<PrincipalField, Hashed | null>> | null;
 
-  /** `whos[i]` is the match with the bit 1 << i; `wide` the table this one narrows */
+  /**
+   * `whos[i]` is the match with the bit 1 << i; `wide` the table this one
+   * narrows. A field hashed here (more names than SCAN_LIMIT, or names that
+   * are not strings) is hashed in `wide` too, whose map (with extra bits no
+   * caller looks at) answers as fast, and is shared rather than kept twice.
+   */
   constructor(
     private readonly whos: readonly Who[],
     mask: number,
     wide: PrincipalTable | null,
   ) {
-    this.users = lookupOf(whos, mask, 'users', wide?.users ?? null);
-    this.roles = lookupOf(whos, mask, 'roles', wide?.roles ?? null);
-    this.groups = lookupOf(whos, mask, 'groups', wide?.groups ?? null);
-    this.gateways = lookupOf(whos, mask, 'gateways', wide?.gateways ?? null);
-    this.sessions = lookupOf(whos, mask, 'sessions', wide?.sessions ?? null);
+    const flat: unknown[] = [];
+    const ends: number[] = [];
+    const hashed: Record<PrincipalField, Hashed | null> = { users: null, roles: null, groups: null, gateways: null, sessions: null };
+    let anyHashed = false;
+    for (const field of SCANNED_ORDER) {
+      const names = namesOf(whos, mask, field);
+      const scan = names.size <= SCAN_LIMIT && [...names.keys()].every((name) => typeof name === 'string');
+      if (scan) {
+        for (const [name, bits] of names) flat.push(name, bits);
+      } else {
+        hashed[field] = wide?.hashed?.[field] ?? names;
+        anyHashed = true;
+      }
+      ends.push(flat.length);
+    }
+    // a copy of exactly its length, its storage allocated with it
+    this.flat = flat.slice();
+    [this.groupsEnd, this.rolesEnd, this.usersEnd, this.gatewaysEnd, this.sessionsEnd] = ends as [number, number, number, number, number];
+    this.hashed = anyHashed ? hashed : null;
   }
 
   /** The same answers for the matches of `mask`; any other bits may be wrong. */
@@ -746,30 +750,123 @@ class PrincipalTable {
     return new PrincipalTable(this.whos, mask, this);
   }
 
-  /** The bits of the conditions whose principal match the principal passes, reading only `fields`; or UNUSUAL. */
+  /**
+   * The bits of the conditions whose principal match the principal passes,
+   * reading only `fields`; or UNUSUAL. Each field has a loop of its own, not
+   * a shared helper: each comparison then learns the kind of string its
+   * field holds (role and group names are mostly interned, and compare as
+   * pointers), rather than the slowest kind any field holds.
+   */
   match(principal: CallPrincipal | undefined, fields: number): number {
     if (principal == null) return 0;
+    return this.hashed === null ? this.scan(principal, fields) : this.matchHashed(principal, fields, this.hashed);
+  }
+
+  /** `match` when every field is scanned: the common case, with nothing else to ask per field. */
+  private scan(principal: CallPrincipal, fields: number): number {
+    const flat = this.flat;
     let bits = 0;
     // anything but a list (a string, say) is iterated as it always was, by the rules themselves
     if ((fields & GROUPS) !== 0) {
       const groups: unknown = principal.groups;
       if (groups !== undefined) {
         if (!Array.isArray(groups)) return UNUSUAL;
-        bits = this.groups.any(groups);
+        const end = this.groupsEnd;
+        for (let h = 0; h < groups.length; h++) {
+          const value: unknown = groups[h];
+          for (let i = 0; i < end; i += 2) {
+            if (flat[i] === value) {
+              bits |= flat[i + 1] as number;
+              break;
+            }
+          }
+        }
       }
     }
     if ((fields & ROLES) !== 0) {
       const roles: unknown = principal.roles;
       if (roles !== undefined) {
         if (!Array.isArray(roles)) return UNUSUAL;
-        bits |= this.roles.any(roles);
+        const end = this.rolesEnd;
+        for (let h = 0; h < roles.length; h++) {
+          const value: unknown = roles[h];
+          for (let i = this.groupsEnd; i < end; i += 2) {
+            if (flat[i] === value) {
+              bits |= flat[i + 1] as number;
+              break;
+            }
+          }
+        }
       }
     }
-    if ((fields & USERS) !== 0 && principal.user !== undefined) bits |= this.users.get(principal.user);
-    if ((fields & GATEWAYS) !== 0 && principal.gateway !== undefined) bits |= this.gateways.get(principal.gateway);
-    if ((fields & SESSIONS) !== 0 && principal.session !== undefined) bits |= this.sessions.get(principal.session);
+    if ((fields & USERS) !== 0) {
+      const user = principal.user;
+      if (user !== undefined) {
+        const end = this.usersEnd;
+        for (let i = this.rolesEnd; i < end; i += 2) {
+          if (flat[i] === user) {
+            bits |= flat[i + 1] as number;
+            break;
+          }
+        }
+      }
+    }
+    if ((fields & GATEWAYS) !== 0 && principal.gateway !== undefined) bits |= scanOne(flat, this.usersEnd, this.gatewaysEnd, principal.gateway);
+    if ((fields & SESSIONS) !== 0 && principal.session !== undefined) bits |= scanOne(flat, this.gatewaysEnd, this.sessionsEnd, principal.session);
     return bits;
   }
+
+  /** `match` when some field has too many names to scan. */
+  private matchHashed(principal: CallPrincipal, fields: number, hashed: Readonly<Record<PrincipalField, Hashed | null>>): number {
+    const flat = this.flat;
+    let bits = 0;
+    if ((fields & GROUPS) !== 0) {
+      const groups: unknown = principal.groups;
+      if (groups !== undefined) {
+        if (!Array.isArray(groups)) return UNUSUAL;
+        bits |= hashed.groups !== null ? hashAny(hashed.groups, groups) : scanAny(flat, 0, this.groupsEnd, groups);
+      }
+    }
+    if ((fields & ROLES) !== 0) {
+      const roles: unknown = principal.roles;
+      if (roles !== undefined) {
+        if (!Array.isArray(roles)) return UNUSUAL;
+        bits |= hashed.roles !== null ? hashAny(hashed.roles, roles) : scanAny(flat, this.groupsEnd, this.rolesEnd, roles);
+      }
+    }
+    if ((fields & USERS) !== 0 && principal.user !== undefined) {
+      bits |= hashed.users !== null ? (hashed.users.get(principal.user) ?? 0) : scanOne(flat, this.rolesEnd, this.usersEnd, principal.user);
+    }
+    if ((fields & GATEWAYS) !== 0 && principal.gateway !== undefined) {
+      bits |= hashed.gateways !== null ? (hashed.gateways.get(principal.gateway) ?? 0) : scanOne(flat, this.usersEnd, this.gatewaysEnd, principal.gateway);
+    }
+    if ((fields & SESSIONS) !== 0 && principal.session !== undefined) {
+      bits |= hashed.sessions !== null ? (hashed.sessions.get(principal.session) ?? 0) : scanOne(flat, this.gatewaysEnd, this.sessionsEnd, principal.session);
+    }
+    return bits;
+  }
+}
+
+/** The fields in the order of PrincipalTable's flat list. */
+const SCANNED_ORDER: readonly PrincipalField[] = ['groups', 'roles', 'users', 'gateways', 'sessions'];
+
+/** The bits of `value` among the names of `flat` from `from` to `to`, each listed once. */
+function scanOne(flat: readonly unknown[], from: number, to: number, value: unknown): number {
+  for (let i = from; i < to; i += 2) if (flat[i] === value) return flat[i + 1] as number;
+  return 0;
+}
+
+/** The bits of all the names `held` lists, among those of `flat` from `from` to `to`. */
+function scanAny(flat: readonly unknown[], from: number, to: number, held: readonly unknown[]): number {
+  let bits = 0;
+  for (let h = 0; h < held.length; h++) bits |= scanOne(flat, from, to, held[h]);
+  return bits;
+}
+
+function hashAny(map: Hashed, held: readonly unknown[]): number {
+  let bits = 0;
+  for (let i = 0; i < held.length; i++) bits |= map.get(held[i]) ?? 0;
+  return bits;
 }
 
 /** Whether a rule whose names match applies to the call: true, false, or why it cannot tell. */
@@ -837,14 +934,16 @@ function compileCondition(rule: PolicyRule, conditions: Map<string | number, Con
   // a mode alone takes a table bit too, one that every principal holds
   const who = rule.principals !== undefined ? plainPrincipals(rule.principals) : rule.arguments === undefined ? ANYONE : null;
   const tests = rule.arguments === undefined ? null : rule.arguments.map(compileTest);
+  // in the order a decision reads them: an object's fields lie in memory in the order they were added
   const condition: Condition = {
-    serial: conditions.size,
     mode: rule.execution_mode,
-    principal: rule.principals === undefined ? null : compilePrincipals(rule.principals),
     bit: 0,
-    fields: who === null ? 0 : PRINCIPAL_FIELDS.reduce((fields, field) => (who[field] === undefined ? fields : fields | FIELD_BITS[field]), 0),
+    principal: rule.principals === undefined ? null : compilePrincipals(rule.principals),
+    test: tests !== null && (tests.length === 1 || tests.length === 2) ? tests[0]! : null,
+    second: tests !== null && tests.length === 2 ? tests[1]! : null,
     tests,
-    test: tests !== null && tests.length === 1 ? tests[0]! : null,
+    serial: conditions.size,
+    fields: who === null ? 0 : PRINCIPAL_FIELDS.reduce((fields, field) => (who[field] === undefined ? fields : fields | FIELD_BITS[field]), 0),
   };
   conditions.set(key ?? condition.serial, condition);
   if (who !== null) plain.set(condition, who);
@@ -990,15 +1089,14 @@ function compileTest(condition: ArgumentCondition, index: number): ArgumentTest 
   if (condition.range !== undefined) operators |= RANGE;
   if (condition.exists !== undefined) operators |= EXISTS;
   const segments = String(condition.path).split('.');
+  // in the order testArgument reads them (see compileCondition)
   return {
-    segments,
-    key: segments.length === 1 ? segments[0]! : null,
     operators,
-    equals: condition.equals,
+    key: segments.length === 1 ? segments[0]! : null,
     equalsScalar: isScalar(condition.equals),
-    // NaN is no scalar here, so === and the Set's SameValueZero agree on scalars
-    inScalars: scalars.length <= SCAN_LIMIT ? scalars : new Set(scalars),
-    inStructured: list.filter((option) => !isScalar(option)),
+    equals: condition.equals,
+    // NaN is no scalar here, so === and the Set's SameValueZero agree on scalars; a copy of exactly its length, its storage allocated with it
+    inScalars: scalars.length <= SCAN_LIMIT ? scalars.slice() : new Set(scalars),
     regex,
     gt,
     gte,
@@ -1008,6 +1106,8 @@ function compileTest(condition: ArgumentCondition, index: number): ArgumentTest 
     missing: `${label}: the path is missing`,
     notString: `${label}: the value is not a string`,
     notNumber: `${label}: the value is not a finite number`,
+    inStructured: list.filter((option) => !isScalar(option)),
+    segments,
     broken,
   };
 }
