@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { DatabaseService, Prisma, Transaction } from '@aileron/database';
+import { DatabaseService, Transaction } from '@aileron/database';
 import type { OutboxMessage, OutboxRecord } from './outbox-message';
 
 export interface ClaimedMessage {
@@ -16,14 +16,16 @@ export class OutboxRepository {
 
   async record(tx: Transaction, records: OutboxRecord[]): Promise<void> {
     if (records.length === 0) return;
-    await tx.outboxMessage.createMany({
-      data: records.map((r) => ({
-        topic: r.topic,
-        organizationId: r.organizationId ?? null,
-        workspaceId: r.workspaceId ?? null,
-        payload: r.payload as Prisma.InputJsonValue,
-      })),
-    });
+    // One statement, the rows as one array per column: createMany compiles a
+    // plan per call that grows with the rows, and a busy pool writes hundreds at once.
+    await tx.$executeRaw`
+      INSERT INTO outbox_messages (topic, organization_id, workspace_id, payload)
+      SELECT * FROM unnest(
+        ${records.map((r) => r.topic)}::text[],
+        ${records.map((r) => r.organizationId ?? null)}::uuid[],
+        ${records.map((r) => r.workspaceId ?? null)}::uuid[],
+        ${records.map((r) => JSON.stringify(r.payload))}::jsonb[]
+      )`;
   }
 
   /**
@@ -62,26 +64,30 @@ export class OutboxRepository {
     effect: (messages: OutboxMessage[], tx: Transaction) => Promise<void>,
   ): Promise<number> {
     return this.db.transaction(async (tx) => {
-      const fresh = await tx.$queryRaw<{ message_id: bigint }[]>`
-        INSERT INTO outbox_deliveries (message_id, consumer)
-        SELECT id, ${consumer} FROM unnest(${messageIds.map(BigInt)}::bigint[]) AS id
-        ON CONFLICT DO NOTHING
-        RETURNING message_id`;
-      if (fresh.length === 0) return 0;
-      const rows = await tx.outboxMessage.findMany({ where: { id: { in: fresh.map((r) => r.message_id) } }, orderBy: { id: 'asc' } });
-      if (rows.length > 0) {
-        await effect(
-          rows.map((row) => ({
-            id: row.id.toString(),
-            topic: row.topic,
-            ...(row.organizationId ? { organizationId: row.organizationId } : {}),
-            ...(row.workspaceId ? { workspaceId: row.workspaceId } : {}),
-            payload: row.payload as Record<string, unknown>,
-            createdAt: row.createdAt,
-          })),
-          tx,
-        );
-      }
+      // the marks and the messages they mark, in one statement
+      const rows = await tx.$queryRaw<{ id: bigint; topic: string; organization_id: string | null; workspace_id: string | null; payload: unknown; created_at: Date }[]>`
+        WITH fresh AS (
+          INSERT INTO outbox_deliveries (message_id, consumer)
+          SELECT id, ${consumer} FROM unnest(${messageIds.map(BigInt)}::bigint[]) AS id
+          ON CONFLICT DO NOTHING
+          RETURNING message_id)
+        SELECT m.id, m.topic, m.organization_id, m.workspace_id, m.payload, m.created_at
+        FROM outbox_messages m
+        -- by the primary key: the planner cannot size the CTE, and as a join it may scan the whole table
+        WHERE m.id = ANY(ARRAY(SELECT message_id FROM fresh))
+        ORDER BY m.id`;
+      if (rows.length === 0) return 0;
+      await effect(
+        rows.map((row) => ({
+          id: row.id.toString(),
+          topic: row.topic,
+          ...(row.organization_id ? { organizationId: row.organization_id } : {}),
+          ...(row.workspace_id ? { workspaceId: row.workspace_id } : {}),
+          payload: row.payload as Record<string, unknown>,
+          createdAt: row.created_at,
+        })),
+        tx,
+      );
       return rows.length;
     });
   }
