@@ -1,6 +1,6 @@
 import { ChildProcess, fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { Agent, createServer, IncomingHttpHeaders, IncomingMessage, request as httpRequest, Server, ServerResponse } from 'node:http';
 import { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -438,10 +438,18 @@ async function run(): Promise<Figure[]> {
         // the limiter stays on the path (every request is counted); its budget is sized for a load test
         AILERON_RATE_LIMIT_WORKSPACE_PER_MINUTE: '100000000',
         AILERON_RATE_LIMIT_PRINCIPAL_PER_MINUTE: '100000000',
+        // server mode when given (PostgreSQL and Redis), with the workers in this process as embedded mode has them
+        ...(process.env.DATABASE_URL && process.env.REDIS_URL ? { DATABASE_URL: process.env.DATABASE_URL, REDIS_URL: process.env.REDIS_URL, AILERON_RUN_WORKERS: 'true', UPSTREAM_ALLOW_CIDRS: '127.0.0.0/8' } : {}),
       }),
       port: 0,
     };
     controlPlane = await startControlPlane(config);
+    if (config.mode === 'server') {
+      // what embedded mode does at first start, for a fresh server-mode database
+      const { BootstrapService } = require('../libs/tenancy/src') as typeof import('../libs/tenancy/src');
+      const { token } = await controlPlane.app.get(BootstrapService).bootstrapServer('default', 'Default');
+      writeFileSync(join(dataDir, 'admin-token'), token, { mode: 0o600 });
+    }
     note(`  control plane up at ${controlPlane.url} in ${((Date.now() - started) / 1000).toFixed(1)} s; upstream ${upstream.url} (child process), bare hop ${hop.url}`);
     const { token } = await setUpWorkspace(controlPlane, upstream.url);
 
