@@ -42,18 +42,16 @@ export class PoolRateLimits implements OnApplicationShutdown {
     await this.redis?.quit().catch(() => undefined);
   }
 
-  /** Counts one request; throws RateLimitedError (429 with Retry-After) when a budget is spent. */
+  /**
+   * Counts one request against both budgets at once (one round trip to Redis
+   * in server mode, not two in a row); throws RateLimitedError (429 with
+   * Retry-After) when either is spent, naming the workspace's first. A
+   * refused request still counts against both: it was made.
+   */
   async take(workspaceId: string, principal: string, workspaceSlug: string): Promise<void> {
-    try {
-      await this.workspace.consume(workspaceId);
-    } catch (error) {
-      throw limited(error, `Workspace "${workspaceSlug}"`);
-    }
-    try {
-      await this.principal.consume(principal);
-    } catch (error) {
-      throw limited(error, `This caller (${principal})`);
-    }
+    const [workspace, caller] = await Promise.allSettled([this.workspace.consume(workspaceId), this.principal.consume(principal)]);
+    if (workspace.status === 'rejected') throw limited(workspace.reason, `Workspace "${workspaceSlug}"`);
+    if (caller.status === 'rejected') throw limited(caller.reason, `This caller (${principal})`);
   }
 }
 
