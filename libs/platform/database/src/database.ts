@@ -32,6 +32,24 @@ function pgliteIn(dataDir: string | undefined): PGlite {
   return new PGlite(dataDir);
 }
 
+/**
+ * PGlite runs PostgreSQL on this thread, and its promises resolve without
+ * ever giving the event loop a turn: a transaction of five statements, or a
+ * batch of background deliveries one after another, would run as one long
+ * task while every HTTP request that arrived meanwhile waits. A turn of the
+ * event loop before each protocol message lets requests in between them.
+ * The query's own lock is held throughout, so no other query's messages can
+ * interleave with its own.
+ */
+export function yieldBetweenMessages(pglite: PGlite): PGlite {
+  const send = pglite.execProtocolStream.bind(pglite);
+  pglite.execProtocolStream = async (...args: Parameters<PGlite['execProtocolStream']>) => {
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    return send(...args);
+  };
+  return pglite;
+}
+
 /** Opens the database the configuration names and brings its schema up to date. */
 export async function openDatabase(
   database: AppConfig['database'] | { kind: 'pglite-memory'; pglite?: PGlite },
@@ -50,7 +68,7 @@ export async function openDatabase(
     unlock = lockDataDir(dirname(database.dataDir));
   }
   try {
-    const pglite = database.kind === 'pglite' ? pgliteIn(database.dataDir) : (database.pglite ?? new PGlite());
+    const pglite = yieldBetweenMessages(database.kind === 'pglite' ? pgliteIn(database.dataDir) : (database.pglite ?? new PGlite()));
     await pglite.waitReady;
     if (migrate) await applyMigrations({ kind: 'pglite', pglite } satisfies MigrationTarget, { ...prismaPaths(), log: options.log });
     const client = new PrismaClient({ adapter: new PrismaPGlite(pglite) });
