@@ -1,11 +1,14 @@
 import { Inject, Injectable, OnModuleDestroy } from '@nestjs/common';
 import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
+import { OutboxService } from '@aileron/outbox';
 import type { Principal } from './domain/principal';
 
 /** how long a replica trusts what it resolved, should an invalidation message be lost */
 const CACHE_TTL_MS = 30_000;
 /** every key sits under one root, so any write that could change access drops them all */
 const ROOT = 'all';
+/** the changes that can alter who a caller is or what they reach: organisations, identity providers, workspaces, users, memberships, revocations */
+const CHANGES_ACCESS = /^(organization|workspace|user|member)\.|^token\.revoked$/;
 
 export interface CachedPrincipal {
   principal: Principal;
@@ -21,16 +24,19 @@ export type WorkspaceRef = { id: string; slug: string; name: string };
  * The authentication hot path from memory: principals by credential and
  * workspaces by slug. Writes that could change who someone is or what they may
  * reach are rare, so each drops everything on every replica rather than
- * working out which entries it touched.
+ * working out which entries it touched. Each such write records its outbox
+ * message, and the cache is dropped after any commit that recorded one.
  */
 @Injectable()
 export class PrincipalCache implements OnModuleDestroy {
   private readonly principals: SharedCache<CachedPrincipal>;
   private readonly workspaces: SharedCache<WorkspaceRef | null>;
 
-  constructor(@Inject(MESSAGE_BUS) bus: MessageBus) {
+  constructor(@Inject(MESSAGE_BUS) bus: MessageBus, outbox: OutboxService) {
     this.principals = new SharedCache(bus, 'auth-principals', CACHE_TTL_MS);
     this.workspaces = new SharedCache(bus, 'auth-workspaces', CACHE_TTL_MS);
+    // after the commit: a replica reloading before it would cache the old rows again
+    outbox.afterCommitOf((topic) => CHANGES_ACCESS.test(topic), () => this.invalidateAll());
   }
 
   onModuleDestroy(): void {
@@ -47,7 +53,7 @@ export class PrincipalCache implements OnModuleDestroy {
     return this.workspaces.getOrLoad(`${ROOT}:${organizationId}:${slug}`, load);
   }
 
-  /** Call after the transaction commits: a replica reloading before then would cache the old rows again. */
+  /** For changes no outbox message records (a role the IdP changed at sign-in); after their commit. */
   async invalidateAll(): Promise<void> {
     await Promise.all([this.principals.invalidate(ROOT), this.workspaces.invalidate(ROOT)]);
   }

@@ -7,7 +7,6 @@ import { describePrincipal, Principal } from './domain/principal';
 import { canGrant, Role } from './domain/roles';
 import { AccessService } from './access.service';
 import { AuthRepository, TokenRecord } from './auth.repository';
-import { PrincipalCache } from './principal-cache.service';
 import type { OrgScope } from './scope';
 import type { CreateTokenBody, TokenView } from './tokens.schemas';
 
@@ -38,7 +37,6 @@ export class TokensService {
     private readonly repository: AuthRepository,
     private readonly access: AccessService,
     private readonly outbox: OutboxService,
-    private readonly cache: PrincipalCache,
   ) {}
 
   /** Exchanging a credential for an admin JWT is a login: audited through the outbox like every change. */
@@ -105,19 +103,16 @@ export class TokensService {
     if (!record || (principal.restrictedToWorkspaceId && record.workspaceId !== principal.restrictedToWorkspaceId)) {
       throw new NotFoundError('token', id);
     }
-    // revoking again also retries the invalidation, should a replica have missed the first
-    if (!record.revokedAt) {
-      await this.db.transaction(async (tx) => {
-        await this.repository.revokeToken(scope, id, new Date(), tx);
-        await this.outbox.record(tx, {
-          topic: 'token.revoked',
-          organizationId: scope.organizationId,
-          ...(record.workspaceId ? { workspaceId: record.workspaceId } : {}),
-          payload: { token_id: id, name: record.name, actor: describePrincipal(principal) },
-        });
+    if (record.revokedAt) return;
+    // the commit drops cached principals on every replica (PrincipalCache follows token.revoked)
+    await this.db.transaction(async (tx) => {
+      await this.repository.revokeToken(scope, id, new Date(), tx);
+      await this.outbox.record(tx, {
+        topic: 'token.revoked',
+        organizationId: scope.organizationId,
+        ...(record.workspaceId ? { workspaceId: record.workspaceId } : {}),
+        payload: { token_id: id, name: record.name, actor: describePrincipal(principal) },
       });
-    }
-    // security teams revoke to stop a leaked token now, on every replica, not after a cache timeout
-    await this.cache.invalidateAll();
+    });
   }
 }

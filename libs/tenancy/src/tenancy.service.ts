@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { AccessService, BrowserKeys, canGrant, describePrincipal, OrgScope, Principal, PrincipalCache, Role, roleIn, TokensService, WorkspaceScope } from '@aileron/auth';
+import { AccessService, BrowserKeys, canGrant, describePrincipal, OrgScope, Principal, Role, roleIn, TokensService, WorkspaceScope } from '@aileron/auth';
 import { DatabaseService, isUniqueViolation } from '@aileron/database';
 import { ConflictError, ForbiddenError, NotFoundError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
@@ -25,18 +25,7 @@ export class TenancyService {
     private readonly access: AccessService,
     private readonly outbox: OutboxService,
     private readonly browserKeys: BrowserKeys,
-    private readonly principals: PrincipalCache,
   ) {}
-
-  /**
-   * After a commit that could change who a caller is or what they reach: the
-   * auth caches drop everything on every replica (such writes are rare), so a
-   * lowered role or a removed membership holds from the next request.
-   */
-  private async committed<T>(result: T): Promise<T> {
-    await this.principals.invalidateAll();
-    return result;
-  }
 
   /** A new tenant with its first owner token, in one transaction. */
   async createOrganization(
@@ -44,7 +33,7 @@ export class TenancyService {
     actor: string | null,
     options: { platformOperator?: boolean; defaultWorkspace?: { policyDefault: PolicyDefault } } = {},
   ): Promise<{ organization: OrganizationRecord; tokenId: string; token: string }> {
-    const created = await uniquely(
+    return uniquely(
       () =>
         this.db.transaction(async (tx) => {
           const organization = await this.repository.createOrganization(body, tx);
@@ -72,7 +61,6 @@ export class TenancyService {
         }),
       () => new ConflictError('ORGANIZATION_SLUG_TAKEN', `An organisation with slug "${body.slug}" already exists`),
     );
-    return this.committed(created);
   }
 
   getOrganization(scope: OrgScope): Promise<OrganizationRecord> {
@@ -116,7 +104,7 @@ export class TenancyService {
         }),
       () => new ConflictError('ISSUER_TAKEN', 'Another organisation already uses this issuer'),
     );
-    return this.committed(data);
+    return data;
   }
 
   async deleteIdentityProvider(principal: Principal, scope: OrgScope): Promise<void> {
@@ -128,7 +116,6 @@ export class TenancyService {
         payload: { actor: describePrincipal(principal) },
       });
     });
-    await this.committed(undefined);
   }
 
   /** Only the workspaces the caller can see, with its role in each. */
@@ -141,7 +128,7 @@ export class TenancyService {
   }
 
   async createWorkspace(principal: Principal | null, scope: OrgScope, body: CreateWorkspaceBody): Promise<WorkspaceRecord> {
-    const workspace = await uniquely(
+    return uniquely(
       () =>
         this.db.transaction(async (tx) => {
           const workspace = await this.repository.createWorkspace(scope, { slug: body.slug, name: body.name, policyDefault: body.policy_default }, tx);
@@ -155,8 +142,6 @@ export class TenancyService {
         }),
       () => new ConflictError('WORKSPACE_SLUG_TAKEN', `A workspace with slug "${body.slug}" already exists`),
     );
-    // a lookup of this slug before it existed is cached as "no such workspace"
-    return this.committed(workspace);
   }
 
   getWorkspace(scope: WorkspaceScope): Promise<WorkspaceRecord> {
@@ -164,7 +149,7 @@ export class TenancyService {
   }
 
   async updateWorkspace(principal: Principal, scope: WorkspaceScope, body: { name: string }): Promise<WorkspaceRecord> {
-    const updated = await this.db.transaction(async (tx) => {
+    return this.db.transaction(async (tx) => {
       const workspace = await this.repository.updateWorkspace(scope, body, tx);
       await this.outbox.record(tx, {
         topic: 'workspace.updated',
@@ -174,7 +159,6 @@ export class TenancyService {
       });
       return workspace;
     });
-    return this.committed(updated);
   }
 
   listUsers(scope: OrgScope): Promise<UserRecord[]> {
@@ -184,7 +168,7 @@ export class TenancyService {
   /** Pre-provisions a user; the first sign-in with the same e-mail links the identity. */
   async createUser(principal: Principal, scope: OrgScope, body: CreateUserBody): Promise<UserRecord> {
     this.assertCanGrant(principal, body.role);
-    const user = await uniquely(
+    return uniquely(
       () =>
         this.db.transaction(async (tx) => {
           const user = await this.repository.createUser(scope, { email: body.email, name: body.name ?? null, role: body.role }, tx);
@@ -197,7 +181,6 @@ export class TenancyService {
         }),
       () => new ConflictError('USER_EMAIL_TAKEN', `A user with e-mail "${body.email}" already exists`),
     );
-    return this.committed(user);
   }
 
   async updateUserRole(principal: Principal, scope: OrgScope, id: string, role: Role): Promise<UserRecord> {
@@ -205,7 +188,7 @@ export class TenancyService {
     const existing = await this.repository.findUser(scope, id);
     if (!existing) throw new NotFoundError('user', id);
     this.assertCanGrant(principal, existing.role);
-    const user = await this.db.transaction(async (tx) => {
+    return this.db.transaction(async (tx) => {
       const user = await this.repository.updateUserRole(scope, id, role, tx);
       await this.outbox.record(tx, {
         topic: 'user.role_changed',
@@ -214,7 +197,6 @@ export class TenancyService {
       });
       return user;
     });
-    return this.committed(user);
   }
 
   listMembers(scope: WorkspaceScope): Promise<MemberRecord[]> {
@@ -225,7 +207,7 @@ export class TenancyService {
     if (!canGrant(scope.role, role)) throw new ForbiddenError(`Role "${scope.role}" may not grant role "${role}"`, 'ROLE_ESCALATION');
     const user = await this.repository.findUser(scope, userId);
     if (!user) throw new NotFoundError('user', userId);
-    const member = await this.db.transaction(async (tx) => {
+    return this.db.transaction(async (tx) => {
       const member = await this.repository.putMember(scope, userId, role, tx);
       await this.outbox.record(tx, {
         topic: 'member.updated',
@@ -235,7 +217,6 @@ export class TenancyService {
       });
       return member;
     });
-    return this.committed(member);
   }
 
   async removeMember(principal: Principal, scope: WorkspaceScope, userId: string): Promise<void> {
@@ -248,7 +229,6 @@ export class TenancyService {
         payload: { user_id: userId, actor: describePrincipal(principal) },
       });
     });
-    await this.committed(undefined);
   }
 
   private assertCanGrant(principal: Principal, role: Role): void {

@@ -4,7 +4,8 @@ import type { PrismaClient } from './generated/prisma/client';
 
 export const DATABASE_HANDLE = Symbol('DATABASE_HANDLE');
 
-type CommitHook = () => void;
+/** may be async: `transaction` resolves once every hook has run */
+type CommitHook = () => void | Promise<void>;
 
 /**
  * The one way to the database for repositories, and the unit of work for
@@ -43,7 +44,7 @@ export class DatabaseService {
       { timeout: 30_000, maxWait: 10_000 },
     );
     const hooks = committing && this.commitHooks.get(committing);
-    if (hooks) for (const hook of hooks) hook();
+    if (hooks) await Promise.all(hooks.map((hook) => hook()));
     return result;
   }
 

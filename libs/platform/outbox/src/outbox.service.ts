@@ -42,6 +42,7 @@ export class OutboxService implements OnApplicationShutdown {
   private stopped = false;
   private pollMs = 1000;
   private journal: AuditJournal | undefined;
+  private readonly watchers: { topics: (topic: string) => boolean; hook: () => Promise<void> }[] = [];
 
   constructor(
     private readonly repository: OutboxRepository,
@@ -57,6 +58,17 @@ export class OutboxService implements OnApplicationShutdown {
     this.consumers.set(consumer.name, consumer);
   }
 
+  /**
+   * Runs `hook` after every commit that recorded a message of these topics,
+   * before that transaction's caller goes on. Every change records its
+   * message (it is the audit trail), so state derived from what changed
+   * (caches) follows every write by construction, not by each writer
+   * remembering to say so.
+   */
+  afterCommitOf(topics: (topic: string) => boolean, hook: () => Promise<void>): void {
+    this.watchers.push({ topics, hook });
+  }
+
   /** What is announced is audited: set once by the audit domain. */
   useAuditJournal(journal: AuditJournal): void {
     if (this.journal) throw new Error('an audit journal is already set');
@@ -67,6 +79,7 @@ export class OutboxService implements OnApplicationShutdown {
     await this.repository.record(tx, records.map(({ audited: _audited, ...record }) => record));
     // only a commit that wrote messages wakes the dispatcher, not every commit (its own deliveries among them)
     this.db.afterCommit(tx, this.nudgeHook);
+    for (const { topics, hook } of this.watchers) if (records.some((r) => topics(r.topic))) this.db.afterCommit(tx, hook);
     const audited = records.filter((r) => r.audited !== false && r.organizationId);
     if (this.journal && audited.length > 0) await this.journal(tx, audited);
   }
