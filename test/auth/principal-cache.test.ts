@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { JwtKeys } from '../../libs/auth/src';
 import { aToken, aUser, aWorkspace, uniqueSlug } from '../support/builders';
-import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { aReplicaOf, startTestControlPlane, TestControlPlane } from '../support/control-plane';
 
 /**
  * Principals and workspace lookups are cached in memory on every replica for
@@ -18,9 +18,7 @@ describe('cached principals on two replicas', () => {
 
   beforeAll(async () => {
     a = await startTestControlPlane('postgres');
-    const database = a.cp.config.database;
-    if (database.kind !== 'postgres') throw new Error('expected postgres');
-    b = await startTestControlPlane('postgres', { DATABASE_URL: database.url });
+    b = await aReplicaOf(a);
     ws = (await aWorkspace(a, a.ownerToken)).slug;
     organizationId = (await a.request('GET', '/v1/me')).body.organization.id;
   });

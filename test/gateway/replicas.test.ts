@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { aCatalogServer, aGateway, aWorkspace } from '../support/builders';
-import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { aReplicaOf, startTestControlPlane, TestControlPlane } from '../support/control-plane';
 
 /** Polls until `check` holds; a generous bound that only catches a hang. */
 async function eventually(check: () => Promise<boolean>, timeoutMs = 10_000): Promise<number> {
@@ -18,9 +18,7 @@ describe('two control-plane replicas on one PostgreSQL and Redis', () => {
   let ws: string;
   beforeAll(async () => {
     a = await startTestControlPlane('postgres');
-    const database = a.cp.config.database;
-    if (database.kind !== 'postgres') throw new Error('expected postgres');
-    b = await startTestControlPlane('postgres', { DATABASE_URL: database.url });
+    b = await aReplicaOf(a);
     ws = (await aWorkspace(a, a.ownerToken)).slug;
   });
   afterAll(async () => {

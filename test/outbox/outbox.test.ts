@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OutboxConsumer, OutboxService } from '../../libs/platform/outbox/src';
 import { aWorkspace } from '../support/builders';
-import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { aReplicaOf, startTestControlPlane, TestControlPlane } from '../support/control-plane';
 import { BACKENDS } from '../support/databases';
 
 async function until(check: () => Promise<boolean>, what: string, ms = 20_000): Promise<void> {
@@ -136,7 +136,7 @@ describe.each(BACKENDS)('transactional outbox on %s', (backend) => {
 
   if (backend === 'postgres') {
     it('two replicas sweeping the same database deliver each message once per consumer', async () => {
-      const second = await startTestControlPlane('postgres', { DATABASE_URL: cp.cp.config.database.kind === 'postgres' ? cp.cp.config.database.url : '' });
+      const second = await aReplicaOf(cp);
       try {
         const twin = second.cp.app.get(OutboxService);
         twin.addConsumer(recordingConsumer('alpha'));

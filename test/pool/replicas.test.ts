@@ -2,7 +2,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { aToken, aWorkspace } from '../support/builders';
-import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { aReplicaOf, startTestControlPlane, TestControlPlane } from '../support/control-plane';
 import { aRemoteServer, SERVERS, textOf } from './mcp-client';
 
 describe('MCP sessions across two control-plane replicas', () => {
@@ -11,9 +11,7 @@ describe('MCP sessions across two control-plane replicas', () => {
 
   beforeAll(async () => {
     a = await startTestControlPlane('postgres');
-    const database = a.cp.config.database;
-    if (database.kind !== 'postgres') throw new Error('expected postgres');
-    b = await startTestControlPlane('postgres', { DATABASE_URL: database.url });
+    b = await aReplicaOf(a);
   });
   afterAll(async () => {
     await b?.close();

@@ -32,6 +32,13 @@ export interface TestResponse {
  * (the path `npm start` takes), or server mode on a fresh PostgreSQL database
  * with BullMQ on the run's Redis.
  */
+/** A second replica of `first`'s installation: its PostgreSQL database, Redis and root key. */
+export async function aReplicaOf(first: TestControlPlane, env: Record<string, string> = {}): Promise<TestControlPlane> {
+  const database = first.cp.config.database;
+  if (database.kind !== 'postgres') throw new Error('replicas share a PostgreSQL database; start the first one on postgres');
+  return startTestControlPlane('postgres', { DATABASE_URL: database.url, ...env });
+}
+
 export async function startTestControlPlane(backend: Backend, env: Record<string, string> = {}): Promise<TestControlPlane> {
   const dataDir = mkdtempSync(join(tmpdir(), 'aileron-cp-'));
   // a second replica joins the first one's database (env.DATABASE_URL) instead of a fresh one

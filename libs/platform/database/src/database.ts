@@ -41,7 +41,7 @@ function pgliteIn(dataDir: string | undefined): PGlite {
  * The query's own lock is held throughout, so no other query's messages can
  * interleave with its own.
  */
-export function yieldBetweenMessages(pglite: PGlite): PGlite {
+function yieldBetweenMessages(pglite: PGlite): PGlite {
   const send = pglite.execProtocolStream.bind(pglite);
   pglite.execProtocolStream = async (...args: Parameters<PGlite['execProtocolStream']>) => {
     await new Promise<void>((resolve) => setImmediate(resolve));

@@ -29,6 +29,7 @@ export function httpFetch(url: string | URL, init: RequestInit = {}, watch?: Bod
     headers[name] = value;
   });
   const body = init.body ?? undefined;
+  // the SDK sends JSON text; anything else (never seen) takes the standard path, unwatched
   if (body !== undefined && typeof body !== 'string') return fetch(url, init);
   if (body !== undefined) headers['content-length'] = String(Buffer.byteLength(body));
   const secure = target.protocol === 'https:';

@@ -14,6 +14,7 @@ import {
 import { InstanceStartError, type InstanceDriver, type InstanceEndpoint, type InstanceExit, type InstanceSpec, type RunningInstance } from '../driver';
 import {
   CONTAINER,
+  INSTANCE_LABEL,
   instanceManifests,
   MANAGED_BY_SELECTOR,
   networkPolicyName,
@@ -289,7 +290,7 @@ export class KubernetesDriver implements InstanceDriver {
     let unknown = 0;
     for (const pod of pods) {
       const owners = pod.metadata?.ownerReferences ?? [];
-      const instanceId = pod.metadata?.labels?.['aileron.dev/instance'];
+      const instanceId = pod.metadata?.labels?.[INSTANCE_LABEL];
       const mine =
         owners.length > 0
           ? me?.uid !== undefined && owners.some((owner) => owner.uid === me.uid)

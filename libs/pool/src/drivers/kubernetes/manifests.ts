@@ -27,6 +27,8 @@ export const MANAGED_BY = { 'app.kubernetes.io/managed-by': 'aileron' } as const
 export const MANAGED_BY_SELECTOR = Object.entries(MANAGED_BY).map(([key, value]) => `${key}=${value}`).join(',');
 /** Which control-plane replica made an object: the one replica that may reap it when no ownerReference says so. */
 export const REPLICA_LABEL = 'aileron.dev/replica';
+/** on every object of an instance; its value names the Pod, Secret and NetworkPolicy (podName…) */
+export const INSTANCE_LABEL = 'aileron.dev/instance';
 /** Per emptyDir: scratch space counts against the node's disk, so a tenant cannot fill it. */
 const SCRATCH_LIMIT = '256Mi';
 
@@ -64,7 +66,7 @@ export function instanceLabels(spec: InstanceSpec, replica?: { name: string }): 
     'aileron.dev/organization': spec.organizationId,
     'aileron.dev/workspace': spec.workspaceId,
     'aileron.dev/server': spec.server,
-    'aileron.dev/instance': spec.id,
+    [INSTANCE_LABEL]: spec.id,
     ...(replica ? { [REPLICA_LABEL]: replicaLabelValue(replica.name) } : {}),
   };
 }
@@ -189,7 +191,7 @@ export function networkPolicyManifest(spec: InstanceSpec, options: ManifestOptio
     kind: 'NetworkPolicy',
     metadata: instanceMetadata(spec, networkPolicyName(spec.id), options),
     spec: {
-      podSelector: { matchLabels: { 'aileron.dev/instance': spec.id } },
+      podSelector: { matchLabels: { [INSTANCE_LABEL]: spec.id } },
       policyTypes: ['Ingress'],
       ingress: [
         {
