@@ -1,17 +1,14 @@
-import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
 import type { AppConfig } from '@aileron/config';
 import { DatabaseHandle, openDatabase } from '@aileron/database';
-import { FastPaths, fastPathServer, HttpMetrics, installBodyParsers } from '@aileron/http';
+import { FastPaths, fastPathServer, HttpMetrics, installBodyParsers, requestIdFor } from '@aileron/http';
 import { AppLogger, createLogger } from '@aileron/logging';
 import { OutboxService } from '@aileron/outbox';
 import { QueueService } from '@aileron/queue';
 import { BootstrapResult, BootstrapService } from '@aileron/tenancy';
 import { AppModule } from './app.module';
-
-const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 export interface ControlPlane {
   app: NestFastifyApplication;
@@ -44,8 +41,7 @@ export async function startControlPlane(config: AppConfig, options: StartOptions
       serverFactory: fastPaths.serverFactory,
       // honour a caller's request id so logs correlate across services
       genReqId: (req: IncomingMessage) => {
-        const given = req.headers['x-request-id'];
-        const id = typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+        const id = requestIdFor(req.headers['x-request-id']);
         (req as IncomingMessage & { id?: string }).id = id;
         return id;
       },

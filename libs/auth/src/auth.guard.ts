@@ -4,13 +4,11 @@ import { AuthGuard as PassportAuthGuard } from '@nestjs/passport';
 import type { FastifyRequest } from 'fastify';
 import { DomainError, ForbiddenError, UnauthenticatedError } from '@aileron/errors';
 import { ROUTE_METADATA, RouteCatalog, RouteDefinition } from '@aileron/http';
-import { API_TOKEN_PREFIX } from './domain/api-token';
 import type { Principal } from './domain/principal';
 import { PERMISSIONS, Permission } from './domain/roles';
 import { AccessService } from './access.service';
 import { JWT_STRATEGY } from './jwt.strategy';
-import { CredentialResolvers } from './credential-resolvers';
-import { PrincipalResolver } from './principal.resolver';
+import { BearerCredentials } from './bearer-credentials';
 import { SystemScopes } from './scope-issuer';
 import type { OrgScope, WorkspaceScope } from './scope';
 
@@ -33,10 +31,9 @@ export class AuthGuard implements CanActivate, OnApplicationBootstrap {
 
   constructor(
     private readonly reflector: Reflector,
-    private readonly principals: PrincipalResolver,
+    private readonly bearer: BearerCredentials,
     private readonly access: AccessService,
     private readonly routes: RouteCatalog,
-    private readonly credentials: CredentialResolvers,
   ) {}
 
   onApplicationBootstrap(): void {
@@ -82,13 +79,10 @@ export class AuthGuard implements CanActivate, OnApplicationBootstrap {
   }
 
   private async authenticate(context: ExecutionContext, request: AuthenticatedRequest): Promise<Principal> {
-    const header = request.headers.authorization;
-    const match = typeof header === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
-    if (!match) throw new UnauthenticatedError('Send "Authorization: Bearer <token>"');
-    const token = match[1]!;
-    if (token.startsWith(API_TOKEN_PREFIX)) return this.principals.fromApiToken(token);
-    const resolver = this.credentials.find(token);
-    if (resolver) return resolver.resolve(token);
+    const token = this.bearer.tokenOf(request.headers.authorization);
+    if (token === undefined) throw new UnauthenticatedError('Send "Authorization: Bearer <token>"');
+    const principal = this.bearer.resolve(token);
+    if (principal) return principal;
     if (token.split('.').length !== 3) throw new UnauthenticatedError('The token is malformed', 'TOKEN_INVALID');
     try {
       await this.jwt.canActivate(context);

@@ -3,6 +3,7 @@ import { APP_GUARD } from '@nestjs/core';
 import { PassportModule } from '@nestjs/passport';
 import { AccessService } from './access.service';
 import { AuthGuard } from './auth.guard';
+import { BearerCredentials } from './bearer-credentials';
 import { AuthRepository } from './auth.repository';
 import { BrowserKeys } from './browser-keys.service';
 import { BrowserSessions } from './browser-sessions.service';
@@ -23,6 +24,7 @@ import { TokensService } from './tokens.service';
   controllers: [MeController, TokensController, OidcController],
   providers: [
     CredentialResolvers,
+    BearerCredentials,
     AuthRepository,
     JwtKeys,
     PrincipalCache,
@@ -35,6 +37,6 @@ import { TokensService } from './tokens.service';
     OidcSignIn,
     { provide: APP_GUARD, useClass: AuthGuard },
   ],
-  exports: [AccessService, PrincipalCache, TokensService, JwtKeys, CredentialResolvers, BrowserKeys, BrowserSessions, OidcSignIn],
+  exports: [AccessService, BearerCredentials, PrincipalCache, TokensService, JwtKeys, CredentialResolvers, BrowserKeys, BrowserSessions, OidcSignIn],
 })
 export class AuthModule {}

@@ -12,6 +12,7 @@ export type { NewToken } from './tokens.service';
 export { slug, uuid, role } from './tokens.schemas';
 export { JwtKeys } from './jwt-keys.service';
 export { CredentialResolvers } from './credential-resolvers';
+export { BearerCredentials } from './bearer-credentials';
 export type { CredentialResolver } from './credential-resolvers';
 export { BrowserKeys } from './browser-keys.service';
 export { BrowserSessions } from './browser-sessions.service';

@@ -1,8 +1,7 @@
-import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Injectable } from '@nestjs/common';
 import { SystemScopes } from '@aileron/auth/scope-issuer';
-import { FastPaths, HttpMetrics, Tally } from '@aileron/http';
+import { FastPaths, HttpMetrics, requestIdFor, Tally } from '@aileron/http';
 import { GATEWAY_TOKEN_PREFIX } from './domain/credentials';
 import { ifNoneMatchHits } from './domain/etag';
 import { BundlesService } from './bundles.service';
@@ -11,14 +10,6 @@ import { GatewayCredentials } from './gateway-credentials.service';
 const CATALOG = '/v1/gateway/catalog';
 const POLICY = '/v1/gateway/policy';
 const BEARER = `Bearer ${GATEWAY_TOKEN_PREFIX}`;
-const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
-/**
- * Request ids here are shaped like the UUIDs the routes give (clients and
- * logs may expect that shape), but a random per-process prefix and a counter
- * make them unique without drawing random bytes on every poll.
- */
-const REQUEST_ID_PREFIX = randomUUID().slice(0, 24);
-const REQUEST_ID_SPACE = 2 ** 48;
 const CACHE_CONTROL = 'private, no-cache';
 
 /**
@@ -32,7 +23,6 @@ const CACHE_CONTROL = 'private, no-cache';
  */
 @Injectable()
 export class GatewayFastPath {
-  private sequence = 0;
   private readonly catalogAnswers: Tally;
   private readonly policyAnswers: Tally;
 
@@ -81,15 +71,10 @@ export class GatewayFastPath {
     const prepared = path === CATALOG ? this.bundles.peekCatalog(principal, scope) : this.bundles.peekPolicyBundle(scope);
     if (!prepared || !ifNoneMatchHits(ifNoneMatch, prepared.etag)) return false;
     // the flat form skips enumerating an object's keys
-    response.writeHead(304, ['x-request-id', given !== undefined && REQUEST_ID.test(given) ? given : this.requestId(), 'etag', prepared.etag, 'cache-control', CACHE_CONTROL]);
+    response.writeHead(304, ['x-request-id', requestIdFor(given), 'etag', prepared.etag, 'cache-control', CACHE_CONTROL]);
     response.end();
     (path === CATALOG ? this.catalogAnswers : this.policyAnswers).add();
     return true;
-  }
-
-  private requestId(): string {
-    this.sequence = (this.sequence + 1) % REQUEST_ID_SPACE;
-    return REQUEST_ID_PREFIX + this.sequence.toString(16).padStart(12, '0');
   }
 }
 

@@ -13,7 +13,9 @@ import { KubernetesDriver } from './drivers/kubernetes/kubernetes-driver';
 import { LocalDriver } from './drivers/local/local-driver';
 import { ExecutionJournal } from './execution-journal';
 import { INSTANCE_DRIVER, PoolInstances } from './instances.service';
+import { McpAdmission } from './mcp-admission';
 import { McpController } from './mcp.controller';
+import { McpFastPath } from './mcp-fast-path';
 import { PoolController } from './pool.controller';
 import { PoolRateLimits } from './rate-limits.service';
 import { PoolSessions } from './sessions.service';
@@ -48,6 +50,8 @@ function driverFor(config: AppConfig): InstanceDriver {
     { provide: INSTANCE_DRIVER, inject: [APP_CONFIG], useFactory: driverFor },
     PoolInstances,
     PoolSessions,
+    McpAdmission,
+    McpFastPath,
     PoolCalls,
     PoolRateLimits,
     ExecutionJournal,

@@ -129,6 +129,11 @@ export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationSh
     return session;
   }
 
+  /** Whether this replica serves the session, whoever asks: the caller is checked by `find`. */
+  serves(id: string): boolean {
+    return this.sessions.has(id);
+  }
+
   find(id: string, scope: WorkspaceScope, principal: Principal, endpoint: McpEndpoint): ProxySession | undefined {
     const entry = this.sessions.get(id);
     // a live session keeps its directory entry from expiring (one write per quarter of its lifetime)

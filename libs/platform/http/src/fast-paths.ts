@@ -2,9 +2,11 @@ import { createServer, IncomingMessage, Server, ServerResponse } from 'node:http
 import { Injectable } from '@nestjs/common';
 
 /**
- * Answers the request itself and returns true, or returns false to let the app
- * handle it. It sees the raw Node request: it must answer only from memory,
- * synchronously, and only when it is sure.
+ * Takes the request and returns true, or returns false to let the app handle
+ * it. It sees the raw Node request and decides at once, from the request line
+ * and headers, without reading the body; once it has said true it owns the
+ * response and must answer (at once from memory, or later) with the app's
+ * contract, its refusals included.
  */
 export type FastPath = (request: IncomingMessage, response: ServerResponse) => boolean;
 

@@ -7,3 +7,4 @@ export { HttpModule } from './http.module';
 export { installBodyParsers } from './body-parsers';
 export { FastPaths, fastPathServer } from './fast-paths';
 export type { FastPath } from './fast-paths';
+export { requestIdFor } from './request-ids';

@@ -1,0 +1,109 @@
+import { Inject, Injectable } from '@nestjs/common';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { request as httpRequest } from 'node:http';
+import { describePrincipal, Principal, WorkspaceScope } from '@aileron/auth';
+import { APP_CONFIG, AppConfig } from '@aileron/config';
+import { DomainError, ForbiddenError, NotFoundError } from '@aileron/errors';
+import { PoolInstances } from './instances.service';
+import { PoolRateLimits } from './rate-limits.service';
+import { McpEndpoint, PoolSessions } from './sessions.service';
+import type { ProxySession } from './proxy/proxy-session';
+
+/** What an MCP request carries that decides where it goes. */
+export interface McpRequestLine {
+  method: string;
+  origin: string | undefined;
+  sessionId: string | undefined;
+  /** passed here by another replica: never passed on again */
+  forwarded: boolean;
+  body: unknown;
+}
+
+/** The session that takes the request, or the replica that serves it. */
+export type Admitted = { session: ProxySession } | { owner: string };
+
+/**
+ * Everything that can refuse an MCP request, for the routes and the fast
+ * path alike: after it the transport owns the response, so a refusal must
+ * come first, as a problem document (a DomainError).
+ */
+@Injectable()
+export class McpAdmission {
+  readonly allowedOrigins: string[];
+
+  constructor(
+    @Inject(APP_CONFIG) config: AppConfig,
+    private readonly sessions: PoolSessions,
+    private readonly instances: PoolInstances,
+    private readonly limits: PoolRateLimits,
+  ) {
+    // browsers send Origin; anything else on it is another site riding on DNS rebinding
+    this.allowedOrigins = [new URL(config.publicUrl).origin, `http://localhost:${config.port}`, `http://127.0.0.1:${config.port}`];
+  }
+
+  /** Throws RateLimitedError (its `retryAfterSeconds` belongs in Retry-After) and other DomainErrors. */
+  async admit(scope: WorkspaceScope, caller: Principal, endpoint: McpEndpoint, request: McpRequestLine): Promise<Admitted> {
+    if (request.origin !== undefined && !this.allowedOrigins.includes(request.origin)) {
+      throw new ForbiddenError(`Origin ${request.origin} may not use this endpoint`, 'ORIGIN_NOT_ALLOWED');
+    }
+    await this.limits.take(scope.workspaceId, describePrincipal(caller), scope.workspaceSlug);
+    if (request.sessionId !== undefined) {
+      const session = this.sessions.find(request.sessionId, scope, caller, endpoint);
+      if (session) return { session };
+      // another replica may serve it (the load balancer sent this request here): hand it over once
+      const owner = request.forwarded ? undefined : await this.sessions.ownerOf(request.sessionId);
+      if (!owner) throw new NotFoundError('MCP session', request.sessionId, 'MCP_SESSION_NOT_FOUND');
+      return { owner };
+    }
+    if (request.method === 'POST' && isInitialize(request.body)) {
+      // refuse at once, with a problem document, what the session could never reach
+      if ('server' in endpoint) await this.instances.assignment(scope, endpoint.server);
+      return { session: this.sessions.create(scope, caller, endpoint, this.allowedOrigins) };
+    }
+    throw new McpSessionRequiredError();
+  }
+}
+
+/** Marks a request one replica passed to another, so it is never passed on again. */
+export const FORWARDED = 'x-aileron-forwarded';
+
+/**
+ * Streams the request to the replica that owns the session and its answer
+ * (JSON or an SSE stream) back. That replica authenticates it again and checks
+ * the session is the caller's; nothing is decided here.
+ */
+export function forward(owner: string, req: IncomingMessage, body: unknown, res: ServerResponse): void {
+  const bytes = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
+  const headers: Record<string, string | string[]> = {};
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
+  }
+  headers[FORWARDED] = '1';
+  if (bytes) headers['content-length'] = String(bytes.length);
+  const upstream = httpRequest(new URL(req.url ?? '/', owner), { method: req.method, headers }, (answer) => {
+    const out: Record<string, string | string[]> = {};
+    for (const [name, value] of Object.entries(answer.headers)) if (value !== undefined && !HOP_BY_HOP.has(name)) out[name] = value;
+    res.writeHead(answer.statusCode ?? 502, out);
+    answer.pipe(res);
+  });
+  upstream.on('error', () => {
+    if (!res.headersSent) res.writeHead(502, { 'content-type': 'application/problem+json' });
+    res.end(JSON.stringify({ type: 'about:blank', title: 'Bad gateway', status: 502, code: 'MCP_REPLICA_UNREACHABLE', detail: 'The replica serving this MCP session cannot be reached; initialize a new session' }));
+  });
+  // the client went away (a GET stream closed): stop the other replica's stream too
+  res.once('close', () => upstream.destroy());
+  upstream.end(bytes);
+}
+
+const HOP_BY_HOP = new Set(['host', 'connection', 'keep-alive', 'transfer-encoding', 'content-length', 'upgrade', 'proxy-connection', 'te', 'trailer']);
+
+class McpSessionRequiredError extends DomainError {
+  constructor() {
+    super('MCP_SESSION_REQUIRED', 400, 'No MCP session', 'Send an initialize request first, then the Mcp-Session-Id header it returned with every request');
+  }
+}
+
+function isInitialize(body: unknown): boolean {
+  const messages = Array.isArray(body) ? body : [body];
+  return messages.some((m) => typeof m === 'object' && m !== null && (m as { method?: unknown }).method === 'initialize');
+}
