@@ -9,25 +9,27 @@ const KEEP = 500;
  * only its latest messages, so memory stays flat however long it lives.
  */
 export class BoundedEventStore implements EventStore {
-  private readonly events: { id: string; streamId: string; message: JSONRPCMessage }[] = [];
+  /** a ring: event n sits at n % KEEP, so storing never moves the others (each call stores two) */
+  private readonly events: ({ id: string; streamId: string; message: JSONRPCMessage } | undefined)[] = new Array(KEEP);
   private next = 0;
 
   async storeEvent(streamId: string, message: JSONRPCMessage): Promise<string> {
     const id = `${streamId}_${++this.next}`;
-    this.events.push({ id, streamId, message });
-    if (this.events.length > KEEP) this.events.splice(0, this.events.length - KEEP);
+    this.events[this.next % KEEP] = { id, streamId, message };
     return id;
   }
 
   async getStreamIdForEventId(eventId: string): Promise<string | undefined> {
-    return this.events.find((e) => e.id === eventId)?.streamId ?? streamOf(eventId);
+    return streamOf(eventId);
   }
 
   async replayEventsAfter(lastEventId: string, { send }: { send: (eventId: string, message: JSONRPCMessage) => Promise<void> }): Promise<string> {
     const streamId = streamOf(lastEventId) ?? '';
     const after = Number(lastEventId.slice(lastEventId.lastIndexOf('_') + 1));
-    for (const event of this.events) {
-      if (event.streamId === streamId && Number(event.id.slice(event.id.lastIndexOf('_') + 1)) > after) await send(event.id, event.message);
+    // oldest first: what is still kept of the events after the one the client saw
+    for (let n = Math.max(after + 1, this.next - KEEP + 1); n <= this.next; n++) {
+      const event = this.events[n % KEEP];
+      if (event?.streamId === streamId) await send(event.id, event.message);
     }
     return streamId;
   }
