@@ -126,6 +126,45 @@ describe.each(BACKENDS)('transactional outbox on %s', (backend) => {
     expect(await open()).toEqual([poison]);
   });
 
+  it('a live feed hears each message once, on its first dispatch, and completion never waits for it', async () => {
+    const heard: string[] = [];
+    outbox.addConsumer({
+      name: `live-${backend}`,
+      topics: ['live.happened', 'only-live.happened'],
+      transient: true,
+      handle: async (m) => void heard.push(m.id),
+      handleMany: async (messages) => void heard.push(...messages.map((m) => m.id)),
+    });
+    let down = true;
+    outbox.addConsumer({
+      name: `durable-${backend}`,
+      topics: ['live.happened'],
+      handle: async () => {
+        if (down) throw new Error('the webhook receiver is down');
+      },
+    });
+    const ids = await recordTogether(5, 'live.happened');
+    await outbox.sweep();
+    await until(async () => ids.every((id) => heard.includes(id)), 'the live feed');
+    const db = cp.cp.database.client;
+    const marks = await db.outboxDelivery.count({ where: { messageId: { in: ids.map(BigInt) }, consumer: `live-${backend}` } });
+    expect(marks).toBe(0);
+    // the durable consumer failed; its messages are dispatched again (a lost lease) and then delivered
+    expect(await db.outboxMessage.count({ where: { id: { in: ids.map(BigInt) }, completedAt: null } })).toBe(ids.length);
+    down = false;
+    await db.outboxMessage.updateMany({ where: { id: { in: ids.map(BigInt) } }, data: { dispatchedAt: new Date(Date.now() - 3600_000) } });
+    await outbox.sweep();
+    await until(async () => (await db.outboxMessage.count({ where: { id: { in: ids.map(BigInt) }, completedAt: null } })) === 0, 'completion');
+    // heard once each: the re-dispatch went to the durable consumer only
+    expect([...heard].filter((id) => ids.includes(id)).sort()).toEqual([...ids].sort());
+
+    // a message only the live feed wants is done as soon as it is handed over
+    const [solo] = await recordTogether(1, 'only-live.happened');
+    await outbox.sweep();
+    await until(async () => heard.includes(solo!), 'the live-only message');
+    await until(async () => (await db.outboxMessage.count({ where: { id: BigInt(solo!), completedAt: null } })) === 0, 'its completion');
+  });
+
   it('a change and its event commit together: workspace.created reaches consumers', async () => {
     const seen: string[] = [];
     outbox.addConsumer({ name: `watch-${backend}`, topics: ['workspace.created'], handle: async (m) => void seen.push(String(m.payload.workspace)) });

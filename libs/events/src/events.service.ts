@@ -31,6 +31,8 @@ export class EventsService {
     outbox.addConsumer({
       name: 'events.stream',
       topics: '*',
+      // a live view: clients that missed something replay it from the outbox (Last-Event-ID)
+      transient: true,
       handle: (message) => this.publish([message]),
       handleMany: (messages) => this.publish(messages),
     });

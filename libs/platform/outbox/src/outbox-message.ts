@@ -36,6 +36,14 @@ export interface OutboxConsumer {
    * do better than one `handle` after another (one lookup for the lot).
    */
   handleMany?(messages: OutboxMessage[], tx: import('@aileron/database').Transaction): Promise<void>;
+  /**
+   * A live feed (the console's event stream): each message is handed over
+   * once, on its first dispatch, and nothing is marked; completion does not
+   * wait for it. A crash can lose a message for it, nothing repeats one (a
+   * re-dispatch for another consumer skips it), and it costs the database a
+   * read instead of a mark per message. Its effect must not write rows.
+   */
+  readonly transient?: boolean;
 }
 
 export function subscribes(consumer: OutboxConsumer, topic: string): boolean {

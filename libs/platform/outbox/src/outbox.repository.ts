@@ -65,7 +65,7 @@ export class OutboxRepository {
   ): Promise<number> {
     return this.db.transaction(async (tx) => {
       // the marks and the messages they mark, in one statement
-      const rows = await tx.$queryRaw<{ id: bigint; topic: string; organization_id: string | null; workspace_id: string | null; payload: unknown; created_at: Date }[]>`
+      const rows = await tx.$queryRaw<MessageRow[]>`
         WITH fresh AS (
           INSERT INTO outbox_deliveries (message_id, consumer)
           SELECT id, ${consumer} FROM unnest(${messageIds.map(BigInt)}::bigint[]) AS id
@@ -76,19 +76,18 @@ export class OutboxRepository {
         -- by the primary key: the planner cannot size the CTE, and as a join it may scan the whole table
         WHERE m.id = ANY(ARRAY(SELECT message_id FROM fresh))
         ORDER BY m.id`;
-      if (rows.length === 0) return 0;
-      await effect(
-        rows.map((row) => ({
-          id: row.id.toString(),
-          topic: row.topic,
-          ...(row.organization_id ? { organizationId: row.organization_id } : {}),
-          ...(row.workspace_id ? { workspaceId: row.workspace_id } : {}),
-          payload: row.payload as Record<string, unknown>,
-          createdAt: row.created_at,
-        })),
-        tx,
-      );
+      if (rows.length > 0) await effect(rows.map(toMessage), tx);
       return rows.length;
+    });
+  }
+
+  /** The messages, in id order, for a transient consumer: read, nothing marked. */
+  async read(messageIds: readonly string[], effect: (messages: OutboxMessage[], tx: Transaction) => Promise<void>): Promise<void> {
+    await this.db.transaction(async (tx) => {
+      const rows = await tx.$queryRaw<MessageRow[]>`
+        SELECT m.id, m.topic, m.organization_id, m.workspace_id, m.payload, m.created_at
+        FROM outbox_messages m WHERE m.id = ANY(${messageIds.map(BigInt)}::bigint[]) ORDER BY m.id`;
+      if (rows.length > 0) await effect(rows.map(toMessage), tx);
     });
   }
 
@@ -100,4 +99,17 @@ export class OutboxRepository {
       WHERE m.id = ANY(${messageIds.map(BigInt)}::bigint[]) AND m.completed_at IS NULL
         AND (SELECT count(*) FROM outbox_deliveries d WHERE d.message_id = m.id AND d.consumer = ANY(${consumers}::text[])) >= ${consumers.length}`;
   }
+}
+
+type MessageRow = { id: bigint; topic: string; organization_id: string | null; workspace_id: string | null; payload: unknown; created_at: Date };
+
+function toMessage(row: MessageRow): OutboxMessage {
+  return {
+    id: row.id.toString(),
+    topic: row.topic,
+    ...(row.organization_id ? { organizationId: row.organization_id } : {}),
+    ...(row.workspace_id ? { workspaceId: row.workspace_id } : {}),
+    payload: row.payload as Record<string, unknown>,
+    createdAt: row.created_at,
+  };
 }

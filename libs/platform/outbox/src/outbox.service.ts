@@ -114,8 +114,11 @@ export class OutboxService implements OnApplicationShutdown {
       const owed = new Map<string, ClaimedMessage[]>();
       const handled: ClaimedMessage[] = [];
       for (const message of claimed) {
-        const targets = this.consumersOf(message.topic).filter((c) => !message.delivered.includes(c.name));
-        if (targets.length === 0) handled.push(message);
+        const pending = this.consumersOf(message.topic).filter((c) => !message.delivered.includes(c.name));
+        const durable = pending.filter((c) => !c.transient);
+        // a live feed hears a message on its first dispatch only: a re-dispatch (a lost lease, a failed webhook) must not repeat it
+        const targets = message.dispatches === 1 ? pending : durable;
+        if (durable.length === 0) handled.push(message);
         for (const consumer of targets) owed.get(consumer.name)?.push(message) ?? owed.set(consumer.name, [message]);
       }
       // every consumer had handled these before a dispatcher died: only their completion is missing
@@ -167,6 +170,13 @@ export class OutboxService implements OnApplicationShutdown {
         const consumer = this.consumers.get(name);
         // a consumer removed by a newer release: nothing to do, and nothing to retry
         if (!consumer) return;
+        if (consumer.transient) {
+          // never retried, never counted for completion: see OutboxConsumer.transient
+          await this.repository.read(messages.map((m) => m.id), effectOf(consumer)).catch((error: unknown) =>
+            this.logger.warn({ err: error, consumer: consumer.name, messages: messages.length }, 'a live feed missed messages'),
+          );
+          return;
+        }
         let failed: unknown;
         try {
           await this.deliver(consumer, messages.map((m) => m.id));
@@ -181,7 +191,7 @@ export class OutboxService implements OnApplicationShutdown {
   }
 
   private async deliver(consumer: OutboxConsumer, ids: string[]): Promise<void> {
-    const effect = (messages: OutboxMessage[], tx: Transaction) => (consumer.handleMany ? consumer.handleMany(messages, tx) : handleEach(consumer, messages, tx));
+    const effect = effectOf(consumer);
     try {
       await this.repository.deliverOnce(ids, consumer.name, effect);
     } catch (error) {
@@ -204,7 +214,9 @@ export class OutboxService implements OnApplicationShutdown {
   private async complete(messages: readonly { id: string; topic: string }[]): Promise<void> {
     const bySet = new Map<string, { consumers: string[]; ids: string[] }>();
     for (const message of messages) {
-      const consumers = this.consumersOf(message.topic).map((c) => c.name);
+      const consumers = this.consumersOf(message.topic)
+        .filter((c) => !c.transient)
+        .map((c) => c.name);
       const key = consumers.join('\n');
       const group = bySet.get(key) ?? bySet.set(key, { consumers, ids: [] }).get(key)!;
       group.ids.push(message.id);
@@ -213,6 +225,9 @@ export class OutboxService implements OnApplicationShutdown {
   }
 }
 
-async function handleEach(consumer: OutboxConsumer, messages: OutboxMessage[], tx: Transaction): Promise<void> {
-  for (const message of messages) await consumer.handle(message, tx);
+function effectOf(consumer: OutboxConsumer): (messages: OutboxMessage[], tx: Transaction) => Promise<void> {
+  return async (messages, tx) => {
+    if (consumer.handleMany) await consumer.handleMany(messages, tx);
+    else for (const message of messages) await consumer.handle(message, tx);
+  };
 }
