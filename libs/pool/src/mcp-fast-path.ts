@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
-import { Injectable, Logger } from '@nestjs/common';
+import { Injectable, Logger, Optional } from '@nestjs/common';
 import { PinoLogger } from 'nestjs-pino';
 import parseJson from 'secure-json-parse';
 import { AccessService, BearerCredentials, Principal } from '@aileron/auth';
@@ -45,7 +45,8 @@ export class McpFastPath {
     private readonly access: AccessService,
     private readonly admission: McpAdmission,
     private readonly metrics: HttpMetrics,
-    private readonly requestLog: PinoLogger,
+    // absent where the app runs without the request logger (the CLI's commands): no request lines then
+    @Optional() private readonly requestLog?: PinoLogger,
   ) {
     fastPaths.add((request, response) => this.take(request, response));
   }
@@ -123,8 +124,8 @@ export class McpFastPath {
     const status = response.statusCode;
     this.metrics.observe('POST', route, status, (performance.now() - started) / 1000);
     const level = status >= 500 ? 'error' : status >= 400 ? 'info' : 'debug';
-    const log = this.requestLog.logger;
-    if (!log.isLevelEnabled(level)) return;
+    const log = this.requestLog?.logger;
+    if (!log?.isLevelEnabled(level)) return;
     log[level]({ req: { id: requestId, method: 'POST', path: request.url }, res: { status }, responseTime: Math.round(performance.now() - started) }, 'request completed');
   }
 }
