@@ -56,6 +56,15 @@ describe('MCP requests on an open session', () => {
     const generated = await post(greet(8), { headers: { 'x-request-id': 'not a valid id!' } });
     expect(generated.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
 
+    // the routes (here: initialize) say it on their answers too
+    const opened = await cp.request('POST', `/mcp/${ws.slug}/${server}`, {
+      token: member.token,
+      headers: { accept: ACCEPT, 'x-request-id': 'trace-route-1' },
+      body: { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } } },
+    });
+    expect(opened.status).toBe(200);
+    expect(opened.headers.get('x-request-id')).toBe('trace-route-1');
+
     const metrics = (await cp.request('GET', '/metrics', { token: null })).text;
     const line = metrics.split('\n').find((l) => l.startsWith('aileron_http_requests_total{') && l.includes('route="/mcp/:ws/:server"') && l.includes('method="POST"') && l.includes('status="200"'));
     expect(Number(line?.split(' ').pop())).toBeGreaterThanOrEqual(2);

@@ -3,7 +3,7 @@ import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
 import type { AppConfig } from '@aileron/config';
 import { DatabaseHandle, openDatabase } from '@aileron/database';
-import { FastPaths, fastPathServer, HttpMetrics, installBodyParsers, requestIdFor } from '@aileron/http';
+import { BODY_LIMIT_BYTES, FastPaths, fastPathServer, HttpMetrics, installBodyParsers, requestIdFor } from '@aileron/http';
 import { AppLogger, createLogger } from '@aileron/logging';
 import { OutboxService } from '@aileron/outbox';
 import { QueueService } from '@aileron/queue';
@@ -45,7 +45,7 @@ export async function startControlPlane(config: AppConfig, options: StartOptions
         (req as IncomingMessage & { id?: string }).id = id;
         return id;
       },
-      bodyLimit: 1024 * 1024,
+      bodyLimit: BODY_LIMIT_BYTES,
       return503OnClosing: true,
     });
     app = await NestFactory.create<NestFastifyApplication>(AppModule.forRoot(config, database), adapter, { bufferLogs: true, abortOnError: false });

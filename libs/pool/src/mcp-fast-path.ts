@@ -5,15 +5,13 @@ import { PinoLogger } from 'nestjs-pino';
 import parseJson from 'secure-json-parse';
 import { AccessService, BearerCredentials, Principal } from '@aileron/auth';
 import { DomainError, PROBLEM_CONTENT_TYPE } from '@aileron/errors';
-import { FastPaths, HttpMetrics, requestIdFor, toProblem } from '@aileron/http';
+import { BODY_LIMIT_BYTES, FastPaths, HttpMetrics, requestIdFor, toProblem } from '@aileron/http';
 import { forward, FORWARDED, McpAdmission } from './mcp-admission';
-import { oneServer, wholeWorkspace } from './mcp.controller';
+import { MCP_PERMISSION, oneServer, wholeWorkspace } from './mcp.controller';
 import { RateLimitedError } from './rate-limits.service';
 import type { McpEndpoint } from './sessions.service';
 import { PoolSessions } from './sessions.service';
 
-/** Fastify's bodyLimit in the control plane: the routes refuse larger bodies too. */
-const MAX_BODY_BYTES = 1024 * 1024;
 const PATH = /^\/mcp\/([^/?#]+)(?:\/([^/?#]+))?$/;
 const ROUTE_ONE = '/mcp/:ws/:server';
 const ROUTE_ALL = '/mcp/:ws';
@@ -92,7 +90,7 @@ export class McpFastPath {
       const body = await readJson(request);
       const checked = await caller;
       if ('error' in checked) throw checked.error;
-      const scope = await this.access.workspace(checked.principal, target.ws, 'mcp.use');
+      const scope = await this.access.workspace(checked.principal, target.ws, MCP_PERMISSION);
       const admitted = await this.admission.admit(scope, checked.principal, target.endpoint, {
         method: 'POST',
         origin: typeof request.headers.origin === 'string' ? request.headers.origin : undefined,
@@ -136,7 +134,7 @@ class BodyError extends DomainError {}
 function readJson(request: IncomingMessage): Promise<unknown> {
   return new Promise((resolve, reject) => {
     const declared = Number(request.headers['content-length'] ?? 0);
-    if (declared > MAX_BODY_BYTES) {
+    if (declared > BODY_LIMIT_BYTES) {
       reject(tooLarge());
       return;
     }
@@ -144,7 +142,7 @@ function readJson(request: IncomingMessage): Promise<unknown> {
     let size = 0;
     const onData = (chunk: Buffer): void => {
       size += chunk.length;
-      if (size > MAX_BODY_BYTES) {
+      if (size > BODY_LIMIT_BYTES) {
         request.off('data', onData);
         reject(tooLarge());
         return;
@@ -170,5 +168,5 @@ function readJson(request: IncomingMessage): Promise<unknown> {
 }
 
 function tooLarge(): BodyError {
-  return new BodyError('PAYLOAD_TOO_LARGE', 413, 'Payload too large', `The request body exceeds ${MAX_BODY_BYTES} bytes`);
+  return new BodyError('PAYLOAD_TOO_LARGE', 413, 'Payload too large', `The request body exceeds ${BODY_LIMIT_BYTES} bytes`);
 }

@@ -7,14 +7,17 @@ import { forward, FORWARDED, McpAdmission } from './mcp-admission';
 import { RateLimitedError } from './rate-limits.service';
 import type { McpEndpoint } from './sessions.service';
 
-export const serverName = z.string().regex(/^[a-z0-9][a-z0-9-]{0,31}$/, 'a server name').describe('a remote server assigned to the workspace');
+const serverName = z.string().regex(/^[a-z0-9][a-z0-9-]{0,31}$/, 'a server name').describe('a remote server assigned to the workspace');
 export const oneServer = z.object({ ws: slug, server: serverName });
 export const wholeWorkspace = z.object({ ws: slug });
+
+/** what the routes declare and the fast path checks: one permission for every MCP request */
+export const MCP_PERMISSION = 'mcp.use';
 
 const INITIALIZE = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'example', version: '1.0.0' } } };
 const SINGLE = {
   tag: 'mcp',
-  permission: 'mcp.use',
+  permission: MCP_PERMISSION,
   tenancy: 'workspace' as const,
   params: oneServer,
   example: { params: { ws: 'default', server: '{server}' }, body: INITIALIZE as unknown },
@@ -84,6 +87,8 @@ export class McpController {
       throw error;
     }
     reply.hijack();
+    // the onRequest hook put it on the reply, which a hijacked answer never sends
+    reply.raw.setHeader('x-request-id', req.id);
     if ('owner' in admitted) forward(admitted.owner, req.raw, req.body, reply.raw);
     else await admitted.session.handle(req.raw, reply.raw, req.body);
   }

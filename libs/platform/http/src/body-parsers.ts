@@ -7,3 +7,6 @@ import type { FastifyInstance } from 'fastify';
 export function installBodyParsers(fastify: FastifyInstance): void {
   fastify.addContentTypeParser(['application/yaml', 'application/x-yaml', 'text/yaml'], { parseAs: 'string' }, (_request, body, done) => done(null, body));
 }
+
+/** The largest request body the control plane reads: Fastify's bodyLimit, and the fast paths that read bodies themselves. */
+export const BODY_LIMIT_BYTES = 1024 * 1024;
