@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ensureBridgeBuilt } from './compiled-bridge';
@@ -133,7 +133,14 @@ function servers(bridge: Bridge): number[] {
   return tasks.split(' ').filter(Boolean).map(Number);
 }
 
-const running = (pid: number) => existsSync(`/proc/${pid}`) && !/^\S+ \(.*\) [ZX]/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+/** Alive and not a zombie; a process that goes while we look is gone (its /proc entry vanishes between two reads). */
+function running(pid: number): boolean {
+  try {
+    return !/^\S+ \(.*\) [ZX]/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return false;
+  }
+}
 
 async function until(condition: () => boolean, timeoutMs: number): Promise<void> {
   for (const deadline = Date.now() + timeoutMs; !condition(); ) {
