@@ -507,6 +507,8 @@ async function run(): Promise<Figure[]> {
     note(`  audit: all ${expected} proxied calls of the sequential client's session recorded as execution.succeeded; median per-round throughput ratio ${median(roundRatios).toFixed(3)}; ${(settling / 1000).toFixed(1)} s spent waiting for the outbox to drain between phases`);
 
     const p = (key: TargetKey, q: number): number => percentile(samples[key], q);
+    // the floor any forwarding proxy stands on here: the first two goals read against it
+    note(`  a bare node:http hop alone, against direct in this run: p50 ${(p('hop', 50) / p('direct', 50)).toFixed(3)}, p99 ${(p('hop', 99) / p('direct', 99)).toFixed(3)}`);
     const directRate = (totals.direct.calls / totals.direct.ms) * 1000;
     const proxiedRate = (totals.proxied.calls / totals.proxied.ms) * 1000;
     const sequential = `${ROUNDS} rounds of ${SEQUENTIAL_CALLS} sequential calls per target, blocks of ${BLOCK} rotating between targets`;
