@@ -14,26 +14,27 @@ export interface BodyWatch {
   broke(error: Error): void;
 }
 
+/** An answer's head, its body still unread: `release` once the body is done with. */
+export interface Exchange {
+  response: IncomingMessage;
+  release(): void;
+}
+
 /**
- * The `fetch` the SDK's client transport is given for calls to an instance,
- * on node:http with a keep-alive agent: on the proxy's hot path undici's
- * fetch (Request and Headers objects, its dispatcher, a web stream per body
- * copied into another) cost more than the hop itself. The answer is a
- * standard Response, and `watch` hears how the body ended without wrapping
- * it in a second stream.
+ * One request to an instance on node:http with a keep-alive agent, resolved
+ * with the answer's head. `init` is what the SDK gives its fetch: JSON text
+ * as the body, its headers, its abort signal.
  */
-export function httpFetch(url: string | URL, init: RequestInit = {}, watch?: BodyWatch): Promise<Response> {
+export function httpExchange(url: string | URL, init: RequestInit & { body?: string }): Promise<Exchange> {
   const target = typeof url === 'string' ? new URL(url) : url;
   const headers: Record<string, string> = {};
   new Headers(init.headers).forEach((value, name) => {
     headers[name] = value;
   });
-  const body = init.body ?? undefined;
-  // the SDK sends JSON text; anything else (never seen) takes the standard path, unwatched
-  if (body !== undefined && typeof body !== 'string') return fetch(url, init);
+  const body = init.body;
   if (body !== undefined) headers['content-length'] = String(Buffer.byteLength(body));
   const secure = target.protocol === 'https:';
-  return new Promise<Response>((resolve, reject) => {
+  return new Promise<Exchange>((resolve, reject) => {
     const signal = init.signal ?? undefined;
     if (signal?.aborted) {
       reject(signal.reason ?? new Error('aborted'));
@@ -51,25 +52,41 @@ export function httpFetch(url: string | URL, init: RequestInit = {}, watch?: Bod
       reject(error);
     });
     request.once('response', (response: IncomingMessage) => {
-      // errors reach the reader through the body's iterator; heard here too so that an unread body cannot crash us
+      // errors reach the reader (a body stream, or whoever reads it); heard here too so that an unread body cannot crash us
       response.on('error', () => undefined);
-      const responseHeaders = new Headers();
-      for (let i = 0; i < response.rawHeaders.length; i += 2) responseHeaders.append(response.rawHeaders[i]!, response.rawHeaders[i + 1]!);
-      // statuses that cannot have a body: no stream at all, as fetch gives
-      const empty = NULL_BODY.has(response.statusCode ?? 0) || init.method === 'HEAD';
-      if (empty) {
-        response.resume();
-        response.once('end', release);
-      }
-      resolve(
-        new Response(empty ? null : bodyOf(response, release, watch), {
-          status: response.statusCode ?? 502,
-          statusText: response.statusMessage ?? '',
-          headers: responseHeaders,
-        }),
-      );
+      resolve({ response, release });
     });
     request.end(body);
+  });
+}
+
+/**
+ * The `fetch` the SDK's client transport is given for calls to an instance:
+ * on the proxy's hot path undici's fetch (Request and Headers objects, its
+ * dispatcher, a web stream per body copied into another) cost more than the
+ * hop itself. The answer is a standard Response, and `watch` hears how the
+ * body ended without wrapping it in a second stream.
+ */
+export async function httpFetch(url: string | URL, init: RequestInit = {}, watch?: BodyWatch): Promise<Response> {
+  // the SDK sends JSON text; anything else (never seen) takes the standard path, unwatched
+  if (init.body !== undefined && init.body !== null && typeof init.body !== 'string') return fetch(url, init);
+  return asResponse(await httpExchange(url, { ...init, body: init.body ?? undefined }), init.method, watch);
+}
+
+/** The exchange as fetch answers it. */
+export function asResponse({ response, release }: Exchange, method: string | undefined, watch?: BodyWatch): Response {
+  const responseHeaders = new Headers();
+  for (let i = 0; i < response.rawHeaders.length; i += 2) responseHeaders.append(response.rawHeaders[i]!, response.rawHeaders[i + 1]!);
+  // statuses that cannot have a body: no stream at all, as fetch gives
+  const empty = NULL_BODY.has(response.statusCode ?? 0) || method === 'HEAD';
+  if (empty) {
+    response.resume();
+    response.once('end', release);
+  }
+  return new Response(empty ? null : bodyOf(response, release, watch), {
+    status: response.statusCode ?? 502,
+    statusText: response.statusMessage ?? '',
+    headers: responseHeaders,
   });
 }
 

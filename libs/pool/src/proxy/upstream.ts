@@ -1,7 +1,8 @@
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import type { JSONRPCMessage, JSONRPCNotification, JSONRPCRequest, RequestId } from '@modelcontextprotocol/sdk/types.js';
+import { JSONRPCMessageSchema, type JSONRPCMessage, type JSONRPCNotification, type JSONRPCRequest, type RequestId } from '@modelcontextprotocol/sdk/types.js';
+import { createParser } from 'eventsource-parser';
 import type { Instance } from '../instances.service';
-import { httpFetch } from './http-fetch';
+import { asResponse, BodyWatch, Exchange, httpExchange, httpFetch } from './http-fetch';
 import { RpcError, UPSTREAM_GONE } from './jsonrpc';
 
 export type Answer = { result: Record<string, unknown> } | { error: RpcError };
@@ -125,20 +126,61 @@ export class Upstream {
   }
 
   /**
-   * The SDK's transport does not say when a POST's response stream ends
-   * without the answer (the instance died mid-call): watch each one, so the
-   * caller gets an error at once instead of waiting forever.
+   * A POST that carries requests: its answer is read here when it is an
+   * event stream, and the SDK's transport is told "accepted". Two reasons:
+   * the SDK does not say when such a stream ends without the answer (the
+   * instance died mid-call), and its reading (a web stream per body, piped
+   * through a decoder and a parser stream) cost more per call than the rest
+   * of the hop. Resumption of these streams is off anyway (maxRetries 0):
+   * a broken stream means the instance is suspect and the caller hears so.
+   * JSON answers and everything else (the GET stream, DELETE) stay the SDK's.
    */
-  private fetchTracked(url: string | URL, init?: RequestInit): Promise<Response> {
-    const ids = init?.method === 'POST' && typeof init.body === 'string' ? requestIds(init.body) : [];
+  private async fetchTracked(url: string | URL, init?: RequestInit): Promise<Response> {
+    const body = init?.body;
+    const ids = init?.method === 'POST' && typeof body === 'string' ? requestIds(body) : [];
     if (ids.length === 0) return httpFetch(url, init);
+    const exchange = await httpExchange(url, { ...init, body: body as string });
+    const { response } = exchange;
+    if (response.statusCode !== 200 || !EVENT_STREAM.test(response.headers['content-type'] ?? '')) return asResponse(exchange, init?.method, this.watch(ids));
+    this.readEvents(exchange, ids);
+    const session = response.headers['mcp-session-id'];
+    return new Response(null, { status: 202, headers: typeof session === 'string' ? { 'mcp-session-id': session } : {} });
+  }
+
+  private readEvents({ response, release }: Exchange, ids: RequestId[]): void {
+    const watch = this.watch(ids);
+    const parser = createParser({
+      onEvent: (event) => {
+        // the SDK's reading: unnamed or `message` events carry messages; priming events carry none
+        if ((event.event !== undefined && event.event !== 'message') || !event.data) return;
+        const message = parseMessage(event.data);
+        if (message) this.receive(message);
+      },
+    });
+    let ended = false;
+    response.setEncoding('utf8');
+    response.on('data', (chunk: string) => parser.feed(chunk));
+    response.once('end', () => {
+      ended = true;
+      release();
+      watch.end();
+    });
+    response.once('close', () => {
+      if (ended) return;
+      release();
+      watch.broke(new Error(response.errored?.message ?? 'the response stream was cut off'));
+    });
+  }
+
+  /** How a POST's answer ended tells which of its requests will never be answered. */
+  private watch(ids: RequestId[]): BodyWatch {
     const settleOrphans = (why: string): void => {
       // responses are delivered before the stream's end is seen; anything left was never answered
       setImmediate(() => {
         for (const id of ids) this.settle(id, { error: { code: UPSTREAM_GONE, message: why } });
       });
     };
-    return httpFetch(url, init, {
+    return {
       end: () => settleOrphans('the server ended the response without answering'),
       broke: (error) => {
         const why = `the connection to the server broke: ${describe(error)}`;
@@ -147,7 +189,19 @@ export class Upstream {
         this.instance.suspected = true;
         setImmediate(() => this.gone(why));
       },
-    });
+    };
+  }
+}
+
+const EVENT_STREAM = /^text\/event-stream\s*(;|$)/i;
+
+/** A message as the SDK's transport accepts one: JSON, and valid JSON-RPC; anything else is dropped, as it does. */
+function parseMessage(data: string): JSONRPCMessage | undefined {
+  try {
+    const parsed = JSONRPCMessageSchema.safeParse(JSON.parse(data));
+    return parsed.success ? parsed.data : undefined;
+  } catch {
+    return undefined;
   }
 }
 
