@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { OutboxConsumer, OutboxService } from '../../libs/platform/outbox/src';
+import type { Transaction } from '../../libs/platform/database/src';
+import { OutboxConsumer, OutboxRepository, OutboxService } from '../../libs/platform/outbox/src';
 import { aWorkspace } from '../support/builders';
 import { aReplicaOf, startTestControlPlane, TestControlPlane } from '../support/control-plane';
 import { BACKENDS } from '../support/databases';
@@ -163,6 +164,31 @@ describe.each(BACKENDS)('transactional outbox on %s', (backend) => {
     await outbox.sweep();
     await until(async () => heard.includes(solo!), 'the live-only message');
     await until(async () => (await db.outboxMessage.count({ where: { id: BigInt(solo!), completedAt: null } })) === 0, 'its completion');
+  });
+
+  it('a topic with one durable consumer is completed by its delivery: no marks, once each even when delivered twice at once', async () => {
+    // besides the live feed, webhooks are the only consumer of this topic, as of every event the product records
+    const ids = await recordTogether(25, 'solo.happened');
+    await outbox.sweep();
+    const db = cp.cp.database.client;
+    await until(async () => (await db.outboxMessage.count({ where: { id: { in: ids.map(BigInt) }, completedAt: null } })) === 0, 'completion');
+    expect(await db.outboxDelivery.count({ where: { messageId: { in: ids.map(BigInt) } } })).toBe(0);
+
+    // two dispatchers handing over the same messages at the same moment (a lease lost while the first still ran)
+    const repository = cp.cp.app.get(OutboxRepository);
+    // leased as they are written, so this process's own dispatcher leaves them to the two below
+    const rows = await db.$queryRaw<{ id: bigint }[]>`
+      INSERT INTO outbox_messages (topic, payload, dispatched_at, dispatch_count)
+      SELECT 'solo.happened', jsonb_build_object('i', i), now(), 1 FROM generate_series(1, 10) AS i RETURNING id`;
+    const again = rows.map((r) => r.id.toString());
+    const effect = (name: string) => async (messages: { id: string }[], tx: Transaction) => {
+      for (const m of messages) await tx.$executeRaw`INSERT INTO test_effects (message_id, consumer) VALUES (${m.id}, ${name})`;
+    };
+    const handled = await Promise.all([repository.deliverAndComplete(again, effect('solo')), repository.deliverAndComplete(again, effect('solo'))]);
+    expect(handled.reduce((a, b) => a + b, 0)).toBe(again.length);
+    const solo = (await effects()).filter((e) => e.consumer === 'solo').map((e) => e.message_id);
+    expect(solo.sort()).toEqual([...again].sort());
+    expect(await db.outboxMessage.count({ where: { id: { in: again.map(BigInt) }, completedAt: null } })).toBe(0);
   });
 
   it('a change and its event commit together: workspace.created reaches consumers', async () => {

@@ -81,6 +81,25 @@ export class OutboxRepository {
     });
   }
 
+  /**
+   * For messages whose topic has this one durable consumer: handling them is
+   * completing them. The completion mark is the "handled" mark, set in the
+   * effect's transaction, so no delivery rows and no later completion check
+   * (which a busy pool pays per message). A message completed already (a
+   * re-dispatch after a lost lease) is skipped.
+   */
+  async deliverAndComplete(messageIds: readonly string[], effect: (messages: OutboxMessage[], tx: Transaction) => Promise<void>): Promise<number> {
+    return this.db.transaction(async (tx) => {
+      const rows = await tx.$queryRaw<MessageRow[]>`
+        UPDATE outbox_messages m SET completed_at = now()
+        WHERE m.id = ANY(${messageIds.map(BigInt)}::bigint[]) AND m.completed_at IS NULL
+        RETURNING m.id, m.topic, m.organization_id, m.workspace_id, m.payload, m.created_at`;
+      rows.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+      if (rows.length > 0) await effect(rows.map(toMessage), tx);
+      return rows.length;
+    });
+  }
+
   /** The messages, in id order, for a transient consumer: read, nothing marked. */
   async read(messageIds: readonly string[], effect: (messages: OutboxMessage[], tx: Transaction) => Promise<void>): Promise<void> {
     await this.db.transaction(async (tx) => {

@@ -23,7 +23,8 @@ const deliverPayload = z.object({
  * each subscribed consumer its share as one `outbox.deliver` job. A crash
  * anywhere loses nothing (the row stays until every consumer has handled it)
  * and duplicates nothing per consumer (outbox_deliveries is written in the
- * consumer's own transaction).
+ * consumer's own transaction; where a topic has one durable consumer, as the
+ * product's events have, its transaction sets the completion instead).
  *
  * Messages travel in batches because a busy workspace produces them in
  * bursts (two execution events per proxied call): one claim, then one
@@ -141,6 +142,11 @@ export class OutboxService implements OnApplicationShutdown {
     return [...this.consumers.values()].filter((c) => subscribes(c, topic));
   }
 
+  private soleDurableConsumerOf(topic: string): OutboxConsumer | undefined {
+    const durable = this.consumersOf(topic).filter((c) => !c.transient);
+    return durable.length === 1 ? durable[0] : undefined;
+  }
+
   private schedule(delayMs: number): void {
     if (this.stopped) return;
     if (this.timer) clearTimeout(this.timer);
@@ -177,23 +183,26 @@ export class OutboxService implements OnApplicationShutdown {
           );
           return;
         }
+        // the usual case: every message of the batch has this consumer as its only durable one
+        const sole = messages.every((m) => this.soleDurableConsumerOf(m.topic) === consumer);
         let failed: unknown;
         try {
-          await this.deliver(consumer, messages.map((m) => m.id));
+          await this.deliver(consumer, messages.map((m) => m.id), sole);
         } catch (error) {
           failed = error;
         }
         // what the batch did deliver is done whether or not one of its messages failed
-        await this.complete(messages);
+        if (!sole) await this.complete(messages);
         if (failed !== undefined) throw failed;
       },
     };
   }
 
-  private async deliver(consumer: OutboxConsumer, ids: string[]): Promise<void> {
+  private async deliver(consumer: OutboxConsumer, ids: string[], sole: boolean): Promise<void> {
     const effect = effectOf(consumer);
+    const once = (batch: string[]) => (sole ? this.repository.deliverAndComplete(batch, effect) : this.repository.deliverOnce(batch, consumer.name, effect));
     try {
-      await this.repository.deliverOnce(ids, consumer.name, effect);
+      await once(ids);
     } catch (error) {
       if (ids.length === 1) throw error;
       // One message the consumer cannot handle must not hold back the rest of
@@ -201,7 +210,7 @@ export class OutboxService implements OnApplicationShutdown {
       let failed: unknown;
       for (const id of ids) {
         try {
-          await this.repository.deliverOnce([id], consumer.name, effect);
+          await once([id]);
         } catch (single) {
           failed ??= single;
         }
