@@ -376,6 +376,25 @@ async function settle(controlPlane: ControlPlane): Promise<number> {
   }
 }
 
+/**
+ * CPU time of this process's main thread (the control plane's, and the bare
+ * hop's, which is idle while the proxy is measured), from Linux's per-thread
+ * accounting; undefined elsewhere.
+ */
+function controlPlaneCpuMs(): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8');
+    // after the command name, which may hold spaces: utime and stime are the 12th and 13th fields
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Linux's USER_HZ: the unit of /proc's CPU times on every architecture Node runs on. */
+const CLOCK_TICKS = 100;
+
 /** Every measured call through the proxy must be in the audit log: started and succeeded. */
 async function auditedCalls(controlPlane: ControlPlane, session: string): Promise<number> {
   const owner = readFileSync(join(controlPlane.config.dataDir, 'admin-token'), 'utf8').trim();
@@ -471,6 +490,7 @@ async function run(): Promise<Figure[]> {
     const totals = { direct: { calls: 0, ms: 0 }, proxied: { calls: 0, ms: 0 } };
     const roundRatios: number[] = [];
     let settling = 0;
+    const cpuPerCall: number[] = [];
     for (let r = 0; r < ROUNDS; r++) {
       settling += await settle(controlPlane);
       const round = await load.send<{ samples: Record<TargetKey, number[]> }>({ type: 'latency', keys: r % 2 === 0 ? keys : [...keys].reverse(), calls: SEQUENTIAL_CALLS, block: BLOCK });
@@ -479,7 +499,9 @@ async function run(): Promise<Figure[]> {
       for (const key of r % 2 === 0 ? (['direct', 'proxied'] as const) : (['proxied', 'direct'] as const)) {
         settling += await settle(controlPlane);
         const stopProfile = key === 'proxied' ? await profileControlPlane(r) : undefined;
+        const cpuBefore = controlPlaneCpuMs();
         const measured = await load.send<{ calls: number; ms: number }>({ type: 'throughput', key, seconds: SATURATION_SECONDS });
+        if (key === 'proxied' && cpuBefore !== undefined) cpuPerCall.push(((controlPlaneCpuMs()! - cpuBefore) * 1000) / measured.calls);
         await stopProfile?.();
         totals[key].calls += measured.calls;
         totals[key].ms += measured.ms;
@@ -506,6 +528,8 @@ async function run(): Promise<Figure[]> {
     if (audited !== expected) throw new Error(`the audit log holds ${audited} execution.succeeded records for the measured session, expected ${expected}`);
     note(`  audit: all ${expected} proxied calls of the sequential client's session recorded as execution.succeeded; median per-round throughput ratio ${median(roundRatios).toFixed(3)}; ${(settling / 1000).toFixed(1)} s spent waiting for the outbox to drain between phases`);
 
+    // the CPU each call costs the control plane's thread: steadier than rates when the machine's other tenants come and go
+    if (cpuPerCall.length > 0) note(`  the control plane's thread under load: ${cpuPerCall.map((us) => us.toFixed(0)).join(' / ')} µs of CPU per proxied call (rounds 1–${ROUNDS})`);
     const p = (key: TargetKey, q: number): number => percentile(samples[key], q);
     // the floor any forwarding proxy stands on here: the first two goals read against it
     note(`  a bare node:http hop alone, against direct in this run: p50 ${(p('hop', 50) / p('direct', 50)).toFixed(3)}, p99 ${(p('hop', 99) / p('direct', 99)).toFixed(3)}`);
