@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Transaction } from '../../libs/platform/database/src';
+import { DatabaseService, type Transaction } from '../../libs/platform/database/src';
 import { OutboxConsumer, OutboxRepository, OutboxService } from '../../libs/platform/outbox/src';
 import { aWorkspace } from '../support/builders';
 import { aReplicaOf, startTestControlPlane, TestControlPlane } from '../support/control-plane';
@@ -189,6 +189,22 @@ describe.each(BACKENDS)('transactional outbox on %s', (backend) => {
     const solo = (await effects()).filter((e) => e.consumer === 'solo').map((e) => e.message_id);
     expect(solo.sort()).toEqual([...again].sort());
     expect(await db.outboxMessage.count({ where: { id: { in: again.map(BigInt) }, completedAt: null } })).toBe(0);
+  });
+
+  it('what a change records is leased to its writer and handed over at commit, without a claim', async () => {
+    const heard: string[] = [];
+    outbox.addConsumer({ name: `handover-${backend}`, topics: ['handover.happened'], handle: async (m) => void heard.push(String(m.payload.n)) });
+    const db = cp.cp.app.get(DatabaseService);
+    const rows = async () =>
+      db.client.$queryRaw<{ dispatch_count: number; leased: boolean; done: boolean }[]>`
+        SELECT dispatch_count, dispatched_at IS NOT NULL AS leased, completed_at IS NOT NULL AS done FROM outbox_messages WHERE topic = 'handover.happened'`;
+    await db.transaction((tx) => outbox.record(tx, { topic: 'handover.happened', payload: { n: 1 }, audited: false }, { topic: 'handover.happened', payload: { n: 2 }, audited: false }));
+    // leased in the same statement that wrote them: no sweep can take them while their writer hands them over
+    expect((await rows()).every((r) => r.leased && Number(r.dispatch_count) === 1)).toBe(true);
+    await until(async () => heard.length === 2 && (await rows()).every((r) => r.done), 'the hand-over');
+    expect(heard.sort()).toEqual(['1', '2']);
+    // dispatched once each: never claimed again
+    expect((await rows()).map((r) => Number(r.dispatch_count))).toEqual([1, 1]);
   });
 
   it('a change and its event commit together: workspace.created reaches consumers', async () => {

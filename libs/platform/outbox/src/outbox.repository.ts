@@ -14,18 +14,26 @@ export interface ClaimedMessage {
 export class OutboxRepository {
   constructor(private readonly db: DatabaseService) {}
 
-  async record(tx: Transaction, records: OutboxRecord[]): Promise<void> {
-    if (records.length === 0) return;
+  /**
+   * Writes the messages, leased to the writer (their first dispatch) when it
+   * hands them over itself once the transaction commits: no claim to pay per
+   * message. A writer that dies first leaves them to whoever sweeps after the
+   * lease runs out.
+   */
+  async record(tx: Transaction, records: OutboxRecord[], { leased }: { leased: boolean }): Promise<ClaimedMessage[]> {
+    if (records.length === 0) return [];
     // One statement, the rows as one array per column: createMany compiles a
     // plan per call that grows with the rows, and a busy pool writes hundreds at once.
-    await tx.$executeRaw`
-      INSERT INTO outbox_messages (topic, organization_id, workspace_id, payload)
-      SELECT * FROM unnest(
+    const rows = await tx.$queryRaw<{ id: bigint; topic: string }[]>`
+      INSERT INTO outbox_messages (topic, organization_id, workspace_id, payload, dispatched_at, dispatch_count)
+      SELECT t.topic, t.organization_id, t.workspace_id, t.payload, CASE WHEN ${leased}::boolean THEN now() END, ${leased ? 1 : 0}::int FROM unnest(
         ${records.map((r) => r.topic)}::text[],
         ${records.map((r) => r.organizationId ?? null)}::uuid[],
         ${records.map((r) => r.workspaceId ?? null)}::uuid[],
         ${records.map((r) => JSON.stringify(r.payload))}::jsonb[]
-      )`;
+      ) AS t(topic, organization_id, workspace_id, payload)
+      RETURNING id, topic`;
+    return rows.map((r) => ({ id: r.id.toString(), topic: r.topic, dispatches: 1, delivered: [] }));
   }
 
   /**

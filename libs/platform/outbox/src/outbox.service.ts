@@ -19,17 +19,17 @@ const deliverPayload = z.object({
 
 /**
  * The transactional outbox. `record(tx, …)` writes messages with the change
- * that causes them; after commit the dispatcher claims what is due and hands
- * each subscribed consumer its share as one `outbox.deliver` job. A crash
+ * that causes them, leased to this process, and after commit hands each
+ * subscribed consumer its share as one `outbox.deliver` job; the sweep claims
+ * what was left (a lease that ran out: its process died). A crash
  * anywhere loses nothing (the row stays until every consumer has handled it)
  * and duplicates nothing per consumer (outbox_deliveries is written in the
  * consumer's own transaction; where a topic has one durable consumer, as the
  * product's events have, its transaction sets the completion instead).
  *
  * Messages travel in batches because a busy workspace produces them in
- * bursts (two execution events per proxied call): one claim, then one
- * transaction and one completion check per consumer for the whole batch,
- * instead of that per message. On PGlite every statement runs on the
+ * bursts (two execution events per proxied call): one transaction per
+ * consumer for the whole batch, instead of that per message. On PGlite every statement runs on the
  * control plane's own thread, so this is what keeps the event pipeline from
  * eating the request path's time.
  */
@@ -39,7 +39,6 @@ export class OutboxService implements OnApplicationShutdown {
   private readonly consumers = new Map<string, OutboxConsumer>();
   private timer: NodeJS.Timeout | undefined;
   private sweeping: Promise<void> | undefined;
-  private again = false;
   private stopped = false;
   private pollMs = 1000;
   private journal: AuditJournal | undefined;
@@ -77,9 +76,15 @@ export class OutboxService implements OnApplicationShutdown {
   }
 
   async record(tx: Transaction, ...records: OutboxRecord[]): Promise<void> {
-    await this.repository.record(tx, records.map(({ audited: _audited, ...record }) => record));
-    // only a commit that wrote messages wakes the dispatcher, not every commit (its own deliveries among them)
-    this.db.afterCommit(tx, this.nudgeHook);
+    // a process that does not dispatch (a CLI command, one shutting down) leaves its messages to the next sweep
+    const handOver = !this.stopped && this.timer !== undefined;
+    const leased = await this.repository.record(tx, records.map(({ audited: _audited, ...record }) => record), { leased: handOver });
+    // handed over as soon as they commit; if that fails, the sweep takes them once their lease runs out
+    if (handOver) {
+      this.db.afterCommit(tx, () => {
+        void this.dispatch(leased).catch((error: unknown) => this.logger.warn({ err: error, messages: leased.length }, 'outbox hand-over failed; the sweep will dispatch these after their lease'));
+      });
+    }
     for (const { topics, hook } of this.watchers) if (records.some((r) => topics(r.topic))) this.db.afterCommit(tx, hook);
     const audited = records.filter((r) => r.audited !== false && r.organizationId);
     if (this.journal && audited.length > 0) await this.journal(tx, audited);
@@ -98,23 +103,27 @@ export class OutboxService implements OnApplicationShutdown {
     await this.sweeping;
   }
 
-  private readonly nudgeHook = (): void => this.nudge();
-
-  /** Wake the dispatcher now (after a commit) instead of at the next poll. */
-  nudge(): void {
-    if (this.stopped || this.timer === undefined) return;
-    if (this.sweeping) this.again = true;
-    else this.schedule(0);
-  }
-
-  /** One pass: dispatch everything due. Exposed for tests and the CLI. */
+  /**
+   * One pass: dispatch everything whose lease ran out (its writer or
+   * dispatcher died) and what was written without one. Exposed for tests and the CLI.
+   */
   async sweep(): Promise<number> {
     let total = 0;
     for (;;) {
       const claimed = await this.repository.claimDue(LEASE_MS, BATCH);
+      await this.dispatch(claimed);
+      total += claimed.length;
+      if (claimed.length < BATCH) return total;
+    }
+  }
+
+  /** Hands leased messages to their consumers: one job per consumer, in batches of at most BATCH. */
+  private async dispatch(leased: ClaimedMessage[]): Promise<void> {
+    for (let at = 0; at < leased.length; at += BATCH) {
+      const batch = leased.slice(at, at + BATCH);
       const owed = new Map<string, ClaimedMessage[]>();
       const handled: ClaimedMessage[] = [];
-      for (const message of claimed) {
+      for (const message of batch) {
         const pending = this.consumersOf(message.topic).filter((c) => !message.delivered.includes(c.name));
         const durable = pending.filter((c) => !c.transient);
         // a live feed hears a message on its first dispatch only: a re-dispatch (a lost lease, a failed webhook) must not repeat it
@@ -122,19 +131,17 @@ export class OutboxService implements OnApplicationShutdown {
         if (durable.length === 0) handled.push(message);
         for (const consumer of targets) owed.get(consumer.name)?.push(message) ?? owed.set(consumer.name, [message]);
       }
-      // every consumer had handled these before a dispatcher died: only their completion is missing
+      // nothing durable waits for these (or every consumer had handled them before a dispatcher died)
       await this.complete(handled);
       for (const [consumer, messages] of owed) {
         const first = messages[0]!;
         await this.queue.enqueue(
           OUTBOX_DELIVER_JOB,
           { consumer, messages: messages.map(({ id, topic }) => ({ id, topic })) },
-          // a claim bumps its messages' dispatch count, so (first message, its count) names this claim alone
+          // each lease bumps its messages' dispatch count, so (first message, its count) names this hand-over alone
           { jobId: `outbox-${consumer}-${first.id}.${first.dispatches}` },
         );
       }
-      total += claimed.length;
-      if (claimed.length < BATCH) return total;
     }
   }
 
@@ -156,7 +163,6 @@ export class OutboxService implements OnApplicationShutdown {
 
   private async tick(): Promise<void> {
     if (this.sweeping || this.stopped) return;
-    this.again = false;
     this.sweeping = this.sweep()
       .then(() => undefined)
       .catch((error: unknown) => this.logger.warn({ err: error }, 'outbox sweep failed; will retry'))
@@ -164,7 +170,7 @@ export class OutboxService implements OnApplicationShutdown {
         this.sweeping = undefined;
       });
     await this.sweeping;
-    this.schedule(this.again ? 0 : this.pollMs);
+    this.schedule(this.pollMs);
   }
 
   private deliverProcessor(): JobProcessor<typeof deliverPayload> {
