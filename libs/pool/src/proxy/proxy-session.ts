@@ -313,7 +313,7 @@ export class ProxySession {
     if (!this.initParams) throw rpcError(INVALID_PARAMS, 'The session is not initialized');
     const instance = await this.source.acquire(server);
     const upstream = new Upstream(server, instance);
-    upstream.onServerMessage = (message) => this.fromServer(upstream, message);
+    upstream.onServerMessage = (message, on) => this.fromServer(upstream, message, on as ClientRequest | undefined);
     upstream.onGone = () => {
       if (this.upstreams.get(server) === upstream) this.upstreams.delete(server);
     };
@@ -344,7 +344,7 @@ export class ProxySession {
     entry.server = server;
     if (!upstream.instance.enter()) return busy(upstream.instance);
     try {
-      return await upstream.request(method, params, entry.controller.signal);
+      return await upstream.request(method, params, entry.controller.signal, entry);
     } finally {
       upstream.instance.leave();
     }
@@ -390,7 +390,7 @@ export class ProxySession {
     const finished = this.gate.started(this.ctx, call, upstream.instance, verdict.approvalId);
     let answer: Answer;
     try {
-      answer = await upstream.request('tools/call', { ...params, name: target.name }, entry.controller.signal);
+      answer = await upstream.request('tools/call', { ...params, name: target.name }, entry.controller.signal, entry);
     } finally {
       upstream.instance.leave();
     }
@@ -428,13 +428,14 @@ export class ProxySession {
 
   // ── server → client ─────────────────────────────────────────────────────
 
-  private fromServer(upstream: Upstream, message: JSONRPCRequest | JSONRPCNotification): void {
+  /** `on`: the client's request this came with, when the server sent it on that request's stream */
+  private fromServer(upstream: Upstream, message: JSONRPCRequest | JSONRPCNotification, on?: ClientRequest): void {
     this.lastActivity = Date.now();
     if ('id' in message) {
       // ids from several servers meet here: the client sees ours
       const id = `s${++this.nextServerRequest}`;
       this.serverRequests.set(id, { upstream, id: message.id });
-      void this.toClient({ ...message, id }, this.latestRequestTo(upstream.server));
+      void this.toClient({ ...message, id }, on ?? this.latestRequestTo(upstream.server));
       return;
     }
     const params = (message.params ?? {}) as Record<string, unknown>;
@@ -459,7 +460,7 @@ export class ProxySession {
         return;
       }
       case 'notifications/message':
-        void this.toClient(message, this.latestRequestTo(upstream.server));
+        void this.toClient(message, on ?? this.latestRequestTo(upstream.server));
         return;
       default:
         // list_changed and anything newer: not tied to a request
@@ -468,9 +469,9 @@ export class ProxySession {
   }
 
   /**
-   * Over one upstream session the server does not say which call a sampling
-   * request or log line belongs to; the most recent open request to that server
-   * is the best guess, and exact when there is one.
+   * A server that sends a sampling request or log line on its GET stream (or
+   * over stdio) does not say which call it belongs to; the most recent open
+   * request to that server is the best guess, and exact when there is one.
    */
   private latestRequestTo(server: string): ClientRequest | undefined {
     let latest: ClientRequest | undefined;

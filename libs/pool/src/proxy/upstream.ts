@@ -9,6 +9,8 @@ export type Answer = { result: Record<string, unknown> } | { error: RpcError };
 
 interface Pending {
   resolve(answer: Answer): void;
+  /** what the caller said the request was for: messages the server sends on its stream belong to it */
+  on: unknown;
 }
 
 /**
@@ -23,7 +25,8 @@ export class Upstream {
   private readonly pending = new Map<RequestId, Pending>();
   private nextId = 0;
   private closedWith: string | null = null;
-  onServerMessage: (message: JSONRPCRequest | JSONRPCNotification) => void = () => undefined;
+  /** `on`: what the request this message came with was sent for (see `request`), when the server said so by its stream */
+  onServerMessage: (message: JSONRPCRequest | JSONRPCNotification, on: unknown) => void = () => undefined;
   /** told once, when the session can no longer be used */
   onGone: (reason: string) => void = () => undefined;
 
@@ -55,8 +58,12 @@ export class Upstream {
     this.transport.setProtocolVersion(version);
   }
 
-  /** Sends a request and resolves with its answer; never rejects. */
-  request(method: string, params: Record<string, unknown> | undefined, signal?: AbortSignal): Promise<Answer> {
+  /**
+   * Sends a request and resolves with its answer; never rejects. Requests
+   * and notifications the server sends on this request's stream (sampling,
+   * progress, log lines of the call) come to `onServerMessage` with `on`.
+   */
+  request(method: string, params: Record<string, unknown> | undefined, signal?: AbortSignal, on?: unknown): Promise<Answer> {
     if (this.closedWith) return Promise.resolve({ error: { code: UPSTREAM_GONE, message: this.closedWith } });
     const id = `a${++this.nextId}`;
     return new Promise<Answer>((resolve) => {
@@ -70,6 +77,7 @@ export class Upstream {
           signal?.removeEventListener('abort', onAbort);
           resolve(answer);
         },
+        on,
       });
       signal?.addEventListener('abort', onAbort, { once: true });
       const message: JSONRPCRequest = { jsonrpc: '2.0', id, method, ...(params ? { params } : {}) };
@@ -100,13 +108,16 @@ export class Upstream {
     await this.transport.close().catch(() => undefined);
   }
 
-  private receive(message: JSONRPCMessage): void {
+  /** `stream`: the ids of the requests whose POST the message came on; none for the GET stream (or a JSON answer). */
+  private receive(message: JSONRPCMessage, stream: RequestId[] = []): void {
     if ('id' in message && !('method' in message)) {
       const answer: Answer = 'error' in message ? { error: message.error as RpcError } : { result: (message as { result: Record<string, unknown> }).result };
       this.settle(message.id as RequestId, answer);
       return;
     }
-    this.onServerMessage(message as JSONRPCRequest | JSONRPCNotification);
+    let on: unknown;
+    for (const id of stream) on ??= this.pending.get(id)?.on;
+    this.onServerMessage(message as JSONRPCRequest | JSONRPCNotification, on);
   }
 
   private settle(id: RequestId, answer: Answer): void {
@@ -154,7 +165,7 @@ export class Upstream {
         // the SDK's reading: unnamed or `message` events carry messages; priming events carry none
         if ((event.event !== undefined && event.event !== 'message') || !event.data) return;
         const message = parseMessage(event.data);
-        if (message) this.receive(message);
+        if (message) this.receive(message, ids);
       },
     });
     let ended = false;
