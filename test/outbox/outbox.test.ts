@@ -133,8 +133,7 @@ describe.each(BACKENDS)('transactional outbox on %s', (backend) => {
       name: `live-${backend}`,
       topics: ['live.happened', 'only-live.happened'],
       transient: true,
-      handle: async (m) => void heard.push(m.id),
-      handleMany: async (messages) => void heard.push(...messages.map((m) => m.id)),
+      hear: async (messages) => void heard.push(...messages.map((m) => m.id)),
     });
     let down = true;
     outbox.addConsumer({
@@ -193,18 +192,30 @@ describe.each(BACKENDS)('transactional outbox on %s', (backend) => {
 
   it('what a change records is leased to its writer and handed over at commit, without a claim', async () => {
     const heard: string[] = [];
+    const live: { id: string; n: unknown; createdAt: number }[] = [];
     outbox.addConsumer({ name: `handover-${backend}`, topics: ['handover.happened'], handle: async (m) => void heard.push(String(m.payload.n)) });
+    outbox.addConsumer({
+      name: `handover-live-${backend}`,
+      topics: ['handover.happened'],
+      transient: true,
+      hear: async (messages) => void live.push(...messages.map((m) => ({ id: m.id, n: m.payload.n, createdAt: m.createdAt.getTime() }))),
+    });
     const db = cp.cp.app.get(DatabaseService);
     const rows = async () =>
-      db.client.$queryRaw<{ dispatch_count: number; leased: boolean; done: boolean }[]>`
-        SELECT dispatch_count, dispatched_at IS NOT NULL AS leased, completed_at IS NOT NULL AS done FROM outbox_messages WHERE topic = 'handover.happened'`;
-    await db.transaction((tx) => outbox.record(tx, { topic: 'handover.happened', payload: { n: 1 }, audited: false }, { topic: 'handover.happened', payload: { n: 2 }, audited: false }));
+      db.client.$queryRaw<{ id: bigint; n: number; created_at: Date; dispatch_count: number; leased: boolean; done: boolean }[]>`
+        SELECT id, (payload->>'n')::int AS n, created_at, dispatch_count, dispatched_at IS NOT NULL AS leased, completed_at IS NOT NULL AS done
+        FROM outbox_messages WHERE topic = 'handover.happened' ORDER BY id`;
+    const payloads = [3, 1, 4, 1, 5, 9, 2, 6].map((n) => ({ topic: 'handover.happened', payload: { n }, audited: false }));
+    await db.transaction((tx) => outbox.record(tx, ...payloads));
     // leased in the same statement that wrote them: no sweep can take them while their writer hands them over
     expect((await rows()).every((r) => r.leased && Number(r.dispatch_count) === 1)).toBe(true);
-    await until(async () => heard.length === 2 && (await rows()).every((r) => r.done), 'the hand-over');
-    expect(heard.sort()).toEqual(['1', '2']);
+    await until(async () => heard.length === payloads.length && live.length === payloads.length && (await rows()).every((r) => r.done), 'the hand-over');
+    expect(heard).toHaveLength(payloads.length);
+    // the live feed heard them from memory, each with its own row's id and time
+    const written = await rows();
+    expect(live).toEqual(written.map((r) => ({ id: r.id.toString(), n: r.n, createdAt: r.created_at.getTime() })));
     // dispatched once each: never claimed again
-    expect((await rows()).map((r) => Number(r.dispatch_count))).toEqual([1, 1]);
+    expect(written.map((r) => Number(r.dispatch_count))).toEqual(payloads.map(() => 1));
   });
 
   it('a change and its event commit together: workspace.created reaches consumers', async () => {

@@ -33,8 +33,7 @@ export class EventsService {
       topics: '*',
       // a live view: clients that missed something replay it from the outbox (Last-Event-ID)
       transient: true,
-      handle: (message) => this.publish([message]),
-      handleMany: (messages) => this.publish(messages),
+      hear: (messages) => this.publish(messages),
     });
   }
 

@@ -21,10 +21,12 @@ export interface OutboxMessage extends OutboxRecord {
   createdAt: Date;
 }
 
-export interface OutboxConsumer {
+/** A consumer whose handling commits with its "handled" mark: exactly once per message. */
+export interface DurableConsumer {
   /** stable name; a message is handled at most once per consumer name */
   readonly name: string;
   readonly topics: readonly string[] | '*';
+  readonly transient?: false;
   /**
    * Runs inside the transaction that records the delivery, so its database
    * effects commit exactly once. Effects outside the database (an HTTP call)
@@ -36,15 +38,25 @@ export interface OutboxConsumer {
    * do better than one `handle` after another (one lookup for the lot).
    */
   handleMany?(messages: OutboxMessage[], tx: import('@aileron/database').Transaction): Promise<void>;
-  /**
-   * A live feed (the console's event stream): each message is handed over
-   * once, on its first dispatch, and nothing is marked; completion does not
-   * wait for it. A crash can lose a message for it, nothing repeats one (a
-   * re-dispatch for another consumer skips it), and it costs the database a
-   * read instead of a mark per message. Its effect must not write rows.
-   */
-  readonly transient?: boolean;
 }
+
+/**
+ * A live feed (the console's event stream): each message is handed over
+ * once, on its first dispatch, and nothing is marked; completion does not
+ * wait for it. A crash can lose a message for it, nothing repeats one (a
+ * re-dispatch for another consumer skips it). What a process records itself
+ * it hears straight from memory at commit; what the sweep finds, from a read.
+ * It writes no rows.
+ */
+export interface LiveConsumer {
+  readonly name: string;
+  readonly topics: readonly string[] | '*';
+  readonly transient: true;
+  /** the messages in id order */
+  hear(messages: readonly OutboxMessage[]): Promise<void>;
+}
+
+export type OutboxConsumer = DurableConsumer | LiveConsumer;
 
 export function subscribes(consumer: OutboxConsumer, topic: string): boolean {
   return consumer.topics === '*' || consumer.topics.includes(topic);

@@ -2,6 +2,9 @@ import { Injectable } from '@nestjs/common';
 import { DatabaseService, Transaction } from '@aileron/database';
 import type { OutboxMessage, OutboxRecord } from './outbox-message';
 
+/** A message just written: leased to its writer, who hands it over from memory. */
+export type RecordedMessage = ClaimedMessage & OutboxMessage;
+
 export interface ClaimedMessage {
   id: string;
   topic: string;
@@ -20,11 +23,11 @@ export class OutboxRepository {
    * message. A writer that dies first leaves them to whoever sweeps after the
    * lease runs out.
    */
-  async record(tx: Transaction, records: OutboxRecord[], { leased }: { leased: boolean }): Promise<ClaimedMessage[]> {
+  async record(tx: Transaction, records: OutboxRecord[], { leased }: { leased: boolean }): Promise<RecordedMessage[]> {
     if (records.length === 0) return [];
     // One statement, the rows as one array per column: createMany compiles a
     // plan per call that grows with the rows, and a busy pool writes hundreds at once.
-    const rows = await tx.$queryRaw<{ id: bigint; topic: string }[]>`
+    const rows = await tx.$queryRaw<{ id: bigint; created_at: Date }[]>`
       INSERT INTO outbox_messages (topic, organization_id, workspace_id, payload, dispatched_at, dispatch_count)
       SELECT t.topic, t.organization_id, t.workspace_id, t.payload, CASE WHEN ${leased}::boolean THEN now() END, ${leased ? 1 : 0}::int FROM unnest(
         ${records.map((r) => r.topic)}::text[],
@@ -32,8 +35,9 @@ export class OutboxRepository {
         ${records.map((r) => r.workspaceId ?? null)}::uuid[],
         ${records.map((r) => JSON.stringify(r.payload))}::jsonb[]
       ) AS t(topic, organization_id, workspace_id, payload)
-      RETURNING id, topic`;
-    return rows.map((r) => ({ id: r.id.toString(), topic: r.topic, dispatches: 1, delivered: [] }));
+      RETURNING id, created_at`;
+    // in the order of the rows given, as PostgreSQL inserts and returns the rows of a SELECT from unnest
+    return rows.map((r, i) => ({ ...records[i]!, id: r.id.toString(), createdAt: r.created_at, dispatches: 1, delivered: [] }));
   }
 
   /**
@@ -108,14 +112,12 @@ export class OutboxRepository {
     });
   }
 
-  /** The messages, in id order, for a transient consumer: read, nothing marked. */
-  async read(messageIds: readonly string[], effect: (messages: OutboxMessage[], tx: Transaction) => Promise<void>): Promise<void> {
-    await this.db.transaction(async (tx) => {
-      const rows = await tx.$queryRaw<MessageRow[]>`
-        SELECT m.id, m.topic, m.organization_id, m.workspace_id, m.payload, m.created_at
-        FROM outbox_messages m WHERE m.id = ANY(${messageIds.map(BigInt)}::bigint[]) ORDER BY m.id`;
-      if (rows.length > 0) await effect(rows.map(toMessage), tx);
-    });
+  /** The messages, in id order, for a live consumer: read, nothing marked. */
+  async read(messageIds: readonly string[]): Promise<OutboxMessage[]> {
+    const rows = await this.db.client.$queryRaw<MessageRow[]>`
+      SELECT m.id, m.topic, m.organization_id, m.workspace_id, m.payload, m.created_at
+      FROM outbox_messages m WHERE m.id = ANY(${messageIds.map(BigInt)}::bigint[]) ORDER BY m.id`;
+    return rows.map(toMessage);
   }
 
   /** Marks the messages done whose every listed consumer has handled them. */

@@ -2,8 +2,8 @@ import { Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
 import { z } from 'zod';
 import { DatabaseService, Transaction } from '@aileron/database';
 import { JobProcessor, JobRegistry, QueueService } from '@aileron/queue';
-import { AuditJournal, OutboxConsumer, OutboxMessage, OutboxRecord, subscribes } from './outbox-message';
-import { ClaimedMessage, OutboxRepository } from './outbox.repository';
+import { AuditJournal, DurableConsumer, LiveConsumer, OutboxConsumer, OutboxMessage, OutboxRecord, subscribes } from './outbox-message';
+import { ClaimedMessage, OutboxRepository, RecordedMessage } from './outbox.repository';
 
 export const OUTBOX_DELIVER_JOB = 'outbox.deliver';
 const LEASE_MS = 60_000;
@@ -117,8 +117,12 @@ export class OutboxService implements OnApplicationShutdown {
     }
   }
 
-  /** Hands leased messages to their consumers: one job per consumer, in batches of at most BATCH. */
-  private async dispatch(leased: ClaimedMessage[]): Promise<void> {
+  /**
+   * Hands leased messages to their consumers: one job per durable consumer,
+   * in batches of at most BATCH. Live consumers hear messages this process
+   * has in memory (it recorded them) at once, without a job or a read.
+   */
+  private async dispatch(leased: ClaimedMessage[] | RecordedMessage[]): Promise<void> {
     for (let at = 0; at < leased.length; at += BATCH) {
       const batch = leased.slice(at, at + BATCH);
       const owed = new Map<string, ClaimedMessage[]>();
@@ -133,15 +137,30 @@ export class OutboxService implements OnApplicationShutdown {
       }
       // nothing durable waits for these (or every consumer had handled them before a dispatcher died)
       await this.complete(handled);
-      for (const [consumer, messages] of owed) {
+      for (const [name, messages] of owed) {
+        const consumer = this.consumers.get(name)!;
+        if (consumer.transient && messages.every(inMemory)) {
+          void this.tell(consumer, async () => messages as RecordedMessage[]);
+          continue;
+        }
         const first = messages[0]!;
         await this.queue.enqueue(
           OUTBOX_DELIVER_JOB,
-          { consumer, messages: messages.map(({ id, topic }) => ({ id, topic })) },
+          { consumer: name, messages: messages.map(({ id, topic }) => ({ id, topic })) },
           // each lease bumps its messages' dispatch count, so (first message, its count) names this hand-over alone
-          { jobId: `outbox-${consumer}-${first.id}.${first.dispatches}` },
+          { jobId: `outbox-${name}-${first.id}.${first.dispatches}` },
         );
       }
+    }
+  }
+
+  /** A live consumer misses what it could not hear; nothing is retried for it. */
+  private async tell(consumer: LiveConsumer, messages: () => Promise<readonly OutboxMessage[]>): Promise<void> {
+    try {
+      const list = await messages();
+      if (list.length > 0) await consumer.hear(list);
+    } catch (error) {
+      this.logger.warn({ err: error, consumer: consumer.name }, 'a live feed missed messages');
     }
   }
 
@@ -183,10 +202,8 @@ export class OutboxService implements OnApplicationShutdown {
         // a consumer removed by a newer release: nothing to do, and nothing to retry
         if (!consumer) return;
         if (consumer.transient) {
-          // never retried, never counted for completion: see OutboxConsumer.transient
-          await this.repository.read(messages.map((m) => m.id), effectOf(consumer)).catch((error: unknown) =>
-            this.logger.warn({ err: error, consumer: consumer.name, messages: messages.length }, 'a live feed missed messages'),
-          );
+          // never retried, never counted for completion: see LiveConsumer
+          await this.tell(consumer, () => this.repository.read(messages.map((m) => m.id)));
           return;
         }
         // the usual case: every message of the batch has this consumer as its only durable one
@@ -204,7 +221,7 @@ export class OutboxService implements OnApplicationShutdown {
     };
   }
 
-  private async deliver(consumer: OutboxConsumer, ids: string[], sole: boolean): Promise<void> {
+  private async deliver(consumer: DurableConsumer, ids: string[], sole: boolean): Promise<void> {
     const effect = effectOf(consumer);
     const once = (batch: string[]) => (sole ? this.repository.deliverAndComplete(batch, effect) : this.repository.deliverOnce(batch, consumer.name, effect));
     try {
@@ -240,7 +257,11 @@ export class OutboxService implements OnApplicationShutdown {
   }
 }
 
-function effectOf(consumer: OutboxConsumer): (messages: OutboxMessage[], tx: Transaction) => Promise<void> {
+function inMemory(message: ClaimedMessage | RecordedMessage): message is RecordedMessage {
+  return 'payload' in message;
+}
+
+function effectOf(consumer: DurableConsumer): (messages: OutboxMessage[], tx: Transaction) => Promise<void> {
   return async (messages, tx) => {
     if (consumer.handleMany) await consumer.handleMany(messages, tx);
     else for (const message of messages) await consumer.handle(message, tx);
