@@ -1,5 +1,14 @@
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { JSONRPCMessageSchema, type JSONRPCMessage, type JSONRPCNotification, type JSONRPCRequest, type RequestId } from '@modelcontextprotocol/sdk/types.js';
+import {
+  JSONRPCErrorResponseSchema,
+  JSONRPCNotificationSchema,
+  JSONRPCRequestSchema,
+  JSONRPCResultResponseSchema,
+  type JSONRPCMessage,
+  type JSONRPCNotification,
+  type JSONRPCRequest,
+  type RequestId,
+} from '@modelcontextprotocol/sdk/types.js';
 import { createParser } from 'eventsource-parser';
 import type { Instance } from '../instances.service';
 import { asResponse, BodyWatch, Exchange, httpExchange, httpFetch } from './http-fetch';
@@ -206,17 +215,37 @@ export class Upstream {
 
 const EVENT_STREAM = /^text\/event-stream\s*(;|$)/i;
 
-/** A message as the SDK's transport accepts one: JSON, and valid JSON-RPC; anything else is dropped, as it does. */
+/**
+ * A message as the SDK's transport accepts one: JSON, and valid JSON-RPC;
+ * anything else is dropped, as it does. Checked against the one schema its
+ * shape names: the SDK's union of all four tries them in turn, and each that
+ * fails (a request's, a notification's, before an answer's) costs more than
+ * the check that passes.
+ */
 function parseMessage(data: string): JSONRPCMessage | undefined {
   try {
-    const parsed = JSONRPCMessageSchema.safeParse(JSON.parse(data));
-    return parsed.success ? parsed.data : undefined;
+    const parsed = JSON.parse(data) as unknown;
+    if (typeof parsed !== 'object' || parsed === null) return undefined;
+    const schema = 'method' in parsed
+      ? 'id' in parsed
+        ? JSONRPCRequestSchema
+        : JSONRPCNotificationSchema
+      : 'error' in parsed
+        ? JSONRPCErrorResponseSchema
+        : JSONRPCResultResponseSchema;
+    const checked = schema.safeParse(parsed);
+    return checked.success ? (checked.data as JSONRPCMessage) : undefined;
   } catch {
     return undefined;
   }
 }
 
+/** The SDK writes the messages we build, keys in our order: the request's id is at the front. */
+const OUR_REQUEST = /^\{"jsonrpc":"2\.0","id":"(a\d+)","method":/;
+
 function requestIds(body: string): RequestId[] {
+  const ours = OUR_REQUEST.exec(body);
+  if (ours) return [ours[1]!];
   try {
     const parsed = JSON.parse(body) as unknown;
     const list = Array.isArray(parsed) ? parsed : [parsed];
