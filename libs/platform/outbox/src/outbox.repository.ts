@@ -34,9 +34,12 @@ export class OutboxRepository {
         ${records.map((r) => r.organizationId ?? null)}::uuid[],
         ${records.map((r) => r.workspaceId ?? null)}::uuid[],
         ${records.map((r) => JSON.stringify(r.payload))}::jsonb[]
-      ) AS t(topic, organization_id, workspace_id, payload)
+      ) WITH ORDINALITY AS t(topic, organization_id, workspace_id, payload, n)
+      ORDER BY t.n
       RETURNING id, created_at`;
-    // in the order of the rows given, as PostgreSQL inserts and returns the rows of a SELECT from unnest
+    // RETURNING promises no order, but ids come from the sequence in the order the rows are
+    // inserted, which ORDER BY fixes: the n-th smallest id is the n-th record
+    rows.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
     return rows.map((r, i) => ({ ...records[i]!, id: r.id.toString(), createdAt: r.created_at, dispatches: 1, delivered: [] }));
   }
 

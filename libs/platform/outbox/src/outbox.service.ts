@@ -37,6 +37,7 @@ const deliverPayload = z.object({
 export class OutboxService implements OnApplicationShutdown {
   private readonly logger = new Logger('Outbox');
   private readonly consumers = new Map<string, OutboxConsumer>();
+  private readonly byTopic = new Map<string, OutboxConsumer[]>();
   private timer: NodeJS.Timeout | undefined;
   private sweeping: Promise<void> | undefined;
   private stopped = false;
@@ -56,6 +57,7 @@ export class OutboxService implements OnApplicationShutdown {
   addConsumer(consumer: OutboxConsumer): void {
     if (this.consumers.has(consumer.name)) throw new Error(`outbox consumer "${consumer.name}" registered twice`);
     this.consumers.set(consumer.name, consumer);
+    this.byTopic.clear();
   }
 
   /**
@@ -164,8 +166,11 @@ export class OutboxService implements OnApplicationShutdown {
     }
   }
 
+  /** Asked per message on every hand-over, delivery and completion: worked out once per topic. */
   private consumersOf(topic: string): OutboxConsumer[] {
-    return [...this.consumers.values()].filter((c) => subscribes(c, topic));
+    let list = this.byTopic.get(topic);
+    if (!list) this.byTopic.set(topic, (list = [...this.consumers.values()].filter((c) => subscribes(c, topic))));
+    return list;
   }
 
   private soleDurableConsumerOf(topic: string): OutboxConsumer | undefined {
