@@ -59,6 +59,9 @@ interface ClientRequest {
   startedAt: number;
 }
 
+/** an upstream session whose server messages say which of our client's requests they came with */
+type ServerSession = Upstream<ClientRequest>;
+
 const MAX_QUEUED = 200;
 const MAX_LIST_PAGES = 20;
 
@@ -73,13 +76,13 @@ export class ProxySession {
   readonly front: StreamableHTTPServerTransport;
   readonly names: Namespacing;
   lastActivity = Date.now();
-  private readonly upstreams = new Map<string, Upstream>();
-  private readonly connecting = new Map<string, Promise<Upstream>>();
+  private readonly upstreams = new Map<string, ServerSession>();
+  private readonly connecting = new Map<string, Promise<ServerSession>>();
   private initParams: Record<string, unknown> | null = null;
   private protocolVersion: string | null = null;
   private readonly clientRequests = new Map<RequestId, ClientRequest>();
   /** our id for a request a server sent → that server's session and its own id */
-  private readonly serverRequests = new Map<string, { upstream: Upstream; id: RequestId }>();
+  private readonly serverRequests = new Map<string, { upstream: ServerSession; id: RequestId }>();
   /** progress tokens the client gave → its request, so progress reaches the right stream */
   private readonly progressTokens = new Map<string | number, RequestId>();
   private readonly waitingForStream: JSONRPCMessage[] = [];
@@ -298,7 +301,7 @@ export class ProxySession {
    * The live upstream session for a server, opened (or reopened after the
    * instance died) on demand with the client's own initialize parameters.
    */
-  private upstream(server: string): Promise<Upstream> {
+  private upstream(server: string): Promise<ServerSession> {
     const existing = this.upstreams.get(server);
     if (existing?.alive) return Promise.resolve(existing);
     let pending = this.connecting.get(server);
@@ -309,11 +312,11 @@ export class ProxySession {
     return pending;
   }
 
-  private async connect(server: string): Promise<Upstream> {
+  private async connect(server: string): Promise<ServerSession> {
     if (!this.initParams) throw rpcError(INVALID_PARAMS, 'The session is not initialized');
     const instance = await this.source.acquire(server);
-    const upstream = new Upstream(server, instance);
-    upstream.onServerMessage = (message, on) => this.fromServer(upstream, message, on as ClientRequest | undefined);
+    const upstream = new Upstream<ClientRequest>(server, instance);
+    upstream.onServerMessage = (message, on) => this.fromServer(upstream, message, on);
     upstream.onGone = () => {
       if (this.upstreams.get(server) === upstream) this.upstreams.delete(server);
     };
@@ -332,10 +335,10 @@ export class ProxySession {
     return upstream;
   }
 
-  private async connected(): Promise<Upstream[]> {
+  private async connected(): Promise<ServerSession[]> {
     const servers = 'server' in this.endpoint ? [this.endpoint.server] : [...this.initResults.keys()];
     const all = await Promise.all(servers.map((s) => this.upstream(s).catch(() => null)));
-    return all.filter((u): u is Upstream => u !== null);
+    return all.filter((u): u is ServerSession => u !== null);
   }
 
   private async forward(server: string, method: string, params: Record<string, unknown>, entry: ClientRequest): Promise<Answer> {
@@ -398,7 +401,7 @@ export class ProxySession {
     return answer;
   }
 
-  private async allPages(upstream: Upstream, method: string, key: string, signal: AbortSignal): Promise<{ items: Record<string, unknown>[] } | { error: RpcError }> {
+  private async allPages(upstream: ServerSession, method: string, key: string, signal: AbortSignal): Promise<{ items: Record<string, unknown>[] } | { error: RpcError }> {
     const items: Record<string, unknown>[] = [];
     let cursor: unknown;
     for (let page = 0; page < MAX_LIST_PAGES; page++) {
@@ -429,7 +432,7 @@ export class ProxySession {
   // ── server → client ─────────────────────────────────────────────────────
 
   /** `on`: the client's request this came with, when the server sent it on that request's stream */
-  private fromServer(upstream: Upstream, message: JSONRPCRequest | JSONRPCNotification, on?: ClientRequest): void {
+  private fromServer(upstream: ServerSession, message: JSONRPCRequest | JSONRPCNotification, on?: ClientRequest): void {
     this.lastActivity = Date.now();
     if ('id' in message) {
       // ids from several servers meet here: the client sees ours

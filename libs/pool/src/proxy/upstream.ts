@@ -16,10 +16,10 @@ import { RpcError, UPSTREAM_GONE } from './jsonrpc';
 
 export type Answer = { result: Record<string, unknown> } | { error: RpcError };
 
-interface Pending {
+interface Pending<On> {
   resolve(answer: Answer): void;
   /** what the caller said the request was for: messages the server sends on its stream belong to it */
-  on: unknown;
+  on: On | undefined;
 }
 
 /**
@@ -29,13 +29,13 @@ interface Pending {
  * (and our own) never collide; responses come back as values, the protocol's
  * other traffic through `onServerMessage`.
  */
-export class Upstream {
+export class Upstream<On = unknown> {
   private readonly transport: StreamableHTTPClientTransport;
-  private readonly pending = new Map<RequestId, Pending>();
+  private readonly pending = new Map<RequestId, Pending<On>>();
   private nextId = 0;
   private closedWith: string | null = null;
   /** `on`: what the request this message came with was sent for (see `request`), when the server said so by its stream */
-  onServerMessage: (message: JSONRPCRequest | JSONRPCNotification, on: unknown) => void = () => undefined;
+  onServerMessage: (message: JSONRPCRequest | JSONRPCNotification, on: On | undefined) => void = () => undefined;
   /** told once, when the session can no longer be used */
   onGone: (reason: string) => void = () => undefined;
 
@@ -72,7 +72,7 @@ export class Upstream {
    * and notifications the server sends on this request's stream (sampling,
    * progress, log lines of the call) come to `onServerMessage` with `on`.
    */
-  request(method: string, params: Record<string, unknown> | undefined, signal?: AbortSignal, on?: unknown): Promise<Answer> {
+  request(method: string, params: Record<string, unknown> | undefined, signal?: AbortSignal, on?: On): Promise<Answer> {
     if (this.closedWith) return Promise.resolve({ error: { code: UPSTREAM_GONE, message: this.closedWith } });
     const id = `a${++this.nextId}`;
     return new Promise<Answer>((resolve) => {
@@ -124,7 +124,7 @@ export class Upstream {
       this.settle(message.id as RequestId, answer);
       return;
     }
-    let on: unknown;
+    let on: On | undefined;
     for (const id of stream) on ??= this.pending.get(id)?.on;
     this.onServerMessage(message as JSONRPCRequest | JSONRPCNotification, on);
   }
