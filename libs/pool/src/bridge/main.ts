@@ -13,15 +13,15 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { ReadBuffer, serializeMessage } from '@modelcontextprotocol/sdk/shared/stdio.js';
 import { isInitializeRequest, isJSONRPCErrorResponse, isJSONRPCNotification, isJSONRPCRequest, isJSONRPCResultResponse, type JSONRPCMessage, type RequestId } from '@modelcontextprotocol/sdk/types.js';
+import { NodeStreamableHttpTransport } from '../streamable-http';
 
 const MAX_BODY_BYTES = 4 * 1024 * 1024;
 const KILL_GRACE_MS = 2000;
 
 interface Session {
-  front: StreamableHTTPServerTransport;
+  front: NodeStreamableHttpTransport;
   child: ChildProcess;
   /** client requests forwarded and not yet answered, oldest first */
   inFlight: Set<RequestId>;
@@ -159,7 +159,7 @@ function main(): void {
       return jsonError(res, 502, -32603, `the MCP server process could not be started (${(spawned as NodeJS.ErrnoException).code ?? 'error'})`);
     }
     const session: Session = {
-      front: new StreamableHTTPServerTransport({
+      front: new NodeStreamableHttpTransport({
         sessionIdGenerator: randomUUID,
         onsessioninitialized: (id) => void sessions.set(id, session),
       }),

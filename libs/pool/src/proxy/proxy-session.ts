@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { JSONRPCMessage, JSONRPCNotification, JSONRPCRequest, RequestId } from '@modelcontextprotocol/sdk/types.js';
 import type { Principal } from '@aileron/auth';
 import type { CallPrincipal } from '@aileron/policy';
 import type { Instance } from '../instances.service';
+import { NodeStreamableHttpTransport } from '../streamable-http';
 import { INSTANCE_BUSY, INVALID_PARAMS, METHOD_NOT_FOUND, RpcError, UPSTREAM_UNAVAILABLE } from './jsonrpc';
 import { Namespacing } from './names';
 import { BoundedEventStore } from './event-store';
@@ -73,7 +73,7 @@ const MAX_LIST_PAGES = 20;
  * tools, approvals, pinning, audit, and ids where several parties meet.
  */
 export class ProxySession {
-  readonly front: StreamableHTTPServerTransport;
+  readonly front: NodeStreamableHttpTransport;
   readonly names: Namespacing;
   lastActivity = Date.now();
   private readonly upstreams = new Map<string, ServerSession>();
@@ -103,7 +103,7 @@ export class ProxySession {
     options: { allowedOrigins?: string[] },
   ) {
     this.names = new Namespacing('aggregate' in endpoint);
-    this.front = new StreamableHTTPServerTransport({
+    this.front = new NodeStreamableHttpTransport({
       sessionIdGenerator: () => randomUUID(),
       eventStore: new BoundedEventStore(),
       onsessioninitialized: (sessionId) => {

@@ -1,0 +1,144 @@
+import { createServer, Server } from 'node:http';
+import { AddressInfo } from 'node:net';
+import type { JSONRPCMessage, JSONRPCRequest } from '@modelcontextprotocol/sdk/types.js';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { BoundedEventStore } from './proxy/event-store';
+import { NodeStreamableHttpTransport } from './streamable-http';
+
+const ACCEPT = 'application/json, text/event-stream';
+const INITIALIZE = { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 't', version: '1' } } };
+
+/** The SDK transport over node:http, with a server whose answers each test sends when it likes. */
+describe('NodeStreamableHttpTransport', () => {
+  let server: Server;
+  let url: string;
+  let transport: NodeStreamableHttpTransport;
+  let received: JSONRPCRequest[];
+  let waiting: ((request: JSONRPCRequest) => void)[];
+
+  async function start(options: { eventStore?: boolean } = {}): Promise<string> {
+    received = [];
+    waiting = [];
+    transport = new NodeStreamableHttpTransport({
+      sessionIdGenerator: () => 'session-1',
+      enableDnsRebindingProtection: true,
+      allowedOrigins: ['http://console.example'],
+      ...(options.eventStore ? { eventStore: new BoundedEventStore() } : {}),
+    });
+    transport.onmessage = (message: JSONRPCMessage) => {
+      if (!('method' in message && 'id' in message)) return;
+      if (message.method === 'initialize') {
+        void transport.send({ jsonrpc: '2.0', id: message.id, result: { protocolVersion: '2025-11-25', capabilities: {}, serverInfo: { name: 's', version: '1' } } });
+        return;
+      }
+      received.push(message);
+      waiting.shift()?.(message);
+    };
+    server = createServer((req, res) => {
+      let body = '';
+      req.on('data', (chunk: Buffer) => (body += chunk.toString()));
+      req.on('end', () => void transport.handleRequest(req, res, body === '' ? undefined : JSON.parse(body)));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`;
+    const init = await fetch(url, { method: 'POST', headers: { accept: ACCEPT, 'content-type': 'application/json' }, body: JSON.stringify(INITIALIZE) });
+    expect(init.status).toBe(200);
+    expect(await init.text()).toContain('"serverInfo"');
+    return init.headers.get('mcp-session-id')!;
+  }
+
+  /** Headers of a quiet stream must not wait for its first event (the SDK's keep-alive comes only after 15 s). */
+  const within = <T>(ms: number, promise: Promise<T>): Promise<T> =>
+    Promise.race([promise, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms).unref())]);
+  const nextRequest = (): Promise<JSONRPCRequest> => new Promise((resolve) => waiting.push(resolve));
+  const post = (session: string, message: unknown, extra: Record<string, string> = {}, signal?: AbortSignal): Promise<Response> =>
+    fetch(url, {
+      method: 'POST',
+      headers: { accept: ACCEPT, 'content-type': 'application/json', 'mcp-session-id': session, 'mcp-protocol-version': '2025-11-25', ...extra },
+      body: JSON.stringify(message),
+      ...(signal ? { signal } : {}),
+    });
+
+  beforeEach(() => {
+    received = [];
+  });
+  afterEach(async () => {
+    await transport.close();
+    server.closeAllConnections();
+    server.close();
+  });
+
+  it("opens a call's event stream before its answer exists, then writes the answer on it", async () => {
+    const session = await start();
+    const asked = nextRequest();
+    // the headers come while the server has not answered yet: a client sees the stream open
+    const response = await within(2000, post(session, { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'slow' } }));
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toBe('text/event-stream');
+    expect(response.headers.get('mcp-session-id')).toBe('session-1');
+    const request = await asked;
+    await transport.send({ jsonrpc: '2.0', id: request.id, method: 'notifications/progress', params: { progressToken: 1, progress: 1 } } as never, { relatedRequestId: request.id });
+    await transport.send({ jsonrpc: '2.0', id: request.id, result: { content: [{ type: 'text', text: 'done' }] } });
+    const text = await response.text();
+    expect(text).toContain('notifications/progress');
+    expect(text).toContain('"text":"done"');
+  });
+
+  it('sends the event ids a client resumes with when there is an event store', async () => {
+    const session = await start({ eventStore: true });
+    const asked = nextRequest();
+    const pending = post(session, { jsonrpc: '2.0', id: 8, method: 'tools/call', params: { name: 'x' } });
+    const request = await asked;
+    await transport.send({ jsonrpc: '2.0', id: request.id, result: { content: [] } });
+    const text = await (await pending).text();
+    // the priming event and the answer each carry an id
+    expect(text.match(/^id: /gm)?.length).toBe(2);
+  });
+
+  it('forgets the stream of a client that went away, so the session can open it again', async () => {
+    const session = await start();
+    const headers = { accept: 'text/event-stream', 'mcp-session-id': session, 'mcp-protocol-version': '2025-11-25' };
+    const first = new AbortController();
+    const listening = await within(2000, fetch(url, { headers, signal: first.signal }));
+    expect(listening.status).toBe(200);
+    first.abort();
+    await listening.body?.cancel().catch(() => undefined);
+    // the SDK allows one GET stream per session: a second is refused while the first is registered
+    let again = await fetch(url, { headers });
+    for (let i = 0; again.status === 409 && i < 50; i++) {
+      await again.body?.cancel();
+      await new Promise((r) => setTimeout(r, 20));
+      again = await fetch(url, { headers });
+    }
+    expect(again.status).toBe(200);
+    await again.body?.cancel();
+  });
+
+  it('checks Origin and the session with the SDK, reading node:http headers', async () => {
+    const session = await start();
+    const foreign = await post(session, { jsonrpc: '2.0', id: 9, method: 'ping' }, { origin: 'http://evil.example' });
+    expect(foreign.status).toBe(403);
+    expect(await foreign.text()).toContain('Invalid Origin header');
+    const unknown = await post('another-session', { jsonrpc: '2.0', id: 10, method: 'ping' });
+    expect(unknown.status).toBe(404);
+    const notification = await post(session, { jsonrpc: '2.0', method: 'notifications/initialized' });
+    expect(notification.status).toBe(202);
+    expect(received).toHaveLength(0);
+  });
+
+  it('reads the body itself when the caller has not, and answers DELETE by closing the session', async () => {
+    const session = await start();
+    server.removeAllListeners('request');
+    server.on('request', (req, res) => void transport.handleRequest(req, res));
+    const asked = nextRequest();
+    const pending = post(session, { jsonrpc: '2.0', id: 11, method: 'tools/list' });
+    const request = await asked;
+    expect(request.method).toBe('tools/list');
+    await transport.send({ jsonrpc: '2.0', id: request.id, result: { tools: [] } });
+    expect(await (await pending).text()).toContain('"tools":[]');
+    const closed = await fetch(url, { method: 'DELETE', headers: { 'mcp-session-id': session, 'mcp-protocol-version': '2025-11-25' } });
+    expect(closed.status).toBe(200);
+    const after = await post(session, { jsonrpc: '2.0', id: 12, method: 'ping' });
+    expect(after.status).toBe(404);
+  });
+});
