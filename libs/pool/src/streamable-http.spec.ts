@@ -95,6 +95,18 @@ describe('NodeStreamableHttpTransport', () => {
     expect(text.match(/^id: /gm)?.length).toBe(2);
   });
 
+  it('writes an answer larger than the socket takes at once whole, waiting for the socket to drain', async () => {
+    const session = await start();
+    const asked = nextRequest();
+    const pending = post(session, { jsonrpc: '2.0', id: 13, method: 'resources/read', params: { uri: 'big' } });
+    const request = await asked;
+    const text = 'x'.repeat(8 * 1024 * 1024);
+    await transport.send({ jsonrpc: '2.0', id: request.id, result: { contents: [{ uri: 'big', text }] } });
+    const body = await (await pending).text();
+    const answer = JSON.parse(body.slice(body.indexOf('data: ') + 6).trim()) as { result: { contents: { text: string }[] } };
+    expect(answer.result.contents[0]!.text).toHaveLength(text.length);
+  });
+
   it('forgets the stream of a client that went away, so the session can open it again', async () => {
     const session = await start();
     const headers = { accept: 'text/event-stream', 'mcp-session-id': session, 'mcp-protocol-version': '2025-11-25' };
