@@ -9,6 +9,7 @@ import { freePort } from '../support/services';
 import { SERVERS, textOf } from './mcp-client';
 
 const MAIN = resolve('dist/apps/control-plane/src/main.js');
+const CALLS = 40;
 
 /** The built server as a user runs it; records wait ten minutes for their batch, so only the journal has them. */
 async function start(dataDir: string, port: number): Promise<{ child: ChildProcess; url: string }> {
@@ -48,6 +49,8 @@ describe('execution records survive a crash between the answer and the audit wri
     await client.connect(new StreamableHTTPClientTransport(new URL(`${first.url}/mcp/default/everything`), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
     const result = await client.callTool({ name: 'echo', arguments: { message: 'remember me' } });
     expect(textOf(result)).toContain('remember me');
+    // many calls in the journal: every one is replayed
+    for (let i = 0; i < CALLS - 1; i++) await client.callTool({ name: 'echo', arguments: { message: `and me ${i}` } });
 
     // the answer is out; the audit write is not: the process dies now
     first.child.kill('SIGKILL');
@@ -58,9 +61,15 @@ describe('execution records survive a crash between the answer and the audit wri
 
     const second = await start(dataDir, port);
     try {
-      const audit = await fetch(`${second.url}/v1/workspaces/default/audit?execution_mode=remote&tool=echo`, { headers: { authorization: `Bearer ${token}` } });
-      const events = ((await audit.json()) as { events: { type: string; tool: string }[] }).events;
-      expect(events.map((e) => e.type).sort()).toEqual(['execution.started', 'execution.succeeded']);
+      const audit = await fetch(`${second.url}/v1/workspaces/default/audit?execution_mode=remote&tool=echo&limit=500`, { headers: { authorization: `Bearer ${token}` } });
+      const events = ((await audit.json()) as { events: { type: string; tool: string; seq: number; data: { execution_id: string } }[] }).events;
+      expect(events.filter((e) => e.type === 'execution.started')).toHaveLength(CALLS);
+      expect(events.filter((e) => e.type === 'execution.succeeded')).toHaveLength(CALLS);
+      // each call's start is chained before its end, as they happened
+      const seqOf = (type: string, execution: string) => events.find((e) => e.type === type && e.data.execution_id === execution)!.seq;
+      for (const started of events.filter((e) => e.type === 'execution.started')) {
+        expect(seqOf('execution.started', started.data.execution_id)).toBeLessThan(seqOf('execution.succeeded', started.data.execution_id));
+      }
       const verify = await fetch(`${second.url}/v1/workspaces/default/audit/verify`, { headers: { authorization: `Bearer ${token}` } });
       expect(((await verify.json()) as { ok: boolean }).ok).toBe(true);
       expect(readdirSync(journal)).toEqual([]);
