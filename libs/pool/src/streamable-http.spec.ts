@@ -1,4 +1,4 @@
-import { createServer, Server } from 'node:http';
+import { createServer, IncomingMessage, Server, ServerResponse } from 'node:http';
 import { AddressInfo } from 'node:net';
 import type { JSONRPCMessage, JSONRPCRequest } from '@modelcontextprotocol/sdk/types.js';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -15,6 +15,8 @@ describe('NodeStreamableHttpTransport', () => {
   let transport: NodeStreamableHttpTransport;
   let received: JSONRPCRequest[];
   let waiting: ((request: JSONRPCRequest) => void)[];
+  /** how the server hands an exchange to the transport; a test may take over the next one */
+  let route: ((req: IncomingMessage, res: ServerResponse) => void) | undefined;
 
   async function start(options: { eventStore?: boolean } = {}): Promise<string> {
     received = [];
@@ -34,7 +36,9 @@ describe('NodeStreamableHttpTransport', () => {
       received.push(message);
       waiting.shift()?.(message);
     };
+    route = undefined;
     server = createServer((req, res) => {
+      if (route) return route(req, res);
       let body = '';
       req.on('data', (chunk: Buffer) => (body += chunk.toString()));
       req.on('end', () => void transport.handleRequest(req, res, body === '' ? undefined : JSON.parse(body)));
@@ -50,6 +54,16 @@ describe('NodeStreamableHttpTransport', () => {
   /** Headers of a quiet stream must not wait for its first event (the SDK's keep-alive comes only after 15 s). */
   const within = <T>(ms: number, promise: Promise<T>): Promise<T> =>
     Promise.race([promise, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms).unref())]);
+  /** The SDK allows one GET stream per session and refuses another (409) while the first is registered: ask again for up to a second. */
+  async function getStreamOnceFree(headers: Record<string, string>): Promise<Response> {
+    let response = await fetch(url, { headers });
+    for (let i = 0; response.status === 409 && i < 50; i++) {
+      await response.body?.cancel();
+      await new Promise((r) => setTimeout(r, 20));
+      response = await fetch(url, { headers });
+    }
+    return response;
+  }
   const nextRequest = (): Promise<JSONRPCRequest> => new Promise((resolve) => waiting.push(resolve));
   const post = (session: string, message: unknown, extra: Record<string, string> = {}, signal?: AbortSignal): Promise<Response> =>
     fetch(url, {
@@ -115,13 +129,22 @@ describe('NodeStreamableHttpTransport', () => {
     expect(listening.status).toBe(200);
     first.abort();
     await listening.body?.cancel().catch(() => undefined);
-    // the SDK allows one GET stream per session: a second is refused while the first is registered
-    let again = await fetch(url, { headers });
-    for (let i = 0; again.status === 409 && i < 50; i++) {
-      await again.body?.cancel();
-      await new Promise((r) => setTimeout(r, 20));
-      again = await fetch(url, { headers });
-    }
+    const again = await getStreamOnceFree(headers);
+    expect(again.status).toBe(200);
+    await again.body?.cancel();
+  });
+
+  it('frees the stream of a client that left before its answer was written', async () => {
+    const session = await start();
+    const headers = { accept: 'text/event-stream', 'mcp-session-id': session, 'mcp-protocol-version': '2025-11-25' };
+    // the first GET is answered only once its connection has gone
+    route = (req, res) => {
+      route = undefined;
+      res.once('close', () => void transport.handleRequest(req, res));
+      req.socket.destroy();
+    };
+    await fetch(url, { headers }).catch(() => undefined);
+    const again = await getStreamOnceFree(headers);
     expect(again.status).toBe(200);
     await again.body?.cancel();
   });
@@ -140,8 +163,7 @@ describe('NodeStreamableHttpTransport', () => {
 
   it('reads the body itself when the caller has not, and answers DELETE by closing the session', async () => {
     const session = await start();
-    server.removeAllListeners('request');
-    server.on('request', (req, res) => void transport.handleRequest(req, res));
+    route = (req, res) => void transport.handleRequest(req, res);
     const asked = nextRequest();
     const pending = post(session, { jsonrpc: '2.0', id: 11, method: 'tools/list' });
     const request = await asked;

@@ -155,6 +155,15 @@ async function writeResponse(response: Response, res: ServerResponse): Promise<v
     return;
   }
   res.writeHead(response.status, headers);
+  const reader = body.getReader();
+  let gone = false;
+  const onClose = (): void => {
+    gone = true;
+    reader.cancel().catch(() => undefined);
+  };
+  // a client can be gone before its answer is written: 'close' has been and will not come again
+  if (res.destroyed) onClose();
+  else res.once('close', onClose);
   // Whatever the request set going in this turn goes out first: on a proxy,
   // the request to the upstream. Waking the client sooner gains nothing (it
   // waits for the answer anyway) and on a busy host its reading competes
@@ -165,13 +174,6 @@ async function writeResponse(response: Response, res: ServerResponse): Promise<v
   process.nextTick(() => {
     if (!wrote && !res.destroyed) res.flushHeaders();
   });
-  const reader = body.getReader();
-  let gone = false;
-  const onClose = (): void => {
-    gone = true;
-    reader.cancel().catch(() => undefined);
-  };
-  res.once('close', onClose);
   try {
     for (;;) {
       const { done, value } = await reader.read();
