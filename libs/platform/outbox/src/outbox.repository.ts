@@ -39,7 +39,7 @@ export class OutboxRepository {
       RETURNING id, created_at`;
     // RETURNING promises no order, but ids come from the sequence in the order the rows are
     // inserted, which ORDER BY fixes: the n-th smallest id is the n-th record
-    rows.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    rows.sort(byId);
     return rows.map((r, i) => ({ ...records[i]!, id: r.id.toString(), createdAt: r.created_at, dispatches: 1, delivered: [] }));
   }
 
@@ -109,7 +109,7 @@ export class OutboxRepository {
         UPDATE outbox_messages m SET completed_at = now()
         WHERE m.id = ANY(${messageIds.map(BigInt)}::bigint[]) AND m.completed_at IS NULL
         RETURNING m.id, m.topic, m.organization_id, m.workspace_id, m.payload, m.created_at`;
-      rows.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+      rows.sort(byId);
       if (rows.length > 0) await effect(rows.map(toMessage), tx);
       return rows.length;
     });
@@ -144,4 +144,9 @@ function toMessage(row: MessageRow): OutboxMessage {
     payload: row.payload as Record<string, unknown>,
     createdAt: row.created_at,
   };
+}
+
+/** bigint ids in ascending order (Array.sort's default compares them as strings) */
+function byId(a: { id: bigint }, b: { id: bigint }): number {
+  return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
 }

@@ -8,7 +8,7 @@
  * The bearer secret comes from AILERON_BRIDGE_TOKEN; once listening it prints
  * one line `{"ready":{"port":N}}` on stdout. Runs inside the local sandbox and
  * as the entrypoint of the Kubernetes runner image, so it needs nothing but
- * node and the MCP SDK.
+ * node, the MCP SDK and its sibling `streamable-http` (node and the SDK too).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';

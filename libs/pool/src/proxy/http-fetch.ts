@@ -28,7 +28,8 @@ export interface Exchange {
 export function httpExchange(url: string | URL, init: RequestInit & { body?: string }): Promise<Exchange> {
   const target = typeof url === 'string' ? new URL(url) : url;
   const headers: Record<string, string> = {};
-  new Headers(init.headers).forEach((value, name) => {
+  // the SDK hands a Headers already: read it, not a copy of it
+  (init.headers instanceof Headers ? init.headers : new Headers(init.headers)).forEach((value, name) => {
     headers[name] = value;
   });
   const body = init.body;
