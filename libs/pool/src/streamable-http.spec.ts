@@ -18,7 +18,7 @@ describe('NodeStreamableHttpTransport', () => {
   /** how the server hands an exchange to the transport; a test may take over the next one */
   let route: ((req: IncomingMessage, res: ServerResponse) => void) | undefined;
 
-  async function start(options: { eventStore?: boolean } = {}): Promise<string> {
+  async function start(options: { eventStore?: boolean; jsonWithinMs?: number } = {}): Promise<string> {
     received = [];
     waiting = [];
     transport = new NodeStreamableHttpTransport({
@@ -26,6 +26,7 @@ describe('NodeStreamableHttpTransport', () => {
       enableDnsRebindingProtection: true,
       allowedOrigins: ['http://console.example'],
       ...(options.eventStore ? { eventStore: new BoundedEventStore() } : {}),
+      ...(options.jsonWithinMs !== undefined ? { answerAsJsonWithinMs: options.jsonWithinMs } : {}),
     });
     transport.onmessage = (message: JSONRPCMessage) => {
       if (!('method' in message && 'id' in message)) return;
@@ -174,5 +175,77 @@ describe('NodeStreamableHttpTransport', () => {
     expect(closed.status).toBe(200);
     const after = await post(session, { jsonrpc: '2.0', id: 12, method: 'ping' });
     expect(after.status).toBe(404);
+  });
+
+  describe('with answers as JSON when they are ready soon', () => {
+    it('answers a call whose answer comes at once with one JSON body, session id and all', async () => {
+      const session = await start({ eventStore: true, jsonWithinMs: 5_000 });
+      const asked = nextRequest();
+      const pending = post(session, { jsonrpc: '2.0', id: 21, method: 'tools/call', params: { name: 'quick' } });
+      const request = await asked;
+      await transport.send({ jsonrpc: '2.0', id: request.id, result: { content: [{ type: 'text', text: 'line one\nline "two"' }] } });
+      const response = await pending;
+      expect(response.headers.get('content-type')).toBe('application/json');
+      expect(response.headers.get('mcp-session-id')).toBe('session-1');
+      expect(await response.json()).toEqual({ jsonrpc: '2.0', id: 21, result: { content: [{ type: 'text', text: 'line one\nline "two"' }] } });
+    });
+
+    it('streams a call that sends something of its own before its answer, from that message on', async () => {
+      const session = await start({ eventStore: true, jsonWithinMs: 5_000 });
+      const asked = nextRequest();
+      const pending = post(session, { jsonrpc: '2.0', id: 22, method: 'tools/call', params: { name: 'chatty', _meta: { progressToken: 'p' } } });
+      const request = await asked;
+      await transport.send({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: 'p', progress: 1 } }, { relatedRequestId: request.id });
+      // the progress reaches the client while the call still runs: the stream is open with the priming event and the progress
+      const response = await within(2000, pending);
+      expect(response.headers.get('content-type')).toBe('text/event-stream');
+      const reader = response.body!.getReader();
+      let seen = '';
+      while (!seen.includes('notifications/progress')) seen += new TextDecoder().decode((await within(2000, reader.read())).value);
+      await transport.send({ jsonrpc: '2.0', id: request.id, result: { content: [] } });
+      for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) seen += new TextDecoder().decode(chunk.value);
+      expect(seen.match(/^id: /gm)?.length).toBe(3);
+      expect(seen).toContain('"id":22');
+    });
+
+    it('streams a call that takes longer than the window, priming event first, so it can be resumed', async () => {
+      const session = await start({ eventStore: true, jsonWithinMs: 50 });
+      const asked = nextRequest();
+      const pending = post(session, { jsonrpc: '2.0', id: 23, method: 'tools/call', params: { name: 'slow' } });
+      const request = await asked;
+      const response = await within(2000, pending);
+      expect(response.headers.get('content-type')).toBe('text/event-stream');
+      const reader = response.body!.getReader();
+      const priming = new TextDecoder().decode((await within(2000, reader.read())).value);
+      expect(priming).toMatch(/^id: \S+\ndata: \n\n$/);
+      await transport.send({ jsonrpc: '2.0', id: request.id, result: { content: [] } });
+      const answer = new TextDecoder().decode((await reader.read()).value);
+      expect(answer).toContain('"id":23');
+      await reader.cancel();
+    });
+
+    it('writes a large answer as JSON whole', async () => {
+      const session = await start({ eventStore: true, jsonWithinMs: 5_000 });
+      const asked = nextRequest();
+      const pending = post(session, { jsonrpc: '2.0', id: 24, method: 'resources/read', params: { uri: 'big' } });
+      const request = await asked;
+      const text = 'x'.repeat(8 * 1024 * 1024);
+      await transport.send({ jsonrpc: '2.0', id: request.id, result: { contents: [{ uri: 'big', text }] } });
+      const response = await pending;
+      expect(response.headers.get('content-type')).toBe('application/json');
+      const answer = (await response.json()) as { result: { contents: { text: string }[] } };
+      expect(answer.result.contents[0]!.text).toHaveLength(text.length);
+    });
+
+    it('ends a held call as an empty stream when the session closes before its answer', async () => {
+      const session = await start({ eventStore: true, jsonWithinMs: 5_000 });
+      const asked = nextRequest();
+      const pending = post(session, { jsonrpc: '2.0', id: 25, method: 'tools/call', params: { name: 'never' } });
+      await asked;
+      await transport.close();
+      const response = await within(2000, pending);
+      expect(response.headers.get('content-type')).toBe('text/event-stream');
+      expect(await within(2000, response.text())).not.toContain('"id":25');
+    });
   });
 });

@@ -6,7 +6,20 @@ import {
   type WebStandardStreamableHTTPServerTransportOptions,
 } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import type { Transport, TransportSendOptions } from '@modelcontextprotocol/sdk/shared/transport.js';
-import type { JSONRPCMessage, MessageExtraInfo } from '@modelcontextprotocol/sdk/types.js';
+import type { JSONRPCMessage, MessageExtraInfo, RequestId } from '@modelcontextprotocol/sdk/types.js';
+
+export interface NodeStreamableHttpTransportOptions extends WebStandardStreamableHTTPServerTransportOptions {
+  /**
+   * A request whose answer is ready within this many milliseconds, with
+   * nothing sent for it before the answer, is answered with one JSON body
+   * (which the protocol lets a server choose per request) instead of an event
+   * stream. Reading an event stream costs a client far more than a JSON body
+   * (the SDK's client about 0.35 ms more per call here); a request that takes
+   * longer, or gets progress, log lines or requests of its own, is streamed
+   * from then on, priming event first, so it stays resumable. Off when unset.
+   */
+  answerAsJsonWithinMs?: number;
+}
 
 /**
  * The SDK's Streamable HTTP server transport, spoken over `node:http`.
@@ -23,9 +36,13 @@ import type { JSONRPCMessage, MessageExtraInfo } from '@modelcontextprotocol/sdk
  */
 export class NodeStreamableHttpTransport implements Transport {
   private readonly inner: WebStandardStreamableHTTPServerTransport;
+  private readonly jsonWithinMs: number | undefined;
+  /** answers that may still go out as JSON, by the id of their request */
+  private readonly held = new Map<RequestId, HeldAnswer>();
 
-  constructor(options: WebStandardStreamableHTTPServerTransportOptions) {
+  constructor({ answerAsJsonWithinMs, ...options }: NodeStreamableHttpTransportOptions) {
     this.inner = new WebStandardStreamableHTTPServerTransport(options);
+    this.jsonWithinMs = answerAsJsonWithinMs;
   }
 
   get sessionId(): string | undefined {
@@ -62,20 +79,80 @@ export class NodeStreamableHttpTransport implements Transport {
   }
 
   send(message: JSONRPCMessage, options?: TransportSendOptions): Promise<void> {
+    // a progress notification, log line or request for a held request: it streams from now on, this message included
+    if (this.held.size > 0 && 'method' in message && options?.relatedRequestId !== undefined) this.held.get(options.relatedRequestId)?.stream();
     return this.inner.send(message, options);
   }
 
   /** One HTTP exchange; `parsedBody` is the POST body when the caller has read it already. */
   async handleRequest(req: IncomingMessage & { auth?: AuthInfo }, res: ServerResponse, parsedBody?: unknown): Promise<void> {
-    let response: Response;
+    const held = this.hold(req, parsedBody);
     try {
-      response = await this.inner.handleRequest(toWebRequest(req, parsedBody === undefined), { parsedBody, authInfo: req.auth });
-    } catch (error) {
-      // the SDK answers bad exchanges itself; what it throws is a fault of ours, and its text stays in the log
-      this.inner.onerror?.(error instanceof Error ? error : new Error(String(error)));
-      response = Response.json({ jsonrpc: '2.0', error: { code: -32603, message: 'Internal error' }, id: null }, { status: 500 });
+      let response: Response;
+      try {
+        response = await this.inner.handleRequest(toWebRequest(req, parsedBody === undefined), { parsedBody, authInfo: req.auth });
+      } catch (error) {
+        // the SDK answers bad exchanges itself; what it throws is a fault of ours, and its text stays in the log
+        this.inner.onerror?.(error instanceof Error ? error : new Error(String(error)));
+        response = Response.json({ jsonrpc: '2.0', error: { code: -32603, message: 'Internal error' }, id: null }, { status: 500 });
+      }
+      await writeResponse(response, res, held?.answer);
+    } finally {
+      if (held) {
+        held.answer.dispose();
+        if (this.held.get(held.id) === held.answer) this.held.delete(held.id);
+      }
     }
-    await writeResponse(response, res);
+  }
+
+  /**
+   * Registered before the SDK sees the request, so a message sent for it
+   * while the SDK still handles the exchange already finds it. Only a single
+   * request is held (cheaply recognised: the SDK validates it anyway); a batch
+   * streams as before.
+   */
+  private hold(req: IncomingMessage, body: unknown): { id: RequestId; answer: HeldAnswer } | undefined {
+    if (this.jsonWithinMs === undefined || req.method !== 'POST' || typeof body !== 'object' || body === null || Array.isArray(body)) return undefined;
+    const { id, method } = body as { id?: unknown; method?: unknown };
+    if (typeof method !== 'string' || (typeof id !== 'string' && typeof id !== 'number')) return undefined;
+    const answer = new HeldAnswer(this.jsonWithinMs);
+    this.held.set(id, answer);
+    return { id, answer };
+  }
+}
+
+/**
+ * The answer to one request while it may still go out as a JSON body: the
+ * event stream's chunks wait here until the answer completes it (JSON) or
+ * something says it must stream (a message of its own, or the time is up).
+ */
+class HeldAnswer {
+  streaming = false;
+  readonly chunks: Uint8Array[] = [];
+  private opened: (() => void) | undefined;
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(ms: number) {
+    this.timer = setTimeout(() => this.stream(), ms);
+    this.timer.unref();
+  }
+
+  /** What to do when it streams; at once if it streams already. */
+  onStream(open: () => void): void {
+    if (this.streaming) open();
+    else this.opened = open;
+  }
+
+  stream(): void {
+    if (this.streaming) return;
+    this.streaming = true;
+    clearTimeout(this.timer);
+    this.opened?.();
+  }
+
+  dispose(): void {
+    clearTimeout(this.timer);
+    this.opened = undefined;
   }
 }
 
@@ -139,7 +216,7 @@ class NodeHeaders {
  * quiet stream still sees it open. A client that goes away cancels the
  * stream, which tells the SDK the stream is gone.
  */
-async function writeResponse(response: Response, res: ServerResponse): Promise<void> {
+async function writeResponse(response: Response, res: ServerResponse, held?: HeldAnswer): Promise<void> {
   const headers: Record<string, string> = {};
   response.headers.forEach((value, name) => {
     headers[name] = value;
@@ -154,7 +231,6 @@ async function writeResponse(response: Response, res: ServerResponse): Promise<v
     res.writeHead(response.status, headers).end(bytes);
     return;
   }
-  res.writeHead(response.status, headers);
   const reader = body.getReader();
   let gone = false;
   const onClose = (): void => {
@@ -164,20 +240,37 @@ async function writeResponse(response: Response, res: ServerResponse): Promise<v
   // a client can be gone before its answer is written: 'close' has been and will not come again
   if (res.destroyed) onClose();
   else res.once('close', onClose);
-  // Whatever the request set going in this turn goes out first: on a proxy,
-  // the request to the upstream. Waking the client sooner gains nothing (it
-  // waits for the answer anyway) and on a busy host its reading competes
-  // with sending the upstream its request.
-  await new Promise<void>((resolve) => setImmediate(resolve));
   let wrote = false;
-  // runs after the reads that are ready now, so a ready priming event shares the headers' packet
-  process.nextTick(() => {
-    if (!wrote && !res.destroyed) res.flushHeaders();
-  });
+  if (held) {
+    held.onStream(() => {
+      if (res.destroyed) return;
+      res.writeHead(response.status, headers);
+      for (const chunk of held.chunks.splice(0)) {
+        res.write(chunk);
+        wrote = true;
+      }
+      if (!wrote) res.flushHeaders();
+    });
+  } else {
+    res.writeHead(response.status, headers);
+    // Whatever the request set going in this turn goes out first: on a proxy,
+    // the request to the upstream. Waking the client sooner gains nothing (it
+    // waits for the answer anyway) and on a busy host its reading competes
+    // with sending the upstream its request.
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    // runs after the reads that are ready now, so a ready priming event shares the headers' packet
+    process.nextTick(() => {
+      if (!wrote && !res.destroyed) res.flushHeaders();
+    });
+  }
   try {
     for (;;) {
       const { done, value } = await reader.read();
       if (done || gone) break;
+      if (held && !held.streaming) {
+        held.chunks.push(value);
+        continue;
+      }
       wrote = true;
       if (!res.write(value)) await drained(res);
     }
@@ -185,8 +278,37 @@ async function writeResponse(response: Response, res: ServerResponse): Promise<v
     // the stream was cancelled or failed: the client is gone or the session closed
   } finally {
     res.off('close', onClose);
+    if (held && !held.streaming && !gone && !res.destroyed) {
+      // the stream ended with nothing but its answer: that answer is the body
+      const json = held.chunks.length > 0 ? messageData(held.chunks.at(-1)!) : undefined;
+      if (json) res.writeHead(response.status, jsonHeaders(headers, json.length)).end(json);
+      else held.stream(); // ended without an answer (the session closed): as a stream, as before
+    }
     if (!res.writableEnded && !res.destroyed) res.end();
   }
+}
+
+const MESSAGE_EVENT = Buffer.from('event: message\n');
+const DATA_FIELD = Buffer.from('\ndata: ');
+
+/**
+ * The JSON of one message event as the SDK's transport writes it (`event`,
+ * maybe `id`, then `data` on one line: JSON.stringify never breaks lines).
+ * Undefined for anything else (a priming event, a keep-alive), which then
+ * goes out as the stream it is.
+ */
+function messageData(chunk: Uint8Array): Buffer | undefined {
+  const bytes = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+  if (bytes.length < MESSAGE_EVENT.length + 2 || !bytes.subarray(0, MESSAGE_EVENT.length).equals(MESSAGE_EVENT)) return undefined;
+  if (bytes[bytes.length - 1] !== 0x0a || bytes[bytes.length - 2] !== 0x0a) return undefined;
+  const at = bytes.indexOf(DATA_FIELD);
+  return at < 0 ? undefined : bytes.subarray(at + DATA_FIELD.length, bytes.length - 2);
+}
+
+/** The event stream's headers for a JSON body instead (the session id and the rest stay). */
+function jsonHeaders(headers: Record<string, string>, length: number): Record<string, string | number> {
+  const { 'content-type': _stream, 'cache-control': _cache, connection: _connection, 'x-accel-buffering': _buffering, ...rest } = headers;
+  return { ...rest, 'content-type': 'application/json', 'content-length': length };
 }
 
 /** Resolves when the socket takes more, or when it is gone (a closed response never drains). */

@@ -64,6 +64,12 @@ type ServerSession = Upstream<ClientRequest>;
 
 const MAX_QUEUED = 200;
 const MAX_LIST_PAGES = 20;
+/**
+ * Answers ready this soon go to the client as one JSON body, which costs it
+ * far less to read than an event stream; a call that takes longer streams,
+ * priming event first, so a broken connection can resume it.
+ */
+const ANSWER_AS_JSON_WITHIN_MS = 100;
 
 /**
  * One downstream MCP session: a Streamable HTTP server transport facing the
@@ -106,6 +112,7 @@ export class ProxySession {
     this.front = new NodeStreamableHttpTransport({
       sessionIdGenerator: () => randomUUID(),
       eventStore: new BoundedEventStore(),
+      answerAsJsonWithinMs: ANSWER_AS_JSON_WITHIN_MS,
       onsessioninitialized: (sessionId) => {
         this.ctx = { ...identity, sessionId, principal: { ...identity.principal, session: sessionId } };
         this.onSessionId(sessionId);
