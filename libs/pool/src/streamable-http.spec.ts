@@ -18,7 +18,7 @@ describe('NodeStreamableHttpTransport', () => {
   /** how the server hands an exchange to the transport; a test may take over the next one */
   let route: ((req: IncomingMessage, res: ServerResponse) => void) | undefined;
 
-  async function start(options: { eventStore?: boolean; jsonWithinMs?: number } = {}): Promise<string> {
+  async function start(options: { eventStore?: boolean; jsonWithinMs?: number; jsonWhenConcurrent?: number } = {}): Promise<string> {
     received = [];
     waiting = [];
     transport = new NodeStreamableHttpTransport({
@@ -26,7 +26,7 @@ describe('NodeStreamableHttpTransport', () => {
       enableDnsRebindingProtection: true,
       allowedOrigins: ['http://console.example'],
       ...(options.eventStore ? { eventStore: new BoundedEventStore() } : {}),
-      ...(options.jsonWithinMs !== undefined ? { answerAsJsonWithinMs: options.jsonWithinMs } : {}),
+      ...(options.jsonWithinMs !== undefined ? { answerAsJson: { withinMs: options.jsonWithinMs, whenConcurrent: options.jsonWhenConcurrent ?? 1 } } : {}),
     });
     transport.onmessage = (message: JSONRPCMessage) => {
       if (!('method' in message && 'id' in message)) return;
@@ -235,6 +235,25 @@ describe('NodeStreamableHttpTransport', () => {
       expect(response.headers.get('content-type')).toBe('application/json');
       const answer = (await response.json()) as { result: { contents: { text: string }[] } };
       expect(answer.result.contents[0]!.text).toHaveLength(text.length);
+    });
+
+    it('streams a lone request at once, and holds for JSON only while others are being answered too', async () => {
+      const session = await start({ eventStore: true, jsonWithinMs: 5_000, jsonWhenConcurrent: 2 });
+      const askedFirst = nextRequest();
+      const first = post(session, { jsonrpc: '2.0', id: 31, method: 'tools/call', params: { name: 'alone' } });
+      const lone = await askedFirst;
+      // alone: the stream opens before the answer exists
+      const firstResponse = await within(2000, first);
+      expect(firstResponse.headers.get('content-type')).toBe('text/event-stream');
+      const askedSecond = nextRequest();
+      const second = post(session, { jsonrpc: '2.0', id: 32, method: 'tools/call', params: { name: 'beside' } });
+      const beside = await askedSecond;
+      await transport.send({ jsonrpc: '2.0', id: beside.id, result: { content: [] } });
+      const secondResponse = await second;
+      expect(secondResponse.headers.get('content-type')).toBe('application/json');
+      expect(await secondResponse.json()).toMatchObject({ id: 32 });
+      await transport.send({ jsonrpc: '2.0', id: lone.id, result: { content: [] } });
+      expect(await firstResponse.text()).toContain('"id":31');
     });
 
     it('ends a held call as an empty stream when the session closes before its answer', async () => {

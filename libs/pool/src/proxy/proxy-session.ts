@@ -65,11 +65,11 @@ type ServerSession = Upstream<ClientRequest>;
 const MAX_QUEUED = 200;
 const MAX_LIST_PAGES = 20;
 /**
- * Answers ready this soon go to the client as one JSON body, which costs it
- * far less to read than an event stream; a call that takes longer streams,
- * priming event first, so a broken connection can resume it.
+ * Quick answers go to the client as one JSON body while the proxy is busy
+ * (see NodeStreamableHttpTransport): slower calls stream, priming event
+ * first, so a broken connection can resume them.
  */
-const ANSWER_AS_JSON_WITHIN_MS = 100;
+const ANSWER_AS_JSON = { withinMs: 100, whenConcurrent: 2 };
 
 /**
  * One downstream MCP session: a Streamable HTTP server transport facing the
@@ -112,7 +112,7 @@ export class ProxySession {
     this.front = new NodeStreamableHttpTransport({
       sessionIdGenerator: () => randomUUID(),
       eventStore: new BoundedEventStore(),
-      answerAsJsonWithinMs: ANSWER_AS_JSON_WITHIN_MS,
+      answerAsJson: ANSWER_AS_JSON,
       onsessioninitialized: (sessionId) => {
         this.ctx = { ...identity, sessionId, principal: { ...identity.principal, session: sessionId } };
         this.onSessionId(sessionId);
