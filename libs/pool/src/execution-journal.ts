@@ -42,6 +42,7 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
   private fd: number | null = null;
   private batch: ExecutionRecord[] = [];
   private timer: NodeJS.Timeout | undefined;
+  private due = false;
   private flushing: Promise<void> = Promise.resolve();
 
   constructor(
@@ -84,13 +85,28 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
     writeSync(this.fd, `${JSON.stringify(record)}\n`);
     this.batch.push(record);
     if (this.batch.length >= FLUSH_AT) void this.flush();
-    else this.timer ??= setTimeout(() => void this.flush(), this.batchMs);
+    else if (this.due && record.type === 'execution.started') {
+      // This call's request leaves in this turn of the event loop; the batch
+      // starts right after, while the proxy waits for the answer. On the
+      // embedded database its statements block the thread, so started at a
+      // random moment they would hold up requests and answers arriving then
+      // (p99 vs direct in alternating runs: median 1.31 this way, 1.50 before).
+      this.due = false;
+      setImmediate(() => void this.flush());
+    } else this.timer ??= setTimeout(() => this.becomeDue(), this.batchMs);
+  }
+
+  /** The batch waits for the next call to start, or half its interval again when none does. */
+  private becomeDue(): void {
+    this.due = true;
+    this.timer = setTimeout(() => void this.flush(), this.batchMs / 2);
   }
 
   /** Resolves once everything appended so far is in the audit log (tests, shutdown). */
   async flush(): Promise<void> {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
+    this.due = false;
     const records = this.batch;
     if (records.length === 0) return this.flushing;
     this.batch = [];

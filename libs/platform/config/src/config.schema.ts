@@ -183,7 +183,7 @@ export const SETTINGS = {
   AILERON_POOL_AUDIT_BATCH_MS: {
     schema: positiveInt,
     default: '200',
-    description: 'How long execution records wait to be written to the audit log in one batch; they are in the journal under the data dir before the client hears back.',
+    description: "How long execution records wait to be written to the audit log in one batch (then until the next call's request has gone out, at most half as long again); they are in the journal under the data dir before the client hears back.",
   },
   AILERON_RATE_LIMIT_WORKSPACE_PER_MINUTE: {
     schema: positiveInt,
