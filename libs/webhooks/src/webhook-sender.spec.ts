@@ -1,7 +1,8 @@
 import { createServer, Server } from 'node:http';
 import { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { guardedLookup, postSigned } from './webhook-sender';
+import { guardedLookup } from '@aileron/net';
+import { postSigned } from './webhook-sender';
 
 const loopbackAllowed = { allowCidrs: [], allowLoopback: true };
 

@@ -1,8 +1,6 @@
-import { lookup as dnsLookup, LookupAddress } from 'node:dns';
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
-import type { LookupFunction } from 'node:net';
-import { checkOutboundUrl, isAddressAllowed, OutboundPolicy, OutboundUrlRefusedError } from '@aileron/net';
+import { checkOutboundUrl, guardedLookup, OutboundPolicy, OutboundUrlRefusedError, RefusedAddressError } from '@aileron/net';
 
 /** What one POST to a receiver came to; `error` never holds the URL's path or query (they may carry tokens). */
 export interface SendOutcome {
@@ -78,29 +76,6 @@ function send(target: URL, headers: Record<string, string>, body: string, option
     });
     request.end(body);
   });
-}
-
-class RefusedAddressError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'RefusedAddressError';
-  }
-}
-
-/** The socket's resolver: every address a name resolves to must pass the same SSRF rules as the URL check. */
-export function guardedLookup(host: string, policy: OutboundPolicy): LookupFunction {
-  return ((hostname: string, lookupOptions: { all?: boolean; family?: number }, callback: (...args: unknown[]) => void) => {
-    dnsLookup(hostname, { ...lookupOptions, all: true }, (error, addresses: LookupAddress[]) => {
-      if (error) return callback(error);
-      for (const { address } of addresses) {
-        const verdict = isAddressAllowed(address, policy);
-        if (!verdict.ok) return callback(new RefusedAddressError(`Outbound URL to ${host} refused: resolves to ${address}, ${verdict.reason}`));
-      }
-      if (addresses.length === 0) return callback(Object.assign(new Error('no address'), { code: 'ENOTFOUND' }));
-      if (lookupOptions.all) return callback(null, addresses);
-      return callback(null, addresses[0]!.address, addresses[0]!.family);
-    });
-  }) as unknown as LookupFunction;
 }
 
 function describeStatus(status: number | null): string {

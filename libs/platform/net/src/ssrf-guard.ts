@@ -1,5 +1,5 @@
-import { promises as dns } from 'node:dns';
-import { isIP } from 'node:net';
+import { lookup as dnsLookup, promises as dns, type LookupAddress } from 'node:dns';
+import { isIP, type LookupFunction } from 'node:net';
 import ipaddr from 'ipaddr.js';
 
 /**
@@ -172,4 +172,33 @@ function inCidr(ip: ipaddr.IPv4 | ipaddr.IPv6, cidr: string): boolean {
  */
 export function outboundPolicyOf(config: { upstreamAllowCidrs: string[]; mode: 'embedded' | 'server' }): OutboundPolicy {
   return { allowCidrs: config.upstreamAllowCidrs, allowLoopback: config.mode === 'embedded' };
+}
+
+export class RefusedAddressError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'RefusedAddressError';
+  }
+}
+
+/**
+ * The socket's resolver: every address a name resolves to must pass the same
+ * SSRF rules as the URL check. Give it to every outbound connection (webhooks,
+ * upstream MCP servers, SIEM sinks, OIDC and JWKS), not just the check when a
+ * URL is saved, so a name that resolved to a public address cannot connect to
+ * a private one a moment later (DNS rebinding).
+ */
+export function guardedLookup(host: string, policy: OutboundPolicy): LookupFunction {
+  return ((hostname: string, lookupOptions: { all?: boolean; family?: number }, callback: (...args: unknown[]) => void) => {
+    dnsLookup(hostname, { ...lookupOptions, all: true }, (error, addresses: LookupAddress[]) => {
+      if (error) return callback(error);
+      for (const { address } of addresses) {
+        const verdict = isAddressAllowed(address, policy);
+        if (!verdict.ok) return callback(new RefusedAddressError(`Outbound URL to ${host} refused: resolves to ${address}, ${verdict.reason}`));
+      }
+      if (addresses.length === 0) return callback(Object.assign(new Error('no address'), { code: 'ENOTFOUND' }));
+      if (lookupOptions.all) return callback(null, addresses);
+      return callback(null, addresses[0]!.address, addresses[0]!.family);
+    });
+  }) as unknown as LookupFunction;
 }
