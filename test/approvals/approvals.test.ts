@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ApprovalsService } from '../../libs/approvals/src';
 import { aGateway, anOrganization, aWorkspace } from '../support/builders';
 import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { aLinkChannel } from '../support/link-channel';
 import { BACKENDS } from '../support/databases';
 import { People } from './people';
 
@@ -97,7 +98,8 @@ describe.each(BACKENDS)('approvals on %s', (backend) => {
 
   beforeAll(async () => {
     await people.start();
-    cp = await startTestControlPlane(backend);
+    // links reach people through a webhook receiver on 127.0.0.1, which server mode refuses unless allowed
+    cp = await startTestControlPlane(backend, backend === 'postgres' ? { UPSTREAM_ALLOW_CIDRS: '127.0.0.1/32' } : {});
     await people.trustedBy(cp);
     const { slug, gateway } = await a.workspace({ routes: { quick: { approvers: [{ role: 'owner' }], expires_in_seconds: 30 } } });
     const approved = await a.ask(gateway, { ...CALL, tool: 'quick' });
@@ -170,15 +172,23 @@ describe.each(BACKENDS)('approvals on %s', (backend) => {
     const mint = async (token: string, role: string) => {
       const res = await cp.request('POST', '/v1/tokens', { token, body: { name: 'mine', role, workspace: slug } });
       expect(res.status, res.text).toBe(201);
-      return res.body.token as string;
+      return { id: res.body.id as string, token: res.body.token as string };
     };
     const hers = await mint(ada.token, 'admin');
-    const madeWithHers = await mint(hers, 'approver');
+    const madeWithHers = await mint(hers.token, 'approver');
     for (const principal of [`user:${ada.id}`, ada.email]) {
       const asked = await a.ask(gateway, { ...CALL, principal });
-      for (const token of [hers, madeWithHers]) expectRefused(await a.approve(asked.id, token), 403, 'SELF_APPROVAL_FORBIDDEN');
+      for (const token of [hers, madeWithHers]) expectRefused(await a.approve(asked.id, token.token), 403, 'SELF_APPROVAL_FORBIDDEN');
       // a token someone else made still decides
       expect((await a.approve(asked.id, cp.ownerToken)).body.status).toBe('approved');
+    }
+    // the other way round: an agent runs with her token (the pool names it `token:<id>`), she approves with her own login or another token of hers
+    for (const agentToken of [hers, madeWithHers]) {
+      const asked = await a.ask(gateway, { ...CALL, principal: `token:${agentToken.id}` });
+      for (const approver of [ada.token, hers.token, madeWithHers.token]) expectRefused(await a.approve(asked.id, approver), 403, 'SELF_APPROVAL_FORBIDDEN');
+      expect((await a.get(asked.id)).body).toMatchObject({ status: 'pending', decisions: [] });
+      const bob = await people.aPerson(cp, slug, 'approver');
+      expect((await a.approve(asked.id, bob.token)).body.status).toBe('approved');
     }
   });
 
@@ -187,7 +197,7 @@ describe.each(BACKENDS)('approvals on %s', (backend) => {
     const member = await people.aPerson(cp, slug, 'member');
     const asked = await a.ask(gateway);
     expectRefused(await a.approve(asked.id, member.token), 403, 'NOT_AN_APPROVER');
-    expectRefused(await a.approve(asked.id, gateway.token), 403, 'NOT_AN_APPROVER');
+    expectRefused(await a.approve(asked.id, gateway.token), 403, 'GATEWAY_TOKEN_NOT_ALLOWED');
 
     const { slug: narrow, gateway: narrowGateway } = await a.workspace({ routes: { leads: { approvers: [{ role: 'approver' }] } } });
     const lead = await people.aPerson(cp, narrow, 'approver');
@@ -321,38 +331,71 @@ describe.each(BACKENDS)('approvals on %s', (backend) => {
     expect((await a.consume(gateway, asked.id)).status).toBe(200);
   });
 
-  it('a one-time link shows the request and decides once, as its approver, for that request only', async () => {
+  it('a one-time link goes to its approver, never to the caller, shows the request and decides once, for that request only', async () => {
     const { slug, gateway } = await a.workspace();
     const approver = await people.aPerson(cp, slug, 'approver');
     const asked = await a.ask(gateway);
-    const minted = await cp.request('POST', `/v1/approvals/${asked.id}/links`, { body: { user: approver.id } });
-    expect(minted.status, minted.text).toBe(201);
-    const url = new URL(minted.body.url);
-    expect(url.pathname).toBe(`/review/${asked.id}`);
-    const link = url.searchParams.get('link')!;
-    expect(minted.body.expires_at).toBe(asked.expires_at);
+    // without an endpoint that carries links to people, nothing is sent and the caller is told why
+    expectRefused(await cp.request('POST', `/v1/approvals/${asked.id}/links`, { body: { user: approver.id } }), 409, 'LINK_CHANNEL_MISSING');
+    const channel = await aLinkChannel(cp);
+    try {
+      const sent = await cp.request('POST', `/v1/approvals/${asked.id}/links`, { body: { user: approver.id } });
+      expect(sent.status, sent.text).toBe(202);
+      expect(sent.body).toEqual({ user: approver.id, expires_at: asked.expires_at, channels: 1 });
+      expect(sent.text).not.toContain('ail_lnk_');
+      const url = new URL(await channel.linkFor(asked.id, approver.id));
+      expect(url.pathname).toBe(`/review/${asked.id}`);
+      const link = url.searchParams.get('link')!;
+      expect(link).toMatch(/^ail_lnk_/);
+      // the event stream and the audit log say a link was sent, to whom, and never hold the link
+      const audit = await cp.request('GET', `/v1/workspaces/${slug}/audit?limit=200`);
+      const record = audit.body.events.find((e: { type: string }) => e.type === 'approval.link');
+      expect(record, audit.text).toBeDefined();
+      expect(JSON.stringify(record)).toContain(approver.id);
+      expect(audit.text).not.toContain(link);
 
-    const shown = await cp.request('GET', `/review/${asked.id}/request?link=${encodeURIComponent(link)}`, { token: null });
-    expect(shown.status, shown.text).toBe(200);
-    expect(shown.body).toMatchObject({ id: asked.id, server: 'deploy', tool: 'release', arguments: CALL.arguments, status: 'pending' });
+      const shown = await cp.request('GET', `/review/${asked.id}/request?link=${encodeURIComponent(link)}`, { token: null });
+      expect(shown.status, shown.text).toBe(200);
+      expect(shown.body).toMatchObject({ id: asked.id, server: 'deploy', tool: 'release', arguments: CALL.arguments, status: 'pending' });
 
-    const decided = await cp.request('POST', `/review/${asked.id}/decision`, { token: null, body: { link, decision: 'approve', reason: 'from chat' } });
-    expect(decided.status, decided.text).toBe(200);
-    expect(decided.body).toMatchObject({ status: 'approved', decisions: [{ approver: `user:${approver.id}`, decision: 'approve', reason: 'from chat', via: 'link' }] });
-    expectRefused(await cp.request('POST', `/review/${asked.id}/decision`, { token: null, body: { link, decision: 'deny' } }), 403, 'LINK_USED');
+      const decided = await cp.request('POST', `/review/${asked.id}/decision`, { token: null, body: { link, decision: 'approve', reason: 'from chat' } });
+      expect(decided.status, decided.text).toBe(200);
+      expect(decided.body).toMatchObject({ status: 'approved', decisions: [{ approver: `user:${approver.id}`, decision: 'approve', reason: 'from chat', via: 'link' }] });
+      expectRefused(await cp.request('POST', `/review/${asked.id}/decision`, { token: null, body: { link, decision: 'deny' } }), 403, 'LINK_USED');
+      // decided: no more links for it
+      expectRefused(await cp.request('POST', `/v1/approvals/${asked.id}/links`, { body: { user: approver.id } }), 409, 'APPROVAL_ALREADY_DECIDED');
 
-    const other = await a.ask(gateway, { ...CALL, session: 'sess-2' });
-    const otherLink = new URL((await cp.request('POST', `/v1/approvals/${other.id}/links`, { body: { user: approver.id } })).body.url).searchParams.get('link')!;
-    const third = await a.ask(gateway, { ...CALL, session: 'sess-3' });
-    expectRefused(await cp.request('GET', `/review/${third.id}/request?link=${encodeURIComponent(otherLink)}`, { token: null }), 403, 'LINK_INVALID');
-    expectRefused(await cp.request('POST', `/review/${third.id}/decision`, { token: null, body: { link: otherLink, decision: 'approve' } }), 403, 'LINK_INVALID');
-    expect((await a.get(third.id)).body.status).toBe('pending');
-    // the link was not spent on the wrong request
-    expect((await cp.request('POST', `/review/${other.id}/decision`, { token: null, body: { link: otherLink, decision: 'deny' } })).body.status).toBe('denied');
+      const other = await a.ask(gateway, { ...CALL, session: 'sess-2' });
+      expect((await cp.request('POST', `/v1/approvals/${other.id}/links`, { body: { user: approver.id } })).status).toBe(202);
+      const otherLink = new URL(await channel.linkFor(other.id, approver.id)).searchParams.get('link')!;
+      const third = await a.ask(gateway, { ...CALL, session: 'sess-3' });
+      expectRefused(await cp.request('GET', `/review/${third.id}/request?link=${encodeURIComponent(otherLink)}`, { token: null }), 403, 'LINK_INVALID');
+      expectRefused(await cp.request('POST', `/review/${third.id}/decision`, { token: null, body: { link: otherLink, decision: 'approve' } }), 403, 'LINK_INVALID');
+      expect((await a.get(third.id)).body.status).toBe('pending');
+      // the link was not spent on the wrong request
+      expect((await cp.request('POST', `/review/${other.id}/decision`, { token: null, body: { link: otherLink, decision: 'deny' } })).body.status).toBe('denied');
 
-    // a link for someone who may not decide is not made
-    const member = await people.aPerson(cp, slug, 'member');
-    expectRefused(await cp.request('POST', `/v1/approvals/${third.id}/links`, { body: { user: member.id } }), 403, 'NOT_AN_APPROVER');
+      // a link for someone who may not decide is not made
+      const member = await people.aPerson(cp, slug, 'member');
+      expectRefused(await cp.request('POST', `/v1/approvals/${third.id}/links`, { body: { user: member.id } }), 403, 'NOT_AN_APPROVER');
+    } finally {
+      await channel.close();
+    }
+  });
+
+  it('a gateway cannot send itself, or anyone, a review link, nor decide: its own request stays pending', async () => {
+    const { slug, gateway } = await a.workspace();
+    const approver = await people.aPerson(cp, slug, 'approver');
+    const asked = await a.ask(gateway);
+    for (const res of [
+      await cp.request('POST', `/v1/approvals/${asked.id}/links`, { token: gateway.token, body: { user: approver.id } }),
+      await a.approve(asked.id, gateway.token),
+      await a.deny(asked.id, gateway.token),
+    ]) {
+      expect([403, 404], res.text).toContain(res.status);
+      expect(res.text).not.toContain('ail_lnk_');
+    }
+    expect((await a.get(asked.id)).body).toMatchObject({ status: 'pending', decisions: [] });
   });
 
   it('an approval not used before it expires lets nothing through, and an unanswered request expires on its own', async () => {

@@ -5,6 +5,7 @@ import { Browser, chromium, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { aGateway, aToken, aUser, aWorkspace } from '../support/builders';
 import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { aLinkChannel, LinkChannel } from '../support/link-channel';
 
 const CALL = {
   server: 'deploy',
@@ -26,7 +27,15 @@ describe('the review page in Chromium', () => {
   let ws: string;
   let gateway: { id: string; token: string };
   let approver: { id: string; email: string };
+  let links: LinkChannel;
   const pageErrors: string[] = [];
+
+  /** What the approver's chat bot receives: the link is sent to them, never answered to the caller. */
+  async function sendLink(approvalId: string): Promise<string> {
+    const sent = await cp.request('POST', `/v1/approvals/${approvalId}/links`, { body: { user: approver.id } });
+    expect(sent.status, sent.text).toBe(202);
+    return links.linkFor(approvalId, approver.id);
+  }
 
   beforeAll(async () => {
     shots = mkdtempSync(join(tmpdir(), 'aileron-review-shots-'));
@@ -44,8 +53,10 @@ describe('the review page in Chromium', () => {
     // a link names its approver: a user with the approver role in the workspace (never signed in)
     approver = await aUser(cp, cp.ownerToken, 'member');
     expect((await cp.request('PUT', `/v1/workspaces/${ws}/members/${approver.id}`, { body: { role: 'approver' } })).status).toBe(200);
+    links = await aLinkChannel(cp);
   });
   afterAll(async () => {
+    await links?.close();
     await browser?.close();
     await cp?.close();
     rmSync(shots, { recursive: true, force: true });
@@ -109,10 +120,9 @@ describe('the review page in Chromium', () => {
   it('with a one-time link: the approver sees the exact call, approves, and the waiting gateway hears it', async () => {
     const asked = await ask();
     const waiting = waitAsGateway(asked.id);
-    const link = await cp.request('POST', `/v1/approvals/${asked.id}/links`, { body: { user: approver.id } });
-    expect(link.status, link.text).toBe(201);
+    const link = await sendLink(asked.id);
 
-    const page = await open(link.body.url);
+    const page = await open(link);
     await expectTheCall(page);
     const shot = join(shots, 'review-link.png');
     await page.screenshot({ path: shot, fullPage: true });
@@ -121,7 +131,7 @@ describe('the review page in Chromium', () => {
     expect(await page.locator('#decisions').textContent()).toBe(`user:${approver.id}: approve`);
 
     // the link decided once: opened again, it shows the outcome and offers nothing to click
-    const again = await open(link.body.url);
+    const again = await open(link);
     await again.locator('#request').waitFor({ state: 'visible' });
     await expect.poll(() => again.locator('#status').textContent()).toBe('approved');
     expect(await again.locator('#actions').isHidden()).toBe(true);
@@ -161,8 +171,7 @@ describe('the review page in Chromium', () => {
     const markup = '<img src=x onerror="window.__ran = 1">';
     const script = '<script>window.__ran = 2</script>';
     const asked = await ask({ ...CALL, session: 'sess-markup', principal: '<b>eve</b>@example.com', arguments: { title: markup, body: script } });
-    const link = await cp.request('POST', `/v1/approvals/${asked.id}/links`, { body: { user: approver.id } });
-    const page = await open(link.body.url);
+    const page = await open(await sendLink(asked.id));
     await page.locator('#request').waitFor({ state: 'visible' });
     await expect.poll(() => page.locator('#status').textContent()).toBe('pending');
 

@@ -58,6 +58,7 @@ describe('tenancy matrix', () => {
   let otherOrgOwner: string;
   let otherWorkspaceAdmin: string;
   let targetIds: string[];
+  let targetGateway: string;
 
   /** Every row of every tenant table, minus bookkeeping the attacker's own requests update. */
   async function snapshot(): Promise<string> {
@@ -123,6 +124,7 @@ describe('tenancy matrix', () => {
     await aCatalogServer(cp, cp.ownerToken, { name: server.name, version: '1.1.0' });
     await cp.request('PUT', `/v1/workspaces/${ws.slug}/servers/${server.name}`, { body: { version: '1.0.0' } });
     const gateway = await aGateway(cp, cp.ownerToken, ws.slug);
+    targetGateway = gateway.token;
     // a secret, audit records (the changes above wrote some) and a SIEM sink (its delivery fails in the background: nothing listens)
     const secretValue = `target-secret-value-${ws.id}`;
     expect((await cp.request('PUT', `/v1/workspaces/${ws.slug}/secrets/github/token`, { body: { value: secretValue } })).status).toBe(200);
@@ -213,6 +215,43 @@ describe('tenancy matrix', () => {
       }
       expect(await snapshot(), `${label} changed data`).toBe(before);
     }
+  });
+
+  /**
+   * A gateway token lives on a developer's laptop. Every route it gets past
+   * the auth layer with is listed here: a new one fails this test until
+   * someone decides a gateway should reach it (and never a decision, a link,
+   * a grant or an admin read).
+   */
+  it("a gateway token reaches exactly the gateway API, its own approvals, MCP and /v1/me, nothing else, in its own workspace", async () => {
+    const REACHABLE = [
+      'GET /v1/me',
+      'GET /v1/approvals/:id',
+      'GET /mcp/:ws',
+      'POST /mcp/:ws',
+      'DELETE /mcp/:ws',
+      'GET /mcp/:ws/:server',
+      'POST /mcp/:ws/:server',
+      'DELETE /mcp/:ws/:server',
+    ];
+    const reached: string[] = [];
+    const refused: string[] = [];
+    for (const route of routes) {
+      if (route.auth === 'public' || route.tenancy === 'gateway') continue;
+      const path = pathFor(route);
+      const body = route.example?.body !== undefined ? fillDeep(route.example.body) : route.body ? {} : undefined;
+      const res = await cp.request(route.method, path, { token: targetGateway, ...(body !== undefined ? { body } : {}) });
+      expect(res.status, `${route.method} ${route.path} → ${res.text}`).not.toBe(500);
+      // 401 would mean the token itself was not taken; a refusal is 403 (not for gateways) or 404 (not its resource)
+      expect(res.status, `${route.method} ${route.path}`).not.toBe(401);
+      if (res.status === 403 || res.status === 404) refused.push(`${route.method} ${route.path}`);
+      else reached.push(`${route.method} ${route.path}`);
+      expect(res.text, `${route.method} ${route.path} answers a gateway a review link`).not.toContain('ail_lnk_');
+    }
+    expect(reached.sort()).toEqual([...REACHABLE].sort());
+    expect(refused).toEqual(expect.arrayContaining(['POST /v1/approvals/:id/links', 'POST /v1/approvals/:id/approve', 'POST /v1/approvals/:id/deny', 'POST /v1/tokens', 'POST /v1/auth/token']));
+    // the gateway API is its own: every gateway route takes it
+    expect(routes.filter((r) => r.tenancy === 'gateway').length).toBeGreaterThanOrEqual(5);
   });
 
   it('organisation-level reads by another organisation show only its own data', async () => {

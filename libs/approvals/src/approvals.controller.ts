@@ -56,6 +56,7 @@ export class ApprovalsController {
     description: 'Long-poll: `?wait=60` returns as soon as the request is decided on any replica. Gateways read the requests they made.',
     tag: 'approvals',
     tenancy: 'caller',
+    gateways: true,
     params: idParams,
     query: waitQuery,
     response: approvalView,
@@ -98,18 +99,19 @@ export class ApprovalsController {
   @Route({
     method: 'POST',
     path: '/v1/approvals/:id/links',
-    summary: 'A one-time signed review link for one approver, to send to them in a channel',
-    description: 'The link decides once, as that approver (separation of duties still applies), until the request expires. Only its hash is stored.',
+    summary: 'Send one approver a one-time review link',
+    description:
+      'The link goes to that person through the webhook endpoints that subscribe to `approval.link` exactly (json format), never to the caller: it decides once, as that approver (separation of duties still applies), until the request expires. Only its hash is stored. 409 LINK_CHANNEL_MISSING when no endpoint carries it.',
     tag: 'approvals',
     tenancy: 'caller',
     params: idParams,
     body: linkBody,
     response: linkView,
-    status: 201,
+    status: 202,
     example: { params: { id: '{approval}' }, body: { user: '{user}' } },
   })
-  mintLink(@Caller() caller: Principal, @Param() params: z.infer<typeof idParams>, @Body() body: z.infer<typeof linkBody>): Promise<z.infer<typeof linkView>> {
-    return this.approvals.mintLink(caller, params.id, body.user);
+  sendLink(@Caller() caller: Principal, @Param() params: z.infer<typeof idParams>, @Body() body: z.infer<typeof linkBody>): Promise<z.infer<typeof linkView>> {
+    return this.approvals.sendLink(caller, params.id, body.user);
   }
 
   @Route({

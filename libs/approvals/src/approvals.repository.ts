@@ -186,17 +186,27 @@ export class ApprovalsRepository {
    * The person an API token acts for: whoever created it, through tokens made
    * with tokens (a few hops); null for one the installation made (bootstrap).
    */
-  async tokenOwner(scope: OrgScope, tokenId: string): Promise<{ id: string; email: string | null } | null> {
-    let creator: string | null = `token:${tokenId}`;
-    for (let hop = 0; hop < 5 && creator !== null && UUID_REF.test(creator) && creator.startsWith('token:'); hop++) {
-      const row: { createdBy: string | null } | null = await this.db.client.apiToken.findFirst({ where: { organizationId: scope.organizationId, id: creator.slice(6) }, select: { createdBy: true } });
-      creator = row?.createdBy ?? null;
+  /**
+   * Whom a principal ref acts for: `token:<id>` refs followed through their
+   * creators (a few hops at most) to a user or a root token. `chain` holds
+   * every ref passed, the first included; `user` is where it ends, if a user.
+   */
+  async personOf(scope: OrgScope, ref: string): Promise<{ chain: string[]; user: { id: string; email: string | null } | null }> {
+    const chain: string[] = [];
+    let current: string | null = ref;
+    for (let hop = 0; hop < 6 && current !== null && UUID_REF.test(current) && !chain.includes(current); hop++) {
+      chain.push(current);
+      if (!current.startsWith('token:')) break;
+      const row: { createdBy: string | null } | null = await this.db.client.apiToken.findFirst({ where: { organizationId: scope.organizationId, id: current.slice(6) }, select: { createdBy: true } });
+      current = row?.createdBy ?? null;
     }
-    return creator !== null && UUID_REF.test(creator) && creator.startsWith('user:') ? this.user(scope, creator.slice(5)) : null;
+    const last = chain.at(-1);
+    const user = last?.startsWith('user:') ? await this.user(scope, last.slice(5)) : null;
+    return { chain, user };
   }
 
-  async user(scope: OrgScope, id: string): Promise<{ id: string; email: string | null; idpGroups: string[] } | null> {
-    return this.db.client.user.findFirst({ where: { organizationId: scope.organizationId, id }, select: { id: true, email: true, idpGroups: true } });
+  async user(scope: OrgScope, id: string): Promise<{ id: string; email: string | null; name: string | null; idpGroups: string[] } | null> {
+    return this.db.client.user.findFirst({ where: { organizationId: scope.organizationId, id }, select: { id: true, email: true, name: true, idpGroups: true } });
   }
 
   /**

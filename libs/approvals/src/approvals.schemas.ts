@@ -73,7 +73,11 @@ export const decideBody = z.object({
 });
 
 export const linkBody = z.object({ user: z.uuid().describe('the approver the link is for') });
-export const linkView = z.object({ url: z.string().describe('one-time: it decides once, as that approver, until the request expires'), expires_at: z.string() });
+export const linkView = z.object({
+  user: z.string().describe('the approver the link was sent to'),
+  expires_at: z.string().describe('the link works until the request expires'),
+  channels: z.number().int().describe('webhook endpoints that carry it to them'),
+});
 
 const callFields = {
   server: z.string().min(1).max(256),

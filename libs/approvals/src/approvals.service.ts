@@ -1,14 +1,15 @@
 import { randomBytes } from 'node:crypto';
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
-import { AccessService, describePrincipal, hashToken, OidcSignIn, Principal, roleIn, WorkspaceScope } from '@aileron/auth';
+import { AccessService, describePrincipal, hashToken, OidcSignIn, OrgScope, Principal, roleIn, WorkspaceScope } from '@aileron/auth';
 import { SystemScopes } from '@aileron/auth/scope-issuer';
 import { MESSAGE_BUS, MessageBus } from '@aileron/bus';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { DatabaseService, Transaction } from '@aileron/database';
 import { DomainError, NotFoundError, ValidationError } from '@aileron/errors';
-import { OutboxService } from '@aileron/outbox';
+import { OutboxService, PublicEvent } from '@aileron/outbox';
 import { PolicyService } from '@aileron/policy';
-import { argumentsDigest, FINAL, identitiesOf, redactArguments, sameRequester, tally } from './domain/approval';
+import { WebhooksService } from '@aileron/webhooks';
+import { argumentsDigest, FINAL, identitiesOf, personIdentities, redactArguments, samePerson, tally } from './domain/approval';
 import { Candidate, checkRouting, isApprover, resolveRoute, RoutingDocument, routingDocumentSchema } from './domain/routing';
 import { ApprovalRecord, ApprovalsRepository } from './approvals.repository';
 
@@ -17,6 +18,8 @@ const MAX_WAIT_SECONDS = 120;
 const RECHECK_MS = 5_000;
 const SWEEP_MS = 2_000;
 export const LINK_PREFIX = 'ail_lnk_';
+/** the personal notification that carries a one-time review link to its approver */
+export const LINK_NOTIFICATION = 'approval.link';
 
 export class ApprovalError extends DomainError {
   constructor(code: string, status: number, detail: string) {
@@ -66,7 +69,9 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
     private readonly signIn: OidcSignIn,
     @Inject(MESSAGE_BUS) private readonly bus: MessageBus,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
+    private readonly webhooks: WebhooksService,
   ) {
+    webhooks.addNotification(LINK_NOTIFICATION, (event) => this.completeLink(event));
     this.unsubscribe = bus.subscribe(DECIDED, (message) => {
       const id = (message as { id?: unknown } | null)?.id;
       if (typeof id === 'string') for (const wake of this.waiters.get(id) ?? []) wake();
@@ -203,10 +208,8 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
     if (!found) throw new NotFoundError('approval', id);
     const scope = await this.access.workspaceById(caller, found.workspaceId, 'approval.decide', { kind: 'approval', id });
     const user = caller.kind === 'user' ? await this.repository.user(organization, caller.id) : null;
-    const identities = identitiesOf({ kind: caller.kind, id: caller.id, email: user?.email ?? null });
     // a token acts for whoever made it: nobody approves their own request with a token they minted
-    const owner = caller.kind === 'api_token' ? await this.repository.tokenOwner(organization, caller.id) : null;
-    if (owner) for (const name of identitiesOf({ kind: 'user', id: owner.id, email: owner.email })) identities.add(name);
+    const identities = await this.personIdentities(organization, describePrincipal(caller));
     return this.vote(scope, id, {
       approver: describePrincipal(caller),
       identities,
@@ -252,22 +255,66 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
     return effective(record);
   }
 
-  /** Mints a one-time link for one approver of the request (for a channel integration to send them). */
-  async mintLink(caller: Principal, id: string, userId: string): Promise<{ url: string; expires_at: string }> {
+  /**
+   * Sends one approver of the request a one-time link, through the webhook
+   * endpoints that carry `approval.link` to people (a chat-ops bot that writes
+   * to them directly). The caller never sees the link: whoever could read it
+   * could decide as that approver, and with a quorum as several.
+   */
+  async sendLink(caller: Principal, id: string, userId: string): Promise<{ user: string; expires_at: string; channels: number }> {
     const organization = SystemScopes.organization(caller.organizationId);
     const record = await this.repository.get(organization, id);
     if (!record) throw new NotFoundError('approval', id);
     const scope = await this.access.workspaceById(caller, record.workspaceId, 'approval.routes', { kind: 'approval', id });
     const user = await this.repository.user(organization, userId);
     if (!user) throw new ValidationError([{ path: 'user', message: 'is not a user of this organisation' }]);
+    const current = effective(record);
+    if (current.status !== 'pending') throw new ApprovalError('APPROVAL_ALREADY_DECIDED', 409, `This request is already ${current.status}; decisions are final`);
     const routing = await this.repository.routing(scope);
     const { route } = resolveRoute(routing?.document ?? null, record.route);
     if (!isApprover(routing?.document ?? null, route, { userId: user.id, email: user.email, role: null, idpGroups: user.idpGroups }, new Date()) && !(await this.hasApproverRole(scope, user.id, route))) {
       throw new ApprovalError('NOT_AN_APPROVER', 403, `User ${user.id} is not an approver of route "${record.route}"`);
     }
+    const channels = await this.webhooks.notificationChannels(organization, record.workspaceId, LINK_NOTIFICATION);
+    if (channels === 0) {
+      throw new ApprovalError(
+        'LINK_CHANNEL_MISSING',
+        409,
+        `No webhook endpoint delivers "${LINK_NOTIFICATION}" for this workspace: add one (POST /v1/webhooks with events ["${LINK_NOTIFICATION}"], format json) that passes links on to the people they name`,
+      );
+    }
+    const actor = describePrincipal(caller);
+    await this.db.transaction((tx) =>
+      this.outbox.record(tx, {
+        topic: LINK_NOTIFICATION,
+        organizationId: scope.organizationId,
+        workspaceId: scope.workspaceId,
+        payload: {
+          workspace: scope.workspaceSlug,
+          session: record.sessionId,
+          approval_id: id,
+          user: { id: user.id, email: user.email, name: user.name },
+          server: record.server,
+          tool: record.tool,
+          expires_at: record.expiresAt.toISOString(),
+          actor,
+        },
+      }),
+    );
+    return { user: user.id, expires_at: record.expiresAt.toISOString(), channels };
+  }
+
+  /** Makes the link as the notification leaves (each attempt its own, only its hash kept); null once there is nothing left to decide. */
+  private async completeLink(event: PublicEvent): Promise<Record<string, unknown> | null> {
+    const approvalId = event.data.approval_id;
+    const userId = (event.data.user as { id?: unknown } | undefined)?.id;
+    if (!event.organization_id || typeof approvalId !== 'string' || typeof userId !== 'string') return null;
+    const organization = SystemScopes.organization(event.organization_id);
+    const record = await this.repository.get(organization, approvalId);
+    if (!record || effective(record).status !== 'pending') return null;
     const token = `${LINK_PREFIX}${randomBytes(32).toString('base64url')}`;
-    await this.db.transaction((tx) => this.repository.createLink(tx, organization, { tokenHash: hashToken(token), approvalId: id, userId: user.id, expiresAt: record.expiresAt }));
-    return { url: `${this.reviewUrl(id)}?link=${token}`, expires_at: record.expiresAt.toISOString() };
+    await this.db.transaction((tx) => this.repository.createLink(tx, organization, { tokenHash: hashToken(token), approvalId, userId, expiresAt: record.expiresAt }));
+    return { ...event.data, url: `${this.reviewUrl(approvalId)}?link=${token}` };
   }
 
   /**
@@ -376,6 +423,12 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
     }
   }
 
+  /** Every name of the person a principal ref (or a requester's e-mail) stands for. */
+  private async personIdentities(organization: OrgScope, ref: string): Promise<Set<string>> {
+    const { chain, user } = await this.repository.personOf(organization, ref);
+    return personIdentities(ref, chain, user);
+  }
+
   private async vote(
     scope: WorkspaceScope,
     id: string,
@@ -383,13 +436,16 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
     linkHash?: string,
   ): Promise<ApprovalRecord> {
     const routing = await this.repository.routing(scope);
+    const requested = await this.repository.get(scope, id);
+    // the requester as a person: a call made with a token counts as whoever made the token
+    const requester = requested ? await this.personIdentities(scope, requested.requester) : new Set<string>();
     const outcome = await this.db.transaction(async (tx) => {
       const record = await this.repository.lock(tx, scope, id);
       if (!record) throw new NotFoundError('approval', id);
       if (FINAL.includes(record.status)) throw new ApprovalError('APPROVAL_ALREADY_DECIDED', 409, `This request is already ${record.status}; decisions are final`);
       if (record.expiresAt <= new Date()) throw new ApprovalError('APPROVAL_EXPIRED', 409, 'This request expired before a decision');
       // separation of duties: whoever the call runs for never decides it
-      if (sameRequester(record.requester, vote.identities)) throw new ApprovalError('SELF_APPROVAL_FORBIDDEN', 403, 'You asked for this call; someone else must decide it');
+      if (samePerson(requester, vote.identities)) throw new ApprovalError('SELF_APPROVAL_FORBIDDEN', 403, 'You asked for this call; someone else must decide it');
       const { route } = resolveRoute(routing?.document ?? null, record.route);
       const eligible = isApprover(routing?.document ?? null, route, vote.candidate, new Date()) || (vote.candidate.userId !== null && vote.candidate.role === null && (await this.hasApproverRole(scope, vote.candidate.userId, route, tx)));
       if (!eligible) throw new ApprovalError('NOT_AN_APPROVER', 403, `You are not an approver of route "${record.route}"`);

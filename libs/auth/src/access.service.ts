@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { ForbiddenError, NotFoundError } from '@aileron/errors';
 import { Principal, roleIn } from './domain/principal';
-import { allows, Permission } from './domain/roles';
+import { allows, GATEWAY_PERMISSIONS, Permission } from './domain/roles';
 import { AuthRepository } from './auth.repository';
 import { PrincipalCache } from './principal-cache.service';
 import type { OrgScope, WorkspaceScope } from './scope';
@@ -43,7 +43,7 @@ export class AccessService {
     const workspace = await this.repository.findWorkspaceById(SystemScopes.organization(principal.organizationId), workspaceId);
     if (principal.gateway) {
       if (!workspace || principal.gateway.workspaceId !== workspaceId) throw new NotFoundError(what.kind, what.id);
-      return SystemScopes.workspace(principal.organizationId, workspace, 'member');
+      return this.gatewayScope(principal, workspace, permission);
     }
     const role = workspace ? roleIn(principal, workspace.id) : null;
     if (!workspace || !role) throw new NotFoundError(what.kind, what.id);
@@ -56,9 +56,19 @@ export class AccessService {
     const workspace = await this.cache.workspace(principal.organizationId, slug, () =>
       this.repository.findWorkspaceBySlug(SystemScopes.organization(principal.organizationId), slug),
     );
+    if (principal.gateway) {
+      if (!workspace || principal.gateway.workspaceId !== workspace.id) throw new NotFoundError('workspace', slug);
+      return this.gatewayScope(principal, workspace, permission);
+    }
     const role = workspace ? roleIn(principal, workspace.id) : null;
     if (!workspace || !role) throw new NotFoundError('workspace', slug);
     if (!allows(role, permission)) throw new ForbiddenError(`Role "${role}" may not ${permission} in workspace "${slug}"`);
     return SystemScopes.workspace(principal.organizationId, workspace, role);
+  }
+
+  /** A gateway holds no role: in its own workspace it may do only what GATEWAY_PERMISSIONS lists. */
+  private gatewayScope(principal: Principal, workspace: { id: string; slug: string }, permission: Permission): WorkspaceScope {
+    if (!GATEWAY_PERMISSIONS.has(permission)) throw new ForbiddenError(`A gateway token may not ${permission}`, 'GATEWAY_TOKEN_NOT_ALLOWED');
+    return SystemScopes.workspace(principal.organizationId, workspace, 'member');
   }
 }

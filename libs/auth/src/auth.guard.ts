@@ -60,6 +60,10 @@ export class AuthGuard implements CanActivate, OnApplicationBootstrap {
     if (route.tenancy === 'platform' && !principal.platformOperator) {
       throw new ForbiddenError('Only platform operators may do this', 'PLATFORM_OPERATOR_REQUIRED');
     }
+    // a gateway is a machine on a developer's laptop: it reaches only what is declared for it, never a decision or a grant
+    if (principal.kind === 'gateway' && route.tenancy !== 'gateway' && !route.gateways) {
+      throw new ForbiddenError('A gateway token may not call this endpoint', 'GATEWAY_TOKEN_NOT_ALLOWED');
+    }
     if (route.tenancy === 'gateway') {
       // the gateway API acts in the one workspace the gateway enrolled into, and only for gateways
       if (principal.kind !== 'gateway' || !principal.gateway) throw new ForbiddenError('This endpoint takes a gateway token', 'GATEWAY_TOKEN_REQUIRED');

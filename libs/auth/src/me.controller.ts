@@ -31,7 +31,7 @@ export class MeController {
     private readonly tokens: TokensService,
   ) {}
 
-  @Route({ method: 'GET', path: '/v1/me', summary: 'The caller: principal, organisation, role, workspaces', tag: 'auth', tenancy: 'caller', response: meView })
+  @Route({ method: 'GET', path: '/v1/me', summary: 'The caller: principal, organisation, role, workspaces', tag: 'auth', tenancy: 'caller', gateways: true, response: meView })
   async me(@Caller() caller: Principal): Promise<z.infer<typeof meView>> {
     const scope = SystemScopes.organization(caller.organizationId);
     const [organization, workspaces, user] = await Promise.all([

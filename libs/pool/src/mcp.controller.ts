@@ -19,6 +19,8 @@ const SINGLE = {
   tag: 'mcp',
   permission: MCP_PERMISSION,
   tenancy: 'workspace' as const,
+  // a local gateway reaches its workspace's remote servers (API.md)
+  gateways: true as const,
   params: oneServer,
   example: { params: { ws: 'default', server: '{server}' }, body: INITIALIZE as unknown },
   bodyValidation: 'handler' as const,

@@ -10,7 +10,7 @@ import { outboundPolicyOf, signatureHeaders } from '@aileron/net';
 import { OutboxMessage, OutboxService, PublicEvent, toPublicEvent } from '@aileron/outbox';
 import { JobContext, JobProcessor, JobRegistry, QueueService } from '@aileron/queue';
 import { pauseReason, PausePolicy } from './domain/endpoint-health';
-import { matchesEvent, matchesWorkspace } from './domain/event-filter';
+import { matchesEvent, matchesWorkspace, takesPersonalNotification } from './domain/event-filter';
 import { renderBody } from './domain/formats';
 import { postSigned, SendOutcome } from './webhook-sender';
 import { WebhookEndpointRecord, WebhooksRepository } from './webhooks.repository';
@@ -102,7 +102,12 @@ export class WebhookDeliveryService {
       const key = `${message.organizationId}/${workspaceId ?? ''}`;
       let endpoints = subscribers.get(key);
       if (endpoints === undefined) subscribers.set(key, (endpoints = await this.repository.subscribers(scope, workspaceId, tx)));
-      const targets = endpoints.filter((endpoint) => matchesWorkspace(endpoint.workspaceId, workspaceId) && matchesEvent(endpoint.events, message.topic));
+      const personal = this.webhooks.notification(message.topic) !== undefined;
+      const targets = endpoints.filter(
+        (endpoint) =>
+          matchesWorkspace(endpoint.workspaceId, workspaceId) &&
+          (personal ? takesPersonalNotification(endpoint, message.topic) : matchesEvent(endpoint.events, message.topic)),
+      );
       if (targets.length === 0) continue;
       const event = toPublicEvent(message);
       for (const endpoint of targets) {
@@ -132,7 +137,17 @@ export class WebhookDeliveryService {
       return;
     }
 
-    const outcome = await this.send(scope, endpoint, delivery.id, payload.event);
+    let event = payload.event;
+    const complete = this.webhooks.notification(event.type);
+    if (complete) {
+      const data = await complete(event);
+      if (data === null) {
+        await this.repository.setStatus(scope, delivery.id, 'skipped');
+        return;
+      }
+      event = { ...event, data };
+    }
+    const outcome = await this.send(scope, endpoint, delivery.id, event);
     const delivered = outcome.error === null;
     const last = context.attempt >= WEBHOOK_ATTEMPTS;
     const recorded = await this.db.transaction((tx) =>

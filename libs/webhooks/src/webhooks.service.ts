@@ -6,7 +6,8 @@ import { DatabaseService, isUniqueViolation, Transaction } from '@aileron/databa
 import { ConflictError, NotFoundError, ValidationError } from '@aileron/errors';
 import { KeyProvider, ROOT_KEYS } from '@aileron/keys';
 import { checkOutboundUrl, outboundPolicyOf, OutboundUrlRefusedError } from '@aileron/net';
-import { OutboxService } from '@aileron/outbox';
+import { OutboxService, PublicEvent } from '@aileron/outbox';
+import { matchesWorkspace, takesPersonalNotification } from './domain/event-filter';
 import type { WebhookFormat } from './domain/formats';
 import { WebhookAttemptRecord, WebhookDeliveryRecord, WebhookEndpointRecord, WebhooksRepository } from './webhooks.repository';
 
@@ -30,6 +31,14 @@ export type WebhookEndpoint = WebhookEndpointRecord & { workspaceSlug: string | 
 
 export type WebhookDelivery = WebhookDeliveryRecord & { attemptLog: WebhookAttemptRecord[] };
 
+/**
+ * Completes a personal notification at the moment it is sent: adds what only
+ * its person may hold (a one-time link), so the credential is made per attempt
+ * and never rests in the outbox, a job or the audit log. null: nothing to send
+ * any more (the request was decided meanwhile).
+ */
+export type NotificationCompleter = (event: PublicEvent) => Promise<Record<string, unknown> | null>;
+
 /** The sealed secret is bound to its endpoint: a sealed value copied onto another row does not open. */
 export function secretAad(organizationId: string, endpointId: string): string {
   return `aileron/webhook/${organizationId}/${endpointId}`;
@@ -51,10 +60,29 @@ export class WebhooksService {
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
+  private readonly notifications = new Map<string, NotificationCompleter>();
+
+  /** Declares an event type a personal notification (see takesPersonalNotification); set by the domain that owns it. */
+  addNotification(type: string, complete: NotificationCompleter): void {
+    if (this.notifications.has(type)) throw new Error(`notification "${type}" registered twice`);
+    this.notifications.set(type, complete);
+  }
+
+  notification(type: string): NotificationCompleter | undefined {
+    return this.notifications.get(type);
+  }
+
+  /** How many endpoints would carry a personal notification of this type for the workspace now. */
+  async notificationChannels(scope: OrgScope, workspaceId: string, type: string): Promise<number> {
+    const endpoints = await this.db.transaction((tx) => this.repository.subscribers(scope, workspaceId, tx));
+    return endpoints.filter((endpoint) => matchesWorkspace(endpoint.workspaceId, workspaceId) && takesPersonalNotification(endpoint, type)).length;
+  }
+
   /** A new endpoint; its signing secret is returned here once (generated unless given) and never again. */
   async create(principal: Principal, scope: OrgScope, input: NewWebhook): Promise<{ endpoint: WebhookEndpoint; secret: string }> {
     // the workspace first: another tenant's slug is a 404 whatever the URL
     const workspace = input.workspace ? await this.access.workspace(principal, input.workspace, 'webhook.manage') : null;
+    this.checkPersonal(input);
     await this.checkUrl(input.url);
     const secret = input.secret ?? `whsec_${randomBytes(32).toString('base64url')}`;
     const id = randomUUID();
@@ -100,6 +128,7 @@ export class WebhooksService {
     const updated = await this.db.transaction(async (tx) => {
       const endpoint = await this.repository.update(scope, id, changes, tx);
       if (!endpoint) return null;
+      this.checkPersonal(endpoint); // throwing rolls the change back
       if (Object.keys(changes).length > 0) await this.announce(tx, scope, 'webhook.updated', endpoint, null, actor, { changed: Object.keys(changes).sort() });
       return endpoint;
     });
@@ -171,6 +200,14 @@ export class WebhooksService {
   private async withSlugs(scope: OrgScope, endpoints: WebhookEndpointRecord[]): Promise<WebhookEndpoint[]> {
     const slugs = await this.repository.workspaceSlugs(scope, endpoints.flatMap((e) => (e.workspaceId ? [e.workspaceId] : [])));
     return endpoints.map((e) => ({ ...e, workspaceSlug: e.workspaceId ? (slugs.get(e.workspaceId) ?? null) : null }));
+  }
+
+  /** A Slack channel is shared: a credential meant for one person must not be posted there. */
+  private checkPersonal(endpoint: { events: readonly string[]; format: string }): void {
+    const personal = endpoint.events.filter((type) => this.notifications.has(type));
+    if (endpoint.format !== 'json' && personal.length > 0) {
+      throw new ValidationError([{ path: 'format', message: `${personal.join(', ')} carries a one-time credential for one person and is delivered in the json format only` }]);
+    }
   }
 
   private async checkUrl(url: string): Promise<void> {

@@ -58,7 +58,24 @@ export function identitiesOf(caller: { kind: string; id: string; email?: string 
   return ids;
 }
 
-export function sameRequester(requester: string, identities: Set<string>): boolean {
-  const r = requester.toLowerCase();
-  return identities.has(requester) || identities.has(r);
+/**
+ * The names of the person behind a principal: each ref along a token's chain
+ * of creators (a token counts as whoever made it, and so on up), and the user
+ * the chain ends at. A requester that is no ref at all (a gateway reports the
+ * person by e-mail) names only itself.
+ */
+export function personIdentities(requester: string, chain: readonly string[], user: { id: string; email: string | null } | null): Set<string> {
+  const ids = new Set<string>([requester, requester.toLowerCase(), `user:${requester.toLowerCase()}`]);
+  for (const ref of chain) {
+    ids.add(ref);
+    ids.add(ref.slice(ref.indexOf(':') + 1));
+  }
+  if (user) for (const id of identitiesOf({ kind: 'user', id: user.id, email: user.email })) ids.add(id);
+  return ids;
+}
+
+/** Separation of duties: any name in common means the same person on both sides. */
+export function samePerson(requester: ReadonlySet<string>, approver: ReadonlySet<string>): boolean {
+  for (const id of requester) if (approver.has(id)) return true;
+  return false;
 }

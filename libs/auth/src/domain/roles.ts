@@ -70,6 +70,14 @@ export const PERMISSIONS = {
 
 export type Permission = keyof typeof PERMISSIONS;
 
+/**
+ * What an enrolled gateway may do in its own workspace besides the gateway
+ * API: follow the approvals it asked for and reach the pool. A gateway is a
+ * machine on a developer's laptop: it never decides, mints review links,
+ * grants, or reads anything an admin reads. Deny by default, like PERMISSIONS.
+ */
+export const GATEWAY_PERMISSIONS: ReadonlySet<Permission> = new Set<Permission>(['approval.read', 'mcp.use']);
+
 export function allows(role: Role | null, permission: Permission): boolean {
   return role !== null && (PERMISSIONS[permission] as readonly Role[]).includes(role);
 }

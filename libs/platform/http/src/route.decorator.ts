@@ -20,6 +20,12 @@ export interface RouteDefinition {
   auth?: 'public' | 'bearer';
   /** the action the caller must be allowed, checked by the auth layer's AccessService */
   permission?: string;
+  /**
+   * An enrolled gateway's token may call this route too (it always may call
+   * `tenancy: 'gateway'` routes, and nothing else unless this says so); the
+   * permission is still checked against what gateways may do.
+   */
+  gateways?: true;
   tenancy: RouteTenancy;
   params?: z.ZodObject;
   query?: z.ZodObject;

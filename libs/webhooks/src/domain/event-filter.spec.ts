@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { EVENT_FILTER, matchesEvent, matchesWorkspace } from './event-filter';
+import { EVENT_FILTER, matchesEvent, matchesWorkspace, takesPersonalNotification } from './event-filter';
 
 describe('event filters', () => {
   it('an empty filter takes every event', () => {
@@ -27,5 +27,14 @@ describe('event filters', () => {
     expect(matchesWorkspace('ws-1', 'ws-1')).toBe(true);
     expect(matchesWorkspace('ws-1', 'ws-2')).toBe(false);
     expect(matchesWorkspace('ws-1', null)).toBe(false);
+  });
+});
+
+describe('personal notifications (a one-time link for one person)', () => {
+  it('go only to json endpoints that name the type exactly: never through a wildcard, an empty filter or to a Slack channel', () => {
+    expect(takesPersonalNotification({ events: ['approval.link'], format: 'json' }, 'approval.link')).toBe(true);
+    expect(takesPersonalNotification({ events: ['approval.*'], format: 'json' }, 'approval.link')).toBe(false);
+    expect(takesPersonalNotification({ events: [], format: 'json' }, 'approval.link')).toBe(false);
+    expect(takesPersonalNotification({ events: ['approval.link'], format: 'slack' }, 'approval.link')).toBe(false);
   });
 });

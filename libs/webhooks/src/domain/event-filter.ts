@@ -11,6 +11,16 @@ export function matchesEvent(filters: readonly string[], type: string): boolean 
   return filters.some((filter) => (filter.endsWith('.*') ? type.startsWith(filter.slice(0, -1)) : filter === type));
 }
 
+/**
+ * Personal notifications carry a credential meant for one person (a one-time
+ * review link). They go only to endpoints that name the type exactly, never
+ * through `approval.*` or an empty filter, and never in the Slack format,
+ * which posts to a shared channel where anyone could use the link.
+ */
+export function takesPersonalNotification(endpoint: { events: readonly string[]; format: string }, type: string): boolean {
+  return endpoint.format === 'json' && endpoint.events.includes(type);
+}
+
 /** A workspace filter of null takes the whole organisation; otherwise only events of that workspace. */
 export function matchesWorkspace(filter: string | null, workspaceId: string | null): boolean {
   return filter === null || filter === workspaceId;
