@@ -158,6 +158,38 @@ describe.each(BACKENDS)('organisations, workspaces, members and tokens on %s', (
     expect(missing.body.code).toBe('USER_NOT_FOUND');
   });
 
+  it('nobody changes a grant above their own: an admin neither demotes nor removes an owner membership, nor revokes an owner token', async () => {
+    const ws = await aWorkspace(cp, cp.ownerToken);
+    const boss = await aUser(cp, cp.ownerToken, 'member');
+    expect((await cp.request('PUT', `/v1/workspaces/${ws.slug}/members/${boss.id}`, { body: { role: 'owner' } })).status).toBe(200);
+    const admins = [await aToken(cp, cp.ownerToken, { role: 'admin', workspace: ws.slug }), await aToken(cp, cp.ownerToken, { role: 'admin' })];
+    const ownerToken = await aToken(cp, cp.ownerToken, { role: 'owner' });
+    for (const admin of admins) {
+      for (const res of [
+        await cp.request('PUT', `/v1/workspaces/${ws.slug}/members/${boss.id}`, { token: admin.token, body: { role: 'member' } }),
+        await cp.request('DELETE', `/v1/workspaces/${ws.slug}/members/${boss.id}`, { token: admin.token }),
+      ]) {
+        expect(res.status, res.text).toBe(403);
+        expect(res.body.code).toBe('ROLE_ESCALATION');
+      }
+    }
+    const revoke = await cp.request('DELETE', `/v1/tokens/${ownerToken.id}`, { token: admins[1]!.token });
+    expect(revoke.status, revoke.text).toBe(403);
+    expect(revoke.body.code).toBe('ROLE_ESCALATION');
+    // nothing changed: the owner keeps the membership, the owner token still works
+    const members = await cp.request('GET', `/v1/workspaces/${ws.slug}/members`);
+    expect(members.body.members).toEqual([expect.objectContaining({ user_id: boss.id, role: 'owner' })]);
+    expect((await cp.request('GET', '/v1/me', { token: ownerToken.token })).status).toBe(200);
+    // within their own grant they still act, and an owner may do all of it
+    const peer = await aUser(cp, cp.ownerToken, 'member');
+    expect((await cp.request('PUT', `/v1/workspaces/${ws.slug}/members/${peer.id}`, { token: admins[0]!.token, body: { role: 'admin' } })).status).toBe(200);
+    expect((await cp.request('DELETE', `/v1/workspaces/${ws.slug}/members/${peer.id}`, { token: admins[0]!.token })).status).toBe(204);
+    const memberToken = await aToken(cp, cp.ownerToken, { role: 'member' });
+    expect((await cp.request('DELETE', `/v1/tokens/${memberToken.id}`, { token: admins[1]!.token })).status).toBe(204);
+    expect((await cp.request('PUT', `/v1/workspaces/${ws.slug}/members/${boss.id}`, { body: { role: 'member' } })).status).toBe(200);
+    expect((await cp.request('DELETE', `/v1/tokens/${ownerToken.id}`)).status).toBe(204);
+  });
+
   it('records each change in the outbox in the same transaction', async () => {
     const ws = await aWorkspace(cp, cp.ownerToken);
     const rows = await cp.cp.database.client.outboxMessage.findMany({ where: { topic: 'workspace.created', workspaceId: ws.id } });

@@ -104,6 +104,11 @@ export class TokensService {
       throw new NotFoundError('token', id);
     }
     if (record.revokedAt) return;
+    // nobody changes a grant above their own: an admin cannot cut an owner (or the platform operator) off
+    const own = principal.orgRole ?? (record.workspaceId ? principal.workspaceRoles.get(record.workspaceId) ?? null : null);
+    if (!own || !canGrant(own, record.role) || (record.platformOperator && !principal.platformOperator)) {
+      throw new ForbiddenError(`Role "${own}" may not revoke a token with role "${record.role}"${record.platformOperator ? ' (a platform operator)' : ''}`, 'ROLE_ESCALATION');
+    }
     // the commit drops cached principals on every replica (PrincipalCache follows token.revoked)
     await this.db.transaction(async (tx) => {
       await this.repository.revokeToken(scope, id, new Date(), tx);

@@ -162,6 +162,15 @@ export class TenancyRepository {
     return { userId: row.userId, email: row.user.email, name: row.user.name, role: row.role, createdAt: row.createdAt };
   }
 
+  /** The membership as it stands, locked until the transaction ends so a concurrent change cannot slip under the check. */
+  async lockMember(scope: WorkspaceScope, userId: string, tx: Transaction): Promise<{ role: Role } | null> {
+    const rows = await tx.$queryRaw<{ role: Role }[]>`
+      SELECT role::text AS role FROM memberships
+       WHERE organization_id = ${scope.organizationId}::uuid AND workspace_id = ${scope.workspaceId}::uuid AND user_id = ${userId}::uuid
+       FOR UPDATE`;
+    return rows[0] ?? null;
+  }
+
   async deleteMember(scope: WorkspaceScope, userId: string, tx: Transaction): Promise<boolean> {
     const { count } = await tx.membership.deleteMany({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, userId } });
     return count > 0;

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { AccessService, BrowserKeys, canGrant, describePrincipal, OrgScope, Principal, Role, roleIn, TokensService, WorkspaceScope } from '@aileron/auth';
-import { DatabaseService, isUniqueViolation } from '@aileron/database';
+import { DatabaseService, isUniqueViolation, Transaction } from '@aileron/database';
 import { ConflictError, ForbiddenError, NotFoundError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
 import type { CreateOrganizationBody, CreateUserBody, CreateWorkspaceBody, IdentityProviderBody, PolicyDefault } from './tenancy.schemas';
@@ -208,6 +208,7 @@ export class TenancyService {
     const user = await this.repository.findUser(scope, userId);
     if (!user) throw new NotFoundError('user', userId);
     return this.db.transaction(async (tx) => {
+      await this.assertAboveMember(scope, userId, tx);
       const member = await this.repository.putMember(scope, userId, role, tx);
       await this.outbox.record(tx, {
         topic: 'member.updated',
@@ -221,6 +222,7 @@ export class TenancyService {
 
   async removeMember(principal: Principal, scope: WorkspaceScope, userId: string): Promise<void> {
     await this.db.transaction(async (tx) => {
+      await this.assertAboveMember(scope, userId, tx);
       if (!(await this.repository.deleteMember(scope, userId, tx))) throw new NotFoundError('member', userId);
       await this.outbox.record(tx, {
         topic: 'member.removed',
@@ -229,6 +231,14 @@ export class TenancyService {
         payload: { user_id: userId, actor: describePrincipal(principal) },
       });
     });
+  }
+
+  /** Nobody changes a grant above their own: a workspace admin neither demotes nor removes an owner's membership. */
+  private async assertAboveMember(scope: WorkspaceScope, userId: string, tx: Transaction): Promise<void> {
+    const existing = await this.repository.lockMember(scope, userId, tx);
+    if (existing && !canGrant(scope.role, existing.role)) {
+      throw new ForbiddenError(`Role "${scope.role}" may not change a membership with role "${existing.role}"`, 'ROLE_ESCALATION');
+    }
   }
 
   private assertCanGrant(principal: Principal, role: Role): void {
