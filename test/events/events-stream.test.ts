@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
-import { aWorkspace, anOrganization } from '../support/builders';
+import { People } from '../approvals/people';
+import { aReplicaOf, startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { aToken, aWorkspace, anOrganization } from '../support/builders';
 import { BACKENDS } from '../support/databases';
 
 interface Received {
@@ -10,9 +11,11 @@ interface Received {
 }
 
 /** An SSE client reading the stream as a browser's EventSource would. */
-function listen(url: string, token: string, headers: Record<string, string> = {}): { events: Received[]; close(): void; opened: Promise<void> } {
+function listen(url: string, token: string, headers: Record<string, string> = {}): { events: Received[]; close(): void; opened: Promise<void>; ended: Promise<string> } {
   const controller = new AbortController();
   const events: Received[] = [];
+  let ended!: (why: string) => void;
+  const endedPromise = new Promise<string>((resolve) => (ended = resolve));
   let opened!: () => void;
   const openedPromise = new Promise<void>((resolve) => (opened = resolve));
   void (async () => {
@@ -21,21 +24,23 @@ function listen(url: string, token: string, headers: Record<string, string> = {}
     const reader = response.body!.getReader();
     const decoder = new TextDecoder();
     let buffer = '';
+    let endedWith = '';
     for (;;) {
       const { value, done } = await reader.read().catch(() => ({ value: undefined, done: true }));
-      if (done) return;
+      if (done) return ended(endedWith);
       buffer += decoder.decode(value, { stream: true });
       let end: number;
       while ((end = buffer.indexOf('\n\n')) >= 0) {
         const block = buffer.slice(0, end);
         buffer = buffer.slice(end + 2);
         if (block.startsWith(': connected')) opened();
+        if (block.startsWith('event: stream.ended')) endedWith = block;
         const fields = Object.fromEntries(block.split('\n').filter((l) => !l.startsWith(':')).map((l) => [l.slice(0, l.indexOf(':')), l.slice(l.indexOf(':') + 2)]));
         if (fields.id) events.push({ id: fields.id, event: fields.event!, data: JSON.parse(fields.data!) });
       }
     }
   })();
-  return { events, close: () => controller.abort(), opened: openedPromise };
+  return { events, close: () => controller.abort(), opened: openedPromise, ended: endedPromise };
 }
 
 async function until(what: string, probe: () => boolean, timeoutMs = 20_000): Promise<void> {
@@ -48,10 +53,45 @@ async function until(what: string, probe: () => boolean, timeoutMs = 20_000): Pr
 
 describe.each(BACKENDS)('workspace event stream on %s', (backend) => {
   let cp: TestControlPlane;
+  /** where streams are opened: in server mode another replica, so the end must travel between replicas */
+  let reader: TestControlPlane;
+  const people = new People();
   beforeAll(async () => {
-    cp = await startTestControlPlane(backend);
+    await people.start();
+    // the identity provider's JWKS listens on 127.0.0.1, which server mode refuses unless allowed
+    const env = backend === 'postgres' ? { UPSTREAM_ALLOW_CIDRS: '127.0.0.1/32' } : {};
+    cp = await startTestControlPlane(backend, env);
+    reader = backend === 'postgres' ? await aReplicaOf(cp, env) : cp;
+    await people.trustedBy(cp);
   });
-  afterAll(async () => cp?.close());
+  afterAll(async () => {
+    if (reader !== cp) await reader?.close();
+    await cp?.close();
+    await people.stop();
+  });
+
+  it('ends a stream when its token is revoked, its membership removed, or the token behind its JWT revoked: not only at the next request', async () => {
+    const ws = await aWorkspace(cp, cp.ownerToken);
+    const token = await aToken(cp, cp.ownerToken, { role: 'member', workspace: ws.slug });
+    const person = await people.aPerson(cp, ws.slug, 'member');
+    const minted = await cp.request('POST', '/v1/auth/token', { token: token.token });
+    expect(minted.status, minted.text).toBe(201);
+    const jwt = minted.body.token as string;
+    const url = `${reader.url}/v1/workspaces/${ws.slug}/events`;
+    const streams = { token: listen(url, token.token), person: listen(url, person.token), jwt: listen(url, jwt), owner: listen(url, cp.ownerToken) };
+    await Promise.all(Object.values(streams).map((s) => s.opened));
+
+    expect((await cp.request('DELETE', `/v1/workspaces/${ws.slug}/members/${person.id}`)).status).toBe(204);
+    expect(await streams.person.ended).toContain('stream.ended');
+    expect((await cp.request('DELETE', `/v1/tokens/${token.id}`)).status).toBe(204);
+    // the hang guard of vitest's test timeout bounds these waits; revocation reaches the other replica through Redis
+    expect(await streams.token.ended).toContain('stream.ended');
+    expect(await streams.jwt.ended).toContain('stream.ended');
+    // what was withdrawn ended nothing else: the owner still hears the workspace
+    await cp.request('PUT', `/v1/workspaces/${ws.slug}/secrets/after/revocation`, { body: { value: 'x' } });
+    await until('the owner hears the write', () => streams.owner.events.some((e) => e.event === 'secret.written' || e.data.type.startsWith('secret.')));
+    streams.owner.close();
+  });
 
   it('streams the workspace’s events as they commit, filtered by type, and replays what a reconnecting client missed', async () => {
     const ws = await aWorkspace(cp, cp.ownerToken);

@@ -15,6 +15,7 @@ import { OidcSignIn } from './oidc-sign-in.service';
 import { OidcController } from './oidc.controller';
 import { PrincipalCache } from './principal-cache.service';
 import { PrincipalResolver } from './principal.resolver';
+import { StreamAccess } from './stream-access.service';
 import { TokensController } from './tokens.controller';
 import { TokensService } from './tokens.service';
 
@@ -35,8 +36,9 @@ import { TokensService } from './tokens.service';
     BrowserKeys,
     BrowserSessions,
     OidcSignIn,
+    StreamAccess,
     { provide: APP_GUARD, useClass: AuthGuard },
   ],
-  exports: [AccessService, BearerCredentials, PrincipalCache, TokensService, JwtKeys, CredentialResolvers, BrowserKeys, BrowserSessions, OidcSignIn],
+  exports: [AccessService, BearerCredentials, PrincipalCache, TokensService, JwtKeys, CredentialResolvers, BrowserKeys, BrowserSessions, OidcSignIn, StreamAccess],
 })
 export class AuthModule {}

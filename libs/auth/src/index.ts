@@ -17,4 +17,5 @@ export type { CredentialResolver } from './credential-resolvers';
 export { BrowserKeys } from './browser-keys.service';
 export { BrowserSessions } from './browser-sessions.service';
 export { OidcSignIn } from './oidc-sign-in.service';
+export { StreamAccess } from './stream-access.service';
 export { AuthModule } from './auth.module';

@@ -53,6 +53,11 @@ export class PrincipalCache implements OnModuleDestroy {
     return this.workspaces.getOrLoad(`${ROOT}:${organizationId}:${slug}`, load);
   }
 
+  /** Called on this replica whenever cached access is dropped, here or on another replica (streams judge their callers again). */
+  onChange(listener: () => void): () => void {
+    return this.principals.onEvict(listener);
+  }
+
   /** For changes no outbox message records (a role the IdP changed at sign-in); after their commit. */
   async invalidateAll(): Promise<void> {
     await Promise.all([this.principals.invalidate(ROOT), this.workspaces.invalidate(ROOT)]);

@@ -1,12 +1,13 @@
 import { Controller, Query, Req, Res } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import { slug, TenantScope, WorkspaceScope } from '@aileron/auth';
+import { AccessService, BearerCredentials, slug, StreamAccess, TenantScope, WorkspaceScope } from '@aileron/auth';
 import { Route } from '@aileron/http';
 import type { PublicEvent } from '@aileron/outbox';
 import { EventsService, matches } from './events.service';
 
 const HEARTBEAT_MS = 15_000;
+const EVENTS_PERMISSION = 'workspace.read';
 const eventsQuery = z.object({
   types: z
     .string()
@@ -18,7 +19,12 @@ const eventsQuery = z.object({
 
 @Controller()
 export class EventsController {
-  constructor(private readonly events: EventsService) {}
+  constructor(
+    private readonly events: EventsService,
+    private readonly access: AccessService,
+    private readonly bearer: BearerCredentials,
+    private readonly streams: StreamAccess,
+  ) {}
 
   @Route({
     method: 'GET',
@@ -27,7 +33,7 @@ export class EventsController {
     description:
       'Each event is `id: evt_<n>`, `event: <type>`, `data: <JSON>` (the shape webhooks receive). Reconnect with `Last-Event-ID` to get what was missed (up to 1,000 events). A comment line every 15 s keeps proxies from closing the stream.',
     tag: 'events',
-    permission: 'workspace.read',
+    permission: EVENTS_PERMISSION,
     tenancy: 'workspace',
     params: z.object({ ws: slug }),
     query: eventsQuery,
@@ -67,9 +73,19 @@ export class EventsController {
     for (const event of pending.sort((a, b) => (BigInt(a.id.slice(4)) < BigInt(b.id.slice(4)) ? -1 : 1))) send(event);
     const heartbeat = setInterval(() => raw.write(': keep-alive\n\n'), HEARTBEAT_MS);
     heartbeat.unref();
+    // a revoked token or a removed membership ends the stream, not just the next request
+    const release = this.streams.hold(
+      this.bearer.tokenOf(request.headers.authorization) ?? '',
+      (principal) => this.access.workspace(principal, scope.workspaceSlug, EVENTS_PERMISSION),
+      (reason) => {
+        raw.write(`event: stream.ended\ndata: ${JSON.stringify({ reason: 'access withdrawn', detail: reason })}\n\n`);
+        raw.end();
+      },
+    );
     raw.on('close', () => {
       clearInterval(heartbeat);
       unsubscribe();
+      release();
     });
   }
 }

@@ -1,5 +1,5 @@
 import { Inject, Injectable, Logger, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
-import { CredentialResolvers, hashToken, Principal } from '@aileron/auth';
+import { CredentialResolvers, hashToken, Principal, StreamAccess } from '@aileron/auth';
 import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
 import { UnauthenticatedError } from '@aileron/errors';
 import { GATEWAY_TOKEN_PREFIX, looksLikeGatewayToken } from './domain/credentials';
@@ -45,8 +45,11 @@ export class GatewayCredentials implements OnModuleInit, OnModuleDestroy {
     private readonly repository: GatewayRepository,
     private readonly resolvers: CredentialResolvers,
     @Inject(MESSAGE_BUS) bus: MessageBus,
+    streams: StreamAccess,
   ) {
     this.cache = new SharedCache(bus, 'gateway-credentials', CACHE_TTL_MS);
+    // a revoked gateway's open streams (MCP, events) end on every replica, not at their next request
+    this.cache.onEvict(() => streams.recheck());
   }
 
   onModuleInit(): void {

@@ -1,0 +1,94 @@
+import { Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
+import { decode } from 'jsonwebtoken';
+import type { Principal } from './domain/principal';
+import { BearerCredentials } from './bearer-credentials';
+import { PrincipalCache } from './principal-cache.service';
+import { PrincipalResolver } from './principal.resolver';
+
+/** the backstop should a bus message about a revocation be lost; the same bound as the principal cache's */
+const RECHECK_EVERY_MS = 30_000;
+
+/** One long-lived answer and how to judge its caller again. */
+interface Held {
+  token: string;
+  /** when the credential itself runs out (a JWT's `exp`), in ms */
+  expiresAt: number | null;
+  /** throws when the refreshed caller may no longer have what the stream gives */
+  check: (principal: Principal) => Promise<unknown>;
+  end: (reason: string) => void;
+}
+
+/**
+ * Long-lived answers (the event stream, an MCP session's stream of server
+ * messages) outlive the check made when they opened. Whenever access may have
+ * changed anywhere (a revoked token or gateway, a membership, a user: the
+ * caches hear of it on every replica), and every 30 s as a backstop, each
+ * holder's credential is resolved again exactly as a new request's would be
+ * and the stream's own check rerun; one that no longer passes is ended.
+ */
+@Injectable()
+export class StreamAccess implements OnModuleDestroy {
+  private readonly logger = new Logger('StreamAccess');
+  private readonly held = new Set<Held>();
+  private readonly timer: NodeJS.Timeout;
+  private scheduled = false;
+  private readonly unsubscribe: () => void;
+
+  constructor(
+    private readonly bearer: BearerCredentials,
+    private readonly principals: PrincipalResolver,
+    cache: PrincipalCache,
+  ) {
+    this.unsubscribe = cache.onChange(() => this.recheck());
+    this.timer = setInterval(() => this.recheck(), RECHECK_EVERY_MS);
+    this.timer.unref();
+  }
+
+  onModuleDestroy(): void {
+    clearInterval(this.timer);
+    this.unsubscribe();
+  }
+
+  /**
+   * Watches a stream opened with `token` (the bearer credential it was opened
+   * with) until the returned function is called (the stream closed).
+   */
+  hold(token: string, check: Held['check'], end: Held['end']): () => void {
+    const payload = token.split('.').length === 3 ? decode(token, { json: true }) : null;
+    const held: Held = { token, expiresAt: typeof payload?.exp === 'number' ? payload.exp * 1000 : null, check, end };
+    this.held.add(held);
+    return () => this.held.delete(held);
+  }
+
+  /** Rechecks every open stream soon, once however many changes arrive together. */
+  recheck(): void {
+    if (this.scheduled || this.held.size === 0) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      for (const held of [...this.held]) void this.judge(held);
+    });
+  }
+
+  private async judge(held: Held): Promise<void> {
+    let reason: string | null = null;
+    try {
+      if (held.expiresAt !== null && held.expiresAt <= Date.now()) reason = 'the credential has expired';
+      else await held.check(await this.resolve(held.token));
+    } catch (error) {
+      reason = error instanceof Error ? error.message : 'access was withdrawn';
+    }
+    if (reason === null || !this.held.delete(held)) return;
+    this.logger.log({ reason }, 'ended a stream whose caller no longer has access');
+    held.end(reason);
+  }
+
+  /** The caller as a request with this credential would be resolved now (the JWT's signature was checked when the stream opened). */
+  private async resolve(token: string): Promise<Principal> {
+    const direct = this.bearer.resolve(token);
+    if (direct) return direct;
+    const payload = decode(token, { json: true });
+    if (!payload) throw new Error('the credential is not valid');
+    return this.principals.fromJwt(payload);
+  }
+}
