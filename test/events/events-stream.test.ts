@@ -59,7 +59,7 @@ describe.each(BACKENDS)('workspace event stream on %s', (backend) => {
   beforeAll(async () => {
     await people.start();
     // the identity provider's JWKS listens on 127.0.0.1, which server mode refuses unless allowed
-    const env = backend === 'postgres' ? { UPSTREAM_ALLOW_CIDRS: '127.0.0.1/32' } : {};
+    const env: Record<string, string> = backend === 'postgres' ? { UPSTREAM_ALLOW_CIDRS: '127.0.0.1/32' } : {};
     cp = await startTestControlPlane(backend, env);
     reader = backend === 'postgres' ? await aReplicaOf(cp, env) : cp;
     await people.trustedBy(cp);
