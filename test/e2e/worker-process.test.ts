@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { Queue, QueueEvents } from 'bullmq';
 import IORedis from 'ioredis';
 import { describe, expect, inject, it } from 'vitest';
@@ -13,8 +14,9 @@ describe('apps/worker as its own process (server mode)', () => {
     if (!existsSync(WORKER)) throw new Error('build first: npm run build (npm test does)');
     const db = await createPostgresDatabase();
     const prefix = `w-${Date.now()}`;
+    const dataDir = mkdtempSync(join(tmpdir(), 'aileron-worker-'));
     const child = spawn(process.execPath, [WORKER], {
-      env: { ...process.env, DATABASE_URL: db.url, REDIS_URL: inject('redisUrl'), AILERON_QUEUE_PREFIX: prefix, LOG_LEVEL: 'info' },
+      env: { ...process.env, DATABASE_URL: db.url, REDIS_URL: inject('redisUrl'), AILERON_QUEUE_PREFIX: prefix, LOG_LEVEL: 'info', AILERON_DATA_DIR: dataDir },
     });
     let out = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
@@ -30,6 +32,8 @@ describe('apps/worker as its own process (server mode)', () => {
         await new Promise((r) => setTimeout(r, 100));
       }
       expect((await queue.getWorkers()).length).toBeGreaterThanOrEqual(1);
+      // nothing of the pool runs here: no journal of its own, none of a control plane's replayed (compose shares the data dir)
+      expect(existsSync(join(dataDir, 'pool'))).toBe(false);
       await events.waitUntilReady();
       // a delivery for a consumer this release does not have: the worker completes it as a no-op
       const job = await queue.add('outbox.deliver', { consumer: 'retired', messages: [{ id: '1', topic: 'x.happened' }] }, { jobId: 'smoke' });
@@ -46,6 +50,7 @@ describe('apps/worker as its own process (server mode)', () => {
       connection.disconnect();
       eventsConnection.disconnect();
       await db.drop();
+      rmSync(dataDir, { recursive: true, force: true });
       expect(code).toBe(0);
     }
   });

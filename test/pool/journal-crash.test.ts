@@ -1,20 +1,28 @@
-import { ChildProcess, spawn } from 'node:child_process';
+import { ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { TEST_ROOT_KEY } from '../support/control-plane';
+import { createPostgresDatabase } from '../support/databases';
 import { freePort } from '../support/services';
 import { SERVERS, textOf } from './mcp-client';
 
 const MAIN = resolve('dist/apps/control-plane/src/main.js');
+const CLI = resolve('bin/aileron-cp.js');
 const CALLS = 40;
 
+/** Every journal segment file under the data directory, whichever process wrote it. */
+function segmentsUnder(dir: string): string[] {
+  return existsSync(dir) ? readdirSync(dir, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.jsonl')).map((f) => join(dir, f)) : [];
+}
+
 /** The built server as a user runs it; records wait ten minutes for their batch, so only the journal has them. */
-async function start(dataDir: string, port: number): Promise<{ child: ChildProcess; url: string }> {
+async function start(dataDir: string, port: number, env: Record<string, string> = { DATABASE_URL: '', REDIS_URL: '' }): Promise<{ child: ChildProcess; url: string }> {
   const child = spawn(process.execPath, [MAIN], {
-    env: { ...process.env, AILERON_DATA_DIR: dataDir, PORT: String(port), LOG_LEVEL: 'warn', DATABASE_URL: '', REDIS_URL: '', AILERON_POOL_AUDIT_BATCH_MS: '600000' },
+    env: { ...process.env, AILERON_DATA_DIR: dataDir, PORT: String(port), LOG_LEVEL: 'warn', AILERON_POOL_AUDIT_BATCH_MS: '600000', ...env },
   });
   let out = '';
   child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
@@ -56,7 +64,7 @@ describe('execution records survive a crash between the answer and the audit wri
     first.child.kill('SIGKILL');
     await new Promise((r) => first.child.once('exit', r));
     const journal = join(dataDir, 'pool', 'journal');
-    const left = readdirSync(journal).map((f) => readFileSync(join(journal, f), 'utf8')).join('');
+    const left = segmentsUnder(journal).map((f) => readFileSync(f, 'utf8')).join('');
     expect(left).toContain('execution.succeeded');
 
     const second = await start(dataDir, port);
@@ -72,10 +80,68 @@ describe('execution records survive a crash between the answer and the audit wri
       }
       const verify = await fetch(`${second.url}/v1/workspaces/default/audit/verify`, { headers: { authorization: `Bearer ${token}` } });
       expect(((await verify.json()) as { ok: boolean }).ok).toBe(true);
-      expect(readdirSync(journal)).toEqual([]);
+      expect(segmentsUnder(journal)).toEqual([]);
     } finally {
       second.child.kill('SIGTERM');
       await new Promise((r) => second.child.once('exit', r));
+    }
+  });
+
+  /**
+   * Replicas on one machine (or a worker beside the control plane, as in
+   * docker-compose) share a data directory. A process starting beside a
+   * running one must leave its journal alone: before each process had its
+   * own, the newcomer replayed and deleted the open segment, so calls
+   * journaled after that went to a deleted file and a crash lost them.
+   */
+  it("a second process sharing the data directory leaves a running one's journal alone; a crash afterwards loses nothing", async () => {
+    const shared = mkdtempSync(join(tmpdir(), 'aileron-journal-shared-'));
+    const database = await createPostgresDatabase();
+    const env = {
+      DATABASE_URL: database.url,
+      REDIS_URL: inject('redisUrl'),
+      AILERON_ROOT_KEY: TEST_ROOT_KEY,
+      AILERON_QUEUE_PREFIX: `journal-${Date.now()}`,
+      UPSTREAM_ALLOW_CIDRS: '127.0.0.1/32',
+    };
+    const token = execFileSync(process.execPath, [CLI, 'bootstrap'], { env: { ...process.env, ...env, AILERON_DATA_DIR: shared }, encoding: 'utf8' }).trim();
+    const [portA, portB] = [await freePort(), await freePort()];
+    const started: ChildProcess[] = [];
+    try {
+      const a = await start(shared, portA, env);
+      started.push(a.child);
+      const api = (method: string, path: string, body?: unknown) =>
+        fetch(`${a.url}${path}`, { method, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, ...(body ? { body: JSON.stringify(body) } : {}) });
+      expect((await api('POST', '/v1/workspaces', { slug: 'shared', name: 'Shared', policy_default: 'allow' })).status).toBe(201);
+      expect((await api('POST', '/v1/catalog/servers', { name: 'everything', version: '1.0.0', mode: 'remote', transport: 'stdio', ...SERVERS.everything })).status).toBe(201);
+      expect((await api('PUT', '/v1/workspaces/shared/servers/everything', { version: '1.0.0' })).status).toBe(200);
+      const client = new Client({ name: 'shared-dir-test', version: '1.0.0' });
+      await client.connect(new StreamableHTTPClientTransport(new URL(`${a.url}/mcp/shared/everything`), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
+      for (let i = 0; i < 5; i++) await client.callTool({ name: 'echo', arguments: { message: `before ${i}` } });
+
+      const b = await start(shared, portB, env);
+      started.push(b.child);
+      for (let i = 0; i < 5; i++) await client.callTool({ name: 'echo', arguments: { message: `after ${i}` } });
+      a.child.kill('SIGKILL');
+      await new Promise((r) => a.child.once('exit', r));
+
+      // the crashed process starts again on the same data directory and takes over what it left
+      const again = await start(shared, portA, env);
+      started.push(again.child);
+      const audit = await fetch(`${again.url}/v1/workspaces/shared/audit?execution_mode=remote&tool=echo&limit=500`, { headers: { authorization: `Bearer ${token}` } });
+      const events = ((await audit.json()) as { events: { type: string; data: { arguments?: { message?: string } } }[] }).events;
+      expect(events.filter((e) => e.type === 'execution.started')).toHaveLength(10);
+      expect(events.filter((e) => e.type === 'execution.succeeded')).toHaveLength(10);
+      expect(segmentsUnder(join(shared, 'pool', 'journal'))).toEqual([]);
+    } finally {
+      for (const child of started) {
+        if (child.exitCode === null && child.signalCode === null) {
+          child.kill('SIGTERM');
+          await new Promise((r) => child.once('exit', r));
+        }
+      }
+      await database.drop();
+      rmSync(shared, { recursive: true, force: true });
     }
   });
 });

@@ -6,7 +6,7 @@ import { KeysModule } from '@aileron/keys';
 import { OutboxModule } from '@aileron/outbox';
 import { QueueModule } from '@aileron/queue';
 import { BusModule } from '@aileron/bus';
-import { DOMAIN_MODULES } from '@aileron/domains';
+import { JOB_MODULES } from '@aileron/domains';
 
 /**
  * The control plane's modules (apps/control-plane/src/app.module.ts), enough
@@ -29,7 +29,7 @@ export class BootstrapModule {
         KeysModule,
         OutboxModule,
         HttpModule,
-        ...DOMAIN_MODULES,
+        ...JOB_MODULES,
       ],
     };
   }

@@ -6,13 +6,14 @@ import { KeysModule } from '@aileron/keys';
 import { OutboxModule } from '@aileron/outbox';
 import { QueueModule } from '@aileron/queue';
 import { BusModule } from '@aileron/bus';
-import { DOMAIN_MODULES } from '@aileron/domains';
+import { JOB_MODULES } from '@aileron/domains';
 import { DiscoveryModule } from '@nestjs/core';
 import { HttpModule } from '@aileron/http';
 
 /**
- * The same domain modules as the control plane, so every job processor and
- * outbox consumer they register is known here; no HTTP server is started.
+ * The domains that register job processors and outbox consumers (and what
+ * their jobs call), so every job is known here; no HTTP server is started, and
+ * nothing of the pool (it serves MCP only).
  */
 @Module({})
 export class WorkerModule {
@@ -29,7 +30,7 @@ export class WorkerModule {
         HttpModule,
         KeysModule,
         OutboxModule,
-        ...DOMAIN_MODULES,
+        ...JOB_MODULES,
       ],
     };
   }

@@ -11,9 +11,18 @@ import { VaultModule } from '@aileron/vault';
 import { WebhooksModule } from '@aileron/webhooks';
 
 /**
- * Every domain module, in one list for every entry point (control plane,
- * worker, CLI bootstrap): domains register their job processors and outbox
- * consumers when their module loads, so a process missing one would silently
- * leave its jobs unprocessed.
+ * The domains a process that runs jobs needs, in one list for every such
+ * entry point (control plane, worker, CLI bootstrap): domains register their
+ * job processors and outbox consumers when their module loads, so a process
+ * missing one would silently leave its jobs unprocessed. Approvals is here
+ * because webhooks complete its one-time links as they send them.
  */
-export const DOMAIN_MODULES = [AuthModule, TenancyModule, AuditModule, WebhooksModule, PolicyModule, CatalogModule, VaultModule, ApprovalsModule, EventsModule, GatewayModule, PoolModule];
+export const JOB_MODULES = [AuthModule, TenancyModule, AuditModule, WebhooksModule, PolicyModule, CatalogModule, VaultModule, ApprovalsModule, EventsModule, GatewayModule];
+
+/**
+ * Every domain, for the control plane. The pool serves MCP and nothing else:
+ * it registers no job, and its journal, instance driver and Redis session
+ * directory must not start in a process that serves no MCP (a worker sharing
+ * the data directory would replay the control plane's journal).
+ */
+export const DOMAIN_MODULES = [...JOB_MODULES, PoolModule];

@@ -1,4 +1,4 @@
-import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, rmdirSync, unlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { AuditService } from '@aileron/audit';
@@ -6,6 +6,7 @@ import { SystemScopes } from '@aileron/auth/scope-issuer';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { DatabaseService } from '@aileron/database';
 import { OutboxService } from '@aileron/outbox';
+import { JournalDirectory } from './journal-directory';
 
 /** One execution record: written to the journal at once, to the audit log and events in a batch. */
 export interface ExecutionRecord {
@@ -24,20 +25,28 @@ export interface ExecutionRecord {
 }
 
 const FLUSH_AT = 500;
+/** how often segments of processes that died meanwhile are looked for (besides at start) */
+const TAKEOVER_EVERY_MS = 30_000;
 
 /**
  * Execution records leave the call's critical path but are never lost: each
  * is appended to a local journal file before the call is answered (a write to
  * the OS, which survives the process dying), and a batch writer moves them to
  * the audit chain and the outbox in one transaction, then drops the journal
- * segment. After a crash the segments left behind are replayed at start;
+ * segment. After a crash the segments left behind are replayed, at the next
+ * start or by another process sharing the data directory (JournalDirectory:
+ * each process writes only its own, and takes over only a dead one's);
  * records carry their ids, so a batch that had committed is not chained twice.
  */
 @Injectable()
 export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly logger = new Logger('ExecutionJournal');
-  private readonly dir: string;
+  private readonly directory: JournalDirectory;
   private readonly batchMs: number;
+  /** directories taken over from dead processes whose records are not in the audit log yet */
+  private readonly claimed = new Set<string>();
+  private sweeper: NodeJS.Timeout | undefined;
+  private sweeping: Promise<void> = Promise.resolve();
   private segment = 0;
   private fd: number | null = null;
   private batch: ExecutionRecord[] = [];
@@ -51,33 +60,51 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
     private readonly audit: AuditService,
     private readonly outbox: OutboxService,
   ) {
-    this.dir = join(config.dataDir, 'pool', 'journal');
+    this.directory = new JournalDirectory(join(config.dataDir, 'pool', 'journal'));
     this.batchMs = config.pool.auditBatchMs;
   }
 
   async onApplicationBootstrap(): Promise<void> {
-    mkdirSync(this.dir, { recursive: true, mode: 0o700 });
-    const leftovers = readdirSync(this.dir).filter((f) => f.endsWith('.jsonl')).sort();
-    for (const file of leftovers) {
-      const records = readFileSync(join(this.dir, file), 'utf8')
-        .split('\n')
-        .filter(Boolean)
-        .flatMap((line) => {
-          try {
-            return [JSON.parse(line) as ExecutionRecord];
-          } catch {
-            return []; // the line being written when the process died
-          }
-        });
-      if (records.length > 0) await this.write(records, { replay: true });
-      unlinkSync(join(this.dir, file));
-      if (records.length > 0) this.logger.log({ msg: 'replayed execution records left by an earlier run', records: records.length });
-    }
+    this.directory.open();
     this.segment = Date.now();
+    await this.takeOver();
+    this.sweeper = setInterval(() => void this.takeOver(), TAKEOVER_EVERY_MS);
+    this.sweeper.unref();
   }
 
   async onApplicationShutdown(): Promise<void> {
+    if (this.sweeper) clearInterval(this.sweeper);
+    await this.sweeping;
     await this.flush();
+    try {
+      rmdirSync(this.directory.own); // only when empty: a segment whose batch failed stays for whoever takes it over
+    } catch {
+      // not empty, or already gone
+    }
+  }
+
+  /** Replays what dead processes left (and what an earlier attempt could not write yet). */
+  takeOver(): Promise<void> {
+    this.sweeping = this.sweeping.then(async () => {
+      for (const dir of this.directory.claimOrphans()) this.claimed.add(dir);
+      for (const dir of [...this.claimed]) {
+        let replayed = 0;
+        try {
+          for (const file of this.directory.segments(dir)) {
+            const records = readRecords(file);
+            if (records.length > 0) await this.write(records, { replay: true });
+            unlinkSync(file);
+            replayed += records.length;
+          }
+          this.directory.drop(dir);
+          this.claimed.delete(dir);
+          if (replayed > 0) this.logger.log({ msg: 'replayed execution records a stopped process left', records: replayed });
+        } catch (error) {
+          this.logger.error({ msg: 'could not replay execution records yet; will retry', err: error instanceof Error ? error.message : String(error) });
+        }
+      }
+    });
+    return this.sweeping;
   }
 
   append(record: ExecutionRecord): void {
@@ -184,6 +211,19 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
   }
 
   private path(segment: number): string {
-    return join(this.dir, `${String(segment).padStart(16, '0')}.jsonl`);
+    return join(this.directory.own, `${String(segment).padStart(16, '0')}.jsonl`);
   }
+}
+
+function readRecords(file: string): ExecutionRecord[] {
+  return readFileSync(file, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .flatMap((line) => {
+      try {
+        return [JSON.parse(line) as ExecutionRecord];
+      } catch {
+        return []; // the line being written when the process died
+      }
+    });
 }
