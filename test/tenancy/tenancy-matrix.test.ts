@@ -10,40 +10,19 @@ import { startTestControlPlane, TestControlPlane } from '../support/control-plan
  * and from another workspace get a 404 and change nothing.
  */
 
-// outbox_deliveries and the outbox's dispatch columns change in the background as earlier messages are delivered
-const TABLES = [
-  'organizations',
-  'identity_providers',
-  'workspaces',
-  'users',
-  'memberships',
-  'api_tokens',
-  'outbox_messages',
-  'policy_versions',
-  'catalog_entries',
-  'catalog_versions',
-  'workspace_servers',
-  'gateways',
-  'enrollment_codes',
-  'gateway_settings',
-  'vault_keys',
-  'secrets',
-  'secret_versions',
-  'audit_events',
-  'audit_heads',
-  'audit_sinks',
-  'audit_sink_cursors',
-  'approval_requests',
-  'approval_decisions',
-  'approval_links',
-  'approval_routing',
-  'webhook_endpoints',
-  'webhook_deliveries',
-  'webhook_attempts',
-  'login_sessions',
-  'tool_pins',
-  'pool_settings',
-];
+/**
+ * Every tenant-owned table, read from the database itself (the tenants, and
+ * every table with an organization_id column), so a new table is covered the
+ * day it is created.
+ */
+async function tenantTables(cp: TestControlPlane): Promise<string[]> {
+  const rows = await cp.cp.database.client.$queryRawUnsafe<{ table_name: string }[]>(
+    `SELECT table_name FROM information_schema.columns
+      WHERE table_schema = current_schema() AND (column_name = 'organization_id' OR (table_name = 'organizations' AND column_name = 'id'))
+      ORDER BY table_name`,
+  );
+  return rows.map((r) => r.table_name);
+}
 
 // webhook deliveries update endpoint health and attempt counts in the background; only those tables drop these columns
 const BACKGROUND_COLUMNS: Record<string, string[]> = {
@@ -59,11 +38,12 @@ describe('tenancy matrix', () => {
   let otherWorkspaceAdmin: string;
   let targetIds: string[];
   let targetGateway: string;
+  let tables: string[];
 
   /** Every row of every tenant table, minus bookkeeping the attacker's own requests update. */
   async function snapshot(): Promise<string> {
     const parts: string[] = [];
-    for (const table of TABLES) {
+    for (const table of tables) {
       const rows = await cp.cp.database.client.$queryRawUnsafe<{ row: string }[]>(
         `SELECT (to_jsonb(t) - 'last_used_at' - 'last_login_at' - 'last_seen_at' - 'dispatched_at' - 'completed_at' - 'dispatch_count'
            - 'checkpoint_seq' - 'last_error' - 'last_error_at' - 'lease_until' - 'last_delivered_at'${(BACKGROUND_COLUMNS[table] ?? []).map((c) => ` - '${c}'`).join('')})::text AS row FROM ${table} t ORDER BY 1`,
@@ -111,6 +91,9 @@ describe('tenancy matrix', () => {
   beforeAll(async () => {
     cp = await startTestControlPlane('pglite');
     routes = cp.cp.app.get(RouteCatalog).all();
+    tables = await tenantTables(cp);
+    // the schema has these at least; an empty or short list would make the snapshots prove nothing
+    expect(tables).toEqual(expect.arrayContaining(['organizations', 'workspaces', 'secrets', 'audit_events', 'approval_requests', 'webhook_endpoints']));
     // the target tenant: a workspace with a member, a token and a user in the default organisation
     const ws = await aWorkspace(cp, cp.ownerToken);
     const user = await aUser(cp, cp.ownerToken);
