@@ -43,6 +43,24 @@ describe.each(BACKENDS)('catalog and gateway API on %s', (backend) => {
     expect(paths).toEqual(expect.arrayContaining(['body.name', 'body.version', 'body.env.TOKEN']));
   });
 
+  it('refuses loader and interpreter hooks in an entry\'s environment, naming the variable, never echoing its value', async () => {
+    for (const mode of ['remote', 'local'] as const) {
+      const bad = await cp.request('POST', '/v1/catalog/servers', {
+        body: { name: `hooked-${mode}`, version: '1.0.0', mode, transport: 'stdio', command: 'node', env: { LD_PRELOAD: '/home/mcp/evil-value.so', NODE_OPTIONS: '--require /home/mcp/evil-value.js', GREETING: 'hello' } },
+      });
+      expect(bad.status, bad.text).toBe(400);
+      expect(bad.body.code).toBe('VALIDATION_FAILED');
+      expect(bad.body.errors).toEqual(
+        expect.arrayContaining([
+          { path: 'body.env.LD_PRELOAD', message: expect.stringContaining('LD_PRELOAD is not allowed') },
+          { path: 'body.env.NODE_OPTIONS', message: expect.stringContaining('NODE_OPTIONS is not allowed') },
+        ]),
+      );
+      expect(bad.body.errors.map((e: { path: string }) => e.path)).not.toContain('body.env.GREETING');
+      expect(bad.text).not.toContain('evil-value');
+    }
+  });
+
   it('enrols a gateway with a one-time code; used, expired and unknown codes are refused with their own codes', async () => {
     const code = (await cp.request('POST', `/v1/workspaces/${ws}/enrollment-codes`, { body: { expires_in_seconds: 600 } })).body.code as string;
     expect(code).toMatch(/^ail_enr_/);

@@ -29,7 +29,7 @@ function driverFor(config: AppConfig): InstanceDriver {
     const kubeConfig = new KubeConfig();
     if (process.env.KUBERNETES_SERVICE_HOST) kubeConfig.loadFromCluster();
     else kubeConfig.loadFromDefault();
-    return new KubernetesDriver({ kubeConfig, namespace: config.pool.kubernetesNamespace, runnerImage: config.pool.runnerImage, controlPlanePod: config.pool.controlPlanePod, log });
+    return new KubernetesDriver({ kubeConfig, namespace: config.pool.kubernetesNamespace, runnerImage: config.pool.runnerImage, egressAllowCidrs: config.pool.egressAllowCidrs, controlPlanePod: config.pool.controlPlanePod, log });
   }
   // the bridge runs compiled (from dist even when the control plane runs from source, as in tests);
   // the sandbox may read code and packages, never the project root that holds the data dir

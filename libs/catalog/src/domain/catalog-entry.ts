@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { forbiddenVariables } from './environment';
 
 /**
  * Server names have no underscores, so `server__tool` splits at the first `__`
@@ -136,6 +137,8 @@ export const catalogEntryInput = z
         if (entry[field] !== undefined) ctx.addIssue({ code: 'custom', path: [field], message: `a streamable_http server is reached by url, not ${field}` });
       }
     }
+    // an org admin's variables must never reach a program that starts on the host (docs/catalog.md)
+    for (const { name, reason } of forbiddenVariables(entry.env)) ctx.addIssue({ code: 'custom', path: ['env', name], message: reason });
     if (entry.env !== undefined && entry.url !== undefined) ctx.addIssue({ code: 'custom', path: ['env'], message: 'env is for servers we start (command or image), not for a url' });
     if (entry.args !== undefined && entry.command === undefined) ctx.addIssue({ code: 'custom', path: ['args'], message: 'args need a command' });
     if (entry.mode === 'local') {

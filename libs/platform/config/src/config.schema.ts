@@ -162,6 +162,12 @@ export const SETTINGS = {
     default: 'ghcr.io/aileron/mcp-runner:0.1.0',
     description: 'Image that runs stdio catalog servers behind the Streamable HTTP bridge in Kubernetes.',
   },
+  AILERON_POOL_EGRESS_ALLOW_CIDRS: {
+    schema: cidrList,
+    default: '',
+    description:
+      'Kubernetes pool pods may reach the public internet and cluster DNS only; these address ranges (comma-separated CIDRs) are let through besides, e.g. a private API the servers need.',
+  },
   AILERON_K8S_NAMESPACE: {
     schema: z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be a Kubernetes namespace name'),
     default: 'aileron-pool',

@@ -41,6 +41,8 @@ export interface AppConfig {
     memoryMb: number;
     cpuMillis: number;
     runnerImage: string;
+    /** private ranges Kubernetes pool pods may reach besides the public internet */
+    egressAllowCidrs: string[];
     kubernetesNamespace: string;
     /** the control plane's own Pod (downward API), which labels and owns the pods the Kubernetes driver makes */
     controlPlanePod: { name: string; uid: string | undefined } | undefined;
@@ -145,6 +147,7 @@ export function loadConfig(env: Source = process.env): AppConfig {
       memoryMb: values.AILERON_POOL_MEMORY_MB as number,
       cpuMillis: values.AILERON_POOL_CPU_MILLIS as number,
       runnerImage: values.AILERON_POOL_RUNNER_IMAGE as string,
+      egressAllowCidrs: values.AILERON_POOL_EGRESS_ALLOW_CIDRS as string[],
       kubernetesNamespace: values.AILERON_K8S_NAMESPACE as string,
       controlPlanePod: values.AILERON_POD_NAME
         ? { name: values.AILERON_POD_NAME as string, uid: values.AILERON_POD_UID as string | undefined }

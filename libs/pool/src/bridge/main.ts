@@ -3,14 +3,19 @@
  * process per MCP session. It forwards raw JSON-RPC both ways without
  * interpreting it, so whatever the server speaks reaches the proxy unchanged.
  *
- *   node main.js [--host 127.0.0.1] [--port 0] [--exit-on-stdin-eof] -- <command> <args...>
+ *   node main.js [--host 127.0.0.1] [--port 0] [--exit-on-stdin-eof] [--env-fd N] -- <command> <args...>
  *
- * The bearer secret comes from AILERON_BRIDGE_TOKEN; once listening it prints
+ * The bearer secret comes from AILERON_BRIDGE_TOKEN. With `--env-fd N` it and
+ * the server's variables come as JSON (`{"env":{...}}`) on that file
+ * descriptor instead: the local driver starts bwrap with a fixed environment
+ * of its own, so nothing a catalog entry sets can act on a program that runs
+ * on the host, and secrets stay off every command line. Once listening it prints
  * one line `{"ready":{"port":N}}` on stdout. Runs inside the local sandbox and
  * as the entrypoint of the Kubernetes runner image, so it needs nothing but
  * node, the MCP SDK and its sibling `streamable-http` (node and the SDK too).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { closeSync, readFileSync } from 'node:fs';
 import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { ReadBuffer, serializeMessage } from '@modelcontextprotocol/sdk/shared/stdio.js';
@@ -37,23 +42,25 @@ interface Session {
 const MAX_WAITING = 200;
 const log = (line: string) => process.stderr.write(`bridge: ${line}\n`);
 
-function parseArgs(argv: string[]): { host: string; port: number; exitOnStdinEof: boolean; command: string; args: string[] } {
+function parseArgs(argv: string[]): { host: string; port: number; exitOnStdinEof: boolean; envFd: number | undefined; command: string; args: string[] } {
   const dash = argv.indexOf('--');
   const [command, ...args] = dash < 0 ? [] : argv.slice(dash + 1);
   const own = dash < 0 ? argv : argv.slice(0, dash);
   let host = '127.0.0.1';
   let port = 0;
   let exitOnStdinEof = false;
+  let envFd: number | undefined;
   for (let i = 0; i < own.length; i++) {
     if (own[i] === '--host') host = own[++i] ?? host;
     else if (own[i] === '--port') port = Number(own[++i]);
     else if (own[i] === '--exit-on-stdin-eof') exitOnStdinEof = true;
+    else if (own[i] === '--env-fd') envFd = Number(own[++i]);
     else throw new Error(`unknown option ${own[i]}`);
   }
-  if (!command || !Number.isInteger(port) || port < 0 || port > 65535) {
-    throw new Error('usage: main.js [--host H] [--port N] [--exit-on-stdin-eof] -- <command> <args...>');
+  if (!command || !Number.isInteger(port) || port < 0 || port > 65535 || (envFd !== undefined && !(Number.isInteger(envFd) && envFd > 2))) {
+    throw new Error('usage: main.js [--host H] [--port N] [--exit-on-stdin-eof] [--env-fd N] -- <command> <args...>');
   }
-  return { host, port, exitOnStdinEof, command, args };
+  return { host, port, exitOnStdinEof, envFd, command, args };
 }
 
 function jsonError(res: ServerResponse, status: number, code: number, message: string): void {
@@ -77,11 +84,23 @@ function kill(child: ChildProcess): void {
   setTimeout(() => child.kill('SIGKILL'), KILL_GRACE_MS).unref();
 }
 
+/** The variables the driver handed over on a file descriptor (read to its end: the driver closes it at once). */
+function environmentFrom(fd: number): Record<string, string> {
+  const parsed = JSON.parse(readFileSync(fd, 'utf8')) as { env?: unknown };
+  closeSync(fd);
+  const env = parsed.env;
+  if (typeof env !== 'object' || env === null || Object.values(env).some((v) => typeof v !== 'string')) throw new Error(`file descriptor ${fd} holds no environment`);
+  return env as Record<string, string>;
+}
+
 function main(): void {
   const options = parseArgs(process.argv.slice(2));
-  const token = process.env.AILERON_BRIDGE_TOKEN;
-  // The servers we spawn inherit our environment; the secret must not reach them.
+  const handed = options.envFd !== undefined ? environmentFrom(options.envFd) : {};
+  const token = handed.AILERON_BRIDGE_TOKEN ?? process.env.AILERON_BRIDGE_TOKEN;
+  delete handed.AILERON_BRIDGE_TOKEN;
+  // The servers we spawn inherit our environment and the handed variables; the secret must not reach them.
   delete process.env.AILERON_BRIDGE_TOKEN;
+  const serverEnv = { ...process.env, ...handed };
   if (!token) throw new Error('AILERON_BRIDGE_TOKEN is not set');
   // Comparing digests keeps the comparison timing-safe whatever the presented length.
   const expected = createHash('sha256').update(`Bearer ${token}`).digest();
@@ -149,7 +168,7 @@ function main(): void {
   }
 
   async function openSession(req: IncomingMessage, res: ServerResponse, body: unknown): Promise<void> {
-    const child = spawn(options.command, options.args, { env: process.env, stdio: ['pipe', 'pipe', 'inherit'] });
+    const child = spawn(options.command, options.args, { env: serverEnv, stdio: ['pipe', 'pipe', 'inherit'] });
     const spawned = await new Promise<Error | undefined>((resolve) => {
       child.once('spawn', () => resolve(undefined));
       child.once('error', resolve);

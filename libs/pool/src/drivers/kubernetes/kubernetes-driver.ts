@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
+import { forbiddenVariables } from '@aileron/catalog';
 import {
   ApiException,
   CoreV1Api,
@@ -43,6 +44,8 @@ export interface KubernetesDriverOptions {
   requestTimeoutMs?: number;
   /** the control plane's namespace when it is not `namespace`: its pods alone may connect */
   controlPlaneNamespace?: string;
+  /** private ranges the pods may reach besides the public internet and cluster DNS */
+  egressAllowCidrs?: string[];
   /**
    * The control plane's own Pod (downward API), when it runs in the cluster:
    * the name labels what this replica makes, the UID owns it. Lets Kubernetes
@@ -119,6 +122,7 @@ export class KubernetesDriver implements InstanceDriver {
       runnerImage: options.runnerImage,
       port: this.port,
       ...(options.controlPlaneNamespace ? { controlPlaneNamespace: options.controlPlaneNamespace } : {}),
+      ...(options.egressAllowCidrs ? { egressAllowCidrs: options.egressAllowCidrs } : {}),
       ...(options.controlPlanePod ? { replica: this.replica(options) } : {}),
     };
     this.reaped = this.reap();
@@ -151,6 +155,9 @@ export class KubernetesDriver implements InstanceDriver {
   }
 
   private async run(spec: InstanceSpec, signal: AbortSignal): Promise<RunningInstance> {
+    // the pod's environment is the container's, not a host program's; still, the same names are never set (entries stored before they were refused)
+    const forbidden = forbiddenVariables(spec.env);
+    if (forbidden.length > 0) throw new InstanceStartError(forbidden.map((f) => f.reason).join('; '));
     // the sweep lists this replica's pods: one created before it answered would be reaped as a leftover
     await this.reaped;
     const token = randomBytes(32).toString('base64url');

@@ -148,12 +148,33 @@ describe('Kubernetes manifests of a pool instance', () => {
   it('admit ingress to the instance from control-plane pods only, on the MCP port', () => {
     const spec = aSpec();
     const { networkPolicy } = onTheWire(spec);
-    expect(networkPolicy.spec).toEqual({
+    expect(networkPolicy.spec).toMatchObject({
       podSelector: { matchLabels: { 'aileron.dev/instance': spec.id } },
-      policyTypes: ['Ingress'],
       ingress: [{ from: [{ podSelector: { matchLabels: { 'app.kubernetes.io/name': 'aileron-control-plane' } } }], ports: [{ protocol: 'TCP', port: 8080 }] }],
     });
     const elsewhere = onTheWire(spec, { ...OPTIONS, controlPlaneNamespace: 'aileron' });
     expect(elsewhere.networkPolicy.spec.ingress[0].from[0].namespaceSelector).toEqual({ matchLabels: { 'kubernetes.io/metadata.name': 'aileron' } });
+  });
+
+  it('let an instance reach cluster DNS and the public internet only: no private, link-local or metadata address, nothing of the cluster', () => {
+    const { networkPolicy } = onTheWire(aSpec());
+    expect(networkPolicy.spec.policyTypes).toEqual(['Ingress', 'Egress']);
+    const [dns, internet, ...rest] = networkPolicy.spec.egress;
+    expect(dns).toEqual({
+      to: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } }, podSelector: { matchLabels: { 'k8s-app': 'kube-dns' } } }],
+      ports: [{ protocol: 'UDP', port: 53 }, { protocol: 'TCP', port: 53 }],
+    });
+    expect(internet.to.map((peer: { ipBlock: { cidr: string } }) => peer.ipBlock.cidr)).toEqual(['0.0.0.0/0', '::/0']);
+    const except = internet.to.flatMap((peer: { ipBlock: { except: string[] } }) => peer.ipBlock.except);
+    for (const range of ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '169.254.0.0/16', '100.64.0.0/10', '127.0.0.0/8', 'fc00::/7', 'fe80::/10']) expect(except).toContain(range);
+    // no selector peer but DNS: other pods of the cluster are never a destination
+    expect(internet.to.every((peer: Record<string, unknown>) => Object.keys(peer).filter((key) => peer[key] !== undefined).join() === 'ipBlock')).toBe(true);
+    expect(rest).toEqual([]);
+    expect(() => new NetworkPolicy(onTheWire(aSpec()).networkPolicy).validate()).not.toThrow();
+
+    // the operator's allow-list opens exactly those ranges, and still validates
+    const allowed = onTheWire(aSpec(), { ...OPTIONS, egressAllowCidrs: ['10.20.0.0/16', 'fd00:1::/64'] }).networkPolicy;
+    expect(allowed.spec.egress[2]).toEqual({ to: [{ ipBlock: { cidr: '10.20.0.0/16' } }, { ipBlock: { cidr: 'fd00:1::/64' } }] });
+    expect(() => new NetworkPolicy(allowed).validate()).not.toThrow();
   });
 });

@@ -40,6 +40,8 @@ export interface ManifestOptions {
   port: number;
   /** namespace of the control plane's pods when it is not `namespace` */
   controlPlaneNamespace?: string;
+  /** private ranges the instances may reach besides the public internet (AILERON_POOL_EGRESS_ALLOW_CIDRS) */
+  egressAllowCidrs?: string[];
   /**
    * This control plane's own Pod: its name labels every object (REPLICA_LABEL);
    * its UID, when given, owns the Pod (and, until the Pod owns them, the
@@ -183,6 +185,16 @@ export function podManifest(spec: InstanceSpec, options: ManifestOptions): V1Pod
   };
 }
 
+/**
+ * What an instance may reach: the public internet and the cluster's DNS, never
+ * the cluster itself (other tenants, the API server, the control plane's
+ * database), the node, link-local or the cloud metadata service. A server is
+ * tenant code; without an egress policy it could reach everything the pod's
+ * network does.
+ */
+export const EGRESS_EXCEPT_V4 = ['0.0.0.0/8', '10.0.0.0/8', '100.64.0.0/10', '127.0.0.0/8', '169.254.0.0/16', '172.16.0.0/12', '192.0.0.0/24', '192.168.0.0/16', '198.18.0.0/15', '224.0.0.0/4', '240.0.0.0/4'];
+export const EGRESS_EXCEPT_V6 = ['::1/128', '::ffff:0:0/96', '64:ff9b::/96', 'fc00::/7', 'fe80::/10', 'ff00::/8'];
+
 /** Only the control plane may connect, and only to the MCP port: not other tenants' instances, not anything else in the cluster. */
 export function networkPolicyManifest(spec: InstanceSpec, options: ManifestOptions): V1NetworkPolicy {
   const controlPlaneNamespace = options.controlPlaneNamespace;
@@ -192,7 +204,19 @@ export function networkPolicyManifest(spec: InstanceSpec, options: ManifestOptio
     metadata: instanceMetadata(spec, networkPolicyName(spec.id), options),
     spec: {
       podSelector: { matchLabels: { [INSTANCE_LABEL]: spec.id } },
-      policyTypes: ['Ingress'],
+      policyTypes: ['Ingress', 'Egress'],
+      egress: [
+        {
+          // DNS, to the cluster's resolver only
+          to: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } }, podSelector: { matchLabels: { 'k8s-app': 'kube-dns' } } }],
+          ports: [
+            { protocol: 'UDP', port: 53 },
+            { protocol: 'TCP', port: 53 },
+          ],
+        },
+        { to: [{ ipBlock: { cidr: '0.0.0.0/0', except: EGRESS_EXCEPT_V4 } }, { ipBlock: { cidr: '::/0', except: EGRESS_EXCEPT_V6 } }] },
+        ...((options.egressAllowCidrs ?? []).length > 0 ? [{ to: options.egressAllowCidrs!.map((cidr) => ({ ipBlock: { cidr } })) }] : []),
+      ],
       ingress: [
         {
           // the client's model name for `from` (a reserved word); its serializer writes `from`

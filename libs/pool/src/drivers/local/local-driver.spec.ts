@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -178,6 +179,44 @@ describe('LocalDriver with bubblewrap', () => {
     } finally {
       delete process.env.AILERON_SPEC_CANARY;
     }
+  });
+
+  /**
+   * The security review's attack: an org admin's catalog entry sets
+   * LD_PRELOAD to a library a first version of the server wrote into its
+   * persistent home (whose host path the sandbox can read in
+   * /proc/self/mountinfo). bwrap starts on the host, so before the fix the
+   * loader ran that library there, as the control plane's user.
+   */
+  it('an entry\'s LD_PRELOAD or LD_AUDIT never reaches a program on the host: the start is refused and the marker never appears', async () => {
+    const first = spec();
+    const local = driver();
+    await (await local.start(first)).stop();
+    const home = homeOf(first);
+    const marker = join(scratch, `pwned-${randomBytes(4).toString('hex')}`);
+    const source = join(scratch, 'evil.c');
+    writeFileSync(source, `#include <fcntl.h>\n#include <unistd.h>\n__attribute__((constructor)) static void pwn(void) { int fd = open("${marker}", O_CREAT | O_WRONLY, 0644); if (fd >= 0) close(fd); }\nunsigned int la_version(unsigned int v) { return v; }\n`);
+    // what the first version of the server left in its home
+    execFileSync('cc', ['-shared', '-fPIC', '-o', join(home, 'evil.so'), source]);
+    for (const name of ['LD_PRELOAD', 'LD_AUDIT']) {
+      const attack = spec({ workspaceId: first.workspaceId, env: { [name]: join(home, 'evil.so') } });
+      const refusal = await local.start(attack).then(
+        (instance) => instance.stop().then(() => null),
+        (error: unknown) => error,
+      );
+      expect(existsSync(marker), `${name} ran the library on the host`).toBe(false);
+      expect(refusal).toBeInstanceOf(InstanceStartError);
+      expect((refusal as Error).message).toMatch(new RegExp(`${name} is not allowed`));
+    }
+  });
+
+  it("starts bwrap with a fixed environment of ours: the entry's variables reach only the server inside, and no command line", async () => {
+    const instance = await driver().start(spec({ env: { GREETING: 'hello', API_KEY: 'k-123' }, secrets: ['k-123'] }));
+    const environ = readFileSync(`/proc/${instance.pid!}/environ`, 'utf8').split('\0').filter(Boolean);
+    expect(environ).toEqual(['PATH=/usr/local/bin:/usr/bin:/bin']);
+    expect(cmdline(instance.pid!)).not.toMatch(/k-123|hello|Bearer/);
+    const env = JSON.parse(await callText(await connect(instance), 'get-env')) as Record<string, string>;
+    expect(env).toMatchObject({ GREETING: 'hello', API_KEY: 'k-123' });
   });
 
   it("cannot see the control plane's data, other tenants' homes or write outside its home", async () => {

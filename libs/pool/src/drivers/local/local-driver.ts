@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, realpathSync, rmSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
+import { forbiddenVariables } from '@aileron/catalog';
 import { InstanceStartError, type InstanceDriver, type InstanceEndpoint, type InstanceExit, type InstanceSpec, type RunningInstance } from '../driver';
 
 const SANDBOX_HOME = '/home/mcp';
@@ -108,28 +109,32 @@ export class LocalDriver implements InstanceDriver {
     const tmp = sandboxed ? undefined : join(serverDir, `tmp-${spec.id}`);
     if (tmp) mkdirSync(tmp, { mode: 0o700 });
 
+    // Entries stored before such names were refused must not start either.
+    const forbidden = forbiddenVariables(spec.env);
+    if (forbidden.length > 0) throw new InstanceStartError(forbidden.map((f) => f.reason).join('; '));
+
     const token = randomBytes(32).toString('base64url');
-    const env: Record<string, string> = {
-      PATH: SANDBOX_PATH,
-      HOME: sandboxed ? SANDBOX_HOME : home,
-      TMPDIR: tmp ?? '/tmp',
-      ...spec.env,
-      AILERON_BRIDGE_TOKEN: token,
-    };
+    // bwrap (and without a sandbox the bridge) starts on the host: it gets a fixed
+    // environment of ours, never the entry's, whose LD_PRELOAD would run on the host.
+    // The entry's variables and the token reach the bridge on a pipe, and from it
+    // only the server inside; a command line would be world-readable in /proc.
+    const own = { PATH: SANDBOX_PATH, HOME: sandboxed ? SANDBOX_HOME : home, TMPDIR: tmp ?? '/tmp' };
+    const handed = JSON.stringify({ env: { ...spec.env, AILERON_BRIDGE_TOKEN: token } });
+    const envFd = sandboxed ? 5 : 3;
     const command = spec.run.command === 'node' ? this.nodeBinary : spec.run.command;
-    const bridge = [this.nodeBinary, this.bridgeScript, '--exit-on-stdin-eof', '--host', '127.0.0.1', '--port', '0', '--', command, ...spec.run.args];
+    const bridge = [this.nodeBinary, this.bridgeScript, '--exit-on-stdin-eof', '--env-fd', String(envFd), '--host', '127.0.0.1', '--port', '0', '--', command, ...spec.run.args];
 
     let child: ChildProcess;
     try {
-      // Secrets travel only in env: a command line is world-readable in /proc.
       // detached: the instance is its own process group, so nothing it forks outlives it.
       child = sandboxed
-        ? spawn(this.bwrapPath, [...this.bwrapArgs(home), ...bridge], { env, stdio: ['pipe', 'pipe', 'pipe', 'pipe', 'pipe'], detached: true })
-        : spawn(bridge[0]!, bridge.slice(1), { env, cwd: home, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
+        ? spawn(this.bwrapPath, [...this.bwrapArgs(home, own), ...bridge], { env: { PATH: SANDBOX_PATH }, stdio: ['pipe', 'pipe', 'pipe', 'pipe', 'pipe', 'pipe'], detached: true })
+        : spawn(bridge[0]!, bridge.slice(1), { env: own, cwd: home, stdio: ['pipe', 'pipe', 'pipe', 'pipe'], detached: true });
     } catch (error) {
       if (tmp) rmSync(tmp, { recursive: true, force: true });
       throw new InstanceStartError(`could not start the instance: ${(error as NodeJS.ErrnoException).code ?? 'spawn failed'}`);
     }
+    (child.stdio as unknown as NodeJS.WritableStream[])[envFd]!.end(handed);
     if (sandboxed) {
       // Some programs look the user up (os.userInfo(), getpass); give them one that names the sandbox home.
       const uid = process.getuid?.() ?? 0;
@@ -157,8 +162,11 @@ export class LocalDriver implements InstanceDriver {
     await Promise.all([...this.running].map((instance) => instance.stop()));
   }
 
-  private bwrapArgs(home: string): string[] {
+  private bwrapArgs(home: string, env: Record<string, string>): string[] {
     const args = ['--unshare-all', '--share-net', '--unshare-user', '--disable-userns', '--die-with-parent', '--new-session'];
+    // only our own, non-secret variables are named here; the entry's come on the bridge's pipe
+    args.push('--clearenv');
+    for (const [name, value] of Object.entries(env)) args.push('--setenv', name, value);
     // Run as root, bwrap would otherwise keep every capability inside the sandbox.
     args.push('--cap-drop', 'ALL');
     args.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp', '--ro-bind', '/usr', '/usr');
