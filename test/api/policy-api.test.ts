@@ -95,6 +95,30 @@ describe.each(BACKENDS)('policy API on %s', (backend) => {
     expect(again.body).toMatchObject({ version: 2, changed: false });
   });
 
+  it('regexes are RE2: a catastrophic pattern is evaluated at once, backreferences, lookaround and novels are refused', async () => {
+    const own = (await aWorkspace(cp, cp.ownerToken)).slug;
+    const put = await cp.request('PUT', `/v1/workspaces/${own}/policy`, { body: { default: 'allow', rules: [{ id: 'nested', effect: 'deny', arguments: [{ path: 'q', regex: '^(a+)+$' }] }] } });
+    expect(put.status, put.text).toBe(200);
+    expect((await evaluate({ server: 'github', tool: 'search', arguments: { q: `${'a'.repeat(40)}!` } }, own)).body).toMatchObject({ decision: 'allow', reason: 'default' });
+    expect((await evaluate({ server: 'github', tool: 'search', arguments: { q: 'a'.repeat(40) } }, own)).body).toMatchObject({ decision: 'deny', rules: ['nested'] });
+    const refused = await cp.request('PUT', `/v1/workspaces/${own}/policy`, {
+      body: {
+        rules: [
+          { id: 'backref', effect: 'deny', arguments: [{ path: 'q', regex: '(a)\\1' }] },
+          { id: 'lookahead', effect: 'deny', arguments: [{ path: 'q', regex: 'prod(?=-)' }] },
+          { id: 'novel', effect: 'deny', arguments: [{ path: 'q', regex: 'a'.repeat(1001) }] },
+        ],
+      },
+    });
+    expect(refused.status).toBe(400);
+    expect(refused.body.code).toBe('POLICY_INVALID');
+    expect(refused.body.errors).toEqual([
+      expect.objectContaining({ path: 'rules[0].arguments[0].regex', rule: 'backref', message: expect.stringContaining('RE2 syntax') }),
+      expect.objectContaining({ path: 'rules[1].arguments[0].regex', rule: 'lookahead', message: expect.stringContaining('RE2 syntax') }),
+      expect.objectContaining({ path: 'rules[2].arguments[0].regex', rule: 'novel', message: expect.stringContaining('longer than 1000 characters') }),
+    ]);
+  });
+
   it('bad documents get every problem with the rule and field, and nothing is stored', async () => {
     const bad = await cp.request('PUT', `/v1/workspaces/${ws}/policy`, {
       body: {

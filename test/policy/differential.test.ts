@@ -229,11 +229,11 @@ const examples: Example[] = [
     expected: { decision: 'allow', reason: 'rule', rules: ['eng'], approval_route: null, errors: [] },
   },
   {
-    name: 'regexes use the u flag: an identity escape is an error, and the default is allow before on_error applies',
+    name: 'regexes are RE2: a backreference is an error, and the default is allow before on_error applies',
     document: {
       default: 'allow',
       rules: [
-        { id: 'escape', effect: 'allow', tool_prefixes: ['gh_'], arguments: [{ path: 'query', regex: '\\-' }] },
+        { id: 'escape', effect: 'allow', tool_prefixes: ['gh_'], arguments: [{ path: 'query', regex: '(a)\\1' }] },
         { id: 'unicode', effect: 'allow', tool_prefixes: ['write'], arguments: [{ path: 'query', regex: '^\\p{L}+$' }] },
       ],
     },

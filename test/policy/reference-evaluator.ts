@@ -1,3 +1,4 @@
+import { RE2JS } from 're2js';
 import type { PolicyCall, PolicyDecision, PolicyDocument } from '../../libs/policy/src';
 
 /*
@@ -163,9 +164,11 @@ function evaluateCondition(condition: Condition, args: Record<string, unknown>):
   }
   if (condition.regex !== undefined) {
     if (typeof value !== 'string') return 'error';
-    let regex: RegExp;
+    // the specification says RE2 syntax (docs/policy.md): patterns are RE2's, compiled here on their own
+    if (condition.regex.length > 1000) return 'error';
+    let regex: RE2JS;
     try {
-      regex = new RegExp(condition.regex, 'u');
+      regex = RE2JS.compile(condition.regex);
     } catch {
       return 'error';
     }

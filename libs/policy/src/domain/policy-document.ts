@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { parseDocument } from 'yaml';
+import { compilePattern, MAX_PATTERN_LENGTH } from './pattern';
 
 export const EFFECTS = ['allow', 'deny', 'approval'] as const;
 export type Effect = (typeof EFFECTS)[number];
@@ -93,7 +94,7 @@ const conditionSchema = z
       .describe('where in the tool arguments, e.g. repo.owner or files.0.name'),
     equals: z.json().optional().describe('the value equals this JSON value'),
     in: z.array(z.json()).min(1).optional().describe('the value equals one of these'),
-    regex: z.string().optional().describe('a string value contains a match (JavaScript syntax, u flag; anchor with ^…$)'),
+    regex: z.string().optional().describe(`a string value contains a match (RE2 syntax: JavaScript's without backreferences or lookaround; at most ${MAX_PATTERN_LENGTH} characters; anchor with ^…$)`),
     range: rangeSchema.optional(),
     exists: z.boolean().optional().describe('true: the path is present (even as null); false: it is absent'),
   })
@@ -391,9 +392,9 @@ function conditionProblems(condition: Record<string, unknown>, at: Segment[]): R
   }
   if (typeof condition.regex === 'string') {
     try {
-      new RegExp(condition.regex, 'u');
+      compilePattern(condition.regex);
     } catch (error) {
-      problems.push({ at: [...at, 'regex'], message: `does not compile: ${(error as Error).message}` });
+      problems.push({ at: [...at, 'regex'], message: `does not compile: ${(error as Error).message} (RE2 syntax: no backreferences or lookaround)` });
     }
   }
   const range = condition.range;

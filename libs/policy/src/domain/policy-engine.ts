@@ -1,5 +1,6 @@
 import { compileGlob, GlobMatcher, isGlob } from './glob';
 import type { ArgumentCondition, DefaultEffect, Effect, ExecutionMode, OnError, PolicyDocument, PolicyRule, PrincipalMatch } from './policy-document';
+import { compilePattern, type Pattern } from './pattern';
 
 export interface CallPrincipal {
   user?: string;
@@ -107,7 +108,7 @@ interface ArgumentTest {
   readonly equalsScalar: boolean;
   readonly inScalars: Members;
   readonly inStructured: readonly unknown[];
-  readonly regex: RegExp | null;
+  readonly regex: Pattern | null;
   readonly gt: number | undefined;
   readonly gte: number | undefined;
   readonly lt: number | undefined;
@@ -1071,11 +1072,11 @@ function testAll(tests: readonly ArgumentTest[], args: unknown): Outcome {
 function compileTest(condition: ArgumentCondition, index: number): ArgumentTest {
   const label = `arguments[${index}] (path "${condition.path}")`;
   let operators = 0;
-  let regex: RegExp | null = null;
+  let regex: Pattern | null = null;
   let broken = `${label}: the condition has no operator`;
   if (condition.regex !== undefined) {
     try {
-      regex = new RegExp(condition.regex, 'u');
+      regex = compilePattern(condition.regex);
     } catch (error) {
       broken = `${label}: the regex does not compile: ${(error as Error).message}`;
     }
