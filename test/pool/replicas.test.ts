@@ -1,6 +1,9 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createServer, IncomingHttpHeaders, request as httpRequest } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import IORedis from 'ioredis';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { aToken, aWorkspace } from '../support/builders';
 import { aReplicaOf, startTestControlPlane, TestControlPlane } from '../support/control-plane';
 import { aRemoteServer, SERVERS, textOf } from './mcp-client';
@@ -61,5 +64,70 @@ describe('MCP sessions across two control-plane replicas', () => {
     const afterEnd = await b.request('POST', path, { token: a.ownerToken, headers, body: { jsonrpc: '2.0', id: 11, method: 'tools/list' } });
     expect(afterEnd.status).toBe(404);
     await client.close();
+  });
+
+  /**
+   * A replica passes a request for another replica's session on with the
+   * caller's Authorization. Neither the request line nor an entry someone
+   * wrote into Redis may choose where it goes.
+   */
+  it("sends a caller's request to no address but a replica's own sealed directory entry", async () => {
+    const ws = await aWorkspace(a, a.ownerToken);
+    await a.request('PUT', `/v1/workspaces/${ws.slug}/policy`, { token: a.ownerToken, body: { default: 'allow', rules: [] } });
+    const name = await aRemoteServer(a, a.ownerToken, ws.slug, SERVERS.everything);
+    const path = `/mcp/${ws.slug}/${name}`;
+    const transport = new StreamableHTTPClientTransport(new URL(`${a.url}${path}`), { requestInit: { headers: { authorization: `Bearer ${a.ownerToken}` } } });
+    const client = new Client({ name: 'ssrf-probe', version: '1.0.0' });
+    await client.connect(transport);
+    const sessionId = transport.sessionId!;
+
+    const heard: IncomingHttpHeaders[] = [];
+    const listener = createServer((req, res) => {
+      heard.push(req.headers);
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{"leaked":true}');
+    });
+    await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
+    const elsewhere = `http://127.0.0.1:${(listener.address() as AddressInfo).port}`;
+    const redis = new IORedis(inject('redisUrl'));
+    try {
+      // an absolute-form request target naming the listener, sent to B for A's session
+      const raw = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const port = Number(new URL(b.url).port);
+        const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' });
+        const req = httpRequest(
+          { host: '127.0.0.1', port, method: 'POST', path: `${elsewhere}${path}`, headers: { authorization: `Bearer ${a.ownerToken}`, 'mcp-session-id': sessionId, 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'content-length': Buffer.byteLength(body) } },
+          (res) => {
+            let text = '';
+            res.on('data', (chunk: Buffer) => (text += chunk.toString()));
+            res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+          },
+        );
+        req.on('error', reject);
+        req.end(body);
+      });
+      expect(raw.status, raw.body).toBe(400);
+      expect(JSON.parse(raw.body).code).toBe('REQUEST_TARGET_INVALID');
+
+      // entries written straight into Redis: a plain address, and A's sealed entry copied onto another session's key
+      const prefix = a.cp.config.queuePrefix;
+      const forged = ['00000000-0000-4000-8000-00000000f0f0', '00000000-0000-4000-8000-00000000f0f1'];
+      await redis.set(`${prefix}:mcp-session:${forged[0]}`, elsewhere, 'EX', 60);
+      const sealed = await redis.get(`${prefix}:mcp-session:${sessionId}`);
+      expect(sealed).not.toBeNull();
+      expect(sealed).not.toContain('127.0.0.1');
+      await redis.set(`${prefix}:mcp-session:${forged[1]}`, sealed!, 'EX', 60);
+      for (const id of forged) {
+        const res = await b.request('POST', path, { token: a.ownerToken, headers: { 'mcp-session-id': id, accept: 'application/json, text/event-stream' }, body: { jsonrpc: '2.0', id: 2, method: 'tools/list' } });
+        expect(res.status, res.text).toBe(404);
+      }
+      // the real entry still works through B
+      const real = await b.request('POST', path, { token: a.ownerToken, headers: { 'mcp-session-id': sessionId, 'mcp-protocol-version': '2025-11-25', accept: 'application/json, text/event-stream' }, body: { jsonrpc: '2.0', id: 3, method: 'tools/list' } });
+      expect(real.status, real.text).toBe(200);
+      expect(heard).toEqual([]);
+    } finally {
+      redis.disconnect();
+      await new Promise<void>((resolve) => listener.close(() => resolve()));
+      await client.close();
+    }
   });
 });

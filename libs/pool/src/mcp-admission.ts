@@ -80,7 +80,12 @@ export function forward(owner: string, req: IncomingMessage, body: unknown, res:
   }
   headers[FORWARDED] = '1';
   if (bytes) headers['content-length'] = String(bytes.length);
-  const upstream = httpRequest(new URL(req.url ?? '/', owner), { method: req.method, headers }, (answer) => {
+  // the owner and the path only: an absolute-form request target must never choose where the caller's credentials go
+  const target = new URL(owner);
+  const asked = new URL(req.url ?? '/', 'http://replica.invalid');
+  target.pathname = asked.pathname;
+  target.search = asked.search;
+  const upstream = httpRequest(target, { method: req.method, headers }, (answer) => {
     const out: Record<string, string | string[]> = {};
     for (const [name, value] of Object.entries(answer.headers)) if (value !== undefined && !HOP_BY_HOP.has(name)) out[name] = value;
     res.writeHead(answer.statusCode ?? 502, out);

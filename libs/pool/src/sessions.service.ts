@@ -4,6 +4,7 @@ import { HttpAdapterHost } from '@nestjs/core';
 import Redis from 'ioredis';
 import { describePrincipal, Principal, roleIn, WorkspaceScope } from '@aileron/auth';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
+import { KeyProvider, ROOT_KEYS } from '@aileron/keys';
 import { PoolCalls } from './calls.service';
 import { PoolInstances } from './instances.service';
 import { ProxySession } from './proxy/proxy-session';
@@ -36,6 +37,7 @@ export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationSh
     private readonly instances: PoolInstances,
     private readonly calls: PoolCalls,
     private readonly http: HttpAdapterHost,
+    @Inject(ROOT_KEYS) private readonly root: KeyProvider,
   ) {
     if (config.redisUrl) {
       this.directory = new Redis(config.redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false });
@@ -77,17 +79,37 @@ export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationSh
     return address && typeof address === 'object' ? `http://127.0.0.1:${address.port}` : undefined;
   }
 
-  /** The replica that serves a session this one does not know, if any other does. */
+  /**
+   * The replica that serves a session this one does not know, if any other
+   * does. Requests go there with the caller's credentials, so an entry counts
+   * only if a replica of this installation sealed it (the root key every
+   * replica shares) for this very session, and names a replica the way ours
+   * is named: anyone who can write to Redis cannot send a caller anywhere.
+   */
   async ownerOf(id: string): Promise<string | undefined> {
     if (!this.directory) return undefined;
-    const owner = await this.directory.get(directoryKey(id)).catch(() => null);
-    return owner && owner !== this.replicaUrl() ? owner : undefined;
+    const sealed = await this.directory.get(this.directoryKey(id)).catch(() => null);
+    if (!sealed) return undefined;
+    let owner: string;
+    try {
+      owner = this.root.unwrap(sealed, directoryAad(id)).toString('utf8');
+    } catch {
+      return undefined;
+    }
+    const self = this.replicaUrl();
+    return owner !== self && isReplicaAddress(owner, self, this.config.replicaUrl !== undefined) ? owner : undefined;
   }
 
   private announce(id: string): void {
     const self = this.replicaUrl();
     if (!this.directory || !self) return;
-    void this.directory.set(directoryKey(id), self, 'EX', this.directoryTtlSeconds).catch(() => undefined);
+    const sealed = this.root.wrap(Buffer.from(self, 'utf8'), directoryAad(id));
+    void this.directory.set(this.directoryKey(id), sealed, 'EX', this.directoryTtlSeconds).catch(() => undefined);
+  }
+
+  /** Under the installation's prefix, so two installations can share one Redis. */
+  private directoryKey(id: string): string {
+    return `${this.config.queuePrefix}:mcp-session:${id}`;
   }
 
   create(scope: WorkspaceScope, principal: Principal, endpoint: McpEndpoint, allowedOrigins: string[]): ProxySession {
@@ -119,7 +141,7 @@ export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationSh
     session.onClosed = () => {
       if (!session.sessionId) return;
       this.sessions.delete(session.sessionId);
-      void this.directory?.del(directoryKey(session.sessionId)).catch(() => undefined);
+      void this.directory?.del(this.directoryKey(session.sessionId)).catch(() => undefined);
     };
     // known from the moment the transport makes the id, before the client can use it
     session.onSessionId = (id) => {
@@ -150,8 +172,23 @@ export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationSh
   }
 }
 
-function directoryKey(id: string): string {
-  return `aileron:mcp-session:${id}`;
+/** A sealed entry opens only as the entry of the session it was made for: one copied onto another session's key does not. */
+function directoryAad(id: string): string {
+  return `aileron/replica-directory/${id}`;
+}
+
+/**
+ * What a replica address looks like: configured (`AILERON_REPLICA_URL`, one per
+ * pod), the scheme and port ours has; unconfigured (replicas on one machine),
+ * loopback on any port. A host and nothing else either way: no credentials,
+ * path, query or fragment.
+ */
+export function isReplicaAddress(address: string, self: string | undefined, configured: boolean): boolean {
+  if (!self || !URL.canParse(address)) return false;
+  const url = new URL(address);
+  const mine = new URL(self);
+  if (address !== url.origin || url.hostname === '') return false;
+  return configured ? url.protocol === mine.protocol && url.port === mine.port : url.protocol === 'http:' && url.hostname === '127.0.0.1';
 }
 
 function endpointKey(endpoint: McpEndpoint): string {

@@ -1,5 +1,6 @@
 import { createServer, IncomingMessage, Server, ServerResponse } from 'node:http';
 import { Injectable } from '@nestjs/common';
+import { DomainError, PROBLEM_CONTENT_TYPE, problemFromDomainError } from '@aileron/errors';
 
 /**
  * Takes the request and returns true, or returns false to let the app handle
@@ -38,6 +39,7 @@ export function fastPathServer(options: { keepAliveTimeoutMs: number }): {
   return {
     serverFactory: (handler) => {
       const server = createServer((req, res) => {
+        if (!isOriginForm(req.url)) return refuseRequestTarget(res);
         for (const fast of handlers) if (fast(req, res)) return;
         handler(req, res);
       });
@@ -46,4 +48,26 @@ export function fastPathServer(options: { keepAliveTimeoutMs: number }): {
     },
     bind: (paths) => void (handlers = paths.handlers),
   };
+}
+
+/**
+ * Only origin-form request targets (`/path?query`). Node accepts the
+ * absolute form (`POST http://169.254.169.254/mcp/ws/x`), and a URL resolved
+ * against it lets the caller choose the host: a replica forwarding an MCP
+ * request would have sent it, the caller's token included, wherever it said.
+ * Nothing we serve is a proxy, so the other forms are refused before routing.
+ */
+export function isOriginForm(target: string | undefined): boolean {
+  return target !== undefined && target.startsWith('/') && !target.startsWith('//');
+}
+
+class RequestTargetError extends DomainError {
+  constructor() {
+    super('REQUEST_TARGET_INVALID', 400, 'Bad Request', 'The request target must be a path (origin-form, e.g. /v1/me); absolute URLs and authority forms are not served');
+  }
+}
+
+function refuseRequestTarget(res: ServerResponse): void {
+  const body = JSON.stringify(problemFromDomainError(new RequestTargetError()));
+  res.writeHead(400, { 'content-type': PROBLEM_CONTENT_TYPE, 'content-length': Buffer.byteLength(body), connection: 'close' }).end(body);
 }
