@@ -11,6 +11,8 @@ import { z } from 'zod';
  */
 export class HttpUpstream {
   description = 'Greets someone';
+  /** set: every request after initialize is answered with this status and body, as a broken server or a proxy before it would */
+  failWith: { status: number; body: string } | undefined;
   readonly seenAuthorization: string[] = [];
   readonly seenHeaders: IncomingMessage['headers'][] = [];
   private server: Server | undefined;
@@ -44,6 +46,10 @@ export class HttpUpstream {
     for await (const chunk of req) chunks.push(chunk as Buffer);
     const body = chunks.length > 0 ? (JSON.parse(Buffer.concat(chunks).toString('utf8')) as unknown) : undefined;
     const sessionId = req.headers['mcp-session-id'];
+    if (this.failWith && typeof sessionId === 'string' && req.method === 'POST') {
+      res.writeHead(this.failWith.status, { 'content-type': 'text/plain' }).end(this.failWith.body);
+      return;
+    }
     let transport = typeof sessionId === 'string' ? this.transports.get(sessionId) : undefined;
     if (!transport) {
       if (typeof sessionId === 'string') {

@@ -56,6 +56,25 @@ describe('pool instances: upstream URLs, pinning, approvals that wait, kill swit
     expect(JSON.stringify(upstream.seenHeaders)).not.toContain(cp.ownerToken);
   });
 
+  it("never tells the MCP client what an upstream's error page says: the status, not the body", async () => {
+    const ws = await aWorkspace(cp, cp.ownerToken);
+    await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, { token: cp.ownerToken, body: { default: 'allow', rules: [] } });
+    await anUpstreamUrlServer(ws.slug, 'chatty-errors');
+    const { client } = await connect(cp, cp.ownerToken, `/mcp/${ws.slug}/chatty-errors`);
+    upstream.failWith = { status: 502, body: `upstream proxy 10.9.8.7 says: Authorization was Bearer ${KEY}; internal-marker-7731` };
+    try {
+      const answer = await client.callTool({ name: 'greet', arguments: { name: 'Ada' } }).then(
+        (result) => JSON.stringify(result),
+        (error: unknown) => String(error),
+      );
+      expect(answer).toContain('HTTP 502');
+      for (const leak of ['internal-marker-7731', '10.9.8.7', KEY]) expect(answer).not.toContain(leak);
+    } finally {
+      upstream.failWith = undefined;
+      await client.close();
+    }
+  });
+
   it('pins tool definitions: a changed one is an event, and held back until an admin accepts it when the workspace says so', async () => {
     const ws = await aWorkspace(cp, cp.ownerToken);
     await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, { token: cp.ownerToken, body: { default: 'allow', rules: [] } });

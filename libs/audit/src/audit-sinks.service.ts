@@ -8,7 +8,7 @@ import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { DatabaseService } from '@aileron/database';
 import { NotFoundError, ValidationError } from '@aileron/errors';
 import { KeyProvider, ROOT_KEYS } from '@aileron/keys';
-import { checkOutboundUrl, outboundPolicyOf, OutboundUrlRefusedError, signatureHeaders } from '@aileron/net';
+import { checkOutboundUrl, outboundPolicyOf, OutboundUrlRefusedError, postSigned, signatureHeaders } from '@aileron/net';
 import { JobProcessor, JobRegistry, QueueService } from '@aileron/queue';
 import { AuditRepository } from './audit.repository';
 import { actorOf, AuditService } from './audit.service';
@@ -155,24 +155,19 @@ export class AuditSinksService implements OnApplicationBootstrap, OnApplicationS
     if (sent >= BATCHES_PER_JOB) await this.enqueue(organizationId, sinkId, `more-${Date.now()}`);
   }
 
+  /**
+   * One signed POST through the same guarded sender as webhooks: the URL is
+   * checked again (DNS may have moved since the sink was made) and so is the
+   * address every socket connects to, redirects are not followed, and only
+   * the status (never the receiver's body) is kept.
+   */
   private async send(sink: AuditSinkRecord, secret: string, payload: { delivery: string; chain: string; workspace_id: string | null; events: unknown[] }): Promise<void> {
-    // checked again at every send: DNS may have changed since the sink was made
-    await this.checkUrl(sink.url);
     const body = JSON.stringify({ sink: sink.id, ...payload });
-    let response: Response;
-    try {
-      response = await fetch(sink.url, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', 'x-aileron-delivery': payload.delivery, ...signatureHeaders(secret, body) },
-        body,
-        redirect: 'manual',
-        signal: AbortSignal.timeout(SEND_TIMEOUT_MS),
-      });
-      await response.arrayBuffer().catch(() => undefined);
-    } catch (error) {
-      throw new SinkDeliveryError(`sink ${new URL(sink.url).host} unreachable: ${(error as Error).name === 'TimeoutError' ? 'timed out' : 'connection failed'}`);
+    const headers = { 'content-type': 'application/json', 'x-aileron-delivery': payload.delivery, ...signatureHeaders(secret, body) };
+    const outcome = await postSigned(sink.url, headers, body, { policy: outboundPolicyOf(this.config), timeoutMs: SEND_TIMEOUT_MS });
+    if (outcome.error !== null) {
+      throw new SinkDeliveryError(outcome.status === null ? `sink ${hostOf(sink.url)} unreachable: ${outcome.error}` : `sink ${hostOf(sink.url)} answered ${outcome.error}`);
     }
-    if (response.status < 200 || response.status >= 300) throw new SinkDeliveryError(`sink ${new URL(sink.url).host} answered HTTP ${response.status}`);
   }
 
   private async checkUrl(url: string): Promise<void> {
@@ -226,4 +221,8 @@ export class AuditSinksService implements OnApplicationBootstrap, OnApplicationS
 
 function aad(scope: OrgScope, sinkId: string): string {
   return `aileron/audit-sink/${scope.organizationId}/${sinkId}`;
+}
+
+function hostOf(url: string): string {
+  return URL.canParse(url) ? new URL(url).host : '(invalid URL)';
 }

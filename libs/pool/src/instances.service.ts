@@ -216,7 +216,7 @@ export class PoolInstances implements OnApplicationBootstrap, OnApplicationShutd
         // checked at every start, not only at publication: DNS may have moved the name since
         await checkOutboundUrl(definition.url, outboundPolicyOf(this.config));
         const headers = await this.vault.resolveAll(slot.scope, definition.headers ?? {}, reason);
-        instance = new Instance(id, slot.server, version, { url: definition.url, headers }, ended, null, settle, this.config.pool.maxConcurrentCalls);
+        instance = new Instance(id, slot.server, version, { url: definition.url, headers, outbound: outboundPolicyOf(this.config) }, ended, null, settle, this.config.pool.maxConcurrentCalls);
       } else {
         const env = await this.vault.resolveAll(slot.scope, definition.env ?? {}, reason);
         const secrets = Object.entries(definition.env ?? {}).filter(([, value]) => isVaultReference(value)).map(([name]) => env[name]!);

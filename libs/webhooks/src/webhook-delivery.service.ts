@@ -6,13 +6,12 @@ import { SystemScopes } from '@aileron/auth/scope-issuer';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { DatabaseService, Transaction } from '@aileron/database';
 import { KeyProvider, ROOT_KEYS } from '@aileron/keys';
-import { outboundPolicyOf, signatureHeaders } from '@aileron/net';
+import { outboundPolicyOf, postSigned, SendOutcome, signatureHeaders } from '@aileron/net';
 import { OutboxMessage, OutboxService, PublicEvent, toPublicEvent } from '@aileron/outbox';
 import { JobContext, JobProcessor, JobRegistry, QueueService } from '@aileron/queue';
 import { pauseReason, PausePolicy } from './domain/endpoint-health';
 import { matchesEvent, matchesWorkspace, takesPersonalNotification } from './domain/event-filter';
 import { renderBody } from './domain/formats';
-import { postSigned, SendOutcome } from './webhook-sender';
 import { WebhookEndpointRecord, WebhooksRepository } from './webhooks.repository';
 import { secretAad, WebhooksService } from './webhooks.service';
 

@@ -9,3 +9,5 @@ export {
   TIMESTAMP_HEADER,
 } from './signed-payload';
 export type { SignatureVerdict } from './signed-payload';
+export { postSigned } from './outbound-post';
+export type { SendOptions, SendOutcome } from './outbound-post';

@@ -1,3 +1,4 @@
+import type { OutboundPolicy } from '@aileron/net';
 /**
  * Where remote MCP servers run. The pool decides when an instance starts and
  * stops; a driver only knows how to run one and how to reach it. Every
@@ -44,6 +45,12 @@ export interface InstanceEndpoint {
    * cannot talk to a tenant's instance.
    */
   headers: Record<string, string>;
+  /**
+   * For servers elsewhere (a catalog `url`): the SSRF rules every connection
+   * to it must pass, checked on the address each socket resolves to, not only
+   * when the instance starts (DNS rebinding). Our own instances have none.
+   */
+  outbound?: OutboundPolicy;
 }
 
 export interface InstanceExit {

@@ -1,7 +1,7 @@
 import { createServer, Server } from 'node:http';
 import { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { httpFetch } from './http-fetch';
+import { httpExchange, httpFetch } from './http-fetch';
 
 describe('httpFetch (the proxy’s fetch towards instances)', () => {
   let server: Server;
@@ -90,5 +90,26 @@ describe('httpFetch (the proxy’s fetch towards instances)', () => {
     const port = (closed.address() as AddressInfo).port;
     await new Promise<void>((resolve) => closed.close(() => resolve()));
     await expect(httpFetch(`http://127.0.0.1:${port}/mcp`, { method: 'POST', body: '{}' })).rejects.toThrow(/ECONNREFUSED/);
+  });
+});
+
+describe('connections to servers elsewhere pass the SSRF rules on every socket', () => {
+  it('a name resolving to a refused address is not connected to, though nothing checked it before; our own instances are not held to it', async () => {
+    const server = createServer((_req, res) => res.writeHead(200).end('reached'));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const port = (server.address() as AddressInfo).port;
+    try {
+      // localhost resolves to loopback, which this policy refuses (server mode without an allow-list)
+      await expect(httpExchange(`http://localhost:${port}/`, { method: 'GET' }, { allowCidrs: [], allowLoopback: false })).rejects.toThrow(/refused: resolves to .*loopback/);
+      const allowed = await httpExchange(`http://localhost:${port}/`, { method: 'GET' }, { allowCidrs: ['127.0.0.0/8', '::1/128'], allowLoopback: false });
+      allowed.response.resume();
+      expect(allowed.response.statusCode).toBe(200);
+      const own = await httpExchange(`http://localhost:${port}/`, { method: 'GET' });
+      own.response.resume();
+      expect(own.response.statusCode).toBe(200);
+    } finally {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
   });
 });

@@ -1,9 +1,28 @@
 import { Agent as HttpAgent, IncomingMessage, request as httpRequest } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import { guardedLookup, type OutboundPolicy } from '@aileron/net';
 
 // Instances are few and close: connections stay open between calls.
 const httpAgent = new HttpAgent({ keepAlive: true, maxSockets: 256 });
 const httpsAgent = new HttpsAgent({ keepAlive: true, maxSockets: 256 });
+
+/**
+ * Servers elsewhere get agents whose sockets resolve through the SSRF rules:
+ * each new connection is checked on the address it is about to use, so a name
+ * that resolved to a public address when the instance started cannot lead to
+ * a private one later. Kept sockets were checked when they opened.
+ */
+const guardedAgents = new WeakMap<OutboundPolicy, { http: HttpAgent; https: HttpsAgent }>();
+function agentsFor(policy: OutboundPolicy | undefined): { http: HttpAgent; https: HttpsAgent } {
+  if (!policy) return { http: httpAgent, https: httpsAgent };
+  let agents = guardedAgents.get(policy);
+  if (!agents) {
+    const lookup = guardedLookup('the upstream server', policy);
+    agents = { http: new HttpAgent({ keepAlive: true, maxSockets: 256, lookup }), https: new HttpsAgent({ keepAlive: true, maxSockets: 256, lookup }) };
+    guardedAgents.set(policy, agents);
+  }
+  return agents;
+}
 
 const NULL_BODY = new Set([101, 204, 205, 304]);
 
@@ -25,7 +44,7 @@ export interface Exchange {
  * with the answer's head. `init` is what the SDK gives its fetch: JSON text
  * as the body, its headers, its abort signal.
  */
-export function httpExchange(url: string | URL, init: RequestInit & { body?: string }): Promise<Exchange> {
+export function httpExchange(url: string | URL, init: RequestInit & { body?: string }, outbound?: OutboundPolicy): Promise<Exchange> {
   const target = typeof url === 'string' ? new URL(url) : url;
   const headers: Record<string, string> = {};
   // the SDK hands a Headers already: read it, not a copy of it
@@ -41,7 +60,8 @@ export function httpExchange(url: string | URL, init: RequestInit & { body?: str
       reject(signal.reason ?? new Error('aborted'));
       return;
     }
-    const request = (secure ? httpsRequest : httpRequest)(target, { method: init.method ?? 'GET', headers, agent: secure ? httpsAgent : httpAgent });
+    const agents = agentsFor(outbound);
+    const request = (secure ? httpsRequest : httpRequest)(target, { method: init.method ?? 'GET', headers, agent: secure ? agents.https : agents.http });
     const onAbort = (): void => {
       request.destroy(signal?.reason instanceof Error ? signal.reason : new Error('aborted'));
     };
@@ -68,10 +88,10 @@ export function httpExchange(url: string | URL, init: RequestInit & { body?: str
  * hop itself. The answer is a standard Response, and `watch` hears how the
  * body ended without wrapping it in a second stream.
  */
-export async function httpFetch(url: string | URL, init: RequestInit = {}, watch?: BodyWatch): Promise<Response> {
-  // the SDK sends JSON text; anything else (never seen) takes the standard path, unwatched
-  if (init.body !== undefined && init.body !== null && typeof init.body !== 'string') return fetch(url, init);
-  return asResponse(await httpExchange(url, { ...init, body: init.body ?? undefined }), init.method, watch);
+export async function httpFetch(url: string | URL, init: RequestInit = {}, watch?: BodyWatch, outbound?: OutboundPolicy): Promise<Response> {
+  // the SDK sends JSON text; anything else (never seen) is refused rather than sent past the guarded agents
+  if (init.body !== undefined && init.body !== null && typeof init.body !== 'string') throw new TypeError('only JSON text bodies are sent to an MCP server');
+  return asResponse(await httpExchange(url, { ...init, body: init.body ?? undefined }, outbound), init.method, watch);
 }
 
 /** The exchange as fetch answers it. */

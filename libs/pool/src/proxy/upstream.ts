@@ -1,4 +1,5 @@
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { Logger } from '@nestjs/common';
+import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import {
   JSONRPCErrorResponseSchema,
   JSONRPCNotificationSchema,
@@ -13,6 +14,9 @@ import { createParser } from 'eventsource-parser';
 import type { Instance } from '../instances.service';
 import { asResponse, BodyWatch, Exchange, httpExchange, httpFetch } from './http-fetch';
 import { RpcError, UPSTREAM_GONE } from './jsonrpc';
+import { RefusedAddressError } from '@aileron/net';
+
+const logger = new Logger('PoolUpstream');
 
 export type Answer = { result: Record<string, unknown> } | { error: RpcError };
 
@@ -92,7 +96,7 @@ export class Upstream<On = unknown> {
       const message: JSONRPCRequest = { jsonrpc: '2.0', id, method, ...(params ? { params } : {}) };
       this.transport.send(message).catch((error: unknown) => {
         this.instance.suspected = true;
-        this.settle(id, { error: { code: UPSTREAM_GONE, message: `the server could not be reached: ${describe(error)}` } });
+        this.settle(id, { error: { code: UPSTREAM_GONE, message: `the server could not be reached: ${describe(error, Object.values(this.instance.endpoint.headers))}` } });
       });
     });
   }
@@ -158,8 +162,9 @@ export class Upstream<On = unknown> {
   private async fetchTracked(url: string | URL, init?: RequestInit): Promise<Response> {
     const body = init?.body;
     const ids = init?.method === 'POST' && typeof body === 'string' ? requestIds(body) : [];
-    if (ids.length === 0) return httpFetch(url, init);
-    const exchange = await httpExchange(url, { ...init, body: body as string });
+    const outbound = this.instance.endpoint.outbound;
+    if (ids.length === 0) return httpFetch(url, init, undefined, outbound);
+    const exchange = await httpExchange(url, { ...init, body: body as string }, outbound);
     const { response } = exchange;
     if (response.statusCode !== 200 || !EVENT_STREAM.test(response.headers['content-type'] ?? '')) return asResponse(exchange, init?.method, this.watch(ids));
     this.readEvents(exchange, ids);
@@ -255,7 +260,24 @@ function requestIds(body: string): RequestId[] {
   }
 }
 
-function describe(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
+/**
+ * What the MCP client is told of a failed exchange: the kind of failure,
+ * never the server's own words. An HTTP error's body (the SDK puts it in its
+ * message) may hold anything the server or a proxy before it says, echoed
+ * headers and internal addresses included; it goes to the log, scrubbed of
+ * the headers we sent, and the caller hears the status.
+ */
+function describe(error: unknown, secrets: readonly string[] = []): string {
+  if (error instanceof StreamableHTTPError) {
+    const said = secrets.reduce((text, secret) => (secret ? text.split(secret).join('[redacted]') : text), error.message).slice(0, 500);
+    logger.warn({ status: error.code, said }, 'an MCP server answered an error');
+    return typeof error.code === 'number' && error.code > 0 ? `the server answered HTTP ${error.code}` : 'the server answered an error';
+  }
+  if (error instanceof RefusedAddressError) {
+    logger.warn({ reason: error.message }, 'a connection to an MCP server was refused by the outbound rules');
+    return 'its address is refused by the outbound rules (UPSTREAM_ALLOW_CIDRS)';
+  }
+  const code = (error as NodeJS.ErrnoException | undefined)?.code;
+  return typeof code === 'string' ? `connection failed (${code})` : error instanceof Error && error.name === 'AbortError' ? 'aborted' : 'connection failed';
 }
 

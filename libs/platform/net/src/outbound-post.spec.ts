@@ -1,8 +1,8 @@
 import { createServer, Server } from 'node:http';
 import { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { guardedLookup } from '@aileron/net';
-import { postSigned } from './webhook-sender';
+import { postSigned } from './outbound-post';
+import { guardedLookup } from './ssrf-guard';
 
 const loopbackAllowed = { allowCidrs: [], allowLoopback: true };
 

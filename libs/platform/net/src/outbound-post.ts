@@ -1,6 +1,6 @@
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
-import { checkOutboundUrl, guardedLookup, OutboundPolicy, OutboundUrlRefusedError, RefusedAddressError } from '@aileron/net';
+import { checkOutboundUrl, guardedLookup, OutboundPolicy, OutboundUrlRefusedError, RefusedAddressError } from './ssrf-guard';
 
 /** What one POST to a receiver came to; `error` never holds the URL's path or query (they may carry tokens). */
 export interface SendOutcome {
@@ -16,7 +16,7 @@ export interface SendOptions {
 }
 
 /**
- * POSTs one signed body. The URL is checked against the SSRF rules first and
+ * POSTs one signed body (webhook deliveries, SIEM sink batches). The URL is checked against the SSRF rules first and
  * the socket's resolver applies the same rules to the address it connects to,
  * so a name that resolved to a public address at the check cannot connect to
  * a private one a moment later (DNS rebinding). Redirects are never followed:
