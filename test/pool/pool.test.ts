@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ExecutionJournal, PoolInstances } from '@aileron/pool';
 import { People } from '../approvals/people';
-import { aWorkspace } from '../support/builders';
+import { aGateway, aToken, aWorkspace } from '../support/builders';
 import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
 import { aRemoteServer, connect, SERVERS, textOf } from './mcp-client';
 
@@ -51,6 +51,50 @@ describe('the remote MCP pool', () => {
   afterAll(async () => {
     await cp?.close();
     await people.stop();
+  });
+
+  /** Opens a session with raw Streamable HTTP and its stream of server messages; `ended` resolves when that stream closes. */
+  async function aSessionStream(path: string, token: string): Promise<{ sessionId: string; ended: Promise<void> }> {
+    const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+    const init = await fetch(`${cp.url}${path}`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'revocation-test', version: '1.0.0' } } }),
+    });
+    expect(init.status, await init.clone().text()).toBe(200);
+    await init.body?.cancel();
+    const sessionId = init.headers.get('mcp-session-id')!;
+    const session = { ...headers, 'mcp-session-id': sessionId, 'mcp-protocol-version': '2025-11-25' };
+    expect((await fetch(`${cp.url}${path}`, { method: 'POST', headers: session, body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }) })).status).toBe(202);
+    const stream = await fetch(`${cp.url}${path}`, { headers: { ...session, accept: 'text/event-stream' } });
+    expect(stream.status).toBe(200);
+    const reader = stream.body!.getReader();
+    const ended = (async () => {
+      for (;;) if ((await reader.read().catch(() => ({ done: true }))).done) return;
+    })();
+    return { sessionId, ended };
+  }
+
+  it("ends an MCP session and its stream the moment its caller's token or gateway is revoked", async () => {
+    const ws = await aWorkspace(cp, cp.ownerToken);
+    await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, { token: cp.ownerToken, body: { default: 'allow', rules: [] } });
+    const name = await aRemoteServer(cp, cp.ownerToken, ws.slug, SERVERS.everything);
+    const token = await aToken(cp, cp.ownerToken, { role: 'member', workspace: ws.slug });
+    const gateway = await aGateway(cp, cp.ownerToken, ws.slug);
+    const asToken = await aSessionStream(`/mcp/${ws.slug}/${name}`, token.token);
+    const asGateway = await aSessionStream(`/mcp/${ws.slug}/${name}`, gateway.token);
+    const asOwner = await aSessionStream(`/mcp/${ws.slug}/${name}`, cp.ownerToken);
+
+    expect((await cp.request('DELETE', `/v1/tokens/${token.id}`)).status).toBe(204);
+    await asToken.ended; // the test's timeout is the hang guard
+    expect((await cp.request('DELETE', `/v1/workspaces/${ws.slug}/gateways/${gateway.id}`)).status).toBe(200);
+    await asGateway.ended;
+    // the owner's session was not touched
+    const stillThere = await cp.request('POST', `/mcp/${ws.slug}/${name}`, {
+      headers: { 'mcp-session-id': asOwner.sessionId, 'mcp-protocol-version': '2025-11-25', accept: 'application/json, text/event-stream' },
+      body: { jsonrpc: '2.0', id: 2, method: 'tools/list' },
+    });
+    expect(stillThere.status, stillThere.text).toBe(200);
   });
 
   it('aggregates two servers behind /mcp/{ws} and applies allow, deny and approval to each', async () => {

@@ -16,6 +16,8 @@ export interface McpRequestLine {
   sessionId: string | undefined;
   /** passed here by another replica: never passed on again */
   forwarded: boolean;
+  /** the bearer credential it came with: a session it opens lasts only while that credential may use the workspace */
+  credential?: string;
   body: unknown;
 }
 
@@ -58,7 +60,7 @@ export class McpAdmission {
     if (request.method === 'POST' && isInitialize(request.body)) {
       // refuse at once, with a problem document, what the session could never reach
       if ('server' in endpoint) await this.instances.assignment(scope, endpoint.server);
-      return { session: this.sessions.create(scope, caller, endpoint, this.allowedOrigins) };
+      return { session: this.sessions.create(scope, caller, endpoint, this.allowedOrigins, request.credential) };
     }
     throw new McpSessionRequiredError();
   }

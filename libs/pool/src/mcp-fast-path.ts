@@ -7,7 +7,7 @@ import { AccessService, BearerCredentials, Principal } from '@aileron/auth';
 import { DomainError, PROBLEM_CONTENT_TYPE } from '@aileron/errors';
 import { BODY_LIMIT_BYTES, FastPaths, HttpMetrics, requestIdFor, toProblem } from '@aileron/http';
 import { forward, FORWARDED, McpAdmission } from './mcp-admission';
-import { MCP_PERMISSION, oneServer, wholeWorkspace } from './mcp.controller';
+import { MCP_PERMISSION, oneServer, wholeWorkspace } from './mcp-routes';
 import { RateLimitedError } from './rate-limits.service';
 import type { McpEndpoint } from './sessions.service';
 import { PoolSessions } from './sessions.service';

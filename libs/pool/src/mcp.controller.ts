@@ -1,18 +1,12 @@
 import { Controller, Req, Res } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { z } from 'zod';
-import { Caller, Principal, slug, TenantScope, WorkspaceScope } from '@aileron/auth';
+import { BearerCredentials, Caller, Principal, TenantScope, WorkspaceScope } from '@aileron/auth';
 import { Route } from '@aileron/http';
 import { forward, FORWARDED, McpAdmission } from './mcp-admission';
+import { MCP_PERMISSION, oneServer, wholeWorkspace } from './mcp-routes';
 import { RateLimitedError } from './rate-limits.service';
 import type { McpEndpoint } from './sessions.service';
 
-const serverName = z.string().regex(/^[a-z0-9][a-z0-9-]{0,31}$/, 'a server name').describe('a remote server assigned to the workspace');
-export const oneServer = z.object({ ws: slug, server: serverName });
-export const wholeWorkspace = z.object({ ws: slug });
-
-/** what the routes declare and the fast path checks: one permission for every MCP request */
-export const MCP_PERMISSION = 'mcp.use';
 
 const INITIALIZE = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'example', version: '1.0.0' } } };
 const SINGLE = {
@@ -35,7 +29,10 @@ const AGGREGATE_BODYLESS = { ...AGGREGATE, bodyValidation: undefined, example: {
 
 @Controller()
 export class McpController {
-  constructor(private readonly admission: McpAdmission) {}
+  constructor(
+    private readonly admission: McpAdmission,
+    private readonly bearer: BearerCredentials,
+  ) {}
 
   @Route({ ...SINGLE, method: 'POST', path: '/mcp/:ws/:server', summary: 'MCP to one remote server of the workspace (messages)' })
   postOne(@TenantScope() scope: WorkspaceScope, @Caller() caller: Principal, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
@@ -82,6 +79,7 @@ export class McpController {
         origin: typeof req.headers.origin === 'string' ? req.headers.origin : undefined,
         sessionId: typeof sessionId === 'string' ? sessionId : undefined,
         forwarded: req.headers[FORWARDED] !== undefined,
+        credential: this.bearer.tokenOf(req.headers.authorization),
         body: req.body,
       });
     } catch (error) {

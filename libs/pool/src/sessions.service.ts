@@ -2,14 +2,16 @@ import type { AddressInfo } from 'node:net';
 import { BeforeApplicationShutdown, Inject, Injectable, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import Redis from 'ioredis';
-import { describePrincipal, Principal, roleIn, WorkspaceScope } from '@aileron/auth';
+import { AccessService, describePrincipal, Principal, roleIn, StreamAccess, WorkspaceScope } from '@aileron/auth';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { KeyProvider, ROOT_KEYS } from '@aileron/keys';
 import { PoolCalls } from './calls.service';
+import { MCP_PERMISSION } from './mcp-routes';
 import { PoolInstances } from './instances.service';
 import { ProxySession } from './proxy/proxy-session';
 
 export type McpEndpoint = { server: string } | { aggregate: true };
+
 
 interface Entry {
   session: ProxySession;
@@ -38,6 +40,8 @@ export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationSh
     private readonly calls: PoolCalls,
     private readonly http: HttpAdapterHost,
     @Inject(ROOT_KEYS) private readonly root: KeyProvider,
+    private readonly streams: StreamAccess,
+    private readonly access: AccessService,
   ) {
     if (config.redisUrl) {
       this.directory = new Redis(config.redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false });
@@ -112,7 +116,7 @@ export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationSh
     return `${this.config.queuePrefix}:mcp-session:${id}`;
   }
 
-  create(scope: WorkspaceScope, principal: Principal, endpoint: McpEndpoint, allowedOrigins: string[]): ProxySession {
+  create(scope: WorkspaceScope, principal: Principal, endpoint: McpEndpoint, allowedOrigins: string[], credential?: string): ProxySession {
     const organizationSlug = principal.organizationSlug;
     const role = roleIn(principal, scope.workspaceId);
     const session = new ProxySession(
@@ -138,7 +142,19 @@ export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationSh
       },
       { allowedOrigins },
     );
+    // a revoked token, gateway or membership ends the session (and its stream of server messages) at once, on every replica
+    const release = credential
+      ? this.streams.hold(
+          credential,
+          async (fresh) => {
+            if (describePrincipal(fresh) !== describePrincipal(principal)) throw new Error('the credential now names someone else');
+            await this.access.workspace(fresh, scope.workspaceSlug, MCP_PERMISSION);
+          },
+          () => void session.close(),
+        )
+      : () => undefined;
     session.onClosed = () => {
+      release();
       if (!session.sessionId) return;
       this.sessions.delete(session.sessionId);
       void this.directory?.del(this.directoryKey(session.sessionId)).catch(() => undefined);
