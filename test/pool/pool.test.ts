@@ -204,14 +204,18 @@ describe('the remote MCP pool', () => {
     const [instanceB] = pool.list({ workspaceId: b.id } as never);
     expect(instanceA!.id).not.toBe(instanceB!.id);
     expect(instanceA!.pid).not.toBe(instanceB!.pid);
-    // each instance got its own workspace's secret, and only its own variables
-    const envA = environOf(instanceA!.pid!);
-    const envB = environOf(instanceB!.pid!);
+    // the process that starts on the host (bwrap) holds none of it: only our own PATH
+    expect(environOf(instanceA!.pid!)).toEqual({ PATH: '/usr/local/bin:/usr/bin:/bin' });
+    // each server got its own workspace's secret, and only its own variables
+    const envOf = async (client: typeof value.sessionA.client) =>
+      JSON.parse(((await client.callTool({ name: 'get-env', arguments: {} })).content as { text: string }[])[0]!.text) as Record<string, string>;
+    const envA = await envOf(value.sessionA.client);
+    const envB = await envOf(value.sessionB.client);
     expect(envA.UPSTREAM_API_KEY).toBe(CANARY_A);
     expect(envB.UPSTREAM_API_KEY).toBe(CANARY_B);
     expect(envA.PLAIN).toBe('visible');
-    expect(Object.keys(envA).filter((k) => !['PATH', 'HOME', 'TMPDIR', 'AILERON_BRIDGE_TOKEN', 'UPSTREAM_API_KEY', 'PLAIN'].includes(k))).toEqual([]);
-    expect(envA.DATABASE_URL ?? envA.AILERON_ROOT_KEY ?? envA.AILERON_DATA_DIR).toBeUndefined();
+    expect(Object.keys(envA).filter((k) => !['PATH', 'HOME', 'TMPDIR', 'PWD', 'UPSTREAM_API_KEY', 'PLAIN'].includes(k))).toEqual([]);
+    expect(envA.DATABASE_URL ?? envA.AILERON_ROOT_KEY ?? envA.AILERON_DATA_DIR ?? envA.AILERON_BRIDGE_TOKEN).toBeUndefined();
 
     // the caller's token never goes upstream, and the secret never comes back, nor reaches logs
     expect(JSON.stringify(envA)).not.toContain(cp.ownerToken);

@@ -21,8 +21,11 @@ async function tenantTables(cp: TestControlPlane): Promise<string[]> {
       WHERE table_schema = current_schema() AND (column_name = 'organization_id' OR (table_name = 'organizations' AND column_name = 'id'))
       ORDER BY table_name`,
   );
-  return rows.map((r) => r.table_name);
+  return rows.map((r) => r.table_name).filter((table) => !SIGNED_IN_THE_BACKGROUND.includes(table));
 }
+
+// periodic audit checkpoints are signed by the system on its own clock, whatever callers do
+const SIGNED_IN_THE_BACKGROUND = ['audit_checkpoints'];
 
 // webhook deliveries update endpoint health and attempt counts in the background; only those tables drop these columns
 const BACKGROUND_COLUMNS: Record<string, string[]> = {
