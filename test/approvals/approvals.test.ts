@@ -97,7 +97,7 @@ describe.each(BACKENDS)('approvals on %s', (backend) => {
 
   beforeAll(async () => {
     await people.start();
-    cp = await startTestControlPlane(backend);
+    cp = await startTestControlPlane(backend, people.outboundEnv);
     await people.trustedBy(cp);
     const { slug, gateway } = await a.workspace({ routes: { quick: { approvers: [{ role: 'owner' }], expires_in_seconds: 30 } } });
     const approved = await a.ask(gateway, { ...CALL, tool: 'quick' });
