@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startTestControlPlane, TestControlPlane, TestResponse } from '../support/control-plane';
-import { expectProblem, LocalIdp } from './local-idp';
+import { browserSignIn, expectProblem, LocalIdp } from './local-idp';
 
 function expectJwksUnavailable(res: TestResponse): void {
   expectProblem(res, 401, 'IDP_JWKS_UNAVAILABLE');
@@ -74,20 +74,30 @@ describe("fetching an identity provider's JWKS (server mode: loopback only where
     await idp.stop();
   });
 
-  it('does not connect to a loopback JWKS unless UPSTREAM_ALLOW_CIDRS covers it', async () => {
+  it('does not connect to a loopback IdP (its JWKS, its discovery document) unless UPSTREAM_ALLOW_CIDRS covers it', async () => {
     const strict = await startTestControlPlane('postgres');
     running.push(strict);
     for (const url of [idp.jwksUrl, idp.jwksUrl.replace('127.0.0.1', 'localhost')]) {
       await idp.trustedBy(strict, { jwks_url: url });
       expectJwksUnavailable(await strict.request('GET', '/v1/me', { token: idp.token({ sub: 'server-person' }) }));
     }
-    expect(idp.count('/jwks')).toBe(0);
+    strict.cp.config.publicUrl = strict.url;
+    await idp.trustedBy(strict, { client_id: idp.clientId });
+    const signIn = await browserSignIn(strict);
+    expectProblem(signIn, 502, 'IDP_UNREACHABLE');
+    // the issuer's host is the organisation's own setting; why it was refused is for the operator's log
+    expect(signIn.text).not.toMatch(/loopback|refused|address/);
+    expect(idp.requests).toEqual([]);
 
     const allowed = await startTestControlPlane('postgres', { UPSTREAM_ALLOW_CIDRS: '127.0.0.1/32' });
     running.push(allowed);
-    await idp.trustedBy(allowed);
+    allowed.cp.config.publicUrl = allowed.url;
+    await idp.trustedBy(allowed, { client_id: idp.clientId });
     const me = await allowed.request('GET', '/v1/me', { token: idp.token({ sub: 'server-person' }) });
     expect(me.status, me.text).toBe(200);
     expect(idp.count('/jwks')).toBe(1);
+    const signedIn = await browserSignIn(allowed);
+    expect(signedIn.status, signedIn.text).toBe(302);
+    expect(signedIn.headers.get('location')).toMatch(/^\/review\//);
   });
 });
