@@ -8,6 +8,7 @@ import { AuthRepository } from './auth.repository';
 import { BrowserKeys } from './browser-keys.service';
 import { BrowserSessions } from './browser-sessions.service';
 import { CredentialResolvers } from './credential-resolvers';
+import { IdentityProviderSettings } from './identity-provider-settings.service';
 import { JwtKeys } from './jwt-keys.service';
 import { JwtStrategy } from './jwt.strategy';
 import { MeController } from './me.controller';
@@ -35,8 +36,9 @@ import { TokensService } from './tokens.service';
     BrowserKeys,
     BrowserSessions,
     OidcSignIn,
+    IdentityProviderSettings,
     { provide: APP_GUARD, useClass: AuthGuard },
   ],
-  exports: [AccessService, BearerCredentials, PrincipalCache, TokensService, JwtKeys, CredentialResolvers, BrowserKeys, BrowserSessions, OidcSignIn],
+  exports: [AccessService, BearerCredentials, PrincipalCache, TokensService, JwtKeys, CredentialResolvers, BrowserKeys, BrowserSessions, OidcSignIn, IdentityProviderSettings],
 })
 export class AuthModule {}

@@ -51,17 +51,23 @@ export class IdpFetchError extends Error {
  * never followed, the answer bounded in size and time.
  */
 export async function idpFetch(url: string, request: IdpRequest, policy: OutboundPolicy, limits: IdpFetchLimits = IDP_FETCH_LIMITS): Promise<IdpAnswer> {
-  const host = URL.canParse(url) ? new URL(url).host : '(not a URL)';
+  return exchange(await checkIdpUrl(url, policy), request, policy, limits);
+}
+
+/**
+ * Whether the control plane may fetch from this URL of an identity provider,
+ * as the URL is checked before connecting: when a setting is saved, and
+ * before every fetch.
+ */
+export async function checkIdpUrl(url: string, policy: OutboundPolicy): Promise<URL> {
   const insecure = plainHttpProblem(url);
-  if (insecure) throw new IdpFetchError(`${host} refused: ${insecure}`);
-  let target: URL;
+  if (insecure) throw new IdpFetchError(`${URL.canParse(url) ? new URL(url).host : '(not a URL)'} refused: ${insecure}`);
   try {
-    target = await checkOutboundUrl(url, policy);
+    return await checkOutboundUrl(url, policy);
   } catch (error) {
     if (error instanceof OutboundUrlRefusedError) throw new IdpFetchError(error.message);
     throw error;
   }
-  return exchange(target, request, policy, limits);
 }
 
 function exchange(target: URL, request: IdpRequest, policy: OutboundPolicy, limits: IdpFetchLimits): Promise<IdpAnswer> {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { mapClaims } from './claims';
 import { browserSignInIssuerProblem } from './browser-session';
-import { audienceRefusal, plainHttpProblem, trustedEmail } from './identity-provider';
+import { audienceRefusal, keepsClientSecret, plainHttpProblem, trustedEmail } from './identity-provider';
 
 const mapping = { subjectClaim: 'sub', emailClaim: 'email', nameClaim: 'name', roleClaim: null, roleMapping: {}, defaultRole: 'member' as const, groupsClaim: 'groups' };
 
@@ -42,5 +42,16 @@ describe('where IdP documents are fetched from', () => {
     }
     expect(browserSignInIssuerProblem('http://login.example.com/')).toContain('https');
     expect(browserSignInIssuerProblem('http://127.0.0.1:4000/idp')).toBeNull();
+  });
+});
+
+describe('a stored client secret', () => {
+  it('is kept only for the same client of the same issuer', () => {
+    const current = { issuer: 'https://a.example/', clientId: 'aileron' };
+    expect(keepsClientSecret(current, { issuer: 'https://a.example/', clientId: 'aileron' })).toBe(true);
+    expect(keepsClientSecret(current, { issuer: 'https://b.example/', clientId: 'aileron' })).toBe(false);
+    expect(keepsClientSecret(current, { issuer: 'https://a.example/', clientId: 'other' })).toBe(false);
+    expect(keepsClientSecret(current, { issuer: 'https://a.example/', clientId: null })).toBe(false);
+    expect(keepsClientSecret(null, { issuer: 'https://a.example/', clientId: 'aileron' })).toBe(false);
   });
 });

@@ -62,3 +62,12 @@ export function plainHttpProblem(url: string): string | null {
   if (parsed.protocol === 'http:' && isLoopbackHost(parsed.hostname)) return null;
   return 'must be an https URL (plain http only to a loopback address)';
 }
+
+/**
+ * A stored client secret is kept when the settings are saved without one only
+ * for the same client of the same IdP: a new issuer's token endpoint must
+ * never receive the secret given for another.
+ */
+export function keepsClientSecret(current: { issuer: string; clientId: string | null } | null, next: { issuer: string; clientId: string | null }): boolean {
+  return current !== null && next.clientId !== null && current.clientId === next.clientId && current.issuer === next.issuer;
+}
