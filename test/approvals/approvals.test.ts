@@ -98,8 +98,8 @@ describe.each(BACKENDS)('approvals on %s', (backend) => {
 
   beforeAll(async () => {
     await people.start();
-    // links reach people through a webhook receiver on 127.0.0.1, which server mode refuses unless allowed
-    cp = await startTestControlPlane(backend, backend === 'postgres' ? { UPSTREAM_ALLOW_CIDRS: '127.0.0.1/32' } : {});
+    // links reach people through a webhook receiver on 127.0.0.1, and the IdP's JWKS listens there: server mode refuses loopback unless allowed
+    cp = await startTestControlPlane(backend, people.outboundEnv);
     await people.trustedBy(cp);
     const { slug, gateway } = await a.workspace({ routes: { quick: { approvers: [{ role: 'owner' }], expires_in_seconds: 30 } } });
     const approved = await a.ask(gateway, { ...CALL, tool: 'quick' });

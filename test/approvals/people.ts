@@ -47,13 +47,18 @@ export class People {
     this.jwksUrl = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}/jwks`;
   }
 
+  /** What a server-mode control plane needs to reach this IdP's JWKS on loopback (embedded mode allows loopback). */
+  readonly outboundEnv = { UPSTREAM_ALLOW_CIDRS: '127.0.0.1/32' };
+
   stop(): Promise<void> {
     return new Promise((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
   }
 
   /**
    * Makes the identity provider the organisation's (the owner token's). No
-   * role claim: roles stay what the admin gave the pre-provisioned user.
+   * role claim: roles stay what the admin gave the pre-provisioned user. In
+   * server mode the control plane must be started with `people.outboundEnv`:
+   * the JWKS is on loopback.
    */
   async trustedBy(cp: TestControlPlane, ownerToken = cp.ownerToken): Promise<void> {
     const res = await cp.request('PUT', '/v1/organization/identity-provider', { token: ownerToken, body: { issuer: ISSUER, jwks_url: this.jwksUrl, audience: AUDIENCE } });
@@ -61,7 +66,7 @@ export class People {
   }
 
   tokenFor(email: string): string {
-    return sign({ sub: `idp|${email}`, email }, this.key, { algorithm: 'RS256', keyid: this.kid, issuer: ISSUER, audience: AUDIENCE, expiresIn: 3600 });
+    return sign({ sub: `idp|${email}`, email, email_verified: true }, this.key, { algorithm: 'RS256', keyid: this.kid, issuer: ISSUER, audience: AUDIENCE, expiresIn: 3600 });
   }
 
   /**

@@ -76,7 +76,7 @@ class LocalIdp {
 
   /** An IdP JWT for API calls (a bearer token), as the organisation's other tools would get one. */
   bearerToken(user: IdpUser): string {
-    return sign({ sub: user.sub, email: user.email, name: user.name, groups: user.groups }, this.key, {
+    return sign({ sub: user.sub, email: user.email, email_verified: true, name: user.name, groups: user.groups }, this.key, {
       algorithm: 'RS256',
       keyid: this.kid,
       issuer: this.issuer,
@@ -138,7 +138,7 @@ class LocalIdp {
         const now = Math.floor(Date.now() / 1000);
         const iat = this.misbehave.expiredSecondsAgo ? now - this.misbehave.expiredSecondsAgo - 300 : now;
         const idToken = sign(
-          { sub: grant.user.sub, email: grant.user.email, name: grant.user.name, groups: grant.user.groups, nonce: this.misbehave.nonce ?? grant.nonce, iat, exp: this.misbehave.expiredSecondsAgo ? now - this.misbehave.expiredSecondsAgo : now + 300 },
+          { sub: grant.user.sub, email: grant.user.email, email_verified: true, name: grant.user.name, groups: grant.user.groups, nonce: this.misbehave.nonce ?? grant.nonce, iat, exp: this.misbehave.expiredSecondsAgo ? now - this.misbehave.expiredSecondsAgo : now + 300 },
           this.misbehave.signWith ?? this.key,
           { algorithm: 'RS256', keyid: this.kid, issuer: this.issuer, audience: this.clientId },
         );

@@ -35,7 +35,8 @@ describe('admin JWTs: the organisation identity provider and our own', () => {
   const idp = identityProvider();
 
   function idpToken(claims: Record<string, unknown>, options: { key?: KeyObject | string; kid?: string; expiresIn?: number; audience?: string; algorithm?: 'RS256' | 'HS256' } = {}): string {
-    return sign(claims, options.key ?? idp.key, {
+    // the IdP verified the e-mail unless a test says otherwise: only then may it link a pre-added user
+    return sign({ email_verified: true, ...claims }, options.key ?? idp.key, {
       algorithm: options.algorithm ?? 'RS256',
       keyid: options.kid ?? idp.kid,
       issuer: ISSUER,

@@ -8,6 +8,7 @@ import { AuthRepository } from './auth.repository';
 import { BrowserKeys } from './browser-keys.service';
 import { BrowserSessions } from './browser-sessions.service';
 import { CredentialResolvers } from './credential-resolvers';
+import { IdentityProviderSettings } from './identity-provider-settings.service';
 import { JwtKeys } from './jwt-keys.service';
 import { JwtStrategy } from './jwt.strategy';
 import { MeController } from './me.controller';
@@ -37,8 +38,9 @@ import { TokensService } from './tokens.service';
     BrowserSessions,
     OidcSignIn,
     StreamAccess,
+    IdentityProviderSettings,
     { provide: APP_GUARD, useClass: AuthGuard },
   ],
-  exports: [AccessService, BearerCredentials, PrincipalCache, TokensService, JwtKeys, CredentialResolvers, BrowserKeys, BrowserSessions, OidcSignIn, StreamAccess],
+  exports: [AccessService, BearerCredentials, PrincipalCache, TokensService, JwtKeys, CredentialResolvers, BrowserKeys, BrowserSessions, OidcSignIn, StreamAccess, IdentityProviderSettings],
 })
 export class AuthModule {}

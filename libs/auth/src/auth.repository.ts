@@ -39,6 +39,10 @@ export interface IdentityProviderRecord extends ClaimMapping {
   issuer: string;
   jwksUrl: string;
   audience: string | null;
+  /** the owner's explicit choice to accept tokens without checking `aud` */
+  allowAnyAudience: boolean;
+  /** the owner's explicit choice to link sign-ins by e-mails the IdP did not verify */
+  trustUnverifiedEmail: boolean;
   /** browser sign-in: null while it is not configured */
   clientId: string | null;
   /** sealed by the root key; only the sign-in service opens it, to call the token endpoint */
@@ -61,6 +65,8 @@ function toIdentityProvider(row: IdentityProviderRow): IdentityProviderRecord {
     issuer: row.issuer,
     jwksUrl: row.jwksUrl,
     audience: row.audience,
+    allowAnyAudience: row.allowAnyAudience,
+    trustUnverifiedEmail: row.trustUnverifiedEmail,
     subjectClaim: row.subjectClaim,
     emailClaim: row.emailClaim,
     nameClaim: row.nameClaim,
@@ -207,26 +213,28 @@ export class AuthRepository {
   }
 
   /**
-   * First login links a pre-provisioned user with the same e-mail; later logins
-   * find the user by subject. The IdP's role wins when it sends one. Its groups
-   * are recorded when the credential was issued after the user's last
-   * recorded sign-in, so an old token used late does not roll them back.
+   * First login links a pre-provisioned user with the same e-mail, when the
+   * e-mail may be trusted (`trustedEmail`); later logins find the user by
+   * subject. An untrusted e-mail that names a pre-provisioned user links
+   * nothing: the sign-in is refused rather than made a second account. The
+   * IdP's role wins when it sends one. Its groups are recorded when the
+   * credential was issued after the user's last recorded sign-in, so an old
+   * token used late does not roll them back.
    */
   async upsertUserFromIdentity(
     scope: OrgScope,
     identity: MappedIdentity,
-    defaultRole: Role,
+    options: { defaultRole: Role; trustedEmail: string | null },
     at: Date,
     issuedAt: Date,
-  ): Promise<{ id: string; previousLoginAt: Date | null; roleChanged: boolean }> {
+  ): Promise<{ id: string; previousLoginAt: Date | null; roleChanged: boolean } | { refused: 'email_not_verified' }> {
     return this.db.transaction(async (tx) => {
       const bySubject = await tx.user.findUnique({
         where: { organizationId_subject: { organizationId: scope.organizationId, subject: identity.subject } },
       });
-      const byEmail =
-        !bySubject && identity.email
-          ? await tx.user.findFirst({ where: { organizationId: scope.organizationId, email: identity.email, subject: null } })
-          : null;
+      const email = bySubject ? null : (options.trustedEmail ?? identity.email);
+      const byEmail = email ? await tx.user.findFirst({ where: { organizationId: scope.organizationId, email, subject: null } }) : null;
+      if (byEmail && !options.trustedEmail) return { refused: 'email_not_verified' as const };
       const existing = bySubject ?? byEmail;
       if (existing) {
         await tx.user.update({
@@ -245,9 +253,9 @@ export class AuthRepository {
         data: {
           organizationId: scope.organizationId,
           subject: identity.subject,
-          email: identity.email,
+          email: options.trustedEmail,
           name: identity.name,
-          role: identity.role ?? defaultRole,
+          role: identity.role ?? options.defaultRole,
           lastLoginAt: at,
           idpGroups: identity.groups,
         },
@@ -290,12 +298,5 @@ export class AuthRepository {
       select: { id: true, slug: true, name: true, createdAt: true },
       orderBy: { slug: 'asc' },
     });
-  }
-
-  /** The JWT signing key, made once per installation and shared by every replica. */
-  async systemSecret(name: string, make: () => string): Promise<string> {
-    await this.db.client.$executeRaw`INSERT INTO system_secrets (name, value) VALUES (${name}, ${make()}) ON CONFLICT (name) DO NOTHING`;
-    const row = await this.db.client.systemSecret.findUniqueOrThrow({ where: { name } });
-    return row.value;
   }
 }

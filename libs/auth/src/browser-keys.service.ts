@@ -1,10 +1,8 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { KeyProvider, newKey, ROOT_KEYS } from '@aileron/keys';
+import { InstallationKeys, KeyProvider, newKey, ROOT_KEYS } from '@aileron/keys';
 import type { OrgScope } from './scope';
-import { AuthRepository } from './auth.repository';
 
 const KEY_NAME = 'browser-sign-in-key';
-const KEY_AAD = 'aileron/browser-sign-in-key';
 
 function clientSecretAad(organizationId: string): string {
   return `aileron/idp-client-secret/${organizationId}`;
@@ -21,18 +19,15 @@ export class BrowserKeys {
   private key: Promise<Buffer> | undefined;
 
   constructor(
-    private readonly repository: AuthRepository,
+    private readonly installationKeys: InstallationKeys,
     @Inject(ROOT_KEYS) private readonly root: KeyProvider,
   ) {}
 
   signInKey(): Promise<Buffer> {
-    this.key ??= this.repository
-      .systemSecret(KEY_NAME, () => this.root.wrap(newKey(), KEY_AAD))
-      .then((wrapped) => this.root.unwrap(wrapped, KEY_AAD))
-      .catch((error: unknown) => {
-        this.key = undefined;
-        throw error;
-      });
+    this.key ??= this.installationKeys.get(KEY_NAME, newKey).catch((error: unknown) => {
+      this.key = undefined;
+      throw error;
+    });
     return this.key;
   }
 

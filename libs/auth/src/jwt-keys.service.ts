@@ -1,10 +1,13 @@
-import { randomBytes } from 'node:crypto';
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, Logger, OnApplicationBootstrap } from '@nestjs/common';
 import { decode, sign } from 'jsonwebtoken';
-import { JwksClient } from 'jwks-rsa';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { UnauthenticatedError } from '@aileron/errors';
-import { AuthRepository, IdentityProviderRecord } from './auth.repository';
+import { InstallationKeys, newKey } from '@aileron/keys';
+import { outboundPolicyOf } from '@aileron/net';
+import { audienceRefusal } from './domain/identity-provider';
+import { AuthRepository } from './auth.repository';
+import { idpFetch, IdpFetchError } from './idp-http';
+import { JwksCache, JwksKey, JwksUnavailableError, parseJwks, UnknownSigningKeyError } from './jwks-cache';
 
 const SIGNING_KEY = 'jwt-signing-key';
 export const OWN_AUDIENCE = 'aileron-control-plane';
@@ -21,21 +24,38 @@ export interface OwnClaims {
  * issuer so an HS256 token can never be "signed" with an IdP's public key.
  */
 @Injectable()
-export class JwtKeys {
-  private ownKey: Promise<string> | undefined;
-  private readonly jwks = new Map<string, JwksClient>();
+export class JwtKeys implements OnApplicationBootstrap {
+  private readonly logger = new Logger('JwtKeys');
+  private ownKey: Promise<Buffer> | undefined;
+  private readonly jwks: JwksCache;
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly repository: AuthRepository,
-  ) {}
+    private readonly installationKeys: InstallationKeys,
+  ) {
+    this.jwks = new JwksCache((url) => this.fetchJwks(url));
+  }
+
+  /** A key an older version stored in the clear is sealed at start, not at the first JWT. */
+  async onApplicationBootstrap(): Promise<void> {
+    try {
+      await this.signingKey();
+    } catch (error) {
+      // not fatal here: the first JWT tries again, and fails with the same reason where a caller sees it
+      this.logger.error({ err: error }, 'could not load the JWT signing key');
+    }
+  }
 
   get issuer(): string {
     return this.config.publicUrl;
   }
 
-  private signingKey(): Promise<string> {
-    this.ownKey ??= this.repository.systemSecret(SIGNING_KEY, () => randomBytes(32).toString('base64url'));
+  private signingKey(): Promise<Buffer> {
+    this.ownKey ??= this.installationKeys.get(SIGNING_KEY, newKey).catch((error: unknown) => {
+      this.ownKey = undefined;
+      throw error;
+    });
     return this.ownKey;
   }
 
@@ -51,8 +71,11 @@ export class JwtKeys {
     return { token, expiresAt: new Date(Date.now() + ttl * 1000) };
   }
 
-  /** What passport-jwt's secretOrKeyProvider asks for. */
-  async keyFor(rawJwt: string): Promise<string> {
+  /**
+   * What passport-jwt's secretOrKeyProvider asks for. Nothing in the token is
+   * verified yet: everything that can refuse it without a fetch comes first.
+   */
+  async keyFor(rawJwt: string): Promise<string | Buffer> {
     const decoded = decode(rawJwt, { complete: true });
     if (!decoded || typeof decoded.payload === 'string') throw new UnauthenticatedError('The token is not a JWT', 'TOKEN_INVALID');
     const { alg, kid } = decoded.header;
@@ -64,25 +87,46 @@ export class JwtKeys {
     const provider = issuer ? await this.repository.findIdentityProviderByIssuer(issuer) : null;
     if (!provider) throw new UnauthenticatedError('The JWT issuer is not a known identity provider', 'TOKEN_INVALID');
     if (!ASYMMETRIC.test(alg)) throw new UnauthenticatedError('Unexpected JWT algorithm', 'TOKEN_INVALID');
+    // checked again once the signature is (PrincipalResolver); here it spares a fetch for a token that cannot pass
+    const refusal = audienceRefusal(provider, decoded.payload.aud);
+    if (refusal) throw new UnauthenticatedError(refusal.detail, refusal.code);
     try {
-      const key = await this.client(provider).getSigningKey(kid);
-      return key.getPublicKey();
-    } catch {
-      throw new UnauthenticatedError('The JWT signing key is not in the identity provider JWKS', 'TOKEN_INVALID');
+      const key = await this.jwks.key(provider.jwksUrl, kid);
+      if (key.alg !== undefined && key.alg !== alg) throw new UnauthenticatedError('The JWT algorithm is not the one its key is for', 'TOKEN_INVALID');
+      return key.pem;
+    } catch (error) {
+      if (error instanceof UnknownSigningKeyError) throw new UnauthenticatedError('The JWT signing key is not in the identity provider JWKS', 'TOKEN_INVALID');
+      if (error instanceof JwksUnavailableError) {
+        // the reason (an address, a size) is for the operator: the log has it, the caller does not
+        throw new UnauthenticatedError(
+          "The identity provider's signing keys (its jwks_url) could not be read, so its tokens cannot be checked; an owner can see why in the control plane's log",
+          'IDP_JWKS_UNAVAILABLE',
+        );
+      }
+      throw error;
     }
   }
 
-  private client(provider: IdentityProviderRecord): JwksClient {
-    let client = this.jwks.get(provider.jwksUrl);
-    if (!client) {
-      client = new JwksClient({ jwksUri: provider.jwksUrl, cache: true, cacheMaxAge: 10 * 60_000, rateLimit: true, jwksRequestsPerMinute: 10, timeout: 5_000 });
-      this.jwks.set(provider.jwksUrl, client);
+  private async fetchJwks(url: string): Promise<JwksKey[]> {
+    try {
+      const answer = await idpFetch(url, { headers: { accept: 'application/json' } }, outboundPolicyOf(this.config));
+      if (answer.status !== 200) throw new IdpFetchError(`${new URL(url).host} answered HTTP ${answer.status}`);
+      try {
+        return parseJwks(JSON.parse(answer.body.toString('utf8')));
+      } catch (error) {
+        if (error instanceof JwksUnavailableError) throw new IdpFetchError(`${new URL(url).host}: ${error.reason}`);
+        throw new IdpFetchError(`${new URL(url).host} answered with something that is not JSON`);
+      }
+    } catch (error) {
+      const known = error instanceof IdpFetchError;
+      const reason = known ? error.reason : 'unexpected failure';
+      this.logger.warn({ host: URL.canParse(url) ? new URL(url).host : null, reason, ...(known ? {} : { err: error }) }, `could not read an identity provider's JWKS: ${reason}`);
+      throw new JwksUnavailableError(reason);
     }
-    return client;
   }
 
   /** After an IdP's settings change its JWKS may be elsewhere. */
   forget(jwksUrl: string): void {
-    this.jwks.delete(jwksUrl);
+    this.jwks.forget(jwksUrl);
   }
 }

@@ -3,7 +3,7 @@ import * as oidc from 'openid-client';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { DomainError, ValidationError } from '@aileron/errors';
 import { open, seal } from '@aileron/keys';
-import { checkOutboundUrl, outboundPolicyOf, OutboundUrlRefusedError } from '@aileron/net';
+import { outboundPolicyOf } from '@aileron/net';
 import {
   browserSignInIssuerProblem,
   clearCookie,
@@ -19,6 +19,7 @@ import {
 } from './domain/browser-session';
 import { AuthRepository, IdentityProviderRecord } from './auth.repository';
 import { BrowserKeys } from './browser-keys.service';
+import { IdpAnswer, IdpFetchError, openIdClientFetch, scrubRemoteText } from './idp-http';
 import { PrincipalResolver } from './principal.resolver';
 import { SystemScopes } from './scope-issuer';
 
@@ -161,26 +162,49 @@ export class OidcSignIn {
     return pending;
   }
 
-  /** openid-client's failures as problems a person can act on; never the IdP's free text, never the secret. */
+  /**
+   * openid-client's failures as problems a person can act on. Never the IdP's
+   * free text (its error bodies are logged, scrubbed, by the fetch), never our
+   * reasons for refusing an address (those are for the operator's log), never
+   * the secret.
+   */
   private explain(error: unknown, provider: IdentityProviderRecord): DomainError {
     if (error instanceof DomainError) return error;
+    const unreachable = causeOf(error, IdpFetchError);
+    if (unreachable) {
+      this.logger.warn({ issuer: provider.issuer, reason: unreachable.reason }, `browser sign-in could not reach the identity provider: ${unreachable.reason}`);
+      return new SignInError('IDP_UNREACHABLE', 502, `Could not complete the sign-in with the identity provider at ${hostOf(provider.issuer)}`);
+    }
     if (error instanceof oidc.AuthorizationResponseError) {
-      return new SignInError('SIGN_IN_REFUSED', 403, `The identity provider refused the sign-in (${safeCode(error.error)})`);
+      return new SignInError('SIGN_IN_REFUSED', 403, `The identity provider refused the sign-in (${oauthErrorCode(error.error)})`);
     }
     if (error instanceof oidc.ResponseBodyError) {
       // invalid_grant: a code issued for another sign-in (its PKCE challenge does not match this browser's verifier), used or expired
-      return new SignInError('SIGN_IN_CODE_REJECTED', 401, `The identity provider did not accept the authorization code (${safeCode(error.error)}); start again from the review page`);
+      return new SignInError('SIGN_IN_CODE_REJECTED', 401, `The identity provider did not accept the authorization code (${oauthErrorCode(error.error)}); start again from the review page`);
     }
     if (error instanceof oidc.ClientError) {
       const claim = (error.cause as { cause?: { claim?: unknown } } | undefined)?.cause?.claim;
       if (claim === 'nonce') return new SignInError('SIGN_IN_NONCE_MISMATCH', 401, 'The ID token was not issued for the sign-in this browser started (nonce mismatch)');
-      if (error.code === 'OAUTH_RESPONSE_IS_NOT_CONFORM' || error.code === 'OAUTH_RESPONSE_IS_NOT_JSON') {
-        return new SignInError('IDP_UNREACHABLE', 502, `The identity provider at ${provider.issuer} answered unexpectedly`);
+      if (error.code === 'OAUTH_RESPONSE_IS_NOT_CONFORM' || error.code === 'OAUTH_RESPONSE_IS_NOT_JSON' || error.code === 'OAUTH_PARSE_ERROR') {
+        this.logger.warn({ issuer: provider.issuer, code: error.code }, 'browser sign-in: the identity provider answered unexpectedly');
+        return new SignInError('IDP_UNREACHABLE', 502, `The identity provider at ${hostOf(provider.issuer)} answered unexpectedly`);
       }
+      // openid-client's own words about the ID token (which check failed), never the IdP's
       return new SignInError('SIGN_IN_ID_TOKEN_INVALID', 401, `The identity provider's ID token is not valid: ${error.message}${typeof claim === 'string' ? ` ("${claim}" claim)` : ''}`);
     }
-    this.logger.warn({ err: error, issuer: provider.issuer }, 'browser sign-in failed talking to the identity provider');
-    return new SignInError('IDP_UNREACHABLE', 502, `Could not complete the sign-in with the identity provider at ${provider.issuer}`);
+    this.logger.warn(
+      { issuer: provider.issuer, error: error instanceof Error ? `${error.name}: ${scrubRemoteText(error.message)}` : 'unknown' },
+      'browser sign-in failed talking to the identity provider',
+    );
+    return new SignInError('IDP_UNREACHABLE', 502, `Could not complete the sign-in with the identity provider at ${hostOf(provider.issuer)}`);
+  }
+
+  /** An error answer of the IdP, for the operator: what and where, its body scrubbed. */
+  private logErrorAnswer(issuer: string, answer: IdpAnswer, url: URL): void {
+    this.logger.warn(
+      { issuer, endpoint: `${url.host}${url.pathname}`, status: answer.status, body: scrubRemoteText(answer.body) },
+      `the identity provider answered HTTP ${answer.status}`,
+    );
   }
 
   /** The client for the organisation's IdP, from its discovery document (cached a while). */
@@ -199,12 +223,8 @@ export class OidcSignIn {
   private async discover(provider: IdentityProviderRecord): Promise<oidc.Configuration> {
     const problem = browserSignInIssuerProblem(provider.issuer);
     if (problem) throw new SignInError('SIGN_IN_NOT_CONFIGURED', 404, `The identity provider's issuer ${problem}`);
-    const policy = outboundPolicyOf(this.config);
-    // the organisation chose these URLs: they pass the same SSRF rules as webhooks
-    const fetcher: oidc.CustomFetch = async (url, options) => {
-      await checkOutboundUrl(url, policy);
-      return fetch(url, options as RequestInit);
-    };
+    // the organisation chose these URLs, and the discovery document the next ones: every connection passes the SSRF rules
+    const fetcher = openIdClientFetch(outboundPolicyOf(this.config), (answer, url) => this.logErrorAnswer(provider.issuer, answer, url));
     const insecure = new URL(provider.issuer).protocol === 'http:';
     let metadata: oidc.ServerMetadata;
     try {
@@ -215,8 +235,10 @@ export class OidcSignIn {
       });
       metadata = discovered.serverMetadata();
     } catch (error) {
-      const why = error instanceof OutboundUrlRefusedError ? error.message : error instanceof Error ? error.message : 'unknown error';
-      throw new SignInError('IDP_UNREACHABLE', 502, `Could not read the discovery document of the identity provider at ${provider.issuer}: ${why}`);
+      const unreachable = causeOf(error, IdpFetchError);
+      const why = unreachable ? unreachable.reason : error instanceof Error ? `${error.name}: ${scrubRemoteText(error.message)}` : 'unknown error';
+      this.logger.warn({ issuer: provider.issuer, reason: why }, `could not read the identity provider's discovery document: ${why}`);
+      throw new SignInError('IDP_UNREACHABLE', 502, `Could not read the discovery document of the identity provider at ${hostOf(provider.issuer)}`);
     }
     const secret = provider.clientSecretSealed ? this.keys.openClientSecret(provider.organizationId, provider.clientSecretSealed) : null;
     const methods = metadata.token_endpoint_auth_methods_supported;
@@ -235,7 +257,41 @@ export class OidcSignIn {
   }
 }
 
-/** An OAuth error code is a short token; anything else is not repeated. */
-function safeCode(value: unknown): string {
-  return typeof value === 'string' && /^[A-Za-z0-9_.-]{1,64}$/.test(value) ? value : 'error';
+/** The error codes OAuth 2.0 and OpenID Connect define; anything else the IdP sends is not repeated. */
+const OAUTH_ERROR_CODES = new Set([
+  'invalid_request',
+  'invalid_client',
+  'invalid_grant',
+  'unauthorized_client',
+  'unsupported_grant_type',
+  'invalid_scope',
+  'access_denied',
+  'unsupported_response_type',
+  'server_error',
+  'temporarily_unavailable',
+  'interaction_required',
+  'login_required',
+  'account_selection_required',
+  'consent_required',
+  'invalid_request_uri',
+  'invalid_request_object',
+  'request_not_supported',
+  'request_uri_not_supported',
+  'registration_not_supported',
+]);
+
+function oauthErrorCode(value: unknown): string {
+  return typeof value === 'string' && OAUTH_ERROR_CODES.has(value) ? value : 'error';
+}
+
+function hostOf(url: string): string {
+  return URL.canParse(url) ? new URL(url).host : 'an invalid URL';
+}
+
+/** openid-client wraps what our fetch threw; the reason is in the chain of causes. */
+function causeOf<T extends Error>(error: unknown, type: new (...args: never[]) => T): T | null {
+  for (let current = error, depth = 0; current instanceof Error && depth < 5; current = current.cause, depth++) {
+    if (current instanceof type) return current;
+  }
+  return null;
 }

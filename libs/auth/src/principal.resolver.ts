@@ -1,8 +1,9 @@
 import { Injectable, Logger } from '@nestjs/common';
-import { UnauthenticatedError } from '@aileron/errors';
+import { ForbiddenError, UnauthenticatedError } from '@aileron/errors';
 import { hashToken, looksLikeApiToken } from './domain/api-token';
 import { looksLikeSessionToken } from './domain/browser-session';
 import { mapClaims, MappedIdentity } from './domain/claims';
+import { audienceRefusal, trustedEmail } from './domain/identity-provider';
 import type { Principal } from './domain/principal';
 import { AuthRepository, IdentityProviderRecord, TokenRecord, UserRecord } from './auth.repository';
 import { JwtKeys, OWN_AUDIENCE } from './jwt-keys.service';
@@ -90,10 +91,8 @@ export class PrincipalResolver {
     const issuer = typeof payload.iss === 'string' ? payload.iss : '';
     const provider = await this.repository.findIdentityProviderByIssuer(issuer);
     if (!provider) throw new UnauthenticatedError('The JWT issuer is not a known identity provider', 'TOKEN_INVALID');
-    if (provider.audience) {
-      const aud = Array.isArray(payload.aud) ? payload.aud : [payload.aud];
-      if (!aud.includes(provider.audience)) throw new UnauthenticatedError('The JWT is meant for another audience', 'TOKEN_INVALID');
-    }
+    const refusal = audienceRefusal(provider, payload.aud);
+    if (refusal) throw new UnauthenticatedError(refusal.detail, refusal.code);
     const issuedAt = typeof payload.iat === 'number' ? new Date(payload.iat * 1000) : new Date();
     const { principal, identity } = await this.signIn(provider, payload, issuedAt, 'TOKEN_INVALID');
     // the JWT itself names the groups: they count for this request whatever was recorded before
@@ -120,7 +119,21 @@ export class PrincipalResolver {
     if (!identity) throw new UnauthenticatedError(`The ${issuedAt ? 'JWT' : 'ID token'} has no "${provider.subjectClaim}" claim`, code);
     const scope = SystemScopes.organization(provider.organizationId);
     const now = new Date();
-    const { id: userId, previousLoginAt, roleChanged } = await this.repository.upsertUserFromIdentity(scope, identity, provider.defaultRole, now, issuedAt ?? now);
+    const upserted = await this.repository.upsertUserFromIdentity(
+      scope,
+      identity,
+      { defaultRole: provider.defaultRole, trustedEmail: trustedEmail(identity, provider.trustUnverifiedEmail) },
+      now,
+      issuedAt ?? now,
+    );
+    if ('refused' in upserted) {
+      throw new ForbiddenError(
+        `The identity provider did not verify the e-mail of this sign-in ("email_verified" is not true), so it is not linked to the user an admin added with that e-mail. ` +
+          'Verify the address at the identity provider, or an owner may set `trust_unverified_email` on the identity provider',
+        'IDP_EMAIL_NOT_VERIFIED',
+      );
+    }
+    const { id: userId, previousLoginAt, roleChanged } = upserted;
     // the IdP lowered or raised the role: admin JWTs this user holds must follow at once
     if (roleChanged) await this.cache.invalidateAll();
     const user = await this.repository.findUser(scope, userId);

@@ -1,5 +1,6 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { hashToken } from './api-token';
+import { plainHttpProblem } from './identity-provider';
 
 /**
  * The rules of a browser session made by signing in through the organisation's
@@ -81,9 +82,5 @@ export function clearCookie(name: string, path: string, secure: boolean): string
  * http issuer is allowed only on this machine (development and tests).
  */
 export function browserSignInIssuerProblem(issuer: string): string | null {
-  const url = new URL(issuer);
-  if (url.protocol === 'https:') return null;
-  const host = url.hostname.replace(/^\[|\]$/g, '');
-  const loopback = host === 'localhost' || host === '::1' || /^127(\.\d{1,3}){3}$/.test(host);
-  return loopback ? null : 'must be an https URL for browser sign-in (http only on loopback)';
+  return plainHttpProblem(issuer) ? 'must be an https URL for browser sign-in (http only on loopback)' : null;
 }

@@ -14,6 +14,8 @@ export interface ClaimMapping {
 export interface MappedIdentity {
   subject: string;
   email: string | null;
+  /** the IdP's `email_verified` claim is true (OIDC Core 5.1); a missing claim is not a verification */
+  emailVerified: boolean;
   name: string | null;
   /** null when the IdP does not decide roles (no role claim configured) */
   role: Role | null;
@@ -58,7 +60,19 @@ export function mapClaims(payload: Record<string, unknown>, mapping: ClaimMappin
     }
     role ??= mapping.defaultRole;
   }
-  return { subject, email: text(claim(payload, mapping.emailClaim)), name: text(claim(payload, mapping.nameClaim)), role, groups: groupsOf(claim(payload, mapping.groupsClaim)) };
+  return {
+    subject,
+    email: text(claim(payload, mapping.emailClaim)),
+    emailVerified: verified(payload.email_verified),
+    name: text(claim(payload, mapping.nameClaim)),
+    role,
+    groups: groupsOf(claim(payload, mapping.groupsClaim)),
+  };
+}
+
+/** Some IdPs (older AWS Cognito pools) send the boolean as a string. */
+function verified(value: unknown): boolean {
+  return value === true || value === 'true';
 }
 
 /** A groups claim is a list of names, or one name; anything else is no groups. */

@@ -1,10 +1,12 @@
 import { Global, Logger, Module } from '@nestjs/common';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
+import { InstallationKeysRepository } from './installation-keys.repository';
+import { InstallationKeys } from './installation-keys.service';
 import { ROOT_KEYS, rootKeysFromConfig } from './root-keys';
 import { SigningKeysRepository } from './signing-keys.repository';
 import { SigningKeysService } from './signing-keys.service';
 
-/** The root keyring and the signing keys, for every domain that seals or signs. */
+/** The root keyring, the signing keys and the installation keys, for every domain that seals or signs. */
 @Global()
 @Module({
   providers: [
@@ -15,7 +17,9 @@ import { SigningKeysService } from './signing-keys.service';
     },
     SigningKeysRepository,
     SigningKeysService,
+    InstallationKeysRepository,
+    InstallationKeys,
   ],
-  exports: [ROOT_KEYS, SigningKeysService],
+  exports: [ROOT_KEYS, SigningKeysService, InstallationKeys],
 })
 export class KeysModule {}

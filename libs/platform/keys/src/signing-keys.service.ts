@@ -3,6 +3,7 @@ import type { KeyObject } from 'node:crypto';
 import { Inject, Injectable, OnModuleDestroy } from '@nestjs/common';
 import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
 import { generateEd25519, privateKeyFromPem, signEd25519 } from '@aileron/crypto';
+import { InstallationKeys } from './installation-keys.service';
 import { ROOT_KEYS } from './root-keys';
 import type { KeyProvider } from './root-keyring';
 import { SigningKeyRecord, SigningKeysRepository } from './signing-keys.repository';
@@ -38,6 +39,7 @@ export class SigningKeysService implements OnModuleDestroy {
     private readonly repository: SigningKeysRepository,
     @Inject(ROOT_KEYS) private readonly root: KeyProvider,
     @Inject(MESSAGE_BUS) bus: MessageBus,
+    private readonly installationKeys: InstallationKeys,
   ) {
     this.cache = new SharedCache(bus, 'signing-keys', 60_000);
   }
@@ -86,8 +88,14 @@ export class SigningKeysService implements OnModuleDestroy {
     return { kid, retired: before.slice(1).map((k) => k.id) };
   }
 
-  /** After a root key rotation: seal every private key again under the current root key. */
+  /**
+   * After a root key rotation: seal every private key again under the current
+   * root key, and the installation keys with them (the HS256 key of our own
+   * JWTs, the browser sign-in key), which rotation must move too. The count is
+   * of Ed25519 keys only, as the rewrap answer's `signing_keys` promises.
+   */
   async resealAll(): Promise<number> {
+    await this.installationKeys.resealAll();
     let count = 0;
     for (const key of await this.repository.all()) {
       const purpose = key.purpose as SigningPurpose;
