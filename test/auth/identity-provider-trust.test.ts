@@ -9,16 +9,26 @@ describe('which identity-provider tokens sign people in, and as whom', () => {
   let next = 0;
   const subject = () => `person-${++next}`;
 
-  /** The organisation's IdP as an owner sets it, plus what only the database holds on this branch. */
+  /**
+   * The organisation's IdP as an owner sets it. An IdP with neither an
+   * audience nor the opt-out can no longer be saved; it exists only as a row
+   * stored before audiences were required, which the database stands in for.
+   */
   async function trust(settings: { audience?: string; allowAnyAudience?: boolean; trustUnverifiedEmail?: boolean }): Promise<void> {
-    await idp.trustedBy(cp, { audience: settings.audience });
-    await sql(
-      cp,
-      'UPDATE identity_providers SET allow_any_audience = $1, trust_unverified_email = $2',
-      settings.allowAnyAudience ?? false,
-      settings.trustUnverifiedEmail ?? false,
-    );
+    const legacy = settings.audience === undefined && !settings.allowAnyAudience;
+    await idp.trustedBy(cp, { audience: settings.audience, allow_any_audience: legacy || (settings.allowAnyAudience ?? false), trust_unverified_email: settings.trustUnverifiedEmail ?? false });
+    if (legacy) await sql(cp, 'UPDATE identity_providers SET allow_any_audience = false');
   }
+
+  it('an owner must name an audience or opt out explicitly, and the choices show when the IdP is read', async () => {
+    const missing = await cp.request('PUT', '/v1/organization/identity-provider', { body: { issuer: idp.issuer, jwks_url: idp.jwksUrl } });
+    expectProblem(missing, 400, 'VALIDATION_FAILED');
+    expect(JSON.stringify(missing.body.errors)).toContain('allow_any_audience');
+    await trust({ allowAnyAudience: true, trustUnverifiedEmail: true });
+    expect((await cp.request('GET', '/v1/organization/identity-provider')).body).toMatchObject({ audience: null, allow_any_audience: true, trust_unverified_email: true });
+    await trust({ audience: 'aileron' });
+    expect((await cp.request('GET', '/v1/organization/identity-provider')).body).toMatchObject({ audience: 'aileron', allow_any_audience: false, trust_unverified_email: false });
+  });
 
   beforeAll(async () => {
     await idp.start();

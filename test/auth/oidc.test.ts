@@ -166,6 +166,12 @@ describe('admin JWTs: the organisation identity provider and our own', () => {
     const set = await cp.request('PUT', '/v1/organization/identity-provider', { body: { ...base, client_id: 'aileron', client_secret: 'shh-client-secret', scopes: ['email', 'groups'] } });
     expect(set.status, set.text).toBe(200);
     expect(set.body).toMatchObject({ client_id: 'aileron', client_secret_set: true, scopes: ['email', 'groups'] });
+    // the same client at another issuer drops the secret too: it was given to the first IdP, never to be presented to another
+    const moved = await cp.request('PUT', '/v1/organization/identity-provider', { body: { ...base, issuer: 'https://elsewhere.example.test/', client_id: 'aileron' } });
+    expect(moved.status, moved.text).toBe(200);
+    expect(moved.body).toMatchObject({ issuer: 'https://elsewhere.example.test/', client_id: 'aileron', client_secret_set: false });
+    const back = await cp.request('PUT', '/v1/organization/identity-provider', { body: { ...base, client_id: 'aileron', client_secret: 'shh-client-secret', scopes: ['email', 'groups'] } });
+    expect(back.body).toMatchObject({ client_secret_set: true });
     // another client drops the old client's secret rather than sending it to someone else's token endpoint
     const other = await cp.request('PUT', '/v1/organization/identity-provider', { body: { ...base, client_id: 'another-client' } });
     expect(other.body).toMatchObject({ client_id: 'another-client', client_secret_set: false });

@@ -40,6 +40,10 @@ export interface IdentityProviderData {
   issuer: string;
   jwksUrl: string;
   audience: string | null;
+  /** the owner's explicit choice to accept tokens whatever their `aud` */
+  allowAnyAudience: boolean;
+  /** the owner's explicit choice to link sign-ins by e-mails the IdP has not verified */
+  trustUnverifiedEmail: boolean;
   subjectClaim: string;
   emailClaim: string;
   nameClaim: string;

@@ -44,7 +44,15 @@ export const identityProviderBody = z
   .object({
     issuer: z.url({ protocol: /^https?$/ }).describe('the `iss` of the IdP tokens'),
     jwks_url: z.url({ protocol: /^https?$/ }),
-    audience: z.string().min(1).max(500).optional().describe('required `aud`, if any'),
+    audience: z.string().min(1).max(500).optional().describe('the `aud` the IdP puts in tokens meant for Aileron; required unless allow_any_audience'),
+    allow_any_audience: z
+      .boolean()
+      .default(false)
+      .describe('accept tokens whatever their audience: any token the IdP issued to any of its clients then signs people in here; only if the IdP has no audience for Aileron'),
+    trust_unverified_email: z
+      .boolean()
+      .default(false)
+      .describe('link a first sign-in to a pre-added user by an e-mail the IdP does not mark `email_verified: true`; only for IdPs that verify every address'),
     claims: z
       .object({
         subject: claimName.default('sub'),
@@ -77,6 +85,10 @@ export const identityProviderBody = z
   })
   .strict()
   .superRefine((body, ctx) => {
+    if (body.audience === undefined && !body.allow_any_audience) {
+      ctx.addIssue({ code: 'custom', path: ['audience'], message: 'is required: the `aud` its tokens for Aileron carry (or set allow_any_audience: true to accept any)' });
+    }
+    if (body.audience !== undefined && body.allow_any_audience) ctx.addIssue({ code: 'custom', path: ['allow_any_audience'], message: 'give either an audience or allow_any_audience, not both' });
     if (body.client_secret !== undefined && body.client_id === undefined) ctx.addIssue({ code: 'custom', path: ['client_secret'], message: 'needs a client_id' });
     const problem = body.client_id !== undefined ? browserSignInIssuerProblem(body.issuer) : null;
     if (problem) ctx.addIssue({ code: 'custom', path: ['issuer'], message: problem });
@@ -85,6 +97,8 @@ export const identityProviderView = z.object({
   issuer: z.string(),
   jwks_url: z.string(),
   audience: z.string().nullable(),
+  allow_any_audience: z.boolean(),
+  trust_unverified_email: z.boolean(),
   claims: z.object({ subject: z.string(), email: z.string(), name: z.string(), role: z.string().nullable(), groups: z.string() }),
   role_mapping: z.record(z.string(), z.enum(ROLES)),
   default_role: role,

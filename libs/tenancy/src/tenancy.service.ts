@@ -76,6 +76,8 @@ export class TenancyService {
       issuer: body.issuer,
       jwksUrl: body.jwks_url,
       audience: body.audience ?? null,
+      allowAnyAudience: body.allow_any_audience,
+      trustUnverifiedEmail: body.trust_unverified_email,
       subjectClaim: body.claims.subject,
       emailClaim: body.claims.email,
       nameClaim: body.claims.name,
@@ -88,9 +90,10 @@ export class TenancyService {
       scopes: body.scopes ?? [],
     };
     if (data.clientId && body.client_secret === undefined) {
-      // a GET-edit-PUT round trip cannot send the secret back (it is never shown): keep it for the same client
+      // a GET-edit-PUT round trip cannot send the secret back (it is never shown): keep it for the same client at the
+      // same issuer only; a secret given to one IdP must never be presented to another
       const current = await this.repository.getIdentityProvider(scope);
-      if (current?.clientId === data.clientId) data.clientSecretSealed = current.clientSecretSealed;
+      if (current?.clientId === data.clientId && current.issuer === data.issuer) data.clientSecretSealed = current.clientSecretSealed;
     }
     await uniquely(
       () =>

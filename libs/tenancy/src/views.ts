@@ -31,6 +31,8 @@ export function toIdentityProviderView(p: IdentityProviderData): z.infer<typeof 
     issuer: p.issuer,
     jwks_url: p.jwksUrl,
     audience: p.audience,
+    allow_any_audience: p.allowAnyAudience,
+    trust_unverified_email: p.trustUnverifiedEmail,
     claims: { subject: p.subjectClaim, email: p.emailClaim, name: p.nameClaim, role: p.roleClaim, groups: p.groupsClaim },
     role_mapping: p.roleMapping,
     default_role: p.defaultRole,
