@@ -1,0 +1,2 @@
+export * from './domain/caveat-token';
+export { deriveKey } from './domain/macaroon';
