@@ -122,9 +122,24 @@ describe('tenancy matrix', () => {
     // a pending approval request of the target, asked for by its gateway
     const approval = await cp.request('POST', '/v1/gateway/approvals', { token: gateway.token, body: { server: 'github', tool: 'merge_pr', arguments: { n: 1 }, principal: user.email } });
     expect(approval.status, approval.text).toBe(201);
-    Object.assign(target, { ws: ws.slug, user: user.id, token: token.id, server: server.name, gateway: gateway.id, sink: sink.body.id, webhook: webhook.body.id, approval: approval.body.id });
+    // an agent session its gateway started, with a message from the agent
+    const session = await cp.request('POST', '/v1/sessions', { token: gateway.token, body: { workspace: ws.slug, name: 'target-agent' } });
+    expect(session.status, session.text).toBe(201);
+    const message = await cp.request('POST', `/v1/sessions/${session.body.id}/messages`, { token: session.body.caveat_token, body: { text: 'target-agent-message' } });
+    expect(message.status, message.text).toBe(201);
+    Object.assign(target, {
+      ws: ws.slug,
+      user: user.id,
+      token: token.id,
+      server: server.name,
+      gateway: gateway.id,
+      sink: sink.body.id,
+      webhook: webhook.body.id,
+      approval: approval.body.id,
+      session: session.body.id,
+    });
     // ids only: a 404 may echo the slug the caller itself sent
-    targetIds = [ws.id, user.id, token.id, user.email, gateway.id, 'target-secret-rule', secretValue, sink.body.id, webhook.body.id, webhook.body.secret];
+    targetIds = [ws.id, user.id, token.id, user.email, gateway.id, 'target-secret-rule', secretValue, sink.body.id, webhook.body.id, webhook.body.secret, session.body.id, 'target-agent-message'];
 
     otherOrgOwner = (await anOrganization(cp)).token;
     await cp.request('POST', '/v1/workspaces', { token: otherOrgOwner, body: { slug: 'theirs', name: 'Theirs' } });

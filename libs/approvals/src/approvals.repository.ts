@@ -21,6 +21,8 @@ export interface ApprovalRecord {
   requestedBy: string;
   gatewayId: string | null;
   sessionId: string | null;
+  /** the agent session whose caveat token asked (`sessionId` is the caller's own session label) */
+  agentSessionId: string | null;
   server: string;
   tool: string;
   arguments: Record<string, unknown>;
@@ -251,6 +253,7 @@ function toRecord(row: Row): ApprovalRecord {
     requestedBy: row.requestedBy,
     gatewayId: row.gatewayId,
     sessionId: row.sessionId,
+    agentSessionId: row.agentSessionId,
     server: row.server,
     tool: row.tool,
     arguments: row.arguments as Record<string, unknown>,

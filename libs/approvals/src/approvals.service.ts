@@ -35,6 +35,8 @@ export interface ApprovalCall {
   /** on whose behalf it runs: `user:<id>`, an e-mail, `token:<id>` */
   requester: string;
   session?: string | null;
+  /** the agent session (its caveat token) the call was made with */
+  agentSession?: string | null;
   executionMode: 'local' | 'remote';
   /** principal context for the policy (roles, groups) */
   roles?: string[];
@@ -123,6 +125,7 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
           requestedBy,
           gatewayId,
           sessionId: call.session ?? null,
+          agentSessionId: call.agentSession ?? null,
           server: call.server,
           tool: call.tool,
           arguments: redactArguments(call.arguments, current.document.redact ?? []),
@@ -143,6 +146,7 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
         payload: {
           workspace: scope.workspaceSlug,
           session: created.sessionId,
+          ...(created.agentSessionId ? { agent_session: created.agentSessionId } : {}),
           approval_id: created.id,
           review_url: this.reviewUrl(created.id),
           server: created.server,
@@ -166,8 +170,10 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
   async get(caller: Principal, id: string): Promise<ApprovalRecord> {
     const record = await this.repository.get(SystemScopes.organization(caller.organizationId), id);
     if (!record) throw new NotFoundError('approval', id);
+    // an agent session follows the approvals its own calls asked for, nothing else
+    if (caller.session && record.agentSessionId !== caller.session.id) throw new NotFoundError('approval', id);
     await this.access.workspaceById(caller, record.workspaceId, 'approval.read', { kind: 'approval', id });
-    if (caller.gateway && record.gatewayId !== caller.id) throw new NotFoundError('approval', id);
+    if (!caller.session && caller.gateway && record.gatewayId !== caller.id) throw new NotFoundError('approval', id);
     return effective(record);
   }
 

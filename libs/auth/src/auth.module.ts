@@ -41,6 +41,6 @@ import { TokensService } from './tokens.service';
     IdentityProviderSettings,
     { provide: APP_GUARD, useClass: AuthGuard },
   ],
-  exports: [AccessService, BearerCredentials, PrincipalCache, TokensService, JwtKeys, CredentialResolvers, BrowserKeys, BrowserSessions, OidcSignIn, StreamAccess, IdentityProviderSettings],
+  exports: [AccessService, BearerCredentials, PrincipalCache, PrincipalResolver, TokensService, JwtKeys, CredentialResolvers, BrowserKeys, BrowserSessions, OidcSignIn, StreamAccess, IdentityProviderSettings],
 })
 export class AuthModule {}

@@ -8,6 +8,7 @@ export type { OrgScope, WorkspaceScope } from './scope';
 export { Caller, TenantScope } from './auth.decorators';
 export { AccessService } from './access.service';
 export { PrincipalCache } from './principal-cache.service';
+export { PrincipalResolver } from './principal.resolver';
 export { TokensService, tokenView } from './tokens.service';
 export type { NewToken } from './tokens.service';
 export { slug, uuid, role } from './tokens.schemas';

@@ -11,7 +11,7 @@ import { SystemScopes } from './scope-issuer';
 import { TokensService } from './tokens.service';
 
 const meView = z.object({
-  principal: z.object({ kind: z.enum(['api_token', 'user', 'gateway']), id: z.string(), name: z.string() }),
+  principal: z.object({ kind: z.enum(['api_token', 'user', 'gateway', 'session']), id: z.string(), name: z.string() }),
   organization: z.object({ id: z.string(), slug: z.string(), name: z.string() }),
   role: role.nullable().describe('organisation-wide role; null for a token limited to one workspace'),
   platform_operator: z.boolean(),

@@ -165,9 +165,18 @@ export class PrincipalResolver {
     const [kind, id] = payload.sub.split(':', 2);
     if (!id || !UUID.test(id) || !UUID.test(payload.org)) throw new UnauthenticatedError('The JWT is not valid', 'TOKEN_INVALID');
     if (kind !== 'token' && kind !== 'user') throw new UnauthenticatedError('The JWT is not valid', 'TOKEN_INVALID');
-    const cached = await this.cache.principal(`jwt:${payload.org}:${kind}:${id}`, async (): Promise<CachedPrincipal> => {
+    return this.byReference(scope.organizationId, kind, id);
+  }
+
+  /**
+   * The caller a credential derived from a token or user acts as, as they are
+   * now: a JWT minted from an API token, an agent session a person or token
+   * started. Dies with the token, follows the user's roles.
+   */
+  async byReference(organizationId: string, kind: 'token' | 'user', id: string): Promise<Principal> {
+    const scope = SystemScopes.organization(organizationId);
+    const cached = await this.cache.principal(`jwt:${organizationId}:${kind}:${id}`, async (): Promise<CachedPrincipal> => {
       if (kind === 'token') {
-        // a JWT minted from an API token dies with the token
         const record = await this.repository.findTokenById(scope, id);
         this.assertActive(record, new Date());
         return { principal: principalFromToken(record), expiresAt: record.expiresAt };

@@ -1,5 +1,5 @@
 import { Inject, Injectable, Logger, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
-import { CredentialResolvers, hashToken, Principal, StreamAccess } from '@aileron/auth';
+import { CredentialResolvers, hashToken, Principal, StreamAccess, WorkspaceScope } from '@aileron/auth';
 import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
 import { UnauthenticatedError } from '@aileron/errors';
 import { GATEWAY_TOKEN_PREFIX, looksLikeGatewayToken } from './domain/credentials';
@@ -92,6 +92,14 @@ export class GatewayCredentials implements OnModuleInit, OnModuleDestroy {
     }
     this.touch(found.gateway.id);
     return found.principal;
+  }
+
+  /** The principal of a gateway as it is now, for what acts on its behalf (the agent sessions it started). */
+  async principalById(scope: WorkspaceScope, id: string): Promise<Principal> {
+    const gateway = await this.repository.findGateway(scope, id);
+    if (!gateway) throw new UnauthenticatedError('The gateway no longer exists', 'TOKEN_INVALID');
+    if (gateway.revokedAt) throw new UnauthenticatedError('The gateway has been revoked', 'GATEWAY_REVOKED');
+    return principalFromGateway(gateway);
   }
 
   /** Forget a gateway everywhere at once (revocation, new groups). */

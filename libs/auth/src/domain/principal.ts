@@ -2,7 +2,7 @@ import { higherRole, Role, spansWorkspaces } from './roles';
 
 /** Who is calling, as the authentication layer established it. */
 export interface Principal {
-  kind: 'api_token' | 'user' | 'gateway';
+  kind: 'api_token' | 'user' | 'gateway' | 'session';
   /** token id or user id */
   id: string;
   name: string;
@@ -25,6 +25,25 @@ export interface Principal {
   idpGroups?: readonly string[];
   /** for enrolled gateways: where they belong and the rollout groups they are in */
   gateway?: { workspaceId: string; workspaceSlug: string; groups: readonly string[] };
+  /**
+   * for an agent session's caveat token: what the token still allows. The
+   * rest of the principal is its creator's, narrowed to the session's
+   * workspace, so a session never does more than its creator could.
+   */
+  session?: SessionGrant;
+}
+
+/** The caveats of a verified session token, as the layers that enforce them ask. */
+export interface SessionGrant {
+  id: string;
+  workspaceId: string;
+  /** `token:<id>`, `user:<id>` or `gateway:<id>`: on whose behalf it acts */
+  creator: string;
+  caps: ReadonlySet<string>;
+  /** whether the token reaches this server of the workspace */
+  allowsServer(server: string): boolean;
+  /** whether the token may see or call this tool (`server__tool`) */
+  allowsTool(server: string, tool: string): boolean;
 }
 
 /** The caller's role inside one workspace, or null when it has no access at all. */

@@ -65,6 +65,12 @@ export const PERMISSIONS = {
   // calling tools through the pool's MCP endpoints; auditors read, they do not act
   'mcp.use': ['owner', 'admin', 'approver', 'member'],
   'pool.read': ['owner', 'admin', 'auditor'],
+  // an agent session acts for its creator, so whoever may call tools may start one;
+  // ending another's session is an admin's (its creator may always end their own)
+  'session.create': ['owner', 'admin', 'approver', 'member'],
+  'session.read': ['owner', 'admin', 'approver', 'member', 'auditor'],
+  'session.end': ['owner', 'admin'],
+  'session.message': ['owner', 'admin', 'approver', 'member'],
   'pool.manage': ['owner', 'admin'],
 } as const satisfies Record<string, readonly Role[]>;
 
@@ -72,11 +78,12 @@ export type Permission = keyof typeof PERMISSIONS;
 
 /**
  * What an enrolled gateway may do in its own workspace besides the gateway
- * API: follow the approvals it asked for and reach the pool. A gateway is a
+ * API: follow the approvals it asked for, reach the pool, and start agent
+ * sessions for the sandboxed agents it launches (it sees only those). A gateway is a
  * machine on a developer's laptop: it never decides, mints review links,
  * grants, or reads anything an admin reads. Deny by default, like PERMISSIONS.
  */
-export const GATEWAY_PERMISSIONS: ReadonlySet<Permission> = new Set<Permission>(['approval.read', 'mcp.use']);
+export const GATEWAY_PERMISSIONS: ReadonlySet<Permission> = new Set<Permission>(['approval.read', 'mcp.use', 'session.create', 'session.read']);
 
 export function allows(role: Role | null, permission: Permission): boolean {
   return role !== null && (PERMISSIONS[permission] as readonly Role[]).includes(role);

@@ -9,6 +9,13 @@ import type { z } from 'zod';
  */
 export type RouteTenancy = 'workspace' | 'organization' | 'platform' | 'caller' | 'gateway' | 'none';
 
+/**
+ * What an agent session's caveat token needs to use a route. A route that
+ * names none is closed to session tokens: vault, policy, audit, catalog,
+ * tokens, members, webhooks and other sessions stay out of a sandbox's reach.
+ */
+export type RouteCapability = 'actions:list' | 'actions:run' | 'approvals:poll' | 'comms';
+
 export interface RouteDefinition {
   method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
   /** Nest path syntax: `/v1/workspaces/:ws` */
@@ -26,6 +33,8 @@ export interface RouteDefinition {
    * permission is still checked against what gateways may do.
    */
   gateways?: true;
+  /** the capability a session caveat token needs here; none: session tokens are refused (403 CAPABILITY_REQUIRED) */
+  capability?: RouteCapability;
   tenancy: RouteTenancy;
   params?: z.ZodObject;
   query?: z.ZodObject;

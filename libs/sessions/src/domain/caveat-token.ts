@@ -82,9 +82,9 @@ export interface TokenRequest {
 const IDENTIFIER_VERSION = 'ail1';
 /** Ids, names and globs are plain: nothing that could smuggle a separator or a second caveat. */
 const ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
-const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
-const GLOB = /^[A-Za-z0-9_.*?-]{1,128}$/;
-const MAX_LIST = 64;
+export const CAVEAT_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+export const CAVEAT_GLOB = /^[A-Za-z0-9_.*?-]{1,128}$/;
+export const MAX_LIST = 64;
 const MAX_CAVEATS = 64;
 
 export function identifierOf(identity: TokenIdentity, nonce = randomBytes(12).toString('base64url')): Buffer {
@@ -143,17 +143,17 @@ export function parseCaveat(text: string): Caveat {
       return { kind: key, id: value };
     case 'sandbox':
       expect('=');
-      if (!NAME.test(value)) throw new CaveatTokenError('CAVEAT_MALFORMED', 'The sandbox caveat names an invalid sandbox');
+      if (!CAVEAT_NAME.test(value)) throw new CaveatTokenError('CAVEAT_MALFORMED', 'The sandbox caveat names an invalid sandbox');
       return { kind: 'sandbox', name: value };
     case 'caps':
       expect('in');
       return { kind: 'caps', caps: list(value, isCapability, 'capability') as Capability[] };
     case 'servers':
       expect('in');
-      return { kind: 'servers', names: list(value, (n) => NAME.test(n), 'server') };
+      return { kind: 'servers', names: list(value, (n) => CAVEAT_NAME.test(n), 'server') };
     case 'tools':
       expect('in');
-      return { kind: 'tools', globs: list(value, (g) => GLOB.test(g), 'tool pattern') };
+      return { kind: 'tools', globs: list(value, (g) => CAVEAT_GLOB.test(g), 'tool pattern') };
     case 'expires': {
       expect('<');
       if (!/^[0-9]{1,12}$/.test(value)) throw new CaveatTokenError('CAVEAT_MALFORMED', 'The expires caveat takes unix seconds');

@@ -1,0 +1,156 @@
+import { Inject, Injectable, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
+import { SystemScopes } from '@aileron/auth/scope-issuer';
+import { CredentialResolvers, PrincipalCache, PrincipalResolver, Principal, roleIn, StreamAccess, type SessionGrant } from '@aileron/auth';
+import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
+import { UnauthenticatedError } from '@aileron/errors';
+import { GatewayCredentials } from '@aileron/gateway';
+import { OutboxService } from '@aileron/outbox';
+import { CAVEAT_TOKEN_PREFIX, CaveatTokenError, peekIdentity, permitsServer, permitsTool, TokenGrant, verifyCaveatToken } from './domain/caveat-token';
+import { SessionKeys } from './session-keys.service';
+import { SessionRecord, SessionsRepository } from './sessions.repository';
+
+/**
+ * how long a replica trusts that a session is alive and what its creator may
+ * do, should a bus message be lost; ending a session or revoking its creator
+ * reaches every replica through the bus at once
+ */
+const LIVE_TTL_MS = 10_000;
+/** verified tokens a replica keeps (the chain is checked once per token, not per request); past it the memo starts over */
+const VERIFIED_LIMIT = 4_096;
+/** changes that can end a session's right to act: its creator's token, gateway, membership, user or workspace */
+const CHANGES_CREATOR = /^(organization|workspace|user|member)\.|^token\.revoked$|^gateway\.revoked$/;
+const ROOT = 'all';
+
+interface Live {
+  session: SessionRecord;
+  /** the creator as they are now, narrowed to the session's workspace */
+  creator: Principal;
+}
+
+/**
+ * Authenticates session caveat tokens for the global guard and the MCP fast
+ * path. The chain is verified once per token and remembered (HMACs cost more
+ * than a map lookup, and a token is used for hours); every use still checks
+ * the token's expiry and asks the shared cache whether the session is alive
+ * and its creator still may act, so an end or a revocation refuses the next
+ * request on every replica.
+ */
+@Injectable()
+export class SessionCredentials implements OnModuleInit, OnModuleDestroy {
+  private readonly live: SharedCache<Live>;
+  private readonly verified = new Map<string, TokenGrant>();
+
+  constructor(
+    private readonly repository: SessionsRepository,
+    private readonly keys: SessionKeys,
+    private readonly resolvers: CredentialResolvers,
+    private readonly principals: PrincipalResolver,
+    private readonly gateways: GatewayCredentials,
+    @Inject(MESSAGE_BUS) bus: MessageBus,
+    outbox: OutboxService,
+    principalCache: PrincipalCache,
+    streams: StreamAccess,
+  ) {
+    this.live = new SharedCache(bus, 'agent-sessions', LIVE_TTL_MS);
+    outbox.afterCommitOf((topic) => CHANGES_CREATOR.test(topic), () => this.live.invalidate(ROOT));
+    // roles the identity provider changed at sign-in drop the principal cache without an outbox message
+    principalCache.onChange(() => void this.live.invalidate(ROOT));
+    // an ended session's open streams (MCP, events) end on every replica, not at their next request
+    this.live.onEvict(() => streams.recheck());
+  }
+
+  onModuleInit(): void {
+    this.resolvers.register({ prefix: CAVEAT_TOKEN_PREFIX, resolve: (token) => this.resolve(token) });
+  }
+
+  onModuleDestroy(): void {
+    this.live.close();
+    this.verified.clear();
+  }
+
+  async resolve(token: string): Promise<Principal> {
+    const grant = this.verified.get(token) ?? (await this.verify(token));
+    if (Math.floor(Date.now() / 1000) >= grant.expiresAt) throw new UnauthenticatedError('The token has expired', 'TOKEN_EXPIRED');
+    const live = await this.live.getOrLoad(`${ROOT}:${grant.sessionId}`, () => this.load(grant));
+    if (live.session.organizationId !== grant.organizationId) throw new UnauthenticatedError('The token is not valid', 'TOKEN_INVALID');
+    this.assertAlive(live.session, new Date());
+    return sessionPrincipal(live, grant);
+  }
+
+  /** Drops a session on every replica (it ended). */
+  forget(sessionId: string): Promise<void> {
+    return this.live.invalidate(`${ROOT}:${sessionId}`);
+  }
+
+  private async verify(token: string): Promise<TokenGrant> {
+    let grant: TokenGrant;
+    try {
+      const { identity, macaroon } = peekIdentity(token);
+      const key = await this.keys.byId(SystemScopes.organization(identity.organizationId), identity.keyId);
+      if (!key) throw new CaveatTokenError('TOKEN_INVALID', 'The token is not valid (its key was removed)');
+      grant = verifyCaveatToken(macaroon, identity, key.derived, Math.floor(Date.now() / 1000));
+    } catch (error) {
+      if (error instanceof CaveatTokenError) throw new UnauthenticatedError(error.message, error.code);
+      throw error;
+    }
+    // only a token whose chain holds is remembered, so guessing cannot fill the memo
+    if (this.verified.size >= VERIFIED_LIMIT) this.verified.clear();
+    this.verified.set(token, grant);
+    return grant;
+  }
+
+  private async load(grant: TokenGrant): Promise<Live> {
+    const session = await this.repository.get(SystemScopes.organization(grant.organizationId), grant.sessionId);
+    if (!session) throw new UnauthenticatedError('The session does not exist', 'TOKEN_INVALID');
+    this.assertAlive(session, new Date());
+    return { session, creator: await this.creatorOf(session) };
+  }
+
+  private async creatorOf(session: SessionRecord): Promise<Principal> {
+    try {
+      if (session.creatorKind === 'gateway') return await this.gateways.principalById(SystemScopes.workspace(session.organizationId, { id: session.workspaceId, slug: session.workspaceSlug }), session.creatorId);
+      return await this.principals.byReference(session.organizationId, session.creatorKind, session.creatorId);
+    } catch (error) {
+      // the creator's own refusal (revoked, expired, gone) ends what acts for it
+      if (error instanceof UnauthenticatedError) throw new UnauthenticatedError('The session ended: whoever started it no longer has access', 'SESSION_ENDED');
+      throw error;
+    }
+  }
+
+  private assertAlive(session: SessionRecord, now: Date): void {
+    if (session.endedAt) throw new UnauthenticatedError('The session has ended', 'SESSION_ENDED');
+    if (session.expiresAt <= now) throw new UnauthenticatedError('The session has expired', 'SESSION_EXPIRED');
+  }
+}
+
+/**
+ * The creator, narrowed to the session's workspace and to nothing that spans
+ * the organisation, with the token's caveats attached for the layers that
+ * enforce them (the guard's capability check, the pool's server and tool filters).
+ */
+function sessionPrincipal(live: Live, grant: TokenGrant): Principal {
+  const { session, creator } = live;
+  const role = creator.gateway ? null : roleIn(creator, session.workspaceId);
+  if (!creator.gateway && !role) throw new UnauthenticatedError('The session ended: whoever started it no longer has access to its workspace', 'SESSION_ENDED');
+  const grantView: SessionGrant = {
+    id: session.id,
+    workspaceId: session.workspaceId,
+    creator: `${session.creatorKind}:${session.creatorId}`,
+    caps: grant.workspaces.every((w) => w === session.workspaceId) ? grant.caps : new Set(),
+    allowsServer: (server) => permitsServer(grant, server),
+    allowsTool: (server, tool) => permitsServer(grant, server) && permitsTool(grant, `${server}__${tool}`),
+  };
+  return {
+    kind: 'session',
+    id: session.id,
+    name: session.name ?? `session ${session.id}`,
+    organizationId: creator.organizationId,
+    organizationSlug: creator.organizationSlug,
+    orgRole: null,
+    workspaceRoles: new Map(role ? [[session.workspaceId, role]] : []),
+    restrictedToWorkspaceId: session.workspaceId,
+    platformOperator: false,
+    ...(creator.gateway ? { gateway: creator.gateway } : {}),
+    session: grantView,
+  };
+}

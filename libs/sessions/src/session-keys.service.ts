@@ -1,0 +1,119 @@
+import { randomBytes } from 'node:crypto';
+import { Inject, Injectable, OnModuleDestroy } from '@nestjs/common';
+import type { OrgScope } from '@aileron/auth';
+import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
+import { NotFoundError } from '@aileron/errors';
+import { KeyProvider, ROOT_KEYS } from '@aileron/keys';
+import { deriveKey } from './domain/macaroon';
+import { SessionsRepository } from './sessions.repository';
+
+/** Bound to the organisation and key id: a sealed key copied to another row or organisation does not open. */
+function aad(organizationId: string, keyId: string): string {
+  return `aileron/session-root-key/${organizationId}/${keyId}`;
+}
+
+function newKeyId(): string {
+  return `sk-${randomBytes(6).toString('hex')}`;
+}
+
+export interface SessionKey {
+  keyId: string;
+  /** the macaroon signing key derived from the root key (libmacaroons' key generator) */
+  derived: Buffer;
+}
+
+/** how long a replica keeps an opened key, should the message of its removal be lost */
+const KEY_CACHE_MS = 10 * 60_000;
+
+/**
+ * Each organisation's root keys for session caveat tokens, sealed under the
+ * installation's root keyring. The newest key mints; older ones verify until
+ * an owner removes them, so a rotation never cuts off a running agent. Opened
+ * keys stay in memory (verification is on every request); a rotation or
+ * removal drops the organisation's keys on every replica.
+ */
+@Injectable()
+export class SessionKeys implements OnModuleDestroy {
+  private readonly opened: SharedCache<SessionKey | null>;
+
+  constructor(
+    private readonly repository: SessionsRepository,
+    @Inject(ROOT_KEYS) private readonly root: KeyProvider,
+    @Inject(MESSAGE_BUS) bus: MessageBus,
+  ) {
+    this.opened = new SharedCache(bus, 'session-keys', KEY_CACHE_MS);
+  }
+
+  onModuleDestroy(): void {
+    this.opened.close();
+  }
+
+  /** The key new tokens are chained on, made on the organisation's first session. */
+  async current(scope: OrgScope): Promise<SessionKey> {
+    let keys = await this.repository.rootKeys(scope);
+    if (keys.length === 0) {
+      const keyId = newKeyId();
+      await this.repository.firstRootKey(scope, { keyId, sealed: this.seal(scope.organizationId, keyId) });
+      keys = await this.repository.rootKeys(scope);
+    }
+    const current = keys.find((k) => k.retiredAt === null) ?? keys[0]!;
+    const key = await this.byId(scope, current.keyId);
+    if (!key) throw new Error(`session root key ${current.keyId} vanished while in use`);
+    return key;
+  }
+
+  /** A key that still verifies, or null when it was removed (its tokens are refused). */
+  byId(scope: OrgScope, keyId: string): Promise<SessionKey | null> {
+    return this.opened.getOrLoad(`${scope.organizationId}:${keyId}`, () => this.open(scope, keyId));
+  }
+
+  /** Starts minting with a new key; tokens chained on the old ones keep verifying. */
+  async rotate(scope: OrgScope): Promise<{ key_id: string }> {
+    const keyId = newKeyId();
+    await this.repository.addRootKey(scope, { keyId, sealed: this.seal(scope.organizationId, keyId) }, new Date());
+    await this.opened.invalidate(scope.organizationId);
+    return { key_id: keyId };
+  }
+
+  /** Removes a retired key: every token chained on it is refused from now on (each replica within its cache). */
+  async remove(scope: OrgScope, keyId: string): Promise<void> {
+    if (!(await this.repository.removeRootKey(scope, keyId))) throw new NotFoundError('retired session key', keyId);
+    await this.opened.invalidate(scope.organizationId);
+  }
+
+  async list(scope: OrgScope): Promise<{ key_id: string; created_at: string; retired_at: string | null }[]> {
+    return (await this.repository.rootKeys(scope)).map((k) => ({ key_id: k.keyId, created_at: k.createdAt.toISOString(), retired_at: k.retiredAt?.toISOString() ?? null }));
+  }
+
+  /** After a root keyring rotation: seal every session root key under the current root key. */
+  async reseal(scope: OrgScope): Promise<number> {
+    let count = 0;
+    for (const key of await this.repository.rootKeys(scope)) {
+      if (this.root.keyIdOf(key.sealed) === this.root.currentKeyId) continue;
+      const plain = this.root.unwrap(key.sealed, aad(scope.organizationId, key.keyId));
+      if (await this.repository.replaceSealed(scope, key.keyId, key.sealed, this.root.wrap(plain, aad(scope.organizationId, key.keyId)))) count++;
+      plain.fill(0);
+    }
+    return count;
+  }
+
+  private seal(organizationId: string, keyId: string): string {
+    const plain = randomBytes(32);
+    try {
+      return this.root.wrap(plain, aad(organizationId, keyId));
+    } finally {
+      plain.fill(0);
+    }
+  }
+
+  private async open(scope: OrgScope, keyId: string): Promise<SessionKey | null> {
+    const stored = (await this.repository.rootKeys(scope)).find((k) => k.keyId === keyId);
+    if (!stored) return null;
+    const plain = this.root.unwrap(stored.sealed, aad(scope.organizationId, keyId));
+    try {
+      return { keyId, derived: deriveKey(plain) };
+    } finally {
+      plain.fill(0);
+    }
+  }
+}

@@ -1,0 +1,15 @@
+import { Module } from '@nestjs/common';
+import { GatewayModule } from '@aileron/gateway';
+import { SessionCredentials } from './session-credentials.service';
+import { SessionKeys } from './session-keys.service';
+import { SessionsController } from './sessions.controller';
+import { SessionsRepository } from './sessions.repository';
+import { SessionsService } from './sessions.service';
+
+@Module({
+  imports: [GatewayModule],
+  controllers: [SessionsController],
+  providers: [SessionsRepository, SessionKeys, SessionCredentials, SessionsService],
+  exports: [SessionsService, SessionKeys],
+})
+export class SessionsModule {}

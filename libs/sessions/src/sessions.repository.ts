@@ -1,0 +1,150 @@
+import { Injectable } from '@nestjs/common';
+import type { OrgScope, WorkspaceScope } from '@aileron/auth';
+import { DatabaseService, Prisma, Transaction } from '@aileron/database';
+
+export type CreatorKind = 'token' | 'user' | 'gateway';
+
+export interface SessionRecord {
+  id: string;
+  organizationId: string;
+  workspaceId: string;
+  workspaceSlug: string;
+  name: string | null;
+  agent: string | null;
+  caps: string[];
+  caveats: string[];
+  creatorKind: CreatorKind;
+  creatorId: string;
+  keyId: string;
+  createdAt: Date;
+  expiresAt: Date;
+  endedAt: Date | null;
+  endedBy: string | null;
+}
+
+export type NewSession = Pick<SessionRecord, 'id' | 'name' | 'agent' | 'caps' | 'caveats' | 'creatorKind' | 'creatorId' | 'keyId' | 'expiresAt'>;
+
+export interface MessageRecord {
+  id: string;
+  sessionId: string;
+  direction: 'agent' | 'people';
+  text: string;
+  level: string;
+  author: string;
+  createdAt: Date;
+}
+
+export interface RootKeyRecord {
+  keyId: string;
+  sealed: string;
+  createdAt: Date;
+  retiredAt: Date | null;
+}
+
+const include = { workspace: { select: { slug: true } } } as const;
+type Row = Prisma.AgentSessionGetPayload<{ include: typeof include }>;
+
+function toRecord(row: Row): SessionRecord {
+  const { workspace, ...rest } = row;
+  return { ...rest, workspaceSlug: workspace.slug, creatorKind: rest.creatorKind as CreatorKind };
+}
+
+function toMessage(row: Prisma.SessionMessageGetPayload<object>): MessageRecord {
+  return { id: row.id, sessionId: row.sessionId, direction: row.direction as MessageRecord['direction'], text: row.text, level: row.level, author: row.author, createdAt: row.createdAt };
+}
+
+/** Agent sessions, their messages and the organisations' session root keys. */
+@Injectable()
+export class SessionsRepository {
+  constructor(private readonly db: DatabaseService) {}
+
+  async create(scope: WorkspaceScope, data: NewSession, tx: Transaction): Promise<SessionRecord> {
+    const row = await tx.agentSession.create({ data: { ...data, organizationId: scope.organizationId, workspaceId: scope.workspaceId }, include });
+    return toRecord(row);
+  }
+
+  async get(scope: OrgScope, id: string, tx?: Transaction): Promise<SessionRecord | null> {
+    const row = await this.db.use(tx).agentSession.findFirst({ where: { organizationId: scope.organizationId, id }, include });
+    return row ? toRecord(row) : null;
+  }
+
+  async list(scope: WorkspaceScope, filter: { live: boolean; creator?: string; limit: number }, now: Date): Promise<SessionRecord[]> {
+    const [creatorKind, creatorId] = filter.creator?.split(':', 2) ?? [];
+    const rows = await this.db.client.agentSession.findMany({
+      where: {
+        organizationId: scope.organizationId,
+        workspaceId: scope.workspaceId,
+        ...(filter.live ? { endedAt: null, expiresAt: { gt: now } } : {}),
+        ...(creatorKind && creatorId ? { creatorKind, creatorId } : {}),
+      },
+      include,
+      orderBy: { createdAt: 'desc' },
+      take: filter.limit,
+    });
+    return rows.map(toRecord);
+  }
+
+  /** Ends a live session; false when it had already ended. */
+  async end(tx: Transaction, scope: OrgScope, id: string, endedBy: string, at: Date): Promise<boolean> {
+    const { count } = await tx.agentSession.updateMany({ where: { organizationId: scope.organizationId, id, endedAt: null }, data: { endedAt: at, endedBy } });
+    return count === 1;
+  }
+
+  async addMessage(tx: Transaction, scope: OrgScope, message: Omit<MessageRecord, 'id' | 'createdAt'>): Promise<MessageRecord> {
+    return toMessage(await tx.sessionMessage.create({ data: { ...message, organizationId: scope.organizationId } }));
+  }
+
+  /** Messages (of one direction, or both when null), oldest first, after `after` (all when null). */
+  async messages(scope: OrgScope, sessionId: string, direction: MessageRecord['direction'] | null, after: Pick<MessageRecord, 'id' | 'createdAt'> | null, limit: number): Promise<MessageRecord[]> {
+    // (created_at, id) is the order, so two messages of the same millisecond are neither skipped nor repeated
+    const rows = await this.db.client.sessionMessage.findMany({
+      where: {
+        organizationId: scope.organizationId,
+        sessionId,
+        ...(direction ? { direction } : {}),
+        ...(after ? { OR: [{ createdAt: { gt: after.createdAt } }, { createdAt: after.createdAt, id: { gt: after.id } }] } : {}),
+      },
+      orderBy: [{ createdAt: 'asc' }, { id: 'asc' }],
+      take: limit,
+    });
+    return rows.map(toMessage);
+  }
+
+  async message(scope: OrgScope, id: string): Promise<MessageRecord | null> {
+    const row = await this.db.client.sessionMessage.findFirst({ where: { organizationId: scope.organizationId, id } });
+    return row ? toMessage(row) : null;
+  }
+
+  async rootKeys(scope: OrgScope): Promise<RootKeyRecord[]> {
+    return this.db.client.sessionRootKey.findMany({
+      where: { organizationId: scope.organizationId },
+      select: { keyId: true, sealed: true, createdAt: true, retiredAt: true },
+      orderBy: { createdAt: 'desc' },
+    });
+  }
+
+  /** Adds a key, retiring the ones before it (they still verify until removed). */
+  async addRootKey(scope: OrgScope, key: { keyId: string; sealed: string }, now: Date): Promise<void> {
+    await this.db.transaction(async (tx) => {
+      await tx.sessionRootKey.updateMany({ where: { organizationId: scope.organizationId, retiredAt: null }, data: { retiredAt: now } });
+      await tx.sessionRootKey.create({ data: { organizationId: scope.organizationId, ...key } });
+    });
+  }
+
+  /** The first key of an organisation; concurrent first uses agree on one. */
+  async firstRootKey(scope: OrgScope, key: { keyId: string; sealed: string }): Promise<void> {
+    await this.db.client.$executeRaw`INSERT INTO session_root_keys (organization_id, key_id, sealed)
+      SELECT ${scope.organizationId}::uuid, ${key.keyId}, ${key.sealed}
+      WHERE NOT EXISTS (SELECT 1 FROM session_root_keys WHERE organization_id = ${scope.organizationId}::uuid)`;
+  }
+
+  async removeRootKey(scope: OrgScope, keyId: string): Promise<boolean> {
+    const { count } = await this.db.client.sessionRootKey.deleteMany({ where: { organizationId: scope.organizationId, keyId, retiredAt: { not: null } } });
+    return count === 1;
+  }
+
+  async replaceSealed(scope: OrgScope, keyId: string, from: string, to: string): Promise<boolean> {
+    const { count } = await this.db.client.sessionRootKey.updateMany({ where: { organizationId: scope.organizationId, keyId, sealed: from }, data: { sealed: to } });
+    return count === 1;
+  }
+}

@@ -1,0 +1,102 @@
+import { z } from 'zod';
+import { slug } from '@aileron/auth';
+import { CAVEAT_GLOB, CAVEAT_NAME, MAX_LIST, SESSION_CAPABILITIES } from './domain/caveat-token';
+import type { MessageRecord, SessionRecord } from './sessions.repository';
+import { MAX_TTL_SECONDS } from './sessions.service';
+
+export const idParams = z.object({ id: z.uuid() });
+const name = z.string().regex(CAVEAT_NAME, 'must be a server or sandbox name (letters, digits, ".", "_", "-")');
+const capability = z.enum(SESSION_CAPABILITIES, { message: `must be one of ${SESSION_CAPABILITIES.join(', ')}` });
+
+export const startSessionBody = z
+  .object({
+    workspace: slug.describe('the workspace the session acts in'),
+    name: z.string().trim().min(1).max(100).optional(),
+    agent: z.string().trim().min(1).max(64).optional().describe('which agent runs in it (claude, codex, opencode, goose, …), for people reading the list'),
+    ttl_seconds: z.number().int().min(60).max(MAX_TTL_SECONDS).optional().describe('default 8 hours, at most 7 days'),
+    caps: z.array(capability).min(1).max(SESSION_CAPABILITIES.length).optional().describe(`a subset of ${SESSION_CAPABILITIES.join(', ')} (the default: all of them)`),
+    caveats: z
+      .object({
+        servers: z.array(name).min(1).max(MAX_LIST).optional().describe('only these servers of the workspace'),
+        tools: z.array(z.string().regex(CAVEAT_GLOB, 'must be a tool glob (letters, digits, "_", ".", "-", "*", "?")')).min(1).max(MAX_LIST).optional().describe('only tools (`server__tool`) matching one of these globs'),
+        sandbox: name.optional().describe('only this sandbox'),
+      })
+      .strict()
+      .optional(),
+  })
+  .strict();
+
+export const listQuery = z
+  .object({
+    workspace: slug,
+    live: z.enum(['true', 'false']).default('true').describe('only sessions that have neither ended nor expired'),
+    limit: z.coerce.number().int().min(1).max(500).default(100),
+  })
+  .strict();
+
+export const sessionView = z.object({
+  id: z.string(),
+  workspace: z.string(),
+  name: z.string().nullable(),
+  agent: z.string().nullable(),
+  caps: z.array(z.string()),
+  caveats: z.array(z.string()).describe('the caveats the session was started with, as its tokens carry them'),
+  created_by: z.string().describe('on whose behalf it acts: `token:<id>`, `user:<id>` or `gateway:<id>`'),
+  created_at: z.string(),
+  expires_at: z.string(),
+  ended_at: z.string().nullable(),
+  ended_by: z.string().nullable(),
+  state: z.enum(['live', 'ended', 'expired']),
+});
+
+export const startedView = z.object({
+  id: z.string(),
+  caveat_token: z.string().describe('shown once; the only credential a sandbox should hold'),
+  expires_at: z.string(),
+  caps: z.array(z.string()),
+});
+
+export const messageBody = z
+  .object({
+    text: z.string().min(1).max(8_000),
+    level: z.enum(['info', 'warning', 'question']).default('info').describe("the agent's: how urgently it needs its people"),
+  })
+  .strict();
+
+export const messagesQuery = z
+  .object({
+    after: z.uuid().optional().describe('only messages after this one'),
+    wait: z.coerce.number().int().min(0).max(120).default(0).describe('long-poll: answer as soon as a message arrives, or after this many seconds'),
+    limit: z.coerce.number().int().min(1).max(500).default(100),
+  })
+  .strict();
+
+export const messageView = z.object({
+  id: z.string(),
+  direction: z.enum(['agent', 'people']),
+  text: z.string(),
+  level: z.string(),
+  author: z.string(),
+  created_at: z.string(),
+});
+
+export function toSessionView(session: SessionRecord, now = new Date()): z.infer<typeof sessionView> {
+  return {
+    id: session.id,
+    workspace: session.workspaceSlug,
+    name: session.name,
+    agent: session.agent,
+    caps: session.caps,
+    caveats: session.caveats,
+    created_by: `${session.creatorKind}:${session.creatorId}`,
+    created_at: session.createdAt.toISOString(),
+    expires_at: session.expiresAt.toISOString(),
+    ended_at: session.endedAt?.toISOString() ?? null,
+    ended_by: session.endedBy,
+    state: session.endedAt ? 'ended' : session.expiresAt <= now ? 'expired' : 'live',
+  };
+}
+
+export function toMessageView(message: MessageRecord): z.infer<typeof messageView> {
+  return { id: message.id, direction: message.direction, text: message.text, level: message.level, author: message.author, created_at: message.createdAt.toISOString() };
+}

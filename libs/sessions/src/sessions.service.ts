@@ -1,0 +1,216 @@
+import { randomUUID } from 'node:crypto';
+import { Inject, Injectable, OnApplicationShutdown } from '@nestjs/common';
+import { AccessService, describePrincipal, Principal, WorkspaceScope } from '@aileron/auth';
+import { SystemScopes } from '@aileron/auth/scope-issuer';
+import { MESSAGE_BUS, MessageBus } from '@aileron/bus';
+import { DatabaseService } from '@aileron/database';
+import { DomainError, ForbiddenError, NotFoundError } from '@aileron/errors';
+import { OutboxService } from '@aileron/outbox';
+import { Capability, Caveat, caveatText, DEFAULT_CAPABILITIES, mintCaveatToken } from './domain/caveat-token';
+import { SessionCredentials } from './session-credentials.service';
+import { SessionKeys } from './session-keys.service';
+import { CreatorKind, MessageRecord, SessionRecord, SessionsRepository } from './sessions.repository';
+
+export const DEFAULT_TTL_SECONDS = 8 * 3600;
+export const MAX_TTL_SECONDS = 7 * 24 * 3600;
+const MAX_WAIT_SECONDS = 120;
+/** a lost bus message costs this much of a wait, not all of it */
+const RECHECK_MS = 5_000;
+const MESSAGE_WRITTEN = 'sessions.message-written';
+
+export interface NewSessionRequest {
+  workspace: string;
+  name?: string;
+  agent?: string;
+  ttlSeconds?: number;
+  caps?: Capability[];
+  caveats?: { servers?: string[]; tools?: string[]; sandbox?: string };
+}
+
+export interface StartedSession {
+  session: SessionRecord;
+  token: string;
+}
+
+function creatorOf(principal: Principal): { kind: CreatorKind; id: string } {
+  if (principal.kind === 'api_token') return { kind: 'token', id: principal.tokenId ?? principal.id };
+  if (principal.kind === 'user') return { kind: 'user', id: principal.id };
+  if (principal.kind === 'gateway') return { kind: 'gateway', id: principal.id };
+  // the route map keeps session tokens out; this keeps a session from ever begetting one
+  throw new ForbiddenError('A session token may not start sessions', 'CAPABILITY_REQUIRED');
+}
+
+/**
+ * Agent sessions: what a sandboxed agent acts as, for the person, token or
+ * gateway that started it, and the two-way channel between the agent and its
+ * people. Starting one mints its caveat token (shown once, never stored);
+ * ending one refuses its tokens on every replica at once.
+ */
+@Injectable()
+export class SessionsService implements OnApplicationShutdown {
+  private readonly waiters = new Map<string, Set<() => void>>();
+  private readonly unsubscribe: () => void;
+
+  constructor(
+    private readonly db: DatabaseService,
+    private readonly repository: SessionsRepository,
+    private readonly keys: SessionKeys,
+    private readonly credentials: SessionCredentials,
+    private readonly access: AccessService,
+    private readonly outbox: OutboxService,
+    @Inject(MESSAGE_BUS) private readonly bus: MessageBus,
+  ) {
+    this.unsubscribe = bus.subscribe(MESSAGE_WRITTEN, (message) => {
+      const id = (message as { session?: unknown } | null)?.session;
+      if (typeof id === 'string') for (const wake of this.waiters.get(id) ?? []) wake();
+    });
+  }
+
+  onApplicationShutdown(): void {
+    this.unsubscribe();
+    for (const wakers of this.waiters.values()) for (const wake of wakers) wake();
+  }
+
+  async start(caller: Principal, request: NewSessionRequest): Promise<StartedSession> {
+    const creator = creatorOf(caller);
+    const scope = await this.access.workspace(caller, request.workspace, 'session.create');
+    const caps = [...new Set(request.caps ?? DEFAULT_CAPABILITIES)];
+    const ttl = request.ttlSeconds ?? DEFAULT_TTL_SECONDS;
+    const extra: Caveat[] = [
+      ...(request.caveats?.servers ? [{ kind: 'servers' as const, names: request.caveats.servers }] : []),
+      ...(request.caveats?.tools ? [{ kind: 'tools' as const, globs: request.caveats.tools }] : []),
+      ...(request.caveats?.sandbox ? [{ kind: 'sandbox' as const, name: request.caveats.sandbox }] : []),
+    ];
+    const key = await this.keys.current(scope);
+    const id = randomUUID();
+    const expiresAt = new Date(Math.floor(Date.now() / 1000 + ttl) * 1000);
+    const token = mintCaveatToken(key.derived, { organizationId: scope.organizationId, keyId: key.keyId, sessionId: id }, [
+      { kind: 'session', id },
+      { kind: 'workspace', id: scope.workspaceId },
+      { kind: 'caps', caps },
+      { kind: 'expires', at: expiresAt.getTime() / 1000 },
+      ...extra,
+    ]);
+    const session = await this.db.transaction(async (tx) => {
+      const created = await this.repository.create(
+        scope,
+        { id, name: request.name ?? null, agent: request.agent ?? null, caps, caveats: extra.map(caveatText), creatorKind: creator.kind, creatorId: creator.id, keyId: key.keyId, expiresAt },
+        tx,
+      );
+      await this.outbox.record(tx, {
+        topic: 'session.started',
+        organizationId: scope.organizationId,
+        workspaceId: scope.workspaceId,
+        payload: { workspace: scope.workspaceSlug, session: id, name: created.name, agent: created.agent, caps, caveats: created.caveats, expires_at: expiresAt.toISOString(), actor: describePrincipal(caller) },
+      });
+      return created;
+    });
+    return { session, token };
+  }
+
+  async list(caller: Principal, workspace: string, filter: { live: boolean; limit: number }): Promise<SessionRecord[]> {
+    const scope = await this.access.workspace(caller, workspace, 'session.read');
+    // a gateway sees the sessions it started, nothing of the people's
+    const creator = caller.gateway ? `gateway:${caller.id}` : undefined;
+    return this.repository.list(scope, { ...filter, ...(creator ? { creator } : {}) }, new Date());
+  }
+
+  /** One session as the caller may see it; anything else is a 404. */
+  async get(caller: Principal, id: string, permission: 'session.read' | 'session.message' = 'session.read'): Promise<{ session: SessionRecord; scope: WorkspaceScope }> {
+    const session = await this.repository.get(SystemScopes.organization(caller.organizationId), id);
+    if (!session) throw new NotFoundError('session', id);
+    if (caller.session) {
+      // a session sees itself only
+      if (caller.session.id !== id) throw new NotFoundError('session', id);
+    } else if (caller.gateway && !(session.creatorKind === 'gateway' && session.creatorId === caller.id)) {
+      throw new NotFoundError('session', id);
+    }
+    const scope = await this.access.workspaceById(caller, session.workspaceId, permission, { kind: 'session', id });
+    return { session, scope };
+  }
+
+  /** Ends a session: its creator may always, an admin of its workspace too. */
+  async end(caller: Principal, id: string): Promise<SessionRecord> {
+    const { session, scope } = await this.get(caller, id);
+    const own = `${session.creatorKind}:${session.creatorId}` === describePrincipal(caller).replace(/^api_token:/, 'token:');
+    if (!own && !caller.gateway) await this.access.workspaceById(caller, session.workspaceId, 'session.end', { kind: 'session', id });
+    const now = new Date();
+    const ended = await this.db.transaction(async (tx) => {
+      if (!(await this.repository.end(tx, scope, id, describePrincipal(caller), now))) return false;
+      await this.outbox.record(tx, {
+        topic: 'session.ended',
+        organizationId: scope.organizationId,
+        workspaceId: scope.workspaceId,
+        payload: { workspace: scope.workspaceSlug, session: id, name: session.name, reason: 'ended', actor: describePrincipal(caller) },
+      });
+      return true;
+    });
+    if (ended) await this.credentials.forget(id);
+    return (await this.repository.get(scope, id)) ?? session;
+  }
+
+  /**
+   * One message on the session's channel: from the session's own token it is
+   * the agent writing to its people (needs `comms`; an event carries it to
+   * webhooks and chat), from a member of the workspace it is the answer.
+   */
+  async post(caller: Principal, id: string, text: string, level: string): Promise<MessageRecord> {
+    const { session, scope } = await this.get(caller, id, caller.session ? 'session.read' : 'session.message');
+    const message = caller.session
+      ? { direction: 'agent' as const, text, level, author: `session:${id}` }
+      : { direction: 'people' as const, text, level: 'info', author: describePrincipal(caller) };
+    return this.write(scope, session, message);
+  }
+
+  /**
+   * Messages for the caller: the session reads what people wrote, people read
+   * the whole conversation. With `waitSeconds`, answers as soon as one arrives
+   * after `after` (on any replica).
+   */
+  async messages(caller: Principal, id: string, after: string | null, waitSeconds: number, limit: number): Promise<MessageRecord[]> {
+    const { scope } = await this.get(caller, id);
+    const direction = caller.session ? 'people' : null;
+    let since: MessageRecord | null = null;
+    if (after) {
+      since = await this.repository.message(scope, after);
+      if (!since || since.sessionId !== id) throw new NotFoundError('message', after);
+    }
+    const deadline = Date.now() + Math.min(waitSeconds, MAX_WAIT_SECONDS) * 1000;
+    for (;;) {
+      const found = await this.repository.messages(scope, id, direction, since, limit);
+      if (found.length > 0 || Date.now() >= deadline) return found;
+      await this.sleepUntilMessage(id, Math.min(deadline - Date.now(), RECHECK_MS));
+    }
+  }
+
+  private async write(scope: WorkspaceScope, session: SessionRecord, message: Omit<MessageRecord, 'id' | 'createdAt' | 'sessionId'>): Promise<MessageRecord> {
+    if (session.endedAt || session.expiresAt <= new Date()) throw new DomainError('SESSION_ENDED', 409, 'Conflict', 'The session has ended');
+    const written = await this.db.transaction(async (tx) => {
+      const record = await this.repository.addMessage(tx, scope, { ...message, sessionId: session.id });
+      await this.outbox.record(tx, {
+        topic: 'session.message',
+        organizationId: scope.organizationId,
+        workspaceId: scope.workspaceId,
+        payload: { workspace: scope.workspaceSlug, session: session.id, message_id: record.id, direction: record.direction, text: record.text, level: record.level, author: record.author },
+      });
+      return record;
+    });
+    await this.bus.publish(MESSAGE_WRITTEN, { session: session.id }).catch(() => undefined);
+    return written;
+  }
+
+  private sleepUntilMessage(id: string, ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const set = this.waiters.get(id) ?? new Set();
+      this.waiters.set(id, set);
+      const wake = (): void => {
+        clearTimeout(timer);
+        set.delete(wake);
+        if (set.size === 0) this.waiters.delete(id);
+        resolve();
+      };
+      const timer = setTimeout(wake, Math.max(0, ms));
+      set.add(wake);
+    });
+  }
+}
