@@ -2,11 +2,12 @@
 import 'reflect-metadata';
 import { auditIngestBench } from './audit-ingest.bench';
 import { catalogBench } from './catalog.bench';
+import { caveatBench } from './caveat.bench';
 import { Bench, Figure, note } from './figures';
 import { policyBench } from './policy.bench';
 import { proxyBench } from './proxy.bench';
 
-const BENCHES: readonly Bench[] = [policyBench, catalogBench, auditIngestBench, proxyBench];
+const BENCHES: readonly Bench[] = [policyBench, catalogBench, auditIngestBench, proxyBench, caveatBench];
 
 async function main(argv: string[]): Promise<number> {
   const wanted = argv.filter((arg) => arg !== '--');

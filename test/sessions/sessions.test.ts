@@ -130,6 +130,28 @@ describe('agent sessions (embedded)', () => {
     expect((await cp.request('GET', `/v1/sessions/${s.id}/messages`, { token: 'ail_ct_garbage' })).body.code).toBe('TOKEN_INVALID');
   });
 
+  it('rotating the session root key keeps old tokens working until the old key is removed', async () => {
+    const ws = await aWorkspace(cp, cp.ownerToken);
+    const old = (await cp.request('POST', '/v1/sessions', { body: { workspace: ws.slug } })).body;
+    const poll = (s: { id: string; caveat_token: string }) => cp.request('GET', `/v1/sessions/${s.id}/messages`, { token: s.caveat_token });
+    const before = (await cp.request('GET', '/v1/session-keys')).body.keys as { key_id: string }[];
+    const rotated = await cp.request('POST', '/v1/session-keys/rotate');
+    expect(rotated.status, rotated.text).toBe(201);
+    const fresh = (await cp.request('POST', '/v1/sessions', { body: { workspace: ws.slug } })).body;
+    expect((await poll(old)).status).toBe(200);
+    expect((await poll(fresh)).status).toBe(200);
+    const keys = (await cp.request('GET', '/v1/session-keys')).body.keys as { key_id: string; retired_at: string | null }[];
+    expect(keys.filter((k) => k.retired_at === null).map((k) => k.key_id)).toEqual([rotated.body.key_id]);
+    expect(JSON.stringify(keys)).not.toMatch(/sealed|rk-/);
+    // the current key cannot be removed, only a retired one
+    expect((await cp.request('DELETE', `/v1/session-keys/${rotated.body.key_id}`)).status).toBe(404);
+    for (const key of before) expect((await cp.request('DELETE', `/v1/session-keys/${key.key_id}`)).status).toBe(204);
+    const refused = await poll(old);
+    expect(refused.status).toBe(401);
+    expect(refused.body.code).toBe('TOKEN_INVALID');
+    expect((await poll(fresh)).status).toBe(200);
+  });
+
   it('a gateway starts sessions in its own workspace only and sees only those', async () => {
     const ws = await aWorkspace(cp, cp.ownerToken);
     const other = await aWorkspace(cp, cp.ownerToken);

@@ -5,7 +5,8 @@ import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
 import { UnauthenticatedError } from '@aileron/errors';
 import { GatewayCredentials } from '@aileron/gateway';
 import { OutboxService } from '@aileron/outbox';
-import { CAVEAT_TOKEN_PREFIX, CaveatTokenError, peekIdentity, permitsServer, permitsTool, TokenGrant, verifyCaveatToken } from './domain/caveat-token';
+import { CAVEAT_TOKEN_PREFIX, CaveatTokenError, permitsServer, permitsTool, TokenGrant } from './domain/caveat-token';
+import { CaveatTokenVerifier } from './domain/token-verifier';
 import { SessionKeys } from './session-keys.service';
 import { SessionRecord, SessionsRepository } from './sessions.repository';
 
@@ -15,8 +16,6 @@ import { SessionRecord, SessionsRepository } from './sessions.repository';
  * reaches every replica through the bus at once
  */
 const LIVE_TTL_MS = 10_000;
-/** verified tokens a replica keeps (the chain is checked once per token, not per request); past it the memo starts over */
-const VERIFIED_LIMIT = 4_096;
 /** changes that can end a session's right to act: its creator's token, gateway, membership, user or workspace */
 const CHANGES_CREATOR = /^(organization|workspace|user|member)\.|^token\.revoked$|^gateway\.revoked$/;
 const ROOT = 'all';
@@ -38,11 +37,11 @@ interface Live {
 @Injectable()
 export class SessionCredentials implements OnModuleInit, OnModuleDestroy {
   private readonly live: SharedCache<Live>;
-  private readonly verified = new Map<string, TokenGrant>();
+  private readonly verifier: CaveatTokenVerifier;
 
   constructor(
     private readonly repository: SessionsRepository,
-    private readonly keys: SessionKeys,
+    keys: SessionKeys,
     private readonly resolvers: CredentialResolvers,
     private readonly principals: PrincipalResolver,
     private readonly gateways: GatewayCredentials,
@@ -52,6 +51,8 @@ export class SessionCredentials implements OnModuleInit, OnModuleDestroy {
     streams: StreamAccess,
   ) {
     this.live = new SharedCache(bus, 'agent-sessions', LIVE_TTL_MS);
+    this.verifier = new CaveatTokenVerifier(async (identity) => (await keys.byId(SystemScopes.organization(identity.organizationId), identity.keyId))?.derived ?? null);
+    keys.onRemoved((organizationId, keyId) => this.verifier.forgetKey(organizationId, keyId));
     outbox.afterCommitOf((topic) => CHANGES_CREATOR.test(topic), () => this.live.invalidate(ROOT));
     // roles the identity provider changed at sign-in drop the principal cache without an outbox message
     principalCache.onChange(() => void this.live.invalidate(ROOT));
@@ -65,12 +66,11 @@ export class SessionCredentials implements OnModuleInit, OnModuleDestroy {
 
   onModuleDestroy(): void {
     this.live.close();
-    this.verified.clear();
+    this.verifier.clear();
   }
 
   async resolve(token: string): Promise<Principal> {
-    const grant = this.verified.get(token) ?? (await this.verify(token));
-    if (Math.floor(Date.now() / 1000) >= grant.expiresAt) throw new UnauthenticatedError('The token has expired', 'TOKEN_EXPIRED');
+    const grant = await this.verify(token);
     const live = await this.live.getOrLoad(`${ROOT}:${grant.sessionId}`, () => this.load(grant));
     if (live.session.organizationId !== grant.organizationId) throw new UnauthenticatedError('The token is not valid', 'TOKEN_INVALID');
     this.assertAlive(live.session, new Date());
@@ -83,20 +83,12 @@ export class SessionCredentials implements OnModuleInit, OnModuleDestroy {
   }
 
   private async verify(token: string): Promise<TokenGrant> {
-    let grant: TokenGrant;
     try {
-      const { identity, macaroon } = peekIdentity(token);
-      const key = await this.keys.byId(SystemScopes.organization(identity.organizationId), identity.keyId);
-      if (!key) throw new CaveatTokenError('TOKEN_INVALID', 'The token is not valid (its key was removed)');
-      grant = verifyCaveatToken(macaroon, identity, key.derived, Math.floor(Date.now() / 1000));
+      return await this.verifier.verify(token, Math.floor(Date.now() / 1000));
     } catch (error) {
       if (error instanceof CaveatTokenError) throw new UnauthenticatedError(error.message, error.code);
       throw error;
     }
-    // only a token whose chain holds is remembered, so guessing cannot fill the memo
-    if (this.verified.size >= VERIFIED_LIMIT) this.verified.clear();
-    this.verified.set(token, grant);
-    return grant;
   }
 
   private async load(grant: TokenGrant): Promise<Live> {

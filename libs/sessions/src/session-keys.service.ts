@@ -35,6 +35,7 @@ const KEY_CACHE_MS = 10 * 60_000;
 @Injectable()
 export class SessionKeys implements OnModuleDestroy {
   private readonly opened: SharedCache<SessionKey | null>;
+  private readonly removed = new Set<(organizationId: string, keyId: string) => void>();
 
   constructor(
     private readonly repository: SessionsRepository,
@@ -42,6 +43,16 @@ export class SessionKeys implements OnModuleDestroy {
     @Inject(MESSAGE_BUS) bus: MessageBus,
   ) {
     this.opened = new SharedCache(bus, 'session-keys', KEY_CACHE_MS);
+    // a removal drops the organisation's prefix on every replica; what verified tokens with a removed key must forget too
+    this.opened.onEvict((prefix) => {
+      const [organizationId, keyId] = prefix.split(':');
+      if (organizationId && keyId) for (const listener of this.removed) listener(organizationId, keyId);
+    });
+  }
+
+  /** Called on every replica when a key is removed, here or elsewhere. */
+  onRemoved(listener: (organizationId: string, keyId: string) => void): void {
+    this.removed.add(listener);
   }
 
   onModuleDestroy(): void {
@@ -78,7 +89,7 @@ export class SessionKeys implements OnModuleDestroy {
   /** Removes a retired key: every token chained on it is refused from now on (each replica within its cache). */
   async remove(scope: OrgScope, keyId: string): Promise<void> {
     if (!(await this.repository.removeRootKey(scope, keyId))) throw new NotFoundError('retired session key', keyId);
-    await this.opened.invalidate(scope.organizationId);
+    await this.opened.invalidate(`${scope.organizationId}:${keyId}`);
   }
 
   async list(scope: OrgScope): Promise<{ key_id: string; created_at: string; retired_at: string | null }[]> {

@@ -2,13 +2,14 @@ import { Module } from '@nestjs/common';
 import { GatewayModule } from '@aileron/gateway';
 import { SessionCredentials } from './session-credentials.service';
 import { SessionKeys } from './session-keys.service';
+import { SessionKeysController } from './session-keys.controller';
 import { SessionsController } from './sessions.controller';
 import { SessionsRepository } from './sessions.repository';
 import { SessionsService } from './sessions.service';
 
 @Module({
   imports: [GatewayModule],
-  controllers: [SessionsController],
+  controllers: [SessionsController, SessionKeysController],
   providers: [SessionsRepository, SessionKeys, SessionCredentials, SessionsService],
   exports: [SessionsService, SessionKeys],
 })
