@@ -228,6 +228,11 @@ describe('tenancy matrix', () => {
     const REACHABLE = [
       'GET /v1/me',
       'GET /v1/approvals/:id',
+      // the agent sessions it starts for the sandboxed agents it launches (its own only)
+      'POST /v1/sessions',
+      'GET /v1/sessions',
+      'GET /v1/sessions/:id',
+      'DELETE /v1/sessions/:id',
       'GET /mcp/:ws',
       'POST /mcp/:ws',
       'DELETE /mcp/:ws',
@@ -253,6 +258,45 @@ describe('tenancy matrix', () => {
     expect(refused).toEqual(expect.arrayContaining(['POST /v1/approvals/:id/links', 'POST /v1/approvals/:id/approve', 'POST /v1/approvals/:id/deny', 'POST /v1/tokens', 'POST /v1/auth/token']));
     // the gateway API is its own: every gateway route takes it
     expect(routes.filter((r) => r.tenancy === 'gateway').length).toBeGreaterThanOrEqual(5);
+  });
+
+  /**
+   * The route map: a session caveat token with every capability reaches
+   * exactly the routes that declare one (the MCP endpoints, its approvals, its
+   * channel); every other route answers 403 CAPABILITY_REQUIRED before its
+   * handler runs, whatever the session's creator may do.
+   */
+  it('a session caveat token with every capability reaches exactly the mapped routes, nothing else', async () => {
+    const REACHABLE = [
+      'GET /v1/approvals/:id',
+      'POST /v1/sessions/:id/messages',
+      'GET /v1/sessions/:id/messages',
+      'GET /mcp/:ws',
+      'POST /mcp/:ws',
+      'DELETE /mcp/:ws',
+      'GET /mcp/:ws/:server',
+      'POST /mcp/:ws/:server',
+      'DELETE /mcp/:ws/:server',
+    ];
+    // started by the workspace's owner, so the creator could reach everything: only the map stands in the way
+    const started = await cp.request('POST', '/v1/sessions', { body: { workspace: target.ws, name: 'route-map' } });
+    expect(started.status, started.text).toBe(201);
+    const reached: string[] = [];
+    for (const route of routes) {
+      if (route.auth === 'public') continue;
+      const path = pathFor(route).replace(target.session!, started.body.id);
+      const body = route.example?.body !== undefined ? fillDeep(route.example.body) : route.body ? {} : undefined;
+      const res = await cp.request(route.method, path, { token: started.body.caveat_token, ...(body !== undefined ? { body } : {}) });
+      expect(res.status, `${route.method} ${route.path} → ${res.text}`).not.toBe(500);
+      expect(res.status, `${route.method} ${route.path} → ${res.text}`).not.toBe(401);
+      if (res.status === 403 && res.body?.code === 'CAPABILITY_REQUIRED') continue;
+      reached.push(`${route.method} ${route.path}`);
+    }
+    expect(reached.sort()).toEqual([...REACHABLE].sort());
+    // another session's channel and approvals are not its own: 404, as for any other tenant
+    const other = await cp.request('GET', `/v1/sessions/${target.session}/messages`, { token: started.body.caveat_token });
+    expect(other.status).toBe(404);
+    expect((await cp.request('GET', `/v1/approvals/${target.approval}`, { token: started.body.caveat_token })).status).toBe(404);
   });
 
   it('organisation-level reads by another organisation show only its own data', async () => {

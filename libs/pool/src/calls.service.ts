@@ -30,6 +30,9 @@ export class PoolCalls implements CallGate {
 
   async listFilter(ctx: CallContext, server: string): Promise<(tool: string) => boolean> {
     const policy = await this.policies.current(scopeOf(ctx));
+    const grant = ctx.caller.session;
+    // a session token sees only the servers and tools its caveats leave it
+    if (grant) return (tool) => grant.allowsTool(server, tool) && policy.compiled.listable({ server, tool, principal: ctx.principal, execution_mode: 'remote' });
     return (tool) => policy.compiled.listable({ server, tool, principal: ctx.principal, execution_mode: 'remote' });
   }
 
@@ -42,6 +45,13 @@ export class PoolCalls implements CallGate {
     call: ToolCall,
     wait: { signal: AbortSignal; progress?: (message: string) => void },
   ): Promise<{ run: true; approvalId: string | null } | { run: false; result: Record<string, unknown> }> {
+    const grant = ctx.caller.session;
+    if (grant && !grant.caps.has('actions:run')) {
+      return { run: false, result: toolError('This session token may list tools but not call them (it lacks the "actions:run" capability)', { code: 'CAPABILITY_REQUIRED' }) };
+    }
+    if (grant && !grant.allowsTool(call.server, call.tool)) {
+      return { run: false, result: toolError(`This session token does not reach ${call.server}/${call.tool}`, { code: 'CAPABILITY_REQUIRED' }) };
+    }
     const scope = scopeOf(ctx);
     const policy = this.policies.peek(scope) ?? (await this.policies.current(scope));
     const decision = policy.compiled.evaluate({ server: call.server, tool: call.tool, arguments: call.arguments, principal: ctx.principal, execution_mode: 'remote' });
@@ -92,10 +102,12 @@ export class PoolCalls implements CallGate {
     call: ToolCall,
     wait: { signal: AbortSignal; progress?: (message: string) => void },
   ): Promise<{ run: true; approvalId: string } | { run: false; result: Record<string, unknown> }> {
-    const exact = { server: call.server, tool: call.tool, arguments: call.arguments, requester: ctx.requester, session: ctx.sessionId };
+    // an agent's retry may come on a new MCP session: its agent session is what binds the approval
+    const exact = { server: call.server, tool: call.tool, arguments: call.arguments, requester: ctx.requester, session: ctx.agentSessionId ?? ctx.sessionId };
     let request: ApprovalRecord | null = await this.approvals.forCall(scope, exact, ctx.gatewayId);
     if (!request) {
-      request = await this.approvals.request(scope, ctx.requester, { ...exact, executionMode: 'remote', roles: ctx.principal.roles ?? [], groups: ctx.principal.groups ?? [] }, ctx.gatewayId);
+      const asked = { ...exact, agentSession: ctx.agentSessionId, executionMode: 'remote' as const, roles: ctx.principal.roles ?? [], groups: ctx.principal.groups ?? [] };
+      request = await this.approvals.request(scope, ctx.requester, asked, ctx.gatewayId);
     }
     const deadline = Date.now() + this.config.pool.approvalWaitSeconds * 1000;
     while (request.status === 'pending' && Date.now() < deadline && !wait.signal.aborted) {
@@ -135,12 +147,13 @@ export class PoolCalls implements CallGate {
       organizationId: ctx.organizationId,
       workspaceId: ctx.workspaceId,
       workspaceSlug: ctx.workspaceSlug,
-      sessionId: ctx.sessionId,
+      // `session` is the agent session where a caveat token made the call, else the MCP session; `mcp_session` always the latter
+      sessionId: ctx.agentSessionId ?? ctx.sessionId,
       actor: ctx.requester,
       server: call.server,
       tool: call.tool,
       decision,
-      data,
+      data: { ...data, mcp_session: ctx.sessionId },
     });
   }
 }

@@ -48,6 +48,13 @@ export class McpAdmission {
     if (request.origin !== undefined && !this.allowedOrigins.includes(request.origin)) {
       throw new ForbiddenError(`Origin ${request.origin} may not use this endpoint`, 'ORIGIN_NOT_ALLOWED');
     }
+    // a session token's caveats, before anything is opened or forwarded (the fast path skips the guard)
+    if (caller.session && !caller.session.caps.has('actions:list')) {
+      throw new ForbiddenError('This session token lacks the "actions:list" capability', 'CAPABILITY_REQUIRED');
+    }
+    if (caller.session && 'server' in endpoint && !caller.session.allowsServer(endpoint.server)) {
+      throw new ForbiddenError(`This session token does not reach the server "${endpoint.server}"`, 'CAPABILITY_REQUIRED');
+    }
     await this.limits.take(scope.workspaceId, describePrincipal(caller), scope.workspaceSlug);
     if (request.sessionId !== undefined) {
       const session = this.sessions.find(request.sessionId, scope, caller, endpoint);

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { slug } from '@aileron/auth';
+import type { RouteCapability } from '@aileron/http';
 
 /**
  * What the MCP routes, the fast path in front of them and the sessions they
@@ -11,3 +12,6 @@ export const oneServer = z.object({ ws: slug, server: serverName });
 export const wholeWorkspace = z.object({ ws: slug });
 
 export const MCP_PERMISSION = 'mcp.use';
+
+/** A session caveat token needs this to open any MCP session; `tools/call` needs `actions:run` too (checked per call). */
+export const MCP_CAPABILITY: RouteCapability = 'actions:list';

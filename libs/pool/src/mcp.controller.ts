@@ -3,7 +3,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { BearerCredentials, Caller, Principal, TenantScope, WorkspaceScope } from '@aileron/auth';
 import { Route } from '@aileron/http';
 import { forward, FORWARDED, McpAdmission } from './mcp-admission';
-import { MCP_PERMISSION, oneServer, wholeWorkspace } from './mcp-routes';
+import { MCP_CAPABILITY, MCP_PERMISSION, oneServer, wholeWorkspace } from './mcp-routes';
 import { RateLimitedError } from './rate-limits.service';
 import type { McpEndpoint } from './sessions.service';
 
@@ -12,6 +12,7 @@ const INITIALIZE = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { prot
 const SINGLE = {
   tag: 'mcp',
   permission: MCP_PERMISSION,
+  capability: MCP_CAPABILITY,
   tenancy: 'workspace' as const,
   // a local gateway reaches its workspace's remote servers (API.md)
   gateways: true as const,

@@ -119,6 +119,9 @@ export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationSh
   create(scope: WorkspaceScope, principal: Principal, endpoint: McpEndpoint, allowedOrigins: string[], credential?: string): ProxySession {
     const organizationSlug = principal.organizationSlug;
     const role = roleIn(principal, scope.workspaceId);
+    // an agent session acts for whoever started it: the policy, approvals and audit see that one
+    const requester = principal.session?.creator ?? describePrincipal(principal);
+    const gatewayId = requester.startsWith('gateway:') ? requester.slice('gateway:'.length) : null;
     const session = new ProxySession(
       endpoint,
       {
@@ -130,15 +133,16 @@ export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationSh
         organizationId: scope.organizationId,
         workspaceId: scope.workspaceId,
         workspaceSlug: scope.workspaceSlug,
-        requester: describePrincipal(principal),
+        requester,
         principal: {
-          user: principal.kind === 'gateway' ? undefined : describePrincipal(principal),
+          user: gatewayId ? undefined : requester,
           roles: role ? [role] : [],
           groups: [...(principal.idpGroups ?? []), ...(principal.gateway?.groups ?? [])],
-          ...(principal.kind === 'gateway' ? { gateway: principal.id } : {}),
+          ...(gatewayId ? { gateway: gatewayId } : {}),
         },
-        gatewayId: principal.kind === 'gateway' ? principal.id : null,
+        gatewayId,
         caller: principal,
+        agentSessionId: principal.session?.id ?? null,
       },
       { allowedOrigins },
     );

@@ -23,7 +23,10 @@ export interface CallContext {
   gatewayId: string | null;
   /** the authenticated caller, for services that check access themselves (approval waits) */
   caller: Principal;
+  /** the MCP session */
   sessionId: string;
+  /** the agent session whose caveat token opened the MCP session, if one did */
+  agentSessionId: string | null;
 }
 
 export interface ToolCall {
