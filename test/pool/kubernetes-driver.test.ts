@@ -56,7 +56,7 @@ function aDriver(overrides: Partial<KubernetesDriverOptions> = {}): KubernetesDr
     runnerImage: RUNNER_IMAGE,
     port: container.port,
     startTimeoutMs: 10_000,
-    pollIntervalMs: 40,
+    retryIntervalMs: 40,
     log: (line) => logLines.push(line),
     ...overrides,
   });
