@@ -72,6 +72,8 @@ interface Watcher {
 
 export interface Refusal {
   method?: string;
+  /** the RBAC verb instead of the method: get, list, watch, create, patch, delete */
+  verb?: string;
   resource: Resource;
   code: number;
   reason: string;
@@ -362,15 +364,15 @@ export class FakeKubernetes {
     const namespace = match[2]!;
     const name = match[4] ? decodeURIComponent(match[4]) : undefined;
     const method = req.method ?? 'GET';
-    const refusal = this.refusals.find((r) => r.resource === resource && (!r.method || r.method === method));
+    const verb = verbOf(method, name !== undefined, url.searchParams.get('watch'));
+    const refusal = this.refusals.find((r) => r.resource === resource && (!r.method || r.method === method) && (!r.verb || r.verb === verb));
     if (refusal) return send(res, refusal.code, status(refusal.code, refusal.reason, refusal.message));
     if (namespace !== this.namespace) {
       return send(res, 404, status(404, 'NotFound', `namespaces "${namespace}" not found`, { name: namespace, kind: 'namespaces' }));
     }
 
     if (name === undefined && method === 'POST') return this.create(res, resource, contentType, body);
-    const watch = url.searchParams.get('watch');
-    if (name === undefined && method === 'GET' && (watch === 'true' || watch === '1')) return this.watch(res, resource, url.searchParams);
+    if (verb === 'watch') return this.watch(res, resource, url.searchParams);
     if (name === undefined && method === 'GET') return this.list(res, resource, url.searchParams.get('labelSelector'));
     if (name === undefined) return send(res, 405, status(405, 'MethodNotAllowed', `${method} is not supported on ${resource}`));
 
@@ -667,6 +669,12 @@ function timestamp(): string {
 
 function status(code: number, reason: string, message: string, details?: Json): Json {
   return { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, ...(details ? { details } : {}), code };
+}
+
+/** The RBAC verb a request needs. */
+function verbOf(method: string, named: boolean, watch: string | null): string {
+  if (method === 'GET') return named ? 'get' : watch === 'true' || watch === '1' ? 'watch' : 'list';
+  return { POST: 'create', PATCH: 'patch', PUT: 'update', DELETE: 'delete' }[method] ?? method.toLowerCase();
 }
 
 function writeEvent(watcher: Watcher, type: WatchEventType, object: Json): void {
