@@ -6,8 +6,12 @@
  * - a domain's pure rules (src/domain/) use no framework, HTTP or database;
  * - only repositories and the database library touch the generated Prisma client;
  * - controllers never make tenant scopes themselves.
+ * One inside is open to tests: the policy specification
+ * (libs/policy/src/domain/reference-evaluator.ts), which the differential test
+ * holds the engine to and production code never calls.
  */
 const LIB = '^libs/((?:platform/)?[^/]+)/';
+const POLICY_SPECIFICATION = '^libs/policy/src/domain/reference-evaluator\\.ts$';
 module.exports = {
   forbidden: [
     {
@@ -31,8 +35,15 @@ module.exports = {
       from: { path: '^(apps|libs|test)/', pathNot: [LIB.replace('^', '^') + '.*', '^test/support/global-setup\\.ts$'] },
       to: {
         path: LIB + 'src/',
-        pathNot: [LIB + 'src/index\\.ts$', '^libs/auth/src/scope-issuer\\.ts$'],
+        pathNot: [LIB + 'src/index\\.ts$', '^libs/auth/src/scope-issuer\\.ts$', POLICY_SPECIFICATION],
       },
+    },
+    {
+      name: 'policy-specification-outside-tests',
+      severity: 'error',
+      comment: 'The policy specification is for tests; the service decides with the engine.',
+      from: { path: '^(apps|libs)/' },
+      to: { path: POLICY_SPECIFICATION },
     },
     {
       name: 'deep-import-across-libs',

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { compilePolicy, PolicyCall, PolicyDecision, PolicyDocument } from '../../libs/policy/src';
-import { referenceEvaluate } from './reference-evaluator';
+import { referenceEvaluate } from '../../libs/policy/src/domain/reference-evaluator';
 import { fuzzSeed, mulberry32, randomCall, randomPolicy } from './random-policies';
 
 type DefaultEffect = 'allow' | 'deny';
@@ -253,6 +253,18 @@ const examples: Example[] = [
     call: { server: 'github', tool: 'gh_list', arguments: { ratio: Infinity } },
     defaultEffect: 'allow',
     expected: { decision: 'approval', reason: 'rule', rules: ['ratio'], approval_route: null, errors: ['ratio'] },
+  },
+  {
+    name: 'a glob character is a Unicode code point: ? matches one emoji, not half of one',
+    document: {
+      rules: [
+        { id: 'one', effect: 'approval', tools: ['launch_?'] },
+        { id: 'two', effect: 'deny', tools: ['launch_??'] },
+      ],
+    },
+    call: { server: 'rockets', tool: 'launch_\u{1F680}' },
+    defaultEffect: 'allow',
+    expected: { decision: 'approval', reason: 'rule', rules: ['one'], approval_route: null, errors: [] },
   },
 ];
 

@@ -56,7 +56,7 @@ function aDriver(overrides: Partial<KubernetesDriverOptions> = {}): KubernetesDr
     runnerImage: RUNNER_IMAGE,
     port: container.port,
     startTimeoutMs: 10_000,
-    pollIntervalMs: 40,
+    retryIntervalMs: 40,
     log: (line) => logLines.push(line),
     ...overrides,
   });
@@ -81,6 +81,11 @@ function aSpec(overrides: Partial<InstanceSpec> = {}): InstanceSpec {
 
 const pod = (spec: InstanceSpec) => `mcp-${spec.id}`;
 const secret = (spec: InstanceSpec) => `mcp-${spec.id}-env`;
+
+/** The driver's reads of pods as a whole: LISTs, and watches (a list request with watch=true). */
+function podReads(kind: 'list' | 'watch'): { query: URLSearchParams }[] {
+  return fake.requests.filter((r) => r.method === 'GET' && r.path === `/api/v1/namespaces/${fake.namespace}/pods` && (r.query.get('watch') === 'true') === (kind === 'watch'));
+}
 
 function leftovers(): string[] {
   return [...fake.names('pods'), ...fake.names('secrets'), ...fake.names('networkpolicies')];
@@ -328,6 +333,76 @@ describe('Kubernetes driver', () => {
       await driver.start(aSpec());
       expect(fake.requests.filter((r) => r.method === 'DELETE')).toEqual([]);
       expect(logLines).toContainEqual(expect.stringContaining('warning: 1 pod(s) labelled app.kubernetes.io/managed-by=aileron'));
+    });
+  });
+
+  describe('watching pod status', () => {
+    const failed = { phase: 'Failed', reason: 'Error', exitCode: 1 } as const;
+    const cannot = (verb: string) =>
+      `pods is forbidden: User "system:serviceaccount:aileron:control-plane" cannot ${verb} resource "pods" in API group "" in the namespace "${fake.namespace}"`;
+
+    it('learns of a pod’s readiness and of its end from one watch, reading no pod and listing none again', async () => {
+      const spec = aSpec();
+      const instance = await driver.start(spec);
+      const listed = podReads('list').length;
+      fake.podTerminated(pod(spec), failed);
+
+      expect(await instance.exited).toEqual({ reason: 'pod Failed: exited with code 1', requested: false });
+      // a driver that read pod status on a timer would have had to read it to know
+      expect(podReads('list')).toHaveLength(listed);
+      expect(fake.requests.filter((r) => r.method === 'GET' && r.path.endsWith(`/pods/${pod(spec)}`))).toEqual([]);
+      const [watch] = podReads('watch');
+      expect(watch!.query.get('labelSelector')).toBe('app.kubernetes.io/managed-by=aileron');
+      expect(watch!.query.get('resourceVersion')).toMatch(/^[1-9]\d*$/);
+    });
+
+    it('resumes a watch the API server ended from where it was, and lists again only when the history is gone (410 Expired)', async () => {
+      const [a, b] = [aSpec(), aSpec()];
+      const [first, second] = await Promise.all([driver.start(a), driver.start(b)]);
+      const listed = podReads('list').length;
+
+      // as at the end of a watch's timeout: what changes before the informer is back is replayed to it
+      fake.endWatches();
+      fake.podTerminated(pod(a), failed);
+      expect(await first.exited).toEqual({ reason: 'pod Failed: exited with code 1', requested: false });
+      expect(podReads('list')).toHaveLength(listed);
+
+      // a partition long enough for the history to be compacted: resuming is refused, so it lists again
+      await vi.waitFor(() => expect(fake.openWatches).toBe(1));
+      fake.stallWatches();
+      fake.podTerminated(pod(b), { phase: 'Failed', reason: 'OOMKilled', exitCode: 137 });
+      fake.compact();
+      fake.endWatches();
+      expect(await second.exited).toEqual({ reason: 'pod Failed: OOMKilled (exit code 137)', requested: false });
+      expect(podReads('list')).toHaveLength(listed + 1);
+      await vi.waitFor(() => expect(leftovers()).toEqual([]));
+    });
+
+    it('keeps watching through a refusal, and says so once when it stops working and once when it works again', async () => {
+      const spec = aSpec();
+      const instance = await driver.start(spec);
+      await vi.waitFor(() => expect(fake.openWatches).toBe(1));
+      const lift = fake.refuse({ verb: 'watch', resource: 'pods', code: 403, reason: 'Forbidden', message: cannot('watch') });
+      const watched = podReads('watch').length;
+      fake.endWatches();
+      // a few refused attempts
+      await vi.waitFor(() => expect(podReads('watch').length).toBeGreaterThan(watched + 2));
+      fake.podTerminated(pod(spec), failed);
+      lift();
+
+      expect(await instance.exited).toEqual({ reason: 'pod Failed: exited with code 1', requested: false });
+      await vi.waitFor(() => expect(logLines).toContain(`kubernetes pool: watching pod status in namespace ${fake.namespace} works again`));
+      expect(logLines.filter((line) => line.includes('could not watch'))).toEqual([
+        `kubernetes pool: could not watch pod status in namespace ${fake.namespace}, retrying: Kubernetes answered 403 Forbidden`,
+      ]);
+    });
+
+    it('fails a start it cannot watch with why (a service account without the watch verb), rather than waiting in silence', async () => {
+      fake.refuse({ verb: 'watch', resource: 'pods', code: 403, reason: 'Forbidden', message: cannot('watch') });
+      driver = aDriver({ startTimeoutMs: 500 });
+      const error = await startError(driver.start(aSpec()));
+      expect(error.message).toMatch(/not ready within \d+ s \(could not watch pod status: Kubernetes answered 403 Forbidden\)$/);
+      expect(leftovers()).toEqual([]);
     });
   });
 

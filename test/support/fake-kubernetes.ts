@@ -21,7 +21,14 @@ import { Pod, Secret } from 'kubernetes-models/v1';
  * it owns, as the real garbage collector does.
  *
  * Served: pods, secrets (core/v1) and networkpolicies (networking.k8s.io/v1),
- * create, read, list (equality label selectors), merge patch, delete.
+ * create, read, list (equality label selectors), merge patch, delete, and
+ * watch as the real API server answers it: a list request with `watch=true`
+ * (or `1`) gets a chunked stream of JSON lines `{"type":"ADDED"|"MODIFIED"|
+ * "DELETED","object":…}`, each object with its new resourceVersion; from a
+ * `resourceVersion` it replays what changed since, and from one older than
+ * the kept history it sends an ERROR event with a 410 Expired Status and
+ * ends, so the client lists again. Tests can end watches (as the server's
+ * timeout does), stall them (a partition) and compact the history.
  */
 
 export type Resource = 'pods' | 'secrets' | 'networkpolicies';
@@ -46,8 +53,27 @@ export interface FakeKubelet {
   startDelayMs?: number;
 }
 
+type WatchEventType = 'ADDED' | 'MODIFIED' | 'DELETED';
+
+interface WatchEvent {
+  revision: number;
+  type: WatchEventType;
+  resource: Resource;
+  object: Json;
+}
+
+interface Watcher {
+  resource: Resource;
+  matches: (labels: Record<string, string>) => boolean;
+  res: ServerResponse;
+  /** partitioned: the connection stays open, but nothing reaches the client */
+  stalled: boolean;
+}
+
 export interface Refusal {
   method?: string;
+  /** the RBAC verb instead of the method: get, list, watch, create, patch, delete */
+  verb?: string;
   resource: Resource;
   code: number;
   reason: string;
@@ -83,6 +109,10 @@ export class FakeKubernetes {
   private readonly refusals: Refusal[] = [];
   private readonly timers = new Set<NodeJS.Timeout>();
   private revision = 1;
+  /** every change since `compactedAt`, oldest first, as watches replay them */
+  private history: WatchEvent[] = [];
+  private compactedAt = 0;
+  private readonly watchers = new Set<Watcher>();
 
   private constructor(
     private readonly server: Server,
@@ -137,9 +167,43 @@ export class FakeKubernetes {
     return Object.fromEntries(Object.entries((secret.data ?? {}) as Record<string, string>).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]));
   }
 
-  /** Every later request of this method on this resource gets this answer, as RBAC or an admission webhook would give it. */
-  refuse(refusal: Refusal): void {
+  /**
+   * Every later request of this method on this resource gets this answer, as
+   * RBAC or an admission webhook would give it, until the returned function
+   * lifts the refusal.
+   */
+  refuse(refusal: Refusal): () => void {
     this.refusals.push(refusal);
+    return () => {
+      const at = this.refusals.indexOf(refusal);
+      if (at >= 0) this.refusals.splice(at, 1);
+    };
+  }
+
+  // --- watches, for tests to disturb ---
+
+  /** Watches open now. */
+  get openWatches(): number {
+    return this.watchers.size;
+  }
+
+  /** Ends every open watch, as the API server does when a watch's timeout is up; clients resume from their resourceVersion. */
+  endWatches(): void {
+    for (const watcher of [...this.watchers]) {
+      this.watchers.delete(watcher);
+      watcher.res.end();
+    }
+  }
+
+  /** From now on nothing reaches the watches open now, though their connections stay up (a partition). */
+  stallWatches(): void {
+    for (const watcher of this.watchers) watcher.stalled = true;
+  }
+
+  /** Forgets the history, as etcd's compaction does: a watch from an earlier resourceVersion gets 410 Expired. */
+  compact(): void {
+    this.history = [];
+    this.compactedAt = this.revision;
   }
 
   // --- the kubelet's side, for tests to script ---
@@ -227,6 +291,7 @@ export class FakeKubernetes {
     new Pod(next).validate();
     next.metadata = { ...pod.metadata, resourceVersion: String(++this.revision) };
     this.store.set(key('pods', name), next);
+    this.changed('pods', 'MODIFIED', next);
   }
 
   /**
@@ -299,13 +364,15 @@ export class FakeKubernetes {
     const namespace = match[2]!;
     const name = match[4] ? decodeURIComponent(match[4]) : undefined;
     const method = req.method ?? 'GET';
-    const refusal = this.refusals.find((r) => r.resource === resource && (!r.method || r.method === method));
+    const verb = verbOf(method, name !== undefined, url.searchParams.get('watch'));
+    const refusal = this.refusals.find((r) => r.resource === resource && (!r.method || r.method === method) && (!r.verb || r.verb === verb));
     if (refusal) return send(res, refusal.code, status(refusal.code, refusal.reason, refusal.message));
     if (namespace !== this.namespace) {
       return send(res, 404, status(404, 'NotFound', `namespaces "${namespace}" not found`, { name: namespace, kind: 'namespaces' }));
     }
 
     if (name === undefined && method === 'POST') return this.create(res, resource, contentType, body);
+    if (verb === 'watch') return this.watch(res, resource, url.searchParams);
     if (name === undefined && method === 'GET') return this.list(res, resource, url.searchParams.get('labelSelector'));
     if (name === undefined) return send(res, 405, status(405, 'MethodNotAllowed', `${method} is not supported on ${resource}`));
 
@@ -357,6 +424,7 @@ export class FakeKubernetes {
     }
     if (resource === 'pods') stored.status = { phase: 'Pending', qosClass: 'Guaranteed' };
     this.store.set(key(resource, name!), stored);
+    this.changed(resource, 'ADDED', stored);
     send(res, 201, stored);
     if (resource === 'pods') {
       if (this.onPodCreated) this.onPodCreated(structuredClone(stored));
@@ -370,6 +438,54 @@ export class FakeKubernetes {
       .map((name) => this.store.get(key(resource, name)))
       .filter((obj) => matches(obj.metadata.labels ?? {}));
     send(res, 200, { kind: `${KINDS[resource].kind}List`, apiVersion: KINDS[resource].apiVersion, metadata: { resourceVersion: String(this.revision) }, items });
+  }
+
+  /**
+   * Without a resourceVersion (or with "0"), the objects there are now as
+   * ADDED, then every change; with one, every change after it, or 410 Expired
+   * when the history no longer reaches back that far.
+   */
+  private watch(res: ServerResponse, resource: Resource, query: URLSearchParams): void {
+    const matches = labelMatcher(query.get('labelSelector') ?? '');
+    const from = query.get('resourceVersion') ?? '';
+    if (from !== '' && !/^\d+$/.test(from)) return send(res, 400, status(400, 'BadRequest', `invalid resource version: ${from}`));
+    res.writeHead(200, { 'content-type': 'application/json' });
+    // a client waits for the headers before it reads events, and there may be none for a while
+    res.flushHeaders();
+    if (from !== '' && from !== '0' && Number(from) < this.compactedAt) {
+      const expired = status(410, 'Expired', `too old resource version: ${from} (${this.compactedAt})`);
+      res.end(`${JSON.stringify({ type: 'ERROR', object: expired })}\n`);
+      return;
+    }
+    const watcher: Watcher = { resource, matches, res, stalled: false };
+    if (from === '' || from === '0') {
+      for (const name of this.names(resource)) {
+        const obj = this.store.get(key(resource, name));
+        if (matches(obj.metadata.labels ?? {})) writeEvent(watcher, 'ADDED', obj);
+      }
+    } else {
+      for (const event of this.history) {
+        if (event.revision > Number(from) && event.resource === resource && matches(event.object.metadata.labels ?? {})) writeEvent(watcher, event.type, event.object);
+      }
+    }
+    this.watchers.add(watcher);
+    res.on('close', () => this.watchers.delete(watcher));
+    const timeout = Number(query.get('timeoutSeconds'));
+    if (timeout > 0) {
+      this.later(timeout * 1000, () => {
+        this.watchers.delete(watcher);
+        res.end();
+      });
+    }
+  }
+
+  /** Records a change, which `object` carries the resourceVersion of, and tells the watches of its resource. */
+  private changed(resource: Resource, type: WatchEventType, object: Json): void {
+    const event: WatchEvent = { revision: Number(object.metadata.resourceVersion), type, resource, object: structuredClone(object) };
+    this.history.push(event);
+    for (const watcher of this.watchers) {
+      if (watcher.resource === resource && !watcher.stalled && watcher.matches(event.object.metadata.labels ?? {})) writeEvent(watcher, type, event.object);
+    }
   }
 
   private patch(res: ServerResponse, resource: Resource, name: string, stored: Json, contentType: string | undefined, body: Json): void {
@@ -389,6 +505,7 @@ export class FakeKubernetes {
     if (invalid) return send(res, 422, status(422, 'Invalid', `${KINDS[resource].kind} "${name}" is invalid: ${invalid}`));
     next.metadata.resourceVersion = String(++this.revision);
     this.store.set(key(resource, name), next);
+    this.changed(resource, 'MODIFIED', next);
     send(res, 200, next);
   }
 
@@ -397,6 +514,8 @@ export class FakeKubernetes {
       // a running pod stays, terminating, until the kubelet has stopped it
       stored.metadata.deletionTimestamp = timestamp();
       stored.metadata.deletionGracePeriodSeconds = Number(grace ?? 30);
+      stored.metadata.resourceVersion = String(++this.revision);
+      this.changed('pods', 'MODIFIED', stored);
       this.later(30, () => this.remove('pods', name));
       return send(res, 200, stored);
     }
@@ -409,6 +528,7 @@ export class FakeKubernetes {
     const obj = this.store.get(key(resource, name));
     if (!obj) return;
     this.store.delete(key(resource, name));
+    this.changed(resource, 'DELETED', { ...obj, metadata: { ...obj.metadata, resourceVersion: String(++this.revision) } });
     for (const [k, dependent] of [...this.store.entries()]) {
       if ((dependent.metadata.ownerReferences ?? []).some((owner: Json) => owner.uid === obj.metadata.uid)) {
         const [r, n] = k.split('/') as [Resource, string];
@@ -549,6 +669,16 @@ function timestamp(): string {
 
 function status(code: number, reason: string, message: string, details?: Json): Json {
   return { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, ...(details ? { details } : {}), code };
+}
+
+/** The RBAC verb a request needs. */
+function verbOf(method: string, named: boolean, watch: string | null): string {
+  if (method === 'GET') return named ? 'get' : watch === 'true' || watch === '1' ? 'watch' : 'list';
+  return { POST: 'create', PATCH: 'patch', PUT: 'update', DELETE: 'delete' }[method] ?? method.toLowerCase();
+}
+
+function writeEvent(watcher: Watcher, type: WatchEventType, object: Json): void {
+  watcher.res.write(`${JSON.stringify({ type, object })}\n`);
 }
 
 function send(res: ServerResponse, code: number, body: Json): void {

@@ -12,9 +12,8 @@ import {
   type KubeConfig,
   type V1Pod,
 } from '@kubernetes/client-node';
-import { InstanceStartError, type InstanceDriver, type InstanceEndpoint, type InstanceExit, type InstanceSpec, type RunningInstance } from '../driver';
+import { InstanceStartError, type InstanceDriver, type InstanceEndpoint, type InstanceSpec, type RunningInstance } from '../driver';
 import {
-  CONTAINER,
   INSTANCE_LABEL,
   instanceManifests,
   MANAGED_BY_SELECTOR,
@@ -26,6 +25,9 @@ import {
   secretName,
   type ManifestOptions,
 } from './manifests';
+import { PodInstance, type PodOwner } from './pod-instance';
+import { exitReason, hasEnded, hopelessReason, isReady, pendingReason } from './pod-status';
+import { PodWatch } from './pod-watch';
 
 export interface KubernetesDriverOptions {
   /** built by the caller: `loadFromCluster()` in a pod, else `loadFromDefault()` */
@@ -38,8 +40,8 @@ export interface KubernetesDriverOptions {
   port?: number;
   /** from the first API call until the pod is Ready (default 60 s) */
   startTimeoutMs?: number;
-  /** how often pod status is read while starting and while running (default 1 s) */
-  pollIntervalMs?: number;
+  /** how long to wait before asking the API server again: after a failed watch, and while a deleted pod terminates (default 1 s) */
+  retryIntervalMs?: number;
   /** bound on each API request, and so on healthy() (default 10 s) */
   requestTimeoutMs?: number;
   /** the control plane's namespace when it is not `namespace`: its pods alone may connect */
@@ -56,20 +58,6 @@ export interface KubernetesDriverOptions {
   log: (line: string) => void;
 }
 
-/**
- * Waiting reasons the kubelet reports for a container that will not start
- * without someone changing something: failing now beats a user waiting out the
- * whole start timeout. ErrImagePull is left out: the kubelet retries it, and a
- * lasting failure turns into ImagePullBackOff.
- */
-const HOPELESS_WAITING = new Set([
-  'ImagePullBackOff',
-  'InvalidImageName',
-  'ErrImageNeverPull',
-  'CreateContainerConfigError',
-  'CreateContainerError',
-  'RunContainerError',
-]);
 const DELETE_GRACE_SECONDS = 5;
 /** After the grace period the kubelet kills; this covers a slow kubelet before stop() gives up waiting. */
 const GONE_TIMEOUT_MS = (DELETE_GRACE_SECONDS + 25) * 1000;
@@ -81,12 +69,15 @@ const GONE_TIMEOUT_MS = (DELETE_GRACE_SECONDS + 25) * 1000;
  * `app.kubernetes.io/managed-by: aileron`; the Secret and the NetworkPolicy
  * are owned by the Pod, so deleting the Pod by any means removes them too.
  *
+ * Pod status (readiness while starting, the end of a running pod) arrives by
+ * one watch on the driver's pods (PodWatch), not by reading on a timer.
+ *
  * The control plane's service account needs, in `namespace`: pods (create,
- * get, list, delete), secrets (create, patch, delete) and
+ * get, list, watch, delete), secrets (create, patch, delete) and
  * networking.k8s.io networkpolicies (create, patch, delete). It never reads
  * a Secret back.
  */
-export class KubernetesDriver implements InstanceDriver {
+export class KubernetesDriver implements InstanceDriver, PodOwner {
   readonly kind = 'kubernetes' as const;
   private readonly core: CoreV1Api;
   private readonly networking: NetworkingV1Api;
@@ -94,16 +85,15 @@ export class KubernetesDriver implements InstanceDriver {
   private readonly manifestOptions: ManifestOptions;
   private readonly port: number;
   private readonly startTimeoutMs: number;
-  private readonly pollIntervalMs: number;
+  private readonly retryIntervalMs: number;
   private readonly requestTimeoutMs: number;
   private readonly log: (line: string) => void;
   /** everything started and not yet cleaned up, starting ones included, so close() reaches them all */
   private readonly live = new Map<string, PodInstance>();
+  /** ends each live instance's following of its pod */
+  private readonly unfollow = new Map<string, () => void>();
   private readonly starting = new Map<string, { abort: AbortController; done: Promise<unknown> }>();
-  private monitorTimer: NodeJS.Timeout | undefined;
-  private monitoring = false;
-  /** logged once when reads start failing and once when they recover, not every interval */
-  private monitorFailing = false;
+  private readonly pods: PodWatch;
   private closed = false;
   /** the start-up sweep of what an earlier run of this replica left; never rejects, and every start waits for it */
   private readonly reaped: Promise<void>;
@@ -114,7 +104,7 @@ export class KubernetesDriver implements InstanceDriver {
     this.namespace = options.namespace;
     this.port = options.port ?? 8080;
     this.startTimeoutMs = options.startTimeoutMs ?? 60_000;
-    this.pollIntervalMs = options.pollIntervalMs ?? 1000;
+    this.retryIntervalMs = options.retryIntervalMs ?? 1000;
     this.requestTimeoutMs = options.requestTimeoutMs ?? 10_000;
     this.log = options.log;
     this.manifestOptions = {
@@ -125,6 +115,16 @@ export class KubernetesDriver implements InstanceDriver {
       ...(options.egressAllowCidrs ? { egressAllowCidrs: options.egressAllowCidrs } : {}),
       ...(options.controlPlanePod ? { replica: this.replica(options) } : {}),
     };
+    this.pods = new PodWatch({
+      kubeConfig: options.kubeConfig,
+      namespace: this.namespace,
+      labelSelector: MANAGED_BY_SELECTOR,
+      list: () => this.core.listNamespacedPod({ namespace: this.namespace, labelSelector: MANAGED_BY_SELECTOR }, this.requestOptions()),
+      retryIntervalMs: this.retryIntervalMs,
+      // once when the watch stops working and once when it recovers, not at every retry
+      failing: (error) => this.log(`kubernetes pool: could not watch pod status in namespace ${this.namespace}, retrying: ${describe(error, 'other')}`),
+      recovered: () => this.log(`kubernetes pool: watching pod status in namespace ${this.namespace} works again`),
+    });
     this.reaped = this.reap();
   }
 
@@ -160,6 +160,7 @@ export class KubernetesDriver implements InstanceDriver {
     if (forbidden.length > 0) throw new InstanceStartError(forbidden.map((f) => f.reason).join('; '));
     // the sweep lists this replica's pods: one created before it answered would be reaped as a leftover
     await this.reaped;
+    this.pods.start();
     const token = randomBytes(32).toString('base64url');
     const scrub = scrubber([...spec.secrets, token]);
     const manifests = instanceManifests(spec, token, this.manifestOptions);
@@ -192,7 +193,9 @@ export class KubernetesDriver implements InstanceDriver {
       const endpoint: InstanceEndpoint = { url: `http://${host}:${this.port}/mcp`, headers: { authorization: `Bearer ${token}` } };
       const instance = new PodInstance(spec.id, endpoint, this, scrub);
       this.live.set(spec.id, instance);
-      this.ensureMonitor();
+      this.unfollow.set(spec.id, this.pods.follow(name, (pod) => this.observe(instance, pod)));
+      // seen Ready by the watch, so absent from it now only if deleted since
+      this.observe(instance, this.pods.get(name));
       this.log(`kubernetes pool: ${where} ready at ${podIP}`);
       return instance;
     } catch (error) {
@@ -210,10 +213,8 @@ export class KubernetesDriver implements InstanceDriver {
     this.closed = true;
     const starts = [...this.starting.values()];
     for (const { abort } of starts) abort.abort();
-    if (this.monitorTimer) clearTimeout(this.monitorTimer);
-    this.monitorTimer = undefined;
     // an aborted start deletes what it created itself
-    await Promise.all([this.reaped, ...starts.map(({ done }) => done)]);
+    await Promise.all([this.pods.close(), this.reaped, ...starts.map(({ done }) => done)]);
     const results = await Promise.allSettled([...this.live.values()].map((instance) => instance.stop()));
     const failed = results.filter((result) => result.status === 'rejected').length;
     if (failed > 0) throw new Error(`${failed} pool pod(s) could not be deleted; they keep the label app.kubernetes.io/managed-by=aileron`);
@@ -247,7 +248,7 @@ export class KubernetesDriver implements InstanceDriver {
         this.log(`kubernetes pool: pod ${this.namespace}/${name} still terminating after ${GONE_TIMEOUT_MS / 1000} s; not waiting longer`);
         return;
       }
-      await sleep(this.pollIntervalMs);
+      await sleep(this.retryIntervalMs);
     }
   }
 
@@ -322,70 +323,56 @@ export class KubernetesDriver implements InstanceDriver {
   /** @internal */
   forget(instanceId: string): void {
     this.live.delete(instanceId);
-  }
-
-  /** @internal */
-  isReady(pod: V1Pod | undefined): boolean {
-    return (
-      pod?.status?.phase === 'Running' &&
-      (pod.status.conditions ?? []).some((condition) => condition.type === 'Ready' && condition.status === 'True')
-    );
-  }
-
-  private async waitUntilReady(name: string, deadline: number, signal: AbortSignal): Promise<string> {
-    let last: V1Pod | undefined;
-    for (;;) {
-      const pod = await this.api(`read the instance's Pod`, 'other', signal, () => this.readPod(name, signal));
-      if (pod === undefined) throw new StartFailure('the pod was deleted before it became ready');
-      last = pod;
-      const phase = pod.status?.phase;
-      if (phase === 'Failed' || phase === 'Succeeded') throw new StartFailure(`it ended before it became ready: ${exitReason(pod)}`);
-      if (this.isReady(pod) && pod.status?.podIP) return pod.status.podIP;
-      const waiting = containerStatus(pod)?.state?.waiting;
-      if (waiting?.reason && HOPELESS_WAITING.has(waiting.reason)) throw new StartFailure(joinReason(waiting.reason, waiting.message));
-      if (Date.now() + this.pollIntervalMs > deadline) {
-        throw new StartFailure(`not ready within ${Math.round(this.startTimeoutMs / 1000)} s (${pendingReason(last)})`);
-      }
-      await sleep(this.pollIntervalMs, signal);
-    }
+    this.unfollow.get(instanceId)?.();
+    this.unfollow.delete(instanceId);
   }
 
   /**
-   * One LIST per interval for all running instances rather than a GET per
-   * instance: the API server's load stays flat as the pool grows.
+   * Resolves with the pod's IP once the watch shows it Ready; fails at once
+   * on what will not get better (the pod ended or went, a container that
+   * cannot start), else at the deadline, saying what the pod waits for.
    */
-  private ensureMonitor(): void {
-    if (this.monitorTimer || this.monitoring || this.closed) return;
-    this.monitorTimer = setTimeout(() => void this.monitorOnce(), this.pollIntervalMs);
-    // the pool's own shutdown calls close(); a pending poll must not hold the process open
-    this.monitorTimer.unref();
+  private waitUntilReady(name: string, deadline: number, signal: AbortSignal): Promise<string> {
+    return new Promise((resolve, reject) => {
+      let last: V1Pod | undefined;
+      let settled = false;
+      const settle = (ip: string | undefined, failure?: string): void => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        unfollow();
+        signal.removeEventListener('abort', aborted);
+        if (failure !== undefined) reject(new StartFailure(failure));
+        else resolve(ip!);
+      };
+      const see = (pod: V1Pod | undefined): void => {
+        if (pod === undefined) return settle(undefined, 'the pod was deleted before it became ready');
+        last = pod;
+        if (hasEnded(pod)) return settle(undefined, `it ended before it became ready: ${exitReason(pod)}`);
+        if (isReady(pod) && pod.status?.podIP) return settle(pod.status.podIP);
+        const hopeless = hopelessReason(pod);
+        if (hopeless !== undefined) settle(undefined, hopeless);
+      };
+      const aborted = (): void => settle(undefined, 'the driver shut down during the start');
+      const timer = setTimeout(() => {
+        const outage = this.pods.outage;
+        const why = last === undefined && outage !== undefined ? `could not watch pod status: ${describe(outage, 'other')}` : pendingReason(last);
+        settle(undefined, `not ready within ${Math.round(this.startTimeoutMs / 1000)} s (${why})`);
+      }, Math.max(0, deadline - Date.now()));
+      const unfollow = this.pods.follow(name, see);
+      signal.addEventListener('abort', aborted, { once: true });
+      if (signal.aborted) return aborted();
+      // what the watch saw before this start began to follow the pod
+      const seen = this.pods.get(name);
+      if (seen !== undefined) see(seen);
+    });
   }
 
-  private async monitorOnce(): Promise<void> {
-    this.monitorTimer = undefined;
-    this.monitoring = true;
-    // only instances registered before the request was sent can be judged absent from its answer
-    const watched = [...this.live.values()].filter((instance) => !instance.stopping);
-    try {
-      if (watched.length === 0) return;
-      const list = await this.core.listNamespacedPod({ namespace: this.namespace, labelSelector: MANAGED_BY_SELECTOR }, this.requestOptions());
-      const byName = new Map(list.items.map((pod) => [pod.metadata?.name, pod]));
-      if (this.monitorFailing) this.log(`kubernetes pool: reading pod status in namespace ${this.namespace} works again`);
-      this.monitorFailing = false;
-      for (const instance of watched) {
-        const pod = byName.get(podName(instance.id));
-        const phase = pod?.status?.phase;
-        if (pod !== undefined && phase !== 'Failed' && phase !== 'Succeeded') continue;
-        const reason = instance.ended(pod === undefined ? 'the pod was deleted' : exitReason(pod));
-        if (reason) this.log(`kubernetes pool: pod ${this.namespace}/${podName(instance.id)} ended: ${reason}`);
-      }
-    } catch (error) {
-      if (!this.monitorFailing) this.log(`kubernetes pool: could not read pod status in namespace ${this.namespace}, retrying: ${describe(error, 'other')}`);
-      this.monitorFailing = true;
-    } finally {
-      this.monitoring = false;
-      if (this.live.size > 0) this.ensureMonitor();
-    }
+  /** A live instance's pod changed (undefined: it was deleted): an ended or vanished pod ends the instance. */
+  private observe(instance: PodInstance, pod: V1Pod | undefined): void {
+    if (pod !== undefined && !hasEnded(pod)) return;
+    const reason = instance.ended(pod === undefined ? 'the pod was deleted' : exitReason(pod));
+    if (reason) this.log(`kubernetes pool: pod ${this.namespace}/${podName(instance.id)} ended: ${reason}`);
   }
 
   /**
@@ -430,110 +417,8 @@ export class KubernetesDriver implements InstanceDriver {
   }
 }
 
-class PodInstance implements RunningInstance {
-  readonly exited: Promise<InstanceExit>;
-  stopping = false;
-  private settle!: (exit: InstanceExit) => void;
-  private settled = false;
-  private stopped: Promise<void> | undefined;
-  private cleanup: Promise<void> | undefined;
-
-  constructor(
-    readonly id: string,
-    readonly endpoint: InstanceEndpoint,
-    private readonly driver: KubernetesDriver,
-    private readonly scrub: (text: string) => string,
-  ) {
-    this.exited = new Promise((resolve) => (this.settle = resolve));
-  }
-
-  async healthy(): Promise<boolean> {
-    if (this.settled) return false;
-    try {
-      // the request timeout bounds the read; a slow API server reads as unhealthy
-      return this.driver.isReady(await this.driver.readPod(podName(this.id)));
-    } catch {
-      return false;
-    }
-  }
-
-  stop(): Promise<void> {
-    this.stopping = true;
-    if (this.settled && this.cleanup) return this.cleanup;
-    this.stopped ??= this.driver.remove(this.id).then(
-      () => {
-        this.driver.forget(this.id);
-        this.finish({ reason: 'stopped', requested: true });
-      },
-      (error: unknown) => {
-        // a later stop() tries again
-        this.stopped = undefined;
-        throw new Error(this.scrub(error instanceof Error ? error.message : String(error)));
-      },
-    );
-    return this.stopped;
-  }
-
-  /**
-   * The monitor saw the pod end or vanish; its leftovers (the Secret above
-   * all) go at once. Answers the reason it settled with, if it did.
-   */
-  ended(reason: string): string | undefined {
-    if (this.settled || this.stopping) return undefined;
-    this.driver.forget(this.id);
-    const exit = { reason: this.scrub(reason), requested: false };
-    this.finish(exit);
-    this.cleanup = this.driver.remove(this.id).catch(() => undefined);
-    return exit.reason;
-  }
-
-  private finish(exit: InstanceExit): void {
-    if (this.settled) return;
-    this.settled = true;
-    this.settle(exit);
-  }
-}
-
 /** A start failure whose message is already fit for a user. */
 class StartFailure extends Error {}
-
-function containerStatus(pod: V1Pod) {
-  return pod.status?.containerStatuses?.find((status) => status.name === CONTAINER);
-}
-
-/**
- * Why a pod ended, from what the kubelet recorded. The container's own
- * termination message is left out: it is whatever the process wrote, and
- * that may be a credential.
- */
-export function exitReason(pod: V1Pod): string {
-  const phase = pod.status?.phase ?? 'Unknown';
-  const terminated = containerStatus(pod)?.state?.terminated;
-  if (terminated) {
-    const code = terminated.exitCode;
-    if (terminated.reason && terminated.reason !== 'Error' && terminated.reason !== 'Completed') {
-      return `pod ${phase}: ${terminated.reason} (exit code ${code})`;
-    }
-    return `pod ${phase}: exited with code ${code}`;
-  }
-  if (pod.status?.reason) return `pod ${phase}: ${joinReason(pod.status.reason, pod.status.message)}`;
-  return `pod ${phase}`;
-}
-
-/** What a pod that is not ready yet is waiting for: the container's waiting reason, else why it is not scheduled. */
-function pendingReason(pod: V1Pod | undefined): string {
-  if (!pod) return 'no status yet';
-  const waiting = containerStatus(pod)?.state?.waiting;
-  if (waiting?.reason) return joinReason(waiting.reason, waiting.message);
-  const unscheduled = pod.status?.conditions?.find((condition) => condition.type === 'PodScheduled' && condition.status === 'False');
-  if (unscheduled) return joinReason(unscheduled.reason ?? 'Unschedulable', unscheduled.message);
-  const phase = pod.status?.phase ?? 'Pending';
-  return phase === 'Running' ? 'Running, readiness probe not passing' : phase;
-}
-
-function joinReason(reason: string, message: string | undefined): string {
-  return message ? `${reason}: ${message}` : reason;
-}
 
 /**
  * An API failure for people: status code and Kubernetes' reason; the Status
@@ -548,6 +433,9 @@ function describe(error: unknown, about: 'secret' | 'other'): string {
     const head = `Kubernetes answered ${error.code}${reason ? ` ${reason}` : ''}`;
     return about === 'other' && status?.message ? `${head}: ${status.message}` : head;
   }
+  // the watch's own refusals: a status code, no body
+  const statusCode = (error as { statusCode?: unknown } | null)?.statusCode;
+  if (typeof statusCode === 'number') return `Kubernetes answered ${statusCode}${STATUS_CODES[statusCode] ? ` ${STATUS_CODES[statusCode]}` : ''}`;
   if (error instanceof Error && error.name === 'AbortError') return 'the Kubernetes API did not answer in time';
   if (error instanceof Error) return `could not reach the Kubernetes API (${error.message})`;
   return 'could not reach the Kubernetes API';
@@ -573,17 +461,6 @@ function scrubber(secrets: string[]): (text: string) => string {
   return (text) => values.reduce((out, value) => out.split(value).join('[redacted]'), text);
 }
 
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason);
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal?.reason);
-    };
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
 }

@@ -1,12 +1,28 @@
 import { RE2JS } from 're2js';
-import type { PolicyCall, PolicyDecision, PolicyDocument } from '../../libs/policy/src';
+import type { PolicyCall, PolicyDecision } from './policy-decision';
+import type { PolicyDocument } from './policy-document';
 
 /*
- * A second, deliberately naive implementation of the policy semantics, written
- * from the specification alone and never from the engine's source. Its value is
- * independence: it walks every rule for every call, re-parses every regex and
- * matches globs by backtracking, so that a shared shortcut cannot hide a shared
- * mistake. Speed and elegance are not goals here.
+ * THE SPECIFICATION of policy decisions, as code: what the engine
+ * (`compilePolicy(document, options).evaluate(call)`, policy-engine.ts) must
+ * answer for every document `parsePolicyDocument` accepts and every call.
+ * docs/policy.md says the same in prose, section by section as below; where
+ * they disagree, one of them has a bug.
+ *
+ * It is the slow, obvious implementation on purpose, to be read top to
+ * bottom: every rule is looked at for every call, every regex compiled
+ * afresh, globs matched by backtracking, nothing remembered between calls.
+ * It shares no code with the engine (only the types of a call and a
+ * decision), so that a shortcut in one cannot hide the same mistake in both.
+ *
+ * The differential test (test/policy/differential.test.ts) keeps the engine
+ * equal to it: it compares both on random policies and calls and shrinks any
+ * disagreement to a minimal case. To change what policies mean, change this
+ * file and docs/policy.md first, then the engine until the test agrees.
+ *
+ * Not specified here: the wording of error messages (only which rules erred),
+ * and documents that validation refuses, which the engine decides without
+ * throwing and this file may throw on. Production code never calls it.
  */
 
 type Rule = PolicyDocument['rules'][number];
@@ -22,13 +38,17 @@ export interface ReferenceOptions {
 
 const hasOwn = (value: object, key: string): boolean => Object.prototype.hasOwnProperty.call(value, key);
 
+// --- Globs ---------------------------------------------------------------------
+// `*` any run of characters (also none), `?` exactly one, all else literal; the
+// whole name must match. A character is a Unicode code point.
+
 // Backtracking rather than a RegExp translation, so that a bug in escaping
 // regex metacharacters on the engine side cannot be mirrored here.
 export function globMatches(pattern: string, name: string): boolean {
-  return globFrom(pattern, 0, name, 0);
+  return globFrom([...pattern], 0, [...name], 0);
 }
 
-function globFrom(pattern: string, p: number, name: string, n: number): boolean {
+function globFrom(pattern: string[], p: number, name: string[], n: number): boolean {
   if (p === pattern.length) return n === name.length;
   const token = pattern[p];
   if (token === '*') {
@@ -48,6 +68,9 @@ function anyGlob(patterns: string[], name: string): boolean {
   }
   return false;
 }
+
+// --- Which rules apply to a call ------------------------------------------------
+// Server, tool, execution mode and principal here; the arguments below.
 
 function oneOf(candidates: string[] | undefined, value: string | undefined): boolean {
   if (candidates === undefined || value === undefined) return false;
@@ -94,6 +117,8 @@ function scopeMatches(rule: Rule, call: PolicyCall): boolean {
   return true;
 }
 
+// --- Paths ---------------------------------------------------------------------
+
 type Resolution = { found: true; value: unknown } | { found: false };
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {
@@ -120,6 +145,10 @@ export function resolvePath(root: unknown, path: string): Resolution {
   return { found: true, value: current };
 }
 
+// --- Argument conditions -------------------------------------------------------
+// Each holds ('true'), does not ('false'), or cannot be evaluated ('error').
+
+// JSON equality: key order ignored, arrays in order, numbers by value, null only null.
 export function deepEqual(a: unknown, b: unknown): boolean {
   if (a === null || b === null) return a === b;
   if (Array.isArray(a) || Array.isArray(b)) {
@@ -183,10 +212,15 @@ function evaluateCondition(condition: Condition, args: Record<string, unknown>):
     if (lte !== undefined && !(value <= lte)) return 'false';
     return 'true';
   }
-  // The specification gives no meaning to a condition without an operator, and
-  // the generator never produces one; failing loudly keeps that assumption honest.
+  // Validation refuses a condition without an operator (each has exactly one),
+  // so none has a meaning to specify; failing loudly keeps that assumption honest.
   throw new Error(`reference evaluator: condition on "${condition.path}" has no operator`);
 }
+
+// --- When a rule cannot be evaluated -------------------------------------------
+// A rule applies when its scope matches and every condition holds; any false
+// condition means it does not apply, whatever else errs; otherwise an error in
+// any condition means it could not be evaluated.
 
 type RuleOutcome = 'matched' | 'errored' | 'not_applicable';
 
@@ -207,9 +241,13 @@ function evaluateRule(rule: Rule, call: PolicyCall): RuleOutcome {
   return 'matched';
 }
 
+// --- The decision --------------------------------------------------------------
+
 const sortedIds = (rules: Rule[]): string[] => rules.map((rule) => rule.id).sort();
 
+/** The decision on `call` under `document`; `options.defaultEffect` is the workspace's default. */
 export function referenceEvaluate(document: PolicyDocument, call: PolicyCall, options: ReferenceOptions): PolicyDecision {
+  // 1. The rules that apply, and those that could not be evaluated. Rule order never matters.
   const matched: Rule[] = [];
   const errored: Rule[] = [];
   for (const rule of document.rules) {
@@ -218,6 +256,7 @@ export function referenceEvaluate(document: PolicyDocument, call: PolicyCall, op
     if (outcome === 'errored') errored.push(rule);
   }
 
+  // A broken restriction still restricts; a broken allow never grants.
   const effective: Rule[] = [...matched];
   for (const rule of errored) {
     if (rule.effect === 'deny' || rule.effect === 'approval') effective.push(rule);
@@ -229,6 +268,7 @@ export function referenceEvaluate(document: PolicyDocument, call: PolicyCall, op
   let rules: string[];
   let approvalRoute: string | null = null;
 
+  // 2. Deny beats approval beats allow; with none of them, the default.
   const denies = withEffect('deny');
   const approvals = withEffect('approval');
   const allows = withEffect('allow');
@@ -254,6 +294,7 @@ export function referenceEvaluate(document: PolicyDocument, call: PolicyCall, op
     rules = [];
   }
 
+  // 3. An allow must not stand when some rule could not say what it wanted.
   if (errored.length > 0 && decision === 'allow') {
     decision = document.on_error ?? 'deny';
     reason = 'evaluation_error';
