@@ -32,6 +32,12 @@ describe('health, metrics, OpenAPI and docs', () => {
     expect(schema.properties.slug.pattern).toBeDefined();
     expect(create.responses['401'].$ref).toBe('#/components/responses/Problem');
     expect(doc.paths['/healthz'].get.security).toEqual([]);
+    // what a session caveat token needs on each operation; null: closed to session tokens
+    expect(doc.paths['/v1/approvals/{id}'].get['x-aileron-capability']).toBe('approvals:poll');
+    expect(doc.paths['/mcp/{ws}'].post['x-aileron-capability']).toBe('actions:list');
+    expect(doc.paths['/v1/sessions/{id}/messages'].post['x-aileron-capability']).toBe('comms');
+    expect(doc.paths['/v1/workspaces'].post['x-aileron-capability']).toBeNull();
+    expect(doc.paths['/healthz'].get).not.toHaveProperty('x-aileron-capability');
   });
 
   it('serves a human docs page that loads the document, with its assets from the package', async () => {

@@ -56,6 +56,8 @@ export function buildOpenApi(routes: RouteDefinition[], info: { title: string; v
       ...(route.auth === 'public' ? { security: [] } : {}),
       ...(route.permission ? { 'x-aileron-permission': route.permission } : {}),
       'x-aileron-tenancy': route.tenancy,
+      // every operation says what a session caveat token needs, null: closed to them (403 CAPABILITY_REQUIRED)
+      ...(route.auth === 'public' ? {} : { 'x-aileron-capability': route.capability ?? null }),
       parameters: [...parameters('path', route.params), ...parameters('query', route.query)],
       ...(route.body
         ? {
