@@ -56,16 +56,15 @@ export class AuthGuard implements CanActivate, OnApplicationBootstrap {
     const request = context.switchToHttp().getRequest<AuthenticatedRequest>();
     const principal = await this.authenticate(context, request);
     request.principal = principal;
-
-    if (route.tenancy === 'platform' && !principal.platformOperator) {
-      throw new ForbiddenError('Only platform operators may do this', 'PLATFORM_OPERATOR_REQUIRED');
-    }
     // a sandboxed agent's token reaches only what a route declares for its caps, whatever its creator may do
     if (principal.session && (!route.capability || !principal.session.caps.has(route.capability))) {
       throw new ForbiddenError(
         route.capability ? `This session token lacks the "${route.capability}" capability` : 'A session token may not call this endpoint',
         'CAPABILITY_REQUIRED',
       );
+    }
+    if (route.tenancy === 'platform' && !principal.platformOperator) {
+      throw new ForbiddenError('Only platform operators may do this', 'PLATFORM_OPERATOR_REQUIRED');
     }
     // a gateway is a machine on a developer's laptop: it reaches only what is declared for it, never a decision or a grant
     if (principal.kind === 'gateway' && route.tenancy !== 'gateway' && !route.gateways) {
