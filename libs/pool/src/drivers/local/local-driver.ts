@@ -53,7 +53,7 @@ export interface LocalDriverOptions {
   sandbox: 'bubblewrap' | 'none';
   /** default /usr/bin/bwrap */
   bwrapPath?: string;
-  /** absolute path of the compiled bridge (`dist/libs/pool/src/bridge/main.js`) */
+  /** absolute path of the compiled bridge program (`dist/apps/mcp-bridge/src/main.js`) */
   bridgeScript: string;
   /** default process.execPath; also what a spec's command `node` runs, since the sandbox's PATH is fixed */
   nodeBinary?: string;
