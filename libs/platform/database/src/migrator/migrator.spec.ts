@@ -5,10 +5,10 @@ import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { applyMigrations, createMigration, migrationChecksum, type MigrationTarget } from './migrator';
+import { applyMigrations, createMigration, migrationChecksum, type MigrationTarget } from './index';
 
 // postgresAdminUrl (a server where we may CREATE DATABASE) comes from test/support/global-setup.ts.
-const root = join(__dirname, '../../../..');
+const root = join(__dirname, '../../../../..');
 const paths = { schemaPath: join(root, 'prisma/schema.prisma'), migrationsDir: join(root, 'prisma/migrations') };
 const CORE_TABLES = ['organizations', 'workspaces', 'api_tokens', 'outbox_messages'];
 
