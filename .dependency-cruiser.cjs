@@ -1,7 +1,8 @@
 /**
  * Import boundaries (docs/rules/module-boundaries.md says why):
  * - apps are entry points: nothing imports them but themselves;
- * - a library is entered only through its src/index.ts;
+ * - a library is entered only through its src/index.ts (and two named second faces:
+ *   auth's scope issuer, and the pool's bridge parts, which the bridge program loads without Nest);
  * - platform libraries never import domain libraries;
  * - a domain's pure rules (src/domain/) use no framework, HTTP or database;
  * - only repositories and the database library touch the generated Prisma client;
@@ -12,6 +13,8 @@
  */
 const LIB = '^libs/((?:platform/)?[^/]+)/';
 const POLICY_SPECIFICATION = '^libs/policy/src/domain/reference-evaluator\\.ts$';
+/** Public faces besides src/index.ts, each a tsconfig path of its own (@aileron/auth/scope-issuer, @aileron/pool/bridge). */
+const SECOND_FACES = ['^libs/auth/src/scope-issuer\\.ts$', '^libs/pool/src/bridge/index\\.ts$'];
 module.exports = {
   forbidden: [
     {
@@ -35,7 +38,7 @@ module.exports = {
       from: { path: '^(apps|libs|test)/', pathNot: [LIB.replace('^', '^') + '.*', '^test/support/global-setup\\.ts$'] },
       to: {
         path: LIB + 'src/',
-        pathNot: [LIB + 'src/index\\.ts$', '^libs/auth/src/scope-issuer\\.ts$', POLICY_SPECIFICATION],
+        pathNot: [LIB + 'src/index\\.ts$', ...SECOND_FACES, POLICY_SPECIFICATION],
       },
     },
     {
@@ -50,7 +53,7 @@ module.exports = {
       severity: 'error',
       comment: "One library reaches another only through its src/index.ts.",
       from: { path: LIB },
-      to: { path: LIB + 'src/', pathNot: ['^libs/$1/', LIB + 'src/index\\.ts$', '^libs/auth/src/scope-issuer\\.ts$'] },
+      to: { path: LIB + 'src/', pathNot: ['^libs/$1/', LIB + 'src/index\\.ts$', ...SECOND_FACES] },
     },
     {
       name: 'platform-imports-domain',

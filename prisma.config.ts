@@ -1,6 +1,6 @@
 // Prisma 7 keeps the datasource URL here. The CLI is only used for `generate`
 // on these machines (migrations run through the wasm schema engine, see
-// libs/platform/database/src/migrator.ts), so a missing DATABASE_URL must not throw.
+// libs/platform/database/src/migrator/), so a missing DATABASE_URL must not throw.
 import { defineConfig } from 'prisma/config';
 
 export default defineConfig({

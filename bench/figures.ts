@@ -1,6 +1,7 @@
 /**
- * What every bench reports: one figure per comparison, in the JSON-line shape
- * /work/shared/API.md ("Benchmarks") fixes for CI and people alike.
+ * What every bench reports: one figure per comparison, one JSON line each with
+ * the fields of `Figure` below, a shape CI and people rely on alike (README,
+ * `npm run bench`): keep it.
  */
 export interface Figure {
   bench: string;

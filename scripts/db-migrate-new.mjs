@@ -7,14 +7,14 @@
 // writes prisma/migrations/<YYYYMMDDHHMMSS>_<name>/migration.sql (and
 // migration_lock.toml the first time), or prints "no changes". No database is
 // needed: the existing migrations are replayed into an in-memory PGlite (see
-// createMigration in libs/platform/database/src/migrator.ts).
+// createMigration in libs/platform/database/src/migrator/).
 //
 // Plain JavaScript because Node 20 cannot run TypeScript and tsx is not
-// installed. Rather than requiring a build, it transpiles the migrator (which
-// imports no path aliases for this reason) with the project's TypeScript into
-// .tmp/, so it always runs the current source, even while other code does not
-// compile.
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+// installed. Rather than requiring a build, it transpiles the migrator's folder
+// (which imports no path aliases for this reason) with the project's TypeScript
+// into .tmp/, so it always runs the current source, even while other code does
+// not compile.
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -35,22 +35,26 @@ if (!/^[a-z0-9_]+$/.test(name)) {
 
 function loadMigrator() {
   const ts = require('typescript');
-  const source = join(root, 'libs/platform/database/src/migrator.ts');
-  const { outputText } = ts.transpileModule(readFileSync(source, 'utf8'), {
-    // .cts + NodeNext keeps `await import()` (the wasm bindings are ESM) as a real import.
-    fileName: 'migrator.cts',
-    compilerOptions: {
-      module: ts.ModuleKind.NodeNext,
-      moduleResolution: ts.ModuleResolutionKind.NodeNext,
-      target: ts.ScriptTarget.ES2022,
-      esModuleInterop: true,
-    },
-  });
+  const sources = join(root, 'libs/platform/database/src/migrator');
   // Inside the project, so that its node_modules resolve; .tmp/ is git-ignored.
-  const out = join(root, '.tmp/db-migrate-new/migrator.cjs');
-  mkdirSync(dirname(out), { recursive: true });
-  writeFileSync(out, outputText);
-  return require(out);
+  const out = join(root, '.tmp/db-migrate-new/migrator');
+  rmSync(out, { recursive: true, force: true });
+  mkdirSync(out, { recursive: true });
+  for (const file of readdirSync(sources).filter((name) => name.endsWith('.ts') && !name.endsWith('.spec.ts'))) {
+    const { outputText } = ts.transpileModule(readFileSync(join(sources, file), 'utf8'), {
+      // .cts + NodeNext keeps `await import()` (the wasm bindings are ESM) as a real import.
+      fileName: file.replace(/\.ts$/, '.cts'),
+      compilerOptions: {
+        module: ts.ModuleKind.NodeNext,
+        moduleResolution: ts.ModuleResolutionKind.NodeNext,
+        target: ts.ScriptTarget.ES2022,
+        esModuleInterop: true,
+      },
+    });
+    // .js under the project's package.json (no "type"): CommonJS, found by the files' `require('./x')`
+    writeFileSync(join(out, file.replace(/\.ts$/, '.js')), outputText);
+  }
+  return require(join(out, 'index.js'));
 }
 
 try {

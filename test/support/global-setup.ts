@@ -5,7 +5,7 @@ import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
 import { prismaPaths } from '../../libs/platform/config/src/paths';
-import { applyMigrations } from '../../libs/platform/database/src/migrator';
+import { applyMigrations, SchemaEngineHost } from '../../libs/platform/database/src/migrator';
 import { Service, startPostgres, startRedis } from './services';
 
 declare module 'vitest' {
@@ -40,10 +40,12 @@ export default async function setup(project: TestProject): Promise<() => Promise
     await admin.end();
     const templateUrl = new URL(postgres.url);
     templateUrl.pathname = `/${TEMPLATE_DB}`;
-    await applyMigrations({ kind: 'postgres', url: templateUrl.toString() }, prismaPaths());
+    // one engine for both: it loads once
+    const engine = new SchemaEngineHost();
+    await applyMigrations({ kind: 'postgres', url: templateUrl.toString() }, { ...prismaPaths(), engine });
 
     const pglite = new PGlite();
-    await applyMigrations({ kind: 'pglite', pglite }, prismaPaths());
+    await applyMigrations({ kind: 'pglite', pglite }, { ...prismaPaths(), engine });
     const dump = await pglite.dumpDataDir('none');
     await pglite.close();
     const snapshot = join(scratch, 'pglite.tar');

@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { mkdirSync, readdirSync, renameSync, rmSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
+import { processStartTime } from './process-start';
 
 /** `<host>~<pid>~<start>`: enough to tell, on the same host, whether the process still runs (a reused pid has another start time). */
 interface Owner {
@@ -11,21 +12,6 @@ interface Owner {
 }
 
 const SEPARATOR = '~';
-
-/** A process's start time in clock ticks since boot (Linux), or '' where /proc cannot tell. */
-export function processStartTime(pid: number): string | undefined {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return fields[0] === 'Z' || fields[0] === 'X' ? undefined : fields[19];
-  } catch {
-    try {
-      process.kill(pid, 0);
-      return ''; // alive, start time unknown (no /proc)
-    } catch {
-      return undefined;
-    }
-  }
-}
 
 function ownerOf(name: string): Owner | null {
   const [host, pid, start] = name.split(SEPARATOR);

@@ -14,7 +14,7 @@ const SINGLE = {
   permission: MCP_PERMISSION,
   capability: MCP_CAPABILITY,
   tenancy: 'workspace' as const,
-  // a local gateway reaches its workspace's remote servers (API.md)
+  // a local gateway reaches its workspace's remote servers (docs/pool.md)
   gateways: true as const,
   params: oneServer,
   example: { params: { ws: 'default', server: '{server}' }, body: INITIALIZE as unknown },

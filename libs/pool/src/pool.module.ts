@@ -7,6 +7,7 @@ import { CatalogModule } from '@aileron/catalog';
 import { APP_CONFIG, AppConfig, projectRoot } from '@aileron/config';
 import { PolicyModule } from '@aileron/policy';
 import { VaultModule } from '@aileron/vault';
+import { compiledBridgePath } from './bridge/compiled-bridge';
 import { PoolCalls } from './calls.service';
 import { InstanceDriver } from './drivers/driver';
 import { KubernetesDriver } from './drivers/kubernetes/kubernetes-driver';
@@ -37,7 +38,7 @@ function driverFor(config: AppConfig): InstanceDriver {
   return new LocalDriver({
     stateDir: join(config.dataDir, 'pool', 'instances'),
     sandbox: config.pool.sandbox,
-    bridgeScript: join(root, 'dist', 'libs', 'pool', 'src', 'bridge', 'main.js'),
+    bridgeScript: compiledBridgePath(),
     readOnlyPaths: [join(root, 'node_modules'), join(root, 'dist')],
     log,
   });

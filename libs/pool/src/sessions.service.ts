@@ -9,6 +9,7 @@ import { PoolCalls } from './calls.service';
 import { MCP_PERMISSION } from './mcp-routes';
 import { PoolInstances } from './instances.service';
 import { ProxySession } from './proxy/proxy-session';
+import { AnswerLoad } from './streamable-http';
 
 export type McpEndpoint = { server: string } | { aggregate: true };
 
@@ -33,6 +34,8 @@ export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationSh
   /** session id → the replica serving it, shared by every replica (server mode) */
   private readonly directory: Redis | undefined;
   private readonly directoryTtlSeconds: number;
+  /** the requests every session of this replica is answering, which decides when quick answers go out as JSON */
+  private readonly load = new AnswerLoad();
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
@@ -144,7 +147,7 @@ export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationSh
         caller: principal,
         agentSessionId: principal.session?.id ?? null,
       },
-      { allowedOrigins },
+      { allowedOrigins, load: this.load },
     );
     // a revoked token, gateway or membership ends the session (and its stream of server messages) at once, on every replica
     const release = credential

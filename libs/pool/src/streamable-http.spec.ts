@@ -3,7 +3,7 @@ import { AddressInfo } from 'node:net';
 import type { JSONRPCMessage, JSONRPCRequest } from '@modelcontextprotocol/sdk/types.js';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { BoundedEventStore } from './proxy/event-store';
-import { NodeStreamableHttpTransport } from './streamable-http';
+import { AnswerLoad, NodeStreamableHttpTransport } from './streamable-http';
 
 const ACCEPT = 'application/json, text/event-stream';
 const INITIALIZE = { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 't', version: '1' } } };
@@ -18,7 +18,7 @@ describe('NodeStreamableHttpTransport', () => {
   /** how the server hands an exchange to the transport; a test may take over the next one */
   let route: ((req: IncomingMessage, res: ServerResponse) => void) | undefined;
 
-  async function start(options: { eventStore?: boolean; jsonWithinMs?: number; jsonWhenConcurrent?: number } = {}): Promise<string> {
+  async function start(options: { eventStore?: boolean; jsonWithinMs?: number; jsonWhenConcurrent?: number; load?: AnswerLoad } = {}): Promise<string> {
     received = [];
     waiting = [];
     transport = new NodeStreamableHttpTransport({
@@ -26,7 +26,7 @@ describe('NodeStreamableHttpTransport', () => {
       enableDnsRebindingProtection: true,
       allowedOrigins: ['http://console.example'],
       ...(options.eventStore ? { eventStore: new BoundedEventStore() } : {}),
-      ...(options.jsonWithinMs !== undefined ? { answerAsJson: { withinMs: options.jsonWithinMs, whenConcurrent: options.jsonWhenConcurrent ?? 1 } } : {}),
+      ...(options.jsonWithinMs !== undefined ? { answerAsJson: { withinMs: options.jsonWithinMs, whenConcurrent: options.jsonWhenConcurrent ?? 1, load: options.load ?? new AnswerLoad() } } : {}),
     });
     transport.onmessage = (message: JSONRPCMessage) => {
       if (!('method' in message && 'id' in message)) return;
@@ -254,6 +254,22 @@ describe('NodeStreamableHttpTransport', () => {
       expect(await secondResponse.json()).toMatchObject({ id: 32 });
       await transport.send({ jsonrpc: '2.0', id: lone.id, result: { content: [] } });
       expect(await firstResponse.text()).toContain('"id":31');
+    });
+
+    it('counts what the other transports sharing its load are answering', async () => {
+      const shared = new AnswerLoad();
+      const session = await start({ eventStore: true, jsonWithinMs: 5_000, jsonWhenConcurrent: 2, load: shared });
+      // another session of the same proxy is answering a request: this lone one is held for JSON
+      shared.enter();
+      const asked = nextRequest();
+      const pending = post(session, { jsonrpc: '2.0', id: 41, method: 'tools/call', params: { name: 'beside-another' } });
+      const request = await asked;
+      expect(shared.current).toBe(2);
+      await transport.send({ jsonrpc: '2.0', id: request.id, result: { content: [] } });
+      const response = await pending;
+      expect(response.headers.get('content-type')).toBe('application/json');
+      expect(await response.json()).toMatchObject({ id: 41 });
+      shared.leave();
     });
 
     it('ends a held call as an empty stream when the session closes before its answer', async () => {

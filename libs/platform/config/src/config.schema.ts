@@ -209,6 +209,14 @@ export const SETTINGS = {
 
 export type SettingName = keyof typeof SETTINGS;
 
+/** What a setting's schema makes of its text. */
+export type SettingValue<K extends SettingName> = z.output<(typeof SETTINGS)[K]['schema']>;
+
+type WithDefault = { [K in SettingName]: (typeof SETTINGS)[K] extends { default: string } ? K : never }[SettingName];
+
+/** Every setting once validated: one with a default always has a value, the others may be unset. */
+export type SettingValues = { [K in WithDefault]: SettingValue<K> } & { [K in Exclude<SettingName, WithDefault>]?: SettingValue<K> };
+
 export function describeSettings(): { name: SettingName; default?: string; description: string }[] {
   return (Object.keys(SETTINGS) as SettingName[]).map((name) => {
     const setting: Setting = SETTINGS[name];

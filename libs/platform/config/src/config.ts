@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
-import { SETTINGS, SettingName } from './config.schema';
+import { SETTINGS, SettingName, SettingValue, SettingValues } from './config.schema';
 
 export type Mode = 'embedded' | 'server';
 
@@ -19,7 +19,7 @@ export interface AppConfig {
   publicUrl: string;
   /** set when configured; otherwise the pool derives it from the listening port */
   replicaUrl: string | undefined;
-  logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  logLevel: SettingValue<'LOG_LEVEL'>;
   upstreamAllowCidrs: string[];
   jwtTtlSeconds: number;
   outboxPollMs: number;
@@ -31,8 +31,8 @@ export interface AppConfig {
   auditCheckpointSeconds: number;
   webhookPauseAfterSeconds: number;
   pool: {
-    driver: 'local' | 'kubernetes';
-    sandbox: 'bubblewrap' | 'none';
+    driver: SettingValue<'AILERON_POOL_DRIVER'>;
+    sandbox: SettingValue<'AILERON_POOL_SANDBOX'>;
     idleSeconds: number;
     maxInstancesPerWorkspace: number;
     maxConcurrentCalls: number;
@@ -108,54 +108,57 @@ export function loadConfig(env: Source = process.env): AppConfig {
   }
   if (problems.length > 0) throw new ConfigError(problems);
 
-  const port = values.PORT as number;
-  const databaseUrl = values.DATABASE_URL as string | undefined;
-  const redisUrl = values.REDIS_URL as string | undefined;
+  // every setting has parsed (or a problem was thrown), and those with a default were read
+  return toAppConfig(values as SettingValues);
+}
+
+function toAppConfig(values: SettingValues): AppConfig {
+  const port = values.PORT;
+  const databaseUrl = values.DATABASE_URL;
+  const redisUrl = values.REDIS_URL;
   const mode: Mode = databaseUrl ? 'server' : 'embedded';
-  const dataDir = resolve(values.AILERON_DATA_DIR as string);
+  const dataDir = resolve(values.AILERON_DATA_DIR);
   return {
     mode,
     port,
-    host: (values.HOST as string | undefined) ?? (mode === 'embedded' ? '127.0.0.1' : '0.0.0.0'),
+    host: values.HOST ?? (mode === 'embedded' ? '127.0.0.1' : '0.0.0.0'),
     dataDir,
     database: databaseUrl
-      ? { kind: 'postgres', url: databaseUrl, poolSize: values.DATABASE_POOL_SIZE as number }
+      ? { kind: 'postgres', url: databaseUrl, poolSize: values.DATABASE_POOL_SIZE }
       : { kind: 'pglite', dataDir: resolve(dataDir, 'pgdata') },
     redisUrl,
-    queuePrefix: values.AILERON_QUEUE_PREFIX as string,
-    runWorkers: (values.AILERON_RUN_WORKERS as boolean | undefined) ?? !redisUrl,
-    replicaUrl: (values.AILERON_REPLICA_URL as string | undefined)?.replace(/\/+$/, ''),
-    publicUrl: ((values.AILERON_PUBLIC_URL as string | undefined) ?? `http://localhost:${port}`).replace(/\/+$/, ''),
-    logLevel: values.LOG_LEVEL as AppConfig['logLevel'],
-    upstreamAllowCidrs: values.UPSTREAM_ALLOW_CIDRS as string[],
-    jwtTtlSeconds: values.AILERON_JWT_TTL_SECONDS as number,
-    outboxPollMs: values.AILERON_OUTBOX_POLL_MS as number,
-    rootKey: values.AILERON_ROOT_KEY as string | undefined,
-    rootKeyFile: values.AILERON_ROOT_KEY_FILE ? resolve(values.AILERON_ROOT_KEY_FILE as string) : undefined,
-    vaultKeepVersions: values.AILERON_VAULT_KEEP_VERSIONS as number,
-    auditCheckpointEvery: values.AILERON_AUDIT_CHECKPOINT_EVERY as number,
-    auditCheckpointSeconds: values.AILERON_AUDIT_CHECKPOINT_SECONDS as number,
-    webhookPauseAfterSeconds: values.AILERON_WEBHOOK_PAUSE_AFTER_SECONDS as number,
+    queuePrefix: values.AILERON_QUEUE_PREFIX,
+    runWorkers: values.AILERON_RUN_WORKERS ?? !redisUrl,
+    replicaUrl: values.AILERON_REPLICA_URL?.replace(/\/+$/, ''),
+    publicUrl: (values.AILERON_PUBLIC_URL ?? `http://localhost:${port}`).replace(/\/+$/, ''),
+    logLevel: values.LOG_LEVEL,
+    upstreamAllowCidrs: values.UPSTREAM_ALLOW_CIDRS,
+    jwtTtlSeconds: values.AILERON_JWT_TTL_SECONDS,
+    outboxPollMs: values.AILERON_OUTBOX_POLL_MS,
+    rootKey: values.AILERON_ROOT_KEY,
+    rootKeyFile: values.AILERON_ROOT_KEY_FILE ? resolve(values.AILERON_ROOT_KEY_FILE) : undefined,
+    vaultKeepVersions: values.AILERON_VAULT_KEEP_VERSIONS,
+    auditCheckpointEvery: values.AILERON_AUDIT_CHECKPOINT_EVERY,
+    auditCheckpointSeconds: values.AILERON_AUDIT_CHECKPOINT_SECONDS,
+    webhookPauseAfterSeconds: values.AILERON_WEBHOOK_PAUSE_AFTER_SECONDS,
     pool: {
-      driver: values.AILERON_POOL_DRIVER as AppConfig['pool']['driver'],
-      sandbox: values.AILERON_POOL_SANDBOX as AppConfig['pool']['sandbox'],
-      idleSeconds: values.AILERON_POOL_IDLE_SECONDS as number,
-      maxInstancesPerWorkspace: values.AILERON_POOL_MAX_INSTANCES_PER_WORKSPACE as number,
-      maxConcurrentCalls: values.AILERON_POOL_MAX_CONCURRENT_CALLS as number,
-      approvalWaitSeconds: values.AILERON_POOL_APPROVAL_WAIT_SECONDS as number,
-      auditBatchMs: values.AILERON_POOL_AUDIT_BATCH_MS as number,
-      memoryMb: values.AILERON_POOL_MEMORY_MB as number,
-      cpuMillis: values.AILERON_POOL_CPU_MILLIS as number,
-      runnerImage: values.AILERON_POOL_RUNNER_IMAGE as string,
-      egressAllowCidrs: values.AILERON_POOL_EGRESS_ALLOW_CIDRS as string[],
-      kubernetesNamespace: values.AILERON_K8S_NAMESPACE as string,
-      controlPlanePod: values.AILERON_POD_NAME
-        ? { name: values.AILERON_POD_NAME as string, uid: values.AILERON_POD_UID as string | undefined }
-        : undefined,
+      driver: values.AILERON_POOL_DRIVER,
+      sandbox: values.AILERON_POOL_SANDBOX,
+      idleSeconds: values.AILERON_POOL_IDLE_SECONDS,
+      maxInstancesPerWorkspace: values.AILERON_POOL_MAX_INSTANCES_PER_WORKSPACE,
+      maxConcurrentCalls: values.AILERON_POOL_MAX_CONCURRENT_CALLS,
+      approvalWaitSeconds: values.AILERON_POOL_APPROVAL_WAIT_SECONDS,
+      auditBatchMs: values.AILERON_POOL_AUDIT_BATCH_MS,
+      memoryMb: values.AILERON_POOL_MEMORY_MB,
+      cpuMillis: values.AILERON_POOL_CPU_MILLIS,
+      runnerImage: values.AILERON_POOL_RUNNER_IMAGE,
+      egressAllowCidrs: values.AILERON_POOL_EGRESS_ALLOW_CIDRS,
+      kubernetesNamespace: values.AILERON_K8S_NAMESPACE,
+      controlPlanePod: values.AILERON_POD_NAME ? { name: values.AILERON_POD_NAME, uid: values.AILERON_POD_UID } : undefined,
     },
     rateLimits: {
-      workspacePerMinute: values.AILERON_RATE_LIMIT_WORKSPACE_PER_MINUTE as number,
-      principalPerMinute: values.AILERON_RATE_LIMIT_PRINCIPAL_PER_MINUTE as number,
+      workspacePerMinute: values.AILERON_RATE_LIMIT_WORKSPACE_PER_MINUTE,
+      principalPerMinute: values.AILERON_RATE_LIMIT_PRINCIPAL_PER_MINUTE,
     },
   };
 }

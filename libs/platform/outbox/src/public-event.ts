@@ -2,7 +2,7 @@ import type { OutboxMessage } from './outbox-message';
 
 /**
  * An event as subscribers see it (webhooks, the SSE stream): the outbox
- * message in the shape API.md promises. `id` is stable across redeliveries,
+ * message in the shape docs/webhooks.md § The envelope promises. `id` is stable across redeliveries,
  * so receivers drop repeats by it.
  */
 export interface PublicEvent {

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 
 /** The nearest directory above this file with a package.json: the same from the sources and from dist/. */
@@ -11,22 +11,36 @@ function projectRoot(): string {
 }
 
 /**
- * The compiled bridge, which the local driver runs (its `bridgeScript`). The
- * driver runs JavaScript, not TypeScript, so even tests use the build output.
+ * The compiled bridge program (`apps/mcp-bridge`), which the local driver runs
+ * (its `bridgeScript`). The driver runs JavaScript, not TypeScript, so even
+ * tests use the build output.
  */
 export function compiledBridgePath(): string {
-  return join(projectRoot(), 'dist', 'libs', 'pool', 'src', 'bridge', 'main.js');
+  return join(projectRoot(), 'dist', 'apps', 'mcp-bridge', 'src', 'main.js');
+}
+
+/** What the program is compiled from, relative to the project root: the program, these parts and the transport. */
+function bridgeSources(root: string): string[] {
+  const parts = readdirSync(join(root, 'libs', 'pool', 'src', 'bridge'))
+    .filter((name) => name.endsWith('.ts') && !name.endsWith('.spec.ts'))
+    .map((name) => join('libs', 'pool', 'src', 'bridge', name));
+  return [join('apps', 'mcp-bridge', 'src', 'main.ts'), ...parts, join('libs', 'pool', 'src', 'streamable-http.ts')];
 }
 
 /**
  * For tests: builds the project, under the build lock every session shares, when
- * the compiled bridge is missing or older than its source; returns its path.
+ * a compiled file of the bridge is missing or older than its source; returns
+ * the program's path.
  */
 export function ensureBridgeBuilt(): string {
   const root = projectRoot();
   const script = compiledBridgePath();
-  const source = join(root, 'libs', 'pool', 'src', 'bridge', 'main.ts');
-  const fresh = () => existsSync(script) && statSync(script).mtimeMs >= statSync(source).mtimeMs;
+  // file by file: an incremental build leaves an output alone when its source did not change
+  const fresh = () =>
+    bridgeSources(root).every((source) => {
+      const output = join(root, 'dist', source.replace(/\.ts$/, '.js'));
+      return existsSync(output) && statSync(output).mtimeMs >= statSync(join(root, source)).mtimeMs;
+    });
   if (fresh()) return script;
   let output = '';
   try {

@@ -3,8 +3,8 @@ import type { OutboundPolicy } from '@aileron/net';
  * Where remote MCP servers run. The pool decides when an instance starts and
  * stops; a driver only knows how to run one and how to reach it. Every
  * instance, whatever runs it, is reached over MCP Streamable HTTP, so the proxy
- * has one upstream path: a stdio server is fronted by the bridge
- * (`bridge/main.ts`) inside its sandbox or pod.
+ * has one upstream path: a stdio server is fronted by the bridge program
+ * (`apps/mcp-bridge`, its parts in `bridge/`) inside its sandbox or pod.
  */
 
 /** What to run for one (workspace, server, version). */

@@ -4,7 +4,7 @@ import type { JSONRPCMessage, JSONRPCNotification, JSONRPCRequest, RequestId } f
 import type { Principal } from '@aileron/auth';
 import type { CallPrincipal } from '@aileron/policy';
 import type { Instance } from '../instances.service';
-import { NodeStreamableHttpTransport } from '../streamable-http';
+import { AnswerLoad, NodeStreamableHttpTransport } from '../streamable-http';
 import { INSTANCE_BUSY, INVALID_PARAMS, METHOD_NOT_FOUND, RpcError, UPSTREAM_UNAVAILABLE } from './jsonrpc';
 import { Namespacing } from './names';
 import { BoundedEventStore } from './event-store';
@@ -72,7 +72,7 @@ const MAX_LIST_PAGES = 20;
  * (see NodeStreamableHttpTransport): slower calls stream, priming event
  * first, so a broken connection can resume them.
  */
-const ANSWER_AS_JSON = { withinMs: 100, whenConcurrent: 2 };
+const ANSWER_AS_JSON = { withinMs: 100, whenConcurrent: 2 } as const;
 
 /**
  * One downstream MCP session: a Streamable HTTP server transport facing the
@@ -109,13 +109,13 @@ export class ProxySession {
     private readonly source: InstanceSource,
     private readonly gate: CallGate,
     identity: Omit<CallContext, 'sessionId'>,
-    options: { allowedOrigins?: string[] },
+    options: { allowedOrigins?: string[]; /** shared by every session of the proxy: how busy it is */ load: AnswerLoad },
   ) {
     this.names = new Namespacing('aggregate' in endpoint);
     this.front = new NodeStreamableHttpTransport({
       sessionIdGenerator: () => randomUUID(),
       eventStore: new BoundedEventStore(),
-      answerAsJson: ANSWER_AS_JSON,
+      answerAsJson: { ...ANSWER_AS_JSON, load: options.load },
       onsessioninitialized: (sessionId) => {
         this.ctx = { ...identity, sessionId, principal: { ...identity.principal, session: sessionId } };
         this.onSessionId(sessionId);

@@ -11,7 +11,7 @@ import type { InstanceSpec } from '../driver';
  * Contract with what runs in the pod: the container serves MCP Streamable
  * HTTP on `port` at `/mcp` and accepts only `Authorization: Bearer
  * $AILERON_BRIDGE_TOKEN`. For a stdio command the runner image does this (its
- * entrypoint is the bridge, `bridge/main.ts`); an image given in the catalog
+ * entrypoint is the bridge program, `apps/mcp-bridge`); an image given in the catalog
  * (`run.kind === 'image'`) must do it itself, started with its own entrypoint
  * and `run.args`.
  */

@@ -4,6 +4,7 @@ import { chmodSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync,
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { forbiddenVariables } from '@aileron/catalog';
+import { procStat, processStartTime } from '../../process-start';
 import { InstanceStartError, type InstanceDriver, type InstanceEndpoint, type InstanceExit, type InstanceSpec, type RunningInstance } from '../driver';
 
 const SANDBOX_HOME = '/home/mcp';
@@ -15,7 +16,7 @@ const REAP_TIMEOUT_MS = 2000;
 function sandboxInitOf(bwrapPid: number): { pid: number; start: string } | undefined {
   try {
     const pid = Number(readFileSync(`/proc/${bwrapPid}/task/${bwrapPid}/children`, 'utf8').split(' ')[0]);
-    const start = pid > 0 ? processStart(pid) : undefined;
+    const start = pid > 0 ? processStartTime(pid) : undefined;
     return start ? { pid, start } : undefined;
   } catch {
     return undefined;
@@ -28,7 +29,7 @@ function processesInGroup(pgid: number): number {
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     try {
-      const [state, , group] = readFileSync(`/proc/${entry}/stat`, 'utf8').split(') ')[1]!.split(' ');
+      const [state, , group] = procStat(entry);
       if (Number(group) === pgid && state !== 'Z' && state !== 'X') count++;
     } catch {
       // gone meanwhile
@@ -37,15 +38,6 @@ function processesInGroup(pgid: number): number {
   return count;
 }
 
-/** A process's start time (clock ticks since boot), or undefined once it is gone or a zombie. */
-function processStart(pid: number): string | undefined {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return fields[0] === 'Z' || fields[0] === 'X' ? undefined : fields[19];
-  } catch {
-    return undefined;
-  }
-}
 
 export interface LocalDriverOptions {
   /** per-instance homes live under `<stateDir>/<workspaceId>/<server>/home`; must not be inside anything the sandbox can see */
@@ -53,7 +45,7 @@ export interface LocalDriverOptions {
   sandbox: 'bubblewrap' | 'none';
   /** default /usr/bin/bwrap */
   bwrapPath?: string;
-  /** absolute path of the compiled bridge (`dist/libs/pool/src/bridge/main.js`) */
+  /** absolute path of the compiled bridge program (`dist/apps/mcp-bridge/src/main.js`) */
   bridgeScript: string;
   /** default process.execPath; also what a spec's command `node` runs, since the sandbox's PATH is fixed */
   nodeBinary?: string;
@@ -243,7 +235,7 @@ class LocalInstance implements RunningInstance {
       }
     }
     const groupAlive = () => pgid !== undefined && processesInGroup(pgid) > 0;
-    const initAlive = () => this.sandboxInit !== undefined && processStart(this.sandboxInit.pid) === this.sandboxInit.start;
+    const initAlive = () => this.sandboxInit !== undefined && processStartTime(this.sandboxInit.pid) === this.sandboxInit.start;
     for (const deadline = Date.now() + REAP_TIMEOUT_MS; (groupAlive() || initAlive()) && Date.now() < deadline; ) {
       await new Promise((wake) => setTimeout(wake, 5));
     }

@@ -1,23 +1,15 @@
 /**
- * The bridge: a Streamable HTTP MCP front for a stdio MCP server, one child
- * process per MCP session. It forwards raw JSON-RPC both ways without
+ * The bridge's parts: a Streamable HTTP MCP front for a stdio MCP server, one
+ * child process per MCP session. It forwards raw JSON-RPC both ways without
  * interpreting it, so whatever the server speaks reaches the proxy unchanged.
- *
- *   node main.js [--host 127.0.0.1] [--port 0] [--exit-on-stdin-eof] [--env-fd N] -- <command> <args...>
- *
- * The bearer secret comes from AILERON_BRIDGE_TOKEN. With `--env-fd N` it and
- * the server's variables come as JSON (`{"env":{...}}`) on that file
- * descriptor instead: the local driver starts bwrap with a fixed environment
- * of its own, so nothing a catalog entry sets can act on a program that runs
- * on the host, and secrets stay off every command line. Once listening it prints
- * one line `{"ready":{"port":N}}` on stdout. Runs inside the local sandbox and
- * as the entrypoint of the Kubernetes runner image, so it needs nothing but
- * node, the MCP SDK and its sibling `streamable-http` (node and the SDK too).
+ * The program around it (arguments, secrets, signals) is `apps/mcp-bridge`;
+ * it runs inside the local sandbox and as the entrypoint of the Kubernetes
+ * runner image, so this needs nothing but node, the MCP SDK and its sibling
+ * `streamable-http`.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, readFileSync } from 'node:fs';
 import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { ReadBuffer, serializeMessage } from '@modelcontextprotocol/sdk/shared/stdio.js';
 import { isInitializeRequest, isJSONRPCErrorResponse, isJSONRPCNotification, isJSONRPCRequest, isJSONRPCResultResponse, type JSONRPCMessage, type RequestId } from '@modelcontextprotocol/sdk/types.js';
 import { NodeStreamableHttpTransport } from '../streamable-http';
@@ -40,28 +32,6 @@ interface Session {
 }
 
 const MAX_WAITING = 200;
-const log = (line: string) => process.stderr.write(`bridge: ${line}\n`);
-
-function parseArgs(argv: string[]): { host: string; port: number; exitOnStdinEof: boolean; envFd: number | undefined; command: string; args: string[] } {
-  const dash = argv.indexOf('--');
-  const [command, ...args] = dash < 0 ? [] : argv.slice(dash + 1);
-  const own = dash < 0 ? argv : argv.slice(0, dash);
-  let host = '127.0.0.1';
-  let port = 0;
-  let exitOnStdinEof = false;
-  let envFd: number | undefined;
-  for (let i = 0; i < own.length; i++) {
-    if (own[i] === '--host') host = own[++i] ?? host;
-    else if (own[i] === '--port') port = Number(own[++i]);
-    else if (own[i] === '--exit-on-stdin-eof') exitOnStdinEof = true;
-    else if (own[i] === '--env-fd') envFd = Number(own[++i]);
-    else throw new Error(`unknown option ${own[i]}`);
-  }
-  if (!command || !Number.isInteger(port) || port < 0 || port > 65535 || (envFd !== undefined && !(Number.isInteger(envFd) && envFd > 2))) {
-    throw new Error('usage: main.js [--host H] [--port N] [--exit-on-stdin-eof] [--env-fd N] -- <command> <args...>');
-  }
-  return { host, port, exitOnStdinEof, envFd, command, args };
-}
 
 function jsonError(res: ServerResponse, status: number, code: number, message: string): void {
   res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id: null }));
@@ -84,26 +54,33 @@ function kill(child: ChildProcess): void {
   setTimeout(() => child.kill('SIGKILL'), KILL_GRACE_MS).unref();
 }
 
-/** The variables the driver handed over on a file descriptor (read to its end: the driver closes it at once). */
-function environmentFrom(fd: number): Record<string, string> {
-  const parsed = JSON.parse(readFileSync(fd, 'utf8')) as { env?: unknown };
-  closeSync(fd);
-  const env = parsed.env;
-  if (typeof env !== 'object' || env === null || Object.values(env).some((v) => typeof v !== 'string')) throw new Error(`file descriptor ${fd} holds no environment`);
-  return env as Record<string, string>;
+export interface BridgeServerOptions {
+  /** the stdio MCP server, started once per MCP session */
+  command: string;
+  args: string[];
+  /** its whole environment */
+  env: NodeJS.ProcessEnv;
+  /** the bearer secret every request must present */
+  token: string;
+  /** one line per event worth a note (stderr in the program) */
+  log: (line: string) => void;
 }
 
-function main(): void {
-  const options = parseArgs(process.argv.slice(2));
-  const handed = options.envFd !== undefined ? environmentFrom(options.envFd) : {};
-  const token = handed.AILERON_BRIDGE_TOKEN ?? process.env.AILERON_BRIDGE_TOKEN;
-  delete handed.AILERON_BRIDGE_TOKEN;
-  // The servers we spawn inherit our environment and the handed variables; the secret must not reach them.
-  delete process.env.AILERON_BRIDGE_TOKEN;
-  const serverEnv = { ...process.env, ...handed };
-  if (!token) throw new Error('AILERON_BRIDGE_TOKEN is not set');
+export interface BridgeServer {
+  /** not yet listening: the caller chooses where */
+  readonly server: Server;
+  /**
+   * Stops taking requests, ends every session and its server process (SIGTERM,
+   * SIGKILL after a grace period); resolves once they are gone, or after the
+   * grace period and a little more whatever remains.
+   */
+  close(): Promise<void>;
+}
+
+export function createBridgeServer(options: BridgeServerOptions): BridgeServer {
+  const { log } = options;
   // Comparing digests keeps the comparison timing-safe whatever the presented length.
-  const expected = createHash('sha256').update(`Bearer ${token}`).digest();
+  const expected = createHash('sha256').update(`Bearer ${options.token}`).digest();
   const authorized = (req: IncomingMessage) =>
     timingSafeEqual(createHash('sha256').update(req.headers.authorization ?? '').digest(), expected);
 
@@ -168,7 +145,7 @@ function main(): void {
   }
 
   async function openSession(req: IncomingMessage, res: ServerResponse, body: unknown): Promise<void> {
-    const child = spawn(options.command, options.args, { env: serverEnv, stdio: ['pipe', 'pipe', 'inherit'] });
+    const child = spawn(options.command, options.args, { env: options.env, stdio: ['pipe', 'pipe', 'inherit'] });
     const spawned = await new Promise<Error | undefined>((resolve) => {
       child.once('spawn', () => resolve(undefined));
       child.once('error', resolve);
@@ -256,39 +233,21 @@ function main(): void {
     });
   });
 
-  let stopping = false;
-  function shutdown(why: string): void {
-    if (stopping) return;
-    stopping = true;
-    log(`stopping (${why})`);
-    server.close();
-    server.closeAllConnections();
-    const children = [...sessions.values()].map((session) => session.child);
-    for (const session of [...sessions.values()]) closeSession(session);
-    const running = children.filter((child) => child.exitCode === null && child.signalCode === null);
-    let left = running.length;
-    if (left === 0) process.exit(0);
-    for (const child of running) child.once('exit', () => --left === 0 && process.exit(0));
-    setTimeout(() => process.exit(0), KILL_GRACE_MS + 500).unref();
-  }
-  process.on('SIGTERM', () => shutdown('SIGTERM'));
-  process.on('SIGINT', () => shutdown('SIGINT'));
-  if (options.exitOnStdinEof) {
-    // The local driver holds our stdin: when it closes (stop, or the control plane died) we go too.
-    process.stdin.on('end', () => shutdown('stdin closed')).on('error', () => shutdown('stdin closed')).resume();
+  let stopping: Promise<void> | undefined;
+  function close(): Promise<void> {
+    stopping ??= new Promise<void>((resolve) => {
+      server.close();
+      server.closeAllConnections();
+      const children = [...sessions.values()].map((session) => session.child);
+      for (const session of [...sessions.values()]) closeSession(session);
+      const running = children.filter((child) => child.exitCode === null && child.signalCode === null);
+      let left = running.length;
+      if (left === 0) return resolve();
+      for (const child of running) child.once('exit', () => --left === 0 && resolve());
+      setTimeout(resolve, KILL_GRACE_MS + 500).unref();
+    });
+    return stopping;
   }
 
-  server.listen(options.port, options.host, () => {
-    const address = server.address();
-    const port = typeof address === 'object' && address ? address.port : options.port;
-    process.stdout.write(`${JSON.stringify({ ready: { port } })}\n`);
-    log(`listening on ${options.host}:${port}`);
-  });
-}
-
-try {
-  main();
-} catch (error) {
-  log((error as Error).message);
-  process.exit(2);
+  return { server, close };
 }

@@ -5,11 +5,13 @@ import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { applyMigrations, createMigration, migrationChecksum, type MigrationTarget } from './migrator';
+import { applyMigrations, createMigration, migrationChecksum, type MigrationTarget, SchemaEngineHost } from './index';
 
 // postgresAdminUrl (a server where we may CREATE DATABASE) comes from test/support/global-setup.ts.
-const root = join(__dirname, '../../../..');
-const paths = { schemaPath: join(root, 'prisma/schema.prisma'), migrationsDir: join(root, 'prisma/migrations') };
+const root = join(__dirname, '../../../../..');
+// one engine for the whole file, as a process that migrates several databases would: it loads once
+const engine = new SchemaEngineHost();
+const paths = { schemaPath: join(root, 'prisma/schema.prisma'), migrationsDir: join(root, 'prisma/migrations'), engine };
 const CORE_TABLES = ['organizations', 'workspaces', 'api_tokens', 'outbox_messages'];
 
 interface Db {
@@ -109,11 +111,11 @@ afterAll(async () => {
 });
 
 /** A copy of prisma/migrations (and optionally the schema) that a test may change. */
-async function copyOfProject(label: string): Promise<{ schemaPath: string; migrationsDir: string }> {
+async function copyOfProject(label: string): Promise<{ schemaPath: string; migrationsDir: string; engine: SchemaEngineHost }> {
   const dir = join(scratch, `${label}-${randomBytes(4).toString('hex')}`);
   await cp(paths.migrationsDir, join(dir, 'migrations'), { recursive: true });
   await cp(paths.schemaPath, join(dir, 'schema.prisma'));
-  return { schemaPath: join(dir, 'schema.prisma'), migrationsDir: join(dir, 'migrations') };
+  return { schemaPath: join(dir, 'schema.prisma'), migrationsDir: join(dir, 'migrations'), engine };
 }
 
 describe.each([pgliteKind, postgresKind()])('migrator on $name', { timeout: 120_000 }, (kind) => {

@@ -3,9 +3,9 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { ensureBridgeBuilt } from './compiled-bridge';
+import { ensureBridgeBuilt } from '@aileron/pool/bridge';
 
-const root = resolve(__dirname, '../../../..');
+const root = resolve(__dirname, '../../..');
 const everything = join(root, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js');
 let bridgeScript = '';
 const bridges: ChildProcess[] = [];
