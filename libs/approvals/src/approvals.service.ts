@@ -53,6 +53,9 @@ export type Channel = 'rest' | 'page' | 'link' | 'cli';
  * expired), so restarts lose nothing. Decisions reach waiters on every
  * replica through the bus.
  */
+// a review link (and the page it opens) names a request, not yet a tenant
+const REVIEW_LINKS = SystemScopes.system('review link');
+
 @Injectable()
 export class ApprovalsService implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly logger = new Logger('Approvals');
@@ -95,7 +98,7 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
 
   /** The sign-in the review page of a request offers: its organisation's identity provider, if set up for browsers. */
   async signInOption(id: string): Promise<{ organization: string; label: string } | null> {
-    const organization = await this.repository.organizationOf(id);
+    const organization = await this.repository.organizationOf(REVIEW_LINKS, id);
     const option = organization ? await this.signIn.option(organization.id) : null;
     return organization && option ? { organization: organization.slug, label: option.label } : null;
   }
@@ -223,14 +226,15 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
 
   /** A vote through a one-time link: the link names the approver; it works once. */
   async decideWithLink(link: string, id: string, decision: 'approve' | 'deny', reason: string | null): Promise<ApprovalRecord> {
-    const found = link.startsWith(LINK_PREFIX) ? await this.repository.findLink(hashToken(link)) : null;
+    const found = link.startsWith(LINK_PREFIX) ? await this.repository.findLink(REVIEW_LINKS, hashToken(link)) : null;
     if (!found || found.approvalId !== id) throw new ApprovalError('LINK_INVALID', 403, 'This link is not valid for this approval');
     if (found.usedAt) throw new ApprovalError('LINK_USED', 403, 'This link has been used already; each link decides once');
     if (found.expiresAt <= new Date()) throw new ApprovalError('LINK_EXPIRED', 403, 'This link has expired');
     const organization = SystemScopes.organization(found.organizationId);
     const [record, user] = await Promise.all([this.repository.get(organization, id), this.repository.user(organization, found.userId)]);
-    if (!record || !user) throw new ApprovalError('LINK_INVALID', 403, 'This link is not valid for this approval');
-    const scope = SystemScopes.workspace(found.organizationId, { id: record.workspaceId, slug: '' }, 'member');
+    const workspace = record && (await this.repository.workspace(organization, record.workspaceId));
+    if (!record || !user || !workspace) throw new ApprovalError('LINK_INVALID', 403, 'This link is not valid for this approval');
+    const scope = SystemScopes.workspace(found.organizationId, workspace, 'member');
     return this.vote(
       scope,
       id,
@@ -248,7 +252,7 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
 
   /** What a link-holder may see before deciding: the request, if the link is good. */
   async viewWithLink(link: string, id: string): Promise<ApprovalRecord> {
-    const found = link.startsWith(LINK_PREFIX) ? await this.repository.findLink(hashToken(link)) : null;
+    const found = link.startsWith(LINK_PREFIX) ? await this.repository.findLink(REVIEW_LINKS, hashToken(link)) : null;
     if (!found || found.approvalId !== id) throw new ApprovalError('LINK_INVALID', 403, 'This link is not valid for this approval');
     const record = await this.repository.get(SystemScopes.organization(found.organizationId), id);
     if (!record) throw new NotFoundError('approval', id);
@@ -402,7 +406,7 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
   async expireDue(): Promise<number> {
     try {
       const expired = await this.db.transaction(async (tx) => {
-        const due = await this.repository.lockExpired(tx, 200);
+        const due = await this.repository.lockExpired(tx, SystemScopes.system('approval expiry sweep'), 200);
         for (const request of due) {
           const scope = SystemScopes.organization(request.organizationId);
           await this.repository.finish(tx, scope, request.id, 'expired', 'no decision before the request expired');
@@ -450,10 +454,10 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
       const eligible = isApprover(routing?.document ?? null, route, vote.candidate, new Date()) || (vote.candidate.userId !== null && vote.candidate.role === null && (await this.hasApproverRole(scope, vote.candidate.userId, route, tx)));
       if (!eligible) throw new ApprovalError('NOT_AN_APPROVER', 403, `You are not an approver of route "${record.route}"`);
       if (record.decisions.some((d) => d.approver === vote.approver)) throw new ApprovalError('ALREADY_VOTED', 409, 'You have decided on this request already');
-      if (linkHash && !(await this.repository.useLink(tx, linkHash))) throw new ApprovalError('LINK_USED', 403, 'This link has been used already; each link decides once');
+      if (linkHash && !(await this.repository.useLink(tx, scope, linkHash))) throw new ApprovalError('LINK_USED', 403, 'This link has been used already; each link decides once');
       await this.repository.addDecision(tx, scope, id, { approver: vote.approver, decision: vote.decision, reason: vote.reason, via: vote.via });
       const status = tally([...record.decisions, { approver: vote.approver, decision: vote.decision }], record.quorum);
-      const base = { workspace: scope.workspaceSlug || undefined, session: record.sessionId, approval_id: id, server: record.server, tool: record.tool, actor: vote.approver, via: vote.via };
+      const base = { workspace: scope.workspaceSlug, session: record.sessionId, approval_id: id, server: record.server, tool: record.tool, actor: vote.approver, via: vote.via };
       if (status === 'pending') {
         await this.outbox.record(tx, { topic: 'approval.vote_recorded', organizationId: scope.organizationId, workspaceId: record.workspaceId, payload: { ...base, decision: vote.decision, approvals_needed: record.quorum } });
       } else {

@@ -79,7 +79,7 @@ export class OidcSignIn {
   async begin(organizationSlug: string, returnTo: string, secure: boolean): Promise<{ location: string; cookie: string }> {
     const returnPath = safeReturnPath(returnTo);
     if (!returnPath) throw new ValidationError([{ path: 'query.return_to', message: 'must be the path of a review page of this control plane' }]);
-    const organizationId = await this.repository.findOrganizationIdBySlug(organizationSlug);
+    const organizationId = await this.repository.findOrganizationIdBySlug(SystemScopes.system('browser sign-in'), organizationSlug);
     const provider = organizationId ? await this.repository.findIdentityProvider(SystemScopes.organization(organizationId)) : null;
     if (!organizationId || !provider?.clientId) {
       throw new SignInError('SIGN_IN_NOT_CONFIGURED', 404, `Organisation "${organizationSlug}" has no identity provider set up for browser sign-in`);

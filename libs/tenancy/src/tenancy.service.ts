@@ -36,7 +36,7 @@ export class TenancyService {
     return uniquely(
       () =>
         this.db.transaction(async (tx) => {
-          const organization = await this.repository.createOrganization(body, tx);
+          const organization = await this.repository.createOrganization(SystemScopes.system('a new organisation'), body, tx);
           const scope = SystemScopes.organization(organization.id);
           const { record, token } = await this.tokens.mint(
             scope,

@@ -8,6 +8,7 @@ import { KeyProvider, newKey, ROOT_KEYS, SigningKeysService } from '@aileron/key
 import { OutboxService } from '@aileron/outbox';
 import { decryptSecret, encryptSecret, MAX_VALUE_BYTES, parseVaultRef, pathProblem, rewrapDataKey, SecretContext, workspaceKeyAad } from './domain/envelope';
 import { SecretMetadata, VaultKeyRecord, VaultRepository } from './vault.repository';
+import { SystemScopes } from '@aileron/auth/scope-issuer';
 
 /** Why the pool reads a secret: named in the `secret.read` audit record. */
 export interface ReadReason {
@@ -167,11 +168,12 @@ export class VaultService {
    */
   async rewrapUnderCurrentRoot(): Promise<{ root_key_id: string; workspace_keys: number; signing_keys: number }> {
     let workspaceKeys = 0;
-    for (const key of await this.repository.allKeys()) {
+    const rewrap = SystemScopes.system('root key rewrap');
+    for (const key of await this.repository.allKeys(rewrap)) {
       if (this.root.keyIdOf(key.wrappedKey) === this.root.currentKeyId) continue;
       const aad = workspaceKeyAad(key.organizationId, key.workspaceId, key.version);
       const plain = this.root.unwrap(key.wrappedKey, aad);
-      await this.repository.replaceWrappedKeySystem(key, this.root.wrap(plain, aad));
+      await this.repository.replaceWrappedKeySystem(rewrap, key, this.root.wrap(plain, aad));
       plain.fill(0);
       workspaceKeys++;
     }
