@@ -110,7 +110,7 @@ export class AuditSinksService implements OnApplicationBootstrap, OnApplicationS
       await this.audit.record(tx, scope, { type: 'audit.sink_deleted', actor: actorOf(principal), data: { sink: id } });
       return true;
     });
-    if (!removed) throw new NotFoundError('audit sink', id);
+    if (!removed) throw new NotFoundError('audit sink', id, 'AUDIT_SINK_NOT_FOUND');
     await this.enabled.invalidate(scope.organizationId);
   }
 

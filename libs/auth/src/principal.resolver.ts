@@ -1,5 +1,5 @@
 import { Injectable, Logger } from '@nestjs/common';
-import { ForbiddenError, UnauthenticatedError } from '@aileron/errors';
+import { ErrorCodeWithStatus, ForbiddenError, UnauthenticatedError } from '@aileron/errors';
 import { hashToken, looksLikeApiToken } from './domain/api-token';
 import { looksLikeSessionToken } from './domain/browser-session';
 import { mapClaims, MappedIdentity } from './domain/claims';
@@ -116,7 +116,7 @@ export class PrincipalResolver {
     provider: IdentityProviderRecord,
     payload: Record<string, unknown>,
     issuedAt: Date | null,
-    code: string,
+    code: ErrorCodeWithStatus<401>,
   ): Promise<{ principal: Principal; identity: MappedIdentity }> {
     const identity = mapClaims(payload, provider);
     if (!identity) throw new UnauthenticatedError(`The ${issuedAt ? 'JWT' : 'ID token'} has no "${provider.subjectClaim}" claim`, code);

@@ -77,8 +77,13 @@ export class GatewaysService implements OnModuleDestroy {
       : null;
     if (!gateway) {
       const state = codeHash ? await this.repository.enrollmentCodeState(ENROLMENT, codeHash, now) : 'unknown';
-      const detail = { unknown: 'The enrolment code is not valid', used: 'The enrolment code has already been used', expired: 'The enrolment code has expired' }[state];
-      throw new DomainError(`ENROLLMENT_CODE_${state === 'unknown' ? 'INVALID' : state.toUpperCase()}`, 401, 'Enrolment refused', detail);
+      const refusal = {
+        unknown: ['ENROLLMENT_CODE_INVALID', 'The enrolment code is not valid'],
+        used: ['ENROLLMENT_CODE_USED', 'The enrolment code has already been used'],
+        expired: ['ENROLLMENT_CODE_EXPIRED', 'The enrolment code has expired'],
+      } as const;
+      const [code, detail] = refusal[state];
+      throw new DomainError(code, detail);
     }
     return { gateway, token };
   }
@@ -105,7 +110,7 @@ export class GatewaysService implements OnModuleDestroy {
   ): Promise<GatewayRecord> {
     const tokenHash = await this.db.transaction(async (tx) => {
       const gateway = await this.repository.findGateway(scope, id, tx);
-      if (!gateway) throw new NotFoundError('gateway', id);
+      if (!gateway) throw new NotFoundError('gateway', id, 'GATEWAY_NOT_FOUND');
       if (data.revokedAt && gateway.revokedAt) return gateway.tokenHash;
       await this.repository.updateGateway(scope, id, data, tx);
       await this.outbox.record(tx, {

@@ -21,7 +21,7 @@ export interface ReadReason {
 
 export class SecretUnavailableError extends DomainError {
   constructor(ref: string) {
-    super('SECRET_UNAVAILABLE', 422, 'Secret reference cannot be resolved', `${ref} names no secret in this workspace`);
+    super('SECRET_UNAVAILABLE', `${ref} names no secret in this workspace`);
   }
 }
 
@@ -75,7 +75,7 @@ export class VaultService {
 
   async metadata(scope: WorkspaceScope, path: string): Promise<SecretMetadata> {
     const found = await this.repository.metadata(scope, path);
-    if (!found) throw new NotFoundError('secret', path);
+    if (!found) throw new NotFoundError('secret', path, 'SECRET_NOT_FOUND');
     return found;
   }
 
@@ -87,7 +87,7 @@ export class VaultService {
       await this.announce(tx, scope, 'secret.deleted', actorOf(principal), { path, versions: existing.versions });
       return true;
     });
-    if (!removed) throw new NotFoundError('secret', path);
+    if (!removed) throw new NotFoundError('secret', path, 'SECRET_NOT_FOUND');
   }
 
   /**
