@@ -6,7 +6,7 @@
  * - platform libraries never import domain libraries;
  * - a domain's pure rules (src/domain/) use no framework, HTTP or database;
  * - only repositories and the database library touch the generated Prisma client;
- * - controllers never make tenant scopes themselves.
+ * - only named system contexts make tenant scopes themselves; requests get theirs from AccessService.
  * One inside is open to tests: the policy specification
  * (libs/policy/src/domain/reference-evaluator.ts), which the differential test
  * holds the engine to and production code never calls.
@@ -77,10 +77,36 @@ module.exports = {
       to: { path: '(node_modules/@prisma/client|generated/prisma)' },
     },
     {
-      name: 'scope-issuer-outside-auth',
+      name: 'system-scopes-in-system-contexts',
       severity: 'error',
-      comment: 'Requests reach a tenant only through AccessService; controllers never make scopes.',
-      from: { path: '\\.controller\\.ts$', pathNot: '^libs/auth/' },
+      comment:
+        'SystemScopes makes a scope without checking a caller: only the named system contexts below may use it ' +
+        '(docs/rules/tenancy.md). A request gets its scope from AccessService.',
+      from: {
+        path: '^(libs|apps)/',
+        pathNot: [
+          // the auth layer itself: scopes after checking the caller, and authentication before a tenant is known
+          '^libs/auth/src/(access\\.service|auth\\.guard|principal\\.resolver|jwt-keys\\.service|oidc-sign-in\\.service|scope-issuer)\\.ts$',
+          // the gateway's own authentication, and the fast path that does the auth guard's work for gateway fetches
+          '^libs/gateway/src/(gateway-credentials\\.service|gateway-fast-path)\\.ts$',
+          // enrolment: the one-time code is the credential and names the tenant
+          '^libs/gateway/src/gateways\\.service\\.ts$',
+          // bootstrap and new tenants (platform operators)
+          '^libs/tenancy/src/(bootstrap|tenancy)\\.service\\.ts$',
+          // review links (the link names the approver), the expiry sweep
+          '^libs/approvals/src/approvals\\.service\\.ts$',
+          // the audit journal of every announced change, checkpoint and retention sweeps, sink deliveries (jobs)
+          '^libs/audit/src/(audit|audit-sinks)\\.service\\.ts$',
+          // the root-key rewrap across every workspace
+          '^libs/vault/src/vault\\.service\\.ts$',
+          // webhook deliveries (jobs whose payload names the organisation)
+          '^libs/webhooks/src/webhook-delivery\\.service\\.ts$',
+          // agent sessions: their caveat tokens' authentication, and sessions addressed by id (like approvals)
+          '^libs/sessions/src/(session-credentials|sessions)\\.service\\.ts$',
+          // pool calls on an admitted MCP session, and the execution journal's replay after a crash
+          '^libs/pool/src/(calls\\.service|execution-journal)\\.ts$',
+        ],
+      },
       to: { path: '^libs/auth/src/scope-issuer\\.ts$' },
     },
     {

@@ -365,8 +365,7 @@ async function setUpWorkspace(controlPlane: ControlPlane, upstreamUrl: string): 
  * which on a small machine would also slow the next phase's direct baseline.
  */
 async function settle(controlPlane: ControlPlane): Promise<number> {
-  const { DatabaseService } = require('../libs/platform/database/src') as typeof import('../libs/platform/database/src');
-  const db = controlPlane.app.get(DatabaseService);
+  const db = controlPlane.database;
   const started = Date.now();
   for (;;) {
     const [row] = await db.client.$queryRaw<{ pending: bigint }[]>`SELECT count(*) AS pending FROM outbox_messages WHERE completed_at IS NULL`;

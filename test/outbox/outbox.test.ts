@@ -202,7 +202,7 @@ describe.each(BACKENDS)('transactional outbox on %s', (backend) => {
     });
     const db = cp.cp.app.get(DatabaseService);
     const rows = async () =>
-      db.client.$queryRaw<{ id: bigint; n: number; created_at: Date; dispatch_count: number; leased: boolean; done: boolean }[]>`
+      cp.cp.database.client.$queryRaw<{ id: bigint; n: number; created_at: Date; dispatch_count: number; leased: boolean; done: boolean }[]>`
         SELECT id, (payload->>'n')::int AS n, created_at, dispatch_count, dispatched_at IS NOT NULL AS leased, completed_at IS NOT NULL AS done
         FROM outbox_messages WHERE topic = 'handover.happened' ORDER BY id`;
     const payloads = [3, 1, 4, 1, 5, 9, 2, 6].map((n) => ({ topic: 'handover.happened', payload: { n }, audited: false }));

@@ -25,21 +25,10 @@ async function migrate(database: AppConfig['database'], log: ((line: string) => 
     return (await applyMigrations({ kind: 'postgres', url: database.url }, { ...prismaPaths(), log })).applied;
   }
   // openDatabase is the only way in that takes the data-directory lock (PGlite
-  // is single-process: a running control plane must keep us out), but it
-  // does not say what it applied. Ask _prisma_migrations for rows started
-  // since: PGlite runs in this process, so its clock is ours, and the lock
-  // means nobody else migrated meanwhile.
-  const since = new Date();
+  // is single-process: a running control plane must keep us out)
   const handle = await openDatabase(database, { migrate: true, log });
-  try {
-    const rows = await handle.client.$queryRaw<{ migration_name: string }[]>`
-      SELECT migration_name FROM _prisma_migrations
-      WHERE rolled_back_at IS NULL AND finished_at IS NOT NULL AND started_at >= ${since}
-      ORDER BY started_at, migration_name`;
-    return rows.map((row) => row.migration_name);
-  } finally {
-    await handle.close();
-  }
+  await handle.close();
+  return [...handle.migrationsApplied];
 }
 
 export async function runMigrate(options: { verbose?: boolean }): Promise<void> {

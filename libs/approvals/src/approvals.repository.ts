@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
-import type { OrgScope, WorkspaceScope } from '@aileron/auth';
-import { DatabaseService, Prisma, Transaction } from '@aileron/database';
+import type { OrgScope, SystemScope, WorkspaceScope } from '@aileron/auth';
+import { Repository, Prisma, Transaction } from '@aileron/database';
 import type { ApprovalStatus } from './domain/approval';
 import type { RoutingDocument } from './domain/routing';
 
@@ -50,9 +50,7 @@ type Row = Prisma.ApprovalRequestGetPayload<{ include: typeof include }>;
 
 /** Approval requests, votes, one-time links and routing documents. */
 @Injectable()
-export class ApprovalsRepository {
-  constructor(private readonly db: DatabaseService) {}
-
+export class ApprovalsRepository extends Repository {
   async create(scope: WorkspaceScope, data: NewApproval, tx: Transaction): Promise<ApprovalRecord> {
     const row = await tx.approvalRequest.create({
       data: {
@@ -68,7 +66,7 @@ export class ApprovalsRepository {
 
   /** By id inside the caller's organisation (an approval id is all a reviewer has). */
   async get(scope: OrgScope, id: string, tx?: Transaction): Promise<ApprovalRecord | null> {
-    const row = await this.db.use(tx).approvalRequest.findFirst({ where: { organizationId: scope.organizationId, id }, include });
+    const row = await this.use(tx).approvalRequest.findFirst({ where: { organizationId: scope.organizationId, id }, include });
     return row ? toRecord(row) : null;
   }
 
@@ -115,7 +113,7 @@ export class ApprovalsRepository {
     scope: WorkspaceScope,
     call: { server: string; tool: string; argumentsDigest: string; requester: string; sessionId: string | null; gatewayId: string | null },
   ): Promise<ApprovalRecord | null> {
-    const row = await this.db.client.approvalRequest.findFirst({
+    const row = await this.client.approvalRequest.findFirst({
       where: {
         organizationId: scope.organizationId,
         workspaceId: scope.workspaceId,
@@ -135,7 +133,7 @@ export class ApprovalsRepository {
   }
 
   async list(scope: WorkspaceScope, filter: { status?: ApprovalStatus; before?: Date; limit: number }): Promise<ApprovalRecord[]> {
-    const rows = await this.db.client.approvalRequest.findMany({
+    const rows = await this.client.approvalRequest.findMany({
       where: {
         organizationId: scope.organizationId,
         workspaceId: scope.workspaceId,
@@ -150,7 +148,7 @@ export class ApprovalsRepository {
   }
 
   /** Pending requests past their expiry, across tenants (system work), locked for the expiring transaction. */
-  async lockExpired(tx: Transaction, limit: number): Promise<{ id: string; organizationId: string; workspaceId: string }[]> {
+  async lockExpired(tx: Transaction, _system: SystemScope, limit: number): Promise<{ id: string; organizationId: string; workspaceId: string }[]> {
     const rows = await tx.$queryRaw<{ id: string; organization_id: string; workspace_id: string }[]>`
       SELECT id, organization_id, workspace_id FROM approval_requests
       WHERE status = 'pending' AND expires_at <= now() ORDER BY expires_at LIMIT ${limit} FOR UPDATE SKIP LOCKED`;
@@ -158,7 +156,7 @@ export class ApprovalsRepository {
   }
 
   async routing(scope: WorkspaceScope): Promise<{ document: RoutingDocument; version: number; updatedBy: string | null; updatedAt: Date } | null> {
-    const row = await this.db.client.approvalRouting.findFirst({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId } });
+    const row = await this.client.approvalRouting.findFirst({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId } });
     return row ? { document: row.document as unknown as RoutingDocument, version: row.version, updatedBy: row.updatedBy, updatedAt: row.updatedAt } : null;
   }
 
@@ -178,7 +176,7 @@ export class ApprovalsRepository {
   async users(scope: OrgScope, people: string[]): Promise<{ id: string; email: string | null }[]> {
     const ids = people.filter((p) => /^[0-9a-f-]{36}$/i.test(p));
     const emails = people.filter((p) => p.includes('@')).map((p) => p.toLowerCase());
-    return this.db.client.user.findMany({
+    return this.client.user.findMany({
       where: { organizationId: scope.organizationId, OR: [{ id: { in: ids } }, { email: { in: emails, mode: 'insensitive' } }] },
       select: { id: true, email: true },
     });
@@ -199,7 +197,7 @@ export class ApprovalsRepository {
     for (let hop = 0; hop < 6 && current !== null && UUID_REF.test(current) && !chain.includes(current); hop++) {
       chain.push(current);
       if (!current.startsWith('token:')) break;
-      const row: { createdBy: string | null } | null = await this.db.client.apiToken.findFirst({ where: { organizationId: scope.organizationId, id: current.slice(6) }, select: { createdBy: true } });
+      const row: { createdBy: string | null } | null = await this.client.apiToken.findFirst({ where: { organizationId: scope.organizationId, id: current.slice(6) }, select: { createdBy: true } });
       current = row?.createdBy ?? null;
     }
     const last = chain.at(-1);
@@ -208,23 +206,27 @@ export class ApprovalsRepository {
   }
 
   async user(scope: OrgScope, id: string): Promise<{ id: string; email: string | null; name: string | null; idpGroups: string[] } | null> {
-    return this.db.client.user.findFirst({ where: { organizationId: scope.organizationId, id }, select: { id: true, email: true, name: true, idpGroups: true } });
+    return this.client.user.findFirst({ where: { organizationId: scope.organizationId, id }, select: { id: true, email: true, name: true, idpGroups: true } });
   }
 
   /**
    * Whose request this is, before anyone is signed in: the review page offers
    * that organisation's sign-in. The id itself is what the reviewer was sent.
    */
-  async organizationOf(id: string): Promise<{ id: string; slug: string } | null> {
-    const row = await this.db.client.approvalRequest.findFirst({ where: { id }, select: { workspace: { select: { organization: { select: { id: true, slug: true } } } } } });
+  async organizationOf(_system: SystemScope, id: string): Promise<{ id: string; slug: string } | null> {
+    const row = await this.client.approvalRequest.findFirst({ where: { id }, select: { workspace: { select: { organization: { select: { id: true, slug: true } } } } } });
     return row?.workspace.organization ?? null;
+  }
+
+  async workspace(scope: OrgScope, id: string): Promise<{ id: string; slug: string } | null> {
+    return this.client.workspace.findFirst({ where: { organizationId: scope.organizationId, id }, select: { id: true, slug: true } });
   }
 
   /** The roles a user holds in the workspace: a membership, or an organisation role that spans workspaces. */
   async workspaceRoles(scope: WorkspaceScope, userId: string, tx?: Transaction): Promise<string[]> {
     // one after the other: inside a transaction they share one connection anyway
-    const membership = await this.db.use(tx).membership.findFirst({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, userId }, select: { role: true } });
-    const user = await this.db.use(tx).user.findFirst({ where: { organizationId: scope.organizationId, id: userId }, select: { role: true } });
+    const membership = await this.use(tx).membership.findFirst({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, userId }, select: { role: true } });
+    const user = await this.use(tx).user.findFirst({ where: { organizationId: scope.organizationId, id: userId }, select: { role: true } });
     return [membership?.role, user && ['owner', 'admin', 'auditor'].includes(user.role) ? user.role : undefined].filter((r): r is NonNullable<typeof r> => r !== undefined);
   }
 
@@ -233,13 +235,13 @@ export class ApprovalsRepository {
   }
 
   /** A one-time link, found by its hash (the link is the credential: it names its organisation). */
-  findLink(tokenHash: string): Promise<{ approvalId: string; organizationId: string; userId: string; expiresAt: Date; usedAt: Date | null } | null> {
-    return this.db.client.approvalLink.findUnique({ where: { tokenHash }, select: { approvalId: true, organizationId: true, userId: true, expiresAt: true, usedAt: true } });
+  findLink(_system: SystemScope, tokenHash: string): Promise<{ approvalId: string; organizationId: string; userId: string; expiresAt: Date; usedAt: Date | null } | null> {
+    return this.client.approvalLink.findUnique({ where: { tokenHash }, select: { approvalId: true, organizationId: true, userId: true, expiresAt: true, usedAt: true } });
   }
 
   /** Spends a link; false if it was spent already (two tabs, a replay). */
-  async useLink(tx: Transaction, tokenHash: string): Promise<boolean> {
-    return (await tx.approvalLink.updateMany({ where: { tokenHash, usedAt: null, expiresAt: { gt: new Date() } }, data: { usedAt: new Date() } })).count === 1;
+  async useLink(tx: Transaction, scope: OrgScope, tokenHash: string): Promise<boolean> {
+    return (await tx.approvalLink.updateMany({ where: { organizationId: scope.organizationId, tokenHash, usedAt: null, expiresAt: { gt: new Date() } }, data: { usedAt: new Date() } })).count === 1;
   }
 }
 

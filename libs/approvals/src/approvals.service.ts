@@ -5,7 +5,7 @@ import { SystemScopes } from '@aileron/auth/scope-issuer';
 import { MESSAGE_BUS, MessageBus } from '@aileron/bus';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { DatabaseService, Transaction } from '@aileron/database';
-import { DomainError, NotFoundError, ValidationError } from '@aileron/errors';
+import { DomainError, ErrorCodeWithStatus, NotFoundError, ValidationError } from '@aileron/errors';
 import { OutboxService, PublicEvent } from '@aileron/outbox';
 import { PolicyService } from '@aileron/policy';
 import { WebhooksService } from '@aileron/webhooks';
@@ -22,8 +22,8 @@ export const LINK_PREFIX = 'ail_lnk_';
 export const LINK_NOTIFICATION = 'approval.link';
 
 export class ApprovalError extends DomainError {
-  constructor(code: string, status: number, detail: string) {
-    super(code, status, status === 403 ? 'Forbidden' : 'Conflict', detail);
+  constructor(code: ErrorCodeWithStatus<403 | 409>, detail: string) {
+    super(code, detail);
   }
 }
 
@@ -55,6 +55,9 @@ export type Channel = 'rest' | 'page' | 'link' | 'cli';
  * expired), so restarts lose nothing. Decisions reach waiters on every
  * replica through the bus.
  */
+// a review link (and the page it opens) names a request, not yet a tenant
+const REVIEW_LINKS = SystemScopes.system('review link');
+
 @Injectable()
 export class ApprovalsService implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly logger = new Logger('Approvals');
@@ -97,7 +100,7 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
 
   /** The sign-in the review page of a request offers: its organisation's identity provider, if set up for browsers. */
   async signInOption(id: string): Promise<{ organization: string; label: string } | null> {
-    const organization = await this.repository.organizationOf(id);
+    const organization = await this.repository.organizationOf(REVIEW_LINKS, id);
     const option = organization ? await this.signIn.option(organization.id) : null;
     return organization && option ? { organization: organization.slug, label: option.label } : null;
   }
@@ -112,7 +115,7 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
       principal: { user: call.requester, roles: call.roles ?? [], groups: call.groups ?? [], ...(call.session ? { session: call.session } : {}) },
     });
     if (decision.decision !== 'approval') {
-      throw new ApprovalError('APPROVAL_NOT_REQUIRED', 409, `The policy (version ${decision.policy_version}) decides "${decision.decision}" for this call, not "approval"`);
+      throw new ApprovalError('APPROVAL_NOT_REQUIRED', `The policy (version ${decision.policy_version}) decides "${decision.decision}" for this call, not "approval"`);
     }
     const routing = await this.repository.routing(scope);
     const { name, route } = resolveRoute(routing?.document ?? null, decision.approval_route);
@@ -169,11 +172,11 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
   /** One request, as the caller may see it; a gateway sees the ones it asked for. */
   async get(caller: Principal, id: string): Promise<ApprovalRecord> {
     const record = await this.repository.get(SystemScopes.organization(caller.organizationId), id);
-    if (!record) throw new NotFoundError('approval', id);
+    if (!record) throw new NotFoundError('approval', id, 'APPROVAL_NOT_FOUND');
     // an agent session follows the approvals its own calls asked for, nothing else
-    if (caller.session && record.agentSessionId !== caller.session.id) throw new NotFoundError('approval', id);
-    await this.access.workspaceById(caller, record.workspaceId, 'approval.read', { kind: 'approval', id });
-    if (!caller.session && caller.gateway && record.gatewayId !== caller.id) throw new NotFoundError('approval', id);
+    if (caller.session && record.agentSessionId !== caller.session.id) throw new NotFoundError('approval', id, 'APPROVAL_NOT_FOUND');
+    await this.access.workspaceById(caller, record.workspaceId, 'approval.read', { kind: 'approval', id, code: 'APPROVAL_NOT_FOUND' });
+    if (!caller.session && caller.gateway && record.gatewayId !== caller.id) throw new NotFoundError('approval', id, 'APPROVAL_NOT_FOUND');
     return effective(record);
   }
 
@@ -208,11 +211,11 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
 
   /** A vote by a signed-in approver (REST, CLI, the review page). */
   async decide(caller: Principal, id: string, decision: 'approve' | 'deny', reason: string | null, via: Channel): Promise<ApprovalRecord> {
-    if (caller.gateway) throw new ApprovalError('NOT_AN_APPROVER', 403, 'A gateway cannot decide approvals');
+    if (caller.gateway) throw new ApprovalError('NOT_AN_APPROVER', 'A gateway cannot decide approvals');
     const organization = SystemScopes.organization(caller.organizationId);
     const found = await this.repository.get(organization, id);
-    if (!found) throw new NotFoundError('approval', id);
-    const scope = await this.access.workspaceById(caller, found.workspaceId, 'approval.decide', { kind: 'approval', id });
+    if (!found) throw new NotFoundError('approval', id, 'APPROVAL_NOT_FOUND');
+    const scope = await this.access.workspaceById(caller, found.workspaceId, 'approval.decide', { kind: 'approval', id, code: 'APPROVAL_NOT_FOUND' });
     const user = caller.kind === 'user' ? await this.repository.user(organization, caller.id) : null;
     // a token acts for whoever made it: nobody approves their own request with a token they minted
     const identities = await this.personIdentities(organization, describePrincipal(caller));
@@ -229,14 +232,15 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
 
   /** A vote through a one-time link: the link names the approver; it works once. */
   async decideWithLink(link: string, id: string, decision: 'approve' | 'deny', reason: string | null): Promise<ApprovalRecord> {
-    const found = link.startsWith(LINK_PREFIX) ? await this.repository.findLink(hashToken(link)) : null;
-    if (!found || found.approvalId !== id) throw new ApprovalError('LINK_INVALID', 403, 'This link is not valid for this approval');
-    if (found.usedAt) throw new ApprovalError('LINK_USED', 403, 'This link has been used already; each link decides once');
-    if (found.expiresAt <= new Date()) throw new ApprovalError('LINK_EXPIRED', 403, 'This link has expired');
+    const found = link.startsWith(LINK_PREFIX) ? await this.repository.findLink(REVIEW_LINKS, hashToken(link)) : null;
+    if (!found || found.approvalId !== id) throw new ApprovalError('LINK_INVALID', 'This link is not valid for this approval');
+    if (found.usedAt) throw new ApprovalError('LINK_USED', 'This link has been used already; each link decides once');
+    if (found.expiresAt <= new Date()) throw new ApprovalError('LINK_EXPIRED', 'This link has expired');
     const organization = SystemScopes.organization(found.organizationId);
     const [record, user] = await Promise.all([this.repository.get(organization, id), this.repository.user(organization, found.userId)]);
-    if (!record || !user) throw new ApprovalError('LINK_INVALID', 403, 'This link is not valid for this approval');
-    const scope = SystemScopes.workspace(found.organizationId, { id: record.workspaceId, slug: '' }, 'member');
+    const workspace = record && (await this.repository.workspace(organization, record.workspaceId));
+    if (!record || !user || !workspace) throw new ApprovalError('LINK_INVALID', 'This link is not valid for this approval');
+    const scope = SystemScopes.workspace(found.organizationId, workspace, 'member');
     return this.vote(
       scope,
       id,
@@ -254,10 +258,10 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
 
   /** What a link-holder may see before deciding: the request, if the link is good. */
   async viewWithLink(link: string, id: string): Promise<ApprovalRecord> {
-    const found = link.startsWith(LINK_PREFIX) ? await this.repository.findLink(hashToken(link)) : null;
-    if (!found || found.approvalId !== id) throw new ApprovalError('LINK_INVALID', 403, 'This link is not valid for this approval');
+    const found = link.startsWith(LINK_PREFIX) ? await this.repository.findLink(REVIEW_LINKS, hashToken(link)) : null;
+    if (!found || found.approvalId !== id) throw new ApprovalError('LINK_INVALID', 'This link is not valid for this approval');
     const record = await this.repository.get(SystemScopes.organization(found.organizationId), id);
-    if (!record) throw new NotFoundError('approval', id);
+    if (!record) throw new NotFoundError('approval', id, 'APPROVAL_NOT_FOUND');
     return effective(record);
   }
 
@@ -270,23 +274,20 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
   async sendLink(caller: Principal, id: string, userId: string): Promise<{ user: string; expires_at: string; channels: number }> {
     const organization = SystemScopes.organization(caller.organizationId);
     const record = await this.repository.get(organization, id);
-    if (!record) throw new NotFoundError('approval', id);
-    const scope = await this.access.workspaceById(caller, record.workspaceId, 'approval.routes', { kind: 'approval', id });
+    if (!record) throw new NotFoundError('approval', id, 'APPROVAL_NOT_FOUND');
+    const scope = await this.access.workspaceById(caller, record.workspaceId, 'approval.routes', { kind: 'approval', id, code: 'APPROVAL_NOT_FOUND' });
     const user = await this.repository.user(organization, userId);
     if (!user) throw new ValidationError([{ path: 'user', message: 'is not a user of this organisation' }]);
     const current = effective(record);
-    if (current.status !== 'pending') throw new ApprovalError('APPROVAL_ALREADY_DECIDED', 409, `This request is already ${current.status}; decisions are final`);
+    if (current.status !== 'pending') throw new ApprovalError('APPROVAL_ALREADY_DECIDED', `This request is already ${current.status}; decisions are final`);
     const routing = await this.repository.routing(scope);
     const { route } = resolveRoute(routing?.document ?? null, record.route);
     if (!isApprover(routing?.document ?? null, route, { userId: user.id, email: user.email, role: null, idpGroups: user.idpGroups }, new Date()) && !(await this.hasApproverRole(scope, user.id, route))) {
-      throw new ApprovalError('NOT_AN_APPROVER', 403, `User ${user.id} is not an approver of route "${record.route}"`);
+      throw new ApprovalError('NOT_AN_APPROVER', `User ${user.id} is not an approver of route "${record.route}"`);
     }
     const channels = await this.webhooks.notificationChannels(organization, record.workspaceId, LINK_NOTIFICATION);
     if (channels === 0) {
-      throw new ApprovalError(
-        'LINK_CHANNEL_MISSING',
-        409,
-        `No webhook endpoint delivers "${LINK_NOTIFICATION}" for this workspace: add one (POST /v1/webhooks with events ["${LINK_NOTIFICATION}"], format json) that passes links on to the people they name`,
+      throw new ApprovalError('LINK_CHANNEL_MISSING', `No webhook endpoint delivers "${LINK_NOTIFICATION}" for this workspace: add one (POST /v1/webhooks with events ["${LINK_NOTIFICATION}"], format json) that passes links on to the people they name`,
       );
     }
     const actor = describePrincipal(caller);
@@ -343,9 +344,9 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
       return true;
     });
     const record = await this.repository.get(scope, id);
-    if (!record || record.workspaceId !== scope.workspaceId || record.gatewayId !== gatewayId) throw new NotFoundError('approval', id);
+    if (!record || record.workspaceId !== scope.workspaceId || record.gatewayId !== gatewayId) throw new NotFoundError('approval', id, 'APPROVAL_NOT_FOUND');
     if (used) return record;
-    throw new ApprovalError('APPROVAL_NOT_USABLE', 409, whyNotUsable(effective(record), { ...call, digest }));
+    throw new ApprovalError('APPROVAL_NOT_USABLE', whyNotUsable(effective(record), { ...call, digest }));
   }
 
   /** An approved-and-unused or pending request for exactly this call, if there is one (the pool's retries). */
@@ -365,9 +366,9 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
   async cancel(scope: WorkspaceScope, canceller: string, id: string, gatewayId: string | null, reason: string | null): Promise<ApprovalRecord> {
     await this.db.transaction(async (tx) => {
       const record = await this.repository.lock(tx, scope, id);
-      if (!record || record.workspaceId !== scope.workspaceId || record.gatewayId !== gatewayId) throw new NotFoundError('approval', id);
+      if (!record || record.workspaceId !== scope.workspaceId || record.gatewayId !== gatewayId) throw new NotFoundError('approval', id, 'APPROVAL_NOT_FOUND');
       if (record.status !== 'pending' || record.expiresAt <= new Date()) {
-        throw new ApprovalError('APPROVAL_ALREADY_DECIDED', 409, `This request is already ${effective(record).status}; decisions are final`);
+        throw new ApprovalError('APPROVAL_ALREADY_DECIDED', `This request is already ${effective(record).status}; decisions are final`);
       }
       await this.repository.finish(tx, scope, id, 'cancelled', reason);
       await this.outbox.record(tx, {
@@ -408,7 +409,7 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
   async expireDue(): Promise<number> {
     try {
       const expired = await this.db.transaction(async (tx) => {
-        const due = await this.repository.lockExpired(tx, 200);
+        const due = await this.repository.lockExpired(tx, SystemScopes.system('approval expiry sweep'), 200);
         for (const request of due) {
           const scope = SystemScopes.organization(request.organizationId);
           await this.repository.finish(tx, scope, request.id, 'expired', 'no decision before the request expired');
@@ -447,19 +448,19 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
     const requester = requested ? await this.personIdentities(scope, requested.requester) : new Set<string>();
     const outcome = await this.db.transaction(async (tx) => {
       const record = await this.repository.lock(tx, scope, id);
-      if (!record) throw new NotFoundError('approval', id);
-      if (FINAL.includes(record.status)) throw new ApprovalError('APPROVAL_ALREADY_DECIDED', 409, `This request is already ${record.status}; decisions are final`);
-      if (record.expiresAt <= new Date()) throw new ApprovalError('APPROVAL_EXPIRED', 409, 'This request expired before a decision');
+      if (!record) throw new NotFoundError('approval', id, 'APPROVAL_NOT_FOUND');
+      if (FINAL.includes(record.status)) throw new ApprovalError('APPROVAL_ALREADY_DECIDED', `This request is already ${record.status}; decisions are final`);
+      if (record.expiresAt <= new Date()) throw new ApprovalError('APPROVAL_EXPIRED', 'This request expired before a decision');
       // separation of duties: whoever the call runs for never decides it
-      if (samePerson(requester, vote.identities)) throw new ApprovalError('SELF_APPROVAL_FORBIDDEN', 403, 'You asked for this call; someone else must decide it');
+      if (samePerson(requester, vote.identities)) throw new ApprovalError('SELF_APPROVAL_FORBIDDEN', 'You asked for this call; someone else must decide it');
       const { route } = resolveRoute(routing?.document ?? null, record.route);
       const eligible = isApprover(routing?.document ?? null, route, vote.candidate, new Date()) || (vote.candidate.userId !== null && vote.candidate.role === null && (await this.hasApproverRole(scope, vote.candidate.userId, route, tx)));
-      if (!eligible) throw new ApprovalError('NOT_AN_APPROVER', 403, `You are not an approver of route "${record.route}"`);
-      if (record.decisions.some((d) => d.approver === vote.approver)) throw new ApprovalError('ALREADY_VOTED', 409, 'You have decided on this request already');
-      if (linkHash && !(await this.repository.useLink(tx, linkHash))) throw new ApprovalError('LINK_USED', 403, 'This link has been used already; each link decides once');
+      if (!eligible) throw new ApprovalError('NOT_AN_APPROVER', `You are not an approver of route "${record.route}"`);
+      if (record.decisions.some((d) => d.approver === vote.approver)) throw new ApprovalError('ALREADY_VOTED', 'You have decided on this request already');
+      if (linkHash && !(await this.repository.useLink(tx, scope, linkHash))) throw new ApprovalError('LINK_USED', 'This link has been used already; each link decides once');
       await this.repository.addDecision(tx, scope, id, { approver: vote.approver, decision: vote.decision, reason: vote.reason, via: vote.via });
       const status = tally([...record.decisions, { approver: vote.approver, decision: vote.decision }], record.quorum);
-      const base = { workspace: scope.workspaceSlug || undefined, session: record.sessionId, approval_id: id, server: record.server, tool: record.tool, actor: vote.approver, via: vote.via };
+      const base = { workspace: scope.workspaceSlug, session: record.sessionId, approval_id: id, server: record.server, tool: record.tool, actor: vote.approver, via: vote.via };
       if (status === 'pending') {
         await this.outbox.record(tx, { topic: 'approval.vote_recorded', organizationId: scope.organizationId, workspaceId: record.workspaceId, payload: { ...base, decision: vote.decision, approvals_needed: record.quorum } });
       } else {

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
-import type { OrgScope } from '@aileron/auth';
-import { DatabaseService, Transaction } from '@aileron/database';
+import type { OrgScope, SystemScope } from '@aileron/auth';
+import { Repository, Transaction } from '@aileron/database';
 
 export interface AuditSinkRecord {
   id: string;
@@ -18,19 +18,17 @@ export interface AuditSinkRecord {
 }
 
 @Injectable()
-export class AuditSinksRepository {
-  constructor(private readonly db: DatabaseService) {}
-
+export class AuditSinksRepository extends Repository {
   create(scope: OrgScope, data: { id: string; name: string; url: string; secret: string; createdBy: string }, tx: Transaction): Promise<AuditSinkRecord> {
     return tx.auditSink.create({ data: { organizationId: scope.organizationId, ...data } });
   }
 
   list(scope: OrgScope): Promise<AuditSinkRecord[]> {
-    return this.db.client.auditSink.findMany({ where: { organizationId: scope.organizationId }, orderBy: { createdAt: 'asc' } });
+    return this.client.auditSink.findMany({ where: { organizationId: scope.organizationId }, orderBy: { createdAt: 'asc' } });
   }
 
   get(scope: OrgScope, id: string): Promise<AuditSinkRecord | null> {
-    return this.db.client.auditSink.findFirst({ where: { organizationId: scope.organizationId, id } });
+    return this.client.auditSink.findFirst({ where: { organizationId: scope.organizationId, id } });
   }
 
   async delete(scope: OrgScope, id: string, tx: Transaction): Promise<boolean> {
@@ -38,17 +36,17 @@ export class AuditSinksRepository {
   }
 
   enabledIds(scope: OrgScope): Promise<{ id: string }[]> {
-    return this.db.client.auditSink.findMany({ where: { organizationId: scope.organizationId, enabled: true }, select: { id: true } });
+    return this.client.auditSink.findMany({ where: { organizationId: scope.organizationId, enabled: true }, select: { id: true } });
   }
 
   /** Every enabled sink of every organisation (system work: the periodic catch-up). */
-  allEnabled(): Promise<{ id: string; organizationId: string }[]> {
-    return this.db.client.auditSink.findMany({ where: { enabled: true }, select: { id: true, organizationId: true } });
+  allEnabled(_system: SystemScope): Promise<{ id: string; organizationId: string }[]> {
+    return this.client.auditSink.findMany({ where: { enabled: true }, select: { id: true, organizationId: true } });
   }
 
   /** Takes the sink's delivery lease if nobody holds it; false when another process is sending. */
   async claim(scope: OrgScope, id: string, leaseMs: number): Promise<boolean> {
-    const count = await this.db.client.$executeRaw`
+    const count = await this.client.$executeRaw`
       UPDATE audit_sinks SET lease_until = now() + make_interval(secs => ${leaseMs / 1000})
       WHERE id = ${id}::uuid AND organization_id = ${scope.organizationId}::uuid AND enabled
         AND (lease_until IS NULL OR lease_until < now())`;
@@ -57,22 +55,22 @@ export class AuditSinksRepository {
 
   async release(scope: OrgScope, id: string, outcome: { delivered: boolean; error?: string }): Promise<void> {
     const now = new Date();
-    await this.db.client.auditSink.updateMany({
+    await this.client.auditSink.updateMany({
       where: { organizationId: scope.organizationId, id },
       data: { leaseUntil: null, ...(outcome.delivered ? { lastDeliveredAt: now } : {}), ...(outcome.error ? { lastError: outcome.error, lastErrorAt: now } : {}) },
     });
   }
 
-  async cursors(id: string): Promise<Map<string, number>> {
-    const rows = await this.db.client.auditSinkCursor.findMany({ where: { sinkId: id } });
+  async cursors(scope: OrgScope, id: string): Promise<Map<string, number>> {
+    const rows = await this.client.auditSinkCursor.findMany({ where: { sinkId: id, sink: { organizationId: scope.organizationId } } });
     return new Map(rows.map((r) => [r.chainId, Number(r.seq)]));
   }
 
-  async advance(id: string, chainId: string, seq: number): Promise<void> {
-    await this.db.client.auditSinkCursor.upsert({
-      where: { sinkId_chainId: { sinkId: id, chainId } },
-      create: { sinkId: id, chainId, seq: BigInt(seq) },
-      update: { seq: BigInt(seq), updatedAt: new Date() },
-    });
+  async advance(scope: OrgScope, id: string, chainId: string, seq: number): Promise<void> {
+    // the cursor table has no organisation of its own: the sink's row vouches for it
+    await this.client.$executeRaw`
+      INSERT INTO audit_sink_cursors (sink_id, chain_id, seq, updated_at)
+      SELECT id, ${chainId}::uuid, ${BigInt(seq)}, now() FROM audit_sinks WHERE id = ${id}::uuid AND organization_id = ${scope.organizationId}::uuid
+      ON CONFLICT (sink_id, chain_id) DO UPDATE SET seq = EXCLUDED.seq, updated_at = EXCLUDED.updated_at`;
   }
 }

@@ -110,7 +110,7 @@ export class AuditSinksService implements OnApplicationBootstrap, OnApplicationS
       await this.audit.record(tx, scope, { type: 'audit.sink_deleted', actor: actorOf(principal), data: { sink: id } });
       return true;
     });
-    if (!removed) throw new NotFoundError('audit sink', id);
+    if (!removed) throw new NotFoundError('audit sink', id, 'AUDIT_SINK_NOT_FOUND');
     await this.enabled.invalidate(scope.organizationId);
   }
 
@@ -127,12 +127,12 @@ export class AuditSinksService implements OnApplicationBootstrap, OnApplicationS
     let sent = 0;
     try {
       const secret = this.root.unwrap(sink.secret, aad(scope, sinkId)).toString('utf8');
-      const cursors = await this.repository.cursors(sinkId);
+      const cursors = await this.repository.cursors(scope, sinkId);
       for (const head of await this.records.heads(scope)) {
         // heads are read after taking the lease: everything committed before it is sent now
         let after = cursors.get(head.chainId) ?? 0;
         while (after < head.seq && sent < BATCHES_PER_JOB) {
-          const batch = await this.records.afterCursor(organizationId, head.chainId, after, BATCH);
+          const batch = await this.records.afterCursor(scope, head.chainId, after, BATCH);
           if (batch.length === 0) break;
           const last = batch[batch.length - 1]!.seq;
           await this.send(sink, secret, {
@@ -141,7 +141,7 @@ export class AuditSinksService implements OnApplicationBootstrap, OnApplicationS
             workspace_id: head.workspaceId,
             events: batch.map(toView),
           });
-          await this.repository.advance(sinkId, head.chainId, last);
+          await this.repository.advance(scope, sinkId, head.chainId, last);
           after = last;
           sent++;
         }
@@ -203,7 +203,7 @@ export class AuditSinksService implements OnApplicationBootstrap, OnApplicationS
   /** Picks up whatever bursts and failures left behind, after restarts too. */
   private async catchUp(): Promise<void> {
     try {
-      for (const sink of await this.repository.allEnabled()) await this.enqueue(sink.organizationId, sink.id, `catch-up-${Math.floor(Date.now() / CATCH_UP_MS)}`);
+      for (const sink of await this.repository.allEnabled(SystemScopes.system('audit sink catch-up'))) await this.enqueue(sink.organizationId, sink.id, `catch-up-${Math.floor(Date.now() / CATCH_UP_MS)}`);
     } catch (error) {
       this.logger.warn({ err: error }, 'audit sink catch-up failed; will retry');
     }

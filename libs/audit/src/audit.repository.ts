@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
-import type { OrgScope } from '@aileron/auth';
-import { DatabaseService, Prisma, Transaction } from '@aileron/database';
+import type { OrgScope, SystemScope } from '@aileron/auth';
+import { Repository, Prisma, Transaction } from '@aileron/database';
 import type { AuditSource, ChainedRecord, CheckpointRecord } from './domain/chain';
 
 export interface ChainHead {
@@ -33,9 +33,7 @@ type Row = Prisma.AuditEventGetPayload<object>;
  * is also what lets a sink's cursor never skip a record).
  */
 @Injectable()
-export class AuditRepository {
-  constructor(private readonly db: DatabaseService) {}
-
+export class AuditRepository extends Repository {
   /** The chain's head, locked until the transaction ends; created empty on first use. */
   async lockHead(tx: Transaction, scope: OrgScope, chainId: string, workspaceId: string | null): Promise<ChainHead> {
     const select = () => tx.$queryRaw<{ seq: bigint; hash: string; checkpoint_seq: bigint; organization_id: string }[]>`
@@ -55,12 +53,12 @@ export class AuditRepository {
   }
 
   /** Which of these ids the chain already holds (a retried gateway batch). */
-  async existingIds(tx: Transaction, chainId: string, ids: string[]): Promise<Set<string>> {
+  async existingIds(tx: Transaction, scope: OrgScope, chainId: string, ids: string[]): Promise<Set<string>> {
     if (ids.length === 0) return new Set();
     // the ids as one JSON parameter: findMany's `in` compiles a plan per call that grows with the list
     const rows = await tx.$queryRaw<{ id: string }[]>`
       SELECT id FROM audit_events
-      WHERE chain_id = ${chainId}::uuid AND id = ANY(${ids}::uuid[])`;
+      WHERE chain_id = ${chainId}::uuid AND organization_id = ${scope.organizationId}::uuid AND id = ANY(${ids}::uuid[])`;
     return new Set(rows.map((r) => r.id));
   }
 
@@ -72,7 +70,7 @@ export class AuditRepository {
    * without the repeats (the unique index finds them while it inserts, so
    * the common case costs no separate look-up).
    */
-  async append(tx: Transaction, records: ChainedRecord[], skipRepeats = false): Promise<boolean> {
+  async append(tx: Transaction, scope: OrgScope, records: ChainedRecord[], skipRepeats = false): Promise<boolean> {
     if (records.length === 0) return true;
     const last = records[records.length - 1]!;
     const column = <T>(pick: (record: ChainedRecord) => T): T[] => records.map(pick);
@@ -83,7 +81,7 @@ export class AuditRepository {
       WITH inserted AS (
         INSERT INTO audit_events (organization_id, chain_id, workspace_id, seq, id, type, recorded_at, occurred_at, source, actor,
                                   principal, execution_mode, server, tool, decision, session_id, data, prev_hash, hash)
-        SELECT ${last.organizationId}::uuid, ${last.chainId}::uuid, ${last.workspaceId}::uuid, u.seq, u.id, u.type, u.recorded_at, u.occurred_at,
+        SELECT ${scope.organizationId}::uuid, ${last.chainId}::uuid, ${last.workspaceId}::uuid, u.seq, u.id, u.type, u.recorded_at, u.occurred_at,
                u.source, u.actor, u.principal, u.execution_mode, u.server, u.tool, u.decision, u.session_id, u.data, u.prev_hash, u.hash
         FROM unnest(
           ${column((r) => r.seq)}::bigint[], ${column((r) => r.id)}::uuid[], ${column((r) => asText(r.type))}::text[],
@@ -96,7 +94,7 @@ export class AuditRepository {
         ${skipRepeats ? Prisma.sql`ON CONFLICT (chain_id, id) DO NOTHING` : Prisma.empty}
         RETURNING 1)
       UPDATE audit_heads SET seq = ${last.seq}::bigint, hash = ${last.hash}, updated_at = now()
-      WHERE chain_id = ${last.chainId}::uuid AND (SELECT count(*) FROM inserted) = ${records.length}`;
+      WHERE chain_id = ${last.chainId}::uuid AND organization_id = ${scope.organizationId}::uuid AND (SELECT count(*) FROM inserted) = ${records.length}`;
     return moved === 1;
   }
 
@@ -112,7 +110,7 @@ export class AuditRepository {
   }
 
   async head(scope: OrgScope, chainId: string): Promise<ChainHead | null> {
-    const row = await this.db.client.auditHead.findFirst({ where: { chainId, organizationId: scope.organizationId } });
+    const row = await this.client.auditHead.findFirst({ where: { chainId, organizationId: scope.organizationId } });
     return row ? toHead(row) : null;
   }
 
@@ -120,8 +118,8 @@ export class AuditRepository {
    * Chains whose newest records wait for a checkpoint: `every` records since
    * the last one, or any record once `seconds` have passed (system work, every tenant).
    */
-  async chainsNeedingCheckpoint(every: number, seconds: number, limit: number): Promise<ChainHead[]> {
-    const rows = await this.db.client.$queryRaw<{ chain_id: string; organization_id: string; workspace_id: string | null; seq: bigint; hash: string; checkpoint_seq: bigint }[]>`
+  async chainsNeedingCheckpoint(_system: SystemScope, every: number, seconds: number, limit: number): Promise<ChainHead[]> {
+    const rows = await this.client.$queryRaw<{ chain_id: string; organization_id: string; workspace_id: string | null; seq: bigint; hash: string; checkpoint_seq: bigint }[]>`
       SELECT h.chain_id, h.organization_id, h.workspace_id, h.seq, h.hash, h.checkpoint_seq FROM audit_heads h
       WHERE h.seq > h.checkpoint_seq
         AND (h.seq - h.checkpoint_seq >= ${every}
@@ -132,18 +130,18 @@ export class AuditRepository {
   }
 
   async heads(scope: OrgScope): Promise<ChainHead[]> {
-    const rows = await this.db.client.auditHead.findMany({ where: { organizationId: scope.organizationId }, orderBy: { chainId: 'asc' } });
+    const rows = await this.client.auditHead.findMany({ where: { organizationId: scope.organizationId }, orderBy: { chainId: 'asc' } });
     return rows.map(toHead);
   }
 
   async checkpoints(scope: OrgScope, chainId: string): Promise<CheckpointRecord[]> {
-    const rows = await this.db.client.auditCheckpoint.findMany({ where: { chainId, organizationId: scope.organizationId }, orderBy: { seq: 'asc' } });
+    const rows = await this.client.auditCheckpoint.findMany({ where: { chainId, organizationId: scope.organizationId }, orderBy: { seq: 'asc' } });
     return rows.map((r) => ({ seq: Number(r.seq), hash: r.hash, kind: r.kind as CheckpointRecord['kind'], keyId: r.keyId, signature: r.signature }));
   }
 
   /** One page of a chain in seq order, for verification and export. */
   async pageBySeq(scope: OrgScope, chainId: string, afterSeq: number, limit: number): Promise<ChainedRecord[]> {
-    const rows = await this.db.client.auditEvent.findMany({
+    const rows = await this.client.auditEvent.findMany({
       where: { chainId, organizationId: scope.organizationId, seq: { gt: BigInt(afterSeq) } },
       orderBy: { seq: 'asc' },
       take: limit,
@@ -159,7 +157,7 @@ export class AuditRepository {
     const occurredAt: Prisma.DateTimeFilter = {};
     if (filters.from) occurredAt.gte = filters.from;
     if (filters.to) occurredAt.lt = filters.to;
-    const rows = await this.db.client.auditEvent.findMany({
+    const rows = await this.client.auditEvent.findMany({
       where: {
         chainId,
         organizationId: scope.organizationId,
@@ -180,10 +178,10 @@ export class AuditRepository {
     return rows.map(toRecord);
   }
 
-  /** Records of a chain after a cursor, for a sink (system work: the sink's organisation is checked by the caller). */
-  async afterCursor(organizationId: string, chainId: string, afterSeq: number, limit: number): Promise<ChainedRecord[]> {
-    const rows = await this.db.client.auditEvent.findMany({
-      where: { chainId, organizationId, seq: { gt: BigInt(afterSeq) } },
+  /** Records of a chain after a cursor, for a sink. */
+  async afterCursor(scope: OrgScope, chainId: string, afterSeq: number, limit: number): Promise<ChainedRecord[]> {
+    const rows = await this.client.auditEvent.findMany({
+      where: { chainId, organizationId: scope.organizationId, seq: { gt: BigInt(afterSeq) } },
       orderBy: { seq: 'asc' },
       take: limit,
     });
@@ -191,8 +189,8 @@ export class AuditRepository {
   }
 
   /** The newest record at or before `cutoff` (by recorded time), the edge of what retention removes. */
-  async retentionEdge(chainId: string, cutoff: Date): Promise<ChainedRecord | null> {
-    const row = await this.db.client.auditEvent.findFirst({ where: { chainId, recordedAt: { lt: cutoff } }, orderBy: { seq: 'desc' } });
+  async retentionEdge(scope: OrgScope, chainId: string, cutoff: Date): Promise<ChainedRecord | null> {
+    const row = await this.client.auditEvent.findFirst({ where: { organizationId: scope.organizationId, chainId, recordedAt: { lt: cutoff } }, orderBy: { seq: 'desc' } });
     return row ? toRecord(row) : null;
   }
 
@@ -200,20 +198,20 @@ export class AuditRepository {
    * Removes records 1..seq of a chain. The trigger refuses deletes unless the
    * transaction says it is the retention job; nothing else ever says so.
    */
-  async removeThrough(tx: Transaction, chainId: string, seq: number): Promise<number> {
+  async removeThrough(tx: Transaction, scope: OrgScope, chainId: string, seq: number): Promise<number> {
     await tx.$executeRaw`SELECT set_config('aileron.audit_retention', 'on', true)`;
-    const removed = await tx.auditEvent.deleteMany({ where: { chainId, seq: { lte: BigInt(seq) } } });
+    const removed = await tx.auditEvent.deleteMany({ where: { organizationId: scope.organizationId, chainId, seq: { lte: BigInt(seq) } } });
     await tx.$executeRaw`SELECT set_config('aileron.audit_retention', 'off', true)`;
     return removed.count;
   }
 
-  async organizationsWithRetention(): Promise<{ id: string; days: number }[]> {
-    const rows = await this.db.client.organization.findMany({ where: { auditRetentionDays: { not: null } }, select: { id: true, auditRetentionDays: true } });
+  async organizationsWithRetention(_system: SystemScope): Promise<{ id: string; days: number }[]> {
+    const rows = await this.client.organization.findMany({ where: { auditRetentionDays: { not: null } }, select: { id: true, auditRetentionDays: true } });
     return rows.map((r) => ({ id: r.id, days: r.auditRetentionDays! }));
   }
 
   async retentionDays(scope: OrgScope): Promise<number | null> {
-    const row = await this.db.client.organization.findUniqueOrThrow({ where: { id: scope.organizationId }, select: { auditRetentionDays: true } });
+    const row = await this.client.organization.findUniqueOrThrow({ where: { id: scope.organizationId }, select: { auditRetentionDays: true } });
     return row.auditRetentionDays;
   }
 

@@ -68,6 +68,9 @@ export function actorOf(principal: Principal): string {
  * transaction of the change itself, so a change and its record commit or
  * fail together.
  */
+const RETENTION = SystemScopes.system('audit retention sweep');
+const CHECKPOINTS = SystemScopes.system('audit checkpoint sweep');
+
 @Injectable()
 export class AuditService implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly logger = new Logger('Audit');
@@ -103,11 +106,14 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
 
   /** Appends to the scope's chain inside the caller's transaction. */
   async record(tx: Transaction, scope: OrgScope, ...entries: AuditEntry[]): Promise<ChainedRecord[]> {
-    const chain = chainOf(scope);
+    return this.append(tx, scope, chainOf(scope), entries);
+  }
+
+  private async append(tx: Transaction, scope: OrgScope, chain: Chain, entries: AuditEntry[]): Promise<ChainedRecord[]> {
     const head = await this.repository.lockHead(tx, scope, chain.chainId, chain.workspaceId);
     const now = new Date();
     const records = chainRecords(head, entries.map((entry) => unchained(scope, chain, entry, now)));
-    await this.repository.append(tx, records);
+    await this.repository.append(tx, scope, records);
     this.afterCommit(scope.organizationId);
     return records;
   }
@@ -121,12 +127,12 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
   async recordNew(tx: Transaction, scope: OrgScope, entries: (AuditEntry & { id: string })[], options: { replay: boolean }): Promise<ChainedRecord[]> {
     const chain = chainOf(scope);
     const head = await this.repository.lockHead(tx, scope, chain.chainId, chain.workspaceId);
-    const existing = options.replay ? await this.repository.existingIds(tx, chain.chainId, entries.map((e) => e.id)) : new Set<string>();
+    const existing = options.replay ? await this.repository.existingIds(tx, scope, chain.chainId, entries.map((e) => e.id)) : new Set<string>();
     const fresh = entries.filter((e) => !existing.has(e.id));
     if (fresh.length === 0) return [];
     const now = new Date();
     const records = chainRecords(head, fresh.map((entry) => unchained(scope, chain, entry, now)));
-    await this.repository.append(tx, records);
+    await this.repository.append(tx, scope, records);
     this.afterCommit(scope.organizationId);
     return records;
   }
@@ -137,19 +143,17 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
   }
 
   private async journal(tx: Transaction, records: OutboxRecord[]): Promise<void> {
-    const byChain = new Map<string, { scope: OrgScope; entries: AuditEntry[] }>();
+    const byChain = new Map<string, { scope: OrgScope; chain: Chain; entries: AuditEntry[] }>();
     for (const record of records) {
       const organizationId = record.organizationId!;
-      const scope = record.workspaceId
-        ? SystemScopes.workspace(organizationId, { id: record.workspaceId, slug: String(record.payload.workspace ?? '') })
-        : SystemScopes.organization(organizationId);
-      const key = record.workspaceId ?? organizationId;
-      const group = byChain.get(key) ?? byChain.set(key, { scope, entries: [] }).get(key)!;
+      // the message names the workspace by id; its chain is all the record needs
+      const chain: Chain = record.workspaceId ? { chainId: record.workspaceId, workspaceId: record.workspaceId } : { chainId: organizationId, workspaceId: null };
+      const group = byChain.get(chain.chainId) ?? byChain.set(chain.chainId, { scope: SystemScopes.organization(organizationId), chain, entries: [] }).get(chain.chainId)!;
       // the chain is the workspace's: its slug (which may change) adds nothing to the record
       const { actor, workspace: _workspace, ...data } = record.payload;
       group.entries.push({ type: record.topic, actor: typeof actor === 'string' ? actor : 'system', source: 'api', data });
     }
-    for (const { scope, entries } of byChain.values()) await this.record(tx, scope, ...entries);
+    for (const { scope, chain, entries } of byChain.values()) await this.append(tx, scope, chain, entries);
   }
 
   /** A gateway's batch: good events are chained in arrival order, bad ones rejected one by one, repeats skipped. */
@@ -186,14 +190,14 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
         let fresh = candidates;
         let freshHashers = hashers;
         if (dedupe) {
-          const existing = await this.repository.existingIds(tx, chain.chainId, candidates.map((c) => c.id));
+          const existing = await this.repository.existingIds(tx, scope, chain.chainId, candidates.map((c) => c.id));
           const keep = candidates.map((c) => !existing.has(c.id));
           fresh = candidates.filter((_, i) => keep[i]);
           freshHashers = hashers.filter((_, i) => keep[i]);
         }
         const records = chainRecords(head, fresh, freshHashers);
         // retries are rare: the first attempt inserts optimistically and gives up (rolling back) on a repeat
-        if (!(await this.repository.append(tx, records, !dedupe))) throw new RepeatedEvents();
+        if (!(await this.repository.append(tx, scope, records, !dedupe))) throw new RepeatedEvents();
         return records.length;
       });
     const accepted = await append(false).catch((error: unknown) => {
@@ -276,17 +280,17 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
    */
   async applyRetention(now = new Date()): Promise<number> {
     let removed = 0;
-    for (const organization of await this.repository.organizationsWithRetention()) {
+    for (const organization of await this.repository.organizationsWithRetention(RETENTION)) {
       const scope = SystemScopes.organization(organization.id);
       const cutoff = new Date(now.getTime() - organization.days * 86_400_000);
       for (const head of await this.repository.heads(scope)) {
-        const edge = await this.repository.retentionEdge(head.chainId, cutoff);
+        const edge = await this.repository.retentionEdge(scope, head.chainId, cutoff);
         if (!edge) continue;
         const ring = await this.keys.ring('audit-checkpoint');
         removed += await this.db.transaction(async (tx) => {
           await this.repository.lockHead(tx, scope, head.chainId, head.workspaceId);
           await this.repository.writeCheckpoint(tx, scope, head.chainId, sign(ring.active, head.chainId, edge.seq, edge.hash, 'retention'));
-          return this.repository.removeThrough(tx, head.chainId, edge.seq);
+          return this.repository.removeThrough(tx, scope, head.chainId, edge.seq);
         });
       }
     }
@@ -307,7 +311,7 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
   /** Periodic work of every replica: checkpoints due by time, and retention once an hour. */
   async sweep(): Promise<void> {
     try {
-      const due = await this.repository.chainsNeedingCheckpoint(this.config.auditCheckpointEvery, this.config.auditCheckpointSeconds, 100);
+      const due = await this.repository.chainsNeedingCheckpoint(CHECKPOINTS, this.config.auditCheckpointEvery, this.config.auditCheckpointSeconds, 100);
       for (const head of due) await this.checkpoint(head);
       if (Date.now() - this.lastRetentionAt > 3600_000) {
         this.lastRetentionAt = Date.now();
@@ -330,12 +334,14 @@ function sign(active: { kid: string; key: import('node:crypto').KeyObject }, cha
   return { seq, hash, kind, keyId: active.kid, signature: signEd25519(active.key, checkpointSigningInput({ chainId, seq, hash, kind })) };
 }
 
-function chainOf(scope: OrgScope): { chainId: string; workspaceId: string | null } {
+type Chain = { chainId: string; workspaceId: string | null };
+
+function chainOf(scope: OrgScope): Chain {
   const workspaceId = (scope as Partial<WorkspaceScope>).workspaceId;
   return workspaceId ? { chainId: workspaceId, workspaceId } : { chainId: scope.organizationId, workspaceId: null };
 }
 
-function unchained(scope: OrgScope, chain: { chainId: string; workspaceId: string | null }, entry: AuditEntry, now: Date, copy = true): UnchainedRecord {
+function unchained(scope: OrgScope, chain: Chain, entry: AuditEntry, now: Date, copy = true): UnchainedRecord {
   return {
     chainId: chain.chainId,
     organizationId: scope.organizationId,

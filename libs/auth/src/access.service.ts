@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { ForbiddenError, NotFoundError } from '@aileron/errors';
+import { ErrorCodeWithStatus, ForbiddenError, NotFoundError } from '@aileron/errors';
 import { Principal, roleIn } from './domain/principal';
 import { allows, GATEWAY_PERMISSIONS, Permission } from './domain/roles';
 import { AuthRepository } from './auth.repository';
@@ -39,14 +39,14 @@ export class AccessService {
    * For resources addressed by their own id (an approval): the workspace they
    * belong to, as the caller may act in it. A gateway acts in its own workspace only.
    */
-  async workspaceById(principal: Principal, workspaceId: string, permission: Permission, what: { kind: string; id: string }): Promise<WorkspaceScope> {
+  async workspaceById(principal: Principal, workspaceId: string, permission: Permission, what: { kind: string; id: string; code: ErrorCodeWithStatus<404> }): Promise<WorkspaceScope> {
     const workspace = await this.repository.findWorkspaceById(SystemScopes.organization(principal.organizationId), workspaceId);
     if (principal.gateway) {
-      if (!workspace || principal.gateway.workspaceId !== workspaceId) throw new NotFoundError(what.kind, what.id);
+      if (!workspace || principal.gateway.workspaceId !== workspaceId) throw new NotFoundError(what.kind, what.id, what.code);
       return this.gatewayScope(principal, workspace, permission);
     }
     const role = workspace ? roleIn(principal, workspace.id) : null;
-    if (!workspace || !role) throw new NotFoundError(what.kind, what.id);
+    if (!workspace || !role) throw new NotFoundError(what.kind, what.id, what.code);
     if (!allows(role, permission)) throw new ForbiddenError(`Role "${role}" may not ${permission} in workspace "${workspace.slug}"`);
     return SystemScopes.workspace(principal.organizationId, workspace, role);
   }
@@ -57,11 +57,11 @@ export class AccessService {
       this.repository.findWorkspaceBySlug(SystemScopes.organization(principal.organizationId), slug),
     );
     if (principal.gateway) {
-      if (!workspace || principal.gateway.workspaceId !== workspace.id) throw new NotFoundError('workspace', slug);
+      if (!workspace || principal.gateway.workspaceId !== workspace.id) throw new NotFoundError('workspace', slug, 'WORKSPACE_NOT_FOUND');
       return this.gatewayScope(principal, workspace, permission);
     }
     const role = workspace ? roleIn(principal, workspace.id) : null;
-    if (!workspace || !role) throw new NotFoundError('workspace', slug);
+    if (!workspace || !role) throw new NotFoundError('workspace', slug, 'WORKSPACE_NOT_FOUND');
     if (!allows(role, permission)) throw new ForbiddenError(`Role "${role}" may not ${permission} in workspace "${slug}"`);
     return SystemScopes.workspace(principal.organizationId, workspace, role);
   }

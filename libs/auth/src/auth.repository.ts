@@ -1,8 +1,8 @@
 import { Injectable } from '@nestjs/common';
-import { DatabaseService, DbRole, Transaction } from '@aileron/database';
+import { Repository, DbRole, Transaction } from '@aileron/database';
 import type { ClaimMapping, MappedIdentity } from './domain/claims';
 import type { Role } from './domain/roles';
-import type { OrgScope } from './scope';
+import type { OrgScope, SystemScope } from './scope';
 
 export interface TokenRecord {
   id: string;
@@ -120,25 +120,23 @@ function toToken(row: TokenRow): TokenRecord {
 
 /** Credentials and the identities behind them. */
 @Injectable()
-export class AuthRepository {
-  constructor(private readonly db: DatabaseService) {}
-
+export class AuthRepository extends Repository {
   /** Authentication itself: no scope exists yet, the hash is the key. */
-  async findTokenByHash(hash: string): Promise<TokenRecord | null> {
-    const row = await this.db.client.apiToken.findUnique({ where: { tokenHash: hash }, include: tokenInclude });
+  async findTokenByHash(_system: SystemScope, hash: string): Promise<TokenRecord | null> {
+    const row = await this.client.apiToken.findUnique({ where: { tokenHash: hash }, include: tokenInclude });
     return row ? toToken(row) : null;
   }
 
   async findTokenById(scope: OrgScope, id: string): Promise<TokenRecord | null> {
-    const row = await this.db.client.apiToken.findUnique({
+    const row = await this.client.apiToken.findUnique({
       where: { organizationId_id: { organizationId: scope.organizationId, id } },
       include: tokenInclude,
     });
     return row ? toToken(row) : null;
   }
 
-  async touchToken(id: string, at: Date): Promise<void> {
-    await this.db.client.apiToken.updateMany({ where: { id }, data: { lastUsedAt: at } });
+  async touchToken(scope: OrgScope, id: string, at: Date): Promise<void> {
+    await this.client.apiToken.updateMany({ where: { organizationId: scope.organizationId, id }, data: { lastUsedAt: at } });
   }
 
   async createToken(
@@ -164,7 +162,7 @@ export class AuthRepository {
   }
 
   async listTokens(scope: OrgScope, filter: { workspaceId?: string }): Promise<TokenRecord[]> {
-    const rows = await this.db.client.apiToken.findMany({
+    const rows = await this.client.apiToken.findMany({
       where: { organizationId: scope.organizationId, ...(filter.workspaceId ? { workspaceId: filter.workspaceId } : {}) },
       include: tokenInclude,
       orderBy: { createdAt: 'asc' },
@@ -177,7 +175,7 @@ export class AuthRepository {
   }
 
   async findUser(scope: OrgScope, id: string): Promise<UserRecord | null> {
-    const row = await this.db.client.user.findUnique({
+    const row = await this.client.user.findUnique({
       where: { organizationId_id: { organizationId: scope.organizationId, id } },
       include: { organization: { select: { slug: true } }, memberships: { select: { workspaceId: true, role: true } } },
     });
@@ -196,19 +194,19 @@ export class AuthRepository {
       : null;
   }
 
-  async findIdentityProviderByIssuer(issuer: string): Promise<IdentityProviderRecord | null> {
-    const row = await this.db.client.identityProvider.findUnique({ where: { issuer } });
+  async findIdentityProviderByIssuer(_system: SystemScope, issuer: string): Promise<IdentityProviderRecord | null> {
+    const row = await this.client.identityProvider.findUnique({ where: { issuer } });
     return row ? toIdentityProvider(row) : null;
   }
 
   async findIdentityProvider(scope: OrgScope): Promise<IdentityProviderRecord | null> {
-    const row = await this.db.client.identityProvider.findUnique({ where: { organizationId: scope.organizationId } });
+    const row = await this.client.identityProvider.findUnique({ where: { organizationId: scope.organizationId } });
     return row ? toIdentityProvider(row) : null;
   }
 
   /** Sign-in starts before anyone is authenticated: the organisation's slug is all the browser names. */
-  async findOrganizationIdBySlug(slug: string): Promise<string | null> {
-    const row = await this.db.client.organization.findUnique({ where: { slug }, select: { id: true } });
+  async findOrganizationIdBySlug(_system: SystemScope, slug: string): Promise<string | null> {
+    const row = await this.client.organization.findUnique({ where: { slug }, select: { id: true } });
     return row?.id ?? null;
   }
 
@@ -273,27 +271,27 @@ export class AuthRepository {
   }
 
   /** Authentication itself: the cookie's hash is the key, it names the organisation. */
-  async findLoginSession(tokenHash: string): Promise<LoginSessionRecord | null> {
-    return this.db.client.loginSession.findUnique({ where: { tokenHash }, select: { id: true, organizationId: true, userId: true, expiresAt: true } });
+  async findLoginSession(_system: SystemScope, tokenHash: string): Promise<LoginSessionRecord | null> {
+    return this.client.loginSession.findUnique({ where: { tokenHash }, select: { id: true, organizationId: true, userId: true, expiresAt: true } });
   }
 
-  async findOrganization(id: string): Promise<{ id: string; slug: string; name: string } | null> {
-    return this.db.client.organization.findUnique({ where: { id }, select: { id: true, slug: true, name: true } });
+  async findOrganization(scope: OrgScope): Promise<{ id: string; slug: string; name: string } | null> {
+    return this.client.organization.findUnique({ where: { id: scope.organizationId }, select: { id: true, slug: true, name: true } });
   }
 
   async findWorkspaceById(scope: OrgScope, id: string): Promise<{ id: string; slug: string; name: string } | null> {
-    return this.db.client.workspace.findFirst({ where: { organizationId: scope.organizationId, id }, select: { id: true, slug: true, name: true } });
+    return this.client.workspace.findFirst({ where: { organizationId: scope.organizationId, id }, select: { id: true, slug: true, name: true } });
   }
 
   async findWorkspaceBySlug(scope: OrgScope, slug: string): Promise<{ id: string; slug: string; name: string } | null> {
-    return this.db.client.workspace.findUnique({
+    return this.client.workspace.findUnique({
       where: { organizationId_slug: { organizationId: scope.organizationId, slug } },
       select: { id: true, slug: true, name: true },
     });
   }
 
   async listWorkspaces(scope: OrgScope): Promise<{ id: string; slug: string; name: string; createdAt: Date }[]> {
-    return this.db.client.workspace.findMany({
+    return this.client.workspace.findMany({
       where: { organizationId: scope.organizationId },
       select: { id: true, slug: true, name: true, createdAt: true },
       orderBy: { slug: 'asc' },

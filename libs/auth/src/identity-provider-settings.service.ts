@@ -6,11 +6,7 @@ import { checkIdpUrl, IdpFetchError } from './idp-http';
 
 export class IdentityProviderUrlRefusedError extends DomainError {
   constructor(issues: FieldIssue[]) {
-    super(
-      'IDP_URL_REFUSED',
-      422,
-      'The control plane will not fetch from this identity provider URL',
-      issues.map((i) => `${i.path}: ${i.message}`).join('; '),
+    super('IDP_URL_REFUSED', issues.map((i) => `${i.path}: ${i.message}`).join('; '),
       { extensions: { errors: issues } },
     );
   }

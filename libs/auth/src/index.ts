@@ -4,7 +4,7 @@ export * from './domain/claims';
 export * from './domain/api-token';
 export { browserSignInIssuerProblem, CSRF_HEADER, SESSION_COOKIE } from './domain/browser-session';
 export { keepsClientSecret } from './domain/identity-provider';
-export type { OrgScope, WorkspaceScope } from './scope';
+export type { OrgScope, SystemScope, WorkspaceScope } from './scope';
 export { Caller, TenantScope } from './auth.decorators';
 export { AccessService } from './access.service';
 export { PrincipalCache } from './principal-cache.service';

@@ -8,6 +8,7 @@ import { audienceRefusal } from './domain/identity-provider';
 import { AuthRepository } from './auth.repository';
 import { idpFetch, IdpFetchError } from './idp-http';
 import { JwksCache, JwksKey, JwksUnavailableError, parseJwks, UnknownSigningKeyError } from './jwks-cache';
+import { SystemScopes } from './scope-issuer';
 
 const SIGNING_KEY = 'jwt-signing-key';
 export const OWN_AUDIENCE = 'aileron-control-plane';
@@ -84,7 +85,7 @@ export class JwtKeys implements OnApplicationBootstrap {
       if (alg !== 'HS256') throw new UnauthenticatedError('Unexpected JWT algorithm', 'TOKEN_INVALID');
       return this.signingKey();
     }
-    const provider = issuer ? await this.repository.findIdentityProviderByIssuer(issuer) : null;
+    const provider = issuer ? await this.repository.findIdentityProviderByIssuer(SystemScopes.system('authentication'), issuer) : null;
     if (!provider) throw new UnauthenticatedError('The JWT issuer is not a known identity provider', 'TOKEN_INVALID');
     if (!ASYMMETRIC.test(alg)) throw new UnauthenticatedError('Unexpected JWT algorithm', 'TOKEN_INVALID');
     // checked again once the signature is (PrincipalResolver); here it spares a fetch for a token that cannot pass

@@ -5,9 +5,9 @@ import { Route } from '@aileron/http';
 import { describePrincipal, Principal, roleIn } from './domain/principal';
 import { role } from './tokens.schemas';
 import { Caller } from './auth.decorators';
+import { AccessService } from './access.service';
 import { AuthRepository } from './auth.repository';
 import { JwtKeys } from './jwt-keys.service';
-import { SystemScopes } from './scope-issuer';
 import { TokensService } from './tokens.service';
 
 const meView = z.object({
@@ -27,15 +27,16 @@ const issuedJwt = z.object({ token: z.string(), token_type: z.literal('Bearer'),
 export class MeController {
   constructor(
     private readonly repository: AuthRepository,
+    private readonly access: AccessService,
     private readonly keys: JwtKeys,
     private readonly tokens: TokensService,
   ) {}
 
   @Route({ method: 'GET', path: '/v1/me', summary: 'The caller: principal, organisation, role, workspaces', tag: 'auth', tenancy: 'caller', gateways: true, response: meView })
   async me(@Caller() caller: Principal): Promise<z.infer<typeof meView>> {
-    const scope = SystemScopes.organization(caller.organizationId);
+    const scope = this.access.callerOrganization(caller);
     const [organization, workspaces, user] = await Promise.all([
-      this.repository.findOrganization(caller.organizationId),
+      this.repository.findOrganization(scope),
       this.repository.listWorkspaces(scope),
       caller.kind === 'user' ? this.repository.findUser(scope, caller.id) : null,
     ]);

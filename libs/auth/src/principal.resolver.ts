@@ -1,5 +1,5 @@
 import { Injectable, Logger } from '@nestjs/common';
-import { ForbiddenError, UnauthenticatedError } from '@aileron/errors';
+import { ErrorCodeWithStatus, ForbiddenError, UnauthenticatedError } from '@aileron/errors';
 import { hashToken, looksLikeApiToken } from './domain/api-token';
 import { looksLikeSessionToken } from './domain/browser-session';
 import { mapClaims, MappedIdentity } from './domain/claims';
@@ -44,6 +44,9 @@ function principalFromUser(user: UserRecord): Principal {
 }
 
 /** Turns a credential into a Principal, or says precisely why it cannot. */
+// a credential names its tenant only once it is found
+const AUTHENTICATION = SystemScopes.system('authentication');
+
 @Injectable()
 export class PrincipalResolver {
   private readonly logger = new Logger('PrincipalResolver');
@@ -59,7 +62,7 @@ export class PrincipalResolver {
     if (!looksLikeApiToken(token)) throw new UnauthenticatedError('The token is malformed', 'TOKEN_INVALID');
     const hash = hashToken(token);
     const cached = await this.cache.principal(`token-hash:${hash}`, async () => {
-      const record = await this.repository.findTokenByHash(hash);
+      const record = await this.repository.findTokenByHash(AUTHENTICATION, hash);
       this.assertActive(record, new Date());
       return { principal: principalFromToken(record), expiresAt: record.expiresAt, lastUsedAt: record.lastUsedAt };
     });
@@ -69,7 +72,7 @@ export class PrincipalResolver {
       // the cached entry remembers the touch, so requests served from memory stay throttled too
       cached.lastUsedAt = now;
       // off the request path: last-used is informational, and a write per request would cost
-      this.repository.touchToken(cached.principal.id, now).catch((error: unknown) => this.logger.warn({ err: error }, 'could not record token use'));
+      this.repository.touchToken(SystemScopes.organization(cached.principal.organizationId), cached.principal.id, now).catch((error: unknown) => this.logger.warn({ err: error }, 'could not record token use'));
     }
     return cached.principal;
   }
@@ -89,7 +92,7 @@ export class PrincipalResolver {
   async fromJwt(payload: Record<string, unknown>): Promise<Principal> {
     if (payload.iss === this.keys.issuer) return this.fromOwnJwt(payload);
     const issuer = typeof payload.iss === 'string' ? payload.iss : '';
-    const provider = await this.repository.findIdentityProviderByIssuer(issuer);
+    const provider = await this.repository.findIdentityProviderByIssuer(AUTHENTICATION, issuer);
     if (!provider) throw new UnauthenticatedError('The JWT issuer is not a known identity provider', 'TOKEN_INVALID');
     const refusal = audienceRefusal(provider, payload.aud);
     if (refusal) throw new UnauthenticatedError(refusal.detail, refusal.code);
@@ -113,7 +116,7 @@ export class PrincipalResolver {
     provider: IdentityProviderRecord,
     payload: Record<string, unknown>,
     issuedAt: Date | null,
-    code: string,
+    code: ErrorCodeWithStatus<401>,
   ): Promise<{ principal: Principal; identity: MappedIdentity }> {
     const identity = mapClaims(payload, provider);
     if (!identity) throw new UnauthenticatedError(`The ${issuedAt ? 'JWT' : 'ID token'} has no "${provider.subjectClaim}" claim`, code);
@@ -148,7 +151,7 @@ export class PrincipalResolver {
 
   /** The cookie of a browser session (the review page's); the groups recorded at its sign-in apply. */
   async fromSession(token: string): Promise<Principal> {
-    const record = looksLikeSessionToken(token) ? await this.repository.findLoginSession(hashToken(token)) : null;
+    const record = looksLikeSessionToken(token) ? await this.repository.findLoginSession(AUTHENTICATION, hashToken(token)) : null;
     if (!record) throw new UnauthenticatedError('The sign-in session is not valid; sign in again', 'SESSION_INVALID');
     if (record.expiresAt <= new Date()) throw new UnauthenticatedError('The sign-in session has expired; sign in again', 'SESSION_EXPIRED');
     const user = await this.repository.findUser(SystemScopes.organization(record.organizationId), record.userId);

@@ -2,6 +2,7 @@ import type { Role } from './domain/roles';
 
 declare const orgBrand: unique symbol;
 declare const workspaceBrand: unique symbol;
+declare const systemBrand: unique symbol;
 
 /**
  * Tenant scopes. Every repository method takes one as its first argument, and
@@ -21,4 +22,17 @@ export interface WorkspaceScope extends OrgScope {
   /** the caller's role in this workspace (system work acts as owner) */
   readonly role: Role;
   readonly [workspaceBrand]: true;
+}
+
+/**
+ * No tenant: the process's own work across tenants, or before the tenant is
+ * known (a lookup by token hash, a sweep over every organisation). A
+ * repository method that is not tenant-scoped takes one, so reaching across
+ * tenants is never an accident: only SystemScopes makes it, and only the
+ * files .dependency-cruiser.cjs lists may use SystemScopes.
+ */
+export interface SystemScope {
+  /** what the process is doing, for readers and logs */
+  readonly context: string;
+  readonly [systemBrand]: true;
 }

@@ -101,7 +101,7 @@ export class TokensService {
   async revoke(principal: Principal, scope: OrgScope, id: string): Promise<void> {
     const record = await this.repository.findTokenById(scope, id);
     if (!record || (principal.restrictedToWorkspaceId && record.workspaceId !== principal.restrictedToWorkspaceId)) {
-      throw new NotFoundError('token', id);
+      throw new NotFoundError('token', id, 'TOKEN_NOT_FOUND');
     }
     if (record.revokedAt) return;
     // nobody changes a grant above their own: an admin cannot cut an owner (or the platform operator) off

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import type { OrgScope, WorkspaceScope } from '@aileron/auth';
-import { DatabaseService, Prisma, Transaction } from '@aileron/database';
+import { Repository, Prisma, Transaction } from '@aileron/database';
 
 /** A published version's definition: the entry input without name and version. */
 export type ServerDefinition = Record<string, unknown> & { mode: 'local' | 'remote'; transport: 'stdio' | 'streamable_http' };
@@ -44,9 +44,7 @@ function toVersion(row: VersionRow): CatalogVersionRecord {
 
 /** The organisation's catalog, and which of its servers each workspace uses at which version. */
 @Injectable()
-export class CatalogRepository {
-  constructor(private readonly db: DatabaseService) {}
-
+export class CatalogRepository extends Repository {
   async ensureEntry(scope: OrgScope, name: string, tx: Transaction): Promise<string> {
     const row = await tx.catalogEntry.upsert({
       where: { organizationId_name: { organizationId: scope.organizationId, name } },
@@ -65,12 +63,12 @@ export class CatalogRepository {
   }
 
   async listEntries(scope: OrgScope): Promise<CatalogEntryRecord[]> {
-    const rows = await this.db.client.catalogEntry.findMany({ where: { organizationId: scope.organizationId }, select: entrySelect, orderBy: { name: 'asc' } });
+    const rows = await this.client.catalogEntry.findMany({ where: { organizationId: scope.organizationId }, select: entrySelect, orderBy: { name: 'asc' } });
     return rows.map((row) => ({ ...row, versions: row.versions.map(toVersion) }));
   }
 
   async findEntry(scope: OrgScope, name: string, tx?: Transaction): Promise<CatalogEntryRecord | null> {
-    const row = await this.db.use(tx).catalogEntry.findUnique({
+    const row = await this.use(tx).catalogEntry.findUnique({
       where: { organizationId_name: { organizationId: scope.organizationId, name } },
       select: entrySelect,
     });
@@ -85,7 +83,7 @@ export class CatalogRepository {
   }
 
   async assignments(scope: WorkspaceScope, tx?: Transaction): Promise<AssignmentRecord[]> {
-    const rows = await this.db.use(tx).workspaceServer.findMany({
+    const rows = await this.use(tx).workspaceServer.findMany({
       where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId },
       select: {
         entryId: true,

@@ -1,15 +1,13 @@
 import { Injectable } from '@nestjs/common';
 import type { WorkspaceScope } from '@aileron/auth';
-import { DatabaseService } from '@aileron/database';
+import { Repository } from '@aileron/database';
 import type { OutboxMessage } from '@aileron/outbox';
 
 /** The outbox read as the workspace's event history, for clients that reconnect. */
 @Injectable()
-export class EventsRepository {
-  constructor(private readonly db: DatabaseService) {}
-
+export class EventsRepository extends Repository {
   async after(scope: WorkspaceScope, afterId: bigint, limit: number): Promise<OutboxMessage[]> {
-    const rows = await this.db.client.outboxMessage.findMany({
+    const rows = await this.client.outboxMessage.findMany({
       where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, id: { gt: afterId } },
       orderBy: { id: 'asc' },
       take: limit,

@@ -4,6 +4,7 @@ import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
 import { UnauthenticatedError } from '@aileron/errors';
 import { GATEWAY_TOKEN_PREFIX, looksLikeGatewayToken } from './domain/credentials';
 import { GatewayRecord, GatewayRepository } from './gateway.repository';
+import { SystemScopes } from '@aileron/auth/scope-issuer';
 
 const TOUCH_EVERY_MS = 60_000;
 /** how long a replica trusts a gateway it looked up, should a revocation message be lost */
@@ -65,12 +66,12 @@ export class GatewayCredentials implements OnModuleInit, OnModuleDestroy {
     if (!looksLikeGatewayToken(token)) throw new UnauthenticatedError('The token is malformed', 'TOKEN_INVALID');
     const hash = hashToken(token);
     const found = await this.cache.getOrLoad(hash, async () => {
-      const gateway = await this.repository.findGatewayByTokenHash(hash);
+      const gateway = await this.repository.findGatewayByTokenHash(SystemScopes.system('gateway authentication'), hash);
       if (!gateway) throw new UnauthenticatedError('The token is not valid', 'TOKEN_INVALID');
       if (gateway.revokedAt) throw new UnauthenticatedError('The gateway has been revoked', 'GATEWAY_REVOKED');
       return { gateway, principal: principalFromGateway(gateway) };
     });
-    this.touch(found.gateway.id);
+    this.touch(found.gateway);
     return found.principal;
   }
 
@@ -90,7 +91,7 @@ export class GatewayCredentials implements OnModuleInit, OnModuleDestroy {
       if (this.hashes.size >= HASH_MEMO_LIMIT) this.hashes.clear();
       this.hashes.set(token, hash);
     }
-    this.touch(found.gateway.id);
+    this.touch(found.gateway);
     return found.principal;
   }
 
@@ -107,11 +108,11 @@ export class GatewayCredentials implements OnModuleInit, OnModuleDestroy {
     return this.cache.invalidate(tokenHash);
   }
 
-  private touch(id: string): void {
+  private touch({ id, organizationId }: { id: string; organizationId: string }): void {
     const now = Date.now();
     if (now - (this.touched.get(id) ?? 0) < TOUCH_EVERY_MS) return;
     this.touched.set(id, now);
     // last seen is informational; a write per request would cost more than it tells
-    this.repository.touchGateway(id, new Date(now)).catch((error: unknown) => this.logger.warn({ err: error }, 'could not record gateway use'));
+    this.repository.touchGateway(SystemScopes.organization(organizationId), id, new Date(now)).catch((error: unknown) => this.logger.warn({ err: error }, 'could not record gateway use'));
   }
 }

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
-import type { OrgScope, WorkspaceScope } from '@aileron/auth';
-import { DatabaseService, Transaction } from '@aileron/database';
+import type { OrgScope, SystemScope, WorkspaceScope } from '@aileron/auth';
+import { Repository, Transaction } from '@aileron/database';
 import type { OfflineMode } from './domain/policy-bundle';
 
 export interface GatewayRecord {
@@ -58,9 +58,7 @@ export const DEFAULT_SETTINGS: GatewaySettingsRecord = { allowLocalServers: true
 
 /** Enrolment codes, enrolled gateways, the organisation's gateway settings and the bundle signing keys. */
 @Injectable()
-export class GatewayRepository {
-  constructor(private readonly db: DatabaseService) {}
-
+export class GatewayRepository extends Repository {
   async createEnrollmentCode(scope: WorkspaceScope, data: { codeHash: string; groups: string[]; expiresAt: Date; createdBy: string }, tx: Transaction): Promise<{ id: string }> {
     return tx.enrollmentCode.create({
       data: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, ...data },
@@ -72,21 +70,23 @@ export class GatewayRepository {
    * Marks the code used if, and only if, it is unused and unexpired: one
    * conditional UPDATE, so two gateways racing with one code cannot both win.
    */
-  async consumeEnrollmentCode(codeHash: string, now: Date, tx: Transaction): Promise<{ id: string; organizationId: string; workspaceId: string; groups: string[] } | null> {
+  async consumeEnrollmentCode(_system: SystemScope, codeHash: string, now: Date, tx: Transaction): Promise<{ id: string; organizationId: string; workspaceId: string; groups: string[] } | null> {
     const { count } = await tx.enrollmentCode.updateMany({ where: { codeHash, usedAt: null, expiresAt: { gt: now } }, data: { usedAt: now } });
     if (count === 0) return null;
     return tx.enrollmentCode.findUnique({ where: { codeHash }, select: { id: true, organizationId: true, workspaceId: true, groups: true } });
   }
 
   /** Why a code did not work, for the error message (never which tenant it belongs to). */
-  async enrollmentCodeState(codeHash: string, now: Date): Promise<'unknown' | 'used' | 'expired'> {
-    const row = await this.db.client.enrollmentCode.findUnique({ where: { codeHash }, select: { usedAt: true, expiresAt: true } });
+  async enrollmentCodeState(_system: SystemScope, codeHash: string, now: Date): Promise<'unknown' | 'used' | 'expired'> {
+    const row = await this.client.enrollmentCode.findUnique({ where: { codeHash }, select: { usedAt: true, expiresAt: true } });
     if (!row) return 'unknown';
     if (row.usedAt) return 'used';
     return row.expiresAt <= now ? 'expired' : 'unknown';
   }
 
+  /** The tenant is the enrolment code's, which the caller has just consumed. */
   async createGateway(
+    _system: SystemScope,
     scope: { organizationId: string; workspaceId: string },
     data: { name: string; groups: string[]; tokenHash: string; prefix: string; enrollmentCodeId: string },
     tx: Transaction,
@@ -99,17 +99,17 @@ export class GatewayRepository {
     return toGateway(row);
   }
 
-  async findGatewayByTokenHash(tokenHash: string): Promise<(GatewayRecord & { tokenHash: string }) | null> {
-    const row = await this.db.client.gateway.findUnique({ where: { tokenHash }, select: { ...gatewaySelect, tokenHash: true } });
+  async findGatewayByTokenHash(_system: SystemScope, tokenHash: string): Promise<(GatewayRecord & { tokenHash: string }) | null> {
+    const row = await this.client.gateway.findUnique({ where: { tokenHash }, select: { ...gatewaySelect, tokenHash: true } });
     return row ? { ...toGateway(row), tokenHash: row.tokenHash } : null;
   }
 
-  async touchGateway(id: string, at: Date): Promise<void> {
-    await this.db.client.gateway.update({ where: { id }, data: { lastSeenAt: at } });
+  async touchGateway(scope: OrgScope, id: string, at: Date): Promise<void> {
+    await this.client.gateway.updateMany({ where: { organizationId: scope.organizationId, id }, data: { lastSeenAt: at } });
   }
 
   async listGateways(scope: WorkspaceScope): Promise<GatewayRecord[]> {
-    const rows = await this.db.client.gateway.findMany({
+    const rows = await this.client.gateway.findMany({
       where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId },
       select: gatewaySelect,
       orderBy: { enrolledAt: 'desc' },
@@ -118,7 +118,7 @@ export class GatewayRepository {
   }
 
   async findGateway(scope: WorkspaceScope, id: string, tx?: Transaction): Promise<(GatewayRecord & { tokenHash: string }) | null> {
-    const row = await this.db.use(tx).gateway.findFirst({
+    const row = await this.use(tx).gateway.findFirst({
       where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, id },
       select: { ...gatewaySelect, tokenHash: true },
     });
@@ -130,7 +130,7 @@ export class GatewayRepository {
   }
 
   async settings(scope: OrgScope): Promise<GatewaySettingsRecord> {
-    const row = await this.db.client.gatewaySettings.findUnique({ where: { organizationId: scope.organizationId } });
+    const row = await this.client.gatewaySettings.findUnique({ where: { organizationId: scope.organizationId } });
     return row ? { allowLocalServers: row.allowLocalServers, offlineMode: row.offlineMode as OfflineMode, maxStaleSeconds: row.maxStaleSeconds, updatedAt: row.updatedAt } : DEFAULT_SETTINGS;
   }
 
@@ -139,7 +139,7 @@ export class GatewayRepository {
   }
 
   async organizationSlug(scope: OrgScope): Promise<string> {
-    const row = await this.db.client.organization.findUniqueOrThrow({ where: { id: scope.organizationId }, select: { slug: true } });
+    const row = await this.client.organization.findUniqueOrThrow({ where: { id: scope.organizationId }, select: { slug: true } });
     return row.slug;
   }
 }

@@ -7,8 +7,12 @@ import { OutboxService } from '@aileron/outbox';
 import { looksLikeEnrollmentCode, mintEnrollmentCode, mintGatewayToken } from './domain/credentials';
 import { GatewayCredentials } from './gateway-credentials.service';
 import { GatewayRecord, GatewayRepository, GatewaySettingsRecord } from './gateway.repository';
+import { SystemScopes } from '@aileron/auth/scope-issuer';
 
 export const ENROLLMENT_DEFAULT_TTL_SECONDS = 3600;
+
+// the enrolment code is the credential, and it names the tenant
+const ENROLMENT = SystemScopes.system('gateway enrolment');
 
 @Injectable()
 export class GatewaysService implements OnModuleDestroy {
@@ -54,9 +58,10 @@ export class GatewaysService implements OnModuleDestroy {
     const token = mintGatewayToken();
     const gateway = codeHash
       ? await this.db.transaction(async (tx) => {
-          const used = await this.repository.consumeEnrollmentCode(codeHash, now, tx);
+          const used = await this.repository.consumeEnrollmentCode(ENROLMENT, codeHash, now, tx);
           if (!used) return null;
           const created = await this.repository.createGateway(
+            ENROLMENT,
             used,
             { name, groups: used.groups, tokenHash: hashToken(token), prefix: token.slice(0, 11), enrollmentCodeId: used.id },
             tx,
@@ -71,9 +76,14 @@ export class GatewaysService implements OnModuleDestroy {
         })
       : null;
     if (!gateway) {
-      const state = codeHash ? await this.repository.enrollmentCodeState(codeHash, now) : 'unknown';
-      const detail = { unknown: 'The enrolment code is not valid', used: 'The enrolment code has already been used', expired: 'The enrolment code has expired' }[state];
-      throw new DomainError(`ENROLLMENT_CODE_${state === 'unknown' ? 'INVALID' : state.toUpperCase()}`, 401, 'Enrolment refused', detail);
+      const state = codeHash ? await this.repository.enrollmentCodeState(ENROLMENT, codeHash, now) : 'unknown';
+      const refusal = {
+        unknown: ['ENROLLMENT_CODE_INVALID', 'The enrolment code is not valid'],
+        used: ['ENROLLMENT_CODE_USED', 'The enrolment code has already been used'],
+        expired: ['ENROLLMENT_CODE_EXPIRED', 'The enrolment code has expired'],
+      } as const;
+      const [code, detail] = refusal[state];
+      throw new DomainError(code, detail);
     }
     return { gateway, token };
   }
@@ -100,7 +110,7 @@ export class GatewaysService implements OnModuleDestroy {
   ): Promise<GatewayRecord> {
     const tokenHash = await this.db.transaction(async (tx) => {
       const gateway = await this.repository.findGateway(scope, id, tx);
-      if (!gateway) throw new NotFoundError('gateway', id);
+      if (!gateway) throw new NotFoundError('gateway', id, 'GATEWAY_NOT_FOUND');
       if (data.revokedAt && gateway.revokedAt) return gateway.tokenHash;
       await this.repository.updateGateway(scope, id, data, tx);
       await this.outbox.record(tx, {

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import type { WorkspaceScope } from '@aileron/auth';
-import { DatabaseService, Prisma, Transaction } from '@aileron/database';
+import { Repository, Prisma, Transaction } from '@aileron/database';
 import type { PolicyDocument } from './domain/policy-document';
 
 export interface PolicyVersionRecord {
@@ -18,11 +18,9 @@ const summarySelect = { version: true, digest: true, restoredFrom: true, created
 
 /** A workspace's policy versions; the newest is the one in force. */
 @Injectable()
-export class PolicyRepository {
-  constructor(private readonly db: DatabaseService) {}
-
+export class PolicyRepository extends Repository {
   async latest(scope: WorkspaceScope, tx?: Transaction): Promise<PolicyVersionRecord | null> {
-    const row = await this.db.use(tx).policyVersion.findFirst({
+    const row = await this.use(tx).policyVersion.findFirst({
       where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId },
       orderBy: { version: 'desc' },
     });
@@ -30,7 +28,7 @@ export class PolicyRepository {
   }
 
   async get(scope: WorkspaceScope, version: number): Promise<PolicyVersionRecord | null> {
-    const row = await this.db.client.policyVersion.findFirst({
+    const row = await this.client.policyVersion.findFirst({
       where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, version },
     });
     return row ? toRecord(row) : null;
@@ -38,7 +36,7 @@ export class PolicyRepository {
 
   /** Newest first; `before` pages backwards through older versions. */
   async list(scope: WorkspaceScope, page: { before?: number; limit: number }): Promise<PolicyVersionSummary[]> {
-    const rows = await this.db.client.policyVersion.findMany({
+    const rows = await this.client.policyVersion.findMany({
       where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, ...(page.before ? { version: { lt: page.before } } : {}) },
       orderBy: { version: 'desc' },
       take: page.limit,

@@ -29,11 +29,7 @@ const CACHE_TTL_MS = 30_000;
 
 export class PolicyInvalidError extends DomainError {
   constructor(problems: PolicyProblem[]) {
-    super(
-      'POLICY_INVALID',
-      400,
-      'Policy document is not valid',
-      problems
+    super('POLICY_INVALID', problems
         .slice(0, 5)
         .map((p) => `${p.path || '(document)'}${p.rule ? ` [rule ${p.rule}]` : ''}: ${p.message}`)
         .join('; ') + (problems.length > 5 ? `; and ${problems.length - 5} more` : ''),
@@ -92,7 +88,7 @@ export class PolicyService implements OnModuleDestroy {
   /** Versions only go forward: the old document comes back as a new version. */
   async rollback(principal: Principal, scope: WorkspaceScope, version: number): Promise<{ policy: CurrentPolicy; changed: boolean }> {
     const old = await this.repository.get(scope, version);
-    if (!old) throw new NotFoundError('policy version', String(version));
+    if (!old) throw new NotFoundError('policy version', String(version), 'POLICY_VERSION_NOT_FOUND');
     return this.write(principal, scope, old.document, version);
   }
 
@@ -107,7 +103,7 @@ export class PolicyService implements OnModuleDestroy {
 
   async version(scope: WorkspaceScope, version: number): Promise<PolicyVersionRecord> {
     const record = await this.repository.get(scope, version);
-    if (!record) throw new NotFoundError('policy version', String(version));
+    if (!record) throw new NotFoundError('policy version', String(version), 'POLICY_VERSION_NOT_FOUND');
     return record;
   }
 

@@ -3,7 +3,7 @@ import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdo
 import type { WorkspaceScope } from '@aileron/auth';
 import { AssignmentRecord, CatalogService, isVaultReference } from '@aileron/catalog';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
-import { DomainError } from '@aileron/errors';
+import { DomainError, ErrorCode } from '@aileron/errors';
 import { checkOutboundUrl, OutboundUrlRefusedError, outboundPolicyOf } from '@aileron/net';
 import { VaultService } from '@aileron/vault';
 import { InstanceDriver, InstanceEndpoint, InstanceExit, InstanceStartError, RunningInstance } from './drivers/driver';
@@ -11,8 +11,8 @@ import { InstanceDriver, InstanceEndpoint, InstanceExit, InstanceStartError, Run
 export const INSTANCE_DRIVER = Symbol('INSTANCE_DRIVER');
 
 export class PoolError extends DomainError {
-  constructor(code: string, status: number, detail: string, extensions: Record<string, unknown> = {}) {
-    super(code, status, 'The remote MCP server is not available', detail, { extensions });
+  constructor(code: ErrorCode, detail: string, extensions: Record<string, unknown> = {}) {
+    super(code, detail, { extensions });
   }
 }
 
@@ -181,12 +181,12 @@ export class PoolInstances implements OnApplicationBootstrap, OnApplicationShutd
   /** Throws the error a client should see when the server cannot be used at all. */
   async assignment(scope: WorkspaceScope, server: string): Promise<AssignmentRecord> {
     const assignment = (await this.catalog.workspaceServers(scope)).find((a) => a.name === server);
-    if (!assignment) throw new PoolError('MCP_SERVER_NOT_FOUND', 404, `Workspace "${scope.workspaceSlug}" has no server "${server}"`);
+    if (!assignment) throw new PoolError('MCP_SERVER_NOT_FOUND', `Workspace "${scope.workspaceSlug}" has no server "${server}"`);
     if (assignment.pinned.definition.mode !== 'remote') {
-      throw new PoolError('MCP_SERVER_NOT_REMOTE', 404, `"${server}" is a local server: it runs on developers' machines through their gateway, not in the pool`);
+      throw new PoolError('MCP_SERVER_NOT_REMOTE', `"${server}" is a local server: it runs on developers' machines through their gateway, not in the pool`);
     }
     if (!assignment.enabled) {
-      throw new PoolError('MCP_SERVER_DISABLED', 503, `"${server}" is switched off for the organisation${assignment.disabledReason ? `: ${assignment.disabledReason}` : ''}`);
+      throw new PoolError('MCP_SERVER_DISABLED', `"${server}" is switched off for the organisation${assignment.disabledReason ? `: ${assignment.disabledReason}` : ''}`);
     }
     return assignment;
   }
@@ -194,10 +194,7 @@ export class PoolInstances implements OnApplicationBootstrap, OnApplicationShutd
   private async start(slot: Slot, assignment: AssignmentRecord): Promise<Instance> {
     const running = [...this.slots.values()].filter((s) => s.scope.workspaceId === slot.scope.workspaceId && s !== slot && (s.instance || s.starting)).length;
     if (running >= this.config.pool.maxInstancesPerWorkspace) {
-      throw new PoolError(
-        'POOL_INSTANCE_LIMIT',
-        429,
-        `Workspace "${slot.scope.workspaceSlug}" already runs ${running} instances, its limit (AILERON_POOL_MAX_INSTANCES_PER_WORKSPACE)`,
+      throw new PoolError('POOL_INSTANCE_LIMIT', `Workspace "${slot.scope.workspaceSlug}" already runs ${running} instances, its limit (AILERON_POOL_MAX_INSTANCES_PER_WORKSPACE)`,
       );
     }
     const wait = backoff(slot);
@@ -240,8 +237,8 @@ export class PoolInstances implements OnApplicationBootstrap, OnApplicationShutd
     } catch (error) {
       slot.crashes++;
       slot.lastCrashAt = Date.now();
-      if (error instanceof OutboundUrlRefusedError) throw new PoolError('MCP_UPSTREAM_REFUSED', 502, `The upstream of "${slot.server}" is refused: ${error.message}`);
-      if (error instanceof InstanceStartError) throw new PoolError('MCP_INSTANCE_START_FAILED', 502, `"${slot.server}" could not start: ${error.message}`);
+      if (error instanceof OutboundUrlRefusedError) throw new PoolError('MCP_UPSTREAM_REFUSED', `The upstream of "${slot.server}" is refused: ${error.message}`);
+      if (error instanceof InstanceStartError) throw new PoolError('MCP_INSTANCE_START_FAILED', `"${slot.server}" could not start: ${error.message}`);
       throw error;
     }
     slot.instance = instance;

@@ -113,7 +113,7 @@ const HOP_BY_HOP = new Set(['host', 'connection', 'keep-alive', 'transfer-encodi
 
 class McpSessionRequiredError extends DomainError {
   constructor() {
-    super('MCP_SESSION_REQUIRED', 400, 'No MCP session', 'Send an initialize request first, then the Mcp-Session-Id header it returned with every request');
+    super('MCP_SESSION_REQUIRED', 'Send an initialize request first, then the Mcp-Session-Id header it returned with every request');
   }
 }
 

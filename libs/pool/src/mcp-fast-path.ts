@@ -154,19 +154,19 @@ function readJson(request: IncomingMessage): Promise<unknown> {
     request.once('end', () => {
       const text = chunks.length === 1 ? chunks[0]!.toString('utf8') : Buffer.concat(chunks).toString('utf8');
       if (text.trim() === '') {
-        reject(new BodyError('MALFORMED_JSON', 400, 'Bad request', 'The request body is empty; send a JSON-RPC message'));
+        reject(new BodyError('MALFORMED_JSON', 'The request body is empty; send a JSON-RPC message'));
         return;
       }
       try {
         resolve(parseJson(text, null, { protoAction: 'error', constructorAction: 'error' }));
       } catch (error) {
         const forbidden = error instanceof SyntaxError && /forbidden/.test(error.message);
-        reject(forbidden ? new BodyError('BAD_REQUEST', 400, 'Bad request', error.message) : new BodyError('MALFORMED_JSON', 400, 'Bad request', 'The request body is not valid JSON'));
+        reject(forbidden ? new BodyError('BAD_REQUEST', error.message) : new BodyError('MALFORMED_JSON', 'The request body is not valid JSON'));
       }
     });
   });
 }
 
 function tooLarge(): BodyError {
-  return new BodyError('PAYLOAD_TOO_LARGE', 413, 'Payload too large', `The request body exceeds ${BODY_LIMIT_BYTES} bytes`);
+  return new BodyError('PAYLOAD_TOO_LARGE', `The request body exceeds ${BODY_LIMIT_BYTES} bytes`);
 }

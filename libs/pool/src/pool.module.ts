@@ -20,6 +20,7 @@ import { McpFastPath } from './mcp-fast-path';
 import { PoolController } from './pool.controller';
 import { PoolRateLimits } from './rate-limits.service';
 import { PoolSessions } from './sessions.service';
+import { ToolPinsRepository } from './tool-pins.repository';
 import { ToolPins } from './tool-pins.service';
 
 /** The driver the configuration names; both are reached the same way (Streamable HTTP). */
@@ -57,6 +58,7 @@ function driverFor(config: AppConfig): InstanceDriver {
     PoolRateLimits,
     ExecutionJournal,
     ToolPins,
+    ToolPinsRepository,
   ],
   exports: [PoolInstances, PoolSessions, ExecutionJournal],
 })

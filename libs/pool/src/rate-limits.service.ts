@@ -9,7 +9,7 @@ export class RateLimitedError extends DomainError {
     readonly retryAfterSeconds: number,
     what: string,
   ) {
-    super('RATE_LIMITED', 429, 'Too many requests', `${what} made too many MCP requests; retry in ${retryAfterSeconds} s`, { extensions: { retry_after_seconds: retryAfterSeconds } });
+    super('RATE_LIMITED', `${what} made too many MCP requests; retry in ${retryAfterSeconds} s`, { extensions: { retry_after_seconds: retryAfterSeconds } });
   }
 }
 

@@ -4,6 +4,7 @@ import { canonicalJson, sha256Hex } from '@aileron/crypto';
 import { DatabaseService } from '@aileron/database';
 import { NotFoundError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
+import { ToolPinRecord, ToolPinsRepository } from './tool-pins.repository';
 
 export interface ToolPinView {
   server: string;
@@ -34,6 +35,7 @@ export class ToolPins {
 
   constructor(
     private readonly db: DatabaseService,
+    private readonly repository: ToolPinsRepository,
     private readonly outbox: OutboxService,
   ) {}
 
@@ -44,8 +46,7 @@ export class ToolPins {
     // the common case, a list that did not change, costs no database round trip
     if (known && [...hashes].every(([tool, hash]) => known.get(tool) === hash)) return this.held.get(`${scope.workspaceId}:${server}`) ?? new Set();
 
-    const block = (await this.db.client.poolSettings.findUnique({ where: { workspaceId: scope.workspaceId } }))?.blockChangedTools ?? false;
-    const rows = await this.db.client.toolPin.findMany({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, server, version } });
+    const [block, rows] = await Promise.all([this.repository.blocksChangedTools(scope), this.repository.pins(scope, server, { version })]);
     const pinned = new Map(rows.map((r) => [r.tool, r]));
     const fresh = [...hashes].filter(([tool]) => !pinned.has(tool));
     const changed = [...hashes].filter(([tool, hash]) => {
@@ -54,14 +55,9 @@ export class ToolPins {
     });
     if (fresh.length > 0 || changed.length > 0) {
       await this.db.transaction(async (tx) => {
-        if (fresh.length > 0) {
-          await tx.toolPin.createMany({
-            data: fresh.map(([tool, hash]) => ({ organizationId: scope.organizationId, workspaceId: scope.workspaceId, server, version, tool, pinnedHash: hash })),
-            skipDuplicates: true,
-          });
-        }
+        if (fresh.length > 0) await this.repository.pin(scope, server, version, fresh, tx);
         for (const [tool, hash] of changed) {
-          await tx.toolPin.update({ where: { workspaceId_server_version_tool: { workspaceId: scope.workspaceId, server, version, tool } }, data: { changedHash: hash, changedAt: new Date() } });
+          await this.repository.markChanged(scope, { server, version, tool }, hash, tx);
           await this.outbox.record(tx, {
             topic: 'tool.definition_changed',
             organizationId: scope.organizationId,
@@ -90,9 +86,8 @@ export class ToolPins {
   }
 
   async list(scope: WorkspaceScope, server: string): Promise<ToolPinView[]> {
-    const block = (await this.db.client.poolSettings.findUnique({ where: { workspaceId: scope.workspaceId } }))?.blockChangedTools ?? false;
-    const rows = await this.db.client.toolPin.findMany({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, server }, orderBy: [{ version: 'asc' }, { tool: 'asc' }] });
-    return rows.map((r) => ({
+    const [block, rows] = await Promise.all([this.repository.blocksChangedTools(scope), this.repository.pins(scope, server)]);
+    return rows.map((r: ToolPinRecord) => ({
       server: r.server,
       version: r.version,
       tool: r.tool,
@@ -107,13 +102,10 @@ export class ToolPins {
   /** The new definition becomes the pinned one, on every version where it changed. */
   async accept(scope: WorkspaceScope, actor: string, server: string, tool: string): Promise<ToolPinView[]> {
     await this.db.transaction(async (tx) => {
-      const rows = await tx.toolPin.findMany({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, server, tool, changedHash: { not: null } } });
+      const rows = await this.repository.changed(scope, server, tool, tx);
       if (rows.length === 0) throw new NotFoundError('changed tool', `${server}/${tool}`, 'TOOL_CHANGE_NOT_FOUND');
       for (const row of rows) {
-        await tx.toolPin.update({
-          where: { workspaceId_server_version_tool: { workspaceId: scope.workspaceId, server, version: row.version, tool } },
-          data: { pinnedHash: row.changedHash!, changedHash: null, changedAt: null, acceptedBy: actor },
-        });
+        await this.repository.accept(scope, { server, version: row.version, tool }, row.changedHash!, actor, tx);
         await this.outbox.record(tx, {
           topic: 'tool.definition_accepted',
           organizationId: scope.organizationId,
@@ -127,17 +119,12 @@ export class ToolPins {
   }
 
   async settings(scope: WorkspaceScope): Promise<{ block_changed_tools: boolean }> {
-    const row = await this.db.client.poolSettings.findUnique({ where: { workspaceId: scope.workspaceId } });
-    return { block_changed_tools: row?.blockChangedTools ?? false };
+    return { block_changed_tools: await this.repository.blocksChangedTools(scope) };
   }
 
   async putSettings(scope: WorkspaceScope, actor: string, input: { block_changed_tools: boolean }): Promise<{ block_changed_tools: boolean }> {
     await this.db.transaction(async (tx) => {
-      await tx.poolSettings.upsert({
-        where: { workspaceId: scope.workspaceId },
-        create: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, blockChangedTools: input.block_changed_tools, updatedBy: actor },
-        update: { blockChangedTools: input.block_changed_tools, updatedBy: actor },
-      });
+      await this.repository.putSettings(scope, { blockChangedTools: input.block_changed_tools, updatedBy: actor }, tx);
       await this.outbox.record(tx, {
         topic: 'pool.settings_updated',
         organizationId: scope.organizationId,

@@ -88,7 +88,7 @@ export class SessionKeys implements OnModuleDestroy {
 
   /** Removes a retired key: every token chained on it is refused from now on (each replica within its cache). */
   async remove(scope: OrgScope, keyId: string): Promise<void> {
-    if (!(await this.repository.removeRootKey(scope, keyId))) throw new NotFoundError('retired session key', keyId);
+    if (!(await this.repository.removeRootKey(scope, keyId))) throw new NotFoundError('retired session key', keyId, 'SESSION_KEY_NOT_FOUND');
     await this.opened.invalidate(`${scope.organizationId}:${keyId}`);
   }
 

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import type { OrgScope, WorkspaceScope } from '@aileron/auth';
-import { DatabaseService, Prisma, Transaction } from '@aileron/database';
+import { Prisma, Repository, Transaction } from '@aileron/database';
 
 export type CreatorKind = 'token' | 'user' | 'gateway';
 
@@ -55,22 +55,20 @@ function toMessage(row: Prisma.SessionMessageGetPayload<object>): MessageRecord 
 
 /** Agent sessions, their messages and the organisations' session root keys. */
 @Injectable()
-export class SessionsRepository {
-  constructor(private readonly db: DatabaseService) {}
-
+export class SessionsRepository extends Repository {
   async create(scope: WorkspaceScope, data: NewSession, tx: Transaction): Promise<SessionRecord> {
     const row = await tx.agentSession.create({ data: { ...data, organizationId: scope.organizationId, workspaceId: scope.workspaceId }, include });
     return toRecord(row);
   }
 
   async get(scope: OrgScope, id: string, tx?: Transaction): Promise<SessionRecord | null> {
-    const row = await this.db.use(tx).agentSession.findFirst({ where: { organizationId: scope.organizationId, id }, include });
+    const row = await this.use(tx).agentSession.findFirst({ where: { organizationId: scope.organizationId, id }, include });
     return row ? toRecord(row) : null;
   }
 
   async list(scope: WorkspaceScope, filter: { live: boolean; creator?: string; limit: number }, now: Date): Promise<SessionRecord[]> {
     const [creatorKind, creatorId] = filter.creator?.split(':', 2) ?? [];
-    const rows = await this.db.client.agentSession.findMany({
+    const rows = await this.client.agentSession.findMany({
       where: {
         organizationId: scope.organizationId,
         workspaceId: scope.workspaceId,
@@ -97,7 +95,7 @@ export class SessionsRepository {
   /** Messages (of one direction, or both when null), oldest first, after `after` (all when null). */
   async messages(scope: OrgScope, sessionId: string, direction: MessageRecord['direction'] | null, after: Pick<MessageRecord, 'id' | 'createdAt'> | null, limit: number): Promise<MessageRecord[]> {
     // (created_at, id) is the order, so two messages of the same millisecond are neither skipped nor repeated
-    const rows = await this.db.client.sessionMessage.findMany({
+    const rows = await this.client.sessionMessage.findMany({
       where: {
         organizationId: scope.organizationId,
         sessionId,
@@ -111,12 +109,12 @@ export class SessionsRepository {
   }
 
   async message(scope: OrgScope, id: string): Promise<MessageRecord | null> {
-    const row = await this.db.client.sessionMessage.findFirst({ where: { organizationId: scope.organizationId, id } });
+    const row = await this.client.sessionMessage.findFirst({ where: { organizationId: scope.organizationId, id } });
     return row ? toMessage(row) : null;
   }
 
   async rootKeys(scope: OrgScope): Promise<RootKeyRecord[]> {
-    return this.db.client.sessionRootKey.findMany({
+    return this.client.sessionRootKey.findMany({
       where: { organizationId: scope.organizationId },
       select: { keyId: true, sealed: true, createdAt: true, retiredAt: true },
       orderBy: { createdAt: 'desc' },
@@ -133,18 +131,18 @@ export class SessionsRepository {
 
   /** The first key of an organisation; concurrent first uses agree on one. */
   async firstRootKey(scope: OrgScope, key: { keyId: string; sealed: string }): Promise<void> {
-    await this.db.client.$executeRaw`INSERT INTO session_root_keys (organization_id, key_id, sealed)
+    await this.client.$executeRaw`INSERT INTO session_root_keys (organization_id, key_id, sealed)
       SELECT ${scope.organizationId}::uuid, ${key.keyId}, ${key.sealed}
       WHERE NOT EXISTS (SELECT 1 FROM session_root_keys WHERE organization_id = ${scope.organizationId}::uuid)`;
   }
 
   async removeRootKey(scope: OrgScope, keyId: string): Promise<boolean> {
-    const { count } = await this.db.client.sessionRootKey.deleteMany({ where: { organizationId: scope.organizationId, keyId, retiredAt: { not: null } } });
+    const { count } = await this.client.sessionRootKey.deleteMany({ where: { organizationId: scope.organizationId, keyId, retiredAt: { not: null } } });
     return count === 1;
   }
 
   async replaceSealed(scope: OrgScope, keyId: string, from: string, to: string): Promise<boolean> {
-    const { count } = await this.db.client.sessionRootKey.updateMany({ where: { organizationId: scope.organizationId, keyId, sealed: from }, data: { sealed: to } });
+    const { count } = await this.client.sessionRootKey.updateMany({ where: { organizationId: scope.organizationId, keyId, sealed: from }, data: { sealed: to } });
     return count === 1;
   }
 }

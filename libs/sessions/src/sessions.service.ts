@@ -4,7 +4,7 @@ import { AccessService, describePrincipal, Principal, WorkspaceScope } from '@ai
 import { SystemScopes } from '@aileron/auth/scope-issuer';
 import { MESSAGE_BUS, MessageBus } from '@aileron/bus';
 import { DatabaseService } from '@aileron/database';
-import { DomainError, ForbiddenError, NotFoundError } from '@aileron/errors';
+import { ConflictError, ForbiddenError, NotFoundError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
 import { Capability, Caveat, caveatText, DEFAULT_CAPABILITIES, mintCaveatToken } from './domain/caveat-token';
 import { SessionCredentials } from './session-credentials.service';
@@ -118,14 +118,14 @@ export class SessionsService implements OnApplicationShutdown {
   /** One session as the caller may see it; anything else is a 404. */
   async get(caller: Principal, id: string, permission: 'session.read' | 'session.message' = 'session.read'): Promise<{ session: SessionRecord; scope: WorkspaceScope }> {
     const session = await this.repository.get(SystemScopes.organization(caller.organizationId), id);
-    if (!session) throw new NotFoundError('session', id);
+    if (!session) throw new NotFoundError('session', id, 'SESSION_NOT_FOUND');
     if (caller.session) {
       // a session sees itself only
-      if (caller.session.id !== id) throw new NotFoundError('session', id);
+      if (caller.session.id !== id) throw new NotFoundError('session', id, 'SESSION_NOT_FOUND');
     } else if (caller.gateway && !(session.creatorKind === 'gateway' && session.creatorId === caller.id)) {
-      throw new NotFoundError('session', id);
+      throw new NotFoundError('session', id, 'SESSION_NOT_FOUND');
     }
-    const scope = await this.access.workspaceById(caller, session.workspaceId, permission, { kind: 'session', id });
+    const scope = await this.access.workspaceById(caller, session.workspaceId, permission, { kind: 'session', id, code: 'SESSION_NOT_FOUND' });
     return { session, scope };
   }
 
@@ -133,7 +133,7 @@ export class SessionsService implements OnApplicationShutdown {
   async end(caller: Principal, id: string): Promise<SessionRecord> {
     const { session, scope } = await this.get(caller, id);
     const own = `${session.creatorKind}:${session.creatorId}` === describePrincipal(caller).replace(/^api_token:/, 'token:');
-    if (!own && !caller.gateway) await this.access.workspaceById(caller, session.workspaceId, 'session.end', { kind: 'session', id });
+    if (!own && !caller.gateway) await this.access.workspaceById(caller, session.workspaceId, 'session.end', { kind: 'session', id, code: 'SESSION_NOT_FOUND' });
     const now = new Date();
     const ended = await this.db.transaction(async (tx) => {
       if (!(await this.repository.end(tx, scope, id, describePrincipal(caller), now))) return false;
@@ -173,7 +173,7 @@ export class SessionsService implements OnApplicationShutdown {
     let since: MessageRecord | null = null;
     if (after) {
       since = await this.repository.message(scope, after);
-      if (!since || since.sessionId !== id) throw new NotFoundError('message', after);
+      if (!since || since.sessionId !== id) throw new NotFoundError('message', after, 'MESSAGE_NOT_FOUND');
     }
     const deadline = Date.now() + Math.min(waitSeconds, MAX_WAIT_SECONDS) * 1000;
     for (;;) {
@@ -184,7 +184,7 @@ export class SessionsService implements OnApplicationShutdown {
   }
 
   private async write(scope: WorkspaceScope, session: SessionRecord, message: Omit<MessageRecord, 'id' | 'createdAt' | 'sessionId'>): Promise<MessageRecord> {
-    if (session.endedAt || session.expiresAt <= new Date()) throw new DomainError('SESSION_ENDED', 409, 'Conflict', 'The session has ended');
+    if (session.endedAt || session.expiresAt <= new Date()) throw new ConflictError('SESSION_CLOSED', 'The session has ended; its channel takes no more messages');
     const written = await this.db.transaction(async (tx) => {
       const record = await this.repository.addMessage(tx, scope, { ...message, sessionId: session.id });
       await this.outbox.record(tx, {

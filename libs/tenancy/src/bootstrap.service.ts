@@ -23,6 +23,8 @@ export interface BootstrapResult {
  * and the token file is written after the commit, so a crash in between only
  * means a fresh token is minted next time.
  */
+const BOOTSTRAP = SystemScopes.system('bootstrap');
+
 @Injectable()
 export class BootstrapService {
   private readonly logger = new Logger('Bootstrap');
@@ -37,7 +39,7 @@ export class BootstrapService {
   async ensureEmbeddedDefaults(dataDir: string): Promise<BootstrapResult> {
     mkdirSync(dataDir, { recursive: true, mode: 0o700 });
     const tokenPath = join(dataDir, ADMIN_TOKEN_FILE);
-    const existing = await this.repository.findOrganizationBySlug('default');
+    const existing = await this.repository.findOrganizationBySlug(BOOTSTRAP, 'default');
     if (!existing) {
       const { token } = await this.tenancy.createOrganization({ slug: 'default', name: 'Default' }, 'system:bootstrap', {
         platformOperator: true,
@@ -65,7 +67,7 @@ export class BootstrapService {
 
   /** Server mode's first organisation, made once by `aileron-cp bootstrap`. */
   async bootstrapServer(slug: string, name: string): Promise<{ organization: string; token: string }> {
-    if ((await this.repository.countOrganizations()) > 0) {
+    if ((await this.repository.countOrganizations(BOOTSTRAP)) > 0) {
       throw new ConflictError('ALREADY_BOOTSTRAPPED', 'This installation already has an organisation; create more with POST /v1/organizations');
     }
     const created = await this.tenancy.createOrganization({ slug, name }, 'system:bootstrap', { platformOperator: true, defaultWorkspace: { policyDefault: 'deny' } });

@@ -60,7 +60,7 @@ export class OrganizationsController {
   })
   async identityProvider(@TenantScope() scope: OrgScope): Promise<z.infer<typeof identityProviderView>> {
     const provider = await this.tenancy.getIdentityProvider(scope);
-    if (!provider) throw new NotFoundError('identity provider', 'current');
+    if (!provider) throw new NotFoundError('identity provider', 'current', 'IDENTITY_PROVIDER_NOT_FOUND');
     return toIdentityProviderView(provider);
   }
 

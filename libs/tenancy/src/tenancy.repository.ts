@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
-import type { OrgScope, Role, WorkspaceScope } from '@aileron/auth';
-import { DatabaseService, Prisma, Transaction } from '@aileron/database';
+import type { OrgScope, Role, SystemScope, WorkspaceScope } from '@aileron/auth';
+import { Repository, Prisma, Transaction } from '@aileron/database';
 import type { PolicyDefault } from './tenancy.schemas';
 
 export interface OrganizationRecord {
@@ -62,31 +62,29 @@ const userSelect = { id: true, email: true, name: true, subject: true, role: tru
 
 /** Organisations, workspaces, users and memberships. */
 @Injectable()
-export class TenancyRepository {
-  constructor(private readonly db: DatabaseService) {}
-
+export class TenancyRepository extends Repository {
   /** Platform-level: an organisation is the scope itself, so none is taken. */
-  async createOrganization(data: { slug: string; name: string }, tx: Transaction): Promise<OrganizationRecord> {
+  async createOrganization(_system: SystemScope, data: { slug: string; name: string }, tx: Transaction): Promise<OrganizationRecord> {
     return tx.organization.create({ data, select: { id: true, slug: true, name: true, createdAt: true } });
   }
 
-  async findOrganizationBySlug(slug: string): Promise<OrganizationRecord | null> {
-    return this.db.client.organization.findUnique({ where: { slug }, select: { id: true, slug: true, name: true, createdAt: true } });
+  async findOrganizationBySlug(_system: SystemScope, slug: string): Promise<OrganizationRecord | null> {
+    return this.client.organization.findUnique({ where: { slug }, select: { id: true, slug: true, name: true, createdAt: true } });
   }
 
-  async countOrganizations(): Promise<number> {
-    return this.db.client.organization.count();
+  async countOrganizations(_system: SystemScope): Promise<number> {
+    return this.client.organization.count();
   }
 
   async getOrganization(scope: OrgScope): Promise<OrganizationRecord> {
-    return this.db.client.organization.findUniqueOrThrow({
+    return this.client.organization.findUniqueOrThrow({
       where: { id: scope.organizationId },
       select: { id: true, slug: true, name: true, createdAt: true },
     });
   }
 
   async getIdentityProvider(scope: OrgScope): Promise<IdentityProviderData | null> {
-    const row = await this.db.client.identityProvider.findUnique({ where: { organizationId: scope.organizationId } });
+    const row = await this.client.identityProvider.findUnique({ where: { organizationId: scope.organizationId } });
     return row ? { ...row, roleMapping: row.roleMapping as Record<string, Role> } : null;
   }
 
@@ -109,15 +107,15 @@ export class TenancyRepository {
   }
 
   async listWorkspaces(scope: OrgScope): Promise<WorkspaceRecord[]> {
-    return this.db.client.workspace.findMany({ where: { organizationId: scope.organizationId }, select: workspaceSelect, orderBy: { slug: 'asc' } });
+    return this.client.workspace.findMany({ where: { organizationId: scope.organizationId }, select: workspaceSelect, orderBy: { slug: 'asc' } });
   }
 
   async findWorkspaceBySlug(scope: OrgScope, slug: string): Promise<WorkspaceRecord | null> {
-    return this.db.client.workspace.findUnique({ where: { organizationId_slug: { organizationId: scope.organizationId, slug } }, select: workspaceSelect });
+    return this.client.workspace.findUnique({ where: { organizationId_slug: { organizationId: scope.organizationId, slug } }, select: workspaceSelect });
   }
 
   async getWorkspace(scope: WorkspaceScope): Promise<WorkspaceRecord> {
-    return this.db.client.workspace.findUniqueOrThrow({
+    return this.client.workspace.findUniqueOrThrow({
       where: { organizationId_id: { organizationId: scope.organizationId, id: scope.workspaceId } },
       select: workspaceSelect,
     });
@@ -132,11 +130,11 @@ export class TenancyRepository {
   }
 
   async listUsers(scope: OrgScope): Promise<UserRecord[]> {
-    return this.db.client.user.findMany({ where: { organizationId: scope.organizationId }, select: userSelect, orderBy: { createdAt: 'asc' } });
+    return this.client.user.findMany({ where: { organizationId: scope.organizationId }, select: userSelect, orderBy: { createdAt: 'asc' } });
   }
 
   async findUser(scope: OrgScope, id: string): Promise<UserRecord | null> {
-    return this.db.client.user.findUnique({ where: { organizationId_id: { organizationId: scope.organizationId, id } }, select: userSelect });
+    return this.client.user.findUnique({ where: { organizationId_id: { organizationId: scope.organizationId, id } }, select: userSelect });
   }
 
   async createUser(scope: OrgScope, data: { email: string; name: string | null; role: Role }, tx: Transaction): Promise<UserRecord> {
@@ -148,7 +146,7 @@ export class TenancyRepository {
   }
 
   async listMembers(scope: WorkspaceScope): Promise<MemberRecord[]> {
-    const rows = await this.db.client.membership.findMany({
+    const rows = await this.client.membership.findMany({
       where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId },
       include: { user: { select: { email: true, name: true } } },
       orderBy: { createdAt: 'asc' },

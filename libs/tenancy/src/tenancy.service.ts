@@ -36,7 +36,7 @@ export class TenancyService {
     return uniquely(
       () =>
         this.db.transaction(async (tx) => {
-          const organization = await this.repository.createOrganization(body, tx);
+          const organization = await this.repository.createOrganization(SystemScopes.system('a new organisation'), body, tx);
           const scope = SystemScopes.organization(organization.id);
           const { record, token } = await this.tokens.mint(
             scope,
@@ -112,7 +112,7 @@ export class TenancyService {
 
   async deleteIdentityProvider(principal: Principal, scope: OrgScope): Promise<void> {
     await this.db.transaction(async (tx) => {
-      if (!(await this.repository.deleteIdentityProvider(scope, tx))) throw new NotFoundError('identity provider', 'current');
+      if (!(await this.repository.deleteIdentityProvider(scope, tx))) throw new NotFoundError('identity provider', 'current', 'IDENTITY_PROVIDER_NOT_FOUND');
       await this.outbox.record(tx, {
         topic: 'organization.identity_provider_deleted',
         organizationId: scope.organizationId,
@@ -189,7 +189,7 @@ export class TenancyService {
   async updateUserRole(principal: Principal, scope: OrgScope, id: string, role: Role): Promise<UserRecord> {
     this.assertCanGrant(principal, role);
     const existing = await this.repository.findUser(scope, id);
-    if (!existing) throw new NotFoundError('user', id);
+    if (!existing) throw new NotFoundError('user', id, 'USER_NOT_FOUND');
     this.assertCanGrant(principal, existing.role);
     return this.db.transaction(async (tx) => {
       const user = await this.repository.updateUserRole(scope, id, role, tx);
@@ -209,7 +209,7 @@ export class TenancyService {
   async putMember(principal: Principal, scope: WorkspaceScope, userId: string, role: Role): Promise<MemberRecord> {
     if (!canGrant(scope.role, role)) throw new ForbiddenError(`Role "${scope.role}" may not grant role "${role}"`, 'ROLE_ESCALATION');
     const user = await this.repository.findUser(scope, userId);
-    if (!user) throw new NotFoundError('user', userId);
+    if (!user) throw new NotFoundError('user', userId, 'USER_NOT_FOUND');
     return this.db.transaction(async (tx) => {
       await this.assertAboveMember(scope, userId, tx);
       const member = await this.repository.putMember(scope, userId, role, tx);
@@ -226,7 +226,7 @@ export class TenancyService {
   async removeMember(principal: Principal, scope: WorkspaceScope, userId: string): Promise<void> {
     await this.db.transaction(async (tx) => {
       await this.assertAboveMember(scope, userId, tx);
-      if (!(await this.repository.deleteMember(scope, userId, tx))) throw new NotFoundError('member', userId);
+      if (!(await this.repository.deleteMember(scope, userId, tx))) throw new NotFoundError('member', userId, 'MEMBER_NOT_FOUND');
       await this.outbox.record(tx, {
         topic: 'member.removed',
         organizationId: scope.organizationId,

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
-import type { WorkspaceScope } from '@aileron/auth';
-import { DatabaseService, Transaction } from '@aileron/database';
+import type { SystemScope, WorkspaceScope } from '@aileron/auth';
+import { Repository, Transaction } from '@aileron/database';
 
 export interface SecretMetadata {
   path: string;
@@ -41,15 +41,13 @@ const metadataSelect = {
 
 /** Secrets and vault keys of one workspace; values leave here only sealed. */
 @Injectable()
-export class VaultRepository {
-  constructor(private readonly db: DatabaseService) {}
-
+export class VaultRepository extends Repository {
   /** The workspace's keys, newest first; locked when a transaction is given (writes and rotation take turns). */
   async keys(scope: WorkspaceScope, tx?: Transaction, lock = false): Promise<VaultKeyRecord[]> {
     if (tx && lock) {
       await tx.$queryRaw`SELECT id FROM workspaces WHERE id = ${scope.workspaceId}::uuid AND organization_id = ${scope.organizationId}::uuid FOR UPDATE`;
     }
-    return this.db.use(tx).vaultKey.findMany({
+    return this.use(tx).vaultKey.findMany({
       where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId },
       orderBy: { version: 'desc' },
       select: { version: true, wrappedKey: true, retiredAt: true },
@@ -69,12 +67,12 @@ export class VaultRepository {
   }
 
   async metadata(scope: WorkspaceScope, path: string, tx?: Transaction): Promise<SecretMetadata | null> {
-    const row = await this.db.use(tx).secret.findFirst({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, path }, select: metadataSelect });
+    const row = await this.use(tx).secret.findFirst({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, path }, select: metadataSelect });
     return row ? toMetadata(row) : null;
   }
 
   async list(scope: WorkspaceScope, page: { prefix?: string; after?: string; limit: number }): Promise<SecretMetadata[]> {
-    const rows = await this.db.client.secret.findMany({
+    const rows = await this.client.secret.findMany({
       where: {
         organizationId: scope.organizationId,
         workspaceId: scope.workspaceId,
@@ -119,7 +117,7 @@ export class VaultRepository {
   }
 
   async version(scope: WorkspaceScope, path: string, version: number | null): Promise<StoredVersion | null> {
-    return this.db.client.secretVersion.findFirst({
+    return this.client.secretVersion.findFirst({
       where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, path, ...(version === null ? {} : { version }) },
       orderBy: { version: 'desc' },
       select: { version: true, ciphertext: true, wrappedDataKey: true, keyVersion: true },
@@ -147,12 +145,12 @@ export class VaultRepository {
   }
 
   /** Every workspace key of the installation (root rotation is system work). */
-  allKeys(): Promise<{ organizationId: string; workspaceId: string; version: number; wrappedKey: string }[]> {
-    return this.db.client.vaultKey.findMany({ select: { organizationId: true, workspaceId: true, version: true, wrappedKey: true } });
+  allKeys(_system: SystemScope): Promise<{ organizationId: string; workspaceId: string; version: number; wrappedKey: string }[]> {
+    return this.client.vaultKey.findMany({ select: { organizationId: true, workspaceId: true, version: true, wrappedKey: true } });
   }
 
-  async replaceWrappedKeySystem(key: { organizationId: string; workspaceId: string; version: number }, wrappedKey: string): Promise<void> {
-    await this.db.client.vaultKey.updateMany({ where: { organizationId: key.organizationId, workspaceId: key.workspaceId, version: key.version }, data: { wrappedKey } });
+  async replaceWrappedKeySystem(_system: SystemScope, key: { organizationId: string; workspaceId: string; version: number }, wrappedKey: string): Promise<void> {
+    await this.client.vaultKey.updateMany({ where: { organizationId: key.organizationId, workspaceId: key.workspaceId, version: key.version }, data: { wrappedKey } });
   }
 }
 

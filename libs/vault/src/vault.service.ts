@@ -8,6 +8,7 @@ import { KeyProvider, newKey, ROOT_KEYS, SigningKeysService } from '@aileron/key
 import { OutboxService } from '@aileron/outbox';
 import { decryptSecret, encryptSecret, MAX_VALUE_BYTES, parseVaultRef, pathProblem, rewrapDataKey, SecretContext, workspaceKeyAad } from './domain/envelope';
 import { SecretMetadata, VaultKeyRecord, VaultRepository } from './vault.repository';
+import { SystemScopes } from '@aileron/auth/scope-issuer';
 
 /** Why the pool reads a secret: named in the `secret.read` audit record. */
 export interface ReadReason {
@@ -20,7 +21,7 @@ export interface ReadReason {
 
 export class SecretUnavailableError extends DomainError {
   constructor(ref: string) {
-    super('SECRET_UNAVAILABLE', 422, 'Secret reference cannot be resolved', `${ref} names no secret in this workspace`);
+    super('SECRET_UNAVAILABLE', `${ref} names no secret in this workspace`);
   }
 }
 
@@ -74,7 +75,7 @@ export class VaultService {
 
   async metadata(scope: WorkspaceScope, path: string): Promise<SecretMetadata> {
     const found = await this.repository.metadata(scope, path);
-    if (!found) throw new NotFoundError('secret', path);
+    if (!found) throw new NotFoundError('secret', path, 'SECRET_NOT_FOUND');
     return found;
   }
 
@@ -86,7 +87,7 @@ export class VaultService {
       await this.announce(tx, scope, 'secret.deleted', actorOf(principal), { path, versions: existing.versions });
       return true;
     });
-    if (!removed) throw new NotFoundError('secret', path);
+    if (!removed) throw new NotFoundError('secret', path, 'SECRET_NOT_FOUND');
   }
 
   /**
@@ -167,11 +168,12 @@ export class VaultService {
    */
   async rewrapUnderCurrentRoot(): Promise<{ root_key_id: string; workspace_keys: number; signing_keys: number }> {
     let workspaceKeys = 0;
-    for (const key of await this.repository.allKeys()) {
+    const rewrap = SystemScopes.system('root key rewrap');
+    for (const key of await this.repository.allKeys(rewrap)) {
       if (this.root.keyIdOf(key.wrappedKey) === this.root.currentKeyId) continue;
       const aad = workspaceKeyAad(key.organizationId, key.workspaceId, key.version);
       const plain = this.root.unwrap(key.wrappedKey, aad);
-      await this.repository.replaceWrappedKeySystem(key, this.root.wrap(plain, aad));
+      await this.repository.replaceWrappedKeySystem(rewrap, key, this.root.wrap(plain, aad));
       plain.fill(0);
       workspaceKeys++;
     }

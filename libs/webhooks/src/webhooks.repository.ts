@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import type { OrgScope } from '@aileron/auth';
-import { DatabaseService, isRecordNotFound, Transaction } from '@aileron/database';
+import { Repository, isRecordNotFound, Transaction } from '@aileron/database';
 
 export interface WebhookEndpointRecord {
   id: string;
@@ -52,9 +52,7 @@ export interface DeliveryPage {
 }
 
 @Injectable()
-export class WebhooksRepository {
-  constructor(private readonly db: DatabaseService) {}
-
+export class WebhooksRepository extends Repository {
   create(
     scope: OrgScope,
     data: { id: string; workspaceId: string | null; name: string; url: string; secret: string; events: string[]; format: string; createdBy: string },
@@ -64,11 +62,11 @@ export class WebhooksRepository {
   }
 
   list(scope: OrgScope): Promise<WebhookEndpointRecord[]> {
-    return this.db.client.webhookEndpoint.findMany({ where: { organizationId: scope.organizationId }, orderBy: [{ createdAt: 'asc' }, { id: 'asc' }] });
+    return this.client.webhookEndpoint.findMany({ where: { organizationId: scope.organizationId }, orderBy: [{ createdAt: 'asc' }, { id: 'asc' }] });
   }
 
   get(scope: OrgScope, id: string, tx?: Transaction): Promise<WebhookEndpointRecord | null> {
-    return this.db.use(tx).webhookEndpoint.findFirst({ where: { organizationId: scope.organizationId, id } });
+    return this.use(tx).webhookEndpoint.findFirst({ where: { organizationId: scope.organizationId, id } });
   }
 
   async update(scope: OrgScope, id: string, data: { events?: string[]; enabled?: boolean; format?: string }, tx: Transaction): Promise<WebhookEndpointRecord | null> {
@@ -104,7 +102,7 @@ export class WebhooksRepository {
    */
   async workspaceSlugs(scope: OrgScope, ids: string[]): Promise<Map<string, string>> {
     if (ids.length === 0) return new Map();
-    const rows = await this.db.client.workspace.findMany({ where: { organizationId: scope.organizationId, id: { in: [...new Set(ids)] } }, select: { id: true, slug: true } });
+    const rows = await this.client.workspace.findMany({ where: { organizationId: scope.organizationId, id: { in: [...new Set(ids)] } }, select: { id: true, slug: true } });
     return new Map(rows.map((r) => [r.id, r.slug]));
   }
 
@@ -127,7 +125,7 @@ export class WebhooksRepository {
   }
 
   async delivery(scope: OrgScope, id: string): Promise<{ delivery: WebhookDeliveryRecord; endpoint: WebhookEndpointRecord } | null> {
-    const row = await this.db.client.webhookDelivery.findFirst({ where: { organizationId: scope.organizationId, id }, include: { endpoint: true } });
+    const row = await this.client.webhookDelivery.findFirst({ where: { organizationId: scope.organizationId, id }, include: { endpoint: true } });
     if (!row) return null;
     const { endpoint, organizationId: _org, ...delivery } = row;
     return { delivery, endpoint };
@@ -170,28 +168,28 @@ export class WebhooksRepository {
   }
 
   async setStatus(scope: OrgScope, deliveryId: string, status: DeliveryStatus, tx?: Transaction): Promise<void> {
-    await this.db.use(tx).webhookDelivery.updateMany({ where: { organizationId: scope.organizationId, id: deliveryId }, data: { status } });
+    await this.use(tx).webhookDelivery.updateMany({ where: { organizationId: scope.organizationId, id: deliveryId }, data: { status } });
   }
 
   /** Starts the failure streak unless one is running; returns when it started (null: the endpoint is gone). */
   async markFailing(scope: OrgScope, endpointId: string): Promise<Date | null> {
-    await this.db.client.webhookEndpoint.updateMany({ where: { organizationId: scope.organizationId, id: endpointId, failingSince: null }, data: { failingSince: new Date() } });
-    const row = await this.db.client.webhookEndpoint.findFirst({ where: { organizationId: scope.organizationId, id: endpointId }, select: { failingSince: true } });
+    await this.client.webhookEndpoint.updateMany({ where: { organizationId: scope.organizationId, id: endpointId, failingSince: null }, data: { failingSince: new Date() } });
+    const row = await this.client.webhookEndpoint.findFirst({ where: { organizationId: scope.organizationId, id: endpointId }, select: { failingSince: true } });
     return row?.failingSince ?? null;
   }
 
   async markHealthy(scope: OrgScope, endpointId: string): Promise<void> {
-    await this.db.client.webhookEndpoint.updateMany({ where: { organizationId: scope.organizationId, id: endpointId, failingSince: { not: null } }, data: { failingSince: null } });
+    await this.client.webhookEndpoint.updateMany({ where: { organizationId: scope.organizationId, id: endpointId, failingSince: { not: null } }, data: { failingSince: null } });
   }
 
   /** Deliveries that failed for good since the streak began: a success would have ended the streak, so they are consecutive. */
   failedSince(scope: OrgScope, endpointId: string, since: Date): Promise<number> {
-    return this.db.client.webhookDelivery.count({ where: { organizationId: scope.organizationId, endpointId, status: 'failed', lastAttemptAt: { gte: since } } });
+    return this.client.webhookDelivery.count({ where: { organizationId: scope.organizationId, endpointId, status: 'failed', lastAttemptAt: { gte: since } } });
   }
 
   /** Newest first, each with its attempts in order. */
   async deliveries(scope: OrgScope, endpointId: string, page: DeliveryPage): Promise<(WebhookDeliveryRecord & { attemptLog: WebhookAttemptRecord[] })[]> {
-    const rows = await this.db.client.webhookDelivery.findMany({
+    const rows = await this.client.webhookDelivery.findMany({
       where: {
         organizationId: scope.organizationId,
         endpointId,

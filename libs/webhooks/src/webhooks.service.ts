@@ -119,7 +119,7 @@ export class WebhooksService {
 
   async get(scope: OrgScope, id: string): Promise<WebhookEndpoint> {
     const endpoint = await this.repository.get(scope, id);
-    if (!endpoint) throw new NotFoundError('webhook', id);
+    if (!endpoint) throw new NotFoundError('webhook', id, 'WEBHOOK_NOT_FOUND');
     return (await this.withSlugs(scope, [endpoint]))[0]!;
   }
 
@@ -132,7 +132,7 @@ export class WebhooksService {
       if (Object.keys(changes).length > 0) await this.announce(tx, scope, 'webhook.updated', endpoint, null, actor, { changed: Object.keys(changes).sort() });
       return endpoint;
     });
-    if (!updated) throw new NotFoundError('webhook', id);
+    if (!updated) throw new NotFoundError('webhook', id, 'WEBHOOK_NOT_FOUND');
     return (await this.withSlugs(scope, [updated]))[0]!;
   }
 
@@ -144,7 +144,7 @@ export class WebhooksService {
       await this.announce(tx, scope, 'webhook.deleted', endpoint, null, actor);
       return true;
     });
-    if (!removed) throw new NotFoundError('webhook', id);
+    if (!removed) throw new NotFoundError('webhook', id, 'WEBHOOK_NOT_FOUND');
   }
 
   /** Ends a pause: deliveries of new events start again (the ones refused while paused are not re-sent). */
@@ -158,12 +158,12 @@ export class WebhooksService {
       }
       return this.repository.get(scope, id, tx);
     });
-    if (!endpoint) throw new NotFoundError('webhook', id);
+    if (!endpoint) throw new NotFoundError('webhook', id, 'WEBHOOK_NOT_FOUND');
     return (await this.withSlugs(scope, [endpoint]))[0]!;
   }
 
   async deliveries(scope: OrgScope, id: string, page: { limit: number; cursor?: string }): Promise<{ deliveries: WebhookDelivery[]; nextCursor: string | null }> {
-    if (!(await this.repository.get(scope, id))) throw new NotFoundError('webhook', id);
+    if (!(await this.repository.get(scope, id))) throw new NotFoundError('webhook', id, 'WEBHOOK_NOT_FOUND');
     const before = page.cursor ? decodeCursor(page.cursor) : undefined;
     const deliveries = await this.repository.deliveries(scope, id, { limit: page.limit, ...(before ? { before } : {}) });
     const last = deliveries[deliveries.length - 1];

@@ -4,6 +4,8 @@
  * with, and when its e-mail claim may link a sign-in to a pre-added user.
  */
 
+import type { ErrorCodeWithStatus } from '@aileron/errors';
+
 /** What an IdP JWT is checked against, besides its signature. */
 export interface AudienceSettings {
   audience: string | null;
@@ -12,7 +14,7 @@ export interface AudienceSettings {
 }
 
 export interface TokenRefusal {
-  code: string;
+  code: ErrorCodeWithStatus<401>;
   detail: string;
 }
 

@@ -7,9 +7,16 @@ export const DATABASE_HANDLE = Symbol('DATABASE_HANDLE');
 /** may be async: `transaction` resolves once every hook has run */
 type CommitHook = () => void | Promise<void>;
 
+const clients = new WeakMap<DatabaseService, PrismaClient>();
+
+/** For Repository (repository.ts) only; not exported from the library's index. */
+export function prismaClientOf(db: DatabaseService): PrismaClient {
+  return clients.get(db)!;
+}
+
 /**
- * The one way to the database for repositories, and the unit of work for
- * services: `transaction(fn)` hands `fn` an opaque Transaction to pass on, and
+ * The unit of work for services: `transaction(fn)` hands `fn` an opaque
+ * Transaction to pass on to repositories, and
  * runs after-commit hooks (e.g. waking the outbox dispatcher) only on success,
  * and only for the transactions that asked for them.
  * The handle is closed by whoever opened it, after Nest has shut down.
@@ -18,20 +25,13 @@ type CommitHook = () => void | Promise<void>;
 export class DatabaseService {
   private readonly commitHooks = new WeakMap<Transaction, CommitHook[]>();
 
-  constructor(@Inject(DATABASE_HANDLE) private readonly handle: DatabaseHandle) {}
-
-  /** For repositories only: the client to query outside a transaction. */
-  get client(): PrismaClient {
-    return this.handle.client;
+  constructor(@Inject(DATABASE_HANDLE) private readonly handle: DatabaseHandle) {
+    // the client is reachable through Repository only (repository.ts)
+    clients.set(this, handle.client);
   }
 
   get kind(): DatabaseHandle['kind'] {
     return this.handle.kind;
-  }
-
-  /** For repositories: the transaction's client if one is given, else the pool. */
-  use(tx?: Transaction): PrismaClient | Transaction {
-    return tx ?? this.handle.client;
   }
 
   async transaction<T>(fn: (tx: Transaction) => Promise<T>): Promise<T> {

@@ -17,6 +17,8 @@ export type Transaction = Prisma.TransactionClient & { readonly __transaction: u
 export interface DatabaseHandle {
   readonly kind: 'pglite' | 'postgres';
   readonly client: PrismaClient;
+  /** the migrations openDatabase applied (none when it was told not to migrate) */
+  readonly migrationsApplied: readonly string[];
   /** true when the database answers a trivial query */
   ping(): Promise<boolean>;
   close(): Promise<void>;
@@ -57,9 +59,9 @@ export async function openDatabase(
 ): Promise<DatabaseHandle> {
   const migrate = options.migrate ?? true;
   if (database.kind === 'postgres') {
-    if (migrate) await applyMigrations({ kind: 'postgres', url: database.url }, { ...prismaPaths(), log: options.log });
+    const applied = migrate ? (await applyMigrations({ kind: 'postgres', url: database.url }, { ...prismaPaths(), log: options.log })).applied : [];
     const client = new PrismaClient({ adapter: new PrismaPg({ connectionString: database.url, max: database.poolSize }) });
-    return handle('postgres', client, async () => client.$disconnect());
+    return handle('postgres', client, applied, async () => client.$disconnect());
   }
   let unlock = (): void => {};
   if (database.kind === 'pglite') {
@@ -70,9 +72,9 @@ export async function openDatabase(
   try {
     const pglite = yieldBetweenMessages(database.kind === 'pglite' ? pgliteIn(database.dataDir) : (database.pglite ?? new PGlite()));
     await pglite.waitReady;
-    if (migrate) await applyMigrations({ kind: 'pglite', pglite } satisfies MigrationTarget, { ...prismaPaths(), log: options.log });
+    const applied = migrate ? (await applyMigrations({ kind: 'pglite', pglite } satisfies MigrationTarget, { ...prismaPaths(), log: options.log })).applied : [];
     const client = new PrismaClient({ adapter: new PrismaPGlite(pglite) });
-    return handle('pglite', client, async () => {
+    return handle('pglite', client, applied, async () => {
       await client.$disconnect();
       if (!pglite.closed) await pglite.close();
       unlock();
@@ -83,11 +85,12 @@ export async function openDatabase(
   }
 }
 
-function handle(kind: DatabaseHandle['kind'], client: PrismaClient, close: () => Promise<void>): DatabaseHandle {
+function handle(kind: DatabaseHandle['kind'], client: PrismaClient, migrationsApplied: string[], close: () => Promise<void>): DatabaseHandle {
   let closed = false;
   return {
     kind,
     client,
+    migrationsApplied,
     async ping() {
       try {
         await client.$queryRaw`SELECT 1`;

@@ -1,5 +1,6 @@
 export * from './database';
-export * from './database.service';
+export { DATABASE_HANDLE, DatabaseService } from './database.service';
+export { Repository } from './repository';
 export * from './database.module';
 export * from './prisma-errors';
 export { applyMigrations, createMigration } from './migrator';

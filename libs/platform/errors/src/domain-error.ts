@@ -1,7 +1,10 @@
+import { ERROR_CODES, ErrorCode, ErrorCodeWithStatus } from './error-codes';
+
 /**
- * Every failure a user can hit is a DomainError with a stable UPPER_SNAKE code.
- * One filter (problem.filter.ts) renders it as application/problem+json, so
- * domain code never knows about HTTP status lines beyond the number here.
+ * Every failure a user can hit is a DomainError with a stable UPPER_SNAKE code
+ * from the registry (error-codes.ts), which gives its status and title. One
+ * filter (problem.filter.ts) renders it as application/problem+json, so
+ * domain code never knows about HTTP beyond the code it picks.
  */
 export interface DomainErrorOptions {
   /** extra machine-readable members of the problem document */
@@ -11,16 +14,18 @@ export interface DomainErrorOptions {
 
 export class DomainError extends Error {
   readonly extensions: Record<string, unknown>;
+  readonly status: number;
+  readonly title: string;
 
   constructor(
-    readonly code: string,
-    readonly status: number,
-    readonly title: string,
+    readonly code: ErrorCode,
     detail: string,
     options: DomainErrorOptions = {},
   ) {
     super(detail, options.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'DomainError';
+    this.status = ERROR_CODES[code].status;
+    this.title = ERROR_CODES[code].title;
     this.extensions = options.extensions ?? {};
   }
 
@@ -40,31 +45,31 @@ export class ValidationError extends DomainError {
     readonly issues: FieldIssue[],
     detail = issues.map((i) => `${i.path}: ${i.message}`).join('; '),
   ) {
-    super('VALIDATION_FAILED', 400, 'Request is not valid', detail, { extensions: { errors: issues } });
+    super('VALIDATION_FAILED', detail, { extensions: { errors: issues } });
   }
 }
 
 /** Another tenant's resource and a missing one look the same, on purpose. */
 export class NotFoundError extends DomainError {
-  constructor(resource: string, id: string, code = `${resource.toUpperCase().replace(/[^A-Z0-9]+/g, '_')}_NOT_FOUND`) {
-    super(code, 404, 'Not found', `${resource} "${id}" does not exist`);
+  constructor(resource: string, id: string, code: ErrorCodeWithStatus<404>) {
+    super(code, `${resource} "${id}" does not exist`);
   }
 }
 
 export class ConflictError extends DomainError {
-  constructor(code: string, detail: string) {
-    super(code, 409, 'Conflict', detail);
+  constructor(code: ErrorCodeWithStatus<409>, detail: string) {
+    super(code, detail);
   }
 }
 
 export class UnauthenticatedError extends DomainError {
-  constructor(detail = 'A valid bearer token is required', code = 'UNAUTHENTICATED') {
-    super(code, 401, 'Unauthenticated', detail);
+  constructor(detail = 'A valid bearer token is required', code: ErrorCodeWithStatus<401> = 'UNAUTHENTICATED') {
+    super(code, detail);
   }
 }
 
 export class ForbiddenError extends DomainError {
-  constructor(detail: string, code = 'FORBIDDEN') {
-    super(code, 403, 'Forbidden', detail);
+  constructor(detail: string, code: ErrorCodeWithStatus<403> = 'FORBIDDEN') {
+    super(code, detail);
   }
 }

@@ -63,7 +63,7 @@ export function isOriginForm(target: string | undefined): boolean {
 
 class RequestTargetError extends DomainError {
   constructor() {
-    super('REQUEST_TARGET_INVALID', 400, 'Bad Request', 'The request target must be a path (origin-form, e.g. /v1/me); absolute URLs and authority forms are not served');
+    super('REQUEST_TARGET_INVALID', 'The request target must be a path (origin-form, e.g. /v1/me); absolute URLs and authority forms are not served');
   }
 }
 

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ERROR_CODES, ErrorCode, problemType } from '@aileron/errors';
 import { openApiPath, RouteDefinition } from './route.decorator';
 
 const problemSchema = {
@@ -9,7 +10,7 @@ const problemSchema = {
     title: { type: 'string' },
     status: { type: 'integer' },
     detail: { type: 'string' },
-    code: { type: 'string', description: 'stable machine-readable error code' },
+    code: { type: 'string', description: 'stable machine-readable error code (components.x-error-codes says what each means)', enum: Object.keys(ERROR_CODES) },
     request_id: { type: 'string' },
     errors: { type: 'array', items: { type: 'object', properties: { path: { type: 'string' }, message: { type: 'string' } } } },
   },
@@ -92,6 +93,7 @@ export function buildOpenApi(routes: RouteDefinition[], info: { title: string; v
     components: {
       securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'API token (ail_api_…) or admin JWT' } },
       schemas: { Problem: problemSchema },
+      'x-error-codes': Object.entries(ERROR_CODES).map(([code, entry]) => ({ code, status: entry.status, title: entry.title, type: problemType(code as ErrorCode), docs: entry.docs })),
       responses: {
         Problem: { description: 'An error', content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } } },
       },

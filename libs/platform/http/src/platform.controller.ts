@@ -65,7 +65,7 @@ export class PlatformController {
   async readyz(): Promise<z.infer<typeof readiness>> {
     const [database, queue] = await Promise.all([this.db.ping(), this.queue.ping()]);
     if (!database || !queue) {
-      throw new DomainError('NOT_READY', 503, 'Not ready', `not ready: database ${database ? 'ok' : 'down'}, queue ${queue ? 'ok' : 'down'}`, {
+      throw new DomainError('NOT_READY', `not ready: database ${database ? 'ok' : 'down'}, queue ${queue ? 'ok' : 'down'}`, {
         extensions: { database, queue },
       });
     }
@@ -107,7 +107,7 @@ export class PlatformController {
       return;
     }
     const type = DOCS_ASSETS[file];
-    if (!type) throw new NotFoundError('asset', file);
+    if (!type) throw new NotFoundError('asset', file, 'ASSET_NOT_FOUND');
     let body = this.assets.get(file);
     if (!body) {
       body = readFileSync(join(projectRoot(), 'node_modules', 'swagger-ui-dist', file));

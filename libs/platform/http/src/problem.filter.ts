@@ -2,9 +2,9 @@ import { STATUS_CODES as STATUS_CODES_TEXT } from 'node:http';
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Logger } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { isForeignKeyViolation, isRecordNotFound, isUniqueViolation } from '@aileron/database';
-import { DomainError, internalProblem, Problem, PROBLEM_CONTENT_TYPE, problemFromDomainError, problemType } from '@aileron/errors';
+import { DomainError, ErrorCode, internalProblem, Problem, PROBLEM_CONTENT_TYPE, problemFromDomainError, problemOf } from '@aileron/errors';
 
-const STATUS_CODES: Record<number, string> = {
+const STATUS_CODES: Record<number, ErrorCode> = {
   400: 'BAD_REQUEST',
   401: 'UNAUTHENTICATED',
   403: 'FORBIDDEN',
@@ -18,7 +18,7 @@ const STATUS_CODES: Record<number, string> = {
 };
 
 /** Fastify's own errors (body parsing, limits) carry a code and a status. */
-const FASTIFY_CODES: Record<string, string> = {
+const FASTIFY_CODES: Record<string, ErrorCode> = {
   FST_ERR_CTP_INVALID_JSON_BODY: 'MALFORMED_JSON',
   FST_ERR_CTP_EMPTY_JSON_BODY: 'MALFORMED_JSON',
   FST_ERR_CTP_BODY_TOO_LARGE: 'PAYLOAD_TOO_LARGE',
@@ -26,8 +26,9 @@ const FASTIFY_CODES: Record<string, string> = {
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: 'BAD_REQUEST',
 };
 
-function simple(status: number, code: string, title: string, detail: string, requestId?: string): Problem {
-  return { type: problemType(code), title, status, detail, code, ...(requestId ? { request_id: requestId } : {}) };
+/** Errors of Nest and Fastify keep the status and title they come with; the code is still a registered one. */
+function simple(status: number, code: ErrorCode, title: string, detail: string, requestId?: string): Problem {
+  return { ...problemOf(code, detail, requestId, title), status };
 }
 
 /**
@@ -37,11 +38,11 @@ function simple(status: number, code: string, title: string, detail: string, req
 export function toProblem(error: unknown, requestId?: string): { problem: Problem; unexpected: boolean } {
   if (error instanceof DomainError) return { problem: problemFromDomainError(error, requestId), unexpected: false };
   if (isUniqueViolation(error)) {
-    return { problem: simple(409, 'CONFLICT', 'Conflict', 'A resource with these identifying fields already exists', requestId), unexpected: false };
+    return { problem: problemOf('CONFLICT', 'A resource with these identifying fields already exists', requestId), unexpected: false };
   }
-  if (isRecordNotFound(error)) return { problem: simple(404, 'NOT_FOUND', 'Not found', 'The resource does not exist', requestId), unexpected: false };
+  if (isRecordNotFound(error)) return { problem: problemOf('NOT_FOUND', 'The resource does not exist', requestId), unexpected: false };
   if (isForeignKeyViolation(error)) {
-    return { problem: simple(409, 'REFERENCE_NOT_FOUND', 'Conflict', 'A referenced resource does not exist', requestId), unexpected: false };
+    return { problem: problemOf('REFERENCE_NOT_FOUND', 'A referenced resource does not exist', requestId), unexpected: false };
   }
   if (error instanceof HttpException) {
     // Nest re-wraps Fastify's own errors (body parsing, limits) as a bare

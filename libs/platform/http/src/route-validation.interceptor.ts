@@ -16,7 +16,7 @@ function parseYamlBody(text: string): unknown {
   } catch (error) {
     const where = error instanceof YAMLError && error.linePos ? `line ${error.linePos[0].line}, column ${error.linePos[0].col}: ` : '';
     const message = error instanceof YAMLError ? error.message.split('\n')[0] : 'the YAML cannot be parsed';
-    throw new DomainError('MALFORMED_YAML', 400, 'Malformed YAML', `${where}${message}`);
+    throw new DomainError('MALFORMED_YAML', `${where}${message}`);
   }
 }
 
@@ -44,7 +44,7 @@ export class RouteValidationInterceptor implements NestInterceptor {
       const yaml = route.accepts?.includes('yaml') === true && type !== undefined && YAML_TYPE.test(type);
       if (route.body && type !== undefined && !yaml && !/^application\/(.+\+)?json\b/i.test(type)) {
         const formats = route.accepts?.includes('yaml') ? 'application/json or application/yaml' : 'application/json';
-        throw new DomainError('UNSUPPORTED_MEDIA_TYPE', 415, 'Unsupported media type', `Send the body as ${formats}`);
+        throw new DomainError('UNSUPPORTED_MEDIA_TYPE', `Send the body as ${formats}`);
       }
       if (yaml && typeof request.body === 'string') (request as { body: unknown }).body = parseYamlBody(request.body);
       const issues: FieldIssue[] = [];

@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { DatabaseService } from '@aileron/database';
+import { Repository } from '@aileron/database';
 
 export interface SigningKeyRecord {
   id: string;
@@ -12,11 +12,9 @@ export interface SigningKeyRecord {
 
 /** Installation-wide signing keys by purpose; newest first. */
 @Injectable()
-export class SigningKeysRepository {
-  constructor(private readonly db: DatabaseService) {}
-
+export class SigningKeysRepository extends Repository {
   list(purpose: string): Promise<SigningKeyRecord[]> {
-    return this.db.client.signingKey.findMany({
+    return this.client.signingKey.findMany({
       where: { purpose },
       orderBy: [{ createdAt: 'desc' }, { id: 'desc' }],
       select: { id: true, publicKey: true, privateKey: true, createdAt: true, retiredAt: true },
@@ -24,19 +22,19 @@ export class SigningKeysRepository {
   }
 
   async create(purpose: string, data: { id: string; publicKey: string; privateKey: string }): Promise<void> {
-    await this.db.client.signingKey.create({ data: { purpose, ...data } });
+    await this.client.signingKey.create({ data: { purpose, ...data } });
   }
 
   async retireAllBut(purpose: string, keep: string[], at: Date): Promise<void> {
-    await this.db.client.signingKey.updateMany({ where: { purpose, id: { notIn: keep }, retiredAt: null }, data: { retiredAt: at } });
+    await this.client.signingKey.updateMany({ where: { purpose, id: { notIn: keep }, retiredAt: null }, data: { retiredAt: at } });
   }
 
   /** Re-seals private keys under the current root key (root rotation). */
   async replacePrivateKey(id: string, privateKey: string): Promise<void> {
-    await this.db.client.signingKey.update({ where: { id }, data: { privateKey } });
+    await this.client.signingKey.update({ where: { id }, data: { privateKey } });
   }
 
   async all(): Promise<(SigningKeyRecord & { purpose: string })[]> {
-    return this.db.client.signingKey.findMany({ select: { id: true, purpose: true, publicKey: true, privateKey: true, createdAt: true, retiredAt: true } });
+    return this.client.signingKey.findMany({ select: { id: true, purpose: true, publicKey: true, privateKey: true, createdAt: true, retiredAt: true } });
   }
 }

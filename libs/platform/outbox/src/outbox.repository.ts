@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { DatabaseService, Transaction } from '@aileron/database';
+import { Repository, Transaction } from '@aileron/database';
 import type { OutboxMessage, OutboxRecord } from './outbox-message';
 
 /** A message just written: leased to its writer, who hands it over from memory. */
@@ -14,9 +14,7 @@ export interface ClaimedMessage {
 }
 
 @Injectable()
-export class OutboxRepository {
-  constructor(private readonly db: DatabaseService) {}
-
+export class OutboxRepository extends Repository {
   /**
    * Writes the messages, leased to the writer (their first dispatch) when it
    * hands them over itself once the transaction commits: no claim to pay per
@@ -48,7 +46,7 @@ export class OutboxRepository {
    * dispatcher died), skipping rows another replica is claiming right now.
    */
   async claimDue(leaseMs: number, limit: number): Promise<ClaimedMessage[]> {
-    const rows = await this.db.client.$queryRaw<{ id: bigint; topic: string; dispatch_count: number; delivered: string[] | null }[]>`
+    const rows = await this.client.$queryRaw<{ id: bigint; topic: string; dispatch_count: number; delivered: string[] | null }[]>`
       WITH due AS (
         SELECT id FROM outbox_messages
         WHERE completed_at IS NULL
@@ -117,7 +115,7 @@ export class OutboxRepository {
 
   /** The messages, in id order, for a live consumer: read, nothing marked. */
   async read(messageIds: readonly string[]): Promise<OutboxMessage[]> {
-    const rows = await this.db.client.$queryRaw<MessageRow[]>`
+    const rows = await this.client.$queryRaw<MessageRow[]>`
       SELECT m.id, m.topic, m.organization_id, m.workspace_id, m.payload, m.created_at
       FROM outbox_messages m WHERE m.id = ANY(${messageIds.map(BigInt)}::bigint[]) ORDER BY m.id`;
     return rows.map(toMessage);
@@ -126,7 +124,7 @@ export class OutboxRepository {
   /** Marks the messages done whose every listed consumer has handled them. */
   async completeIfDelivered(messageIds: readonly string[], consumers: readonly string[]): Promise<void> {
     if (messageIds.length === 0) return;
-    await this.db.client.$executeRaw`
+    await this.client.$executeRaw`
       UPDATE outbox_messages m SET completed_at = now()
       WHERE m.id = ANY(${messageIds.map(BigInt)}::bigint[]) AND m.completed_at IS NULL
         AND (SELECT count(*) FROM outbox_deliveries d WHERE d.message_id = m.id AND d.consumer = ANY(${consumers}::text[])) >= ${consumers.length}`;

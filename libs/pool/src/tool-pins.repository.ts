@@ -1,0 +1,70 @@
+import { Injectable } from '@nestjs/common';
+import type { WorkspaceScope } from '@aileron/auth';
+import { Repository, Transaction } from '@aileron/database';
+
+export interface ToolPinRecord {
+  server: string;
+  version: string;
+  tool: string;
+  pinnedHash: string;
+  changedHash: string | null;
+  changedAt: Date | null;
+  acceptedBy: string | null;
+}
+
+const PIN = { server: true, version: true, tool: true, pinnedHash: true, changedHash: true, changedAt: true, acceptedBy: true } as const;
+
+/** Pinned tool definitions and the pool's per-workspace settings. */
+@Injectable()
+export class ToolPinsRepository extends Repository {
+  async blocksChangedTools(scope: WorkspaceScope): Promise<boolean> {
+    const row = await this.client.poolSettings.findUnique({ where: { organizationId_workspaceId: { organizationId: scope.organizationId, workspaceId: scope.workspaceId } } });
+    return row?.blockChangedTools ?? false;
+  }
+
+  async putSettings(scope: WorkspaceScope, data: { blockChangedTools: boolean; updatedBy: string }, tx: Transaction): Promise<void> {
+    await tx.poolSettings.upsert({
+      where: { organizationId_workspaceId: { organizationId: scope.organizationId, workspaceId: scope.workspaceId } },
+      create: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, ...data },
+      update: data,
+    });
+  }
+
+  /** Every pin of the server, all versions (or one), oldest version first. */
+  pins(scope: WorkspaceScope, server: string, filter: { version?: string } = {}): Promise<ToolPinRecord[]> {
+    return this.client.toolPin.findMany({
+      where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, server, ...filter },
+      orderBy: [{ version: 'asc' }, { tool: 'asc' }],
+      select: PIN,
+    });
+  }
+
+  /** The tool's pins whose definition changed since it was pinned. */
+  changed(scope: WorkspaceScope, server: string, tool: string, tx: Transaction): Promise<ToolPinRecord[]> {
+    return tx.toolPin.findMany({
+      where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, server, tool, changedHash: { not: null } },
+      select: PIN,
+    });
+  }
+
+  async pin(scope: WorkspaceScope, server: string, version: string, hashes: [tool: string, hash: string][], tx: Transaction): Promise<void> {
+    await tx.toolPin.createMany({
+      data: hashes.map(([tool, hash]) => ({ organizationId: scope.organizationId, workspaceId: scope.workspaceId, server, version, tool, pinnedHash: hash })),
+      skipDuplicates: true,
+    });
+  }
+
+  async markChanged(scope: WorkspaceScope, key: { server: string; version: string; tool: string }, hash: string, tx: Transaction): Promise<void> {
+    await tx.toolPin.updateMany({
+      where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, ...key },
+      data: { changedHash: hash, changedAt: new Date() },
+    });
+  }
+
+  async accept(scope: WorkspaceScope, key: { server: string; version: string; tool: string }, hash: string, actor: string, tx: Transaction): Promise<void> {
+    await tx.toolPin.updateMany({
+      where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, ...key },
+      data: { pinnedHash: hash, changedHash: null, changedAt: null, acceptedBy: actor },
+    });
+  }
+}
