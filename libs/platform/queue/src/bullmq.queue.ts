@@ -25,6 +25,8 @@ export class BullMqQueue implements JobQueue {
     let queue = this.queues.get(name);
     if (!queue) {
       queue = new Queue(name, { connection: this.connection, prefix: this.redis.prefix });
+      // without a listener BullMQ prints every connection error; the outage is RedisService's to log, a failed add the caller's
+      queue.on('error', () => undefined);
       this.queues.set(name, queue);
     }
     return queue;
