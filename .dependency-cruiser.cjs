@@ -5,7 +5,8 @@
  * - platform libraries never import domain libraries;
  * - a domain's pure rules (src/domain/) use no framework, HTTP or database;
  * - only repositories and the database library touch the generated Prisma client;
- * - controllers never make tenant scopes themselves.
+ * - controllers never make tenant scopes themselves;
+ * - Redis only through the redis library.
  */
 const LIB = '^libs/((?:platform/)?[^/]+)/';
 module.exports = {
@@ -68,6 +69,13 @@ module.exports = {
       comment: 'Requests reach a tenant only through AccessService; controllers never make scopes.',
       from: { path: '\\.controller\\.ts$', pathNot: '^libs/auth/' },
       to: { path: '^libs/auth/src/scope-issuer\\.ts$' },
+    },
+    {
+      name: 'redis-through-the-provider',
+      severity: 'error',
+      comment: 'Redis only through @aileron/redis: every key and channel under the prefix, no unbounded wait (docs/rules/redis.md).',
+      from: { path: '^(apps|libs)/', pathNot: '^libs/platform/redis/' },
+      to: { path: 'node_modules/ioredis/', dependencyTypesNot: ['type-only'] },
     },
     {
       name: 'no-circular',

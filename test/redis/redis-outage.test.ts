@@ -38,6 +38,8 @@ describe('Redis going away under two replicas', () => {
   let redis: RedisServer;
   let a: TestControlPlane;
   let b: TestControlPlane;
+  /** a, b, and one started while Redis is away */
+  const replicas: TestControlPlane[] = [];
   let ws: string;
   let mcpPath: string;
   let session: { client: Client; transport: StreamableHTTPClientTransport };
@@ -131,8 +133,7 @@ describe('Redis going away under two replicas', () => {
 
   /** Ready again, by itself, and what needed Redis works again. */
   async function recovered(): Promise<void> {
-    await expect.poll(async () => (await a.request('GET', '/readyz', { token: null })).status, { timeout: 15_000, interval: 200 }).toBe(200);
-    await expect.poll(async () => (await b.request('GET', '/readyz', { token: null })).status, { timeout: 15_000, interval: 200 }).toBe(200);
+    for (const replica of replicas) await expect.poll(async () => (await replica.request('GET', '/readyz', { token: null })).status, { timeout: 15_000, interval: 200 }).toBe(200);
     const viaB = await b.request('POST', mcpPath, {
       token: a.ownerToken,
       headers: { 'mcp-session-id': session.transport.sessionId!, 'mcp-protocol-version': '2025-11-25', accept: 'application/json, text/event-stream' },
@@ -161,7 +162,7 @@ describe('Redis going away under two replicas', () => {
   }
 
   /** Redis away under the load, with a stream open, then back. */
-  async function anOutage(how: string, away: () => void, back: () => void | Promise<void>): Promise<void> {
+  async function anOutage(how: string, away: () => void, back: () => void | Promise<void>, meanwhile?: () => Promise<void>): Promise<void> {
     const stream = anEventStream();
     await stream.opened;
     away();
@@ -169,6 +170,7 @@ describe('Redis going away under two replicas', () => {
     try {
       await duringTheOutage();
       await workGoesOn();
+      await meanwhile?.();
       const ended = await bounded(stream.ended);
       expect(ended).toContain('event: stream.ended');
       expect(ended).toContain('live events interrupted');
@@ -180,20 +182,34 @@ describe('Redis going away under two replicas', () => {
     phase = 'Redis up';
   }
 
+  /** Every replica runs the outbox's jobs: each knows the test's consumer. */
+  async function aReplica(env: Record<string, string>): Promise<TestControlPlane> {
+    const replica = a ? await aReplicaOf(a, env) : await startTestControlPlane('postgres', env);
+    replicas.push(replica);
+    replica.cp.app.get(OutboxService).addConsumer({
+      name: 'outage-recorder',
+      topics: ['workspace.created'],
+      handle: async (message, tx) => void (await tx.$executeRaw`INSERT INTO test_effects (message_id, consumer) VALUES (${message.id}, 'outage-recorder')`),
+    });
+    return replica;
+  }
+
+  /** A replica started while Redis is away starts, serves what needs no Redis, and is not ready. */
+  async function aReplicaStartsWithoutRedis(): Promise<void> {
+    const c = await aReplica({ REDIS_URL: redis.url, AILERON_QUEUE_PREFIX: 'outage' });
+    const slug = uniqueSlug('late');
+    const created = await answersWithin('POST /v1/workspaces on a replica started without Redis', () => c.request('POST', '/v1/workspaces', { token: a.ownerToken, body: { slug, name: slug } }));
+    expect(created.status, created.text).toBe(201);
+    acknowledged.push(slug);
+    expect((await c.request('GET', '/readyz', { token: null })).status).toBe(503);
+  }
+
   beforeAll(async () => {
     redis = await startRedis();
     const env = { REDIS_URL: redis.url, AILERON_QUEUE_PREFIX: 'outage' };
-    a = await startTestControlPlane('postgres', env);
-    b = await aReplicaOf(a, env);
+    a = await aReplica(env);
     await a.cp.database.client.$executeRawUnsafe('CREATE TABLE test_effects (message_id text NOT NULL, consumer text NOT NULL)');
-    // every replica runs the outbox's jobs: the consumer is known to both
-    for (const cp of [a, b]) {
-      cp.cp.app.get(OutboxService).addConsumer({
-        name: 'outage-recorder',
-        topics: ['workspace.created'],
-        handle: async (message, tx) => void (await tx.$executeRaw`INSERT INTO test_effects (message_id, consumer) VALUES (${message.id}, 'outage-recorder')`),
-      });
-    }
+    b = await aReplica(env);
     ws = (await aWorkspace(a, a.ownerToken)).slug;
     await a.request('PUT', `/v1/workspaces/${ws}/policy`, { body: { default: 'allow', rules: [] } });
     const server = await aRemoteServer(a, a.ownerToken, ws, SERVERS.everything);
@@ -202,8 +218,7 @@ describe('Redis going away under two replicas', () => {
   });
   afterAll(async () => {
     await session?.client.close().catch(() => undefined);
-    await b?.close();
-    await a?.close();
+    for (const replica of replicas.reverse()) await replica.close();
     redis?.stop();
   });
 
@@ -215,7 +230,7 @@ describe('Redis going away under two replicas', () => {
       // stopped: connections stay open and nothing answers
       await anOutage('stopped', () => redis.pause(), () => redis.resume());
       // killed: connections refused, then a fresh, empty Redis on the same port
-      await anOutage('killed', () => redis.kill(), () => redis.restart());
+      await anOutage('killed', () => redis.kill(), () => redis.restart(), aReplicaStartsWithoutRedis);
       // a little load after the return: BullMQ and the bus work again
       const before = acknowledged.length;
       await expect.poll(() => acknowledged.length, { timeout: 10_000 }).toBeGreaterThan(before + 2);

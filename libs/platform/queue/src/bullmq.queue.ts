@@ -66,7 +66,8 @@ export class BullMqQueue implements JobQueue {
       });
       this.workers.push(worker);
     }
-    await Promise.all(this.workers.map((w) => w.waitUntilReady()));
+    // started while Redis is away, the process serves what it can: its workers take jobs once Redis answers
+    if (this.redis.available) await Promise.all(this.workers.map((w) => w.waitUntilReady()));
   }
 
   ping(): Promise<boolean> {

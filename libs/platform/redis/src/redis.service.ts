@@ -69,10 +69,14 @@ export class RedisService implements OnModuleInit, OnApplicationShutdown {
       maxRetriesPerRequest: 1,
       commandTimeout: COMMAND_TIMEOUT_MS,
     });
-    this.shared.on('ready', () => this.markUp());
-    this.shared.on('close', () => this.markDown('connection closed'));
-    // every failed reconnect is an 'error'; the outage is logged once by markDown
-    this.shared.on('error', () => undefined);
+    let lastError = 'connection closed';
+    this.shared.on('ready', () => {
+      lastError = 'connection closed';
+      this.markUp();
+    });
+    this.shared.on('close', () => this.markDown(lastError));
+    // every failed reconnect is an 'error' (then a 'close'): the outage is logged once, by markDown
+    this.shared.on('error', (error: Error) => void (lastError = error.message));
   }
 
   async onModuleInit(): Promise<void> {
