@@ -6,7 +6,8 @@
  * - platform libraries never import domain libraries;
  * - a domain's pure rules (src/domain/) use no framework, HTTP or database;
  * - only repositories and the database library touch the generated Prisma client;
- * - only named system contexts make tenant scopes themselves; requests get theirs from AccessService.
+ * - only named system contexts make tenant scopes themselves; requests get theirs from AccessService;
+ * - Redis only through the redis library.
  * One inside is open to tests: the policy specification
  * (libs/policy/src/domain/reference-evaluator.ts), which the differential test
  * holds the engine to and production code never calls.
@@ -108,6 +109,13 @@ module.exports = {
         ],
       },
       to: { path: '^libs/auth/src/scope-issuer\\.ts$' },
+    },
+    {
+      name: 'redis-through-the-provider',
+      severity: 'error',
+      comment: 'Redis only through @aileron/redis: every key and channel under the prefix, no unbounded wait (docs/rules/redis.md).',
+      from: { path: '^(apps|libs)/', pathNot: '^libs/platform/redis/' },
+      to: { path: 'node_modules/ioredis/', dependencyTypesNot: ['type-only'] },
     },
     {
       name: 'no-circular',

@@ -73,36 +73,62 @@ export async function startPostgres(): Promise<Service> {
   };
 }
 
-export async function startRedis(): Promise<Service> {
+/** A Redis of the test's own, to stop and start again under a running control plane. */
+export interface RedisServer extends Service {
+  port: number;
+  /** SIGSTOP: connections stay open and nothing is answered */
+  pause(): void;
+  resume(): void;
+  /** SIGKILL, as a crash: everything in it is gone */
+  kill(): void;
+  /** a fresh redis-server on the same port, after `kill` */
+  restart(): Promise<void>;
+}
+
+export async function startRedis(): Promise<RedisServer> {
   const which = spawnSync('sh', ['-c', 'command -v redis-server'], { encoding: 'utf8' });
   if (which.status !== 0) throw new Error('redis-server not found: install the Debian package "redis-server" (or set REDIS_URL)');
   const dir = mkdtempSync(join(tmpdir(), 'aileron-redis-'));
   const port = await freePort();
   const pidfile = join(dir, 'redis.pid');
-  execFileSync('redis-server', [
-    '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--daemonize', 'yes',
-    '--pidfile', pidfile, '--logfile', join(dir, 'redis.log'), '--dir', dir,
-  ]);
-  for (let i = 0; i < 100 && !existsSync(pidfile); i++) await new Promise((r) => setTimeout(r, 50));
+  const launch = async (): Promise<void> => {
+    rmSync(pidfile, { force: true });
+    execFileSync('redis-server', [
+      '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--daemonize', 'yes',
+      '--pidfile', pidfile, '--logfile', join(dir, 'redis.log'), '--dir', dir,
+    ]);
+    for (let i = 0; i < 100 && !existsSync(pidfile); i++) await new Promise((r) => setTimeout(r, 50));
+    if (!existsSync(pidfile)) throw new Error(`redis-server did not start on port ${port}: ${readFileSync(join(dir, 'redis.log'), 'utf8').slice(-500)}`);
+  };
+  const pid = (): number => Number(readFileSync(pidfile, 'utf8').trim());
+  const alive = (id: number): boolean => {
+    try {
+      process.kill(id, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  await launch();
   return {
     url: `redis://127.0.0.1:${port}`,
+    port,
+    pause: () => process.kill(pid(), 'SIGSTOP'),
+    resume: () => process.kill(pid(), 'SIGCONT'),
+    // its sockets close at once; waiting for the pid to go could block on a zombie nobody reaps
+    kill: () => process.kill(pid(), 'SIGKILL'),
+    restart: launch,
     stop() {
-      let pid = 0;
+      let id = 0;
       try {
-        pid = Number(readFileSync(pidfile, 'utf8').trim());
-        process.kill(pid, 'SIGTERM');
+        id = pid();
+        process.kill(id, 'SIGCONT');
+        process.kill(id, 'SIGTERM');
       } catch {
         // already gone
       }
       // Redis writes its log while it shuts down: removing the folder under it fails with ENOTEMPTY
-      for (let i = 0; pid > 0 && i < 100; i++) {
-        try {
-          process.kill(pid, 0);
-        } catch {
-          break;
-        }
-        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 20);
-      }
+      for (let i = 0; id > 0 && i < 100 && alive(id); i++) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 20);
       rmSync(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 50 });
     },
   };

@@ -6,6 +6,7 @@ import { KeysModule } from '@aileron/keys';
 import { OutboxModule } from '@aileron/outbox';
 import { QueueModule } from '@aileron/queue';
 import { BusModule } from '@aileron/bus';
+import { RedisModule } from '@aileron/redis';
 import { JOB_MODULES } from '@aileron/domains';
 
 /**
@@ -24,8 +25,9 @@ export class BootstrapModule {
         DatabaseModule.forRoot(database),
         // No Redis even where configured: nothing is enqueued here. The outbox
         // rows this writes wait in the database for the control plane's dispatcher.
-        QueueModule.forRoot(undefined),
-        BusModule.forRoot(undefined),
+        RedisModule.forRoot(undefined),
+        QueueModule,
+        BusModule,
         KeysModule,
         OutboxModule,
         HttpModule,

@@ -7,6 +7,7 @@ import { KeysModule } from '@aileron/keys';
 import { OutboxModule } from '@aileron/outbox';
 import { QueueModule } from '@aileron/queue';
 import { BusModule } from '@aileron/bus';
+import { RedisModule } from '@aileron/redis';
 import { DOMAIN_MODULES } from '@aileron/domains';
 
 /** Platform first, then one module per domain. */
@@ -19,8 +20,9 @@ export class AppModule {
         ConfigModule.forRoot(config),
         LoggingModule.forRoot(config.logLevel),
         DatabaseModule.forRoot(database),
-        QueueModule.forRoot(config.redisUrl, config.queuePrefix),
-        BusModule.forRoot(config.redisUrl, config.queuePrefix),
+        RedisModule.forRoot(config.redisUrl, config.queuePrefix),
+        QueueModule,
+        BusModule,
         KeysModule,
         OutboxModule,
         HttpModule,

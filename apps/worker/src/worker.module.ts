@@ -6,6 +6,7 @@ import { KeysModule } from '@aileron/keys';
 import { OutboxModule } from '@aileron/outbox';
 import { QueueModule } from '@aileron/queue';
 import { BusModule } from '@aileron/bus';
+import { RedisModule } from '@aileron/redis';
 import { JOB_MODULES } from '@aileron/domains';
 import { DiscoveryModule } from '@nestjs/core';
 import { HttpModule } from '@aileron/http';
@@ -24,8 +25,9 @@ export class WorkerModule {
         ConfigModule.forRoot(config),
         LoggingModule.forRoot(config.logLevel),
         DatabaseModule.forRoot(database),
-        QueueModule.forRoot(config.redisUrl, config.queuePrefix),
-        BusModule.forRoot(config.redisUrl, config.queuePrefix),
+        RedisModule.forRoot(config.redisUrl, config.queuePrefix),
+        QueueModule,
+        BusModule,
         DiscoveryModule,
         HttpModule,
         KeysModule,

@@ -51,8 +51,15 @@ export class EventsController {
       last = n;
       raw.write(`id: ${event.id}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`);
     };
+    // until the stream is open, an ending is kept and said right after
+    let early: [string, string] | undefined;
+    let end = (reason: string, detail: string): void => void (early ??= [reason, detail]);
     // subscribe before replaying, so nothing committed in between is missed; ids drop repeats
-    const unsubscribe = this.events.subscribe(scope, (event) => (live ? send(event) : pending.push(event)));
+    const unsubscribe = this.events.subscribe(
+      scope,
+      (event) => (live ? send(event) : pending.push(event)),
+      () => end('live events interrupted', 'Redis cannot be reached; reconnect with Last-Event-ID to get what was missed'),
+    );
     const lastEventId = request.headers['last-event-id'];
     const replay = typeof lastEventId === 'string' ? await this.events.replay(scope, lastEventId) : [];
     reply.hijack();
@@ -71,16 +78,19 @@ export class EventsController {
     for (const event of replay) send(event);
     live = true;
     for (const event of pending.sort((a, b) => (BigInt(a.id.slice(4)) < BigInt(b.id.slice(4)) ? -1 : 1))) send(event);
+    end = (reason, detail) => {
+      if (raw.writableEnded || raw.destroyed) return;
+      raw.write(`event: stream.ended\ndata: ${JSON.stringify({ reason, detail })}\n\n`);
+      raw.end();
+    };
+    if (early) end(...early);
     const heartbeat = setInterval(() => raw.write(': keep-alive\n\n'), HEARTBEAT_MS);
     heartbeat.unref();
     // a revoked token or a removed membership ends the stream, not just the next request
     const release = this.streams.hold(
       this.bearer.tokenOf(request.headers.authorization) ?? '',
       (principal) => this.access.workspace(principal, scope.workspaceSlug, EVENTS_PERMISSION),
-      (reason) => {
-        raw.write(`event: stream.ended\ndata: ${JSON.stringify({ reason: 'access withdrawn', detail: reason })}\n\n`);
-        raw.end();
-      },
+      (reason) => end('access withdrawn', reason),
     );
     raw.on('close', () => {
       clearInterval(heartbeat);

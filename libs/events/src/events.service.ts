@@ -2,6 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import type { WorkspaceScope } from '@aileron/auth';
 import { MESSAGE_BUS, MessageBus } from '@aileron/bus';
 import { OutboxMessage, OutboxService, PublicEvent, toPublicEvent } from '@aileron/outbox';
+import { RedisUnavailableError } from '@aileron/redis';
 import { EventsRepository } from './events.repository';
 
 const REPLAY_LIMIT = 1000;
@@ -46,8 +47,22 @@ export class EventsService {
     await Promise.all(messages.filter((m) => m.workspaceId).map((m) => this.bus.publish(channel(m.workspaceId!), toPublicEvent(m))));
   }
 
-  subscribe(scope: WorkspaceScope, handler: (event: PublicEvent) => void): () => void {
-    return this.bus.subscribe(channel(scope.workspaceId), (message) => handler(message as PublicEvent));
+  /**
+   * Live events reach every replica through Redis: while it is away a stream
+   * would miss other replicas' events without knowing, so none opens
+   * (RedisUnavailableError) and open ones hear `interrupted`, to end and
+   * let their clients come back with Last-Event-ID.
+   */
+  subscribe(scope: WorkspaceScope, handler: (event: PublicEvent) => void, interrupted: () => void): () => void {
+    if (!this.bus.connected) throw new RedisUnavailableError('A live event stream');
+    const unsubscribe = this.bus.subscribe(channel(scope.workspaceId), (message) => handler(message as PublicEvent));
+    const stopWatching = this.bus.onConnectionChange((connected) => {
+      if (!connected) interrupted();
+    });
+    return () => {
+      stopWatching();
+      unsubscribe();
+    };
   }
 
   async replay(scope: WorkspaceScope, lastEventId: string): Promise<PublicEvent[]> {

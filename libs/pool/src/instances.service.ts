@@ -286,7 +286,8 @@ export class PoolInstances implements OnApplicationBootstrap, OnApplicationShutd
   private async reconcile(prefix: string): Promise<void> {
     for (const slot of [...this.slots.values()]) {
       const { organizationId, workspaceId } = slot.scope;
-      if (prefix !== organizationId && prefix !== `${organizationId}:${workspaceId}`) continue;
+      // '': the catalog cache was dropped whole (the bus was interrupted), so every slot is checked
+      if (prefix !== '' && prefix !== organizationId && prefix !== `${organizationId}:${workspaceId}`) continue;
       const instance = slot.instance;
       if (!instance) continue;
       const assignment = await this.catalog

@@ -5,10 +5,9 @@ import { PinoLogger } from 'nestjs-pino';
 import parseJson from 'secure-json-parse';
 import { AccessService, BearerCredentials, Principal } from '@aileron/auth';
 import { DomainError, PROBLEM_CONTENT_TYPE } from '@aileron/errors';
-import { BODY_LIMIT_BYTES, FastPaths, HttpMetrics, requestIdFor, toProblem } from '@aileron/http';
+import { BODY_LIMIT_BYTES, FastPaths, HttpMetrics, requestIdFor, retryAfterOf, toProblem } from '@aileron/http';
 import { forward, FORWARDED, McpAdmission } from './mcp-admission';
 import { MCP_PERMISSION, oneServer, wholeWorkspace } from './mcp-routes';
-import { RateLimitedError } from './rate-limits.service';
 import type { McpEndpoint } from './sessions.service';
 import { PoolSessions } from './sessions.service';
 
@@ -112,7 +111,8 @@ export class McpFastPath {
       response.destroy();
       return;
     }
-    if (error instanceof RateLimitedError) response.setHeader('retry-after', String(error.retryAfterSeconds));
+    const retryAfter = retryAfterOf(problem);
+    if (retryAfter !== undefined) response.setHeader('retry-after', retryAfter);
     if (error instanceof BodyError && error.status === 413) response.setHeader('connection', 'close');
     response.writeHead(problem.status, { 'content-type': PROBLEM_CONTENT_TYPE }).end(JSON.stringify(problem));
   }

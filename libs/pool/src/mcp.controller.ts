@@ -4,7 +4,6 @@ import { BearerCredentials, Caller, Principal, TenantScope, WorkspaceScope } fro
 import { Route } from '@aileron/http';
 import { forward, FORWARDED, McpAdmission } from './mcp-admission';
 import { MCP_CAPABILITY, MCP_PERMISSION, oneServer, wholeWorkspace } from './mcp-routes';
-import { RateLimitedError } from './rate-limits.service';
 import type { McpEndpoint } from './sessions.service';
 
 
@@ -73,20 +72,15 @@ export class McpController {
    */
   private async serve(scope: WorkspaceScope, caller: Principal, endpoint: McpEndpoint, req: FastifyRequest, reply: FastifyReply): Promise<void> {
     const sessionId = req.headers['mcp-session-id'];
-    let admitted;
-    try {
-      admitted = await this.admission.admit(scope, caller, endpoint, {
-        method: req.method,
-        origin: typeof req.headers.origin === 'string' ? req.headers.origin : undefined,
-        sessionId: typeof sessionId === 'string' ? sessionId : undefined,
-        forwarded: req.headers[FORWARDED] !== undefined,
-        credential: this.bearer.tokenOf(req.headers.authorization),
-        body: req.body,
-      });
-    } catch (error) {
-      if (error instanceof RateLimitedError) void reply.header('retry-after', String(error.retryAfterSeconds));
-      throw error;
-    }
+    // a refusal (Retry-After included) is rendered by the problem filter
+    const admitted = await this.admission.admit(scope, caller, endpoint, {
+      method: req.method,
+      origin: typeof req.headers.origin === 'string' ? req.headers.origin : undefined,
+      sessionId: typeof sessionId === 'string' ? sessionId : undefined,
+      forwarded: req.headers[FORWARDED] !== undefined,
+      credential: this.bearer.tokenOf(req.headers.authorization),
+      body: req.body,
+    });
     reply.hijack();
     // the onRequest hook put it on the reply, which a hijacked answer never sends
     reply.raw.setHeader('x-request-id', req.id);

@@ -1,10 +1,10 @@
 import type { AddressInfo } from 'node:net';
 import { BeforeApplicationShutdown, Inject, Injectable, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
-import Redis from 'ioredis';
 import { AccessService, describePrincipal, Principal, roleIn, StreamAccess, WorkspaceScope } from '@aileron/auth';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { KeyProvider, ROOT_KEYS } from '@aileron/keys';
+import { RedisService } from '@aileron/redis';
 import { PoolCalls } from './calls.service';
 import { MCP_PERMISSION } from './mcp-routes';
 import { PoolInstances } from './instances.service';
@@ -31,11 +31,10 @@ interface Entry {
 export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationShutdown, OnApplicationShutdown {
   private readonly sessions = new Map<string, Entry>();
   private timer: NodeJS.Timeout | undefined;
-  /** session id → the replica serving it, shared by every replica (server mode) */
-  private readonly directory: Redis | undefined;
   private readonly directoryTtlSeconds: number;
   /** the requests every session of this replica is answering, which decides when quick answers go out as JSON */
   private readonly load = new AnswerLoad();
+  private readonly stopWatching: () => void;
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
@@ -45,12 +44,14 @@ export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationSh
     @Inject(ROOT_KEYS) private readonly root: KeyProvider,
     private readonly streams: StreamAccess,
     private readonly access: AccessService,
+    /** session id → the replica serving it, shared by every replica (server mode) */
+    private readonly directory: RedisService,
   ) {
-    if (config.redisUrl) {
-      this.directory = new Redis(config.redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false });
-      this.directory.on('error', () => undefined);
-    }
     this.directoryTtlSeconds = config.pool.idleSeconds * 2 + 60;
+    // sessions opened while Redis was away are in no directory yet: other replicas learn of them now
+    this.stopWatching = directory.onChange((available) => {
+      if (available) for (const id of this.sessions.keys()) this.announce(id);
+    });
   }
 
   onApplicationBootstrap(): void {
@@ -72,8 +73,8 @@ export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationSh
     await Promise.all([...this.sessions.values()].map(({ session }) => session.close()));
   }
 
-  async onApplicationShutdown(): Promise<void> {
-    await this.directory?.quit().catch(() => undefined);
+  onApplicationShutdown(): void {
+    this.stopWatching();
   }
 
   /**
@@ -92,10 +93,12 @@ export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationSh
    * only if a replica of this installation sealed it (the root key every
    * replica shares) for this very session, and names a replica the way ours
    * is named: anyone who can write to Redis cannot send a caller anywhere.
+   * While Redis is away, throws RedisUnavailableError (503): the session may
+   * well live on, on another replica, so "not found" would be a lie.
    */
   async ownerOf(id: string): Promise<string | undefined> {
-    if (!this.directory) return undefined;
-    const sealed = await this.directory.get(this.directoryKey(id)).catch(() => null);
+    if (!this.directory.configured) return undefined;
+    const sealed = await this.directory.run('Finding the replica that serves this MCP session', (redis) => redis.get(directoryKey(id)));
     if (!sealed) return undefined;
     let owner: string;
     try {
@@ -109,14 +112,9 @@ export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationSh
 
   private announce(id: string): void {
     const self = this.replicaUrl();
-    if (!this.directory || !self) return;
+    if (!this.directory.configured || !self) return;
     const sealed = this.root.wrap(Buffer.from(self, 'utf8'), directoryAad(id));
-    void this.directory.set(this.directoryKey(id), sealed, 'EX', this.directoryTtlSeconds).catch(() => undefined);
-  }
-
-  /** Under the installation's prefix, so two installations can share one Redis. */
-  private directoryKey(id: string): string {
-    return `${this.config.queuePrefix}:mcp-session:${id}`;
+    void this.directory.run('The MCP session directory', (redis) => redis.set(directoryKey(id), sealed, 'EX', this.directoryTtlSeconds)).catch(() => undefined);
   }
 
   create(scope: WorkspaceScope, principal: Principal, endpoint: McpEndpoint, allowedOrigins: string[], credential?: string): ProxySession {
@@ -162,9 +160,10 @@ export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationSh
       : () => undefined;
     session.onClosed = () => {
       release();
-      if (!session.sessionId) return;
-      this.sessions.delete(session.sessionId);
-      void this.directory?.del(this.directoryKey(session.sessionId)).catch(() => undefined);
+      const id = session.sessionId;
+      if (!id) return;
+      this.sessions.delete(id);
+      if (this.directory.configured) void this.directory.run('The MCP session directory', (redis) => redis.del(directoryKey(id))).catch(() => undefined);
     };
     // known from the moment the transport makes the id, before the client can use it
     session.onSessionId = (id) => {
@@ -193,6 +192,11 @@ export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationSh
   count(): number {
     return this.sessions.size;
   }
+}
+
+/** The installation's prefix goes in front (RedisService), so two installations can share one Redis. */
+function directoryKey(id: string): string {
+  return `mcp-session:${id}`;
 }
 
 /** A sealed entry opens only as the entry of the session it was made for: one copied onto another session's key does not. */

@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
+import { RedisService, RedisUnavailableError } from '@aileron/redis';
 
 export type BusHandler = (message: unknown) => void;
 
@@ -7,12 +8,17 @@ export type BusHandler = (message: unknown) => void;
  * Fire-and-forget notifications between the processes of one installation
  * (cache invalidation, "this approval was decided"). Never the only copy of a
  * fact: whoever misses a message re-reads the database, so losing one costs
- * freshness, not correctness.
+ * freshness, not correctness. Publishing never waits for Redis, nor fails
+ * for want of it.
  */
 export interface MessageBus {
   publish(channel: string, message: unknown): Promise<void>;
   /** returns the function that unsubscribes */
   subscribe(channel: string, handler: BusHandler): () => void;
+  /** false while messages cannot travel between replicas: what is published meanwhile reaches this replica only */
+  readonly connected: boolean;
+  /** told each time `connected` changes; after a `true`, messages of the gap may have been missed */
+  onConnectionChange(listener: (connected: boolean) => void): () => void;
   close(): Promise<void>;
 }
 
@@ -33,43 +39,71 @@ export class InProcessBus implements MessageBus {
     return () => this.emitter.off(channel, handler);
   }
 
+  readonly connected = true;
+
+  onConnectionChange(): () => void {
+    return () => undefined;
+  }
+
   async close(): Promise<void> {
     this.emitter.removeAllListeners();
   }
 }
 
-/** Server and cluster modes: Redis pub/sub reaches every replica, this one included. */
+/**
+ * Server mode: Redis pub/sub reaches every replica, this one included. While
+ * Redis is away, publishing reaches this replica's own subscribers only (an
+ * approval decided here still wakes the waits here) and `connected` says so.
+ */
 export class RedisBus implements MessageBus {
-  private readonly publisher: Redis;
   private readonly subscriber: Redis;
   private readonly handlers = new Map<string, Set<BusHandler>>();
+  private readonly listeners = new Set<(connected: boolean) => void>();
+  private readonly stopWatching: () => void;
 
-  constructor(url: string, private readonly prefix: string) {
-    const options = { lazyConnect: false, maxRetriesPerRequest: null, enableOfflineQueue: true };
-    this.publisher = new Redis(url, options);
-    this.subscriber = new Redis(url, options);
-    this.subscriber.on('message', (channel: string, raw: string) => {
-      const handlers = this.handlers.get(channel.slice(this.prefix.length + 5));
-      if (!handlers) return;
-      let message: unknown;
-      try {
-        message = JSON.parse(raw);
-      } catch {
-        return;
-      }
-      for (const handler of handlers) handler(message);
+  constructor(private readonly redis: RedisService) {
+    this.subscriber = redis.connection('subscriber');
+    const prefix = redis.channel('bus:');
+    this.subscriber.on('message', (channel: string, raw: string) => this.deliver(channel.slice(prefix.length), raw));
+    this.stopWatching = redis.onChange((available) => {
+      for (const listener of [...this.listeners]) listener(available);
     });
-    // connection errors surface through failed publishes; an unhandled 'error' event would kill the process
-    this.publisher.on('error', () => undefined);
-    this.subscriber.on('error', () => undefined);
+  }
+
+  get connected(): boolean {
+    return this.redis.available;
+  }
+
+  onConnectionChange(listener: (connected: boolean) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
   }
 
   private key(channel: string): string {
-    return `${this.prefix}:bus:${channel}`;
+    return this.redis.channel(`bus:${channel}`);
+  }
+
+  private deliver(channel: string, raw: string): void {
+    const handlers = this.handlers.get(channel);
+    if (!handlers) return;
+    let message: unknown;
+    try {
+      message = JSON.parse(raw);
+    } catch {
+      return;
+    }
+    for (const handler of handlers) handler(message);
   }
 
   async publish(channel: string, message: unknown): Promise<void> {
-    await this.publisher.publish(this.key(channel), JSON.stringify(message ?? null));
+    const raw = JSON.stringify(message ?? null);
+    try {
+      await this.redis.run('the message bus', (commands) => commands.publish(this.key(channel), raw));
+    } catch (error) {
+      if (!(error instanceof RedisUnavailableError)) throw error;
+      // asynchronous like Redis, so publishers never depend on handlers running inline
+      setImmediate(() => this.deliver(channel, raw));
+    }
   }
 
   subscribe(channel: string, handler: BusHandler): () => void {
@@ -91,6 +125,8 @@ export class RedisBus implements MessageBus {
 
   async close(): Promise<void> {
     this.handlers.clear();
-    await Promise.allSettled([this.publisher.quit(), this.subscriber.quit()]);
+    this.listeners.clear();
+    this.stopWatching();
+    await this.subscriber.quit().catch(() => undefined);
   }
 }

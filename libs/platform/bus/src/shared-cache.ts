@@ -10,7 +10,8 @@ interface Entry<V> {
  * resolved catalog, gateway credentials), invalidated across replicas through
  * the bus. Keys are `:`-separated paths (`<org>:<workspace>:…`) so one message
  * can drop everything under a prefix. The TTL bounds staleness should a bus
- * message be lost.
+ * message be lost; when the bus comes back after an outage (messages of the
+ * gap may be lost) everything is dropped.
  */
 export class SharedCache<V> {
   private readonly entries = new Map<string, Entry<V>>();
@@ -18,6 +19,7 @@ export class SharedCache<V> {
   /** bumped on every invalidation, so a load that started before one is not stored */
   private generation = 0;
   private readonly unsubscribe: () => void;
+  private readonly stopWatching: () => void;
   private readonly evicted = new Set<(prefix: string) => void>();
 
   constructor(
@@ -29,6 +31,9 @@ export class SharedCache<V> {
     this.unsubscribe = bus.subscribe(`cache.${channel}`, (message) => {
       const prefix = (message as { prefix?: unknown } | null)?.prefix;
       if (typeof prefix === 'string') this.evict(prefix);
+    });
+    this.stopWatching = bus.onConnectionChange((connected) => {
+      if (connected) this.evict('');
     });
   }
 
@@ -77,7 +82,8 @@ export class SharedCache<V> {
   /**
    * Called on every replica when a prefix is invalidated, here or elsewhere:
    * for state derived from the cached values that lives outside the cache
-   * (running pool instances of a catalog assignment).
+   * (running pool instances of a catalog assignment). The prefix `''` means
+   * everything (the bus was interrupted).
    */
   onEvict(listener: (prefix: string) => void): () => void {
     this.evicted.add(listener);
@@ -86,17 +92,15 @@ export class SharedCache<V> {
 
   private evict(prefix: string): void {
     this.generation++;
-    for (const key of this.entries.keys()) {
-      if (key === prefix || key.startsWith(`${prefix}:`)) this.entries.delete(key);
-    }
-    for (const key of this.loading.keys()) {
-      if (key === prefix || key.startsWith(`${prefix}:`)) this.loading.delete(key);
-    }
+    const under = (key: string): boolean => prefix === '' || key === prefix || key.startsWith(`${prefix}:`);
+    for (const key of this.entries.keys()) if (under(key)) this.entries.delete(key);
+    for (const key of this.loading.keys()) if (under(key)) this.loading.delete(key);
     for (const listener of this.evicted) listener(prefix);
   }
 
   close(): void {
     this.unsubscribe();
+    this.stopWatching();
     this.entries.clear();
   }
 }

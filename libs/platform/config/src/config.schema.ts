@@ -51,7 +51,7 @@ export const SETTINGS = {
   AILERON_QUEUE_PREFIX: {
     schema: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be 1-64 letters, digits, _ or -'),
     default: 'aileron',
-    description: 'Prefix of the BullMQ keys in Redis, so several installations can share one Redis.',
+    description: 'Prefix of every key and pub/sub channel in Redis (BullMQ queues, rate limits, the MCP session directory, the message bus), so several installations can share one Redis.',
   },
   AILERON_RUN_WORKERS: {
     schema: bool,
@@ -200,6 +200,12 @@ export const SETTINGS = {
     schema: positiveInt,
     default: '1200',
     description: 'MCP requests per minute one caller (token, user or gateway) may make through /mcp.',
+  },
+  AILERON_RATE_LIMIT_WITHOUT_REDIS: {
+    schema: z.enum(['open', 'closed'], { message: 'must be open or closed' }),
+    default: 'open',
+    description:
+      'What the MCP rate limits do while Redis is away (server mode): `open` counts on each replica alone, so the installation allows up to that many times the limits (logged once per outage); `closed` refuses MCP requests with 503 REDIS_UNAVAILABLE and Retry-After.',
   },
   AILERON_CONFIG_FILE: {
     schema: z.string().min(1),

@@ -47,7 +47,7 @@ export interface AppConfig {
     /** the control plane's own Pod (downward API), which labels and owns the pods the Kubernetes driver makes */
     controlPlanePod: { name: string; uid: string | undefined } | undefined;
   };
-  rateLimits: { workspacePerMinute: number; principalPerMinute: number };
+  rateLimits: { workspacePerMinute: number; principalPerMinute: number; withoutRedis: 'open' | 'closed' };
 }
 
 export class ConfigError extends Error {
@@ -159,6 +159,7 @@ function toAppConfig(values: SettingValues): AppConfig {
     rateLimits: {
       workspacePerMinute: values.AILERON_RATE_LIMIT_WORKSPACE_PER_MINUTE,
       principalPerMinute: values.AILERON_RATE_LIMIT_PRINCIPAL_PER_MINUTE,
+      withoutRedis: values.AILERON_RATE_LIMIT_WITHOUT_REDIS,
     },
   };
 }

@@ -161,6 +161,7 @@ export const ERROR_CODES = {
   // operations: the process and what it depends on
   NOT_READY: { status: 503, title: 'Not ready', docs: OPERATIONS },
   DATABASE_UNAVAILABLE: { status: 503, title: 'Database unavailable', docs: OPERATIONS },
+  REDIS_UNAVAILABLE: { status: 503, title: 'Service unavailable', docs: OPERATIONS },
   INTERNAL: { status: 500, title: 'Internal error', docs: OPERATIONS },
 } as const satisfies Record<string, ErrorCodeEntry>;
 

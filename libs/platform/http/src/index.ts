@@ -2,7 +2,7 @@ export * from './route.decorator';
 export * from './route-catalog.service';
 export * from './openapi';
 export * from './metrics';
-export { ProblemFilter, toProblem, sendProblem } from './problem.filter';
+export { ProblemFilter, toProblem, sendProblem, retryAfterOf } from './problem.filter';
 export { HttpModule } from './http.module';
 export { BODY_LIMIT_BYTES, installBodyParsers } from './body-parsers';
 export { FastPaths, fastPathServer } from './fast-paths';

@@ -64,7 +64,15 @@ export function toProblem(error: unknown, requestId?: string): { problem: Proble
   return { problem: internalProblem(requestId), unexpected: true };
 }
 
+/** When to try again, for refusals that say (rate limits, a dependency away): the Retry-After header. */
+export function retryAfterOf(problem: Problem): string | undefined {
+  const seconds = problem.retry_after_seconds;
+  return typeof seconds === 'number' ? String(seconds) : undefined;
+}
+
 export function sendProblem(reply: FastifyReply, problem: Problem): void {
+  const retryAfter = retryAfterOf(problem);
+  if (retryAfter !== undefined) void reply.header('retry-after', retryAfter);
   void reply.status(problem.status).header('content-type', PROBLEM_CONTENT_TYPE).send(JSON.stringify(problem));
 }
 

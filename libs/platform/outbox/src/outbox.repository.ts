@@ -43,14 +43,16 @@ export class OutboxRepository extends Repository {
 
   /**
    * Takes a lease on messages that are new or whose lease ran out (their
-   * dispatcher died), skipping rows another replica is claiming right now.
+   * dispatcher died), and any leased before `leasedBefore` (their jobs may
+   * be gone with a restarted Redis), skipping rows another replica is
+   * claiming right now.
    */
-  async claimDue(leaseMs: number, limit: number): Promise<ClaimedMessage[]> {
+  async claimDue(leaseMs: number, limit: number, leasedBefore?: Date): Promise<ClaimedMessage[]> {
     const rows = await this.client.$queryRaw<{ id: bigint; topic: string; dispatch_count: number; delivered: string[] | null }[]>`
       WITH due AS (
         SELECT id FROM outbox_messages
         WHERE completed_at IS NULL
-          AND (dispatched_at IS NULL OR dispatched_at < now() - make_interval(secs => ${leaseMs / 1000}))
+          AND (dispatched_at IS NULL OR dispatched_at < now() - make_interval(secs => ${leaseMs / 1000}) OR dispatched_at < ${leasedBefore ?? null}::timestamptz)
         ORDER BY id
         LIMIT ${limit}
         FOR UPDATE SKIP LOCKED
@@ -63,6 +65,14 @@ export class OutboxRepository extends Repository {
     return rows
       .map((r) => ({ id: r.id.toString(), topic: r.topic, dispatches: Number(r.dispatch_count), delivered: r.delivered ?? [] }))
       .sort((a, b) => (BigInt(a.id) < BigInt(b.id) ? -1 : 1));
+  }
+
+  /** Gives up this process's lease on messages it could not hand over, for the next sweep to claim at once. */
+  async release(messageIds: readonly string[]): Promise<void> {
+    if (messageIds.length === 0) return;
+    await this.client.$executeRaw`
+      UPDATE outbox_messages SET dispatched_at = NULL
+      WHERE id = ANY(${messageIds.map(BigInt)}::bigint[]) AND completed_at IS NULL`;
   }
 
   /**

@@ -2,6 +2,7 @@ import { Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
 import { z } from 'zod';
 import { DatabaseService, Transaction } from '@aileron/database';
 import { JobProcessor, JobRegistry, QueueService } from '@aileron/queue';
+import { RedisService, RedisUnavailableError } from '@aileron/redis';
 import { AuditJournal, DurableConsumer, LiveConsumer, OutboxConsumer, OutboxMessage, OutboxRecord, subscribes } from './outbox-message';
 import { ClaimedMessage, OutboxRepository, RecordedMessage } from './outbox.repository';
 
@@ -44,14 +45,30 @@ export class OutboxService implements OnApplicationShutdown {
   private pollMs = 1000;
   private journal: AuditJournal | undefined;
   private readonly watchers: { topics: (topic: string) => boolean; hook: () => Promise<void> }[] = [];
+  private redisWasAway = false;
+  /** set when Redis comes back: messages leased before then are dispatched again by the next sweep */
+  private reclaimLeasedBefore: Date | undefined;
+  private readonly stopWatching: () => void;
 
   constructor(
     private readonly repository: OutboxRepository,
     private readonly queue: QueueService,
     private readonly db: DatabaseService,
     jobs: JobRegistry,
+    redis: RedisService,
   ) {
     jobs.register(this.deliverProcessor());
+    // A Redis that restarted lost the jobs it held: their messages would wait out
+    // their lease. Dispatching them again is safe, each consumer handles a message once.
+    this.stopWatching = redis.onChange((available) => {
+      if (!available) this.redisWasAway = true;
+      else if (this.redisWasAway) {
+        this.redisWasAway = false;
+        this.reclaimLeasedBefore = new Date();
+        // where this process dispatches (a worker process does not)
+        if (this.timer !== undefined) this.schedule(0);
+      }
+    });
   }
 
   addConsumer(consumer: OutboxConsumer): void {
@@ -84,7 +101,7 @@ export class OutboxService implements OnApplicationShutdown {
     // handed over as soon as they commit; if that fails, the sweep takes them once their lease runs out
     if (handOver) {
       this.db.afterCommit(tx, () => {
-        void this.dispatch(leased).catch((error: unknown) => this.logger.warn({ err: error, messages: leased.length }, 'outbox hand-over failed; the sweep will dispatch these after their lease'));
+        void this.dispatch(leased).catch((error: unknown) => this.failed(error, 'outbox hand-over failed; the next sweep dispatches these'));
       });
     }
     for (const { topics, hook } of this.watchers) if (records.some((r) => topics(r.topic))) this.db.afterCommit(tx, hook);
@@ -101,6 +118,7 @@ export class OutboxService implements OnApplicationShutdown {
 
   async onApplicationShutdown(): Promise<void> {
     this.stopped = true;
+    this.stopWatching();
     if (this.timer) clearTimeout(this.timer);
     await this.sweeping;
   }
@@ -110,12 +128,19 @@ export class OutboxService implements OnApplicationShutdown {
    * dispatcher died) and what was written without one. Exposed for tests and the CLI.
    */
   async sweep(): Promise<number> {
+    const leasedBefore = this.reclaimLeasedBefore;
+    this.reclaimLeasedBefore = undefined;
     let total = 0;
-    for (;;) {
-      const claimed = await this.repository.claimDue(LEASE_MS, BATCH);
-      await this.dispatch(claimed);
-      total += claimed.length;
-      if (claimed.length < BATCH) return total;
+    try {
+      for (;;) {
+        const claimed = await this.repository.claimDue(LEASE_MS, BATCH, leasedBefore);
+        await this.dispatch(claimed);
+        total += claimed.length;
+        if (claimed.length < BATCH) return total;
+      }
+    } catch (error) {
+      this.reclaimLeasedBefore ??= leasedBefore;
+      throw error;
     }
   }
 
@@ -126,34 +151,49 @@ export class OutboxService implements OnApplicationShutdown {
    */
   private async dispatch(leased: ClaimedMessage[] | RecordedMessage[]): Promise<void> {
     for (let at = 0; at < leased.length; at += BATCH) {
-      const batch = leased.slice(at, at + BATCH);
-      const owed = new Map<string, ClaimedMessage[]>();
-      const handled: ClaimedMessage[] = [];
-      for (const message of batch) {
-        const pending = this.consumersOf(message.topic).filter((c) => !message.delivered.includes(c.name));
-        const durable = pending.filter((c) => !c.transient);
-        // a live feed hears a message on its first dispatch only: a re-dispatch (a lost lease, a failed webhook) must not repeat it
-        const targets = message.dispatches === 1 ? pending : durable;
-        if (durable.length === 0) handled.push(message);
-        for (const consumer of targets) owed.get(consumer.name)?.push(message) ?? owed.set(consumer.name, [message]);
-      }
-      // nothing durable waits for these (or every consumer had handled them before a dispatcher died)
-      await this.complete(handled);
-      for (const [name, messages] of owed) {
-        const consumer = this.consumers.get(name)!;
-        if (consumer.transient && messages.every(inMemory)) {
-          void this.tell(consumer, async () => messages as RecordedMessage[]);
-          continue;
-        }
-        const first = messages[0]!;
-        await this.queue.enqueue(
-          OUTBOX_DELIVER_JOB,
-          { consumer: name, messages: messages.map(({ id, topic }) => ({ id, topic })) },
-          // each lease bumps its messages' dispatch count, so (first message, its count) names this hand-over alone
-          { jobId: `outbox-${name}-${first.id}.${first.dispatches}` },
-        );
+      try {
+        await this.dispatchBatch(leased.slice(at, at + BATCH));
+      } catch (error) {
+        // what may not have gone out is dispatched again by the next sweep, not after its lease: Redis may be back by then
+        await this.repository.release(leased.slice(at).map((m) => m.id)).catch(() => undefined);
+        throw error;
       }
     }
+  }
+
+  private async dispatchBatch(batch: ClaimedMessage[] | RecordedMessage[]): Promise<void> {
+    const owed = new Map<string, ClaimedMessage[]>();
+    const handled: ClaimedMessage[] = [];
+    for (const message of batch) {
+      const pending = this.consumersOf(message.topic).filter((c) => !message.delivered.includes(c.name));
+      const durable = pending.filter((c) => !c.transient);
+      // a live feed hears a message on its first dispatch only: a re-dispatch (a lost lease, a failed webhook) must not repeat it
+      const targets = message.dispatches === 1 ? pending : durable;
+      if (durable.length === 0) handled.push(message);
+      for (const consumer of targets) owed.get(consumer.name)?.push(message) ?? owed.set(consumer.name, [message]);
+    }
+    // nothing durable waits for these (or every consumer had handled them before a dispatcher died)
+    await this.complete(handled);
+    for (const [name, messages] of owed) {
+      const consumer = this.consumers.get(name)!;
+      if (consumer.transient && messages.every(inMemory)) {
+        void this.tell(consumer, async () => messages as RecordedMessage[]);
+        continue;
+      }
+      const first = messages[0]!;
+      await this.queue.enqueue(
+        OUTBOX_DELIVER_JOB,
+        { consumer: name, messages: messages.map(({ id, topic }) => ({ id, topic })) },
+        // each lease bumps its messages' dispatch count, so (first message, its count) names this hand-over alone
+        { jobId: `outbox-${name}-${first.id}.${first.dispatches}` },
+      );
+    }
+  }
+
+  /** Redis away fails every hand-over until it is back: RedisService logs that outage once, not each of them. */
+  private failed(error: unknown, what: string): void {
+    if (error instanceof RedisUnavailableError) this.logger.debug(`${what}: ${error.message}`);
+    else this.logger.warn({ err: error }, what);
   }
 
   /** A live consumer misses what it could not hear; nothing is retried for it. */
@@ -189,7 +229,7 @@ export class OutboxService implements OnApplicationShutdown {
     if (this.sweeping || this.stopped) return;
     this.sweeping = this.sweep()
       .then(() => undefined)
-      .catch((error: unknown) => this.logger.warn({ err: error }, 'outbox sweep failed; will retry'))
+      .catch((error: unknown) => this.failed(error, 'outbox sweep failed; will retry'))
       .finally(() => {
         this.sweeping = undefined;
       });

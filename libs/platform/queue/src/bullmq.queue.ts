@@ -1,74 +1,77 @@
 import { Logger } from '@nestjs/common';
 import { Queue, Worker } from 'bullmq';
-import IORedis from 'ioredis';
+import type { Redis } from 'ioredis';
+import { RedisService } from '@aileron/redis';
 import { DEFAULT_ATTEMPTS, DEFAULT_BACKOFF_MS, EnqueueOptions, JobProcessor, JobQueue } from './job';
 
 /**
- * Server mode: one BullMQ queue per job name on Redis. BullMQ never closes
- * connections it is given (nor the ones it duplicates), so this class owns and
- * quits every connection it makes.
+ * Server mode: one BullMQ queue per job name on Redis, under the
+ * installation's prefix. BullMQ never closes connections it is given (nor the
+ * ones it duplicates), so this class quits every connection it asks for.
  */
 export class BullMqQueue implements JobQueue {
   private readonly logger = new Logger('BullMqQueue');
-  private readonly connection: IORedis;
+  /** the producer side: no offline queue, so an enqueue while Redis is away fails at once */
+  private readonly connection: Redis;
   private readonly queues = new Map<string, Queue>();
   private readonly workers: Worker[] = [];
-  private readonly workerConnections: IORedis[] = [];
+  private readonly workerConnections: Redis[] = [];
 
-  constructor(
-    private readonly redisUrl: string,
-    private readonly prefix = 'aileron',
-  ) {
-    this.connection = new IORedis(redisUrl, { maxRetriesPerRequest: null, lazyConnect: false });
-    this.connection.on('error', (error) => this.logger.warn(`redis: ${error.message}`));
+  constructor(private readonly redis: RedisService) {
+    this.connection = redis.connection('queue');
   }
 
   private queue(name: string): Queue {
     let queue = this.queues.get(name);
     if (!queue) {
-      queue = new Queue(name, { connection: this.connection, prefix: this.prefix });
+      queue = new Queue(name, { connection: this.connection, prefix: this.redis.prefix });
+      // without a listener BullMQ prints every connection error; the outage is RedisService's to log, a failed add the caller's
+      queue.on('error', () => undefined);
       this.queues.set(name, queue);
     }
     return queue;
   }
 
+  /** Throws RedisUnavailableError at once while Redis is away: the outbox row stays and is dispatched again. */
   async enqueue(name: string, payload: unknown, options: EnqueueOptions): Promise<void> {
-    await this.queue(name).add(name, payload, {
-      jobId: options.jobId,
-      attempts: options.attempts ?? DEFAULT_ATTEMPTS,
-      backoff: { type: 'exponential', delay: options.backoffMs ?? DEFAULT_BACKOFF_MS },
-      delay: options.delayMs,
-      // completed ids stay a while so a re-dispatch of the same job is a no-op
-      removeOnComplete: { age: 24 * 3600, count: 10_000 },
-      removeOnFail: { age: 7 * 24 * 3600 },
-    });
+    await this.redis.run(`queueing job "${name}"`, () =>
+      this.queue(name).add(name, payload, {
+        jobId: options.jobId,
+        attempts: options.attempts ?? DEFAULT_ATTEMPTS,
+        backoff: { type: 'exponential', delay: options.backoffMs ?? DEFAULT_BACKOFF_MS },
+        delay: options.delayMs,
+        // completed ids stay a while so a re-dispatch of the same job is a no-op
+        removeOnComplete: { age: 24 * 3600, count: 10_000 },
+        removeOnFail: { age: 7 * 24 * 3600 },
+      }),
+    );
   }
 
   async startWorkers(processors: readonly JobProcessor[]): Promise<void> {
     for (const processor of processors) {
-      const connection = new IORedis(this.redisUrl, { maxRetriesPerRequest: null });
-      connection.on('error', (error) => this.logger.warn(`redis: ${error.message}`));
+      // blocking commands wait through an outage; BullMQ reconnects and carries on when Redis is back
+      const connection = this.redis.connection('worker');
       this.workerConnections.push(connection);
       const worker = new Worker(
         processor.name,
         async (job) => processor.handle(processor.payload.parse(job.data), { jobId: job.id ?? '', attempt: job.attemptsMade + 1 }),
-        { connection, prefix: this.prefix, concurrency: processor.concurrency ?? 4 },
+        { connection, prefix: this.redis.prefix, concurrency: processor.concurrency ?? 4 },
       );
       worker.on('failed', (job, error) =>
         this.logger.warn({ job: processor.name, jobId: job?.id, attempt: job?.attemptsMade, err: error }, 'job failed'),
       );
-      worker.on('error', (error) => this.logger.warn(`worker ${processor.name}: ${error.message}`));
+      // connection errors repeat on every reconnect attempt: RedisService logs the outage once
+      worker.on('error', (error) => {
+        if (this.redis.available) this.logger.warn(`worker ${processor.name}: ${error.message}`);
+      });
       this.workers.push(worker);
     }
-    await Promise.all(this.workers.map((w) => w.waitUntilReady()));
+    // started while Redis is away, the process serves what it can: its workers take jobs once Redis answers
+    if (this.redis.available) await Promise.all(this.workers.map((w) => w.waitUntilReady()));
   }
 
-  async ping(): Promise<boolean> {
-    try {
-      return (await this.connection.ping()) === 'PONG';
-    } catch {
-      return false;
-    }
+  ping(): Promise<boolean> {
+    return this.redis.ping(this.connection);
   }
 
   async close(): Promise<void> {
