@@ -1,6 +1,7 @@
 import { Command } from 'commander';
 import { addTokensCommand, addWorkspacesCommand } from './api-commands';
 import { addApprovalsCommand } from './approvals-commands';
+import { addSessionsCommand } from './sessions-commands';
 import { addGatewaysCommand, addPolicyCommand } from './gateway-commands';
 import { addAuditCommand, addSecretsCommand } from './vault-audit-commands';
 import { oneLine } from './cli-error';
@@ -66,6 +67,7 @@ function program(): Command {
   addSecretsCommand(root);
   addAuditCommand(root);
   addApprovalsCommand(root);
+  addSessionsCommand(root);
   return root;
 }
 
