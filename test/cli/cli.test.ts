@@ -318,6 +318,13 @@ describe('aileron-cp over the REST API', () => {
     const json = JSON.parse((await cli(['sessions', 'list', '--workspace', workspace, '--json'], api)).stdout);
     expect(json.sessions).toEqual([expect.objectContaining({ id, caveats: ['tools in memory__*'] })]);
 
+    const config = await cli(['sessions', 'agent-config', id!, '--agent', 'codex'], api);
+    expect(config.code, config.stderr).toBe(0);
+    expect(config.stdout).toMatch(/^# Aileron.*\ncli_auth_credentials_store = "file"\n/);
+    expect(config.stdout).toContain(`AILERON_SESSION_ID = "${id}"`);
+    expect(config.stdout).not.toContain(token);
+    expect(config.stderr).toMatch(/^aileron-cp: for \$CODEX_HOME\/config\.toml/);
+
     const say = (t: string) => fetch(`${cp.url}/v1/sessions/${id}/messages`, { method: 'POST', headers: { authorization: `Bearer ${t}`, 'content-type': 'application/json' }, body: JSON.stringify({ text: 'hello' }) });
     expect((await say(token)).status).toBe(201);
     // narrowed offline to listing actions: the channel is closed to it; read from stdin, so the token stays out of argv

@@ -118,6 +118,22 @@ export function addSessionsCommand(parent: Command): void {
     out(`ended session ${ended.id}`);
   });
 
+  withApiOptions(
+    sessions
+      .command('agent-config')
+      .description("print the snippet that registers aileron-mcp in a coding agent for this session (the token is never in it: the agent passes AILERON_TOKEN on from its environment)")
+      .argument('<id>', 'the session id')
+      .option('--agent <agent>', 'claude (the mcpServers JSON of --mcp-config), codex, opencode or goose', 'claude')
+      .option('--command <path>', 'how the agent starts aileron-mcp: a name on its PATH or an absolute path', 'aileron-mcp'),
+  ).action(async (id: string, options: ApiOptions & { agent: string; command: string }) => {
+    const query = `agent=${encodeURIComponent(options.agent)}&command=${encodeURIComponent(options.command)}`;
+    const config = await ApiClient.from(options).get<{ file: string; content: string; usage: string }>(`/v1/sessions/${encodeURIComponent(id)}/agent-config?${query}`);
+    if (options.json) return printJson(config);
+    // the snippet alone on stdout, so `… > config.toml` works
+    process.stdout.write(config.content);
+    note(`for ${config.usage}`);
+  });
+
   withNarrowing(
     sessions
       .command('attenuate')
