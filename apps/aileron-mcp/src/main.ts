@@ -1,6 +1,6 @@
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { createServer } from './server';
-import { readSettings, SettingsError } from './settings';
+import { readSettings, Settings, SettingsError } from './settings';
 import { version } from './version';
 
 const NAME = 'aileron-mcp';
@@ -44,7 +44,7 @@ export async function run(args: string[]): Promise<number> {
     say(`unexpected argument ${JSON.stringify(args[0])}; it is configured through its environment (see --help)`);
     return EXIT_USAGE;
   }
-  let settings;
+  let settings: Settings;
   try {
     settings = readSettings(process.env);
   } catch (error) {
