@@ -1,8 +1,9 @@
 /**
  * Import boundaries (docs/rules/module-boundaries.md says why):
  * - apps are entry points: nothing imports them but themselves;
- * - a library is entered only through its src/index.ts (and two named second faces:
- *   auth's scope issuer, and the pool's bridge parts, which the bridge program loads without Nest);
+ * - a library is entered only through its src/index.ts (and named second faces:
+ *   auth's scope issuer; the pool's bridge parts, which the bridge program loads without Nest;
+ *   the sessions' caveat token, which the CLI and the bundled aileron-mcp use offline);
  * - platform libraries never import domain libraries;
  * - a domain's pure rules (src/domain/) use no framework, HTTP or database;
  * - only repositories and the database library touch the generated Prisma client;
@@ -14,8 +15,8 @@
  */
 const LIB = '^libs/((?:platform/)?[^/]+)/';
 const POLICY_SPECIFICATION = '^libs/policy/src/domain/reference-evaluator\\.ts$';
-/** Public faces besides src/index.ts, each a tsconfig path of its own (@aileron/auth/scope-issuer, @aileron/pool/bridge). */
-const SECOND_FACES = ['^libs/auth/src/scope-issuer\\.ts$', '^libs/pool/src/bridge/index\\.ts$'];
+/** Public faces besides src/index.ts, each a tsconfig path of its own (@aileron/auth/scope-issuer, @aileron/pool/bridge, @aileron/sessions/caveat-token). */
+const SECOND_FACES = ['^libs/auth/src/scope-issuer\\.ts$', '^libs/pool/src/bridge/index\\.ts$', '^libs/sessions/src/domain/caveat-token\\.ts$'];
 module.exports = {
   forbidden: [
     {

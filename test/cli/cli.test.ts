@@ -30,15 +30,16 @@ function cliEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
   return { ...Object.fromEntries(inherited), ...extra };
 }
 
-function launch(args: string[], env: Record<string, string>): ChildProcess {
-  const child = spawn(process.execPath, [BIN, ...args], { cwd, env: cliEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
+function launch(args: string[], env: Record<string, string>, input?: string): ChildProcess {
+  const child = spawn(process.execPath, [BIN, ...args], { cwd, env: cliEnv(env), stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
+  if (input !== undefined) child.stdin!.end(input);
   children.add(child);
   child.on('exit', () => children.delete(child));
   return child;
 }
 
-function cli(args: string[], env: Record<string, string> = {}): Promise<Run> {
-  const child = launch(args, env);
+function cli(args: string[], env: Record<string, string> = {}, input?: string): Promise<Run> {
+  const child = launch(args, env, input);
   let stdout = '';
   let stderr = '';
   child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
@@ -296,6 +297,59 @@ describe('aileron-cp over the REST API', () => {
     const taken = await cli(['workspaces', 'create', slug], api);
     expect(taken.code).toBe(1);
     expect(taken.stderr).toBe(`aileron-cp: WORKSPACE_SLUG_TAKEN: A workspace with slug "${slug}" already exists\n`);
+  });
+
+  it('starts, lists and ends agent sessions, and narrows a caveat token offline', async () => {
+    const workspace = uniqueSlug('ws');
+    expect((await cli(['workspaces', 'create', workspace], api)).code).toBe(0);
+    const started = await cli(['sessions', 'start', '--workspace', workspace, '--name', 'fix the build', '--agent', 'codex', '--ttl', '3600', '--tool', 'memory__*'], api);
+    expect(started.code, started.stderr).toBe(0);
+    // stdout is the token alone, so AILERON_TOKEN=$(aileron-cp sessions start …) works
+    expect(lines(started.stdout)).toHaveLength(1);
+    const token = started.stdout.trim();
+    expect(token).toMatch(/^ail_ct_/);
+    const id = /started session ([0-9a-f-]{36})/.exec(started.stderr)?.[1];
+    expect(id, started.stderr).toBeDefined();
+    expect(started.stderr).not.toContain(token);
+
+    const listed = await cli(['sessions', 'list', '--workspace', workspace], api);
+    expect(listed.code).toBe(0);
+    expect(lines(listed.stdout).find((row) => row.startsWith(id!))).toMatch(/fix the build\s+codex\s+live\s+actions:list,actions:run,approvals:poll,comms\s/);
+    const json = JSON.parse((await cli(['sessions', 'list', '--workspace', workspace, '--json'], api)).stdout);
+    expect(json.sessions).toEqual([expect.objectContaining({ id, caveats: ['tools in memory__*'] })]);
+
+    const config = await cli(['sessions', 'agent-config', id!, '--agent', 'codex'], api);
+    expect(config.code, config.stderr).toBe(0);
+    expect(config.stdout).toMatch(/^# Aileron.*\ncli_auth_credentials_store = "file"\n/);
+    expect(config.stdout).toContain(`AILERON_SESSION_ID = "${id}"`);
+    expect(config.stdout).not.toContain(token);
+    expect(config.stderr).toMatch(/^aileron-cp: for \$CODEX_HOME\/config\.toml/);
+
+    const say = (t: string) => fetch(`${cp.url}/v1/sessions/${id}/messages`, { method: 'POST', headers: { authorization: `Bearer ${t}`, 'content-type': 'application/json' }, body: JSON.stringify({ text: 'hello' }) });
+    expect((await say(token)).status).toBe(201);
+    // narrowed offline to listing actions: the channel is closed to it; read from stdin, so the token stays out of argv
+    const narrowed = await cli(['sessions', 'attenuate', '-', '--caps', 'actions:list', '--expires-in', '600'], {}, `${token}\n`);
+    expect(narrowed.code, narrowed.stderr).toBe(0);
+    expect(narrowed.stdout.trim()).toMatch(/^ail_ct_/);
+    expect(narrowed.stdout.trim()).not.toBe(token);
+    const refused = await say(narrowed.stdout.trim());
+    expect(refused.status).toBe(403);
+    expect(((await refused.json()) as { code: string }).code).toBe('CAPABILITY_REQUIRED');
+    // a tampered token does not attenuate into a valid one: it does not even parse
+    const broken = await cli(['sessions', 'attenuate', 'ail_ct_not-a-token', '--server', 'memory'], {});
+    expect(broken.code).toBe(1);
+    expect(broken.stderr).toBe('aileron-cp: TOKEN_INVALID: The token is malformed\n');
+    const nothing = await cli(['sessions', 'attenuate', token], {});
+    expect(nothing.code).toBe(1);
+    expect(nothing.stderr).toMatch(/^aileron-cp: nothing to narrow/);
+
+    const ended = await cli(['sessions', 'end', id!], api);
+    expect(ended.code, ended.stderr).toBe(0);
+    expect(ended.stdout.trim()).toBe(`ended session ${id}`);
+    const after = await say(token);
+    expect(after.status).toBe(401);
+    expect(((await after.json()) as { code: string }).code).toBe('SESSION_ENDED');
+    expect((await cli(['sessions', 'list', '--workspace', workspace], api)).stdout.trim()).toBe('no sessions');
   });
 
   it('never repeats the token it was given in an error', async () => {

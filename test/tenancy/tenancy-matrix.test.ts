@@ -238,15 +238,16 @@ describe('tenancy matrix', () => {
    * someone decides a gateway should reach it (and never a decision, a link,
    * a grant or an admin read).
    */
-  it("a gateway token reaches exactly the gateway API, its own approvals, MCP and /v1/me, nothing else, in its own workspace", async () => {
+  it("a gateway token reaches exactly the gateway API, its own approvals and sessions, MCP and /v1/me, nothing else, in its own workspace", async () => {
     const REACHABLE = [
       'GET /v1/me',
       'GET /v1/approvals/:id',
-      // the agent sessions it starts for the sandboxed agents it launches (its own only)
+      // agent sessions: a gateway starts them for the agents it launches, and sees and ends its own
       'POST /v1/sessions',
       'GET /v1/sessions',
       'GET /v1/sessions/:id',
       'DELETE /v1/sessions/:id',
+      'GET /v1/sessions/:id/agent-config',
       'GET /mcp/:ws',
       'POST /mcp/:ws',
       'DELETE /mcp/:ws',

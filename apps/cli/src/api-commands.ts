@@ -39,6 +39,11 @@ export function seconds(value: string): number {
   return Number(value);
 }
 
+/** A repeatable option: `--group a --group b` → ['a', 'b']. */
+export function collect(value: string, previous: string[] = []): string[] {
+  return [...previous, value];
+}
+
 function tokenStatus(token: TokenView, now = Date.now()): string {
   if (token.revoked_at) return 'revoked';
   if (token.expires_at && Date.parse(token.expires_at) <= now) return 'expired';

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { Command, InvalidArgumentError } from 'commander';
 import { ApiClient, ApiOptions } from './api-client';
-import { seconds, withApiOptions } from './api-commands';
+import { collect, seconds, withApiOptions } from './api-commands';
 import { CliError } from './cli-error';
 import { note, out, printJson, printTable, when } from './output';
 
@@ -32,10 +32,6 @@ interface Decision {
 }
 
 type WorkspaceOption = ApiOptions & { workspace: string };
-
-function collect(value: string, previous: string[] = []): string[] {
-  return [...previous, value];
-}
 
 function json(value: string): Record<string, unknown> {
   try {

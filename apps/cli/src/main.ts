@@ -1,6 +1,7 @@
 import { Command } from 'commander';
 import { addTokensCommand, addWorkspacesCommand } from './api-commands';
 import { addApprovalsCommand } from './approvals-commands';
+import { addSessionsCommand } from './sessions-commands';
 import { addGatewaysCommand, addPolicyCommand } from './gateway-commands';
 import { addAuditCommand, addSecretsCommand } from './vault-audit-commands';
 import { oneLine } from './cli-error';
@@ -46,6 +47,19 @@ function program(): Command {
       await runBootstrap(options);
     });
 
+  root
+    .command('mcp')
+    .description('run aileron-mcp, the stdio MCP server for a sandboxed agent (AILERON_URL, AILERON_TOKEN, AILERON_WORKSPACE; `mcp --help`)')
+    .helpOption(false)
+    .allowUnknownOption()
+    .allowExcessArguments()
+    .argument('[options...]', 'passed to aileron-mcp: --version or --help')
+    .action(async (args: string[]) => {
+      const { runMcp } = require('./mcp') as typeof import('./mcp');
+      // serving ends when the agent closes stdin; whatever the upstream connection left open must not keep the process
+      process.exit(await runMcp(args));
+    });
+
   addTokensCommand(root);
   addWorkspacesCommand(root);
   addGatewaysCommand(root);
@@ -53,6 +67,7 @@ function program(): Command {
   addSecretsCommand(root);
   addAuditCommand(root);
   addApprovalsCommand(root);
+  addSessionsCommand(root);
   return root;
 }
 

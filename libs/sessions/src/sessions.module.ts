@@ -1,5 +1,7 @@
 import { Module } from '@nestjs/common';
 import { GatewayModule } from '@aileron/gateway';
+import { AgentConfigController } from './agent-config.controller';
+import { AgentConfigService } from './agent-config.service';
 import { SessionCredentials } from './session-credentials.service';
 import { SessionKeys } from './session-keys.service';
 import { SessionKeysController } from './session-keys.controller';
@@ -9,8 +11,8 @@ import { SessionsService } from './sessions.service';
 
 @Module({
   imports: [GatewayModule],
-  controllers: [SessionsController, SessionKeysController],
-  providers: [SessionsRepository, SessionKeys, SessionCredentials, SessionsService],
+  controllers: [SessionsController, SessionKeysController, AgentConfigController],
+  providers: [SessionsRepository, SessionKeys, SessionCredentials, SessionsService, AgentConfigService],
   exports: [SessionsService, SessionKeys],
 })
 export class SessionsModule {}
