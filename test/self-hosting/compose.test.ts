@@ -8,7 +8,7 @@ import { ADMIN_TOKEN_FILE, SETTINGS } from '@aileron/config';
 import { createPostgresDatabase } from '../support/databases';
 import { ensureBuilt } from './build';
 import { ParsedDockerfile } from './dockerfiles';
-import { ROOT, serverModeCommand } from './readme';
+import { readmeSection, ROOT, serverModeCommand, shellLines } from './readme';
 
 /**
  * docker-compose.yml, read as Compose reads it (YAML with merge keys) and
@@ -136,6 +136,21 @@ describe('docker-compose.yml', () => {
     expect(nginx).toMatch(/listen 8080;/);
     // server-sent events, MCP streams and ?wait=60 long polls
     expect(nginx).toMatch(/proxy_buffering off;/);
+  });
+
+  it("is what the README's compose section runs: the owner token where a replica mounts the volume, the API on the proxy's port", () => {
+    const lines = shellLines(readmeSection('Run with docker compose'));
+    expect(lines[0]).toBe('docker compose up -d --build');
+    const [, service, file] = /^TOKEN=\$\(docker compose exec (\S+) cat (\S+)\)$/.exec(lines[1]!)!;
+    expect(REPLICAS).toContain(service);
+    const mount = mounts(services[service!]!).find((m) => file!.startsWith(`${m.target}/`))!;
+    expect(mount.source).toBe(mounts(services.migrate!)[0]!.source);
+    // the migration writes the token into its data dir, the image's AILERON_DATA_DIR, where it mounts that volume
+    expect(mounts(services.migrate!)[0]!.target).toBe('/var/lib/aileron');
+    expect(posix.relative(mount.target, file!)).toBe(ADMIN_TOKEN_FILE);
+    expect(migrateScript()).toContain(`token="$AILERON_DATA_DIR/${ADMIN_TOKEN_FILE}"`);
+    const port = services.proxy!.ports![0]!.split(':').slice(0, 2).join(':');
+    expect(lines[2]).toContain(`http://${port}/v1/me`);
   });
 
   describe('the first start (the migration service, run as Compose runs it)', () => {

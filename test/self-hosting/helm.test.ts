@@ -9,7 +9,7 @@ import { ADMIN_TOKEN_FILE, loadConfig, SETTINGS } from '@aileron/config';
 import { CONTROL_PLANE_SELECTOR, EGRESS_EXCEPT_V4, KubernetesDriver, MANAGED_BY, type InstanceSpec } from '@aileron/pool';
 import { FakeKubernetes, type Resource } from '../support/fake-kubernetes';
 import { CHART, ensureRenderer, find, mergedValues, notes, one, podTemplates, render, renderError, type K8sObject, type Rendered } from './chart';
-import { codeSpans, documentedSettings, readmeSection, ROOT, serverModeCommand, tableRows } from './readme';
+import { codeSpans, documentedSettings, readmeSection, ROOT, serverModeCommand, shellLines, tableRows } from './readme';
 
 /**
  * The Helm chart, rendered by the engine Helm runs (scripts/helm-render: Go's
@@ -486,5 +486,41 @@ describe('pool on Kubernetes', () => {
       }));
       expect([...used].sort()).toEqual([...allowed].sort());
     }, 120_000);
+  });
+});
+
+describe("the README's Helm section", () => {
+  /** `--set a.b[0].c=v` flags as Helm reads them (true, false and integers typed), into a values object. */
+  function setFlags(line: string): Record<string, unknown> {
+    const values: Record<string, unknown> = {};
+    for (const [, path, raw] of line.matchAll(/--set (\S+?)=(\$\([^)]*\)|\S+)/g)) {
+      const value = raw === 'true' ? true : raw === 'false' ? false : /^\d+$/.test(raw!) ? Number(raw) : raw!.replace(/^\$\(openssl rand -base64 32\)$/, ROOT_KEY);
+      const keys = path!.split('.').flatMap((key) => key.split(/\[(\d+)\]/).filter(Boolean).map((k) => (/^\d+$/.test(k) ? Number(k) : k)));
+      let at: any = values;
+      keys.forEach((key, i) => {
+        if (i === keys.length - 1) at[key] = value;
+        else at = at[key] ??= typeof keys[i + 1] === 'number' ? [] : {};
+      });
+    }
+    return values;
+  }
+
+  it('installs with values the schema accepts, and its token commands are the ones NOTES.txt gives', () => {
+    const lines = shellLines(readmeSection('Install with Helm'));
+    const installs = lines.join(' ').replace(/\\ /g, ' ').split(/(?=helm install )/).filter((part) => part.startsWith('helm install '));
+    expect(installs).toHaveLength(2);
+    const ajv = new Ajv({ allErrors: true, strict: false });
+    const validate = ajv.compile(schema);
+    for (const install of installs) {
+      const [, release, chart, namespace] = /^helm install (\S+) (\S+) -n (\S+) --create-namespace/.exec(install)!;
+      expect(join(ROOT, chart!)).toBe(CHART);
+      const values = setFlags(install);
+      expect(validate(mergedValues(values)), `${install}: ${ajv.errorsText(validate.errors)}`).toBe(true);
+      const objects = render(values, { name: release!, namespace: namespace! });
+      for (const kind of ['Deployment', 'Service', 'ConfigMap']) expect(find(objects, kind).length).toBeGreaterThan(0);
+      const text = notes(values, { name: release!, namespace: namespace! });
+      const token = lines.find((line) => line.includes('kubectl') && (values.mode === 'server' ? line.includes('bootstrap') : line.includes('admin-token')))!;
+      expect(text).toContain(token.replace(/^TOKEN=\$\((.*)\)$/, '$1'));
+    }
   });
 });
