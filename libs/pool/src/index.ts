@@ -8,3 +8,5 @@ export { KubernetesDriver } from './drivers/kubernetes/kubernetes-driver';
 export type { KubernetesDriverOptions } from './drivers/kubernetes/kubernetes-driver';
 export { LocalDriver } from './drivers/local/local-driver';
 export type { LocalDriverOptions } from './drivers/local/local-driver';
+// what the Kubernetes driver's pods expect of the cluster and the runner image: the Helm chart and the images are tested against these
+export { CONTROL_PLANE_SELECTOR, EGRESS_EXCEPT_V4, EGRESS_EXCEPT_V6, HOME as POOL_POD_HOME, MANAGED_BY, RUN_AS as POOL_POD_UID } from './drivers/kubernetes/manifests';
