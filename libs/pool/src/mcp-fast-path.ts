@@ -5,7 +5,7 @@ import { PinoLogger } from 'nestjs-pino';
 import parseJson from 'secure-json-parse';
 import { AccessService, BearerCredentials, Principal } from '@aileron/auth';
 import { DomainError, PROBLEM_CONTENT_TYPE } from '@aileron/errors';
-import { BODY_LIMIT_BYTES, FastPaths, HttpMetrics, requestIdFor, toProblem } from '@aileron/http';
+import { BODY_LIMIT_BYTES, FastPaths, HttpMetrics, requestIdFor, logProblem, toProblem } from '@aileron/http';
 import { forward, FORWARDED, McpAdmission } from './mcp-admission';
 import { MCP_PERMISSION, oneServer, wholeWorkspace } from './mcp-routes';
 import { RateLimitedError } from './rate-limits.service';
@@ -106,13 +106,15 @@ export class McpFastPath {
   }
 
   private refuse(response: ServerResponse, error: unknown, requestId: string): void {
-    const { problem, unexpected } = toProblem(error, requestId);
-    if (unexpected) this.logger.error({ err: error, requestId }, 'unhandled error');
+    const answer = toProblem(error, requestId);
+    const { problem } = answer;
+    logProblem(this.logger, answer, error, requestId);
     if (response.headersSent) {
       response.destroy();
       return;
     }
     if (error instanceof RateLimitedError) response.setHeader('retry-after', String(error.retryAfterSeconds));
+    if (answer.retryAfterSeconds !== undefined) response.setHeader('retry-after', String(answer.retryAfterSeconds));
     if (error instanceof BodyError && error.status === 413) response.setHeader('connection', 'close');
     response.writeHead(problem.status, { 'content-type': PROBLEM_CONTENT_TYPE }).end(JSON.stringify(problem));
   }

@@ -7,10 +7,14 @@ import { APP_CONFIG, AppConfig, projectRoot } from '@aileron/config';
 import { DatabaseService } from '@aileron/database';
 import { DomainError, NotFoundError } from '@aileron/errors';
 import { QueueService } from '@aileron/queue';
+import { bounded } from './bounded';
 import { HttpMetrics } from './metrics';
 import { buildOpenApi } from './openapi';
 import { RouteCatalog } from './route-catalog.service';
 import { Route } from './route.decorator';
+
+/** a database that has not answered SELECT 1 by then is not ready */
+const DATABASE_CHECK_MS = 800;
 
 const health = z.object({ status: z.enum(['ok']) });
 const readiness = z.object({ status: z.enum(['ok']), database: z.boolean(), queue: z.boolean() });
@@ -63,7 +67,8 @@ export class PlatformController {
     response: readiness,
   })
   async readyz(): Promise<z.infer<typeof readiness>> {
-    const [database, queue] = await Promise.all([this.db.ping(), this.queue.ping()]);
+    // each check bounded: the probe answers within a second whatever is down
+    const [database, queue] = await Promise.all([bounded(() => this.db.ping(), DATABASE_CHECK_MS), this.queue.ping()]);
     if (!database || !queue) {
       throw new DomainError('NOT_READY', `not ready: database ${database ? 'ok' : 'down'}, queue ${queue ? 'ok' : 'down'}`, {
         extensions: { database, queue },
