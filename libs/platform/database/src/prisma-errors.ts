@@ -29,8 +29,8 @@ const ADAPTER_KINDS = new Set(['DatabaseNotReachable', 'ConnectionClosed', 'Sock
 const UNAVAILABLE_STATES = /^(08|53|57P0[1-3]|58|XX00[12])/;
 /** Prisma's own codes for an unreachable server, a lost connection, or no connection to be had */
 const PRISMA_CODES = new Set(['P1001', 'P1002', 'P1008', 'P1017', 'P2024']);
-/** messages node-postgres and PGlite use without a code */
-const UNAVAILABLE_MESSAGES = /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Connection closed|PGlite is closed|ENOSPC|no space left on device/i;
+/** messages node-postgres and PGlite use without a code (a full disk or a bad page has its SQLSTATE) */
+const UNAVAILABLE_MESSAGES = /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|PGlite is closed/i;
 
 /**
  * Why the database cannot serve this request (the server is down, shutting
