@@ -44,7 +44,36 @@ function asDbUser(command: string, args: string[]): void {
   if (result.status !== 0) throw new Error(`${command} failed: ${result.stderr || result.stdout}`);
 }
 
-export async function startPostgres(): Promise<Service> {
+/** A PostgreSQL the test can take away and bring back, on the same port and data. */
+export interface PostgresServer extends Service {
+  /** `fast`: pg_ctl stop -m fast (clients disconnected, clean shutdown); `kill`: SIGKILL to the server and every backend at once (a crash) */
+  halt(how: 'fast' | 'kill'): Promise<void>;
+  /** starts it again where it was; after a kill, PostgreSQL recovers from its WAL first */
+  resume(): Promise<void>;
+}
+
+/** The postmaster and its children, from /proc: a SIGKILL must reach every backend at once, or the next start finds shared memory in use. */
+function clusterProcesses(postmaster: number): number[] {
+  const children = readdirSync('/proc')
+    .filter((entry) => /^\d+$/.test(entry))
+    .filter((pid) => {
+      try {
+        // the parent pid is the 2nd field after the parenthesised command name
+        return Number(readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[1]) === postmaster;
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
+  return [postmaster, ...children];
+}
+
+/**
+ * `durable`: commits reach the WAL before they are acknowledged (synchronous_commit
+ * on), as in production; a test that kills the server needs it, or it loses what
+ * the walwriter had not written yet. The shared server runs without, for speed.
+ */
+export async function startPostgres(options: { durable?: boolean } = {}): Promise<PostgresServer> {
   const bin = postgresBin();
   const dir = mkdtempSync(join(tmpdir(), 'aileron-pg-'));
   chmodSync(dir, 0o755);
@@ -56,13 +85,30 @@ export async function startPostgres(): Promise<Service> {
   }
   asDbUser(join(bin, 'initdb'), ['-D', data, '-A', 'trust', '-U', 'postgres', '--no-sync', '-E', 'UTF8']);
   const port = await freePort();
-  asDbUser(join(bin, 'pg_ctl'), [
-    '-D', data, '-l', join(dir, 'postgres.log'), '-w', '-t', '60',
-    '-o', `-c listen_addresses=127.0.0.1 -p ${port} -c unix_socket_directories=${dir} -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300`,
-    'start',
-  ]);
+  const start = (): void =>
+    asDbUser(join(bin, 'pg_ctl'), [
+      '-D', data, '-l', join(dir, 'postgres.log'), '-w', '-t', '60',
+      '-o', `-c listen_addresses=127.0.0.1 -p ${port} -c unix_socket_directories=${dir} -c fsync=off -c synchronous_commit=${options.durable ? 'on' : 'off'} -c full_page_writes=off -c max_connections=300`,
+      'start',
+    ]);
+  start();
   return {
     url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+    async halt(how) {
+      if (how === 'fast') return asDbUser(join(bin, 'pg_ctl'), ['-D', data, '-m', 'fast', '-w', 'stop']);
+      const processes = clusterProcesses(Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0]));
+      for (const pid of processes) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          // gone already
+        }
+      }
+      for (let i = 0; i < 200 && processes.some(alive); i++) await new Promise((r) => setTimeout(r, 25));
+    },
+    async resume() {
+      start();
+    },
     stop() {
       try {
         asDbUser(join(bin, 'pg_ctl'), ['-D', data, '-m', 'immediate', '-w', 'stop']);
@@ -71,6 +117,15 @@ export async function startPostgres(): Promise<Service> {
       }
     },
   };
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** A Redis of the test's own, to stop and start again under a running control plane. */

@@ -5,7 +5,7 @@ import { PinoLogger } from 'nestjs-pino';
 import parseJson from 'secure-json-parse';
 import { AccessService, BearerCredentials, Principal } from '@aileron/auth';
 import { DomainError, PROBLEM_CONTENT_TYPE } from '@aileron/errors';
-import { BODY_LIMIT_BYTES, FastPaths, HttpMetrics, requestIdFor, retryAfterOf, toProblem } from '@aileron/http';
+import { BODY_LIMIT_BYTES, FastPaths, HttpMetrics, logProblem, requestIdFor, retryAfterOf, toProblem } from '@aileron/http';
 import { forward, FORWARDED, McpAdmission } from './mcp-admission';
 import { MCP_PERMISSION, oneServer, wholeWorkspace } from './mcp-routes';
 import type { McpEndpoint } from './sessions.service';
@@ -105,8 +105,9 @@ export class McpFastPath {
   }
 
   private refuse(response: ServerResponse, error: unknown, requestId: string): void {
-    const { problem, unexpected } = toProblem(error, requestId);
-    if (unexpected) this.logger.error({ err: error, requestId }, 'unhandled error');
+    const answer = toProblem(error, requestId);
+    const { problem } = answer;
+    logProblem(this.logger, answer, error, requestId);
     if (response.headersSent) {
       response.destroy();
       return;

@@ -52,6 +52,31 @@ function yieldBetweenMessages(pglite: PGlite): PGlite {
   return pglite;
 }
 
+/**
+ * Connections that fail fast and heal by themselves. While PostgreSQL is
+ * down a request must be told so within a second or two, not wait on a
+ * connect that the kernel retries for minutes; a connection the server
+ * dropped is discarded by the pool and replaced on next use, so nothing needs
+ * a restart when it comes back. A query that hangs on a lost peer is cut off
+ * (keepalive, and query_timeout as the last resort, above any statement we run).
+ */
+export const POSTGRES_CONNECT_TIMEOUT_MS = 1000;
+const POSTGRES_QUERY_TIMEOUT_MS = 30_000;
+
+function postgresAdapter(database: { url: string; poolSize: number }, log?: (line: string) => void): PrismaPg {
+  const lost = (error: Error): void => log?.(`a PostgreSQL connection was lost (${error.message}); the pool replaces it on next use`);
+  return new PrismaPg(
+    {
+      connectionString: database.url,
+      max: database.poolSize,
+      connectionTimeoutMillis: POSTGRES_CONNECT_TIMEOUT_MS,
+      query_timeout: POSTGRES_QUERY_TIMEOUT_MS,
+      keepAlive: true,
+    },
+    { onPoolError: lost, onConnectionError: lost },
+  );
+}
+
 /** Opens the database the configuration names and brings its schema up to date. */
 export async function openDatabase(
   database: AppConfig['database'] | { kind: 'pglite-memory'; pglite?: PGlite },
@@ -60,7 +85,7 @@ export async function openDatabase(
   const migrate = options.migrate ?? true;
   if (database.kind === 'postgres') {
     const applied = migrate ? (await applyMigrations({ kind: 'postgres', url: database.url }, { ...prismaPaths(), log: options.log })).applied : [];
-    const client = new PrismaClient({ adapter: new PrismaPg({ connectionString: database.url, max: database.poolSize }) });
+    const client = new PrismaClient({ adapter: postgresAdapter(database, options.log) });
     return handle('postgres', client, applied, async () => client.$disconnect());
   }
   let unlock = (): void => {};

@@ -8,10 +8,14 @@ import { DatabaseService } from '@aileron/database';
 import { DomainError, NotFoundError } from '@aileron/errors';
 import { QueueService } from '@aileron/queue';
 import { RedisService } from '@aileron/redis';
+import { bounded } from './bounded';
 import { HttpMetrics } from './metrics';
 import { buildOpenApi } from './openapi';
 import { RouteCatalog } from './route-catalog.service';
 import { Route } from './route.decorator';
+
+/** a database that has not answered SELECT 1 by then is not ready */
+const DATABASE_CHECK_MS = 800;
 
 const health = z.object({ status: z.enum(['ok']) });
 const readiness = z.object({ status: z.enum(['ok']), database: z.boolean(), queue: z.boolean() });
@@ -65,8 +69,8 @@ export class PlatformController {
     response: readiness,
   })
   async readyz(): Promise<z.infer<typeof readiness>> {
-    // the Redis checks answer within half a second each, whatever Redis does (true where it is not configured)
-    const [database, queue, redis] = await Promise.all([this.db.ping(), this.queue.ping(), this.redis.ping()]);
+    // each check bounded: the probe answers within a second whatever is down (the Redis checks bound themselves at half a second)
+    const [database, queue, redis] = await Promise.all([bounded(() => this.db.ping(), DATABASE_CHECK_MS), this.queue.ping(), this.redis.ping()]);
     if (!database || !queue || !redis) {
       const state = (up: boolean): string => (up ? 'ok' : 'down');
       throw new DomainError('NOT_READY', `not ready: database ${state(database)}, queue ${state(queue)}, redis ${state(redis)}`, {

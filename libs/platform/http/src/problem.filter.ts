@@ -1,7 +1,7 @@
 import { STATUS_CODES as STATUS_CODES_TEXT } from 'node:http';
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Logger } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { isForeignKeyViolation, isRecordNotFound, isUniqueViolation } from '@aileron/database';
+import { databaseUnavailableReason, isForeignKeyViolation, isRecordNotFound, isUniqueViolation } from '@aileron/database';
 import { DomainError, ErrorCode, internalProblem, Problem, PROBLEM_CONTENT_TYPE, problemFromDomainError, problemOf } from '@aileron/errors';
 
 const STATUS_CODES: Record<number, ErrorCode> = {
@@ -31,12 +31,33 @@ function simple(status: number, code: ErrorCode, title: string, detail: string, 
   return { ...problemOf(code, detail, requestId, title), status };
 }
 
+/** How long a client is told to wait before retrying while the database cannot serve. */
+export const DATABASE_RETRY_AFTER_SECONDS = 5;
+
+export interface ProblemAnswer {
+  problem: Problem;
+  /** a stack for the log: nothing the code knows about */
+  unexpected: boolean;
+  /** why the database could not serve, for one log line (never sent) */
+  databaseUnavailable?: string;
+}
+
 /**
  * Turns anything thrown into a problem document. Unknown errors become a 500
  * that says only the request id: the stack goes to the log, never the client.
  */
-export function toProblem(error: unknown, requestId?: string): { problem: Problem; unexpected: boolean } {
+export function toProblem(error: unknown, requestId?: string): ProblemAnswer {
   if (error instanceof DomainError) return { problem: problemFromDomainError(error, requestId), unexpected: false };
+  // before the Prisma mappings: a lost connection is nobody's conflict or missing row
+  const unavailable = databaseUnavailableReason(error);
+  if (unavailable) {
+    return {
+      // the extension becomes the Retry-After header, as a DomainError's does
+      problem: { ...problemOf('DATABASE_UNAVAILABLE', 'The database cannot be reached right now; nothing was changed. Retry shortly.', requestId), retry_after_seconds: DATABASE_RETRY_AFTER_SECONDS },
+      unexpected: false,
+      databaseUnavailable: unavailable,
+    };
+  }
   if (isUniqueViolation(error)) {
     return { problem: problemOf('CONFLICT', 'A resource with these identifying fields already exists', requestId), unexpected: false };
   }
@@ -76,6 +97,12 @@ export function sendProblem(reply: FastifyReply, problem: Problem): void {
   void reply.status(problem.status).header('content-type', PROBLEM_CONTENT_TYPE).send(JSON.stringify(problem));
 }
 
+/** The log line for an answer that was not the caller's fault; none for the rest. */
+export function logProblem(logger: Logger, answer: ProblemAnswer, error: unknown, requestId: string): void {
+  if (answer.unexpected) logger.error({ err: error, requestId }, 'unhandled error');
+  else if (answer.databaseUnavailable) logger.warn({ requestId, reason: answer.databaseUnavailable }, `database unavailable: ${answer.databaseUnavailable}; answered 503`);
+}
+
 @Catch()
 export class ProblemFilter implements ExceptionFilter {
   private readonly logger = new Logger('ProblemFilter');
@@ -85,9 +112,9 @@ export class ProblemFilter implements ExceptionFilter {
     const http = host.switchToHttp();
     const request = http.getRequest<FastifyRequest>();
     const reply = http.getResponse<FastifyReply>();
-    const { problem, unexpected } = toProblem(error, request.id);
-    if (unexpected) this.logger.error({ err: error, requestId: request.id }, 'unhandled error');
+    const answer = toProblem(error, request.id);
+    logProblem(this.logger, answer, error, request.id);
     if (reply.sent) return;
-    sendProblem(reply, problem);
+    sendProblem(reply, answer.problem);
   }
 }
