@@ -150,12 +150,14 @@ export class RedisService implements OnModuleInit, OnApplicationShutdown {
    */
   async ping(connection = this.shared): Promise<boolean> {
     if (!connection) return true;
+    // only the shared connection speaks for Redis: another may merely be reconnecting
+    const decides = connection === this.shared;
     try {
       await within(connection.ping(), PING_TIMEOUT_MS);
-      this.markUp();
+      if (decides) this.markUp();
       return true;
     } catch (error) {
-      this.markDown(error instanceof Error ? error.message : String(error));
+      if (decides) this.markDown(error instanceof Error ? error.message : String(error));
       return false;
     }
   }
