@@ -1,7 +1,7 @@
 import { DomainError } from '@aileron/errors';
 
 /** How soon a caller refused for want of Redis may try again (Retry-After). */
-export const REDIS_RETRY_AFTER_SECONDS = 5;
+const REDIS_RETRY_AFTER_SECONDS = 5;
 
 /**
  * What needs Redis answers this, at once, while Redis cannot be reached:

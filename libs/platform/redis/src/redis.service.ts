@@ -12,7 +12,7 @@ export interface RedisSettings {
 }
 
 /** The longest a command may take before Redis counts as away: a stopped or swamped Redis accepts and never answers. */
-export const COMMAND_TIMEOUT_MS = 1_000;
+const COMMAND_TIMEOUT_MS = 1_000;
 const PING_TIMEOUT_MS = 500;
 const PROBE_EVERY_MS = 1_000;
 /** Reconnect attempts back off to this at most, so a restarted Redis is found within a second. */
@@ -150,12 +150,14 @@ export class RedisService implements OnModuleInit, OnApplicationShutdown {
    */
   async ping(connection = this.shared): Promise<boolean> {
     if (!connection) return true;
+    // only the shared connection speaks for Redis: another may merely be reconnecting
+    const decides = connection === this.shared;
     try {
       await within(connection.ping(), PING_TIMEOUT_MS);
-      this.markUp();
+      if (decides) this.markUp();
       return true;
     } catch (error) {
-      this.markDown(error instanceof Error ? error.message : String(error));
+      if (decides) this.markDown(error instanceof Error ? error.message : String(error));
       return false;
     }
   }
@@ -223,7 +225,7 @@ export class RedisService implements OnModuleInit, OnApplicationShutdown {
 }
 
 /** `promise`, or a rejection after `ms`: whatever is stuck behind it must not hold the caller. */
-export function within<T>(promise: Promise<T>, ms: number): Promise<T> {
+function within<T>(promise: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
