@@ -3,10 +3,11 @@ import 'reflect-metadata';
 import { auditIngestBench } from './audit-ingest.bench';
 import { catalogBench } from './catalog.bench';
 import { Bench, Figure, note } from './figures';
+import { frontBench } from './front.bench';
 import { policyBench } from './policy.bench';
 import { proxyBench } from './proxy.bench';
 
-const BENCHES: readonly Bench[] = [policyBench, catalogBench, auditIngestBench, proxyBench];
+const BENCHES: readonly Bench[] = [policyBench, catalogBench, frontBench, auditIngestBench, proxyBench];
 
 async function main(argv: string[]): Promise<number> {
   const wanted = argv.filter((arg) => arg !== '--');

@@ -5,11 +5,11 @@ import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { DomainError } from '@aileron/errors';
 
 export class RateLimitedError extends DomainError {
-  constructor(
-    readonly retryAfterSeconds: number,
-    what: string,
-  ) {
-    super('RATE_LIMITED', 429, 'Too many requests', `${what} made too many MCP requests; retry in ${retryAfterSeconds} s`, { extensions: { retry_after_seconds: retryAfterSeconds } });
+  constructor(retryAfterSeconds: number, what: string) {
+    super('RATE_LIMITED', 429, 'Too many requests', `${what} made too many MCP requests; retry in ${retryAfterSeconds} s`, {
+      extensions: { retry_after_seconds: retryAfterSeconds },
+      retryAfterSeconds,
+    });
   }
 }
 

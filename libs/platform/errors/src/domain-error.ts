@@ -6,11 +6,14 @@
 export interface DomainErrorOptions {
   /** extra machine-readable members of the problem document */
   extensions?: Record<string, unknown>;
+  /** when a retry may succeed: the answer says so in Retry-After */
+  retryAfterSeconds?: number;
   cause?: unknown;
 }
 
 export class DomainError extends Error {
   readonly extensions: Record<string, unknown>;
+  readonly retryAfterSeconds: number | undefined;
 
   constructor(
     readonly code: string,
@@ -22,6 +25,7 @@ export class DomainError extends Error {
     super(detail, options.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'DomainError';
     this.extensions = options.extensions ?? {};
+    this.retryAfterSeconds = options.retryAfterSeconds;
   }
 
   get detail(): string {

@@ -1,4 +1,4 @@
-import { STATUS_CODES as STATUS_CODES_TEXT } from 'node:http';
+import { ServerResponse, STATUS_CODES as STATUS_CODES_TEXT } from 'node:http';
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Logger } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { isForeignKeyViolation, isRecordNotFound, isUniqueViolation } from '@aileron/database';
@@ -63,22 +63,53 @@ export function toProblem(error: unknown, requestId?: string): { problem: Proble
   return { problem: internalProblem(requestId), unexpected: true };
 }
 
-export function sendProblem(reply: FastifyReply, problem: Problem): void {
-  void reply.status(problem.status).header('content-type', PROBLEM_CONTENT_TYPE).send(JSON.stringify(problem));
+/** What a problem answer is made of, whoever sends it. */
+export interface ProblemAnswer {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+  problem: Problem;
+}
+
+/** The media type with its charset, as Fastify would complete it: the fast paths send exactly what the routes do. */
+const PROBLEM_HEADER = `${PROBLEM_CONTENT_TYPE}; charset=utf-8`;
+const logger = new Logger('ProblemFilter');
+
+/**
+ * The one rendering of an error, for the exception filter behind the routes
+ * and for everything answering in front of them (the fast paths, a request
+ * passed between replicas). An unexpected error is logged with its request id
+ * here, since the client hears only that id.
+ */
+export function problemAnswer(error: unknown, requestId?: string): ProblemAnswer {
+  const { problem, unexpected } = toProblem(error, requestId);
+  if (unexpected) logger.error({ err: error, requestId }, 'unhandled error');
+  const headers: Record<string, string> = { 'content-type': PROBLEM_HEADER };
+  if (error instanceof DomainError && error.retryAfterSeconds !== undefined) headers['retry-after'] = String(error.retryAfterSeconds);
+  // the rest of a body that could not be read may still be on its way: it must not be read as the next request
+  if ((error as { closesConnection?: unknown } | null)?.closesConnection === true) headers.connection = 'close';
+  return { status: problem.status, headers, body: JSON.stringify(problem), problem };
+}
+
+/** A problem on a raw response; one whose answer has begun can only be cut off. */
+export function writeProblem(response: ServerResponse, error: unknown, requestId?: string): void {
+  const answer = problemAnswer(error, requestId);
+  if (response.headersSent) {
+    response.destroy();
+    return;
+  }
+  response.writeHead(answer.status, { ...answer.headers, 'content-length': String(Buffer.byteLength(answer.body)) }).end(answer.body);
 }
 
 @Catch()
 export class ProblemFilter implements ExceptionFilter {
-  private readonly logger = new Logger('ProblemFilter');
-
   catch(error: unknown, host: ArgumentsHost): void {
     if (host.getType() !== 'http') throw error;
     const http = host.switchToHttp();
     const request = http.getRequest<FastifyRequest>();
     const reply = http.getResponse<FastifyReply>();
-    const { problem, unexpected } = toProblem(error, request.id);
-    if (unexpected) this.logger.error({ err: error, requestId: request.id }, 'unhandled error');
+    const answer = problemAnswer(error, request.id);
     if (reply.sent) return;
-    sendProblem(reply, problem);
+    void reply.status(answer.status).headers(answer.headers).send(answer.body);
   }
 }
