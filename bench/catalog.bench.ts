@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
 import Fastify from 'fastify';
-import { ControlPlane, startControlPlane } from '../apps/control-plane/src/control-plane';
-import { loadConfig } from '../libs/platform/config/src';
+import type { ControlPlane } from '../apps/control-plane/src/control-plane';
+import { startBenchControlPlane } from './control-plane';
 import { Bench, Figure, figure, median, note } from './figures';
 
 const NAME = 'catalog';
@@ -63,7 +63,7 @@ async function json<T>(response: Response, what: string): Promise<T> {
 }
 
 /** An enrolled gateway whose workspace has one server, and the ETag of its catalog. */
-async function enrolGateway(controlPlane: ControlPlane): Promise<{ token: string; etag: string }> {
+export async function enrolGateway(controlPlane: ControlPlane): Promise<{ token: string; etag: string }> {
   const base = controlPlane.url;
   const owner = readFileSync(join(controlPlane.config.dataDir, 'admin-token'), 'utf8').trim();
   const { code } = await json<{ code: string }>(await call(base, 'POST', '/v1/workspaces/default/enrollment-codes', owner, {}), 'enrolment code');
@@ -98,11 +98,7 @@ async function run(): Promise<Figure[]> {
   let controlPlane: ControlPlane | undefined;
   const bare = Fastify();
   try {
-    const started = Date.now();
-    // PORT must be 1..65535 in the environment; a free port is only for in-process starts, as the tests do
-    const config = { ...loadConfig({ AILERON_DATA_DIR: dataDir, PORT: '1', LOG_LEVEL: 'error' }), port: 0 };
-    controlPlane = await startControlPlane(config);
-    note(`  control plane up at ${controlPlane.url} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    controlPlane = await startBenchControlPlane(dataDir);
     const { token, etag } = await enrolGateway(controlPlane);
 
     bare.get('/hello', async () => ({ hello: 'world' }));

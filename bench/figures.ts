@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+
 /**
  * What every bench reports: one figure per comparison, one JSON line each with
  * the fields of `Figure` below, a shape CI and people rely on alike (README,
@@ -18,6 +20,25 @@ export interface Bench {
   summary: string;
   run(): Promise<Figure[]>;
 }
+
+/**
+ * CPU time of this process's main thread, from Linux's per-thread accounting
+ * (undefined elsewhere): the server's work when the load runs in a worker
+ * thread, steadier than rates while the machine's other tenants come and go.
+ */
+export function mainThreadCpuMs(): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8');
+    // after the command name, which may hold spaces: utime and stime are the 12th and 13th fields
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Linux's USER_HZ: the unit of /proc's CPU times on every architecture Node runs on. */
+const CLOCK_TICKS = 100;
 
 export type Better = 'lower' | 'higher';
 

@@ -14,7 +14,8 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import type { ControlPlane } from '../apps/control-plane/src/control-plane';
-import { Bench, Figure, figure, median, note, percentile } from './figures';
+import { LOAD_TEST_RATE_LIMITS, startBenchControlPlane } from './control-plane';
+import { Bench, Figure, figure, mainThreadCpuMs, median, note, percentile } from './figures';
 
 /**
  * `proxy`: one MCP tools/call against an upstream whose tool takes 2 ms,
@@ -375,24 +376,6 @@ async function settle(controlPlane: ControlPlane): Promise<number> {
   }
 }
 
-/**
- * CPU time of this process's main thread (the control plane's, and the bare
- * hop's, which is idle while the proxy is measured), from Linux's per-thread
- * accounting; undefined elsewhere.
- */
-function controlPlaneCpuMs(): number | undefined {
-  try {
-    const stat = readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8');
-    // after the command name, which may hold spaces: utime and stime are the 12th and 13th fields
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS;
-  } catch {
-    return undefined;
-  }
-}
-
-/** Linux's USER_HZ: the unit of /proc's CPU times on every architecture Node runs on. */
-const CLOCK_TICKS = 100;
 
 /** Every measured call through the proxy must be in the audit log: started and succeeded. */
 async function auditedCalls(controlPlane: ControlPlane, session: string): Promise<number> {
@@ -435,10 +418,6 @@ async function profileControlPlane(round: number): Promise<(() => Promise<void>)
 }
 
 async function run(): Promise<Figure[]> {
-  // required lazily: the upstream child and the load worker load this file too, and need none of it
-  const { startControlPlane } = require('../apps/control-plane/src/control-plane') as typeof import('../apps/control-plane/src/control-plane');
-  const { loadConfig } = require('../libs/platform/config/src') as typeof import('../libs/platform/config/src');
-
   const dataDir = mkdtempSync(join(tmpdir(), 'aileron-bench-'));
   let controlPlane: ControlPlane | undefined;
   let upstream: { child: ChildProcess; url: string } | undefined;
@@ -447,28 +426,18 @@ async function run(): Promise<Figure[]> {
   try {
     upstream = await startUpstream();
     hop = await startBareHop(upstream.url);
-    const started = Date.now();
-    const config = {
-      ...loadConfig({
-        AILERON_DATA_DIR: dataDir,
-        PORT: '1',
-        LOG_LEVEL: 'error',
-        // the limiter stays on the path (every request is counted); its budget is sized for a load test
-        AILERON_RATE_LIMIT_WORKSPACE_PER_MINUTE: '100000000',
-        AILERON_RATE_LIMIT_PRINCIPAL_PER_MINUTE: '100000000',
-        // server mode when given (PostgreSQL and Redis), with the workers in this process as embedded mode has them
-        ...(process.env.DATABASE_URL && process.env.REDIS_URL ? { DATABASE_URL: process.env.DATABASE_URL, REDIS_URL: process.env.REDIS_URL, AILERON_RUN_WORKERS: 'true', UPSTREAM_ALLOW_CIDRS: '127.0.0.0/8' } : {}),
-      }),
-      port: 0,
-    };
-    controlPlane = await startControlPlane(config);
-    if (config.mode === 'server') {
+    controlPlane = await startBenchControlPlane(dataDir, {
+      ...LOAD_TEST_RATE_LIMITS,
+      // server mode when given (PostgreSQL and Redis), with the workers in this process as embedded mode has them
+      ...(process.env.DATABASE_URL && process.env.REDIS_URL ? { DATABASE_URL: process.env.DATABASE_URL, REDIS_URL: process.env.REDIS_URL, AILERON_RUN_WORKERS: 'true', UPSTREAM_ALLOW_CIDRS: '127.0.0.0/8' } : {}),
+    });
+    if (controlPlane.config.mode === 'server') {
       // what embedded mode does at first start, for a fresh server-mode database
       const { BootstrapService } = require('../libs/tenancy/src') as typeof import('../libs/tenancy/src');
       const { token } = await controlPlane.app.get(BootstrapService).bootstrapServer('default', 'Default');
       writeFileSync(join(dataDir, 'admin-token'), token, { mode: 0o600 });
     }
-    note(`  control plane up at ${controlPlane.url} in ${((Date.now() - started) / 1000).toFixed(1)} s; upstream ${upstream.url} (child process), bare hop ${hop.url}`);
+    note(`  upstream ${upstream.url} (child process), bare hop ${hop.url}`);
     const { token } = await setUpWorkspace(controlPlane, upstream.url);
 
     load = new LoadGenerator();
@@ -498,9 +467,9 @@ async function run(): Promise<Figure[]> {
       for (const key of r % 2 === 0 ? (['direct', 'proxied'] as const) : (['proxied', 'direct'] as const)) {
         settling += await settle(controlPlane);
         const stopProfile = key === 'proxied' ? await profileControlPlane(r) : undefined;
-        const cpuBefore = controlPlaneCpuMs();
+        const cpuBefore = mainThreadCpuMs();
         const measured = await load.send<{ calls: number; ms: number }>({ type: 'throughput', key, seconds: SATURATION_SECONDS });
-        if (key === 'proxied' && cpuBefore !== undefined) cpuPerCall.push(((controlPlaneCpuMs()! - cpuBefore) * 1000) / measured.calls);
+        if (key === 'proxied' && cpuBefore !== undefined) cpuPerCall.push(((mainThreadCpuMs()! - cpuBefore) * 1000) / measured.calls);
         await stopProfile?.();
         totals[key].calls += measured.calls;
         totals[key].ms += measured.ms;

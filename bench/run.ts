@@ -4,10 +4,11 @@ import { auditIngestBench } from './audit-ingest.bench';
 import { catalogBench } from './catalog.bench';
 import { caveatBench } from './caveat.bench';
 import { Bench, Figure, note } from './figures';
+import { frontBench } from './front.bench';
 import { policyBench } from './policy.bench';
 import { proxyBench } from './proxy.bench';
 
-const BENCHES: readonly Bench[] = [policyBench, catalogBench, auditIngestBench, proxyBench, caveatBench];
+const BENCHES: readonly Bench[] = [policyBench, catalogBench, frontBench, auditIngestBench, proxyBench, caveatBench];
 
 async function main(argv: string[]): Promise<number> {
   const wanted = argv.filter((arg) => arg !== '--');

@@ -76,7 +76,7 @@ describe('MCP requests on an open session', () => {
     const { client, post } = await anOpenSession(member.token);
     const malformed = await post('{"jsonrpc": "2.0", "id": 1, "method": ');
     expect(malformed.status).toBe(400);
-    expect(malformed.headers.get('content-type')).toBe('application/problem+json');
+    expect(malformed.headers.get('content-type')).toContain('application/problem+json');
     expect(malformed.body).toMatchObject({ code: 'MALFORMED_JSON', status: 400 });
     expect(malformed.body.request_id).toBe(malformed.headers.get('x-request-id'));
     expect((await post('')).body.code).toBe('MALFORMED_JSON');
@@ -87,6 +87,33 @@ describe('MCP requests on an open session', () => {
     expect(huge.body.code).toBe('PAYLOAD_TOO_LARGE');
 
     expect(textOf(await client.callTool({ name: 'greet', arguments: { name: 'still here' } }))).toContain('Hello, still here');
+    await client.close();
+  });
+
+  it('answers a bad body with the problem document the routes give for it, REST and MCP alike', async () => {
+    const member = await aToken(cp, cp.ownerToken, { role: 'member', workspace: ws.slug });
+    const { client, post } = await anOpenSession(member.token);
+    const bodies = {
+      malformed: '{"jsonrpc": "2.0", "id": 1, "method": ',
+      empty: '',
+      poisoned: '{"jsonrpc":"2.0","id":2,"method":"tools/list","__proto__":{"admin":true}}',
+      oversized: JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'greet', arguments: { name: 'x'.repeat(1024 * 1024 + 10) } } }),
+    };
+    const shape = (res: { status: number; headers: Headers; body: Record<string, unknown> }) => {
+      const { request_id: _id, ...problem } = res.body;
+      return { status: res.status, type: res.headers.get('content-type'), problem };
+    };
+    for (const [what, body] of Object.entries(bodies)) {
+      // in front of the framework, on the open session
+      const fast = shape(await post(body));
+      // through the routes: an MCP request without a session, and a REST write
+      const route = shape(await cp.request('POST', `/mcp/${ws.slug}/${server}`, { token: member.token, headers: { accept: ACCEPT }, body }));
+      const rest = shape(await cp.request('POST', '/v1/workspaces', { token: cp.ownerToken, body }));
+      expect(fast.type, what).toContain('application/problem+json');
+      expect(route, what).toEqual(fast);
+      expect(rest, what).toEqual(fast);
+    }
+    expect(textOf(await client.callTool({ name: 'greet', arguments: { name: 'after all that' } }))).toContain('Hello, after all that');
     await client.close();
   });
 

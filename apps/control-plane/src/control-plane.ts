@@ -3,7 +3,7 @@ import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
 import type { AppConfig } from '@aileron/config';
 import { DatabaseHandle, openDatabase } from '@aileron/database';
-import { BODY_LIMIT_BYTES, FastPaths, fastPathServer, HttpMetrics, installBodyParsers, requestIdFor } from '@aileron/http';
+import { BODY_LIMIT_BYTES, FastPaths, fastPathServer, installBodyParsers, RequestLog, requestIdFor } from '@aileron/http';
 import { AppLogger, createLogger } from '@aileron/logging';
 import { OutboxService } from '@aileron/outbox';
 import { QueueService } from '@aileron/queue';
@@ -48,14 +48,12 @@ export async function startControlPlane(config: AppConfig, options: StartOptions
       bodyLimit: BODY_LIMIT_BYTES,
       return503OnClosing: true,
     });
-    app = await NestFactory.create<NestFastifyApplication>(AppModule.forRoot(config, database), adapter, { bufferLogs: true, abortOnError: false });
+    app = await NestFactory.create<NestFastifyApplication>(AppModule.forRoot(config, database), adapter, { bufferLogs: true, abortOnError: false, bodyParser: false });
     app.useLogger(app.get(AppLogger));
     const fastify = app.getHttpAdapter().getInstance();
     fastPaths.bind(app.get(FastPaths));
-    fastify.addHook('onRequest', async (request, reply) => {
-      void reply.header('x-request-id', request.id);
-    });
-    app.get(HttpMetrics).install(fastify);
+    app.get(RequestLog).install(fastify);
+    // every body is read by @aileron/http's parsers, which the fast paths use too
     installBodyParsers(fastify);
     await app.init();
 

@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Injectable } from '@nestjs/common';
 import { SystemScopes } from '@aileron/auth/scope-issuer';
-import { FastPaths, HttpMetrics, requestIdFor, Tally } from '@aileron/http';
+import { FastPaths, RequestLog, requestIdFor } from '@aileron/http';
 import { GATEWAY_TOKEN_PREFIX } from './domain/credentials';
 import { ifNoneMatchHits } from './domain/etag';
 import { BundlesService } from './bundles.service';
@@ -19,21 +19,21 @@ const CACHE_CONTROL = 'private, no-cache';
  * When anything is not in memory or does not match (first poll, a change, a
  * bad or unknown token) it steps aside and the routes answer in full, filling
  * the caches for the next poll. It keeps the routes' contract: same headers,
- * request id, metrics.
+ * request id, and the same request log and metrics (RequestLog).
  */
 @Injectable()
 export class GatewayFastPath {
-  private readonly catalogAnswers: Tally;
-  private readonly policyAnswers: Tally;
+  private readonly catalogAnswered: (request: IncomingMessage, requestId: string) => void;
+  private readonly policyAnswered: (request: IncomingMessage, requestId: string) => void;
 
   constructor(
     fastPaths: FastPaths,
     private readonly credentials: GatewayCredentials,
     private readonly bundles: BundlesService,
-    metrics: HttpMetrics,
+    requests: RequestLog,
   ) {
-    this.catalogAnswers = metrics.tally('GET', CATALOG, 304);
-    this.policyAnswers = metrics.tally('GET', POLICY, 304);
+    this.catalogAnswered = requests.atOnce('GET', CATALOG, 304);
+    this.policyAnswered = requests.atOnce('GET', POLICY, 304);
     fastPaths.add((request, response) => this.answer(request, response));
   }
 
@@ -70,10 +70,11 @@ export class GatewayFastPath {
     const scope = SystemScopes.workspace(principal.organizationId, { id: gateway.workspaceId, slug: gateway.workspaceSlug }, 'member');
     const prepared = path === CATALOG ? this.bundles.peekCatalog(principal, scope) : this.bundles.peekPolicyBundle(scope);
     if (!prepared || !ifNoneMatchHits(ifNoneMatch, prepared.etag)) return false;
+    const requestId = requestIdFor(given);
     // the flat form skips enumerating an object's keys
-    response.writeHead(304, ['x-request-id', requestIdFor(given), 'etag', prepared.etag, 'cache-control', CACHE_CONTROL]);
+    response.writeHead(304, ['x-request-id', requestId, 'etag', prepared.etag, 'cache-control', CACHE_CONTROL]);
     response.end();
-    (path === CATALOG ? this.catalogAnswers : this.policyAnswers).add();
+    (path === CATALOG ? this.catalogAnswered : this.policyAnswered)(request, requestId);
     return true;
   }
 }

@@ -4,6 +4,7 @@ import { request as httpRequest } from 'node:http';
 import { describePrincipal, Principal, WorkspaceScope } from '@aileron/auth';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { DomainError, ForbiddenError, NotFoundError } from '@aileron/errors';
+import { writeProblem } from '@aileron/http';
 import { PoolInstances } from './instances.service';
 import { PoolRateLimits } from './rate-limits.service';
 import { McpEndpoint, PoolSessions } from './sessions.service';
@@ -81,7 +82,7 @@ export const FORWARDED = 'x-aileron-forwarded';
  * (JSON or an SSE stream) back. That replica authenticates it again and checks
  * the session is the caller's; nothing is decided here.
  */
-export function forward(owner: string, req: IncomingMessage, body: unknown, res: ServerResponse): void {
+export function forward(owner: string, req: IncomingMessage, body: unknown, res: ServerResponse, requestId: string): void {
   const bytes = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
   const headers: Record<string, string | string[]> = {};
   for (const [name, value] of Object.entries(req.headers)) {
@@ -100,16 +101,19 @@ export function forward(owner: string, req: IncomingMessage, body: unknown, res:
     res.writeHead(answer.statusCode ?? 502, out);
     answer.pipe(res);
   });
-  upstream.on('error', () => {
-    if (!res.headersSent) res.writeHead(502, { 'content-type': 'application/problem+json' });
-    res.end(JSON.stringify({ type: 'about:blank', title: 'Bad gateway', status: 502, code: 'MCP_REPLICA_UNREACHABLE', detail: 'The replica serving this MCP session cannot be reached; initialize a new session' }));
-  });
+  upstream.on('error', () => writeProblem(res, new ReplicaUnreachableError(), requestId));
   // the client went away (a GET stream closed): stop the other replica's stream too
   res.once('close', () => upstream.destroy());
   upstream.end(bytes);
 }
 
 const HOP_BY_HOP = new Set(['host', 'connection', 'keep-alive', 'transfer-encoding', 'content-length', 'upgrade', 'proxy-connection', 'te', 'trailer']);
+
+class ReplicaUnreachableError extends DomainError {
+  constructor() {
+    super('MCP_REPLICA_UNREACHABLE', 502, 'Bad gateway', 'The replica serving this MCP session cannot be reached; initialize a new session');
+  }
+}
 
 class McpSessionRequiredError extends DomainError {
   constructor() {

@@ -13,5 +13,11 @@ export const wholeWorkspace = z.object({ ws: slug });
 
 export const MCP_PERMISSION = 'mcp.use';
 
+/** The two endpoints, as route templates (the metrics' labels too). */
+export const MCP_ONE_SERVER = '/mcp/:ws/:server';
+export const MCP_WHOLE_WORKSPACE = '/mcp/:ws';
+/** Either endpoint's path, for the fast path, which sees requests before routing: `ws`, then the server if any. */
+export const MCP_PATH = /^\/mcp\/([^/?#]+)(?:\/([^/?#]+))?$/;
+
 /** A session caveat token needs this to open any MCP session; `tools/call` needs `actions:run` too (checked per call). */
 export const MCP_CAPABILITY: RouteCapability = 'actions:list';

@@ -3,9 +3,8 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { BearerCredentials, Caller, Principal, TenantScope, WorkspaceScope } from '@aileron/auth';
 import { Route } from '@aileron/http';
 import { forward, FORWARDED, McpAdmission } from './mcp-admission';
-import { MCP_CAPABILITY, MCP_PERMISSION, oneServer, wholeWorkspace } from './mcp-routes';
+import { MCP_CAPABILITY, MCP_ONE_SERVER, MCP_PERMISSION, MCP_WHOLE_WORKSPACE, oneServer, wholeWorkspace } from './mcp-routes';
 import type { McpEndpoint } from './sessions.service';
-
 
 const INITIALIZE = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'example', version: '1.0.0' } } };
 const SINGLE = {
@@ -34,32 +33,32 @@ export class McpController {
     private readonly bearer: BearerCredentials,
   ) {}
 
-  @Route({ ...SINGLE, method: 'POST', path: '/mcp/:ws/:server', summary: 'MCP to one remote server of the workspace (messages)' })
+  @Route({ ...SINGLE, method: 'POST', path: MCP_ONE_SERVER, summary: 'MCP to one remote server of the workspace (messages)' })
   postOne(@TenantScope() scope: WorkspaceScope, @Caller() caller: Principal, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
     return this.serve(scope, caller, { server: (req.params as { server: string }).server }, req, reply);
   }
 
-  @Route({ ...SINGLE_BODYLESS, method: 'GET', path: '/mcp/:ws/:server', summary: 'MCP to one remote server: the stream of server messages' })
+  @Route({ ...SINGLE_BODYLESS, method: 'GET', path: MCP_ONE_SERVER, summary: 'MCP to one remote server: the stream of server messages' })
   getOne(@TenantScope() scope: WorkspaceScope, @Caller() caller: Principal, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
     return this.serve(scope, caller, { server: (req.params as { server: string }).server }, req, reply);
   }
 
-  @Route({ ...SINGLE_BODYLESS, method: 'DELETE', path: '/mcp/:ws/:server', summary: 'MCP to one remote server: end the session' })
+  @Route({ ...SINGLE_BODYLESS, method: 'DELETE', path: MCP_ONE_SERVER, summary: 'MCP to one remote server: end the session' })
   deleteOne(@TenantScope() scope: WorkspaceScope, @Caller() caller: Principal, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
     return this.serve(scope, caller, { server: (req.params as { server: string }).server }, req, reply);
   }
 
-  @Route({ ...AGGREGATE, method: 'POST', path: '/mcp/:ws', summary: "MCP to every remote server of the workspace, names `server__tool`" })
+  @Route({ ...AGGREGATE, method: 'POST', path: MCP_WHOLE_WORKSPACE, summary: "MCP to every remote server of the workspace, names `server__tool`" })
   postAll(@TenantScope() scope: WorkspaceScope, @Caller() caller: Principal, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
     return this.serve(scope, caller, { aggregate: true }, req, reply);
   }
 
-  @Route({ ...AGGREGATE_BODYLESS, method: 'GET', path: '/mcp/:ws', summary: 'MCP to every remote server: the stream of server messages' })
+  @Route({ ...AGGREGATE_BODYLESS, method: 'GET', path: MCP_WHOLE_WORKSPACE, summary: 'MCP to every remote server: the stream of server messages' })
   getAll(@TenantScope() scope: WorkspaceScope, @Caller() caller: Principal, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
     return this.serve(scope, caller, { aggregate: true }, req, reply);
   }
 
-  @Route({ ...AGGREGATE_BODYLESS, method: 'DELETE', path: '/mcp/:ws', summary: 'MCP to every remote server: end the session' })
+  @Route({ ...AGGREGATE_BODYLESS, method: 'DELETE', path: MCP_WHOLE_WORKSPACE, summary: 'MCP to every remote server: end the session' })
   deleteAll(@TenantScope() scope: WorkspaceScope, @Caller() caller: Principal, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
     return this.serve(scope, caller, { aggregate: true }, req, reply);
   }
@@ -82,9 +81,7 @@ export class McpController {
       body: req.body,
     });
     reply.hijack();
-    // the onRequest hook put it on the reply, which a hijacked answer never sends
-    reply.raw.setHeader('x-request-id', req.id);
-    if ('owner' in admitted) forward(admitted.owner, req.raw, req.body, reply.raw);
+    if ('owner' in admitted) forward(admitted.owner, req.raw, req.body, reply.raw, req.id);
     else await admitted.session.handle(req.raw, reply.raw, req.body);
   }
 }

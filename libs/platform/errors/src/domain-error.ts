@@ -9,6 +9,8 @@ import { ERROR_CODES, ErrorCode, ErrorCodeWithStatus } from './error-codes';
 export interface DomainErrorOptions {
   /** extra machine-readable members of the problem document */
   extensions?: Record<string, unknown>;
+  /** when a retry may succeed: the answer says so in Retry-After */
+  retryAfterSeconds?: number;
   cause?: unknown;
 }
 
@@ -27,6 +29,7 @@ export class DomainError extends Error {
     this.status = ERROR_CODES[code].status;
     this.title = ERROR_CODES[code].title;
     this.extensions = options.extensions ?? {};
+    this.retryAfterSeconds = options.retryAfterSeconds;
   }
 
   get detail(): string {

@@ -1,12 +1,85 @@
-import type { FastifyInstance } from 'fastify';
+import type { IncomingHttpHeaders } from 'node:http';
+import { parse as parseQuery } from 'node:querystring';
+import type { Readable } from 'node:stream';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import parseJson from 'secure-json-parse';
+import { DomainError } from '@aileron/errors';
+
+/** The largest request body the control plane reads, on the routes and the fast paths alike. */
+export const BODY_LIMIT_BYTES = 1024 * 1024;
 
 /**
- * Fastify parses JSON itself; YAML arrives as text and is parsed by the
- * validation interceptor, only for routes that accept it (415 elsewhere).
+ * A body that could not be read. The rest of it may still be on the way, so
+ * the answer closes the connection instead of reading it to find the next
+ * request.
  */
-export function installBodyParsers(fastify: FastifyInstance): void {
-  fastify.addContentTypeParser(['application/yaml', 'application/x-yaml', 'text/yaml'], { parseAs: 'string' }, (_request, body, done) => done(null, body));
+export class BodyError extends DomainError {
+  readonly closesConnection = true;
 }
 
-/** The largest request body the control plane reads: Fastify's bodyLimit, and the fast paths that read bodies themselves. */
-export const BODY_LIMIT_BYTES = 1024 * 1024;
+/**
+ * Every request body the control plane reads goes through here: the routes
+ * (Fastify's parser for JSON and YAML is this) and the fast paths in front of
+ * them, so a body is accepted, and refused, the same way wherever it arrives.
+ */
+export function readBodyText(body: Readable, headers: IncomingHttpHeaders): Promise<string> {
+  return new Promise((resolve, reject) => {
+    // Node's parser delivers exactly the declared length; a declared length over the limit is refused unread
+    if (Number(headers['content-length'] ?? 0) > BODY_LIMIT_BYTES) {
+      reject(tooLarge());
+      return;
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onData = (chunk: Buffer): void => {
+      size += chunk.length;
+      if (size > BODY_LIMIT_BYTES) {
+        body.off('data', onData);
+        reject(tooLarge());
+        return;
+      }
+      chunks.push(chunk);
+    };
+    body.on('data', onData);
+    // the client went away while sending: nothing to answer, nothing wrong here
+    body.once('error', () => reject(new BodyError('REQUEST_ABORTED', 400, 'Bad Request', 'The client closed the connection before the request body arrived')));
+    body.once('end', () => {
+      resolve(chunks.length === 1 ? chunks[0]!.toString('utf8') : Buffer.concat(chunks).toString('utf8'));
+    });
+  });
+}
+
+/** JSON as every route takes it: not empty, no `__proto__` or `constructor.prototype` keys. */
+export function parseJsonBody(text: string): unknown {
+  if (text.trim() === '') throw new BodyError('MALFORMED_JSON', 400, 'Bad Request', 'The request body is empty; send a JSON document');
+  try {
+    return parseJson(text, null, { protoAction: 'error', constructorAction: 'error' });
+  } catch (error) {
+    // secure-json-parse's own refusal names the key; anything else is a syntax error
+    if (error instanceof SyntaxError && /forbidden/.test(error.message)) throw new BodyError('BAD_REQUEST', 400, 'Bad Request', error.message);
+    throw new BodyError('MALFORMED_JSON', 400, 'Bad Request', 'The request body is not valid JSON');
+  }
+}
+
+/** A JSON body, read and parsed by the rules above. */
+export async function readJsonBody(body: Readable, headers: IncomingHttpHeaders): Promise<unknown> {
+  return parseJsonBody(await readBodyText(body, headers));
+}
+
+/**
+ * The routes' body parsers, in place of Fastify's and Nest's (the app is made
+ * with `bodyParser: false`). YAML arrives as text and is parsed by the
+ * validation interceptor, only for routes that accept it (415 elsewhere). Form
+ * bodies are parsed as Nest's default parser did, so a route that took one
+ * still does.
+ */
+export function installBodyParsers(fastify: FastifyInstance): void {
+  fastify.removeContentTypeParser('application/json');
+  fastify.addContentTypeParser('application/x-www-form-urlencoded', async (request: FastifyRequest, payload: Readable) => parseQuery(await readBodyText(payload, request.headers)));
+  fastify.addContentTypeParser('application/json', (request: FastifyRequest, payload: Readable) => readJsonBody(payload, request.headers));
+  fastify.addContentTypeParser(['application/yaml', 'application/x-yaml', 'text/yaml'], (request: FastifyRequest, payload: Readable) => readBodyText(payload, request.headers));
+}
+
+function tooLarge(): BodyError {
+  return new BodyError('PAYLOAD_TOO_LARGE', 413, 'Payload Too Large', `The request body exceeds ${BODY_LIMIT_BYTES} bytes`);
+}

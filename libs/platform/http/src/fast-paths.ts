@@ -1,6 +1,7 @@
 import { createServer, IncomingMessage, Server, ServerResponse } from 'node:http';
 import { Injectable } from '@nestjs/common';
-import { DomainError, PROBLEM_CONTENT_TYPE, problemFromDomainError } from '@aileron/errors';
+import { DomainError } from '@aileron/errors';
+import { writeProblem } from './problem.filter';
 
 /**
  * Takes the request and returns true, or returns false to let the app handle
@@ -39,7 +40,7 @@ export function fastPathServer(options: { keepAliveTimeoutMs: number }): {
   return {
     serverFactory: (handler) => {
       const server = createServer((req, res) => {
-        if (!isOriginForm(req.url)) return refuseRequestTarget(res);
+        if (!isOriginForm(req.url)) return writeProblem(res, new RequestTargetError());
         for (const fast of handlers) if (fast(req, res)) return;
         handler(req, res);
       });
@@ -62,12 +63,10 @@ export function isOriginForm(target: string | undefined): boolean {
 }
 
 class RequestTargetError extends DomainError {
+  // nothing about this connection's requests is to be trusted
+  readonly closesConnection = true;
+
   constructor() {
     super('REQUEST_TARGET_INVALID', 'The request target must be a path (origin-form, e.g. /v1/me); absolute URLs and authority forms are not served');
   }
-}
-
-function refuseRequestTarget(res: ServerResponse): void {
-  const body = JSON.stringify(problemFromDomainError(new RequestTargetError()));
-  res.writeHead(400, { 'content-type': PROBLEM_CONTENT_TYPE, 'content-length': Buffer.byteLength(body), connection: 'close' }).end(body);
 }

@@ -4,6 +4,7 @@ import { FastPaths } from './fast-paths';
 import { HttpMetrics } from './metrics';
 import { PlatformController } from './platform.controller';
 import { ProblemFilter } from './problem.filter';
+import { RequestLog } from './request-log';
 import { RouteCatalog } from './route-catalog.service';
 import { RouteValidationInterceptor } from './route-validation.interceptor';
 
@@ -13,11 +14,12 @@ import { RouteValidationInterceptor } from './route-validation.interceptor';
   controllers: [PlatformController],
   providers: [
     HttpMetrics,
+    RequestLog,
     FastPaths,
     RouteCatalog,
     { provide: APP_FILTER, useClass: ProblemFilter },
     { provide: APP_INTERCEPTOR, useClass: RouteValidationInterceptor },
   ],
-  exports: [HttpMetrics, RouteCatalog, FastPaths],
+  exports: [HttpMetrics, RequestLog, RouteCatalog, FastPaths],
 })
 export class HttpModule {}

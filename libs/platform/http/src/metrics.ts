@@ -1,4 +1,3 @@
-import type { FastifyInstance } from 'fastify';
 import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
 
 /** One registry per app instance, so tests that start several apps do not collide. */
@@ -24,24 +23,11 @@ export class HttpMetrics {
     collectDefaultMetrics({ register: this.registry, prefix: 'aileron_' });
   }
 
-  /**
-   * Labels use the route template (`/v1/workspaces/:ws`), never the raw URL:
-   * raw URLs would carry ids (unbounded cardinality) and maybe secrets.
-   */
-  install(fastify: FastifyInstance): void {
-    // Label lookups hash their label sets; resolving each combination once keeps
-    // the hook cheap enough for the gateway's 304 polls, which it also counts.
-    fastify.addHook('onResponse', (request, reply, done) => {
-      this.observe(request.method, request.routeOptions.url ?? 'unmatched', reply.statusCode, reply.elapsedTime / 1000);
-      done();
-    });
-  }
-
   private readonly counters = new Map<string, { inc(): void }>();
   private readonly tallies: Tally[] = [];
   private readonly timers = new Map<string, { observe(value: number): void }>();
 
-  /** One answered request. */
+  /** One answered request (RequestLog says when). */
   observe(method: string, route: string, status: number, seconds: number): void {
     this.count(method, route, status);
     const key = `${method} ${route}`;
@@ -50,11 +36,7 @@ export class HttpMetrics {
     timer.observe(seconds);
   }
 
-  /**
-   * Counts a request answered by a fast path in front of the framework; its
-   * latency (microseconds, from memory) would only blur the route's histogram.
-   */
-  count(method: string, route: string, status: number): void {
+  private count(method: string, route: string, status: number): void {
     const key = `${method} ${route} ${status}`;
     let counter = this.counters.get(key);
     if (!counter) this.counters.set(key, (counter = this.requests.labels(method, route, String(status))));

@@ -1,4 +1,4 @@
-import { STATUS_CODES as STATUS_CODES_TEXT } from 'node:http';
+import { ServerResponse, STATUS_CODES as STATUS_CODES_TEXT } from 'node:http';
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Logger } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { databaseUnavailableReason, isForeignKeyViolation, isRecordNotFound, isUniqueViolation } from '@aileron/database';
@@ -34,7 +34,7 @@ function simple(status: number, code: ErrorCode, title: string, detail: string, 
 /** How long a client is told to wait before retrying while the database cannot serve. */
 export const DATABASE_RETRY_AFTER_SECONDS = 5;
 
-export interface ProblemAnswer {
+export interface ProblemOf {
   problem: Problem;
   /** a stack for the log: nothing the code knows about */
   unexpected: boolean;
@@ -46,7 +46,7 @@ export interface ProblemAnswer {
  * Turns anything thrown into a problem document. Unknown errors become a 500
  * that says only the request id: the stack goes to the log, never the client.
  */
-export function toProblem(error: unknown, requestId?: string): ProblemAnswer {
+export function toProblem(error: unknown, requestId?: string): ProblemOf {
   if (error instanceof DomainError) return { problem: problemFromDomainError(error, requestId), unexpected: false };
   // before the Prisma mappings: a lost connection is nobody's conflict or missing row
   const unavailable = databaseUnavailableReason(error);
@@ -85,36 +85,56 @@ export function toProblem(error: unknown, requestId?: string): ProblemAnswer {
   return { problem: internalProblem(requestId), unexpected: true };
 }
 
-/** When to try again, for refusals that say (rate limits, a dependency away): the Retry-After header. */
-export function retryAfterOf(problem: Problem): string | undefined {
-  const seconds = problem.retry_after_seconds;
-  return typeof seconds === 'number' ? String(seconds) : undefined;
+/** What a problem answer is made of, whoever sends it. */
+export interface ProblemAnswer {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+  problem: Problem;
 }
 
-export function sendProblem(reply: FastifyReply, problem: Problem): void {
-  const retryAfter = retryAfterOf(problem);
-  if (retryAfter !== undefined) void reply.header('retry-after', retryAfter);
-  void reply.status(problem.status).header('content-type', PROBLEM_CONTENT_TYPE).send(JSON.stringify(problem));
+/** The media type with its charset, as Fastify would complete it: the fast paths send exactly what the routes do. */
+const PROBLEM_HEADER = `${PROBLEM_CONTENT_TYPE}; charset=utf-8`;
+const logger = new Logger('ProblemFilter');
+
+/**
+ * The one rendering of an error, for the exception filter behind the routes
+ * and for everything answering in front of them (the fast paths, a request
+ * passed between replicas). An unexpected error is logged with its request id
+ * here, since the client hears only that id.
+ */
+export function problemAnswer(error: unknown, requestId?: string): ProblemAnswer {
+  const rendered = toProblem(error, requestId);
+  const { problem } = rendered;
+  if (rendered.unexpected) logger.error({ err: error, requestId }, 'unhandled error');
+  else if (rendered.databaseUnavailable) logger.warn({ requestId, reason: rendered.databaseUnavailable }, `database unavailable: ${rendered.databaseUnavailable}; answered 503`);
+  const headers: Record<string, string> = { 'content-type': PROBLEM_HEADER };
+  // refusals that say when to try again (rate limits, a dependency away) carry it as retry_after_seconds
+  if (typeof problem.retry_after_seconds === 'number') headers['retry-after'] = String(problem.retry_after_seconds);
+  // the rest of a body that could not be read may still be on its way: it must not be read as the next request
+  if ((error as { closesConnection?: unknown } | null)?.closesConnection === true) headers.connection = 'close';
+  return { status: problem.status, headers, body: JSON.stringify(problem), problem };
 }
 
-/** The log line for an answer that was not the caller's fault; none for the rest. */
-export function logProblem(logger: Logger, answer: ProblemAnswer, error: unknown, requestId: string): void {
-  if (answer.unexpected) logger.error({ err: error, requestId }, 'unhandled error');
-  else if (answer.databaseUnavailable) logger.warn({ requestId, reason: answer.databaseUnavailable }, `database unavailable: ${answer.databaseUnavailable}; answered 503`);
+/** A problem on a raw response; one whose answer has begun can only be cut off. */
+export function writeProblem(response: ServerResponse, error: unknown, requestId?: string): void {
+  const answer = problemAnswer(error, requestId);
+  if (response.headersSent) {
+    response.destroy();
+    return;
+  }
+  response.writeHead(answer.status, { ...answer.headers, 'content-length': String(Buffer.byteLength(answer.body)) }).end(answer.body);
 }
 
 @Catch()
 export class ProblemFilter implements ExceptionFilter {
-  private readonly logger = new Logger('ProblemFilter');
-
   catch(error: unknown, host: ArgumentsHost): void {
     if (host.getType() !== 'http') throw error;
     const http = host.switchToHttp();
     const request = http.getRequest<FastifyRequest>();
     const reply = http.getResponse<FastifyReply>();
-    const answer = toProblem(error, request.id);
-    logProblem(this.logger, answer, error, request.id);
+    const answer = problemAnswer(error, request.id);
     if (reply.sent) return;
-    sendProblem(reply, answer.problem);
+    void reply.status(answer.status).headers(answer.headers).send(answer.body);
   }
 }

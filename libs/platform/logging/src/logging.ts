@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import pino, { Logger as PinoLogger, LoggerOptions } from 'pino';
+import type { Options as PinoHttpOptions } from 'pino-http';
 
 /**
  * Paths pino blanks out wherever they appear. Tokens travel in headers; bodies
@@ -51,4 +52,21 @@ export function requestSerializer(req: IncomingMessage & { id?: unknown }): Reco
 
 export function responseSerializer(res: ServerResponse): Record<string, unknown> {
   return { status: res.statusCode };
+}
+
+/**
+ * The request logger's options: every log line written while handling a
+ * request (through Nest's Logger too) carries that request's id. The line
+ * each request ends with is RequestLog's (@aileron/http), which the fast paths
+ * in front of the framework write too; pino-http writes none itself.
+ */
+export function requestLoggerOptions(level: string): PinoHttpOptions {
+  return {
+    ...loggerOptions(level),
+    // Fastify has already chosen the id (and set X-Request-Id); reuse it.
+    genReqId: (req) => (req as { id?: string }).id ?? 'unknown',
+    serializers: { req: requestSerializer, res: responseSerializer },
+    autoLogging: false,
+    quietReqLogger: true,
+  };
 }
