@@ -60,6 +60,8 @@ function codesInSource(): { code: string; where: string }[] {
     for (const match of text.matchAll(constructors)) {
       for (const [, code] of match[1]!.matchAll(/'([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)'/g)) found.push({ code: code!, where: file });
     }
+    // an error class that fixes its code in its constructor
+    for (const [, code] of text.matchAll(/super\(\s*'([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)'/g)) found.push({ code: code!, where: file });
     // a problem document written by hand: a status and a code side by side
     for (const [, code] of text.matchAll(/status:\s*\d{3},[^}]*?code:\s*'([A-Z_]+)'/g)) found.push({ code: code!, where: file });
     for (const [, code] of text.matchAll(/code:\s*'([A-Z_]+)'[^}]*?status:\s*\d{3}/g)) found.push({ code: code!, where: file });

@@ -111,7 +111,7 @@ const HOP_BY_HOP = new Set(['host', 'connection', 'keep-alive', 'transfer-encodi
 
 class ReplicaUnreachableError extends DomainError {
   constructor() {
-    super('MCP_REPLICA_UNREACHABLE', 502, 'Bad gateway', 'The replica serving this MCP session cannot be reached; initialize a new session');
+    super('MCP_REPLICA_UNREACHABLE', 'The replica serving this MCP session cannot be reached; initialize a new session');
   }
 }
 

@@ -29,7 +29,6 @@ export class DomainError extends Error {
     this.status = ERROR_CODES[code].status;
     this.title = ERROR_CODES[code].title;
     this.extensions = options.extensions ?? {};
-    this.retryAfterSeconds = options.retryAfterSeconds;
   }
 
   get detail(): string {

@@ -41,6 +41,7 @@ export const ERROR_CODES = {
   REQUEST_TARGET_INVALID: { status: 400, title: 'Bad Request', docs: REQUESTS },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, title: 'Unsupported media type', docs: REQUESTS },
   PAYLOAD_TOO_LARGE: { status: 413, title: 'Payload too large', docs: REQUESTS },
+  REQUEST_ABORTED: { status: 400, title: 'Bad request', docs: REQUESTS },
   ROUTE_NOT_FOUND: { status: 404, title: 'Not Found', docs: REQUESTS },
   METHOD_NOT_ALLOWED: { status: 405, title: 'Method Not Allowed', docs: REQUESTS },
   NOT_ACCEPTABLE: { status: 406, title: 'Not Acceptable', docs: REQUESTS },

@@ -42,7 +42,7 @@ export function readBodyText(body: Readable, headers: IncomingHttpHeaders): Prom
     };
     body.on('data', onData);
     // the client went away while sending: nothing to answer, nothing wrong here
-    body.once('error', () => reject(new BodyError('REQUEST_ABORTED', 400, 'Bad Request', 'The client closed the connection before the request body arrived')));
+    body.once('error', () => reject(new BodyError('REQUEST_ABORTED', 'The client closed the connection before the request body arrived')));
     body.once('end', () => {
       resolve(chunks.length === 1 ? chunks[0]!.toString('utf8') : Buffer.concat(chunks).toString('utf8'));
     });
@@ -51,13 +51,13 @@ export function readBodyText(body: Readable, headers: IncomingHttpHeaders): Prom
 
 /** JSON as every route takes it: not empty, no `__proto__` or `constructor.prototype` keys. */
 export function parseJsonBody(text: string): unknown {
-  if (text.trim() === '') throw new BodyError('MALFORMED_JSON', 400, 'Bad Request', 'The request body is empty; send a JSON document');
+  if (text.trim() === '') throw new BodyError('MALFORMED_JSON', 'The request body is empty; send a JSON document');
   try {
     return parseJson(text, null, { protoAction: 'error', constructorAction: 'error' });
   } catch (error) {
     // secure-json-parse's own refusal names the key; anything else is a syntax error
-    if (error instanceof SyntaxError && /forbidden/.test(error.message)) throw new BodyError('BAD_REQUEST', 400, 'Bad Request', error.message);
-    throw new BodyError('MALFORMED_JSON', 400, 'Bad Request', 'The request body is not valid JSON');
+    if (error instanceof SyntaxError && /forbidden/.test(error.message)) throw new BodyError('BAD_REQUEST', error.message);
+    throw new BodyError('MALFORMED_JSON', 'The request body is not valid JSON');
   }
 }
 
@@ -81,5 +81,5 @@ export function installBodyParsers(fastify: FastifyInstance): void {
 }
 
 function tooLarge(): BodyError {
-  return new BodyError('PAYLOAD_TOO_LARGE', 413, 'Payload Too Large', `The request body exceeds ${BODY_LIMIT_BYTES} bytes`);
+  return new BodyError('PAYLOAD_TOO_LARGE', `The request body exceeds ${BODY_LIMIT_BYTES} bytes`);
 }
