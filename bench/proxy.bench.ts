@@ -56,7 +56,8 @@ const SATURATION_SECONDS = 5;
 const WARMUP_SECONDS = 2;
 const ROUNDS = 3;
 
-type TargetKey = 'direct' | 'hop' | 'proxied';
+/** `caveat`: the proxied endpoint with an agent session's caveat token (started by the API token's member) instead of the API token */
+type TargetKey = 'direct' | 'hop' | 'proxied' | 'caveat';
 
 interface TargetSpec {
   key: TargetKey;
@@ -344,7 +345,7 @@ const POLICY = {
   ],
 };
 
-async function setUpWorkspace(controlPlane: ControlPlane, upstreamUrl: string): Promise<{ token: string }> {
+async function setUpWorkspace(controlPlane: ControlPlane, upstreamUrl: string): Promise<{ token: string; caveatToken: string }> {
   const base = controlPlane.url;
   const owner = readFileSync(join(controlPlane.config.dataDir, 'admin-token'), 'utf8').trim();
   await call(base, 'PUT', `/v1/workspaces/${WORKSPACE}/policy`, owner, POLICY);
@@ -356,7 +357,9 @@ async function setUpWorkspace(controlPlane: ControlPlane, upstreamUrl: string): 
     rules: string[];
   };
   if (decision.decision !== 'allow' || decision.rules.join() !== ALLOWING_RULE) throw new Error(`the policy should allow the call by ${ALLOWING_RULE} alone, said ${JSON.stringify(decision)}`);
-  return { token };
+  // a session as a sandboxed agent holds it: default caps, narrowed to the one server
+  const session = (await call(base, 'POST', '/v1/sessions', token, { workspace: WORKSPACE, agent: 'bench', caveats: { servers: [SERVER] } })) as { caveat_token: string };
+  return { token, caveatToken: session.caveat_token };
 }
 
 /**
@@ -438,13 +441,14 @@ async function run(): Promise<Figure[]> {
       writeFileSync(join(dataDir, 'admin-token'), token, { mode: 0o600 });
     }
     note(`  upstream ${upstream.url} (child process), bare hop ${hop.url}`);
-    const { token } = await setUpWorkspace(controlPlane, upstream.url);
+    const { token, caveatToken } = await setUpWorkspace(controlPlane, upstream.url);
 
     load = new LoadGenerator();
     const targets: TargetSpec[] = [
       { key: 'direct', url: upstream.url, headers: {}, clients: CLIENTS },
       { key: 'hop', url: hop.url, headers: {}, clients: 1 },
       { key: 'proxied', url: `${controlPlane.url}/mcp/${WORKSPACE}/${SERVER}`, headers: { authorization: `Bearer ${token}` }, clients: CLIENTS },
+      { key: 'caveat', url: `${controlPlane.url}/mcp/${WORKSPACE}/${SERVER}`, headers: { authorization: `Bearer ${caveatToken}` }, clients: 1 },
     ];
     const sessions: Partial<Record<TargetKey, string[]>> = {};
     for (const target of targets) sessions[target.key] = (await load.send<{ sessions: string[] }>({ type: 'connect', target })).sessions;
@@ -454,7 +458,7 @@ async function run(): Promise<Figure[]> {
     await load.send({ type: 'throughput', key: 'direct', seconds: WARMUP_SECONDS });
     await load.send({ type: 'throughput', key: 'proxied', seconds: WARMUP_SECONDS });
 
-    const samples: Record<TargetKey, number[]> = { direct: [], hop: [], proxied: [] };
+    const samples: Record<TargetKey, number[]> = { direct: [], hop: [], proxied: [], caveat: [] };
     const totals = { direct: { calls: 0, ms: 0 }, proxied: { calls: 0, ms: 0 } };
     const roundRatios: number[] = [];
     let settling = 0;
@@ -506,6 +510,14 @@ async function run(): Promise<Figure[]> {
     const sequential = `${ROUNDS} rounds of ${SEQUENTIAL_CALLS} sequential calls per target, blocks of ${BLOCK} rotating between targets`;
     const upstreamWhat = `a ${TOOL_DELAY_MS} ms tool of an SDK McpServer (child process)`;
     return [
+      figure({
+        bench: NAME,
+        figure: "p50 latency of tools/call through /mcp/{ws}/{server} with an agent session's caveat token vs with an API token",
+        value: p('caveat', 50),
+        baseline: { what: `the same calls with the API token that started the session, ${sequential}`, value: p('proxied', 50), unit: 'ms' },
+        goal: 1.05,
+        better: 'lower',
+      }),
       figure({
         bench: NAME,
         figure: 'p50 latency of tools/call through /mcp/{ws}/{server} (token, rate limit, policy, audit) vs direct',
