@@ -73,7 +73,7 @@ describe('error codes', () => {
   it('every code the source throws or writes into a problem is registered', () => {
     const found = codesInSource();
     // the scan must see the codes it exists for, or it checks nothing
-    expect(found.map((f) => f.code)).toEqual(expect.arrayContaining(['APPROVAL_EXPIRED', 'MCP_SERVER_DISABLED', 'WEBHOOK_NOT_FOUND', 'MCP_REPLICA_UNREACHABLE']));
+    expect(found.map((f) => f.code)).toEqual(expect.arrayContaining(['APPROVAL_EXPIRED', 'MCP_SERVER_DISABLED', 'WEBHOOK_NOT_FOUND', 'MCP_SESSION_NOT_FOUND']));
     expect(found.filter((f) => !(f.code in ERROR_CODES)).map((f) => `${f.code} (${f.where})`)).toEqual([]);
   });
 

@@ -1,44 +1,26 @@
-import { ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ControlPlaneProcess, MAIN, requireBuild, startControlPlaneProcess, stopProcess } from '../support/control-plane-process';
 import { freePort } from '../support/services';
 
-const MAIN = resolve('dist/apps/control-plane/src/main.js');
-
-interface Running {
-  child: ChildProcess;
-  output: () => string;
-  url: string;
+interface Running extends ControlPlaneProcess {
   tokenPath: string;
 }
 
-/** Starts the built server as a user would (`npm start` runs this file) and waits for its banner. */
 async function start(dataDir: string, port: number): Promise<Running> {
-  const child = spawn(process.execPath, [MAIN], { env: { ...process.env, AILERON_DATA_DIR: dataDir, PORT: String(port), LOG_LEVEL: 'warn', DATABASE_URL: '', REDIS_URL: '' } });
-  let out = '';
-  child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
-  const deadline = Date.now() + 60_000;
-  while (!/listening on (\S+)/.test(out)) {
-    if (child.exitCode !== null) throw new Error(`server exited ${child.exitCode}: ${out}`);
-    if (Date.now() > deadline) throw new Error(`server did not start: ${out}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  const tokenPath = /owner API token[^/]*(\/\S+)/.exec(out)?.[1] ?? '';
-  return { child, output: () => out, url: /listening on (\S+)/.exec(out)![1]!, tokenPath };
+  const running = await startControlPlaneProcess(dataDir, port);
+  return { ...running, tokenPath: /owner API token[^/]*(\/\S+)/.exec(running.output())?.[1] ?? '' };
 }
 
-async function stop(running: Running): Promise<number | null> {
-  running.child.kill('SIGTERM');
-  return new Promise((r) => running.child.once('exit', (code) => r(code)));
-}
+const stop = (running: Running): Promise<number | null> => stopProcess(running.child);
 
 describe('embedded mode as a real process', () => {
   let dataDir: string;
   beforeAll(() => {
-    if (!existsSync(MAIN)) throw new Error('build first: npm run build (npm test does)');
+    requireBuild();
     dataDir = mkdtempSync(join(tmpdir(), 'aileron-e2e-'));
   });
   afterAll(() => rmSync(dataDir, { recursive: true, force: true }));

@@ -1,52 +1,36 @@
-import { ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { ChildProcess, execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { TEST_ROOT_KEY } from '../support/control-plane';
 import { createPostgresDatabase } from '../support/databases';
 import { freePort } from '../support/services';
+import { CLI, requireBuild, startControlPlaneProcess, stopProcess } from '../support/control-plane-process';
 import { SERVERS, textOf } from './mcp-client';
 
-const MAIN = resolve('dist/apps/control-plane/src/main.js');
-const CLI = resolve('bin/aileron-cp.js');
 const CALLS = 40;
+/** Records wait ten minutes for their batch, so only the journal has them. */
+const NO_BATCH = { AILERON_POOL_AUDIT_BATCH_MS: '600000' };
 
 /** Every journal segment file under the data directory, whichever process wrote it. */
 function segmentsUnder(dir: string): string[] {
   return existsSync(dir) ? readdirSync(dir, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.jsonl')).map((f) => join(dir, f)) : [];
 }
 
-/** The built server as a user runs it; records wait ten minutes for their batch, so only the journal has them. */
-async function start(dataDir: string, port: number, env: Record<string, string> = { DATABASE_URL: '', REDIS_URL: '' }): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, [MAIN], {
-    env: { ...process.env, AILERON_DATA_DIR: dataDir, PORT: String(port), LOG_LEVEL: 'warn', AILERON_POOL_AUDIT_BATCH_MS: '600000', ...env },
-  });
-  let out = '';
-  child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
-  const deadline = Date.now() + 60_000;
-  while (!/listening on (\S+)/.test(out)) {
-    if (child.exitCode !== null) throw new Error(`server exited ${child.exitCode}: ${out}`);
-    if (Date.now() > deadline) throw new Error(`server did not start: ${out}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return { child, url: /listening on (\S+)/.exec(out)![1]! };
-}
-
 describe('execution records survive a crash between the answer and the audit write', () => {
   let dataDir: string;
   beforeAll(() => {
-    if (!existsSync(MAIN)) throw new Error('build first: npm run build (npm test does)');
+    requireBuild();
     dataDir = mkdtempSync(join(tmpdir(), 'aileron-journal-'));
   });
   afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
 
   it('replays the journal at the next start: the call that was answered is in the audit log, chained once', async () => {
     const port = await freePort();
-    const first = await start(dataDir, port);
+    const first = await startControlPlaneProcess(dataDir, port, NO_BATCH);
     const token = readFileSync(join(dataDir, 'admin-token'), 'utf8').trim();
     const api = (method: string, path: string, body?: unknown) =>
       fetch(`${first.url}${path}`, { method, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, ...(body ? { body: JSON.stringify(body) } : {}) });
@@ -67,7 +51,7 @@ describe('execution records survive a crash between the answer and the audit wri
     const left = segmentsUnder(journal).map((f) => readFileSync(f, 'utf8')).join('');
     expect(left).toContain('execution.succeeded');
 
-    const second = await start(dataDir, port);
+    const second = await startControlPlaneProcess(dataDir, port, NO_BATCH);
     try {
       const audit = await fetch(`${second.url}/v1/workspaces/default/audit?execution_mode=remote&tool=echo&limit=500`, { headers: { authorization: `Bearer ${token}` } });
       const events = ((await audit.json()) as { events: { type: string; tool: string; seq: number; data: { execution_id: string } }[] }).events;
@@ -82,8 +66,7 @@ describe('execution records survive a crash between the answer and the audit wri
       expect(((await verify.json()) as { ok: boolean }).ok).toBe(true);
       expect(segmentsUnder(journal)).toEqual([]);
     } finally {
-      second.child.kill('SIGTERM');
-      await new Promise((r) => second.child.once('exit', r));
+      await stopProcess(second.child);
     }
   });
 
@@ -103,12 +86,13 @@ describe('execution records survive a crash between the answer and the audit wri
       AILERON_ROOT_KEY: TEST_ROOT_KEY,
       AILERON_QUEUE_PREFIX: `journal-${Date.now()}`,
       UPSTREAM_ALLOW_CIDRS: '127.0.0.1/32',
+      ...NO_BATCH,
     };
     const token = execFileSync(process.execPath, [CLI, 'bootstrap'], { env: { ...process.env, ...env, AILERON_DATA_DIR: shared }, encoding: 'utf8' }).trim();
     const [portA, portB] = [await freePort(), await freePort()];
     const started: ChildProcess[] = [];
     try {
-      const a = await start(shared, portA, env);
+      const a = await startControlPlaneProcess(shared, portA, env);
       started.push(a.child);
       const api = (method: string, path: string, body?: unknown) =>
         fetch(`${a.url}${path}`, { method, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, ...(body ? { body: JSON.stringify(body) } : {}) });
@@ -119,14 +103,14 @@ describe('execution records survive a crash between the answer and the audit wri
       await client.connect(new StreamableHTTPClientTransport(new URL(`${a.url}/mcp/shared/everything`), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
       for (let i = 0; i < 5; i++) await client.callTool({ name: 'echo', arguments: { message: `before ${i}` } });
 
-      const b = await start(shared, portB, env);
+      const b = await startControlPlaneProcess(shared, portB, env);
       started.push(b.child);
       for (let i = 0; i < 5; i++) await client.callTool({ name: 'echo', arguments: { message: `after ${i}` } });
       a.child.kill('SIGKILL');
       await new Promise((r) => a.child.once('exit', r));
 
       // the crashed process starts again on the same data directory and takes over what it left
-      const again = await start(shared, portA, env);
+      const again = await startControlPlaneProcess(shared, portA, env);
       started.push(again.child);
       const audit = await fetch(`${again.url}/v1/workspaces/shared/audit?execution_mode=remote&tool=echo&limit=500`, { headers: { authorization: `Bearer ${token}` } });
       const events = ((await audit.json()) as { events: { type: string; data: { arguments?: { message?: string } } }[] }).events;
@@ -134,12 +118,7 @@ describe('execution records survive a crash between the answer and the audit wri
       expect(events.filter((e) => e.type === 'execution.succeeded')).toHaveLength(10);
       expect(segmentsUnder(join(shared, 'pool', 'journal'))).toEqual([]);
     } finally {
-      for (const child of started) {
-        if (child.exitCode === null && child.signalCode === null) {
-          child.kill('SIGTERM');
-          await new Promise((r) => child.once('exit', r));
-        }
-      }
+      for (const child of started) await stopProcess(child);
       await database.drop();
       rmSync(shared, { recursive: true, force: true });
     }

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { closeSync, openSync, readFileSync, rmdirSync, unlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
@@ -37,6 +38,13 @@ const TAKEOVER_EVERY_MS = 30_000;
  * start or by another process sharing the data directory (JournalDirectory:
  * each process writes only its own, and takes over only a dead one's);
  * records carry their ids, so a batch that had committed is not chained twice.
+ *
+ * A call still running when its process dies never gets its end record. So
+ * that whoever replays the journal can tell, the newest segment always holds
+ * every call that has started and not ended: each new segment begins with a
+ * copy of their `execution.started` records (already chained, or in the batch
+ * being written: the copies are skipped as repeats). The replay ends each of
+ * them with an `execution.failed`.
  */
 @Injectable()
 export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationShutdown {
@@ -50,6 +58,8 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
   private segment = 0;
   private fd: number | null = null;
   private batch: ExecutionRecord[] = [];
+  /** started and not ended, by execution id: carried into each new segment */
+  private readonly running = new Map<string, ExecutionRecord>();
   private timer: NodeJS.Timeout | undefined;
   private due = false;
   private flushing: Promise<void> = Promise.resolve();
@@ -89,16 +99,21 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
       for (const dir of this.directory.claimOrphans()) this.claimed.add(dir);
       for (const dir of [...this.claimed]) {
         let replayed = 0;
+        let ended = 0;
         try {
-          for (const file of this.directory.segments(dir)) {
+          const files = this.directory.segments(dir);
+          for (const [index, file] of files.entries()) {
             const records = readRecords(file);
-            if (records.length > 0) await this.write(records, { replay: true });
+            // only the newest segment knows every call that was still running (see above)
+            const failures = index === files.length - 1 ? endUnfinished(records, new Date()) : [];
+            if (records.length > 0) await this.write([...records, ...failures], { replay: true });
             unlinkSync(file);
             replayed += records.length;
+            ended += failures.length;
           }
           this.directory.drop(dir);
           this.claimed.delete(dir);
-          if (replayed > 0) this.logger.log({ msg: 'replayed execution records a stopped process left', records: replayed });
+          if (replayed > 0) this.logger.log({ msg: 'replayed execution records a stopped process left', records: replayed, unfinished_calls: ended });
         } catch (error) {
           this.logger.error({ msg: 'could not replay execution records yet; will retry', err: error instanceof Error ? error.message : String(error) });
         }
@@ -108,8 +123,12 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
   }
 
   append(record: ExecutionRecord): void {
-    if (this.fd === null) this.fd = openSync(this.path(this.segment), 'a', 0o600);
-    writeSync(this.fd, `${JSON.stringify(record)}\n`);
+    const execution = record.data.execution_id;
+    if (typeof execution === 'string') {
+      if (record.type === 'execution.started') this.running.set(execution, record);
+      else this.running.delete(execution);
+    }
+    writeSync(this.openSegment(), `${JSON.stringify(record)}\n`);
     this.batch.push(record);
     if (this.batch.length >= FLUSH_AT) void this.flush();
     else if (this.due && record.type === 'execution.started') {
@@ -142,6 +161,7 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
     // later records go to a new segment, so this one can go once its batch commits
     this.fd = null;
     this.segment = Math.max(Date.now(), segment + 1);
+    if (this.running.size > 0) writeSync(this.openSegment(), [...this.running.values()].map((r) => `${JSON.stringify(r)}\n`).join(''));
     const previous = this.flushing;
     this.flushing = (async () => {
       await previous;
@@ -210,6 +230,11 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
     });
   }
 
+  private openSegment(): number {
+    if (this.fd === null) this.fd = openSync(this.path(this.segment), 'a', 0o600);
+    return this.fd;
+  }
+
   private path(segment: number): string {
     return join(this.directory.own, `${String(segment).padStart(16, '0')}.jsonl`);
   }
@@ -226,4 +251,41 @@ function readRecords(file: string): ExecutionRecord[] {
         return []; // the line being written when the process died
       }
     });
+}
+
+/**
+ * The calls of a dead process's newest segment that started and never ended:
+ * each gets its `execution.failed`, with an id made from its start's, so a
+ * replay that is itself interrupted and repeated records it once.
+ */
+export function endUnfinished(records: ExecutionRecord[], now: Date): ExecutionRecord[] {
+  const started = new Map<string, ExecutionRecord>();
+  for (const record of records) {
+    const execution = record.data.execution_id;
+    if (typeof execution !== 'string') continue;
+    if (record.type === 'execution.started') started.set(execution, record);
+    else started.delete(execution);
+  }
+  return [...started.values()].map((start) => ({
+    ...start,
+    id: derivedId(`execution.failed/${start.id}`),
+    type: 'execution.failed' as const,
+    time: now.toISOString(),
+    data: {
+      ...(start.data.instance !== undefined ? { instance: start.data.instance } : {}),
+      ...(start.data.version !== undefined ? { version: start.data.version } : {}),
+      ...(start.data.approval_id !== undefined ? { approval_id: start.data.approval_id } : {}),
+      execution_id: start.data.execution_id,
+      error: 'the control plane process serving the call stopped before the call ended',
+    },
+  }));
+}
+
+/** A UUID (version 5's layout) derived from a name: the same name, the same id. */
+function derivedId(name: string): string {
+  const hash = createHash('sha256').update(name).digest();
+  hash[6] = (hash[6]! & 0x0f) | 0x50;
+  hash[8] = (hash[8]! & 0x3f) | 0x80;
+  const hex = hash.subarray(0, 16).toString('hex');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 }

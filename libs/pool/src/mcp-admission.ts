@@ -1,10 +1,12 @@
-import { Inject, Injectable } from '@nestjs/common';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { request as httpRequest } from 'node:http';
+import { pipeline } from 'node:stream';
+import { Inject, Injectable, Logger } from '@nestjs/common';
 import { describePrincipal, Principal, WorkspaceScope } from '@aileron/auth';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { DomainError, ForbiddenError, NotFoundError } from '@aileron/errors';
 import { writeProblem } from '@aileron/http';
+import { ExecutionJournal } from './execution-journal';
 import { PoolInstances } from './instances.service';
 import { PoolRateLimits } from './rate-limits.service';
 import { McpEndpoint, PoolSessions } from './sessions.service';
@@ -23,7 +25,16 @@ export interface McpRequestLine {
 }
 
 /** The session that takes the request, or the replica that serves it. */
-export type Admitted = { session: ProxySession } | { owner: string };
+export type Admitted = { session: ProxySession } | Elsewhere;
+
+/** A session another replica serves, at its address. */
+export interface Elsewhere {
+  owner: string;
+  sessionId: string;
+}
+
+/** How long a replica passing a request on waits to reach the session's owner. */
+const OWNER_CONNECT_TIMEOUT_MS = 2_000;
 
 /**
  * Everything that can refuse an MCP request, for the routes and the fast
@@ -33,12 +44,14 @@ export type Admitted = { session: ProxySession } | { owner: string };
 @Injectable()
 export class McpAdmission {
   readonly allowedOrigins: string[];
+  private readonly logger = new Logger('McpAdmission');
 
   constructor(
     @Inject(APP_CONFIG) config: AppConfig,
     private readonly sessions: PoolSessions,
     private readonly instances: PoolInstances,
     private readonly limits: PoolRateLimits,
+    private readonly journal: ExecutionJournal,
   ) {
     // browsers send Origin; anything else on it is another site riding on DNS rebinding
     this.allowedOrigins = [new URL(config.publicUrl).origin, `http://localhost:${config.port}`, `http://127.0.0.1:${config.port}`];
@@ -60,10 +73,12 @@ export class McpAdmission {
     if (request.sessionId !== undefined) {
       const session = this.sessions.find(request.sessionId, scope, caller, endpoint);
       if (session) return { session };
-      // another replica may serve it (the load balancer sent this request here): hand it over once
-      const owner = request.forwarded ? undefined : await this.sessions.ownerOf(request.sessionId);
-      if (!owner) throw new NotFoundError('MCP session', request.sessionId, 'MCP_SESSION_NOT_FOUND');
-      return { owner };
+      if (!this.sessions.serves(request.sessionId)) {
+        // another replica may serve it (the load balancer sent this request here): hand it over once
+        const owner = await this.sessions.ownerOf(request.sessionId);
+        if (owner && !request.forwarded) return { owner, sessionId: request.sessionId };
+      }
+      throw new NotFoundError('MCP session', request.sessionId, 'MCP_SESSION_NOT_FOUND');
     }
     if (request.method === 'POST' && isInitialize(request.body)) {
       // refuse at once, with a problem document, what the session could never reach
@@ -72,46 +87,87 @@ export class McpAdmission {
     }
     throw new McpSessionRequiredError();
   }
+
+  /**
+   * Streams the request to the replica that owns the session and its answer
+   * (JSON or an SSE stream) back. That replica authenticates it again and
+   * checks the session is the caller's; nothing is decided here. An owner that
+   * cannot be reached is gone, and its sessions with it: the answer is the
+   * protocol's 404 for a session the server no longer has (which tells the
+   * client to initialize again), the directory entry goes, and the journal of
+   * a dead process on this machine is taken over at once, so its calls still
+   * running end as `execution.failed`.
+   */
+  forward(to: Elsewhere, req: IncomingMessage, body: unknown, res: ServerResponse, requestId: string): void {
+    const bytes = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
+    const headers: Record<string, string | string[]> = {};
+    for (const [name, value] of Object.entries(req.headers)) {
+      if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
+    }
+    headers[FORWARDED] = '1';
+    if (bytes) headers['content-length'] = String(bytes.length);
+    // the owner and the path only: an absolute-form request target must never choose where the caller's credentials go
+    const target = new URL(to.owner);
+    const asked = new URL(req.url ?? '/', 'http://replica.invalid');
+    target.pathname = asked.pathname;
+    target.search = asked.search;
+    let clientGone = false;
+    let upstream: ReturnType<typeof httpRequest> | undefined;
+    // the client went away (a GET stream closed): stop the other replica's stream too
+    res.once('close', () => {
+      clientGone = true;
+      upstream?.destroy();
+    });
+    const send = (mayRetry: boolean): void => {
+      const sent = httpRequest(target, { method: req.method, headers }, (answer) => {
+        const out: Record<string, string | string[]> = {};
+        for (const [name, value] of Object.entries(answer.headers)) if (value !== undefined && !HOP_BY_HOP.has(name)) out[name] = value;
+        res.writeHead(answer.statusCode ?? 502, out);
+        // an owner that dies mid-answer cuts the answer off here too, rather than leaving the client waiting
+        pipeline(answer, res, () => undefined);
+      });
+      upstream = sent;
+      sent.on('socket', (socket) => {
+        if (!socket.connecting) return;
+        socket.setTimeout(OWNER_CONNECT_TIMEOUT_MS, () => sent.destroy(new Error('the replica did not accept the connection in time')));
+        socket.once('connect', () => socket.setTimeout(0));
+      });
+      sent.on('error', (error) => {
+        if (clientGone) return;
+        if (res.headersSent) {
+          res.destroy();
+          return;
+        }
+        // a kept-alive connection the owner closed just as it was reused says nothing about the owner: once more, on a new one
+        if (mayRetry && sent.reusedSocket) {
+          send(false);
+          return;
+        }
+        void this.ownerGone(to, error);
+        writeProblem(res, new SessionGoneError(to.sessionId), requestId);
+      });
+      sent.end(bytes);
+    };
+    send(true);
+  }
+
+  private async ownerGone(to: Elsewhere, error: Error): Promise<void> {
+    this.logger.warn({ msg: 'the replica serving an MCP session cannot be reached; the session is gone', owner: to.owner, err: error.message });
+    await this.sessions.forget(to.sessionId, to.owner);
+    await this.journal.takeOver();
+  }
 }
 
 /** Marks a request one replica passed to another, so it is never passed on again. */
 export const FORWARDED = 'x-aileron-forwarded';
 
-/**
- * Streams the request to the replica that owns the session and its answer
- * (JSON or an SSE stream) back. That replica authenticates it again and checks
- * the session is the caller's; nothing is decided here.
- */
-export function forward(owner: string, req: IncomingMessage, body: unknown, res: ServerResponse, requestId: string): void {
-  const bytes = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
-  const headers: Record<string, string | string[]> = {};
-  for (const [name, value] of Object.entries(req.headers)) {
-    if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
-  }
-  headers[FORWARDED] = '1';
-  if (bytes) headers['content-length'] = String(bytes.length);
-  // the owner and the path only: an absolute-form request target must never choose where the caller's credentials go
-  const target = new URL(owner);
-  const asked = new URL(req.url ?? '/', 'http://replica.invalid');
-  target.pathname = asked.pathname;
-  target.search = asked.search;
-  const upstream = httpRequest(target, { method: req.method, headers }, (answer) => {
-    const out: Record<string, string | string[]> = {};
-    for (const [name, value] of Object.entries(answer.headers)) if (value !== undefined && !HOP_BY_HOP.has(name)) out[name] = value;
-    res.writeHead(answer.statusCode ?? 502, out);
-    answer.pipe(res);
-  });
-  upstream.on('error', () => writeProblem(res, new ReplicaUnreachableError(), requestId));
-  // the client went away (a GET stream closed): stop the other replica's stream too
-  res.once('close', () => upstream.destroy());
-  upstream.end(bytes);
-}
 
 const HOP_BY_HOP = new Set(['host', 'connection', 'keep-alive', 'transfer-encoding', 'content-length', 'upgrade', 'proxy-connection', 'te', 'trailer']);
 
-class ReplicaUnreachableError extends DomainError {
-  constructor() {
-    super('MCP_REPLICA_UNREACHABLE', 'The replica serving this MCP session cannot be reached; initialize a new session');
+/** The same code as any session this replica does not know: to the client, it does not exist any more. */
+class SessionGoneError extends DomainError {
+  constructor(id: string) {
+    super('MCP_SESSION_NOT_FOUND', `MCP session "${id}" does not exist any more: the replica that served it cannot be reached. Initialize a new session.`);
   }
 }
 

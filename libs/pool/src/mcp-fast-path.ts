@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Injectable } from '@nestjs/common';
 import { AccessService, BearerCredentials, Principal } from '@aileron/auth';
 import { FastPaths, readJsonBody, RequestLog, requestIdFor, writeProblem } from '@aileron/http';
-import { forward, FORWARDED, McpAdmission } from './mcp-admission';
+import { FORWARDED, McpAdmission } from './mcp-admission';
 import { MCP_ONE_SERVER, MCP_PATH, MCP_PERMISSION, MCP_WHOLE_WORKSPACE, oneServer, wholeWorkspace } from './mcp-routes';
 import type { McpEndpoint } from './sessions.service';
 import { PoolSessions } from './sessions.service';
@@ -85,7 +85,7 @@ export class McpFastPath {
         forwarded: request.headers[FORWARDED] !== undefined,
         body,
       });
-      if ('owner' in admitted) forward(admitted.owner, request, body, response, requestId);
+      if ('owner' in admitted) this.admission.forward(admitted, request, body, response, requestId);
       else await admitted.session.handle(request, response, body);
     } catch (error) {
       writeProblem(response, error, requestId);

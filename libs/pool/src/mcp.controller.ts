@@ -2,7 +2,7 @@ import { Controller, Req, Res } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { BearerCredentials, Caller, Principal, TenantScope, WorkspaceScope } from '@aileron/auth';
 import { Route } from '@aileron/http';
-import { forward, FORWARDED, McpAdmission } from './mcp-admission';
+import { FORWARDED, McpAdmission } from './mcp-admission';
 import { MCP_CAPABILITY, MCP_ONE_SERVER, MCP_PERMISSION, MCP_WHOLE_WORKSPACE, oneServer, wholeWorkspace } from './mcp-routes';
 import type { McpEndpoint } from './sessions.service';
 
@@ -81,7 +81,7 @@ export class McpController {
       body: req.body,
     });
     reply.hijack();
-    if ('owner' in admitted) forward(admitted.owner, req.raw, req.body, reply.raw, req.id);
+    if ('owner' in admitted) this.admission.forward(admitted, req.raw, req.body, reply.raw, req.id);
     else await admitted.session.handle(req.raw, reply.raw, req.body);
   }
 }

@@ -88,26 +88,44 @@ export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationSh
   }
 
   /**
-   * The replica that serves a session this one does not know, if any other
+   * The replica that serves a session this one does not have, if any other
    * does. Requests go there with the caller's credentials, so an entry counts
    * only if a replica of this installation sealed it (the root key every
    * replica shares) for this very session, and names a replica the way ours
    * is named: anyone who can write to Redis cannot send a caller anywhere.
-   * While Redis is away, throws RedisUnavailableError (503): the session may
-   * well live on, on another replica, so "not found" would be a lie.
+   * An entry naming this replica is stale (it was restarted, or the session
+   * ended without its entry going): it is dropped. While Redis is away,
+   * throws RedisUnavailableError (503): the session may well live on, on
+   * another replica, so "not found" would be a lie.
    */
   async ownerOf(id: string): Promise<string | undefined> {
+    const owner = await this.entryOf(id);
+    if (owner === undefined) return undefined;
+    const self = this.replicaUrl();
+    if (owner === self) {
+      if (!this.sessions.has(id)) await this.forget(id, owner);
+      return undefined;
+    }
+    return isReplicaAddress(owner, self, this.config.replicaUrl !== undefined) ? owner : undefined;
+  }
+
+  /** Drops a session's directory entry if it still names `owner`: the session is gone with it. */
+  async forget(id: string, owner: string): Promise<void> {
+    if ((await this.entryOf(id).catch(() => undefined)) === owner) {
+      await this.directory.run('The MCP session directory', (redis) => redis.del(directoryKey(id))).catch(() => undefined);
+    }
+  }
+
+  /** The address a session's directory entry names, if it is a sealed entry for this session. */
+  private async entryOf(id: string): Promise<string | undefined> {
     if (!this.directory.configured) return undefined;
     const sealed = await this.directory.run('Finding the replica that serves this MCP session', (redis) => redis.get(directoryKey(id)));
     if (!sealed) return undefined;
-    let owner: string;
     try {
-      owner = this.root.unwrap(sealed, directoryAad(id)).toString('utf8');
+      return this.root.unwrap(sealed, directoryAad(id)).toString('utf8');
     } catch {
       return undefined;
     }
-    const self = this.replicaUrl();
-    return owner !== self && isReplicaAddress(owner, self, this.config.replicaUrl !== undefined) ? owner : undefined;
   }
 
   private announce(id: string): void {

@@ -5,7 +5,7 @@ export * from './metrics';
 export { DATABASE_RETRY_AFTER_SECONDS, ProblemFilter, problemAnswer, toProblem, writeProblem } from './problem.filter';
 export type { ProblemAnswer } from './problem.filter';
 export { HttpModule } from './http.module';
-export { BODY_LIMIT_BYTES, BodyError, installBodyParsers, parseJsonBody, readBodyText, readJsonBody } from './body-parsers';
+export { BODY_LIMIT_BYTES, installBodyParsers, readJsonBody } from './body-parsers';
 export { FastPaths, fastPathServer } from './fast-paths';
 export type { FastPath } from './fast-paths';
 export { requestIdFor } from './request-ids';
