@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import type { OrgScope } from '@aileron/auth';
+import { Clock } from '@aileron/clock';
 import { DatabaseService, isRecordNotFound, Transaction } from '@aileron/database';
 
 export interface WebhookEndpointRecord {
@@ -53,7 +54,10 @@ export interface DeliveryPage {
 
 @Injectable()
 export class WebhooksRepository {
-  constructor(private readonly db: DatabaseService) {}
+  constructor(
+    private readonly db: DatabaseService,
+    private readonly clock: Clock,
+  ) {}
 
   create(
     scope: OrgScope,
@@ -144,7 +148,8 @@ export class WebhooksRepository {
     attempt: { status: number | null; error: string | null; durationMs: number; outcome: DeliveryStatus },
     tx: Transaction,
   ): Promise<number | null> {
-    const now = new Date();
+    // the streak's clock: failedSince compares these with failingSince
+    const now = this.clock.date();
     let updated: { attempts: number };
     try {
       updated = await tx.webhookDelivery.update({
@@ -175,7 +180,7 @@ export class WebhooksRepository {
 
   /** Starts the failure streak unless one is running; returns when it started (null: the endpoint is gone). */
   async markFailing(scope: OrgScope, endpointId: string): Promise<Date | null> {
-    await this.db.client.webhookEndpoint.updateMany({ where: { organizationId: scope.organizationId, id: endpointId, failingSince: null }, data: { failingSince: new Date() } });
+    await this.db.client.webhookEndpoint.updateMany({ where: { organizationId: scope.organizationId, id: endpointId, failingSince: null }, data: { failingSince: this.clock.date() } });
     const row = await this.db.client.webhookEndpoint.findFirst({ where: { organizationId: scope.organizationId, id: endpointId }, select: { failingSince: true } });
     return row?.failingSince ?? null;
   }
