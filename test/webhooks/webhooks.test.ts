@@ -302,7 +302,8 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
       const ws = await aWorkspace(cp, cp.ownerToken);
       await aPolicyChange(cp, ws.slug);
 
-      // the first attempt fails and starts the failure streak; then the setting's day passes
+      // the first attempt fails and starts the failure streak; then the setting's day passes,
+      // and that attempt (if it has not yet judged the streak) or the next one pauses the endpoint
       await eventually('the first failure', async () => (await cp.request('GET', `/v1/webhooks/${hook.id}`)).body.failing_since);
       advanceClock(cp, (DAY_SECONDS + 1) * 1000);
       const paused = await eventually('the endpoint to be paused', async () => {
@@ -316,7 +317,6 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
 
       // the attempt that paused it ended the delivery as failed: no retry follows
       const tried = receiver.requests.length;
-      expect(tried).toBeGreaterThanOrEqual(2);
       const log = (await cp.request('GET', `/v1/webhooks/${hook.id}/deliveries`)).body.deliveries;
       expect(log).toHaveLength(1);
       expect(log[0]).toMatchObject({ status: 'failed', attempt_count: tried, last_status: 500 });
