@@ -29,7 +29,10 @@ describe('health, metrics, OpenAPI and docs', () => {
     const create = doc.paths['/v1/workspaces'].post;
     const schema = create.requestBody.content['application/json'].schema;
     expect(schema.required).toEqual(expect.arrayContaining(['slug', 'name']));
-    expect(schema.properties.slug.pattern).toBeDefined();
+    // the documented pattern is the one the API applies: a slug passes, what the API refuses does not
+    const slug = new RegExp(schema.properties.slug.pattern);
+    expect(['payments', 'team-42'].filter((s) => slug.test(s))).toEqual(['payments', 'team-42']);
+    expect(['Not A Slug', 'UPPER', '-leading'].filter((s) => slug.test(s))).toEqual([]);
     expect(create.responses['401'].$ref).toBe('#/components/responses/Problem');
     expect(doc.paths['/healthz'].get.security).toEqual([]);
     // what a session caveat token needs on each operation; null: closed to session tokens

@@ -1,5 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { aToken, aUser, aWorkspace, anOrganization, uniqueSlug } from '../support/builders';
+import { advanceClock, resetClock } from '../support/clock';
 import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
 import { BACKENDS } from '../support/databases';
 
@@ -8,6 +9,7 @@ describe.each(BACKENDS)('organisations, workspaces, members and tokens on %s', (
   beforeAll(async () => {
     cp = await startTestControlPlane(backend);
   });
+  afterEach(() => resetClock(cp));
   afterAll(async () => cp?.close());
 
   it('GET /v1/me describes the owner token of the first organisation', async () => {
@@ -96,7 +98,7 @@ describe.each(BACKENDS)('organisations, workspaces, members and tokens on %s', (
     expect(after.body.code).toBe('TOKEN_REVOKED');
 
     const shortLived = await aToken(cp, cp.ownerToken, { role: 'auditor', expires_in_seconds: 60 });
-    await cp.cp.database.client.apiToken.update({ where: { id: shortLived.id }, data: { expiresAt: new Date(Date.now() - 1000) } });
+    advanceClock(cp, 61_000);
     const expired = await cp.request('GET', '/v1/me', { token: shortLived.token });
     expect(expired.body.code).toBe('TOKEN_EXPIRED');
   });

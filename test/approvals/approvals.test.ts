@@ -1,9 +1,11 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ApprovalsService } from '../../libs/approvals/src';
 import { aGateway, anOrganization, aWorkspace } from '../support/builders';
+import { advanceClock, resetClock } from '../support/clock';
 import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
 import { aLinkChannel } from '../support/link-channel';
 import { BACKENDS } from '../support/databases';
+import { eventually } from '../support/eventually';
 import { People } from './people';
 
 type Gateway = { id: string; token: string };
@@ -33,19 +35,6 @@ const POLICY = {
     { id: 'no-teardown', effect: 'deny', servers: ['deploy'], tools: ['teardown'] },
   ],
 };
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** Polls until `check` holds; the bound only catches a hang. */
-async function eventually<T>(check: () => Promise<T | undefined | false>, what: string, timeoutMs = 15_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(100);
-  }
-}
 
 /** What one control plane offers a test: a workspace with the approval policy, routing and a gateway. */
 function approvalsOn(cp: () => TestControlPlane) {
@@ -93,20 +82,14 @@ describe.each(BACKENDS)('approvals on %s', (backend) => {
   let cp: TestControlPlane;
   const people = new People();
   const a = approvalsOn(() => cp);
-  // made first and left to run out while the other tests run (30 s is the shortest route expiry)
-  let lapsing: { ws: string; gateway: Gateway; approved: string; unanswered: string };
 
   beforeAll(async () => {
     await people.start();
     // links reach people through a webhook receiver on 127.0.0.1, and the IdP's JWKS listens there: server mode refuses loopback unless allowed
     cp = await startTestControlPlane(backend, people.outboundEnv);
     await people.trustedBy(cp);
-    const { slug, gateway } = await a.workspace({ routes: { quick: { approvers: [{ role: 'owner' }], expires_in_seconds: 30 } } });
-    const approved = await a.ask(gateway, { ...CALL, tool: 'quick' });
-    expect((await a.approve(approved.id)).body.status).toBe('approved');
-    const unanswered = await a.ask(gateway, { ...CALL, tool: 'quick', session: 'sess-2' });
-    lapsing = { ws: slug, gateway, approved: approved.id, unanswered: unanswered.id };
   });
+  afterEach(() => resetClock(cp));
   afterAll(async () => {
     await cp?.close();
     await people.stop();
@@ -399,26 +382,31 @@ describe.each(BACKENDS)('approvals on %s', (backend) => {
   });
 
   it('an approval not used before it expires lets nothing through, and an unanswered request expires on its own', async () => {
-    // both requests' expiry: the unanswered one was asked for a moment later, so it lapses a moment later
-    const deadline = Math.max(Date.parse((await a.get(lapsing.approved)).body.expires_at), Date.parse((await a.get(lapsing.unanswered)).body.expires_at));
-    await sleep(Math.max(0, deadline - Date.now() + 500));
-    const late = await a.consume(lapsing.gateway, lapsing.approved, { ...CALL, tool: 'quick' });
+    const { slug, gateway } = await a.workspace({ routes: { quick: { approvers: [{ role: 'owner' }], expires_in_seconds: 30 } } });
+    const approved = await a.ask(gateway, { ...CALL, tool: 'quick' });
+    expect((await a.approve(approved.id)).body.status).toBe('approved');
+    const unanswered = await a.ask(gateway, { ...CALL, tool: 'quick', session: 'sess-2' });
+    expect((await a.get(unanswered.id)).body.status).toBe('pending');
+    // the route's 30 s pass
+    advanceClock(cp, 31_000);
+
+    const late = await a.consume(gateway, approved.id, { ...CALL, tool: 'quick' });
     expectRefused(late, 409, 'APPROVAL_NOT_USABLE');
     expect(late.body.detail).toMatch(/expired/);
 
-    expect((await a.get(lapsing.unanswered)).body.status).toBe('expired');
-    const undecidable = await a.approve(lapsing.unanswered);
+    expect((await a.get(unanswered.id)).body.status).toBe('expired');
+    const undecidable = await a.approve(unanswered.id);
     expect(undecidable.status, undecidable.text).toBe(409);
     expect(['APPROVAL_EXPIRED', 'APPROVAL_ALREADY_DECIDED']).toContain(undecidable.body.code);
-    const inbox = await cp.request('GET', `/v1/workspaces/${lapsing.ws}/approvals?status=pending`);
+    const inbox = await cp.request('GET', `/v1/workspaces/${slug}/approvals?status=pending`);
     expect(inbox.body.approvals).toEqual([]);
-    const [expired] = await eventually(async () => {
-      const found = await a.audit(lapsing.ws, 'approval.expired', lapsing.unanswered);
+    const [expired] = await eventually('the expiry sweep', async () => {
+      const found = await a.audit(slug, 'approval.expired', unanswered.id);
       return found.length > 0 && found;
-    }, 'the expiry sweep');
+    });
     expect(expired).toMatchObject({ actor: 'system' });
-    expect(await a.events('approval.expired', lapsing.unanswered)).toHaveLength(1);
-    expect(await a.events('approval.expired', lapsing.approved)).toHaveLength(0);
+    expect(await a.events('approval.expired', unanswered.id)).toHaveLength(1);
+    expect(await a.events('approval.expired', approved.id)).toHaveLength(0);
   });
 });
 
@@ -461,13 +449,10 @@ describe('approvals across PostgreSQL replicas', () => {
       return res;
     });
     // the waiters are parked on the other replica before anyone decides
-    await sleep(1_000);
+    await eventually('four parked waiters', () => second.cp.app.get(ApprovalsService).waiting.sleeping(asked.id) === 4);
     expect(answered).toBe(0);
-    const decidedAt = Date.now();
     expect((await a.approve(asked.id)).body.status).toBe('approved');
     const results = await Promise.all(waits);
-    // a hang guard, not a speed claim: without the bus they would answer only after 30 s
-    expect(Date.now() - decidedAt).toBeLessThan(10_000);
     for (const res of results) expect(res.body).toMatchObject({ id: asked.id, status: 'approved' });
   });
 });
@@ -489,10 +474,10 @@ describe('approval expiry across a restart (PostgreSQL)', () => {
     const asked = await a.ask(gateway, { ...CALL, tool: 'quick' });
     await before.cp.close();
 
-    await sleep(Date.parse(asked.expires_at) - Date.now() + 1_000);
-    // two replicas come back; both sweep for lapsed requests
+    // two replicas come back once the request's 30 s have passed; both sweep for lapsed requests
     after.push(await startTestControlPlane('postgres', { DATABASE_URL: database.url }));
     after.push(await startTestControlPlane('postgres', { DATABASE_URL: database.url }));
+    for (const replica of after) advanceClock(replica, 31_000);
     const b = approvalsOn(() => after[0]!);
     const request = (method: string, path: string, body?: unknown) => after[0]!.request(method, path, { token: before.ownerToken, body });
 
@@ -503,10 +488,9 @@ describe('approval expiry across a restart (PostgreSQL)', () => {
       const res = await request('GET', `/v1/workspaces/${slug}/audit?type=approval.expired`);
       return res.body.events.filter((e: { data: { approval_id: string } }) => e.data.approval_id === asked.id);
     };
-    await eventually(async () => (await audited()).length > 0, 'the expiry sweep');
-    // more sweeps, on both replicas, record nothing more
-    for (const replica of after) await replica.cp.app.get(ApprovalsService).expireDue();
-    await sleep(2_500);
+    await eventually('the expiry sweep', async () => (await audited()).length > 0);
+    // more sweeps, on both replicas, find nothing left to expire and record nothing more
+    for (const replica of after) expect(await replica.cp.app.get(ApprovalsService).expireDue()).toBe(0);
     expect(await audited()).toHaveLength(1);
     expect(await b.events('approval.expired', asked.id)).toHaveLength(1);
     expect((await request('GET', `/v1/approvals/${asked.id}`)).body).toMatchObject({ status: 'expired', decisions: [] });

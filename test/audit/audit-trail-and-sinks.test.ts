@@ -8,6 +8,7 @@ import { SystemScopes } from '../../libs/auth/src/scope-issuer';
 import { verifySignedPayload } from '../../libs/platform/net/src';
 import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
 import { aToken, aWorkspace } from '../support/builders';
+import { eventually } from '../support/eventually';
 
 /** A SIEM stand-in: fails the first `failures` deliveries, then keeps every body it accepts. */
 async function receiver(failures: number): Promise<{ url: string; bodies: { raw: string; headers: IncomingMessage['headers'] }[]; attempts: number; server: Server }> {
@@ -37,16 +38,6 @@ async function receiver(failures: number): Promise<{ url: string; bodies: { raw:
     },
   };
   return out;
-}
-
-async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
 }
 
 describe('admin changes are audited with the change', () => {
@@ -135,7 +126,7 @@ describe('SIEM sinks', () => {
           const body = JSON.parse(b.raw) as { chain: string; events: { id: string; seq: number }[] };
           return body.events.map((e) => ({ id: e.id, seq: e.seq, chain: body.chain }));
         });
-      await until('the workspace chain at the sink', () => (chain.every((e) => delivered().some((d) => d.id === e.id)) ? true : undefined), 60_000);
+      await eventually('the workspace chain at the sink', () => chain.every((e) => delivered().some((d) => d.id === e.id)), { timeoutMs: 60_000 });
       expect(siem.attempts).toBeGreaterThanOrEqual(3);
 
       for (const body of siem.bodies) {
@@ -154,9 +145,9 @@ describe('SIEM sinks', () => {
       const replica = await startTestControlPlane('postgres', { DATABASE_URL: url, UPSTREAM_ALLOW_CIDRS: '127.0.0.1/32' });
       try {
         expect((await replica.request('PUT', `/v1/workspaces/${ws.slug}/secrets/app/after-restart`, { token: cp.ownerToken, body: { value: 'x' } })).status).toBe(200);
-        await until('the record written after the restart', async () => {
+        await eventually('the record written after the restart', async () => {
           const last = (await replica.request('GET', `/v1/workspaces/${ws.slug}/audit?limit=1`, { token: cp.ownerToken })).body.events[0];
-          return delivered().some((d) => d.id === last.id) ? true : undefined;
+          return delivered().some((d) => d.id === last.id);
         });
         const all = delivered();
         expect(new Set(all.map((d) => `${d.chain}:${d.seq}`)).size, 'nothing sent twice').toBe(all.length);

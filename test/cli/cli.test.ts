@@ -8,6 +8,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vi
 import { aGateway, aToken, uniqueSlug } from '../support/builders';
 import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
 import { createPostgresDatabase } from '../support/databases';
+import { eventually } from '../support/eventually';
 import { freePort } from '../support/services';
 
 /**
@@ -274,12 +275,14 @@ describe('aileron-cp over the REST API', () => {
     // without --once it keeps watching: a request made later is printed as it arrives; Ctrl-C ends it
     const watcher = launch(['approvals', 'watch', '--workspace', workspace], api);
     let output = '';
+    let notes = '';
     watcher.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    watcher.stderr!.on('data', (chunk: Buffer) => (notes += chunk.toString()));
     const exited = new Promise<number | null>((done) => watcher.on('close', done));
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    // it says so once its first look is done: the request below comes after that look
+    await eventually('the watcher to start watching', () => notes.includes('watching workspace'));
     const later = await ask('s-4');
-    const end = Date.now() + 10_000;
-    while (!output.includes(later.id) && Date.now() < end) await new Promise((resolve) => setTimeout(resolve, 100));
+    await eventually('the new request in the output', () => output.includes(later.id));
     expect(lines(output)).toEqual([expect.stringMatching(new RegExp(`^${later.id}  deploy/release for alice@example.com .*  ${later.review_url}$`))]);
     watcher.kill('SIGINT');
     expect(await exited).toBe(0);

@@ -3,6 +3,7 @@ import { People } from '../approvals/people';
 import { aReplicaOf, startTestControlPlane, TestControlPlane } from '../support/control-plane';
 import { aToken, aWorkspace, anOrganization } from '../support/builders';
 import { BACKENDS } from '../support/databases';
+import { eventually } from '../support/eventually';
 
 interface Received {
   id: string;
@@ -43,14 +44,6 @@ function listen(url: string, token: string, headers: Record<string, string> = {}
   return { events, close: () => controller.abort(), opened: openedPromise, ended: endedPromise };
 }
 
-async function until(what: string, probe: () => boolean, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!probe()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 describe.each(BACKENDS)('workspace event stream on %s', (backend) => {
   let cp: TestControlPlane;
   /** where streams are opened: in server mode another replica, so the end must travel between replicas */
@@ -89,7 +82,7 @@ describe.each(BACKENDS)('workspace event stream on %s', (backend) => {
     expect(await streams.jwt.ended).toContain('stream.ended');
     // what was withdrawn ended nothing else: the owner still hears the workspace
     await cp.request('PUT', `/v1/workspaces/${ws.slug}/secrets/after/revocation`, { body: { value: 'x' } });
-    await until('the owner hears the write', () => streams.owner.events.some((e) => e.event === 'secret.written' || e.data.type.startsWith('secret.')));
+    await eventually('the owner hears the write', () => streams.owner.events.some((e) => e.event === 'secret.written' || e.data.type.startsWith('secret.')));
     streams.owner.close();
   });
 
@@ -103,8 +96,8 @@ describe.each(BACKENDS)('workspace event stream on %s', (backend) => {
     await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, { body: { rules: [{ id: 'r', effect: 'allow', tools: ['x'] }] } });
     await cp.request('PUT', `/v1/workspaces/${ws.slug}/secrets/a/b`, { body: { value: 'never-streamed-value' } });
     await cp.request('PUT', `/v1/workspaces/${other.slug}/policy`, { body: { rules: [{ id: 'elsewhere', effect: 'deny', tools: ['x'] }] } });
-    await until('policy.updated and secret.written', () => ['policy.updated', 'secret.written'].every((t) => all.events.some((e) => e.event === t)));
-    await until('the filtered stream', () => secretsOnly.events.length >= 1);
+    await eventually('policy.updated and secret.written', () => ['policy.updated', 'secret.written'].every((t) => all.events.some((e) => e.event === t)));
+    await eventually('the filtered stream', () => secretsOnly.events.length >= 1);
 
     const policy = all.events.find((e) => e.event === 'policy.updated')!;
     expect(policy.data).toMatchObject({ id: policy.id, type: 'policy.updated', workspace: ws.slug, data: { version: 1 } });
@@ -118,7 +111,7 @@ describe.each(BACKENDS)('workspace event stream on %s', (backend) => {
     // missed while disconnected, replayed on reconnect from the last id seen
     await cp.request('PUT', `/v1/workspaces/${ws.slug}/secrets/a/c`, { body: { value: 'x' } });
     const again = listen(`${cp.url}/v1/workspaces/${ws.slug}/events`, cp.ownerToken, { 'last-event-id': seen });
-    await until('the missed event', () => again.events.some((e) => e.event === 'secret.written' && e.data.data.path === 'a/c'));
+    await eventually('the missed event', () => again.events.some((e) => e.event === 'secret.written' && e.data.data.path === 'a/c'));
     expect(again.events.some((e) => e.id === seen), 'an event the client already had came again').toBe(false);
     again.close();
   });

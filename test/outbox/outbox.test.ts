@@ -4,15 +4,7 @@ import { OutboxConsumer, OutboxRepository, OutboxService } from '../../libs/plat
 import { aWorkspace } from '../support/builders';
 import { aReplicaOf, startTestControlPlane, TestControlPlane } from '../support/control-plane';
 import { BACKENDS } from '../support/databases';
-
-async function until(check: () => Promise<boolean>, what: string, ms = 20_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+import { eventually } from '../support/eventually';
 
 /** A consumer whose effect is a row written in its delivery transaction. */
 function recordingConsumer(name: string, options: { failFirst?: Set<string> } = {}): OutboxConsumer {
@@ -62,23 +54,23 @@ describe.each(BACKENDS)('transactional outbox on %s', (backend) => {
 
   it('delivers what was recorded before anyone dispatched it (a crash after commit) once to each consumer', async () => {
     const ids = await recordDirectly(40);
-    await until(async () => (await effects()).filter((e) => ids.includes(e.message_id)).length >= 80, 'deliveries');
+    await eventually('deliveries', async () => (await effects()).filter((e) => ids.includes(e.message_id)).length >= 80);
     const mine = (await effects()).filter((e) => ids.includes(e.message_id));
     expect(mine).toHaveLength(80);
     expect(new Set(mine.map((e) => `${e.message_id}/${e.consumer}`)).size).toBe(80);
-    await until(async () => (await cp.cp.database.client.outboxMessage.count({ where: { id: { in: ids.map(BigInt) }, completedAt: null } })) === 0, 'completion');
+    await eventually('completion', async () => (await cp.cp.database.client.outboxMessage.count({ where: { id: { in: ids.map(BigInt) }, completedAt: null } })) === 0);
   });
 
   it('a re-dispatch after a lost lease (a dispatcher that died) delivers nothing twice', async () => {
     const ids = await recordDirectly(10);
-    await until(async () => (await effects()).filter((e) => ids.includes(e.message_id)).length >= 20, 'deliveries');
+    await eventually('deliveries', async () => (await effects()).filter((e) => ids.includes(e.message_id)).length >= 20);
     // as if the dispatcher died before marking completion: lease expired, not completed
     await cp.cp.database.client.outboxMessage.updateMany({
       where: { id: { in: ids.map(BigInt) } },
       data: { completedAt: null, dispatchedAt: new Date(Date.now() - 3600_000) },
     });
     await outbox.sweep();
-    await until(async () => (await cp.cp.database.client.outboxMessage.count({ where: { id: { in: ids.map(BigInt) }, completedAt: null } })) === 0, 'completion');
+    await eventually('completion', async () => (await cp.cp.database.client.outboxMessage.count({ where: { id: { in: ids.map(BigInt) }, completedAt: null } })) === 0);
     const mine = (await effects()).filter((e) => ids.includes(e.message_id));
     expect(mine).toHaveLength(20);
   });
@@ -87,7 +79,7 @@ describe.each(BACKENDS)('transactional outbox on %s', (backend) => {
     const [id] = await recordDirectly(1);
     const flaky = recordingConsumer('gamma', { failFirst: new Set([id!]) });
     outbox.addConsumer({ ...flaky, name: 'gamma' });
-    await until(async () => (await effects()).some((e) => e.message_id === id && e.consumer === 'gamma'), 'gamma delivery');
+    await eventually('gamma delivery', async () => (await effects()).some((e) => e.message_id === id && e.consumer === 'gamma'));
     const gamma = (await effects()).filter((e) => e.message_id === id && e.consumer === 'gamma');
     expect(gamma).toHaveLength(1);
   });
@@ -114,7 +106,7 @@ describe.each(BACKENDS)('transactional outbox on %s', (backend) => {
     });
     await outbox.sweep();
     const others = ids.filter((id) => id !== poison);
-    await until(async () => (await effects()).filter((e) => e.consumer === 'burst').length >= others.length, 'the rest of the burst');
+    await eventually('the rest of the burst', async () => (await effects()).filter((e) => e.consumer === 'burst').length >= others.length);
     // the first try carried several messages in one call, in id order
     expect(batches[0]!.length).toBeGreaterThan(1);
     expect(batches[0]).toEqual([...batches[0]!].sort((a, b) => Number(a) - Number(b)));
@@ -123,7 +115,7 @@ describe.each(BACKENDS)('transactional outbox on %s', (backend) => {
     expect(effected.sort()).toEqual([...others].sort());
     expect(new Set(seen).size).toBe(seen.length);
     const open = async () => (await cp.cp.database.client.outboxMessage.findMany({ where: { id: { in: ids.map(BigInt) }, completedAt: null }, select: { id: true } })).map((m) => m.id.toString());
-    await until(async () => (await open()).length === 1, 'completion of all but the poison');
+    await eventually('completion of all but the poison', async () => (await open()).length === 1);
     expect(await open()).toEqual([poison]);
   });
 
@@ -145,7 +137,7 @@ describe.each(BACKENDS)('transactional outbox on %s', (backend) => {
     });
     const ids = await recordTogether(5, 'live.happened');
     await outbox.sweep();
-    await until(async () => ids.every((id) => heard.includes(id)), 'the live feed');
+    await eventually('the live feed', async () => ids.every((id) => heard.includes(id)));
     const db = cp.cp.database.client;
     const marks = await db.outboxDelivery.count({ where: { messageId: { in: ids.map(BigInt) }, consumer: `live-${backend}` } });
     expect(marks).toBe(0);
@@ -154,15 +146,15 @@ describe.each(BACKENDS)('transactional outbox on %s', (backend) => {
     down = false;
     await db.outboxMessage.updateMany({ where: { id: { in: ids.map(BigInt) } }, data: { dispatchedAt: new Date(Date.now() - 3600_000) } });
     await outbox.sweep();
-    await until(async () => (await db.outboxMessage.count({ where: { id: { in: ids.map(BigInt) }, completedAt: null } })) === 0, 'completion');
+    await eventually('completion', async () => (await db.outboxMessage.count({ where: { id: { in: ids.map(BigInt) }, completedAt: null } })) === 0);
     // heard once each: the re-dispatch went to the durable consumer only
     expect([...heard].filter((id) => ids.includes(id)).sort()).toEqual([...ids].sort());
 
     // a message only the live feed wants is done as soon as it is handed over
     const [solo] = await recordTogether(1, 'only-live.happened');
     await outbox.sweep();
-    await until(async () => heard.includes(solo!), 'the live-only message');
-    await until(async () => (await db.outboxMessage.count({ where: { id: BigInt(solo!), completedAt: null } })) === 0, 'its completion');
+    await eventually('the live-only message', async () => heard.includes(solo!));
+    await eventually('its completion', async () => (await db.outboxMessage.count({ where: { id: BigInt(solo!), completedAt: null } })) === 0);
   });
 
   it('a topic with one durable consumer is completed by its delivery: no marks, once each even when delivered twice at once', async () => {
@@ -170,7 +162,7 @@ describe.each(BACKENDS)('transactional outbox on %s', (backend) => {
     const ids = await recordTogether(25, 'solo.happened');
     await outbox.sweep();
     const db = cp.cp.database.client;
-    await until(async () => (await db.outboxMessage.count({ where: { id: { in: ids.map(BigInt) }, completedAt: null } })) === 0, 'completion');
+    await eventually('completion', async () => (await db.outboxMessage.count({ where: { id: { in: ids.map(BigInt) }, completedAt: null } })) === 0);
     expect(await db.outboxDelivery.count({ where: { messageId: { in: ids.map(BigInt) } } })).toBe(0);
 
     // two dispatchers handing over the same messages at the same moment (a lease lost while the first still ran)
@@ -209,7 +201,7 @@ describe.each(BACKENDS)('transactional outbox on %s', (backend) => {
     await db.transaction((tx) => outbox.record(tx, ...payloads));
     // leased in the same statement that wrote them: no sweep can take them while their writer hands them over
     expect((await rows()).every((r) => r.leased && Number(r.dispatch_count) === 1)).toBe(true);
-    await until(async () => heard.length === payloads.length && live.length === payloads.length && (await rows()).every((r) => r.done), 'the hand-over');
+    await eventually('the hand-over', async () => heard.length === payloads.length && live.length === payloads.length && (await rows()).every((r) => r.done));
     expect(heard).toHaveLength(payloads.length);
     // the live feed heard them from memory, each with its own row's id and time
     const written = await rows();
@@ -222,7 +214,7 @@ describe.each(BACKENDS)('transactional outbox on %s', (backend) => {
     const seen: string[] = [];
     outbox.addConsumer({ name: `watch-${backend}`, topics: ['workspace.created'], handle: async (m) => void seen.push(String(m.payload.workspace)) });
     const ws = await aWorkspace(cp, cp.ownerToken);
-    await until(async () => seen.includes(ws.slug), 'workspace.created');
+    await eventually('workspace.created', async () => seen.includes(ws.slug));
     expect(seen.filter((s) => s === ws.slug)).toHaveLength(1);
   });
 
@@ -237,7 +229,8 @@ describe.each(BACKENDS)('transactional outbox on %s', (backend) => {
         await Promise.all([outbox.sweep(), twin.sweep(), outbox.sweep(), twin.sweep()]);
         // the first replica also has the consumer "gamma" from an earlier test; count the shared two
         const shared = async () => (await effects()).filter((e) => ids.includes(e.message_id) && ['alpha', 'beta'].includes(e.consumer));
-        await until(async () => (await shared()).length >= 120, 'deliveries');
+        await eventually('deliveries', async () => (await shared()).length >= 120);
+        // a second delivery would be a transaction running beside the first: give one a moment to commit
         await new Promise((r) => setTimeout(r, 500));
         expect(await shared()).toHaveLength(120);
       } finally {

@@ -21,6 +21,7 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { aWorkspace } from '../support/builders';
 import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { eventually } from '../support/eventually';
 import { aRemoteServer, SERVERS, textOf } from './mcp-client';
 
 const EVERYTHING_DIST = resolve('node_modules/@modelcontextprotocol/server-everything/dist');
@@ -97,14 +98,6 @@ async function open(cp: TestControlPlane, path: string, capabilities: ClientCapa
   const transport = new StreamableHTTPClientTransport(new URL(`${cp.url}${path}`), { requestInit: { headers: { authorization: `Bearer ${cp.ownerToken}` } } });
   await client.connect(transport);
   return { client, seen, roots };
-}
-
-async function waitFor(what: string, check: () => boolean, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 async function call(client: Client, name: string, args: Record<string, unknown> = {}): Promise<CallToolResult> {
@@ -190,7 +183,7 @@ describe('server-everything through /mcp/{ws}/everything', () => {
     const asLink = await call(client, 'gzip-file-as-resource', { name: 'notes.txt.gz', data: dataUri, outputType: 'resourceLink' });
     expect(asLink.content).toEqual([{ type: 'resource_link', uri: 'demo://resource/session/notes.txt.gz', name: 'notes.txt.gz', mimeType: 'application/gzip' }]);
     // the new resource is announced, listed, and readable for the rest of the session
-    await waitFor('resources/list_changed', () => seen.listChanged > before);
+    await eventually('resources/list_changed', () => seen.listChanged > before);
     expect((await client.listResources()).resources.map((r) => r.uri)).toContain('demo://resource/session/notes.txt.gz');
     const read = await client.readResource({ uri: 'demo://resource/session/notes.txt.gz' });
     expect(gunzipSync(Buffer.from((read.contents[0] as { blob: string }).blob, 'base64')).toString()).toBe(original);
@@ -214,8 +207,8 @@ describe('server-everything through /mcp/{ws}/everything', () => {
     const asked = seen.rootsRequests;
     roots.push({ uri: 'file:///home/ada/notes', name: 'Notes' });
     await client.sendRootsListChanged();
-    await waitFor('the server to ask for the roots again', () => seen.rootsRequests > asked);
-    await waitFor('the new root to show', () => seen.logs.some((l) => String(l.data).includes('2 root(s) received')));
+    await eventually('the server to ask for the roots again', () => seen.rootsRequests > asked);
+    await eventually('the new root to show', () => seen.logs.some((l) => String(l.data).includes('2 root(s) received')));
     expect(textOf(await call(client, 'get-roots-list'))).toContain('2. Notes\n   URI: file:///home/ada/notes');
   });
 
@@ -250,9 +243,9 @@ describe('server-everything through /mcp/{ws}/everything', () => {
     await client.setLoggingLevel('debug');
     const before = seen.logs.length;
     expect(textOf(await call(client, 'toggle-simulated-logging'))).toContain('Started simulated, random-leveled logging');
-    await waitFor('a simulated log message', () => seen.logs.slice(before).some((l) => /level.message/.test(String(l.data))));
+    await eventually('a simulated log message', () => seen.logs.slice(before).some((l) => /level.message/.test(String(l.data))));
     // the 5-second pace: a second message comes from the server on its own, not tied to any call
-    await waitFor('a second simulated log message', () => seen.logs.slice(before).filter((l) => /level.message/.test(String(l.data))).length >= 2, 12_000);
+    await eventually('a second simulated log message', () => seen.logs.slice(before).filter((l) => /level.message/.test(String(l.data))).length >= 2, { timeoutMs: 12_000 });
     expect(textOf(await call(client, 'toggle-simulated-logging'))).toContain('Stopped simulated logging');
 
     // above every level the server sends, its own info lines stop as well
@@ -263,7 +256,7 @@ describe('server-everything through /mcp/{ws}/everything', () => {
     await client.setLoggingLevel('info');
     await client.subscribeResource({ uri: 'demo://resource/dynamic/text/9' });
     await client.unsubscribeResource({ uri: 'demo://resource/dynamic/text/9' });
-    await waitFor('the unsubscribe log line', () => seen.logs.some((l) => String(l.data).startsWith('Received Unsubscribe Resource request: demo://resource/dynamic/text/9')));
+    await eventually('the unsubscribe log line', () => seen.logs.some((l) => String(l.data).startsWith('Received Unsubscribe Resource request: demo://resource/dynamic/text/9')));
     expect(seen.logs.slice(quiet).map((l) => l.level)).toEqual(['info', 'info']);
   }, 30_000);
 
@@ -272,7 +265,7 @@ describe('server-everything through /mcp/{ws}/everything', () => {
     const second = 'demo://resource/dynamic/blob/2';
     await client.subscribeResource({ uri: first });
     expect(textOf(await call(client, 'toggle-subscriber-updates'))).toContain('Started simulated resource updated notifications');
-    await waitFor(`an update for ${first}`, () => seen.updated.includes(first));
+    await eventually(`an update for ${first}`, () => seen.updated.includes(first));
 
     await client.unsubscribeResource({ uri: first });
     await client.subscribeResource({ uri: second });
@@ -280,7 +273,7 @@ describe('server-everything through /mcp/{ws}/everything', () => {
     const firstCount = seen.updated.filter((u) => u === first).length;
     // turning updates on again sends one round at once: only the URI still subscribed
     await call(client, 'toggle-subscriber-updates');
-    await waitFor(`an update for ${second}`, () => seen.updated.includes(second));
+    await eventually(`an update for ${second}`, () => seen.updated.includes(second));
     expect(seen.updated.filter((u) => u === first).length).toBe(firstCount);
     await call(client, 'toggle-subscriber-updates');
     await client.unsubscribeResource({ uri: second });
@@ -332,7 +325,7 @@ describe('server-everything through /mcp/{ws}/everything', () => {
     const errorsBefore = seen.errors.length;
     const running = client.callTool({ name: 'trigger-long-running-operation', arguments: { duration: 4, steps: 8 } }, undefined, { signal: controller.signal, onprogress: (p) => progress.push(p) });
     // abort once the server is visibly working on it
-    await waitFor('the first progress notification', () => progress.length > 0);
+    await eventually('the first progress notification', () => progress.length > 0);
     controller.abort('the user pressed stop');
     await expect(running).rejects.toThrow(/the user pressed stop|abort/i);
     expect(textOf(await call(client, 'echo', { message: 'still here' }))).toBe('Echo: still here');

@@ -16,6 +16,8 @@ export class HttpUpstream {
   readonly seenAuthorization: string[] = [];
   readonly seenHeaders: IncomingMessage['headers'][] = [];
   private server: Server | undefined;
+  /** calls of the `wait` tool in progress: each answers when the test calls `release()` */
+  private readonly waiting: (() => void)[] = [];
   private readonly transports = new Map<string, StreamableHTTPServerTransport>();
   url = '';
 
@@ -29,7 +31,16 @@ export class HttpUpstream {
     return this.url;
   }
 
+  get waitingCalls(): number {
+    return this.waiting.length;
+  }
+
+  release(): void {
+    for (const answer of this.waiting.splice(0)) answer();
+  }
+
   async stop(): Promise<void> {
+    this.release();
     for (const transport of this.transports.values()) await transport.close().catch(() => undefined);
     this.server?.closeAllConnections();
     await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
@@ -59,9 +70,9 @@ export class HttpUpstream {
       transport = new StreamableHTTPServerTransport({ sessionIdGenerator: () => randomUUID(), onsessioninitialized: (id) => void this.transports.set(id, transport!) });
       const mcp = new McpServer({ name: 'http-upstream', version: '1.0.0' });
       mcp.registerTool('greet', { description: this.description, inputSchema: { name: z.string() } }, async ({ name }) => ({ content: [{ type: 'text', text: `Hello, ${name}` }] }));
-      mcp.registerTool('slow', { description: 'Takes its time', inputSchema: { ms: z.number() } }, async ({ ms }) => {
-        await new Promise((r) => setTimeout(r, ms));
-        return { content: [{ type: 'text', text: `slept ${ms}` }] };
+      mcp.registerTool('wait', { description: 'Answers when the test lets it' }, async () => {
+        await new Promise<void>((answer) => this.waiting.push(answer));
+        return { content: [{ type: 'text', text: 'released' }] };
       });
       await mcp.connect(transport);
     }

@@ -3,19 +3,11 @@ import { ExecutionJournal, PoolInstances } from '@aileron/pool';
 import { People } from '../approvals/people';
 import { aToken, aWorkspace } from '../support/builders';
 import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { eventually } from '../support/eventually';
 import { HttpUpstream } from './http-upstream';
 import { aRemoteServer, connect, SERVERS, textOf } from './mcp-client';
 
 const KEY = 'upstream-key-5c7e1f0b9a2d';
-
-async function until<T>(probe: () => T | Promise<T>, ok: (value: T) => boolean, ms = 10_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = await probe();
-    if (ok(value) || Date.now() > deadline) return value;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 function refusal(result: { _meta?: unknown }): { code: string; approval_id?: string } | undefined {
   return (result._meta as Record<string, { code: string; approval_id?: string }> | undefined)?.['aileron/refusal'];
@@ -122,11 +114,11 @@ describe('pool instances: upstream URLs, pinning, approvals that wait, kill swit
     const progress: string[] = [];
     const call = client.callTool({ name: 'greet', arguments: { name: 'Linus' } }, undefined, { onprogress: (p) => progress.push(String(p.message)), timeout: 30_000 });
 
-    const inbox = await until(
-      () => cp.request('GET', `/v1/workspaces/${ws.slug}/approvals?status=pending`, { token: cp.ownerToken }),
-      (res) => (res.body?.approvals ?? res.body?.items ?? []).length > 0,
-    );
-    const pending = (inbox.body.approvals ?? inbox.body.items) as { id: string; tool: string; arguments: Record<string, unknown> }[];
+    const pending = await eventually('the pending approval', async () => {
+      const inbox = await cp.request('GET', `/v1/workspaces/${ws.slug}/approvals?status=pending`, { token: cp.ownerToken });
+      const approvals = inbox.body.approvals as { id: string; tool: string; arguments: Record<string, unknown> }[];
+      return approvals.length > 0 && approvals;
+    });
     expect(pending[0]).toMatchObject({ tool: 'greet', arguments: { name: 'Linus' } });
     const approved = await cp.request('POST', `/v1/approvals/${pending[0]!.id}/approve`, { token: approver.token, body: {} });
     expect(approved.status, approved.text).toBe(200);
@@ -150,14 +142,14 @@ describe('pool instances: upstream URLs, pinning, approvals that wait, kill swit
     expect(v2.status, v2.text).toBe(201);
     const assigned = await cp.request('PUT', `/v1/workspaces/${ws.slug}/servers/${name}`, { token: cp.ownerToken, body: { version: '1.1.0' } });
     expect(assigned.status, assigned.text).toBe(200);
-    expect(await until(() => pool.list({ workspaceId: ws.id } as never), (list) => list.length === 0)).toEqual([]);
+    await eventually('no running instance', () => pool.list({ workspaceId: ws.id } as never).length === 0);
     // the same session carries on, on the new version
     expect(textOf(await client.callTool({ name: 'echo', arguments: { message: 'v2' } }))).toContain('v2');
     expect(pool.list({ workspaceId: ws.id } as never)).toMatchObject([{ version: '1.1.0' }]);
 
     const off = await cp.request('PUT', `/v1/catalog/servers/${name}/status`, { token: cp.ownerToken, body: { enabled: false, reason: 'CVE-2026-0001' } });
     expect(off.status, off.text).toBe(200);
-    expect(await until(() => pool.list({ workspaceId: ws.id } as never), (list) => list.length === 0)).toEqual([]);
+    await eventually('no running instance', () => pool.list({ workspaceId: ws.id } as never).length === 0);
     await expect(client.callTool({ name: 'echo', arguments: { message: 'after the kill switch' } })).rejects.toThrow(/switched off.*CVE-2026-0001/);
     await client.close().catch(() => undefined);
     await cp.cp.app.get(ExecutionJournal).flush();
@@ -192,17 +184,18 @@ describe('pool limits: idle stop, instances per workspace, calls per instance, r
 
     const a = await connect(cp, cp.ownerToken, `/mcp/${ws.slug}/${first}`);
     // one call at a time per instance: the second concurrent one is refused, not queued forever
-    const slow = a.client.callTool({ name: 'slow', arguments: { ms: 1500 } });
-    await new Promise((r) => setTimeout(r, 200));
+    const held = a.client.callTool({ name: 'wait', arguments: {} });
+    await eventually('the first call at the server', () => upstream.waitingCalls === 1);
     await expect(a.client.callTool({ name: 'greet', arguments: { name: 'x' } })).rejects.toThrow(/AILERON_POOL_MAX_CONCURRENT_CALLS/);
-    expect(textOf(await slow)).toBe('slept 1500');
+    upstream.release();
+    expect(textOf(await held)).toBe('released');
 
     // one instance per workspace: the second server cannot start while the first runs
     await expect(connect(cp, cp.ownerToken, `/mcp/${ws.slug}/${second}`)).rejects.toThrow(/AILERON_POOL_MAX_INSTANCES_PER_WORKSPACE/);
 
     // idle: once no session uses it for a second, the instance stops, and the other can start
     await a.client.close();
-    expect(await until(() => pool.list({ workspaceId: ws.id } as never), (list) => list.length === 0)).toEqual([]);
+    await eventually('no running instance', () => pool.list({ workspaceId: ws.id } as never).length === 0);
     const b = await connect(cp, cp.ownerToken, `/mcp/${ws.slug}/${second}`);
     expect(textOf(await b.client.callTool({ name: 'echo', arguments: { message: 'now me' } }))).toContain('now me');
     await b.client.close();

@@ -4,6 +4,7 @@ import { ExecutionJournal, PoolInstances } from '@aileron/pool';
 import { People } from '../approvals/people';
 import { aGateway, aToken, aWorkspace } from '../support/builders';
 import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { eventually } from '../support/eventually';
 import { aRemoteServer, connect, SERVERS, textOf } from './mcp-client';
 
 const CANARY_A = 'canary-A-7f3e9b1c5d2a4e6f';
@@ -260,16 +261,18 @@ describe('the remote MCP pool', () => {
     const pool = cp.cp.app.get(PoolInstances);
     const [before] = pool.list({ workspaceId: ws.id } as never);
 
-    const call = client.callTool({ name: 'trigger-long-running-operation', arguments: { duration: 20, steps: 10 } }, undefined, { timeout: 30_000 });
+    let progress = 0;
+    const call = client.callTool({ name: 'trigger-long-running-operation', arguments: { duration: 20, steps: 40 } }, undefined, { timeout: 30_000, onprogress: () => progress++ });
     const outcome = call.then(
       (result) => ({ result, at: Date.now() }),
       (error: unknown) => ({ error: error as Error, at: Date.now() }),
     );
-    await new Promise((r) => setTimeout(r, 500));
+    await eventually('the call to be running', () => progress > 0);
     const killedAt = Date.now();
     process.kill(before!.pid!, 'SIGKILL');
     const settled = await outcome;
-    expect(settled.at - killedAt).toBeLessThan(1000);
+    // a hang guard far under the call's 20 s: it ends with the instance, not when the operation would have
+    expect(settled.at - killedAt).toBeLessThan(10_000);
     expect('error' in settled ? settled.error.message : textOf(settled.result)).toMatch(/stopped|exited|killed|broke/);
 
     const next = await client.callTool({ name: 'echo', arguments: { message: 'after the crash' } });

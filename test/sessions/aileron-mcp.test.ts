@@ -5,10 +5,12 @@ import { join, resolve } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ApprovalsService } from '@aileron/approvals';
 import { People } from '../approvals/people';
 import { aRemoteServer, SERVERS, textOf } from '../pool/mcp-client';
 import { aToken, aWorkspace } from '../support/builders';
 import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { eventually } from '../support/eventually';
 
 /**
  * aileron-mcp as a sandbox runs it: the bundle alone, copied into an empty
@@ -199,7 +201,7 @@ describe('aileron-mcp against a running control plane', () => {
 
     // waits for the decision, answered the moment a person approves
     const waiting = client.callTool({ name: 'approval_status', arguments: { approval_id: refusal!.approval_id, wait_seconds: 60 } });
-    await new Promise((r) => setTimeout(r, 300));
+    await eventually('the approval long-poll parked', () => cp.cp.app.get(ApprovalsService).waiting.sleeping(refusal!.approval_id) === 1);
     const approved = await cp.request('POST', `/v1/approvals/${refusal!.approval_id}/approve`, { token: approver.token, body: { reason: 'fine' } });
     expect(approved.status, approved.text).toBe(200);
     const decided = await waiting;
@@ -212,13 +214,10 @@ describe('aileron-mcp against a running control plane', () => {
 
     // a question to its people, answered while the tool waits
     const asking = client.callTool({ name: 'message_user', arguments: { text: 'May I drop the staging table?', level: 'question', wait_seconds: 60 } });
-    let question: { id: string } | undefined;
-    for (let i = 0; i < 100 && !question; i++) {
+    const question = await eventually('the agent message on the REST API', async () => {
       const messages = await cp.request('GET', `/v1/sessions/${session.id}/messages`);
-      question = (messages.body.messages as { id: string; direction: string; text: string; level: string }[]).find((m) => m.direction === 'agent' && m.text === 'May I drop the staging table?' && m.level === 'question');
-      if (!question) await new Promise((r) => setTimeout(r, 100));
-    }
-    expect(question, 'the agent message reached the REST API').toBeDefined();
+      return (messages.body.messages as { id: string; direction: string; text: string; level: string }[]).find((m) => m.direction === 'agent' && m.text === 'May I drop the staging table?' && m.level === 'question');
+    });
     expect((await cp.request('POST', `/v1/sessions/${session.id}/messages`, { body: { text: 'No. Rename it.' } })).status).toBe(201);
     const answered = await asking;
     expect(answered.isError, textOf(answered)).toBeFalsy();

@@ -8,6 +8,7 @@ import { VaultService } from '../../libs/vault/src';
 import { aWorkspace, uniqueSlug } from '../support/builders';
 import { startTestControlPlane, TestControlPlane, TestResponse } from '../support/control-plane';
 import { BACKENDS } from '../support/databases';
+import { eventually } from '../support/eventually';
 
 /**
  * The forms a leaked value would take: as written, and the encodings a careless
@@ -93,14 +94,6 @@ function captureOutput(): { text(): string; lines(): string[]; restore(): void }
       process.stderr.write = originals.stderr;
     },
   };
-}
-
-async function eventually(check: () => boolean | Promise<boolean>, what: string, timeoutMs = 30_000): Promise<void> {
-  const started = Date.now();
-  while (!(await check())) {
-    if (Date.now() - started > timeoutMs) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
 }
 
 describe.each(BACKENDS)('canary on %s: a secret value is seen nowhere but in what the pool resolves', (backend) => {
@@ -243,7 +236,7 @@ describe.each(BACKENDS)('canary on %s: a secret value is seen nowhere but in wha
     // the sink has every record of the workspace's chain
     const wanted = new Set(auditRecords.map((line) => JSON.parse(line).id as string));
     const delivered = () => new Set(sink.bodies.flatMap((body) => (JSON.parse(body).events as { id: string }[]).map((e) => e.id)));
-    await eventually(() => [...wanted].every((id) => delivered().has(id)), 'the sink receives every audit record');
+    await eventually('the sink receives every audit record', () => [...wanted].every((id) => delivered().has(id)));
     const sinkTypes = sink.bodies.flatMap((body) => (JSON.parse(body).events as { type: string }[]).map((e) => e.type));
     expect(sinkTypes).toEqual(expect.arrayContaining(['secret.written', 'secret.read', 'vault.key_rotated']));
 

@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { ClockModule } from '@aileron/clock';
 import { PolicyModule } from '@aileron/policy';
 import { WebhooksModule } from '@aileron/webhooks';
 import { ApprovalsController } from './approvals.controller';
@@ -7,7 +8,7 @@ import { ApprovalsService } from './approvals.service';
 import { ReviewController } from './review.controller';
 
 @Module({
-  imports: [PolicyModule, WebhooksModule],
+  imports: [ClockModule, PolicyModule, WebhooksModule],
   controllers: [ApprovalsController, ReviewController],
   providers: [ApprovalsRepository, ApprovalsService],
   exports: [ApprovalsService],

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { OrgScope, SystemScope, WorkspaceScope } from '@aileron/auth';
-import { Repository, Prisma, Transaction } from '@aileron/database';
+import { Clock } from '@aileron/clock';
+import { DatabaseService, Repository, Prisma, Transaction } from '@aileron/database';
 import type { ApprovalStatus } from './domain/approval';
 import type { RoutingDocument } from './domain/routing';
 
@@ -51,6 +52,13 @@ type Row = Prisma.ApprovalRequestGetPayload<{ include: typeof include }>;
 /** Approval requests, votes, one-time links and routing documents. */
 @Injectable()
 export class ApprovalsRepository extends Repository {
+  constructor(
+    db: DatabaseService,
+    private readonly clock: Clock,
+  ) {
+    super(db);
+  }
+
   async create(scope: WorkspaceScope, data: NewApproval, tx: Transaction): Promise<ApprovalRecord> {
     const row = await tx.approvalRequest.create({
       data: {
@@ -97,7 +105,7 @@ export class ApprovalsRepository extends Repository {
     const count = await tx.$executeRaw`
       UPDATE approval_requests SET consumed_at = now()
       WHERE id = ${id}::uuid AND organization_id = ${scope.organizationId}::uuid AND workspace_id = ${scope.workspaceId}::uuid
-        AND status = 'approved' AND consumed_at IS NULL AND expires_at > now()
+        AND status = 'approved' AND consumed_at IS NULL AND expires_at > ${this.clock.date().toISOString()}::timestamptz
         AND server = ${call.server} AND tool = ${call.tool} AND arguments_digest = ${call.argumentsDigest}
         AND requester = ${call.requester} AND session_id IS NOT DISTINCT FROM ${call.sessionId}
         AND gateway_id IS NOT DISTINCT FROM ${call.gatewayId}::uuid`;
@@ -123,7 +131,7 @@ export class ApprovalsRepository extends Repository {
         requester: call.requester,
         sessionId: call.sessionId,
         gatewayId: call.gatewayId,
-        expiresAt: { gt: new Date() },
+        expiresAt: { gt: this.clock.date() },
         OR: [{ status: 'pending' }, { status: 'approved', consumedAt: null }],
       },
       orderBy: { createdAt: 'desc' },
@@ -137,7 +145,7 @@ export class ApprovalsRepository extends Repository {
       where: {
         organizationId: scope.organizationId,
         workspaceId: scope.workspaceId,
-        ...(filter.status === 'pending' ? { status: 'pending', expiresAt: { gt: new Date() } } : filter.status === 'expired' ? { OR: [{ status: 'expired' }, { status: 'pending', expiresAt: { lte: new Date() } }] } : filter.status ? { status: filter.status } : {}),
+        ...(filter.status === 'pending' ? { status: 'pending', expiresAt: { gt: this.clock.date() } } : filter.status === 'expired' ? { OR: [{ status: 'expired' }, { status: 'pending', expiresAt: { lte: this.clock.date() } }] } : filter.status ? { status: filter.status } : {}),
         ...(filter.before ? { createdAt: { lt: filter.before } } : {}),
       },
       orderBy: { createdAt: 'desc' },
@@ -151,7 +159,7 @@ export class ApprovalsRepository extends Repository {
   async lockExpired(tx: Transaction, _system: SystemScope, limit: number): Promise<{ id: string; organizationId: string; workspaceId: string }[]> {
     const rows = await tx.$queryRaw<{ id: string; organization_id: string; workspace_id: string }[]>`
       SELECT id, organization_id, workspace_id FROM approval_requests
-      WHERE status = 'pending' AND expires_at <= now() ORDER BY expires_at LIMIT ${limit} FOR UPDATE SKIP LOCKED`;
+      WHERE status = 'pending' AND expires_at <= ${this.clock.date().toISOString()}::timestamptz ORDER BY expires_at LIMIT ${limit} FOR UPDATE SKIP LOCKED`;
     return rows.map((r) => ({ id: r.id, organizationId: r.organization_id, workspaceId: r.workspace_id }));
   }
 
@@ -241,7 +249,7 @@ export class ApprovalsRepository extends Repository {
 
   /** Spends a link; false if it was spent already (two tabs, a replay). */
   async useLink(tx: Transaction, scope: OrgScope, tokenHash: string): Promise<boolean> {
-    return (await tx.approvalLink.updateMany({ where: { organizationId: scope.organizationId, tokenHash, usedAt: null, expiresAt: { gt: new Date() } }, data: { usedAt: new Date() } })).count === 1;
+    return (await tx.approvalLink.updateMany({ where: { organizationId: scope.organizationId, tokenHash, usedAt: null, expiresAt: { gt: this.clock.date() } }, data: { usedAt: new Date() } })).count === 1;
   }
 }
 

@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { AccessService, describePrincipal, hashToken, OidcSignIn, OrgScope, Principal, roleIn, WorkspaceScope } from '@aileron/auth';
 import { SystemScopes } from '@aileron/auth/scope-issuer';
-import { MESSAGE_BUS, MessageBus } from '@aileron/bus';
+import { MESSAGE_BUS, MessageBus, Wakeups } from '@aileron/bus';
+import { Clock } from '@aileron/clock';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { DatabaseService, Transaction } from '@aileron/database';
 import { DomainError, ErrorCodeWithStatus, NotFoundError, ValidationError } from '@aileron/errors';
@@ -61,8 +62,8 @@ const REVIEW_LINKS = SystemScopes.system('review link');
 @Injectable()
 export class ApprovalsService implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly logger = new Logger('Approvals');
-  private readonly waiters = new Map<string, Set<() => void>>();
-  private readonly unsubscribe: () => void;
+  /** long-polls on a request, woken when it is decided on any replica */
+  readonly waiting: Wakeups;
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -75,12 +76,10 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
     @Inject(MESSAGE_BUS) private readonly bus: MessageBus,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly webhooks: WebhooksService,
+    private readonly clock: Clock,
   ) {
     webhooks.addNotification(LINK_NOTIFICATION, (event) => this.completeLink(event));
-    this.unsubscribe = bus.subscribe(DECIDED, (message) => {
-      const id = (message as { id?: unknown } | null)?.id;
-      if (typeof id === 'string') for (const wake of this.waiters.get(id) ?? []) wake();
-    });
+    this.waiting = new Wakeups(bus, DECIDED, (message) => (message as { id?: unknown } | null)?.id);
   }
 
   onApplicationBootstrap(): void {
@@ -90,8 +89,7 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
 
   onApplicationShutdown(): void {
     if (this.timer) clearInterval(this.timer);
-    this.unsubscribe();
-    for (const wakers of this.waiters.values()) for (const wake of wakers) wake();
+    this.waiting.close();
   }
 
   reviewUrl(id: string): string {
@@ -138,7 +136,7 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
           rules: decision.rules,
           route: name,
           quorum: route.quorum,
-          expiresAt: new Date(Date.now() + route.expires_in_seconds * 1000),
+          expiresAt: new Date(this.clock.now() + route.expires_in_seconds * 1000),
         },
         tx,
       );
@@ -177,36 +175,27 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
     if (caller.session && record.agentSessionId !== caller.session.id) throw new NotFoundError('approval', id, 'APPROVAL_NOT_FOUND');
     await this.access.workspaceById(caller, record.workspaceId, 'approval.read', { kind: 'approval', id, code: 'APPROVAL_NOT_FOUND' });
     if (!caller.session && caller.gateway && record.gatewayId !== caller.id) throw new NotFoundError('approval', id, 'APPROVAL_NOT_FOUND');
-    return effective(record);
+    return effective(record, this.clock.date());
   }
 
   /** Answers as soon as the request is decided (on any replica), or after `seconds` with its state then. */
   async wait(caller: Principal, id: string, seconds: number): Promise<ApprovalRecord> {
     let record = await this.get(caller, id);
-    const deadline = Date.now() + Math.min(seconds, MAX_WAIT_SECONDS) * 1000;
-    while (record.status === 'pending' && Date.now() < deadline) {
+    const deadline = this.clock.now() + Math.min(seconds, MAX_WAIT_SECONDS) * 1000;
+    while (record.status === 'pending' && this.clock.now() < deadline) {
       // wake at the decision, at expiry, or at the deadline, whichever comes first
       // and re-read now and then: a lost bus message then costs seconds, not the whole wait
-      const until = Math.min(deadline, record.expiresAt.getTime(), Date.now() + RECHECK_MS) - Date.now();
-      await new Promise<void>((resolve) => {
-        const set = this.waiters.get(id) ?? new Set();
-        this.waiters.set(id, set);
-        const wake = (): void => {
-          clearTimeout(timer);
-          set.delete(wake);
-          if (set.size === 0) this.waiters.delete(id);
-          resolve();
-        };
-        const timer = setTimeout(wake, Math.max(0, until));
-        set.add(wake);
-      });
+      const now = this.clock.now();
+      const until = Math.min(deadline, record.expiresAt.getTime(), now + RECHECK_MS) - now;
+      await this.waiting.sleep(id, until);
       record = await this.get(caller, id);
     }
     return record;
   }
 
   async list(scope: WorkspaceScope, filter: { status?: ApprovalRecord['status']; before?: Date; limit: number }): Promise<ApprovalRecord[]> {
-    return (await this.repository.list(scope, filter)).map(effective);
+    const now = this.clock.date();
+    return (await this.repository.list(scope, filter)).map((record) => effective(record, now));
   }
 
   /** A vote by a signed-in approver (REST, CLI, the review page). */
@@ -235,7 +224,7 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
     const found = link.startsWith(LINK_PREFIX) ? await this.repository.findLink(REVIEW_LINKS, hashToken(link)) : null;
     if (!found || found.approvalId !== id) throw new ApprovalError('LINK_INVALID', 'This link is not valid for this approval');
     if (found.usedAt) throw new ApprovalError('LINK_USED', 'This link has been used already; each link decides once');
-    if (found.expiresAt <= new Date()) throw new ApprovalError('LINK_EXPIRED', 'This link has expired');
+    if (found.expiresAt <= this.clock.date()) throw new ApprovalError('LINK_EXPIRED', 'This link has expired');
     const organization = SystemScopes.organization(found.organizationId);
     const [record, user] = await Promise.all([this.repository.get(organization, id), this.repository.user(organization, found.userId)]);
     const workspace = record && (await this.repository.workspace(organization, record.workspaceId));
@@ -262,7 +251,7 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
     if (!found || found.approvalId !== id) throw new ApprovalError('LINK_INVALID', 'This link is not valid for this approval');
     const record = await this.repository.get(SystemScopes.organization(found.organizationId), id);
     if (!record) throw new NotFoundError('approval', id, 'APPROVAL_NOT_FOUND');
-    return effective(record);
+    return effective(record, this.clock.date());
   }
 
   /**
@@ -278,11 +267,11 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
     const scope = await this.access.workspaceById(caller, record.workspaceId, 'approval.routes', { kind: 'approval', id, code: 'APPROVAL_NOT_FOUND' });
     const user = await this.repository.user(organization, userId);
     if (!user) throw new ValidationError([{ path: 'user', message: 'is not a user of this organisation' }]);
-    const current = effective(record);
+    const current = effective(record, this.clock.date());
     if (current.status !== 'pending') throw new ApprovalError('APPROVAL_ALREADY_DECIDED', `This request is already ${current.status}; decisions are final`);
     const routing = await this.repository.routing(scope);
     const { route } = resolveRoute(routing?.document ?? null, record.route);
-    if (!isApprover(routing?.document ?? null, route, { userId: user.id, email: user.email, role: null, idpGroups: user.idpGroups }, new Date()) && !(await this.hasApproverRole(scope, user.id, route))) {
+    if (!isApprover(routing?.document ?? null, route, { userId: user.id, email: user.email, role: null, idpGroups: user.idpGroups }, this.clock.date()) && !(await this.hasApproverRole(scope, user.id, route))) {
       throw new ApprovalError('NOT_AN_APPROVER', `User ${user.id} is not an approver of route "${record.route}"`);
     }
     const channels = await this.webhooks.notificationChannels(organization, record.workspaceId, LINK_NOTIFICATION);
@@ -318,7 +307,7 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
     if (!event.organization_id || typeof approvalId !== 'string' || typeof userId !== 'string') return null;
     const organization = SystemScopes.organization(event.organization_id);
     const record = await this.repository.get(organization, approvalId);
-    if (!record || effective(record).status !== 'pending') return null;
+    if (!record || effective(record, this.clock.date()).status !== 'pending') return null;
     const token = `${LINK_PREFIX}${randomBytes(32).toString('base64url')}`;
     await this.db.transaction((tx) => this.repository.createLink(tx, organization, { tokenHash: hashToken(token), approvalId, userId, expiresAt: record.expiresAt }));
     return { ...event.data, url: `${this.reviewUrl(approvalId)}?link=${token}` };
@@ -346,7 +335,7 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
     const record = await this.repository.get(scope, id);
     if (!record || record.workspaceId !== scope.workspaceId || record.gatewayId !== gatewayId) throw new NotFoundError('approval', id, 'APPROVAL_NOT_FOUND');
     if (used) return record;
-    throw new ApprovalError('APPROVAL_NOT_USABLE', whyNotUsable(effective(record), { ...call, digest }));
+    throw new ApprovalError('APPROVAL_NOT_USABLE', whyNotUsable(effective(record, this.clock.date()), { ...call, digest }, this.clock.date()));
   }
 
   /** An approved-and-unused or pending request for exactly this call, if there is one (the pool's retries). */
@@ -359,7 +348,7 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
       sessionId: call.session ?? null,
       gatewayId,
     });
-    return found ? effective(found) : null;
+    return found ? effective(found, this.clock.date()) : null;
   }
 
   /** Whoever asked may withdraw a request still pending (the developer gave up on the call). */
@@ -367,8 +356,8 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
     await this.db.transaction(async (tx) => {
       const record = await this.repository.lock(tx, scope, id);
       if (!record || record.workspaceId !== scope.workspaceId || record.gatewayId !== gatewayId) throw new NotFoundError('approval', id, 'APPROVAL_NOT_FOUND');
-      if (record.status !== 'pending' || record.expiresAt <= new Date()) {
-        throw new ApprovalError('APPROVAL_ALREADY_DECIDED', `This request is already ${effective(record).status}; decisions are final`);
+      if (record.status !== 'pending' || record.expiresAt <= this.clock.date()) {
+        throw new ApprovalError('APPROVAL_ALREADY_DECIDED', `This request is already ${effective(record, this.clock.date()).status}; decisions are final`);
       }
       await this.repository.finish(tx, scope, id, 'cancelled', reason);
       await this.outbox.record(tx, {
@@ -379,7 +368,7 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
       });
     });
     await this.bus.publish(DECIDED, { id });
-    return effective((await this.repository.get(scope, id))!);
+    return effective((await this.repository.get(scope, id))!, this.clock.date());
   }
 
   async routing(scope: WorkspaceScope): Promise<{ document: RoutingDocument; version: number }> {
@@ -450,11 +439,11 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
       const record = await this.repository.lock(tx, scope, id);
       if (!record) throw new NotFoundError('approval', id, 'APPROVAL_NOT_FOUND');
       if (FINAL.includes(record.status)) throw new ApprovalError('APPROVAL_ALREADY_DECIDED', `This request is already ${record.status}; decisions are final`);
-      if (record.expiresAt <= new Date()) throw new ApprovalError('APPROVAL_EXPIRED', 'This request expired before a decision');
+      if (record.expiresAt <= this.clock.date()) throw new ApprovalError('APPROVAL_EXPIRED', 'This request expired before a decision');
       // separation of duties: whoever the call runs for never decides it
       if (samePerson(requester, vote.identities)) throw new ApprovalError('SELF_APPROVAL_FORBIDDEN', 'You asked for this call; someone else must decide it');
       const { route } = resolveRoute(routing?.document ?? null, record.route);
-      const eligible = isApprover(routing?.document ?? null, route, vote.candidate, new Date()) || (vote.candidate.userId !== null && vote.candidate.role === null && (await this.hasApproverRole(scope, vote.candidate.userId, route, tx)));
+      const eligible = isApprover(routing?.document ?? null, route, vote.candidate, this.clock.date()) || (vote.candidate.userId !== null && vote.candidate.role === null && (await this.hasApproverRole(scope, vote.candidate.userId, route, tx)));
       if (!eligible) throw new ApprovalError('NOT_AN_APPROVER', `You are not an approver of route "${record.route}"`);
       if (record.decisions.some((d) => d.approver === vote.approver)) throw new ApprovalError('ALREADY_VOTED', 'You have decided on this request already');
       if (linkHash && !(await this.repository.useLink(tx, scope, linkHash))) throw new ApprovalError('LINK_USED', 'This link has been used already; each link decides once');
@@ -471,7 +460,7 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
     });
     if (outcome !== 'pending') await this.bus.publish(DECIDED, { id });
     const record = await this.repository.get(scope, id);
-    return effective(record!);
+    return effective(record!, this.clock.date());
   }
 
   /** A route's role approvers, for a user deciding through a link (their role is the workspace's, looked up). */
@@ -484,14 +473,14 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
 }
 
 /** A pending request past its expiry is expired, whether or not the sweep has marked it yet. */
-function effective(record: ApprovalRecord): ApprovalRecord {
-  return record.status === 'pending' && record.expiresAt <= new Date() ? { ...record, status: 'expired' } : record;
+function effective(record: ApprovalRecord, now: Date): ApprovalRecord {
+  return record.status === 'pending' && record.expiresAt <= now ? { ...record, status: 'expired' } : record;
 }
 
-function whyNotUsable(record: ApprovalRecord, call: { server: string; tool: string; digest: string; requester: string; session?: string | null }): string {
+function whyNotUsable(record: ApprovalRecord, call: { server: string; tool: string; digest: string; requester: string; session?: string | null }, now: Date): string {
   if (record.status !== 'approved') return `The request is ${record.status}, not approved`;
   if (record.consumedAt) return 'The approval has been used already; each approval lets one call through once';
-  if (record.expiresAt <= new Date()) return 'The approval has expired';
+  if (record.expiresAt <= now) return 'The approval has expired';
   const differs = [
     record.server !== call.server && 'server',
     record.tool !== call.tool && 'tool',

@@ -1,6 +1,7 @@
 import { Global, Module } from '@nestjs/common';
 import { APP_GUARD } from '@nestjs/core';
 import { PassportModule } from '@nestjs/passport';
+import { ClockModule } from '@aileron/clock';
 import { AccessService } from './access.service';
 import { AuthGuard } from './auth.guard';
 import { BearerCredentials } from './bearer-credentials';
@@ -22,7 +23,7 @@ import { TokensService } from './tokens.service';
 
 @Global()
 @Module({
-  imports: [PassportModule],
+  imports: [ClockModule, PassportModule],
   controllers: [MeController, TokensController, OidcController],
   providers: [
     CredentialResolvers,

@@ -1,4 +1,5 @@
 import { Injectable, Logger } from '@nestjs/common';
+import { Clock } from '@aileron/clock';
 import { ErrorCodeWithStatus, ForbiddenError, UnauthenticatedError } from '@aileron/errors';
 import { hashToken, looksLikeApiToken } from './domain/api-token';
 import { looksLikeSessionToken } from './domain/browser-session';
@@ -56,6 +57,7 @@ export class PrincipalResolver {
     private readonly keys: JwtKeys,
     private readonly tokens: TokensService,
     private readonly cache: PrincipalCache,
+    private readonly clock: Clock,
   ) {}
 
   async fromApiToken(token: string): Promise<Principal> {
@@ -63,10 +65,10 @@ export class PrincipalResolver {
     const hash = hashToken(token);
     const cached = await this.cache.principal(`token-hash:${hash}`, async () => {
       const record = await this.repository.findTokenByHash(AUTHENTICATION, hash);
-      this.assertActive(record, new Date());
+      this.assertActive(record, this.clock.date());
       return { principal: principalFromToken(record), expiresAt: record.expiresAt, lastUsedAt: record.lastUsedAt };
     });
-    const now = new Date();
+    const now = this.clock.date();
     this.assertUnexpired(cached, now);
     if (!cached.lastUsedAt || now.getTime() - cached.lastUsedAt.getTime() > TOUCH_EVERY_MS) {
       // the cached entry remembers the touch, so requests served from memory stay throttled too
@@ -153,7 +155,7 @@ export class PrincipalResolver {
   async fromSession(token: string): Promise<Principal> {
     const record = looksLikeSessionToken(token) ? await this.repository.findLoginSession(AUTHENTICATION, hashToken(token)) : null;
     if (!record) throw new UnauthenticatedError('The sign-in session is not valid; sign in again', 'SESSION_INVALID');
-    if (record.expiresAt <= new Date()) throw new UnauthenticatedError('The sign-in session has expired; sign in again', 'SESSION_EXPIRED');
+    if (record.expiresAt <= this.clock.date()) throw new UnauthenticatedError('The sign-in session has expired; sign in again', 'SESSION_EXPIRED');
     const user = await this.repository.findUser(SystemScopes.organization(record.organizationId), record.userId);
     if (!user) throw new UnauthenticatedError('The user no longer exists', 'SESSION_INVALID');
     return principalFromUser(user);
@@ -181,14 +183,14 @@ export class PrincipalResolver {
     const cached = await this.cache.principal(`jwt:${organizationId}:${kind}:${id}`, async (): Promise<CachedPrincipal> => {
       if (kind === 'token') {
         const record = await this.repository.findTokenById(scope, id);
-        this.assertActive(record, new Date());
+        this.assertActive(record, this.clock.date());
         return { principal: principalFromToken(record), expiresAt: record.expiresAt };
       }
       const user = await this.repository.findUser(scope, id);
       if (!user) throw new UnauthenticatedError('The user no longer exists', 'TOKEN_INVALID');
       return { principal: principalFromUser(user), expiresAt: null };
     });
-    this.assertUnexpired(cached, new Date());
+    this.assertUnexpired(cached, this.clock.date());
     return cached.principal;
   }
 }

@@ -1,5 +1,6 @@
 import { Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
 import { decode } from 'jsonwebtoken';
+import { Clock } from '@aileron/clock';
 import type { Principal } from './domain/principal';
 import { BearerCredentials } from './bearer-credentials';
 import { PrincipalCache } from './principal-cache.service';
@@ -38,6 +39,7 @@ export class StreamAccess implements OnModuleDestroy {
     private readonly bearer: BearerCredentials,
     private readonly principals: PrincipalResolver,
     cache: PrincipalCache,
+    private readonly clock: Clock,
   ) {
     this.unsubscribe = cache.onChange(() => this.recheck());
     this.timer = setInterval(() => this.recheck(), RECHECK_EVERY_MS);
@@ -73,7 +75,7 @@ export class StreamAccess implements OnModuleDestroy {
   private async judge(held: Held): Promise<void> {
     let reason: string | null = null;
     try {
-      if (held.expiresAt !== null && held.expiresAt <= Date.now()) reason = 'the credential has expired';
+      if (held.expiresAt !== null && held.expiresAt <= this.clock.now()) reason = 'the credential has expired';
       else await held.check(await this.resolve(held.token));
     } catch (error) {
       reason = error instanceof Error ? error.message : 'access was withdrawn';

@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import { Clock } from '@aileron/clock';
 import { DatabaseService, Transaction } from '@aileron/database';
 import { ForbiddenError, NotFoundError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
@@ -37,6 +38,7 @@ export class TokensService {
     private readonly repository: AuthRepository,
     private readonly access: AccessService,
     private readonly outbox: OutboxService,
+    private readonly clock: Clock,
   ) {}
 
   /** Exchanging a credential for an admin JWT is a login: audited through the outbox like every change. */
@@ -70,7 +72,7 @@ export class TokensService {
     if (!canGrant(holderRole, body.role)) {
       throw new ForbiddenError(`Role "${holderRole}" may not create a token with role "${body.role}"`, 'ROLE_ESCALATION');
     }
-    const expiresAt = body.expires_in_seconds ? new Date(Date.now() + body.expires_in_seconds * 1000) : null;
+    const expiresAt = body.expires_in_seconds ? new Date(this.clock.now() + body.expires_in_seconds * 1000) : null;
     return this.db.transaction((tx) =>
       this.mint(scope, { name: body.name, role: body.role, workspaceId, expiresAt, createdBy: describePrincipal(principal) }, tx),
     );

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { AuditService } from '@aileron/audit';
 import { SystemScopes } from '@aileron/auth/scope-issuer';
+import { Clock } from '@aileron/clock';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { DatabaseService } from '@aileron/database';
 import { OutboxService } from '@aileron/outbox';
@@ -60,8 +61,10 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
   private batch: ExecutionRecord[] = [];
   /** started and not ended, by execution id: carried into each new segment */
   private readonly running = new Map<string, ExecutionRecord>();
+  /** written at the latest then, with or without a next call */
   private timer: NodeJS.Timeout | undefined;
-  private due = false;
+  /** when the pending batch is due (read from the Clock, so a test can move it) */
+  private dueAt = Infinity;
   private flushing: Promise<void> = Promise.resolve();
 
   constructor(
@@ -69,6 +72,7 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
     private readonly db: DatabaseService,
     private readonly audit: AuditService,
     private readonly outbox: OutboxService,
+    private readonly clock: Clock,
   ) {
     this.directory = new JournalDirectory(join(config.dataDir, 'pool', 'journal'));
     this.batchMs = config.pool.auditBatchMs;
@@ -131,28 +135,26 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
     writeSync(this.openSegment(), `${JSON.stringify(record)}\n`);
     this.batch.push(record);
     if (this.batch.length >= FLUSH_AT) void this.flush();
-    else if (this.due && record.type === 'execution.started') {
+    else if (record.type === 'execution.started' && this.clock.now() >= this.dueAt) {
       // This call's request leaves in this turn of the event loop; the batch
       // starts right after, while the proxy waits for the answer. On the
       // embedded database its statements block the thread, so started at a
       // random moment they would hold up requests and answers arriving then
       // (p99 vs direct in alternating runs: median 1.31 this way, 1.50 before).
-      this.due = false;
+      this.dueAt = Infinity;
       setImmediate(() => void this.flush());
-    } else this.timer ??= setTimeout(() => this.becomeDue(), this.batchMs);
-  }
-
-  /** The batch waits for the next call to start, or half its interval again when none does. */
-  private becomeDue(): void {
-    this.due = true;
-    this.timer = setTimeout(() => void this.flush(), this.batchMs / 2);
+    } else if (!this.timer) {
+      // due after one interval; without a next call, written half an interval later
+      this.dueAt = this.clock.now() + this.batchMs;
+      this.timer = setTimeout(() => void this.flush(), this.batchMs * 1.5);
+    }
   }
 
   /** Resolves once everything appended so far is in the audit log (tests, shutdown). */
   async flush(): Promise<void> {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
-    this.due = false;
+    this.dueAt = Infinity;
     const records = this.batch;
     if (records.length === 0) return this.flushing;
     this.batch = [];

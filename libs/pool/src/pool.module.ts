@@ -4,6 +4,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { ApprovalsModule } from '@aileron/approvals';
 import { AuditModule } from '@aileron/audit';
 import { CatalogModule } from '@aileron/catalog';
+import { ClockModule } from '@aileron/clock';
 import { APP_CONFIG, AppConfig, projectRoot } from '@aileron/config';
 import { PolicyModule } from '@aileron/policy';
 import { VaultModule } from '@aileron/vault';
@@ -46,7 +47,7 @@ function driverFor(config: AppConfig): InstanceDriver {
 }
 
 @Module({
-  imports: [CatalogModule, PolicyModule, ApprovalsModule, VaultModule, AuditModule],
+  imports: [ClockModule, CatalogModule, PolicyModule, ApprovalsModule, VaultModule, AuditModule],
   controllers: [McpController, PoolController],
   providers: [
     { provide: INSTANCE_DRIVER, inject: [APP_CONFIG], useFactory: driverFor },

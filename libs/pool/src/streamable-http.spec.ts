@@ -52,7 +52,7 @@ describe('NodeStreamableHttpTransport', () => {
     return init.headers.get('mcp-session-id')!;
   }
 
-  /** Headers of a quiet stream must not wait for its first event (the SDK's keep-alive comes only after 15 s). */
+  /** Headers of a quiet stream must not wait for its first event (the SDK's keep-alive comes only after 15 s): 5 s tells the two apart. */
   const within = <T>(ms: number, promise: Promise<T>): Promise<T> =>
     Promise.race([promise, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms).unref())]);
   /** The SDK allows one GET stream per session and refuses another (409) while the first is registered: ask again for up to a second. */
@@ -87,7 +87,7 @@ describe('NodeStreamableHttpTransport', () => {
     const session = await start();
     const asked = nextRequest();
     // the headers come while the server has not answered yet: a client sees the stream open
-    const response = await within(2000, post(session, { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'slow' } }));
+    const response = await within(5_000, post(session, { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'slow' } }));
     expect(response.status).toBe(200);
     expect(response.headers.get('content-type')).toBe('text/event-stream');
     expect(response.headers.get('mcp-session-id')).toBe('session-1');
@@ -126,7 +126,7 @@ describe('NodeStreamableHttpTransport', () => {
     const session = await start();
     const headers = { accept: 'text/event-stream', 'mcp-session-id': session, 'mcp-protocol-version': '2025-11-25' };
     const first = new AbortController();
-    const listening = await within(2000, fetch(url, { headers, signal: first.signal }));
+    const listening = await within(5_000, fetch(url, { headers, signal: first.signal }));
     expect(listening.status).toBe(200);
     first.abort();
     await listening.body?.cancel().catch(() => undefined);
@@ -197,11 +197,11 @@ describe('NodeStreamableHttpTransport', () => {
       const request = await asked;
       await transport.send({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: 'p', progress: 1 } }, { relatedRequestId: request.id });
       // the progress reaches the client while the call still runs: the stream is open with the priming event and the progress
-      const response = await within(2000, pending);
+      const response = await within(5_000, pending);
       expect(response.headers.get('content-type')).toBe('text/event-stream');
       const reader = response.body!.getReader();
       let seen = '';
-      while (!seen.includes('notifications/progress')) seen += new TextDecoder().decode((await within(2000, reader.read())).value);
+      while (!seen.includes('notifications/progress')) seen += new TextDecoder().decode((await within(5_000, reader.read())).value);
       await transport.send({ jsonrpc: '2.0', id: request.id, result: { content: [] } });
       for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) seen += new TextDecoder().decode(chunk.value);
       expect(seen.match(/^id: /gm)?.length).toBe(3);
@@ -213,10 +213,10 @@ describe('NodeStreamableHttpTransport', () => {
       const asked = nextRequest();
       const pending = post(session, { jsonrpc: '2.0', id: 23, method: 'tools/call', params: { name: 'slow' } });
       const request = await asked;
-      const response = await within(2000, pending);
+      const response = await within(5_000, pending);
       expect(response.headers.get('content-type')).toBe('text/event-stream');
       const reader = response.body!.getReader();
-      const priming = new TextDecoder().decode((await within(2000, reader.read())).value);
+      const priming = new TextDecoder().decode((await within(5_000, reader.read())).value);
       expect(priming).toMatch(/^id: \S+\ndata: \n\n$/);
       await transport.send({ jsonrpc: '2.0', id: request.id, result: { content: [] } });
       const answer = new TextDecoder().decode((await reader.read()).value);
@@ -243,7 +243,7 @@ describe('NodeStreamableHttpTransport', () => {
       const first = post(session, { jsonrpc: '2.0', id: 31, method: 'tools/call', params: { name: 'alone' } });
       const lone = await askedFirst;
       // alone: the stream opens before the answer exists
-      const firstResponse = await within(2000, first);
+      const firstResponse = await within(5_000, first);
       expect(firstResponse.headers.get('content-type')).toBe('text/event-stream');
       const askedSecond = nextRequest();
       const second = post(session, { jsonrpc: '2.0', id: 32, method: 'tools/call', params: { name: 'beside' } });
@@ -278,9 +278,9 @@ describe('NodeStreamableHttpTransport', () => {
       const pending = post(session, { jsonrpc: '2.0', id: 25, method: 'tools/call', params: { name: 'never' } });
       await asked;
       await transport.close();
-      const response = await within(2000, pending);
+      const response = await within(5_000, pending);
       expect(response.headers.get('content-type')).toBe('text/event-stream');
-      expect(await within(2000, response.text())).not.toContain('"id":25');
+      expect(await within(5_000, response.text())).not.toContain('"id":25');
     });
   });
 });

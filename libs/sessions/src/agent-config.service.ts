@@ -1,5 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { Principal } from '@aileron/auth';
+import { Clock } from '@aileron/clock';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { ConflictError } from '@aileron/errors';
 import { Agent, AgentConfig, renderAgentConfig } from './domain/agent-config';
@@ -11,12 +12,13 @@ export class AgentConfigService {
   constructor(
     private readonly sessions: SessionsService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
+    private readonly clock: Clock,
   ) {}
 
   async render(caller: Principal, id: string, agent: Agent, command: string): Promise<AgentConfig> {
     const { session } = await this.sessions.get(caller, id);
     // a config for a session whose token is already refused would only fail later, inside the sandbox
-    if (session.endedAt || session.expiresAt <= new Date()) throw new ConflictError('SESSION_CLOSED', 'The session has ended; a configuration for it would only fail inside the sandbox');
+    if (session.endedAt || session.expiresAt <= this.clock.date()) throw new ConflictError('SESSION_CLOSED', 'The session has ended; a configuration for it would only fail inside the sandbox');
     return renderAgentConfig(agent, { url: this.config.publicUrl, sessionId: session.id, workspace: session.workspaceSlug, command });
   }
 }

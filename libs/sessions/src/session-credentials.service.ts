@@ -2,6 +2,7 @@ import { Inject, Injectable, OnModuleDestroy, OnModuleInit } from '@nestjs/commo
 import { SystemScopes } from '@aileron/auth/scope-issuer';
 import { CredentialResolvers, PrincipalCache, PrincipalResolver, Principal, roleIn, StreamAccess, type SessionGrant } from '@aileron/auth';
 import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
+import { Clock } from '@aileron/clock';
 import { UnauthenticatedError } from '@aileron/errors';
 import { GatewayCredentials } from '@aileron/gateway';
 import { OutboxService } from '@aileron/outbox';
@@ -49,6 +50,7 @@ export class SessionCredentials implements OnModuleInit, OnModuleDestroy {
     outbox: OutboxService,
     principalCache: PrincipalCache,
     streams: StreamAccess,
+    private readonly clock: Clock,
   ) {
     this.live = new SharedCache(bus, 'agent-sessions', LIVE_TTL_MS);
     this.verifier = new CaveatTokenVerifier(async (identity) => (await keys.byId(SystemScopes.organization(identity.organizationId), identity.keyId))?.derived ?? null);
@@ -73,7 +75,7 @@ export class SessionCredentials implements OnModuleInit, OnModuleDestroy {
     const grant = await this.verify(token);
     const live = await this.live.getOrLoad(`${ROOT}:${grant.sessionId}`, () => this.load(grant));
     if (live.session.organizationId !== grant.organizationId) throw new UnauthenticatedError('The token is not valid', 'TOKEN_INVALID');
-    this.assertAlive(live.session, new Date());
+    this.assertAlive(live.session, this.clock.date());
     return sessionPrincipal(live, grant);
   }
 
@@ -84,7 +86,7 @@ export class SessionCredentials implements OnModuleInit, OnModuleDestroy {
 
   private async verify(token: string): Promise<TokenGrant> {
     try {
-      return await this.verifier.verify(token, Math.floor(Date.now() / 1000));
+      return await this.verifier.verify(token, Math.floor(this.clock.now() / 1000));
     } catch (error) {
       if (error instanceof CaveatTokenError) throw new UnauthenticatedError(error.message, error.code);
       throw error;
@@ -94,7 +96,7 @@ export class SessionCredentials implements OnModuleInit, OnModuleDestroy {
   private async load(grant: TokenGrant): Promise<Live> {
     const session = await this.repository.get(SystemScopes.organization(grant.organizationId), grant.sessionId);
     if (!session) throw new UnauthenticatedError('The session does not exist', 'TOKEN_INVALID');
-    this.assertAlive(session, new Date());
+    this.assertAlive(session, this.clock.date());
     return { session, creator: await this.creatorOf(session) };
   }
 

@@ -1,6 +1,7 @@
 import { Body, Controller, Param, Query } from '@nestjs/common';
 import { z } from 'zod';
 import { Caller, Principal } from '@aileron/auth';
+import { Clock } from '@aileron/clock';
 import { Route } from '@aileron/http';
 import {
   idParams,
@@ -23,7 +24,10 @@ import { SessionsService } from './sessions.service';
  */
 @Controller()
 export class SessionsController {
-  constructor(private readonly sessions: SessionsService) {}
+  constructor(
+    private readonly sessions: SessionsService,
+    private readonly clock: Clock,
+  ) {}
 
   @Route({
     method: 'POST',
@@ -64,7 +68,7 @@ export class SessionsController {
   })
   async list(@Caller() caller: Principal, @Query() query: z.infer<typeof listQuery>): Promise<{ sessions: z.infer<typeof sessionView>[] }> {
     const found = await this.sessions.list(caller, query.workspace, { live: query.live === 'true', limit: query.limit });
-    return { sessions: found.map((s) => toSessionView(s)) };
+    return { sessions: found.map((s) => toSessionView(s, this.clock.date())) };
   }
 
   @Route({
@@ -79,7 +83,7 @@ export class SessionsController {
     example: { params: { id: '{session}' } },
   })
   async get(@Caller() caller: Principal, @Param() params: z.infer<typeof idParams>): Promise<z.infer<typeof sessionView>> {
-    return toSessionView((await this.sessions.get(caller, params.id)).session);
+    return toSessionView((await this.sessions.get(caller, params.id)).session, this.clock.date());
   }
 
   @Route({
@@ -95,7 +99,7 @@ export class SessionsController {
     example: { params: { id: '{session}' } },
   })
   async end(@Caller() caller: Principal, @Param() params: z.infer<typeof idParams>): Promise<z.infer<typeof sessionView>> {
-    return toSessionView(await this.sessions.end(caller, params.id));
+    return toSessionView(await this.sessions.end(caller, params.id), this.clock.date());
   }
 
   @Route({

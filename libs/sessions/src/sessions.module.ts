@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { ClockModule } from '@aileron/clock';
 import { GatewayModule } from '@aileron/gateway';
 import { AgentConfigController } from './agent-config.controller';
 import { AgentConfigService } from './agent-config.service';
@@ -10,7 +11,7 @@ import { SessionsRepository } from './sessions.repository';
 import { SessionsService } from './sessions.service';
 
 @Module({
-  imports: [GatewayModule],
+  imports: [ClockModule, GatewayModule],
   controllers: [SessionsController, SessionKeysController, AgentConfigController],
   providers: [SessionsRepository, SessionKeys, SessionCredentials, SessionsService, AgentConfigService],
   exports: [SessionsService, SessionKeys],

@@ -80,7 +80,7 @@ export const messageView = z.object({
   created_at: z.string(),
 });
 
-export function toSessionView(session: SessionRecord, now = new Date()): z.infer<typeof sessionView> {
+export function toSessionView(session: SessionRecord, now: Date): z.infer<typeof sessionView> {
   return {
     id: session.id,
     workspace: session.workspaceSlug,

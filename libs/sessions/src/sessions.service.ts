@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { Inject, Injectable, OnApplicationShutdown } from '@nestjs/common';
 import { AccessService, describePrincipal, Principal, WorkspaceScope } from '@aileron/auth';
 import { SystemScopes } from '@aileron/auth/scope-issuer';
-import { MESSAGE_BUS, MessageBus } from '@aileron/bus';
+import { MESSAGE_BUS, MessageBus, Wakeups } from '@aileron/bus';
+import { Clock } from '@aileron/clock';
 import { DatabaseService } from '@aileron/database';
 import { ConflictError, ForbiddenError, NotFoundError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
@@ -48,8 +49,8 @@ function creatorOf(principal: Principal): { kind: CreatorKind; id: string } {
  */
 @Injectable()
 export class SessionsService implements OnApplicationShutdown {
-  private readonly waiters = new Map<string, Set<() => void>>();
-  private readonly unsubscribe: () => void;
+  /** long-polls on a session's channel, woken when a message is written on any replica */
+  readonly waiting: Wakeups;
 
   constructor(
     private readonly db: DatabaseService,
@@ -59,16 +60,13 @@ export class SessionsService implements OnApplicationShutdown {
     private readonly access: AccessService,
     private readonly outbox: OutboxService,
     @Inject(MESSAGE_BUS) private readonly bus: MessageBus,
+    private readonly clock: Clock,
   ) {
-    this.unsubscribe = bus.subscribe(MESSAGE_WRITTEN, (message) => {
-      const id = (message as { session?: unknown } | null)?.session;
-      if (typeof id === 'string') for (const wake of this.waiters.get(id) ?? []) wake();
-    });
+    this.waiting = new Wakeups(bus, MESSAGE_WRITTEN, (message) => (message as { session?: unknown } | null)?.session);
   }
 
   onApplicationShutdown(): void {
-    this.unsubscribe();
-    for (const wakers of this.waiters.values()) for (const wake of wakers) wake();
+    this.waiting.close();
   }
 
   async start(caller: Principal, request: NewSessionRequest): Promise<StartedSession> {
@@ -83,7 +81,7 @@ export class SessionsService implements OnApplicationShutdown {
     ];
     const key = await this.keys.current(scope);
     const id = randomUUID();
-    const expiresAt = new Date(Math.floor(Date.now() / 1000 + ttl) * 1000);
+    const expiresAt = new Date(Math.floor(this.clock.now() / 1000 + ttl) * 1000);
     const token = mintCaveatToken(key.derived, { organizationId: scope.organizationId, keyId: key.keyId, sessionId: id }, [
       { kind: 'session', id },
       { kind: 'workspace', id: scope.workspaceId },
@@ -112,7 +110,7 @@ export class SessionsService implements OnApplicationShutdown {
     const scope = await this.access.workspace(caller, workspace, 'session.read');
     // a gateway sees the sessions it started, nothing of the people's
     const creator = caller.gateway ? `gateway:${caller.id}` : undefined;
-    return this.repository.list(scope, { ...filter, ...(creator ? { creator } : {}) }, new Date());
+    return this.repository.list(scope, { ...filter, ...(creator ? { creator } : {}) }, this.clock.date());
   }
 
   /** One session as the caller may see it; anything else is a 404. */
@@ -179,12 +177,12 @@ export class SessionsService implements OnApplicationShutdown {
     for (;;) {
       const found = await this.repository.messages(scope, id, direction, since, limit);
       if (found.length > 0 || Date.now() >= deadline) return found;
-      await this.sleepUntilMessage(id, Math.min(deadline - Date.now(), RECHECK_MS));
+      await this.waiting.sleep(id, Math.min(deadline - Date.now(), RECHECK_MS));
     }
   }
 
   private async write(scope: WorkspaceScope, session: SessionRecord, message: Omit<MessageRecord, 'id' | 'createdAt' | 'sessionId'>): Promise<MessageRecord> {
-    if (session.endedAt || session.expiresAt <= new Date()) throw new ConflictError('SESSION_CLOSED', 'The session has ended; its channel takes no more messages');
+    if (session.endedAt || session.expiresAt <= this.clock.date()) throw new ConflictError('SESSION_CLOSED', 'The session has ended; its channel takes no more messages');
     const written = await this.db.transaction(async (tx) => {
       const record = await this.repository.addMessage(tx, scope, { ...message, sessionId: session.id });
       await this.outbox.record(tx, {
@@ -197,20 +195,5 @@ export class SessionsService implements OnApplicationShutdown {
     });
     await this.bus.publish(MESSAGE_WRITTEN, { session: session.id }).catch(() => undefined);
     return written;
-  }
-
-  private sleepUntilMessage(id: string, ms: number): Promise<void> {
-    return new Promise<void>((resolve) => {
-      const set = this.waiters.get(id) ?? new Set();
-      this.waiters.set(id, set);
-      const wake = (): void => {
-        clearTimeout(timer);
-        set.delete(wake);
-        if (set.size === 0) this.waiters.delete(id);
-        resolve();
-      };
-      const timer = setTimeout(wake, Math.max(0, ms));
-      set.add(wake);
-    });
   }
 }

@@ -3,6 +3,7 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import { z } from 'zod';
 import type { OrgScope } from '@aileron/auth';
 import { SystemScopes } from '@aileron/auth/scope-issuer';
+import { Clock } from '@aileron/clock';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { DatabaseService, Transaction } from '@aileron/database';
 import { KeyProvider, ROOT_KEYS } from '@aileron/keys';
@@ -73,6 +74,7 @@ export class WebhookDeliveryService {
     private readonly queue: QueueService,
     @Inject(ROOT_KEYS) private readonly root: KeyProvider,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
+    private readonly clock: Clock,
     outbox: OutboxService,
     jobs: JobRegistry,
   ) {
@@ -161,7 +163,7 @@ export class WebhookDeliveryService {
     const failingSince = await this.repository.markFailing(scope, endpoint.id);
     if (!failingSince) return;
     const failedDeliveries = await this.repository.failedSince(scope, endpoint.id, failingSince);
-    const reason = pauseReason({ failingSince, failedDeliveries }, new Date(), this.pausePolicy);
+    const reason = pauseReason({ failingSince, failedDeliveries }, this.clock.date(), this.pausePolicy);
     if (reason) {
       await this.pause(scope, endpoint, delivery.id, reason);
       return;

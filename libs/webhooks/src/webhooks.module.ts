@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { ClockModule } from '@aileron/clock';
 import { WebhookDeliveryService } from './webhook-delivery.service';
 import { WebhooksController } from './webhooks.controller';
 import { WebhooksRepository } from './webhooks.repository';
@@ -6,6 +7,7 @@ import { WebhooksService } from './webhooks.service';
 
 /** Outgoing webhooks: endpoints (REST), the outbox consumer that fans events out, and the `webhooks.deliver` job. */
 @Module({
+  imports: [ClockModule],
   controllers: [WebhooksController],
   providers: [WebhooksRepository, WebhooksService, WebhookDeliveryService],
   exports: [WebhooksService],

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { OrgScope } from '@aileron/auth';
-import { Repository, isRecordNotFound, Transaction } from '@aileron/database';
+import { Clock } from '@aileron/clock';
+import { DatabaseService, Repository, isRecordNotFound, Transaction } from '@aileron/database';
 
 export interface WebhookEndpointRecord {
   id: string;
@@ -53,6 +54,13 @@ export interface DeliveryPage {
 
 @Injectable()
 export class WebhooksRepository extends Repository {
+  constructor(
+    db: DatabaseService,
+    private readonly clock: Clock,
+  ) {
+    super(db);
+  }
+
   create(
     scope: OrgScope,
     data: { id: string; workspaceId: string | null; name: string; url: string; secret: string; events: string[]; format: string; createdBy: string },
@@ -142,7 +150,8 @@ export class WebhooksRepository extends Repository {
     attempt: { status: number | null; error: string | null; durationMs: number; outcome: DeliveryStatus },
     tx: Transaction,
   ): Promise<number | null> {
-    const now = new Date();
+    // the streak's clock: failedSince compares these with failingSince
+    const now = this.clock.date();
     let updated: { attempts: number };
     try {
       updated = await tx.webhookDelivery.update({
@@ -173,7 +182,7 @@ export class WebhooksRepository extends Repository {
 
   /** Starts the failure streak unless one is running; returns when it started (null: the endpoint is gone). */
   async markFailing(scope: OrgScope, endpointId: string): Promise<Date | null> {
-    await this.client.webhookEndpoint.updateMany({ where: { organizationId: scope.organizationId, id: endpointId, failingSince: null }, data: { failingSince: new Date() } });
+    await this.client.webhookEndpoint.updateMany({ where: { organizationId: scope.organizationId, id: endpointId, failingSince: null }, data: { failingSince: this.clock.date() } });
     const row = await this.client.webhookEndpoint.findFirst({ where: { organizationId: scope.organizationId, id: endpointId }, select: { failingSince: true } });
     return row?.failingSince ?? null;
   }

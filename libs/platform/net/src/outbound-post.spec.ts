@@ -20,6 +20,7 @@ describe('posting a delivery', () => {
         if (req.url?.startsWith('/redirect')) res.writeHead(302, { location: '/elsewhere' }).end();
         else if (req.url?.startsWith('/hang')) return; // never answers
         else if (req.url?.startsWith('/fail')) res.writeHead(503).end('busy');
+        else if (req.url?.startsWith('/slow')) setTimeout(() => res.writeHead(204).end(), 150);
         else res.writeHead(204).end();
       });
     });
@@ -34,8 +35,14 @@ describe('posting a delivery', () => {
   it('sends the body and headers once and reports a 2xx as success', async () => {
     const outcome = await postSigned(`${base}/ok?token=abc`, { 'content-type': 'application/json', 'x-aileron-event': 'policy.updated' }, '{"a":1}', { policy: loopbackAllowed, timeoutMs: 5000 });
     expect(outcome).toMatchObject({ status: 204, error: null });
-    expect(outcome.durationMs).toBeGreaterThanOrEqual(0);
     expect(seen.at(-1)).toMatchObject({ method: 'POST', body: '{"a":1}', headers: { 'x-aileron-event': 'policy.updated', 'content-length': '7' } });
+  });
+
+  it('reports how long the receiver took to answer (the delivery log shows it)', async () => {
+    const outcome = await postSigned(`${base}/slow`, {}, '{}', { policy: loopbackAllowed, timeoutMs: 5000 });
+    expect(outcome).toMatchObject({ status: 204, error: null });
+    // the receiver waits 150 ms before it answers
+    expect(outcome.durationMs).toBeGreaterThanOrEqual(100);
   });
 
   it('does not follow redirects, and names failures without the path or query', async () => {

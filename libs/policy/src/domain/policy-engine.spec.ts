@@ -53,7 +53,8 @@ describe('scope matching', () => {
   it('answers quickly even for a glob that would make a regex backtrack for ages', () => {
     const started = performance.now();
     expect(applies(rule({ tools: ['*a*a*a*a*a*a*a*a*a*a*b'] }), { tool: 'a'.repeat(20_000) })).toBe(false);
-    expect(performance.now() - started).toBeLessThan(1_000);
+    // a backtracking matcher takes longer than the universe has been around; this bound only has to tell the two apart
+    expect(performance.now() - started).toBeLessThan(5_000);
   });
 
   it('matches tools by name, glob or prefix; with neither, every tool', () => {

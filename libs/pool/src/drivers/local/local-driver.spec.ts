@@ -5,6 +5,7 @@ import { join, resolve } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { eventually } from '../../../../../test/support/eventually';
 import { compiledBridgePath, ensureBridgeBuilt } from '../../bridge/compiled-bridge';
 import { InstanceStartError, type InstanceSpec, type RunningInstance } from '../driver';
 import { LocalDriver, type LocalDriverOptions } from './local-driver';
@@ -255,10 +256,9 @@ describe('LocalDriver with bubblewrap', () => {
     const secondPid = pids.find((pid) => pid !== firstPid)!;
 
     const { call } = await longCall(first);
-    const killedAt = Date.now();
     process.kill(firstPid!, 'SIGKILL');
-    await expect(within(1000, call)).rejects.toThrow('the MCP server process exited (SIGKILL)');
-    expect(Date.now() - killedAt).toBeLessThan(1000);
+    // a hang guard far under the call's 30 s: it fails with the process, not at its end
+    await expect(within(5_000, call)).rejects.toThrow('the MCP server process exited (SIGKILL)');
     // the dead session is gone; the client must start a new one
     await expect(first.listTools()).rejects.toThrow(/Session not found|404/);
 
@@ -277,9 +277,9 @@ describe('LocalDriver with bubblewrap', () => {
     expect(inside.length).toBeGreaterThanOrEqual(2); // the bridge and the server at least
 
     process.kill(instance.pid!, 'SIGKILL');
-    expect(await within(1000, instance.exited)).toEqual({ reason: 'killed by SIGKILL', requested: false });
+    expect(await within(5_000, instance.exited)).toEqual({ reason: 'killed by SIGKILL', requested: false });
     expect(inside.filter(alive)).toEqual([]);
-    expect((await within(1000, disconnected)).message).toMatch(/SSE stream disconnected/);
+    expect((await within(5_000, disconnected)).message).toMatch(/SSE stream disconnected/);
     expect(await instance.healthy()).toBe(false);
     void call;
   });
@@ -340,8 +340,7 @@ describe('LocalDriver with bubblewrap', () => {
     const slow = driver({ startTimeoutMs: 30 });
     const before = new Set(descendants(process.pid));
     await expect(slow.start(spec({ env: { API_KEY: 'k-slow' }, secrets: ['k-slow'] }))).rejects.toThrow(new InstanceStartError('the instance did not become ready within 30 ms'));
-    await new Promise((settle) => setTimeout(settle, 100));
-    expect(descendants(process.pid).filter((pid) => !before.has(pid) && alive(pid))).toEqual([]);
+    await eventually('no process of the failed start left', () => descendants(process.pid).filter((pid) => !before.has(pid) && alive(pid)).length === 0);
 
     const failing = join(scratch, 'failing-bridge.js');
     writeFileSync(failing, 'process.exit(3)');
@@ -368,7 +367,7 @@ describe('LocalDriver without a sandbox', () => {
     const inside = descendants(instance.pid!);
     expect(inside.length).toBeGreaterThanOrEqual(1);
     process.kill(instance.pid!, 'SIGKILL');
-    expect(await within(1000, instance.exited)).toEqual({ reason: 'killed by SIGKILL', requested: false });
+    expect(await within(5_000, instance.exited)).toEqual({ reason: 'killed by SIGKILL', requested: false });
     expect(inside.filter(alive)).toEqual([]);
     expect(existsSync(env.TMPDIR!)).toBe(false);
   });

@@ -1,0 +1,2 @@
+export { Clock } from './clock';
+export { ClockModule } from './clock.module';
