@@ -21,11 +21,24 @@ describe('MCP sessions across two control-plane replicas', () => {
     await a?.close();
   });
 
+  /** A workspace that allows everything, with one remote server, and the server's MCP path. */
+  async function anEndpoint(): Promise<{ ws: string; path: string }> {
+    const { slug } = await aWorkspace(a, a.ownerToken);
+    await a.request('PUT', `/v1/workspaces/${slug}/policy`, { token: a.ownerToken, body: { default: 'allow', rules: [] } });
+    return { ws: slug, path: `/mcp/${slug}/${await aRemoteServer(a, a.ownerToken, slug, SERVERS.everything)}` };
+  }
+
+  /** A session opened on A. */
+  async function aSessionOnA(name: string): Promise<{ path: string; transport: StreamableHTTPClientTransport; client: Client; sessionId: string }> {
+    const { path } = await anEndpoint();
+    const transport = new StreamableHTTPClientTransport(new URL(`${a.url}${path}`), { requestInit: { headers: { authorization: `Bearer ${a.ownerToken}` } } });
+    const client = new Client({ name, version: '1.0.0' });
+    await client.connect(transport);
+    return { path, transport, client, sessionId: transport.sessionId! };
+  }
+
   it('serves every request of a session opened on one replica when a load balancer sends it to the other', async () => {
-    const ws = await aWorkspace(a, a.ownerToken);
-    await a.request('PUT', `/v1/workspaces/${ws.slug}/policy`, { token: a.ownerToken, body: { default: 'allow', rules: [] } });
-    const name = await aRemoteServer(a, a.ownerToken, ws.slug, SERVERS.everything);
-    const path = `/mcp/${ws.slug}/${name}`;
+    const { ws, path } = await anEndpoint();
 
     // initialize lands on A; every later request (POSTs, the GET stream, DELETE) on B
     const seenByB: string[] = [];
@@ -52,7 +65,7 @@ describe('MCP sessions across two control-plane replicas', () => {
 
     // the session is A's and only its owner's: another caller through B gets the same 404 as on A
     const sessionId = transport.sessionId!;
-    const stranger = await aToken(a, a.ownerToken, { role: 'member', workspace: ws.slug });
+    const stranger = await aToken(a, a.ownerToken, { role: 'member', workspace: ws });
     const headers = { 'mcp-session-id': sessionId, accept: 'application/json, text/event-stream' };
     const strangerOnB = await b.request('POST', path, { token: stranger.token, headers, body: { jsonrpc: '2.0', id: 9, method: 'tools/list' } });
     expect(strangerOnB.status).toBe(404);
@@ -66,20 +79,38 @@ describe('MCP sessions across two control-plane replicas', () => {
     await client.close();
   });
 
+  it('drops a directory entry naming a replica that no longer has the session (it was restarted), answering 404', async () => {
+    const { path, transport, client, sessionId } = await aSessionOnA('stale-entry');
+    const key = `${a.cp.config.queuePrefix}:mcp-session:${sessionId}`;
+    const redis = new IORedis(inject('redisUrl'));
+    try {
+      const sealed = await redis.get(key);
+      expect(sealed).not.toBeNull();
+      // A forgets the session as a restarted A would; its entry, written back, still names A
+      await transport.terminateSession();
+      await redis.set(key, sealed!, 'EX', 60);
+      const headers = { 'mcp-session-id': sessionId, 'mcp-protocol-version': '2025-11-25', accept: 'application/json, text/event-stream' };
+      const viaB = await b.request('POST', path, { token: a.ownerToken, headers, body: { jsonrpc: '2.0', id: 1, method: 'tools/list' } });
+      expect(viaB.status, viaB.text).toBe(404);
+      expect(viaB.body.code).toBe('MCP_SESSION_NOT_FOUND');
+      expect(await redis.exists(key)).toBe(0);
+      await redis.set(key, sealed!, 'EX', 60);
+      const onA = await a.request('POST', path, { token: a.ownerToken, headers, body: { jsonrpc: '2.0', id: 2, method: 'tools/list' } });
+      expect(onA.status, onA.text).toBe(404);
+      expect(await redis.exists(key)).toBe(0);
+    } finally {
+      redis.disconnect();
+      await client.close();
+    }
+  });
+
   /**
    * A replica passes a request for another replica's session on with the
    * caller's Authorization. Neither the request line nor an entry someone
    * wrote into Redis may choose where it goes.
    */
   it("sends a caller's request to no address but a replica's own sealed directory entry", async () => {
-    const ws = await aWorkspace(a, a.ownerToken);
-    await a.request('PUT', `/v1/workspaces/${ws.slug}/policy`, { token: a.ownerToken, body: { default: 'allow', rules: [] } });
-    const name = await aRemoteServer(a, a.ownerToken, ws.slug, SERVERS.everything);
-    const path = `/mcp/${ws.slug}/${name}`;
-    const transport = new StreamableHTTPClientTransport(new URL(`${a.url}${path}`), { requestInit: { headers: { authorization: `Bearer ${a.ownerToken}` } } });
-    const client = new Client({ name: 'ssrf-probe', version: '1.0.0' });
-    await client.connect(transport);
-    const sessionId = transport.sessionId!;
+    const { path, client, sessionId } = await aSessionOnA('ssrf-probe');
 
     const heard: IncomingHttpHeaders[] = [];
     const listener = createServer((req, res) => {

@@ -127,10 +127,16 @@ export class McpAdmission {
         pipeline(answer, res, () => undefined);
       });
       upstream = sent;
+      // only the connecting is timed: a stream may stay quiet for as long as the session lives
       sent.on('socket', (socket) => {
         if (!socket.connecting) return;
-        socket.setTimeout(OWNER_CONNECT_TIMEOUT_MS, () => sent.destroy(new Error('the replica did not accept the connection in time')));
-        socket.once('connect', () => socket.setTimeout(0));
+        const giveUp = (): void => void sent.destroy(new Error('the replica did not accept the connection in time'));
+        socket.setTimeout(OWNER_CONNECT_TIMEOUT_MS);
+        socket.once('timeout', giveUp);
+        socket.once('connect', () => {
+          socket.setTimeout(0);
+          socket.off('timeout', giveUp);
+        });
       });
       sent.on('error', (error) => {
         if (clientGone) return;
@@ -160,7 +166,6 @@ export class McpAdmission {
 
 /** Marks a request one replica passed to another, so it is never passed on again. */
 export const FORWARDED = 'x-aileron-forwarded';
-
 
 const HOP_BY_HOP = new Set(['host', 'connection', 'keep-alive', 'transfer-encoding', 'content-length', 'upgrade', 'proxy-connection', 'te', 'trailer']);
 

@@ -1,4 +1,4 @@
-import { ServerResponse, STATUS_CODES as STATUS_CODES_TEXT } from 'node:http';
+import { type ServerResponse, STATUS_CODES as STATUS_CODES_TEXT } from 'node:http';
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Logger } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { databaseUnavailableReason, isForeignKeyViolation, isRecordNotFound, isUniqueViolation } from '@aileron/database';
@@ -86,11 +86,10 @@ export function toProblem(error: unknown, requestId?: string): ProblemOf {
 }
 
 /** What a problem answer is made of, whoever sends it. */
-export interface ProblemAnswer {
+interface ProblemAnswer {
   status: number;
   headers: Record<string, string>;
   body: string;
-  problem: Problem;
 }
 
 /** The media type with its charset, as Fastify would complete it: the fast paths send exactly what the routes do. */
@@ -113,7 +112,7 @@ export function problemAnswer(error: unknown, requestId?: string): ProblemAnswer
   if (typeof problem.retry_after_seconds === 'number') headers['retry-after'] = String(problem.retry_after_seconds);
   // the rest of a body that could not be read may still be on its way: it must not be read as the next request
   if ((error as { closesConnection?: unknown } | null)?.closesConnection === true) headers.connection = 'close';
-  return { status: problem.status, headers, body: JSON.stringify(problem), problem };
+  return { status: problem.status, headers, body: JSON.stringify(problem) };
 }
 
 /** A problem on a raw response; one whose answer has begun can only be cut off. */
