@@ -1,8 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, realpathSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
+import { systemRootArgs } from '@aileron/bubblewrap';
 import { forbiddenVariables } from '@aileron/catalog';
 import { procStat, processStartTime } from '../../process-start';
 import { InstanceStartError, type InstanceDriver, type InstanceEndpoint, type InstanceExit, type InstanceSpec, type RunningInstance } from '../driver';
@@ -161,13 +162,7 @@ export class LocalDriver implements InstanceDriver {
     for (const [name, value] of Object.entries(env)) args.push('--setenv', name, value);
     // Run as root, bwrap would otherwise keep every capability inside the sandbox.
     args.push('--cap-drop', 'ALL');
-    args.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp', '--ro-bind', '/usr', '/usr');
-    for (const top of ['/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32']) {
-      const stat = lstatSync(top, { throwIfNoEntry: false });
-      if (stat?.isSymbolicLink()) args.push('--symlink', readlinkSync(top), top);
-      else if (stat?.isDirectory()) args.push('--ro-bind', top, top);
-    }
-    for (const etc of ['/etc/ssl', '/etc/resolv.conf', '/etc/hosts']) args.push('--ro-bind-try', etc, etc);
+    args.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp', ...systemRootArgs());
     args.push('--ro-bind-data', '3', '/etc/passwd', '--ro-bind-data', '4', '/etc/group');
     const nodeDir = dirname(this.nodeBinary);
     const shared = [...(nodeDir.startsWith('/usr/') ? [] : [nodeDir]), ...this.readOnlyPaths, dirname(this.bridgeScript)];

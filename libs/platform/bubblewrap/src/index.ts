@@ -1,0 +1,1 @@
+export { systemRootArgs } from './system-root';

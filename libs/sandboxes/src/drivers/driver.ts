@@ -1,0 +1,49 @@
+import type { RunnerLimits, RunnerOp, RunnerRequest, RunnerResult } from '../runner/protocol';
+
+export interface SandboxSpec {
+  id: string;
+  organizationId: string;
+  workspaceId: string;
+  name: string;
+  /** `egress`: the sandbox may open connections out; `none`: it has no network at all */
+  network: 'none' | 'egress';
+  limits: RunnerLimits;
+}
+
+/** The runner inside one running sandbox: requests in, answers out. */
+export interface SandboxRunner {
+  call<O extends RunnerOp>(request: Extract<RunnerRequest, { op: O }>): Promise<RunnerResult<O>>;
+  /** settles when the sandbox stopped (idle, removed, crashed) */
+  readonly ended: Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** What git printed, and how it ended. */
+export interface GitResult {
+  stdout: Buffer;
+  stderr: string;
+  code: number;
+}
+
+/**
+ * Where sandboxes run. A sandbox's files outlive its processes: `runner`
+ * starts one (or finds it running) over the files it had; `remove` deletes
+ * both. The git history of its snapshots is kept where the sandbox cannot
+ * see or write it, and `git` runs there.
+ */
+export interface SandboxDriver {
+  readonly kind: 'local' | 'kubernetes';
+  /** makes the sandbox's storage (an empty /src, an empty history) */
+  create(spec: SandboxSpec): Promise<void>;
+  runner(spec: SandboxSpec): Promise<SandboxRunner>;
+  /** git on the sandbox's history, its work tree being the sandbox's /src */
+  git(spec: SandboxSpec, args: string[], input?: Buffer | NodeJS.ReadableStream): Promise<GitResult>;
+  /** git's output as a stream (a bundle may be large) */
+  gitStream(spec: SandboxSpec, args: string[]): NodeJS.ReadableStream;
+  /** stops its processes, keeps its files */
+  stop(spec: SandboxSpec): Promise<void>;
+  remove(spec: SandboxSpec): Promise<void>;
+  close(): Promise<void>;
+}
+
+export class SandboxStartError extends Error {}

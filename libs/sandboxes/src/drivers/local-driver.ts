@@ -1,0 +1,254 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, rmSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { PassThrough } from 'node:stream';
+import { systemRootArgs } from '@aileron/bubblewrap';
+import type { RunnerAnswer, RunnerFailure, RunnerOp, RunnerRequest, RunnerResult } from '../runner/protocol';
+import { SANDBOX_WORKDIR } from '../runner/protocol';
+import { type GitResult, type SandboxDriver, type SandboxRunner, type SandboxSpec, SandboxStartError } from './driver';
+
+const HOME = '/home/sandbox';
+const RUNNER_DIR = '/opt/aileron-runner';
+const START_TIMEOUT_MS = 20_000;
+/** what programs commonly need of /etc: certificates, name resolution, the alternatives Debian links through */
+const ETC = ['/etc/ssl', '/etc/ca-certificates', '/etc/resolv.conf', '/etc/hosts', '/etc/nsswitch.conf', '/etc/alternatives', '/etc/localtime', '/etc/ld.so.cache'];
+
+export interface LocalSandboxOptions {
+  /** each sandbox's files under `<stateDir>/<id>/src`, its history under `<stateDir>/<id>/git` */
+  stateDir: string;
+  /** the compiled runner (`dist/libs/sandboxes/src/runner/runner.js`) */
+  runnerScript: string;
+  bwrapPath?: string;
+  nodeBinary?: string;
+  gitBinary?: string;
+  log: (line: string) => void;
+}
+
+/** An error of the runner's, with its stable code. */
+export class RunnerError extends Error {
+  constructor(readonly failure: RunnerFailure) {
+    super(failure.message);
+  }
+}
+
+/**
+ * Sandboxes as bubblewrap processes on this machine: /src read-write (a
+ * directory of ours), the system read-only, a private /tmp and home, pid and
+ * ipc namespaces, no network unless asked, gone with the control plane.
+ */
+export class LocalSandboxDriver implements SandboxDriver {
+  readonly kind = 'local' as const;
+  private readonly running = new Map<string, Promise<LocalRunner>>();
+  private readonly bwrapPath: string;
+  private readonly nodeBinary: string;
+  private readonly gitBinary: string;
+
+  constructor(private readonly options: LocalSandboxOptions) {
+    this.bwrapPath = options.bwrapPath ?? '/usr/bin/bwrap';
+    this.nodeBinary = options.nodeBinary ?? process.execPath;
+    this.gitBinary = options.gitBinary ?? '/usr/bin/git';
+  }
+
+  private paths(spec: SandboxSpec): { src: string; git: string } {
+    return { src: join(this.options.stateDir, spec.id, 'src'), git: join(this.options.stateDir, spec.id, 'git') };
+  }
+
+  async create(spec: SandboxSpec): Promise<void> {
+    const { src, git } = this.paths(spec);
+    mkdirSync(src, { recursive: true, mode: 0o700 });
+    mkdirSync(dirname(git), { recursive: true, mode: 0o700 });
+    if (!existsSync(git)) {
+      const init = await this.git(spec, ['init', '--quiet', `--initial-branch=${SNAPSHOT_BRANCH}`, '--bare', git]);
+      if (init.code !== 0) throw new SandboxStartError(`git init failed: ${init.stderr.trim()}`);
+    }
+  }
+
+  runner(spec: SandboxSpec): Promise<SandboxRunner> {
+    let pending = this.running.get(spec.id);
+    if (!pending) {
+      pending = this.start(spec);
+      this.running.set(spec.id, pending);
+      pending.then(
+        (runner) => void runner.ended.then(() => this.running.get(spec.id) === pending && this.running.delete(spec.id)),
+        () => this.running.delete(spec.id),
+      );
+    }
+    return pending;
+  }
+
+  private async start(spec: SandboxSpec): Promise<LocalRunner> {
+    if (!existsSync(this.bwrapPath)) throw new SandboxStartError(`bubblewrap (${this.bwrapPath}) is not installed: sandboxes need it`);
+    if (!existsSync(this.options.runnerScript)) throw new SandboxStartError(`the sandbox runner is not built (${this.options.runnerScript}): run npm run build`);
+    const { src } = this.paths(spec);
+    if (!existsSync(src)) await this.create(spec);
+    const args = ['--unshare-all', ...(spec.network === 'egress' ? ['--share-net'] : []), '--unshare-user', '--disable-userns', '--die-with-parent', '--new-session'];
+    args.push('--clearenv', '--setenv', 'PATH', '/usr/local/bin:/usr/bin:/bin', '--setenv', 'HOME', HOME, '--setenv', 'LANG', 'C.UTF-8');
+    // run as root, bwrap would otherwise keep every capability inside the sandbox
+    args.push('--cap-drop', 'ALL');
+    args.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp', ...systemRootArgs(ETC));
+    args.push('--ro-bind-data', '3', '/etc/passwd', '--ro-bind-data', '4', '/etc/group');
+    const nodeDir = dirname(this.nodeBinary);
+    if (!nodeDir.startsWith('/usr/')) args.push('--ro-bind', nodeDir, nodeDir);
+    args.push('--tmpfs', HOME, '--bind', src, SANDBOX_WORKDIR, '--ro-bind', dirname(this.options.runnerScript), RUNNER_DIR, '--chdir', SANDBOX_WORKDIR);
+    const child = spawn(this.bwrapPath, [...args, this.nodeBinary, join(RUNNER_DIR, 'runner.js')], {
+      env: { PATH: '/usr/bin:/bin' },
+      stdio: ['pipe', 'pipe', 'pipe', 'pipe', 'pipe'],
+      detached: true,
+    });
+    const uid = process.getuid?.() ?? 0;
+    const gid = process.getgid?.() ?? 0;
+    // some programs look the user up (git, ssh, os.userInfo()): one that names the sandbox's home
+    (child.stdio[3] as NodeJS.WritableStream).end(`sandbox:x:${uid}:${gid}:sandbox:${HOME}:/bin/bash\n`);
+    (child.stdio[4] as NodeJS.WritableStream).end(`sandbox:x:${gid}:\n`);
+    const runner = new LocalRunner(child, (line) => this.options.log(`[sandbox ${spec.name}] ${line}`));
+    try {
+      await runner.ready(START_TIMEOUT_MS);
+    } catch (error) {
+      await runner.stop();
+      throw error;
+    }
+    this.options.log(`[sandbox ${spec.name}] started (pid ${child.pid}, bubblewrap, network ${spec.network})`);
+    return runner;
+  }
+
+  git(spec: SandboxSpec, args: string[], input?: Buffer | NodeJS.ReadableStream): Promise<GitResult> {
+    const child = this.spawnGit(spec, args);
+    const stdout: Buffer[] = [];
+    let stderr = '';
+    child.stdout!.on('data', (chunk: Buffer) => stdout.push(chunk));
+    child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
+    child.stdin!.on('error', () => undefined);
+    if (input instanceof Buffer) child.stdin!.end(input);
+    else if (input) input.pipe(child.stdin!);
+    else child.stdin!.end();
+    return new Promise((resolveGit) => {
+      child.on('error', (error) => resolveGit({ stdout: Buffer.alloc(0), stderr: error.message, code: 127 }));
+      child.on('close', (code) => resolveGit({ stdout: Buffer.concat(stdout), stderr, code: code ?? 1 }));
+    });
+  }
+
+  gitStream(spec: SandboxSpec, args: string[]): NodeJS.ReadableStream {
+    const child = this.spawnGit(spec, args);
+    child.stdin!.end();
+    const out = new PassThrough();
+    child.stdout!.pipe(out);
+    child.on('error', (error) => out.destroy(error));
+    return out;
+  }
+
+  /**
+   * git on the host, over a work tree the agent wrote: no configuration of the
+   * machine's or a user's, no hooks, no filters, no fsmonitor, nothing the
+   * files can name that would run a program here.
+   */
+  private spawnGit(spec: SandboxSpec, args: string[]): ChildProcess {
+    const { src, git } = this.paths(spec);
+    const safe = ['-c', 'core.hooksPath=/dev/null', '-c', 'core.fsmonitor=false', '-c', 'core.symlinks=true', '-c', 'protocol.file.allow=never', '-c', 'core.quotePath=false', '-c', 'gc.auto=0'];
+    const place = args[0] === 'init' ? [] : [`--git-dir=${git}`, `--work-tree=${src}`];
+    return spawn(this.gitBinary, [...safe, ...place, ...args], {
+      cwd: dirname(git),
+      env: { PATH: '/usr/bin:/bin', GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null', HOME: dirname(git), GIT_TERMINAL_PROMPT: '0', LANG: 'C.UTF-8' },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+  }
+
+  async stop(spec: SandboxSpec): Promise<void> {
+    const pending = this.running.get(spec.id);
+    this.running.delete(spec.id);
+    if (pending) await (await pending.catch(() => null))?.stop();
+  }
+
+  async remove(spec: SandboxSpec): Promise<void> {
+    await this.stop(spec);
+    rmSync(join(this.options.stateDir, spec.id), { recursive: true, force: true });
+  }
+
+  async close(): Promise<void> {
+    const all = [...this.running.values()];
+    this.running.clear();
+    await Promise.all(all.map(async (pending) => (await pending.catch(() => null))?.stop()));
+  }
+}
+
+export const SNAPSHOT_BRANCH = 'aileron/snapshots';
+
+class LocalRunner implements SandboxRunner {
+  readonly ended: Promise<void>;
+  private readonly pending = new Map<number, { resolve(value: unknown): void; reject(error: Error): void }>();
+  private nextId = 0;
+  private gone: string | null = null;
+  private stderr = '';
+
+  constructor(
+    private readonly child: ChildProcess,
+    log: (line: string) => void,
+  ) {
+    for (const stream of child.stdio) stream?.on('error', () => undefined);
+    child.stderr!.on('data', (chunk: Buffer) => {
+      this.stderr = (this.stderr + chunk.toString('utf8')).slice(-4000);
+    });
+    createInterface({ input: child.stdout!, crlfDelay: Infinity }).on('line', (line) => this.receive(line));
+    this.ended = new Promise((resolveEnded) => {
+      child.once('exit', (code, signal) => {
+        this.gone = signal ? `killed by ${signal}` : `exited with code ${code}`;
+        if (code !== 0 && this.stderr.trim()) log(`runner ${this.gone}: ${this.stderr.trim().split('\n').slice(-3).join(' | ')}`);
+        for (const waiter of this.pending.values()) waiter.reject(new RunnerError({ code: 'SANDBOX_STOPPED', message: `the sandbox stopped (${this.gone})` }));
+        this.pending.clear();
+        resolveEnded();
+      });
+      child.once('error', (error) => {
+        this.gone = error.message;
+        resolveEnded();
+      });
+    });
+  }
+
+  async ready(timeoutMs: number): Promise<void> {
+    const timer = new Promise<never>((_, reject) => setTimeout(() => reject(new SandboxStartError(`the sandbox did not start within ${timeoutMs} ms`)), timeoutMs).unref());
+    try {
+      await Promise.race([this.call({ op: 'ping' }), timer]);
+    } catch (error) {
+      if (error instanceof RunnerError) throw new SandboxStartError(`the sandbox did not start: ${this.stderr.trim() || error.message}`);
+      throw error;
+    }
+  }
+
+  call<O extends RunnerOp>(request: Extract<RunnerRequest, { op: O }>): Promise<RunnerResult<O>> {
+    if (this.gone) return Promise.reject(new RunnerError({ code: 'SANDBOX_STOPPED', message: `the sandbox stopped (${this.gone})` }));
+    const id = this.nextId++;
+    return new Promise<RunnerResult<O>>((resolveCall, reject) => {
+      this.pending.set(id, { resolve: resolveCall as (value: unknown) => void, reject });
+      this.child.stdin!.write(`${JSON.stringify({ ...request, id })}\n`);
+    });
+  }
+
+  private receive(line: string): void {
+    let answer: RunnerAnswer;
+    try {
+      answer = JSON.parse(line) as RunnerAnswer;
+    } catch {
+      return;
+    }
+    const waiter = this.pending.get(answer.id);
+    if (!waiter) return;
+    this.pending.delete(answer.id);
+    if ('error' in answer) waiter.reject(new RunnerError(answer.error));
+    else waiter.resolve(answer.result);
+  }
+
+  async stop(): Promise<void> {
+    if (this.gone) return;
+    // the runner exits when its stdin closes; bwrap then tears the namespace down, killing what is left
+    this.child.stdin!.end();
+    const timer = setTimeout(() => {
+      try {
+        process.kill(-this.child.pid!, 'SIGKILL');
+      } catch {
+        // gone
+      }
+    }, 3000);
+    await this.ended;
+    clearTimeout(timer);
+  }
+}
