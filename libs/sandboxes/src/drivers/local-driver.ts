@@ -120,7 +120,7 @@ export class LocalSandboxDriver implements SandboxDriver {
     child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
     child.stdin!.on('error', () => undefined);
     if (input instanceof Buffer) child.stdin!.end(input);
-    else if (input) input.pipe(child.stdin!);
+    else if (input) (input as NodeJS.ReadableStream).pipe(child.stdin!);
     else child.stdin!.end();
     return new Promise((resolveGit) => {
       child.on('error', (error) => resolveGit({ stdout: Buffer.alloc(0), stderr: error.message, code: 127 }));
