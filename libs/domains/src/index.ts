@@ -6,6 +6,7 @@ import { EventsModule } from '@aileron/events';
 import { GatewayModule } from '@aileron/gateway';
 import { PolicyModule } from '@aileron/policy';
 import { PoolModule } from '@aileron/pool';
+import { SandboxesModule } from '@aileron/sandboxes';
 import { SessionsModule } from '@aileron/sessions';
 import { TenancyModule } from '@aileron/tenancy';
 import { VaultModule } from '@aileron/vault';
@@ -26,4 +27,4 @@ export const JOB_MODULES = [AuthModule, TenancyModule, AuditModule, WebhooksModu
  * directory must not start in a process that serves no MCP (a worker sharing
  * the data directory would replay the control plane's journal).
  */
-export const DOMAIN_MODULES = [...JOB_MODULES, PoolModule, SessionsModule];
+export const DOMAIN_MODULES = [...JOB_MODULES, PoolModule, SessionsModule, SandboxesModule];

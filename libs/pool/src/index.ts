@@ -1,6 +1,8 @@
 export { PoolModule } from './pool.module';
 export { PoolInstances, Instance, PoolError } from './instances.service';
 export { PoolSessions } from './sessions.service';
+export { BuiltinServers } from './builtin-servers';
+export type { BuiltinServer } from './builtin-servers';
 export { ExecutionJournal } from './execution-journal';
 export { InstanceStartError } from './drivers/driver';
 export type { InstanceDriver, InstanceSpec, RunningInstance, InstanceEndpoint, InstanceExit } from './drivers/driver';

@@ -9,6 +9,7 @@ import { APP_CONFIG, AppConfig, projectRoot } from '@aileron/config';
 import { PolicyModule } from '@aileron/policy';
 import { VaultModule } from '@aileron/vault';
 import { compiledBridgePath } from './bridge/compiled-bridge';
+import { BuiltinServers } from './builtin-servers';
 import { PoolCalls } from './calls.service';
 import { InstanceDriver } from './drivers/driver';
 import { KubernetesDriver } from './drivers/kubernetes/kubernetes-driver';
@@ -53,6 +54,7 @@ function driverFor(config: AppConfig): InstanceDriver {
     { provide: INSTANCE_DRIVER, inject: [APP_CONFIG], useFactory: driverFor },
     PoolInstances,
     PoolSessions,
+    BuiltinServers,
     McpAdmission,
     McpFastPath,
     PoolCalls,
@@ -61,6 +63,6 @@ function driverFor(config: AppConfig): InstanceDriver {
     ToolPins,
     ToolPinsRepository,
   ],
-  exports: [PoolInstances, PoolSessions, ExecutionJournal],
+  exports: [PoolInstances, PoolSessions, ExecutionJournal, BuiltinServers],
 })
 export class PoolModule {}

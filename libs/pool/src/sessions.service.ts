@@ -5,6 +5,7 @@ import { AccessService, describePrincipal, Principal, roleIn, StreamAccess, Work
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { KeyProvider, ROOT_KEYS } from '@aileron/keys';
 import { RedisService } from '@aileron/redis';
+import { BuiltinServers } from './builtin-servers';
 import { PoolCalls } from './calls.service';
 import { MCP_PERMISSION } from './mcp-routes';
 import { PoolInstances } from './instances.service';
@@ -46,6 +47,7 @@ export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationSh
     private readonly access: AccessService,
     /** session id → the replica serving it, shared by every replica (server mode) */
     private readonly directory: RedisService,
+    private readonly builtins: BuiltinServers,
   ) {
     this.directoryTtlSeconds = config.pool.idleSeconds * 2 + 60;
     // sessions opened while Redis was away are in no directory yet: other replicas learn of them now
@@ -144,8 +146,9 @@ export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationSh
     const session = new ProxySession(
       endpoint,
       {
-        servers: () => this.instances.remoteServers(scope),
-        acquire: (server) => this.instances.acquire(scope, organizationSlug, server),
+        servers: async () => [...(await this.instances.remoteServers(scope)), ...(await this.builtins.present(scope))],
+        acquire: (server) =>
+          this.builtins.has(server) ? this.builtins.acquire(scope, principal, server, this.config.pool.maxConcurrentCalls) : this.instances.acquire(scope, organizationSlug, server),
       },
       this.calls,
       {

@@ -133,6 +133,7 @@ function sessionPrincipal(live: Live, grant: TokenGrant): Principal {
     caps: grant.workspaces.every((w) => w === session.workspaceId) ? grant.caps : new Set(),
     allowsServer: (server) => permitsServer(grant, server),
     allowsTool: (server, tool) => permitsServer(grant, server) && permitsTool(grant, `${server}__${tool}`),
+    allowsSandbox: (name) => grant.caps.has('sandbox:use') && grant.sandboxes.every((s) => s === name),
   };
   return {
     kind: 'session',

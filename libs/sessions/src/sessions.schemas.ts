@@ -14,7 +14,7 @@ export const startSessionBody = z
     name: z.string().trim().min(1).max(100).optional(),
     agent: z.string().trim().min(1).max(64).optional().describe('which agent runs in it (claude, codex, opencode, goose, …), for people reading the list'),
     ttl_seconds: z.number().int().min(60).max(MAX_TTL_SECONDS).optional().describe('default 8 hours, at most 7 days'),
-    caps: z.array(capability).min(1).max(SESSION_CAPABILITIES.length).optional().describe(`a subset of ${SESSION_CAPABILITIES.join(', ')} (the default: all of them)`),
+    caps: z.array(capability).min(1).max(SESSION_CAPABILITIES.length).optional().describe(`a subset of ${SESSION_CAPABILITIES.join(', ')} (the default: all but sandbox:use)`),
     caveats: z
       .object({
         servers: z.array(name).min(1).max(MAX_LIST).optional().describe('only these servers of the workspace'),

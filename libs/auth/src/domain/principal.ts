@@ -44,6 +44,8 @@ export interface SessionGrant {
   allowsServer(server: string): boolean;
   /** whether the token may see or call this tool (`server__tool`) */
   allowsTool(server: string, tool: string): boolean;
+  /** whether the token reaches this sandbox (its `sandbox` caveats and the `sandbox:use` capability) */
+  allowsSandbox(name: string): boolean;
 }
 
 /** The caller's role inside one workspace, or null when it has no access at all. */

@@ -72,6 +72,10 @@ export const PERMISSIONS = {
   'session.end': ['owner', 'admin'],
   'session.message': ['owner', 'admin', 'approver', 'member'],
   'pool.manage': ['owner', 'admin'],
+  // whoever may call tools may make a sandbox to call them in; its history is readable by all, as the audit log is not
+  'sandbox.read': ['owner', 'admin', 'approver', 'member', 'auditor'],
+  'sandbox.write': ['owner', 'admin', 'approver', 'member'],
+  'shell_rules.write': ['owner', 'admin'],
 } as const satisfies Record<string, readonly Role[]>;
 
 export type Permission = keyof typeof PERMISSIONS;

@@ -6,6 +6,8 @@ import { forbiddenVariables } from './environment';
  * unambiguously and a name is safe in URLs, file names and env var suffixes.
  */
 export const SERVER_NAME = /^[a-z0-9][a-z0-9-]{0,31}$/;
+/** names of servers the control plane serves itself (`/mcp/{ws}/sandbox`): no catalog entry may take one */
+export const RESERVED_SERVER_NAMES: readonly string[] = ['sandbox'];
 export const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 /** RFC 9110 token: what an HTTP header name may contain. */
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
@@ -103,7 +105,10 @@ const upstreamUrl = z
 /** One published version of an organisation's MCP server definition (`POST /v1/catalog/servers`). */
 export const catalogEntryInput = z
   .strictObject({
-    name: z.string().regex(SERVER_NAME, 'lowercase letters, digits and "-", starting with a letter or digit, at most 32 characters'),
+    name: z
+      .string()
+      .regex(SERVER_NAME, 'lowercase letters, digits and "-", starting with a letter or digit, at most 32 characters')
+      .refine((name) => !RESERVED_SERVER_NAMES.includes(name), 'is reserved for a server the control plane serves itself'),
     version: z.string().max(64).regex(VERSION, 'must be a semantic version such as 1.2.0 or 1.2.0-rc.1, without build metadata'),
     mode: z.enum(['local', 'remote']),
     transport: z.enum(['stdio', 'streamable_http']),

@@ -117,6 +117,31 @@ export const SETTINGS = {
     default: '86400',
     description: 'A webhook endpoint whose deliveries have failed for longer than this (with no success in between) is paused until resumed.',
   },
+  AILERON_SANDBOX_DRIVER: {
+    schema: z.enum(['local', 'kubernetes'], { message: 'must be local or kubernetes' }),
+    default: 'local',
+    description: 'Where sandboxes run: bubblewrap on this machine (one control plane) or Kubernetes pods.',
+  },
+  AILERON_SANDBOX_IDLE_SECONDS: {
+    schema: positiveInt,
+    default: '900',
+    description: 'A sandbox nobody has used for this long stops; its files stay, and the next tool call starts it again.',
+  },
+  AILERON_SANDBOX_BASH_TIMEOUT_MS: {
+    schema: positiveInt,
+    default: '120000',
+    description: 'How long a `bash` call may run when it names no timeout; then it is killed with every process it started.',
+  },
+  AILERON_SANDBOX_BASH_MAX_TIMEOUT_MS: {
+    schema: positiveInt,
+    default: '600000',
+    description: 'The longest timeout a `bash` call may ask for.',
+  },
+  AILERON_SANDBOX_SOURCE_MAX_BYTES: {
+    schema: positiveInt,
+    default: String(256 * 1024 * 1024),
+    description: 'The largest source upload (git bundle or tar.gz) a sandbox accepts; a larger one answers 413.',
+  },
   AILERON_POOL_DRIVER: {
     schema: z.enum(['local', 'kubernetes'], { message: 'must be local or kubernetes' }),
     default: 'local',

@@ -48,6 +48,13 @@ export interface AppConfig {
     controlPlanePod: { name: string; uid: string | undefined } | undefined;
   };
   rateLimits: { workspacePerMinute: number; principalPerMinute: number; withoutRedis: 'open' | 'closed' };
+  sandboxes: {
+    driver: SettingValue<'AILERON_SANDBOX_DRIVER'>;
+    idleSeconds: number;
+    bashTimeoutMs: number;
+    bashMaxTimeoutMs: number;
+    sourceMaxBytes: number;
+  };
 }
 
 export class ConfigError extends Error {
@@ -160,6 +167,13 @@ function toAppConfig(values: SettingValues): AppConfig {
       workspacePerMinute: values.AILERON_RATE_LIMIT_WORKSPACE_PER_MINUTE,
       principalPerMinute: values.AILERON_RATE_LIMIT_PRINCIPAL_PER_MINUTE,
       withoutRedis: values.AILERON_RATE_LIMIT_WITHOUT_REDIS,
+    },
+    sandboxes: {
+      driver: values.AILERON_SANDBOX_DRIVER,
+      idleSeconds: values.AILERON_SANDBOX_IDLE_SECONDS,
+      bashTimeoutMs: values.AILERON_SANDBOX_BASH_TIMEOUT_MS,
+      bashMaxTimeoutMs: values.AILERON_SANDBOX_BASH_MAX_TIMEOUT_MS,
+      sourceMaxBytes: values.AILERON_SANDBOX_SOURCE_MAX_BYTES,
     },
   };
 }

@@ -23,6 +23,7 @@ const VAULT_AND_AUDIT = 'docs/errors.md#vault-and-audit';
 const APPROVALS = 'docs/errors.md#approvals';
 const POOL = 'docs/errors.md#the-remote-mcp-pool';
 const SESSIONS = 'docs/errors.md#agent-sessions';
+const SANDBOXES = 'docs/errors.md#sandboxes';
 const WEBHOOKS = 'docs/errors.md#webhooks';
 const OPERATIONS = 'docs/errors.md#operations';
 
@@ -154,6 +155,16 @@ export const ERROR_CODES = {
   SESSION_NOT_FOUND: { ...NOT_FOUND, docs: SESSIONS },
   MESSAGE_NOT_FOUND: { ...NOT_FOUND, docs: SESSIONS },
   SESSION_KEY_NOT_FOUND: { ...NOT_FOUND, docs: SESSIONS },
+
+  // sandboxes
+  SANDBOX_NOT_FOUND: { ...NOT_FOUND, docs: SANDBOXES },
+  SANDBOX_EXISTS: { ...CONFLICT, docs: SANDBOXES },
+  SANDBOX_SOURCE_EXISTS: { ...CONFLICT, docs: SANDBOXES },
+  SANDBOX_SOURCE_INVALID: { status: 422, title: 'Unprocessable source', docs: SANDBOXES },
+  SANDBOX_SOURCE_TOO_LARGE: { status: 413, title: 'Payload too large', docs: SANDBOXES },
+  SANDBOX_UNAVAILABLE: { status: 503, title: 'Sandbox unavailable', docs: SANDBOXES },
+  SNAPSHOT_NOT_FOUND: { ...NOT_FOUND, docs: SANDBOXES },
+  SHELL_RULES_INVALID: { status: 400, title: 'Shell rules are not valid', docs: SANDBOXES },
 
   // webhooks
   WEBHOOK_NOT_FOUND: { ...NOT_FOUND, docs: WEBHOOKS },

@@ -78,7 +78,12 @@ export function installBodyParsers(fastify: FastifyInstance): void {
   fastify.addContentTypeParser('application/x-www-form-urlencoded', async (request: FastifyRequest, payload: Readable) => parseQuery(await readBodyText(payload, request.headers)));
   fastify.addContentTypeParser('application/json', (request: FastifyRequest, payload: Readable) => readJsonBody(payload, request.headers));
   fastify.addContentTypeParser(['application/yaml', 'application/x-yaml', 'text/yaml'], (request: FastifyRequest, payload: Readable) => readBodyText(payload, request.headers));
+  // uploads are not read here: the route streams them where they go, under its own size limit
+  fastify.addContentTypeParser([...STREAMED_BODY_TYPES], (_request: FastifyRequest, payload: Readable, done: (error: Error | null, body?: unknown) => void) => done(null, payload));
 }
+
+/** Media types a route receives as a stream (its body is the request's Readable). */
+export const STREAMED_BODY_TYPES = ['application/x-git-bundle', 'application/gzip'] as const;
 
 function tooLarge(): BodyError {
   return new BodyError('PAYLOAD_TOO_LARGE', `The request body exceeds ${BODY_LIMIT_BYTES} bytes`);

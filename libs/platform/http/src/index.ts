@@ -4,7 +4,7 @@ export * from './openapi';
 export * from './metrics';
 export { ProblemFilter, writeProblem } from './problem.filter';
 export { HttpModule } from './http.module';
-export { BODY_LIMIT_BYTES, installBodyParsers, readJsonBody } from './body-parsers';
+export { BODY_LIMIT_BYTES, installBodyParsers, readJsonBody, STREAMED_BODY_TYPES } from './body-parsers';
 export { FastPaths, fastPathServer } from './fast-paths';
 export type { FastPath } from './fast-paths';
 export { requestIdFor } from './request-ids';

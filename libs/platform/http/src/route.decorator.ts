@@ -14,7 +14,7 @@ export type RouteTenancy = 'workspace' | 'organization' | 'platform' | 'caller' 
  * names none is closed to session tokens: vault, policy, audit, catalog,
  * tokens, members, webhooks and other sessions stay out of a sandbox's reach.
  */
-export type RouteCapability = 'actions:list' | 'actions:run' | 'approvals:poll' | 'comms';
+export type RouteCapability = 'actions:list' | 'actions:run' | 'approvals:poll' | 'comms' | 'sandbox:use';
 
 export interface RouteDefinition {
   method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';

@@ -40,6 +40,8 @@ export interface SandboxDriver {
   git(spec: SandboxSpec, args: string[], input?: Buffer | NodeJS.ReadableStream): Promise<GitResult>;
   /** git's output as a stream (a bundle may be large) */
   gitStream(spec: SandboxSpec, args: string[]): NodeJS.ReadableStream;
+  /** unpacks a tar.gz into /src inside the sandbox (SandboxSourceError when it cannot) */
+  importTar(spec: SandboxSpec, file: string): Promise<void>;
   /** stops its processes, keeps its files */
   stop(spec: SandboxSpec): Promise<void>;
   remove(spec: SandboxSpec): Promise<void>;
@@ -47,3 +49,6 @@ export interface SandboxDriver {
 }
 
 export class SandboxStartError extends Error {}
+
+/** An uploaded source the sandbox cannot take. */
+export class SandboxSourceError extends Error {}

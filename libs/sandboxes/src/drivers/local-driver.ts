@@ -6,7 +6,7 @@ import { PassThrough } from 'node:stream';
 import { systemRootArgs } from '@aileron/bubblewrap';
 import type { RunnerAnswer, RunnerFailure, RunnerOp, RunnerRequest, RunnerResult } from '../runner/protocol';
 import { SANDBOX_WORKDIR } from '../runner/protocol';
-import { type GitResult, type SandboxDriver, type SandboxRunner, type SandboxSpec, SandboxStartError } from './driver';
+import { type GitResult, type SandboxDriver, type SandboxRunner, type SandboxSpec, SandboxSourceError, SandboxStartError } from './driver';
 
 const HOME = '/home/sandbox';
 const RUNNER_DIR = '/opt/aileron-runner';
@@ -82,25 +82,7 @@ export class LocalSandboxDriver implements SandboxDriver {
     if (!existsSync(this.options.runnerScript)) throw new SandboxStartError(`the sandbox runner is not built (${this.options.runnerScript}): run npm run build`);
     const { src } = this.paths(spec);
     if (!existsSync(src)) await this.create(spec);
-    const args = ['--unshare-all', ...(spec.network === 'egress' ? ['--share-net'] : []), '--unshare-user', '--disable-userns', '--die-with-parent', '--new-session'];
-    args.push('--clearenv', '--setenv', 'PATH', '/usr/local/bin:/usr/bin:/bin', '--setenv', 'HOME', HOME, '--setenv', 'LANG', 'C.UTF-8');
-    // run as root, bwrap would otherwise keep every capability inside the sandbox
-    args.push('--cap-drop', 'ALL');
-    args.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp', ...systemRootArgs(ETC));
-    args.push('--ro-bind-data', '3', '/etc/passwd', '--ro-bind-data', '4', '/etc/group');
-    const nodeDir = dirname(this.nodeBinary);
-    if (!nodeDir.startsWith('/usr/')) args.push('--ro-bind', nodeDir, nodeDir);
-    args.push('--tmpfs', HOME, '--bind', src, SANDBOX_WORKDIR, '--ro-bind', dirname(this.options.runnerScript), RUNNER_DIR, '--chdir', SANDBOX_WORKDIR);
-    const child = spawn(this.bwrapPath, [...args, this.nodeBinary, join(RUNNER_DIR, 'runner.js')], {
-      env: { PATH: '/usr/bin:/bin' },
-      stdio: ['pipe', 'pipe', 'pipe', 'pipe', 'pipe'],
-      detached: true,
-    });
-    const uid = process.getuid?.() ?? 0;
-    const gid = process.getgid?.() ?? 0;
-    // some programs look the user up (git, ssh, os.userInfo()): one that names the sandbox's home
-    (child.stdio[3] as NodeJS.WritableStream).end(`sandbox:x:${uid}:${gid}:sandbox:${HOME}:/bin/bash\n`);
-    (child.stdio[4] as NodeJS.WritableStream).end(`sandbox:x:${gid}:\n`);
+    const child = this.spawnInside(spec, ['--ro-bind', dirname(this.options.runnerScript), RUNNER_DIR], [this.nodeBinary, join(RUNNER_DIR, 'runner.js')]);
     const runner = new LocalRunner(child, (line) => this.options.log(`[sandbox ${spec.name}] ${line}`));
     try {
       await runner.ready(START_TIMEOUT_MS);
@@ -110,6 +92,42 @@ export class LocalSandboxDriver implements SandboxDriver {
     }
     this.options.log(`[sandbox ${spec.name}] started (pid ${child.pid}, bubblewrap, network ${spec.network})`);
     return runner;
+  }
+
+  /** bubblewrap's arguments for the sandbox's namespaces and filesystem, up to the program to run */
+  private sandboxArgs(spec: SandboxSpec): string[] {
+    const args = ['--unshare-all', ...(spec.network === 'egress' ? ['--share-net'] : []), '--unshare-user', '--disable-userns', '--die-with-parent', '--new-session'];
+    args.push('--clearenv', '--setenv', 'PATH', '/usr/local/bin:/usr/bin:/bin', '--setenv', 'HOME', HOME, '--setenv', 'LANG', 'C.UTF-8');
+    // run as root, bwrap would otherwise keep every capability inside the sandbox
+    args.push('--cap-drop', 'ALL');
+    args.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp', ...systemRootArgs(ETC));
+    args.push('--ro-bind-data', '3', '/etc/passwd', '--ro-bind-data', '4', '/etc/group');
+    const nodeDir = dirname(this.nodeBinary);
+    if (!nodeDir.startsWith('/usr/')) args.push('--ro-bind', nodeDir, nodeDir);
+    args.push('--tmpfs', HOME, '--bind', this.paths(spec).src, SANDBOX_WORKDIR, '--chdir', SANDBOX_WORKDIR);
+    return args;
+  }
+
+  /** A sandbox-side process of its own: /etc/passwd and /etc/group on fds 3 and 4, as bwrap was told. */
+  private spawnInside(spec: SandboxSpec, extra: string[], program: string[]): ChildProcess {
+    const child = spawn(this.bwrapPath, [...this.sandboxArgs(spec), ...extra, ...program], { env: { PATH: '/usr/bin:/bin' }, stdio: ['pipe', 'pipe', 'pipe', 'pipe', 'pipe'], detached: true });
+    const uid = process.getuid?.() ?? 0;
+    const gid = process.getgid?.() ?? 0;
+    // some programs look the user up (git, ssh, os.userInfo()): one that names the sandbox's home
+    (child.stdio[3] as NodeJS.WritableStream).end(`sandbox:x:${uid}:${gid}:sandbox:${HOME}:/bin/bash\n`);
+    (child.stdio[4] as NodeJS.WritableStream).end(`sandbox:x:${gid}:\n`);
+    for (const stream of child.stdio) stream?.on('error', () => undefined);
+    return child;
+  }
+
+  /** Unpacks an archive inside the sandbox, so no member's path or link can land outside /src. */
+  async importTar(spec: SandboxSpec, file: string): Promise<void> {
+    const child = this.spawnInside(spec, ['--ro-bind', file, '/tmp/source.tar.gz'], ['/usr/bin/tar', '-xzf', '/tmp/source.tar.gz', '-C', SANDBOX_WORKDIR, '--no-same-owner', '--no-same-permissions', '--delay-directory-restore']);
+    child.stdin!.end();
+    let stderr = '';
+    child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
+    const code = await new Promise<number>((resolveCode) => child.on('close', (exit) => resolveCode(exit ?? 1)));
+    if (code !== 0) throw new SandboxSourceError(`the archive could not be unpacked: ${stderr.trim().split('\n').slice(-2).join(' ') || `tar exited with ${code}`}`);
   }
 
   git(spec: SandboxSpec, args: string[], input?: Buffer | NodeJS.ReadableStream): Promise<GitResult> {

@@ -17,9 +17,10 @@ import { Macaroon, MacaroonFormatError, attenuate, chainHolds, decode, encode, m
 export const CAVEAT_TOKEN_PREFIX = 'ail_ct_';
 
 /** What an agent session may be allowed to do; a token's `caps` are a subset. */
-export const SESSION_CAPABILITIES = ['actions:list', 'actions:run', 'approvals:poll', 'comms'] as const;
+export const SESSION_CAPABILITIES = ['actions:list', 'actions:run', 'approvals:poll', 'comms', 'sandbox:use'] as const;
 export type Capability = (typeof SESSION_CAPABILITIES)[number];
-export const DEFAULT_CAPABILITIES: readonly Capability[] = SESSION_CAPABILITIES;
+/** a session reaches sandboxes only when its creator asks for `sandbox:use` */
+export const DEFAULT_CAPABILITIES: readonly Capability[] = ['actions:list', 'actions:run', 'approvals:poll', 'comms'];
 
 export function isCapability(value: string): value is Capability {
   return (SESSION_CAPABILITIES as readonly string[]).includes(value);

@@ -1,0 +1,50 @@
+import { Injectable } from '@nestjs/common';
+import type { Principal, WorkspaceScope } from '@aileron/auth';
+import type { InstanceEndpoint, InstanceExit } from './drivers/driver';
+import { Instance } from './instances.service';
+
+/**
+ * A server the control plane serves itself (the sandbox tools) rather than
+ * an instance it starts. It is reached through the pool like any server, so
+ * the policy, approvals, tool pins, caveat tokens and the execution records
+ * apply to it unchanged; its endpoint is per MCP session, so it knows who
+ * calls.
+ */
+export interface BuiltinServer {
+  /** reserved: no catalog server may take it */
+  name: string;
+  version: string;
+  /** whether `/mcp/{ws}` lists it (`/mcp/{ws}/{name}` always reaches it) */
+  present(scope: WorkspaceScope): Promise<boolean>;
+  /** the endpoint one MCP session of this caller talks to */
+  endpoint(scope: WorkspaceScope, caller: Principal): Promise<InstanceEndpoint>;
+}
+
+/** Where domains register the servers they serve (as auth's credential resolvers). */
+@Injectable()
+export class BuiltinServers {
+  private readonly servers = new Map<string, BuiltinServer>();
+
+  register(server: BuiltinServer): void {
+    this.servers.set(server.name, server);
+  }
+
+  has(name: string): boolean {
+    return this.servers.has(name);
+  }
+
+  async present(scope: WorkspaceScope): Promise<string[]> {
+    const all = [...this.servers.values()];
+    const here = await Promise.all(all.map((server) => server.present(scope)));
+    return all.filter((_, i) => here[i]).map((server) => server.name);
+  }
+
+  /** An instance for one MCP session: it lives as long as the upstream session that uses it. */
+  async acquire(scope: WorkspaceScope, caller: Principal, name: string, maxInflight: number): Promise<Instance> {
+    const server = this.servers.get(name)!;
+    const endpoint = await server.endpoint(scope, caller);
+    let settle!: (exit: InstanceExit) => void;
+    const ended = new Promise<InstanceExit>((resolve) => (settle = resolve));
+    return new Instance(`builtin-${name}`, name, server.version, endpoint, ended, null, settle, maxInflight);
+  }
+}

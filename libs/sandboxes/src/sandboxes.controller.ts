@@ -1,0 +1,160 @@
+import type { Readable } from 'node:stream';
+import { Body, Controller, Headers, Param, Query, Req, Res } from '@nestjs/common';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import { Caller, Principal, TenantScope, WorkspaceScope } from '@aileron/auth';
+import { ValidationError } from '@aileron/errors';
+import { Route } from '@aileron/http';
+import {
+  createBody,
+  sandboxParams,
+  sandboxView,
+  snapshotParams,
+  snapshotsQuery,
+  snapshotView,
+  toSandboxView,
+  toSnapshotView,
+  wsParams,
+} from './sandboxes.schemas';
+import { SandboxesService } from './sandboxes.service';
+
+const SOURCE_TYPES: Record<string, 'git-bundle' | 'tar.gz'> = { 'application/x-git-bundle': 'git-bundle', 'application/gzip': 'tar.gz' };
+
+@Controller()
+export class SandboxesController {
+  constructor(private readonly sandboxes: SandboxesService) {}
+
+  @Route({
+    method: 'POST',
+    path: '/v1/workspaces/:ws/sandboxes',
+    summary: 'Make a sandbox agents work in (an empty repository at /src, or one uploaded next)',
+    tag: 'sandboxes',
+    permission: 'sandbox.write',
+    tenancy: 'workspace',
+    params: wsParams,
+    body: createBody,
+    response: sandboxView,
+    status: 201,
+    example: { body: { name: 'fix-flaky-test', network: 'none' } },
+  })
+  async create(@Caller() caller: Principal, @TenantScope() scope: WorkspaceScope, @Body() body: z.infer<typeof createBody>): Promise<z.infer<typeof sandboxView>> {
+    const limits = { ...(body.limits.cpu_seconds ? { cpuSeconds: body.limits.cpu_seconds } : {}), ...(body.limits.memory_mb ? { memoryMb: body.limits.memory_mb } : {}), ...(body.limits.pids ? { pids: body.limits.pids } : {}) };
+    return toSandboxView(await this.sandboxes.create(caller, scope, { name: body.name, network: body.network, limits }));
+  }
+
+  @Route({
+    method: 'GET',
+    path: '/v1/workspaces/:ws/sandboxes',
+    summary: "The workspace's sandboxes",
+    tag: 'sandboxes',
+    permission: 'sandbox.read',
+    tenancy: 'workspace',
+    params: wsParams,
+    response: z.object({ sandboxes: z.array(sandboxView) }),
+  })
+  async list(@TenantScope() scope: WorkspaceScope): Promise<{ sandboxes: z.infer<typeof sandboxView>[] }> {
+    return { sandboxes: (await this.sandboxes.list(scope)).map(toSandboxView) };
+  }
+
+  @Route({
+    method: 'GET',
+    path: '/v1/workspaces/:ws/sandboxes/:name',
+    summary: 'One sandbox',
+    tag: 'sandboxes',
+    permission: 'sandbox.read',
+    tenancy: 'workspace',
+    params: sandboxParams,
+    response: sandboxView,
+    example: { params: { name: '{sandbox}' } },
+  })
+  async get(@TenantScope() scope: WorkspaceScope, @Param() params: z.infer<typeof sandboxParams>): Promise<z.infer<typeof sandboxView>> {
+    return toSandboxView(await this.sandboxes.get(scope, params.name));
+  }
+
+  @Route({
+    method: 'DELETE',
+    path: '/v1/workspaces/:ws/sandboxes/:name',
+    summary: 'Delete a sandbox: its processes, its files and its history',
+    tag: 'sandboxes',
+    permission: 'sandbox.write',
+    tenancy: 'workspace',
+    params: sandboxParams,
+    status: 204,
+    example: { params: { name: '{sandbox}' } },
+  })
+  async remove(@Caller() caller: Principal, @TenantScope() scope: WorkspaceScope, @Param() params: z.infer<typeof sandboxParams>): Promise<void> {
+    await this.sandboxes.remove(caller, scope, params.name);
+  }
+
+  @Route({
+    method: 'PUT',
+    path: '/v1/workspaces/:ws/sandboxes/:name/source',
+    summary: 'Upload the initial repository: a git bundle (application/x-git-bundle) or a tar.gz (application/gzip)',
+    description: 'Streamed, at most AILERON_SANDBOX_SOURCE_MAX_BYTES. A bundle\'s HEAD becomes the base of the branch aileron/snapshots; an archive is unpacked inside the sandbox and committed.',
+    tag: 'sandboxes',
+    permission: 'sandbox.write',
+    tenancy: 'workspace',
+    params: sandboxParams,
+    response: sandboxView,
+    example: { params: { name: '{sandbox}' } },
+  })
+  async upload(
+    @Caller() caller: Principal,
+    @TenantScope() scope: WorkspaceScope,
+    @Param() params: z.infer<typeof sandboxParams>,
+    @Headers('content-type') contentType: string | undefined,
+    @Req() request: FastifyRequest,
+  ): Promise<z.infer<typeof sandboxView>> {
+    const type = SOURCE_TYPES[(contentType ?? '').split(';')[0]!.trim().toLowerCase()];
+    if (!type) throw new ValidationError([{ path: 'content-type', message: 'must be application/x-git-bundle or application/gzip' }]);
+    return toSandboxView(await this.sandboxes.upload(caller, scope, params.name, type, request.body as Readable));
+  }
+
+  @Route({
+    method: 'GET',
+    path: '/v1/workspaces/:ws/sandboxes/:name/snapshots',
+    summary: "The sandbox's snapshot commits, newest first",
+    tag: 'sandboxes',
+    permission: 'sandbox.read',
+    tenancy: 'workspace',
+    params: sandboxParams,
+    query: snapshotsQuery,
+    response: z.object({ snapshots: z.array(snapshotView) }),
+    example: { params: { name: '{sandbox}' } },
+  })
+  async snapshots(@TenantScope() scope: WorkspaceScope, @Param() params: z.infer<typeof sandboxParams>, @Query() query: z.infer<typeof snapshotsQuery>): Promise<{ snapshots: z.infer<typeof snapshotView>[] }> {
+    return { snapshots: (await this.sandboxes.snapshots(scope, params.name, query.limit)).map(toSnapshotView) };
+  }
+
+  @Route({
+    method: 'GET',
+    path: '/v1/workspaces/:ws/sandboxes/:name/snapshots/:sha/diff',
+    summary: "One snapshot's change as a unified diff (text/x-diff)",
+    tag: 'sandboxes',
+    permission: 'sandbox.read',
+    tenancy: 'workspace',
+    params: snapshotParams,
+    example: { params: { name: '{sandbox}', sha: '{sha}' } },
+  })
+  async diff(@TenantScope() scope: WorkspaceScope, @Param() params: z.infer<typeof snapshotParams>, @Res({ passthrough: true }) reply: FastifyReply): Promise<string> {
+    const diff = await this.sandboxes.diff(scope, params.name, params.sha);
+    void reply.header('content-type', 'text/x-diff; charset=utf-8');
+    return diff;
+  }
+
+  @Route({
+    method: 'GET',
+    path: '/v1/workspaces/:ws/sandboxes/:name/bundle',
+    summary: 'A git bundle of the branch aileron/snapshots: `git fetch <file> aileron/snapshots` in your clone',
+    tag: 'sandboxes',
+    permission: 'sandbox.read',
+    tenancy: 'workspace',
+    params: sandboxParams,
+    example: { params: { name: '{sandbox}' } },
+  })
+  async bundle(@TenantScope() scope: WorkspaceScope, @Param() params: z.infer<typeof sandboxParams>, @Res({ passthrough: true }) reply: FastifyReply): Promise<NodeJS.ReadableStream> {
+    const stream = await this.sandboxes.bundle(scope, params.name);
+    void reply.header('content-type', 'application/x-git-bundle').header('content-disposition', `attachment; filename="${params.name.replace(/[^a-z0-9-]/g, '')}.bundle"`);
+    return stream;
+  }
+}

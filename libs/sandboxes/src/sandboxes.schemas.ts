@@ -1,0 +1,66 @@
+import { z } from 'zod';
+import { slug } from '@aileron/auth';
+import type { SandboxRecord, SnapshotRecord } from './sandboxes.repository';
+
+export const wsParams = z.object({ ws: slug });
+export const sandboxParams = z.object({ ws: slug, name: z.string().min(1).max(200) });
+export const snapshotParams = z.object({ ws: slug, name: z.string().min(1).max(200), sha: z.string().min(1).max(64) });
+
+export const createBody = z
+  .object({
+    name: z.string().min(1).max(200).describe('slugified: lower case, [a-z0-9-], at most 63 characters'),
+    source: z.enum(['empty', 'upload']).default('empty').describe('`upload`: the files come with PUT …/source next; `empty`: an empty repository'),
+    network: z.enum(['none', 'egress']).default('none').describe('`egress`: commands may open connections out; `none`: no network at all'),
+    limits: z
+      .object({
+        cpu_seconds: z.number().int().min(1).max(86_400).optional().describe('CPU time of one process of a command'),
+        memory_mb: z.number().int().min(64).max(65_536).optional().describe('address space of one process of a command'),
+        pids: z.number().int().min(8).max(65_536).optional().describe('processes a command may have at once'),
+      })
+      .strict()
+      .default({}),
+  })
+  .strict();
+
+export const sandboxView = z.object({
+  name: z.string(),
+  workspace: z.string(),
+  network: z.enum(['none', 'egress']),
+  limits: z.object({ cpu_seconds: z.number().optional(), memory_mb: z.number().optional(), pids: z.number().optional() }),
+  source: z.enum(['empty', 'git-bundle', 'tar.gz']),
+  workdir: z.literal('/src'),
+  created_by: z.string(),
+  created_at: z.string(),
+  last_used_at: z.string().nullable(),
+});
+
+export function toSandboxView(sandbox: SandboxRecord): z.infer<typeof sandboxView> {
+  const { cpuSeconds, memoryMb, pids } = sandbox.limits;
+  return {
+    name: sandbox.name,
+    workspace: sandbox.workspaceSlug,
+    network: sandbox.network,
+    limits: { ...(cpuSeconds ? { cpu_seconds: cpuSeconds } : {}), ...(memoryMb ? { memory_mb: memoryMb } : {}), ...(pids ? { pids } : {}) },
+    source: sandbox.source,
+    workdir: '/src',
+    created_by: sandbox.createdBy,
+    created_at: sandbox.createdAt.toISOString(),
+    last_used_at: sandbox.lastUsedAt?.toISOString() ?? null,
+  };
+}
+
+export const snapshotView = z.object({
+  sha: z.string(),
+  trigger: z.string(),
+  message: z.string(),
+  files: z.array(z.object({ path: z.string(), status: z.string() })),
+  session: z.string().nullable(),
+  author: z.string(),
+  created_at: z.string(),
+});
+
+export function toSnapshotView(snapshot: SnapshotRecord): z.infer<typeof snapshotView> {
+  return { sha: snapshot.sha, trigger: snapshot.trigger, message: snapshot.message, files: snapshot.files, session: snapshot.agentSessionId, author: snapshot.author, created_at: snapshot.createdAt.toISOString() };
+}
+
+export const snapshotsQuery = z.object({ limit: z.coerce.number().int().min(1).max(1000).default(100) });

@@ -1,0 +1,341 @@
+import { createWriteStream, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable, Transform } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { Inject, Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
+import { describePrincipal, Principal, WorkspaceScope } from '@aileron/auth';
+import { APP_CONFIG, AppConfig } from '@aileron/config';
+import { DatabaseService } from '@aileron/database';
+import { ConflictError, DomainError, NotFoundError, ValidationError } from '@aileron/errors';
+import { OutboxService } from '@aileron/outbox';
+import { SandboxSourceError, SandboxStartError, type SandboxDriver, type SandboxRunner, type SandboxSpec } from './drivers/driver';
+import { sandboxSlug } from './domain/slug';
+import type { RunnerLimits } from './runner/protocol';
+import { SandboxesRepository, SandboxRecord, SnapshotRecord } from './sandboxes.repository';
+
+export const SANDBOX_DRIVER = Symbol('SANDBOX_DRIVER');
+export const SNAPSHOT_REF = 'refs/heads/aileron/snapshots';
+
+/** Who made a change: the commit's author, and the session recorded with the snapshot. */
+export interface ChangeAuthor {
+  name: string;
+  email: string;
+  agentSessionId: string | null;
+}
+
+/** The commit a change asks for, once it has run. */
+export interface SnapshotIntent {
+  trigger: 'write' | 'patch' | 'bash';
+  /** what the message names after the trigger: a path, a command */
+  subject: string;
+  author: ChangeAuthor;
+}
+
+export function specOf(sandbox: SandboxRecord): SandboxSpec {
+  return { id: sandbox.id, organizationId: sandbox.organizationId, workspaceId: sandbox.workspaceId, name: sandbox.name, network: sandbox.network, limits: sandbox.limits };
+}
+
+/** `bash: npm test`: the first line, cut at a length a log line shows whole. */
+export function snapshotMessage(intent: Pick<SnapshotIntent, 'trigger' | 'subject'>): string {
+  const firstLine = intent.subject.split('\n')[0]!.trim();
+  const more = intent.subject.trim().includes('\n') || firstLine.length > 72;
+  return `${intent.trigger}: ${more ? `${firstLine.slice(0, 71).trimEnd()}…` : firstLine}`;
+}
+
+/**
+ * Sandboxes: their records, their processes (through the driver) and their
+ * history. Changes to one sandbox run one after another, each followed by
+ * its snapshot commit; the tool answers before its snapshot is taken, and
+ * the next change waits for it, so every change is its own commit and a
+ * change never waits for more than its predecessor's.
+ */
+@Injectable()
+export class SandboxesService implements OnApplicationShutdown {
+  private readonly logger = new Logger('Sandboxes');
+  /** per sandbox: the last change's snapshot, which the next change waits for */
+  private readonly tails = new Map<string, Promise<unknown>>();
+  private readonly idle = new Map<string, NodeJS.Timeout>();
+
+  constructor(
+    private readonly db: DatabaseService,
+    private readonly repository: SandboxesRepository,
+    private readonly outbox: OutboxService,
+    @Inject(SANDBOX_DRIVER) private readonly driver: SandboxDriver,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
+
+  async onApplicationShutdown(): Promise<void> {
+    for (const timer of this.idle.values()) clearTimeout(timer);
+    await Promise.allSettled([...this.tails.values()]);
+    await this.driver.close();
+  }
+
+  async create(caller: Principal, scope: WorkspaceScope, request: { name: string; network: 'none' | 'egress'; limits: RunnerLimits }): Promise<SandboxRecord> {
+    const name = sandboxSlug(request.name);
+    if (!name) throw new ValidationError([{ path: 'name', message: 'must contain at least one letter or digit' }]);
+    if (await this.repository.byName(scope, name)) throw new ConflictError('SANDBOX_EXISTS', `Workspace "${scope.workspaceSlug}" has a sandbox "${name}" already`);
+    try {
+      return await this.db.transaction(async (tx) => {
+        const sandbox = await this.repository.create(scope, { name, network: request.network, limits: request.limits, createdBy: describePrincipal(caller) }, tx);
+        await this.outbox.record(tx, {
+          topic: 'sandbox.created',
+          organizationId: scope.organizationId,
+          workspaceId: scope.workspaceId,
+          payload: { workspace: scope.workspaceSlug, sandbox: name, network: request.network, actor: describePrincipal(caller) },
+        });
+        // its storage before the commit: a sandbox that is listed can be used
+        await this.driver.create(specOf(sandbox));
+        return sandbox;
+      });
+    } catch (error) {
+      if (error instanceof SandboxStartError) throw new DomainError('SANDBOX_UNAVAILABLE', `The sandbox could not be made: ${error.message}`);
+      throw error;
+    }
+  }
+
+  list(scope: WorkspaceScope): Promise<SandboxRecord[]> {
+    return this.repository.list(scope);
+  }
+
+  /** By name as a person or a tool writes it (slugified); null when there is none. */
+  find(scope: WorkspaceScope, name: string): Promise<SandboxRecord | null> {
+    const slug = sandboxSlug(name);
+    return slug ? this.repository.byName(scope, slug) : Promise.resolve(null);
+  }
+
+  async get(scope: WorkspaceScope, name: string): Promise<SandboxRecord> {
+    const sandbox = await this.find(scope, name);
+    if (!sandbox) throw new NotFoundError('sandbox', sandboxSlug(name) || name, 'SANDBOX_NOT_FOUND');
+    return sandbox;
+  }
+
+  async any(scope: WorkspaceScope): Promise<boolean> {
+    return this.repository.any(scope);
+  }
+
+  async remove(caller: Principal, scope: WorkspaceScope, name: string): Promise<void> {
+    const sandbox = await this.get(scope, name);
+    // no change of it may still be running when its files go
+    await this.tails.get(sandbox.id)?.catch(() => undefined);
+    this.forgetIdle(sandbox.id);
+    await this.driver.remove(specOf(sandbox));
+    await this.db.transaction(async (tx) => {
+      if (!(await this.repository.remove(scope, sandbox.id, tx))) return;
+      await this.outbox.record(tx, {
+        topic: 'sandbox.deleted',
+        organizationId: scope.organizationId,
+        workspaceId: scope.workspaceId,
+        payload: { workspace: scope.workspaceSlug, sandbox: sandbox.name, actor: describePrincipal(caller) },
+      });
+    });
+    this.tails.delete(sandbox.id);
+  }
+
+  /** The sandbox's runner, started if it was idle; each use pushes its idle stop back. */
+  async runner(sandbox: SandboxRecord): Promise<SandboxRunner> {
+    this.keepAwake(sandbox);
+    try {
+      return await this.driver.runner(specOf(sandbox));
+    } catch (error) {
+      if (error instanceof SandboxStartError) throw new DomainError('SANDBOX_UNAVAILABLE', `Sandbox "${sandbox.name}" could not start: ${error.message}`);
+      throw error;
+    }
+  }
+
+  /**
+   * Runs a change of the sandbox's files after the previous change's snapshot,
+   * and answers with its result at once; its own snapshot follows (when the
+   * change asks for one and the work tree differs from the last commit).
+   */
+  async change<T>(sandbox: SandboxRecord, run: (runner: SandboxRunner) => Promise<T>, intent: (result: T) => SnapshotIntent | null): Promise<T> {
+    const previous = this.tails.get(sandbox.id) ?? Promise.resolve();
+    const ran = previous.catch(() => undefined).then(async () => run(await this.runner(sandbox)));
+    const snapshot = ran.then(
+      async (result) => {
+        const wanted = intent(result);
+        if (wanted) await this.snapshot(sandbox, wanted);
+      },
+      () => undefined,
+    );
+    const tail = snapshot.catch((error: unknown) => this.logger.error({ msg: 'snapshot failed', sandbox: sandbox.name, err: error instanceof Error ? error.message : String(error) }));
+    this.tails.set(sandbox.id, tail);
+    void tail.then(() => this.tails.get(sandbox.id) === tail && this.tails.delete(sandbox.id));
+    return ran;
+  }
+
+  /** Resolves once every change so far has its snapshot (tests, a bundle that must be complete). */
+  async settled(sandbox: SandboxRecord): Promise<void> {
+    await this.tails.get(sandbox.id);
+  }
+
+  /** A commit of whatever differs from the last one; none when nothing does (never an empty commit). */
+  private async snapshot(sandbox: SandboxRecord, intent: SnapshotIntent): Promise<void> {
+    const spec = specOf(sandbox);
+    const added = await this.driver.git(spec, ['add', '--all']);
+    if (added.code !== 0) throw new Error(`git add failed: ${added.stderr.trim()}`);
+    const staged = await this.driver.git(spec, ['diff', '--cached', '--quiet']);
+    if (staged.code === 0) return;
+    const message = snapshotMessage(intent);
+    const at = new Date();
+    const commit = await this.driver.git(spec, [
+      '-c',
+      'user.name=Aileron snapshots',
+      '-c',
+      'user.email=snapshots@aileron.invalid',
+      'commit',
+      '--quiet',
+      '--no-verify',
+      '--no-gpg-sign',
+      `--author=${intent.author.name.replace(/[<>\n]/g, '')} <${intent.author.email}>`,
+      '-m',
+      message,
+    ]);
+    if (commit.code !== 0) throw new Error(`git commit failed: ${commit.stderr.trim()}`);
+    const sha = (await this.driver.git(spec, ['rev-parse', 'HEAD'])).stdout.toString().trim();
+    const files = parseNameStatus((await this.driver.git(spec, ['diff-tree', '--root', '--no-commit-id', '--name-status', '-r', '-M', '-z', sha])).stdout.toString());
+    const scope = { organizationId: sandbox.organizationId, workspaceId: sandbox.workspaceId, workspaceSlug: sandbox.workspaceSlug } as WorkspaceScope;
+    const record: SnapshotRecord = { sha, trigger: intent.trigger, message, files, agentSessionId: intent.author.agentSessionId, author: `${intent.author.name} <${intent.author.email}>`, createdAt: at };
+    await this.db.transaction(async (tx) => {
+      await this.repository.addSnapshot(scope, sandbox.id, record, tx);
+      await this.outbox.record(tx, {
+        topic: 'sandbox.snapshot',
+        organizationId: sandbox.organizationId,
+        workspaceId: sandbox.workspaceId,
+        payload: { workspace: sandbox.workspaceSlug, sandbox: sandbox.name, sha, trigger: intent.trigger, message, files, session: intent.author.agentSessionId, author: record.author },
+      });
+    });
+  }
+
+  async snapshots(scope: WorkspaceScope, name: string, limit: number): Promise<SnapshotRecord[]> {
+    const sandbox = await this.get(scope, name);
+    return this.repository.snapshots(scope, sandbox.id, limit);
+  }
+
+  /** One snapshot's change as a unified diff (against its parent; the first against nothing). */
+  async diff(scope: WorkspaceScope, name: string, sha: string): Promise<string> {
+    const sandbox = await this.get(scope, name);
+    if (!/^[0-9a-f]{40}$/.test(sha) || !(await this.repository.snapshot(scope, sandbox.id, sha))) throw new NotFoundError('snapshot', sha, 'SNAPSHOT_NOT_FOUND');
+    const shown = await this.driver.git(specOf(sandbox), ['show', '--format=', '--patch', '--root', '-M', sha]);
+    if (shown.code !== 0) throw new NotFoundError('snapshot', sha, 'SNAPSHOT_NOT_FOUND');
+    return shown.stdout.toString('utf8');
+  }
+
+  /** A git bundle of the snapshot branch, for `git fetch` into a developer's clone. */
+  async bundle(scope: WorkspaceScope, name: string): Promise<NodeJS.ReadableStream> {
+    const sandbox = await this.get(scope, name);
+    await this.settled(sandbox);
+    const head = await this.driver.git(specOf(sandbox), ['rev-parse', '--verify', '--quiet', SNAPSHOT_REF]);
+    if (head.code !== 0) throw new ConflictError('SANDBOX_SOURCE_EXISTS', `Sandbox "${sandbox.name}" has no snapshot yet: nothing to bundle`);
+    return this.driver.gitStream(specOf(sandbox), ['bundle', 'create', '--quiet', '-', SNAPSHOT_REF]);
+  }
+
+  /**
+   * The initial repository: a git bundle (its HEAD becomes the base of the
+   * snapshot branch) or a tar.gz (unpacked inside the sandbox, committed as
+   * `source: upload`). Only into a sandbox nothing has been written to.
+   */
+  async upload(caller: Principal, scope: WorkspaceScope, name: string, type: 'git-bundle' | 'tar.gz', body: Readable): Promise<SandboxRecord> {
+    const sandbox = await this.get(scope, name);
+    if (sandbox.source !== 'empty' || (await this.repository.snapshots(scope, sandbox.id, 1)).length > 0) {
+      body.resume();
+      throw new ConflictError('SANDBOX_SOURCE_EXISTS', `Sandbox "${sandbox.name}" has files already; a source goes only into a new sandbox`);
+    }
+    const dir = mkdtempSync(join(tmpdir(), 'aileron-source-'));
+    const file = join(dir, type === 'git-bundle' ? 'source.bundle' : 'source.tar.gz');
+    try {
+      await pipeline(body, limitTo(this.config.sandboxes.sourceMaxBytes), createWriteStream(file, { mode: 0o600 }));
+      await this.change(
+        sandbox,
+        async () => {
+          if (type === 'git-bundle') await this.importBundle(sandbox, file);
+          else await this.driver.importTar(specOf(sandbox), file);
+        },
+        () => (type === 'tar.gz' ? { trigger: 'write', subject: 'source upload (tar.gz)', author: authorOf(caller) } : null),
+      );
+      await this.settled(sandbox);
+      await this.repository.setSource(scope, sandbox.id, type);
+      return { ...sandbox, source: type };
+    } catch (error) {
+      if (error instanceof SourceTooLarge) throw new DomainError('SANDBOX_SOURCE_TOO_LARGE', `The source is larger than ${this.config.sandboxes.sourceMaxBytes} bytes (AILERON_SANDBOX_SOURCE_MAX_BYTES)`);
+      if (error instanceof SourceInvalid || error instanceof SandboxSourceError) throw new DomainError('SANDBOX_SOURCE_INVALID', error.message);
+      throw error;
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+
+  private async importBundle(sandbox: SandboxRecord, file: string): Promise<void> {
+    const spec = specOf(sandbox);
+    const verified = await this.driver.git(spec, ['bundle', 'list-heads', file]);
+    if (verified.code !== 0) throw new SourceInvalid(`not a git bundle: ${verified.stderr.trim().split('\n')[0] ?? ''}`);
+    const heads = verified.stdout.toString().trim().split('\n').map((line) => line.split(' ') as [string, string]);
+    const head = heads.find(([, ref]) => ref === 'HEAD') ?? heads.find(([, ref]) => ref === 'refs/heads/main') ?? heads.find(([, ref]) => ref.startsWith('refs/heads/'));
+    if (!head) throw new SourceInvalid('the bundle has no branch and no HEAD');
+    const fetched = await this.driver.git(spec, ['fetch', '--quiet', '--no-tags', file, `+refs/heads/*:refs/source/heads/*`, ...(head[1] === 'HEAD' ? ['+HEAD:refs/source/HEAD'] : [])]);
+    if (fetched.code !== 0) throw new SourceInvalid(`the bundle could not be read: ${fetched.stderr.trim().split('\n')[0] ?? ''}`);
+    for (const args of [['update-ref', SNAPSHOT_REF, head[0]], ['reset', '--quiet', '--hard', head[0]]]) {
+      const done = await this.driver.git(spec, args);
+      if (done.code !== 0) throw new Error(`git ${args[0]} failed: ${done.stderr.trim()}`);
+    }
+  }
+
+  /** Shell rules are per workspace; the bash tool reads them at each call. */
+  shellRules(scope: WorkspaceScope): ReturnType<SandboxesRepository['shellRules']> {
+    return this.repository.shellRules(scope);
+  }
+
+  private keepAwake(sandbox: SandboxRecord): void {
+    this.forgetIdle(sandbox.id);
+    const timer = setTimeout(() => {
+      this.idle.delete(sandbox.id);
+      // a change in flight keeps it up; the stop comes at its next idle period
+      if (this.tails.has(sandbox.id)) return this.keepAwake(sandbox);
+      void this.driver.stop(specOf(sandbox)).then(() => this.logger.log({ msg: 'sandbox stopped (idle)', sandbox: sandbox.name }));
+    }, this.config.sandboxes.idleSeconds * 1000);
+    timer.unref();
+    this.idle.set(sandbox.id, timer);
+    void this.repository.touch({ organizationId: sandbox.organizationId } as WorkspaceScope, sandbox.id, new Date()).catch(() => undefined);
+  }
+
+  private forgetIdle(id: string): void {
+    const timer = this.idle.get(id);
+    if (timer) clearTimeout(timer);
+    this.idle.delete(id);
+  }
+}
+
+/** The commit author for a caller: an agent session by its name, anyone else as the audit log names them. */
+export function authorOf(caller: Principal): ChangeAuthor {
+  if (caller.session) return { name: caller.name, email: `session-${caller.session.id}@sessions.aileron.invalid`, agentSessionId: caller.session.id };
+  const who = describePrincipal(caller);
+  return { name: caller.name || who, email: `${who.replace(/[^A-Za-z0-9._-]/g, '-')}@aileron.invalid`, agentSessionId: null };
+}
+
+function parseNameStatus(output: string): { path: string; status: string }[] {
+  const fields = output.split('\0').filter((f) => f !== '');
+  const files: { path: string; status: string }[] = [];
+  for (let i = 0; i < fields.length; ) {
+    const status = fields[i++]!;
+    // renames and copies name the old path, then the new one
+    if (status.startsWith('R') || status.startsWith('C')) {
+      i++;
+      files.push({ path: fields[i++]!, status: status[0]! });
+    } else files.push({ path: fields[i++]!, status });
+  }
+  return files;
+}
+
+class SourceTooLarge extends Error {}
+class SourceInvalid extends Error {}
+
+function limitTo(max: number): Transform {
+  let seen = 0;
+  return new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      seen += chunk.length;
+      if (seen > max) done(new SourceTooLarge());
+      else done(null, chunk);
+    },
+  });
+}
