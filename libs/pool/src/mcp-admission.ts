@@ -6,6 +6,7 @@ import { describePrincipal, Principal, WorkspaceScope } from '@aileron/auth';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { DomainError, ForbiddenError, NotFoundError } from '@aileron/errors';
 import { writeProblem } from '@aileron/http';
+import { BuiltinServers } from './builtin-servers';
 import { ExecutionJournal } from './execution-journal';
 import { PoolInstances } from './instances.service';
 import { PoolRateLimits } from './rate-limits.service';
@@ -52,6 +53,7 @@ export class McpAdmission {
     private readonly instances: PoolInstances,
     private readonly limits: PoolRateLimits,
     private readonly journal: ExecutionJournal,
+    private readonly builtins: BuiltinServers,
   ) {
     // browsers send Origin; anything else on it is another site riding on DNS rebinding
     this.allowedOrigins = [new URL(config.publicUrl).origin, `http://localhost:${config.port}`, `http://127.0.0.1:${config.port}`];
@@ -82,7 +84,7 @@ export class McpAdmission {
     }
     if (request.method === 'POST' && isInitialize(request.body)) {
       // refuse at once, with a problem document, what the session could never reach
-      if ('server' in endpoint) await this.instances.assignment(scope, endpoint.server);
+      if ('server' in endpoint && !this.builtins.has(endpoint.server)) await this.instances.assignment(scope, endpoint.server);
       return { session: this.sessions.create(scope, caller, endpoint, this.allowedOrigins, request.credential) };
     }
     throw new McpSessionRequiredError();

@@ -272,7 +272,7 @@ export class SandboxesService implements OnApplicationShutdown {
     const heads = verified.stdout.toString().trim().split('\n').map((line) => line.split(' ') as [string, string]);
     const head = heads.find(([, ref]) => ref === 'HEAD') ?? heads.find(([, ref]) => ref === 'refs/heads/main') ?? heads.find(([, ref]) => ref.startsWith('refs/heads/'));
     if (!head) throw new SourceInvalid('the bundle has no branch and no HEAD');
-    const fetched = await this.driver.git(spec, ['fetch', '--quiet', '--no-tags', file, `+refs/heads/*:refs/source/heads/*`, ...(head[1] === 'HEAD' ? ['+HEAD:refs/source/HEAD'] : [])]);
+    const fetched = await this.driver.git(spec, ['-c', 'protocol.file.allow=always', 'fetch', '--quiet', '--no-tags', file, `+refs/heads/*:refs/source/heads/*`, ...(head[1] === 'HEAD' ? ['+HEAD:refs/source/HEAD'] : [])]);
     if (fetched.code !== 0) throw new SourceInvalid(`the bundle could not be read: ${fetched.stderr.trim().split('\n')[0] ?? ''}`);
     for (const args of [['update-ref', SNAPSHOT_REF, head[0]], ['reset', '--quiet', '--hard', head[0]]]) {
       const done = await this.driver.git(spec, args);
