@@ -9,7 +9,7 @@ import { z } from 'zod';
 import type { Principal, WorkspaceScope } from '@aileron/auth';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { BuiltinServers } from '@aileron/pool';
-import { SandboxTools, type ToolCaller } from './sandbox-tools';
+import { SandboxTools, type SessionState, type ToolCaller } from './sandbox-tools';
 import { SandboxesService } from './sandboxes.service';
 import { ShellRulesService } from './shell-rules.service';
 
@@ -28,11 +28,6 @@ const SandboxStateUpdate = z.object({
   method: z.literal('codex/sandbox-state/update'),
   params: z.object({ sandboxPolicy: z.record(z.string(), z.unknown()).optional() }).passthrough().optional(),
 });
-
-export interface SessionState {
-  /** the last `codex/sandbox-state/update`: applied to this MCP session's later `bash` calls */
-  sandboxPolicy: Record<string, unknown> | null;
-}
 
 interface Endpoint extends ToolCaller {
   lastUsed: number;

@@ -16,6 +16,12 @@ export interface ToolCaller {
   caller: Principal;
 }
 
+/** What one MCP session of the sandbox server has been told. */
+export interface SessionState {
+  /** the last `codex/sandbox-state/update`: applied to this MCP session's later `bash` calls */
+  sandboxPolicy: Record<string, unknown> | null;
+}
+
 /** Decides a `bash` command before it runs (shell rules); null: it runs. */
 export type ShellGate = (who: ToolCaller, sandbox: SandboxRecord, command: string, workdir: string, signal: AbortSignal) => Promise<{ stderr: string; exitCode: number } | null>;
 

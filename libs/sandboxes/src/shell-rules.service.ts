@@ -1,7 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import type { SandboxRecord } from './sandboxes.repository';
-import type { ToolCaller } from './sandbox-tools';
-import type { SessionState } from './sandbox-tool-server';
+import type { SessionState, ToolCaller } from './sandbox-tools';
 
 /** The workspace's shell rules, decided for each `bash` command before it runs. */
 @Injectable()
