@@ -1,0 +1,62 @@
+import type { CommandAnalysis, SimpleCommand } from './command-analysis';
+import { argsMatch, programMatches, programNames } from './rule-match';
+import { describeRule, severity, type CommandDecision, type ShellDecision, type ShellRule } from './shell-rule';
+import { displayCommand, printable, renderWords, type ShellWord } from './shell-word';
+
+/** The names and paths step 2 needs resolved in the sandbox (PATH lookup, then realpath). */
+export function programsToResolve(analysis: CommandAnalysis, rules: readonly ShellRule[]): string[] {
+  const programs = analysis.commands.flatMap(({ words: [program] }) => (program?.kind === 'static' ? [program.value] : []));
+  return programNames(programs, rules);
+}
+
+/**
+ * Step 2: the strictest decision over every simple command (forbidden > prompt
+ * > allow; the first written among equals). A name missing from `resolved`
+ * counts as not found.
+ */
+export function decideCommand(analysis: CommandAnalysis, rules: readonly ShellRule[], resolved: ReadonlyMap<string, string | null>): CommandDecision {
+  const anyStrictRule = rules.some((rule) => rule.decision !== 'allow');
+  let decided: CommandDecision | null = null;
+  for (const command of analysis.commands) {
+    const decision = decideSimple(command, rules, resolved, anyStrictRule);
+    if (!decided || outranks(decision, decided)) decided = decision;
+  }
+  return decided ?? { decision: 'allow', rule: null, command: [], reason: 'no program to run' };
+}
+
+function outranks(a: CommandDecision, b: CommandDecision): boolean {
+  const difference = severity(a.decision) - severity(b.decision);
+  return difference > 0 || (difference === 0 && a.rule !== null && b.rule === null);
+}
+
+function decideSimple(command: SimpleCommand, rules: readonly ShellRule[], resolved: ReadonlyMap<string, string | null>, anyStrictRule: boolean): CommandDecision {
+  const [program, ...args] = command.words;
+  const shown = `${displayCommand(command.words)}${command.via.length ? ` (run by ${command.via.join(' → ')})` : ''}`;
+  const argv = renderWords(command.words);
+  if (program?.kind !== 'static') {
+    // no rule can be checked against a program chosen at run time: a person sees the exact line
+    const decision: ShellDecision = anyStrictRule ? 'prompt' : 'allow';
+    return { decision, rule: null, command: argv, reason: `${shown}: the program is only known at run time${anyStrictRule ? ', so a person decides' : ''}` };
+  }
+  let certain: ShellRule | null = null;
+  let possible: { rule: ShellRule; unknown: ShellWord } | null = null;
+  for (const rule of rules) {
+    if (!programMatches(rule.program, program.value, resolved)) continue;
+    const match = argsMatch(rule.args, args);
+    if (match === 'yes') {
+      if (!certain || severity(rule.decision) > severity(certain.decision)) certain = rule;
+    } else if (match !== 'no' && rule.decision !== 'allow' && (!possible || severity(rule.decision) > severity(possible.rule.decision))) {
+      possible = { rule, unknown: match.unknown };
+    }
+  }
+  if (possible && severity('prompt') > severity(certain?.decision ?? 'allow')) {
+    const unknown = displayCommand([possible.unknown], 60);
+    const reason = `${shown}: ${unknown} is only known at run time and may make it match rule ${describeRule(possible.rule)} (${possible.rule.decision}), so a person decides`;
+    return { decision: 'prompt', rule: possible.rule, command: argv, reason };
+  }
+  if (!certain) return { decision: 'allow', rule: null, command: argv, reason: `${shown}: no rule names it` };
+  const why = certain.justification ? `: ${printable(certain.justification.replace(/\s+/g, ' ').trim())}` : '';
+  return { decision: certain.decision, rule: certain, command: argv, reason: `${shown}: ${VERB[certain.decision]} by rule ${describeRule(certain)}${why}` };
+}
+
+const VERB: Record<ShellDecision, string> = { allow: 'allowed', prompt: 'needs approval', forbidden: 'forbidden' };
