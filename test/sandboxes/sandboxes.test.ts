@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { People } from '../approvals/people';
 import { connect, textOf } from '../pool/mcp-client';
 import { aWorkspace } from '../support/builders';
 import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
@@ -49,10 +50,15 @@ describe('sandboxes (embedded, bubblewrap)', () => {
   let sessionToken: string;
   let sessionId: string;
   let client: Client;
+  const people = new People();
+  const clients: Client[] = [];
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'aileron-sandbox-test-'));
-    cp = await startTestControlPlane('pglite');
+    // a call that needs a person answers at once with the pending request, instead of waiting for one
+    cp = await startTestControlPlane('pglite', { AILERON_POOL_APPROVAL_WAIT_SECONDS: '0' });
+    await people.start();
+    await people.trustedBy(cp);
     ws = (await aWorkspace(cp, cp.ownerToken)).slug;
     await cp.request('PUT', `/v1/workspaces/${ws}/policy`, { body: { default: 'allow', rules: [] } });
     const created = await cp.request('POST', `/v1/workspaces/${ws}/sandboxes`, { body: { name: 'Fix The Bug!' } });
@@ -76,7 +82,9 @@ describe('sandboxes (embedded, bubblewrap)', () => {
 
   afterAll(async () => {
     await client?.close();
+    for (const other of clients) await other.close().catch(() => undefined);
     await cp?.close();
+    await people.stop();
     rmSync(dir, { recursive: true, force: true });
   });
 
@@ -137,4 +145,211 @@ describe('sandboxes (embedded, bubblewrap)', () => {
     expect(shown.status).toBe(200);
     expect(shown.text).toContain('-  return a - b;\n+  return a + b;');
   });
+
+  /** A sandbox of its own and a client on it, as a session with sandbox:use (and, if given, a sandbox caveat). */
+  async function aSandbox(name: string, options: { caveat?: string | null; caps?: string[]; network?: string } = {}): Promise<{ client: Client; call: (tool: string, args: Record<string, unknown>) => Promise<Record<string, unknown>> }> {
+    const made = await cp.request('POST', `/v1/workspaces/${ws}/sandboxes`, { body: { name, ...(options.network ? { network: options.network } : {}) } });
+    expect(made.status, made.text).toBe(201);
+    const session = await cp.request('POST', '/v1/sessions', {
+      body: { workspace: ws, name: `agent on ${name}`, caps: options.caps ?? ['actions:list', 'actions:run', 'sandbox:use'], ...(options.caveat === null ? {} : { caveats: { sandbox: options.caveat ?? name } }) },
+    });
+    expect(session.status, session.text).toBe(201);
+    const own = (await connect(cp, session.body.caveat_token, `/mcp/${ws}/sandbox`)).client;
+    clients.push(own);
+    return { client: own, call: async (tool, args) => (await own.callTool({ name: tool, arguments: { sandbox: name, ...args } })) as Record<string, unknown> };
+  }
+
+  it('answers "sandbox not found" as a tool error, and a caveat token reaches only its own sandbox', async () => {
+    const other = await aSandbox('elsewhere', { caveat: null });
+    const missing = await other.client.callTool({ name: 'read', arguments: { sandbox: 'No Such Box', path: 'x' } });
+    expect(missing.isError).toBe(true);
+    expect(textOf(missing)).toBe('sandbox not found: no-such-box');
+    // the first session's token names fix-the-bug only
+    const refused = await call('read', { sandbox: 'elsewhere', path: 'x' });
+    expect(refused.isError).toBe(true);
+    expect(textOf(refused)).toContain('does not reach sandbox "elsewhere"');
+    expect(textOf(await other.call('write', { path: 'x.txt', content: 'mine\n' }))).toBe('Created x.txt (5 bytes)');
+    // without sandbox:use, nothing
+    const noUse = await aSandbox('no-use', { caps: ['actions:list', 'actions:run'] });
+    expect(textOf(await noUse.call('read', { path: 'x' }))).toContain('does not reach sandbox "no-use"');
+    // a caveat token never makes or deletes sandboxes
+    const made = await cp.request('POST', `/v1/workspaces/${ws}/sandboxes`, { token: sessionToken, body: { name: 'by-agent' } });
+    expect(made.status).toBe(403);
+    expect(made.body.code).toBe('CAPABILITY_REQUIRED');
+    expect((await cp.request('DELETE', `/v1/workspaces/${ws}/sandboxes/fix-the-bug`, { token: sessionToken })).status).toBe(403);
+  });
+
+  it('bash: a non-zero exit is a result with its stderr; a timeout kills everything the command started', async () => {
+    const box = await aSandbox('bash-box');
+    const failed = await box.call('bash', { command: 'echo out; echo oops >&2; exit 3' });
+    expect(failed.isError).toBeFalsy();
+    expect(failed.structuredContent).toEqual({ stdout: 'out\n', stderr: 'oops\n', exitCode: 3 });
+    const timedOut = await box.call('bash', { command: '(sleep 300 &); setsid sleep 301 & nohup sleep 302 >/dev/null 2>&1 & sleep 303', timeout: 1000 });
+    expect((timedOut.structuredContent as { exitCode: number; stderr: string }).exitCode).toBe(124);
+    expect((timedOut.structuredContent as { stderr: string }).stderr).toContain('killed with everything it started');
+    const left = await box.call('bash', { command: 'ps -eo args | grep -c "^sleep 30" || true' });
+    expect((left.structuredContent as { stdout: string }).stdout.trim()).toBe('0');
+    // the workdir: relative to /src, and one that is no directory says so
+    await box.call('bash', { command: 'mkdir -p sub/dir' });
+    expect((await box.call('bash', { command: 'pwd', workdir: 'sub/dir' })).structuredContent).toMatchObject({ stdout: '/src/sub/dir\n', exitCode: 0 });
+    const nowhere = await box.call('bash', { command: 'pwd', workdir: '/nope' });
+    expect(nowhere.isError).toBe(true);
+    expect(textOf(nowhere)).toContain('workdir /nope: not a directory');
+  });
+
+  it('nothing reaches the host: .., absolute paths, symlinks and hard links made by bash, /proc/1/root', async () => {
+    const box = await aSandbox('escape-box');
+    const marker = join(cp.cp.config.dataDir, 'host-secret.txt');
+    writeFileSync(marker, 'host secret\n');
+    for (const path of [marker, `../../../../../..${marker}`, `/proc/1/root${marker}`, `/proc/self/root${marker}`]) {
+      const read = await box.call('read', { path });
+      expect(read.isError, path).toBe(true);
+      expect(textOf(read)).not.toContain('host secret');
+    }
+    const links = await box.call('bash', { command: `ln -s ${marker} link.txt; ln -s / root; ln ${marker} hard.txt 2>&1; ls /src` });
+    expect((links.structuredContent as { stdout: string }).stdout).toContain('ln: failed to access');
+    for (const path of ['link.txt', `root${marker}`, 'hard.txt']) {
+      const read = await box.call('read', { path });
+      expect(read.isError, path).toBe(true);
+      expect(textOf(read)).not.toContain('host secret');
+    }
+    // a write through a link to the host lands in the sandbox's own filesystem or nowhere
+    await box.call('bash', { command: `ln -sf ${cp.cp.config.dataDir} datadir` });
+    const written = await box.call('write', { path: 'datadir/planted.txt', content: 'x' });
+    expect(textOf(written)).not.toContain('Created');
+    expect(readFileSync(marker, 'utf8')).toBe('host secret\n');
+    expect(() => readFileSync(join(cp.cp.config.dataDir, 'planted.txt'))).toThrow();
+    // the host's own files are not there to read either
+    expect(textOf(await box.call('bash', { command: 'cat /etc/shadow /root/.bashrc 2>&1 | head -2' }))).toContain('No such file');
+  });
+
+  it('one sandbox, two sessions at once: every change kept, each its own snapshot commit', async () => {
+    const first = await aSandbox('shared-box', { caveat: null });
+    const secondSession = await cp.request('POST', '/v1/sessions', { body: { workspace: ws, name: 'second agent', caps: ['actions:list', 'actions:run', 'sandbox:use'] } });
+    const second = (await connect(cp, secondSession.body.caveat_token, `/mcp/${ws}/sandbox`)).client;
+    clients.push(second);
+    const appends = Array.from({ length: 10 }, (_, i) => [
+      first.call('bash', { command: `echo first-${i} >> log.txt` }),
+      second.callTool({ name: 'bash', arguments: { sandbox: 'shared-box', command: `echo second-${i} >> log.txt` } }),
+    ]).flat();
+    await Promise.all(appends);
+    const log = textOf(await first.call('read', { path: 'log.txt' })).trim().split('\n');
+    expect(log.sort()).toEqual([...Array.from({ length: 10 }, (_, i) => `first-${i}`), ...Array.from({ length: 10 }, (_, i) => `second-${i}`)].sort());
+    // a write and a patch of one file at once: one after the other, never a mix
+    const diff = ['--- a/log.txt', '+++ b/log.txt', '@@ -1,0 +1,1 @@', '+patched first line', ''].join('\n');
+    const [written, patched] = await Promise.all([first.call('write', { path: 'two.txt', content: 'a\n' }), first.call('patch', { path: 'log.txt', diff })]);
+    expect(written.isError || patched.isError).toBeFalsy();
+    const snapshots = (await cp.request('GET', `/v1/workspaces/${ws}/sandboxes/shared-box/snapshots?limit=100`)).body.snapshots as { message: string; session: string }[];
+    const bundle = await fetch(`${cp.url}/v1/workspaces/${ws}/sandboxes/shared-box/bundle`, { headers: { authorization: `Bearer ${cp.ownerToken}` } });
+    const history = fetchedHistory(dir, Buffer.from(await bundle.arrayBuffer()));
+    expect(history).toHaveLength(22);
+    expect(history.filter((c) => c.subject.startsWith('bash: echo ')).length).toBe(20);
+    expect(new Set(history.map((c) => c.subject))).toContain('patch: log.txt');
+    expect((await cp.request('GET', `/v1/workspaces/${ws}/sandboxes/shared-box/snapshots?limit=100`)).body.snapshots).toHaveLength(22);
+    expect(snapshots.length).toBeLessThanOrEqual(22);
+    expect(new Set(history.map((c) => c.author.split(' <')[0]))).toEqual(new Set(['agent on shared-box', 'second agent']));
+  });
+
+  it('patch: a diff of 10,000 lines applies intact; one that does not apply changes nothing and says why', async () => {
+    const box = await aSandbox('big-diff');
+    const lines = Array.from({ length: 10_000 }, (_, i) => `line ${i}`);
+    await box.call('write', { path: 'big.txt', content: lines.join('\n') + '\n' });
+    const diff = ['--- a/big.txt', '+++ b/big.txt', '@@ -1,10000 +1,10000 @@', ...lines.map((l) => `-${l}`), ...lines.map((l) => `+${l} (changed)`), ''].join('\n');
+    expect(textOf(await box.call('patch', { path: 'big.txt', diff }))).toBe('Patched big.txt (+10000 -10000)');
+    const read = textOf(await box.call('read', { path: 'big.txt', offset: 9998, limit: 5 }));
+    expect(read).toBe('line 9998 (changed)\nline 9999 (changed)\n');
+    const stale = await box.call('patch', { path: 'big.txt', diff: ['--- a/big.txt', '+++ b/big.txt', '@@ -1,1 +1,1 @@', '-line 0', '+line zero', ''].join('\n') });
+    expect(stale.isError).toBe(true);
+    expect(textOf(stale)).toContain('expects line 1 to be "line 0" but it is "line 0 (changed)"; nothing was changed');
+    expect(textOf(await box.call('read', { path: 'big.txt', limit: 1 }))).toBe('line 0 (changed)\n');
+    const gone = await box.call('patch', { path: 'nothing.txt', diff: 'not a diff at all' });
+    expect(textOf(gone)).toContain('no hunks');
+  });
+
+  it('ls, glob and grep find what is there, inside the sandbox', async () => {
+    const box = await aSandbox('search-box');
+    await box.call('write', { path: 'src/a.ts', content: 'export const needle = 1;\n' });
+    await box.call('write', { path: 'src/deep/b.ts', content: 'const hay = 2;\nconst needle2 = 3;\n' });
+    await box.call('write', { path: 'README.md', content: 'needle in docs\n' });
+    expect(textOf(await box.call('ls', { path: '.' })).split('\n')).toEqual(['README.md  15', 'src/']);
+    expect((await box.call('glob', { pattern: '**/*.ts' })).structuredContent).toMatchObject({ files: ['src/a.ts', 'src/deep/b.ts'] });
+    const grep = textOf(await box.call('grep', { pattern: 'needle[0-9]?', path: '.', include: '*.ts' }));
+    expect(grep.split('\n').sort()).toEqual(['/src/src/a.ts:1: export const needle = 1;', '/src/src/deep/b.ts:2: const needle2 = 3;']);
+  });
+
+  it('shell rules: forbidden does not run, whatever the disguise; prompt runs once when approved, never when denied', async () => {
+    const box = await aSandbox('rules-box');
+    const approver = await people.aPerson(cp, ws, 'approver');
+    const put = await cp.request('PUT', `/v1/workspaces/${ws}/shell-rules`, {
+      body: {
+        rules: [{ program: 'rm', args: [], decision: 'forbidden', justification: 'Deleting is for people.' }],
+        codex_rules: 'prefix_rule(pattern = ["touch", "approved.txt"], decision = "prompt")\n',
+      },
+    });
+    expect(put.status, put.text).toBe(200);
+    await box.call('write', { path: 'keep.txt', content: 'keep\n' });
+    for (const command of ['rm keep.txt', '\\rm keep.txt', "'r'm keep.txt", 'echo hi | rm keep.txt', 'true && (rm keep.txt)', 'f() { rm keep.txt; }; f', 'env rm keep.txt', 'command rm keep.txt', 'bash -c "rm keep.txt"', '/bin/rm keep.txt', 'x=$(rm keep.txt)', 'sudo rm keep.txt']) {
+      const ran = (await box.call('bash', { command })).structuredContent as { exitCode: number; stderr: string };
+      expect(ran.exitCode, command).toBe(1);
+      expect(ran.stderr, command).toContain('Deleting is for people.');
+    }
+    expect(textOf(await box.call('read', { path: 'keep.txt' }))).toBe('keep\n');
+    expect((await box.call('bash', { command: 'ls' })).structuredContent).toMatchObject({ exitCode: 0 });
+
+    const asked = (await box.call('bash', { command: 'touch approved.txt' })).structuredContent as { exitCode: number; stderr: string };
+    expect(asked.exitCode).toBe(1);
+    const approvalId = /Approval ([0-9a-f-]{36}) is pending/.exec(asked.stderr)?.[1];
+    expect(approvalId, asked.stderr).toBeDefined();
+    expect(textOf(await box.call('ls', { path: '.' }))).not.toContain('approved.txt');
+    expect((await cp.request('POST', `/v1/approvals/${approvalId}/approve`, { token: approver.token, body: { reason: 'fine' } })).status).toBe(200);
+    expect((await box.call('bash', { command: 'touch approved.txt' })).structuredContent).toMatchObject({ exitCode: 0 });
+    expect(textOf(await box.call('ls', { path: '.' }))).toContain('approved.txt');
+    // once: the same command asks again
+    const again = (await box.call('bash', { command: 'touch approved.txt' })).structuredContent as { stderr: string };
+    const secondId = /Approval ([0-9a-f-]{36}) is pending/.exec(again.stderr)?.[1];
+    expect(secondId).toBeDefined();
+    expect(secondId).not.toBe(approvalId);
+    await box.call('bash', { command: 'mv approved.txt moved.txt' });
+    expect((await cp.request('POST', `/v1/approvals/${secondId}/deny`, { token: approver.token, body: { reason: 'no' } })).status).toBe(200);
+    const denied = (await box.call('bash', { command: 'touch approved.txt' })).structuredContent as { exitCode: number; stderr: string };
+    expect(denied.exitCode).toBe(1);
+    expect(textOf(await box.call('ls', { path: '.' }))).not.toContain('approved.txt');
+    // a rules file that does not hold together is refused, naming where
+    const bad = await cp.request('PUT', `/v1/workspaces/${ws}/shell-rules`, { body: { codex_rules: 'prefix_rule(pattern = ["git"], decision = "maybe")\n' } });
+    expect(bad.status).toBe(400);
+    expect(bad.body.code).toBe('SHELL_RULES_INVALID');
+    await cp.request('PUT', `/v1/workspaces/${ws}/shell-rules`, { body: { rules: [] } });
+  });
+
+  it('the workspace endpoint lists the sandbox tools as sandbox__*, decided by the policy like any tool', async () => {
+    const { client: all } = await connect(cp, cp.ownerToken, `/mcp/${ws}`);
+    clients.push(all);
+    const names = (await all.listTools()).tools.map((t) => t.name);
+    expect(names).toEqual(expect.arrayContaining(['sandbox__read', 'sandbox__write', 'sandbox__patch', 'sandbox__bash', 'sandbox__ls', 'sandbox__glob', 'sandbox__grep']));
+    await cp.request('PUT', `/v1/workspaces/${ws}/policy`, {
+      body: { default: 'allow', rules: [{ id: 'no-curl', effect: 'deny', servers: ['sandbox'], tools: ['bash'], arguments: [{ path: 'command', regex: '\\bcurl\\b' }] }] },
+    });
+    const denied = await all.callTool({ name: 'sandbox__bash', arguments: { sandbox: 'fix-the-bug', command: 'curl http://example.com' } });
+    expect(denied.isError).toBe(true);
+    expect(textOf(denied)).toContain('Denied by policy (rule no-curl');
+    const allowed = await all.callTool({ name: 'sandbox__bash', arguments: { sandbox: 'fix-the-bug', command: 'echo fine' } });
+    expect(allowed.structuredContent).toMatchObject({ stdout: 'fine\n', exitCode: 0 });
+    await cp.request('PUT', `/v1/workspaces/${ws}/policy`, { body: { default: 'allow', rules: [] } });
+    // every call is an execution record
+    const audit = await cp.request('GET', `/v1/workspaces/${ws}/audit?tool=bash&limit=200`);
+    const types = (audit.body.events as { type: string; server: string }[]).filter((e) => e.server === 'sandbox').map((e) => e.type);
+    expect(types).toContain('execution.succeeded');
+    expect(types).toContain('execution.failed');
+  });
+
+  it('deleting a sandbox removes it, its files and its history', async () => {
+    await aSandbox('short-lived');
+    expect((await cp.request('DELETE', `/v1/workspaces/${ws}/sandboxes/short-lived`)).status).toBe(204);
+    expect((await cp.request('GET', `/v1/workspaces/${ws}/sandboxes/short-lived`)).body.code).toBe('SANDBOX_NOT_FOUND');
+    const again = await cp.request('POST', `/v1/workspaces/${ws}/sandboxes`, { body: { name: 'Short Lived' } });
+    expect(again.status).toBe(201);
+    expect((await cp.request('GET', `/v1/workspaces/${ws}/sandboxes/short-lived/snapshots`)).body.snapshots).toEqual([]);
+    expect((await cp.request('POST', `/v1/workspaces/${ws}/sandboxes`, { body: { name: 'short-lived' } })).body.code).toBe('SANDBOX_EXISTS');
+  });
 });
+

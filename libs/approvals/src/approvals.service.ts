@@ -115,8 +115,28 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
     if (decision.decision !== 'approval') {
       throw new ApprovalError('APPROVAL_NOT_REQUIRED', `The policy (version ${decision.policy_version}) decides "${decision.decision}" for this call, not "approval"`);
     }
+    return this.create(scope, requestedBy, call, gatewayId, { policyVersion: decision.policy_version, rules: decision.rules, route: decision.approval_route });
+  }
+
+  /**
+   * A request another rule than the policy asked for: a workspace's shell
+   * rule that says `prompt` for one exact command. It is routed and decided
+   * like any other; `rules` names what asked.
+   */
+  async requestForRule(scope: WorkspaceScope, requestedBy: string, call: ApprovalCall, gatewayId: string | null, rules: string[]): Promise<ApprovalRecord> {
+    const current = await this.policies.current(scope);
+    return this.create(scope, requestedBy, call, gatewayId, { policyVersion: current.version, rules, route: null });
+  }
+
+  private async create(
+    scope: WorkspaceScope,
+    requestedBy: string,
+    call: ApprovalCall,
+    gatewayId: string | null,
+    decided: { policyVersion: number; rules: string[]; route: string | null },
+  ): Promise<ApprovalRecord> {
     const routing = await this.repository.routing(scope);
-    const { name, route } = resolveRoute(routing?.document ?? null, decision.approval_route);
+    const { name, route } = resolveRoute(routing?.document ?? null, decided.route);
     const current = await this.policies.current(scope);
     const record = await this.db.transaction(async (tx) => {
       const created = await this.repository.create(
@@ -132,8 +152,8 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
           arguments: redactArguments(call.arguments, current.document.redact ?? []),
           argumentsDigest: argumentsDigest(call.arguments),
           executionMode: call.executionMode,
-          policyVersion: decision.policy_version,
-          rules: decision.rules,
+          policyVersion: decided.policyVersion,
+          rules: decided.rules,
           route: name,
           quorum: route.quorum,
           expiresAt: new Date(this.clock.now() + route.expires_in_seconds * 1000),

@@ -8,6 +8,8 @@ import { Route } from '@aileron/http';
 import {
   createBody,
   sandboxParams,
+  shellRulesBody,
+  shellRulesView,
   sandboxView,
   snapshotParams,
   snapshotsQuery,
@@ -17,12 +19,17 @@ import {
   wsParams,
 } from './sandboxes.schemas';
 import { SandboxesService } from './sandboxes.service';
+import { ShellRulesService } from './shell-rules.service';
+import type { ShellRule } from './domain/shell-rules';
 
 const SOURCE_TYPES: Record<string, 'git-bundle' | 'tar.gz'> = { 'application/x-git-bundle': 'git-bundle', 'application/gzip': 'tar.gz' };
 
 @Controller()
 export class SandboxesController {
-  constructor(private readonly sandboxes: SandboxesService) {}
+  constructor(
+    private readonly sandboxes: SandboxesService,
+    private readonly shellRules: ShellRulesService,
+  ) {}
 
   @Route({
     method: 'POST',
@@ -156,5 +163,41 @@ export class SandboxesController {
     const stream = await this.sandboxes.bundle(scope, params.name);
     void reply.header('content-type', 'application/x-git-bundle').header('content-disposition', `attachment; filename="${params.name.replace(/[^a-z0-9-]/g, '')}.bundle"`);
     return stream;
+  }
+
+  @Route({
+    method: 'GET',
+    path: '/v1/workspaces/:ws/shell-rules',
+    summary: "The workspace's shell rules for the sandboxes' bash tool",
+    tag: 'sandboxes',
+    permission: 'sandbox.read',
+    tenancy: 'workspace',
+    params: wsParams,
+    response: shellRulesView,
+  })
+  async getShellRules(@TenantScope() scope: WorkspaceScope): Promise<z.infer<typeof shellRulesView>> {
+    const rules = await this.shellRules.get(scope);
+    return { rules: rules.rules as z.infer<typeof shellRulesView>['rules'], elicitation: rules.elicitation, version: rules.version, updated_by: rules.updatedBy };
+  }
+
+  @Route({
+    method: 'PUT',
+    path: '/v1/workspaces/:ws/shell-rules',
+    summary: 'Replace the shell rules: allow, prompt or forbidden per program and argument prefix (or a Codex .rules file)',
+    tag: 'sandboxes',
+    permission: 'shell_rules.write',
+    tenancy: 'workspace',
+    params: wsParams,
+    body: shellRulesBody,
+    response: shellRulesView,
+    example: { body: { rules: [{ program: 'git', args: ['push'], decision: 'prompt' }] } },
+  })
+  async putShellRules(@Caller() caller: Principal, @TenantScope() scope: WorkspaceScope, @Body() body: z.infer<typeof shellRulesBody>): Promise<z.infer<typeof shellRulesView>> {
+    const saved = await this.shellRules.put(caller, scope, {
+      ...(body.rules ? { rules: body.rules.map((r, i) => ({ ...r, source: `rules[${i}]` })) as ShellRule[] } : {}),
+      ...(body.codex_rules !== undefined ? { codexRules: body.codex_rules } : {}),
+      ...(body.elicitation !== undefined ? { elicitation: body.elicitation } : {}),
+    });
+    return { rules: saved.rules as z.infer<typeof shellRulesView>['rules'], elicitation: saved.elicitation, version: saved.version, updated_by: saved.updatedBy };
   }
 }

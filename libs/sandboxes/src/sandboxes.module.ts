@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import { Logger, Module } from '@nestjs/common';
 import { APP_CONFIG, AppConfig, projectRoot } from '@aileron/config';
+import { ApprovalsModule } from '@aileron/approvals';
 import { PoolModule } from '@aileron/pool';
 import type { SandboxDriver } from './drivers/driver';
 import { LocalSandboxDriver } from './drivers/local-driver';
@@ -26,7 +27,7 @@ function driverFor(config: AppConfig): SandboxDriver {
  * sandbox tools served to the pool as the built-in server `sandbox`.
  */
 @Module({
-  imports: [PoolModule],
+  imports: [ApprovalsModule, PoolModule],
   controllers: [SandboxesController],
   providers: [{ provide: SANDBOX_DRIVER, inject: [APP_CONFIG], useFactory: driverFor }, SandboxesRepository, SandboxesService, ShellRulesService, SandboxToolServer],
   exports: [SandboxesService],

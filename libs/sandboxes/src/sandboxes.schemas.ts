@@ -64,3 +64,27 @@ export function toSnapshotView(snapshot: SnapshotRecord): z.infer<typeof snapsho
 }
 
 export const snapshotsQuery = z.object({ limit: z.coerce.number().int().min(1).max(1000).default(100) });
+
+const shellRule = z
+  .object({
+    program: z.string().min(1).max(4096).describe('a program name (resolved in the sandbox as execve would) or an absolute path'),
+    args: z.array(z.union([z.string().max(4096), z.array(z.string().max(4096)).min(1).max(64)])).max(64).default([]).describe('an argument prefix; a list in it: alternatives'),
+    decision: z.enum(['allow', 'prompt', 'forbidden']),
+    justification: z.string().min(1).max(1000).optional(),
+  })
+  .strict();
+
+export const shellRulesBody = z
+  .object({
+    rules: z.array(shellRule).max(1000).optional(),
+    codex_rules: z.string().max(1_000_000).optional().describe('a Codex .rules file (prefix_rule(...) calls), added after `rules`'),
+    elicitation: z.boolean().optional().describe('ask an MCP client that supports elicitation instead of making an approval request'),
+  })
+  .strict();
+
+export const shellRulesView = z.object({
+  rules: z.array(z.object({ program: z.string(), args: z.array(z.union([z.string(), z.array(z.string())])), decision: z.string(), justification: z.string().optional(), source: z.string().optional() })),
+  elicitation: z.boolean(),
+  version: z.number(),
+  updated_by: z.string().nullable(),
+});

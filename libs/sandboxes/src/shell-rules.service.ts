@@ -1,11 +1,128 @@
-import { Injectable } from '@nestjs/common';
-import type { SandboxRecord } from './sandboxes.repository';
+import { Inject, Injectable } from '@nestjs/common';
+import { ApprovalError, ApprovalRecord, ApprovalsService } from '@aileron/approvals';
+import { describePrincipal, Principal, WorkspaceScope } from '@aileron/auth';
+import { APP_CONFIG, AppConfig } from '@aileron/config';
+import { DatabaseService } from '@aileron/database';
+import { DomainError } from '@aileron/errors';
+import { OutboxService } from '@aileron/outbox';
+import { analyzeCommand, decideCommand, parseCodexRules, programsToResolve, ShellRulesError, ShellSyntaxError, type ShellRule } from './domain/shell-rules';
+import { sandboxSlug } from './domain/slug';
 import type { SessionState, ToolCaller } from './sandbox-tools';
+import { SandboxesRepository, type SandboxRecord, type ShellRulesRecord } from './sandboxes.repository';
+import { SandboxesService } from './sandboxes.service';
 
-/** The workspace's shell rules, decided for each `bash` command before it runs. */
+/** What `bash` answers instead of running a command: as a refused program would (exit code, a line on stderr). */
+export interface ShellRefusal {
+  stderr: string;
+  exitCode: number;
+}
+
+const PROGRESS_EVERY_SECONDS = 15;
+
+/**
+ * The workspace's shell rules, decided for each `bash` command before it
+ * runs: every program the line could run is found (pipelines, substitutions,
+ * wrappers such as `env` or `sudo`, `bash -c` strings) and resolved to its
+ * full path inside the sandbox; the strictest rule wins. `forbidden` answers
+ * exit code 1 and a line naming the rule; `prompt` asks a person through an
+ * approval request for that exact command, which then runs once.
+ */
 @Injectable()
 export class ShellRulesService {
-  async gate(_who: ToolCaller, _sandbox: SandboxRecord, _command: string, _workdir: string, _signal: AbortSignal, _state: SessionState | null): Promise<{ stderr: string; exitCode: number } | null> {
-    return null;
+  constructor(
+    private readonly db: DatabaseService,
+    private readonly repository: SandboxesRepository,
+    private readonly sandboxes: SandboxesService,
+    private readonly approvals: ApprovalsService,
+    private readonly outbox: OutboxService,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
+
+  async get(scope: WorkspaceScope): Promise<ShellRulesRecord> {
+    return (await this.repository.shellRules(scope)) ?? { rules: [], elicitation: false, version: 0, updatedBy: null, updatedAt: new Date(0) };
+  }
+
+  /** Replaces the rules: given as a list, or as a Codex `.rules` file (checked as Codex checks it). */
+  async put(caller: Principal, scope: WorkspaceScope, request: { rules?: ShellRule[]; codexRules?: string; elicitation?: boolean }): Promise<ShellRulesRecord> {
+    let rules: ShellRule[] = request.rules ?? [];
+    if (request.codexRules !== undefined) {
+      try {
+        rules = [...rules, ...parseCodexRules(request.codexRules, 'codex_rules')];
+      } catch (error) {
+        if (error instanceof ShellRulesError) throw new DomainError('SHELL_RULES_INVALID', error.message);
+        throw error;
+      }
+    }
+    const actor = describePrincipal(caller);
+    return this.db.transaction(async (tx) => {
+      const saved = await this.repository.putShellRules(scope, { rules, elicitation: request.elicitation ?? false, updatedBy: actor }, tx);
+      await this.outbox.record(tx, {
+        topic: 'sandbox.shell_rules_changed',
+        organizationId: scope.organizationId,
+        workspaceId: scope.workspaceId,
+        payload: { workspace: scope.workspaceSlug, version: saved.version, rules: rules.length, actor },
+      });
+      return saved;
+    });
+  }
+
+  /** Null: the command runs. Otherwise what `bash` answers instead. */
+  async gate(who: ToolCaller, sandbox: SandboxRecord, command: string, workdir: string, signal: AbortSignal, _state: SessionState | null): Promise<ShellRefusal | null> {
+    const stored = await this.repository.shellRules(who.scope);
+    const rules = (stored?.rules ?? []) as ShellRule[];
+    if (rules.length === 0) return null;
+    let decision: { decision: 'allow' | 'prompt' | 'forbidden'; reason: string; rule: ShellRule | null };
+    try {
+      const analysis = analyzeCommand(command);
+      const names = programsToResolve(analysis, rules);
+      const runner = await this.sandboxes.runner(sandbox);
+      const resolved = names.length > 0 ? (await runner.call({ op: 'which', names })).paths : {};
+      decision = decideCommand(analysis, rules, new Map(Object.entries(resolved)));
+    } catch (error) {
+      if (!(error instanceof ShellSyntaxError)) throw error;
+      // what cannot be read cannot be checked: a person decides, unless every rule allows anyway
+      const strict = rules.some((r) => r.decision !== 'allow');
+      if (!strict) return null;
+      decision = { decision: 'prompt', reason: `the command could not be analysed (${error.message}), so a person decides`, rule: null };
+    }
+    if (decision.decision === 'allow') return null;
+    if (decision.decision === 'forbidden') return { stderr: `aileron: ${decision.reason}\n`, exitCode: 1 };
+    return this.prompt(who, sandbox, command, workdir, decision.reason, decision.rule, signal);
+  }
+
+  /**
+   * A person decides the exact command (its sandbox and workdir included) in
+   * the approval flow; approved, it runs once. The call waits as long as the
+   * pool waits for approvals, then says where the request is.
+   */
+  private async prompt(who: ToolCaller, sandbox: SandboxRecord, command: string, workdir: string, reason: string, rule: ShellRule | null, signal: AbortSignal): Promise<ShellRefusal | null> {
+    const caller = who.caller;
+    const requester = caller.session?.creator ?? describePrincipal(caller);
+    const gatewayId = requester.startsWith('gateway:') ? requester.slice('gateway:'.length) : null;
+    const exact = { server: 'sandbox', tool: 'bash', arguments: { sandbox: sandboxSlug(sandbox.name), command, workdir }, requester, session: caller.session?.id ?? null };
+    let request: ApprovalRecord | null = await this.approvals.forCall(who.scope, exact, gatewayId);
+    request ??= await this.approvals.requestForRule(
+      who.scope,
+      describePrincipal(caller),
+      { ...exact, agentSession: caller.session?.id ?? null, executionMode: 'remote' },
+      gatewayId,
+      [`shell:${rule?.source ?? 'unanalysable command'}`],
+    );
+    const deadline = Date.now() + this.config.pool.approvalWaitSeconds * 1000;
+    while (request.status === 'pending' && Date.now() < deadline && !signal.aborted) {
+      request = await this.approvals.wait(caller, request.id, Math.max(1, Math.min(PROGRESS_EVERY_SECONDS, (deadline - Date.now()) / 1000)));
+    }
+    if (request.status === 'approved') {
+      try {
+        await this.approvals.consume(who.scope, requester, request.id, exact, gatewayId);
+        return null;
+      } catch (error) {
+        if (!(error instanceof ApprovalError)) throw error;
+        return { stderr: `aileron: approval ${request.id} was already used: ${error.message}\n`, exitCode: 1 };
+      }
+    }
+    const url = this.approvals.reviewUrl(request.id);
+    if (request.status === 'pending') return { stderr: `aileron: ${reason}. Approval ${request.id} is pending at ${url}; run the same command again once it is approved.\n`, exitCode: 1 };
+    return { stderr: `aileron: ${reason}. Approval ${request.id} was ${request.status}; the command did not run.\n`, exitCode: 1 };
   }
 }
