@@ -3,6 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RouteCatalog, RouteDefinition } from '../../libs/platform/http/src';
 import { aCatalogServer, aGateway, aToken, aUser, aWorkspace, anOrganization } from '../support/builders';
 import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { eventually } from '../support/eventually';
+import { connect } from '../pool/mcp-client';
 
 /**
  * For every tenant-owned route the app serves (enumerated from the running
@@ -118,7 +120,7 @@ describe('tenancy matrix', () => {
     const token = await aToken(cp, cp.ownerToken, { role: 'member', workspace: ws.slug });
     // and a policy, a catalog server assigned with a rollout, and an enrolled gateway
     await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, {
-      body: { rules: [{ id: 'target-secret-rule', effect: 'deny', tools: ['x'] }, { id: 'target-review', effect: 'approval', tools: ['merge_*'] }] },
+      body: { rules: [{ id: 'target-secret-rule', effect: 'deny', tools: ['x'] }, { id: 'target-review', effect: 'approval', tools: ['merge_*'] }, { id: 'target-sandbox', effect: 'allow', servers: ['sandbox'] }] },
     });
     const server = await aCatalogServer(cp, cp.ownerToken);
     await aCatalogServer(cp, cp.ownerToken, { name: server.name, version: '1.1.0' });
@@ -141,7 +143,15 @@ describe('tenancy matrix', () => {
     expect(session.status, session.text).toBe(201);
     const message = await cp.request('POST', `/v1/sessions/${session.body.id}/messages`, { token: session.body.caveat_token, body: { text: 'target-agent-message' } });
     expect(message.status, message.text).toBe(201);
+    // a sandbox with one snapshot, its file written through the sandbox tools
+    expect((await cp.request('POST', `/v1/workspaces/${ws.slug}/sandboxes`, { body: { name: 'target-box' } })).status).toBe(201);
+    const { client } = await connect(cp, cp.ownerToken, `/mcp/${ws.slug}/sandbox`);
+    await client.callTool({ name: 'write', arguments: { sandbox: 'target-box', path: 'target.txt', content: 'target-sandbox-file' } });
+    await client.close();
+    const snapshots = await eventually('the target snapshot', async () => (await cp.request('GET', `/v1/workspaces/${ws.slug}/sandboxes/target-box/snapshots`)).body.snapshots?.[0]);
     Object.assign(target, {
+      sandbox: 'target-box',
+      sha: snapshots.sha,
       ws: ws.slug,
       user: user.id,
       token: token.id,
