@@ -1,4 +1,4 @@
-import type { RunnerLimits, RunnerOp, RunnerRequest, RunnerResult } from '../runner/protocol';
+import type { RunnerFailure, RunnerLimits, RunnerOp, RunnerRequest, RunnerResult } from '../runner/protocol';
 
 export interface SandboxSpec {
   id: string;
@@ -47,3 +47,10 @@ export interface SandboxDriver {
 }
 
 export class SandboxStartError extends Error {}
+
+/** An error of the runner's, with its stable code. */
+export class RunnerError extends Error {
+  constructor(readonly failure: RunnerFailure) {
+    super(failure.message);
+  }
+}
