@@ -408,7 +408,7 @@ describe('pool on Kubernetes', () => {
       await new Promise((resolve) => server?.close(resolve));
     });
 
-    const RESOURCES: Record<Resource, string> = { pods: '', secrets: '', networkpolicies: 'networking.k8s.io' };
+    const RESOURCES: Record<Resource, string> = { pods: '', secrets: '', persistentvolumeclaims: '', networkpolicies: 'networking.k8s.io' };
     const VERBS = ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete', 'deletecollection'];
 
     /** The RBAC verb of a recorded request, as the API server's authorizer names it. */

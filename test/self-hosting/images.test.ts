@@ -307,6 +307,14 @@ describe('sandbox-base image', () => {
     expect(build.runs().some((run) => run.includes('test "$(node dist/aileron-mcp.cjs --version)" = "${AILERON_MCP_VERSION}"'))).toBe(true);
   });
 
+  it('carries the sandbox runner where the Kubernetes sandbox driver runs it, and the version its ping reports', () => {
+    const copy = final.copies().find((c) => c.destination === '/opt/aileron/runner.js');
+    expect(copy?.sources).toEqual([`${dockerfile.stage('build').workdir()}/dist/libs/sandboxes/src/runner/runner.js`]);
+    const env = final.keyword('ENV').map((i) => i.getArgumentsContent()).join(' ');
+    expect(env).toContain('AILERON_MCP_VERSION=${AILERON_MCP_VERSION}');
+    expect(dockerfile.argDefault('AILERON_MCP_VERSION', final)).toBe(pkg.version);
+  });
+
   it('has a shell, git and common build tools, and no health check (nothing listens)', () => {
     const installs = final.runs().join(' ');
     for (const tool of ['bash', 'git', 'build-essential', 'ca-certificates', 'python3']) expect(installs).toMatch(new RegExp(`\\b${tool}\\b`));

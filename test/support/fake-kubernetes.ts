@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
-import { Pod, Secret } from 'kubernetes-models/v1';
+import { PersistentVolumeClaim, Pod, Secret } from 'kubernetes-models/v1';
 
 /**
  * A stand-in for the Kubernetes API server, for drivers that cannot meet a
@@ -20,8 +20,9 @@ import { Pod, Secret } from 'kubernetes-models/v1';
  * readiness probes included), and deleting a Pod garbage-collects the objects
  * it owns, as the real garbage collector does.
  *
- * Served: pods, secrets (core/v1) and networkpolicies (networking.k8s.io/v1),
- * create, read, list (equality label selectors), merge patch, delete, and
+ * Served: pods, secrets, persistentvolumeclaims (core/v1) and networkpolicies
+ * (networking.k8s.io/v1), create, read, list (equality label selectors),
+ * replace (PUT), merge patch, delete, and
  * watch as the real API server answers it: a list request with `watch=true`
  * (or `1`) gets a chunked stream of JSON lines `{"type":"ADDED"|"MODIFIED"|
  * "DELETED","object":…}`, each object with its new resourceVersion; from a
@@ -29,9 +30,13 @@ import { Pod, Secret } from 'kubernetes-models/v1';
  * the kept history it sends an ERROR event with a 410 Expired Status and
  * ends, so the client lists again. Tests can end watches (as the server's
  * timeout does), stall them (a partition) and compact the history.
+ *
+ * A claim is Bound as soon as it is made; deleting one that a pod still
+ * mounts leaves it Terminating until that pod is gone (the
+ * kubernetes.io/pvc-protection finalizer).
  */
 
-export type Resource = 'pods' | 'secrets' | 'networkpolicies';
+export type Resource = 'pods' | 'secrets' | 'persistentvolumeclaims' | 'networkpolicies';
 
 /** Objects as the API server stores them: free-form JSON. */
 type Json = any;
@@ -83,6 +88,7 @@ export interface Refusal {
 const KINDS: Record<Resource, { apiVersion: string; kind: string; base: string; validate(obj: Json): void }> = {
   pods: { apiVersion: 'v1', kind: 'Pod', base: '/api/v1', validate: (obj) => new Pod(obj).validate() },
   secrets: { apiVersion: 'v1', kind: 'Secret', base: '/api/v1', validate: (obj) => new Secret(obj).validate() },
+  persistentvolumeclaims: { apiVersion: 'v1', kind: 'PersistentVolumeClaim', base: '/api/v1', validate: (obj) => new PersistentVolumeClaim(obj).validate() },
   networkpolicies: {
     apiVersion: 'networking.k8s.io/v1',
     kind: 'NetworkPolicy',
@@ -91,7 +97,7 @@ const KINDS: Record<Resource, { apiVersion: string; kind: string; base: string; 
   },
 };
 
-const PATH = /^\/(api\/v1|apis\/networking\.k8s\.io\/v1)\/namespaces\/([^/]+)\/(pods|secrets|networkpolicies)(?:\/([^/]+))?$/;
+const PATH = /^\/(api\/v1|apis\/networking\.k8s\.io\/v1)\/namespaces\/([^/]+)\/(pods|secrets|persistentvolumeclaims|networkpolicies)(?:\/([^/]+))?$/;
 const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const LABEL_NAME = /^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/;
@@ -105,6 +111,13 @@ export class FakeKubernetes {
   readonly requests: RecordedRequest[] = [];
   /** called after a pod is stored, to script what the kubelet does with it */
   onPodCreated: ((pod: Json) => void) | undefined;
+  /**
+   * Called when a running pod is deleted (it is Terminating): the kubelet
+   * stops its containers and calls `finished`, and only then is the pod gone.
+   * Unset, a running pod goes 30 ms after its deletion.
+   */
+  onPodTerminating: ((pod: Json, finished: () => void) => void) | undefined;
+  private readonly observers = new Set<(resource: Resource, type: WatchEventType, object: Json) => void>();
   private readonly store = new Map<string, Json>();
   private readonly refusals: Refusal[] = [];
   private readonly timers = new Set<NodeJS.Timeout>();
@@ -278,6 +291,33 @@ export class FakeKubernetes {
     }));
   }
 
+  /** One container of a pod ended; the pod's phase follows once all have (restartPolicy Never), until then it is Running and not Ready. */
+  containerTerminated(name: string, container: string, options: { reason: string; exitCode: number }): void {
+    this.setPodStatus(name, (pod) => {
+      const statuses = (pod.status?.containerStatuses ?? []).map((status: Json) =>
+        status.name !== container
+          ? status
+          : { ...status, ready: false, started: false, state: { terminated: { reason: options.reason, exitCode: options.exitCode, startedAt: timestamp(), finishedAt: timestamp() } } },
+      );
+      const all = statuses.every((status: Json) => status.state?.terminated);
+      const failed = statuses.some((status: Json) => (status.state?.terminated?.exitCode ?? 0) !== 0);
+      return {
+        ...pod.status,
+        phase: all ? (failed ? 'Failed' : 'Succeeded') : pod.status?.phase,
+        conditions: (pod.status?.conditions ?? []).map((condition: Json) =>
+          condition.type === 'Ready' || condition.type === 'ContainersReady' ? { ...condition, status: 'False' } : condition,
+        ),
+        containerStatuses: statuses,
+      };
+    });
+  }
+
+  /** Every change to any object from now on, as a watch would see it, until the returned function is called. */
+  observe(listener: (resource: Resource, type: WatchEventType, object: Json) => void): () => void {
+    this.observers.add(listener);
+    return () => this.observers.delete(listener);
+  }
+
   /** As `kubectl delete pod` by someone else: gone at once, its dependents collected. */
   deletePod(name: string): void {
     this.remove('pods', name);
@@ -380,6 +420,7 @@ export class FakeKubernetes {
     if (!stored) return send(res, 404, status(404, 'NotFound', `${resource} "${name}" not found`, { name, kind: resource }));
     if (method === 'GET') return send(res, 200, stored);
     if (method === 'PATCH') return this.patch(res, resource, name, stored, contentType, body);
+    if (method === 'PUT') return this.replace(res, resource, name, stored, contentType, body);
     if (method === 'DELETE') return this.delete(res, resource, name, stored, url.searchParams.get('gracePeriodSeconds'));
     return send(res, 405, status(405, 'MethodNotAllowed', `${method} is not supported on ${resource}`));
   }
@@ -423,6 +464,8 @@ export class FakeKubernetes {
       stored.type ??= 'Opaque';
     }
     if (resource === 'pods') stored.status = { phase: 'Pending', qosClass: 'Guaranteed' };
+    // bound at once, as by a provisioner that never waits for the first consumer
+    if (resource === 'persistentvolumeclaims') stored.status = { phase: 'Bound', accessModes: stored.spec.accessModes, capacity: { storage: stored.spec.resources?.requests?.storage } };
     this.store.set(key(resource, name!), stored);
     this.changed(resource, 'ADDED', stored);
     send(res, 201, stored);
@@ -483,6 +526,7 @@ export class FakeKubernetes {
   private changed(resource: Resource, type: WatchEventType, object: Json): void {
     const event: WatchEvent = { revision: Number(object.metadata.resourceVersion), type, resource, object: structuredClone(object) };
     this.history.push(event);
+    for (const observer of this.observers) observer(resource, type, structuredClone(object));
     for (const watcher of this.watchers) {
       if (watcher.resource === resource && !watcher.stalled && watcher.matches(event.object.metadata.labels ?? {})) writeEvent(watcher, type, event.object);
     }
@@ -509,18 +553,61 @@ export class FakeKubernetes {
     send(res, 200, next);
   }
 
+  /** PUT: the whole object anew; unconditional without a resourceVersion, else only over that version (409 Conflict). */
+  private replace(res: ServerResponse, resource: Resource, name: string, stored: Json, contentType: string | undefined, body: Json): void {
+    const kind = KINDS[resource];
+    if (contentType !== 'application/json') return send(res, 415, status(415, 'UnsupportedMediaType', `the body of the request was in an unknown format: ${contentType}`));
+    if (typeof body !== 'object' || body === null || body.kind !== kind.kind || body.apiVersion !== kind.apiVersion) {
+      return send(res, 400, status(400, 'BadRequest', `the body is not a ${kind.apiVersion} ${kind.kind}`));
+    }
+    if (body.metadata?.name !== name) return send(res, 400, status(400, 'BadRequest', 'the name of the object does not match the name on the URL'));
+    const version = body.metadata?.resourceVersion;
+    if (version !== undefined && version !== stored.metadata.resourceVersion) {
+      return send(res, 409, status(409, 'Conflict', `Operation cannot be fulfilled on ${resource} "${name}": the object has been modified; please apply your changes to the latest version and try again`));
+    }
+    if (resource === 'secrets' && stored.immutable) {
+      return send(res, 422, status(422, 'Invalid', `Secret "${name}" is invalid: data: Forbidden: field is immutable when \`immutable\` is set`));
+    }
+    const invalid = this.invalid(resource, body);
+    if (invalid) return send(res, 422, status(422, 'Invalid', `${kind.kind} "${name}" is invalid: ${invalid}`));
+    const next: Json = structuredClone(body);
+    next.metadata = { ...next.metadata, namespace: this.namespace, uid: stored.metadata.uid, creationTimestamp: stored.metadata.creationTimestamp, resourceVersion: String(++this.revision) };
+    if (stored.status !== undefined) next.status = stored.status;
+    this.store.set(key(resource, name), next);
+    this.changed(resource, 'MODIFIED', next);
+    send(res, 200, next);
+  }
+
   private delete(res: ServerResponse, resource: Resource, name: string, stored: Json, grace: string | null): void {
     if (resource === 'pods' && stored.status?.phase === 'Running' && grace !== '0') {
+      if (stored.metadata.deletionTimestamp) return send(res, 200, stored);
       // a running pod stays, terminating, until the kubelet has stopped it
       stored.metadata.deletionTimestamp = timestamp();
       stored.metadata.deletionGracePeriodSeconds = Number(grace ?? 30);
       stored.metadata.resourceVersion = String(++this.revision);
       this.changed('pods', 'MODIFIED', stored);
-      this.later(30, () => this.remove('pods', name));
+      const finished = (): void => this.remove('pods', name);
+      if (this.onPodTerminating) this.onPodTerminating(structuredClone(stored), finished);
+      else this.later(30, finished);
+      return send(res, 200, stored);
+    }
+    if (resource === 'persistentvolumeclaims' && this.mountedBy(name).length > 0) {
+      // kubernetes.io/pvc-protection: the claim goes once no pod mounts it
+      if (!stored.metadata.deletionTimestamp) {
+        stored.metadata.deletionTimestamp = timestamp();
+        stored.metadata.finalizers = ['kubernetes.io/pvc-protection'];
+        stored.metadata.resourceVersion = String(++this.revision);
+        this.changed(resource, 'MODIFIED', stored);
+      }
       return send(res, 200, stored);
     }
     this.remove(resource, name);
     send(res, 200, resource === 'pods' ? stored : { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', details: { name, kind: resource, uid: stored.metadata.uid } });
+  }
+
+  /** The pods whose volumes name this claim. */
+  private mountedBy(claim: string): string[] {
+    return this.names('pods').filter((pod) => (this.store.get(key('pods', pod)).spec?.volumes ?? []).some((volume: Json) => volume.persistentVolumeClaim?.claimName === claim));
   }
 
   /** Removes an object and, as the garbage collector does, everything it owns. */
@@ -529,6 +616,12 @@ export class FakeKubernetes {
     if (!obj) return;
     this.store.delete(key(resource, name));
     this.changed(resource, 'DELETED', { ...obj, metadata: { ...obj.metadata, resourceVersion: String(++this.revision) } });
+    if (resource === 'pods') {
+      // claims deleted while this pod used them go now, unless another pod still does
+      for (const claim of this.names('persistentvolumeclaims')) {
+        if (this.store.get(key('persistentvolumeclaims', claim)).metadata.deletionTimestamp && this.mountedBy(claim).length === 0) this.remove('persistentvolumeclaims', claim);
+      }
+    }
     for (const [k, dependent] of [...this.store.entries()]) {
       if ((dependent.metadata.ownerReferences ?? []).some((owner: Json) => owner.uid === obj.metadata.uid)) {
         const [r, n] = k.split('/') as [Resource, string];

@@ -1,6 +1,8 @@
 export type { SandboxDriver, SandboxRunner, SandboxSpec, GitResult } from './drivers/driver';
-export { SandboxSourceError, SandboxStartError } from './drivers/driver';
-export { LocalSandboxDriver, RunnerError, SNAPSHOT_BRANCH } from './drivers/local-driver';
+export { RunnerError, SandboxSourceError, SandboxStartError } from './drivers/driver';
+export { LocalSandboxDriver, SNAPSHOT_BRANCH } from './drivers/local-driver';
+export { KubernetesSandboxDriver } from './drivers/kubernetes/kubernetes-driver';
+export type { KubernetesSandboxOptions } from './drivers/kubernetes/kubernetes-driver';
 export type { RunnerRequest, RunnerResult, RunnerLimits } from './runner/protocol';
 export { SandboxesModule, compiledRunnerPath } from './sandboxes.module';
 export { SandboxesService } from './sandboxes.service';

@@ -3,7 +3,7 @@ import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import type { Principal, WorkspaceScope } from '@aileron/auth';
 import { DomainError } from '@aileron/errors';
-import { RunnerError } from './drivers/local-driver';
+import { RunnerError } from './drivers/driver';
 import { PatchError, planPatch } from './domain/unified-patch';
 import { sandboxSlug } from './domain/slug';
 import { SANDBOX_WORKDIR } from './runner/protocol';

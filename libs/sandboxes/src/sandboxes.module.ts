@@ -1,9 +1,11 @@
 import { join } from 'node:path';
 import { Logger, Module } from '@nestjs/common';
+import { KubeConfig } from '@kubernetes/client-node';
 import { APP_CONFIG, AppConfig, projectRoot } from '@aileron/config';
 import { ApprovalsModule } from '@aileron/approvals';
 import { PoolModule } from '@aileron/pool';
 import type { SandboxDriver } from './drivers/driver';
+import { KubernetesSandboxDriver } from './drivers/kubernetes/kubernetes-driver';
 import { LocalSandboxDriver } from './drivers/local-driver';
 import { SandboxToolServer } from './sandbox-tool-server';
 import { SandboxesController } from './sandboxes.controller';
@@ -18,7 +20,19 @@ export function compiledRunnerPath(): string {
 
 function driverFor(config: AppConfig): SandboxDriver {
   const logger = new Logger('Sandbox');
-  if (config.sandboxes.driver === 'kubernetes') throw new Error('AILERON_SANDBOX_DRIVER=kubernetes is not wired in this release yet; use local');
+  if (config.sandboxes.driver === 'kubernetes') {
+    const kubeConfig = new KubeConfig();
+    if (process.env.KUBERNETES_SERVICE_HOST) kubeConfig.loadFromCluster();
+    else kubeConfig.loadFromDefault();
+    return new KubernetesSandboxDriver({
+      kubeConfig,
+      namespace: config.pool.kubernetesNamespace,
+      ...(config.sandboxes.image ? { image: config.sandboxes.image } : {}),
+      versionMismatch: config.sandboxes.versionMismatch,
+      egressAllowCidrs: config.pool.egressAllowCidrs,
+      log: (line) => logger.log(line),
+    });
+  }
   return new LocalSandboxDriver({ stateDir: join(config.dataDir, 'sandboxes'), runnerScript: compiledRunnerPath(), log: (line) => logger.log(line) });
 }
 

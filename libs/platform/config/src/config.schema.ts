@@ -122,6 +122,16 @@ export const SETTINGS = {
     default: 'local',
     description: 'Where sandboxes run: bubblewrap on this machine (one control plane) or Kubernetes pods.',
   },
+  AILERON_SANDBOX_IMAGE: {
+    schema: z.string(),
+    default: '',
+    description: 'The image of Kubernetes sandboxes (default ghcr.io/aileron/sandbox-base:<version>); it must carry the label ai.aileron.mcp.version.',
+  },
+  AILERON_SANDBOX_VERSION_MISMATCH: {
+    schema: z.enum(['refuse', 'warn'], { message: 'must be refuse or warn' }),
+    default: 'refuse',
+    description: 'A sandbox whose image reports another ai.aileron.mcp.version than this control plane: refused (stopped, the call fails naming both versions) or used with a warning.',
+  },
   AILERON_SANDBOX_IDLE_SECONDS: {
     schema: positiveInt,
     default: '900',

@@ -50,6 +50,8 @@ export interface AppConfig {
   rateLimits: { workspacePerMinute: number; principalPerMinute: number; withoutRedis: 'open' | 'closed' };
   sandboxes: {
     driver: SettingValue<'AILERON_SANDBOX_DRIVER'>;
+    image: string | undefined;
+    versionMismatch: SettingValue<'AILERON_SANDBOX_VERSION_MISMATCH'>;
     idleSeconds: number;
     bashTimeoutMs: number;
     bashMaxTimeoutMs: number;
@@ -170,6 +172,8 @@ function toAppConfig(values: SettingValues): AppConfig {
     },
     sandboxes: {
       driver: values.AILERON_SANDBOX_DRIVER,
+      image: values.AILERON_SANDBOX_IMAGE || undefined,
+      versionMismatch: values.AILERON_SANDBOX_VERSION_MISMATCH,
       idleSeconds: values.AILERON_SANDBOX_IDLE_SECONDS,
       bashTimeoutMs: values.AILERON_SANDBOX_BASH_TIMEOUT_MS,
       bashMaxTimeoutMs: values.AILERON_SANDBOX_BASH_MAX_TIMEOUT_MS,

@@ -1,4 +1,4 @@
-import type { RunnerLimits, RunnerOp, RunnerRequest, RunnerResult } from '../runner/protocol';
+import type { RunnerFailure, RunnerLimits, RunnerOp, RunnerRequest, RunnerResult } from '../runner/protocol';
 
 export interface SandboxSpec {
   id: string;
@@ -52,3 +52,10 @@ export class SandboxStartError extends Error {}
 
 /** An uploaded source the sandbox cannot take. */
 export class SandboxSourceError extends Error {}
+
+/** An error of the runner's, with its stable code. */
+export class RunnerError extends Error {
+  constructor(readonly failure: RunnerFailure) {
+    super(failure.message);
+  }
+}

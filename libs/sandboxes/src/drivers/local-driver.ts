@@ -4,9 +4,9 @@ import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { PassThrough } from 'node:stream';
 import { systemRootArgs } from '@aileron/bubblewrap';
-import type { RunnerAnswer, RunnerFailure, RunnerOp, RunnerRequest, RunnerResult } from '../runner/protocol';
+import type { RunnerAnswer, RunnerOp, RunnerRequest, RunnerResult } from '../runner/protocol';
 import { SANDBOX_WORKDIR } from '../runner/protocol';
-import { type GitResult, type SandboxDriver, type SandboxRunner, type SandboxSpec, SandboxSourceError, SandboxStartError } from './driver';
+import { type GitResult, RunnerError, type SandboxDriver, type SandboxRunner, type SandboxSpec, SandboxSourceError, SandboxStartError } from './driver';
 
 const HOME = '/home/sandbox';
 const RUNNER_DIR = '/opt/aileron-runner';
@@ -25,12 +25,7 @@ export interface LocalSandboxOptions {
   log: (line: string) => void;
 }
 
-/** An error of the runner's, with its stable code. */
-export class RunnerError extends Error {
-  constructor(readonly failure: RunnerFailure) {
-    super(failure.message);
-  }
-}
+export { RunnerError };
 
 /**
  * Sandboxes as bubblewrap processes on this machine: /src read-write (a

@@ -15,7 +15,14 @@ export type RunnerRequest =
   | { op: 'walk'; path: string }
   | { op: 'grep'; pattern: string; path: string; include: string | null }
   | { op: 'exec'; command: string; workdir: string; timeoutMs: number; limits: RunnerLimits }
-  | { op: 'which'; names: string[] };
+  | { op: 'which'; names: string[] }
+  /**
+   * git on the sandbox's history (`--git-dir=/history --work-tree=/src`),
+   * answered by the history role only. `stdin` is base64. With `stream`, git's
+   * stdout comes as RunnerChunk lines before the answer, whose `stdout` is
+   * then empty.
+   */
+  | { op: 'git'; args: string[]; stdin?: string; stream?: boolean };
 
 /** Per-process limits of a command (rlimits): what a machine without cgroup delegation can enforce. */
 export interface RunnerLimits {
@@ -25,7 +32,8 @@ export interface RunnerLimits {
 }
 
 export interface RunnerResults {
-  ping: { pid: number };
+  /** `version` when the runner knows it (AILERON_MCP_VERSION, baked into the image); `role` in listen mode */
+  ping: { pid: number; version?: string; role?: RunnerRole };
   read: { content: string; lines: number; totalLines: number };
   readText: { exists: boolean; content: string | null };
   write: { bytes: number; created: boolean };
@@ -35,6 +43,8 @@ export interface RunnerResults {
   grep: { matches: { path: string; line: number; text: string }[]; truncated: boolean };
   exec: { stdout: string; stderr: string; exitCode: number; timedOut: boolean; truncated: boolean };
   which: { paths: Record<string, string | null> };
+  /** `stdout` base64 (empty when streamed); `code` git's exit code */
+  git: { stdout: string; stderr: string; code: number };
 }
 
 export type RunnerOp = RunnerRequest['op'];
@@ -47,6 +57,29 @@ export interface RunnerFailure {
 }
 
 export type RunnerAnswer = { id: number; result: unknown } | { id: number; error: RunnerFailure };
+
+/** Part of a streamed `git` request's stdout (base64), sent before its answer. */
+export interface RunnerChunk {
+  id: number;
+  chunk: string;
+}
+
+/**
+ * Listen mode (`--listen [host:]port`, how a pod's runners are reached): a
+ * connection first sends one line, the bearer token the runner has in
+ * RUNNER_TOKEN_ENV, then speaks the JSON lines above. A wrong or late token is
+ * answered with `{ id: -1, error: { code: 'UNAUTHORIZED' } }` and the
+ * connection closed.
+ *
+ * Roles (`--role`): `sandbox` (the default) answers every op but `git`;
+ * `history` answers only `ping` and `git`, so the container that holds the
+ * history runs nothing else.
+ */
+export type RunnerRole = 'sandbox' | 'history';
+export const RUNNER_TOKEN_ENV = 'AILERON_RUNNER_TOKEN';
+export const RUNNER_VERSION_ENV = 'AILERON_MCP_VERSION';
+/** Where the history role finds the git directory. */
+export const HISTORY_DIR = '/history';
 
 /** The workdir inside every sandbox: relative paths resolve against it. */
 export const SANDBOX_WORKDIR = '/src';

@@ -8,13 +8,21 @@
  * Protocol (protocol.ts): one JSON request per line on stdin, one answer per
  * line on stdout. Requests run concurrently; the control plane serialises the
  * ones that change files.
+ *
+ * With `--listen [host:]port` (a pod's containers, which the control plane
+ * reaches over the network) it speaks the same lines over TCP instead, to
+ * each connection that first sends the bearer token in AILERON_RUNNER_TOKEN.
+ * `--role history` makes it the runner of the container that holds the
+ * sandbox's git history: it answers `git` and `ping`, nothing else.
  */
 import { spawn } from 'node:child_process';
+import { createHash, timingSafeEqual } from 'node:crypto';
 import { constants, promises as fs } from 'node:fs';
+import { createServer, type Socket } from 'node:net';
 import { constants as osConstants } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
-import type { RunnerAnswer, RunnerFailure, RunnerLimits, RunnerRequest, RunnerResults } from './protocol';
+import type { RunnerAnswer, RunnerChunk, RunnerFailure, RunnerLimits, RunnerRequest, RunnerResults, RunnerRole } from './protocol';
 
 const WORKDIR = '/src';
 /** a file `read` or `patch` handles at most (text) */
@@ -24,6 +32,19 @@ const MAX_ENTRIES = 10_000;
 const MAX_MATCHES = 1_000;
 const GREP_TIMEOUT_MS = 30_000;
 const COMMAND_PATH = '/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin';
+/** the history role's git directory (a volume the sandbox's own container never mounts) */
+const HISTORY = '/history';
+const GIT = '/usr/bin/git';
+/**
+ * As the local driver's host-side git: no hooks, no fsmonitor, no protocol
+ * that reads another repository of this machine; with GIT_CONFIG_NOSYSTEM and
+ * GIT_CONFIG_GLOBAL=/dev/null below, no configuration but the repository's
+ * own. The work tree is the agent's: nothing in it may make git run a program.
+ */
+const GIT_SAFE = ['-c', 'core.hooksPath=/dev/null', '-c', 'core.fsmonitor=false', '-c', 'core.symlinks=true', '-c', 'protocol.file.allow=never', '-c', 'core.quotePath=false', '-c', 'gc.auto=0'];
+/** listen mode: how long a connection may take to present its token, and how long that line may be */
+const AUTH_TIMEOUT_MS = 10_000;
+const MAX_TOKEN_LINE = 1024;
 
 class Failure extends Error {
   constructor(
@@ -226,10 +247,51 @@ async function which(names: string[]): Promise<RunnerResults['which']> {
   return { paths };
 }
 
-async function handle(request: RunnerRequest): Promise<unknown> {
+/**
+ * git on the history, its work tree the sandbox's files (read-only in the
+ * history container). `init` names its directory itself. A streamed request
+ * hands stdout to `stream` piece by piece, waiting for each to be taken.
+ */
+function git(request: Extract<RunnerRequest, { op: 'git' }>, stream?: (chunk: Buffer) => Promise<void>): Promise<RunnerResults['git']> {
+  const place = request.args[0] === 'init' ? [] : [`--git-dir=${HISTORY}`, `--work-tree=${WORKDIR}`];
+  return new Promise((resolveGit) => {
+    const child = spawn(GIT, [...GIT_SAFE, ...place, ...request.args], {
+      cwd: HISTORY,
+      env: { PATH: '/usr/bin:/bin', GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null', HOME: process.env.HOME ?? '/tmp', GIT_TERMINAL_PROMPT: '0', LANG: 'C.UTF-8' },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    const stdout: Buffer[] = [];
+    const stderr = collector();
+    child.stdout.on('data', (chunk: Buffer) => {
+      if (!request.stream || !stream) return void stdout.push(chunk);
+      child.stdout.pause();
+      void stream(chunk).then(() => child.stdout.resume());
+    });
+    child.stderr.on('data', (chunk: Buffer) => stderr.push(chunk));
+    child.stdin.on('error', () => undefined);
+    child.stdin.end(request.stdin ? Buffer.from(request.stdin, 'base64') : undefined);
+    child.on('error', (error) => resolveGit({ stdout: '', stderr: `could not start git: ${error.message}\n`, code: 127 }));
+    child.on('close', (code, signal) => {
+      const exitCode = code ?? (signal ? 128 + (osConstants.signals[signal] ?? 9) : 1);
+      resolveGit({ stdout: Buffer.concat(stdout).toString('base64'), stderr: stderr.text(), code: exitCode });
+    });
+  });
+}
+
+/** What this runner's role does not answer: the sandbox never touches the history, the history runs nothing but git. */
+function refusedByRole(request: RunnerRequest): Failure | undefined {
+  if (request.op === 'ping') return undefined;
+  if (ROLE === 'history' && request.op !== 'git') return new Failure('WRONG_ROLE', `the history runner answers ping and git only, not ${request.op}`);
+  if (ROLE === 'sandbox' && request.op === 'git') return new Failure('WRONG_ROLE', 'git runs in the history container, not in the sandbox');
+  return undefined;
+}
+
+async function handle(request: RunnerRequest, stream?: (chunk: Buffer) => Promise<void>): Promise<unknown> {
+  const refused = refusedByRole(request);
+  if (refused) throw refused;
   switch (request.op) {
     case 'ping':
-      return { pid: process.pid };
+      return { pid: process.pid, ...(VERSION ? { version: VERSION } : {}), ...(LISTEN !== undefined ? { role: ROLE } : {}) };
     case 'read': {
       const lines = splitLines(await readText(inSandbox(request.path)));
       const slice = lines.slice(request.offset, request.limit === null ? undefined : request.offset + request.limit);
@@ -284,26 +346,126 @@ async function handle(request: RunnerRequest): Promise<unknown> {
       return exec(request);
     case 'which':
       return which(request.names);
+    case 'git':
+      return git(request, stream);
   }
 }
 
+/** One request line in, its answer out through `answer`; a streamed git's stdout through `stream`. */
+function receive(line: string, answer: (message: RunnerAnswer) => void, stream?: (id: number, chunk: Buffer) => Promise<void>): void {
+  let id = -1;
+  try {
+    const request = JSON.parse(line) as RunnerRequest & { id: number };
+    id = request.id;
+    const path = 'path' in request ? request.path : undefined;
+    handle(request, stream ? (chunk) => stream(id, chunk) : undefined).then(
+      (result) => answer({ id, result }),
+      (error: unknown) => answer({ id, error: failureOf(error, path) }),
+    );
+  } catch (error) {
+    answer({ id, error: failureOf(error) });
+  }
+}
+
+function option(name: string): string | undefined {
+  const at = process.argv.indexOf(name);
+  return at >= 0 ? process.argv[at + 1] : undefined;
+}
+
+function fatal(message: string): never {
+  process.stderr.write(`runner: ${message}\n`);
+  process.exit(2);
+}
+
+const ROLE: RunnerRole = ((): RunnerRole => {
+  const role = option('--role') ?? 'sandbox';
+  if (role !== 'sandbox' && role !== 'history') fatal(`--role ${role}: sandbox or history`);
+  return role;
+})();
+const LISTEN = option('--listen');
+const VERSION = process.env.AILERON_MCP_VERSION || undefined;
+
+/** Compares through digests, so neither the time taken nor a length mismatch says anything of the token. */
+function sameSecret(presented: string, expected: string): boolean {
+  const digest = (value: string): Buffer => createHash('sha256').update(value, 'utf8').digest();
+  return timingSafeEqual(digest(presented), digest(expected));
+}
+
+/**
+ * Listen mode: every connection presents the token on its first line, then
+ * speaks JSON lines as stdin and stdout do. A connection that ends leaves the
+ * runner (and what it started) running: the control plane reconnects.
+ */
+function listen(at: string): void {
+  const token = process.env.AILERON_RUNNER_TOKEN ?? '';
+  // without a token anyone who reaches the port would run commands here
+  if (token.length < 16) fatal('AILERON_RUNNER_TOKEN is unset or shorter than 16 characters; not listening');
+  const colon = at.lastIndexOf(':');
+  const host = colon >= 0 ? at.slice(0, colon).replace(/^\[(.*)\]$/, '$1') : undefined;
+  const port = Number(colon >= 0 ? at.slice(colon + 1) : at);
+  if (!Number.isInteger(port) || port < 1 || port > 65535) fatal(`--listen ${at}: [host:]port`);
+  const server = createServer((socket) => accept(socket, token));
+  server.on('error', (error) => fatal(`cannot listen on ${at}: ${error.message}`));
+  server.listen({ port, ...(host ? { host } : {}) }, () => process.stderr.write(`runner: ${ROLE} runner listening on ${host ?? '*'}:${port}\n`));
+}
+
+function accept(socket: Socket, token: string): void {
+  socket.setNoDelay(true);
+  socket.setEncoding('utf8');
+  socket.on('error', () => undefined);
+  const write = (message: RunnerAnswer | RunnerChunk): boolean => socket.writable && socket.write(`${JSON.stringify(message)}\n`);
+  let authenticated = false;
+  let refused = false;
+  const refuse = (message: string): void => {
+    refused = true;
+    clearTimeout(timer);
+    write({ id: -1, error: { code: 'UNAUTHORIZED', message } });
+    socket.destroySoon();
+  };
+  const timer = setTimeout(() => refuse('no token in time'), AUTH_TIMEOUT_MS);
+  timer.unref();
+  const stream = (id: number, chunk: Buffer): Promise<void> =>
+    new Promise((resolveWritten) => {
+      if (write({ id, chunk: chunk.toString('base64') }) || !socket.writable) return resolveWritten();
+      // the control plane reads slower than git writes: git waits
+      const done = (): void => {
+        socket.off('drain', done);
+        socket.off('close', done);
+        resolveWritten();
+      };
+      socket.on('drain', done);
+      socket.on('close', done);
+    });
+  // lines by hand: the first one is bounded until the token is checked, the later ones (a git input) may be large
+  let partial: string[] = [];
+  let partialLength = 0;
+  socket.on('data', (data: string) => {
+    if (refused) return;
+    let from = 0;
+    for (let end = data.indexOf('\n'); end >= 0; end = data.indexOf('\n', from)) {
+      const line = partial.join('') + data.slice(from, end);
+      partial = [];
+      partialLength = 0;
+      from = end + 1;
+      if (authenticated) {
+        if (line.trim() !== '') receive(line, write, stream);
+        continue;
+      }
+      if (!sameSecret(line.replace(/\r$/, ''), token)) return refuse('wrong token');
+      authenticated = true;
+      clearTimeout(timer);
+    }
+    partial.push(data.slice(from));
+    partialLength += data.length - from;
+    if (!authenticated && partialLength > MAX_TOKEN_LINE) refuse('token line too long');
+  });
+}
+
 function main(): void {
+  if (LISTEN !== undefined) return listen(LISTEN);
   const answer = (message: RunnerAnswer): void => void process.stdout.write(`${JSON.stringify(message)}\n`);
   const lines = createInterface({ input: process.stdin, crlfDelay: Infinity });
-  lines.on('line', (line) => {
-    let id = -1;
-    try {
-      const request = JSON.parse(line) as RunnerRequest & { id: number };
-      id = request.id;
-      const path = 'path' in request ? request.path : undefined;
-      handle(request).then(
-        (result) => answer({ id, result }),
-        (error: unknown) => answer({ id, error: failureOf(error, path) }),
-      );
-    } catch (error) {
-      answer({ id, error: failureOf(error) });
-    }
-  });
+  lines.on('line', (line) => receive(line, answer));
   // the control plane closed our stdin: it is gone or stopping us
   lines.on('close', () => process.exit(0));
 }

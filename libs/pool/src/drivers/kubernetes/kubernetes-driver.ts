@@ -1,17 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { STATUS_CODES } from 'node:http';
 import { forbiddenVariables } from '@aileron/catalog';
-import {
-  ApiException,
-  CoreV1Api,
-  NetworkingV1Api,
-  Observable,
-  PatchStrategy,
-  setHeaderOptions,
-  type ConfigurationOptions,
-  type KubeConfig,
-  type V1Pod,
-} from '@kubernetes/client-node';
+import { CoreV1Api, NetworkingV1Api, PatchStrategy, setHeaderOptions, type ConfigurationOptions, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { InstanceStartError, type InstanceDriver, type InstanceEndpoint, type InstanceSpec, type RunningInstance } from '../driver';
 import {
   INSTANCE_LABEL,
@@ -25,9 +14,10 @@ import {
   secretName,
   type ManifestOptions,
 } from './manifests';
+import { apiRequestOptions, deleteIgnoringAbsent, describeApiError, isApiStatus } from './kubernetes-api';
 import { PodInstance, type PodOwner } from './pod-instance';
-import { exitReason, hasEnded, hopelessReason, isReady, pendingReason } from './pod-status';
-import { PodWatch } from './pod-watch';
+import { exitReason, hasEnded } from './pod-status';
+import { PodNotReady, PodWatch } from './pod-watch';
 
 export interface KubernetesDriverOptions {
   /** built by the caller: `loadFromCluster()` in a pod, else `loadFromDefault()` */
@@ -225,7 +215,7 @@ export class KubernetesDriver implements InstanceDriver, PodOwner {
     try {
       return await this.core.readNamespacedPod({ name, namespace: this.namespace }, this.requestOptions(signal));
     } catch (error) {
-      if (error instanceof ApiException && error.code === 404) return undefined;
+      if (isApiStatus(error, 404)) return undefined;
       throw error;
     }
   }
@@ -327,45 +317,14 @@ export class KubernetesDriver implements InstanceDriver, PodOwner {
     this.unfollow.delete(instanceId);
   }
 
-  /**
-   * Resolves with the pod's IP once the watch shows it Ready; fails at once
-   * on what will not get better (the pod ended or went, a container that
-   * cannot start), else at the deadline, saying what the pod waits for.
-   */
-  private waitUntilReady(name: string, deadline: number, signal: AbortSignal): Promise<string> {
-    return new Promise((resolve, reject) => {
-      let last: V1Pod | undefined;
-      let settled = false;
-      const settle = (ip: string | undefined, failure?: string): void => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(timer);
-        unfollow();
-        signal.removeEventListener('abort', aborted);
-        if (failure !== undefined) reject(new StartFailure(failure));
-        else resolve(ip!);
-      };
-      const see = (pod: V1Pod | undefined): void => {
-        if (pod === undefined) return settle(undefined, 'the pod was deleted before it became ready');
-        last = pod;
-        if (hasEnded(pod)) return settle(undefined, `it ended before it became ready: ${exitReason(pod)}`);
-        if (isReady(pod) && pod.status?.podIP) return settle(pod.status.podIP);
-        const hopeless = hopelessReason(pod);
-        if (hopeless !== undefined) settle(undefined, hopeless);
-      };
-      const aborted = (): void => settle(undefined, 'the driver shut down during the start');
-      const timer = setTimeout(() => {
-        const outage = this.pods.outage;
-        const why = last === undefined && outage !== undefined ? `could not watch pod status: ${describe(outage, 'other')}` : pendingReason(last);
-        settle(undefined, `not ready within ${Math.round(this.startTimeoutMs / 1000)} s (${why})`);
-      }, Math.max(0, deadline - Date.now()));
-      const unfollow = this.pods.follow(name, see);
-      signal.addEventListener('abort', aborted, { once: true });
-      if (signal.aborted) return aborted();
-      // what the watch saw before this start began to follow the pod
-      const seen = this.pods.get(name);
-      if (seen !== undefined) see(seen);
-    });
+  /** The pod's IP once the watch shows it Ready; a StartFailure saying why it is not, else. */
+  private async waitUntilReady(name: string, deadline: number, signal: AbortSignal): Promise<string> {
+    try {
+      const pod = await this.pods.untilReady(name, { deadline, timeoutMs: this.startTimeoutMs, signal });
+      return pod.status!.podIP!;
+    } catch (error) {
+      throw error instanceof PodNotReady ? new StartFailure(error.message) : error;
+    }
   }
 
   /** A live instance's pod changed (undefined: it was deleted): an ended or vanished pod ends the instance. */
@@ -389,70 +348,22 @@ export class KubernetesDriver implements InstanceDriver, PodOwner {
     }
   }
 
-  private async deleteIgnoringAbsent(what: string, about: 'secret' | 'other', call: () => Promise<unknown>): Promise<void> {
-    try {
-      await call();
-    } catch (error) {
-      if (error instanceof ApiException && error.code === 404) return;
-      throw new Error(`could not ${what} in namespace "${this.namespace}": ${describe(error, about)}`);
-    }
+  private deleteIgnoringAbsent(what: string, about: 'secret' | 'other', call: () => Promise<unknown>): Promise<void> {
+    return deleteIgnoringAbsent(what, this.namespace, about, call);
   }
 
   /** Per-request options: a timeout on every call, and the start's abort. */
   private requestOptions(signal?: AbortSignal): ConfigurationOptions {
-    const timeoutMs = this.requestTimeoutMs;
-    return {
-      middleware: [
-        {
-          pre: (context) => {
-            const timeout = AbortSignal.timeout(timeoutMs);
-            context.setSignal(signal ? AbortSignal.any([timeout, signal]) : timeout);
-            return new Observable(Promise.resolve(context));
-          },
-          post: (context) => new Observable(Promise.resolve(context)),
-        },
-      ],
-      middlewareMergeStrategy: 'append',
-    };
+    return apiRequestOptions(this.requestTimeoutMs, signal);
   }
 }
 
 /** A start failure whose message is already fit for a user. */
 class StartFailure extends Error {}
 
-/**
- * An API failure for people: status code and Kubernetes' reason; the Status
- * message too unless the call was about the Secret.
- */
+/** An API failure for people (see describeApiError); a StartFailure is already in words. */
 function describe(error: unknown, about: 'secret' | 'other'): string {
-  if (error instanceof StartFailure) return error.message;
-  if (error instanceof ApiException) {
-    const status = parseStatus(error.body);
-    // the generated client drops the body of some answers (401 among them)
-    const reason = status?.reason ?? STATUS_CODES[error.code];
-    const head = `Kubernetes answered ${error.code}${reason ? ` ${reason}` : ''}`;
-    return about === 'other' && status?.message ? `${head}: ${status.message}` : head;
-  }
-  // the watch's own refusals: a status code, no body
-  const statusCode = (error as { statusCode?: unknown } | null)?.statusCode;
-  if (typeof statusCode === 'number') return `Kubernetes answered ${statusCode}${STATUS_CODES[statusCode] ? ` ${STATUS_CODES[statusCode]}` : ''}`;
-  if (error instanceof Error && error.name === 'AbortError') return 'the Kubernetes API did not answer in time';
-  if (error instanceof Error) return `could not reach the Kubernetes API (${error.message})`;
-  return 'could not reach the Kubernetes API';
-}
-
-function parseStatus(body: unknown): { reason?: string; message?: string } | undefined {
-  try {
-    const status: unknown = typeof body === 'string' ? JSON.parse(body) : body;
-    if (typeof status !== 'object' || status === null) return undefined;
-    const { reason, message } = status as { reason?: unknown; message?: unknown };
-    return {
-      ...(typeof reason === 'string' ? { reason } : {}),
-      ...(typeof message === 'string' ? { message } : {}),
-    };
-  } catch {
-    return undefined;
-  }
+  return error instanceof StartFailure ? error.message : describeApiError(error, about);
 }
 
 /** Replaces each known secret value in text; anything shown to people passes through it. */

@@ -1,5 +1,14 @@
 import { createHash } from 'node:crypto';
-import type { V1NetworkPolicy, V1OwnerReference, V1Pod, V1Secret } from '@kubernetes/client-node';
+import type {
+  V1NetworkPolicy,
+  V1NetworkPolicyEgressRule,
+  V1NetworkPolicyPeer,
+  V1OwnerReference,
+  V1Pod,
+  V1PodSecurityContext,
+  V1Secret,
+  V1SecurityContext,
+} from '@kubernetes/client-node';
 import type { InstanceSpec } from '../driver';
 
 /**
@@ -146,13 +155,7 @@ export function podManifest(spec: InstanceSpec, options: ManifestOptions): V1Pod
       automountServiceAccountToken: false,
       enableServiceLinks: false,
       terminationGracePeriodSeconds: 5,
-      securityContext: {
-        runAsNonRoot: true,
-        runAsUser: RUN_AS,
-        runAsGroup: RUN_AS,
-        fsGroup: RUN_AS,
-        seccompProfile: { type: 'RuntimeDefault' },
-      },
+      securityContext: restrictedPodSecurityContext(),
       containers: [
         {
           name: CONTAINER,
@@ -162,12 +165,7 @@ export function podManifest(spec: InstanceSpec, options: ManifestOptions): V1Pod
           // values only through the Secret: a Pod spec is readable by anyone who may list pods
           envFrom: [{ secretRef: { name: secretName(spec.id) } }],
           resources: { requests: resources, limits: resources },
-          securityContext: {
-            allowPrivilegeEscalation: false,
-            readOnlyRootFilesystem: true,
-            runAsNonRoot: true,
-            capabilities: { drop: ['ALL'] },
-          },
+          securityContext: restrictedContainerSecurityContext(),
           // the bridge's /healthz wants the bearer token, which a probe cannot carry without putting it in the Pod spec
           readinessProbe: { tcpSocket: { port: 'mcp' }, periodSeconds: 2, failureThreshold: 3 },
           volumeMounts: [
@@ -185,6 +183,27 @@ export function podManifest(spec: InstanceSpec, options: ManifestOptions): V1Pod
   };
 }
 
+/** A pod as the `restricted` Pod Security Standard wants it: not root (RUN_AS), the runtime's seccomp profile. */
+export function restrictedPodSecurityContext(): V1PodSecurityContext {
+  return {
+    runAsNonRoot: true,
+    runAsUser: RUN_AS,
+    runAsGroup: RUN_AS,
+    fsGroup: RUN_AS,
+    seccompProfile: { type: 'RuntimeDefault' },
+  };
+}
+
+/** A container that cannot gain privileges, holds no capabilities and cannot change its own image's files. */
+export function restrictedContainerSecurityContext(): V1SecurityContext {
+  return {
+    allowPrivilegeEscalation: false,
+    readOnlyRootFilesystem: true,
+    runAsNonRoot: true,
+    capabilities: { drop: ['ALL'] },
+  };
+}
+
 /**
  * What an instance may reach: the public internet and the cluster's DNS, never
  * the cluster itself (other tenants, the API server, the control plane's
@@ -195,9 +214,32 @@ export function podManifest(spec: InstanceSpec, options: ManifestOptions): V1Pod
 export const EGRESS_EXCEPT_V4 = ['0.0.0.0/8', '10.0.0.0/8', '100.64.0.0/10', '127.0.0.0/8', '169.254.0.0/16', '172.16.0.0/12', '192.0.0.0/24', '192.168.0.0/16', '198.18.0.0/15', '224.0.0.0/4', '240.0.0.0/4'];
 export const EGRESS_EXCEPT_V6 = ['::1/128', '::ffff:0:0/96', '64:ff9b::/96', 'fc00::/7', 'fe80::/10', 'ff00::/8'];
 
+/** The egress rules of a pod that may reach the internet (EGRESS_EXCEPT_V4/V6 say what not), the cluster's DNS and the ranges allowed besides. */
+export function egressRules(allowCidrs: readonly string[] = []): V1NetworkPolicyEgressRule[] {
+  return [
+    {
+      // DNS, to the cluster's resolver only
+      to: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } }, podSelector: { matchLabels: { 'k8s-app': 'kube-dns' } } }],
+      ports: [
+        { protocol: 'UDP', port: 53 },
+        { protocol: 'TCP', port: 53 },
+      ],
+    },
+    { to: [{ ipBlock: { cidr: '0.0.0.0/0', except: EGRESS_EXCEPT_V4 } }, { ipBlock: { cidr: '::/0', except: EGRESS_EXCEPT_V6 } }] },
+    ...(allowCidrs.length > 0 ? [{ to: allowCidrs.map((cidr) => ({ ipBlock: { cidr } })) }] : []),
+  ];
+}
+
+/** The control plane's pods, as an ingress rule's peer: in `namespace`, or in `controlPlaneNamespace` when that is another. */
+export function controlPlanePeer(namespace: string, controlPlaneNamespace?: string): V1NetworkPolicyPeer {
+  return {
+    podSelector: { matchLabels: { ...CONTROL_PLANE_SELECTOR } },
+    ...(controlPlaneNamespace && controlPlaneNamespace !== namespace ? { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': controlPlaneNamespace } } } : {}),
+  };
+}
+
 /** Only the control plane may connect, and only to the MCP port: not other tenants' instances, not anything else in the cluster. */
 export function networkPolicyManifest(spec: InstanceSpec, options: ManifestOptions): V1NetworkPolicy {
-  const controlPlaneNamespace = options.controlPlaneNamespace;
   return {
     apiVersion: 'networking.k8s.io/v1',
     kind: 'NetworkPolicy',
@@ -205,29 +247,11 @@ export function networkPolicyManifest(spec: InstanceSpec, options: ManifestOptio
     spec: {
       podSelector: { matchLabels: { [INSTANCE_LABEL]: spec.id } },
       policyTypes: ['Ingress', 'Egress'],
-      egress: [
-        {
-          // DNS, to the cluster's resolver only
-          to: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } }, podSelector: { matchLabels: { 'k8s-app': 'kube-dns' } } }],
-          ports: [
-            { protocol: 'UDP', port: 53 },
-            { protocol: 'TCP', port: 53 },
-          ],
-        },
-        { to: [{ ipBlock: { cidr: '0.0.0.0/0', except: EGRESS_EXCEPT_V4 } }, { ipBlock: { cidr: '::/0', except: EGRESS_EXCEPT_V6 } }] },
-        ...((options.egressAllowCidrs ?? []).length > 0 ? [{ to: options.egressAllowCidrs!.map((cidr) => ({ ipBlock: { cidr } })) }] : []),
-      ],
+      egress: egressRules(options.egressAllowCidrs),
       ingress: [
         {
           // the client's model name for `from` (a reserved word); its serializer writes `from`
-          _from: [
-            {
-              podSelector: { matchLabels: { ...CONTROL_PLANE_SELECTOR } },
-              ...(controlPlaneNamespace && controlPlaneNamespace !== options.namespace
-                ? { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': controlPlaneNamespace } } }
-                : {}),
-            },
-          ],
+          _from: [controlPlanePeer(options.namespace, options.controlPlaneNamespace)],
           ports: [{ protocol: 'TCP', port: options.port }],
         },
       ],

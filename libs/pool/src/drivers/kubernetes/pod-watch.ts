@@ -1,4 +1,6 @@
 import { ADD, DELETE, ERROR, ListWatch, UPDATE, Watch, type KubeConfig, type V1Pod, type V1PodList } from '@kubernetes/client-node';
+import { describeApiError } from './kubernetes-api';
+import { exitReason, hasEnded, hopelessReason, isReady, pendingReason } from './pod-status';
 
 export interface PodWatchOptions {
   kubeConfig: KubeConfig;
@@ -36,7 +38,7 @@ const WATCH_GRACE_SECONDS = 30;
 export class PodWatch {
   private readonly watch: BoundedWatch;
   private readonly informer: ListWatch<V1Pod>;
-  private readonly followers = new Map<string, Set<(pod: V1Pod | undefined) => void>>();
+  private readonly followers = new Map<string, Set<PodFollower>>();
   private started = false;
   private closed = false;
   /** the error of the outage under way, if one is */
@@ -74,10 +76,10 @@ export class PodWatch {
 
   /**
    * Calls `see` with every state of the pod the watch sees from now on
-   * (undefined: deleted) until the returned function is called. What the
-   * watch saw before is `get(name)`.
+   * (undefined: deleted; `object` is then the pod as it was) until the
+   * returned function is called. What the watch saw before is `get(name)`.
    */
-  follow(name: string, see: (pod: V1Pod | undefined) => void): () => void {
+  follow(name: string, see: PodFollower): () => void {
     let set = this.followers.get(name);
     if (set === undefined) this.followers.set(name, (set = new Set()));
     set.add(see);
@@ -85,6 +87,51 @@ export class PodWatch {
       set.delete(see);
       if (set.size === 0 && this.followers.get(name) === set) this.followers.delete(name);
     };
+  }
+
+  /**
+   * Resolves with the pod once the watch shows it Ready with an IP; rejects
+   * with a PodNotReady, its message fit for people, at once on what will not
+   * get better (the pod ended or went, a container that cannot start), else
+   * at the deadline, saying what the pod waits for. With `uid`, news of
+   * another pod of the same name (an earlier one, deleted) is ignored.
+   */
+  untilReady(name: string, wait: { deadline: number; timeoutMs: number; signal: AbortSignal; uid?: string }): Promise<V1Pod> {
+    const { deadline, timeoutMs, signal, uid } = wait;
+    return new Promise((resolve, reject) => {
+      let last: V1Pod | undefined;
+      let settled = false;
+      const settle = (ready: V1Pod | undefined, failure?: string): void => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        unfollow();
+        signal.removeEventListener('abort', aborted);
+        if (failure !== undefined) reject(new PodNotReady(failure));
+        else resolve(ready!);
+      };
+      const see = (pod: V1Pod | undefined, object: V1Pod): void => {
+        if (uid !== undefined && object.metadata?.uid !== uid) return;
+        if (pod === undefined) return settle(undefined, 'the pod was deleted before it became ready');
+        last = pod;
+        if (hasEnded(pod)) return settle(undefined, `it ended before it became ready: ${exitReason(pod)}`);
+        if (isReady(pod) && pod.status?.podIP) return settle(pod);
+        const hopeless = hopelessReason(pod);
+        if (hopeless !== undefined) settle(undefined, hopeless);
+      };
+      const aborted = (): void => settle(undefined, 'the driver shut down during the start');
+      const timer = setTimeout(() => {
+        const outage = this.outage;
+        const why = last === undefined && outage !== undefined ? `could not watch pod status: ${describeApiError(outage, 'other')}` : pendingReason(last);
+        settle(undefined, `not ready within ${Math.round(timeoutMs / 1000)} s (${why})`);
+      }, Math.max(0, deadline - Date.now()));
+      const unfollow = this.follow(name, see);
+      signal.addEventListener('abort', aborted, { once: true });
+      if (signal.aborted) return aborted();
+      // what the watch saw before this wait began to follow the pod
+      const seen = this.get(name);
+      if (seen !== undefined) see(seen, seen);
+    });
   }
 
   async close(): Promise<void> {
@@ -98,7 +145,7 @@ export class PodWatch {
   private tell(pod: V1Pod, state: V1Pod | undefined): void {
     const set = pod.metadata?.name === undefined ? undefined : this.followers.get(pod.metadata.name);
     // a copy: a follower may stop following (or another start) while being told
-    if (set !== undefined) for (const see of [...set]) see(state);
+    if (set !== undefined) for (const see of [...set]) see(state, pod);
   }
 
   private async connect(): Promise<void> {
@@ -129,6 +176,12 @@ export class PodWatch {
     this.retryTimer.unref();
   }
 }
+
+/** Told each state of a pod the watch sees: `pod` undefined once deleted, `object` the pod the news is of. */
+export type PodFollower = (pod: V1Pod | undefined, object: V1Pod) => void;
+
+/** A pod that did not become ready; the message says why, in words for people. */
+export class PodNotReady extends Error {}
 
 /**
  * client-node's Watch, with a timeout the API server applies (and a bound

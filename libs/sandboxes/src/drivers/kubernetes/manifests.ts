@@ -1,0 +1,289 @@
+import { createHash } from 'node:crypto';
+import { controlPlanePeer, egressRules, restrictedContainerSecurityContext, restrictedPodSecurityContext } from '@aileron/pool';
+import type { V1Container, V1EnvVar, V1NetworkPolicy, V1ObjectMeta, V1PersistentVolumeClaim, V1Pod, V1ResourceRequirements, V1Secret } from '@kubernetes/client-node';
+import { HISTORY_DIR, RUNNER_TOKEN_ENV, SANDBOX_WORKDIR } from '../../runner/protocol';
+import type { SandboxSpec } from '../driver';
+
+/**
+ * The Kubernetes objects of one sandbox, as plain data typed with the
+ * client's models (its serializer drops fields they do not know, so a
+ * misspelt one must not compile):
+ *
+ * - two PersistentVolumeClaims, the sandbox's files (/src) and its git
+ *   history (/history), which outlive the Pod: a stopped sandbox keeps both;
+ * - a Secret with the two runners' bearer tokens, one per container;
+ * - a NetworkPolicy: only the control plane may connect, to the runners'
+ *   ports; egress as the sandbox's `network` says;
+ * - the Pod, two containers of the same image sharing the files:
+ *   `sandbox`, the agent's, with /src read-write and never the history; and
+ *   `history`, with /src read-only and the history, whose runner answers
+ *   only `git`. The agent cannot reach the history: not its volume, not the
+ *   history runner's token (another container, another process namespace).
+ *
+ * Contract with the image (images/sandbox-base): the compiled runner at
+ * RUNNER_PATH, `node` on the PATH, /usr/bin/git, and an entrypoint that runs
+ * its arguments (tini there, which also reaps what the agent's commands
+ * leave behind); AILERON_MCP_VERSION in its environment, which the runner's
+ * ping reports.
+ */
+
+export const SANDBOX_CONTAINER = 'sandbox';
+export const HISTORY_CONTAINER = 'history';
+export const RUNNER_PATH = '/opt/aileron/runner.js';
+/** the home of the image's user (uid 10001, as the pool's pods run) */
+export const SANDBOX_HOME = '/home/agent';
+export const SANDBOX_LABEL = 'ai.aileron/sandbox';
+export const WORKSPACE_LABEL = 'ai.aileron/workspace';
+export const ORGANIZATION_LABEL = 'ai.aileron/organization';
+/** Every sandbox pod has the sandbox label: the driver's watch selects on it. */
+export const SANDBOX_SELECTOR = SANDBOX_LABEL;
+/** The Secret's keys, one token per container. */
+export const TOKEN_KEYS = { sandbox: 'sandbox-token', history: 'history-token' } as const;
+export const DEFAULT_PORTS = { sandbox: 7070, history: 7071 } as const;
+
+export interface RunnerTokens {
+  sandbox: string;
+  history: string;
+}
+
+export interface SandboxManifestOptions {
+  namespace: string;
+  image: string;
+  ports: { sandbox: number; history: number };
+  /** sizes of the two claims, and their storage class (else the cluster's default) */
+  storage: { files: string; history: string; storageClassName?: string };
+  /** the agent's container: cpu always, memory unless the sandbox's limits name it */
+  sandboxResources: { cpu: string; memory: string };
+  historyResources: { cpu: string; memory: string };
+  /** each scratch directory's (/tmp, home) size limit: it counts against the node's disk */
+  scratchSize: string;
+  /** namespace of the control plane's pods when it is not `namespace` */
+  controlPlaneNamespace?: string;
+  /** private ranges an `egress` sandbox may reach besides the public internet */
+  egressAllowCidrs?: string[];
+}
+
+export interface SandboxNames {
+  /** a DNS label derived from the sandbox id: the label value, and the stem of every name */
+  base: string;
+  pod: string;
+  files: string;
+  history: string;
+  secret: string;
+  networkPolicy: string;
+}
+
+export interface SandboxManifests {
+  files: V1PersistentVolumeClaim;
+  history: V1PersistentVolumeClaim;
+  secret: V1Secret;
+  networkPolicy: V1NetworkPolicy;
+  pod: V1Pod;
+}
+
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
+/** so that `sandbox-<base>-history` stays a DNS label (63) too */
+const MAX_BASE = 46;
+
+/**
+ * Names from the sandbox id (a UUID, used as it is). Anything else is made a
+ * DNS label, and given a hash of the id when that changed or shortened it, so
+ * two ids never share a name.
+ */
+export function sandboxNames(id: string): SandboxNames {
+  const lower = id.toLowerCase();
+  const base =
+    lower === id && DNS_LABEL.test(id) && id.length <= MAX_BASE
+      ? id
+      : `${lower.replace(/[^a-z0-9-]+/g, '-').replace(/^-+|-+$/g, '').slice(0, MAX_BASE - 13).replace(/-+$/, '') || 'x'}-${hash(id, 12)}`;
+  const stem = `sandbox-${base}`;
+  return { base, pod: stem, files: `${stem}-files`, history: `${stem}-history`, secret: `${stem}-runner`, networkPolicy: stem };
+}
+
+/** A label value as it is when it fits the grammar, else its hash. */
+function labelValue(value: string): string {
+  return value.length <= 63 && LABEL_VALUE.test(value) ? value : hash(value, 63);
+}
+
+function hash(value: string, length: number): string {
+  return createHash('sha256').update(value).digest('hex').slice(0, length);
+}
+
+export function sandboxLabels(spec: SandboxSpec): Record<string, string> {
+  return {
+    'app.kubernetes.io/part-of': 'aileron',
+    'app.kubernetes.io/component': 'sandbox',
+    [ORGANIZATION_LABEL]: labelValue(spec.organizationId),
+    [WORKSPACE_LABEL]: labelValue(spec.workspaceId),
+    [SANDBOX_LABEL]: sandboxNames(spec.id).base,
+  };
+}
+
+/** Labels select; the id and the name as they are (any string) go in annotations. */
+function metadata(spec: SandboxSpec, name: string, options: SandboxManifestOptions): V1ObjectMeta {
+  return {
+    name,
+    namespace: options.namespace,
+    labels: sandboxLabels(spec),
+    annotations: { 'ai.aileron/sandbox-id': spec.id, 'ai.aileron/sandbox-name': spec.name },
+  };
+}
+
+function claim(spec: SandboxSpec, name: string, size: string, options: SandboxManifestOptions): V1PersistentVolumeClaim {
+  return {
+    apiVersion: 'v1',
+    kind: 'PersistentVolumeClaim',
+    metadata: metadata(spec, name, options),
+    spec: {
+      // one pod mounts them, and both containers of a pod are on one node
+      accessModes: ['ReadWriteOnce'],
+      volumeMode: 'Filesystem',
+      resources: { requests: { storage: size } },
+      ...(options.storage.storageClassName ? { storageClassName: options.storage.storageClassName } : {}),
+    },
+  };
+}
+
+export function filesClaimManifest(spec: SandboxSpec, options: SandboxManifestOptions): V1PersistentVolumeClaim {
+  return claim(spec, sandboxNames(spec.id).files, options.storage.files, options);
+}
+
+export function historyClaimManifest(spec: SandboxSpec, options: SandboxManifestOptions): V1PersistentVolumeClaim {
+  return claim(spec, sandboxNames(spec.id).history, options.storage.history, options);
+}
+
+/**
+ * The runners' tokens, for the sandbox's whole life: a control plane that
+ * restarts reads them back to reach the pods it left running. Two, so that
+ * the agent, who can read its own runner's environment (same user), never
+ * holds the history runner's.
+ */
+export function secretManifest(spec: SandboxSpec, tokens: RunnerTokens, options: SandboxManifestOptions): V1Secret {
+  return {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: metadata(spec, sandboxNames(spec.id).secret, options),
+    type: 'Opaque',
+    immutable: true,
+    stringData: { [TOKEN_KEYS.sandbox]: tokens.sandbox, [TOKEN_KEYS.history]: tokens.history },
+  };
+}
+
+/**
+ * Only the control plane may connect, and only to the runners. `none`: no
+ * egress at all, not even DNS; `egress`: the public internet and the
+ * cluster's DNS, never the cluster itself (the pool's rules). A pod's
+ * containers talk over its loopback, which no NetworkPolicy governs: the
+ * history runner's token guards it there.
+ */
+export function networkPolicyManifest(spec: SandboxSpec, options: SandboxManifestOptions): V1NetworkPolicy {
+  return {
+    apiVersion: 'networking.k8s.io/v1',
+    kind: 'NetworkPolicy',
+    metadata: metadata(spec, sandboxNames(spec.id).networkPolicy, options),
+    spec: {
+      podSelector: { matchLabels: { [SANDBOX_LABEL]: sandboxNames(spec.id).base } },
+      policyTypes: ['Ingress', 'Egress'],
+      egress: spec.network === 'egress' ? egressRules(options.egressAllowCidrs) : [],
+      ingress: [
+        {
+          // the client's model name for `from`; its serializer writes `from`
+          _from: [controlPlanePeer(options.namespace, options.controlPlaneNamespace)],
+          ports: [
+            { protocol: 'TCP', port: options.ports.sandbox },
+            { protocol: 'TCP', port: options.ports.history },
+          ],
+        },
+      ],
+    },
+  };
+}
+
+/** requests = limits, as the pool's pods: what the scheduler reserves is what the sandbox gets */
+function resources(cpu: string, memory: string): V1ResourceRequirements {
+  return { requests: { cpu, memory }, limits: { cpu, memory } };
+}
+
+function tokenEnv(secret: string, key: string): V1EnvVar {
+  // from the Secret by reference: a Pod spec is readable by anyone who may list pods
+  return { name: RUNNER_TOKEN_ENV, valueFrom: { secretKeyRef: { name: secret, key } } };
+}
+
+export function podManifest(spec: SandboxSpec, options: SandboxManifestOptions): V1Pod {
+  const names = sandboxNames(spec.id);
+  const memory = spec.limits.memoryMb ? `${spec.limits.memoryMb}Mi` : options.sandboxResources.memory;
+  // the sandbox's cpuSeconds and pids are per command (the runner's rlimits): the Pod API has no pids limit of its own
+  const sandbox: V1Container = {
+    name: SANDBOX_CONTAINER,
+    image: options.image,
+    args: ['node', RUNNER_PATH, '--listen', String(options.ports.sandbox)],
+    ports: [{ name: 'runner', containerPort: options.ports.sandbox, protocol: 'TCP' }],
+    env: [tokenEnv(names.secret, TOKEN_KEYS.sandbox), { name: 'HOME', value: SANDBOX_HOME }],
+    resources: resources(options.sandboxResources.cpu, memory),
+    securityContext: restrictedContainerSecurityContext(),
+    // a connection the runner refuses without its token: a probe cannot carry one without putting it in the Pod spec
+    readinessProbe: { tcpSocket: { port: 'runner' }, periodSeconds: 2, failureThreshold: 3 },
+    // never the history: what the agent runs must not reach the snapshots' git directory
+    volumeMounts: [
+      { name: 'files', mountPath: SANDBOX_WORKDIR },
+      { name: 'tmp', mountPath: '/tmp' },
+      { name: 'home', mountPath: SANDBOX_HOME },
+    ],
+    workingDir: SANDBOX_WORKDIR,
+  };
+  const history: V1Container = {
+    name: HISTORY_CONTAINER,
+    image: options.image,
+    args: ['node', RUNNER_PATH, '--role', 'history', '--listen', String(options.ports.history)],
+    ports: [{ name: 'history', containerPort: options.ports.history, protocol: 'TCP' }],
+    env: [tokenEnv(names.secret, TOKEN_KEYS.history), { name: 'HOME', value: SANDBOX_HOME }],
+    resources: resources(options.historyResources.cpu, options.historyResources.memory),
+    securityContext: restrictedContainerSecurityContext(),
+    readinessProbe: { tcpSocket: { port: 'history' }, periodSeconds: 2, failureThreshold: 3 },
+    // its own scratch space: nothing the agent leaves in /tmp is seen by git
+    volumeMounts: [
+      { name: 'files', mountPath: SANDBOX_WORKDIR, readOnly: true },
+      { name: 'history', mountPath: HISTORY_DIR },
+      { name: 'history-tmp', mountPath: '/tmp' },
+      { name: 'history-home', mountPath: SANDBOX_HOME },
+    ],
+    workingDir: HISTORY_DIR,
+  };
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: metadata(spec, names.pod, options),
+    spec: {
+      // a runner that ends never comes back on its own: the driver notices (a container ended) and starts a whole new pod,
+      // and no port of a dead runner stays open for the agent's processes to take over
+      restartPolicy: 'Never',
+      automountServiceAccountToken: false,
+      enableServiceLinks: false,
+      terminationGracePeriodSeconds: 10,
+      // no shared process namespace: the agent must not read the history runner's environment
+      shareProcessNamespace: false,
+      // OnRootMismatch: a large /src is not walked to change its group at every start
+      securityContext: { ...restrictedPodSecurityContext(), fsGroupChangePolicy: 'OnRootMismatch' },
+      containers: [sandbox, history],
+      volumes: [
+        { name: 'files', persistentVolumeClaim: { claimName: names.files } },
+        { name: 'history', persistentVolumeClaim: { claimName: names.history } },
+        { name: 'tmp', emptyDir: { sizeLimit: options.scratchSize } },
+        { name: 'home', emptyDir: { sizeLimit: options.scratchSize } },
+        { name: 'history-tmp', emptyDir: { sizeLimit: options.scratchSize } },
+        { name: 'history-home', emptyDir: { sizeLimit: options.scratchSize } },
+      ],
+    },
+  };
+}
+
+export function sandboxManifests(spec: SandboxSpec, tokens: RunnerTokens, options: SandboxManifestOptions): SandboxManifests {
+  return {
+    files: filesClaimManifest(spec, options),
+    history: historyClaimManifest(spec, options),
+    secret: secretManifest(spec, tokens, options),
+    networkPolicy: networkPolicyManifest(spec, options),
+    pod: podManifest(spec, options),
+  };
+}

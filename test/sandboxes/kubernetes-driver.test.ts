@@ -1,0 +1,378 @@
+import { execFileSync } from 'node:child_process';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { connect, createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import ts from 'typescript';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { projectRoot } from '@aileron/config';
+import { KubernetesSandboxDriver, RunnerError, SandboxStartError, SNAPSHOT_BRANCH, type KubernetesSandboxOptions, type SandboxSpec } from '@aileron/sandboxes';
+import { FakeKubernetes } from '../support/fake-kubernetes';
+import { ProcessKubelet, type FakeImage } from '../support/process-kubelet';
+
+/**
+ * The Kubernetes sandbox driver end to end, with two things simulated:
+ *
+ * - the API server: FakeKubernetes, speaking the real REST paths over TLS
+ *   with a bearer token and refusing what a real one refuses (objects that
+ *   fail the Kubernetes schemas, pods the `restricted` Pod Security Standard
+ *   would not admit, duplicates, a Secret changed though immutable);
+ * - the kubelet (and scheduler, container runtime, volume provisioner):
+ *   ProcessKubelet, which runs each container of a pod as a bubblewrap
+ *   process on this machine: the pod's uid, no capabilities, its own pid
+ *   namespace, the system read-only, emptyDirs as tmpfs, a directory per
+ *   claim that outlives the pod, read-only mounts as the pod says, the
+ *   environment from the pod spec and its Secret. Each pod gets its own IP in
+ *   127.0.0.0/8; the runner's `--listen <port>` is run as `--listen
+ *   <podIP>:<port>`, which is what binding every address means inside a
+ *   pod's network namespace. Not simulated: resource limits, NetworkPolicy
+ *   enforcement, image pulls (an image here is the runner compiled from this
+ *   tree plus the version its ENV would carry).
+ *
+ * Real: the driver and the Kubernetes client, the runner (runner.ts compiled
+ * with the typescript package below), its TCP listen mode and tokens, both
+ * runners' roles, the files on the claim's volume, git (/usr/bin/git) over the
+ * history volume.
+ */
+
+const VERSION = (JSON.parse(readFileSync(join(projectRoot(), 'package.json'), 'utf8')) as { version: string }).version;
+const IMAGE = `ghcr.io/aileron/sandbox-base:${VERSION}`;
+const OLD_IMAGE = 'ghcr.io/aileron/sandbox-base:0.0.9';
+/** an image that ignores the runner's arguments: its containers run, nothing ever listens */
+const SILENT_IMAGE = 'registry.example.com/not-a-sandbox:1.0.0';
+const UNPULLABLE = 'registry.example.com/does-not-exist:9.9.9';
+const IDENTITY = ['-c', 'user.name=Aileron', '-c', 'user.email=snapshots@aileron.invalid'];
+
+let scratch: string;
+let images: Record<string, FakeImage>;
+let fake: FakeKubernetes;
+let kubelet: ProcessKubelet;
+let driver: KubernetesSandboxDriver;
+let ports: { sandbox: number; history: number };
+let logLines: string[];
+const drivers: KubernetesSandboxDriver[] = [];
+
+beforeAll(async () => {
+  scratch = mkdtempSync(join(tmpdir(), 'k8s-sandboxes-'));
+  // the image's /opt/aileron: the runner as `npm run build` would compile it (node built-ins only, one file)
+  const runnerDir = join(scratch, 'opt-aileron');
+  mkdirSync(runnerDir);
+  const source = readFileSync(join(projectRoot(), 'libs/sandboxes/src/runner/runner.ts'), 'utf8');
+  const compiled = ts.transpileModule(source, { compilerOptions: { module: ts.ModuleKind.CommonJS, target: ts.ScriptTarget.ES2022 } });
+  writeFileSync(join(runnerDir, 'runner.js'), compiled.outputText);
+  const image = (version: string, entrypoint?: string[]): FakeImage => ({
+    binds: [{ source: runnerDir, target: '/opt/aileron' }],
+    env: { AILERON_MCP_VERSION: version, HOME: '/home/agent' },
+    ...(entrypoint ? { entrypoint } : {}),
+  });
+  images = { [IMAGE]: image(VERSION), [OLD_IMAGE]: image('0.0.9'), [SILENT_IMAGE]: image(VERSION, ['/bin/sh', '-c', 'exec sleep 600']) };
+  ports = { sandbox: await freePort(), history: await freePort() };
+});
+
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+beforeEach(async () => {
+  fake = await FakeKubernetes.start({ namespace: 'aileron-sandboxes' });
+  kubelet = new ProcessKubelet(fake, {
+    volumes: mkdtempSync(join(scratch, 'volumes-')),
+    images,
+    args: (args, podIP) => args.map((arg, at) => (args[at - 1] === '--listen' ? `${podIP}:${arg}` : arg)),
+  });
+  logLines = [];
+  driver = aDriver();
+});
+
+afterEach(async () => {
+  for (const each of drivers.splice(0)) await each.close();
+  await kubelet.close();
+  await fake.close();
+  // whatever happened, no runner token reached the log
+  for (const name of fake.names('secrets')) for (const token of Object.values(fake.secretValues(name)!)) expect(logLines.join('\n')).not.toContain(token);
+});
+
+function aDriver(overrides: Partial<KubernetesSandboxOptions> = {}): KubernetesSandboxDriver {
+  const made = new KubernetesSandboxDriver({
+    kubeConfig: fake.kubeConfig(),
+    namespace: fake.namespace,
+    ports,
+    startTimeoutMs: 20_000,
+    retryIntervalMs: 40,
+    log: (line) => logLines.push(line),
+    ...overrides,
+  });
+  drivers.push(made);
+  return made;
+}
+
+function aSandbox(overrides: Partial<SandboxSpec> = {}): SandboxSpec {
+  return {
+    id: randomUUID(),
+    organizationId: randomUUID(),
+    workspaceId: randomUUID(),
+    name: `bugfix-${randomBytes(3).toString('hex')}`,
+    network: 'none',
+    limits: { memoryMb: 512 },
+    ...overrides,
+  };
+}
+
+const names = (spec: SandboxSpec) => {
+  const stem = `sandbox-${spec.id}`;
+  return { pod: stem, files: `${stem}-files`, history: `${stem}-history`, secret: `${stem}-runner`, networkPolicy: stem };
+};
+
+function leftovers(): string[] {
+  return [...fake.names('pods'), ...fake.names('persistentvolumeclaims'), ...fake.names('secrets'), ...fake.names('networkpolicies')];
+}
+
+function posts(resource: string): number {
+  return fake.requests.filter((r) => r.method === 'POST' && r.path.endsWith(`/${resource}`)).length;
+}
+
+async function startError(start: Promise<unknown>): Promise<SandboxStartError> {
+  const error = await start.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(SandboxStartError);
+  return error as SandboxStartError;
+}
+
+function exec(command: string) {
+  return { op: 'exec' as const, command, workdir: '.', timeoutMs: 20_000, limits: {} };
+}
+
+describe('Kubernetes sandbox driver', () => {
+  it('runs a sandbox end to end: files and history on claims that outlive a stop, all of it gone after remove', async () => {
+    const spec = aSandbox();
+    const n = names(spec);
+    await driver.create(spec);
+    expect(fake.names('persistentvolumeclaims').sort()).toEqual([n.files, n.history].sort());
+    expect(fake.names('pods')).toEqual([]);
+
+    const runner = await driver.runner(spec);
+    expect(fake.get('pods', n.pod).spec.containers[0].image).toBe(IMAGE);
+    expect(await runner.call({ op: 'write', path: 'src/app.ts', content: 'export const answer = 41;\n' })).toEqual({ bytes: 26, created: true });
+    const ran = await runner.call(exec('sed -i s/41/42/ src/app.ts && cat src/app.ts && id -u && pwd'));
+    expect(ran).toMatchObject({ exitCode: 0, stdout: 'export const answer = 42;\n10001\n/src\n', timedOut: false });
+    expect(await runner.call({ op: 'read', path: '/src/src/app.ts', offset: 0, limit: null })).toEqual({ content: 'export const answer = 42;\n', lines: 1, totalLines: 1 });
+
+    // the history, through the history container's runner
+    expect(await driver.git(spec, ['add', '-A'])).toMatchObject({ code: 0 });
+    expect(await driver.git(spec, [...IDENTITY, 'commit', '--quiet', '-m', 'write: src/app.ts'])).toMatchObject({ code: 0 });
+    const log = await driver.git(spec, ['log', '--format=%s', SNAPSHOT_BRANCH]);
+    expect(log.stdout.toString()).toBe('write: src/app.ts\n');
+    const blob = await driver.git(spec, ['hash-object', '-w', '--stdin'], Buffer.from('hello\n'));
+    expect(blob.stdout.toString().trim()).toBe(execFileSync('git', ['hash-object', '--stdin'], { input: 'hello\n', encoding: 'utf8' }).trim());
+    // streamed: a bundle of the snapshots, which git on this machine reads back
+    const bundle = join(scratch, `${spec.id}.bundle`);
+    writeFileSync(bundle, await readAll(driver.gitStream(spec, ['bundle', 'create', '-', SNAPSHOT_BRANCH])));
+    expect(execFileSync('git', ['bundle', 'list-heads', bundle], { encoding: 'utf8' })).toContain(`refs/heads/${SNAPSHOT_BRANCH}`);
+    const failed = driver.gitStream(spec, ['show', 'no-such-revision']);
+    await expect(readAll(failed)).rejects.toThrow(/git show exited with code 128: fatal: .*no-such-revision/);
+
+    // stop: the pod goes, the claims and what is on them stay
+    const first = fake.get('pods', n.pod).metadata.uid;
+    await driver.stop(spec);
+    await runner.ended;
+    expect(fake.get('pods', n.pod)).toBeUndefined();
+    await expect(runner.call({ op: 'ping' })).rejects.toMatchObject({ failure: { code: 'SANDBOX_STOPPED' } });
+    expect(fake.names('persistentvolumeclaims').sort()).toEqual([n.files, n.history].sort());
+    expect(readFileSync(join(kubelet.volume(n.files), 'src/app.ts'), 'utf8')).toBe('export const answer = 42;\n');
+
+    // a new pod over the same claims
+    const again = await driver.runner(spec);
+    expect(fake.get('pods', n.pod).metadata.uid).not.toBe(first);
+    expect((await again.call({ op: 'readText', path: 'src/app.ts' })).content).toBe('export const answer = 42;\n');
+    expect((await driver.git(spec, ['log', '--format=%s'])).stdout.toString()).toBe('write: src/app.ts\n');
+    expect((await driver.git(spec, ['status', '--porcelain'])).stdout.toString()).toBe('');
+
+    await driver.remove(spec);
+    expect(leftovers()).toEqual([]);
+    expect(existsSync(kubelet.volume(n.files))).toBe(false);
+    expect(existsSync(kubelet.volume(n.history))).toBe(false);
+  });
+
+  it('keeps the roles apart: the agent’s runner never runs git, the history’s nothing else, neither without its own token', async () => {
+    const spec = aSandbox();
+    const runner = await driver.runner(spec);
+    const pod = fake.get('pods', names(spec).pod);
+    const tokens = fake.secretValues(names(spec).secret)!;
+    expect(Object.keys(tokens).sort()).toEqual(['history-token', 'sandbox-token']);
+    const podIP = pod.status.podIP;
+
+    expect(await talk(podIP, ports.sandbox, 'not-the-token', { op: 'ping' })).toEqual({ id: -1, error: { code: 'UNAUTHORIZED', message: 'wrong token' } });
+    // the agent's own token is the sandbox runner's, not the history's
+    expect(await talk(podIP, ports.history, tokens['sandbox-token']!, { op: 'ping' })).toMatchObject({ error: { code: 'UNAUTHORIZED' } });
+    expect(await talk(podIP, ports.sandbox, tokens['sandbox-token']!, { op: 'git', args: ['log'] })).toMatchObject({ error: { code: 'WRONG_ROLE' } });
+    expect(await talk(podIP, ports.history, tokens['history-token']!, exec('id'))).toMatchObject({ error: { code: 'WRONG_ROLE' } });
+    expect(await talk(podIP, ports.history, tokens['history-token']!, { op: 'ping' })).toMatchObject({ result: { version: VERSION, role: 'history' } });
+    await expect(runner.call({ op: 'git', args: ['log'] } as never)).rejects.toBeInstanceOf(RunnerError);
+
+    // what the agent runs sees no history and no history token, in its environment or any process's
+    const look = await runner.call(exec('ls /history; cat /proc/[0-9]*/environ 2>/dev/null | tr "\\0" "\\n"'));
+    expect(look.stderr).toMatch(/\/history.*No such file or directory/);
+    // its own runner's token it may read (same user): it grants what the agent can do anyway
+    expect(look.stdout).toContain(`AILERON_RUNNER_TOKEN=${tokens['sandbox-token']}`);
+    expect(look.stdout).not.toContain(tokens['history-token']);
+    expect((await runner.call(exec('env'))).stdout).not.toContain('AILERON_RUNNER_TOKEN');
+  });
+
+  it('creates objects the API server accepts, and a NetworkPolicy that follows the sandbox’s network', async () => {
+    const spec = aSandbox();
+    const n = names(spec);
+    await driver.runner(spec);
+    const pod = fake.get('pods', n.pod);
+    expect(pod.metadata.labels).toMatchObject({ 'ai.aileron/sandbox': spec.id, 'ai.aileron/workspace': spec.workspaceId });
+    const [sandbox, history] = pod.spec.containers;
+    expect(sandbox.volumeMounts.map((m: { name: string }) => m.name)).not.toContain('history');
+    expect(history.volumeMounts).toContainEqual({ name: 'files', mountPath: '/src', readOnly: true });
+    expect(JSON.stringify(pod)).not.toContain(fake.secretValues(n.secret)!['history-token']);
+    expect(fake.get('networkpolicies', n.networkPolicy).spec.egress).toEqual([]);
+
+    // the network changes with the next start
+    await driver.stop(spec);
+    await driver.runner({ ...spec, network: 'egress' });
+    const egress = JSON.stringify(fake.get('networkpolicies', n.networkPolicy).spec.egress);
+    expect(egress).toContain('0.0.0.0/0');
+    expect(egress).toContain('10.0.0.0/8');
+    expect(fake.requests.filter((r) => r.method === 'PUT' && r.path.endsWith(`/networkpolicies/${n.networkPolicy}`))).toHaveLength(1);
+  });
+
+  it('starts a sandbox once however many ask at the same time', async () => {
+    const spec = aSandbox();
+    const [a, b, c] = await Promise.all([driver.runner(spec), driver.runner(spec), driver.runner(spec)]);
+    expect(a).toBe(b);
+    expect(b).toBe(c);
+    expect(posts('pods')).toBe(1);
+  });
+
+  it('leaves pods running when it closes, and a new driver (a restarted control plane) reconnects to them with the Secret’s tokens', async () => {
+    const spec = aSandbox();
+    const runner = await driver.runner(spec);
+    const uid = fake.get('pods', names(spec).pod).metadata.uid;
+    const background = await runner.call(exec('sleep 300 >/dev/null 2>&1 & echo $!'));
+    const pid = background.stdout.trim();
+    await driver.close();
+    await runner.ended;
+    expect(fake.get('pods', names(spec).pod).metadata.uid).toBe(uid);
+
+    const restarted = aDriver();
+    const again = await restarted.runner(spec);
+    expect(fake.get('pods', names(spec).pod).metadata.uid).toBe(uid);
+    expect(posts('pods')).toBe(1);
+    expect(fake.requests.filter((r) => r.method === 'GET' && r.path.endsWith(`/secrets/${names(spec).secret}`))).toHaveLength(1);
+    // the agent's command still runs
+    expect((await again.call(exec(`kill -0 ${pid} && echo alive`))).stdout).toBe('alive\n');
+  });
+
+  it('ends the runner when a container of the pod dies, and starts a whole new pod on the next call', async () => {
+    const spec = aSandbox();
+    const runner = await driver.runner(spec);
+    await runner.call({ op: 'write', path: 'kept.txt', content: 'still here\n' });
+    const uid = fake.get('pods', names(spec).pod).metadata.uid;
+    kubelet.process(names(spec).pod, 'history')!.kill('SIGKILL');
+    await runner.ended;
+    expect(logLines).toContainEqual(expect.stringMatching(/ended: pod Running: container history: (exited with code 137|Error)/));
+
+    const again = await driver.runner(spec);
+    expect(fake.get('pods', names(spec).pod).metadata.uid).not.toBe(uid);
+    expect((await again.call({ op: 'readText', path: 'kept.txt' })).content).toBe('still here\n');
+  });
+
+  describe('refusing a runner of another version', () => {
+    it('stops a pod an older control plane left running and names both versions; the next start runs our image', async () => {
+      const spec = aSandbox();
+      const older = aDriver({ image: OLD_IMAGE, version: '0.0.9' });
+      const old = await older.runner(spec);
+      await old.call({ op: 'write', path: 'notes.md', content: 'from before the upgrade\n' });
+      await older.close();
+
+      const error = await startError(driver.runner(spec));
+      expect(error.message).toContain(`its runner is version 0.0.9 but this control plane is ${VERSION}`);
+      expect(fake.get('pods', names(spec).pod)).toBeUndefined();
+      expect(fake.names('persistentvolumeclaims')).toHaveLength(2);
+
+      const runner = await driver.runner(spec);
+      expect(fake.get('pods', names(spec).pod).spec.containers[0].image).toBe(IMAGE);
+      expect((await runner.call({ op: 'readText', path: 'notes.md' })).content).toBe('from before the upgrade\n');
+    });
+
+    it('only warns with versionMismatch: warn', async () => {
+      const spec = aSandbox();
+      const lenient = aDriver({ image: OLD_IMAGE, versionMismatch: 'warn' });
+      const runner = await lenient.runner(spec);
+      expect(await runner.call({ op: 'ping' })).toMatchObject({ version: '0.0.9' });
+      expect(logLines).toContainEqual(expect.stringContaining(`runs runner version 0.0.9, this control plane ${VERSION}; using it anyway`));
+    });
+  });
+
+  describe('pods that do not start', () => {
+    it('fails a pod that never becomes ready within the timeout, saying why, and deletes it', async () => {
+      const spec = aSandbox();
+      const impatient = aDriver({ image: SILENT_IMAGE, startTimeoutMs: 1500 });
+      const began = Date.now();
+      const error = await startError(impatient.runner(spec));
+      expect(error.message).toBe(`sandbox ${spec.name} did not start: not ready within 2 s (Running, readiness probe not passing)`);
+      expect(Date.now() - began).toBeLessThan(10_000);
+      expect(fake.get('pods', names(spec).pod)).toBeUndefined();
+      // its storage stays for the next try
+      expect(fake.names('persistentvolumeclaims')).toHaveLength(2);
+    });
+
+    it('fails at once with the kubelet’s reason when the image cannot be pulled', async () => {
+      const spec = aSandbox();
+      const began = Date.now();
+      const error = await startError(aDriver({ image: UNPULLABLE }).runner(spec));
+      expect(error.message).toContain(`ImagePullBackOff: Back-off pulling image "${UNPULLABLE}"`);
+      expect(Date.now() - began).toBeLessThan(10_000);
+      expect(fake.get('pods', names(spec).pod)).toBeUndefined();
+    });
+
+    it('turns an RBAC refusal into a clear error', async () => {
+      fake.refuse({ verb: 'create', resource: 'persistentvolumeclaims', code: 403, reason: 'Forbidden', message: 'persistentvolumeclaims is forbidden: User "system:serviceaccount:aileron:control-plane" cannot create resource "persistentvolumeclaims"' });
+      const error = await startError(driver.runner(aSandbox()));
+      expect(error.message).toMatch(/could not create the claim sandbox-.*-files in namespace "aileron-sandboxes": Kubernetes answered 403 Forbidden: persistentvolumeclaims is forbidden/);
+      expect(fake.names('pods')).toEqual([]);
+    });
+  });
+});
+
+/** One request on a fresh connection to a runner, as anyone who reaches its port could send it; the first answer. */
+function talk(host: string, port: number, token: string, request: object): Promise<unknown> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host, port });
+    let buffered = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (data: string) => {
+      buffered += data;
+      const end = buffered.indexOf('\n');
+      if (end < 0) return;
+      socket.destroy();
+      resolve(JSON.parse(buffered.slice(0, end)));
+    });
+    socket.on('error', reject);
+    socket.write(`${token}\n${JSON.stringify({ ...request, id: 1 })}\n`);
+  });
+}
+
+function readAll(stream: NodeJS.ReadableStream): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    stream.on('data', (chunk: Buffer) => chunks.push(chunk));
+    stream.once('end', () => resolve(Buffer.concat(chunks)));
+    stream.once('error', reject);
+  });
+}
+
+/** A port nothing on this machine listens on, on any address. */
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.listen(0, '0.0.0.0', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
