@@ -3,12 +3,13 @@ import 'reflect-metadata';
 import { auditIngestBench } from './audit-ingest.bench';
 import { catalogBench } from './catalog.bench';
 import { caveatBench } from './caveat.bench';
+import { sandboxBench } from './sandbox.bench';
 import { Bench, Figure, note } from './figures';
 import { frontBench } from './front.bench';
 import { policyBench } from './policy.bench';
 import { proxyBench } from './proxy.bench';
 
-const BENCHES: readonly Bench[] = [policyBench, catalogBench, frontBench, auditIngestBench, proxyBench, caveatBench];
+const BENCHES: readonly Bench[] = [policyBench, catalogBench, frontBench, auditIngestBench, proxyBench, caveatBench, sandboxBench];
 
 async function main(argv: string[]): Promise<number> {
   const wanted = argv.filter((arg) => arg !== '--');

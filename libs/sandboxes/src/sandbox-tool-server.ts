@@ -147,6 +147,8 @@ export class SandboxToolServer implements OnModuleInit, OnModuleDestroy {
     });
     const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
+      // one JSON answer per request, no SSE framing: a 1 MiB read is encoded once less on the way out
+      enableJsonResponse: true,
       onsessioninitialized: (id) => void endpoint.sessions.set(id, { transport, state }),
       onsessionclosed: (id) => void endpoint.sessions.delete(id),
     });

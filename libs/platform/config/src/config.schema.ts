@@ -132,6 +132,11 @@ export const SETTINGS = {
     default: 'refuse',
     description: 'A sandbox whose image reports another ai.aileron.mcp.version than this control plane: refused (stopped, the call fails naming both versions) or used with a warning.',
   },
+  AILERON_SANDBOX_SNAPSHOTS: {
+    schema: z.enum(['on', 'off'], { message: 'must be on or off' }),
+    default: 'on',
+    description: 'off: changes are not committed to aileron/snapshots (throwaway sandboxes, and the baseline of the sandbox benchmark).',
+  },
   AILERON_SANDBOX_IDLE_SECONDS: {
     schema: positiveInt,
     default: '900',

@@ -52,6 +52,7 @@ export interface AppConfig {
     driver: SettingValue<'AILERON_SANDBOX_DRIVER'>;
     image: string | undefined;
     versionMismatch: SettingValue<'AILERON_SANDBOX_VERSION_MISMATCH'>;
+    snapshots: boolean;
     idleSeconds: number;
     bashTimeoutMs: number;
     bashMaxTimeoutMs: number;
@@ -174,6 +175,7 @@ function toAppConfig(values: SettingValues): AppConfig {
       driver: values.AILERON_SANDBOX_DRIVER,
       image: values.AILERON_SANDBOX_IMAGE || undefined,
       versionMismatch: values.AILERON_SANDBOX_VERSION_MISMATCH,
+      snapshots: values.AILERON_SANDBOX_SNAPSHOTS === 'on',
       idleSeconds: values.AILERON_SANDBOX_IDLE_SECONDS,
       bashTimeoutMs: values.AILERON_SANDBOX_BASH_TIMEOUT_MS,
       bashMaxTimeoutMs: values.AILERON_SANDBOX_BASH_MAX_TIMEOUT_MS,

@@ -38,6 +38,7 @@ export class LocalSandboxDriver implements SandboxDriver {
   private readonly bwrapPath: string;
   private readonly nodeBinary: string;
   private readonly gitBinary: string;
+  private helper: GitHelper | undefined;
 
   constructor(private readonly options: LocalSandboxOptions) {
     this.bwrapPath = options.bwrapPath ?? '/usr/bin/bwrap';
@@ -125,20 +126,20 @@ export class LocalSandboxDriver implements SandboxDriver {
     if (code !== 0) throw new SandboxSourceError(`the archive could not be unpacked: ${stderr.trim().split('\n').slice(-2).join(' ') || `tar exited with ${code}`}`);
   }
 
-  git(spec: SandboxSpec, args: string[], input?: Buffer | NodeJS.ReadableStream): Promise<GitResult> {
-    const child = this.spawnGit(spec, args);
-    const stdout: Buffer[] = [];
-    let stderr = '';
-    child.stdout!.on('data', (chunk: Buffer) => stdout.push(chunk));
-    child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
-    child.stdin!.on('error', () => undefined);
-    if (input instanceof Buffer) child.stdin!.end(input);
-    else if (input) (input as NodeJS.ReadableStream).pipe(child.stdin!);
-    else child.stdin!.end();
-    return new Promise((resolveGit) => {
-      child.on('error', (error) => resolveGit({ stdout: Buffer.alloc(0), stderr: error.message, code: 127 }));
-      child.on('close', (code) => resolveGit({ stdout: Buffer.concat(stdout), stderr, code: code ?? 1 }));
-    });
+  async git(spec: SandboxSpec, args: string[], input?: Buffer | NodeJS.ReadableStream): Promise<GitResult> {
+    const stdin = Buffer.isBuffer(input) ? input : input ? await buffered(input as NodeJS.ReadableStream) : undefined;
+    return this.gitHelper().run({ file: this.gitBinary, args: [...GIT_SAFETY, ...this.gitPlace(spec, args), ...args], cwd: dirname(this.paths(spec).git), env: gitEnv(this.paths(spec).git), ...(stdin ? { stdin: stdin.toString('base64') } : {}) });
+  }
+
+  /** The helper that spawns git (see git-helper.ts), started on first use and again if it died. */
+  private gitHelper(): GitHelper {
+    if (!this.helper?.alive) this.helper = new GitHelper(this.nodeBinary, join(dirname(this.options.runnerScript), '..', 'drivers', 'git-helper.js'));
+    return this.helper;
+  }
+
+  private gitPlace(spec: SandboxSpec, args: string[]): string[] {
+    const { src, git } = this.paths(spec);
+    return args[0] === 'init' ? [] : [`--git-dir=${git}`, `--work-tree=${src}`];
   }
 
   gitStream(spec: SandboxSpec, args: string[]): NodeJS.ReadableStream {
@@ -150,20 +151,9 @@ export class LocalSandboxDriver implements SandboxDriver {
     return out;
   }
 
-  /**
-   * git on the host, over a work tree the agent wrote: no configuration of the
-   * machine's or a user's, no hooks, no filters, no fsmonitor, nothing the
-   * files can name that would run a program here.
-   */
+  /** git straight from this process: for a bundle's stream, too large to pass through the helper's lines */
   private spawnGit(spec: SandboxSpec, args: string[]): ChildProcess {
-    const { src, git } = this.paths(spec);
-    const safe = ['-c', 'core.hooksPath=/dev/null', '-c', 'core.fsmonitor=false', '-c', 'core.symlinks=true', '-c', 'protocol.file.allow=never', '-c', 'core.quotePath=false', '-c', 'gc.auto=0'];
-    const place = args[0] === 'init' ? [] : [`--git-dir=${git}`, `--work-tree=${src}`];
-    return spawn(this.gitBinary, [...safe, ...place, ...args], {
-      cwd: dirname(git),
-      env: { PATH: '/usr/bin:/bin', GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null', HOME: dirname(git), GIT_TERMINAL_PROMPT: '0', LANG: 'C.UTF-8' },
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
+    return spawn(this.gitBinary, [...GIT_SAFETY, ...this.gitPlace(spec, args), ...args], { cwd: dirname(this.paths(spec).git), env: gitEnv(this.paths(spec).git), stdio: ['pipe', 'pipe', 'pipe'] });
   }
 
   async stop(spec: SandboxSpec): Promise<void> {
@@ -178,6 +168,7 @@ export class LocalSandboxDriver implements SandboxDriver {
   }
 
   async close(): Promise<void> {
+    this.helper?.close();
     const all = [...this.running.values()];
     this.running.clear();
     await Promise.all(all.map(async (pending) => (await pending.catch(() => null))?.stop()));
@@ -185,6 +176,59 @@ export class LocalSandboxDriver implements SandboxDriver {
 }
 
 export const SNAPSHOT_BRANCH = 'aileron/snapshots';
+
+/**
+ * git on the host, over a work tree the agent wrote: no configuration of the
+ * machine's or a user's, no hooks, no filters, no fsmonitor, nothing the
+ * files can name that would run a program here.
+ */
+const GIT_SAFETY = ['-c', 'core.hooksPath=/dev/null', '-c', 'core.fsmonitor=false', '-c', 'core.symlinks=true', '-c', 'protocol.file.allow=never', '-c', 'core.quotePath=false', '-c', 'gc.auto=0'];
+
+function gitEnv(gitDir: string): Record<string, string> {
+  return { PATH: '/usr/bin:/bin', GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null', HOME: dirname(gitDir), GIT_TERMINAL_PROMPT: '0', LANG: 'C.UTF-8' };
+}
+
+async function buffered(stream: NodeJS.ReadableStream): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of stream) chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk));
+  return Buffer.concat(chunks);
+}
+
+/** The git helper process and its answers, by request id. */
+class GitHelper {
+  private readonly child: ChildProcess;
+  private readonly pending = new Map<number, (result: GitResult) => void>();
+  private nextId = 0;
+  alive = true;
+
+  constructor(node: string, script: string) {
+    this.child = spawn(node, ['--max-old-space-size=64', script], { stdio: ['pipe', 'pipe', 'inherit'], env: { PATH: '/usr/bin:/bin' } });
+    this.child.stdin!.on('error', () => undefined);
+    createInterface({ input: this.child.stdout!, crlfDelay: Infinity }).on('line', (line) => {
+      const answer = JSON.parse(line) as { id: number; code: number; stdout: string; stderr: string };
+      this.pending.get(answer.id)?.({ code: answer.code, stdout: Buffer.from(answer.stdout, 'base64'), stderr: answer.stderr });
+      this.pending.delete(answer.id);
+    });
+    this.child.on('exit', () => {
+      this.alive = false;
+      for (const settle of this.pending.values()) settle({ code: 127, stdout: Buffer.alloc(0), stderr: 'the git helper stopped' });
+      this.pending.clear();
+    });
+    this.child.on('error', () => undefined);
+  }
+
+  run(request: { file: string; args: string[]; cwd: string; env: Record<string, string>; stdin?: string }): Promise<GitResult> {
+    const id = this.nextId++;
+    return new Promise((resolveRun) => {
+      this.pending.set(id, resolveRun);
+      this.child.stdin!.write(`${JSON.stringify({ id, ...request })}\n`);
+    });
+  }
+
+  close(): void {
+    this.child.stdin!.end();
+  }
+}
 
 class LocalRunner implements SandboxRunner {
   readonly ended: Promise<void>;

@@ -1,0 +1,163 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { ControlPlane } from '../apps/control-plane/src/control-plane';
+import { systemRootArgs } from '../libs/platform/bubblewrap/src';
+import { SandboxesService } from '../libs/sandboxes/src';
+import { LOAD_TEST_RATE_LIMITS, startBenchControlPlane } from './control-plane';
+import { Bench, Figure, figure, note, percentile } from './figures';
+
+const NAME = 'sandbox';
+const WORKSPACE = 'default';
+const SAMPLES = 200;
+const WARMUP = 20;
+const BLOCK = 20;
+const CREATES = 20;
+/** the least pause between an answer and an agent's next call (a model reads the answer first: seconds, in practice) */
+const THINK_MS = 50;
+
+async function api(base: string, token: string, method: string, path: string, body?: unknown): Promise<unknown> {
+  const response = await fetch(`${base}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  const text = await response.text();
+  if (!response.ok) throw new Error(`${method} ${path}: HTTP ${response.status}: ${text.slice(0, 300)}`);
+  return text ? JSON.parse(text) : undefined;
+}
+
+async function client(url: string, token: string): Promise<Client> {
+  const c = new Client({ name: 'sandbox-bench', version: '1.0.0' });
+  await c.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
+  return c;
+}
+
+async function checked(c: Client, name: string, args: Record<string, unknown>): Promise<void> {
+  const result = await c.callTool({ name, arguments: args });
+  if (result.isError) throw new Error(`${name}: ${JSON.stringify(result).slice(0, 300)}`);
+}
+
+/** A call timed from its start to its answer; `after` runs untimed (an agent's pause before its next call). */
+function timed(call: () => Promise<void>, after?: () => Promise<void>): () => Promise<number> {
+  return async () => {
+    const started = performance.now();
+    await call();
+    const ms = performance.now() - started;
+    await after?.();
+    return ms;
+  };
+}
+
+/** Milliseconds per call, alternating between targets in blocks so the machine's moods hit both alike. */
+async function alternate(targets: Record<string, () => Promise<number>>, samples: number): Promise<Record<string, number[]>> {
+  const times: Record<string, number[]> = Object.fromEntries(Object.keys(targets).map((k) => [k, []]));
+  for (const run of Object.values(targets)) for (let i = 0; i < WARMUP; i++) await run();
+  for (let done = 0; done < samples; done += BLOCK) {
+    for (const [key, run] of Object.entries(targets)) {
+      for (let i = 0; i < BLOCK; i++) times[key]!.push(await run());
+    }
+  }
+  return times;
+}
+
+/** A bubblewrap sandbox with the same system root as ours, running `true`: what any sandboxed command costs at least. */
+function bareBwrapTrue(): Promise<void> {
+  return new Promise((resolveRun, reject) => {
+    const child = spawn('/usr/bin/bwrap', ['--unshare-all', '--unshare-user', '--die-with-parent', '--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp', ...systemRootArgs(), '/bin/true'], { stdio: 'ignore' });
+    child.on('error', reject);
+    child.on('close', (code) => (code === 0 ? resolveRun() : reject(new Error(`bwrap true exited ${code}`))));
+  });
+}
+
+interface Side {
+  controlPlane: ControlPlane;
+  token: string;
+  sandbox: Client;
+}
+
+async function side(dataDir: string, env: Record<string, string>): Promise<Side> {
+  const controlPlane = await startBenchControlPlane(dataDir, { ...LOAD_TEST_RATE_LIMITS, ...env });
+  const token = readFileSync(join(controlPlane.config.dataDir, 'admin-token'), 'utf8').trim();
+  await api(controlPlane.url, token, 'PUT', `/v1/workspaces/${WORKSPACE}/policy`, { default: 'allow', rules: [] });
+  await api(controlPlane.url, token, 'POST', `/v1/workspaces/${WORKSPACE}/sandboxes`, { name: 'bench' });
+  return { controlPlane, token, sandbox: await client(`${controlPlane.url}/mcp/${WORKSPACE}/sandbox`, token) };
+}
+
+/**
+ * `sandbox`: what an agent feels of the sandbox tools.
+ * - `write` with snapshots on vs off. Each write is timed from the call to
+ *   its answer; the next starts once the previous snapshot is committed, as
+ *   an agent's next call comes after its model has read the answer. The tool
+ *   answers before its snapshot, so the commit must not show here.
+ * - `bash "true"` through MCP vs a bare `bwrap … true` spawn: the MCP round
+ *   trip, the shell rules' check and the runner against a sandbox of its own.
+ * - `read` of a 1 MiB file through MCP vs the pool's `tools/call` of a
+ *   trivial tool (server-everything's echo).
+ * - sandbox create p50, printed.
+ */
+async function run(): Promise<Figure[]> {
+  const dirs = [mkdtempSync(join(tmpdir(), 'aileron-bench-sandbox-on-')), mkdtempSync(join(tmpdir(), 'aileron-bench-sandbox-off-'))];
+  const on = await side(dirs[0]!, {});
+  const off = await side(dirs[1]!, { AILERON_SANDBOX_SNAPSHOTS: 'off' });
+  const clients: Client[] = [on.sandbox, off.sandbox];
+  try {
+    // an agent's next call comes after its model has read the answer: the snapshot, and the events it sends, are done by then
+    const settle = async (s: Side) => {
+      await s.controlPlane.app.get(SandboxesService).settledAll();
+      await new Promise((r) => setTimeout(r, THINK_MS));
+    };
+    let n = 0;
+    const write = (target: Side) => () => checked(target.sandbox, 'write', { sandbox: 'bench', path: `notes/${n % 50}.txt`, content: `change ${n++}\n` });
+    note('  write: snapshots on vs off');
+    const writes = await alternate({ on: timed(write(on), () => settle(on)), off: timed(write(off), () => settle(off)) }, SAMPLES);
+
+    note('  bash "true" vs bare bwrap true');
+    const bash = await alternate({ mcp: timed(() => checked(off.sandbox, 'bash', { sandbox: 'bench', command: 'true' }), () => settle(off)), bare: timed(bareBwrapTrue) }, SAMPLES);
+
+    note('  read 1 MiB vs the pool\'s trivial tools/call');
+    // 1 MiB of text lines; made by bash, since a write carrying it would exceed the request body limit
+    await checked(off.sandbox, 'bash', { sandbox: 'bench', command: 'yes "$(printf %01023d 0)" | head -n 1024 > big.txt' });
+    const everything = resolve('node_modules/@modelcontextprotocol/server-everything/dist/index.js');
+    await api(off.controlPlane.url, off.token, 'POST', '/v1/catalog/servers', { name: 'everything', version: '1.0.0', mode: 'remote', transport: 'stdio', command: 'node', args: [everything, 'stdio'] });
+    await api(off.controlPlane.url, off.token, 'PUT', `/v1/workspaces/${WORKSPACE}/servers/everything`, { version: '1.0.0' });
+    const pool = await client(`${off.controlPlane.url}/mcp/${WORKSPACE}/everything`, off.token);
+    clients.push(pool);
+    const reads = await alternate(
+      {
+        read: timed(() => checked(off.sandbox, 'read', { sandbox: 'bench', path: 'big.txt' })),
+        trivial: timed(() => checked(pool, 'echo', { message: 'hi' })),
+      },
+      SAMPLES,
+    );
+
+    note('  sandbox create');
+    const creates: number[] = [];
+    for (let i = 0; i < CREATES; i++) {
+      const started = performance.now();
+      await api(off.controlPlane.url, off.token, 'POST', `/v1/workspaces/${WORKSPACE}/sandboxes`, { name: `made-${i}` });
+      creates.push(performance.now() - started);
+    }
+    const createP50 = percentile(creates, 50);
+
+    return [
+      figure({ bench: NAME, figure: 'p50 write, snapshots on vs off (ms, call to answer)', value: percentile(writes.on!, 50), baseline: { what: 'snapshots off', value: percentile(writes.off!, 50), unit: 'ms' }, goal: 1.3, better: 'lower' }),
+      figure({ bench: NAME, figure: 'p50 bash "true" through MCP vs bare bwrap true (ms)', value: percentile(bash.mcp!, 50), baseline: { what: 'bwrap … /bin/true spawned', value: percentile(bash.bare!, 50), unit: 'ms' }, goal: 2.0, better: 'lower' }),
+      figure({ bench: NAME, figure: 'p50 read of a 1 MiB file through MCP vs the pool\'s trivial tools/call (ms)', value: percentile(reads.read!, 50), baseline: { what: 'server-everything echo through the pool', value: percentile(reads.trivial!, 50), unit: 'ms' }, goal: 1.5, better: 'lower' }),
+      // printed, not compared: a ratio to itself, always within its goal
+      figure({ bench: NAME, figure: `p50 sandbox create (ms; ${CREATES} creates)`, value: createP50, baseline: { what: 'itself (printed)', value: createP50, unit: 'ms' }, goal: 1, better: 'lower' }),
+    ];
+  } finally {
+    for (const c of clients) await c.close().catch(() => undefined);
+    await on.controlPlane.close();
+    await off.controlPlane.close();
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+
+export const sandboxBench: Bench = { name: NAME, summary: 'sandbox tools: write with snapshots on vs off, bash "true" vs bare bwrap, read 1 MiB vs a trivial pool call', run };
