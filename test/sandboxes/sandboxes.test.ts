@@ -3,6 +3,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { EmptyResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { People } from '../approvals/people';
 import { connect, textOf } from '../pool/mcp-client';
@@ -340,6 +341,23 @@ describe('sandboxes (embedded, bubblewrap)', () => {
     const types = (audit.body.events as { type: string; server: string }[]).filter((e) => e.server === 'sandbox').map((e) => e.type);
     expect(types).toContain('execution.succeeded');
     expect(types).toContain('execution.failed');
+  });
+
+  it('codex/sandbox-state/update: declared, answered {} once applied, and later bash calls of that session obey it', async () => {
+    const box = await aSandbox('codex-box', { network: 'egress' });
+    expect(box.client.getServerCapabilities()?.experimental).toEqual({ 'codex/sandbox-state': { version: '1.0.0' } });
+    const interfaces = async () => ((await box.call('bash', { command: "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '" })).structuredContent as { stdout: string }).stdout.trim().split('\n');
+    expect((await interfaces()).length).toBeGreaterThan(1);
+    const update = (sandboxPolicy: Record<string, unknown>) => box.client.request({ method: 'codex/sandbox-state/update', params: { sandboxPolicy } } as never, EmptyResultSchema);
+    expect(await update({ type: 'read-only', network_access: false })).toEqual({});
+    const refused = (await box.call('bash', { command: 'touch /src/blocked.txt' })).structuredContent as { exitCode: number; stderr: string };
+    expect(refused.exitCode).toBe(1);
+    expect(refused.stderr).toContain('Read-only file system');
+    expect((await box.call('bash', { command: 'echo scratch > /tmp/x && cat /tmp/x' })).structuredContent).toMatchObject({ stdout: 'scratch\n', exitCode: 0 });
+    expect(await interfaces()).toEqual(['lo']);
+    expect(await update({ type: 'workspace-write', writable_roots: ['/home/user/code'], network_access: true })).toEqual({});
+    expect((await box.call('bash', { command: 'touch /src/allowed.txt && ls /src' })).structuredContent).toMatchObject({ stdout: 'allowed.txt\n', exitCode: 0 });
+    expect((await interfaces()).length).toBeGreaterThan(1);
   });
 
   it('deleting a sandbox removes it, its files and its history', async () => {

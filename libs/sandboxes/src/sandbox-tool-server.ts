@@ -9,7 +9,7 @@ import { z } from 'zod';
 import type { Principal, WorkspaceScope } from '@aileron/auth';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { BuiltinServers } from '@aileron/pool';
-import { SandboxTools, type SessionState, type ToolCaller } from './sandbox-tools';
+import { restrictionsOf, SandboxTools, type SessionState, type ToolCaller } from './sandbox-tools';
 import { SandboxesService } from './sandboxes.service';
 import { ShellRulesService } from './shell-rules.service';
 
@@ -57,8 +57,11 @@ export class SandboxToolServer implements OnModuleInit, OnModuleDestroy {
     private readonly builtins: BuiltinServers,
     @Inject(APP_CONFIG) config: AppConfig,
   ) {
-    this.tools = new SandboxTools(sandboxes, { defaultMs: config.sandboxes.bashTimeoutMs, maxMs: config.sandboxes.bashMaxTimeoutMs }, (who, sandbox, command, workdir, signal) =>
-      shellRules.gate(who, sandbox, command, workdir, signal, this.stateOf(who)),
+    this.tools = new SandboxTools(
+      sandboxes,
+      { defaultMs: config.sandboxes.bashTimeoutMs, maxMs: config.sandboxes.bashMaxTimeoutMs },
+      (who, sandbox, command, workdir, signal) => shellRules.gate(who, sandbox, command, workdir, signal, this.stateOf(who)),
+      (who) => restrictionsOf(this.stateOf(who)?.sandboxPolicy ?? null),
     );
   }
 

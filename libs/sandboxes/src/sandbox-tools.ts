@@ -3,7 +3,7 @@ import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import type { Principal, WorkspaceScope } from '@aileron/auth';
 import { DomainError } from '@aileron/errors';
-import { RunnerError } from './drivers/driver';
+import { type CommandRestrictions, RunnerError } from './drivers/driver';
 import { PatchError, planPatch } from './domain/unified-patch';
 import { sandboxSlug } from './domain/slug';
 import { SANDBOX_WORKDIR } from './runner/protocol';
@@ -24,6 +24,21 @@ export interface SessionState {
 
 /** Decides a `bash` command before it runs (shell rules); null: it runs. */
 export type ShellGate = (who: ToolCaller, sandbox: SandboxRecord, command: string, workdir: string, signal: AbortSignal) => Promise<{ stderr: string; exitCode: number } | null>;
+
+/**
+ * What a Codex client's sandbox policy asks of later `bash` calls, in this
+ * sandbox's terms: its workspace is /src. `read-only` leaves /src read-only;
+ * `workspace-write` leaves it writable (its other writable roots name the
+ * client's machine, not this sandbox); either without `network_access` has
+ * no network. `danger-full-access`, or none: the sandbox's own bounds.
+ */
+export function restrictionsOf(policy: Record<string, unknown> | null): CommandRestrictions | null {
+  if (!policy) return null;
+  const network = policy.network_access === true;
+  if (policy.type === 'read-only') return { writable: [], network };
+  if (policy.type === 'workspace-write') return { network };
+  return null;
+}
 
 const sandbox = z.string().min(1).max(200).describe('the sandbox to work in, by name (slugified: "My Box" is "my-box")');
 const path = z.string().min(1).max(4096);
@@ -123,6 +138,7 @@ export class SandboxTools {
     private readonly sandboxes: SandboxesService,
     bashTimeouts: { defaultMs: number; maxMs: number },
     private readonly shellGate: ShellGate,
+    private readonly restrictionsFor: (who: ToolCaller) => CommandRestrictions | null = () => null,
   ) {
     this.args = toolArgs(bashTimeouts);
     this.bashDefaultMs = bashTimeouts.defaultMs;
@@ -195,9 +211,23 @@ export class SandboxTools {
         const workdir = a.workdir ?? SANDBOX_WORKDIR;
         const refused = await this.shellGate(who, target, a.command, workdir, signal);
         if (refused) return text(JSON.stringify({ stdout: '', stderr: refused.stderr, exitCode: refused.exitCode }), { stdout: '', stderr: refused.stderr, exitCode: refused.exitCode });
+        const exec = { op: 'exec' as const, command: a.command, workdir, timeoutMs: a.timeout ?? this.bashDefaultMs, limits: target.limits };
+        const restrictions = this.restrictionsFor(who);
         const ran = await this.sandboxes.change(
           target,
-          (runner) => runner.call({ op: 'exec', command: a.command, workdir, timeoutMs: a.timeout ?? this.bashDefaultMs, limits: target.limits }),
+          async (runner) => {
+            if (!restrictions) return runner.call(exec);
+            const own = await this.sandboxes.restrictedRunner(target, restrictions);
+            if (!own) {
+              const done = await runner.call(exec);
+              return { ...done, stderr: `${done.stderr}[aileron] this sandbox's driver cannot apply the client's sandbox policy; the sandbox's own bounds applied\n` };
+            }
+            try {
+              return await own.call(exec);
+            } finally {
+              await own.stop();
+            }
+          },
           () => ({ trigger: 'bash', subject: a.command, author }),
         );
         const result = { stdout: ran.stdout, stderr: ran.stderr, exitCode: ran.exitCode };

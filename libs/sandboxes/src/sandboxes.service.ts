@@ -9,7 +9,7 @@ import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { DatabaseService } from '@aileron/database';
 import { ConflictError, DomainError, NotFoundError, ValidationError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
-import { SandboxSourceError, SandboxStartError, type SandboxDriver, type SandboxRunner, type SandboxSpec } from './drivers/driver';
+import { type CommandRestrictions, SandboxSourceError, SandboxStartError, type SandboxDriver, type SandboxRunner, type SandboxSpec } from './drivers/driver';
 import { sandboxSlug } from './domain/slug';
 import type { RunnerLimits } from './runner/protocol';
 import { SandboxesRepository, SandboxRecord, SnapshotRecord } from './sandboxes.repository';
@@ -138,6 +138,18 @@ export class SandboxesService implements OnApplicationShutdown {
     this.keepAwake(sandbox);
     try {
       return await this.driver.runner(specOf(sandbox));
+    } catch (error) {
+      if (error instanceof SandboxStartError) throw new DomainError('SANDBOX_UNAVAILABLE', `Sandbox "${sandbox.name}" could not start: ${error.message}`);
+      throw error;
+    }
+  }
+
+  /** A runner for one command under tighter bounds; null when the driver cannot apply them. */
+  async restrictedRunner(sandbox: SandboxRecord, restrictions: CommandRestrictions): Promise<SandboxRunner | null> {
+    if (!this.driver.restricted) return null;
+    this.keepAwake(sandbox);
+    try {
+      return await this.driver.restricted(specOf(sandbox), restrictions);
     } catch (error) {
       if (error instanceof SandboxStartError) throw new DomainError('SANDBOX_UNAVAILABLE', `Sandbox "${sandbox.name}" could not start: ${error.message}`);
       throw error;

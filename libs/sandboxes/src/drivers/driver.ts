@@ -18,6 +18,14 @@ export interface SandboxRunner {
   stop(): Promise<void>;
 }
 
+/** Tighter bounds for one command than its sandbox's (a client's `codex/sandbox-state/update`). */
+export interface CommandRestrictions {
+  /** paths inside the sandbox that stay writable; /src is read-only but for these (undefined: all of /src) */
+  writable?: string[];
+  /** false: no network even in an `egress` sandbox */
+  network: boolean;
+}
+
 /** What git printed, and how it ended. */
 export interface GitResult {
   stdout: Buffer;
@@ -40,6 +48,8 @@ export interface SandboxDriver {
   git(spec: SandboxSpec, args: string[], input?: Buffer | NodeJS.ReadableStream): Promise<GitResult>;
   /** git's output as a stream (a bundle may be large) */
   gitStream(spec: SandboxSpec, args: string[]): NodeJS.ReadableStream;
+  /** a runner for one command under tighter bounds; drivers that cannot apply them have none */
+  restricted?(spec: SandboxSpec, restrictions: CommandRestrictions): Promise<SandboxRunner>;
   /** unpacks a tar.gz into /src inside the sandbox (SandboxSourceError when it cannot) */
   importTar(spec: SandboxSpec, file: string): Promise<void>;
   /** stops its processes, keeps its files */

@@ -1,12 +1,12 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, rmSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { PassThrough } from 'node:stream';
 import { systemRootArgs } from '@aileron/bubblewrap';
 import type { RunnerAnswer, RunnerOp, RunnerRequest, RunnerResult } from '../runner/protocol';
 import { SANDBOX_WORKDIR } from '../runner/protocol';
-import { type GitResult, RunnerError, type SandboxDriver, type SandboxRunner, type SandboxSpec, SandboxSourceError, SandboxStartError } from './driver';
+import { type CommandRestrictions, type GitResult, RunnerError, type SandboxDriver, type SandboxRunner, type SandboxSpec, SandboxSourceError, SandboxStartError } from './driver';
 
 const HOME = '/home/sandbox';
 const RUNNER_DIR = '/opt/aileron-runner';
@@ -91,8 +91,9 @@ export class LocalSandboxDriver implements SandboxDriver {
   }
 
   /** bubblewrap's arguments for the sandbox's namespaces and filesystem, up to the program to run */
-  private sandboxArgs(spec: SandboxSpec): string[] {
-    const args = ['--unshare-all', ...(spec.network === 'egress' ? ['--share-net'] : []), '--unshare-user', '--disable-userns', '--die-with-parent', '--new-session'];
+  private sandboxArgs(spec: SandboxSpec, restrictions?: CommandRestrictions): string[] {
+    const network = spec.network === 'egress' && restrictions?.network !== false;
+    const args = ['--unshare-all', ...(network ? ['--share-net'] : []), '--unshare-user', '--disable-userns', '--die-with-parent', '--new-session'];
     args.push('--clearenv', '--setenv', 'PATH', '/usr/local/bin:/usr/bin:/bin', '--setenv', 'HOME', HOME, '--setenv', 'LANG', 'C.UTF-8');
     // run as root, bwrap would otherwise keep every capability inside the sandbox
     args.push('--cap-drop', 'ALL');
@@ -100,13 +101,44 @@ export class LocalSandboxDriver implements SandboxDriver {
     args.push('--ro-bind-data', '3', '/etc/passwd', '--ro-bind-data', '4', '/etc/group');
     const nodeDir = dirname(this.nodeBinary);
     if (!nodeDir.startsWith('/usr/')) args.push('--ro-bind', nodeDir, nodeDir);
-    args.push('--tmpfs', HOME, '--bind', this.paths(spec).src, SANDBOX_WORKDIR, '--chdir', SANDBOX_WORKDIR);
+    const { src } = this.paths(spec);
+    if (!restrictions?.writable) args.push('--tmpfs', HOME, '--bind', src, SANDBOX_WORKDIR);
+    else {
+      // /src read-only, then the writable roots inside it bound again read-write (bwrap applies binds in order)
+      args.push('--tmpfs', HOME, '--ro-bind', src, SANDBOX_WORKDIR);
+      for (const root of restrictions.writable) {
+        const inside = relative(SANDBOX_WORKDIR, resolve(SANDBOX_WORKDIR, root));
+        if (inside.startsWith('..') || isAbsolute(inside)) continue;
+        const host = join(src, inside);
+        if (inside === '') args.push('--bind', src, SANDBOX_WORKDIR);
+        else if (existsSync(host)) args.push('--bind', host, join(SANDBOX_WORKDIR, inside));
+      }
+    }
+    args.push('--chdir', SANDBOX_WORKDIR);
     return args;
   }
 
+  /**
+   * A runner of its own, started for one command under tighter bounds than
+   * the sandbox's (a client's `codex/sandbox-state/update`): /src read-only
+   * but for the writable roots, no network. It sees the sandbox's files, not
+   * its processes or /tmp; it ends when the caller stops it.
+   */
+  async restricted(spec: SandboxSpec, restrictions: CommandRestrictions): Promise<SandboxRunner> {
+    const child = this.spawnInside(spec, ['--ro-bind', dirname(this.options.runnerScript), RUNNER_DIR], [this.nodeBinary, join(RUNNER_DIR, 'runner.js')], restrictions);
+    const runner = new LocalRunner(child, (line) => this.options.log(`[sandbox ${spec.name}, restricted] ${line}`));
+    try {
+      await runner.ready(START_TIMEOUT_MS);
+    } catch (error) {
+      await runner.stop();
+      throw error;
+    }
+    return runner;
+  }
+
   /** A sandbox-side process of its own: /etc/passwd and /etc/group on fds 3 and 4, as bwrap was told. */
-  private spawnInside(spec: SandboxSpec, extra: string[], program: string[]): ChildProcess {
-    const child = spawn(this.bwrapPath, [...this.sandboxArgs(spec), ...extra, ...program], { env: { PATH: '/usr/bin:/bin' }, stdio: ['pipe', 'pipe', 'pipe', 'pipe', 'pipe'], detached: true });
+  private spawnInside(spec: SandboxSpec, extra: string[], program: string[], restrictions?: CommandRestrictions): ChildProcess {
+    const child = spawn(this.bwrapPath, [...this.sandboxArgs(spec, restrictions), ...extra, ...program], { env: { PATH: '/usr/bin:/bin' }, stdio: ['pipe', 'pipe', 'pipe', 'pipe', 'pipe'], detached: true });
     const uid = process.getuid?.() ?? 0;
     const gid = process.getgid?.() ?? 0;
     // some programs look the user up (git, ssh, os.userInfo()): one that names the sandbox's home
