@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { EmptyResultSchema } from '@modelcontextprotocol/sdk/types.js';
+import { ElicitRequestSchema, EmptyResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { People } from '../approvals/people';
 import { connect, textOf } from '../pool/mcp-client';
@@ -319,6 +319,34 @@ describe('sandboxes (embedded, bubblewrap)', () => {
     const bad = await cp.request('PUT', `/v1/workspaces/${ws}/shell-rules`, { body: { codex_rules: 'prefix_rule(pattern = ["git"], decision = "maybe")\n' } });
     expect(bad.status).toBe(400);
     expect(bad.body.code).toBe('SHELL_RULES_INVALID');
+    await cp.request('PUT', `/v1/workspaces/${ws}/shell-rules`, { body: { rules: [] } });
+  });
+
+  it('shell rules with elicitation on: the person at a client that can be asked decides; a client that cannot gets an approval request', async () => {
+    await cp.request('POST', `/v1/workspaces/${ws}/sandboxes`, { body: { name: 'ask-box' } });
+    const session = await cp.request('POST', '/v1/sessions', { body: { workspace: ws, name: 'asking agent', caps: ['actions:list', 'actions:run', 'sandbox:use'] } });
+    const { client: asking } = await connect(cp, session.body.caveat_token, `/mcp/${ws}/sandbox`, { elicitation: {} });
+    clients.push(asking);
+    const asked: string[] = [];
+    asking.setRequestHandler(ElicitRequestSchema, async (request) => {
+      const message = String(request.params.message);
+      asked.push(message);
+      return { action: message.includes('touch yes.txt') ? 'accept' : 'decline' };
+    });
+    expect((await cp.request('PUT', `/v1/workspaces/${ws}/shell-rules`, { body: { rules: [{ program: 'touch', args: [], decision: 'prompt' }], elicitation: true } })).status).toBe(200);
+    const bash = async (c: Client, command: string) => ((await c.callTool({ name: 'bash', arguments: { sandbox: 'ask-box', command } })).structuredContent as { exitCode: number; stderr: string });
+    expect(await bash(asking, 'touch yes.txt')).toMatchObject({ exitCode: 0 });
+    const declined = await bash(asking, 'touch no.txt');
+    expect(declined.exitCode).toBe(1);
+    expect(declined.stderr).toContain('declined');
+    expect(asked).toHaveLength(2);
+    expect(asked[0]).toContain('Run this command in sandbox "ask-box"');
+    expect((await bash(asking, 'ls')).exitCode).toBe(0);
+    expect(textOf(await asking.callTool({ name: 'ls', arguments: { sandbox: 'ask-box' } }))).not.toContain('no.txt');
+    // a client without elicitation: the approval flow, as without the setting
+    const { client: plain } = await connect(cp, session.body.caveat_token, `/mcp/${ws}/sandbox`);
+    clients.push(plain);
+    expect((await bash(plain, 'touch other.txt')).stderr).toMatch(/Approval [0-9a-f-]{36} is pending/);
     await cp.request('PUT', `/v1/workspaces/${ws}/shell-rules`, { body: { rules: [] } });
   });
 

@@ -9,7 +9,7 @@ import { z } from 'zod';
 import type { Principal, WorkspaceScope } from '@aileron/auth';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { BuiltinServers } from '@aileron/pool';
-import { restrictionsOf, SandboxTools, type SessionState, type ToolCaller } from './sandbox-tools';
+import { type Elicit, restrictionsOf, SandboxTools, type SessionState, type ToolCaller } from './sandbox-tools';
 import { SandboxesService } from './sandboxes.service';
 import { ShellRulesService } from './shell-rules.service';
 
@@ -60,7 +60,7 @@ export class SandboxToolServer implements OnModuleInit, OnModuleDestroy {
     this.tools = new SandboxTools(
       sandboxes,
       { defaultMs: config.sandboxes.bashTimeoutMs, maxMs: config.sandboxes.bashMaxTimeoutMs },
-      (who, sandbox, command, workdir, signal) => shellRules.gate(who, sandbox, command, workdir, signal, this.stateOf(who)),
+      (who, sandbox, command, workdir, signal, elicit) => shellRules.gate(who, sandbox, command, workdir, signal, elicit),
       (who) => restrictionsOf(this.stateOf(who)?.sandboxPolicy ?? null),
     );
   }
@@ -143,15 +143,19 @@ export class SandboxToolServer implements OnModuleInit, OnModuleDestroy {
       },
     );
     server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: this.tools.list() }));
-    server.setRequestHandler(CallToolRequestSchema, async (request, extra) => this.tools.call(endpoint, request.params.name, request.params.arguments, extra.signal));
+    server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
+      // a question for the person at the client goes on this call's own stream
+      const elicit: Elicit | undefined = server.getClientCapabilities()?.elicitation
+        ? async (message) => (await server.elicitInput({ message, requestedSchema: { type: 'object', properties: {} } }, { relatedRequestId: extra.requestId, signal: extra.signal })).action
+        : undefined;
+      return this.tools.call(endpoint, request.params.name, request.params.arguments, extra.signal, elicit);
+    });
     server.setRequestHandler(SandboxStateUpdate, async (request) => {
       state.sandboxPolicy = (request.params?.sandboxPolicy as Record<string, unknown> | undefined) ?? null;
       return {};
     });
     const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
-      // one JSON answer per request, no SSE framing: a 1 MiB read is encoded once less on the way out
-      enableJsonResponse: true,
       onsessioninitialized: (id) => void endpoint.sessions.set(id, { transport, state }),
       onsessionclosed: (id) => void endpoint.sessions.delete(id),
     });

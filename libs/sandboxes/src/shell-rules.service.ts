@@ -7,7 +7,7 @@ import { DomainError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
 import { analyzeCommand, decideCommand, parseCodexRules, programsToResolve, ShellRulesError, ShellSyntaxError, type ShellRule } from './domain/shell-rules';
 import { sandboxSlug } from './domain/slug';
-import type { SessionState, ToolCaller } from './sandbox-tools';
+import type { Elicit, ToolCaller } from './sandbox-tools';
 import { SandboxesRepository, type SandboxRecord, type ShellRulesRecord } from './sandboxes.repository';
 import { SandboxesService } from './sandboxes.service';
 
@@ -67,7 +67,7 @@ export class ShellRulesService {
   }
 
   /** Null: the command runs. Otherwise what `bash` answers instead. */
-  async gate(who: ToolCaller, sandbox: SandboxRecord, command: string, workdir: string, signal: AbortSignal, _state: SessionState | null): Promise<ShellRefusal | null> {
+  async gate(who: ToolCaller, sandbox: SandboxRecord, command: string, workdir: string, signal: AbortSignal, elicit: Elicit | undefined): Promise<ShellRefusal | null> {
     const stored = await this.repository.shellRules(who.scope);
     const rules = (stored?.rules ?? []) as ShellRule[];
     if (rules.length === 0) return null;
@@ -87,6 +87,11 @@ export class ShellRulesService {
     }
     if (decision.decision === 'allow') return null;
     if (decision.decision === 'forbidden') return { stderr: `aileron: ${decision.reason}\n`, exitCode: 1 };
+    // the workspace lets the person at the client decide, when the client can ask them
+    if (stored?.elicitation && elicit) {
+      const answer = await elicit(`Run this command in sandbox "${sandbox.name}" (${workdir})?\n\n${command}\n\n${decision.reason}`);
+      return answer === 'accept' ? null : { stderr: `aileron: ${decision.reason}. The person at the client ${answer === 'decline' ? 'declined' : 'cancelled'}; the command did not run.\n`, exitCode: 1 };
+    }
     return this.prompt(who, sandbox, command, workdir, decision.reason, decision.rule, signal);
   }
 
