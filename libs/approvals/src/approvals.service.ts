@@ -5,7 +5,7 @@ import { SystemScopes } from '@aileron/auth/scope-issuer';
 import { MESSAGE_BUS, MessageBus, Wakeups } from '@aileron/bus';
 import { Clock } from '@aileron/clock';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
-import { DatabaseService, Transaction } from '@aileron/database';
+import { DatabaseService, RetryingLoopLog, Transaction } from '@aileron/database';
 import { DomainError, ErrorCodeWithStatus, NotFoundError, ValidationError } from '@aileron/errors';
 import { OutboxService, PublicEvent } from '@aileron/outbox';
 import { PolicyService } from '@aileron/policy';
@@ -62,6 +62,7 @@ const REVIEW_LINKS = SystemScopes.system('review link');
 @Injectable()
 export class ApprovalsService implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly logger = new Logger('Approvals');
+  private readonly expiryLog = new RetryingLoopLog(this.logger, 'approval expiry sweep');
   /** long-polls on a request, woken when it is decided on any replica */
   readonly waiting: Wakeups;
   private timer: NodeJS.Timeout | undefined;
@@ -434,7 +435,7 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
       for (const request of expired) await this.bus.publish(DECIDED, { id: request.id });
       return expired.length;
     } catch (error) {
-      this.logger.warn({ err: error }, 'approval expiry sweep failed; will retry');
+      this.expiryLog.failed(error);
       return 0;
     }
   }

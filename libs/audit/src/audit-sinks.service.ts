@@ -5,7 +5,7 @@ import type { OrgScope, Principal } from '@aileron/auth';
 import { SystemScopes } from '@aileron/auth/scope-issuer';
 import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
-import { DatabaseService } from '@aileron/database';
+import { DatabaseService, RetryingLoopLog } from '@aileron/database';
 import { NotFoundError, ValidationError } from '@aileron/errors';
 import { KeyProvider, ROOT_KEYS } from '@aileron/keys';
 import { checkOutboundUrl, outboundPolicyOf, OutboundUrlRefusedError, postSigned, signatureHeaders } from '@aileron/net';
@@ -46,6 +46,7 @@ export class SinkDeliveryError extends Error {
 @Injectable()
 export class AuditSinksService implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly logger = new Logger('AuditSinks');
+  private readonly catchUpLog = new RetryingLoopLog(this.logger, 'audit sink catch-up');
   private readonly pending = new Map<string, NodeJS.Timeout>();
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
@@ -205,7 +206,7 @@ export class AuditSinksService implements OnApplicationBootstrap, OnApplicationS
     try {
       for (const sink of await this.repository.allEnabled(SystemScopes.system('audit sink catch-up'))) await this.enqueue(sink.organizationId, sink.id, `catch-up-${Math.floor(Date.now() / CATCH_UP_MS)}`);
     } catch (error) {
-      this.logger.warn({ err: error }, 'audit sink catch-up failed; will retry');
+      this.catchUpLog.failed(error);
     }
   }
 

@@ -5,7 +5,7 @@ import { describePrincipal } from '@aileron/auth';
 import { SystemScopes } from '@aileron/auth/scope-issuer';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { publicKeyFromX, signEd25519, verifyEd25519 } from '@aileron/crypto';
-import { DatabaseService, Transaction } from '@aileron/database';
+import { DatabaseService, RetryingLoopLog, Transaction } from '@aileron/database';
 import { ValidationError } from '@aileron/errors';
 import { SigningKeysService } from '@aileron/keys';
 import { OutboxRecord, OutboxService } from '@aileron/outbox';
@@ -74,6 +74,7 @@ const CHECKPOINTS = SystemScopes.system('audit checkpoint sweep');
 @Injectable()
 export class AuditService implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly logger = new Logger('Audit');
+  private readonly sweepLog = new RetryingLoopLog(this.logger, 'audit sweep');
   private timer: NodeJS.Timeout | undefined;
   private lastRetentionAt = 0;
   private readonly appended = new Set<(organizationId: string) => void>();
@@ -318,7 +319,7 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
         await this.applyRetention();
       }
     } catch (error) {
-      this.logger.warn({ err: error }, 'audit sweep failed; will retry');
+      this.sweepLog.failed(error);
     }
   }
 

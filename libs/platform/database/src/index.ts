@@ -10,3 +10,4 @@ export { Prisma, PrismaClient } from './generated/prisma/client';
 export type * from './generated/prisma/models';
 export { Role as DbRole } from './generated/prisma/enums';
 export { DataDirLockedError } from './data-dir-lock';
+export { RetryingLoopLog } from './retry-log';

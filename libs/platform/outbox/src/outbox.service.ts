@@ -1,10 +1,13 @@
 import { Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
 import { z } from 'zod';
-import { DatabaseService, Transaction } from '@aileron/database';
+import { DatabaseService, RetryingLoopLog, Transaction } from '@aileron/database';
 import { JobProcessor, JobRegistry, QueueService } from '@aileron/queue';
 import { RedisService, RedisUnavailableError } from '@aileron/redis';
 import { AuditJournal, DurableConsumer, LiveConsumer, OutboxConsumer, OutboxMessage, OutboxRecord, subscribes } from './outbox-message';
 import { ClaimedMessage, OutboxRepository, RecordedMessage } from './outbox.repository';
+
+/** the periodic sweep's failures go through a RetryingLoopLog: a database outage is one line a minute */
+const SWEEP = 'outbox sweep failed; will retry';
 
 export const OUTBOX_DELIVER_JOB = 'outbox.deliver';
 const LEASE_MS = 60_000;
@@ -37,6 +40,7 @@ const deliverPayload = z.object({
 @Injectable()
 export class OutboxService implements OnApplicationShutdown {
   private readonly logger = new Logger('Outbox');
+  private readonly sweepLog = new RetryingLoopLog(this.logger, 'outbox sweep');
   private readonly consumers = new Map<string, OutboxConsumer>();
   private readonly byTopic = new Map<string, OutboxConsumer[]>();
   private timer: NodeJS.Timeout | undefined;
@@ -193,6 +197,7 @@ export class OutboxService implements OnApplicationShutdown {
   /** Redis away fails every hand-over until it is back: RedisService logs that outage once, not each of them. */
   private failed(error: unknown, what: string): void {
     if (error instanceof RedisUnavailableError) this.logger.debug(`${what}: ${error.message}`);
+    else if (what === SWEEP) this.sweepLog.failed(error);
     else this.logger.warn({ err: error }, what);
   }
 
@@ -229,7 +234,7 @@ export class OutboxService implements OnApplicationShutdown {
     if (this.sweeping || this.stopped) return;
     this.sweeping = this.sweep()
       .then(() => undefined)
-      .catch((error: unknown) => this.failed(error, 'outbox sweep failed; will retry'))
+      .catch((error: unknown) => this.failed(error, SWEEP))
       .finally(() => {
         this.sweeping = undefined;
       });

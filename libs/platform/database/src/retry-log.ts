@@ -1,0 +1,35 @@
+import { databaseUnavailableReason } from './prisma-errors';
+
+/** The part of a Nest logger a loop's failures go to. */
+interface WarnLogger {
+  warn(message: unknown, ...rest: unknown[]): void;
+}
+
+const QUIET_MS = 60_000;
+
+/**
+ * The failures of a loop that retries by itself (a sweep, a catch-up). While
+ * the database is away every pass fails the same way: that is one line a
+ * minute per loop, naming the reason, instead of a stack trace per pass that
+ * buries everything else in the log. Any other failure is logged in full.
+ */
+export class RetryingLoopLog {
+  private quietUntil = 0;
+
+  constructor(
+    private readonly logger: WarnLogger,
+    private readonly what: string,
+  ) {}
+
+  failed(error: unknown): void {
+    const reason = databaseUnavailableReason(error);
+    if (!reason) {
+      this.logger.warn({ err: error }, `${this.what} failed; will retry`);
+      return;
+    }
+    const now = Date.now();
+    if (now < this.quietUntil) return;
+    this.quietUntil = now + QUIET_MS;
+    this.logger.warn(`${this.what} failed; will retry: the database is unavailable (${reason}); said again in a minute if it still is`);
+  }
+}
