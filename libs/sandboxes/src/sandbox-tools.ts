@@ -179,13 +179,14 @@ export class SandboxTools {
     switch (name) {
       case 'read': {
         const a = data as z.infer<Args['read']>;
-        const runner = await this.sandboxes.runner(target);
+        const runner = await this.sandboxes.runner(who.scope, target);
         const read = await runner.call({ op: 'read', path: a.path, offset: a.offset ?? 0, limit: a.limit ?? null });
         return text(read.content, { lines: read.lines, total_lines: read.totalLines });
       }
       case 'write': {
         const a = data as z.infer<Args['write']>;
         const written = await this.sandboxes.change(
+          who.scope,
           target,
           (runner) => runner.call({ op: 'write', path: a.path, content: a.content }),
           () => ({ trigger: 'write', subject: a.path, author }),
@@ -195,6 +196,7 @@ export class SandboxTools {
       case 'patch': {
         const a = data as z.infer<Args['patch']>;
         const outcome = await this.sandboxes.change(
+          who.scope,
           target,
           async (runner) => {
             const current = await runner.call({ op: 'readText', path: a.path });
@@ -217,10 +219,11 @@ export class SandboxTools {
         const exec = { op: 'exec' as const, command: a.command, workdir, timeoutMs: a.timeout ?? this.bashDefaultMs, limits: target.limits };
         const restrictions = this.restrictionsFor(who);
         const ran = await this.sandboxes.change(
+          who.scope,
           target,
           async (runner) => {
             if (!restrictions) return runner.call(exec);
-            const own = await this.sandboxes.restrictedRunner(target, restrictions);
+            const own = await this.sandboxes.restrictedRunner(who.scope, target, restrictions);
             if (!own) {
               const done = await runner.call(exec);
               return { ...done, stderr: `${done.stderr}[aileron] this sandbox's driver cannot apply the client's sandbox policy; the sandbox's own bounds applied\n` };
@@ -238,14 +241,14 @@ export class SandboxTools {
       }
       case 'ls': {
         const a = data as z.infer<Args['ls']>;
-        const runner = await this.sandboxes.runner(target);
+        const runner = await this.sandboxes.runner(who.scope, target);
         const listed = await runner.call({ op: 'ls', path: a.path ?? SANDBOX_WORKDIR, recursive: a.recursive ?? false });
         const lines = listed.entries.map((e) => (e.type === 'dir' ? `${e.path}/` : e.type === 'symlink' ? `${e.path}@` : `${e.path}  ${e.size}`));
         return text(lines.join('\n') + (listed.truncated ? '\n… (more entries not shown)' : ''), { entries: listed.entries, truncated: listed.truncated });
       }
       case 'glob': {
         const a = data as z.infer<Args['glob']>;
-        const runner = await this.sandboxes.runner(target);
+        const runner = await this.sandboxes.runner(who.scope, target);
         const walked = await runner.call({ op: 'walk', path: a.path ?? SANDBOX_WORKDIR });
         const matches = picomatch(a.pattern, { dot: true });
         const found = walked.files.filter((file) => matches(file));
@@ -253,7 +256,7 @@ export class SandboxTools {
       }
       case 'grep': {
         const a = data as z.infer<Args['grep']>;
-        const runner = await this.sandboxes.runner(target);
+        const runner = await this.sandboxes.runner(who.scope, target);
         const found = await runner.call({ op: 'grep', pattern: a.pattern, path: a.path, include: a.include ?? null });
         const lines = found.matches.map((m) => `${m.path}:${m.line}: ${m.text}`);
         return text(lines.join('\n') + (found.truncated ? '\n… (more matches not shown)' : ''), { matches: found.matches, truncated: found.truncated });

@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import type { OrgScope, WorkspaceScope } from '@aileron/auth';
+import type { WorkspaceScope } from '@aileron/auth';
 import { Prisma, Repository, Transaction } from '@aileron/database';
 import type { RunnerLimits } from './runner/protocol';
 
@@ -77,11 +77,11 @@ export class SandboxesRepository extends Repository {
   }
 
   async setSource(scope: WorkspaceScope, id: string, source: SandboxRecord['source']): Promise<void> {
-    await this.client.sandbox.updateMany({ where: { organizationId: scope.organizationId, id }, data: { source } });
+    await this.client.sandbox.updateMany({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, id }, data: { source } });
   }
 
-  async touch(scope: OrgScope, id: string, at: Date): Promise<void> {
-    await this.client.sandbox.updateMany({ where: { organizationId: scope.organizationId, id }, data: { lastUsedAt: at } });
+  async touch(scope: WorkspaceScope, id: string, at: Date): Promise<void> {
+    await this.client.sandbox.updateMany({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, id }, data: { lastUsedAt: at } });
   }
 
   async addSnapshot(scope: WorkspaceScope, sandboxId: string, snapshot: SnapshotRecord, tx: Transaction): Promise<void> {

@@ -134,8 +134,8 @@ export class SandboxesService implements OnApplicationShutdown {
   }
 
   /** The sandbox's runner, started if it was idle; each use pushes its idle stop back. */
-  async runner(sandbox: SandboxRecord): Promise<SandboxRunner> {
-    this.keepAwake(sandbox);
+  async runner(scope: WorkspaceScope, sandbox: SandboxRecord): Promise<SandboxRunner> {
+    this.keepAwake(scope, sandbox);
     try {
       return await this.driver.runner(specOf(sandbox));
     } catch (error) {
@@ -145,9 +145,9 @@ export class SandboxesService implements OnApplicationShutdown {
   }
 
   /** A runner for one command under tighter bounds; null when the driver cannot apply them. */
-  async restrictedRunner(sandbox: SandboxRecord, restrictions: CommandRestrictions): Promise<SandboxRunner | null> {
+  async restrictedRunner(scope: WorkspaceScope, sandbox: SandboxRecord, restrictions: CommandRestrictions): Promise<SandboxRunner | null> {
     if (!this.driver.restricted) return null;
-    this.keepAwake(sandbox);
+    this.keepAwake(scope, sandbox);
     try {
       return await this.driver.restricted(specOf(sandbox), restrictions);
     } catch (error) {
@@ -161,13 +161,13 @@ export class SandboxesService implements OnApplicationShutdown {
    * and answers with its result at once; its own snapshot follows (when the
    * change asks for one and the work tree differs from the last commit).
    */
-  async change<T>(sandbox: SandboxRecord, run: (runner: SandboxRunner) => Promise<T>, intent: (result: T) => SnapshotIntent | null): Promise<T> {
+  async change<T>(scope: WorkspaceScope, sandbox: SandboxRecord, run: (runner: SandboxRunner) => Promise<T>, intent: (result: T) => SnapshotIntent | null): Promise<T> {
     const previous = this.tails.get(sandbox.id) ?? Promise.resolve();
-    const ran = previous.catch(() => undefined).then(async () => run(await this.runner(sandbox)));
+    const ran = previous.catch(() => undefined).then(async () => run(await this.runner(scope, sandbox)));
     const snapshot = ran.then(
       async (result) => {
         const wanted = this.config.sandboxes.snapshots ? intent(result) : null;
-        if (wanted) await this.snapshot(sandbox, wanted);
+        if (wanted) await this.snapshot(scope, sandbox, wanted);
       },
       () => undefined,
     );
@@ -188,7 +188,7 @@ export class SandboxesService implements OnApplicationShutdown {
   }
 
   /** A commit of whatever differs from the last one; none when nothing does (never an empty commit). */
-  private async snapshot(sandbox: SandboxRecord, intent: SnapshotIntent): Promise<void> {
+  private async snapshot(scope: WorkspaceScope, sandbox: SandboxRecord, intent: SnapshotIntent): Promise<void> {
     const spec = specOf(sandbox);
     const added = await this.driver.git(spec, ['add', '--all']);
     if (added.code !== 0) throw new Error(`git add failed: ${added.stderr.trim()}`);
@@ -211,7 +211,6 @@ export class SandboxesService implements OnApplicationShutdown {
     if (commit.code !== 0) throw new Error(`git commit failed: ${commit.stderr.trim() || commit.stdout.toString().trim()}`);
     const sha = (await this.driver.git(spec, ['rev-parse', 'HEAD'])).stdout.toString().trim();
     const files = parseNameStatus((await this.driver.git(spec, ['diff-tree', '--root', '--no-commit-id', '--name-status', '-r', '-M', '-z', sha])).stdout.toString());
-    const scope = { organizationId: sandbox.organizationId, workspaceId: sandbox.workspaceId, workspaceSlug: sandbox.workspaceSlug } as WorkspaceScope;
     const record: SnapshotRecord = { sha, trigger: intent.trigger, message, files, agentSessionId: intent.author.agentSessionId, author: `${intent.author.name} <${intent.author.email}>`, createdAt: at };
     await this.db.transaction(async (tx) => {
       await this.repository.addSnapshot(scope, sandbox.id, record, tx);
@@ -263,6 +262,7 @@ export class SandboxesService implements OnApplicationShutdown {
     try {
       await pipeline(body, limitTo(this.config.sandboxes.sourceMaxBytes), createWriteStream(file, { mode: 0o600 }));
       await this.change(
+        scope,
         sandbox,
         async () => {
           if (type === 'git-bundle') await this.importBundle(sandbox, file);
@@ -302,12 +302,13 @@ export class SandboxesService implements OnApplicationShutdown {
     return this.repository.shellRules(scope);
   }
 
-  private keepAwake(sandbox: SandboxRecord): void {
+  /** `scope`: the caller's, whose use this is (its tenant is the sandbox's: the sandbox was found with it) */
+  private keepAwake(scope: WorkspaceScope, sandbox: SandboxRecord): void {
     this.forgetIdle(sandbox.id);
     const timer = setTimeout(() => {
       this.idle.delete(sandbox.id);
       // a change in flight keeps it up; the stop comes at its next idle period
-      if (this.tails.has(sandbox.id)) return this.keepAwake(sandbox);
+      if (this.tails.has(sandbox.id)) return this.keepAwake(scope, sandbox);
       void this.driver.stop(specOf(sandbox)).then(() => this.logger.log({ msg: 'sandbox stopped (idle)', sandbox: sandbox.name }));
     }, this.config.sandboxes.idleSeconds * 1000);
     timer.unref();
@@ -316,7 +317,7 @@ export class SandboxesService implements OnApplicationShutdown {
     const now = Date.now();
     if (now - (this.touched.get(sandbox.id) ?? 0) < 60_000) return;
     this.touched.set(sandbox.id, now);
-    void this.repository.touch({ organizationId: sandbox.organizationId } as WorkspaceScope, sandbox.id, new Date(now)).catch(() => undefined);
+    void this.repository.touch(scope, sandbox.id, new Date(now)).catch(() => undefined);
   }
 
   private forgetIdle(id: string): void {

@@ -75,7 +75,7 @@ export class ShellRulesService {
     try {
       const analysis = analyzeCommand(command);
       const names = programsToResolve(analysis, rules);
-      const runner = await this.sandboxes.runner(sandbox);
+      const runner = await this.sandboxes.runner(who.scope, sandbox);
       const resolved = names.length > 0 ? (await runner.call({ op: 'which', names })).paths : {};
       decision = decideCommand(analysis, rules, new Map(Object.entries(resolved)));
     } catch (error) {

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decide, shellRule } from './test-builders';
 
 // Real bash is the oracle: each line below really runs the program `danger` (a
-// stub that only records that it ran), and the analysis must decide it by the
+// probe script that only records that it ran), and the analysis must decide it by the
 // rule that forbids danger. A line that stopped running danger would fail here
 // rather than pass without proving anything.
 
