@@ -1,14 +1,16 @@
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { Injectable } from '@nestjs/common';
 import type { Principal, WorkspaceScope } from '@aileron/auth';
-import type { InstanceEndpoint, InstanceExit } from './drivers/driver';
+import type { InProcessEndpoint, InstanceExit } from './drivers/driver';
 import { Instance } from './instances.service';
 
 /**
  * A server the control plane serves itself (the sandbox tools) rather than
  * an instance it starts. It is reached through the pool like any server, so
  * the policy, approvals, tool pins, caveat tokens and the execution records
- * apply to it unchanged; its endpoint is per MCP session, so it knows who
- * calls.
+ * apply to it unchanged. Each upstream session connects to a server of its
+ * own in this process (no socket, no encoding: the messages pass as values),
+ * so it knows who calls.
  */
 export interface BuiltinServer {
   /** reserved: no catalog server may take it */
@@ -16,8 +18,8 @@ export interface BuiltinServer {
   version: string;
   /** whether `/mcp/{ws}` lists it (`/mcp/{ws}/{name}` always reaches it) */
   present(scope: WorkspaceScope): Promise<boolean>;
-  /** the endpoint one MCP session of this caller talks to */
-  endpoint(scope: WorkspaceScope, caller: Principal): Promise<InstanceEndpoint>;
+  /** Connects a server of its own for one upstream session of this caller to `transport` (in this process). */
+  connect(scope: WorkspaceScope, caller: Principal, transport: Transport): Promise<void>;
 }
 
 /** Where domains register the servers they serve (as auth's credential resolvers). */
@@ -42,7 +44,7 @@ export class BuiltinServers {
   /** An instance for one MCP session: it lives as long as the upstream session that uses it. */
   async acquire(scope: WorkspaceScope, caller: Principal, name: string, maxInflight: number): Promise<Instance> {
     const server = this.servers.get(name)!;
-    const endpoint = await server.endpoint(scope, caller);
+    const endpoint: InProcessEndpoint = { attach: (transport) => server.connect(scope, caller, transport) };
     let settle!: (exit: InstanceExit) => void;
     const ended = new Promise<InstanceExit>((resolve) => (settle = resolve));
     return new Instance(`builtin-${name}`, name, server.version, endpoint, ended, null, settle, maxInflight);

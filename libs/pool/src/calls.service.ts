@@ -8,6 +8,7 @@ import { PolicyService } from '@aileron/policy';
 import { ExecutionJournal, ExecutionRecord } from './execution-journal';
 import type { Instance } from './instances.service';
 import { ToolPins } from './tool-pins.service';
+import { jsonByteLength } from './proxy/json-size';
 import type { CallContext, CallGate, ToolCall } from './proxy/proxy-session';
 import type { Answer } from './proxy/upstream';
 
@@ -78,7 +79,7 @@ export class PoolCalls implements CallGate {
       if ('error' in answer) {
         this.record(ctx, call, 'execution.failed', approvalId ? 'approved' : 'allow', { ...base, execution_id: executionId, latency_ms: latency, error: answer.error.message });
       } else {
-        const size = Buffer.byteLength(JSON.stringify(answer.result));
+        const size = jsonByteLength(answer.result);
         const failed = answer.result.isError === true;
         this.record(ctx, call, failed ? 'execution.failed' : 'execution.succeeded', approvalId ? 'approved' : 'allow', {
           ...base,

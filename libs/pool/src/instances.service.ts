@@ -6,7 +6,7 @@ import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { DomainError, ErrorCode } from '@aileron/errors';
 import { checkOutboundUrl, OutboundUrlRefusedError, outboundPolicyOf } from '@aileron/net';
 import { VaultService } from '@aileron/vault';
-import { InstanceDriver, InstanceEndpoint, InstanceExit, InstanceStartError, RunningInstance } from './drivers/driver';
+import { InstanceDriver, InProcessEndpoint, InstanceEndpoint, InstanceExit, InstanceStartError, RunningInstance } from './drivers/driver';
 
 export const INSTANCE_DRIVER = Symbol('INSTANCE_DRIVER');
 
@@ -44,7 +44,7 @@ export class Instance {
     readonly id: string,
     readonly server: string,
     readonly version: string,
-    readonly endpoint: InstanceEndpoint,
+    readonly endpoint: InstanceEndpoint | InProcessEndpoint,
     readonly ended: Promise<InstanceExit>,
     private readonly running: RunningInstance | null,
     private readonly end: (exit: InstanceExit) => void,

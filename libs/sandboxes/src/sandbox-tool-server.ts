@@ -1,12 +1,8 @@
-import { randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
-import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { Inject, Injectable, Logger, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { Inject, Injectable, OnModuleInit } from '@nestjs/common';
 import { z } from 'zod';
-import type { Principal, WorkspaceScope } from '@aileron/auth';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { BuiltinServers } from '@aileron/pool';
 import { type Elicit, restrictionsOf, SandboxTools, type SessionState, type ToolCaller } from './sandbox-tools';
@@ -16,8 +12,6 @@ import { ShellRulesService } from './shell-rules.service';
 /** The name the sandbox tools have on `/mcp/{ws}/sandbox`, and as `sandbox__*` on `/mcp/{ws}`. */
 export const SANDBOX_SERVER = 'sandbox';
 const VERSION = '1.0.0';
-/** an endpoint no session has used for this long is forgotten (its MCP session ends with it) */
-const ENDPOINT_IDLE_MS = 24 * 3600_000;
 
 /**
  * The Codex harness tells servers that declare this capability how it wants
@@ -29,27 +23,21 @@ const SandboxStateUpdate = z.object({
   params: z.object({ sandboxPolicy: z.record(z.string(), z.unknown()).optional() }).passthrough().optional(),
 });
 
-interface Endpoint extends ToolCaller {
-  lastUsed: number;
-  sessions: Map<string, { transport: StreamableHTTPServerTransport; state: SessionState }>;
+/** One upstream session's caller, and what it has told the server. */
+interface Connection extends ToolCaller {
+  state: SessionState;
 }
 
 /**
- * The sandbox tools as an MCP server of the control plane's own, on a
- * loopback port only this process knows the secret of. The pool reaches it
- * like any instance (so policy, approvals, caveat tokens and execution
- * records apply), through an endpoint made per MCP session that names the
- * caller: the tools know whose change to commit.
+ * The sandbox tools as an MCP server of the control plane's own. The pool
+ * reaches it like any instance (so policy, approvals, caveat tokens and
+ * execution records apply), but in this process: each upstream session
+ * connects a server of its own, which knows its caller (the tools know whose
+ * change to commit) and keeps that session's state.
  */
 @Injectable()
-export class SandboxToolServer implements OnModuleInit, OnModuleDestroy {
-  private readonly logger = new Logger('SandboxToolServer');
-  private readonly secret = randomBytes(32).toString('base64url');
-  private readonly endpoints = new Map<string, Endpoint>();
+export class SandboxToolServer implements OnModuleInit {
   private readonly tools: SandboxTools;
-  private http: HttpServer | undefined;
-  private url = '';
-  private sweeper: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly sandboxes: SandboxesService,
@@ -61,80 +49,22 @@ export class SandboxToolServer implements OnModuleInit, OnModuleDestroy {
       sandboxes,
       { defaultMs: config.sandboxes.bashTimeoutMs, maxMs: config.sandboxes.bashMaxTimeoutMs },
       (who, sandbox, command, workdir, signal, elicit) => shellRules.gate(who, sandbox, command, workdir, signal, elicit),
-      (who) => restrictionsOf(this.stateOf(who)?.sandboxPolicy ?? null),
+      (who) => restrictionsOf((who as Connection).state.sandboxPolicy),
     );
   }
 
-  async onModuleInit(): Promise<void> {
-    this.http = createServer((req, res) => void this.serve(req, res));
-    await new Promise<void>((resolve) => this.http!.listen(0, '127.0.0.1', resolve));
-    this.url = `http://127.0.0.1:${(this.http.address() as AddressInfo).port}`;
-    this.sweeper = setInterval(() => this.sweep(), 60_000).unref();
+  onModuleInit(): void {
     this.builtins.register({
       name: SANDBOX_SERVER,
       version: VERSION,
       present: (scope) => this.sandboxes.any(scope),
-      endpoint: async (scope, caller) => this.endpoint(scope, caller),
+      connect: (scope, caller, transport) => this.connect({ scope, caller, state: { sandboxPolicy: null } }, transport),
     });
   }
 
-  async onModuleDestroy(): Promise<void> {
-    if (this.sweeper) clearInterval(this.sweeper);
-    for (const endpoint of this.endpoints.values()) for (const { transport } of endpoint.sessions.values()) await transport.close().catch(() => undefined);
-    this.endpoints.clear();
-    await new Promise<void>((resolve) => (this.http ? this.http.close(() => resolve()) : resolve()));
-  }
-
-  private endpoint(scope: WorkspaceScope, caller: Principal): { url: string; headers: Record<string, string> } {
-    const key = randomUUID();
-    this.endpoints.set(key, { scope, caller, lastUsed: Date.now(), sessions: new Map() });
-    return { url: `${this.url}/mcp/${key}`, headers: { authorization: `Bearer ${this.secret}` } };
-  }
-
-  /** The session state of the caller's MCP session (one endpoint serves one upstream session). */
-  private stateOf(who: ToolCaller): SessionState | null {
-    const endpoint = who as Endpoint;
-    return endpoint.sessions?.values().next().value?.state ?? null;
-  }
-
-  private sweep(): void {
-    const before = Date.now() - ENDPOINT_IDLE_MS;
-    for (const [key, endpoint] of this.endpoints) {
-      if (endpoint.lastUsed >= before) continue;
-      this.endpoints.delete(key);
-      for (const { transport } of endpoint.sessions.values()) void transport.close().catch(() => undefined);
-    }
-  }
-
-  private async serve(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const given = Buffer.from(req.headers.authorization ?? '');
-    const expected = Buffer.from(`Bearer ${this.secret}`);
-    const key = /^\/mcp\/([0-9a-f-]{36})$/.exec(req.url ?? '')?.[1];
-    const endpoint = key ? this.endpoints.get(key) : undefined;
-    if (given.length !== expected.length || !timingSafeEqual(given, expected) || !endpoint) {
-      res.writeHead(404).end();
-      return;
-    }
-    endpoint.lastUsed = Date.now();
-    const sessionId = req.headers['mcp-session-id'];
-    const existing = typeof sessionId === 'string' ? endpoint.sessions.get(sessionId) : undefined;
-    try {
-      if (existing) return await existing.transport.handleRequest(req, res);
-      if (req.method !== 'POST') {
-        res.writeHead(404).end();
-        return;
-      }
-      await this.open(endpoint).handleRequest(req, res);
-    } catch (error) {
-      this.logger.error({ msg: 'sandbox tool request failed', err: error instanceof Error ? error.message : String(error) });
-      if (!res.headersSent) res.writeHead(500).end();
-      else res.destroy();
-    }
-  }
-
-  /** A new MCP session on this endpoint: its own server, so its state is its own. */
-  private open(endpoint: Endpoint): StreamableHTTPServerTransport {
-    const state: SessionState = { sandboxPolicy: null };
+/** A server for one upstream session: its state is its own, and it ends with that session. */
+  private async connect(connection: Connection, transport: Transport): Promise<void> {
+    const state = connection.state;
     const server = new Server(
       { name: 'aileron-sandbox', title: 'Aileron sandboxes', version: VERSION },
       {
@@ -144,25 +74,16 @@ export class SandboxToolServer implements OnModuleInit, OnModuleDestroy {
     );
     server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: this.tools.list() }));
     server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
-      // a question for the person at the client goes on this call's own stream
+      // a question for the person at the client goes with this call (its stream, downstream)
       const elicit: Elicit | undefined = server.getClientCapabilities()?.elicitation
         ? async (message) => (await server.elicitInput({ message, requestedSchema: { type: 'object', properties: {} } }, { relatedRequestId: extra.requestId, signal: extra.signal })).action
         : undefined;
-      return this.tools.call(endpoint, request.params.name, request.params.arguments, extra.signal, elicit);
+      return this.tools.call(connection, request.params.name, request.params.arguments, extra.signal, elicit);
     });
     server.setRequestHandler(SandboxStateUpdate, async (request) => {
       state.sandboxPolicy = (request.params?.sandboxPolicy as Record<string, unknown> | undefined) ?? null;
       return {};
     });
-    const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
-      sessionIdGenerator: () => randomUUID(),
-      onsessioninitialized: (id) => void endpoint.sessions.set(id, { transport, state }),
-      onsessionclosed: (id) => void endpoint.sessions.delete(id),
-    });
-    transport.onclose = () => {
-      if (transport.sessionId) endpoint.sessions.delete(transport.sessionId);
-    };
-    void server.connect(transport);
-    return transport;
+    await server.connect(transport);
   }
 }

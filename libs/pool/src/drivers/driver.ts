@@ -1,4 +1,6 @@
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { OutboundPolicy } from '@aileron/net';
+
 /**
  * Where remote MCP servers run. The pool decides when an instance starts and
  * stops; a driver only knows how to run one and how to reach it. Every
@@ -51,6 +53,15 @@ export interface InstanceEndpoint {
    * when the instance starts (DNS rebinding). Our own instances have none.
    */
   outbound?: OutboundPolicy;
+}
+
+/**
+ * A server the control plane serves itself (BuiltinServers), reached inside
+ * this process: each upstream session gets its own end of an in-process
+ * connection, and `attach` connects a server of its own to it.
+ */
+export interface InProcessEndpoint {
+  attach(transport: Transport): Promise<void>;
 }
 
 export interface InstanceExit {

@@ -12,9 +12,10 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import { createParser } from 'eventsource-parser';
 import type { Instance } from '../instances.service';
+import { InProcessTransport } from './in-process';
 import { asResponse, BodyWatch, Exchange, httpExchange, httpFetch } from './http-fetch';
 import { RpcError, UPSTREAM_GONE } from './jsonrpc';
-import { RefusedAddressError } from '@aileron/net';
+import { type OutboundPolicy, RefusedAddressError } from '@aileron/net';
 
 const logger = new Logger('PoolUpstream');
 
@@ -34,7 +35,10 @@ interface Pending<On> {
  * other traffic through `onServerMessage`.
  */
 export class Upstream<On = unknown> {
-  private readonly transport: StreamableHTTPClientTransport;
+  /** Streamable HTTP to an instance, or an in-process connection to a built-in server */
+  private readonly transport: StreamableHTTPClientTransport | InProcessTransport;
+  /** a built-in server connecting to its end of the in-process connection */
+  private readonly attached: Promise<void>;
   private readonly pending = new Map<RequestId, Pending<On>>();
   private nextId = 0;
   private closedWith: string | null = null;
@@ -47,13 +51,22 @@ export class Upstream<On = unknown> {
     readonly server: string,
     readonly instance: Instance,
   ) {
-    this.transport = new StreamableHTTPClientTransport(new URL(instance.endpoint.url), {
-      requestInit: { headers: instance.endpoint.headers },
-      fetch: (url, init) => this.fetchTracked(url, init),
-      // the instance is ours and close: resumption would only delay telling the client it died
-      reconnectionOptions: { maxReconnectionDelay: 1000, initialReconnectionDelay: 200, reconnectionDelayGrowFactor: 2, maxRetries: 0 },
-    });
-    this.transport.onmessage = (message) => this.receive(message);
+    const endpoint = instance.endpoint;
+    if ('attach' in endpoint) {
+      const [ours, theirs] = InProcessTransport.pair();
+      ours.onrelated = (message, related) => this.receive(message, related === undefined ? [] : [related]);
+      this.transport = ours;
+      this.attached = endpoint.attach(theirs);
+    } else {
+      this.transport = new StreamableHTTPClientTransport(new URL(endpoint.url), {
+        requestInit: { headers: endpoint.headers },
+        fetch: (url, init) => this.fetchTracked(url, init, endpoint.outbound),
+        // the instance is ours and close: resumption would only delay telling the client it died
+        reconnectionOptions: { maxReconnectionDelay: 1000, initialReconnectionDelay: 200, reconnectionDelayGrowFactor: 2, maxRetries: 0 },
+      });
+      this.transport.onmessage = (message) => this.receive(message);
+      this.attached = Promise.resolve();
+    }
     this.transport.onclose = () => this.gone('the upstream session closed');
     instance.sessions++;
     void instance.ended.then((exit) => this.gone(`the server instance stopped (${exit.reason})`));
@@ -65,10 +78,11 @@ export class Upstream<On = unknown> {
 
   async start(): Promise<void> {
     await this.transport.start();
+    await this.attached;
   }
 
   setProtocolVersion(version: string): void {
-    this.transport.setProtocolVersion(version);
+    if (this.transport instanceof StreamableHTTPClientTransport) this.transport.setProtocolVersion(version);
   }
 
   /**
@@ -96,7 +110,7 @@ export class Upstream<On = unknown> {
       const message: JSONRPCRequest = { jsonrpc: '2.0', id, method, ...(params ? { params } : {}) };
       this.transport.send(message).catch((error: unknown) => {
         this.instance.suspected = true;
-        this.settle(id, { error: { code: UPSTREAM_GONE, message: `the server could not be reached: ${describe(error, Object.values(this.instance.endpoint.headers))}` } });
+        this.settle(id, { error: { code: UPSTREAM_GONE, message: `the server could not be reached: ${describe(error, this.secrets())}` } });
       });
     });
   }
@@ -117,8 +131,14 @@ export class Upstream<On = unknown> {
   async close(): Promise<void> {
     if (this.closedWith) return;
     this.gone('closed');
-    await this.transport.terminateSession().catch(() => undefined);
+    if (this.transport instanceof StreamableHTTPClientTransport) await this.transport.terminateSession().catch(() => undefined);
     await this.transport.close().catch(() => undefined);
+  }
+
+  /** what the instance's requests carry that no error message may repeat */
+  private secrets(): string[] {
+    const endpoint = this.instance.endpoint;
+    return 'headers' in endpoint ? Object.values(endpoint.headers) : [];
   }
 
   /** `stream`: the ids of the requests whose POST the message came on; none for the GET stream (or a JSON answer). */
@@ -159,10 +179,9 @@ export class Upstream<On = unknown> {
    * a broken stream means the instance is suspect and the caller hears so.
    * JSON answers and everything else (the GET stream, DELETE) stay the SDK's.
    */
-  private async fetchTracked(url: string | URL, init?: RequestInit): Promise<Response> {
+  private async fetchTracked(url: string | URL, init: RequestInit | undefined, outbound: OutboundPolicy | undefined): Promise<Response> {
     const body = init?.body;
     const ids = init?.method === 'POST' && typeof body === 'string' ? requestIds(body) : [];
-    const outbound = this.instance.endpoint.outbound;
     if (ids.length === 0) return httpFetch(url, init, undefined, outbound);
     const exchange = await httpExchange(url, { ...init, body: body as string }, outbound);
     const { response } = exchange;

@@ -1,12 +1,12 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
-import { createInterface } from 'node:readline';
 import { PassThrough } from 'node:stream';
 import { systemRootArgs } from '@aileron/bubblewrap';
 import type { RunnerAnswer, RunnerOp, RunnerRequest, RunnerResult } from '../runner/protocol';
 import { SANDBOX_WORKDIR } from '../runner/protocol';
 import { type CommandRestrictions, type GitResult, RunnerError, type SandboxDriver, type SandboxRunner, type SandboxSpec, SandboxSourceError, SandboxStartError } from './driver';
+import { readLines } from './lines';
 
 const HOME = '/home/sandbox';
 const RUNNER_DIR = '/opt/aileron-runner';
@@ -236,7 +236,7 @@ class GitHelper {
   constructor(node: string, script: string) {
     this.child = spawn(node, ['--max-old-space-size=64', script], { stdio: ['pipe', 'pipe', 'inherit'], env: { PATH: '/usr/bin:/bin' } });
     this.child.stdin!.on('error', () => undefined);
-    createInterface({ input: this.child.stdout!, crlfDelay: Infinity }).on('line', (line) => {
+    readLines(this.child.stdout!, (line) => {
       const answer = JSON.parse(line) as { id: number; code: number; stdout: string; stderr: string };
       this.pending.get(answer.id)?.({ code: answer.code, stdout: Buffer.from(answer.stdout, 'base64'), stderr: answer.stderr });
       this.pending.delete(answer.id);
@@ -277,7 +277,7 @@ class LocalRunner implements SandboxRunner {
     child.stderr!.on('data', (chunk: Buffer) => {
       this.stderr = (this.stderr + chunk.toString('utf8')).slice(-4000);
     });
-    createInterface({ input: child.stdout!, crlfDelay: Infinity }).on('line', (line) => this.receive(line));
+    readLines(child.stdout!, (line) => this.receive(line));
     this.ended = new Promise((resolveEnded) => {
       child.once('exit', (code, signal) => {
         this.gone = signal ? `killed by ${signal}` : `exited with code ${code}`;

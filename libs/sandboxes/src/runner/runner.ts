@@ -92,6 +92,13 @@ function splitLines(text: string): string[] {
   return lines;
 }
 
+/** what splitLines(text).length would be */
+function countLines(text: string): number {
+  let count = 0;
+  for (let at = text.indexOf('\n'); at !== -1; at = text.indexOf('\n', at + 1)) count++;
+  return text === '' || text.endsWith('\n') ? count : count + 1;
+}
+
 async function walk(root: string, recursive: boolean, visit: (path: string, type: 'file' | 'dir' | 'symlink' | 'other', size: number) => boolean): Promise<boolean> {
   // breadth-first, never following symlinks: a link to / would otherwise list the whole root
   const queue = [root];
@@ -293,7 +300,13 @@ async function handle(request: RunnerRequest, stream?: (chunk: Buffer) => Promis
     case 'ping':
       return { pid: process.pid, ...(VERSION ? { version: VERSION } : {}), ...(LISTEN !== undefined ? { role: ROLE } : {}) };
     case 'read': {
-      const lines = splitLines(await readText(inSandbox(request.path)));
+      const text = await readText(inSandbox(request.path));
+      // the whole file (the usual read) is the text itself: no split and join of every line
+      if (request.offset === 0 && request.limit === null) {
+        const lines = countLines(text);
+        return { content: text === '' || text.endsWith('\n') ? text : `${text}\n`, lines, totalLines: lines };
+      }
+      const lines = splitLines(text);
       const slice = lines.slice(request.offset, request.limit === null ? undefined : request.offset + request.limit);
       return { content: slice.join('\n') + (slice.length > 0 ? '\n' : ''), lines: slice.length, totalLines: lines.length };
     }

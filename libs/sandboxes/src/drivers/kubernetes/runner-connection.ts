@@ -1,7 +1,7 @@
 import { connect, type Socket } from 'node:net';
-import { createInterface } from 'node:readline';
 import type { RunnerAnswer, RunnerChunk, RunnerOp, RunnerRequest, RunnerResult } from '../../runner/protocol';
 import { RunnerError } from '../driver';
+import { readLines } from '../lines';
 
 interface Pending {
   resolve(value: unknown): void;
@@ -35,7 +35,7 @@ export class RunnerConnection {
 
   private constructor(private readonly socket: Socket) {
     this.closed = new Promise((resolve) => (this.markClosed = resolve));
-    createInterface({ input: socket, crlfDelay: Infinity }).on('line', (line) => this.receive(line));
+    readLines(socket, (line) => this.receive(line));
     socket.on('error', (error) => this.close(error.message));
     socket.on('close', () => this.close('the connection closed'));
   }
