@@ -194,6 +194,21 @@ describe('Kubernetes sandbox driver', () => {
     expect(existsSync(kubelet.volume(n.history))).toBe(false);
   });
 
+  it('never snapshots the lost+found a new volume has at the root of /src, even once fsck has put something there', async () => {
+    const spec = aSandbox();
+    const runner = await driver.runner(spec);
+    expect((await runner.call({ op: 'ls', path: '.', recursive: false })).entries.map((e) => e.path)).toEqual(['lost+found']);
+    // what fsck recovers lands there, owned by whoever owned the inode
+    writeFileSync(join(kubelet.volume(names(spec).files), 'lost+found', '#131074'), 'half a file\n');
+    await runner.call({ op: 'write', path: 'app.ts', content: 'export {};\n' });
+    // only the root's is left out: the agent's own lost+found deeper down is work like any other
+    await runner.call({ op: 'write', path: 'docs/lost+found/notes.md', content: '# kept\n' });
+    expect(await driver.git(spec, ['add', '--all'])).toMatchObject({ code: 0 });
+    expect((await driver.git(spec, ['status', '--porcelain', '--untracked-files=all'])).stdout.toString()).toBe('A  app.ts\nA  docs/lost+found/notes.md\n');
+    expect((await driver.git(spec, [...IDENTITY, 'commit', '--quiet', '-m', 'write: app.ts'])).code).toBe(0);
+    expect((await driver.git(spec, ['ls-tree', '-r', '--name-only', SNAPSHOT_BRANCH])).stdout.toString()).toBe('app.ts\ndocs/lost+found/notes.md\n');
+  });
+
   it('keeps the roles apart: the agent’s runner never runs git, the history’s nothing else, neither without its own token', async () => {
     const spec = aSandbox();
     const runner = await driver.runner(spec);

@@ -81,5 +81,14 @@ export const RUNNER_VERSION_ENV = 'AILERON_MCP_VERSION';
 /** Where the history role finds the git directory. */
 export const HISTORY_DIR = '/history';
 
+/**
+ * The history's `info/exclude`, written when it is initialised: what is at
+ * the root of /src but never the agent's work. A fresh ext4 volume (a
+ * Kubernetes sandbox's claim) has `lost+found` there, owned by root, where
+ * fsck puts what it recovers. Anchored, so a `lost+found` deeper in the tree
+ * is still taken.
+ */
+export const HISTORY_EXCLUDE = '# written by Aileron when the history was made: never part of a snapshot\n/lost+found\n';
+
 /** The workdir inside every sandbox: relative paths resolve against it. */
 export const SANDBOX_WORKDIR = '/src';

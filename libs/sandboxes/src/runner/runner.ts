@@ -35,6 +35,8 @@ const COMMAND_PATH = '/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sb
 /** the history role's git directory (a volume the sandbox's own container never mounts) */
 const HISTORY = '/history';
 const GIT = '/usr/bin/git';
+/** protocol.ts's HISTORY_EXCLUDE (the runner imports no values: it runs as one file) */
+const HISTORY_EXCLUDE = '# written by Aileron when the history was made: never part of a snapshot\n/lost+found\n';
 /**
  * As the local driver's host-side git: no hooks, no fsmonitor, no protocol
  * that reads another repository of this machine; with GIT_CONFIG_NOSYSTEM and
@@ -273,9 +275,20 @@ function git(request: Extract<RunnerRequest, { op: 'git' }>, stream?: (chunk: Bu
     child.on('error', (error) => resolveGit({ stdout: '', stderr: `could not start git: ${error.message}\n`, code: 127 }));
     child.on('close', (code, signal) => {
       const exitCode = code ?? (signal ? 128 + (osConstants.signals[signal] ?? 9) : 1);
-      resolveGit({ stdout: Buffer.concat(stdout).toString('base64'), stderr: stderr.text(), code: exitCode });
+      const answer = { stdout: Buffer.concat(stdout).toString('base64'), stderr: stderr.text(), code: exitCode };
+      // at every start (init is idempotent): a history made before the exclusion gets it too
+      if (request.args[0] !== 'init' || exitCode !== 0) return resolveGit(answer);
+      writeExclude().then(
+        () => resolveGit(answer),
+        (error: unknown) => resolveGit({ ...answer, stderr: `could not write ${HISTORY}/info/exclude: ${failureOf(error).message}\n`, code: 1 }),
+      );
     });
   });
+}
+
+async function writeExclude(): Promise<void> {
+  await fs.mkdir(join(HISTORY, 'info'), { recursive: true });
+  await fs.writeFile(join(HISTORY, 'info', 'exclude'), HISTORY_EXCLUDE);
 }
 
 /** What this runner's role does not answer: the sandbox never touches the history, the history runs nothing but git. */
