@@ -1,15 +1,14 @@
 import { execFileSync } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { connect, createServer } from 'node:net';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import ts from 'typescript';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { projectRoot } from '@aileron/config';
 import { KubernetesSandboxDriver, RunnerError, SandboxStartError, SNAPSHOT_BRANCH, type KubernetesSandboxOptions, type SandboxSpec } from '@aileron/sandboxes';
 import { FakeKubernetes } from '../support/fake-kubernetes';
 import { ProcessKubelet, type FakeImage } from '../support/process-kubelet';
+import { listenOnPodIP, runnerPorts, SANDBOX_VERSION as VERSION, sandboxImageMaker } from '../support/sandbox-pods';
 
 /**
  * The Kubernetes sandbox driver end to end, with two things simulated:
@@ -31,12 +30,11 @@ import { ProcessKubelet, type FakeImage } from '../support/process-kubelet';
  *   tree plus the version its ENV would carry).
  *
  * Real: the driver and the Kubernetes client, the runner (runner.ts compiled
- * with the typescript package below), its TCP listen mode and tokens, both
+ * with the typescript package), its TCP listen mode and tokens, both
  * runners' roles, the files on the claim's volume, git (/usr/bin/git) over the
  * history volume.
  */
 
-const VERSION = (JSON.parse(readFileSync(join(projectRoot(), 'package.json'), 'utf8')) as { version: string }).version;
 const IMAGE = `ghcr.io/aileron/sandbox-base:${VERSION}`;
 const OLD_IMAGE = 'ghcr.io/aileron/sandbox-base:0.0.9';
 /** an image that ignores the runner's arguments: its containers run, nothing ever listens */
@@ -55,19 +53,9 @@ const drivers: KubernetesSandboxDriver[] = [];
 
 beforeAll(async () => {
   scratch = mkdtempSync(join(tmpdir(), 'k8s-sandboxes-'));
-  // the image's /opt/aileron: the runner as `npm run build` would compile it (node built-ins only, one file)
-  const runnerDir = join(scratch, 'opt-aileron');
-  mkdirSync(runnerDir);
-  const source = readFileSync(join(projectRoot(), 'libs/sandboxes/src/runner/runner.ts'), 'utf8');
-  const compiled = ts.transpileModule(source, { compilerOptions: { module: ts.ModuleKind.CommonJS, target: ts.ScriptTarget.ES2022 } });
-  writeFileSync(join(runnerDir, 'runner.js'), compiled.outputText);
-  const image = (version: string, entrypoint?: string[]): FakeImage => ({
-    binds: [{ source: runnerDir, target: '/opt/aileron' }],
-    env: { AILERON_MCP_VERSION: version, HOME: '/home/agent' },
-    ...(entrypoint ? { entrypoint } : {}),
-  });
+  const image = sandboxImageMaker(scratch);
   images = { [IMAGE]: image(VERSION), [OLD_IMAGE]: image('0.0.9'), [SILENT_IMAGE]: image(VERSION, ['/bin/sh', '-c', 'exec sleep 600']) };
-  ports = { sandbox: await freePort(), history: await freePort() };
+  ports = await runnerPorts();
 });
 
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -77,7 +65,7 @@ beforeEach(async () => {
   kubelet = new ProcessKubelet(fake, {
     volumes: mkdtempSync(join(scratch, 'volumes-')),
     images,
-    args: (args, podIP) => args.map((arg, at) => (args[at - 1] === '--listen' ? `${podIP}:${arg}` : arg)),
+    args: listenOnPodIP,
   });
   logLines = [];
   driver = aDriver();
@@ -378,16 +366,5 @@ function readAll(stream: NodeJS.ReadableStream): Promise<Buffer> {
     stream.on('data', (chunk: Buffer) => chunks.push(chunk));
     stream.once('end', () => resolve(Buffer.concat(chunks)));
     stream.once('error', reject);
-  });
-}
-
-/** A port nothing on this machine listens on, on any address. */
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = createServer();
-    server.listen(0, '0.0.0.0', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
   });
 }
