@@ -22,7 +22,13 @@ export type RunnerRequest =
    * stdout comes as RunnerChunk lines before the answer, whose `stdout` is
    * then empty.
    */
-  | { op: 'git'; args: string[]; stdin?: string; stream?: boolean };
+  | { op: 'git'; args: string[]; stdin?: string; stream?: boolean }
+  /**
+   * A tar.gz unpacked into /src by GNU tar, as the sandbox's user: its bytes
+   * follow as RunnerInput lines. tar drops a leading `/` and refuses members
+   * with `..` in their path; at most `maxBytes` of unpacked archive.
+   */
+  | { op: 'unpack'; maxBytes: number };
 
 /** Per-process limits of a command (rlimits): what a machine without cgroup delegation can enforce. */
 export interface RunnerLimits {
@@ -45,6 +51,8 @@ export interface RunnerResults {
   which: { paths: Record<string, string | null> };
   /** `stdout` base64 (empty when streamed); `code` git's exit code */
   git: { stdout: string; stderr: string; code: number };
+  /** `bytes`: the unpacked archive's size */
+  unpack: { bytes: number };
 }
 
 export type RunnerOp = RunnerRequest['op'];
@@ -63,6 +71,9 @@ export interface RunnerChunk {
   id: number;
   chunk: string;
 }
+
+/** The input of a request that takes one (`unpack`), sent after it: chunks (base64), then the end. */
+export type RunnerInput = RunnerChunk | { id: number; end: true };
 
 /**
  * Listen mode (`--listen [host:]port`, how a pod's runners are reached): a
