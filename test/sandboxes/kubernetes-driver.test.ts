@@ -1,15 +1,15 @@
 import { execFileSync } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { connect, createServer } from 'node:net';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import ts from 'typescript';
+import { gzipSync } from 'node:zlib';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { projectRoot } from '@aileron/config';
-import { KubernetesSandboxDriver, RunnerError, SandboxStartError, SNAPSHOT_BRANCH, type KubernetesSandboxOptions, type SandboxSpec } from '@aileron/sandboxes';
+import { KubernetesSandboxDriver, RunnerError, SandboxSourceError, SandboxStartError, SNAPSHOT_BRANCH, type KubernetesSandboxOptions, type SandboxSpec } from '@aileron/sandboxes';
 import { FakeKubernetes } from '../support/fake-kubernetes';
 import { ProcessKubelet, type FakeImage } from '../support/process-kubelet';
+import { listenOnPodIP, runnerPorts, SANDBOX_VERSION as VERSION, sandboxImageMaker } from '../support/sandbox-pods';
 
 /**
  * The Kubernetes sandbox driver end to end, with two things simulated:
@@ -31,12 +31,11 @@ import { ProcessKubelet, type FakeImage } from '../support/process-kubelet';
  *   tree plus the version its ENV would carry).
  *
  * Real: the driver and the Kubernetes client, the runner (runner.ts compiled
- * with the typescript package below), its TCP listen mode and tokens, both
+ * with the typescript package), its TCP listen mode and tokens, both
  * runners' roles, the files on the claim's volume, git (/usr/bin/git) over the
  * history volume.
  */
 
-const VERSION = (JSON.parse(readFileSync(join(projectRoot(), 'package.json'), 'utf8')) as { version: string }).version;
 const IMAGE = `ghcr.io/aileron/sandbox-base:${VERSION}`;
 const OLD_IMAGE = 'ghcr.io/aileron/sandbox-base:0.0.9';
 /** an image that ignores the runner's arguments: its containers run, nothing ever listens */
@@ -55,19 +54,9 @@ const drivers: KubernetesSandboxDriver[] = [];
 
 beforeAll(async () => {
   scratch = mkdtempSync(join(tmpdir(), 'k8s-sandboxes-'));
-  // the image's /opt/aileron: the runner as `npm run build` would compile it (node built-ins only, one file)
-  const runnerDir = join(scratch, 'opt-aileron');
-  mkdirSync(runnerDir);
-  const source = readFileSync(join(projectRoot(), 'libs/sandboxes/src/runner/runner.ts'), 'utf8');
-  const compiled = ts.transpileModule(source, { compilerOptions: { module: ts.ModuleKind.CommonJS, target: ts.ScriptTarget.ES2022 } });
-  writeFileSync(join(runnerDir, 'runner.js'), compiled.outputText);
-  const image = (version: string, entrypoint?: string[]): FakeImage => ({
-    binds: [{ source: runnerDir, target: '/opt/aileron' }],
-    env: { AILERON_MCP_VERSION: version, HOME: '/home/agent' },
-    ...(entrypoint ? { entrypoint } : {}),
-  });
+  const image = sandboxImageMaker(scratch);
   images = { [IMAGE]: image(VERSION), [OLD_IMAGE]: image('0.0.9'), [SILENT_IMAGE]: image(VERSION, ['/bin/sh', '-c', 'exec sleep 600']) };
-  ports = { sandbox: await freePort(), history: await freePort() };
+  ports = await runnerPorts();
 });
 
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -77,7 +66,7 @@ beforeEach(async () => {
   kubelet = new ProcessKubelet(fake, {
     volumes: mkdtempSync(join(scratch, 'volumes-')),
     images,
-    args: (args, podIP) => args.map((arg, at) => (args[at - 1] === '--listen' ? `${podIP}:${arg}` : arg)),
+    args: listenOnPodIP,
   });
   logLines = [];
   driver = aDriver();
@@ -194,6 +183,21 @@ describe('Kubernetes sandbox driver', () => {
     expect(existsSync(kubelet.volume(n.history))).toBe(false);
   });
 
+  it('never snapshots the lost+found a new volume has at the root of /src, even once fsck has put something there', async () => {
+    const spec = aSandbox();
+    const runner = await driver.runner(spec);
+    expect((await runner.call({ op: 'ls', path: '.', recursive: false })).entries.map((e) => e.path)).toEqual(['lost+found']);
+    // what fsck recovers lands there, owned by whoever owned the inode
+    writeFileSync(join(kubelet.volume(names(spec).files), 'lost+found', '#131074'), 'half a file\n');
+    await runner.call({ op: 'write', path: 'app.ts', content: 'export {};\n' });
+    // only the root's is left out: the agent's own lost+found deeper down is work like any other
+    await runner.call({ op: 'write', path: 'docs/lost+found/notes.md', content: '# kept\n' });
+    expect(await driver.git(spec, ['add', '--all'])).toMatchObject({ code: 0 });
+    expect((await driver.git(spec, ['status', '--porcelain', '--untracked-files=all'])).stdout.toString()).toBe('A  app.ts\nA  docs/lost+found/notes.md\n');
+    expect((await driver.git(spec, [...IDENTITY, 'commit', '--quiet', '-m', 'write: app.ts'])).code).toBe(0);
+    expect((await driver.git(spec, ['ls-tree', '-r', '--name-only', SNAPSHOT_BRANCH])).stdout.toString()).toBe('app.ts\ndocs/lost+found/notes.md\n');
+  });
+
   it('keeps the roles apart: the agent’s runner never runs git, the history’s nothing else, neither without its own token', async () => {
     const spec = aSandbox();
     const runner = await driver.runner(spec);
@@ -281,6 +285,77 @@ describe('Kubernetes sandbox driver', () => {
     expect((await again.call({ op: 'readText', path: 'kept.txt' })).content).toBe('still here\n');
   });
 
+  describe('a tar.gz source', () => {
+    /** The archive as a file of the control plane's, where the upload leaves it. */
+    function archive(entries: TarEntry[]): string {
+      const file = join(scratch, `${randomUUID()}.tar.gz`);
+      writeFileSync(file, gzipSync(tar(entries)));
+      return file;
+    }
+
+    async function importError(spec: SandboxSpec, file: string): Promise<string> {
+      const error = await driver.importTar(spec, file).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(error).toBeInstanceOf(SandboxSourceError);
+      return (error as Error).message;
+    }
+
+    it('is unpacked into /src inside the sandbox: files, directories, modes and links as the archive has them', async () => {
+      const spec = aSandbox();
+      await driver.importTar(
+        spec,
+        archive([
+          { name: 'repo/', type: 'dir' },
+          { name: 'repo/README.md', content: '# a repository\n' },
+          { name: 'repo/bin/test.sh', content: '#!/bin/sh\necho ok\n', mode: 0o755 },
+          { name: 'repo/docs', type: 'symlink', target: 'README.md' },
+          // a link to the system's files resolves in the container, as any link the agent makes
+          { name: 'repo/etc', type: 'symlink', target: '/etc' },
+          { name: 'repo/big.bin', content: Buffer.alloc(3 * 1024 * 1024, 7) },
+        ]),
+      );
+      const runner = await driver.runner(spec);
+      expect((await runner.call({ op: 'readText', path: 'repo/README.md' })).content).toBe('# a repository\n');
+      expect(await runner.call(exec('repo/bin/test.sh && readlink repo/docs repo/etc && stat -c %s repo/big.bin && stat -c %u:%a repo/bin/test.sh'))).toMatchObject({
+        exitCode: 0,
+        stdout: 'ok\nREADME.md\n/etc\n3145728\n10001:755\n',
+      });
+      expect((await driver.git(spec, ['add', '--all'])).code).toBe(0);
+      expect((await driver.git(spec, ['ls-files', '-s'])).stdout.toString()).toMatch(/^100644 \S+ 0\trepo\/README.md\n100644 \S+ 0\trepo\/big.bin\n100755 \S+ 0\trepo\/bin\/test.sh\n120000 \S+ 0\trepo\/docs\n120000 \S+ 0\trepo\/etc\n$/);
+    });
+
+    it('never writes outside /src: .. is refused, a leading / dropped, nothing written through a link', async () => {
+      const spec = aSandbox();
+      // /tmp is the container's own, writable: where an escape would land
+      expect(await importError(spec, archive([{ name: '../tmp/planted.txt', content: 'escaped\n' }]))).toMatch(/Member name contains '\.\.'/);
+      await driver.importTar(spec, archive([{ name: '/tmp/absolute.txt', content: 'kept in /src\n' }]));
+      // the link is a placeholder file until the end: the member below it has no directory to go to
+      expect(await importError(spec, archive([{ name: 'out', type: 'symlink', target: '/tmp' }, { name: 'out/through.txt', content: 'through the link\n' }]))).toMatch(
+        /out\/through.txt: Cannot open: Not a directory/,
+      );
+      const runner = await driver.runner(spec);
+      expect((await runner.call(exec('ls -A /tmp; cat tmp/absolute.txt'))).stdout).toBe('kept in /src\n');
+    });
+
+    it('is refused when it unpacks to more than the files claim holds, or is not gzip at all', async () => {
+      const spec = aSandbox();
+      const small = aDriver({ storage: { files: '1Mi' } });
+      // 4 MiB of zeros: a few KiB compressed, well under any upload limit
+      const bomb = archive([{ name: 'zeros.bin', content: Buffer.alloc(4 * 1024 * 1024) }]);
+      const error = await small.importTar(spec, bomb).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(error).toBeInstanceOf(SandboxSourceError);
+      expect((error as Error).message).toBe('the archive could not be unpacked: the archive unpacks to more than 1048576 bytes, what /src holds');
+      const notGzip = join(scratch, 'not.tar.gz');
+      writeFileSync(notGzip, tar([{ name: 'plain.txt', content: 'not compressed\n' }]));
+      expect(await importError(aSandbox(), notGzip)).toMatch(/not a gzip-compressed archive/);
+    });
+  });
+
   describe('refusing a runner of another version', () => {
     it('stops a pod an older control plane left running and names both versions; the next start runs our image', async () => {
       const spec = aSandbox();
@@ -366,13 +441,38 @@ function readAll(stream: NodeJS.ReadableStream): Promise<Buffer> {
   });
 }
 
-/** A port nothing on this machine listens on, on any address. */
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = createServer();
-    server.listen(0, '0.0.0.0', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
+interface TarEntry {
+  name: string;
+  type?: 'file' | 'dir' | 'symlink';
+  content?: string | Buffer;
+  target?: string;
+  mode?: number;
+}
+
+/** A ustar archive, byte by byte: names as given, which tar programs would not write (`..`, absolute). */
+function tar(entries: TarEntry[]): Buffer {
+  const blocks: Buffer[] = [];
+  for (const entry of entries) {
+    const content = Buffer.from(entry.content ?? '');
+    const header = Buffer.alloc(512);
+    const field = (value: string, at: number, length: number) => header.write(value, at, length, 'utf8');
+    const octal = (value: number, at: number, length: number) => field(`${value.toString(8).padStart(length - 1, '0')}\0`, at, length);
+    field(entry.name, 0, 100);
+    octal(entry.mode ?? (entry.type === 'dir' ? 0o755 : 0o644), 100, 8);
+    octal(0, 108, 8);
+    octal(0, 116, 8);
+    octal(entry.type === 'file' || entry.type === undefined ? content.length : 0, 124, 12);
+    octal(Math.floor(Date.now() / 1000), 136, 12);
+    field('        ', 148, 8);
+    field(entry.type === 'dir' ? '5' : entry.type === 'symlink' ? '2' : '0', 156, 1);
+    field(entry.target ?? '', 157, 100);
+    field('ustar\u000000', 257, 8);
+    let sum = 0;
+    for (const byte of header) sum += byte;
+    field(`${sum.toString(8).padStart(6, '0')}\0 `, 148, 8);
+    blocks.push(header);
+    if (content.length > 0 && (entry.type ?? 'file') === 'file') blocks.push(content, Buffer.alloc((512 - (content.length % 512)) % 512));
+  }
+  blocks.push(Buffer.alloc(1024));
+  return Buffer.concat(blocks);
 }

@@ -388,6 +388,21 @@ describe('sandboxes (embedded, bubblewrap)', () => {
     expect((await interfaces()).length).toBeGreaterThan(1);
   });
 
+  it('never snapshots a lost+found at the root of /src (a new ext4 volume has one), only the agent’s deeper ones', async () => {
+    const box = await aSandbox('fresh-volume');
+    const made = await box.call('bash', { command: "mkdir lost+found docs docs/lost+found && echo 'half a file' > 'lost+found/#131074' && echo kept > docs/lost+found/notes.md" });
+    expect(made.structuredContent).toMatchObject({ exitCode: 0 });
+    await box.call('write', { path: 'app.ts', content: 'export {};\n' });
+    // the bundle waits for the last snapshot
+    const bundle = await fetch(`${cp.url}/v1/workspaces/${ws}/sandboxes/fresh-volume/bundle`, { headers: { authorization: `Bearer ${cp.ownerToken}` } });
+    expect(bundle.status).toBe(200);
+    const snapshots = (await cp.request('GET', `/v1/workspaces/${ws}/sandboxes/fresh-volume/snapshots`)).body.snapshots as { message: string; files: { path: string }[] }[];
+    expect(snapshots.map((s) => [s.message, s.files.map((f) => f.path)])).toEqual([
+      ['write: app.ts', ['app.ts']],
+      [expect.stringMatching(/^bash: mkdir lost\+found/), ['docs/lost+found/notes.md']],
+    ]);
+  });
+
   it('deleting a sandbox removes it, its files and its history', async () => {
     await aSandbox('short-lived');
     expect((await cp.request('DELETE', `/v1/workspaces/${ws}/sandboxes/short-lived`)).status).toBe(204);

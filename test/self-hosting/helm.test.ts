@@ -1,23 +1,29 @@
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Ajv from 'ajv';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { ADMIN_TOKEN_FILE, loadConfig, SETTINGS } from '@aileron/config';
 import { CONTROL_PLANE_SELECTOR, EGRESS_EXCEPT_V4, KubernetesDriver, MANAGED_BY, type InstanceSpec } from '@aileron/pool';
-import { FakeKubernetes, type Resource } from '../support/fake-kubernetes';
+import { KubernetesSandboxDriver, kubernetesSandboxOptions, SANDBOX_RUNNER_PORTS, SANDBOX_SELECTOR, SNAPSHOT_BRANCH, type SandboxSpec } from '@aileron/sandboxes';
+import { FakeKubernetes } from '../support/fake-kubernetes';
+import { ProcessKubelet } from '../support/process-kubelet';
+import { listenOnPodIP, runnerPorts, SANDBOX_VERSION, sandboxImageMaker } from '../support/sandbox-pods';
 import { CHART, ensureRenderer, find, mergedValues, notes, one, podTemplates, render, renderError, type K8sObject, type Rendered } from './chart';
+import { callsMade, grantsOf, refuseOutside } from './rbac';
 import { codeSpans, documentedSettings, readmeSection, ROOT, serverModeCommand, shellLines, tableRows } from './readme';
 
 /**
  * The Helm chart, rendered by the engine Helm runs (scripts/helm-render: Go's
  * text/template and sprig) for several value sets, each object validated
  * against the Kubernetes schemas (kubernetes-models) and held to the
- * security properties on the rendered objects themselves. The pool's Role is
- * held to what the Kubernetes driver really calls, by running the driver
- * against a fake API server that allows exactly the Role's rules.
+ * security properties on the rendered objects themselves. The pool's and the
+ * sandboxes' Roles are held to what their Kubernetes drivers really call, by
+ * running each driver against a fake API server that allows exactly the
+ * Role's rules.
  */
 
 const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
@@ -26,6 +32,7 @@ const schema = JSON.parse(readFileSync(join(CHART, 'values.schema.json'), 'utf8'
 
 const RELEASE_NS = 'aileron';
 const POOL_NS = 'aileron-pool';
+const SANDBOX_NS = 'aileron-sandboxes';
 const ROOT_KEY = Buffer.alloc(32, 7).toString('base64');
 
 const VALUE_SETS: Record<string, object> = {
@@ -42,6 +49,22 @@ const VALUE_SETS: Record<string, object> = {
     mode: 'server',
     secrets: { existingSecret: 'aileron-operator-secrets' },
     pool: { driver: 'kubernetes', namespace: POOL_NS, egressAllowCidrs: ['10.20.0.0/16'] },
+  },
+  'sandboxes on Kubernetes (pool local)': {
+    pool: { egressAllowCidrs: ['10.30.0.0/16'] },
+    sandboxes: {
+      driver: 'kubernetes',
+      namespace: SANDBOX_NS,
+      image: { repository: 'registry.example.com/acme/sandbox' },
+      versionMismatch: 'warn',
+      storage: { files: '20Gi', history: '3Gi', storageClass: 'fast-ssd' },
+    },
+  },
+  'pool and sandboxes on Kubernetes in one namespace': {
+    mode: 'server',
+    secrets: { existingSecret: 'aileron-operator-secrets' },
+    pool: { driver: 'kubernetes', namespace: POOL_NS },
+    sandboxes: { driver: 'kubernetes', namespace: POOL_NS },
   },
 };
 const SETS = Object.keys(VALUE_SETS);
@@ -86,6 +109,8 @@ describe('the chart', () => {
     const pool = rendered['pool on Kubernetes (server mode, existing Secret)']!;
     expect(one(pool, 'ConfigMap').data.AILERON_POOL_RUNNER_IMAGE).toBe(SETTINGS.AILERON_POOL_RUNNER_IMAGE.default);
     expect(SETTINGS.AILERON_POOL_RUNNER_IMAGE.default).toBe(`${images[1]}:${pkg.version}`);
+    // the sandboxes' image, as the driver would default it too (ghcr.io/aileron/sandbox-base:<version>)
+    expect(one(render({ sandboxes: { driver: 'kubernetes' } }), 'ConfigMap').data.AILERON_SANDBOX_IMAGE).toBe(`${images[2]}:${pkg.version}`);
   });
 
   it('documents every value in values.yaml, and values.schema.json accepts each value set and refuses misspelt or misplaced values', () => {
@@ -121,13 +146,15 @@ describe('the chart', () => {
       }
     });
 
-    it('creates nothing cluster-wide but the pool namespace, and names every object it puts outside the release namespace', () => {
+    it("creates nothing cluster-wide but the pool's and the sandboxes' namespaces, names every object it puts outside the release namespace, and nothing twice", () => {
       const r = rendered[set]!;
       for (const object of r.objects) {
         expect(['ClusterRole', 'ClusterRoleBinding', 'PodSecurityPolicy', 'MutatingWebhookConfiguration', 'ValidatingWebhookConfiguration']).not.toContain(object.kind);
-        if (object.kind === 'Namespace') expect(object.metadata.name).toBe(POOL_NS);
-        else if (object.metadata.namespace !== undefined) expect(object.metadata.namespace, `${object.kind}/${object.metadata.name}`).toBe(POOL_NS);
+        if (object.kind === 'Namespace') expect([POOL_NS, SANDBOX_NS]).toContain(object.metadata.name);
+        else if (object.metadata.namespace !== undefined) expect([POOL_NS, SANDBOX_NS], `${object.kind}/${object.metadata.name}`).toContain(object.metadata.namespace);
       }
+      const keys = r.objects.map((o) => `${o.kind} ${o.metadata.namespace ?? RELEASE_NS}/${o.metadata.name}`);
+      expect(keys.filter((key, i) => keys.indexOf(key) !== i)).toEqual([]);
     });
 
     it('runs every pod non-root, with a read-only root file system, no privilege escalation, all capabilities dropped and seccomp RuntimeDefault', () => {
@@ -348,6 +375,8 @@ describe('pool on Kubernetes', () => {
   it("binds a Role in the pool's namespace to the control plane's ServiceAccount, and mounts its token there only", () => {
     const role = one(r(), 'Role');
     const binding = one(r(), 'RoleBinding');
+    expect(find(rendered['default (embedded)']!, 'Role')).toEqual([]);
+    expect(controlPlane(rendered['default (embedded)']!).spec.template.spec.automountServiceAccountToken).toBe(false);
     const deployment = controlPlane(r());
     expect(role.metadata.namespace).toBe(POOL_NS);
     expect(binding.metadata.namespace).toBe(POOL_NS);
@@ -408,18 +437,6 @@ describe('pool on Kubernetes', () => {
       await new Promise((resolve) => server?.close(resolve));
     });
 
-    const RESOURCES: Record<Resource, string> = { pods: '', secrets: '', persistentvolumeclaims: '', networkpolicies: 'networking.k8s.io' };
-    const VERBS = ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete', 'deletecollection'];
-
-    /** The RBAC verb of a recorded request, as the API server's authorizer names it. */
-    function verbOf(request: { method: string; path: string; query: URLSearchParams }): { resource: string; verb: string } {
-      const [, , , , resource, name] = /^\/(api\/v1|apis\/([^/]+)\/v1)\/namespaces\/([^/]+)\/([^/]+)(?:\/([^/]+))?$/.exec(request.path)!;
-      const watch = request.query.get('watch') === 'true' || request.query.get('watch') === '1';
-      const verb =
-        request.method === 'GET' ? (name ? 'get' : watch ? 'watch' : 'list') : ({ POST: 'create', PATCH: 'patch', PUT: 'update', DELETE: 'delete' } as Record<string, string>)[request.method]!;
-      return { resource: resource!, verb };
-    }
-
     function spec(): InstanceSpec {
       return {
         id: `memory-${randomUUID().slice(0, 8)}`,
@@ -437,17 +454,7 @@ describe('pool on Kubernetes', () => {
     }
 
     it('allows every call the driver makes through a start, a stop and a restart that reaps, and nothing it does not make', async () => {
-      const role = one(r(), 'Role');
-      const allowed = new Set<string>();
-      for (const rule of role.rules) {
-        for (const group of rule.apiGroups) for (const resource of rule.resources) for (const verb of rule.verbs) allowed.add(`${group}/${resource}:${verb}`);
-      }
-      // the fake API server refuses what the Role does not grant, as RBAC would
-      for (const [resource, group] of Object.entries(RESOURCES) as [Resource, string][]) {
-        for (const verb of VERBS) {
-          if (!allowed.has(`${group}/${resource}:${verb}`)) fake.refuse({ verb, resource, code: 403, reason: 'Forbidden', message: `${verb} ${resource} is forbidden` });
-        }
-      }
+      const allowed = refuseOutside(fake, one(r(), 'Role', 'aileron-pool'));
       const configMap = one(r(), 'ConfigMap').data;
       const options = {
         kubeConfig: fake.kubeConfig(),
@@ -480,11 +487,145 @@ describe('pool on Kubernetes', () => {
       expect(lines.join('\n')).not.toMatch(/forbidden|answered 403/i);
       expect(lines.join('\n')).toMatch(/deleted 1 pod\(s\) an earlier run of this replica left/);
 
-      const used = new Set(fake.requests.map((request) => {
-        const { resource, verb } = verbOf(request);
-        return `${RESOURCES[resource as Resource]}/${resource}:${verb}`;
-      }));
-      expect([...used].sort()).toEqual([...allowed].sort());
+      expect([...callsMade(fake)].sort()).toEqual([...allowed].sort());
+    }, 120_000);
+  });
+});
+
+describe('sandboxes on Kubernetes', () => {
+  const set = 'sandboxes on Kubernetes (pool local)';
+  const r = () => rendered[set]!;
+  const shared = () => rendered['pool and sandboxes on Kubernetes in one namespace']!;
+
+  /** A selector's matchLabels and matchExpressions (Exists, DoesNotExist) against labels. */
+  function selectsPod(selector: K8sObject, labels: Record<string, string>): boolean {
+    const expressions = (selector.matchExpressions ?? []) as { key: string; operator: string }[];
+    return selects(selector.matchLabels ?? {}, labels) && expressions.every(({ key, operator }) => (operator === 'Exists') === key in labels);
+  }
+
+  it("hands the control plane the chart's sandbox values as the configuration reads them", () => {
+    const config = loadConfig(one(r(), 'ConfigMap').data);
+    expect(config.sandboxes).toMatchObject({
+      driver: 'kubernetes',
+      kubernetesNamespace: SANDBOX_NS,
+      image: `registry.example.com/acme/sandbox:${pkg.version}`,
+      versionMismatch: 'warn',
+      storage: { files: '20Gi', history: '3Gi', storageClassName: 'fast-ssd' },
+    });
+    // egress sandboxes reach the pool's private ranges
+    expect(config.pool.egressAllowCidrs).toEqual(['10.30.0.0/16']);
+    // without values the sandboxes stay local, and the default class is the cluster's
+    expect(loadConfig(one(rendered['default (embedded)']!, 'ConfigMap').data).sandboxes.driver).toBe('local');
+    expect(loadConfig(one(shared(), 'ConfigMap').data).sandboxes).toMatchObject({ kubernetesNamespace: POOL_NS, storage: { files: '10Gi', history: '2Gi', storageClassName: undefined } });
+  });
+
+  it("makes the sandboxes' namespace enforce the restricted Pod Security Standard, and binds its Role to the control plane's ServiceAccount", () => {
+    const namespace = one(r(), 'Namespace');
+    expect(namespace.metadata.name).toBe(SANDBOX_NS);
+    expect(namespace.metadata.labels['pod-security.kubernetes.io/enforce']).toBe('restricted');
+    const role = one(r(), 'Role');
+    const binding = one(r(), 'RoleBinding');
+    expect([role.metadata.namespace, binding.metadata.namespace]).toEqual([SANDBOX_NS, SANDBOX_NS]);
+    expect(binding.roleRef).toEqual({ apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: role.metadata.name });
+    const deployment = controlPlane(r());
+    expect(binding.subjects).toEqual([{ kind: 'ServiceAccount', name: deployment.spec.template.spec.serviceAccountName, namespace: RELEASE_NS }]);
+    expect(deployment.spec.template.spec.automountServiceAccountToken).toBe(true);
+    expect(one(r(), 'ServiceAccount').automountServiceAccountToken).toBe(true);
+  });
+
+  it("grants exactly the driver's calls: pods (create, get, list, watch, delete), claims (create, delete), Secrets (create, get, delete), NetworkPolicies (create, update, delete)", () => {
+    expect([...grantsOf(one(r(), 'Role'))].sort()).toEqual(
+      [
+        '/pods:create', '/pods:get', '/pods:list', '/pods:watch', '/pods:delete',
+        '/persistentvolumeclaims:create', '/persistentvolumeclaims:delete',
+        '/secrets:create', '/secrets:get', '/secrets:delete',
+        'networking.k8s.io/networkpolicies:create', 'networking.k8s.io/networkpolicies:update', 'networking.k8s.io/networkpolicies:delete',
+      ].sort(),
+    );
+  });
+
+  it("denies all traffic in the sandboxes' namespace but the control plane's to a sandbox's two runners", () => {
+    const policies = find(r(), 'NetworkPolicy');
+    expect(policies.every((p) => p.metadata.namespace === SANDBOX_NS)).toBe(true);
+    const deny = policies.find((p) => Object.keys(p.spec.podSelector).length === 0);
+    expect(deny?.spec).toEqual({ podSelector: {}, policyTypes: ['Ingress', 'Egress'] });
+    const admit = policies.find((p) => p !== deny)!;
+    expect(admit.spec.policyTypes).toEqual(['Ingress']);
+    // the label the driver selects its pods by, not the pool's instances
+    expect(selectsPod(admit.spec.podSelector, { [SANDBOX_SELECTOR]: 'x' })).toBe(true);
+    expect(selectsPod(admit.spec.podSelector, MANAGED_BY)).toBe(false);
+    const [rule] = admit.spec.ingress;
+    expect(rule.from).toHaveLength(1);
+    expect(rule.from[0].namespaceSelector.matchLabels).toEqual({ 'kubernetes.io/metadata.name': RELEASE_NS });
+    expect(selects(rule.from[0].podSelector.matchLabels, controlPlane(r()).spec.template.metadata.labels)).toBe(true);
+    expect(rule.ports).toEqual([
+      { protocol: 'TCP', port: SANDBOX_RUNNER_PORTS.sandbox },
+      { protocol: 'TCP', port: SANDBOX_RUNNER_PORTS.history },
+    ]);
+    expect(one(r(), 'ResourceQuota').spec.hard['requests.storage']).toBeDefined();
+  });
+
+  it("shares the pool's namespace when told: one Namespace, one default-deny policy, a way in for each, a Role for each", () => {
+    expect(find(shared(), 'Namespace').map((n) => n.metadata.name)).toEqual([POOL_NS]);
+    const policies = find(shared(), 'NetworkPolicy');
+    expect(policies.every((p) => p.metadata.namespace === POOL_NS)).toBe(true);
+    expect(policies.filter((p) => Object.keys(p.spec.podSelector).length === 0)).toHaveLength(1);
+    expect(policies.map((p) => p.spec.ingress?.[0]?.ports.map((port: K8sObject) => port.port))).toContainEqual([SANDBOX_RUNNER_PORTS.sandbox, SANDBOX_RUNNER_PORTS.history]);
+    expect(find(shared(), 'Role').map((role) => `${role.metadata.namespace}/${role.metadata.name}`).sort()).toEqual([`${POOL_NS}/aileron-pool`, `${POOL_NS}/aileron-sandbox`]);
+  });
+
+  it('refuses the release namespace as the sandboxes’ namespace, and tells in NOTES.txt where sandboxes run', () => {
+    expect(renderError({ sandboxes: { driver: 'kubernetes', namespace: RELEASE_NS } }, { namespace: RELEASE_NS })).toMatch(/sandboxes\.namespace/);
+    expect(notes(VALUE_SETS[set]!, { namespace: RELEASE_NS })).toContain(`Sandboxes run as pods in namespace ${SANDBOX_NS} (registry.example.com/acme/sandbox:${pkg.version})`);
+  });
+
+  describe("the Role against the driver's calls", () => {
+    let scratch: string;
+    let fake: FakeKubernetes;
+    let kubelet: ProcessKubelet;
+    const lines: string[] = [];
+
+    beforeAll(async () => {
+      scratch = mkdtempSync(join(tmpdir(), 'helm-sandboxes-'));
+      fake = await FakeKubernetes.start({ namespace: SANDBOX_NS });
+      const image = sandboxImageMaker(scratch);
+      kubelet = new ProcessKubelet(fake, { volumes: join(scratch, 'volumes'), images: { [`registry.example.com/acme/sandbox:${pkg.version}`]: image(SANDBOX_VERSION) }, args: listenOnPodIP });
+    });
+    afterAll(async () => {
+      await kubelet?.close();
+      await fake?.close();
+      rmSync(scratch, { recursive: true, force: true });
+    });
+
+    it("allows every call the driver makes through a sandbox's life (made, started, stopped, reached by a restarted control plane, its network changed, removed), and nothing it does not make", async () => {
+      const allowed = refuseOutside(fake, one(r(), 'Role'));
+      const options = { ...kubernetesSandboxOptions(loadConfig(one(r(), 'ConfigMap').data)), kubeConfig: fake.kubeConfig(), ports: await runnerPorts(), startTimeoutMs: 20_000, retryIntervalMs: 40, log: (line: string) => lines.push(line) };
+      const spec: SandboxSpec = { id: randomUUID(), organizationId: randomUUID(), workspaceId: randomUUID(), name: 'fix-the-bug', network: 'none', limits: {} };
+      const stem = `sandbox-${spec.id}`;
+      const first = new KubernetesSandboxDriver(options);
+      await first.create(spec);
+      for (const claim of [`${stem}-files`, `${stem}-history`]) expect(fake.get('persistentvolumeclaims', claim).spec.storageClassName).toBe('fast-ssd');
+      expect(fake.get('persistentvolumeclaims', `${stem}-files`).spec.resources.requests.storage).toBe('20Gi');
+      const runner = await first.runner(spec);
+      await runner.call({ op: 'write', path: 'app.ts', content: 'export const answer = 42;\n' });
+      expect((await first.git(spec, ['add', '--all'])).code).toBe(0);
+      expect((await first.git(spec, ['-c', 'user.name=Aileron', '-c', 'user.email=a@aileron.invalid', 'commit', '--quiet', '-m', 'write: app.ts'])).code).toBe(0);
+      await first.stop(spec);
+      await first.runner(spec);
+      // a restarted control plane reaches the running pod with the Secret's tokens, and a changed network applies at the next start
+      await first.close();
+      const restarted = new KubernetesSandboxDriver(options);
+      expect((await (await restarted.runner(spec)).call({ op: 'readText', path: 'app.ts' })).content).toBe('export const answer = 42;\n');
+      await restarted.stop(spec);
+      await restarted.runner({ ...spec, network: 'egress' });
+      expect(JSON.stringify(fake.get('networkpolicies', stem).spec.egress)).toContain('10.30.0.0/16');
+      expect((await restarted.git(spec, ['log', '--format=%s', SNAPSHOT_BRANCH])).stdout.toString()).toBe('write: app.ts\n');
+      await restarted.remove(spec);
+      await restarted.close();
+      expect([...fake.names('pods'), ...fake.names('persistentvolumeclaims'), ...fake.names('secrets'), ...fake.names('networkpolicies')]).toEqual([]);
+      expect(lines.join('\n')).not.toMatch(/forbidden|answered 403/i);
+
+      expect([...callsMade(fake)].sort()).toEqual([...allowed].sort());
     }, 120_000);
   });
 });

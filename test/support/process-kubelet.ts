@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomInt } from 'node:crypto';
-import { mkdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { systemRootArgs } from '@aileron/bubblewrap';
@@ -49,7 +49,8 @@ const PATH = '/usr/local/bin:/usr/bin:/bin';
  * set it up: the pod's user (user namespace), no capabilities, its own pid,
  * ipc and mount namespaces, the system read-only (a read-only root file
  * system), an empty directory per emptyDir, a directory per claim that
- * outlives the pod (the persistent volume, deleted with its claim), read-only
+ * outlives the pod (the persistent volume, deleted with its claim, made with
+ * the `lost+found` a new ext4 file system has at its root), read-only
  * where the volume mount says so, the environment from the pod spec and its
  * Secrets. Every pod gets an IP of its own in 127.0.0.0/8.
  *
@@ -174,7 +175,8 @@ export class ProcessKubelet {
       const volume = pod.spec.volumes.find((v: Json) => v.name === mount.name);
       if (volume.persistentVolumeClaim) {
         const dir = this.volume(volume.persistentVolumeClaim.claimName);
-        mkdirSync(dir, { recursive: true });
+        // provisioned on first use, as mkfs.ext4 leaves a new volume: lost+found at its root
+        if (!existsSync(dir)) mkdirSync(join(dir, 'lost+found'), { recursive: true, mode: 0o700 });
         args.push(mount.readOnly ? '--ro-bind' : '--bind', dir, mount.mountPath);
       } else if (volume.emptyDir) {
         args.push('--tmpfs', mount.mountPath, ...(mount.readOnly ? ['--remount-ro', mount.mountPath] : []));

@@ -147,4 +147,105 @@ URLs from the Secret, the root key as a file.
 {{- if and (eq .Values.pool.driver "kubernetes") (eq .Values.pool.namespace .Release.Namespace) -}}
 {{- fail "pool.namespace must not be the release's namespace: the pool's NetworkPolicies deny all traffic there that they do not allow" -}}
 {{- end -}}
+{{- if and (eq .Values.sandboxes.driver "kubernetes") (eq .Values.sandboxes.namespace .Release.Namespace) -}}
+{{- fail "sandboxes.namespace must not be the release's namespace: the sandboxes' NetworkPolicies deny all traffic there that they do not allow" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Whether the control plane calls the Kubernetes API (a driver on Kubernetes): only then is a token mounted. */}}
+{{- define "aileron.usesKubernetes" -}}
+{{- if or (eq .Values.pool.driver "kubernetes") (eq .Values.sandboxes.driver "kubernetes") -}}true{{- end -}}
+{{- end -}}
+
+{{/* Whether sandboxes share the pool's namespace, which the pool's templates then set up. */}}
+{{- define "aileron.sandboxesSharePool" -}}
+{{- if and (eq .Values.pool.driver "kubernetes") (eq .Values.sandboxes.namespace .Values.pool.namespace) -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+A namespace where tenants' code runs: (dict "root" $ "component" "pool" "name" "aileron-pool").
+The API server refuses any pod the restricted Pod Security Standard would not admit.
+*/}}
+{{- define "aileron.restrictedNamespace" -}}
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: {{ .name }}
+  labels:
+    {{- include "aileron.labels" (dict "root" .root "component" .component) | nindent 4 }}
+    pod-security.kubernetes.io/enforce: restricted
+    pod-security.kubernetes.io/enforce-version: latest
+    pod-security.kubernetes.io/audit: restricted
+    pod-security.kubernetes.io/warn: restricted
+{{- end -}}
+
+{{/* Binds the Role of a component (named like it) in a namespace to the control plane's ServiceAccount: (dict "root" $ "component" "pool" "namespace" "aileron-pool"). */}}
+{{- define "aileron.roleBinding" -}}
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: {{ include "aileron.fullname" .root }}-{{ .component }}
+  namespace: {{ .namespace }}
+  labels:
+    {{- include "aileron.labels" (dict "root" .root "component" .component) | nindent 4 }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: {{ include "aileron.fullname" .root }}-{{ .component }}
+subjects:
+  - kind: ServiceAccount
+    name: {{ include "aileron.serviceAccountName" .root }}
+    namespace: {{ .root.Release.Namespace }}
+{{- end -}}
+
+{{/*
+Nothing in a namespace where tenants' code runs sends or receives anything unless a policy
+allows it, and only this release's control-plane pods reach a workload there, on its ports:
+(dict "root" $ "component" "pool" "namespace" "aileron-pool" "selector" <podSelector> "ports" (list 8080)),
+and "shared" true when another component's default-deny policy holds there already.
+The drivers' own policies name no namespace, so from another namespace the second policy is
+what admits the control plane.
+*/}}
+{{- define "aileron.tenantPolicies" -}}
+{{- if not .shared -}}
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  name: {{ include "aileron.fullname" .root }}-{{ .component }}-default-deny
+  namespace: {{ .namespace }}
+  labels:
+    {{- include "aileron.labels" (dict "root" .root "component" .component) | nindent 4 }}
+spec:
+  podSelector: {}
+  policyTypes: [Ingress, Egress]
+---
+{{ end -}}
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  name: {{ include "aileron.fullname" .root }}-{{ .component }}-from-control-plane
+  namespace: {{ .namespace }}
+  labels:
+    {{- include "aileron.labels" (dict "root" .root "component" .component) | nindent 4 }}
+spec:
+  podSelector:
+    {{- toYaml .selector | nindent 4 }}
+  policyTypes: [Ingress]
+  ingress:
+    - from:
+        - namespaceSelector:
+            matchLabels:
+              kubernetes.io/metadata.name: {{ .root.Release.Namespace }}
+          podSelector:
+            matchLabels:
+              {{- include "aileron.selectorLabels" (dict "root" .root "component" "control-plane") | nindent 14 }}
+      ports:
+        {{- range .ports }}
+        - protocol: TCP
+          port: {{ . }}
+        {{- end }}
+{{- end -}}
+
+{{- define "aileron.sandboxImage" -}}
+{{- printf "%s:%s" .Values.sandboxes.image.repository (default .Chart.AppVersion .Values.sandboxes.image.tag) -}}
 {{- end -}}

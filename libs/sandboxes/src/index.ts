@@ -3,8 +3,9 @@ export { RunnerError, SandboxSourceError, SandboxStartError } from './drivers/dr
 export { LocalSandboxDriver, SNAPSHOT_BRANCH } from './drivers/local-driver';
 export { KubernetesSandboxDriver } from './drivers/kubernetes/kubernetes-driver';
 export type { KubernetesSandboxOptions } from './drivers/kubernetes/kubernetes-driver';
+export { DEFAULT_PORTS as SANDBOX_RUNNER_PORTS, SANDBOX_SELECTOR } from './drivers/kubernetes/manifests';
 export type { RunnerRequest, RunnerResult, RunnerLimits } from './runner/protocol';
-export { SandboxesModule, compiledRunnerPath } from './sandboxes.module';
+export { SandboxesModule, compiledRunnerPath, kubernetesSandboxOptions } from './sandboxes.module';
 export { SandboxesService } from './sandboxes.service';
 export { SANDBOX_SERVER } from './sandbox-tool-server';
 export { sandboxSlug } from './domain/slug';

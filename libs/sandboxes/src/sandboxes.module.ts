@@ -5,7 +5,7 @@ import { APP_CONFIG, AppConfig, projectRoot } from '@aileron/config';
 import { ApprovalsModule } from '@aileron/approvals';
 import { PoolModule } from '@aileron/pool';
 import type { SandboxDriver } from './drivers/driver';
-import { KubernetesSandboxDriver } from './drivers/kubernetes/kubernetes-driver';
+import { KubernetesSandboxDriver, type KubernetesSandboxOptions } from './drivers/kubernetes/kubernetes-driver';
 import { LocalSandboxDriver } from './drivers/local-driver';
 import { SandboxToolServer } from './sandbox-tool-server';
 import { SandboxesController } from './sandboxes.controller';
@@ -18,20 +18,25 @@ export function compiledRunnerPath(): string {
   return join(projectRoot(), 'dist', 'libs', 'sandboxes', 'src', 'runner', 'runner.js');
 }
 
+/** The Kubernetes sandbox driver's options from the configuration (the Helm chart's values reach it through these). */
+export function kubernetesSandboxOptions(config: AppConfig): Omit<KubernetesSandboxOptions, 'kubeConfig' | 'log'> {
+  const { storage } = config.sandboxes;
+  return {
+    namespace: config.sandboxes.kubernetesNamespace,
+    storage: { files: storage.files, history: storage.history, ...(storage.storageClassName ? { storageClassName: storage.storageClassName } : {}) },
+    ...(config.sandboxes.image ? { image: config.sandboxes.image } : {}),
+    versionMismatch: config.sandboxes.versionMismatch,
+    egressAllowCidrs: config.pool.egressAllowCidrs,
+  };
+}
+
 function driverFor(config: AppConfig): SandboxDriver {
   const logger = new Logger('Sandbox');
   if (config.sandboxes.driver === 'kubernetes') {
     const kubeConfig = new KubeConfig();
     if (process.env.KUBERNETES_SERVICE_HOST) kubeConfig.loadFromCluster();
     else kubeConfig.loadFromDefault();
-    return new KubernetesSandboxDriver({
-      kubeConfig,
-      namespace: config.pool.kubernetesNamespace,
-      ...(config.sandboxes.image ? { image: config.sandboxes.image } : {}),
-      versionMismatch: config.sandboxes.versionMismatch,
-      egressAllowCidrs: config.pool.egressAllowCidrs,
-      log: (line) => logger.log(line),
-    });
+    return new KubernetesSandboxDriver({ ...kubernetesSandboxOptions(config), kubeConfig, log: (line) => logger.log(line) });
   }
   return new LocalSandboxDriver({ stateDir: join(config.dataDir, 'sandboxes'), runnerScript: compiledRunnerPath(), log: (line) => logger.log(line) });
 }

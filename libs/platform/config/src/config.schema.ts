@@ -15,6 +15,9 @@ const postgresUrl = z
   .string()
   .refine((v) => /^postgres(ql)?:\/\//.test(v) && URL.canParse(v), 'must be a postgres:// or postgresql:// URL');
 const redisUrl = z.string().refine((v) => /^rediss?:\/\//.test(v) && URL.canParse(v), 'must be a redis:// or rediss:// URL');
+/** a Kubernetes resource.Quantity of bytes, as a claim's storage request takes it */
+const quantity = z.string().regex(/^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$/, 'must be a Kubernetes quantity such as 10Gi');
+const namespaceName = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const httpUrl = z.string().refine((v) => /^https?:\/\//.test(v) && URL.canParse(v), 'must be an http(s) URL');
 
 function isCidr(value: string): boolean {
@@ -132,6 +135,26 @@ export const SETTINGS = {
     default: 'refuse',
     description: 'A sandbox whose image reports another ai.aileron.mcp.version than this control plane: refused (stopped, the call fails naming both versions) or used with a warning.',
   },
+  AILERON_SANDBOX_K8S_NAMESPACE: {
+    schema: z.string().max(63, 'must be a Kubernetes namespace name').regex(namespaceName, 'must be a Kubernetes namespace name').or(z.literal('')),
+    default: '',
+    description: "Namespace of Kubernetes sandboxes: their pods, claims, Secrets and NetworkPolicies. Default: the pool's, AILERON_K8S_NAMESPACE.",
+  },
+  AILERON_SANDBOX_FILES_SIZE: {
+    schema: quantity,
+    default: '10Gi',
+    description: "Size of a Kubernetes sandbox's files claim (/src); a tar.gz source may unpack to at most this much.",
+  },
+  AILERON_SANDBOX_HISTORY_SIZE: {
+    schema: quantity,
+    default: '2Gi',
+    description: "Size of a Kubernetes sandbox's history claim (the snapshots' git directory).",
+  },
+  AILERON_SANDBOX_STORAGE_CLASS: {
+    schema: z.string().regex(/^([a-z0-9]([-a-z0-9.]*[a-z0-9])?)?$/, 'must be a StorageClass name'),
+    default: '',
+    description: "StorageClass of a Kubernetes sandbox's claims. Empty: the cluster's default.",
+  },
   AILERON_SANDBOX_SNAPSHOTS: {
     schema: z.enum(['on', 'off'], { message: 'must be on or off' }),
     default: 'on',
@@ -209,7 +232,7 @@ export const SETTINGS = {
       'Kubernetes pool pods may reach the public internet and cluster DNS only; these address ranges (comma-separated CIDRs) are let through besides, e.g. a private API the servers need.',
   },
   AILERON_K8S_NAMESPACE: {
-    schema: z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be a Kubernetes namespace name'),
+    schema: z.string().regex(namespaceName, 'must be a Kubernetes namespace name'),
     default: 'aileron-pool',
     description: 'Namespace of pool pods and their secrets. The cluster comes from the in-cluster service account, else KUBECONFIG.',
   },

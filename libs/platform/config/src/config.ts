@@ -52,6 +52,10 @@ export interface AppConfig {
     driver: SettingValue<'AILERON_SANDBOX_DRIVER'>;
     image: string | undefined;
     versionMismatch: SettingValue<'AILERON_SANDBOX_VERSION_MISMATCH'>;
+    /** Kubernetes: where the sandboxes' objects live (the pool's namespace unless set) */
+    kubernetesNamespace: string;
+    /** Kubernetes: the claims' sizes and storage class (undefined: the cluster's default) */
+    storage: { files: string; history: string; storageClassName: string | undefined };
     snapshots: boolean;
     idleSeconds: number;
     bashTimeoutMs: number;
@@ -175,6 +179,8 @@ function toAppConfig(values: SettingValues): AppConfig {
       driver: values.AILERON_SANDBOX_DRIVER,
       image: values.AILERON_SANDBOX_IMAGE || undefined,
       versionMismatch: values.AILERON_SANDBOX_VERSION_MISMATCH,
+      kubernetesNamespace: values.AILERON_SANDBOX_K8S_NAMESPACE || values.AILERON_K8S_NAMESPACE,
+      storage: { files: values.AILERON_SANDBOX_FILES_SIZE, history: values.AILERON_SANDBOX_HISTORY_SIZE, storageClassName: values.AILERON_SANDBOX_STORAGE_CLASS || undefined },
       snapshots: values.AILERON_SANDBOX_SNAPSHOTS === 'on',
       idleSeconds: values.AILERON_SANDBOX_IDLE_SECONDS,
       bashTimeoutMs: values.AILERON_SANDBOX_BASH_TIMEOUT_MS,

@@ -1,10 +1,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { systemRootArgs } from '@aileron/bubblewrap';
 import type { RunnerAnswer, RunnerOp, RunnerRequest, RunnerResult } from '../runner/protocol';
-import { SANDBOX_WORKDIR } from '../runner/protocol';
+import { HISTORY_EXCLUDE, SANDBOX_WORKDIR } from '../runner/protocol';
 import { type CommandRestrictions, type GitResult, RunnerError, type SandboxDriver, type SandboxRunner, type SandboxSpec, SandboxSourceError, SandboxStartError } from './driver';
 import { readLines } from './lines';
 
@@ -57,6 +57,8 @@ export class LocalSandboxDriver implements SandboxDriver {
     if (!existsSync(git)) {
       const init = await this.git(spec, ['init', '--quiet', `--initial-branch=${SNAPSHOT_BRANCH}`, '--bare', git]);
       if (init.code !== 0) throw new SandboxStartError(`git init failed: ${init.stderr.trim()}`);
+      mkdirSync(join(git, 'info'), { recursive: true });
+      writeFileSync(join(git, 'info', 'exclude'), HISTORY_EXCLUDE);
     }
   }
 

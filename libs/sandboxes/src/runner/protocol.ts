@@ -22,7 +22,13 @@ export type RunnerRequest =
    * stdout comes as RunnerChunk lines before the answer, whose `stdout` is
    * then empty.
    */
-  | { op: 'git'; args: string[]; stdin?: string; stream?: boolean };
+  | { op: 'git'; args: string[]; stdin?: string; stream?: boolean }
+  /**
+   * A tar.gz unpacked into /src by GNU tar, as the sandbox's user: its bytes
+   * follow as RunnerInput lines. tar drops a leading `/` and refuses members
+   * with `..` in their path; at most `maxBytes` of unpacked archive.
+   */
+  | { op: 'unpack'; maxBytes: number };
 
 /** Per-process limits of a command (rlimits): what a machine without cgroup delegation can enforce. */
 export interface RunnerLimits {
@@ -45,6 +51,8 @@ export interface RunnerResults {
   which: { paths: Record<string, string | null> };
   /** `stdout` base64 (empty when streamed); `code` git's exit code */
   git: { stdout: string; stderr: string; code: number };
+  /** `bytes`: the unpacked archive's size */
+  unpack: { bytes: number };
 }
 
 export type RunnerOp = RunnerRequest['op'];
@@ -64,6 +72,9 @@ export interface RunnerChunk {
   chunk: string;
 }
 
+/** The input of a request that takes one (`unpack`), sent after it: chunks (base64), then the end. */
+export type RunnerInput = RunnerChunk | { id: number; end: true };
+
 /**
  * Listen mode (`--listen [host:]port`, how a pod's runners are reached): a
  * connection first sends one line, the bearer token the runner has in
@@ -80,6 +91,15 @@ export const RUNNER_TOKEN_ENV = 'AILERON_RUNNER_TOKEN';
 export const RUNNER_VERSION_ENV = 'AILERON_MCP_VERSION';
 /** Where the history role finds the git directory. */
 export const HISTORY_DIR = '/history';
+
+/**
+ * The history's `info/exclude`, written when it is initialised: what is at
+ * the root of /src but never the agent's work. A fresh ext4 volume (a
+ * Kubernetes sandbox's claim) has `lost+found` there, owned by root, where
+ * fsck puts what it recovers. Anchored, so a `lost+found` deeper in the tree
+ * is still taken.
+ */
+export const HISTORY_EXCLUDE = '# written by Aileron when the history was made: never part of a snapshot\n/lost+found\n';
 
 /** The workdir inside every sandbox: relative paths resolve against it. */
 export const SANDBOX_WORKDIR = '/src';

@@ -22,7 +22,10 @@ import { createServer, type Socket } from 'node:net';
 import { constants as osConstants } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
-import type { RunnerAnswer, RunnerChunk, RunnerFailure, RunnerLimits, RunnerRequest, RunnerResults, RunnerRole } from './protocol';
+import { PassThrough, Transform, type Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { createGunzip } from 'node:zlib';
+import type { RunnerAnswer, RunnerChunk, RunnerFailure, RunnerInput, RunnerLimits, RunnerRequest, RunnerResults, RunnerRole } from './protocol';
 
 const WORKDIR = '/src';
 /** a file `read` or `patch` handles at most (text) */
@@ -35,6 +38,8 @@ const COMMAND_PATH = '/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sb
 /** the history role's git directory (a volume the sandbox's own container never mounts) */
 const HISTORY = '/history';
 const GIT = '/usr/bin/git';
+/** protocol.ts's HISTORY_EXCLUDE (the runner imports no values: it runs as one file) */
+const HISTORY_EXCLUDE = '# written by Aileron when the history was made: never part of a snapshot\n/lost+found\n';
 /**
  * As the local driver's host-side git: no hooks, no fsmonitor, no protocol
  * that reads another repository of this machine; with GIT_CONFIG_NOSYSTEM and
@@ -280,9 +285,102 @@ function git(request: Extract<RunnerRequest, { op: 'git' }>, stream?: (chunk: Bu
     child.on('error', (error) => resolveGit({ stdout: '', stderr: `could not start git: ${error.message}\n`, code: 127 }));
     child.on('close', (code, signal) => {
       const exitCode = code ?? (signal ? 128 + (osConstants.signals[signal] ?? 9) : 1);
-      resolveGit({ stdout: Buffer.concat(stdout).toString('base64'), stderr: stderr.text(), code: exitCode });
+      const answer = { stdout: Buffer.concat(stdout).toString('base64'), stderr: stderr.text(), code: exitCode };
+      // at every start (init is idempotent): a history made before the exclusion gets it too
+      if (request.args[0] !== 'init' || exitCode !== 0) return resolveGit(answer);
+      writeExclude().then(
+        () => resolveGit(answer),
+        (error: unknown) => resolveGit({ ...answer, stderr: `could not write ${HISTORY}/info/exclude: ${failureOf(error).message}\n`, code: 1 }),
+      );
     });
   });
+}
+
+async function writeExclude(): Promise<void> {
+  await fs.mkdir(join(HISTORY, 'info'), { recursive: true });
+  await fs.writeFile(join(HISTORY, 'info', 'exclude'), HISTORY_EXCLUDE);
+}
+
+/**
+ * A tar.gz into /src, unpacked by GNU tar as the sandbox's user, in the
+ * sandbox: tar itself drops a leading `/` and refuses (exit 2) members whose
+ * path has `..`, and places links pointing elsewhere only after every file,
+ * so no member is written through one. Decompressed here, to count it: an
+ * archive that unpacks to more than `maxBytes` is stopped there.
+ */
+async function unpack(request: Extract<RunnerRequest, { op: 'unpack' }>, input: Readable): Promise<RunnerResults['unpack']> {
+  const child = spawn('/usr/bin/tar', ['-x', '-f', '-', '-C', WORKDIR, '--no-same-owner', '--no-same-permissions', '--delay-directory-restore'], {
+    cwd: WORKDIR,
+    env: { PATH: COMMAND_PATH, LANG: 'C.UTF-8' },
+    stdio: ['pipe', 'ignore', 'pipe'],
+  });
+  const stderr = collector();
+  child.stderr.on('data', (chunk: Buffer) => stderr.push(chunk));
+  const exited = new Promise<number>((resolveExit) => {
+    child.on('error', () => resolveExit(127));
+    child.on('close', (code) => resolveExit(code ?? 1));
+  });
+  const said = (): string => stderr.text().trim().split('\n').filter((line) => !/Exiting with failure status/.test(line)).slice(-3).join('; ');
+  let bytes = 0;
+  const count = new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      bytes += chunk.length;
+      if (bytes > request.maxBytes) done(new Failure('TOO_LARGE', `the archive unpacks to more than ${request.maxBytes} bytes, what /src holds`));
+      else done(null, chunk);
+    },
+  });
+  try {
+    await pipeline(input, createGunzip(), count, child.stdin);
+  } catch (error) {
+    child.kill('SIGKILL');
+    await exited;
+    if (error instanceof Failure) throw error;
+    const code = (error as NodeJS.ErrnoException).code ?? '';
+    if (code.startsWith('Z_')) throw new Failure('NOT_GZIP', `not a gzip-compressed archive (${(error as Error).message})`);
+    throw new Failure('UNPACK_FAILED', said() || (error as Error).message);
+  }
+  const code = await exited;
+  if (code !== 0) throw new Failure('UNPACK_FAILED', said() || `tar exited with code ${code}`);
+  return { bytes };
+}
+
+/**
+ * The inputs of the requests on one connection that take one, by id. A full
+ * input holds back reading from the connection until it drains; an input
+ * whose request has ended swallows what is still on its way.
+ */
+class Inputs {
+  private readonly streams = new Map<number, PassThrough>();
+
+  constructor(private readonly source: { pause(): unknown; resume(): unknown }) {}
+
+  open(id: number): Readable {
+    const input = new PassThrough();
+    this.streams.set(id, input);
+    return input;
+  }
+
+  feed(message: RunnerInput): void {
+    const input = this.streams.get(message.id);
+    if (!input) return;
+    if ('end' in message) return void input.end();
+    if (!input.write(Buffer.from(message.chunk, 'base64'))) {
+      this.source.pause();
+      input.once('drain', () => this.source.resume());
+    }
+  }
+
+  discard(id: number): void {
+    const input = this.streams.get(id);
+    if (!input) return;
+    this.streams.delete(id);
+    input.destroy();
+    this.source.resume();
+  }
+
+  close(): void {
+    for (const id of [...this.streams.keys()]) this.discard(id);
+  }
 }
 
 /** What this runner's role does not answer: the sandbox never touches the history, the history runs nothing but git. */
@@ -293,7 +391,7 @@ function refusedByRole(request: RunnerRequest): Failure | undefined {
   return undefined;
 }
 
-async function handle(request: RunnerRequest, stream?: (chunk: Buffer) => Promise<void>): Promise<unknown> {
+async function handle(request: RunnerRequest, stream?: (chunk: Buffer) => Promise<void>, input?: Readable): Promise<unknown> {
   const refused = refusedByRole(request);
   if (refused) throw refused;
   switch (request.op) {
@@ -361,20 +459,28 @@ async function handle(request: RunnerRequest, stream?: (chunk: Buffer) => Promis
       return which(request.names);
     case 'git':
       return git(request, stream);
+    case 'unpack':
+      if (!input) throw new Failure('NO_INPUT', 'unpack takes its archive on the same connection');
+      return unpack(request, input);
   }
 }
 
-/** One request line in, its answer out through `answer`; a streamed git's stdout through `stream`. */
-function receive(line: string, answer: (message: RunnerAnswer) => void, stream?: (id: number, chunk: Buffer) => Promise<void>): void {
+/** One request line in, its answer out through `answer`; a streamed git's stdout through `stream`; an input line to its request. */
+function receive(line: string, answer: (message: RunnerAnswer) => void, inputs: Inputs, stream?: (id: number, chunk: Buffer) => Promise<void>): void {
   let id = -1;
   try {
-    const request = JSON.parse(line) as RunnerRequest & { id: number };
+    const message = JSON.parse(line) as (RunnerRequest & { id: number }) | RunnerInput;
+    if (!('op' in message)) return inputs.feed(message);
+    const request = message;
     id = request.id;
     const path = 'path' in request ? request.path : undefined;
-    handle(request, stream ? (chunk) => stream(id, chunk) : undefined).then(
-      (result) => answer({ id, result }),
-      (error: unknown) => answer({ id, error: failureOf(error, path) }),
-    );
+    const input = request.op === 'unpack' ? inputs.open(id) : undefined;
+    handle(request, stream ? (chunk) => stream(id, chunk) : undefined, input)
+      .then(
+        (result) => answer({ id, result }),
+        (error: unknown) => answer({ id, error: failureOf(error, path) }),
+      )
+      .finally(() => inputs.discard(id));
   } catch (error) {
     answer({ id, error: failureOf(error) });
   }
@@ -449,6 +555,8 @@ function accept(socket: Socket, token: string): void {
       socket.on('drain', done);
       socket.on('close', done);
     });
+  const inputs = new Inputs(socket);
+  socket.on('close', () => inputs.close());
   // lines by hand: the first one is bounded until the token is checked, the later ones (a git input) may be large
   let partial: string[] = [];
   let partialLength = 0;
@@ -461,7 +569,7 @@ function accept(socket: Socket, token: string): void {
       partialLength = 0;
       from = end + 1;
       if (authenticated) {
-        if (line.trim() !== '') receive(line, write, stream);
+        if (line.trim() !== '') receive(line, write, inputs, stream);
         continue;
       }
       if (!sameSecret(line.replace(/\r$/, ''), token)) return refuse('wrong token');
@@ -478,7 +586,8 @@ function main(): void {
   if (LISTEN !== undefined) return listen(LISTEN);
   const answer = (message: RunnerAnswer): void => void process.stdout.write(`${JSON.stringify(message)}\n`);
   const lines = createInterface({ input: process.stdin, crlfDelay: Infinity });
-  lines.on('line', (line) => receive(line, answer));
+  const inputs = new Inputs(process.stdin);
+  lines.on('line', (line) => receive(line, answer, inputs));
   // the control plane closed our stdin: it is gone or stopping us
   lines.on('close', () => process.exit(0));
 }

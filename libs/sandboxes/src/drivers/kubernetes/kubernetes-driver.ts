@@ -1,12 +1,12 @@
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { createReadStream, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { projectRoot } from '@aileron/config';
 import { apiRequestOptions, deleteIgnoringAbsent, describeApiError, exitReason, hasEnded, isApiStatus, PodNotReady, PodWatch } from '@aileron/pool';
 import { CoreV1Api, NetworkingV1Api, type ConfigurationOptions, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { HISTORY_DIR, type RunnerOp, type RunnerRequest, type RunnerResult } from '../../runner/protocol';
-import { type GitResult, type SandboxDriver, type SandboxRunner, type SandboxSpec, SandboxSourceError, SandboxStartError } from '../driver';
+import { type GitResult, RunnerError, type SandboxDriver, type SandboxRunner, type SandboxSpec, SandboxSourceError, SandboxStartError } from '../driver';
 import { SNAPSHOT_BRANCH } from '../local-driver';
 import {
   DEFAULT_PORTS,
@@ -185,12 +185,27 @@ export class KubernetesSandboxDriver implements SandboxDriver {
     return out;
   }
 
-  /** Deletes the Pod and waits until it is gone (its processes ended); the claims keep the files and the history. */
-  /** Not on Kubernetes yet: the runner takes text, not an archive's bytes. A git bundle works. */
-  importTar(_spec: SandboxSpec, _file: string): Promise<void> {
-    return Promise.reject(new SandboxSourceError('a tar.gz source cannot be unpacked on the Kubernetes driver yet; upload a git bundle (application/x-git-bundle)'));
+  /**
+   * Streams the archive to the agent's runner, on a connection of its own,
+   * and GNU tar unpacks it there, inside the sandbox's container, as the
+   * local driver's does inside bubblewrap: a member's path or link can only
+   * land in the sandbox's own filesystem, and tar keeps them in /src (see
+   * the runner's unpack). At most what the files claim holds.
+   */
+  async importTar(spec: SandboxSpec, file: string): Promise<void> {
+    const session = await this.session(spec);
+    const connection = await RunnerConnection.open(session.address('sandbox'), this.requestTimeoutMs);
+    try {
+      await connection.upload({ op: 'unpack', maxBytes: quantityBytes(this.manifestOptions.storage.files) }, createReadStream(file));
+    } catch (error) {
+      if (error instanceof RunnerError) throw new SandboxSourceError(`the archive could not be unpacked: ${error.message}`);
+      throw error;
+    } finally {
+      connection.close();
+    }
   }
 
+  /** Deletes the Pod and waits until it is gone (its processes ended); the claims keep the files and the history. */
   async stop(spec: SandboxSpec): Promise<void> {
     const pending = this.sessions.get(spec.id);
     this.sessions.delete(spec.id);
@@ -477,6 +492,14 @@ class StartFailure extends Error {}
 function reasonOf(error: unknown): string {
   if (error instanceof StartFailure || error instanceof PodNotReady) return error.message;
   return error instanceof Error ? error.message : String(error);
+}
+
+const QUANTITY_UNITS: Record<string, number> = { '': 1, k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18, Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, Pi: 2 ** 50, Ei: 2 ** 60 };
+
+/** A Kubernetes quantity of bytes (`10Gi`, `500M`, `1048576`) as a number; a malformed one is no bound. */
+export function quantityBytes(quantity: string): number {
+  const parsed = /^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$/.exec(quantity);
+  return parsed ? Math.floor(Number(parsed[1]) * QUANTITY_UNITS[parsed[2] ?? '']!) : Number.MAX_SAFE_INTEGER;
 }
 
 function collect(input: NodeJS.ReadableStream): Promise<Buffer> {

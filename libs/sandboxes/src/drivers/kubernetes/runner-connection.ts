@@ -76,6 +76,40 @@ export class RunnerConnection {
     return this.send({ ...request, stream: true }, sink) as Promise<RunnerResult<'git'>>;
   }
 
+  /**
+   * A request that takes an input (`unpack`): `input`'s bytes follow it as
+   * RunnerInput lines, written as fast as the socket takes them, and no more
+   * once the runner has answered (it may refuse early).
+   */
+  async upload(request: Extract<RunnerRequest, { op: 'unpack' }>, input: NodeJS.ReadableStream): Promise<RunnerResult<'unpack'>> {
+    const id = this.nextId;
+    const answer = this.send(request) as Promise<RunnerResult<'unpack'>>;
+    let answered = false;
+    answer.then(
+      () => (answered = true),
+      () => (answered = true),
+    );
+    for await (const chunk of input) {
+      if (answered || this.gone) break;
+      const data = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
+      if (!this.socket.write(`${JSON.stringify({ id, chunk: data.toString('base64') })}\n`)) await this.drained();
+    }
+    if (!answered && !this.gone) this.socket.write(`${JSON.stringify({ id, end: true })}\n`);
+    return answer;
+  }
+
+  private drained(): Promise<void> {
+    return new Promise((resolve) => {
+      const done = (): void => {
+        this.socket.off('drain', done);
+        this.socket.off('close', done);
+        resolve();
+      };
+      this.socket.on('drain', done);
+      this.socket.on('close', done);
+    });
+  }
+
   close(reason = 'closed by the control plane'): void {
     if (this.gone) return;
     this.gone = reason;

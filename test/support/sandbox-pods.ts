@@ -1,0 +1,48 @@
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import ts from 'typescript';
+import { projectRoot } from '@aileron/config';
+import type { FakeImage } from './process-kubelet';
+
+/**
+ * What the process kubelet needs to run sandbox pods: the sandbox image (the
+ * runner compiled from this tree, as `npm run build` would: node built-ins
+ * only, one file), the runners' ports, and their listening address.
+ */
+
+export const SANDBOX_VERSION = (JSON.parse(readFileSync(join(projectRoot(), 'package.json'), 'utf8')) as { version: string }).version;
+
+/** Compiles the runner into `<dir>/opt-aileron` and makes images of it: the version its ENV carries, and an entrypoint that ignores the runner's arguments. */
+export function sandboxImageMaker(dir: string): (version: string, entrypoint?: string[]) => FakeImage {
+  const runnerDir = join(dir, 'opt-aileron');
+  mkdirSync(runnerDir, { recursive: true });
+  const source = readFileSync(join(projectRoot(), 'libs/sandboxes/src/runner/runner.ts'), 'utf8');
+  const compiled = ts.transpileModule(source, { compilerOptions: { module: ts.ModuleKind.CommonJS, target: ts.ScriptTarget.ES2022 } });
+  writeFileSync(join(runnerDir, 'runner.js'), compiled.outputText);
+  return (version, entrypoint) => ({
+    binds: [{ source: runnerDir, target: '/opt/aileron' }],
+    env: { AILERON_MCP_VERSION: version, HOME: '/home/agent' },
+    ...(entrypoint ? { entrypoint } : {}),
+  });
+}
+
+/** The runner's `--listen <port>` as `--listen <podIP>:<port>`: what binding every address means in a pod's own network namespace. */
+export function listenOnPodIP(args: string[], podIP: string): string[] {
+  return args.map((arg, at) => (args[at - 1] === '--listen' ? `${podIP}:${arg}` : arg));
+}
+
+/** Ports for the two runners that nothing on this machine listens on, on any address (every pod here shares its network). */
+export async function runnerPorts(): Promise<{ sandbox: number; history: number }> {
+  return { sandbox: await freePort(), history: await freePort() };
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.listen(0, '0.0.0.0', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
