@@ -5,6 +5,7 @@ import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { Inject, Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
 import { describePrincipal, Principal, WorkspaceScope } from '@aileron/auth';
+import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { DatabaseService } from '@aileron/database';
 import { ConflictError, DomainError, NotFoundError, ValidationError } from '@aileron/errors';
@@ -32,6 +33,13 @@ export interface SnapshotIntent {
   author: ChangeAuthor;
 }
 
+/** how long a replica trusts what it read of a sandbox should a create or delete elsewhere not reach it */
+const CACHE_TTL_MS = 30_000;
+
+function cacheKey(scope: WorkspaceScope, slug: string): string {
+  return `${scope.organizationId}:${scope.workspaceId}:${slug}`;
+}
+
 export function specOf(sandbox: SandboxRecord): SandboxSpec {
   return { id: sandbox.id, organizationId: sandbox.organizationId, workspaceId: sandbox.workspaceId, name: sandbox.name, network: sandbox.network, limits: sandbox.limits };
 }
@@ -53,6 +61,8 @@ export function snapshotMessage(intent: Pick<SnapshotIntent, 'trigger' | 'subjec
 @Injectable()
 export class SandboxesService implements OnApplicationShutdown {
   private readonly logger = new Logger('Sandboxes');
+  /** what the tools look up on every call: see find() */
+  private readonly known: SharedCache<SandboxRecord | null>;
   /** per sandbox: the last change's snapshot, which the next change waits for */
   private readonly tails = new Map<string, Promise<unknown>>();
   private readonly idle = new Map<string, NodeJS.Timeout>();
@@ -64,9 +74,13 @@ export class SandboxesService implements OnApplicationShutdown {
     private readonly outbox: OutboxService,
     @Inject(SANDBOX_DRIVER) private readonly driver: SandboxDriver,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
-  ) {}
+    @Inject(MESSAGE_BUS) bus: MessageBus,
+  ) {
+    this.known = new SharedCache(bus, 'sandboxes', CACHE_TTL_MS);
+  }
 
   async onApplicationShutdown(): Promise<void> {
+    this.known.close();
     for (const timer of this.idle.values()) clearTimeout(timer);
     await this.settledAll();
     await this.driver.close();
@@ -88,7 +102,7 @@ export class SandboxesService implements OnApplicationShutdown {
         // its storage before the commit: a sandbox that is listed can be used
         await this.driver.create(specOf(sandbox));
         return sandbox;
-      });
+      }).finally(() => this.known.invalidate(cacheKey(scope, name)));
     } catch (error) {
       if (error instanceof SandboxStartError) throw new DomainError('SANDBOX_UNAVAILABLE', `The sandbox could not be made: ${error.message}`);
       throw error;
@@ -99,14 +113,23 @@ export class SandboxesService implements OnApplicationShutdown {
     return this.repository.list(scope);
   }
 
-  /** By name as a person or a tool writes it (slugified); null when there is none. */
+  /**
+   * By name as a tool writes it (slugified); null when there is none. Every
+   * tool call asks, so the answer comes from memory (a query per call cost an
+   * embedded control plane more than the read it served); what the tools use
+   * of a record (its id, network and limits) never changes, and a create or
+   * delete anywhere drops it on every replica.
+   */
   find(scope: WorkspaceScope, name: string): Promise<SandboxRecord | null> {
     const slug = sandboxSlug(name);
-    return slug ? this.repository.byName(scope, slug) : Promise.resolve(null);
+    if (!slug) return Promise.resolve(null);
+    return this.known.getOrLoad(cacheKey(scope, slug), () => this.repository.byName(scope, slug));
   }
 
+  /** By name as a person writes it, as stored now (its source, its last use); SANDBOX_NOT_FOUND when there is none. */
   async get(scope: WorkspaceScope, name: string): Promise<SandboxRecord> {
-    const sandbox = await this.find(scope, name);
+    const slug = sandboxSlug(name);
+    const sandbox = slug ? await this.repository.byName(scope, slug) : null;
     if (!sandbox) throw new NotFoundError('sandbox', sandboxSlug(name) || name, 'SANDBOX_NOT_FOUND');
     return sandbox;
   }
@@ -131,6 +154,7 @@ export class SandboxesService implements OnApplicationShutdown {
       });
     });
     this.tails.delete(sandbox.id);
+    await this.known.invalidate(cacheKey(scope, sandbox.name));
   }
 
   /** The sandbox's runner, started if it was idle; each use pushes its idle stop back. */
