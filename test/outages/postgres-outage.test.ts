@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BootstrapService } from '../../libs/tenancy/src';
-import { startTestControlPlane, TestControlPlane, TestResponse } from '../support/control-plane';
+import { startOnOwnDatabase, startTestControlPlane, TestControlPlane, TestResponse } from '../support/control-plane';
 import { PostgresServer, startPostgres } from '../support/services';
 
 /**
@@ -59,10 +58,7 @@ describe('PostgreSQL outage (server mode)', { timeout: 240_000 }, () => {
   beforeAll(async () => {
     // durable: a write acknowledged before a SIGKILL must survive it, as it does in production
     postgres = await startPostgres({ durable: true });
-    cp = await startTestControlPlane('postgres', { DATABASE_URL: postgres.url, AILERON_QUEUE_PREFIX: `outage-${randomBytes(4).toString('hex')}` });
-    const { token } = await cp.cp.app.get(BootstrapService).bootstrapServer('default', 'Default');
-    const request = cp.request;
-    cp.request = (method, path, options = {}) => request(method, path, { ...options, token: options.token === undefined ? token : options.token });
+    cp = await startOnOwnDatabase({ DATABASE_URL: postgres.url, AILERON_QUEUE_PREFIX: `outage-${randomBytes(4).toString('hex')}` });
   }, 180_000);
 
   afterAll(async () => {
