@@ -214,6 +214,36 @@ describe.each(BACKENDS)('audit API on %s', (backend) => {
     });
   });
 
+  describe('verify', () => {
+    it('reports ok while records are appended as it runs: it verifies the chain as far as the head it read first', async () => {
+      const ws = await aWorkspace(cp, cp.ownerToken);
+      const gateway = await aGateway(cp, cp.ownerToken, ws.slug);
+      const before = (await verify(ws.slug)).events;
+      // two gateways' worth of batches, one after another, until the verifies are done
+      let appending = true;
+      let appended = 0;
+      const appends = Array.from({ length: 2 }, async () => {
+        while (appending) {
+          const res = await ingest(gateway.token, Array.from({ length: 5 }, () => gatewayEvent()));
+          expect(res.status, res.text).toBe(200);
+          appended++;
+        }
+      });
+      const results: { ok: boolean; events: number }[] = [];
+      try {
+        // each verify reads the head and then the records: appends commit in between
+        while (results.length < 30 || appended < 30) results.push(await verify(ws.slug));
+      } finally {
+        appending = false;
+        await Promise.all(appends);
+      }
+      expect(results.filter((r) => !r.ok)).toEqual([]);
+      // the chain grew under them: later verifies covered more records
+      expect(results[results.length - 1]!.events).toBeGreaterThan(results[0]!.events);
+      expect(await verify(ws.slug)).toMatchObject({ ok: true, events: before + 5 * appended });
+    });
+  });
+
   describe('search', () => {
     let ws: { slug: string; id: string };
     let gateway: { id: string; token: string };

@@ -4,18 +4,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OutboxService } from '../../libs/platform/outbox/src';
 import { aWorkspace, uniqueSlug } from '../support/builders';
 import { aReplicaOf, startTestControlPlane, TestControlPlane, TestResponse } from '../support/control-plane';
+import { bounded, BOUND_MS } from '../support/outage';
 import { RedisServer, startRedis } from '../support/services';
 import { aRemoteServer, connect, SERVERS, textOf } from '../pool/mcp-client';
-
-/** What a client waits at most for any answer while Redis is away (issue 22: "within bounds"). */
-const BOUND_MS = 3_000;
-
-/** `promise`, or a rejection once a client would have given up on it: a hang fails the test instead of stalling it. */
-function bounded<T>(promise: Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${BOUND_MS} ms`)), BOUND_MS)));
-  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
-}
 
 interface Sample {
   phase: string;

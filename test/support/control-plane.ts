@@ -39,6 +39,21 @@ export async function aReplicaOf(first: TestControlPlane, env: Record<string, st
   return startTestControlPlane('postgres', { DATABASE_URL: database.url, ...env });
 }
 
+/** `cp` with `token` as its owner's: requests without a token of their own carry it. */
+export function withOwnerToken(cp: TestControlPlane, token: string): TestControlPlane {
+  return { ...cp, ownerToken: token, request: (method, path, options = {}) => cp.request(method, path, { ...options, token: options.token === undefined ? token : options.token }) };
+}
+
+/**
+ * The first replica of an installation on a PostgreSQL of the test's own (one
+ * it may stop): migrated as it starts and bootstrapped like a fresh database.
+ */
+export async function startOnOwnDatabase(env: Record<string, string> & { DATABASE_URL: string }): Promise<TestControlPlane> {
+  const cp = await startTestControlPlane('postgres', env);
+  const { token } = await cp.cp.app.get(BootstrapService).bootstrapServer('default', 'Default');
+  return withOwnerToken(cp, token);
+}
+
 export async function startTestControlPlane(backend: Backend, env: Record<string, string> = {}): Promise<TestControlPlane> {
   const dataDir = mkdtempSync(join(tmpdir(), 'aileron-cp-'));
   // a second replica joins the first one's database (env.DATABASE_URL) instead of a fresh one

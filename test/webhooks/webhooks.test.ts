@@ -1,5 +1,3 @@
-import { createServer, IncomingHttpHeaders } from 'node:http';
-import { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { verifySignedPayload } from '../../libs/platform/net/src';
 import { DatabaseService } from '../../libs/platform/database/src';
@@ -9,48 +7,7 @@ import { startTestControlPlane, TestControlPlane } from '../support/control-plan
 import { BACKENDS, Backend } from '../support/databases';
 import { advanceClock, resetClock } from '../support/clock';
 import { eventually } from '../support/eventually';
-
-interface Received {
-  raw: string;
-  headers: IncomingHttpHeaders;
-  path: string;
-  /** what the receiver answered */
-  answered: number;
-  at: number;
-}
-
-interface Receiver {
-  url: string;
-  requests: Received[];
-  /** requests answered 2xx */
-  accepted(): Received[];
-  /** from now on, answer with this status */
-  answer(status: number): void;
-  close(): Promise<void>;
-}
-
-/** A webhook receiver on 127.0.0.1: answers from `plan` in order, then `then` for the rest. */
-async function aReceiver(plan: number[], then = 204): Promise<Receiver> {
-  const requests: Received[] = [];
-  let fallback = then;
-  const server = createServer((req, res) => {
-    let raw = '';
-    req.on('data', (chunk: Buffer) => (raw += chunk.toString('utf8')));
-    req.on('end', () => {
-      const answered = plan[requests.length] ?? fallback;
-      requests.push({ raw, headers: req.headers, path: req.url ?? '', answered, at: Date.now() });
-      res.writeHead(answered).end();
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hooks/aileron-path-token`,
-    requests,
-    accepted: () => requests.filter((r) => r.answered >= 200 && r.answered < 300),
-    answer: (status) => (fallback = status),
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
-}
+import { aReceiver } from '../support/webhook-receiver';
 
 const made: { cp: TestControlPlane; id: string }[] = [];
 

@@ -139,14 +139,20 @@ export class AuditRepository extends Repository {
     return rows.map((r) => ({ seq: Number(r.seq), hash: r.hash, kind: r.kind as CheckpointRecord['kind'], keyId: r.keyId, signature: r.signature }));
   }
 
-  /** One page of a chain in seq order, for verification and export. */
-  async pageBySeq(scope: OrgScope, chainId: string, afterSeq: number, limit: number): Promise<ChainedRecord[]> {
+  /** One page of a chain in seq order, for verification and export; up to `throughSeq` when given. */
+  async pageBySeq(scope: OrgScope, chainId: string, afterSeq: number, limit: number, throughSeq?: number): Promise<ChainedRecord[]> {
     const rows = await this.client.auditEvent.findMany({
-      where: { chainId, organizationId: scope.organizationId, seq: { gt: BigInt(afterSeq) } },
+      where: { chainId, organizationId: scope.organizationId, seq: { gt: BigInt(afterSeq), ...(throughSeq !== undefined ? { lte: BigInt(throughSeq) } : {}) } },
       orderBy: { seq: 'asc' },
       take: limit,
     });
     return rows.map(toRecord);
+  }
+
+  /** The position of the chain's newest record (0 when it has none). */
+  async newestSeq(scope: OrgScope, chainId: string): Promise<number> {
+    const row = await this.client.auditEvent.findFirst({ where: { chainId, organizationId: scope.organizationId }, orderBy: { seq: 'desc' }, select: { seq: true } });
+    return row ? Number(row.seq) : 0;
   }
 
   /** Newest first; `beforeSeq` continues a previous page. */

@@ -238,26 +238,36 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
     return this.repository.checkpoints(scope, chainOf(scope).chainId);
   }
 
+  /**
+   * Verifies the chain as far as its head when verification starts. Records
+   * are appended while it runs (the head moves in the same statement as each
+   * append): reading past that head would take them for records added outside
+   * the log. What lies past it is judged at the end, against the head read
+   * again after the newest record: a record or checkpoint past that one was not
+   * appended through the log.
+   */
   async verify(scope: OrgScope): Promise<VerifyResult> {
     const chainId = chainOf(scope).chainId;
-    const [head, checkpoints, publicKeys] = await Promise.all([
-      this.repository.head(scope, chainId),
-      this.repository.checkpoints(scope, chainId),
-      this.keys.publicKeys('audit-checkpoint'),
-    ]);
+    // the head first: every checkpoint and record read after it is at least as new
+    const head = await this.repository.head(scope, chainId);
+    const [checkpoints, publicKeys] = await Promise.all([this.repository.checkpoints(scope, chainId), this.keys.publicKeys('audit-checkpoint')]);
     const verifier = new ChainVerifier(chainId, checkpoints, (kid, message, signature) => {
       const x = publicKeys.get(kid);
       return x !== undefined && verifyEd25519(publicKeyFromX(x), message, signature);
     });
+    const through = head?.seq ?? 0;
     let after = 0;
     for (;;) {
-      const page = await this.repository.pageBySeq(scope, chainId, after, VERIFY_PAGE);
+      const page = await this.repository.pageBySeq(scope, chainId, after, VERIFY_PAGE, through);
       let going = true;
       for (const record of page) if (!(going = verifier.next(record))) break;
       if (!going || page.length < VERIFY_PAGE) break;
       after = page[page.length - 1]!.seq;
     }
-    return verifier.finish(head ? { seq: head.seq, hash: head.hash } : null);
+    // in this order: a record appended before the newest was read has moved the head read after it
+    const newestSeq = await this.repository.newestSeq(scope, chainId);
+    const now = await this.repository.head(scope, chainId);
+    return verifier.finish(head ? { seq: head.seq, hash: head.hash } : null, { newestSeq, headSeq: now?.seq ?? 0 });
   }
 
   /** Signs the chain's newest record if it is not signed yet. */

@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import { Inject, Injectable, Logger } from '@nestjs/common';
+import { BeforeApplicationShutdown, Inject, Injectable, Logger } from '@nestjs/common';
 import { z } from 'zod';
 import type { OrgScope } from '@aileron/auth';
 import { SystemScopes } from '@aileron/auth/scope-issuer';
 import { Clock } from '@aileron/clock';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
-import { DatabaseService, Transaction } from '@aileron/database';
+import { databaseUnavailableReason, DatabaseService, RetryingLoopLog, Transaction } from '@aileron/database';
 import { KeyProvider, ROOT_KEYS } from '@aileron/keys';
 import { outboundPolicyOf, postSigned, SendOutcome, signatureHeaders } from '@aileron/net';
 import { OutboxMessage, OutboxService, PublicEvent, toPublicEvent } from '@aileron/outbox';
@@ -26,6 +26,10 @@ const SEND_TIMEOUT_MS = 10_000;
 const PAUSE_AFTER_FAILED_DELIVERIES = 20;
 /** how long a job waits for the consumer's transaction to commit before letting the queue retry */
 const COMMIT_WAIT_MS = [50, 100, 200, 400];
+/** between tries to record a receiver's answer while the database is away; the last one repeats */
+const RECORD_RETRY_MS = [250, 500, 1000, 2000, 5000];
+/** how long a delivery the receiver has answered waits for the database before it is left to the queue's retry */
+const RECORD_GIVE_UP_MS = 10 * 60_000;
 
 const publicEvent = z.object({
   id: z.string().min(1),
@@ -63,9 +67,12 @@ export class WebhookDeliveryError extends Error {
  * failing is paused, and its remaining deliveries stop.
  */
 @Injectable()
-export class WebhookDeliveryService {
+export class WebhookDeliveryService implements BeforeApplicationShutdown {
   private readonly logger = new Logger('Webhooks');
+  private readonly recordLog = new RetryingLoopLog(this.logger, 'recording a webhook delivery the receiver answered');
   private readonly pausePolicy: PausePolicy;
+  /** aborted at shutdown: a delivery waiting to record its answer stops waiting, so the queue can close */
+  private readonly closing = new AbortController();
 
   constructor(
     private readonly db: DatabaseService,
@@ -87,6 +94,10 @@ export class WebhookDeliveryService {
     };
     jobs.register(processor);
     outbox.addConsumer({ name: WEBHOOK_CONSUMER, topics: '*', handle: (message, tx) => this.fanOut([message], tx), handleMany: (messages, tx) => this.fanOut(messages, tx) });
+  }
+
+  beforeApplicationShutdown(): void {
+    this.closing.abort();
   }
 
   /**
@@ -151,8 +162,8 @@ export class WebhookDeliveryService {
     const outcome = await this.send(scope, endpoint, delivery.id, event);
     const delivered = outcome.error === null;
     const last = context.attempt >= WEBHOOK_ATTEMPTS;
-    const recorded = await this.db.transaction((tx) =>
-      this.repository.recordAttempt(scope, delivery.id, { ...outcome, outcome: delivered ? 'delivered' : last ? 'failed' : 'pending' }, tx),
+    const recorded = await this.untilRecorded(() =>
+      this.db.transaction((tx) => this.repository.recordAttempt(scope, delivery.id, { ...outcome, outcome: delivered ? 'delivered' : last ? 'failed' : 'pending' }, tx)),
     );
     if (recorded === null) return; // the endpoint was deleted meanwhile
     if (delivered) {
@@ -190,6 +201,35 @@ export class WebhookDeliveryService {
       ...signatureHeaders(secret, body),
     };
     return postSigned(endpoint.url, headers, body, { policy: outboundPolicyOf(this.config), timeoutMs: SEND_TIMEOUT_MS });
+  }
+
+  /**
+   * The receiver has answered, and a send cannot be taken back: while the
+   * database is away, recording the answer is tried again here rather than
+   * failing the job, whose retry would send the same delivery a second time
+   * (a duplicate at the receiver, issue 22). Only a long outage or a shutdown
+   * leaves it to the queue's retry.
+   */
+  private async untilRecorded<T>(record: () => Promise<T>): Promise<T> {
+    const giveUpAt = this.clock.now() + RECORD_GIVE_UP_MS;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await record();
+      } catch (error) {
+        if (!databaseUnavailableReason(error) || this.closing.signal.aborted || this.clock.now() >= giveUpAt) throw error;
+        this.recordLog.failed(error);
+        const signal = this.closing.signal;
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(done, RECORD_RETRY_MS[Math.min(attempt, RECORD_RETRY_MS.length - 1)]);
+          function done(): void {
+            clearTimeout(timer);
+            signal.removeEventListener('abort', done);
+            resolve();
+          }
+          signal.addEventListener('abort', done);
+        });
+      }
+    }
   }
 
   /** The pause stops this delivery and, through the endpoint's state, every other one still retrying. */

@@ -47,10 +47,15 @@ function signed(at: ChainedRecord | { seq: number; hash: string }, kind: Checkpo
 }
 
 /** What AuditService.verify does with what it reads from the database. */
-function verify(records: ChainedRecord[], head: { seq: number; hash: string } | null, checkpoints: CheckpointRecord[] = []): VerifyResult {
+function verify(
+  records: ChainedRecord[],
+  head: { seq: number; hash: string } | null,
+  checkpoints: CheckpointRecord[] = [],
+  later?: { newestSeq: number; headSeq: number },
+): VerifyResult {
   const verifier = new ChainVerifier(CHAIN, checkpoints, (kid, message, signature) => kid === PUBLISHED.kid && verifyEd25519(publicKeyFromX(PUBLISHED.publicKeyX), message, signature));
   for (const record of records) if (!verifier.next(record)) break;
-  return verifier.finish(head);
+  return verifier.finish(head, later);
 }
 
 /** A forger who knows the algorithm: re-hashes every record from `from` on so each links to the one before. */
@@ -239,6 +244,27 @@ describe('ChainVerifier', () => {
     const records = aChain(N);
     const result = verify(records.slice(0, 8), headOf(records.slice(0, 8)), [signed(records[9]!)]);
     expect(result.first_bad).toEqual({ seq: 10, id: null, reason: expect.stringMatching(/covers record 10, which is missing/) });
+  });
+
+  describe('while the chain grows (read as far as the head at the start)', () => {
+    it('takes records and checkpoints appended meanwhile, within the head read afterwards', () => {
+      const records = aChain(N);
+      const [more] = chainRecords(headOf(records), [entry(11), entry(12)]);
+      const checkpoints = [signed(records[4]!), signed(more!)];
+      expect(verify(records, headOf(records), checkpoints, { newestSeq: 12, headSeq: 12 })).toEqual({ ok: true, events: N, checkpoints: 2 });
+    });
+
+    it('names a record past the head read afterwards', () => {
+      const records = aChain(N);
+      expect(verify(records, headOf(records), [], { newestSeq: 12, headSeq: 11 }).first_bad).toEqual({ seq: 12, id: null, reason: expect.stringMatching(/added outside the log/) });
+    });
+
+    it('names a checkpoint past the head read afterwards (the tail cut together with the head)', () => {
+      const records = aChain(N);
+      const cut = records.slice(0, 8);
+      const result = verify(cut, headOf(cut), [signed(records[9]!)], { newestSeq: 8, headSeq: 8 });
+      expect(result.first_bad).toEqual({ seq: 10, id: null, reason: expect.stringMatching(/covers record 10, which is missing/) });
+    });
   });
 
   describe('after retention', () => {

@@ -215,18 +215,30 @@ export class ChainVerifier {
     return !this.bad || this.bad.seq > this.expectedSeq;
   }
 
-  /** After the last record: the head and every checkpoint must be accounted for. */
-  finish(head: { seq: number; hash: string } | null): VerifyResult {
+  /**
+   * After the last record: the head and every checkpoint must be accounted for.
+   * `later`, when the records were read only as far as `head` while the chain
+   * grew: the newest record's position and the head read after it. Records and
+   * checkpoints past `head` but within that later head were appended meanwhile;
+   * past it, they were not appended through the log.
+   */
+  finish(head: { seq: number; hash: string } | null, later?: { newestSeq: number; headSeq: number }): VerifyResult {
     const last = this.expectedSeq - 1;
     if (!this.bad && head) {
       if (head.seq > last) this.fail({ seq: last + 1, id: null, reason: `records ${last + 1}..${head.seq} are missing from the end of the chain` });
       else if (head.seq < last) this.fail({ seq: head.seq + 1, id: null, reason: `records after ${head.seq} were added outside the log` });
       else if (head.seq > 0 && head.hash !== this.prevHash) this.fail({ seq: head.seq, id: null, reason: 'the newest record does not match the chain head' });
     }
+    if (!this.bad && later && later.newestSeq > later.headSeq) {
+      this.fail({ seq: later.headSeq + 1, id: null, reason: `records after ${later.headSeq} were added outside the log` });
+    }
     if (!this.bad) {
+      const verifiedTo = head?.seq ?? 0;
       for (const checkpoint of this.wanted.values()) {
         if (checkpoint.kind === 'retention' && checkpoint.seq < this.expectedSeq) continue;
-        if (checkpoint.seq > last) this.fail({ seq: checkpoint.seq, id: null, reason: `a signed checkpoint covers record ${checkpoint.seq}, which is missing` });
+        if (checkpoint.seq <= last) continue;
+        if (later && checkpoint.seq > verifiedTo && checkpoint.seq <= later.headSeq) continue;
+        this.fail({ seq: checkpoint.seq, id: null, reason: `a signed checkpoint covers record ${checkpoint.seq}, which is missing` });
       }
     }
     return { ok: !this.bad, events: this.count, checkpoints: this.wanted.size, ...(this.bad ? { first_bad: this.bad } : {}) };
