@@ -4,6 +4,7 @@ import { ApprovalError, ApprovalRecord, ApprovalsService, redactArguments } from
 import { SystemScopes } from '@aileron/auth/scope-issuer';
 import type { WorkspaceScope } from '@aileron/auth';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
+import { databaseUnavailableReason } from '@aileron/database';
 import { PolicyService } from '@aileron/policy';
 import { ExecutionJournal, ExecutionRecord } from './execution-journal';
 import type { Instance } from './instances.service';
@@ -13,6 +14,20 @@ import type { CallContext, CallGate, ToolCall } from './proxy/proxy-session';
 import type { Answer } from './proxy/upstream';
 
 const PROGRESS_EVERY_MS = 5_000;
+/** how soon a call held for approval looks again when the database was away */
+const DATABASE_RETRY_MS = 1_000;
+
+function abortableDelay(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
 
 /**
  * What happens around a forwarded tool call: the compiled policy decides
@@ -114,7 +129,14 @@ export class PoolCalls implements CallGate {
     while (request.status === 'pending' && Date.now() < deadline && !wait.signal.aborted) {
       wait.progress?.(`Waiting for approval ${request.id}: ${this.approvals.reviewUrl(request.id)}`);
       const seconds = Math.max(1, Math.min(PROGRESS_EVERY_MS, deadline - Date.now()) / 1000);
-      request = await this.approvals.wait(ctx.caller, request.id, seconds);
+      try {
+        request = await this.approvals.wait(ctx.caller, request.id, seconds);
+      } catch (error) {
+        // the approver cannot decide while the database is away either: the call keeps waiting, as the client was told
+        if (!databaseUnavailableReason(error)) throw error;
+        wait.progress?.(`Waiting for approval ${request.id}: the control plane's database cannot be reached right now; still waiting`);
+        await abortableDelay(Math.min(DATABASE_RETRY_MS, Math.max(0, deadline - Date.now())), wait.signal);
+      }
     }
     const reviewUrl = this.approvals.reviewUrl(request.id);
     if (request.status === 'approved') {

@@ -3,6 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { JSONRPCMessage, JSONRPCNotification, JSONRPCRequest, RequestId } from '@modelcontextprotocol/sdk/types.js';
 import type { Principal } from '@aileron/auth';
 import type { CallPrincipal } from '@aileron/policy';
+import { databaseUnavailableReason } from '@aileron/database';
 import type { Instance } from '../instances.service';
 import { AnswerLoad, NodeStreamableHttpTransport } from '../streamable-http';
 import { INSTANCE_BUSY, INVALID_PARAMS, METHOD_NOT_FOUND, RpcError, UPSTREAM_UNAVAILABLE } from './jsonrpc';
@@ -535,6 +536,8 @@ export function rpcError(code: number, message: string, data?: unknown): Error &
 /** Domain errors keep their stable code in `data`; anything unexpected says little. */
 function toRpcError(error: unknown): RpcError {
   if (typeof error === 'object' && error !== null && 'rpc' in error) return (error as { rpc: RpcError }).rpc;
+  // said in our words, not the driver's (its message names hosts and ports)
+  if (databaseUnavailableReason(error)) return { code: UPSTREAM_UNAVAILABLE, message: 'The control plane\'s database cannot be reached right now; nothing was done. Retry shortly.', data: { code: 'DATABASE_UNAVAILABLE' } };
   if (typeof error === 'object' && error !== null && 'code' in error && typeof (error as { code: unknown }).code === 'string' && error instanceof Error) {
     return { code: UPSTREAM_UNAVAILABLE, message: error.message, data: { code: (error as { code: string }).code } };
   }
