@@ -154,7 +154,8 @@ export class LocalSandboxDriver implements SandboxDriver {
 
   /** Unpacks an archive inside the sandbox, so no member's path or link can land outside /src. */
   async unpack(spec: SandboxSpec, archive: NodeJS.ReadableStream, options: { gzip: boolean }): Promise<void> {
-    const child = this.spawnInside(spec, [], ['/usr/bin/tar', options.gzip ? '-xzf' : '-xf', '-', '-C', SANDBOX_WORKDIR, '--no-same-owner', '--no-same-permissions', '--delay-directory-restore']);
+    // --ignore-zeros: to the end of its input, as the runner's (an early exit at the end marker would break the pipe)
+    const child = this.spawnInside(spec, [], ['/usr/bin/tar', options.gzip ? '-xzf' : '-xf', '-', '--ignore-zeros', '-C', SANDBOX_WORKDIR, '--no-same-owner', '--no-same-permissions', '--delay-directory-restore']);
     let stderr = '';
     child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
     const exited = new Promise<number>((resolveCode) => child.on('close', (exit) => resolveCode(exit ?? 1)));

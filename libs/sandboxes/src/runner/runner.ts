@@ -325,7 +325,9 @@ function bounded(maxBytes: number, tooLarge: () => Failure): { counter: Transfor
  * an archive that unpacks to more than `maxBytes` is stopped there.
  */
 async function unpack(request: Extract<RunnerRequest, { op: 'unpack' }>, input: Readable): Promise<RunnerResults['unpack']> {
-  const child = spawn('/usr/bin/tar', ['-x', '-f', '-', '-C', WORKDIR, '--no-same-owner', '--no-same-permissions', '--delay-directory-restore'], {
+  // --ignore-zeros: tar reads its input to the end instead of exiting at the archive's end marker, which
+  // would close its stdin while the input's last lines are on their way and fail an archive it took whole
+  const child = spawn('/usr/bin/tar', ['-x', '--ignore-zeros', '-f', '-', '-C', WORKDIR, '--no-same-owner', '--no-same-permissions', '--delay-directory-restore'], {
     cwd: WORKDIR,
     env: { PATH: COMMAND_PATH, LANG: 'C.UTF-8' },
     stdio: ['pipe', 'ignore', 'pipe'],

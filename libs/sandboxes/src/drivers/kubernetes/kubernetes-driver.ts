@@ -76,6 +76,9 @@ const GONE_TIMEOUT_MS = (DELETE_GRACE_SECONDS + 30) * 1000;
  *   if need be. Its work tree is mounted read-only there, so git commands that
  *   write files into /src (checkout, reset --hard) fail: change files through
  *   the runner;
+ * - a source's bytes are streamed to the runners (`unpack` to the agent's,
+ *   `receive` to the history's), never read from the control plane's disk in
+ *   the pod;
  * - `stop` deletes the Pod (idle), `remove` everything.
  *
  * The control plane's service account needs, in `namespace`: pods (create,
