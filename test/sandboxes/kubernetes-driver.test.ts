@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { KubernetesSandboxDriver, RunnerError, SandboxSourceError, SandboxStartError, SNAPSHOT_BRANCH, type KubernetesSandboxOptions, type SandboxSpec } from '@aileron/sandboxes';
+import { importSource, KubernetesSandboxDriver, RunnerError, SandboxSourceError, SandboxStartError, SNAPSHOT_BRANCH, type KubernetesSandboxOptions, type SandboxSpec } from '@aileron/sandboxes';
 import { FakeKubernetes } from '../support/fake-kubernetes';
 import { ProcessKubelet, type FakeImage } from '../support/process-kubelet';
 import { listenOnPodIP, runnerPorts, SANDBOX_VERSION as VERSION, sandboxImageMaker } from '../support/sandbox-pods';
@@ -294,7 +294,7 @@ describe('Kubernetes sandbox driver', () => {
     }
 
     async function importError(spec: SandboxSpec, file: string): Promise<string> {
-      const error = await driver.importTar(spec, file).then(
+      const error = await importSource(driver, spec, 'tar.gz', file).then(
         () => undefined,
         (e: unknown) => e,
       );
@@ -304,8 +304,10 @@ describe('Kubernetes sandbox driver', () => {
 
     it('is unpacked into /src inside the sandbox: files, directories, modes and links as the archive has them', async () => {
       const spec = aSandbox();
-      await driver.importTar(
+      await importSource(
+        driver,
         spec,
+        'tar.gz',
         archive([
           { name: 'repo/', type: 'dir' },
           { name: 'repo/README.md', content: '# a repository\n' },
@@ -330,7 +332,7 @@ describe('Kubernetes sandbox driver', () => {
       const spec = aSandbox();
       // /tmp is the container's own, writable: where an escape would land
       expect(await importError(spec, archive([{ name: '../tmp/planted.txt', content: 'escaped\n' }]))).toMatch(/Member name contains '\.\.'/);
-      await driver.importTar(spec, archive([{ name: '/tmp/absolute.txt', content: 'kept in /src\n' }]));
+      await importSource(driver, spec, 'tar.gz', archive([{ name: '/tmp/absolute.txt', content: 'kept in /src\n' }]));
       // the link is a placeholder file until the end: the member below it has no directory to go to
       expect(await importError(spec, archive([{ name: 'out', type: 'symlink', target: '/tmp' }, { name: 'out/through.txt', content: 'through the link\n' }]))).toMatch(
         /out\/through.txt: Cannot open: Not a directory/,
@@ -344,7 +346,7 @@ describe('Kubernetes sandbox driver', () => {
       const small = aDriver({ storage: { files: '1Mi' } });
       // 4 MiB of zeros: a few KiB compressed, well under any upload limit
       const bomb = archive([{ name: 'zeros.bin', content: Buffer.alloc(4 * 1024 * 1024) }]);
-      const error = await small.importTar(spec, bomb).then(
+      const error = await importSource(small, spec, 'tar.gz', bomb).then(
         () => undefined,
         (e: unknown) => e,
       );
@@ -353,6 +355,126 @@ describe('Kubernetes sandbox driver', () => {
       const notGzip = join(scratch, 'not.tar.gz');
       writeFileSync(notGzip, tar([{ name: 'plain.txt', content: 'not compressed\n' }]));
       expect(await importError(aSandbox(), notGzip)).toMatch(/not a gzip-compressed archive/);
+    });
+  });
+
+  describe('a git bundle source', () => {
+    /** A developer's repository of two commits on `main`, as `git bundle create` writes it. */
+    function twoCommitBundle(): { file: string; commits: string[] } {
+      const repo = mkdtempSync(join(scratch, 'repo-'));
+      const git = (...args: string[]) => execFileSync('git', ['-C', repo, ...IDENTITY, ...args], { encoding: 'utf8', env: { PATH: process.env.PATH, HOME: repo, GIT_CONFIG_NOSYSTEM: '1' } });
+      git('init', '-q', '-b', 'main');
+      writeFileSync(join(repo, 'math.js'), 'exports.add = (a, b) => a - b;\n');
+      writeFileSync(join(repo, 'test.sh'), '#!/bin/sh\nnode -e "process.exit(require(\'./math\').add(2, 3) === 5 ? 0 : 1)"\n', { mode: 0o755 });
+      git('add', '-A');
+      git('commit', '-q', '-m', 'first');
+      // what `git archive` would leave out or rewrite if the bundle's own attributes applied
+      writeFileSync(join(repo, '.gitattributes'), 'ci.yml export-ignore\nVERSION export-subst\n');
+      writeFileSync(join(repo, 'ci.yml'), 'on: push\n');
+      writeFileSync(join(repo, 'VERSION'), '$Format:%H$\n');
+      execFileSync('ln', ['-s', 'math.js', join(repo, 'index.js')]);
+      git('add', '-A');
+      git('commit', '-q', '-m', 'second');
+      const file = join(scratch, `${randomUUID()}.bundle`);
+      git('bundle', 'create', '-q', file, 'HEAD', 'main');
+      return { file, commits: git('log', '--format=%H %s', 'main').trim().split('\n') };
+    }
+
+    async function importError(on: KubernetesSandboxDriver, spec: SandboxSpec, file: string): Promise<string> {
+      const error = await importSource(on, spec, 'git-bundle', file).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(error).toBeInstanceOf(SandboxSourceError);
+      return (error as Error).message;
+    }
+
+    async function refs(spec: SandboxSpec): Promise<string> {
+      return (await driver.git(spec, ['for-each-ref', '--format=%(refname)'])).stdout.toString();
+    }
+
+    /** The files the history container keeps in its own /tmp (git lists a directory as a work tree); a bundle is removed once its connection closed. */
+    async function keptInScratch(spec: SandboxSpec): Promise<string> {
+      return (await driver.git(spec, ['--work-tree=/tmp', 'ls-files', '--others'])).stdout.toString();
+    }
+
+    it('imports its commits into the snapshot branch, its files into /src through the agent’s runner, and the next change is a commit on top', async () => {
+      const spec = aSandbox();
+      const { file, commits } = twoCommitBundle();
+      await importSource(driver, spec, 'git-bundle', file);
+
+      expect((await driver.git(spec, ['log', '--format=%H %s', SNAPSHOT_BRANCH])).stdout.toString().trim().split('\n')).toEqual(commits);
+      const runner = await driver.runner(spec);
+      expect((await runner.call({ op: 'readText', path: 'math.js' })).content).toBe('exports.add = (a, b) => a - b;\n');
+      // every file as committed: the bundle's export-ignore and export-subst do not apply, the mode and the link are kept
+      expect(await runner.call(exec('cat ci.yml VERSION; readlink index.js; stat -c %u:%A test.sh; ls -A'))).toMatchObject({
+        exitCode: 0,
+        stdout: 'on: push\n$Format:%H$\nmath.js\n10001:-rwxr-xr-x\n.gitattributes\nVERSION\nci.yml\nindex.js\nlost+found\nmath.js\ntest.sh\n',
+      });
+      expect((await driver.git(spec, ['status', '--porcelain', '--untracked-files=all'])).stdout.toString()).toBe('');
+      // the bundle was kept only while git read it
+      await expect.poll(() => keptInScratch(spec)).toBe('');
+
+      // the agent fixes the bug: the snapshot is that change alone, on top of the bundle's HEAD
+      await runner.call({ op: 'write', path: 'math.js', content: 'exports.add = (a, b) => a + b;\n' });
+      expect((await runner.call(exec('./test.sh'))).exitCode).toBe(0);
+      expect((await driver.git(spec, ['add', '--all'])).code).toBe(0);
+      expect((await driver.git(spec, [...IDENTITY, 'commit', '--quiet', '-m', 'write: math.js'])).code).toBe(0);
+      expect((await driver.git(spec, ['log', '--format=%s', SNAPSHOT_BRANCH])).stdout.toString()).toBe('write: math.js\nsecond\nfirst\n');
+      expect((await driver.git(spec, ['rev-parse', `${SNAPSHOT_BRANCH}^`])).stdout.toString().trim()).toBe(commits[0]!.split(' ')[0]);
+      expect((await driver.git(spec, ['diff-tree', '--no-commit-id', '--name-status', '-r', SNAPSHOT_BRANCH])).stdout.toString()).toBe('M\tmath.js\n');
+    });
+
+    it('is refused, changing nothing, when git cannot read it; a good bundle then imports', async () => {
+      const spec = aSandbox();
+      const { file, commits } = twoCommitBundle();
+      const whole = readFileSync(file);
+      const truncated = join(scratch, 'truncated.bundle');
+      // its header and refs intact, its pack cut short
+      writeFileSync(truncated, whole.subarray(0, whole.length - 200));
+      expect(await importError(driver, spec, truncated)).toMatch(/^the bundle could not be read: (fatal|error): /);
+      const garbage = join(scratch, 'garbage.bundle');
+      writeFileSync(garbage, 'not a bundle at all\n');
+      expect(await importError(driver, spec, garbage)).toMatch(/^not a git bundle: /);
+
+      expect(await refs(spec)).toBe('');
+      await expect.poll(() => keptInScratch(spec)).toBe('');
+      const runner = await driver.runner(spec);
+      expect((await runner.call({ op: 'ls', path: '.', recursive: false })).entries.map((e) => e.path)).toEqual(['lost+found']);
+
+      await importSource(driver, spec, 'git-bundle', file);
+      expect((await driver.git(spec, ['log', '--format=%H %s', SNAPSHOT_BRANCH])).stdout.toString().trim().split('\n')).toEqual(commits);
+    });
+
+    it('holds to the size limits: the bundle within the history container’s scratch space, its tree within the files claim', async () => {
+      const spec = aSandbox();
+      const repo = mkdtempSync(join(scratch, 'repo-'));
+      const git = (...args: string[]) => execFileSync('git', ['-C', repo, ...IDENTITY, ...args], { env: { PATH: process.env.PATH, HOME: repo, GIT_CONFIG_NOSYSTEM: '1' } });
+      git('init', '-q', '-b', 'main');
+      // 4 MiB of zeros: a bundle of a few KiB
+      writeFileSync(join(repo, 'zeros.bin'), Buffer.alloc(4 * 1024 * 1024));
+      git('add', '-A');
+      git('commit', '-q', '-m', 'zeros');
+      const small = join(scratch, `${randomUUID()}.bundle`);
+      git('bundle', 'create', '-q', small, 'main');
+      // 256 KiB that do not compress: a bundle larger than that
+      writeFileSync(join(repo, 'noise.bin'), randomBytes(256 * 1024));
+      git('add', '-A');
+      git('commit', '-q', '-m', 'noise');
+      const large = join(scratch, `${randomUUID()}.bundle`);
+      git('bundle', 'create', '-q', large, 'main');
+
+      expect(await importError(aDriver({ scratchSize: '128Ki' }), spec, large)).toBe(
+        `the file could not be passed to git: the file is larger than ${128 * 1024} bytes, what the history container's scratch space holds`,
+      );
+      expect(await refs(spec)).toBe('');
+      await expect.poll(() => keptInScratch(spec)).toBe('');
+
+      const other = aSandbox();
+      const tight = aDriver({ storage: { files: '1Mi' } });
+      expect(await importError(tight, other, small)).toBe('the archive could not be unpacked: the archive unpacks to more than 1048576 bytes, what /src holds');
+      // no snapshot of a tree that is not there
+      expect((await tight.git(other, ['rev-parse', '--verify', '--quiet', SNAPSHOT_BRANCH])).code).not.toBe(0);
     });
   });
 

@@ -403,6 +403,28 @@ describe('sandboxes (embedded, bubblewrap)', () => {
     ]);
   });
 
+  it('a bundle git cannot read is 422 SANDBOX_SOURCE_INVALID saying why, and leaves the sandbox as it was: a good one goes in after', async () => {
+    const box = await aSandbox('late-source');
+    const upload = (body: Buffer) =>
+      fetch(`${cp.url}/v1/workspaces/${ws}/sandboxes/late-source/source`, { method: 'PUT', headers: { authorization: `Bearer ${cp.ownerToken}`, 'content-type': 'application/x-git-bundle' }, body });
+    const good = readFileSync(aRepositoryBundle(mkdtempSync(join(dir, 'late-'))));
+    // its header and refs intact, its pack cut short
+    const refused = await upload(good.subarray(0, good.length - 100));
+    expect(refused.status).toBe(422);
+    expect(refused.headers.get('content-type')).toContain('application/problem+json');
+    expect(await refused.json()).toMatchObject({ code: 'SANDBOX_SOURCE_INVALID', detail: expect.stringMatching(/^the bundle could not be read: (fatal|error): /) });
+    expect((await cp.request('GET', `/v1/workspaces/${ws}/sandboxes/late-source`)).body.source).toBe('empty');
+    expect((await box.call('bash', { command: 'ls -A' })).structuredContent).toMatchObject({ stdout: '', exitCode: 0 });
+
+    expect((await upload(good)).status).toBe(200);
+    expect(textOf(await box.call('read', { path: 'math.js' }))).toContain('return a - b;');
+    await box.call('write', { path: 'notes.md', content: '# notes\n' });
+    // the bundle waits for the last snapshot
+    expect((await fetch(`${cp.url}/v1/workspaces/${ws}/sandboxes/late-source/bundle`, { headers: { authorization: `Bearer ${cp.ownerToken}` } })).status).toBe(200);
+    const snapshots = (await cp.request('GET', `/v1/workspaces/${ws}/sandboxes/late-source/snapshots`)).body.snapshots as { message: string; files: { path: string }[] }[];
+    expect(snapshots.map((s) => [s.message, s.files.map((f) => f.path)])).toEqual([['write: notes.md', ['notes.md']]]);
+  });
+
   it('deleting a sandbox removes it, its files and its history', async () => {
     await aSandbox('short-lived');
     expect((await cp.request('DELETE', `/v1/workspaces/${ws}/sandboxes/short-lived`)).status).toBe(204);

@@ -14,9 +14,9 @@ import { type CommandRestrictions, SandboxSourceError, SandboxStartError, type S
 import { sandboxSlug } from './domain/slug';
 import type { RunnerLimits } from './runner/protocol';
 import { SandboxesRepository, SandboxRecord, SnapshotRecord } from './sandboxes.repository';
+import { importSource, SNAPSHOT_REF } from './source-import';
 
 export const SANDBOX_DRIVER = Symbol('SANDBOX_DRIVER');
-export const SNAPSHOT_REF = 'refs/heads/aileron/snapshots';
 
 /** Who made a change: the commit's author, and the session recorded with the snapshot. */
 export interface ChangeAuthor {
@@ -273,7 +273,8 @@ export class SandboxesService implements OnApplicationShutdown {
   /**
    * The initial repository: a git bundle (its HEAD becomes the base of the
    * snapshot branch) or a tar.gz (unpacked inside the sandbox, committed as
-   * `source: upload`). Only into a sandbox nothing has been written to.
+   * `write: source upload (tar.gz)`); see importSource. Only into a sandbox
+   * nothing has been written to.
    */
   async upload(caller: Principal, scope: WorkspaceScope, name: string, type: 'git-bundle' | 'tar.gz', body: Readable): Promise<SandboxRecord> {
     const sandbox = await this.get(scope, name);
@@ -288,10 +289,7 @@ export class SandboxesService implements OnApplicationShutdown {
       await this.change(
         scope,
         sandbox,
-        async () => {
-          if (type === 'git-bundle') await this.importBundle(sandbox, file);
-          else await this.driver.importTar(specOf(sandbox), file);
-        },
+        () => importSource(this.driver, specOf(sandbox), type, file),
         () => (type === 'tar.gz' ? { trigger: 'write', subject: 'source upload (tar.gz)', author: authorOf(caller) } : null),
       );
       await this.settled(sandbox);
@@ -299,25 +297,10 @@ export class SandboxesService implements OnApplicationShutdown {
       return { ...sandbox, source: type };
     } catch (error) {
       if (error instanceof SourceTooLarge) throw new DomainError('SANDBOX_SOURCE_TOO_LARGE', `The source is larger than ${this.config.sandboxes.sourceMaxBytes} bytes (AILERON_SANDBOX_SOURCE_MAX_BYTES)`);
-      if (error instanceof SourceInvalid || error instanceof SandboxSourceError) throw new DomainError('SANDBOX_SOURCE_INVALID', error.message);
+      if (error instanceof SandboxSourceError) throw new DomainError('SANDBOX_SOURCE_INVALID', error.message);
       throw error;
     } finally {
       rmSync(dir, { recursive: true, force: true });
-    }
-  }
-
-  private async importBundle(sandbox: SandboxRecord, file: string): Promise<void> {
-    const spec = specOf(sandbox);
-    const verified = await this.driver.git(spec, ['bundle', 'list-heads', file]);
-    if (verified.code !== 0) throw new SourceInvalid(`not a git bundle: ${verified.stderr.trim().split('\n')[0] ?? ''}`);
-    const heads = verified.stdout.toString().trim().split('\n').map((line) => line.split(' ') as [string, string]);
-    const head = heads.find(([, ref]) => ref === 'HEAD') ?? heads.find(([, ref]) => ref === 'refs/heads/main') ?? heads.find(([, ref]) => ref.startsWith('refs/heads/'));
-    if (!head) throw new SourceInvalid('the bundle has no branch and no HEAD');
-    const fetched = await this.driver.git(spec, ['-c', 'protocol.file.allow=always', 'fetch', '--quiet', '--no-tags', file, `+refs/heads/*:refs/source/heads/*`, ...(head[1] === 'HEAD' ? ['+HEAD:refs/source/HEAD'] : [])]);
-    if (fetched.code !== 0) throw new SourceInvalid(`the bundle could not be read: ${fetched.stderr.trim().split('\n')[0] ?? ''}`);
-    for (const args of [['update-ref', SNAPSHOT_REF, head[0]], ['reset', '--quiet', '--hard', head[0]]]) {
-      const done = await this.driver.git(spec, args);
-      if (done.code !== 0) throw new Error(`git ${args[0]} failed: ${done.stderr.trim()}`);
     }
   }
 
@@ -373,7 +356,6 @@ function parseNameStatus(output: string): { path: string; status: string }[] {
 }
 
 class SourceTooLarge extends Error {}
-class SourceInvalid extends Error {}
 
 function limitTo(max: number): Transform {
   let seen = 0;

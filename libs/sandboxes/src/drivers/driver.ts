@@ -44,14 +44,25 @@ export interface SandboxDriver {
   /** makes the sandbox's storage (an empty /src, an empty history) */
   create(spec: SandboxSpec): Promise<void>;
   runner(spec: SandboxSpec): Promise<SandboxRunner>;
-  /** git on the sandbox's history, its work tree being the sandbox's /src */
+  /** git on the sandbox's history, its work tree being the sandbox's /src, which it only reads (read-only there on Kubernetes) */
   git(spec: SandboxSpec, args: string[], input?: Buffer | NodeJS.ReadableStream): Promise<GitResult>;
   /** git's output as a stream (a bundle may be large) */
   gitStream(spec: SandboxSpec, args: string[]): NodeJS.ReadableStream;
   /** a runner for one command under tighter bounds; drivers that cannot apply them have none */
   restricted?(spec: SandboxSpec, restrictions: CommandRestrictions): Promise<SandboxRunner>;
-  /** unpacks a tar.gz into /src inside the sandbox (SandboxSourceError when it cannot) */
-  importTar(spec: SandboxSpec, file: string): Promise<void>;
+  /**
+   * Unpacks a tar archive (gzip-compressed when `gzip`) into /src, inside the
+   * sandbox, so no member's path or link lands outside it: the only way a
+   * source's files reach /src, a bundle's included (SandboxSourceError when
+   * it cannot).
+   */
+  unpack(spec: SandboxSpec, archive: NodeJS.ReadableStream, options: { gzip: boolean }): Promise<void>;
+  /**
+   * Lends a file of the control plane's (an uploaded bundle) to `git` on the
+   * sandbox's history for as long as `use` runs, which gets the path git reads
+   * it by (SandboxSourceError when it cannot be passed on).
+   */
+  withFileForGit<T>(spec: SandboxSpec, file: string, use: (path: string) => Promise<T>): Promise<T>;
   /** stops its processes, keeps its files */
   stop(spec: SandboxSpec): Promise<void>;
   remove(spec: SandboxSpec): Promise<void>;

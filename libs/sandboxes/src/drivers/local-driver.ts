@@ -2,9 +2,10 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { PassThrough } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { systemRootArgs } from '@aileron/bubblewrap';
 import type { RunnerAnswer, RunnerOp, RunnerRequest, RunnerResult } from '../runner/protocol';
-import { HISTORY_EXCLUDE, SANDBOX_WORKDIR } from '../runner/protocol';
+import { HISTORY_ATTRIBUTES, HISTORY_EXCLUDE, SANDBOX_WORKDIR } from '../runner/protocol';
 import { type CommandRestrictions, type GitResult, RunnerError, type SandboxDriver, type SandboxRunner, type SandboxSpec, SandboxSourceError, SandboxStartError } from './driver';
 import { readLines } from './lines';
 
@@ -57,9 +58,8 @@ export class LocalSandboxDriver implements SandboxDriver {
     if (!existsSync(git)) {
       const init = await this.git(spec, ['init', '--quiet', `--initial-branch=${SNAPSHOT_BRANCH}`, '--bare', git]);
       if (init.code !== 0) throw new SandboxStartError(`git init failed: ${init.stderr.trim()}`);
-      mkdirSync(join(git, 'info'), { recursive: true });
-      writeFileSync(join(git, 'info', 'exclude'), HISTORY_EXCLUDE);
     }
+    writeHistoryInfo(git);
   }
 
   runner(spec: SandboxSpec): Promise<SandboxRunner> {
@@ -78,8 +78,10 @@ export class LocalSandboxDriver implements SandboxDriver {
   private async start(spec: SandboxSpec): Promise<LocalRunner> {
     if (!existsSync(this.bwrapPath)) throw new SandboxStartError(`bubblewrap (${this.bwrapPath}) is not installed: sandboxes need it`);
     if (!existsSync(this.options.runnerScript)) throw new SandboxStartError(`the sandbox runner is not built (${this.options.runnerScript}): run npm run build`);
-    const { src } = this.paths(spec);
+    const { src, git } = this.paths(spec);
     if (!existsSync(src)) await this.create(spec);
+    // at every start, as the Kubernetes history runner at its every init: a history made before these files gets them too
+    else writeHistoryInfo(git);
     const child = this.spawnInside(spec, ['--ro-bind', dirname(this.options.runnerScript), RUNNER_DIR], [this.nodeBinary, join(RUNNER_DIR, 'runner.js')]);
     const runner = new LocalRunner(child, (line) => this.options.log(`[sandbox ${spec.name}] ${line}`));
     try {
@@ -151,13 +153,29 @@ export class LocalSandboxDriver implements SandboxDriver {
   }
 
   /** Unpacks an archive inside the sandbox, so no member's path or link can land outside /src. */
-  async importTar(spec: SandboxSpec, file: string): Promise<void> {
-    const child = this.spawnInside(spec, ['--ro-bind', file, '/tmp/source.tar.gz'], ['/usr/bin/tar', '-xzf', '/tmp/source.tar.gz', '-C', SANDBOX_WORKDIR, '--no-same-owner', '--no-same-permissions', '--delay-directory-restore']);
-    child.stdin!.end();
+  async unpack(spec: SandboxSpec, archive: NodeJS.ReadableStream, options: { gzip: boolean }): Promise<void> {
+    // --ignore-zeros: to the end of its input, as the runner's (an early exit at the end marker would break the pipe)
+    const child = this.spawnInside(spec, [], ['/usr/bin/tar', options.gzip ? '-xzf' : '-xf', '-', '--ignore-zeros', '-C', SANDBOX_WORKDIR, '--no-same-owner', '--no-same-permissions', '--delay-directory-restore']);
     let stderr = '';
     child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
-    const code = await new Promise<number>((resolveCode) => child.on('close', (exit) => resolveCode(exit ?? 1)));
-    if (code !== 0) throw new SandboxSourceError(`the archive could not be unpacked: ${stderr.trim().split('\n').slice(-2).join(' ') || `tar exited with ${code}`}`);
+    const exited = new Promise<number>((resolveCode) => child.on('close', (exit) => resolveCode(exit ?? 1)));
+    const fed = await pipeline(archive, child.stdin!).then(
+      () => undefined,
+      (error: Error) => error,
+    );
+    // the archive failed while tar runs: tar must not take what came so far for the whole
+    if (fed && child.exitCode === null) process.kill(-child.pid!, 'SIGKILL');
+    const code = await exited;
+    if (code === 0 && !fed) return;
+    // tar that stops reading breaks the pipe: what it said is the reason
+    const said = stderr.trim().split('\n').slice(-2).join(' ');
+    if (said || !fed) throw new SandboxSourceError(`the archive could not be unpacked: ${said || `tar exited with ${code}`}`);
+    throw fed;
+  }
+
+  /** git here reads the control plane's files where they are. */
+  withFileForGit<T>(_spec: SandboxSpec, file: string, use: (path: string) => Promise<T>): Promise<T> {
+    return use(file);
   }
 
   async git(spec: SandboxSpec, args: string[], input?: Buffer | NodeJS.ReadableStream): Promise<GitResult> {
@@ -176,12 +194,22 @@ export class LocalSandboxDriver implements SandboxDriver {
     return args[0] === 'init' ? [] : [`--git-dir=${git}`, `--work-tree=${src}`];
   }
 
+  /** As the Kubernetes driver's: a git that fails ends the stream with an error (its stderr) rather than a short output that looks whole. */
   gitStream(spec: SandboxSpec, args: string[]): NodeJS.ReadableStream {
     const child = this.spawnGit(spec, args);
     child.stdin!.end();
     const out = new PassThrough();
-    child.stdout!.pipe(out);
+    let stderr = '';
+    child.stderr!.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString('utf8')).slice(-4000)));
+    child.stdout!.pipe(out, { end: false });
     child.on('error', (error) => out.destroy(error));
+    child.on('close', (code) => {
+      if (out.destroyed) return;
+      if (code === 0) out.end();
+      else out.destroy(new Error(`git ${args[0] ?? ''} exited with code ${code}: ${stderr.trim()}`));
+    });
+    // a reader that gives up stops git
+    out.once('close', () => child.exitCode === null && child.kill('SIGKILL'));
     return out;
   }
 
@@ -217,6 +245,13 @@ export const SNAPSHOT_BRANCH = 'aileron/snapshots';
  * files can name that would run a program here.
  */
 const GIT_SAFETY = ['-c', 'core.hooksPath=/dev/null', '-c', 'core.fsmonitor=false', '-c', 'core.symlinks=true', '-c', 'protocol.file.allow=never', '-c', 'core.quotePath=false', '-c', 'gc.auto=0'];
+
+/** The history's info/exclude and info/attributes (see protocol.ts), written again at every start: they are ours, never the agent's. */
+function writeHistoryInfo(gitDir: string): void {
+  mkdirSync(join(gitDir, 'info'), { recursive: true });
+  writeFileSync(join(gitDir, 'info', 'exclude'), HISTORY_EXCLUDE);
+  writeFileSync(join(gitDir, 'info', 'attributes'), HISTORY_ATTRIBUTES);
+}
 
 function gitEnv(gitDir: string): Record<string, string> {
   return { PATH: '/usr/bin:/bin', GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null', HOME: dirname(gitDir), GIT_TERMINAL_PROMPT: '0', LANG: 'C.UTF-8' };

@@ -24,11 +24,19 @@ export type RunnerRequest =
    */
   | { op: 'git'; args: string[]; stdin?: string; stream?: boolean }
   /**
-   * A tar.gz unpacked into /src by GNU tar, as the sandbox's user: its bytes
-   * follow as RunnerInput lines. tar drops a leading `/` and refuses members
-   * with `..` in their path; at most `maxBytes` of unpacked archive.
+   * A tar archive unpacked into /src by GNU tar, as the sandbox's user: its
+   * bytes follow as RunnerInput lines, gzip-compressed when `gzip` says so.
+   * tar drops a leading `/` and refuses members with `..` in their path; at
+   * most `maxBytes` of (uncompressed) archive.
    */
-  | { op: 'unpack'; maxBytes: number };
+  | { op: 'unpack'; maxBytes: number; gzip: boolean }
+  /**
+   * A file for git to read by path (an uploaded bundle), answered by the
+   * history role only: its bytes follow as RunnerInput lines, kept in the
+   * container's own scratch space (never /src or the history) until the
+   * connection that sent them closes. At most `maxBytes`.
+   */
+  | { op: 'receive'; maxBytes: number };
 
 /** Per-process limits of a command (rlimits): what a machine without cgroup delegation can enforce. */
 export interface RunnerLimits {
@@ -53,6 +61,8 @@ export interface RunnerResults {
   git: { stdout: string; stderr: string; code: number };
   /** `bytes`: the unpacked archive's size */
   unpack: { bytes: number };
+  /** where git finds the file, and its size */
+  receive: { path: string; bytes: number };
 }
 
 export type RunnerOp = RunnerRequest['op'];
@@ -72,7 +82,7 @@ export interface RunnerChunk {
   chunk: string;
 }
 
-/** The input of a request that takes one (`unpack`), sent after it: chunks (base64), then the end. */
+/** The input of a request that takes one (`unpack`, `receive`), sent after it: chunks (base64), then the end. */
 export type RunnerInput = RunnerChunk | { id: number; end: true };
 
 /**
@@ -83,8 +93,8 @@ export type RunnerInput = RunnerChunk | { id: number; end: true };
  * connection closed.
  *
  * Roles (`--role`): `sandbox` (the default) answers every op but `git`;
- * `history` answers only `ping` and `git`, so the container that holds the
- * history runs nothing else.
+ * `history` answers only `ping`, `git` and `receive`, so the container that
+ * holds the history runs nothing else.
  */
 export type RunnerRole = 'sandbox' | 'history';
 export const RUNNER_TOKEN_ENV = 'AILERON_RUNNER_TOKEN';
@@ -100,6 +110,15 @@ export const HISTORY_DIR = '/history';
  * is still taken.
  */
 export const HISTORY_EXCLUDE = '# written by Aileron when the history was made: never part of a snapshot\n/lost+found\n';
+
+/**
+ * The history's `info/attributes`, written with its `info/exclude`: the
+ * work tree of an imported bundle is written from `git archive`, which
+ * would leave out `export-ignore` files and expand `export-subst` ones
+ * (attributes of the bundle's own `.gitattributes`); these take precedence
+ * over it, so /src gets the commit's files exactly. Nothing else reads them.
+ */
+export const HISTORY_ATTRIBUTES = '# written by Aileron: a work tree written by git archive is the commit as it is\n* -export-ignore -export-subst\n';
 
 /** The workdir inside every sandbox: relative paths resolve against it. */
 export const SANDBOX_WORKDIR = '/src';

@@ -13,13 +13,13 @@
  * reaches over the network) it speaks the same lines over TCP instead, to
  * each connection that first sends the bearer token in AILERON_RUNNER_TOKEN.
  * `--role history` makes it the runner of the container that holds the
- * sandbox's git history: it answers `git` and `ping`, nothing else.
+ * sandbox's git history: it answers `git`, `receive` and `ping`, nothing else.
  */
 import { spawn } from 'node:child_process';
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { constants, promises as fs } from 'node:fs';
+import { constants, createWriteStream, promises as fs } from 'node:fs';
 import { createServer, type Socket } from 'node:net';
-import { constants as osConstants } from 'node:os';
+import { constants as osConstants, tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { PassThrough, Transform, type Readable } from 'node:stream';
@@ -40,6 +40,8 @@ const HISTORY = '/history';
 const GIT = '/usr/bin/git';
 /** protocol.ts's HISTORY_EXCLUDE (the runner imports no values: it runs as one file) */
 const HISTORY_EXCLUDE = '# written by Aileron when the history was made: never part of a snapshot\n/lost+found\n';
+/** protocol.ts's HISTORY_ATTRIBUTES */
+const HISTORY_ATTRIBUTES = '# written by Aileron: a work tree written by git archive is the commit as it is\n* -export-ignore -export-subst\n';
 /**
  * As the local driver's host-side git: no hooks, no fsmonitor, no protocol
  * that reads another repository of this machine; with GIT_CONFIG_NOSYSTEM and
@@ -286,30 +288,46 @@ function git(request: Extract<RunnerRequest, { op: 'git' }>, stream?: (chunk: Bu
     child.on('close', (code, signal) => {
       const exitCode = code ?? (signal ? 128 + (osConstants.signals[signal] ?? 9) : 1);
       const answer = { stdout: Buffer.concat(stdout).toString('base64'), stderr: stderr.text(), code: exitCode };
-      // at every start (init is idempotent): a history made before the exclusion gets it too
+      // at every start (init is idempotent): a history made before these files gets them too
       if (request.args[0] !== 'init' || exitCode !== 0) return resolveGit(answer);
-      writeExclude().then(
+      writeHistoryInfo().then(
         () => resolveGit(answer),
-        (error: unknown) => resolveGit({ ...answer, stderr: `could not write ${HISTORY}/info/exclude: ${failureOf(error).message}\n`, code: 1 }),
+        (error: unknown) => resolveGit({ ...answer, stderr: `could not write ${HISTORY}/info: ${failureOf(error).message}\n`, code: 1 }),
       );
     });
   });
 }
 
-async function writeExclude(): Promise<void> {
+async function writeHistoryInfo(): Promise<void> {
   await fs.mkdir(join(HISTORY, 'info'), { recursive: true });
   await fs.writeFile(join(HISTORY, 'info', 'exclude'), HISTORY_EXCLUDE);
+  await fs.writeFile(join(HISTORY, 'info', 'attributes'), HISTORY_ATTRIBUTES);
+}
+
+/** Passes a stream's bytes on, failing with `tooLarge` once more than `maxBytes` went through. */
+function bounded(maxBytes: number, tooLarge: () => Failure): { counter: Transform; bytes(): number } {
+  let bytes = 0;
+  const counter = new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      bytes += chunk.length;
+      if (bytes > maxBytes) done(tooLarge());
+      else done(null, chunk);
+    },
+  });
+  return { counter, bytes: () => bytes };
 }
 
 /**
- * A tar.gz into /src, unpacked by GNU tar as the sandbox's user, in the
- * sandbox: tar itself drops a leading `/` and refuses (exit 2) members whose
- * path has `..`, and places links pointing elsewhere only after every file,
- * so no member is written through one. Decompressed here, to count it: an
- * archive that unpacks to more than `maxBytes` is stopped there.
+ * A tar (or tar.gz) into /src, unpacked by GNU tar as the sandbox's user, in
+ * the sandbox: tar itself drops a leading `/` and refuses (exit 2) members
+ * whose path has `..`, and places links pointing elsewhere only after every
+ * file, so no member is written through one. Decompressed here, to count it:
+ * an archive that unpacks to more than `maxBytes` is stopped there.
  */
 async function unpack(request: Extract<RunnerRequest, { op: 'unpack' }>, input: Readable): Promise<RunnerResults['unpack']> {
-  const child = spawn('/usr/bin/tar', ['-x', '-f', '-', '-C', WORKDIR, '--no-same-owner', '--no-same-permissions', '--delay-directory-restore'], {
+  // --ignore-zeros: tar reads its input to the end instead of exiting at the archive's end marker, which
+  // would close its stdin while the input's last lines are on their way and fail an archive it took whole
+  const child = spawn('/usr/bin/tar', ['-x', '--ignore-zeros', '-f', '-', '-C', WORKDIR, '--no-same-owner', '--no-same-permissions', '--delay-directory-restore'], {
     cwd: WORKDIR,
     env: { PATH: COMMAND_PATH, LANG: 'C.UTF-8' },
     stdio: ['pipe', 'ignore', 'pipe'],
@@ -321,16 +339,10 @@ async function unpack(request: Extract<RunnerRequest, { op: 'unpack' }>, input: 
     child.on('close', (code) => resolveExit(code ?? 1));
   });
   const said = (): string => stderr.text().trim().split('\n').filter((line) => !/Exiting with failure status/.test(line)).slice(-3).join('; ');
-  let bytes = 0;
-  const count = new Transform({
-    transform(chunk: Buffer, _encoding, done) {
-      bytes += chunk.length;
-      if (bytes > request.maxBytes) done(new Failure('TOO_LARGE', `the archive unpacks to more than ${request.maxBytes} bytes, what /src holds`));
-      else done(null, chunk);
-    },
-  });
+  const count = bounded(request.maxBytes, () => new Failure('TOO_LARGE', `the archive unpacks to more than ${request.maxBytes} bytes, what /src holds`));
   try {
-    await pipeline(input, createGunzip(), count, child.stdin);
+    if (request.gzip) await pipeline(input, createGunzip(), count.counter, child.stdin);
+    else await pipeline(input, count.counter, child.stdin);
   } catch (error) {
     child.kill('SIGKILL');
     await exited;
@@ -341,16 +353,38 @@ async function unpack(request: Extract<RunnerRequest, { op: 'unpack' }>, input: 
   }
   const code = await exited;
   if (code !== 0) throw new Failure('UNPACK_FAILED', said() || `tar exited with code ${code}`);
-  return { bytes };
+  return { bytes: count.bytes() };
+}
+
+/**
+ * An input written to a directory of its own in this container's /tmp (its
+ * scratch space: not /src, not the history), for git to read by path; the
+ * directory goes when the connection closes (`keep`), or at once if the
+ * input fails or is larger than `maxBytes`.
+ */
+async function receiveFile(request: Extract<RunnerRequest, { op: 'receive' }>, input: Readable, keep: (path: string) => void): Promise<RunnerResults['receive']> {
+  const dir = await fs.mkdtemp(join(tmpdir(), 'aileron-input-'));
+  keep(dir);
+  const path = join(dir, 'input');
+  const count = bounded(request.maxBytes, () => new Failure('TOO_LARGE', `the file is larger than ${request.maxBytes} bytes, what the history container's scratch space holds`));
+  try {
+    await pipeline(input, count.counter, createWriteStream(path, { flags: 'wx', mode: 0o600 }));
+  } catch (error) {
+    await fs.rm(dir, { recursive: true, force: true });
+    throw error;
+  }
+  return { path, bytes: count.bytes() };
 }
 
 /**
  * The inputs of the requests on one connection that take one, by id. A full
  * input holds back reading from the connection until it drains; an input
- * whose request has ended swallows what is still on its way.
+ * whose request has ended swallows what is still on its way. What was kept
+ * of them as files is removed when the connection closes.
  */
 class Inputs {
   private readonly streams = new Map<number, PassThrough>();
+  private readonly kept: string[] = [];
 
   constructor(private readonly source: { pause(): unknown; resume(): unknown }) {}
 
@@ -378,20 +412,30 @@ class Inputs {
     this.source.resume();
   }
 
+  /** a path of this connection's, removed with it */
+  keep(path: string): void {
+    this.kept.push(path);
+  }
+
   close(): void {
     for (const id of [...this.streams.keys()]) this.discard(id);
+    for (const path of this.kept.splice(0)) void fs.rm(path, { recursive: true, force: true }).catch(() => undefined);
   }
 }
 
-/** What this runner's role does not answer: the sandbox never touches the history, the history runs nothing but git. */
+/** The requests whose input follows them. */
+const TAKES_INPUT: ReadonlySet<RunnerRequest['op']> = new Set(['unpack', 'receive']);
+
+/** What this runner's role does not answer: the sandbox never touches the history, the history runs nothing but git (and keeps files for it). */
 function refusedByRole(request: RunnerRequest): Failure | undefined {
   if (request.op === 'ping') return undefined;
-  if (ROLE === 'history' && request.op !== 'git') return new Failure('WRONG_ROLE', `the history runner answers ping and git only, not ${request.op}`);
-  if (ROLE === 'sandbox' && request.op === 'git') return new Failure('WRONG_ROLE', 'git runs in the history container, not in the sandbox');
+  const history = request.op === 'git' || request.op === 'receive';
+  if (ROLE === 'history' && !history) return new Failure('WRONG_ROLE', `the history runner answers ping, git and receive only, not ${request.op}`);
+  if (ROLE === 'sandbox' && history) return new Failure('WRONG_ROLE', `${request.op} runs in the history container, not in the sandbox`);
   return undefined;
 }
 
-async function handle(request: RunnerRequest, stream?: (chunk: Buffer) => Promise<void>, input?: Readable): Promise<unknown> {
+async function handle(request: RunnerRequest, stream?: (chunk: Buffer) => Promise<void>, input?: Readable, inputs?: Inputs): Promise<unknown> {
   const refused = refusedByRole(request);
   if (refused) throw refused;
   switch (request.op) {
@@ -462,6 +506,9 @@ async function handle(request: RunnerRequest, stream?: (chunk: Buffer) => Promis
     case 'unpack':
       if (!input) throw new Failure('NO_INPUT', 'unpack takes its archive on the same connection');
       return unpack(request, input);
+    case 'receive':
+      if (!input || !inputs) throw new Failure('NO_INPUT', 'receive takes its file on the same connection');
+      return receiveFile(request, input, (path) => inputs.keep(path));
   }
 }
 
@@ -474,8 +521,8 @@ function receive(line: string, answer: (message: RunnerAnswer) => void, inputs: 
     const request = message;
     id = request.id;
     const path = 'path' in request ? request.path : undefined;
-    const input = request.op === 'unpack' ? inputs.open(id) : undefined;
-    handle(request, stream ? (chunk) => stream(id, chunk) : undefined, input)
+    const input = TAKES_INPUT.has(request.op) ? inputs.open(id) : undefined;
+    handle(request, stream ? (chunk) => stream(id, chunk) : undefined, input, inputs)
       .then(
         (result) => answer({ id, result }),
         (error: unknown) => answer({ id, error: failureOf(error, path) }),

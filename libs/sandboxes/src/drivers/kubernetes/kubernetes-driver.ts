@@ -76,6 +76,9 @@ const GONE_TIMEOUT_MS = (DELETE_GRACE_SECONDS + 30) * 1000;
  *   if need be. Its work tree is mounted read-only there, so git commands that
  *   write files into /src (checkout, reset --hard) fail: change files through
  *   the runner;
+ * - a source's bytes are streamed to the runners (`unpack` to the agent's,
+ *   `receive` to the history's), never read from the control plane's disk in
+ *   the pod;
  * - `stop` deletes the Pod (idle), `remove` everything.
  *
  * The control plane's service account needs, in `namespace`: pods (create,
@@ -192,14 +195,39 @@ export class KubernetesSandboxDriver implements SandboxDriver {
    * land in the sandbox's own filesystem, and tar keeps them in /src (see
    * the runner's unpack). At most what the files claim holds.
    */
-  async importTar(spec: SandboxSpec, file: string): Promise<void> {
+  async unpack(spec: SandboxSpec, archive: NodeJS.ReadableStream, options: { gzip: boolean }): Promise<void> {
+    await this.upload(spec, 'sandbox', { op: 'unpack', maxBytes: quantityBytes(this.manifestOptions.storage.files), gzip: options.gzip }, archive, 'the archive could not be unpacked', async () => undefined);
+  }
+
+  /**
+   * Streams the file to the history runner, which keeps it in its own
+   * scratch space (at most what that holds) while the connection that sent
+   * it stays open: git there reads it by the path the runner answers.
+   */
+  async withFileForGit<T>(spec: SandboxSpec, file: string, use: (path: string) => Promise<T>): Promise<T> {
+    return this.upload(spec, 'history', { op: 'receive', maxBytes: quantityBytes(this.manifestOptions.scratchSize) }, createReadStream(file), 'the file could not be passed to git', (received) => use(received.path));
+  }
+
+  /** A request with an input, on a connection of its own that stays open until `then` is done; a refusal of the runner's is a SandboxSourceError. */
+  private async upload<O extends 'unpack' | 'receive', T>(
+    spec: SandboxSpec,
+    role: 'sandbox' | 'history',
+    request: Extract<RunnerRequest, { op: O }>,
+    input: NodeJS.ReadableStream,
+    failed: string,
+    then: (result: RunnerResult<O>) => Promise<T>,
+  ): Promise<T> {
     const session = await this.session(spec);
-    const connection = await RunnerConnection.open(session.address('sandbox'), this.requestTimeoutMs);
+    const connection = await RunnerConnection.open(session.address(role), this.requestTimeoutMs);
     try {
-      await connection.upload({ op: 'unpack', maxBytes: quantityBytes(this.manifestOptions.storage.files) }, createReadStream(file));
-    } catch (error) {
-      if (error instanceof RunnerError) throw new SandboxSourceError(`the archive could not be unpacked: ${error.message}`);
-      throw error;
+      let result: RunnerResult<O>;
+      try {
+        result = await connection.upload(request, input);
+      } catch (error) {
+        if (error instanceof RunnerError) throw new SandboxSourceError(`${failed}: ${error.message}`);
+        throw error;
+      }
+      return await then(result);
     } finally {
       connection.close();
     }

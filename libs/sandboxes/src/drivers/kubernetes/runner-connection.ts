@@ -77,13 +77,13 @@ export class RunnerConnection {
   }
 
   /**
-   * A request that takes an input (`unpack`): `input`'s bytes follow it as
-   * RunnerInput lines, written as fast as the socket takes them, and no more
-   * once the runner has answered (it may refuse early).
+   * A request that takes an input (`unpack`, `receive`): `input`'s bytes
+   * follow it as RunnerInput lines, written as fast as the socket takes them,
+   * and no more once the runner has answered (it may refuse early).
    */
-  async upload(request: Extract<RunnerRequest, { op: 'unpack' }>, input: NodeJS.ReadableStream): Promise<RunnerResult<'unpack'>> {
+  async upload<O extends 'unpack' | 'receive'>(request: Extract<RunnerRequest, { op: O }>, input: NodeJS.ReadableStream): Promise<RunnerResult<O>> {
     const id = this.nextId;
-    const answer = this.send(request) as Promise<RunnerResult<'unpack'>>;
+    const answer = this.send(request) as Promise<RunnerResult<O>>;
     let answered = false;
     answer.then(
       () => (answered = true),
