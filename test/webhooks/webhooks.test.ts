@@ -7,7 +7,8 @@ import { startTestControlPlane, TestControlPlane } from '../support/control-plan
 import { BACKENDS, Backend } from '../support/databases';
 import { advanceClock, resetClock } from '../support/clock';
 import { eventually } from '../support/eventually';
-import { aReceiver } from '../support/webhook-receiver';
+import { RedisServer, startRedis } from '../support/services';
+import { aReceiver, Held, Receiver } from '../support/webhook-receiver';
 
 const made: { cp: TestControlPlane; id: string }[] = [];
 
@@ -323,6 +324,92 @@ describe('server mode without an allow-list', () => {
       const res = await cp.request('POST', '/v1/webhooks', { body: { name: uniqueSlug('loop'), url } });
       expect(res.status, url).toBe(400);
       expect(res.body.detail).toContain('loopback');
+    }
+  });
+});
+
+describe('webhook deliveries when Redis restarts empty', () => {
+  let redis: RedisServer;
+  let cp: TestControlPlane;
+  beforeAll(async () => {
+    redis = await startRedis();
+    cp = await startTestControlPlane('postgres', serverEnv('postgres', { REDIS_URL: redis.url }));
+  });
+  afterAll(async () => {
+    await cp?.close();
+    redis?.stop();
+  });
+  afterEach(() => resetClock(cp));
+
+  const newestDelivery = async (hook: string) => (await cp.request('GET', `/v1/webhooks/${hook}/deliveries`)).body.deliveries[0];
+
+  /** An endpoint with the first delivery of a policy change held at its receiver: in flight, its job running. */
+  async function aDeliveryInFlight(plan: number[]): Promise<{ receiver: Receiver; hook: string; first: Held }> {
+    const receiver = await aReceiver(plan);
+    const hook = await aWebhook(cp, { url: receiver.url, events: ['policy.updated'] });
+    const first = receiver.holdNext();
+    await aPolicyChange(cp, (await aWorkspace(cp, cp.ownerToken)).slug);
+    await first.arrived;
+    return { receiver, hook: hook.id, first };
+  }
+
+  it('a delivery whose retry Redis lost is sent again once Redis is back, once, its attempts counted on', async () => {
+    const { receiver, hook, first } = await aDeliveryInFlight([500]);
+    try {
+      // Redis goes while the first attempt is in flight: the job that would retry it is gone with it
+      redis.kill();
+      first.release();
+      await eventually('the failed first attempt in the log', async () => (await newestDelivery(hook))?.attempt_count === 1);
+      expect(await newestDelivery(hook)).toMatchObject({ status: 'pending', last_status: 500 });
+      advanceClock(cp, 2 * 60_000); // past the retry (1 s) and the minute the sweep allows the queue's own
+
+      const back = Date.now();
+      await redis.restart();
+      const retried = await eventually('the delivery sent again', () => receiver.requests[1]);
+      console.info(`webhook delivery sent again ${retried.at - back} ms after Redis came back`);
+      const log = await eventually('the log to say delivered', async () => {
+        const delivery = await newestDelivery(hook);
+        return delivery?.status === 'delivered' ? delivery : undefined;
+      });
+      expect(log.attempts.map((a: { attempt: number; status: number }) => [a.attempt, a.status])).toEqual([
+        [1, 500],
+        [2, 204],
+      ]);
+      expect(receiver.requests.map((r) => r.answered)).toEqual([500, 204]);
+      expect(new Set(receiver.requests.map((r) => r.headers['x-aileron-delivery'])).size).toBe(1);
+      // nothing is left to send: a sweep now queues nothing, so the receiver has all it will get
+      expect(await cp.cp.app.get(WebhookDeliveryService).sweep()).toBe(0);
+      expect(receiver.accepted()).toHaveLength(1);
+    } finally {
+      await receiver.close();
+    }
+  });
+
+  it('a delivery still being sent when Redis restarts is not sent a second time by a job queued for it again', async () => {
+    const { receiver, hook, first } = await aDeliveryInFlight([]);
+    try {
+      redis.kill();
+      await redis.restart();
+      // its job is gone from Redis, and its next attempt long overdue, but its send is still running
+      advanceClock(cp, 10 * 60_000);
+      const deliveries = cp.cp.app.get(WebhookDeliveryService);
+      expect(await deliveries.sweep()).toBe(0);
+      // a job queued for it all the same (a sweep that read the row just before the send began) does not send
+      const event = JSON.parse((await first.arrived).raw);
+      const delivery = await newestDelivery(hook);
+      await expect(
+        deliveries.deliver({ organizationId: event.organization_id, endpointId: hook, deliveryId: delivery.id, event, attemptsBefore: 0, run: 'a-second-run' }, { jobId: `webhook-${delivery.id}`, attempt: 1 }),
+      ).rejects.toThrow('another run of this delivery is sending it');
+
+      first.release();
+      await eventually('the log to say delivered', async () => (await newestDelivery(hook))?.status === 'delivered');
+      // once answered, that job finds nothing to send, and the sweep nothing to queue
+      await deliveries.deliver({ organizationId: event.organization_id, endpointId: hook, deliveryId: delivery.id, event, attemptsBefore: 0, run: 'a-second-run' }, { jobId: `webhook-${delivery.id}`, attempt: 2 });
+      expect(await deliveries.sweep()).toBe(0);
+      expect(receiver.requests).toHaveLength(1);
+      expect((await newestDelivery(hook)).attempts.map((a: { attempt: number; status: number }) => [a.attempt, a.status])).toEqual([[1, 204]]);
+    } finally {
+      await receiver.close();
     }
   });
 });

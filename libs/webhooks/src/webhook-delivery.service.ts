@@ -8,8 +8,9 @@ import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { databaseUnavailableReason, DatabaseService, RetryingLoopLog, Transaction } from '@aileron/database';
 import { KeyProvider, ROOT_KEYS } from '@aileron/keys';
 import { outboundPolicyOf, postSigned, SendOutcome, signatureHeaders } from '@aileron/net';
-import { OutboxMessage, OutboxService, PublicEvent, toPublicEvent } from '@aileron/outbox';
+import { eventId, OutboxMessage, OutboxService, PublicEvent, toPublicEvent } from '@aileron/outbox';
 import { JobContext, JobProcessor, JobRegistry, QueueService } from '@aileron/queue';
+import { RedisService, RedisUnavailableError } from '@aileron/redis';
 import { pauseReason, PausePolicy } from './domain/endpoint-health';
 import { matchesEvent, matchesWorkspace, takesPersonalNotification } from './domain/event-filter';
 import { renderBody } from './domain/formats';
@@ -30,6 +31,17 @@ const COMMIT_WAIT_MS = [50, 100, 200, 400];
 const RECORD_RETRY_MS = [250, 500, 1000, 2000, 5000];
 /** how long a delivery the receiver has answered waits for the database before it is left to the queue's retry */
 const RECORD_GIVE_UP_MS = 10 * 60_000;
+/** a run that claimed a send and said nothing for this long died mid-send: another run may send (longer than any send and its recording) */
+const SEND_LEASE_MS = SEND_TIMEOUT_MS + RECORD_GIVE_UP_MS + 60_000;
+/** how often the worker looks for deliveries whose job was lost */
+const SWEEP_MS = 30_000;
+/** how late a delivery's next attempt must be before the sweep takes its job for lost (the queue's own retry comes well before) */
+const OVERDUE_MS = 60_000;
+const SWEEP_BATCH = 200;
+const EVENT_ID_PREFIX = eventId('');
+/** the run of the job the fan-out queues; a job the sweep queues again carries a run of its own */
+const FIRST_RUN = 'fan-out';
+const SWEEP_SCOPE = SystemScopes.system('webhook delivery sweep');
 
 const publicEvent = z.object({
   id: z.string().min(1),
@@ -49,6 +61,10 @@ const deliverPayload = z.object({
   deliveryId: z.uuid(),
   // the event travels with the job: the delivery log keeps only its id and type
   event: publicEvent,
+  /** set by the sweep: attempts made before this job, which carries on their count and backoff */
+  attemptsBefore: z.number().int().min(0).optional(),
+  /** set by the sweep: this job's own run, which must not send while another run is sending */
+  run: z.string().min(1).optional(),
 });
 
 export class WebhookDeliveryError extends Error {
@@ -71,8 +87,13 @@ export class WebhookDeliveryService implements BeforeApplicationShutdown {
   private readonly logger = new Logger('Webhooks');
   private readonly recordLog = new RetryingLoopLog(this.logger, 'recording a webhook delivery the receiver answered');
   private readonly pausePolicy: PausePolicy;
+  private readonly sweepLog = new RetryingLoopLog(this.logger, 'webhook delivery sweep');
   /** aborted at shutdown: a delivery waiting to record its answer stops waiting, so the queue can close */
   private readonly closing = new AbortController();
+  private sweepTimer: NodeJS.Timeout | undefined;
+  private sweeping: Promise<void> | undefined;
+  private redisWasAway = false;
+  private readonly stopWatching: () => void;
 
   constructor(
     private readonly db: DatabaseService,
@@ -82,8 +103,9 @@ export class WebhookDeliveryService implements BeforeApplicationShutdown {
     @Inject(ROOT_KEYS) private readonly root: KeyProvider,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly clock: Clock,
-    outbox: OutboxService,
+    private readonly outbox: OutboxService,
     jobs: JobRegistry,
+    redis: RedisService,
   ) {
     this.pausePolicy = { pauseAfterSeconds: config.webhookPauseAfterSeconds, pauseAfterFailedDeliveries: PAUSE_AFTER_FAILED_DELIVERIES };
     const processor: JobProcessor<typeof deliverPayload> = {
@@ -94,10 +116,81 @@ export class WebhookDeliveryService implements BeforeApplicationShutdown {
     };
     jobs.register(processor);
     outbox.addConsumer({ name: WEBHOOK_CONSUMER, topics: '*', handle: (message, tx) => this.fanOut([message], tx), handleMany: (messages, tx) => this.fanOut(messages, tx) });
+    // where the jobs run, so does the search for those a restarted Redis lost
+    queue.onWorkersStarted(() => {
+      this.sweepTimer = setInterval(() => void this.sweepNow(), SWEEP_MS);
+      this.sweepTimer.unref();
+    });
+    this.stopWatching = redis.onChange((available) => {
+      if (!available) this.redisWasAway = true;
+      else if (this.redisWasAway) {
+        this.redisWasAway = false;
+        if (this.sweepTimer) void this.sweepNow();
+      }
+    });
   }
 
   beforeApplicationShutdown(): void {
     this.closing.abort();
+    this.stopWatching();
+    if (this.sweepTimer) clearInterval(this.sweepTimer);
+  }
+
+  /**
+   * Queues again the deliveries whose next attempt is overdue by a minute:
+   * their job is gone (a Redis that restarted empty, or an embedded process
+   * that restarted). Each goes under its own job id, so a job that still
+   * exists is not doubled; it carries the attempts made so far, so the count
+   * and the backoff go on where they were; the event is read again from the
+   * outbox. Returns how many it queued. Exposed for tests.
+   */
+  async sweep(): Promise<number> {
+    const now = this.clock.now();
+    const query = {
+      dueBefore: new Date(now - OVERDUE_MS),
+      sendingBefore: new Date(now - SEND_LEASE_MS),
+      backoffMs: BACKOFF_MS,
+      maxAttempts: WEBHOOK_ATTEMPTS,
+      limit: SWEEP_BATCH,
+    };
+    let queued = 0;
+    for (let after: string | null = null; ; ) {
+      const due = await this.repository.overdue(SWEEP_SCOPE, { ...query, after });
+      if (due.length === 0) return queued;
+      const messages = await this.outbox.read(due.map((d) => d.eventId.slice(EVENT_ID_PREFIX.length)));
+      const events = new Map(messages.map((m) => [eventId(m.id), toPublicEvent(m)]));
+      for (const delivery of due) {
+        const event = events.get(delivery.eventId);
+        if (!event) {
+          // the outbox keeps its messages: only a hand-edited database gets here
+          this.logger.warn({ delivery: delivery.id, event: delivery.eventId }, 'webhook delivery cannot be sent again: its event is no longer in the outbox');
+          continue;
+        }
+        const before = delivery.attempts;
+        await this.queue.enqueue(
+          WEBHOOK_DELIVER_JOB,
+          { organizationId: delivery.organizationId, endpointId: delivery.endpointId, deliveryId: delivery.id, event, attemptsBefore: before, run: randomUUID() },
+          // the backoff after attempt n is BACKOFF_MS·2^(n-1) whichever job makes it
+          { jobId: `webhook-${delivery.id}`, attempts: WEBHOOK_ATTEMPTS - before, backoffMs: BACKOFF_MS * 2 ** before },
+        );
+        queued++;
+      }
+      if (due.length < SWEEP_BATCH) return queued;
+      after = due[due.length - 1]!.id;
+    }
+  }
+
+  private async sweepNow(): Promise<void> {
+    if (this.sweeping) return;
+    this.sweeping = this.sweep()
+      .then((queued) => {
+        // a job that still exists makes its add a no-op, so this counts tries, not sends
+        if (queued > 0) this.logger.debug(`handed ${queued} overdue webhook deliveries to the queue again`);
+      })
+      // Redis away: RedisService says so once, and the next sweep after its return finds these
+      .catch((error: unknown) => (error instanceof RedisUnavailableError ? undefined : this.sweepLog.failed(error)))
+      .finally(() => (this.sweeping = undefined));
+    await this.sweeping;
   }
 
   /**
@@ -159,9 +252,18 @@ export class WebhookDeliveryService implements BeforeApplicationShutdown {
       }
       event = { ...event, data };
     }
+    // A job the sweep queued again while the lost one's run is still sending
+    // (Redis restarted under it) must not send too: the receiver would get it twice.
+    if (!(await this.repository.claimSend(scope, delivery.id, payload.run ?? FIRST_RUN, SEND_LEASE_MS))) {
+      const now = await this.repository.delivery(scope, delivery.id);
+      if (!now || now.delivery.status !== 'pending') return;
+      throw new WebhookDeliveryError('another run of this delivery is sending it');
+    }
     const outcome = await this.send(scope, endpoint, delivery.id, event);
     const delivered = outcome.error === null;
-    const last = context.attempt >= WEBHOOK_ATTEMPTS;
+    // this job's count, after the attempts made before it; the log's, where a job re-ran an attempt it had recorded
+    const attempt = Math.max((payload.attemptsBefore ?? 0) + context.attempt, delivery.attempts + 1);
+    const last = attempt >= WEBHOOK_ATTEMPTS;
     const recorded = await this.untilRecorded(() =>
       this.db.transaction((tx) => this.repository.recordAttempt(scope, delivery.id, { ...outcome, outcome: delivered ? 'delivered' : last ? 'failed' : 'pending' }, tx)),
     );

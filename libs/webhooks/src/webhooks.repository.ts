@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import type { OrgScope } from '@aileron/auth';
+import type { OrgScope, SystemScope } from '@aileron/auth';
 import { Clock } from '@aileron/clock';
 import { DatabaseService, Repository, isRecordNotFound, Transaction } from '@aileron/database';
 
@@ -36,6 +36,15 @@ export interface WebhookDeliveryRecord {
   createdAt: Date;
   lastAttemptAt: Date | null;
   deliveredAt: Date | null;
+}
+
+/** A pending delivery whose next attempt is overdue: its job was lost (a Redis that restarted empty). */
+export interface OverdueDelivery {
+  id: string;
+  organizationId: string;
+  endpointId: string;
+  eventId: string;
+  attempts: number;
 }
 
 export interface WebhookAttemptRecord {
@@ -162,6 +171,8 @@ export class WebhooksRepository extends Repository {
           lastStatus: attempt.status,
           lastError: attempt.error,
           lastAttemptAt: now,
+          sendingRun: null,
+          sendingSince: null,
           ...(attempt.outcome === 'delivered' ? { deliveredAt: now } : {}),
         },
         select: { attempts: true },
@@ -174,6 +185,50 @@ export class WebhooksRepository extends Repository {
       data: { organizationId: scope.organizationId, deliveryId, attempt: updated.attempts, status: attempt.status, error: attempt.error, durationMs: attempt.durationMs, createdAt: now },
     });
     return updated.attempts;
+  }
+
+  /**
+   * Takes the delivery for one send by `run` (the job sending it): false when
+   * it is no longer pending, or another run is sending it and has not been
+   * silent longer than `leaseMs` (its process died mid-send). A run takes it
+   * again freely: BullMQ runs a job's attempts one after the other.
+   */
+  async claimSend(scope: OrgScope, deliveryId: string, run: string, leaseMs: number): Promise<boolean> {
+    const now = this.clock.now();
+    const { count } = await this.client.webhookDelivery.updateMany({
+      where: {
+        organizationId: scope.organizationId,
+        id: deliveryId,
+        status: 'pending',
+        OR: [{ sendingRun: null }, { sendingRun: run }, { sendingSince: { lt: new Date(now - leaseMs) } }],
+      },
+      data: { sendingRun: run, sendingSince: new Date(now) },
+    });
+    return count > 0;
+  }
+
+  /**
+   * Pending deliveries, across organisations, whose next attempt was due
+   * before `dueBefore` (the last attempt, or the creation for none, plus the
+   * backoff after that many attempts) and that no run is sending (or its
+   * claim is older than `sendingBefore`), in id order after `after`.
+   */
+  overdue(
+    _system: SystemScope,
+    query: { dueBefore: Date; sendingBefore: Date; backoffMs: number; maxAttempts: number; after: string | null; limit: number },
+  ): Promise<OverdueDelivery[]> {
+    const { dueBefore, sendingBefore, backoffMs, maxAttempts, after, limit } = query;
+    return this.client.$queryRaw<OverdueDelivery[]>`
+      SELECT d.id::text AS "id", d.organization_id::text AS "organizationId", d.endpoint_id::text AS "endpointId", d.event_id AS "eventId", d.attempts
+      FROM webhook_deliveries d
+      WHERE d.status = 'pending' AND d.attempts < ${maxAttempts}
+        AND (${after}::uuid IS NULL OR d.id > ${after}::uuid)
+        AND (d.sending_since IS NULL OR d.sending_since < ${sendingBefore})
+        AND COALESCE(d.last_attempt_at, d.created_at)
+            + CASE WHEN d.attempts = 0 THEN interval '0' ELSE make_interval(secs => ${backoffMs / 1000}::float8 * power(2, d.attempts - 1)) END
+            < ${dueBefore}
+      ORDER BY d.id
+      LIMIT ${limit}`;
   }
 
   async setStatus(scope: OrgScope, deliveryId: string, status: DeliveryStatus, tx?: Transaction): Promise<void> {

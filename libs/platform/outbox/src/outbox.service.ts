@@ -113,6 +113,11 @@ export class OutboxService implements OnApplicationShutdown {
     if (this.journal && audited.length > 0) await this.journal(tx, audited);
   }
 
+  /** Messages by id, in id order: for a consumer that hands one on again (a webhook delivery whose job a restarted Redis lost). */
+  read(messageIds: readonly string[]): Promise<OutboxMessage[]> {
+    return this.repository.read(messageIds);
+  }
+
   /** Begin dispatching: the control plane calls this once it is up. */
   start(pollMs: number): void {
     this.pollMs = pollMs;

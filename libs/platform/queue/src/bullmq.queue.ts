@@ -2,6 +2,7 @@ import { Logger } from '@nestjs/common';
 import { Queue, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { RedisService } from '@aileron/redis';
+import { JobFailureLog } from './job-failure-log';
 import { DEFAULT_ATTEMPTS, DEFAULT_BACKOFF_MS, EnqueueOptions, JobProcessor, JobQueue } from './job';
 
 /**
@@ -11,6 +12,7 @@ import { DEFAULT_ATTEMPTS, DEFAULT_BACKOFF_MS, EnqueueOptions, JobProcessor, Job
  */
 export class BullMqQueue implements JobQueue {
   private readonly logger = new Logger('BullMqQueue');
+  private readonly failures = new JobFailureLog(this.logger);
   /** the producer side: no offline queue, so an enqueue while Redis is away fails at once */
   private readonly connection: Redis;
   private readonly queues = new Map<string, Queue>();
@@ -57,9 +59,12 @@ export class BullMqQueue implements JobQueue {
         async (job) => processor.handle(processor.payload.parse(job.data), { jobId: job.id ?? '', attempt: job.attemptsMade + 1 }),
         { connection, prefix: this.redis.prefix, concurrency: processor.concurrency ?? 4 },
       );
-      worker.on('failed', (job, error) =>
-        this.logger.warn({ job: processor.name, jobId: job?.id, attempt: job?.attemptsMade, err: error }, 'job failed'),
-      );
+      worker.on('failed', (job, error) => {
+        const fields = { job: processor.name, jobId: job?.id, attempt: job?.attemptsMade };
+        // the last attempt's failure is said in full: the job gives up
+        if (job && job.attemptsMade < (job.opts.attempts ?? 1)) this.failures.attemptFailed(fields, error, 'job failed, will retry');
+        else this.logger.warn({ ...fields, err: error }, 'job failed');
+      });
       // connection errors repeat on every reconnect attempt: RedisService logs the outage once
       worker.on('error', (error) => {
         if (this.redis.available) this.logger.warn(`worker ${processor.name}: ${error.message}`);

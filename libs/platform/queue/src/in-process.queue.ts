@@ -1,4 +1,5 @@
 import { Logger } from '@nestjs/common';
+import { JobFailureLog } from './job-failure-log';
 import { DEFAULT_ATTEMPTS, DEFAULT_BACKOFF_MS, EnqueueOptions, JobProcessor, JobQueue } from './job';
 
 const COMPLETED_KEPT = 10_000;
@@ -17,6 +18,7 @@ interface PendingJob {
  */
 export class InProcessQueue implements JobQueue {
   private readonly logger = new Logger('InProcessQueue');
+  private readonly failures = new JobFailureLog(this.logger);
   private readonly processors = new Map<string, JobProcessor>();
   /** queued, running and recently completed job ids, as BullMQ keeps them (removeOnComplete) */
   private readonly known = new Set<string>();
@@ -102,7 +104,7 @@ export class InProcessQueue implements JobQueue {
         return;
       }
       const delay = (job.options.backoffMs ?? DEFAULT_BACKOFF_MS) * 2 ** (job.attempt - 1);
-      this.logger.warn({ job: job.name, jobId: job.options.jobId, attempt: job.attempt, retryInMs: delay, err: error }, 'job failed, will retry');
+      this.failures.attemptFailed({ job: job.name, jobId: job.options.jobId, attempt: job.attempt, retryInMs: delay }, error, 'job failed, will retry');
       this.later({ ...job, attempt: job.attempt + 1 }, delay);
     }
   }

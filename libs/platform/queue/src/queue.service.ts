@@ -4,6 +4,8 @@ import { JobRegistry } from './job-registry';
 
 @Injectable()
 export class QueueService implements OnApplicationShutdown {
+  private readonly whileWorking: (() => void)[] = [];
+
   constructor(
     @Inject(JOB_QUEUE) private readonly queue: JobQueue,
     private readonly registry: JobRegistry,
@@ -14,9 +16,19 @@ export class QueueService implements OnApplicationShutdown {
     await this.queue.enqueue(name, payload, options);
   }
 
-  /** Starts this process's workers for every registered job. */
-  startWorkers(): Promise<void> {
-    return this.queue.startWorkers(this.registry.all());
+  /** Starts this process's workers for every registered job, then what runs beside them. */
+  async startWorkers(): Promise<void> {
+    await this.queue.startWorkers(this.registry.all());
+    for (const started of this.whileWorking.splice(0)) started();
+  }
+
+  /**
+   * `started` runs once this process's workers have started: a domain's
+   * upkeep of its jobs (finding those a restarted Redis lost) runs where its
+   * jobs run, not in every process that loads the module (a CLI command).
+   */
+  onWorkersStarted(started: () => void): void {
+    this.whileWorking.push(started);
   }
 
   ping(): Promise<boolean> {
