@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Inject, Injectable } from '@nestjs/common';
 import { ApprovalError, ApprovalRecord, ApprovalsService, redactArguments } from '@aileron/approvals';
 import { SystemScopes } from '@aileron/auth/scope-issuer';
@@ -16,18 +17,6 @@ import type { Answer } from './proxy/upstream';
 const PROGRESS_EVERY_MS = 5_000;
 /** how soon a call held for approval looks again when the database was away */
 const DATABASE_RETRY_MS = 1_000;
-
-function abortableDelay(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const done = (): void => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-  });
-}
 
 /**
  * What happens around a forwarded tool call: the compiled policy decides
@@ -135,7 +124,8 @@ export class PoolCalls implements CallGate {
         // the approver cannot decide while the database is away either: the call keeps waiting, as the client was told
         if (!databaseUnavailableReason(error)) throw error;
         wait.progress?.(`Waiting for approval ${request.id}: the control plane's database cannot be reached right now; still waiting`);
-        await abortableDelay(Math.min(DATABASE_RETRY_MS, Math.max(0, deadline - Date.now())), wait.signal);
+        // the client going away ends the pause (and the loop) at once
+        await sleep(Math.min(DATABASE_RETRY_MS, Math.max(0, deadline - Date.now())), undefined, { signal: wait.signal }).catch(() => undefined);
       }
     }
     const reviewUrl = this.approvals.reviewUrl(request.id);

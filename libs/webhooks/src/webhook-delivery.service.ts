@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { BeforeApplicationShutdown, Inject, Injectable, Logger } from '@nestjs/common';
 import { z } from 'zod';
 import type { OrgScope } from '@aileron/auth';
@@ -320,16 +321,8 @@ export class WebhookDeliveryService implements BeforeApplicationShutdown {
       } catch (error) {
         if (!databaseUnavailableReason(error) || this.closing.signal.aborted || this.clock.now() >= giveUpAt) throw error;
         this.recordLog.failed(error);
-        const signal = this.closing.signal;
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(done, RECORD_RETRY_MS[Math.min(attempt, RECORD_RETRY_MS.length - 1)]);
-          function done(): void {
-            clearTimeout(timer);
-            signal.removeEventListener('abort', done);
-            resolve();
-          }
-          signal.addEventListener('abort', done);
-        });
+        // a shutdown ends the pause at once; the next try then gives up
+        await sleep(RECORD_RETRY_MS[Math.min(attempt, RECORD_RETRY_MS.length - 1)], undefined, { signal: this.closing.signal }).catch(() => undefined);
       }
     }
   }
