@@ -6,7 +6,6 @@ import { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
@@ -16,6 +15,7 @@ import { z } from 'zod';
 import type { ControlPlane } from '../apps/control-plane/src/control-plane';
 import { LOAD_TEST_RATE_LIMITS, startBenchControlPlane } from './control-plane';
 import { Bench, Figure, figure, mainThreadCpuMs, median, note, percentile } from './figures';
+import { serveInWorker, WorkerClients } from './worker-rpc';
 
 /**
  * `proxy`: one MCP tools/call against an upstream whose tool takes 2 ms,
@@ -189,8 +189,7 @@ async function startBareHop(upstream: string): Promise<{ server: Server; url: st
 
 // ── the load: SDK clients in a worker thread ──
 
-function startLoadWorker(): void {
-  const port = parentPort!;
+function loadWorker(): (command: LoadCommand) => Promise<LoadAnswer> {
   const clients = new Map<TargetKey, Client[]>();
   /** calls answered as expected, per client: what the audit log must hold */
   const answered = new Map<Client, number>();
@@ -269,44 +268,7 @@ function startLoadWorker(): void {
     }
   }
 
-  port.on('message', (message: { id: number; command: LoadCommand }) => {
-    handle(message.command).then(
-      (answer) => port.postMessage({ id: message.id, answer }),
-      (error: unknown) => port.postMessage({ id: message.id, error: error instanceof Error ? (error.stack ?? error.message) : String(error) }),
-    );
-  });
-}
-
-class LoadGenerator {
-  private readonly worker = new Worker(__filename, { workerData: { role: LOAD_ROLE } });
-  private readonly waiting = new Map<number, { resolve(answer: LoadAnswer): void; reject(error: Error): void }>();
-  private nextId = 0;
-
-  constructor() {
-    this.worker.on('message', (message: { id: number; answer?: LoadAnswer; error?: string }) => {
-      const waiter = this.waiting.get(message.id);
-      this.waiting.delete(message.id);
-      if (message.error !== undefined) waiter?.reject(new Error(`load worker: ${message.error}`));
-      else waiter?.resolve(message.answer!);
-    });
-    this.worker.on('error', (error) => {
-      for (const waiter of this.waiting.values()) waiter.reject(error);
-      this.waiting.clear();
-    });
-  }
-
-  send<T extends LoadAnswer>(command: LoadCommand): Promise<T> {
-    const id = ++this.nextId;
-    return new Promise<T>((resolve, reject) => {
-      this.waiting.set(id, { resolve: resolve as (answer: LoadAnswer) => void, reject });
-      this.worker.postMessage({ id, command });
-    });
-  }
-
-  async close(): Promise<void> {
-    await this.send({ type: 'close' }).catch(() => undefined);
-    await this.worker.terminate();
-  }
+  return handle;
 }
 
 // ── the control plane: embedded mode, a workspace with a policy, the upstream as a remote entry ──
@@ -425,7 +387,7 @@ async function run(): Promise<Figure[]> {
   let controlPlane: ControlPlane | undefined;
   let upstream: { child: ChildProcess; url: string } | undefined;
   let hop: { server: Server; url: string; agent: Agent } | undefined;
-  let load: LoadGenerator | undefined;
+  let load: WorkerClients<LoadCommand, LoadAnswer> | undefined;
   try {
     upstream = await startUpstream();
     hop = await startBareHop(upstream.url);
@@ -443,7 +405,7 @@ async function run(): Promise<Figure[]> {
     note(`  upstream ${upstream.url} (child process), bare hop ${hop.url}`);
     const { token, caveatToken } = await setUpWorkspace(controlPlane, upstream.url);
 
-    load = new LoadGenerator();
+    load = new WorkerClients<LoadCommand, LoadAnswer>(__filename, LOAD_ROLE);
     const targets: TargetSpec[] = [
       { key: 'direct', url: upstream.url, headers: {}, clients: CLIENTS },
       { key: 'hop', url: hop.url, headers: {}, clients: 1 },
@@ -552,7 +514,7 @@ async function run(): Promise<Figure[]> {
       }),
     ];
   } finally {
-    await load?.close().catch(() => undefined);
+    await load?.close({ type: 'close' }).catch(() => undefined);
     if (hop) {
       hop.server.closeAllConnections();
       hop.server.close();
@@ -573,6 +535,6 @@ export const proxyBench: Bench = {
 // this file is also the upstream's process and the load's thread
 if (process.env[ROLE_ENV] === 'upstream' && require.main === module) {
   void serveUpstream();
-} else if (!isMainThread && (workerData as { role?: string } | null)?.role === LOAD_ROLE) {
-  startLoadWorker();
+} else {
+  serveInWorker(LOAD_ROLE, loadWorker);
 }

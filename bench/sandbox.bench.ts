@@ -3,14 +3,13 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { ControlPlane } from '../apps/control-plane/src/control-plane';
 import { systemRootArgs } from '../libs/platform/bubblewrap/src';
 import { SandboxesService } from '../libs/sandboxes/src';
-import { BIG_TEXT } from './big-answer-server';
 import { LOAD_TEST_RATE_LIMITS, startBenchControlPlane } from './control-plane';
 import { Bench, Figure, figure, note, percentile } from './figures';
+import { AGENTS_ROLE, type ClientAnswer, type ClientCommand } from './sandbox-agents';
+import { WorkerClients } from './worker-rpc';
 
 const NAME = 'sandbox';
 const WORKSPACE = 'default';
@@ -37,25 +36,27 @@ async function api(base: string, token: string, method: string, path: string, bo
   return text ? JSON.parse(text) : undefined;
 }
 
-async function client(url: string, token: string): Promise<Client> {
-  const c = new Client({ name: 'sandbox-bench', version: '1.0.0' });
-  await c.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
-  return c;
+type Agents = WorkerClients<ClientCommand, ClientAnswer>;
+
+async function connect(agents: Agents, url: string, token: string): Promise<number> {
+  return (await agents.send<{ client: number }>({ type: 'connect', url, token })).client;
 }
 
-async function checked(c: Client, name: string, args: Record<string, unknown>): Promise<void> {
-  const result = await c.callTool({ name, arguments: args });
-  if (result.isError) throw new Error(`${name}: ${JSON.stringify(result).slice(0, 300)}`);
+/** A tool call of one of the worker's clients, timed by the worker; `after` runs untimed (an agent's pause before its next call). */
+function call(agents: Agents, client: number, name: string, args: Record<string, unknown>, options: { big?: boolean; after?: () => Promise<void> } = {}): () => Promise<number> {
+  return async () => {
+    const { ms } = await agents.send<{ ms: number }>({ type: 'call', client, name, arguments: args, ...(options.big ? { big: true } : {}) });
+    await options.after?.();
+    return ms;
+  };
 }
 
-/** A call timed from its start to its answer; `after` runs untimed (an agent's pause before its next call). */
-function timed(call: () => Promise<void>, after?: () => Promise<void>): () => Promise<number> {
+/** Something of this thread's, timed from its start to its end. */
+function timed(run: () => Promise<void>): () => Promise<number> {
   return async () => {
     const started = performance.now();
-    await call();
-    const ms = performance.now() - started;
-    await after?.();
-    return ms;
+    await run();
+    return performance.now() - started;
   };
 }
 
@@ -81,31 +82,25 @@ function bareBwrapTrue(): Promise<void> {
 }
 
 /** A stdio server of the catalog, assigned to the workspace, and a client of it through the pool. */
-async function poolServer(side: Side, name: string, args: string[]): Promise<Client> {
+async function poolServer(agents: Agents, side: Side, name: string, args: string[]): Promise<number> {
   await api(side.controlPlane.url, side.token, 'POST', '/v1/catalog/servers', { name, version: '1.0.0', mode: 'remote', transport: 'stdio', command: 'node', args });
   await api(side.controlPlane.url, side.token, 'PUT', `/v1/workspaces/${WORKSPACE}/servers/${name}`, { version: '1.0.0' });
-  return client(`${side.controlPlane.url}/mcp/${WORKSPACE}/${name}`, side.token);
-}
-
-/** The text a tool answered, as the client got it. */
-async function bigResult(c: Client, name: string, args: Record<string, unknown>): Promise<string> {
-  const result = await c.callTool({ name, arguments: args });
-  if (result.isError) throw new Error(`${name}: ${JSON.stringify(result).slice(0, 300)}`);
-  return (result.content as { type: string; text: string }[])[0]!.text;
+  return connect(agents, `${side.controlPlane.url}/mcp/${WORKSPACE}/${name}`, side.token);
 }
 
 interface Side {
   controlPlane: ControlPlane;
   token: string;
-  sandbox: Client;
+  /** the worker's client of /mcp/{ws}/sandbox */
+  sandbox: number;
 }
 
-async function side(dataDir: string, env: Record<string, string>): Promise<Side> {
+async function side(agents: Agents, dataDir: string, env: Record<string, string>): Promise<Side> {
   const controlPlane = await startBenchControlPlane(dataDir, { ...LOAD_TEST_RATE_LIMITS, ...env });
   const token = readFileSync(join(controlPlane.config.dataDir, 'admin-token'), 'utf8').trim();
   await api(controlPlane.url, token, 'PUT', `/v1/workspaces/${WORKSPACE}/policy`, { default: 'allow', rules: [] });
   await api(controlPlane.url, token, 'POST', `/v1/workspaces/${WORKSPACE}/sandboxes`, { name: 'bench' });
-  return { controlPlane, token, sandbox: await client(`${controlPlane.url}/mcp/${WORKSPACE}/sandbox`, token) };
+  return { controlPlane, token, sandbox: await connect(agents, `${controlPlane.url}/mcp/${WORKSPACE}/sandbox`, token) };
 }
 
 /**
@@ -121,12 +116,15 @@ async function side(dataDir: string, env: Record<string, string>): Promise<Side>
  *   answering the same 1 MiB from memory: the first is the issue's goal, the
  *   second what the sandbox adds to carrying those bytes through MCP at all.
  * - sandbox create p50, printed.
+ *
+ * The clients run in a worker thread (sandbox-agents.ts), the control planes
+ * and the bare bwrap spawns in the main thread.
  */
 async function run(): Promise<Figure[]> {
   const dirs = [mkdtempSync(join(tmpdir(), 'aileron-bench-sandbox-on-')), mkdtempSync(join(tmpdir(), 'aileron-bench-sandbox-off-'))];
-  const on = await side(dirs[0]!, {});
-  const off = await side(dirs[1]!, { AILERON_SANDBOX_SNAPSHOTS: 'off' });
-  const clients: Client[] = [on.sandbox, off.sandbox];
+  const agents: Agents = new WorkerClients(resolve(__dirname, 'sandbox-agents.js'), AGENTS_ROLE);
+  const on = await side(agents, dirs[0]!, {});
+  const off = await side(agents, dirs[1]!, { AILERON_SANDBOX_SNAPSHOTS: 'off' });
   try {
     // an agent's next call comes after its model has read the answer: the snapshot, and the events it sends, are done by then
     const settle = async (s: Side) => {
@@ -134,28 +132,27 @@ async function run(): Promise<Figure[]> {
       await new Promise((r) => setTimeout(r, THINK_MS));
     };
     let n = 0;
-    const write = (target: Side) => () => checked(target.sandbox, 'write', { sandbox: 'bench', path: `notes/${n % 50}.txt`, content: `change ${n++}\n` });
+    const write = (target: Side) => () => call(agents, target.sandbox, 'write', { sandbox: 'bench', path: `notes/${n % 50}.txt`, content: `change ${n++}\n` }, { after: () => settle(target) })();
     note('  write: snapshots on vs off');
-    const writes = await alternate({ on: timed(write(on), () => settle(on)), off: timed(write(off), () => settle(off)) }, SAMPLES);
+    const writes = await alternate({ on: write(on), off: write(off) }, SAMPLES);
 
     note('  bash "true" vs bare bwrap true');
-    const bash = await alternate({ mcp: timed(() => checked(off.sandbox, 'bash', { sandbox: 'bench', command: 'true' }), () => settle(off)), bare: timed(bareBwrapTrue) }, SAMPLES);
+    const bash = await alternate({ mcp: call(agents, off.sandbox, 'bash', { sandbox: 'bench', command: 'true' }, { after: () => settle(off) }), bare: timed(bareBwrapTrue) }, SAMPLES);
 
     note('  read 1 MiB vs the pool\'s trivial tools/call, and vs the same bytes answered by a pool server from memory');
     // 1 MiB of text lines, the same as BIG_TEXT; made by bash, since a write carrying it would exceed the request body limit
-    await checked(off.sandbox, 'bash', { sandbox: 'bench', command: 'yes "$(printf %01023d 0)" | head -n 1024 > big.txt' });
+    await call(agents, off.sandbox, 'bash', { sandbox: 'bench', command: 'yes "$(printf %01023d 0)" | head -n 1024 > big.txt' })();
     const everything = resolve('node_modules/@modelcontextprotocol/server-everything/dist/index.js');
-    const pool = await poolServer(off, 'everything', [everything, 'stdio']);
-    const bigAnswer = await poolServer(off, 'big-answer', [resolve(__dirname, 'big-answer-server.js')]);
-    clients.push(pool, bigAnswer);
-    const read = async () => {
-      const result = await bigResult(off.sandbox, 'read', { sandbox: 'bench', path: 'big.txt' });
-      if (result !== BIG_TEXT) throw new Error('read: not the 1 MiB written');
-    };
-    const fromMemory = async () => {
-      if ((await bigResult(bigAnswer, 'big', {})) !== BIG_TEXT) throw new Error('big: not the 1 MiB expected');
-    };
-    const reads = await alternate({ read: timed(read), trivial: timed(() => checked(pool, 'echo', { message: 'hi' })), memory: timed(fromMemory) }, SAMPLES);
+    const pool = await poolServer(agents, off, 'everything', [everything, 'stdio']);
+    const bigAnswer = await poolServer(agents, off, 'big-answer', [resolve(__dirname, 'big-answer-server.js')]);
+    const reads = await alternate(
+      {
+        read: call(agents, off.sandbox, 'read', { sandbox: 'bench', path: 'big.txt' }, { big: true }),
+        trivial: call(agents, pool, 'echo', { message: 'hi' }),
+        memory: call(agents, bigAnswer, 'big', {}, { big: true }),
+      },
+      SAMPLES,
+    );
 
     note('  sandbox create');
     const creates: number[] = [];
@@ -175,7 +172,7 @@ async function run(): Promise<Figure[]> {
       figure({ bench: NAME, figure: `p50 sandbox create (ms; ${CREATES} creates)`, value: createP50, baseline: { what: 'itself (printed)', value: createP50, unit: 'ms' }, goal: 1, better: 'lower' }),
     ];
   } finally {
-    for (const c of clients) await c.close().catch(() => undefined);
+    await agents.close({ type: 'close' });
     await on.controlPlane.close();
     await off.controlPlane.close();
     for (const dir of dirs) rmSync(dir, { recursive: true, force: true });

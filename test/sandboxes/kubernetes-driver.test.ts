@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { importSource, KubernetesSandboxDriver, RunnerError, SandboxSourceError, SandboxStartError, SNAPSHOT_BRANCH, type KubernetesSandboxOptions, type SandboxSpec } from '@aileron/sandboxes';
+import { eventually } from '../support/eventually';
 import { FakeKubernetes } from '../support/fake-kubernetes';
 import { ProcessKubelet, type FakeImage } from '../support/process-kubelet';
 import { listenOnPodIP, runnerPorts, SANDBOX_VERSION as VERSION, sandboxImageMaker } from '../support/sandbox-pods';
@@ -278,7 +279,8 @@ describe('Kubernetes sandbox driver', () => {
     const uid = fake.get('pods', names(spec).pod).metadata.uid;
     kubelet.process(names(spec).pod, 'history')!.kill('SIGKILL');
     await runner.ended;
-    expect(logLines).toContainEqual(expect.stringMatching(/ended: pod Running: container history: (exited with code 137|Error)/));
+    // the connection to the killed runner may close before the pod's watch tells why it ended
+    await eventually('the log line saying why the pod ended', () => expect(logLines).toContainEqual(expect.stringMatching(/ended: pod Running: container history: (exited with code 137|Error)/)));
 
     const again = await driver.runner(spec);
     expect(fake.get('pods', names(spec).pod).metadata.uid).not.toBe(uid);

@@ -408,7 +408,8 @@ export class ProxySession {
     } finally {
       upstream.instance.leave();
     }
-    finished(answer);
+    // the record (and measuring a large answer for it) comes after the answer is on its way: the client waits for neither
+    setImmediate(finished, answer);
     return answer;
   }
 

@@ -7,7 +7,7 @@ import { systemRootArgs } from '@aileron/bubblewrap';
 import type { RunnerAnswer, RunnerOp, RunnerRequest, RunnerResult } from '../runner/protocol';
 import { HISTORY_ATTRIBUTES, HISTORY_EXCLUDE, SANDBOX_WORKDIR } from '../runner/protocol';
 import { type CommandRestrictions, type GitResult, RunnerError, type SandboxDriver, type SandboxRunner, type SandboxSpec, SandboxSourceError, SandboxStartError } from './driver';
-import { readLines } from './lines';
+import { readMessages } from './frames';
 
 const HOME = '/home/sandbox';
 const RUNNER_DIR = '/opt/aileron-runner';
@@ -273,8 +273,7 @@ class GitHelper {
   constructor(node: string, script: string) {
     this.child = spawn(node, ['--max-old-space-size=64', script], { stdio: ['pipe', 'pipe', 'inherit'], env: { PATH: '/usr/bin:/bin' } });
     this.child.stdin!.on('error', () => undefined);
-    readLines(this.child.stdout!, (line) => {
-      const answer = JSON.parse(line) as { id: number; code: number; stdout: string; stderr: string };
+    readMessages<{ id: number; code: number; stdout: string; stderr: string }>(this.child.stdout!, (answer) => {
       this.pending.get(answer.id)?.({ code: answer.code, stdout: Buffer.from(answer.stdout, 'base64'), stderr: answer.stderr });
       this.pending.delete(answer.id);
     });
@@ -314,7 +313,7 @@ class LocalRunner implements SandboxRunner {
     child.stderr!.on('data', (chunk: Buffer) => {
       this.stderr = (this.stderr + chunk.toString('utf8')).slice(-4000);
     });
-    readLines(child.stdout!, (line) => this.receive(line));
+    readMessages<RunnerAnswer>(child.stdout!, (answer) => this.receive(answer));
     this.ended = new Promise((resolveEnded) => {
       child.once('exit', (code, signal) => {
         this.gone = signal ? `killed by ${signal}` : `exited with code ${code}`;
@@ -349,13 +348,7 @@ class LocalRunner implements SandboxRunner {
     });
   }
 
-  private receive(line: string): void {
-    let answer: RunnerAnswer;
-    try {
-      answer = JSON.parse(line) as RunnerAnswer;
-    } catch {
-      return;
-    }
+  private receive(answer: RunnerAnswer): void {
     const waiter = this.pending.get(answer.id);
     if (!waiter) return;
     this.pending.delete(answer.id);

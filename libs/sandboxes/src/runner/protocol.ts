@@ -3,7 +3,8 @@
  * inside the sandbox: every file operation and command runs there, in the
  * sandbox's namespaces, so a path (`..`, a symlink the agent made,
  * `/proc/1/root`) resolves inside the sandbox and never on the host. One JSON
- * object per line each way; answers carry the request's id.
+ * object per line each way (an answer's long strings follow its line, see
+ * RawFields); answers carry the request's id.
  */
 export type RunnerRequest =
   | { op: 'ping' }
@@ -74,7 +75,15 @@ export interface RunnerFailure {
   message: string;
 }
 
-export type RunnerAnswer = { id: number; result: unknown } | { id: number; error: RunnerFailure };
+/**
+ * A result's long strings (a file read, a command's output) travel after its
+ * line as raw UTF-8 bytes, in the order `raw` lists them as [field, bytes]:
+ * escaping a megabyte into JSON and parsing it back cost more than
+ * everything else a read does. The reader puts them into `result` by name.
+ */
+export type RawFields = [field: string, bytes: number][];
+
+export type RunnerAnswer = { id: number; result: unknown; raw?: RawFields } | { id: number; error: RunnerFailure };
 
 /** Part of a streamed `git` request's stdout (base64), sent before its answer. */
 export interface RunnerChunk {

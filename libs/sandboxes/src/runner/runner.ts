@@ -6,8 +6,8 @@
  * it runs from the build output, with nothing else of ours mounted.
  *
  * Protocol (protocol.ts): one JSON request per line on stdin, one answer per
- * line on stdout. Requests run concurrently; the control plane serialises the
- * ones that change files.
+ * line on stdout (its long strings after it, raw). Requests run concurrently;
+ * the control plane serialises the ones that change files.
  *
  * With `--listen [host:]port` (a pod's containers, which the control plane
  * reaches over the network) it speaks the same lines over TCP instead, to
@@ -49,6 +49,8 @@ const HISTORY_ATTRIBUTES = '# written by Aileron: a work tree written by git arc
  * own. The work tree is the agent's: nothing in it may make git run a program.
  */
 const GIT_SAFE = ['-c', 'core.hooksPath=/dev/null', '-c', 'core.fsmonitor=false', '-c', 'core.symlinks=true', '-c', 'protocol.file.allow=never', '-c', 'core.quotePath=false', '-c', 'gc.auto=0'];
+/** a result's strings this long or longer, and its Buffers, follow its line as raw bytes (protocol.ts RawFields) */
+const RAW_MIN_CHARS = 4096;
 /** listen mode: how long a connection may take to present its token, and how long that line may be */
 const AUTH_TIMEOUT_MS = 10_000;
 const MAX_TOKEN_LINE = 1024;
@@ -83,13 +85,18 @@ function failureOf(error: unknown, path?: string): RunnerFailure {
   return { code, message: `${where}${known[code] ?? (error instanceof Error ? error.message : String(error))}` };
 }
 
-async function readText(path: string): Promise<string> {
+/** a text file's bytes (not decoded: a whole-file read sends them as they are) */
+async function readTextBytes(path: string): Promise<Buffer> {
   const stat = await fs.stat(path);
   if (stat.isDirectory()) throw new Failure('EISDIR', `${path}: is a directory`);
   if (stat.size > MAX_TEXT_BYTES) throw new Failure('TOO_LARGE', `${path}: ${stat.size} bytes, more than the ${MAX_TEXT_BYTES} a text tool reads`);
   const buffer = await fs.readFile(path);
   if (buffer.includes(0)) throw new Failure('NOT_TEXT', `${path}: a binary file`);
-  return buffer.toString('utf8');
+  return buffer;
+}
+
+async function readText(path: string): Promise<string> {
+  return (await readTextBytes(path)).toString('utf8');
 }
 
 function splitLines(text: string): string[] {
@@ -99,11 +106,13 @@ function splitLines(text: string): string[] {
   return lines;
 }
 
-/** what splitLines(text).length would be */
-function countLines(text: string): number {
+const NEWLINE = 0x0a;
+
+/** what splitLines(bytes.toString()).length would be */
+function countLines(bytes: Buffer): number {
   let count = 0;
-  for (let at = text.indexOf('\n'); at !== -1; at = text.indexOf('\n', at + 1)) count++;
-  return text === '' || text.endsWith('\n') ? count : count + 1;
+  for (let at = bytes.indexOf(NEWLINE); at !== -1; at = bytes.indexOf(NEWLINE, at + 1)) count++;
+  return bytes.length === 0 || bytes[bytes.length - 1] === NEWLINE ? count : count + 1;
 }
 
 async function walk(root: string, recursive: boolean, visit: (path: string, type: 'file' | 'dir' | 'symlink' | 'other', size: number) => boolean): Promise<boolean> {
@@ -442,13 +451,13 @@ async function handle(request: RunnerRequest, stream?: (chunk: Buffer) => Promis
     case 'ping':
       return { pid: process.pid, ...(VERSION ? { version: VERSION } : {}), ...(LISTEN !== undefined ? { role: ROLE } : {}) };
     case 'read': {
-      const text = await readText(inSandbox(request.path));
-      // the whole file (the usual read) is the text itself: no split and join of every line
+      const bytes = await readTextBytes(inSandbox(request.path));
+      // the whole file (the usual read) is the file's bytes, sent as they are: no decoding, no split and join of every line
       if (request.offset === 0 && request.limit === null) {
-        const lines = countLines(text);
-        return { content: text === '' || text.endsWith('\n') ? text : `${text}\n`, lines, totalLines: lines };
+        const lines = countLines(bytes);
+        return { content: bytes.length === 0 || bytes[bytes.length - 1] === NEWLINE ? bytes : Buffer.concat([bytes, Buffer.from('\n')]), lines, totalLines: lines };
       }
-      const lines = splitLines(text);
+      const lines = splitLines(bytes.toString('utf8'));
       const slice = lines.slice(request.offset, request.limit === null ? undefined : request.offset + request.limit);
       return { content: slice.join('\n') + (slice.length > 0 ? '\n' : ''), lines: slice.length, totalLines: lines.length };
     }
@@ -558,6 +567,29 @@ function sameSecret(presented: string, expected: string): boolean {
 }
 
 /**
+ * A message as it goes out: its line, then the result's long strings and its
+ * Buffers as raw bytes, listed in the line's `raw`. The parts are written in
+ * one go, so answers to concurrent requests never interleave.
+ */
+function framed(message: RunnerAnswer | RunnerChunk): (string | Buffer)[] {
+  const line = (value: unknown): string => `${JSON.stringify(value)}\n`;
+  if (!('result' in message) || message.result === null || typeof message.result !== 'object') return [line(message)];
+  const result: Record<string, unknown> = {};
+  const raw: [string, number][] = [];
+  const bytes: Buffer[] = [];
+  for (const [field, value] of Object.entries(message.result)) {
+    const long = Buffer.isBuffer(value) ? value : typeof value === 'string' && value.length >= RAW_MIN_CHARS ? Buffer.from(value) : null;
+    if (!long) {
+      result[field] = value;
+      continue;
+    }
+    raw.push([field, long.length]);
+    bytes.push(long);
+  }
+  return raw.length === 0 ? [line(message)] : [line({ id: message.id, result, raw }), ...bytes];
+}
+
+/**
  * Listen mode: every connection presents the token on its first line, then
  * speaks JSON lines as stdin and stdout do. A connection that ends leaves the
  * runner (and what it started) running: the control plane reconnects.
@@ -579,7 +611,13 @@ function accept(socket: Socket, token: string): void {
   socket.setNoDelay(true);
   socket.setEncoding('utf8');
   socket.on('error', () => undefined);
-  const write = (message: RunnerAnswer | RunnerChunk): boolean => socket.writable && socket.write(`${JSON.stringify(message)}\n`);
+  /** false when the socket's buffer is full (a streamed git waits for its drain) */
+  const write = (message: RunnerAnswer | RunnerChunk): boolean => {
+    if (!socket.writable) return false;
+    let room = true;
+    for (const part of framed(message)) room = socket.write(part);
+    return room;
+  };
   let authenticated = false;
   let refused = false;
   const refuse = (message: string): void => {
@@ -631,7 +669,9 @@ function accept(socket: Socket, token: string): void {
 
 function main(): void {
   if (LISTEN !== undefined) return listen(LISTEN);
-  const answer = (message: RunnerAnswer): void => void process.stdout.write(`${JSON.stringify(message)}\n`);
+  const answer = (message: RunnerAnswer): void => {
+    for (const part of framed(message)) process.stdout.write(part);
+  };
   const lines = createInterface({ input: process.stdin, crlfDelay: Infinity });
   const inputs = new Inputs(process.stdin);
   lines.on('line', (line) => receive(line, answer, inputs));

@@ -1,7 +1,7 @@
 import { connect, type Socket } from 'node:net';
 import type { RunnerAnswer, RunnerChunk, RunnerOp, RunnerRequest, RunnerResult } from '../../runner/protocol';
 import { RunnerError } from '../driver';
-import { readLines } from '../lines';
+import { readMessages } from '../frames';
 
 interface Pending {
   resolve(value: unknown): void;
@@ -35,7 +35,7 @@ export class RunnerConnection {
 
   private constructor(private readonly socket: Socket) {
     this.closed = new Promise((resolve) => (this.markClosed = resolve));
-    readLines(socket, (line) => this.receive(line));
+    readMessages<RunnerAnswer | RunnerChunk>(socket, (message) => this.receive(message));
     socket.on('error', (error) => this.close(error.message));
     socket.on('close', () => this.close('the connection closed'));
   }
@@ -128,13 +128,7 @@ export class RunnerConnection {
     });
   }
 
-  private receive(line: string): void {
-    let message: RunnerAnswer | RunnerChunk;
-    try {
-      message = JSON.parse(line) as RunnerAnswer | RunnerChunk;
-    } catch {
-      return;
-    }
+  private receive(message: RunnerAnswer | RunnerChunk): void {
     if ('chunk' in message) return this.chunk(message);
     if (message.id === -1 && 'error' in message) {
       // the runner refused the token (or could not read a request of ours): nothing on this connection will be answered
