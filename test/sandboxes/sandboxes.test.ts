@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { ElicitRequestSchema, EmptyResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -123,14 +123,21 @@ describe('sandboxes (embedded, bubblewrap)', () => {
     expect(passing.exitCode, String(passing.stdout) + String(passing.stderr)).toBe(0);
 
     // what an agent might try against its history: none of it reaches the history the host keeps
-    for (const attempt of [
-      'git commit -am "sneaky" 2>&1; git reset --hard HEAD~1 2>&1; true',
-      'git init -q . && git add -A && git -c user.name=a -c user.email=a@b commit -qm rewritten && git log --oneline',
-      'rm -rf /src/.git ../git ../../git 2>&1; ls -a /src; true',
-    ]) {
-      const ran = structured(await call('bash', { sandbox: 'fix-the-bug', command: attempt }));
-      expect(typeof ran.exitCode).toBe('number');
-    }
+    const attempt = async (command: string) => {
+      const ran = structured(await call('bash', { sandbox: 'fix-the-bug', command }));
+      return `${String(ran.stdout)}${String(ran.stderr)}`;
+    };
+    expect(await attempt('git commit -am "sneaky"; git reset --hard HEAD~1')).toContain('not a git repository');
+    // a repository of its own in /src is the agent's to play with, and never part of a snapshot
+    expect(await attempt('git init -q . && git add -A && git -c user.name=a -c user.email=a@b commit -qm rewritten && git reset -q --hard && git log --format=%s')).toBe('rewritten\n');
+    // the host's history is beside the work tree, by the path bwrap's arguments show: not mounted, so not there
+    const gitDir = join(dirname(String(/--bind\0([^\0]+)\0\/src\0/.exec(await attempt('cat /proc/1/cmdline'))?.[1])), 'git');
+    expect(existsSync(join(gitDir, 'HEAD'))).toBe(true);
+    const tampered = await attempt(`ls ${gitDir}; git --git-dir=${gitDir} reset --soft HEAD~1; rm -rf ${gitDir} /src/.git; echo "rm: $?"`);
+    expect(tampered).toContain(`ls: cannot access '${gitDir}': No such file or directory`);
+    expect(tampered).toContain('not a git repository');
+    expect(tampered).toContain('rm: 0');
+    expect(existsSync(join(gitDir, 'HEAD'))).toBe(true);
 
     // the bundle waits for the snapshots of every change made so far
     const bundle = await fetch(`${cp.url}/v1/workspaces/${ws}/sandboxes/fix-the-bug/bundle`, { headers: { authorization: `Bearer ${cp.ownerToken}` } });
@@ -224,30 +231,49 @@ describe('sandboxes (embedded, bubblewrap)', () => {
     expect(textOf(await box.call('bash', { command: 'cat /etc/shadow /root/.bashrc 2>&1 | head -2' }))).toContain('No such file');
   });
 
-  it('one sandbox, two sessions at once: every change kept, each its own snapshot commit', async () => {
+  it('one sandbox, two sessions at once: every change kept, to one file too, each its own snapshot commit', async () => {
     const first = await aSandbox('shared-box', { caveat: null });
     const secondSession = await cp.request('POST', '/v1/sessions', { body: { workspace: ws, name: 'second agent', caps: ['actions:list', 'actions:run', 'sandbox:use'] } });
     const second = (await connect(cp, secondSession.body.caveat_token, `/mcp/${ws}/sandbox`)).client;
     clients.push(second);
-    const appends = Array.from({ length: 10 }, (_, i) => [
+    const secondCall = async (tool: string, args: Record<string, unknown>) => (await second.callTool({ name: tool, arguments: { sandbox: 'shared-box', ...args } })) as Record<string, unknown>;
+    const lines = Array.from({ length: 20 }, (_, i) => `line ${i}`);
+    expect(textOf(await first.call('write', { path: 'shared.txt', content: `${lines.join('\n')}\n` }))).toBe('Created shared.txt (150 bytes)');
+    // a patch reads the file, changes it and writes it back: run at once without one after the other, changes would be lost
+    const change = (i: number, by: string) => ['--- a/shared.txt', '+++ b/shared.txt', `@@ -${i + 1},1 +${i + 1},1 @@`, `-line ${i}`, `+${by} ${i}`, ''].join('\n');
+    const calls = Array.from({ length: 10 }, (_, i) => [
       first.call('bash', { command: `echo first-${i} >> log.txt` }),
-      second.callTool({ name: 'bash', arguments: { sandbox: 'shared-box', command: `echo second-${i} >> log.txt` } }),
+      secondCall('bash', { command: `echo second-${i} >> log.txt` }),
+      first.call('patch', { path: 'shared.txt', diff: change(i, 'first') }),
+      secondCall('patch', { path: 'shared.txt', diff: change(10 + i, 'second') }),
     ]).flat();
-    await Promise.all(appends);
+    const results = await Promise.all(calls);
+    expect(results.filter((r) => r.isError).map(textOf)).toEqual([]);
     const log = textOf(await first.call('read', { path: 'log.txt' })).trim().split('\n');
     expect(log.sort()).toEqual([...Array.from({ length: 10 }, (_, i) => `first-${i}`), ...Array.from({ length: 10 }, (_, i) => `second-${i}`)].sort());
-    // a write and a patch of one file at once: one after the other, never a mix
-    const diff = ['--- a/log.txt', '+++ b/log.txt', '@@ -1,0 +1,1 @@', '+patched first line', ''].join('\n');
-    const [written, patched] = await Promise.all([first.call('write', { path: 'two.txt', content: 'a\n' }), first.call('patch', { path: 'log.txt', diff })]);
-    expect(written.isError || patched.isError).toBeFalsy();
-    const snapshots = (await cp.request('GET', `/v1/workspaces/${ws}/sandboxes/shared-box/snapshots?limit=100`)).body.snapshots as { message: string; session: string }[];
+    expect(textOf(await secondCall('read', { path: 'shared.txt' }))).toBe(lines.map((_, i) => (i < 10 ? `first ${i}` : `second ${i}`)).join('\n') + '\n');
+
+    // a write and a patch of one file at once: either order, never a mix
+    const rewrite = ['--- a/shared.txt', '+++ b/shared.txt', '@@ -1,1 +1,1 @@', '-rewritten', '+patched', ''].join('\n');
+    const [written, patched] = await Promise.all([first.call('write', { path: 'shared.txt', content: 'rewritten\n' }), secondCall('patch', { path: 'shared.txt', diff: rewrite })]);
+    expect(written.isError).toBeFalsy();
+    const final = textOf(await first.call('read', { path: 'shared.txt' }));
+    if (patched.isError) {
+      // the patch came first, against the twenty changed lines, and changed nothing
+      expect(textOf(patched)).toContain('nothing was changed');
+      expect(final).toBe('rewritten\n');
+    } else {
+      expect(final).toBe('patched\n');
+    }
+
     const bundle = await fetch(`${cp.url}/v1/workspaces/${ws}/sandboxes/shared-box/bundle`, { headers: { authorization: `Bearer ${cp.ownerToken}` } });
     const history = fetchedHistory(dir, Buffer.from(await bundle.arrayBuffer()));
-    expect(history).toHaveLength(22);
+    const commits = 1 + 20 + 20 + 1 + (patched.isError ? 0 : 1);
+    expect(history).toHaveLength(commits);
     expect(history.filter((c) => c.subject.startsWith('bash: echo ')).length).toBe(20);
-    expect(new Set(history.map((c) => c.subject))).toContain('patch: log.txt');
-    expect((await cp.request('GET', `/v1/workspaces/${ws}/sandboxes/shared-box/snapshots?limit=100`)).body.snapshots).toHaveLength(22);
-    expect(snapshots.length).toBeLessThanOrEqual(22);
+    expect(history.filter((c) => c.subject === 'patch: shared.txt').length).toBe(patched.isError ? 20 : 21);
+    expect(history.filter((c) => c.subject === 'write: shared.txt').length).toBe(2);
+    expect((await cp.request('GET', `/v1/workspaces/${ws}/sandboxes/shared-box/snapshots?limit=100`)).body.snapshots).toHaveLength(commits);
     expect(new Set(history.map((c) => c.author.split(' <')[0]))).toEqual(new Set(['agent on shared-box', 'second agent']));
   });
 
@@ -294,8 +320,20 @@ describe('sandboxes (embedded, bubblewrap)', () => {
       expect(ran.exitCode, command).toBe(1);
       expect(ran.stderr, command).toContain('Deleting is for people.');
     }
+    // a link of its own to rm is rm, found from where the command runs as execve would find it
+    expect((await box.call('bash', { command: 'mkdir -p sub && ln -s /usr/bin/rm sub/x' })).structuredContent).toMatchObject({ exitCode: 0 });
+    for (const [command, workdir] of [['./x ../keep.txt', 'sub'], ['sub/x keep.txt', '.'], ['../sub/x ../keep.txt', 'sub']]) {
+      const ran = (await box.call('bash', { command, workdir })).structuredContent as { exitCode: number; stderr: string };
+      expect(ran.exitCode, command).toBe(1);
+      expect(ran.stderr, command).toContain('Deleting is for people.');
+    }
     expect(textOf(await box.call('read', { path: 'keep.txt' }))).toBe('keep\n');
     expect((await box.call('bash', { command: 'ls' })).structuredContent).toMatchObject({ exitCode: 0 });
+    // a line that cannot be read cannot be checked: a person decides, and until then it does not run
+    const unreadable = (await box.call('bash', { command: 'rm keep.txt; echo "unterminated' })).structuredContent as { exitCode: number; stderr: string };
+    expect(unreadable.exitCode).toBe(1);
+    expect(unreadable.stderr).toMatch(/could not be analysed .*so a person decides\. Approval [0-9a-f-]{36} is pending/);
+    expect(textOf(await box.call('read', { path: 'keep.txt' }))).toBe('keep\n');
 
     const asked = (await box.call('bash', { command: 'touch approved.txt' })).structuredContent as { exitCode: number; stderr: string };
     expect(asked.exitCode).toBe(1);
@@ -313,7 +351,12 @@ describe('sandboxes (embedded, bubblewrap)', () => {
     await box.call('bash', { command: 'mv approved.txt moved.txt' });
     expect((await cp.request('POST', `/v1/approvals/${secondId}/deny`, { token: approver.token, body: { reason: 'no' } })).status).toBe(200);
     const denied = (await box.call('bash', { command: 'touch approved.txt' })).structuredContent as { exitCode: number; stderr: string };
+    // denied, it never runs: asking again is a new request for a person, as every retry of a denied call is
     expect(denied.exitCode).toBe(1);
+    const thirdId = /Approval ([0-9a-f-]{36}) is pending/.exec(denied.stderr)?.[1];
+    expect(thirdId, denied.stderr).toBeDefined();
+    expect([approvalId, secondId]).not.toContain(thirdId);
+    expect((await cp.request('GET', `/v1/approvals/${secondId}`, { token: approver.token })).body.status).toBe('denied');
     expect(textOf(await box.call('ls', { path: '.' }))).not.toContain('approved.txt');
     // a rules file that does not hold together is refused, naming where
     const bad = await cp.request('PUT', `/v1/workspaces/${ws}/shell-rules`, { body: { codex_rules: 'prefix_rule(pattern = ["git"], decision = "maybe")\n' } });

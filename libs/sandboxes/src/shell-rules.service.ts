@@ -76,7 +76,7 @@ export class ShellRulesService {
       const analysis = analyzeCommand(command);
       const names = programsToResolve(analysis, rules);
       const runner = await this.sandboxes.runner(who.scope, sandbox);
-      const resolved = names.length > 0 ? (await runner.call({ op: 'which', names })).paths : {};
+      const resolved = names.length > 0 ? (await runner.call({ op: 'which', names, workdir })).paths : {};
       decision = decideCommand(analysis, rules, new Map(Object.entries(resolved)));
     } catch (error) {
       if (!(error instanceof ShellSyntaxError)) throw error;

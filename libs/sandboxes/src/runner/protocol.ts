@@ -16,7 +16,8 @@ export type RunnerRequest =
   | { op: 'walk'; path: string }
   | { op: 'grep'; pattern: string; path: string; include: string | null }
   | { op: 'exec'; command: string; workdir: string; timeoutMs: number; limits: RunnerLimits }
-  | { op: 'which'; names: string[] }
+  /** each name as `execve` would find it from `workdir`: a name with a `/` relative to it, others on the PATH */
+  | { op: 'which'; names: string[]; workdir: string }
   /**
    * git on the sandbox's history (`--git-dir=/history --work-tree=/src`),
    * answered by the history role only. `stdin` is base64. With `stream`, git's

@@ -250,11 +250,11 @@ async function grep(request: Extract<RunnerRequest, { op: 'grep' }>): Promise<Ru
   });
 }
 
-async function which(names: string[]): Promise<RunnerResults['which']> {
+async function which(names: string[], workdir: string): Promise<RunnerResults['which']> {
   const paths: Record<string, string | null> = {};
   for (const name of names) {
     paths[name] = null;
-    const candidates = name.includes('/') ? [inSandbox(name)] : COMMAND_PATH.split(':').map((dir) => join(dir, name));
+    const candidates = name.includes('/') ? [resolve(workdir, name)] : COMMAND_PATH.split(':').map((dir) => join(dir, name));
     for (const candidate of candidates) {
       try {
         await fs.access(candidate, constants.X_OK);
@@ -509,7 +509,7 @@ async function handle(request: RunnerRequest, stream?: (chunk: Buffer) => Promis
     case 'exec':
       return exec(request);
     case 'which':
-      return which(request.names);
+      return which(request.names, inSandbox(request.workdir));
     case 'git':
       return git(request, stream);
     case 'unpack':
