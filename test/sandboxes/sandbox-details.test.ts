@@ -366,6 +366,25 @@ describe('sandboxes in detail (embedded, bubblewrap)', () => {
     }
   });
 
+  it('limits: memory_mb bounds what a command writes to, not what Node reserves; cpu_seconds ends a busy loop', async () => {
+    const made = await cp.request('POST', `/v1/workspaces/${ws.slug}/sandboxes`, { body: { name: 'limited', limits: { memory_mb: 128, cpu_seconds: 1 } } });
+    expect(made.status, made.text).toBe(201);
+    expect(made.body.limits).toEqual({ memory_mb: 128, cpu_seconds: 1 });
+    const session = await cp.request('POST', '/v1/sessions', { body: { workspace: ws.slug, name: 'limited agent', caps: AGENT_CAPS, caveats: { sandbox: 'limited' } } });
+    const { client } = await connect(cp, session.body.caveat_token, `/mcp/${ws.slug}/sandbox`);
+    clients.push(client);
+    const bash = async (command: string) => (await client.callTool({ name: 'bash', arguments: { sandbox: 'limited', command, timeout: BASH_MAX_TIMEOUT_MS } })).structuredContent as Bash;
+    // Node reserves far more address space than 128 MiB and still runs its tests
+    expect(await bash('node -e "console.log(process.version)"')).toMatchObject({ stdout: `${process.version}\n`, exitCode: 0 });
+    const allocate = (mb: number) => bash(`node -e "console.log(Buffer.alloc(${mb} * 1024 * 1024, 1).length)"`);
+    const tooMuch = await allocate(256);
+    expect(tooMuch.exitCode).not.toBe(0);
+    expect(tooMuch.stdout).toBe('');
+    expect(await allocate(16)).toMatchObject({ stdout: `${16 * 1024 * 1024}\n`, exitCode: 0 });
+    // a second of CPU, then the kernel kills it (128 + SIGKILL): well before the call's own timeout
+    expect(await bash('while :; do :; done')).toMatchObject({ exitCode: 137 });
+  });
+
   it('a read of a sandbox answers while a bash of the same sandbox is still running', async () => {
     const box = await aSandbox('side-by-side');
     await box.call('write', { path: 'notes.md', content: 'readable\n' });

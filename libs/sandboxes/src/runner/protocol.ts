@@ -40,7 +40,7 @@ export type RunnerRequest =
    */
   | { op: 'receive'; maxBytes: number };
 
-/** Per-process limits of a command (rlimits): what a machine without cgroup delegation can enforce. */
+/** Per-process limits of a command (rlimits: CPU seconds, data size, processes): what a machine without cgroup delegation can enforce. */
 export interface RunnerLimits {
   cpuSeconds?: number;
   memoryMb?: number;

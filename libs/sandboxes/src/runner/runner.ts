@@ -180,7 +180,8 @@ async function killEverythingElse(): Promise<void> {
 
 function limitArgs(limits: RunnerLimits): string[] {
   const args: string[] = [];
-  if (limits.memoryMb) args.push(`--as=${limits.memoryMb * 1024 * 1024}`);
+  // the data limit counts memory a process writes; the address space would count what Node, the JVM or Go only reserve, and Node would not start under 1 GiB
+  if (limits.memoryMb) args.push(`--data=${limits.memoryMb * 1024 * 1024}`);
   if (limits.cpuSeconds) args.push(`--cpu=${limits.cpuSeconds}`);
   if (limits.pids) args.push(`--nproc=${limits.pids}`);
   return args;
