@@ -44,6 +44,9 @@ describe('agent sessions (embedded)', () => {
       { workspace: ws.slug, caps: ['vault:read'] },
       { workspace: ws.slug, ttl_seconds: 7 * 24 * 3600 + 1 },
       { workspace: ws.slug, caveats: { tools: ['bad glob!'] } },
+      // a sandbox by another spelling than its name would reach none
+      { workspace: ws.slug, caps: ['sandbox:use'], caveats: { sandbox: 'My_Box' } },
+      { workspace: ws.slug, caps: ['sandbox:use'], caveats: { sandbox: 'box-' } },
       { workspace: ws.slug, extra: true },
     ];
     for (const body of bad) {

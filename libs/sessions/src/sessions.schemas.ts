@@ -5,7 +5,13 @@ import type { MessageRecord, SessionRecord } from './sessions.repository';
 import { MAX_TTL_SECONDS } from './sessions.service';
 
 export const idParams = z.object({ id: z.uuid() });
-const name = z.string().regex(CAVEAT_NAME, 'must be a server or sandbox name (letters, digits, ".", "_", "-")');
+const name = z.string().regex(CAVEAT_NAME, 'must be a server name (letters, digits, ".", "_", "-")');
+/**
+ * A sandbox as the API names it (the slug POST …/sandboxes answered): the
+ * tools compare the caveat with the slug of their `sandbox` argument, so a
+ * caveat in any other spelling would silently reach no sandbox at all.
+ */
+const sandboxName = z.string().regex(/^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/, 'must be a sandbox\'s name as the API shows it: lower case letters, digits and "-", at most 63 (e.g. "fix-the-bug" for a sandbox made as "Fix the bug")');
 const capability = z.enum(SESSION_CAPABILITIES, { message: `must be one of ${SESSION_CAPABILITIES.join(', ')}` });
 
 export const startSessionBody = z
@@ -19,7 +25,7 @@ export const startSessionBody = z
       .object({
         servers: z.array(name).min(1).max(MAX_LIST).optional().describe('only these servers of the workspace'),
         tools: z.array(z.string().regex(CAVEAT_GLOB, 'must be a tool glob (letters, digits, "_", ".", "-", "*", "?")')).min(1).max(MAX_LIST).optional().describe('only tools (`server__tool`) matching one of these globs'),
-        sandbox: name.optional().describe('only this sandbox'),
+        sandbox: sandboxName.optional().describe('only this sandbox (its name as the API shows it)'),
       })
       .strict()
       .optional(),
