@@ -1,17 +1,12 @@
 import { z } from 'zod';
 import { slug } from '@aileron/auth';
-import { CAVEAT_GLOB, CAVEAT_NAME, MAX_LIST, SESSION_CAPABILITIES } from './domain/caveat-token';
+import { CAVEAT_GLOB, CAVEAT_NAME, MAX_LIST, SANDBOX_CAVEAT_NAME, SESSION_CAPABILITIES } from './domain/caveat-token';
 import type { MessageRecord, SessionRecord } from './sessions.repository';
 import { MAX_TTL_SECONDS } from './sessions.service';
 
 export const idParams = z.object({ id: z.uuid() });
 const name = z.string().regex(CAVEAT_NAME, 'must be a server name (letters, digits, ".", "_", "-")');
-/**
- * A sandbox as the API names it (the slug POST …/sandboxes answered): the
- * tools compare the caveat with the slug of their `sandbox` argument, so a
- * caveat in any other spelling would silently reach no sandbox at all.
- */
-const sandboxName = z.string().regex(/^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/, 'must be a sandbox\'s name as the API shows it: lower case letters, digits and "-", at most 63 (e.g. "fix-the-bug" for a sandbox made as "Fix the bug")');
+const sandboxName = z.string().regex(SANDBOX_CAVEAT_NAME, 'must be a sandbox\'s name as the API shows it: lower case letters, digits and "-", at most 63 (e.g. "fix-the-bug" for a sandbox made as "Fix the bug")');
 const capability = z.enum(SESSION_CAPABILITIES, { message: `must be one of ${SESSION_CAPABILITIES.join(', ')}` });
 
 export const startSessionBody = z

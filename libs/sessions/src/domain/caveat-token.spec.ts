@@ -120,6 +120,10 @@ describe('caveat tokens', () => {
     expect(refusal(() => verify(withRaw('tools in a b')))).toBe('CAVEAT_MALFORMED');
     expect(refusal(() => verify(withRaw('session = 99999999-0000-4000-8000-000000000000')))).toBe('TOKEN_INVALID');
     expect(refusal(() => attenuateCaveatToken(token, [{ kind: 'tools', globs: ['a,b'] }]))).toBe('CAVEAT_MALFORMED');
+    // a sandbox by another spelling than its name would reach none: refused when narrowing, and when read
+    expect(refusal(() => attenuateCaveatToken(token, [{ kind: 'sandbox', name: 'My_Box' }]))).toBe('CAVEAT_MALFORMED');
+    expect(refusal(() => verify(withRaw('sandbox = My_Box')))).toBe('CAVEAT_MALFORMED');
+    expect(verify(attenuateCaveatToken(token, [{ kind: 'sandbox', name: 'my-box' }]))).toMatchObject({ sandboxes: ['my-box'] });
   });
 
   it('property: no attenuation chain ever reaches what its prefix could not (100,000 chains)', () => {

@@ -84,6 +84,12 @@ const IDENTIFIER_VERSION = 'ail1';
 /** Ids, names and globs are plain: nothing that could smuggle a separator or a second caveat. */
 const ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 export const CAVEAT_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+/**
+ * A sandbox as the API names it (the slug its create answered): the tools
+ * compare the caveat with the slug of their `sandbox` argument, so a caveat
+ * in another spelling would reach no sandbox at all, silently.
+ */
+export const SANDBOX_CAVEAT_NAME = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
 export const CAVEAT_GLOB = /^[A-Za-z0-9_.*?-]{1,128}$/;
 export const MAX_LIST = 64;
 const MAX_CAVEATS = 64;
@@ -144,7 +150,7 @@ export function parseCaveat(text: string): Caveat {
       return { kind: key, id: value };
     case 'sandbox':
       expect('=');
-      if (!CAVEAT_NAME.test(value)) throw new CaveatTokenError('CAVEAT_MALFORMED', 'The sandbox caveat names an invalid sandbox');
+      if (!SANDBOX_CAVEAT_NAME.test(value)) throw new CaveatTokenError('CAVEAT_MALFORMED', 'The sandbox caveat must name a sandbox as the API shows it: lower case letters, digits and "-", at most 63');
       return { kind: 'sandbox', name: value };
     case 'caps':
       expect('in');
