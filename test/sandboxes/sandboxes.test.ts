@@ -229,6 +229,9 @@ describe('sandboxes (embedded, bubblewrap)', () => {
     expect(() => readFileSync(join(cp.cp.config.dataDir, 'planted.txt'))).toThrow();
     // the host's own files are not there to read either
     expect(textOf(await box.call('bash', { command: 'cat /etc/shadow /root/.bashrc 2>&1 | head -2' }))).toContain('No such file');
+    // nor can a command speak for the runner: its channel to the control plane cannot be opened
+    const forged = (await box.call('bash', { command: `for p in $(pgrep -x node); do for fd in 0 1; do echo '{"id":0,"result":{}}' > /proc/$p/fd/$fd; done; done 2>&1; pgrep -xc node` })).structuredContent as { stdout: string };
+    expect(forged.stdout).toMatch(/^(.*\/fd\/[01]: No such device or address\n){2}1\n$/);
   });
 
   it('one sandbox, two sessions at once: every change kept, to one file too, each its own snapshot commit', async () => {
