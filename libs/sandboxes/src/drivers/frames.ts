@@ -13,9 +13,11 @@ interface Awaiting {
  * Calls `onMessage` with each message a runner sends (protocol.ts): a JSON
  * line, with the long strings of its result after it as raw UTF-8 bytes
  * when its `raw` lists them. Only its being an object is checked: the
- * runner is ours. A line that is not a JSON object is skipped. A file read of a megabyte is one message: its bytes are joined
- * once and decoded once, never parsed as JSON (which cost the control
- * plane's thread about 1.5 ms per megabyte, and the runner 2.6 ms to write).
+ * runner is ours. A line that is not a JSON object is skipped.
+ *
+ * A file read of a megabyte is one message: its bytes are joined once and
+ * decoded once, never parsed as JSON (which cost the control plane's thread
+ * about 1.5 ms per megabyte, and the runner 2.6 ms to write).
  */
 export function readMessages<T>(stream: Readable, onMessage: (message: T) => void): void {
   let held: Buffer[] = [];
