@@ -85,11 +85,12 @@ const IDENTIFIER_VERSION = 'ail1';
 const ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 export const CAVEAT_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 /**
- * A sandbox as the API names it (the slug its create answered): the tools
- * compare the caveat with the slug of their `sandbox` argument, so a caveat
- * in another spelling would reach no sandbox at all, silently.
+ * A sandbox as the API names it (the slug its create answered; single
+ * dashes, as the slug rule leaves no run of them): the tools compare the
+ * caveat with the slug of their `sandbox` argument, so a caveat in another
+ * spelling would reach no sandbox at all, silently.
  */
-export const SANDBOX_CAVEAT_NAME = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
+export const SANDBOX_CAVEAT_NAME = /^(?=.{1,63}$)[a-z0-9]+(?:-[a-z0-9]+)*$/;
 export const CAVEAT_GLOB = /^[A-Za-z0-9_.*?-]{1,128}$/;
 export const MAX_LIST = 64;
 const MAX_CAVEATS = 64;
