@@ -2,6 +2,12 @@ import type { Readable } from 'node:stream';
 import type { RawFields } from '../runner/protocol';
 
 const NEWLINE = 0x0a;
+/**
+ * The most one message may hold: above what any answer carries (a 32 MiB
+ * file read, a snapshot's diff as base64), below what would strain the
+ * control plane, which holds a message whole until it is complete.
+ */
+export const MAX_MESSAGE_BYTES = 256 * 1024 * 1024;
 
 interface Awaiting {
   message: { result: Record<string, unknown> };
@@ -18,11 +24,23 @@ interface Awaiting {
  * A file read of a megabyte is one message: its bytes are joined once and
  * decoded once, never parsed as JSON (which cost the control plane's thread
  * about 1.5 ms per megabyte, and the runner 2.6 ms to write).
+ *
+ * A message over `maxBytes` (a line that never ends, raw fields that
+ * say they are larger) is not held: `onTooLarge` is told once, reading stops,
+ * and the caller ends the runner, whose channel can no longer be trusted.
  */
-export function readMessages<T>(stream: Readable, onMessage: (message: T) => void): void {
+export function readMessages<T>(stream: Readable, onMessage: (message: T) => void, onTooLarge: (reason: string) => void, maxBytes = MAX_MESSAGE_BYTES): void {
   let held: Buffer[] = [];
   let heldBytes = 0;
   let awaiting: Awaiting | null = null;
+  let broken = false;
+  const tooLarge = (what: string): void => {
+    broken = true;
+    held = [];
+    heldBytes = 0;
+    awaiting = null;
+    onTooLarge(`the runner sent ${what} larger than ${maxBytes} bytes`);
+  };
   const take = (): Buffer => {
     const bytes = held.length === 1 ? held[0]! : Buffer.concat(held, heldBytes);
     held = [];
@@ -43,6 +61,7 @@ export function readMessages<T>(stream: Readable, onMessage: (message: T) => voi
     }
   };
   stream.on('data', (chunk: Buffer) => {
+    if (broken) return;
     let start = 0;
     while (start < chunk.length) {
       if (awaiting) {
@@ -58,10 +77,12 @@ export function readMessages<T>(stream: Readable, onMessage: (message: T) => voi
       if (end === -1) {
         held.push(chunk.subarray(start));
         heldBytes += chunk.length - start;
+        if (heldBytes > maxBytes) tooLarge('a line');
         return;
       }
       held.push(chunk.subarray(start, end));
       heldBytes += end - start;
+      if (heldBytes > maxBytes) return tooLarge('a line');
       start = end + 1;
       const message = parse(take().toString('utf8'));
       if (!message) continue;
@@ -70,6 +91,7 @@ export function readMessages<T>(stream: Readable, onMessage: (message: T) => voi
         onMessage(message as T);
         continue;
       }
+      if (fields.reduce((total, [, bytes]) => total + bytes, 0) > maxBytes) return tooLarge('an answer');
       delete message.raw;
       awaiting = { message: message as Awaiting['message'], fields, next: 0 };
       // empty fields are whole already, and no more bytes may come for them

@@ -273,10 +273,15 @@ class GitHelper {
   constructor(node: string, script: string) {
     this.child = spawn(node, ['--max-old-space-size=64', script], { stdio: ['pipe', 'pipe', 'inherit'], env: { PATH: '/usr/bin:/bin' } });
     this.child.stdin!.on('error', () => undefined);
-    readMessages<{ id: number; code: number; stdout: string; stderr: string }>(this.child.stdout!, (answer) => {
-      this.pending.get(answer.id)?.({ code: answer.code, stdout: Buffer.from(answer.stdout, 'base64'), stderr: answer.stderr });
-      this.pending.delete(answer.id);
-    });
+    readMessages<{ id: number; code: number; stdout: string; stderr: string }>(
+      this.child.stdout!,
+      (answer) => {
+        this.pending.get(answer.id)?.({ code: answer.code, stdout: Buffer.from(answer.stdout, 'base64'), stderr: answer.stderr });
+        this.pending.delete(answer.id);
+      },
+      // its waiters learn it stopped when it exits
+      () => this.child.kill('SIGKILL'),
+    );
     this.child.on('exit', () => {
       this.alive = false;
       for (const settle of this.pending.values()) settle({ code: 127, stdout: Buffer.alloc(0), stderr: 'the git helper stopped' });
@@ -303,6 +308,8 @@ class LocalRunner implements SandboxRunner {
   private readonly pending = new Map<number, { resolve(value: unknown): void; reject(error: Error): void }>();
   private nextId = 0;
   private gone: string | null = null;
+  /** why the control plane ended the runner itself, said to its waiters instead of the signal */
+  private endedBy: string | null = null;
   private stderr = '';
 
   constructor(
@@ -313,10 +320,18 @@ class LocalRunner implements SandboxRunner {
     child.stderr!.on('data', (chunk: Buffer) => {
       this.stderr = (this.stderr + chunk.toString('utf8')).slice(-4000);
     });
-    readMessages<RunnerAnswer>(child.stdout!, (answer) => this.receive(answer));
+    readMessages<RunnerAnswer>(
+      child.stdout!,
+      (answer) => this.receive(answer),
+      (reason) => {
+        log(`runner ended: ${reason}`);
+        this.endedBy = reason;
+        this.kill();
+      },
+    );
     this.ended = new Promise((resolveEnded) => {
       child.once('exit', (code, signal) => {
-        this.gone = signal ? `killed by ${signal}` : `exited with code ${code}`;
+        this.gone = this.endedBy ?? (signal ? `killed by ${signal}` : `exited with code ${code}`);
         if (code !== 0 && this.stderr.trim()) log(`runner ${this.gone}: ${this.stderr.trim().split('\n').slice(-3).join(' | ')}`);
         for (const waiter of this.pending.values()) waiter.reject(new RunnerError({ code: 'SANDBOX_STOPPED', message: `the sandbox stopped (${this.gone})` }));
         this.pending.clear();
@@ -360,14 +375,17 @@ class LocalRunner implements SandboxRunner {
     if (this.gone) return;
     // the runner exits when its stdin closes; bwrap then tears the namespace down, killing what is left
     this.child.stdin!.end();
-    const timer = setTimeout(() => {
-      try {
-        process.kill(-this.child.pid!, 'SIGKILL');
-      } catch {
-        // gone
-      }
-    }, 3000);
+    const timer = setTimeout(() => this.kill(), 3000);
     await this.ended;
     clearTimeout(timer);
+  }
+
+  /** bwrap and everything in the sandbox: they form the runner's process group */
+  private kill(): void {
+    try {
+      process.kill(-this.child.pid!, 'SIGKILL');
+    } catch {
+      // gone
+    }
   }
 }

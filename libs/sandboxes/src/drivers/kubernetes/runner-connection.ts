@@ -35,7 +35,7 @@ export class RunnerConnection {
 
   private constructor(private readonly socket: Socket) {
     this.closed = new Promise((resolve) => (this.markClosed = resolve));
-    readMessages<RunnerAnswer | RunnerChunk>(socket, (message) => this.receive(message));
+    readMessages<RunnerAnswer | RunnerChunk>(socket, (message) => this.receive(message), (reason) => this.close(reason));
     socket.on('error', (error) => this.close(error.message));
     socket.on('close', () => this.close('the connection closed'));
   }
