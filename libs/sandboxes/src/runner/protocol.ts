@@ -45,6 +45,8 @@ export interface RunnerLimits {
   cpuSeconds?: number;
   memoryMb?: number;
   pids?: number;
+  /** set by the local driver while the sandbox's /src is over its bound (0: no file may grow), never by a request */
+  fileSizeBytes?: number;
 }
 
 export interface RunnerResults {

@@ -27,6 +27,9 @@ import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
 import type { RunnerAnswer, RunnerChunk, RunnerFailure, RunnerInput, RunnerLimits, RunnerRequest, RunnerResults, RunnerRole } from './protocol';
 
+// SIGUSR1 opens Node's inspector by default, and a debugger in the runner would answer the control plane's requests as it likes; Node 20 has no --disable-sigusr1
+process.on('SIGUSR1', () => undefined);
+
 const WORKDIR = '/src';
 /** a file `read` or `patch` handles at most (text) */
 const MAX_TEXT_BYTES = 32 * 1024 * 1024;
@@ -164,27 +167,87 @@ function collector(): { push(chunk: Buffer): void; text(): string; truncated(): 
  * Every process of the sandbox but the runner and the namespace's init: a
  * command's whole tree, including what it detached with setsid or double
  * forks. The sandbox has its own pid namespace, so nothing else is in /proc.
+ * Again until a pass finds none: a process may fork between the listing and
+ * its kill.
  */
 async function killEverythingElse(): Promise<void> {
   const own = new Set([1, process.pid]);
-  for (const name of await fs.readdir('/proc').catch(() => [] as string[])) {
-    const pid = Number(name);
-    if (!Number.isInteger(pid) || own.has(pid)) continue;
-    try {
-      process.kill(pid, 'SIGKILL');
-    } catch {
-      // gone already
+  for (let pass = 0; pass < 100; pass++) {
+    let found = false;
+    for (const name of await fs.readdir('/proc').catch(() => [] as string[])) {
+      const pid = Number(name);
+      if (!Number.isInteger(pid) || own.has(pid)) continue;
+      found = true;
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // gone already
+      }
     }
+    if (!found) return;
   }
 }
+
+/**
+ * Set by the local driver, which lets this runner keep CAP_SYS_ADMIN and
+ * CAP_SETPCAP in the sandbox's user namespace for this alone: each command
+ * runs in a pid and mount namespace of its own, pid 1 there being its bash.
+ * When that bash ends, or the timeout kills it, the kernel ends everything
+ * else in the namespace, whatever detached; and a command sees none of the
+ * sandbox's other processes, the runner least of all (no signal, no ptrace,
+ * no pidfd can name it). Its fresh /proc has /proc/sys read-only (the
+ * sysctls of the sandbox's own namespaces are its user namespace's; the
+ * host's, and /proc's other knobs, belong to the host's root, never the
+ * sandbox's uid), and it runs with every capability dropped and
+ * no_new_privs. A mount(8) per knob would cost a process start per command.
+ */
+const ISOLATED = process.env.AILERON_RUNNER_ISOLATE === '1';
+const CALL_NAMESPACE = [
+  '/usr/bin/unshare',
+  '--pid',
+  '--mount',
+  '--fork',
+  '--kill-child',
+  '--mount-proc',
+  '--',
+  '/bin/sh',
+  '-c',
+  // SIGXFSZ ignored: past a file size limit a write fails with EFBIG instead of killing the writer
+  'mount --bind -o ro /proc/sys /proc/sys || exit 125; trap "" XFSZ; exec "$@"',
+  'aileron-call',
+  '/usr/bin/setpriv',
+  '--inh-caps=-all',
+  '--ambient-caps=-all',
+  '--bounding-set=-all',
+  '--no-new-privs',
+  '--',
+  // pid 1, which a signal from inside the namespace cannot end: the command runs as its child, so a `kill -9 $$` or a CPU limit ends it as ever, and its exit (128 + signal) is what unshare hands on
+  '/bin/sh',
+  '-c',
+  '"$@"; exit $?',
+  'aileron-init',
+];
+/** after the command's end or its kill, how long its output may still take to close before the answer goes without it */
+const CLOSE_GRACE_MS = 2_000;
 
 function limitArgs(limits: RunnerLimits): string[] {
   const args: string[] = [];
   // the data limit counts memory a process writes; the address space would count what Node, the JVM or Go only reserve, and Node would not start under 1 GiB
   if (limits.memoryMb) args.push(`--data=${limits.memoryMb * 1024 * 1024}`);
   if (limits.cpuSeconds) args.push(`--cpu=${limits.cpuSeconds}`);
+  // per uid, the runner's own threads included: the local driver gives each sandbox a uid of its own
   if (limits.pids) args.push(`--nproc=${limits.pids}`);
+  if (limits.fileSizeBytes !== undefined) args.push(`--fsize=${limits.fileSizeBytes}`);
   return args;
+}
+
+/** The command's process group: its bash and what did not leave the group (isolated: also the namespace's pid 1, so the namespace). */
+function killGroup(pid: number | undefined): void {
+  try {
+    if (pid) process.kill(-pid, 'SIGKILL');
+  } catch {
+    // gone already
+  }
 }
 
 async function exec(request: Extract<RunnerRequest, { op: 'exec' }>): Promise<RunnerResults['exec']> {
@@ -193,7 +256,7 @@ async function exec(request: Extract<RunnerRequest, { op: 'exec' }>): Promise<Ru
   if (!stat?.isDirectory()) throw new Failure('WORKDIR_INVALID', `workdir ${request.workdir}: not a directory in the sandbox`);
   const limits = limitArgs(request.limits);
   const shell = ['/bin/bash', '--noprofile', '--norc', '-c', request.command];
-  const argv = limits.length > 0 ? ['/usr/bin/prlimit', ...limits, '--', ...shell] : shell;
+  const argv = [...(ISOLATED ? CALL_NAMESPACE : []), ...(limits.length > 0 ? ['/usr/bin/prlimit', ...limits, '--'] : []), ...shell];
   return new Promise((resolveExec) => {
     const child = spawn(argv[0]!, argv.slice(1), {
       cwd,
@@ -206,20 +269,44 @@ async function exec(request: Extract<RunnerRequest, { op: 'exec' }>): Promise<Ru
     child.stdout.on('data', (chunk: Buffer) => stdout.push(chunk));
     child.stderr.on('data', (chunk: Buffer) => stderr.push(chunk));
     let timedOut = false;
+    let heldOpen = false;
+    let grace: NodeJS.Timeout | undefined;
+    let answered = false;
+    const answer = (code: number | null, signal: NodeJS.Signals | null): void => {
+      if (answered) return;
+      answered = true;
+      clearTimeout(timer);
+      clearTimeout(grace);
+      child.stdout.destroy();
+      child.stderr.destroy();
+      const exitCode = code ?? (signal ? 128 + (osConstants.signals[signal] ?? 9) : 1);
+      let note = timedOut ? `\n[aileron] the command ran longer than ${request.timeoutMs / 1000} s and was killed with everything it started\n` : '';
+      if (heldOpen && !timedOut) note += '\n[aileron] a process the command left running kept its output open; the answer did not wait for it\n';
+      resolveExec({ stdout: stdout.text(), stderr: stderr.text() + note, exitCode: timedOut ? 124 : exitCode, timedOut, truncated: stdout.truncated() || stderr.truncated() });
+    };
+    // the answer waits for the output to close, but never long after the command ended or was killed, whatever still holds it
+    const bound = (code: number | null, signal: NodeJS.Signals | null): void => {
+      if (grace) return;
+      grace = setTimeout(() => {
+        heldOpen = true;
+        answer(code, signal);
+      }, CLOSE_GRACE_MS);
+    };
     const timer = setTimeout(() => {
       timedOut = true;
-      void killEverythingElse();
+      killGroup(child.pid);
+      // without a namespace of its own, a command's processes are found among the sandbox's
+      if (!ISOLATED) void killEverythingElse();
+      bound(null, 'SIGKILL');
     }, request.timeoutMs);
     child.on('error', (error) => {
+      if (answered) return;
+      answered = true;
       clearTimeout(timer);
       resolveExec({ stdout: '', stderr: `could not start bash: ${error.message}\n`, exitCode: 127, timedOut: false, truncated: false });
     });
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      const exitCode = code ?? (signal ? 128 + (osConstants.signals[signal] ?? 9) : 1);
-      const note = timedOut ? `\n[aileron] the command ran longer than ${request.timeoutMs / 1000} s and was killed with everything it started\n` : '';
-      resolveExec({ stdout: stdout.text(), stderr: stderr.text() + note, exitCode: timedOut ? 124 : exitCode, timedOut, truncated: stdout.truncated() || stderr.truncated() });
-    });
+    child.on('exit', (code, signal) => bound(code, signal));
+    child.on('close', (code, signal) => answer(code, signal));
   });
 }
 
