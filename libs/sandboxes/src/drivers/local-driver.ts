@@ -3,11 +3,13 @@ import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { systemRootArgs } from '@aileron/bubblewrap';
+import { endProcessesOfUser, HostDoor, type HostUser, PidsCgroups, systemRootArgs } from '@aileron/bubblewrap';
 import type { RunnerAnswer, RunnerOp, RunnerRequest, RunnerResult } from '../runner/protocol';
 import { HISTORY_ATTRIBUTES, HISTORY_EXCLUDE, SANDBOX_WORKDIR } from '../runner/protocol';
 import { type CommandRestrictions, type GitResult, RunnerError, type SandboxDriver, type SandboxRunner, type SandboxSpec, SandboxSourceError, SandboxStartError } from './driver';
 import { readMessages } from './frames';
+import { PIDS_RESERVE, SANDBOX_UID, SrcBound, tmpfsArgs } from './local-limits';
+import { SandboxUsers } from './local-users';
 
 const HOME = '/home/sandbox';
 const RUNNER_DIR = '/opt/aileron-runner';
@@ -24,7 +26,16 @@ export interface LocalSandboxOptions {
   nodeBinary?: string;
   gitBinary?: string;
   log: (line: string) => void;
+  /** a root control plane runs each sandbox as a host uid of its own, from this one up (SANDBOX_UID_COUNT of them) */
+  uidBase?: number;
+  /** the size of /tmp and of the home directory, each a tmpfs, in MiB */
+  tmpfsMb?: number;
+  /** at most this many bytes in /src (see SrcBound); undefined: no bound */
+  srcMaxBytes?: number;
 }
+
+const DEFAULT_UID_BASE = 1_879_048_192;
+const DEFAULT_TMPFS_MB = 512;
 
 export { RunnerError };
 
@@ -40,11 +51,18 @@ export class LocalSandboxDriver implements SandboxDriver {
   private readonly nodeBinary: string;
   private readonly gitBinary: string;
   private helper: GitHelper | undefined;
+  /** null unless the control plane is root: then no sandbox runs as it */
+  private readonly users: SandboxUsers | null;
+  /** null where this machine gives no pids cgroup to write */
+  private readonly cgroups: PidsCgroups | null;
+  private readonly bounds = new Map<string, SrcBound>();
 
   constructor(private readonly options: LocalSandboxOptions) {
     this.bwrapPath = options.bwrapPath ?? '/usr/bin/bwrap';
     this.nodeBinary = options.nodeBinary ?? process.execPath;
     this.gitBinary = options.gitBinary ?? '/usr/bin/git';
+    this.users = process.getuid?.() === 0 ? new SandboxUsers(options.stateDir, options.uidBase ?? DEFAULT_UID_BASE) : null;
+    this.cgroups = PidsCgroups.find();
   }
 
   private paths(spec: SandboxSpec): { src: string; git: string } {
@@ -82,8 +100,8 @@ export class LocalSandboxDriver implements SandboxDriver {
     if (!existsSync(src)) await this.create(spec);
     // at every start, as the Kubernetes history runner at its every init: a history made before these files gets them too
     else writeHistoryInfo(git);
-    const child = this.spawnInside(spec, ['--ro-bind', dirname(this.options.runnerScript), RUNNER_DIR], [this.nodeBinary, join(RUNNER_DIR, 'runner.js')]);
-    const runner = new LocalRunner(child, (line) => this.options.log(`[sandbox ${spec.name}] ${line}`));
+    const child = this.spawnInside(spec, this.runnerArgs(), [this.nodeBinary, join(RUNNER_DIR, 'runner.js')]);
+    const runner = new LocalRunner(child, (line) => this.options.log(`[sandbox ${spec.name}] ${line}`), this.bound(spec));
     try {
       await runner.ready(START_TIMEOUT_MS);
     } catch (error) {
@@ -94,28 +112,34 @@ export class LocalSandboxDriver implements SandboxDriver {
     return runner;
   }
 
-  /** bubblewrap's arguments for the sandbox's namespaces and filesystem, up to the program to run */
-  private sandboxArgs(spec: SandboxSpec, restrictions?: CommandRestrictions): string[] {
+  /**
+   * bubblewrap's arguments for the sandbox's namespaces and filesystem, up to
+   * the program to run. Host directories are named as `door` gives them (see
+   * HostDoor: a sandbox of a root control plane cannot reach them by path).
+   */
+  private sandboxArgs(spec: SandboxSpec, door: HostDoor, restrictions?: CommandRestrictions): string[] {
     const network = spec.network === 'egress' && restrictions?.network !== false;
     const args = ['--unshare-all', ...(network ? ['--share-net'] : []), '--unshare-user', '--disable-userns', '--die-with-parent', '--new-session'];
+    // never uid 0 inside, and never the host's root outside (spawnInside)
+    args.push('--uid', String(SANDBOX_UID), '--gid', String(SANDBOX_UID));
     args.push('--clearenv', '--setenv', 'PATH', '/usr/local/bin:/usr/bin:/bin', '--setenv', 'HOME', HOME, '--setenv', 'LANG', 'C.UTF-8');
-    // run as root, bwrap would otherwise keep every capability inside the sandbox
     args.push('--cap-drop', 'ALL');
-    args.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp', ...systemRootArgs(ETC));
+    const tmpfsMb = this.options.tmpfsMb ?? DEFAULT_TMPFS_MB;
+    args.push('--proc', '/proc', '--dev', '/dev', ...tmpfsArgs('/tmp', tmpfsMb), ...systemRootArgs(ETC));
     args.push('--ro-bind-data', '3', '/etc/passwd', '--ro-bind-data', '4', '/etc/group');
     const nodeDir = dirname(this.nodeBinary);
-    if (!nodeDir.startsWith('/usr/')) args.push('--ro-bind', nodeDir, nodeDir);
+    if (!nodeDir.startsWith('/usr/')) args.push('--ro-bind', door.path(nodeDir), nodeDir);
     const { src } = this.paths(spec);
-    if (!restrictions?.writable) args.push('--tmpfs', HOME, '--bind', src, SANDBOX_WORKDIR);
+    const srcDoor = door.path(src);
+    if (!restrictions?.writable) args.push(...tmpfsArgs(HOME, tmpfsMb), '--bind', srcDoor, SANDBOX_WORKDIR);
     else {
       // /src read-only, then the writable roots inside it bound again read-write (bwrap applies binds in order)
-      args.push('--tmpfs', HOME, '--ro-bind', src, SANDBOX_WORKDIR);
+      args.push(...tmpfsArgs(HOME, tmpfsMb), '--ro-bind', srcDoor, SANDBOX_WORKDIR);
       for (const root of restrictions.writable) {
         const inside = relative(SANDBOX_WORKDIR, resolve(SANDBOX_WORKDIR, root));
         if (inside.startsWith('..') || isAbsolute(inside)) continue;
-        const host = join(src, inside);
-        if (inside === '') args.push('--bind', src, SANDBOX_WORKDIR);
-        else if (existsSync(host)) args.push('--bind', host, join(SANDBOX_WORKDIR, inside));
+        if (inside === '') args.push('--bind', srcDoor, SANDBOX_WORKDIR);
+        else if (existsSync(join(src, inside))) args.push('--bind', join(srcDoor, inside), join(SANDBOX_WORKDIR, inside));
       }
     }
     args.push('--chdir', SANDBOX_WORKDIR);
@@ -129,8 +153,8 @@ export class LocalSandboxDriver implements SandboxDriver {
    * its processes or /tmp; it ends when the caller stops it.
    */
   async restricted(spec: SandboxSpec, restrictions: CommandRestrictions): Promise<SandboxRunner> {
-    const child = this.spawnInside(spec, ['--ro-bind', dirname(this.options.runnerScript), RUNNER_DIR], [this.nodeBinary, join(RUNNER_DIR, 'runner.js')], restrictions);
-    const runner = new LocalRunner(child, (line) => this.options.log(`[sandbox ${spec.name}, restricted] ${line}`));
+    const child = this.spawnInside(spec, this.runnerArgs(), [this.nodeBinary, join(RUNNER_DIR, 'runner.js')], restrictions);
+    const runner = new LocalRunner(child, (line) => this.options.log(`[sandbox ${spec.name}, restricted] ${line}`), this.bound(spec));
     try {
       await runner.ready(START_TIMEOUT_MS);
     } catch (error) {
@@ -140,16 +164,48 @@ export class LocalSandboxDriver implements SandboxDriver {
     return runner;
   }
 
-  /** A sandbox-side process of its own: /etc/passwd and /etc/group on fds 3 and 4, as bwrap was told. */
+  /**
+   * A sandbox-side process of its own: /etc/passwd and /etc/group on fds 3
+   * and 4, as bwrap was told. A root control plane starts it as the
+   * sandbox's own host uid (SandboxUsers), in the sandbox's pids cgroup where
+   * there is one: bwrap, and so everything in the sandbox, is never the
+   * host's root. `extra`'s bind sources come through the door too.
+   */
   private spawnInside(spec: SandboxSpec, extra: string[], program: string[], restrictions?: CommandRestrictions): ChildProcess {
-    const child = spawn(this.bwrapPath, [...this.sandboxArgs(spec, restrictions), ...extra, ...program], { env: { PATH: '/usr/bin:/bin' }, stdio: ['pipe', 'pipe', 'pipe', 'pipe', 'pipe'], detached: true });
-    const uid = process.getuid?.() ?? 0;
-    const gid = process.getgid?.() ?? 0;
+    const door = new HostDoor({ user: this.hostUser(spec), cgroupProcs: this.cgroups?.open(spec.id, spec.limits.pids ? spec.limits.pids + PIDS_RESERVE : 'max') });
+    const bwrap = [this.bwrapPath, ...this.sandboxArgs(spec, door, restrictions), ...throughDoor(extra, door), ...program];
+    const [file, ...args] = door.command(bwrap);
+    const child = spawn(file!, args, { env: { PATH: '/usr/bin:/bin' }, stdio: ['pipe', 'pipe', 'pipe', 'pipe', 'pipe'], detached: true });
     // some programs look the user up (git, ssh, os.userInfo()): one that names the sandbox's home
-    (child.stdio[3] as NodeJS.WritableStream).end(`sandbox:x:${uid}:${gid}:sandbox:${HOME}:/bin/bash\n`);
-    (child.stdio[4] as NodeJS.WritableStream).end(`sandbox:x:${gid}:\n`);
+    (child.stdio[3] as NodeJS.WritableStream).end(`sandbox:x:${SANDBOX_UID}:${SANDBOX_UID}:sandbox:${HOME}:/bin/bash\n`);
+    (child.stdio[4] as NodeJS.WritableStream).end(`sandbox:x:${SANDBOX_UID}:\n`);
     for (const stream of child.stdio) stream?.on('error', () => undefined);
     return child;
+  }
+
+  /**
+   * The runner's own: its script, and what it needs to give each command a
+   * pid and mount namespace of its own (runner.ts, CALL_NAMESPACE):
+   * CAP_SYS_ADMIN and CAP_SETPCAP in the sandbox's user namespace, which
+   * commands never have.
+   */
+  private runnerArgs(): string[] {
+    return ['--ro-bind', dirname(this.options.runnerScript), RUNNER_DIR, '--cap-add', 'CAP_SYS_ADMIN', '--cap-add', 'CAP_SETPCAP', '--setenv', 'AILERON_RUNNER_ISOLATE', '1'];
+  }
+
+  /** the host user the sandbox runs as; undefined: the control plane's own (it is not root) */
+  private hostUser(spec: SandboxSpec): HostUser | undefined {
+    return this.users?.of(spec.id, this.paths(spec).src);
+  }
+
+  private bound(spec: SandboxSpec): SrcBound | undefined {
+    if (this.options.srcMaxBytes === undefined) return undefined;
+    let bound = this.bounds.get(spec.id);
+    if (!bound) {
+      bound = new SrcBound(this.paths(spec).src, this.options.srcMaxBytes, (line) => this.options.log(`[sandbox ${spec.name}] ${line}`));
+      this.bounds.set(spec.id, bound);
+    }
+    return bound;
   }
 
   /** Unpacks an archive inside the sandbox, so no member's path or link can land outside /src. */
@@ -226,6 +282,11 @@ export class LocalSandboxDriver implements SandboxDriver {
 
   async remove(spec: SandboxSpec): Promise<void> {
     await this.stop(spec);
+    // and whatever else of the sandbox runs (a restricted runner, an unpack, anything that left the runner's namespace)
+    if (this.cgroups) await this.cgroups.end(spec.id);
+    const user = this.users && existsSync(this.paths(spec).src) ? this.hostUser(spec) : undefined;
+    if (user) await endProcessesOfUser(user.uid);
+    this.bounds.delete(spec.id);
     rmSync(join(this.options.stateDir, spec.id), { recursive: true, force: true });
   }
 
@@ -245,6 +306,11 @@ export const SNAPSHOT_BRANCH = 'aileron/snapshots';
  * files can name that would run a program here.
  */
 const GIT_SAFETY = ['-c', 'core.hooksPath=/dev/null', '-c', 'core.fsmonitor=false', '-c', 'core.symlinks=true', '-c', 'protocol.file.allow=never', '-c', 'core.quotePath=false', '-c', 'gc.auto=0'];
+
+/** bwrap arguments with their bind sources named as the door gives them */
+function throughDoor(args: string[], door: HostDoor): string[] {
+  return args.map((arg, at) => (at > 0 && /^--(ro-|dev-)?bind(-try)?$/.test(args[at - 1]!) && (at < 2 || !/^--(ro-|dev-)?bind(-try)?$/.test(args[at - 2]!)) ? door.path(arg) : arg));
+}
 
 /** The history's info/exclude and info/attributes (see protocol.ts), written again at every start: they are ours, never the agent's. */
 function writeHistoryInfo(gitDir: string): void {
@@ -315,6 +381,7 @@ class LocalRunner implements SandboxRunner {
   constructor(
     private readonly child: ChildProcess,
     log: (line: string) => void,
+    private readonly bound?: SrcBound,
   ) {
     for (const stream of child.stdio) stream?.on('error', () => undefined);
     child.stderr!.on('data', (chunk: Buffer) => {
@@ -356,6 +423,24 @@ class LocalRunner implements SandboxRunner {
 
   call<O extends RunnerOp>(request: Extract<RunnerRequest, { op: O }>): Promise<RunnerResult<O>> {
     if (this.gone) return Promise.reject(new RunnerError({ code: 'SANDBOX_STOPPED', message: `the sandbox stopped (${this.gone})` }));
+    if (!this.bound || (request.op !== 'write' && request.op !== 'exec')) return this.send(request);
+    const bound = this.bound;
+    let sent: typeof request;
+    try {
+      sent = bound.apply(request);
+    } catch (error) {
+      return Promise.reject(error as Error);
+    }
+    const answered = this.send(sent);
+    void answered.finally(() => bound.changed()).catch(() => undefined);
+    if (request.op !== 'exec') return answered;
+    return answered.then((result) => {
+      const ran = result as RunnerResult<'exec'>;
+      return { ...ran, stderr: ran.stderr + bound.note() } as RunnerResult<O>;
+    });
+  }
+
+  private send<O extends RunnerOp>(request: Extract<RunnerRequest, { op: O }>): Promise<RunnerResult<O>> {
     const id = this.nextId++;
     return new Promise<RunnerResult<O>>((resolveCall, reject) => {
       this.pending.set(id, { resolve: resolveCall as (value: unknown) => void, reject });

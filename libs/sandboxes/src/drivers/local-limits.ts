@@ -1,0 +1,98 @@
+import { execFile } from 'node:child_process';
+import type { RunnerRequest } from '../runner/protocol';
+import { RunnerError } from './driver';
+
+/** The uid and gid a sandbox's processes have inside it, whoever they are on the host: never 0. */
+export const SANDBOX_UID = 1000;
+
+/**
+ * What a sandbox's pids cgroup allows beyond its `pids`: the runner's own
+ * threads (a dozen for Node), bwrap's two processes, a restricted runner's
+ * or an unpack's beside it. `pids` itself binds each command (RLIMIT_NPROC of
+ * the sandbox's own uid); the cgroup bounds them all together.
+ */
+export const PIDS_RESERVE = 64;
+
+/** bwrap's arguments for a private tmpfs at `path` of at most `mb` MiB (it counts against the host's memory). */
+export function tmpfsArgs(path: string, mb: number): string[] {
+  return ['--size', String(mb * 1024 * 1024), '--tmpfs', path];
+}
+
+export const SANDBOX_FULL = 'SANDBOX_FULL';
+
+/**
+ * A bound on the bytes of a sandbox's /src, a directory of the data disk:
+ * this machine has no quota to give one directory (no XFS project quota, no
+ * loop device), so it is measured (`du`) after each change, in the
+ * background, one measure at a time. Once /src holds more than the bound,
+ * `write` (and `patch`) is refused with SANDBOX_FULL and commands run unable
+ * to grow any file (RLIMIT_FSIZE 0: the write fails with EFBIG), though they
+ * can remove files, until a measure finds /src under the bound again. A
+ * single command may overshoot the bound until its end.
+ */
+export class SrcBound {
+  private used = 0;
+  private measuring: Promise<void> | null = null;
+  private again = false;
+
+  constructor(
+    private readonly src: string,
+    private readonly maxBytes: number,
+    private readonly log: (line: string) => void,
+  ) {
+    this.changed();
+  }
+
+  get full(): boolean {
+    return this.used > this.maxBytes;
+  }
+
+  /** SANDBOX_FULL for a write while /src is over its bound; an `exec` then runs unable to grow files. */
+  apply<R extends RunnerRequest>(request: R): R {
+    if (!this.full) return request;
+    if (request.op === 'write') throw new RunnerError({ code: SANDBOX_FULL, message: `${this.why()}: remove files with bash before writing more` });
+    if (request.op === 'exec') return { ...request, limits: { ...request.limits, fileSizeBytes: 0 } };
+    return request;
+  }
+
+  /** The note an `exec` answer gets while /src is over its bound. */
+  note(): string {
+    return this.full ? `\n[aileron] ${this.why()}: until files are removed, commands cannot grow any file and write is refused\n` : '';
+  }
+
+  /** /src may have changed: measure it again (after the measure under way, if any). */
+  changed(): void {
+    if (this.measuring) {
+      this.again = true;
+      return;
+    }
+    this.measuring = this.measure().finally(() => {
+      this.measuring = null;
+      if (this.again) {
+        this.again = false;
+        this.changed();
+      }
+    });
+  }
+
+  /** resolves once the measures asked for so far are done (tests) */
+  async settled(): Promise<void> {
+    while (this.measuring) await this.measuring;
+  }
+
+  private why(): string {
+    return `/src holds ${this.used} bytes, more than the ${this.maxBytes} a sandbox may keep (${SANDBOX_FULL})`;
+  }
+
+  private measure(): Promise<void> {
+    return new Promise((resolveMeasure) => {
+      // -x: one file system (a mount inside /src is not the sandbox's); -B1: bytes of disk, sparse files as they are stored
+      execFile('/usr/bin/du', ['-sxB1', '--', this.src], { env: { PATH: '/usr/bin:/bin', LANG: 'C' } }, (error, stdout) => {
+        const bytes = Number(/^(\d+)/.exec(stdout)?.[1]);
+        if (Number.isFinite(bytes)) this.used = bytes;
+        else if (error) this.log(`could not measure ${this.src}: ${error.message}`);
+        resolveMeasure();
+      });
+    });
+  }
+}

@@ -1,0 +1,61 @@
+import { createHash } from 'node:crypto';
+import { lchownSync, readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import type { HostUser } from '@aileron/bubblewrap';
+
+/** How many uids the range holds: one per sandbox of this machine. */
+export const SANDBOX_UID_COUNT = 65_536;
+
+/**
+ * The host uid each sandbox runs as when the control plane is root: one of
+ * its own from a range nothing else uses, so RLIMIT_NPROC counts that
+ * sandbox's processes alone, and every process of that uid is the
+ * sandbox's (what DELETE ends). It is recorded as the owner of the
+ * sandbox's /src directory: a sandbox made before (owned by root) gets one,
+ * and its files with it, at its next start. The history beside it stays
+ * root's, out of its reach.
+ */
+export class SandboxUsers {
+  constructor(
+    private readonly stateDir: string,
+    private readonly base: number,
+  ) {}
+
+  /** The sandbox's user: the owner of `src` when it is one of the range's, else a free one, given `src` and everything in it. */
+  of(id: string, src: string): HostUser {
+    const owner = statSync(src).uid;
+    if (this.inRange(owner)) return { uid: owner, gid: owner };
+    const uid = this.free(id);
+    chownTree(src, uid);
+    return { uid, gid: uid };
+  }
+
+  private inRange(uid: number): boolean {
+    return uid >= this.base && uid < this.base + SANDBOX_UID_COUNT;
+  }
+
+  /** Starting from a place of its id's, the first uid no other sandbox's /src is owned by (one control plane per machine allocates: the local driver's rule). */
+  private free(id: string): number {
+    const used = new Set<number>();
+    for (const other of readdirSync(this.stateDir)) {
+      const owner = statSync(join(this.stateDir, other, 'src'), { throwIfNoEntry: false })?.uid;
+      if (owner !== undefined && this.inRange(owner)) used.add(owner);
+    }
+    const start = createHash('sha256').update(id).digest().readUInt32BE(0) % SANDBOX_UID_COUNT;
+    for (let step = 0; step < SANDBOX_UID_COUNT; step++) {
+      const uid = this.base + ((start + step) % SANDBOX_UID_COUNT);
+      if (!used.has(uid)) return uid;
+    }
+    throw new Error(`every one of the ${SANDBOX_UID_COUNT} sandbox uids from ${this.base} is taken`);
+  }
+}
+
+/** lchown of a tree the agent wrote: links are changed, never followed. */
+function chownTree(dir: string, uid: number): void {
+  lchownSync(dir, uid, uid);
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) chownTree(path, uid);
+    else lchownSync(path, uid, uid);
+  }
+}
