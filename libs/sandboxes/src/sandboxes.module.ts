@@ -5,7 +5,7 @@ import { APP_CONFIG, AppConfig, projectRoot } from '@aileron/config';
 import { ApprovalsModule } from '@aileron/approvals';
 import { PoolModule } from '@aileron/pool';
 import type { SandboxDriver } from './drivers/driver';
-import { KubernetesSandboxDriver, type KubernetesSandboxOptions } from './drivers/kubernetes/kubernetes-driver';
+import { KubernetesSandboxDriver, type KubernetesSandboxOptions, quantityBytes } from './drivers/kubernetes/kubernetes-driver';
 import { LocalSandboxDriver } from './drivers/local-driver';
 import { SandboxToolServer } from './sandbox-tool-server';
 import { SandboxesController } from './sandboxes.controller';
@@ -38,7 +38,8 @@ function driverFor(config: AppConfig): SandboxDriver {
     else kubeConfig.loadFromDefault();
     return new KubernetesSandboxDriver({ ...kubernetesSandboxOptions(config), kubeConfig, log: (line) => logger.log(line) });
   }
-  return new LocalSandboxDriver({ stateDir: join(config.dataDir, 'sandboxes'), runnerScript: compiledRunnerPath(), log: (line) => logger.log(line) });
+  const { tmpfsMb, uidBase, storage } = config.sandboxes;
+  return new LocalSandboxDriver({ stateDir: join(config.dataDir, 'sandboxes'), runnerScript: compiledRunnerPath(), log: (line) => logger.log(line), tmpfsMb, uidBase, srcMaxBytes: quantityBytes(storage.files) });
 }
 
 /**

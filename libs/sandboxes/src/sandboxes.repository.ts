@@ -58,6 +58,12 @@ export class SandboxesRepository extends Repository {
     return toRecord(row);
   }
 
+  /** How many sandboxes the workspace has, its row locked until `tx` ends: creates of one workspace count in turn. */
+  async countLocked(scope: WorkspaceScope, tx: Transaction): Promise<number> {
+    await tx.$queryRaw`SELECT id FROM workspaces WHERE id = ${scope.workspaceId}::uuid AND organization_id = ${scope.organizationId}::uuid FOR UPDATE`;
+    return tx.sandbox.count({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId } });
+  }
+
   async byName(scope: WorkspaceScope, name: string): Promise<SandboxRecord | null> {
     const row = await this.client.sandbox.findFirst({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, name }, include });
     return row ? toRecord(row) : null;

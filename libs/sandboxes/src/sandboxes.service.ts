@@ -92,6 +92,10 @@ export class SandboxesService implements OnApplicationShutdown {
     if (await this.repository.byName(scope, name)) throw new ConflictError('SANDBOX_EXISTS', `Workspace "${scope.workspaceSlug}" has a sandbox "${name}" already`);
     try {
       return await this.db.transaction(async (tx) => {
+        const { maxPerWorkspace } = this.config.sandboxes;
+        if ((await this.repository.countLocked(scope, tx)) >= maxPerWorkspace) {
+          throw new ConflictError('SANDBOX_LIMIT_REACHED', `Workspace "${scope.workspaceSlug}" has ${maxPerWorkspace} sandboxes, as many as it may have (AILERON_SANDBOX_MAX_PER_WORKSPACE); delete one first`);
+        }
         const sandbox = await this.repository.create(scope, { name, network: request.network, limits: request.limits, createdBy: describePrincipal(caller) }, tx);
         await this.outbox.record(tx, {
           topic: 'sandbox.created',
@@ -123,7 +127,12 @@ export class SandboxesService implements OnApplicationShutdown {
   find(scope: WorkspaceScope, name: string): Promise<SandboxRecord | null> {
     const slug = sandboxSlug(name);
     if (!slug) return Promise.resolve(null);
-    return this.known.getOrLoad(cacheKey(scope, slug), () => this.repository.byName(scope, slug));
+    return this.known.getOrLoad(cacheKey(scope, slug), () => this.repository.byName(scope, slug)).then((sandbox) => sandbox && this.withDefaultLimits(sandbox));
+  }
+
+  /** The limits a sandbox's create request did not name are the configured defaults (the record keeps what was asked). */
+  private withDefaultLimits(sandbox: SandboxRecord): SandboxRecord {
+    return { ...sandbox, limits: { ...this.config.sandboxes.defaultLimits, ...sandbox.limits } };
   }
 
   /** By name as a person writes it, as stored now (its source, its last use); SANDBOX_NOT_FOUND when there is none. */
@@ -140,9 +149,11 @@ export class SandboxesService implements OnApplicationShutdown {
 
   async remove(caller: Principal, scope: WorkspaceScope, name: string): Promise<void> {
     const sandbox = await this.get(scope, name);
+    this.forgetIdle(sandbox.id);
+    // its processes end first, so a command still running ends its change now rather than at its timeout
+    await this.driver.stop(specOf(sandbox));
     // no change of it may still be running when its files go
     await this.tails.get(sandbox.id)?.catch(() => undefined);
-    this.forgetIdle(sandbox.id);
     await this.driver.remove(specOf(sandbox));
     await this.db.transaction(async (tx) => {
       if (!(await this.repository.remove(scope, sandbox.id, tx))) return;

@@ -143,7 +143,7 @@ export const SETTINGS = {
   AILERON_SANDBOX_FILES_SIZE: {
     schema: quantity,
     default: '10Gi',
-    description: "Size of a Kubernetes sandbox's files claim (/src); a tar.gz source may unpack to at most this much.",
+    description: "Size of a sandbox's /src: a Kubernetes sandbox's files claim (a tar.gz source may unpack to at most this much); locally, measured after each change, beyond it writes are refused (SANDBOX_FULL).",
   },
   AILERON_SANDBOX_HISTORY_SIZE: {
     schema: quantity,
@@ -174,6 +174,36 @@ export const SETTINGS = {
     schema: positiveInt,
     default: '600000',
     description: 'The longest timeout a `bash` call may ask for.',
+  },
+  AILERON_SANDBOX_MAX_PER_WORKSPACE: {
+    schema: positiveInt,
+    default: '20',
+    description: 'How many sandboxes a workspace may have; one more is refused (409 SANDBOX_LIMIT_REACHED).',
+  },
+  AILERON_SANDBOX_DEFAULT_PIDS: {
+    schema: positiveInt,
+    default: '512',
+    description: "A sandbox's `pids` when its create request names none: processes and threads at once.",
+  },
+  AILERON_SANDBOX_DEFAULT_MEMORY_MB: {
+    schema: positiveInt,
+    default: '4096',
+    description: "A sandbox's `memory_mb` when its create request names none: the memory each process may write to.",
+  },
+  AILERON_SANDBOX_DEFAULT_CPU_SECONDS: {
+    schema: positiveInt,
+    default: '1800',
+    description: "A sandbox's `cpu_seconds` when its create request names none: the CPU time of each process.",
+  },
+  AILERON_SANDBOX_TMPFS_MB: {
+    schema: positiveInt,
+    default: '512',
+    description: "Local driver: the size of a sandbox's /tmp and of its home directory, each a tmpfs in the host's memory.",
+  },
+  AILERON_SANDBOX_UID_BASE: {
+    schema: positiveInt,
+    default: '1879048192',
+    description: 'Local driver, control plane running as root: each sandbox runs as a host uid of its own from this one up (65536 of them); nothing else on the machine may use them.',
   },
   AILERON_SANDBOX_SOURCE_MAX_BYTES: {
     schema: positiveInt,

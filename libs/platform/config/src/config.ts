@@ -61,6 +61,13 @@ export interface AppConfig {
     bashTimeoutMs: number;
     bashMaxTimeoutMs: number;
     sourceMaxBytes: number;
+    maxPerWorkspace: number;
+    /** what a sandbox gets of each limit its create request does not name */
+    defaultLimits: { pids: number; memoryMb: number; cpuSeconds: number };
+    /** local: /tmp's and the home's size, each, in MiB */
+    tmpfsMb: number;
+    /** local, root control plane: the first of the sandboxes' host uids */
+    uidBase: number;
   };
 }
 
@@ -186,6 +193,10 @@ function toAppConfig(values: SettingValues): AppConfig {
       bashTimeoutMs: values.AILERON_SANDBOX_BASH_TIMEOUT_MS,
       bashMaxTimeoutMs: values.AILERON_SANDBOX_BASH_MAX_TIMEOUT_MS,
       sourceMaxBytes: values.AILERON_SANDBOX_SOURCE_MAX_BYTES,
+      maxPerWorkspace: values.AILERON_SANDBOX_MAX_PER_WORKSPACE,
+      defaultLimits: { pids: values.AILERON_SANDBOX_DEFAULT_PIDS, memoryMb: values.AILERON_SANDBOX_DEFAULT_MEMORY_MB, cpuSeconds: values.AILERON_SANDBOX_DEFAULT_CPU_SECONDS },
+      tmpfsMb: values.AILERON_SANDBOX_TMPFS_MB,
+      uidBase: values.AILERON_SANDBOX_UID_BASE,
     },
   };
 }

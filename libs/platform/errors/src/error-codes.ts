@@ -159,6 +159,7 @@ export const ERROR_CODES = {
   // sandboxes
   SANDBOX_NOT_FOUND: { ...NOT_FOUND, docs: SANDBOXES },
   SANDBOX_EXISTS: { ...CONFLICT, docs: SANDBOXES },
+  SANDBOX_LIMIT_REACHED: { ...CONFLICT, docs: SANDBOXES },
   SANDBOX_SOURCE_EXISTS: { ...CONFLICT, docs: SANDBOXES },
   SANDBOX_SOURCE_INVALID: { status: 422, title: 'Unprocessable source', docs: SANDBOXES },
   SANDBOX_SOURCE_TOO_LARGE: { status: 413, title: 'Payload too large', docs: SANDBOXES },
