@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -57,13 +57,14 @@ function aTarGz(dir: string, files: Record<string, string>): Buffer {
   return readFileSync(archive);
 }
 
-/** Host processes that are a sandbox's runner: bubblewrap binding that sandbox's files and running runner.js. */
+/** Host processes that are a sandbox's runner: running runner.js as the sandbox's own host uid, the owner of its files. */
 function runnerProcesses(srcDir: string): string[] {
+  const uid = statSync(srcDir).uid;
   return readdirSync('/proc').filter((pid) => {
     if (!/^\d+$/.test(pid)) return false;
     try {
       const args = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
-      return args.includes(srcDir) && args.some((a) => a.endsWith('/runner.js'));
+      return statSync(`/proc/${pid}`).uid === uid && args.some((a) => a.endsWith('/runner.js'));
     } catch {
       // gone while we looked
       return false;

@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { ElicitRequestSchema, EmptyResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -130,8 +130,9 @@ describe('sandboxes (embedded, bubblewrap)', () => {
     expect(await attempt('git commit -am "sneaky"; git reset --hard HEAD~1')).toContain('not a git repository');
     // a repository of its own in /src is the agent's to play with, and never part of a snapshot
     expect(await attempt('git init -q . && git add -A && git -c user.name=a -c user.email=a@b commit -qm rewritten && git reset -q --hard && git log --format=%s')).toBe('rewritten\n');
-    // the host's history is beside the work tree, by the path bwrap's arguments show: not mounted, so not there
-    const gitDir = join(dirname(String(/--bind\0([^\0]+)\0\/src\0/.exec(await attempt('cat /proc/1/cmdline'))?.[1])), 'git');
+    // the host's history, by its path on the host (a command no longer sees bwrap's arguments): not mounted, so not there
+    const record = await cp.cp.database.client.sandbox.findFirstOrThrow({ where: { name: 'fix-the-bug' } });
+    const gitDir = join(cp.cp.config.dataDir, 'sandboxes', record.id, 'git');
     expect(existsSync(join(gitDir, 'HEAD'))).toBe(true);
     const tampered = await attempt(`ls ${gitDir}; git --git-dir=${gitDir} reset --soft HEAD~1; rm -rf ${gitDir} /src/.git; echo "rm: $?"`);
     expect(tampered).toContain(`ls: cannot access '${gitDir}': No such file or directory`);
@@ -229,9 +230,9 @@ describe('sandboxes (embedded, bubblewrap)', () => {
     expect(() => readFileSync(join(cp.cp.config.dataDir, 'planted.txt'))).toThrow();
     // the host's own files are not there to read either
     expect(textOf(await box.call('bash', { command: 'cat /etc/shadow /root/.bashrc 2>&1 | head -2' }))).toContain('No such file');
-    // nor can a command speak for the runner: its channel to the control plane cannot be opened
+    // nor can a command speak for the runner: it does not even see it (a pid namespace of its own), so no fd, signal, ptrace or pidfd names it
     const forged = (await box.call('bash', { command: `for p in $(pgrep -x node); do for fd in 0 1; do echo '{"id":0,"result":{}}' > /proc/$p/fd/$fd; done; done 2>&1; pgrep -xc node` })).structuredContent as { stdout: string };
-    expect(forged.stdout).toMatch(/^(.*\/fd\/[01]: No such device or address\n){2}1\n$/);
+    expect(forged.stdout).toBe('0\n');
   });
 
   it('one sandbox, two sessions at once: every change kept, to one file too, each its own snapshot commit', async () => {
