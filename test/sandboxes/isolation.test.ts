@@ -68,6 +68,11 @@ function escaper(marker: string, file: string): string {
   return `perl -e '$0 = "${marker}"; while (1) { my $p = fork(); exit 0 if $p; open(my $f, ">>", "${file}"); print $f "x\\n"; close $f; select(undef, undef, undef, 0.02) }'`;
 }
 
+/** An escaper that never pauses: its pid changes faster than a pass over /proc can kill it. */
+function tightEscaper(marker: string): string {
+  return `perl -e '$0 = "${marker}"; while (1) { exit 0 if fork() }'`;
+}
+
 /** Counts how many children a fork loop gets before fork fails (at most 300), each child waiting. */
 const FORK_LOOP = `perl -e 'my $n = 0; while ($n < 300) { my $p = fork(); last unless defined $p; if ($p == 0) { sleep 60; exit 0 } $n++ } print "$n\\n"'`;
 
@@ -180,7 +185,7 @@ describe('sandbox isolation (local driver, control plane running as root)', () =
     const marker = `aileron-holder-${randomBytes(4).toString('hex')}`;
     const started = Date.now();
     // the escaper keeps the command's stdout: a runner that waits for it to close never answers
-    const held = await box.bash(`${escaper(marker, '/tmp/hops')} & sleep 100`, { timeout: 1500 });
+    const held = await box.bash(`${tightEscaper(marker)} & sleep 100`, { timeout: 1500 });
     expect(held.exitCode).toBe(124);
     expect(held.stderr).toContain('killed with everything it started');
     expect(Date.now() - started, 'answered long after the timeout').toBeLessThan(30_000);
