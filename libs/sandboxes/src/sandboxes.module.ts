@@ -38,8 +38,8 @@ function driverFor(config: AppConfig): SandboxDriver {
     else kubeConfig.loadFromDefault();
     return new KubernetesSandboxDriver({ ...kubernetesSandboxOptions(config), kubeConfig, log: (line) => logger.log(line) });
   }
-  const { tmpfsMb, uidBase, storage } = config.sandboxes;
-  return new LocalSandboxDriver({ stateDir: join(config.dataDir, 'sandboxes'), runnerScript: compiledRunnerPath(), log: (line) => logger.log(line), tmpfsMb, uidBase, srcMaxBytes: quantityBytes(storage.files) });
+  const { tmpfsMb, uidBase, storage, defaultLimits } = config.sandboxes;
+  return new LocalSandboxDriver({ stateDir: join(config.dataDir, 'sandboxes'), runnerScript: compiledRunnerPath(), log: (line) => logger.log(line), tmpfsMb, uidBase, srcMaxBytes: quantityBytes(storage.files), defaultLimits });
 }
 
 /**

@@ -127,12 +127,7 @@ export class SandboxesService implements OnApplicationShutdown {
   find(scope: WorkspaceScope, name: string): Promise<SandboxRecord | null> {
     const slug = sandboxSlug(name);
     if (!slug) return Promise.resolve(null);
-    return this.known.getOrLoad(cacheKey(scope, slug), () => this.repository.byName(scope, slug)).then((sandbox) => sandbox && this.withDefaultLimits(sandbox));
-  }
-
-  /** The limits a sandbox's create request did not name are the configured defaults (the record keeps what was asked). */
-  private withDefaultLimits(sandbox: SandboxRecord): SandboxRecord {
-    return { ...sandbox, limits: { ...this.config.sandboxes.defaultLimits, ...sandbox.limits } };
+    return this.known.getOrLoad(cacheKey(scope, slug), () => this.repository.byName(scope, slug));
   }
 
   /** By name as a person writes it, as stored now (its source, its last use); SANDBOX_NOT_FOUND when there is none. */

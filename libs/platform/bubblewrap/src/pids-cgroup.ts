@@ -58,6 +58,15 @@ export class PidsCgroups {
     }
   }
 
+  /** Removes the cgroup if nothing is left in it. */
+  release(name: string): void {
+    try {
+      rmdirSync(this.dir(name));
+    } catch {
+      // in use, or gone
+    }
+  }
+
   /**
    * Kills every process in the cgroup, again until none is left (a process
    * may fork between the listing and its kill), then removes it.

@@ -183,17 +183,17 @@ export const SETTINGS = {
   AILERON_SANDBOX_DEFAULT_PIDS: {
     schema: positiveInt,
     default: '512',
-    description: "A sandbox's `pids` when its create request names none: processes and threads at once.",
+    description: "Local driver: a sandbox's `pids` when its create request names none (processes and threads at once).",
   },
   AILERON_SANDBOX_DEFAULT_MEMORY_MB: {
     schema: positiveInt,
     default: '4096',
-    description: "A sandbox's `memory_mb` when its create request names none: the memory each process may write to.",
+    description: "Local driver: a sandbox's `memory_mb` when its create request names none (the memory each process may write to).",
   },
   AILERON_SANDBOX_DEFAULT_CPU_SECONDS: {
     schema: positiveInt,
     default: '1800',
-    description: "A sandbox's `cpu_seconds` when its create request names none: the CPU time of each process.",
+    description: "Local driver: a sandbox's `cpu_seconds` when its create request names none (the CPU time of each process).",
   },
   AILERON_SANDBOX_TMPFS_MB: {
     schema: positiveInt,

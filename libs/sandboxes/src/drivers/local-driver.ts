@@ -4,11 +4,11 @@ import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { endProcessesOfUser, HostDoor, type HostUser, PidsCgroups, systemRootArgs } from '@aileron/bubblewrap';
-import type { RunnerAnswer, RunnerOp, RunnerRequest, RunnerResult } from '../runner/protocol';
+import type { RunnerAnswer, RunnerLimits, RunnerOp, RunnerRequest, RunnerResult } from '../runner/protocol';
 import { HISTORY_ATTRIBUTES, HISTORY_EXCLUDE, SANDBOX_WORKDIR } from '../runner/protocol';
 import { type CommandRestrictions, type GitResult, RunnerError, type SandboxDriver, type SandboxRunner, type SandboxSpec, SandboxSourceError, SandboxStartError } from './driver';
 import { readMessages } from './frames';
-import { PIDS_RESERVE, SANDBOX_UID, SrcBound, tmpfsArgs } from './local-limits';
+import { PIDS_RESERVE, SANDBOX_UID, SrcBound, tmpfsArgs, withDefaultLimits } from './local-limits';
 import { SandboxUsers } from './local-users';
 
 const HOME = '/home/sandbox';
@@ -32,6 +32,8 @@ export interface LocalSandboxOptions {
   tmpfsMb?: number;
   /** at most this many bytes in /src (see SrcBound); undefined: no bound */
   srcMaxBytes?: number;
+  /** each limit a sandbox's create request did not name (a Kubernetes pod is bounded by its own resources instead) */
+  defaultLimits?: RunnerLimits;
 }
 
 const DEFAULT_UID_BASE = 1_879_048_192;
@@ -101,7 +103,7 @@ export class LocalSandboxDriver implements SandboxDriver {
     // at every start, as the Kubernetes history runner at its every init: a history made before these files gets them too
     else writeHistoryInfo(git);
     const child = this.spawnInside(spec, this.runnerArgs(), [this.nodeBinary, join(RUNNER_DIR, 'runner.js')]);
-    const runner = new LocalRunner(child, (line) => this.options.log(`[sandbox ${spec.name}] ${line}`), this.bound(spec));
+    const runner = new LocalRunner(child, (line) => this.options.log(`[sandbox ${spec.name}] ${line}`), this.options.defaultLimits, this.bound(spec));
     try {
       await runner.ready(START_TIMEOUT_MS);
     } catch (error) {
@@ -154,7 +156,7 @@ export class LocalSandboxDriver implements SandboxDriver {
    */
   async restricted(spec: SandboxSpec, restrictions: CommandRestrictions): Promise<SandboxRunner> {
     const child = this.spawnInside(spec, this.runnerArgs(), [this.nodeBinary, join(RUNNER_DIR, 'runner.js')], restrictions);
-    const runner = new LocalRunner(child, (line) => this.options.log(`[sandbox ${spec.name}, restricted] ${line}`), this.bound(spec));
+    const runner = new LocalRunner(child, (line) => this.options.log(`[sandbox ${spec.name}, restricted] ${line}`), this.options.defaultLimits, this.bound(spec));
     try {
       await runner.ready(START_TIMEOUT_MS);
     } catch (error) {
@@ -172,7 +174,8 @@ export class LocalSandboxDriver implements SandboxDriver {
    * host's root. `extra`'s bind sources come through the door too.
    */
   private spawnInside(spec: SandboxSpec, extra: string[], program: string[], restrictions?: CommandRestrictions): ChildProcess {
-    const door = new HostDoor({ user: this.hostUser(spec), cgroupProcs: this.cgroups?.open(spec.id, spec.limits.pids ? spec.limits.pids + PIDS_RESERVE : 'max') });
+    const pids = spec.limits.pids ?? this.options.defaultLimits?.pids;
+    const door = new HostDoor({ user: this.hostUser(spec), cgroupProcs: this.cgroups?.open(spec.id, pids ? pids + PIDS_RESERVE : 'max') });
     const bwrap = [this.bwrapPath, ...this.sandboxArgs(spec, door, restrictions), ...throughDoor(extra, door), ...program];
     const [file, ...args] = door.command(bwrap);
     const child = spawn(file!, args, { env: { PATH: '/usr/bin:/bin' }, stdio: ['pipe', 'pipe', 'pipe', 'pipe', 'pipe'], detached: true });
@@ -278,14 +281,16 @@ export class LocalSandboxDriver implements SandboxDriver {
     const pending = this.running.get(spec.id);
     this.running.delete(spec.id);
     if (pending) await (await pending.catch(() => null))?.stop();
+    // an idle sandbox keeps no empty cgroup; one still in use (a restricted command) keeps it
+    this.cgroups?.release(spec.id);
   }
 
   async remove(spec: SandboxSpec): Promise<void> {
     await this.stop(spec);
     // and whatever else of the sandbox runs (a restricted runner, an unpack, anything that left the runner's namespace)
     if (this.cgroups) await this.cgroups.end(spec.id);
-    const user = this.users && existsSync(this.paths(spec).src) ? this.hostUser(spec) : undefined;
-    if (user) await endProcessesOfUser(user.uid);
+    const uid = this.users?.owner(this.paths(spec).src);
+    if (uid !== undefined) await endProcessesOfUser(uid);
     this.bounds.delete(spec.id);
     rmSync(join(this.options.stateDir, spec.id), { recursive: true, force: true });
   }
@@ -381,6 +386,7 @@ class LocalRunner implements SandboxRunner {
   constructor(
     private readonly child: ChildProcess,
     log: (line: string) => void,
+    private readonly defaultLimits?: RunnerLimits,
     private readonly bound?: SrcBound,
   ) {
     for (const stream of child.stdio) stream?.on('error', () => undefined);
@@ -423,6 +429,7 @@ class LocalRunner implements SandboxRunner {
 
   call<O extends RunnerOp>(request: Extract<RunnerRequest, { op: O }>): Promise<RunnerResult<O>> {
     if (this.gone) return Promise.reject(new RunnerError({ code: 'SANDBOX_STOPPED', message: `the sandbox stopped (${this.gone})` }));
+    request = withDefaultLimits(request, this.defaultLimits);
     if (!this.bound || (request.op !== 'write' && request.op !== 'exec')) return this.send(request);
     const bound = this.bound;
     let sent: typeof request;

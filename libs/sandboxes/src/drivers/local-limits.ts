@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import type { RunnerRequest } from '../runner/protocol';
+import type { RunnerLimits, RunnerRequest } from '../runner/protocol';
 import { RunnerError } from './driver';
 
 /** The uid and gid a sandbox's processes have inside it, whoever they are on the host: never 0. */
@@ -16,6 +16,12 @@ export const PIDS_RESERVE = 64;
 /** bwrap's arguments for a private tmpfs at `path` of at most `mb` MiB (it counts against the host's memory). */
 export function tmpfsArgs(path: string, mb: number): string[] {
   return ['--size', String(mb * 1024 * 1024), '--tmpfs', path];
+}
+
+/** An `exec` with the limits its sandbox's create request did not name filled in from `defaults`. */
+export function withDefaultLimits<R extends RunnerRequest>(request: R, defaults: RunnerLimits | undefined): R {
+  if (request.op !== 'exec' || !defaults) return request;
+  return { ...request, limits: { ...defaults, ...request.limits } };
 }
 
 export const SANDBOX_FULL = 'SANDBOX_FULL';

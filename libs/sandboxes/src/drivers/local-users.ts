@@ -23,11 +23,22 @@ export class SandboxUsers {
 
   /** The sandbox's user: the owner of `src` when it is one of the range's, else a free one, given `src` and everything in it. */
   of(id: string, src: string): HostUser {
-    const owner = statSync(src).uid;
-    if (this.inRange(owner)) return { uid: owner, gid: owner };
+    const owner = this.owner(src);
+    if (owner !== undefined) return { uid: owner, gid: owner };
     const uid = this.free(id);
     chownTree(src, uid);
     return { uid, gid: uid };
+  }
+
+  /** The sandbox's uid if it has been given one (it has started since it was made). */
+  owner(src: string): number | undefined {
+    let owner: number;
+    try {
+      owner = statSync(src).uid;
+    } catch {
+      return undefined;
+    }
+    return this.inRange(owner) ? owner : undefined;
   }
 
   private inRange(uid: number): boolean {
@@ -38,8 +49,8 @@ export class SandboxUsers {
   private free(id: string): number {
     const used = new Set<number>();
     for (const other of readdirSync(this.stateDir)) {
-      const owner = statSync(join(this.stateDir, other, 'src'), { throwIfNoEntry: false })?.uid;
-      if (owner !== undefined && this.inRange(owner)) used.add(owner);
+      const owner = this.owner(join(this.stateDir, other, 'src'));
+      if (owner !== undefined) used.add(owner);
     }
     const start = createHash('sha256').update(id).digest().readUInt32BE(0) % SANDBOX_UID_COUNT;
     for (let step = 0; step < SANDBOX_UID_COUNT; step++) {
