@@ -15,7 +15,7 @@ export const createBody = z
       .object({
         cpu_seconds: z.number().int().min(1).max(86_400).optional().describe('CPU time of one process of a command'),
         memory_mb: z.number().int().min(64).max(65_536).optional().describe('memory one process of a command may write to (its data limit: heap and private mappings, not what it only reserves)'),
-        pids: z.number().int().min(8).max(65_536).optional().describe('processes a command may have at once'),
+        pids: z.number().int().min(8).max(65_536).optional().describe('processes and threads the sandbox may have at once (locally its runner’s dozen included)'),
       })
       .strict()
       .default({}),
