@@ -7,6 +7,7 @@ import { connect, textOf } from '../pool/mcp-client';
 import { aWorkspace } from '../support/builders';
 import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
 import { eventually } from '../support/eventually';
+import type { Bash, Box as SandboxBox } from './box';
 
 const BASH_MAX_TIMEOUT_MS = 60_000;
 const DEFAULT_LIMITS = { pids: 96, memoryMb: 1536, cpuSeconds: 700 };
@@ -15,18 +16,8 @@ const MAX_PER_WORKSPACE = 2;
 /** small enough that a command exceeds it in a moment */
 const SRC_BOUND = 4 * 1024 * 1024;
 
-interface Bash {
-  stdout: string;
-  stderr: string;
-  exitCode: number;
-}
-
-interface Box {
-  name: string;
+interface Box extends SandboxBox {
   workspace: string;
-  client: Client;
-  call(tool: string, args?: Record<string, unknown>): Promise<Record<string, unknown>>;
-  bash(command: string, args?: Record<string, unknown>): Promise<Bash>;
 }
 
 /** Host processes whose command line holds `marker` (an argument a test's command gave its own processes). */

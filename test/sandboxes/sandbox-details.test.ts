@@ -12,6 +12,7 @@ import { aWorkspace, uniqueSlug } from '../support/builders';
 import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
 import { eventually } from '../support/eventually';
 import { aReceiver } from '../support/webhook-receiver';
+import type { Bash, Box as SandboxBox } from './box';
 
 /** Small enough that a test can exceed each of them in a moment. */
 const SOURCE_MAX_BYTES = 64 * 1024;
@@ -21,19 +22,8 @@ const BASH_MAX_TIMEOUT_MS = 10_000;
 
 const AGENT_CAPS = ['actions:list', 'actions:run', 'sandbox:use'];
 
-interface Bash {
-  stdout: string;
-  stderr: string;
-  exitCode: number;
-}
-
-/** A sandbox, and a client on it as an agent session whose caveat names it (unless told otherwise). */
-interface Box {
-  name: string;
+interface Box extends SandboxBox {
   sessionId: string;
-  client: Client;
-  call(tool: string, args?: Record<string, unknown>): Promise<Record<string, unknown>>;
-  bash(command: string, args?: Record<string, unknown>): Promise<Bash>;
 }
 
 /** What the audit API shows of a tool call's execution record. */
