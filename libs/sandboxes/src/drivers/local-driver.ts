@@ -175,7 +175,12 @@ export class LocalSandboxDriver implements SandboxDriver {
    */
   private spawnInside(spec: SandboxSpec, extra: string[], program: string[], restrictions?: CommandRestrictions): ChildProcess {
     const pids = spec.limits.pids ?? this.options.defaultLimits?.pids;
-    const door = new HostDoor({ user: this.hostUser(spec), cgroupProcs: this.cgroups?.open(spec.id, pids ? pids + PIDS_RESERVE : 'max') });
+    let door: HostDoor;
+    try {
+      door = new HostDoor({ user: this.hostUser(spec), cgroupProcs: this.cgroups?.open(spec.id, pids ? pids + PIDS_RESERVE : 'max') });
+    } catch (error) {
+      throw new SandboxStartError(`the sandbox's host user or cgroup could not be set up: ${error instanceof Error ? error.message : String(error)}`);
+    }
     const bwrap = [this.bwrapPath, ...this.sandboxArgs(spec, door, restrictions), ...throughDoor(extra, door), ...program];
     const [file, ...args] = door.command(bwrap);
     const child = spawn(file!, args, { env: { PATH: '/usr/bin:/bin' }, stdio: ['pipe', 'pipe', 'pipe', 'pipe', 'pipe'], detached: true });
