@@ -96,7 +96,8 @@ interface Side {
 }
 
 async function side(agents: Agents, dataDir: string, env: Record<string, string>): Promise<Side> {
-  const controlPlane = await startBenchControlPlane(dataDir, { ...LOAD_TEST_RATE_LIMITS, ...env });
+  // the creates below are one workspace's
+  const controlPlane = await startBenchControlPlane(dataDir, { ...LOAD_TEST_RATE_LIMITS, AILERON_SANDBOX_MAX_PER_WORKSPACE: String(CREATES + 1), ...env });
   const token = readFileSync(join(controlPlane.config.dataDir, 'admin-token'), 'utf8').trim();
   await api(controlPlane.url, token, 'PUT', `/v1/workspaces/${WORKSPACE}/policy`, { default: 'allow', rules: [] });
   await api(controlPlane.url, token, 'POST', `/v1/workspaces/${WORKSPACE}/sandboxes`, { name: 'bench' });
