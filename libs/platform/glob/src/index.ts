@@ -1,0 +1,2 @@
+export { compileNameGlob, isNameGlob } from './name-glob';
+export type { NameGlob } from './name-glob';
