@@ -33,6 +33,9 @@ const MAX_TEXT_BYTES = 32 * 1024 * 1024;
 const MAX_OUTPUT_BYTES = 1024 * 1024;
 const MAX_ENTRIES = 10_000;
 const MAX_MATCHES = 1_000;
+/** `walk` (the glob tool) answers at most this many files, and this many bytes of their paths: its answer is one line the control plane parses */
+const MAX_WALK_FILES = 50_000;
+const MAX_WALK_BYTES = 4 * 1024 * 1024;
 const GREP_TIMEOUT_MS = 30_000;
 const COMMAND_PATH = '/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin';
 /** the history role's git directory (a volume the sandbox's own container never mounts) */
@@ -499,9 +502,14 @@ async function handle(request: RunnerRequest, stream?: (chunk: Buffer) => Promis
     case 'walk': {
       const root = inSandbox(request.path);
       const files: string[] = [];
+      let bytes = 0;
       const truncated = await walk(root, true, (path, type) => {
-        if (type !== 'dir') files.push(relative(root, path));
-        return files.length < MAX_ENTRIES * 5;
+        if (type === 'dir') return true;
+        const file = relative(root, path);
+        bytes += Buffer.byteLength(file);
+        if (bytes > MAX_WALK_BYTES) return false;
+        files.push(file);
+        return files.length < MAX_WALK_FILES;
       });
       return { files, truncated };
     }
