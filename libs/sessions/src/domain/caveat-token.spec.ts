@@ -98,6 +98,20 @@ describe('caveat tokens', () => {
     expect(refusal(() => verify(attenuateCaveatToken(token, [{ kind: 'expires', at: now - 1 }])))).toBe('TOKEN_EXPIRED');
   });
 
+  it('a tools caveat its holder wrote to backtrack answers at once on a long tool name', () => {
+    // attenuation is offline: the holder picks the globs, a workspace's servers pick the names
+    const grant = verify(attenuateCaveatToken(mintCaveatToken(key, identity, base), [{ kind: 'tools', globs: ['*?*?*?*?*?*?*?*?*?*?*?Z', 'github__list_*'] }]));
+    const started = performance.now();
+    expect(permits(grant, run('github__list_pull_request_review_comments_for_a_repository'))).toBe(true);
+    expect(permits(grant, run('github__get_pull_request_review_comments_for_a_repository'))).toBe(false);
+    expect(permits(grant, run('github__get_pull_request_review_comments_for_a_repositorZ'))).toBe(true);
+    // a backtracking RegExp of the first glob takes minutes on these names
+    expect(performance.now() - started).toBeLessThan(1_000);
+    // as before: `*` and `?` stay within a name's `/`-separated part, and `**` is `*`
+    const slashes = verify(attenuateCaveatToken(mintCaveatToken(key, identity, base), [{ kind: 'tools', globs: ['fs__**', 'a?b'] }]));
+    expect([run('fs__read'), run('fs__read/x'), run('axb'), run('a/b')].map((request) => permits(slashes, request))).toEqual([true, false, true, false]);
+  });
+
   it('refuses with a stable code: broken chain, other key, unknown or malformed caveat, expiry, another session', () => {
     const token = mintCaveatToken(key, identity, base);
     const m = peekIdentity(token).macaroon;
