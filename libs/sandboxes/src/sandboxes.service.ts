@@ -10,9 +10,11 @@ import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { DatabaseService } from '@aileron/database';
 import { ConflictError, DomainError, NotFoundError, ValidationError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
-import { type CommandRestrictions, SandboxSourceError, SandboxStartError, type SandboxDriver, type SandboxRunner, type SandboxSpec } from './drivers/driver';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { type CommandRestrictions, RunnerError, SandboxSourceError, SandboxStartError, type SandboxDriver, type SandboxRunner, type SandboxSpec } from './drivers/driver';
+import { changesAgainst, type CommitChange, fastImportStream, inBatches, isTreeEntry, isTreePath, parseLsTree } from './domain/snapshot-tree';
 import { sandboxSlug } from './domain/slug';
-import type { RunnerLimits } from './runner/protocol';
+import type { RunnerLimits, TreeChange, TreeEntry } from './runner/protocol';
 import { SandboxesRepository, SandboxRecord, SnapshotRecord } from './sandboxes.repository';
 import { importSource, SNAPSHOT_REF } from './source-import';
 
@@ -31,6 +33,24 @@ export interface SnapshotIntent {
   /** what the message names after the trigger: a path, a command */
   subject: string;
   author: ChangeAuthor;
+}
+
+/** the pauses before each attempt at a snapshot: at once, then twice more a little later */
+const SNAPSHOT_RETRIES = [0, 1_000, 5_000];
+/** the bytes one `blobs` request asks of the runner at most */
+const BLOB_BATCH_BYTES = 32 * 1024 * 1024;
+const SNAPSHOT_COMMITTER = { name: 'Aileron snapshots', email: 'snapshots@aileron.invalid' };
+
+/** A snapshot the history refused to take from what the sandbox reported. */
+class SnapshotError extends Error {}
+
+function withTimeout<T>(work: Promise<T>, ms: number, message: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new SnapshotError(message)), ms);
+    timer.unref();
+  });
+  return Promise.race([work, late]).finally(() => clearTimeout(timer));
 }
 
 /** how long a replica trusts what it read of a sandbox should a create or delete elsewhere not reach it */
@@ -211,40 +231,129 @@ export class SandboxesService implements OnApplicationShutdown {
     await this.tails.get(sandbox.id);
   }
 
-  /** A commit of whatever differs from the last one; none when nothing does (never an empty commit). */
+  /**
+   * A commit of whatever differs from the last one; none when nothing does
+   * (never an empty commit). Tried again after a failure (the next attempt
+   * scans anew, so nothing is lost), bounded in time; one that still fails
+   * is logged and reported as `sandbox.snapshot_failed`, and the sandbox's
+   * next change is committed on top of the last good snapshot.
+   */
   private async snapshot(scope: WorkspaceScope, sandbox: SandboxRecord, intent: SnapshotIntent): Promise<void> {
+    let reason = '';
+    for (const [attempt, pause] of SNAPSHOT_RETRIES.entries()) {
+      if (pause > 0) await sleep(pause);
+      try {
+        return await withTimeout(this.commitChanges(scope, sandbox, intent), this.config.sandboxes.snapshotTimeoutSeconds * 1000, 'the snapshot took too long');
+      } catch (error) {
+        reason = error instanceof RunnerError || error instanceof SnapshotError ? error.message : 'the history could not be written';
+        this.logger.warn({ msg: 'snapshot failed', sandbox: sandbox.name, attempt: attempt + 1, err: error instanceof Error ? error.message : String(error) });
+        if (error instanceof RunnerError && error.failure.code === 'SNAPSHOT_TOO_LARGE') break;
+      }
+    }
+    this.logger.error({ msg: 'snapshot failed; the next change is committed on the last good snapshot', sandbox: sandbox.name, reason });
+    await this.db.transaction((tx) =>
+      this.outbox.record(tx, {
+        topic: 'sandbox.snapshot_failed',
+        organizationId: sandbox.organizationId,
+        workspaceId: sandbox.workspaceId,
+        payload: { workspace: sandbox.workspaceSlug, sandbox: sandbox.name, trigger: intent.trigger, message: snapshotMessage(intent), session: intent.author.agentSessionId, reason },
+      }),
+    );
+  }
+
+  /**
+   * The sandbox's runner says what changed (it walks and hashes /src in the
+   * sandbox); the history gets the bytes it lacks and builds the commit from
+   * them with fast-import, in a bare repository with no work tree.
+   */
+  private async commitChanges(scope: WorkspaceScope, sandbox: SandboxRecord, intent: SnapshotIntent): Promise<void> {
     const spec = specOf(sandbox);
-    const added = await this.driver.git(spec, ['add', '--all']);
-    if (added.code !== 0) throw new Error(`git add failed: ${added.stderr.trim()}`);
-    const message = snapshotMessage(intent);
+    const runner = await this.driver.runner(spec);
+    const git = async (args: string[], input?: Buffer): Promise<string> => {
+      const done = await this.driver.git(spec, args, input);
+      if (done.code !== 0) throw new Error(`git ${args[0]} failed: ${done.stderr.trim()}`);
+      return done.stdout.toString('utf8');
+    };
+    const headOf = async (): Promise<string | null> => {
+      const head = await this.driver.git(spec, ['rev-parse', '--verify', '--quiet', `${SNAPSHOT_REF}^{commit}`]);
+      return head.code === 0 ? head.stdout.toString().trim() : null;
+    };
+    const head = await headOf();
+    const scan = await runner.call({ op: 'scan', base: head, maxEntries: this.config.sandboxes.snapshotMaxFiles });
+    let changes: TreeChange[];
+    if (scan.full) {
+      if (!scan.entries.every(isTreeEntry)) throw new SnapshotError('the sandbox reported a path or mode a tree cannot hold');
+      changes = changesAgainst(head ? parseLsTree(await git(['ls-tree', '-r', '-z', '--full-tree', head])) : new Map(), scan.entries);
+    } else changes = scan.changes;
+    if (!changes.every((change) => ('deleted' in change ? isTreePath(change.path) : isTreeEntry(change)))) throw new SnapshotError('the sandbox reported a path or mode a tree cannot hold');
+    if (changes.length === 0) {
+      if (head) await runner.call({ op: 'adopt', base: head });
+      return;
+    }
+    // the bytes the history lacks, read now by the runner (what it reads is what is committed)
+    const entries = changes.filter((change): change is TreeEntry & { before: string | null } => !('deleted' in change));
+    const have = await this.objectsPresent(spec, entries.map((entry) => entry.sha));
+    const commitChanges: CommitChange[] = changes.filter((change) => 'deleted' in change).map((change) => ({ path: change.path, deleted: true as const }));
+    let total = 0;
+    for (const entry of entries) if (have.has(entry.sha)) commitChanges.push({ path: entry.path, mode: entry.mode, sha: entry.sha });
+    for (const batch of inBatches(entries.filter((entry) => !have.has(entry.sha)), BLOB_BATCH_BYTES)) {
+      const read = await runner.call({ op: 'blobs', paths: batch.map((entry) => entry.path) });
+      const data = Buffer.isBuffer(read.data) ? read.data : Buffer.alloc(0);
+      let offset = 0;
+      for (const item of read.items) {
+        if ('gone' in item) {
+          commitChanges.push({ path: item.path, deleted: true });
+          continue;
+        }
+        if (!isTreeEntry(item) || offset + item.size > data.length) throw new SnapshotError('the sandbox sent a file that does not match what it reported');
+        commitChanges.push({ path: item.path, mode: item.mode, data: data.subarray(offset, offset + item.size) });
+        offset += item.size;
+        total += item.size;
+        if (total > this.config.sandboxes.snapshotMaxBytes) throw new SnapshotError(`the changed files are larger than ${this.config.sandboxes.snapshotMaxBytes} bytes (AILERON_SANDBOX_SNAPSHOT_MAX_BYTES)`);
+      }
+    }
+    const message = snapshotMessage(intent) + (scan.skipped.length > 0 ? `\n\nLeft out (larger than a snapshot takes): ${scan.skipped.slice(0, 20).join(', ')}${scan.skipped.length > 20 ? ', …' : ''}` : '');
     const at = new Date();
-    const commit = await this.driver.git(spec, [
-      '-c',
-      'user.name=Aileron snapshots',
-      '-c',
-      'user.email=snapshots@aileron.invalid',
-      'commit',
-      '--no-verify',
-      '--no-gpg-sign',
-      `--author=${intent.author.name.replace(/[<>\n]/g, '')} <${intent.author.email}>`,
-      '-m',
-      message,
-    ]);
-    // nothing staged: the change changed nothing (a read-only command, a write of the same bytes)
-    if (commit.code === 1 && /nothing (added )?to commit|no changes added/.test(commit.stdout.toString())) return;
-    if (commit.code !== 0) throw new Error(`git commit failed: ${commit.stderr.trim() || commit.stdout.toString().trim()}`);
-    const sha = (await this.driver.git(spec, ['rev-parse', 'HEAD'])).stdout.toString().trim();
-    const files = parseNameStatus((await this.driver.git(spec, ['diff-tree', '--root', '--no-commit-id', '--name-status', '-r', '-M', '-z', sha])).stdout.toString());
-    const record: SnapshotRecord = { sha, trigger: intent.trigger, message, files, agentSessionId: intent.author.agentSessionId, author: `${intent.author.name} <${intent.author.email}>`, createdAt: at };
+    await git(
+      ['fast-import', '--quiet', '--done'],
+      fastImportStream({ ref: SNAPSHOT_REF, parent: head, author: intent.author, committer: SNAPSHOT_COMMITTER, at, message, changes: commitChanges }),
+    );
+    const sha = (await headOf())!;
+    // a change that came back to what was (a file written again with its bytes): no commit after all
+    const [tree, parentTree] = (await git(['rev-parse', `${sha}^{tree}`, `${head ?? sha}^{tree}`])).trim().split('\n');
+    if (head && tree === parentTree) {
+      await git(['update-ref', SNAPSHOT_REF, head, sha]);
+      await runner.call({ op: 'adopt', base: head });
+      return;
+    }
+    await runner.call({ op: 'adopt', base: sha });
+    const files = parseNameStatus(await git(['diff-tree', '--root', '--no-commit-id', '--name-status', '-r', '-M', '-z', sha]));
+    const subject = snapshotMessage(intent);
+    const record: SnapshotRecord = { sha, trigger: intent.trigger, message: subject, files, agentSessionId: intent.author.agentSessionId, author: `${intent.author.name} <${intent.author.email}>`, createdAt: at };
     await this.db.transaction(async (tx) => {
       await this.repository.addSnapshot(scope, sandbox.id, record, tx);
       await this.outbox.record(tx, {
         topic: 'sandbox.snapshot',
         organizationId: sandbox.organizationId,
         workspaceId: sandbox.workspaceId,
-        payload: { workspace: sandbox.workspaceSlug, sandbox: sandbox.name, sha, trigger: intent.trigger, message, files, session: intent.author.agentSessionId, author: record.author },
+        payload: { workspace: sandbox.workspaceSlug, sandbox: sandbox.name, sha, trigger: intent.trigger, message: subject, files, session: intent.author.agentSessionId, author: record.author },
       });
     });
+  }
+
+  /** which of these objects the history has already (a file renamed or written back needs no bytes) */
+  private async objectsPresent(spec: SandboxSpec, shas: string[]): Promise<Set<string>> {
+    const unique = [...new Set(shas)];
+    if (unique.length === 0) return new Set();
+    const checked = await this.driver.git(spec, ['cat-file', '--batch-check=%(objectname) %(objecttype)'], Buffer.from(`${unique.join('\n')}\n`));
+    if (checked.code !== 0) return new Set();
+    return new Set(
+      checked.stdout
+        .toString('utf8')
+        .split('\n')
+        .filter((line) => line.endsWith(' blob'))
+        .map((line) => line.split(' ')[0]!),
+    );
   }
 
   async snapshots(scope: WorkspaceScope, name: string, limit: number): Promise<SnapshotRecord[]> {

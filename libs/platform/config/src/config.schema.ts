@@ -160,6 +160,21 @@ export const SETTINGS = {
     default: 'on',
     description: 'off: changes are not committed to aileron/snapshots (throwaway sandboxes, and the baseline of the sandbox benchmark).',
   },
+  AILERON_SANDBOX_SNAPSHOT_MAX_FILES: {
+    schema: positiveInt,
+    default: '200000',
+    description: 'A sandbox whose /src holds more files than this (after its .gitignore files) is not snapshotted; the failure is logged and reported as sandbox.snapshot_failed.',
+  },
+  AILERON_SANDBOX_SNAPSHOT_MAX_BYTES: {
+    schema: positiveInt,
+    default: String(512 * 1024 * 1024),
+    description: 'The most bytes of changed files one snapshot stores; a larger change is not snapshotted (reported as sandbox.snapshot_failed). A single file over 64 MiB is left out and named in the commit message.',
+  },
+  AILERON_SANDBOX_SNAPSHOT_TIMEOUT_SECONDS: {
+    schema: positiveInt,
+    default: '120',
+    description: 'How long one attempt at a snapshot may take before it is given up and tried again.',
+  },
   AILERON_SANDBOX_IDLE_SECONDS: {
     schema: positiveInt,
     default: '900',

@@ -57,6 +57,9 @@ export interface AppConfig {
     /** Kubernetes: the claims' sizes and storage class (undefined: the cluster's default) */
     storage: { files: string; history: string; storageClassName: string | undefined };
     snapshots: boolean;
+    snapshotMaxFiles: number;
+    snapshotMaxBytes: number;
+    snapshotTimeoutSeconds: number;
     idleSeconds: number;
     bashTimeoutMs: number;
     bashMaxTimeoutMs: number;
@@ -182,6 +185,9 @@ function toAppConfig(values: SettingValues): AppConfig {
       kubernetesNamespace: values.AILERON_SANDBOX_K8S_NAMESPACE || values.AILERON_K8S_NAMESPACE,
       storage: { files: values.AILERON_SANDBOX_FILES_SIZE, history: values.AILERON_SANDBOX_HISTORY_SIZE, storageClassName: values.AILERON_SANDBOX_STORAGE_CLASS || undefined },
       snapshots: values.AILERON_SANDBOX_SNAPSHOTS === 'on',
+      snapshotMaxFiles: values.AILERON_SANDBOX_SNAPSHOT_MAX_FILES,
+      snapshotMaxBytes: values.AILERON_SANDBOX_SNAPSHOT_MAX_BYTES,
+      snapshotTimeoutSeconds: values.AILERON_SANDBOX_SNAPSHOT_TIMEOUT_SECONDS,
       idleSeconds: values.AILERON_SANDBOX_IDLE_SECONDS,
       bashTimeoutMs: values.AILERON_SANDBOX_BASH_TIMEOUT_MS,
       bashMaxTimeoutMs: values.AILERON_SANDBOX_BASH_MAX_TIMEOUT_MS,
