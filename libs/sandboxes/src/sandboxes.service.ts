@@ -12,9 +12,9 @@ import { ConflictError, DomainError, NotFoundError, ValidationError } from '@ail
 import { OutboxService } from '@aileron/outbox';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type CommandRestrictions, RunnerError, SandboxSourceError, SandboxStartError, type SandboxDriver, type SandboxRunner, type SandboxSpec } from './drivers/driver';
-import { changesAgainst, type CommitChange, fastImportStream, inBatches, isTreeEntry, isTreePath, parseLsTree } from './domain/snapshot-tree';
+import { SnapshotError, takeSnapshot } from './history/take-snapshot';
 import { sandboxSlug } from './domain/slug';
-import type { RunnerLimits, TreeChange, TreeEntry } from './runner/protocol';
+import type { RunnerLimits } from './runner/protocol';
 import { SandboxesRepository, SandboxRecord, SnapshotRecord } from './sandboxes.repository';
 import { importSource, SNAPSHOT_REF } from './source-import';
 
@@ -37,13 +37,6 @@ export interface SnapshotIntent {
 
 /** the pauses before each attempt at a snapshot: at once, then twice more a little later */
 const SNAPSHOT_RETRIES = [0, 1_000, 5_000];
-/** the bytes one `blobs` request asks of the runner at most */
-const BLOB_BATCH_BYTES = 32 * 1024 * 1024;
-const SNAPSHOT_COMMITTER = { name: 'Aileron snapshots', email: 'snapshots@aileron.invalid' };
-
-/** A snapshot the history refused to take from what the sandbox reported. */
-class SnapshotError extends Error {}
-
 function withTimeout<T>(work: Promise<T>, ms: number, message: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<never>((_, reject) => {
@@ -228,7 +221,7 @@ export class SandboxesService implements OnApplicationShutdown {
 
   /** Resolves once every change so far has its snapshot (tests, a bundle that must be complete). */
   async settled(sandbox: SandboxRecord): Promise<void> {
-    await this.tails.get(sandbox.id);
+    await this.tails.get(sandbox.id)?.catch(() => undefined);
   }
 
   /**
@@ -261,103 +254,30 @@ export class SandboxesService implements OnApplicationShutdown {
     );
   }
 
-  /**
-   * The sandbox's runner says what changed (it walks and hashes /src in the
-   * sandbox); the history gets the bytes it lacks and builds the commit from
-   * them with fast-import, in a bare repository with no work tree.
-   */
+  /** The snapshot's commit (see takeSnapshot), and its record and event in one transaction. */
   private async commitChanges(scope: WorkspaceScope, sandbox: SandboxRecord, intent: SnapshotIntent): Promise<void> {
-    const spec = specOf(sandbox);
-    const runner = await this.driver.runner(spec);
-    const git = async (args: string[], input?: Buffer): Promise<string> => {
-      const done = await this.driver.git(spec, args, input);
-      if (done.code !== 0) throw new Error(`git ${args[0]} failed: ${done.stderr.trim()}`);
-      return done.stdout.toString('utf8');
-    };
-    const headOf = async (): Promise<string | null> => {
-      const head = await this.driver.git(spec, ['rev-parse', '--verify', '--quiet', `${SNAPSHOT_REF}^{commit}`]);
-      return head.code === 0 ? head.stdout.toString().trim() : null;
-    };
-    const head = await headOf();
-    const scan = await runner.call({ op: 'scan', base: head, maxEntries: this.config.sandboxes.snapshotMaxFiles });
-    let changes: TreeChange[];
-    if (scan.full) {
-      if (!scan.entries.every(isTreeEntry)) throw new SnapshotError('the sandbox reported a path or mode a tree cannot hold');
-      changes = changesAgainst(head ? parseLsTree(await git(['ls-tree', '-r', '-z', '--full-tree', head])) : new Map(), scan.entries);
-    } else changes = scan.changes;
-    if (!changes.every((change) => ('deleted' in change ? isTreePath(change.path) : isTreeEntry(change)))) throw new SnapshotError('the sandbox reported a path or mode a tree cannot hold');
-    if (changes.length === 0) {
-      if (head) await runner.call({ op: 'adopt', base: head });
-      return;
-    }
-    // the bytes the history lacks, read now by the runner (what it reads is what is committed)
-    const entries = changes.filter((change): change is TreeEntry & { before: string | null } => !('deleted' in change));
-    const have = await this.objectsPresent(spec, entries.map((entry) => entry.sha));
-    const commitChanges: CommitChange[] = changes.filter((change) => 'deleted' in change).map((change) => ({ path: change.path, deleted: true as const }));
-    let total = 0;
-    for (const entry of entries) if (have.has(entry.sha)) commitChanges.push({ path: entry.path, mode: entry.mode, sha: entry.sha });
-    for (const batch of inBatches(entries.filter((entry) => !have.has(entry.sha)), BLOB_BATCH_BYTES)) {
-      const read = await runner.call({ op: 'blobs', paths: batch.map((entry) => entry.path) });
-      const data = Buffer.isBuffer(read.data) ? read.data : Buffer.alloc(0);
-      let offset = 0;
-      for (const item of read.items) {
-        if ('gone' in item) {
-          commitChanges.push({ path: item.path, deleted: true });
-          continue;
-        }
-        if (!isTreeEntry(item) || offset + item.size > data.length) throw new SnapshotError('the sandbox sent a file that does not match what it reported');
-        commitChanges.push({ path: item.path, mode: item.mode, data: data.subarray(offset, offset + item.size) });
-        offset += item.size;
-        total += item.size;
-        if (total > this.config.sandboxes.snapshotMaxBytes) throw new SnapshotError(`the changed files are larger than ${this.config.sandboxes.snapshotMaxBytes} bytes (AILERON_SANDBOX_SNAPSHOT_MAX_BYTES)`);
-      }
-    }
-    const message = snapshotMessage(intent) + (scan.skipped.length > 0 ? `\n\nLeft out (larger than a snapshot takes): ${scan.skipped.slice(0, 20).join(', ')}${scan.skipped.length > 20 ? ', …' : ''}` : '');
+    const message = snapshotMessage(intent);
     const at = new Date();
-    await git(
-      ['fast-import', '--quiet', '--done'],
-      fastImportStream({ ref: SNAPSHOT_REF, parent: head, author: intent.author, committer: SNAPSHOT_COMMITTER, at, message, changes: commitChanges }),
-    );
-    const sha = (await headOf())!;
-    // a change that came back to what was (a file written again with its bytes): no commit after all
-    const [tree, parentTree] = (await git(['rev-parse', `${sha}^{tree}`, `${head ?? sha}^{tree}`])).trim().split('\n');
-    if (head && tree === parentTree) {
-      await git(['update-ref', SNAPSHOT_REF, head, sha]);
-      await runner.call({ op: 'adopt', base: head });
-      return;
-    }
-    await runner.call({ op: 'adopt', base: sha });
-    const files = parseNameStatus(await git(['diff-tree', '--root', '--no-commit-id', '--name-status', '-r', '-M', '-z', sha]));
-    const subject = snapshotMessage(intent);
-    const record: SnapshotRecord = { sha, trigger: intent.trigger, message: subject, files, agentSessionId: intent.author.agentSessionId, author: `${intent.author.name} <${intent.author.email}>`, createdAt: at };
+    const { snapshotMaxFiles: maxFiles, snapshotMaxBytes: maxBytes } = this.config.sandboxes;
+    const taken = await takeSnapshot(this.driver, specOf(sandbox), { author: intent.author, message, at, limits: { maxFiles, maxBytes } });
+    if (!taken) return;
+    const { sha, files } = taken;
+    const record: SnapshotRecord = { sha, trigger: intent.trigger, message, files, agentSessionId: intent.author.agentSessionId, author: `${intent.author.name} <${intent.author.email}>`, createdAt: at };
     await this.db.transaction(async (tx) => {
       await this.repository.addSnapshot(scope, sandbox.id, record, tx);
       await this.outbox.record(tx, {
         topic: 'sandbox.snapshot',
         organizationId: sandbox.organizationId,
         workspaceId: sandbox.workspaceId,
-        payload: { workspace: sandbox.workspaceSlug, sandbox: sandbox.name, sha, trigger: intent.trigger, message: subject, files, session: intent.author.agentSessionId, author: record.author },
+        payload: { workspace: sandbox.workspaceSlug, sandbox: sandbox.name, sha, trigger: intent.trigger, message, files, session: intent.author.agentSessionId, author: record.author, ...(taken.skipped.length > 0 ? { left_out: taken.skipped } : {}) },
       });
     });
   }
 
-  /** which of these objects the history has already (a file renamed or written back needs no bytes) */
-  private async objectsPresent(spec: SandboxSpec, shas: string[]): Promise<Set<string>> {
-    const unique = [...new Set(shas)];
-    if (unique.length === 0) return new Set();
-    const checked = await this.driver.git(spec, ['cat-file', '--batch-check=%(objectname) %(objecttype)'], Buffer.from(`${unique.join('\n')}\n`));
-    if (checked.code !== 0) return new Set();
-    return new Set(
-      checked.stdout
-        .toString('utf8')
-        .split('\n')
-        .filter((line) => line.endsWith(' blob'))
-        .map((line) => line.split(' ')[0]!),
-    );
-  }
-
+  /** After the snapshots of the changes made so far through this replica: a reviewer reads their own writes. */
   async snapshots(scope: WorkspaceScope, name: string, limit: number): Promise<SnapshotRecord[]> {
     const sandbox = await this.get(scope, name);
+    await this.settled(sandbox);
     return this.repository.snapshots(scope, sandbox.id, limit);
   }
 
@@ -448,20 +368,6 @@ export function authorOf(caller: Principal): ChangeAuthor {
   if (caller.session) return { name: caller.name, email: `session-${caller.session.id}@sessions.aileron.invalid`, agentSessionId: caller.session.id };
   const who = describePrincipal(caller);
   return { name: caller.name || who, email: `${who.replace(/[^A-Za-z0-9._-]/g, '-')}@aileron.invalid`, agentSessionId: null };
-}
-
-function parseNameStatus(output: string): { path: string; status: string }[] {
-  const fields = output.split('\0').filter((f) => f !== '');
-  const files: { path: string; status: string }[] = [];
-  for (let i = 0; i < fields.length; ) {
-    const status = fields[i++]!;
-    // renames and copies name the old path, then the new one
-    if (status.startsWith('R') || status.startsWith('C')) {
-      i++;
-      files.push({ path: fields[i++]!, status: status[0]! });
-    } else files.push({ path: fields[i++]!, status });
-  }
-  return files;
 }
 
 class SourceTooLarge extends Error {}
