@@ -5,8 +5,10 @@ import { join } from 'node:path';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, textOf } from '../pool/mcp-client';
-import { aWorkspace } from '../support/builders';
+import { aWorkspace, uniqueSlug } from '../support/builders';
 import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { eventually } from '../support/eventually';
+import { aReceiver } from '../support/webhook-receiver';
 
 /**
  * The security review's finding 1 (and 1c): snapshots used to run
@@ -16,6 +18,9 @@ import { startTestControlPlane, TestControlPlane } from '../support/control-plan
  * its runs there; none may, and the snapshots are still taken and still
  * show the files.
  */
+/** small enough that a test exceeds it in one command */
+const MAX_FILES = 30;
+
 describe('snapshots never run or follow what the agent wrote (embedded, bubblewrap)', () => {
   let cp: TestControlPlane;
   let dir: string;
@@ -28,7 +33,7 @@ describe('snapshots never run or follow what the agent wrote (embedded, bubblewr
     dir = mkdtempSync(join(tmpdir(), 'aileron-snapshot-escape-'));
     marks = join(dir, 'marks');
     mkdirSync(marks);
-    cp = await startTestControlPlane('pglite', {});
+    cp = await startTestControlPlane('pglite', { AILERON_SANDBOX_SNAPSHOT_MAX_FILES: String(MAX_FILES) });
     ws = await aWorkspace(cp, cp.ownerToken);
     await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, { body: { default: 'allow', rules: [] } });
   }, 120_000);
@@ -227,5 +232,29 @@ describe('snapshots never run or follow what the agent wrote (embedded, bubblewr
     expect(entry === '120000 target.txt' ? history.show('target.txt') : history.show('target.txt')).toMatch(entry === '120000 target.txt' ? /^\/.*secret\.txt$/ : /^mine\n$/);
     for (const subject of history.subjects) expect(subject).not.toContain('not yours');
     expect(JSON.stringify(history.tree)).not.toContain('not yours');
+  });
+
+  it('a snapshot that cannot be taken is reported as sandbox.snapshot_failed; the next change and other sandboxes go on', async () => {
+    const receiver = await aReceiver([]);
+    const hook = await cp.request('POST', '/v1/webhooks', { body: { name: uniqueSlug('failures'), url: receiver.url, events: ['sandbox.snapshot_failed'], workspace: ws.slug } });
+    expect(hook.status, hook.text).toBe(201);
+    try {
+      const crowded = await aSandbox('crowded');
+      const calm = await aSandbox('calm');
+      await crowded.bash(`mkdir many && for i in $(seq 1 ${MAX_FILES + 5}); do echo $i > many/$i.txt; done`);
+      await calm.write('fine.txt', 'fine\n');
+      const failed = await eventually('the sandbox.snapshot_failed delivery', () => receiver.accepted().find((r) => JSON.parse(r.raw).data?.sandbox === 'crowded'), { timeoutMs: 60_000 });
+      expect(JSON.parse(failed.raw).data).toMatchObject({ sandbox: 'crowded', trigger: 'bash', message: expect.stringMatching(/^bash: mkdir many/), reason: expect.stringContaining(`more than ${MAX_FILES} files`) });
+      // the other sandbox's snapshot was taken meanwhile
+      expect((await fetched('calm')).subjects).toEqual(['write: fine.txt']);
+      // once the agent makes room (a .gitignore), the next change is committed with everything since the last good snapshot
+      await crowded.write('.gitignore', 'many/\n');
+      const history = await fetched('crowded');
+      expect(history.subjects).toEqual(['write: .gitignore']);
+      expect(history.tree).toEqual(['100644 .gitignore']);
+    } finally {
+      await cp.request('DELETE', `/v1/webhooks/${hook.body.id}`);
+      await receiver.close();
+    }
   });
 });
