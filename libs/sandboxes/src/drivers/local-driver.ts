@@ -15,6 +15,8 @@ const RUNNER_DIR = '/opt/aileron-runner';
 const START_TIMEOUT_MS = 20_000;
 /** the largest input passed through the git helper's lines */
 const HELPER_MAX_INPUT_BYTES = 4 * 1024 * 1024;
+/** commands whose output grows with the sandbox's tree (a listing, a diff): never through the helper's lines either */
+const LARGE_OUTPUT: ReadonlySet<string> = new Set(['ls-tree', 'diff-tree', 'show']);
 /** what programs commonly need of /etc: certificates, name resolution, the alternatives Debian links through */
 const ETC = ['/etc/ssl', '/etc/ca-certificates', '/etc/resolv.conf', '/etc/hosts', '/etc/nsswitch.conf', '/etc/alternatives', '/etc/localtime', '/etc/ld.so.cache'];
 
@@ -183,9 +185,9 @@ export class LocalSandboxDriver implements SandboxDriver {
 
   async git(spec: SandboxSpec, args: string[], input?: Buffer | NodeJS.ReadableStream): Promise<GitResult> {
     const stdin = Buffer.isBuffer(input) ? input : input ? await buffered(input as NodeJS.ReadableStream) : undefined;
-    // a large input (a snapshot's files) goes to a git of its own: the shared helper takes one line per request, and a
-    // line of hundreds of megabytes would end it, and every other sandbox's git with it
-    if (stdin && stdin.length > HELPER_MAX_INPUT_BYTES) return this.gitDirect(spec, args, stdin);
+    // a large input (a snapshot's files) or output goes to a git of its own: the shared helper takes one line per
+    // request, and a line of hundreds of megabytes would end it, and every other sandbox's git with it
+    if ((stdin && stdin.length > HELPER_MAX_INPUT_BYTES) || LARGE_OUTPUT.has(args[0] ?? '')) return this.gitDirect(spec, args, stdin ?? Buffer.alloc(0));
     return this.gitHelper().run({ file: this.gitBinary, args: [...GIT_SAFETY, ...this.gitPlace(spec, args), ...args], cwd: dirname(this.paths(spec).git), env: gitEnv(this.paths(spec).git), ...(stdin ? { stdin: stdin.toString('base64') } : {}) });
   }
 
