@@ -7,7 +7,7 @@ import Ajv from 'ajv';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { ADMIN_TOKEN_FILE, loadConfig, SETTINGS } from '@aileron/config';
-import { CONTROL_PLANE_SELECTOR, EGRESS_EXCEPT_V4, KubernetesDriver, MANAGED_BY, type InstanceSpec } from '@aileron/pool';
+import { CONTROL_PLANE_SELECTOR, EGRESS_EXCEPT_V4, KubernetesDriver, kubernetesPoolOptions, MANAGED_BY, type InstanceSpec } from '@aileron/pool';
 import { KubernetesSandboxDriver, kubernetesSandboxOptions, SANDBOX_RUNNER_PORTS, SANDBOX_SELECTOR, SNAPSHOT_BRANCH, type SandboxSpec } from '@aileron/sandboxes';
 import { FakeKubernetes } from '../support/fake-kubernetes';
 import { ProcessKubelet } from '../support/process-kubelet';
@@ -34,6 +34,7 @@ const RELEASE_NS = 'aileron';
 const POOL_NS = 'aileron-pool';
 const SANDBOX_NS = 'aileron-sandboxes';
 const ROOT_KEY = Buffer.alloc(32, 7).toString('base64');
+const POD_UID = randomUUID();
 
 const VALUE_SETS: Record<string, object> = {
   'default (embedded)': {},
@@ -91,6 +92,48 @@ function container(deployment: K8sObject): K8sObject {
 /** What a selector's matchLabels picks among labels. */
 function selects(matchLabels: Record<string, string>, labels: Record<string, string>): boolean {
   return Object.entries(matchLabels).every(([key, value]) => labels?.[key] === value);
+}
+
+/**
+ * The control plane's environment as the kubelet would give it (the ConfigMap, then the
+ * Deployment's own variables, `$(VAR)` expanded), in RELEASE_NS.
+ */
+function controlPlaneEnv(set: string): Record<string, string> {
+  const r = rendered[set]!;
+  const env: Record<string, string> = { ...one(r, 'ConfigMap').data };
+  const values = mergedValues(VALUE_SETS[set]!) as { secrets: Record<string, string> };
+  const fromSecret: Record<string, string> = {
+    'database-url': values.secrets.databaseUrl || 'postgres://u:p@db:5432/aileron',
+    'redis-url': values.secrets.redisUrl || 'redis://redis:6379',
+  };
+  const field: Record<string, string> = { 'metadata.name': 'aileron-5d8f7c9b6-x2x4q', 'metadata.uid': POD_UID, 'metadata.namespace': RELEASE_NS, 'status.podIP': '10.1.2.3' };
+  for (const variable of container(controlPlane(r)).env) {
+    if (variable.value !== undefined) env[variable.name] = variable.value.replace(/\$\((\w+)\)/g, (_: string, ref: string) => env[ref] ?? '');
+    else if (variable.valueFrom.fieldRef) env[variable.name] = field[variable.valueFrom.fieldRef.fieldPath]!;
+    else env[variable.name] = fromSecret[variable.valueFrom.secretKeyRef.key]!;
+  }
+  return env;
+}
+
+/**
+ * Whether a NetworkPolicy, by itself, lets a pod (its namespace and labels) connect to a
+ * port of the pods it selects: a peer without a namespaceSelector means the policy's own
+ * namespace, as the API server reads it.
+ */
+function admits(policy: K8sObject, from: { namespace: string; labels: Record<string, string> }, port: number): boolean {
+  return (policy.spec.ingress ?? []).some((rule: K8sObject) => {
+    const peers = (rule.from ?? []) as K8sObject[];
+    const portAllowed = (rule.ports ?? []).some((p: K8sObject) => p.port === port);
+    return (
+      portAllowed &&
+      peers.some((peer) => {
+        const namespaceMatches = peer.namespaceSelector
+          ? selects(peer.namespaceSelector.matchLabels ?? {}, { 'kubernetes.io/metadata.name': from.namespace })
+          : from.namespace === policy.metadata.namespace;
+        return namespaceMatches && selects(peer.podSelector?.matchLabels ?? {}, from.labels);
+      })
+    );
+  });
 }
 
 beforeAll(() => {
@@ -210,18 +253,7 @@ describe('the chart', () => {
         }
       }
       // the control plane's environment as the kubelet would give it, checked by the control plane's own configuration loader
-      const env: Record<string, string> = { ...configMap.data };
-      const values = mergedValues(VALUE_SETS[set]!) as { secrets: Record<string, string> };
-      const fromSecret: Record<string, string> = {
-        'database-url': values.secrets.databaseUrl || 'postgres://u:p@db:5432/aileron',
-        'redis-url': values.secrets.redisUrl || 'redis://redis:6379',
-      };
-      const field: Record<string, string> = { 'metadata.name': 'aileron-5d8f7c9b6-x2x4q', 'metadata.uid': randomUUID(), 'status.podIP': '10.1.2.3' };
-      for (const variable of container(controlPlane(r)).env) {
-        if (variable.value !== undefined) env[variable.name] = variable.value.replace(/\$\((\w+)\)/g, (_: string, ref: string) => env[ref] ?? '');
-        else if (variable.valueFrom.fieldRef) env[variable.name] = field[variable.valueFrom.fieldRef.fieldPath]!;
-        else env[variable.name] = fromSecret[variable.valueFrom.secretKeyRef.key]!;
-      }
+      const env = controlPlaneEnv(set);
       const config = loadConfig(env);
       expect(config.mode).toBe((mergedValues(VALUE_SETS[set]!) as { mode: string }).mode);
       expect(config.host).toBe('0.0.0.0');
@@ -235,6 +267,8 @@ describe('the chart', () => {
       const env = Object.fromEntries(c.env.map((v: K8sObject) => [v.name, v]));
       expect(env.AILERON_POD_NAME.valueFrom).toEqual({ fieldRef: { fieldPath: 'metadata.name' } });
       expect(env.AILERON_POD_UID.valueFrom).toEqual({ fieldRef: { fieldPath: 'metadata.uid' } });
+      expect(env.AILERON_POD_NAMESPACE.valueFrom).toEqual({ fieldRef: { fieldPath: 'metadata.namespace' } });
+      expect(loadConfig(controlPlaneEnv(set)).pool.controlPlaneNamespace).toBe(RELEASE_NS);
       expect(env.POD_IP.valueFrom).toEqual({ fieldRef: { fieldPath: 'status.podIP' } });
       // $(POD_IP) expands only from a variable defined before it
       const names = c.env.map((v: K8sObject) => v.name);
@@ -455,16 +489,13 @@ describe('pool on Kubernetes', () => {
 
     it('allows every call the driver makes through a start, a stop and a restart that reaps, and nothing it does not make', async () => {
       const allowed = refuseOutside(fake, one(r(), 'Role', 'aileron-pool'));
-      const configMap = one(r(), 'ConfigMap').data;
+      // the driver as the control plane builds it from its environment in the chart's pod
       const options = {
+        ...kubernetesPoolOptions(loadConfig(controlPlaneEnv(set))),
         kubeConfig: fake.kubeConfig(),
-        namespace: configMap.AILERON_K8S_NAMESPACE,
-        runnerImage: configMap.AILERON_POOL_RUNNER_IMAGE,
-        egressAllowCidrs: configMap.AILERON_POOL_EGRESS_ALLOW_CIDRS.split(','),
         port,
         startTimeoutMs: 15_000,
         retryIntervalMs: 40,
-        controlPlanePod: { name: 'aileron-5d8f7c9b6-x2x4q' },
         log: (line: string) => lines.push(line),
       };
       const first = new KubernetesDriver(options);
@@ -476,6 +507,10 @@ describe('pool on Kubernetes', () => {
       const egress = JSON.stringify(policy.spec.egress);
       for (const range of EGRESS_EXCEPT_V4) expect(egress).toContain(range);
       expect(egress).toContain('10.20.0.0/16');
+      // and admits this release's control plane from its own namespace by itself, and nothing else of the release
+      expect(admits(policy, { namespace: RELEASE_NS, labels: controlPlane(r()).spec.template.metadata.labels }, port)).toBe(true);
+      expect(admits(policy, { namespace: RELEASE_NS, labels: one(r(), 'Deployment', 'aileron-worker').spec.template.metadata.labels }, port)).toBe(false);
+      expect(admits(policy, { namespace: 'elsewhere', labels: controlPlane(r()).spec.template.metadata.labels }, port)).toBe(false);
       await stopped.stop();
       // a replica that dies with an instance running; its next run reaps it
       await first.start(spec());
@@ -599,12 +634,20 @@ describe('sandboxes on Kubernetes', () => {
 
     it("allows every call the driver makes through a sandbox's life (made, started, stopped, reached by a restarted control plane, its network changed, removed), and nothing it does not make", async () => {
       const allowed = refuseOutside(fake, one(r(), 'Role'));
-      const options = { ...kubernetesSandboxOptions(loadConfig(one(r(), 'ConfigMap').data)), kubeConfig: fake.kubeConfig(), ports: await runnerPorts(), startTimeoutMs: 20_000, retryIntervalMs: 40, log: (line: string) => lines.push(line) };
+      // the driver as the control plane builds it from its environment in the chart's pod
+      const ports = await runnerPorts();
+      const options = { ...kubernetesSandboxOptions(loadConfig(controlPlaneEnv(set))), kubeConfig: fake.kubeConfig(), ports, startTimeoutMs: 20_000, retryIntervalMs: 40, log: (line: string) => lines.push(line) };
       const spec: SandboxSpec = { id: randomUUID(), organizationId: randomUUID(), workspaceId: randomUUID(), name: 'fix-the-bug', network: 'none', limits: {} };
       const stem = `sandbox-${spec.id}`;
       const first = new KubernetesSandboxDriver(options);
       await first.create(spec);
       for (const claim of [`${stem}-files`, `${stem}-history`]) expect(fake.get('persistentvolumeclaims', claim).spec.storageClassName).toBe('fast-ssd');
+      // the sandbox's own policy admits this release's control plane from its own namespace by itself, on both runners' ports
+      const policy = fake.get('networkpolicies', stem);
+      const me = { namespace: RELEASE_NS, labels: controlPlane(r()).spec.template.metadata.labels };
+      for (const port of [ports.sandbox, ports.history]) expect(admits(policy, me, port), `port ${port}`).toBe(true);
+      expect(admits(policy, { ...me, labels: { ...me.labels, 'app.kubernetes.io/name': 'aileron-worker' } }, ports.sandbox)).toBe(false);
+      expect(admits(policy, { ...me, namespace: 'elsewhere' }, ports.sandbox)).toBe(false);
       expect(fake.get('persistentvolumeclaims', `${stem}-files`).spec.resources.requests.storage).toBe('20Gi');
       const runner = await first.runner(spec);
       await runner.call({ op: 'write', path: 'app.ts', content: 'export const answer = 42;\n' });

@@ -27,6 +27,7 @@ export function kubernetesSandboxOptions(config: AppConfig): Omit<KubernetesSand
     ...(config.sandboxes.image ? { image: config.sandboxes.image } : {}),
     versionMismatch: config.sandboxes.versionMismatch,
     egressAllowCidrs: config.pool.egressAllowCidrs,
+    ...(config.pool.controlPlaneNamespace ? { controlPlaneNamespace: config.pool.controlPlaneNamespace } : {}),
   };
 }
 

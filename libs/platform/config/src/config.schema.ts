@@ -249,6 +249,11 @@ export const SETTINGS = {
     description:
       "The control plane's own Pod UID (downward API `metadata.uid`), with AILERON_POD_NAME. Pool pods are owned by that Pod, so Kubernetes deletes them when it goes (only when it runs in AILERON_K8S_NAMESPACE).",
   },
+  AILERON_POD_NAMESPACE: {
+    schema: z.string().max(63, 'must be a Kubernetes namespace name').regex(namespaceName, 'must be a Kubernetes namespace name'),
+    description:
+      "The control plane's own namespace (downward API `metadata.namespace`). Each pool instance's and sandbox's NetworkPolicy admits the control plane's pods from there; unset, only from the instance's own namespace, so another policy must let the control plane in.",
+  },
   AILERON_POOL_AUDIT_BATCH_MS: {
     schema: positiveInt,
     default: '200',

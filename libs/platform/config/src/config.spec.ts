@@ -39,6 +39,12 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ AILERON_POD_UID: uid })).toThrow(/AILERON_POD_UID needs AILERON_POD_NAME/);
   });
 
+  it('the control plane’s own namespace (downward API) reaches both Kubernetes drivers, for their NetworkPolicies', () => {
+    expect(loadConfig({ AILERON_POD_NAMESPACE: 'aileron' }).pool.controlPlaneNamespace).toBe('aileron');
+    expect(loadConfig({}).pool.controlPlaneNamespace).toBeUndefined();
+    expect(() => loadConfig({ AILERON_POD_NAMESPACE: 'Not_A_Namespace' })).toThrow(/AILERON_POD_NAMESPACE must be a Kubernetes namespace name/);
+  });
+
   it('reads an optional YAML or JSON file, and the environment wins over it', () => {
     const dir = mkdtempSync(join(tmpdir(), 'cfg-'));
     const file = join(dir, 'aileron.yaml');

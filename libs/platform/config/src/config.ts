@@ -46,6 +46,8 @@ export interface AppConfig {
     kubernetesNamespace: string;
     /** the control plane's own Pod (downward API), which labels and owns the pods the Kubernetes driver makes */
     controlPlanePod: { name: string; uid: string | undefined } | undefined;
+    /** the control plane's own namespace (downward API): the Kubernetes drivers' NetworkPolicies admit its pods from there */
+    controlPlaneNamespace: string | undefined;
   };
   rateLimits: { workspacePerMinute: number; principalPerMinute: number; withoutRedis: 'open' | 'closed' };
   sandboxes: {
@@ -169,6 +171,7 @@ function toAppConfig(values: SettingValues): AppConfig {
       egressAllowCidrs: values.AILERON_POOL_EGRESS_ALLOW_CIDRS,
       kubernetesNamespace: values.AILERON_K8S_NAMESPACE,
       controlPlanePod: values.AILERON_POD_NAME ? { name: values.AILERON_POD_NAME, uid: values.AILERON_POD_UID } : undefined,
+      controlPlaneNamespace: values.AILERON_POD_NAMESPACE,
     },
     rateLimits: {
       workspacePerMinute: values.AILERON_RATE_LIMIT_WORKSPACE_PER_MINUTE,
