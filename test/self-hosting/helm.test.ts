@@ -61,11 +61,11 @@ const VALUE_SETS: Record<string, object> = {
       storage: { files: '20Gi', history: '3Gi', storageClass: 'fast-ssd' },
     },
   },
-  'pool and sandboxes on Kubernetes in one namespace': {
+  'pool and sandboxes on Kubernetes': {
     mode: 'server',
     secrets: { existingSecret: 'aileron-operator-secrets' },
     pool: { driver: 'kubernetes', namespace: POOL_NS },
-    sandboxes: { driver: 'kubernetes', namespace: POOL_NS },
+    sandboxes: { driver: 'kubernetes', namespace: SANDBOX_NS },
   },
 };
 const SETS = Object.keys(VALUE_SETS);
@@ -530,7 +530,7 @@ describe('pool on Kubernetes', () => {
 describe('sandboxes on Kubernetes', () => {
   const set = 'sandboxes on Kubernetes (pool local)';
   const r = () => rendered[set]!;
-  const shared = () => rendered['pool and sandboxes on Kubernetes in one namespace']!;
+  const both = () => rendered['pool and sandboxes on Kubernetes']!;
 
   /** A selector's matchLabels and matchExpressions (Exists, DoesNotExist) against labels. */
   function selectsPod(selector: K8sObject, labels: Record<string, string>): boolean {
@@ -551,7 +551,7 @@ describe('sandboxes on Kubernetes', () => {
     expect(config.pool.egressAllowCidrs).toEqual(['10.30.0.0/16']);
     // without values the sandboxes stay local, and the default class is the cluster's
     expect(loadConfig(one(rendered['default (embedded)']!, 'ConfigMap').data).sandboxes.driver).toBe('local');
-    expect(loadConfig(one(shared(), 'ConfigMap').data).sandboxes).toMatchObject({ kubernetesNamespace: POOL_NS, storage: { files: '10Gi', history: '2Gi', storageClassName: undefined } });
+    expect(loadConfig(one(both(), 'ConfigMap').data).sandboxes).toMatchObject({ kubernetesNamespace: SANDBOX_NS, storage: { files: '10Gi', history: '2Gi', storageClassName: undefined } });
   });
 
   it("makes the sandboxes' namespace enforce the restricted Pod Security Standard, and binds its Role to the control plane's ServiceAccount", () => {
@@ -600,13 +600,20 @@ describe('sandboxes on Kubernetes', () => {
     expect(one(r(), 'ResourceQuota').spec.hard['requests.storage']).toBeDefined();
   });
 
-  it("shares the pool's namespace when told: one Namespace, one default-deny policy, a way in for each, a Role for each", () => {
-    expect(find(shared(), 'Namespace').map((n) => n.metadata.name)).toEqual([POOL_NS]);
-    const policies = find(shared(), 'NetworkPolicy');
-    expect(policies.every((p) => p.metadata.namespace === POOL_NS)).toBe(true);
-    expect(policies.filter((p) => Object.keys(p.spec.podSelector).length === 0)).toHaveLength(1);
-    expect(policies.map((p) => p.spec.ingress?.[0]?.ports.map((port: K8sObject) => port.port))).toContainEqual([SANDBOX_RUNNER_PORTS.sandbox, SANDBOX_RUNNER_PORTS.history]);
-    expect(find(shared(), 'Role').map((role) => `${role.metadata.namespace}/${role.metadata.name}`).sort()).toEqual([`${POOL_NS}/aileron-pool`, `${POOL_NS}/aileron-sandbox`]);
+  it("refuses the pool's namespace for sandboxes, where their Role would read every instance's credentials; with both on Kubernetes no Role reads a Secret of the pool", () => {
+    const shared = { pool: { driver: 'kubernetes', namespace: POOL_NS }, sandboxes: { driver: 'kubernetes', namespace: POOL_NS } };
+    expect(renderError(shared, { namespace: RELEASE_NS })).toMatch(/sandboxes\.namespace must not be pool\.namespace/);
+    // the control plane's own check, for installations without the chart
+    expect(() => loadConfig({ AILERON_POOL_DRIVER: 'kubernetes', AILERON_SANDBOX_DRIVER: 'kubernetes', AILERON_K8S_NAMESPACE: POOL_NS, AILERON_SANDBOX_K8S_NAMESPACE: POOL_NS })).toThrow(/AILERON_SANDBOX_K8S_NAMESPACE/);
+    // a sandbox namespace of its own while the pool is local holds no instance's Secrets
+    expect(renderError({ sandboxes: { driver: 'kubernetes', namespace: POOL_NS } }, { namespace: RELEASE_NS })).toBeUndefined();
+    for (const set of SETS) {
+      for (const role of find(rendered[set]!, 'Role').filter((role) => role.metadata.namespace === POOL_NS)) {
+        const reads = [...grantsOf(role)].filter((grant) => /^\/secrets:(get|list|watch)$/.test(grant));
+        expect(reads, `${set}: Role ${role.metadata.name}`).toEqual([]);
+      }
+    }
+    expect(find(both(), 'Role').map((role) => `${role.metadata.namespace}/${role.metadata.name}`).sort()).toEqual([`${POOL_NS}/aileron-pool`, `${SANDBOX_NS}/aileron-sandbox`]);
   });
 
   it('refuses the release namespace as the sandboxes’ namespace, and tells in NOTES.txt where sandboxes run', () => {

@@ -138,7 +138,8 @@ export const SETTINGS = {
   AILERON_SANDBOX_K8S_NAMESPACE: {
     schema: z.string().max(63, 'must be a Kubernetes namespace name').regex(namespaceName, 'must be a Kubernetes namespace name').or(z.literal('')),
     default: '',
-    description: "Namespace of Kubernetes sandboxes: their pods, claims, Secrets and NetworkPolicies. Default: the pool's, AILERON_K8S_NAMESPACE.",
+    description:
+      "Namespace of Kubernetes sandboxes: their pods, claims, Secrets and NetworkPolicies. Default: the pool's, AILERON_K8S_NAMESPACE, which is refused when the pool runs on Kubernetes too (the sandboxes read their runners' Secrets back, so their namespace must hold no one else's).",
   },
   AILERON_SANDBOX_FILES_SIZE: {
     schema: quantity,

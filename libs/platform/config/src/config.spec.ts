@@ -39,6 +39,15 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ AILERON_POD_UID: uid })).toThrow(/AILERON_POD_UID needs AILERON_POD_NAME/);
   });
 
+  it("refuses sandboxes in the pool's namespace when both run on Kubernetes: the sandboxes' Secrets access would reach the pool's", () => {
+    const both = { AILERON_POOL_DRIVER: 'kubernetes', AILERON_SANDBOX_DRIVER: 'kubernetes' };
+    expect(() => loadConfig(both)).toThrow(/AILERON_SANDBOX_K8S_NAMESPACE must name a namespace other than the pool's \(AILERON_K8S_NAMESPACE, aileron-pool\)/);
+    expect(() => loadConfig({ ...both, AILERON_K8S_NAMESPACE: 'tenants', AILERON_SANDBOX_K8S_NAMESPACE: 'tenants' })).toThrow(/AILERON_SANDBOX_K8S_NAMESPACE/);
+    expect(loadConfig({ ...both, AILERON_SANDBOX_K8S_NAMESPACE: 'aileron-sandboxes' }).sandboxes.kubernetesNamespace).toBe('aileron-sandboxes');
+    // with the pool local there are no pool Secrets to reach
+    expect(loadConfig({ AILERON_SANDBOX_DRIVER: 'kubernetes' }).sandboxes.kubernetesNamespace).toBe('aileron-pool');
+  });
+
   it('the control plane’s own namespace (downward API) reaches both Kubernetes drivers, for their NetworkPolicies', () => {
     expect(loadConfig({ AILERON_POD_NAMESPACE: 'aileron' }).pool.controlPlaneNamespace).toBe('aileron');
     expect(loadConfig({}).pool.controlPlaneNamespace).toBeUndefined();

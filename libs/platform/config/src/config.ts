@@ -122,6 +122,14 @@ export function loadConfig(env: Source = process.env): AppConfig {
   if (values.AILERON_POD_UID !== undefined && values.AILERON_POD_NAME === undefined) {
     problems.push({ name: 'AILERON_POD_UID', message: 'needs AILERON_POD_NAME as well' });
   }
+  // the sandbox driver reads back the Secrets of its namespace (its runners' tokens): there it would read the pool instances' credentials
+  const sandboxNamespace = values.AILERON_SANDBOX_K8S_NAMESPACE || values.AILERON_K8S_NAMESPACE;
+  if (values.AILERON_SANDBOX_DRIVER === 'kubernetes' && values.AILERON_POOL_DRIVER === 'kubernetes' && sandboxNamespace === values.AILERON_K8S_NAMESPACE) {
+    problems.push({
+      name: 'AILERON_SANDBOX_K8S_NAMESPACE',
+      message: `must name a namespace other than the pool's (AILERON_K8S_NAMESPACE, ${String(values.AILERON_K8S_NAMESPACE)}) when both run on Kubernetes: the sandboxes' access to their runners' Secrets would reach the pool instances' credentials`,
+    });
+  }
   if (problems.length > 0) throw new ConfigError(problems);
 
   // every setting has parsed (or a problem was thrown), and those with a default were read
