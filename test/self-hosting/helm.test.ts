@@ -49,10 +49,10 @@ const VALUE_SETS: Record<string, object> = {
   'pool on Kubernetes (server mode, existing Secret)': {
     mode: 'server',
     secrets: { existingSecret: 'aileron-operator-secrets' },
-    pool: { driver: 'kubernetes', namespace: POOL_NS, egressAllowCidrs: ['10.20.0.0/16'] },
+    pool: { driver: 'kubernetes', namespace: POOL_NS, egressAllowCidrs: ['10.20.0.0/16'], egressExceptCidrs: ['2001:db8:42::/56'] },
   },
   'sandboxes on Kubernetes (pool local)': {
-    pool: { egressAllowCidrs: ['10.30.0.0/16'] },
+    pool: { egressAllowCidrs: ['10.30.0.0/16'], egressExceptCidrs: ['2001:db8:43::/56'] },
     sandboxes: {
       driver: 'kubernetes',
       namespace: SANDBOX_NS,
@@ -134,6 +134,12 @@ function admits(policy: K8sObject, from: { namespace: string; labels: Record<str
       })
     );
   });
+}
+
+/** The ranges a policy's `::/0` egress block leaves out. */
+function ipv6Except(policy: K8sObject): string[] {
+  const blocks = (policy.spec.egress as K8sObject[]).flatMap((rule) => (rule.to ?? []).map((peer: K8sObject) => peer.ipBlock).filter(Boolean));
+  return blocks.find((block: K8sObject) => block.cidr === '::/0')?.except ?? [];
 }
 
 beforeAll(() => {
@@ -507,6 +513,8 @@ describe('pool on Kubernetes', () => {
       const egress = JSON.stringify(policy.spec.egress);
       for (const range of EGRESS_EXCEPT_V4) expect(egress).toContain(range);
       expect(egress).toContain('10.20.0.0/16');
+      // the cluster's global IPv6 range, from the chart's value, is kept out as the private ranges are
+      expect(ipv6Except(policy)).toContain('2001:db8:42::/56');
       // and admits this release's control plane from its own namespace by itself, and nothing else of the release
       expect(admits(policy, { namespace: RELEASE_NS, labels: controlPlane(r()).spec.template.metadata.labels }, port)).toBe(true);
       expect(admits(policy, { namespace: RELEASE_NS, labels: one(r(), 'Deployment', 'aileron-worker').spec.template.metadata.labels }, port)).toBe(false);
@@ -669,6 +677,7 @@ describe('sandboxes on Kubernetes', () => {
       await restarted.stop(spec);
       await restarted.runner({ ...spec, network: 'egress' });
       expect(JSON.stringify(fake.get('networkpolicies', stem).spec.egress)).toContain('10.30.0.0/16');
+      expect(ipv6Except(fake.get('networkpolicies', stem))).toContain('2001:db8:43::/56');
       expect((await restarted.git(spec, ['log', '--format=%s', SNAPSHOT_BRANCH])).stdout.toString()).toBe('write: app.ts\n');
       await restarted.remove(spec);
       await restarted.close();

@@ -31,6 +31,7 @@ export function kubernetesPoolOptions(config: AppConfig): Omit<KubernetesDriverO
     namespace: config.pool.kubernetesNamespace,
     runnerImage: config.pool.runnerImage,
     egressAllowCidrs: config.pool.egressAllowCidrs,
+    egressExceptCidrs: config.pool.egressExceptCidrs,
     controlPlanePod: config.pool.controlPlanePod,
     ...(config.pool.controlPlaneNamespace ? { controlPlaneNamespace: config.pool.controlPlaneNamespace } : {}),
   };

@@ -27,6 +27,7 @@ export function kubernetesSandboxOptions(config: AppConfig): Omit<KubernetesSand
     ...(config.sandboxes.image ? { image: config.sandboxes.image } : {}),
     versionMismatch: config.sandboxes.versionMismatch,
     egressAllowCidrs: config.pool.egressAllowCidrs,
+    egressExceptCidrs: config.pool.egressExceptCidrs,
     ...(config.pool.controlPlaneNamespace ? { controlPlaneNamespace: config.pool.controlPlaneNamespace } : {}),
   };
 }

@@ -232,6 +232,12 @@ export const SETTINGS = {
     description:
       'Kubernetes pool pods may reach the public internet and cluster DNS only; these address ranges (comma-separated CIDRs) are let through besides, e.g. a private API the servers need.',
   },
+  AILERON_POOL_EGRESS_EXCEPT_CIDRS: {
+    schema: cidrList.refine((list) => list.every((cidr) => !cidr.endsWith('/0')), 'must name ranges narrower than /0'),
+    default: '',
+    description:
+      "Address ranges (comma-separated CIDRs) Kubernetes pool pods and egress sandboxes must not reach, besides the private, loopback, link-local and reserved ranges always kept from them: the cluster's global (public) IPv6 pod and service ranges, which otherwise count as the internet, e.g. 2001:db8:42::/56.",
+  },
   AILERON_K8S_NAMESPACE: {
     schema: z.string().regex(namespaceName, 'must be a Kubernetes namespace name'),
     default: 'aileron-pool',

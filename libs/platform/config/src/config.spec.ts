@@ -48,6 +48,13 @@ describe('loadConfig', () => {
     expect(loadConfig({ AILERON_SANDBOX_DRIVER: 'kubernetes' }).sandboxes.kubernetesNamespace).toBe('aileron-pool');
   });
 
+  it('takes more ranges to keep Kubernetes pods from (a cluster’s global IPv6 ranges), and refuses one that is not a strict subrange', () => {
+    expect(loadConfig({ AILERON_POOL_EGRESS_EXCEPT_CIDRS: '2001:db8:42::/56, 203.0.113.0/24' }).pool.egressExceptCidrs).toEqual(['2001:db8:42::/56', '203.0.113.0/24']);
+    expect(loadConfig({}).pool.egressExceptCidrs).toEqual([]);
+    expect(() => loadConfig({ AILERON_POOL_EGRESS_EXCEPT_CIDRS: '2001:db8::/129' })).toThrow(/AILERON_POOL_EGRESS_EXCEPT_CIDRS must be a comma-separated list of CIDR ranges/);
+    expect(() => loadConfig({ AILERON_POOL_EGRESS_EXCEPT_CIDRS: '::/0' })).toThrow(/AILERON_POOL_EGRESS_EXCEPT_CIDRS must name ranges narrower than \/0/);
+  });
+
   it('the control plane’s own namespace (downward API) reaches both Kubernetes drivers, for their NetworkPolicies', () => {
     expect(loadConfig({ AILERON_POD_NAMESPACE: 'aileron' }).pool.controlPlaneNamespace).toBe('aileron');
     expect(loadConfig({}).pool.controlPlaneNamespace).toBeUndefined();

@@ -43,6 +43,8 @@ export interface AppConfig {
     runnerImage: string;
     /** private ranges Kubernetes pool pods may reach besides the public internet */
     egressAllowCidrs: string[];
+    /** public ranges they must not reach besides the private ones (a cluster's global IPv6 ranges) */
+    egressExceptCidrs: string[];
     kubernetesNamespace: string;
     /** the control plane's own Pod (downward API), which labels and owns the pods the Kubernetes driver makes */
     controlPlanePod: { name: string; uid: string | undefined } | undefined;
@@ -177,6 +179,7 @@ function toAppConfig(values: SettingValues): AppConfig {
       cpuMillis: values.AILERON_POOL_CPU_MILLIS,
       runnerImage: values.AILERON_POOL_RUNNER_IMAGE,
       egressAllowCidrs: values.AILERON_POOL_EGRESS_ALLOW_CIDRS,
+      egressExceptCidrs: values.AILERON_POOL_EGRESS_EXCEPT_CIDRS,
       kubernetesNamespace: values.AILERON_K8S_NAMESPACE,
       controlPlanePod: values.AILERON_POD_NAME ? { name: values.AILERON_POD_NAME, uid: values.AILERON_POD_UID } : undefined,
       controlPlaneNamespace: values.AILERON_POD_NAMESPACE,
