@@ -67,7 +67,8 @@ export const SETTINGS = {
   },
   AILERON_REPLICA_URL: {
     schema: httpUrl,
-    description: 'How other control-plane replicas reach this one directly (e.g. http://$(POD_IP):8080), so any replica can serve any MCP session. Default http://127.0.0.1:PORT (replicas on one machine).',
+    description:
+      'How other control-plane replicas reach this one directly (e.g. http://$(POD_IP):8080), so any replica can serve any MCP session. Default http://127.0.0.1:PORT (replicas on one machine). Set, a replica forwards only to replicas of the same scheme and port: give every replica one scheme and port, or requests for sessions held elsewhere are answered 404 MCP_SESSION_NOT_FOUND (logged once).',
   },
   LOG_LEVEL: {
     schema: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
