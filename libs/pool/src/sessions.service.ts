@@ -1,5 +1,5 @@
 import type { AddressInfo } from 'node:net';
-import { BeforeApplicationShutdown, Inject, Injectable, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import { BeforeApplicationShutdown, Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import { AccessService, describePrincipal, Principal, roleIn, StreamAccess, WorkspaceScope } from '@aileron/auth';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
@@ -36,6 +36,9 @@ export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationSh
   /** the requests every session of this replica is answering, which decides when quick answers go out as JSON */
   private readonly load = new AnswerLoad();
   private readonly stopWatching: () => void;
+  private readonly logger = new Logger('PoolSessions');
+  /** a misconfigured installation would say it at every request: once is enough to find it */
+  private toldUnreachable = false;
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
@@ -108,7 +111,21 @@ export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationSh
       if (!this.sessions.has(id)) await this.forget(id, owner);
       return undefined;
     }
-    return isReplicaAddress(owner, self, this.config.replicaUrl !== undefined) ? owner : undefined;
+    const configured = this.config.replicaUrl !== undefined;
+    if (isReplicaAddress(owner, self, configured)) return owner;
+    if (!this.toldUnreachable) {
+      this.toldUnreachable = true;
+      // the origin alone: never a path or credentials, never the session id
+      const where = URL.canParse(owner) ? new URL(owner).origin : 'an address that is not a URL';
+      this.logger.warn(
+        `An MCP session is held by the replica at ${where}, which this replica does not forward to: ` +
+          (configured
+            ? `with AILERON_REPLICA_URL set (here ${self}), it forwards only to replicas on the same scheme and port`
+            : 'without AILERON_REPLICA_URL, it forwards only to replicas on 127.0.0.1') +
+          '. Such requests are answered 404 MCP_SESSION_NOT_FOUND; give every replica an AILERON_REPLICA_URL of one scheme and port. (Said once.)',
+      );
+    }
+    return undefined;
   }
 
   /** Drops a session's directory entry if it still names `owner`: the session is gone with it. */

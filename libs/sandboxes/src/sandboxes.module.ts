@@ -27,6 +27,8 @@ export function kubernetesSandboxOptions(config: AppConfig): Omit<KubernetesSand
     ...(config.sandboxes.image ? { image: config.sandboxes.image } : {}),
     versionMismatch: config.sandboxes.versionMismatch,
     egressAllowCidrs: config.pool.egressAllowCidrs,
+    egressExceptCidrs: config.pool.egressExceptCidrs,
+    ...(config.pool.controlPlaneNamespace ? { controlPlaneNamespace: config.pool.controlPlaneNamespace } : {}),
   };
 }
 

@@ -67,7 +67,8 @@ export const SETTINGS = {
   },
   AILERON_REPLICA_URL: {
     schema: httpUrl,
-    description: 'How other control-plane replicas reach this one directly (e.g. http://$(POD_IP):8080), so any replica can serve any MCP session. Default http://127.0.0.1:PORT (replicas on one machine).',
+    description:
+      'How other control-plane replicas reach this one directly (e.g. http://$(POD_IP):8080), so any replica can serve any MCP session. Default http://127.0.0.1:PORT (replicas on one machine). Set, a replica forwards only to replicas of the same scheme and port: give every replica one scheme and port, or requests for sessions held elsewhere are answered 404 MCP_SESSION_NOT_FOUND (logged once).',
   },
   LOG_LEVEL: {
     schema: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
@@ -138,7 +139,8 @@ export const SETTINGS = {
   AILERON_SANDBOX_K8S_NAMESPACE: {
     schema: z.string().max(63, 'must be a Kubernetes namespace name').regex(namespaceName, 'must be a Kubernetes namespace name').or(z.literal('')),
     default: '',
-    description: "Namespace of Kubernetes sandboxes: their pods, claims, Secrets and NetworkPolicies. Default: the pool's, AILERON_K8S_NAMESPACE.",
+    description:
+      "Namespace of Kubernetes sandboxes: their pods, claims, Secrets and NetworkPolicies. Default: the pool's, AILERON_K8S_NAMESPACE, which is refused when the pool runs on Kubernetes too (the sandboxes read their runners' Secrets back, so their namespace must hold no one else's).",
   },
   AILERON_SANDBOX_FILES_SIZE: {
     schema: quantity,
@@ -246,6 +248,12 @@ export const SETTINGS = {
     description:
       'Kubernetes pool pods may reach the public internet and cluster DNS only; these address ranges (comma-separated CIDRs) are let through besides, e.g. a private API the servers need.',
   },
+  AILERON_POOL_EGRESS_EXCEPT_CIDRS: {
+    schema: cidrList.refine((list) => list.every((cidr) => !cidr.endsWith('/0')), 'must name ranges narrower than /0'),
+    default: '',
+    description:
+      "Address ranges (comma-separated CIDRs) Kubernetes pool pods and egress sandboxes must not reach, besides the private, loopback, link-local and reserved ranges always kept from them: the cluster's global (public) IPv6 pod and service ranges, which otherwise count as the internet, e.g. 2001:db8:42::/56.",
+  },
   AILERON_K8S_NAMESPACE: {
     schema: z.string().regex(namespaceName, 'must be a Kubernetes namespace name'),
     default: 'aileron-pool',
@@ -263,6 +271,11 @@ export const SETTINGS = {
     schema: z.string().regex(/^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/, 'must be a Pod UID'),
     description:
       "The control plane's own Pod UID (downward API `metadata.uid`), with AILERON_POD_NAME. Pool pods are owned by that Pod, so Kubernetes deletes them when it goes (only when it runs in AILERON_K8S_NAMESPACE).",
+  },
+  AILERON_POD_NAMESPACE: {
+    schema: z.string().max(63, 'must be a Kubernetes namespace name').regex(namespaceName, 'must be a Kubernetes namespace name'),
+    description:
+      "The control plane's own namespace (downward API `metadata.namespace`). Each pool instance's and sandbox's NetworkPolicy admits the control plane's pods from there; unset, only from the instance's own namespace, so another policy must let the control plane in.",
   },
   AILERON_POOL_AUDIT_BATCH_MS: {
     schema: positiveInt,

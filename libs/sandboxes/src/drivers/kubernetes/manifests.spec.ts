@@ -168,6 +168,11 @@ describe('Kubernetes manifests of a sandbox', () => {
     const except = internet.to.flatMap((peer: { ipBlock: { except: string[] } }) => peer.ipBlock.except);
     for (const range of ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '169.254.0.0/16', '100.64.0.0/10', 'fc00::/7']) expect(except).toContain(range);
     expect(allowed).toEqual({ to: [{ ipBlock: { cidr: '10.20.0.0/16' } }] });
+    // a cluster's global IPv6 pod range, named by the operator, is kept out as the private ranges are
+    const excepted = onTheWire({ ...spec, network: 'egress' }, { ...OPTIONS, egressExceptCidrs: ['2001:db8:42::/56'] }).networkPolicy;
+    const v6 = excepted.spec.egress[1].to.find((peer: { ipBlock: { cidr: string } }) => peer.ipBlock.cidr === '::/0');
+    expect(v6.ipBlock.except).toContain('2001:db8:42::/56');
+    expect(v6.ipBlock.except).toContain('fc00::/7');
   });
 
   it('name and label everything from the sandbox id, the name and id as annotations', () => {

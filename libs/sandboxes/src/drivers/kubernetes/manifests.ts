@@ -62,6 +62,8 @@ export interface SandboxManifestOptions {
   controlPlaneNamespace?: string;
   /** private ranges an `egress` sandbox may reach besides the public internet */
   egressAllowCidrs?: string[];
+  /** public ranges it must not reach besides the private ones (the pool's egressRules) */
+  egressExceptCidrs?: string[];
 }
 
 export interface SandboxNames {
@@ -186,7 +188,7 @@ export function networkPolicyManifest(spec: SandboxSpec, options: SandboxManifes
     spec: {
       podSelector: { matchLabels: { [SANDBOX_LABEL]: sandboxNames(spec.id).base } },
       policyTypes: ['Ingress', 'Egress'],
-      egress: spec.network === 'egress' ? egressRules(options.egressAllowCidrs) : [],
+      egress: spec.network === 'egress' ? egressRules(options.egressAllowCidrs, options.egressExceptCidrs) : [],
       ingress: [
         {
           // the client's model name for `from`; its serializer writes `from`
