@@ -1,3 +1,4 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { BeforeApplicationShutdown, Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
@@ -18,6 +19,8 @@ export type McpEndpoint = { server: string } | { aggregate: true };
 interface Entry {
   session: ProxySession;
   owner: string;
+  /** sha256 of the bearer credential that opened it: only that credential reaches it */
+  credential: Buffer;
   workspaceId: string;
   endpoint: string;
   announcedAt: number;
@@ -25,8 +28,11 @@ interface Entry {
 
 /**
  * The downstream MCP sessions this replica serves. A session belongs to the
- * principal that opened it, in one workspace, on one endpoint: anyone else
- * presenting its id is told it does not exist.
+ * exact credential that opened it, in one workspace, on one endpoint: anyone
+ * else presenting its id is told it does not exist. The credential, not only
+ * the principal: a caveat token narrowed from the one that opened a session
+ * names the same principal (`session:<id>`) with less reach, and the session
+ * acts with the grant it was opened with.
  */
 @Injectable()
 export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationShutdown, OnApplicationShutdown {
@@ -154,7 +160,7 @@ export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationSh
     void this.directory.run('The MCP session directory', (redis) => redis.set(directoryKey(id), sealed, 'EX', this.directoryTtlSeconds)).catch(() => undefined);
   }
 
-  create(scope: WorkspaceScope, principal: Principal, endpoint: McpEndpoint, allowedOrigins: string[], credential?: string): ProxySession {
+  create(scope: WorkspaceScope, principal: Principal, endpoint: McpEndpoint, allowedOrigins: string[], credential: string): ProxySession {
     const organizationSlug = principal.organizationSlug;
     const role = roleIn(principal, scope.workspaceId);
     // an agent session acts for whoever started it: the policy, approvals and audit see that one
@@ -186,16 +192,14 @@ export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationSh
       { allowedOrigins, load: this.load },
     );
     // a revoked token, gateway or membership ends the session (and its stream of server messages) at once, on every replica
-    const release = credential
-      ? this.streams.hold(
-          credential,
-          async (fresh) => {
-            if (describePrincipal(fresh) !== describePrincipal(principal)) throw new Error('the credential now names someone else');
-            await this.access.workspace(fresh, scope.workspaceSlug, MCP_PERMISSION);
-          },
-          () => void session.close(),
-        )
-      : () => undefined;
+    const release = this.streams.hold(
+      credential,
+      async (fresh) => {
+        if (describePrincipal(fresh) !== describePrincipal(principal)) throw new Error('the credential now names someone else');
+        await this.access.workspace(fresh, scope.workspaceSlug, MCP_PERMISSION);
+      },
+      () => void session.close(),
+    );
     session.onClosed = () => {
       release();
       const id = session.sessionId;
@@ -205,7 +209,14 @@ export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationSh
     };
     // known from the moment the transport makes the id, before the client can use it
     session.onSessionId = (id) => {
-      this.sessions.set(id, { session, owner: describePrincipal(principal), workspaceId: scope.workspaceId, endpoint: endpointKey(endpoint), announcedAt: Date.now() });
+      this.sessions.set(id, {
+        session,
+        owner: describePrincipal(principal),
+        credential: credentialDigest(credential),
+        workspaceId: scope.workspaceId,
+        endpoint: endpointKey(endpoint),
+        announcedAt: Date.now(),
+      });
       this.announce(id);
     };
     return session;
@@ -216,7 +227,12 @@ export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationSh
     return this.sessions.has(id);
   }
 
-  find(id: string, scope: WorkspaceScope, principal: Principal, endpoint: McpEndpoint): ProxySession | undefined {
+  /**
+   * The session, when `credential` is the one that opened it (and its
+   * principal, workspace and endpoint match). Checked where the session
+   * lives, so a request another replica forwarded here is judged the same.
+   */
+  find(id: string, scope: WorkspaceScope, principal: Principal, endpoint: McpEndpoint, credential: string): ProxySession | undefined {
     const entry = this.sessions.get(id);
     // a live session keeps its directory entry from expiring (one write per quarter of its lifetime)
     if (entry && Date.now() - entry.announcedAt > (this.directoryTtlSeconds * 1000) / 4) {
@@ -224,6 +240,7 @@ export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationSh
       this.announce(id);
     }
     if (!entry || entry.owner !== describePrincipal(principal) || entry.workspaceId !== scope.workspaceId || entry.endpoint !== endpointKey(endpoint)) return undefined;
+    if (!timingSafeEqual(entry.credential, credentialDigest(credential))) return undefined;
     return entry.session;
   }
 
@@ -254,6 +271,11 @@ export function isReplicaAddress(address: string, self: string | undefined, conf
   const mine = new URL(self);
   if (address !== url.origin || url.hostname === '') return false;
   return configured ? url.protocol === mine.protocol && url.port === mine.port : url.protocol === 'http:' && url.hostname === '127.0.0.1';
+}
+
+/** Fixed length, so the comparison takes the same time whatever was presented; the credential itself is never kept. */
+function credentialDigest(credential: string): Buffer {
+  return createHash('sha256').update(credential, 'utf8').digest();
 }
 
 function endpointKey(endpoint: McpEndpoint): string {

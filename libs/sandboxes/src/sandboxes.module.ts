@@ -3,6 +3,7 @@ import { Logger, Module } from '@nestjs/common';
 import { KubeConfig } from '@kubernetes/client-node';
 import { APP_CONFIG, AppConfig, projectRoot } from '@aileron/config';
 import { ApprovalsModule } from '@aileron/approvals';
+import { PolicyModule } from '@aileron/policy';
 import { PoolModule } from '@aileron/pool';
 import type { SandboxDriver } from './drivers/driver';
 import { KubernetesSandboxDriver, type KubernetesSandboxOptions } from './drivers/kubernetes/kubernetes-driver';
@@ -48,7 +49,7 @@ function driverFor(config: AppConfig): SandboxDriver {
  * sandbox tools served to the pool as the built-in server `sandbox`.
  */
 @Module({
-  imports: [ApprovalsModule, PoolModule],
+  imports: [ApprovalsModule, PolicyModule, PoolModule],
   controllers: [SandboxesController],
   providers: [{ provide: SANDBOX_DRIVER, inject: [APP_CONFIG], useFactory: driverFor }, SandboxesRepository, SandboxesService, ShellRulesService, SandboxToolServer],
   exports: [SandboxesService],
