@@ -61,6 +61,8 @@ export interface AppConfig {
     bashTimeoutMs: number;
     bashMaxTimeoutMs: number;
     sourceMaxBytes: number;
+    /** who may make a sandbox with network egress */
+    egress: SettingValue<'AILERON_SANDBOX_EGRESS'>;
   };
 }
 
@@ -186,6 +188,7 @@ function toAppConfig(values: SettingValues): AppConfig {
       bashTimeoutMs: values.AILERON_SANDBOX_BASH_TIMEOUT_MS,
       bashMaxTimeoutMs: values.AILERON_SANDBOX_BASH_MAX_TIMEOUT_MS,
       sourceMaxBytes: values.AILERON_SANDBOX_SOURCE_MAX_BYTES,
+      egress: values.AILERON_SANDBOX_EGRESS,
     },
   };
 }
