@@ -58,7 +58,8 @@ describe('sandboxes (embedded, bubblewrap)', () => {
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'aileron-sandbox-test-'));
     // a call that needs a person answers at once with the pending request, instead of waiting for one
-    cp = await startTestControlPlane('pglite', { AILERON_POOL_APPROVAL_WAIT_SECONDS: '0' });
+    // the owner makes an egress sandbox below (codex/sandbox-state/update)
+    cp = await startTestControlPlane('pglite', { AILERON_POOL_APPROVAL_WAIT_SECONDS: '0', AILERON_SANDBOX_EGRESS: 'admins' });
     await people.start();
     await people.trustedBy(cp);
     ws = (await aWorkspace(cp, cp.ownerToken)).slug;

@@ -41,7 +41,13 @@ function driverFor(config: AppConfig): SandboxDriver {
     else kubeConfig.loadFromDefault();
     return new KubernetesSandboxDriver({ ...kubernetesSandboxOptions(config), kubeConfig, log: (line) => logger.log(line) });
   }
-  return new LocalSandboxDriver({ stateDir: join(config.dataDir, 'sandboxes'), runnerScript: compiledRunnerPath(), log: (line) => logger.log(line) });
+  return new LocalSandboxDriver({
+    stateDir: join(config.dataDir, 'sandboxes'),
+    runnerScript: compiledRunnerPath(),
+    // as the Kubernetes driver's NetworkPolicy: the pool's ranges let through besides the public internet
+    egress: { allowCidrs: config.pool.egressAllowCidrs },
+    log: (line) => logger.log(line),
+  });
 }
 
 /**

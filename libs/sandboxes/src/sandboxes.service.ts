@@ -4,11 +4,11 @@ import { join } from 'node:path';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { Inject, Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
-import { describePrincipal, Principal, WorkspaceScope } from '@aileron/auth';
+import { allows, describePrincipal, Principal, WorkspaceScope } from '@aileron/auth';
 import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { DatabaseService } from '@aileron/database';
-import { ConflictError, DomainError, NotFoundError, ValidationError } from '@aileron/errors';
+import { ConflictError, DomainError, ForbiddenError, NotFoundError, ValidationError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type CommandRestrictions, RunnerError, SandboxSourceError, SandboxStartError, type SandboxDriver, type SandboxRunner, type SandboxSpec } from './drivers/driver';
@@ -102,6 +102,7 @@ export class SandboxesService implements OnApplicationShutdown {
   async create(caller: Principal, scope: WorkspaceScope, request: { name: string; network: 'none' | 'egress'; limits: RunnerLimits }): Promise<SandboxRecord> {
     const name = sandboxSlug(request.name);
     if (!name) throw new ValidationError([{ path: 'name', message: 'must contain at least one letter or digit' }]);
+    if (request.network === 'egress') this.mayMakeEgress(scope);
     if (await this.repository.byName(scope, name)) throw new ConflictError('SANDBOX_EXISTS', `Workspace "${scope.workspaceSlug}" has a sandbox "${name}" already`);
     try {
       return await this.db.transaction(async (tx) => {
@@ -119,6 +120,16 @@ export class SandboxesService implements OnApplicationShutdown {
     } catch (error) {
       if (error instanceof SandboxStartError) throw new DomainError('SANDBOX_UNAVAILABLE', `The sandbox could not be made: ${error.message}`);
       throw error;
+    }
+  }
+
+  /** A sandbox that reaches the internet runs with this installation's addresses: the installation, then the workspace's admins, decide. */
+  private mayMakeEgress(scope: WorkspaceScope): void {
+    if (this.config.sandboxes.egress === 'off') {
+      throw new ForbiddenError('This installation makes no sandbox with network "egress" (AILERON_SANDBOX_EGRESS=off)', 'SANDBOX_EGRESS_DISABLED');
+    }
+    if (!allows(scope.role, 'sandbox.egress')) {
+      throw new ForbiddenError(`Role "${scope.role}" may not make a sandbox with network "egress" in workspace "${scope.workspaceSlug}": owners and admins may`, 'SANDBOX_EGRESS_FORBIDDEN');
     }
   }
 

@@ -192,6 +192,12 @@ export const SETTINGS = {
     default: '600000',
     description: 'The longest timeout a `bash` call may ask for.',
   },
+  AILERON_SANDBOX_EGRESS: {
+    schema: z.enum(['off', 'admins'], { message: 'must be off or admins' }),
+    default: 'off',
+    description:
+      "Who may make a sandbox with `network: egress` (403 SANDBOX_EGRESS_DISABLED when off, SANDBOX_EGRESS_FORBIDDEN for a workspace's members): nobody, or a workspace's owners and admins. It reaches the public internet and AILERON_POOL_EGRESS_ALLOW_CIDRS, never the host, private, link-local or metadata addresses.",
+  },
   AILERON_SANDBOX_SOURCE_MAX_BYTES: {
     schema: positiveInt,
     default: String(256 * 1024 * 1024),

@@ -68,6 +68,8 @@ export interface AppConfig {
     bashTimeoutMs: number;
     bashMaxTimeoutMs: number;
     sourceMaxBytes: number;
+    /** who may make a sandbox with network egress */
+    egress: SettingValue<'AILERON_SANDBOX_EGRESS'>;
   };
 }
 
@@ -206,6 +208,7 @@ function toAppConfig(values: SettingValues): AppConfig {
       bashTimeoutMs: values.AILERON_SANDBOX_BASH_TIMEOUT_MS,
       bashMaxTimeoutMs: values.AILERON_SANDBOX_BASH_MAX_TIMEOUT_MS,
       sourceMaxBytes: values.AILERON_SANDBOX_SOURCE_MAX_BYTES,
+      egress: values.AILERON_SANDBOX_EGRESS,
     },
   };
 }

@@ -9,6 +9,7 @@ import { GIT_SAFETY, gitEnv } from '../runner/git-safety';
 import { HISTORY_ATTRIBUTES, HISTORY_EXCLUDE, SANDBOX_WORKDIR } from '../runner/protocol';
 import { type CommandRestrictions, type GitResult, RunnerError, type SandboxDriver, type SandboxRunner, type SandboxSpec, SandboxSourceError, SandboxStartError } from './driver';
 import { readMessages } from './frames';
+import { egressCommand, type EgressOptions } from './local-egress';
 
 const HOME = '/home/sandbox';
 const RUNNER_DIR = '/opt/aileron-runner';
@@ -28,6 +29,8 @@ export interface LocalSandboxOptions {
   bwrapPath?: string;
   nodeBinary?: string;
   gitBinary?: string;
+  /** how `network: egress` reaches out (see local-egress.ts) */
+  egress?: EgressOptions;
   log: (line: string) => void;
 }
 
@@ -147,7 +150,10 @@ export class LocalSandboxDriver implements SandboxDriver {
 
   /** A sandbox-side process of its own: /etc/passwd and /etc/group on fds 3 and 4, as bwrap was told. */
   private spawnInside(spec: SandboxSpec, extra: string[], program: string[], restrictions?: CommandRestrictions): ChildProcess {
-    const child = spawn(this.bwrapPath, [...this.sandboxArgs(spec, restrictions), ...extra, ...program], { env: { PATH: '/usr/bin:/bin' }, stdio: ['pipe', 'pipe', 'pipe', 'pipe', 'pipe'], detached: true });
+    const command = [this.bwrapPath, ...this.sandboxArgs(spec, restrictions), ...extra, ...program];
+    // a bwrap that keeps a network shares the wrapper's namespace, never the host's
+    const [file, ...args] = command.includes('--share-net') ? egressCommand(command, this.options.egress) : command;
+    const child = spawn(file!, args, { env: { PATH: '/usr/bin:/bin' }, stdio: ['pipe', 'pipe', 'pipe', 'pipe', 'pipe'], detached: true });
     const uid = process.getuid?.() ?? 0;
     const gid = process.getgid?.() ?? 0;
     // some programs look the user up (git, ssh, os.userInfo()): one that names the sandbox's home
