@@ -70,9 +70,22 @@ const RUN_STATICALLY = [
   '[[ $(danger) ]]',
   'echo $(( $(danger) + 1 ))',
   'coproc danger; wait',
+  "test -v 'a[$(danger)]'",
+  "[ -v 'a[`danger`]' ]",
+  "[[ -v 'a[$(danger)]' ]]",
+  "[[ 'a[$(danger)]' -eq 1 ]]",
+  'test -v "a[\'\\$(danger)\']"',
+  "(( '$(danger)' ))",
+  "a['$(danger)']=1",
+  "a=(['$(danger)']=1)",
+  "x=1; echo ${x['$(danger)']}",
+  "declare -n r='a[$(danger)]'; echo $r",
+  "n='a[$(danger)]'; echo $((n))",
+  // the value is written on the line, so it is read as a subscript where it is written
+  "x='a[$(danger)]'; echo ${!x}",
 ];
 
-const RUN_AT_RUN_TIME = ['$(echo danger)', 'r=danger; $r', '${X:-danger}', 'd{anger,}', 'set -- danger; "$@"', 'echo danger | bash', 'source <(echo danger)', "x='$(danger)'; echo \"${x@P}\"", 'eval "$(echo danger)"', 'hash -p "$PWD/../bin/danger" ls; ls'];
+const RUN_AT_RUN_TIME = ['x=$(printf "a[%s(danger)]" "\\$"); echo ${!x}', '$(echo danger)', 'r=danger; $r', '${X:-danger}', 'd{anger,}', 'set -- danger; "$@"', 'echo danger | bash', 'source <(echo danger)', "x='$(danger)'; echo \"${x@P}\"", 'eval "$(echo danger)"', 'hash -p "$PWD/../bin/danger" ls; ls'];
 
 describe('bash runs it, and the rule that forbids it decides', () => {
   let root = '';

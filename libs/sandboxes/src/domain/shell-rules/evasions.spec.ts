@@ -116,6 +116,43 @@ const EVASIONS: Record<string, readonly string[]> = {
     "printf -v 'a[$(rm x)]' %s y",
     "xargs sh -c 'rm \"$@\"' _ < list",
   ],
+  'code in text bash evaluates as a subscript or arithmetic': [
+    'test -v "a[$(rm x)]"',
+    "test -v 'a[$(rm x)]'",
+    "[ -v 'a[$(rm x)]' ]",
+    "[ ! -v 'a[`rm x`]' ]",
+    "test -v x -a -v 'a[$(rm x)]'",
+    "[[ -v 'a[$(rm x)]' ]]",
+    "[[ ! -v 'a[$(rm x)]' ]]",
+    "[[ 'a[$(rm x)]' -eq 1 ]]",
+    "[[ 1 -lt 'a[`rm x`]' ]]",
+    'test -v "a[\'\\$(rm x)\']"',
+    'let "a[\'\\$(rm x)\']=1"',
+    "test -v $'a[\\x24(rm x)]'",
+    'test -v a\\[\\$\\(rm\\ x\\)\\]',
+    "declare -n r='a[$(rm x)]'; echo $r",
+    "declare -i n; n='a[$(rm x)]'",
+    "n='a[$(rm x)]'; echo $((n))",
+    "set -- 'a[$(rm x)]'; echo $(($1))",
+    "read 'a[$(rm x)]' <<< x",
+    "unset -v 'a[$(rm x)]'",
+    "sleep 0 & wait -n -p 'a[$(rm x)]'",
+    "(( 'a[$(rm x)]' ))",
+    "(( '$(rm x)' ))",
+    "echo $(( '$(rm x)' ))",
+    "echo $(( 'a[`rm x`]' ))",
+    "for (( i='a[$(rm x)]'; 0; )); do :; done",
+    "a['$(rm x)']=1",
+    "a=(['$(rm x)']=1)",
+    "declare -a a=(['$(rm x)']=1)",
+    "echo ${a['$(rm x)']}",
+    ": ${a['$(rm x)']:=1}",
+    "echo ${#a['$(rm x)']}",
+    "echo ${a[@]:'$(rm x)'}",
+    "echo ${a[0]:0:'a[$(rm x)]'}",
+    "exec {a['$(rm x)']}>/dev/null",
+    "bash -c \"test -v 'a[\\$(rm x)]'\"",
+  ],
   'quoting and escapes': ['r\\m x', "'r'm x", '"rm" x', "$'\\x72m' x", "$'\\162m' x", "$'\\u0072m' x", '"r"\'m\' x', 'r\\\nm x', '$"rm" x', "''rm x"],
   'assignments and redirections': ['FOO=1 rm x', 'A=1 B=$(date) rm x', 'rm x > /dev/null 2>&1', '2>&1 >/dev/null rm x', '<in rm x', 'rm x <<EOF\nhi\nEOF', 'rm x <<< hi'],
   'compound commands': [
@@ -159,6 +196,20 @@ describe('every command bash would run is decided', () => {
   });
 });
 
+describe('what the analysis cannot know is decided by a person', () => {
+  it.each([
+    'echo ${!x}',
+    'x=HOME; echo "${!x:-none}"',
+    'echo ${!x[0]}',
+    'echo ${!1}',
+    "[[ -v 'a[${x@P}]' ]]",
+    "test -v 'a[${!x}]'",
+    "test -v 'a[$(rm x'",
+  ])('%j is decided by a person', (command) => {
+    expect(decide(command, [gitPush, rm])).toMatchObject({ decision: 'prompt', rule: null });
+  });
+});
+
 describe('what bash would not run is not decided', () => {
   it.each([
     'echo rm -rf /',
@@ -175,6 +226,8 @@ describe('what bash would not run is not decided', () => {
     'timeout -s rm 5 ls',
     'env -u rm ls',
     'nice -n rm ls',
+    'echo ${!prefix*} ${!a[@]} ${!#}',
+    "echo '$(rm x)' '[ok]'",
   ])('%j is allowed', (command) => {
     expect(decide(command, [rm])).toMatchObject({ decision: 'allow', rule: null });
   });

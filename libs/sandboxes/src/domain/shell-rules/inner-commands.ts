@@ -1,5 +1,5 @@
 import { readOptions, type OptionReading } from './option-scan';
-import { ARGV_RUNNERS, MAPFILE_GRAMMAR, MULTI_CALL, SHELLS, STDIN_PATHS, SU_GRAMMAR, SUBSCRIPT_BUILTINS } from './runner-grammars';
+import { ARGV_RUNNERS, MAPFILE_GRAMMAR, MULTI_CALL, SHELLS, STDIN_PATHS, SU_GRAMMAR } from './runner-grammars';
 import { basename, dynamicWord, renderWords, shellQuote, staticValue, staticWord, type ShellWord } from './shell-word';
 import { splitShellWords } from './shlex';
 
@@ -35,7 +35,6 @@ export function innerCommands(invocation: Invocation): InnerCommand[] {
   if (name === 'find') return findExec(args);
   if (SHELLS.has(name)) return shellCode(name, args, invocation.stdin);
   if (MULTI_CALL.has(name)) return args.length && !staticValue(args[0])?.startsWith('-') ? [{ kind: 'argv', words: args, via: name }] : [];
-  if (SUBSCRIPT_BUILTINS.has(name)) return subscriptCode(name, args);
   return runners(name, args);
 }
 
@@ -126,18 +125,6 @@ function hashedPaths(args: readonly ShellWord[]): InnerCommand[] {
   if (!path) return [];
   if (path.kind === 'dynamic') return [{ kind: 'code', code: path, via: 'hash -p' }];
   return names.flatMap((name): InnerCommand[] => (name.kind === 'static' ? [{ kind: 'alias', name: name.value, value: staticWord(shellQuote(path.value)), via: `hash -p ${name.value}` }] : []));
-}
-
-/** A variable name's subscript with a substitution in it runs that substitution: read the name as words. */
-function subscriptCode(name: string, args: readonly ShellWord[]): InnerCommand[] {
-  // printf evaluates only the name after -v
-  const names = name === 'printf' ? args.filter((_, index) => staticValue(args[index - 1]) === '-v') : args;
-  return names.flatMap((arg): InnerCommand[] => {
-    const value = staticValue(arg);
-    // let evaluates its whole argument; the others, the name before `=`
-    const target = value === null ? '' : name === 'let' ? value : value.split('=')[0]!;
-    return /\[.*(\$\(|`)/.test(target) ? [{ kind: 'code', code: staticWord(`: ${value}`), via: `${name} subscript` }] : [];
-  });
 }
 
 /** `trap ACTION SIGNAL…`: the action is shell code run later in the same shell. */

@@ -87,12 +87,6 @@ export const SU_GRAMMAR: OptionGrammar = {
   permute: true,
 };
 
-/**
- * Builtins that evaluate their arguments as arithmetic or variable names: an
- * array subscript in them (`let 'a[$(rm x)]=1'`) runs the substitutions in it.
- */
-export const SUBSCRIPT_BUILTINS: ReadonlySet<string> = new Set(['let', 'declare', 'typeset', 'local', 'export', 'readonly', 'printf', 'read', 'unset', 'wait', 'getopts']);
-
 /** Paths through which a script operand is the standard input. */
 export const STDIN_PATHS: ReadonlySet<string> = new Set(['/dev/stdin', '/dev/fd/0', '/proc/self/fd/0']);
 
