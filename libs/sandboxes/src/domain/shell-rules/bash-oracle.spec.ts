@@ -105,7 +105,7 @@ const RUN_STATICALLY = [
   "x='a[$(danger)]'; echo ${!x}",
 ];
 
-const RUN_AT_RUN_TIME = ['x=$(printf "a[%s(danger)]" "\\$"); echo ${!x}', '$(echo danger)', 'r=danger; $r', '${X:-danger}', 'd{anger,}', 'set -- danger; "$@"', 'echo danger | bash', 'source <(echo danger)', "x='$(danger)'; echo \"${x@P}\"", 'eval "$(echo danger)"', 'hash -p "$PWD/../bin/danger" ls; ls'];
+const RUN_AT_RUN_TIME = ['x=$(printf "a[%s(danger)]" "\\$"); echo ${!x}', 'wrap danger', 'wrap -q ./../bin/danger', '$(echo danger)', 'r=danger; $r', '${X:-danger}', 'd{anger,}', 'set -- danger; "$@"', 'echo danger | bash', 'source <(echo danger)', "x='$(danger)'; echo \"${x@P}\"", 'eval "$(echo danger)"', 'hash -p "$PWD/../bin/danger" ls; ls'];
 
 describe('bash runs it, and the rule that forbids it decides', () => {
   let root = '';
@@ -127,6 +127,9 @@ describe('bash runs it, and the rule that forbids it decides', () => {
     mkdirSync(join(root, 'work'));
     writeFileSync(join(root, 'bin', 'danger'), '#!/bin/sh\necho "$0 $*" >> "$DANGER_LOG"\n');
     chmodSync(join(root, 'bin', 'danger'), 0o755);
+    // a wrapper the analysis has never heard of, as a new tool would be
+    writeFileSync(join(root, 'bin', 'wrap'), '#!/bin/sh\n[ "$1" = -q ] && shift\nexec "$@"\n');
+    chmodSync(join(root, 'bin', 'wrap'), 0o755);
   });
 
   afterAll(() => rmSync(root, { recursive: true, force: true }));

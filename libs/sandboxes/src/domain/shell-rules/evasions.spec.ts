@@ -266,6 +266,15 @@ describe('what the analysis cannot know is decided by a person', () => {
   ])('%j is decided by a person', (command) => {
     expect(decide(command, [gitPush, rm])).toMatchObject({ decision: 'prompt', rule: null });
   });
+
+  it.each(['wrap rm x', 'wrap -q /usr/bin/rm x', './bin/launch --retries 3 rm -rf /', 'catchsegv rm x', 'sudo wrap rm x', 'ssh host rm x', 'docker run image rm x', 'git bisect run rm x'])(
+    '%j, a program the analysis does not know given the name of a forbidden program, is decided by a person',
+    (command) => {
+      const decision = decide(command, [gitPush, rm]);
+      expect(decision).toMatchObject({ decision: 'prompt', rule: rm });
+      expect(decision.reason).toContain('is not a program this analysis knows');
+    },
+  );
 });
 
 describe('what bash would not run is not decided', () => {
@@ -286,6 +295,13 @@ describe('what bash would not run is not decided', () => {
     'nice -n rm ls',
     'echo ${!prefix*} ${!a[@]} ${!#}',
     "echo '$(rm x)' '[ok]'",
+    'git rm x',
+    'git -C repo rm --cached x',
+    'npm rm left-pad',
+    'docker rm container',
+    'ls -l /usr/bin/rm',
+    'which rm',
+    'type rm',
     'chrt -p 1',
     'setpriv --dump',
     'compgen -A command r',

@@ -1,5 +1,6 @@
 import { gdbCommands } from './gdb-commands';
 import { SHELL_READING_INPUT, type InnerCommand, type Invocation } from './inner-command';
+import { INERT_PROGRAMS, SUBCOMMAND_PROGRAMS } from './known-programs';
 import { readOptions, type OptionGrammar, type OptionReading } from './option-scan';
 import {
   ARGV_RUNNERS,
@@ -58,6 +59,35 @@ function programCommands(name: string, args: readonly ShellWord[], invocation: I
   if (MULTI_CALL.has(name)) return args.length && !staticValue(args[0])?.startsWith('-') ? [{ kind: 'argv', words: args, via: name }] : [];
   if (PERSONALITIES.has(name)) return runners(name, args, PERSONALITY_GRAMMAR);
   return Object.hasOwn(ARGV_RUNNERS, name) ? runners(name, args, ARGV_RUNNERS[name]!) : [];
+}
+
+/** Whether the analysis knows what the program runs: it reads it as a runner, or it runs none of its arguments. */
+export function knowsProgram(name: string): boolean {
+  return Object.hasOwn(READERS, name) || Object.hasOwn(ARGV_RUNNERS, name) || SHELLS.has(name) || MULTI_CALL.has(name) || PERSONALITIES.has(name) || INERT_PROGRAMS.has(name);
+}
+
+/**
+ * The positions in an argv of the arguments that may name a program it runs,
+ * when the analysis does not know the program: every static operand but a
+ * subcommand's name. None for a program it knows.
+ */
+export function possibleProgramArguments(words: readonly ShellWord[]): number[] {
+  const program = staticValue(words[0]);
+  const name = program === null ? null : basename(program);
+  if (name === null || knowsProgram(name)) return [];
+  const subcommand = Object.hasOwn(SUBCOMMAND_PROGRAMS, name) ? subcommandAt(words, SUBCOMMAND_PROGRAMS[name]!) : -1;
+  return words.flatMap((word, index) => (index > 0 && index !== subcommand && word.kind === 'static' && word.value && !word.value.startsWith('-') ? [index] : []));
+}
+
+function subcommandAt(words: readonly ShellWord[], valued: readonly string[]): number {
+  for (let index = 1; index < words.length; index++) {
+    const value = staticValue(words[index]);
+    // past a word known only at run time, where the subcommand is cannot be told
+    if (value === null) return -1;
+    if (!value.startsWith('-')) return index;
+    if (valued.includes(value)) index++;
+  }
+  return -1;
 }
 
 /**
