@@ -353,6 +353,14 @@ describe('sandboxes (embedded, bubblewrap)', () => {
       expect(ran.exitCode, command).toBe(1);
       expect(ran.stderr, command).toContain('Deleting is for people.');
     }
+    // code bash finds in a quoted subscript is read; a program the analysis does not know, given a path
+    // the sandbox resolves to rm, is put to a person
+    const hidden = (await box.call('bash', { command: "test -v 'a[$(rm keep.txt)]'" })).structuredContent as { exitCode: number; stderr: string };
+    expect(hidden.exitCode).toBe(1);
+    expect(hidden.stderr).toContain('Deleting is for people.');
+    const wrapped = (await box.call('bash', { command: 'some-wrapper sub/x keep.txt' })).structuredContent as { exitCode: number; stderr: string };
+    expect(wrapped.exitCode).toBe(1);
+    expect(wrapped.stderr).toMatch(/some-wrapper is not a program this analysis knows, and its argument sub\/x is the program of rule "rm" .*Approval [0-9a-f-]{36} is pending/);
     expect(textOf(await box.call('read', { path: 'keep.txt' }))).toBe('keep\n');
     expect((await box.call('bash', { command: 'ls' })).structuredContent).toMatchObject({ exitCode: 0 });
     // a line that cannot be read cannot be checked: a person decides, and until then it does not run
