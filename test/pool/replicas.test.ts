@@ -3,7 +3,8 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { createServer, IncomingHttpHeaders, request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import IORedis from 'ioredis';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { Logger } from '@nestjs/common';
+import { afterAll, beforeAll, describe, expect, inject, it, vi } from 'vitest';
 import { aToken, aWorkspace } from '../support/builders';
 import { aReplicaOf, startTestControlPlane, TestControlPlane } from '../support/control-plane';
 import { aRemoteServer, SERVERS, textOf } from './mcp-client';
@@ -159,6 +160,38 @@ describe('MCP sessions across two control-plane replicas', () => {
       redis.disconnect();
       await new Promise<void>((resolve) => listener.close(() => resolve()));
       await client.close();
+    }
+  });
+
+  /**
+   * With AILERON_REPLICA_URL set, a replica forwards only to replicas on its own scheme and
+   * port: a session held by a replica announced otherwise is a 404 here. That is a
+   * misconfiguration an operator must be able to find: it is logged, once.
+   */
+  it('says once, in the log, that it does not forward to a replica on another scheme or port, and answers 404', async () => {
+    // C's own address names port 1: A's sessions (announced at A's listening port) are on another port
+    const c = await aReplicaOf(a, { AILERON_REPLICA_URL: 'http://127.0.0.1:1' });
+    const warn = vi.spyOn(Logger.prototype, 'warn');
+    const { path, client, sessionId } = await aSessionOnA('other-port');
+    try {
+      const headers = { 'mcp-session-id': sessionId, 'mcp-protocol-version': '2025-11-25', accept: 'application/json, text/event-stream' };
+      for (const id of [1, 2]) {
+        const viaC = await c.request('POST', path, { token: a.ownerToken, headers, body: { jsonrpc: '2.0', id, method: 'tools/list' } });
+        expect(viaC.status, viaC.text).toBe(404);
+        expect(viaC.body.code).toBe('MCP_SESSION_NOT_FOUND');
+      }
+      const said = warn.mock.calls.map(([message]) => String(message)).filter((message) => message.includes('does not forward to'));
+      expect(said).toHaveLength(1);
+      expect(said[0]).toContain(`the replica at ${a.url}`);
+      expect(said[0]).toContain('AILERON_REPLICA_URL');
+      expect(said[0]).not.toContain(sessionId);
+      // the session itself is fine where it lives
+      const onA = await a.request('POST', path, { token: a.ownerToken, headers, body: { jsonrpc: '2.0', id: 3, method: 'tools/list' } });
+      expect(onA.status, onA.text).toBe(200);
+    } finally {
+      warn.mockRestore();
+      await client.close();
+      await c.close();
     }
   });
 });

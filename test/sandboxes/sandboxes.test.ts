@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { ElicitRequestSchema, EmptyResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { attenuateCaveatToken } from '../../libs/sessions/src';
 import { People } from '../approvals/people';
 import { connect, textOf } from '../pool/mcp-client';
 import { aWorkspace } from '../support/builders';
@@ -57,7 +58,8 @@ describe('sandboxes (embedded, bubblewrap)', () => {
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'aileron-sandbox-test-'));
     // a call that needs a person answers at once with the pending request, instead of waiting for one
-    cp = await startTestControlPlane('pglite', { AILERON_POOL_APPROVAL_WAIT_SECONDS: '0' });
+    // the owner makes an egress sandbox below (codex/sandbox-state/update)
+    cp = await startTestControlPlane('pglite', { AILERON_POOL_APPROVAL_WAIT_SECONDS: '0', AILERON_SANDBOX_EGRESS: 'admins' });
     await people.start();
     await people.trustedBy(cp);
     ws = (await aWorkspace(cp, cp.ownerToken)).slug;
@@ -156,7 +158,10 @@ describe('sandboxes (embedded, bubblewrap)', () => {
   });
 
   /** A sandbox of its own and a client on it, as a session with sandbox:use (and, if given, a sandbox caveat). */
-  async function aSandbox(name: string, options: { caveat?: string | null; caps?: string[]; network?: string } = {}): Promise<{ client: Client; call: (tool: string, args: Record<string, unknown>) => Promise<Record<string, unknown>> }> {
+  async function aSandbox(
+    name: string,
+    options: { caveat?: string | null; caps?: string[]; network?: string } = {},
+  ): Promise<{ client: Client; token: string; call: (tool: string, args: Record<string, unknown>) => Promise<Record<string, unknown>> }> {
     const made = await cp.request('POST', `/v1/workspaces/${ws}/sandboxes`, { body: { name, ...(options.network ? { network: options.network } : {}) } });
     expect(made.status, made.text).toBe(201);
     const session = await cp.request('POST', '/v1/sessions', {
@@ -165,7 +170,7 @@ describe('sandboxes (embedded, bubblewrap)', () => {
     expect(session.status, session.text).toBe(201);
     const own = (await connect(cp, session.body.caveat_token, `/mcp/${ws}/sandbox`)).client;
     clients.push(own);
-    return { client: own, call: async (tool, args) => (await own.callTool({ name: tool, arguments: { sandbox: name, ...args } })) as Record<string, unknown> };
+    return { client: own, token: session.body.caveat_token, call: async (tool, args) => (await own.callTool({ name: tool, arguments: { sandbox: name, ...args } })) as Record<string, unknown> };
   }
 
   it('answers "sandbox not found" as a tool error, and a caveat token reaches only its own sandbox', async () => {
@@ -186,6 +191,24 @@ describe('sandboxes (embedded, bubblewrap)', () => {
     expect(made.status).toBe(403);
     expect(made.body.code).toBe('CAPABILITY_REQUIRED');
     expect((await cp.request('DELETE', `/v1/workspaces/${ws}/sandboxes/fix-the-bug`, { token: sessionToken })).status).toBe(403);
+  });
+
+  it('a token narrowed to listing and another sandbox, sent on the wider token\'s Mcp-Session-Id, is refused and its bash never runs', async () => {
+    const box = await aSandbox('ridden-box');
+    const { transport } = await connect(cp, box.token, `/mcp/${ws}`);
+    const narrow = attenuateCaveatToken(box.token, [
+      { kind: 'caps', caps: ['actions:list'] },
+      { kind: 'sandbox', name: 'elsewhere' },
+    ]);
+    const ridden = await cp.request('POST', `/mcp/${ws}`, {
+      token: narrow,
+      headers: { accept: 'application/json, text/event-stream', 'mcp-session-id': transport.sessionId!, 'mcp-protocol-version': transport.protocolVersion ?? '2025-11-25' },
+      body: { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'sandbox__bash', arguments: { sandbox: 'ridden-box', command: 'touch ridden.txt' } } },
+    });
+    expect(ridden.status, ridden.text).toBe(404);
+    expect(ridden.body.code).toBe('MCP_SESSION_NOT_FOUND');
+    expect(textOf(await box.call('ls', { path: '.' }))).not.toContain('ridden.txt');
+    await transport.close();
   });
 
   it('bash: a non-zero exit is a result with its stderr; a timeout kills everything the command started', async () => {
@@ -331,6 +354,14 @@ describe('sandboxes (embedded, bubblewrap)', () => {
       expect(ran.exitCode, command).toBe(1);
       expect(ran.stderr, command).toContain('Deleting is for people.');
     }
+    // code bash finds in a quoted subscript is read; a program the analysis does not know, given a path
+    // the sandbox resolves to rm, is put to a person
+    const hidden = (await box.call('bash', { command: "test -v 'a[$(rm keep.txt)]'" })).structuredContent as { exitCode: number; stderr: string };
+    expect(hidden.exitCode).toBe(1);
+    expect(hidden.stderr).toContain('Deleting is for people.');
+    const wrapped = (await box.call('bash', { command: 'some-wrapper sub/x keep.txt' })).structuredContent as { exitCode: number; stderr: string };
+    expect(wrapped.exitCode).toBe(1);
+    expect(wrapped.stderr).toMatch(/some-wrapper is not a program this analysis knows, and its argument sub\/x is the program of rule "rm" .*Approval [0-9a-f-]{36} is pending/);
     expect(textOf(await box.call('read', { path: 'keep.txt' }))).toBe('keep\n');
     expect((await box.call('bash', { command: 'ls' })).structuredContent).toMatchObject({ exitCode: 0 });
     // a line that cannot be read cannot be checked: a person decides, and until then it does not run
@@ -369,29 +400,76 @@ describe('sandboxes (embedded, bubblewrap)', () => {
     await cp.request('PUT', `/v1/workspaces/${ws}/shell-rules`, { body: { rules: [] } });
   });
 
-  it('shell rules with elicitation on: the person at a client that can be asked decides; a client that cannot gets an approval request', async () => {
+  it('shell rules with elicitation on: a person at their own client decides, their answer an audit record; an agent\'s or program\'s own "accept" runs nothing', async () => {
     await cp.request('POST', `/v1/workspaces/${ws}/sandboxes`, { body: { name: 'ask-box' } });
-    const session = await cp.request('POST', '/v1/sessions', { body: { workspace: ws, name: 'asking agent', caps: ['actions:list', 'actions:run', 'sandbox:use'] } });
-    const { client: asking } = await connect(cp, session.body.caveat_token, `/mcp/${ws}/sandbox`, { elicitation: {} });
-    clients.push(asking);
+    expect((await cp.request('PUT', `/v1/workspaces/${ws}/shell-rules`, { body: { rules: [{ program: 'touch', args: [], decision: 'prompt' }], elicitation: true } })).status).toBe(200);
+    const bash = async (c: Client, command: string) => (await c.callTool({ name: 'bash', arguments: { sandbox: 'ask-box', command } })).structuredContent as { exitCode: number; stderr: string };
+    const listed = async (c: Client) => textOf(await c.callTool({ name: 'ls', arguments: { sandbox: 'ask-box' } }));
+
+    // an agent's client (a caveat token) that answers "accept" itself: a person must approve, and until then nothing runs
+    const session = await cp.request('POST', '/v1/sessions', { body: { workspace: ws, name: 'self-approving agent', caps: ['actions:list', 'actions:run', 'sandbox:use'] } });
+    const { client: agent } = await connect(cp, session.body.caveat_token, `/mcp/${ws}/sandbox`, { elicitation: {} });
+    clients.push(agent);
+    let agentAsked = 0;
+    agent.setRequestHandler(ElicitRequestSchema, async () => {
+      agentAsked++;
+      return { action: 'accept' };
+    });
+    const selfApproved = await bash(agent, 'touch agent.txt');
+    expect(selfApproved.exitCode).toBe(1);
+    const approvalId = /Approval ([0-9a-f-]{36}) is pending/.exec(selfApproved.stderr)?.[1];
+    expect(approvalId, selfApproved.stderr).toBeDefined();
+    expect(agentAsked).toBe(0);
+    expect(await listed(agent)).not.toContain('agent.txt');
+    const approver = await people.aPerson(cp, ws, 'approver');
+    expect((await cp.request('POST', `/v1/approvals/${approvalId}/approve`, { token: approver.token, body: { reason: 'fine' } })).status).toBe(200);
+    expect(await bash(agent, 'touch agent.txt')).toMatchObject({ exitCode: 0 });
+    expect(await listed(agent)).toContain('agent.txt');
+
+    // a program's client (an API token) likewise
+    const { client: program } = await connect(cp, cp.ownerToken, `/mcp/${ws}/sandbox`, { elicitation: {} });
+    clients.push(program);
+    program.setRequestHandler(ElicitRequestSchema, async () => ({ action: 'accept' }));
+    expect((await bash(program, 'touch program.txt')).stderr).toMatch(/Approval [0-9a-f-]{36} is pending/);
+    expect(await listed(program)).not.toContain('program.txt');
+
+    // a person signed in at their own client is asked, and decides
+    const person = await people.aPerson(cp, ws, 'member');
+    const { client: mine } = await connect(cp, person.token, `/mcp/${ws}/sandbox`, { elicitation: {} });
+    clients.push(mine);
     const asked: string[] = [];
-    asking.setRequestHandler(ElicitRequestSchema, async (request) => {
+    mine.setRequestHandler(ElicitRequestSchema, async (request) => {
       const message = String(request.params.message);
       asked.push(message);
       return { action: message.includes('touch yes.txt') ? 'accept' : 'decline' };
     });
-    expect((await cp.request('PUT', `/v1/workspaces/${ws}/shell-rules`, { body: { rules: [{ program: 'touch', args: [], decision: 'prompt' }], elicitation: true } })).status).toBe(200);
-    const bash = async (c: Client, command: string) => ((await c.callTool({ name: 'bash', arguments: { sandbox: 'ask-box', command } })).structuredContent as { exitCode: number; stderr: string });
-    expect(await bash(asking, 'touch yes.txt')).toMatchObject({ exitCode: 0 });
-    const declined = await bash(asking, 'touch no.txt');
+    expect(await bash(mine, 'touch yes.txt')).toMatchObject({ exitCode: 0 });
+    const declined = await bash(mine, 'touch no.txt');
     expect(declined.exitCode).toBe(1);
     expect(declined.stderr).toContain('declined');
     expect(asked).toHaveLength(2);
     expect(asked[0]).toContain('Run this command in sandbox "ask-box"');
-    expect((await bash(asking, 'ls')).exitCode).toBe(0);
-    expect(textOf(await asking.callTool({ name: 'ls', arguments: { sandbox: 'ask-box' } }))).not.toContain('no.txt');
-    // a client without elicitation: the approval flow, as without the setting
-    const { client: plain } = await connect(cp, session.body.caveat_token, `/mcp/${ws}/sandbox`);
+    expect(await listed(mine)).not.toContain('no.txt');
+    // each answer is an audit record naming the person, the command and what they answered
+    const audit = await cp.request('GET', `/v1/workspaces/${ws}/audit?type=sandbox.prompt_answered`);
+    expect(audit.status, audit.text).toBe(200);
+    const answers = (audit.body.events as { actor: string; data: { answer: string; via: string; arguments: { command: string; sandbox: string } } }[]).map((e) => ({
+      actor: e.actor,
+      answer: e.data.answer,
+      via: e.data.via,
+      command: e.data.arguments.command,
+      sandbox: e.data.arguments.sandbox,
+    }));
+    expect(answers).toHaveLength(2);
+    expect(answers).toEqual(
+      expect.arrayContaining([
+        { actor: `user:${person.id}`, answer: 'accept', via: 'elicitation', command: 'touch yes.txt', sandbox: 'ask-box' },
+        { actor: `user:${person.id}`, answer: 'decline', via: 'elicitation', command: 'touch no.txt', sandbox: 'ask-box' },
+      ]),
+    );
+
+    // a client that cannot be asked: the approval flow, as without the setting
+    const { client: plain } = await connect(cp, person.token, `/mcp/${ws}/sandbox`);
     clients.push(plain);
     expect((await bash(plain, 'touch other.txt')).stderr).toMatch(/Approval [0-9a-f-]{36} is pending/);
     await cp.request('PUT', `/v1/workspaces/${ws}/shell-rules`, { body: { rules: [] } });

@@ -7,8 +7,8 @@ import Ajv from 'ajv';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { ADMIN_TOKEN_FILE, loadConfig, SETTINGS } from '@aileron/config';
-import { CONTROL_PLANE_SELECTOR, EGRESS_EXCEPT_V4, KubernetesDriver, MANAGED_BY, type InstanceSpec } from '@aileron/pool';
-import { KubernetesSandboxDriver, kubernetesSandboxOptions, SANDBOX_RUNNER_PORTS, SANDBOX_SELECTOR, SNAPSHOT_BRANCH, type SandboxSpec } from '@aileron/sandboxes';
+import { CONTROL_PLANE_SELECTOR, EGRESS_EXCEPT_V4, KubernetesDriver, kubernetesPoolOptions, MANAGED_BY, type InstanceSpec } from '@aileron/pool';
+import { KubernetesSandboxDriver, kubernetesSandboxOptions, SANDBOX_RUNNER_PORTS, SANDBOX_SELECTOR, SNAPSHOT_BRANCH, takeSnapshot, type SandboxSpec } from '@aileron/sandboxes';
 import { FakeKubernetes } from '../support/fake-kubernetes';
 import { ProcessKubelet } from '../support/process-kubelet';
 import { listenOnPodIP, runnerPorts, SANDBOX_VERSION, sandboxImageMaker } from '../support/sandbox-pods';
@@ -34,6 +34,7 @@ const RELEASE_NS = 'aileron';
 const POOL_NS = 'aileron-pool';
 const SANDBOX_NS = 'aileron-sandboxes';
 const ROOT_KEY = Buffer.alloc(32, 7).toString('base64');
+const POD_UID = randomUUID();
 
 const VALUE_SETS: Record<string, object> = {
   'default (embedded)': {},
@@ -48,10 +49,10 @@ const VALUE_SETS: Record<string, object> = {
   'pool on Kubernetes (server mode, existing Secret)': {
     mode: 'server',
     secrets: { existingSecret: 'aileron-operator-secrets' },
-    pool: { driver: 'kubernetes', namespace: POOL_NS, egressAllowCidrs: ['10.20.0.0/16'] },
+    pool: { driver: 'kubernetes', namespace: POOL_NS, egressAllowCidrs: ['10.20.0.0/16'], egressExceptCidrs: ['2001:db8:42::/56'] },
   },
   'sandboxes on Kubernetes (pool local)': {
-    pool: { egressAllowCidrs: ['10.30.0.0/16'] },
+    pool: { egressAllowCidrs: ['10.30.0.0/16'], egressExceptCidrs: ['2001:db8:43::/56'] },
     sandboxes: {
       driver: 'kubernetes',
       namespace: SANDBOX_NS,
@@ -60,11 +61,11 @@ const VALUE_SETS: Record<string, object> = {
       storage: { files: '20Gi', history: '3Gi', storageClass: 'fast-ssd' },
     },
   },
-  'pool and sandboxes on Kubernetes in one namespace': {
+  'pool and sandboxes on Kubernetes': {
     mode: 'server',
     secrets: { existingSecret: 'aileron-operator-secrets' },
     pool: { driver: 'kubernetes', namespace: POOL_NS },
-    sandboxes: { driver: 'kubernetes', namespace: POOL_NS },
+    sandboxes: { driver: 'kubernetes', namespace: SANDBOX_NS },
   },
 };
 const SETS = Object.keys(VALUE_SETS);
@@ -91,6 +92,54 @@ function container(deployment: K8sObject): K8sObject {
 /** What a selector's matchLabels picks among labels. */
 function selects(matchLabels: Record<string, string>, labels: Record<string, string>): boolean {
   return Object.entries(matchLabels).every(([key, value]) => labels?.[key] === value);
+}
+
+/**
+ * The control plane's environment as the kubelet would give it (the ConfigMap, then the
+ * Deployment's own variables, `$(VAR)` expanded), in RELEASE_NS.
+ */
+function controlPlaneEnv(set: string): Record<string, string> {
+  const r = rendered[set]!;
+  const env: Record<string, string> = { ...one(r, 'ConfigMap').data };
+  const values = mergedValues(VALUE_SETS[set]!) as { secrets: Record<string, string> };
+  const fromSecret: Record<string, string> = {
+    'database-url': values.secrets.databaseUrl || 'postgres://u:p@db:5432/aileron',
+    'redis-url': values.secrets.redisUrl || 'redis://redis:6379',
+  };
+  const field: Record<string, string> = { 'metadata.name': 'aileron-5d8f7c9b6-x2x4q', 'metadata.uid': POD_UID, 'metadata.namespace': RELEASE_NS, 'status.podIP': '10.1.2.3' };
+  for (const variable of container(controlPlane(r)).env) {
+    if (variable.value !== undefined) env[variable.name] = variable.value.replace(/\$\((\w+)\)/g, (_: string, ref: string) => env[ref] ?? '');
+    else if (variable.valueFrom.fieldRef) env[variable.name] = field[variable.valueFrom.fieldRef.fieldPath]!;
+    else env[variable.name] = fromSecret[variable.valueFrom.secretKeyRef.key]!;
+  }
+  return env;
+}
+
+/**
+ * Whether a NetworkPolicy, by itself, lets a pod (its namespace and labels) connect to a
+ * port of the pods it selects: a peer without a namespaceSelector means the policy's own
+ * namespace, as the API server reads it.
+ */
+function admits(policy: K8sObject, from: { namespace: string; labels: Record<string, string> }, port: number): boolean {
+  return (policy.spec.ingress ?? []).some((rule: K8sObject) => {
+    const peers = (rule.from ?? []) as K8sObject[];
+    const portAllowed = (rule.ports ?? []).some((p: K8sObject) => p.port === port);
+    return (
+      portAllowed &&
+      peers.some((peer) => {
+        const namespaceMatches = peer.namespaceSelector
+          ? selects(peer.namespaceSelector.matchLabels ?? {}, { 'kubernetes.io/metadata.name': from.namespace })
+          : from.namespace === policy.metadata.namespace;
+        return namespaceMatches && selects(peer.podSelector?.matchLabels ?? {}, from.labels);
+      })
+    );
+  });
+}
+
+/** The ranges a policy's `::/0` egress block leaves out. */
+function ipv6Except(policy: K8sObject): string[] {
+  const blocks = (policy.spec.egress as K8sObject[]).flatMap((rule) => (rule.to ?? []).map((peer: K8sObject) => peer.ipBlock).filter(Boolean));
+  return blocks.find((block: K8sObject) => block.cidr === '::/0')?.except ?? [];
 }
 
 beforeAll(() => {
@@ -210,18 +259,7 @@ describe('the chart', () => {
         }
       }
       // the control plane's environment as the kubelet would give it, checked by the control plane's own configuration loader
-      const env: Record<string, string> = { ...configMap.data };
-      const values = mergedValues(VALUE_SETS[set]!) as { secrets: Record<string, string> };
-      const fromSecret: Record<string, string> = {
-        'database-url': values.secrets.databaseUrl || 'postgres://u:p@db:5432/aileron',
-        'redis-url': values.secrets.redisUrl || 'redis://redis:6379',
-      };
-      const field: Record<string, string> = { 'metadata.name': 'aileron-5d8f7c9b6-x2x4q', 'metadata.uid': randomUUID(), 'status.podIP': '10.1.2.3' };
-      for (const variable of container(controlPlane(r)).env) {
-        if (variable.value !== undefined) env[variable.name] = variable.value.replace(/\$\((\w+)\)/g, (_: string, ref: string) => env[ref] ?? '');
-        else if (variable.valueFrom.fieldRef) env[variable.name] = field[variable.valueFrom.fieldRef.fieldPath]!;
-        else env[variable.name] = fromSecret[variable.valueFrom.secretKeyRef.key]!;
-      }
+      const env = controlPlaneEnv(set);
       const config = loadConfig(env);
       expect(config.mode).toBe((mergedValues(VALUE_SETS[set]!) as { mode: string }).mode);
       expect(config.host).toBe('0.0.0.0');
@@ -235,6 +273,8 @@ describe('the chart', () => {
       const env = Object.fromEntries(c.env.map((v: K8sObject) => [v.name, v]));
       expect(env.AILERON_POD_NAME.valueFrom).toEqual({ fieldRef: { fieldPath: 'metadata.name' } });
       expect(env.AILERON_POD_UID.valueFrom).toEqual({ fieldRef: { fieldPath: 'metadata.uid' } });
+      expect(env.AILERON_POD_NAMESPACE.valueFrom).toEqual({ fieldRef: { fieldPath: 'metadata.namespace' } });
+      expect(loadConfig(controlPlaneEnv(set)).pool.controlPlaneNamespace).toBe(RELEASE_NS);
       expect(env.POD_IP.valueFrom).toEqual({ fieldRef: { fieldPath: 'status.podIP' } });
       // $(POD_IP) expands only from a variable defined before it
       const names = c.env.map((v: K8sObject) => v.name);
@@ -455,16 +495,13 @@ describe('pool on Kubernetes', () => {
 
     it('allows every call the driver makes through a start, a stop and a restart that reaps, and nothing it does not make', async () => {
       const allowed = refuseOutside(fake, one(r(), 'Role', 'aileron-pool'));
-      const configMap = one(r(), 'ConfigMap').data;
+      // the driver as the control plane builds it from its environment in the chart's pod
       const options = {
+        ...kubernetesPoolOptions(loadConfig(controlPlaneEnv(set))),
         kubeConfig: fake.kubeConfig(),
-        namespace: configMap.AILERON_K8S_NAMESPACE,
-        runnerImage: configMap.AILERON_POOL_RUNNER_IMAGE,
-        egressAllowCidrs: configMap.AILERON_POOL_EGRESS_ALLOW_CIDRS.split(','),
         port,
         startTimeoutMs: 15_000,
         retryIntervalMs: 40,
-        controlPlanePod: { name: 'aileron-5d8f7c9b6-x2x4q' },
         log: (line: string) => lines.push(line),
       };
       const first = new KubernetesDriver(options);
@@ -476,6 +513,12 @@ describe('pool on Kubernetes', () => {
       const egress = JSON.stringify(policy.spec.egress);
       for (const range of EGRESS_EXCEPT_V4) expect(egress).toContain(range);
       expect(egress).toContain('10.20.0.0/16');
+      // the cluster's global IPv6 range, from the chart's value, is kept out as the private ranges are
+      expect(ipv6Except(policy)).toContain('2001:db8:42::/56');
+      // and admits this release's control plane from its own namespace by itself, and nothing else of the release
+      expect(admits(policy, { namespace: RELEASE_NS, labels: controlPlane(r()).spec.template.metadata.labels }, port)).toBe(true);
+      expect(admits(policy, { namespace: RELEASE_NS, labels: one(r(), 'Deployment', 'aileron-worker').spec.template.metadata.labels }, port)).toBe(false);
+      expect(admits(policy, { namespace: 'elsewhere', labels: controlPlane(r()).spec.template.metadata.labels }, port)).toBe(false);
       await stopped.stop();
       // a replica that dies with an instance running; its next run reaps it
       await first.start(spec());
@@ -495,7 +538,7 @@ describe('pool on Kubernetes', () => {
 describe('sandboxes on Kubernetes', () => {
   const set = 'sandboxes on Kubernetes (pool local)';
   const r = () => rendered[set]!;
-  const shared = () => rendered['pool and sandboxes on Kubernetes in one namespace']!;
+  const both = () => rendered['pool and sandboxes on Kubernetes']!;
 
   /** A selector's matchLabels and matchExpressions (Exists, DoesNotExist) against labels. */
   function selectsPod(selector: K8sObject, labels: Record<string, string>): boolean {
@@ -516,7 +559,7 @@ describe('sandboxes on Kubernetes', () => {
     expect(config.pool.egressAllowCidrs).toEqual(['10.30.0.0/16']);
     // without values the sandboxes stay local, and the default class is the cluster's
     expect(loadConfig(one(rendered['default (embedded)']!, 'ConfigMap').data).sandboxes.driver).toBe('local');
-    expect(loadConfig(one(shared(), 'ConfigMap').data).sandboxes).toMatchObject({ kubernetesNamespace: POOL_NS, storage: { files: '10Gi', history: '2Gi', storageClassName: undefined } });
+    expect(loadConfig(one(both(), 'ConfigMap').data).sandboxes).toMatchObject({ kubernetesNamespace: SANDBOX_NS, storage: { files: '10Gi', history: '2Gi', storageClassName: undefined } });
   });
 
   it("makes the sandboxes' namespace enforce the restricted Pod Security Standard, and binds its Role to the control plane's ServiceAccount", () => {
@@ -565,13 +608,20 @@ describe('sandboxes on Kubernetes', () => {
     expect(one(r(), 'ResourceQuota').spec.hard['requests.storage']).toBeDefined();
   });
 
-  it("shares the pool's namespace when told: one Namespace, one default-deny policy, a way in for each, a Role for each", () => {
-    expect(find(shared(), 'Namespace').map((n) => n.metadata.name)).toEqual([POOL_NS]);
-    const policies = find(shared(), 'NetworkPolicy');
-    expect(policies.every((p) => p.metadata.namespace === POOL_NS)).toBe(true);
-    expect(policies.filter((p) => Object.keys(p.spec.podSelector).length === 0)).toHaveLength(1);
-    expect(policies.map((p) => p.spec.ingress?.[0]?.ports.map((port: K8sObject) => port.port))).toContainEqual([SANDBOX_RUNNER_PORTS.sandbox, SANDBOX_RUNNER_PORTS.history]);
-    expect(find(shared(), 'Role').map((role) => `${role.metadata.namespace}/${role.metadata.name}`).sort()).toEqual([`${POOL_NS}/aileron-pool`, `${POOL_NS}/aileron-sandbox`]);
+  it("refuses the pool's namespace for sandboxes, where their Role would read every instance's credentials; with both on Kubernetes no Role reads a Secret of the pool", () => {
+    const shared = { pool: { driver: 'kubernetes', namespace: POOL_NS }, sandboxes: { driver: 'kubernetes', namespace: POOL_NS } };
+    expect(renderError(shared, { namespace: RELEASE_NS })).toMatch(/sandboxes\.namespace must not be pool\.namespace/);
+    // the control plane's own check, for installations without the chart
+    expect(() => loadConfig({ AILERON_POOL_DRIVER: 'kubernetes', AILERON_SANDBOX_DRIVER: 'kubernetes', AILERON_K8S_NAMESPACE: POOL_NS, AILERON_SANDBOX_K8S_NAMESPACE: POOL_NS })).toThrow(/AILERON_SANDBOX_K8S_NAMESPACE/);
+    // a sandbox namespace of its own while the pool is local holds no instance's Secrets
+    expect(renderError({ sandboxes: { driver: 'kubernetes', namespace: POOL_NS } }, { namespace: RELEASE_NS })).toBeUndefined();
+    for (const set of SETS) {
+      for (const role of find(rendered[set]!, 'Role').filter((role) => role.metadata.namespace === POOL_NS)) {
+        const reads = [...grantsOf(role)].filter((grant) => /^\/secrets:(get|list|watch)$/.test(grant));
+        expect(reads, `${set}: Role ${role.metadata.name}`).toEqual([]);
+      }
+    }
+    expect(find(both(), 'Role').map((role) => `${role.metadata.namespace}/${role.metadata.name}`).sort()).toEqual([`${POOL_NS}/aileron-pool`, `${SANDBOX_NS}/aileron-sandbox`]);
   });
 
   it('refuses the release namespace as the sandboxes’ namespace, and tells in NOTES.txt where sandboxes run', () => {
@@ -599,17 +649,24 @@ describe('sandboxes on Kubernetes', () => {
 
     it("allows every call the driver makes through a sandbox's life (made, started, stopped, reached by a restarted control plane, its network changed, removed), and nothing it does not make", async () => {
       const allowed = refuseOutside(fake, one(r(), 'Role'));
-      const options = { ...kubernetesSandboxOptions(loadConfig(one(r(), 'ConfigMap').data)), kubeConfig: fake.kubeConfig(), ports: await runnerPorts(), startTimeoutMs: 20_000, retryIntervalMs: 40, log: (line: string) => lines.push(line) };
+      // the driver as the control plane builds it from its environment in the chart's pod
+      const ports = await runnerPorts();
+      const options = { ...kubernetesSandboxOptions(loadConfig(controlPlaneEnv(set))), kubeConfig: fake.kubeConfig(), ports, startTimeoutMs: 20_000, retryIntervalMs: 40, log: (line: string) => lines.push(line) };
       const spec: SandboxSpec = { id: randomUUID(), organizationId: randomUUID(), workspaceId: randomUUID(), name: 'fix-the-bug', network: 'none', limits: {} };
       const stem = `sandbox-${spec.id}`;
       const first = new KubernetesSandboxDriver(options);
       await first.create(spec);
       for (const claim of [`${stem}-files`, `${stem}-history`]) expect(fake.get('persistentvolumeclaims', claim).spec.storageClassName).toBe('fast-ssd');
+      // the sandbox's own policy admits this release's control plane from its own namespace by itself, on both runners' ports
+      const policy = fake.get('networkpolicies', stem);
+      const me = { namespace: RELEASE_NS, labels: controlPlane(r()).spec.template.metadata.labels };
+      for (const port of [ports.sandbox, ports.history]) expect(admits(policy, me, port), `port ${port}`).toBe(true);
+      expect(admits(policy, { ...me, labels: { ...me.labels, 'app.kubernetes.io/name': 'aileron-worker' } }, ports.sandbox)).toBe(false);
+      expect(admits(policy, { ...me, namespace: 'elsewhere' }, ports.sandbox)).toBe(false);
       expect(fake.get('persistentvolumeclaims', `${stem}-files`).spec.resources.requests.storage).toBe('20Gi');
       const runner = await first.runner(spec);
       await runner.call({ op: 'write', path: 'app.ts', content: 'export const answer = 42;\n' });
-      expect((await first.git(spec, ['add', '--all'])).code).toBe(0);
-      expect((await first.git(spec, ['-c', 'user.name=Aileron', '-c', 'user.email=a@aileron.invalid', 'commit', '--quiet', '-m', 'write: app.ts'])).code).toBe(0);
+      expect(await takeSnapshot(first, spec, { author: { name: 'Agent', email: 'agent@aileron.invalid' }, message: 'write: app.ts', at: new Date(), limits: { maxFiles: 100, maxBytes: 1024 * 1024 } })).not.toBeNull();
       await first.stop(spec);
       await first.runner(spec);
       // a restarted control plane reaches the running pod with the Secret's tokens, and a changed network applies at the next start
@@ -619,6 +676,7 @@ describe('sandboxes on Kubernetes', () => {
       await restarted.stop(spec);
       await restarted.runner({ ...spec, network: 'egress' });
       expect(JSON.stringify(fake.get('networkpolicies', stem).spec.egress)).toContain('10.30.0.0/16');
+      expect(ipv6Except(fake.get('networkpolicies', stem))).toContain('2001:db8:43::/56');
       expect((await restarted.git(spec, ['log', '--format=%s', SNAPSHOT_BRANCH])).stdout.toString()).toBe('write: app.ts\n');
       await restarted.remove(spec);
       await restarted.close();

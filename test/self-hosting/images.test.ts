@@ -204,6 +204,12 @@ describe('control plane image', () => {
     expect(final.runs().some((run) => new RegExp(`install -d -o ${uid} -g \\d+ -m 0700 /var/lib/aileron`).test(run))).toBe(true);
   });
 
+  it('carries what local sandboxes need: bubblewrap, and git for their histories (run on a bare repository by the control plane, and inside the sandbox)', () => {
+    const installs = final.runs().filter((run) => /apt-get install/.test(run)).join(' ');
+    // Debian's packages put them where the local drivers and the runner look: /usr/bin/bwrap, /usr/bin/git
+    for (const tool of ['bubblewrap', 'git']) expect(installs).toMatch(new RegExp(`\\b${tool}\\b`));
+  });
+
   it('holds production dependencies only, and the compiled code needs no other package', () => {
     const build = dockerfile.stage('build');
     expect(build.runs().some((run) => /npm prune --omit=dev/.test(run))).toBe(true);

@@ -1,14 +1,12 @@
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
-import ts from 'typescript';
 import { projectRoot } from '@aileron/config';
 import type { FakeImage } from './process-kubelet';
 
 /**
  * What the process kubelet needs to run sandbox pods: the sandbox image (the
- * runner compiled from this tree, as `npm run build` would: node built-ins
- * only, one file), the runners' ports, and their listening address.
+ * runner as `npm run build` bundles it: one file), the runners' ports, and their listening address.
  */
 
 export const SANDBOX_VERSION = (JSON.parse(readFileSync(join(projectRoot(), 'package.json'), 'utf8')) as { version: string }).version;
@@ -17,9 +15,8 @@ export const SANDBOX_VERSION = (JSON.parse(readFileSync(join(projectRoot(), 'pac
 export function sandboxImageMaker(dir: string): (version: string, entrypoint?: string[]) => FakeImage {
   const runnerDir = join(dir, 'opt-aileron');
   mkdirSync(runnerDir, { recursive: true });
-  const source = readFileSync(join(projectRoot(), 'libs/sandboxes/src/runner/runner.ts'), 'utf8');
-  const compiled = ts.transpileModule(source, { compilerOptions: { module: ts.ModuleKind.CommonJS, target: ts.ScriptTarget.ES2022 } });
-  writeFileSync(join(runnerDir, 'runner.js'), compiled.outputText);
+  // the image's runner is the bundle `npm run build` makes: one file, as the Dockerfile copies it
+  copyFileSync(join(projectRoot(), 'dist/libs/sandboxes/src/runner/runner.js'), join(runnerDir, 'runner.js'));
   return (version, entrypoint) => ({
     binds: [{ source: runnerDir, target: '/opt/aileron' }],
     env: { AILERON_MCP_VERSION: version, HOME: '/home/agent' },

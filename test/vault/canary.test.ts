@@ -6,6 +6,7 @@ import type { Principal } from '../../libs/auth/src';
 import { SystemScopes } from '../../libs/auth/src/scope-issuer';
 import { VaultService } from '../../libs/vault/src';
 import { aWorkspace, uniqueSlug } from '../support/builders';
+import { captureOutput } from '../support/captured-output';
 import { startTestControlPlane, TestControlPlane, TestResponse } from '../support/control-plane';
 import { BACKENDS } from '../support/databases';
 import { eventually } from '../support/eventually';
@@ -66,33 +67,6 @@ async function startSink(): Promise<{ url: string; bodies: string[]; headers: st
     bodies,
     headers,
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
-}
-
-/**
- * Everything the process writes to stdout and stderr, the JSON log lines
- * included: pino writes through `process.stdout.write` once that is replaced
- * before the logger is made, so this goes in before the control plane starts.
- */
-function captureOutput(): { text(): string; lines(): string[]; restore(): void } {
-  const chunks: string[] = [];
-  const originals = { stdout: process.stdout.write, stderr: process.stderr.write };
-  for (const stream of [process.stdout, process.stderr]) {
-    // kept, not passed on: trace-level logs would bury the test report
-    stream.write = ((chunk: string | Uint8Array, encodingOrCallback?: unknown, callback?: unknown) => {
-      chunks.push(typeof chunk === 'string' ? chunk : Buffer.from(chunk).toString('utf8'));
-      const done = typeof encodingOrCallback === 'function' ? encodingOrCallback : callback;
-      if (typeof done === 'function') queueMicrotask(() => (done as () => void)());
-      return true;
-    }) as typeof stream.write;
-  }
-  return {
-    text: () => chunks.join(''),
-    lines: () => chunks.join('').split('\n').filter(Boolean),
-    restore() {
-      process.stdout.write = originals.stdout;
-      process.stderr.write = originals.stderr;
-    },
   };
 }
 

@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 
-/** Set by the bundler (scripts/build-aileron-mcp.mjs) from package.json. */
+/** Set by the bundler (scripts/build-bundles.mjs) from package.json. */
 declare const __AILERON_MCP_VERSION__: string | undefined;
 
 /** The package version; unbundled (tsc output, tests) it is read from the package.json above this file. */

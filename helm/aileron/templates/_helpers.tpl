@@ -150,16 +150,14 @@ URLs from the Secret, the root key as a file.
 {{- if and (eq .Values.sandboxes.driver "kubernetes") (eq .Values.sandboxes.namespace .Release.Namespace) -}}
 {{- fail "sandboxes.namespace must not be the release's namespace: the sandboxes' NetworkPolicies deny all traffic there that they do not allow" -}}
 {{- end -}}
+{{- if and (eq .Values.sandboxes.driver "kubernetes") (eq .Values.pool.driver "kubernetes") (eq .Values.sandboxes.namespace .Values.pool.namespace) -}}
+{{- fail "sandboxes.namespace must not be pool.namespace: the sandboxes' Role reads the Secrets of its namespace (the runners' tokens), and there it would read every pool instance's credentials" -}}
+{{- end -}}
 {{- end -}}
 
 {{/* Whether the control plane calls the Kubernetes API (a driver on Kubernetes): only then is a token mounted. */}}
 {{- define "aileron.usesKubernetes" -}}
 {{- if or (eq .Values.pool.driver "kubernetes") (eq .Values.sandboxes.driver "kubernetes") -}}true{{- end -}}
-{{- end -}}
-
-{{/* Whether sandboxes share the pool's namespace, which the pool's templates then set up. */}}
-{{- define "aileron.sandboxesSharePool" -}}
-{{- if and (eq .Values.pool.driver "kubernetes") (eq .Values.sandboxes.namespace .Values.pool.namespace) -}}true{{- end -}}
 {{- end -}}
 
 {{/*
@@ -201,13 +199,11 @@ subjects:
 {{/*
 Nothing in a namespace where tenants' code runs sends or receives anything unless a policy
 allows it, and only this release's control-plane pods reach a workload there, on its ports:
-(dict "root" $ "component" "pool" "namespace" "aileron-pool" "selector" <podSelector> "ports" (list 8080)),
-and "shared" true when another component's default-deny policy holds there already.
-The drivers' own policies name no namespace, so from another namespace the second policy is
-what admits the control plane.
+(dict "root" $ "component" "pool" "namespace" "aileron-pool" "selector" <podSelector> "ports" (list 8080)).
+The drivers' own policies admit the control plane too (AILERON_POD_NAMESPACE); this one also
+covers what they made before they knew its namespace.
 */}}
 {{- define "aileron.tenantPolicies" -}}
-{{- if not .shared -}}
 apiVersion: networking.k8s.io/v1
 kind: NetworkPolicy
 metadata:
@@ -219,7 +215,6 @@ spec:
   podSelector: {}
   policyTypes: [Ingress, Egress]
 ---
-{{ end -}}
 apiVersion: networking.k8s.io/v1
 kind: NetworkPolicy
 metadata:

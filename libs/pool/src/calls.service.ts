@@ -33,6 +33,10 @@ export class PoolCalls implements CallGate {
     private readonly pins: ToolPins,
   ) {}
 
+  reaches(ctx: CallContext, server: string): boolean {
+    return ctx.caller.session?.allowsServer(server) ?? true;
+  }
+
   async listFilter(ctx: CallContext, server: string): Promise<(tool: string) => boolean> {
     const policy = await this.policies.current(scopeOf(ctx));
     const grant = ctx.caller.session;

@@ -1,4 +1,4 @@
-export { PoolModule } from './pool.module';
+export { PoolModule, kubernetesPoolOptions } from './pool.module';
 export { PoolInstances, Instance, PoolError } from './instances.service';
 export { PoolSessions } from './sessions.service';
 export { BuiltinServers } from './builtin-servers';

@@ -4,7 +4,7 @@ import { pipeline } from 'node:stream';
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { describePrincipal, Principal, WorkspaceScope } from '@aileron/auth';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
-import { DomainError, ForbiddenError, NotFoundError } from '@aileron/errors';
+import { DomainError, ForbiddenError, NotFoundError, UnauthenticatedError } from '@aileron/errors';
 import { writeProblem } from '@aileron/http';
 import { BuiltinServers } from './builtin-servers';
 import { ExecutionJournal } from './execution-journal';
@@ -20,8 +20,11 @@ export interface McpRequestLine {
   sessionId: string | undefined;
   /** passed here by another replica: never passed on again */
   forwarded: boolean;
-  /** the bearer credential it came with: a session it opens lasts only while that credential may use the workspace */
-  credential?: string;
+  /**
+   * the bearer credential it came with: a session it opens is bound to it
+   * (only it reaches the session) and lasts only while it may use the workspace
+   */
+  credential: string | undefined;
   body: unknown;
 }
 
@@ -71,9 +74,12 @@ export class McpAdmission {
     if (caller.session && 'server' in endpoint && !caller.session.allowsServer(endpoint.server)) {
       throw new ForbiddenError(`This session token does not reach the server "${endpoint.server}"`, 'CAPABILITY_REQUIRED');
     }
+    // sessions are bound to the credential; the guard and the fast path authenticate only bearer credentials, so this is never expected
+    if (request.credential === undefined) throw new UnauthenticatedError('Send "Authorization: Bearer <token>"');
     await this.limits.take(scope.workspaceId, describePrincipal(caller), scope.workspaceSlug);
     if (request.sessionId !== undefined) {
-      const session = this.sessions.find(request.sessionId, scope, caller, endpoint);
+      // another credential (a narrower token of the same session among them) gets what an unknown session gets
+      const session = this.sessions.find(request.sessionId, scope, caller, endpoint, request.credential);
       if (session) return { session };
       if (!this.sessions.serves(request.sessionId)) {
         // another replica may serve it (the load balancer sent this request here): hand it over once

@@ -53,17 +53,18 @@ export class McpFastPath {
     if (typeof sessionId !== 'string' || !this.sessions.serves(sessionId)) return false;
     if (!JSON_TYPE.test(headers['content-type'] ?? '')) return false;
     const token = this.bearer.tokenOf(headers.authorization);
-    const caller = token === undefined ? undefined : this.bearer.resolve(token);
+    if (token === undefined) return false;
+    const caller = this.bearer.resolve(token);
     if (!caller) return false;
     const endpoint: McpEndpoint = server?.data ? { server: server.data.server } : { aggregate: true };
-    void this.serve(request, response, { ws: ws.data.ws, endpoint, sessionId, caller });
+    void this.serve(request, response, { ws: ws.data.ws, endpoint, sessionId, credential: token, caller });
     return true;
   }
 
   private async serve(
     request: IncomingMessage,
     response: ServerResponse,
-    target: { ws: string; endpoint: McpEndpoint; sessionId: string; caller: Promise<Principal> },
+    target: { ws: string; endpoint: McpEndpoint; sessionId: string; credential: string; caller: Promise<Principal> },
   ): Promise<void> {
     const requestId = requestIdFor(request.headers['x-request-id']);
     this.requests.follow(request, response, 'server' in target.endpoint ? MCP_ONE_SERVER : MCP_WHOLE_WORKSPACE, requestId);
@@ -83,6 +84,8 @@ export class McpFastPath {
         origin: typeof request.headers.origin === 'string' ? request.headers.origin : undefined,
         sessionId: target.sessionId,
         forwarded: request.headers[FORWARDED] !== undefined,
+        // the session is bound to the credential that opened it, here as on the routes
+        credential: target.credential,
         body,
       });
       if ('owner' in admitted) this.admission.forward(admitted, request, body, response, requestId);

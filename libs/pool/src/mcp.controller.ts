@@ -19,7 +19,7 @@ const SINGLE = {
   bodyValidation: 'handler' as const,
   produces: 'text/event-stream',
   description:
-    'MCP Streamable HTTP (protocol 2025-11-25 and earlier). Tools, resources, prompts, completions, logging, progress, cancellation and server-to-client requests pass through; `tools/call` is decided by the workspace policy (deny → tool error naming the rule; approval → waits, then runs the approved call once, or answers with the approval id and review URL). Sessions belong to the caller that opened them.',
+    'MCP Streamable HTTP (protocol 2025-11-25 and earlier). Tools, resources, prompts, completions, logging, progress, cancellation and server-to-client requests pass through; `tools/call` is decided by the workspace policy (deny → tool error naming the rule; approval → waits, then runs the approved call once, or answers with the approval id and review URL). A session answers only the exact bearer credential that opened it (any other, a narrower caveat token of the same agent session included, gets 404 MCP_SESSION_NOT_FOUND).',
 };
 const AGGREGATE = { ...SINGLE, params: wholeWorkspace, example: { params: { ws: 'default' }, body: INITIALIZE } };
 // GET (the client's stream) and DELETE carry no body: the body check would refuse them with 400

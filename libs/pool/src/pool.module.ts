@@ -12,7 +12,7 @@ import { compiledBridgePath } from './bridge/compiled-bridge';
 import { BuiltinServers } from './builtin-servers';
 import { PoolCalls } from './calls.service';
 import { InstanceDriver } from './drivers/driver';
-import { KubernetesDriver } from './drivers/kubernetes/kubernetes-driver';
+import { KubernetesDriver, type KubernetesDriverOptions } from './drivers/kubernetes/kubernetes-driver';
 import { LocalDriver } from './drivers/local/local-driver';
 import { ExecutionJournal } from './execution-journal';
 import { INSTANCE_DRIVER, PoolInstances } from './instances.service';
@@ -25,6 +25,18 @@ import { PoolSessions } from './sessions.service';
 import { ToolPinsRepository } from './tool-pins.repository';
 import { ToolPins } from './tool-pins.service';
 
+/** The Kubernetes driver's options from the configuration (the Helm chart's values reach it through these). */
+export function kubernetesPoolOptions(config: AppConfig): Omit<KubernetesDriverOptions, 'kubeConfig' | 'log'> {
+  return {
+    namespace: config.pool.kubernetesNamespace,
+    runnerImage: config.pool.runnerImage,
+    egressAllowCidrs: config.pool.egressAllowCidrs,
+    egressExceptCidrs: config.pool.egressExceptCidrs,
+    controlPlanePod: config.pool.controlPlanePod,
+    ...(config.pool.controlPlaneNamespace ? { controlPlaneNamespace: config.pool.controlPlaneNamespace } : {}),
+  };
+}
+
 /** The driver the configuration names; both are reached the same way (Streamable HTTP). */
 function driverFor(config: AppConfig): InstanceDriver {
   const logger = new Logger('PoolInstance');
@@ -33,7 +45,7 @@ function driverFor(config: AppConfig): InstanceDriver {
     const kubeConfig = new KubeConfig();
     if (process.env.KUBERNETES_SERVICE_HOST) kubeConfig.loadFromCluster();
     else kubeConfig.loadFromDefault();
-    return new KubernetesDriver({ kubeConfig, namespace: config.pool.kubernetesNamespace, runnerImage: config.pool.runnerImage, egressAllowCidrs: config.pool.egressAllowCidrs, controlPlanePod: config.pool.controlPlanePod, log });
+    return new KubernetesDriver({ ...kubernetesPoolOptions(config), kubeConfig, log });
   }
   // the bridge runs compiled (from dist even when the control plane runs from source, as in tests);
   // the sandbox may read code and packages, never the project root that holds the data dir

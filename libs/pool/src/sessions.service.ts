@@ -1,5 +1,6 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
-import { BeforeApplicationShutdown, Inject, Injectable, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import { BeforeApplicationShutdown, Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import { AccessService, describePrincipal, Principal, roleIn, StreamAccess, WorkspaceScope } from '@aileron/auth';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
@@ -18,6 +19,8 @@ export type McpEndpoint = { server: string } | { aggregate: true };
 interface Entry {
   session: ProxySession;
   owner: string;
+  /** sha256 of the bearer credential that opened it: only that credential reaches it */
+  credential: Buffer;
   workspaceId: string;
   endpoint: string;
   announcedAt: number;
@@ -25,8 +28,11 @@ interface Entry {
 
 /**
  * The downstream MCP sessions this replica serves. A session belongs to the
- * principal that opened it, in one workspace, on one endpoint: anyone else
- * presenting its id is told it does not exist.
+ * exact credential that opened it, in one workspace, on one endpoint: anyone
+ * else presenting its id is told it does not exist. The credential, not only
+ * the principal: a caveat token narrowed from the one that opened a session
+ * names the same principal (`session:<id>`) with less reach, and the session
+ * acts with the grant it was opened with.
  */
 @Injectable()
 export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationShutdown, OnApplicationShutdown {
@@ -36,6 +42,9 @@ export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationSh
   /** the requests every session of this replica is answering, which decides when quick answers go out as JSON */
   private readonly load = new AnswerLoad();
   private readonly stopWatching: () => void;
+  private readonly logger = new Logger('PoolSessions');
+  /** a misconfigured installation would say it at every request: once is enough to find it */
+  private toldUnreachable = false;
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
@@ -108,7 +117,21 @@ export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationSh
       if (!this.sessions.has(id)) await this.forget(id, owner);
       return undefined;
     }
-    return isReplicaAddress(owner, self, this.config.replicaUrl !== undefined) ? owner : undefined;
+    const configured = this.config.replicaUrl !== undefined;
+    if (isReplicaAddress(owner, self, configured)) return owner;
+    if (!this.toldUnreachable) {
+      this.toldUnreachable = true;
+      // the origin alone: never a path or credentials, never the session id
+      const where = URL.canParse(owner) ? new URL(owner).origin : 'an address that is not a URL';
+      this.logger.warn(
+        `An MCP session is held by the replica at ${where}, which this replica does not forward to: ` +
+          (configured
+            ? `with AILERON_REPLICA_URL set (here ${self}), it forwards only to replicas on the same scheme and port`
+            : 'without AILERON_REPLICA_URL, it forwards only to replicas on 127.0.0.1') +
+          '. Such requests are answered 404 MCP_SESSION_NOT_FOUND; give every replica an AILERON_REPLICA_URL of one scheme and port. (Said once.)',
+      );
+    }
+    return undefined;
   }
 
   /** Drops a session's directory entry if it still names `owner`: the session is gone with it. */
@@ -137,7 +160,7 @@ export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationSh
     void this.directory.run('The MCP session directory', (redis) => redis.set(directoryKey(id), sealed, 'EX', this.directoryTtlSeconds)).catch(() => undefined);
   }
 
-  create(scope: WorkspaceScope, principal: Principal, endpoint: McpEndpoint, allowedOrigins: string[], credential?: string): ProxySession {
+  create(scope: WorkspaceScope, principal: Principal, endpoint: McpEndpoint, allowedOrigins: string[], credential: string): ProxySession {
     const organizationSlug = principal.organizationSlug;
     const role = roleIn(principal, scope.workspaceId);
     // an agent session acts for whoever started it: the policy, approvals and audit see that one
@@ -169,16 +192,14 @@ export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationSh
       { allowedOrigins, load: this.load },
     );
     // a revoked token, gateway or membership ends the session (and its stream of server messages) at once, on every replica
-    const release = credential
-      ? this.streams.hold(
-          credential,
-          async (fresh) => {
-            if (describePrincipal(fresh) !== describePrincipal(principal)) throw new Error('the credential now names someone else');
-            await this.access.workspace(fresh, scope.workspaceSlug, MCP_PERMISSION);
-          },
-          () => void session.close(),
-        )
-      : () => undefined;
+    const release = this.streams.hold(
+      credential,
+      async (fresh) => {
+        if (describePrincipal(fresh) !== describePrincipal(principal)) throw new Error('the credential now names someone else');
+        await this.access.workspace(fresh, scope.workspaceSlug, MCP_PERMISSION);
+      },
+      () => void session.close(),
+    );
     session.onClosed = () => {
       release();
       const id = session.sessionId;
@@ -188,7 +209,14 @@ export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationSh
     };
     // known from the moment the transport makes the id, before the client can use it
     session.onSessionId = (id) => {
-      this.sessions.set(id, { session, owner: describePrincipal(principal), workspaceId: scope.workspaceId, endpoint: endpointKey(endpoint), announcedAt: Date.now() });
+      this.sessions.set(id, {
+        session,
+        owner: describePrincipal(principal),
+        credential: credentialDigest(credential),
+        workspaceId: scope.workspaceId,
+        endpoint: endpointKey(endpoint),
+        announcedAt: Date.now(),
+      });
       this.announce(id);
     };
     return session;
@@ -199,7 +227,12 @@ export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationSh
     return this.sessions.has(id);
   }
 
-  find(id: string, scope: WorkspaceScope, principal: Principal, endpoint: McpEndpoint): ProxySession | undefined {
+  /**
+   * The session, when `credential` is the one that opened it (and its
+   * principal, workspace and endpoint match). Checked where the session
+   * lives, so a request another replica forwarded here is judged the same.
+   */
+  find(id: string, scope: WorkspaceScope, principal: Principal, endpoint: McpEndpoint, credential: string): ProxySession | undefined {
     const entry = this.sessions.get(id);
     // a live session keeps its directory entry from expiring (one write per quarter of its lifetime)
     if (entry && Date.now() - entry.announcedAt > (this.directoryTtlSeconds * 1000) / 4) {
@@ -207,6 +240,7 @@ export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationSh
       this.announce(id);
     }
     if (!entry || entry.owner !== describePrincipal(principal) || entry.workspaceId !== scope.workspaceId || entry.endpoint !== endpointKey(endpoint)) return undefined;
+    if (!timingSafeEqual(entry.credential, credentialDigest(credential))) return undefined;
     return entry.session;
   }
 
@@ -237,6 +271,11 @@ export function isReplicaAddress(address: string, self: string | undefined, conf
   const mine = new URL(self);
   if (address !== url.origin || url.hostname === '') return false;
   return configured ? url.protocol === mine.protocol && url.port === mine.port : url.protocol === 'http:' && url.hostname === '127.0.0.1';
+}
+
+/** Fixed length, so the comparison takes the same time whatever was presented; the credential itself is never kept. */
+function credentialDigest(credential: string): Buffer {
+  return createHash('sha256').update(credential, 'utf8').digest();
 }
 
 function endpointKey(endpoint: McpEndpoint): string {

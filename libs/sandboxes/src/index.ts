@@ -10,3 +10,5 @@ export { SandboxesService } from './sandboxes.service';
 export { importSource, SNAPSHOT_REF } from './source-import';
 export { SANDBOX_SERVER } from './sandbox-tool-server';
 export { sandboxSlug } from './domain/slug';
+export { takeSnapshot, SnapshotError } from './history/take-snapshot';
+export type { Snapshot, SnapshotRequest } from './history/take-snapshot';

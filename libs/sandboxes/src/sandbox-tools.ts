@@ -1,8 +1,8 @@
-import picomatch from 'picomatch';
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import type { Principal, WorkspaceScope } from '@aileron/auth';
 import { DomainError } from '@aileron/errors';
+import { compilePathGlob, GlobSyntaxError, matchingPaths, MAX_GLOB_LENGTH } from '@aileron/glob';
 import { type CommandRestrictions, RunnerError } from './drivers/driver';
 import { PatchError, planPatch } from './domain/unified-patch';
 import { sandboxSlug } from './domain/slug';
@@ -46,6 +46,15 @@ export function restrictionsOf(policy: Record<string, unknown> | null): CommandR
 const sandbox = z.string().min(1).max(200).describe('the sandbox to work in, by name (slugified: "My Box" is "my-box")');
 const path = z.string().min(1).max(4096);
 
+function refuseBadGlob(pattern: string, ctx: z.RefinementCtx): void {
+  try {
+    compilePathGlob(pattern);
+  } catch (error) {
+    if (!(error instanceof GlobSyntaxError)) throw error;
+    ctx.addIssue({ code: 'custom', message: error.message });
+  }
+}
+
 export function toolArgs(bashTimeouts: { defaultMs: number; maxMs: number }) {
   return {
     read: z
@@ -79,7 +88,18 @@ export function toolArgs(bashTimeouts: { defaultMs: number; maxMs: number }) {
       })
       .strict(),
     ls: z.object({ sandbox, path: path.optional().describe(`a directory (default ${SANDBOX_WORKDIR})`), recursive: z.boolean().optional() }).strict(),
-    glob: z.object({ sandbox, pattern: z.string().min(1).max(1000).describe('e.g. "**/*.test.js"'), path: path.optional().describe(`where to search (default ${SANDBOX_WORKDIR})`) }).strict(),
+    glob: z
+      .object({
+        sandbox,
+        pattern: z
+          .string()
+          .min(1)
+          .max(MAX_GLOB_LENGTH)
+          .superRefine(refuseBadGlob)
+          .describe('e.g. "**/*.test.js"; `*` `?` `[a-z]` within a path segment, `**` across them, `{a,b}` either'),
+        path: path.optional().describe(`where to search (default ${SANDBOX_WORKDIR})`),
+      })
+      .strict(),
     grep: z
       .object({
         sandbox,
@@ -248,11 +268,12 @@ export class SandboxTools {
       }
       case 'glob': {
         const a = data as z.infer<Args['glob']>;
+        // RE2, not a backtracking RegExp: the pattern is the agent's, and this is the event loop every tenant shares
+        const glob = compilePathGlob(a.pattern);
         const runner = await this.sandboxes.runner(who.scope, target);
         const walked = await runner.call({ op: 'walk', path: a.path ?? SANDBOX_WORKDIR });
-        const matches = picomatch(a.pattern, { dot: true });
-        const found = walked.files.filter((file) => matches(file));
-        return text(found.join('\n'), { files: found, truncated: walked.truncated });
+        const found = (await matchingPaths(glob, walked.files, signal)) ?? [];
+        return text(found.join('\n') + (walked.truncated ? '\n… (the walk stopped early: more files may match; search a narrower path)' : ''), { files: found, truncated: walked.truncated });
       }
       case 'grep': {
         const a = data as z.infer<Args['grep']>;

@@ -3,6 +3,7 @@ import { Logger, Module } from '@nestjs/common';
 import { KubeConfig } from '@kubernetes/client-node';
 import { APP_CONFIG, AppConfig, projectRoot } from '@aileron/config';
 import { ApprovalsModule } from '@aileron/approvals';
+import { PolicyModule } from '@aileron/policy';
 import { PoolModule } from '@aileron/pool';
 import type { SandboxDriver } from './drivers/driver';
 import { KubernetesSandboxDriver, type KubernetesSandboxOptions, quantityBytes } from './drivers/kubernetes/kubernetes-driver';
@@ -27,6 +28,8 @@ export function kubernetesSandboxOptions(config: AppConfig): Omit<KubernetesSand
     ...(config.sandboxes.image ? { image: config.sandboxes.image } : {}),
     versionMismatch: config.sandboxes.versionMismatch,
     egressAllowCidrs: config.pool.egressAllowCidrs,
+    egressExceptCidrs: config.pool.egressExceptCidrs,
+    ...(config.pool.controlPlaneNamespace ? { controlPlaneNamespace: config.pool.controlPlaneNamespace } : {}),
   };
 }
 
@@ -39,7 +42,17 @@ function driverFor(config: AppConfig): SandboxDriver {
     return new KubernetesSandboxDriver({ ...kubernetesSandboxOptions(config), kubeConfig, log: (line) => logger.log(line) });
   }
   const { tmpfsMb, uidBase, storage, defaultLimits } = config.sandboxes;
-  return new LocalSandboxDriver({ stateDir: join(config.dataDir, 'sandboxes'), runnerScript: compiledRunnerPath(), log: (line) => logger.log(line), tmpfsMb, uidBase, srcMaxBytes: quantityBytes(storage.files), defaultLimits });
+  return new LocalSandboxDriver({
+    stateDir: join(config.dataDir, 'sandboxes'),
+    runnerScript: compiledRunnerPath(),
+    // as the Kubernetes driver's NetworkPolicy: the pool's ranges let through besides the public internet
+    egress: { allowCidrs: config.pool.egressAllowCidrs },
+    log: (line) => logger.log(line),
+    tmpfsMb,
+    uidBase,
+    srcMaxBytes: quantityBytes(storage.files),
+    defaultLimits,
+  });
 }
 
 /**
@@ -47,7 +60,7 @@ function driverFor(config: AppConfig): SandboxDriver {
  * sandbox tools served to the pool as the built-in server `sandbox`.
  */
 @Module({
-  imports: [ApprovalsModule, PoolModule],
+  imports: [ApprovalsModule, PolicyModule, PoolModule],
   controllers: [SandboxesController],
   providers: [{ provide: SANDBOX_DRIVER, inject: [APP_CONFIG], useFactory: driverFor }, SandboxesRepository, SandboxesService, ShellRulesService, SandboxToolServer],
   exports: [SandboxesService],

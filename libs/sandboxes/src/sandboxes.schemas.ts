@@ -10,7 +10,7 @@ export const createBody = z
   .object({
     name: z.string().min(1).max(200).describe('slugified: lower case, [a-z0-9-], at most 63 characters'),
     source: z.enum(['empty', 'upload']).default('empty').describe('`upload`: the files come with PUT …/source next; `empty`: an empty repository'),
-    network: z.enum(['none', 'egress']).default('none').describe('`egress`: commands may open connections out; `none`: no network at all'),
+    network: z.enum(['none', 'egress']).default('none').describe('`egress`: commands may reach the public internet (never the host or private, link-local or metadata addresses); only owners and admins, where AILERON_SANDBOX_EGRESS allows it. `none`: no network at all'),
     limits: z
       .object({
         cpu_seconds: z.number().int().min(1).max(86_400).optional().describe('CPU time of one process of a command'),

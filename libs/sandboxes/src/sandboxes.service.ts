@@ -4,13 +4,15 @@ import { join } from 'node:path';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { Inject, Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
-import { describePrincipal, Principal, WorkspaceScope } from '@aileron/auth';
+import { allows, describePrincipal, Principal, WorkspaceScope } from '@aileron/auth';
 import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { DatabaseService } from '@aileron/database';
-import { ConflictError, DomainError, NotFoundError, ValidationError } from '@aileron/errors';
+import { ConflictError, DomainError, ForbiddenError, NotFoundError, ValidationError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
-import { type CommandRestrictions, SandboxSourceError, SandboxStartError, type SandboxDriver, type SandboxRunner, type SandboxSpec } from './drivers/driver';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { type CommandRestrictions, RunnerError, SandboxSourceError, SandboxStartError, type SandboxDriver, type SandboxRunner, type SandboxSpec } from './drivers/driver';
+import { SnapshotError, takeSnapshot } from './history/take-snapshot';
 import { sandboxSlug } from './domain/slug';
 import type { RunnerLimits } from './runner/protocol';
 import { SandboxesRepository, SandboxRecord, SnapshotRecord } from './sandboxes.repository';
@@ -31,6 +33,17 @@ export interface SnapshotIntent {
   /** what the message names after the trigger: a path, a command */
   subject: string;
   author: ChangeAuthor;
+}
+
+/** the pauses before each attempt at a snapshot: at once, then twice more a little later */
+const SNAPSHOT_RETRIES = [0, 1_000, 5_000];
+function withTimeout<T>(work: Promise<T>, ms: number, message: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new SnapshotError(message)), ms);
+    timer.unref();
+  });
+  return Promise.race([work, late]).finally(() => clearTimeout(timer));
 }
 
 /** how long a replica trusts what it read of a sandbox should a create or delete elsewhere not reach it */
@@ -89,6 +102,7 @@ export class SandboxesService implements OnApplicationShutdown {
   async create(caller: Principal, scope: WorkspaceScope, request: { name: string; network: 'none' | 'egress'; limits: RunnerLimits }): Promise<SandboxRecord> {
     const name = sandboxSlug(request.name);
     if (!name) throw new ValidationError([{ path: 'name', message: 'must contain at least one letter or digit' }]);
+    if (request.network === 'egress') this.mayMakeEgress(scope);
     if (await this.repository.byName(scope, name)) throw new ConflictError('SANDBOX_EXISTS', `Workspace "${scope.workspaceSlug}" has a sandbox "${name}" already`);
     try {
       return await this.db.transaction(async (tx) => {
@@ -110,6 +124,16 @@ export class SandboxesService implements OnApplicationShutdown {
     } catch (error) {
       if (error instanceof SandboxStartError) throw new DomainError('SANDBOX_UNAVAILABLE', `The sandbox could not be made: ${error.message}`);
       throw error;
+    }
+  }
+
+  /** A sandbox that reaches the internet runs with this installation's addresses: the installation, then the workspace's admins, decide. */
+  private mayMakeEgress(scope: WorkspaceScope): void {
+    if (this.config.sandboxes.egress === 'off') {
+      throw new ForbiddenError('This installation makes no sandbox with network "egress" (AILERON_SANDBOX_EGRESS=off)', 'SANDBOX_EGRESS_DISABLED');
+    }
+    if (!allows(scope.role, 'sandbox.egress')) {
+      throw new ForbiddenError(`Role "${scope.role}" may not make a sandbox with network "egress" in workspace "${scope.workspaceSlug}": owners and admins may`, 'SANDBOX_EGRESS_FORBIDDEN');
     }
   }
 
@@ -214,33 +238,47 @@ export class SandboxesService implements OnApplicationShutdown {
 
   /** Resolves once every change so far has its snapshot (tests, a bundle that must be complete). */
   async settled(sandbox: SandboxRecord): Promise<void> {
-    await this.tails.get(sandbox.id);
+    await this.tails.get(sandbox.id)?.catch(() => undefined);
   }
 
-  /** A commit of whatever differs from the last one; none when nothing does (never an empty commit). */
+  /**
+   * A commit of whatever differs from the last one; none when nothing does
+   * (never an empty commit). Tried again after a failure (the next attempt
+   * scans anew, so nothing is lost), bounded in time; one that still fails
+   * is logged and reported as `sandbox.snapshot_failed`, and the sandbox's
+   * next change is committed on top of the last good snapshot.
+   */
   private async snapshot(scope: WorkspaceScope, sandbox: SandboxRecord, intent: SnapshotIntent): Promise<void> {
-    const spec = specOf(sandbox);
-    const added = await this.driver.git(spec, ['add', '--all']);
-    if (added.code !== 0) throw new Error(`git add failed: ${added.stderr.trim()}`);
+    let reason = '';
+    for (const [attempt, pause] of SNAPSHOT_RETRIES.entries()) {
+      if (pause > 0) await sleep(pause);
+      try {
+        return await withTimeout(this.commitChanges(scope, sandbox, intent), this.config.sandboxes.snapshotTimeoutSeconds * 1000, 'the snapshot took too long');
+      } catch (error) {
+        reason = error instanceof RunnerError || error instanceof SnapshotError ? error.message : 'the history could not be written';
+        this.logger.warn({ msg: 'snapshot failed', sandbox: sandbox.name, attempt: attempt + 1, err: error instanceof Error ? error.message : String(error) });
+        if (error instanceof RunnerError && error.failure.code === 'SNAPSHOT_TOO_LARGE') break;
+      }
+    }
+    this.logger.error({ msg: 'snapshot failed; the next change is committed on the last good snapshot', sandbox: sandbox.name, reason });
+    await this.db.transaction((tx) =>
+      this.outbox.record(tx, {
+        topic: 'sandbox.snapshot_failed',
+        organizationId: sandbox.organizationId,
+        workspaceId: sandbox.workspaceId,
+        payload: { workspace: sandbox.workspaceSlug, sandbox: sandbox.name, trigger: intent.trigger, message: snapshotMessage(intent), session: intent.author.agentSessionId, reason },
+      }),
+    );
+  }
+
+  /** The snapshot's commit (see takeSnapshot), and its record and event in one transaction. */
+  private async commitChanges(scope: WorkspaceScope, sandbox: SandboxRecord, intent: SnapshotIntent): Promise<void> {
     const message = snapshotMessage(intent);
     const at = new Date();
-    const commit = await this.driver.git(spec, [
-      '-c',
-      'user.name=Aileron snapshots',
-      '-c',
-      'user.email=snapshots@aileron.invalid',
-      'commit',
-      '--no-verify',
-      '--no-gpg-sign',
-      `--author=${intent.author.name.replace(/[<>\n]/g, '')} <${intent.author.email}>`,
-      '-m',
-      message,
-    ]);
-    // nothing staged: the change changed nothing (a read-only command, a write of the same bytes)
-    if (commit.code === 1 && /nothing (added )?to commit|no changes added/.test(commit.stdout.toString())) return;
-    if (commit.code !== 0) throw new Error(`git commit failed: ${commit.stderr.trim() || commit.stdout.toString().trim()}`);
-    const sha = (await this.driver.git(spec, ['rev-parse', 'HEAD'])).stdout.toString().trim();
-    const files = parseNameStatus((await this.driver.git(spec, ['diff-tree', '--root', '--no-commit-id', '--name-status', '-r', '-M', '-z', sha])).stdout.toString());
+    const { snapshotMaxFiles: maxFiles, snapshotMaxBytes: maxBytes } = this.config.sandboxes;
+    const taken = await takeSnapshot(this.driver, specOf(sandbox), { author: intent.author, message, at, limits: { maxFiles, maxBytes } });
+    if (!taken) return;
+    const { sha, files } = taken;
     const record: SnapshotRecord = { sha, trigger: intent.trigger, message, files, agentSessionId: intent.author.agentSessionId, author: `${intent.author.name} <${intent.author.email}>`, createdAt: at };
     await this.db.transaction(async (tx) => {
       await this.repository.addSnapshot(scope, sandbox.id, record, tx);
@@ -248,13 +286,15 @@ export class SandboxesService implements OnApplicationShutdown {
         topic: 'sandbox.snapshot',
         organizationId: sandbox.organizationId,
         workspaceId: sandbox.workspaceId,
-        payload: { workspace: sandbox.workspaceSlug, sandbox: sandbox.name, sha, trigger: intent.trigger, message, files, session: intent.author.agentSessionId, author: record.author },
+        payload: { workspace: sandbox.workspaceSlug, sandbox: sandbox.name, sha, trigger: intent.trigger, message, files, session: intent.author.agentSessionId, author: record.author, ...(taken.skipped.length > 0 ? { left_out: taken.skipped } : {}) },
       });
     });
   }
 
+  /** After the snapshots of the changes made so far through this replica: a reviewer reads their own writes. */
   async snapshots(scope: WorkspaceScope, name: string, limit: number): Promise<SnapshotRecord[]> {
     const sandbox = await this.get(scope, name);
+    await this.settled(sandbox);
     return this.repository.snapshots(scope, sandbox.id, limit);
   }
 
@@ -345,20 +385,6 @@ export function authorOf(caller: Principal): ChangeAuthor {
   if (caller.session) return { name: caller.name, email: `session-${caller.session.id}@sessions.aileron.invalid`, agentSessionId: caller.session.id };
   const who = describePrincipal(caller);
   return { name: caller.name || who, email: `${who.replace(/[^A-Za-z0-9._-]/g, '-')}@aileron.invalid`, agentSessionId: null };
-}
-
-function parseNameStatus(output: string): { path: string; status: string }[] {
-  const fields = output.split('\0').filter((f) => f !== '');
-  const files: { path: string; status: string }[] = [];
-  for (let i = 0; i < fields.length; ) {
-    const status = fields[i++]!;
-    // renames and copies name the old path, then the new one
-    if (status.startsWith('R') || status.startsWith('C')) {
-      i++;
-      files.push({ path: fields[i++]!, status: status[0]! });
-    } else files.push({ path: fields[i++]!, status });
-  }
-  return files;
 }
 
 class SourceTooLarge extends Error {}

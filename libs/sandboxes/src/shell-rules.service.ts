@@ -1,10 +1,11 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { ApprovalError, ApprovalRecord, ApprovalsService } from '@aileron/approvals';
+import { ApprovalError, ApprovalRecord, ApprovalsService, redactArguments } from '@aileron/approvals';
 import { describePrincipal, Principal, WorkspaceScope } from '@aileron/auth';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { DatabaseService } from '@aileron/database';
 import { DomainError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
+import { PolicyService } from '@aileron/policy';
 import { analyzeCommand, decideCommand, parseCodexRules, programsToResolve, ShellRulesError, ShellSyntaxError, type ShellRule } from './domain/shell-rules';
 import { sandboxSlug } from './domain/slug';
 import type { Elicit, ToolCaller } from './sandbox-tools';
@@ -25,7 +26,9 @@ const PROGRESS_EVERY_SECONDS = 15;
  * wrappers such as `env` or `sudo`, `bash -c` strings) and resolved to its
  * full path inside the sandbox; the strictest rule wins. `forbidden` answers
  * exit code 1 and a line naming the rule; `prompt` asks a person through an
- * approval request for that exact command, which then runs once.
+ * approval request for that exact command, which then runs once, or, where
+ * the workspace allows it and the caller is a person at their own client,
+ * asks them there (elicitation), their answer an audit record.
  */
 @Injectable()
 export class ShellRulesService {
@@ -35,6 +38,7 @@ export class ShellRulesService {
     private readonly sandboxes: SandboxesService,
     private readonly approvals: ApprovalsService,
     private readonly outbox: OutboxService,
+    private readonly policies: PolicyService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
@@ -87,12 +91,44 @@ export class ShellRulesService {
     }
     if (decision.decision === 'allow') return null;
     if (decision.decision === 'forbidden') return { stderr: `aileron: ${decision.reason}\n`, exitCode: 1 };
-    // the workspace lets the person at the client decide, when the client can ask them
-    if (stored?.elicitation && elicit) {
+    // the workspace lets the person at the client decide, when the client can ask them and the one answering is that person
+    if (stored?.elicitation && elicit && signedInPerson(who.caller)) {
       const answer = await elicit(`Run this command in sandbox "${sandbox.name}" (${workdir})?\n\n${command}\n\n${decision.reason}`);
+      // recorded before an accepted command runs: a decision nobody can find afterwards is no decision
+      await this.recordAnswer(who, sandbox, command, workdir, decision.reason, decision.rule, answer);
       return answer === 'accept' ? null : { stderr: `aileron: ${decision.reason}. The person at the client ${answer === 'decline' ? 'declined' : 'cancelled'}; the command did not run.\n`, exitCode: 1 };
     }
     return this.prompt(who, sandbox, command, workdir, decision.reason, decision.rule, signal);
+  }
+
+  /**
+   * A person's answer at their own client, as an audit record of the
+   * workspace's chain (and an event): who, which command (shown as approvals
+   * show arguments, the policy's `redact` paths hidden), which rule, what
+   * they answered.
+   */
+  private async recordAnswer(who: ToolCaller, sandbox: SandboxRecord, command: string, workdir: string, reason: string, rule: ShellRule | null, answer: Awaited<ReturnType<Elicit>>): Promise<void> {
+    const policy = await this.policies.current(who.scope);
+    const name = sandboxSlug(sandbox.name);
+    await this.db.transaction((tx) =>
+      this.outbox.record(tx, {
+        topic: 'sandbox.prompt_answered',
+        organizationId: who.scope.organizationId,
+        workspaceId: who.scope.workspaceId,
+        payload: {
+          workspace: who.scope.workspaceSlug,
+          sandbox: name,
+          server: 'sandbox',
+          tool: 'bash',
+          arguments: redactArguments({ sandbox: name, command, workdir }, policy.document.redact ?? []),
+          rules: [ruleName(rule)],
+          reason,
+          answer,
+          via: 'elicitation',
+          actor: describePrincipal(who.caller),
+        },
+      }),
+    );
   }
 
   /**
@@ -111,7 +147,7 @@ export class ShellRulesService {
       describePrincipal(caller),
       { ...exact, agentSession: caller.session?.id ?? null, executionMode: 'remote' },
       gatewayId,
-      [`shell:${rule?.source ?? 'unanalysable command'}`],
+      [ruleName(rule)],
     );
     const deadline = Date.now() + this.config.pool.approvalWaitSeconds * 1000;
     while (request.status === 'pending' && Date.now() < deadline && !signal.aborted) {
@@ -130,4 +166,20 @@ export class ShellRulesService {
     if (request.status === 'pending') return { stderr: `aileron: ${reason}. Approval ${request.id} is pending at ${url}; run the same command again once it is approved.\n`, exitCode: 1 };
     return { stderr: `aileron: ${reason}. Approval ${request.id} was ${request.status}; the command did not run.\n`, exitCode: 1 };
   }
+}
+
+/** How approvals and audit records name the shell rule that asked. */
+function ruleName(rule: ShellRule | null): string {
+  return `shell:${rule?.source ?? 'unanalysable command'}`;
+}
+
+/**
+ * Whether the MCP client's answer to an elicitation can be a person's own:
+ * only when the MCP session was opened with a person's sign-in (a user's
+ * JWT). With a caveat token the client is the agent, with an API or gateway
+ * token a program: the one answering would be the caller itself, so its
+ * "accept" decides nothing and the command goes to an approver instead.
+ */
+function signedInPerson(caller: Principal): boolean {
+  return caller.kind === 'user' && caller.session === undefined;
 }

@@ -15,8 +15,8 @@ export const SNAPSHOT_REF = `refs/heads/${SNAPSHOT_BRANCH}`;
  * - a git bundle is lent to the history's git, which fetches it (its
  *   branches kept as `refs/source/*`); the work tree of its HEAD (else
  *   `main`, else its first branch) is archived there and unpacked in the
- *   sandbox; then that commit becomes the base of the snapshot branch, and
- *   its tree the index, so the next change is a commit on top of it.
+ *   sandbox; then that commit becomes the base of the snapshot branch, so
+ *   the next change is a commit on top of it.
  *
  * A bundle git cannot read, or whose HEAD is no commit, is a
  * SandboxSourceError before anything of the sandbox changed (only fetched
@@ -39,10 +39,8 @@ export async function importSource(driver: SandboxDriver, spec: SandboxSpec, typ
   const sha = commit.stdout.toString().trim();
   await driver.unpack(spec, driver.gitStream(spec, ['archive', '--format=tar', sha]), { gzip: false });
   // the branch last: a tree that did not unpack leaves no snapshot behind
-  for (const args of [['update-ref', SNAPSHOT_REF, sha], ['read-tree', sha]]) {
-    const done = await driver.git(spec, args);
-    if (done.code !== 0) throw new Error(`git ${args[0]} failed: ${done.stderr.trim()}`);
-  }
+  const done = await driver.git(spec, ['update-ref', SNAPSHOT_REF, sha]);
+  if (done.code !== 0) throw new Error(`git update-ref failed: ${done.stderr.trim()}`);
 }
 
 function invalid(what: string, result: GitResult): SandboxSourceError {

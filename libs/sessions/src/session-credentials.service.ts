@@ -1,12 +1,13 @@
-import { Inject, Injectable, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
+import { Inject, Injectable, Logger, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import { SystemScopes } from '@aileron/auth/scope-issuer';
 import { CredentialResolvers, PrincipalCache, PrincipalResolver, Principal, roleIn, StreamAccess, type SessionGrant } from '@aileron/auth';
 import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
 import { Clock } from '@aileron/clock';
+import { databaseUnavailableReason } from '@aileron/database';
 import { UnauthenticatedError } from '@aileron/errors';
 import { GatewayCredentials } from '@aileron/gateway';
 import { OutboxService } from '@aileron/outbox';
-import { CAVEAT_TOKEN_PREFIX, CaveatTokenError, permitsServer, permitsTool, TokenGrant } from './domain/caveat-token';
+import { CAVEAT_TOKEN_PREFIX, CaveatTokenError, permitsServer, permitsTool, TOKEN_INVALID_DETAIL, TokenGrant, TokenIdentity } from './domain/caveat-token';
 import { CaveatTokenVerifier } from './domain/token-verifier';
 import { SessionKeys } from './session-keys.service';
 import { SessionRecord, SessionsRepository } from './sessions.repository';
@@ -20,6 +21,11 @@ const LIVE_TTL_MS = 10_000;
 /** changes that can end a session's right to act: its creator's token, gateway, membership, user or workspace */
 const CHANGES_CREATOR = /^(organization|workspace|user|member)\.|^token\.revoked$|^gateway\.revoked$/;
 const ROOT = 'all';
+
+/** The one refusal of a token that is not ours (see TOKEN_INVALID_DETAIL). */
+function tokenInvalid(): UnauthenticatedError {
+  return new UnauthenticatedError(TOKEN_INVALID_DETAIL, 'TOKEN_INVALID');
+}
 
 interface Live {
   session: SessionRecord;
@@ -37,12 +43,13 @@ interface Live {
  */
 @Injectable()
 export class SessionCredentials implements OnModuleInit, OnModuleDestroy {
+  private readonly logger = new Logger('SessionCredentials');
   private readonly live: SharedCache<Live>;
   private readonly verifier: CaveatTokenVerifier;
 
   constructor(
     private readonly repository: SessionsRepository,
-    keys: SessionKeys,
+    private readonly keys: SessionKeys,
     private readonly resolvers: CredentialResolvers,
     private readonly principals: PrincipalResolver,
     private readonly gateways: GatewayCredentials,
@@ -53,7 +60,7 @@ export class SessionCredentials implements OnModuleInit, OnModuleDestroy {
     private readonly clock: Clock,
   ) {
     this.live = new SharedCache(bus, 'agent-sessions', LIVE_TTL_MS);
-    this.verifier = new CaveatTokenVerifier(async (identity) => (await keys.byId(SystemScopes.organization(identity.organizationId), identity.keyId))?.derived ?? null);
+    this.verifier = new CaveatTokenVerifier((identity) => this.keyOf(identity));
     keys.onRemoved((organizationId, keyId) => this.verifier.forgetKey(organizationId, keyId));
     outbox.afterCommitOf((topic) => CHANGES_CREATOR.test(topic), () => this.live.invalidate(ROOT));
     // roles the identity provider changed at sign-in drop the principal cache without an outbox message
@@ -74,7 +81,7 @@ export class SessionCredentials implements OnModuleInit, OnModuleDestroy {
   async resolve(token: string): Promise<Principal> {
     const grant = await this.verify(token);
     const live = await this.live.getOrLoad(`${ROOT}:${grant.sessionId}`, () => this.load(grant));
-    if (live.session.organizationId !== grant.organizationId) throw new UnauthenticatedError('The token is not valid', 'TOKEN_INVALID');
+    if (live.session.organizationId !== grant.organizationId) throw tokenInvalid();
     this.assertAlive(live.session, this.clock.date());
     return sessionPrincipal(live, grant);
   }
@@ -93,9 +100,28 @@ export class SessionCredentials implements OnModuleInit, OnModuleDestroy {
     }
   }
 
+  /**
+   * The key a token names, for anyone who sends one: the identity's shape is
+   * checked already, so what fails here is ours, not the caller's. The
+   * database away is no verdict on the token (503, and the agent retries);
+   * anything else refuses the token like a missing key, at debug level, since
+   * an unauthenticated caller chooses how often this runs. A key that cannot
+   * be opened still shows up loudly where it mints (a session's start).
+   */
+  private async keyOf(identity: TokenIdentity): Promise<Buffer | null> {
+    try {
+      return (await this.keys.byId(SystemScopes.organization(identity.organizationId), identity.keyId))?.derived ?? null;
+    } catch (error) {
+      if (databaseUnavailableReason(error)) throw error;
+      this.logger.debug(`session token refused: its key ${identity.keyId} could not be looked up (${error instanceof Error ? error.name : typeof error})`);
+      return null;
+    }
+  }
+
   private async load(grant: TokenGrant): Promise<Live> {
     const session = await this.repository.get(SystemScopes.organization(grant.organizationId), grant.sessionId);
-    if (!session) throw new UnauthenticatedError('The session does not exist', 'TOKEN_INVALID');
+    // a chain that held for a session that is gone: the same answer as any other token that is not (or no longer) ours
+    if (!session) throw tokenInvalid();
     this.assertAlive(session, this.clock.date());
     return { session, creator: await this.creatorOf(session) };
   }

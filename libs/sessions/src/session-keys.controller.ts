@@ -2,10 +2,11 @@ import { Controller, Param } from '@nestjs/common';
 import { z } from 'zod';
 import { OrgScope, TenantScope } from '@aileron/auth';
 import { Route } from '@aileron/http';
+import { SESSION_KEY_ID } from './domain/caveat-token';
 import { SessionKeys } from './session-keys.service';
 
 const keyView = z.object({ key_id: z.string(), created_at: z.string(), retired_at: z.string().nullable().describe('retired keys verify tokens minted before the rotation until removed') });
-const keyParams = z.object({ id: z.string().regex(/^sk-[0-9a-f]{12}$/, 'must be a session key id (sk-…)') });
+const keyParams = z.object({ id: z.string().regex(SESSION_KEY_ID, 'must be a session key id (sk-…)') });
 
 /** The organisation's session root keys: rotate (old tokens keep working), then remove the old key (they stop). */
 @Controller()

@@ -12,6 +12,7 @@ function aad(organizationId: string, keyId: string): string {
   return `aileron/session-root-key/${organizationId}/${keyId}`;
 }
 
+/** The shape SESSION_KEY_ID checks in every token before its key is looked up. */
 function newKeyId(): string {
   return `sk-${randomBytes(6).toString('hex')}`;
 }

@@ -75,6 +75,8 @@ export const PERMISSIONS = {
   // whoever may call tools may make a sandbox to call them in; its history is readable by all, as the audit log is not
   'sandbox.read': ['owner', 'admin', 'approver', 'member', 'auditor'],
   'sandbox.write': ['owner', 'admin', 'approver', 'member'],
+  // a sandbox that reaches the internet is code running with this installation's addresses: admins decide (AILERON_SANDBOX_EGRESS too)
+  'sandbox.egress': ['owner', 'admin'],
   'shell_rules.write': ['owner', 'admin'],
 } as const satisfies Record<string, readonly Role[]>;
 

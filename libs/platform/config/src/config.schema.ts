@@ -67,7 +67,8 @@ export const SETTINGS = {
   },
   AILERON_REPLICA_URL: {
     schema: httpUrl,
-    description: 'How other control-plane replicas reach this one directly (e.g. http://$(POD_IP):8080), so any replica can serve any MCP session. Default http://127.0.0.1:PORT (replicas on one machine).',
+    description:
+      'How other control-plane replicas reach this one directly (e.g. http://$(POD_IP):8080), so any replica can serve any MCP session. Default http://127.0.0.1:PORT (replicas on one machine). Set, a replica forwards only to replicas of the same scheme and port: give every replica one scheme and port, or requests for sessions held elsewhere are answered 404 MCP_SESSION_NOT_FOUND (logged once).',
   },
   LOG_LEVEL: {
     schema: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
@@ -138,7 +139,8 @@ export const SETTINGS = {
   AILERON_SANDBOX_K8S_NAMESPACE: {
     schema: z.string().max(63, 'must be a Kubernetes namespace name').regex(namespaceName, 'must be a Kubernetes namespace name').or(z.literal('')),
     default: '',
-    description: "Namespace of Kubernetes sandboxes: their pods, claims, Secrets and NetworkPolicies. Default: the pool's, AILERON_K8S_NAMESPACE.",
+    description:
+      "Namespace of Kubernetes sandboxes: their pods, claims, Secrets and NetworkPolicies. Default: the pool's, AILERON_K8S_NAMESPACE, which is refused when the pool runs on Kubernetes too (the sandboxes read their runners' Secrets back, so their namespace must hold no one else's).",
   },
   AILERON_SANDBOX_FILES_SIZE: {
     schema: quantity,
@@ -160,6 +162,21 @@ export const SETTINGS = {
     default: 'on',
     description: 'off: changes are not committed to aileron/snapshots (throwaway sandboxes, and the baseline of the sandbox benchmark).',
   },
+  AILERON_SANDBOX_SNAPSHOT_MAX_FILES: {
+    schema: positiveInt,
+    default: '200000',
+    description: 'A sandbox whose /src holds more files than this (after its .gitignore files) is not snapshotted; the failure is logged and reported as sandbox.snapshot_failed.',
+  },
+  AILERON_SANDBOX_SNAPSHOT_MAX_BYTES: {
+    schema: positiveInt,
+    default: String(512 * 1024 * 1024),
+    description: 'The most bytes of changed files one snapshot stores; a larger change is not snapshotted (reported as sandbox.snapshot_failed). A single file over 64 MiB is left out and named in the commit message.',
+  },
+  AILERON_SANDBOX_SNAPSHOT_TIMEOUT_SECONDS: {
+    schema: positiveInt,
+    default: '120',
+    description: 'How long one attempt at a snapshot may take before it is given up and tried again.',
+  },
   AILERON_SANDBOX_IDLE_SECONDS: {
     schema: positiveInt,
     default: '900',
@@ -174,6 +191,12 @@ export const SETTINGS = {
     schema: positiveInt,
     default: '600000',
     description: 'The longest timeout a `bash` call may ask for.',
+  },
+  AILERON_SANDBOX_EGRESS: {
+    schema: z.enum(['off', 'admins'], { message: 'must be off or admins' }),
+    default: 'off',
+    description:
+      "Who may make a sandbox with `network: egress` (403 SANDBOX_EGRESS_DISABLED when off, SANDBOX_EGRESS_FORBIDDEN for a workspace's members): nobody, or a workspace's owners and admins. It reaches the public internet and AILERON_POOL_EGRESS_ALLOW_CIDRS, never the host, private, link-local or metadata addresses.",
   },
   AILERON_SANDBOX_MAX_PER_WORKSPACE: {
     schema: positiveInt,
@@ -261,6 +284,12 @@ export const SETTINGS = {
     description:
       'Kubernetes pool pods may reach the public internet and cluster DNS only; these address ranges (comma-separated CIDRs) are let through besides, e.g. a private API the servers need.',
   },
+  AILERON_POOL_EGRESS_EXCEPT_CIDRS: {
+    schema: cidrList.refine((list) => list.every((cidr) => !cidr.endsWith('/0')), 'must name ranges narrower than /0'),
+    default: '',
+    description:
+      "Address ranges (comma-separated CIDRs) Kubernetes pool pods and egress sandboxes must not reach, besides the private, loopback, link-local and reserved ranges always kept from them: the cluster's global (public) IPv6 pod and service ranges, which otherwise count as the internet, e.g. 2001:db8:42::/56.",
+  },
   AILERON_K8S_NAMESPACE: {
     schema: z.string().regex(namespaceName, 'must be a Kubernetes namespace name'),
     default: 'aileron-pool',
@@ -278,6 +307,11 @@ export const SETTINGS = {
     schema: z.string().regex(/^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/, 'must be a Pod UID'),
     description:
       "The control plane's own Pod UID (downward API `metadata.uid`), with AILERON_POD_NAME. Pool pods are owned by that Pod, so Kubernetes deletes them when it goes (only when it runs in AILERON_K8S_NAMESPACE).",
+  },
+  AILERON_POD_NAMESPACE: {
+    schema: z.string().max(63, 'must be a Kubernetes namespace name').regex(namespaceName, 'must be a Kubernetes namespace name'),
+    description:
+      "The control plane's own namespace (downward API `metadata.namespace`). Each pool instance's and sandbox's NetworkPolicy admits the control plane's pods from there; unset, only from the instance's own namespace, so another policy must let the control plane in.",
   },
   AILERON_POOL_AUDIT_BATCH_MS: {
     schema: positiveInt,

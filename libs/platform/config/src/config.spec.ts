@@ -39,6 +39,28 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ AILERON_POD_UID: uid })).toThrow(/AILERON_POD_UID needs AILERON_POD_NAME/);
   });
 
+  it("refuses sandboxes in the pool's namespace when both run on Kubernetes: the sandboxes' Secrets access would reach the pool's", () => {
+    const both = { AILERON_POOL_DRIVER: 'kubernetes', AILERON_SANDBOX_DRIVER: 'kubernetes' };
+    expect(() => loadConfig(both)).toThrow(/AILERON_SANDBOX_K8S_NAMESPACE must name a namespace other than the pool's \(AILERON_K8S_NAMESPACE, aileron-pool\)/);
+    expect(() => loadConfig({ ...both, AILERON_K8S_NAMESPACE: 'tenants', AILERON_SANDBOX_K8S_NAMESPACE: 'tenants' })).toThrow(/AILERON_SANDBOX_K8S_NAMESPACE/);
+    expect(loadConfig({ ...both, AILERON_SANDBOX_K8S_NAMESPACE: 'aileron-sandboxes' }).sandboxes.kubernetesNamespace).toBe('aileron-sandboxes');
+    // with the pool local there are no pool Secrets to reach
+    expect(loadConfig({ AILERON_SANDBOX_DRIVER: 'kubernetes' }).sandboxes.kubernetesNamespace).toBe('aileron-pool');
+  });
+
+  it('takes more ranges to keep Kubernetes pods from (a cluster’s global IPv6 ranges), and refuses one that is not a strict subrange', () => {
+    expect(loadConfig({ AILERON_POOL_EGRESS_EXCEPT_CIDRS: '2001:db8:42::/56, 203.0.113.0/24' }).pool.egressExceptCidrs).toEqual(['2001:db8:42::/56', '203.0.113.0/24']);
+    expect(loadConfig({}).pool.egressExceptCidrs).toEqual([]);
+    expect(() => loadConfig({ AILERON_POOL_EGRESS_EXCEPT_CIDRS: '2001:db8::/129' })).toThrow(/AILERON_POOL_EGRESS_EXCEPT_CIDRS must be a comma-separated list of CIDR ranges/);
+    expect(() => loadConfig({ AILERON_POOL_EGRESS_EXCEPT_CIDRS: '::/0' })).toThrow(/AILERON_POOL_EGRESS_EXCEPT_CIDRS must name ranges narrower than \/0/);
+  });
+
+  it('the control plane’s own namespace (downward API) reaches both Kubernetes drivers, for their NetworkPolicies', () => {
+    expect(loadConfig({ AILERON_POD_NAMESPACE: 'aileron' }).pool.controlPlaneNamespace).toBe('aileron');
+    expect(loadConfig({}).pool.controlPlaneNamespace).toBeUndefined();
+    expect(() => loadConfig({ AILERON_POD_NAMESPACE: 'Not_A_Namespace' })).toThrow(/AILERON_POD_NAMESPACE must be a Kubernetes namespace name/);
+  });
+
   it('reads an optional YAML or JSON file, and the environment wins over it', () => {
     const dir = mkdtempSync(join(tmpdir(), 'cfg-'));
     const file = join(dir, 'aileron.yaml');

@@ -43,9 +43,13 @@ export interface AppConfig {
     runnerImage: string;
     /** private ranges Kubernetes pool pods may reach besides the public internet */
     egressAllowCidrs: string[];
+    /** public ranges they must not reach besides the private ones (a cluster's global IPv6 ranges) */
+    egressExceptCidrs: string[];
     kubernetesNamespace: string;
     /** the control plane's own Pod (downward API), which labels and owns the pods the Kubernetes driver makes */
     controlPlanePod: { name: string; uid: string | undefined } | undefined;
+    /** the control plane's own namespace (downward API): the Kubernetes drivers' NetworkPolicies admit its pods from there */
+    controlPlaneNamespace: string | undefined;
   };
   rateLimits: { workspacePerMinute: number; principalPerMinute: number; withoutRedis: 'open' | 'closed' };
   sandboxes: {
@@ -57,6 +61,9 @@ export interface AppConfig {
     /** Kubernetes: the claims' sizes and storage class (undefined: the cluster's default) */
     storage: { files: string; history: string; storageClassName: string | undefined };
     snapshots: boolean;
+    snapshotMaxFiles: number;
+    snapshotMaxBytes: number;
+    snapshotTimeoutSeconds: number;
     idleSeconds: number;
     bashTimeoutMs: number;
     bashMaxTimeoutMs: number;
@@ -68,6 +75,8 @@ export interface AppConfig {
     tmpfsMb: number;
     /** local, root control plane: the first of the sandboxes' host uids */
     uidBase: number;
+    /** who may make a sandbox with network egress */
+    egress: SettingValue<'AILERON_SANDBOX_EGRESS'>;
   };
 }
 
@@ -127,6 +136,14 @@ export function loadConfig(env: Source = process.env): AppConfig {
   if (values.AILERON_POD_UID !== undefined && values.AILERON_POD_NAME === undefined) {
     problems.push({ name: 'AILERON_POD_UID', message: 'needs AILERON_POD_NAME as well' });
   }
+  // the sandbox driver reads back the Secrets of its namespace (its runners' tokens): there it would read the pool instances' credentials
+  const sandboxNamespace = values.AILERON_SANDBOX_K8S_NAMESPACE || values.AILERON_K8S_NAMESPACE;
+  if (values.AILERON_SANDBOX_DRIVER === 'kubernetes' && values.AILERON_POOL_DRIVER === 'kubernetes' && sandboxNamespace === values.AILERON_K8S_NAMESPACE) {
+    problems.push({
+      name: 'AILERON_SANDBOX_K8S_NAMESPACE',
+      message: `must name a namespace other than the pool's (AILERON_K8S_NAMESPACE, ${String(values.AILERON_K8S_NAMESPACE)}) when both run on Kubernetes: the sandboxes' access to their runners' Secrets would reach the pool instances' credentials`,
+    });
+  }
   if (problems.length > 0) throw new ConfigError(problems);
 
   // every setting has parsed (or a problem was thrown), and those with a default were read
@@ -174,8 +191,10 @@ function toAppConfig(values: SettingValues): AppConfig {
       cpuMillis: values.AILERON_POOL_CPU_MILLIS,
       runnerImage: values.AILERON_POOL_RUNNER_IMAGE,
       egressAllowCidrs: values.AILERON_POOL_EGRESS_ALLOW_CIDRS,
+      egressExceptCidrs: values.AILERON_POOL_EGRESS_EXCEPT_CIDRS,
       kubernetesNamespace: values.AILERON_K8S_NAMESPACE,
       controlPlanePod: values.AILERON_POD_NAME ? { name: values.AILERON_POD_NAME, uid: values.AILERON_POD_UID } : undefined,
+      controlPlaneNamespace: values.AILERON_POD_NAMESPACE,
     },
     rateLimits: {
       workspacePerMinute: values.AILERON_RATE_LIMIT_WORKSPACE_PER_MINUTE,
@@ -189,6 +208,9 @@ function toAppConfig(values: SettingValues): AppConfig {
       kubernetesNamespace: values.AILERON_SANDBOX_K8S_NAMESPACE || values.AILERON_K8S_NAMESPACE,
       storage: { files: values.AILERON_SANDBOX_FILES_SIZE, history: values.AILERON_SANDBOX_HISTORY_SIZE, storageClassName: values.AILERON_SANDBOX_STORAGE_CLASS || undefined },
       snapshots: values.AILERON_SANDBOX_SNAPSHOTS === 'on',
+      snapshotMaxFiles: values.AILERON_SANDBOX_SNAPSHOT_MAX_FILES,
+      snapshotMaxBytes: values.AILERON_SANDBOX_SNAPSHOT_MAX_BYTES,
+      snapshotTimeoutSeconds: values.AILERON_SANDBOX_SNAPSHOT_TIMEOUT_SECONDS,
       idleSeconds: values.AILERON_SANDBOX_IDLE_SECONDS,
       bashTimeoutMs: values.AILERON_SANDBOX_BASH_TIMEOUT_MS,
       bashMaxTimeoutMs: values.AILERON_SANDBOX_BASH_MAX_TIMEOUT_MS,
@@ -197,6 +219,7 @@ function toAppConfig(values: SettingValues): AppConfig {
       defaultLimits: { pids: values.AILERON_SANDBOX_DEFAULT_PIDS, memoryMb: values.AILERON_SANDBOX_DEFAULT_MEMORY_MB, cpuSeconds: values.AILERON_SANDBOX_DEFAULT_CPU_SECONDS },
       tmpfsMb: values.AILERON_SANDBOX_TMPFS_MB,
       uidBase: values.AILERON_SANDBOX_UID_BASE,
+      egress: values.AILERON_SANDBOX_EGRESS,
     },
   };
 }

@@ -164,6 +164,8 @@ export const ERROR_CODES = {
   SANDBOX_SOURCE_INVALID: { status: 422, title: 'Unprocessable source', docs: SANDBOXES },
   SANDBOX_SOURCE_TOO_LARGE: { status: 413, title: 'Payload too large', docs: SANDBOXES },
   SANDBOX_UNAVAILABLE: { status: 503, title: 'Sandbox unavailable', docs: SANDBOXES },
+  SANDBOX_EGRESS_DISABLED: { ...FORBIDDEN, docs: SANDBOXES },
+  SANDBOX_EGRESS_FORBIDDEN: { ...FORBIDDEN, docs: SANDBOXES },
   SNAPSHOT_NOT_FOUND: { ...NOT_FOUND, docs: SANDBOXES },
   SHELL_RULES_INVALID: { status: 400, title: 'Shell rules are not valid', docs: SANDBOXES },
 

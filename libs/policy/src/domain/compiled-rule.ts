@@ -1,5 +1,5 @@
+import { compileNameGlob, isNameGlob, type NameGlob } from '@aileron/glob';
 import { compileTest, testAll, type ArgumentTest, type Outcome } from './argument-test';
-import { compileGlob, GlobMatcher, isGlob } from './glob';
 import type { CallPrincipal, PolicyCall } from './policy-decision';
 import type { Effect, ExecutionMode, PolicyRule } from './policy-document';
 import { ANYONE, compilePrincipals, FIELD_BITS, plainPrincipals, PRINCIPAL_FIELDS, type Who } from './principal-table';
@@ -126,8 +126,8 @@ function compileNameScope(rule: PolicyRule): (server: string, tool: string) => b
 }
 
 function compileNames(patterns: string[]): (name: string) => boolean {
-  const exact = new Set(patterns.filter((pattern) => !isGlob(pattern)));
-  const globs: GlobMatcher[] = patterns.filter(isGlob).map(compileGlob);
+  const exact = new Set(patterns.filter((pattern) => !isNameGlob(pattern)));
+  const globs: NameGlob[] = patterns.filter(isNameGlob).map(compileNameGlob);
   return (name) => exact.has(name) || globs.some((glob) => glob(name));
 }
 

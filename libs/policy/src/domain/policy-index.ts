@@ -1,6 +1,6 @@
+import { isNameGlob } from '@aileron/glob';
 import { testAll, testArgument, type Outcome } from './argument-test';
 import { compileRule, outcomeOf, type CompiledRule, type Condition } from './compiled-rule';
-import { isGlob } from './glob';
 import type { CompiledPolicy, PolicyCall, PolicyDecision } from './policy-decision';
 import type { DefaultEffect, Effect, OnError, PolicyDocument, PolicyRule } from './policy-document';
 import { PrincipalTable, UNUSUAL, type Who } from './principal-table';
@@ -161,7 +161,7 @@ export class PolicyIndex implements CompiledPolicy {
   // most one exact bucket, so no rule is seen twice and nothing needs de-duplicating.
   private add(compiled: CompiledRule, rule: PolicyRule): void {
     const buckets: Bucket[] = [];
-    if (rule.servers === undefined || rule.servers.some(isGlob)) {
+    if (rule.servers === undefined || rule.servers.some(isNameGlob)) {
       buckets.push(this.otherServers);
     } else {
       for (const server of new Set(rule.servers)) {
@@ -171,7 +171,7 @@ export class PolicyIndex implements CompiledPolicy {
       }
     }
     const anyTool = rule.tools === undefined && rule.tool_prefixes === undefined;
-    const exactTools = !anyTool && (rule.tool_prefixes === undefined || rule.tool_prefixes.length === 0) && !(rule.tools ?? []).some(isGlob);
+    const exactTools = !anyTool && (rule.tool_prefixes === undefined || rule.tool_prefixes.length === 0) && !(rule.tools ?? []).some(isNameGlob);
     for (const bucket of buckets) {
       if (!exactTools) {
         bucket.otherTools.push(compiled);

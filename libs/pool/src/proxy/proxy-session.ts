@@ -38,6 +38,12 @@ export interface ToolCall {
 
 /** Policy, approvals, pinning and audit: what the proxy asks about calls it forwards. */
 export interface CallGate {
+  /**
+   * whether this caller may reach a server at all (a session token's
+   * `servers` caveat): one it may not is never opened, listed or forwarded to,
+   * for tools, resources, prompts and completions alike
+   */
+  reaches(ctx: CallContext, server: string): boolean;
   /** which of a server's tools this caller may see (and so call) */
   listFilter(ctx: CallContext, server: string): Promise<(tool: string) => boolean>;
   /** tools whose definition changed from the pinned one and are held back; records the change */
@@ -269,7 +275,8 @@ export class ProxySession {
   private async initialize(params: Record<string, unknown>): Promise<Answer> {
     this.initParams = params;
     this.protocolVersion = typeof params.protocolVersion === 'string' ? params.protocolVersion : null;
-    const servers = 'server' in this.endpoint ? [this.endpoint.server] : await this.source.servers();
+    // the servers this caller may not reach stay out of the aggregate (and out of every list and read after it)
+    const servers = 'server' in this.endpoint ? [this.endpoint.server] : (await this.source.servers()).filter((server) => this.gate.reaches(this.ctx, server));
     const results = await Promise.all(
       servers.map((server) =>
         this.upstream(server).then(
@@ -325,6 +332,7 @@ export class ProxySession {
 
   private async connect(server: string): Promise<ServerSession> {
     if (!this.initParams) throw rpcError(INVALID_PARAMS, 'The session is not initialized');
+    if (!this.gate.reaches(this.ctx, server)) throw unreachable(server);
     const instance = await this.source.acquire(server);
     const upstream = new Upstream<ClientRequest>(server, instance);
     upstream.onServerMessage = (message, on) => this.fromServer(upstream, message, on);
@@ -353,6 +361,7 @@ export class ProxySession {
   }
 
   private async forward(server: string, method: string, params: Record<string, unknown>, entry: ClientRequest): Promise<Answer> {
+    if (!this.gate.reaches(this.ctx, server)) return { error: unreachable(server).rpc };
     if (!this.initResults.has(server)) return unknownName('server', server);
     const upstream = await this.upstream(server);
     entry.server = server;
@@ -386,7 +395,8 @@ export class ProxySession {
 
   private async callTool(params: Record<string, unknown>, entry: ClientRequest): Promise<Answer> {
     const target = this.names.resolveTool(String(params.name ?? ''), this.single);
-    if (!target || !this.initResults.has(target.server)) return unknownName('tool', params.name);
+    // a server the caller may not reach was never opened: the gate refuses the call below, as a tool result saying why
+    if (!target || (!this.initResults.has(target.server) && this.gate.reaches(this.ctx, target.server))) return unknownName('tool', params.name);
     const args = (params.arguments ?? {}) as Record<string, unknown>;
     if (typeof args !== 'object' || Array.isArray(args)) return { error: { code: INVALID_PARAMS, message: 'arguments must be an object' } };
     const call: ToolCall = { server: target.server, tool: target.name, arguments: args };
@@ -524,6 +534,11 @@ export class ProxySession {
 
 function busy(instance: Instance): Answer {
   return { error: { code: INSTANCE_BUSY, message: `The ${instance.server} instance already has ${instance.maxInflight} requests in flight (AILERON_POOL_MAX_CONCURRENT_CALLS); retry shortly` } };
+}
+
+/** The same words and code as the one-server endpoint's refusal at the door (McpAdmission). */
+function unreachable(server: string): Error & { rpc: RpcError } {
+  return rpcError(INVALID_PARAMS, `This session token does not reach the server "${server}"`, { code: 'CAPABILITY_REQUIRED' });
 }
 
 function unknownName(kind: string, name: unknown): Answer {

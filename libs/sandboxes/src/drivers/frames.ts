@@ -50,9 +50,10 @@ export function readMessages<T>(stream: Readable, onMessage: (message: T) => voi
   /** fills the awaited fields from what is held, and hands the message on once they all are */
   const complete = (): void => {
     while (awaiting) {
-      const [field, bytes] = awaiting.fields[awaiting.next]!;
+      const [field, bytes, binary] = awaiting.fields[awaiting.next]!;
       if (heldBytes < bytes) return;
-      awaiting.message.result[field] = take().toString('utf8');
+      // a copy: what is held may be a view of a larger chunk, which a kept Buffer would pin
+      awaiting.message.result[field] = binary === 1 ? Buffer.from(take()) : take().toString('utf8');
       if (++awaiting.next === awaiting.fields.length) {
         const { message } = awaiting;
         awaiting = null;
@@ -114,6 +115,8 @@ function rawFields(message: Record<string, unknown>): RawFields | null {
   const { raw, result } = message;
   if (!Array.isArray(raw) || raw.length === 0) return null;
   if (result === null || typeof result !== 'object' || Array.isArray(result)) return null;
-  const wellFormed = raw.every((entry: unknown) => Array.isArray(entry) && entry.length === 2 && typeof entry[0] === 'string' && Number.isSafeInteger(entry[1]) && (entry[1] as number) >= 0);
+  const wellFormed = raw.every(
+    (entry: unknown) => Array.isArray(entry) && (entry.length === 2 || (entry.length === 3 && entry[2] === 1)) && typeof entry[0] === 'string' && Number.isSafeInteger(entry[1]) && (entry[1] as number) >= 0,
+  );
   return wellFormed ? (raw as RawFields) : null;
 }

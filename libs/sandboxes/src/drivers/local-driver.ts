@@ -5,15 +5,21 @@ import { PassThrough } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { endProcessesOfUser, HostDoor, type HostUser, PidsCgroups, systemRootArgs } from '@aileron/bubblewrap';
 import type { RunnerAnswer, RunnerLimits, RunnerOp, RunnerRequest, RunnerResult } from '../runner/protocol';
+import { GIT_SAFETY, gitEnv } from '../runner/git-safety';
 import { HISTORY_ATTRIBUTES, HISTORY_EXCLUDE, SANDBOX_WORKDIR } from '../runner/protocol';
 import { type CommandRestrictions, type GitResult, RunnerError, type SandboxDriver, type SandboxRunner, type SandboxSpec, SandboxSourceError, SandboxStartError } from './driver';
 import { readMessages } from './frames';
+import { egressCommand, type EgressOptions } from './local-egress';
 import { PIDS_RESERVE, SANDBOX_UID, SrcBound, tmpfsArgs, withDefaultLimits } from './local-limits';
 import { SandboxUsers } from './local-users';
 
 const HOME = '/home/sandbox';
 const RUNNER_DIR = '/opt/aileron-runner';
 const START_TIMEOUT_MS = 20_000;
+/** the largest input passed through the git helper's lines */
+const HELPER_MAX_INPUT_BYTES = 4 * 1024 * 1024;
+/** commands whose output grows with the sandbox's tree (a listing, a diff): never through the helper's lines either */
+const LARGE_OUTPUT: ReadonlySet<string> = new Set(['ls-tree', 'diff-tree', 'show']);
 /** what programs commonly need of /etc: certificates, name resolution, the alternatives Debian links through */
 const ETC = ['/etc/ssl', '/etc/ca-certificates', '/etc/resolv.conf', '/etc/hosts', '/etc/nsswitch.conf', '/etc/alternatives', '/etc/localtime', '/etc/ld.so.cache'];
 
@@ -25,6 +31,8 @@ export interface LocalSandboxOptions {
   bwrapPath?: string;
   nodeBinary?: string;
   gitBinary?: string;
+  /** how `network: egress` reaches out (see local-egress.ts) */
+  egress?: EgressOptions;
   log: (line: string) => void;
   /** a root control plane runs each sandbox as a host uid of its own, from this one up (SANDBOX_UID_COUNT of them) */
   uidBase?: number;
@@ -182,7 +190,9 @@ export class LocalSandboxDriver implements SandboxDriver {
       throw new SandboxStartError(`the sandbox's host user or cgroup could not be set up: ${error instanceof Error ? error.message : String(error)}`);
     }
     const bwrap = [this.bwrapPath, ...this.sandboxArgs(spec, door, restrictions), ...throughDoor(extra, door), ...program];
-    const [file, ...args] = door.command(bwrap);
+    const command = door.command(bwrap);
+    // a bwrap that keeps a network shares the wrapper's namespace, never the host's
+    const [file, ...args] = bwrap.includes('--share-net') ? egressCommand(command, this.options.egress) : command;
     const child = spawn(file!, args, { env: { PATH: '/usr/bin:/bin' }, stdio: ['pipe', 'pipe', 'pipe', 'pipe', 'pipe'], detached: true });
     // some programs look the user up (git, ssh, os.userInfo()): one that names the sandbox's home
     (child.stdio[3] as NodeJS.WritableStream).end(`sandbox:x:${SANDBOX_UID}:${SANDBOX_UID}:sandbox:${HOME}:/bin/bash\n`);
@@ -244,7 +254,24 @@ export class LocalSandboxDriver implements SandboxDriver {
 
   async git(spec: SandboxSpec, args: string[], input?: Buffer | NodeJS.ReadableStream): Promise<GitResult> {
     const stdin = Buffer.isBuffer(input) ? input : input ? await buffered(input as NodeJS.ReadableStream) : undefined;
+    // a large input (a snapshot's files) or output goes to a git of its own: the shared helper takes one line per
+    // request, and a line of hundreds of megabytes would end it, and every other sandbox's git with it
+    if ((stdin && stdin.length > HELPER_MAX_INPUT_BYTES) || LARGE_OUTPUT.has(args[0] ?? '')) return this.gitDirect(spec, args, stdin ?? Buffer.alloc(0));
     return this.gitHelper().run({ file: this.gitBinary, args: [...GIT_SAFETY, ...this.gitPlace(spec, args), ...args], cwd: dirname(this.paths(spec).git), env: gitEnv(this.paths(spec).git), ...(stdin ? { stdin: stdin.toString('base64') } : {}) });
+  }
+
+  private gitDirect(spec: SandboxSpec, args: string[], stdin: Buffer): Promise<GitResult> {
+    const child = this.spawnGit(spec, args);
+    const stdout: Buffer[] = [];
+    let stderr = '';
+    child.stdout!.on('data', (chunk: Buffer) => stdout.push(chunk));
+    child.stderr!.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString('utf8')).slice(-4000)));
+    child.stdin!.on('error', () => undefined);
+    child.stdin!.end(stdin);
+    return new Promise((resolveGit) => {
+      child.on('error', (error) => resolveGit({ code: 127, stdout: Buffer.alloc(0), stderr: error.message }));
+      child.on('close', (code) => resolveGit({ code: code ?? 1, stdout: Buffer.concat(stdout), stderr }));
+    });
   }
 
   /** The helper that spawns git (see git-helper.ts), started on first use and again if it died. */
@@ -253,9 +280,9 @@ export class LocalSandboxDriver implements SandboxDriver {
     return this.helper;
   }
 
+  /** the history's bare repository, and no work tree: git on the host never reads the agent's files */
   private gitPlace(spec: SandboxSpec, args: string[]): string[] {
-    const { src, git } = this.paths(spec);
-    return args[0] === 'init' ? [] : [`--git-dir=${git}`, `--work-tree=${src}`];
+    return args[0] === 'init' ? [] : [`--git-dir=${this.paths(spec).git}`];
   }
 
   /** As the Kubernetes driver's: a git that fails ends the stream with an error (its stderr) rather than a short output that looks whole. */
@@ -310,13 +337,6 @@ export class LocalSandboxDriver implements SandboxDriver {
 
 export const SNAPSHOT_BRANCH = 'aileron/snapshots';
 
-/**
- * git on the host, over a work tree the agent wrote: no configuration of the
- * machine's or a user's, no hooks, no filters, no fsmonitor, nothing the
- * files can name that would run a program here.
- */
-const GIT_SAFETY = ['-c', 'core.hooksPath=/dev/null', '-c', 'core.fsmonitor=false', '-c', 'core.symlinks=true', '-c', 'protocol.file.allow=never', '-c', 'core.quotePath=false', '-c', 'gc.auto=0'];
-
 /** bwrap arguments with their bind sources named as the door gives them */
 function throughDoor(args: string[], door: HostDoor): string[] {
   return args.map((arg, at) => (at > 0 && /^--(ro-|dev-)?bind(-try)?$/.test(args[at - 1]!) && (at < 2 || !/^--(ro-|dev-)?bind(-try)?$/.test(args[at - 2]!)) ? door.path(arg) : arg));
@@ -329,9 +349,6 @@ function writeHistoryInfo(gitDir: string): void {
   writeFileSync(join(gitDir, 'info', 'attributes'), HISTORY_ATTRIBUTES);
 }
 
-function gitEnv(gitDir: string): Record<string, string> {
-  return { PATH: '/usr/bin:/bin', GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null', HOME: dirname(gitDir), GIT_TERMINAL_PROMPT: '0', LANG: 'C.UTF-8' };
-}
 
 async function buffered(stream: NodeJS.ReadableStream): Promise<Buffer> {
   const chunks: Buffer[] = [];

@@ -38,7 +38,19 @@ export type RunnerRequest =
    * container's own scratch space (never /src or the history) until the
    * connection that sent them closes. At most `maxBytes`.
    */
-  | { op: 'receive'; maxBytes: number };
+  | { op: 'receive'; maxBytes: number }
+  /**
+   * What /src holds now, for a snapshot: every file and symlink, walked and
+   * hashed here in the sandbox (git's blob ids), never by a program of the
+   * history's. `.git` at any depth and `/lost+found` are left out; the
+   * `.gitignore` files are honoured. When `base` is the commit this runner
+   * last adopted, the answer is the changes since; otherwise every entry.
+   */
+  | { op: 'scan'; base: string | null; maxEntries: number }
+  /** The bytes of these paths as they are now (a symlink's are its target's text), for the history to store. */
+  | { op: 'blobs'; paths: string[] }
+  /** The last scan (with what `blobs` read since) is now commit `base`: the next scan with that base answers changes only. */
+  | { op: 'adopt'; base: string };
 
 /** Per-process limits of a command (rlimits: CPU seconds, data size, processes): what a machine without cgroup delegation can enforce. */
 export interface RunnerLimits {
@@ -67,7 +79,29 @@ export interface RunnerResults {
   unpack: { bytes: number };
   /** where git finds the file, and its size */
   receive: { path: string; bytes: number };
+  scan: ScanResult;
+  /** `data`: the bytes of every item that is not `gone`, one after the other, `size` each */
+  blobs: { items: (TreeEntry | { path: string; gone: true })[]; data: Buffer };
+  adopt: Record<string, never>;
 }
+
+/** git's modes for what a snapshot keeps: a file, an executable, a symlink */
+export type TreeMode = '100644' | '100755' | '120000';
+
+/** A snapshot's entry: its path under /src, mode, git blob id and size in bytes. */
+export interface TreeEntry {
+  path: string;
+  mode: TreeMode;
+  sha: string;
+  size: number;
+}
+
+/** A change since the adopted base: an entry now (with the blob id it had, if any), or a path that is gone. */
+export type TreeChange = (TreeEntry & { before: string | null }) | { path: string; deleted: true };
+
+export type ScanResult =
+  | { full: true; entries: TreeEntry[]; skipped: string[] }
+  | { full: false; changes: TreeChange[]; skipped: string[] };
 
 export type RunnerOp = RunnerRequest['op'];
 export type RunnerResult<O extends RunnerOp> = RunnerResults[O];
@@ -84,7 +118,10 @@ export interface RunnerFailure {
  * escaping a megabyte into JSON and parsing it back cost more than
  * everything else a read does. The reader puts them into `result` by name.
  */
-export type RawFields = [field: string, bytes: number][];
+export type RawFields = ([field: string, bytes: number] | [field: string, bytes: number, binary: 1])[];
+
+/** Result fields whose raw bytes are bytes, not text: the reader keeps them as a Buffer (marked `1` in `raw`). */
+export const BINARY_FIELDS: ReadonlySet<string> = new Set(['data']);
 
 export type RunnerAnswer = { id: number; result: unknown; raw?: RawFields } | { id: number; error: RunnerFailure };
 

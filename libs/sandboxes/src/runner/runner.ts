@@ -2,8 +2,8 @@
  * The sandbox's runner: started by the driver inside the sandbox (bubblewrap
  * locally, the pod's container on Kubernetes), it carries out the control
  * plane's requests there, so every path resolves in the sandbox's own
- * filesystem and every command runs in its namespaces. Node built-ins only:
- * it runs from the build output, with nothing else of ours mounted.
+ * filesystem and every command runs in its namespaces. It is bundled into
+ * one file (scripts/build-bundles.mjs): nothing else of ours is mounted.
  *
  * Protocol (protocol.ts): one JSON request per line on stdin, one answer per
  * line on stdout (its long strings after it, raw). Requests run concurrently;
@@ -25,7 +25,11 @@ import { createInterface } from 'node:readline';
 import { PassThrough, Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
-import type { RunnerAnswer, RunnerChunk, RunnerFailure, RunnerInput, RunnerLimits, RunnerRequest, RunnerResults, RunnerRole } from './protocol';
+import { Failure } from './failure';
+import { GIT_SAFETY, gitEnv } from './git-safety';
+import { BINARY_FIELDS, HISTORY_ATTRIBUTES, HISTORY_EXCLUDE } from './protocol';
+import type { RawFields, RunnerAnswer, RunnerChunk, RunnerFailure, RunnerInput, RunnerLimits, RunnerRequest, RunnerResults, RunnerRole } from './protocol';
+import { TreeScanner } from './scan';
 
 // SIGUSR1 opens Node's inspector by default, and a debugger in the runner would answer the control plane's requests as it likes; Node 20 has no --disable-sigusr1
 process.on('SIGUSR1', () => undefined);
@@ -36,36 +40,19 @@ const MAX_TEXT_BYTES = 32 * 1024 * 1024;
 const MAX_OUTPUT_BYTES = 1024 * 1024;
 const MAX_ENTRIES = 10_000;
 const MAX_MATCHES = 1_000;
+/** `walk` (the glob tool) answers at most this many files, and this many bytes of their paths: its answer is one line the control plane parses */
+const MAX_WALK_FILES = 50_000;
+const MAX_WALK_BYTES = 4 * 1024 * 1024;
 const GREP_TIMEOUT_MS = 30_000;
 const COMMAND_PATH = '/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin';
 /** the history role's git directory (a volume the sandbox's own container never mounts) */
 const HISTORY = '/history';
 const GIT = '/usr/bin/git';
-/** protocol.ts's HISTORY_EXCLUDE (the runner imports no values: it runs as one file) */
-const HISTORY_EXCLUDE = '# written by Aileron when the history was made: never part of a snapshot\n/lost+found\n';
-/** protocol.ts's HISTORY_ATTRIBUTES */
-const HISTORY_ATTRIBUTES = '# written by Aileron: a work tree written by git archive is the commit as it is\n* -export-ignore -export-subst\n';
-/**
- * As the local driver's host-side git: no hooks, no fsmonitor, no protocol
- * that reads another repository of this machine; with GIT_CONFIG_NOSYSTEM and
- * GIT_CONFIG_GLOBAL=/dev/null below, no configuration but the repository's
- * own. The work tree is the agent's: nothing in it may make git run a program.
- */
-const GIT_SAFE = ['-c', 'core.hooksPath=/dev/null', '-c', 'core.fsmonitor=false', '-c', 'core.symlinks=true', '-c', 'protocol.file.allow=never', '-c', 'core.quotePath=false', '-c', 'gc.auto=0'];
 /** a result's strings this long or longer, and its Buffers, follow its line as raw bytes (protocol.ts RawFields) */
 const RAW_MIN_CHARS = 4096;
 /** listen mode: how long a connection may take to present its token, and how long that line may be */
 const AUTH_TIMEOUT_MS = 10_000;
 const MAX_TOKEN_LINE = 1024;
-
-class Failure extends Error {
-  constructor(
-    readonly code: string,
-    message: string,
-  ) {
-    super(message);
-  }
-}
 
 function inSandbox(path: string): string {
   return resolve(WORKDIR, path);
@@ -364,11 +351,12 @@ async function which(names: string[], workdir: string): Promise<RunnerResults['w
  * hands stdout to `stream` piece by piece, waiting for each to be taken.
  */
 function git(request: Extract<RunnerRequest, { op: 'git' }>, stream?: (chunk: Buffer) => Promise<void>): Promise<RunnerResults['git']> {
-  const place = request.args[0] === 'init' ? [] : [`--git-dir=${HISTORY}`, `--work-tree=${WORKDIR}`];
+  // no work tree: git here reads the history and the data it is given, never the agent's files
+  const place = request.args[0] === 'init' ? [] : [`--git-dir=${HISTORY}`];
   return new Promise((resolveGit) => {
-    const child = spawn(GIT, [...GIT_SAFE, ...place, ...request.args], {
+    const child = spawn(GIT, [...GIT_SAFETY, ...place, ...request.args], {
       cwd: HISTORY,
-      env: { PATH: '/usr/bin:/bin', GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null', HOME: process.env.HOME ?? '/tmp', GIT_TERMINAL_PROMPT: '0', LANG: 'C.UTF-8' },
+      env: gitEnv(process.env.HOME ?? '/tmp'),
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     const stdout: Buffer[] = [];
@@ -586,9 +574,14 @@ async function handle(request: RunnerRequest, stream?: (chunk: Buffer) => Promis
     case 'walk': {
       const root = inSandbox(request.path);
       const files: string[] = [];
+      let bytes = 0;
       const truncated = await walk(root, true, (path, type) => {
-        if (type !== 'dir') files.push(relative(root, path));
-        return files.length < MAX_ENTRIES * 5;
+        if (type === 'dir') return true;
+        const file = relative(root, path);
+        bytes += Buffer.byteLength(file);
+        if (bytes > MAX_WALK_BYTES) return false;
+        files.push(file);
+        return files.length < MAX_WALK_FILES;
       });
       return { files, truncated };
     }
@@ -600,6 +593,13 @@ async function handle(request: RunnerRequest, stream?: (chunk: Buffer) => Promis
       return which(request.names, inSandbox(request.workdir));
     case 'git':
       return git(request, stream);
+    case 'scan':
+      return scanner.scan(request.base, request.maxEntries);
+    case 'blobs':
+      return scanner.blobs(request.paths);
+    case 'adopt':
+      scanner.adopt(request.base);
+      return {};
     case 'unpack':
       if (!input) throw new Failure('NO_INPUT', 'unpack takes its archive on the same connection');
       return unpack(request, input);
@@ -646,6 +646,8 @@ const ROLE: RunnerRole = ((): RunnerRole => {
   return role;
 })();
 const LISTEN = option('--listen');
+/** what the sandbox's files were at the last snapshot, as this runner knows it */
+const scanner = new TreeScanner(WORKDIR);
 const VERSION = process.env.AILERON_MCP_VERSION || undefined;
 
 /** Compares through digests, so neither the time taken nor a length mismatch says anything of the token. */
@@ -663,7 +665,7 @@ function framed(message: RunnerAnswer | RunnerChunk): (string | Buffer)[] {
   const line = (value: unknown): string => `${JSON.stringify(value)}\n`;
   if (!('result' in message) || message.result === null || typeof message.result !== 'object') return [line(message)];
   const result: Record<string, unknown> = {};
-  const raw: [string, number][] = [];
+  const raw: RawFields = [];
   const bytes: Buffer[] = [];
   for (const [field, value] of Object.entries(message.result)) {
     const long = Buffer.isBuffer(value) ? value : typeof value === 'string' && value.length >= RAW_MIN_CHARS ? Buffer.from(value) : null;
@@ -671,7 +673,7 @@ function framed(message: RunnerAnswer | RunnerChunk): (string | Buffer)[] {
       result[field] = value;
       continue;
     }
-    raw.push([field, long.length]);
+    raw.push(Buffer.isBuffer(value) && BINARY_FIELDS.has(field) ? [field, long.length, 1] : [field, long.length]);
     bytes.push(long);
   }
   return raw.length === 0 ? [line(message)] : [line({ id: message.id, result, raw }), ...bytes];

@@ -8,19 +8,21 @@ import {
   Caveat,
   CaveatTokenError,
   SESSION_CAPABILITIES,
+  TOKEN_INVALID_DETAIL,
   TokenGrant,
   TokenRequest,
   attenuateCaveatToken,
+  isWellFormedIdentity,
   mintCaveatToken,
   peekIdentity,
   permits,
   verifyCaveatToken,
 } from './caveat-token';
-import { attenuate, deriveKey, encode } from './macaroon';
+import { attenuate, deriveKey, encode, mint } from './macaroon';
 
 const rootKey = randomBytes(32);
 const key = deriveKey(rootKey);
-const identity = { organizationId: '6f1c0d9e-7a53-4c8e-9a61-2b7f4c1d0e11', keyId: 'sk1', sessionId: '0b3e9f5a-1c2d-4e6f-8a9b-0c1d2e3f4a5b' };
+const identity = { organizationId: '6f1c0d9e-7a53-4c8e-9a61-2b7f4c1d0e11', keyId: 'sk-0123456789ab', sessionId: '0b3e9f5a-1c2d-4e6f-8a9b-0c1d2e3f4a5b' };
 const workspace = '1a2b3c4d-0000-4000-8000-000000000001';
 const now = 1_800_000_000;
 const base: Caveat[] = [
@@ -69,7 +71,7 @@ describe('caveat tokens', () => {
     expect(seen).toEqual([`session = ${identity.sessionId}`, `workspace = ${workspace}`, `caps in ${SESSION_CAPABILITIES.join(',')}`, `expires < ${now + 3600}`, 'servers in github']);
     expect(() => theirs.verify(new Uint8Array(randomBytes(32)), () => null)).toThrow(/signature/);
 
-    const made = js.newMacaroon({ identifier: `ail1 ${identity.organizationId} sk1 ${identity.sessionId} n0nce`, rootKey: new Uint8Array(rootKey), version: 2 });
+    const made = js.newMacaroon({ identifier: `ail1 ${identity.organizationId} ${identity.keyId} ${identity.sessionId} n0nce`, rootKey: new Uint8Array(rootKey), version: 2 });
     for (const c of [`session = ${identity.sessionId}`, `workspace = ${workspace}`, 'caps in actions:list', `expires < ${now + 60}`]) made.addFirstPartyCaveat(new TextEncoder().encode(c));
     // its binary export overflows past a few fields (a growth bug in the package), so carry its JSON v2 form over field by field
     const exported = made.exportJSON() as { i: string; c: Array<{ i: string }>; s64: string };
@@ -96,6 +98,20 @@ describe('caveat tokens', () => {
     const later = attenuateCaveatToken(token, [{ kind: 'expires', at: now + 999_999 }]);
     expect(verify(later).expiresAt).toBe(now + 3600);
     expect(refusal(() => verify(attenuateCaveatToken(token, [{ kind: 'expires', at: now - 1 }])))).toBe('TOKEN_EXPIRED');
+  });
+
+  it('a tools caveat its holder wrote to backtrack answers at once on a long tool name', () => {
+    // attenuation is offline: the holder picks the globs, a workspace's servers pick the names
+    const grant = verify(attenuateCaveatToken(mintCaveatToken(key, identity, base), [{ kind: 'tools', globs: ['*?*?*?*?*?*?*?*?*?*?*?Z', 'github__list_*'] }]));
+    const started = performance.now();
+    expect(permits(grant, run('github__list_pull_request_review_comment'))).toBe(true);
+    expect(permits(grant, run('github__get_pull_request_review_comments'))).toBe(false);
+    expect(permits(grant, run('github__get_pull_request_review_commentZ'))).toBe(true);
+    // a backtracking RegExp of the first glob takes seconds on each of these forty-character names
+    expect(performance.now() - started).toBeLessThan(1_000);
+    // as before: `*` and `?` stay within a name's `/`-separated part, and `**` is `*`
+    const slashes = verify(attenuateCaveatToken(mintCaveatToken(key, identity, base), [{ kind: 'tools', globs: ['fs__**', 'a?b'] }]));
+    expect([run('fs__read'), run('fs__read/x'), run('axb'), run('a/b')].map((request) => permits(slashes, request))).toEqual([true, false, true, false]);
   });
 
   it('refuses with a stable code: broken chain, other key, unknown or malformed caveat, expiry, another session', () => {
@@ -216,4 +232,70 @@ describe('caveat tokens', () => {
     }
     expect(accepted).toBe(0);
   }, 120_000);
+});
+
+describe("a token's identifier: every id has its row's shape before anything is looked up", () => {
+  /** A token whose chain holds under `key` for any identifier at all: only the shape check stands between it and a lookup. */
+  const signed = (identifier: string) =>
+    CAVEAT_TOKEN_PREFIX + encode(mint(key, Buffer.from(identifier, 'utf8'), [`session = ${identity.sessionId}`, `workspace = ${workspace}`, `expires < ${now + 60}`].map((c) => Buffer.from(c)))).toString('base64url');
+  const refusedWith = (fn: () => unknown): { code: string; message: string } | 'accepted' => {
+    try {
+      fn();
+    } catch (error) {
+      if (error instanceof CaveatTokenError) return { code: error.code, message: error.message };
+      throw error;
+    }
+    return 'accepted';
+  };
+  const one = { code: 'TOKEN_INVALID', message: TOKEN_INVALID_DETAIL };
+  const { organizationId: org, keyId, sessionId } = identity;
+
+  it('reads an identifier whose organisation and session are lower-case UUIDs and whose key is sk-<12 hex>', () => {
+    expect(peekIdentity(signed(`ail1 ${org} ${keyId} ${sessionId} n0nce`)).identity).toEqual(identity);
+    expect(isWellFormedIdentity(identity)).toBe(true);
+  });
+
+  it.each([
+    ['an organisation that is no UUID', `ail1 acme ${keyId} ${sessionId} n`],
+    ['an organisation of a UUID’s length that is no UUID', `ail1 zzzzzzzz-zzzz-zzzz-zzzz-zzzzzzzzzzzz ${keyId} ${sessionId} n`],
+    ['an organisation in capitals', `ail1 ${org.toUpperCase()} ${keyId} ${sessionId} n`],
+    ['an organisation without dashes', `ail1 ${org.replaceAll('-', '')} ${keyId} ${sessionId} n`],
+    ['an organisation with a colon (a cache-key separator)', `ail1 ${org}:x ${keyId} ${sessionId} n`],
+    ['a key of another shape', `ail1 ${org} sk1 ${sessionId} n`],
+    ['a key in capitals', `ail1 ${org} ${keyId.toUpperCase()} ${sessionId} n`],
+    ['a key one digit too long', `ail1 ${org} ${keyId}0 ${sessionId} n`],
+    ['a session that is no UUID', `ail1 ${org} ${keyId} not-a-session n`],
+    ['the organisation and key swapped', `ail1 ${keyId} ${org} ${sessionId} n`],
+    ['four fields', `ail1 ${org} ${keyId} ${sessionId}`],
+    ['six fields', `ail1 ${org} ${keyId} ${sessionId} n n`],
+    ['another version', `ail2 ${org} ${keyId} ${sessionId} n`],
+  ])('refuses %s, with the one message, though its chain holds', (_, identifier) => {
+    expect(refusedWith(() => peekIdentity(signed(identifier)))).toEqual(one);
+  });
+
+  it('mints only what it would read back', () => {
+    for (const wrong of [{ organizationId: 'acme' }, { keyId: 'sk1' }, { sessionId: 'SESSION' }]) {
+      expect(() => mintCaveatToken(key, { ...identity, ...wrong }, base)).toThrow(/not a session token identity/);
+      expect(isWellFormedIdentity({ ...identity, ...wrong })).toBe(false);
+    }
+  });
+
+  it('every refusal of a token that is not ours says the same: encoding, size, identifier, chain, binding', () => {
+    const token = mintCaveatToken(key, identity, base);
+    const m = peekIdentity(token).macaroon;
+    const reencode = (caveats: Buffer[]) => CAVEAT_TOKEN_PREFIX + encode({ ...m, caveats }).toString('base64url');
+    const refusals = {
+      'not base64url': refusedWith(() => verify(`${CAVEAT_TOKEN_PREFIX}%%%`)),
+      empty: refusedWith(() => verify(CAVEAT_TOKEN_PREFIX)),
+      'far too long': refusedWith(() => verify(CAVEAT_TOKEN_PREFIX + 'A'.repeat(12_000))),
+      'not a macaroon': refusedWith(() => verify(CAVEAT_TOKEN_PREFIX + Buffer.from('hello').toString('base64url'))),
+      'a malformed identifier': refusedWith(() => verify(signed('hello'))),
+      'a broken chain': refusedWith(() => verify(reencode(m.caveats.slice(0, -1)))),
+      'another key': refusedWith(() => verify(token, now, deriveKey(randomBytes(32)))),
+      'bound to another session': refusedWith(() => verify(CAVEAT_TOKEN_PREFIX + encode(attenuate(m, [Buffer.from('session = 99999999-0000-4000-8000-000000000000')])).toString('base64url'))),
+      'no workspace or expiry': refusedWith(() => verify(CAVEAT_TOKEN_PREFIX + encode(mint(key, m.identifier, [Buffer.from(`session = ${sessionId}`)])).toString('base64url'))),
+    };
+    expect(refusals).toEqual(Object.fromEntries(Object.keys(refusals).map((what) => [what, one])));
+    expect(TOKEN_INVALID_DETAIL).not.toMatch(/key|organi[sz]ation|session|removed|exist|malformed/i);
+  });
 });

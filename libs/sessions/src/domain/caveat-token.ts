@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
-import picomatch from 'picomatch';
-import { Macaroon, MacaroonFormatError, attenuate, chainHolds, decode, encode, mint } from './macaroon';
+import { compileNameGlob } from '@aileron/glob';
+import { MAX_MACAROON_BYTES, Macaroon, MacaroonFormatError, attenuate, chainHolds, decode, encode, mint } from './macaroon';
 
 /**
  * The session caveat token: the only credential a sandbox holds. A macaroon
@@ -37,6 +37,18 @@ export class CaveatTokenError extends Error {
     super(message);
     this.name = 'CaveatTokenError';
   }
+}
+
+/**
+ * What every token that is not ours hears, whichever part failed (encoding,
+ * identifier, an organisation or key that does not exist or was removed, the
+ * chain): one answer, so a guesser learns nothing about which organisations
+ * and keys exist.
+ */
+export const TOKEN_INVALID_DETAIL = 'The token is not valid';
+
+export function invalidToken(detail = TOKEN_INVALID_DETAIL): CaveatTokenError {
+  return new CaveatTokenError('TOKEN_INVALID', detail);
 }
 
 export interface TokenIdentity {
@@ -81,6 +93,10 @@ export interface TokenRequest {
 }
 
 const IDENTIFIER_VERSION = 'ail1';
+/** Organisation and session ids as PostgreSQL prints a uuid: any other spelling names no row. */
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+/** A session root key's id, as SessionKeys makes them. */
+export const SESSION_KEY_ID = /^sk-[0-9a-f]{12}$/;
 /** Ids, names and globs are plain: nothing that could smuggle a separator or a second caveat. */
 const ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 export const CAVEAT_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
@@ -95,19 +111,28 @@ export const CAVEAT_GLOB = /^[A-Za-z0-9_.*?-]{1,128}$/;
 export const MAX_LIST = 64;
 const MAX_CAVEATS = 64;
 
+/**
+ * Whether each id has the one shape its row's key has. Checked on every token
+ * before anything is looked up: an id of another shape names no row, and the
+ * database would refuse it with an error (a non-uuid in a uuid column) rather
+ * than find nothing.
+ */
+export function isWellFormedIdentity(identity: TokenIdentity): boolean {
+  return UUID.test(identity.organizationId) && SESSION_KEY_ID.test(identity.keyId) && UUID.test(identity.sessionId);
+}
+
 export function identifierOf(identity: TokenIdentity, nonce = randomBytes(12).toString('base64url')): Buffer {
-  for (const part of [identity.organizationId, identity.keyId, identity.sessionId]) {
-    if (!ID.test(part)) throw new Error(`not an identifier part: ${part}`);
-  }
+  // what is minted must read back: a token the verifier would refuse is a bug here, not at the far end
+  if (!isWellFormedIdentity(identity) || !/^[A-Za-z0-9_-]{1,64}$/.test(nonce)) throw new Error(`not a session token identity: ${JSON.stringify(identity)}`);
   return Buffer.from(`${IDENTIFIER_VERSION} ${identity.organizationId} ${identity.keyId} ${identity.sessionId} ${nonce}`, 'utf8');
 }
 
 function parseIdentifier(identifier: Buffer): TokenIdentity {
   const parts = identifier.toString('utf8').split(' ');
-  if (parts.length !== 5 || parts[0] !== IDENTIFIER_VERSION || !parts.slice(1, 4).every((p) => ID.test(p))) {
-    throw new CaveatTokenError('TOKEN_INVALID', 'The token is not an Aileron session token');
-  }
-  return { organizationId: parts[1]!, keyId: parts[2]!, sessionId: parts[3]! };
+  if (parts.length !== 5 || parts[0] !== IDENTIFIER_VERSION) throw invalidToken();
+  const identity = { organizationId: parts[1]!, keyId: parts[2]!, sessionId: parts[3]! };
+  if (!isWellFormedIdentity(identity)) throw invalidToken();
+  return identity;
 }
 
 export function caveatText(caveat: Caveat): string {
@@ -180,16 +205,20 @@ export function looksLikeCaveatToken(token: string): boolean {
   return token.startsWith(CAVEAT_TOKEN_PREFIX);
 }
 
-function decodeToken(token: string): Macaroon {
+/** base64url characters of the largest macaroon the decoder reads: longer is refused before decoding */
+const MAX_BODY_CHARS = Math.ceil((MAX_MACAROON_BYTES * 4) / 3);
+
+/** `detail` is for the holder's own tools (offline narrowing); what the server answers is always the one refusal. */
+function decodeToken(token: string, detail = TOKEN_INVALID_DETAIL): Macaroon {
   const body = token.slice(CAVEAT_TOKEN_PREFIX.length);
-  if (!looksLikeCaveatToken(token) || !/^[A-Za-z0-9_-]+$/.test(body)) throw new CaveatTokenError('TOKEN_INVALID', 'The token is malformed');
+  if (!looksLikeCaveatToken(token) || body.length > MAX_BODY_CHARS || !/^[A-Za-z0-9_-]+$/.test(body)) throw invalidToken(detail);
   try {
     const bytes = Buffer.from(body, 'base64url');
     // base64 has spare bits in its last character: only the canonical spelling is the token
     if (bytes.toString('base64url') !== body) throw new MacaroonFormatError('not canonical base64url');
     return decode(bytes);
   } catch (error) {
-    if (error instanceof MacaroonFormatError) throw new CaveatTokenError('TOKEN_INVALID', 'The token is malformed');
+    if (error instanceof MacaroonFormatError) throw invalidToken(detail);
     throw error;
   }
 }
@@ -208,7 +237,7 @@ export function mintCaveatToken(derivedKey: Buffer, identity: TokenIdentity, cav
 
 /** Offline narrowing: anyone holding a token can hand on a weaker one. */
 export function attenuateCaveatToken(token: string, caveats: Caveat[]): string {
-  const macaroon = decodeToken(token);
+  const macaroon = decodeToken(token, 'The token is malformed');
   if (macaroon.caveats.length + caveats.length > MAX_CAVEATS) throw new CaveatTokenError('CAVEAT_MALFORMED', `A token carries at most ${MAX_CAVEATS} caveats`);
   return encodeToken(attenuate(macaroon, caveats.map(wire)));
 }
@@ -224,8 +253,10 @@ function toolMatcher(globs: string[]): (name: string) => boolean {
   const key = globs.join(',');
   let matcher = matchers.get(key);
   if (!matcher) {
-    const compiled = picomatch(globs, { dot: true, nobrace: true, noextglob: true, noglobstar: true, nonegate: true });
-    matcher = (name: string) => compiled(name);
+    // not a RegExp: the globs are the token holder's (attenuation is offline), and a backtracking one of `*?*?*?…` stalls on a long tool name;
+    // no glob holds a `/` (CAVEAT_GLOB), and `*` and `?` stay within a name's `/`-separated parts, as they always have
+    const compiled = globs.map(compileNameGlob);
+    matcher = (name: string) => !name.includes('/') && compiled.some((glob) => glob(name));
     if (matchers.size > 10_000) matchers.clear();
     matchers.set(key, matcher);
   }
@@ -238,9 +269,7 @@ function toolMatcher(globs: string[]): (name: string) => boolean {
  * whether the session is still alive: the caller asks that of its store.
  */
 export function verifyCaveatToken(macaroon: Macaroon, identity: TokenIdentity, derivedKey: Buffer, nowSeconds: number): TokenGrant {
-  if (macaroon.caveats.length > MAX_CAVEATS || !chainHolds(derivedKey, macaroon)) {
-    throw new CaveatTokenError('TOKEN_INVALID', 'The token is not valid');
-  }
+  if (macaroon.caveats.length > MAX_CAVEATS || !chainHolds(derivedKey, macaroon)) throw invalidToken();
   const grant: TokenGrant = { ...identity, workspaces: [], sandboxes: [], caps: new Set(SESSION_CAPABILITIES), servers: [], tools: [], toolGlobs: [], expiresAt: Number.POSITIVE_INFINITY };
   let caps = new Set<Capability>(SESSION_CAPABILITIES);
   let sawSession = false;
@@ -249,7 +278,7 @@ export function verifyCaveatToken(macaroon: Macaroon, identity: TokenIdentity, d
     switch (caveat.kind) {
       case 'session':
         // a token is for one session; a caveat naming another makes it good for none
-        if (caveat.id !== identity.sessionId) throw new CaveatTokenError('TOKEN_INVALID', 'The token is bound to another session');
+        if (caveat.id !== identity.sessionId) throw invalidToken();
         sawSession = true;
         break;
       case 'workspace':
@@ -274,9 +303,7 @@ export function verifyCaveatToken(macaroon: Macaroon, identity: TokenIdentity, d
     }
   }
   // what we mint always says whose session, where and until when; a token without them is not ours
-  if (!sawSession || grant.workspaces.length === 0 || !Number.isFinite(grant.expiresAt)) {
-    throw new CaveatTokenError('TOKEN_INVALID', 'The token is not valid');
-  }
+  if (!sawSession || grant.workspaces.length === 0 || !Number.isFinite(grant.expiresAt)) throw invalidToken();
   grant.caps = caps;
   if (nowSeconds >= grant.expiresAt) throw new CaveatTokenError('TOKEN_EXPIRED', 'The token has expired');
   return grant;

@@ -1,4 +1,4 @@
-import { CaveatTokenError, peekIdentity, TokenGrant, TokenIdentity, verifyCaveatToken } from './caveat-token';
+import { CaveatTokenError, invalidToken, peekIdentity, TokenGrant, TokenIdentity, verifyCaveatToken } from './caveat-token';
 
 /** verified tokens one verifier keeps; past it the memo starts over */
 const DEFAULT_LIMIT = 4_096;
@@ -9,7 +9,9 @@ const DEFAULT_LIMIT = 4_096;
  * once per token and afterwards only the token's expiry (a map lookup): that
  * is what keeps verification near one HMAC's cost on the hot path. Only
  * tokens whose chain held are remembered, so guessing cannot fill the memo;
- * forgetting a key (`forgetKey`) drops what it vouched for.
+ * forgetting a key (`forgetKey`) drops what it vouched for. `keyOf` is asked
+ * only for an identity of the right shape (peekIdentity checks it), and a key
+ * it does not have is refused like a broken chain.
  */
 export class CaveatTokenVerifier {
   private readonly memo = new Map<string, TokenGrant>();
@@ -31,7 +33,8 @@ export class CaveatTokenVerifier {
     if (known) return known;
     const { identity, macaroon } = peekIdentity(token);
     const key = await this.keyOf(identity);
-    if (!key) throw new CaveatTokenError('TOKEN_INVALID', 'The token is not valid (its key was removed)');
+    // a removed key and one that never existed answer as a broken chain does: which keys exist is nobody's business
+    if (!key) throw invalidToken();
     const grant = verifyCaveatToken(macaroon, identity, key, nowSeconds);
     if (this.memo.size >= this.limit) this.memo.clear();
     this.memo.set(token, grant);

@@ -38,6 +38,7 @@ const TITLES: Record<string, string> = {
   'session.started': 'Session started',
   'session.ended': 'Session ended',
   'sandbox.snapshot': 'Sandbox snapshot',
+  'sandbox.snapshot_failed': 'Sandbox snapshot failed',
   'webhook.paused': 'Webhook paused',
 };
 

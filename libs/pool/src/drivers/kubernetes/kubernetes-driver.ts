@@ -38,6 +38,8 @@ export interface KubernetesDriverOptions {
   controlPlaneNamespace?: string;
   /** private ranges the pods may reach besides the public internet and cluster DNS */
   egressAllowCidrs?: string[];
+  /** public ranges they must not reach besides the private ones, e.g. the cluster's global IPv6 pod range */
+  egressExceptCidrs?: string[];
   /**
    * The control plane's own Pod (downward API), when it runs in the cluster:
    * the name labels what this replica makes, the UID owns it. Lets Kubernetes
@@ -103,6 +105,7 @@ export class KubernetesDriver implements InstanceDriver, PodOwner {
       port: this.port,
       ...(options.controlPlaneNamespace ? { controlPlaneNamespace: options.controlPlaneNamespace } : {}),
       ...(options.egressAllowCidrs ? { egressAllowCidrs: options.egressAllowCidrs } : {}),
+      ...(options.egressExceptCidrs ? { egressExceptCidrs: options.egressExceptCidrs } : {}),
       ...(options.controlPlanePod ? { replica: this.replica(options) } : {}),
     };
     this.pods = new PodWatch({

@@ -5,7 +5,7 @@ import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
 import { Pod, Secret } from 'kubernetes-models/v1';
 import { describe, expect, it } from 'vitest';
 import type { InstanceSpec } from '../driver';
-import { instanceManifests, type ManifestOptions } from './manifests';
+import { EGRESS_EXCEPT_V4, EGRESS_EXCEPT_V6, instanceManifests, type ManifestOptions } from './manifests';
 
 const CANARY = `canary-${randomBytes(12).toString('hex')}`;
 const TOKEN = randomBytes(32).toString('base64url');
@@ -176,5 +176,11 @@ describe('Kubernetes manifests of a pool instance', () => {
     const allowed = onTheWire(aSpec(), { ...OPTIONS, egressAllowCidrs: ['10.20.0.0/16', 'fd00:1::/64'] }).networkPolicy;
     expect(allowed.spec.egress[2]).toEqual({ to: [{ ipBlock: { cidr: '10.20.0.0/16' } }, { ipBlock: { cidr: 'fd00:1::/64' } }] });
     expect(() => new NetworkPolicy(allowed).validate()).not.toThrow();
+    // the operator's except-list keeps public ranges out too (a cluster's global IPv6 pods), each in its own family's block
+    const excepted = onTheWire(aSpec(), { ...OPTIONS, egressExceptCidrs: ['2001:db8:42::/56', '203.0.113.0/24'] }).networkPolicy;
+    const [v4, v6] = excepted.spec.egress[1].to.map((peer: { ipBlock: { cidr: string; except: string[] } }) => peer.ipBlock);
+    expect(v6).toEqual({ cidr: '::/0', except: [...EGRESS_EXCEPT_V6, '2001:db8:42::/56'] });
+    expect(v4).toEqual({ cidr: '0.0.0.0/0', except: [...EGRESS_EXCEPT_V4, '203.0.113.0/24'] });
+    expect(() => new NetworkPolicy(excepted).validate()).not.toThrow();
   });
 });

@@ -51,6 +51,8 @@ export interface ManifestOptions {
   controlPlaneNamespace?: string;
   /** private ranges the instances may reach besides the public internet (AILERON_POOL_EGRESS_ALLOW_CIDRS) */
   egressAllowCidrs?: string[];
+  /** public ranges they must not reach besides EGRESS_EXCEPT_V4/V6, e.g. the cluster's global IPv6 ranges (AILERON_POOL_EGRESS_EXCEPT_CIDRS) */
+  egressExceptCidrs?: string[];
   /**
    * This control plane's own Pod: its name labels every object (REPLICA_LABEL);
    * its UID, when given, owns the Pod (and, until the Pod owns them, the
@@ -214,8 +216,15 @@ export function restrictedContainerSecurityContext(): V1SecurityContext {
 export const EGRESS_EXCEPT_V4 = ['0.0.0.0/8', '10.0.0.0/8', '100.64.0.0/10', '127.0.0.0/8', '169.254.0.0/16', '172.16.0.0/12', '192.0.0.0/24', '192.168.0.0/16', '198.18.0.0/15', '224.0.0.0/4', '240.0.0.0/4'];
 export const EGRESS_EXCEPT_V6 = ['::1/128', '::ffff:0:0/96', '64:ff9b::/96', 'fc00::/7', 'fe80::/10', 'ff00::/8'];
 
-/** The egress rules of a pod that may reach the internet (EGRESS_EXCEPT_V4/V6 say what not), the cluster's DNS and the ranges allowed besides. */
-export function egressRules(allowCidrs: readonly string[] = []): V1NetworkPolicyEgressRule[] {
+/**
+ * The egress rules of a pod that may reach the internet (EGRESS_EXCEPT_V4/V6 and
+ * `exceptCidrs` say what not), the cluster's DNS and the ranges allowed besides.
+ * A cluster whose pods or services have global IPv6 addresses must name those
+ * ranges in `exceptCidrs`: to the rules above they are the public internet.
+ */
+export function egressRules(allowCidrs: readonly string[] = [], exceptCidrs: readonly string[] = []): V1NetworkPolicyEgressRule[] {
+  // an ipBlock's except must lie inside its cidr: each extra range goes to its own family's block
+  const v6 = (cidr: string): boolean => cidr.includes(':');
   return [
     {
       // DNS, to the cluster's resolver only
@@ -225,7 +234,12 @@ export function egressRules(allowCidrs: readonly string[] = []): V1NetworkPolicy
         { protocol: 'TCP', port: 53 },
       ],
     },
-    { to: [{ ipBlock: { cidr: '0.0.0.0/0', except: EGRESS_EXCEPT_V4 } }, { ipBlock: { cidr: '::/0', except: EGRESS_EXCEPT_V6 } }] },
+    {
+      to: [
+        { ipBlock: { cidr: '0.0.0.0/0', except: [...EGRESS_EXCEPT_V4, ...exceptCidrs.filter((cidr) => !v6(cidr))] } },
+        { ipBlock: { cidr: '::/0', except: [...EGRESS_EXCEPT_V6, ...exceptCidrs.filter(v6)] } },
+      ],
+    },
     ...(allowCidrs.length > 0 ? [{ to: allowCidrs.map((cidr) => ({ ipBlock: { cidr } })) }] : []),
   ];
 }
@@ -247,7 +261,7 @@ export function networkPolicyManifest(spec: InstanceSpec, options: ManifestOptio
     spec: {
       podSelector: { matchLabels: { [INSTANCE_LABEL]: spec.id } },
       policyTypes: ['Ingress', 'Egress'],
-      egress: egressRules(options.egressAllowCidrs),
+      egress: egressRules(options.egressAllowCidrs, options.egressExceptCidrs),
       ingress: [
         {
           // the client's model name for `from` (a reserved word); its serializer writes `from`

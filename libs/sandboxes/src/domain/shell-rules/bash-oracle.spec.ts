@@ -70,9 +70,42 @@ const RUN_STATICALLY = [
   '[[ $(danger) ]]',
   'echo $(( $(danger) + 1 ))',
   'coproc danger; wait',
+  "test -v 'a[$(danger)]'",
+  "[ -v 'a[`danger`]' ]",
+  "[[ -v 'a[$(danger)]' ]]",
+  "[[ 'a[$(danger)]' -eq 1 ]]",
+  'test -v "a[\'\\$(danger)\']"',
+  "(( '$(danger)' ))",
+  "a['$(danger)']=1",
+  "a=(['$(danger)']=1)",
+  "x=1; echo ${x['$(danger)']}",
+  "declare -n r='a[$(danger)]'; echo $r",
+  "n='a[$(danger)]'; echo $((n))",
+  "compgen -C danger x",
+  "compgen -W '$(danger)' x",
+  "env 'BASH_FUNC_ls%%=() { danger; }' bash -c ls",
+  'chrt -o 0 danger',
+  'prlimit --nofile=100 danger',
+  'prlimit -n100 danger',
+  'setpriv --nnp danger',
+  'nsenter danger',
+  'setarch x86_64 -R danger',
+  'setarch -R danger',
+  'linux64 danger',
+  'linux32 --addr-no-randomize danger',
+  'prlimit -n100 -- danger',
+  'script -qc danger /dev/null',
+  'script -q /dev/null -c danger',
+  'script -q /dev/null <<< danger',
+  // these start a login shell, which sets PATH again
+  'setarch x86_64 <<< ../bin/danger',
+  'unshare <<< ../bin/danger',
+  'nsenter <<< ../bin/danger',
+  // the value is written on the line, so it is read as a subscript where it is written
+  "x='a[$(danger)]'; echo ${!x}",
 ];
 
-const RUN_AT_RUN_TIME = ['$(echo danger)', 'r=danger; $r', '${X:-danger}', 'd{anger,}', 'set -- danger; "$@"', 'echo danger | bash', 'source <(echo danger)', "x='$(danger)'; echo \"${x@P}\"", 'eval "$(echo danger)"', 'hash -p "$PWD/../bin/danger" ls; ls'];
+const RUN_AT_RUN_TIME = ['x=$(printf "a[%s(danger)]" "\\$"); echo ${!x}', 'wrap danger', 'wrap -q ./../bin/danger', '$(echo danger)', 'r=danger; $r', '${X:-danger}', 'd{anger,}', 'set -- danger; "$@"', 'echo danger | bash', 'source <(echo danger)', "x='$(danger)'; echo \"${x@P}\"", 'eval "$(echo danger)"', 'hash -p "$PWD/../bin/danger" ls; ls'];
 
 describe('bash runs it, and the rule that forbids it decides', () => {
   let root = '';
@@ -94,6 +127,9 @@ describe('bash runs it, and the rule that forbids it decides', () => {
     mkdirSync(join(root, 'work'));
     writeFileSync(join(root, 'bin', 'danger'), '#!/bin/sh\necho "$0 $*" >> "$DANGER_LOG"\n');
     chmodSync(join(root, 'bin', 'danger'), 0o755);
+    // a wrapper the analysis has never heard of, as a new tool would be
+    writeFileSync(join(root, 'bin', 'wrap'), '#!/bin/sh\n[ "$1" = -q ] && shift\nexec "$@"\n');
+    chmodSync(join(root, 'bin', 'wrap'), 0o755);
   });
 
   afterAll(() => rmSync(root, { recursive: true, force: true }));

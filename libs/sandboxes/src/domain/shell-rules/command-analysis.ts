@@ -1,7 +1,9 @@
-import { forEachChild, parse, type Command, type LiteralPart, type ParsedScript, type Redirection, type SyntaxNode } from 'unbash';
+import { forEachChild, parse, type ArithmeticWord, type Command, type LiteralPart, type ParameterExpansionPart, type ParsedScript, type Redirection, type SyntaxNode, type Word } from 'unbash';
+import { elementKey, literalText, mayRunInSubscript, substitutionsIn } from './evaluated-text';
 import { innerCommands } from './inner-commands';
 import { ShellSyntaxError } from './shell-errors';
 import { argumentOf, dynamicWord, renderWords, shellQuote, staticWord, wordOf, type ShellWord } from './shell-word';
+import { firstError } from './syntax';
 
 export interface SimpleCommand {
   /** the argv; words[0] is the program */
@@ -37,20 +39,63 @@ export function analyzeCommand(command: string): CommandAnalysis {
   return { command, commands: collector.commands };
 }
 
+// ${!#} and its kin name a positional parameter by a number bash computes; any other ${!x} names what x holds.
+const NUMERIC_PARAMETERS: ReadonlySet<string> = new Set(['#', '?', '$', '!', '-']);
+
 class Collector {
   readonly commands: SimpleCommand[] = [];
   private readonly aliases = new Map<string, { value: ShellWord; via: string }>();
+  /** words read as a subscript or arithmetic already, which need no second look */
+  private readonly evaluatedWords = new WeakSet<Word>();
 
   script(script: ParsedScript, via: readonly string[]): void {
     const visit = (node: SyntaxNode): void => {
       if (node.type === 'Command') this.command(node, via);
-      // ${x@P} expands a prompt string, which runs the substitutions in the variable's value
-      if (node.type === 'ParameterExpansion' && node.operation?.type === 'Transform' && node.operation.operand.value === 'P') {
-        this.commands.push({ words: [dynamicWord(node.text)], via: [...via, 'prompt expansion'] });
+      if (node.type === 'ParameterExpansion') this.parameter(node, via);
+      if (node.type === 'Assignment' && node.index) this.evaluated(node.index, via, 'subscript');
+      if (node.type === 'ArithmeticWord') this.evaluated(node, via, 'arithmetic');
+      if (node.type === 'ArrayValue') {
+        for (const element of node.elements) {
+          const key = elementKey(literalText(element));
+          if (key) this.hidden(key, [...via, 'subscript']);
+        }
+      }
+      // a word may be a name with a subscript that test -v, declare, read or arithmetic later evaluates
+      if (node.type === 'Word' && !this.evaluatedWords.has(node)) {
+        const text = literalText(node);
+        if (mayRunInSubscript(text)) this.hidden(text, [...via, 'subscript']);
       }
       forEachChild(node, visit);
     };
     visit(script);
+  }
+
+  private parameter(node: ParameterExpansionPart, via: readonly string[]): void {
+    const operation = node.operation;
+    // ${x@P} expands a prompt string, which runs the substitutions in the variable's value
+    if (operation?.type === 'Transform' && operation.operand.value === 'P') this.unknown(node.text, [...via, 'prompt expansion']);
+    // ${!x} reads the variable x names, and a name with a subscript runs the code in it: which one is only known at run time
+    const keys = operation?.type === 'Names' || node.index?.value === '@' || node.index?.value === '*';
+    if (node.prefix === '!' && !keys && !NUMERIC_PARAMETERS.has(node.parameter)) this.unknown(node.text, [...via, 'indirect expansion']);
+    if (node.index) this.evaluated(node.index, via, 'subscript');
+    if (operation?.type === 'Slice') {
+      this.evaluated(operation.offset, via, 'arithmetic');
+      if (operation.length) this.evaluated(operation.length, via, 'arithmetic');
+    }
+  }
+
+  /** Text bash evaluates as a subscript or arithmetic: its substitutions run, quoted or not. */
+  private evaluated(node: Word | ArithmeticWord, via: readonly string[], kind: string): void {
+    if (node.type === 'Word') this.evaluatedWords.add(node);
+    this.hidden(literalText(node), [...via, kind]);
+  }
+
+  private hidden(text: string, via: readonly string[]): void {
+    const { scripts, unknown } = substitutionsIn(text);
+    if (!scripts.length && !unknown) return;
+    if (via.length > MAX_DEPTH) return this.unknown(text, via);
+    for (const script of scripts) this.script(script, via);
+    if (unknown) this.unknown(text, via);
   }
 
   private command(node: Command, via: readonly string[]): void {
@@ -134,17 +179,6 @@ function hereDocument(redirect: Extract<Redirection, { type: 'HereDoc' }>): Shel
   if (!body.parts) return staticWord(body.text.replace(/\\([$`\\\n])/g, (_, c: string) => (c === '\n' ? '' : c)));
   const literals = body.parts.filter((part): part is LiteralPart => part.type === 'Literal');
   return literals.length === body.parts.length ? staticWord(literals.map((part) => part.value).join('')) : dynamicWord(body.text);
-}
-
-function firstError(script: ParsedScript): { message: string; pos: number } | null {
-  let found: { message: string; pos: number } | null = null;
-  const visit = (node: SyntaxNode): void => {
-    if (found) return;
-    if (node.type === 'Script' && node.errors?.length) found = node.errors[0]!;
-    else forEachChild(node, visit);
-  };
-  visit(script);
-  return found;
 }
 
 function where(source: string, position: number): string {

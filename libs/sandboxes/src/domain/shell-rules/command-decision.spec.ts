@@ -139,9 +139,45 @@ describe('words only known at run time', () => {
   });
 });
 
+describe('a program the analysis does not know, given a program that has a rule', () => {
+  it('is decided by a person when the argument names a program of a strict rule, by name or by path', () => {
+    const sandbox = sandboxOf({ rm: '/usr/bin/rm', './tools/rm-copy': '/usr/bin/rm', './tools/other': '/usr/bin/other' });
+    for (const command of ['wrap rm x', 'wrap /bin/rm x', 'wrap ./tools/rm-copy x', 'timeout 5 wrap rm x']) {
+      const decision = decide(command, [rm], sandbox);
+      expect(decision, command).toMatchObject({ decision: 'prompt', rule: rm });
+    }
+    expect(decide('wrap ./tools/other x', [rm], sandbox).decision).toBe('allow');
+    expect(decide('wrap rm x', [rm]).reason).toBe(
+      'wrap rm x: wrap is not a program this analysis knows, and its argument rm is the program of rule "rm" (.rules line 1) (forbidden), so a person decides',
+    );
+  });
+
+  it('needs the arguments after it to be able to match the rule', () => {
+    const push = shellRule('git push', 'forbidden');
+    expect(decide('wrap git push origin', [push])).toMatchObject({ decision: 'prompt', rule: push });
+    expect(decide('wrap git $SUB', [push])).toMatchObject({ decision: 'prompt', rule: push });
+    expect(decide('wrap git status', [push]).decision).toBe('allow');
+  });
+
+  it('is not decided by a rule that allows, nor for a program the analysis knows', () => {
+    expect(decide('wrap ls', [shellRule('ls', 'allow')])).toMatchObject({ decision: 'allow', rule: null });
+    expect(decide('echo rm; grep rm notes; git rm x; cat /usr/bin/rm', [rm]).decision).toBe('allow');
+  });
+
+  it('a forbidden program run directly still outranks the prompt', () => {
+    expect(decide('wrap rm x; rm y', [rm])).toMatchObject({ decision: 'forbidden', command: ['rm', 'y'] });
+  });
+});
+
 describe('programsToResolve', () => {
   it('lists each program written, at any depth, and each rule program, once', () => {
     const analysis = analyzeCommand('ls | sudo bash -c "rm x; /usr/bin/env ls" && $X');
     expect(programsToResolve(analysis, [rm, shellRule('/usr/bin/git', 'allow')])).toEqual(['ls', 'sudo', 'bash', 'rm', '/usr/bin/env', '/usr/bin/git']);
+  });
+
+  it('lists the arguments of a program the analysis does not know, when a rule is strict', () => {
+    const analysis = analyzeCommand('wrap -q ./tools/x $Y y; echo ./z');
+    expect(programsToResolve(analysis, [rm])).toEqual(['wrap', 'echo', './tools/x', 'y', 'rm']);
+    expect(programsToResolve(analysis, [shellRule('rm', 'allow')])).toEqual(['wrap', 'echo', 'rm']);
   });
 });

@@ -1,47 +1,114 @@
-import { readOptions, type OptionReading } from './option-scan';
-import { ARGV_RUNNERS, MAPFILE_GRAMMAR, MULTI_CALL, SHELLS, STDIN_PATHS, SU_GRAMMAR, SUBSCRIPT_BUILTINS } from './runner-grammars';
+import { gdbCommands } from './gdb-commands';
+import { SHELL_READING_INPUT, type InnerCommand, type Invocation } from './inner-command';
+import { INERT_PROGRAMS, SUBCOMMAND_PROGRAMS } from './known-programs';
+import { readOptions, type OptionGrammar, type OptionReading } from './option-scan';
+import {
+  ARGV_RUNNERS,
+  COMPLETION_GRAMMAR,
+  MAPFILE_GRAMMAR,
+  MULTI_CALL,
+  PERSONALITIES,
+  PERSONALITY_GRAMMAR,
+  SCRIPT_GRAMMAR,
+  SHELL_WITHOUT_COMMAND,
+  SHELLS,
+  STDIN_PATHS,
+  SU_GRAMMAR,
+} from './runner-grammars';
 import { basename, dynamicWord, renderWords, shellQuote, staticValue, staticWord, type ShellWord } from './shell-word';
 import { splitShellWords } from './shlex';
 
-/** A simple command as the shell will run it, and what its standard input holds. */
-export interface Invocation {
-  readonly words: readonly ShellWord[];
-  /** a here-string or here-document, input only known at run time, or null when it is a file */
-  readonly stdin: ShellWord | null;
-}
-
-/** What a command runs besides itself: another argv, a string of shell code, or an alias it defines. */
-export type InnerCommand =
-  | { readonly kind: 'argv'; readonly words: readonly ShellWord[]; readonly via: string }
-  | { readonly kind: 'code'; readonly code: ShellWord; readonly via: string }
-  | { readonly kind: 'alias'; readonly name: string; readonly value: ShellWord; readonly via: string };
+export type { InnerCommand, Invocation } from './inner-command';
 
 const STDIN_ARGUMENTS = dynamicWord('(arguments from standard input)');
+
+type Reader = (args: readonly ShellWord[], invocation: Invocation, name: string) => InnerCommand[];
+
+/** Programs and builtins read by rules of their own; ARGV_RUNNERS, SHELLS and MULTI_CALL are read in innerCommands. */
+const READERS: Readonly<Record<string, Reader>> = {
+  eval: (args) => (args.length ? [{ kind: 'code', code: joined(args), via: 'eval' }] : []),
+  alias: aliases,
+  trap: trapAction,
+  source: (args, { stdin }) => sourced(args, stdin),
+  '.': (args, { stdin }) => sourced(args, stdin),
+  hash: hashedPaths,
+  mapfile: (args, _, name) => optionCode(args, MAPFILE_GRAMMAR, ['C'], name),
+  readarray: (args, _, name) => optionCode(args, MAPFILE_GRAMMAR, ['C'], name),
+  su: (args) => optionCode(args, SU_GRAMMAR, ['c', 'command', 'session-command'], 'su -c'),
+  runuser: (args) => [...optionCode(args, SU_GRAMMAR, ['c', 'command', 'session-command'], 'runuser -c'), ...runners('runuser', args)],
+  find: findExec,
+  compgen: completion,
+  complete: completion,
+  script: scriptCommands,
+  sg: switchGroup,
+  // setarch ARCH [options] [program]: the architecture comes before the options
+  setarch: (args) => runners('setarch', staticValue(args[0])?.startsWith('-') === false ? args.slice(1) : args, PERSONALITY_GRAMMAR),
+  gdb: gdbCommands,
+};
 
 export function innerCommands(invocation: Invocation): InnerCommand[] {
   const [program, ...args] = invocation.words;
   if (program?.kind !== 'static') return [];
   const name = basename(program.value);
-  if (name === 'eval') return args.length ? [{ kind: 'code', code: joined(args), via: 'eval' }] : [];
-  if (name === 'alias') return aliases(args);
-  if (name === 'trap') return trapAction(args);
-  if (name === 'source' || name === '.') return sourced(args, invocation.stdin);
-  if (name === 'hash') return hashedPaths(args);
-  if (name === 'mapfile' || name === 'readarray') return optionCode(args, MAPFILE_GRAMMAR, ['C'], name);
-  if (name === 'su' || name === 'runuser') {
-    const code = optionCode(args, SU_GRAMMAR, ['c', 'command', 'session-command'], `${name} -c`);
-    return name === 'su' ? code : [...code, ...runners(name, args)];
-  }
-  if (name === 'find') return findExec(args);
-  if (SHELLS.has(name)) return shellCode(name, args, invocation.stdin);
-  if (MULTI_CALL.has(name)) return args.length && !staticValue(args[0])?.startsWith('-') ? [{ kind: 'argv', words: args, via: name }] : [];
-  if (SUBSCRIPT_BUILTINS.has(name)) return subscriptCode(name, args);
-  return runners(name, args);
+  return [...exportedFunctions(args), ...programCommands(name, args, invocation)];
 }
 
-function runners(name: string, args: readonly ShellWord[]): InnerCommand[] {
-  const grammar = ARGV_RUNNERS[name];
-  return grammar ? readOptions(args, grammar).flatMap((reading) => runnerCommands(name, args, reading)) : [];
+function programCommands(name: string, args: readonly ShellWord[], invocation: Invocation): InnerCommand[] {
+  if (Object.hasOwn(READERS, name)) return READERS[name]!(args, invocation, name);
+  if (SHELLS.has(name)) return shellCode(name, args, invocation.stdin);
+  if (MULTI_CALL.has(name)) return args.length && !staticValue(args[0])?.startsWith('-') ? [{ kind: 'argv', words: args, via: name }] : [];
+  if (PERSONALITIES.has(name)) return runners(name, args, PERSONALITY_GRAMMAR);
+  return Object.hasOwn(ARGV_RUNNERS, name) ? runners(name, args, ARGV_RUNNERS[name]!) : [];
+}
+
+/** Whether the analysis knows what the program runs: it reads it as a runner, or it runs none of its arguments. */
+export function knowsProgram(name: string): boolean {
+  return Object.hasOwn(READERS, name) || Object.hasOwn(ARGV_RUNNERS, name) || SHELLS.has(name) || MULTI_CALL.has(name) || PERSONALITIES.has(name) || INERT_PROGRAMS.has(name);
+}
+
+/**
+ * The positions in an argv of the arguments that may name a program it runs,
+ * when the analysis does not know the program: every static operand but a
+ * subcommand's name. None for a program it knows.
+ */
+export function possibleProgramArguments(words: readonly ShellWord[]): number[] {
+  const program = staticValue(words[0]);
+  const name = program === null ? null : basename(program);
+  if (name === null || knowsProgram(name)) return [];
+  const subcommand = Object.hasOwn(SUBCOMMAND_PROGRAMS, name) ? subcommandAt(words, SUBCOMMAND_PROGRAMS[name]!) : -1;
+  return words.flatMap((word, index) => (index > 0 && index !== subcommand && word.kind === 'static' && word.value && !word.value.startsWith('-') ? [index] : []));
+}
+
+function subcommandAt(words: readonly ShellWord[], valued: readonly string[]): number {
+  for (let index = 1; index < words.length; index++) {
+    const value = staticValue(words[index]);
+    // past a word known only at run time, where the subcommand is cannot be told
+    if (value === null) return -1;
+    if (!value.startsWith('-')) return index;
+    if (valued.includes(value)) index++;
+  }
+  return -1;
+}
+
+/**
+ * `BASH_FUNC_NAME%%=() { …; }` in the environment of a bash makes it define
+ * NAME (`env 'BASH_FUNC_ls%%=…' bash -c ls`): read wherever it is written as
+ * that definition, whose body is decided as any function's is.
+ */
+function exportedFunctions(args: readonly ShellWord[]): InnerCommand[] {
+  return args.flatMap((arg): InnerCommand[] => {
+    if (arg.kind === 'dynamic') return arg.text.includes('BASH_FUNC_') ? [{ kind: 'code', code: arg, via: 'exported function' }] : [];
+    const start = arg.value.indexOf('BASH_FUNC_');
+    const equals = start < 0 ? -1 : arg.value.indexOf('=', start);
+    if (equals < 0) return [];
+    const name = arg.value.slice(start + 'BASH_FUNC_'.length, equals).replace(/(%%|\(\))$/, '');
+    // a definition that does not parse is decided as unknown code
+    return [{ kind: 'code', code: staticWord(`${name} ${arg.value.slice(equals + 1)}`), via: `exported function ${name}` }];
+  });
+}
+
+function runners(name: string, args: readonly ShellWord[], grammar: OptionGrammar = ARGV_RUNNERS[name]!): InnerCommand[] {
+  return readOptions(args, grammar).flatMap((reading) => runnerCommands(name, args, reading));
 }
 
 function runnerCommands(name: string, args: readonly ShellWord[], reading: OptionReading): InnerCommand[] {
@@ -57,7 +124,8 @@ function runnerCommands(name: string, args: readonly ShellWord[], reading: Optio
     return rest[1] ? [{ kind: 'code', code: rest[1], via: 'flock -c' }] : [];
   }
   if (name === 'watch' && !option('x', 'exec')) return rest.length ? [{ kind: 'code', code: joined(rest), via: 'watch' }] : [];
-  return rest.length ? [{ kind: 'argv', words: rest, via: name }] : [];
+  if (rest.length) return [{ kind: 'argv', words: rest, via: name }];
+  return SHELL_WITHOUT_COMMAND.has(name) ? [{ kind: 'argv', words: [SHELL_READING_INPUT], via: name }] : [];
 }
 
 /** The words xargs runs: its command (echo by default), with arguments it reads at run time. */
@@ -128,18 +196,6 @@ function hashedPaths(args: readonly ShellWord[]): InnerCommand[] {
   return names.flatMap((name): InnerCommand[] => (name.kind === 'static' ? [{ kind: 'alias', name: name.value, value: staticWord(shellQuote(path.value)), via: `hash -p ${name.value}` }] : []));
 }
 
-/** A variable name's subscript with a substitution in it runs that substitution: read the name as words. */
-function subscriptCode(name: string, args: readonly ShellWord[]): InnerCommand[] {
-  // printf evaluates only the name after -v
-  const names = name === 'printf' ? args.filter((_, index) => staticValue(args[index - 1]) === '-v') : args;
-  return names.flatMap((arg): InnerCommand[] => {
-    const value = staticValue(arg);
-    // let evaluates its whole argument; the others, the name before `=`
-    const target = value === null ? '' : name === 'let' ? value : value.split('=')[0]!;
-    return /\[.*(\$\(|`)/.test(target) ? [{ kind: 'code', code: staticWord(`: ${value}`), via: `${name} subscript` }] : [];
-  });
-}
-
 /** `trap ACTION SIGNAL…`: the action is shell code run later in the same shell. */
 function trapAction(args: readonly ShellWord[]): InnerCommand[] {
   const first = staticValue(args[0]);
@@ -158,10 +214,44 @@ function sourced(args: readonly ShellWord[], stdin: ShellWord | null): InnerComm
   return file && STDIN_PATHS.has(file.value) && stdin ? [{ kind: 'code', code: stdin, via: 'source reading standard input' }] : [];
 }
 
-function optionCode(args: readonly ShellWord[], grammar: Parameters<typeof readOptions>[1], names: string[], via: string): InnerCommand[] {
+function optionCode(args: readonly ShellWord[], grammar: OptionGrammar, names: string[], via: string): InnerCommand[] {
   return readOptions(args, grammar).flatMap((reading) =>
     reading.options.filter(([key, value]) => names.includes(key) && value).map(([, value]): InnerCommand => ({ kind: 'code', code: value!, via })),
   );
+}
+
+/** compgen and complete: `-C` runs code, `-F` calls a function, `-W` expands its word list as the shell expands words. */
+function completion(args: readonly ShellWord[], _: Invocation, name: string): InnerCommand[] {
+  return readOptions(args, COMPLETION_GRAMMAR).flatMap((reading) =>
+    reading.options.flatMap(([key, value]): InnerCommand[] => {
+      if (!value) return [];
+      if (key === 'C') return [{ kind: 'code', code: value, via: `${name} -C` }];
+      if (key === 'F') return [{ kind: 'argv', words: [value], via: `${name} -F` }];
+      if (key === 'W') return [{ kind: 'code', code: value.kind === 'static' ? staticWord(`: ${value.value}`) : value, via: `${name} -W` }];
+      return [];
+    }),
+  );
+}
+
+/** script: `-c` runs a string of code, `--` the argv after it (newer releases), and neither a shell on its input. */
+function scriptCommands(args: readonly ShellWord[]): InnerCommand[] {
+  // a word known only at run time may be -c and its code
+  const unknown = args.flatMap((arg): InnerCommand[] => (arg.kind === 'dynamic' ? [{ kind: 'code', code: arg, via: 'script' }] : []));
+  const code = optionCode(args, SCRIPT_GRAMMAR, ['c', 'command'], 'script -c');
+  const end = args.findIndex((arg) => staticValue(arg) === '--');
+  const argv: InnerCommand[] = end >= 0 && end + 1 < args.length ? [{ kind: 'argv', words: args.slice(end + 1), via: 'script' }] : [];
+  if (unknown.length || code.length || argv.length) return [...unknown, ...code, ...argv];
+  return readOptions(args, SCRIPT_GRAMMAR).length ? [{ kind: 'argv', words: [SHELL_READING_INPUT], via: 'script' }] : [];
+}
+
+/** `sg [-] GROUP [[-c] COMMAND]`: the command is one string of code; without it, a shell. */
+function switchGroup(args: readonly ShellWord[]): InnerCommand[] {
+  let index = staticValue(args[0]) === '-' ? 1 : 0;
+  if (!args[index]) return [];
+  index++;
+  if (staticValue(args[index]) === '-c') index++;
+  const command = args[index];
+  return [command ? { kind: 'code', code: command, via: 'sg' } : { kind: 'argv', words: [SHELL_READING_INPUT], via: 'sg' }];
 }
 
 /** `find … -exec COMMAND… ;` (and -execdir, -ok, -okdir): `{}` is a file name found at run time. */

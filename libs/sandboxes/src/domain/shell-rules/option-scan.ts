@@ -18,6 +18,8 @@ export interface OptionGrammar {
   readonly assignments?: boolean;
   /** operands before the command (timeout's duration, taskset's mask) */
   readonly operands?: number;
+  /** the operands may be left out (chrt's priority in newer releases): each count is read */
+  readonly optionalOperands?: boolean;
   /** options may follow operands and nothing is a command (su) */
   readonly permute?: boolean;
 }
@@ -52,12 +54,17 @@ function scan(args: readonly ShellWord[], grammar: OptionGrammar, state: ScanSta
   const done = (start: number): void => {
     readings.push({ start, options: state.options });
   };
+  // the command follows the operands, or, when they may be left out, any fewer of them
+  const afterOperands = (first: number): void => {
+    const fewest = grammar.optionalOperands ? 0 : operands;
+    for (let count = operands; count >= fewest; count--) done(Math.min(first + count, args.length));
+  };
   while (state.index < args.length) {
     const word = args[state.index]!;
     // a word known only at run time may be an option or the command: the command is what matters
     if (word.kind === 'dynamic') return done(state.index);
     const arg = word.value;
-    if (arg === '--') return done(grammar.permute ? args.length : Math.min(state.index + 1 + operands, args.length));
+    if (arg === '--') return grammar.permute ? done(args.length) : afterOperands(state.index + 1);
     if (grammar.assignments && ASSIGNMENT.test(arg)) {
       state.index++;
     } else if (arg.startsWith('--')) {
@@ -68,7 +75,7 @@ function scan(args: readonly ShellWord[], grammar: OptionGrammar, state: ScanSta
       state.index++;
     } else {
       // options end at the first operand (getopt's "+"): the command follows the operands
-      return done(Math.min(state.index + operands, args.length));
+      return afterOperands(state.index);
     }
   }
   done(Math.min(state.index, args.length));

@@ -76,7 +76,81 @@ export const ARGV_RUNNERS: Readonly<Record<string, OptionGrammar>> = {
     longValued: ['interval', 'equexit'],
     longFlags: ['beep', 'color', 'no-color', 'differences', 'errexit', 'chgexit', 'precise', 'no-rerun', 'no-title', 'no-wrap', 'exec'],
   },
+  // the priority comes before the command; newer releases let it be left out
+  chrt: {
+    valued: 'TPD',
+    flags: 'abdfiorRv',
+    noCommand: 'pmhV',
+    longValued: ['sched-runtime', 'sched-period', 'sched-deadline'],
+    longFlags: ['all-tasks', 'batch', 'deadline', 'fifo', 'idle', 'other', 'rr', 'reset-on-fork', 'verbose'],
+    longNoCommand: ['pid', 'max', 'help', 'version'],
+    operands: 1,
+    optionalOperands: true,
+  },
+  // a limit's value is optional, so only attached (-n100, --nofile=100)
+  prlimit: {
+    valued: 'po',
+    attachedOnly: 'cdefilmnqrstuvxy',
+    noCommand: 'hV',
+    longValued: ['pid', 'output'],
+    longFlags: ['noheadings', 'raw', 'verbose', 'core', 'data', 'nice', 'fsize', 'sigpending', 'memlock', 'rss', 'nofile', 'msgqueue', 'rtprio', 'stack', 'cpu', 'nproc', 'as', 'locks', 'rttime'],
+    longNoCommand: ['help', 'version'],
+  },
+  setpriv: {
+    noCommand: 'dLhV',
+    longValued: ['ambient-caps', 'inh-caps', 'bounding-set', 'ruid', 'euid', 'rgid', 'egid', 'reuid', 'regid', 'groups', 'securebits', 'pdeathsig', 'selinux-label', 'apparmor-profile', 'landlock-access', 'landlock-rule'],
+    longFlags: ['nnp', 'no-new-privs', 'clear-groups', 'keep-groups', 'init-groups', 'reset-env'],
+    longNoCommand: ['dump', 'list-caps', 'help', 'version'],
+  },
+  nsenter: {
+    valued: 'tSGW',
+    attachedOnly: 'muinpCUTrw',
+    flags: 'aFZce',
+    noCommand: 'hV',
+    longValued: ['target', 'setuid', 'setgid', 'wdns'],
+    longFlags: ['all', 'mount', 'uts', 'ipc', 'net', 'pid', 'cgroup', 'user', 'time', 'root', 'wd', 'preserve-credentials', 'no-fork', 'follow-context', 'join-cgroup', 'env', 'keep-caps', 'user-parent'],
+    longNoCommand: ['help', 'version'],
+  },
+  tini: { valued: 'pe', flags: 'svwg', noCommand: 'hl', longNoCommand: ['version'] },
+  'dumb-init': { valued: 'r', flags: 'cv', noCommand: 'hV', longValued: ['rewrite'], longFlags: ['single-child', 'verbose'], longNoCommand: ['help', 'version'] },
+  fakeroot: { valued: 'lfisb', flags: 'u', noCommand: 'hv', longValued: ['lib', 'faked', 'fd-base'], longFlags: ['unknown-is-real'], longNoCommand: ['help', 'version'] },
+  ltrace: {
+    valued: 'aADeFlnopsuwx',
+    flags: 'bcCfiLrStT',
+    noCommand: 'hV',
+    longValued: ['align', 'config', 'indent', 'library', 'output'],
+    longFlags: ['demangle', 'no-signals'],
+    longNoCommand: ['help', 'version'],
+  },
 };
+
+/** setarch after its optional architecture, and the names it is installed under for one. */
+export const PERSONALITY_GRAMMAR: OptionGrammar = {
+  flags: 'BFILRSTXZ3v',
+  noCommand: 'hV',
+  longFlags: ['32bit', 'fdpic-funcptrs', 'short-inode', 'addr-compat-layout', 'addr-no-randomize', 'whole-seconds', 'sticky-timeouts', 'read-implies-exec', 'mmap-page-zero', '3gb', '4gb', 'uname-2.6', 'verbose'],
+  longNoCommand: ['list', 'help', 'version'],
+};
+
+export const PERSONALITIES: ReadonlySet<string> = new Set(['linux32', 'linux64', 'i386', 'x86_64', 'uname26']);
+
+/** Runners that start a shell when given no command: it reads their standard input. */
+export const SHELL_WITHOUT_COMMAND: ReadonlySet<string> = new Set(['setarch', ...PERSONALITIES, 'unshare', 'nsenter', 'fakeroot']);
+
+/** script: `-c` runs a string of code, `--` the argv after it, and without either a shell. */
+export const SCRIPT_GRAMMAR: OptionGrammar = {
+  valued: 'cEBIOTmo',
+  attachedOnly: 't',
+  flags: 'aefqF',
+  noCommand: 'hV',
+  longValued: ['command', 'echo', 'log-io', 'log-in', 'log-out', 'log-timing', 'logging-format', 'output-limit'],
+  longFlags: ['append', 'return', 'flush', 'force', 'quiet', 'timing'],
+  longNoCommand: ['help', 'version'],
+  permute: true,
+};
+
+/** compgen and complete: `-C` runs code, `-F` a function, `-W` expands a word list. */
+export const COMPLETION_GRAMMAR: OptionGrammar = { valued: 'oAGWFCXPSV', flags: 'abcdefgjksuvDEIpr' };
 
 /** su and runuser: `-c` runs a string of code, wherever it stands. */
 export const SU_GRAMMAR: OptionGrammar = {
@@ -86,12 +160,6 @@ export const SU_GRAMMAR: OptionGrammar = {
   longFlags: ['login', 'fast', 'preserve-environment', 'pty'],
   permute: true,
 };
-
-/**
- * Builtins that evaluate their arguments as arithmetic or variable names: an
- * array subscript in them (`let 'a[$(rm x)]=1'`) runs the substitutions in it.
- */
-export const SUBSCRIPT_BUILTINS: ReadonlySet<string> = new Set(['let', 'declare', 'typeset', 'local', 'export', 'readonly', 'printf', 'read', 'unset', 'wait', 'getopts']);
 
 /** Paths through which a script operand is the standard input. */
 export const STDIN_PATHS: ReadonlySet<string> = new Set(['/dev/stdin', '/dev/fd/0', '/proc/self/fd/0']);

@@ -48,6 +48,8 @@ export interface KubernetesSandboxOptions {
   controlPlaneNamespace?: string;
   /** private ranges an `egress` sandbox may reach besides the public internet and cluster DNS */
   egressAllowCidrs?: string[];
+  /** public ranges it must not reach besides the private ones, e.g. the cluster's global IPv6 pod range */
+  egressExceptCidrs?: string[];
   /** from the first API call until both runners answer (default 120 s: an image pull and a volume to provision) */
   startTimeoutMs?: number;
   /** bound on each API request (default 10 s) */
@@ -128,6 +130,7 @@ export class KubernetesSandboxDriver implements SandboxDriver {
       scratchSize: options.scratchSize ?? '1Gi',
       ...(options.controlPlaneNamespace ? { controlPlaneNamespace: options.controlPlaneNamespace } : {}),
       ...(options.egressAllowCidrs ? { egressAllowCidrs: options.egressAllowCidrs } : {}),
+      ...(options.egressExceptCidrs ? { egressExceptCidrs: options.egressExceptCidrs } : {}),
     };
     this.pods = new PodWatch({
       kubeConfig: options.kubeConfig,

@@ -89,7 +89,7 @@ describe('Kubernetes manifests of a sandbox', () => {
     expect(pod.spec.hostNetwork ?? false).toBe(false);
   });
 
-  it('never mount the history in the agent’s container; /src read-only in the history’s', () => {
+  it('never mount the history in the agent’s container, nor the agent’s files in the history’s', () => {
     const { pod } = onTheWire(aSandbox());
     const sandbox = container(pod, 'sandbox');
     const history = container(pod, 'history');
@@ -97,12 +97,10 @@ describe('Kubernetes manifests of a sandbox', () => {
     expect((sandbox.volumeMounts as Mount[]).map((m) => claimOf(m.name)).filter(Boolean)).toEqual([expect.stringMatching(/-files$/)]);
     expect(sandbox.volumeMounts).toContainEqual({ name: 'files', mountPath: '/src' });
     expect(sandbox.volumeMounts.some((m: Mount) => m.mountPath.startsWith('/history'))).toBe(false);
-    expect(history.volumeMounts).toEqual(
-      expect.arrayContaining([
-        { name: 'files', mountPath: '/src', readOnly: true },
-        { name: 'history', mountPath: '/history' },
-      ]),
-    );
+    // git there builds commits from what the agent's runner sends: the agent's tree is nothing it can read
+    expect((history.volumeMounts as Mount[]).map((m) => claimOf(m.name)).filter(Boolean)).toEqual([expect.stringMatching(/-history$/)]);
+    expect(history.volumeMounts).toContainEqual({ name: 'history', mountPath: '/history' });
+    expect(history.volumeMounts.some((m: Mount) => m.mountPath.startsWith('/src'))).toBe(false);
     // nor does either share the other's scratch space
     const scratch = (c: { volumeMounts: Mount[] }) => c.volumeMounts.filter((m) => !claimOf(m.name)).map((m) => m.name);
     expect(scratch(sandbox).filter((name) => scratch(history).includes(name))).toEqual([]);
@@ -170,6 +168,11 @@ describe('Kubernetes manifests of a sandbox', () => {
     const except = internet.to.flatMap((peer: { ipBlock: { except: string[] } }) => peer.ipBlock.except);
     for (const range of ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '169.254.0.0/16', '100.64.0.0/10', 'fc00::/7']) expect(except).toContain(range);
     expect(allowed).toEqual({ to: [{ ipBlock: { cidr: '10.20.0.0/16' } }] });
+    // a cluster's global IPv6 pod range, named by the operator, is kept out as the private ranges are
+    const excepted = onTheWire({ ...spec, network: 'egress' }, { ...OPTIONS, egressExceptCidrs: ['2001:db8:42::/56'] }).networkPolicy;
+    const v6 = excepted.spec.egress[1].to.find((peer: { ipBlock: { cidr: string } }) => peer.ipBlock.cidr === '::/0');
+    expect(v6.ipBlock.except).toContain('2001:db8:42::/56');
+    expect(v6.ipBlock.except).toContain('fc00::/7');
   });
 
   it('name and label everything from the sandbox id, the name and id as annotations', () => {

@@ -14,11 +14,12 @@ import type { SandboxSpec } from '../driver';
  * - a Secret with the two runners' bearer tokens, one per container;
  * - a NetworkPolicy: only the control plane may connect, to the runners'
  *   ports; egress as the sandbox's `network` says;
- * - the Pod, two containers of the same image sharing the files:
- *   `sandbox`, the agent's, with /src read-write and never the history; and
- *   `history`, with /src read-only and the history, whose runner answers
- *   only `git`. The agent cannot reach the history: not its volume, not the
- *   history runner's token (another container, another process namespace).
+ * - the Pod, two containers of the same image: `sandbox`, the agent's,
+ *   with /src read-write and never the history; and `history`, with the
+ *   history and never /src, whose runner answers only `git` (snapshots are
+ *   built there from what the agent's runner sends). The agent cannot reach
+ *   the history: not its volume, not the history runner's token (another
+ *   container, another process namespace).
  *
  * Contract with the image (images/sandbox-base): the compiled runner at
  * RUNNER_PATH, `node` on the PATH, /usr/bin/git, and an entrypoint that runs
@@ -61,6 +62,8 @@ export interface SandboxManifestOptions {
   controlPlaneNamespace?: string;
   /** private ranges an `egress` sandbox may reach besides the public internet */
   egressAllowCidrs?: string[];
+  /** public ranges it must not reach besides the private ones (the pool's egressRules) */
+  egressExceptCidrs?: string[];
 }
 
 export interface SandboxNames {
@@ -185,7 +188,7 @@ export function networkPolicyManifest(spec: SandboxSpec, options: SandboxManifes
     spec: {
       podSelector: { matchLabels: { [SANDBOX_LABEL]: sandboxNames(spec.id).base } },
       policyTypes: ['Ingress', 'Egress'],
-      egress: spec.network === 'egress' ? egressRules(options.egressAllowCidrs) : [],
+      egress: spec.network === 'egress' ? egressRules(options.egressAllowCidrs, options.egressExceptCidrs) : [],
       ingress: [
         {
           // the client's model name for `from`; its serializer writes `from`
@@ -241,9 +244,9 @@ export function podManifest(spec: SandboxSpec, options: SandboxManifestOptions):
     resources: resources(options.historyResources.cpu, options.historyResources.memory),
     securityContext: restrictedContainerSecurityContext(),
     readinessProbe: { tcpSocket: { port: 'history' }, periodSeconds: 2, failureThreshold: 3 },
+    // never the agent's files: git here builds snapshots from what the agent's runner sends, and never reads /src;
     // its own scratch space: nothing the agent leaves in /tmp is seen by git
     volumeMounts: [
-      { name: 'files', mountPath: SANDBOX_WORKDIR, readOnly: true },
       { name: 'history', mountPath: HISTORY_DIR },
       { name: 'history-tmp', mountPath: '/tmp' },
       { name: 'history-home', mountPath: SANDBOX_HOME },

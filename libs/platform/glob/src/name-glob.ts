@@ -1,23 +1,24 @@
 /**
- * Name globs for servers and tools: `*` is any run of characters (also none),
- * `?` exactly one, everything else literal; the whole name must match, case
- * matters. A character is a Unicode code point, so `?` matches one emoji.
+ * Name globs for servers and tools (policy rules, caveat tokens): `*` is any
+ * run of characters (also none), `?` exactly one, everything else literal; the
+ * whole name must match, case matters. A character is a Unicode code point, so
+ * `?` matches one emoji.
  */
-export function isGlob(pattern: string): boolean {
+export function isNameGlob(pattern: string): boolean {
   return pattern.includes('*') || pattern.includes('?');
 }
 
 const ANY_RUN = -1;
 const ANY_ONE = -2;
 
-export type GlobMatcher = (name: string) => boolean;
+export type NameGlob = (name: string) => boolean;
 
 /**
  * Compiles a glob once. Not a RegExp: `^.*a.*a.*a.*b$` backtracks in
  * polynomial time on a long name, and the name comes from the caller. This
  * two-pointer match is O(name × pattern) at worst and allocates nothing.
  */
-export function compileGlob(pattern: string): GlobMatcher {
+export function compileNameGlob(pattern: string): NameGlob {
   const codes: number[] = [];
   for (const char of pattern) {
     const code = char === '*' ? ANY_RUN : char === '?' ? ANY_ONE : char.codePointAt(0)!;
