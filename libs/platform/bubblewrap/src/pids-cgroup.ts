@@ -1,4 +1,4 @@
-import { mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
+import { accessSync, constants, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -33,6 +33,8 @@ export class PidsCgroups {
           mkdirSync(parent, { recursive: true });
           enable(parent);
         } else mkdirSync(parent, { recursive: true });
+        // made by another user before (a root control plane's tests, say): there only if ours to write
+        accessSync(parent, constants.W_OK);
         return new PidsCgroups(parent, version);
       } catch {
         // not ours to write
