@@ -220,7 +220,8 @@ export class LocalSandboxDriver implements SandboxDriver {
     if (this.options.srcMaxBytes === undefined) return undefined;
     let bound = this.bounds.get(spec.id);
     if (!bound) {
-      bound = new SrcBound(this.paths(spec).src, this.options.srcMaxBytes, (line) => this.options.log(`[sandbox ${spec.name}] ${line}`));
+      const du = (args: string[]): Promise<GitResult> => this.gitHelper().run({ file: '/usr/bin/du', args, cwd: '/', env: { PATH: '/usr/bin:/bin', LANG: 'C' } });
+      bound = new SrcBound(this.paths(spec).src, this.options.srcMaxBytes, du, (line) => this.options.log(`[sandbox ${spec.name}] ${line}`));
       this.bounds.set(spec.id, bound);
     }
     return bound;

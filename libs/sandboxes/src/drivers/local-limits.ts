@@ -1,4 +1,3 @@
-import { execFile } from 'node:child_process';
 import type { RunnerLimits, RunnerRequest } from '../runner/protocol';
 import { RunnerError } from './driver';
 
@@ -41,9 +40,11 @@ export class SrcBound {
   private measuring: Promise<void> | null = null;
   private again = false;
 
+  /** `du` runs `du` with these arguments (from a small process: a fork of the control plane costs tens of milliseconds) */
   constructor(
     private readonly src: string,
     private readonly maxBytes: number,
+    private readonly du: (args: string[]) => Promise<{ code: number; stdout: Buffer; stderr: string }>,
     private readonly log: (line: string) => void,
   ) {
     this.changed();
@@ -66,13 +67,13 @@ export class SrcBound {
     return this.full ? `\n[aileron] ${this.why()}: until files are removed, commands cannot grow any file and write is refused\n` : '';
   }
 
-  /** /src may have changed: measure it again (after the measure under way, if any). */
+  /** /src may have changed: measure it again (after the measure under way, if any), once the answer at hand has gone. */
   changed(): void {
     if (this.measuring) {
       this.again = true;
       return;
     }
-    this.measuring = this.measure().finally(() => {
+    this.measuring = new Promise<void>((resolveTurn) => setImmediate(resolveTurn)).then(() => this.measure()).finally(() => {
       this.measuring = null;
       if (this.again) {
         this.again = false;
@@ -81,24 +82,16 @@ export class SrcBound {
     });
   }
 
-  /** resolves once the measures asked for so far are done (tests) */
-  async settled(): Promise<void> {
-    while (this.measuring) await this.measuring;
-  }
-
   private why(): string {
     return `/src holds ${this.used} bytes, more than the ${this.maxBytes} a sandbox may keep (${SANDBOX_FULL})`;
   }
 
-  private measure(): Promise<void> {
-    return new Promise((resolveMeasure) => {
-      // -x: one file system (a mount inside /src is not the sandbox's); -B1: bytes of disk, sparse files as they are stored
-      execFile('/usr/bin/du', ['-sxB1', '--', this.src], { env: { PATH: '/usr/bin:/bin', LANG: 'C' } }, (error, stdout) => {
-        const bytes = Number(/^(\d+)/.exec(stdout)?.[1]);
-        if (Number.isFinite(bytes)) this.used = bytes;
-        else if (error) this.log(`could not measure ${this.src}: ${error.message}`);
-        resolveMeasure();
-      });
-    });
+  private async measure(): Promise<void> {
+    // -x: one file system (a mount inside /src is not the sandbox's); -B1: bytes of disk, sparse files as they are stored
+    const ran = await this.du(['-sxB1', '--', this.src]);
+    const bytes = Number(/^(\d+)/.exec(ran.stdout.toString('utf8'))?.[1]);
+    // a file removed while du looked makes it exit 1 with the total still printed
+    if (Number.isFinite(bytes)) this.used = bytes;
+    else this.log(`could not measure ${this.src}: ${ran.stderr.trim() || `du exited with ${ran.code}`}`);
   }
 }
