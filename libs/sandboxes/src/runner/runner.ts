@@ -178,8 +178,8 @@ async function killEverythingElse(): Promise<void> {
 /**
  * Set by the local driver, which lets this runner keep CAP_SYS_ADMIN and
  * CAP_SETPCAP in the sandbox's user namespace for this alone: each command
- * runs in a pid and mount namespace of its own, pid 1 there being its bash.
- * When that bash ends, or the timeout kills it, the kernel ends everything
+ * runs in a pid and mount namespace of its own, under a shell there as pid 1.
+ * When its bash ends, or the timeout kills it, the kernel ends everything
  * else in the namespace, whatever detached; and a command sees none of the
  * sandbox's other processes, the runner least of all (no signal, no ptrace,
  * no pidfd can name it). Its fresh /proc has /proc/sys read-only (the
@@ -208,7 +208,7 @@ const CALL_NAMESPACE = [
   '--bounding-set=-all',
   '--no-new-privs',
   '--',
-  // pid 1, which a signal from inside the namespace cannot end: the command runs as its child, so a `kill -9 $$` or a CPU limit ends it as ever, and its exit (128 + signal) is what unshare hands on
+  // pid 1, which a signal from inside the namespace cannot end: the command runs as its child, so a `kill -9 $$` or a CPU limit ends it as ever, and its exit (128 + signal) is what unshare hands on (`; exit $?` keeps the shell from becoming the command)
   '/bin/sh',
   '-c',
   '"$@"; exit $?',
