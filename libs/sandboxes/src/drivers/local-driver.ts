@@ -330,9 +330,14 @@ export class LocalSandboxDriver implements SandboxDriver {
 
   async close(): Promise<void> {
     this.helper?.close();
-    const all = [...this.running.values()];
+    const all = [...this.running.entries()];
     this.running.clear();
-    await Promise.all(all.map(async (pending) => (await pending.catch(() => null))?.stop()));
+    await Promise.all(
+      all.map(async ([id, pending]) => {
+        await (await pending.catch(() => null))?.stop();
+        this.cgroups?.release(id);
+      }),
+    );
   }
 }
 
