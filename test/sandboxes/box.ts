@@ -1,4 +1,7 @@
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { expect } from 'vitest';
+import { connect, textOf } from '../pool/mcp-client';
+import type { TestControlPlane } from '../support/control-plane';
 
 /** What the `bash` tool answers. */
 export interface Bash {
@@ -13,4 +16,28 @@ export interface Box {
   client: Client;
   call(tool: string, args?: Record<string, unknown>): Promise<Record<string, unknown>>;
   bash(command: string, args?: Record<string, unknown>): Promise<Bash>;
+}
+
+export const AGENT_CAPS = ['actions:list', 'actions:run', 'sandbox:use'];
+
+/**
+ * An agent session on the sandbox `name` of `workspace` (its caveat names
+ * `caveat`, the sandbox itself unless told otherwise, none when null), and
+ * an MCP client on the workspace's sandbox server as that session. The
+ * client goes into `clients`, for the suite to close.
+ */
+export async function agentOn(cp: TestControlPlane, workspace: string, name: string, clients: Client[], options: { caveat?: string | null; timeoutMs?: number } = {}): Promise<Box & { sessionId: string }> {
+  const caveat = options.caveat === undefined ? name : options.caveat;
+  const session = await cp.request('POST', '/v1/sessions', { body: { workspace, name: `agent on ${name}`, caps: AGENT_CAPS, ...(caveat === null ? {} : { caveats: { sandbox: caveat } }) } });
+  expect(session.status, session.text).toBe(201);
+  const { client } = await connect(cp, session.body.caveat_token, `/mcp/${workspace}/sandbox`);
+  clients.push(client);
+  const call = async (tool: string, args: Record<string, unknown> = {}) =>
+    (await client.callTool({ name: tool, arguments: { sandbox: name, ...args } }, undefined, options.timeoutMs ? { timeout: options.timeoutMs } : undefined)) as Record<string, unknown>;
+  const bash = async (command: string, args: Record<string, unknown> = {}) => {
+    const ran = await call('bash', { command, ...args });
+    expect(ran.isError, textOf(ran)).toBeFalsy();
+    return ran.structuredContent as Bash;
+  };
+  return { name, sessionId: session.body.id as string, client, call, bash };
 }

@@ -3,11 +3,11 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connect, textOf } from '../pool/mcp-client';
+import { textOf } from '../pool/mcp-client';
 import { aWorkspace } from '../support/builders';
 import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
 import { eventually } from '../support/eventually';
-import type { Bash, Box as SandboxBox } from './box';
+import { agentOn, type Box as SandboxBox } from './box';
 
 const BASH_MAX_TIMEOUT_MS = 60_000;
 const DEFAULT_LIMITS = { pids: 96, memoryMb: 1536, cpuSeconds: 700 };
@@ -94,17 +94,7 @@ describe('sandbox isolation (local driver, control plane running as root)', () =
     await cp.request('PUT', `/v1/workspaces/${workspace}/policy`, { body: { default: 'allow', rules: [] } });
     const made = await cp.request('POST', `/v1/workspaces/${workspace}/sandboxes`, { body: { name, ...body } });
     expect(made.status, made.text).toBe(201);
-    const session = await cp.request('POST', '/v1/sessions', { body: { workspace, name: `agent on ${name}`, caps: ['actions:list', 'actions:run', 'sandbox:use'], caveats: { sandbox: name } } });
-    expect(session.status, session.text).toBe(201);
-    const { client } = await connect(cp, session.body.caveat_token, `/mcp/${workspace}/sandbox`);
-    clients.push(client);
-    const call = async (tool: string, args: Record<string, unknown> = {}) => (await client.callTool({ name: tool, arguments: { sandbox: name, ...args } }, undefined, { timeout: 120_000 })) as Record<string, unknown>;
-    const bash = async (command: string, args: Record<string, unknown> = {}) => {
-      const ran = await call('bash', { command, ...args });
-      expect(ran.isError, textOf(ran)).toBeFalsy();
-      return ran.structuredContent as Bash;
-    };
-    return { name, workspace, client, call, bash };
+    return { ...(await agentOn(cp, workspace, name, clients, { timeoutMs: 120_000 })), workspace };
   }
 
   /** The sandbox's /src on the host. */

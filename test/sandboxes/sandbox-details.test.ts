@@ -12,15 +12,13 @@ import { aWorkspace, uniqueSlug } from '../support/builders';
 import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
 import { eventually } from '../support/eventually';
 import { aReceiver } from '../support/webhook-receiver';
-import type { Bash, Box as SandboxBox } from './box';
+import { AGENT_CAPS, agentOn, type Bash, type Box as SandboxBox } from './box';
 
 /** Small enough that a test can exceed each of them in a moment. */
 const SOURCE_MAX_BYTES = 64 * 1024;
 const IDLE_SECONDS = 2;
 const BASH_TIMEOUT_MS = 2_000;
 const BASH_MAX_TIMEOUT_MS = 10_000;
-
-const AGENT_CAPS = ['actions:list', 'actions:run', 'sandbox:use'];
 
 interface Box extends SandboxBox {
   sessionId: string;
@@ -98,18 +96,7 @@ describe('sandboxes in detail (embedded, bubblewrap)', () => {
     const made = await cp.request('POST', `/v1/workspaces/${workspace}/sandboxes`, { body: { name, ...(options.network ? { network: options.network } : {}) } });
     expect(made.status, made.text).toBe(201);
     const slug = made.body.name as string;
-    const caveat = options.caveat === undefined ? slug : options.caveat;
-    const session = await cp.request('POST', '/v1/sessions', { body: { workspace, name: `agent on ${slug}`, caps: AGENT_CAPS, ...(caveat === null ? {} : { caveats: { sandbox: caveat } }) } });
-    expect(session.status, session.text).toBe(201);
-    const { client } = await connect(cp, session.body.caveat_token, `/mcp/${workspace}/sandbox`);
-    clients.push(client);
-    const call = async (tool: string, args: Record<string, unknown> = {}) => (await client.callTool({ name: tool, arguments: { sandbox: slug, ...args } })) as Record<string, unknown>;
-    const bash = async (command: string, args: Record<string, unknown> = {}) => {
-      const ran = await call('bash', { command, ...args });
-      expect(ran.isError, textOf(ran)).toBeFalsy();
-      return ran.structuredContent as Bash;
-    };
-    return { name: slug, sessionId: session.body.id, client, call, bash };
+    return agentOn(cp, workspace, slug, clients, { caveat: options.caveat });
   }
 
   function upload(name: string, contentType: string, body: Buffer): Promise<Response> {

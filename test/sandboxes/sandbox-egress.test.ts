@@ -10,9 +10,9 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isAddressAllowed } from '@aileron/net';
 import { compiledRunnerPath, LocalSandboxDriver, type SandboxSpec } from '@aileron/sandboxes';
-import { connect, textOf } from '../pool/mcp-client';
 import { aToken, aWorkspace } from '../support/builders';
 import { startTestControlPlane, type TestControlPlane } from '../support/control-plane';
+import { agentOn } from './box';
 
 /** Global unicast (IANA gives 11.0.0.0/8 to the US DoD, not routed on the internet): a "public" server the test owns. */
 const PUBLIC = '11.22.33.44';
@@ -126,15 +126,8 @@ describe('egress sandboxes (embedded, bubblewrap, pasta)', () => {
 
   /** `bash` in the sandbox `name`, through an agent session, as the tools run it. */
   async function bashIn(name: string): Promise<(command: string) => Promise<string>> {
-    const session = await cp.request('POST', '/v1/sessions', { body: { workspace: ws, name: `agent on ${name}`, caps: ['actions:list', 'actions:run', 'sandbox:use'], caveats: { sandbox: name } } });
-    expect(session.status, session.text).toBe(201);
-    const { client } = await connect(cp, session.body.caveat_token, `/mcp/${ws}/sandbox`);
-    clients.push(client);
-    return async (command) => {
-      const ran = await client.callTool({ name: 'bash', arguments: { sandbox: name, command } });
-      expect(ran.isError, textOf(ran)).toBeFalsy();
-      return (ran.structuredContent as { stdout: string }).stdout.trim();
-    };
+    const { bash } = await agentOn(cp, ws, name, clients);
+    return async (command) => (await bash(command)).stdout.trim();
   }
 
   it('reaches a public address, and neither the control plane on loopback, nor the host, nor private, link-local or metadata addresses', async () => {

@@ -1,8 +1,9 @@
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connect, textOf } from '../pool/mcp-client';
+import { textOf } from '../pool/mcp-client';
 import { aWorkspace } from '../support/builders';
 import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { agentOn } from './box';
 
 /** What the runner's walk answers at most, in bytes of paths (runner.ts MAX_WALK_BYTES). */
 const WALK_BYTES = 4 * 1024 * 1024;
@@ -32,11 +33,7 @@ describe('the glob tool on a tenant’s pattern (embedded, bubblewrap)', () => {
   async function aSandboxWith(name: string, setup: string): Promise<(tool: string, args: Record<string, unknown>) => Promise<Record<string, unknown>>> {
     const made = await cp.request('POST', `/v1/workspaces/${ws}/sandboxes`, { body: { name } });
     expect(made.status, made.text).toBe(201);
-    const session = await cp.request('POST', '/v1/sessions', { body: { workspace: ws, name: `agent on ${name}`, caps: ['actions:list', 'actions:run', 'sandbox:use'], caveats: { sandbox: name } } });
-    expect(session.status, session.text).toBe(201);
-    const { client } = await connect(cp, session.body.caveat_token, `/mcp/${ws}/sandbox`);
-    clients.push(client);
-    const call = async (tool: string, args: Record<string, unknown>) => (await client.callTool({ name: tool, arguments: { sandbox: name, ...args } }, undefined, { timeout: 120_000 })) as Record<string, unknown>;
+    const { call } = await agentOn(cp, ws, name, clients, { timeoutMs: 120_000 });
     const ran = await call('bash', { command: `set -e; ${setup}` });
     expect(ran.isError, textOf(ran)).toBeFalsy();
     expect(ran.structuredContent, textOf(ran)).toMatchObject({ exitCode: 0 });

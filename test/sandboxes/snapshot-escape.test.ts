@@ -4,10 +4,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connect, textOf } from '../pool/mcp-client';
+import { textOf } from '../pool/mcp-client';
 import { aWorkspace, uniqueSlug } from '../support/builders';
 import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
 import { eventually } from '../support/eventually';
+import { agentOn } from './box';
 import { aReceiver } from '../support/webhook-receiver';
 
 /**
@@ -46,18 +47,13 @@ describe('snapshots never run or follow what the agent wrote (embedded, bubblewr
 
   async function aSandbox(name: string): Promise<{ bash(command: string): Promise<{ stdout: string; stderr: string; exitCode: number }>; write(path: string, content: string): Promise<void> }> {
     expect((await cp.request('POST', `/v1/workspaces/${ws.slug}/sandboxes`, { body: { name } })).status).toBe(201);
-    const session = await cp.request('POST', '/v1/sessions', { body: { workspace: ws.slug, name: `agent on ${name}`, caps: ['actions:list', 'actions:run', 'sandbox:use'], caveats: { sandbox: name } } });
-    expect(session.status, session.text).toBe(201);
-    const { client } = await connect(cp, session.body.caveat_token, `/mcp/${ws.slug}/sandbox`);
-    clients.push(client);
-    const call = async (tool: string, args: Record<string, unknown>) => {
-      const result = (await client.callTool({ name: tool, arguments: { sandbox: name, ...args } })) as Record<string, unknown>;
-      expect(result.isError, textOf(result)).toBeFalsy();
-      return result.structuredContent as Record<string, unknown>;
-    };
+    const { call, bash } = await agentOn(cp, ws.slug, name, clients);
     return {
-      bash: async (command) => (await call('bash', { command })) as { stdout: string; stderr: string; exitCode: number },
-      write: async (path, content) => void (await call('write', { path, content })),
+      bash: (command) => bash(command),
+      write: async (path, content) => {
+        const written = await call('write', { path, content });
+        expect(written.isError, textOf(written)).toBeFalsy();
+      },
     };
   }
 

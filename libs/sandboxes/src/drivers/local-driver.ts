@@ -6,7 +6,7 @@ import { pipeline } from 'node:stream/promises';
 import { endProcessesOfUser, HostDoor, type HostUser, PidsCgroups, systemRootArgs } from '@aileron/bubblewrap';
 import type { RunnerAnswer, RunnerLimits, RunnerOp, RunnerRequest, RunnerResult } from '../runner/protocol';
 import { GIT_SAFETY, gitEnv } from '../runner/git-safety';
-import { HISTORY_ATTRIBUTES, HISTORY_EXCLUDE, SANDBOX_WORKDIR } from '../runner/protocol';
+import { HISTORY_ATTRIBUTES, SANDBOX_WORKDIR } from '../runner/protocol';
 import { type CommandRestrictions, type GitResult, RunnerError, type SandboxDriver, type SandboxRunner, type SandboxSpec, SandboxSourceError, SandboxStartError } from './driver';
 import { readMessages } from './frames';
 import { egressCommand, type EgressOptions } from './local-egress';
@@ -348,10 +348,9 @@ function throughDoor(args: string[], door: HostDoor): string[] {
   return args.map((arg, at) => (at > 0 && /^--(ro-|dev-)?bind(-try)?$/.test(args[at - 1]!) && (at < 2 || !/^--(ro-|dev-)?bind(-try)?$/.test(args[at - 2]!)) ? door.path(arg) : arg));
 }
 
-/** The history's info/exclude and info/attributes (see protocol.ts), written again at every start: they are ours, never the agent's. */
+/** The history's info/attributes (see protocol.ts), written again at every start: they are ours, never the agent's. */
 function writeHistoryInfo(gitDir: string): void {
   mkdirSync(join(gitDir, 'info'), { recursive: true });
-  writeFileSync(join(gitDir, 'info', 'exclude'), HISTORY_EXCLUDE);
   writeFileSync(join(gitDir, 'info', 'attributes'), HISTORY_ATTRIBUTES);
 }
 

@@ -1,5 +1,6 @@
+import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { lchownSync, readdirSync, statSync } from 'node:fs';
+import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { HostUser } from '@aileron/bubblewrap';
 
@@ -61,12 +62,12 @@ export class SandboxUsers {
   }
 }
 
-/** lchown of a tree the agent wrote: links are changed, never followed. */
+/**
+ * Gives a tree the agent wrote to `uid`: GNU chown walks it by descriptors
+ * (fts, relative to each directory's fd) and changes links themselves, so
+ * no link, and no directory swapped for one, leads it out of the tree, and
+ * no depth exhausts a stack of ours. Once per sandbox, while nothing of it runs.
+ */
 function chownTree(dir: string, uid: number): void {
-  lchownSync(dir, uid, uid);
-  for (const entry of readdirSync(dir, { withFileTypes: true })) {
-    const path = join(dir, entry.name);
-    if (entry.isDirectory()) chownTree(path, uid);
-    else lchownSync(path, uid, uid);
-  }
+  execFileSync('/bin/chown', ['-R', '-P', '-h', '--', `${uid}:${uid}`, dir], { stdio: ['ignore', 'ignore', 'pipe'] });
 }

@@ -152,16 +152,7 @@ export const RUNNER_VERSION_ENV = 'AILERON_MCP_VERSION';
 export const HISTORY_DIR = '/history';
 
 /**
- * The history's `info/exclude`, written when it is initialised: what is at
- * the root of /src but never the agent's work. A fresh ext4 volume (a
- * Kubernetes sandbox's claim) has `lost+found` there, owned by root, where
- * fsck puts what it recovers. Anchored, so a `lost+found` deeper in the tree
- * is still taken.
- */
-export const HISTORY_EXCLUDE = '# written by Aileron when the history was made: never part of a snapshot\n/lost+found\n';
-
-/**
- * The history's `info/attributes`, written with its `info/exclude`: the
+ * The history's `info/attributes`, written when it is initialised: the
  * work tree of an imported bundle is written from `git archive`, which
  * would leave out `export-ignore` files and expand `export-subst` ones
  * (attributes of the bundle's own `.gitattributes`); these take precedence

@@ -27,7 +27,7 @@ import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
 import { Failure } from './failure';
 import { GIT_SAFETY, gitEnv } from './git-safety';
-import { BINARY_FIELDS, HISTORY_ATTRIBUTES, HISTORY_EXCLUDE } from './protocol';
+import { BINARY_FIELDS, HISTORY_ATTRIBUTES } from './protocol';
 import type { RawFields, RunnerAnswer, RunnerChunk, RunnerFailure, RunnerInput, RunnerLimits, RunnerRequest, RunnerResults, RunnerRole } from './protocol';
 import { TreeScanner } from './scan';
 
@@ -385,7 +385,6 @@ function git(request: Extract<RunnerRequest, { op: 'git' }>, stream?: (chunk: Bu
 
 async function writeHistoryInfo(): Promise<void> {
   await fs.mkdir(join(HISTORY, 'info'), { recursive: true });
-  await fs.writeFile(join(HISTORY, 'info', 'exclude'), HISTORY_EXCLUDE);
   await fs.writeFile(join(HISTORY, 'info', 'attributes'), HISTORY_ATTRIBUTES);
 }
 

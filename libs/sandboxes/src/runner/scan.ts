@@ -96,6 +96,8 @@ export class TreeScanner {
       for (const entry of names) {
         // a repository of the agent's own (or a file named so) is never part of a snapshot, whatever its case
         if (entry.name.toLowerCase() === '.git') continue;
+        // a new ext4 volume (a Kubernetes sandbox's claim) has one at its root, where fsck puts what it recovers;
+        // a deeper one is the agent's work
         if (!dir && entry.name === 'lost+found') continue;
         const path = dir ? `${dir}/${entry.name}` : entry.name;
         const isDir = entry.isDirectory();
