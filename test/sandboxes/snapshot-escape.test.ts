@@ -8,6 +8,7 @@ import { textOf } from '../pool/mcp-client';
 import { aWorkspace, uniqueSlug } from '../support/builders';
 import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
 import { eventually } from '../support/eventually';
+import { SANDBOX_DRIVER, type SandboxDriver } from '@aileron/sandboxes';
 import { agentOn } from './box';
 import { aReceiver } from '../support/webhook-receiver';
 
@@ -228,6 +229,34 @@ describe('snapshots never run or follow what the agent wrote (embedded, bubblewr
     expect(entry === '120000 target.txt' ? history.show('target.txt') : history.show('target.txt')).toMatch(entry === '120000 target.txt' ? /^\/.*secret\.txt$/ : /^mine\n$/);
     for (const subject of history.subjects) expect(subject).not.toContain('not yours');
     expect(JSON.stringify(history.tree)).not.toContain('not yours');
+  });
+
+  it('a snapshot whose history fails once is taken by the next attempt: nothing lost, nothing reported', async () => {
+    const receiver = await aReceiver([]);
+    const hook = await cp.request('POST', '/v1/webhooks', { body: { name: uniqueSlug('retries'), url: receiver.url, events: ['sandbox.snapshot_failed', 'sandbox.snapshot'], workspace: ws.slug } });
+    expect(hook.status, hook.text).toBe(201);
+    // the real driver, whose history answers its first commit with a failure, as a full disk or a killed git would
+    const driver = cp.cp.app.get<SandboxDriver>(SANDBOX_DRIVER);
+    const git = driver.git.bind(driver);
+    let failures = 0;
+    driver.git = async (spec, args, input) => {
+      if (args[0] === 'fast-import' && spec.name === 'flaky' && failures++ === 0) return { code: 128, stdout: Buffer.alloc(0), stderr: 'fatal: the disk was busy' };
+      return git(spec, args, input);
+    };
+    try {
+      const flaky = await aSandbox('flaky');
+      await flaky.write('kept.txt', 'kept\n');
+      const history = await fetched('flaky');
+      expect(failures).toBe(2);
+      expect(history.subjects).toEqual(['write: kept.txt']);
+      expect(history.show('kept.txt')).toBe('kept\n');
+      await eventually('the sandbox.snapshot delivery', () => receiver.accepted().find((r) => JSON.parse(r.raw).data?.sandbox === 'flaky'));
+      expect(receiver.accepted().map((r) => JSON.parse(r.raw).type)).not.toContain('sandbox.snapshot_failed');
+    } finally {
+      driver.git = git;
+      await cp.request('DELETE', `/v1/webhooks/${hook.body.id}`);
+      await receiver.close();
+    }
   });
 
   it('a snapshot that cannot be taken is reported as sandbox.snapshot_failed; the next change and other sandboxes go on', async () => {

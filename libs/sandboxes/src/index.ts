@@ -6,7 +6,7 @@ export type { KubernetesSandboxOptions } from './drivers/kubernetes/kubernetes-d
 export { DEFAULT_PORTS as SANDBOX_RUNNER_PORTS, SANDBOX_SELECTOR } from './drivers/kubernetes/manifests';
 export type { RunnerRequest, RunnerResult, RunnerLimits } from './runner/protocol';
 export { SandboxesModule, compiledRunnerPath, kubernetesSandboxOptions } from './sandboxes.module';
-export { SandboxesService } from './sandboxes.service';
+export { SANDBOX_DRIVER, SandboxesService } from './sandboxes.service';
 export { importSource, SNAPSHOT_REF } from './source-import';
 export { SANDBOX_SERVER } from './sandbox-tool-server';
 export { sandboxSlug } from './domain/slug';

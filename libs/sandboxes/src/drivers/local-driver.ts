@@ -16,6 +16,9 @@ import { SandboxUsers } from './local-users';
 const HOME = '/home/sandbox';
 const RUNNER_DIR = '/opt/aileron-runner';
 const START_TIMEOUT_MS = 20_000;
+/** where the history is inside its git's bubblewrap, and a lent file (withFileForGit) beside it */
+const HISTORY = '/history';
+const LENT_FILE = '/lent';
 /** the largest input passed through the git helper's lines */
 const HELPER_MAX_INPUT_BYTES = 4 * 1024 * 1024;
 /** commands whose output grows with the sandbox's tree (a listing, a diff): never through the helper's lines either */
@@ -66,6 +69,8 @@ export class LocalSandboxDriver implements SandboxDriver {
   /** null where this machine gives no pids cgroup to write */
   private readonly cgroups: PidsCgroups | null;
   private readonly bounds = new Map<string, SrcBound>();
+  /** by sandbox id: the file its history's gits may read (withFileForGit) */
+  private readonly lent = new Map<string, string>();
 
   constructor(private readonly options: LocalSandboxOptions) {
     this.bwrapPath = options.bwrapPath ?? '/usr/bin/bwrap';
@@ -82,9 +87,9 @@ export class LocalSandboxDriver implements SandboxDriver {
   async create(spec: SandboxSpec): Promise<void> {
     const { src, git } = this.paths(spec);
     mkdirSync(src, { recursive: true, mode: 0o700 });
-    mkdirSync(dirname(git), { recursive: true, mode: 0o700 });
-    if (!existsSync(git)) {
-      const init = await this.git(spec, ['init', '--quiet', `--initial-branch=${SNAPSHOT_BRANCH}`, '--bare', git]);
+    if (!existsSync(join(git, 'HEAD'))) {
+      mkdirSync(git, { recursive: true, mode: 0o700 });
+      const init = await this.git(spec, ['init', '--quiet', `--initial-branch=${SNAPSHOT_BRANCH}`, '--bare']);
       if (init.code !== 0) throw new SandboxStartError(`git init failed: ${init.stderr.trim()}`);
     }
     writeHistoryInfo(git);
@@ -248,9 +253,14 @@ export class LocalSandboxDriver implements SandboxDriver {
     throw fed;
   }
 
-  /** git here reads the control plane's files where they are. */
-  withFileForGit<T>(_spec: SandboxSpec, file: string, use: (path: string) => Promise<T>): Promise<T> {
-    return use(file);
+  /** The file is bound read-only into the history's gits (gitCommand) while `use` runs. */
+  async withFileForGit<T>(spec: SandboxSpec, file: string, use: (path: string) => Promise<T>): Promise<T> {
+    this.lent.set(spec.id, file);
+    try {
+      return await use(LENT_FILE);
+    } finally {
+      this.lent.delete(spec.id);
+    }
   }
 
   async git(spec: SandboxSpec, args: string[], input?: Buffer | NodeJS.ReadableStream): Promise<GitResult> {
@@ -258,7 +268,8 @@ export class LocalSandboxDriver implements SandboxDriver {
     // a large input (a snapshot's files) or output goes to a git of its own: the shared helper takes one line per
     // request, and a line of hundreds of megabytes would end it, and every other sandbox's git with it
     if ((stdin && stdin.length > HELPER_MAX_INPUT_BYTES) || LARGE_OUTPUT.has(args[0] ?? '')) return this.gitDirect(spec, args, stdin ?? Buffer.alloc(0));
-    return this.gitHelper().run({ file: this.gitBinary, args: [...GIT_SAFETY, ...this.gitPlace(spec, args), ...args], cwd: dirname(this.paths(spec).git), env: gitEnv(this.paths(spec).git), ...(stdin ? { stdin: stdin.toString('base64') } : {}) });
+    const [file, ...command] = this.gitCommand(spec, args);
+    return this.gitHelper().run({ file: file!, args: command, cwd: '/', env: { PATH: '/usr/bin:/bin' }, ...(stdin ? { stdin: stdin.toString('base64') } : {}) });
   }
 
   private gitDirect(spec: SandboxSpec, args: string[], stdin: Buffer): Promise<GitResult> {
@@ -281,9 +292,31 @@ export class LocalSandboxDriver implements SandboxDriver {
     return this.helper;
   }
 
-  /** the history's bare repository, and no work tree: git on the host never reads the agent's files */
-  private gitPlace(spec: SandboxSpec, args: string[]): string[] {
-    return args[0] === 'init' ? [] : [`--git-dir=${this.paths(spec).git}`];
+  /**
+   * git over the sandbox's history, in a bubblewrap of its own: the history
+   * (a bare repository, no work tree) is the one place it can write, and it
+   * sees nothing else of the machine: not /src, not another sandbox, not the
+   * control plane's data or environment, no network, no capability even
+   * when the control plane is root. What it reads is ours (fast-import's
+   * stream, checked path by path) or a bundle being imported (lent,
+   * read-only); should either lead git astray, the sandbox's own history is
+   * all it can reach.
+   */
+  private gitCommand(spec: SandboxSpec, args: string[]): string[] {
+    const lent = this.lent.get(spec.id);
+    return [
+      this.bwrapPath,
+      ...['--unshare-all', '--die-with-parent', '--new-session', '--cap-drop', 'ALL', '--clearenv'],
+      ...Object.entries(gitEnv(HISTORY)).flatMap(([name, value]) => ['--setenv', name, value]),
+      ...systemRootArgs([]),
+      ...['--dev', '/dev', '--tmpfs', '/tmp', '--bind', this.paths(spec).git, HISTORY, '--chdir', HISTORY],
+      ...(lent ? ['--ro-bind', lent, LENT_FILE] : []),
+      '--',
+      this.gitBinary,
+      ...GIT_SAFETY,
+      `--git-dir=${HISTORY}`,
+      ...args,
+    ];
   }
 
   /** As the Kubernetes driver's: a git that fails ends the stream with an error (its stderr) rather than a short output that looks whole. */
@@ -307,7 +340,8 @@ export class LocalSandboxDriver implements SandboxDriver {
 
   /** git straight from this process: for a bundle's stream, too large to pass through the helper's lines */
   private spawnGit(spec: SandboxSpec, args: string[]): ChildProcess {
-    return spawn(this.gitBinary, [...GIT_SAFETY, ...this.gitPlace(spec, args), ...args], { cwd: dirname(this.paths(spec).git), env: gitEnv(this.paths(spec).git), stdio: ['pipe', 'pipe', 'pipe'] });
+    const [file, ...command] = this.gitCommand(spec, args);
+    return spawn(file!, command, { cwd: '/', env: { PATH: '/usr/bin:/bin' }, stdio: ['pipe', 'pipe', 'pipe'] });
   }
 
   async stop(spec: SandboxSpec): Promise<void> {

@@ -80,18 +80,16 @@ export async function takeSnapshot(driver: SandboxDriver, spec: SandboxSpec, req
   }
   const left = scan.skipped.length > 0 ? `\n\nLeft out (larger than a snapshot takes): ${scan.skipped.slice(0, 20).join(', ')}${scan.skipped.length > 20 ? ', …' : ''}` : '';
   await git(['fast-import', '--quiet', '--done'], fastImportStream({ ref: SNAPSHOT_REF, parent: head, author: request.author, committer: COMMITTER, at: request.at, message: request.message + left, changes: commitChanges }));
-  const sha = await snapshotHead(driver, spec);
-  if (!sha) throw new SnapshotError('the history has no snapshot branch after the commit');
-  // the changes came back to what was (a file written again with its own bytes): no commit after all
-  const [tree, parentTree] = (await git(['rev-parse', `${sha}^{tree}`, `${head ?? sha}^{tree}`])).trim().split('\n');
-  if (head && tree === parentTree) {
-    await git(['update-ref', SNAPSHOT_REF, head, sha]);
-    await runner.call({ op: 'adopt', base: head });
+  // one git for the commit's id and what it changed: it prints nothing when the changes came back to what was
+  // (files written again with their own bytes, or gone while read), and then there is no commit after all
+  const [sha, ...changed] = (await git(['diff-tree', '--root', '-r', '-M', '-z', '--name-status', SNAPSHOT_REF])).split('\0').filter((field) => field !== '');
+  if (!sha) {
+    await git(head ? ['update-ref', SNAPSHOT_REF, head] : ['update-ref', '-d', SNAPSHOT_REF]);
+    if (head) await runner.call({ op: 'adopt', base: head });
     return null;
   }
   await runner.call({ op: 'adopt', base: sha });
-  const files = parseNameStatus(await git(['diff-tree', '--root', '--no-commit-id', '--name-status', '-r', '-M', '-z', sha]));
-  return { sha, files, skipped: scan.skipped };
+  return { sha, files: parseNameStatus(changed), skipped: scan.skipped };
 }
 
 /** the snapshot branch's commit; null before the first */
@@ -110,8 +108,7 @@ async function objectsPresent(driver: SandboxDriver, spec: SandboxSpec, shas: st
   return present;
 }
 
-function parseNameStatus(output: string): { path: string; status: string }[] {
-  const fields = output.split('\0').filter((f) => f !== '');
+function parseNameStatus(fields: string[]): { path: string; status: string }[] {
   const files: { path: string; status: string }[] = [];
   for (let i = 0; i < fields.length; ) {
     const status = fields[i++]!;
