@@ -75,7 +75,11 @@ async function run(): Promise<Figure[]> {
     for (let i = 0; i < BATCH; i++) if (verifier.known(tokens[(offset + i) % TOKENS]!, now)) ok++;
     return ok;
   };
-  for (let i = 0; i < WARMUP_BATCHES; i++) hmac(i) + cold(i) + warm(i);
+  for (let i = 0; i < WARMUP_BATCHES; i++) {
+    hmac(i);
+    cold(i);
+    warm(i);
+  }
   // interleaved rounds so a noisy neighbour hits all three alike
   const rounds = 5;
   const parts = { hmac: [] as Float64Array[], cold: [] as Float64Array[], warm: [] as Float64Array[] };

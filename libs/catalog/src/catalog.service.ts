@@ -142,7 +142,7 @@ export class CatalogService implements OnModuleDestroy {
     }, principal);
   }
 
-  private async changeAssignment<T extends AssignmentRecord | void>(
+  private async changeAssignment<T extends AssignmentRecord | undefined>(
     scope: WorkspaceScope,
     name: string,
     change: (entry: CatalogEntryRecord, tx: Transaction, current: AssignmentRecord | null) => Promise<{ topic: string; payload: Record<string, unknown> }>,

@@ -137,7 +137,7 @@ export class PoolInstances implements OnApplicationBootstrap, OnApplicationShutd
   async onApplicationShutdown(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     this.unsubscribe?.();
-    await Promise.all([...this.slots.values()].map((slot) => slot.instance?.stop('control plane shutting down')));
+    await Promise.all([...this.slots.values()].map(async (slot) => slot.instance?.stop('control plane shutting down')));
     await this.driver.close();
   }
 
@@ -192,7 +192,7 @@ export class PoolInstances implements OnApplicationBootstrap, OnApplicationShutd
   }
 
   private async start(slot: Slot, assignment: AssignmentRecord): Promise<Instance> {
-    const running = [...this.slots.values()].filter((s) => s.scope.workspaceId === slot.scope.workspaceId && s !== slot && (s.instance || s.starting)).length;
+    const running = [...this.slots.values()].filter((s) => s.scope.workspaceId === slot.scope.workspaceId && s !== slot && (s.instance !== null || s.starting !== null)).length;
     if (running >= this.config.pool.maxInstancesPerWorkspace) {
       throw new PoolError('POOL_INSTANCE_LIMIT', `Workspace "${slot.scope.workspaceSlug}" already runs ${running} instances, its limit (AILERON_POOL_MAX_INSTANCES_PER_WORKSPACE)`,
       );

@@ -44,7 +44,7 @@ export class DatabaseService {
       { timeout: 30_000, maxWait: 10_000 },
     );
     const hooks = committing && this.commitHooks.get(committing);
-    if (hooks) await Promise.all(hooks.map((hook) => hook()));
+    if (hooks) await Promise.all(hooks.map(async (hook) => hook()));
     return result;
   }
 

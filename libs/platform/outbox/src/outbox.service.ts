@@ -179,7 +179,11 @@ export class OutboxService implements OnApplicationShutdown {
       // a live feed hears a message on its first dispatch only: a re-dispatch (a lost lease, a failed webhook) must not repeat it
       const targets = message.dispatches === 1 ? pending : durable;
       if (durable.length === 0) handled.push(message);
-      for (const consumer of targets) owed.get(consumer.name)?.push(message) ?? owed.set(consumer.name, [message]);
+      for (const consumer of targets) {
+        const list = owed.get(consumer.name);
+        if (list) list.push(message);
+        else owed.set(consumer.name, [message]);
+      }
     }
     // nothing durable waits for these (or every consumer had handled them before a dispatcher died)
     await this.complete(handled);

@@ -1,4 +1,5 @@
 /** Characters JSON.stringify writes as a six-character \u escape: rare, left to it (as are lone surrogates, which it escapes too). */
+// eslint-disable-next-line no-control-regex -- control characters are what it finds
 const RARE_ESCAPES = /[\u0000-\u0007\u000b\u000e-\u001f]/;
 /** Characters it escapes with a backslash and one more character. */
 const SHORT_ESCAPES = ['"', '\\', '\n', '\r', '\t', '\b', '\f'];

@@ -196,7 +196,9 @@ class BoundedWatch extends Watch {
   override async watch(
     path: string,
     queryParams: Record<string, string | number | boolean | undefined>,
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the signature of @kubernetes/client-node's Watch, which this overrides
     callback: (phase: string, apiObj: any, watchObj?: any) => void,
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- likewise
     done: (err: any) => void,
   ): Promise<AbortController> {
     let ended = false;

@@ -70,6 +70,7 @@ export function displayCommand(words: readonly ShellWord[], limit = 160): string
 
 /** Control characters escaped, so a reason stays one line on a terminal. */
 export function printable(text: string): string {
+  // eslint-disable-next-line no-control-regex -- control characters are what it replaces
   return text.replace(/[\u0000-\u001f\u007f]/g, (c) => (c === '\n' ? '\\n' : c === '\t' ? '\\t' : `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`));
 }
 
