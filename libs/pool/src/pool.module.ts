@@ -55,6 +55,7 @@ function driverFor(config: AppConfig): InstanceDriver {
     sandbox: config.pool.sandbox,
     bridgeScript: compiledBridgePath(),
     readOnlyPaths: [join(root, 'node_modules'), join(root, 'dist')],
+    uidBase: config.pool.uidBase,
     log,
   });
 }

@@ -22,6 +22,8 @@ const DOOR = '/tmp';
 /** the shell's file descriptors 5–9 carry the door's directories while it is built; 3 and 4 are the caller's */
 const FIRST_DOOR_FD = 5;
 const MAX_DOORS = 5;
+/** the caller's descriptors past 3 and 4 start here: the door replaces and closes 5–9 */
+export const FIRST_FD_PAST_DOOR = FIRST_DOOR_FD + MAX_DOORS;
 
 export interface HostUser {
   uid: number;

@@ -243,6 +243,13 @@ export const SETTINGS = {
     default: 'bubblewrap',
     description: 'Isolation of local instances. `none` runs them as plain child processes: only for machines without bubblewrap, never for several tenants.',
   },
+  AILERON_POOL_UID_BASE: {
+    // its last uid must be a valid one: below 2^32 - 1, which means "no uid" to the kernel
+    schema: positiveInt.max(4_294_901_759, 'must be at most 4294901759 (its 65536 uids end below 2^32 - 1)'),
+    default: '1879113728',
+    description:
+      'Local driver under bubblewrap, control plane running as root: the instances of each (workspace, server) run as a host uid of their own from this one up (65536 of them), apart from `AILERON_SANDBOX_UID_BASE`\'s; nothing else on the machine may use them.',
+  },
   AILERON_POOL_IDLE_SECONDS: {
     schema: positiveInt,
     default: '600',

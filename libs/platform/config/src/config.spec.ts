@@ -48,6 +48,15 @@ describe('loadConfig', () => {
     expect(loadConfig({ AILERON_SANDBOX_DRIVER: 'kubernetes' }).sandboxes.kubernetesNamespace).toBe('aileron-pool');
   });
 
+  it("gives local pool instances a uid range of their own, and refuses one that overlaps the sandboxes' or ends past the last uid", () => {
+    expect(loadConfig({}).pool.uidBase).toBe(1_879_113_728);
+    expect(loadConfig({}).sandboxes.uidBase + 65_536).toBeLessThanOrEqual(loadConfig({}).pool.uidBase);
+    expect(loadConfig({ AILERON_POOL_UID_BASE: '200000' }).pool.uidBase).toBe(200_000);
+    expect(() => loadConfig({ AILERON_POOL_UID_BASE: '1879048193' })).toThrow(/AILERON_POOL_UID_BASE must be 65536 or more away from AILERON_SANDBOX_UID_BASE \(1879048192\)/);
+    expect(() => loadConfig({ AILERON_SANDBOX_UID_BASE: '1879113727' })).toThrow(/AILERON_POOL_UID_BASE must be 65536 or more away/);
+    expect(() => loadConfig({ AILERON_POOL_UID_BASE: '4294967000' })).toThrow(/AILERON_POOL_UID_BASE must be at most 4294901759/);
+  });
+
   it('takes more ranges to keep Kubernetes pods from (a cluster’s global IPv6 ranges), and refuses one that is not a strict subrange', () => {
     expect(loadConfig({ AILERON_POOL_EGRESS_EXCEPT_CIDRS: '2001:db8:42::/56, 203.0.113.0/24' }).pool.egressExceptCidrs).toEqual(['2001:db8:42::/56', '203.0.113.0/24']);
     expect(loadConfig({}).pool.egressExceptCidrs).toEqual([]);

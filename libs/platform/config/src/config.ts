@@ -4,6 +4,9 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { SETTINGS, SettingName, SettingValue, SettingValues } from './config.schema';
 
+/** the uids in the sandboxes' and in the pool's range each (HOST_UID_COUNT of @aileron/bubblewrap, which configuration does not depend on) */
+const UIDS_PER_RANGE = 65_536;
+
 export type Mode = 'embedded' | 'server';
 
 /** The parsed, validated configuration. Built once at boot and passed around. */
@@ -33,6 +36,8 @@ export interface AppConfig {
   pool: {
     driver: SettingValue<'AILERON_POOL_DRIVER'>;
     sandbox: SettingValue<'AILERON_POOL_SANDBOX'>;
+    /** a root control plane's first uid for local instances */
+    uidBase: number;
     idleSeconds: number;
     maxInstancesPerWorkspace: number;
     maxConcurrentCalls: number;
@@ -144,6 +149,12 @@ export function loadConfig(env: Source = process.env): AppConfig {
       message: `must name a namespace other than the pool's (AILERON_K8S_NAMESPACE, ${String(values.AILERON_K8S_NAMESPACE)}) when both run on Kubernetes: the sandboxes' access to their runners' Secrets would reach the pool instances' credentials`,
     });
   }
+  // a uid both ranges hold would be a pool instance's and a sandbox's at once: removing the sandbox ends every process of its uid
+  const sandboxUids = values.AILERON_SANDBOX_UID_BASE;
+  const poolUids = values.AILERON_POOL_UID_BASE;
+  if (typeof sandboxUids === 'number' && typeof poolUids === 'number' && Math.abs(sandboxUids - poolUids) < UIDS_PER_RANGE) {
+    problems.push({ name: 'AILERON_POOL_UID_BASE', message: `must be ${UIDS_PER_RANGE} or more away from AILERON_SANDBOX_UID_BASE (${sandboxUids}): the pool's and the sandboxes' uids must not overlap` });
+  }
   if (problems.length > 0) throw new ConfigError(problems);
 
   // every setting has parsed (or a problem was thrown), and those with a default were read
@@ -182,6 +193,7 @@ function toAppConfig(values: SettingValues): AppConfig {
     pool: {
       driver: values.AILERON_POOL_DRIVER,
       sandbox: values.AILERON_POOL_SANDBOX,
+      uidBase: values.AILERON_POOL_UID_BASE,
       idleSeconds: values.AILERON_POOL_IDLE_SECONDS,
       maxInstancesPerWorkspace: values.AILERON_POOL_MAX_INSTANCES_PER_WORKSPACE,
       maxConcurrentCalls: values.AILERON_POOL_MAX_CONCURRENT_CALLS,

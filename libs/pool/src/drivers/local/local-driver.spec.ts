@@ -1,10 +1,11 @@
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { HOST_UID_COUNT, processesOfUser } from '@aileron/bubblewrap';
 import { eventually } from '../../../../../test/support/eventually';
 import { compiledBridgePath, ensureBridgeBuilt } from '../../bridge/compiled-bridge';
 import { InstanceStartError, type InstanceSpec, type RunningInstance } from '../driver';
@@ -351,6 +352,112 @@ describe('LocalDriver with bubblewrap', () => {
     const instance = await driver().start(spec({ run: { kind: 'command', command: '/usr/bin/no-such-mcp-server', args: [] } }));
     await expect(connect(instance)).rejects.toThrow(/could not be started \(ENOENT\)/);
     expect(await instance.healthy()).toBe(true);
+  });
+});
+
+/**
+ * The security review's finding 1b, in the pool: a control plane running as
+ * root started bwrap as root, so every tenant's server ran as host uid 0
+ * behind a user namespace: it owned root's files (a 0600 file of root's that
+ * the sandbox can see was readable) and was exempt from RLIMIT_NPROC.
+ */
+describe('LocalDriver of a root control plane', () => {
+  const BASE = 1_879_400_000;
+  // a directory the sandbox may read, as node_modules: root's 0600 file there stays root's
+  const hostFiles = join(scratch, 'host-files');
+  const rootOnly = join(hostFiles, 'root-only.txt');
+  const probeScript = join(hostFiles, 'probe.js');
+  const sdk = (module: string) => join(root, 'node_modules/@modelcontextprotocol/sdk/dist/cjs/server', module);
+
+  beforeAll(() => {
+    expect(process.getuid?.(), 'these tests are about a control plane running as root').toBe(0);
+    mkdirSync(hostFiles, { recursive: true });
+    writeFileSync(rootOnly, 'root only\n');
+    chmodSync(rootOnly, 0o600);
+    // what the server sees of itself: its uid and user, and what it may read and write
+    writeFileSync(
+      probeScript,
+      `const fs = require('node:fs');
+const { McpServer } = require(${JSON.stringify(sdk('mcp.js'))});
+const { StdioServerTransport } = require(${JSON.stringify(sdk('stdio.js'))});
+const attempt = (act) => { try { act(); return 'ok'; } catch (error) { return error.code; } };
+const server = new McpServer({ name: 'probe', version: '1.0.0' });
+server.registerTool('probe', {}, async () => ({ content: [{ type: 'text', text: JSON.stringify({
+  uid: process.getuid(),
+  user: require('node:os').userInfo(),
+  reads: Object.fromEntries(process.env.PROBE_READS.split(':').map((path) => [path, attempt(() => fs.readFileSync(path))])),
+  // opened for writing and closed: never written, so a failure of the sandbox changes nothing on the host
+  sysctl: attempt(() => fs.closeSync(fs.openSync('/proc/sys/kernel/core_pattern', 'r+'))),
+}) }] }));
+server.connect(new StdioServerTransport());
+`,
+    );
+  });
+
+  const rootDriver = () => driver({ uidBase: BASE, readOnlyPaths: [join(root, 'node_modules'), join(root, 'dist'), hostFiles] });
+  const probe = (overrides: Partial<InstanceSpec> = {}) =>
+    spec({ server: 'probe', run: { kind: 'command', command: 'node', args: [probeScript] }, env: { PROBE_READS: [rootOnly, '/home/mcp/before.txt'].join(':') }, ...overrides });
+  /** the uids the host sees the instance's processes run as: bwrap, the bridge, the server */
+  const hostUids = (instance: RunningInstance) => [instance.pid!, ...descendants(instance.pid!)].map((pid) => Number(/^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]));
+
+  interface Probed {
+    uid: number;
+    user: { uid: number; gid: number; username: string; homedir: string };
+    reads: Record<string, string>;
+    sysctl: string;
+  }
+
+  it("runs a server as a host uid of its own, never root: root's files and the kernel's settings are out of its reach, its home is its own", async () => {
+    const first = probe();
+    // a home from before (written as root): it is given to the instance with everything in it
+    mkdirSync(homeOf(first), { recursive: true });
+    writeFileSync(join(homeOf(first), 'before.txt'), 'kept', { mode: 0o600 });
+    const instance = await rootDriver().start(first);
+    const seen = JSON.parse(await callText(await connect(instance), 'probe')) as Probed;
+
+    expect(seen.uid).toBeGreaterThanOrEqual(BASE);
+    expect(seen.uid).toBeLessThan(BASE + HOST_UID_COUNT);
+    // the uid inside is the host's, for bwrap, the bridge and the server alike, and /etc/passwd names it
+    const uids = hostUids(instance);
+    expect(uids.length).toBeGreaterThanOrEqual(3);
+    expect(new Set(uids)).toEqual(new Set([seen.uid]));
+    expect(seen.user).toMatchObject({ uid: seen.uid, gid: seen.uid, username: 'mcp', homedir: '/home/mcp' });
+    expect(seen.reads).toEqual({ [rootOnly]: 'EACCES', '/home/mcp/before.txt': 'ok' });
+    expect(['EACCES', 'EROFS']).toContain(seen.sysctl);
+    expect(statSync(homeOf(first)).uid).toBe(seen.uid);
+    expect(statSync(join(homeOf(first), 'before.txt')).uid).toBe(seen.uid);
+    expect(statSync(rootOnly).uid).toBe(0);
+  });
+
+  it('gives two servers different uids, and a server its uid again when it restarts, from a new control plane too', async () => {
+    const local = rootDriver();
+    const uidOf = async (instance: RunningInstance) => (JSON.parse(await callText(await connect(instance), 'probe')) as Probed).uid;
+    const one = probe();
+    const other = probe({ workspaceId: one.workspaceId, server: 'probe-two' });
+    const first = await local.start(one);
+    const uid = await uidOf(first);
+    expect(await uidOf(await local.start(other))).not.toBe(uid);
+    // another workspace's instance of the same server is another (workspace, server)
+    expect(await uidOf(await local.start(probe({ server: one.server })))).not.toBe(uid);
+
+    await first.stop();
+    expect(await uidOf(await local.start({ ...one, id: `probe-${randomBytes(4).toString('hex')}` }))).toBe(uid);
+    expect(await uidOf(await rootDriver().start({ ...one, id: `probe-${randomBytes(4).toString('hex')}` }))).toBe(uid);
+  });
+
+  it('stop, or a SIGKILL of the instance, leaves no process of its uid', async () => {
+    const local = rootDriver();
+    for (const end of [(instance: RunningInstance) => instance.stop(), (instance: RunningInstance) => process.kill(instance.pid!, 'SIGKILL')]) {
+      const instance = await local.start(spec({ workspaceId: `ws-end-${randomBytes(4).toString('hex')}` }));
+      const client = await connect(instance);
+      await longCall(client);
+      const [uid] = hostUids(instance);
+      expect(uid).toBeGreaterThanOrEqual(BASE);
+      expect(processesOfUser(uid!).length).toBeGreaterThanOrEqual(3);
+      await end(instance);
+      await within(5_000, instance.exited);
+      expect(processesOfUser(uid!)).toEqual([]);
+    }
   });
 });
 

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
-import { systemRootArgs } from '@aileron/bubblewrap';
+import { DirectoryUsers, FIRST_FD_PAST_DOOR, HostDoor, type HostUser, systemRootArgs } from '@aileron/bubblewrap';
 import { forbiddenVariables } from '@aileron/catalog';
 import { procStat, processStartTime } from '../../process-start';
 import { InstanceStartError, type InstanceDriver, type InstanceEndpoint, type InstanceExit, type InstanceSpec, type RunningInstance } from '../driver';
@@ -13,6 +13,8 @@ const SANDBOX_PATH = '/usr/local/bin:/usr/bin:/bin';
 const STOP_GRACE_MS = 3000;
 const HEALTH_TIMEOUT_MS = 2000;
 const REAP_TIMEOUT_MS = 2000;
+/** just past the sandboxes' range (AILERON_SANDBOX_UID_BASE's default and its 65536 uids): the two never share a uid */
+export const DEFAULT_POOL_UID_BASE = 1_879_113_728;
 
 function sandboxInitOf(bwrapPid: number): { pid: number; start: string } | undefined {
   try {
@@ -39,6 +41,17 @@ function processesInGroup(pgid: number): number {
   return count;
 }
 
+/** Every instance home under the state directory (`<workspace>/<server>/home`): the owners of those are the uids taken. */
+function homesUnder(stateDir: string): string[] {
+  const list = (dir: string) => readdirSync(dir, { withFileTypes: true }).filter((entry) => entry.isDirectory()).map((entry) => join(dir, entry.name));
+  return list(stateDir).flatMap((workspace) => list(workspace).map((server) => join(server, 'home')));
+}
+
+/** The paths not inside another of them, in their order: what binds all of them once. */
+function outermost(paths: string[]): string[] {
+  const unique = [...new Set(paths)];
+  return unique.filter((path) => !unique.some((other) => other !== path && (path.startsWith(`${other}/`) || other === '/')));
+}
 
 export interface LocalDriverOptions {
   /** per-instance homes live under `<stateDir>/<workspaceId>/<server>/home`; must not be inside anything the sandbox can see */
@@ -60,6 +73,8 @@ export interface LocalDriverOptions {
   startTimeoutMs?: number;
   /** one line per call: the instances' stderr (scrubbed) and the driver's own events */
   log: (line: string) => void;
+  /** a root control plane runs each (workspace, server) under bubblewrap as a host uid of its own, from this one up (HOST_UID_COUNT of them) */
+  uidBase?: number;
 }
 
 /** Runs stdio MCP servers as local processes behind the bridge, under bubblewrap unless told otherwise. */
@@ -71,6 +86,8 @@ export class LocalDriver implements InstanceDriver {
   private readonly readOnlyPaths: string[];
   private readonly startTimeoutMs: number;
   private readonly bwrapPath: string;
+  /** null unless the control plane is root and instances run under bubblewrap: then none runs as it */
+  private readonly users: DirectoryUsers | null;
 
   constructor(private readonly options: LocalDriverOptions) {
     for (const path of [options.stateDir, options.bridgeScript, ...(options.readOnlyPaths ?? [])]) {
@@ -81,6 +98,10 @@ export class LocalDriver implements InstanceDriver {
     this.readOnlyPaths = (options.readOnlyPaths ?? []).map((path) => resolve(path));
     this.startTimeoutMs = options.startTimeoutMs ?? 20_000;
     this.bwrapPath = options.bwrapPath ?? '/usr/bin/bwrap';
+    this.users =
+      options.sandbox === 'bubblewrap' && process.getuid?.() === 0
+        ? new DirectoryUsers({ base: options.uidBase ?? DEFAULT_POOL_UID_BASE, what: 'pool instance', directories: () => homesUnder(options.stateDir) })
+        : null;
   }
 
   async start(spec: InstanceSpec): Promise<RunningInstance> {
@@ -113,15 +134,29 @@ export class LocalDriver implements InstanceDriver {
     // only the server inside; a command line would be world-readable in /proc.
     const own = { PATH: SANDBOX_PATH, HOME: sandboxed ? SANDBOX_HOME : home, TMPDIR: tmp ?? '/tmp' };
     const handed = JSON.stringify({ env: { ...spec.env, AILERON_BRIDGE_TOKEN: token } });
-    const envFd = sandboxed ? 5 : 3;
+    // under bubblewrap 3 and 4 are /etc/passwd and /etc/group, and a HostDoor takes 5–9 while it opens
+    const envFd = sandboxed ? FIRST_FD_PAST_DOOR : 3;
     const command = spec.run.command === 'node' ? this.nodeBinary : spec.run.command;
     const bridge = [this.nodeBinary, this.bridgeScript, '--exit-on-stdin-eof', '--env-fd', String(envFd), '--host', '127.0.0.1', '--port', '0', '--', command, ...spec.run.args];
+
+    let user: HostUser | undefined;
+    let launch: string[] | undefined;
+    if (sandboxed) {
+      try {
+        // the home, and what the instance wrote there, is its uid's; everything else it sees stays root's
+        user = this.users?.of(`${spec.workspaceId}/${spec.server}`, home);
+        launch = this.sandboxCommand(home, own, user, bridge);
+      } catch (error) {
+        throw new InstanceStartError(`the instance's host user could not be set up: ${error instanceof Error ? error.message : String(error)}`);
+      }
+    }
 
     let child: ChildProcess;
     try {
       // detached: the instance is its own process group, so nothing it forks outlives it.
-      child = sandboxed
-        ? spawn(this.bwrapPath, [...this.bwrapArgs(home, own), ...bridge], { env: { PATH: SANDBOX_PATH }, stdio: ['pipe', 'pipe', 'pipe', 'pipe', 'pipe', 'pipe'], detached: true })
+      // cwd /: a bwrap of another uid may not reach the control plane's working directory
+      child = launch
+        ? spawn(launch[0]!, launch.slice(1), { env: { PATH: SANDBOX_PATH }, cwd: '/', stdio: ['pipe', 'pipe', 'pipe', 'pipe', 'pipe', ...Array<'ignore'>(envFd - 5).fill('ignore'), 'pipe'], detached: true })
         : spawn(bridge[0]!, bridge.slice(1), { env: own, cwd: home, stdio: ['pipe', 'pipe', 'pipe', 'pipe'], detached: true });
     } catch (error) {
       if (tmp) rmSync(tmp, { recursive: true, force: true });
@@ -130,8 +165,9 @@ export class LocalDriver implements InstanceDriver {
     (child.stdio as unknown as NodeJS.WritableStream[])[envFd]!.end(handed);
     if (sandboxed) {
       // Some programs look the user up (os.userInfo(), getpass); give them one that names the sandbox home.
-      const uid = process.getuid?.() ?? 0;
-      const gid = process.getgid?.() ?? 0;
+      // bwrap maps the uid it runs as to itself: the one the server sees inside.
+      const uid = user?.uid ?? process.getuid?.() ?? 0;
+      const gid = user?.gid ?? process.getgid?.() ?? 0;
       (child.stdio[3] as NodeJS.WritableStream).end(`mcp:x:${uid}:${gid}:mcp:${SANDBOX_HOME}:/usr/sbin/nologin\n`);
       (child.stdio[4] as NodeJS.WritableStream).end(`mcp:x:${gid}:\n`);
     }
@@ -147,7 +183,7 @@ export class LocalDriver implements InstanceDriver {
       await instance.stop();
       throw error;
     }
-    this.options.log(`[${spec.id}] started (pid ${instance.pid}, ${sandboxed ? 'bubblewrap' : 'no sandbox'}) at ${instance.endpoint.url}`);
+    this.options.log(`[${spec.id}] started (pid ${instance.pid}, ${sandboxed ? `bubblewrap${user ? `, host uid ${user.uid}` : ''}` : 'no sandbox'}) at ${instance.endpoint.url}`);
     return instance;
   }
 
@@ -155,7 +191,23 @@ export class LocalDriver implements InstanceDriver {
     await Promise.all([...this.running].map((instance) => instance.stop()));
   }
 
-  private bwrapArgs(home: string, env: Record<string, string>): string[] {
+  /**
+   * The command that starts the instance's bwrap. A root control plane starts
+   * it as the (workspace, server)'s own host uid through a HostDoor: bwrap, and
+   * so everything in the sandbox, is never the host's root, and the directories
+   * it binds that root-only parents hide (the data directory, a checkout under
+   * /root) come through the door. unshare, the door's shell, setpriv and env
+   * each exec the next: the spawned pid ends up bwrap's own, whose child is
+   * the sandbox's init that LocalInstance waits for.
+   */
+  private sandboxCommand(home: string, env: Record<string, string>, user: HostUser | undefined, bridge: string[]): string[] {
+    const door = new HostDoor({ user });
+    const bwrap = [this.bwrapPath, ...this.bwrapArgs(home, env, door), ...bridge];
+    // the door's shell exports its PWD: bwrap on the host keeps the environment of ours alone
+    return door.command(user ? ['/usr/bin/env', '-u', 'PWD', ...bwrap] : bwrap);
+  }
+
+  private bwrapArgs(home: string, env: Record<string, string>, door: HostDoor): string[] {
     const args = ['--unshare-all', '--share-net', '--unshare-user', '--disable-userns', '--die-with-parent', '--new-session'];
     // only our own, non-secret variables are named here; the entry's come on the bridge's pipe
     args.push('--clearenv');
@@ -166,8 +218,9 @@ export class LocalDriver implements InstanceDriver {
     args.push('--ro-bind-data', '3', '/etc/passwd', '--ro-bind-data', '4', '/etc/group');
     const nodeDir = dirname(this.nodeBinary);
     const shared = [...(nodeDir.startsWith('/usr/') ? [] : [nodeDir]), ...this.readOnlyPaths, dirname(this.bridgeScript)];
-    for (const path of shared) args.push('--ro-bind', path, path);
-    args.push('--bind', home, SANDBOX_HOME, '--chdir', SANDBOX_HOME);
+    // one bind (and one door) for a path another one already holds: the door has few places
+    for (const path of outermost(shared)) args.push('--ro-bind', door.path(path), path);
+    args.push('--bind', door.path(home), SANDBOX_HOME, '--chdir', SANDBOX_HOME);
     return args;
   }
 }
