@@ -71,11 +71,15 @@ export class DirectoryUsers {
 }
 
 /**
- * Gives a tree the unit wrote to `uid`: GNU chown walks it by descriptors
- * (fts, relative to each directory's fd) and changes links themselves, so
- * no link, and no directory swapped for one, leads it out of the tree, and
- * no depth exhausts a stack of ours. Once per unit, while nothing of it runs.
+ * Gives a tree the unit wrote to `uid`, once, while nothing of it runs.
+ * GNU find walks it by descriptors (fts: no link followed, no depth that
+ * exhausts a stack of ours, never onto another file system) and chown runs
+ * in each file's own directory on the link itself (-execdir, -h), so no
+ * link and no directory swapped for one leads it out of the tree. A file
+ * of more than one name stays as it is: a unit that ran as root before
+ * (the trees this is for) could have hard-linked a host file into its tree,
+ * and giving that file away would give the host's file away.
  */
 function chownTree(dir: string, uid: number): void {
-  execFileSync('/bin/chown', ['-R', '-P', '-h', '--', `${uid}:${uid}`, dir], { stdio: ['ignore', 'ignore', 'pipe'] });
+  execFileSync('/usr/bin/find', ['-P', dir, '-xdev', '!', '(', '-type', 'f', '-links', '+1', ')', '-execdir', '/bin/chown', '-h', '--', `${uid}:${uid}`, '{}', '+'], { stdio: ['ignore', 'ignore', 'pipe'] });
 }
