@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -11,11 +11,29 @@ describe('HostDoor', () => {
   const dir = mkdtempSync(join(tmpdir(), 'aileron-door-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-  it('without a user to switch to, names host paths as they are and runs the command itself (joining the cgroup first when given one)', () => {
+  /** runs a door's command line; what it printed */
+  function run(command: string[]): string {
+    const [file, ...args] = command;
+    return execFileSync(file!, args, { encoding: 'utf8', env: { PATH: '/usr/bin:/bin' }, stdio: ['ignore', 'pipe', 'pipe'] });
+  }
+
+  it('without a user to switch to, names host paths as they are and runs the command itself', () => {
     const door = new HostDoor({});
     expect(door.path('/var/lib/x')).toBe('/var/lib/x');
     expect(door.command(['/usr/bin/bwrap', '--version'])).toEqual(['/usr/bin/bwrap', '--version']);
-    expect(new HostDoor({ cgroupProcs: '/sys/fs/cgroup/pids/a/cgroup.procs' }).command(['/usr/bin/bwrap'])).toEqual(['/bin/sh', '-c', 'echo $$ > "$0" && exec "$@"', '/sys/fs/cgroup/pids/a/cgroup.procs', '/usr/bin/bwrap']);
+  });
+
+  it.each([
+    ['without a user', undefined],
+    ['as a user', { uid: UID, gid: UID }],
+  ])('%s, the command joins every cgroup given (one cgroup.procs per hierarchy) before it runs, and does not run when one refuses it', (_, user) => {
+    // files standing for the hierarchies' cgroup.procs; a space in a path as mountinfo may give one
+    const procs = [join(dir, 'pids.procs'), join(dir, 'memory procs'), join(dir, 'cpu.procs')];
+    for (const file of procs) writeFileSync(file, '');
+    const pid = run(new HostDoor({ user, cgroupProcs: procs }).command(['/bin/sh', '-c', 'echo $$'])).trim();
+    expect(pid).toMatch(/^\d+$/);
+    for (const file of procs) expect(readFileSync(file, 'utf8'), file).toBe(`${pid}\n`);
+    expect(() => run(new HostDoor({ user, cgroupProcs: [procs[0]!, join(dir, 'no-such-hierarchy', 'cgroup.procs')] }).command(['/bin/sh', '-c', 'echo ran']))).toThrow(/no-such-hierarchy/);
   });
 
   it('lets an unprivileged uid reach a directory under a root-only one, by its door path, and nothing else of the host’s private tree', () => {

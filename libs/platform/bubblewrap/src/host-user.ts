@@ -24,6 +24,8 @@ const FIRST_DOOR_FD = 5;
 const MAX_DOORS = 5;
 /** the caller's descriptors past 3 and 4 start here: the door replaces and closes 5–9 */
 export const FIRST_FD_PAST_DOOR = FIRST_DOOR_FD + MAX_DOORS;
+/** sh lines that write the shell's pid into each `cgroup.procs` given as its next arguments (their count first, then the paths), shifting them off */
+const JOIN_CGROUPS = 'n="$1"; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 1; shift; n=$((n - 1)); done';
 
 export interface HostUser {
   uid: number;
@@ -33,8 +35,8 @@ export interface HostUser {
 export interface LaunchOptions {
   /** run as this user (a root control plane); undefined: as the control plane itself */
   user?: HostUser;
-  /** a cgroup's `cgroup.procs` to join before anything of the sandbox starts */
-  cgroupProcs?: string;
+  /** the `cgroup.procs` of the sandbox's cgroup in each hierarchy, to join before anything of the sandbox starts */
+  cgroupProcs?: readonly string[];
   unshare?: string;
   setpriv?: string;
 }
@@ -62,10 +64,12 @@ export class HostDoor {
 
   /** argv (program first) that runs `command` as the options say */
   command(command: string[]): string[] {
-    const { user, cgroupProcs } = this.options;
-    if (!user) return cgroupProcs ? ['/bin/sh', '-c', 'echo $$ > "$0" && exec "$@"', cgroupProcs, ...command] : command;
+    const { user } = this.options;
+    const cgroups = this.options.cgroupProcs ?? [];
+    const joined = [String(cgroups.length), ...cgroups];
+    if (!user) return cgroups.length > 0 ? ['/bin/sh', '-c', `${JOIN_CGROUPS}; exec "$@"`, 'aileron-cgroups', ...joined, ...command] : command;
     const hosts = [...this.doors.keys()];
-    const lines = ['set -e', 'cgroup="$1"; shift', '[ -z "$cgroup" ] || echo $$ > "$cgroup"'];
+    const lines = ['set -e', JOIN_CGROUPS];
     // opened before the tmpfs hides /tmp, where a host directory may be
     hosts.forEach((_, at) => lines.push(`exec ${FIRST_DOOR_FD + at}<"$1"; shift`));
     lines.push(`mount -t tmpfs -o mode=0755,size=64k aileron-door ${DOOR}`);
@@ -74,6 +78,6 @@ export class HostDoor {
     }
     lines.push('exec "$@"');
     const setpriv = [this.options.setpriv ?? '/usr/bin/setpriv', `--reuid=${user.uid}`, `--regid=${user.gid}`, '--clear-groups', '--'];
-    return [this.options.unshare ?? '/usr/bin/unshare', '--mount', '--propagation', 'private', '--', '/bin/sh', '-c', lines.join('\n'), 'aileron-door', cgroupProcs ?? '', ...hosts, ...setpriv, ...command];
+    return [this.options.unshare ?? '/usr/bin/unshare', '--mount', '--propagation', 'private', '--', '/bin/sh', '-c', lines.join('\n'), 'aileron-door', ...joined, ...hosts, ...setpriv, ...command];
   }
 }

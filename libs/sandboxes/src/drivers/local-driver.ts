@@ -3,14 +3,14 @@ import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { endProcessesOfUser, HostDoor, type HostUser, PidsCgroups, systemRootArgs } from '@aileron/bubblewrap';
+import { endProcessesOfUser, HostDoor, type HostUser, SandboxCgroups, type SandboxCgroupLimits, systemRootArgs } from '@aileron/bubblewrap';
 import type { RunnerAnswer, RunnerLimits, RunnerOp, RunnerRequest, RunnerResult } from '../runner/protocol';
 import { GIT_SAFETY, gitEnv } from '../runner/git-safety';
 import { HISTORY_ATTRIBUTES, SANDBOX_WORKDIR } from '../runner/protocol';
 import { type CommandRestrictions, type GitResult, RunnerError, type SandboxDriver, type SandboxRunner, type SandboxSpec, SandboxSourceError, SandboxStartError } from './driver';
 import { readMessages } from './frames';
 import { egressCommand, type EgressOptions } from './local-egress';
-import { PIDS_RESERVE, SANDBOX_UID, SrcBound, tmpfsArgs, withDefaultLimits } from './local-limits';
+import { MemoryBound, PIDS_RESERVE, SANDBOX_UID, sandboxMemoryMb, SrcBound, tmpfsArgs, withDefaultLimits } from './local-limits';
 import { SandboxUsers } from './local-users';
 
 const HOME = '/home/sandbox';
@@ -45,6 +45,8 @@ export interface LocalSandboxOptions {
   srcMaxBytes?: number;
   /** each limit a sandbox's create request did not name (a Kubernetes pod is bounded by its own resources instead) */
   defaultLimits?: RunnerLimits;
+  /** the CPUs' worth of time each sandbox may take at once, where there is a cpu cgroup (0.5: half of one); undefined: no bound */
+  cpus?: number;
 }
 
 const DEFAULT_UID_BASE = 1_879_048_192;
@@ -66,8 +68,8 @@ export class LocalSandboxDriver implements SandboxDriver {
   private helper: GitHelper | undefined;
   /** null unless the control plane is root: then no sandbox runs as it */
   private readonly users: SandboxUsers | null;
-  /** null where this machine gives no pids cgroup to write */
-  private readonly cgroups: PidsCgroups | null;
+  /** null where this machine gives no cgroup to write */
+  private readonly cgroups: SandboxCgroups | null;
   private readonly bounds = new Map<string, SrcBound>();
   /** by sandbox id: the file its history's gits may read (withFileForGit) */
   private readonly lent = new Map<string, string>();
@@ -77,7 +79,10 @@ export class LocalSandboxDriver implements SandboxDriver {
     this.nodeBinary = options.nodeBinary ?? process.execPath;
     this.gitBinary = options.gitBinary ?? '/usr/bin/git';
     this.users = process.getuid?.() === 0 ? new SandboxUsers(options.stateDir, options.uidBase ?? DEFAULT_UID_BASE) : null;
-    this.cgroups = PidsCgroups.find();
+    this.cgroups = SandboxCgroups.find();
+    const missing = (['pids', 'memory', 'cpu'] as const).filter((controller) => !this.cgroups?.controllers.includes(controller));
+    if (!this.cgroups) options.log('no cgroup to write on this machine: a sandbox is bounded per process only (rlimits: memory_mb, cpu_seconds, pids), not as a whole');
+    else options.log(`sandboxes' cgroups: ${this.cgroups.description}${missing.length > 0 ? `; no ${missing.join(' or ')} controller to write, so no such bound on a sandbox as a whole` : ''}`);
   }
 
   private paths(spec: SandboxSpec): { src: string; git: string } {
@@ -116,7 +121,7 @@ export class LocalSandboxDriver implements SandboxDriver {
     // at every start, as the Kubernetes history runner at its every init: a history made before these files gets them too
     else writeHistoryInfo(git);
     const child = this.spawnInside(spec, this.runnerArgs(), [this.nodeBinary, join(RUNNER_DIR, 'runner.js')]);
-    const runner = new LocalRunner(child, (line) => this.options.log(`[sandbox ${spec.name}] ${line}`), this.options.defaultLimits, this.bound(spec));
+    const runner = new LocalRunner(child, (line) => this.options.log(`[sandbox ${spec.name}] ${line}`), this.options.defaultLimits, this.bound(spec), this.memoryBound(spec));
     try {
       await runner.ready(START_TIMEOUT_MS);
     } catch (error) {
@@ -169,7 +174,7 @@ export class LocalSandboxDriver implements SandboxDriver {
    */
   async restricted(spec: SandboxSpec, restrictions: CommandRestrictions): Promise<SandboxRunner> {
     const child = this.spawnInside(spec, this.runnerArgs(), [this.nodeBinary, join(RUNNER_DIR, 'runner.js')], restrictions);
-    const runner = new LocalRunner(child, (line) => this.options.log(`[sandbox ${spec.name}, restricted] ${line}`), this.options.defaultLimits, this.bound(spec));
+    const runner = new LocalRunner(child, (line) => this.options.log(`[sandbox ${spec.name}, restricted] ${line}`), this.options.defaultLimits, this.bound(spec), this.memoryBound(spec));
     try {
       await runner.ready(START_TIMEOUT_MS);
     } catch (error) {
@@ -182,15 +187,14 @@ export class LocalSandboxDriver implements SandboxDriver {
   /**
    * A sandbox-side process of its own: /etc/passwd and /etc/group on fds 3
    * and 4, as bwrap was told. A root control plane starts it as the
-   * sandbox's own host uid (SandboxUsers), in the sandbox's pids cgroup where
-   * there is one: bwrap, and so everything in the sandbox, is never the
+   * sandbox's own host uid (SandboxUsers), in the sandbox's cgroups where
+   * there are some: bwrap, and so everything in the sandbox, is never the
    * host's root. `extra`'s bind sources come through the door too.
    */
   private spawnInside(spec: SandboxSpec, extra: string[], program: string[], restrictions?: CommandRestrictions): ChildProcess {
-    const pids = spec.limits.pids ?? this.options.defaultLimits?.pids;
     let door: HostDoor;
     try {
-      door = new HostDoor({ user: this.hostUser(spec), cgroupProcs: this.cgroups?.open(spec.id, pids ? pids + PIDS_RESERVE : 'max') });
+      door = new HostDoor({ user: this.hostUser(spec), cgroupProcs: this.cgroups?.open(spec.id, this.cgroupLimits(spec)) });
     } catch (error) {
       throw new SandboxStartError(`the sandbox's host user or cgroup could not be set up: ${error instanceof Error ? error.message : String(error)}`);
     }
@@ -214,6 +218,26 @@ export class LocalSandboxDriver implements SandboxDriver {
    */
   private runnerArgs(): string[] {
     return ['--ro-bind', dirname(this.options.runnerScript), RUNNER_DIR, '--cap-add', 'CAP_SYS_ADMIN', '--cap-add', 'CAP_SETPCAP', '--setenv', 'AILERON_RUNNER_ISOLATE', '1'];
+  }
+
+  /** What the sandbox's processes may use together (see sandboxMemoryMb for its memory). */
+  private cgroupLimits(spec: SandboxSpec): SandboxCgroupLimits {
+    const pids = spec.limits.pids ?? this.options.defaultLimits?.pids;
+    const memoryMb = this.sandboxMemoryMb(spec);
+    return { pids: pids ? pids + PIDS_RESERVE : 'max', memoryBytes: memoryMb ? memoryMb * 1024 * 1024 : 'max', cpus: this.options.cpus ?? 'max' };
+  }
+
+  private sandboxMemoryMb(spec: SandboxSpec): number | undefined {
+    const memoryMb = spec.limits.memoryMb ?? this.options.defaultLimits?.memoryMb;
+    return memoryMb ? sandboxMemoryMb(memoryMb, this.options.tmpfsMb ?? DEFAULT_TMPFS_MB) : undefined;
+  }
+
+  /** how the sandbox's answers learn of its memory cgroup's kills; undefined where it has none */
+  private memoryBound(spec: SandboxSpec): MemoryBound | undefined {
+    const mb = this.sandboxMemoryMb(spec);
+    const cgroups = this.cgroups;
+    if (!mb || !cgroups?.controllers.includes('memory')) return undefined;
+    return new MemoryBound(mb, () => cgroups.oomKills(spec.id));
   }
 
   /** the host user the sandbox runs as; undefined: the control plane's own (it is not root) */
@@ -444,12 +468,17 @@ class LocalRunner implements SandboxRunner {
   private endedBy: string | null = null;
   private stderr = '';
 
+  /** the memory cgroup's kills the answers have told of (see MemoryBound) */
+  private oomMark: number;
+
   constructor(
     private readonly child: ChildProcess,
     log: (line: string) => void,
     private readonly defaultLimits?: RunnerLimits,
     private readonly bound?: SrcBound,
+    private readonly memory?: MemoryBound,
   ) {
+    this.oomMark = memory?.mark() ?? 0;
     for (const stream of child.stdio) stream?.on('error', () => undefined);
     child.stderr!.on('data', (chunk: Buffer) => {
       this.stderr = (this.stderr + chunk.toString('utf8')).slice(-4000);
@@ -465,8 +494,11 @@ class LocalRunner implements SandboxRunner {
     );
     this.ended = new Promise((resolveEnded) => {
       child.once('exit', (code, signal) => {
-        this.gone = this.endedBy ?? (signal ? `killed by ${signal}` : `exited with code ${code}`);
-        if (code !== 0 && this.stderr.trim()) log(`runner ${this.gone}: ${this.stderr.trim().split('\n').slice(-3).join(' | ')}`);
+        // the runner, killed by the kernel for the sandbox's memory (bwrap hands its SIGKILL on as 137)
+        const outOfMemory = !this.endedBy && (signal === 'SIGKILL' || code === 137) && this.memory?.killedSince(this.oomMark);
+        this.gone = this.endedBy ?? (outOfMemory ? `${this.memory!.reason()}; the next call starts it again` : signal ? `killed by ${signal}` : `exited with code ${code}`);
+        if (outOfMemory) log(`runner ended: ${this.gone}`);
+        else if (code !== 0 && this.stderr.trim()) log(`runner ${this.gone}: ${this.stderr.trim().split('\n').slice(-3).join(' | ')}`);
         for (const waiter of this.pending.values()) waiter.reject(new RunnerError({ code: 'SANDBOX_STOPPED', message: `the sandbox stopped (${this.gone})` }));
         this.pending.clear();
         resolveEnded();
@@ -491,20 +523,23 @@ class LocalRunner implements SandboxRunner {
   call<O extends RunnerOp>(request: Extract<RunnerRequest, { op: O }>): Promise<RunnerResult<O>> {
     if (this.gone) return Promise.reject(new RunnerError({ code: 'SANDBOX_STOPPED', message: `the sandbox stopped (${this.gone})` }));
     request = withDefaultLimits(request, this.defaultLimits);
-    if (!this.bound || (request.op !== 'write' && request.op !== 'exec')) return this.send(request);
-    const bound = this.bound;
-    let sent: typeof request;
+    const bound = request.op === 'write' || request.op === 'exec' ? this.bound : undefined;
+    let sent = request;
     try {
-      sent = bound.apply(request);
+      if (bound) sent = bound.apply(request);
     } catch (error) {
       return Promise.reject(error as Error);
     }
+    const memory = request.op === 'exec' ? this.memory : undefined;
+    const mark = memory?.mark() ?? 0;
     const answered = this.send(sent);
-    void answered.finally(() => bound.changed()).catch(() => undefined);
+    if (bound) void answered.finally(() => bound.changed()).catch(() => undefined);
     if (request.op !== 'exec') return answered;
     return answered.then((result) => {
       const ran = result as RunnerResult<'exec'>;
-      return { ...ran, stderr: ran.stderr + bound.note() } as RunnerResult<O>;
+      const note = (bound?.note() ?? '') + (memory?.note(mark) ?? '');
+      if (memory) this.oomMark = Math.max(this.oomMark, memory.mark());
+      return (note ? { ...ran, stderr: ran.stderr + note } : ran) as RunnerResult<O>;
     });
   }
 

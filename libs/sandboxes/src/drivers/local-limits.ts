@@ -12,7 +12,65 @@ export const SANDBOX_UID = 1000;
  */
 export const PIDS_RESERVE = 64;
 
-/** bwrap's arguments for a private tmpfs at `path` of at most `mb` MiB (it counts against the host's memory). */
+/**
+ * What a sandbox's memory cgroup allows beyond its `memory_mb`, which bounds
+ * each process of a command (its data limit): the runner's own Node (some
+ * 60 MiB idle, more while it reads a large file or lists a large tree, and a
+ * restricted runner's beside it) and the small programs around each command
+ * (bwrap, unshare, the namespace's shell).
+ */
+export const RUNNER_MEMORY_RESERVE_MB = 256;
+
+/**
+ * The memory of a sandbox as a whole, in MiB: `memory_mb` for its commands,
+ * the reserve, and its /tmp and home at their full size. A tmpfs's pages are
+ * charged to the sandbox that wrote them and cannot be reclaimed (no swap), so
+ * a bound without them would let a full /tmp leave no memory to the commands,
+ * or to a runner restarted after an out-of-memory kill; with them, what the
+ * tmpfs holds never takes from `memory_mb`, and the host still knows the
+ * sandbox's most. (A restricted runner's own /tmp and home, for one command,
+ * are not counted: they share the rest.)
+ */
+export function sandboxMemoryMb(memoryMb: number, tmpfsMb: number): number {
+  return memoryMb + 2 * tmpfsMb + RUNNER_MEMORY_RESERVE_MB;
+}
+
+/**
+ * A sandbox's memory cgroup as the answers tell of it. When its processes
+ * together reach its bound, the kernel kills the one it finds worst (a
+ * command's: the runner makes each command likelier than itself), and every
+ * `exec` answered meanwhile says so; a runner killed so says so in the error
+ * its waiters get.
+ */
+export class MemoryBound {
+  /** `kills`: how many processes the cgroup's OOM killer has ended so far (undefined: not known) */
+  constructor(
+    readonly mb: number,
+    private readonly kills: () => number | undefined,
+  ) {}
+
+  /** a count to compare with later */
+  mark(): number {
+    return this.kills() ?? 0;
+  }
+
+  /** whether the cgroup killed a process since `mark` */
+  killedSince(mark: number): boolean {
+    return (this.kills() ?? 0) > mark;
+  }
+
+  /** The note an `exec` answer gets when the cgroup killed since `mark`, while it ran. */
+  note(mark: number): string {
+    return this.killedSince(mark) ? `\n[aileron] the sandbox ran ${this.reason()}: the kernel killed a process of the sandbox (signal 9, SIGKILL)\n` : '';
+  }
+
+  /** why a runner the kernel killed stopped */
+  reason(): string {
+    return `out of its ${this.mb} MiB of memory`;
+  }
+}
+
+/** bwrap's arguments for a private tmpfs at `path` of at most `mb` MiB (it counts against the host's memory, and the sandbox's). */
 export function tmpfsArgs(path: string, mb: number): string[] {
   return ['--size', String(mb * 1024 * 1024), '--tmpfs', path];
 }

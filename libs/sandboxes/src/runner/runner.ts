@@ -208,10 +208,11 @@ const CALL_NAMESPACE = [
   '--bounding-set=-all',
   '--no-new-privs',
   '--',
-  // pid 1, which a signal from inside the namespace cannot end: the command runs as its child, so a `kill -9 $$` or a CPU limit ends it as ever, and its exit (128 + signal) is what unshare hands on (`; exit $?` keeps the shell from becoming the command)
+  // pid 1, which a signal from inside the namespace cannot end: the command runs as its child, so a `kill -9 $$` or a CPU limit ends it as ever, and its exit (128 + signal) is what unshare hands on (`; exit $?` keeps the shell from becoming the command).
+  // The command's oom_score_adj is 1000: when the sandbox's memory cgroup is full, the kernel kills the command's largest process, never pid 1 (which would end all of it) before it, nor the runner
   '/bin/sh',
   '-c',
-  '"$@"; exit $?',
+  '({ echo 1000 > /proc/self/oom_score_adj; } 2>/dev/null; exec "$@"); exit $?',
   'aileron-init',
 ];
 /** after the command's end or its kill, how long its output may still take to close before the answer goes without it */
