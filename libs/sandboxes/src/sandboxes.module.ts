@@ -41,7 +41,7 @@ function driverFor(config: AppConfig): SandboxDriver {
     else kubeConfig.loadFromDefault();
     return new KubernetesSandboxDriver({ ...kubernetesSandboxOptions(config), kubeConfig, log: (line) => logger.log(line) });
   }
-  const { tmpfsMb, uidBase, storage, defaultLimits } = config.sandboxes;
+  const { tmpfsMb, uidBase, storage, defaultLimits, cpus } = config.sandboxes;
   return new LocalSandboxDriver({
     stateDir: join(config.dataDir, 'sandboxes'),
     runnerScript: compiledRunnerPath(),
@@ -52,6 +52,7 @@ function driverFor(config: AppConfig): SandboxDriver {
     uidBase,
     srcMaxBytes: quantityBytes(storage.files),
     defaultLimits,
+    cpus,
   });
 }
 

@@ -14,7 +14,7 @@ export const createBody = z
     limits: z
       .object({
         cpu_seconds: z.number().int().min(1).max(86_400).optional().describe('CPU time of one process of a command'),
-        memory_mb: z.number().int().min(64).max(65_536).optional().describe('memory one process of a command may write to (its data limit: heap and private mappings, not what it only reserves)'),
+        memory_mb: z.number().int().min(64).max(65_536).optional().describe('memory one process of a command may write to (its data limit: heap and private mappings, not what it only reserves); locally the sandbox as a whole, every process and its /tmp and home together, gets this plus both tmpfs sizes and 256 MiB for the runner'),
         pids: z.number().int().min(8).max(65_536).optional().describe('processes and threads the sandbox may have at once (locally its runner’s dozen included)'),
       })
       .strict()

@@ -18,6 +18,12 @@ const redisUrl = z.string().refine((v) => /^rediss?:\/\//.test(v) && URL.canPars
 /** a Kubernetes resource.Quantity of bytes, as a claim's storage request takes it */
 const quantity = z.string().regex(/^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$/, 'must be a Kubernetes quantity such as 10Gi');
 const namespaceName = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+/** a number of CPUs (a CFS quota is at least 1 ms of each 100 ms), or no bound: undefined */
+const cpus = z
+  .string()
+  .trim()
+  .refine((v) => v === 'max' || (/^\d+(\.\d+)?$/.test(v) && (Number(v) === 0 || Number(v) >= 0.01)), 'must be a number of CPUs such as 1 or 0.5 (at least 0.01), or 0 or max for no bound')
+  .transform((v) => (v === 'max' || Number(v) === 0 ? undefined : Number(v)));
 const httpUrl = z.string().refine((v) => /^https?:\/\//.test(v) && URL.canParse(v), 'must be an http(s) URL');
 
 function isCidr(value: string): boolean {
@@ -211,12 +217,18 @@ export const SETTINGS = {
   AILERON_SANDBOX_DEFAULT_MEMORY_MB: {
     schema: positiveInt,
     default: '4096',
-    description: "Local driver: a sandbox's `memory_mb` when its create request names none (the memory each process may write to).",
+    description: "Local driver: a sandbox's `memory_mb` when its create request names none (the memory each process may write to; the sandbox as a whole gets it plus its /tmp and home and 256 MiB, where there is a memory cgroup).",
   },
   AILERON_SANDBOX_DEFAULT_CPU_SECONDS: {
     schema: positiveInt,
     default: '1800',
     description: "Local driver: a sandbox's `cpu_seconds` when its create request names none (the CPU time of each process).",
+  },
+  AILERON_SANDBOX_CPUS: {
+    schema: cpus,
+    default: '1',
+    description:
+      "Local driver: the CPUs' worth of time one sandbox may take at once, all its processes together (`0.5`: half of one CPU, `2`: two), where the machine gives the control plane a cpu cgroup; `0` or `max`: no bound.",
   },
   AILERON_SANDBOX_TMPFS_MB: {
     schema: positiveInt,

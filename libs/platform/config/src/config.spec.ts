@@ -39,6 +39,17 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ AILERON_POD_UID: uid })).toThrow(/AILERON_POD_UID needs AILERON_POD_NAME/);
   });
 
+  it('AILERON_SANDBOX_CPUS: one CPU per sandbox unless set, a fraction or several, 0 or max for no bound, anything else refused by name', () => {
+    expect(loadConfig({}).sandboxes.cpus).toBe(1);
+    expect(loadConfig({ AILERON_SANDBOX_CPUS: '0.5' }).sandboxes.cpus).toBe(0.5);
+    expect(loadConfig({ AILERON_SANDBOX_CPUS: '2' }).sandboxes.cpus).toBe(2);
+    expect(loadConfig({ AILERON_SANDBOX_CPUS: '0' }).sandboxes.cpus).toBeUndefined();
+    expect(loadConfig({ AILERON_SANDBOX_CPUS: 'max' }).sandboxes.cpus).toBeUndefined();
+    for (const bad of ['-1', 'half', '0.001', '1e3']) {
+      expect(() => loadConfig({ AILERON_SANDBOX_CPUS: bad }), bad).toThrow(/AILERON_SANDBOX_CPUS must be a number of CPUs such as 1 or 0.5 \(at least 0.01\), or 0 or max for no bound/);
+    }
+  });
+
   it("refuses sandboxes in the pool's namespace when both run on Kubernetes: the sandboxes' Secrets access would reach the pool's", () => {
     const both = { AILERON_POOL_DRIVER: 'kubernetes', AILERON_SANDBOX_DRIVER: 'kubernetes' };
     expect(() => loadConfig(both)).toThrow(/AILERON_SANDBOX_K8S_NAMESPACE must name a namespace other than the pool's \(AILERON_K8S_NAMESPACE, aileron-pool\)/);

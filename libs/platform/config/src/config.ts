@@ -76,6 +76,8 @@ export interface AppConfig {
     maxPerWorkspace: number;
     /** what a sandbox gets of each limit its create request does not name */
     defaultLimits: { pids: number; memoryMb: number; cpuSeconds: number };
+    /** local: the CPUs' worth of time a sandbox may take at once (undefined: no bound) */
+    cpus: number | undefined;
     /** local: /tmp's and the home's size, each, in MiB */
     tmpfsMb: number;
     /** local, root control plane: the first of the sandboxes' host uids */
@@ -229,6 +231,7 @@ function toAppConfig(values: SettingValues): AppConfig {
       sourceMaxBytes: values.AILERON_SANDBOX_SOURCE_MAX_BYTES,
       maxPerWorkspace: values.AILERON_SANDBOX_MAX_PER_WORKSPACE,
       defaultLimits: { pids: values.AILERON_SANDBOX_DEFAULT_PIDS, memoryMb: values.AILERON_SANDBOX_DEFAULT_MEMORY_MB, cpuSeconds: values.AILERON_SANDBOX_DEFAULT_CPU_SECONDS },
+      cpus: values.AILERON_SANDBOX_CPUS,
       tmpfsMb: values.AILERON_SANDBOX_TMPFS_MB,
       uidBase: values.AILERON_SANDBOX_UID_BASE,
       egress: values.AILERON_SANDBOX_EGRESS,
