@@ -115,6 +115,7 @@ describe('SandboxCgroups on this machine (root, cgroup v1 or v2)', () => {
   const cgroups = SandboxCgroups.find(group);
   afterAll(async () => {
     await cgroups?.end('box');
+    cgroups?.release('wide');
     for (const controller of ['pids', 'memory', 'cpu'] as const) {
       const box = cgroups?.directory('box', controller);
       if (box) rmdirSync(dirname(box));
@@ -141,6 +142,21 @@ describe('SandboxCgroups on this machine (root, cgroup v1 or v2)', () => {
       for (const controller of ['pids', 'memory', 'cpu'] as const) expect(existsSync(cgroups!.directory('box', controller)!), controller).toBe(false);
     } finally {
       if (child.exitCode === null) process.kill(-child.pid!, 'SIGKILL');
+    }
+  });
+
+  it('a CPU bound over one the control plane’s own cgroups already have is no error: theirs, smaller, bounds the sandbox', () => {
+    const cpu = dirname(cgroups!.directory('wide', 'cpu')!);
+    const v2 = existsSync(join(cpu, 'cpu.max'));
+    // half a CPU for every sandbox together, as a container of fewer CPUs than the setting would have
+    writeFileSync(join(cpu, v2 ? 'cpu.max' : 'cpu.cfs_quota_us'), v2 ? '50000 100000' : '50000');
+    try {
+      expect(() => cgroups!.open('wide', { pids: 'max', memoryBytes: 'max', cpus: 2 })).not.toThrow();
+      const box = join(cpu, 'wide');
+      // v1 refuses the wider quota (the ancestor's holds), v2 keeps it and applies the smaller
+      expect(readFileSync(join(box, v2 ? 'cpu.max' : 'cpu.cfs_quota_us'), 'utf8').trim()).toBe(v2 ? '200000 100000' : '-1');
+    } finally {
+      writeFileSync(join(cpu, v2 ? 'cpu.max' : 'cpu.cfs_quota_us'), v2 ? 'max 100000' : '-1');
     }
   });
 });

@@ -211,7 +211,13 @@ const LIMITS: Record<CgroupController, (dir: string, version: 1 | 2, limits: San
     const quota = cpus === 'max' ? undefined : Math.max(1000, Math.round(cpus * CPU_PERIOD_US));
     if (version === 2) return writeFileSync(join(dir, 'cpu.max'), `${quota ?? 'max'} ${CPU_PERIOD_US}`);
     writeFileSync(join(dir, 'cpu.cfs_period_us'), String(CPU_PERIOD_US));
-    writeFileSync(join(dir, 'cpu.cfs_quota_us'), String(quota ?? -1));
+    try {
+      writeFileSync(join(dir, 'cpu.cfs_quota_us'), String(quota ?? -1));
+    } catch (error) {
+      // v1 refuses a quota over an ancestor's (a container of fewer CPUs): that ancestor's, smaller, bounds the sandbox then
+      if ((error as NodeJS.ErrnoException).code !== 'EINVAL') throw error;
+      writeFileSync(join(dir, 'cpu.cfs_quota_us'), '-1');
+    }
   },
 };
 
