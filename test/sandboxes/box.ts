@@ -1,6 +1,7 @@
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { expect } from 'vitest';
 import { connect, textOf } from '../pool/mcp-client';
+import { aWorkspace } from '../support/builders';
 import type { TestControlPlane } from '../support/control-plane';
 
 /** What the `bash` tool answers. */
@@ -40,4 +41,22 @@ export async function agentOn(cp: TestControlPlane, workspace: string, name: str
     return ran.structuredContent as Bash;
   };
   return { name, sessionId: session.body.id as string, client, call, bash };
+}
+
+/**
+ * A sandbox `name` (its create request's other fields in `body`) in a new
+ * workspace of the owner's whose policy allows every command, and an agent on
+ * it (see agentOn).
+ */
+export async function anAllowedSandbox(cp: TestControlPlane, name: string, clients: Client[], body: Record<string, unknown> = {}): Promise<Box & { workspace: string }> {
+  const workspace = (await aWorkspace(cp, cp.ownerToken)).slug;
+  await cp.request('PUT', `/v1/workspaces/${workspace}/policy`, { body: { default: 'allow', rules: [] } });
+  const made = await cp.request('POST', `/v1/workspaces/${workspace}/sandboxes`, { body: { name, ...body } });
+  expect(made.status, made.text).toBe(201);
+  return { ...(await agentOn(cp, workspace, name, clients, { timeoutMs: 120_000 })), workspace };
+}
+
+/** The id the control plane gave a sandbox (its directory and cgroups on the host are named by it). */
+export async function sandboxIdOf(cp: TestControlPlane, box: { name: string; workspace: string }): Promise<string> {
+  return (await cp.cp.database.client.sandbox.findFirstOrThrow({ where: { name: box.name, workspace: { slug: box.workspace } } })).id;
 }

@@ -7,7 +7,7 @@ import { textOf } from '../pool/mcp-client';
 import { aWorkspace } from '../support/builders';
 import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
 import { eventually } from '../support/eventually';
-import { agentOn, type Box as SandboxBox } from './box';
+import { anAllowedSandbox, type Box as SandboxBox, sandboxIdOf } from './box';
 
 const BASH_MAX_TIMEOUT_MS = 60_000;
 const DEFAULT_LIMITS = { pids: 96, memoryMb: 1536, cpuSeconds: 700 };
@@ -89,18 +89,11 @@ describe('sandbox isolation (local driver, control plane running as root)', () =
     await cp?.close();
   });
 
-  async function aSandbox(name: string, body: Record<string, unknown> = {}): Promise<Box> {
-    const workspace = (await aWorkspace(cp, cp.ownerToken)).slug;
-    await cp.request('PUT', `/v1/workspaces/${workspace}/policy`, { body: { default: 'allow', rules: [] } });
-    const made = await cp.request('POST', `/v1/workspaces/${workspace}/sandboxes`, { body: { name, ...body } });
-    expect(made.status, made.text).toBe(201);
-    return { ...(await agentOn(cp, workspace, name, clients, { timeoutMs: 120_000 })), workspace };
-  }
+  const aSandbox = (name: string, body: Record<string, unknown> = {}): Promise<Box> => anAllowedSandbox(cp, name, clients, body);
 
   /** The sandbox's /src on the host. */
   async function hostSrc(box: Box): Promise<string> {
-    const record = await cp.cp.database.client.sandbox.findFirstOrThrow({ where: { name: box.name, workspace: { slug: box.workspace } } });
-    return join(cp.cp.config.dataDir, 'sandboxes', record.id, 'src');
+    return join(cp.cp.config.dataDir, 'sandboxes', await sandboxIdOf(cp, box), 'src');
   }
 
   it('a command is never the host’s root: /proc/sys is read-only to it, and what it writes belongs to an unprivileged uid of the sandbox’s own', async () => {

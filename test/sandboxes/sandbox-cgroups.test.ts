@@ -7,9 +7,8 @@ import { compiledRunnerPath, LocalSandboxDriver, type SandboxSpec } from '@ailer
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { textOf } from '../pool/mcp-client';
-import { aWorkspace } from '../support/builders';
 import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
-import { agentOn, type Box as SandboxBox } from './box';
+import { anAllowedSandbox, type Box as SandboxBox, sandboxIdOf } from './box';
 
 const TMPFS_MB = 48;
 const CPUS = 1.5;
@@ -47,21 +46,11 @@ describe('a local sandbox as a whole: its memory and its share of the CPUs (cgro
     await cp?.close();
   });
 
-  async function aSandbox(name: string, body: Record<string, unknown> = {}): Promise<Box> {
-    const workspace = (await aWorkspace(cp, cp.ownerToken)).slug;
-    await cp.request('PUT', `/v1/workspaces/${workspace}/policy`, { body: { default: 'allow', rules: [] } });
-    const made = await cp.request('POST', `/v1/workspaces/${workspace}/sandboxes`, { body: { name, ...body } });
-    expect(made.status, made.text).toBe(201);
-    return { ...(await agentOn(cp, workspace, name, clients, { timeoutMs: 120_000 })), workspace };
-  }
-
-  async function idOf(box: Box): Promise<string> {
-    return (await cp.cp.database.client.sandbox.findFirstOrThrow({ where: { name: box.name, workspace: { slug: box.workspace } } })).id;
-  }
+  const aSandbox = (name: string, body: Record<string, unknown> = {}): Promise<Box> => anAllowedSandbox(cp, name, clients, body);
 
   /** the sandbox's memory bound as the kernel has it (cgroup v2 names it memory.max, v1 memory.limit_in_bytes) */
   async function memoryLimit(box: Box): Promise<string> {
-    const dir = cgroups!.directory(await idOf(box), 'memory')!;
+    const dir = cgroups!.directory(await sandboxIdOf(cp, box), 'memory')!;
     return readFileSync(join(dir, existsSync(join(dir, 'memory.max')) ? 'memory.max' : 'memory.limit_in_bytes'), 'utf8').trim();
   }
 
@@ -93,7 +82,7 @@ describe('a local sandbox as a whole: its memory and its share of the CPUs (cgro
   it(`AILERON_SANDBOX_CPUS=${CPUS} is the quota of each sandbox’s cpu cgroup`, async () => {
     const box = await aSandbox('cpu-share');
     await box.bash('true');
-    expect(cpuLimit(cgroups!, await idOf(box))).toBe(`${CPUS * 100_000} 100000`);
+    expect(cpuLimit(cgroups!, await sandboxIdOf(cp, box))).toBe(`${CPUS * 100_000} 100000`);
   });
 });
 
