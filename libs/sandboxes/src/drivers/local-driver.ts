@@ -70,6 +70,8 @@ export class LocalSandboxDriver implements SandboxDriver {
   private readonly users: SandboxUsers | null;
   /** null where this machine gives no cgroup to write */
   private readonly cgroups: SandboxCgroups | null;
+  /** the sandboxes whose cgroups this driver made (an unpack or a restricted runner makes them too, without a runner to stop) */
+  private readonly opened = new Set<string>();
   private readonly bounds = new Map<string, SrcBound>();
   /** by sandbox id: the file its history's gits may read (withFileForGit) */
   private readonly lent = new Map<string, string>();
@@ -195,6 +197,7 @@ export class LocalSandboxDriver implements SandboxDriver {
     let door: HostDoor;
     try {
       door = new HostDoor({ user: this.hostUser(spec), cgroupProcs: this.cgroups?.open(spec.id, this.cgroupLimits(spec)) });
+      this.opened.add(spec.id);
     } catch (error) {
       throw new SandboxStartError(`the sandbox's host user or cgroup could not be set up: ${error instanceof Error ? error.message : String(error)}`);
     }
@@ -383,6 +386,7 @@ export class LocalSandboxDriver implements SandboxDriver {
     const uid = this.users?.owner(this.paths(spec).src);
     if (uid !== undefined) await endProcessesOfUser(uid);
     this.bounds.delete(spec.id);
+    this.opened.delete(spec.id);
     rmSync(join(this.options.stateDir, spec.id), { recursive: true, force: true });
   }
 
@@ -390,12 +394,10 @@ export class LocalSandboxDriver implements SandboxDriver {
     this.helper?.close();
     const all = [...this.running.entries()];
     this.running.clear();
-    await Promise.all(
-      all.map(async ([id, pending]) => {
-        await (await pending.catch(() => null))?.stop();
-        this.cgroups?.release(id);
-      }),
-    );
+    await Promise.all(all.map(async ([, pending]) => (await pending.catch(() => null))?.stop()));
+    // every empty one, a sandbox's that only unpacked or ran a restricted command included: nothing of ours starts now
+    for (const id of this.opened) this.cgroups?.release(id);
+    this.opened.clear();
   }
 }
 
