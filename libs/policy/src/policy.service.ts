@@ -2,7 +2,7 @@ import { Inject, Injectable, OnModuleDestroy } from '@nestjs/common';
 import { describePrincipal, Principal, WorkspaceScope } from '@aileron/auth';
 import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
 import { digestOf } from '@aileron/crypto';
-import { DatabaseService, isUniqueViolation } from '@aileron/database';
+import { DatabaseService, isUniqueViolation, Keyset } from '@aileron/database';
 import { ConflictError, DomainError, NotFoundError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
 import { TenancyService } from '@aileron/tenancy';
@@ -97,7 +97,7 @@ export class PolicyService implements OnModuleDestroy {
     return { ...policy.compiled.evaluate(call), policy_version: policy.version };
   }
 
-  versions(scope: WorkspaceScope, page: { before?: number; limit: number }): Promise<PolicyVersionSummary[]> {
+  versions(scope: WorkspaceScope, page: Keyset<number>): Promise<PolicyVersionSummary[]> {
     return this.repository.list(scope, page);
   }
 

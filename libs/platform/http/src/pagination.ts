@@ -126,9 +126,14 @@ export class ListCursor<K> {
     return key;
   }
 
-  /** What the repository reads for a page: the rows after the cursor's key, one more than the page. */
-  keyset(query: PageQuery): Keyset<K> {
-    return { ...(query.cursor !== undefined ? { after: this.decode(query.cursor) } : {}), take: query.limit + 1 };
+  /**
+   * What the repository reads for a page: the rows after the cursor's key, one
+   * more than the page. `legacyAfter` is the key a deprecated parameter names
+   * (`before=`, `after=`), used when no cursor is given.
+   */
+  keyset(query: PageQuery, legacyAfter?: K): Keyset<K> {
+    const after = query.cursor !== undefined ? this.decode(query.cursor) : legacyAfter;
+    return { ...(after !== undefined ? { after } : {}), take: query.limit + 1 };
   }
 
   /** The page out of rows read with `keyset(query)`: the extra row, if it came, says another page follows. */
