@@ -5,7 +5,7 @@ import { SystemScopes } from '@aileron/auth/scope-issuer';
 import { MESSAGE_BUS, MessageBus, Wakeups } from '@aileron/bus';
 import { Clock } from '@aileron/clock';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
-import { DatabaseService, RetryingLoopLog, Transaction } from '@aileron/database';
+import { DatabaseService, Keyset, RetryingLoopLog, Transaction } from '@aileron/database';
 import { DomainError, ErrorCodeWithStatus, NotFoundError, ValidationError } from '@aileron/errors';
 import { OutboxService, PublicEvent } from '@aileron/outbox';
 import { PolicyService } from '@aileron/policy';
@@ -214,9 +214,9 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
     return record;
   }
 
-  async list(scope: WorkspaceScope, filter: { status?: ApprovalRecord['status']; before?: Date; limit: number }): Promise<ApprovalRecord[]> {
+  async list(scope: WorkspaceScope, filter: { status?: ApprovalRecord['status'] }, page: Keyset<{ createdAt: Date; id: string }>): Promise<ApprovalRecord[]> {
     const now = this.clock.date();
-    return (await this.repository.list(scope, filter)).map((record) => effective(record, now));
+    return (await this.repository.list(scope, filter, page)).map((record) => effective(record, now));
   }
 
   /** A vote by a signed-in approver (REST, CLI, the review page). */

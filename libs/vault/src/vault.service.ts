@@ -2,7 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import type { Principal, WorkspaceScope } from '@aileron/auth';
 import { actorOf, AuditService } from '@aileron/audit';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
-import { DatabaseService, isUniqueViolation, Transaction } from '@aileron/database';
+import { DatabaseService, isUniqueViolation, Keyset, Transaction } from '@aileron/database';
 import { ConflictError, DomainError, NotFoundError, ValidationError } from '@aileron/errors';
 import { KeyProvider, newKey, ROOT_KEYS, SigningKeysService } from '@aileron/keys';
 import { OutboxService } from '@aileron/outbox';
@@ -69,8 +69,8 @@ export class VaultService {
     throw new ConflictError('SECRET_WRITE_CONFLICT', 'The secret is being written by others at the same time; try again');
   }
 
-  list(scope: WorkspaceScope, page: { prefix?: string; after?: string; limit: number }): Promise<SecretMetadata[]> {
-    return this.repository.list(scope, page);
+  list(scope: WorkspaceScope, filter: { prefix?: string }, page: Keyset<string>): Promise<SecretMetadata[]> {
+    return this.repository.list(scope, filter, page);
   }
 
   async metadata(scope: WorkspaceScope, path: string): Promise<SecretMetadata> {
