@@ -1,9 +1,9 @@
 import { Body, Controller, Param, Query } from '@nestjs/common';
 import { z } from 'zod';
 import { Caller, OrgScope, Principal, TenantScope, WorkspaceScope } from '@aileron/auth';
-import { legacyPageView, ListCursor, PageQuery, pageQuery, Route, textKey, withLegacyKey } from '@aileron/http';
+import { compareText, legacyPageView, ListCursor, PageQuery, pageQuery, Route, textKey, withLegacyKey } from '@aileron/http';
 import { catalogEntryInput, CatalogEntryInput, compareVersions } from './domain/catalog-entry';
-import { CatalogEntryRecord, compareNames } from './catalog.repository';
+import type { CatalogEntryRecord } from './catalog.repository';
 import {
   assignBody,
   assignmentView,
@@ -130,7 +130,7 @@ export class WorkspaceServersController {
   async list(@TenantScope() scope: WorkspaceScope, @Query() query: PageQuery): Promise<z.infer<typeof assignmentsPage>> {
     // the workspace's servers are cached whole (the hot path reads them): the page is cut from the cache
     const all = await this.catalog.workspaceServers(scope);
-    return withLegacyKey(assignmentsCursor.pageInMemory(all, query, (a) => a.name, compareNames, toAssignmentView), 'servers');
+    return withLegacyKey(assignmentsCursor.pageInMemory(all, query, (a) => a.name, compareText, toAssignmentView), 'servers');
   }
 
   @Route({

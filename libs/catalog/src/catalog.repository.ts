@@ -114,7 +114,7 @@ export class CatalogRepository extends Repository {
         updatedBy: row.updatedBy,
         updatedAt: row.updatedAt,
       }))
-      .sort((a, b) => compareNames(a.name, b.name));
+      .sort((a, b) => (a.name < b.name ? -1 : 1));
   }
 
   /** Pins a version; a rollout in progress ends, since everyone now gets the pinned one. */
@@ -160,9 +160,4 @@ export class CatalogRepository extends Repository {
     });
     return rows.map((r) => r.workspace);
   }
-}
-
-/** The order of a workspace's servers, in memory as the cache holds them. */
-export function compareNames(a: string, b: string): number {
-  return a < b ? -1 : a > b ? 1 : 0;
 }

@@ -22,6 +22,9 @@ export {
   pageQuery,
   pageView,
   textKey,
+  textPairKey,
+  compareTextPairs,
+  compareText,
   withLegacyKey,
 } from './pagination';
 export type { CursorKey, Page, PageQuery } from './pagination';

@@ -87,6 +87,23 @@ export const textKey: CursorKey<string> = {
   fromParts: (parts) => (parts.length === 1 && typeof parts[0] === 'string' && parts[0].length <= 1024 ? parts[0] : undefined),
 };
 
+/** Two texts unique together (a version and a tool, a server and an instance), compared in that order. */
+export const textPairKey: CursorKey<readonly [string, string]> = {
+  toParts: (key) => [key[0], key[1]],
+  fromParts: (parts) =>
+    parts.length === 2 && parts.every((part) => typeof part === 'string' && part.length <= 1024) ? [parts[0] as string, parts[1] as string] : undefined,
+};
+
+/** The order of textPairKey in memory: by the first text, then the second (code units, as a sort without a collation). */
+export function compareTextPairs(a: readonly [string, string], b: readonly [string, string]): number {
+  return compareText(a[0], b[0]) || compareText(a[1], b[1]);
+}
+
+/** Strings by code units, the order of `<` (a sort without a collation). */
+export function compareText(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
 /** A unique whole number of the row (a version, a position in a chain). */
 export const numberKey: CursorKey<number> = {
   toParts: (key) => [key],
