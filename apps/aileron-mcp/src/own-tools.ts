@@ -1,5 +1,6 @@
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
+import { describeIssues, fieldIssues } from '@aileron/errors';
 import { ApprovalView, ControlPlane, ControlPlaneError } from './control-plane';
 
 /** The server's maximum long-poll; waiting longer is calling again. */
@@ -53,8 +54,7 @@ function text(body: string, structured?: Record<string, unknown>, isError = fals
 }
 
 function invalid(error: z.ZodError): CallToolResult {
-  const problems = error.issues.map((i) => `${i.path.join('.') || 'arguments'}: ${i.message}`).join('; ');
-  return text(`Invalid arguments: ${problems}`, undefined, true);
+  return text(`Invalid arguments: ${describeIssues(fieldIssues('arguments', error.issues))}`, undefined, true);
 }
 
 function describeApproval(view: ApprovalView): string {

@@ -175,7 +175,7 @@ export class AuditSinksService implements OnApplicationBootstrap, OnApplicationS
     try {
       await checkOutboundUrl(url, outboundPolicyOf(this.config));
     } catch (error) {
-      if (error instanceof OutboundUrlRefusedError) throw new ValidationError([{ path: 'url', message: error.message }]);
+      if (error instanceof OutboundUrlRefusedError) throw new ValidationError([{ path: 'body.url', message: error.message }]);
       throw error;
     }
   }

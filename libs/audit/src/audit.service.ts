@@ -159,7 +159,7 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
 
   /** A gateway's batch: good events are chained in arrival order, bad ones rejected one by one, repeats skipped. */
   async ingest(scope: WorkspaceScope, gateway: Principal, events: unknown[]): Promise<IngestResult> {
-    if (events.length > MAX_BATCH) throw new ValidationError([{ path: 'events', message: `at most ${MAX_BATCH} events per batch` }]);
+    if (events.length > MAX_BATCH) throw new ValidationError([{ path: 'body.events', message: `at most ${MAX_BATCH} events per batch` }]);
     const result: IngestResult = { accepted: 0, duplicates: 0, rejected: [] };
     const good: { index: number; event: GatewayEvent }[] = [];
     const seen = new Set<string>();

@@ -1,7 +1,7 @@
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import type { Principal, WorkspaceScope } from '@aileron/auth';
-import { DomainError } from '@aileron/errors';
+import { describeIssues, DomainError, fieldIssues } from '@aileron/errors';
 import { compilePathGlob, GlobSyntaxError, matchingPaths, MAX_GLOB_LENGTH } from '@aileron/glob';
 import { type CommandRestrictions, RunnerError } from './drivers/driver';
 import { PatchError, planPatch } from './domain/unified-patch';
@@ -177,7 +177,7 @@ export class SandboxTools {
   async call(who: ToolCaller, name: string, raw: unknown, signal: AbortSignal, elicit?: Elicit): Promise<CallToolResult> {
     if (!Object.hasOwn(this.args, name)) return failure(`Unknown tool: ${name}`);
     const parsed = this.args[name as keyof Args].safeParse(raw ?? {});
-    if (!parsed.success) return failure(`Invalid arguments: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'arguments'}: ${i.message}`).join('; ')}`);
+    if (!parsed.success) return failure(`Invalid arguments: ${describeIssues(fieldIssues('arguments', parsed.error.issues))}`);
     const args = parsed.data as { sandbox: string };
     const slug = sandboxSlug(args.sandbox);
     const grant = who.caller.session;

@@ -120,7 +120,7 @@ export class SandboxesController {
     @Req() request: FastifyRequest,
   ): Promise<z.infer<typeof sandboxView>> {
     const type = SOURCE_TYPES[(contentType ?? '').split(';')[0]!.trim().toLowerCase()];
-    if (!type) throw new ValidationError([{ path: 'content-type', message: 'must be application/x-git-bundle or application/gzip' }]);
+    if (!type) throw new ValidationError([{ path: 'headers.content-type', message: 'must be application/x-git-bundle or application/gzip' }]);
     return toSandboxView(await this.sandboxes.upload(caller, scope, params.name, type, request.body as Readable));
   }
 

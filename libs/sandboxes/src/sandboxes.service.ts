@@ -101,7 +101,7 @@ export class SandboxesService implements OnApplicationShutdown {
 
   async create(caller: Principal, scope: WorkspaceScope, request: { name: string; network: 'none' | 'egress'; limits: RunnerLimits }): Promise<SandboxRecord> {
     const name = sandboxSlug(request.name);
-    if (!name) throw new ValidationError([{ path: 'name', message: 'must contain at least one letter or digit' }]);
+    if (!name) throw new ValidationError([{ path: 'body.name', message: 'must contain at least one letter or digit' }]);
     if (request.network === 'egress') this.mayMakeEgress(scope);
     if (await this.repository.byName(scope, name)) throw new ConflictError('SANDBOX_EXISTS', `Workspace "${scope.workspaceSlug}" has a sandbox "${name}" already`);
     try {

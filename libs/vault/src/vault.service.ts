@@ -45,8 +45,8 @@ export class VaultService {
   /** Writes a new version; older ones beyond the kept number are removed. */
   async put(principal: Principal, scope: WorkspaceScope, path: string, value: string): Promise<SecretMetadata> {
     const problem = pathProblem(path);
-    if (problem) throw new ValidationError([{ path: 'path', message: problem }]);
-    if (Buffer.byteLength(value, 'utf8') > MAX_VALUE_BYTES) throw new ValidationError([{ path: 'value', message: `must be at most ${MAX_VALUE_BYTES} bytes` }]);
+    if (problem) throw new ValidationError([{ path: 'params.path', message: problem }]);
+    if (Buffer.byteLength(value, 'utf8') > MAX_VALUE_BYTES) throw new ValidationError([{ path: 'body.value', message: `must be at most ${MAX_VALUE_BYTES} bytes` }]);
     const actor = actorOf(principal);
     for (let attempt = 0; attempt < 5; attempt++) {
       try {

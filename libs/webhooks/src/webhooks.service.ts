@@ -203,7 +203,7 @@ export class WebhooksService {
   private checkPersonal(endpoint: { events: readonly string[]; format: string }): void {
     const personal = endpoint.events.filter((type) => this.notifications.has(type));
     if (endpoint.format !== 'json' && personal.length > 0) {
-      throw new ValidationError([{ path: 'format', message: `${personal.join(', ')} carries a one-time credential for one person and is delivered in the json format only` }]);
+      throw new ValidationError([{ path: 'body.format', message: `${personal.join(', ')} carries a one-time credential for one person and is delivered in the json format only` }]);
     }
   }
 

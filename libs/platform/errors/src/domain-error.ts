@@ -1,4 +1,5 @@
 import { ERROR_CODES, ErrorCode, ErrorCodeWithStatus } from './error-codes';
+import { describeIssues } from './field-issues';
 
 /**
  * Every failure a user can hit is a DomainError with a stable UPPER_SNAKE code
@@ -37,7 +38,7 @@ export class DomainError extends Error {
 }
 
 export interface FieldIssue {
-  /** JSON path of the offending value, e.g. "body.slug" */
+  /** where the offending value is, as fieldPath names it: "body.slug", "query.cursor", "body.rules[2].effect" */
   path: string;
   message: string;
 }
@@ -45,7 +46,7 @@ export interface FieldIssue {
 export class ValidationError extends DomainError {
   constructor(
     readonly issues: FieldIssue[],
-    detail = issues.map((i) => `${i.path}: ${i.message}`).join('; '),
+    detail = describeIssues(issues),
   ) {
     super('VALIDATION_FAILED', detail, { extensions: { errors: issues } });
   }

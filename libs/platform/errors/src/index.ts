@@ -1,3 +1,4 @@
 export * from './domain-error';
 export * from './problem';
 export * from './error-codes';
+export * from './field-issues';
