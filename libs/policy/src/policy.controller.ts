@@ -71,7 +71,7 @@ export class PolicyController {
     path: '/v1/workspaces/:ws/policy',
     summary: "Replace the workspace's policy document (JSON or YAML); returns its new version",
     description:
-      'Every problem is reported at once, each with the path of the field (`rules[2].arguments[0].regex`) and the id of its rule. Writing the document in force again creates no version.',
+      'Every problem is reported at once, each with the path of the field (`body.rules[2].arguments[0].regex`) and the id of its rule. Writing the document in force again creates no version.',
     tag: 'policy',
     permission: 'policy.write',
     tenancy: 'workspace',
