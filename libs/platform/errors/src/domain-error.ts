@@ -1,5 +1,5 @@
 import { ERROR_CODES, ErrorCode, ErrorCodeWithStatus } from './error-codes';
-import { describeIssues } from './field-issues';
+import { describeIssues, FieldIssue } from './field-issues';
 
 /**
  * Every failure a user can hit is a DomainError with a stable UPPER_SNAKE code
@@ -35,12 +35,6 @@ export class DomainError extends Error {
   get detail(): string {
     return this.message;
   }
-}
-
-export interface FieldIssue {
-  /** where the offending value is, as fieldPath names it: "body.slug", "query.cursor", "body.rules[2].effect" */
-  path: string;
-  message: string;
 }
 
 export class ValidationError extends DomainError {

@@ -1,5 +1,3 @@
-import type { FieldIssue } from './domain-error';
-
 /**
  * Where a value came from: a part of the request, or a tool call's arguments.
  * Every field a problem names starts with one (API.md): `body.url`,
@@ -8,6 +6,12 @@ import type { FieldIssue } from './domain-error';
 export type FieldSource = 'body' | 'query' | 'params' | 'headers' | 'arguments';
 
 export type PathSegment = string | number;
+
+export interface FieldIssue {
+  /** where the offending value is, as fieldPath names it: "body.slug", "query.cursor", "body.rules[2].effect" */
+  path: string;
+  message: string;
+}
 
 const PLAIN_KEY = /^[A-Za-z_][A-Za-z0-9_-]*$/;
 
