@@ -4,6 +4,7 @@ import { Caller, Principal } from '@aileron/auth';
 import { Route } from '@aileron/http';
 import { agentConfigQuery, agentConfigView } from './agent-config.schemas';
 import { AgentConfigService } from './agent-config.service';
+import { inWorkspace, sessionsAlias } from './session-routes';
 import { idParams, wsIdParams } from './sessions.schemas';
 
 const AGENT_CONFIG = {
@@ -21,26 +22,12 @@ const AGENT_CONFIG = {
 export class AgentConfigController {
   constructor(private readonly agentConfig: AgentConfigService) {}
 
-  @Route({
-    ...AGENT_CONFIG,
-    method: 'GET',
-    path: '/v1/workspaces/:ws/sessions/:id/agent-config',
-    permission: 'session.read',
-    tenancy: 'workspace',
-    params: wsIdParams,
-  })
+  @Route({ ...AGENT_CONFIG, method: 'GET', ...inWorkspace('/:id/agent-config') })
   renderIn(@Caller() caller: Principal, @Param() params: z.infer<typeof wsIdParams>, @Query() query: z.infer<typeof agentConfigQuery>): Promise<z.infer<typeof agentConfigView>> {
     return this.agentConfig.render(caller, { id: params.id, workspace: params.ws }, query.agent, query.command);
   }
 
-  @Route({
-    ...AGENT_CONFIG,
-    description: `${AGENT_CONFIG.description} An alias of \`/v1/workspaces/{ws}/sessions/{id}/agent-config\`, kept for the clients of the last release.`,
-    method: 'GET',
-    path: '/v1/sessions/:id/agent-config',
-    tenancy: 'caller',
-    params: idParams,
-  })
+  @Route({ ...AGENT_CONFIG, method: 'GET', ...sessionsAlias('/:id/agent-config', AGENT_CONFIG.description) })
   render(@Caller() caller: Principal, @Param() params: z.infer<typeof idParams>, @Query() query: z.infer<typeof agentConfigQuery>): Promise<z.infer<typeof agentConfigView>> {
     return this.agentConfig.render(caller, { id: params.id }, query.agent, query.command);
   }

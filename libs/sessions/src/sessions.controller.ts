@@ -21,13 +21,11 @@ import {
   wsIdParams,
   wsParams,
 } from './sessions.schemas';
+import { inWorkspace, sessionsAlias } from './session-routes';
 import { SessionRef, SessionsService } from './sessions.service';
 
 const sessionsCursor = new ListCursor('sessions', createdAtKey);
 const messagesCursor = new ListCursor('session-messages', createdAtKey);
-
-/** `/v1/sessions…` answers as the workspace's paths do, until clients have moved (docs/api-changelog.md). */
-const ALIAS = 'An alias of the same path under `/v1/workspaces/{ws}`, kept for the clients of the last release.';
 
 const START = {
   summary: 'Start an agent session and mint its caveat token',
@@ -65,7 +63,8 @@ const MESSAGES = {
   query: messagesQuery,
   response: messagesPage,
 } as const;
-const MESSAGE_EXAMPLE = { text: 'Need a decision on the schema change', level: 'question' };
+const ONE_SESSION = { params: { id: '{session}' } };
+const MESSAGE_EXAMPLE = { ...ONE_SESSION, body: { text: 'Need a decision on the schema change', level: 'question' } };
 
 /**
  * Agent sessions live under their workspace like every tenant resource; the
@@ -81,26 +80,15 @@ export class SessionsController {
     private readonly clock: Clock,
   ) {}
 
-  @Route({
-    ...START,
-    method: 'POST',
-    path: '/v1/workspaces/:ws/sessions',
-    permission: 'session.create',
-    tenancy: 'workspace',
-    params: wsParams,
-    body: startInWorkspaceBody,
-    example: { body: { name: 'fix flaky test', agent: 'claude', ttl_seconds: 3600 } },
-  })
+  @Route({ ...START, method: 'POST', ...inWorkspace('', 'session.create'), body: startInWorkspaceBody, example: { body: { name: 'fix flaky test', agent: 'claude', ttl_seconds: 3600 } } })
   startIn(@Caller() caller: Principal, @Param() params: z.infer<typeof wsParams>, @Body() body: z.infer<typeof startInWorkspaceBody>): Promise<z.infer<typeof startedView>> {
     return this.startSession(caller, { ...body, workspace: params.ws });
   }
 
   @Route({
     ...START,
-    description: `${START.description} ${ALIAS}`,
     method: 'POST',
-    path: '/v1/sessions',
-    tenancy: 'caller',
+    ...sessionsAlias('', START.description),
     body: startSessionBody,
     example: { body: { workspace: '{ws}', name: 'fix flaky test', agent: 'claude', ttl_seconds: 3600 } },
   })
@@ -108,76 +96,52 @@ export class SessionsController {
     return this.startSession(caller, body);
   }
 
-  @Route({ ...LIST, method: 'GET', path: '/v1/workspaces/:ws/sessions', permission: 'session.read', tenancy: 'workspace', params: wsParams, query: listQuery })
+  @Route({ ...LIST, method: 'GET', ...inWorkspace(''), query: listQuery })
   listIn(@Caller() caller: Principal, @Param() params: z.infer<typeof wsParams>, @Query() query: z.infer<typeof listQuery>): Promise<z.infer<typeof sessionsPage>> {
     return this.listSessions(caller, params.ws, query);
   }
 
-  @Route({ ...LIST, description: ALIAS, method: 'GET', path: '/v1/sessions', tenancy: 'caller', query: aliasListQuery, example: { query: { workspace: '{ws}' } } })
+  @Route({ ...LIST, method: 'GET', ...sessionsAlias('', ''), query: aliasListQuery, example: { query: { workspace: '{ws}' } } })
   list(@Caller() caller: Principal, @Query() query: z.infer<typeof aliasListQuery>): Promise<z.infer<typeof sessionsPage>> {
     return this.listSessions(caller, query.workspace, query);
   }
 
-  @Route({ ...ONE, method: 'GET', path: '/v1/workspaces/:ws/sessions/:id', permission: 'session.read', tenancy: 'workspace', params: wsIdParams, example: { params: { id: '{session}' } } })
+  @Route({ ...ONE, method: 'GET', ...inWorkspace('/:id'), example: ONE_SESSION })
   getIn(@Caller() caller: Principal, @Param() params: z.infer<typeof wsIdParams>): Promise<z.infer<typeof sessionView>> {
     return this.one(caller, { id: params.id, workspace: params.ws });
   }
 
-  @Route({ ...ONE, description: ALIAS, method: 'GET', path: '/v1/sessions/:id', tenancy: 'caller', params: idParams, example: { params: { id: '{session}' } } })
+  @Route({ ...ONE, method: 'GET', ...sessionsAlias('/:id', ''), example: ONE_SESSION })
   get(@Caller() caller: Principal, @Param() params: z.infer<typeof idParams>): Promise<z.infer<typeof sessionView>> {
     return this.one(caller, { id: params.id });
   }
 
-  @Route({ ...END, method: 'DELETE', path: '/v1/workspaces/:ws/sessions/:id', permission: 'session.read', tenancy: 'workspace', params: wsIdParams, example: { params: { id: '{session}' } } })
+  @Route({ ...END, method: 'DELETE', ...inWorkspace('/:id'), example: ONE_SESSION })
   endIn(@Caller() caller: Principal, @Param() params: z.infer<typeof wsIdParams>): Promise<z.infer<typeof sessionView>> {
     return this.endSession(caller, { id: params.id, workspace: params.ws });
   }
 
-  @Route({ ...END, description: `${END.description} ${ALIAS}`, method: 'DELETE', path: '/v1/sessions/:id', tenancy: 'caller', params: idParams, example: { params: { id: '{session}' } } })
+  @Route({ ...END, method: 'DELETE', ...sessionsAlias('/:id', END.description), example: ONE_SESSION })
   end(@Caller() caller: Principal, @Param() params: z.infer<typeof idParams>): Promise<z.infer<typeof sessionView>> {
     return this.endSession(caller, { id: params.id });
   }
 
-  @Route({
-    ...POST_MESSAGE,
-    method: 'POST',
-    path: '/v1/workspaces/:ws/sessions/:id/messages',
-    permission: 'session.read',
-    tenancy: 'workspace',
-    params: wsIdParams,
-    example: { params: { id: '{session}' }, body: MESSAGE_EXAMPLE },
-  })
+  @Route({ ...POST_MESSAGE, method: 'POST', ...inWorkspace('/:id/messages'), example: MESSAGE_EXAMPLE })
   postIn(@Caller() caller: Principal, @Param() params: z.infer<typeof wsIdParams>, @Body() body: z.infer<typeof messageBody>): Promise<z.infer<typeof messageView>> {
     return this.postMessage(caller, { id: params.id, workspace: params.ws }, body);
   }
 
-  @Route({
-    ...POST_MESSAGE,
-    description: `${POST_MESSAGE.description} ${ALIAS}`,
-    method: 'POST',
-    path: '/v1/sessions/:id/messages',
-    tenancy: 'caller',
-    params: idParams,
-    example: { params: { id: '{session}' }, body: MESSAGE_EXAMPLE },
-  })
+  @Route({ ...POST_MESSAGE, method: 'POST', ...sessionsAlias('/:id/messages', POST_MESSAGE.description), example: MESSAGE_EXAMPLE })
   post(@Caller() caller: Principal, @Param() params: z.infer<typeof idParams>, @Body() body: z.infer<typeof messageBody>): Promise<z.infer<typeof messageView>> {
     return this.postMessage(caller, { id: params.id }, body);
   }
 
-  @Route({
-    ...MESSAGES,
-    method: 'GET',
-    path: '/v1/workspaces/:ws/sessions/:id/messages',
-    permission: 'session.read',
-    tenancy: 'workspace',
-    params: wsIdParams,
-    example: { params: { id: '{session}' } },
-  })
+  @Route({ ...MESSAGES, method: 'GET', ...inWorkspace('/:id/messages'), example: ONE_SESSION })
   messagesIn(@Caller() caller: Principal, @Param() params: z.infer<typeof wsIdParams>, @Query() query: z.infer<typeof messagesQuery>): Promise<z.infer<typeof messagesPage>> {
     return this.readMessages(caller, { id: params.id, workspace: params.ws }, query);
   }
 
-  @Route({ ...MESSAGES, description: `${MESSAGES.description} ${ALIAS}`, method: 'GET', path: '/v1/sessions/:id/messages', tenancy: 'caller', params: idParams, example: { params: { id: '{session}' } } })
+  @Route({ ...MESSAGES, method: 'GET', ...sessionsAlias('/:id/messages', MESSAGES.description), example: ONE_SESSION })
   messages(@Caller() caller: Principal, @Param() params: z.infer<typeof idParams>, @Query() query: z.infer<typeof messagesQuery>): Promise<z.infer<typeof messagesPage>> {
     return this.readMessages(caller, { id: params.id }, query);
   }
