@@ -282,7 +282,7 @@ describe('sandboxes in detail (embedded, bubblewrap)', () => {
     // above the maximum: refused, not clamped, and nothing runs
     const tooLong = await box.call('bash', { command: 'touch too-long.txt', timeout: BASH_MAX_TIMEOUT_MS + 1 });
     expect(tooLong.isError).toBe(true);
-    expect(textOf(tooLong)).toMatch(new RegExp(`^Invalid arguments: timeout: .*${BASH_MAX_TIMEOUT_MS}`));
+    expect(textOf(tooLong)).toMatch(new RegExp(`^INVALID_ARGUMENTS: arguments\\.timeout: .*${BASH_MAX_TIMEOUT_MS}`));
     expect(textOf(await box.call('ls', {}))).not.toContain('too-long.txt');
   });
 

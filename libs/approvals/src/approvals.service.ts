@@ -5,8 +5,8 @@ import { SystemScopes } from '@aileron/auth/scope-issuer';
 import { MESSAGE_BUS, MessageBus, Wakeups } from '@aileron/bus';
 import { Clock } from '@aileron/clock';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
-import { DatabaseService, RetryingLoopLog, Transaction } from '@aileron/database';
-import { DomainError, ErrorCodeWithStatus, NotFoundError, ValidationError } from '@aileron/errors';
+import { DatabaseService, Keyset, RetryingLoopLog, Transaction } from '@aileron/database';
+import { DomainError, ErrorCodeWithStatus, fieldIssues, fieldPath, NotFoundError, ValidationError } from '@aileron/errors';
 import { OutboxService, PublicEvent } from '@aileron/outbox';
 import { PolicyService } from '@aileron/policy';
 import { WebhooksService } from '@aileron/webhooks';
@@ -214,9 +214,9 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
     return record;
   }
 
-  async list(scope: WorkspaceScope, filter: { status?: ApprovalRecord['status']; before?: Date; limit: number }): Promise<ApprovalRecord[]> {
+  async list(scope: WorkspaceScope, filter: { status?: ApprovalRecord['status'] }, page: Keyset<{ createdAt: Date; id: string }>): Promise<ApprovalRecord[]> {
     const now = this.clock.date();
-    return (await this.repository.list(scope, filter)).map((record) => effective(record, now));
+    return (await this.repository.list(scope, filter, page)).map((record) => effective(record, now));
   }
 
   /** A vote by a signed-in approver (REST, CLI, the review page). */
@@ -287,7 +287,7 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
     if (!record) throw new NotFoundError('approval', id, 'APPROVAL_NOT_FOUND');
     const scope = await this.access.workspaceById(caller, record.workspaceId, 'approval.routes', { kind: 'approval', id, code: 'APPROVAL_NOT_FOUND' });
     const user = await this.repository.user(organization, userId);
-    if (!user) throw new ValidationError([{ path: 'user', message: 'is not a user of this organisation' }]);
+    if (!user) throw new ValidationError([{ path: 'body.user', message: 'is not a user of this organisation' }]);
     const current = effective(record, this.clock.date());
     if (current.status !== 'pending') throw new ApprovalError('APPROVAL_ALREADY_DECIDED', `This request is already ${current.status}; decisions are final`);
     const routing = await this.repository.routing(scope);
@@ -399,9 +399,9 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
 
   async putRouting(caller: Principal, scope: WorkspaceScope, input: unknown): Promise<{ document: RoutingDocument; version: number }> {
     const parsed = routingDocumentSchema.safeParse(input);
-    if (!parsed.success) throw new ValidationError(parsed.error.issues.map((i) => ({ path: i.path.map(String).join('.'), message: i.message })));
+    if (!parsed.success) throw new ValidationError(fieldIssues('body', parsed.error.issues));
     const problems = checkRouting(parsed.data);
-    if (problems.length > 0) throw new ValidationError(problems);
+    if (problems.length > 0) throw new ValidationError(problems.map((p) => ({ path: fieldPath('body', p.path), message: p.message })));
     const version = await this.db.transaction(async (tx) => {
       const v = await this.repository.putRouting(scope, parsed.data, describePrincipal(caller), tx);
       await this.outbox.record(tx, {

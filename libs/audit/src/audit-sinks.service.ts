@@ -5,7 +5,7 @@ import type { OrgScope, Principal } from '@aileron/auth';
 import { SystemScopes } from '@aileron/auth/scope-issuer';
 import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
-import { DatabaseService, RetryingLoopLog } from '@aileron/database';
+import { DatabaseService, Keyset, RetryingLoopLog } from '@aileron/database';
 import { NotFoundError, ValidationError } from '@aileron/errors';
 import { KeyProvider, ROOT_KEYS } from '@aileron/keys';
 import { checkOutboundUrl, outboundPolicyOf, OutboundUrlRefusedError, postSigned, signatureHeaders } from '@aileron/net';
@@ -101,8 +101,8 @@ export class AuditSinksService implements OnApplicationBootstrap, OnApplicationS
     return { sink, secret };
   }
 
-  list(scope: OrgScope): Promise<AuditSinkRecord[]> {
-    return this.repository.list(scope);
+  list(scope: OrgScope, page: Keyset<{ createdAt: Date; id: string }>): Promise<AuditSinkRecord[]> {
+    return this.repository.list(scope, page);
   }
 
   async remove(principal: Principal, scope: OrgScope, id: string): Promise<void> {
@@ -175,7 +175,7 @@ export class AuditSinksService implements OnApplicationBootstrap, OnApplicationS
     try {
       await checkOutboundUrl(url, outboundPolicyOf(this.config));
     } catch (error) {
-      if (error instanceof OutboundUrlRefusedError) throw new ValidationError([{ path: 'url', message: error.message }]);
+      if (error instanceof OutboundUrlRefusedError) throw new ValidationError([{ path: 'body.url', message: error.message }]);
       throw error;
     }
   }

@@ -6,6 +6,7 @@ import { SystemScopes } from '@aileron/auth/scope-issuer';
 import type { WorkspaceScope } from '@aileron/auth';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { databaseUnavailableReason } from '@aileron/database';
+import { toolError } from '@aileron/errors';
 import { PolicyService } from '@aileron/policy';
 import { ExecutionJournal, ExecutionRecord } from './execution-journal';
 import type { Instance } from './instances.service';
@@ -56,21 +57,21 @@ export class PoolCalls implements CallGate {
   ): Promise<{ run: true; approvalId: string | null } | { run: false; result: Record<string, unknown> }> {
     const grant = ctx.caller.session;
     if (grant && !grant.caps.has('actions:run')) {
-      return { run: false, result: toolError('This session token may list tools but not call them (it lacks the "actions:run" capability)', { code: 'CAPABILITY_REQUIRED' }) };
+      return { run: false, result: toolError('CAPABILITY_REQUIRED', 'This session token may list tools but not call them (it lacks the "actions:run" capability)') };
     }
     if (grant && !grant.allowsTool(call.server, call.tool)) {
-      return { run: false, result: toolError(`This session token does not reach ${call.server}/${call.tool}`, { code: 'CAPABILITY_REQUIRED' }) };
+      return { run: false, result: toolError('CAPABILITY_REQUIRED', `This session token does not reach ${call.server}/${call.tool}`) };
     }
     const scope = scopeOf(ctx);
     const policy = this.policies.peek(scope) ?? (await this.policies.current(scope));
     const decision = policy.compiled.evaluate({ server: call.server, tool: call.tool, arguments: call.arguments, principal: ctx.principal, execution_mode: 'remote' });
     if (await this.pins.blocked(scope, call.server, call.tool)) {
-      return { run: false, result: toolError(`The definition of ${call.server}/${call.tool} changed since it was accepted; an admin must accept the new definition before it runs.`, { code: 'TOOL_DEFINITION_CHANGED' }) };
+      return { run: false, result: toolError('TOOL_DEFINITION_CHANGED', `The definition of ${call.server}/${call.tool} changed since it was accepted; an admin must accept the new definition before it runs.`) };
     }
     if (decision.decision === 'allow') return { run: true, approvalId: null };
     if (decision.decision === 'deny') {
       this.record(ctx, call, 'execution.failed', 'deny', { rules: decision.rules, error: 'denied by policy', policy_version: policy.version });
-      return { run: false, result: toolError(`Denied by policy (rule ${decision.rules.join(', ') || 'default'}, policy version ${policy.version})`, { code: 'POLICY_DENIED', rules: decision.rules }) };
+      return { run: false, result: toolError('POLICY_DENIED', `Denied by policy (rule ${decision.rules.join(', ') || 'default'}, policy version ${policy.version})`, { rules: decision.rules }) };
     }
     return this.throughApproval(ctx, scope, call, wait);
   }
@@ -140,20 +141,22 @@ export class PoolCalls implements CallGate {
       } catch (error) {
         // a racing call with the same arguments used it first
         if (!(error instanceof ApprovalError)) throw error;
-        return { run: false, result: toolError(`Approval ${request.id} was already used: ${error.message}`, { code: 'APPROVAL_NOT_USABLE', approval_id: request.id }) };
+        return { run: false, result: toolError('APPROVAL_NOT_USABLE', `Approval ${request.id} was already used: ${error.message}`, { approval_id: request.id }) };
       }
     }
     if (request.status === 'pending') {
       return {
         run: false,
-        result: toolError(`This call needs approval. Approval ${request.id} is pending: ${reviewUrl}. Call again with the same arguments once it is approved.`, {
-          code: 'APPROVAL_PENDING',
+        result: toolError('APPROVAL_PENDING', `This call needs approval. Approval ${request.id} is pending: ${reviewUrl}. Call again with the same arguments once it is approved.`, {
           approval_id: request.id,
           review_url: reviewUrl,
         }),
       };
     }
-    return { run: false, result: toolError(`Approval ${request.id} was ${request.status}${request.decisionReason ? `: ${request.decisionReason}` : ''}`, { code: `APPROVAL_${request.status.toUpperCase()}`, approval_id: request.id }) };
+    return {
+      run: false,
+      result: toolError(`APPROVAL_${request.status.toUpperCase()}`, `Approval ${request.id} was ${request.status}${request.decisionReason ? `: ${request.decisionReason}` : ''}`, { approval_id: request.id }),
+    };
   }
 
   private record(ctx: CallContext, call: ToolCall, type: ExecutionRecord['type'], decision: string, data: Record<string, unknown>): void {
@@ -177,13 +180,4 @@ export class PoolCalls implements CallGate {
 
 function scopeOf(ctx: CallContext): WorkspaceScope {
   return SystemScopes.workspace(ctx.organizationId, { id: ctx.workspaceId, slug: ctx.workspaceSlug });
-}
-
-/**
- * Refusals are tool results with isError, not protocol errors: the model sees
- * them and can tell the person why; `_meta` carries the details for programs
- * (not structuredContent, which a client checks against the tool's output schema).
- */
-function toolError(text: string, details: Record<string, unknown>): Record<string, unknown> {
-  return { content: [{ type: 'text', text }], _meta: { 'aileron/refusal': details }, isError: true };
 }

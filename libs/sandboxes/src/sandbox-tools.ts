@@ -1,7 +1,7 @@
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import type { Principal, WorkspaceScope } from '@aileron/auth';
-import { DomainError } from '@aileron/errors';
+import { describeIssues, DomainError, fieldIssues, toolError } from '@aileron/errors';
 import { compilePathGlob, GlobSyntaxError, matchingPaths, MAX_GLOB_LENGTH } from '@aileron/glob';
 import { type CommandRestrictions, RunnerError } from './drivers/driver';
 import { PatchError, planPatch } from './domain/unified-patch';
@@ -149,10 +149,6 @@ function text(body: string, structured?: Record<string, unknown>): CallToolResul
   return { content: [{ type: 'text', text: body }], ...(structured ? { structuredContent: structured } : {}) };
 }
 
-function failure(message: string): CallToolResult {
-  return { content: [{ type: 'text', text: message }], isError: true };
-}
-
 /** The seven tools on a sandbox, as one MCP session's caller uses them. */
 export class SandboxTools {
   readonly args: Args;
@@ -175,21 +171,21 @@ export class SandboxTools {
 
   /** Runs a tool; whatever goes wrong becomes a tool error in words the agent can act on. */
   async call(who: ToolCaller, name: string, raw: unknown, signal: AbortSignal, elicit?: Elicit): Promise<CallToolResult> {
-    if (!Object.hasOwn(this.args, name)) return failure(`Unknown tool: ${name}`);
+    if (!Object.hasOwn(this.args, name)) return toolError('UNKNOWN_TOOL', `Unknown tool: ${name}`);
     const parsed = this.args[name as keyof Args].safeParse(raw ?? {});
-    if (!parsed.success) return failure(`Invalid arguments: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'arguments'}: ${i.message}`).join('; ')}`);
+    if (!parsed.success) return toolError('INVALID_ARGUMENTS', describeIssues(fieldIssues('arguments', parsed.error.issues)));
     const args = parsed.data as { sandbox: string };
     const slug = sandboxSlug(args.sandbox);
     const grant = who.caller.session;
-    if (grant && !grant.allowsSandbox(slug)) return failure(`This session token does not reach sandbox "${slug}" (it needs the sandbox:use capability and no sandbox caveat naming another)`);
+    if (grant && !grant.allowsSandbox(slug)) return toolError('CAPABILITY_REQUIRED', `This session token does not reach sandbox "${slug}" (it needs the sandbox:use capability and no sandbox caveat naming another)`);
     const target = await this.sandboxes.find(who.scope, args.sandbox);
-    if (!target) return failure(`sandbox not found: ${slug}`);
+    if (!target) return toolError('SANDBOX_NOT_FOUND', `sandbox not found: ${slug}`);
     try {
       return await this.run(who, target, name as keyof Args, parsed.data, signal, elicit);
     } catch (error) {
-      if (error instanceof RunnerError) return failure(error.failure.message);
-      if (error instanceof PatchError) return failure(`${error.message}; nothing was changed`);
-      if (error instanceof DomainError) return failure(error.detail);
+      if (error instanceof RunnerError) return toolError(error.failure.code, error.failure.message);
+      if (error instanceof PatchError) return toolError(error.code, `${error.message}; nothing was changed`);
+      if (error instanceof DomainError) return toolError(error.code, error.detail);
       throw error;
     }
   }
