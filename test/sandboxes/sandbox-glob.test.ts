@@ -5,7 +5,7 @@ import { aWorkspace } from '../support/builders';
 import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
 import { agentOn } from './box';
 
-/** What the runner's walk answers at most, in bytes of paths (runner.ts MAX_WALK_BYTES). */
+/** What the runner's walk answers at most, in bytes of paths (MAX_WALK_BYTES in the runner's ops/files.ts). */
 const WALK_BYTES = 4 * 1024 * 1024;
 
 interface Globbed {

@@ -6,7 +6,7 @@ import { compilePathGlob, GlobSyntaxError, matchingPaths, MAX_GLOB_LENGTH } from
 import { type CommandRestrictions, RunnerError } from './drivers/driver';
 import { PatchError, planPatch } from './domain/unified-patch';
 import { sandboxSlug } from './domain/slug';
-import { SANDBOX_WORKDIR } from './runner/protocol';
+import { SANDBOX_WORKDIR } from './runner-protocol';
 import type { SandboxRecord } from './sandboxes.repository';
 import { authorOf, SandboxesService } from './sandboxes.service';
 

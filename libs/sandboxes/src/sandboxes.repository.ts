@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { WorkspaceScope } from '@aileron/auth';
 import { Keyset, keysetAfter, keysetOrder, Prisma, Repository, Transaction } from '@aileron/database';
-import type { RunnerLimits } from './runner/protocol';
+import type { RunnerLimits } from './runner-protocol';
 
 export interface SandboxRecord {
   id: string;

@@ -14,7 +14,7 @@ import { OutboxService } from '@aileron/outbox';
 import { type CommandRestrictions, RunnerError, SandboxSourceError, SandboxStartError, type SandboxDriver, type SandboxRunner, type SandboxSpec } from './drivers/driver';
 import { SnapshotError, takeSnapshot } from './history/take-snapshot';
 import { sandboxSlug } from './domain/slug';
-import type { RunnerLimits } from './runner/protocol';
+import type { RunnerLimits } from './runner-protocol';
 import { SandboxesRepository, SandboxRecord, SnapshotRecord } from './sandboxes.repository';
 import { importSource, SNAPSHOT_REF } from './source-import';
 

@@ -5,7 +5,7 @@ import { PassThrough } from 'node:stream';
 import { projectRoot } from '@aileron/config';
 import { apiRequestOptions, deleteIgnoringAbsent, describeApiError, exitReason, hasEnded, isApiStatus, PodNotReady, PodWatch } from '@aileron/pool';
 import { CoreV1Api, NetworkingV1Api, type ConfigurationOptions, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
-import { HISTORY_DIR, type RunnerOp, type RunnerRequest, type RunnerResult } from '../../runner/protocol';
+import { HISTORY_DIR, type RunnerOp, type RunnerRequest, type RunnerResult } from '../../runner-protocol';
 import { type GitResult, RunnerError, type SandboxDriver, type SandboxRunner, type SandboxSpec, SandboxSourceError, SandboxStartError } from '../driver';
 import { SNAPSHOT_BRANCH } from '../local-driver';
 import {

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { controlPlanePeer, egressRules, restrictedContainerSecurityContext, restrictedPodSecurityContext } from '@aileron/pool';
 import type { V1Container, V1EnvVar, V1NetworkPolicy, V1ObjectMeta, V1PersistentVolumeClaim, V1Pod, V1ResourceRequirements, V1Secret } from '@kubernetes/client-node';
-import { HISTORY_DIR, RUNNER_TOKEN_ENV, SANDBOX_WORKDIR } from '../../runner/protocol';
+import { HISTORY_DIR, RUNNER_TOKEN_ENV, SANDBOX_WORKDIR } from '../../runner-protocol';
 import type { SandboxSpec } from '../driver';
 
 /**
