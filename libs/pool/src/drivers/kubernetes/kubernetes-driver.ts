@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { forbiddenVariables } from '@aileron/catalog';
 import { CoreV1Api, NetworkingV1Api, PatchStrategy, setHeaderOptions, type ConfigurationOptions, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import { apiRequestOptions, deleteIgnoringAbsent, describeApiError, exitReason, hasEnded, isApiStatus, PodNotReady, PodWatch } from '@aileron/kubernetes';
 import { InstanceStartError, type InstanceDriver, type InstanceEndpoint, type InstanceSpec, type RunningInstance } from '../driver';
 import {
   INSTANCE_LABEL,
@@ -14,10 +15,7 @@ import {
   secretName,
   type ManifestOptions,
 } from './manifests';
-import { apiRequestOptions, deleteIgnoringAbsent, describeApiError, isApiStatus } from './kubernetes-api';
 import { PodInstance, type PodOwner } from './pod-instance';
-import { exitReason, hasEnded } from './pod-status';
-import { PodNotReady, PodWatch } from './pod-watch';
 
 export interface KubernetesDriverOptions {
   /** built by the caller: `loadFromCluster()` in a pod, else `loadFromDefault()` */

@@ -3,7 +3,7 @@ import { createReadStream, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { projectRoot } from '@aileron/config';
-import { apiRequestOptions, deleteIgnoringAbsent, describeApiError, exitReason, hasEnded, isApiStatus, PodNotReady, PodWatch } from '@aileron/pool';
+import { apiRequestOptions, deleteIgnoringAbsent, describeApiError, exitReason, hasEnded, isApiStatus, PodNotReady, PodWatch } from '@aileron/kubernetes';
 import { CoreV1Api, NetworkingV1Api, type ConfigurationOptions, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { HISTORY_DIR, type RunnerOp, type RunnerRequest, type RunnerResult } from '../../runner/protocol';
 import { type GitResult, RunnerError, type SandboxDriver, type SandboxRunner, type SandboxSpec, SandboxSourceError, SandboxStartError } from '../driver';
