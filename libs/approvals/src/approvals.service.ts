@@ -5,10 +5,11 @@ import { SystemScopes } from '@aileron/auth/scope-issuer';
 import { MESSAGE_BUS, MessageBus, Wakeups } from '@aileron/bus';
 import { Clock } from '@aileron/clock';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
-import { databaseUnavailableReason, DatabaseService, RetryingLoopLog, Transaction } from '@aileron/database';
+import { databaseUnavailableReason, DatabaseService, Transaction } from '@aileron/database';
 import { DomainError, ErrorCodeWithStatus, NotFoundError, ValidationError } from '@aileron/errors';
 import { OutboxService, PublicEvent } from '@aileron/outbox';
 import { PolicyService } from '@aileron/policy';
+import { PeriodicTask } from '@aileron/schedule';
 import { WebhooksService } from '@aileron/webhooks';
 import { argumentsDigest, FINAL, identitiesOf, personIdentities, redactArguments, samePerson, tally } from './domain/approval';
 import { Candidate, checkRouting, isApprover, resolveRoute, RoutingDocument, routingDocumentSchema } from './domain/routing';
@@ -89,10 +90,9 @@ const REVIEW_LINKS = SystemScopes.system('review link');
 @Injectable()
 export class ApprovalsService implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly logger = new Logger('Approvals');
-  private readonly expiryLog = new RetryingLoopLog(this.logger, 'approval expiry sweep');
   /** long-polls on a request, woken when it is decided on any replica */
   readonly waiting: Wakeups;
-  private timer: NodeJS.Timeout | undefined;
+  private readonly expiry: PeriodicTask;
 
   constructor(
     private readonly db: DatabaseService,
@@ -108,15 +108,15 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
   ) {
     webhooks.addNotification(LINK_NOTIFICATION, (event) => this.completeLink(event));
     this.waiting = new Wakeups(bus, DECIDED, (message) => (message as { id?: unknown } | null)?.id);
+    this.expiry = new PeriodicTask({ name: 'approval expiry sweep', everyMs: SWEEP_MS, run: () => this.expireDue(), logger: this.logger, clock });
   }
 
   onApplicationBootstrap(): void {
-    this.timer = setInterval(() => void this.expireDue(), SWEEP_MS);
-    this.timer.unref();
+    this.expiry.start();
   }
 
-  onApplicationShutdown(): void {
-    if (this.timer) clearInterval(this.timer);
+  async onApplicationShutdown(): Promise<void> {
+    await this.expiry.stop();
     this.waiting.close();
   }
 
@@ -498,29 +498,28 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
     return { document: parsed.data, version };
   }
 
-  /** Marks lapsed requests expired (events and audit included); any replica may run it, each request once. */
+  /**
+   * Marks lapsed requests expired (events and audit included); any replica
+   * may run it, each request once. A failure is thrown: the sweep's task
+   * logs it and runs again.
+   */
   async expireDue(): Promise<number> {
-    try {
-      const expired = await this.db.transaction(async (tx) => {
-        const due = await this.repository.lockExpired(tx, SystemScopes.system('approval expiry sweep'), 200);
-        for (const request of due) {
-          const scope = SystemScopes.organization(request.organizationId);
-          await this.repository.finish(tx, scope, request.id, 'expired', 'no decision before the request expired');
-          await this.outbox.record(tx, {
-            topic: 'approval.expired',
-            organizationId: request.organizationId,
-            workspaceId: request.workspaceId,
-            payload: { approval_id: request.id, actor: 'system' },
-          });
-        }
-        return due;
-      });
-      for (const request of expired) await this.bus.publish(DECIDED, { id: request.id });
-      return expired.length;
-    } catch (error) {
-      this.expiryLog.failed(error);
-      return 0;
-    }
+    const expired = await this.db.transaction(async (tx) => {
+      const due = await this.repository.lockExpired(tx, SystemScopes.system('approval expiry sweep'), 200);
+      for (const request of due) {
+        const scope = SystemScopes.organization(request.organizationId);
+        await this.repository.finish(tx, scope, request.id, 'expired', 'no decision before the request expired');
+        await this.outbox.record(tx, {
+          topic: 'approval.expired',
+          organizationId: request.organizationId,
+          workspaceId: request.workspaceId,
+          payload: { approval_id: request.id, actor: 'system' },
+        });
+      }
+      return due;
+    });
+    for (const request of expired) await this.bus.publish(DECIDED, { id: request.id });
+    return expired.length;
   }
 
   /** Every name of the person a principal ref (or a requester's e-mail) stands for. */

@@ -1,6 +1,7 @@
 import { Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
 import { decode } from 'jsonwebtoken';
 import { Clock } from '@aileron/clock';
+import { PeriodicTask } from '@aileron/schedule';
 import type { Principal } from './domain/principal';
 import { BearerCredentials } from './bearer-credentials';
 import { PrincipalCache } from './principal-cache.service';
@@ -31,8 +32,7 @@ interface Held {
 export class StreamAccess implements OnModuleDestroy {
   private readonly logger = new Logger('StreamAccess');
   private readonly held = new Set<Held>();
-  private readonly timer: NodeJS.Timeout;
-  private scheduled = false;
+  private readonly rechecks: PeriodicTask;
   private readonly unsubscribe: () => void;
 
   constructor(
@@ -41,14 +41,20 @@ export class StreamAccess implements OnModuleDestroy {
     cache: PrincipalCache,
     private readonly clock: Clock,
   ) {
+    this.rechecks = new PeriodicTask({
+      name: 'stream access recheck',
+      everyMs: RECHECK_EVERY_MS,
+      run: () => Promise.all([...this.held].map((held) => this.judge(held))),
+      logger: this.logger,
+      clock,
+    });
+    this.rechecks.start();
     this.unsubscribe = cache.onChange(() => this.recheck());
-    this.timer = setInterval(() => this.recheck(), RECHECK_EVERY_MS);
-    this.timer.unref();
   }
 
-  onModuleDestroy(): void {
-    clearInterval(this.timer);
+  async onModuleDestroy(): Promise<void> {
     this.unsubscribe();
+    await this.rechecks.stop();
   }
 
   /**
@@ -62,14 +68,9 @@ export class StreamAccess implements OnModuleDestroy {
     return () => this.held.delete(held);
   }
 
-  /** Rechecks every open stream soon, once however many changes arrive together. */
+  /** Rechecks every open stream soon, once however many changes arrive together (and once more after a recheck under way). */
   recheck(): void {
-    if (this.scheduled || this.held.size === 0) return;
-    this.scheduled = true;
-    setImmediate(() => {
-      this.scheduled = false;
-      for (const held of [...this.held]) void this.judge(held);
-    });
+    if (this.held.size > 0) this.rechecks.runNow();
   }
 
   private async judge(held: Held): Promise<void> {
