@@ -6,5 +6,5 @@ export { loadKubeConfig } from './kube-config';
 export { CONTROL_PLANE_SELECTOR, controlPlanePeer, egressRules } from './network-policy';
 export { POD_UID, restrictedContainerSecurityContext, restrictedPodSecurityContext } from './pod-security';
 export { exitReason, hasEnded, hopelessReason, isReady, pendingReason } from './pod-status';
-export { PodNotReady, PodWatch } from './pod-watch';
+export { PodNotReady, PodWatch, watchDriverPods } from './pod-watch';
 export type { PodFollower, PodWatchOptions } from './pod-watch';
