@@ -1,6 +1,7 @@
 import { Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
 import { decode } from 'jsonwebtoken';
 import { Clock } from '@aileron/clock';
+import { databaseUnavailableReason } from '@aileron/database';
 import { PeriodicTask } from '@aileron/schedule';
 import type { Principal } from './domain/principal';
 import { BearerCredentials } from './bearer-credentials';
@@ -26,7 +27,9 @@ interface Held {
  * changed anywhere (a revoked token or gateway, a membership, a user: the
  * caches hear of it on every replica), and every 30 s as a backstop, each
  * holder's credential is resolved again exactly as a new request's would be
- * and the stream's own check rerun; one that no longer passes is ended.
+ * and the stream's own check rerun; one that no longer passes is ended. A
+ * recheck that meets a database outage ends nothing: the judgment waits for
+ * the next recheck after it (30 s at most), it is not skipped.
  */
 @Injectable()
 export class StreamAccess implements OnModuleDestroy {
@@ -79,6 +82,8 @@ export class StreamAccess implements OnModuleDestroy {
       if (held.expiresAt !== null && held.expiresAt <= this.clock.now()) reason = 'the credential has expired';
       else await held.check(await this.resolve(held.token));
     } catch (error) {
+      // the database being away says nothing about access: the stream stays, and a later recheck judges it
+      if (databaseUnavailableReason(error)) return;
       reason = error instanceof Error ? error.message : 'access was withdrawn';
     }
     if (reason === null || !this.held.delete(held)) return;
