@@ -5,10 +5,11 @@ import { describePrincipal } from '@aileron/auth';
 import { SystemScopes } from '@aileron/auth/scope-issuer';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { publicKeyFromX, signEd25519, verifyEd25519 } from '@aileron/crypto';
-import { DatabaseService, Keyset, RetryingLoopLog, Transaction } from '@aileron/database';
+import { DatabaseService, Keyset, Transaction } from '@aileron/database';
 import { ValidationError } from '@aileron/errors';
 import { SigningKeysService } from '@aileron/keys';
 import { OutboxRecord, OutboxService } from '@aileron/outbox';
+import { PeriodicTask } from '@aileron/schedule';
 import { AuditFilters, AuditRepository, ChainHead } from './audit.repository';
 import {
   AuditSource,
@@ -74,8 +75,7 @@ const CHECKPOINTS = SystemScopes.system('audit checkpoint sweep');
 @Injectable()
 export class AuditService implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly logger = new Logger('Audit');
-  private readonly sweepLog = new RetryingLoopLog(this.logger, 'audit sweep');
-  private timer: NodeJS.Timeout | undefined;
+  private readonly sweeper: PeriodicTask;
   private lastRetentionAt = 0;
   private readonly appended = new Set<(organizationId: string) => void>();
 
@@ -88,16 +88,16 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
   ) {
     // every event a domain announces is an audit record of the same transaction
     outbox.useAuditJournal((tx, records) => this.journal(tx, records));
+    // a chain waits at most auditCheckpointSeconds (plus one sweep) for its checkpoint
+    this.sweeper = new PeriodicTask({ name: 'audit sweep', everyMs: Math.min(SWEEP_MS, config.auditCheckpointSeconds * 1000), run: () => this.sweep(), logger: this.logger });
   }
 
   onApplicationBootstrap(): void {
-    // a chain waits at most auditCheckpointSeconds (plus one sweep) for its checkpoint
-    this.timer = setInterval(() => void this.sweep(), Math.min(SWEEP_MS, this.config.auditCheckpointSeconds * 1000));
-    this.timer.unref();
+    this.sweeper.start();
   }
 
-  onApplicationShutdown(): void {
-    if (this.timer) clearInterval(this.timer);
+  async onApplicationShutdown(): Promise<void> {
+    await this.sweeper.stop();
   }
 
   /** Called after records of an organisation commit (sinks stream them). */
@@ -315,15 +315,11 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
 
   /** Periodic work of every replica: checkpoints due by time, and retention once an hour. */
   async sweep(): Promise<void> {
-    try {
-      const due = await this.repository.chainsNeedingCheckpoint(CHECKPOINTS, this.config.auditCheckpointEvery, this.config.auditCheckpointSeconds, 100);
-      for (const head of due) await this.checkpoint(head);
-      if (Date.now() - this.lastRetentionAt > 3600_000) {
-        this.lastRetentionAt = Date.now();
-        await this.applyRetention();
-      }
-    } catch (error) {
-      this.sweepLog.failed(error);
+    const due = await this.repository.chainsNeedingCheckpoint(CHECKPOINTS, this.config.auditCheckpointEvery, this.config.auditCheckpointSeconds, 100);
+    for (const head of due) await this.checkpoint(head);
+    if (Date.now() - this.lastRetentionAt > 3600_000) {
+      this.lastRetentionAt = Date.now();
+      await this.applyRetention();
     }
   }
 

@@ -1,11 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { Inject, Injectable } from '@nestjs/common';
-import { ApprovalError, ApprovalRecord, ApprovalsService, redactArguments } from '@aileron/approvals';
+import { Injectable } from '@nestjs/common';
+import { ApprovalsService, redactArguments } from '@aileron/approvals';
 import { SystemScopes } from '@aileron/auth/scope-issuer';
 import type { WorkspaceScope } from '@aileron/auth';
-import { APP_CONFIG, AppConfig } from '@aileron/config';
-import { databaseUnavailableReason } from '@aileron/database';
 import { toolError } from '@aileron/errors';
 import { PolicyService } from '@aileron/policy';
 import { ExecutionJournal, ExecutionRecord } from './execution-journal';
@@ -15,10 +12,6 @@ import { jsonByteLength } from './proxy/json-size';
 import type { CallContext, CallGate, ToolCall } from './proxy/proxy-session';
 import type { Answer } from './proxy/upstream';
 
-const PROGRESS_EVERY_MS = 5_000;
-/** how soon a call held for approval looks again when the database was away */
-const DATABASE_RETRY_MS = 1_000;
-
 /**
  * What happens around a forwarded tool call: the compiled policy decides
  * (the same decision filters tools/list), `approval` goes through the
@@ -27,7 +20,6 @@ const DATABASE_RETRY_MS = 1_000;
 @Injectable()
 export class PoolCalls implements CallGate {
   constructor(
-    @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly policies: PolicyService,
     private readonly approvals: ApprovalsService,
     private readonly journal: ExecutionJournal,
@@ -114,49 +106,25 @@ export class PoolCalls implements CallGate {
   ): Promise<{ run: true; approvalId: string } | { run: false; result: Record<string, unknown> }> {
     // an agent's retry may come on a new MCP session: its agent session is what binds the approval
     const exact = { server: call.server, tool: call.tool, arguments: call.arguments, requester: ctx.requester, session: ctx.agentSessionId ?? ctx.sessionId };
-    let request: ApprovalRecord | null = await this.approvals.forCall(scope, exact, ctx.gatewayId);
-    if (!request) {
-      const asked = { ...exact, agentSession: ctx.agentSessionId, executionMode: 'remote' as const, roles: ctx.principal.roles ?? [], groups: ctx.principal.groups ?? [] };
-      request = await this.approvals.request(scope, ctx.requester, asked, ctx.gatewayId);
-    }
-    const deadline = Date.now() + this.config.pool.approvalWaitSeconds * 1000;
-    while (request.status === 'pending' && Date.now() < deadline && !wait.signal.aborted) {
-      wait.progress?.(`Waiting for approval ${request.id}: ${this.approvals.reviewUrl(request.id)}`);
-      const seconds = Math.max(1, Math.min(PROGRESS_EVERY_MS, deadline - Date.now()) / 1000);
-      try {
-        request = await this.approvals.wait(ctx.caller, request.id, seconds);
-      } catch (error) {
-        // the approver cannot decide while the database is away either: the call keeps waiting, as the client was told
-        if (!databaseUnavailableReason(error)) throw error;
-        wait.progress?.(`Waiting for approval ${request.id}: the control plane's database cannot be reached right now; still waiting`);
-        // the client going away ends the pause (and the loop) at once
-        await sleep(Math.min(DATABASE_RETRY_MS, Math.max(0, deadline - Date.now())), undefined, { signal: wait.signal }).catch(() => undefined);
-      }
-    }
-    const reviewUrl = this.approvals.reviewUrl(request.id);
-    if (request.status === 'approved') {
-      try {
-        await this.approvals.consume(scope, ctx.requester, request.id, exact, ctx.gatewayId);
+    const asked = { ...exact, agentSession: ctx.agentSessionId, executionMode: 'remote' as const, roles: ctx.principal.roles ?? [], groups: ctx.principal.groups ?? [] };
+    const held = await this.approvals.holdCall(scope, ctx.caller, { exact, gatewayId: ctx.gatewayId }, () => this.approvals.request(scope, ctx.requester, asked, ctx.gatewayId), wait);
+    const { request } = held;
+    switch (held.outcome) {
+      case 'approved':
         return { run: true, approvalId: request.id };
-      } catch (error) {
-        // a racing call with the same arguments used it first
-        if (!(error instanceof ApprovalError)) throw error;
-        return { run: false, result: toolError('APPROVAL_NOT_USABLE', `Approval ${request.id} was already used: ${error.message}`, { approval_id: request.id }) };
-      }
+      case 'not-usable':
+        return { run: false, result: toolError('APPROVAL_NOT_USABLE', `Approval ${request.id} was already used: ${held.reason}`, { approval_id: request.id }) };
+      case 'pending':
+        return {
+          run: false,
+          result: toolError('APPROVAL_PENDING', `This call needs approval. Approval ${request.id} is pending: ${held.reviewUrl}. Call again with the same arguments once it is approved.`, {
+            approval_id: request.id,
+            review_url: held.reviewUrl,
+          }),
+        };
+      case 'refused':
+        return { run: false, result: toolError(`APPROVAL_${request.status.toUpperCase()}`, `Approval ${request.id} was ${request.status}${request.decisionReason ? `: ${request.decisionReason}` : ''}`, { approval_id: request.id }) };
     }
-    if (request.status === 'pending') {
-      return {
-        run: false,
-        result: toolError('APPROVAL_PENDING', `This call needs approval. Approval ${request.id} is pending: ${reviewUrl}. Call again with the same arguments once it is approved.`, {
-          approval_id: request.id,
-          review_url: reviewUrl,
-        }),
-      };
-    }
-    return {
-      run: false,
-      result: toolError(`APPROVAL_${request.status.toUpperCase()}`, `Approval ${request.id} was ${request.status}${request.decisionReason ? `: ${request.decisionReason}` : ''}`, { approval_id: request.id }),
-    };
   }
 
   private record(ctx: CallContext, call: ToolCall, type: ExecutionRecord['type'], decision: string, data: Record<string, unknown>): void {

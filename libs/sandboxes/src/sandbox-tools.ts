@@ -25,8 +25,17 @@ export interface SessionState {
 /** Asks the person at the MCP client (an elicitation); absent when the client cannot be asked. */
 export type Elicit = (message: string) => Promise<'accept' | 'decline' | 'cancel'>;
 
+/** Tells the MCP client that the call is still under way (a progress notification); absent when the client asked for none. */
+export type Progress = (message: string) => void;
+
+/** A call that may be held (for a person's approval): the client going away ends it, and it hears that it waits. */
+export interface HeldCall {
+  signal: AbortSignal;
+  progress?: Progress;
+}
+
 /** Decides a `bash` command before it runs (shell rules); null: it runs. */
-export type ShellGate = (who: ToolCaller, sandbox: SandboxRecord, command: string, workdir: string, signal: AbortSignal, elicit: Elicit | undefined) => Promise<{ stderr: string; exitCode: number } | null>;
+export type ShellGate = (who: ToolCaller, sandbox: SandboxRecord, command: string, workdir: string, wait: HeldCall, elicit: Elicit | undefined) => Promise<{ stderr: string; exitCode: number } | null>;
 
 /**
  * What a Codex client's sandbox policy asks of later `bash` calls, in this
@@ -170,7 +179,7 @@ export class SandboxTools {
   }
 
   /** Runs a tool; whatever goes wrong becomes a tool error in words the agent can act on. */
-  async call(who: ToolCaller, name: string, raw: unknown, signal: AbortSignal, elicit?: Elicit): Promise<CallToolResult> {
+  async call(who: ToolCaller, name: string, raw: unknown, signal: AbortSignal, elicit?: Elicit, progress?: Progress): Promise<CallToolResult> {
     if (!Object.hasOwn(this.args, name)) return toolError('UNKNOWN_TOOL', `Unknown tool: ${name}`);
     const parsed = this.args[name as keyof Args].safeParse(raw ?? {});
     if (!parsed.success) return toolError('INVALID_ARGUMENTS', describeIssues(fieldIssues('arguments', parsed.error.issues)));
@@ -181,7 +190,7 @@ export class SandboxTools {
     const target = await this.sandboxes.find(who.scope, args.sandbox);
     if (!target) return toolError('SANDBOX_NOT_FOUND', `sandbox not found: ${slug}`);
     try {
-      return await this.run(who, target, name as keyof Args, parsed.data, signal, elicit);
+      return await this.run(who, target, name as keyof Args, parsed.data, signal, elicit, progress);
     } catch (error) {
       if (error instanceof RunnerError) return toolError(error.failure.code, error.failure.message);
       if (error instanceof PatchError) return toolError(error.code, `${error.message}; nothing was changed`);
@@ -190,7 +199,7 @@ export class SandboxTools {
     }
   }
 
-  private async run(who: ToolCaller, target: SandboxRecord, name: keyof Args, data: unknown, signal: AbortSignal, elicit: Elicit | undefined): Promise<CallToolResult> {
+  private async run(who: ToolCaller, target: SandboxRecord, name: keyof Args, data: unknown, signal: AbortSignal, elicit: Elicit | undefined, progress?: Progress): Promise<CallToolResult> {
     const author = authorOf(who.caller);
     switch (name) {
       case 'read': {
@@ -230,7 +239,7 @@ export class SandboxTools {
       case 'bash': {
         const a = data as z.infer<Args['bash']>;
         const workdir = a.workdir ?? SANDBOX_WORKDIR;
-        const refused = await this.shellGate(who, target, a.command, workdir, signal, elicit);
+        const refused = await this.shellGate(who, target, a.command, workdir, { signal, progress }, elicit);
         if (refused) return text(JSON.stringify({ stdout: '', stderr: refused.stderr, exitCode: refused.exitCode }), { stdout: '', stderr: refused.stderr, exitCode: refused.exitCode });
         const exec = { op: 'exec' as const, command: a.command, workdir, timeoutMs: a.timeout ?? this.bashDefaultMs, limits: target.limits };
         const restrictions = this.restrictionsFor(who);

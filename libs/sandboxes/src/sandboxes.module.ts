@@ -1,8 +1,8 @@
 import { join } from 'node:path';
 import { Logger, Module } from '@nestjs/common';
-import { KubeConfig } from '@kubernetes/client-node';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { ApprovalsModule } from '@aileron/approvals';
+import { loadKubeConfig } from '@aileron/kubernetes';
 import { PolicyModule } from '@aileron/policy';
 import { PoolModule } from '@aileron/pool';
 import { compiledRunnerPath } from './bundles';
@@ -32,10 +32,7 @@ export function kubernetesSandboxOptions(config: AppConfig): Omit<KubernetesSand
 function driverFor(config: AppConfig): SandboxDriver {
   const logger = new Logger('Sandbox');
   if (config.sandboxes.driver === 'kubernetes') {
-    const kubeConfig = new KubeConfig();
-    if (process.env.KUBERNETES_SERVICE_HOST) kubeConfig.loadFromCluster();
-    else kubeConfig.loadFromDefault();
-    return new KubernetesSandboxDriver({ ...kubernetesSandboxOptions(config), kubeConfig, log: (line) => logger.log(line) });
+    return new KubernetesSandboxDriver({ ...kubernetesSandboxOptions(config), kubeConfig: loadKubeConfig(), log: (line) => logger.log(line) });
   }
   const { tmpfsMb, uidBase, storage, defaultLimits, cpus } = config.sandboxes;
   return new LocalSandboxDriver({
