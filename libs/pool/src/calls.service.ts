@@ -9,7 +9,7 @@ import { ExecutionJournal, ExecutionRecord } from './execution-journal';
 import type { Instance } from './instances.service';
 import { ToolPins } from './tool-pins.service';
 import { jsonByteLength } from './proxy/json-size';
-import type { CallContext, CallGate, ToolCall } from './proxy/proxy-session';
+import type { CallContext, CallGate, ToolCall } from './proxy/mcp-session';
 import type { Answer } from './proxy/upstream';
 
 /**
@@ -105,7 +105,7 @@ export class PoolCalls implements CallGate {
     wait: { signal: AbortSignal; progress?: (message: string) => void },
   ): Promise<{ run: true; approvalId: string } | { run: false; result: Record<string, unknown> }> {
     // an agent's retry may come on a new MCP session: its agent session is what binds the approval
-    const exact = { server: call.server, tool: call.tool, arguments: call.arguments, requester: ctx.requester, session: ctx.agentSessionId ?? ctx.sessionId };
+    const exact = { server: call.server, tool: call.tool, arguments: call.arguments, requester: ctx.requester, session: ctx.agentSessionId ?? ctx.mcpSessionId };
     const asked = { ...exact, agentSession: ctx.agentSessionId, executionMode: 'remote' as const, roles: ctx.principal.roles ?? [], groups: ctx.principal.groups ?? [] };
     const held = await this.approvals.holdCall(scope, ctx.caller, { exact, gatewayId: ctx.gatewayId }, () => this.approvals.request(scope, ctx.requester, asked, ctx.gatewayId), wait);
     const { request } = held;
@@ -136,12 +136,12 @@ export class PoolCalls implements CallGate {
       workspaceId: ctx.workspaceId,
       workspaceSlug: ctx.workspaceSlug,
       // `session` is the agent session where a caveat token made the call, else the MCP session; `mcp_session` always the latter
-      sessionId: ctx.agentSessionId ?? ctx.sessionId,
+      sessionId: ctx.agentSessionId ?? ctx.mcpSessionId,
       actor: ctx.requester,
       server: call.server,
       tool: call.tool,
       decision,
-      data: { ...data, mcp_session: ctx.sessionId },
+      data: { ...data, mcp_session: ctx.mcpSessionId },
     });
   }
 }

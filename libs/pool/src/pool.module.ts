@@ -21,7 +21,7 @@ import { McpController } from './mcp.controller';
 import { McpFastPath } from './mcp-fast-path';
 import { PoolController } from './pool.controller';
 import { PoolRateLimits } from './rate-limits.service';
-import { PoolSessions } from './sessions.service';
+import { McpSessions } from './mcp-sessions.service';
 import { ToolPinsRepository } from './tool-pins.repository';
 import { ToolPins } from './tool-pins.service';
 
@@ -63,7 +63,7 @@ function driverFor(config: AppConfig): InstanceDriver {
   providers: [
     { provide: INSTANCE_DRIVER, inject: [APP_CONFIG], useFactory: driverFor },
     PoolInstances,
-    PoolSessions,
+    McpSessions,
     BuiltinServers,
     McpAdmission,
     McpFastPath,
@@ -73,6 +73,6 @@ function driverFor(config: AppConfig): InstanceDriver {
     ToolPins,
     ToolPinsRepository,
   ],
-  exports: [PoolInstances, PoolSessions, ExecutionJournal, BuiltinServers],
+  exports: [PoolInstances, McpSessions, ExecutionJournal, BuiltinServers],
 })
 export class PoolModule {}

@@ -25,7 +25,7 @@ export interface CallContext {
   /** the authenticated caller, for services that check access themselves (approval waits) */
   caller: Principal;
   /** the MCP session */
-  sessionId: string;
+  mcpSessionId: string;
   /** the agent session whose caveat token opened the MCP session, if one did */
   agentSessionId: string | null;
 }
@@ -70,7 +70,7 @@ interface ClientRequest {
 }
 
 /** an upstream session whose server messages say which of our client's requests they came with */
-type ServerSession = Upstream<ClientRequest>;
+type UpstreamSession = Upstream<ClientRequest>;
 
 const MAX_QUEUED = 200;
 const MAX_LIST_PAGES = 20;
@@ -88,17 +88,17 @@ const ANSWER_AS_JSON = { withinMs: 100, whenConcurrent: 2 } as const;
  * the proxy steps in only where it must: names (aggregate endpoint), policy on
  * tools, approvals, pinning, audit, and ids where several parties meet.
  */
-export class ProxySession {
+export class McpSession {
   readonly front: NodeStreamableHttpTransport;
   readonly names: Namespacing;
   lastActivity = Date.now();
-  private readonly upstreams = new Map<string, ServerSession>();
-  private readonly connecting = new Map<string, Promise<ServerSession>>();
+  private readonly upstreams = new Map<string, UpstreamSession>();
+  private readonly connecting = new Map<string, Promise<UpstreamSession>>();
   private initParams: Record<string, unknown> | null = null;
   private protocolVersion: string | null = null;
   private readonly clientRequests = new Map<RequestId, ClientRequest>();
   /** our id for a request a server sent → that server's session and its own id */
-  private readonly serverRequests = new Map<string, { upstream: ServerSession; id: RequestId }>();
+  private readonly serverRequests = new Map<string, { upstream: UpstreamSession; id: RequestId }>();
   /** progress tokens the client gave → its request, so progress reaches the right stream */
   private readonly progressTokens = new Map<string | number, RequestId>();
   private readonly waitingForStream: JSONRPCMessage[] = [];
@@ -115,7 +115,7 @@ export class ProxySession {
     private readonly endpoint: { server: string } | { aggregate: true },
     private readonly source: InstanceSource,
     private readonly gate: CallGate,
-    identity: Omit<CallContext, 'sessionId'>,
+    identity: Omit<CallContext, 'mcpSessionId'>,
     options: { allowedOrigins?: string[]; /** shared by every session of the proxy: how busy it is */ load: AnswerLoad },
   ) {
     this.names = new Namespacing('aggregate' in endpoint);
@@ -124,14 +124,14 @@ export class ProxySession {
       eventStore: new BoundedEventStore(),
       answerAsJson: { ...ANSWER_AS_JSON, load: options.load },
       onsessioninitialized: (sessionId) => {
-        this.ctx = { ...identity, sessionId, principal: { ...identity.principal, session: sessionId } };
+        this.ctx = { ...identity, mcpSessionId: sessionId, principal: { ...identity.principal, session: sessionId } };
         this.onSessionId(sessionId);
       },
       onsessionclosed: () => void this.close(),
       ...(options.allowedOrigins ? { allowedOrigins: options.allowedOrigins } : {}),
     });
     // the transport knows the id only once it answers initialize; requests need it earlier
-    this.ctx = { ...identity, sessionId: '' };
+    this.ctx = { ...identity, mcpSessionId: '' };
     this.front.onmessage = (message) => this.fromClient(message);
     this.front.onclose = () => void this.close();
   }
@@ -319,7 +319,7 @@ export class ProxySession {
    * The live upstream session for a server, opened (or reopened after the
    * instance died) on demand with the client's own initialize parameters.
    */
-  private upstream(server: string): Promise<ServerSession> {
+  private upstream(server: string): Promise<UpstreamSession> {
     const existing = this.upstreams.get(server);
     if (existing?.alive) return Promise.resolve(existing);
     let pending = this.connecting.get(server);
@@ -330,7 +330,7 @@ export class ProxySession {
     return pending;
   }
 
-  private async connect(server: string): Promise<ServerSession> {
+  private async connect(server: string): Promise<UpstreamSession> {
     if (!this.initParams) throw rpcError(INVALID_PARAMS, 'The session is not initialized');
     if (!this.gate.reaches(this.ctx, server)) throw unreachable(server);
     const instance = await this.source.acquire(server);
@@ -354,10 +354,10 @@ export class ProxySession {
     return upstream;
   }
 
-  private async connected(): Promise<ServerSession[]> {
+  private async connected(): Promise<UpstreamSession[]> {
     const servers = 'server' in this.endpoint ? [this.endpoint.server] : [...this.initResults.keys()];
     const all = await Promise.all(servers.map((s) => this.upstream(s).catch(() => null)));
-    return all.filter((u): u is ServerSession => u !== null);
+    return all.filter((u): u is UpstreamSession => u !== null);
   }
 
   private async forward(server: string, method: string, params: Record<string, unknown>, entry: ClientRequest): Promise<Answer> {
@@ -423,7 +423,7 @@ export class ProxySession {
     return answer;
   }
 
-  private async allPages(upstream: ServerSession, method: string, key: string, signal: AbortSignal): Promise<{ items: Record<string, unknown>[] } | { error: RpcError }> {
+  private async allPages(upstream: UpstreamSession, method: string, key: string, signal: AbortSignal): Promise<{ items: Record<string, unknown>[] } | { error: RpcError }> {
     const items: Record<string, unknown>[] = [];
     let cursor: unknown;
     for (let page = 0; page < MAX_LIST_PAGES; page++) {
@@ -454,7 +454,7 @@ export class ProxySession {
   // ── server → client ─────────────────────────────────────────────────────
 
   /** `on`: the client's request this came with, when the server sent it on that request's stream */
-  private fromServer(upstream: ServerSession, message: JSONRPCRequest | JSONRPCNotification, on?: ClientRequest): void {
+  private fromServer(upstream: UpstreamSession, message: JSONRPCRequest | JSONRPCNotification, on?: ClientRequest): void {
     this.lastActivity = Date.now();
     if ('id' in message) {
       // ids from several servers meet here: the client sees ours
