@@ -4,7 +4,7 @@ import { Clock } from '@aileron/clock';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { ConflictError } from '@aileron/errors';
 import { Agent, AgentConfig, renderAgentConfig } from './domain/agent-config';
-import { SessionRef, SessionsService } from './sessions.service';
+import { SessionRef, SessionsService } from './agent-sessions.service';
 
 /** The snippet that registers aileron-mcp in an agent, for someone who may read the session. */
 @Injectable()

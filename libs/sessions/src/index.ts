@@ -1,6 +1,6 @@
 export * from './domain/caveat-token';
 export { deriveKey } from './domain/macaroon';
 export { CaveatTokenVerifier } from './domain/token-verifier';
-export { SessionsModule } from './sessions.module';
-export { SessionsService } from './sessions.service';
-export { SessionKeys } from './session-keys.service';
+export { SessionsModule } from './agent-sessions.module';
+export { SessionsService } from './agent-sessions.service';
+export { SessionKeys } from './agent-session-keys.service';

@@ -20,9 +20,9 @@ import {
   toSessionView,
   wsIdParams,
   wsParams,
-} from './sessions.schemas';
-import { inWorkspace, sessionsAlias } from './session-routes';
-import { SessionRef, SessionsService } from './sessions.service';
+} from './agent-sessions.schemas';
+import { inWorkspace, sessionsAlias } from './agent-session-routes';
+import { SessionRef, SessionsService } from './agent-sessions.service';
 
 const sessionsCursor = new ListCursor('sessions', createdAtKey);
 const messagesCursor = new ListCursor('session-messages', createdAtKey);

@@ -9,8 +9,8 @@ import { GatewayCredentials } from '@aileron/gateway';
 import { OutboxService } from '@aileron/outbox';
 import { CAVEAT_TOKEN_PREFIX, CaveatTokenError, permitsServer, permitsTool, TOKEN_INVALID_DETAIL, TokenGrant, TokenIdentity } from './domain/caveat-token';
 import { CaveatTokenVerifier } from './domain/token-verifier';
-import { SessionKeys } from './session-keys.service';
-import { SessionRecord, SessionsRepository } from './sessions.repository';
+import { SessionKeys } from './agent-session-keys.service';
+import { SessionRecord, SessionsRepository } from './agent-sessions.repository';
 
 /**
  * how long a replica trusts that a session is alive and what its creator may

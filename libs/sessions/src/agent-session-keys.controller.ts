@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { OrgScope, TenantScope } from '@aileron/auth';
 import { createdAtKey, legacyPageView, ListCursor, PageQuery, pageQuery, Route, withLegacyKey } from '@aileron/http';
 import { SESSION_KEY_ID } from './domain/caveat-token';
-import { SessionKeys } from './session-keys.service';
+import { SessionKeys } from './agent-session-keys.service';
 
 const keyView = z.object({ key_id: z.string(), created_at: z.string(), retired_at: z.string().nullable().describe('retired keys verify tokens minted before the rotation until removed') });
 const keysPage = legacyPageView(keyView, 'keys');

@@ -8,9 +8,9 @@ import { DatabaseService, Keyset } from '@aileron/database';
 import { ConflictError, ForbiddenError, NotFoundError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
 import { Capability, Caveat, caveatText, DEFAULT_CAPABILITIES, mintCaveatToken } from './domain/caveat-token';
-import { SessionCredentials } from './session-credentials.service';
-import { SessionKeys } from './session-keys.service';
-import { CreatorKind, MessageRecord, SessionRecord, SessionsRepository } from './sessions.repository';
+import { SessionCredentials } from './agent-session-credentials.service';
+import { SessionKeys } from './agent-session-keys.service';
+import { CreatorKind, MessageRecord, SessionRecord, SessionsRepository } from './agent-sessions.repository';
 
 export const DEFAULT_TTL_SECONDS = 8 * 3600;
 export const MAX_TTL_SECONDS = 7 * 24 * 3600;

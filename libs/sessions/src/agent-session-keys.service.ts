@@ -6,7 +6,7 @@ import type { Keyset } from '@aileron/database';
 import { NotFoundError } from '@aileron/errors';
 import { KeyProvider, ROOT_KEYS } from '@aileron/keys';
 import { deriveKey } from './domain/macaroon';
-import { RootKeyRecord, SessionsRepository } from './sessions.repository';
+import { RootKeyRecord, SessionsRepository } from './agent-sessions.repository';
 
 /** Bound to the organisation and key id: a sealed key copied to another row or organisation does not open. */
 function aad(organizationId: string, keyId: string): string {
