@@ -57,7 +57,7 @@ export class AuthGuard implements CanActivate, OnApplicationBootstrap {
     const principal = await this.authenticate(context, request);
     request.principal = principal;
     // a sandboxed agent's token reaches only what a route declares for its caps, whatever its creator may do
-    if (principal.session && (!route.capability || !principal.session.caps.has(route.capability))) {
+    if (principal.agentSession && (!route.capability || !principal.agentSession.caps.has(route.capability))) {
       throw new ForbiddenError(
         route.capability ? `This session token lacks the "${route.capability}" capability` : 'A session token may not call this endpoint',
         'CAPABILITY_REQUIRED',

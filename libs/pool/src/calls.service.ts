@@ -27,13 +27,13 @@ export class PoolCalls implements CallGate {
   ) {}
 
   reaches(ctx: CallContext, server: string): boolean {
-    return ctx.caller.session?.allowsServer(server) ?? true;
+    return ctx.caller.agentSession?.allowsServer(server) ?? true;
   }
 
   async listFilter(ctx: CallContext, server: string): Promise<(tool: string) => boolean> {
     const policy = await this.policies.current(scopeOf(ctx));
-    const grant = ctx.caller.session;
-    // a session token sees only the servers and tools its caveats leave it
+    const grant = ctx.caller.agentSession;
+    // an agent session's caveat token sees only the servers and tools its caveats leave it
     if (grant) return (tool) => grant.allowsTool(server, tool) && policy.compiled.listable({ server, tool, principal: ctx.principal, execution_mode: 'remote' });
     return (tool) => policy.compiled.listable({ server, tool, principal: ctx.principal, execution_mode: 'remote' });
   }
@@ -47,7 +47,7 @@ export class PoolCalls implements CallGate {
     call: ToolCall,
     wait: { signal: AbortSignal; progress?: (message: string) => void },
   ): Promise<{ run: true; approvalId: string | null } | { run: false; result: Record<string, unknown> }> {
-    const grant = ctx.caller.session;
+    const grant = ctx.caller.agentSession;
     if (grant && !grant.caps.has('actions:run')) {
       return { run: false, result: toolError('CAPABILITY_REQUIRED', 'This session token may list tools but not call them (it lacks the "actions:run" capability)') };
     }

@@ -67,11 +67,11 @@ export class McpAdmission {
     if (request.origin !== undefined && !this.allowedOrigins.includes(request.origin)) {
       throw new ForbiddenError(`Origin ${request.origin} may not use this endpoint`, 'ORIGIN_NOT_ALLOWED');
     }
-    // a session token's caveats, before anything is opened or forwarded (the fast path skips the guard)
-    if (caller.session && !caller.session.caps.has('actions:list')) {
+    // an agent session's caveat token, before anything is opened or forwarded (the fast path skips the guard)
+    if (caller.agentSession && !caller.agentSession.caps.has('actions:list')) {
       throw new ForbiddenError('This session token lacks the "actions:list" capability', 'CAPABILITY_REQUIRED');
     }
-    if (caller.session && 'server' in endpoint && !caller.session.allowsServer(endpoint.server)) {
+    if (caller.agentSession && 'server' in endpoint && !caller.agentSession.allowsServer(endpoint.server)) {
       throw new ForbiddenError(`This session token does not reach the server "${endpoint.server}"`, 'CAPABILITY_REQUIRED');
     }
     // MCP sessions are bound to the credential; the guard and the fast path authenticate only bearer credentials, so this is never expected

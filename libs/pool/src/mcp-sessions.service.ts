@@ -171,7 +171,7 @@ export class McpSessions implements OnApplicationBootstrap, BeforeApplicationShu
     const organizationSlug = principal.organizationSlug;
     const role = roleIn(principal, scope.workspaceId);
     // an agent session acts for whoever started it: the policy, approvals and audit see that one
-    const requester = principal.session?.creator ?? describePrincipal(principal);
+    const requester = principal.agentSession?.creator ?? describePrincipal(principal);
     const gatewayId = requester.startsWith('gateway:') ? requester.slice('gateway:'.length) : null;
     const session = new McpSession(
       endpoint,
@@ -194,7 +194,7 @@ export class McpSessions implements OnApplicationBootstrap, BeforeApplicationShu
         },
         gatewayId,
         caller: principal,
-        agentSessionId: principal.session?.id ?? null,
+        agentSessionId: principal.agentSession?.id ?? null,
       },
       { allowedOrigins, load: this.load },
     );

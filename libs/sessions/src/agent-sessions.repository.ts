@@ -55,7 +55,7 @@ function toMessage(row: Prisma.SessionMessageGetPayload<object>): MessageRecord 
 
 /** Agent sessions, their messages and the organisations' session root keys. */
 @Injectable()
-export class SessionsRepository extends Repository {
+export class AgentSessionsRepository extends Repository {
   async create(scope: WorkspaceScope, data: NewSession, tx: Transaction): Promise<SessionRecord> {
     const row = await tx.agentSession.create({ data: { ...data, organizationId: scope.organizationId, workspaceId: scope.workspaceId }, include });
     return toRecord(row);
