@@ -107,7 +107,7 @@ module.exports = {
           // agent sessions: their caveat tokens' authentication, and sessions addressed by id (like approvals)
           '^libs/sessions/src/(agent-session-credentials|agent-sessions)\\.service\\.ts$',
           // pool calls on an admitted MCP session, and the execution journal's replay after a crash
-          '^libs/pool/src/(calls\\.service|execution-journal)\\.ts$',
+          '^libs/pool/src/(pool-calls\\.service|execution-journal)\\.ts$',
         ],
       },
       to: { path: '^libs/auth/src/scope-issuer\\.ts$' },

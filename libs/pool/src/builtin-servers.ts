@@ -2,7 +2,7 @@ import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { Injectable } from '@nestjs/common';
 import type { Principal, WorkspaceScope } from '@aileron/auth';
 import type { InProcessEndpoint, InstanceExit } from './drivers/driver';
-import { Instance } from './instances.service';
+import { Instance } from './pool-instances.service';
 
 /**
  * A server the control plane serves itself (the sandbox tools) rather than

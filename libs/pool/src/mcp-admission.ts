@@ -8,8 +8,8 @@ import { DomainError, ForbiddenError, NotFoundError, UnauthenticatedError } from
 import { writeProblem } from '@aileron/http';
 import { BuiltinServers } from './builtin-servers';
 import { ExecutionJournal } from './execution-journal';
-import { PoolInstances } from './instances.service';
-import { PoolRateLimits } from './rate-limits.service';
+import { PoolInstances } from './pool-instances.service';
+import { PoolRateLimits } from './pool-rate-limits.service';
 import { McpEndpoint, McpSessions } from './mcp-sessions.service';
 import type { McpSession } from './proxy/mcp-session';
 

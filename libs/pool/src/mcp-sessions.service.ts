@@ -8,11 +8,11 @@ import { KeyProvider, ROOT_KEYS } from '@aileron/keys';
 import { RedisService } from '@aileron/redis';
 import { PeriodicTask } from '@aileron/schedule';
 import { BuiltinServers } from './builtin-servers';
-import { PoolCalls } from './calls.service';
+import { PoolCalls } from './pool-calls.service';
 import { MCP_PERMISSION } from './mcp-routes';
-import { PoolInstances } from './instances.service';
+import { PoolInstances } from './pool-instances.service';
 import { McpSession } from './proxy/mcp-session';
-import { AnswerLoad } from './streamable-http';
+import { AnswerLoad } from './node-streamable-http-transport';
 
 export type McpEndpoint = { server: string } | { aggregate: true };
 

@@ -8,7 +8,7 @@ import { UnauthenticatedError } from '@aileron/errors';
 import { GatewayCredentials } from '@aileron/gateway';
 import { OutboxService } from '@aileron/outbox';
 import { CAVEAT_TOKEN_PREFIX, CaveatTokenError, permitsServer, permitsTool, TOKEN_INVALID_DETAIL, TokenGrant, TokenIdentity } from './domain/caveat-token';
-import { CaveatTokenVerifier } from './domain/token-verifier';
+import { CaveatTokenVerifier } from './domain/caveat-token-verifier';
 import { AgentSessionKeys } from './agent-session-keys.service';
 import { SessionRecord, AgentSessionsRepository } from './agent-sessions.repository';
 

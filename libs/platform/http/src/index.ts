@@ -1,7 +1,7 @@
 export * from './route.decorator';
 export * from './route-catalog.service';
 export * from './openapi';
-export * from './metrics';
+export * from './http-metrics';
 export { ProblemFilter, writeProblem } from './problem.filter';
 export { HttpModule } from './http.module';
 export { BODY_LIMIT_BYTES, installBodyParsers, readJsonBody, STREAMED_BODY_TYPES } from './body-parsers';

@@ -4,11 +4,11 @@ import type { JSONRPCMessage, JSONRPCNotification, JSONRPCRequest, RequestId } f
 import type { Principal } from '@aileron/auth';
 import type { CallPrincipal } from '@aileron/policy';
 import { databaseUnavailableReason } from '@aileron/database';
-import type { Instance } from '../instances.service';
-import { AnswerLoad, NodeStreamableHttpTransport } from '../streamable-http';
+import type { Instance } from '../pool-instances.service';
+import { AnswerLoad, NodeStreamableHttpTransport } from '../node-streamable-http-transport';
 import { INSTANCE_BUSY, INVALID_PARAMS, METHOD_NOT_FOUND, RpcError, UPSTREAM_UNAVAILABLE } from './jsonrpc';
-import { Namespacing } from './names';
-import { BoundedEventStore } from './event-store';
+import { Namespacing } from './namespacing';
+import { BoundedEventStore } from './bounded-event-store';
 import { Answer, Upstream } from './upstream';
 
 /** Who is calling, as the policy, approvals and audit see it. */

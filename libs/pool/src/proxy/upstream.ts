@@ -11,8 +11,8 @@ import {
   type RequestId,
 } from '@modelcontextprotocol/sdk/types.js';
 import { createParser } from 'eventsource-parser';
-import type { Instance } from '../instances.service';
-import { InProcessTransport } from './in-process';
+import type { Instance } from '../pool-instances.service';
+import { InProcessTransport } from './in-process-transport';
 import { asResponse, BodyWatch, Exchange, httpExchange, httpFetch } from './http-fetch';
 import { RpcError, UPSTREAM_GONE } from './jsonrpc';
 import { type OutboundPolicy, RefusedAddressError } from '@aileron/net';

@@ -7,7 +7,7 @@ import { apiRequestOptions, deleteIgnoringAbsent, describeApiError, exitReason, 
 import { CoreV1Api, NetworkingV1Api, type ConfigurationOptions, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { HISTORY_DIR, type RunnerOp, type RunnerRequest, type RunnerResult } from '../../runner-protocol';
 import { type GitResult, RunnerError, type SandboxDriver, type SandboxRunner, type SandboxSpec, SandboxSourceError, SandboxStartError } from '../driver';
-import { SNAPSHOT_BRANCH } from '../local-driver';
+import { SNAPSHOT_BRANCH } from '../local-sandbox-driver';
 import {
   DEFAULT_PORTS,
   SANDBOX_SELECTOR,

@@ -6,7 +6,7 @@ import type { WorkspaceScope } from '@aileron/auth';
 import { toolError } from '@aileron/errors';
 import { PolicyService } from '@aileron/policy';
 import { ExecutionJournal, ExecutionRecord } from './execution-journal';
-import type { Instance } from './instances.service';
+import type { Instance } from './pool-instances.service';
 import { ToolPins } from './tool-pins.service';
 import { jsonByteLength } from './proxy/json-size';
 import type { CallContext, CallGate, ToolCall } from './proxy/mcp-session';
