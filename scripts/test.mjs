@@ -29,7 +29,7 @@ else failed++;
 
 const dir = mkdtempSync(join(tmpdir(), 'aileron-results-'));
 const report = join(dir, 'vitest.json');
-const ok = step('vitest', 'npx', ['vitest', 'run', '--reporter=default', '--reporter=json', `--outputFile.json=${report}`, ...extra]);
+const ok = step('vitest', 'npx', ['vitest', 'run', '--reporter=default', '--reporter=json', '--reporter=./scripts/slowest-files.mjs', `--outputFile.json=${report}`, ...extra]);
 try {
   const results = JSON.parse(readFileSync(report, 'utf8'));
   passed += results.numPassedTests;
