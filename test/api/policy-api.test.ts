@@ -1,6 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { aToken, aWorkspace, uniqueSlug } from '../support/builders';
-import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import type { TestControlPlane } from '../support/control-plane';
+import { shared } from '../support/shared-control-plane';
 import { BACKENDS } from '../support/databases';
 
 const POLICY = {
@@ -33,11 +34,10 @@ rules:
 describe.each(BACKENDS)('policy API on %s', (backend) => {
   let cp: TestControlPlane;
   let ws: string;
-  beforeAll(async () => {
-    cp = await startTestControlPlane(backend);
+  shared.beforeAll(async ({ sharedControlPlane }) => {
+    cp = await sharedControlPlane(backend);
     ws = (await aWorkspace(cp, cp.ownerToken)).slug;
   });
-  afterAll(async () => cp?.close());
 
   const evaluate = (body: Record<string, unknown>, workspace = ws) => cp.request('POST', `/v1/workspaces/${workspace}/policy/evaluate`, { body });
 
