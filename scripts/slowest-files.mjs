@@ -14,14 +14,24 @@ export default class SlowestFiles {
   onTestRunEnd(testModules) {
     const files = testModules
       .map((module) => {
-        const { prepareDuration, environmentSetupDuration, collectDuration, setupDuration, duration } = module.diagnostic();
+        const { prepareDuration, environmentSetupDuration, collectDuration, setupDuration, duration } =
+          module.diagnostic();
         const ms = prepareDuration + environmentSetupDuration + setupDuration + collectDuration + duration;
-        return { name: module.moduleId.startsWith(`${this.root}/`) ? module.moduleId.slice(this.root.length + 1) : module.moduleId, seconds: ms / 1000, tests: [...module.children.allTests()].length };
+        return {
+          name: module.moduleId.startsWith(`${this.root}/`)
+            ? module.moduleId.slice(this.root.length + 1)
+            : module.moduleId,
+          seconds: ms / 1000,
+          tests: [...module.children.allTests()].length,
+        };
       })
       .sort((a, b) => b.seconds - a.seconds)
       .slice(0, COUNT);
     if (files.length === 0) return;
     process.stdout.write(`\nslowest ${files.length} test files (start-up, hooks and tests):\n`);
-    for (const file of files) process.stdout.write(`${file.seconds.toFixed(1).padStart(8)} s ${String(file.tests).padStart(5)} tests  ${file.name}\n`);
+    for (const file of files)
+      process.stdout.write(
+        `${file.seconds.toFixed(1).padStart(8)} s ${String(file.tests).padStart(5)} tests  ${file.name}\n`,
+      );
   }
 }
