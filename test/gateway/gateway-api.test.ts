@@ -3,13 +3,13 @@ import { checkBundle, SignedPolicyBundle } from '../../libs/gateway/src';
 import { aCatalogServer, aGateway, aToken, aWorkspace, uniqueSlug } from '../support/builders';
 import type { TestControlPlane } from '../support/control-plane';
 import { shared } from '../support/shared-control-plane';
-import { BACKENDS } from '../support/databases';
 
-describe.each(BACKENDS)('catalog and gateway API on %s', (backend) => {
+// the HTTP contract, on the embedded database: every repository query it makes runs on PGlite and PostgreSQL alike in test/database/repository-parity.test.ts
+describe('catalog and gateway API', () => {
   let cp: TestControlPlane;
   let ws: string;
   shared.beforeAll(async ({ sharedControlPlane }) => {
-    cp = await sharedControlPlane(backend);
+    cp = await sharedControlPlane('pglite');
     ws = (await aWorkspace(cp, cp.ownerToken)).slug;
   });
 
