@@ -3,7 +3,8 @@
  * - apps are entry points: nothing imports them but themselves;
  * - a library is entered only through its src/index.ts (and named second faces:
  *   auth's scope issuer; the pool's bridge parts, which the bridge program loads without Nest;
- *   the sessions' caveat token, which the CLI and the bundled aileron-mcp use offline);
+ *   the sessions' caveat token, which the CLI and the bundled aileron-mcp use offline;
+ *   the sandboxes' runner protocol, which the bundled sandbox runner and git helper speak);
  * - platform libraries never import domain libraries;
  * - a domain's pure rules (src/domain/) use no framework, HTTP or database;
  * - only repositories and the database library touch the generated Prisma client;
@@ -15,8 +16,8 @@
  */
 const LIB = '^libs/((?:platform/)?[^/]+)/';
 const POLICY_SPECIFICATION = '^libs/policy/src/domain/reference-evaluator\\.ts$';
-/** Public faces besides src/index.ts, each a tsconfig path of its own (@aileron/auth/scope-issuer, @aileron/pool/bridge, @aileron/sessions/caveat-token). */
-const SECOND_FACES = ['^libs/auth/src/scope-issuer\\.ts$', '^libs/pool/src/bridge/index\\.ts$', '^libs/sessions/src/domain/caveat-token\\.ts$'];
+/** Public faces besides src/index.ts, each a tsconfig path of its own (@aileron/auth/scope-issuer, @aileron/pool/bridge, @aileron/sessions/caveat-token, @aileron/sandboxes/runner-protocol). */
+const SECOND_FACES = ['^libs/auth/src/scope-issuer\\.ts$', '^libs/pool/src/bridge/index\\.ts$', '^libs/sessions/src/domain/caveat-token\\.ts$', '^libs/sandboxes/src/runner-protocol/index\\.ts$'];
 module.exports = {
   forbidden: [
     {

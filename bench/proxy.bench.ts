@@ -349,8 +349,8 @@ async function auditedCalls(controlPlane: ControlPlane, session: string): Promis
   let cursor: string | null = null;
   do {
     const query: string = `session=${encodeURIComponent(session)}&tool=${TOOL}&limit=500${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`;
-    const page = (await call(controlPlane.url, 'GET', `/v1/workspaces/${WORKSPACE}/audit?${query}`, owner)) as { events: { type: string }[]; next_cursor: string | null };
-    count += page.events.filter((event) => event.type === 'execution.succeeded').length;
+    const page = (await call(controlPlane.url, 'GET', `/v1/workspaces/${WORKSPACE}/audit?${query}`, owner)) as { items: { type: string }[]; next_cursor: string | null };
+    count += page.items.filter((event) => event.type === 'execution.succeeded').length;
     cursor = page.next_cursor;
   } while (cursor);
   return count;

@@ -112,9 +112,9 @@ describe('policy API', () => {
     expect(refused.status).toBe(400);
     expect(refused.body.code).toBe('POLICY_INVALID');
     expect(refused.body.errors).toEqual([
-      expect.objectContaining({ path: 'rules[0].arguments[0].regex', rule: 'backref', message: expect.stringContaining('RE2 syntax') }),
-      expect.objectContaining({ path: 'rules[1].arguments[0].regex', rule: 'lookahead', message: expect.stringContaining('RE2 syntax') }),
-      expect.objectContaining({ path: 'rules[2].arguments[0].regex', rule: 'novel', message: expect.stringContaining('longer than 1000 characters') }),
+      expect.objectContaining({ path: 'body.rules[0].arguments[0].regex', rule: 'backref', message: expect.stringContaining('RE2 syntax') }),
+      expect.objectContaining({ path: 'body.rules[1].arguments[0].regex', rule: 'lookahead', message: expect.stringContaining('RE2 syntax') }),
+      expect.objectContaining({ path: 'body.rules[2].arguments[0].regex', rule: 'novel', message: expect.stringContaining('longer than 1000 characters') }),
     ]);
   });
 
@@ -135,13 +135,13 @@ describe('policy API', () => {
     const problems = bad.body.errors as { path: string; rule?: string; message: string }[];
     expect(problems).toEqual(
       expect.arrayContaining([
-        expect.objectContaining({ path: 'rules[1].arguments[0].regex', rule: 'b' }),
-        expect.objectContaining({ path: 'rules[2].id', rule: 'a' }),
-        expect.objectContaining({ path: 'rules[2].approval_route', rule: 'a' }),
-        expect.objectContaining({ path: 'rules[3].effect', rule: 'c' }),
+        expect.objectContaining({ path: 'body.rules[1].arguments[0].regex', rule: 'b' }),
+        expect.objectContaining({ path: 'body.rules[2].id', rule: 'a' }),
+        expect.objectContaining({ path: 'body.rules[2].approval_route', rule: 'a' }),
+        expect.objectContaining({ path: 'body.rules[3].effect', rule: 'c' }),
       ]),
     );
-    expect(problems.some((p) => p.path.startsWith('rules[3]') && /tool/.test(p.path + p.message))).toBe(true);
+    expect(problems.some((p) => p.path.startsWith('body.rules[3]') && /tool/.test(p.path + p.message))).toBe(true);
 
     const yaml = await cp.request('PUT', `/v1/workspaces/${ws}/policy`, { body: 'rules:\n  - id: x\n   effect: [deny\n', headers: { 'content-type': 'application/yaml' } });
     expect(yaml.status).toBe(400);

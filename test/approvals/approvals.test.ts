@@ -262,7 +262,7 @@ describe.each(BACKENDS)('approvals on %s', (backend) => {
       body: { routes: { sre: { approvers: [{ role: 'admin' }, { group: 'platform' }] } }, groups: { sre: ['x@example.com'] } },
     });
     expectRefused(bad, 400, 'VALIDATION_FAILED');
-    expect(bad.body.errors).toEqual([{ path: 'routes.sre.approvers[1].group', message: expect.stringContaining('"platform"') }]);
+    expect(bad.body.errors).toEqual([{ path: 'body.routes.sre.approvers[1].group', message: expect.stringContaining('"platform"') }]);
     const current = await cp.request('GET', `/v1/workspaces/${slug}/approval-routes`);
     expect(current.body).toMatchObject({ version: 1, document: { routes: { sre: { approvers: [{ role: 'admin' }] } } } });
   });

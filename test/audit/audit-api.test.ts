@@ -324,7 +324,7 @@ describe.each(BACKENDS)('audit API on %s', (backend) => {
         const res = await cp.request('GET', `/v1/workspaces/${ws.slug}/audit?cursor=${cursor}`);
         expect(res.status, cursor).toBe(400);
         expect(res.headers.get('content-type')).toContain('application/problem+json');
-        expect(res.body.code).toBe('VALIDATION_FAILED');
+        expect(res.body.code).toBe('INVALID_CURSOR');
       }
       for (const limit of ['0', '501', 'ten']) expect((await cp.request('GET', `/v1/workspaces/${ws.slug}/audit?limit=${limit}`)).status).toBe(400);
       expect((await cp.request('GET', `/v1/workspaces/${ws.slug}/audit?decision=perhaps`)).status).toBe(400);

@@ -178,7 +178,7 @@ describe('aileron-cp over the REST API', () => {
     writeFileSync(file, 'rules:\n  - id: broken\n    effect: sometimes\n');
     const bad = await cli(['policy', 'put', file, '--workspace', workspace], api);
     expect(bad.code).toBe(1);
-    expect(bad.stderr).toMatch(/^aileron-cp: POLICY_INVALID: rules\[0\]\.effect \[rule broken\]: .+\n$/);
+    expect(bad.stderr).toMatch(/^aileron-cp: POLICY_INVALID: body\.rules\[0\]\.effect \[rule broken\]: .+\n$/);
   });
 
   it('writes a secret from a file without ever printing it, lists it, verifies and exports the audit log', async () => {

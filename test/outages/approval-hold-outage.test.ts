@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { People } from '../approvals/people';
 import { aToken, aWorkspace } from '../support/builders';
@@ -6,18 +7,21 @@ import { startOnOwnDatabase, TestControlPlane } from '../support/control-plane';
 import { eventually } from '../support/eventually';
 import { PostgresServer, startPostgres } from '../support/services';
 import { aRemoteServer, connect, SERVERS, textOf } from '../pool/mcp-client';
+import { agentOn } from '../sandboxes/box';
 
 /**
  * An MCP tool call held open for a human's approval when PostgreSQL goes
  * away: the approver cannot decide meanwhile, so the call keeps waiting (its
  * progress says why) instead of failing, and runs once the approval is given
  * after the database is back. A call made while the database is away is
- * refused in words of ours, never the driver's.
+ * refused in words of ours, never the driver's. A sandbox command a shell
+ * rule puts to a person waits the same way.
  */
 describe('a call held for approval across a PostgreSQL outage (server mode)', { timeout: 240_000 }, () => {
   let postgres: PostgresServer;
   let cp: TestControlPlane;
   const people = new People();
+  const clients: Client[] = [];
 
   beforeAll(async () => {
     postgres = await startPostgres();
@@ -28,6 +32,7 @@ describe('a call held for approval across a PostgreSQL outage (server mode)', { 
   }, 180_000);
 
   afterAll(async () => {
+    for (const client of clients) await client.close().catch(() => undefined);
     await cp?.close();
     await people.stop();
     postgres?.stop();
@@ -86,5 +91,54 @@ describe('a call held for approval across a PostgreSQL outage (server mode)', { 
     expect(textOf(result)).toContain('held across the outage');
     await client.close();
     await other.client.close();
+  });
+
+  it('a sandbox command a shell rule puts to a person keeps waiting while the database is away, saying so, and runs once approved', async () => {
+    const ws = await aWorkspace(cp, cp.ownerToken);
+    expect((await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, { body: { default: 'allow', rules: [] } })).status).toBe(200);
+    const rules = await cp.request('PUT', `/v1/workspaces/${ws.slug}/shell-rules`, { body: { rules: [{ program: 'touch', args: [], decision: 'prompt' }] } });
+    expect(rules.status, rules.text).toBe(200);
+    const approver = await people.aPerson(cp, ws.slug, 'approver');
+    const made = await cp.request('POST', `/v1/workspaces/${ws.slug}/sandboxes`, { body: { name: 'held' } });
+    expect(made.status, made.text).toBe(201);
+    const box = await agentOn(cp, ws.slug, 'held', clients);
+
+    const progress: string[] = [];
+    let ended = false;
+    const call = box.client.callTool({ name: 'bash', arguments: { sandbox: 'held', command: 'touch approved.txt && echo ran' } }, undefined, {
+      onprogress: (p) => progress.push(String(p.message)),
+      timeout: 180_000,
+      resetTimeoutOnProgress: true,
+    });
+    void call.then(
+      () => (ended = true),
+      () => (ended = true),
+    );
+    const pending = await eventually('the pending approval', async () => {
+      const inbox = await cp.request('GET', `/v1/workspaces/${ws.slug}/approvals?status=pending`);
+      return (inbox.body.approvals as { id: string; server: string; tool: string }[])[0];
+    });
+    expect(pending).toMatchObject({ server: 'sandbox', tool: 'bash' });
+
+    await postgres.halt('fast');
+    try {
+      await eventually('a progress note about the database, or the end of the call', () => ended || progress.some((m) => m.includes('database cannot be reached')));
+      expect(ended, 'the held command ended while the database was away').toBe(false);
+    } finally {
+      await postgres.resume();
+    }
+    // before the outage too, the agent heard it waits for a person, and where the request is reviewed
+    expect(progress.some((m) => m.includes(`/review/${pending.id}`))).toBe(true);
+
+    const approved = await eventually('the approval given once the database is back', async () => {
+      const res = await cp.request('POST', `/v1/approvals/${pending.id}/approve`, { token: approver.token, body: { reason: 'checked after the outage' } });
+      expect(res.status, res.text).not.toBe(503);
+      return res;
+    });
+    expect(approved.status, approved.text).toBe(200);
+    const result = await call;
+    expect(result.isError, textOf(result)).toBeFalsy();
+    expect(result.structuredContent).toEqual({ stdout: 'ran\n', stderr: '', exitCode: 0 });
+    expect(textOf(await box.call('ls', {}))).toContain('approved.txt');
   });
 });

@@ -8,6 +8,7 @@ import { bounded, BOUND_MS, timed } from '../support/outage';
 import { PostgresServer, RedisServer, startPostgres, startRedis } from '../support/services';
 import { aReceiver, Receiver } from '../support/webhook-receiver';
 import { aRemoteServer, connect, SERVERS, textOf } from '../pool/mcp-client';
+import { everyItem } from '../support/pages';
 
 /** An approval long-poll re-reads PostgreSQL every 5 s (RECHECK_MS): a decision it was not woken for is seen by then. */
 const RECHECK_MS = 5_000;
@@ -281,7 +282,7 @@ describe('PostgreSQL and Redis going away under two replicas: approvals and webh
     expect(unexpected.map((s) => `${s.phase}, ${s.what}: ${s.status} ${s.detail}`)).toEqual([]);
 
     // every acknowledged write is there
-    const listed = new Set(((await a.request('GET', '/v1/workspaces')).body.workspaces as { slug: string }[]).map((w) => w.slug));
+    const listed = new Set((await everyItem<{ slug: string }>(a, '/v1/workspaces')).map((w) => w.slug));
     expect(acknowledged.filter((slug) => !listed.has(slug))).toEqual([]);
 
     // every delivery is finished (nothing is left to send), and the receiver has each acknowledged write's event exactly once

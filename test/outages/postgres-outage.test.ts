@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startOnOwnDatabase, startTestControlPlane, TestControlPlane, TestResponse } from '../support/control-plane';
 import { BOUND_MS } from '../support/outage';
 import { PostgresServer, startPostgres } from '../support/services';
+import { everyItem } from '../support/pages';
 
 /**
  * PostgreSQL goes away under a light, steady load of REST writes, and comes
@@ -134,9 +135,7 @@ describe('PostgreSQL outage (server mode)', { timeout: 240_000 }, () => {
       expect(ready.status).toBe(200);
 
       // every acknowledged write is there
-      const listed = await cp.request('GET', '/v1/workspaces');
-      expect(listed.status).toBe(200);
-      const slugs = new Set((listed.body.workspaces as { slug: string }[]).map((w) => w.slug));
+      const slugs = new Set((await everyItem<{ slug: string }>(cp, '/v1/workspaces')).map((w) => w.slug));
       expect(writes.filter((w) => w.status === 201 && !slugs.has(w.slug)).map((w) => w.slug)).toEqual([]);
     });
   }

@@ -7,6 +7,7 @@ import { aReplicaOf, startTestControlPlane, TestControlPlane, TestResponse } fro
 import { bounded, BOUND_MS } from '../support/outage';
 import { RedisServer, startRedis } from '../support/services';
 import { aRemoteServer, connect, SERVERS, textOf } from '../pool/mcp-client';
+import { everyItem } from '../support/pages';
 
 interface Sample {
   phase: string;
@@ -235,7 +236,7 @@ describe('Redis going away under two replicas', () => {
     expect(failed.map((s) => `${s.phase}, ${s.what}: ${s.detail}`)).toEqual([]);
 
     // every acknowledged write is there, and its message reached the consumer exactly once
-    const listed = new Set(((await a.request('GET', '/v1/workspaces')).body.workspaces as { slug: string }[]).map((w) => w.slug));
+    const listed = new Set((await everyItem<{ slug: string }>(a, '/v1/workspaces')).map((w) => w.slug));
     expect(acknowledged.filter((slug) => !listed.has(slug))).toEqual([]);
     const db = a.cp.database.client;
     const messages = async (): Promise<{ id: string; deliveries: number }[]> =>

@@ -31,8 +31,8 @@ import { listenOnPodIP, runnerPorts, SANDBOX_VERSION as VERSION, sandboxImageMak
  *   enforcement, image pulls (an image here is the runner compiled from this
  *   tree plus the version its ENV would carry).
  *
- * Real: the driver and the Kubernetes client, the runner (runner.ts compiled
- * with the typescript package), its TCP listen mode and tokens, both
+ * Real: the driver and the Kubernetes client, the runner (apps/sandbox-runner
+ * as `npm run build` bundles it), its TCP listen mode and tokens, both
  * runners' roles, the files on the claim's volume, git (/usr/bin/git) over the
  * history volume.
  */

@@ -2,10 +2,11 @@ import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ExecutionJournal } from '@aileron/pool';
+import { compiledRunnerPath } from '@aileron/sandboxes';
 import { People } from '../approvals/people';
 import { connect, textOf } from '../pool/mcp-client';
 import { aWorkspace, uniqueSlug } from '../support/builders';
@@ -45,14 +46,14 @@ function aTarGz(dir: string, files: Record<string, string>): Buffer {
   return readFileSync(archive);
 }
 
-/** Host processes that are a sandbox's runner: running runner.js as the sandbox's own host uid, the owner of its files. */
+/** Host processes that are a sandbox's runner: running the runner's bundle as the sandbox's own host uid, the owner of its files. */
 function runnerProcesses(srcDir: string): string[] {
   const uid = statSync(srcDir).uid;
   return readdirSync('/proc').filter((pid) => {
     if (!/^\d+$/.test(pid)) return false;
     try {
       const args = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
-      return statSync(`/proc/${pid}`).uid === uid && args.some((a) => a.endsWith('/runner.js'));
+      return statSync(`/proc/${pid}`).uid === uid && args.some((a) => a.endsWith(`/${basename(compiledRunnerPath())}`));
     } catch {
       // gone while we looked
       return false;
@@ -282,7 +283,7 @@ describe('sandboxes in detail (embedded, bubblewrap)', () => {
     // above the maximum: refused, not clamped, and nothing runs
     const tooLong = await box.call('bash', { command: 'touch too-long.txt', timeout: BASH_MAX_TIMEOUT_MS + 1 });
     expect(tooLong.isError).toBe(true);
-    expect(textOf(tooLong)).toMatch(new RegExp(`^Invalid arguments: timeout: .*${BASH_MAX_TIMEOUT_MS}`));
+    expect(textOf(tooLong)).toMatch(new RegExp(`^INVALID_ARGUMENTS: arguments\\.timeout: .*${BASH_MAX_TIMEOUT_MS}`));
     expect(textOf(await box.call('ls', {}))).not.toContain('too-long.txt');
   });
 

@@ -6,7 +6,7 @@ import type { TestControlPlane } from '../support/control-plane';
 import { shared } from '../support/shared-control-plane';
 import { agentOn } from './box';
 
-/** What the runner's walk answers at most, in bytes of paths (runner.ts MAX_WALK_BYTES). */
+/** What the runner's walk answers at most, in bytes of paths (MAX_WALK_BYTES in the runner's ops/files.ts). */
 const WALK_BYTES = 4 * 1024 * 1024;
 
 interface Globbed {
@@ -84,9 +84,9 @@ describe('the glob tool on a tenant’s pattern (embedded, bubblewrap)', () => {
     const call = await aSandboxWith('refusals', 'touch a.ts');
     const extglob = await call('glob', { pattern: '@(a|b).ts' });
     expect(extglob.isError).toBe(true);
-    expect(textOf(extglob)).toBe('Invalid arguments: pattern: extglobs such as "@(…)" are not supported; use braces ("{a,b}"), or write "\\(" to match a parenthesis');
+    expect(textOf(extglob)).toBe('INVALID_ARGUMENTS: arguments.pattern: extglobs such as "@(…)" are not supported; use braces ("{a,b}"), or write "\\(" to match a parenthesis');
     const range = await call('glob', { pattern: 'file{1..3}.ts' });
-    expect(textOf(range)).toBe('Invalid arguments: pattern: brace ranges such as "{1..3}" are not supported; list the alternatives ("{1,2,3}")');
+    expect(textOf(range)).toBe('INVALID_ARGUMENTS: arguments.pattern: brace ranges such as "{1..3}" are not supported; list the alternatives ("{1,2,3}")');
     expect((await call('glob', { pattern: '{a,b}.ts' })).structuredContent).toEqual({ files: ['a.ts'], truncated: false });
   });
 });

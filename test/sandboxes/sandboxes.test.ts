@@ -178,7 +178,7 @@ describe('sandboxes (embedded, bubblewrap)', () => {
     const other = await aSandbox('elsewhere', { caveat: null });
     const missing = await other.client.callTool({ name: 'read', arguments: { sandbox: 'No Such Box', path: 'x' } });
     expect(missing.isError).toBe(true);
-    expect(textOf(missing)).toBe('sandbox not found: no-such-box');
+    expect(textOf(missing)).toBe('SANDBOX_NOT_FOUND: sandbox not found: no-such-box');
     // the first session's token names fix-the-bug only
     const refused = await call('read', { sandbox: 'elsewhere', path: 'x' });
     expect(refused.isError).toBe(true);

@@ -253,7 +253,7 @@ describe('docker-compose.yml', () => {
     let output = '';
 
     beforeAll(async () => {
-      ensureBuilt(['dist/apps/control-plane/src/main.js', 'dist/apps/cli/src/main.js', 'dist/libs/sandboxes/src/runner/runner.js']);
+      ensureBuilt(['dist/apps/control-plane/src/main.js', 'dist/apps/cli/src/main.js', 'dist/sandbox-runner/runner.cjs', 'dist/git-helper.cjs']);
       database = await createPostgresDatabase();
       scratch = mkdtempSync(join(tmpdir(), 'aileron-compose-cp-'));
       chmodSync(scratch, 0o755);

@@ -315,7 +315,7 @@ describe('sandbox-base image', () => {
 
   it('carries the sandbox runner where the Kubernetes sandbox driver runs it, and the version its ping reports', () => {
     const copy = final.copies().find((c) => c.destination === '/opt/aileron/runner.js');
-    expect(copy?.sources).toEqual([`${dockerfile.stage('build').workdir()}/dist/libs/sandboxes/src/runner/runner.js`]);
+    expect(copy?.sources).toEqual([`${dockerfile.stage('build').workdir()}/dist/sandbox-runner/runner.cjs`]);
     const env = final.keyword('ENV').map((i) => i.getArgumentsContent()).join(' ');
     expect(env).toContain('AILERON_MCP_VERSION=${AILERON_MCP_VERSION}');
     expect(dockerfile.argDefault('AILERON_MCP_VERSION', final)).toBe(pkg.version);

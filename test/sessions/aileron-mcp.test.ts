@@ -227,7 +227,7 @@ describe('aileron-mcp against a running control plane', () => {
     // arguments of our own tools are checked, and said what is wrong
     const invalid = await client.callTool({ name: 'message_user', arguments: { text: '', wait_seconds: 500 } });
     expect(invalid.isError).toBe(true);
-    expect(textOf(invalid)).toMatch(/^Invalid arguments: text: .*; wait_seconds: /);
+    expect(textOf(invalid)).toMatch(/^INVALID_ARGUMENTS: arguments\.text: .*; arguments\.wait_seconds: /);
 
     // once the session ends, the control plane's refusal reaches the agent in words
     expect((await cp.request('DELETE', `/v1/sessions/${session.id}`)).status).toBe(200);

@@ -16,7 +16,7 @@ export function sandboxImageMaker(dir: string): (version: string, entrypoint?: s
   const runnerDir = join(dir, 'opt-aileron');
   mkdirSync(runnerDir, { recursive: true });
   // the image's runner is the bundle `npm run build` makes: one file, as the Dockerfile copies it
-  copyFileSync(join(projectRoot(), 'dist/libs/sandboxes/src/runner/runner.js'), join(runnerDir, 'runner.js'));
+  copyFileSync(join(projectRoot(), 'dist/sandbox-runner/runner.cjs'), join(runnerDir, 'runner.js'));
   return (version, entrypoint) => ({
     binds: [{ source: runnerDir, target: '/opt/aileron' }],
     env: { AILERON_MCP_VERSION: version, HOME: '/home/agent' },

@@ -261,6 +261,12 @@ describe('tenancy matrix', () => {
       'GET /v1/me',
       'GET /v1/approvals/:id',
       // agent sessions: a gateway starts them for the agents it launches, and sees and ends its own
+      'POST /v1/workspaces/:ws/sessions',
+      'GET /v1/workspaces/:ws/sessions',
+      'GET /v1/workspaces/:ws/sessions/:id',
+      'DELETE /v1/workspaces/:ws/sessions/:id',
+      'GET /v1/workspaces/:ws/sessions/:id/agent-config',
+      // and their /v1/sessions aliases
       'POST /v1/sessions',
       'GET /v1/sessions',
       'GET /v1/sessions/:id',
@@ -302,6 +308,8 @@ describe('tenancy matrix', () => {
   it('a session caveat token with every capability reaches exactly the mapped routes, nothing else', async () => {
     const REACHABLE = [
       'GET /v1/approvals/:id',
+      'POST /v1/workspaces/:ws/sessions/:id/messages',
+      'GET /v1/workspaces/:ws/sessions/:id/messages',
       'POST /v1/sessions/:id/messages',
       'GET /v1/sessions/:id/messages',
       'GET /mcp/:ws',

@@ -202,7 +202,7 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
       // their own workspace filter cannot name ours
       const theirs = await cp.request('POST', '/v1/webhooks', { token: intruder.token, body: { name: 'x', url: receiver.url, workspace: ws.slug } });
       expect(theirs.status).toBe(404);
-      expect((await cp.request('GET', '/v1/webhooks', { token: intruder.token })).body).toEqual({ webhooks: [] });
+      expect((await cp.request('GET', '/v1/webhooks', { token: intruder.token })).body).toEqual({ items: [], next_cursor: null, webhooks: [] });
       expect((await cp.request('GET', `/v1/webhooks/${hook.id}`)).body).toEqual(before);
 
       const reads = [

@@ -86,12 +86,17 @@ export class ControlPlane {
   }
 
   postMessage(text: string, level: string, signal?: AbortSignal): Promise<MessageView> {
-    return this.request<MessageView>('POST', `/v1/sessions/${this.settings.sessionId}/messages`, { text, level }, 0, signal);
+    return this.request<MessageView>('POST', `${this.session}/messages`, { text, level }, 0, signal);
   }
 
   async replies(after: string, waitSeconds: number, signal?: AbortSignal): Promise<MessageView[]> {
-    const path = `/v1/sessions/${this.settings.sessionId}/messages?after=${encodeURIComponent(after)}&wait=${waitSeconds}`;
-    return (await this.request<{ messages: MessageView[] }>('GET', path, undefined, waitSeconds, signal)).messages;
+    const path = `${this.session}/messages?after=${encodeURIComponent(after)}&wait=${waitSeconds}`;
+    return (await this.request<{ items: MessageView[] }>('GET', path, undefined, waitSeconds, signal)).items;
+  }
+
+  /** The session's path, under its workspace like every tenant resource. */
+  private get session(): string {
+    return `/v1/workspaces/${encodeURIComponent(this.settings.workspace)}/sessions/${encodeURIComponent(this.settings.sessionId)}`;
   }
 
   private async request<T>(method: string, path: string, body: unknown, waitSeconds: number, signal?: AbortSignal): Promise<T> {

@@ -1,5 +1,6 @@
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
+import { describeIssues, fieldIssues, toolError } from '@aileron/errors';
 import { ApprovalView, ControlPlane, ControlPlaneError } from './control-plane';
 
 /** The server's maximum long-poll; waiting longer is calling again. */
@@ -48,13 +49,12 @@ export const OWN_TOOLS: Tool[] = [
 
 export const OWN_TOOL_NAMES: ReadonlySet<string> = new Set(OWN_TOOLS.map((t) => t.name));
 
-function text(body: string, structured?: Record<string, unknown>, isError = false): CallToolResult {
-  return { content: [{ type: 'text', text: body }], ...(structured ? { structuredContent: structured } : {}), ...(isError ? { isError: true } : {}) };
+function text(body: string, structured: Record<string, unknown>): CallToolResult {
+  return { content: [{ type: 'text', text: body }], structuredContent: structured };
 }
 
 function invalid(error: z.ZodError): CallToolResult {
-  const problems = error.issues.map((i) => `${i.path.join('.') || 'arguments'}: ${i.message}`).join('; ');
-  return text(`Invalid arguments: ${problems}`, undefined, true);
+  return toolError('INVALID_ARGUMENTS', describeIssues(fieldIssues('arguments', error.issues)));
 }
 
 function describeApproval(view: ApprovalView): string {
@@ -102,7 +102,7 @@ export async function callOwnTool(controlPlane: ControlPlane, name: string, args
       replies: replies.map((r) => ({ id: r.id, author: r.author, text: r.text, created_at: r.created_at })),
     });
   } catch (error) {
-    if (error instanceof ControlPlaneError) return text(error.message, { code: error.code }, true);
+    if (error instanceof ControlPlaneError) return toolError(error.code, error.message);
     throw error;
   }
 }

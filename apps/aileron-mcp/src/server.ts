@@ -1,5 +1,6 @@
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { CallToolRequestSchema, CallToolResult, ListToolsRequestSchema, ListToolsResult, ProgressToken, ServerNotification } from '@modelcontextprotocol/sdk/types.js';
+import { toolError } from '@aileron/errors';
 import { ControlPlane, ControlPlaneError } from './control-plane';
 import { callOwnTool, OWN_TOOL_NAMES, OWN_TOOLS } from './own-tools';
 import { PoolConnection } from './pool-connection';
@@ -53,7 +54,7 @@ export function createServer(settings: Settings, version: string, log: Log): { s
     try {
       return (await pool.request('tools/call', request.params, extra.signal)) as CallToolResult;
     } catch (error) {
-      if (error instanceof ControlPlaneError) return { content: [{ type: 'text', text: error.message }], isError: true };
+      if (error instanceof ControlPlaneError) return toolError(error.code, error.message);
       throw error;
     } finally {
       if (token !== undefined) relays.delete(token);

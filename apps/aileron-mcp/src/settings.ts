@@ -55,7 +55,7 @@ export function readSettings(env: NodeJS.ProcessEnv): Settings {
   const sessionId = env.AILERON_SESSION_ID?.trim() || tokenSession;
   if (sessionId !== tokenSession) throw new SettingsError(`AILERON_SESSION_ID (${sessionId}) is not the session AILERON_TOKEN belongs to (${tokenSession})`);
 
-  const workspace = required(env, 'AILERON_WORKSPACE', "the slug of the session's workspace (GET /v1/sessions/{id}/agent-config fills it in)");
+  const workspace = required(env, 'AILERON_WORKSPACE', "the slug of the session's workspace (GET /v1/workspaces/{ws}/sessions/{id}/agent-config fills it in)");
   if (!SLUG.test(workspace)) throw new SettingsError(`AILERON_WORKSPACE is not a workspace slug (${JSON.stringify(workspace)})`);
 
   return { url: (url.origin + url.pathname).replace(/\/+$/, ''), token, sessionId, workspace };

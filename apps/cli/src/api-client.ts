@@ -10,6 +10,8 @@ export interface ApiOptions {
 }
 
 const TIMEOUT_MS = 30_000;
+/** the largest page every list serves (MAX_PAGE_SIZE in @aileron/http) */
+const PAGE = 200;
 
 function nonEmpty(value: string | undefined): string | undefined {
   return value !== undefined && value.trim() !== '' ? value.trim() : undefined;
@@ -74,6 +76,19 @@ export class ApiClient {
 
   get<T>(path: string): Promise<T> {
     return this.request<T>('GET', path);
+  }
+
+  /** Every item of a list, page after page (`next_cursor`), at the largest page the API serves. */
+  async all<T>(path: string): Promise<T[]> {
+    const items: T[] = [];
+    const join = path.includes('?') ? '&' : '?';
+    let cursor: string | null = null;
+    do {
+      const page: { items: T[]; next_cursor: string | null } = await this.get(`${path}${join}limit=${PAGE}${cursor === null ? '' : `&cursor=${encodeURIComponent(cursor)}`}`);
+      items.push(...page.items);
+      cursor = page.next_cursor;
+    } while (cursor !== null);
+    return items;
   }
 
   post<T>(path: string, body: unknown): Promise<T> {

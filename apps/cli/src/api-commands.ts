@@ -57,7 +57,7 @@ export function addWorkspacesCommand(parent: Command): void {
 
   withApiOptions(workspaces.command('list').description('workspaces the token can see, with its role in each')).action(
     async (options: ApiOptions) => {
-      const { workspaces: list } = await ApiClient.from(options).get<{ workspaces: WorkspaceView[] }>('/v1/workspaces');
+      const list = await ApiClient.from(options).all<WorkspaceView>('/v1/workspaces');
       if (options.json) return printJson({ workspaces: list });
       if (list.length === 0) return out('no workspaces');
       printTable(
@@ -111,7 +111,7 @@ export function addTokensCommand(parent: Command): void {
 
   withApiOptions(tokens.command('list').description('API tokens of the organisation (metadata only, never the tokens)')).action(
     async (options: ApiOptions) => {
-      const { tokens: list } = await ApiClient.from(options).get<{ tokens: TokenView[] }>('/v1/tokens');
+      const list = await ApiClient.from(options).all<TokenView>('/v1/tokens');
       if (options.json) return printJson({ tokens: list });
       if (list.length === 0) return out('no tokens');
       printTable(

@@ -33,7 +33,7 @@ function status(value: string): string {
 }
 
 function inbox(options: WorkspaceOption, status?: string): string {
-  const query = new URLSearchParams({ limit: '200', ...(status ? { status } : {}) });
+  const query = new URLSearchParams(status ? { status } : {});
   return `/v1/workspaces/${encodeURIComponent(options.workspace)}/approvals?${query}`;
 }
 
@@ -56,7 +56,7 @@ export function addApprovalsCommand(parent: Command): void {
       .requiredOption('--workspace <slug>', 'the workspace')
       .option('--status <status>', `only these: ${STATUSES.join(', ')}`, status),
   ).action(async (options: WorkspaceOption & { status?: string }) => {
-    const { approvals: list } = await ApiClient.from(options).get<{ approvals: ApprovalView[] }>(inbox(options, options.status));
+    const list = await ApiClient.from(options).all<ApprovalView>(inbox(options, options.status));
     if (options.json) return printJson({ approvals: list });
     if (list.length === 0) return out(`no ${options.status ? `${options.status} ` : ''}approval requests`);
     printTable(
@@ -105,7 +105,7 @@ export function addApprovalsCommand(parent: Command): void {
     const client = ApiClient.from(options);
     const show = (r: ApprovalView) => (options.json ? out(JSON.stringify(r)) : out(summary(r)));
     // the first look fails loudly (a wrong token or URL); later ones ride out a restart
-    const first = (await client.get<{ approvals: ApprovalView[] }>(inbox(options, 'pending'))).approvals;
+    const first = await client.all<ApprovalView>(inbox(options, 'pending'));
     for (const r of [...first].reverse()) show(r);
     if (options.once) {
       if (first.length === 0) note(`no pending approval requests in workspace ${options.workspace}`);
@@ -133,7 +133,7 @@ export function addApprovalsCommand(parent: Command): void {
       });
       if (!running) break;
       try {
-        const pending = (await client.get<{ approvals: ApprovalView[] }>(inbox(options, 'pending'))).approvals;
+        const pending = await client.all<ApprovalView>(inbox(options, 'pending'));
         if (failing) note('reachable again');
         failing = false;
         // oldest first, so the terminal reads in the order requests came in

@@ -65,7 +65,7 @@ export function addGatewaysCommand(parent: Command): void {
 
   withApiOptions(gateways.command('list').description('enrolled gateways, with when each was last seen').requiredOption('--workspace <slug>', 'the workspace')).action(
     async (options: WorkspaceOption) => {
-      const { gateways: list } = await ApiClient.from(options).get<{ gateways: GatewayView[] }>(`/v1/workspaces/${encodeURIComponent(options.workspace)}/gateways`);
+      const list = await ApiClient.from(options).all<GatewayView>(`/v1/workspaces/${encodeURIComponent(options.workspace)}/gateways`);
       if (options.json) return printJson({ gateways: list });
       if (list.length === 0) return out('no gateways');
       printTable(

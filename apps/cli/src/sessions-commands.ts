@@ -79,8 +79,7 @@ export function addSessionsCommand(parent: Command): void {
       ...(options.tool ? { tools: options.tool } : {}),
       ...(options.sandbox !== undefined ? { sandbox: options.sandbox } : {}),
     };
-    const started = await ApiClient.from(options).post<StartedView>('/v1/sessions', {
-      workspace: options.workspace,
+    const started = await ApiClient.from(options).post<StartedView>(`/v1/workspaces/${encodeURIComponent(options.workspace)}/sessions`, {
       ...(options.name !== undefined ? { name: options.name } : {}),
       ...(options.agent !== undefined ? { agent: options.agent } : {}),
       ...(options.ttl !== undefined ? { ttl_seconds: options.ttl } : {}),
@@ -100,8 +99,7 @@ export function addSessionsCommand(parent: Command): void {
       .requiredOption('--workspace <slug>', 'the workspace')
       .option('--all', 'also the ended and expired ones'),
   ).action(async (options: ApiOptions & { workspace: string; all?: boolean }) => {
-    const query = `workspace=${encodeURIComponent(options.workspace)}${options.all ? '&live=false' : ''}`;
-    const { sessions: list } = await ApiClient.from(options).get<{ sessions: SessionView[] }>(`/v1/sessions?${query}`);
+    const list = await ApiClient.from(options).all<SessionView>(`/v1/workspaces/${encodeURIComponent(options.workspace)}/sessions${options.all ? '?live=false' : ''}`);
     if (options.json) return printJson({ sessions: list });
     if (list.length === 0) return out('no sessions');
     printTable(

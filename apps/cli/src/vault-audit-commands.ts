@@ -58,7 +58,7 @@ export function addSecretsCommand(parent: Command): void {
 
   withApiOptions(secrets.command('list').description('secret paths with versions and last read').requiredOption('--workspace <slug>', 'the workspace')).action(
     async (options: WorkspaceOption) => {
-      const { secrets: list } = await ApiClient.from(options).get<{ secrets: SecretView[] }>(`${ws(options)}/secrets?limit=500`);
+      const list = await ApiClient.from(options).all<SecretView>(`${ws(options)}/secrets`);
       if (options.json) return printJson({ secrets: list });
       if (list.length === 0) return out('no secrets');
       printTable(

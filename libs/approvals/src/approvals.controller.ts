@@ -1,7 +1,7 @@
 import { Body, Controller, Param, Query } from '@nestjs/common';
 import { z } from 'zod';
 import { Caller, describePrincipal, Principal, TenantScope, WorkspaceScope } from '@aileron/auth';
-import { Route } from '@aileron/http';
+import { createdAtKey, legacyPageView, ListCursor, Route, withLegacyKey } from '@aileron/http';
 import { routingDocumentSchema } from './domain/routing';
 import { ApprovalsService } from './approvals.service';
 import {
@@ -26,6 +26,10 @@ const ROUTING_EXAMPLE = {
   rotations: { primary: { period: 'weekly', start: '2026-01-05T09:00:00Z', members: ['alice@example.com', 'bob@example.com'], overrides: [] } },
 };
 
+const approvalsPage = legacyPageView(approvalView, 'approvals');
+const approvalsCursor = new ListCursor('approvals', createdAtKey);
+const NIL_UUID = '00000000-0000-0000-0000-000000000000';
+
 @Controller()
 export class ApprovalsController {
   constructor(private readonly approvals: ApprovalsService) {}
@@ -36,17 +40,19 @@ export class ApprovalsController {
     method: 'GET',
     path: '/v1/workspaces/:ws/approvals',
     summary: "The workspace's approval inbox",
-    description: '`?status=pending` for what waits on a decision; newest first, `before` pages.',
+    description: '`?status=pending` for what waits on a decision; newest first.',
     tag: 'approvals',
     permission: 'approval.read',
     tenancy: 'workspace',
     params: wsParams,
     query: listQuery,
-    response: z.object({ approvals: z.array(approvalView) }),
+    response: approvalsPage,
   })
-  async list(@TenantScope() scope: WorkspaceScope, @Query() query: z.infer<typeof listQuery>): Promise<{ approvals: z.infer<typeof approvalView>[] }> {
-    const records = await this.approvals.list(scope, { status: query.status, before: query.before ? new Date(query.before) : undefined, limit: query.limit });
-    return { approvals: records.map(this.view) };
+  async list(@TenantScope() scope: WorkspaceScope, @Query() query: z.infer<typeof listQuery>): Promise<z.infer<typeof approvalsPage>> {
+    // the deprecated `before` is an instant: every request of that millisecond or later is behind it (no id is below the nil UUID)
+    const legacy = query.before !== undefined ? { createdAt: new Date(query.before), id: NIL_UUID } : undefined;
+    const rows = await this.approvals.list(scope, { status: query.status }, approvalsCursor.keyset(query, legacy));
+    return withLegacyKey(approvalsCursor.page(rows, query, (r) => r, this.view), 'approvals');
   }
 
   @Route({

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { OrgScope, SystemScope, WorkspaceScope } from '@aileron/auth';
 import { Clock } from '@aileron/clock';
-import { DatabaseService, Repository, Prisma, Transaction } from '@aileron/database';
+import { DatabaseService, Keyset, keysetAfter, keysetOrder, Repository, Prisma, Transaction } from '@aileron/database';
 import type { ApprovalStatus } from './domain/approval';
 import type { RoutingDocument } from './domain/routing';
 
@@ -140,16 +140,24 @@ export class ApprovalsRepository extends Repository {
     return row ? toRecord(row) : null;
   }
 
-  async list(scope: WorkspaceScope, filter: { status?: ApprovalStatus; before?: Date; limit: number }): Promise<ApprovalRecord[]> {
+  /** Newest first, the id breaking ties. */
+  async list(scope: WorkspaceScope, filter: { status?: ApprovalStatus }, page: Keyset<{ createdAt: Date; id: string }>): Promise<ApprovalRecord[]> {
+    const status: Prisma.ApprovalRequestWhereInput =
+      filter.status === 'pending'
+        ? { status: 'pending', expiresAt: { gt: this.clock.date() } }
+        : filter.status === 'expired'
+          ? { OR: [{ status: 'expired' }, { status: 'pending', expiresAt: { lte: this.clock.date() } }] }
+          : filter.status
+            ? { status: filter.status }
+            : {};
     const rows = await this.client.approvalRequest.findMany({
       where: {
         organizationId: scope.organizationId,
         workspaceId: scope.workspaceId,
-        ...(filter.status === 'pending' ? { status: 'pending', expiresAt: { gt: this.clock.date() } } : filter.status === 'expired' ? { OR: [{ status: 'expired' }, { status: 'pending', expiresAt: { lte: this.clock.date() } }] } : filter.status ? { status: filter.status } : {}),
-        ...(filter.before ? { createdAt: { lt: filter.before } } : {}),
+        AND: [status, keysetAfter<Prisma.ApprovalRequestWhereInput>(['createdAt', 'id'], 'desc', page.after && [page.after.createdAt, page.after.id])],
       },
-      orderBy: { createdAt: 'desc' },
-      take: filter.limit,
+      orderBy: keysetOrder<Prisma.ApprovalRequestOrderByWithRelationInput>(['createdAt', 'id'], 'desc'),
+      take: page.take,
       include,
     });
     return rows.map(toRecord);

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { slug } from '@aileron/auth';
+import { LEGACY_REMOVAL, pageQuery } from '@aileron/http';
 import type { ApprovalRecord } from './approvals.repository';
 
 export const wsParams = z.object({ ws: slug });
@@ -57,10 +58,13 @@ export function toView(record: ApprovalRecord, reviewUrl: string): z.infer<typeo
   };
 }
 
-export const listQuery = z.object({
+export const listQuery = pageQuery().extend({
   status: z.enum(['pending', 'approved', 'denied', 'expired', 'cancelled']).optional(),
-  before: z.iso.datetime({ offset: true }).optional().describe('created_at of the last item of the previous page'),
-  limit: z.coerce.number().int().min(1).max(200).default(50),
+  before: z.iso
+    .datetime({ offset: true })
+    .optional()
+    .meta({ deprecated: true })
+    .describe(`requests created before this instant; deprecated (use \`cursor\`: requests created in the same millisecond are not told apart), removed in ${LEGACY_REMOVAL}`),
 });
 
 export const waitQuery = z.object({

@@ -5,10 +5,11 @@ import { SystemScopes } from '@aileron/auth/scope-issuer';
 import { MESSAGE_BUS, MessageBus, Wakeups } from '@aileron/bus';
 import { Clock } from '@aileron/clock';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
-import { DatabaseService, RetryingLoopLog, Transaction } from '@aileron/database';
-import { DomainError, ErrorCodeWithStatus, NotFoundError, ValidationError } from '@aileron/errors';
+import { databaseUnavailableReason, DatabaseService, Keyset, Transaction } from '@aileron/database';
+import { DomainError, ErrorCodeWithStatus, fieldIssues, fieldPath, NotFoundError, ValidationError } from '@aileron/errors';
 import { OutboxService, PublicEvent } from '@aileron/outbox';
 import { PolicyService } from '@aileron/policy';
+import { PeriodicTask } from '@aileron/schedule';
 import { WebhooksService } from '@aileron/webhooks';
 import { argumentsDigest, FINAL, identitiesOf, personIdentities, redactArguments, samePerson, tally } from './domain/approval';
 import { Candidate, checkRouting, isApprover, resolveRoute, RoutingDocument, routingDocumentSchema } from './domain/routing';
@@ -17,6 +18,10 @@ import { ApprovalRecord, ApprovalsRepository } from './approvals.repository';
 const DECIDED = 'approvals.decided';
 const MAX_WAIT_SECONDS = 120;
 const RECHECK_MS = 5_000;
+/** how often a call held for a decision tells its client it still waits */
+const PROGRESS_EVERY_MS = 5_000;
+/** how soon a held call looks again when the database was away */
+const DATABASE_RETRY_MS = 1_000;
 const SWEEP_MS = 2_000;
 export const LINK_PREFIX = 'ail_lnk_';
 /** the personal notification that carries a one-time review link to its approver */
@@ -44,6 +49,29 @@ export interface ApprovalCall {
   groups?: string[];
 }
 
+/** How long a held call waits for a decision, and whom it tells that it waits. */
+export interface DecisionWait {
+  /** the Clock's time (ms) after which the call stops waiting and says where the request is */
+  deadline: number;
+  /** the client went away: stop waiting at once */
+  signal: AbortSignal;
+  /** a line for the client (an MCP progress notification) each time the wait goes on */
+  progress?: (message: string) => void;
+}
+
+/**
+ * What became of a call that needs a person's approval: `approved` (and used
+ * for this call, which may now run once), `not-usable` (approved, but used
+ * first by a racing call or no longer usable, `reason` says why), `pending`
+ * (nobody decided before the wait ended) or `refused` (denied, expired,
+ * withdrawn: `request.status` says which).
+ */
+export type CallApproval =
+  | { outcome: 'approved'; request: ApprovalRecord }
+  | { outcome: 'not-usable'; request: ApprovalRecord; reason: string }
+  | { outcome: 'pending'; request: ApprovalRecord; reviewUrl: string }
+  | { outcome: 'refused'; request: ApprovalRecord };
+
 /** How a decision arrives, for the record. */
 export type Channel = 'rest' | 'page' | 'link' | 'cli';
 
@@ -62,10 +90,9 @@ const REVIEW_LINKS = SystemScopes.system('review link');
 @Injectable()
 export class ApprovalsService implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly logger = new Logger('Approvals');
-  private readonly expiryLog = new RetryingLoopLog(this.logger, 'approval expiry sweep');
   /** long-polls on a request, woken when it is decided on any replica */
   readonly waiting: Wakeups;
-  private timer: NodeJS.Timeout | undefined;
+  private readonly expiry: PeriodicTask;
 
   constructor(
     private readonly db: DatabaseService,
@@ -81,15 +108,15 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
   ) {
     webhooks.addNotification(LINK_NOTIFICATION, (event) => this.completeLink(event));
     this.waiting = new Wakeups(bus, DECIDED, (message) => (message as { id?: unknown } | null)?.id);
+    this.expiry = new PeriodicTask({ name: 'approval expiry sweep', everyMs: SWEEP_MS, run: () => this.expireDue(), logger: this.logger, clock });
   }
 
   onApplicationBootstrap(): void {
-    this.timer = setInterval(() => void this.expireDue(), SWEEP_MS);
-    this.timer.unref();
+    this.expiry.start();
   }
 
-  onApplicationShutdown(): void {
-    if (this.timer) clearInterval(this.timer);
+  async onApplicationShutdown(): Promise<void> {
+    await this.expiry.stop();
     this.waiting.close();
   }
 
@@ -214,9 +241,65 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
     return record;
   }
 
-  async list(scope: WorkspaceScope, filter: { status?: ApprovalRecord['status']; before?: Date; limit: number }): Promise<ApprovalRecord[]> {
+  /**
+   * Waits for a person's decision on a call held open for it, until
+   * `deadline` or until the client goes away, telling the client now and then
+   * that it waits and where the request is reviewed. While the database is
+   * away nobody can decide either: the call keeps waiting (its progress says
+   * why) instead of failing, and looks again once it is back. Answers the
+   * request as it stands at the end (still pending if nobody decided).
+   */
+  async awaitDecision(caller: Principal, request: ApprovalRecord, wait: DecisionWait): Promise<ApprovalRecord> {
+    let current = request;
+    while (current.status === 'pending' && this.clock.now() < wait.deadline && !wait.signal.aborted) {
+      wait.progress?.(`Waiting for approval ${current.id}: ${this.reviewUrl(current.id)}`);
+      const seconds = Math.max(1, Math.min(PROGRESS_EVERY_MS, wait.deadline - this.clock.now()) / 1000);
+      try {
+        current = await this.wait(caller, current.id, seconds);
+      } catch (error) {
+        if (!databaseUnavailableReason(error)) throw error;
+        wait.progress?.(`Waiting for approval ${current.id}: the control plane's database cannot be reached right now; still waiting`);
+        // the client going away ends the pause (and the loop) at once
+        await this.clock.sleep(Math.min(DATABASE_RETRY_MS, Math.max(0, wait.deadline - this.clock.now())), wait.signal);
+      }
+    }
+    return current;
+  }
+
+  /**
+   * A call that needs approval, from request to use: a request for exactly
+   * this call (same arguments, requester, session and gateway) is reused,
+   * else `ask` makes one; the call waits for the decision as long as the
+   * installation lets calls wait (AILERON_POOL_APPROVAL_WAIT_SECONDS, see
+   * awaitDecision); an approved request is used for this call, once.
+   */
+  async holdCall(
+    scope: WorkspaceScope,
+    caller: Principal,
+    call: { exact: Omit<ApprovalCall, 'executionMode' | 'roles' | 'groups'>; gatewayId: string | null },
+    ask: () => Promise<ApprovalRecord>,
+    wait: Omit<DecisionWait, 'deadline'>,
+  ): Promise<CallApproval> {
+    const { exact, gatewayId } = call;
+    const asked = (await this.forCall(scope, exact, gatewayId)) ?? (await ask());
+    const request = await this.awaitDecision(caller, asked, { ...wait, deadline: this.clock.now() + this.config.pool.approvalWaitSeconds * 1000 });
+    if (request.status === 'approved') {
+      try {
+        await this.consume(scope, exact.requester, request.id, exact, gatewayId);
+        return { outcome: 'approved', request };
+      } catch (error) {
+        // a racing call with the same arguments used it first
+        if (!(error instanceof ApprovalError)) throw error;
+        return { outcome: 'not-usable', request, reason: error.message };
+      }
+    }
+    if (request.status === 'pending') return { outcome: 'pending', request, reviewUrl: this.reviewUrl(request.id) };
+    return { outcome: 'refused', request };
+  }
+
+  async list(scope: WorkspaceScope, filter: { status?: ApprovalRecord['status'] }, page: Keyset<{ createdAt: Date; id: string }>): Promise<ApprovalRecord[]> {
     const now = this.clock.date();
-    return (await this.repository.list(scope, filter)).map((record) => effective(record, now));
+    return (await this.repository.list(scope, filter, page)).map((record) => effective(record, now));
   }
 
   /** A vote by a signed-in approver (REST, CLI, the review page). */
@@ -287,7 +370,7 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
     if (!record) throw new NotFoundError('approval', id, 'APPROVAL_NOT_FOUND');
     const scope = await this.access.workspaceById(caller, record.workspaceId, 'approval.routes', { kind: 'approval', id, code: 'APPROVAL_NOT_FOUND' });
     const user = await this.repository.user(organization, userId);
-    if (!user) throw new ValidationError([{ path: 'user', message: 'is not a user of this organisation' }]);
+    if (!user) throw new ValidationError([{ path: 'body.user', message: 'is not a user of this organisation' }]);
     const current = effective(record, this.clock.date());
     if (current.status !== 'pending') throw new ApprovalError('APPROVAL_ALREADY_DECIDED', `This request is already ${current.status}; decisions are final`);
     const routing = await this.repository.routing(scope);
@@ -399,9 +482,9 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
 
   async putRouting(caller: Principal, scope: WorkspaceScope, input: unknown): Promise<{ document: RoutingDocument; version: number }> {
     const parsed = routingDocumentSchema.safeParse(input);
-    if (!parsed.success) throw new ValidationError(parsed.error.issues.map((i) => ({ path: i.path.map(String).join('.'), message: i.message })));
+    if (!parsed.success) throw new ValidationError(fieldIssues('body', parsed.error.issues));
     const problems = checkRouting(parsed.data);
-    if (problems.length > 0) throw new ValidationError(problems);
+    if (problems.length > 0) throw new ValidationError(problems.map((p) => ({ path: fieldPath('body', p.path), message: p.message })));
     const version = await this.db.transaction(async (tx) => {
       const v = await this.repository.putRouting(scope, parsed.data, describePrincipal(caller), tx);
       await this.outbox.record(tx, {
@@ -415,29 +498,28 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
     return { document: parsed.data, version };
   }
 
-  /** Marks lapsed requests expired (events and audit included); any replica may run it, each request once. */
+  /**
+   * Marks lapsed requests expired (events and audit included); any replica
+   * may run it, each request once. A failure is thrown: the sweep's task
+   * logs it and runs again.
+   */
   async expireDue(): Promise<number> {
-    try {
-      const expired = await this.db.transaction(async (tx) => {
-        const due = await this.repository.lockExpired(tx, SystemScopes.system('approval expiry sweep'), 200);
-        for (const request of due) {
-          const scope = SystemScopes.organization(request.organizationId);
-          await this.repository.finish(tx, scope, request.id, 'expired', 'no decision before the request expired');
-          await this.outbox.record(tx, {
-            topic: 'approval.expired',
-            organizationId: request.organizationId,
-            workspaceId: request.workspaceId,
-            payload: { approval_id: request.id, actor: 'system' },
-          });
-        }
-        return due;
-      });
-      for (const request of expired) await this.bus.publish(DECIDED, { id: request.id });
-      return expired.length;
-    } catch (error) {
-      this.expiryLog.failed(error);
-      return 0;
-    }
+    const expired = await this.db.transaction(async (tx) => {
+      const due = await this.repository.lockExpired(tx, SystemScopes.system('approval expiry sweep'), 200);
+      for (const request of due) {
+        const scope = SystemScopes.organization(request.organizationId);
+        await this.repository.finish(tx, scope, request.id, 'expired', 'no decision before the request expired');
+        await this.outbox.record(tx, {
+          topic: 'approval.expired',
+          organizationId: request.organizationId,
+          workspaceId: request.workspaceId,
+          payload: { approval_id: request.id, actor: 'system' },
+        });
+      }
+      return due;
+    });
+    for (const request of expired) await this.bus.publish(DECIDED, { id: request.id });
+    return expired.length;
   }
 
   /** Every name of the person a principal ref (or a requester's e-mail) stands for. */

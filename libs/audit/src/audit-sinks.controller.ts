@@ -1,7 +1,7 @@
-import { Body, Controller, Param } from '@nestjs/common';
+import { Body, Controller, Param, Query } from '@nestjs/common';
 import { z } from 'zod';
 import { Caller, OrgScope, Principal, TenantScope } from '@aileron/auth';
-import { Route } from '@aileron/http';
+import { createdAtKey, legacyPageView, ListCursor, PageQuery, pageQuery, Route, withLegacyKey } from '@aileron/http';
 import { AuditSinkRecord } from './audit-sinks.repository';
 import { AuditSinksService } from './audit-sinks.service';
 
@@ -24,6 +24,8 @@ const sinkView = z.object({
 });
 
 const idParams = z.object({ id: z.uuid() });
+const sinksPage = legacyPageView(sinkView, 'sinks');
+const sinksCursor = new ListCursor('audit-sinks', createdAtKey);
 
 function view(sink: AuditSinkRecord): z.infer<typeof sinkView> {
   return {
@@ -65,14 +67,16 @@ export class AuditSinksController {
   @Route({
     method: 'GET',
     path: '/v1/audit/sinks',
-    summary: "The organisation's audit sinks and how their delivery goes",
+    summary: "The organisation's audit sinks and how their delivery goes, oldest first",
     tag: 'audit',
     permission: 'audit.read',
     tenancy: 'organization',
-    response: z.object({ sinks: z.array(sinkView) }),
+    query: pageQuery(),
+    response: sinksPage,
   })
-  async list(@TenantScope() scope: OrgScope): Promise<{ sinks: z.infer<typeof sinkView>[] }> {
-    return { sinks: (await this.sinks.list(scope)).map(view) };
+  async list(@TenantScope() scope: OrgScope, @Query() query: PageQuery): Promise<z.infer<typeof sinksPage>> {
+    const rows = await this.sinks.list(scope, sinksCursor.keyset(query));
+    return withLegacyKey(sinksCursor.page(rows, query, (s) => s, view), 'sinks');
   }
 
   @Route({

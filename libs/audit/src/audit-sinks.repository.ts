@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import type { OrgScope, SystemScope } from '@aileron/auth';
-import { Repository, Transaction } from '@aileron/database';
+import { Keyset, keysetAfter, keysetOrder, Prisma, Repository, Transaction } from '@aileron/database';
 
 export interface AuditSinkRecord {
   id: string;
@@ -23,8 +23,13 @@ export class AuditSinksRepository extends Repository {
     return tx.auditSink.create({ data: { organizationId: scope.organizationId, ...data } });
   }
 
-  list(scope: OrgScope): Promise<AuditSinkRecord[]> {
-    return this.client.auditSink.findMany({ where: { organizationId: scope.organizationId }, orderBy: { createdAt: 'asc' } });
+  /** Oldest first, the id breaking ties. */
+  list(scope: OrgScope, page: Keyset<{ createdAt: Date; id: string }>): Promise<AuditSinkRecord[]> {
+    return this.client.auditSink.findMany({
+      where: { organizationId: scope.organizationId, ...keysetAfter<Prisma.AuditSinkWhereInput>(['createdAt', 'id'], 'asc', page.after && [page.after.createdAt, page.after.id]) },
+      orderBy: keysetOrder<Prisma.AuditSinkOrderByWithRelationInput>(['createdAt', 'id'], 'asc'),
+      take: page.take,
+    });
   }
 
   get(scope: OrgScope, id: string): Promise<AuditSinkRecord | null> {

@@ -5,11 +5,12 @@ import type { OrgScope, Principal } from '@aileron/auth';
 import { SystemScopes } from '@aileron/auth/scope-issuer';
 import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
-import { DatabaseService, RetryingLoopLog } from '@aileron/database';
+import { DatabaseService, Keyset } from '@aileron/database';
 import { NotFoundError, ValidationError } from '@aileron/errors';
 import { KeyProvider, ROOT_KEYS } from '@aileron/keys';
 import { checkOutboundUrl, outboundPolicyOf, OutboundUrlRefusedError, postSigned, signatureHeaders } from '@aileron/net';
 import { JobProcessor, JobRegistry, QueueService } from '@aileron/queue';
+import { PeriodicTask } from '@aileron/schedule';
 import { AuditRepository } from './audit.repository';
 import { actorOf, AuditService } from './audit.service';
 import { AuditSinkRecord, AuditSinksRepository } from './audit-sinks.repository';
@@ -46,9 +47,8 @@ export class SinkDeliveryError extends Error {
 @Injectable()
 export class AuditSinksService implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly logger = new Logger('AuditSinks');
-  private readonly catchUpLog = new RetryingLoopLog(this.logger, 'audit sink catch-up');
   private readonly pending = new Map<string, NodeJS.Timeout>();
-  private timer: NodeJS.Timeout | undefined;
+  private readonly catchUp = new PeriodicTask({ name: 'audit sink catch-up', everyMs: CATCH_UP_MS, run: () => this.enqueueEnabled(), logger: this.logger });
   private stopped = false;
   /**
    * Per organisation: its enabled sinks. Every batch of audit records asks,
@@ -75,13 +75,12 @@ export class AuditSinksService implements OnApplicationBootstrap, OnApplicationS
   }
 
   onApplicationBootstrap(): void {
-    this.timer = setInterval(() => void this.catchUp(), CATCH_UP_MS);
-    this.timer.unref();
+    this.catchUp.start();
   }
 
-  onApplicationShutdown(): void {
+  async onApplicationShutdown(): Promise<void> {
     this.stopped = true;
-    if (this.timer) clearInterval(this.timer);
+    await this.catchUp.stop();
     for (const timer of this.pending.values()) clearTimeout(timer);
     this.enabled.close();
   }
@@ -101,8 +100,8 @@ export class AuditSinksService implements OnApplicationBootstrap, OnApplicationS
     return { sink, secret };
   }
 
-  list(scope: OrgScope): Promise<AuditSinkRecord[]> {
-    return this.repository.list(scope);
+  list(scope: OrgScope, page: Keyset<{ createdAt: Date; id: string }>): Promise<AuditSinkRecord[]> {
+    return this.repository.list(scope, page);
   }
 
   async remove(principal: Principal, scope: OrgScope, id: string): Promise<void> {
@@ -175,7 +174,7 @@ export class AuditSinksService implements OnApplicationBootstrap, OnApplicationS
     try {
       await checkOutboundUrl(url, outboundPolicyOf(this.config));
     } catch (error) {
-      if (error instanceof OutboundUrlRefusedError) throw new ValidationError([{ path: 'url', message: error.message }]);
+      if (error instanceof OutboundUrlRefusedError) throw new ValidationError([{ path: 'body.url', message: error.message }]);
       throw error;
     }
   }
@@ -202,12 +201,8 @@ export class AuditSinksService implements OnApplicationBootstrap, OnApplicationS
   }
 
   /** Picks up whatever bursts and failures left behind, after restarts too. */
-  private async catchUp(): Promise<void> {
-    try {
-      for (const sink of await this.repository.allEnabled(SystemScopes.system('audit sink catch-up'))) await this.enqueue(sink.organizationId, sink.id, `catch-up-${Math.floor(Date.now() / CATCH_UP_MS)}`);
-    } catch (error) {
-      this.catchUpLog.failed(error);
-    }
+  private async enqueueEnabled(): Promise<void> {
+    for (const sink of await this.repository.allEnabled(SystemScopes.system('audit sink catch-up'))) await this.enqueue(sink.organizationId, sink.id, `catch-up-${Math.floor(Date.now() / CATCH_UP_MS)}`);
   }
 
   /**

@@ -3,7 +3,7 @@ import type { FastifyReply } from 'fastify';
 import { stringify } from 'csv-stringify/sync';
 import { z } from 'zod';
 import { Caller, OrgScope, Principal, TenantScope, WorkspaceScope } from '@aileron/auth';
-import { Route } from '@aileron/http';
+import { LEGACY_REMOVAL, ListCursor, numberKey, PageQuery, pageQuery, pageView, Route, withLegacyKey } from '@aileron/http';
 import { SigningKeysService } from '@aileron/keys';
 import { AuditService } from './audit.service';
 import { auditQuery, CSV_COLUMNS, exportQuery, filtersOf, retentionBody, retentionView, searchView, toView, verifyView, wsParams } from './audit.schemas';
@@ -12,10 +12,19 @@ const auditKeysView = z.object({
   keys: z.array(z.object({ kty: z.literal('OKP'), crv: z.literal('Ed25519'), alg: z.literal('EdDSA'), use: z.literal('sig'), kid: z.string(), x: z.string() })),
 });
 
-const checkpointsView = z.object({
+const checkpointView = z.object({ seq: z.number().int(), hash: z.string(), kind: z.enum(['periodic', 'retention']), key_id: z.string(), signature: z.string() });
+const checkpointsView = pageView(checkpointView).extend({
   chain: z.string(),
-  checkpoints: z.array(z.object({ seq: z.number().int(), hash: z.string(), kind: z.enum(['periodic', 'retention']), key_id: z.string(), signature: z.string() })),
+  checkpoints: z.array(checkpointView).meta({ deprecated: true }).describe(`the same as \`items\`; deprecated, removed in ${LEGACY_REMOVAL}`),
 });
+const checkpointsCursor = new ListCursor('audit-checkpoints', numberKey);
+
+/** `s:<seq>`: the cursors audit search gave out before every list had one format. */
+function legacyAuditCursor(text: string): number | undefined {
+  const match = /^s:(\d{1,15})$/.exec(text);
+  return match ? Number(match[1]) : undefined;
+}
+const searchCursor = new ListCursor('audit', numberKey, legacyAuditCursor);
 
 const SEARCH_DESCRIPTION =
   'Newest first. Filters combine (AND); `next_cursor` continues. Every record carries its hash and the hash of the one before it.';
@@ -92,16 +101,19 @@ export class AuditController {
   @Route({
     method: 'GET',
     path: '/v1/workspaces/:ws/audit/checkpoints',
-    summary: "The signed checkpoints of the workspace's chain",
+    summary: "The signed checkpoints of the workspace's chain, in chain order",
     description: 'With an export and the keys at /.well-known/aileron/audit-keys, an auditor verifies the chain without trusting the control plane.',
     tag: 'audit',
     permission: 'audit.read',
     tenancy: 'workspace',
     params: wsParams,
+    query: pageQuery(),
     response: checkpointsView,
   })
-  async checkpoints(@TenantScope() scope: WorkspaceScope): Promise<z.infer<typeof checkpointsView>> {
-    return { chain: scope.workspaceId, checkpoints: (await this.audit.checkpoints(scope)).map((c) => ({ seq: c.seq, hash: c.hash, kind: c.kind, key_id: c.keyId, signature: c.signature })) };
+  async checkpoints(@TenantScope() scope: WorkspaceScope, @Query() query: PageQuery): Promise<z.infer<typeof checkpointsView>> {
+    const rows = await this.audit.checkpoints(scope, checkpointsCursor.keyset(query));
+    const page = checkpointsCursor.page(rows, query, (c) => c.seq, (c) => ({ seq: c.seq, hash: c.hash, kind: c.kind, key_id: c.keyId, signature: c.signature }));
+    return { chain: scope.workspaceId, ...withLegacyKey(page, 'checkpoints') };
   }
 
   @Route({
@@ -194,8 +206,8 @@ export class AuditController {
   }
 
   private async searchIn(scope: OrgScope, query: z.infer<typeof auditQuery>): Promise<z.infer<typeof searchView>> {
-    const { records, next_cursor } = await this.audit.search(scope, filtersOf(query), { cursor: query.cursor, limit: query.limit });
-    return { events: records.map(toView), next_cursor };
+    const rows = await this.audit.search(scope, filtersOf(query), searchCursor.keyset(query));
+    return withLegacyKey(searchCursor.page(rows, query, (r) => r.seq, toView), 'events');
   }
 
   private async exportFrom(scope: OrgScope, query: z.infer<typeof exportQuery>, reply: FastifyReply): Promise<void> {

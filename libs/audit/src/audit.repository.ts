@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import type { OrgScope, SystemScope } from '@aileron/auth';
-import { Repository, Prisma, Transaction } from '@aileron/database';
+import { Keyset, Repository, Prisma, Transaction } from '@aileron/database';
 import type { AuditSource, ChainedRecord, CheckpointRecord } from './domain/chain';
 
 export interface ChainHead {
@@ -134,8 +134,13 @@ export class AuditRepository extends Repository {
     return rows.map(toHead);
   }
 
-  async checkpoints(scope: OrgScope, chainId: string): Promise<CheckpointRecord[]> {
-    const rows = await this.client.auditCheckpoint.findMany({ where: { chainId, organizationId: scope.organizationId }, orderBy: { seq: 'asc' } });
+  /** Every checkpoint of a chain, in chain order; a page of them (by seq) when `page` is given. */
+  async checkpoints(scope: OrgScope, chainId: string, page?: Keyset<number>): Promise<CheckpointRecord[]> {
+    const rows = await this.client.auditCheckpoint.findMany({
+      where: { chainId, organizationId: scope.organizationId, ...(page?.after !== undefined ? { seq: { gt: BigInt(page.after) } } : {}) },
+      orderBy: { seq: 'asc' },
+      ...(page ? { take: page.take } : {}),
+    });
     return rows.map((r) => ({ seq: Number(r.seq), hash: r.hash, kind: r.kind as CheckpointRecord['kind'], keyId: r.keyId, signature: r.signature }));
   }
 

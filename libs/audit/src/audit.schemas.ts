@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { slug } from '@aileron/auth';
+import { legacyPageView, pageQuery } from '@aileron/http';
 import type { ChainedRecord } from './domain/chain';
 
 export const wsParams = z.object({ ws: slug });
@@ -8,6 +9,9 @@ const csvList = z
   .string()
   .transform((v) => v.split(',').map((s) => s.trim()).filter(Boolean))
   .pipe(z.array(z.string().max(64)).max(20));
+
+/** Up to 500 a page, as before pages had one size: scripts that read the log in big pages keep working. */
+const AUDIT_PAGE = pageQuery({ max: 500 });
 
 export const auditQuery = z.object({
   from: z.iso.datetime({ offset: true }).optional().describe('occurred at or after (ISO-8601)'),
@@ -20,9 +24,7 @@ export const auditQuery = z.object({
   session: z.string().max(256).optional(),
   type: csvList.optional().describe('event types, comma-separated'),
   execution_mode: z.enum(['local', 'remote']).optional(),
-  cursor: z.string().max(64).optional().describe('next_cursor of the previous page'),
-  limit: z.coerce.number().int().min(1).max(500).default(100),
-});
+}).extend(AUDIT_PAGE.shape);
 
 export const exportQuery = auditQuery.omit({ cursor: true, limit: true }).extend({
   format: z.enum(['jsonl', 'csv']).default('jsonl'),
@@ -50,7 +52,7 @@ export const recordView = z.object({
   hash: z.string().describe('sha256 of the canonical record (RFC 8785), prev_hash included'),
 });
 
-export const searchView = z.object({ events: z.array(recordView), next_cursor: z.string().nullable() });
+export const searchView = legacyPageView(recordView, 'events');
 
 export const verifyView = z.object({
   ok: z.boolean(),

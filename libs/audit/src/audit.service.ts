@@ -5,10 +5,11 @@ import { describePrincipal } from '@aileron/auth';
 import { SystemScopes } from '@aileron/auth/scope-issuer';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { publicKeyFromX, signEd25519, verifyEd25519 } from '@aileron/crypto';
-import { DatabaseService, RetryingLoopLog, Transaction } from '@aileron/database';
+import { DatabaseService, Keyset, Transaction } from '@aileron/database';
 import { ValidationError } from '@aileron/errors';
 import { SigningKeysService } from '@aileron/keys';
 import { OutboxRecord, OutboxService } from '@aileron/outbox';
+import { PeriodicTask } from '@aileron/schedule';
 import { AuditFilters, AuditRepository, ChainHead } from './audit.repository';
 import {
   AuditSource,
@@ -74,8 +75,7 @@ const CHECKPOINTS = SystemScopes.system('audit checkpoint sweep');
 @Injectable()
 export class AuditService implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly logger = new Logger('Audit');
-  private readonly sweepLog = new RetryingLoopLog(this.logger, 'audit sweep');
-  private timer: NodeJS.Timeout | undefined;
+  private readonly sweeper: PeriodicTask;
   private lastRetentionAt = 0;
   private readonly appended = new Set<(organizationId: string) => void>();
 
@@ -88,16 +88,16 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
   ) {
     // every event a domain announces is an audit record of the same transaction
     outbox.useAuditJournal((tx, records) => this.journal(tx, records));
+    // a chain waits at most auditCheckpointSeconds (plus one sweep) for its checkpoint
+    this.sweeper = new PeriodicTask({ name: 'audit sweep', everyMs: Math.min(SWEEP_MS, config.auditCheckpointSeconds * 1000), run: () => this.sweep(), logger: this.logger });
   }
 
   onApplicationBootstrap(): void {
-    // a chain waits at most auditCheckpointSeconds (plus one sweep) for its checkpoint
-    this.timer = setInterval(() => void this.sweep(), Math.min(SWEEP_MS, this.config.auditCheckpointSeconds * 1000));
-    this.timer.unref();
+    this.sweeper.start();
   }
 
-  onApplicationShutdown(): void {
-    if (this.timer) clearInterval(this.timer);
+  async onApplicationShutdown(): Promise<void> {
+    await this.sweeper.stop();
   }
 
   /** Called after records of an organisation commit (sinks stream them). */
@@ -159,7 +159,7 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
 
   /** A gateway's batch: good events are chained in arrival order, bad ones rejected one by one, repeats skipped. */
   async ingest(scope: WorkspaceScope, gateway: Principal, events: unknown[]): Promise<IngestResult> {
-    if (events.length > MAX_BATCH) throw new ValidationError([{ path: 'events', message: `at most ${MAX_BATCH} events per batch` }]);
+    if (events.length > MAX_BATCH) throw new ValidationError([{ path: 'body.events', message: `at most ${MAX_BATCH} events per batch` }]);
     const result: IngestResult = { accepted: 0, duplicates: 0, rejected: [] };
     const good: { index: number; event: GatewayEvent }[] = [];
     const seen = new Set<string>();
@@ -211,15 +211,9 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
     return result;
   }
 
-  async search(
-    scope: OrgScope,
-    filters: AuditFilters,
-    page: { cursor?: string; limit: number },
-  ): Promise<{ records: ChainedRecord[]; next_cursor: string | null }> {
-    const beforeSeq = page.cursor ? decodeCursor(page.cursor) : undefined;
-    const records = await this.repository.search(scope, chainOf(scope).chainId, filters, { beforeSeq, limit: page.limit, order: 'desc' });
-    const last = records[records.length - 1];
-    return { records, next_cursor: records.length === page.limit && last ? encodeCursor(last.seq) : null };
+  /** Newest first, by position in the chain. */
+  search(scope: OrgScope, filters: AuditFilters, page: Keyset<number>): Promise<ChainedRecord[]> {
+    return this.repository.search(scope, chainOf(scope).chainId, filters, { ...(page.after !== undefined ? { beforeSeq: page.after } : {}), limit: page.take, order: 'desc' });
   }
 
   /** Every matching record in chain order, a page at a time: exports of any size in bounded memory. */
@@ -234,8 +228,8 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
     }
   }
 
-  checkpoints(scope: OrgScope): Promise<CheckpointRecord[]> {
-    return this.repository.checkpoints(scope, chainOf(scope).chainId);
+  checkpoints(scope: OrgScope, page: Keyset<number>): Promise<CheckpointRecord[]> {
+    return this.repository.checkpoints(scope, chainOf(scope).chainId, page);
   }
 
   /**
@@ -321,15 +315,11 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
 
   /** Periodic work of every replica: checkpoints due by time, and retention once an hour. */
   async sweep(): Promise<void> {
-    try {
-      const due = await this.repository.chainsNeedingCheckpoint(CHECKPOINTS, this.config.auditCheckpointEvery, this.config.auditCheckpointSeconds, 100);
-      for (const head of due) await this.checkpoint(head);
-      if (Date.now() - this.lastRetentionAt > 3600_000) {
-        this.lastRetentionAt = Date.now();
-        await this.applyRetention();
-      }
-    } catch (error) {
-      this.sweepLog.failed(error);
+    const due = await this.repository.chainsNeedingCheckpoint(CHECKPOINTS, this.config.auditCheckpointEvery, this.config.auditCheckpointSeconds, 100);
+    for (const head of due) await this.checkpoint(head);
+    if (Date.now() - this.lastRetentionAt > 3600_000) {
+      this.lastRetentionAt = Date.now();
+      await this.applyRetention();
     }
   }
 
@@ -398,15 +388,4 @@ function fromGatewayEvent(event: GatewayEvent, actor: string): AuditEntry {
     sessionId: event.session ?? null,
     data,
   };
-}
-
-function encodeCursor(seq: number): string {
-  return Buffer.from(`s:${seq}`).toString('base64url');
-}
-
-function decodeCursor(cursor: string): number {
-  const text = Buffer.from(cursor, 'base64url').toString('utf8');
-  const match = /^s:(\d{1,15})$/.exec(text);
-  if (!match) throw new ValidationError([{ path: 'cursor', message: 'is not a cursor this API gave out' }]);
-  return Number(match[1]);
 }

@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { Repository, DbRole, Transaction } from '@aileron/database';
+import { Keyset, keysetAfter, keysetOrder, Prisma, Repository, DbRole, Transaction } from '@aileron/database';
 import type { ClaimMapping, MappedIdentity } from './domain/claims';
 import type { Role } from './domain/roles';
 import type { OrgScope, SystemScope } from './scope';
@@ -161,11 +161,17 @@ export class AuthRepository extends Repository {
     return toToken(row);
   }
 
-  async listTokens(scope: OrgScope, filter: { workspaceId?: string }): Promise<TokenRecord[]> {
+  /** Oldest first, the id breaking ties. */
+  async listTokens(scope: OrgScope, filter: { workspaceId?: string }, page: Keyset<{ createdAt: Date; id: string }>): Promise<TokenRecord[]> {
     const rows = await this.client.apiToken.findMany({
-      where: { organizationId: scope.organizationId, ...(filter.workspaceId ? { workspaceId: filter.workspaceId } : {}) },
+      where: {
+        organizationId: scope.organizationId,
+        ...(filter.workspaceId ? { workspaceId: filter.workspaceId } : {}),
+        ...keysetAfter<Prisma.ApiTokenWhereInput>(['createdAt', 'id'], 'asc', page.after && [page.after.createdAt, page.after.id]),
+      },
       include: tokenInclude,
-      orderBy: { createdAt: 'asc' },
+      orderBy: keysetOrder<Prisma.ApiTokenOrderByWithRelationInput>(['createdAt', 'id'], 'asc'),
+      take: page.take,
     });
     return rows.map(toToken);
   }

@@ -1,14 +1,12 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
-import { DomainError, FieldIssue } from '@aileron/errors';
+import { describeIssues, DomainError, FieldIssue } from '@aileron/errors';
 import { outboundPolicyOf } from '@aileron/net';
 import { checkIdpUrl, IdpFetchError } from './idp-http';
 
 export class IdentityProviderUrlRefusedError extends DomainError {
   constructor(issues: FieldIssue[]) {
-    super('IDP_URL_REFUSED', issues.map((i) => `${i.path}: ${i.message}`).join('; '),
-      { extensions: { errors: issues } },
-    );
+    super('IDP_URL_REFUSED', describeIssues(issues), { extensions: { errors: issues } });
   }
 }
 

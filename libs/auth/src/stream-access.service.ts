@@ -1,6 +1,8 @@
 import { Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
 import { decode } from 'jsonwebtoken';
 import { Clock } from '@aileron/clock';
+import { databaseUnavailableReason } from '@aileron/database';
+import { PeriodicTask } from '@aileron/schedule';
 import type { Principal } from './domain/principal';
 import { BearerCredentials } from './bearer-credentials';
 import { PrincipalCache } from './principal-cache.service';
@@ -25,14 +27,15 @@ interface Held {
  * changed anywhere (a revoked token or gateway, a membership, a user: the
  * caches hear of it on every replica), and every 30 s as a backstop, each
  * holder's credential is resolved again exactly as a new request's would be
- * and the stream's own check rerun; one that no longer passes is ended.
+ * and the stream's own check rerun; one that no longer passes is ended. A
+ * recheck that meets a database outage ends nothing: the judgment waits for
+ * the next recheck after it (30 s at most), it is not skipped.
  */
 @Injectable()
 export class StreamAccess implements OnModuleDestroy {
   private readonly logger = new Logger('StreamAccess');
   private readonly held = new Set<Held>();
-  private readonly timer: NodeJS.Timeout;
-  private scheduled = false;
+  private readonly rechecks: PeriodicTask;
   private readonly unsubscribe: () => void;
 
   constructor(
@@ -41,14 +44,20 @@ export class StreamAccess implements OnModuleDestroy {
     cache: PrincipalCache,
     private readonly clock: Clock,
   ) {
+    this.rechecks = new PeriodicTask({
+      name: 'stream access recheck',
+      everyMs: RECHECK_EVERY_MS,
+      run: () => Promise.all([...this.held].map((held) => this.judge(held))),
+      logger: this.logger,
+      clock,
+    });
+    this.rechecks.start();
     this.unsubscribe = cache.onChange(() => this.recheck());
-    this.timer = setInterval(() => this.recheck(), RECHECK_EVERY_MS);
-    this.timer.unref();
   }
 
-  onModuleDestroy(): void {
-    clearInterval(this.timer);
+  async onModuleDestroy(): Promise<void> {
     this.unsubscribe();
+    await this.rechecks.stop();
   }
 
   /**
@@ -62,14 +71,9 @@ export class StreamAccess implements OnModuleDestroy {
     return () => this.held.delete(held);
   }
 
-  /** Rechecks every open stream soon, once however many changes arrive together. */
+  /** Rechecks every open stream soon, once however many changes arrive together (and once more after a recheck under way). */
   recheck(): void {
-    if (this.scheduled || this.held.size === 0) return;
-    this.scheduled = true;
-    setImmediate(() => {
-      this.scheduled = false;
-      for (const held of [...this.held]) void this.judge(held);
-    });
+    if (this.held.size > 0) this.rechecks.runNow();
   }
 
   private async judge(held: Held): Promise<void> {
@@ -78,6 +82,8 @@ export class StreamAccess implements OnModuleDestroy {
       if (held.expiresAt !== null && held.expiresAt <= this.clock.now()) reason = 'the credential has expired';
       else await held.check(await this.resolve(held.token));
     } catch (error) {
+      // the database being away says nothing about access: the stream stays, and a later recheck judges it
+      if (databaseUnavailableReason(error)) return;
       reason = error instanceof Error ? error.message : 'access was withdrawn';
     }
     if (reason === null || !this.held.delete(held)) return;

@@ -1,11 +1,14 @@
-import { Body, Controller, Param } from '@nestjs/common';
+import { Body, Controller, Param, Query } from '@nestjs/common';
 import { z } from 'zod';
-import { Route } from '@aileron/http';
+import { createdAtKey, legacyPageView, ListCursor, PageQuery, pageQuery, Route, withLegacyKey } from '@aileron/http';
 import type { Principal } from './domain/principal';
 import { Caller, TenantScope } from './auth.decorators';
 import type { OrgScope } from './scope';
 import { createdToken, createTokenBody, CreateTokenBody, tokenIdParams, tokenView } from './tokens.schemas';
 import { TokensService, tokenView as view } from './tokens.service';
+
+const tokensPage = legacyPageView(tokenView, 'tokens');
+const tokensCursor = new ListCursor('tokens', createdAtKey);
 
 @Controller()
 export class TokensController {
@@ -33,14 +36,16 @@ export class TokensController {
   @Route({
     method: 'GET',
     path: '/v1/tokens',
-    summary: 'List API tokens (metadata only)',
+    summary: 'List API tokens (metadata only), oldest first',
     tag: 'tokens',
     permission: 'token.read',
     tenancy: 'organization',
-    response: z.object({ tokens: z.array(tokenView) }),
+    query: pageQuery(),
+    response: tokensPage,
   })
-  async list(@Caller() caller: Principal, @TenantScope() scope: OrgScope): Promise<{ tokens: z.infer<typeof tokenView>[] }> {
-    return { tokens: await this.tokens.list(caller, scope) };
+  async list(@Caller() caller: Principal, @TenantScope() scope: OrgScope, @Query() query: PageQuery): Promise<z.infer<typeof tokensPage>> {
+    const rows = await this.tokens.list(caller, scope, tokensCursor.keyset(query));
+    return withLegacyKey(tokensCursor.page(rows, query, (t) => t, view), 'tokens');
   }
 
   @Route({

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { Clock } from '@aileron/clock';
-import { DatabaseService, Transaction } from '@aileron/database';
+import { DatabaseService, Keyset, Transaction } from '@aileron/database';
 import { ForbiddenError, NotFoundError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
 import { mintApiToken } from './domain/api-token';
@@ -95,9 +95,8 @@ export class TokensService {
     return { record, token: minted.token };
   }
 
-  async list(principal: Principal, scope: OrgScope): Promise<TokenView[]> {
-    const records = await this.repository.listTokens(scope, principal.restrictedToWorkspaceId ? { workspaceId: principal.restrictedToWorkspaceId } : {});
-    return records.map(tokenView);
+  list(principal: Principal, scope: OrgScope, page: Keyset<{ createdAt: Date; id: string }>): Promise<TokenRecord[]> {
+    return this.repository.listTokens(scope, principal.restrictedToWorkspaceId ? { workspaceId: principal.restrictedToWorkspaceId } : {}, page);
   }
 
   async revoke(principal: Principal, scope: OrgScope, id: string): Promise<void> {

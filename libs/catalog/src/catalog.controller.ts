@@ -1,7 +1,7 @@
-import { Body, Controller, Param } from '@nestjs/common';
+import { Body, Controller, Param, Query } from '@nestjs/common';
 import { z } from 'zod';
 import { Caller, OrgScope, Principal, TenantScope, WorkspaceScope } from '@aileron/auth';
-import { Route } from '@aileron/http';
+import { compareText, legacyPageView, ListCursor, PageQuery, pageQuery, Route, textKey, withLegacyKey } from '@aileron/http';
 import { catalogEntryInput, CatalogEntryInput, compareVersions } from './domain/catalog-entry';
 import type { CatalogEntryRecord } from './catalog.repository';
 import {
@@ -22,6 +22,11 @@ function view(entry: CatalogEntryRecord): z.infer<typeof entryView> {
   const sorted = [...entry.versions].sort((a, b) => compareVersions(b.version, a.version));
   return toEntryView({ ...entry, versions: sorted }, sorted[0]?.version ?? null);
 }
+
+const serversPage = legacyPageView(entryView, 'servers');
+const serversCursor = new ListCursor('catalog-servers', textKey);
+const assignmentsPage = legacyPageView(assignmentView, 'servers');
+const assignmentsCursor = new ListCursor('workspace-servers', textKey);
 
 const EXAMPLE_ENTRY = {
   name: 'github',
@@ -58,14 +63,16 @@ export class CatalogController {
   @Route({
     method: 'GET',
     path: '/v1/catalog/servers',
-    summary: "The organisation's catalog: every server with its versions",
+    summary: "The organisation's catalog: every server with its versions, by name",
     tag: 'catalog',
     permission: 'catalog.read',
     tenancy: 'organization',
-    response: z.object({ servers: z.array(entryView) }),
+    query: pageQuery(),
+    response: serversPage,
   })
-  async list(@TenantScope() scope: OrgScope): Promise<{ servers: z.infer<typeof entryView>[] }> {
-    return { servers: (await this.catalog.list(scope)).map(view) };
+  async list(@TenantScope() scope: OrgScope, @Query() query: PageQuery): Promise<z.infer<typeof serversPage>> {
+    const rows = await this.catalog.list(scope, serversCursor.keyset(query));
+    return withLegacyKey(serversCursor.page(rows, query, (e) => e.name, view), 'servers');
   }
 
   @Route({
@@ -112,15 +119,18 @@ export class WorkspaceServersController {
   @Route({
     method: 'GET',
     path: '/v1/workspaces/:ws/servers',
-    summary: 'The catalog servers assigned to the workspace, with pinned versions and rollouts',
+    summary: 'The catalog servers assigned to the workspace, with pinned versions and rollouts, by name',
     tag: 'catalog',
     permission: 'server.read',
     tenancy: 'workspace',
     params: wsParams,
-    response: z.object({ servers: z.array(assignmentView) }),
+    query: pageQuery(),
+    response: assignmentsPage,
   })
-  async list(@TenantScope() scope: WorkspaceScope): Promise<{ servers: z.infer<typeof assignmentView>[] }> {
-    return { servers: (await this.catalog.workspaceServers(scope)).map(toAssignmentView) };
+  async list(@TenantScope() scope: WorkspaceScope, @Query() query: PageQuery): Promise<z.infer<typeof assignmentsPage>> {
+    // the workspace's servers are cached whole (the hot path reads them): the page is cut from the cache
+    const all = await this.catalog.workspaceServers(scope);
+    return withLegacyKey(assignmentsCursor.pageInMemory(all, query, (a) => a.name, compareText, toAssignmentView), 'servers');
   }
 
   @Route({

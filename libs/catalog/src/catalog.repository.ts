@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import type { OrgScope, WorkspaceScope } from '@aileron/auth';
-import { Repository, Prisma, Transaction } from '@aileron/database';
+import { Keyset, Repository, Prisma, Transaction } from '@aileron/database';
 
 /** A published version's definition: the entry input without name and version. */
 export type ServerDefinition = Record<string, unknown> & { mode: 'local' | 'remote'; transport: 'stdio' | 'streamable_http' };
@@ -62,8 +62,14 @@ export class CatalogRepository extends Repository {
     });
   }
 
-  async listEntries(scope: OrgScope): Promise<CatalogEntryRecord[]> {
-    const rows = await this.client.catalogEntry.findMany({ where: { organizationId: scope.organizationId }, select: entrySelect, orderBy: { name: 'asc' } });
+  /** By name, unique in the organisation. */
+  async listEntries(scope: OrgScope, page: Keyset<string>): Promise<CatalogEntryRecord[]> {
+    const rows = await this.client.catalogEntry.findMany({
+      where: { organizationId: scope.organizationId, ...(page.after !== undefined ? { name: { gt: page.after } } : {}) },
+      select: entrySelect,
+      orderBy: { name: 'asc' },
+      take: page.take,
+    });
     return rows.map((row) => ({ ...row, versions: row.versions.map(toVersion) }));
   }
 

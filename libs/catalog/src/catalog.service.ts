@@ -1,7 +1,7 @@
 import { Inject, Injectable, OnModuleDestroy } from '@nestjs/common';
 import { describePrincipal, OrgScope, Principal, WorkspaceScope } from '@aileron/auth';
 import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
-import { DatabaseService, isUniqueViolation, Transaction } from '@aileron/database';
+import { DatabaseService, isUniqueViolation, Keyset, Transaction } from '@aileron/database';
 import { ConflictError, NotFoundError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
 import type { CatalogEntryInput } from './domain/catalog-entry';
@@ -54,8 +54,8 @@ export class CatalogService implements OnModuleDestroy {
     return this.entry(scope, name);
   }
 
-  list(scope: OrgScope): Promise<CatalogEntryRecord[]> {
-    return this.repository.listEntries(scope);
+  list(scope: OrgScope, page: Keyset<string>): Promise<CatalogEntryRecord[]> {
+    return this.repository.listEntries(scope, page);
   }
 
   async entry(scope: OrgScope, name: string, tx?: Transaction): Promise<CatalogEntryRecord> {

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import type { OrgScope, SystemScope, WorkspaceScope } from '@aileron/auth';
-import { Repository, Transaction } from '@aileron/database';
+import { Keyset, keysetAfter, keysetOrder, Prisma, Repository, Transaction } from '@aileron/database';
 import type { OfflineMode } from './domain/policy-bundle';
 
 export interface GatewayRecord {
@@ -108,11 +108,17 @@ export class GatewayRepository extends Repository {
     await this.client.gateway.updateMany({ where: { organizationId: scope.organizationId, id }, data: { lastSeenAt: at } });
   }
 
-  async listGateways(scope: WorkspaceScope): Promise<GatewayRecord[]> {
+  /** Newest enrolment first, the id breaking ties. */
+  async listGateways(scope: WorkspaceScope, page: Keyset<{ createdAt: Date; id: string }>): Promise<GatewayRecord[]> {
     const rows = await this.client.gateway.findMany({
-      where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId },
+      where: {
+        organizationId: scope.organizationId,
+        workspaceId: scope.workspaceId,
+        ...keysetAfter<Prisma.GatewayWhereInput>(['enrolledAt', 'id'], 'desc', page.after && [page.after.createdAt, page.after.id]),
+      },
       select: gatewaySelect,
-      orderBy: { enrolledAt: 'desc' },
+      orderBy: keysetOrder<Prisma.GatewayOrderByWithRelationInput>(['enrolledAt', 'id'], 'desc'),
+      take: page.take,
     });
     return rows.map(toGateway);
   }

@@ -1,7 +1,7 @@
-import { Body, Controller, Param } from '@nestjs/common';
+import { Body, Controller, Param, Query } from '@nestjs/common';
 import { z } from 'zod';
 import { Caller, OrgScope, Principal, TenantScope, WorkspaceScope } from '@aileron/auth';
-import { Route } from '@aileron/http';
+import { createdAtKey, legacyPageView, ListCursor, PageQuery, pageQuery, Route, withLegacyKey } from '@aileron/http';
 import {
   enrollmentCodeBody,
   enrollmentCodeView,
@@ -17,6 +17,9 @@ import {
 } from './gateway.schemas';
 import { GatewaysService } from './gateways.service';
 import { SigningKeysService } from '@aileron/keys';
+
+const gatewaysPage = legacyPageView(gatewayView, 'gateways');
+const gatewaysCursor = new ListCursor('gateways', createdAtKey);
 
 /** Admins: enrolment codes, the workspace's gateways, the organisation's gateway settings. */
 @Controller()
@@ -51,15 +54,17 @@ export class GatewaysController {
   @Route({
     method: 'GET',
     path: '/v1/workspaces/:ws/gateways',
-    summary: "The workspace's enrolled gateways, with when each was last seen",
+    summary: "The workspace's enrolled gateways, with when each was last seen, newest enrolment first",
     tag: 'gateways',
     permission: 'gateway.read',
     tenancy: 'workspace',
     params: wsParams,
-    response: z.object({ gateways: z.array(gatewayView) }),
+    query: pageQuery(),
+    response: gatewaysPage,
   })
-  async list(@TenantScope() scope: WorkspaceScope): Promise<{ gateways: z.infer<typeof gatewayView>[] }> {
-    return { gateways: (await this.gateways.list(scope)).map(toGatewayView) };
+  async list(@TenantScope() scope: WorkspaceScope, @Query() query: PageQuery): Promise<z.infer<typeof gatewaysPage>> {
+    const rows = await this.gateways.list(scope, gatewaysCursor.keyset(query));
+    return withLegacyKey(gatewaysCursor.page(rows, query, (g) => ({ createdAt: g.enrolledAt, id: g.id }), toGatewayView), 'gateways');
   }
 
   @Route({

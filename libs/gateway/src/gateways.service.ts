@@ -1,7 +1,7 @@
 import { Inject, Injectable, OnModuleDestroy } from '@nestjs/common';
 import { describePrincipal, hashToken, OrgScope, Principal, WorkspaceScope } from '@aileron/auth';
 import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
-import { DatabaseService } from '@aileron/database';
+import { DatabaseService, Keyset } from '@aileron/database';
 import { DomainError, NotFoundError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
 import { looksLikeEnrollmentCode, mintEnrollmentCode, mintGatewayToken } from './domain/credentials';
@@ -88,8 +88,8 @@ export class GatewaysService implements OnModuleDestroy {
     return { gateway, token };
   }
 
-  list(scope: WorkspaceScope): Promise<GatewayRecord[]> {
-    return this.repository.listGateways(scope);
+  list(scope: WorkspaceScope, page: Keyset<{ createdAt: Date; id: string }>): Promise<GatewayRecord[]> {
+    return this.repository.listGateways(scope, page);
   }
 
   async setGroups(principal: Principal, scope: WorkspaceScope, id: string, groups: string[]): Promise<GatewayRecord> {

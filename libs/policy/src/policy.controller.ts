@@ -1,7 +1,7 @@
 import { Body, Controller, Param, Query } from '@nestjs/common';
 import { z } from 'zod';
 import { Caller, Principal, TenantScope, WorkspaceScope } from '@aileron/auth';
-import { Route } from '@aileron/http';
+import { LEGACY_REMOVAL, legacyPageView, ListCursor, numberKey, Route, withLegacyKey } from '@aileron/http';
 import { policyDocumentSchema } from './domain/policy-document';
 import {
   decisionView,
@@ -26,6 +26,16 @@ const EXAMPLE = {
     { id: 'no-prod-writes', effect: 'deny', tools: ['*'], arguments: [{ path: 'repo', regex: '^prod-' }] },
   ],
 };
+
+const versionsPage = legacyPageView(versionSummary, 'versions').extend({
+  next_before: z
+    .number()
+    .int()
+    .nullable()
+    .meta({ deprecated: true })
+    .describe(`the \`before\` of the next page, null on the last; deprecated (use \`next_cursor\`), removed in ${LEGACY_REMOVAL}`),
+});
+const versionsCursor = new ListCursor('policy-versions', numberKey);
 
 function view(policy: CurrentPolicy): z.infer<typeof policyView> {
   return {
@@ -61,7 +71,7 @@ export class PolicyController {
     path: '/v1/workspaces/:ws/policy',
     summary: "Replace the workspace's policy document (JSON or YAML); returns its new version",
     description:
-      'Every problem is reported at once, each with the path of the field (`rules[2].arguments[0].regex`) and the id of its rule. Writing the document in force again creates no version.',
+      'Every problem is reported at once, each with the path of the field (`body.rules[2].arguments[0].regex`) and the id of its rule. Writing the document in force again creates no version.',
     tag: 'policy',
     permission: 'policy.write',
     tenancy: 'workspace',
@@ -86,24 +96,19 @@ export class PolicyController {
     tenancy: 'workspace',
     params: wsParams,
     query: versionsQuery,
-    response: z.object({ versions: z.array(versionSummary), next_before: z.number().int().nullable() }),
+    response: versionsPage,
   })
-  async versions(
-    @TenantScope() scope: WorkspaceScope,
-    @Query() query: z.infer<typeof versionsQuery>,
-  ): Promise<{ versions: z.infer<typeof versionSummary>[]; next_before: number | null }> {
-    const versions = await this.policies.versions(scope, query);
-    return {
-      versions: versions.map((v) => ({
-        version: v.version,
-        digest: v.digest,
-        rules: v.rules,
-        restored_from: v.restoredFrom,
-        created_at: v.createdAt.toISOString(),
-        created_by: v.createdBy,
-      })),
-      next_before: versions.length === query.limit ? versions[versions.length - 1]!.version : null,
-    };
+  async versions(@TenantScope() scope: WorkspaceScope, @Query() query: z.infer<typeof versionsQuery>): Promise<z.infer<typeof versionsPage>> {
+    const rows = await this.policies.versions(scope, versionsCursor.keyset(query, query.before));
+    const page = versionsCursor.page(rows, query, (v) => v.version, (v) => ({
+      version: v.version,
+      digest: v.digest,
+      rules: v.rules,
+      restored_from: v.restoredFrom,
+      created_at: v.createdAt.toISOString(),
+      created_by: v.createdBy,
+    }));
+    return { ...withLegacyKey(page, 'versions'), next_before: page.next_cursor === null ? null : page.items[page.items.length - 1]!.version };
   }
 
   @Route({

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import type { WorkspaceScope } from '@aileron/auth';
-import { Repository, Prisma, Transaction } from '@aileron/database';
+import { Keyset, Repository, Prisma, Transaction } from '@aileron/database';
 import type { PolicyDocument } from './domain/policy-document';
 
 export interface PolicyVersionRecord {
@@ -34,12 +34,12 @@ export class PolicyRepository extends Repository {
     return row ? toRecord(row) : null;
   }
 
-  /** Newest first; `before` pages backwards through older versions. */
-  async list(scope: WorkspaceScope, page: { before?: number; limit: number }): Promise<PolicyVersionSummary[]> {
+  /** Newest first, by version (unique in the workspace). */
+  async list(scope: WorkspaceScope, page: Keyset<number>): Promise<PolicyVersionSummary[]> {
     const rows = await this.client.policyVersion.findMany({
-      where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, ...(page.before ? { version: { lt: page.before } } : {}) },
+      where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, ...(page.after !== undefined ? { version: { lt: page.after } } : {}) },
       orderBy: { version: 'desc' },
-      take: page.limit,
+      take: page.take,
       select: { ...summarySelect, document: true },
     });
     return rows.map((row) => ({ ...toSummary(row), rules: ((row.document as unknown as PolicyDocument).rules ?? []).length }));

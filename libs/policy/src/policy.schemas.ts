@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { LEGACY_REMOVAL, pageQuery } from '@aileron/http';
 import { slug } from '@aileron/auth';
 import { EFFECTS, policyDocumentSchema } from './domain/policy-document';
 
@@ -25,9 +26,14 @@ export const versionSummary = z.object({
   created_by: z.string().nullable(),
 });
 
-export const versionsQuery = z.object({
-  before: z.coerce.number().int().min(1).optional().describe('page backwards: versions older than this'),
-  limit: z.coerce.number().int().min(1).max(200).default(50),
+export const versionsQuery = pageQuery().extend({
+  before: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .optional()
+    .meta({ deprecated: true })
+    .describe(`versions older than this; deprecated (use \`cursor\`), removed in ${LEGACY_REMOVAL}`),
 });
 
 export const diffQuery = z.object({ from: z.coerce.number().int().min(0), to: z.coerce.number().int().min(0) });

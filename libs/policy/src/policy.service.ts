@@ -2,8 +2,8 @@ import { Inject, Injectable, OnModuleDestroy } from '@nestjs/common';
 import { describePrincipal, Principal, WorkspaceScope } from '@aileron/auth';
 import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
 import { digestOf } from '@aileron/crypto';
-import { DatabaseService, isUniqueViolation } from '@aileron/database';
-import { ConflictError, DomainError, NotFoundError } from '@aileron/errors';
+import { DatabaseService, isUniqueViolation, Keyset } from '@aileron/database';
+import { ConflictError, DomainError, fieldPath, NotFoundError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
 import { TenancyService } from '@aileron/tenancy';
 import { diffPolicies, PolicyDiff } from './domain/policy-diff';
@@ -27,13 +27,17 @@ export interface CurrentPolicy {
 const EMPTY: PolicyDocument = { rules: [] };
 const CACHE_TTL_MS = 30_000;
 
+/** Every problem of the document at once, each field named as in any 400 (`body.rules[2].effect`) with its rule's id. */
 export class PolicyInvalidError extends DomainError {
   constructor(problems: PolicyProblem[]) {
-    super('POLICY_INVALID', problems
+    const errors = problems.map((p) => ({ ...p, path: fieldPath('body', p.path) }));
+    super(
+      'POLICY_INVALID',
+      errors
         .slice(0, 5)
-        .map((p) => `${p.path || '(document)'}${p.rule ? ` [rule ${p.rule}]` : ''}: ${p.message}`)
-        .join('; ') + (problems.length > 5 ? `; and ${problems.length - 5} more` : ''),
-      { extensions: { errors: problems } },
+        .map((p) => `${p.path}${p.rule ? ` [rule ${p.rule}]` : ''}: ${p.message}`)
+        .join('; ') + (errors.length > 5 ? `; and ${errors.length - 5} more` : ''),
+      { extensions: { errors } },
     );
   }
 }
@@ -97,7 +101,7 @@ export class PolicyService implements OnModuleDestroy {
     return { ...policy.compiled.evaluate(call), policy_version: policy.version };
   }
 
-  versions(scope: WorkspaceScope, page: { before?: number; limit: number }): Promise<PolicyVersionSummary[]> {
+  versions(scope: WorkspaceScope, page: Keyset<number>): Promise<PolicyVersionSummary[]> {
     return this.repository.list(scope, page);
   }
 

@@ -1,11 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { Inject, Injectable } from '@nestjs/common';
-import { ApprovalError, ApprovalRecord, ApprovalsService, redactArguments } from '@aileron/approvals';
+import { Injectable } from '@nestjs/common';
+import { ApprovalsService, redactArguments } from '@aileron/approvals';
 import { SystemScopes } from '@aileron/auth/scope-issuer';
 import type { WorkspaceScope } from '@aileron/auth';
-import { APP_CONFIG, AppConfig } from '@aileron/config';
-import { databaseUnavailableReason } from '@aileron/database';
+import { toolError } from '@aileron/errors';
 import { PolicyService } from '@aileron/policy';
 import { ExecutionJournal, ExecutionRecord } from './execution-journal';
 import type { Instance } from './instances.service';
@@ -13,10 +11,6 @@ import { ToolPins } from './tool-pins.service';
 import { jsonByteLength } from './proxy/json-size';
 import type { CallContext, CallGate, ToolCall } from './proxy/proxy-session';
 import type { Answer } from './proxy/upstream';
-
-const PROGRESS_EVERY_MS = 5_000;
-/** how soon a call held for approval looks again when the database was away */
-const DATABASE_RETRY_MS = 1_000;
 
 /**
  * What happens around a forwarded tool call: the compiled policy decides
@@ -26,7 +20,6 @@ const DATABASE_RETRY_MS = 1_000;
 @Injectable()
 export class PoolCalls implements CallGate {
   constructor(
-    @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly policies: PolicyService,
     private readonly approvals: ApprovalsService,
     private readonly journal: ExecutionJournal,
@@ -56,21 +49,21 @@ export class PoolCalls implements CallGate {
   ): Promise<{ run: true; approvalId: string | null } | { run: false; result: Record<string, unknown> }> {
     const grant = ctx.caller.session;
     if (grant && !grant.caps.has('actions:run')) {
-      return { run: false, result: toolError('This session token may list tools but not call them (it lacks the "actions:run" capability)', { code: 'CAPABILITY_REQUIRED' }) };
+      return { run: false, result: toolError('CAPABILITY_REQUIRED', 'This session token may list tools but not call them (it lacks the "actions:run" capability)') };
     }
     if (grant && !grant.allowsTool(call.server, call.tool)) {
-      return { run: false, result: toolError(`This session token does not reach ${call.server}/${call.tool}`, { code: 'CAPABILITY_REQUIRED' }) };
+      return { run: false, result: toolError('CAPABILITY_REQUIRED', `This session token does not reach ${call.server}/${call.tool}`) };
     }
     const scope = scopeOf(ctx);
     const policy = this.policies.peek(scope) ?? (await this.policies.current(scope));
     const decision = policy.compiled.evaluate({ server: call.server, tool: call.tool, arguments: call.arguments, principal: ctx.principal, execution_mode: 'remote' });
     if (await this.pins.blocked(scope, call.server, call.tool)) {
-      return { run: false, result: toolError(`The definition of ${call.server}/${call.tool} changed since it was accepted; an admin must accept the new definition before it runs.`, { code: 'TOOL_DEFINITION_CHANGED' }) };
+      return { run: false, result: toolError('TOOL_DEFINITION_CHANGED', `The definition of ${call.server}/${call.tool} changed since it was accepted; an admin must accept the new definition before it runs.`) };
     }
     if (decision.decision === 'allow') return { run: true, approvalId: null };
     if (decision.decision === 'deny') {
       this.record(ctx, call, 'execution.failed', 'deny', { rules: decision.rules, error: 'denied by policy', policy_version: policy.version });
-      return { run: false, result: toolError(`Denied by policy (rule ${decision.rules.join(', ') || 'default'}, policy version ${policy.version})`, { code: 'POLICY_DENIED', rules: decision.rules }) };
+      return { run: false, result: toolError('POLICY_DENIED', `Denied by policy (rule ${decision.rules.join(', ') || 'default'}, policy version ${policy.version})`, { rules: decision.rules }) };
     }
     return this.throughApproval(ctx, scope, call, wait);
   }
@@ -113,47 +106,25 @@ export class PoolCalls implements CallGate {
   ): Promise<{ run: true; approvalId: string } | { run: false; result: Record<string, unknown> }> {
     // an agent's retry may come on a new MCP session: its agent session is what binds the approval
     const exact = { server: call.server, tool: call.tool, arguments: call.arguments, requester: ctx.requester, session: ctx.agentSessionId ?? ctx.sessionId };
-    let request: ApprovalRecord | null = await this.approvals.forCall(scope, exact, ctx.gatewayId);
-    if (!request) {
-      const asked = { ...exact, agentSession: ctx.agentSessionId, executionMode: 'remote' as const, roles: ctx.principal.roles ?? [], groups: ctx.principal.groups ?? [] };
-      request = await this.approvals.request(scope, ctx.requester, asked, ctx.gatewayId);
-    }
-    const deadline = Date.now() + this.config.pool.approvalWaitSeconds * 1000;
-    while (request.status === 'pending' && Date.now() < deadline && !wait.signal.aborted) {
-      wait.progress?.(`Waiting for approval ${request.id}: ${this.approvals.reviewUrl(request.id)}`);
-      const seconds = Math.max(1, Math.min(PROGRESS_EVERY_MS, deadline - Date.now()) / 1000);
-      try {
-        request = await this.approvals.wait(ctx.caller, request.id, seconds);
-      } catch (error) {
-        // the approver cannot decide while the database is away either: the call keeps waiting, as the client was told
-        if (!databaseUnavailableReason(error)) throw error;
-        wait.progress?.(`Waiting for approval ${request.id}: the control plane's database cannot be reached right now; still waiting`);
-        // the client going away ends the pause (and the loop) at once
-        await sleep(Math.min(DATABASE_RETRY_MS, Math.max(0, deadline - Date.now())), undefined, { signal: wait.signal }).catch(() => undefined);
-      }
-    }
-    const reviewUrl = this.approvals.reviewUrl(request.id);
-    if (request.status === 'approved') {
-      try {
-        await this.approvals.consume(scope, ctx.requester, request.id, exact, ctx.gatewayId);
+    const asked = { ...exact, agentSession: ctx.agentSessionId, executionMode: 'remote' as const, roles: ctx.principal.roles ?? [], groups: ctx.principal.groups ?? [] };
+    const held = await this.approvals.holdCall(scope, ctx.caller, { exact, gatewayId: ctx.gatewayId }, () => this.approvals.request(scope, ctx.requester, asked, ctx.gatewayId), wait);
+    const { request } = held;
+    switch (held.outcome) {
+      case 'approved':
         return { run: true, approvalId: request.id };
-      } catch (error) {
-        // a racing call with the same arguments used it first
-        if (!(error instanceof ApprovalError)) throw error;
-        return { run: false, result: toolError(`Approval ${request.id} was already used: ${error.message}`, { code: 'APPROVAL_NOT_USABLE', approval_id: request.id }) };
-      }
+      case 'not-usable':
+        return { run: false, result: toolError('APPROVAL_NOT_USABLE', `Approval ${request.id} was already used: ${held.reason}`, { approval_id: request.id }) };
+      case 'pending':
+        return {
+          run: false,
+          result: toolError('APPROVAL_PENDING', `This call needs approval. Approval ${request.id} is pending: ${held.reviewUrl}. Call again with the same arguments once it is approved.`, {
+            approval_id: request.id,
+            review_url: held.reviewUrl,
+          }),
+        };
+      case 'refused':
+        return { run: false, result: toolError(`APPROVAL_${request.status.toUpperCase()}`, `Approval ${request.id} was ${request.status}${request.decisionReason ? `: ${request.decisionReason}` : ''}`, { approval_id: request.id }) };
     }
-    if (request.status === 'pending') {
-      return {
-        run: false,
-        result: toolError(`This call needs approval. Approval ${request.id} is pending: ${reviewUrl}. Call again with the same arguments once it is approved.`, {
-          code: 'APPROVAL_PENDING',
-          approval_id: request.id,
-          review_url: reviewUrl,
-        }),
-      };
-    }
-    return { run: false, result: toolError(`Approval ${request.id} was ${request.status}${request.decisionReason ? `: ${request.decisionReason}` : ''}`, { code: `APPROVAL_${request.status.toUpperCase()}`, approval_id: request.id }) };
   }
 
   private record(ctx: CallContext, call: ToolCall, type: ExecutionRecord['type'], decision: string, data: Record<string, unknown>): void {
@@ -177,13 +148,4 @@ export class PoolCalls implements CallGate {
 
 function scopeOf(ctx: CallContext): WorkspaceScope {
   return SystemScopes.workspace(ctx.organizationId, { id: ctx.workspaceId, slug: ctx.workspaceSlug });
-}
-
-/**
- * Refusals are tool results with isError, not protocol errors: the model sees
- * them and can tell the person why; `_meta` carries the details for programs
- * (not structuredContent, which a client checks against the tool's output schema).
- */
-function toolError(text: string, details: Record<string, unknown>): Record<string, unknown> {
-  return { content: [{ type: 'text', text }], _meta: { 'aileron/refusal': details }, isError: true };
 }

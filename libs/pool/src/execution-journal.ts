@@ -8,6 +8,7 @@ import { Clock } from '@aileron/clock';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { DatabaseService } from '@aileron/database';
 import { OutboxService } from '@aileron/outbox';
+import { PeriodicTask } from '@aileron/schedule';
 import { JournalDirectory } from './journal-directory';
 
 /** One execution record: written to the journal at once, to the audit log and events in a batch. */
@@ -54,7 +55,7 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
   private readonly batchMs: number;
   /** directories taken over from dead processes whose records are not in the audit log yet */
   private readonly claimed = new Set<string>();
-  private sweeper: NodeJS.Timeout | undefined;
+  private readonly sweeper = new PeriodicTask({ name: 'execution journal take-over', everyMs: TAKEOVER_EVERY_MS, run: () => this.takeOver(), logger: this.logger });
   private sweeping: Promise<void> = Promise.resolve();
   private segment = 0;
   private fd: number | null = null;
@@ -82,12 +83,12 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
     this.directory.open();
     this.segment = Date.now();
     await this.takeOver();
-    this.sweeper = setInterval(() => void this.takeOver(), TAKEOVER_EVERY_MS);
-    this.sweeper.unref();
+    this.sweeper.start();
   }
 
   async onApplicationShutdown(): Promise<void> {
-    if (this.sweeper) clearInterval(this.sweeper);
+    await this.sweeper.stop();
+    // a take-over the MCP admission asked for may still be under way
     await this.sweeping;
     await this.flush();
     try {

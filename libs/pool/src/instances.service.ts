@@ -5,6 +5,7 @@ import { AssignmentRecord, CatalogService, isVaultReference } from '@aileron/cat
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { DomainError, ErrorCode } from '@aileron/errors';
 import { checkOutboundUrl, OutboundUrlRefusedError, outboundPolicyOf } from '@aileron/net';
+import { PeriodicTask } from '@aileron/schedule';
 import { VaultService } from '@aileron/vault';
 import { InstanceDriver, InProcessEndpoint, InstanceEndpoint, InstanceExit, InstanceStartError, RunningInstance } from './drivers/driver';
 
@@ -116,7 +117,7 @@ const MAX_BACKOFF_MS = 30_000;
 export class PoolInstances implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly logger = new Logger('Pool');
   private readonly slots = new Map<string, Slot>();
-  private timer: NodeJS.Timeout | undefined;
+  private readonly sweeper: PeriodicTask;
   private unsubscribe: (() => void) | undefined;
   private lastHealthCheck = Date.now();
 
@@ -125,17 +126,18 @@ export class PoolInstances implements OnApplicationBootstrap, OnApplicationShutd
     private readonly catalog: CatalogService,
     private readonly vault: VaultService,
     @Inject(INSTANCE_DRIVER) private readonly driver: InstanceDriver,
-  ) {}
+  ) {
+    const every = Math.min(10_000, Math.max(250, (config.pool.idleSeconds * 1000) / 4));
+    this.sweeper = new PeriodicTask({ name: 'pool idle and health sweep', everyMs: every, run: () => this.tick(), logger: this.logger });
+  }
 
   onApplicationBootstrap(): void {
-    const every = Math.min(10_000, Math.max(250, (this.config.pool.idleSeconds * 1000) / 4));
-    this.timer = setInterval(() => void this.tick(), every);
-    this.timer.unref();
+    this.sweeper.start();
     this.unsubscribe = this.catalog.onServersChanged((prefix) => void this.reconcile(prefix));
   }
 
   async onApplicationShutdown(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
+    await this.sweeper.stop();
     this.unsubscribe?.();
     await Promise.all([...this.slots.values()].map(async (slot) => slot.instance?.stop('control plane shutting down')));
     await this.driver.close();

@@ -1,7 +1,7 @@
-import { Body, Controller, Param } from '@nestjs/common';
+import { Body, Controller, Param, Query } from '@nestjs/common';
 import { z } from 'zod';
 import { Caller, describePrincipal, Principal, slug, TenantScope, WorkspaceScope } from '@aileron/auth';
-import { Route } from '@aileron/http';
+import { compareTextPairs, ListCursor, Page, PageQuery, pageQuery, Route, textPairKey, withLegacyKey } from '@aileron/http';
 import { PoolInstances } from './instances.service';
 import { ToolPins } from './tool-pins.service';
 
@@ -9,6 +9,11 @@ const wsParams = z.object({ ws: slug });
 const serverParams = z.object({ ws: slug, name: z.string().min(1).max(32) });
 const toolParams = z.object({ ws: slug, name: z.string().min(1).max(32), tool: z.string().min(1).max(128) });
 const settingsBody = z.strictObject({ block_changed_tools: z.boolean().describe('hold back tools whose definition changed until an admin accepts them') });
+
+type InstanceView = ReturnType<PoolInstances['list']>[number];
+type PinView = Awaited<ReturnType<ToolPins['list']>>[number];
+const instancesCursor = new ListCursor('pool-instances', textPairKey);
+const toolsCursor = new ListCursor('tool-pins', textPairKey);
 
 @Controller()
 export class PoolController {
@@ -20,15 +25,18 @@ export class PoolController {
   @Route({
     method: 'GET',
     path: '/v1/workspaces/:ws/pool/instances',
-    summary: "The workspace's running remote server instances (on the replica that answers)",
+    summary: "The workspace's running remote server instances (on the replica that answers), by server",
     tag: 'pool',
     permission: 'pool.read',
     tenancy: 'workspace',
     params: wsParams,
+    query: pageQuery(),
     example: { params: { ws: 'default' } },
   })
-  list(@TenantScope() scope: WorkspaceScope): { instances: ReturnType<PoolInstances['list']> } {
-    return { instances: this.instances.list(scope) };
+  list(@TenantScope() scope: WorkspaceScope, @Query() query: PageQuery): Page<InstanceView> & { instances: InstanceView[] } {
+    const key = (i: InstanceView) => [i.server, i.id] as const;
+    const running = this.instances.list(scope).sort((a, b) => compareTextPairs(key(a), key(b)));
+    return withLegacyKey(instancesCursor.pageInMemory(running, query, key, compareTextPairs, (i) => i), 'instances');
   }
 
   @Route({
@@ -63,16 +71,18 @@ export class PoolController {
   @Route({
     method: 'GET',
     path: '/v1/workspaces/:ws/servers/:name/tools',
-    summary: 'Pinned tool definitions of a remote server, and those that changed',
+    summary: 'Pinned tool definitions of a remote server, and those that changed, by version then tool',
     description: 'The first definition the pool saw for each tool of each version is pinned (sha256 of its canonical JSON). A different definition under the same version shows as `changed_hash` until accepted.',
     tag: 'pool',
     permission: 'pool.read',
     tenancy: 'workspace',
     params: serverParams,
+    query: pageQuery(),
     example: { params: { ws: 'default', name: '{server}' } },
   })
-  async tools(@TenantScope() scope: WorkspaceScope, @Param('name') name: string): Promise<{ tools: Awaited<ReturnType<ToolPins['list']>> }> {
-    return { tools: await this.pins.list(scope, name) };
+  async tools(@TenantScope() scope: WorkspaceScope, @Param('name') name: string, @Query() query: PageQuery): Promise<Page<PinView> & { tools: PinView[] }> {
+    const rows = await this.pins.list(scope, name, {}, toolsCursor.keyset(query));
+    return withLegacyKey(toolsCursor.page(rows, query, (p) => [p.version, p.tool] as const, (p) => p), 'tools');
   }
 
   @Route({

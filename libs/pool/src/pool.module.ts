@@ -1,11 +1,11 @@
 import { join } from 'node:path';
 import { Logger, Module } from '@nestjs/common';
-import { KubeConfig } from '@kubernetes/client-node';
 import { ApprovalsModule } from '@aileron/approvals';
 import { AuditModule } from '@aileron/audit';
 import { CatalogModule } from '@aileron/catalog';
 import { ClockModule } from '@aileron/clock';
 import { APP_CONFIG, AppConfig, projectRoot } from '@aileron/config';
+import { loadKubeConfig } from '@aileron/kubernetes';
 import { PolicyModule } from '@aileron/policy';
 import { VaultModule } from '@aileron/vault';
 import { compiledBridgePath } from './bridge/compiled-bridge';
@@ -42,10 +42,7 @@ function driverFor(config: AppConfig): InstanceDriver {
   const logger = new Logger('PoolInstance');
   const log = (line: string): void => logger.log(line);
   if (config.pool.driver === 'kubernetes') {
-    const kubeConfig = new KubeConfig();
-    if (process.env.KUBERNETES_SERVICE_HOST) kubeConfig.loadFromCluster();
-    else kubeConfig.loadFromDefault();
-    return new KubernetesDriver({ ...kubernetesPoolOptions(config), kubeConfig, log });
+    return new KubernetesDriver({ ...kubernetesPoolOptions(config), kubeConfig: loadKubeConfig(), log });
   }
   // the bridge runs compiled (from dist even when the control plane runs from source, as in tests);
   // the sandbox may read code and packages, never the project root that holds the data dir

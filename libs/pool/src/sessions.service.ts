@@ -6,6 +6,7 @@ import { AccessService, describePrincipal, Principal, roleIn, StreamAccess, Work
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { KeyProvider, ROOT_KEYS } from '@aileron/keys';
 import { RedisService } from '@aileron/redis';
+import { PeriodicTask } from '@aileron/schedule';
 import { BuiltinServers } from './builtin-servers';
 import { PoolCalls } from './calls.service';
 import { MCP_PERMISSION } from './mcp-routes';
@@ -37,7 +38,7 @@ interface Entry {
 @Injectable()
 export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationShutdown, OnApplicationShutdown {
   private readonly sessions = new Map<string, Entry>();
-  private timer: NodeJS.Timeout | undefined;
+  private readonly idleCloser: PeriodicTask;
   private readonly directoryTtlSeconds: number;
   /** the requests every session of this replica is answering, which decides when quick answers go out as JSON */
   private readonly load = new AnswerLoad();
@@ -63,16 +64,21 @@ export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationSh
     this.stopWatching = directory.onChange((available) => {
       if (available) for (const id of this.sessions.keys()) this.announce(id);
     });
+    // the SDK never ends an idle session itself; without this they (and their upstream sessions) leak
+    const idleMs = config.pool.idleSeconds * 1000;
+    this.idleCloser = new PeriodicTask({
+      name: 'idle MCP session sweep',
+      everyMs: Math.min(60_000, Math.max(500, idleMs / 4)),
+      run: () => {
+        const now = Date.now();
+        for (const { session } of this.sessions.values()) if (!session.busy && now - session.lastActivity > idleMs) void session.close();
+      },
+      logger: this.logger,
+    });
   }
 
   onApplicationBootstrap(): void {
-    // the SDK never ends an idle session itself; without this they (and their upstream sessions) leak
-    const idleMs = this.config.pool.idleSeconds * 1000;
-    this.timer = setInterval(() => {
-      const now = Date.now();
-      for (const { session } of this.sessions.values()) if (!session.busy && now - session.lastActivity > idleMs) void session.close();
-    }, Math.min(60_000, Math.max(500, idleMs / 4)));
-    this.timer.unref();
+    this.idleCloser.start();
   }
 
   /**
@@ -80,7 +86,7 @@ export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationSh
    * client's stream (GET) stays open until its session ends.
    */
   async beforeApplicationShutdown(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
+    await this.idleCloser.stop();
     await Promise.all([...this.sessions.values()].map(({ session }) => session.close()));
   }
 

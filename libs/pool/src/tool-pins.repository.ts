@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import type { WorkspaceScope } from '@aileron/auth';
-import { Repository, Transaction } from '@aileron/database';
+import { Keyset, keysetAfter, keysetOrder, Prisma, Repository, Transaction } from '@aileron/database';
 
 export interface ToolPinRecord {
   server: string;
@@ -30,11 +30,12 @@ export class ToolPinsRepository extends Repository {
     });
   }
 
-  /** Every pin of the server, all versions (or one), oldest version first. */
-  pins(scope: WorkspaceScope, server: string, filter: { version?: string } = {}): Promise<ToolPinRecord[]> {
+  /** The pins of the server, all versions (or one; or one tool's), by version then tool; a page of them when `page` is given. */
+  pins(scope: WorkspaceScope, server: string, filter: { version?: string; tool?: string } = {}, page?: Keyset<readonly [string, string]>): Promise<ToolPinRecord[]> {
     return this.client.toolPin.findMany({
-      where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, server, ...filter },
-      orderBy: [{ version: 'asc' }, { tool: 'asc' }],
+      where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, server, ...filter, ...keysetAfter<Prisma.ToolPinWhereInput>(['version', 'tool'], 'asc', page?.after) },
+      orderBy: keysetOrder<Prisma.ToolPinOrderByWithRelationInput>(['version', 'tool'], 'asc'),
+      ...(page ? { take: page.take } : {}),
       select: PIN,
     });
   }

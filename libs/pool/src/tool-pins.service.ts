@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { WorkspaceScope } from '@aileron/auth';
 import { canonicalJson, sha256Hex } from '@aileron/crypto';
-import { DatabaseService } from '@aileron/database';
+import { DatabaseService, Keyset } from '@aileron/database';
 import { NotFoundError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
 import { ToolPinRecord, ToolPinsRepository } from './tool-pins.repository';
@@ -85,8 +85,8 @@ export class ToolPins {
     return this.held.get(`${scope.workspaceId}:${server}`)?.has(tool) ?? false;
   }
 
-  async list(scope: WorkspaceScope, server: string): Promise<ToolPinView[]> {
-    const [block, rows] = await Promise.all([this.repository.blocksChangedTools(scope), this.repository.pins(scope, server)]);
+  async list(scope: WorkspaceScope, server: string, filter: { tool?: string } = {}, page?: Keyset<readonly [string, string]>): Promise<ToolPinView[]> {
+    const [block, rows] = await Promise.all([this.repository.blocksChangedTools(scope), this.repository.pins(scope, server, filter, page)]);
     return rows.map((r: ToolPinRecord) => ({
       server: r.server,
       version: r.version,
@@ -115,7 +115,7 @@ export class ToolPins {
       }
     });
     this.forget(scope, server);
-    return (await this.list(scope, server)).filter((p) => p.tool === tool);
+    return this.list(scope, server, { tool });
   }
 
   async settings(scope: WorkspaceScope): Promise<{ block_changed_tools: boolean }> {

@@ -5,7 +5,7 @@ import { Inject, Injectable, OnModuleInit } from '@nestjs/common';
 import { z } from 'zod';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { BuiltinServers } from '@aileron/pool';
-import { type Elicit, restrictionsOf, SandboxTools, type SessionState, type ToolCaller } from './sandbox-tools';
+import { type Elicit, type Progress, restrictionsOf, SandboxTools, type SessionState, type ToolCaller } from './sandbox-tools';
 import { SandboxesService } from './sandboxes.service';
 import { ShellRulesService } from './shell-rules.service';
 
@@ -48,7 +48,7 @@ export class SandboxToolServer implements OnModuleInit {
     this.tools = new SandboxTools(
       sandboxes,
       { defaultMs: config.sandboxes.bashTimeoutMs, maxMs: config.sandboxes.bashMaxTimeoutMs },
-      (who, sandbox, command, workdir, signal, elicit) => shellRules.gate(who, sandbox, command, workdir, signal, elicit),
+      (who, sandbox, command, workdir, wait, elicit) => shellRules.gate(who, sandbox, command, workdir, wait, elicit),
       (who) => restrictionsOf((who as Connection).state.sandboxPolicy),
     );
   }
@@ -78,7 +78,12 @@ export class SandboxToolServer implements OnModuleInit {
       const elicit: Elicit | undefined = server.getClientCapabilities()?.elicitation
         ? async (message) => (await server.elicitInput({ message, requestedSchema: { type: 'object', properties: {} } }, { relatedRequestId: extra.requestId, signal: extra.signal })).action
         : undefined;
-      return this.tools.call(connection, request.params.name, request.params.arguments, extra.signal, elicit);
+      // the client asked to hear how the call goes (a progress token): a call held for a person's approval says it waits
+      const token = request.params._meta?.progressToken;
+      let step = 0;
+      const progress: Progress | undefined =
+        token === undefined ? undefined : (message) => void extra.sendNotification({ method: 'notifications/progress', params: { progressToken: token, progress: ++step, message } }).catch(() => undefined);
+      return this.tools.call(connection, request.params.name, request.params.arguments, extra.signal, elicit, progress);
     });
     server.setRequestHandler(SandboxStateUpdate, async (request) => {
       state.sandboxPolicy = (request.params?.sandboxPolicy as Record<string, unknown> | undefined) ?? null;

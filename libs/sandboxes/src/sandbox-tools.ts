@@ -1,12 +1,12 @@
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import type { Principal, WorkspaceScope } from '@aileron/auth';
-import { DomainError } from '@aileron/errors';
+import { describeIssues, DomainError, fieldIssues, toolError } from '@aileron/errors';
 import { compilePathGlob, GlobSyntaxError, matchingPaths, MAX_GLOB_LENGTH } from '@aileron/glob';
 import { type CommandRestrictions, RunnerError } from './drivers/driver';
 import { PatchError, planPatch } from './domain/unified-patch';
 import { sandboxSlug } from './domain/slug';
-import { SANDBOX_WORKDIR } from './runner/protocol';
+import { SANDBOX_WORKDIR } from './runner-protocol';
 import type { SandboxRecord } from './sandboxes.repository';
 import { authorOf, SandboxesService } from './sandboxes.service';
 
@@ -25,8 +25,17 @@ export interface SessionState {
 /** Asks the person at the MCP client (an elicitation); absent when the client cannot be asked. */
 export type Elicit = (message: string) => Promise<'accept' | 'decline' | 'cancel'>;
 
+/** Tells the MCP client that the call is still under way (a progress notification); absent when the client asked for none. */
+export type Progress = (message: string) => void;
+
+/** A call that may be held (for a person's approval): the client going away ends it, and it hears that it waits. */
+export interface HeldCall {
+  signal: AbortSignal;
+  progress?: Progress;
+}
+
 /** Decides a `bash` command before it runs (shell rules); null: it runs. */
-export type ShellGate = (who: ToolCaller, sandbox: SandboxRecord, command: string, workdir: string, signal: AbortSignal, elicit: Elicit | undefined) => Promise<{ stderr: string; exitCode: number } | null>;
+export type ShellGate = (who: ToolCaller, sandbox: SandboxRecord, command: string, workdir: string, wait: HeldCall, elicit: Elicit | undefined) => Promise<{ stderr: string; exitCode: number } | null>;
 
 /**
  * What a Codex client's sandbox policy asks of later `bash` calls, in this
@@ -149,10 +158,6 @@ function text(body: string, structured?: Record<string, unknown>): CallToolResul
   return { content: [{ type: 'text', text: body }], ...(structured ? { structuredContent: structured } : {}) };
 }
 
-function failure(message: string): CallToolResult {
-  return { content: [{ type: 'text', text: message }], isError: true };
-}
-
 /** The seven tools on a sandbox, as one MCP session's caller uses them. */
 export class SandboxTools {
   readonly args: Args;
@@ -174,27 +179,27 @@ export class SandboxTools {
   }
 
   /** Runs a tool; whatever goes wrong becomes a tool error in words the agent can act on. */
-  async call(who: ToolCaller, name: string, raw: unknown, signal: AbortSignal, elicit?: Elicit): Promise<CallToolResult> {
-    if (!Object.hasOwn(this.args, name)) return failure(`Unknown tool: ${name}`);
+  async call(who: ToolCaller, name: string, raw: unknown, signal: AbortSignal, elicit?: Elicit, progress?: Progress): Promise<CallToolResult> {
+    if (!Object.hasOwn(this.args, name)) return toolError('UNKNOWN_TOOL', `Unknown tool: ${name}`);
     const parsed = this.args[name as keyof Args].safeParse(raw ?? {});
-    if (!parsed.success) return failure(`Invalid arguments: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'arguments'}: ${i.message}`).join('; ')}`);
+    if (!parsed.success) return toolError('INVALID_ARGUMENTS', describeIssues(fieldIssues('arguments', parsed.error.issues)));
     const args = parsed.data as { sandbox: string };
     const slug = sandboxSlug(args.sandbox);
     const grant = who.caller.session;
-    if (grant && !grant.allowsSandbox(slug)) return failure(`This session token does not reach sandbox "${slug}" (it needs the sandbox:use capability and no sandbox caveat naming another)`);
+    if (grant && !grant.allowsSandbox(slug)) return toolError('CAPABILITY_REQUIRED', `This session token does not reach sandbox "${slug}" (it needs the sandbox:use capability and no sandbox caveat naming another)`);
     const target = await this.sandboxes.find(who.scope, args.sandbox);
-    if (!target) return failure(`sandbox not found: ${slug}`);
+    if (!target) return toolError('SANDBOX_NOT_FOUND', `sandbox not found: ${slug}`);
     try {
-      return await this.run(who, target, name as keyof Args, parsed.data, signal, elicit);
+      return await this.run(who, target, name as keyof Args, parsed.data, signal, elicit, progress);
     } catch (error) {
-      if (error instanceof RunnerError) return failure(error.failure.message);
-      if (error instanceof PatchError) return failure(`${error.message}; nothing was changed`);
-      if (error instanceof DomainError) return failure(error.detail);
+      if (error instanceof RunnerError) return toolError(error.failure.code, error.failure.message);
+      if (error instanceof PatchError) return toolError(error.code, `${error.message}; nothing was changed`);
+      if (error instanceof DomainError) return toolError(error.code, error.detail);
       throw error;
     }
   }
 
-  private async run(who: ToolCaller, target: SandboxRecord, name: keyof Args, data: unknown, signal: AbortSignal, elicit: Elicit | undefined): Promise<CallToolResult> {
+  private async run(who: ToolCaller, target: SandboxRecord, name: keyof Args, data: unknown, signal: AbortSignal, elicit: Elicit | undefined, progress?: Progress): Promise<CallToolResult> {
     const author = authorOf(who.caller);
     switch (name) {
       case 'read': {
@@ -234,7 +239,7 @@ export class SandboxTools {
       case 'bash': {
         const a = data as z.infer<Args['bash']>;
         const workdir = a.workdir ?? SANDBOX_WORKDIR;
-        const refused = await this.shellGate(who, target, a.command, workdir, signal, elicit);
+        const refused = await this.shellGate(who, target, a.command, workdir, { signal, progress }, elicit);
         if (refused) return text(JSON.stringify({ stdout: '', stderr: refused.stderr, exitCode: refused.exitCode }), { stdout: '', stderr: refused.stderr, exitCode: refused.exitCode });
         const exec = { op: 'exec' as const, command: a.command, workdir, timeoutMs: a.timeout ?? this.bashDefaultMs, limits: target.limits };
         const restrictions = this.restrictionsFor(who);

@@ -4,7 +4,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { Caller, Principal, TenantScope, WorkspaceScope } from '@aileron/auth';
 import { ValidationError } from '@aileron/errors';
-import { Route } from '@aileron/http';
+import { createdAtKey, legacyPageView, ListCursor, PageQuery, pageQuery, Route, textKey, withLegacyKey } from '@aileron/http';
 import {
   createBody,
   sandboxParams,
@@ -23,6 +23,11 @@ import { ShellRulesService } from './shell-rules.service';
 import type { ShellRule } from './domain/shell-rules';
 
 const SOURCE_TYPES: Record<string, 'git-bundle' | 'tar.gz'> = { 'application/x-git-bundle': 'git-bundle', 'application/gzip': 'tar.gz' };
+
+const sandboxesPage = legacyPageView(sandboxView, 'sandboxes');
+const sandboxesCursor = new ListCursor('sandboxes', textKey);
+const snapshotsPage = legacyPageView(snapshotView, 'snapshots');
+const snapshotsCursor = new ListCursor('sandbox-snapshots', createdAtKey);
 
 @Controller()
 export class SandboxesController {
@@ -57,10 +62,12 @@ export class SandboxesController {
     permission: 'sandbox.read',
     tenancy: 'workspace',
     params: wsParams,
-    response: z.object({ sandboxes: z.array(sandboxView) }),
+    query: pageQuery(),
+    response: sandboxesPage,
   })
-  async list(@TenantScope() scope: WorkspaceScope): Promise<{ sandboxes: z.infer<typeof sandboxView>[] }> {
-    return { sandboxes: (await this.sandboxes.list(scope)).map(toSandboxView) };
+  async list(@TenantScope() scope: WorkspaceScope, @Query() query: PageQuery): Promise<z.infer<typeof sandboxesPage>> {
+    const rows = await this.sandboxes.list(scope, sandboxesCursor.keyset(query));
+    return withLegacyKey(sandboxesCursor.page(rows, query, (s) => s.name, toSandboxView), 'sandboxes');
   }
 
   @Route({
@@ -113,7 +120,7 @@ export class SandboxesController {
     @Req() request: FastifyRequest,
   ): Promise<z.infer<typeof sandboxView>> {
     const type = SOURCE_TYPES[(contentType ?? '').split(';')[0]!.trim().toLowerCase()];
-    if (!type) throw new ValidationError([{ path: 'content-type', message: 'must be application/x-git-bundle or application/gzip' }]);
+    if (!type) throw new ValidationError([{ path: 'headers.content-type', message: 'must be application/x-git-bundle or application/gzip' }]);
     return toSandboxView(await this.sandboxes.upload(caller, scope, params.name, type, request.body as Readable));
   }
 
@@ -126,11 +133,12 @@ export class SandboxesController {
     tenancy: 'workspace',
     params: sandboxParams,
     query: snapshotsQuery,
-    response: z.object({ snapshots: z.array(snapshotView) }),
+    response: snapshotsPage,
     example: { params: { name: '{sandbox}' } },
   })
-  async snapshots(@TenantScope() scope: WorkspaceScope, @Param() params: z.infer<typeof sandboxParams>, @Query() query: z.infer<typeof snapshotsQuery>): Promise<{ snapshots: z.infer<typeof snapshotView>[] }> {
-    return { snapshots: (await this.sandboxes.snapshots(scope, params.name, query.limit)).map(toSnapshotView) };
+  async snapshots(@TenantScope() scope: WorkspaceScope, @Param() params: z.infer<typeof sandboxParams>, @Query() query: z.infer<typeof snapshotsQuery>): Promise<z.infer<typeof snapshotsPage>> {
+    const rows = await this.sandboxes.snapshots(scope, params.name, snapshotsCursor.keyset(query));
+    return withLegacyKey(snapshotsCursor.page(rows, query, (s) => s, toSnapshotView), 'snapshots');
   }
 
   @Route({

@@ -1,10 +1,11 @@
 import { join } from 'node:path';
 import { Logger, Module } from '@nestjs/common';
-import { KubeConfig } from '@kubernetes/client-node';
-import { APP_CONFIG, AppConfig, projectRoot } from '@aileron/config';
+import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { ApprovalsModule } from '@aileron/approvals';
+import { loadKubeConfig } from '@aileron/kubernetes';
 import { PolicyModule } from '@aileron/policy';
 import { PoolModule } from '@aileron/pool';
+import { compiledRunnerPath } from './bundles';
 import type { SandboxDriver } from './drivers/driver';
 import { KubernetesSandboxDriver, type KubernetesSandboxOptions, quantityBytes } from './drivers/kubernetes/kubernetes-driver';
 import { LocalSandboxDriver } from './drivers/local-driver';
@@ -13,11 +14,6 @@ import { SandboxesController } from './sandboxes.controller';
 import { SandboxesRepository } from './sandboxes.repository';
 import { SANDBOX_DRIVER, SandboxesService } from './sandboxes.service';
 import { ShellRulesService } from './shell-rules.service';
-
-/** The compiled runner (from dist even when the control plane runs from source, as in tests). */
-export function compiledRunnerPath(): string {
-  return join(projectRoot(), 'dist', 'libs', 'sandboxes', 'src', 'runner', 'runner.js');
-}
 
 /** The Kubernetes sandbox driver's options from the configuration (the Helm chart's values reach it through these). */
 export function kubernetesSandboxOptions(config: AppConfig): Omit<KubernetesSandboxOptions, 'kubeConfig' | 'log'> {
@@ -36,10 +32,7 @@ export function kubernetesSandboxOptions(config: AppConfig): Omit<KubernetesSand
 function driverFor(config: AppConfig): SandboxDriver {
   const logger = new Logger('Sandbox');
   if (config.sandboxes.driver === 'kubernetes') {
-    const kubeConfig = new KubeConfig();
-    if (process.env.KUBERNETES_SERVICE_HOST) kubeConfig.loadFromCluster();
-    else kubeConfig.loadFromDefault();
-    return new KubernetesSandboxDriver({ ...kubernetesSandboxOptions(config), kubeConfig, log: (line) => logger.log(line) });
+    return new KubernetesSandboxDriver({ ...kubernetesSandboxOptions(config), kubeConfig: loadKubeConfig(), log: (line) => logger.log(line) });
   }
   const { tmpfsMb, uidBase, storage, defaultLimits, cpus } = config.sandboxes;
   return new LocalSandboxDriver({

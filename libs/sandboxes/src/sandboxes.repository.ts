@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { WorkspaceScope } from '@aileron/auth';
-import { Prisma, Repository, Transaction } from '@aileron/database';
-import type { RunnerLimits } from './runner/protocol';
+import { Keyset, keysetAfter, keysetOrder, Prisma, Repository, Transaction } from '@aileron/database';
+import type { RunnerLimits } from './runner-protocol';
 
 export interface SandboxRecord {
   id: string;
@@ -18,6 +18,7 @@ export interface SandboxRecord {
 }
 
 export interface SnapshotRecord {
+  id: string;
   sha: string;
   trigger: string;
   message: string;
@@ -44,7 +45,7 @@ function toRecord(row: Row): SandboxRecord {
 }
 
 function toSnapshot(row: Prisma.SandboxSnapshotGetPayload<object>): SnapshotRecord {
-  return { sha: row.sha, trigger: row.trigger, message: row.message, files: row.files as SnapshotRecord['files'], agentSessionId: row.agentSessionId, author: row.author, createdAt: row.createdAt };
+  return { id: row.id, sha: row.sha, trigger: row.trigger, message: row.message, files: row.files as SnapshotRecord['files'], agentSessionId: row.agentSessionId, author: row.author, createdAt: row.createdAt };
 }
 
 /** Sandboxes, their snapshots and the workspaces' shell rules. */
@@ -69,8 +70,14 @@ export class SandboxesRepository extends Repository {
     return row ? toRecord(row) : null;
   }
 
-  async list(scope: WorkspaceScope): Promise<SandboxRecord[]> {
-    const rows = await this.client.sandbox.findMany({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId }, include, orderBy: { name: 'asc' } });
+  /** By name (unique in the workspace). */
+  async list(scope: WorkspaceScope, page: Keyset<string>): Promise<SandboxRecord[]> {
+    const rows = await this.client.sandbox.findMany({
+      where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, ...(page.after !== undefined ? { name: { gt: page.after } } : {}) },
+      include,
+      orderBy: { name: 'asc' },
+      take: page.take,
+    });
     return rows.map(toRecord);
   }
 
@@ -90,7 +97,7 @@ export class SandboxesRepository extends Repository {
     await this.client.sandbox.updateMany({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, id }, data: { lastUsedAt: at } });
   }
 
-  async addSnapshot(scope: WorkspaceScope, sandboxId: string, snapshot: SnapshotRecord, tx: Transaction): Promise<void> {
+  async addSnapshot(scope: WorkspaceScope, sandboxId: string, snapshot: Omit<SnapshotRecord, 'id'>, tx: Transaction): Promise<void> {
     await tx.sandboxSnapshot.create({
       data: {
         organizationId: scope.organizationId,
@@ -106,8 +113,13 @@ export class SandboxesRepository extends Repository {
     });
   }
 
-  async snapshots(scope: WorkspaceScope, sandboxId: string, limit: number): Promise<SnapshotRecord[]> {
-    const rows = await this.client.sandboxSnapshot.findMany({ where: { organizationId: scope.organizationId, sandboxId }, orderBy: { createdAt: 'desc' }, take: limit });
+  /** Newest first, the id breaking ties. */
+  async snapshots(scope: WorkspaceScope, sandboxId: string, page: Keyset<{ createdAt: Date; id: string }>): Promise<SnapshotRecord[]> {
+    const rows = await this.client.sandboxSnapshot.findMany({
+      where: { organizationId: scope.organizationId, sandboxId, ...keysetAfter<Prisma.SandboxSnapshotWhereInput>(['createdAt', 'id'], 'desc', page.after && [page.after.createdAt, page.after.id]) },
+      orderBy: keysetOrder<Prisma.SandboxSnapshotOrderByWithRelationInput>(['createdAt', 'id'], 'desc'),
+      take: page.take,
+    });
     return rows.map(toSnapshot);
   }
 

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { slug } from '@aileron/auth';
+import { pageQuery } from '@aileron/http';
 import type { SandboxRecord, SnapshotRecord } from './sandboxes.repository';
 
 export const wsParams = z.object({ ws: slug });
@@ -63,7 +64,7 @@ export function toSnapshotView(snapshot: SnapshotRecord): z.infer<typeof snapsho
   return { sha: snapshot.sha, trigger: snapshot.trigger, message: snapshot.message, files: snapshot.files, session: snapshot.agentSessionId, author: snapshot.author, created_at: snapshot.createdAt.toISOString() };
 }
 
-export const snapshotsQuery = z.object({ limit: z.coerce.number().int().min(1).max(1000).default(100) });
+export const snapshotsQuery = pageQuery();
 
 const shellRule = z
   .object({

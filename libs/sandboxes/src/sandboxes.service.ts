@@ -8,13 +8,13 @@ import { Inject, Injectable, Logger, OnApplicationShutdown } from '@nestjs/commo
 import { allows, describePrincipal, Principal, WorkspaceScope } from '@aileron/auth';
 import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
-import { DatabaseService } from '@aileron/database';
+import { DatabaseService, Keyset } from '@aileron/database';
 import { ConflictError, DomainError, ForbiddenError, NotFoundError, ValidationError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
 import { type CommandRestrictions, RunnerError, SandboxSourceError, SandboxStartError, type SandboxDriver, type SandboxRunner, type SandboxSpec } from './drivers/driver';
 import { SnapshotError, takeSnapshot } from './history/take-snapshot';
 import { sandboxSlug } from './domain/slug';
-import type { RunnerLimits } from './runner/protocol';
+import type { RunnerLimits } from './runner-protocol';
 import { SandboxesRepository, SandboxRecord, SnapshotRecord } from './sandboxes.repository';
 import { importSource, SNAPSHOT_REF } from './source-import';
 
@@ -101,7 +101,7 @@ export class SandboxesService implements OnApplicationShutdown {
 
   async create(caller: Principal, scope: WorkspaceScope, request: { name: string; network: 'none' | 'egress'; limits: RunnerLimits }): Promise<SandboxRecord> {
     const name = sandboxSlug(request.name);
-    if (!name) throw new ValidationError([{ path: 'name', message: 'must contain at least one letter or digit' }]);
+    if (!name) throw new ValidationError([{ path: 'body.name', message: 'must contain at least one letter or digit' }]);
     if (request.network === 'egress') this.mayMakeEgress(scope);
     if (await this.repository.byName(scope, name)) throw new ConflictError('SANDBOX_EXISTS', `Workspace "${scope.workspaceSlug}" has a sandbox "${name}" already`);
     try {
@@ -137,8 +137,8 @@ export class SandboxesService implements OnApplicationShutdown {
     }
   }
 
-  list(scope: WorkspaceScope): Promise<SandboxRecord[]> {
-    return this.repository.list(scope);
+  list(scope: WorkspaceScope, page: Keyset<string>): Promise<SandboxRecord[]> {
+    return this.repository.list(scope, page);
   }
 
   /**
@@ -279,7 +279,7 @@ export class SandboxesService implements OnApplicationShutdown {
     const taken = await takeSnapshot(this.driver, specOf(sandbox), { author: intent.author, message, at, limits: { maxFiles, maxBytes } });
     if (!taken) return;
     const { sha, files } = taken;
-    const record: SnapshotRecord = { sha, trigger: intent.trigger, message, files, agentSessionId: intent.author.agentSessionId, author: `${intent.author.name} <${intent.author.email}>`, createdAt: at };
+    const record: Omit<SnapshotRecord, 'id'> = { sha, trigger: intent.trigger, message, files, agentSessionId: intent.author.agentSessionId, author: `${intent.author.name} <${intent.author.email}>`, createdAt: at };
     await this.db.transaction(async (tx) => {
       await this.repository.addSnapshot(scope, sandbox.id, record, tx);
       await this.outbox.record(tx, {
@@ -292,10 +292,10 @@ export class SandboxesService implements OnApplicationShutdown {
   }
 
   /** After the snapshots of the changes made so far through this replica: a reviewer reads their own writes. */
-  async snapshots(scope: WorkspaceScope, name: string, limit: number): Promise<SnapshotRecord[]> {
+  async snapshots(scope: WorkspaceScope, name: string, page: Keyset<{ createdAt: Date; id: string }>): Promise<SnapshotRecord[]> {
     const sandbox = await this.get(scope, name);
     await this.settled(sandbox);
-    return this.repository.snapshots(scope, sandbox.id, limit);
+    return this.repository.snapshots(scope, sandbox.id, page);
   }
 
   /** One snapshot's change as a unified diff (against its parent; the first against nothing). */
@@ -324,7 +324,7 @@ export class SandboxesService implements OnApplicationShutdown {
    */
   async upload(caller: Principal, scope: WorkspaceScope, name: string, type: 'git-bundle' | 'tar.gz', body: Readable): Promise<SandboxRecord> {
     const sandbox = await this.get(scope, name);
-    if (sandbox.source !== 'empty' || (await this.repository.snapshots(scope, sandbox.id, 1)).length > 0) {
+    if (sandbox.source !== 'empty' || (await this.repository.snapshots(scope, sandbox.id, { take: 1 })).length > 0) {
       body.resume();
       throw new ConflictError('SANDBOX_SOURCE_EXISTS', `Sandbox "${sandbox.name}" has files already; a source goes only into a new sandbox`);
     }

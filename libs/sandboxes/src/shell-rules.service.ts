@@ -1,14 +1,13 @@
-import { Inject, Injectable } from '@nestjs/common';
-import { ApprovalError, ApprovalRecord, ApprovalsService, redactArguments } from '@aileron/approvals';
+import { Injectable } from '@nestjs/common';
+import { ApprovalsService, redactArguments } from '@aileron/approvals';
 import { describePrincipal, Principal, WorkspaceScope } from '@aileron/auth';
-import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { DatabaseService } from '@aileron/database';
 import { DomainError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
 import { PolicyService } from '@aileron/policy';
 import { analyzeCommand, decideCommand, parseCodexRules, programsToResolve, ShellRulesError, ShellSyntaxError, type ShellRule } from './domain/shell-rules';
 import { sandboxSlug } from './domain/slug';
-import type { Elicit, ToolCaller } from './sandbox-tools';
+import type { Elicit, HeldCall, ToolCaller } from './sandbox-tools';
 import { SandboxesRepository, type SandboxRecord, type ShellRulesRecord } from './sandboxes.repository';
 import { SandboxesService } from './sandboxes.service';
 
@@ -17,8 +16,6 @@ export interface ShellRefusal {
   stderr: string;
   exitCode: number;
 }
-
-const PROGRESS_EVERY_SECONDS = 15;
 
 /**
  * The workspace's shell rules, decided for each `bash` command before it
@@ -39,7 +36,6 @@ export class ShellRulesService {
     private readonly approvals: ApprovalsService,
     private readonly outbox: OutboxService,
     private readonly policies: PolicyService,
-    @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
   async get(scope: WorkspaceScope): Promise<ShellRulesRecord> {
@@ -71,7 +67,7 @@ export class ShellRulesService {
   }
 
   /** Null: the command runs. Otherwise what `bash` answers instead. */
-  async gate(who: ToolCaller, sandbox: SandboxRecord, command: string, workdir: string, signal: AbortSignal, elicit: Elicit | undefined): Promise<ShellRefusal | null> {
+  async gate(who: ToolCaller, sandbox: SandboxRecord, command: string, workdir: string, wait: HeldCall, elicit: Elicit | undefined): Promise<ShellRefusal | null> {
     const stored = await this.repository.shellRules(who.scope);
     const rules = (stored?.rules ?? []) as ShellRule[];
     if (rules.length === 0) return null;
@@ -98,7 +94,7 @@ export class ShellRulesService {
       await this.recordAnswer(who, sandbox, command, workdir, decision.reason, decision.rule, answer);
       return answer === 'accept' ? null : { stderr: `aileron: ${decision.reason}. The person at the client ${answer === 'decline' ? 'declined' : 'cancelled'}; the command did not run.\n`, exitCode: 1 };
     }
-    return this.prompt(who, sandbox, command, workdir, decision.reason, decision.rule, signal);
+    return this.prompt(who, sandbox, command, workdir, decision.reason, decision.rule, wait);
   }
 
   /**
@@ -133,38 +129,28 @@ export class ShellRulesService {
 
   /**
    * A person decides the exact command (its sandbox and workdir included) in
-   * the approval flow; approved, it runs once. The call waits as long as the
-   * pool waits for approvals, then says where the request is.
+   * the approval flow; approved, it runs once. The call waits as a pool call
+   * held for approval does (through a database outage too, telling the
+   * client it waits), then says where the request is.
    */
-  private async prompt(who: ToolCaller, sandbox: SandboxRecord, command: string, workdir: string, reason: string, rule: ShellRule | null, signal: AbortSignal): Promise<ShellRefusal | null> {
+  private async prompt(who: ToolCaller, sandbox: SandboxRecord, command: string, workdir: string, reason: string, rule: ShellRule | null, wait: HeldCall): Promise<ShellRefusal | null> {
     const caller = who.caller;
     const requester = caller.session?.creator ?? describePrincipal(caller);
     const gatewayId = requester.startsWith('gateway:') ? requester.slice('gateway:'.length) : null;
     const exact = { server: 'sandbox', tool: 'bash', arguments: { sandbox: sandboxSlug(sandbox.name), command, workdir }, requester, session: caller.session?.id ?? null };
-    let request: ApprovalRecord | null = await this.approvals.forCall(who.scope, exact, gatewayId);
-    request ??= await this.approvals.requestForRule(
-      who.scope,
-      describePrincipal(caller),
-      { ...exact, agentSession: caller.session?.id ?? null, executionMode: 'remote' },
-      gatewayId,
-      [ruleName(rule)],
-    );
-    const deadline = Date.now() + this.config.pool.approvalWaitSeconds * 1000;
-    while (request.status === 'pending' && Date.now() < deadline && !signal.aborted) {
-      request = await this.approvals.wait(caller, request.id, Math.max(1, Math.min(PROGRESS_EVERY_SECONDS, (deadline - Date.now()) / 1000)));
-    }
-    if (request.status === 'approved') {
-      try {
-        await this.approvals.consume(who.scope, requester, request.id, exact, gatewayId);
+    const ask = () => this.approvals.requestForRule(who.scope, describePrincipal(caller), { ...exact, agentSession: caller.session?.id ?? null, executionMode: 'remote' }, gatewayId, [ruleName(rule)]);
+    const held = await this.approvals.holdCall(who.scope, caller, { exact, gatewayId }, ask, wait);
+    const { request } = held;
+    switch (held.outcome) {
+      case 'approved':
         return null;
-      } catch (error) {
-        if (!(error instanceof ApprovalError)) throw error;
-        return { stderr: `aileron: approval ${request.id} was already used: ${error.message}\n`, exitCode: 1 };
-      }
+      case 'not-usable':
+        return { stderr: `aileron: approval ${request.id} was already used: ${held.reason}\n`, exitCode: 1 };
+      case 'pending':
+        return { stderr: `aileron: ${reason}. Approval ${request.id} is pending at ${held.reviewUrl}; run the same command again once it is approved.\n`, exitCode: 1 };
+      case 'refused':
+        return { stderr: `aileron: ${reason}. Approval ${request.id} was ${request.status}; the command did not run.\n`, exitCode: 1 };
     }
-    const url = this.approvals.reviewUrl(request.id);
-    if (request.status === 'pending') return { stderr: `aileron: ${reason}. Approval ${request.id} is pending at ${url}; run the same command again once it is approved.\n`, exitCode: 1 };
-    return { stderr: `aileron: ${reason}. Approval ${request.id} was ${request.status}; the command did not run.\n`, exitCode: 1 };
   }
 }
 

@@ -4,7 +4,7 @@ import { Clock } from '@aileron/clock';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { ConflictError } from '@aileron/errors';
 import { Agent, AgentConfig, renderAgentConfig } from './domain/agent-config';
-import { SessionsService } from './sessions.service';
+import { SessionRef, SessionsService } from './sessions.service';
 
 /** The snippet that registers aileron-mcp in an agent, for someone who may read the session. */
 @Injectable()
@@ -15,8 +15,8 @@ export class AgentConfigService {
     private readonly clock: Clock,
   ) {}
 
-  async render(caller: Principal, id: string, agent: Agent, command: string): Promise<AgentConfig> {
-    const { session } = await this.sessions.get(caller, id);
+  async render(caller: Principal, ref: SessionRef, agent: Agent, command: string): Promise<AgentConfig> {
+    const { session } = await this.sessions.get(caller, ref);
     // a config for a session whose token is already refused would only fail later, inside the sandbox
     if (session.endedAt || session.expiresAt <= this.clock.date()) throw new ConflictError('SESSION_CLOSED', 'The session has ended; a configuration for it would only fail inside the sandbox');
     return renderAgentConfig(agent, { url: this.config.publicUrl, sessionId: session.id, workspace: session.workspaceSlug, command });

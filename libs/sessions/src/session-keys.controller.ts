@@ -1,11 +1,13 @@
-import { Controller, Param } from '@nestjs/common';
+import { Controller, Param, Query } from '@nestjs/common';
 import { z } from 'zod';
 import { OrgScope, TenantScope } from '@aileron/auth';
-import { Route } from '@aileron/http';
+import { createdAtKey, legacyPageView, ListCursor, PageQuery, pageQuery, Route, withLegacyKey } from '@aileron/http';
 import { SESSION_KEY_ID } from './domain/caveat-token';
 import { SessionKeys } from './session-keys.service';
 
 const keyView = z.object({ key_id: z.string(), created_at: z.string(), retired_at: z.string().nullable().describe('retired keys verify tokens minted before the rotation until removed') });
+const keysPage = legacyPageView(keyView, 'keys');
+const keysCursor = new ListCursor('session-keys', createdAtKey);
 const keyParams = z.object({ id: z.string().regex(SESSION_KEY_ID, 'must be a session key id (sk-…)') });
 
 /** The organisation's session root keys: rotate (old tokens keep working), then remove the old key (they stop). */
@@ -16,14 +18,21 @@ export class SessionKeysController {
   @Route({
     method: 'GET',
     path: '/v1/session-keys',
-    summary: "The organisation's session root keys (ids and dates; the keys never leave the server)",
+    summary: "The organisation's session root keys (ids and dates; the keys never leave the server), newest first",
     tag: 'sessions',
     permission: 'organization.manage',
     tenancy: 'organization',
-    response: z.object({ keys: z.array(keyView) }),
+    query: pageQuery(),
+    response: keysPage,
   })
-  async list(@TenantScope() scope: OrgScope): Promise<{ keys: z.infer<typeof keyView>[] }> {
-    return { keys: await this.keys.list(scope) };
+  async list(@TenantScope() scope: OrgScope, @Query() query: PageQuery): Promise<z.infer<typeof keysPage>> {
+    const rows = await this.keys.list(scope, keysCursor.keyset(query));
+    const page = keysCursor.page(rows, query, (k) => ({ createdAt: k.createdAt, id: k.keyId }), (k) => ({
+      key_id: k.keyId,
+      created_at: k.createdAt.toISOString(),
+      retired_at: k.retiredAt?.toISOString() ?? null,
+    }));
+    return withLegacyKey(page, 'keys');
   }
 
   @Route({

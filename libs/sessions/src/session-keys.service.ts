@@ -2,10 +2,11 @@ import { randomBytes } from 'node:crypto';
 import { Inject, Injectable, OnModuleDestroy } from '@nestjs/common';
 import type { OrgScope } from '@aileron/auth';
 import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
+import type { Keyset } from '@aileron/database';
 import { NotFoundError } from '@aileron/errors';
 import { KeyProvider, ROOT_KEYS } from '@aileron/keys';
 import { deriveKey } from './domain/macaroon';
-import { SessionsRepository } from './sessions.repository';
+import { RootKeyRecord, SessionsRepository } from './sessions.repository';
 
 /** Bound to the organisation and key id: a sealed key copied to another row or organisation does not open. */
 function aad(organizationId: string, keyId: string): string {
@@ -93,8 +94,8 @@ export class SessionKeys implements OnModuleDestroy {
     await this.opened.invalidate(`${scope.organizationId}:${keyId}`);
   }
 
-  async list(scope: OrgScope): Promise<{ key_id: string; created_at: string; retired_at: string | null }[]> {
-    return (await this.repository.rootKeys(scope)).map((k) => ({ key_id: k.keyId, created_at: k.createdAt.toISOString(), retired_at: k.retiredAt?.toISOString() ?? null }));
+  list(scope: OrgScope, page: Keyset<{ createdAt: Date; id: string }>): Promise<RootKeyRecord[]> {
+    return this.repository.rootKeys(scope, page);
   }
 
   /** After a root keyring rotation: seal every session root key under the current root key. */

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import type { OrgScope, WorkspaceScope } from '@aileron/auth';
-import { Prisma, Repository, Transaction } from '@aileron/database';
+import { Keyset, keysetAfter, keysetOrder, Prisma, Repository, Transaction } from '@aileron/database';
 
 export type CreatorKind = 'token' | 'user' | 'gateway';
 
@@ -66,7 +66,8 @@ export class SessionsRepository extends Repository {
     return row ? toRecord(row) : null;
   }
 
-  async list(scope: WorkspaceScope, filter: { live: boolean; creator?: string; limit: number }, now: Date): Promise<SessionRecord[]> {
+  /** Newest first, the id breaking ties. */
+  async list(scope: WorkspaceScope, filter: { live: boolean; creator?: string }, page: Keyset<{ createdAt: Date; id: string }>, now: Date): Promise<SessionRecord[]> {
     const [creatorKind, creatorId] = filter.creator?.split(':', 2) ?? [];
     const rows = await this.client.agentSession.findMany({
       where: {
@@ -74,10 +75,11 @@ export class SessionsRepository extends Repository {
         workspaceId: scope.workspaceId,
         ...(filter.live ? { endedAt: null, expiresAt: { gt: now } } : {}),
         ...(creatorKind && creatorId ? { creatorKind, creatorId } : {}),
+        ...keysetAfter<Prisma.AgentSessionWhereInput>(['createdAt', 'id'], 'desc', page.after && [page.after.createdAt, page.after.id]),
       },
       include,
-      orderBy: { createdAt: 'desc' },
-      take: filter.limit,
+      orderBy: keysetOrder<Prisma.AgentSessionOrderByWithRelationInput>(['createdAt', 'id'], 'desc'),
+      take: page.take,
     });
     return rows.map(toRecord);
   }
@@ -100,9 +102,9 @@ export class SessionsRepository extends Repository {
         organizationId: scope.organizationId,
         sessionId,
         ...(direction ? { direction } : {}),
-        ...(after ? { OR: [{ createdAt: { gt: after.createdAt } }, { createdAt: after.createdAt, id: { gt: after.id } }] } : {}),
+        ...keysetAfter<Prisma.SessionMessageWhereInput>(['createdAt', 'id'], 'asc', after ? [after.createdAt, after.id] : undefined),
       },
-      orderBy: [{ createdAt: 'asc' }, { id: 'asc' }],
+      orderBy: keysetOrder<Prisma.SessionMessageOrderByWithRelationInput>(['createdAt', 'id'], 'asc'),
       take: limit,
     });
     return rows.map(toMessage);
@@ -113,11 +115,13 @@ export class SessionsRepository extends Repository {
     return row ? toMessage(row) : null;
   }
 
-  async rootKeys(scope: OrgScope): Promise<RootKeyRecord[]> {
+  /** Newest first (the key id breaking ties); every key, or a page of them when `page` is given. */
+  async rootKeys(scope: OrgScope, page?: Keyset<{ createdAt: Date; id: string }>): Promise<RootKeyRecord[]> {
     return this.client.sessionRootKey.findMany({
-      where: { organizationId: scope.organizationId },
+      where: { organizationId: scope.organizationId, ...keysetAfter<Prisma.SessionRootKeyWhereInput>(['createdAt', 'keyId'], 'desc', page?.after && [page.after.createdAt, page.after.id]) },
       select: { keyId: true, sealed: true, createdAt: true, retiredAt: true },
-      orderBy: { createdAt: 'desc' },
+      orderBy: keysetOrder<Prisma.SessionRootKeyOrderByWithRelationInput>(['createdAt', 'keyId'], 'desc'),
+      ...(page ? { take: page.take } : {}),
     });
   }
 

@@ -1,17 +1,20 @@
 import { z } from 'zod';
 import { slug } from '@aileron/auth';
+import { legacyPageView, pageQuery } from '@aileron/http';
 import { CAVEAT_GLOB, CAVEAT_NAME, MAX_LIST, SANDBOX_CAVEAT_NAME, SESSION_CAPABILITIES } from './domain/caveat-token';
 import type { MessageRecord, SessionRecord } from './sessions.repository';
 import { MAX_TTL_SECONDS } from './sessions.service';
 
 export const idParams = z.object({ id: z.uuid() });
+export const wsParams = z.object({ ws: slug });
+export const wsIdParams = z.object({ ws: slug, id: z.uuid() });
 const name = z.string().regex(CAVEAT_NAME, 'must be a server name (letters, digits, ".", "_", "-")');
 const sandboxName = z.string().regex(SANDBOX_CAVEAT_NAME, 'must be a sandbox\'s name as the API shows it: lower case letters, digits and "-", at most 63 (e.g. "fix-the-bug" for a sandbox made as "Fix the bug")');
 const capability = z.enum(SESSION_CAPABILITIES, { message: `must be one of ${SESSION_CAPABILITIES.join(', ')}` });
 
-export const startSessionBody = z
+/** What a session is started with; the workspace is the path's (`/v1/workspaces/{ws}/sessions`). */
+export const startInWorkspaceBody = z
   .object({
-    workspace: slug.describe('the workspace the session acts in'),
     name: z.string().trim().min(1).max(100).optional(),
     agent: z.string().trim().min(1).max(64).optional().describe('which agent runs in it (claude, codex, opencode, goose, …), for people reading the list'),
     ttl_seconds: z.number().int().min(60).max(MAX_TTL_SECONDS).optional().describe('default 8 hours, at most 7 days'),
@@ -27,13 +30,15 @@ export const startSessionBody = z
   })
   .strict();
 
-export const listQuery = z
-  .object({
-    workspace: slug,
-    live: z.enum(['true', 'false']).default('true').describe('only sessions that have neither ended nor expired'),
-    limit: z.coerce.number().int().min(1).max(500).default(100),
-  })
+/** The alias `POST /v1/sessions` names the workspace in the body. */
+export const startSessionBody = startInWorkspaceBody.extend({ workspace: slug.describe('the workspace the session acts in') }).strict();
+
+export const listQuery = pageQuery()
+  .extend({ live: z.enum(['true', 'false']).default('true').describe('only sessions that have neither ended nor expired') })
   .strict();
+
+/** The alias `GET /v1/sessions` names the workspace in the query. */
+export const aliasListQuery = listQuery.extend({ workspace: slug }).strict();
 
 export const sessionView = z.object({
   id: z.string(),
@@ -64,11 +69,10 @@ export const messageBody = z
   })
   .strict();
 
-export const messagesQuery = z
-  .object({
-    after: z.uuid().optional().describe('only messages after this one'),
-    wait: z.coerce.number().int().min(0).max(120).default(0).describe('long-poll: answer as soon as a message arrives, or after this many seconds'),
-    limit: z.coerce.number().int().min(1).max(500).default(100),
+export const messagesQuery = pageQuery()
+  .extend({
+    after: z.uuid().optional().describe('the id of the last message the caller has: only messages after it (the long-poll\'s form; `cursor` wins when both are given)'),
+    wait: z.coerce.number().int().min(0).max(120).default(0).describe('long-poll: an empty page waits until a message arrives, or this many seconds'),
   })
   .strict();
 
@@ -80,6 +84,9 @@ export const messageView = z.object({
   author: z.string(),
   created_at: z.string(),
 });
+
+export const sessionsPage = legacyPageView(sessionView, 'sessions');
+export const messagesPage = legacyPageView(messageView, 'messages');
 
 export function toSessionView(session: SessionRecord, now: Date): z.infer<typeof sessionView> {
   return {

@@ -4,7 +4,7 @@ import { AccessService, describePrincipal, Principal, WorkspaceScope } from '@ai
 import { SystemScopes } from '@aileron/auth/scope-issuer';
 import { MESSAGE_BUS, MessageBus, Wakeups } from '@aileron/bus';
 import { Clock } from '@aileron/clock';
-import { DatabaseService } from '@aileron/database';
+import { DatabaseService, Keyset } from '@aileron/database';
 import { ConflictError, ForbiddenError, NotFoundError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
 import { Capability, Caveat, caveatText, DEFAULT_CAPABILITIES, mintCaveatToken } from './domain/caveat-token';
@@ -27,6 +27,18 @@ export interface NewSessionRequest {
   caps?: Capability[];
   caveats?: { servers?: string[]; tools?: string[]; sandbox?: string };
 }
+
+/**
+ * A session as a request names it: by id, and under its workspace when the
+ * path says which (`/v1/workspaces/{ws}/sessions/{id}`); a session of another
+ * workspace is then not found, as any resource of another workspace is.
+ */
+export interface SessionRef {
+  id: string;
+  workspace?: string;
+}
+
+export type MessageKey = Pick<MessageRecord, 'createdAt' | 'id'>;
 
 export interface StartedSession {
   session: SessionRecord;
@@ -106,17 +118,18 @@ export class SessionsService implements OnApplicationShutdown {
     return { session, token };
   }
 
-  async list(caller: Principal, workspace: string, filter: { live: boolean; limit: number }): Promise<SessionRecord[]> {
+  async list(caller: Principal, workspace: string, filter: { live: boolean }, page: Keyset<{ createdAt: Date; id: string }>): Promise<SessionRecord[]> {
     const scope = await this.access.workspace(caller, workspace, 'session.read');
     // a gateway sees the sessions it started, nothing of the people's
     const creator = caller.gateway ? `gateway:${caller.id}` : undefined;
-    return this.repository.list(scope, { ...filter, ...(creator ? { creator } : {}) }, this.clock.date());
+    return this.repository.list(scope, { ...filter, ...(creator ? { creator } : {}) }, page, this.clock.date());
   }
 
   /** One session as the caller may see it; anything else is a 404. */
-  async get(caller: Principal, id: string, permission: 'session.read' | 'session.message' = 'session.read'): Promise<{ session: SessionRecord; scope: WorkspaceScope }> {
+  async get(caller: Principal, ref: SessionRef, permission: 'session.read' | 'session.message' = 'session.read'): Promise<{ session: SessionRecord; scope: WorkspaceScope }> {
+    const { id } = ref;
     const session = await this.repository.get(SystemScopes.organization(caller.organizationId), id);
-    if (!session) throw new NotFoundError('session', id, 'SESSION_NOT_FOUND');
+    if (!session || (ref.workspace !== undefined && session.workspaceSlug !== ref.workspace)) throw new NotFoundError('session', id, 'SESSION_NOT_FOUND');
     if (caller.session) {
       // a session sees itself only
       if (caller.session.id !== id) throw new NotFoundError('session', id, 'SESSION_NOT_FOUND');
@@ -128,8 +141,9 @@ export class SessionsService implements OnApplicationShutdown {
   }
 
   /** Ends a session: its creator may always, an admin of its workspace too. */
-  async end(caller: Principal, id: string): Promise<SessionRecord> {
-    const { session, scope } = await this.get(caller, id);
+  async end(caller: Principal, ref: SessionRef): Promise<SessionRecord> {
+    const { session, scope } = await this.get(caller, ref);
+    const { id } = session;
     const own = `${session.creatorKind}:${session.creatorId}` === describePrincipal(caller).replace(/^api_token:/, 'token:');
     if (!own && !caller.gateway) await this.access.workspaceById(caller, session.workspaceId, 'session.end', { kind: 'session', id, code: 'SESSION_NOT_FOUND' });
     const now = new Date();
@@ -152,8 +166,9 @@ export class SessionsService implements OnApplicationShutdown {
    * the agent writing to its people (needs `comms`; an event carries it to
    * webhooks and chat), from a member of the workspace it is the answer.
    */
-  async post(caller: Principal, id: string, text: string, level: string): Promise<MessageRecord> {
-    const { session, scope } = await this.get(caller, id, caller.session ? 'session.read' : 'session.message');
+  async post(caller: Principal, ref: SessionRef, text: string, level: string): Promise<MessageRecord> {
+    const { session, scope } = await this.get(caller, ref, caller.session ? 'session.read' : 'session.message');
+    const { id } = session;
     const message = caller.session
       ? { direction: 'agent' as const, text, level, author: `session:${id}` }
       : { direction: 'people' as const, text, level: 'info', author: describePrincipal(caller) };
@@ -161,21 +176,25 @@ export class SessionsService implements OnApplicationShutdown {
   }
 
   /**
-   * Messages for the caller: the session reads what people wrote, people read
-   * the whole conversation. With `waitSeconds`, answers as soon as one arrives
-   * after `after` (on any replica).
+   * Messages for the caller, oldest first: the session reads what people
+   * wrote, people read the whole conversation. A page starts after the
+   * cursor's message, or after `afterMessage` (the id of the last message the
+   * caller has; the long-poll's form). With `waitSeconds`, an empty page waits
+   * until a message arrives (on any replica) or the time is up.
    */
-  async messages(caller: Principal, id: string, after: string | null, waitSeconds: number, limit: number): Promise<MessageRecord[]> {
-    const { scope } = await this.get(caller, id);
+  async messages(caller: Principal, ref: SessionRef, page: Keyset<MessageKey>, afterMessage: string | undefined, waitSeconds: number): Promise<MessageRecord[]> {
+    const { session, scope } = await this.get(caller, ref);
+    const { id } = session;
     const direction = caller.session ? 'people' : null;
-    let since: MessageRecord | null = null;
-    if (after) {
-      since = await this.repository.message(scope, after);
-      if (!since || since.sessionId !== id) throw new NotFoundError('message', after, 'MESSAGE_NOT_FOUND');
+    let since: MessageKey | null = page.after ?? null;
+    if (since === null && afterMessage !== undefined) {
+      const message = await this.repository.message(scope, afterMessage);
+      if (!message || message.sessionId !== id) throw new NotFoundError('message', afterMessage, 'MESSAGE_NOT_FOUND');
+      since = message;
     }
     const deadline = Date.now() + Math.min(waitSeconds, MAX_WAIT_SECONDS) * 1000;
     for (;;) {
-      const found = await this.repository.messages(scope, id, direction, since, limit);
+      const found = await this.repository.messages(scope, id, direction, since, page.take);
       if (found.length > 0 || Date.now() >= deadline) return found;
       await this.waiting.sleep(id, Math.min(deadline - Date.now(), RECHECK_MS));
     }

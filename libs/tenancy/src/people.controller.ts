@@ -1,10 +1,15 @@
-import { Body, Controller, Param } from '@nestjs/common';
+import { Body, Controller, Param, Query } from '@nestjs/common';
 import { z } from 'zod';
 import { Caller, OrgScope, Principal, Role, TenantScope, WorkspaceScope } from '@aileron/auth';
-import { Route } from '@aileron/http';
+import { createdAtKey, legacyPageView, ListCursor, PageQuery, pageQuery, Route, withLegacyKey } from '@aileron/http';
 import { createUserBody, CreateUserBody, memberParams, memberView, putMemberBody, updateUserBody, userParams, userView, wsParams } from './tenancy.schemas';
 import { TenancyService } from './tenancy.service';
 import { toMemberView, toUserView } from './views';
+
+const usersPage = legacyPageView(userView, 'users');
+const usersCursor = new ListCursor('users', createdAtKey);
+const membersPage = legacyPageView(memberView, 'members');
+const membersCursor = new ListCursor('members', createdAtKey);
 
 @Controller()
 export class PeopleController {
@@ -13,14 +18,16 @@ export class PeopleController {
   @Route({
     method: 'GET',
     path: '/v1/users',
-    summary: "The organisation's users",
+    summary: "The organisation's users, oldest first",
     tag: 'people',
     permission: 'user.read',
     tenancy: 'organization',
-    response: z.object({ users: z.array(userView) }),
+    query: pageQuery(),
+    response: usersPage,
   })
-  async users(@TenantScope() scope: OrgScope): Promise<{ users: z.infer<typeof userView>[] }> {
-    return { users: (await this.tenancy.listUsers(scope)).map(toUserView) };
+  async users(@TenantScope() scope: OrgScope, @Query() query: PageQuery): Promise<z.infer<typeof usersPage>> {
+    const rows = await this.tenancy.listUsers(scope, usersCursor.keyset(query));
+    return withLegacyKey(usersCursor.page(rows, query, (u) => u, toUserView), 'users');
   }
 
   @Route({
@@ -64,15 +71,17 @@ export class PeopleController {
   @Route({
     method: 'GET',
     path: '/v1/workspaces/:ws/members',
-    summary: "The workspace's members",
+    summary: "The workspace's members, oldest membership first",
     tag: 'people',
     permission: 'member.read',
     tenancy: 'workspace',
     params: wsParams,
-    response: z.object({ members: z.array(memberView) }),
+    query: pageQuery(),
+    response: membersPage,
   })
-  async members(@TenantScope() scope: WorkspaceScope): Promise<{ members: z.infer<typeof memberView>[] }> {
-    return { members: (await this.tenancy.listMembers(scope)).map(toMemberView) };
+  async members(@TenantScope() scope: WorkspaceScope, @Query() query: PageQuery): Promise<z.infer<typeof membersPage>> {
+    const rows = await this.tenancy.listMembers(scope, membersCursor.keyset(query));
+    return withLegacyKey(membersCursor.page(rows, query, (m) => ({ createdAt: m.createdAt, id: m.userId }), toMemberView), 'members');
   }
 
   @Route({

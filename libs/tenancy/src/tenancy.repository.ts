@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import type { OrgScope, Role, SystemScope, WorkspaceScope } from '@aileron/auth';
-import { Repository, Prisma, Transaction } from '@aileron/database';
+import { Keyset, keysetAfter, keysetOrder, Repository, Prisma, Transaction } from '@aileron/database';
 import type { PolicyDefault } from './tenancy.schemas';
 
 export interface OrganizationRecord {
@@ -106,8 +106,18 @@ export class TenancyRepository extends Repository {
     return tx.workspace.create({ data: { organizationId: scope.organizationId, ...data }, select: workspaceSelect });
   }
 
-  async listWorkspaces(scope: OrgScope): Promise<WorkspaceRecord[]> {
-    return this.client.workspace.findMany({ where: { organizationId: scope.organizationId }, select: workspaceSelect, orderBy: { slug: 'asc' } });
+  /** By slug; `ids` keeps only those workspaces (the ones a caller may see). */
+  async listWorkspaces(scope: OrgScope, filter: { ids?: string[] }, page: Keyset<string>): Promise<WorkspaceRecord[]> {
+    return this.client.workspace.findMany({
+      where: {
+        organizationId: scope.organizationId,
+        ...(filter.ids ? { id: { in: filter.ids } } : {}),
+        ...keysetAfter<Prisma.WorkspaceWhereInput>(['slug'], 'asc', page.after === undefined ? undefined : [page.after]),
+      },
+      select: workspaceSelect,
+      orderBy: { slug: 'asc' },
+      take: page.take,
+    });
   }
 
   async findWorkspaceBySlug(scope: OrgScope, slug: string): Promise<WorkspaceRecord | null> {
@@ -129,8 +139,14 @@ export class TenancyRepository extends Repository {
     });
   }
 
-  async listUsers(scope: OrgScope): Promise<UserRecord[]> {
-    return this.client.user.findMany({ where: { organizationId: scope.organizationId }, select: userSelect, orderBy: { createdAt: 'asc' } });
+  /** Oldest first, the id breaking ties. */
+  async listUsers(scope: OrgScope, page: Keyset<{ createdAt: Date; id: string }>): Promise<UserRecord[]> {
+    return this.client.user.findMany({
+      where: { organizationId: scope.organizationId, ...keysetAfter<Prisma.UserWhereInput>(['createdAt', 'id'], 'asc', page.after && [page.after.createdAt, page.after.id]) },
+      select: userSelect,
+      orderBy: keysetOrder<Prisma.UserOrderByWithRelationInput>(['createdAt', 'id'], 'asc'),
+      take: page.take,
+    });
   }
 
   async findUser(scope: OrgScope, id: string): Promise<UserRecord | null> {
@@ -145,11 +161,17 @@ export class TenancyRepository extends Repository {
     return tx.user.update({ where: { organizationId_id: { organizationId: scope.organizationId, id } }, data: { role }, select: userSelect });
   }
 
-  async listMembers(scope: WorkspaceScope): Promise<MemberRecord[]> {
+  /** Oldest membership first, the user id breaking ties. */
+  async listMembers(scope: WorkspaceScope, page: Keyset<{ createdAt: Date; id: string }>): Promise<MemberRecord[]> {
     const rows = await this.client.membership.findMany({
-      where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId },
+      where: {
+        organizationId: scope.organizationId,
+        workspaceId: scope.workspaceId,
+        ...keysetAfter<Prisma.MembershipWhereInput>(['createdAt', 'userId'], 'asc', page.after && [page.after.createdAt, page.after.id]),
+      },
       include: { user: { select: { email: true, name: true } } },
-      orderBy: { createdAt: 'asc' },
+      orderBy: keysetOrder<Prisma.MembershipOrderByWithRelationInput>(['createdAt', 'userId'], 'asc'),
+      take: page.take,
     });
     return rows.map((r) => ({ userId: r.userId, email: r.user.email, name: r.user.name, role: r.role, createdAt: r.createdAt }));
   }

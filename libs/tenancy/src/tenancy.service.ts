@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
-import { AccessService, BrowserKeys, canGrant, describePrincipal, OrgScope, Principal, Role, roleIn, TokensService, WorkspaceScope } from '@aileron/auth';
-import { DatabaseService, isUniqueViolation, Transaction } from '@aileron/database';
+import { AccessService, BrowserKeys, canGrant, describePrincipal, OrgScope, Principal, Role, roleIn, TokensService, WorkspaceScope, workspacesVisibleTo } from '@aileron/auth';
+import { DatabaseService, isUniqueViolation, Keyset, Transaction } from '@aileron/database';
 import { ConflictError, ForbiddenError, NotFoundError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
 import type { CreateOrganizationBody, CreateUserBody, CreateWorkspaceBody, IdentityProviderBody, PolicyDefault } from './tenancy.schemas';
@@ -122,9 +122,10 @@ export class TenancyService {
   }
 
   /** Only the workspaces the caller can see, with its role in each. */
-  async listWorkspaces(principal: Principal): Promise<(WorkspaceRecord & { role: Role })[]> {
-    const all = await this.repository.listWorkspaces(this.access.callerOrganization(principal));
-    return all.flatMap((ws) => {
+  async listWorkspaces(principal: Principal, page: Keyset<string>): Promise<(WorkspaceRecord & { role: Role })[]> {
+    const visible = workspacesVisibleTo(principal);
+    const rows = await this.repository.listWorkspaces(this.access.callerOrganization(principal), visible === 'all' ? {} : { ids: visible }, page);
+    return rows.flatMap((ws) => {
       const role = roleIn(principal, ws.id);
       return role ? [{ ...ws, role }] : [];
     });
@@ -164,8 +165,8 @@ export class TenancyService {
     });
   }
 
-  listUsers(scope: OrgScope): Promise<UserRecord[]> {
-    return this.repository.listUsers(scope);
+  listUsers(scope: OrgScope, page: Keyset<{ createdAt: Date; id: string }>): Promise<UserRecord[]> {
+    return this.repository.listUsers(scope, page);
   }
 
   /** Pre-provisions a user; the first sign-in with the same e-mail links the identity. */
@@ -202,8 +203,8 @@ export class TenancyService {
     });
   }
 
-  listMembers(scope: WorkspaceScope): Promise<MemberRecord[]> {
-    return this.repository.listMembers(scope);
+  listMembers(scope: WorkspaceScope, page: Keyset<{ createdAt: Date; id: string }>): Promise<MemberRecord[]> {
+    return this.repository.listMembers(scope, page);
   }
 
   async putMember(principal: Principal, scope: WorkspaceScope, userId: string, role: Role): Promise<MemberRecord> {

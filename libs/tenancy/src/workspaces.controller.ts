@@ -1,10 +1,13 @@
-import { Body, Controller } from '@nestjs/common';
+import { Body, Controller, Query } from '@nestjs/common';
 import { z } from 'zod';
 import { Caller, OrgScope, Principal, TenantScope, WorkspaceScope } from '@aileron/auth';
-import { Route } from '@aileron/http';
+import { legacyPageView, ListCursor, PageQuery, pageQuery, Route, textKey, withLegacyKey } from '@aileron/http';
 import { createWorkspaceBody, CreateWorkspaceBody, updateWorkspaceBody, workspaceView, wsParams } from './tenancy.schemas';
 import { TenancyService } from './tenancy.service';
 import { toWorkspaceView } from './views';
+
+const workspacesPage = legacyPageView(workspaceView, 'workspaces');
+const workspacesCursor = new ListCursor('workspaces', textKey);
 
 @Controller()
 export class WorkspacesController {
@@ -13,13 +16,15 @@ export class WorkspacesController {
   @Route({
     method: 'GET',
     path: '/v1/workspaces',
-    summary: 'Workspaces the caller can see, with its role in each',
+    summary: 'Workspaces the caller can see, with its role in each, by slug',
     tag: 'workspaces',
     tenancy: 'caller',
-    response: z.object({ workspaces: z.array(workspaceView) }),
+    query: pageQuery(),
+    response: workspacesPage,
   })
-  async list(@Caller() caller: Principal): Promise<{ workspaces: z.infer<typeof workspaceView>[] }> {
-    return { workspaces: (await this.tenancy.listWorkspaces(caller)).map(toWorkspaceView) };
+  async list(@Caller() caller: Principal, @Query() query: PageQuery): Promise<z.infer<typeof workspacesPage>> {
+    const rows = await this.tenancy.listWorkspaces(caller, workspacesCursor.keyset(query));
+    return withLegacyKey(workspacesCursor.page(rows, query, (w) => w.slug, toWorkspaceView), 'workspaces');
   }
 
   @Route({

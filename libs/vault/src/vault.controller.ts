@@ -1,7 +1,7 @@
 import { Body, Controller, Param, Query } from '@nestjs/common';
 import { z } from 'zod';
 import { Caller, Principal, slug, TenantScope, WorkspaceScope } from '@aileron/auth';
-import { Route } from '@aileron/http';
+import { LEGACY_REMOVAL, legacyPageView, ListCursor, pageQuery, Route, textKey, withLegacyKey } from '@aileron/http';
 import { MAX_PATH_LENGTH, MAX_VALUE_BYTES } from './domain/envelope';
 import { SecretMetadata } from './vault.repository';
 import { VaultService } from './vault.service';
@@ -9,10 +9,15 @@ import { VaultService } from './vault.service';
 const wsParams = z.object({ ws: slug });
 const pathParams = z.object({ ws: slug, '*': z.string().min(1).max(MAX_PATH_LENGTH).describe('the secret path, e.g. `github/token`') });
 const putBody = z.object({ value: z.string().max(MAX_VALUE_BYTES).describe('the secret; stored encrypted and never returned') });
-const listQuery = z.object({
+/** Up to 500 a page, as before pages had one size: the CLI of the last release asks for 500. */
+const listQuery = pageQuery({ max: 500 }).extend({
   prefix: z.string().max(MAX_PATH_LENGTH).optional(),
-  after: z.string().max(MAX_PATH_LENGTH).optional().describe('next_after of the previous page'),
-  limit: z.coerce.number().int().min(1).max(500).default(100),
+  after: z
+    .string()
+    .max(MAX_PATH_LENGTH)
+    .optional()
+    .meta({ deprecated: true })
+    .describe(`secrets after this path; deprecated (use \`cursor\`), removed in ${LEGACY_REMOVAL}`),
 });
 
 const metadataView = z.object({
@@ -45,6 +50,15 @@ function view(secret: SecretMetadata): z.infer<typeof metadataView> {
 
 const PATH_EXAMPLE = { '*': 'github/token' };
 
+const secretsPage = legacyPageView(metadataView, 'secrets').extend({
+  next_after: z
+    .string()
+    .nullable()
+    .meta({ deprecated: true })
+    .describe(`the \`after\` of the next page, null on the last; deprecated (use \`next_cursor\`), removed in ${LEGACY_REMOVAL}`),
+});
+const secretsCursor = new ListCursor('secrets', textKey);
+
 @Controller()
 export class VaultController {
   constructor(private readonly vault: VaultService) {}
@@ -75,11 +89,12 @@ export class VaultController {
     tenancy: 'workspace',
     params: wsParams,
     query: listQuery,
-    response: z.object({ secrets: z.array(metadataView), next_after: z.string().nullable() }),
+    response: secretsPage,
   })
-  async list(@TenantScope() scope: WorkspaceScope, @Query() query: z.infer<typeof listQuery>): Promise<{ secrets: z.infer<typeof metadataView>[]; next_after: string | null }> {
-    const secrets = await this.vault.list(scope, query);
-    return { secrets: secrets.map(view), next_after: secrets.length === query.limit ? secrets[secrets.length - 1]!.path : null };
+  async list(@TenantScope() scope: WorkspaceScope, @Query() query: z.infer<typeof listQuery>): Promise<z.infer<typeof secretsPage>> {
+    const rows = await this.vault.list(scope, { ...(query.prefix ? { prefix: query.prefix } : {}) }, secretsCursor.keyset(query, query.after));
+    const page = secretsCursor.page(rows, query, (s) => s.path, view);
+    return { ...withLegacyKey(page, 'secrets'), next_after: page.next_cursor === null ? null : page.items[page.items.length - 1]!.path };
   }
 
   @Route({

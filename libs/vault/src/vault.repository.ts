@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import type { SystemScope, WorkspaceScope } from '@aileron/auth';
-import { Repository, Transaction } from '@aileron/database';
+import { Keyset, Repository, Transaction } from '@aileron/database';
 
 export interface SecretMetadata {
   path: string;
@@ -71,15 +71,18 @@ export class VaultRepository extends Repository {
     return row ? toMetadata(row) : null;
   }
 
-  async list(scope: WorkspaceScope, page: { prefix?: string; after?: string; limit: number }): Promise<SecretMetadata[]> {
+  /** By path (unique in the workspace); `prefix` keeps those under it. */
+  async list(scope: WorkspaceScope, filter: { prefix?: string }, page: Keyset<string>): Promise<SecretMetadata[]> {
     const rows = await this.client.secret.findMany({
       where: {
         organizationId: scope.organizationId,
         workspaceId: scope.workspaceId,
-        ...(page.prefix || page.after ? { path: { ...(page.prefix ? { startsWith: page.prefix } : {}), ...(page.after ? { gt: page.after } : {}) } } : {}),
+        ...(filter.prefix || page.after !== undefined
+          ? { path: { ...(filter.prefix ? { startsWith: filter.prefix } : {}), ...(page.after !== undefined ? { gt: page.after } : {}) } }
+          : {}),
       },
       orderBy: { path: 'asc' },
-      take: page.limit,
+      take: page.take,
       select: metadataSelect,
     });
     return rows.map(toMetadata);

@@ -2,7 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import type { Principal, WorkspaceScope } from '@aileron/auth';
 import { actorOf, AuditService } from '@aileron/audit';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
-import { DatabaseService, isUniqueViolation, Transaction } from '@aileron/database';
+import { DatabaseService, isUniqueViolation, Keyset, Transaction } from '@aileron/database';
 import { ConflictError, DomainError, NotFoundError, ValidationError } from '@aileron/errors';
 import { KeyProvider, newKey, ROOT_KEYS, SigningKeysService } from '@aileron/keys';
 import { OutboxService } from '@aileron/outbox';
@@ -45,8 +45,8 @@ export class VaultService {
   /** Writes a new version; older ones beyond the kept number are removed. */
   async put(principal: Principal, scope: WorkspaceScope, path: string, value: string): Promise<SecretMetadata> {
     const problem = pathProblem(path);
-    if (problem) throw new ValidationError([{ path: 'path', message: problem }]);
-    if (Buffer.byteLength(value, 'utf8') > MAX_VALUE_BYTES) throw new ValidationError([{ path: 'value', message: `must be at most ${MAX_VALUE_BYTES} bytes` }]);
+    if (problem) throw new ValidationError([{ path: 'params.path', message: problem }]);
+    if (Buffer.byteLength(value, 'utf8') > MAX_VALUE_BYTES) throw new ValidationError([{ path: 'body.value', message: `must be at most ${MAX_VALUE_BYTES} bytes` }]);
     const actor = actorOf(principal);
     for (let attempt = 0; attempt < 5; attempt++) {
       try {
@@ -69,8 +69,8 @@ export class VaultService {
     throw new ConflictError('SECRET_WRITE_CONFLICT', 'The secret is being written by others at the same time; try again');
   }
 
-  list(scope: WorkspaceScope, page: { prefix?: string; after?: string; limit: number }): Promise<SecretMetadata[]> {
-    return this.repository.list(scope, page);
+  list(scope: WorkspaceScope, filter: { prefix?: string }, page: Keyset<string>): Promise<SecretMetadata[]> {
+    return this.repository.list(scope, filter, page);
   }
 
   async metadata(scope: WorkspaceScope, path: string): Promise<SecretMetadata> {

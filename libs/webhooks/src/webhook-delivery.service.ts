@@ -12,6 +12,7 @@ import { outboundPolicyOf, postSigned, SendOutcome, signatureHeaders } from '@ai
 import { eventId, OutboxMessage, OutboxService, PublicEvent, toPublicEvent } from '@aileron/outbox';
 import { JobContext, JobProcessor, JobRegistry, QueueService } from '@aileron/queue';
 import { RedisService, RedisUnavailableError } from '@aileron/redis';
+import { PeriodicTask } from '@aileron/schedule';
 import { pauseReason, PausePolicy } from './domain/endpoint-health';
 import { matchesEvent, matchesWorkspace, takesPersonalNotification } from './domain/event-filter';
 import { renderBody } from './domain/formats';
@@ -88,11 +89,20 @@ export class WebhookDeliveryService implements BeforeApplicationShutdown {
   private readonly logger = new Logger('Webhooks');
   private readonly recordLog = new RetryingLoopLog(this.logger, 'recording a webhook delivery the receiver answered');
   private readonly pausePolicy: PausePolicy;
-  private readonly sweepLog = new RetryingLoopLog(this.logger, 'webhook delivery sweep');
   /** aborted at shutdown: a delivery waiting to record its answer stops waiting, so the queue can close */
   private readonly closing = new AbortController();
-  private sweepTimer: NodeJS.Timeout | undefined;
-  private sweeping: Promise<void> | undefined;
+  private readonly sweeper = new PeriodicTask({
+    name: 'webhook delivery sweep',
+    everyMs: SWEEP_MS,
+    run: async () => {
+      const queued = await this.sweep();
+      // a job that still exists makes its add a no-op, so this counts tries, not sends
+      if (queued > 0) this.logger.debug(`handed ${queued} overdue webhook deliveries to the queue again`);
+    },
+    logger: this.logger,
+    // Redis away: RedisService says so once, and the sweep right after its return finds these
+    expected: (error) => error instanceof RedisUnavailableError,
+  });
   private redisWasAway = false;
   private readonly stopWatching: () => void;
 
@@ -118,23 +128,20 @@ export class WebhookDeliveryService implements BeforeApplicationShutdown {
     jobs.register(processor);
     outbox.addConsumer({ name: WEBHOOK_CONSUMER, topics: '*', handle: (message, tx) => this.fanOut([message], tx), handleMany: (messages, tx) => this.fanOut(messages, tx) });
     // where the jobs run, so does the search for those a restarted Redis lost
-    queue.onWorkersStarted(() => {
-      this.sweepTimer = setInterval(() => void this.sweepNow(), SWEEP_MS);
-      this.sweepTimer.unref();
-    });
+    queue.onWorkersStarted(() => this.sweeper.start());
     this.stopWatching = redis.onChange((available) => {
       if (!available) this.redisWasAway = true;
       else if (this.redisWasAway) {
         this.redisWasAway = false;
-        if (this.sweepTimer) void this.sweepNow();
+        this.sweeper.runNow();
       }
     });
   }
 
-  beforeApplicationShutdown(): void {
+  async beforeApplicationShutdown(): Promise<void> {
     this.closing.abort();
     this.stopWatching();
-    if (this.sweepTimer) clearInterval(this.sweepTimer);
+    await this.sweeper.stop();
   }
 
   /**
@@ -179,19 +186,6 @@ export class WebhookDeliveryService implements BeforeApplicationShutdown {
       if (due.length < SWEEP_BATCH) return queued;
       after = due[due.length - 1]!.id;
     }
-  }
-
-  private async sweepNow(): Promise<void> {
-    if (this.sweeping) return;
-    this.sweeping = this.sweep()
-      .then((queued) => {
-        // a job that still exists makes its add a no-op, so this counts tries, not sends
-        if (queued > 0) this.logger.debug(`handed ${queued} overdue webhook deliveries to the queue again`);
-      })
-      // Redis away: RedisService says so once, and the next sweep after its return finds these
-      .catch((error: unknown) => (error instanceof RedisUnavailableError ? undefined : this.sweepLog.failed(error)))
-      .finally(() => (this.sweeping = undefined));
-    await this.sweeping;
   }
 
   /**

@@ -1,7 +1,7 @@
 import { Body, Controller, Param, Query } from '@nestjs/common';
 import { z } from 'zod';
 import { Caller, OrgScope, Principal, TenantScope } from '@aileron/auth';
-import { Route } from '@aileron/http';
+import { createdAtKey, legacyPageView, ListCursor, PageQuery, pageQuery, Route, withLegacyKey } from '@aileron/http';
 import {
   createdWebhookView,
   createWebhookBody,
@@ -18,6 +18,16 @@ import { WebhooksService } from './webhooks.service';
 
 const SIGNING =
   'Each delivery is a POST with `x-aileron-event`, `x-aileron-delivery` (the same on every retry of one delivery), `x-aileron-timestamp` and `x-aileron-signature: v1=<hex HMAC-SHA256 of "<timestamp>.<body>">`; reject timestamps older than 5 minutes. Private, link-local and (in server mode) loopback targets are refused unless UPSTREAM_ALLOW_CIDRS allows them.';
+
+const webhooksPage = legacyPageView(webhookView, 'webhooks');
+const webhooksCursor = new ListCursor('webhooks', createdAtKey);
+
+/** `<created_at>|<id>`: the cursors the delivery log gave out before every list had one format. */
+function legacyDeliveriesCursor(text: string): { createdAt: Date; id: string } | undefined {
+  const match = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z)\|([0-9a-f-]{36})$/.exec(text);
+  return match ? createdAtKey.fromParts([match[1], match[2]]) : undefined;
+}
+const deliveriesCursor = new ListCursor('webhook-deliveries', createdAtKey, legacyDeliveriesCursor);
 
 @Controller()
 export class WebhooksController {
@@ -44,14 +54,16 @@ export class WebhooksController {
   @Route({
     method: 'GET',
     path: '/v1/webhooks',
-    summary: "The organisation's webhook endpoints and their health",
+    summary: "The organisation's webhook endpoints and their health, oldest first",
     tag: 'webhooks',
     permission: 'webhook.read',
     tenancy: 'organization',
-    response: z.object({ webhooks: z.array(webhookView) }),
+    query: pageQuery(),
+    response: webhooksPage,
   })
-  async list(@TenantScope() scope: OrgScope): Promise<{ webhooks: WebhookView[] }> {
-    return { webhooks: (await this.webhooks.list(scope)).map(toWebhookView) };
+  async list(@TenantScope() scope: OrgScope, @Query() query: PageQuery): Promise<z.infer<typeof webhooksPage>> {
+    const rows = await this.webhooks.list(scope, webhooksCursor.keyset(query));
+    return withLegacyKey(webhooksCursor.page(rows, query, (w) => w, toWebhookView), 'webhooks');
   }
 
   @Route({
@@ -124,8 +136,8 @@ export class WebhooksController {
     @Param() params: z.infer<typeof webhookParams>,
     @Query() query: z.infer<typeof deliveriesQuery>,
   ): Promise<z.infer<typeof deliveriesView>> {
-    const page = await this.webhooks.deliveries(scope, params.id, { limit: query.limit, ...(query.cursor ? { cursor: query.cursor } : {}) });
-    return { deliveries: page.deliveries.map(toDeliveryView), next_cursor: page.nextCursor };
+    const rows = await this.webhooks.deliveries(scope, params.id, deliveriesCursor.keyset(query));
+    return withLegacyKey(deliveriesCursor.page(rows, query, (d) => d, toDeliveryView), 'deliveries');
   }
 
   @Route({

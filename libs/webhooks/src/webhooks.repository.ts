@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { OrgScope, SystemScope } from '@aileron/auth';
 import { Clock } from '@aileron/clock';
-import { DatabaseService, Repository, isRecordNotFound, Transaction } from '@aileron/database';
+import { DatabaseService, Keyset, keysetAfter, keysetOrder, Prisma, Repository, isRecordNotFound, Transaction } from '@aileron/database';
 
 export interface WebhookEndpointRecord {
   id: string;
@@ -55,12 +55,6 @@ export interface WebhookAttemptRecord {
   createdAt: Date;
 }
 
-export interface DeliveryPage {
-  limit: number;
-  /** continue after this (newest-first order) */
-  before?: { createdAt: Date; id: string };
-}
-
 @Injectable()
 export class WebhooksRepository extends Repository {
   constructor(
@@ -78,8 +72,13 @@ export class WebhooksRepository extends Repository {
     return tx.webhookEndpoint.create({ data: { organizationId: scope.organizationId, ...data } });
   }
 
-  list(scope: OrgScope): Promise<WebhookEndpointRecord[]> {
-    return this.client.webhookEndpoint.findMany({ where: { organizationId: scope.organizationId }, orderBy: [{ createdAt: 'asc' }, { id: 'asc' }] });
+  /** Oldest first, the id breaking ties. */
+  list(scope: OrgScope, page: Keyset<{ createdAt: Date; id: string }>): Promise<WebhookEndpointRecord[]> {
+    return this.client.webhookEndpoint.findMany({
+      where: { organizationId: scope.organizationId, ...keysetAfter<Prisma.WebhookEndpointWhereInput>(['createdAt', 'id'], 'asc', page.after && [page.after.createdAt, page.after.id]) },
+      orderBy: keysetOrder<Prisma.WebhookEndpointOrderByWithRelationInput>(['createdAt', 'id'], 'asc'),
+      take: page.take,
+    });
   }
 
   get(scope: OrgScope, id: string, tx?: Transaction): Promise<WebhookEndpointRecord | null> {
@@ -252,17 +251,20 @@ export class WebhooksRepository extends Repository {
   }
 
   /** Newest first, each with its attempts in order. */
-  async deliveries(scope: OrgScope, endpointId: string, page: DeliveryPage): Promise<(WebhookDeliveryRecord & { attemptLog: WebhookAttemptRecord[] })[]> {
+  /** Newest first, the id breaking ties. */
+  async deliveries(
+    scope: OrgScope,
+    endpointId: string,
+    page: Keyset<{ createdAt: Date; id: string }>,
+  ): Promise<(WebhookDeliveryRecord & { attemptLog: WebhookAttemptRecord[] })[]> {
     const rows = await this.client.webhookDelivery.findMany({
       where: {
         organizationId: scope.organizationId,
         endpointId,
-        ...(page.before
-          ? { OR: [{ createdAt: { lt: page.before.createdAt } }, { createdAt: page.before.createdAt, id: { lt: page.before.id } }] }
-          : {}),
+        ...keysetAfter<Prisma.WebhookDeliveryWhereInput>(['createdAt', 'id'], 'desc', page.after && [page.after.createdAt, page.after.id]),
       },
-      orderBy: [{ createdAt: 'desc' }, { id: 'desc' }],
-      take: page.limit,
+      orderBy: keysetOrder<Prisma.WebhookDeliveryOrderByWithRelationInput>(['createdAt', 'id'], 'desc'),
+      take: page.take,
       include: { attemptLog: { orderBy: { attempt: 'asc' }, select: { attempt: true, status: true, error: true, durationMs: true, createdAt: true } } },
     });
     return rows.map(({ organizationId: _org, ...row }) => row);

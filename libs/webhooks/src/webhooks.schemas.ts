@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { slug } from '@aileron/auth';
+import { legacyPageView, pageQuery } from '@aileron/http';
 import { EVENT_FILTER } from './domain/event-filter';
 import { WEBHOOK_FORMATS } from './domain/formats';
 import type { WebhookDelivery, WebhookEndpoint } from './webhooks.service';
@@ -34,10 +35,7 @@ export const updateWebhookBody = z
 
 export const webhookParams = z.object({ id: z.uuid({ message: 'must be a UUID' }) });
 
-export const deliveriesQuery = z.object({
-  limit: z.coerce.number().int().min(1).max(100).default(20),
-  cursor: z.string().max(200).optional().describe('next_cursor of the previous page'),
-});
+export const deliveriesQuery = pageQuery();
 
 export const webhookView = z.object({
   id: z.string(),
@@ -82,7 +80,7 @@ export const deliveryView = z.object({
 });
 export type DeliveryView = z.infer<typeof deliveryView>;
 
-export const deliveriesView = z.object({ deliveries: z.array(deliveryView), next_cursor: z.string().nullable() });
+export const deliveriesView = legacyPageView(deliveryView, 'deliveries');
 
 export function toWebhookView(endpoint: WebhookEndpoint): WebhookView {
   return {

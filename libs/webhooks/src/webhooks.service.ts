@@ -2,7 +2,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import { AccessService, describePrincipal, OrgScope, Principal } from '@aileron/auth';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
-import { DatabaseService, isUniqueViolation, Transaction } from '@aileron/database';
+import { DatabaseService, isUniqueViolation, Keyset, Transaction } from '@aileron/database';
 import { ConflictError, NotFoundError, ValidationError } from '@aileron/errors';
 import { KeyProvider, ROOT_KEYS } from '@aileron/keys';
 import { checkOutboundUrl, outboundPolicyOf, OutboundUrlRefusedError } from '@aileron/net';
@@ -113,8 +113,8 @@ export class WebhooksService {
     }
   }
 
-  async list(scope: OrgScope): Promise<WebhookEndpoint[]> {
-    return this.withSlugs(scope, await this.repository.list(scope));
+  async list(scope: OrgScope, page: Keyset<{ createdAt: Date; id: string }>): Promise<WebhookEndpoint[]> {
+    return this.withSlugs(scope, await this.repository.list(scope, page));
   }
 
   async get(scope: OrgScope, id: string): Promise<WebhookEndpoint> {
@@ -162,12 +162,9 @@ export class WebhooksService {
     return (await this.withSlugs(scope, [endpoint]))[0]!;
   }
 
-  async deliveries(scope: OrgScope, id: string, page: { limit: number; cursor?: string }): Promise<{ deliveries: WebhookDelivery[]; nextCursor: string | null }> {
+  async deliveries(scope: OrgScope, id: string, page: Keyset<{ createdAt: Date; id: string }>): Promise<WebhookDelivery[]> {
     if (!(await this.repository.get(scope, id))) throw new NotFoundError('webhook', id, 'WEBHOOK_NOT_FOUND');
-    const before = page.cursor ? decodeCursor(page.cursor) : undefined;
-    const deliveries = await this.repository.deliveries(scope, id, { limit: page.limit, ...(before ? { before } : {}) });
-    const last = deliveries[deliveries.length - 1];
-    return { deliveries, nextCursor: deliveries.length === page.limit && last ? encodeCursor(last) : null };
+    return this.repository.deliveries(scope, id, page);
   }
 
   /** The message every change records: what changed and who did it, never the URL (it may carry a token) nor the secret. */
@@ -206,7 +203,7 @@ export class WebhooksService {
   private checkPersonal(endpoint: { events: readonly string[]; format: string }): void {
     const personal = endpoint.events.filter((type) => this.notifications.has(type));
     if (endpoint.format !== 'json' && personal.length > 0) {
-      throw new ValidationError([{ path: 'format', message: `${personal.join(', ')} carries a one-time credential for one person and is delivered in the json format only` }]);
+      throw new ValidationError([{ path: 'body.format', message: `${personal.join(', ')} carries a one-time credential for one person and is delivered in the json format only` }]);
     }
   }
 
@@ -222,14 +219,4 @@ export class WebhooksService {
 
 export function hostOf(url: string): string {
   return URL.canParse(url) ? new URL(url).host : '';
-}
-
-function encodeCursor(delivery: WebhookDeliveryRecord): string {
-  return Buffer.from(`${delivery.createdAt.toISOString()}|${delivery.id}`).toString('base64url');
-}
-
-function decodeCursor(cursor: string): { createdAt: Date; id: string } {
-  const match = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z)\|([0-9a-f-]{36})$/.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
-  if (!match || Number.isNaN(Date.parse(match[1]!))) throw new ValidationError([{ path: 'query.cursor', message: 'is not a cursor this API gave out' }]);
-  return { createdAt: new Date(match[1]!), id: match[2]! };
 }

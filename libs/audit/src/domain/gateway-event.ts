@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { formatPath } from '@aileron/errors';
 
 /** At most this many events in one ingest batch. */
 export const MAX_BATCH = 1000;
@@ -46,8 +47,9 @@ export type EventCheck = { ok: true; event: GatewayEvent } | { ok: false; code: 
 export function checkGatewayEvent(raw: unknown, now = Date.now()): EventCheck {
   const parsed = gatewayEventSchema.safeParse(raw);
   if (!parsed.success) {
+    // relative to the event: the rejection names the event by its index in the batch
     const issue = parsed.error.issues[0]!;
-    const path = issue.path.map(String).join('.');
+    const path = formatPath(issue.path);
     return { ok: false, code: 'EVENT_INVALID', reason: `${path || '(event)'}: ${issue.message}` };
   }
   const text = JSON.stringify(parsed.data);

@@ -52,8 +52,22 @@ export interface SessionGrant {
 export function roleIn(principal: Principal, workspaceId: string): Role | null {
   if (principal.restrictedToWorkspaceId !== null && principal.restrictedToWorkspaceId !== workspaceId) return null;
   const explicit = principal.workspaceRoles.get(workspaceId) ?? null;
-  const org = principal.kind === 'api_token' ? principal.orgRole : principal.orgRole && spansWorkspaces(principal.orgRole) ? principal.orgRole : null;
-  return higherRole(explicit, org);
+  return higherRole(explicit, orgWideRole(principal));
+}
+
+/** The organisation role that reaches every workspace: a token's always, a person's only when the role spans workspaces. */
+function orgWideRole(principal: Principal): Role | null {
+  return principal.kind === 'api_token' ? principal.orgRole : principal.orgRole && spansWorkspaces(principal.orgRole) ? principal.orgRole : null;
+}
+
+/**
+ * The workspaces roleIn gives the caller a role in, as a filter a list can
+ * put in its query (so a page holds only what the caller may see): every
+ * workspace of the organisation, or these.
+ */
+export function workspacesVisibleTo(principal: Principal): 'all' | string[] {
+  if (principal.restrictedToWorkspaceId !== null) return roleIn(principal, principal.restrictedToWorkspaceId) ? [principal.restrictedToWorkspaceId] : [];
+  return orgWideRole(principal) ? 'all' : [...principal.workspaceRoles.keys()];
 }
 
 export function describePrincipal(principal: Principal): string {

@@ -16,4 +16,23 @@ export class Clock {
   date(): Date {
     return new Date(this.now());
   }
+
+  /**
+   * Resolves after `ms`, or at once when `signal` aborts (never rejects: the
+   * caller looks at the signal). The timer alone never keeps the process
+   * alive: a pause in a loop must not hold up an exit.
+   */
+  sleep(ms: number, signal?: AbortSignal): Promise<void> {
+    if (signal?.aborted) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', done);
+        resolve();
+      };
+      const timer = setTimeout(done, Math.max(0, ms));
+      timer.unref();
+      signal?.addEventListener('abort', done, { once: true });
+    });
+  }
 }

@@ -11,3 +11,5 @@ export type * from './generated/prisma/models';
 export { Role as DbRole } from './generated/prisma/enums';
 export { DataDirLockedError } from './data-dir-lock';
 export { RetryingLoopLog } from './retry-log';
+export { keysetAfter, keysetOrder } from './keyset';
+export type { Keyset, KeysetDirection } from './keyset';

@@ -8,10 +8,11 @@ interface WarnLogger {
 const QUIET_MS = 60_000;
 
 /**
- * The failures of a loop that retries by itself (a sweep, a catch-up). While
- * the database is away every pass fails the same way: that is one line a
- * minute per loop, naming the reason, instead of a stack trace per pass that
- * buries everything else in the log. Any other failure is logged in full.
+ * The failures of work that retries by itself outside a PeriodicTask (the
+ * queue's job attempts, a write retried until it lands). While the database
+ * is away every attempt fails the same way: that is one line a minute,
+ * naming the reason, instead of a stack trace per attempt that buries
+ * everything else in the log. Any other failure is logged in full.
  */
 export class RetryingLoopLog {
   private quietUntil = 0;

@@ -1,4 +1,5 @@
 import { ERROR_CODES, ErrorCode, ErrorCodeWithStatus } from './error-codes';
+import { describeIssues, FieldIssue } from './field-issues';
 
 /**
  * Every failure a user can hit is a DomainError with a stable UPPER_SNAKE code
@@ -36,16 +37,10 @@ export class DomainError extends Error {
   }
 }
 
-export interface FieldIssue {
-  /** JSON path of the offending value, e.g. "body.slug" */
-  path: string;
-  message: string;
-}
-
 export class ValidationError extends DomainError {
   constructor(
     readonly issues: FieldIssue[],
-    detail = issues.map((i) => `${i.path}: ${i.message}`).join('; '),
+    detail = describeIssues(issues),
   ) {
     super('VALIDATION_FAILED', detail, { extensions: { errors: issues } });
   }

@@ -38,6 +38,7 @@ export const ERROR_CODES = {
   VALIDATION_FAILED: { status: 400, title: 'Request is not valid', docs: REQUESTS },
   MALFORMED_JSON: { status: 400, title: 'Bad request', docs: REQUESTS },
   MALFORMED_YAML: { status: 400, title: 'Malformed YAML', docs: REQUESTS },
+  INVALID_CURSOR: { status: 400, title: 'Invalid cursor', docs: REQUESTS },
   BAD_REQUEST: { status: 400, title: 'Bad request', docs: REQUESTS },
   REQUEST_TARGET_INVALID: { status: 400, title: 'Bad Request', docs: REQUESTS },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, title: 'Unsupported media type', docs: REQUESTS },

@@ -10,3 +10,21 @@ export type { FastPath } from './fast-paths';
 export { requestIdFor } from './request-ids';
 export { bounded } from './bounded';
 export { RequestLog } from './request-log';
+export {
+  createdAtKey,
+  InvalidCursorError,
+  LEGACY_REMOVAL,
+  legacyPageView,
+  ListCursor,
+  MAX_PAGE_SIZE,
+  numberKey,
+  PAGE_SIZE,
+  pageQuery,
+  pageView,
+  textKey,
+  textPairKey,
+  compareTextPairs,
+  compareText,
+  withLegacyKey,
+} from './pagination';
+export type { CursorKey, Page, PageQuery } from './pagination';

@@ -30,6 +30,7 @@ function parameters(where: 'path' | 'query', schema: z.ZodObject | undefined): u
     in: where,
     required: where === 'path' || (shape.required ?? []).includes(name),
     ...(typeof property.description === 'string' ? { description: property.description } : {}),
+    ...(property.deprecated === true ? { deprecated: true } : {}),
     schema: property,
   }));
 }

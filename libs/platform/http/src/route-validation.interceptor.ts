@@ -4,7 +4,7 @@ import type { FastifyRequest } from 'fastify';
 import type { Observable } from 'rxjs';
 import { parse as parseYaml, YAMLError } from 'yaml';
 import type { z } from 'zod';
-import { DomainError, FieldIssue, ValidationError } from '@aileron/errors';
+import { DomainError, FieldIssue, fieldIssues, ValidationError } from '@aileron/errors';
 import { ROUTE_METADATA, RouteDefinition } from './route.decorator';
 
 const YAML_TYPE = /^(application|text)\/(x-)?yaml\b/i;
@@ -18,13 +18,6 @@ function parseYamlBody(text: string): unknown {
     const message = error instanceof YAMLError ? error.message.split('\n')[0] : 'the YAML cannot be parsed';
     throw new DomainError('MALFORMED_YAML', `${where}${message}`);
   }
-}
-
-function issuesOf(where: string, error: z.ZodError): FieldIssue[] {
-  return error.issues.map((issue) => ({
-    path: [where, ...issue.path.map(String)].join('.'),
-    message: issue.message,
-  }));
 }
 
 /**
@@ -48,11 +41,11 @@ export class RouteValidationInterceptor implements NestInterceptor {
       }
       if (yaml && typeof request.body === 'string') (request as { body: unknown }).body = parseYamlBody(request.body);
       const issues: FieldIssue[] = [];
-      const parse = (where: string, schema: z.ZodType | undefined, value: unknown): unknown => {
+      const parse = (where: 'params' | 'query' | 'body', schema: z.ZodType | undefined, value: unknown): unknown => {
         if (!schema) return value;
         const result = schema.safeParse(value);
         if (result.success) return result.data;
-        issues.push(...issuesOf(where, result.error));
+        issues.push(...fieldIssues(where, result.error.issues));
         return value;
       };
       const params = parse('params', route.params, request.params ?? {});

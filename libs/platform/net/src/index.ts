@@ -11,3 +11,4 @@ export {
 export type { SignatureVerdict } from './signed-payload';
 export { postSigned } from './outbound-post';
 export type { SendOptions, SendOutcome } from './outbound-post';
+export { EGRESS_EXCEPT_V4, EGRESS_EXCEPT_V6 } from './egress-ranges';

@@ -1,13 +1,11 @@
 import { Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
 import { z } from 'zod';
-import { DatabaseService, RetryingLoopLog, Transaction } from '@aileron/database';
+import { DatabaseService, Transaction } from '@aileron/database';
 import { JobProcessor, JobRegistry, QueueService } from '@aileron/queue';
 import { RedisService, RedisUnavailableError } from '@aileron/redis';
+import { PeriodicTask } from '@aileron/schedule';
 import { AuditJournal, DurableConsumer, LiveConsumer, OutboxConsumer, OutboxMessage, OutboxRecord, subscribes } from './outbox-message';
 import { ClaimedMessage, OutboxRepository, RecordedMessage } from './outbox.repository';
-
-/** the periodic sweep's failures go through a RetryingLoopLog: a database outage is one line a minute */
-const SWEEP = 'outbox sweep failed; will retry';
 
 export const OUTBOX_DELIVER_JOB = 'outbox.deliver';
 const LEASE_MS = 60_000;
@@ -40,13 +38,10 @@ const deliverPayload = z.object({
 @Injectable()
 export class OutboxService implements OnApplicationShutdown {
   private readonly logger = new Logger('Outbox');
-  private readonly sweepLog = new RetryingLoopLog(this.logger, 'outbox sweep');
   private readonly consumers = new Map<string, OutboxConsumer>();
   private readonly byTopic = new Map<string, OutboxConsumer[]>();
-  private timer: NodeJS.Timeout | undefined;
-  private sweeping: Promise<void> | undefined;
-  private stopped = false;
-  private pollMs = 1000;
+  /** the sweep, from start() on: set only where this process dispatches (a worker process does not) */
+  private sweeper: PeriodicTask | undefined;
   private journal: AuditJournal | undefined;
   private readonly watchers: { topics: (topic: string) => boolean; hook: () => Promise<void> }[] = [];
   private redisWasAway = false;
@@ -69,8 +64,7 @@ export class OutboxService implements OnApplicationShutdown {
       else if (this.redisWasAway) {
         this.redisWasAway = false;
         this.reclaimLeasedBefore = new Date();
-        // where this process dispatches (a worker process does not)
-        if (this.timer !== undefined) this.schedule(0);
+        this.sweeper?.runNow();
       }
     });
   }
@@ -100,7 +94,7 @@ export class OutboxService implements OnApplicationShutdown {
 
   async record(tx: Transaction, ...records: OutboxRecord[]): Promise<void> {
     // a process that does not dispatch (a CLI command, one shutting down) leaves its messages to the next sweep
-    const handOver = !this.stopped && this.timer !== undefined;
+    const handOver = this.sweeper?.running === true;
     const leased = await this.repository.record(tx, records.map(({ audited: _audited, ...record }) => record), { leased: handOver });
     // handed over as soon as they commit; if that fails, the sweep takes them once their lease runs out
     if (handOver) {
@@ -120,16 +114,21 @@ export class OutboxService implements OnApplicationShutdown {
 
   /** Begin dispatching: the control plane calls this once it is up. */
   start(pollMs: number): void {
-    this.pollMs = pollMs;
-    this.stopped = false;
-    this.schedule(0);
+    this.sweeper ??= new PeriodicTask({
+      name: 'outbox sweep',
+      everyMs: pollMs,
+      firstAfterMs: 0,
+      run: () => this.sweep(),
+      logger: this.logger,
+      // Redis away fails every hand-over until it is back: RedisService logs that outage once
+      expected: (error) => error instanceof RedisUnavailableError,
+    });
+    this.sweeper.start();
   }
 
   async onApplicationShutdown(): Promise<void> {
-    this.stopped = true;
     this.stopWatching();
-    if (this.timer) clearTimeout(this.timer);
-    await this.sweeping;
+    await this.sweeper?.stop();
   }
 
   /**
@@ -206,7 +205,6 @@ export class OutboxService implements OnApplicationShutdown {
   /** Redis away fails every hand-over until it is back: RedisService logs that outage once, not each of them. */
   private failed(error: unknown, what: string): void {
     if (error instanceof RedisUnavailableError) this.logger.debug(`${what}: ${error.message}`);
-    else if (what === SWEEP) this.sweepLog.failed(error);
     else this.logger.warn({ err: error }, what);
   }
 
@@ -230,25 +228,6 @@ export class OutboxService implements OnApplicationShutdown {
   private soleDurableConsumerOf(topic: string): OutboxConsumer | undefined {
     const durable = this.consumersOf(topic).filter((c) => !c.transient);
     return durable.length === 1 ? durable[0] : undefined;
-  }
-
-  private schedule(delayMs: number): void {
-    if (this.stopped) return;
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = setTimeout(() => void this.tick(), delayMs);
-    this.timer.unref();
-  }
-
-  private async tick(): Promise<void> {
-    if (this.sweeping || this.stopped) return;
-    this.sweeping = this.sweep()
-      .then(() => undefined)
-      .catch((error: unknown) => this.failed(error, SWEEP))
-      .finally(() => {
-        this.sweeping = undefined;
-      });
-    await this.sweeping;
-    this.schedule(this.pollMs);
   }
 
   private deliverProcessor(): JobProcessor<typeof deliverPayload> {

@@ -1,5 +1,6 @@
 import { Inject, Injectable, Logger, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import { Redis, RedisOptions, ReplyError } from 'ioredis';
+import { PeriodicTask } from '@aileron/schedule';
 import { RedisUnavailableError } from './redis-unavailable.error';
 
 export const REDIS_SETTINGS = Symbol('REDIS_SETTINGS');
@@ -53,8 +54,8 @@ export class RedisService implements OnModuleInit, OnApplicationShutdown {
   private readonly shared: Redis | undefined;
   private state: 'starting' | 'up' | 'down' = 'starting';
   private downSince = 0;
-  private probe: NodeJS.Timeout | undefined;
-  private probing = false;
+  /** while Redis is away: pings it until one is answered */
+  private probe: PeriodicTask | undefined;
   private closed = false;
   private readonly listeners = new Set<(available: boolean) => void>();
 
@@ -95,7 +96,7 @@ export class RedisService implements OnModuleInit, OnApplicationShutdown {
 
   async onApplicationShutdown(): Promise<void> {
     this.closed = true;
-    if (this.probe) clearInterval(this.probe);
+    await this.probe?.stop();
     await this.shared?.quit().catch(() => undefined);
   }
 
@@ -189,7 +190,8 @@ export class RedisService implements OnModuleInit, OnApplicationShutdown {
     if (this.closed || this.state === 'up') return;
     const was = this.state;
     this.state = 'up';
-    if (this.probe) clearInterval(this.probe);
+    // from inside the probe's own run: it ends once that run returns
+    void this.probe?.stop();
     this.probe = undefined;
     if (was === 'down') this.logger.log(`Redis answers again after ${Math.round((Date.now() - this.downSince) / 1000)} s`);
     this.tell(true);
@@ -200,22 +202,19 @@ export class RedisService implements OnModuleInit, OnApplicationShutdown {
     this.state = 'down';
     this.downSince = Date.now();
     this.logger.warn(`Redis cannot be reached (${reason}): what needs it answers 503 REDIS_UNAVAILABLE until it is back; the rest works without it`);
-    this.probe = setInterval(() => void this.probeOnce(), PROBE_EVERY_MS);
-    this.probe.unref();
+    this.probe = new PeriodicTask({ name: 'Redis probe', everyMs: PROBE_EVERY_MS, run: () => this.probeOnce(), logger: this.logger });
+    this.probe.start();
     this.tell(false);
   }
 
   /** A stopped Redis keeps its connections open: only a command that is answered says it is back. */
   private async probeOnce(): Promise<void> {
-    if (this.probing || !this.shared) return;
-    this.probing = true;
+    if (!this.shared) return;
     try {
       await this.shared.ping();
       this.markUp();
     } catch {
-      // still away
-    } finally {
-      this.probing = false;
+      // still away: markDown said so once
     }
   }
 

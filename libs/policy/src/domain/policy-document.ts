@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { parseDocument } from 'yaml';
+import { formatPath, PathSegment } from '@aileron/errors';
 import { compilePattern, MAX_PATTERN_LENGTH } from './pattern';
 
 export const EFFECTS = ['allow', 'deny', 'approval'] as const;
@@ -141,7 +142,7 @@ const documentShape = z.strictObject({
   rules: z.array(ruleSchema).max(MAX_RULES),
 });
 
-type Segment = string | number;
+type Segment = PathSegment;
 interface RawProblem {
   at: Segment[];
   message: string;
@@ -528,12 +529,3 @@ function compareSegments(a: Segment[], b: Segment[]): number {
   return a.length - b.length;
 }
 
-function formatPath(at: Segment[]): string {
-  let path = '';
-  for (const segment of at) {
-    if (typeof segment === 'number') path += `[${segment}]`;
-    else if (/^[A-Za-z_][A-Za-z0-9_]*$/.test(segment)) path += path === '' ? segment : `.${segment}`;
-    else path += `[${JSON.stringify(segment)}]`;
-  }
-  return path;
-}

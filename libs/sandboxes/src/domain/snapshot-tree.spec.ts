@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
-import { blobId } from '../runner/scan';
+import { blobId } from '../runner-protocol';
 import { changesAgainst, fastImportStream, inBatches, isTreePath, parseLsTree, quotePath } from './snapshot-tree';
 
 const repo = mkdtempSync(join(tmpdir(), 'aileron-fast-import-'));

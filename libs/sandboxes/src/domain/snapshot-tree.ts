@@ -5,7 +5,7 @@
  * runner hashes and reads them inside the sandbox, and fast-import only
  * stores the bytes and paths it is given.
  */
-import type { TreeChange, TreeEntry, TreeMode } from '../runner/protocol';
+import type { TreeChange, TreeEntry, TreeMode } from '../runner-protocol';
 
 const MODES: ReadonlySet<string> = new Set<TreeMode>(['100644', '100755', '120000']);
 const SHA = /^[0-9a-f]{40}$/;

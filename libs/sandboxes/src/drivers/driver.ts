@@ -1,4 +1,4 @@
-import type { RunnerFailure, RunnerLimits, RunnerOp, RunnerRequest, RunnerResult } from '../runner/protocol';
+import type { RunnerFailure, RunnerLimits, RunnerOp, RunnerRequest, RunnerResult } from '../runner-protocol';
 
 export interface SandboxSpec {
   id: string;

@@ -1,5 +1,5 @@
 import type { Readable } from 'node:stream';
-import type { RawFields } from '../runner/protocol';
+import type { RawFields } from '../runner-protocol';
 
 const NEWLINE = 0x0a;
 /**

@@ -1,12 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
-import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
+import { existsSync, mkdirSync, rmSync } from 'node:fs';
+import { basename, dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { endProcessesOfUser, HostDoor, type HostUser, SandboxCgroups, type SandboxCgroupLimits, systemRootArgs } from '@aileron/bubblewrap';
-import type { RunnerAnswer, RunnerLimits, RunnerOp, RunnerRequest, RunnerResult } from '../runner/protocol';
-import { GIT_SAFETY, gitEnv } from '../runner/git-safety';
-import { HISTORY_ATTRIBUTES, SANDBOX_WORKDIR } from '../runner/protocol';
+import { compiledGitHelperPath } from '../bundles';
+import { gitEnv, type GitHelperAnswer, type GitHelperRequest, HISTORY_DIR, historyGitArgs, RUNNER_ISOLATE_ENV, type RunnerAnswer, type RunnerLimits, type RunnerOp, type RunnerRequest, type RunnerResult, SANDBOX_WORKDIR, writeHistoryInfo } from '../runner-protocol';
 import { type CommandRestrictions, type GitResult, RunnerError, type SandboxDriver, type SandboxRunner, type SandboxSpec, SandboxSourceError, SandboxStartError } from './driver';
 import { readMessages } from './frames';
 import { egressCommand, type EgressOptions } from './local-egress';
@@ -16,8 +15,7 @@ import { SandboxUsers } from './local-users';
 const HOME = '/home/sandbox';
 const RUNNER_DIR = '/opt/aileron-runner';
 const START_TIMEOUT_MS = 20_000;
-/** where the history is inside its git's bubblewrap, and a lent file (withFileForGit) beside it */
-const HISTORY = '/history';
+/** where a lent file (withFileForGit) is inside the history's git's bubblewrap, beside the history at HISTORY_DIR */
 const LENT_FILE = '/lent';
 /** the largest input passed through the git helper's lines */
 const HELPER_MAX_INPUT_BYTES = 4 * 1024 * 1024;
@@ -29,8 +27,10 @@ const ETC = ['/etc/ssl', '/etc/ca-certificates', '/etc/resolv.conf', '/etc/hosts
 export interface LocalSandboxOptions {
   /** each sandbox's files under `<stateDir>/<id>/src`, its history under `<stateDir>/<id>/git` */
   stateDir: string;
-  /** the compiled runner (`dist/libs/sandboxes/src/runner/runner.js`) */
+  /** the bundled runner (compiledRunnerPath()), alone in its directory: that directory is bound into every sandbox */
   runnerScript: string;
+  /** the bundled git helper; compiledGitHelperPath() unless named */
+  gitHelperScript?: string;
   bwrapPath?: string;
   nodeBinary?: string;
   gitBinary?: string;
@@ -99,7 +99,7 @@ export class LocalSandboxDriver implements SandboxDriver {
       const init = await this.git(spec, ['init', '--quiet', `--initial-branch=${SNAPSHOT_BRANCH}`, '--bare']);
       if (init.code !== 0) throw new SandboxStartError(`git init failed: ${init.stderr.trim()}`);
     }
-    writeHistoryInfo(git);
+    await writeHistoryInfo(git);
   }
 
   runner(spec: SandboxSpec): Promise<SandboxRunner> {
@@ -121,8 +121,8 @@ export class LocalSandboxDriver implements SandboxDriver {
     const { src, git } = this.paths(spec);
     if (!existsSync(src)) await this.create(spec);
     // at every start, as the Kubernetes history runner at its every init: a history made before these files gets them too
-    else writeHistoryInfo(git);
-    const child = this.spawnInside(spec, this.runnerArgs(), [this.nodeBinary, join(RUNNER_DIR, 'runner.js')]);
+    else await writeHistoryInfo(git);
+    const child = this.spawnInside(spec, this.runnerArgs(), this.runnerCommand());
     const runner = new LocalRunner(child, (line) => this.options.log(`[sandbox ${spec.name}] ${line}`), this.options.defaultLimits, this.bound(spec), this.memoryBound(spec));
     try {
       await runner.ready(START_TIMEOUT_MS);
@@ -175,7 +175,7 @@ export class LocalSandboxDriver implements SandboxDriver {
    * its processes or /tmp; it ends when the caller stops it.
    */
   async restricted(spec: SandboxSpec, restrictions: CommandRestrictions): Promise<SandboxRunner> {
-    const child = this.spawnInside(spec, this.runnerArgs(), [this.nodeBinary, join(RUNNER_DIR, 'runner.js')], restrictions);
+    const child = this.spawnInside(spec, this.runnerArgs(), this.runnerCommand(), restrictions);
     const runner = new LocalRunner(child, (line) => this.options.log(`[sandbox ${spec.name}, restricted] ${line}`), this.options.defaultLimits, this.bound(spec), this.memoryBound(spec));
     try {
       await runner.ready(START_TIMEOUT_MS);
@@ -214,13 +214,18 @@ export class LocalSandboxDriver implements SandboxDriver {
   }
 
   /**
-   * The runner's own: its script, and what it needs to give each command a
-   * pid and mount namespace of its own (runner.ts, CALL_NAMESPACE):
-   * CAP_SYS_ADMIN and CAP_SETPCAP in the sandbox's user namespace, which
-   * commands never have.
+   * The runner's own: its directory (the bundle alone), and what it needs to
+   * give each command a pid and mount namespace of its own
+   * (apps/sandbox-runner's ops/exec.ts, CALL_NAMESPACE): CAP_SYS_ADMIN and
+   * CAP_SETPCAP in the sandbox's user namespace, which commands never have.
    */
   private runnerArgs(): string[] {
-    return ['--ro-bind', dirname(this.options.runnerScript), RUNNER_DIR, '--cap-add', 'CAP_SYS_ADMIN', '--cap-add', 'CAP_SETPCAP', '--setenv', 'AILERON_RUNNER_ISOLATE', '1'];
+    return ['--ro-bind', dirname(this.options.runnerScript), RUNNER_DIR, '--cap-add', 'CAP_SYS_ADMIN', '--cap-add', 'CAP_SETPCAP', '--setenv', RUNNER_ISOLATE_ENV, '1'];
+  }
+
+  /** the runner as the sandbox sees it, where runnerArgs binds it */
+  private runnerCommand(): string[] {
+    return [this.nodeBinary, join(RUNNER_DIR, basename(this.options.runnerScript))];
   }
 
   /** What the sandbox's processes may use together (see sandboxMemoryMb for its memory). */
@@ -313,9 +318,9 @@ export class LocalSandboxDriver implements SandboxDriver {
     });
   }
 
-  /** The helper that spawns git (see git-helper.ts), started on first use and again if it died. */
+  /** The helper that spawns git (apps/git-helper), started on first use and again if it died. */
   private gitHelper(): GitHelper {
-    if (!this.helper?.alive) this.helper = new GitHelper(this.nodeBinary, join(dirname(this.options.runnerScript), '..', 'drivers', 'git-helper.js'));
+    if (!this.helper?.alive) this.helper = new GitHelper(this.nodeBinary, this.options.gitHelperScript ?? compiledGitHelperPath());
     return this.helper;
   }
 
@@ -334,15 +339,13 @@ export class LocalSandboxDriver implements SandboxDriver {
     return [
       this.bwrapPath,
       ...['--unshare-all', '--die-with-parent', '--new-session', '--cap-drop', 'ALL', '--clearenv'],
-      ...Object.entries(gitEnv(HISTORY)).flatMap(([name, value]) => ['--setenv', name, value]),
+      ...Object.entries(gitEnv(HISTORY_DIR)).flatMap(([name, value]) => ['--setenv', name, value]),
       ...systemRootArgs([]),
-      ...['--dev', '/dev', '--tmpfs', '/tmp', '--bind', this.paths(spec).git, HISTORY, '--chdir', HISTORY],
+      ...['--dev', '/dev', '--tmpfs', '/tmp', '--bind', this.paths(spec).git, HISTORY_DIR, '--chdir', HISTORY_DIR],
       ...(lent ? ['--ro-bind', lent, LENT_FILE] : []),
       '--',
       this.gitBinary,
-      ...GIT_SAFETY,
-      `--git-dir=${HISTORY}`,
-      ...args,
+      ...historyGitArgs(args),
     ];
   }
 
@@ -408,12 +411,6 @@ function throughDoor(args: string[], door: HostDoor): string[] {
   return args.map((arg, at) => (at > 0 && /^--(ro-|dev-)?bind(-try)?$/.test(args[at - 1]!) && (at < 2 || !/^--(ro-|dev-)?bind(-try)?$/.test(args[at - 2]!)) ? door.path(arg) : arg));
 }
 
-/** The history's info/attributes (see protocol.ts), written again at every start: they are ours, never the agent's. */
-function writeHistoryInfo(gitDir: string): void {
-  mkdirSync(join(gitDir, 'info'), { recursive: true });
-  writeFileSync(join(gitDir, 'info', 'attributes'), HISTORY_ATTRIBUTES);
-}
-
 
 async function buffered(stream: NodeJS.ReadableStream): Promise<Buffer> {
   const chunks: Buffer[] = [];
@@ -431,7 +428,7 @@ class GitHelper {
   constructor(node: string, script: string) {
     this.child = spawn(node, ['--max-old-space-size=64', script], { stdio: ['pipe', 'pipe', 'inherit'], env: { PATH: '/usr/bin:/bin' } });
     this.child.stdin!.on('error', () => undefined);
-    readMessages<{ id: number; code: number; stdout: string; stderr: string }>(
+    readMessages<GitHelperAnswer>(
       this.child.stdout!,
       (answer) => {
         this.pending.get(answer.id)?.({ code: answer.code, stdout: Buffer.from(answer.stdout, 'base64'), stderr: answer.stderr });
@@ -448,7 +445,7 @@ class GitHelper {
     this.child.on('error', () => undefined);
   }
 
-  run(request: { file: string; args: string[]; cwd: string; env: Record<string, string>; stdin?: string }): Promise<GitResult> {
+  run(request: Omit<GitHelperRequest, 'id'>): Promise<GitResult> {
     const id = this.nextId++;
     return new Promise((resolveRun) => {
       this.pending.set(id, resolveRun);

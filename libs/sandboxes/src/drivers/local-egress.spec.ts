@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { EGRESS_EXCEPT_V4, EGRESS_EXCEPT_V6 } from '@aileron/pool';
+import { EGRESS_EXCEPT_V4, EGRESS_EXCEPT_V6 } from '@aileron/net';
 import { egressRules } from './local-egress';
 
 describe('egressRules', () => {

@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { networkInterfaces } from 'node:os';
-import { EGRESS_EXCEPT_V4, EGRESS_EXCEPT_V6 } from '@aileron/pool';
+import { EGRESS_EXCEPT_V4, EGRESS_EXCEPT_V6 } from '@aileron/net';
 import { SandboxStartError } from './driver';
 
 /**

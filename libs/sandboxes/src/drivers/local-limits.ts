@@ -1,4 +1,4 @@
-import type { RunnerLimits, RunnerRequest } from '../runner/protocol';
+import type { RunnerLimits, RunnerRequest } from '../runner-protocol';
 import { RunnerError } from './driver';
 
 /** The uid and gid a sandbox's processes have inside it, whoever they are on the host: never 0. */

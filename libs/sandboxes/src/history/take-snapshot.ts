@@ -6,7 +6,7 @@
  */
 import { changesAgainst, type CommitChange, fastImportStream, inBatches, isTreeEntry, isTreePath, parseLsTree } from '../domain/snapshot-tree';
 import type { SandboxDriver, SandboxSpec } from '../drivers/driver';
-import type { TreeChange, TreeEntry } from '../runner/protocol';
+import type { TreeChange, TreeEntry } from '../runner-protocol';
 import { SNAPSHOT_REF } from '../source-import';
 
 /** the bytes one `blobs` request asks of the runner at most */

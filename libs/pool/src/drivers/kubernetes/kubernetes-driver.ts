@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { forbiddenVariables } from '@aileron/catalog';
 import { CoreV1Api, NetworkingV1Api, PatchStrategy, setHeaderOptions, type ConfigurationOptions, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import { apiRequestOptions, deleteIgnoringAbsent, describeApiError, exitReason, hasEnded, isApiStatus, PodNotReady, type PodWatch, watchDriverPods } from '@aileron/kubernetes';
 import { InstanceStartError, type InstanceDriver, type InstanceEndpoint, type InstanceSpec, type RunningInstance } from '../driver';
 import {
   INSTANCE_LABEL,
@@ -14,10 +15,7 @@ import {
   secretName,
   type ManifestOptions,
 } from './manifests';
-import { apiRequestOptions, deleteIgnoringAbsent, describeApiError, isApiStatus } from './kubernetes-api';
 import { PodInstance, type PodOwner } from './pod-instance';
-import { exitReason, hasEnded } from './pod-status';
-import { PodNotReady, PodWatch } from './pod-watch';
 
 export interface KubernetesDriverOptions {
   /** built by the caller: `loadFromCluster()` in a pod, else `loadFromDefault()` */
@@ -108,15 +106,15 @@ export class KubernetesDriver implements InstanceDriver, PodOwner {
       ...(options.egressExceptCidrs ? { egressExceptCidrs: options.egressExceptCidrs } : {}),
       ...(options.controlPlanePod ? { replica: this.replica(options) } : {}),
     };
-    this.pods = new PodWatch({
+    this.pods = watchDriverPods({
+      who: 'kubernetes pool',
       kubeConfig: options.kubeConfig,
+      core: this.core,
       namespace: this.namespace,
       labelSelector: MANAGED_BY_SELECTOR,
-      list: () => this.core.listNamespacedPod({ namespace: this.namespace, labelSelector: MANAGED_BY_SELECTOR }, this.requestOptions()),
+      requestTimeoutMs: this.requestTimeoutMs,
       retryIntervalMs: this.retryIntervalMs,
-      // once when the watch stops working and once when it recovers, not at every retry
-      failing: (error) => this.log(`kubernetes pool: could not watch pod status in namespace ${this.namespace}, retrying: ${describe(error, 'other')}`),
-      recovered: () => this.log(`kubernetes pool: watching pod status in namespace ${this.namespace} works again`),
+      log: this.log,
     });
     this.reaped = this.reap();
   }

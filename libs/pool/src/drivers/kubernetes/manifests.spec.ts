@@ -5,7 +5,8 @@ import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
 import { Pod, Secret } from 'kubernetes-models/v1';
 import { describe, expect, it } from 'vitest';
 import type { InstanceSpec } from '../driver';
-import { EGRESS_EXCEPT_V4, EGRESS_EXCEPT_V6, instanceManifests, type ManifestOptions } from './manifests';
+import { EGRESS_EXCEPT_V4, EGRESS_EXCEPT_V6 } from '@aileron/net';
+import { instanceManifests, type ManifestOptions } from './manifests';
 
 const CANARY = `canary-${randomBytes(12).toString('hex')}`;
 const TOKEN = randomBytes(32).toString('base64url');

@@ -1,14 +1,6 @@
 import { createHash } from 'node:crypto';
-import type {
-  V1NetworkPolicy,
-  V1NetworkPolicyEgressRule,
-  V1NetworkPolicyPeer,
-  V1OwnerReference,
-  V1Pod,
-  V1PodSecurityContext,
-  V1Secret,
-  V1SecurityContext,
-} from '@kubernetes/client-node';
+import type { V1NetworkPolicy, V1OwnerReference, V1Pod, V1Secret } from '@kubernetes/client-node';
+import { controlPlanePeer, egressRules, POD_UID, restrictedContainerSecurityContext, restrictedPodSecurityContext } from '@aileron/kubernetes';
 import type { InstanceSpec } from '../driver';
 
 /**
@@ -25,12 +17,10 @@ import type { InstanceSpec } from '../driver';
  * and `run.args`.
  */
 
-export const RUN_AS = 10001;
+export const RUN_AS = POD_UID;
 export const HOME = '/home/mcp';
 export const TOKEN_ENV = 'AILERON_BRIDGE_TOKEN';
 export const CONTAINER = 'mcp';
-/** Control-plane pods carry this label; they alone may open connections to an instance. */
-export const CONTROL_PLANE_SELECTOR = { 'app.kubernetes.io/name': 'aileron-control-plane' } as const;
 export const MANAGED_BY = { 'app.kubernetes.io/managed-by': 'aileron' } as const;
 /** `MANAGED_BY` as a list call's label selector. */
 export const MANAGED_BY_SELECTOR = Object.entries(MANAGED_BY).map(([key, value]) => `${key}=${value}`).join(',');
@@ -185,74 +175,14 @@ export function podManifest(spec: InstanceSpec, options: ManifestOptions): V1Pod
   };
 }
 
-/** A pod as the `restricted` Pod Security Standard wants it: not root (RUN_AS), the runtime's seccomp profile. */
-export function restrictedPodSecurityContext(): V1PodSecurityContext {
-  return {
-    runAsNonRoot: true,
-    runAsUser: RUN_AS,
-    runAsGroup: RUN_AS,
-    fsGroup: RUN_AS,
-    seccompProfile: { type: 'RuntimeDefault' },
-  };
-}
-
-/** A container that cannot gain privileges, holds no capabilities and cannot change its own image's files. */
-export function restrictedContainerSecurityContext(): V1SecurityContext {
-  return {
-    allowPrivilegeEscalation: false,
-    readOnlyRootFilesystem: true,
-    runAsNonRoot: true,
-    capabilities: { drop: ['ALL'] },
-  };
-}
-
 /**
- * What an instance may reach: the public internet and the cluster's DNS, never
- * the cluster itself (other tenants, the API server, the control plane's
- * database), the node, link-local or the cloud metadata service. A server is
- * tenant code; without an egress policy it could reach everything the pod's
- * network does.
+ * Only the control plane may connect, and only to the MCP port: not other
+ * tenants' instances, not anything else in the cluster. An instance may reach
+ * the public internet and the cluster's DNS, never the cluster itself (other
+ * tenants, the API server, the control plane's database), the node,
+ * link-local or the cloud metadata service: a server is tenant code, and
+ * without an egress policy it could reach everything the pod's network does.
  */
-export const EGRESS_EXCEPT_V4 = ['0.0.0.0/8', '10.0.0.0/8', '100.64.0.0/10', '127.0.0.0/8', '169.254.0.0/16', '172.16.0.0/12', '192.0.0.0/24', '192.168.0.0/16', '198.18.0.0/15', '224.0.0.0/4', '240.0.0.0/4'];
-export const EGRESS_EXCEPT_V6 = ['::1/128', '::ffff:0:0/96', '64:ff9b::/96', 'fc00::/7', 'fe80::/10', 'ff00::/8'];
-
-/**
- * The egress rules of a pod that may reach the internet (EGRESS_EXCEPT_V4/V6 and
- * `exceptCidrs` say what not), the cluster's DNS and the ranges allowed besides.
- * A cluster whose pods or services have global IPv6 addresses must name those
- * ranges in `exceptCidrs`: to the rules above they are the public internet.
- */
-export function egressRules(allowCidrs: readonly string[] = [], exceptCidrs: readonly string[] = []): V1NetworkPolicyEgressRule[] {
-  // an ipBlock's except must lie inside its cidr: each extra range goes to its own family's block
-  const v6 = (cidr: string): boolean => cidr.includes(':');
-  return [
-    {
-      // DNS, to the cluster's resolver only
-      to: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } }, podSelector: { matchLabels: { 'k8s-app': 'kube-dns' } } }],
-      ports: [
-        { protocol: 'UDP', port: 53 },
-        { protocol: 'TCP', port: 53 },
-      ],
-    },
-    {
-      to: [
-        { ipBlock: { cidr: '0.0.0.0/0', except: [...EGRESS_EXCEPT_V4, ...exceptCidrs.filter((cidr) => !v6(cidr))] } },
-        { ipBlock: { cidr: '::/0', except: [...EGRESS_EXCEPT_V6, ...exceptCidrs.filter(v6)] } },
-      ],
-    },
-    ...(allowCidrs.length > 0 ? [{ to: allowCidrs.map((cidr) => ({ ipBlock: { cidr } })) }] : []),
-  ];
-}
-
-/** The control plane's pods, as an ingress rule's peer: in `namespace`, or in `controlPlaneNamespace` when that is another. */
-export function controlPlanePeer(namespace: string, controlPlaneNamespace?: string): V1NetworkPolicyPeer {
-  return {
-    podSelector: { matchLabels: { ...CONTROL_PLANE_SELECTOR } },
-    ...(controlPlaneNamespace && controlPlaneNamespace !== namespace ? { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': controlPlaneNamespace } } } : {}),
-  };
-}
-
-/** Only the control plane may connect, and only to the MCP port: not other tenants' instances, not anything else in the cluster. */
 export function networkPolicyManifest(spec: InstanceSpec, options: ManifestOptions): V1NetworkPolicy {
   return {
     apiVersion: 'networking.k8s.io/v1',

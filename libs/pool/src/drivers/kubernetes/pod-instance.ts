@@ -1,7 +1,7 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import type { InstanceEndpoint, InstanceExit, RunningInstance } from '../driver';
 import { podName } from './manifests';
-import { isReady } from './pod-status';
+import { isReady } from '@aileron/kubernetes';
 
 /** What an instance needs of the driver that started it. */
 export interface PodOwner {

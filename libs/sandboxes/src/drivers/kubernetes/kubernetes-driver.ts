@@ -3,9 +3,9 @@ import { createReadStream, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { projectRoot } from '@aileron/config';
-import { apiRequestOptions, deleteIgnoringAbsent, describeApiError, exitReason, hasEnded, isApiStatus, PodNotReady, PodWatch } from '@aileron/pool';
+import { apiRequestOptions, deleteIgnoringAbsent, describeApiError, exitReason, hasEnded, isApiStatus, PodNotReady, type PodWatch, watchDriverPods } from '@aileron/kubernetes';
 import { CoreV1Api, NetworkingV1Api, type ConfigurationOptions, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
-import { HISTORY_DIR, type RunnerOp, type RunnerRequest, type RunnerResult } from '../../runner/protocol';
+import { HISTORY_DIR, type RunnerOp, type RunnerRequest, type RunnerResult } from '../../runner-protocol';
 import { type GitResult, RunnerError, type SandboxDriver, type SandboxRunner, type SandboxSpec, SandboxSourceError, SandboxStartError } from '../driver';
 import { SNAPSHOT_BRANCH } from '../local-driver';
 import {
@@ -132,14 +132,15 @@ export class KubernetesSandboxDriver implements SandboxDriver {
       ...(options.egressAllowCidrs ? { egressAllowCidrs: options.egressAllowCidrs } : {}),
       ...(options.egressExceptCidrs ? { egressExceptCidrs: options.egressExceptCidrs } : {}),
     };
-    this.pods = new PodWatch({
+    this.pods = watchDriverPods({
+      who: 'kubernetes sandboxes',
       kubeConfig: options.kubeConfig,
+      core: this.core,
       namespace: this.namespace,
       labelSelector: SANDBOX_SELECTOR,
-      list: () => this.core.listNamespacedPod({ namespace: this.namespace, labelSelector: SANDBOX_SELECTOR }, this.requestOptions()),
+      requestTimeoutMs: this.requestTimeoutMs,
       retryIntervalMs: this.retryIntervalMs,
-      failing: (error) => this.log(`kubernetes sandboxes: could not watch pod status in namespace ${this.namespace}, retrying: ${describeApiError(error, 'other')}`),
-      recovered: () => this.log(`kubernetes sandboxes: watching pod status in namespace ${this.namespace} works again`),
+      log: this.log,
     });
   }
 

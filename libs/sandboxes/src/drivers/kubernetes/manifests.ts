@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
-import { controlPlanePeer, egressRules, restrictedContainerSecurityContext, restrictedPodSecurityContext } from '@aileron/pool';
 import type { V1Container, V1EnvVar, V1NetworkPolicy, V1ObjectMeta, V1PersistentVolumeClaim, V1Pod, V1ResourceRequirements, V1Secret } from '@kubernetes/client-node';
-import { HISTORY_DIR, RUNNER_TOKEN_ENV, SANDBOX_WORKDIR } from '../../runner/protocol';
+import { controlPlanePeer, egressRules, restrictedContainerSecurityContext, restrictedPodSecurityContext } from '@aileron/kubernetes';
+import { HISTORY_DIR, RUNNER_TOKEN_ENV, SANDBOX_WORKDIR } from '../../runner-protocol';
 import type { SandboxSpec } from '../driver';
 
 /**
@@ -31,7 +31,7 @@ import type { SandboxSpec } from '../driver';
 export const SANDBOX_CONTAINER = 'sandbox';
 export const HISTORY_CONTAINER = 'history';
 export const RUNNER_PATH = '/opt/aileron/runner.js';
-/** the home of the image's user (uid 10001, as the pool's pods run) */
+/** the home of the image's user (POD_UID, as every pod of ours runs) */
 export const SANDBOX_HOME = '/home/agent';
 export const SANDBOX_LABEL = 'ai.aileron/sandbox';
 export const WORKSPACE_LABEL = 'ai.aileron/workspace';
@@ -62,7 +62,7 @@ export interface SandboxManifestOptions {
   controlPlaneNamespace?: string;
   /** private ranges an `egress` sandbox may reach besides the public internet */
   egressAllowCidrs?: string[];
-  /** public ranges it must not reach besides the private ones (the pool's egressRules) */
+  /** public ranges it must not reach besides the private ones (egressRules, as for the pool's pods) */
   egressExceptCidrs?: string[];
 }
 
@@ -176,7 +176,7 @@ export function secretManifest(spec: SandboxSpec, tokens: RunnerTokens, options:
 /**
  * Only the control plane may connect, and only to the runners. `none`: no
  * egress at all, not even DNS; `egress`: the public internet and the
- * cluster's DNS, never the cluster itself (the pool's rules). A pod's
+ * cluster's DNS, never the cluster itself (egressRules, as the pool's pods). A pod's
  * containers talk over its loopback, which no NetworkPolicy governs: the
  * history runner's token guards it there.
  */

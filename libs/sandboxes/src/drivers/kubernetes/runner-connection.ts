@@ -1,5 +1,5 @@
 import { connect, type Socket } from 'node:net';
-import type { RunnerAnswer, RunnerChunk, RunnerOp, RunnerRequest, RunnerResult } from '../../runner/protocol';
+import type { RunnerAnswer, RunnerChunk, RunnerOp, RunnerRequest, RunnerResult } from '../../runner-protocol';
 import { RunnerError } from '../driver';
 import { readMessages } from '../frames';
 

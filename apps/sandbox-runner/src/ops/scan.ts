@@ -10,12 +10,11 @@
  * against that commit answers only the changes; files whose inode, size,
  * times and mode are those it hashed before are not read again.
  */
-import { createHash } from 'node:crypto';
-import { type BigIntStats, constants, promises as fs } from 'node:fs';
+import { type BigIntStats, constants, type Dirent, promises as fs } from 'node:fs';
 import { join } from 'node:path';
 import ignore, { type Ignore } from 'ignore';
-import { Failure } from './failure';
-import type { RunnerResults, ScanResult, TreeChange, TreeEntry, TreeMode } from './protocol';
+import { blobId, type RunnerResults, type ScanResult, type TreeChange, type TreeEntry, type TreeMode } from '@aileron/sandboxes/runner-protocol';
+import { Failure } from '../failure';
 
 /** a file larger than this is left out of snapshots, and named in the snapshot's record */
 export const MAX_SNAPSHOT_FILE_BYTES = 64 * 1024 * 1024;
@@ -83,7 +82,7 @@ export class TreeScanner {
     const skipped: string[] = [];
     const cached = (path: string): Known | undefined => this.pending?.get(path) ?? this.adopted?.tree.get(path);
     const visit = async (dir: string, rules: IgnoreRules[]): Promise<void> => {
-      let names: import('node:fs').Dirent[];
+      let names: Dirent[];
       try {
         names = await fs.readdir(dir ? join(this.root, dir) : this.root, { withFileTypes: true });
       } catch {
@@ -146,11 +145,6 @@ function changesBetween(before: Tree, after: Tree): TreeChange[] {
   }
   for (const path of before.keys()) if (!after.has(path)) changes.push({ path, deleted: true });
   return changes;
-}
-
-/** git's id of a blob of these bytes */
-export function blobId(bytes: Buffer): string {
-  return createHash('sha1').update(`blob ${bytes.length}\0`).update(bytes).digest('hex');
 }
 
 function stampOf(stat: BigIntStats): string {

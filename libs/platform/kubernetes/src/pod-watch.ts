@@ -1,5 +1,5 @@
-import { ADD, DELETE, ERROR, ListWatch, UPDATE, Watch, type KubeConfig, type V1Pod, type V1PodList } from '@kubernetes/client-node';
-import { describeApiError } from './kubernetes-api';
+import { ADD, DELETE, ERROR, ListWatch, UPDATE, Watch, type CoreV1Api, type KubeConfig, type V1Pod, type V1PodList } from '@kubernetes/client-node';
+import { apiRequestOptions, describeApiError } from './kubernetes-api';
 import { exitReason, hasEnded, hopelessReason, isReady, pendingReason } from './pod-status';
 
 export interface PodWatchOptions {
@@ -175,6 +175,34 @@ export class PodWatch {
     // the driver's close() ends the watch; a pending retry must not hold the process open
     this.retryTimer.unref();
   }
+}
+
+/**
+ * The watch of a driver's own pods (`labelSelector` in `namespace`), its LIST
+ * bounded like every API call, and its outage logged once when the watch
+ * stops working and once when it works again, not at every retry; `who`
+ * names the driver in those lines ("kubernetes pool").
+ */
+export function watchDriverPods(options: {
+  who: string;
+  kubeConfig: KubeConfig;
+  core: CoreV1Api;
+  namespace: string;
+  labelSelector: string;
+  requestTimeoutMs: number;
+  retryIntervalMs: number;
+  log: (line: string) => void;
+}): PodWatch {
+  const { who, namespace, labelSelector, log } = options;
+  return new PodWatch({
+    kubeConfig: options.kubeConfig,
+    namespace,
+    labelSelector,
+    list: () => options.core.listNamespacedPod({ namespace, labelSelector }, apiRequestOptions(options.requestTimeoutMs)),
+    retryIntervalMs: options.retryIntervalMs,
+    failing: (error) => log(`${who}: could not watch pod status in namespace ${namespace}, retrying: ${describeApiError(error, 'other')}`),
+    recovered: () => log(`${who}: watching pod status in namespace ${namespace} works again`),
+  });
 }
 
 /** Told each state of a pod the watch sees: `pod` undefined once deleted, `object` the pod the news is of. */

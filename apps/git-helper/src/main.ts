@@ -4,25 +4,17 @@
  * costs tens of milliseconds each time; from this one it costs about one.
  * Snapshots run several git commands per change, so they go through here.
  *
- * One JSON request per line on stdin: {id, file, args, cwd, env, stdin?}
- * (stdin base64); one answer per line: {id, code, stdout (base64), stderr}.
- * Node built-ins only: it runs from the build output.
+ * One GitHelperRequest per line on stdin, one GitHelperAnswer per line on
+ * stdout (@aileron/sandboxes/runner-protocol). Bundled into one file with
+ * nothing but Node's built-ins (scripts/build-bundles.mjs).
  */
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
-
-interface Request {
-  id: number;
-  file: string;
-  args: string[];
-  cwd: string;
-  env: Record<string, string>;
-  stdin?: string;
-}
+import type { GitHelperAnswer, GitHelperRequest } from '@aileron/sandboxes/runner-protocol';
 
 const lines = createInterface({ input: process.stdin, crlfDelay: Infinity });
 lines.on('line', (line) => {
-  const request = JSON.parse(line) as Request;
+  const request = JSON.parse(line) as GitHelperRequest;
   const child = spawn(request.file, request.args, { cwd: request.cwd, env: request.env, stdio: ['pipe', 'pipe', 'pipe'] });
   const stdout: Buffer[] = [];
   let stderr = '';
@@ -30,8 +22,10 @@ lines.on('line', (line) => {
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
   child.stdin.on('error', () => undefined);
   child.stdin.end(request.stdin ? Buffer.from(request.stdin, 'base64') : undefined);
-  const answer = (code: number, error?: string): void =>
-    void process.stdout.write(`${JSON.stringify({ id: request.id, code, stdout: Buffer.concat(stdout).toString('base64'), stderr: error ?? stderr })}\n`);
+  const answer = (code: number, error?: string): void => {
+    const message: GitHelperAnswer = { id: request.id, code, stdout: Buffer.concat(stdout).toString('base64'), stderr: error ?? stderr };
+    process.stdout.write(`${JSON.stringify(message)}\n`);
+  };
   child.on('error', (error) => answer(127, error.message));
   child.on('close', (code) => answer(code ?? 1));
 });

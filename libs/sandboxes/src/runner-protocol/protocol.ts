@@ -1,3 +1,5 @@
+import { createHash } from 'node:crypto';
+
 /**
  * What the control plane asks of a sandbox's runner, the one process of ours
  * inside the sandbox: every file operation and command runs there, in the
@@ -96,6 +98,11 @@ export interface TreeEntry {
   size: number;
 }
 
+/** git's id of a blob of these bytes (a TreeEntry's `sha`): the runner hashes /src with it, and the history stores what has it */
+export function blobId(bytes: Buffer): string {
+  return createHash('sha1').update(`blob ${bytes.length}\0`).update(bytes).digest('hex');
+}
+
 /** A change since the adopted base: an entry now (with the blob id it had, if any), or a path that is gone. */
 export type TreeChange = (TreeEntry & { before: string | null }) | { path: string; deleted: true };
 
@@ -147,18 +154,33 @@ export type RunnerInput = RunnerChunk | { id: number; end: true };
  */
 export type RunnerRole = 'sandbox' | 'history';
 export const RUNNER_TOKEN_ENV = 'AILERON_RUNNER_TOKEN';
+/** What the runner's ping reports as its version: the image's AILERON_MCP_VERSION, which the Kubernetes driver compares with its own */
 export const RUNNER_VERSION_ENV = 'AILERON_MCP_VERSION';
+/** Set to `1` by the local driver, which lets the runner give each command a pid and mount namespace of its own (see the runner's ops/exec.ts). */
+export const RUNNER_ISOLATE_ENV = 'AILERON_RUNNER_ISOLATE';
 /** Where the history role finds the git directory. */
 export const HISTORY_DIR = '/history';
 
-/**
- * The history's `info/attributes`, written when it is initialised: the
- * work tree of an imported bundle is written from `git archive`, which
- * would leave out `export-ignore` files and expand `export-subst` ones
- * (attributes of the bundle's own `.gitattributes`); these take precedence
- * over it, so /src gets the commit's files exactly. Nothing else reads them.
- */
-export const HISTORY_ATTRIBUTES = '# written by Aileron: a work tree written by git archive is the commit as it is\n* -export-ignore -export-subst\n';
-
 /** The workdir inside every sandbox: relative paths resolve against it. */
 export const SANDBOX_WORKDIR = '/src';
+
+/**
+ * The git helper's lines (the local driver's small process that spawns the
+ * history's gits, apps/git-helper): one request per line on its stdin, one
+ * answer per line on its stdout, by id. `stdin` and `stdout` are base64.
+ */
+export interface GitHelperRequest {
+  id: number;
+  file: string;
+  args: string[];
+  cwd: string;
+  env: Record<string, string>;
+  stdin?: string;
+}
+
+export interface GitHelperAnswer {
+  id: number;
+  code: number;
+  stdout: string;
+  stderr: string;
+}

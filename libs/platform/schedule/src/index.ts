@@ -1,0 +1,2 @@
+export { PeriodicTask } from './periodic-task';
+export type { PeriodicTaskOptions, TaskLogger } from './periodic-task';
