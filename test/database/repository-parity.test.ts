@@ -49,6 +49,8 @@ const PAST = new Date('2001-01-01T00:00:00.000Z');
 /** a "now" for methods that take one, between PAST and FUTURE */
 const THEN = new Date('2030-06-01T12:00:00.000Z');
 const at = (seconds: number): Date => new Date(THEN.getTime() + seconds * 1000);
+/** a first page, long enough for every row a case makes */
+const PAGE = { take: 10 };
 const uuid = (n: number): string => `00000000-0000-4000-8000-${String(n).padStart(12, '0')}`;
 const hash = (label: string): string => label.padEnd(64, '0');
 
@@ -205,7 +207,7 @@ parity('TenancyRepository', 'createWorkspace', async (s) => {
   s.w.ws2 = SystemScopes.workspace(s.w.orgId, { id: two!.id, slug: two!.slug });
   return answers;
 });
-parity('TenancyRepository', 'listWorkspaces', (s) => repo(s, 'TenancyRepository').listWorkspaces(s.w.org));
+parity('TenancyRepository', 'listWorkspaces', (s) => repo(s, 'TenancyRepository').listWorkspaces(s.w.org, {}, PAGE));
 parity('TenancyRepository', 'findWorkspaceBySlug', async (s) => [
   await repo(s, 'TenancyRepository').findWorkspaceBySlug(s.w.org, 'two'),
   await repo(s, 'TenancyRepository').findWorkspaceBySlug(s.w.org, 'three'),
@@ -224,7 +226,7 @@ parity('TenancyRepository', 'createUser', async (s) => {
   [s.w.ada, s.w.bob, s.w.carol] = (answers as { id: string }[]).map((u) => u.id);
   return answers;
 });
-parity('TenancyRepository', 'listUsers', (s) => repo(s, 'TenancyRepository').listUsers(s.w.org));
+parity('TenancyRepository', 'listUsers', (s) => repo(s, 'TenancyRepository').listUsers(s.w.org, PAGE));
 parity('TenancyRepository', 'findUser', async (s) => [
   await repo(s, 'TenancyRepository').findUser(s.w.org, s.w.ada),
   await repo(s, 'TenancyRepository').findUser(s.w.orgB, s.w.ada),
@@ -240,7 +242,7 @@ parity('TenancyRepository', 'putMember', async (s) => {
     () => tx(s, (x) => t.putMember(s.w.ws, s.w.carol, 'member', x)),
   );
 });
-parity('TenancyRepository', 'listMembers', (s) => repo(s, 'TenancyRepository').listMembers(s.w.ws));
+parity('TenancyRepository', 'listMembers', (s) => repo(s, 'TenancyRepository').listMembers(s.w.ws, PAGE));
 parity('TenancyRepository', 'lockMember', (s) =>
   tx(s, async (x) => [
     await repo(s, 'TenancyRepository').lockMember(s.w.ws, s.w.ada, x),
@@ -252,7 +254,7 @@ parity('TenancyRepository', 'deleteMember', async (s) => {
   return [
     await tx(s, (x) => t.deleteMember(s.w.ws, s.w.carol, x)),
     await tx(s, (x) => t.deleteMember(s.w.ws, s.w.carol, x)),
-    await t.listMembers(s.w.ws),
+    await t.listMembers(s.w.ws, PAGE),
   ];
 });
 const IDENTITY_PROVIDER = {
@@ -361,8 +363,8 @@ parity('AuthRepository', 'touchToken', async (s) => {
   ];
 });
 parity('AuthRepository', 'listTokens', async (s) => [
-  await repo(s, 'AuthRepository').listTokens(s.w.org, {}),
-  await repo(s, 'AuthRepository').listTokens(s.w.org, { workspaceId: s.w.ws.workspaceId }),
+  await repo(s, 'AuthRepository').listTokens(s.w.org, {}, PAGE),
+  await repo(s, 'AuthRepository').listTokens(s.w.org, { workspaceId: s.w.ws.workspaceId }, PAGE),
 ]);
 parity('AuthRepository', 'revokeToken', async (s) => {
   const a = repo(s, 'AuthRepository');
@@ -436,7 +438,7 @@ parity('AuthRepository', 'upsertUserFromIdentity', async (s) => {
     ),
   ];
   s.w.dana = (answers[0] as { id: string }).id;
-  return [answers, await repo(s, 'TenancyRepository').listUsers(s.w.org)];
+  return [answers, await repo(s, 'TenancyRepository').listUsers(s.w.org, PAGE)];
 });
 parity('AuthRepository', 'createLoginSession', async (s) => {
   const a = repo(s, 'AuthRepository');
@@ -517,7 +519,7 @@ parity('CatalogRepository', 'createVersion', async (s) => {
   );
 });
 parity('CatalogRepository', 'listEntries', async (s) => {
-  const entries = (await repo(s, 'CatalogRepository').listEntries(s.w.org)) as { versions: { version: string }[] }[];
+  const entries = (await repo(s, 'CatalogRepository').listEntries(s.w.org, PAGE)) as { versions: { version: string }[] }[];
   // versions come in no promised order
   return entries.map((e) => ({ ...e, versions: by(e.versions, (v) => v.version) }));
 });
@@ -681,8 +683,8 @@ parity('GatewayRepository', 'touchGateway', async (s) => {
   return ((await repo(s, 'GatewayRepository').findGateway(s.w.ws, s.w.gateway)) as { lastSeenAt: Date }).lastSeenAt;
 });
 parity('GatewayRepository', 'listGateways', async (s) => [
-  await repo(s, 'GatewayRepository').listGateways(s.w.ws),
-  await repo(s, 'GatewayRepository').listGateways(s.w.ws2),
+  await repo(s, 'GatewayRepository').listGateways(s.w.ws, PAGE),
+  await repo(s, 'GatewayRepository').listGateways(s.w.ws2, PAGE),
 ]);
 parity('GatewayRepository', 'findGateway', async (s) => [
   await tx(s, (x) => repo(s, 'GatewayRepository').findGateway(s.w.ws, s.w.gateway, x)),
@@ -877,7 +879,7 @@ parity('SandboxesRepository', 'byName', async (s) => [
   await repo(s, 'SandboxesRepository').byName(s.w.ws, 'egress-box'),
   await repo(s, 'SandboxesRepository').byName(s.w.ws2, 'box'),
 ]);
-parity('SandboxesRepository', 'list', (s) => repo(s, 'SandboxesRepository').list(s.w.ws));
+parity('SandboxesRepository', 'list', (s) => repo(s, 'SandboxesRepository').list(s.w.ws, PAGE));
 parity('SandboxesRepository', 'any', async (s) => [
   await repo(s, 'SandboxesRepository').any(s.w.ws),
   await repo(s, 'SandboxesRepository').any(s.w.ws2),
@@ -885,7 +887,7 @@ parity('SandboxesRepository', 'any', async (s) => [
 parity('SandboxesRepository', 'setSource', async (s) => {
   await repo(s, 'SandboxesRepository').setSource(s.w.ws, s.w.box, 'tar.gz');
   await repo(s, 'SandboxesRepository').setSource(s.w.ws2, s.w.box2, 'git-bundle');
-  return repo(s, 'SandboxesRepository').list(s.w.ws);
+  return repo(s, 'SandboxesRepository').list(s.w.ws, PAGE);
 });
 parity('SandboxesRepository', 'touch', async (s) => {
   await repo(s, 'SandboxesRepository').touch(s.w.ws, s.w.box, at(300));
@@ -924,8 +926,8 @@ parity('SandboxesRepository', 'addSnapshot', async (s) => {
   );
 });
 parity('SandboxesRepository', 'snapshots', async (s) => [
-  await repo(s, 'SandboxesRepository').snapshots(s.w.ws, s.w.box, 10),
-  await repo(s, 'SandboxesRepository').snapshots(s.w.ws, s.w.box, 1),
+  await repo(s, 'SandboxesRepository').snapshots(s.w.ws, s.w.box, PAGE),
+  await repo(s, 'SandboxesRepository').snapshots(s.w.ws, s.w.box, { take: 1 }),
 ]);
 parity('SandboxesRepository', 'snapshot', async (s) => [
   await repo(s, 'SandboxesRepository').snapshot(s.w.ws, s.w.box, 'a'.repeat(40)),
@@ -957,7 +959,7 @@ parity('SandboxesRepository', 'remove', async (s) => {
     await tx(s, (x) => b.remove(s.w.ws2, s.w.box2, x)),
     await tx(s, (x) => b.remove(s.w.ws, s.w.box2, x)),
     await tx(s, (x) => b.remove(s.w.ws, s.w.box2, x)),
-    await b.list(s.w.ws),
+    await b.list(s.w.ws, PAGE),
   ];
 });
 
@@ -1022,8 +1024,8 @@ parity('PolicyRepository', 'get', async (s) => [
   await repo(s, 'PolicyRepository').get(s.w.ws, 7),
 ]);
 parity('PolicyRepository', 'list', async (s) => [
-  await repo(s, 'PolicyRepository').list(s.w.ws, { limit: 10 }),
-  await repo(s, 'PolicyRepository').list(s.w.ws, { before: 3, limit: 1 }),
+  await repo(s, 'PolicyRepository').list(s.w.ws, PAGE),
+  await repo(s, 'PolicyRepository').list(s.w.ws, { after: 3, take: 1 }),
 ]);
 
 // ---- audit chains and sinks
@@ -1195,8 +1197,8 @@ parity('AuditSinksRepository', 'create', async (s) =>
   ),
 );
 parity('AuditSinksRepository', 'list', async (s) => [
-  await repo(s, 'AuditSinksRepository').list(s.w.org),
-  await repo(s, 'AuditSinksRepository').list(s.w.orgB),
+  await repo(s, 'AuditSinksRepository').list(s.w.org, PAGE),
+  await repo(s, 'AuditSinksRepository').list(s.w.orgB, PAGE),
 ]);
 parity('AuditSinksRepository', 'get', async (s) => [
   await repo(s, 'AuditSinksRepository').get(s.w.org, SINK),
@@ -1295,10 +1297,10 @@ parity('VaultRepository', 'metadata', async (s) => [
 parity('VaultRepository', 'list', async (s) => {
   const v = repo(s, 'VaultRepository');
   return [
-    await v.list(s.w.ws, { limit: 10 }),
-    await v.list(s.w.ws, { prefix: 'db/', limit: 10 }),
-    await v.list(s.w.ws, { after: 'db/password', limit: 1 }),
-    await v.list(s.w.ws, { prefix: 'db/', after: 'db/password', limit: 10 }),
+    await v.list(s.w.ws, {}, PAGE),
+    await v.list(s.w.ws, { prefix: 'db/' }, PAGE),
+    await v.list(s.w.ws, {}, { after: 'db/password', take: 1 }),
+    await v.list(s.w.ws, { prefix: 'db/' }, { after: 'db/password', take: 10 }),
   ];
 });
 parity('VaultRepository', 'version', async (s) => {
@@ -1345,7 +1347,7 @@ parity('VaultRepository', 'delete', async (s) => {
     await tx(s, (x) => v.delete(s.w.ws, 'db/user', x)),
     await tx(s, (x) => v.delete(s.w.ws, 'db/user', x)),
     await v.version(s.w.ws, 'db/user', null),
-    await v.list(s.w.ws, { limit: 10 }),
+    await v.list(s.w.ws, {}, PAGE),
   ];
 });
 parity('VaultRepository', 'allKeys', async (s) =>
@@ -1469,15 +1471,16 @@ parity('ApprovalsRepository', 'consume', async (s) => {
 });
 parity('ApprovalsRepository', 'list', async (s) => {
   const a = repo(s, 'ApprovalsRepository');
-  const ids = async (filter: Record<string, unknown>) =>
-    ((await a.list(s.w.ws, { limit: 10, ...filter })) as { id: string }[]).map((r) => r.id);
+  const ids = async (filter: Record<string, unknown>, page: object = PAGE) =>
+    ((await a.list(s.w.ws, filter, page)) as { id: string }[]).map((r) => r.id);
+  const all = (await a.list(s.w.ws, {}, PAGE)) as { createdAt: Date; id: string }[];
   return [
-    await a.list(s.w.ws, { limit: 10 }),
+    all,
     await ids({ status: 'pending' }),
     await ids({ status: 'expired' }),
     await ids({ status: 'approved' }),
-    await ids({ before: PAST }),
-    await ids({ limit: 1 }),
+    await ids({}, { after: { createdAt: all[0]!.createdAt, id: all[0]!.id }, take: 10 }),
+    await ids({}, { take: 1 }),
   ];
 });
 parity('ApprovalsRepository', 'lockExpired', (s) =>
@@ -1634,13 +1637,13 @@ parity('SessionsRepository', 'get', async (s) => [
 ]);
 parity('SessionsRepository', 'list', async (s) => {
   const r = repo(s, 'SessionsRepository');
-  const ids = async (filter: Record<string, unknown>) =>
-    ((await r.list(s.w.ws, { limit: 10, live: false, ...filter }, THEN)) as { id: string }[]).map((x) => x.id);
+  const ids = async (filter: Record<string, unknown>, page: object = PAGE) =>
+    ((await r.list(s.w.ws, { live: false, ...filter }, page, THEN)) as { id: string }[]).map((x) => x.id);
   return [
-    await r.list(s.w.ws, { live: true, limit: 10 }, THEN),
+    await r.list(s.w.ws, { live: true }, PAGE, THEN),
     await ids({}),
     await ids({ creator: `gateway:${uuid(311)}` }),
-    await ids({ limit: 1 }),
+    await ids({}, { take: 1 }),
     await ids({ creator: `user:${uuid(310)}` }),
   ];
 });
@@ -1833,8 +1836,8 @@ parity('WebhooksRepository', 'create', async (s) => {
   );
 });
 parity('WebhooksRepository', 'list', async (s) => [
-  await repo(s, 'WebhooksRepository').list(s.w.org),
-  await repo(s, 'WebhooksRepository').list(s.w.orgB),
+  await repo(s, 'WebhooksRepository').list(s.w.org, PAGE),
+  await repo(s, 'WebhooksRepository').list(s.w.orgB, PAGE),
 ]);
 parity('WebhooksRepository', 'get', async (s) => [
   await tx(s, (x) => repo(s, 'WebhooksRepository').get(s.w.org, HOOK2, x)),
@@ -1959,11 +1962,11 @@ parity('WebhooksRepository', 'markHealthy', async (s) => {
 });
 parity('WebhooksRepository', 'deliveries', async (s) => {
   const h = repo(s, 'WebhooksRepository');
-  const all = (await h.deliveries(s.w.org, HOOK, { limit: 10 })) as { createdAt: Date; id: string }[];
+  const all = (await h.deliveries(s.w.org, HOOK, PAGE)) as { createdAt: Date; id: string }[];
   return [
     all,
-    await h.deliveries(s.w.org, HOOK2, { limit: 10 }),
-    await h.deliveries(s.w.org, HOOK, { limit: 10, before: all[0] }),
+    await h.deliveries(s.w.org, HOOK2, PAGE),
+    await h.deliveries(s.w.org, HOOK, { after: { createdAt: all[0]!.createdAt, id: all[0]!.id }, take: 10 }),
   ];
 });
 parity('WebhooksRepository', 'delete', async (s) => {
