@@ -519,7 +519,9 @@ parity('CatalogRepository', 'createVersion', async (s) => {
   );
 });
 parity('CatalogRepository', 'listEntries', async (s) => {
-  const entries = (await repo(s, 'CatalogRepository').listEntries(s.w.org, PAGE)) as { versions: { version: string }[] }[];
+  const entries = (await repo(s, 'CatalogRepository').listEntries(s.w.org, PAGE)) as {
+    versions: { version: string }[];
+  }[];
   // versions come in no promised order
   return entries.map((e) => ({ ...e, versions: by(e.versions, (v) => v.version) }));
 });
