@@ -14,7 +14,12 @@ const alias = Object.entries(paths)
 const plugins = [swc.vite({ module: { type: 'es6' }, jsc: { target: 'es2022', parser: { syntax: 'typescript', decorators: true }, transform: { legacyDecorator: true, decoratorMetadata: true } } })];
 
 function project(name: string, test: NonNullable<TestProjectInlineConfiguration['test']>): TestProjectInlineConfiguration {
-  return { plugins, resolve: { alias }, test: { name, testTimeout: 60_000, hookTimeout: 120_000, pool: 'forks', ...test } };
+  return {
+    plugins,
+    resolve: { alias },
+    // expect.poll waits for a condition, like test/support/eventually.ts: its 1 s default is a race on a loaded machine
+    test: { name, testTimeout: 60_000, hookTimeout: 120_000, pool: 'forks', expect: { poll: { timeout: 30_000 } }, ...test },
+  };
 }
 
 /**
