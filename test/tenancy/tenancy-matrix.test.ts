@@ -1,5 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ExecutionJournal } from '@aileron/pool';
+import { SandboxesService } from '@aileron/sandboxes';
 import { RouteCatalog, RouteDefinition } from '../../libs/platform/http/src';
 import { aCatalogServer, aGateway, aToken, aUser, aWorkspace, anOrganization } from '../support/builders';
 import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
@@ -108,7 +110,8 @@ describe('tenancy matrix', () => {
   }
 
   beforeAll(async () => {
-    cp = await startTestControlPlane('pglite');
+    // the fixture's execution records wait seconds for their batch: only the fixture's own wait below puts them in before the snapshots
+    cp = await startTestControlPlane('pglite', { AILERON_POOL_AUDIT_BATCH_MS: '5000' });
     routes = cp.cp.app.get(RouteCatalog).all();
     tables = await tenantTables(cp);
     // the schema has these at least; an empty or short list would make the snapshots prove nothing
@@ -148,6 +151,11 @@ describe('tenancy matrix', () => {
     const { client } = await connect(cp, cp.ownerToken, `/mcp/${ws.slug}/sandbox`);
     await client.callTool({ name: 'write', arguments: { sandbox: 'target-box', path: 'target.txt', content: 'target-sandbox-file' } });
     await client.close();
+    // the write's snapshot and its execution records are written after it answered: in before the first snapshot of the tables
+    await cp.cp.app.get(SandboxesService).settledAll();
+    await cp.cp.app.get(ExecutionJournal).flush();
+    const written = await cp.request('GET', `/v1/workspaces/${ws.slug}/audit?type=execution.succeeded&tool=write`);
+    expect(written.body.events, written.text).toHaveLength(1);
     const snapshots = await eventually('the target snapshot', async () => (await cp.request('GET', `/v1/workspaces/${ws.slug}/sandboxes/target-box/snapshots`)).body.snapshots?.[0]);
     Object.assign(target, {
       sandbox: 'target-box',
@@ -204,7 +212,7 @@ describe('tenancy matrix', () => {
         attacked.push(`${route.method} ${route.path}`);
       }
       expect(attacked.length).toBeGreaterThanOrEqual(8);
-    });
+    }, 180_000);
   }
 
   /**
