@@ -2,7 +2,8 @@ import { Inject, Injectable, Logger, OnApplicationBootstrap } from '@nestjs/comm
 import { decode, sign } from 'jsonwebtoken';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { UnauthenticatedError } from '@aileron/errors';
-import { InstallationKeys, newKey } from '@aileron/keys';
+import { InstallationKeys } from '@aileron/keys';
+import { newKey } from '@aileron/crypto';
 import { outboundPolicyOf } from '@aileron/net';
 import { audienceRefusal } from './domain/identity-provider';
 import { AuthRepository } from './auth.repository';

@@ -2,7 +2,7 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import * as oidc from 'openid-client';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { DomainError, ErrorCode, ValidationError } from '@aileron/errors';
-import { open, seal } from '@aileron/keys';
+import { open, seal } from '@aileron/crypto';
 import { outboundPolicyOf } from '@aileron/net';
 import {
   browserSignInIssuerProblem,
