@@ -278,7 +278,7 @@ class LocalInstance implements RunningInstance {
     }
     const groupAlive = () => pgid !== undefined && processesInGroup(pgid) > 0;
     const initAlive = () => this.sandboxInit !== undefined && processStartTime(this.sandboxInit.pid) === this.sandboxInit.start;
-    for (const deadline = Date.now() + REAP_TIMEOUT_MS; (groupAlive() || initAlive()) && Date.now() < deadline; ) {
+    for (const deadline = performance.now() + REAP_TIMEOUT_MS; (groupAlive() || initAlive()) && performance.now() < deadline; ) {
       await new Promise((wake) => setTimeout(wake, 5));
     }
   }
