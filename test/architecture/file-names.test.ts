@@ -17,7 +17,7 @@ const EXCEPTIONS: Record<string, string> = {
   'libs/platform/keys/src/root-keyring.ts':
     "the root keyring's key file (parse, load, prepend); LocalKeyProvider is one of them",
   'libs/sandboxes/src/drivers/local-limits.ts':
-    "a local sandbox's limits: constants, rlimit and tmpfs arguments, and its two bounds MemoryBound and SrcBound",
+    "a local sandbox's limits: constants, memory sizing, default limits, and its two bounds MemoryBound and SrcBound",
   'libs/sandboxes/src/domain/shell-rules/shell-errors.ts':
     "the shell rules' two errors, ShellSyntaxError and ShellRulesError",
   'apps/sandbox-runner/src/ops/scan.ts':

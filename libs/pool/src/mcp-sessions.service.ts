@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { BeforeApplicationShutdown, Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import { AccessService, describePrincipal, Principal, roleIn, StreamAccess, WorkspaceScope } from '@aileron/auth';
+import { Clock } from '@aileron/clock';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { KeyProvider, ROOT_KEYS } from '@aileron/keys';
 import { RedisService } from '@aileron/redis';
@@ -24,6 +25,7 @@ interface Entry {
   credential: Buffer;
   workspaceId: string;
   endpoint: string;
+  /** performance.now(): Redis expires the entry after a real TTL, whatever this process's Clock says */
   announcedAt: number;
 }
 
@@ -59,6 +61,7 @@ export class McpSessions implements OnApplicationBootstrap, BeforeApplicationShu
     /** MCP session id → the replica serving it, shared by every replica (server mode) */
     private readonly directory: RedisService,
     private readonly builtins: BuiltinServers,
+    private readonly clock: Clock,
   ) {
     this.directoryTtlSeconds = config.pool.idleSeconds * 2 + 60;
     // sessions opened while Redis was away are in no directory yet: other replicas learn of them now
@@ -71,7 +74,7 @@ export class McpSessions implements OnApplicationBootstrap, BeforeApplicationShu
       name: 'idle MCP session sweep',
       everyMs: Math.min(60_000, Math.max(500, idleMs / 4)),
       run: () => {
-        const now = Date.now();
+        const now = this.clock.now();
         for (const { session } of this.sessions.values()) if (!session.busy && now - session.lastActivity > idleMs) void session.close();
       },
       logger: this.logger,
@@ -196,7 +199,7 @@ export class McpSessions implements OnApplicationBootstrap, BeforeApplicationShu
         caller: principal,
         agentSessionId: principal.agentSession?.id ?? null,
       },
-      { allowedOrigins, load: this.load },
+      { allowedOrigins, load: this.load, clock: this.clock },
     );
     // a revoked token, gateway or membership ends the session (and its stream of server messages) at once, on every replica
     const release = this.streams.hold(
@@ -222,7 +225,7 @@ export class McpSessions implements OnApplicationBootstrap, BeforeApplicationShu
         credential: credentialDigest(credential),
         workspaceId: scope.workspaceId,
         endpoint: endpointKey(endpoint),
-        announcedAt: Date.now(),
+        announcedAt: performance.now(),
       });
       this.announce(id);
     };
@@ -242,8 +245,8 @@ export class McpSessions implements OnApplicationBootstrap, BeforeApplicationShu
   find(id: string, scope: WorkspaceScope, principal: Principal, endpoint: McpEndpoint, credential: string): McpSession | undefined {
     const entry = this.sessions.get(id);
     // a live session keeps its directory entry from expiring (one write per quarter of its lifetime)
-    if (entry && Date.now() - entry.announcedAt > (this.directoryTtlSeconds * 1000) / 4) {
-      entry.announcedAt = Date.now();
+    if (entry && performance.now() - entry.announcedAt > (this.directoryTtlSeconds * 1000) / 4) {
+      entry.announcedAt = performance.now();
       this.announce(id);
     }
     if (!entry || entry.owner !== describePrincipal(principal) || entry.workspaceId !== scope.workspaceId || entry.endpoint !== endpointKey(endpoint)) return undefined;
