@@ -1,0 +1,69 @@
+import { Alert, Button, Center, Group, Loader, Stack, Text, Title } from '@mantine/core';
+import type { InfiniteData, UseInfiniteQueryResult } from '@tanstack/react-query';
+import type { ReactNode } from 'react';
+import { ApiProblem } from '../api/client';
+
+export function PageTitle({ children, actions }: { children: ReactNode; actions?: ReactNode }) {
+  return (
+    <Group justify="space-between" mb="md">
+      <Title order={1} size="h2">
+        {children}
+      </Title>
+      {actions}
+    </Group>
+  );
+}
+
+export function Loading({ what }: { what: string }) {
+  return (
+    <Center p="xl" aria-live="polite">
+      <Loader size="sm" aria-label={`Loading ${what}`} />
+    </Center>
+  );
+}
+
+/** A query that failed: the problem's code and detail, as the API said them. */
+export function ErrorState({ error, retry }: { error: unknown; retry?: () => void }) {
+  const problem = error instanceof ApiProblem ? error : null;
+  return (
+    <Alert color="red" title={problem ? problem.code : 'Something went wrong'} role="alert">
+      <Stack gap="xs">
+        <Text size="sm">{problem ? problem.message : String(error)}</Text>
+        {retry && (
+          <Button size="xs" variant="light" color="red" onClick={retry} w="fit-content">
+            Try again
+          </Button>
+        )}
+      </Stack>
+    </Alert>
+  );
+}
+
+export function EmptyState({ title, children }: { title: string; children?: ReactNode }) {
+  return (
+    <Stack align="center" gap="xs" p="xl">
+      <Text fw={600}>{title}</Text>
+      {children && (
+        <Text c="dimmed" size="sm" ta="center">
+          {children}
+        </Text>
+      )}
+    </Stack>
+  );
+}
+
+/** The next server-side page of a list, on request (lists answer 50 items a page by default). */
+export function MorePages({ query }: { query: UseInfiniteQueryResult<InfiniteData<unknown>> }) {
+  if (!query.hasNextPage) return null;
+  return (
+    <Center mt="sm">
+      <Button variant="default" loading={query.isFetchingNextPage} onClick={() => void query.fetchNextPage()}>
+        Load more
+      </Button>
+    </Center>
+  );
+}
+
+export function when(date: string | null | undefined): string {
+  return date ? new Date(date).toLocaleString() : '—';
+}
