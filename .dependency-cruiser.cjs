@@ -89,7 +89,7 @@ module.exports = {
         path: '^(libs|apps)/',
         pathNot: [
           // the auth layer itself: scopes after checking the caller, and authentication before a tenant is known
-          '^libs/auth/src/(access\\.service|auth\\.guard|principal\\.resolver|jwt-keys\\.service|oidc-sign-in\\.service|scope-issuer)\\.ts$',
+          '^libs/auth/src/(access\\.service|auth\\.guard|principal\\.resolver|jwt-keys\\.service|oidc-sign-in\\.service|sign-in-links\\.service|scope-issuer)\\.ts$',
           // the gateway's own authentication, and the fast path that does the auth guard's work for gateway fetches
           '^libs/gateway/src/(gateway-credentials\\.service|gateway-fast-path)\\.ts$',
           // enrolment: the one-time code is the credential and names the tenant
