@@ -62,6 +62,13 @@ export class SignInLinks {
     return { url: `${base}${SIGN_IN_LINK_PATH}#code=${code}`, expiresAt: new Date(expiresAt) };
   }
 
+  /** A link for the organisation named by its slug (the embedded mode's `default`, as `npm start` prints it). */
+  async mintForOrganization(slug: string, base: string): Promise<{ url: string; expiresAt: Date }> {
+    const organizationId = await this.repository.findOrganizationIdBySlug(SystemScopes.system('sign-in link'), slug);
+    if (!organizationId) throw new Error(`no organisation "${slug}" to sign in to`);
+    return this.mint(organizationId, base);
+  }
+
   /** Exchanges a code for a browser session of the local owner: the session cookie to set. */
   async redeem(code: string, secure: boolean): Promise<string> {
     const hash = hashToken(code);
