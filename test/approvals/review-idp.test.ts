@@ -318,7 +318,7 @@ describe('the review page signed in through the identity provider', () => {
 
     const cookies = await context.cookies();
     const session = cookies.find((c) => c.name === 'aileron_session');
-    expect(session).toMatchObject({ httpOnly: true, sameSite: 'Lax', path: '/review', secure: false });
+    expect(session).toMatchObject({ httpOnly: true, sameSite: 'Lax', path: '/', secure: false });
     expect(session!.value).toMatch(/^ail_ses_/);
     expect(cookies.find((c) => c.name === 'aileron_signin')).toBeUndefined();
     // the page's script cannot read the session
