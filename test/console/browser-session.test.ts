@@ -153,11 +153,16 @@ describe('the web console session (embedded mode)', () => {
     expect(page.status).toBe(200);
     expect(page.headers.get('content-type')).toContain('text/html');
     expect(page.headers.get('content-security-policy')).toContain("script-src 'self'");
-    expect(page.headers.get('cache-control')).toBe('no-cache');
+    expect(page.headers.get('cache-control')).toBe('no-store');
+    const nonce = /style-src 'self' 'nonce-([A-Za-z0-9+/=]+)'/.exec(page.headers.get('content-security-policy')!)?.[1];
+    expect(nonce).toBeDefined();
     const html = await page.text();
     const script = /<script type="module" crossorigin src="(\/assets\/[^"]+\.js)"/.exec(html)?.[1];
     expect(script, html).toBeDefined();
     expect(html).not.toMatch(/<script>|<style>/);
+    expect(html).toContain(`<meta name="csp-nonce" content="${nonce}"`);
+    // a new nonce for every answer
+    expect((await fetch(`${cp.url}/`)).headers.get('content-security-policy')).not.toContain(nonce);
     const asset = await fetch(cp.url + script!, { headers: { 'accept-encoding': 'gzip' } });
     expect(asset.status).toBe(200);
     expect(asset.headers.get('cache-control')).toBe('public, max-age=31536000, immutable');

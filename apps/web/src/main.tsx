@@ -10,10 +10,13 @@ import { RouterProvider } from 'react-router';
 import { queryClient } from './app/query';
 import { router } from './app/router';
 
+const styleNonce = (): string => document.querySelector<HTMLMetaElement>('meta[name="csp-nonce"]')?.content ?? '';
+
 createRoot(document.getElementById('root')!).render(
   <StrictMode>
-    {/* no inline <style>: the default theme's variables are in styles.css, the global classes in console.css */}
-    <MantineProvider withGlobalClasses={false} defaultColorScheme="light">
+    {/* the default theme's variables are in styles.css and the global classes in console.css; the
+        <style> elements of responsive layouts carry the nonce the server gave this page */}
+    <MantineProvider withGlobalClasses={false} defaultColorScheme="light" getStyleNonce={styleNonce}>
       <Notifications position="top-right" />
       <QueryClientProvider client={queryClient}>
         <RouterProvider router={router} />

@@ -1,9 +1,10 @@
+import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import { Injectable } from '@nestjs/common';
 import { projectRoot } from '@aileron/config';
 import { DomainError, NotFoundError } from '@aileron/errors';
-import { CONSOLE_CSP, ConsoleBuild, ConsoleFile, consoleTarget, loadConsoleBuild } from './console-files';
+import { ConsoleBuild, ConsoleFile, consoleCsp, consoleTarget, loadConsoleBuild } from './console-files';
 import { FastPaths } from './fast-paths';
 import { writeProblem } from './problem.filter';
 import { RequestLog } from './request-log';
@@ -60,10 +61,17 @@ export class ConsoleFastPath {
       else this.send(request, response, asset, { 'cache-control': IMMUTABLE });
       return true;
     }
-    this.send(request, response, build.page, {
-      // the page names the current assets: always asked again (a 200 of a few hundred bytes)
-      'cache-control': 'no-cache',
-      'content-security-policy': CONSOLE_CSP,
+    // a new nonce for each answer, for the <style> elements Mantine writes (never for scripts)
+    const nonce = randomBytes(16).toString('base64');
+    const page = {
+      body: Buffer.from(build.page.body.toString('utf8').replace('__CSP_NONCE__', nonce)),
+      gzipped: null,
+      type: build.page.type,
+    };
+    this.send(request, response, page, {
+      // the page names the current assets and carries a fresh nonce: never cached
+      'cache-control': 'no-store',
+      'content-security-policy': consoleCsp(nonce),
       'referrer-policy': 'same-origin',
       'x-frame-options': 'DENY',
     });

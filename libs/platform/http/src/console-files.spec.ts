@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { CONSOLE_CSP, consoleTarget } from './console-files';
+import { CONSOLE_CSP, consoleCsp, consoleTarget } from './console-files';
 
 const SECTIONS = new Set(['workspaces', 'catalog', 'sign-in', 'v1', 'mcp']);
 
@@ -52,5 +52,10 @@ describe('the console in front of the routes', () => {
     expect(directives.get('default-src')).toEqual(["'none'"]);
     expect(directives.get('frame-ancestors')).toEqual(["'none'"]);
     expect(CONSOLE_CSP).not.toMatch(/unsafe-(inline|eval)|nonce-|\*/);
+    // the per-answer nonce is for Mantine's <style> elements only, never for scripts
+    const withNonce = consoleCsp('bm9uY2U=');
+    expect(withNonce).toContain("style-src 'self' 'nonce-bm9uY2U='");
+    expect(withNonce).toContain("script-src 'self';");
+    expect(withNonce).not.toMatch(/unsafe-(inline|eval)/);
   });
 });

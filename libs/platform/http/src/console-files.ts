@@ -3,11 +3,18 @@ import { extname, join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 
 /**
- * The console's own Content-Security-Policy: scripts and styles only from
- * files we serve (no inline script, no eval, no inline <style>), data only
- * from our own API, never framed. Mantine's styles are one CSS file and React
- * sets style properties through the DOM, which this policy allows.
+ * The console's own Content-Security-Policy: scripts only from files we serve
+ * (no inline script, no eval), data only from our own API, never framed.
+ * Styles come from our CSS files, plus the <style> elements Mantine writes
+ * for responsive layouts (AppShell, Grid), which carry this response's nonce
+ * (the page's `csp-nonce` meta, read by MantineProvider's getStyleNonce): no
+ * 'unsafe-inline', and a nonce that allows styles only, never scripts.
  */
+export function consoleCsp(styleNonce: string): string {
+  return CONSOLE_CSP.replace("style-src 'self'", `style-src 'self' 'nonce-${styleNonce}'`);
+}
+
+/** The policy with the per-response style nonce left out (consoleCsp adds it). */
 export const CONSOLE_CSP = [
   "default-src 'none'",
   "script-src 'self'",
