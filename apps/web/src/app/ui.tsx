@@ -44,7 +44,7 @@ export function EmptyState({ title, children }: { title: string; children?: Reac
     <Stack align="center" gap="xs" p="xl">
       <Text fw={600}>{title}</Text>
       {children && (
-        <Text c="dimmed" size="sm" ta="center">
+        <Text c="gray.7" size="sm" ta="center">
           {children}
         </Text>
       )}
