@@ -147,7 +147,7 @@ function OrganizationSwitcher({ current }: { current: string }) {
   const others = knownOrganizations().filter((slug) => slug !== current);
   if (others.length === 0) {
     return (
-      <Text size="sm" c="dimmed">
+      <Text size="sm" c="gray.7">
         {current}
       </Text>
     );
