@@ -4,9 +4,10 @@ import { join } from 'node:path';
 import { Browser, BrowserContext, chromium, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { LocalIdp } from '../auth/local-idp';
-import { aGateway, anOrganization, aToken, uniqueSlug } from '../support/builders';
+import { anOrganization, aToken, uniqueSlug } from '../support/builders';
 import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
 import { eventually } from '../support/eventually';
+import { aRemoteServer, connect, SERVERS, textOf } from '../pool/mcp-client';
 
 const SHOTS = join(process.cwd(), 'test-results', 'console');
 const AXE = readFileSync(createRequire(join(process.cwd(), 'package.json')).resolve('axe-core/axe.min.js'), 'utf8');
@@ -42,19 +43,23 @@ describe('the web console in Chromium', () => {
     const violations = (await p.evaluate(
       `axe.run(document, { resultTypes: ['violations'] }).then((r) => r.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => v.id + ': ' + v.nodes.map((n) => n.target.join(' ')).join(', ')))`,
     )) as string[];
-    expect(violations, name).toEqual([]);
+    // the screenshot first: a page that fails is the one to look at
     await p.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
+    expect(violations, name).toEqual([]);
   }
 
   /** A Mantine Select: open it, pick the option. */
   async function pick(p: Page, label: string, option: string): Promise<void> {
-    await p.getByRole('textbox', { name: label, exact: true }).click();
+    await p.getByRole('combobox', { name: label, exact: true }).click();
     await p.getByRole('option', { name: option, exact: true }).click();
   }
 
   beforeAll(async () => {
     mkdirSync(SHOTS, { recursive: true });
-    cp = await startTestControlPlane('pglite');
+    // a call held for approval waits this long for the decision the test makes in the browser
+    cp = await startTestControlPlane('pglite', { AILERON_POOL_APPROVAL_WAIT_SECONDS: '120' });
+    // as an operator sets AILERON_PUBLIC_URL: the identity provider sends the browser back there
+    cp.cp.config.publicUrl = cp.url;
     browser = await chromium.launch({
       executablePath: '/usr/bin/chromium',
       args: [
@@ -147,60 +152,77 @@ describe('the web console in Chromium', () => {
     await check(page, 'catalog');
   });
 
-  it('writes a policy with an approval rule, shows a problem at its line, and simulates a call', async () => {
+  /** The pool's MCP server (the reference "everything" server from npm) that the policy holds calls of. */
+  const tools = uniqueSlug('ops').slice(0, 20);
+
+  it('writes a policy with an approval rule, shows problems at their line as it is typed, compares versions and simulates a call', async () => {
     await page.goto(`${cp.url}/workspaces/${ws}/policy`);
     const editor = page.getByRole('textbox', { name: 'Policy document (YAML)' });
+    // the server's own validation, without saving
     await editor.fill('rules:\n  - id: releases\n    effect: maybe\n');
-    await page.getByRole('button', { name: 'Save as a new version' }).click();
     await expect
       .poll(() => page.getByRole('list', { name: 'Problems' }).textContent())
       .toMatch(/^line 3: body\.rules\[0\]\.effect/);
-    await editor.fill(
-      'rules:\n  - id: releases-need-approval\n    effect: approval\n    servers: [deploy]\n    tools: [release]\n',
-    );
+    await editor.fill('rules:\n  - id: releases\n    effect: [deny\n');
+    await expect.poll(() => page.getByRole('list', { name: 'Problems' }).textContent()).toMatch(/^line 4, column \d+: \S/);
+    await check(page, 'policy-problems');
+    const approvalRule = `rules:\n  - id: echoes-need-approval\n    effect: approval\n    servers: [${tools}]\n    tools: [echo]\n`;
+    await editor.fill(approvalRule);
+    await expect.poll(() => page.getByText('Valid: 1 rule').isVisible()).toBe(true);
     await page.getByRole('button', { name: 'Save as a new version' }).click();
     await eventually(
       'the new policy',
-      async () =>
-        (await cp.request('GET', `/v1/workspaces/${ws}/policy`)).body.document.rules[0]?.id ===
-        'releases-need-approval',
+      async () => (await cp.request('GET', `/v1/workspaces/${ws}/policy`)).body.version === 1,
     );
-    await page.getByRole('textbox', { name: 'Server' }).fill('deploy');
-    await page.getByRole('textbox', { name: 'Tool' }).fill('release');
+    expect((await cp.request('GET', `/v1/workspaces/${ws}/policy`)).body.document.rules[0].id).toBe('echoes-need-approval');
+    await expect.poll(() => page.getByText('Valid: 1 rule, the same as the version in force').isVisible()).toBe(true);
+    await editor.fill(`${approvalRule}  - id: no-sums\n    effect: deny\n    tools: [get-sum]\n`);
+    await expect.poll(() => page.getByText('Valid: 2 rules').isVisible()).toBe(true);
+    await page.getByRole('button', { name: 'Save as a new version' }).click();
+    await page.getByRole('button', { name: 'Compare v1 with v2' }).click();
+    const added = page.getByRole('figure', { name: 'Version 2' }).locator('.console-diff-add');
+    await expect.poll(() => added.textContent()).toContain('no-sums');
+    expect(await page.getByRole('figure', { name: 'Version 1' }).textContent()).not.toContain('no-sums');
+    await check(page, 'policy-diff');
+    await page.keyboard.press('Escape');
+
+    await page.getByRole('textbox', { name: 'Server' }).fill(tools);
+    await page.getByRole('textbox', { name: 'Tool' }).fill('echo');
     await page.getByRole('button', { name: 'Evaluate' }).click();
     await expect.poll(() => page.getByText('Decision: approval').isVisible()).toBe(true);
     await check(page, 'policy');
   });
 
-  it('shows a held call in the live inbox, with its rule, and approves it', async () => {
+  it('holds a call made through the pool, shows it live in the inbox with its rule, and the call completes once approved there', async () => {
+    await aRemoteServer(cp, cp.ownerToken, ws, SERVERS.everything, tools);
     await page.goto(`${cp.url}/workspaces/${ws}/approvals`);
     await expect.poll(() => page.getByText('live', { exact: true }).isVisible()).toBe(true);
-    const gateway = await aGateway(cp, cp.ownerToken, ws);
-    const asked = await cp.request('POST', '/v1/gateway/approvals', {
-      token: gateway.token,
-      body: {
-        server: 'deploy',
-        tool: 'release',
-        arguments: { service: 'payments', version: '2.4.1' },
-        principal: 'alice@example.com',
-      },
-    });
-    expect(asked.status, asked.text).toBe(201);
-    // no reload: the event stream brings it
-    await page.getByRole('button', { name: 'deploy → release' }).click();
-    await expect.poll(() => page.getByLabel('Arguments').textContent()).toContain('"version": "2.4.1"');
-    expect(await page.getByText('Held by rule').textContent()).toContain('releases-need-approval');
-    await check(page, 'approvals');
-    await page.getByRole('textbox', { name: 'Reason' }).fill('release window');
-    await page.getByRole('button', { name: 'Approve' }).click();
-    await eventually(
-      'the approval',
-      async () => (await cp.request('GET', `/v1/approvals/${asked.body.id}`)).body.status === 'approved',
-    );
-    expect((await cp.request('GET', `/v1/approvals/${asked.body.id}`)).body.decisions[0]).toMatchObject({
-      decision: 'approve',
-      reason: 'release window',
-    });
+    const agent = await aToken(cp, cp.ownerToken, { name: 'release-agent', role: 'member', workspace: ws });
+    const { client } = await connect(cp, agent.token, `/mcp/${ws}/${tools}`);
+    try {
+      // the pool holds the call open until someone decides
+      const call = client.callTool({ name: 'echo', arguments: { message: 'release payments 2.4.1' } }, undefined, {
+        timeout: 120_000,
+      });
+      // no reload: the event stream brings it
+      await page.getByRole('button', { name: `${tools} → echo` }).click();
+      await expect
+        .poll(() => page.getByLabel('Arguments').textContent())
+        .toContain('"message": "release payments 2.4.1"');
+      expect(await page.getByText('Held by rule').textContent()).toContain('echoes-need-approval');
+      await check(page, 'approvals');
+      await page.getByRole('textbox', { name: 'Reason' }).fill('release window');
+      await page.getByRole('button', { name: 'Approve' }).click();
+      const result = await call;
+      expect(result.isError, textOf(result)).toBeFalsy();
+      expect(textOf(result)).toContain('release payments 2.4.1');
+    } finally {
+      await client.close();
+    }
+    await page.locator('label', { hasText: /^Approved$/ }).click();
+    await page.getByRole('button', { name: `${tools} → echo` }).click();
+    await expect.poll(() => page.getByText('release window').isVisible()).toBe(true);
+    await check(page, 'approvals-approved');
   });
 
   it('revokes a token, which stops working at once', async () => {
@@ -242,14 +264,8 @@ describe('the web console in Chromium', () => {
     await idp.start();
     try {
       await idp.trustedBy(cp, { client_id: idp.clientId });
-      // the IdP's random port may be one Chromium refuses by default (ERR_UNSAFE_PORT)
-      const ports = [new URL(idp.issuer).port, new URL(cp.url).port].join(',');
-      const own = await chromium.launch({
-        executablePath: '/usr/bin/chromium',
-        args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', `--explicitly-allowed-ports=${ports}`],
-      });
       idp.person = { sub: 'rita', email: 'rita@example.com', email_verified: true, name: 'Rita Reviewer' };
-      const fresh = await own.newContext();
+      const fresh = await browser.newContext();
       const p = await fresh.newPage();
       watch(p);
       await p.goto(`${cp.url}/workspaces`);
@@ -271,7 +287,7 @@ describe('the web console in Chromium', () => {
         headers: { cookie: `aileron_session=${cookie!.value}` },
       });
       expect(me.status).toBe(401);
-      await own.close();
+      await fresh.close();
     } finally {
       await idp.stop();
     }

@@ -76,13 +76,16 @@ export function useCurrentWorkspace(): string | null {
   const params = useParams();
   const me = useMe();
   const slugs = me.data?.workspaces.map((w) => w.slug) ?? [];
-  if (params.ws) return params.ws;
+  // a typed URL naming a workspace out of reach does not become the one the navigation offers
+  if (params.ws && (me.data === undefined || slugs.includes(params.ws))) return params.ws;
   const last = localStorage.getItem(LAST_WORKSPACE);
   return last && slugs.includes(last) ? last : (slugs[0] ?? null);
 }
 
 function Navigation() {
   const ws = useCurrentWorkspace();
+  const me = useMe();
+  const name = me.data?.workspaces.find((w) => w.slug === ws)?.name ?? ws;
   const location = useLocation();
   const item = (to: string, label: string, exact = false) => (
     <NavLink
@@ -98,11 +101,11 @@ function Navigation() {
       {item('/workspaces', 'Workspaces', true)}
       {ws && (
         <NavLink
-          label={`Workspace ${ws}`}
+          label={`Workspace ${name}`}
           defaultOpened
           childrenOffset={12}
           component="div"
-          aria-label={`Workspace ${ws}`}
+          aria-label={`Workspace ${name}`}
         >
           {item(`/workspaces/${ws}`, 'Members', true)}
           {item(`/workspaces/${ws}/policy`, 'Policy')}
@@ -125,7 +128,7 @@ function WorkspacePicker() {
   if (options.length === 0) return null;
   return (
     <Select
-      aria-label="Workspace"
+      aria-label="Current workspace"
       data={options}
       value={current}
       allowDeselect={false}

@@ -2,6 +2,15 @@ import { notifications } from '@mantine/notifications';
 import { MutationCache, QueryCache, QueryClient } from '@tanstack/react-query';
 import { ApiProblem } from '../api/client';
 
+declare module '@tanstack/react-query' {
+  interface Register {
+    mutationMeta: {
+      /** the page shows these refusals itself, next to what caused them: no toast for them */
+      shownInPage?: (error: unknown) => boolean;
+    };
+  }
+}
+
 /** Every refused request shows its problem: the stable code and the API's own detail. */
 export function showProblem(error: unknown): void {
   const problem = error instanceof ApiProblem ? error : null;
@@ -20,7 +29,11 @@ export const queryClient = new QueryClient({
       if (query.state.data !== undefined) showProblem(error);
     },
   }),
-  mutationCache: new MutationCache({ onError: showProblem }),
+  mutationCache: new MutationCache({
+    onError: (error, _variables, _context, mutation) => {
+      if (!mutation.meta?.shownInPage?.(error)) showProblem(error);
+    },
+  }),
   defaultOptions: {
     queries: {
       // a session that ended is not retried into a loop of 401s

@@ -2,10 +2,14 @@ import type { ComponentType } from 'react';
 import { createBrowserRouter, Navigate } from 'react-router';
 import { NotFound, RouteError } from './errors';
 import { Shell } from './Shell';
+import { Loading } from './ui';
+
+/** What shows while the first page's chunk loads. */
+const loading = <Loading what="the page" />;
 
 /** A page loaded on demand: each is its own chunk, fetched when first visited. */
 function page(load: () => Promise<{ default: ComponentType }>) {
-  return { lazy: async () => ({ Component: (await load()).default }) };
+  return { lazy: async () => ({ Component: (await load()).default }), hydrateFallbackElement: loading };
 }
 
 /**
@@ -19,6 +23,7 @@ export const router = createBrowserRouter([
   {
     element: <Shell />,
     errorElement: <RouteError />,
+    hydrateFallbackElement: loading,
     children: [
       { index: true, element: <Navigate to="/workspaces" replace /> },
       { path: 'workspaces', ...page(() => import('../pages/Workspaces')) },

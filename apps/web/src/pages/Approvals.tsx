@@ -79,7 +79,9 @@ export default function Approvals() {
             <ErrorState error={query.error} retry={() => void query.refetch()} />
           ) : items.length === 0 ? (
             <EmptyState title={status === 'pending' ? 'Nothing waiting' : `No ${status} requests`}>
-              Requests appear here as soon as a policy rule holds a call.
+              {status === 'pending'
+                ? 'Requests appear here as soon as a policy rule holds a call.'
+                : 'Decided requests stay here as history.'}
             </EmptyState>
           ) : (
             <Table highlightOnHover>

@@ -2,12 +2,10 @@ import {
   Alert,
   Badge,
   Button,
-  Card,
   Group,
   Modal,
   Progress,
   Select,
-  SimpleGrid,
   Stack,
   Table,
   Text,
@@ -17,10 +15,10 @@ import {
 import { useDisclosure } from '@mantine/hooks';
 import { notifications } from '@mantine/notifications';
 import { useMutation, useQueries, useQuery, useQueryClient } from '@tanstack/react-query';
-import { diffLines } from 'diff';
 import { useState } from 'react';
 import { useParams } from 'react-router';
 import { api, unwrap } from '../api/client';
+import { SideBySide } from '../app/diff';
 import { useMe } from '../app/session';
 import { ErrorState, Loading, PageTitle, when } from '../app/ui';
 import { AddServer } from './Catalog';
@@ -70,11 +68,11 @@ type Version = { version: string; definition: Record<string, unknown> };
 
 function VersionDiff({ versions }: { versions: Version[] }) {
   const names = versions.map((v) => v.version);
-  const [left, setLeft] = useState<string | null>(names.length > 1 ? names[names.length - 2]! : (names[0] ?? null));
-  const [right, setRight] = useState<string | null>(names[names.length - 1] ?? null);
+  // the API lists versions newest first: the latest beside the one before it
+  const [left, setLeft] = useState<string | null>(names[1] ?? names[0] ?? null);
+  const [right, setRight] = useState<string | null>(names[0] ?? null);
   const text = (version: string | null) =>
     JSON.stringify(versions.find((v) => v.version === version)?.definition ?? {}, null, 2) + '\n';
-  const parts = diffLines(text(left), text(right));
   return (
     <section aria-labelledby="versions-title">
       <Title order={2} size="h4" id="versions-title" mb="xs">
@@ -84,24 +82,12 @@ function VersionDiff({ versions }: { versions: Version[] }) {
         <Select label="From" data={names} value={left} onChange={setLeft} allowDeselect={false} w={160} />
         <Select label="To" data={names} value={right} onChange={setRight} allowDeselect={false} w={160} />
       </Group>
-      <SimpleGrid cols={2}>
-        {[left, right].map((version, side) => (
-          <Card withBorder key={side} aria-label={`Definition of ${version ?? ''}`}>
-            <pre className="console-pre">
-              {parts.map((part, i) =>
-                (side === 0 && part.added) || (side === 1 && part.removed) ? null : (
-                  <span
-                    key={i}
-                    className={part.added ? 'console-diff-add' : part.removed ? 'console-diff-del' : undefined}
-                  >
-                    {part.value}
-                  </span>
-                ),
-              )}
-            </pre>
-          </Card>
-        ))}
-      </SimpleGrid>
+      <SideBySide
+        before={text(left)}
+        after={text(right)}
+        beforeLabel={`Definition of ${left ?? ''}`}
+        afterLabel={`Definition of ${right ?? ''}`}
+      />
     </section>
   );
 }
@@ -119,7 +105,7 @@ function Assignments({ name, versions }: { name: string; versions: string[] }) {
     })),
   });
   const [ws, setWs] = useState<string | null>(null);
-  const [version, setVersion] = useState<string | null>(versions[versions.length - 1] ?? null);
+  const [version, setVersion] = useState<string | null>(versions[0] ?? null);
   const assign = useMutation({
     mutationFn: () =>
       unwrap(

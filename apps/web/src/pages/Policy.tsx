@@ -1,5 +1,6 @@
 import {
   Alert,
+  Anchor,
   Badge,
   Button,
   Card,
@@ -15,17 +16,20 @@ import {
   TextInput,
   Title,
 } from '@mantine/core';
+import { useDebouncedValue } from '@mantine/hooks';
 import { notifications } from '@mantine/notifications';
-import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
-import { useEffect, useState } from 'react';
+import { keepPreviousData, useMutation, useQueries, useQuery, useQueryClient } from '@tanstack/react-query';
+import { useEffect, useRef, useState } from 'react';
 import { useParams } from 'react-router';
 import { isMap, isSeq, LineCounter, parseDocument, stringify } from 'yaml';
 import { api, ApiProblem, unwrap } from '../api/client';
+import { SideBySide } from '../app/diff';
 import { usePagedList } from '../app/paging';
-import { ErrorState, Loading, MorePages, PageTitle, when } from '../app/ui';
+import { EmptyState, ErrorState, Loading, MorePages, PageTitle, when } from '../app/ui';
 
 interface Located {
   line: number | null;
+  column?: number;
   message: string;
 }
 
@@ -35,8 +39,9 @@ export function locate(text: string, problems: { path?: string; message?: string
   const doc = parseDocument(text, { lineCounter: counter });
   return problems.map((p) => {
     const message = `${p.path ? `${p.path}: ` : ''}${p.message ?? ''}`;
-    const syntax = /^line (\d+)/.exec(p.message ?? '');
-    if (syntax) return { line: Number(syntax[1]), message };
+    // MALFORMED_YAML: "line 4, column 1: <what> at line 4, column 1:"
+    const syntax = /^line (\d+)(?:, column (\d+))?:\s*(.*?)(?:\s+at line \d+, column \d+:?)?$/.exec(p.message ?? '');
+    if (syntax) return { line: Number(syntax[1]), column: syntax[2] ? Number(syntax[2]) : undefined, message: syntax[3]! };
     const keys = (p.path ?? '').replace(/^body\.?/, '').match(/[^.[\]]+/g) ?? [];
     let node: unknown = doc.contents;
     let found: unknown = node;
@@ -78,42 +83,85 @@ export default function Policy() {
   );
 }
 
+/** The problems the API finds in a document: POLICY_INVALID lists them, MALFORMED_YAML names its line in the detail. */
+function problemsOf(text: string, error: unknown): Located[] | null {
+  if (!(error instanceof ApiProblem)) return null;
+  if (error.code === 'MALFORMED_YAML') return locate(text, [{ message: error.message }]);
+  if (error.code === 'POLICY_INVALID') return locate(text, error.problem.errors ?? [{ message: error.message }]);
+  return null;
+}
+
+/** The document as YAML text: the server parses it and names each problem's line or field. */
+const asYaml = (text: string) => ({
+  body: text as never,
+  bodySerializer: (body: unknown) => body as string,
+  headers: { 'content-type': 'application/yaml' },
+});
+
 function Editor({ ws, initial, version }: { ws: string; initial: string; version: number }) {
   const [text, setText] = useState(initial);
-  const [problems, setProblems] = useState<Located[]>([]);
+  const [saveProblems, setSaveProblems] = useState<Located[] | null>(null);
+  const area = useRef<HTMLTextAreaElement>(null);
   const queryClient = useQueryClient();
   useEffect(() => setText(initial), [initial, version]);
+  // the server's own validation as the author types, once they pause
+  const [draft] = useDebouncedValue(text, 400);
+  const check = useQuery({
+    queryKey: ['policy-validate', ws, draft],
+    queryFn: async () => {
+      try {
+        const valid = await unwrap(
+          api.POST('/v1/workspaces/{ws}/policy/validate', { params: { path: { ws } }, ...asYaml(draft) }),
+        );
+        return { valid, problems: [] as Located[] };
+      } catch (error) {
+        const problems = problemsOf(draft, error);
+        if (problems) return { valid: null, problems };
+        throw error;
+      }
+    },
+    staleTime: Infinity,
+    placeholderData: keepPreviousData,
+  });
   const save = useMutation({
-    mutationFn: () =>
-      unwrap(
-        api.PUT('/v1/workspaces/{ws}/policy', {
-          params: { path: { ws } },
-          // YAML as written: the server parses it and names each problem's line or field
-          body: text as never,
-          bodySerializer: (body: unknown) => body as string,
-          headers: { 'content-type': 'application/yaml' },
-        }),
-      ),
+    mutationFn: () => unwrap(api.PUT('/v1/workspaces/{ws}/policy', { params: { path: { ws } }, ...asYaml(text) })),
     onSuccess: (saved) => {
-      setProblems([]);
-      notifications.show({ color: 'green', message: `Policy version ${saved.version} in force` });
+      setSaveProblems(null);
+      notifications.show({
+        color: 'green',
+        message: saved.changed ? `Policy version ${saved.version} in force` : 'No change: nothing saved',
+      });
       void queryClient.invalidateQueries({ queryKey: ['policy', ws] });
       void queryClient.invalidateQueries({ queryKey: ['policy-versions', ws] });
+      void queryClient.invalidateQueries({ queryKey: ['policy-validate', ws] });
     },
-    onError: (error) => {
-      const listed = error instanceof ApiProblem ? (error.problem.errors ?? []) : [];
-      setProblems(listed.length > 0 ? locate(text, listed) : []);
-    },
+    onError: (error) => setSaveProblems(problemsOf(text, error)),
+    meta: { shownInPage: (error) => problemsOf(text, error) !== null },
   });
+  const typing = draft !== text || check.isFetching;
+  // what the save said wins until the text changes; else what validation says of the text as it is
+  const problems = (saveProblems ?? (draft === text ? check.data?.problems : undefined)) ?? [];
+  const goTo = (line: number) => {
+    const el = area.current;
+    if (!el) return;
+    const lines = text.split('\n');
+    const start = lines.slice(0, line - 1).reduce((n, l) => n + l.length + 1, 0);
+    el.focus();
+    el.setSelectionRange(start, start + (lines[line - 1]?.length ?? 0));
+  };
   return (
     <Card withBorder component="section" aria-labelledby="editor-title">
       <Title order={2} size="h4" id="editor-title" mb="xs">
         Document
       </Title>
       <Textarea
+        ref={area}
         aria-label="Policy document (YAML)"
         value={text}
-        onChange={(e) => setText(e.currentTarget.value)}
+        onChange={(e) => {
+          setText(e.currentTarget.value);
+          setSaveProblems(null);
+        }}
         autosize
         minRows={16}
         maxRows={40}
@@ -121,16 +169,29 @@ function Editor({ ws, initial, version }: { ws: string; initial: string; version
         spellCheck={false}
         error={problems.length > 0 ? `${problems.length} problem${problems.length === 1 ? '' : 's'}` : undefined}
       />
-      {problems.length > 0 && (
-        <List size="sm" mt="xs" aria-label="Problems">
-          {problems.map((p, i) => (
-            <List.Item key={i} c="red">
-              {p.line !== null ? `line ${p.line}: ` : ''}
-              {p.message}
-            </List.Item>
-          ))}
-        </List>
-      )}
+      <div aria-live="polite">
+        {problems.length > 0 ? (
+          <List size="sm" mt="xs" aria-label="Problems">
+            {problems.map((p, i) => (
+              <List.Item key={i} c="red.9">
+                {p.line !== null ? (
+                  <Anchor component="button" type="button" size="sm" c="red.9" onClick={() => goTo(p.line!)}>
+                    line {p.line}
+                    {p.column !== undefined ? `, column ${p.column}` : ''}
+                  </Anchor>
+                ) : null}
+                {p.line !== null ? ': ' : ''}
+                {p.message}
+              </List.Item>
+            ))}
+          </List>
+        ) : check.data?.valid && !typing ? (
+          <Text size="sm" mt="xs" c="dimmed">
+            Valid: {check.data.valid.rules} rule{check.data.valid.rules === 1 ? '' : 's'}
+            {check.data.valid.changed ? '' : ', the same as the version in force'}
+          </Text>
+        ) : null}
+      </div>
       <Group mt="sm">
         <Button onClick={() => save.mutate()} loading={save.isPending}>
           Save as a new version
@@ -220,6 +281,7 @@ function Versions({ ws, current }: { ws: string; current: number }) {
     unwrap(api.GET('/v1/workspaces/{ws}/policy/versions', { params: { path: { ws }, query: { cursor } } })),
   );
   const [restoring, setRestoring] = useState<number | null>(null);
+  const [comparing, setComparing] = useState<number | null>(null);
   const queryClient = useQueryClient();
   const rollback = useMutation({
     mutationFn: (version: number) =>
@@ -238,21 +300,45 @@ function Versions({ ws, current }: { ws: string; current: number }) {
       </Title>
       {query.error ? (
         <ErrorState error={query.error} />
+      ) : query.isPending ? (
+        <Loading what="versions" />
+      ) : items.length === 0 ? (
+        <EmptyState title="No saved version yet">Each save keeps a version you can compare and roll back to.</EmptyState>
       ) : (
         <Table>
           <Table.Tbody>
             {items.map((v) => (
               <Table.Tr key={v.version}>
-                <Table.Td>v{v.version}</Table.Td>
-                <Table.Td>{v.rules} rules</Table.Td>
-                <Table.Td>{when(v.created_at)}</Table.Td>
+                <Table.Td>
+                  <Text size="sm" fw={600}>
+                    v{v.version}
+                  </Text>
+                  <Text size="xs" c="dimmed">
+                    {v.rules} rule{v.rules === 1 ? '' : 's'} · {when(v.created_at)}
+                  </Text>
+                </Table.Td>
                 <Table.Td>
                   {v.version === current ? (
-                    <Badge>in force</Badge>
+                    <Badge variant="light">in force</Badge>
                   ) : (
-                    <Button size="xs" variant="subtle" onClick={() => setRestoring(v.version)}>
-                      Roll back to v{v.version}
-                    </Button>
+                    <Group gap={4} wrap="nowrap">
+                      <Button
+                        size="xs"
+                        variant="subtle"
+                        aria-label={`Compare v${v.version} with v${current}`}
+                        onClick={() => setComparing(v.version)}
+                      >
+                        Compare
+                      </Button>
+                      <Button
+                        size="xs"
+                        variant="subtle"
+                        aria-label={`Roll back to v${v.version}`}
+                        onClick={() => setRestoring(v.version)}
+                      >
+                        Roll back
+                      </Button>
+                    </Group>
                   )}
                 </Table.Td>
               </Table.Tr>
@@ -275,6 +361,41 @@ function Versions({ ws, current }: { ws: string; current: number }) {
           </Button>
         </Group>
       </Modal>
+      <Modal
+        opened={comparing !== null}
+        onClose={() => setComparing(null)}
+        title={`Version ${comparing ?? ''} and version ${current} (in force)`}
+        size="80rem"
+      >
+        {comparing !== null && <VersionDiff ws={ws} from={comparing} to={current} />}
+      </Modal>
     </Card>
+  );
+}
+
+/** Two versions' documents as YAML, side by side: both fetched at once. */
+function VersionDiff({ ws, from, to }: { ws: string; from: number; to: number }) {
+  const [before, after] = useQueries({
+    queries: [from, to].map((version) => ({
+      queryKey: ['policy-version', ws, version],
+      queryFn: () =>
+        unwrap(
+          api.GET('/v1/workspaces/{ws}/policy/versions/{version}', {
+            params: { path: { ws, version } },
+          }),
+        ),
+      staleTime: Infinity,
+    })),
+  });
+  const failed = before?.error ?? after?.error;
+  if (failed) return <ErrorState error={failed} />;
+  if (!before?.data || !after?.data) return <Loading what="both versions" />;
+  return (
+    <SideBySide
+      before={stringify(before.data.document)}
+      after={stringify(after.data.document)}
+      beforeLabel={`Version ${from}`}
+      afterLabel={`Version ${to}`}
+    />
   );
 }

@@ -17,7 +17,7 @@ export default function SignInLink() {
     mutationFn: (code: string) => unwrap(api.POST('/v1/auth/sign-in-link', { body: { code } })),
     onSuccess: () => void navigate('/workspaces', { replace: true }),
     // the page says it itself, below
-    onError: () => undefined,
+    meta: { shownInPage: () => true },
   });
   useEffect(() => {
     if (started.current) return;

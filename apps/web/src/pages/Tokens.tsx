@@ -75,9 +75,10 @@ export default function Tokens() {
                       variant="subtle"
                       color="red"
                       size="xs"
+                      aria-label={`Revoke ${t.name}`}
                       onClick={() => setRevoking({ id: t.id, name: t.name })}
                     >
-                      Revoke {t.name}
+                      Revoke
                     </Button>
                   )}
                 </Table.Td>
