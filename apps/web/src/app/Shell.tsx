@@ -101,7 +101,7 @@ function Navigation() {
       {item('/workspaces', 'Workspaces', true)}
       {ws && (
         <NavLink
-          label={`Workspace ${name}`}
+          label={name}
           defaultOpened
           childrenOffset={12}
           component="div"

@@ -1,4 +1,4 @@
-import { Alert, Button, Center, Group, Loader, Stack, Text, Title } from '@mantine/core';
+import { Alert, Button, Center, Group, Loader, Stack, Text, Title, VisuallyHidden } from '@mantine/core';
 import type { InfiniteData, UseInfiniteQueryResult } from '@tanstack/react-query';
 import type { ReactNode } from 'react';
 import { ApiProblem } from '../api/client';
@@ -15,9 +15,11 @@ export function PageTitle({ children, actions }: { children: ReactNode; actions?
 }
 
 export function Loading({ what }: { what: string }) {
+  // the spinner is a span, which may not carry a label: the status says it in words
   return (
-    <Center p="xl" aria-live="polite">
-      <Loader size="sm" aria-label={`Loading ${what}`} />
+    <Center p="xl" role="status">
+      <Loader size="sm" aria-hidden />
+      <VisuallyHidden>Loading {what}</VisuallyHidden>
     </Center>
   );
 }

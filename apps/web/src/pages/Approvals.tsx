@@ -177,7 +177,9 @@ function ApprovalView({ approval: a, ws }: { approval: Approval; ws: string }) {
           on route <Code>{a.route}</Code> ({a.quorum} approval{a.quorum === 1 ? '' : 's'} needed)
         </Text>
         <Text size="sm">
-          Asked by {a.requester} via {a.requested_by} ({a.execution_mode}); expires {when(a.expires_at)}
+          Asked by {a.requester}
+          {a.requested_by !== a.requester ? ` via ${a.requested_by}` : ''} ({a.execution_mode}); expires{' '}
+          {when(a.expires_at)}
         </Text>
         <div>
           <Text size="sm" fw={600}>

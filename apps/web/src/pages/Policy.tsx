@@ -317,7 +317,7 @@ function Versions({ ws, current }: { ws: string; current: number }) {
                     {v.rules} rule{v.rules === 1 ? '' : 's'} · {when(v.created_at)}
                   </Text>
                 </Table.Td>
-                <Table.Td>
+                <Table.Td w={1} style={{ whiteSpace: 'nowrap' }} ta="right">
                   {v.version === current ? (
                     <Badge variant="light">in force</Badge>
                   ) : (
