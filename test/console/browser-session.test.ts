@@ -1,6 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { HttpModule, routesDeclaredIn } from '../../libs/platform/http/src';
-import { buildOpenApi } from '../../libs/platform/http/src/openapi';
+import { buildOpenApi, HttpModule, routesDeclaredIn } from '../../libs/platform/http/src';
 import { DOMAIN_MODULES } from '../../libs/domains/src';
 import { SignInLinks } from '../../libs/auth/src';
 import { anOrganization } from '../support/builders';
