@@ -67,5 +67,5 @@ export function MorePages({ query }: { query: UseInfiniteQueryResult<InfiniteDat
 }
 
 export function when(date: string | null | undefined): string {
-  return date ? new Date(date).toLocaleString() : '—';
+  return date ? new Date(date).toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'short' }) : '—';
 }
