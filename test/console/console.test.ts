@@ -164,7 +164,9 @@ describe('the web console in Chromium', () => {
       .poll(() => page.getByRole('list', { name: 'Problems' }).textContent())
       .toMatch(/^line 3: body\.rules\[0\]\.effect/);
     await editor.fill('rules:\n  - id: releases\n    effect: [deny\n');
-    await expect.poll(() => page.getByRole('list', { name: 'Problems' }).textContent()).toMatch(/^line 4, column \d+: \S/);
+    await expect
+      .poll(() => page.getByRole('list', { name: 'Problems' }).textContent())
+      .toMatch(/^line 4, column \d+: \S/);
     await check(page, 'policy-problems');
     const approvalRule = `rules:\n  - id: echoes-need-approval\n    effect: approval\n    servers: [${tools}]\n    tools: [echo]\n`;
     await editor.fill(approvalRule);
@@ -174,7 +176,9 @@ describe('the web console in Chromium', () => {
       'the new policy',
       async () => (await cp.request('GET', `/v1/workspaces/${ws}/policy`)).body.version === 1,
     );
-    expect((await cp.request('GET', `/v1/workspaces/${ws}/policy`)).body.document.rules[0].id).toBe('echoes-need-approval');
+    expect((await cp.request('GET', `/v1/workspaces/${ws}/policy`)).body.document.rules[0].id).toBe(
+      'echoes-need-approval',
+    );
     await expect.poll(() => page.getByText('Valid: 1 rule, the same as the version in force').isVisible()).toBe(true);
     await editor.fill(`${approvalRule}  - id: no-sums\n    effect: deny\n    tools: [get-sum]\n`);
     await expect.poll(() => page.getByText('Valid: 2 rules').isVisible()).toBe(true);

@@ -100,13 +100,7 @@ function Navigation() {
     <>
       {item('/workspaces', 'Workspaces', true)}
       {ws && (
-        <NavLink
-          label={name}
-          defaultOpened
-          childrenOffset={12}
-          component="div"
-          aria-label={`Workspace ${name}`}
-        >
+        <NavLink label={name} defaultOpened childrenOffset={12} component="div" aria-label={`Workspace ${name}`}>
           {item(`/workspaces/${ws}`, 'Members', true)}
           {item(`/workspaces/${ws}/policy`, 'Policy')}
           {item(`/workspaces/${ws}/approvals`, 'Approvals')}

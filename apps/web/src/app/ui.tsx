@@ -54,15 +54,40 @@ export function EmptyState({ title, children }: { title: string; children?: Reac
   );
 }
 
-/** The next server-side page of a list, on request (lists answer 50 items a page by default). */
-export function MorePages({ query }: { query: UseInfiniteQueryResult<InfiniteData<unknown>> }) {
-  if (!query.hasNextPage) return null;
+/**
+ * A list read page by page (usePagedList): loading, failed (with a retry),
+ * empty, else its rows, and the next server-side page on request (lists answer
+ * 50 items a page by default).
+ */
+export function PagedList({
+  query,
+  count,
+  what,
+  empty,
+  children,
+}: {
+  query: UseInfiniteQueryResult<InfiniteData<unknown>>;
+  /** the items read so far */
+  count: number;
+  /** what the list holds, for "Loading …" */
+  what: string;
+  empty: ReactNode;
+  children: ReactNode;
+}) {
+  if (query.isPending) return <Loading what={what} />;
+  if (query.error) return <ErrorState error={query.error} retry={() => void query.refetch()} />;
+  if (count === 0) return empty;
   return (
-    <Center mt="sm">
-      <Button variant="default" loading={query.isFetchingNextPage} onClick={() => void query.fetchNextPage()}>
-        Load more
-      </Button>
-    </Center>
+    <>
+      {children}
+      {query.hasNextPage && (
+        <Center mt="sm">
+          <Button variant="default" loading={query.isFetchingNextPage} onClick={() => void query.fetchNextPage()}>
+            Load more
+          </Button>
+        </Center>
+      )}
+    </>
   );
 }
 

@@ -19,7 +19,7 @@ import { useEffect, useState } from 'react';
 import { useParams } from 'react-router';
 import { api, unwrap } from '../api/client';
 import { usePagedList } from '../app/paging';
-import { EmptyState, ErrorState, Loading, MorePages, PageTitle, when } from '../app/ui';
+import { EmptyState, PagedList, PageTitle, when } from '../app/ui';
 
 type Status = 'pending' | 'approved' | 'denied' | 'expired' | 'cancelled';
 
@@ -73,17 +73,18 @@ export default function Approvals() {
       />
       <Grid>
         <Grid.Col span={{ base: 12, md: 5 }}>
-          {query.isPending ? (
-            <Loading what="approvals" />
-          ) : query.error ? (
-            <ErrorState error={query.error} retry={() => void query.refetch()} />
-          ) : items.length === 0 ? (
-            <EmptyState title={status === 'pending' ? 'Nothing waiting' : `No ${status} requests`}>
-              {status === 'pending'
-                ? 'Requests appear here as soon as a policy rule holds a call.'
-                : 'Decided requests stay here as history.'}
-            </EmptyState>
-          ) : (
+          <PagedList
+            query={query}
+            count={items.length}
+            what="approvals"
+            empty={
+              <EmptyState title={status === 'pending' ? 'Nothing waiting' : `No ${status} requests`}>
+                {status === 'pending'
+                  ? 'Requests appear here as soon as a policy rule holds a call.'
+                  : 'Decided requests stay here as history.'}
+              </EmptyState>
+            }
+          >
             <Table highlightOnHover>
               <Table.Thead>
                 <Table.Tr>
@@ -104,8 +105,7 @@ export default function Approvals() {
                 ))}
               </Table.Tbody>
             </Table>
-          )}
-          <MorePages query={query} />
+          </PagedList>
         </Grid.Col>
         <Grid.Col span={{ base: 12, md: 7 }}>
           {current ? (

@@ -6,7 +6,7 @@ import { useState } from 'react';
 import { Link, useNavigate } from 'react-router';
 import { api, unwrap } from '../api/client';
 import { usePagedList } from '../app/paging';
-import { EmptyState, ErrorState, Loading, MorePages, PageTitle } from '../app/ui';
+import { EmptyState, PagedList, PageTitle } from '../app/ui';
 
 /** The organisation's catalog of MCP servers. */
 export default function Catalog() {
@@ -17,15 +17,16 @@ export default function Catalog() {
   return (
     <>
       <PageTitle actions={<Button onClick={open}>Add server</Button>}>Catalog</PageTitle>
-      {query.isPending ? (
-        <Loading what="the catalog" />
-      ) : query.error ? (
-        <ErrorState error={query.error} retry={() => void query.refetch()} />
-      ) : items.length === 0 ? (
-        <EmptyState title="The catalog is empty">
-          Add the MCP servers your organisation approves; then assign them to workspaces.
-        </EmptyState>
-      ) : (
+      <PagedList
+        query={query}
+        count={items.length}
+        what="the catalog"
+        empty={
+          <EmptyState title="The catalog is empty">
+            Add the MCP servers your organisation approves; then assign them to workspaces.
+          </EmptyState>
+        }
+      >
         <Table>
           <Table.Thead>
             <Table.Tr>
@@ -52,8 +53,7 @@ export default function Catalog() {
             ))}
           </Table.Tbody>
         </Table>
-      )}
-      <MorePages query={query} />
+      </PagedList>
       <Modal opened={adding} onClose={close} title="Add a server version">
         <AddServer onDone={close} />
       </Modal>

@@ -5,7 +5,7 @@ import { useMutation, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { api, unwrap } from '../api/client';
 import { usePagedList } from '../app/paging';
-import { EmptyState, ErrorState, Loading, MorePages, PageTitle, when } from '../app/ui';
+import { EmptyState, PagedList, PageTitle, when } from '../app/ui';
 import { isRole, type Role, roleOptions } from './roles';
 
 /** The organisation's people and their organisation-wide roles. */
@@ -23,13 +23,16 @@ export default function People() {
   return (
     <>
       <PageTitle actions={<Button onClick={open}>Add person</Button>}>People</PageTitle>
-      {query.isPending ? (
-        <Loading what="people" />
-      ) : query.error ? (
-        <ErrorState error={query.error} retry={() => void query.refetch()} />
-      ) : items.length === 0 ? (
-        <EmptyState title="Nobody yet">People appear when they first sign in, or when you add them before.</EmptyState>
-      ) : (
+      <PagedList
+        query={query}
+        count={items.length}
+        what="people"
+        empty={
+          <EmptyState title="Nobody yet">
+            People appear when they first sign in, or when you add them before.
+          </EmptyState>
+        }
+      >
         <Table>
           <Table.Thead>
             <Table.Tr>
@@ -59,8 +62,7 @@ export default function People() {
             ))}
           </Table.Tbody>
         </Table>
-      )}
-      <MorePages query={query} />
+      </PagedList>
       <Modal opened={adding} onClose={close} title="Add a person">
         <AddPerson onDone={close} />
       </Modal>

@@ -25,7 +25,7 @@ import { isMap, isSeq, LineCounter, parseDocument, stringify } from 'yaml';
 import { api, ApiProblem, unwrap } from '../api/client';
 import { SideBySide } from '../app/diff';
 import { usePagedList } from '../app/paging';
-import { EmptyState, ErrorState, Loading, MorePages, PageTitle, when } from '../app/ui';
+import { EmptyState, ErrorState, Loading, PagedList, PageTitle, when } from '../app/ui';
 
 interface Located {
   line: number | null;
@@ -41,7 +41,8 @@ export function locate(text: string, problems: { path?: string; message?: string
     const message = `${p.path ? `${p.path}: ` : ''}${p.message ?? ''}`;
     // MALFORMED_YAML: "line 4, column 1: <what> at line 4, column 1:"
     const syntax = /^line (\d+)(?:, column (\d+))?:\s*(.*?)(?:\s+at line \d+, column \d+:?)?$/.exec(p.message ?? '');
-    if (syntax) return { line: Number(syntax[1]), column: syntax[2] ? Number(syntax[2]) : undefined, message: syntax[3]! };
+    if (syntax)
+      return { line: Number(syntax[1]), column: syntax[2] ? Number(syntax[2]) : undefined, message: syntax[3]! };
     const keys = (p.path ?? '').replace(/^body\.?/, '').match(/[^.[\]]+/g) ?? [];
     let node: unknown = doc.contents;
     let found: unknown = node;
@@ -140,7 +141,7 @@ function Editor({ ws, initial, version }: { ws: string; initial: string; version
   });
   const typing = draft !== text || check.isFetching;
   // what the save said wins until the text changes; else what validation says of the text as it is
-  const problems = (saveProblems ?? (draft === text ? check.data?.problems : undefined)) ?? [];
+  const problems = saveProblems ?? (draft === text ? check.data?.problems : undefined) ?? [];
   const goTo = (line: number) => {
     const el = area.current;
     if (!el) return;
@@ -298,13 +299,16 @@ function Versions({ ws, current }: { ws: string; current: number }) {
       <Title order={2} size="h4" id="versions-title" mb="xs">
         Versions
       </Title>
-      {query.error ? (
-        <ErrorState error={query.error} />
-      ) : query.isPending ? (
-        <Loading what="versions" />
-      ) : items.length === 0 ? (
-        <EmptyState title="No saved version yet">Each save keeps a version you can compare and roll back to.</EmptyState>
-      ) : (
+      <PagedList
+        query={query}
+        count={items.length}
+        what="versions"
+        empty={
+          <EmptyState title="No saved version yet">
+            Each save keeps a version you can compare and roll back to.
+          </EmptyState>
+        }
+      >
         <Table>
           <Table.Tbody>
             {items.map((v) => (
@@ -345,8 +349,7 @@ function Versions({ ws, current }: { ws: string; current: number }) {
             ))}
           </Table.Tbody>
         </Table>
-      )}
-      <MorePages query={query} />
+      </PagedList>
       <Modal
         opened={restoring !== null}
         onClose={() => setRestoring(null)}

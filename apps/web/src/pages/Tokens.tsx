@@ -18,7 +18,7 @@ import { useState } from 'react';
 import { api, unwrap } from '../api/client';
 import { usePagedList } from '../app/paging';
 import { useMe } from '../app/session';
-import { EmptyState, ErrorState, Loading, MorePages, PageTitle, when } from '../app/ui';
+import { EmptyState, PagedList, PageTitle, when } from '../app/ui';
 import { isRole, type Role, roleOptions } from './roles';
 
 /** API tokens: metadata only; a new token is shown once, and a revoked one stops working at once. */
@@ -39,13 +39,12 @@ export default function Tokens() {
   return (
     <>
       <PageTitle actions={<Button onClick={open}>New token</Button>}>API tokens</PageTitle>
-      {query.isPending ? (
-        <Loading what="tokens" />
-      ) : query.error ? (
-        <ErrorState error={query.error} retry={() => void query.refetch()} />
-      ) : items.length === 0 ? (
-        <EmptyState title="No tokens">Tokens let the CLI and automation call the API.</EmptyState>
-      ) : (
+      <PagedList
+        query={query}
+        count={items.length}
+        what="tokens"
+        empty={<EmptyState title="No tokens">Tokens let the CLI and automation call the API.</EmptyState>}
+      >
         <Table>
           <Table.Thead>
             <Table.Tr>
@@ -86,8 +85,7 @@ export default function Tokens() {
             ))}
           </Table.Tbody>
         </Table>
-      )}
-      <MorePages query={query} />
+      </PagedList>
       <Modal opened={creating} onClose={close} title="New API token">
         <CreateToken onDone={close} />
       </Modal>

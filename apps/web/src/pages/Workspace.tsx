@@ -6,7 +6,7 @@ import { useState } from 'react';
 import { Link, useParams } from 'react-router';
 import { api, unwrap } from '../api/client';
 import { usePagedList } from '../app/paging';
-import { EmptyState, ErrorState, Loading, MorePages, PageTitle, when } from '../app/ui';
+import { EmptyState, ErrorState, PagedList, PageTitle, when } from '../app/ui';
 import { isRole, type Role, roleOptions } from './roles';
 
 /** One workspace: its members and their roles. */
@@ -53,15 +53,16 @@ export default function Workspace() {
       <Text fw={600} mb="xs" component="h2">
         Members
       </Text>
-      {query.isPending ? (
-        <Loading what="members" />
-      ) : query.error ? (
-        <ErrorState error={query.error} retry={() => void query.refetch()} />
-      ) : items.length === 0 ? (
-        <EmptyState title="No members">
-          Organisation owners, admins and auditors reach every workspace without being members.
-        </EmptyState>
-      ) : (
+      <PagedList
+        query={query}
+        count={items.length}
+        what="members"
+        empty={
+          <EmptyState title="No members">
+            Organisation owners, admins and auditors reach every workspace without being members.
+          </EmptyState>
+        }
+      >
         <Table>
           <Table.Thead>
             <Table.Tr>
@@ -100,8 +101,7 @@ export default function Workspace() {
             })}
           </Table.Tbody>
         </Table>
-      )}
-      <MorePages query={query} />
+      </PagedList>
       <Modal opened={adding} onClose={close} title="Add a member">
         <AddMember ws={ws} onDone={close} />
       </Modal>

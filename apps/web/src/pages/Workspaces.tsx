@@ -6,7 +6,7 @@ import { useState } from 'react';
 import { Link, useNavigate } from 'react-router';
 import { api, unwrap } from '../api/client';
 import { usePagedList } from '../app/paging';
-import { EmptyState, ErrorState, Loading, MorePages, PageTitle, when } from '../app/ui';
+import { EmptyState, PagedList, PageTitle, when } from '../app/ui';
 
 export default function Workspaces() {
   const { query, items } = usePagedList(['workspaces'], (cursor) =>
@@ -16,15 +16,16 @@ export default function Workspaces() {
   return (
     <>
       <PageTitle actions={<Button onClick={open}>New workspace</Button>}>Workspaces</PageTitle>
-      {query.isPending ? (
-        <Loading what="workspaces" />
-      ) : query.error ? (
-        <ErrorState error={query.error} retry={() => void query.refetch()} />
-      ) : items.length === 0 ? (
-        <EmptyState title="No workspaces yet">
-          A workspace holds a team's servers, policy, secrets and audit log.
-        </EmptyState>
-      ) : (
+      <PagedList
+        query={query}
+        count={items.length}
+        what="workspaces"
+        empty={
+          <EmptyState title="No workspaces yet">
+            A workspace holds a team's servers, policy, secrets and audit log.
+          </EmptyState>
+        }
+      >
         <Table striped highlightOnHover>
           <Table.Thead>
             <Table.Tr>
@@ -51,8 +52,7 @@ export default function Workspaces() {
             ))}
           </Table.Tbody>
         </Table>
-      )}
-      <MorePages query={query} />
+      </PagedList>
       <Modal opened={opened} onClose={close} title="New workspace">
         <CreateWorkspace onDone={close} />
       </Modal>
