@@ -99,6 +99,10 @@ export default function Approvals() {
                       <UnstyledButton onClick={() => setSelected(a.id)} aria-pressed={a.id === selected}>
                         {a.server} → {a.tool}
                       </UnstyledButton>
+                      {/* two calls of the same tool are told apart by who asked */}
+                      <Text size="xs" c="dimmed">
+                        {a.requester}
+                      </Text>
                     </Table.Td>
                     <Table.Td>{when(a.created_at)}</Table.Td>
                   </Table.Tr>

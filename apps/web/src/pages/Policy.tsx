@@ -314,18 +314,18 @@ function Versions({ ws, current }: { ws: string; current: number }) {
             {items.map((v) => (
               <Table.Tr key={v.version}>
                 <Table.Td>
-                  <Text size="sm" fw={600}>
-                    v{v.version}
+                  <Text size="sm">
+                    <b>v{v.version}</b> · {v.rules} rule{v.rules === 1 ? '' : 's'}
                   </Text>
                   <Text size="xs" c="dimmed">
-                    {v.rules} rule{v.rules === 1 ? '' : 's'} · {when(v.created_at)}
+                    {when(v.created_at)}
                   </Text>
                 </Table.Td>
-                <Table.Td w={1} style={{ whiteSpace: 'nowrap' }} ta="right">
+                <Table.Td style={{ whiteSpace: 'nowrap' }} ta="right">
                   {v.version === current ? (
                     <Badge variant="light">in force</Badge>
                   ) : (
-                    <Group gap={4} wrap="nowrap">
+                    <Group gap={4} wrap="nowrap" justify="flex-end">
                       <Button
                         size="xs"
                         variant="subtle"
