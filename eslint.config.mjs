@@ -37,6 +37,22 @@ export default tseslint.config(
     rules: { '@typescript-eslint/no-require-imports': 'off', '@typescript-eslint/no-dynamic-delete': 'off' },
   },
   {
+    // expiry, retention, backoff and deadlines read the injected Clock (docs/rules/clock.md), so a test moves
+    // time instead of waiting for it and every reader in the process agrees on what "now" is. Only the clock
+    // itself reads the system time; the standalone programs (cli, aileron-mcp, sandbox-runner, git-helper,
+    // mcp-bridge) run without Nest and without tests that move time, so they are left out of the list.
+    files: ['libs/**/src/**/*.ts', 'apps/control-plane/**/*.ts', 'apps/worker/**/*.ts'],
+    ignores: ['libs/platform/clock/**', '**/*.spec.ts'],
+    rules: {
+      'no-restricted-syntax': [
+        'error',
+        { selector: "MemberExpression[object.name='Date'][property.name='now']", message: 'Read the time from the injected Clock (clock.now(), @aileron/clock); a duration for a log or metric is performance.now(). See docs/rules/clock.md.' },
+        { selector: "NewExpression[callee.name='Date'][arguments.length=0]", message: 'Read the time from the injected Clock (clock.date(), @aileron/clock); new Date(value) that parses or converts a given time is fine. See docs/rules/clock.md.' },
+        { selector: "CallExpression[callee.name='Date']", message: 'Date() is the current time as a string: format clock.date() from the injected Clock instead. See docs/rules/clock.md.' },
+      ],
+    },
+  },
+  {
     // tests reach into what they drive (a parsed manifest, an SDK's private state) where no type says what it is
     files: ['test/**/*.ts', '**/*.spec.ts'],
     rules: { '@typescript-eslint/no-explicit-any': 'off', '@typescript-eslint/no-dynamic-delete': 'off' },

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { ControlPlane } from '../apps/control-plane/src/control-plane';
-import { systemRootArgs } from '../libs/platform/bubblewrap/src';
+import { isolationArgs } from '../libs/platform/bubblewrap/src';
 import { SandboxesService } from '../libs/sandboxes/src';
 import { LOAD_TEST_RATE_LIMITS, startBenchControlPlane } from './control-plane';
 import { Bench, Figure, figure, note, percentile } from './figures';
@@ -75,7 +75,7 @@ async function alternate(targets: Record<string, () => Promise<number>>, samples
 /** A bubblewrap sandbox with the same system root as ours, running `true`: what any sandboxed command costs at least. */
 function bareBwrapTrue(): Promise<void> {
   return new Promise((resolveRun, reject) => {
-    const child = spawn('/usr/bin/bwrap', ['--unshare-all', '--unshare-user', '--die-with-parent', '--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp', ...systemRootArgs(), '/bin/true'], { stdio: 'ignore' });
+    const child = spawn('/usr/bin/bwrap', [...isolationArgs({ network: false, user: {}, env: {}, proc: true }), '/bin/true'], { stdio: 'ignore' });
     child.on('error', reject);
     child.on('close', (code) => (code === 0 ? resolveRun() : reject(new Error(`bwrap true exited ${code}`))));
   });

@@ -8,7 +8,7 @@
 // 4. bundles it with Vite (each page its own chunk, hashed file names);
 // 5. fails when the first page's JavaScript (the entry chunk and every chunk it imports
 //    statically) is over the budget, gzipped.
-// `node scripts/build-web.mjs --types` stops after step 2 (what `npm run lint` needs).
+// `node scripts/build-web.mjs --types` stops after step 2 (the types for an editor).
 import { spawnSync } from 'node:child_process';
 import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';

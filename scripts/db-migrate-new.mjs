@@ -62,6 +62,7 @@ try {
   const result = await createMigration(name, {
     schemaPath: join(root, 'prisma/schema.prisma'),
     migrationsDir: join(root, 'prisma/migrations'),
+    now: new Date(),
   });
   if (result === null) console.log('no changes: the schema matches the existing migrations');
   else console.log(`created ${relative(process.cwd(), join(result.dir, 'migration.sql'))}`);

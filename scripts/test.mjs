@@ -3,7 +3,11 @@
 // suite (unit specs, integration, end-to-end) against real PostgreSQL, Redis and
 // PGlite, which the run starts itself unless DATABASE_URL / REDIS_URL are set.
 // The last line sums every suite as "N passed, N failed".
-import { spawnSync } from 'node:child_process';
+//
+// The lint needs only the generated Prisma client, not the build: it runs
+// beside the compile and the tests, on the core they leave idle while they
+// wait on what they started, and its output comes after theirs.
+import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,24 +16,55 @@ const extra = process.argv.slice(2);
 let passed = 0;
 let failed = 0;
 
-function step(name, command, args, env = {}) {
-  process.stdout.write(`\n=== ${name}: ${command} ${args.join(' ')}\n`);
-  const result = spawnSync(command, args, { stdio: 'inherit', env: { ...process.env, ...env } });
-  return result.status === 0;
+function title(name, command, args) {
+  return `\n=== ${name}: ${command} ${args.join(' ')}\n`;
 }
 
-if (step('build', 'npm', ['run', '--silent', 'build'])) passed++;
+/** Runs a step in the foreground; resolves whether it succeeded. */
+function step(name, command, args) {
+  process.stdout.write(title(name, command, args));
+  const child = spawn(command, args, { stdio: 'inherit' });
+  return new Promise((resolve) => child.on('close', (code) => resolve(code === 0)));
+}
+
+/** Starts a step whose output is kept and shown in one piece by `finish`, once it has ended. */
+function inBackground(name, command, args) {
+  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const output = [];
+  child.stdout.on('data', (chunk) => output.push(chunk));
+  child.stderr.on('data', (chunk) => output.push(chunk));
+  const ended = new Promise((resolve) => child.on('close', (code) => resolve(code === 0)));
+  return {
+    async finish() {
+      const ok = await ended;
+      process.stdout.write(title(name, command, args));
+      process.stdout.write(Buffer.concat(output));
+      return ok;
+    },
+  };
+}
+
+function stop() {
+  process.stdout.write(`\n${passed} passed, ${failed} failed\n`);
+  process.exit(failed === 0 ? 0 : 1);
+}
+
+// the build, the lint and the tests all read the generated client: made once, first
+if (!(await step('generate', 'npm', ['run', '--silent', 'generate']))) {
+  failed++;
+  stop();
+}
+const lint = inBackground('lint', 'npm', ['run', '--silent', 'lint']);
+if (await step('build', 'npm', ['run', '--silent', 'build:compile'])) passed++;
 else {
   failed++;
-  process.stdout.write(`\n${passed} passed, ${failed} failed\n`);
-  process.exit(1);
+  await lint.finish();
+  stop();
 }
-if (step('lint', 'npm', ['run', '--silent', 'lint'])) passed++;
-else failed++;
 
 const dir = mkdtempSync(join(tmpdir(), 'aileron-results-'));
 const report = join(dir, 'vitest.json');
-const ok = step('vitest', 'npx', ['vitest', 'run', '--reporter=default', '--reporter=json', `--outputFile.json=${report}`, ...extra]);
+const ok = await step('vitest', 'npx', ['vitest', 'run', '--reporter=default', '--reporter=json', '--reporter=./scripts/slowest-files.mjs', `--outputFile.json=${report}`, ...extra]);
 try {
   const results = JSON.parse(readFileSync(report, 'utf8'));
   passed += results.numPassedTests;
@@ -43,5 +78,6 @@ try {
   failed++; // vitest died before writing its report
 }
 rmSync(dir, { recursive: true, force: true });
-process.stdout.write(`\n${passed} passed, ${failed} failed\n`);
-process.exit(failed === 0 ? 0 : 1);
+if (await lint.finish()) passed++;
+else failed++;
+stop();

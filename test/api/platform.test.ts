@@ -1,12 +1,12 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { describe, expect, it } from 'vitest';
+import type { TestControlPlane } from '../support/control-plane';
+import { shared } from '../support/shared-control-plane';
 
 describe('health, metrics, OpenAPI and docs', () => {
   let cp: TestControlPlane;
-  beforeAll(async () => {
-    cp = await startTestControlPlane('pglite');
+  shared.beforeAll(async ({ sharedControlPlane }) => {
+    cp = await sharedControlPlane('pglite');
   });
-  afterAll(async () => cp?.close());
 
   it('serves Prometheus metrics with request counts and latencies per route template', async () => {
     await cp.request('GET', '/v1/workspaces/default');

@@ -1,7 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { aToken, aWorkspace, uniqueSlug } from '../support/builders';
-import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
-import { BACKENDS } from '../support/databases';
+import type { TestControlPlane } from '../support/control-plane';
+import { shared } from '../support/shared-control-plane';
 
 const POLICY = {
   rules: [
@@ -30,14 +30,14 @@ rules:
         range: { gt: 1000 }
 `;
 
-describe.each(BACKENDS)('policy API on %s', (backend) => {
+// the HTTP contract, on the embedded database: every repository query it makes runs on PGlite and PostgreSQL alike in test/database/repository-parity.test.ts
+describe('policy API', () => {
   let cp: TestControlPlane;
   let ws: string;
-  beforeAll(async () => {
-    cp = await startTestControlPlane(backend);
+  shared.beforeAll(async ({ sharedControlPlane }) => {
+    cp = await sharedControlPlane('pglite');
     ws = (await aWorkspace(cp, cp.ownerToken)).slug;
   });
-  afterAll(async () => cp?.close());
 
   const evaluate = (body: Record<string, unknown>, workspace = ws) => cp.request('POST', `/v1/workspaces/${workspace}/policy/evaluate`, { body });
 
@@ -51,9 +51,8 @@ describe.each(BACKENDS)('policy API on %s', (backend) => {
     expect(open.body.policy_default).toBe('allow');
     expect((await evaluate({ server: 'x', tool: 'y' }, open.body.slug)).body.decision).toBe('allow');
 
-    const fallback = await evaluate({ server: 'github', tool: 'get_issue' }, 'default');
-    // embedded mode: one developer is never blocked; server mode's first workspace is locked down
-    expect(fallback.body.decision).toBe(backend === 'pglite' ? 'allow' : 'deny');
+    // embedded mode: one developer is never blocked (server mode's first workspace: below)
+    expect((await evaluate({ server: 'github', tool: 'get_issue' }, 'default')).body.decision).toBe('allow');
   });
 
   it('PUT stores a version; deny beats approval beats allow, and the answer names the deciding rules', async () => {
@@ -219,5 +218,18 @@ describe.each(BACKENDS)('policy API on %s', (backend) => {
       ws,
     );
     expect(events.map((e) => e.payload.version)).toEqual([1, 2, 3]);
+  });
+});
+
+describe('policy API in server mode', () => {
+  let cp: TestControlPlane;
+  shared.beforeAll(async ({ sharedControlPlane }) => {
+    cp = await sharedControlPlane('postgres');
+  });
+
+  it("the first workspace is locked down: the default workspace denies what no rule allows", async () => {
+    const fallback = await cp.request('POST', '/v1/workspaces/default/policy/evaluate', { body: { server: 'github', tool: 'get_issue' } });
+    expect(fallback.status, fallback.text).toBe(200);
+    expect(fallback.body).toMatchObject({ decision: 'deny', reason: 'default' });
   });
 });

@@ -1,13 +1,13 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { describe, expect, it } from 'vitest';
+import type { TestControlPlane } from '../support/control-plane';
+import { shared } from '../support/shared-control-plane';
 import { aGateway, aWorkspace } from '../support/builders';
 
 describe('a gateway withdraws its own request', () => {
   let cp: TestControlPlane;
-  beforeAll(async () => {
-    cp = await startTestControlPlane('pglite');
+  shared.beforeAll(async ({ sharedControlPlane }) => {
+    cp = await sharedControlPlane('pglite');
   });
-  afterAll(async () => cp?.close());
 
   it('cancelled is final: the waiter learns it at once, nobody can approve or use it, another gateway cannot touch it', async () => {
     const ws = await aWorkspace(cp, cp.ownerToken);

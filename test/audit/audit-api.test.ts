@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { aGateway, anOrganization, aToken, aWorkspace } from '../support/builders';
-import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import type { TestControlPlane } from '../support/control-plane';
+import { shared } from '../support/shared-control-plane';
 import { BACKENDS } from '../support/databases';
 
 interface View {
@@ -75,10 +76,9 @@ function parseCsv(text: string): string[][] {
 
 describe.each(BACKENDS)('audit API on %s', (backend) => {
   let cp: TestControlPlane;
-  beforeAll(async () => {
-    cp = await startTestControlPlane(backend);
+  shared.beforeAll(async ({ sharedControlPlane }) => {
+    cp = await sharedControlPlane(backend);
   });
-  afterAll(async () => cp?.close());
 
   const ingest = (gatewayToken: string, events: unknown[]) => cp.request('POST', '/v1/gateway/audit', { token: gatewayToken, body: { events } });
 

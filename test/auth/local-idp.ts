@@ -143,13 +143,15 @@ export function sql<T = Record<string, unknown>>(cp: TestControlPlane, query: st
  * A browser sign-in through the organisation's IdP, without a browser: the
  * login redirect, the IdP's consent, and the callback with the sign-in cookie.
  * Answers with the first step that did not redirect as expected.
+ * `beforeCallback` runs while the browser is away at the IdP (a test moves the clock there).
  */
-export async function browserSignIn(cp: TestControlPlane, organization = 'default'): Promise<TestResponse & { step: 'login' | 'callback' }> {
+export async function browserSignIn(cp: TestControlPlane, organization = 'default', beforeCallback?: () => void): Promise<TestResponse & { step: 'login' | 'callback' }> {
   const login = await get(`${cp.url}/v1/auth/oidc/login?organization=${organization}&return_to=/review/${randomUUID()}`);
   if (login.status !== 302) return { ...login, step: 'login' };
   const cookie = (login.headers.get('set-cookie') ?? '').split(';')[0]!;
   const consent = await get(login.headers.get('location')!);
   const callback = new URL(consent.headers.get('location')!);
+  beforeCallback?.();
   return { ...(await get(`${cp.url}${callback.pathname}${callback.search}`, { cookie })), step: 'callback' };
 }
 

@@ -51,7 +51,7 @@ describe('embedded mode as a real process', () => {
     const body = (await list.json()) as { workspaces: { slug: string }[] };
     expect(body.workspaces.map((w) => w.slug)).toEqual(['default', 'kept']);
     expect(await stop(second)).toBe(0);
-  });
+  }, 180_000);
 
   it('bad configuration stops the process with one line naming the variable', () => {
     const cases: [Record<string, string>, RegExp][] = [

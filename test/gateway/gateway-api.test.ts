@@ -1,17 +1,17 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { checkBundle, SignedPolicyBundle } from '../../libs/gateway/src';
 import { aCatalogServer, aGateway, aToken, aWorkspace, uniqueSlug } from '../support/builders';
-import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
-import { BACKENDS } from '../support/databases';
+import type { TestControlPlane } from '../support/control-plane';
+import { shared } from '../support/shared-control-plane';
 
-describe.each(BACKENDS)('catalog and gateway API on %s', (backend) => {
+// the HTTP contract, on the embedded database: every repository query it makes runs on PGlite and PostgreSQL alike in test/database/repository-parity.test.ts
+describe('catalog and gateway API', () => {
   let cp: TestControlPlane;
   let ws: string;
-  beforeAll(async () => {
-    cp = await startTestControlPlane(backend);
+  shared.beforeAll(async ({ sharedControlPlane }) => {
+    cp = await sharedControlPlane('pglite');
     ws = (await aWorkspace(cp, cp.ownerToken)).slug;
   });
-  afterAll(async () => cp?.close());
 
   const asGateway = (token: string, path: string, headers: Record<string, string> = {}) => cp.request('GET', path, { token, headers });
   const keys = async () => (await cp.request('GET', '/.well-known/aileron/policy-keys', { token: null })).body.keys as { kid: string; x: string }[];

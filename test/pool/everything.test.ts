@@ -18,9 +18,10 @@ import {
   type ClientCapabilities,
   type Progress,
 } from '@modelcontextprotocol/sdk/types.js';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { aWorkspace } from '../support/builders';
-import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { afterAll, describe, expect, it } from 'vitest';
+import { aWorkspace, uniqueSlug } from '../support/builders';
+import type { TestControlPlane } from '../support/control-plane';
+import { shared } from '../support/shared-control-plane';
 import { eventually } from '../support/eventually';
 import { aRemoteServer, SERVERS, textOf } from './mcp-client';
 
@@ -111,18 +112,18 @@ describe('server-everything through /mcp/{ws}/everything', () => {
   let seen: Seen;
   let roots: { uri: string; name: string }[];
 
-  beforeAll(async () => {
-    cp = await startTestControlPlane('pglite');
+  shared.beforeAll(async ({ sharedControlPlane }) => {
+    cp = await sharedControlPlane('pglite');
     const ws = await aWorkspace(cp, cp.ownerToken);
     const policy = await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, { body: { default: 'allow', rules: [] } });
     expect(policy.status, policy.text).toBe(200);
-    await aRemoteServer(cp, cp.ownerToken, ws.slug, { ...SERVERS.everything, env: { GREETING: 'hello from the catalog' } }, 'everything');
-    path = `/mcp/${ws.slug}/everything`;
+    // catalog names are the organisation's: unique, as other suites may publish theirs in it
+    const server = await aRemoteServer(cp, cp.ownerToken, ws.slug, { ...SERVERS.everything, env: { GREETING: 'hello from the catalog' } }, uniqueSlug('everything'));
+    path = `/mcp/${ws.slug}/${server}`;
     ({ client, seen, roots } = await open(cp, path, { sampling: {}, elicitation: { form: {} }, roots: { listChanged: true } }));
   });
   afterAll(async () => {
     await client?.close();
-    await cp?.close();
   });
 
   it('lists every tool the server offers a client that answers sampling, forms and roots', async () => {
@@ -371,21 +372,20 @@ describe('server-everything for a client that runs sampling and elicitation as t
   let client: Client;
   let seen: Seen;
 
-  beforeAll(async () => {
-    cp = await startTestControlPlane('pglite');
+  shared.beforeAll(async ({ sharedControlPlane }) => {
+    cp = await sharedControlPlane('pglite');
     const ws = await aWorkspace(cp, cp.ownerToken);
     await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, { body: { default: 'allow', rules: [] } });
-    await aRemoteServer(cp, cp.ownerToken, ws.slug, SERVERS.everything, 'everything');
+    const server = await aRemoteServer(cp, cp.ownerToken, ws.slug, SERVERS.everything, uniqueSlug('everything'));
     ({ client, seen } = await open(
       cp,
-      `/mcp/${ws.slug}/everything`,
+      `/mcp/${ws.slug}/${server}`,
       { sampling: {}, elicitation: { form: {}, url: {} }, roots: {}, tasks: { requests: { sampling: { createMessage: {} }, elicitation: { create: {} } } } },
       true,
     ));
   });
   afterAll(async () => {
     await client?.close();
-    await cp?.close();
   });
 
   it('lists every tool of server-everything', async () => {

@@ -68,7 +68,7 @@ describe('execution records survive a crash between the answer and the audit wri
     } finally {
       await stopProcess(second.child);
     }
-  });
+  }, 180_000);
 
   /**
    * Replicas on one machine (or a worker beside the control plane, as in
@@ -122,5 +122,5 @@ describe('execution records survive a crash between the answer and the audit wri
       await database.drop();
       rmSync(shared, { recursive: true, force: true });
     }
-  });
+  }, 180_000);
 });

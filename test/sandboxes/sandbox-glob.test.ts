@@ -1,8 +1,9 @@
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { textOf } from '../pool/mcp-client';
 import { aWorkspace } from '../support/builders';
-import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import type { TestControlPlane } from '../support/control-plane';
+import { shared } from '../support/shared-control-plane';
 import { agentOn } from './box';
 
 /** What the runner's walk answers at most, in bytes of paths (MAX_WALK_BYTES in the runner's ops/files.ts). */
@@ -18,15 +19,14 @@ describe('the glob tool on a tenant’s pattern (embedded, bubblewrap)', () => {
   let ws: string;
   const clients: Client[] = [];
 
-  beforeAll(async () => {
-    cp = await startTestControlPlane('pglite');
+  shared.beforeAll(async ({ sharedControlPlane }) => {
+    cp = await sharedControlPlane('pglite');
     ws = (await aWorkspace(cp, cp.ownerToken)).slug;
     await cp.request('PUT', `/v1/workspaces/${ws}/policy`, { body: { default: 'allow', rules: [] } });
   }, 120_000);
 
   afterAll(async () => {
     for (const client of clients) await client.close().catch(() => undefined);
-    await cp?.close();
   });
 
   /** A sandbox holding what `setup` (bash in /src) made, and a tool call on it as an agent session. */

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { ElicitRequestSchema, EmptyResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ExecutionJournal } from '@aileron/pool';
 import { attenuateCaveatToken } from '../../libs/sessions/src';
 import { People } from '../approvals/people';
 import { connect, textOf } from '../pool/mcp-client';
@@ -489,7 +490,8 @@ describe('sandboxes (embedded, bubblewrap)', () => {
     const allowed = await all.callTool({ name: 'sandbox__bash', arguments: { sandbox: 'fix-the-bug', command: 'echo fine' } });
     expect(allowed.structuredContent).toMatchObject({ stdout: 'fine\n', exitCode: 0 });
     await cp.request('PUT', `/v1/workspaces/${ws}/policy`, { body: { default: 'allow', rules: [] } });
-    // every call is an execution record
+    // every call is an execution record (written in batches after the answers)
+    await cp.cp.app.get(ExecutionJournal).flush();
     const audit = await cp.request('GET', `/v1/workspaces/${ws}/audit?tool=bash&limit=200`);
     const types = (audit.body.events as { type: string; server: string }[]).filter((e) => e.server === 'sandbox').map((e) => e.type);
     expect(types).toContain('execution.succeeded');

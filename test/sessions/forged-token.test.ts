@@ -23,6 +23,7 @@ interface Answer {
 /** Where a session token is presented: a REST route, the MCP route, and the MCP fast path (an open MCP session's id). */
 type Surface = 'rest' | 'mcp' | 'mcp-fast-path';
 const SURFACES: Surface[] = ['rest', 'mcp', 'mcp-fast-path'];
+const RUNS = 1_200;
 
 /** The macaroon's bytes: version, field type, then the identifier's length (one byte: a minted identifier is 111 bytes). */
 const macaroonOf = (token: string): Buffer => Buffer.from(token.slice(CAVEAT_TOKEN_PREFIX.length), 'base64url');
@@ -258,13 +259,14 @@ describe.each(BACKENDS)('forged and garbled session tokens on %s', (backend) => 
         seen.set(surface, (seen.get(surface) ?? 0) + 1);
         expect(answer, `${surface}: ${token.slice(0, 200)}`).toEqual(reference);
       }),
-      { numRuns: 2_400, seed: 29 },
+      // 1,200 a backend, each its own seed: the two together try 2,400 different tokens
+      { numRuns: RUNS, seed: backend === 'pglite' ? 29 : 31 },
     );
-    for (const surface of SURFACES) expect(seen.get(surface), surface).toBeGreaterThan(500);
+    for (const surface of SURFACES) expect(seen.get(surface), surface).toBeGreaterThan(RUNS / SURFACES.length / 2);
 
     const lines = output.lines().slice(linesBefore);
     // the positive control: the capture saw the refusals' request lines
-    expect(lines.filter((line) => line.includes('"status":401')).length).toBeGreaterThan(2_000);
+    expect(lines.filter((line) => line.includes('"status":401')).length).toBeGreaterThan(RUNS * 0.8);
     expect(loudLines(lines)).toEqual([]);
   }, 300_000);
 });

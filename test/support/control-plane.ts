@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { inject } from 'vitest';
@@ -56,6 +56,8 @@ export async function startOnOwnDatabase(env: Record<string, string> & { DATABAS
 
 export async function startTestControlPlane(backend: Backend, env: Record<string, string> = {}): Promise<TestControlPlane> {
   const dataDir = mkdtempSync(join(tmpdir(), 'aileron-cp-'));
+  // a copy of the run's migrated PGlite data dir, as a restarted installation has it: no initdb, and the migrator finds nothing to apply
+  if (backend === 'pglite') cpSync(inject('pgliteDataDir'), join(dataDir, 'pgdata'), { recursive: true });
   // a second replica joins the first one's database (env.DATABASE_URL) instead of a fresh one
   const joining = backend === 'postgres' && env.DATABASE_URL !== undefined;
   const postgres = backend === 'postgres' && !joining ? await createPostgresDatabase() : undefined;

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
@@ -14,6 +14,7 @@ declare module 'vitest' {
     postgresTemplate: string;
     redisUrl: string;
     pgliteSnapshot: string;
+    pgliteDataDir: string;
   }
 }
 
@@ -22,7 +23,9 @@ export const TEMPLATE_DB = 'aileron_template';
 /**
  * Starts PostgreSQL and Redis unless DATABASE_URL / REDIS_URL name existing
  * ones, and migrates once: a PostgreSQL template database that every test
- * database is copied from, and a PGlite data-dir snapshot likewise.
+ * database is copied from, and a PGlite data dir likewise: embedded control
+ * planes start on a copy of it and in-memory instances load its tarball, so
+ * neither runs initdb nor the migrations again.
  */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const started: Service[] = [];
@@ -44,7 +47,10 @@ export default async function setup(project: TestProject): Promise<() => Promise
     const engine = new SchemaEngineHost();
     await applyMigrations({ kind: 'postgres', url: templateUrl.toString() }, { ...prismaPaths(), engine });
 
-    const pglite = new PGlite();
+    // on disk, where an embedded control plane keeps it (<AILERON_DATA_DIR>/pgdata); closed cleanly, so a copy resumes without recovery
+    const pgliteDataDir = join(scratch, 'pglite', 'pgdata');
+    mkdirSync(pgliteDataDir, { recursive: true, mode: 0o700 });
+    const pglite = new PGlite(pgliteDataDir);
     await applyMigrations({ kind: 'pglite', pglite }, { ...prismaPaths(), engine });
     const dump = await pglite.dumpDataDir('none');
     await pglite.close();
@@ -55,6 +61,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
     project.provide('postgresTemplate', TEMPLATE_DB);
     project.provide('redisUrl', redis.url);
     project.provide('pgliteSnapshot', snapshot);
+    project.provide('pgliteDataDir', pgliteDataDir);
   } catch (error) {
     for (const service of started.reverse()) service.stop();
     rmSync(scratch, { recursive: true, force: true });

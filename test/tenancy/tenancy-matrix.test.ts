@@ -1,5 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ExecutionJournal } from '@aileron/pool';
+import { SandboxesService } from '@aileron/sandboxes';
 import { RouteCatalog, RouteDefinition } from '../../libs/platform/http/src';
 import { aCatalogServer, aGateway, aToken, aUser, aWorkspace, anOrganization } from '../support/builders';
 import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
@@ -60,16 +62,15 @@ describe('tenancy matrix', () => {
   let tables: string[];
 
   /** Every row of every tenant table, minus bookkeeping the attacker's own requests update. */
+  /** every row of every table, as text: one statement, so a snapshot per attacked route stays cheap */
   async function snapshot(): Promise<string> {
-    const parts: string[] = [];
-    for (const table of tables) {
-      const rows = await cp.cp.database.client.$queryRawUnsafe<{ row: string }[]>(
-        `SELECT (to_jsonb(t) - 'last_used_at' - 'last_login_at' - 'last_seen_at' - 'dispatched_at' - 'completed_at' - 'dispatch_count'
-           - 'checkpoint_seq' - 'last_error' - 'last_error_at' - 'lease_until' - 'last_delivered_at'${(BACKGROUND_COLUMNS[table] ?? []).map((c) => ` - '${c}'`).join('')})::text AS row FROM ${table} t ORDER BY 1`,
-      );
-      parts.push(`${table}:${rows.map((r) => r.row).join('\n')}`);
-    }
-    return parts.join('\n\n');
+    const selects = tables.map(
+      (table) =>
+        `SELECT '${table}' AS tbl, (to_jsonb(t) - 'last_used_at' - 'last_login_at' - 'last_seen_at' - 'dispatched_at' - 'completed_at' - 'dispatch_count'
+           - 'checkpoint_seq' - 'last_error' - 'last_error_at' - 'lease_until' - 'last_delivered_at'${(BACKGROUND_COLUMNS[table] ?? []).map((c) => ` - '${c}'`).join('')})::text AS row FROM ${table} t`,
+    );
+    const rows = await cp.cp.database.client.$queryRawUnsafe<{ tbl: string; row: string }[]>(`${selects.join('\nUNION ALL\n')}\nORDER BY 1, 2`);
+    return rows.map((r) => `${r.tbl}: ${r.row}`).join('\n');
   }
 
   function fill(value: string): string {
@@ -108,7 +109,8 @@ describe('tenancy matrix', () => {
   }
 
   beforeAll(async () => {
-    cp = await startTestControlPlane('pglite');
+    // the fixture's execution records wait seconds for their batch: only the fixture's own wait below puts them in before the snapshots
+    cp = await startTestControlPlane('pglite', { AILERON_POOL_AUDIT_BATCH_MS: '5000' });
     routes = cp.cp.app.get(RouteCatalog).all();
     tables = await tenantTables(cp);
     // the schema has these at least; an empty or short list would make the snapshots prove nothing
@@ -148,6 +150,11 @@ describe('tenancy matrix', () => {
     const { client } = await connect(cp, cp.ownerToken, `/mcp/${ws.slug}/sandbox`);
     await client.callTool({ name: 'write', arguments: { sandbox: 'target-box', path: 'target.txt', content: 'target-sandbox-file' } });
     await client.close();
+    // the write's snapshot and its execution records are written after it answered: in before the first snapshot of the tables
+    await cp.cp.app.get(SandboxesService).settledAll();
+    await cp.cp.app.get(ExecutionJournal).flush();
+    const written = await cp.request('GET', `/v1/workspaces/${ws.slug}/audit?type=execution.succeeded&tool=write`);
+    expect(written.body.events, written.text).toHaveLength(1);
     const snapshots = await eventually('the target snapshot', async () => (await cp.request('GET', `/v1/workspaces/${ws.slug}/sandboxes/target-box/snapshots`)).body.snapshots?.[0]);
     Object.assign(target, {
       sandbox: 'target-box',
@@ -189,10 +196,12 @@ describe('tenancy matrix', () => {
   ] as const) {
     it(`a caller from ${label} gets 404 on every tenant-owned route and changes nothing`, async () => {
       const attacked: string[] = [];
+      // what every attack must leave as it was: each one is compared with it, so one taken before them all serves
+      const before = await snapshot();
+      expect(before, 'the snapshot holds the target').toContain(target.ws);
       for (const route of routes.filter(attackable)) {
         // organisation-wide resources are not visible to a workspace-limited token at all (403)
         const expected = label.startsWith('another workspace') && route.tenancy === 'organization' ? [403, 404] : [404];
-        const before = await snapshot();
         const path = pathFor(route);
         const body = route.example?.body !== undefined ? fillDeep(route.example.body) : route.body ? {} : undefined;
         const res = await cp.request(route.method, path, { token: caller(), ...(body !== undefined ? { body } : {}) });
@@ -204,7 +213,7 @@ describe('tenancy matrix', () => {
         attacked.push(`${route.method} ${route.path}`);
       }
       expect(attacked.length).toBeGreaterThanOrEqual(8);
-    });
+    }, 180_000);
   }
 
   /**

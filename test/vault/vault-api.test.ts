@@ -10,7 +10,7 @@ import { VaultService } from '../../libs/vault/src';
 import type { ReadReason } from '../../libs/vault/src';
 import { aGateway, aToken, aWorkspace, anOrganization, uniqueSlug } from '../support/builders';
 import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
-import { BACKENDS, createPostgresDatabase } from '../support/databases';
+import { createPostgresDatabase } from '../support/databases';
 
 const POOL_READ: ReadReason = { actor: 'pool:i-1', server: 'github', instance: 'i-1' };
 
@@ -29,12 +29,13 @@ async function scopeOf(cp: TestControlPlane, ws: { id: string; slug: string }) {
   return SystemScopes.workspace(row!.org, ws);
 }
 
-describe.each(BACKENDS)('vault API on %s', (backend) => {
+// the HTTP contract, on the embedded database: every repository query it makes runs on PGlite and PostgreSQL alike in test/database/repository-parity.test.ts
+describe('vault API', () => {
   let cp: TestControlPlane;
   let vault: VaultService;
   let ws: { id: string; slug: string };
   beforeAll(async () => {
-    cp = await startTestControlPlane(backend, { AILERON_VAULT_KEEP_VERSIONS: '3' });
+    cp = await startTestControlPlane('pglite', { AILERON_VAULT_KEEP_VERSIONS: '3' });
     vault = cp.cp.app.get(VaultService);
     ws = await aWorkspace(cp, cp.ownerToken);
   });

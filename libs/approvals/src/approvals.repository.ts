@@ -89,7 +89,7 @@ export class ApprovalsRepository extends Repository {
   }
 
   async finish(tx: Transaction, scope: OrgScope, id: string, status: ApprovalStatus, reason: string | null): Promise<void> {
-    await tx.approvalRequest.updateMany({ where: { organizationId: scope.organizationId, id, status: 'pending' }, data: { status, decidedAt: new Date(), decisionReason: reason } });
+    await tx.approvalRequest.updateMany({ where: { organizationId: scope.organizationId, id, status: 'pending' }, data: { status, decidedAt: this.clock.date(), decisionReason: reason } });
   }
 
   /**
@@ -183,7 +183,7 @@ export class ApprovalsRepository extends Repository {
     await tx.approvalRouting.upsert({
       where: { workspaceId: scope.workspaceId },
       create: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, document: json, version, updatedBy: actor },
-      update: { document: json, version, updatedBy: actor, updatedAt: new Date() },
+      update: { document: json, version, updatedBy: actor, updatedAt: this.clock.date() },
     });
     return version;
   }
@@ -257,7 +257,7 @@ export class ApprovalsRepository extends Repository {
 
   /** Spends a link; false if it was spent already (two tabs, a replay). */
   async useLink(tx: Transaction, scope: OrgScope, tokenHash: string): Promise<boolean> {
-    return (await tx.approvalLink.updateMany({ where: { organizationId: scope.organizationId, tokenHash, usedAt: null, expiresAt: { gt: this.clock.date() } }, data: { usedAt: new Date() } })).count === 1;
+    return (await tx.approvalLink.updateMany({ where: { organizationId: scope.organizationId, tokenHash, usedAt: null, expiresAt: { gt: this.clock.date() } }, data: { usedAt: this.clock.date() } })).count === 1;
   }
 }
 

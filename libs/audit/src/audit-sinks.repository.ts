@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { OrgScope, SystemScope } from '@aileron/auth';
-import { Keyset, keysetAfter, keysetOrder, Prisma, Repository, Transaction } from '@aileron/database';
+import { DatabaseService, Keyset, keysetAfter, keysetOrder, Prisma, Repository, Transaction } from '@aileron/database';
+import { Clock } from '@aileron/clock';
 
 export interface AuditSinkRecord {
   id: string;
@@ -19,6 +20,13 @@ export interface AuditSinkRecord {
 
 @Injectable()
 export class AuditSinksRepository extends Repository {
+  constructor(
+    db: DatabaseService,
+    private readonly clock: Clock,
+  ) {
+    super(db);
+  }
+
   create(scope: OrgScope, data: { id: string; name: string; url: string; secret: string; createdBy: string }, tx: Transaction): Promise<AuditSinkRecord> {
     return tx.auditSink.create({ data: { organizationId: scope.organizationId, ...data } });
   }
@@ -59,7 +67,7 @@ export class AuditSinksRepository extends Repository {
   }
 
   async release(scope: OrgScope, id: string, outcome: { delivered: boolean; error?: string }): Promise<void> {
-    const now = new Date();
+    const now = this.clock.date();
     await this.client.auditSink.updateMany({
       where: { organizationId: scope.organizationId, id },
       data: { leaseUntil: null, ...(outcome.delivered ? { lastDeliveredAt: now } : {}), ...(outcome.error ? { lastError: outcome.error, lastErrorAt: now } : {}) },

@@ -4,6 +4,7 @@ import { z } from 'zod';
 import type { OrgScope, Principal } from '@aileron/auth';
 import { SystemScopes } from '@aileron/auth/scope-issuer';
 import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
+import { Clock } from '@aileron/clock';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { DatabaseService, Keyset } from '@aileron/database';
 import { NotFoundError, ValidationError } from '@aileron/errors';
@@ -67,8 +68,9 @@ export class AuditSinksService implements OnApplicationBootstrap, OnApplicationS
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     @Inject(MESSAGE_BUS) bus: MessageBus,
     jobs: JobRegistry,
+    private readonly clock: Clock,
   ) {
-    this.enabled = new SharedCache(bus, 'audit-sinks', ENABLED_TTL_MS);
+    this.enabled = new SharedCache(bus, 'audit-sinks', ENABLED_TTL_MS, clock);
     const processor: JobProcessor<typeof streamPayload> = { name: AUDIT_STREAM_JOB, payload: streamPayload, concurrency: 4, handle: (payload) => this.deliver(payload.organizationId, payload.sinkId) };
     jobs.register(processor);
     audit.onAppended((organizationId) => this.soon(organizationId));
@@ -121,7 +123,7 @@ export class AuditSinksService implements OnApplicationBootstrap, OnApplicationS
     if (!sink || !sink.enabled) return;
     if (!(await this.repository.claim(scope, sinkId, LEASE_MS))) {
       // another process is sending and may have read the chain heads before our records committed: look again shortly
-      await this.enqueue(organizationId, sinkId, `follow-up-${Math.floor(Date.now() / 1000)}`, 1000);
+      await this.enqueue(organizationId, sinkId, `follow-up-${Math.floor(this.clock.now() / 1000)}`, 1000);
       return;
     }
     let sent = 0;
@@ -152,7 +154,7 @@ export class AuditSinksService implements OnApplicationBootstrap, OnApplicationS
       await this.repository.release(scope, sinkId, { delivered: sent > 0, error: summary });
       throw new SinkDeliveryError(summary);
     }
-    if (sent >= BATCHES_PER_JOB) await this.enqueue(organizationId, sinkId, `more-${Date.now()}`);
+    if (sent >= BATCHES_PER_JOB) await this.enqueue(organizationId, sinkId, `more-${this.clock.now()}`);
   }
 
   /**
@@ -163,7 +165,7 @@ export class AuditSinksService implements OnApplicationBootstrap, OnApplicationS
    */
   private async send(sink: AuditSinkRecord, secret: string, payload: { delivery: string; chain: string; workspace_id: string | null; events: unknown[] }): Promise<void> {
     const body = JSON.stringify({ sink: sink.id, ...payload });
-    const headers = { 'content-type': 'application/json', 'x-aileron-delivery': payload.delivery, ...signatureHeaders(secret, body) };
+    const headers = { 'content-type': 'application/json', 'x-aileron-delivery': payload.delivery, ...signatureHeaders(secret, body, this.clock.now()) };
     const outcome = await postSigned(sink.url, headers, body, { policy: outboundPolicyOf(this.config), timeoutMs: SEND_TIMEOUT_MS });
     if (outcome.error !== null) {
       throw new SinkDeliveryError(outcome.status === null ? `sink ${hostOf(sink.url)} unreachable: ${outcome.error}` : `sink ${hostOf(sink.url)} answered ${outcome.error}`);
@@ -194,7 +196,7 @@ export class AuditSinksService implements OnApplicationBootstrap, OnApplicationS
     if (this.stopped) return;
     try {
       const enabled = await this.enabled.getOrLoad(scope.organizationId, async () => (await this.repository.enabledIds(scope)).map((sink) => sink.id));
-      for (const id of enabled) await this.enqueue(scope.organizationId, id, `append-${Date.now()}`);
+      for (const id of enabled) await this.enqueue(scope.organizationId, id, `append-${this.clock.now()}`);
     } catch (error) {
       this.logger.warn({ err: error }, 'could not schedule audit sink delivery; the periodic catch-up will');
     }
@@ -202,7 +204,7 @@ export class AuditSinksService implements OnApplicationBootstrap, OnApplicationS
 
   /** Picks up whatever bursts and failures left behind, after restarts too. */
   private async enqueueEnabled(): Promise<void> {
-    for (const sink of await this.repository.allEnabled(SystemScopes.system('audit sink catch-up'))) await this.enqueue(sink.organizationId, sink.id, `catch-up-${Math.floor(Date.now() / CATCH_UP_MS)}`);
+    for (const sink of await this.repository.allEnabled(SystemScopes.system('audit sink catch-up'))) await this.enqueue(sink.organizationId, sink.id, `catch-up-${Math.floor(this.clock.now() / CATCH_UP_MS)}`);
   }
 
   /**

@@ -3,6 +3,7 @@ import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdo
 import type { OrgScope, Principal, WorkspaceScope } from '@aileron/auth';
 import { describePrincipal } from '@aileron/auth';
 import { SystemScopes } from '@aileron/auth/scope-issuer';
+import { Clock } from '@aileron/clock';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { publicKeyFromX, signEd25519, verifyEd25519 } from '@aileron/crypto';
 import { DatabaseService, Keyset, Transaction } from '@aileron/database';
@@ -85,6 +86,7 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
     private readonly keys: SigningKeysService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     outbox: OutboxService,
+    private readonly clock: Clock,
   ) {
     // every event a domain announces is an audit record of the same transaction
     outbox.useAuditJournal((tx, records) => this.journal(tx, records));
@@ -112,7 +114,7 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
 
   private async append(tx: Transaction, scope: OrgScope, chain: Chain, entries: AuditEntry[]): Promise<ChainedRecord[]> {
     const head = await this.repository.lockHead(tx, scope, chain.chainId, chain.workspaceId);
-    const now = new Date();
+    const now = this.clock.date();
     const records = chainRecords(head, entries.map((entry) => unchained(scope, chain, entry, now)));
     await this.repository.append(tx, scope, records);
     this.afterCommit(scope.organizationId);
@@ -131,7 +133,7 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
     const existing = options.replay ? await this.repository.existingIds(tx, scope, chain.chainId, entries.map((e) => e.id)) : new Set<string>();
     const fresh = entries.filter((e) => !existing.has(e.id));
     if (fresh.length === 0) return [];
-    const now = new Date();
+    const now = this.clock.date();
     const records = chainRecords(head, fresh.map((entry) => unchained(scope, chain, entry, now)));
     await this.repository.append(tx, scope, records);
     this.afterCommit(scope.organizationId);
@@ -163,8 +165,9 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
     const result: IngestResult = { accepted: 0, duplicates: 0, rejected: [] };
     const good: { index: number; event: GatewayEvent }[] = [];
     const seen = new Set<string>();
+    const arrived = this.clock.now();
     events.forEach((raw, index) => {
-      const check = checkGatewayEvent(raw);
+      const check = checkGatewayEvent(raw, arrived);
       if (!check.ok) {
         const id = typeof (raw as { id?: unknown } | null)?.id === 'string' ? String((raw as { id: string }).id).slice(0, 64) : null;
         result.rejected.push({ index, id, code: check.code, reason: check.reason });
@@ -178,7 +181,7 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
     if (good.length === 0) return result;
     const actor = actorOf(gateway);
     const chain = chainOf(scope);
-    const now = new Date();
+    const now = this.clock.date();
     // zod's output is plain JSON already: no copy needed before hashing
     const candidates = good.map(({ event }) => unchained(scope, chain, fromGatewayEvent(event, actor), now, false));
     const append = (dedupe: boolean) =>
@@ -283,7 +286,7 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
    * chain, leaving a signed retention checkpoint on the last removed record so
    * what remains still verifies from there.
    */
-  async applyRetention(now = new Date()): Promise<number> {
+  async applyRetention(now = this.clock.date()): Promise<number> {
     let removed = 0;
     for (const organization of await this.repository.organizationsWithRetention(RETENTION)) {
       const scope = SystemScopes.organization(organization.id);
@@ -317,8 +320,8 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
   async sweep(): Promise<void> {
     const due = await this.repository.chainsNeedingCheckpoint(CHECKPOINTS, this.config.auditCheckpointEvery, this.config.auditCheckpointSeconds, 100);
     for (const head of due) await this.checkpoint(head);
-    if (Date.now() - this.lastRetentionAt > 3600_000) {
-      this.lastRetentionAt = Date.now();
+    if (this.clock.now() - this.lastRetentionAt > 3600_000) {
+      this.lastRetentionAt = this.clock.now();
       await this.applyRetention();
     }
   }

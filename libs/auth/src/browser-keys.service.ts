@@ -1,5 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { InstallationKeys, KeyProvider, newKey, ROOT_KEYS } from '@aileron/keys';
+import { InstallationKeys, KeyProvider, ROOT_KEYS } from '@aileron/keys';
+import { newKey } from '@aileron/crypto';
 import type { OrgScope } from './scope';
 
 const KEY_NAME = 'browser-sign-in-key';

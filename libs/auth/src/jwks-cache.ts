@@ -54,8 +54,9 @@ export class JwksCache {
   constructor(
     /** the set's signature keys (parseJwks); rejects when there are none */
     private readonly fetchKeys: (url: string) => Promise<JwksKey[]>,
-    private readonly options: JwksCacheOptions = JWKS_CACHE_DEFAULTS,
-    private readonly now: () => number = Date.now,
+    private readonly options: JwksCacheOptions,
+    /** the Clock's now(): the refetch interval and the set's age run on it */
+    private readonly now: () => number,
   ) {}
 
   /** The key a token with this `kid` verifies against; without a `kid`, the set's only key. */

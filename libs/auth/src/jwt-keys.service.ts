@@ -1,13 +1,15 @@
 import { Inject, Injectable, Logger, OnApplicationBootstrap } from '@nestjs/common';
 import { decode, sign } from 'jsonwebtoken';
+import { Clock } from '@aileron/clock';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { UnauthenticatedError } from '@aileron/errors';
-import { InstallationKeys, newKey } from '@aileron/keys';
+import { InstallationKeys } from '@aileron/keys';
+import { newKey } from '@aileron/crypto';
 import { outboundPolicyOf } from '@aileron/net';
 import { audienceRefusal } from './domain/identity-provider';
 import { AuthRepository } from './auth.repository';
 import { idpFetch, IdpFetchError } from './idp-http';
-import { JwksCache, JwksKey, JwksUnavailableError, parseJwks, UnknownSigningKeyError } from './jwks-cache';
+import { JWKS_CACHE_DEFAULTS, JwksCache, JwksKey, JwksUnavailableError, parseJwks, UnknownSigningKeyError } from './jwks-cache';
 import { SystemScopes } from './scope-issuer';
 
 const SIGNING_KEY = 'jwt-signing-key';
@@ -34,8 +36,9 @@ export class JwtKeys implements OnApplicationBootstrap {
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly repository: AuthRepository,
     private readonly installationKeys: InstallationKeys,
+    private readonly clock: Clock,
   ) {
-    this.jwks = new JwksCache((url) => this.fetchJwks(url));
+    this.jwks = new JwksCache((url) => this.fetchJwks(url), JWKS_CACHE_DEFAULTS, () => clock.now());
   }
 
   /** A key an older version stored in the clear is sealed at start, not at the first JWT. */
@@ -62,14 +65,16 @@ export class JwtKeys implements OnApplicationBootstrap {
 
   async issue(claims: OwnClaims): Promise<{ token: string; expiresAt: Date }> {
     const ttl = this.config.jwtTtlSeconds;
-    const token = sign({ org: claims.org }, await this.signingKey(), {
+    // iat from the Clock, so the token's exp (iat + ttl) is the expiresAt we report
+    const issuedAt = Math.floor(this.clock.now() / 1000);
+    const token = sign({ org: claims.org, iat: issuedAt }, await this.signingKey(), {
       algorithm: 'HS256',
       subject: claims.sub,
       issuer: this.issuer,
       audience: OWN_AUDIENCE,
       expiresIn: ttl,
     });
-    return { token, expiresAt: new Date(Date.now() + ttl * 1000) };
+    return { token, expiresAt: new Date((issuedAt + ttl) * 1000) };
   }
 
   /**

@@ -1,8 +1,9 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import * as oidc from 'openid-client';
+import { Clock } from '@aileron/clock';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { DomainError, ErrorCode, ValidationError } from '@aileron/errors';
-import { open, seal } from '@aileron/keys';
+import { open, seal } from '@aileron/crypto';
 import { outboundPolicyOf } from '@aileron/net';
 import {
   browserSignInIssuerProblem,
@@ -62,6 +63,7 @@ export class OidcSignIn {
     private readonly repository: AuthRepository,
     private readonly principals: PrincipalResolver,
     private readonly keys: BrowserKeys,
+    private readonly clock: Clock,
   ) {}
 
   /** The callback the IdP sends people back to; register it as the client's redirect URI. */
@@ -91,7 +93,7 @@ export class OidcSignIn {
       nonce: oidc.randomNonce(),
       verifier: oidc.randomPKCECodeVerifier(),
       returnTo: returnPath,
-      expiresAt: Date.now() + LOGIN_TTL_SECONDS * 1000,
+      expiresAt: this.clock.now() + LOGIN_TTL_SECONDS * 1000,
     };
     const url = oidc.buildAuthorizationUrl(client, {
       redirect_uri: this.redirectUri(),
@@ -134,7 +136,7 @@ export class OidcSignIn {
     }
     const principal = await this.principals.fromIdToken(provider, claims);
     const session = mintSessionToken();
-    const now = new Date();
+    const now = this.clock.date();
     await this.repository.createLoginSession(
       SystemScopes.organization(provider.organizationId),
       { userId: principal.id, tokenHash: session.hash, expiresAt: new Date(now.getTime() + SESSION_TTL_SECONDS * 1000) },
@@ -158,7 +160,7 @@ export class OidcSignIn {
     } catch {
       throw expired;
     }
-    if (typeof pending.expiresAt !== 'number' || pending.expiresAt <= Date.now()) throw expired;
+    if (typeof pending.expiresAt !== 'number' || pending.expiresAt <= this.clock.now()) throw expired;
     return pending;
   }
 
@@ -211,9 +213,9 @@ export class OidcSignIn {
   private client(provider: IdentityProviderRecord): Promise<oidc.Configuration> {
     const key = [provider.issuer, provider.clientId, provider.clientSecretSealed ?? ''].join('\0');
     const cached = this.clients.get(provider.organizationId);
-    if (cached && cached.key === key && cached.until > Date.now()) return cached.config;
+    if (cached && cached.key === key && cached.until > this.clock.now()) return cached.config;
     const config = this.discover(provider);
-    this.clients.set(provider.organizationId, { key, until: Date.now() + DISCOVERY_TTL_MS, config });
+    this.clients.set(provider.organizationId, { key, until: this.clock.now() + DISCOVERY_TTL_MS, config });
     config.catch(() => {
       if (this.clients.get(provider.organizationId)?.config === config) this.clients.delete(provider.organizationId);
     });

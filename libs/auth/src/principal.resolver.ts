@@ -98,7 +98,7 @@ export class PrincipalResolver {
     if (!provider) throw new UnauthenticatedError('The JWT issuer is not a known identity provider', 'TOKEN_INVALID');
     const refusal = audienceRefusal(provider, payload.aud);
     if (refusal) throw new UnauthenticatedError(refusal.detail, refusal.code);
-    const issuedAt = typeof payload.iat === 'number' ? new Date(payload.iat * 1000) : new Date();
+    const issuedAt = typeof payload.iat === 'number' ? new Date(payload.iat * 1000) : this.clock.date();
     const { principal, identity } = await this.signIn(provider, payload, issuedAt, 'TOKEN_INVALID');
     // the JWT itself names the groups: they count for this request whatever was recorded before
     return { ...principal, idpGroups: identity.groups };
@@ -123,7 +123,7 @@ export class PrincipalResolver {
     const identity = mapClaims(payload, provider);
     if (!identity) throw new UnauthenticatedError(`The ${issuedAt ? 'JWT' : 'ID token'} has no "${provider.subjectClaim}" claim`, code);
     const scope = SystemScopes.organization(provider.organizationId);
-    const now = new Date();
+    const now = this.clock.date();
     const upserted = await this.repository.upsertUserFromIdentity(
       scope,
       identity,

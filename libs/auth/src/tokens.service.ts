@@ -112,7 +112,7 @@ export class TokensService {
     }
     // the commit drops cached principals on every replica (PrincipalCache follows token.revoked)
     await this.db.transaction(async (tx) => {
-      await this.repository.revokeToken(scope, id, new Date(), tx);
+      await this.repository.revokeToken(scope, id, this.clock.date(), tx);
       await this.outbox.record(tx, {
         topic: 'token.revoked',
         organizationId: scope.organizationId,

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { OrgScope, WorkspaceScope } from '@aileron/auth';
-import { Keyset, Repository, Prisma, Transaction } from '@aileron/database';
+import { DatabaseService, Keyset, Prisma, Repository, Transaction } from '@aileron/database';
+import { Clock } from '@aileron/clock';
 
 /** A published version's definition: the entry input without name and version. */
 export type ServerDefinition = Record<string, unknown> & { mode: 'local' | 'remote'; transport: 'stdio' | 'streamable_http' };
@@ -45,6 +46,13 @@ function toVersion(row: VersionRow): CatalogVersionRecord {
 /** The organisation's catalog, and which of its servers each workspace uses at which version. */
 @Injectable()
 export class CatalogRepository extends Repository {
+  constructor(
+    db: DatabaseService,
+    private readonly clock: Clock,
+  ) {
+    super(db);
+  }
+
   async ensureEntry(scope: OrgScope, name: string, tx: Transaction): Promise<string> {
     const row = await tx.catalogEntry.upsert({
       where: { organizationId_name: { organizationId: scope.organizationId, name } },
@@ -84,7 +92,7 @@ export class CatalogRepository extends Repository {
   async setEnabled(scope: OrgScope, entryId: string, enabled: boolean, reason: string | null, tx: Transaction): Promise<void> {
     await tx.catalogEntry.update({
       where: { organizationId_id: { organizationId: scope.organizationId, id: entryId } },
-      data: { enabled, disabledReason: enabled ? null : reason, disabledAt: enabled ? null : new Date() },
+      data: { enabled, disabledReason: enabled ? null : reason, disabledAt: enabled ? null : this.clock.date() },
     });
   }
 

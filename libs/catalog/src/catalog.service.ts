@@ -1,6 +1,7 @@
 import { Inject, Injectable, OnModuleDestroy } from '@nestjs/common';
 import { describePrincipal, OrgScope, Principal, WorkspaceScope } from '@aileron/auth';
 import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
+import { Clock } from '@aileron/clock';
 import { DatabaseService, isUniqueViolation, Keyset, Transaction } from '@aileron/database';
 import { ConflictError, NotFoundError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
@@ -26,8 +27,9 @@ export class CatalogService implements OnModuleDestroy {
     private readonly repository: CatalogRepository,
     private readonly outbox: OutboxService,
     @Inject(MESSAGE_BUS) bus: MessageBus,
+    clock: Clock,
   ) {
-    this.cache = new SharedCache(bus, 'catalog', CACHE_TTL_MS);
+    this.cache = new SharedCache(bus, 'catalog', CACHE_TTL_MS, clock);
   }
 
   onModuleDestroy(): void {

@@ -1,5 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { Principal, WorkspaceScope } from '@aileron/auth';
+import { Clock } from '@aileron/clock';
 import { AssignmentRecord, CatalogService, CatalogVersionRecord, versionFor } from '@aileron/catalog';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { CurrentPolicy, PolicyService } from '@aileron/policy';
@@ -51,6 +52,7 @@ export class BundlesService {
     private readonly gateways: GatewaysService,
     private readonly keys: SigningKeysService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
+    private readonly clock: Clock,
   ) {}
 
   /** The prepared bundle if every input is cached and unchanged; never waits. */
@@ -59,7 +61,7 @@ export class BundlesService {
     const settings = this.gateways.peekSettings(scope);
     const ring = this.keys.peekRing('policy-bundle');
     if (!policy || !settings || !ring) return undefined;
-    return this.policyMemo(scope, policy, settings, ring.active.kid, Date.now());
+    return this.policyMemo(scope, policy, settings, ring.active.kid, this.clock.now());
   }
 
   private policyMemo(scope: WorkspaceScope, policy: CurrentPolicy, settings: Settings, kid: string, now: number): PreparedBody | undefined {
@@ -69,7 +71,7 @@ export class BundlesService {
 
   async policyBundle(scope: WorkspaceScope): Promise<PreparedBody> {
     const [policy, settings, ring] = await Promise.all([this.policies.current(scope), this.gateways.settings(scope), this.keys.ring('policy-bundle')]);
-    const now = Date.now();
+    const now = this.clock.now();
     const memoised = this.policyMemo(scope, policy, settings, ring.active.kid, now);
     if (memoised) return memoised;
 

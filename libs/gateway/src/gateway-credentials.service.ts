@@ -1,6 +1,7 @@
 import { Inject, Injectable, Logger, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import { CredentialResolvers, hashToken, Principal, StreamAccess, WorkspaceScope } from '@aileron/auth';
 import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
+import { Clock } from '@aileron/clock';
 import { UnauthenticatedError } from '@aileron/errors';
 import { GATEWAY_TOKEN_PREFIX, looksLikeGatewayToken } from './domain/credentials';
 import { GatewayRecord, GatewayRepository } from './gateway.repository';
@@ -47,8 +48,9 @@ export class GatewayCredentials implements OnModuleInit, OnModuleDestroy {
     private readonly resolvers: CredentialResolvers,
     @Inject(MESSAGE_BUS) bus: MessageBus,
     streams: StreamAccess,
+    private readonly clock: Clock,
   ) {
-    this.cache = new SharedCache(bus, 'gateway-credentials', CACHE_TTL_MS);
+    this.cache = new SharedCache(bus, 'gateway-credentials', CACHE_TTL_MS, clock);
     // a revoked gateway's open streams (MCP, events) end on every replica, not at their next request
     this.cache.onEvict(() => streams.recheck());
   }
@@ -109,7 +111,7 @@ export class GatewayCredentials implements OnModuleInit, OnModuleDestroy {
   }
 
   private touch({ id, organizationId }: { id: string; organizationId: string }): void {
-    const now = Date.now();
+    const now = this.clock.now();
     if (now - (this.touched.get(id) ?? 0) < TOUCH_EVERY_MS) return;
     this.touched.set(id, now);
     // last seen is informational; a write per request would cost more than it tells

@@ -1,5 +1,6 @@
 import { Module } from '@nestjs/common';
 import { AuditModule } from '@aileron/audit';
+import { ClockModule } from '@aileron/clock';
 import { CatalogModule } from '@aileron/catalog';
 import { PolicyModule } from '@aileron/policy';
 import { BundlesService } from './bundles.service';
@@ -11,7 +12,7 @@ import { GatewaysController } from './gateways.controller';
 import { GatewaysService } from './gateways.service';
 
 @Module({
-  imports: [PolicyModule, CatalogModule, AuditModule],
+  imports: [ClockModule, PolicyModule, CatalogModule, AuditModule],
   controllers: [GatewayApiController, GatewaysController],
   providers: [GatewayRepository, GatewayCredentials, GatewaysService, BundlesService, GatewayFastPath],
   exports: [GatewaysService, GatewayCredentials],

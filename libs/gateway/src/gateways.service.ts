@@ -1,6 +1,7 @@
 import { Inject, Injectable, OnModuleDestroy } from '@nestjs/common';
 import { describePrincipal, hashToken, OrgScope, Principal, WorkspaceScope } from '@aileron/auth';
 import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
+import { Clock } from '@aileron/clock';
 import { DatabaseService, Keyset } from '@aileron/database';
 import { DomainError, NotFoundError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
@@ -24,8 +25,9 @@ export class GatewaysService implements OnModuleDestroy {
     private readonly credentials: GatewayCredentials,
     private readonly outbox: OutboxService,
     @Inject(MESSAGE_BUS) bus: MessageBus,
+    private readonly clock: Clock,
   ) {
-    this.settingsCache = new SharedCache(bus, 'gateway-settings', 30_000);
+    this.settingsCache = new SharedCache(bus, 'gateway-settings', 30_000, clock);
   }
 
   onModuleDestroy(): void {
@@ -38,7 +40,7 @@ export class GatewaysService implements OnModuleDestroy {
     options: { expiresInSeconds: number; groups: string[] },
   ): Promise<{ code: string; expiresAt: Date; groups: string[] }> {
     const code = mintEnrollmentCode();
-    const expiresAt = new Date(Date.now() + options.expiresInSeconds * 1000);
+    const expiresAt = new Date(this.clock.now() + options.expiresInSeconds * 1000);
     await this.db.transaction(async (tx) => {
       const { id } = await this.repository.createEnrollmentCode(scope, { codeHash: hashToken(code), groups: options.groups, expiresAt, createdBy: describePrincipal(principal) }, tx);
       await this.outbox.record(tx, {
@@ -54,7 +56,7 @@ export class GatewaysService implements OnModuleDestroy {
   /** The one unauthenticated write: the code is the credential, good once. */
   async enroll(code: string, name: string): Promise<{ gateway: GatewayRecord; token: string }> {
     const codeHash = looksLikeEnrollmentCode(code) ? hashToken(code) : null;
-    const now = new Date();
+    const now = this.clock.date();
     const token = mintGatewayToken();
     const gateway = codeHash
       ? await this.db.transaction(async (tx) => {
@@ -97,7 +99,7 @@ export class GatewaysService implements OnModuleDestroy {
   }
 
   async revoke(principal: Principal, scope: WorkspaceScope, id: string): Promise<GatewayRecord> {
-    return this.change(principal, scope, id, 'gateway.revoked', { revokedAt: new Date() }, {});
+    return this.change(principal, scope, id, 'gateway.revoked', { revokedAt: this.clock.date() }, {});
   }
 
   private async change(

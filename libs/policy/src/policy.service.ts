@@ -1,6 +1,7 @@
 import { Inject, Injectable, OnModuleDestroy } from '@nestjs/common';
 import { describePrincipal, Principal, WorkspaceScope } from '@aileron/auth';
 import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
+import { Clock } from '@aileron/clock';
 import { digestOf } from '@aileron/crypto';
 import { DatabaseService, isUniqueViolation, Keyset } from '@aileron/database';
 import { ConflictError, DomainError, fieldPath, NotFoundError } from '@aileron/errors';
@@ -58,8 +59,9 @@ export class PolicyService implements OnModuleDestroy {
     private readonly tenancy: TenancyService,
     private readonly outbox: OutboxService,
     @Inject(MESSAGE_BUS) bus: MessageBus,
+    clock: Clock,
   ) {
-    this.cache = new SharedCache(bus, 'policy', CACHE_TTL_MS);
+    this.cache = new SharedCache(bus, 'policy', CACHE_TTL_MS, clock);
   }
 
   onModuleDestroy(): void {

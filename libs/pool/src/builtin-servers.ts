@@ -1,5 +1,6 @@
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { Injectable } from '@nestjs/common';
+import { Clock } from '@aileron/clock';
 import type { Principal, WorkspaceScope } from '@aileron/auth';
 import type { InProcessEndpoint, InstanceExit } from './drivers/driver';
 import { Instance } from './instances.service';
@@ -27,6 +28,8 @@ export interface BuiltinServer {
 export class BuiltinServers {
   private readonly servers = new Map<string, BuiltinServer>();
 
+  constructor(private readonly clock: Clock) {}
+
   register(server: BuiltinServer): void {
     this.servers.set(server.name, server);
   }
@@ -47,6 +50,6 @@ export class BuiltinServers {
     const endpoint: InProcessEndpoint = { attach: (transport) => server.connect(scope, caller, transport) };
     let settle!: (exit: InstanceExit) => void;
     const ended = new Promise<InstanceExit>((resolve) => (settle = resolve));
-    return new Instance(`builtin-${name}`, name, server.version, endpoint, ended, null, settle, maxInflight);
+    return new Instance(`builtin-${name}`, name, server.version, endpoint, ended, null, settle, maxInflight, this.clock);
   }
 }

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
 import { ApprovalsService, redactArguments } from '@aileron/approvals';
 import { SystemScopes } from '@aileron/auth/scope-issuer';
+import { Clock } from '@aileron/clock';
 import type { WorkspaceScope } from '@aileron/auth';
 import { toolError } from '@aileron/errors';
 import { PolicyService } from '@aileron/policy';
@@ -24,6 +25,7 @@ export class PoolCalls implements CallGate {
     private readonly approvals: ApprovalsService,
     private readonly journal: ExecutionJournal,
     private readonly pins: ToolPins,
+    private readonly clock: Clock,
   ) {}
 
   reaches(ctx: CallContext, server: string): boolean {
@@ -131,7 +133,7 @@ export class PoolCalls implements CallGate {
     this.journal.append({
       id: randomUUID(),
       type,
-      time: new Date().toISOString(),
+      time: this.clock.date().toISOString(),
       organizationId: ctx.organizationId,
       workspaceId: ctx.workspaceId,
       workspaceSlug: ctx.workspaceSlug,

@@ -81,7 +81,7 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
 
   async onApplicationBootstrap(): Promise<void> {
     this.directory.open();
-    this.segment = Date.now();
+    this.segment = this.clock.now();
     await this.takeOver();
     this.sweeper.start();
   }
@@ -110,7 +110,7 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
           for (const [index, file] of files.entries()) {
             const records = readRecords(file);
             // only the newest segment knows every call that was still running (see above)
-            const failures = index === files.length - 1 ? endUnfinished(records, new Date()) : [];
+            const failures = index === files.length - 1 ? endUnfinished(records, this.clock.date()) : [];
             if (records.length > 0) await this.write([...records, ...failures], { replay: true });
             unlinkSync(file);
             replayed += records.length;
@@ -163,7 +163,7 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
     const segment = this.segment;
     // later records go to a new segment, so this one can go once its batch commits
     this.fd = null;
-    this.segment = Math.max(Date.now(), segment + 1);
+    this.segment = Math.max(this.clock.now(), segment + 1);
     if (this.running.size > 0) writeSync(this.openSegment(), [...this.running.values()].map((r) => `${JSON.stringify(r)}\n`).join(''));
     const previous = this.flushing;
     this.flushing = (async () => {

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import type { WorkspaceScope } from '@aileron/auth';
 import { AssignmentRecord, CatalogService, isVaultReference } from '@aileron/catalog';
+import { Clock } from '@aileron/clock';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { DomainError, ErrorCode } from '@aileron/errors';
 import { checkOutboundUrl, OutboundUrlRefusedError, outboundPolicyOf } from '@aileron/net';
@@ -36,7 +37,8 @@ interface Definition {
 export class Instance {
   inflight = 0;
   sessions = 0;
-  lastUsed = Date.now();
+  /** the Clock's time of the last call in or out, which the idle sweep compares */
+  lastUsed: number;
   private stopping: Promise<void> | undefined;
   /** a session saw its connection to the instance break: check before handing it out again */
   suspected = false;
@@ -50,7 +52,10 @@ export class Instance {
     private readonly running: RunningInstance | null,
     private readonly end: (exit: InstanceExit) => void,
     readonly maxInflight: number,
-  ) {}
+    private readonly clock: Clock,
+  ) {
+    this.lastUsed = clock.now();
+  }
 
   get pid(): number | undefined {
     return this.running?.pid;
@@ -60,13 +65,13 @@ export class Instance {
   enter(): boolean {
     if (this.inflight >= this.maxInflight) return false;
     this.inflight++;
-    this.lastUsed = Date.now();
+    this.lastUsed = this.clock.now();
     return true;
   }
 
   leave(): void {
     this.inflight--;
-    this.lastUsed = Date.now();
+    this.lastUsed = this.clock.now();
   }
 
   healthy(): Promise<boolean> {
@@ -119,14 +124,16 @@ export class PoolInstances implements OnApplicationBootstrap, OnApplicationShutd
   private readonly slots = new Map<string, Slot>();
   private readonly sweeper: PeriodicTask;
   private unsubscribe: (() => void) | undefined;
-  private lastHealthCheck = Date.now();
+  private lastHealthCheck: number;
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly catalog: CatalogService,
     private readonly vault: VaultService,
     @Inject(INSTANCE_DRIVER) private readonly driver: InstanceDriver,
+    private readonly clock: Clock,
   ) {
+    this.lastHealthCheck = clock.now();
     const every = Math.min(10_000, Math.max(250, (config.pool.idleSeconds * 1000) / 4));
     this.sweeper = new PeriodicTask({ name: 'pool idle and health sweep', everyMs: every, run: () => this.tick(), logger: this.logger });
   }
@@ -160,7 +167,7 @@ export class PoolInstances implements OnApplicationBootstrap, OnApplicationShutd
     if (current && current.version === assignment.pinned.version && slot.instance === current) {
       // it died under a session before its driver said so: a crash, for the backoff too
       slot.crashes++;
-      slot.lastCrashAt = Date.now();
+      slot.lastCrashAt = this.clock.now();
       await current.stop('stopped answering');
       if (slot.instance === current) slot.instance = null;
     } else if (current) void current.stop(`version ${assignment.pinned.version} replaces ${current.version}`);
@@ -199,7 +206,7 @@ export class PoolInstances implements OnApplicationBootstrap, OnApplicationShutd
       throw new PoolError('POOL_INSTANCE_LIMIT', `Workspace "${slot.scope.workspaceSlug}" already runs ${running} instances, its limit (AILERON_POOL_MAX_INSTANCES_PER_WORKSPACE)`,
       );
     }
-    const wait = backoff(slot);
+    const wait = backoff(slot, this.clock.now());
     if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
 
     const definition = assignment.pinned.definition as unknown as Definition;
@@ -209,13 +216,14 @@ export class PoolInstances implements OnApplicationBootstrap, OnApplicationShutd
     let settle!: (exit: InstanceExit) => void;
     const ended = new Promise<InstanceExit>((resolve) => (settle = resolve));
     let instance: Instance;
-    const startedAt = Date.now();
+    const startedAt = this.clock.now();
+    const startMs = performance.now();
     try {
       if (definition.url) {
         // checked at every start, not only at publication: DNS may have moved the name since
         await checkOutboundUrl(definition.url, outboundPolicyOf(this.config));
         const headers = await this.vault.resolveAll(slot.scope, definition.headers ?? {}, reason);
-        instance = new Instance(id, slot.server, version, { url: definition.url, headers, outbound: outboundPolicyOf(this.config) }, ended, null, settle, this.config.pool.maxConcurrentCalls);
+        instance = new Instance(id, slot.server, version, { url: definition.url, headers, outbound: outboundPolicyOf(this.config) }, ended, null, settle, this.config.pool.maxConcurrentCalls, this.clock);
       } else {
         const env = await this.vault.resolveAll(slot.scope, definition.env ?? {}, reason);
         const secrets = Object.entries(definition.env ?? {}).filter(([, value]) => isVaultReference(value)).map(([name]) => env[name]!);
@@ -234,17 +242,17 @@ export class PoolInstances implements OnApplicationBootstrap, OnApplicationShutd
           limits: { memoryMb: this.config.pool.memoryMb, cpuMillis: this.config.pool.cpuMillis },
         });
         void process.exited.then(settle);
-        instance = new Instance(id, slot.server, version, process.endpoint, ended, process, settle, this.config.pool.maxConcurrentCalls);
+        instance = new Instance(id, slot.server, version, process.endpoint, ended, process, settle, this.config.pool.maxConcurrentCalls, this.clock);
       }
     } catch (error) {
       slot.crashes++;
-      slot.lastCrashAt = Date.now();
+      slot.lastCrashAt = this.clock.now();
       if (error instanceof OutboundUrlRefusedError) throw new PoolError('MCP_UPSTREAM_REFUSED', `The upstream of "${slot.server}" is refused: ${error.message}`);
       if (error instanceof InstanceStartError) throw new PoolError('MCP_INSTANCE_START_FAILED', `"${slot.server}" could not start: ${error.message}`);
       throw error;
     }
     slot.instance = instance;
-    this.logger.log({ msg: 'instance started', workspace: slot.scope.workspaceSlug, server: slot.server, version, instance: id, pid: instance.pid, ms: Date.now() - startedAt });
+    this.logger.log({ msg: 'instance started', workspace: slot.scope.workspaceSlug, server: slot.server, version, instance: id, pid: instance.pid, ms: Math.round(performance.now() - startMs) });
     void ended.then((exit) => {
       if (slot.instance === instance) slot.instance = null;
       if (exit.requested) {
@@ -252,8 +260,8 @@ export class PoolInstances implements OnApplicationBootstrap, OnApplicationShutd
         return;
       }
       // a crash: the next use restarts it, waiting longer the more often it has crashed lately
-      slot.crashes = Date.now() - startedAt > STABLE_AFTER_MS ? 1 : slot.crashes + 1;
-      slot.lastCrashAt = Date.now();
+      slot.crashes = this.clock.now() - startedAt > STABLE_AFTER_MS ? 1 : slot.crashes + 1;
+      slot.lastCrashAt = this.clock.now();
       this.logger.warn({ msg: 'instance ended unexpectedly', workspace: slot.scope.workspaceSlug, server: slot.server, instance: id, reason: exit.reason });
     });
     return instance;
@@ -261,7 +269,7 @@ export class PoolInstances implements OnApplicationBootstrap, OnApplicationShutd
 
   private async tick(): Promise<void> {
     const idleMs = this.config.pool.idleSeconds * 1000;
-    const now = Date.now();
+    const now = this.clock.now();
     for (const slot of this.slots.values()) {
       const instance = slot.instance;
       if (instance && instance.sessions === 0 && instance.inflight === 0 && now - instance.lastUsed >= idleMs) {
@@ -277,7 +285,7 @@ export class PoolInstances implements OnApplicationBootstrap, OnApplicationShutd
         if (instance && !(await instance.healthy()) && slot.instance === instance) {
           // stopping is "requested", but it is a failure for the backoff
           slot.crashes++;
-          slot.lastCrashAt = Date.now();
+          slot.lastCrashAt = this.clock.now();
           await instance.stop('failed its health check');
         }
       }),
@@ -307,10 +315,10 @@ function slotKey(scope: WorkspaceScope, server: string): string {
   return `${scope.organizationId}:${scope.workspaceId}:${server}`;
 }
 
-function backoff(slot: Slot): number {
+function backoff(slot: Slot, now: number): number {
   if (slot.crashes === 0) return 0;
   const wanted = Math.min(MAX_BACKOFF_MS, 250 * 2 ** (slot.crashes - 1));
-  return Math.max(0, slot.lastCrashAt + wanted - Date.now());
+  return Math.max(0, slot.lastCrashAt + wanted - now);
 }
 
 /** DNS-label safe (Kubernetes pod names): the server name and a random suffix. */

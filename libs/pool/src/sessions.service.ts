@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { BeforeApplicationShutdown, Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import { AccessService, describePrincipal, Principal, roleIn, StreamAccess, WorkspaceScope } from '@aileron/auth';
+import { Clock } from '@aileron/clock';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { KeyProvider, ROOT_KEYS } from '@aileron/keys';
 import { RedisService } from '@aileron/redis';
@@ -24,6 +25,7 @@ interface Entry {
   credential: Buffer;
   workspaceId: string;
   endpoint: string;
+  /** performance.now(): Redis expires the entry after a real TTL, whatever this process's Clock says */
   announcedAt: number;
 }
 
@@ -58,6 +60,7 @@ export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationSh
     /** session id → the replica serving it, shared by every replica (server mode) */
     private readonly directory: RedisService,
     private readonly builtins: BuiltinServers,
+    private readonly clock: Clock,
   ) {
     this.directoryTtlSeconds = config.pool.idleSeconds * 2 + 60;
     // sessions opened while Redis was away are in no directory yet: other replicas learn of them now
@@ -70,7 +73,7 @@ export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationSh
       name: 'idle MCP session sweep',
       everyMs: Math.min(60_000, Math.max(500, idleMs / 4)),
       run: () => {
-        const now = Date.now();
+        const now = this.clock.now();
         for (const { session } of this.sessions.values()) if (!session.busy && now - session.lastActivity > idleMs) void session.close();
       },
       logger: this.logger,
@@ -195,7 +198,7 @@ export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationSh
         caller: principal,
         agentSessionId: principal.session?.id ?? null,
       },
-      { allowedOrigins, load: this.load },
+      { allowedOrigins, load: this.load, clock: this.clock },
     );
     // a revoked token, gateway or membership ends the session (and its stream of server messages) at once, on every replica
     const release = this.streams.hold(
@@ -221,7 +224,7 @@ export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationSh
         credential: credentialDigest(credential),
         workspaceId: scope.workspaceId,
         endpoint: endpointKey(endpoint),
-        announcedAt: Date.now(),
+        announcedAt: performance.now(),
       });
       this.announce(id);
     };
@@ -241,8 +244,8 @@ export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationSh
   find(id: string, scope: WorkspaceScope, principal: Principal, endpoint: McpEndpoint, credential: string): ProxySession | undefined {
     const entry = this.sessions.get(id);
     // a live session keeps its directory entry from expiring (one write per quarter of its lifetime)
-    if (entry && Date.now() - entry.announcedAt > (this.directoryTtlSeconds * 1000) / 4) {
-      entry.announcedAt = Date.now();
+    if (entry && performance.now() - entry.announcedAt > (this.directoryTtlSeconds * 1000) / 4) {
+      entry.announcedAt = performance.now();
       this.announce(id);
     }
     if (!entry || entry.owner !== describePrincipal(principal) || entry.workspaceId !== scope.workspaceId || entry.endpoint !== endpointKey(endpoint)) return undefined;

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { WorkspaceScope } from '@aileron/auth';
-import { Keyset, keysetAfter, keysetOrder, Prisma, Repository, Transaction } from '@aileron/database';
+import { DatabaseService, Keyset, keysetAfter, keysetOrder, Prisma, Repository, Transaction } from '@aileron/database';
+import { Clock } from '@aileron/clock';
 
 export interface ToolPinRecord {
   server: string;
@@ -17,6 +18,13 @@ const PIN = { server: true, version: true, tool: true, pinnedHash: true, changed
 /** Pinned tool definitions and the pool's per-workspace settings. */
 @Injectable()
 export class ToolPinsRepository extends Repository {
+  constructor(
+    db: DatabaseService,
+    private readonly clock: Clock,
+  ) {
+    super(db);
+  }
+
   async blocksChangedTools(scope: WorkspaceScope): Promise<boolean> {
     const row = await this.client.poolSettings.findUnique({ where: { organizationId_workspaceId: { organizationId: scope.organizationId, workspaceId: scope.workspaceId } } });
     return row?.blockChangedTools ?? false;
@@ -58,7 +66,7 @@ export class ToolPinsRepository extends Repository {
   async markChanged(scope: WorkspaceScope, key: { server: string; version: string; tool: string }, hash: string, tx: Transaction): Promise<void> {
     await tx.toolPin.updateMany({
       where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, ...key },
-      data: { changedHash: hash, changedAt: new Date() },
+      data: { changedHash: hash, changedAt: this.clock.date() },
     });
   }
 

@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import { Logger, Module } from '@nestjs/common';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { ApprovalsModule } from '@aileron/approvals';
+import { ClockModule } from '@aileron/clock';
 import { loadKubeConfig } from '@aileron/kubernetes';
 import { PolicyModule } from '@aileron/policy';
 import { PoolModule } from '@aileron/pool';
@@ -54,7 +55,7 @@ function driverFor(config: AppConfig): SandboxDriver {
  * sandbox tools served to the pool as the built-in server `sandbox`.
  */
 @Module({
-  imports: [ApprovalsModule, PolicyModule, PoolModule],
+  imports: [ClockModule, ApprovalsModule, PolicyModule, PoolModule],
   controllers: [SandboxesController],
   providers: [{ provide: SANDBOX_DRIVER, inject: [APP_CONFIG], useFactory: driverFor }, SandboxesRepository, SandboxesService, ShellRulesService, SandboxToolServer],
   exports: [SandboxesService],

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { WorkspaceScope } from '@aileron/auth';
-import { Keyset, keysetAfter, keysetOrder, Prisma, Repository, Transaction } from '@aileron/database';
+import { DatabaseService, Keyset, keysetAfter, keysetOrder, Prisma, Repository, Transaction } from '@aileron/database';
+import { Clock } from '@aileron/clock';
 import type { RunnerLimits } from './runner-protocol';
 
 export interface SandboxRecord {
@@ -51,6 +52,13 @@ function toSnapshot(row: Prisma.SandboxSnapshotGetPayload<object>): SnapshotReco
 /** Sandboxes, their snapshots and the workspaces' shell rules. */
 @Injectable()
 export class SandboxesRepository extends Repository {
+  constructor(
+    db: DatabaseService,
+    private readonly clock: Clock,
+  ) {
+    super(db);
+  }
+
   async create(scope: WorkspaceScope, data: Pick<SandboxRecord, 'name' | 'network' | 'limits' | 'createdBy'>, tx: Transaction): Promise<SandboxRecord> {
     const row = await tx.sandbox.create({
       data: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, name: data.name, network: data.network, limits: data.limits as Prisma.InputJsonValue, createdBy: data.createdBy },
@@ -138,7 +146,7 @@ export class SandboxesRepository extends Repository {
     const row = await tx.shellRules.upsert({
       where: { organizationId_workspaceId: { organizationId: scope.organizationId, workspaceId: scope.workspaceId } },
       create: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, rules: json, elicitation: data.elicitation, updatedBy: data.updatedBy },
-      update: { rules: json, elicitation: data.elicitation, updatedBy: data.updatedBy, updatedAt: new Date(), version: { increment: 1 } },
+      update: { rules: json, elicitation: data.elicitation, updatedBy: data.updatedBy, updatedAt: this.clock.date(), version: { increment: 1 } },
     });
     return { rules: row.rules as unknown[], elicitation: row.elicitation, version: row.version, updatedBy: row.updatedBy, updatedAt: row.updatedAt };
   }

@@ -7,6 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Inject, Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
 import { allows, describePrincipal, Principal, WorkspaceScope } from '@aileron/auth';
 import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
+import { Clock } from '@aileron/clock';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { DatabaseService, Keyset } from '@aileron/database';
 import { ConflictError, DomainError, ForbiddenError, NotFoundError, ValidationError } from '@aileron/errors';
@@ -88,8 +89,9 @@ export class SandboxesService implements OnApplicationShutdown {
     @Inject(SANDBOX_DRIVER) private readonly driver: SandboxDriver,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     @Inject(MESSAGE_BUS) bus: MessageBus,
+    private readonly clock: Clock,
   ) {
-    this.known = new SharedCache(bus, 'sandboxes', CACHE_TTL_MS);
+    this.known = new SharedCache(bus, 'sandboxes', CACHE_TTL_MS, clock);
   }
 
   async onApplicationShutdown(): Promise<void> {
@@ -274,7 +276,7 @@ export class SandboxesService implements OnApplicationShutdown {
   /** The snapshot's commit (see takeSnapshot), and its record and event in one transaction. */
   private async commitChanges(scope: WorkspaceScope, sandbox: SandboxRecord, intent: SnapshotIntent): Promise<void> {
     const message = snapshotMessage(intent);
-    const at = new Date();
+    const at = this.clock.date();
     const { snapshotMaxFiles: maxFiles, snapshotMaxBytes: maxBytes } = this.config.sandboxes;
     const taken = await takeSnapshot(this.driver, specOf(sandbox), { author: intent.author, message, at, limits: { maxFiles, maxBytes } });
     if (!taken) return;
@@ -367,7 +369,7 @@ export class SandboxesService implements OnApplicationShutdown {
     timer.unref();
     this.idle.set(sandbox.id, timer);
     // `last_used_at` is for people: once a minute is exact enough, and spares a write per call
-    const now = Date.now();
+    const now = this.clock.now();
     if (now - (this.touched.get(sandbox.id) ?? 0) < 60_000) return;
     this.touched.set(sandbox.id, now);
     void this.repository.touch(scope, sandbox.id, new Date(now)).catch(() => undefined);

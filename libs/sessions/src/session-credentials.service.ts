@@ -59,7 +59,7 @@ export class SessionCredentials implements OnModuleInit, OnModuleDestroy {
     streams: StreamAccess,
     private readonly clock: Clock,
   ) {
-    this.live = new SharedCache(bus, 'agent-sessions', LIVE_TTL_MS);
+    this.live = new SharedCache(bus, 'agent-sessions', LIVE_TTL_MS, clock);
     this.verifier = new CaveatTokenVerifier((identity) => this.keyOf(identity));
     keys.onRemoved((organizationId, keyId) => this.verifier.forgetKey(organizationId, keyId));
     outbox.afterCommitOf((topic) => CHANGES_CREATOR.test(topic), () => this.live.invalidate(ROOT));

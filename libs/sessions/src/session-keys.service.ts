@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { Inject, Injectable, OnModuleDestroy } from '@nestjs/common';
 import type { OrgScope } from '@aileron/auth';
 import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
+import { Clock } from '@aileron/clock';
 import type { Keyset } from '@aileron/database';
 import { NotFoundError } from '@aileron/errors';
 import { KeyProvider, ROOT_KEYS } from '@aileron/keys';
@@ -43,8 +44,9 @@ export class SessionKeys implements OnModuleDestroy {
     private readonly repository: SessionsRepository,
     @Inject(ROOT_KEYS) private readonly root: KeyProvider,
     @Inject(MESSAGE_BUS) bus: MessageBus,
+    private readonly clock: Clock,
   ) {
-    this.opened = new SharedCache(bus, 'session-keys', KEY_CACHE_MS);
+    this.opened = new SharedCache(bus, 'session-keys', KEY_CACHE_MS, clock);
     // a removal drops the organisation's prefix on every replica; what verified tokens with a removed key must forget too
     this.opened.onEvict((prefix) => {
       const [organizationId, keyId] = prefix.split(':');
@@ -83,7 +85,7 @@ export class SessionKeys implements OnModuleDestroy {
   /** Starts minting with a new key; tokens chained on the old ones keep verifying. */
   async rotate(scope: OrgScope): Promise<{ key_id: string }> {
     const keyId = newKeyId();
-    await this.repository.addRootKey(scope, { keyId, sealed: this.seal(scope.organizationId, keyId) }, new Date());
+    await this.repository.addRootKey(scope, { keyId, sealed: this.seal(scope.organizationId, keyId) }, this.clock.date());
     await this.opened.invalidate(scope.organizationId);
     return { key_id: keyId };
   }

@@ -146,7 +146,7 @@ export class SessionsService implements OnApplicationShutdown {
     const { id } = session;
     const own = `${session.creatorKind}:${session.creatorId}` === describePrincipal(caller).replace(/^api_token:/, 'token:');
     if (!own && !caller.gateway) await this.access.workspaceById(caller, session.workspaceId, 'session.end', { kind: 'session', id, code: 'SESSION_NOT_FOUND' });
-    const now = new Date();
+    const now = this.clock.date();
     const ended = await this.db.transaction(async (tx) => {
       if (!(await this.repository.end(tx, scope, id, describePrincipal(caller), now))) return false;
       await this.outbox.record(tx, {
@@ -192,11 +192,11 @@ export class SessionsService implements OnApplicationShutdown {
       if (!message || message.sessionId !== id) throw new NotFoundError('message', afterMessage, 'MESSAGE_NOT_FOUND');
       since = message;
     }
-    const deadline = Date.now() + Math.min(waitSeconds, MAX_WAIT_SECONDS) * 1000;
+    const deadline = this.clock.now() + Math.min(waitSeconds, MAX_WAIT_SECONDS) * 1000;
     for (;;) {
       const found = await this.repository.messages(scope, id, direction, since, page.take);
-      if (found.length > 0 || Date.now() >= deadline) return found;
-      await this.waiting.sleep(id, Math.min(deadline - Date.now(), RECHECK_MS));
+      if (found.length > 0 || this.clock.now() >= deadline) return found;
+      await this.waiting.sleep(id, Math.min(deadline - this.clock.now(), RECHECK_MS));
     }
   }
 

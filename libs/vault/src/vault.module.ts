@@ -1,11 +1,12 @@
 import { Module } from '@nestjs/common';
 import { AuditModule } from '@aileron/audit';
+import { ClockModule } from '@aileron/clock';
 import { VaultController } from './vault.controller';
 import { VaultRepository } from './vault.repository';
 import { VaultService } from './vault.service';
 
 @Module({
-  imports: [AuditModule],
+  imports: [ClockModule, AuditModule],
   controllers: [VaultController],
   providers: [VaultRepository, VaultService],
   exports: [VaultService],

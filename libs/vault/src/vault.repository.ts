@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { SystemScope, WorkspaceScope } from '@aileron/auth';
-import { Keyset, Repository, Transaction } from '@aileron/database';
+import { DatabaseService, Keyset, Repository, Transaction } from '@aileron/database';
+import { Clock } from '@aileron/clock';
 
 export interface SecretMetadata {
   path: string;
@@ -42,6 +43,13 @@ const metadataSelect = {
 /** Secrets and vault keys of one workspace; values leave here only sealed. */
 @Injectable()
 export class VaultRepository extends Repository {
+  constructor(
+    db: DatabaseService,
+    private readonly clock: Clock,
+  ) {
+    super(db);
+  }
+
   /** The workspace's keys, newest first; locked when a transaction is given (writes and rotation take turns). */
   async keys(scope: WorkspaceScope, tx?: Transaction, lock = false): Promise<VaultKeyRecord[]> {
     if (tx && lock) {
@@ -59,7 +67,7 @@ export class VaultRepository extends Repository {
   }
 
   async retireKeysBefore(scope: WorkspaceScope, version: number, tx: Transaction): Promise<void> {
-    await tx.vaultKey.updateMany({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, version: { lt: version }, retiredAt: null }, data: { retiredAt: new Date() } });
+    await tx.vaultKey.updateMany({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, version: { lt: version }, retiredAt: null }, data: { retiredAt: this.clock.date() } });
   }
 
   async replaceWrappedKey(scope: WorkspaceScope, version: number, wrappedKey: string, tx: Transaction): Promise<void> {
@@ -94,7 +102,7 @@ export class VaultRepository extends Repository {
     tx: Transaction,
   ): Promise<void> {
     const tenant = { organizationId: scope.organizationId, workspaceId: scope.workspaceId, path: data.path };
-    const now = new Date();
+    const now = this.clock.date();
     await tx.secret.upsert({
       where: { workspaceId_path: { workspaceId: scope.workspaceId, path: data.path } },
       create: { ...tenant, latestVersion: data.version, createdBy: data.actor, updatedBy: data.actor, createdAt: now, updatedAt: now },
@@ -128,7 +136,7 @@ export class VaultRepository extends Repository {
   }
 
   async markRead(scope: WorkspaceScope, path: string, actor: string, tx: Transaction): Promise<void> {
-    await tx.secret.updateMany({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, path }, data: { lastReadAt: new Date(), lastReadBy: actor } });
+    await tx.secret.updateMany({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, path }, data: { lastReadAt: this.clock.date(), lastReadBy: actor } });
   }
 
   async delete(scope: WorkspaceScope, path: string, tx: Transaction): Promise<boolean> {

@@ -295,7 +295,7 @@ export class WebhookDeliveryService implements BeforeApplicationShutdown {
       'x-aileron-event': event.type,
       'x-aileron-delivery': deliveryId,
       // signed per attempt: a retry carries a fresh timestamp, so it passes the receiver's 5-minute window
-      ...signatureHeaders(secret, body),
+      ...signatureHeaders(secret, body, this.clock.now()),
     };
     return postSigned(endpoint.url, headers, body, { policy: outboundPolicyOf(this.config), timeoutMs: SEND_TIMEOUT_MS });
   }

@@ -107,7 +107,7 @@ export class WebhooksRepository extends Repository {
   async pause(scope: OrgScope, id: string, reason: string, tx: Transaction): Promise<boolean> {
     const { count } = await tx.webhookEndpoint.updateMany({
       where: { organizationId: scope.organizationId, id, pausedAt: null },
-      data: { pausedAt: new Date(), pausedReason: reason },
+      data: { pausedAt: this.clock.date(), pausedReason: reason },
     });
     return count > 0;
   }

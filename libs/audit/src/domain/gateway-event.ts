@@ -43,8 +43,8 @@ export type GatewayEvent = z.infer<typeof gatewayEventSchema>;
 
 export type EventCheck = { ok: true; event: GatewayEvent } | { ok: false; code: string; reason: string };
 
-/** Validates one event; a bad one is rejected alone, with a reason, and the rest of its batch is kept. */
-export function checkGatewayEvent(raw: unknown, now = Date.now()): EventCheck {
+/** Validates one event as of `now` (ms); a bad one is rejected alone, with a reason, and the rest of its batch is kept. */
+export function checkGatewayEvent(raw: unknown, now: number): EventCheck {
   const parsed = gatewayEventSchema.safeParse(raw);
   if (!parsed.success) {
     // relative to the event: the rejection names the event by its index in the batch

@@ -1,3 +1,4 @@
+export { type Isolation, isolationArgs, tmpfsArgs } from './isolation';
 export { systemRootArgs } from './system-root';
 export { FIRST_FD_PAST_DOOR, HostDoor, type HostUser, type LaunchOptions } from './host-user';
 export { DirectoryUsers, type DirectoryUsersOptions, HOST_UID_COUNT } from './directory-users';

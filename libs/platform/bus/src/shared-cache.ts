@@ -1,3 +1,4 @@
+import type { Clock } from '@aileron/clock';
 import type { MessageBus } from './message-bus';
 
 interface Entry<V> {
@@ -26,6 +27,8 @@ export class SharedCache<V> {
     private readonly bus: MessageBus,
     private readonly channel: string,
     private readonly ttlMs: number,
+    /** the TTL runs on the process's Clock, so a test that moves it past an expiry moves the cache's too */
+    private readonly clock: Clock,
     private readonly maxEntries = 10_000,
   ) {
     this.unsubscribe = bus.subscribe(`cache.${channel}`, (message) => {
@@ -40,7 +43,7 @@ export class SharedCache<V> {
   get(key: string): V | undefined {
     const entry = this.entries.get(key);
     if (!entry) return undefined;
-    if (entry.expiresAt <= Date.now()) {
+    if (entry.expiresAt <= this.clock.now()) {
       this.entries.delete(key);
       return undefined;
     }
@@ -53,7 +56,7 @@ export class SharedCache<V> {
       const oldest = this.entries.keys().next().value;
       if (oldest !== undefined) this.entries.delete(oldest);
     }
-    this.entries.set(key, { value, expiresAt: Date.now() + this.ttlMs });
+    this.entries.set(key, { value, expiresAt: this.clock.now() + this.ttlMs });
   }
 
   /** One load per key at a time; concurrent callers share it. */

@@ -28,7 +28,8 @@ export class RetryingLoopLog {
       this.logger.warn({ err: error }, `${this.what} failed; will retry`);
       return;
     }
-    const now = Date.now();
+    // a rate for the log, not a time anyone reads: monotonic, so a clock step cannot silence it
+    const now = performance.now();
     if (now < this.quietUntil) return;
     this.quietUntil = now + QUIET_MS;
     this.logger.warn(`${this.what} failed; will retry: the database is unavailable (${reason}); said again in a minute if it still is`);

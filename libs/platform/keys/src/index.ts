@@ -1,4 +1,3 @@
-export { seal, open, newKey, SealOpenError, KEY_BYTES } from './aes-gcm';
 export { LocalKeyProvider, RootKeyError, parseRootKeys, loadOrCreateKeyFile, prependKeyToFile, rootKeyId } from './root-keyring';
 export type { KeyProvider } from './root-keyring';
 export { ROOT_KEYS, ROOT_KEY_FILE_NAME, rootKeysFromConfig } from './root-keys';

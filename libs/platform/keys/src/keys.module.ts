@@ -1,4 +1,5 @@
 import { Global, Logger, Module } from '@nestjs/common';
+import { ClockModule } from '@aileron/clock';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { InstallationKeysRepository } from './installation-keys.repository';
 import { InstallationKeys } from './installation-keys.service';
@@ -9,6 +10,7 @@ import { SigningKeysService } from './signing-keys.service';
 /** The root keyring, the signing keys and the installation keys, for every domain that seals or signs. */
 @Global()
 @Module({
+  imports: [ClockModule],
   providers: [
     {
       provide: ROOT_KEYS,

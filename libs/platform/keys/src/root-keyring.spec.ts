@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { newKey, SealOpenError } from './aes-gcm';
+import { newKey, SealOpenError } from '@aileron/crypto';
 import { loadOrCreateKeyFile, LocalKeyProvider, parseRootKeys, prependKeyToFile, RootKeyError, rootKeyId } from './root-keyring';
 
 const AAD = 'aileron/workspace-key/org/ws/1';

@@ -1,7 +1,7 @@
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { createHash } from 'node:crypto';
-import { KEY_BYTES, newKey, open, seal, SealOpenError } from './aes-gcm';
+import { KEY_BYTES, newKey, open, seal, SealOpenError } from '@aileron/crypto';
 
 /**
  * What wraps every other key the control plane keeps at rest (workspace vault

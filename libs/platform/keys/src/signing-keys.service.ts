@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { KeyObject } from 'node:crypto';
 import { Inject, Injectable, OnModuleDestroy } from '@nestjs/common';
 import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
+import { Clock } from '@aileron/clock';
 import { generateEd25519, privateKeyFromPem, signEd25519 } from '@aileron/crypto';
 import { InstallationKeys } from './installation-keys.service';
 import { ROOT_KEYS } from './root-keys';
@@ -40,8 +41,9 @@ export class SigningKeysService implements OnModuleDestroy {
     @Inject(ROOT_KEYS) private readonly root: KeyProvider,
     @Inject(MESSAGE_BUS) bus: MessageBus,
     private readonly installationKeys: InstallationKeys,
+    private readonly clock: Clock,
   ) {
-    this.cache = new SharedCache(bus, 'signing-keys', 60_000);
+    this.cache = new SharedCache(bus, 'signing-keys', 60_000, clock);
   }
 
   onModuleDestroy(): void {
@@ -83,7 +85,7 @@ export class SigningKeysService implements OnModuleDestroy {
     const before = (await this.repository.list(purpose)).filter((k) => !k.retiredAt);
     const kid = await this.create(purpose);
     const keep = [kid, ...(before[0] ? [before[0].id] : [])];
-    await this.repository.retireAllBut(purpose, keep, new Date());
+    await this.repository.retireAllBut(purpose, keep, this.clock.date());
     await this.cache.invalidate(purpose);
     return { kid, retired: before.slice(1).map((k) => k.id) };
   }
@@ -109,7 +111,7 @@ export class SigningKeysService implements OnModuleDestroy {
 
   private async create(purpose: SigningPurpose): Promise<string> {
     const pair = generateEd25519();
-    const kid = `${KID_PREFIX[purpose]}-${new Date().toISOString().slice(0, 10).replace(/-/g, '')}-${randomBytes(4).toString('hex')}`;
+    const kid = `${KID_PREFIX[purpose]}-${this.clock.date().toISOString().slice(0, 10).replace(/-/g, '')}-${randomBytes(4).toString('hex')}`;
     await this.repository.create(purpose, { id: kid, publicKey: pair.publicKeyX, privateKey: this.sealPrivateKey(purpose, kid, pair.privateKeyPem) });
     return kid;
   }

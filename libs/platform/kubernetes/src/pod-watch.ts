@@ -95,6 +95,8 @@ export class PodWatch {
    * get better (the pod ended or went, a container that cannot start), else
    * at the deadline, saying what the pod waits for. With `uid`, news of
    * another pod of the same name (an earlier one, deleted) is ignored.
+   * `deadline` is on `performance.now()`: it bounds a real wait on the cluster,
+   * which a wall-clock step must neither cut short nor stretch.
    */
   untilReady(name: string, wait: { deadline: number; timeoutMs: number; signal: AbortSignal; uid?: string }): Promise<V1Pod> {
     const { deadline, timeoutMs, signal, uid } = wait;
@@ -124,7 +126,7 @@ export class PodWatch {
         const outage = this.outage;
         const why = last === undefined && outage !== undefined ? `could not watch pod status: ${describeApiError(outage, 'other')}` : pendingReason(last);
         settle(undefined, `not ready within ${Math.round(timeoutMs / 1000)} s (${why})`);
-      }, Math.max(0, deadline - Date.now()));
+      }, Math.max(0, deadline - performance.now()));
       const unfollow = this.follow(name, see);
       signal.addEventListener('abort', aborted, { once: true });
       if (signal.aborted) return aborted();

@@ -1,4 +1,5 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
+import { Clock } from '@aileron/clock';
 
 /**
  * HMAC-SHA256 signatures for what we deliver (webhooks, SIEM events), in the
@@ -19,6 +20,8 @@ export const DEFAULT_TOLERANCE_SECONDS = 300;
 const VERSION = 'v1=';
 const HEX_SHA256 = /^[0-9a-f]{64}$/i;
 const TIMESTAMP = /^\d{1,15}$/;
+/** a receiver is another program, with no Clock of ours to be handed: it checks against the system time */
+const RECEIVER_CLOCK = new Clock();
 
 export type SignatureVerdict = { ok: true } | { ok: false; reason: 'missing' | 'stale' | 'mismatch' };
 
@@ -28,10 +31,11 @@ export function signPayload(secret: string, body: string, timestampSeconds: numb
 }
 
 /**
- * The headers for one delivery. Pass several secrets during a rotation: the
- * receiver, holding either the old or the new one, accepts the delivery.
+ * The headers for one delivery, stamped `now` (the sender's Clock). Pass
+ * several secrets during a rotation: the receiver, holding either the old or
+ * the new one, accepts the delivery.
  */
-export function signatureHeaders(secret: string | readonly string[], body: string, now = Date.now()): Record<string, string> {
+export function signatureHeaders(secret: string | readonly string[], body: string, now: number): Record<string, string> {
   const secrets = typeof secret === 'string' ? [secret] : secret;
   if (secrets.length === 0) throw new Error('at least one signing secret is required');
   const timestamp = Math.floor(now / 1000);
@@ -42,8 +46,9 @@ export function signatureHeaders(secret: string | readonly string[], body: strin
 }
 
 /**
- * Checks a delivery against the secret. A timestamp that is not a whole
- * number of seconds counts as stale: it cannot be placed inside the window.
+ * Checks a delivery against the secret, at `options.now` (else the system
+ * time). A timestamp that is not a whole number of seconds counts as stale:
+ * it cannot be placed inside the window.
  */
 export function verifySignedPayload(
   secret: string,
@@ -56,7 +61,7 @@ export function verifySignedPayload(
   if (!timestamp || !signature) return { ok: false, reason: 'missing' };
 
   const tolerance = options.toleranceSeconds ?? DEFAULT_TOLERANCE_SECONDS;
-  const nowSeconds = Math.floor((options.now ?? Date.now()) / 1000);
+  const nowSeconds = Math.floor((options.now ?? RECEIVER_CLOCK.now()) / 1000);
   if (!TIMESTAMP.test(timestamp) || Math.abs(nowSeconds - Number(timestamp)) > tolerance) return { ok: false, reason: 'stale' };
 
   const expected = Buffer.from(hmacHex(secret, `${timestamp}.${body}`), 'hex');

@@ -1,7 +1,8 @@
 import { Global, Module } from '@nestjs/common';
+import { ClockModule } from '@aileron/clock';
 import { OutboxRepository } from './outbox.repository';
 import { OutboxService } from './outbox.service';
 
 @Global()
-@Module({ providers: [OutboxRepository, OutboxService], exports: [OutboxService] })
+@Module({ imports: [ClockModule], providers: [OutboxRepository, OutboxService], exports: [OutboxService] })
 export class OutboxModule {}

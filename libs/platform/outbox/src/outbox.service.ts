@@ -1,5 +1,6 @@
 import { Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
 import { z } from 'zod';
+import { Clock } from '@aileron/clock';
 import { DatabaseService, Transaction } from '@aileron/database';
 import { JobProcessor, JobRegistry, QueueService } from '@aileron/queue';
 import { RedisService, RedisUnavailableError } from '@aileron/redis';
@@ -55,6 +56,7 @@ export class OutboxService implements OnApplicationShutdown {
     private readonly db: DatabaseService,
     jobs: JobRegistry,
     redis: RedisService,
+    private readonly clock: Clock,
   ) {
     jobs.register(this.deliverProcessor());
     // A Redis that restarted lost the jobs it held: their messages would wait out
@@ -63,7 +65,7 @@ export class OutboxService implements OnApplicationShutdown {
       if (!available) this.redisWasAway = true;
       else if (this.redisWasAway) {
         this.redisWasAway = false;
-        this.reclaimLeasedBefore = new Date();
+        this.reclaimLeasedBefore = this.clock.date();
         this.sweeper?.runNow();
       }
     });

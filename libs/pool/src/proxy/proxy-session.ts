@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { JSONRPCMessage, JSONRPCNotification, JSONRPCRequest, RequestId } from '@modelcontextprotocol/sdk/types.js';
 import type { Principal } from '@aileron/auth';
+import type { Clock } from '@aileron/clock';
 import type { CallPrincipal } from '@aileron/policy';
 import { databaseUnavailableReason } from '@aileron/database';
 import type { Instance } from '../instances.service';
@@ -66,6 +67,7 @@ export interface InstanceSource {
 interface ClientRequest {
   controller: AbortController;
   server: string | null;
+  /** performance.now(): only which request came later is read */
   startedAt: number;
 }
 
@@ -91,7 +93,9 @@ const ANSWER_AS_JSON = { withinMs: 100, whenConcurrent: 2 } as const;
 export class ProxySession {
   readonly front: NodeStreamableHttpTransport;
   readonly names: Namespacing;
-  lastActivity = Date.now();
+  /** the Clock's time of the last message either way, which the idle sweep compares */
+  lastActivity: number;
+  private readonly clock: Clock;
   private readonly upstreams = new Map<string, ServerSession>();
   private readonly connecting = new Map<string, Promise<ServerSession>>();
   private initParams: Record<string, unknown> | null = null;
@@ -116,8 +120,10 @@ export class ProxySession {
     private readonly source: InstanceSource,
     private readonly gate: CallGate,
     identity: Omit<CallContext, 'sessionId'>,
-    options: { allowedOrigins?: string[]; /** shared by every session of the proxy: how busy it is */ load: AnswerLoad },
+    options: { allowedOrigins?: string[]; /** shared by every session of the proxy: how busy it is */ load: AnswerLoad; clock: Clock },
   ) {
+    this.clock = options.clock;
+    this.lastActivity = this.clock.now();
     this.names = new Namespacing('aggregate' in endpoint);
     this.front = new NodeStreamableHttpTransport({
       sessionIdGenerator: () => randomUUID(),
@@ -147,7 +153,7 @@ export class ProxySession {
 
   /** The HTTP exchange for this session; a GET opens the stream for messages not tied to a request. */
   async handle(req: IncomingMessage, res: ServerResponse, body: unknown): Promise<void> {
-    this.lastActivity = Date.now();
+    this.lastActivity = this.clock.now();
     if (req.method === 'GET') {
       this.getStreams++;
       res.once('close', () => this.getStreams--);
@@ -169,7 +175,7 @@ export class ProxySession {
   // ── client → proxy ──────────────────────────────────────────────────────
 
   private fromClient(message: JSONRPCMessage): void {
-    this.lastActivity = Date.now();
+    this.lastActivity = this.clock.now();
     if ('method' in message && 'id' in message) {
       void this.onRequest(message as JSONRPCRequest);
     } else if ('method' in message) {
@@ -186,7 +192,7 @@ export class ProxySession {
 
   private async onRequest(request: JSONRPCRequest): Promise<void> {
     const controller = new AbortController();
-    const entry: ClientRequest = { controller, server: null, startedAt: Date.now() };
+    const entry: ClientRequest = { controller, server: null, startedAt: performance.now() };
     this.clientRequests.set(request.id, entry);
     const token = (request.params?._meta as { progressToken?: string | number } | undefined)?.progressToken;
     if (token !== undefined) this.progressTokens.set(token, request.id);
@@ -455,7 +461,7 @@ export class ProxySession {
 
   /** `on`: the client's request this came with, when the server sent it on that request's stream */
   private fromServer(upstream: ServerSession, message: JSONRPCRequest | JSONRPCNotification, on?: ClientRequest): void {
-    this.lastActivity = Date.now();
+    this.lastActivity = this.clock.now();
     if ('id' in message) {
       // ids from several servers meet here: the client sees ours
       const id = `s${++this.nextServerRequest}`;

@@ -1,6 +1,7 @@
 import { createServer, Server } from 'node:http';
 import { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Clock } from '@aileron/clock';
 import { Instance } from '../instances.service';
 import { UPSTREAM_GONE } from './jsonrpc';
 import { Upstream } from './upstream';
@@ -34,7 +35,7 @@ describe('Upstream (a session on one instance)', () => {
   });
 
   async function session(): Promise<{ upstream: Upstream; heard: { method: string; on: unknown }[] }> {
-    const instance = new Instance('i-1', 'srv', '1.0.0', { url, headers: {} }, new Promise(() => undefined), null, () => undefined, 8);
+    const instance = new Instance('i-1', 'srv', '1.0.0', { url, headers: {} }, new Promise(() => undefined), null, () => undefined, 8, new Clock());
     const upstream = new Upstream('srv', instance);
     const heard: { method: string; on: unknown }[] = [];
     upstream.onServerMessage = (message, on) => heard.push({ method: message.method, on });

@@ -3,13 +3,13 @@ import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import { basename, dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { endProcessesOfUser, HostDoor, type HostUser, SandboxCgroups, type SandboxCgroupLimits, systemRootArgs } from '@aileron/bubblewrap';
+import { endProcessesOfUser, HostDoor, type HostUser, isolationArgs, SandboxCgroups, type SandboxCgroupLimits, tmpfsArgs } from '@aileron/bubblewrap';
 import { compiledGitHelperPath } from '../bundles';
 import { gitEnv, type GitHelperAnswer, type GitHelperRequest, HISTORY_DIR, historyGitArgs, RUNNER_ISOLATE_ENV, type RunnerAnswer, type RunnerLimits, type RunnerOp, type RunnerRequest, type RunnerResult, SANDBOX_WORKDIR, writeHistoryInfo } from '../runner-protocol';
 import { type CommandRestrictions, type GitResult, RunnerError, type SandboxDriver, type SandboxRunner, type SandboxSpec, SandboxSourceError, SandboxStartError } from './driver';
 import { readMessages } from './frames';
 import { egressCommand, type EgressOptions } from './local-egress';
-import { MemoryBound, PIDS_RESERVE, SANDBOX_UID, sandboxMemoryMb, SrcBound, tmpfsArgs, withDefaultLimits } from './local-limits';
+import { MemoryBound, PIDS_RESERVE, SANDBOX_UID, sandboxMemoryMb, SrcBound, withDefaultLimits } from './local-limits';
 import { SandboxUsers } from './local-users';
 
 const HOME = '/home/sandbox';
@@ -141,14 +141,10 @@ export class LocalSandboxDriver implements SandboxDriver {
    */
   private sandboxArgs(spec: SandboxSpec, door: HostDoor, restrictions?: CommandRestrictions): string[] {
     const network = spec.network === 'egress' && restrictions?.network !== false;
-    const args = ['--unshare-all', ...(network ? ['--share-net'] : []), '--unshare-user', '--disable-userns', '--die-with-parent', '--new-session'];
-    // never uid 0 inside, and never the host's root outside (spawnInside)
-    args.push('--uid', String(SANDBOX_UID), '--gid', String(SANDBOX_UID));
-    args.push('--clearenv', '--setenv', 'PATH', '/usr/local/bin:/usr/bin:/bin', '--setenv', 'HOME', HOME, '--setenv', 'LANG', 'C.UTF-8');
-    args.push('--cap-drop', 'ALL');
     const tmpfsMb = this.options.tmpfsMb ?? DEFAULT_TMPFS_MB;
-    args.push('--proc', '/proc', '--dev', '/dev', ...tmpfsArgs('/tmp', tmpfsMb), ...systemRootArgs(ETC));
-    args.push('--ro-bind-data', '3', '/etc/passwd', '--ro-bind-data', '4', '/etc/group');
+    const env = { PATH: '/usr/local/bin:/usr/bin:/bin', HOME, LANG: 'C.UTF-8' };
+    // never uid 0 inside, and never the host's root outside (spawnInside)
+    const args = isolationArgs({ network, user: { id: SANDBOX_UID }, env, tmpMb: tmpfsMb, proc: true, etc: ETC, accounts: true });
     const nodeDir = dirname(this.nodeBinary);
     if (!nodeDir.startsWith('/usr/')) args.push('--ro-bind', door.path(nodeDir), nodeDir);
     const { src } = this.paths(spec);
@@ -338,10 +334,8 @@ export class LocalSandboxDriver implements SandboxDriver {
     const lent = this.lent.get(spec.id);
     return [
       this.bwrapPath,
-      ...['--unshare-all', '--die-with-parent', '--new-session', '--cap-drop', 'ALL', '--clearenv'],
-      ...Object.entries(gitEnv(HISTORY_DIR)).flatMap(([name, value]) => ['--setenv', name, value]),
-      ...systemRootArgs([]),
-      ...['--dev', '/dev', '--tmpfs', '/tmp', '--bind', this.paths(spec).git, HISTORY_DIR, '--chdir', HISTORY_DIR],
+      ...isolationArgs({ network: false, env: gitEnv(HISTORY_DIR), etc: [] }),
+      ...['--bind', this.paths(spec).git, HISTORY_DIR, '--chdir', HISTORY_DIR],
       ...(lent ? ['--ro-bind', lent, LENT_FILE] : []),
       '--',
       this.gitBinary,

@@ -70,11 +70,6 @@ export class MemoryBound {
   }
 }
 
-/** bwrap's arguments for a private tmpfs at `path` of at most `mb` MiB (it counts against the host's memory, and the sandbox's). */
-export function tmpfsArgs(path: string, mb: number): string[] {
-  return ['--size', String(mb * 1024 * 1024), '--tmpfs', path];
-}
-
 /** An `exec` with the limits its sandbox's create request did not name filled in from `defaults`. */
 export function withDefaultLimits<R extends RunnerRequest>(request: R, defaults: RunnerLimits | undefined): R {
   if (request.op !== 'exec' || !defaults) return request;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { newKey, SealOpenError } from '@aileron/keys';
+import { newKey, SealOpenError } from '@aileron/crypto';
 import { decryptSecret, encryptSecret, MAX_PATH_LENGTH, parseVaultRef, pathProblem, rewrapDataKey, SecretContext } from './envelope';
 
 const ORG = '0b6f3c1e-1d4e-4c38-9d0a-6a0f3e1b2c01';

@@ -1,4 +1,4 @@
-import { newKey, open, seal } from '@aileron/keys';
+import { newKey, open, seal } from '@aileron/crypto';
 
 /** Where a secret version lives; every ciphertext is bound to all of it. */
 export interface SecretContext {

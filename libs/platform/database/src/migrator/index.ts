@@ -78,7 +78,8 @@ export async function applyMigrations(target: MigrationTarget, opts: MigrateOpti
  */
 export async function createMigration(
   name: string,
-  opts: MigrateOptions & { target?: MigrationTarget },
+  /** `now` names the migration (its caller, a standalone script, reads the time) */
+  opts: MigrateOptions & { target?: MigrationTarget; now: Date },
 ): Promise<{ dir: string; sql: string } | null> {
   if (!MIGRATION_NAME.test(name)) {
     throw new Error(`Invalid migration name "${name}": use lower-case letters, digits and underscores ([a-z0-9_]+).`);
@@ -107,5 +108,5 @@ export async function createMigration(
       ? await diffWithPostgresShadow(postgresTarget(target.url), schema, engine, log, diff)
       : await diffWithPgliteShadow(target?.pglite, schema, engine, log, diff);
   if (sql === null) return null;
-  return { dir: await writeMigration(local, name, sql, log), sql };
+  return { dir: await writeMigration(local, name, sql, opts.now, log), sql };
 }

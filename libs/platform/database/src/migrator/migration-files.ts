@@ -80,9 +80,9 @@ export function toMigrationList(local: LocalMigrations): MigrationList {
   };
 }
 
-/** Writes `<timestamp>_<name>/migration.sql` after the existing ones (and the lock file if it was missing). */
-export async function writeMigration(local: LocalMigrations, name: string, sql: string, log: Log): Promise<string> {
-  const dirName = `${nextTimestamp(local.migrations)}_${name}`;
+/** Writes `<timestamp>_<name>/migration.sql`, stamped `now` or just after the existing ones (and the lock file if it was missing). */
+export async function writeMigration(local: LocalMigrations, name: string, sql: string, now: Date, log: Log): Promise<string> {
+  const dirName = `${nextTimestamp(local.migrations, now)}_${name}`;
   const dir = join(local.dir, dirName);
   await mkdir(dir, { recursive: true });
   await writeFile(join(dir, MIGRATION_FILE), sql);
@@ -92,17 +92,14 @@ export async function writeMigration(local: LocalMigrations, name: string, sql: 
 }
 
 /** UTC YYYYMMDDHHMMSS like Prisma, but always after the last existing migration. */
-function nextTimestamp(existing: LocalMigration[]): string {
+function nextTimestamp(existing: LocalMigration[], now: Date): string {
   const format = (d: Date) => d.toISOString().replace(/[-:T]/g, '').slice(0, 14);
-  let now = new Date();
   const last = existing
     .map((m) => /^(\d{14})_/.exec(m.name)?.[1])
     .filter((s): s is string => s !== undefined)
     .sort()
     .at(-1);
-  if (last !== undefined && format(now) <= last) {
-    const iso = `${last.slice(0, 4)}-${last.slice(4, 6)}-${last.slice(6, 8)}T${last.slice(8, 10)}:${last.slice(10, 12)}:${last.slice(12, 14)}Z`;
-    now = new Date(Date.parse(iso) + 1000);
-  }
-  return format(now);
+  if (last === undefined || format(now) > last) return format(now);
+  const iso = `${last.slice(0, 4)}-${last.slice(4, 6)}-${last.slice(6, 8)}T${last.slice(8, 10)}:${last.slice(10, 12)}:${last.slice(12, 14)}Z`;
+  return format(new Date(Date.parse(iso) + 1000));
 }

@@ -214,7 +214,7 @@ describe.each([pgliteKind, postgresKind()])('migrator on $name', { timeout: 120_
     const shadow = await kind.shadowTarget();
     try {
       const project = await copyOfProject('unchanged');
-      expect(await createMigration('nothing', { ...project, target: shadow.target })).toBeNull();
+      expect(await createMigration('nothing', { ...project, target: shadow.target, now: new Date() })).toBeNull();
       expect((await readdir(project.migrationsDir)).sort()).toEqual([...(await projectMigrations()), 'migration_lock.toml'].sort());
     } finally {
       await shadow.close();
@@ -230,7 +230,7 @@ describe.each([pgliteKind, postgresKind()])('migrator on $name', { timeout: 120_
         project.schemaPath,
         `${await readFile(project.schemaPath, 'utf8')}\nmodel Widget {\n  id   String @id @db.Uuid\n  name String\n\n  @@map("widgets")\n}\n`,
       );
-      const created = await createMigration('add_widgets', { ...project, target: shadow.target });
+      const created = await createMigration('add_widgets', { ...project, target: shadow.target, now: new Date() });
       expect(created).not.toBeNull();
       expect(created!.sql).toContain('CREATE TABLE "widgets"');
       expect(created!.dir).toMatch(/[/\\]\d{14}_add_widgets$/);
@@ -239,7 +239,7 @@ describe.each([pgliteKind, postgresKind()])('migrator on $name', { timeout: 120_
       const applied = await applyMigrations(db.target, project);
       expect(applied.applied).toEqual([...(await projectMigrations()), created!.dir.split(/[/\\]/).at(-1)]);
       expect(await tables(db)).toContain('widgets');
-      expect(await createMigration('again', { ...project, target: shadow.target })).toBeNull();
+      expect(await createMigration('again', { ...project, target: shadow.target, now: new Date() })).toBeNull();
     } finally {
       await db.close();
       await shadow.close();

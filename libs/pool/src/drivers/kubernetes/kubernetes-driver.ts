@@ -157,7 +157,7 @@ export class KubernetesDriver implements InstanceDriver, PodOwner {
     const manifests = instanceManifests(spec, token, this.manifestOptions);
     const name = podName(spec.id);
     const where = `pod ${this.namespace}/${name} (server ${spec.server}, workspace ${spec.workspaceId})`;
-    const deadline = Date.now() + this.startTimeoutMs;
+    const deadline = performance.now() + this.startTimeoutMs;
     try {
       if (signal.aborted) throw new StartFailure('the driver shut down during the start');
       await this.api(`create the instance's Secret`, 'secret', signal, () =>
@@ -230,12 +230,12 @@ export class KubernetesDriver implements InstanceDriver, PodOwner {
   async remove(instanceId: string): Promise<void> {
     const name = podName(instanceId);
     await this.deleteObjects(instanceId);
-    const until = Date.now() + GONE_TIMEOUT_MS;
+    const until = performance.now() + GONE_TIMEOUT_MS;
     for (;;) {
       // a failed read proves nothing either way: ask again until the time is up
       const gone = await this.readPod(name).then((pod) => pod === undefined, () => false);
       if (gone) return;
-      if (Date.now() > until) {
+      if (performance.now() > until) {
         this.log(`kubernetes pool: pod ${this.namespace}/${name} still terminating after ${GONE_TIMEOUT_MS / 1000} s; not waiting longer`);
         return;
       }

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
-import { DirectoryUsers, FIRST_FD_PAST_DOOR, HostDoor, type HostUser, systemRootArgs } from '@aileron/bubblewrap';
+import { DirectoryUsers, FIRST_FD_PAST_DOOR, HostDoor, type HostUser, isolationArgs } from '@aileron/bubblewrap';
 import { forbiddenVariables } from '@aileron/catalog';
 import { procStat, processStartTime } from '../../process-start';
 import { InstanceStartError, type InstanceDriver, type InstanceEndpoint, type InstanceExit, type InstanceSpec, type RunningInstance } from '../driver';
@@ -208,14 +208,8 @@ export class LocalDriver implements InstanceDriver {
   }
 
   private bwrapArgs(home: string, env: Record<string, string>, door: HostDoor): string[] {
-    const args = ['--unshare-all', '--share-net', '--unshare-user', '--disable-userns', '--die-with-parent', '--new-session'];
-    // only our own, non-secret variables are named here; the entry's come on the bridge's pipe
-    args.push('--clearenv');
-    for (const [name, value] of Object.entries(env)) args.push('--setenv', name, value);
-    // Run as root, bwrap would otherwise keep every capability inside the sandbox.
-    args.push('--cap-drop', 'ALL');
-    args.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp', ...systemRootArgs());
-    args.push('--ro-bind-data', '3', '/etc/passwd', '--ro-bind-data', '4', '/etc/group');
+    // only our own, non-secret variables are named in env; the entry's come on the bridge's pipe
+    const args = isolationArgs({ network: true, user: {}, env, proc: true, accounts: true });
     const nodeDir = dirname(this.nodeBinary);
     const shared = [...(nodeDir.startsWith('/usr/') ? [] : [nodeDir]), ...this.readOnlyPaths, dirname(this.bridgeScript)];
     // one bind (and one door) for a path another one already holds: the door has few places
@@ -284,7 +278,7 @@ class LocalInstance implements RunningInstance {
     }
     const groupAlive = () => pgid !== undefined && processesInGroup(pgid) > 0;
     const initAlive = () => this.sandboxInit !== undefined && processStartTime(this.sandboxInit.pid) === this.sandboxInit.start;
-    for (const deadline = Date.now() + REAP_TIMEOUT_MS; (groupAlive() || initAlive()) && Date.now() < deadline; ) {
+    for (const deadline = performance.now() + REAP_TIMEOUT_MS; (groupAlive() || initAlive()) && performance.now() < deadline; ) {
       await new Promise((wake) => setTimeout(wake, 5));
     }
   }

@@ -296,7 +296,7 @@ export class KubernetesSandboxDriver implements SandboxDriver {
     const signal = abort.signal;
     const names = sandboxNames(spec.id);
     const where = `sandbox ${spec.name} (pod ${this.namespace}/${names.pod})`;
-    const deadline = Date.now() + this.startTimeoutMs;
+    const deadline = performance.now() + this.startTimeoutMs;
     const connections: RunnerConnection[] = [];
     try {
       this.pods.start();
@@ -321,7 +321,7 @@ export class KubernetesSandboxDriver implements SandboxDriver {
       const uid = pod.metadata!.uid!;
       const ready = await this.pods.untilReady(names.pod, { deadline, timeoutMs: this.startTimeoutMs, signal, uid });
       const host = ready.status!.podIP!;
-      const timeoutMs = Math.max(1000, deadline - Date.now());
+      const timeoutMs = Math.max(1000, deadline - performance.now());
       const open = async (role: 'sandbox' | 'history'): Promise<RunnerConnection> => {
         const connection = await RunnerConnection.open({ host, port: this.manifestOptions.ports[role], token: tokens[role] }, timeoutMs);
         connections.push(connection);
@@ -449,11 +449,11 @@ export class KubernetesSandboxDriver implements SandboxDriver {
   private async deletePod(name: string): Promise<void> {
     const options = this.requestOptions();
     await this.deleteIgnoringAbsent(`delete the sandbox's Pod`, 'other', () => this.core.deleteNamespacedPod({ name, namespace: this.namespace, gracePeriodSeconds: DELETE_GRACE_SECONDS }, options));
-    const until = Date.now() + GONE_TIMEOUT_MS;
+    const until = performance.now() + GONE_TIMEOUT_MS;
     for (;;) {
       // a failed read proves nothing either way: ask again until the time is up
       if (await this.readPod(name).then((pod) => pod === undefined, () => false)) return;
-      if (Date.now() > until) throw new Error(`pod ${this.namespace}/${name} still terminating after ${GONE_TIMEOUT_MS / 1000} s`);
+      if (performance.now() > until) throw new Error(`pod ${this.namespace}/${name} still terminating after ${GONE_TIMEOUT_MS / 1000} s`);
       await new Promise((resolve) => setTimeout(resolve, this.retryIntervalMs));
     }
   }
