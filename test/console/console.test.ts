@@ -163,6 +163,15 @@ describe('the web console in Chromium', () => {
     await expect
       .poll(() => page.getByRole('list', { name: 'Problems' }).textContent())
       .toMatch(/^line 3: body\.rules\[0\]\.effect/);
+    // with the keyboard: the problem's line number takes the cursor to that line
+    await page.getByRole('button', { name: 'line 3' }).focus();
+    await page.keyboard.press('Enter');
+    expect(
+      await page.evaluate(() => {
+        const area = document.activeElement as HTMLTextAreaElement;
+        return area.value.slice(area.selectionStart, area.selectionEnd);
+      }),
+    ).toBe('    effect: maybe');
     await editor.fill('rules:\n  - id: releases\n    effect: [deny\n');
     await expect
       .poll(() => page.getByRole('list', { name: 'Problems' }).textContent())

@@ -40,7 +40,7 @@ export default function Catalog() {
             {items.map((s) => (
               <Table.Tr key={s.name}>
                 <Table.Td>
-                  <Anchor component={Link} to={`/catalog/${s.name}`}>
+                  <Anchor component={Link} to={`/catalog/${s.name}`} size="sm">
                     {s.name}
                   </Anchor>
                 </Table.Td>

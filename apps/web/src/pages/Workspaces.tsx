@@ -40,7 +40,7 @@ export default function Workspaces() {
             {items.map((ws) => (
               <Table.Tr key={ws.id}>
                 <Table.Td>
-                  <Anchor component={Link} to={`/workspaces/${ws.slug}`}>
+                  <Anchor component={Link} to={`/workspaces/${ws.slug}`} size="sm">
                     {ws.name}
                   </Anchor>
                 </Table.Td>
