@@ -166,12 +166,9 @@ describe('the web console in Chromium', () => {
     // with the keyboard: the problem's line number takes the cursor to that line
     await page.getByRole('button', { name: 'line 3' }).focus();
     await page.keyboard.press('Enter');
-    expect(
-      await page.evaluate(() => {
-        const area = document.activeElement as HTMLTextAreaElement;
-        return area.value.slice(area.selectionStart, area.selectionEnd);
-      }),
-    ).toBe('    effect: maybe');
+    const selected =
+      'document.activeElement.value.slice(document.activeElement.selectionStart, document.activeElement.selectionEnd)';
+    expect(await page.evaluate(selected)).toBe('    effect: maybe');
     await editor.fill('rules:\n  - id: releases\n    effect: [deny\n');
     await expect
       .poll(() => page.getByRole('list', { name: 'Problems' }).textContent())
