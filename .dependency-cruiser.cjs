@@ -115,7 +115,7 @@ module.exports = {
         path: '^(libs|apps)/',
         pathNot: [
           // the auth layer itself: scopes after checking the caller, and authentication before a tenant is known
-          '^libs/auth/src/(access\\.service|auth\\.guard|principal\\.resolver|jwt-keys\\.service|oidc-sign-in\\.service|scope-issuer)\\.ts$',
+          '^libs/auth/src/(access\\.service|auth\\.guard|principal\\.resolver|jwt-keys\\.service|oidc-sign-in\\.service|sign-in-links\\.service|scope-issuer)\\.ts$',
           // and the issuer's own spec
           '^libs/auth/src/scope-issuer\\.spec\\.ts$',
           // the gateway's own authentication, and the fast path that does the auth guard's work for gateway fetches

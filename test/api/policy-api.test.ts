@@ -154,6 +154,31 @@ describe('policy API', () => {
     expect((await cp.request('GET', `/v1/workspaces/${ws}/policy`)).body.version).toBe(2);
   });
 
+  it('validate answers the problems a save would, or that a save would change nothing, and stores nothing', async () => {
+    const validate = (body: unknown, headers: Record<string, string> = {}) => cp.request('POST', `/v1/workspaces/${ws}/policy/validate`, { body, headers });
+    const bad = { rules: [{ id: 'b', effect: 'deny', arguments: [{ path: 'repo', regex: '(' }] }, { id: 'c', effect: 'maybe' }] };
+    const checked = await validate(bad);
+    const saved = await cp.request('PUT', `/v1/workspaces/${ws}/policy`, { body: bad });
+    expect(checked.status).toBe(400);
+    expect(checked.body.code).toBe('POLICY_INVALID');
+    expect(checked.body.errors).toEqual(saved.body.errors);
+    expect(checked.body.errors).toEqual(expect.arrayContaining([expect.objectContaining({ path: 'body.rules[1].effect', rule: 'c' })]));
+
+    const yaml = await validate('rules:\n  - id: x\n   effect: [deny\n', { 'content-type': 'application/yaml' });
+    expect(yaml.status).toBe(400);
+    expect(yaml.body).toMatchObject({ code: 'MALFORMED_YAML', detail: expect.stringMatching(/^line 3, column \d+/) });
+
+    // the document in force: a save would make no version; another one would
+    expect((await validate(YAML_POLICY, { 'content-type': 'application/yaml' })).body).toMatchObject({ rules: 2, changed: false });
+    const draft = await validate({ rules: [{ id: 'only', effect: 'allow', tools: ['x'] }] });
+    expect(draft.status, draft.text).toBe(200);
+    expect(draft.body).toEqual({ rules: 1, digest: expect.stringMatching(/^[0-9a-f]{64}$/), changed: true });
+
+    const member = await aToken(cp, cp.ownerToken, { role: 'member', workspace: ws });
+    expect((await cp.request('POST', `/v1/workspaces/${ws}/policy/validate`, { token: member.token, body: { rules: [] } })).status).toBe(200);
+    expect((await cp.request('GET', `/v1/workspaces/${ws}/policy`)).body.version).toBe(2);
+  });
+
   it('lists versions, shows one, diffs two and rolls back as a new version', async () => {
     const versions = await cp.request('GET', `/v1/workspaces/${ws}/policy/versions`);
     expect(versions.body.versions.map((v: { version: number }) => v.version)).toEqual([2, 1]);

@@ -318,7 +318,7 @@ describe('the review page signed in through the identity provider', () => {
 
     const cookies = await context.cookies();
     const session = cookies.find((c) => c.name === 'aileron_session');
-    expect(session).toMatchObject({ httpOnly: true, sameSite: 'Lax', path: '/review', secure: false });
+    expect(session).toMatchObject({ httpOnly: true, sameSite: 'Lax', path: '/', secure: false });
     expect(session!.value).toMatch(/^ail_ses_/);
     expect(cookies.find((c) => c.name === 'aileron_signin')).toBeUndefined();
     // the page's script cannot read the session
@@ -428,8 +428,8 @@ describe('the review page signed in through the identity provider', () => {
     const csrf = await csrfOf(id, session);
     const tampered = session.slice(0, -1) + (session.endsWith('A') ? 'B' : 'A');
     expectRefused(await request('GET', `/review/${id}/session`, { token: null, headers: { cookie: tampered } }), 401, 'SESSION_INVALID');
-    // the session is not a bearer credential anywhere else
-    expectRefused(await request('POST', `/v1/approvals/${id}/approve`, { token: null, body: {}, headers: { cookie: session } }), 401, 'UNAUTHENTICATED');
+    // the API takes the session (the web console's) only with its CSRF token: the cookie alone changes nothing
+    expectRefused(await request('POST', `/v1/approvals/${id}/approve`, { token: null, body: {}, headers: { cookie: session } }), 403, 'CSRF_TOKEN_INVALID');
 
     // CSRF: another site can make the browser send the cookie, not the page's token
     expectRefused(await request('POST', `/review/${id}/session/decision`, { token: null, body: { decision: 'approve' }, headers: { cookie: session } }), 403, 'CSRF_TOKEN_INVALID');

@@ -4,7 +4,8 @@ import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify
 import type { AppConfig } from '@aileron/config';
 import { DatabaseHandle, openDatabase } from '@aileron/database';
 import { BODY_LIMIT_BYTES, FastPaths, fastPathServer, installBodyParsers, RequestLog, requestIdFor } from '@aileron/http';
-import { AppLogger, createLogger } from '@aileron/logging';
+import { AppLogger, createLogger, QuietStartLogger } from '@aileron/logging';
+import { SignInLinks } from '@aileron/auth';
 import { OutboxService } from '@aileron/outbox';
 import { QueueService } from '@aileron/queue';
 import { BootstrapResult, BootstrapService } from '@aileron/tenancy';
@@ -17,6 +18,8 @@ export interface ControlPlane {
   /** where it listens, e.g. http://127.0.0.1:8080 */
   url: string;
   bootstrap: BootstrapResult | undefined;
+  /** embedded mode: a one-time link that signs the machine's owner in to the web console */
+  signInLink: string | undefined;
   close(): Promise<void>;
 }
 
@@ -49,7 +52,7 @@ export async function startControlPlane(config: AppConfig, options: StartOptions
       return503OnClosing: true,
     });
     app = await NestFactory.create<NestFastifyApplication>(AppModule.forRoot(config, database), adapter, { bufferLogs: true, abortOnError: false, bodyParser: false });
-    app.useLogger(app.get(AppLogger));
+    app.useLogger(new QuietStartLogger(app.get(AppLogger)));
     const fastify = app.getHttpAdapter().getInstance();
     fastPaths.bind(app.get(FastPaths));
     app.get(RequestLog).install(fastify);
@@ -68,6 +71,7 @@ export async function startControlPlane(config: AppConfig, options: StartOptions
       const port = typeof address === 'object' && address ? address.port : config.port;
       url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${port}`;
     }
+    const signInLink = bootstrap && url ? (await app.get(SignInLinks).mintForOrganization('default', url)).url : undefined;
     const started = app;
     let closing: Promise<void> | undefined;
     return {
@@ -76,6 +80,7 @@ export async function startControlPlane(config: AppConfig, options: StartOptions
       database,
       url,
       bootstrap,
+      signInLink,
       close: () =>
         (closing ??= (async () => {
           await started.close();

@@ -15,8 +15,8 @@ async function main(): Promise<void> {
     }
     throw error;
   }
-  const { bootstrap, url } = controlPlane;
-  const lines = [`aileron control plane (${config.mode} mode) listening on ${url}`];
+  const { bootstrap, url, signInLink } = controlPlane;
+  const lines = [`aileron control plane (${config.mode} mode) listening on ${url}`, `web console: ${url}/`];
   if (bootstrap) {
     lines.push(
       bootstrap.reissued
@@ -25,6 +25,8 @@ async function main(): Promise<void> {
       `try: curl -H "Authorization: Bearer $(cat ${bootstrap.tokenPath})" ${url}/v1/me`,
     );
   }
+  // works once, for ten minutes: a new one with POST /v1/auth/sign-in-links and the owner token
+  if (signInLink) lines.push(`sign in to the console (once, within 10 minutes): ${signInLink}`);
   process.stdout.write(lines.map((l) => `» ${l}\n`).join(''));
 
   const stop = (signal: string): void => {

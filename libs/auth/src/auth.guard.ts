@@ -9,13 +9,19 @@ import { PERMISSIONS, Permission } from './domain/roles';
 import { AccessService } from './access.service';
 import { JWT_STRATEGY } from './jwt.strategy';
 import { BearerCredentials } from './bearer-credentials';
+import { BrowserSessions } from './browser-sessions.service';
 import { SystemScopes } from './scope-issuer';
 import type { OrgScope, WorkspaceScope } from './scope';
 
 export interface AuthenticatedRequest extends FastifyRequest {
   principal?: Principal;
   scope?: OrgScope | WorkspaceScope;
+  /** the credential the principal came from (a bearer token or the browser session's), for streams that judge it again later */
+  credential?: string;
 }
+
+/** a browser session's request that changes nothing; any other carries the CSRF token */
+const SAFE_METHODS = new Set(['GET', 'HEAD']);
 
 const JwtGuard = PassportAuthGuard(JWT_STRATEGY);
 
@@ -34,6 +40,7 @@ export class AuthGuard implements CanActivate, OnApplicationBootstrap {
     private readonly bearer: BearerCredentials,
     private readonly access: AccessService,
     private readonly routes: RouteCatalog,
+    private readonly sessions: BrowserSessions,
   ) {}
 
   onApplicationBootstrap(): void {
@@ -89,8 +96,15 @@ export class AuthGuard implements CanActivate, OnApplicationBootstrap {
   }
 
   private async authenticate(context: ExecutionContext, request: AuthenticatedRequest): Promise<Principal> {
+    const session = request.headers.authorization === undefined ? this.sessions.token(request) : undefined;
+    if (session !== undefined) {
+      // the web console: the browser session's cookie, with the page's CSRF token on every change
+      request.credential = session;
+      return SAFE_METHODS.has(request.method) ? this.sessions.principal(request) : this.sessions.principalForChange(request);
+    }
     const token = this.bearer.tokenOf(request.headers.authorization);
     if (token === undefined) throw new UnauthenticatedError('Send "Authorization: Bearer <token>"');
+    request.credential = token;
     const principal = this.bearer.resolve(token);
     if (principal) return principal;
     if (token.split('.').length !== 3) throw new UnauthenticatedError('The token is malformed', 'TOKEN_INVALID');

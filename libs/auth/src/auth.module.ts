@@ -8,6 +8,7 @@ import { BearerCredentials } from './bearer-credentials';
 import { AuthRepository } from './auth.repository';
 import { BrowserKeys } from './browser-keys.service';
 import { BrowserSessions } from './browser-sessions.service';
+import { ConsoleSessionController } from './console-session.controller';
 import { CredentialResolvers } from './credential-resolvers';
 import { IdentityProviderSettings } from './identity-provider-settings.service';
 import { JwtKeys } from './jwt-keys.service';
@@ -17,6 +18,7 @@ import { OidcSignIn } from './oidc-sign-in.service';
 import { OidcController } from './oidc.controller';
 import { PrincipalCache } from './principal-cache.service';
 import { PrincipalResolver } from './principal.resolver';
+import { SignInLinks } from './sign-in-links.service';
 import { StreamAccess } from './stream-access.service';
 import { TokensController } from './tokens.controller';
 import { TokensService } from './tokens.service';
@@ -24,7 +26,7 @@ import { TokensService } from './tokens.service';
 @Global()
 @Module({
   imports: [ClockModule, PassportModule],
-  controllers: [MeController, TokensController, OidcController],
+  controllers: [MeController, TokensController, OidcController, ConsoleSessionController],
   providers: [
     CredentialResolvers,
     BearerCredentials,
@@ -38,10 +40,11 @@ import { TokensService } from './tokens.service';
     BrowserKeys,
     BrowserSessions,
     OidcSignIn,
+    SignInLinks,
     StreamAccess,
     IdentityProviderSettings,
     { provide: APP_GUARD, useClass: AuthGuard },
   ],
-  exports: [AccessService, BearerCredentials, PrincipalCache, PrincipalResolver, TokensService, JwtKeys, CredentialResolvers, BrowserKeys, BrowserSessions, OidcSignIn, StreamAccess, IdentityProviderSettings],
+  exports: [AccessService, BearerCredentials, PrincipalCache, PrincipalResolver, TokensService, JwtKeys, CredentialResolvers, BrowserKeys, BrowserSessions, OidcSignIn, SignInLinks, StreamAccess, IdentityProviderSettings],
 })
 export class AuthModule {}

@@ -276,6 +276,30 @@ export class AuthRepository extends Repository {
     });
   }
 
+  /** Sign-out: this browser's session only. */
+  async deleteBrowserSession(scope: OrgScope, tokenHash: string): Promise<void> {
+    await this.client.browserSession.deleteMany({ where: { organizationId: scope.organizationId, tokenHash } });
+  }
+
+  /** Sign-out everywhere: every browser session of the person. */
+  async deleteBrowserSessionsOfUser(scope: OrgScope, userId: string): Promise<number> {
+    return (await this.client.browserSession.deleteMany({ where: { organizationId: scope.organizationId, userId } })).count;
+  }
+
+  /**
+   * The person at the machine of an embedded installation, whom a sign-in link
+   * signs in: an owner with a subject no identity provider issues.
+   */
+  async ensureLocalOwner(scope: OrgScope, subject: string, at: Date): Promise<string> {
+    const row = await this.client.user.upsert({
+      where: { organizationId_subject: { organizationId: scope.organizationId, subject } },
+      create: { organizationId: scope.organizationId, subject, name: 'Owner (this machine)', role: 'owner', lastLoginAt: at },
+      update: { lastLoginAt: at },
+      select: { id: true },
+    });
+    return row.id;
+  }
+
   /** Authentication itself: the cookie's hash is the key, it names the organisation. */
   async findBrowserSession(_system: SystemScope, tokenHash: string): Promise<BrowserSessionRecord | null> {
     return this.client.browserSession.findUnique({ where: { tokenHash }, select: { id: true, organizationId: true, userId: true, expiresAt: true } });

@@ -53,6 +53,11 @@ export class BrowserSessions {
     return principal;
   }
 
+  /** The session cookie's value, for ending that session. */
+  token(request: FastifyRequest): string | undefined {
+    return this.cookie(request);
+  }
+
   private cookie(request: FastifyRequest): string | undefined {
     return parseCookies(request.headers.cookie).get(BROWSER_SESSION_COOKIE) || undefined;
   }

@@ -6,6 +6,7 @@ export { browserSignInIssuerProblem, CSRF_HEADER, BROWSER_SESSION_COOKIE } from 
 export { keepsClientSecret } from './domain/identity-provider';
 export type { OrgScope, SystemScope, WorkspaceScope } from './scope';
 export { Caller, TenantScope } from './auth.decorators';
+export type { AuthenticatedRequest } from './auth.guard';
 export { AccessService } from './access.service';
 export { PrincipalCache } from './principal-cache.service';
 export { PrincipalResolver } from './principal.resolver';
@@ -19,6 +20,7 @@ export type { CredentialResolver } from './credential-resolvers';
 export { BrowserKeys } from './browser-keys.service';
 export { BrowserSessions } from './browser-sessions.service';
 export { OidcSignIn } from './oidc-sign-in.service';
+export { SignInLinks } from './sign-in-links.service';
 export { StreamAccess } from './stream-access.service';
 export { IdentityProviderSettings, IdentityProviderUrlRefusedError } from './identity-provider-settings.service';
 export { AuthModule } from './auth.module';

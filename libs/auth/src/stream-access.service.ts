@@ -3,6 +3,7 @@ import { decode } from 'jsonwebtoken';
 import { Clock } from '@aileron/clock';
 import { databaseUnavailableReason } from '@aileron/database';
 import { PeriodicTask } from '@aileron/schedule';
+import { looksLikeBrowserSessionToken } from './domain/browser-session';
 import type { Principal } from './domain/principal';
 import { BearerCredentials } from './bearer-credentials';
 import { PrincipalCache } from './principal-cache.service';
@@ -61,8 +62,8 @@ export class StreamAccess implements OnModuleDestroy {
   }
 
   /**
-   * Watches a stream opened with `token` (the bearer credential it was opened
-   * with) until the returned function is called (the stream closed).
+   * Watches a stream opened with `token` (the bearer credential or browser
+   * session it was opened with) until the returned function is called (the stream closed).
    */
   hold(token: string, check: Held['check'], end: Held['end']): () => void {
     const payload = token.split('.').length === 3 ? decode(token, { json: true }) : null;
@@ -93,6 +94,7 @@ export class StreamAccess implements OnModuleDestroy {
 
   /** The caller as a request with this credential would be resolved now (the JWT's signature was checked when the stream opened). */
   private async resolve(token: string): Promise<Principal> {
+    if (looksLikeBrowserSessionToken(token)) return this.principals.fromBrowserSession(token);
     const direct = this.bearer.resolve(token);
     if (direct) return direct;
     const payload = decode(token, { json: true });

@@ -42,7 +42,7 @@ export class TokensService {
   ) {}
 
   /** Exchanging a credential for an admin JWT is a login: audited through the outbox like every change. */
-  async recordLogin(principal: Principal, how: 'jwt_issued' | 'oidc', details: Record<string, unknown>): Promise<void> {
+  async recordLogin(principal: Principal, how: 'jwt_issued' | 'oidc' | 'sign_in_link', details: Record<string, unknown>): Promise<void> {
     await this.db.transaction((tx) =>
       this.outbox.record(tx, {
         topic: 'auth.login',

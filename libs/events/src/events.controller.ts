@@ -1,7 +1,7 @@
 import { Controller, Query, Req, Res } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import { AccessService, BearerCredentials, slug, StreamAccess, TenantScope, WorkspaceScope } from '@aileron/auth';
+import { AccessService, AuthenticatedRequest, slug, StreamAccess, TenantScope, WorkspaceScope } from '@aileron/auth';
 import { Route } from '@aileron/http';
 import type { PublicEvent } from '@aileron/outbox';
 import { EventsService, matches } from './events.service';
@@ -22,7 +22,6 @@ export class EventsController {
   constructor(
     private readonly events: EventsService,
     private readonly access: AccessService,
-    private readonly bearer: BearerCredentials,
     private readonly streams: StreamAccess,
   ) {}
 
@@ -88,7 +87,7 @@ export class EventsController {
     heartbeat.unref();
     // a revoked token or a removed membership ends the stream, not just the next request
     const release = this.streams.hold(
-      this.bearer.tokenOf(request.headers.authorization) ?? '',
+      (request as AuthenticatedRequest).credential ?? '',
       (principal) => this.access.workspace(principal, scope.workspaceSlug, EVENTS_PERMISSION),
       (reason) => end('access withdrawn', reason),
     );

@@ -10,6 +10,7 @@ import {
   evaluateBody,
   policyView,
   rollbackBody,
+  validateResult,
   versionParams,
   versionSummary,
   versionsQuery,
@@ -85,6 +86,26 @@ export class PolicyController {
   async put(@Caller() caller: Principal, @TenantScope() scope: WorkspaceScope, @Body() body: unknown): Promise<z.infer<typeof writeResult>> {
     const { policy, changed } = await this.policies.replace(caller, scope, body);
     return { ...view(policy), changed };
+  }
+
+  @Route({
+    method: 'POST',
+    path: '/v1/workspaces/:ws/policy/validate',
+    summary: 'Check a policy document (JSON or YAML) as a save would, without saving it',
+    description:
+      'Answers what `PUT …/policy` would for the same body: `400 POLICY_INVALID` with every problem in `errors`, `400 MALFORMED_YAML` naming the line, or, for a valid document, its rule count, digest and whether it differs from the one in force. Nothing is stored; editors call it as the author types.',
+    tag: 'policy',
+    permission: 'policy.read',
+    tenancy: 'workspace',
+    params: wsParams,
+    body: policyDocumentSchema,
+    bodyValidation: 'handler',
+    accepts: ['yaml'],
+    response: validateResult,
+    example: { body: EXAMPLE },
+  })
+  async validate(@TenantScope() scope: WorkspaceScope, @Body() body: unknown): Promise<z.infer<typeof validateResult>> {
+    return this.policies.validate(scope, body);
   }
 
   @Route({

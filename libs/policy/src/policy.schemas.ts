@@ -17,6 +17,12 @@ export const policyView = z.object({
 
 export const writeResult = policyView.extend({ changed: z.boolean().describe('false when the document equals the one in force (no new version)') });
 
+export const validateResult = z.object({
+  rules: z.number().int(),
+  digest: z.string().describe('sha256 of the canonical (RFC 8785) document, as a save would record it'),
+  changed: z.boolean().describe('false when the document equals the one in force (a save would create no version)'),
+});
+
 export const versionSummary = z.object({
   version: z.number().int(),
   digest: z.string(),

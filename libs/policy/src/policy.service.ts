@@ -43,6 +43,12 @@ export class PolicyInvalidError extends DomainError {
   }
 }
 
+function validDocument(input: unknown): PolicyDocument {
+  const parsed = parsePolicyDocument(input);
+  if (!parsed.ok) throw new PolicyInvalidError(parsed.problems);
+  return parsed.document;
+}
+
 @Injectable()
 export class PolicyService implements OnModuleDestroy {
   private readonly cache: SharedCache<CurrentPolicy>;
@@ -86,9 +92,16 @@ export class PolicyService implements OnModuleDestroy {
 
   /** Validates and stores a new version; the same document again changes nothing. */
   async replace(principal: Principal, scope: WorkspaceScope, input: unknown): Promise<{ policy: CurrentPolicy; changed: boolean }> {
-    const parsed = parsePolicyDocument(input);
-    if (!parsed.ok) throw new PolicyInvalidError(parsed.problems);
-    return this.write(principal, scope, parsed.document, null);
+    return this.write(principal, scope, validDocument(input), null);
+  }
+
+  /** What a save of the document would answer, without saving: its problems, or whether it differs from the one in force. */
+  async validate(scope: WorkspaceScope, input: unknown): Promise<{ rules: number; digest: string; changed: boolean }> {
+    const document = validDocument(input);
+    const digest = digestOf(document);
+    const current = await this.current(scope);
+    // as write() decides: before the first version, any document is a change
+    return { rules: document.rules.length, digest, changed: current.version === 0 || digest !== current.digest };
   }
 
   /** Versions only go forward: the old document comes back as a new version. */

@@ -11,8 +11,8 @@ export const BROWSER_SESSION_COOKIE = 'aileron_session';
 /** the pending sign-in (state, nonce, PKCE verifier), sealed, between the redirect out and the callback */
 export const LOGIN_COOKIE = 'aileron_signin';
 export const BROWSER_SESSION_PREFIX = 'ail_ses_';
-/** the session opens review pages and nothing else: its cookie is not even sent elsewhere */
-export const BROWSER_SESSION_PATH = '/review';
+/** the review pages and the web console, which calls the API under /v1 with it (changes carry the CSRF token) */
+export const BROWSER_SESSION_PATH = '/';
 export const LOGIN_PATH = '/v1/auth/oidc';
 export const BROWSER_SESSION_TTL_SECONDS = 3600;
 export const LOGIN_TTL_SECONDS = 600;
@@ -28,12 +28,15 @@ export function looksLikeBrowserSessionToken(value: string): boolean {
 }
 
 /**
- * Where a sign-in may send the browser back to: a review page of this
- * control plane, as a path. Anything else (another host, `//evil`, `/\evil`)
- * would make the callback an open redirect.
+ * Where a sign-in may send the browser back to: a review page or a page of
+ * the web console of this control plane, as a path. Anything else (another
+ * host, `//evil`, `/\evil`, the API) would make the callback an open redirect.
  */
 export function safeReturnPath(value: string): string | null {
-  if (!/^\/review\/[0-9a-fA-F-]{36}(\?[A-Za-z0-9_.~%&=-]*)?$/.test(value)) return null;
+  const review = /^\/review\/[0-9a-fA-F-]{36}(\?[A-Za-z0-9_.~%&=-]*)?$/.test(value);
+  // a console page: plain segments, none of them `..`, never the API's or the server's own paths
+  const consolePage = /^\/(?:[a-z][a-z0-9-]*(?:\/[A-Za-z0-9_~-][A-Za-z0-9_.~-]*)*)?(\?[A-Za-z0-9_.~%&=-]*)?$/.test(value) && !/^\/(v1|mcp|docs|review|assets)(\/|\?|$)/.test(value);
+  if (!review && !consolePage) return null;
   const parsed = new URL(value, 'http://control-plane.invalid');
   return parsed.host === 'control-plane.invalid' ? parsed.pathname + parsed.search : null;
 }

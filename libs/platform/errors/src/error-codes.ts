@@ -72,6 +72,9 @@ export const ERROR_CODES = {
   SIGN_IN_STATE_MISMATCH: { status: 400, title: 'Bad request', docs: AUTHENTICATION },
   SIGN_IN_EXPIRED: { status: 400, title: 'Bad request', docs: AUTHENTICATION },
   SIGN_IN_REFUSED: { ...FORBIDDEN, docs: AUTHENTICATION },
+  SIGN_IN_LINK_INVALID: UNAUTHENTICATED,
+  SIGN_IN_LINK_EXPIRED: UNAUTHENTICATED,
+  SIGN_IN_LINKS_EMBEDDED_ONLY: { ...NOT_FOUND, docs: AUTHENTICATION },
   IDP_UNREACHABLE: { status: 502, title: 'Bad gateway', docs: AUTHENTICATION },
   IDP_URL_REFUSED: { status: 422, title: 'The control plane will not fetch from this identity provider URL', docs: AUTHENTICATION },
   IDP_EMAIL_NOT_VERIFIED: { ...FORBIDDEN, docs: AUTHENTICATION },
@@ -178,6 +181,7 @@ export const ERROR_CODES = {
   NOT_READY: { status: 503, title: 'Not ready', docs: OPERATIONS },
   DATABASE_UNAVAILABLE: { status: 503, title: 'Database unavailable', docs: OPERATIONS },
   REDIS_UNAVAILABLE: { status: 503, title: 'Service unavailable', docs: OPERATIONS },
+  CONSOLE_NOT_BUILT: { status: 503, title: 'Web console not built', docs: OPERATIONS },
   INTERNAL: { status: 500, title: 'Internal error', docs: OPERATIONS },
 } as const satisfies Record<string, ErrorCodeEntry>;
 

@@ -1,5 +1,6 @@
 import { Global, Module } from '@nestjs/common';
 import { APP_FILTER, APP_INTERCEPTOR, DiscoveryModule } from '@nestjs/core';
+import { ConsoleFastPath } from './console-fast-path';
 import { FastPaths } from './fast-paths';
 import { HttpMetrics } from './http-metrics';
 import { PlatformController } from './platform.controller';
@@ -17,6 +18,8 @@ import { RouteValidationInterceptor } from './route-validation.interceptor';
     RequestLog,
     FastPaths,
     RouteCatalog,
+    // the web console at `/`, in front of the routes
+    ConsoleFastPath,
     { provide: APP_FILTER, useClass: ProblemFilter },
     { provide: APP_INTERCEPTOR, useClass: RouteValidationInterceptor },
   ],

@@ -1,5 +1,7 @@
 export * from './route.decorator';
 export * from './route-catalog.service';
+export { routesDeclaredIn } from './route-scan';
+export { CONSOLE_CSP, consoleCsp, consoleTarget } from './console-files';
 export * from './openapi';
 export * from './http-metrics';
 export { ProblemFilter, writeProblem } from './problem.filter';

@@ -1,6 +1,7 @@
 import { DynamicModule, Module } from '@nestjs/common';
 import { LoggerModule } from 'nestjs-pino';
 import { requestLoggerOptions } from './logging';
+import { logDestination } from './pretty';
 
 /** nestjs-pino keeps each request's logger in AsyncLocalStorage, for every line written while handling it. */
 @Module({})
@@ -8,7 +9,7 @@ export class LoggingModule {
   static forRoot(level: string): DynamicModule {
     return {
       module: LoggingModule,
-      imports: [LoggerModule.forRoot({ pinoHttp: requestLoggerOptions(level), forRoutes: ['*path'] })],
+      imports: [LoggerModule.forRoot({ pinoHttp: [requestLoggerOptions(level), logDestination()], forRoutes: ['*path'] })],
       exports: [LoggerModule],
     };
   }

@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import pino, { Logger as PinoLogger, LoggerOptions } from 'pino';
 import type { Options as PinoHttpOptions } from 'pino-http';
+import { logDestination } from './pretty';
 
 /**
  * Paths pino blanks out wherever they appear. Tokens travel in headers; bodies
@@ -34,7 +35,7 @@ export function loggerOptions(level: string): LoggerOptions {
 
 /** A plain logger for code that runs before or outside Nest (CLI, boot). */
 export function createLogger(level: string): PinoLogger {
-  return pino(loggerOptions(level));
+  return pino(loggerOptions(level), logDestination());
 }
 
 /** `/v1/workspaces/<ws>/secrets/<path>`: the secret's path is cut from request logs. */

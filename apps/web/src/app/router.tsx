@@ -1,0 +1,40 @@
+import type { ComponentType } from 'react';
+import { createBrowserRouter, Navigate } from 'react-router';
+import { NotFound, RouteError } from './errors';
+import { Shell } from './Shell';
+import { Loading } from './ui';
+
+/** What shows while the first page's chunk loads. */
+const loading = <Loading what="the page" />;
+
+/** A page loaded on demand: each is its own chunk, fetched when first visited. */
+function page(load: () => Promise<{ default: ComponentType }>) {
+  return { lazy: async () => ({ Component: (await load()).default }), hydrateFallbackElement: loading };
+}
+
+/**
+ * The console's pages. A new top-level path needs its first segment in
+ * sections.json too: the server answers the page only for those (a reload of
+ * `/people/…` works, an unknown `/v1/…` keeps its 404).
+ */
+export const router = createBrowserRouter([
+  { path: '/sign-in', ...page(() => import('../pages/SignIn')), errorElement: <RouteError /> },
+  { path: '/sign-in/link', ...page(() => import('../pages/SignInLink')), errorElement: <RouteError /> },
+  {
+    element: <Shell />,
+    errorElement: <RouteError />,
+    hydrateFallbackElement: loading,
+    children: [
+      { index: true, element: <Navigate to="/workspaces" replace /> },
+      { path: 'workspaces', ...page(() => import('../pages/Workspaces')) },
+      { path: 'workspaces/:ws', ...page(() => import('../pages/Workspace')) },
+      { path: 'workspaces/:ws/policy', ...page(() => import('../pages/Policy')) },
+      { path: 'workspaces/:ws/approvals', ...page(() => import('../pages/Approvals')) },
+      { path: 'people', ...page(() => import('../pages/People')) },
+      { path: 'tokens', ...page(() => import('../pages/Tokens')) },
+      { path: 'catalog', ...page(() => import('../pages/Catalog')) },
+      { path: 'catalog/:name', ...page(() => import('../pages/CatalogServer')) },
+      { path: '*', element: <NotFound /> },
+    ],
+  },
+]);

@@ -1,0 +1,404 @@
+import {
+  Alert,
+  Anchor,
+  Badge,
+  Button,
+  Card,
+  Code,
+  Grid,
+  Group,
+  List,
+  Modal,
+  Stack,
+  Table,
+  Text,
+  Textarea,
+  TextInput,
+  Title,
+} from '@mantine/core';
+import { useDebouncedValue } from '@mantine/hooks';
+import { notifications } from '@mantine/notifications';
+import { keepPreviousData, useMutation, useQueries, useQuery, useQueryClient } from '@tanstack/react-query';
+import { useEffect, useRef, useState } from 'react';
+import { useParams } from 'react-router';
+import { isMap, isSeq, LineCounter, parseDocument, stringify } from 'yaml';
+import { api, ApiProblem, unwrap } from '../api/client';
+import { SideBySide } from '../app/diff';
+import { usePagedList } from '../app/paging';
+import { EmptyState, ErrorState, Loading, PagedList, PageTitle, when } from '../app/ui';
+
+interface Located {
+  line: number | null;
+  column?: number;
+  message: string;
+}
+
+/** Where in the text a problem of the API is: its own "line N" for syntax, else the node its `body.rules[2].x` path names. */
+export function locate(text: string, problems: { path?: string; message?: string }[]): Located[] {
+  const counter = new LineCounter();
+  const doc = parseDocument(text, { lineCounter: counter });
+  return problems.map((p) => {
+    const message = `${p.path ? `${p.path}: ` : ''}${p.message ?? ''}`;
+    // MALFORMED_YAML: "line 4, column 1: <what> at line 4, column 1:"
+    const syntax = /^line (\d+)(?:, column (\d+))?:\s*(.*?)(?:\s+at line \d+, column \d+:?)?$/.exec(p.message ?? '');
+    if (syntax)
+      return { line: Number(syntax[1]), column: syntax[2] ? Number(syntax[2]) : undefined, message: syntax[3]! };
+    const keys = (p.path ?? '').replace(/^body\.?/, '').match(/[^.[\]]+/g) ?? [];
+    let node: unknown = doc.contents;
+    let found: unknown = node;
+    for (const key of keys) {
+      if (isMap(node)) node = node.get(key, true);
+      else if (isSeq(node)) node = node.get(Number(key), true);
+      else break;
+      if (node) found = node;
+    }
+    const range = (found as { range?: [number, number, number] } | null)?.range;
+    return { line: range ? counter.linePos(range[0]).line : null, message };
+  });
+}
+
+/** The workspace's policy: the YAML editor, the simulator, versions and rollback. */
+export default function Policy() {
+  const ws = useParams().ws!;
+  const policy = useQuery({
+    queryKey: ['policy', ws],
+    queryFn: () => unwrap(api.GET('/v1/workspaces/{ws}/policy', { params: { path: { ws } } })),
+  });
+  if (policy.isPending) return <Loading what="the policy" />;
+  if (policy.error) return <ErrorState error={policy.error} retry={() => void policy.refetch()} />;
+  return (
+    <>
+      <PageTitle actions={<Badge>version {policy.data.version}</Badge>}>Policy</PageTitle>
+      <Grid>
+        <Grid.Col span={{ base: 12, lg: 7 }}>
+          <Editor ws={ws} initial={stringify(policy.data.document)} version={policy.data.version} />
+        </Grid.Col>
+        <Grid.Col span={{ base: 12, lg: 5 }}>
+          <Stack>
+            <Simulator ws={ws} />
+            <Versions ws={ws} current={policy.data.version} />
+          </Stack>
+        </Grid.Col>
+      </Grid>
+    </>
+  );
+}
+
+/** The problems the API finds in a document: POLICY_INVALID lists them, MALFORMED_YAML names its line in the detail. */
+function problemsOf(text: string, error: unknown): Located[] | null {
+  if (!(error instanceof ApiProblem)) return null;
+  if (error.code === 'MALFORMED_YAML') return locate(text, [{ message: error.message }]);
+  if (error.code === 'POLICY_INVALID') return locate(text, error.problem.errors ?? [{ message: error.message }]);
+  return null;
+}
+
+/** The document as YAML text: the server parses it and names each problem's line or field. */
+const asYaml = (text: string) => ({
+  body: text as never,
+  bodySerializer: (body: unknown) => body as string,
+  headers: { 'content-type': 'application/yaml' },
+});
+
+function Editor({ ws, initial, version }: { ws: string; initial: string; version: number }) {
+  const [text, setText] = useState(initial);
+  const [saveProblems, setSaveProblems] = useState<Located[] | null>(null);
+  const area = useRef<HTMLTextAreaElement>(null);
+  const queryClient = useQueryClient();
+  useEffect(() => setText(initial), [initial, version]);
+  // the server's own validation as the author types, once they pause
+  const [draft] = useDebouncedValue(text, 400);
+  const check = useQuery({
+    queryKey: ['policy-validate', ws, draft],
+    queryFn: async () => {
+      try {
+        const valid = await unwrap(
+          api.POST('/v1/workspaces/{ws}/policy/validate', { params: { path: { ws } }, ...asYaml(draft) }),
+        );
+        return { valid, problems: [] as Located[] };
+      } catch (error) {
+        const problems = problemsOf(draft, error);
+        if (problems) return { valid: null, problems };
+        throw error;
+      }
+    },
+    staleTime: Infinity,
+    placeholderData: keepPreviousData,
+  });
+  const save = useMutation({
+    mutationFn: () => unwrap(api.PUT('/v1/workspaces/{ws}/policy', { params: { path: { ws } }, ...asYaml(text) })),
+    onSuccess: (saved) => {
+      setSaveProblems(null);
+      notifications.show({
+        color: 'green',
+        message: saved.changed ? `Policy version ${saved.version} in force` : 'No change: nothing saved',
+      });
+      void queryClient.invalidateQueries({ queryKey: ['policy', ws] });
+      void queryClient.invalidateQueries({ queryKey: ['policy-versions', ws] });
+      void queryClient.invalidateQueries({ queryKey: ['policy-validate', ws] });
+    },
+    onError: (error) => setSaveProblems(problemsOf(text, error)),
+    meta: { shownInPage: (error) => problemsOf(text, error) !== null },
+  });
+  const typing = draft !== text || check.isFetching;
+  // what the save said wins until the text changes; else what validation says of the text as it is
+  const problems = saveProblems ?? (draft === text ? check.data?.problems : undefined) ?? [];
+  const goTo = (line: number) => {
+    const el = area.current;
+    if (!el) return;
+    const lines = text.split('\n');
+    const start = lines.slice(0, line - 1).reduce((n, l) => n + l.length + 1, 0);
+    el.focus();
+    el.setSelectionRange(start, start + (lines[line - 1]?.length ?? 0));
+  };
+  return (
+    <Card withBorder component="section" aria-labelledby="editor-title">
+      <Title order={2} size="h4" id="editor-title" mb="xs">
+        Document
+      </Title>
+      <Textarea
+        ref={area}
+        aria-label="Policy document (YAML)"
+        value={text}
+        onChange={(e) => {
+          setText(e.currentTarget.value);
+          setSaveProblems(null);
+        }}
+        autosize
+        minRows={16}
+        maxRows={40}
+        styles={{ input: { fontFamily: 'var(--mantine-font-family-monospace)' } }}
+        spellCheck={false}
+        error={problems.length > 0 ? `${problems.length} problem${problems.length === 1 ? '' : 's'}` : undefined}
+      />
+      <div aria-live="polite">
+        {problems.length > 0 ? (
+          <List size="sm" mt="xs" aria-label="Problems">
+            {problems.map((p, i) => (
+              <List.Item key={i} c="red.9">
+                {p.line !== null ? (
+                  <Anchor component="button" type="button" size="sm" c="red.9" onClick={() => goTo(p.line!)}>
+                    line {p.line}
+                    {p.column !== undefined ? `, column ${p.column}` : ''}
+                  </Anchor>
+                ) : null}
+                {p.line !== null ? ': ' : ''}
+                {p.message}
+              </List.Item>
+            ))}
+          </List>
+        ) : check.data?.valid && !typing ? (
+          <Text size="sm" mt="xs" c="dimmed">
+            Valid: {check.data.valid.rules} rule{check.data.valid.rules === 1 ? '' : 's'}
+            {check.data.valid.changed ? '' : ', the same as the version in force'}
+          </Text>
+        ) : null}
+      </div>
+      <Group mt="sm">
+        <Button onClick={() => save.mutate()} loading={save.isPending}>
+          Save as a new version
+        </Button>
+      </Group>
+    </Card>
+  );
+}
+
+function Simulator({ ws }: { ws: string }) {
+  const [server, setServer] = useState('');
+  const [tool, setTool] = useState('');
+  const [args, setArgs] = useState('{}');
+  const [argsError, setArgsError] = useState<string | null>(null);
+  const evaluate = useMutation({
+    mutationFn: (parsed: Record<string, unknown>) =>
+      unwrap(
+        api.POST('/v1/workspaces/{ws}/policy/evaluate', {
+          params: { path: { ws } },
+          body: { server, tool, arguments: parsed },
+        }),
+      ),
+  });
+  return (
+    <Card withBorder component="section" aria-labelledby="simulator-title">
+      <Title order={2} size="h4" id="simulator-title" mb="xs">
+        Simulator
+      </Title>
+      <form
+        onSubmit={(event) => {
+          event.preventDefault();
+          try {
+            const parsed = JSON.parse(args) as unknown;
+            if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) throw new Error('an object');
+            setArgsError(null);
+            evaluate.mutate(parsed as Record<string, unknown>);
+          } catch {
+            setArgsError('Arguments must be a JSON object');
+          }
+        }}
+      >
+        <Stack gap="xs">
+          <Group grow>
+            <TextInput label="Server" required value={server} onChange={(e) => setServer(e.currentTarget.value)} />
+            <TextInput label="Tool" required value={tool} onChange={(e) => setTool(e.currentTarget.value)} />
+          </Group>
+          <Textarea
+            label="Arguments (JSON)"
+            value={args}
+            onChange={(e) => setArgs(e.currentTarget.value)}
+            error={argsError}
+            styles={{ input: { fontFamily: 'var(--mantine-font-family-monospace)' } }}
+          />
+          <Button type="submit" loading={evaluate.isPending} w="fit-content">
+            Evaluate
+          </Button>
+        </Stack>
+      </form>
+      {evaluate.data && (
+        <Alert
+          mt="sm"
+          color={evaluate.data.decision === 'allow' ? 'green' : evaluate.data.decision === 'deny' ? 'red' : 'yellow'}
+          title={`Decision: ${evaluate.data.decision}`}
+          aria-live="polite"
+        >
+          <Text size="sm">
+            {evaluate.data.reason === 'default' ? (
+              "No rule matched: the workspace's default"
+            ) : (
+              <>
+                Rule{' '}
+                {evaluate.data.rules.map((r) => (
+                  <Code key={r}>{r}</Code>
+                ))}
+              </>
+            )}
+            {evaluate.data.approval_route ? ` (approval route ${evaluate.data.approval_route})` : ''}
+          </Text>
+        </Alert>
+      )}
+    </Card>
+  );
+}
+
+function Versions({ ws, current }: { ws: string; current: number }) {
+  const { query, items } = usePagedList(['policy-versions', ws], (cursor) =>
+    unwrap(api.GET('/v1/workspaces/{ws}/policy/versions', { params: { path: { ws }, query: { cursor } } })),
+  );
+  const [restoring, setRestoring] = useState<number | null>(null);
+  const [comparing, setComparing] = useState<number | null>(null);
+  const queryClient = useQueryClient();
+  const rollback = useMutation({
+    mutationFn: (version: number) =>
+      unwrap(api.POST('/v1/workspaces/{ws}/policy/rollback', { params: { path: { ws } }, body: { version } })),
+    onSuccess: (saved) => {
+      setRestoring(null);
+      notifications.show({ color: 'green', message: `Version ${saved.version} in force` });
+      void queryClient.invalidateQueries({ queryKey: ['policy', ws] });
+      void queryClient.invalidateQueries({ queryKey: ['policy-versions', ws] });
+    },
+  });
+  return (
+    <Card withBorder component="section" aria-labelledby="versions-title">
+      <Title order={2} size="h4" id="versions-title" mb="xs">
+        Versions
+      </Title>
+      <PagedList
+        query={query}
+        count={items.length}
+        what="versions"
+        empty={
+          <EmptyState title="No saved version yet">
+            Each save keeps a version you can compare and roll back to.
+          </EmptyState>
+        }
+      >
+        <Table>
+          <Table.Tbody>
+            {items.map((v) => (
+              <Table.Tr key={v.version}>
+                <Table.Td>
+                  <Text size="sm">
+                    <b>v{v.version}</b> · {v.rules} rule{v.rules === 1 ? '' : 's'}
+                  </Text>
+                  <Text size="xs" c="dimmed">
+                    {when(v.created_at)}
+                  </Text>
+                </Table.Td>
+                <Table.Td style={{ whiteSpace: 'nowrap' }} ta="right">
+                  {v.version === current ? (
+                    <Badge variant="light">in force</Badge>
+                  ) : (
+                    <Group gap={4} wrap="nowrap" justify="flex-end">
+                      <Button
+                        size="xs"
+                        variant="subtle"
+                        aria-label={`Compare v${v.version} with v${current}`}
+                        onClick={() => setComparing(v.version)}
+                      >
+                        Compare
+                      </Button>
+                      <Button
+                        size="xs"
+                        variant="subtle"
+                        aria-label={`Roll back to v${v.version}`}
+                        onClick={() => setRestoring(v.version)}
+                      >
+                        Roll back
+                      </Button>
+                    </Group>
+                  )}
+                </Table.Td>
+              </Table.Tr>
+            ))}
+          </Table.Tbody>
+        </Table>
+      </PagedList>
+      <Modal
+        opened={restoring !== null}
+        onClose={() => setRestoring(null)}
+        title={`Put version ${restoring ?? ''} back in force?`}
+      >
+        <Group justify="flex-end">
+          <Button variant="default" onClick={() => setRestoring(null)}>
+            Cancel
+          </Button>
+          <Button loading={rollback.isPending} onClick={() => restoring && rollback.mutate(restoring)}>
+            Roll back
+          </Button>
+        </Group>
+      </Modal>
+      <Modal
+        opened={comparing !== null}
+        onClose={() => setComparing(null)}
+        title={`Version ${comparing ?? ''} and version ${current} (in force)`}
+        size="80rem"
+      >
+        {comparing !== null && <VersionDiff ws={ws} from={comparing} to={current} />}
+      </Modal>
+    </Card>
+  );
+}
+
+/** Two versions' documents as YAML, side by side: both fetched at once. */
+function VersionDiff({ ws, from, to }: { ws: string; from: number; to: number }) {
+  const [before, after] = useQueries({
+    queries: [from, to].map((version) => ({
+      queryKey: ['policy-version', ws, version],
+      queryFn: () =>
+        unwrap(
+          api.GET('/v1/workspaces/{ws}/policy/versions/{version}', {
+            params: { path: { ws, version } },
+          }),
+        ),
+      staleTime: Infinity,
+    })),
+  });
+  const failed = before?.error ?? after?.error;
+  if (failed) return <ErrorState error={failed} />;
+  if (!before?.data || !after?.data) return <Loading what="both versions" />;
+  return (
+    <SideBySide
+      before={stringify(before.data.document)}
+      after={stringify(after.data.document)}
+      beforeLabel={`Version ${from}`}
+      afterLabel={`Version ${to}`}
+    />
+  );
+}

@@ -1,0 +1,171 @@
+import {
+  Alert,
+  Badge,
+  Button,
+  Code,
+  CopyButton,
+  Group,
+  Modal,
+  Select,
+  Stack,
+  Table,
+  Text,
+  TextInput,
+} from '@mantine/core';
+import { useDisclosure } from '@mantine/hooks';
+import { useMutation, useQueryClient } from '@tanstack/react-query';
+import { useState } from 'react';
+import { api, unwrap } from '../api/client';
+import { usePagedList } from '../app/paging';
+import { useMe } from '../app/session';
+import { EmptyState, PagedList, PageTitle, when } from '../app/ui';
+import { isRole, type Role, roleOptions } from './roles';
+
+/** API tokens: metadata only; a new token is shown once, and a revoked one stops working at once. */
+export default function Tokens() {
+  const { query, items } = usePagedList(['tokens'], (cursor) =>
+    unwrap(api.GET('/v1/tokens', { params: { query: { cursor } } })),
+  );
+  const queryClient = useQueryClient();
+  const [creating, { open, close }] = useDisclosure();
+  const [revoking, setRevoking] = useState<{ id: string; name: string } | null>(null);
+  const revoke = useMutation({
+    mutationFn: (id: string) => unwrap(api.DELETE('/v1/tokens/{id}', { params: { path: { id } } })),
+    onSuccess: () => {
+      setRevoking(null);
+      void queryClient.invalidateQueries({ queryKey: ['tokens'] });
+    },
+  });
+  return (
+    <>
+      <PageTitle actions={<Button onClick={open}>New token</Button>}>API tokens</PageTitle>
+      <PagedList
+        query={query}
+        count={items.length}
+        what="tokens"
+        empty={<EmptyState title="No tokens">Tokens let the CLI and automation call the API.</EmptyState>}
+      >
+        <Table>
+          <Table.Thead>
+            <Table.Tr>
+              <Table.Th>Name</Table.Th>
+              <Table.Th>Role</Table.Th>
+              <Table.Th>Workspace</Table.Th>
+              <Table.Th>Prefix</Table.Th>
+              <Table.Th>Last used</Table.Th>
+              <Table.Th>State</Table.Th>
+            </Table.Tr>
+          </Table.Thead>
+          <Table.Tbody>
+            {items.map((t) => (
+              <Table.Tr key={t.id}>
+                <Table.Td>{t.name}</Table.Td>
+                <Table.Td>{t.role}</Table.Td>
+                <Table.Td>{t.workspace ?? 'every workspace'}</Table.Td>
+                <Table.Td>
+                  <Code>{t.prefix}…</Code>
+                </Table.Td>
+                <Table.Td>{when(t.last_used_at)}</Table.Td>
+                <Table.Td>
+                  {t.revoked_at ? (
+                    <Badge color="gray">revoked</Badge>
+                  ) : (
+                    <Button
+                      variant="subtle"
+                      color="red"
+                      size="xs"
+                      aria-label={`Revoke ${t.name}`}
+                      onClick={() => setRevoking({ id: t.id, name: t.name })}
+                    >
+                      Revoke
+                    </Button>
+                  )}
+                </Table.Td>
+              </Table.Tr>
+            ))}
+          </Table.Tbody>
+        </Table>
+      </PagedList>
+      <Modal opened={creating} onClose={close} title="New API token">
+        <CreateToken onDone={close} />
+      </Modal>
+      <Modal opened={revoking !== null} onClose={() => setRevoking(null)} title="Revoke token">
+        <Stack>
+          <Text>Revoke “{revoking?.name}”? Everything using it stops working at once.</Text>
+          <Group justify="flex-end">
+            <Button variant="default" onClick={() => setRevoking(null)}>
+              Cancel
+            </Button>
+            <Button color="red" loading={revoke.isPending} onClick={() => revoking && revoke.mutate(revoking.id)}>
+              Revoke
+            </Button>
+          </Group>
+        </Stack>
+      </Modal>
+    </>
+  );
+}
+
+function CreateToken({ onDone }: { onDone: () => void }) {
+  const me = useMe();
+  const [name, setName] = useState('');
+  const [role, setRole] = useState<Role>('member');
+  const [workspace, setWorkspace] = useState<string | null>(null);
+  const queryClient = useQueryClient();
+  const create = useMutation({
+    mutationFn: () => unwrap(api.POST('/v1/tokens', { body: { name, role, ...(workspace ? { workspace } : {}) } })),
+    onSuccess: () => void queryClient.invalidateQueries({ queryKey: ['tokens'] }),
+  });
+  if (create.data) {
+    return (
+      <Stack>
+        <Alert color="yellow" title="Copy it now">
+          This is the only time the token is shown.
+        </Alert>
+        <Code block aria-label="New token">
+          {create.data.token}
+        </Code>
+        <Group justify="flex-end">
+          <CopyButton value={create.data.token}>
+            {({ copied, copy }) => (
+              <Button variant="default" onClick={copy}>
+                {copied ? 'Copied' : 'Copy'}
+              </Button>
+            )}
+          </CopyButton>
+          <Button onClick={onDone}>Done</Button>
+        </Group>
+      </Stack>
+    );
+  }
+  return (
+    <form
+      onSubmit={(event) => {
+        event.preventDefault();
+        create.mutate();
+      }}
+    >
+      <Stack>
+        <TextInput label="Name" required value={name} onChange={(e) => setName(e.currentTarget.value)} data-autofocus />
+        <Select
+          label="Role"
+          data={roleOptions}
+          value={role}
+          allowDeselect={false}
+          onChange={(r) => isRole(r) && setRole(r)}
+        />
+        <Select
+          label="Workspace"
+          description="Empty: every workspace of the organisation"
+          clearable
+          data={me.data?.workspaces.map((w) => ({ value: w.slug, label: w.name })) ?? []}
+          value={workspace}
+          onChange={setWorkspace}
+        />
+        <Button type="submit" loading={create.isPending}>
+          Create
+        </Button>
+      </Stack>
+    </form>
+  );
+}
