@@ -26,7 +26,7 @@ const EXCEPTIONS: Record<string, string> = {
 
 /** `export class X`, `export abstract class X`, `@Injectable() export class X` */
 const EXPORTED_CLASS =
-  /^[ \t]*(?:@[\w.]+\([^)\n]*\)[ \t]*)*export[ \t]+(?:default[ \t]+)?(?:abstract[ \t]+)?class[ \t]+(\w+)/gm;
+  /^[ \t]*(?:@[\w.]+\([^)\n]*\)[ \t]*)*export[ \t]+(?:default[ \t]+)?(?:abstract[ \t]+)?class[ \t]+(\w+)(?:<[^>\n]*>)?(?:[ \t]+extends[ \t]+([\w.]+))?/gm;
 /** any other export: a function, a constant, a type, a re-export */
 const OTHER_EXPORT = /^[ \t]*export[ \t]+(?!(?:default[ \t]+)?(?:abstract[ \t]+)?class\b)/m;
 
@@ -70,16 +70,24 @@ function fileFor(className: string, file: string): string {
   return `${name.endsWith(`-${role}`) ? name.slice(0, -role.length - 1) : name}.${roles.join('.')}.ts`;
 }
 
+/** An error: named one, or made from one (`class ApiProblem extends Error`). */
+function isError(name: string, base: string | undefined): boolean {
+  return name.endsWith('Error') || (base?.endsWith('Error') ?? false);
+}
+
 /**
  * The class a file is for, if it is for one: its exported classes, errors
- * left out (they live beside what throws them), unless the file is one
- * error and nothing else.
+ * left out (they live beside what throws them), unless the file is errors
+ * and nothing else.
  */
 function mainClasses(text: string): string[] {
-  const classes = [...text.matchAll(EXPORTED_CLASS)].map((match) => match[1]!);
-  const others = classes.filter((name) => !name.endsWith('Error'));
+  const found = [...text.matchAll(EXPORTED_CLASS)].map(([, name, base]) => ({
+    name: name!,
+    error: isError(name!, base),
+  }));
+  const others = found.filter((c) => !c.error).map((c) => c.name);
   if (others.length > 0) return others;
-  return classes.length > 0 && !OTHER_EXPORT.test(text) ? classes : [];
+  return found.length > 0 && !OTHER_EXPORT.test(text) ? found.map((c) => c.name) : [];
 }
 
 function misnamed(): string[] {
