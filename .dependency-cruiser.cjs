@@ -133,9 +133,9 @@ module.exports = {
           // webhook deliveries (jobs whose payload names the organisation)
           '^libs/webhooks/src/webhook-delivery\\.service\\.ts$',
           // agent sessions: their caveat tokens' authentication, and sessions addressed by id (like approvals)
-          '^libs/sessions/src/(session-credentials|sessions)\\.service\\.ts$',
+          '^libs/sessions/src/(agent-session-credentials|agent-sessions)\\.service\\.ts$',
           // pool calls on an admitted MCP session, and the execution journal's replay after a crash
-          '^libs/pool/src/(calls\\.service|execution-journal)\\.ts$',
+          '^libs/pool/src/(pool-calls\\.service|execution-journal)\\.ts$',
         ],
       },
       to: { path: '^libs/auth/src/scope-issuer\\.ts$' },

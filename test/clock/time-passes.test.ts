@@ -1,5 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { SessionsService } from '../../libs/sessions/src';
+import { AgentSessionsService } from '../../libs/sessions/src';
 import { browserSignIn, LocalIdp } from '../auth/local-idp';
 import { anOrganization, aToken, aWorkspace } from '../support/builders';
 import { advanceClock, resetClock } from '../support/clock';
@@ -73,7 +73,7 @@ describe('deadlines follow the Clock', () => {
     void cp
       .request('GET', `/v1/sessions/${session.id}/messages?wait=60`, { token: session.caveat_token })
       .then((res) => (answered = res));
-    await eventually('the long-poll parked', () => cp.cp.app.get(SessionsService).waiting.sleeping(session.id) === 1);
+    await eventually('the long-poll parked', () => cp.cp.app.get(AgentSessionsService).waiting.sleeping(session.id) === 1);
 
     advanceClock(cp, MINUTE + 1_000);
     // the agent's own note wakes the poll (it reads only what people write): it looks at its deadline again

@@ -440,21 +440,21 @@ parity('AuthRepository', 'upsertUserFromIdentity', async (s) => {
   s.w.dana = (answers[0] as { id: string }).id;
   return [answers, await repo(s, 'TenancyRepository').listUsers(s.w.org, PAGE)];
 });
-parity('AuthRepository', 'createLoginSession', async (s) => {
+parity('AuthRepository', 'createBrowserSession', async (s) => {
   const a = repo(s, 'AuthRepository');
-  await a.createLoginSession(s.w.org, { userId: s.w.ada, tokenHash: hash('ls-old'), expiresAt: at(5) }, at(0));
+  await a.createBrowserSession(s.w.org, { userId: s.w.ada, tokenHash: hash('ls-old'), expiresAt: at(5) }, at(0));
   // a sign-in sweeps the sessions that have lapsed by its time
-  await a.createLoginSession(s.w.org, { userId: s.w.ada, tokenHash: hash('ls1'), expiresAt: FUTURE }, at(10));
+  await a.createBrowserSession(s.w.org, { userId: s.w.ada, tokenHash: hash('ls1'), expiresAt: FUTURE }, at(10));
   return [
-    await a.findLoginSession(SYSTEM, hash('ls-old')),
+    await a.findBrowserSession(SYSTEM, hash('ls-old')),
     await steps(() =>
-      a.createLoginSession(s.w.org, { userId: s.w.ada, tokenHash: hash('ls1'), expiresAt: FUTURE }, at(11)),
+      a.createBrowserSession(s.w.org, { userId: s.w.ada, tokenHash: hash('ls1'), expiresAt: FUTURE }, at(11)),
     ),
   ];
 });
-parity('AuthRepository', 'findLoginSession', async (s) => [
-  await repo(s, 'AuthRepository').findLoginSession(SYSTEM, hash('ls1')),
-  await repo(s, 'AuthRepository').findLoginSession(SYSTEM, hash('none')),
+parity('AuthRepository', 'findBrowserSession', async (s) => [
+  await repo(s, 'AuthRepository').findBrowserSession(SYSTEM, hash('ls1')),
+  await repo(s, 'AuthRepository').findBrowserSession(SYSTEM, hash('none')),
 ]);
 parity('AuthRepository', 'findOrganization', async (s) => [
   await repo(s, 'AuthRepository').findOrganization(s.w.org),
@@ -1598,8 +1598,8 @@ parity('ApprovalsRepository', 'useLink', async (s) => {
 // ---- agent sessions
 
 const SESSION = uuid(300);
-parity('SessionsRepository', 'create', async (s) => {
-  const r = repo(s, 'SessionsRepository');
+parity('AgentSessionsRepository', 'create', async (s) => {
+  const r = repo(s, 'AgentSessionsRepository');
   const session = (id: string, overrides: Record<string, unknown> = {}) => ({
     id,
     name: 'fix the bug',
@@ -1633,12 +1633,12 @@ parity('SessionsRepository', 'create', async (s) => {
     () => tx(s, (x) => r.create(s.w.ws, session(SESSION), x)),
   );
 });
-parity('SessionsRepository', 'get', async (s) => [
-  await tx(s, (x) => repo(s, 'SessionsRepository').get(s.w.org, SESSION, x)),
-  await repo(s, 'SessionsRepository').get(s.w.orgB, SESSION),
+parity('AgentSessionsRepository', 'get', async (s) => [
+  await tx(s, (x) => repo(s, 'AgentSessionsRepository').get(s.w.org, SESSION, x)),
+  await repo(s, 'AgentSessionsRepository').get(s.w.orgB, SESSION),
 ]);
-parity('SessionsRepository', 'list', async (s) => {
-  const r = repo(s, 'SessionsRepository');
+parity('AgentSessionsRepository', 'list', async (s) => {
+  const r = repo(s, 'AgentSessionsRepository');
   const ids = async (filter: Record<string, unknown>, page: object = PAGE) =>
     ((await r.list(s.w.ws, { live: false, ...filter }, page, THEN)) as { id: string }[]).map((x) => x.id);
   return [
@@ -1649,16 +1649,16 @@ parity('SessionsRepository', 'list', async (s) => {
     await ids({ creator: `user:${uuid(310)}` }),
   ];
 });
-parity('SessionsRepository', 'end', async (s) => {
-  const r = repo(s, 'SessionsRepository');
+parity('AgentSessionsRepository', 'end', async (s) => {
+  const r = repo(s, 'AgentSessionsRepository');
   return [
     await tx(s, (x) => r.end(x, s.w.org, SESSION, 'token:parity', at(600))),
     await tx(s, (x) => r.end(x, s.w.org, SESSION, 'token:again', at(700))),
     await r.get(s.w.org, SESSION),
   ];
 });
-parity('SessionsRepository', 'addMessage', async (s) => {
-  const r = repo(s, 'SessionsRepository');
+parity('AgentSessionsRepository', 'addMessage', async (s) => {
+  const r = repo(s, 'AgentSessionsRepository');
   const answers = await steps(
     () =>
       tx(s, (x) =>
@@ -1704,8 +1704,8 @@ parity('SessionsRepository', 'addMessage', async (s) => {
   s.w.messageIds = (answers.slice(0, 3) as { id: string }[]).map((m) => m.id);
   return answers;
 });
-parity('SessionsRepository', 'messages', async (s) => {
-  const r = repo(s, 'SessionsRepository');
+parity('AgentSessionsRepository', 'messages', async (s) => {
+  const r = repo(s, 'AgentSessionsRepository');
   const first = (await r.message(s.w.org, s.w.messageIds[0])) as { id: string; createdAt: Date };
   return [
     await r.messages(s.w.org, SESSION, null, null, 10),
@@ -1714,34 +1714,34 @@ parity('SessionsRepository', 'messages', async (s) => {
     await r.messages(s.w.orgB, SESSION, null, null, 10),
   ];
 });
-parity('SessionsRepository', 'message', async (s) => [
-  await repo(s, 'SessionsRepository').message(s.w.org, s.w.messageIds[1]),
-  await repo(s, 'SessionsRepository').message(s.w.orgB, s.w.messageIds[1]),
+parity('AgentSessionsRepository', 'message', async (s) => [
+  await repo(s, 'AgentSessionsRepository').message(s.w.org, s.w.messageIds[1]),
+  await repo(s, 'AgentSessionsRepository').message(s.w.orgB, s.w.messageIds[1]),
 ]);
-parity('SessionsRepository', 'firstRootKey', async (s) => {
-  const r = repo(s, 'SessionsRepository');
+parity('AgentSessionsRepository', 'firstRootKey', async (s) => {
+  const r = repo(s, 'AgentSessionsRepository');
   await r.firstRootKey(s.w.org, { keyId: 'root-1', sealed: 'sealed-1' });
   await r.firstRootKey(s.w.org, { keyId: 'root-x', sealed: 'sealed-x' });
   return r.rootKeys(s.w.org);
 });
-parity('SessionsRepository', 'addRootKey', async (s) => {
-  await repo(s, 'SessionsRepository').addRootKey(s.w.org, { keyId: 'root-2', sealed: 'sealed-2' }, at(800));
-  return repo(s, 'SessionsRepository').rootKeys(s.w.org);
+parity('AgentSessionsRepository', 'addRootKey', async (s) => {
+  await repo(s, 'AgentSessionsRepository').addRootKey(s.w.org, { keyId: 'root-2', sealed: 'sealed-2' }, at(800));
+  return repo(s, 'AgentSessionsRepository').rootKeys(s.w.org);
 });
-parity('SessionsRepository', 'rootKeys', async (s) => [
-  await repo(s, 'SessionsRepository').rootKeys(s.w.org),
-  await repo(s, 'SessionsRepository').rootKeys(s.w.orgB),
+parity('AgentSessionsRepository', 'rootKeys', async (s) => [
+  await repo(s, 'AgentSessionsRepository').rootKeys(s.w.org),
+  await repo(s, 'AgentSessionsRepository').rootKeys(s.w.orgB),
 ]);
-parity('SessionsRepository', 'replaceSealed', async (s) => {
-  const r = repo(s, 'SessionsRepository');
+parity('AgentSessionsRepository', 'replaceSealed', async (s) => {
+  const r = repo(s, 'AgentSessionsRepository');
   return [
     await r.replaceSealed(s.w.org, 'root-2', 'sealed-2', 'resealed-2'),
     await r.replaceSealed(s.w.org, 'root-2', 'sealed-2', 'lost'),
     await r.rootKeys(s.w.org),
   ];
 });
-parity('SessionsRepository', 'removeRootKey', async (s) => {
-  const r = repo(s, 'SessionsRepository');
+parity('AgentSessionsRepository', 'removeRootKey', async (s) => {
+  const r = repo(s, 'AgentSessionsRepository');
   // only a retired key goes
   return [
     await r.removeRootKey(s.w.org, 'root-2'),

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { attenuateCaveatToken, SessionsService } from '../../libs/sessions/src';
+import { attenuateCaveatToken, AgentSessionsService } from '../../libs/sessions/src';
 import { aGateway, aToken, aWorkspace } from '../support/builders';
 import { advanceClock, resetClock } from '../support/clock';
 import { aReplicaOf, startTestControlPlane, TestControlPlane } from '../support/control-plane';
@@ -94,7 +94,7 @@ describe('agent sessions (embedded)', () => {
     expect(question.body).toMatchObject({ direction: 'agent', level: 'question', author: `session:${a.id}` });
 
     const waiting = cp.request('GET', `/v1/sessions/${a.id}/messages?wait=60`, { token: a.caveat_token });
-    await eventually('the long-poll parked', () => cp.cp.app.get(SessionsService).waiting.sleeping(a.id) === 1);
+    await eventually('the long-poll parked', () => cp.cp.app.get(AgentSessionsService).waiting.sleeping(a.id) === 1);
     const answer = await cp.request('POST', `/v1/sessions/${a.id}/messages`, { body: { text: 'No. Rename it.' } });
     expect(answer.status, answer.text).toBe(201);
     const got = await waiting;

@@ -86,16 +86,16 @@ export class ControlPlane {
   }
 
   postMessage(text: string, level: string, signal?: AbortSignal): Promise<MessageView> {
-    return this.request<MessageView>('POST', `${this.session}/messages`, { text, level }, 0, signal);
+    return this.request<MessageView>('POST', `${this.agentSessionPath}/messages`, { text, level }, 0, signal);
   }
 
   async replies(after: string, waitSeconds: number, signal?: AbortSignal): Promise<MessageView[]> {
-    const path = `${this.session}/messages?after=${encodeURIComponent(after)}&wait=${waitSeconds}`;
+    const path = `${this.agentSessionPath}/messages?after=${encodeURIComponent(after)}&wait=${waitSeconds}`;
     return (await this.request<{ items: MessageView[] }>('GET', path, undefined, waitSeconds, signal)).items;
   }
 
-  /** The session's path, under its workspace like every tenant resource. */
-  private get session(): string {
+  /** The agent session's path, under its workspace like every tenant resource. */
+  private get agentSessionPath(): string {
     return `/v1/workspaces/${encodeURIComponent(this.settings.workspace)}/sessions/${encodeURIComponent(this.settings.sessionId)}`;
   }
 

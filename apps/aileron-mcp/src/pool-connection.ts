@@ -46,8 +46,8 @@ function refusing(base: FetchLike = fetch): FetchLike {
 }
 
 /**
- * The workspace's aggregate MCP endpoint, `/mcp/{ws}`, as the session: one
- * upstream session, opened on first use and opened again if the control plane
+ * The workspace's aggregate MCP endpoint, `/mcp/{ws}`, as the agent session's
+ * one upstream MCP session, opened on first use and opened again if the control plane
  * forgot it (a restart, or idle eviction).
  */
 export class PoolConnection {

@@ -16,7 +16,7 @@ export type Log = (line: string) => void;
 
 /**
  * The stdio MCP server an agent runs in its sandbox: the workspace's tools
- * proxied from the control plane's `/mcp/{ws}` as the session, and two tools
+ * proxied from the control plane's `/mcp/{ws}` as the agent session, and two tools
  * of our own (approvals and the message channel).
  */
 export function createServer(settings: Settings, version: string, log: Log): { server: Server; close(): Promise<void> } {

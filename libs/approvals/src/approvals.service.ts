@@ -220,9 +220,9 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
     const record = await this.repository.get(SystemScopes.organization(caller.organizationId), id);
     if (!record) throw new NotFoundError('approval', id, 'APPROVAL_NOT_FOUND');
     // an agent session follows the approvals its own calls asked for, nothing else
-    if (caller.session && record.agentSessionId !== caller.session.id) throw new NotFoundError('approval', id, 'APPROVAL_NOT_FOUND');
+    if (caller.agentSession && record.agentSessionId !== caller.agentSession.id) throw new NotFoundError('approval', id, 'APPROVAL_NOT_FOUND');
     await this.access.workspaceById(caller, record.workspaceId, 'approval.read', { kind: 'approval', id, code: 'APPROVAL_NOT_FOUND' });
-    if (!caller.session && caller.gateway && record.gatewayId !== caller.id) throw new NotFoundError('approval', id, 'APPROVAL_NOT_FOUND');
+    if (!caller.agentSession && caller.gateway && record.gatewayId !== caller.id) throw new NotFoundError('approval', id, 'APPROVAL_NOT_FOUND');
     return effective(record, this.clock.date());
   }
 

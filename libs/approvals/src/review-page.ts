@@ -4,8 +4,8 @@ import { CSRF_HEADER } from '@aileron/auth';
 export interface ReviewPageOptions {
   /** the organisation's identity provider, when it is set up for browser sign-in */
   signIn: { href: string; label: string } | null;
-  /** a valid session cookie came with the request: who it is, and the CSRF token its changes carry */
-  session: { name: string; csrf: string } | null;
+  /** a valid browser-session cookie came with the request: who it is, and the CSRF token its changes carry */
+  browserSession: { name: string; csrf: string } | null;
 }
 
 function escapeHtml(text: string): string {
@@ -19,7 +19,7 @@ function scriptValue(value: unknown): string {
 
 /**
  * The review page at `review_url`: shows the exact call and lets an approver
- * decide, signed in through the organisation's identity provider (a session
+ * decide, signed in through the organisation's identity provider (a browser-session
  * cookie the page cannot read; its changes carry a CSRF token), through a
  * one-time link (`?link=`), or with a pasted token kept in the tab's session
  * storage. Every value is written as text, never as HTML: arguments come from
@@ -77,11 +77,11 @@ ${options.signIn ? `<p><a id="idp-signin" class="button" href="${escapeHtml(opti
 (() => {
   const id = ${JSON.stringify(id)};
   const link = new URLSearchParams(location.search).get('link');
-  const session = ${scriptValue(options.session)};
+  const session = ${scriptValue(options.browserSession)};
   const $ = (x) => document.getElementById(x);
   const token = () => sessionStorage.getItem('aileron-token');
   const fail = (text) => { $('error').textContent = text; };
-  // one way to authenticate per page: the link, else the sign-in session, else a pasted token
+  // one way to authenticate per page: the link, else the browser session, else a pasted token
   const mode = () => (link ? 'link' : session ? 'session' : token() ? 'token' : null);
   async function call(method, url, body) {
     const headers = { accept: 'application/json' };

@@ -10,7 +10,7 @@ import { reviewPage } from './review-page';
 
 /**
  * The review page and what may be done from it without a bearer token: with
- * a one-time link (the link is the credential), or with the session cookie
+ * a one-time link (the link is the credential), or with the browser-session cookie
  * a sign-in through the organisation's identity provider left (changes also
  * carry the page's CSRF token).
  */
@@ -18,7 +18,7 @@ import { reviewPage } from './review-page';
 export class ReviewController {
   constructor(
     private readonly approvals: ApprovalsService,
-    private readonly sessions: BrowserSessions,
+    private readonly browserSessions: BrowserSessions,
   ) {}
 
   @Route({
@@ -34,7 +34,7 @@ export class ReviewController {
     produces: 'text/html',
   })
   async page(@Param() params: z.infer<typeof idParams>, @Req() request: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
-    const [signIn, session] = await Promise.all([this.approvals.signInOption(params.id), this.sessions.peek(request)]);
+    const [signIn, browserSession] = await Promise.all([this.approvals.signInOption(params.id), this.browserSessions.peek(request)]);
     const nonce = randomBytes(16).toString('base64');
     void reply
       .header('content-type', 'text/html; charset=utf-8')
@@ -45,7 +45,7 @@ export class ReviewController {
       .send(
         reviewPage(params.id, nonce, {
           signIn: signIn ? { href: `/v1/auth/oidc/login?${new URLSearchParams({ organization: signIn.organization, return_to: `/review/${params.id}` })}`, label: signIn.label } : null,
-          session: session ? { name: session.principal.name, csrf: session.csrf } : null,
+          browserSession: browserSession ? { name: browserSession.principal.name, csrf: browserSession.csrf } : null,
         }),
       );
   }
@@ -92,7 +92,7 @@ export class ReviewController {
     response: approvalView,
   })
   async sessionRequest(@Param() params: z.infer<typeof idParams>, @Req() request: FastifyRequest): Promise<z.infer<typeof approvalView>> {
-    const caller = await this.sessions.principal(request);
+    const caller = await this.browserSessions.principal(request);
     return toView(await this.approvals.get(caller, params.id), this.approvals.reviewUrl(params.id));
   }
 
@@ -113,7 +113,7 @@ export class ReviewController {
     @Body() body: z.infer<typeof sessionDecisionBody>,
     @Req() request: FastifyRequest,
   ): Promise<z.infer<typeof approvalView>> {
-    const caller = await this.sessions.principalForChange(request);
+    const caller = await this.browserSessions.principalForChange(request);
     return toView(await this.approvals.decide(caller, params.id, body.decision, body.reason ?? null, 'page'), this.approvals.reviewUrl(params.id));
   }
 }

@@ -40,7 +40,7 @@ export class AuthGuard implements CanActivate, OnApplicationBootstrap {
     private readonly bearer: BearerCredentials,
     private readonly access: AccessService,
     private readonly routes: RouteCatalog,
-    private readonly sessions: BrowserSessions,
+    private readonly browserSessions: BrowserSessions,
   ) {}
 
   onApplicationBootstrap(): void {
@@ -64,7 +64,7 @@ export class AuthGuard implements CanActivate, OnApplicationBootstrap {
     const principal = await this.authenticate(context, request);
     request.principal = principal;
     // a sandboxed agent's token reaches only what a route declares for its caps, whatever its creator may do
-    if (principal.session && (!route.capability || !principal.session.caps.has(route.capability))) {
+    if (principal.agentSession && (!route.capability || !principal.agentSession.caps.has(route.capability))) {
       throw new ForbiddenError(
         route.capability ? `This session token lacks the "${route.capability}" capability` : 'A session token may not call this endpoint',
         'CAPABILITY_REQUIRED',
@@ -96,11 +96,11 @@ export class AuthGuard implements CanActivate, OnApplicationBootstrap {
   }
 
   private async authenticate(context: ExecutionContext, request: AuthenticatedRequest): Promise<Principal> {
-    const session = request.headers.authorization === undefined ? this.sessions.token(request) : undefined;
-    if (session !== undefined) {
+    const browserSession = request.headers.authorization === undefined ? this.browserSessions.token(request) : undefined;
+    if (browserSession !== undefined) {
       // the web console: the browser session's cookie, with the page's CSRF token on every change
-      request.credential = session;
-      return SAFE_METHODS.has(request.method) ? this.sessions.principal(request) : this.sessions.principalForChange(request);
+      request.credential = browserSession;
+      return SAFE_METHODS.has(request.method) ? this.browserSessions.principal(request) : this.browserSessions.principalForChange(request);
     }
     const token = this.bearer.tokenOf(request.headers.authorization);
     if (token === undefined) throw new UnauthenticatedError('Send "Authorization: Bearer <token>"');

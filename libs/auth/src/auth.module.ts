@@ -8,7 +8,7 @@ import { BearerCredentials } from './bearer-credentials';
 import { AuthRepository } from './auth.repository';
 import { BrowserKeys } from './browser-keys.service';
 import { BrowserSessions } from './browser-sessions.service';
-import { ConsoleSessionController } from './console-session.controller';
+import { BrowserSessionController } from './browser-session.controller';
 import { CredentialResolvers } from './credential-resolvers';
 import { IdentityProviderSettings } from './identity-provider-settings.service';
 import { JwtKeys } from './jwt-keys.service';
@@ -26,7 +26,7 @@ import { TokensService } from './tokens.service';
 @Global()
 @Module({
   imports: [ClockModule, PassportModule],
-  controllers: [MeController, TokensController, OidcController, ConsoleSessionController],
+  controllers: [MeController, TokensController, OidcController, BrowserSessionController],
   providers: [
     CredentialResolvers,
     BearerCredentials,

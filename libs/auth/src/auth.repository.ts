@@ -50,7 +50,7 @@ export interface IdentityProviderRecord extends ClaimMapping {
   scopes: string[];
 }
 
-export interface LoginSessionRecord {
+export interface BrowserSessionRecord {
   id: string;
   organizationId: string;
   userId: string;
@@ -268,22 +268,22 @@ export class AuthRepository extends Repository {
     });
   }
 
-  async createLoginSession(scope: OrgScope, session: { userId: string; tokenHash: string; expiresAt: Date }, at: Date): Promise<void> {
+  async createBrowserSession(scope: OrgScope, session: { userId: string; tokenHash: string; expiresAt: Date }, at: Date): Promise<void> {
     await this.db.transaction(async (tx) => {
-      // lapsed sessions are useless; sign-ins are rare enough to sweep here
-      await tx.loginSession.deleteMany({ where: { expiresAt: { lt: at } } });
-      await tx.loginSession.create({ data: { organizationId: scope.organizationId, ...session } });
+      // lapsed browser sessions are useless; sign-ins are rare enough to sweep here
+      await tx.browserSession.deleteMany({ where: { expiresAt: { lt: at } } });
+      await tx.browserSession.create({ data: { organizationId: scope.organizationId, ...session } });
     });
   }
 
   /** Sign-out: this browser's session only. */
-  async deleteLoginSession(scope: OrgScope, tokenHash: string): Promise<void> {
-    await this.client.loginSession.deleteMany({ where: { organizationId: scope.organizationId, tokenHash } });
+  async deleteBrowserSession(scope: OrgScope, tokenHash: string): Promise<void> {
+    await this.client.browserSession.deleteMany({ where: { organizationId: scope.organizationId, tokenHash } });
   }
 
   /** Sign-out everywhere: every browser session of the person. */
-  async deleteLoginSessionsOfUser(scope: OrgScope, userId: string): Promise<number> {
-    return (await this.client.loginSession.deleteMany({ where: { organizationId: scope.organizationId, userId } })).count;
+  async deleteBrowserSessionsOfUser(scope: OrgScope, userId: string): Promise<number> {
+    return (await this.client.browserSession.deleteMany({ where: { organizationId: scope.organizationId, userId } })).count;
   }
 
   /**
@@ -301,8 +301,8 @@ export class AuthRepository extends Repository {
   }
 
   /** Authentication itself: the cookie's hash is the key, it names the organisation. */
-  async findLoginSession(_system: SystemScope, tokenHash: string): Promise<LoginSessionRecord | null> {
-    return this.client.loginSession.findUnique({ where: { tokenHash }, select: { id: true, organizationId: true, userId: true, expiresAt: true } });
+  async findBrowserSession(_system: SystemScope, tokenHash: string): Promise<BrowserSessionRecord | null> {
+    return this.client.browserSession.findUnique({ where: { tokenHash }, select: { id: true, organizationId: true, userId: true, expiresAt: true } });
   }
 
   async findOrganization(scope: OrgScope): Promise<{ id: string; slug: string; name: string } | null> {

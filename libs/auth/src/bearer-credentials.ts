@@ -8,7 +8,7 @@ const BEARER = /^Bearer\s+(\S+)\s*$/i;
 
 /**
  * The bearer credentials checked from the token alone: API tokens and the
- * kinds domains register (gateways, sandbox sessions). JWTs need passport,
+ * kinds domains register (gateways, agent sessions' caveat tokens). JWTs need passport,
  * which only the guard runs. One place, so the guard and the paths in front of
  * the framework (the MCP fast path) can never accept different things.
  */

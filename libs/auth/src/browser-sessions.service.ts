@@ -2,7 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import type { FastifyRequest } from 'fastify';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { DomainError, ForbiddenError, UnauthenticatedError } from '@aileron/errors';
-import { CSRF_HEADER, csrfMatches, csrfToken, parseCookies, SESSION_COOKIE } from './domain/browser-session';
+import { CSRF_HEADER, csrfMatches, csrfToken, parseCookies, BROWSER_SESSION_COOKIE } from './domain/browser-session';
 import type { Principal } from './domain/principal';
 import { BrowserKeys } from './browser-keys.service';
 import { PrincipalResolver } from './principal.resolver';
@@ -26,7 +26,7 @@ export class BrowserSessions {
     const token = this.cookie(request);
     if (!token) return null;
     try {
-      const principal = await this.principals.fromSession(token);
+      const principal = await this.principals.fromBrowserSession(token);
       return { principal, csrf: csrfToken(await this.keys.signInKey(), token) };
     } catch (error) {
       if (error instanceof DomainError) return null;
@@ -37,7 +37,7 @@ export class BrowserSessions {
   async principal(request: FastifyRequest): Promise<Principal> {
     const token = this.cookie(request);
     if (!token) throw new UnauthenticatedError('Sign in first: this endpoint takes the session of the review page', 'SESSION_REQUIRED');
-    return this.principals.fromSession(token);
+    return this.principals.fromBrowserSession(token);
   }
 
   async principalForChange(request: FastifyRequest): Promise<Principal> {
@@ -59,6 +59,6 @@ export class BrowserSessions {
   }
 
   private cookie(request: FastifyRequest): string | undefined {
-    return parseCookies(request.headers.cookie).get(SESSION_COOKIE) || undefined;
+    return parseCookies(request.headers.cookie).get(BROWSER_SESSION_COOKIE) || undefined;
   }
 }

@@ -8,7 +8,7 @@ export interface CredentialResolver {
 }
 
 /**
- * Domains above auth (gateways now, sessions later) own their credentials;
+ * Domains above auth (gateways, agent sessions) own their credentials;
  * they register here so the one global guard still authenticates every route.
  */
 @Injectable()

@@ -2,7 +2,7 @@ export * from './domain/roles';
 export * from './domain/principal';
 export * from './domain/claims';
 export * from './domain/api-token';
-export { browserSignInIssuerProblem, CSRF_HEADER, SESSION_COOKIE } from './domain/browser-session';
+export { browserSignInIssuerProblem, CSRF_HEADER, BROWSER_SESSION_COOKIE } from './domain/browser-session';
 export { keepsClientSecret } from './domain/identity-provider';
 export type { OrgScope, SystemScope, WorkspaceScope } from './scope';
 export { Caller, TenantScope } from './auth.decorators';

@@ -11,12 +11,12 @@ import {
   LOGIN_COOKIE,
   LOGIN_PATH,
   LOGIN_TTL_SECONDS,
-  mintSessionToken,
+  mintBrowserSessionToken,
   safeReturnPath,
   serializeCookie,
-  SESSION_COOKIE,
-  SESSION_PATH,
-  SESSION_TTL_SECONDS,
+  BROWSER_SESSION_COOKIE,
+  BROWSER_SESSION_PATH,
+  BROWSER_SESSION_TTL_SECONDS,
 } from './domain/browser-session';
 import { AuthRepository, IdentityProviderRecord } from './auth.repository';
 import { BrowserKeys } from './browser-keys.service';
@@ -135,17 +135,17 @@ export class OidcSignIn {
       throw this.explain(error, provider);
     }
     const principal = await this.principals.fromIdToken(provider, claims);
-    const session = mintSessionToken();
+    const session = mintBrowserSessionToken();
     const now = this.clock.date();
-    await this.repository.createLoginSession(
+    await this.repository.createBrowserSession(
       SystemScopes.organization(provider.organizationId),
-      { userId: principal.id, tokenHash: session.hash, expiresAt: new Date(now.getTime() + SESSION_TTL_SECONDS * 1000) },
+      { userId: principal.id, tokenHash: session.hash, expiresAt: new Date(now.getTime() + BROWSER_SESSION_TTL_SECONDS * 1000) },
       now,
     );
     return {
       location: pending.returnTo,
       cookies: [
-        serializeCookie(SESSION_COOKIE, session.token, { path: SESSION_PATH, maxAgeSeconds: SESSION_TTL_SECONDS, secure }),
+        serializeCookie(BROWSER_SESSION_COOKIE, session.token, { path: BROWSER_SESSION_PATH, maxAgeSeconds: BROWSER_SESSION_TTL_SECONDS, secure }),
         clearCookie(LOGIN_COOKIE, LOGIN_PATH, secure),
       ],
     };

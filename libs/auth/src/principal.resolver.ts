@@ -2,7 +2,7 @@ import { Injectable, Logger } from '@nestjs/common';
 import { Clock } from '@aileron/clock';
 import { ErrorCodeWithStatus, ForbiddenError, UnauthenticatedError } from '@aileron/errors';
 import { hashToken, looksLikeApiToken } from './domain/api-token';
-import { looksLikeSessionToken } from './domain/browser-session';
+import { looksLikeBrowserSessionToken } from './domain/browser-session';
 import { mapClaims, MappedIdentity } from './domain/claims';
 import { audienceRefusal, trustedEmail } from './domain/identity-provider';
 import type { Principal } from './domain/principal';
@@ -152,8 +152,8 @@ export class PrincipalResolver {
   }
 
   /** The cookie of a browser session (the review page's); the groups recorded at its sign-in apply. */
-  async fromSession(token: string): Promise<Principal> {
-    const record = looksLikeSessionToken(token) ? await this.repository.findLoginSession(AUTHENTICATION, hashToken(token)) : null;
+  async fromBrowserSession(token: string): Promise<Principal> {
+    const record = looksLikeBrowserSessionToken(token) ? await this.repository.findBrowserSession(AUTHENTICATION, hashToken(token)) : null;
     if (!record) throw new UnauthenticatedError('The sign-in session is not valid; sign in again', 'SESSION_INVALID');
     if (record.expiresAt <= this.clock.date()) throw new UnauthenticatedError('The sign-in session has expired; sign in again', 'SESSION_EXPIRED');
     const user = await this.repository.findUser(SystemScopes.organization(record.organizationId), record.userId);

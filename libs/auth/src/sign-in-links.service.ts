@@ -5,11 +5,11 @@ import { Clock } from '@aileron/clock';
 import { DomainError, UnauthenticatedError } from '@aileron/errors';
 import { hashToken } from './domain/api-token';
 import {
-  mintSessionToken,
+  mintBrowserSessionToken,
   serializeCookie,
-  SESSION_COOKIE,
-  SESSION_PATH,
-  SESSION_TTL_SECONDS,
+  BROWSER_SESSION_COOKIE,
+  BROWSER_SESSION_PATH,
+  BROWSER_SESSION_TTL_SECONDS,
 } from './domain/browser-session';
 import { AuthRepository } from './auth.repository';
 import { PrincipalResolver } from './principal.resolver';
@@ -88,16 +88,16 @@ export class SignInLinks {
       );
     const scope = SystemScopes.organization(entry.organizationId);
     const userId = await this.repository.ensureLocalOwner(scope, LOCAL_OWNER_SUBJECT, now);
-    const session = mintSessionToken();
-    await this.repository.createLoginSession(
+    const session = mintBrowserSessionToken();
+    await this.repository.createBrowserSession(
       scope,
-      { userId, tokenHash: session.hash, expiresAt: new Date(now.getTime() + SESSION_TTL_SECONDS * 1000) },
+      { userId, tokenHash: session.hash, expiresAt: new Date(now.getTime() + BROWSER_SESSION_TTL_SECONDS * 1000) },
       now,
     );
-    await this.tokens.recordLogin(await this.principals.fromSession(session.token), 'sign_in_link', {});
-    return serializeCookie(SESSION_COOKIE, session.token, {
-      path: SESSION_PATH,
-      maxAgeSeconds: SESSION_TTL_SECONDS,
+    await this.tokens.recordLogin(await this.principals.fromBrowserSession(session.token), 'sign_in_link', {});
+    return serializeCookie(BROWSER_SESSION_COOKIE, session.token, {
+      path: BROWSER_SESSION_PATH,
+      maxAgeSeconds: BROWSER_SESSION_TTL_SECONDS,
       secure,
     });
   }

@@ -3,7 +3,7 @@ import { decode } from 'jsonwebtoken';
 import { Clock } from '@aileron/clock';
 import { databaseUnavailableReason } from '@aileron/database';
 import { PeriodicTask } from '@aileron/schedule';
-import { looksLikeSessionToken } from './domain/browser-session';
+import { looksLikeBrowserSessionToken } from './domain/browser-session';
 import type { Principal } from './domain/principal';
 import { BearerCredentials } from './bearer-credentials';
 import { PrincipalCache } from './principal-cache.service';
@@ -94,7 +94,7 @@ export class StreamAccess implements OnModuleDestroy {
 
   /** The caller as a request with this credential would be resolved now (the JWT's signature was checked when the stream opened). */
   private async resolve(token: string): Promise<Principal> {
-    if (looksLikeSessionToken(token)) return this.principals.fromSession(token);
+    if (looksLikeBrowserSessionToken(token)) return this.principals.fromBrowserSession(token);
     const direct = this.bearer.resolve(token);
     if (direct) return direct;
     const payload = decode(token, { json: true });

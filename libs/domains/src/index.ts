@@ -7,7 +7,7 @@ import { GatewayModule } from '@aileron/gateway';
 import { PolicyModule } from '@aileron/policy';
 import { PoolModule } from '@aileron/pool';
 import { SandboxesModule } from '@aileron/sandboxes';
-import { SessionsModule } from '@aileron/sessions';
+import { AgentSessionsModule } from '@aileron/sessions';
 import { TenancyModule } from '@aileron/tenancy';
 import { VaultModule } from '@aileron/vault';
 import { WebhooksModule } from '@aileron/webhooks';
@@ -23,8 +23,8 @@ export const JOB_MODULES = [AuthModule, TenancyModule, AuditModule, WebhooksModu
 
 /**
  * Every domain, for the control plane. The pool serves MCP and nothing else:
- * it registers no job, and its journal, instance driver and Redis session
+ * it registers no job, and its journal, instance driver and Redis MCP session
  * directory must not start in a process that serves no MCP (a worker sharing
  * the data directory would replay the control plane's journal).
  */
-export const DOMAIN_MODULES = [...JOB_MODULES, PoolModule, SessionsModule, SandboxesModule];
+export const DOMAIN_MODULES = [...JOB_MODULES, PoolModule, AgentSessionsModule, SandboxesModule];

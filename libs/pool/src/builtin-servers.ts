@@ -3,7 +3,7 @@ import { Injectable } from '@nestjs/common';
 import { Clock } from '@aileron/clock';
 import type { Principal, WorkspaceScope } from '@aileron/auth';
 import type { InProcessEndpoint, InstanceExit } from './drivers/driver';
-import { Instance } from './instances.service';
+import { Instance } from './pool-instances.service';
 
 /**
  * A server the control plane serves itself (the sandbox tools) rather than

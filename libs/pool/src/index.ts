@@ -1,6 +1,6 @@
 export { PoolModule, kubernetesPoolOptions } from './pool.module';
-export { PoolInstances, Instance, PoolError } from './instances.service';
-export { PoolSessions } from './sessions.service';
+export { PoolInstances, Instance, PoolError } from './pool-instances.service';
+export { McpSessions } from './mcp-sessions.service';
 export { BuiltinServers } from './builtin-servers';
 export type { BuiltinServer } from './builtin-servers';
 export { ExecutionJournal } from './execution-journal';

@@ -8,36 +8,36 @@ import { DomainError, ForbiddenError, NotFoundError, UnauthenticatedError } from
 import { writeProblem } from '@aileron/http';
 import { BuiltinServers } from './builtin-servers';
 import { ExecutionJournal } from './execution-journal';
-import { PoolInstances } from './instances.service';
-import { PoolRateLimits } from './rate-limits.service';
-import { McpEndpoint, PoolSessions } from './sessions.service';
-import type { ProxySession } from './proxy/proxy-session';
+import { PoolInstances } from './pool-instances.service';
+import { PoolRateLimits } from './pool-rate-limits.service';
+import { McpEndpoint, McpSessions } from './mcp-sessions.service';
+import type { McpSession } from './proxy/mcp-session';
 
 /** What an MCP request carries that decides where it goes. */
 export interface McpRequestLine {
   method: string;
   origin: string | undefined;
-  sessionId: string | undefined;
+  mcpSessionId: string | undefined;
   /** passed here by another replica: never passed on again */
   forwarded: boolean;
   /**
-   * the bearer credential it came with: a session it opens is bound to it
-   * (only it reaches the session) and lasts only while it may use the workspace
+   * the bearer credential it came with: an MCP session it opens is bound to it
+   * (only it reaches the MCP session) and lasts only while it may use the workspace
    */
   credential: string | undefined;
   body: unknown;
 }
 
-/** The session that takes the request, or the replica that serves it. */
-export type Admitted = { session: ProxySession } | Elsewhere;
+/** The MCP session that takes the request, or the replica that serves it. */
+export type Admitted = { mcpSession: McpSession } | Elsewhere;
 
-/** A session another replica serves, at its address. */
+/** An MCP session another replica serves, at its address. */
 export interface Elsewhere {
   owner: string;
-  sessionId: string;
+  mcpSessionId: string;
 }
 
-/** How long a replica passing a request on waits to reach the session's owner. */
+/** How long a replica passing a request on waits to reach the MCP session's owner. */
 const OWNER_CONNECT_TIMEOUT_MS = 2_000;
 
 /**
@@ -52,7 +52,7 @@ export class McpAdmission {
 
   constructor(
     @Inject(APP_CONFIG) config: AppConfig,
-    private readonly sessions: PoolSessions,
+    private readonly mcpSessions: McpSessions,
     private readonly instances: PoolInstances,
     private readonly limits: PoolRateLimits,
     private readonly journal: ExecutionJournal,
@@ -67,37 +67,37 @@ export class McpAdmission {
     if (request.origin !== undefined && !this.allowedOrigins.includes(request.origin)) {
       throw new ForbiddenError(`Origin ${request.origin} may not use this endpoint`, 'ORIGIN_NOT_ALLOWED');
     }
-    // a session token's caveats, before anything is opened or forwarded (the fast path skips the guard)
-    if (caller.session && !caller.session.caps.has('actions:list')) {
+    // an agent session's caveat token, before anything is opened or forwarded (the fast path skips the guard)
+    if (caller.agentSession && !caller.agentSession.caps.has('actions:list')) {
       throw new ForbiddenError('This session token lacks the "actions:list" capability', 'CAPABILITY_REQUIRED');
     }
-    if (caller.session && 'server' in endpoint && !caller.session.allowsServer(endpoint.server)) {
+    if (caller.agentSession && 'server' in endpoint && !caller.agentSession.allowsServer(endpoint.server)) {
       throw new ForbiddenError(`This session token does not reach the server "${endpoint.server}"`, 'CAPABILITY_REQUIRED');
     }
-    // sessions are bound to the credential; the guard and the fast path authenticate only bearer credentials, so this is never expected
+    // MCP sessions are bound to the credential; the guard and the fast path authenticate only bearer credentials, so this is never expected
     if (request.credential === undefined) throw new UnauthenticatedError('Send "Authorization: Bearer <token>"');
     await this.limits.take(scope.workspaceId, describePrincipal(caller), scope.workspaceSlug);
-    if (request.sessionId !== undefined) {
-      // another credential (a narrower token of the same session among them) gets what an unknown session gets
-      const session = this.sessions.find(request.sessionId, scope, caller, endpoint, request.credential);
-      if (session) return { session };
-      if (!this.sessions.serves(request.sessionId)) {
+    if (request.mcpSessionId !== undefined) {
+      // another credential (a narrower token of the same agent session among them) gets what an unknown MCP session gets
+      const mcpSession = this.mcpSessions.find(request.mcpSessionId, scope, caller, endpoint, request.credential);
+      if (mcpSession) return { mcpSession };
+      if (!this.mcpSessions.serves(request.mcpSessionId)) {
         // another replica may serve it (the load balancer sent this request here): hand it over once
-        const owner = await this.sessions.ownerOf(request.sessionId);
-        if (owner && !request.forwarded) return { owner, sessionId: request.sessionId };
+        const owner = await this.mcpSessions.ownerOf(request.mcpSessionId);
+        if (owner && !request.forwarded) return { owner, mcpSessionId: request.mcpSessionId };
       }
-      throw new NotFoundError('MCP session', request.sessionId, 'MCP_SESSION_NOT_FOUND');
+      throw new NotFoundError('MCP session', request.mcpSessionId, 'MCP_SESSION_NOT_FOUND');
     }
     if (request.method === 'POST' && isInitialize(request.body)) {
-      // refuse at once, with a problem document, what the session could never reach
+      // refuse at once, with a problem document, what the MCP session could never reach
       if ('server' in endpoint && !this.builtins.has(endpoint.server)) await this.instances.assignment(scope, endpoint.server);
-      return { session: this.sessions.create(scope, caller, endpoint, this.allowedOrigins, request.credential) };
+      return { mcpSession: this.mcpSessions.create(scope, caller, endpoint, this.allowedOrigins, request.credential) };
     }
     throw new McpSessionRequiredError();
   }
 
   /**
-   * Streams the request to the replica that owns the session and its answer
+   * Streams the request to the replica that owns the MCP session and its answer
    * (JSON or an SSE stream) back. That replica authenticates it again and
    * checks the session is the caller's; nothing is decided here. An owner that
    * cannot be reached is gone, and its sessions with it: the answer is the
@@ -158,7 +158,7 @@ export class McpAdmission {
           return;
         }
         void this.ownerGone(to, error);
-        writeProblem(res, new SessionGoneError(to.sessionId), requestId);
+        writeProblem(res, new SessionGoneError(to.mcpSessionId), requestId);
       });
       sent.end(bytes);
     };
@@ -167,7 +167,7 @@ export class McpAdmission {
 
   private async ownerGone(to: Elsewhere, error: Error): Promise<void> {
     this.logger.warn({ msg: 'the replica serving an MCP session cannot be reached; the session is gone', owner: to.owner, err: error.message });
-    await this.sessions.forget(to.sessionId, to.owner);
+    await this.mcpSessions.forget(to.mcpSessionId, to.owner);
     await this.journal.takeOver();
   }
 }
@@ -177,7 +177,7 @@ export const FORWARDED = 'x-aileron-forwarded';
 
 const HOP_BY_HOP = new Set(['host', 'connection', 'keep-alive', 'transfer-encoding', 'content-length', 'upgrade', 'proxy-connection', 'te', 'trailer']);
 
-/** The same code as any session this replica does not know: to the client, it does not exist any more. */
+/** The same code as any MCP session this replica does not know: to the client, it does not exist any more. */
 class SessionGoneError extends DomainError {
   constructor(id: string) {
     super('MCP_SESSION_NOT_FOUND', `MCP session "${id}" does not exist any more: the replica that served it cannot be reached. Initialize a new session.`);

@@ -4,8 +4,8 @@ import { AccessService, BearerCredentials, Principal } from '@aileron/auth';
 import { FastPaths, readJsonBody, RequestLog, requestIdFor, writeProblem } from '@aileron/http';
 import { FORWARDED, McpAdmission } from './mcp-admission';
 import { MCP_ONE_SERVER, MCP_PATH, MCP_PERMISSION, MCP_WHOLE_WORKSPACE, oneServer, wholeWorkspace } from './mcp-routes';
-import type { McpEndpoint } from './sessions.service';
-import { PoolSessions } from './sessions.service';
+import type { McpEndpoint } from './mcp-sessions.service';
+import { McpSessions } from './mcp-sessions.service';
 
 const JSON_TYPE = /^application\/json\s*(;|$)/i;
 
@@ -29,7 +29,7 @@ const JSON_TYPE = /^application\/json\s*(;|$)/i;
 export class McpFastPath {
   constructor(
     fastPaths: FastPaths,
-    private readonly sessions: PoolSessions,
+    private readonly mcpSessions: McpSessions,
     private readonly bearer: BearerCredentials,
     private readonly access: AccessService,
     private readonly admission: McpAdmission,
@@ -50,7 +50,7 @@ export class McpFastPath {
     if (!ws.success || (server && !server.success)) return false;
     const headers = request.headers;
     const sessionId = headers['mcp-session-id'];
-    if (typeof sessionId !== 'string' || !this.sessions.serves(sessionId)) return false;
+    if (typeof sessionId !== 'string' || !this.mcpSessions.serves(sessionId)) return false;
     if (!JSON_TYPE.test(headers['content-type'] ?? '')) return false;
     const token = this.bearer.tokenOf(headers.authorization);
     if (token === undefined) return false;
@@ -82,14 +82,14 @@ export class McpFastPath {
       const admitted = await this.admission.admit(scope, checked.principal, target.endpoint, {
         method: 'POST',
         origin: typeof request.headers.origin === 'string' ? request.headers.origin : undefined,
-        sessionId: target.sessionId,
+        mcpSessionId: target.sessionId,
         forwarded: request.headers[FORWARDED] !== undefined,
         // the session is bound to the credential that opened it, here as on the routes
         credential: target.credential,
         body,
       });
       if ('owner' in admitted) this.admission.forward(admitted, request, body, response, requestId);
-      else await admitted.session.handle(request, response, body);
+      else await admitted.mcpSession.handle(request, response, body);
     } catch (error) {
       writeProblem(response, error, requestId);
     }

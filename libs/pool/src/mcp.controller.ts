@@ -4,7 +4,7 @@ import { BearerCredentials, Caller, Principal, TenantScope, WorkspaceScope } fro
 import { Route } from '@aileron/http';
 import { FORWARDED, McpAdmission } from './mcp-admission';
 import { MCP_CAPABILITY, MCP_ONE_SERVER, MCP_PERMISSION, MCP_WHOLE_WORKSPACE, oneServer, wholeWorkspace } from './mcp-routes';
-import type { McpEndpoint } from './sessions.service';
+import type { McpEndpoint } from './mcp-sessions.service';
 
 const INITIALIZE = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'example', version: '1.0.0' } } };
 const SINGLE = {
@@ -75,13 +75,13 @@ export class McpController {
     const admitted = await this.admission.admit(scope, caller, endpoint, {
       method: req.method,
       origin: typeof req.headers.origin === 'string' ? req.headers.origin : undefined,
-      sessionId: typeof sessionId === 'string' ? sessionId : undefined,
+      mcpSessionId: typeof sessionId === 'string' ? sessionId : undefined,
       forwarded: req.headers[FORWARDED] !== undefined,
       credential: this.bearer.tokenOf(req.headers.authorization),
       body: req.body,
     });
     reply.hijack();
     if ('owner' in admitted) this.admission.forward(admitted, req.raw, req.body, reply.raw, req.id);
-    else await admitted.session.handle(req.raw, reply.raw, req.body);
+    else await admitted.mcpSession.handle(req.raw, reply.raw, req.body);
   }
 }

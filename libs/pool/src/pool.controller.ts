@@ -2,7 +2,7 @@ import { Body, Controller, Param, Query } from '@nestjs/common';
 import { z } from 'zod';
 import { Caller, describePrincipal, Principal, slug, TenantScope, WorkspaceScope } from '@aileron/auth';
 import { compareTextPairs, ListCursor, Page, PageQuery, pageQuery, Route, textPairKey, withLegacyKey } from '@aileron/http';
-import { PoolInstances } from './instances.service';
+import { PoolInstances } from './pool-instances.service';
 import { ToolPins } from './tool-pins.service';
 
 const wsParams = z.object({ ws: slug });

@@ -10,18 +10,18 @@ import { PolicyModule } from '@aileron/policy';
 import { VaultModule } from '@aileron/vault';
 import { compiledBridgePath } from './bridge/compiled-bridge';
 import { BuiltinServers } from './builtin-servers';
-import { PoolCalls } from './calls.service';
+import { PoolCalls } from './pool-calls.service';
 import { InstanceDriver } from './drivers/driver';
 import { KubernetesDriver, type KubernetesDriverOptions } from './drivers/kubernetes/kubernetes-driver';
 import { LocalDriver } from './drivers/local/local-driver';
 import { ExecutionJournal } from './execution-journal';
-import { INSTANCE_DRIVER, PoolInstances } from './instances.service';
+import { INSTANCE_DRIVER, PoolInstances } from './pool-instances.service';
 import { McpAdmission } from './mcp-admission';
 import { McpController } from './mcp.controller';
 import { McpFastPath } from './mcp-fast-path';
 import { PoolController } from './pool.controller';
-import { PoolRateLimits } from './rate-limits.service';
-import { PoolSessions } from './sessions.service';
+import { PoolRateLimits } from './pool-rate-limits.service';
+import { McpSessions } from './mcp-sessions.service';
 import { ToolPinsRepository } from './tool-pins.repository';
 import { ToolPins } from './tool-pins.service';
 
@@ -63,7 +63,7 @@ function driverFor(config: AppConfig): InstanceDriver {
   providers: [
     { provide: INSTANCE_DRIVER, inject: [APP_CONFIG], useFactory: driverFor },
     PoolInstances,
-    PoolSessions,
+    McpSessions,
     BuiltinServers,
     McpAdmission,
     McpFastPath,
@@ -73,6 +73,6 @@ function driverFor(config: AppConfig): InstanceDriver {
     ToolPins,
     ToolPinsRepository,
   ],
-  exports: [PoolInstances, PoolSessions, ExecutionJournal, BuiltinServers],
+  exports: [PoolInstances, McpSessions, ExecutionJournal, BuiltinServers],
 })
 export class PoolModule {}

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isReplicaAddress } from './sessions.service';
+import { isReplicaAddress } from './mcp-sessions.service';
 
 describe('replica directory entries name a replica and nothing else', () => {
   it('configured (one per pod): the scheme and port ours has, a bare origin', () => {

@@ -1,8 +1,8 @@
 export type { SandboxDriver, SandboxRunner, SandboxSpec, GitResult } from './drivers/driver';
 export { RunnerError, SandboxSourceError, SandboxStartError } from './drivers/driver';
-export { LocalSandboxDriver, SNAPSHOT_BRANCH } from './drivers/local-driver';
-export { KubernetesSandboxDriver } from './drivers/kubernetes/kubernetes-driver';
-export type { KubernetesSandboxOptions } from './drivers/kubernetes/kubernetes-driver';
+export { LocalSandboxDriver, SNAPSHOT_BRANCH } from './drivers/local-sandbox-driver';
+export { KubernetesSandboxDriver } from './drivers/kubernetes/kubernetes-sandbox-driver';
+export type { KubernetesSandboxOptions } from './drivers/kubernetes/kubernetes-sandbox-driver';
 export { DEFAULT_PORTS as SANDBOX_RUNNER_PORTS, SANDBOX_SELECTOR } from './drivers/kubernetes/manifests';
 export type { RunnerRequest, RunnerResult, RunnerLimits } from './runner-protocol';
 export { SandboxesModule, kubernetesSandboxOptions } from './sandboxes.module';

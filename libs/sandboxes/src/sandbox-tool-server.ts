@@ -23,7 +23,7 @@ const SandboxStateUpdate = z.object({
   params: z.object({ sandboxPolicy: z.record(z.string(), z.unknown()).optional() }).passthrough().optional(),
 });
 
-/** One upstream session's caller, and what it has told the server. */
+/** One upstream MCP session's caller, and what it has told the server. */
 interface Connection extends ToolCaller {
   state: SessionState;
 }
@@ -31,7 +31,7 @@ interface Connection extends ToolCaller {
 /**
  * The sandbox tools as an MCP server of the control plane's own. The pool
  * reaches it like any instance (so policy, approvals, caveat tokens and
- * execution records apply), but in this process: each upstream session
+ * execution records apply), but in this process: each upstream MCP session
  * connects a server of its own, which knows its caller (the tools know whose
  * change to commit) and keeps that session's state.
  */
@@ -62,7 +62,7 @@ export class SandboxToolServer implements OnModuleInit {
     });
   }
 
-/** A server for one upstream session: its state is its own, and it ends with that session. */
+/** A server for one upstream MCP session: its state is its own, and it ends with that session. */
   private async connect(connection: Connection, transport: Transport): Promise<void> {
     const state = connection.state;
     const server = new Server(

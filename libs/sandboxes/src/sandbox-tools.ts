@@ -185,7 +185,7 @@ export class SandboxTools {
     if (!parsed.success) return toolError('INVALID_ARGUMENTS', describeIssues(fieldIssues('arguments', parsed.error.issues)));
     const args = parsed.data as { sandbox: string };
     const slug = sandboxSlug(args.sandbox);
-    const grant = who.caller.session;
+    const grant = who.caller.agentSession;
     if (grant && !grant.allowsSandbox(slug)) return toolError('CAPABILITY_REQUIRED', `This session token does not reach sandbox "${slug}" (it needs the sandbox:use capability and no sandbox caveat naming another)`);
     const target = await this.sandboxes.find(who.scope, args.sandbox);
     if (!target) return toolError('SANDBOX_NOT_FOUND', `sandbox not found: ${slug}`);

@@ -21,7 +21,7 @@ import { importSource, SNAPSHOT_REF } from './source-import';
 
 export const SANDBOX_DRIVER = Symbol('SANDBOX_DRIVER');
 
-/** Who made a change: the commit's author, and the session recorded with the snapshot. */
+/** Who made a change: the commit's author, and the agent session recorded with the snapshot. */
 export interface ChangeAuthor {
   name: string;
   email: string;
@@ -384,7 +384,7 @@ export class SandboxesService implements OnApplicationShutdown {
 
 /** The commit author for a caller: an agent session by its name, anyone else as the audit log names them. */
 export function authorOf(caller: Principal): ChangeAuthor {
-  if (caller.session) return { name: caller.name, email: `session-${caller.session.id}@sessions.aileron.invalid`, agentSessionId: caller.session.id };
+  if (caller.agentSession) return { name: caller.name, email: `session-${caller.agentSession.id}@sessions.aileron.invalid`, agentSessionId: caller.agentSession.id };
   const who = describePrincipal(caller);
   return { name: caller.name || who, email: `${who.replace(/[^A-Za-z0-9._-]/g, '-')}@aileron.invalid`, agentSessionId: null };
 }

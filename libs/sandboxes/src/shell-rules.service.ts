@@ -135,10 +135,10 @@ export class ShellRulesService {
    */
   private async prompt(who: ToolCaller, sandbox: SandboxRecord, command: string, workdir: string, reason: string, rule: ShellRule | null, wait: HeldCall): Promise<ShellRefusal | null> {
     const caller = who.caller;
-    const requester = caller.session?.creator ?? describePrincipal(caller);
+    const requester = caller.agentSession?.creator ?? describePrincipal(caller);
     const gatewayId = requester.startsWith('gateway:') ? requester.slice('gateway:'.length) : null;
-    const exact = { server: 'sandbox', tool: 'bash', arguments: { sandbox: sandboxSlug(sandbox.name), command, workdir }, requester, session: caller.session?.id ?? null };
-    const ask = () => this.approvals.requestForRule(who.scope, describePrincipal(caller), { ...exact, agentSession: caller.session?.id ?? null, executionMode: 'remote' }, gatewayId, [ruleName(rule)]);
+    const exact = { server: 'sandbox', tool: 'bash', arguments: { sandbox: sandboxSlug(sandbox.name), command, workdir }, requester, session: caller.agentSession?.id ?? null };
+    const ask = () => this.approvals.requestForRule(who.scope, describePrincipal(caller), { ...exact, agentSession: caller.agentSession?.id ?? null, executionMode: 'remote' }, gatewayId, [ruleName(rule)]);
     const held = await this.approvals.holdCall(who.scope, caller, { exact, gatewayId }, ask, wait);
     const { request } = held;
     switch (held.outcome) {
@@ -167,5 +167,5 @@ function ruleName(rule: ShellRule | null): string {
  * "accept" decides nothing and the command goes to an approver instead.
  */
 function signedInPerson(caller: Principal): boolean {
-  return caller.kind === 'user' && caller.session === undefined;
+  return caller.kind === 'user' && caller.agentSession === undefined;
 }

@@ -1,6 +1,6 @@
 import { createReadStream } from 'node:fs';
 import { type GitResult, type SandboxDriver, SandboxSourceError, type SandboxSpec } from './drivers/driver';
-import { SNAPSHOT_BRANCH } from './drivers/local-driver';
+import { SNAPSHOT_BRANCH } from './drivers/local-sandbox-driver';
 
 export const SNAPSHOT_REF = `refs/heads/${SNAPSHOT_BRANCH}`;
 

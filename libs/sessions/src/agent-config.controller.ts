@@ -4,8 +4,8 @@ import { Caller, Principal } from '@aileron/auth';
 import { Route } from '@aileron/http';
 import { agentConfigQuery, agentConfigView } from './agent-config.schemas';
 import { AgentConfigService } from './agent-config.service';
-import { inWorkspace, sessionsAlias } from './session-routes';
-import { idParams, wsIdParams } from './sessions.schemas';
+import { inWorkspace, sessionsAlias } from './agent-session-routes';
+import { idParams, wsIdParams } from './agent-sessions.schemas';
 
 const AGENT_CONFIG = {
   summary: 'The snippet that registers aileron-mcp in a coding agent, for this session',

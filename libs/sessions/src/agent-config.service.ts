@@ -4,13 +4,13 @@ import { Clock } from '@aileron/clock';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { ConflictError } from '@aileron/errors';
 import { Agent, AgentConfig, renderAgentConfig } from './domain/agent-config';
-import { SessionRef, SessionsService } from './sessions.service';
+import { SessionRef, AgentSessionsService } from './agent-sessions.service';
 
 /** The snippet that registers aileron-mcp in an agent, for someone who may read the session. */
 @Injectable()
 export class AgentConfigService {
   constructor(
-    private readonly sessions: SessionsService,
+    private readonly sessions: AgentSessionsService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly clock: Clock,
   ) {}

@@ -7,23 +7,23 @@ import { plainHttpProblem } from './identity-provider';
  * identity provider: what its cookies look like, where a sign-in may return
  * to, and the CSRF token that binds a page's changes to its session.
  */
-export const SESSION_COOKIE = 'aileron_session';
+export const BROWSER_SESSION_COOKIE = 'aileron_session';
 /** the pending sign-in (state, nonce, PKCE verifier), sealed, between the redirect out and the callback */
 export const LOGIN_COOKIE = 'aileron_signin';
-export const SESSION_PREFIX = 'ail_ses_';
+export const BROWSER_SESSION_PREFIX = 'ail_ses_';
 /** the review pages and the web console, which calls the API under /v1 with it (changes carry the CSRF token) */
-export const SESSION_PATH = '/';
+export const BROWSER_SESSION_PATH = '/';
 export const LOGIN_PATH = '/v1/auth/oidc';
-export const SESSION_TTL_SECONDS = 3600;
+export const BROWSER_SESSION_TTL_SECONDS = 3600;
 export const LOGIN_TTL_SECONDS = 600;
 export const CSRF_HEADER = 'x-aileron-csrf';
 
-export function mintSessionToken(): { token: string; hash: string } {
-  const token = `${SESSION_PREFIX}${randomBytes(32).toString('base64url')}`;
+export function mintBrowserSessionToken(): { token: string; hash: string } {
+  const token = `${BROWSER_SESSION_PREFIX}${randomBytes(32).toString('base64url')}`;
   return { token, hash: hashToken(token) };
 }
 
-export function looksLikeSessionToken(value: string): boolean {
+export function looksLikeBrowserSessionToken(value: string): boolean {
   return /^ail_ses_[A-Za-z0-9_-]{43}$/.test(value);
 }
 

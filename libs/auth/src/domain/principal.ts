@@ -30,11 +30,11 @@ export interface Principal {
    * rest of the principal is its creator's, narrowed to the session's
    * workspace, so a session never does more than its creator could.
    */
-  session?: SessionGrant;
+  agentSession?: AgentSessionGrant;
 }
 
 /** The caveats of a verified session token, as the layers that enforce them ask. */
-export interface SessionGrant {
+export interface AgentSessionGrant {
   id: string;
   workspaceId: string;
   /** `token:<id>`, `user:<id>` or `gateway:<id>`: on whose behalf it acts */

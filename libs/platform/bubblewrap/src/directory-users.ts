@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { statSync } from 'node:fs';
-import type { HostUser } from './host-user';
+import type { HostUser } from './host-door';
 
 /** How many uids one range holds: sandboxes have one range, pool instances another. */
 export const HOST_UID_COUNT = 65_536;

@@ -4,7 +4,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync, wr
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
-import { HostDoor } from './host-user';
+import { HostDoor } from './host-door';
 import { SandboxCgroups, type CgroupsOfProcess } from './sandbox-cgroups';
 
 const MiB = 1024 * 1024;

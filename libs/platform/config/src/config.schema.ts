@@ -265,7 +265,7 @@ export const SETTINGS = {
   AILERON_POOL_IDLE_SECONDS: {
     schema: positiveInt,
     default: '600',
-    description: 'An instance no session has used for this long is stopped; the next call starts it again.',
+    description: 'An instance no MCP session has used for this long is stopped; the next call starts it again.',
   },
   AILERON_POOL_MAX_INSTANCES_PER_WORKSPACE: {
     schema: positiveInt,

@@ -10,6 +10,6 @@ export { Prisma, PrismaClient } from './generated/prisma/client';
 export type * from './generated/prisma/models';
 export { Role as DbRole } from './generated/prisma/enums';
 export { DataDirLockedError } from './data-dir-lock';
-export { RetryingLoopLog } from './retry-log';
+export { RetryingLoopLog } from './retrying-loop-log';
 export { keysetAfter, keysetOrder } from './keyset';
 export type { Keyset, KeysetDirection } from './keyset';

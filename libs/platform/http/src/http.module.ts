@@ -2,7 +2,7 @@ import { Global, Module } from '@nestjs/common';
 import { APP_FILTER, APP_INTERCEPTOR, DiscoveryModule } from '@nestjs/core';
 import { ConsoleFastPath } from './console-fast-path';
 import { FastPaths } from './fast-paths';
-import { HttpMetrics } from './metrics';
+import { HttpMetrics } from './http-metrics';
 import { PlatformController } from './platform.controller';
 import { ProblemFilter } from './problem.filter';
 import { RequestLog } from './request-log';

@@ -3,7 +3,7 @@ export * from './route-catalog.service';
 export { routesDeclaredIn } from './route-scan';
 export { CONSOLE_CSP, consoleCsp, consoleTarget } from './console-files';
 export * from './openapi';
-export * from './metrics';
+export * from './http-metrics';
 export { ProblemFilter, writeProblem } from './problem.filter';
 export { HttpModule } from './http.module';
 export { BODY_LIMIT_BYTES, installBodyParsers, readJsonBody, STREAMED_BODY_TYPES } from './body-parsers';

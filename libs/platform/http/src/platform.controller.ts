@@ -9,7 +9,7 @@ import { DomainError, NotFoundError } from '@aileron/errors';
 import { QueueService } from '@aileron/queue';
 import { RedisService } from '@aileron/redis';
 import { bounded } from './bounded';
-import { HttpMetrics } from './metrics';
+import { HttpMetrics } from './http-metrics';
 import { buildOpenApi } from './openapi';
 import { RouteCatalog } from './route-catalog.service';
 import { Route } from './route.decorator';

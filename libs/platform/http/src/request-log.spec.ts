@@ -4,7 +4,7 @@ import { Writable } from 'node:stream';
 import { pinoHttp } from 'pino-http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PinoLogger, requestLoggerOptions } from '@aileron/logging';
-import { HttpMetrics } from './metrics';
+import { HttpMetrics } from './http-metrics';
 import { RequestLog } from './request-log';
 
 /** A server whose every request RequestLog follows, answered as `answer` says. */

@@ -4,7 +4,7 @@ import { Injectable } from '@nestjs/common';
 import type { FastifyInstance } from 'fastify';
 import type { Logger as Pino } from 'pino';
 import { PinoLogger } from '@aileron/logging';
-import { HttpMetrics } from './metrics';
+import { HttpMetrics } from './http-metrics';
 
 type Level = 'error' | 'info' | 'debug';
 

@@ -5,14 +5,14 @@
  * The program around it (arguments, secrets, signals) is `apps/mcp-bridge`;
  * it runs inside the local sandbox and as the entrypoint of the Kubernetes
  * runner image, so this needs nothing but node, the MCP SDK and its sibling
- * `streamable-http`.
+ * `node-streamable-http-transport`.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { ReadBuffer, serializeMessage } from '@modelcontextprotocol/sdk/shared/stdio.js';
 import { isInitializeRequest, isJSONRPCErrorResponse, isJSONRPCNotification, isJSONRPCRequest, isJSONRPCResultResponse, type JSONRPCMessage, type RequestId } from '@modelcontextprotocol/sdk/types.js';
-import { NodeStreamableHttpTransport } from '../streamable-http';
+import { NodeStreamableHttpTransport } from '../node-streamable-http-transport';
 
 const MAX_BODY_BYTES = 4 * 1024 * 1024;
 const KILL_GRACE_MS = 2000;

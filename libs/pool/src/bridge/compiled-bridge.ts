@@ -24,7 +24,7 @@ function bridgeSources(root: string): string[] {
   const parts = readdirSync(join(root, 'libs', 'pool', 'src', 'bridge'))
     .filter((name) => name.endsWith('.ts') && !name.endsWith('.spec.ts'))
     .map((name) => join('libs', 'pool', 'src', 'bridge', name));
-  return [join('apps', 'mcp-bridge', 'src', 'main.ts'), ...parts, join('libs', 'pool', 'src', 'streamable-http.ts')];
+  return [join('apps', 'mcp-bridge', 'src', 'main.ts'), ...parts, join('libs', 'pool', 'src', 'node-streamable-http-transport.ts')];
 }
 
 /**

@@ -2,7 +2,7 @@ import { createServer, Server } from 'node:http';
 import { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Clock } from '@aileron/clock';
-import { Instance } from '../instances.service';
+import { Instance } from '../pool-instances.service';
 import { UPSTREAM_GONE } from './jsonrpc';
 import { Upstream } from './upstream';
 

@@ -11,8 +11,8 @@ import {
   type RequestId,
 } from '@modelcontextprotocol/sdk/types.js';
 import { createParser } from 'eventsource-parser';
-import type { Instance } from '../instances.service';
-import { InProcessTransport } from './in-process';
+import type { Instance } from '../pool-instances.service';
+import { InProcessTransport } from './in-process-transport';
 import { asResponse, BodyWatch, Exchange, httpExchange, httpFetch } from './http-fetch';
 import { RpcError, UPSTREAM_GONE } from './jsonrpc';
 import { type OutboundPolicy, RefusedAddressError } from '@aileron/net';
@@ -68,7 +68,7 @@ export class Upstream<On = unknown> {
       this.attached = Promise.resolve();
     }
     this.transport.onclose = () => this.gone('the upstream session closed');
-    instance.sessions++;
+    instance.upstreamSessions++;
     void instance.ended.then((exit) => this.gone(`the server instance stopped (${exit.reason})`));
   }
 
@@ -163,7 +163,7 @@ export class Upstream<On = unknown> {
   private gone(reason: string): void {
     if (this.closedWith) return;
     this.closedWith = reason;
-    this.instance.sessions--;
+    this.instance.upstreamSessions--;
     for (const [id] of this.pending) this.settle(id, { error: { code: UPSTREAM_GONE, message: reason } });
     this.onGone(reason);
     void this.transport.close().catch(() => undefined);

@@ -11,7 +11,7 @@
  * loads it on its own, without the rest of the build.
  *
  * Traps handled here, each explained where it is handled: the engine's
- * never-cleared 10 s timers and its bindings' module state (schema-engine.ts),
+ * never-cleared 10 s timers and its bindings' module state (schema-engine-host.ts),
  * adapter connections it never disposes and two adapter bugs in
  * `executeScript` (driver-adapters.ts), adapter-pg's shadow database being the
  * main one when given a connectionString and its failing introspection of
@@ -23,10 +23,10 @@ import type { SchemaEngine } from '@prisma/schema-engine-wasm';
 import { readLocalMigrations, readSchema, toMigrationList, writeMigration } from './migration-files';
 import { applyToPglite, diffWithPgliteShadow, serialized } from './pglite-target';
 import { applyToPostgres, diffWithPostgresShadow, postgresTarget } from './postgres-target';
-import { FILTERS, SchemaEngineHost } from './schema-engine';
+import { FILTERS, SchemaEngineHost } from './schema-engine-host';
 
 export { migrationChecksum } from './migration-history';
-export { SchemaEngineHost } from './schema-engine';
+export { SchemaEngineHost } from './schema-engine-host';
 
 export type MigrationTarget = { kind: 'pglite'; pglite: PGlite } | { kind: 'postgres'; url: string };
 

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { type Log, type Query, quoteIdent } from './common';
 import { type LocalMigration, type LocalMigrations, MIGRATION_FILE } from './migration-files';
-import { engineMessage } from './schema-engine';
+import { engineMessage } from './schema-engine-host';
 
 /**
  * What the database has applied, read from `_prisma_migrations` directly (no

@@ -6,7 +6,7 @@ import type { Log, Query, Row } from './common';
 import { type TrackedFactory, trackedFactory, withScriptRunner } from './driver-adapters';
 import { applyWithLock } from './migration-history';
 import { type LocalMigrations, type SchemaFile, toMigrationList } from './migration-files';
-import { engineMessage, FILTERS, type SchemaEngineHost } from './schema-engine';
+import { engineMessage, FILTERS, type SchemaEngineHost } from './schema-engine-host';
 
 /** Migrating an embedded PGlite database, and PGlite as the shadow database of a diff. */
 

@@ -8,7 +8,7 @@ import { type Log, messageOf, type Query, quoteIdent, type Row } from './common'
 import { type TrackedFactory, trackedFactory, withScriptRunner } from './driver-adapters';
 import { type ApplyContext, applyWithLock } from './migration-history';
 import { type LocalMigrations, type SchemaFile, toMigrationList } from './migration-files';
-import { engineMessage, FILTERS, type SchemaEngineHost } from './schema-engine';
+import { engineMessage, FILTERS, type SchemaEngineHost } from './schema-engine-host';
 
 /**
  * Migrating a PostgreSQL database (under an advisory lock of ours, so replicas

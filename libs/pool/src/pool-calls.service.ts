@@ -7,10 +7,10 @@ import type { WorkspaceScope } from '@aileron/auth';
 import { toolError } from '@aileron/errors';
 import { PolicyService } from '@aileron/policy';
 import { ExecutionJournal, ExecutionRecord } from './execution-journal';
-import type { Instance } from './instances.service';
+import type { Instance } from './pool-instances.service';
 import { ToolPins } from './tool-pins.service';
 import { jsonByteLength } from './proxy/json-size';
-import type { CallContext, CallGate, ToolCall } from './proxy/proxy-session';
+import type { CallContext, CallGate, ToolCall } from './proxy/mcp-session';
 import type { Answer } from './proxy/upstream';
 
 /**
@@ -29,13 +29,13 @@ export class PoolCalls implements CallGate {
   ) {}
 
   reaches(ctx: CallContext, server: string): boolean {
-    return ctx.caller.session?.allowsServer(server) ?? true;
+    return ctx.caller.agentSession?.allowsServer(server) ?? true;
   }
 
   async listFilter(ctx: CallContext, server: string): Promise<(tool: string) => boolean> {
     const policy = await this.policies.current(scopeOf(ctx));
-    const grant = ctx.caller.session;
-    // a session token sees only the servers and tools its caveats leave it
+    const grant = ctx.caller.agentSession;
+    // an agent session's caveat token sees only the servers and tools its caveats leave it
     if (grant) return (tool) => grant.allowsTool(server, tool) && policy.compiled.listable({ server, tool, principal: ctx.principal, execution_mode: 'remote' });
     return (tool) => policy.compiled.listable({ server, tool, principal: ctx.principal, execution_mode: 'remote' });
   }
@@ -49,7 +49,7 @@ export class PoolCalls implements CallGate {
     call: ToolCall,
     wait: { signal: AbortSignal; progress?: (message: string) => void },
   ): Promise<{ run: true; approvalId: string | null } | { run: false; result: Record<string, unknown> }> {
-    const grant = ctx.caller.session;
+    const grant = ctx.caller.agentSession;
     if (grant && !grant.caps.has('actions:run')) {
       return { run: false, result: toolError('CAPABILITY_REQUIRED', 'This session token may list tools but not call them (it lacks the "actions:run" capability)') };
     }
@@ -107,7 +107,7 @@ export class PoolCalls implements CallGate {
     wait: { signal: AbortSignal; progress?: (message: string) => void },
   ): Promise<{ run: true; approvalId: string } | { run: false; result: Record<string, unknown> }> {
     // an agent's retry may come on a new MCP session: its agent session is what binds the approval
-    const exact = { server: call.server, tool: call.tool, arguments: call.arguments, requester: ctx.requester, session: ctx.agentSessionId ?? ctx.sessionId };
+    const exact = { server: call.server, tool: call.tool, arguments: call.arguments, requester: ctx.requester, session: ctx.agentSessionId ?? ctx.mcpSessionId };
     const asked = { ...exact, agentSession: ctx.agentSessionId, executionMode: 'remote' as const, roles: ctx.principal.roles ?? [], groups: ctx.principal.groups ?? [] };
     const held = await this.approvals.holdCall(scope, ctx.caller, { exact, gatewayId: ctx.gatewayId }, () => this.approvals.request(scope, ctx.requester, asked, ctx.gatewayId), wait);
     const { request } = held;
@@ -138,12 +138,12 @@ export class PoolCalls implements CallGate {
       workspaceId: ctx.workspaceId,
       workspaceSlug: ctx.workspaceSlug,
       // `session` is the agent session where a caveat token made the call, else the MCP session; `mcp_session` always the latter
-      sessionId: ctx.agentSessionId ?? ctx.sessionId,
+      sessionId: ctx.agentSessionId ?? ctx.mcpSessionId,
       actor: ctx.requester,
       server: call.server,
       tool: call.tool,
       decision,
-      data: { ...data, mcp_session: ctx.sessionId },
+      data: { ...data, mcp_session: ctx.mcpSessionId },
     });
   }
 }

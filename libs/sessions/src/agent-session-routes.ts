@@ -1,4 +1,4 @@
-import { idParams, wsIdParams, wsParams } from './sessions.schemas';
+import { idParams, wsIdParams, wsParams } from './agent-sessions.schemas';
 
 /** `/v1/sessions…` answers as the workspace's paths do, until clients have moved (docs/api-changelog.md). */
 const ALIAS = 'An alias of the same path under `/v1/workspaces/{ws}`, kept for the clients of the last release.';

@@ -2,8 +2,8 @@ import { createServer, IncomingMessage, Server, ServerResponse } from 'node:http
 import { AddressInfo } from 'node:net';
 import type { JSONRPCMessage, JSONRPCRequest } from '@modelcontextprotocol/sdk/types.js';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { BoundedEventStore } from './proxy/event-store';
-import { AnswerLoad, NodeStreamableHttpTransport } from './streamable-http';
+import { BoundedEventStore } from './proxy/bounded-event-store';
+import { AnswerLoad, NodeStreamableHttpTransport } from './node-streamable-http-transport';
 
 const ACCEPT = 'application/json, text/event-stream';
 const INITIALIZE = { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 't', version: '1' } } };

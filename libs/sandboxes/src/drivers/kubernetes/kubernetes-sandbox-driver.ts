@@ -7,7 +7,7 @@ import { apiRequestOptions, deleteIgnoringAbsent, describeApiError, exitReason, 
 import { CoreV1Api, NetworkingV1Api, type ConfigurationOptions, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { HISTORY_DIR, type RunnerOp, type RunnerRequest, type RunnerResult } from '../../runner-protocol';
 import { type GitResult, RunnerError, type SandboxDriver, type SandboxRunner, type SandboxSpec, SandboxSourceError, SandboxStartError } from '../driver';
-import { SNAPSHOT_BRANCH } from '../local-driver';
+import { SNAPSHOT_BRANCH } from '../local-sandbox-driver';
 import {
   DEFAULT_PORTS,
   SANDBOX_SELECTOR,
@@ -102,8 +102,8 @@ export class KubernetesSandboxDriver implements SandboxDriver {
   private readonly retryIntervalMs: number;
   private readonly log: (line: string) => void;
   private readonly pods: PodWatch;
-  /** each sandbox's pod session, starting or running */
-  private readonly sessions = new Map<string, Promise<PodSession>>();
+  /** each sandbox's pod runner, starting or running */
+  private readonly podRunners = new Map<string, Promise<PodRunner>>();
   /** the runners' tokens of each sandbox seen, as its Secret holds them */
   private readonly tokens = new Map<string, RunnerTokens>();
   /** the starts under way, which close() aborts */
@@ -159,14 +159,14 @@ export class KubernetesSandboxDriver implements SandboxDriver {
   }
 
   runner(spec: SandboxSpec): Promise<SandboxRunner> {
-    return this.session(spec);
+    return this.podRunner(spec);
   }
 
   async git(spec: SandboxSpec, args: string[], input?: Buffer | NodeJS.ReadableStream): Promise<GitResult> {
     // the whole input in one request: what the control plane feeds git (a patch, an object) is small next to a bundle
     const stdin = input === undefined || Buffer.isBuffer(input) ? input : await collect(input);
-    const session = await this.session(spec);
-    const result = await session.history.call({ op: 'git', args, ...(stdin ? { stdin: stdin.toString('base64') } : {}) });
+    const podRunner = await this.podRunner(spec);
+    const result = await podRunner.history.call({ op: 'git', args, ...(stdin ? { stdin: stdin.toString('base64') } : {}) });
     return { stdout: Buffer.from(result.stdout, 'base64'), stderr: result.stderr, code: result.code };
   }
 
@@ -178,8 +178,8 @@ export class KubernetesSandboxDriver implements SandboxDriver {
   gitStream(spec: SandboxSpec, args: string[]): NodeJS.ReadableStream {
     const out = new PassThrough();
     void (async () => {
-      const session = await this.session(spec);
-      const connection = await RunnerConnection.open(session.address('history'), this.requestTimeoutMs);
+      const podRunner = await this.podRunner(spec);
+      const connection = await RunnerConnection.open(podRunner.address('history'), this.requestTimeoutMs);
       out.once('close', () => connection.close());
       try {
         const result = await connection.stream({ op: 'git', args }, out);
@@ -221,8 +221,8 @@ export class KubernetesSandboxDriver implements SandboxDriver {
     failed: string,
     then: (result: RunnerResult<O>) => Promise<T>,
   ): Promise<T> {
-    const session = await this.session(spec);
-    const connection = await RunnerConnection.open(session.address(role), this.requestTimeoutMs);
+    const podRunner = await this.podRunner(spec);
+    const connection = await RunnerConnection.open(podRunner.address(role), this.requestTimeoutMs);
     try {
       let result: RunnerResult<O>;
       try {
@@ -239,8 +239,8 @@ export class KubernetesSandboxDriver implements SandboxDriver {
 
   /** Deletes the Pod and waits until it is gone (its processes ended); the claims keep the files and the history. */
   async stop(spec: SandboxSpec): Promise<void> {
-    const pending = this.sessions.get(spec.id);
-    this.sessions.delete(spec.id);
+    const pending = this.podRunners.get(spec.id);
+    this.podRunners.delete(spec.id);
     // a start under way finishes first, so its pod is the one deleted
     (await pending?.catch(() => undefined))?.end('the sandbox was stopped');
     await this.deletePod(sandboxNames(spec.id).pod);
@@ -271,26 +271,26 @@ export class KubernetesSandboxDriver implements SandboxDriver {
   async close(): Promise<void> {
     this.closed = true;
     for (const abort of this.starts) abort.abort();
-    const sessions = [...this.sessions.values()];
-    this.sessions.clear();
-    await Promise.all(sessions.map(async (pending) => (await pending.catch(() => undefined))?.end('the control plane closed the sandbox driver')));
+    const podRunners = [...this.podRunners.values()];
+    this.podRunners.clear();
+    await Promise.all(podRunners.map(async (pending) => (await pending.catch(() => undefined))?.end('the control plane closed the sandbox driver')));
     await this.pods.close();
   }
 
-  private session(spec: SandboxSpec): Promise<PodSession> {
+  private podRunner(spec: SandboxSpec): Promise<PodRunner> {
     if (this.closed) return Promise.reject(new SandboxStartError('the Kubernetes sandbox driver is shut down'));
-    const running = this.sessions.get(spec.id);
+    const running = this.podRunners.get(spec.id);
     if (running) return running;
     const pending = this.start(spec);
-    this.sessions.set(spec.id, pending);
+    this.podRunners.set(spec.id, pending);
     const forget = (): void => {
-      if (this.sessions.get(spec.id) === pending) this.sessions.delete(spec.id);
+      if (this.podRunners.get(spec.id) === pending) this.podRunners.delete(spec.id);
     };
-    pending.then((session) => void session.ended.then(forget), forget);
+    pending.then((podRunner) => void podRunner.ended.then(forget), forget);
     return pending;
   }
 
-  private async start(spec: SandboxSpec): Promise<PodSession> {
+  private async start(spec: SandboxSpec): Promise<PodRunner> {
     const abort = new AbortController();
     this.starts.add(abort);
     const signal = abort.signal;
@@ -332,10 +332,10 @@ export class KubernetesSandboxDriver implements SandboxDriver {
       const init = await history.call({ op: 'git', args: ['init', '--quiet', '--bare', `--initial-branch=${SNAPSHOT_BRANCH}`, HISTORY_DIR] });
       if (init.code !== 0) throw new StartFailure(`git init of the history failed: ${init.stderr.trim()}`);
       if (signal.aborted) throw new StartFailure('the driver shut down during the start');
-      const session = new PodSession(spec, host, tokens, this.manifestOptions.ports, sandbox, history, () => this.stop(spec));
-      this.follow(session, names.pod, uid);
+      const podRunner = new PodRunner(spec, host, tokens, this.manifestOptions.ports, sandbox, history, () => this.stop(spec));
+      this.follow(podRunner, names.pod, uid);
       this.log(`kubernetes sandboxes: ${where} ready at ${host} (network ${spec.network})`);
-      return session;
+      return podRunner;
     } catch (error) {
       for (const connection of connections) connection.close();
       const reason = signal.aborted ? 'the driver shut down during the start' : reasonOf(error);
@@ -370,8 +370,8 @@ export class KubernetesSandboxDriver implements SandboxDriver {
     }
   }
 
-  /** A live session ends when its pod is deleted or has ended; an ended pod is deleted at once. */
-  private follow(session: PodSession, name: string, uid: string): void {
+  /** A pod runner ends when its pod is deleted or has ended; an ended pod is deleted at once. */
+  private follow(podRunner: PodRunner, name: string, uid: string): void {
     const see = (pod: V1Pod | undefined, object: V1Pod): void => {
       // news of an earlier pod of the same name
       if (object.metadata?.uid !== uid) return;
@@ -381,16 +381,16 @@ export class KubernetesSandboxDriver implements SandboxDriver {
       else if (hasEnded(pod)) reason = exitReason(pod);
       if (reason === undefined) return;
       if (pod !== undefined && !pod.metadata?.deletionTimestamp && hasEnded(pod)) {
-        this.log(`kubernetes sandboxes: sandbox ${session.spec.name} (pod ${this.namespace}/${name}) ended: ${reason}`);
+        this.log(`kubernetes sandboxes: sandbox ${podRunner.spec.name} (pod ${this.namespace}/${name}) ended: ${reason}`);
         void this.deletePod(name).catch(() => undefined);
       }
-      session.end(reason);
+      podRunner.end(reason);
     };
     const unfollow = this.pods.follow(name, see);
-    void session.ended.then(unfollow);
+    void podRunner.ended.then(unfollow);
     // what the watch saw since it showed this pod Ready: gone from it now means deleted since
     const current = this.pods.get(name);
-    if (current === undefined) session.end('the pod was deleted');
+    if (current === undefined) podRunner.end('the pod was deleted');
     else see(current, current);
   }
 
@@ -483,7 +483,7 @@ export class KubernetesSandboxDriver implements SandboxDriver {
 }
 
 /** The runner of a running sandbox pod (its agent's container), and the history runner's connection beside it. */
-class PodSession implements SandboxRunner {
+class PodRunner implements SandboxRunner {
   readonly ended: Promise<void>;
 
   constructor(
@@ -495,7 +495,7 @@ class PodSession implements SandboxRunner {
     readonly history: RunnerConnection,
     private readonly stopSandbox: () => Promise<void>,
   ) {
-    // either connection lost ends the session; runner(spec) then reconnects, to the same pod if it still runs
+    // either connection lost ends the pod runner; runner(spec) then reconnects, to the same pod if it still runs
     this.ended = Promise.race([sandbox.closed, history.closed]).then((reason) => this.end(reason));
   }
 

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { RetryingLoopLog } from './retry-log';
+import { RetryingLoopLog } from './retrying-loop-log';
 
 const unreachable = Object.assign(new Error("Can't reach database server at 127.0.0.1:5432"), { code: 'P1001' });
 

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '@aileron/config';
 import { RedisService, RedisUnavailableError } from '@aileron/redis';
-import { PoolRateLimits, RateLimitedError } from './rate-limits.service';
+import { PoolRateLimits, RateLimitedError } from './pool-rate-limits.service';
 
 /** Nothing listens on port 1: a Redis that is away from the start, refusing at once. */
 const AWAY = 'redis://127.0.0.1:1';

@@ -5,7 +5,7 @@ import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { ForbiddenError, UnauthenticatedError } from '@aileron/errors';
 import { Route } from '@aileron/http';
 import { hashToken } from './domain/api-token';
-import { clearCookie, CSRF_HEADER, SESSION_COOKIE, SESSION_PATH } from './domain/browser-session';
+import { clearCookie, CSRF_HEADER, BROWSER_SESSION_COOKIE, BROWSER_SESSION_PATH } from './domain/browser-session';
 import type { Principal } from './domain/principal';
 import { Caller } from './auth.decorators';
 import { AccessService } from './access.service';
@@ -33,10 +33,10 @@ const signedOut = z.object({ sessions_ended: z.number().int() });
  * cookie (AuthGuard), with the CSRF token on every change.
  */
 @Controller()
-export class ConsoleSessionController {
+export class BrowserSessionController {
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
-    private readonly sessions: BrowserSessions,
+    private readonly browserSessions: BrowserSessions,
     private readonly links: SignInLinks,
     private readonly repository: AuthRepository,
     private readonly access: AccessService,
@@ -57,7 +57,7 @@ export class ConsoleSessionController {
     @Req() request: FastifyRequest,
     @Res({ passthrough: true }) reply: FastifyReply,
   ): Promise<z.infer<typeof sessionView>> {
-    const session = await this.sessions.peek(request);
+    const session = await this.browserSessions.peek(request);
     if (!session) throw new UnauthenticatedError('No browser session: sign in', 'SESSION_REQUIRED');
     void reply.header('cache-control', 'no-store');
     const { principal } = session;
@@ -134,12 +134,12 @@ export class ConsoleSessionController {
     @Req() request: FastifyRequest,
     @Res({ passthrough: true }) reply: FastifyReply,
   ): Promise<z.infer<typeof signedOut>> {
-    const principal = await this.sessions.principalForChange(request);
-    await this.repository.deleteLoginSession(
+    const principal = await this.browserSessions.principalForChange(request);
+    await this.repository.deleteBrowserSession(
       this.access.callerOrganization(principal),
-      hashToken(this.sessions.token(request)!),
+      hashToken(this.browserSessions.token(request)!),
     );
-    void reply.header('set-cookie', clearCookie(SESSION_COOKIE, SESSION_PATH, this.secure(request)));
+    void reply.header('set-cookie', clearCookie(BROWSER_SESSION_COOKIE, BROWSER_SESSION_PATH, this.secure(request)));
     return { sessions_ended: 1 };
   }
 
@@ -156,12 +156,12 @@ export class ConsoleSessionController {
     @Req() request: FastifyRequest,
     @Res({ passthrough: true }) reply: FastifyReply,
   ): Promise<z.infer<typeof signedOut>> {
-    const principal = await this.sessions.principalForChange(request);
-    const ended = await this.repository.deleteLoginSessionsOfUser(
+    const principal = await this.browserSessions.principalForChange(request);
+    const ended = await this.repository.deleteBrowserSessionsOfUser(
       this.access.callerOrganization(principal),
       principal.id,
     );
-    void reply.header('set-cookie', clearCookie(SESSION_COOKIE, SESSION_PATH, this.secure(request)));
+    void reply.header('set-cookie', clearCookie(BROWSER_SESSION_COOKIE, BROWSER_SESSION_PATH, this.secure(request)));
     return { sessions_ended: ended };
   }
 

@@ -36,11 +36,11 @@ interface Definition {
  */
 export class Instance {
   inflight = 0;
-  sessions = 0;
+  upstreamSessions = 0;
   /** the Clock's time of the last call in or out, which the idle sweep compares */
   lastUsed: number;
   private stopping: Promise<void> | undefined;
-  /** a session saw its connection to the instance break: check before handing it out again */
+  /** an MCP session saw its connection to the instance break: check before handing it out again */
   suspected = false;
 
   constructor(
@@ -114,7 +114,7 @@ const STABLE_AFTER_MS = 60_000;
 const MAX_BACKOFF_MS = 30_000;
 
 /**
- * Starts instances on first use, shares them between a workspace's sessions,
+ * Starts instances on first use, shares them between a workspace's MCP sessions,
  * restarts them with backoff after a crash, stops them when idle, and stops or
  * replaces them when the kill switch or a new pinned version says so.
  */
@@ -156,7 +156,7 @@ export class PoolInstances implements OnApplicationBootstrap, OnApplicationShutd
     return assignments.filter((a) => a.enabled && a.pinned.definition.mode === 'remote').map((a) => a.name);
   }
 
-  /** The running instance for a session to use, started if need be. */
+  /** The running instance for an MCP session to use, started if need be. */
   async acquire(scope: WorkspaceScope, organizationSlug: string, server: string): Promise<Instance> {
     const assignment = await this.assignment(scope, server);
     const key = slotKey(scope, server);
@@ -165,7 +165,7 @@ export class PoolInstances implements OnApplicationBootstrap, OnApplicationShutd
     const current = slot.instance;
     if (current && current.version === assignment.pinned.version && (!current.suspected || (await current.confirmAlive()))) return current;
     if (current && current.version === assignment.pinned.version && slot.instance === current) {
-      // it died under a session before its driver said so: a crash, for the backoff too
+      // it died under an MCP session before its driver said so: a crash, for the backoff too
       slot.crashes++;
       slot.lastCrashAt = this.clock.now();
       await current.stop('stopped answering');
@@ -183,7 +183,7 @@ export class PoolInstances implements OnApplicationBootstrap, OnApplicationShutd
       .filter((slot) => slot.instance && (!scope || slot.scope.workspaceId === scope.workspaceId))
       .map((slot) => {
         const i = slot.instance!;
-        return { workspace: slot.scope.workspaceSlug, server: slot.server, version: i.version, id: i.id, ...(i.pid ? { pid: i.pid } : {}), inflight: i.inflight, sessions: i.sessions };
+        return { workspace: slot.scope.workspaceSlug, server: slot.server, version: i.version, id: i.id, ...(i.pid ? { pid: i.pid } : {}), inflight: i.inflight, sessions: i.upstreamSessions };
       });
   }
 
@@ -272,7 +272,7 @@ export class PoolInstances implements OnApplicationBootstrap, OnApplicationShutd
     const now = this.clock.now();
     for (const slot of this.slots.values()) {
       const instance = slot.instance;
-      if (instance && instance.sessions === 0 && instance.inflight === 0 && now - instance.lastUsed >= idleMs) {
+      if (instance && instance.upstreamSessions === 0 && instance.inflight === 0 && now - instance.lastUsed >= idleMs) {
         void instance.stop(`idle for ${this.config.pool.idleSeconds} s`);
       }
       if (!slot.instance && !slot.starting && slot.crashes === 0) this.slots.delete(slotKey(slot.scope, slot.server));

@@ -20,9 +20,9 @@ import {
   toSessionView,
   wsIdParams,
   wsParams,
-} from './sessions.schemas';
-import { inWorkspace, sessionsAlias } from './session-routes';
-import { SessionRef, SessionsService } from './sessions.service';
+} from './agent-sessions.schemas';
+import { inWorkspace, sessionsAlias } from './agent-session-routes';
+import { SessionRef, AgentSessionsService } from './agent-sessions.service';
 
 const sessionsCursor = new ListCursor('sessions', createdAtKey);
 const messagesCursor = new ListCursor('session-messages', createdAtKey);
@@ -74,9 +74,9 @@ const MESSAGE_EXAMPLE = { ...ONE_SESSION, body: { text: 'Need a decision on the 
  * the service checks the caller's access to it exactly as the guard would.
  */
 @Controller()
-export class SessionsController {
+export class AgentSessionsController {
   constructor(
-    private readonly sessions: SessionsService,
+    private readonly sessions: AgentSessionsService,
     private readonly clock: Clock,
   ) {}
 

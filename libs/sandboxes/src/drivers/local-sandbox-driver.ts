@@ -10,7 +10,7 @@ import { type CommandRestrictions, type GitResult, RunnerError, type SandboxDriv
 import { readMessages } from './frames';
 import { egressCommand, type EgressOptions } from './local-egress';
 import { MemoryBound, PIDS_RESERVE, SANDBOX_UID, sandboxMemoryMb, SrcBound, withDefaultLimits } from './local-limits';
-import { SandboxUsers } from './local-users';
+import { SandboxUsers } from './sandbox-users';
 
 const HOME = '/home/sandbox';
 const RUNNER_DIR = '/opt/aileron-runner';

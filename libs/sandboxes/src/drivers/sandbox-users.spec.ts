@@ -2,7 +2,7 @@ import { lstatSync, mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync, write
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { SANDBOX_UID_COUNT, SandboxUsers } from './local-users';
+import { SANDBOX_UID_COUNT, SandboxUsers } from './sandbox-users';
 
 const BASE = 1_879_200_000;
 

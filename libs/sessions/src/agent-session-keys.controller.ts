@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { OrgScope, TenantScope } from '@aileron/auth';
 import { createdAtKey, legacyPageView, ListCursor, PageQuery, pageQuery, Route, withLegacyKey } from '@aileron/http';
 import { SESSION_KEY_ID } from './domain/caveat-token';
-import { SessionKeys } from './session-keys.service';
+import { AgentSessionKeys } from './agent-session-keys.service';
 
 const keyView = z.object({ key_id: z.string(), created_at: z.string(), retired_at: z.string().nullable().describe('retired keys verify tokens minted before the rotation until removed') });
 const keysPage = legacyPageView(keyView, 'keys');
@@ -12,8 +12,8 @@ const keyParams = z.object({ id: z.string().regex(SESSION_KEY_ID, 'must be a ses
 
 /** The organisation's session root keys: rotate (old tokens keep working), then remove the old key (they stop). */
 @Controller()
-export class SessionKeysController {
-  constructor(private readonly keys: SessionKeys) {}
+export class AgentSessionKeysController {
+  constructor(private readonly keys: AgentSessionKeys) {}
 
   @Route({
     method: 'GET',

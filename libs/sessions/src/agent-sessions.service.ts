@@ -8,9 +8,9 @@ import { DatabaseService, Keyset } from '@aileron/database';
 import { ConflictError, ForbiddenError, NotFoundError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
 import { Capability, Caveat, caveatText, DEFAULT_CAPABILITIES, mintCaveatToken } from './domain/caveat-token';
-import { SessionCredentials } from './session-credentials.service';
-import { SessionKeys } from './session-keys.service';
-import { CreatorKind, MessageRecord, SessionRecord, SessionsRepository } from './sessions.repository';
+import { AgentSessionCredentials } from './agent-session-credentials.service';
+import { AgentSessionKeys } from './agent-session-keys.service';
+import { CreatorKind, MessageRecord, SessionRecord, AgentSessionsRepository } from './agent-sessions.repository';
 
 export const DEFAULT_TTL_SECONDS = 8 * 3600;
 export const MAX_TTL_SECONDS = 7 * 24 * 3600;
@@ -60,15 +60,15 @@ function creatorOf(principal: Principal): { kind: CreatorKind; id: string } {
  * ending one refuses its tokens on every replica at once.
  */
 @Injectable()
-export class SessionsService implements OnApplicationShutdown {
+export class AgentSessionsService implements OnApplicationShutdown {
   /** long-polls on a session's channel, woken when a message is written on any replica */
   readonly waiting: Wakeups;
 
   constructor(
     private readonly db: DatabaseService,
-    private readonly repository: SessionsRepository,
-    private readonly keys: SessionKeys,
-    private readonly credentials: SessionCredentials,
+    private readonly repository: AgentSessionsRepository,
+    private readonly keys: AgentSessionKeys,
+    private readonly credentials: AgentSessionCredentials,
     private readonly access: AccessService,
     private readonly outbox: OutboxService,
     @Inject(MESSAGE_BUS) private readonly bus: MessageBus,
@@ -130,9 +130,9 @@ export class SessionsService implements OnApplicationShutdown {
     const { id } = ref;
     const session = await this.repository.get(SystemScopes.organization(caller.organizationId), id);
     if (!session || (ref.workspace !== undefined && session.workspaceSlug !== ref.workspace)) throw new NotFoundError('session', id, 'SESSION_NOT_FOUND');
-    if (caller.session) {
+    if (caller.agentSession) {
       // a session sees itself only
-      if (caller.session.id !== id) throw new NotFoundError('session', id, 'SESSION_NOT_FOUND');
+      if (caller.agentSession.id !== id) throw new NotFoundError('session', id, 'SESSION_NOT_FOUND');
     } else if (caller.gateway && !(session.creatorKind === 'gateway' && session.creatorId === caller.id)) {
       throw new NotFoundError('session', id, 'SESSION_NOT_FOUND');
     }
@@ -167,9 +167,9 @@ export class SessionsService implements OnApplicationShutdown {
    * webhooks and chat), from a member of the workspace it is the answer.
    */
   async post(caller: Principal, ref: SessionRef, text: string, level: string): Promise<MessageRecord> {
-    const { session, scope } = await this.get(caller, ref, caller.session ? 'session.read' : 'session.message');
+    const { session, scope } = await this.get(caller, ref, caller.agentSession ? 'session.read' : 'session.message');
     const { id } = session;
-    const message = caller.session
+    const message = caller.agentSession
       ? { direction: 'agent' as const, text, level, author: `session:${id}` }
       : { direction: 'people' as const, text, level: 'info', author: describePrincipal(caller) };
     return this.write(scope, session, message);
@@ -185,7 +185,7 @@ export class SessionsService implements OnApplicationShutdown {
   async messages(caller: Principal, ref: SessionRef, page: Keyset<MessageKey>, afterMessage: string | undefined, waitSeconds: number): Promise<MessageRecord[]> {
     const { session, scope } = await this.get(caller, ref);
     const { id } = session;
-    const direction = caller.session ? 'people' : null;
+    const direction = caller.agentSession ? 'people' : null;
     let since: MessageKey | null = page.after ?? null;
     if (since === null && afterMessage !== undefined) {
       const message = await this.repository.message(scope, afterMessage);

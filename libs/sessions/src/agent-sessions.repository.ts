@@ -49,13 +49,13 @@ function toRecord(row: Row): SessionRecord {
   return { ...rest, workspaceSlug: workspace.slug, creatorKind: rest.creatorKind as CreatorKind };
 }
 
-function toMessage(row: Prisma.SessionMessageGetPayload<object>): MessageRecord {
+function toMessage(row: Prisma.AgentSessionMessageGetPayload<object>): MessageRecord {
   return { id: row.id, sessionId: row.sessionId, direction: row.direction as MessageRecord['direction'], text: row.text, level: row.level, author: row.author, createdAt: row.createdAt };
 }
 
 /** Agent sessions, their messages and the organisations' session root keys. */
 @Injectable()
-export class SessionsRepository extends Repository {
+export class AgentSessionsRepository extends Repository {
   async create(scope: WorkspaceScope, data: NewSession, tx: Transaction): Promise<SessionRecord> {
     const row = await tx.agentSession.create({ data: { ...data, organizationId: scope.organizationId, workspaceId: scope.workspaceId }, include });
     return toRecord(row);
@@ -91,36 +91,36 @@ export class SessionsRepository extends Repository {
   }
 
   async addMessage(tx: Transaction, scope: OrgScope, message: Omit<MessageRecord, 'id' | 'createdAt'>): Promise<MessageRecord> {
-    return toMessage(await tx.sessionMessage.create({ data: { ...message, organizationId: scope.organizationId } }));
+    return toMessage(await tx.agentSessionMessage.create({ data: { ...message, organizationId: scope.organizationId } }));
   }
 
   /** Messages (of one direction, or both when null), oldest first, after `after` (all when null). */
   async messages(scope: OrgScope, sessionId: string, direction: MessageRecord['direction'] | null, after: Pick<MessageRecord, 'id' | 'createdAt'> | null, limit: number): Promise<MessageRecord[]> {
     // (created_at, id) is the order, so two messages of the same millisecond are neither skipped nor repeated
-    const rows = await this.client.sessionMessage.findMany({
+    const rows = await this.client.agentSessionMessage.findMany({
       where: {
         organizationId: scope.organizationId,
         sessionId,
         ...(direction ? { direction } : {}),
-        ...keysetAfter<Prisma.SessionMessageWhereInput>(['createdAt', 'id'], 'asc', after ? [after.createdAt, after.id] : undefined),
+        ...keysetAfter<Prisma.AgentSessionMessageWhereInput>(['createdAt', 'id'], 'asc', after ? [after.createdAt, after.id] : undefined),
       },
-      orderBy: keysetOrder<Prisma.SessionMessageOrderByWithRelationInput>(['createdAt', 'id'], 'asc'),
+      orderBy: keysetOrder<Prisma.AgentSessionMessageOrderByWithRelationInput>(['createdAt', 'id'], 'asc'),
       take: limit,
     });
     return rows.map(toMessage);
   }
 
   async message(scope: OrgScope, id: string): Promise<MessageRecord | null> {
-    const row = await this.client.sessionMessage.findFirst({ where: { organizationId: scope.organizationId, id } });
+    const row = await this.client.agentSessionMessage.findFirst({ where: { organizationId: scope.organizationId, id } });
     return row ? toMessage(row) : null;
   }
 
   /** Newest first (the key id breaking ties); every key, or a page of them when `page` is given. */
   async rootKeys(scope: OrgScope, page?: Keyset<{ createdAt: Date; id: string }>): Promise<RootKeyRecord[]> {
-    return this.client.sessionRootKey.findMany({
-      where: { organizationId: scope.organizationId, ...keysetAfter<Prisma.SessionRootKeyWhereInput>(['createdAt', 'keyId'], 'desc', page?.after && [page.after.createdAt, page.after.id]) },
+    return this.client.agentSessionRootKey.findMany({
+      where: { organizationId: scope.organizationId, ...keysetAfter<Prisma.AgentSessionRootKeyWhereInput>(['createdAt', 'keyId'], 'desc', page?.after && [page.after.createdAt, page.after.id]) },
       select: { keyId: true, sealed: true, createdAt: true, retiredAt: true },
-      orderBy: keysetOrder<Prisma.SessionRootKeyOrderByWithRelationInput>(['createdAt', 'keyId'], 'desc'),
+      orderBy: keysetOrder<Prisma.AgentSessionRootKeyOrderByWithRelationInput>(['createdAt', 'keyId'], 'desc'),
       ...(page ? { take: page.take } : {}),
     });
   }
@@ -128,8 +128,8 @@ export class SessionsRepository extends Repository {
   /** Adds a key, retiring the ones before it (they still verify until removed). */
   async addRootKey(scope: OrgScope, key: { keyId: string; sealed: string }, now: Date): Promise<void> {
     await this.db.transaction(async (tx) => {
-      await tx.sessionRootKey.updateMany({ where: { organizationId: scope.organizationId, retiredAt: null }, data: { retiredAt: now } });
-      await tx.sessionRootKey.create({ data: { organizationId: scope.organizationId, ...key } });
+      await tx.agentSessionRootKey.updateMany({ where: { organizationId: scope.organizationId, retiredAt: null }, data: { retiredAt: now } });
+      await tx.agentSessionRootKey.create({ data: { organizationId: scope.organizationId, ...key } });
     });
   }
 
@@ -141,12 +141,12 @@ export class SessionsRepository extends Repository {
   }
 
   async removeRootKey(scope: OrgScope, keyId: string): Promise<boolean> {
-    const { count } = await this.client.sessionRootKey.deleteMany({ where: { organizationId: scope.organizationId, keyId, retiredAt: { not: null } } });
+    const { count } = await this.client.agentSessionRootKey.deleteMany({ where: { organizationId: scope.organizationId, keyId, retiredAt: { not: null } } });
     return count === 1;
   }
 
   async replaceSealed(scope: OrgScope, keyId: string, from: string, to: string): Promise<boolean> {
-    const { count } = await this.client.sessionRootKey.updateMany({ where: { organizationId: scope.organizationId, keyId, sealed: from }, data: { sealed: to } });
+    const { count } = await this.client.agentSessionRootKey.updateMany({ where: { organizationId: scope.organizationId, keyId, sealed: from }, data: { sealed: to } });
     return count === 1;
   }
 }

@@ -3,7 +3,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { CAVEAT_TOKEN_PREFIX, CaveatTokenError, isWellFormedIdentity, mintCaveatToken, TOKEN_INVALID_DETAIL, TokenIdentity } from './caveat-token';
 import { deriveKey, encode, mint } from './macaroon';
-import { CaveatTokenVerifier } from './token-verifier';
+import { CaveatTokenVerifier } from './caveat-token-verifier';
 
 const key = deriveKey(randomBytes(32));
 const identity: TokenIdentity = { organizationId: '6f1c0d9e-7a53-4c8e-9a61-2b7f4c1d0e11', keyId: 'sk-0123456789ab', sessionId: '0b3e9f5a-1c2d-4e6f-8a9b-0c1d2e3f4a5b' };

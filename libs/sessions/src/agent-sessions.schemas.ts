@@ -2,8 +2,8 @@ import { z } from 'zod';
 import { slug } from '@aileron/auth';
 import { legacyPageView, pageQuery } from '@aileron/http';
 import { CAVEAT_GLOB, CAVEAT_NAME, MAX_LIST, SANDBOX_CAVEAT_NAME, SESSION_CAPABILITIES } from './domain/caveat-token';
-import type { MessageRecord, SessionRecord } from './sessions.repository';
-import { MAX_TTL_SECONDS } from './sessions.service';
+import type { MessageRecord, SessionRecord } from './agent-sessions.repository';
+import { MAX_TTL_SECONDS } from './agent-sessions.service';
 
 export const idParams = z.object({ id: z.uuid() });
 export const wsParams = z.object({ ws: slug });

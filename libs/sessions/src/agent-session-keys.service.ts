@@ -7,7 +7,7 @@ import type { Keyset } from '@aileron/database';
 import { NotFoundError } from '@aileron/errors';
 import { KeyProvider, ROOT_KEYS } from '@aileron/keys';
 import { deriveKey } from './domain/macaroon';
-import { RootKeyRecord, SessionsRepository } from './sessions.repository';
+import { RootKeyRecord, AgentSessionsRepository } from './agent-sessions.repository';
 
 /** Bound to the organisation and key id: a sealed key copied to another row or organisation does not open. */
 function aad(organizationId: string, keyId: string): string {
@@ -36,12 +36,12 @@ const KEY_CACHE_MS = 10 * 60_000;
  * removal drops the organisation's keys on every replica.
  */
 @Injectable()
-export class SessionKeys implements OnModuleDestroy {
+export class AgentSessionKeys implements OnModuleDestroy {
   private readonly opened: SharedCache<SessionKey | null>;
   private readonly removed = new Set<(organizationId: string, keyId: string) => void>();
 
   constructor(
-    private readonly repository: SessionsRepository,
+    private readonly repository: AgentSessionsRepository,
     @Inject(ROOT_KEYS) private readonly root: KeyProvider,
     @Inject(MESSAGE_BUS) bus: MessageBus,
     private readonly clock: Clock,

@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import { SystemScopes } from '@aileron/auth/scope-issuer';
-import { CredentialResolvers, PrincipalCache, PrincipalResolver, Principal, roleIn, StreamAccess, type SessionGrant } from '@aileron/auth';
+import { CredentialResolvers, PrincipalCache, PrincipalResolver, Principal, roleIn, StreamAccess, type AgentSessionGrant } from '@aileron/auth';
 import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
 import { Clock } from '@aileron/clock';
 import { databaseUnavailableReason } from '@aileron/database';
@@ -8,9 +8,9 @@ import { UnauthenticatedError } from '@aileron/errors';
 import { GatewayCredentials } from '@aileron/gateway';
 import { OutboxService } from '@aileron/outbox';
 import { CAVEAT_TOKEN_PREFIX, CaveatTokenError, permitsServer, permitsTool, TOKEN_INVALID_DETAIL, TokenGrant, TokenIdentity } from './domain/caveat-token';
-import { CaveatTokenVerifier } from './domain/token-verifier';
-import { SessionKeys } from './session-keys.service';
-import { SessionRecord, SessionsRepository } from './sessions.repository';
+import { CaveatTokenVerifier } from './domain/caveat-token-verifier';
+import { AgentSessionKeys } from './agent-session-keys.service';
+import { SessionRecord, AgentSessionsRepository } from './agent-sessions.repository';
 
 /**
  * how long a replica trusts that a session is alive and what its creator may
@@ -42,14 +42,14 @@ interface Live {
  * request on every replica.
  */
 @Injectable()
-export class SessionCredentials implements OnModuleInit, OnModuleDestroy {
+export class AgentSessionCredentials implements OnModuleInit, OnModuleDestroy {
   private readonly logger = new Logger('SessionCredentials');
   private readonly live: SharedCache<Live>;
   private readonly verifier: CaveatTokenVerifier;
 
   constructor(
-    private readonly repository: SessionsRepository,
-    private readonly keys: SessionKeys,
+    private readonly repository: AgentSessionsRepository,
+    private readonly keys: AgentSessionKeys,
     private readonly resolvers: CredentialResolvers,
     private readonly principals: PrincipalResolver,
     private readonly gateways: GatewayCredentials,
@@ -152,7 +152,7 @@ function sessionPrincipal(live: Live, grant: TokenGrant): Principal {
   const { session, creator } = live;
   const role = creator.gateway ? null : roleIn(creator, session.workspaceId);
   if (!creator.gateway && !role) throw new UnauthenticatedError('The session ended: whoever started it no longer has access to its workspace', 'SESSION_ENDED');
-  const grantView: SessionGrant = {
+  const grantView: AgentSessionGrant = {
     id: session.id,
     workspaceId: session.workspaceId,
     creator: `${session.creatorKind}:${session.creatorId}`,
@@ -172,6 +172,6 @@ function sessionPrincipal(live: Live, grant: TokenGrant): Principal {
     restrictedToWorkspaceId: session.workspaceId,
     platformOperator: false,
     ...(creator.gateway ? { gateway: creator.gateway } : {}),
-    session: grantView,
+    agentSession: grantView,
   };
 }

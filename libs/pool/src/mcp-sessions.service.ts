@@ -9,17 +9,17 @@ import { KeyProvider, ROOT_KEYS } from '@aileron/keys';
 import { RedisService } from '@aileron/redis';
 import { PeriodicTask } from '@aileron/schedule';
 import { BuiltinServers } from './builtin-servers';
-import { PoolCalls } from './calls.service';
+import { PoolCalls } from './pool-calls.service';
 import { MCP_PERMISSION } from './mcp-routes';
-import { PoolInstances } from './instances.service';
-import { ProxySession } from './proxy/proxy-session';
-import { AnswerLoad } from './streamable-http';
+import { PoolInstances } from './pool-instances.service';
+import { McpSession } from './proxy/mcp-session';
+import { AnswerLoad } from './node-streamable-http-transport';
 
 export type McpEndpoint = { server: string } | { aggregate: true };
 
 
 interface Entry {
-  session: ProxySession;
+  session: McpSession;
   owner: string;
   /** sha256 of the bearer credential that opened it: only that credential reaches it */
   credential: Buffer;
@@ -30,22 +30,23 @@ interface Entry {
 }
 
 /**
- * The downstream MCP sessions this replica serves. A session belongs to the
- * exact credential that opened it, in one workspace, on one endpoint: anyone
- * else presenting its id is told it does not exist. The credential, not only
- * the principal: a caveat token narrowed from the one that opened a session
- * names the same principal (`session:<id>`) with less reach, and the session
- * acts with the grant it was opened with.
+ * The downstream MCP sessions (`Mcp-Session-Id`) this replica serves. An MCP
+ * session belongs to the exact credential that opened it, in one workspace, on
+ * one endpoint: anyone else presenting its id is told it does not exist. The
+ * credential, not only the principal: a caveat token narrowed from the one that
+ * opened an MCP session names the same principal (the agent session's
+ * `session:<id>`) with less reach, and the MCP session acts with the grant it
+ * was opened with.
  */
 @Injectable()
-export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationShutdown, OnApplicationShutdown {
+export class McpSessions implements OnApplicationBootstrap, BeforeApplicationShutdown, OnApplicationShutdown {
   private readonly sessions = new Map<string, Entry>();
   private readonly idleCloser: PeriodicTask;
   private readonly directoryTtlSeconds: number;
   /** the requests every session of this replica is answering, which decides when quick answers go out as JSON */
   private readonly load = new AnswerLoad();
   private readonly stopWatching: () => void;
-  private readonly logger = new Logger('PoolSessions');
+  private readonly logger = new Logger('McpSessions');
   /** a misconfigured installation would say it at every request: once is enough to find it */
   private toldUnreachable = false;
 
@@ -57,7 +58,7 @@ export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationSh
     @Inject(ROOT_KEYS) private readonly root: KeyProvider,
     private readonly streams: StreamAccess,
     private readonly access: AccessService,
-    /** session id → the replica serving it, shared by every replica (server mode) */
+    /** MCP session id → the replica serving it, shared by every replica (server mode) */
     private readonly directory: RedisService,
     private readonly builtins: BuiltinServers,
     private readonly clock: Clock,
@@ -169,13 +170,13 @@ export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationSh
     void this.directory.run('The MCP session directory', (redis) => redis.set(directoryKey(id), sealed, 'EX', this.directoryTtlSeconds)).catch(() => undefined);
   }
 
-  create(scope: WorkspaceScope, principal: Principal, endpoint: McpEndpoint, allowedOrigins: string[], credential: string): ProxySession {
+  create(scope: WorkspaceScope, principal: Principal, endpoint: McpEndpoint, allowedOrigins: string[], credential: string): McpSession {
     const organizationSlug = principal.organizationSlug;
     const role = roleIn(principal, scope.workspaceId);
     // an agent session acts for whoever started it: the policy, approvals and audit see that one
-    const requester = principal.session?.creator ?? describePrincipal(principal);
+    const requester = principal.agentSession?.creator ?? describePrincipal(principal);
     const gatewayId = requester.startsWith('gateway:') ? requester.slice('gateway:'.length) : null;
-    const session = new ProxySession(
+    const session = new McpSession(
       endpoint,
       {
         servers: async () => [...(await this.instances.remoteServers(scope)), ...(await this.builtins.present(scope))],
@@ -196,7 +197,7 @@ export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationSh
         },
         gatewayId,
         caller: principal,
-        agentSessionId: principal.session?.id ?? null,
+        agentSessionId: principal.agentSession?.id ?? null,
       },
       { allowedOrigins, load: this.load, clock: this.clock },
     );
@@ -241,7 +242,7 @@ export class PoolSessions implements OnApplicationBootstrap, BeforeApplicationSh
    * principal, workspace and endpoint match). Checked where the session
    * lives, so a request another replica forwarded here is judged the same.
    */
-  find(id: string, scope: WorkspaceScope, principal: Principal, endpoint: McpEndpoint, credential: string): ProxySession | undefined {
+  find(id: string, scope: WorkspaceScope, principal: Principal, endpoint: McpEndpoint, credential: string): McpSession | undefined {
     const entry = this.sessions.get(id);
     // a live session keeps its directory entry from expiring (one write per quarter of its lifetime)
     if (entry && performance.now() - entry.announcedAt > (this.directoryTtlSeconds * 1000) / 4) {

@@ -5,11 +5,11 @@ import type { Principal } from '@aileron/auth';
 import type { Clock } from '@aileron/clock';
 import type { CallPrincipal } from '@aileron/policy';
 import { databaseUnavailableReason } from '@aileron/database';
-import type { Instance } from '../instances.service';
-import { AnswerLoad, NodeStreamableHttpTransport } from '../streamable-http';
+import type { Instance } from '../pool-instances.service';
+import { AnswerLoad, NodeStreamableHttpTransport } from '../node-streamable-http-transport';
 import { INSTANCE_BUSY, INVALID_PARAMS, METHOD_NOT_FOUND, RpcError, UPSTREAM_UNAVAILABLE } from './jsonrpc';
-import { Namespacing } from './names';
-import { BoundedEventStore } from './event-store';
+import { Namespacing } from './namespacing';
+import { BoundedEventStore } from './bounded-event-store';
 import { Answer, Upstream } from './upstream';
 
 /** Who is calling, as the policy, approvals and audit see it. */
@@ -26,7 +26,7 @@ export interface CallContext {
   /** the authenticated caller, for services that check access themselves (approval waits) */
   caller: Principal;
   /** the MCP session */
-  sessionId: string;
+  mcpSessionId: string;
   /** the agent session whose caveat token opened the MCP session, if one did */
   agentSessionId: string | null;
 }
@@ -72,7 +72,7 @@ interface ClientRequest {
 }
 
 /** an upstream session whose server messages say which of our client's requests they came with */
-type ServerSession = Upstream<ClientRequest>;
+type UpstreamSession = Upstream<ClientRequest>;
 
 const MAX_QUEUED = 200;
 const MAX_LIST_PAGES = 20;
@@ -90,19 +90,19 @@ const ANSWER_AS_JSON = { withinMs: 100, whenConcurrent: 2 } as const;
  * the proxy steps in only where it must: names (aggregate endpoint), policy on
  * tools, approvals, pinning, audit, and ids where several parties meet.
  */
-export class ProxySession {
+export class McpSession {
   readonly front: NodeStreamableHttpTransport;
   readonly names: Namespacing;
   /** the Clock's time of the last message either way, which the idle sweep compares */
   lastActivity: number;
   private readonly clock: Clock;
-  private readonly upstreams = new Map<string, ServerSession>();
-  private readonly connecting = new Map<string, Promise<ServerSession>>();
+  private readonly upstreams = new Map<string, UpstreamSession>();
+  private readonly connecting = new Map<string, Promise<UpstreamSession>>();
   private initParams: Record<string, unknown> | null = null;
   private protocolVersion: string | null = null;
   private readonly clientRequests = new Map<RequestId, ClientRequest>();
   /** our id for a request a server sent → that server's session and its own id */
-  private readonly serverRequests = new Map<string, { upstream: ServerSession; id: RequestId }>();
+  private readonly serverRequests = new Map<string, { upstream: UpstreamSession; id: RequestId }>();
   /** progress tokens the client gave → its request, so progress reaches the right stream */
   private readonly progressTokens = new Map<string | number, RequestId>();
   private readonly waitingForStream: JSONRPCMessage[] = [];
@@ -119,7 +119,7 @@ export class ProxySession {
     private readonly endpoint: { server: string } | { aggregate: true },
     private readonly source: InstanceSource,
     private readonly gate: CallGate,
-    identity: Omit<CallContext, 'sessionId'>,
+    identity: Omit<CallContext, 'mcpSessionId'>,
     options: { allowedOrigins?: string[]; /** shared by every session of the proxy: how busy it is */ load: AnswerLoad; clock: Clock },
   ) {
     this.clock = options.clock;
@@ -130,14 +130,14 @@ export class ProxySession {
       eventStore: new BoundedEventStore(),
       answerAsJson: { ...ANSWER_AS_JSON, load: options.load },
       onsessioninitialized: (sessionId) => {
-        this.ctx = { ...identity, sessionId, principal: { ...identity.principal, session: sessionId } };
+        this.ctx = { ...identity, mcpSessionId: sessionId, principal: { ...identity.principal, session: sessionId } };
         this.onSessionId(sessionId);
       },
       onsessionclosed: () => void this.close(),
       ...(options.allowedOrigins ? { allowedOrigins: options.allowedOrigins } : {}),
     });
     // the transport knows the id only once it answers initialize; requests need it earlier
-    this.ctx = { ...identity, sessionId: '' };
+    this.ctx = { ...identity, mcpSessionId: '' };
     this.front.onmessage = (message) => this.fromClient(message);
     this.front.onclose = () => void this.close();
   }
@@ -325,7 +325,7 @@ export class ProxySession {
    * The live upstream session for a server, opened (or reopened after the
    * instance died) on demand with the client's own initialize parameters.
    */
-  private upstream(server: string): Promise<ServerSession> {
+  private upstream(server: string): Promise<UpstreamSession> {
     const existing = this.upstreams.get(server);
     if (existing?.alive) return Promise.resolve(existing);
     let pending = this.connecting.get(server);
@@ -336,7 +336,7 @@ export class ProxySession {
     return pending;
   }
 
-  private async connect(server: string): Promise<ServerSession> {
+  private async connect(server: string): Promise<UpstreamSession> {
     if (!this.initParams) throw rpcError(INVALID_PARAMS, 'The session is not initialized');
     if (!this.gate.reaches(this.ctx, server)) throw unreachable(server);
     const instance = await this.source.acquire(server);
@@ -360,10 +360,10 @@ export class ProxySession {
     return upstream;
   }
 
-  private async connected(): Promise<ServerSession[]> {
+  private async connected(): Promise<UpstreamSession[]> {
     const servers = 'server' in this.endpoint ? [this.endpoint.server] : [...this.initResults.keys()];
     const all = await Promise.all(servers.map((s) => this.upstream(s).catch(() => null)));
-    return all.filter((u): u is ServerSession => u !== null);
+    return all.filter((u): u is UpstreamSession => u !== null);
   }
 
   private async forward(server: string, method: string, params: Record<string, unknown>, entry: ClientRequest): Promise<Answer> {
@@ -429,7 +429,7 @@ export class ProxySession {
     return answer;
   }
 
-  private async allPages(upstream: ServerSession, method: string, key: string, signal: AbortSignal): Promise<{ items: Record<string, unknown>[] } | { error: RpcError }> {
+  private async allPages(upstream: UpstreamSession, method: string, key: string, signal: AbortSignal): Promise<{ items: Record<string, unknown>[] } | { error: RpcError }> {
     const items: Record<string, unknown>[] = [];
     let cursor: unknown;
     for (let page = 0; page < MAX_LIST_PAGES; page++) {
@@ -460,7 +460,7 @@ export class ProxySession {
   // ── server → client ─────────────────────────────────────────────────────
 
   /** `on`: the client's request this came with, when the server sent it on that request's stream */
-  private fromServer(upstream: ServerSession, message: JSONRPCRequest | JSONRPCNotification, on?: ClientRequest): void {
+  private fromServer(upstream: UpstreamSession, message: JSONRPCRequest | JSONRPCNotification, on?: ClientRequest): void {
     this.lastActivity = this.clock.now();
     if ('id' in message) {
       // ids from several servers meet here: the client sees ours
