@@ -456,6 +456,36 @@ parity('AuthRepository', 'findBrowserSession', async (s) => [
   await repo(s, 'AuthRepository').findBrowserSession(SYSTEM, hash('ls1')),
   await repo(s, 'AuthRepository').findBrowserSession(SYSTEM, hash('none')),
 ]);
+parity('AuthRepository', 'deleteBrowserSession', async (s) => {
+  const a = repo(s, 'AuthRepository');
+  await a.createBrowserSession(s.w.org, { userId: s.w.ada, tokenHash: hash('ls-out'), expiresAt: FUTURE }, at(12));
+  // another organisation's scope deletes nothing of this one's
+  await a.deleteBrowserSession(s.w.orgB, hash('ls-out'));
+  const kept = await a.findBrowserSession(SYSTEM, hash('ls-out'));
+  await a.deleteBrowserSession(s.w.org, hash('ls-out'));
+  return [kept, await a.findBrowserSession(SYSTEM, hash('ls-out')), await a.findBrowserSession(SYSTEM, hash('ls1'))];
+});
+parity('AuthRepository', 'deleteBrowserSessionsOfUser', async (s) => {
+  const a = repo(s, 'AuthRepository');
+  for (const n of [1, 2])
+    await a.createBrowserSession(
+      s.w.org,
+      { userId: s.w.bob, tokenHash: hash(`ls-bob${n}`), expiresAt: FUTURE },
+      at(13),
+    );
+  return [
+    await a.deleteBrowserSessionsOfUser(s.w.orgB, s.w.bob),
+    await a.deleteBrowserSessionsOfUser(s.w.org, s.w.bob),
+    await a.findBrowserSession(SYSTEM, hash('ls-bob1')),
+    await a.findBrowserSession(SYSTEM, hash('ls1')),
+  ];
+});
+parity('AuthRepository', 'ensureLocalOwner', async (s) => {
+  const a = repo(s, 'AuthRepository');
+  const first = await a.ensureLocalOwner(s.w.org, 'local:parity', at(14));
+  const again = await a.ensureLocalOwner(s.w.org, 'local:parity', at(15));
+  return [first === again, await repo(s, 'TenancyRepository').findUser(s.w.org, first)];
+});
 parity('AuthRepository', 'findOrganization', async (s) => [
   await repo(s, 'AuthRepository').findOrganization(s.w.org),
   await repo(s, 'AuthRepository').findOrganization(SystemScopes.organization(uuid(997))),
