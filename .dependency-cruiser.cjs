@@ -17,7 +17,12 @@
 const LIB = '^libs/((?:platform/)?[^/]+)/';
 const POLICY_SPECIFICATION = '^libs/policy/src/domain/reference-evaluator\\.ts$';
 /** Public faces besides src/index.ts, each a tsconfig path of its own (@aileron/auth/scope-issuer, @aileron/pool/bridge, @aileron/sessions/caveat-token, @aileron/sandboxes/runner-protocol). */
-const SECOND_FACES = ['^libs/auth/src/scope-issuer\\.ts$', '^libs/pool/src/bridge/index\\.ts$', '^libs/sessions/src/domain/caveat-token\\.ts$', '^libs/sandboxes/src/runner-protocol/index\\.ts$'];
+const SECOND_FACES = [
+  '^libs/auth/src/scope-issuer\\.ts$',
+  '^libs/pool/src/bridge/index\\.ts$',
+  '^libs/sessions/src/domain/caveat-token\\.ts$',
+  '^libs/sandboxes/src/runner-protocol/index\\.ts$',
+];
 /**
  * The domains' layers, lowest first (docs/rules/module-boundaries.md): a domain imports
  * only domains of lower layers, never one of its own layer or above, so each layer can be
@@ -80,7 +85,7 @@ module.exports = {
     {
       name: 'deep-import-across-libs',
       severity: 'error',
-      comment: "One library reaches another only through its src/index.ts.",
+      comment: 'One library reaches another only through its src/index.ts.',
       from: { path: LIB },
       to: { path: LIB + 'src/', pathNot: ['^libs/$1/', LIB + 'src/index\\.ts$', ...SECOND_FACES] },
     },
@@ -143,7 +148,8 @@ module.exports = {
     {
       name: 'redis-through-the-provider',
       severity: 'error',
-      comment: 'Redis only through @aileron/redis: every key and channel under the prefix, no unbounded wait (docs/rules/redis.md).',
+      comment:
+        'Redis only through @aileron/redis: every key and channel under the prefix, no unbounded wait (docs/rules/redis.md).',
       from: { path: '^(apps|libs)/', pathNot: '^libs/platform/redis/' },
       to: { path: 'node_modules/ioredis/', dependencyTypesNot: ['type-only'] },
     },
@@ -160,6 +166,9 @@ module.exports = {
     exclude: { path: 'generated/prisma' },
     tsPreCompilationDeps: true,
     tsConfig: { fileName: 'tsconfig.json' },
-    enhancedResolveOptions: { exportsFields: ['exports'], conditionNames: ['import', 'require', 'node', 'default', 'types'] },
+    enhancedResolveOptions: {
+      exportsFields: ['exports'],
+      conditionNames: ['import', 'require', 'node', 'default', 'types'],
+    },
   },
 };

@@ -9,7 +9,18 @@ import tseslint from 'typescript-eslint';
  * Prettier's (.prettierrc.json), not a lint rule.
  */
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'libs/platform/database/src/generated/**', 'coverage/**', '**/*.cjs', '**/*.mjs', '**/*.js', '**/*.mts'] },
+  {
+    ignores: [
+      'dist/**',
+      'node_modules/**',
+      'libs/platform/database/src/generated/**',
+      'coverage/**',
+      '**/*.cjs',
+      '**/*.mjs',
+      '**/*.js',
+      '**/*.mts',
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.strict,
   {
@@ -28,7 +39,15 @@ export default tseslint.config(
       // a `let` a closure reads before its one assignment (a timer the callback clears) cannot be a const
       'prefer-const': ['error', { ignoreReadBeforeAssign: true }],
       // a leading underscore says "named to be left out" (a destructured field dropped, an argument an interface imposes)
-      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', destructuredArrayIgnorePattern: '^_', ignoreRestSiblings: true }],
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        {
+          argsIgnorePattern: '^_',
+          varsIgnorePattern: '^_',
+          destructuredArrayIgnorePattern: '^_',
+          ignoreRestSiblings: true,
+        },
+      ],
     },
   },
   {
@@ -46,9 +65,21 @@ export default tseslint.config(
     rules: {
       'no-restricted-syntax': [
         'error',
-        { selector: "MemberExpression[object.name='Date'][property.name='now']", message: 'Read the time from the injected Clock (clock.now(), @aileron/clock); a duration for a log or metric is performance.now(). See docs/rules/clock.md.' },
-        { selector: "NewExpression[callee.name='Date'][arguments.length=0]", message: 'Read the time from the injected Clock (clock.date(), @aileron/clock); new Date(value) that parses or converts a given time is fine. See docs/rules/clock.md.' },
-        { selector: "CallExpression[callee.name='Date']", message: 'Date() is the current time as a string: format clock.date() from the injected Clock instead. See docs/rules/clock.md.' },
+        {
+          selector: "MemberExpression[object.name='Date'][property.name='now']",
+          message:
+            'Read the time from the injected Clock (clock.now(), @aileron/clock); a duration for a log or metric is performance.now(). See docs/rules/clock.md.',
+        },
+        {
+          selector: "NewExpression[callee.name='Date'][arguments.length=0]",
+          message:
+            'Read the time from the injected Clock (clock.date(), @aileron/clock); new Date(value) that parses or converts a given time is fine. See docs/rules/clock.md.',
+        },
+        {
+          selector: "CallExpression[callee.name='Date']",
+          message:
+            'Date() is the current time as a string: format clock.date() from the injected Clock instead. See docs/rules/clock.md.',
+        },
       ],
     },
   },

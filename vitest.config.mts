@@ -5,20 +5,41 @@ import { defineConfig } from 'vitest/config';
 import type { TestProjectInlineConfiguration } from 'vitest/config';
 
 // The tsconfig path aliases, so tests resolve @aileron/* exactly as tsc does.
-const paths = (JSON.parse(readFileSync('tsconfig.json', 'utf8')) as { compilerOptions: { paths: Record<string, string[]> } }).compilerOptions.paths;
+const paths = (
+  JSON.parse(readFileSync('tsconfig.json', 'utf8')) as { compilerOptions: { paths: Record<string, string[]> } }
+).compilerOptions.paths;
 const alias = Object.entries(paths)
   .sort(([a], [b]) => b.length - a.length)
   .map(([find, [target]]) => ({ find: new RegExp(`^${find.replace(/[/]/g, '\\/')}$`), replacement: resolve(target!) }));
 
 // swc, not esbuild: Nest's dependency injection needs decorator metadata
-const plugins = [swc.vite({ module: { type: 'es6' }, jsc: { target: 'es2022', parser: { syntax: 'typescript', decorators: true }, transform: { legacyDecorator: true, decoratorMetadata: true } } })];
+const plugins = [
+  swc.vite({
+    module: { type: 'es6' },
+    jsc: {
+      target: 'es2022',
+      parser: { syntax: 'typescript', decorators: true },
+      transform: { legacyDecorator: true, decoratorMetadata: true },
+    },
+  }),
+];
 
-function project(name: string, test: NonNullable<TestProjectInlineConfiguration['test']>): TestProjectInlineConfiguration {
+function project(
+  name: string,
+  test: NonNullable<TestProjectInlineConfiguration['test']>,
+): TestProjectInlineConfiguration {
   return {
     plugins,
     resolve: { alias },
     // expect.poll waits for a condition, like test/support/eventually.ts: its 1 s default is a race on a loaded machine
-    test: { name, testTimeout: 60_000, hookTimeout: 120_000, pool: 'forks', expect: { poll: { timeout: 30_000 } }, ...test },
+    test: {
+      name,
+      testTimeout: 60_000,
+      hookTimeout: 120_000,
+      pool: 'forks',
+      expect: { poll: { timeout: 30_000 } },
+      ...test,
+    },
   };
 }
 

@@ -22,8 +22,25 @@ const WARMUP_BATCHES = 4;
 const ROUNDS = 8;
 
 const COLUMNS = [
-  'organization_id', 'chain_id', 'workspace_id', 'seq', 'id', 'type', 'recorded_at', 'occurred_at', 'source', 'actor',
-  'principal', 'execution_mode', 'server', 'tool', 'decision', 'session_id', 'data', 'prev_hash', 'hash',
+  'organization_id',
+  'chain_id',
+  'workspace_id',
+  'seq',
+  'id',
+  'type',
+  'recorded_at',
+  'occurred_at',
+  'source',
+  'actor',
+  'principal',
+  'execution_mode',
+  'server',
+  'tool',
+  'decision',
+  'session_id',
+  'data',
+  'prev_hash',
+  'hash',
 ] as const;
 
 // ---------------------------------------------------------------------------
@@ -44,7 +61,10 @@ async function scratchDatabase(serverUrl: string): Promise<{ url: string; drop()
   await admin((client) => client.query(`CREATE DATABASE ${name}`));
   const url = new URL(serverUrl);
   url.pathname = `/${name}`;
-  return { url: url.toString(), drop: () => admin((client) => client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)).then(() => undefined) };
+  return {
+    url: url.toString(),
+    drop: () => admin((client) => client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)).then(() => undefined),
+  };
 }
 
 // ---------------------------------------------------------------------------
@@ -76,7 +96,13 @@ function gatewayBatch(size: number, serial: { n: number }): Record<string, unkno
       decision: 'allow',
       session: `sess-${Math.floor(n / 50)}`,
       latency_ms: 5 + (n % 230),
-      arguments: { owner: 'acme', repo: `repo-${n % 17}`, path: `src/module-${n % 31}/index.ts`, limit: 50, include_closed: n % 2 === 0 },
+      arguments: {
+        owner: 'acme',
+        repo: `repo-${n % 17}`,
+        path: `src/module-${n % 31}/index.ts`,
+        limit: 50,
+        include_closed: n % 2 === 0,
+      },
     };
   });
 }
@@ -86,7 +112,16 @@ function gatewayBatch(size: number, serial: { n: number }): Record<string, unkno
  * shape ingest stores (data holds latency_ms and arguments), with hashes
  * computed up front because the baseline is the bare cost of the INSERT.
  */
-function rawInsert(events: Record<string, unknown>[], chain: { chainId: string; organizationId: string; workspaceId: string; actor: string; head: { seq: number; hash: string } }): { sql: string; params: unknown[]; last: ChainedRecord } {
+function rawInsert(
+  events: Record<string, unknown>[],
+  chain: {
+    chainId: string;
+    organizationId: string;
+    workspaceId: string;
+    actor: string;
+    head: { seq: number; hash: string };
+  },
+): { sql: string; params: unknown[]; last: ChainedRecord } {
   const recordedAt = new Date();
   const records = chainRecords(
     chain.head,
@@ -113,21 +148,52 @@ function rawInsert(events: Record<string, unknown>[], chain: { chainId: string; 
   const tuples: string[] = [];
   for (const r of records) {
     const values = [
-      r.organizationId, r.chainId, r.workspaceId, r.seq, r.id, r.type, r.recordedAt, r.occurredAt, r.source, r.actor,
-      r.principal, r.executionMode, r.server, r.tool, r.decision, r.sessionId, JSON.stringify(r.data), r.prevHash, r.hash,
+      r.organizationId,
+      r.chainId,
+      r.workspaceId,
+      r.seq,
+      r.id,
+      r.type,
+      r.recordedAt,
+      r.occurredAt,
+      r.source,
+      r.actor,
+      r.principal,
+      r.executionMode,
+      r.server,
+      r.tool,
+      r.decision,
+      r.sessionId,
+      JSON.stringify(r.data),
+      r.prevHash,
+      r.hash,
     ];
     tuples.push(`(${values.map((v) => `$${params.push(v)}`).join(',')})`);
   }
-  return { sql: `INSERT INTO audit_events (${COLUMNS.join(',')}) VALUES ${tuples.join(',')}`, params, last: records[records.length - 1]! };
+  return {
+    sql: `INSERT INTO audit_events (${COLUMNS.join(',')}) VALUES ${tuples.join(',')}`,
+    params,
+    last: records[records.length - 1]!,
+  };
 }
 
 // ---------------------------------------------------------------------------
 
-async function call(base: string, method: string, path: string, token: string | null, body?: unknown): Promise<unknown> {
+async function call(
+  base: string,
+  method: string,
+  path: string,
+  token: string | null,
+  body?: unknown,
+): Promise<unknown> {
   const headers: Record<string, string> = {};
   if (token) headers.authorization = `Bearer ${token}`;
   if (body !== undefined) headers['content-type'] = 'application/json';
-  const response = await fetch(`${base}${path}`, { method, headers, body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body) });
+  const response = await fetch(`${base}${path}`, {
+    method,
+    headers,
+    body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+  });
   const text = await response.text();
   if (!response.ok) throw new Error(`${method} ${path}: HTTP ${response.status}: ${text.slice(0, 500)}`);
   return text === '' ? undefined : JSON.parse(text);
@@ -158,7 +224,9 @@ async function run(): Promise<Figure[]> {
     let started = Date.now();
     postgres = given ? undefined : await startPostgres();
     database = await scratchDatabase(given ?? postgres!.url);
-    note(`  PostgreSQL ${given ? 'from DATABASE_URL' : 'started'}, scratch database ready in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    note(
+      `  PostgreSQL ${given ? 'from DATABASE_URL' : 'started'}, scratch database ready in ${((Date.now() - started) / 1000).toFixed(1)} s`,
+    );
 
     started = Date.now();
     // PORT must be 1..65535 in the environment; a free port is only for in-process starts, as the tests do
@@ -178,11 +246,20 @@ async function run(): Promise<Figure[]> {
     note(`  server-mode control plane up at ${base} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
 
     const { token: owner } = await controlPlane.app.get(BootstrapService).bootstrapServer('default', 'Default');
-    const { code } = (await call(base, 'POST', '/v1/workspaces/default/enrollment-codes', owner, {})) as { code: string };
-    const { token: gatewayToken } = (await call(base, 'POST', '/v1/gateway/enroll', null, { enrollment_code: code, name: 'bench-gateway' })) as { token: string };
+    const { code } = (await call(base, 'POST', '/v1/workspaces/default/enrollment-codes', owner, {})) as {
+      code: string;
+    };
+    const { token: gatewayToken } = (await call(base, 'POST', '/v1/gateway/enroll', null, {
+      enrollment_code: code,
+      name: 'bench-gateway',
+    })) as { token: string };
     // the principal and scope exactly as the auth guard makes them for the gateway API
     const gateway: Principal = await controlPlane.app.get(GatewayCredentials).resolve(gatewayToken);
-    const scope: WorkspaceScope = SystemScopes.workspace(gateway.organizationId, { id: gateway.gateway!.workspaceId, slug: gateway.gateway!.workspaceSlug }, 'member');
+    const scope: WorkspaceScope = SystemScopes.workspace(
+      gateway.organizationId,
+      { id: gateway.gateway!.workspaceId, slug: gateway.gateway!.workspaceSlug },
+      'member',
+    );
     const audit = controlPlane.app.get(AuditService);
 
     const client = new pg.Client({ connectionString: database.url });
@@ -199,7 +276,11 @@ async function run(): Promise<Figure[]> {
     // the control plane's own records (the gateway's enrolment) sit on the same chain
     const before = await audit.verify(scope);
     const serial = { n: 0 };
-    const legs: Record<Leg, { events: number; seconds: number }> = { ingest: { events: 0, seconds: 0 }, http: { events: 0, seconds: 0 }, raw: { events: 0, seconds: 0 } };
+    const legs: Record<Leg, { events: number; seconds: number }> = {
+      ingest: { events: 0, seconds: 0 },
+      http: { events: 0, seconds: 0 },
+      raw: { events: 0, seconds: 0 },
+    };
 
     /** Runs `batches` batches of one leg and returns the seconds spent; only the call itself is timed. */
     const runLeg = async (leg: Leg, batches: number): Promise<number> => {
@@ -252,8 +333,11 @@ async function run(): Promise<Figure[]> {
     // a fast path that stored a broken chain would be measuring nothing anyone wants
     const verified = await audit.verify(scope);
     const expected = before.events + (WARMUP_BATCHES + ROUNDS * BATCHES_PER_LEG) * BATCH * 2;
-    if (!verified.ok || verified.events !== expected) throw new Error(`the ingested chain does not verify: ${JSON.stringify(verified)} (expected ${expected} events)`);
-    note(`  chain verified: ${verified.events} events, ${verified.checkpoints} checkpoints; median per-round ingest/raw ${median(ratios).toFixed(3)}; the figures use the totals`);
+    if (!verified.ok || verified.events !== expected)
+      throw new Error(`the ingested chain does not verify: ${JSON.stringify(verified)} (expected ${expected} events)`);
+    note(
+      `  chain verified: ${verified.events} events, ${verified.checkpoints} checkpoints; median per-round ingest/raw ${median(ratios).toFixed(3)}; the figures use the totals`,
+    );
 
     const rate = (leg: Leg) => legs[leg].events / legs[leg].seconds;
     const rounds = `${ROUNDS} alternating rounds of ${BATCHES_PER_LEG} batches of ${BATCH}`;
@@ -275,7 +359,11 @@ async function run(): Promise<Figure[]> {
         bench: NAME,
         figure: `events/s through POST /v1/gateway/audit (gateway token, ${BATCH}-event batches, one request at a time) vs AuditService.ingest in process`,
         value: rate('http'),
-        baseline: { what: `AuditService.ingest called in process with the same batches, ${rounds}`, value: rate('ingest'), unit: 'events/s' },
+        baseline: {
+          what: `AuditService.ingest called in process with the same batches, ${rounds}`,
+          value: rate('ingest'),
+          unit: 'events/s',
+        },
         goal: 0.75,
         better: 'higher',
       }),

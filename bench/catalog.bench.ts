@@ -37,19 +37,33 @@ interface Measured {
  * being compared.
  */
 async function load(target: Target, seconds: number): Promise<Measured> {
-  const result = await autocannon({ url: target.url, headers: target.headers, connections: CONNECTIONS, duration: seconds, workers: 1 });
+  const result = await autocannon({
+    url: target.url,
+    headers: target.headers,
+    connections: CONNECTIONS,
+    duration: seconds,
+    workers: 1,
+  });
   const answered = result.statusCodeStats?.[`${target.status}`]?.count ?? 0;
   const other = Object.entries(result.statusCodeStats ?? {})
     .filter(([code]) => code !== `${target.status}`)
     .map(([code, stats]) => `${code}×${stats.count ?? 0}`);
   if (other.length > 0 || result.errors > 0 || result.timeouts > 0) {
-    throw new Error(`${target.label}: expected only ${target.status}, got ${[...other, `errors×${result.errors}`, `timeouts×${result.timeouts}`].join(', ')}`);
+    throw new Error(
+      `${target.label}: expected only ${target.status}, got ${[...other, `errors×${result.errors}`, `timeouts×${result.timeouts}`].join(', ')}`,
+    );
   }
   if (answered === 0) throw new Error(`${target.label}: no ${target.status} answers in ${seconds} s`);
   return { answered, seconds: result.duration };
 }
 
-async function call(base: string, method: string, path: string, token: string | null, body?: unknown): Promise<Response> {
+async function call(
+  base: string,
+  method: string,
+  path: string,
+  token: string | null,
+  body?: unknown,
+): Promise<Response> {
   const headers: Record<string, string> = {};
   if (token) headers.authorization = `Bearer ${token}`;
   if (body !== undefined) headers['content-type'] = 'application/json';
@@ -66,8 +80,14 @@ async function json<T>(response: Response, what: string): Promise<T> {
 export async function enrolGateway(controlPlane: ControlPlane): Promise<{ token: string; etag: string }> {
   const base = controlPlane.url;
   const owner = readFileSync(join(controlPlane.config.dataDir, 'admin-token'), 'utf8').trim();
-  const { code } = await json<{ code: string }>(await call(base, 'POST', '/v1/workspaces/default/enrollment-codes', owner, {}), 'enrolment code');
-  const { token } = await json<{ token: string }>(await call(base, 'POST', '/v1/gateway/enroll', null, { enrollment_code: code, name: 'bench-gateway' }), 'enrolment');
+  const { code } = await json<{ code: string }>(
+    await call(base, 'POST', '/v1/workspaces/default/enrollment-codes', owner, {}),
+    'enrolment code',
+  );
+  const { token } = await json<{ token: string }>(
+    await call(base, 'POST', '/v1/gateway/enroll', null, { enrollment_code: code, name: 'bench-gateway' }),
+    'enrolment',
+  );
   await json(
     await call(base, 'POST', '/v1/catalog/servers', owner, {
       name: 'memory',
@@ -79,7 +99,10 @@ export async function enrolGateway(controlPlane: ControlPlane): Promise<{ token:
     }),
     'publish catalog server',
   );
-  await json(await call(base, 'PUT', '/v1/workspaces/default/servers/memory', owner, { version: '1.0.0' }), 'assign server');
+  await json(
+    await call(base, 'PUT', '/v1/workspaces/default/servers/memory', owner, { version: '1.0.0' }),
+    'assign server',
+  );
 
   const first = await call(base, 'GET', '/v1/gateway/catalog', token);
   const catalog = await json<{ servers: unknown[] }>(first, 'catalog');
@@ -87,9 +110,12 @@ export async function enrolGateway(controlPlane: ControlPlane): Promise<{ token:
   if (!etag) throw new Error('GET /v1/gateway/catalog sent no ETag');
   if (catalog.servers.length === 0) throw new Error('the catalog is empty after assigning a server');
 
-  const conditional = await fetch(`${base}/v1/gateway/catalog`, { headers: { authorization: `Bearer ${token}`, 'if-none-match': etag } });
+  const conditional = await fetch(`${base}/v1/gateway/catalog`, {
+    headers: { authorization: `Bearer ${token}`, 'if-none-match': etag },
+  });
   await conditional.arrayBuffer();
-  if (conditional.status !== 304) throw new Error(`GET /v1/gateway/catalog with If-None-Match answered ${conditional.status}, not 304`);
+  if (conditional.status !== 304)
+    throw new Error(`GET /v1/gateway/catalog with If-None-Match answered ${conditional.status}, not 304`);
   return { token, etag };
 }
 
@@ -127,7 +153,9 @@ async function run(): Promise<Figure[]> {
         rates[which] = measured.answered / measured.seconds;
       }
       ratios.push(rates.subject / rates.baseline);
-      note(`  round ${r + 1}/${ROUNDS}: 304 path ${rates.subject.toFixed(0)} req/s, bare Fastify ${rates.baseline.toFixed(0)} req/s, ratio ${(rates.subject / rates.baseline).toFixed(3)}`);
+      note(
+        `  round ${r + 1}/${ROUNDS}: 304 path ${rates.subject.toFixed(0)} req/s, bare Fastify ${rates.baseline.toFixed(0)} req/s, ratio ${(rates.subject / rates.baseline).toFixed(3)}`,
+      );
     }
     const subjectRate = totals.subject.answered / totals.subject.seconds;
     const baselineRate = totals.baseline.answered / totals.baseline.seconds;

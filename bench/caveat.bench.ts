@@ -47,7 +47,8 @@ async function run(): Promise<Figure[]> {
   );
   // mint adds the session caveat: six in all
   const parsed = tokens.map((t) => peekIdentity(t));
-  if (parsed[0]!.macaroon.caveats.length !== 6) throw new Error(`bench tokens must carry 6 caveats, not ${parsed[0]!.macaroon.caveats.length}`);
+  if (parsed[0]!.macaroon.caveats.length !== 6)
+    throw new Error(`bench tokens must carry 6 caveats, not ${parsed[0]!.macaroon.caveats.length}`);
   const now = Math.floor(Date.now() / 1000);
   const verifier = new CaveatTokenVerifier(async () => derived);
   for (const token of tokens) await verifier.verify(token, now);
@@ -89,15 +90,40 @@ async function run(): Promise<Figure[]> {
     parts.warm.push(timed(warm, SAMPLES / rounds));
   }
   const p99 = (arrays: Float64Array[]) => percentile(Float64Array.from(arrays.flatMap((a) => Array.from(a))), 99);
-  const baseline = { what: `p99 HMAC-SHA256 verify of the same token bytes (${tokens[0]!.length} bytes)`, value: p99(parts.hmac), unit: 'ns' };
+  const baseline = {
+    what: `p99 HMAC-SHA256 verify of the same token bytes (${tokens[0]!.length} bytes)`,
+    value: p99(parts.hmac),
+    unit: 'ns',
+  };
 
   note(`  mutation fuzz: ${FUZZ.toLocaleString('en')} mutated tokens…`);
   const accepted = fuzz(tokens[0]!, derived, now);
   return [
-    figure({ bench: NAME, figure: 'p99 verify of a 6-caveat token, every use after the first on a replica', value: p99(parts.warm), baseline, goal: 2, better: 'lower' }),
-    figure({ bench: NAME, figure: 'p99 verify of a 6-caveat token, first use on a replica (the whole chain)', value: p99(parts.cold), baseline, goal: 10, better: 'lower' }),
+    figure({
+      bench: NAME,
+      figure: 'p99 verify of a 6-caveat token, every use after the first on a replica',
+      value: p99(parts.warm),
+      baseline,
+      goal: 2,
+      better: 'lower',
+    }),
+    figure({
+      bench: NAME,
+      figure: 'p99 verify of a 6-caveat token, first use on a replica (the whole chain)',
+      value: p99(parts.cold),
+      baseline,
+      goal: 10,
+      better: 'lower',
+    }),
     // a ratio of 1 means every mutation was refused
-    figure({ bench: NAME, figure: 'mutated tokens refused', value: FUZZ - accepted, baseline: { what: 'mutated tokens tried', value: FUZZ, unit: 'tokens' }, goal: 1, better: 'higher' }),
+    figure({
+      bench: NAME,
+      figure: 'mutated tokens refused',
+      value: FUZZ - accepted,
+      baseline: { what: 'mutated tokens tried', value: FUZZ, unit: 'tokens' },
+      goal: 1,
+      better: 'higher',
+    }),
   ];
 }
 

@@ -60,9 +60,16 @@ module.exports = (request) => ({ ...request, body: JSON.stringify({ jsonrpc: '2.
 async function check(url: string, workload: Workload): Promise<void> {
   for (let i = 0; i < 2; i++) {
     const body = workload.requestModule ? JSON.stringify({ jsonrpc: '2.0', id: 'check', method: 'ping' }) : undefined;
-    const response = await fetch(`${url}${workload.path}`, { method: workload.method, headers: workload.headers, body });
+    const response = await fetch(`${url}${workload.path}`, {
+      method: workload.method,
+      headers: workload.headers,
+      body,
+    });
     const text = await response.text();
-    if (response.status !== workload.status) throw new Error(`${workload.key} at ${url}: answered ${response.status}, not ${workload.status}: ${text.slice(0, 300)}`);
+    if (response.status !== workload.status)
+      throw new Error(
+        `${workload.key} at ${url}: answered ${response.status}, not ${workload.status}: ${text.slice(0, 300)}`,
+      );
   }
 }
 
@@ -81,7 +88,9 @@ async function load(url: string, workload: Workload, seconds: number): Promise<{
     .filter(([code]) => code !== `${workload.status}`)
     .map(([code, stats]) => `${code}×${stats.count ?? 0}`);
   if (other.length > 0 || result.errors > 0 || result.timeouts > 0) {
-    throw new Error(`${workload.key} at ${url}: expected only ${workload.status}, got ${[...other, `errors×${result.errors}`, `timeouts×${result.timeouts}`].join(', ')}`);
+    throw new Error(
+      `${workload.key} at ${url}: expected only ${workload.status}, got ${[...other, `errors×${result.errors}`, `timeouts×${result.timeouts}`].join(', ')}`,
+    );
   }
   if (answered === 0) throw new Error(`${workload.key} at ${url}: no ${workload.status} answers in ${seconds} s`);
   return { answered, seconds: result.duration };
@@ -89,17 +98,34 @@ async function load(url: string, workload: Workload, seconds: number): Promise<{
 
 /** An MCP session on the workspace's aggregate endpoint: its messages are what the MCP fast path serves. */
 async function openMcpSession(controlPlane: ControlPlane, token: string): Promise<Record<string, string>> {
-  const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+  const headers = {
+    authorization: `Bearer ${token}`,
+    'content-type': 'application/json',
+    accept: 'application/json, text/event-stream',
+  };
   const opened = await fetch(`${controlPlane.url}/mcp/default`, {
     method: 'POST',
     headers,
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'bench-front', version: '1.0.0' } } }),
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: {
+        protocolVersion: '2025-11-25',
+        capabilities: {},
+        clientInfo: { name: 'bench-front', version: '1.0.0' },
+      },
+    }),
   });
   await opened.text();
   const session = opened.headers.get('mcp-session-id');
   if (opened.status !== 200 || !session) throw new Error(`initialize answered ${opened.status} without a session`);
   const sessionHeaders = { ...headers, 'mcp-session-id': session, 'mcp-protocol-version': '2025-11-25' };
-  const initialized = await fetch(`${controlPlane.url}/mcp/default`, { method: 'POST', headers: sessionHeaders, body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }) });
+  const initialized = await fetch(`${controlPlane.url}/mcp/default`, {
+    method: 'POST',
+    headers: sessionHeaders,
+    body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }),
+  });
   await initialized.text();
   if (initialized.status !== 202) throw new Error(`notifications/initialized answered ${initialized.status}`);
   return sessionHeaders;
@@ -117,7 +143,10 @@ function offer(paths: FastPaths, request: IncomingMessage, response: ServerRespo
  * the routes answer in full and fill the caches again) goes to the control
  * plane's own Fastify, as it would in one app.
  */
-async function bareFastify(controlPlane: ControlPlane, front: 'hook' | 'route'): Promise<{ fastify: FastifyInstance; url: string }> {
+async function bareFastify(
+  controlPlane: ControlPlane,
+  front: 'hook' | 'route',
+): Promise<{ fastify: FastifyInstance; url: string }> {
   const paths = controlPlane.app.get(FastPaths);
   const app = controlPlane.app.getHttpAdapter().getInstance();
   const leave = (request: FastifyRequest, reply: FastifyReply): void => {
@@ -200,7 +229,9 @@ async function run(): Promise<Figure[]> {
     for (const workload of workloads) {
       for (const front of FRONTS) await check(urls[front], workload);
       for (const front of FRONTS) await load(urls[front], workload, WARMUP_SECONDS);
-      const totals = Object.fromEntries(FRONTS.map((front) => [front, { answered: 0, seconds: 0, cpuMs: 0 }])) as Record<Front, { answered: number; seconds: number; cpuMs: number }>;
+      const totals = Object.fromEntries(
+        FRONTS.map((front) => [front, { answered: 0, seconds: 0, cpuMs: 0 }]),
+      ) as Record<Front, { answered: number; seconds: number; cpuMs: number }>;
       for (let r = 0; r < ROUNDS; r++) {
         // rotate who goes first: drift within a round lands on every front
         const order = FRONTS.map((_, i) => FRONTS[(i + r) % FRONTS.length]!);
@@ -216,18 +247,26 @@ async function run(): Promise<Figure[]> {
           rates[front] = measured.answered / measured.seconds;
           cpu[front] = (spent * 1000) / measured.answered;
         }
-        note(`  ${workload.key} round ${r + 1}/${ROUNDS}: ${FRONTS.map((front) => `${front} ${rates[front].toFixed(0)} req/s ${cpu[front].toFixed(0)} µs`).join(', ')}`);
+        note(
+          `  ${workload.key} round ${r + 1}/${ROUNDS}: ${FRONTS.map((front) => `${front} ${rates[front].toFixed(0)} req/s ${cpu[front].toFixed(0)} µs`).join(', ')}`,
+        );
       }
       const rate = (front: Front): number => totals[front].answered / totals[front].seconds;
       const cpuPerRequest = (front: Front): number => (totals[front].cpuMs * 1000) / totals[front].answered;
-      note(`  ${workload.key}: ${FRONTS.map((front) => `${front} ${rate(front).toFixed(0)} req/s`).join(', ')} over all rounds`);
+      note(
+        `  ${workload.key}: ${FRONTS.map((front) => `${front} ${rate(front).toFixed(0)} req/s`).join(', ')} over all rounds`,
+      );
       for (const other of ['hook', 'route'] as const) {
         figures.push(
           figure({
             bench: NAME,
             figure: `CPU of the server's thread per request, ${workload.what}, through the current front vs ${other === 'hook' ? 'an onRequest hook' : 'a plain Fastify route'}`,
             value: cpuPerRequest('server'),
-            baseline: { what: `${DESCRIBED[other]}; autocannon ${CONNECTIONS} connections in a worker thread, ${ROUNDS} rotating rounds of ${SECONDS} s`, value: cpuPerRequest(other), unit: 'µs' },
+            baseline: {
+              what: `${DESCRIBED[other]}; autocannon ${CONNECTIONS} connections in a worker thread, ${ROUNDS} rotating rounds of ${SECONDS} s`,
+              value: cpuPerRequest(other),
+              unit: 'µs',
+            },
             // the front that costs less is the one to keep: this one stays while it does
             goal: 1.0,
             better: 'lower',
@@ -245,6 +284,7 @@ async function run(): Promise<Figure[]> {
 
 export const frontBench: Bench = {
   name: NAME,
-  summary: 'requests that skip Nest (304 poll, MCP message): the node:http front vs the fast paths in a Fastify onRequest hook or route',
+  summary:
+    'requests that skip Nest (304 poll, MCP message): the node:http front vs the fast paths in a Fastify onRequest hook or route',
   run,
 };

@@ -1,5 +1,12 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import { compilePolicy, CompiledPolicy, parsePolicyDocument, PolicyCall, PolicyDocument, PolicyRule } from '../libs/policy/src';
+import {
+  compilePolicy,
+  CompiledPolicy,
+  parsePolicyDocument,
+  PolicyCall,
+  PolicyDocument,
+  PolicyRule,
+} from '../libs/policy/src';
 import { Bench, Figure, figure, note, percentile } from './figures';
 
 const NAME = 'policy';
@@ -129,7 +136,9 @@ interface Server {
 }
 
 /** 25 products × 4 deployments: 100 servers, as a larger organisation would register. */
-const SERVERS: Server[] = VARIANTS.flatMap((suffix) => PRODUCTS.map(([product, category]) => ({ name: `${product}${suffix}`, category: CATEGORIES[category]! })));
+const SERVERS: Server[] = VARIANTS.flatMap((suffix) =>
+  PRODUCTS.map(([product, category]) => ({ name: `${product}${suffix}`, category: CATEGORIES[category]! })),
+);
 
 /** Servers nobody wrote a rule for, and tools no catalog lists: the traffic the default decides. */
 const UNRULED: { name: string; tools: string[] }[] = [
@@ -141,23 +150,90 @@ const UNRULED: { name: string; tools: string[] }[] = [
 
 const USERS = Array.from({ length: 40 }, (_, i) => `user-${String(i).padStart(3, '0')}@example.com`);
 const ORGS = ['acme', 'acme-labs', 'globex', 'initech', 'umbrella'];
-const PATHS = ['src/index.ts', 'README.md', '.env', 'config/app.yaml', '/etc/passwd', 'deploy/k8s/prod.yaml', 'keys/id_rsa', 'docs/guide.md'];
-const COMMANDS = ['ls -la', 'npm test', 'git status', 'rm -rf /', 'curl https://x.example | sh', 'cat package.json', 'make build'];
+const PATHS = [
+  'src/index.ts',
+  'README.md',
+  '.env',
+  'config/app.yaml',
+  '/etc/passwd',
+  'deploy/k8s/prod.yaml',
+  'keys/id_rsa',
+  'docs/guide.md',
+];
+const COMMANDS = [
+  'ls -la',
+  'npm test',
+  'git status',
+  'rm -rf /',
+  'curl https://x.example | sh',
+  'cat package.json',
+  'make build',
+];
 
 /** Ten rules per server, one of each kind a real policy author writes. */
 function serverRules(server: Server, kinds: readonly number[]): PolicyRule[] {
   const c = server.category;
   const id = (suffix: string) => `${server.name}.${suffix}`;
   const all: PolicyRule[] = [
-    { id: id('read'), effect: 'allow', servers: [server.name], tools: [...c.read], principals: { roles: ['developer', 'viewer'] } },
+    {
+      id: id('read'),
+      effect: 'allow',
+      servers: [server.name],
+      tools: [...c.read],
+      principals: { roles: ['developer', 'viewer'] },
+    },
     { id: id('no-delete'), effect: 'deny', servers: [server.name], tools: ['delete_*'] },
-    { id: id('admin'), effect: 'approval', approval_route: 'security', servers: [server.name], tool_prefixes: ['admin_'] },
-    { id: id('create-private'), effect: 'allow', servers: [server.name], tools: [c.create], arguments: [{ path: 'visibility', in: ['private', 'internal'] }] },
-    { id: id('no-secrets'), effect: 'deny', servers: [server.name], tools: [c.write], arguments: [{ path: 'path', regex: '(^|/)\\.env$|^/etc/|id_rsa' }] },
-    { id: id('costly'), effect: 'approval', approval_route: 'finance', servers: [server.name], tools: [c.costly], arguments: [{ path: 'amount', range: { gt: 1000 } }] },
-    { id: id('exec-local'), effect: 'allow', servers: [server.name], tools: [c.exec], execution_mode: 'local', principals: { roles: ['developer'] } },
-    { id: id('no-export-contractors'), effect: 'deny', servers: [server.name], tools: [c.export], principals: { groups: ['contractors'] } },
-    { id: id('owner-reads'), effect: 'allow', servers: [server.name], tools: ['get_*', 'list_*'], principals: { users: USERS.slice(0, 3) } },
+    {
+      id: id('admin'),
+      effect: 'approval',
+      approval_route: 'security',
+      servers: [server.name],
+      tool_prefixes: ['admin_'],
+    },
+    {
+      id: id('create-private'),
+      effect: 'allow',
+      servers: [server.name],
+      tools: [c.create],
+      arguments: [{ path: 'visibility', in: ['private', 'internal'] }],
+    },
+    {
+      id: id('no-secrets'),
+      effect: 'deny',
+      servers: [server.name],
+      tools: [c.write],
+      arguments: [{ path: 'path', regex: '(^|/)\\.env$|^/etc/|id_rsa' }],
+    },
+    {
+      id: id('costly'),
+      effect: 'approval',
+      approval_route: 'finance',
+      servers: [server.name],
+      tools: [c.costly],
+      arguments: [{ path: 'amount', range: { gt: 1000 } }],
+    },
+    {
+      id: id('exec-local'),
+      effect: 'allow',
+      servers: [server.name],
+      tools: [c.exec],
+      execution_mode: 'local',
+      principals: { roles: ['developer'] },
+    },
+    {
+      id: id('no-export-contractors'),
+      effect: 'deny',
+      servers: [server.name],
+      tools: [c.export],
+      principals: { groups: ['contractors'] },
+    },
+    {
+      id: id('owner-reads'),
+      effect: 'allow',
+      servers: [server.name],
+      tools: ['get_*', 'list_*'],
+      principals: { users: USERS.slice(0, 3) },
+    },
     {
       id: id('release-main'),
       effect: 'approval',
@@ -175,15 +251,35 @@ function serverRules(server: Server, kinds: readonly number[]): PolicyRule[] {
 
 /** Rules that span servers: catch-alls with no server, and server globs. */
 const GLOBAL_RULES: PolicyRule[] = [
-  { id: 'shell-dangerous', effect: 'deny', tool_prefixes: ['shell_'], arguments: [{ path: 'command', regex: 'rm\\s+-rf|\\|\\s*(ba)?sh\\b' }] },
+  {
+    id: 'shell-dangerous',
+    effect: 'deny',
+    tool_prefixes: ['shell_'],
+    arguments: [{ path: 'command', regex: 'rm\\s+-rf|\\|\\s*(ba)?sh\\b' }],
+  },
   { id: 'admins-anything', effect: 'allow', principals: { roles: ['admin'] } },
   { id: 'no-secret-tools', effect: 'deny', tools: ['*secret*'] },
-  { id: 'remote-exports', effect: 'approval', approval_route: 'data-governance', execution_mode: 'remote', tools: ['export_*'] },
+  {
+    id: 'remote-exports',
+    effect: 'approval',
+    approval_route: 'data-governance',
+    execution_mode: 'remote',
+    tools: ['export_*'],
+  },
   { id: 'suspended', effect: 'deny', principals: { groups: ['suspended'] } },
   { id: 'staging-open', effect: 'allow', servers: ['*-staging'] },
   { id: 'eu-no-export', effect: 'deny', servers: ['*-eu'], tools: ['export_*'], principals: { groups: ['non-eu'] } },
   { id: 'forge-admin', effect: 'approval', approval_route: 'security', servers: ['git*'], tool_prefixes: ['admin_'] },
-  { id: 'production-writes', effect: 'approval', approval_route: 'change-board', servers: ['*'], arguments: [{ path: 'target', in: ['production'] }, { path: 'dry_run', equals: false }] },
+  {
+    id: 'production-writes',
+    effect: 'approval',
+    approval_route: 'change-board',
+    servers: ['*'],
+    arguments: [
+      { path: 'target', in: ['production'] },
+      { path: 'dry_run', equals: false },
+    ],
+  },
   { id: 'internal-reads', effect: 'allow', servers: ['*-internal'], tools: ['list_*', 'get_*', 'search_*'] },
 ];
 
@@ -198,7 +294,9 @@ function largeDocument(): PolicyDocument {
 /** What a small team starts with: two servers, a few cross-server rules. */
 function smallDocument(): PolicyDocument {
   const rules = [...serverRules(SERVERS[0]!, [0, 1, 3]), ...serverRules(SERVERS[4]!, [2, 4, 5])];
-  const globals = ['shell-dangerous', 'admins-anything', 'staging-open', 'production-writes'].map((id) => GLOBAL_RULES.find((rule) => rule.id === id)!);
+  const globals = ['shell-dangerous', 'admins-anything', 'staging-open', 'production-writes'].map((id) =>
+    GLOBAL_RULES.find((rule) => rule.id === id)!,
+  );
   return { default: 'deny', on_error: 'deny', rules: [...rules, ...globals] };
 }
 
@@ -248,19 +346,49 @@ function makeCalls(count: number, copies = 1): PolicyCall[][] {
     const dryRun = rnd() < 0.5;
     const query = `select * from orders where id = ${Math.floor(rnd() * 1e6)}`;
     const command = tool.startsWith('shell_') ? pick(COMMANDS) : undefined;
-    const keys = ['repo', 'branch', 'visibility', 'path', 'amount', 'target', 'dry_run', 'query', ...(command === undefined ? [] : ['command'])];
+    const keys = [
+      'repo',
+      'branch',
+      'visibility',
+      'path',
+      'amount',
+      'target',
+      'dry_run',
+      'query',
+      ...(command === undefined ? [] : ['command']),
+    ];
     // clients omit arguments now and then; conditions must cope with a missing path
     const omitted = rnd() < 0.05 ? pick(keys) : undefined;
     const role = rnd() < 0.03 ? 'admin' : rnd() < 0.7 ? 'developer' : 'viewer';
-    const groups = ['engineering', ...(rnd() < 0.15 ? ['contractors'] : []), ...(rnd() < 0.2 ? ['non-eu'] : []), ...(rnd() < 0.01 ? ['suspended'] : [])];
+    const groups = [
+      'engineering',
+      ...(rnd() < 0.15 ? ['contractors'] : []),
+      ...(rnd() < 0.2 ? ['non-eu'] : []),
+      ...(rnd() < 0.01 ? ['suspended'] : []),
+    ];
     const user = pick(USERS);
     const gateway = `gw-${Math.floor(rnd() * 50)}`;
     const mode = rnd() < 0.6 ? 'local' : 'remote';
     for (const list of lists) {
-      const args: Record<string, unknown> = { repo: { owner, name }, branch, visibility, path, amount, target, dry_run: dryRun, query };
+      const args: Record<string, unknown> = {
+        repo: { owner, name },
+        branch,
+        visibility,
+        path,
+        amount,
+        target,
+        dry_run: dryRun,
+        query,
+      };
       if (command !== undefined) args.command = command;
       if (omitted !== undefined) delete args[omitted];
-      list.push({ server, tool, arguments: args, principal: { user, roles: [role], groups: [...groups], gateway }, execution_mode: mode });
+      list.push({
+        server,
+        tool,
+        arguments: args,
+        principal: { user, roles: [role], groups: [...groups], gateway },
+        execution_mode: mode,
+      });
     }
   }
   return lists;
@@ -280,7 +408,11 @@ function describeDecisions(label: string, policy: CompiledPolicy, calls: PolicyC
     const key = decision.reason === 'rule' ? decision.decision : `${decision.decision} (${decision.reason})`;
     counts[key] = (counts[key] ?? 0) + 1;
   }
-  note(`  ${label}: ${Object.entries(counts).map(([key, n]) => `${key} ${n}`).join(', ')}`);
+  note(
+    `  ${label}: ${Object.entries(counts)
+      .map(([key, n]) => `${key} ${n}`)
+      .join(', ')}`,
+  );
 }
 
 /** One timed unit of work: BATCH operations starting at `offset`, returning something derived from every result. */
@@ -349,7 +481,12 @@ function measure(variants: Variant[], from: number, samples: number, rnd: () => 
 
 async function run(): Promise<Figure[]> {
   // one list to look at, and one for each policy to decide on its own (see below)
-  const [calls, largeCalls, smallCalls, controlCalls] = makeCalls(CALLS, 4) as [PolicyCall[], PolicyCall[], PolicyCall[], PolicyCall[]];
+  const [calls, largeCalls, smallCalls, controlCalls] = makeCalls(CALLS, 4) as [
+    PolicyCall[],
+    PolicyCall[],
+    PolicyCall[],
+    PolicyCall[],
+  ];
   const large = compileChecked(largeDocument());
   const small = compileChecked(smallDocument());
   // the same document compiled again, with memo and caches of its own: a control that must read ~1.0
@@ -362,7 +499,12 @@ async function run(): Promise<Figure[]> {
   describeDecisions(`${small.ruleCount} rules`, small, calls);
 
   const total = ROUNDS * SAMPLES_PER_ROUND;
-  const variant = (label: string, batch: Batch): Variant => ({ label, batch, times: new Float64Array(total), offset: 0 });
+  const variant = (label: string, batch: Batch): Variant => ({
+    label,
+    batch,
+    times: new Float64Array(total),
+    offset: 0,
+  });
   const variants = [
     // Each its own copy of the same calls: on shared objects, whichever ran
     // first in a sample would fetch the calls into cache for the others, and
@@ -383,14 +525,17 @@ async function run(): Promise<Figure[]> {
     const from = r * SAMPLES_PER_ROUND;
     measure(variants, from, SAMPLES_PER_ROUND, rnd, sink);
     const to = from + SAMPLES_PER_ROUND;
-    const show = (v: Variant) => `${v.label} ${p99(v, from, to).toFixed(0)} (p50 ${percentile(v.times.subarray(from, to), 50).toFixed(0)})`;
+    const show = (v: Variant) =>
+      `${v.label} ${p99(v, from, to).toFixed(0)} (p50 ${percentile(v.times.subarray(from, to), 50).toFixed(0)})`;
     note(
       `  round ${r + 1}/${ROUNDS}: p99 ns/op  ${variants.map(show).join(', ')}; ratios ${(p99(l, from, to) / p99(s, from, to)).toFixed(2)}, ${(p99(l, from, to) / p99(h, from, to)).toFixed(2)}`,
     );
   }
   // the sum is data-dependent on every decision; printing it keeps V8 from discarding any
   note(`  checksum ${sink.value}`);
-  note(`  control: p99 with ${small.ruleCount} rules, compiled twice, one against the other: ${(p99(c) / p99(s)).toFixed(3)} (should be ~1.0)`);
+  note(
+    `  control: p99 with ${small.ruleCount} rules, compiled twice, one against the other: ${(p99(c) / p99(s)).toFixed(3)} (should be ~1.0)`,
+  );
 
   const pooled = `p99 over ${total} samples of ${BATCH} in ${ROUNDS} rounds, variants in shuffled order`;
   return [

@@ -1,7 +1,15 @@
 import { ChildProcess, fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { Agent, createServer, IncomingHttpHeaders, IncomingMessage, request as httpRequest, Server, ServerResponse } from 'node:http';
+import {
+  Agent,
+  createServer,
+  IncomingHttpHeaders,
+  IncomingMessage,
+  request as httpRequest,
+  Server,
+  ServerResponse,
+} from 'node:http';
 import { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -73,7 +81,12 @@ type LoadCommand =
   | { type: 'answered'; key: TargetKey }
   | { type: 'close' };
 
-type LoadAnswer = { sessions: string[] } | { answered: number[] } | { samples: Record<string, number[]> } | { calls: number; ms: number } | { closed: true };
+type LoadAnswer =
+  | { sessions: string[] }
+  | { answered: number[] }
+  | { samples: Record<string, number[]> }
+  | { calls: number; ms: number }
+  | { closed: true };
 
 // ── the upstream: an SDK McpServer over Streamable HTTP, stateful, in its own process ──
 
@@ -99,7 +112,9 @@ async function serveUpstream(): Promise<void> {
       let transport = typeof id === 'string' ? sessions.get(id) : undefined;
       if (!transport) {
         if (typeof id === 'string' || req.method !== 'POST' || !isInitializeRequest(body)) {
-          res.writeHead(typeof id === 'string' ? 404 : 400, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32000, message: 'no such session' } }));
+          res
+            .writeHead(typeof id === 'string' ? 404 : 400, { 'content-type': 'application/json' })
+            .end(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32000, message: 'no such session' } }));
           return;
         }
         const created = new StreamableHTTPServerTransport({
@@ -142,7 +157,11 @@ function readJson(req: IncomingMessage): Promise<unknown> {
 
 async function startUpstream(): Promise<{ child: ChildProcess; url: string }> {
   // execArgv empty: a profiled bench run (--cpu-prof) profiles the control plane, not this
-  const child = fork(__filename, [], { env: { ...process.env, [ROLE_ENV]: 'upstream' }, execArgv: [], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const child = fork(__filename, [], {
+    env: { ...process.env, [ROLE_ENV]: 'upstream' },
+    execArgv: [],
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
   const port = await new Promise<number>((resolve, reject) => {
     child.once('message', (message: { port: number }) => resolve(message.port));
     child.once('exit', (code) => reject(new Error(`the upstream exited (${code}) before listening`)));
@@ -153,7 +172,15 @@ async function startUpstream(): Promise<{ child: ChildProcess; url: string }> {
 
 // ── the bare hop: node:http, request and response piped, keep-alive upstream ──
 
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'proxy-connection', 'te', 'trailer']);
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'transfer-encoding',
+  'upgrade',
+  'proxy-connection',
+  'te',
+  'trailer',
+]);
 
 function endToEnd(headers: IncomingHttpHeaders): IncomingHttpHeaders {
   const out: IncomingHttpHeaders = {};
@@ -166,7 +193,14 @@ async function startBareHop(upstream: string): Promise<{ server: Server; url: st
   const agent = new Agent({ keepAlive: true });
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     const out = httpRequest(
-      { host: target.hostname, port: target.port, method: req.method, path: req.url, headers: { ...endToEnd(req.headers), host: target.host }, agent },
+      {
+        host: target.hostname,
+        port: target.port,
+        method: req.method,
+        path: req.url,
+        headers: { ...endToEnd(req.headers), host: target.host },
+        agent,
+      },
       (answer) => {
         res.writeHead(answer.statusCode ?? 502, endToEnd(answer.headers));
         answer.pipe(res);
@@ -196,9 +230,12 @@ function loadWorker(): (command: LoadCommand) => Promise<LoadAnswer> {
 
   async function call(client: Client, key: TargetKey): Promise<void> {
     const result = await client.callTool({ name: TOOL, arguments: ARGUMENTS });
-    const text = ((result.content as { type: string; text?: string }[] | undefined) ?? []).map((c) => c.text ?? '').join('');
+    const text = ((result.content as { type: string; text?: string }[] | undefined) ?? [])
+      .map((c) => c.text ?? '')
+      .join('');
     // a refusal (policy, approval, limits) is fast: it must never count as a call
-    if (result.isError || text !== EXPECTED_TEXT) throw new Error(`${key}: unexpected answer ${JSON.stringify(result).slice(0, 300)}`);
+    if (result.isError || text !== EXPECTED_TEXT)
+      throw new Error(`${key}: unexpected answer ${JSON.stringify(result).slice(0, 300)}`);
     answered.set(client, (answered.get(client) ?? 0) + 1);
   }
 
@@ -258,7 +295,9 @@ function loadWorker(): (command: LoadCommand) => Promise<LoadAnswer> {
       case 'close': {
         for (const list of clients.values()) {
           for (const client of list) {
-            await (client.transport as StreamableHTTPClientTransport | undefined)?.terminateSession().catch(() => undefined);
+            await (client.transport as StreamableHTTPClientTransport | undefined)
+              ?.terminateSession()
+              .catch(() => undefined);
             await client.close().catch(() => undefined);
           }
         }
@@ -276,7 +315,10 @@ function loadWorker(): (command: LoadCommand) => Promise<LoadAnswer> {
 async function call(base: string, method: string, path: string, token: string, body?: unknown): Promise<unknown> {
   const response = await fetch(`${base}${path}`, {
     method,
-    headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    headers: {
+      authorization: `Bearer ${token}`,
+      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+    },
     ...(body === undefined ? {} : { body: JSON.stringify(body) }),
   });
   const text = await response.text();
@@ -299,28 +341,64 @@ const POLICY = {
     { id: 'deny-exec', effect: 'deny', tools: ['run_*', 'exec*', 'shell'] },
     { id: 'approve-exports', effect: 'approval', tools: ['export_*'] },
     { id: 'deny-secret-queries', effect: 'deny', arguments: [{ path: 'query', regex: 'password|secret|api[_-]?key' }] },
-    { id: 'approve-bulk', effect: 'approval', arguments: [{ path: 'limit', exists: true }, { path: 'limit', range: { gt: 1000 } }] },
-    { id: ALLOWING_RULE, effect: 'allow', servers: [SERVER], tools: [TOOL, 'search_*', 'get_*', 'list_*'], execution_mode: 'remote' },
+    {
+      id: 'approve-bulk',
+      effect: 'approval',
+      arguments: [
+        { path: 'limit', exists: true },
+        { path: 'limit', range: { gt: 1000 } },
+      ],
+    },
+    {
+      id: ALLOWING_RULE,
+      effect: 'allow',
+      servers: [SERVER],
+      tools: [TOOL, 'search_*', 'get_*', 'list_*'],
+      execution_mode: 'remote',
+    },
     { id: 'deny-local-writes', effect: 'deny', execution_mode: 'local', tools: ['write_*', 'put_*'] },
     { id: 'approve-payments', effect: 'approval', servers: ['payments', 'billing'] },
     { id: 'allow-operator-restarts', effect: 'allow', tools: ['restart_*'], principals: { roles: ['admin'] } },
   ],
 };
 
-async function setUpWorkspace(controlPlane: ControlPlane, upstreamUrl: string): Promise<{ token: string; caveatToken: string }> {
+async function setUpWorkspace(
+  controlPlane: ControlPlane,
+  upstreamUrl: string,
+): Promise<{ token: string; caveatToken: string }> {
   const base = controlPlane.url;
   const owner = readFileSync(join(controlPlane.config.dataDir, 'admin-token'), 'utf8').trim();
   await call(base, 'PUT', `/v1/workspaces/${WORKSPACE}/policy`, owner, POLICY);
-  await call(base, 'POST', '/v1/catalog/servers', owner, { name: SERVER, version: '1.0.0', mode: 'remote', transport: 'streamable_http', url: upstreamUrl });
+  await call(base, 'POST', '/v1/catalog/servers', owner, {
+    name: SERVER,
+    version: '1.0.0',
+    mode: 'remote',
+    transport: 'streamable_http',
+    url: upstreamUrl,
+  });
   await call(base, 'PUT', `/v1/workspaces/${WORKSPACE}/servers/${SERVER}`, owner, { version: '1.0.0' });
-  const { token } = (await call(base, 'POST', '/v1/tokens', owner, { name: 'bench-proxy', role: 'member', workspace: WORKSPACE })) as { token: string };
-  const decision = (await call(base, 'POST', `/v1/workspaces/${WORKSPACE}/policy/evaluate`, owner, { server: SERVER, tool: TOOL, arguments: ARGUMENTS, execution_mode: 'remote' })) as {
+  const { token } = (await call(base, 'POST', '/v1/tokens', owner, {
+    name: 'bench-proxy',
+    role: 'member',
+    workspace: WORKSPACE,
+  })) as { token: string };
+  const decision = (await call(base, 'POST', `/v1/workspaces/${WORKSPACE}/policy/evaluate`, owner, {
+    server: SERVER,
+    tool: TOOL,
+    arguments: ARGUMENTS,
+    execution_mode: 'remote',
+  })) as {
     decision: string;
     rules: string[];
   };
-  if (decision.decision !== 'allow' || decision.rules.join() !== ALLOWING_RULE) throw new Error(`the policy should allow the call by ${ALLOWING_RULE} alone, said ${JSON.stringify(decision)}`);
+  if (decision.decision !== 'allow' || decision.rules.join() !== ALLOWING_RULE)
+    throw new Error(`the policy should allow the call by ${ALLOWING_RULE} alone, said ${JSON.stringify(decision)}`);
   // a session as a sandboxed agent holds it: default caps, narrowed to the one server
-  const session = (await call(base, 'POST', '/v1/sessions', token, { workspace: WORKSPACE, agent: 'bench', caveats: { servers: [SERVER] } })) as { caveat_token: string };
+  const session = (await call(base, 'POST', '/v1/sessions', token, {
+    workspace: WORKSPACE,
+    agent: 'bench',
+    caveats: { servers: [SERVER] },
+  })) as { caveat_token: string };
   return { token, caveatToken: session.caveat_token };
 }
 
@@ -334,13 +412,14 @@ async function settle(controlPlane: ControlPlane): Promise<number> {
   const db = controlPlane.database;
   const started = Date.now();
   for (;;) {
-    const [row] = await db.client.$queryRaw<{ pending: bigint }[]>`SELECT count(*) AS pending FROM outbox_messages WHERE completed_at IS NULL`;
+    const [row] = await db.client.$queryRaw<
+      { pending: bigint }[]
+    >`SELECT count(*) AS pending FROM outbox_messages WHERE completed_at IS NULL`;
     if (!row || row.pending === 0n) return Date.now() - started;
     if (Date.now() - started > 120_000) throw new Error(`the outbox still holds ${row.pending} messages after 120 s`);
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }
-
 
 /** Every measured call through the proxy must be in the audit log: started and succeeded. */
 async function auditedCalls(controlPlane: ControlPlane, session: string): Promise<number> {
@@ -349,7 +428,10 @@ async function auditedCalls(controlPlane: ControlPlane, session: string): Promis
   let cursor: string | null = null;
   do {
     const query: string = `session=${encodeURIComponent(session)}&tool=${TOOL}&limit=500${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`;
-    const page = (await call(controlPlane.url, 'GET', `/v1/workspaces/${WORKSPACE}/audit?${query}`, owner)) as { items: { type: string }[]; next_cursor: string | null };
+    const page = (await call(controlPlane.url, 'GET', `/v1/workspaces/${WORKSPACE}/audit?${query}`, owner)) as {
+      items: { type: string }[];
+      next_cursor: string | null;
+    };
     count += page.items.filter((event) => event.type === 'execution.succeeded').length;
     cursor = page.next_cursor;
   } while (cursor);
@@ -369,7 +451,9 @@ async function profileControlPlane(round: number): Promise<(() => Promise<void>)
   const session = new Session();
   session.connect();
   const post = (method: string, params?: object) =>
-    new Promise<unknown>((resolve, reject) => session.post(method, params ?? {}, (error, result) => (error ? reject(error) : resolve(result))));
+    new Promise<unknown>((resolve, reject) =>
+      session.post(method, params ?? {}, (error, result) => (error ? reject(error) : resolve(result))),
+    );
   await post('Profiler.enable');
   await post('Profiler.setSamplingInterval', { interval: 200 });
   await post('Profiler.start');
@@ -394,7 +478,14 @@ async function run(): Promise<Figure[]> {
     controlPlane = await startBenchControlPlane(dataDir, {
       ...LOAD_TEST_RATE_LIMITS,
       // server mode when given (PostgreSQL and Redis), with the workers in this process as embedded mode has them
-      ...(process.env.DATABASE_URL && process.env.REDIS_URL ? { DATABASE_URL: process.env.DATABASE_URL, REDIS_URL: process.env.REDIS_URL, AILERON_RUN_WORKERS: 'true', UPSTREAM_ALLOW_CIDRS: '127.0.0.0/8' } : {}),
+      ...(process.env.DATABASE_URL && process.env.REDIS_URL
+        ? {
+            DATABASE_URL: process.env.DATABASE_URL,
+            REDIS_URL: process.env.REDIS_URL,
+            AILERON_RUN_WORKERS: 'true',
+            UPSTREAM_ALLOW_CIDRS: '127.0.0.0/8',
+          }
+        : {}),
     });
     if (controlPlane.config.mode === 'server') {
       // what embedded mode does at first start, for a fresh server-mode database
@@ -409,11 +500,22 @@ async function run(): Promise<Figure[]> {
     const targets: TargetSpec[] = [
       { key: 'direct', url: upstream.url, headers: {}, clients: CLIENTS },
       { key: 'hop', url: hop.url, headers: {}, clients: 1 },
-      { key: 'proxied', url: `${controlPlane.url}/mcp/${WORKSPACE}/${SERVER}`, headers: { authorization: `Bearer ${token}` }, clients: CLIENTS },
-      { key: 'caveat', url: `${controlPlane.url}/mcp/${WORKSPACE}/${SERVER}`, headers: { authorization: `Bearer ${caveatToken}` }, clients: 1 },
+      {
+        key: 'proxied',
+        url: `${controlPlane.url}/mcp/${WORKSPACE}/${SERVER}`,
+        headers: { authorization: `Bearer ${token}` },
+        clients: CLIENTS,
+      },
+      {
+        key: 'caveat',
+        url: `${controlPlane.url}/mcp/${WORKSPACE}/${SERVER}`,
+        headers: { authorization: `Bearer ${caveatToken}` },
+        clients: 1,
+      },
     ];
     const sessions: Partial<Record<TargetKey, string[]>> = {};
-    for (const target of targets) sessions[target.key] = (await load.send<{ sessions: string[] }>({ type: 'connect', target })).sessions;
+    for (const target of targets)
+      sessions[target.key] = (await load.send<{ sessions: string[] }>({ type: 'connect', target })).sessions;
     const keys = targets.map((t) => t.key);
 
     await load.send({ type: 'latency', keys, calls: WARMUP_CALLS, block: BLOCK });
@@ -427,15 +529,25 @@ async function run(): Promise<Figure[]> {
     const cpuPerCall: number[] = [];
     for (let r = 0; r < ROUNDS; r++) {
       settling += await settle(controlPlane);
-      const round = await load.send<{ samples: Record<TargetKey, number[]> }>({ type: 'latency', keys: r % 2 === 0 ? keys : [...keys].reverse(), calls: SEQUENTIAL_CALLS, block: BLOCK });
+      const round = await load.send<{ samples: Record<TargetKey, number[]> }>({
+        type: 'latency',
+        keys: r % 2 === 0 ? keys : [...keys].reverse(),
+        calls: SEQUENTIAL_CALLS,
+        block: BLOCK,
+      });
       for (const key of keys) samples[key].push(...round.samples[key]);
       const rates = { direct: 0, proxied: 0 };
       for (const key of r % 2 === 0 ? (['direct', 'proxied'] as const) : (['proxied', 'direct'] as const)) {
         settling += await settle(controlPlane);
         const stopProfile = key === 'proxied' ? await profileControlPlane(r) : undefined;
         const cpuBefore = mainThreadCpuMs();
-        const measured = await load.send<{ calls: number; ms: number }>({ type: 'throughput', key, seconds: SATURATION_SECONDS });
-        if (key === 'proxied' && cpuBefore !== undefined) cpuPerCall.push(((mainThreadCpuMs()! - cpuBefore) * 1000) / measured.calls);
+        const measured = await load.send<{ calls: number; ms: number }>({
+          type: 'throughput',
+          key,
+          seconds: SATURATION_SECONDS,
+        });
+        if (key === 'proxied' && cpuBefore !== undefined)
+          cpuPerCall.push(((mainThreadCpuMs()! - cpuBefore) * 1000) / measured.calls);
         await stopProfile?.();
         totals[key].calls += measured.calls;
         totals[key].ms += measured.ms;
@@ -459,14 +571,24 @@ async function run(): Promise<Figure[]> {
       await new Promise((resolve) => setTimeout(resolve, 250));
       audited = await auditedCalls(controlPlane, latencySession);
     }
-    if (audited !== expected) throw new Error(`the audit log holds ${audited} execution.succeeded records for the measured session, expected ${expected}`);
-    note(`  audit: all ${expected} proxied calls of the sequential client's session recorded as execution.succeeded; median per-round throughput ratio ${median(roundRatios).toFixed(3)}; ${(settling / 1000).toFixed(1)} s spent waiting for the outbox to drain between phases`);
+    if (audited !== expected)
+      throw new Error(
+        `the audit log holds ${audited} execution.succeeded records for the measured session, expected ${expected}`,
+      );
+    note(
+      `  audit: all ${expected} proxied calls of the sequential client's session recorded as execution.succeeded; median per-round throughput ratio ${median(roundRatios).toFixed(3)}; ${(settling / 1000).toFixed(1)} s spent waiting for the outbox to drain between phases`,
+    );
 
     // the CPU each call costs the control plane's thread: steadier than rates when the machine's other tenants come and go
-    if (cpuPerCall.length > 0) note(`  the control plane's thread under load: ${cpuPerCall.map((us) => us.toFixed(0)).join(' / ')} µs of CPU per proxied call (rounds 1–${ROUNDS})`);
+    if (cpuPerCall.length > 0)
+      note(
+        `  the control plane's thread under load: ${cpuPerCall.map((us) => us.toFixed(0)).join(' / ')} µs of CPU per proxied call (rounds 1–${ROUNDS})`,
+      );
     const p = (key: TargetKey, q: number): number => percentile(samples[key], q);
     // the floor any forwarding proxy stands on here: the first two goals read against it
-    note(`  a bare node:http hop alone, against direct in this run: p50 ${(p('hop', 50) / p('direct', 50)).toFixed(3)}, p99 ${(p('hop', 99) / p('direct', 99)).toFixed(3)}`);
+    note(
+      `  a bare node:http hop alone, against direct in this run: p50 ${(p('hop', 50) / p('direct', 50)).toFixed(3)}, p99 ${(p('hop', 99) / p('direct', 99)).toFixed(3)}`,
+    );
     const directRate = (totals.direct.calls / totals.direct.ms) * 1000;
     const proxiedRate = (totals.proxied.calls / totals.proxied.ms) * 1000;
     const sequential = `${ROUNDS} rounds of ${SEQUENTIAL_CALLS} sequential calls per target, blocks of ${BLOCK} rotating between targets`;
@@ -474,9 +596,14 @@ async function run(): Promise<Figure[]> {
     return [
       figure({
         bench: NAME,
-        figure: "p50 latency of tools/call through /mcp/{ws}/{server} with an agent session's caveat token vs with an API token",
+        figure:
+          "p50 latency of tools/call through /mcp/{ws}/{server} with an agent session's caveat token vs with an API token",
         value: p('caveat', 50),
-        baseline: { what: `the same calls with the API token that started the session, ${sequential}`, value: p('proxied', 50), unit: 'ms' },
+        baseline: {
+          what: `the same calls with the API token that started the session, ${sequential}`,
+          value: p('proxied', 50),
+          unit: 'ms',
+        },
         goal: 1.05,
         better: 'lower',
       }),
@@ -484,7 +611,11 @@ async function run(): Promise<Figure[]> {
         bench: NAME,
         figure: 'p50 latency of tools/call through /mcp/{ws}/{server} (token, rate limit, policy, audit) vs direct',
         value: p('proxied', 50),
-        baseline: { what: `the same SDK client straight to ${upstreamWhat}, ${sequential}`, value: p('direct', 50), unit: 'ms' },
+        baseline: {
+          what: `the same SDK client straight to ${upstreamWhat}, ${sequential}`,
+          value: p('direct', 50),
+          unit: 'ms',
+        },
         goal: 1.1,
         better: 'lower',
       }),
@@ -492,7 +623,11 @@ async function run(): Promise<Figure[]> {
         bench: NAME,
         figure: 'p99 latency of tools/call through /mcp/{ws}/{server} vs direct',
         value: p('proxied', 99),
-        baseline: { what: `the same SDK client straight to ${upstreamWhat}, ${sequential}`, value: p('direct', 99), unit: 'ms' },
+        baseline: {
+          what: `the same SDK client straight to ${upstreamWhat}, ${sequential}`,
+          value: p('direct', 99),
+          unit: 'ms',
+        },
         goal: 1.25,
         better: 'lower',
       }),
@@ -500,7 +635,11 @@ async function run(): Promise<Figure[]> {
         bench: NAME,
         figure: `tools/call throughput at saturation (${CLIENTS} closed-loop clients) through /mcp/{ws}/{server} vs direct`,
         value: proxiedRate,
-        baseline: { what: `${CLIENTS} SDK clients straight to ${upstreamWhat}, ${ROUNDS} alternating rounds of ${SATURATION_SECONDS} s`, value: directRate, unit: 'calls/s' },
+        baseline: {
+          what: `${CLIENTS} SDK clients straight to ${upstreamWhat}, ${ROUNDS} alternating rounds of ${SATURATION_SECONDS} s`,
+          value: directRate,
+          unit: 'calls/s',
+        },
         goal: 0.45,
         better: 'higher',
       }),
@@ -508,7 +647,11 @@ async function run(): Promise<Figure[]> {
         bench: NAME,
         figure: 'p50 latency added by /mcp/{ws}/{server} vs added by a bare node:http forwarding hop',
         value: p('proxied', 50) - p('direct', 50),
-        baseline: { what: `p50 of a node:http hop piping to the upstream (keep-alive agent) minus direct p50, ${sequential}`, value: p('hop', 50) - p('direct', 50), unit: 'ms' },
+        baseline: {
+          what: `p50 of a node:http hop piping to the upstream (keep-alive agent) minus direct p50, ${sequential}`,
+          value: p('hop', 50) - p('direct', 50),
+          unit: 'ms',
+        },
         goal: 1.5,
         better: 'lower',
       }),
@@ -528,7 +671,8 @@ async function run(): Promise<Figure[]> {
 
 export const proxyBench: Bench = {
   name: NAME,
-  summary: 'MCP tools/call on a 2 ms upstream through /mcp/{ws}/{server} (token, policy, audit) vs direct: p50, p99, saturation; added latency vs a bare node:http hop',
+  summary:
+    'MCP tools/call on a 2 ms upstream through /mcp/{ws}/{server} (token, policy, audit) vs direct: p50, p99, saturation; added latency vs a bare node:http hop',
   run,
 };
 

@@ -9,7 +9,15 @@ import { frontBench } from './front.bench';
 import { policyBench } from './policy.bench';
 import { proxyBench } from './proxy.bench';
 
-const BENCHES: readonly Bench[] = [policyBench, catalogBench, frontBench, auditIngestBench, proxyBench, caveatBench, sandboxBench];
+const BENCHES: readonly Bench[] = [
+  policyBench,
+  catalogBench,
+  frontBench,
+  auditIngestBench,
+  proxyBench,
+  caveatBench,
+  sandboxBench,
+];
 
 async function main(argv: string[]): Promise<number> {
   const wanted = argv.filter((arg) => arg !== '--');

@@ -24,7 +24,11 @@ function clientsWorker(): (command: ClientCommand) => Promise<ClientAnswer> {
     switch (command.type) {
       case 'connect': {
         const c = new Client({ name: 'sandbox-bench', version: '1.0.0' });
-        await c.connect(new StreamableHTTPClientTransport(new URL(command.url), { requestInit: { headers: { authorization: `Bearer ${command.token}` } } }));
+        await c.connect(
+          new StreamableHTTPClientTransport(new URL(command.url), {
+            requestInit: { headers: { authorization: `Bearer ${command.token}` } },
+          }),
+        );
         return { client: clients.push(c) - 1 };
       }
       case 'call': {
@@ -32,7 +36,8 @@ function clientsWorker(): (command: ClientCommand) => Promise<ClientAnswer> {
         const result = await clients[command.client]!.callTool({ name: command.name, arguments: command.arguments });
         const ms = performance.now() - started;
         if (result.isError) throw new Error(`${command.name}: ${JSON.stringify(result).slice(0, 300)}`);
-        if (command.big && (result.content as { type: string; text: string }[])[0]?.text !== BIG_TEXT) throw new Error(`${command.name}: not the 1 MiB expected`);
+        if (command.big && (result.content as { type: string; text: string }[])[0]?.text !== BIG_TEXT)
+          throw new Error(`${command.name}: not the 1 MiB expected`);
         return { ms };
       }
       case 'close':

@@ -49,7 +49,11 @@ export function serveInWorker<Command, Answer>(role: string, start: () => (comma
   parentPort!.on('message', (message: { id: number; command: Command }) => {
     handle(message.command).then(
       (answer) => parentPort!.postMessage({ id: message.id, answer }),
-      (error: unknown) => parentPort!.postMessage({ id: message.id, error: error instanceof Error ? (error.stack ?? error.message) : String(error) }),
+      (error: unknown) =>
+        parentPort!.postMessage({
+          id: message.id,
+          error: error instanceof Error ? (error.stack ?? error.message) : String(error),
+        }),
     );
   });
 }

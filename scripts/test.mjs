@@ -64,7 +64,15 @@ else {
 
 const dir = mkdtempSync(join(tmpdir(), 'aileron-results-'));
 const report = join(dir, 'vitest.json');
-const ok = await step('vitest', 'npx', ['vitest', 'run', '--reporter=default', '--reporter=json', '--reporter=./scripts/slowest-files.mjs', `--outputFile.json=${report}`, ...extra]);
+const ok = await step('vitest', 'npx', [
+  'vitest',
+  'run',
+  '--reporter=default',
+  '--reporter=json',
+  '--reporter=./scripts/slowest-files.mjs',
+  `--outputFile.json=${report}`,
+  ...extra,
+]);
 try {
   const results = JSON.parse(readFileSync(report, 'utf8'));
   passed += results.numPassedTests;

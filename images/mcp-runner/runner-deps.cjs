@@ -31,14 +31,17 @@ while (pending.length > 0) {
   if (where === undefined) {
     // an optional dependency for another platform is simply not installed
     if (optional) continue;
-    process.stderr.write(`runner-deps: ${name} (needed by ${relative(from, dir) || 'the root'}) is not installed under ${from}\n`);
+    process.stderr.write(
+      `runner-deps: ${name} (needed by ${relative(from, dir) || 'the root'}) is not installed under ${from}\n`,
+    );
     process.exit(1);
   }
   if (found.has(where)) continue;
   found.add(where);
   const manifest = JSON.parse(readFileSync(join(where, 'package.json'), 'utf8'));
   for (const dep of Object.keys(manifest.dependencies ?? {})) pending.push({ name: dep, dir: where, optional: false });
-  for (const dep of Object.keys(manifest.optionalDependencies ?? {})) pending.push({ name: dep, dir: where, optional: true });
+  for (const dep of Object.keys(manifest.optionalDependencies ?? {}))
+    pending.push({ name: dep, dir: where, optional: true });
   // npm 7+ installs required peers; an optional one is used only if the package is there
   for (const dep of Object.keys(manifest.peerDependencies ?? {})) {
     pending.push({ name: dep, dir: where, optional: manifest.peerDependenciesMeta?.[dep]?.optional === true });

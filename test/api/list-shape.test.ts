@@ -13,7 +13,7 @@ const NOT_PAGED: Record<string, string> = {
   'GET /.well-known/aileron/policy-keys': 'a JWKS document: verifiers need every key at once',
   'GET /.well-known/aileron/audit-keys': 'a JWKS document: verifiers need every key at once',
   'GET /v1/gateway/catalog': "the gateway's whole bundle, cached by ETag: a gateway needs all of it",
-  'GET /v1/gateway/policy': "the signed policy bundle: a gateway needs all of it",
+  'GET /v1/gateway/policy': 'the signed policy bundle: a gateway needs all of it',
   'GET /v1/workspaces/:ws/policy': 'one document (its rules are the document)',
   'GET /v1/workspaces/:ws/policy/versions/:version': 'one document',
   'GET /v1/workspaces/:ws/policy/diff': 'one comparison of two documents',
@@ -37,7 +37,10 @@ function shapeOf(schema: z.ZodType | undefined): Record<string, z.ZodType> | und
 /** An array of objects at the top of the answer: rows to page through (an array of names or numbers is one resource's field). */
 function holdsCollection(schema: z.ZodType | undefined): boolean {
   const shape = shapeOf(schema);
-  return shape !== undefined && Object.values(shape).some((field) => field instanceof z.ZodArray && field.element instanceof z.ZodObject);
+  return (
+    shape !== undefined &&
+    Object.values(shape).some((field) => field instanceof z.ZodArray && field.element instanceof z.ZodObject)
+  );
 }
 
 describe('list shape', () => {
@@ -52,16 +55,21 @@ describe('list shape', () => {
 
   it('every GET whose answer holds a collection takes limit and cursor and answers items and next_cursor', () => {
     const wrong: string[] = [];
-    for (const route of routes.filter((r) => r.method === 'GET' && (r.produces ?? 'application/json') === 'application/json')) {
+    for (const route of routes.filter(
+      (r) => r.method === 'GET' && (r.produces ?? 'application/json') === 'application/json',
+    )) {
       const name = `${route.method} ${route.path}`;
       if (name in NOT_PAGED) continue;
       const query = shapeOf(route.query) ?? {};
       const paged = 'limit' in query && 'cursor' in query;
       const answer = shapeOf(route.response);
       if (paged) {
-        if (answer && !('items' in answer && 'next_cursor' in answer)) wrong.push(`${name}: pages but does not answer {items, next_cursor}`);
+        if (answer && !('items' in answer && 'next_cursor' in answer))
+          wrong.push(`${name}: pages but does not answer {items, next_cursor}`);
       } else if (route.response === undefined || holdsCollection(route.response)) {
-        wrong.push(`${name}: ${route.response === undefined ? 'declares no response and' : 'answers a collection but'} takes no limit and cursor`);
+        wrong.push(
+          `${name}: ${route.response === undefined ? 'declares no response and' : 'answers a collection but'} takes no limit and cursor`,
+        );
       }
     }
     expect(wrong).toEqual([]);

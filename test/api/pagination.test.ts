@@ -47,7 +47,11 @@ describe('pagination', () => {
 
   /** Gives rows one created_at, as if one transaction had written them all (an instant before the test, so later rows come after). */
   async function tie(table: string, ids: string[], column = 'created_at', idColumn = 'id'): Promise<void> {
-    await sql(`UPDATE ${table} SET ${column} = $1::timestamptz WHERE ${idColumn}::text = ANY($2::text[])`, SAME_INSTANT, ids);
+    await sql(
+      `UPDATE ${table} SET ${column} = $1::timestamptz WHERE ${idColumn}::text = ANY($2::text[])`,
+      SAME_INSTANT,
+      ids,
+    );
   }
 
   async function created(method: string, path: string, body: unknown, token?: string): Promise<any> {
@@ -69,7 +73,11 @@ describe('pagination', () => {
     let pages = 0;
     do {
       const join = path.includes('?') ? '&' : '?';
-      const res = await cp.request('GET', `${path}${join}limit=${LIMIT}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`, token ? { token } : {});
+      const res = await cp.request(
+        'GET',
+        `${path}${join}limit=${LIMIT}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`,
+        token ? { token } : {},
+      );
       expect(res.status, `${path}: ${res.text}`).toBe(200);
       expect(Object.keys(res.body)).toEqual(expect.arrayContaining(['items', 'next_cursor']));
       expect(res.body.items.length).toBeLessThanOrEqual(LIMIT);
@@ -84,27 +92,103 @@ describe('pagination', () => {
   const cases: ListCase[] = [
     { name: 'workspaces', path: () => '/v1/workspaces', key: (w) => w.slug, seeded: () => seeded.workspaces! },
     { name: 'users', path: () => '/v1/users', key: (u) => u.id, seeded: () => byId(seeded.users!, 'asc') },
-    { name: 'members', path: () => `/v1/workspaces/${ws}/members`, key: (m) => m.user_id, seeded: () => byId(seeded.users!, 'asc') },
+    {
+      name: 'members',
+      path: () => `/v1/workspaces/${ws}/members`,
+      key: (m) => m.user_id,
+      seeded: () => byId(seeded.users!, 'asc'),
+    },
     { name: 'tokens', path: () => '/v1/tokens', key: (t) => t.id, seeded: () => byId(seeded.tokens!, 'asc') },
     { name: 'catalog servers', path: () => '/v1/catalog/servers', key: (s) => s.name, seeded: () => seeded.servers! },
-    { name: 'workspace servers', path: () => `/v1/workspaces/${ws}/servers`, key: (s) => s.server, seeded: () => seeded.servers! },
-    { name: 'gateways', path: () => `/v1/workspaces/${ws}/gateways`, key: (g) => g.id, seeded: () => byId(seeded.gateways!, 'desc') },
-    { name: 'policy versions', path: () => `/v1/workspaces/${ws}/policy/versions`, key: (v) => String(v.version), seeded: () => ['5', '4', '3', '2', '1'] },
+    {
+      name: 'workspace servers',
+      path: () => `/v1/workspaces/${ws}/servers`,
+      key: (s) => s.server,
+      seeded: () => seeded.servers!,
+    },
+    {
+      name: 'gateways',
+      path: () => `/v1/workspaces/${ws}/gateways`,
+      key: (g) => g.id,
+      seeded: () => byId(seeded.gateways!, 'desc'),
+    },
+    {
+      name: 'policy versions',
+      path: () => `/v1/workspaces/${ws}/policy/versions`,
+      key: (v) => String(v.version),
+      seeded: () => ['5', '4', '3', '2', '1'],
+    },
     { name: 'audit', path: () => `/v1/workspaces/${ws}/audit`, key: (r) => String(r.seq), seeded: () => seeded.audit! },
     { name: 'organisation audit', path: () => '/v1/audit', key: (r) => String(r.seq), seeded: () => seeded.orgAudit! },
-    { name: 'audit checkpoints', path: () => `/v1/workspaces/${ws}/audit/checkpoints`, key: (c) => String(c.seq), seeded: () => seeded.checkpoints! },
-    { name: 'audit sinks', path: () => '/v1/audit/sinks', key: (s) => s.id, seeded: () => byId(seeded.sinks!, 'asc'), token: () => sinkOwner },
+    {
+      name: 'audit checkpoints',
+      path: () => `/v1/workspaces/${ws}/audit/checkpoints`,
+      key: (c) => String(c.seq),
+      seeded: () => seeded.checkpoints!,
+    },
+    {
+      name: 'audit sinks',
+      path: () => '/v1/audit/sinks',
+      key: (s) => s.id,
+      seeded: () => byId(seeded.sinks!, 'asc'),
+      token: () => sinkOwner,
+    },
     { name: 'secrets', path: () => `/v1/workspaces/${ws}/secrets`, key: (s) => s.path, seeded: () => seeded.secrets! },
-    { name: 'approvals', path: () => `/v1/workspaces/${ws}/approvals`, key: (a) => a.id, seeded: () => byId(seeded.approvals!, 'desc') },
-    { name: 'sessions', path: () => `/v1/workspaces/${ws}/sessions`, key: (s) => s.id, seeded: () => byId(seeded.sessions!, 'desc') },
-    { name: 'sessions (alias)', path: () => `/v1/sessions?workspace=${ws}`, key: (s) => s.id, seeded: () => byId(seeded.sessions!, 'desc') },
-    { name: 'session messages', path: () => `/v1/workspaces/${ws}/sessions/${sessionId}/messages`, key: (m) => m.id, seeded: () => byId(seeded.messages!, 'asc') },
-    { name: 'session keys', path: () => '/v1/session-keys', key: (k) => k.key_id, seeded: () => [...seeded.sessionKeys!].sort().reverse() },
-    { name: 'sandboxes', path: () => `/v1/workspaces/${ws}/sandboxes`, key: (s) => s.name, seeded: () => seeded.sandboxes! },
-    { name: 'sandbox snapshots', path: () => `/v1/workspaces/${ws}/sandboxes/${seeded.sandboxes![0]}/snapshots`, key: (s) => s.sha, seeded: () => seeded.snapshots! },
-    { name: 'tool pins', path: () => `/v1/workspaces/${ws}/servers/${seeded.servers![0]}/tools`, key: (p) => `${p.version}/${p.tool}`, seeded: () => seeded.pins! },
+    {
+      name: 'approvals',
+      path: () => `/v1/workspaces/${ws}/approvals`,
+      key: (a) => a.id,
+      seeded: () => byId(seeded.approvals!, 'desc'),
+    },
+    {
+      name: 'sessions',
+      path: () => `/v1/workspaces/${ws}/sessions`,
+      key: (s) => s.id,
+      seeded: () => byId(seeded.sessions!, 'desc'),
+    },
+    {
+      name: 'sessions (alias)',
+      path: () => `/v1/sessions?workspace=${ws}`,
+      key: (s) => s.id,
+      seeded: () => byId(seeded.sessions!, 'desc'),
+    },
+    {
+      name: 'session messages',
+      path: () => `/v1/workspaces/${ws}/sessions/${sessionId}/messages`,
+      key: (m) => m.id,
+      seeded: () => byId(seeded.messages!, 'asc'),
+    },
+    {
+      name: 'session keys',
+      path: () => '/v1/session-keys',
+      key: (k) => k.key_id,
+      seeded: () => [...seeded.sessionKeys!].sort().reverse(),
+    },
+    {
+      name: 'sandboxes',
+      path: () => `/v1/workspaces/${ws}/sandboxes`,
+      key: (s) => s.name,
+      seeded: () => seeded.sandboxes!,
+    },
+    {
+      name: 'sandbox snapshots',
+      path: () => `/v1/workspaces/${ws}/sandboxes/${seeded.sandboxes![0]}/snapshots`,
+      key: (s) => s.sha,
+      seeded: () => seeded.snapshots!,
+    },
+    {
+      name: 'tool pins',
+      path: () => `/v1/workspaces/${ws}/servers/${seeded.servers![0]}/tools`,
+      key: (p) => `${p.version}/${p.tool}`,
+      seeded: () => seeded.pins!,
+    },
     { name: 'webhooks', path: () => '/v1/webhooks', key: (w) => w.id, seeded: () => byId(seeded.webhooks!, 'asc') },
-    { name: 'webhook deliveries', path: () => `/v1/webhooks/${webhookId}/deliveries`, key: (d) => d.id, seeded: () => seeded.deliveries! },
+    {
+      name: 'webhook deliveries',
+      path: () => `/v1/webhooks/${webhookId}/deliveries`,
+      key: (d) => d.id,
+      seeded: () => seeded.deliveries!,
+    },
   ];
 
   beforeAll(async () => {
@@ -138,31 +222,70 @@ describe('pagination', () => {
     await tie('gateways', seeded.gateways, 'enrolled_at');
 
     for (let i = 1; i <= ROWS; i++) {
-      await created('PUT', `/v1/workspaces/${ws}/policy`, { rules: [{ id: `review-${i}`, effect: 'approval', tools: ['merge_*'] }] });
+      await created('PUT', `/v1/workspaces/${ws}/policy`, {
+        rules: [{ id: `review-${i}`, effect: 'approval', tools: ['merge_*'] }],
+      });
     }
 
     sinkOwner = (await anOrganization(cp)).token;
-    seeded.sinks = await times(ROWS, async (i) => (await created('POST', '/v1/audit/sinks', { name: `${prefix}-sink-${i}`, url: 'http://127.0.0.1:9/siem' }, sinkOwner)).id);
+    seeded.sinks = await times(
+      ROWS,
+      async (i) =>
+        (
+          await created(
+            'POST',
+            '/v1/audit/sinks',
+            { name: `${prefix}-sink-${i}`, url: 'http://127.0.0.1:9/siem' },
+            sinkOwner,
+          )
+        ).id,
+    );
     await tie('audit_sinks', seeded.sinks);
 
     seeded.secrets = names('secret').map((n) => `team/${n}`);
     for (const path of seeded.secrets) await created('PUT', `/v1/workspaces/${ws}/secrets/${path}`, { value: 'v' });
 
-    seeded.approvals = await times(ROWS, async (i) => (await created('POST', '/v1/gateway/approvals', { server: 'github', tool: 'merge_pr', arguments: { n: i }, principal: 'dev@example.com' }, gatewayToken)).id);
+    seeded.approvals = await times(
+      ROWS,
+      async (i) =>
+        (
+          await created(
+            'POST',
+            '/v1/gateway/approvals',
+            { server: 'github', tool: 'merge_pr', arguments: { n: i }, principal: 'dev@example.com' },
+            gatewayToken,
+          )
+        ).id,
+    );
     await tie('approval_requests', seeded.approvals);
 
-    seeded.sessions = await times(ROWS, async (i) => (await created('POST', `/v1/workspaces/${ws}/sessions`, { name: `agent-${i}` })).id);
+    seeded.sessions = await times(
+      ROWS,
+      async (i) => (await created('POST', `/v1/workspaces/${ws}/sessions`, { name: `agent-${i}` })).id,
+    );
     await tie('agent_sessions', seeded.sessions);
     sessionId = seeded.sessions[0]!;
-    seeded.messages = await times(ROWS, async (i) => (await created('POST', `/v1/workspaces/${ws}/sessions/${sessionId}/messages`, { text: `answer ${i}` })).id);
+    seeded.messages = await times(
+      ROWS,
+      async (i) =>
+        (await created('POST', `/v1/workspaces/${ws}/sessions/${sessionId}/messages`, { text: `answer ${i}` })).id,
+    );
     await tie('session_messages', seeded.messages);
 
-    seeded.sessionKeys = await times(ROWS, async () => (await created('POST', '/v1/session-keys/rotate', undefined)).key_id);
+    seeded.sessionKeys = await times(
+      ROWS,
+      async () => (await created('POST', '/v1/session-keys/rotate', undefined)).key_id,
+    );
     await tie('session_root_keys', seeded.sessionKeys, 'created_at', 'key_id');
 
     seeded.sandboxes = names('box').slice(0, 3);
     for (const name of seeded.sandboxes) await created('POST', `/v1/workspaces/${ws}/sandboxes`, { name });
-    const box = (await cp.cp.database.client.$queryRawUnsafe<{ id: string; organization_id: string }[]>('SELECT id, organization_id FROM sandboxes WHERE name = $1', seeded.sandboxes[0]))[0]!;
+    const box = (
+      await cp.cp.database.client.$queryRawUnsafe<{ id: string; organization_id: string }[]>(
+        'SELECT id, organization_id FROM sandboxes WHERE name = $1',
+        seeded.sandboxes[0],
+      )
+    )[0]!;
     const shas = Array.from({ length: ROWS }, (_, i) => String(i + 1).repeat(40));
     for (const sha of shas) {
       await sql(
@@ -173,10 +296,18 @@ describe('pagination', () => {
         SAME_INSTANT,
       );
     }
-    const snapshotIds = await cp.cp.database.client.$queryRawUnsafe<{ sha: string }[]>('SELECT sha FROM sandbox_snapshots WHERE sandbox_id = $1::uuid ORDER BY id DESC', box.id);
+    const snapshotIds = await cp.cp.database.client.$queryRawUnsafe<{ sha: string }[]>(
+      'SELECT sha FROM sandbox_snapshots WHERE sandbox_id = $1::uuid ORDER BY id DESC',
+      box.id,
+    );
     seeded.snapshots = snapshotIds.map((r) => r.sha);
 
-    const workspace = (await cp.cp.database.client.$queryRawUnsafe<{ id: string; organization_id: string }[]>('SELECT id, organization_id FROM workspaces WHERE slug = $1', ws))[0]!;
+    const workspace = (
+      await cp.cp.database.client.$queryRawUnsafe<{ id: string; organization_id: string }[]>(
+        'SELECT id, organization_id FROM workspaces WHERE slug = $1',
+        ws,
+      )
+    )[0]!;
     seeded.pins = [];
     for (const version of ['1.0.0', '1.1.0']) {
       for (const tool of ['alpha', 'beta', 'gamma']) {
@@ -193,7 +324,17 @@ describe('pagination', () => {
       }
     }
 
-    seeded.webhooks = await times(ROWS, async (i) => (await created('POST', '/v1/webhooks', { name: `${prefix}-hook-${i}`, url: 'http://127.0.0.1:9/hook', events: ['pagination.never-sent'] })).id);
+    seeded.webhooks = await times(
+      ROWS,
+      async (i) =>
+        (
+          await created('POST', '/v1/webhooks', {
+            name: `${prefix}-hook-${i}`,
+            url: 'http://127.0.0.1:9/hook',
+            events: ['pagination.never-sent'],
+          })
+        ).id,
+    );
     await tie('webhook_endpoints', seeded.webhooks);
     webhookId = seeded.webhooks[0]!;
     for (let i = 1; i <= ROWS; i++) {
@@ -205,11 +346,21 @@ describe('pagination', () => {
         SAME_INSTANT,
       );
     }
-    seeded.deliveries = (await cp.cp.database.client.$queryRawUnsafe<{ id: string }[]>('SELECT id::text FROM webhook_deliveries WHERE endpoint_id = $1::uuid ORDER BY id DESC', webhookId)).map((r) => r.id);
+    seeded.deliveries = (
+      await cp.cp.database.client.$queryRawUnsafe<{ id: string }[]>(
+        'SELECT id::text FROM webhook_deliveries WHERE endpoint_id = $1::uuid ORDER BY id DESC',
+        webhookId,
+      )
+    ).map((r) => r.id);
 
     // the audit chains: every change above wrote records; the list must give each once, newest first
     const chain = async (chainId: string) =>
-      (await cp.cp.database.client.$queryRawUnsafe<{ seq: string }[]>('SELECT seq::text AS seq FROM audit_events e WHERE chain_id = $1::uuid ORDER BY e.seq DESC', chainId)).map((r) => r.seq);
+      (
+        await cp.cp.database.client.$queryRawUnsafe<{ seq: string }[]>(
+          'SELECT seq::text AS seq FROM audit_events e WHERE chain_id = $1::uuid ORDER BY e.seq DESC',
+          chainId,
+        )
+      ).map((r) => r.seq);
     seeded.audit = await chain(workspace.id);
     seeded.orgAudit = await chain(workspace.organization_id);
     expect(seeded.audit.length).toBeGreaterThan(LIMIT);
@@ -222,7 +373,12 @@ describe('pagination', () => {
         workspace.organization_id,
       );
     }
-    seeded.checkpoints = (await cp.cp.database.client.$queryRawUnsafe<{ seq: string }[]>('SELECT seq::text AS seq FROM audit_checkpoints c WHERE chain_id = $1::uuid ORDER BY c.seq', workspace.id)).map((r) => r.seq);
+    seeded.checkpoints = (
+      await cp.cp.database.client.$queryRawUnsafe<{ seq: string }[]>(
+        'SELECT seq::text AS seq FROM audit_checkpoints c WHERE chain_id = $1::uuid ORDER BY c.seq',
+        workspace.id,
+      )
+    ).map((r) => r.seq);
   }, 240_000);
   afterAll(async () => cp?.close());
 
@@ -239,14 +395,18 @@ describe('pagination', () => {
     });
   }
 
-  it("refuses a cursor that does not decode, or that another list gave out, with 400 INVALID_CURSOR", async () => {
+  it('refuses a cursor that does not decode, or that another list gave out, with 400 INVALID_CURSOR', async () => {
     const tokensPage = await cp.request('GET', `/v1/tokens?limit=1`);
     const foreign = tokensPage.body.next_cursor as string;
     expect(foreign).toEqual(expect.any(String));
     for (const list of cases.filter((c) => c.name !== 'tokens')) {
       for (const cursor of [foreign, 'not-a-cursor']) {
         const join = list.path().includes('?') ? '&' : '?';
-        const res = await cp.request('GET', `${list.path()}${join}cursor=${encodeURIComponent(cursor)}`, list.token ? { token: list.token() } : {});
+        const res = await cp.request(
+          'GET',
+          `${list.path()}${join}cursor=${encodeURIComponent(cursor)}`,
+          list.token ? { token: list.token() } : {},
+        );
         expect(res.status, `${list.name}: ${res.text}`).toBe(400);
         expect(res.headers.get('content-type')).toContain('application/problem+json');
         expect(res.body.code, list.name).toBe('INVALID_CURSOR');
@@ -258,11 +418,19 @@ describe('pagination', () => {
   it('answers the pages ahead of a list that grew meanwhile without repeating or skipping what was there', async () => {
     const first = await cp.request('GET', `/v1/workspaces/${ws}/approvals?limit=${LIMIT}`);
     // a request written after the first page comes first in newest-first order: the next pages do not shift
-    await created('POST', '/v1/gateway/approvals', { server: 'github', tool: 'merge_pr', arguments: { n: 'late' }, principal: 'dev@example.com' }, gatewayToken);
+    await created(
+      'POST',
+      '/v1/gateway/approvals',
+      { server: 'github', tool: 'merge_pr', arguments: { n: 'late' }, principal: 'dev@example.com' },
+      gatewayToken,
+    );
     const rest: any[] = [];
     let cursor: string | null = first.body.next_cursor;
     while (cursor) {
-      const res = await cp.request('GET', `/v1/workspaces/${ws}/approvals?limit=${LIMIT}&cursor=${encodeURIComponent(cursor)}`);
+      const res = await cp.request(
+        'GET',
+        `/v1/workspaces/${ws}/approvals?limit=${LIMIT}&cursor=${encodeURIComponent(cursor)}`,
+      );
       rest.push(...res.body.items);
       cursor = res.body.next_cursor;
     }
@@ -274,7 +442,10 @@ describe('pagination', () => {
       const first = await cp.request('GET', `/v1/workspaces/${ws}/policy/versions?limit=2`);
       expect(first.body.versions.map((v: any) => v.version)).toEqual([5, 4]);
       expect(first.body.next_before).toBe(4);
-      const second = await cp.request('GET', `/v1/workspaces/${ws}/policy/versions?limit=2&before=${first.body.next_before}`);
+      const second = await cp.request(
+        'GET',
+        `/v1/workspaces/${ws}/policy/versions?limit=2&before=${first.body.next_before}`,
+      );
       expect(second.body.versions.map((v: any) => v.version)).toEqual([3, 2]);
       expect(second.body.items).toEqual(second.body.versions);
       const last = await cp.request('GET', `/v1/workspaces/${ws}/policy/versions?limit=2&before=2`);
@@ -286,23 +457,39 @@ describe('pagination', () => {
       const first = await cp.request('GET', `/v1/workspaces/${ws}/secrets?limit=2`);
       expect(first.body.secrets.map((s: any) => s.path)).toEqual(seeded.secrets!.slice(0, 2));
       expect(first.body.next_after).toBe(seeded.secrets![1]);
-      const second = await cp.request('GET', `/v1/workspaces/${ws}/secrets?limit=2&after=${encodeURIComponent(first.body.next_after)}`);
+      const second = await cp.request(
+        'GET',
+        `/v1/workspaces/${ws}/secrets?limit=2&after=${encodeURIComponent(first.body.next_after)}`,
+      );
       expect(second.body.secrets.map((s: any) => s.path)).toEqual(seeded.secrets!.slice(2, 4));
       // the CLI of the last release asks for 500 at once
       expect((await cp.request('GET', `/v1/workspaces/${ws}/secrets?limit=500`)).status).toBe(200);
     });
 
     it('approvals: before= (a created_at) answers the requests created before it', async () => {
-      const older = await cp.request('GET', `/v1/workspaces/${ws}/approvals?before=${encodeURIComponent(SAME_INSTANT)}`);
+      const older = await cp.request(
+        'GET',
+        `/v1/workspaces/${ws}/approvals?before=${encodeURIComponent(SAME_INSTANT)}`,
+      );
       expect(older.status, older.text).toBe(200);
-      expect(older.body.approvals.map((a: any) => a.id).filter((id: string) => seeded.approvals!.includes(id))).toEqual([]);
-      const later = await cp.request('GET', `/v1/workspaces/${ws}/approvals?before=${encodeURIComponent('2099-01-01T00:00:00.000Z')}&limit=200`);
-      expect(later.body.approvals.map((a: any) => a.id).filter((id: string) => seeded.approvals!.includes(id))).toEqual(byId(seeded.approvals!, 'desc'));
+      expect(older.body.approvals.map((a: any) => a.id).filter((id: string) => seeded.approvals!.includes(id))).toEqual(
+        [],
+      );
+      const later = await cp.request(
+        'GET',
+        `/v1/workspaces/${ws}/approvals?before=${encodeURIComponent('2099-01-01T00:00:00.000Z')}&limit=200`,
+      );
+      expect(later.body.approvals.map((a: any) => a.id).filter((id: string) => seeded.approvals!.includes(id))).toEqual(
+        byId(seeded.approvals!, 'desc'),
+      );
     });
 
     it('audit and webhook deliveries: cursors of the old format are still read', async () => {
       const newest = Number(seeded.audit![0]);
-      const audit = await cp.request('GET', `/v1/workspaces/${ws}/audit?limit=2&cursor=${Buffer.from(`s:${newest}`).toString('base64url')}`);
+      const audit = await cp.request(
+        'GET',
+        `/v1/workspaces/${ws}/audit?limit=2&cursor=${Buffer.from(`s:${newest}`).toString('base64url')}`,
+      );
       expect(audit.status, audit.text).toBe(200);
       expect(audit.body.events.map((r: any) => String(r.seq))).toEqual(seeded.audit!.slice(1, 3));
       const [firstDelivery] = seeded.deliveries!;
@@ -338,7 +525,10 @@ describe('pagination', () => {
 
     it("messages: the agent's long-poll after=<message id> still answers what came after it", async () => {
       const [, second, third] = byId(seeded.messages!, 'asc');
-      const res = await cp.request('GET', `/v1/workspaces/${ws}/sessions/${sessionId}/messages?after=${second}&limit=1`);
+      const res = await cp.request(
+        'GET',
+        `/v1/workspaces/${ws}/sessions/${sessionId}/messages?after=${second}&limit=1`,
+      );
       expect(res.body.messages.map((m: any) => m.id)).toEqual([third]);
     });
   });

@@ -14,9 +14,15 @@ describe('health, metrics, OpenAPI and docs', () => {
     const res = await cp.request('GET', '/metrics', { token: null });
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toContain('text/plain');
-    expect(res.text).toMatch(/aileron_http_requests_total\{method="GET",route="\/v1\/workspaces\/:ws",status="200"\} \d+/);
-    expect(res.text).toMatch(/aileron_http_requests_total\{method="GET",route="\/v1\/workspaces\/:ws",status="404"\} \d+/);
-    expect(res.text).toMatch(/aileron_http_request_duration_seconds_bucket\{le="[0-9.]+",method="GET",route="\/v1\/workspaces\/:ws"\}/);
+    expect(res.text).toMatch(
+      /aileron_http_requests_total\{method="GET",route="\/v1\/workspaces\/:ws",status="200"\} \d+/,
+    );
+    expect(res.text).toMatch(
+      /aileron_http_requests_total\{method="GET",route="\/v1\/workspaces\/:ws",status="404"\} \d+/,
+    );
+    expect(res.text).toMatch(
+      /aileron_http_request_duration_seconds_bucket\{le="[0-9.]+",method="GET",route="\/v1\/workspaces\/:ws"\}/,
+    );
     expect(res.text).not.toContain(cp.ownerToken);
   });
 
@@ -25,7 +31,8 @@ describe('health, metrics, OpenAPI and docs', () => {
     expect(res.status).toBe(200);
     const doc = res.body;
     expect(doc.openapi).toBe('3.1.0');
-    for (const path of ['/v1/me', '/v1/organizations', '/v1/workspaces', '/v1/workspaces/{ws}', '/v1/tokens']) expect(Object.keys(doc.paths)).toContain(path);
+    for (const path of ['/v1/me', '/v1/organizations', '/v1/workspaces', '/v1/workspaces/{ws}', '/v1/tokens'])
+      expect(Object.keys(doc.paths)).toContain(path);
     const create = doc.paths['/v1/workspaces'].post;
     const schema = create.requestBody.content['application/json'].schema;
     expect(schema.required).toEqual(expect.arrayContaining(['slug', 'name']));
@@ -63,6 +70,10 @@ describe('health, metrics, OpenAPI and docs', () => {
   });
 
   it('answers readiness from the database and queue', async () => {
-    expect((await cp.request('GET', '/readyz', { token: null })).body).toEqual({ status: 'ok', database: true, queue: true });
+    expect((await cp.request('GET', '/readyz', { token: null })).body).toEqual({
+      status: 'ok',
+      database: true,
+      queue: true,
+    });
   });
 });

@@ -54,7 +54,10 @@ describe('organisations, workspaces, members and tokens', () => {
     expect(malformed.status).toBe(400);
     expect(malformed.body.code).toBe('MALFORMED_JSON');
 
-    const notJson = await cp.request('POST', '/v1/workspaces', { body: 'slug=x', headers: { 'content-type': 'text/plain' } });
+    const notJson = await cp.request('POST', '/v1/workspaces', {
+      body: 'slug=x',
+      headers: { 'content-type': 'text/plain' },
+    });
     expect(notJson.status).toBe(415);
     expect(notJson.body.code).toBe('UNSUPPORTED_MEDIA_TYPE');
   });
@@ -69,7 +72,11 @@ describe('organisations, workspaces, members and tokens', () => {
     expect(bogus.status).toBe(401);
     expect(bogus.body.code).toBe('TOKEN_INVALID');
     expect((await cp.request('GET', '/healthz', { token: null })).status).toBe(200);
-    expect((await cp.request('GET', '/readyz', { token: null })).body).toMatchObject({ status: 'ok', database: true, queue: true });
+    expect((await cp.request('GET', '/readyz', { token: null })).body).toMatchObject({
+      status: 'ok',
+      database: true,
+      queue: true,
+    });
   });
 
   it('API tokens: shown once, stored as a hash, listed with metadata, revoked at once, expiring', async () => {
@@ -105,7 +112,10 @@ describe('organisations, workspaces, members and tokens', () => {
 
   it('checks roles on every mutation and forbids minting a higher role', async () => {
     const member = await aToken(cp, cp.ownerToken, { role: 'member' });
-    const denied = await cp.request('POST', '/v1/workspaces', { token: member.token, body: { slug: uniqueSlug(), name: 'x' } });
+    const denied = await cp.request('POST', '/v1/workspaces', {
+      token: member.token,
+      body: { slug: uniqueSlug(), name: 'x' },
+    });
     expect(denied.status).toBe(403);
     expect(denied.body.code).toBe('FORBIDDEN');
 
@@ -118,7 +128,10 @@ describe('organisations, workspaces, members and tokens', () => {
     expect((await cp.request('GET', '/v1/tokens', { token: auditor.token })).status).toBe(200);
     expect((await cp.request('DELETE', `/v1/tokens/${member.id}`, { token: auditor.token })).status).toBe(403);
 
-    const notOperator = await cp.request('POST', '/v1/organizations', { token: admin.token, body: { slug: uniqueSlug(), name: 'x' } });
+    const notOperator = await cp.request('POST', '/v1/organizations', {
+      token: admin.token,
+      body: { slug: uniqueSlug(), name: 'x' },
+    });
     expect(notOperator.status).toBe(403);
     expect(notOperator.body.code).toBe('PLATFORM_OPERATOR_REQUIRED');
   });
@@ -134,14 +147,22 @@ describe('organisations, workspaces, members and tokens', () => {
     const list = await cp.request('GET', '/v1/workspaces', { token: restricted.token });
     expect(list.body.workspaces.map((w: { slug: string }) => w.slug)).toEqual([a.slug]);
     // it cannot mint an organisation-wide token either
-    const wide = await cp.request('POST', '/v1/tokens', { token: restricted.token, body: { name: 'x', role: 'member' } });
+    const wide = await cp.request('POST', '/v1/tokens', {
+      token: restricted.token,
+      body: { name: 'x', role: 'member' },
+    });
     expect(wide.status).toBe(403);
   });
 
   it('organisations: a platform operator creates one and gets its first owner token once', async () => {
     const org = await anOrganization(cp);
     const me = await cp.request('GET', '/v1/me', { token: org.token });
-    expect(me.body).toMatchObject({ organization: { slug: org.slug }, role: 'owner', platform_operator: false, workspaces: [] });
+    expect(me.body).toMatchObject({
+      organization: { slug: org.slug },
+      role: 'owner',
+      platform_operator: false,
+      workspaces: [],
+    });
     const dup = await cp.request('POST', '/v1/organizations', { body: { slug: org.slug, name: 'x' } });
     expect(dup.body.code).toBe('ORGANIZATION_SLUG_TAKEN');
   });
@@ -155,20 +176,32 @@ describe('organisations, workspaces, members and tokens', () => {
     const members = await cp.request('GET', `/v1/workspaces/${ws.slug}/members`);
     expect(members.body.members).toEqual([expect.objectContaining({ user_id: user.id, role: 'approver' })]);
     expect((await cp.request('DELETE', `/v1/workspaces/${ws.slug}/members/${user.id}`)).status).toBe(204);
-    expect((await cp.request('DELETE', `/v1/workspaces/${ws.slug}/members/${user.id}`)).body.code).toBe('MEMBER_NOT_FOUND');
-    const missing = await cp.request('PUT', `/v1/workspaces/${ws.slug}/members/00000000-0000-4000-8000-000000000000`, { body: { role: 'member' } });
+    expect((await cp.request('DELETE', `/v1/workspaces/${ws.slug}/members/${user.id}`)).body.code).toBe(
+      'MEMBER_NOT_FOUND',
+    );
+    const missing = await cp.request('PUT', `/v1/workspaces/${ws.slug}/members/00000000-0000-4000-8000-000000000000`, {
+      body: { role: 'member' },
+    });
     expect(missing.body.code).toBe('USER_NOT_FOUND');
   });
 
   it('nobody changes a grant above their own: an admin neither demotes nor removes an owner membership, nor revokes an owner token', async () => {
     const ws = await aWorkspace(cp, cp.ownerToken);
     const boss = await aUser(cp, cp.ownerToken, 'member');
-    expect((await cp.request('PUT', `/v1/workspaces/${ws.slug}/members/${boss.id}`, { body: { role: 'owner' } })).status).toBe(200);
-    const admins = [await aToken(cp, cp.ownerToken, { role: 'admin', workspace: ws.slug }), await aToken(cp, cp.ownerToken, { role: 'admin' })];
+    expect(
+      (await cp.request('PUT', `/v1/workspaces/${ws.slug}/members/${boss.id}`, { body: { role: 'owner' } })).status,
+    ).toBe(200);
+    const admins = [
+      await aToken(cp, cp.ownerToken, { role: 'admin', workspace: ws.slug }),
+      await aToken(cp, cp.ownerToken, { role: 'admin' }),
+    ];
     const ownerToken = await aToken(cp, cp.ownerToken, { role: 'owner' });
     for (const admin of admins) {
       for (const res of [
-        await cp.request('PUT', `/v1/workspaces/${ws.slug}/members/${boss.id}`, { token: admin.token, body: { role: 'member' } }),
+        await cp.request('PUT', `/v1/workspaces/${ws.slug}/members/${boss.id}`, {
+          token: admin.token,
+          body: { role: 'member' },
+        }),
         await cp.request('DELETE', `/v1/workspaces/${ws.slug}/members/${boss.id}`, { token: admin.token }),
       ]) {
         expect(res.status, res.text).toBe(403);
@@ -184,17 +217,30 @@ describe('organisations, workspaces, members and tokens', () => {
     expect((await cp.request('GET', '/v1/me', { token: ownerToken.token })).status).toBe(200);
     // within their own grant they still act, and an owner may do all of it
     const peer = await aUser(cp, cp.ownerToken, 'member');
-    expect((await cp.request('PUT', `/v1/workspaces/${ws.slug}/members/${peer.id}`, { token: admins[0]!.token, body: { role: 'admin' } })).status).toBe(200);
-    expect((await cp.request('DELETE', `/v1/workspaces/${ws.slug}/members/${peer.id}`, { token: admins[0]!.token })).status).toBe(204);
+    expect(
+      (
+        await cp.request('PUT', `/v1/workspaces/${ws.slug}/members/${peer.id}`, {
+          token: admins[0]!.token,
+          body: { role: 'admin' },
+        })
+      ).status,
+    ).toBe(200);
+    expect(
+      (await cp.request('DELETE', `/v1/workspaces/${ws.slug}/members/${peer.id}`, { token: admins[0]!.token })).status,
+    ).toBe(204);
     const memberToken = await aToken(cp, cp.ownerToken, { role: 'member' });
     expect((await cp.request('DELETE', `/v1/tokens/${memberToken.id}`, { token: admins[1]!.token })).status).toBe(204);
-    expect((await cp.request('PUT', `/v1/workspaces/${ws.slug}/members/${boss.id}`, { body: { role: 'member' } })).status).toBe(200);
+    expect(
+      (await cp.request('PUT', `/v1/workspaces/${ws.slug}/members/${boss.id}`, { body: { role: 'member' } })).status,
+    ).toBe(200);
     expect((await cp.request('DELETE', `/v1/tokens/${ownerToken.id}`)).status).toBe(204);
   });
 
   it('records each change in the outbox in the same transaction', async () => {
     const ws = await aWorkspace(cp, cp.ownerToken);
-    const rows = await cp.cp.database.client.outboxMessage.findMany({ where: { topic: 'workspace.created', workspaceId: ws.id } });
+    const rows = await cp.cp.database.client.outboxMessage.findMany({
+      where: { topic: 'workspace.created', workspaceId: ws.id },
+    });
     expect(rows).toHaveLength(1);
     expect(rows[0]!.payload).toMatchObject({ workspace: ws.slug });
   });

@@ -30,7 +30,13 @@ const ROUTES = ['quick', 'pair', 'sre', 'leads', 'on-call'];
 const POLICY = {
   rules: [
     { id: 'releases-need-approval', effect: 'approval', servers: ['deploy'], tools: ['release'] },
-    ...ROUTES.map((route) => ({ id: `via-${route}`, effect: 'approval', approval_route: route, servers: ['deploy'], tools: [route] })),
+    ...ROUTES.map((route) => ({
+      id: `via-${route}`,
+      effect: 'approval',
+      approval_route: route,
+      servers: ['deploy'],
+      tools: [route],
+    })),
     { id: 'status-is-free', effect: 'allow', servers: ['deploy'], tools: ['status'] },
     { id: 'no-teardown', effect: 'deny', servers: ['deploy'], tools: ['teardown'] },
   ],
@@ -56,9 +62,12 @@ function approvalsOn(cp: () => TestControlPlane) {
       expect(res.status, res.text).toBe(201);
       return res.body;
     },
-    consume: (gateway: Gateway, id: string, call: Call = CALL) => cp().request('POST', `/v1/gateway/approvals/${id}/consume`, { token: gateway.token, body: call }),
-    approve: (id: string, token = cp().ownerToken, reason?: string) => cp().request('POST', `/v1/approvals/${id}/approve`, { token, body: reason ? { reason } : {} }),
-    deny: (id: string, token = cp().ownerToken, reason?: string) => cp().request('POST', `/v1/approvals/${id}/deny`, { token, body: reason ? { reason } : {} }),
+    consume: (gateway: Gateway, id: string, call: Call = CALL) =>
+      cp().request('POST', `/v1/gateway/approvals/${id}/consume`, { token: gateway.token, body: call }),
+    approve: (id: string, token = cp().ownerToken, reason?: string) =>
+      cp().request('POST', `/v1/approvals/${id}/approve`, { token, body: reason ? { reason } : {} }),
+    deny: (id: string, token = cp().ownerToken, reason?: string) =>
+      cp().request('POST', `/v1/approvals/${id}/deny`, { token, body: reason ? { reason } : {} }),
     get: (id: string, token = cp().ownerToken) => cp().request('GET', `/v1/approvals/${id}`, { token }),
     async audit(ws: string, type: string, approvalId: string): Promise<any[]> {
       const res = await cp().request('GET', `/v1/workspaces/${ws}/audit?type=${type}&limit=500`);
@@ -67,7 +76,11 @@ function approvalsOn(cp: () => TestControlPlane) {
     },
     /** The events subscribers get (webhooks, the live stream) leave through the outbox. */
     async events(topic: string, approvalId: string): Promise<unknown[]> {
-      return cp().cp.database.client.$queryRawUnsafe(`SELECT payload FROM outbox_messages WHERE topic = $1 AND payload->>'approval_id' = $2`, topic, approvalId);
+      return cp().cp.database.client.$queryRawUnsafe(
+        `SELECT payload FROM outbox_messages WHERE topic = $1 AND payload->>'approval_id' = $2`,
+        topic,
+        approvalId,
+      );
     },
   };
   return api;
@@ -95,11 +108,18 @@ describe.each(BACKENDS)('approvals on %s', (backend) => {
     await people.stop();
   });
 
-
   it('an approval lets exactly the approved call through, once; any other call is refused with what differs', async () => {
     const { gateway } = await a.workspace();
     const asked = await a.ask(gateway);
-    expect(asked).toMatchObject({ status: 'pending', server: 'deploy', tool: 'release', requester: CALL.principal, session: 'sess-1', rules: ['releases-need-approval'], quorum: 1 });
+    expect(asked).toMatchObject({
+      status: 'pending',
+      server: 'deploy',
+      tool: 'release',
+      requester: CALL.principal,
+      session: 'sess-1',
+      rules: ['releases-need-approval'],
+      quorum: 1,
+    });
     expect(asked.review_url).toMatch(new RegExp(`/review/${asked.id}$`));
 
     const early = await a.consume(gateway, asked.id);
@@ -123,7 +143,10 @@ describe.each(BACKENDS)('approvals on %s', (backend) => {
     expect((await a.consume(gateway, asked.id, sessionless)).body.detail).toMatch(/\(session\)/);
 
     // refusals did not use the approval up; key order is not part of "identical" (canonical JSON)
-    const reordered = { ...CALL, arguments: { canary: { regions: ['eu-west-1'], percent: 10 }, version: '2.4.1', service: 'payments' } };
+    const reordered = {
+      ...CALL,
+      arguments: { canary: { regions: ['eu-west-1'], percent: 10 }, version: '2.4.1', service: 'payments' },
+    };
     const used = await a.consume(gateway, asked.id, reordered);
     expect(used.status, used.text).toBe(200);
     expect(used.body.consumed_at).not.toBeNull();
@@ -145,7 +168,11 @@ describe.each(BACKENDS)('approvals on %s', (backend) => {
       expect((await a.get(asked.id)).body).toMatchObject({ status: 'pending', decisions: [] });
       // someone else may
       const approved = await a.approve(asked.id, bob.token, 'checked the diff');
-      expect(approved.body).toMatchObject({ status: 'approved', reason: 'checked the diff', decisions: [{ approver: `user:${bob.id}`, decision: 'approve', via: 'rest' }] });
+      expect(approved.body).toMatchObject({
+        status: 'approved',
+        reason: 'checked the diff',
+        decisions: [{ approver: `user:${bob.id}`, decision: 'approve', via: 'rest' }],
+      });
     }
   });
 
@@ -161,14 +188,16 @@ describe.each(BACKENDS)('approvals on %s', (backend) => {
     const madeWithHers = await mint(hers.token, 'approver');
     for (const principal of [`user:${ada.id}`, ada.email]) {
       const asked = await a.ask(gateway, { ...CALL, principal });
-      for (const token of [hers, madeWithHers]) expectRefused(await a.approve(asked.id, token.token), 403, 'SELF_APPROVAL_FORBIDDEN');
+      for (const token of [hers, madeWithHers])
+        expectRefused(await a.approve(asked.id, token.token), 403, 'SELF_APPROVAL_FORBIDDEN');
       // a token someone else made still decides
       expect((await a.approve(asked.id, cp.ownerToken)).body.status).toBe('approved');
     }
     // the other way round: an agent runs with her token (the pool names it `token:<id>`), she approves with her own login or another token of hers
     for (const agentToken of [hers, madeWithHers]) {
       const asked = await a.ask(gateway, { ...CALL, principal: `token:${agentToken.id}` });
-      for (const approver of [ada.token, hers.token, madeWithHers.token]) expectRefused(await a.approve(asked.id, approver), 403, 'SELF_APPROVAL_FORBIDDEN');
+      for (const approver of [ada.token, hers.token, madeWithHers.token])
+        expectRefused(await a.approve(asked.id, approver), 403, 'SELF_APPROVAL_FORBIDDEN');
       expect((await a.get(asked.id)).body).toMatchObject({ status: 'pending', decisions: [] });
       const bob = await people.aPerson(cp, slug, 'approver');
       expect((await a.approve(asked.id, bob.token)).body.status).toBe('approved');
@@ -182,7 +211,9 @@ describe.each(BACKENDS)('approvals on %s', (backend) => {
     expectRefused(await a.approve(asked.id, member.token), 403, 'NOT_AN_APPROVER');
     expectRefused(await a.approve(asked.id, gateway.token), 403, 'GATEWAY_TOKEN_NOT_ALLOWED');
 
-    const { slug: narrow, gateway: narrowGateway } = await a.workspace({ routes: { leads: { approvers: [{ role: 'approver' }] } } });
+    const { slug: narrow, gateway: narrowGateway } = await a.workspace({
+      routes: { leads: { approvers: [{ role: 'approver' }] } },
+    });
     const lead = await people.aPerson(cp, narrow, 'approver');
     const routed = await a.ask(narrowGateway, { ...CALL, tool: 'leads' });
     expect(routed.route).toBe('leads');
@@ -194,19 +225,31 @@ describe.each(BACKENDS)('approvals on %s', (backend) => {
 
   it('a quorum of two needs two different approvers; a deny ends it for good', async () => {
     const { slug, gateway } = await a.workspace();
-    const [alice, bob, carol] = [await people.aPerson(cp, slug), await people.aPerson(cp, slug), await people.aPerson(cp, slug)];
+    const [alice, bob, carol] = [
+      await people.aPerson(cp, slug),
+      await people.aPerson(cp, slug),
+      await people.aPerson(cp, slug),
+    ];
     // people by e-mail or by id; members of the workspace, approvers only through this route
-    await a.route(slug, { routes: { pair: { approvers: [{ user: alice.email }, { user: bob.id }, { user: carol.email }], quorum: 2 } } });
+    await a.route(slug, {
+      routes: { pair: { approvers: [{ user: alice.email }, { user: bob.id }, { user: carol.email }], quorum: 2 } },
+    });
 
     const asked = await a.ask(gateway, { ...CALL, tool: 'pair' });
     expect(asked.quorum).toBe(2);
     const first = await a.approve(asked.id, alice.token);
-    expect(first.body).toMatchObject({ status: 'pending', decisions: [{ approver: `user:${alice.id}`, decision: 'approve' }] });
+    expect(first.body).toMatchObject({
+      status: 'pending',
+      decisions: [{ approver: `user:${alice.id}`, decision: 'approve' }],
+    });
     expectRefused(await a.approve(asked.id, alice.token), 409, 'ALREADY_VOTED');
     expect((await a.consume(gateway, asked.id, { ...CALL, tool: 'pair' })).status).toBe(409);
     const second = await a.approve(asked.id, bob.token);
     expect(second.body.status).toBe('approved');
-    expect(second.body.decisions.map((d: { approver: string }) => d.approver)).toEqual([`user:${alice.id}`, `user:${bob.id}`]);
+    expect(second.body.decisions.map((d: { approver: string }) => d.approver)).toEqual([
+      `user:${alice.id}`,
+      `user:${bob.id}`,
+    ]);
 
     const denied = await a.ask(gateway, { ...CALL, tool: 'pair', session: 'sess-2' });
     expect((await a.approve(denied.id, alice.token)).body.status).toBe('pending');
@@ -221,7 +264,11 @@ describe.each(BACKENDS)('approvals on %s', (backend) => {
 
   it('routes to a group, a role and whoever is on call; an override covering now changes who that is', async () => {
     const { slug, gateway } = await a.workspace();
-    const [dave, erin, frank] = [await people.aPerson(cp, slug), await people.aPerson(cp, slug), await people.aPerson(cp, slug)];
+    const [dave, erin, frank] = [
+      await people.aPerson(cp, slug),
+      await people.aPerson(cp, slug),
+      await people.aPerson(cp, slug),
+    ];
     const gina = await people.aPerson(cp, slug, 'approver');
     const now = Date.now();
     const routing = {
@@ -232,7 +279,14 @@ describe.each(BACKENDS)('approvals on %s', (backend) => {
       },
       groups: { sre: [dave.email] },
       // the first shift (erin's) started an hour ago; frank's is tomorrow
-      rotations: { primary: { period: 'daily', start: new Date(now - 3600_000).toISOString(), members: [erin.email, frank.id], overrides: [] as unknown[] } },
+      rotations: {
+        primary: {
+          period: 'daily',
+          start: new Date(now - 3600_000).toISOString(),
+          members: [erin.email, frank.id],
+          overrides: [] as unknown[],
+        },
+      },
     };
     expect(await a.route(slug, routing)).toBe(1);
 
@@ -249,7 +303,9 @@ describe.each(BACKENDS)('approvals on %s', (backend) => {
     expectRefused(await a.approve(onCall.id, frank.token), 403, 'NOT_AN_APPROVER');
     expect((await a.approve(onCall.id, erin.token)).body.status).toBe('approved');
 
-    routing.rotations.primary.overrides = [{ from: new Date(now - 60_000).toISOString(), to: new Date(now + 3600_000).toISOString(), member: frank.id }];
+    routing.rotations.primary.overrides = [
+      { from: new Date(now - 60_000).toISOString(), to: new Date(now + 3600_000).toISOString(), member: frank.id },
+    ];
     expect(await a.route(slug, routing)).toBe(2);
     const covered = await a.ask(gateway, { ...CALL, tool: 'on-call', session: 'sess-2' });
     expectRefused(await a.approve(covered.id, erin.token), 403, 'NOT_AN_APPROVER');
@@ -259,12 +315,20 @@ describe.each(BACKENDS)('approvals on %s', (backend) => {
   it('refuses a routing document whose route names a missing group, naming the path, and keeps the one in force', async () => {
     const { slug } = await a.workspace({ routes: { sre: { approvers: [{ role: 'admin' }] } } });
     const bad = await cp.request('PUT', `/v1/workspaces/${slug}/approval-routes`, {
-      body: { routes: { sre: { approvers: [{ role: 'admin' }, { group: 'platform' }] } }, groups: { sre: ['x@example.com'] } },
+      body: {
+        routes: { sre: { approvers: [{ role: 'admin' }, { group: 'platform' }] } },
+        groups: { sre: ['x@example.com'] },
+      },
     });
     expectRefused(bad, 400, 'VALIDATION_FAILED');
-    expect(bad.body.errors).toEqual([{ path: 'body.routes.sre.approvers[1].group', message: expect.stringContaining('"platform"') }]);
+    expect(bad.body.errors).toEqual([
+      { path: 'body.routes.sre.approvers[1].group', message: expect.stringContaining('"platform"') },
+    ]);
     const current = await cp.request('GET', `/v1/workspaces/${slug}/approval-routes`);
-    expect(current.body).toMatchObject({ version: 1, document: { routes: { sre: { approvers: [{ role: 'admin' }] } } } });
+    expect(current.body).toMatchObject({
+      version: 1,
+      document: { routes: { sre: { approvers: [{ role: 'admin' }] } } },
+    });
   });
 
   it('records every transition in the audit log and as an event, once', async () => {
@@ -276,18 +340,33 @@ describe.each(BACKENDS)('approvals on %s', (backend) => {
     const owner = (await cp.request('GET', '/v1/me')).body.principal.id as string;
 
     const [requested] = await a.audit(slug, 'approval.requested', approved.id);
-    expect(requested).toMatchObject({ actor: `gateway:${gateway.id}`, data: { server: 'deploy', tool: 'release', requester: CALL.principal, rules: ['releases-need-approval'] } });
-    expect(await a.audit(slug, 'approval.approved', approved.id)).toEqual([expect.objectContaining({ actor: `token:${owner}`, data: expect.objectContaining({ reason: 'looks right' }) })]);
-    expect(await a.audit(slug, 'approval.denied', denied.id)).toEqual([expect.objectContaining({ actor: `token:${owner}`, data: expect.objectContaining({ reason: 'wrong version' }) })]);
+    expect(requested).toMatchObject({
+      actor: `gateway:${gateway.id}`,
+      data: { server: 'deploy', tool: 'release', requester: CALL.principal, rules: ['releases-need-approval'] },
+    });
+    expect(await a.audit(slug, 'approval.approved', approved.id)).toEqual([
+      expect.objectContaining({ actor: `token:${owner}`, data: expect.objectContaining({ reason: 'looks right' }) }),
+    ]);
+    expect(await a.audit(slug, 'approval.denied', denied.id)).toEqual([
+      expect.objectContaining({ actor: `token:${owner}`, data: expect.objectContaining({ reason: 'wrong version' }) }),
+    ]);
     expect(await a.audit(slug, 'approval.approved', denied.id)).toEqual([]);
-    for (const [topic, id] of [['approval.requested', approved.id], ['approval.approved', approved.id], ['approval.requested', denied.id], ['approval.denied', denied.id]]) {
+    for (const [topic, id] of [
+      ['approval.requested', approved.id],
+      ['approval.approved', approved.id],
+      ['approval.requested', denied.id],
+      ['approval.denied', denied.id],
+    ]) {
       expect(await a.events(topic!, id!), `${topic} ${id}`).toHaveLength(1);
     }
   });
 
   it('asks for approval only where the policy says so; other tenants see nothing and change nothing', async () => {
     const { slug, gateway } = await a.workspace();
-    for (const [tool, decision] of [['status', 'allow'], ['teardown', 'deny']]) {
+    for (const [tool, decision] of [
+      ['status', 'allow'],
+      ['teardown', 'deny'],
+    ]) {
       const res = await cp.request('POST', '/v1/gateway/approvals', { token: gateway.token, body: { ...CALL, tool } });
       expectRefused(res, 409, 'APPROVAL_NOT_REQUIRED');
       expect(res.body.detail).toContain(`"${decision}"`);
@@ -300,8 +379,20 @@ describe.each(BACKENDS)('approvals on %s', (backend) => {
     expectRefused(await a.get(asked.id, stranger.token), 404, 'APPROVAL_NOT_FOUND');
     expectRefused(await a.approve(asked.id, stranger.token), 404, 'APPROVAL_NOT_FOUND');
     expectRefused(await a.deny(asked.id, stranger.token), 404, 'APPROVAL_NOT_FOUND');
-    const strangerUser = (await cp.request('POST', '/v1/users', { token: stranger.token, body: { email: `s-${Date.now()}@example.com`, role: 'admin' } })).body.id;
-    expectRefused(await cp.request('POST', `/v1/approvals/${asked.id}/links`, { token: stranger.token, body: { user: strangerUser } }), 404, 'APPROVAL_NOT_FOUND');
+    const strangerUser = (
+      await cp.request('POST', '/v1/users', {
+        token: stranger.token,
+        body: { email: `s-${Date.now()}@example.com`, role: 'admin' },
+      })
+    ).body.id;
+    expectRefused(
+      await cp.request('POST', `/v1/approvals/${asked.id}/links`, {
+        token: stranger.token,
+        body: { user: strangerUser },
+      }),
+      404,
+      'APPROVAL_NOT_FOUND',
+    );
     // another gateway of the same workspace neither reads nor uses it
     const neighbour = await aGateway(cp, cp.ownerToken, slug);
     expectRefused(await a.get(asked.id, neighbour.token), 404, 'APPROVAL_NOT_FOUND');
@@ -310,7 +401,11 @@ describe.each(BACKENDS)('approvals on %s', (backend) => {
     const { gateway: elsewhere } = await a.workspace();
     expectRefused(await a.consume(neighbour, asked.id), 404, 'APPROVAL_NOT_FOUND');
     expectRefused(await a.consume(elsewhere, asked.id), 404, 'APPROVAL_NOT_FOUND');
-    expect((await a.get(asked.id)).body).toMatchObject({ status: 'approved', consumed_at: null, decisions: [{ approver: expect.stringMatching(/^token:/) }] });
+    expect((await a.get(asked.id)).body).toMatchObject({
+      status: 'approved',
+      consumed_at: null,
+      decisions: [{ approver: expect.stringMatching(/^token:/) }],
+    });
     expect((await a.consume(gateway, asked.id)).status).toBe(200);
   });
 
@@ -319,7 +414,11 @@ describe.each(BACKENDS)('approvals on %s', (backend) => {
     const approver = await people.aPerson(cp, slug, 'approver');
     const asked = await a.ask(gateway);
     // without an endpoint that carries links to people, nothing is sent and the caller is told why
-    expectRefused(await cp.request('POST', `/v1/approvals/${asked.id}/links`, { body: { user: approver.id } }), 409, 'LINK_CHANNEL_MISSING');
+    expectRefused(
+      await cp.request('POST', `/v1/approvals/${asked.id}/links`, { body: { user: approver.id } }),
+      409,
+      'LINK_CHANNEL_MISSING',
+    );
     const channel = await aLinkChannel(cp);
     try {
       const sent = await cp.request('POST', `/v1/approvals/${asked.id}/links`, { body: { user: approver.id } });
@@ -337,30 +436,76 @@ describe.each(BACKENDS)('approvals on %s', (backend) => {
       expect(JSON.stringify(record)).toContain(approver.id);
       expect(audit.text).not.toContain(link);
 
-      const shown = await cp.request('GET', `/review/${asked.id}/request?link=${encodeURIComponent(link)}`, { token: null });
+      const shown = await cp.request('GET', `/review/${asked.id}/request?link=${encodeURIComponent(link)}`, {
+        token: null,
+      });
       expect(shown.status, shown.text).toBe(200);
-      expect(shown.body).toMatchObject({ id: asked.id, server: 'deploy', tool: 'release', arguments: CALL.arguments, status: 'pending' });
+      expect(shown.body).toMatchObject({
+        id: asked.id,
+        server: 'deploy',
+        tool: 'release',
+        arguments: CALL.arguments,
+        status: 'pending',
+      });
 
-      const decided = await cp.request('POST', `/review/${asked.id}/decision`, { token: null, body: { link, decision: 'approve', reason: 'from chat' } });
+      const decided = await cp.request('POST', `/review/${asked.id}/decision`, {
+        token: null,
+        body: { link, decision: 'approve', reason: 'from chat' },
+      });
       expect(decided.status, decided.text).toBe(200);
-      expect(decided.body).toMatchObject({ status: 'approved', decisions: [{ approver: `user:${approver.id}`, decision: 'approve', reason: 'from chat', via: 'link' }] });
-      expectRefused(await cp.request('POST', `/review/${asked.id}/decision`, { token: null, body: { link, decision: 'deny' } }), 403, 'LINK_USED');
+      expect(decided.body).toMatchObject({
+        status: 'approved',
+        decisions: [{ approver: `user:${approver.id}`, decision: 'approve', reason: 'from chat', via: 'link' }],
+      });
+      expectRefused(
+        await cp.request('POST', `/review/${asked.id}/decision`, { token: null, body: { link, decision: 'deny' } }),
+        403,
+        'LINK_USED',
+      );
       // decided: no more links for it
-      expectRefused(await cp.request('POST', `/v1/approvals/${asked.id}/links`, { body: { user: approver.id } }), 409, 'APPROVAL_ALREADY_DECIDED');
+      expectRefused(
+        await cp.request('POST', `/v1/approvals/${asked.id}/links`, { body: { user: approver.id } }),
+        409,
+        'APPROVAL_ALREADY_DECIDED',
+      );
 
       const other = await a.ask(gateway, { ...CALL, session: 'sess-2' });
-      expect((await cp.request('POST', `/v1/approvals/${other.id}/links`, { body: { user: approver.id } })).status).toBe(202);
+      expect(
+        (await cp.request('POST', `/v1/approvals/${other.id}/links`, { body: { user: approver.id } })).status,
+      ).toBe(202);
       const otherLink = new URL(await channel.linkFor(other.id, approver.id)).searchParams.get('link')!;
       const third = await a.ask(gateway, { ...CALL, session: 'sess-3' });
-      expectRefused(await cp.request('GET', `/review/${third.id}/request?link=${encodeURIComponent(otherLink)}`, { token: null }), 403, 'LINK_INVALID');
-      expectRefused(await cp.request('POST', `/review/${third.id}/decision`, { token: null, body: { link: otherLink, decision: 'approve' } }), 403, 'LINK_INVALID');
+      expectRefused(
+        await cp.request('GET', `/review/${third.id}/request?link=${encodeURIComponent(otherLink)}`, { token: null }),
+        403,
+        'LINK_INVALID',
+      );
+      expectRefused(
+        await cp.request('POST', `/review/${third.id}/decision`, {
+          token: null,
+          body: { link: otherLink, decision: 'approve' },
+        }),
+        403,
+        'LINK_INVALID',
+      );
       expect((await a.get(third.id)).body.status).toBe('pending');
       // the link was not spent on the wrong request
-      expect((await cp.request('POST', `/review/${other.id}/decision`, { token: null, body: { link: otherLink, decision: 'deny' } })).body.status).toBe('denied');
+      expect(
+        (
+          await cp.request('POST', `/review/${other.id}/decision`, {
+            token: null,
+            body: { link: otherLink, decision: 'deny' },
+          })
+        ).body.status,
+      ).toBe('denied');
 
       // a link for someone who may not decide is not made
       const member = await people.aPerson(cp, slug, 'member');
-      expectRefused(await cp.request('POST', `/v1/approvals/${third.id}/links`, { body: { user: member.id } }), 403, 'NOT_AN_APPROVER');
+      expectRefused(
+        await cp.request('POST', `/v1/approvals/${third.id}/links`, { body: { user: member.id } }),
+        403,
+        'NOT_AN_APPROVER',
+      );
     } finally {
       await channel.close();
     }
@@ -371,7 +516,10 @@ describe.each(BACKENDS)('approvals on %s', (backend) => {
     const approver = await people.aPerson(cp, slug, 'approver');
     const asked = await a.ask(gateway);
     for (const res of [
-      await cp.request('POST', `/v1/approvals/${asked.id}/links`, { token: gateway.token, body: { user: approver.id } }),
+      await cp.request('POST', `/v1/approvals/${asked.id}/links`, {
+        token: gateway.token,
+        body: { user: approver.id },
+      }),
       await a.approve(asked.id, gateway.token),
       await a.deny(asked.id, gateway.token),
     ]) {
@@ -382,7 +530,9 @@ describe.each(BACKENDS)('approvals on %s', (backend) => {
   });
 
   it('an approval not used before it expires lets nothing through, and an unanswered request expires on its own', async () => {
-    const { slug, gateway } = await a.workspace({ routes: { quick: { approvers: [{ role: 'owner' }], expires_in_seconds: 30 } } });
+    const { slug, gateway } = await a.workspace({
+      routes: { quick: { approvers: [{ role: 'owner' }], expires_in_seconds: 30 } },
+    });
     const approved = await a.ask(gateway, { ...CALL, tool: 'quick' });
     expect((await a.approve(approved.id)).body.status).toBe('approved');
     const unanswered = await a.ask(gateway, { ...CALL, tool: 'quick', session: 'sess-2' });
@@ -432,7 +582,9 @@ describe('approvals across PostgreSQL replicas', () => {
       const asked = await a.ask(gateway, call);
       await a.approve(asked.id);
       const path = `/v1/gateway/approvals/${asked.id}/consume`;
-      const results = await Promise.all([first, second].map((replica) => replica.request('POST', path, { token: gateway.token, body: call })));
+      const results = await Promise.all(
+        [first, second].map((replica) => replica.request('POST', path, { token: gateway.token, body: call })),
+      );
       expect(results.map((r) => r.status).sort(), `round ${round}`).toEqual([200, 409]);
       expect(results.find((r) => r.status === 409)!.body.detail).toMatch(/used already/);
     }
@@ -441,7 +593,8 @@ describe('approvals across PostgreSQL replicas', () => {
   it('every long-poll on one replica answers `approved` when the decision is made on the other', async () => {
     const { gateway } = await a.workspace();
     const asked = await a.ask(gateway);
-    const reader = (await first.request('POST', '/v1/tokens', { body: { name: 'watcher', role: 'member' } })).body.token as string;
+    const reader = (await first.request('POST', '/v1/tokens', { body: { name: 'watcher', role: 'member' } })).body
+      .token as string;
     let answered = 0;
     const waits = [gateway.token, gateway.token, first.ownerToken, reader].map(async (token) => {
       const res = await second.request('GET', `/v1/approvals/${asked.id}?wait=30`, { token });
@@ -470,7 +623,9 @@ describe('approval expiry across a restart (PostgreSQL)', () => {
     const database = before.cp.config.database;
     if (database.kind !== 'postgres') throw new Error('expected postgres');
     const a = approvalsOn(() => before);
-    const { slug, gateway } = await a.workspace({ routes: { quick: { approvers: [{ role: 'owner' }], expires_in_seconds: 30 } } });
+    const { slug, gateway } = await a.workspace({
+      routes: { quick: { approvers: [{ role: 'owner' }], expires_in_seconds: 30 } },
+    });
     const asked = await a.ask(gateway, { ...CALL, tool: 'quick' });
     await before.cp.close();
 
@@ -479,7 +634,8 @@ describe('approval expiry across a restart (PostgreSQL)', () => {
     after.push(await startTestControlPlane('postgres', { DATABASE_URL: database.url }));
     for (const replica of after) advanceClock(replica, 31_000);
     const b = approvalsOn(() => after[0]!);
-    const request = (method: string, path: string, body?: unknown) => after[0]!.request(method, path, { token: before.ownerToken, body });
+    const request = (method: string, path: string, body?: unknown) =>
+      after[0]!.request(method, path, { token: before.ownerToken, body });
 
     expect((await request('GET', `/v1/approvals/${asked.id}`)).body.status).toBe('expired');
     const refused = await request('POST', `/v1/approvals/${asked.id}/approve`, {});
@@ -493,6 +649,9 @@ describe('approval expiry across a restart (PostgreSQL)', () => {
     for (const replica of after) expect(await replica.cp.app.get(ApprovalsService).expireDue()).toBe(0);
     expect(await audited()).toHaveLength(1);
     expect(await b.events('approval.expired', asked.id)).toHaveLength(1);
-    expect((await request('GET', `/v1/approvals/${asked.id}`)).body).toMatchObject({ status: 'expired', decisions: [] });
+    expect((await request('GET', `/v1/approvals/${asked.id}`)).body).toMatchObject({
+      status: 'expired',
+      decisions: [],
+    });
   });
 });

@@ -61,19 +61,32 @@ export class People {
    * the JWKS is on loopback.
    */
   async trustedBy(cp: TestControlPlane, ownerToken = cp.ownerToken): Promise<void> {
-    const res = await cp.request('PUT', '/v1/organization/identity-provider', { token: ownerToken, body: { issuer: ISSUER, jwks_url: this.jwksUrl, audience: AUDIENCE } });
+    const res = await cp.request('PUT', '/v1/organization/identity-provider', {
+      token: ownerToken,
+      body: { issuer: ISSUER, jwks_url: this.jwksUrl, audience: AUDIENCE },
+    });
     expect(res.status, res.text).toBe(200);
   }
 
   tokenFor(email: string): string {
-    return sign({ sub: `idp|${email}`, email, email_verified: true }, this.key, { algorithm: 'RS256', keyid: this.kid, issuer: ISSUER, audience: AUDIENCE, expiresIn: 3600 });
+    return sign({ sub: `idp|${email}`, email, email_verified: true }, this.key, {
+      algorithm: 'RS256',
+      keyid: this.kid,
+      issuer: ISSUER,
+      audience: AUDIENCE,
+      expiresIn: 3600,
+    });
   }
 
   /**
    * A user the admin provisioned, with `role` in the workspace, signed in
    * once (the first sign-in links the IdP identity to the user by e-mail).
    */
-  async aPerson(cp: TestControlPlane, workspace: string, role: 'owner' | 'admin' | 'approver' | 'member' | 'auditor' = 'member'): Promise<Person> {
+  async aPerson(
+    cp: TestControlPlane,
+    workspace: string,
+    role: 'owner' | 'admin' | 'approver' | 'member' | 'auditor' = 'member',
+  ): Promise<Person> {
     const user = await aUser(cp, cp.ownerToken, 'member');
     const member = await cp.request('PUT', `/v1/workspaces/${workspace}/members/${user.id}`, { body: { role } });
     expect(member.status, member.text).toBe(200);

@@ -38,7 +38,10 @@ class LocalIdp {
   private readonly key: KeyObject;
   private readonly jwk: Record<string, unknown>;
   private readonly kid = 'review-idp-key';
-  private readonly codes = new Map<string, { challenge: string; nonce: string; redirectUri: string; user: IdpUser; used: boolean }>();
+  private readonly codes = new Map<
+    string,
+    { challenge: string; nonce: string; redirectUri: string; user: IdpUser; used: boolean }
+  >();
   private server: Server | undefined;
   issuer = '';
   user: IdpUser | undefined;
@@ -76,18 +79,28 @@ class LocalIdp {
 
   /** An IdP JWT for API calls (a bearer token), as the organisation's other tools would get one. */
   bearerToken(user: IdpUser): string {
-    return sign({ sub: user.sub, email: user.email, email_verified: true, name: user.name, groups: user.groups }, this.key, {
-      algorithm: 'RS256',
-      keyid: this.kid,
-      issuer: this.issuer,
-      audience: 'aileron',
-      expiresIn: 600,
-    });
+    return sign(
+      { sub: user.sub, email: user.email, email_verified: true, name: user.name, groups: user.groups },
+      this.key,
+      {
+        algorithm: 'RS256',
+        keyid: this.kid,
+        issuer: this.issuer,
+        audience: 'aileron',
+        expiresIn: 600,
+      },
+    );
   }
 
-  private async handle(req: IncomingMessage): Promise<{ status: number; headers?: Record<string, string>; body?: string }> {
+  private async handle(
+    req: IncomingMessage,
+  ): Promise<{ status: number; headers?: Record<string, string>; body?: string }> {
     const url = new URL(req.url ?? '/', this.issuer);
-    const json = (status: number, value: unknown) => ({ status, headers: { 'content-type': 'application/json', 'cache-control': 'no-store' }, body: JSON.stringify(value) });
+    const json = (status: number, value: unknown) => ({
+      status,
+      headers: { 'content-type': 'application/json', 'cache-control': 'no-store' },
+      body: JSON.stringify(value),
+    });
     switch (`${req.method} ${url.pathname}`) {
       case 'GET /idp/.well-known/openid-configuration':
         return json(200, {
@@ -107,42 +120,78 @@ class LocalIdp {
       case 'GET /idp/authorize': {
         const q = url.searchParams;
         const redirectUri = q.get('redirect_uri') ?? '';
-        if (q.get('client_id') !== this.clientId || q.get('response_type') !== 'code' || q.get('code_challenge_method') !== 'S256' || !q.get('code_challenge')) {
+        if (
+          q.get('client_id') !== this.clientId ||
+          q.get('response_type') !== 'code' ||
+          q.get('code_challenge_method') !== 'S256' ||
+          !q.get('code_challenge')
+        ) {
           return json(400, { error: 'invalid_request' });
         }
-        if (!q.get('scope')?.split(' ').includes('openid') || !q.get('nonce') || !this.user) return json(400, { error: 'invalid_request' });
+        if (!q.get('scope')?.split(' ').includes('openid') || !q.get('nonce') || !this.user)
+          return json(400, { error: 'invalid_request' });
         const code = randomBytes(16).toString('base64url');
-        this.codes.set(code, { challenge: q.get('code_challenge')!, nonce: q.get('nonce')!, redirectUri, user: this.user, used: false });
+        this.codes.set(code, {
+          challenge: q.get('code_challenge')!,
+          nonce: q.get('nonce')!,
+          redirectUri,
+          user: this.user,
+          used: false,
+        });
         const back = new URL(redirectUri);
         back.searchParams.set('code', code);
         back.searchParams.set('state', q.get('state') ?? '');
         return { status: 302, headers: { location: back.href } };
       }
       case 'POST /idp/token': {
-        const form = new URLSearchParams(await new Promise<string>((resolve) => {
-          let text = '';
-          req.on('data', (chunk: Buffer) => (text += chunk.toString('utf8')));
-          req.on('end', () => resolve(text));
-        }));
-        const refuse = (status: number, error: string, why: string) => (this.refusals.push(why), json(status, { error }));
+        const form = new URLSearchParams(
+          await new Promise<string>((resolve) => {
+            let text = '';
+            req.on('data', (chunk: Buffer) => (text += chunk.toString('utf8')));
+            req.on('end', () => resolve(text));
+          }),
+        );
+        const refuse = (status: number, error: string, why: string) => (
+          this.refusals.push(why),
+          json(status, { error })
+        );
         const basic = /^Basic (.+)$/.exec(req.headers.authorization ?? '')?.[1];
-        const [id, secret] = basic ? Buffer.from(basic, 'base64').toString('utf8').split(':').map(decodeURIComponent) : [];
-        if (id !== this.clientId || secret !== this.clientSecret) return refuse(401, 'invalid_client', 'client authentication');
+        const [id, secret] = basic
+          ? Buffer.from(basic, 'base64').toString('utf8').split(':').map(decodeURIComponent)
+          : [];
+        if (id !== this.clientId || secret !== this.clientSecret)
+          return refuse(401, 'invalid_client', 'client authentication');
         const grant = this.codes.get(form.get('code') ?? '');
-        if (form.get('grant_type') !== 'authorization_code' || !grant || grant.used) return refuse(400, 'invalid_grant', 'unknown or used code');
+        if (form.get('grant_type') !== 'authorization_code' || !grant || grant.used)
+          return refuse(400, 'invalid_grant', 'unknown or used code');
         if (form.get('redirect_uri') !== grant.redirectUri) return refuse(400, 'invalid_grant', 'redirect_uri');
         const verifier = form.get('code_verifier') ?? '';
-        if (b64url(createHash('sha256').update(verifier).digest()) !== grant.challenge) return refuse(400, 'invalid_grant', 'pkce');
+        if (b64url(createHash('sha256').update(verifier).digest()) !== grant.challenge)
+          return refuse(400, 'invalid_grant', 'pkce');
         grant.used = true;
         this.verified.push(verifier);
         const now = Math.floor(Date.now() / 1000);
         const iat = this.misbehave.expiredSecondsAgo ? now - this.misbehave.expiredSecondsAgo - 300 : now;
         const idToken = sign(
-          { sub: grant.user.sub, email: grant.user.email, email_verified: true, name: grant.user.name, groups: grant.user.groups, nonce: this.misbehave.nonce ?? grant.nonce, iat, exp: this.misbehave.expiredSecondsAgo ? now - this.misbehave.expiredSecondsAgo : now + 300 },
+          {
+            sub: grant.user.sub,
+            email: grant.user.email,
+            email_verified: true,
+            name: grant.user.name,
+            groups: grant.user.groups,
+            nonce: this.misbehave.nonce ?? grant.nonce,
+            iat,
+            exp: this.misbehave.expiredSecondsAgo ? now - this.misbehave.expiredSecondsAgo : now + 300,
+          },
           this.misbehave.signWith ?? this.key,
           { algorithm: 'RS256', keyid: this.kid, issuer: this.issuer, audience: this.clientId },
         );
-        return json(200, { access_token: randomBytes(16).toString('hex'), token_type: 'Bearer', expires_in: 300, id_token: idToken });
+        return json(200, {
+          access_token: randomBytes(16).toString('hex'),
+          token_type: 'Bearer',
+          expires_in: 300,
+          id_token: idToken,
+        });
       }
       default:
         return { status: 404 };
@@ -151,7 +200,12 @@ class LocalIdp {
 }
 
 const GROUP = 'release-managers';
-const CALL = { server: 'deploy', tool: 'release', arguments: { service: 'payments', version: '3.0.0' }, session: 'sess-idp' };
+const CALL = {
+  server: 'deploy',
+  tool: 'release',
+  arguments: { service: 'payments', version: '3.0.0' },
+  session: 'sess-idp',
+};
 
 function expectRefused(res: TestResponse, status: number, code: string): void {
   expect(res.status, res.text).toBe(status);
@@ -179,7 +233,11 @@ describe('the review page signed in through the identity provider', () => {
   const seen: string[] = [];
   const pageErrors: string[] = [];
 
-  async function request(method: string, path: string, options: Parameters<TestControlPlane['request']>[2] = {}): Promise<TestResponse> {
+  async function request(
+    method: string,
+    path: string,
+    options: Parameters<TestControlPlane['request']>[2] = {},
+  ): Promise<TestResponse> {
     const res = await cp.request(method, path, options);
     seen.push(res.text, JSON.stringify([...res.headers]));
     return res;
@@ -188,12 +246,20 @@ describe('the review page signed in through the identity provider', () => {
   /** A user the admin provisioned as a member of the workspace, as the IdP knows them. */
   async function aPerson(name: string, groups: string[]): Promise<IdpUser & { id: string }> {
     const user = await aUser(cp, cp.ownerToken, 'member');
-    expect((await request('PUT', `/v1/workspaces/${ws}/members/${user.id}`, { body: { role: 'member' } })).status).toBe(200);
+    expect((await request('PUT', `/v1/workspaces/${ws}/members/${user.id}`, { body: { role: 'member' } })).status).toBe(
+      200,
+    );
     return { id: user.id, sub: `idp|${user.id}`, email: user.email, name, groups };
   }
 
-  async function ask(principal = 'alice@example.com', session = `sess-${randomBytes(4).toString('hex')}`): Promise<{ id: string; review_url: string }> {
-    const res = await request('POST', '/v1/gateway/approvals', { token: gateway.token, body: { ...CALL, principal, session } });
+  async function ask(
+    principal = 'alice@example.com',
+    session = `sess-${randomBytes(4).toString('hex')}`,
+  ): Promise<{ id: string; review_url: string }> {
+    const res = await request('POST', '/v1/gateway/approvals', {
+      token: gateway.token,
+      body: { ...CALL, principal, session },
+    });
     expect(res.status, res.text).toBe(201);
     return res.body;
   }
@@ -213,7 +279,9 @@ describe('the review page signed in through the identity provider', () => {
 
   /** Starts a sign-in for the review page of `id`: the login cookie and the IdP URL it redirects to. */
   async function startSignIn(id: string): Promise<{ loginCookie: string; authorize: string }> {
-    const res = await hop(`${cp.url}/v1/auth/oidc/login?organization=default&return_to=${encodeURIComponent(`/review/${id}`)}`);
+    const res = await hop(
+      `${cp.url}/v1/auth/oidc/login?organization=default&return_to=${encodeURIComponent(`/review/${id}`)}`,
+    );
     expect(res.status).toBe(302);
     const authorize = new URL(res.headers.get('location')!);
     expect(authorize.origin + authorize.pathname).toBe(`${idp.issuer}/authorize`);
@@ -247,8 +315,18 @@ describe('the review page signed in through the identity provider', () => {
     return JSON.parse(match![1]!).csrf;
   }
 
-  const decideAs = (id: string, session: string, csrf: string, decision: 'approve' | 'deny', headers: Record<string, string> = {}) =>
-    request('POST', `/review/${id}/session/decision`, { token: null, body: { decision }, headers: { cookie: session, 'x-aileron-csrf': csrf, ...headers } });
+  const decideAs = (
+    id: string,
+    session: string,
+    csrf: string,
+    decision: 'approve' | 'deny',
+    headers: Record<string, string> = {},
+  ) =>
+    request('POST', `/review/${id}/session/decision`, {
+      token: null,
+      body: { decision },
+      headers: { cookie: session, 'x-aileron-csrf': csrf, ...headers },
+    });
 
   beforeAll(async () => {
     await idp.start();
@@ -256,18 +334,41 @@ describe('the review page signed in through the identity provider', () => {
     // as an operator sets AILERON_PUBLIC_URL to where people reach the control plane; the test's listens on a port chosen at start
     cp.cp.config.publicUrl = cp.url;
     const put = await request('PUT', '/v1/organization/identity-provider', {
-      body: { issuer: idp.issuer, jwks_url: idp.jwksUrl, audience: 'aileron', client_id: idp.clientId, client_secret: idp.clientSecret },
+      body: {
+        issuer: idp.issuer,
+        jwks_url: idp.jwksUrl,
+        audience: 'aileron',
+        client_id: idp.clientId,
+        client_secret: idp.clientSecret,
+      },
     });
     expect(put.status, put.text).toBe(200);
-    expect(put.body).toMatchObject({ client_id: idp.clientId, client_secret_set: true, claims: { groups: 'groups' }, scopes: [] });
+    expect(put.body).toMatchObject({
+      client_id: idp.clientId,
+      client_secret_set: true,
+      claims: { groups: 'groups' },
+      scopes: [],
+    });
 
     ws = (await aWorkspace(cp, cp.ownerToken)).slug;
     const policy = await request('PUT', `/v1/workspaces/${ws}/policy`, {
-      body: { rules: [{ id: 'releases-need-approval', effect: 'approval', approval_route: 'release', servers: ['deploy'], tools: ['release'] }] },
+      body: {
+        rules: [
+          {
+            id: 'releases-need-approval',
+            effect: 'approval',
+            approval_route: 'release',
+            servers: ['deploy'],
+            tools: ['release'],
+          },
+        ],
+      },
     });
     expect(policy.status, policy.text).toBe(200);
     // the route names the group; the identity provider says who is in it
-    const routes = await request('PUT', `/v1/workspaces/${ws}/approval-routes`, { body: { routes: { release: { approvers: [{ group: GROUP }] } }, groups: { [GROUP]: [] } } });
+    const routes = await request('PUT', `/v1/workspaces/${ws}/approval-routes`, {
+      body: { routes: { release: { approvers: [{ group: GROUP }] } }, groups: { [GROUP]: [] } },
+    });
     expect(routes.status, routes.text).toBe(200);
     gateway = await aGateway(cp, cp.ownerToken, ws);
     rita = await aPerson('Rita Reviewer', ['engineering', GROUP]);
@@ -275,7 +376,16 @@ describe('the review page signed in through the identity provider', () => {
 
     browser = await chromium.launch({
       executablePath: '/usr/bin/chromium',
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run', '--disable-quic'],
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+        '--no-first-run',
+        '--disable-quic',
+      ],
     });
   });
   afterAll(async () => {
@@ -291,7 +401,10 @@ describe('the review page signed in through the identity provider', () => {
   it('in Chromium: an approver in the route only through an IdP group signs in through the IdP, sees the call, approves; the gateway hears it', async () => {
     const asked = await ask();
     expect(asked.review_url).toBe(`${cp.url}/review/${asked.id}`);
-    const waiting = request('GET', `/v1/approvals/${asked.id}?wait=60`, { token: gateway.token }).then((res) => ({ res, at: Date.now() }));
+    const waiting = request('GET', `/v1/approvals/${asked.id}?wait=60`, { token: gateway.token }).then((res) => ({
+      res,
+      at: Date.now(),
+    }));
 
     const context = await browser.newContext();
     const page = await context.newPage();
@@ -322,7 +435,9 @@ describe('the review page signed in through the identity provider', () => {
     expect(session!.value).toMatch(/^ail_ses_/);
     expect(cookies.find((c) => c.name === 'aileron_signin')).toBeUndefined();
     // the page's script cannot read the session
-    expect(await page.evaluate(() => (globalThis as unknown as { document: { cookie: string } }).document.cookie)).not.toContain('ail_ses_');
+    expect(
+      await page.evaluate(() => (globalThis as unknown as { document: { cookie: string } }).document.cookie),
+    ).not.toContain('ail_ses_');
 
     const clickedAt = Date.now();
     await page.locator('#approve').click();
@@ -334,7 +449,9 @@ describe('the review page signed in through the identity provider', () => {
     expect(heard.res.body.status).toBe('approved');
     // a hang guard, not a speed claim: the long-poll would otherwise run its full 60 s
     expect(heard.at - clickedAt).toBeLessThan(10_000);
-    expect((await request('GET', `/v1/approvals/${asked.id}`)).body.decisions).toEqual([expect.objectContaining({ approver: `user:${rita.id}`, via: 'page' })]);
+    expect((await request('GET', `/v1/approvals/${asked.id}`)).body.decisions).toEqual([
+      expect.objectContaining({ approver: `user:${rita.id}`, via: 'page' }),
+    ]);
     await context.close();
   });
 
@@ -360,7 +477,10 @@ describe('the review page signed in through the identity provider', () => {
     const stateOfB = new URL(b.authorize).searchParams.get('state')!;
     const injected = await hop(`${cp.url}/v1/auth/oidc/callback?code=${codeOfA}&state=${stateOfB}`, b.loginCookie);
     expect(injected.status).toBe(401);
-    expect(await injected.json()).toMatchObject({ code: 'SIGN_IN_CODE_REJECTED', detail: expect.stringContaining('invalid_grant') });
+    expect(await injected.json()).toMatchObject({
+      code: 'SIGN_IN_CODE_REJECTED',
+      detail: expect.stringContaining('invalid_grant'),
+    });
     expect(idp.refusals.at(-1)).toBe('pkce');
 
     idp.misbehave = { nonce: 'a-nonce-from-another-sign-in' };
@@ -391,12 +511,21 @@ describe('the review page signed in through the identity provider', () => {
 
   it('refuses a sign-in that would return anywhere but a review page, and an organisation without browser sign-in', async () => {
     const { id } = await ask();
-    for (const returnTo of ['https://evil.example/review/x', '//evil.example/review/' + id, '/v1/tokens', `/review/${id}/../../v1/me`]) {
-      const res = await hop(`${cp.url}/v1/auth/oidc/login?organization=default&return_to=${encodeURIComponent(returnTo)}`);
+    for (const returnTo of [
+      'https://evil.example/review/x',
+      '//evil.example/review/' + id,
+      '/v1/tokens',
+      `/review/${id}/../../v1/me`,
+    ]) {
+      const res = await hop(
+        `${cp.url}/v1/auth/oidc/login?organization=default&return_to=${encodeURIComponent(returnTo)}`,
+      );
       expect(res.status, returnTo).toBe(400);
       expect(await res.json(), returnTo).toMatchObject({ code: 'VALIDATION_FAILED' });
     }
-    const unknown = await hop(`${cp.url}/v1/auth/oidc/login?organization=no-such-org&return_to=${encodeURIComponent(`/review/${id}`)}`);
+    const unknown = await hop(
+      `${cp.url}/v1/auth/oidc/login?organization=no-such-org&return_to=${encodeURIComponent(`/review/${id}`)}`,
+    );
     expect(unknown.status).toBe(404);
     expect(await unknown.json()).toMatchObject({ code: 'SIGN_IN_NOT_CONFIGURED' });
   });
@@ -407,41 +536,81 @@ describe('the review page signed in through the identity provider', () => {
     const view = await request('GET', `/review/${asked.id}/session`, { token: null, headers: { cookie: ottoSession } });
     expect(view.status, view.text).toBe(200);
     expect(view.body).toMatchObject({ id: asked.id, status: 'pending' });
-    expectRefused(await decideAs(asked.id, ottoSession, await csrfOf(asked.id, ottoSession), 'approve'), 403, 'NOT_AN_APPROVER');
+    expectRefused(
+      await decideAs(asked.id, ottoSession, await csrfOf(asked.id, ottoSession), 'approve'),
+      403,
+      'NOT_AN_APPROVER',
+    );
 
     // the developer the call runs for is in the group too, and signs in through the IdP
     const dev = await aPerson('Dev Eloper', [GROUP]);
     const own = await ask(dev.email);
     const devSession = await signIn(own.id, dev);
-    expectRefused(await decideAs(own.id, devSession, await csrfOf(own.id, devSession), 'approve'), 403, 'SELF_APPROVAL_FORBIDDEN');
-    for (const id of [asked.id, own.id]) expect((await request('GET', `/v1/approvals/${id}`)).body.status).toBe('pending');
+    expectRefused(
+      await decideAs(own.id, devSession, await csrfOf(own.id, devSession), 'approve'),
+      403,
+      'SELF_APPROVAL_FORBIDDEN',
+    );
+    for (const id of [asked.id, own.id])
+      expect((await request('GET', `/v1/approvals/${id}`)).body.status).toBe('pending');
   });
 
   it('refuses forged, tampered and expired session cookies, and changes without the page token or from another origin', async () => {
     const { id } = await ask();
     const forged = `aileron_session=ail_ses_${randomBytes(32).toString('base64url')}`;
-    expectRefused(await request('GET', `/review/${id}/session`, { token: null, headers: { cookie: forged } }), 401, 'SESSION_INVALID');
+    expectRefused(
+      await request('GET', `/review/${id}/session`, { token: null, headers: { cookie: forged } }),
+      401,
+      'SESSION_INVALID',
+    );
     expectRefused(await decideAs(id, forged, 'x', 'approve'), 401, 'SESSION_INVALID');
     expectRefused(await request('GET', `/review/${id}/session`, { token: null }), 401, 'SESSION_REQUIRED');
 
     const session = await signIn(id, rita);
     const csrf = await csrfOf(id, session);
     const tampered = session.slice(0, -1) + (session.endsWith('A') ? 'B' : 'A');
-    expectRefused(await request('GET', `/review/${id}/session`, { token: null, headers: { cookie: tampered } }), 401, 'SESSION_INVALID');
+    expectRefused(
+      await request('GET', `/review/${id}/session`, { token: null, headers: { cookie: tampered } }),
+      401,
+      'SESSION_INVALID',
+    );
     // the API takes the session (the web console's) only with its CSRF token: the cookie alone changes nothing
-    expectRefused(await request('POST', `/v1/approvals/${id}/approve`, { token: null, body: {}, headers: { cookie: session } }), 403, 'CSRF_TOKEN_INVALID');
+    expectRefused(
+      await request('POST', `/v1/approvals/${id}/approve`, { token: null, body: {}, headers: { cookie: session } }),
+      403,
+      'CSRF_TOKEN_INVALID',
+    );
 
     // CSRF: another site can make the browser send the cookie, not the page's token
-    expectRefused(await request('POST', `/review/${id}/session/decision`, { token: null, body: { decision: 'approve' }, headers: { cookie: session } }), 403, 'CSRF_TOKEN_INVALID');
+    expectRefused(
+      await request('POST', `/review/${id}/session/decision`, {
+        token: null,
+        body: { decision: 'approve' },
+        headers: { cookie: session },
+      }),
+      403,
+      'CSRF_TOKEN_INVALID',
+    );
     const otherSession = await signIn(id, otto);
     expectRefused(await decideAs(id, session, await csrfOf(id, otherSession), 'approve'), 403, 'CSRF_TOKEN_INVALID');
-    expectRefused(await decideAs(id, session, csrf, 'approve', { origin: 'https://evil.example' }), 403, 'CSRF_ORIGIN_MISMATCH');
+    expectRefused(
+      await decideAs(id, session, csrf, 'approve', { origin: 'https://evil.example' }),
+      403,
+      'CSRF_ORIGIN_MISMATCH',
+    );
     expect((await request('GET', `/v1/approvals/${id}`)).body.status).toBe('pending');
 
     // an hour later (the session's lifetime), the same cookie is refused
     const hash = createHash('sha256').update(session.slice('aileron_session='.length)).digest('hex');
-    await cp.cp.database.client.$executeRawUnsafe(`UPDATE login_sessions SET expires_at = now() - interval '1 second' WHERE token_hash = $1`, hash);
-    expectRefused(await request('GET', `/review/${id}/session`, { token: null, headers: { cookie: session } }), 401, 'SESSION_EXPIRED');
+    await cp.cp.database.client.$executeRawUnsafe(
+      `UPDATE login_sessions SET expires_at = now() - interval '1 second' WHERE token_hash = $1`,
+      hash,
+    );
+    expectRefused(
+      await request('GET', `/review/${id}/session`, { token: null, headers: { cookie: session } }),
+      401,
+      'SESSION_EXPIRED',
+    );
     expectRefused(await decideAs(id, session, csrf, 'approve'), 401, 'SESSION_EXPIRED');
     // and the page offers the sign-in again instead of a dead session
     expect(await (await hop(`${cp.url}/review/${id}`, session)).text()).toContain('const session = null;');
@@ -455,17 +624,29 @@ describe('the review page signed in through the identity provider', () => {
     const ritaJwt = exchanged.body.token as string;
     const first = await ask();
     await signIn(first.id, rita);
-    expect((await request('POST', `/v1/approvals/${first.id}/approve`, { token: ritaJwt, body: {} })).body.status).toBe('approved');
+    expect((await request('POST', `/v1/approvals/${first.id}/approve`, { token: ritaJwt, body: {} })).body.status).toBe(
+      'approved',
+    );
 
     // removed from the group at the IdP: her next sign-in records it, and the same JWT no longer decides
     const second = await ask();
     await signIn(second.id, { ...rita, groups: ['engineering'] });
-    expectRefused(await request('POST', `/v1/approvals/${second.id}/approve`, { token: ritaJwt, body: {} }), 403, 'NOT_AN_APPROVER');
+    expectRefused(
+      await request('POST', `/v1/approvals/${second.id}/approve`, { token: ritaJwt, body: {} }),
+      403,
+      'NOT_AN_APPROVER',
+    );
 
     // an IdP JWT names the groups itself: Otto, never signed in with them, decides with one that has the group
-    expectRefused(await request('POST', `/v1/approvals/${second.id}/approve`, { token: idp.bearerToken(otto), body: {} }), 403, 'NOT_AN_APPROVER');
+    expectRefused(
+      await request('POST', `/v1/approvals/${second.id}/approve`, { token: idp.bearerToken(otto), body: {} }),
+      403,
+      'NOT_AN_APPROVER',
+    );
     const ottoPromoted = idp.bearerToken({ ...otto, groups: [GROUP] });
-    expect((await request('POST', `/v1/approvals/${second.id}/approve`, { token: ottoPromoted, body: {} })).body.status).toBe('approved');
+    expect(
+      (await request('POST', `/v1/approvals/${second.id}/approve`, { token: ottoPromoted, body: {} })).body.status,
+    ).toBe('approved');
   });
 
   it('keeps the client secret: sealed at rest, absent from every response, kept across a GET-edit-PUT of the settings', async () => {
@@ -473,7 +654,13 @@ describe('the review page signed in through the identity provider', () => {
     expect(current.body).toMatchObject({ client_id: idp.clientId, client_secret_set: true });
     expect(current.body).not.toHaveProperty('client_secret');
     // an admin edits the settings they read (which never include the secret) and puts them back
-    const edited = { issuer: current.body.issuer, jwks_url: current.body.jwks_url, audience: current.body.audience, client_id: current.body.client_id, scopes: ['email'] };
+    const edited = {
+      issuer: current.body.issuer,
+      jwks_url: current.body.jwks_url,
+      audience: current.body.audience,
+      client_id: current.body.client_id,
+      scopes: ['email'],
+    };
     const again = await request('PUT', '/v1/organization/identity-provider', { body: edited });
     expect(again.status, again.text).toBe(200);
     expect(again.body).toMatchObject({ client_secret_set: true, scopes: ['email'] });
@@ -481,7 +668,9 @@ describe('the review page signed in through the identity provider', () => {
     const { id } = await ask();
     await signIn(id, rita);
 
-    const [row] = await cp.cp.database.client.$queryRawUnsafe<{ sealed: string }[]>('SELECT client_secret_sealed AS sealed FROM identity_providers');
+    const [row] = await cp.cp.database.client.$queryRawUnsafe<{ sealed: string }[]>(
+      'SELECT client_secret_sealed AS sealed FROM identity_providers',
+    );
     expect(row!.sealed).toMatch(/^rk-[0-9a-f]{16}\./);
     expect(row!.sealed).not.toContain(idp.clientSecret);
     seen.push((await request('GET', '/v1/openapi.json', { token: null })).text);

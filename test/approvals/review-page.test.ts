@@ -42,7 +42,16 @@ describe('the review page in Chromium', () => {
     cp = await startTestControlPlane('pglite');
     browser = await chromium.launch({
       executablePath: '/usr/bin/chromium',
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run', '--disable-quic'],
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+        '--no-first-run',
+        '--disable-quic',
+      ],
     });
     ws = (await aWorkspace(cp, cp.ownerToken)).slug;
     const policy = await cp.request('PUT', `/v1/workspaces/${ws}/policy`, {
@@ -52,7 +61,9 @@ describe('the review page in Chromium', () => {
     gateway = await aGateway(cp, cp.ownerToken, ws);
     // a link names its approver: a user with the approver role in the workspace (never signed in)
     approver = await aUser(cp, cp.ownerToken, 'member');
-    expect((await cp.request('PUT', `/v1/workspaces/${ws}/members/${approver.id}`, { body: { role: 'approver' } })).status).toBe(200);
+    expect(
+      (await cp.request('PUT', `/v1/workspaces/${ws}/members/${approver.id}`, { body: { role: 'approver' } })).status,
+    ).toBe(200);
     links = await aLinkChannel(cp);
   });
   afterAll(async () => {
@@ -164,13 +175,20 @@ describe('the review page in Chromium', () => {
     await page.screenshot({ path: join(shots, 'review-signed-in.png'), fullPage: true });
     await approveAndHear(page, waiting);
     expect(await page.locator('#decisions').textContent()).toBe(`token:${lead.id}: approve`);
-    expect((await cp.request('GET', `/v1/approvals/${asked.id}`)).body.decisions).toEqual([expect.objectContaining({ approver: `token:${lead.id}`, via: 'page' })]);
+    expect((await cp.request('GET', `/v1/approvals/${asked.id}`)).body.decisions).toEqual([
+      expect.objectContaining({ approver: `token:${lead.id}`, via: 'page' }),
+    ]);
   });
 
   it('shows markup from the agent as text: nothing it holds becomes an element or runs', async () => {
     const markup = '<img src=x onerror="window.__ran = 1">';
     const script = '<script>window.__ran = 2</script>';
-    const asked = await ask({ ...CALL, session: 'sess-markup', principal: '<b>eve</b>@example.com', arguments: { title: markup, body: script } });
+    const asked = await ask({
+      ...CALL,
+      session: 'sess-markup',
+      principal: '<b>eve</b>@example.com',
+      arguments: { title: markup, body: script },
+    });
     const page = await open(await sendLink(asked.id));
     await page.locator('#request').waitFor({ state: 'visible' });
     await expect.poll(() => page.locator('#status').textContent()).toBe('pending');

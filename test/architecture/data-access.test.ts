@@ -25,17 +25,30 @@ let checker: ts.TypeChecker;
 let sources: ts.SourceFile[];
 
 function load(files?: Record<string, string>): void {
-  const config = ts.getParsedCommandLineOfConfigFile(join(root, 'tsconfig.json'), {}, { ...ts.sys, onUnRecoverableConfigFileDiagnostic: () => {} })!;
-  const names = config.fileNames.filter((f) => /\/(libs|apps)\//.test(f) && !f.endsWith('.spec.ts') && !f.includes(`/${GENERATED}`));
+  const config = ts.getParsedCommandLineOfConfigFile(
+    join(root, 'tsconfig.json'),
+    {},
+    { ...ts.sys, onUnRecoverableConfigFileDiagnostic: () => {} },
+  )!;
+  const names = config.fileNames.filter(
+    (f) => /\/(libs|apps)\//.test(f) && !f.endsWith('.spec.ts') && !f.includes(`/${GENERATED}`),
+  );
   const host = ts.createCompilerHost(config.options);
   if (files) {
     const read = host.readFile.bind(host);
     host.readFile = (name) => files[relative(root, name)] ?? read(name);
   }
   // the second load (with fixtures) reuses the first one's parsed files
-  program = ts.createProgram({ rootNames: [...names, ...Object.keys(files ?? {}).map((f) => join(root, f))], options: config.options, host, oldProgram: program });
+  program = ts.createProgram({
+    rootNames: [...names, ...Object.keys(files ?? {}).map((f) => join(root, f))],
+    options: config.options,
+    host,
+    oldProgram: program,
+  });
   checker = program.getTypeChecker();
-  sources = program.getSourceFiles().filter((s) => !s.isDeclarationFile && /^(libs|apps)\//.test(rel(s)) && !rel(s).startsWith(GENERATED));
+  sources = program
+    .getSourceFiles()
+    .filter((s) => !s.isDeclarationFile && /^(libs|apps)\//.test(rel(s)) && !rel(s).startsWith(GENERATED));
 }
 
 function rel(node: ts.Node | ts.SourceFile): string {
@@ -84,10 +97,14 @@ function queriesOutsideRepositories(): string[] {
       const symbol = memberSymbol(node);
       // the first step into the client only: `tx.toolPin`, not also `tx.toolPin.findMany`
       const inner = node.expression;
-      const fromClient = (ts.isPropertyAccessExpression(inner) || ts.isElementAccessExpression(inner)) && declaredIn(memberSymbol(inner), GENERATED);
-      if (declaredIn(symbol, GENERATED) && !fromClient) found.push(`${where(node)} queries the database (${node.getText().slice(0, 60)}): move it into a repository`);
+      const fromClient =
+        (ts.isPropertyAccessExpression(inner) || ts.isElementAccessExpression(inner)) &&
+        declaredIn(memberSymbol(inner), GENERATED);
+      if (declaredIn(symbol, GENERATED) && !fromClient)
+        found.push(`${where(node)} queries the database (${node.getText().slice(0, 60)}): move it into a repository`);
       // the handle's client is the whole database: only the database library and tests hold it
-      if (symbol?.name === 'client' && declaredIn(symbol, `${DATABASE_LIB}src/database.ts`)) found.push(`${where(node)} takes the database handle's client`);
+      if (symbol?.name === 'client' && declaredIn(symbol, `${DATABASE_LIB}src/database.ts`))
+        found.push(`${where(node)} takes the database handle's client`);
     });
   }
   return found;
@@ -97,7 +114,11 @@ function repositoriesOutsideRepositoryFiles(): string[] {
   const found: string[] = [];
   for (const source of sources) {
     visit(source, (node) => {
-      if ((ts.isClassDeclaration(node) || ts.isClassExpression(node)) && extendsRepository(node) && !isRepositoryFile(rel(source))) {
+      if (
+        (ts.isClassDeclaration(node) || ts.isClassExpression(node)) &&
+        extendsRepository(node) &&
+        !isRepositoryFile(rel(source))
+      ) {
         found.push(`${where(node)} extends Repository outside a *.repository.ts file`);
       }
     });
@@ -121,9 +142,13 @@ function unscopedRepositoryMethods(): string[] {
       for (const member of node.members) {
         if (!ts.isMethodDeclaration(member)) continue;
         const modifiers = ts.getCombinedModifierFlags(member);
-        if (modifiers & (ts.ModifierFlags.Private | ts.ModifierFlags.Protected) || ts.isPrivateIdentifier(member.name)) continue;
+        if (modifiers & (ts.ModifierFlags.Private | ts.ModifierFlags.Protected) || ts.isPrivateIdentifier(member.name))
+          continue;
         const scoped = member.parameters.some((p) => isScopeType(checker.getTypeAtLocation(p)));
-        if (!scoped) found.push(`${where(member)} ${node.name?.text}.${member.name.getText()} takes no tenant scope: add an OrgScope/WorkspaceScope, or a SystemScope if it reaches across tenants on purpose`);
+        if (!scoped)
+          found.push(
+            `${where(member)} ${node.name?.text}.${member.name.getText()} takes no tenant scope: add an OrgScope/WorkspaceScope, or a SystemScope if it reaches across tenants on purpose`,
+          );
       }
     });
   }
@@ -173,9 +198,15 @@ describe('data access rules', { timeout: 180_000 }, () => {
       expect.stringMatching(/^libs\/pool\/src\/leaky\.service\.ts:3 queries the database \(tx\.toolPin\)/),
       expect.stringMatching(/^libs\/pool\/src\/leaky\.ts:3 queries the database \(this\.client\.toolPin\)/),
     ]);
-    expect(repositoriesOutsideRepositoryFiles()).toEqual([expect.stringMatching(/^libs\/pool\/src\/leaky\.ts:3 extends Repository/)]);
-    expect(unscopedRepositoryMethods()).toEqual([expect.stringMatching(/^libs\/pool\/src\/leaky\.repository\.ts:5 LeakyRepository\.byHash takes no tenant scope/)]);
+    expect(repositoriesOutsideRepositoryFiles()).toEqual([
+      expect.stringMatching(/^libs\/pool\/src\/leaky\.ts:3 extends Repository/),
+    ]);
+    expect(unscopedRepositoryMethods()).toEqual([
+      expect.stringMatching(/^libs\/pool\/src\/leaky\.repository\.ts:5 LeakyRepository\.byHash takes no tenant scope/),
+    ]);
     const diagnostics = ts.getPreEmitDiagnostics(program, program.getSourceFile(join(root, emptySlug)));
-    expect(diagnostics.map((d) => ts.flattenDiagnosticMessageText(d.messageText, '\n')).join('\n')).toMatch(/not assignable to type 'never'/);
+    expect(diagnostics.map((d) => ts.flattenDiagnosticMessageText(d.messageText, '\n')).join('\n')).toMatch(
+      /not assignable to type 'never'/,
+    );
   });
 });

@@ -7,7 +7,10 @@ const ROOT = join(__dirname, '..', '..');
 const NAMED = /`((?:apps|libs|test|bench|scripts|helm|images|docs|prisma)\/[^`\s]*)`/g;
 
 function docs(): string[] {
-  const inDocs = (dir: string): string[] => readdirSync(join(ROOT, dir), { withFileTypes: true }).flatMap((entry) => (entry.isDirectory() ? inDocs(join(dir, entry.name)) : entry.name.endsWith('.md') ? [join(dir, entry.name)] : []));
+  const inDocs = (dir: string): string[] =>
+    readdirSync(join(ROOT, dir), { withFileTypes: true }).flatMap((entry) =>
+      entry.isDirectory() ? inDocs(join(dir, entry.name)) : entry.name.endsWith('.md') ? [join(dir, entry.name)] : [],
+    );
   return ['README.md', ...inDocs('docs')];
 }
 

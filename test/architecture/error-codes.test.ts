@@ -46,7 +46,7 @@ function codesInSource(): { code: string; where: string }[] {
   const texts = new Map(files.map((f) => [f, readFileSync(join(root, f), 'utf8')]));
   // DomainError and every class that extends it, transitively
   const errorClasses = new Set(['DomainError']);
-  for (let grew = true; grew; ) {
+  for (let grew = true; grew;) {
     grew = false;
     for (const text of texts.values()) {
       for (const [, name, base] of text.matchAll(/class (\w+) extends (\w+)/g)) {
@@ -58,13 +58,17 @@ function codesInSource(): { code: string; where: string }[] {
   const constructors = new RegExp(`new (?:${[...errorClasses].join('|')})\\(([^;]*?)\\)\\s*[;,)]`, 'gs');
   for (const [file, text] of texts) {
     for (const match of text.matchAll(constructors)) {
-      for (const [, code] of match[1]!.matchAll(/'([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)'/g)) found.push({ code: code!, where: file });
+      for (const [, code] of match[1]!.matchAll(/'([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)'/g))
+        found.push({ code: code!, where: file });
     }
     // an error class that fixes its code in its constructor
-    for (const [, code] of text.matchAll(/super\(\s*'([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)'/g)) found.push({ code: code!, where: file });
+    for (const [, code] of text.matchAll(/super\(\s*'([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)'/g))
+      found.push({ code: code!, where: file });
     // a problem document written by hand: a status and a code side by side
-    for (const [, code] of text.matchAll(/status:\s*\d{3},[^}]*?code:\s*'([A-Z_]+)'/g)) found.push({ code: code!, where: file });
-    for (const [, code] of text.matchAll(/code:\s*'([A-Z_]+)'[^}]*?status:\s*\d{3}/g)) found.push({ code: code!, where: file });
+    for (const [, code] of text.matchAll(/status:\s*\d{3},[^}]*?code:\s*'([A-Z_]+)'/g))
+      found.push({ code: code!, where: file });
+    for (const [, code] of text.matchAll(/code:\s*'([A-Z_]+)'[^}]*?status:\s*\d{3}/g))
+      found.push({ code: code!, where: file });
   }
   return found;
 }
@@ -73,11 +77,13 @@ describe('error codes', () => {
   it('every code the source throws or writes into a problem is registered', () => {
     const found = codesInSource();
     // the scan must see the codes it exists for, or it checks nothing
-    expect(found.map((f) => f.code)).toEqual(expect.arrayContaining(['APPROVAL_EXPIRED', 'MCP_SERVER_DISABLED', 'WEBHOOK_NOT_FOUND', 'MCP_SESSION_NOT_FOUND']));
+    expect(found.map((f) => f.code)).toEqual(
+      expect.arrayContaining(['APPROVAL_EXPIRED', 'MCP_SERVER_DISABLED', 'WEBHOOK_NOT_FOUND', 'MCP_SESSION_NOT_FOUND']),
+    );
     expect(found.filter((f) => !(f.code in ERROR_CODES)).map((f) => `${f.code} (${f.where})`)).toEqual([]);
   });
 
-  it("every code is documented under the heading its anchor names", () => {
+  it('every code is documented under the heading its anchor names', () => {
     const problems: string[] = [];
     for (const [code, entry] of Object.entries(ERROR_CODES)) {
       const [file, anchor] = entry.docs.split('#');
@@ -91,7 +97,10 @@ describe('error codes', () => {
 
   it('the OpenAPI description lists every code with its status and title', () => {
     const document = buildOpenApi([], { title: 't', version: 'v1', serverUrl: 'http://127.0.0.1' }) as {
-      components: { schemas: { Problem: { properties: { code: { enum: string[] } } } }; 'x-error-codes': { code: string; status: number; title: string }[] };
+      components: {
+        schemas: { Problem: { properties: { code: { enum: string[] } } } };
+        'x-error-codes': { code: string; status: number; title: string }[];
+      };
     };
     const codes = Object.keys(ERROR_CODES);
     expect(document.components.schemas.Problem.properties.code.enum).toEqual(codes);

@@ -25,7 +25,25 @@ interface View {
   hash: string;
 }
 
-const CSV_HEADER = ['seq', 'id', 'type', 'recorded_at', 'occurred_at', 'source', 'actor', 'principal', 'execution_mode', 'server', 'tool', 'decision', 'session', 'workspace_id', 'data', 'prev_hash', 'hash'];
+const CSV_HEADER = [
+  'seq',
+  'id',
+  'type',
+  'recorded_at',
+  'occurred_at',
+  'source',
+  'actor',
+  'principal',
+  'execution_mode',
+  'server',
+  'tool',
+  'decision',
+  'session',
+  'workspace_id',
+  'data',
+  'prev_hash',
+  'hash',
+];
 
 function gatewayEvent(overrides: Record<string, unknown> = {}): Record<string, unknown> {
   return {
@@ -80,7 +98,8 @@ describe.each(BACKENDS)('audit API on %s', (backend) => {
     cp = await sharedControlPlane(backend);
   });
 
-  const ingest = (gatewayToken: string, events: unknown[]) => cp.request('POST', '/v1/gateway/audit', { token: gatewayToken, body: { events } });
+  const ingest = (gatewayToken: string, events: unknown[]) =>
+    cp.request('POST', '/v1/gateway/audit', { token: gatewayToken, body: { events } });
 
   /** Every page of a search, newest first, as a client walks next_cursor. */
   async function searchAll(ws: string, query: string, limit = 500): Promise<{ events: View[]; pages: number[] }> {
@@ -88,7 +107,10 @@ describe.each(BACKENDS)('audit API on %s', (backend) => {
     const pages: number[] = [];
     let cursor: string | null = null;
     do {
-      const res = await cp.request('GET', `/v1/workspaces/${ws}/audit?limit=${limit}${query ? `&${query}` : ''}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
+      const res = await cp.request(
+        'GET',
+        `/v1/workspaces/${ws}/audit?limit=${limit}${query ? `&${query}` : ''}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`,
+      );
       expect(res.status, res.text).toBe(200);
       events.push(...res.body.events);
       pages.push(res.body.events.length);
@@ -102,7 +124,10 @@ describe.each(BACKENDS)('audit API on %s', (backend) => {
     const res = await cp.request('GET', `/v1/workspaces/${ws}/audit/export?format=jsonl${query ? `&${query}` : ''}`);
     expect(res.status, res.text).toBe(200);
     expect(res.headers.get('content-type')).toContain('application/x-ndjson');
-    return res.text.split('\n').filter((l) => l.length > 0).map((l) => JSON.parse(l) as View);
+    return res.text
+      .split('\n')
+      .filter((l) => l.length > 0)
+      .map((l) => JSON.parse(l) as View);
   }
 
   const verify = async (ws: string) => (await cp.request('GET', `/v1/workspaces/${ws}/audit/verify`)).body;
@@ -130,7 +155,11 @@ describe.each(BACKENDS)('audit API on %s', (backend) => {
 
       // one id twice in a batch (a gateway that re-queued an event) is kept once
       const twice = gatewayEvent({ session });
-      expect((await ingest(gateway.token, [twice, { ...twice }])).body).toEqual({ accepted: 1, duplicates: 1, rejected: [] });
+      expect((await ingest(gateway.token, [twice, { ...twice }])).body).toEqual({
+        accepted: 1,
+        duplicates: 1,
+        rejected: [],
+      });
 
       const stored = (await searchAll(ws.slug, `session=${session}`)).events;
       expect(stored.map((e) => e.id).sort()).toEqual([...batch, ...fresh, twice].map((e) => e.id as string).sort());
@@ -173,17 +202,27 @@ describe.each(BACKENDS)('audit API on %s', (backend) => {
       expect(stored.map((e) => e.id).sort()).toEqual([0, 2, 8].map(idOf).sort());
       // a batch of nothing but bad events stores nothing and still answers
       const allBad = await ingest(gateway.token, [{ id: randomUUID() }]);
-      expect(allBad.body).toMatchObject({ accepted: 0, duplicates: 0, rejected: [{ index: 0, code: 'EVENT_INVALID' }] });
+      expect(allBad.body).toMatchObject({
+        accepted: 0,
+        duplicates: 0,
+        rejected: [{ index: 0, code: 'EVENT_INVALID' }],
+      });
       expect(await verify(ws.slug)).toMatchObject({ ok: true });
     });
 
     it('takes 1000 events in one batch and refuses 1001 as a whole, with a problem document', async () => {
       const session = `big-${randomUUID()}`;
-      const full = await ingest(gateway.token, Array.from({ length: 1000 }, () => gatewayEvent({ session })));
+      const full = await ingest(
+        gateway.token,
+        Array.from({ length: 1000 }, () => gatewayEvent({ session })),
+      );
       expect(full.body).toEqual({ accepted: 1000, duplicates: 0, rejected: [] });
 
       const over = `over-${randomUUID()}`;
-      const tooMany = await ingest(gateway.token, Array.from({ length: 1001 }, () => gatewayEvent({ session: over })));
+      const tooMany = await ingest(
+        gateway.token,
+        Array.from({ length: 1001 }, () => gatewayEvent({ session: over })),
+      );
       expect(tooMany.status).toBe(400);
       expect(tooMany.headers.get('content-type')).toContain('application/problem+json');
       expect(tooMany.body.code).toBe('VALIDATION_FAILED');
@@ -205,7 +244,11 @@ describe.each(BACKENDS)('audit API on %s', (backend) => {
 
       const chain = await exportJsonl(ws.slug, `session=${session}`);
       expect(chain.map((e) => e.id)).toEqual([a.id, b.id, c.id]);
-      expect(chain.map((e) => e.occurred_at)).toEqual([new Date(now - hour).toISOString(), new Date(now - 3 * hour).toISOString(), '2026-01-01T08:00:00.123Z']);
+      expect(chain.map((e) => e.occurred_at)).toEqual([
+        new Date(now - hour).toISOString(),
+        new Date(now - 3 * hour).toISOString(),
+        '2026-01-01T08:00:00.123Z',
+      ]);
       expect(chain[0]!.seq).toBeLessThan(chain[1]!.seq);
       expect(chain[1]!.seq).toBeLessThan(chain[2]!.seq);
       const recorded = chain.map((e) => Date.parse(e.recorded_at));
@@ -224,7 +267,10 @@ describe.each(BACKENDS)('audit API on %s', (backend) => {
       let appended = 0;
       const appends = Array.from({ length: 2 }, async () => {
         while (appending) {
-          const res = await ingest(gateway.token, Array.from({ length: 5 }, () => gatewayEvent()));
+          const res = await ingest(
+            gateway.token,
+            Array.from({ length: 5 }, () => gatewayEvent()),
+          );
           expect(res.status, res.text).toBe(200);
           appended++;
         }
@@ -267,26 +313,51 @@ describe.each(BACKENDS)('audit API on %s', (backend) => {
       ws = await aWorkspace(cp, cp.ownerToken);
       gateway = await aGateway(cp, cp.ownerToken, ws.slug);
       expect((await ingest(gateway.token, events.slice(0, 7))).body.accepted).toBe(7);
-      expect((await cp.request('PUT', `/v1/workspaces/${ws.slug}/secrets/github/token`, { body: { value: 'ghp_x' } })).status).toBe(200);
+      expect(
+        (await cp.request('PUT', `/v1/workspaces/${ws.slug}/secrets/github/token`, { body: { value: 'ghp_x' } }))
+          .status,
+      ).toBe(200);
       expect((await ingest(gateway.token, events.slice(7))).body.accepted).toBe(5);
-      expect((await cp.request('PUT', `/v1/workspaces/${ws.slug}/secrets/slack/token`, { body: { value: 'xoxb' } })).status).toBe(200);
+      expect(
+        (await cp.request('PUT', `/v1/workspaces/${ws.slug}/secrets/slack/token`, { body: { value: 'xoxb' } })).status,
+      ).toBe(200);
       ownerActor = `token:${(await cp.request('GET', '/v1/me')).body.principal.id}`;
       all = await exportJsonl(ws.slug);
     });
 
     it.each([
       ['type', () => 'type=execution.failed', (e: View) => e.type === 'execution.failed', 3],
-      ['several types', () => 'type=execution.failed,secret.written', (e: View) => ['execution.failed', 'secret.written'].includes(e.type), 3],
+      [
+        'several types',
+        () => 'type=execution.failed,secret.written',
+        (e: View) => ['execution.failed', 'secret.written'].includes(e.type),
+        3,
+      ],
       ['server', () => 'server=slack', (e: View) => e.server === 'slack', 4],
       ['tool', () => 'tool=list_issues', (e: View) => e.tool === 'list_issues', 6],
       ['decision', () => 'decision=deny', (e: View) => e.decision === 'deny', 4],
       ['session', () => 'session=sess-b', (e: View) => e.session === 'sess-b', 6],
       ['execution mode', () => 'execution_mode=remote', (e: View) => e.execution_mode === 'remote', 3],
-      ['principal', () => `principal=${encodeURIComponent('user:bob@example.com')}`, (e: View) => e.principal === 'user:bob@example.com', 6],
-      ['from/to (occurred_at, from inclusive, to exclusive)', () => `from=${encodeURIComponent(minute(3))}&to=${encodeURIComponent(minute(7))}`, (e: View) => e.occurred_at >= minute(3) && e.occurred_at < minute(7), 4],
+      [
+        'principal',
+        () => `principal=${encodeURIComponent('user:bob@example.com')}`,
+        (e: View) => e.principal === 'user:bob@example.com',
+        6,
+      ],
+      [
+        'from/to (occurred_at, from inclusive, to exclusive)',
+        () => `from=${encodeURIComponent(minute(3))}&to=${encodeURIComponent(minute(7))}`,
+        (e: View) => e.occurred_at >= minute(3) && e.occurred_at < minute(7),
+        4,
+      ],
       ['gateway actor', () => `actor=gateway:${gateway.id}`, (e: View) => e.actor === `gateway:${gateway.id}`, 12],
       ['owner actor', () => `actor=${ownerActor}`, (e: View) => e.actor === ownerActor, -1],
-      ['filters together', () => 'server=github&decision=deny&session=sess-b', (e: View) => e.server === 'github' && e.decision === 'deny' && e.session === 'sess-b', 2],
+      [
+        'filters together',
+        () => 'server=github&decision=deny&session=sess-b',
+        (e: View) => e.server === 'github' && e.decision === 'deny' && e.session === 'sess-b',
+        2,
+      ],
     ])('filters by %s', async (_label, query, matches, mine) => {
       const expected = all.filter(matches).reverse();
       expect(expected.length).toBeGreaterThan(0);
@@ -304,7 +375,8 @@ describe.each(BACKENDS)('audit API on %s', (backend) => {
       const paged = await aWorkspace(cp, cp.ownerToken);
       const pagedGateway = await aGateway(cp, cp.ownerToken, paged.slug);
       const batch = Array.from({ length: 25 }, () => gatewayEvent({ session: 'paged' }));
-      for (const part of [batch.slice(0, 9), batch.slice(9, 20), batch.slice(20)]) expect((await ingest(pagedGateway.token, part)).body.accepted).toBe(part.length);
+      for (const part of [batch.slice(0, 9), batch.slice(9, 20), batch.slice(20)])
+        expect((await ingest(pagedGateway.token, part)).body.accepted).toBe(part.length);
 
       const filtered = await searchAll(paged.slug, 'session=paged', 10);
       expect(filtered.pages).toEqual([10, 10, 5]);
@@ -320,13 +392,19 @@ describe.each(BACKENDS)('audit API on %s', (backend) => {
     });
 
     it('refuses a cursor it did not give out and a limit out of range', async () => {
-      for (const cursor of ['garbage', Buffer.from('s:abc').toString('base64url'), Buffer.from('x:5').toString('base64url'), 'a'.repeat(65)]) {
+      for (const cursor of [
+        'garbage',
+        Buffer.from('s:abc').toString('base64url'),
+        Buffer.from('x:5').toString('base64url'),
+        'a'.repeat(65),
+      ]) {
         const res = await cp.request('GET', `/v1/workspaces/${ws.slug}/audit?cursor=${cursor}`);
         expect(res.status, cursor).toBe(400);
         expect(res.headers.get('content-type')).toContain('application/problem+json');
         expect(res.body.code).toBe('INVALID_CURSOR');
       }
-      for (const limit of ['0', '501', 'ten']) expect((await cp.request('GET', `/v1/workspaces/${ws.slug}/audit?limit=${limit}`)).status).toBe(400);
+      for (const limit of ['0', '501', 'ten'])
+        expect((await cp.request('GET', `/v1/workspaces/${ws.slug}/audit?limit=${limit}`)).status).toBe(400);
       expect((await cp.request('GET', `/v1/workspaces/${ws.slug}/audit?decision=perhaps`)).status).toBe(400);
     });
   });
@@ -338,10 +416,22 @@ describe.each(BACKENDS)('audit API on %s', (backend) => {
     beforeAll(async () => {
       ws = await aWorkspace(cp, cp.ownerToken);
       const gateway = await aGateway(cp, cp.ownerToken, ws.slug);
-      special = gatewayEvent({ arguments: { q: awkward, list: ['a,b', '"c"'] }, error: 'line one\r\nline "two"', server: 'git,hub' });
-      expect((await cp.request('PUT', `/v1/workspaces/${ws.slug}/secrets/github/token`, { body: { value: 'ghp_x' } })).status).toBe(200);
-      expect((await ingest(gateway.token, [gatewayEvent(), special, gatewayEvent({ decision: 'deny' })])).body.accepted).toBe(3);
-      expect((await cp.request('PUT', `/v1/workspaces/${ws.slug}/secrets/github/token`, { body: { value: 'ghp_y' } })).status).toBe(200);
+      special = gatewayEvent({
+        arguments: { q: awkward, list: ['a,b', '"c"'] },
+        error: 'line one\r\nline "two"',
+        server: 'git,hub',
+      });
+      expect(
+        (await cp.request('PUT', `/v1/workspaces/${ws.slug}/secrets/github/token`, { body: { value: 'ghp_x' } }))
+          .status,
+      ).toBe(200);
+      expect(
+        (await ingest(gateway.token, [gatewayEvent(), special, gatewayEvent({ decision: 'deny' })])).body.accepted,
+      ).toBe(3);
+      expect(
+        (await cp.request('PUT', `/v1/workspaces/${ws.slug}/secrets/github/token`, { body: { value: 'ghp_y' } }))
+          .status,
+      ).toBe(200);
     });
 
     it('JSON Lines: every record, one per line, in chain order, as search shows them', async () => {
@@ -351,7 +441,9 @@ describe.each(BACKENDS)('audit API on %s', (backend) => {
       expect(lines).toEqual([...events].reverse());
       expect(lines.length).toBe((await verify(ws.slug)).events);
       for (let i = 1; i < lines.length; i++) expect(lines[i]!.prev_hash).toBe(lines[i - 1]!.hash);
-      expect(lines.find((l) => l.id === special.id)!.data).toMatchObject({ arguments: { q: awkward, list: ['a,b', '"c"'] } });
+      expect(lines.find((l) => l.id === special.id)!.data).toMatchObject({
+        arguments: { q: awkward, list: ['a,b', '"c"'] },
+      });
     });
 
     it('CSV: a header row, one row per record, and awkward text round-trips', async () => {
@@ -367,12 +459,23 @@ describe.each(BACKENDS)('audit API on %s', (backend) => {
         expect(row).toHaveLength(CSV_HEADER.length);
         const record = Object.fromEntries(CSV_HEADER.map((name, c) => [name, row[c]]));
         const line = lines[i]!;
-        expect(record).toMatchObject({ seq: String(line.seq), id: line.id, type: line.type, hash: line.hash, prev_hash: line.prev_hash, actor: line.actor ?? '', decision: line.decision ?? '' });
+        expect(record).toMatchObject({
+          seq: String(line.seq),
+          id: line.id,
+          type: line.type,
+          hash: line.hash,
+          prev_hash: line.prev_hash,
+          actor: line.actor ?? '',
+          decision: line.decision ?? '',
+        });
         expect(JSON.parse(record.data!)).toEqual(line.data);
       }
       const row = rows.find((r) => r[1] === special.id)!;
       expect(row[CSV_HEADER.indexOf('server')]).toBe('git,hub');
-      expect(JSON.parse(row[CSV_HEADER.indexOf('data')]!)).toMatchObject({ arguments: { q: awkward, list: ['a,b', '"c"'] }, error: 'line one\r\nline "two"' });
+      expect(JSON.parse(row[CSV_HEADER.indexOf('data')]!)).toMatchObject({
+        arguments: { q: awkward, list: ['a,b', '"c"'] },
+        error: 'line one\r\nline "two"',
+      });
     });
 
     it('an empty chain exports a header and nothing else', async () => {
@@ -390,7 +493,11 @@ describe.each(BACKENDS)('audit API on %s', (backend) => {
       const gateway = await aGateway(cp, cp.ownerToken, ws.slug);
       expect((await ingest(gateway.token, [gatewayEvent({ session: 'private-session' })])).body.accepted).toBe(1);
     });
-    const routes = (slug: string) => [`/v1/workspaces/${slug}/audit`, `/v1/workspaces/${slug}/audit/verify`, `/v1/workspaces/${slug}/audit/export`];
+    const routes = (slug: string) => [
+      `/v1/workspaces/${slug}/audit`,
+      `/v1/workspaces/${slug}/audit/verify`,
+      `/v1/workspaces/${slug}/audit/export`,
+    ];
 
     it('a member of the workspace is refused; an auditor reads', async () => {
       const member = await aToken(cp, cp.ownerToken, { role: 'member', workspace: ws.slug });
@@ -404,15 +511,25 @@ describe.each(BACKENDS)('audit API on %s', (backend) => {
         const res = await cp.request('GET', path, { token: orgMember.token });
         expect([res.status, res.body.code], path).toEqual([403, 'FORBIDDEN']);
       }
-      expect((await cp.request('PUT', '/v1/organization/audit-retention', { token: orgMember.token, body: { days: 1 } })).status).toBe(403);
+      expect(
+        (await cp.request('PUT', '/v1/organization/audit-retention', { token: orgMember.token, body: { days: 1 } }))
+          .status,
+      ).toBe(403);
 
       const auditor = await aToken(cp, cp.ownerToken, { role: 'auditor' });
-      const read = await cp.request('GET', `/v1/workspaces/${ws.slug}/audit?session=private-session`, { token: auditor.token });
+      const read = await cp.request('GET', `/v1/workspaces/${ws.slug}/audit?session=private-session`, {
+        token: auditor.token,
+      });
       expect(read.status).toBe(200);
       expect(read.body.events).toHaveLength(1);
-      expect((await cp.request('GET', `/v1/workspaces/${ws.slug}/audit/verify`, { token: auditor.token })).body).toMatchObject({ ok: true });
+      expect(
+        (await cp.request('GET', `/v1/workspaces/${ws.slug}/audit/verify`, { token: auditor.token })).body,
+      ).toMatchObject({ ok: true });
       // reading the log is not managing it
-      expect((await cp.request('PUT', '/v1/organization/audit-retention', { token: auditor.token, body: { days: 1 } })).status).toBe(403);
+      expect(
+        (await cp.request('PUT', '/v1/organization/audit-retention', { token: auditor.token, body: { days: 1 } }))
+          .status,
+      ).toBe(403);
       expect((await cp.request('GET', '/v1/organization/audit-retention')).body).toEqual({ days: null });
     });
 
@@ -428,7 +545,9 @@ describe.each(BACKENDS)('audit API on %s', (backend) => {
       expect(theirs.status).toBe(200);
       expect(theirs.text).not.toContain('private-session');
       expect(theirs.text).not.toContain(ws.id);
-      expect((await cp.request('GET', `/v1/workspaces/${ws.slug}/audit?session=private-session`)).body.events).toHaveLength(1);
+      expect(
+        (await cp.request('GET', `/v1/workspaces/${ws.slug}/audit?session=private-session`)).body.events,
+      ).toHaveLength(1);
     });
 
     it('a gateway token reads nothing, and no token is a 401', async () => {
@@ -437,7 +556,9 @@ describe.each(BACKENDS)('audit API on %s', (backend) => {
       expect([asGateway.status, asGateway.body.code]).toEqual([403, 'GATEWAY_TOKEN_NOT_ALLOWED']);
       expect(asGateway.text).not.toContain('private-session');
       expect((await cp.request('GET', `/v1/workspaces/${ws.slug}/audit`, { token: null })).status).toBe(401);
-      expect((await cp.request('POST', '/v1/gateway/audit', { token: null, body: { events: [gatewayEvent()] } })).status).toBe(401);
+      expect(
+        (await cp.request('POST', '/v1/gateway/audit', { token: null, body: { events: [gatewayEvent()] } })).status,
+      ).toBe(401);
       // an owner's API token is not a gateway
       const asOwner = await cp.request('POST', '/v1/gateway/audit', { body: { events: [gatewayEvent()] } });
       expect([asOwner.status, asOwner.body.code]).toEqual([403, 'GATEWAY_TOKEN_REQUIRED']);

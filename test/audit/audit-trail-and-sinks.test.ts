@@ -11,7 +11,12 @@ import { aToken, aWorkspace } from '../support/builders';
 import { eventually } from '../support/eventually';
 
 /** A SIEM stand-in: fails the first `failures` deliveries, then keeps every body it accepts. */
-async function receiver(failures: number): Promise<{ url: string; bodies: { raw: string; headers: IncomingMessage['headers'] }[]; attempts: number; server: Server }> {
+async function receiver(failures: number): Promise<{
+  url: string;
+  bodies: { raw: string; headers: IncomingMessage['headers'] }[];
+  attempts: number;
+  server: Server;
+}> {
   const state = { bodies: [] as { raw: string; headers: IncomingMessage['headers'] }[], attempts: 0 };
   const server = createServer((req, res) => {
     let raw = '';
@@ -49,7 +54,9 @@ describe('admin changes are audited with the change', () => {
 
   it('a policy write, a token, a login and a workspace land in the right chains, naming who did it', async () => {
     const ws = await aWorkspace(cp, cp.ownerToken);
-    const put = await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, { body: { rules: [{ id: 'r1', effect: 'deny', tools: ['x'] }] } });
+    const put = await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, {
+      body: { rules: [{ id: 'r1', effect: 'deny', tools: ['x'] }] },
+    });
     expect(put.status).toBe(200);
     const token = await aToken(cp, cp.ownerToken, { role: 'member', workspace: ws.slug });
     const jwt = await cp.request('POST', '/v1/auth/token');
@@ -59,14 +66,24 @@ describe('admin changes are audited with the change', () => {
     const actor = `token:${me.principal.id}`;
     const wsAudit = (await cp.request('GET', `/v1/workspaces/${ws.slug}/audit?type=policy.updated`)).body;
     expect(wsAudit.events).toHaveLength(1);
-    expect(wsAudit.events[0]).toMatchObject({ type: 'policy.updated', actor, source: 'api', data: { version: 1, rules: 1 } });
+    expect(wsAudit.events[0]).toMatchObject({
+      type: 'policy.updated',
+      actor,
+      source: 'api',
+      data: { version: 1, rules: 1 },
+    });
 
     const org = (await cp.request('GET', '/v1/audit?type=token.created,auth.login,workspace.created&limit=500')).body;
     expect(org.events.map((e: { type: string }) => e.type)).toContain('auth.login');
     // a token limited to one workspace is that workspace's business: its chain records it
     const wsTokens = (await cp.request('GET', `/v1/workspaces/${ws.slug}/audit?type=token.created`)).body.events;
-    expect(wsTokens.find((e: { data: { token_id?: string } }) => e.data.token_id === token.id)).toMatchObject({ actor });
-    expect(org.events.find((e: { type: string }) => e.type === 'auth.login')).toMatchObject({ actor, data: { method: 'jwt_issued' } });
+    expect(wsTokens.find((e: { data: { token_id?: string } }) => e.data.token_id === token.id)).toMatchObject({
+      actor,
+    });
+    expect(org.events.find((e: { type: string }) => e.type === 'auth.login')).toMatchObject({
+      actor,
+      data: { method: 'jwt_issued' },
+    });
     // the workspace's own creation is the first record of its chain
     const created = (await cp.request('GET', `/v1/workspaces/${ws.slug}/audit?type=workspace.created`)).body.events;
     expect(created).toHaveLength(1);
@@ -84,7 +101,9 @@ describe('admin changes are audited with the change', () => {
     const again = await cp.request('POST', '/v1/workspaces', { body: { slug: ws.slug, name: 'again' } });
     expect(again.status).toBe(409);
     expect((await cp.request('GET', `/v1/workspaces/${ws.slug}/audit?limit=500`)).body.events.length).toBe(before);
-    const orgCreations = (await cp.request('GET', '/v1/audit?type=workspace.created&limit=500')).body.events.filter((e: { data: { workspace?: string } }) => e.data.workspace === ws.slug);
+    const orgCreations = (await cp.request('GET', '/v1/audit?type=workspace.created&limit=500')).body.events.filter(
+      (e: { data: { workspace?: string } }) => e.data.workspace === ws.slug,
+    );
     expect(orgCreations.length).toBeLessThanOrEqual(1);
   });
 });
@@ -97,7 +116,12 @@ describe('SIEM sinks', () => {
   afterAll(async () => cp?.close());
 
   it('refuses private and metadata targets that the organisation has not allowed', async () => {
-    for (const url of ['http://10.1.2.3/siem', 'http://169.254.169.254/latest/meta-data', 'http://[::1]:9/x', 'ftp://example.com/x']) {
+    for (const url of [
+      'http://10.1.2.3/siem',
+      'http://169.254.169.254/latest/meta-data',
+      'http://[::1]:9/x',
+      'ftp://example.com/x',
+    ]) {
       const res = await cp.request('POST', '/v1/audit/sinks', { body: { name: `bad-${Math.random()}`, url } });
       expect(res.status, url).toBe(400);
       expect(res.body.code).toBe('VALIDATION_FAILED');
@@ -116,9 +140,15 @@ describe('SIEM sinks', () => {
 
       const ws = await aWorkspace(cp, cp.ownerToken);
       for (let i = 0; i < 5; i++) {
-        expect((await cp.request('PUT', `/v1/workspaces/${ws.slug}/secrets/app/key-${i}`, { body: { value: `v-${i}` } })).status).toBe(200);
+        expect(
+          (await cp.request('PUT', `/v1/workspaces/${ws.slug}/secrets/app/key-${i}`, { body: { value: `v-${i}` } }))
+            .status,
+        ).toBe(200);
       }
-      const chain = (await cp.request('GET', `/v1/workspaces/${ws.slug}/audit?limit=500`)).body.events as { id: string; seq: number }[];
+      const chain = (await cp.request('GET', `/v1/workspaces/${ws.slug}/audit?limit=500`)).body.events as {
+        id: string;
+        seq: number;
+      }[];
       const wanted = new Set(chain.map((e) => e.id));
 
       const delivered = (): { id: string; seq: number; chain: string }[] =>
@@ -126,11 +156,18 @@ describe('SIEM sinks', () => {
           const body = JSON.parse(b.raw) as { chain: string; events: { id: string; seq: number }[] };
           return body.events.map((e) => ({ id: e.id, seq: e.seq, chain: body.chain }));
         });
-      await eventually('the workspace chain at the sink', () => chain.every((e) => delivered().some((d) => d.id === e.id)), { timeoutMs: 60_000 });
+      await eventually(
+        'the workspace chain at the sink',
+        () => chain.every((e) => delivered().some((d) => d.id === e.id)),
+        { timeoutMs: 60_000 },
+      );
       expect(siem.attempts).toBeGreaterThanOrEqual(3);
 
       for (const body of siem.bodies) {
-        const verdict = verifySignedPayload(secret, body.raw, { timestamp: String(body.headers['x-aileron-timestamp']), signature: String(body.headers['x-aileron-signature']) });
+        const verdict = verifySignedPayload(secret, body.raw, {
+          timestamp: String(body.headers['x-aileron-timestamp']),
+          signature: String(body.headers['x-aileron-signature']),
+        });
         expect(verdict).toEqual({ ok: true });
         expect(body.headers['x-aileron-delivery']).toBeTruthy();
       }
@@ -142,11 +179,23 @@ describe('SIEM sinks', () => {
       const sent = delivered().length;
       const url = cp.cp.config.database.kind === 'postgres' ? cp.cp.config.database.url : '';
       await cp.cp.close();
-      const replica = await startTestControlPlane('postgres', { DATABASE_URL: url, UPSTREAM_ALLOW_CIDRS: '127.0.0.1/32' });
+      const replica = await startTestControlPlane('postgres', {
+        DATABASE_URL: url,
+        UPSTREAM_ALLOW_CIDRS: '127.0.0.1/32',
+      });
       try {
-        expect((await replica.request('PUT', `/v1/workspaces/${ws.slug}/secrets/app/after-restart`, { token: cp.ownerToken, body: { value: 'x' } })).status).toBe(200);
+        expect(
+          (
+            await replica.request('PUT', `/v1/workspaces/${ws.slug}/secrets/app/after-restart`, {
+              token: cp.ownerToken,
+              body: { value: 'x' },
+            })
+          ).status,
+        ).toBe(200);
         await eventually('the record written after the restart', async () => {
-          const last = (await replica.request('GET', `/v1/workspaces/${ws.slug}/audit?limit=1`, { token: cp.ownerToken })).body.events[0];
+          const last = (
+            await replica.request('GET', `/v1/workspaces/${ws.slug}/audit?limit=1`, { token: cp.ownerToken })
+          ).body.events[0];
           return delivered().some((d) => d.id === last.id);
         });
         const all = delivered();
@@ -173,10 +222,18 @@ describe('verifying an export without the control plane', () => {
 
   it('recomputes every hash from the documented canonical form and checks the signed checkpoint with the published key', async () => {
     const ws = await aWorkspace(cp, cp.ownerToken);
-    for (let i = 0; i < 3; i++) await cp.request('PUT', `/v1/workspaces/${ws.slug}/secrets/k${i}`, { body: { value: `v${i}` } });
-    await cp.cp.app.get(AuditService).checkpoint({ chainId: ws.id, organizationId: (await cp.request('GET', '/v1/organization')).body.id, workspaceId: ws.id });
+    for (let i = 0; i < 3; i++)
+      await cp.request('PUT', `/v1/workspaces/${ws.slug}/secrets/k${i}`, { body: { value: `v${i}` } });
+    await cp.cp.app.get(AuditService).checkpoint({
+      chainId: ws.id,
+      organizationId: (await cp.request('GET', '/v1/organization')).body.id,
+      workspaceId: ws.id,
+    });
 
-    const exported = (await cp.request('GET', `/v1/workspaces/${ws.slug}/audit/export`)).text.trim().split('\n').map((l) => JSON.parse(l));
+    const exported = (await cp.request('GET', `/v1/workspaces/${ws.slug}/audit/export`)).text
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     const { checkpoints } = (await cp.request('GET', `/v1/workspaces/${ws.slug}/audit/checkpoints`)).body;
     const { keys } = (await cp.request('GET', '/.well-known/aileron/audit-keys', { token: null })).body;
     expect(exported).toHaveLength(4);
@@ -185,9 +242,25 @@ describe('verifying an export without the control plane', () => {
     let prev = '0'.repeat(64);
     for (const r of exported) {
       const canonical = canonicalize({
-        v: 1, chain: r.chain_id, organization: r.organization_id, workspace: r.workspace_id, seq: r.seq, id: r.id, type: r.type,
-        recorded_at: r.recorded_at, occurred_at: r.occurred_at, source: r.source, actor: r.actor, principal: r.principal,
-        execution_mode: r.execution_mode, server: r.server, tool: r.tool, decision: r.decision, session: r.session, data: r.data, prev_hash: r.prev_hash,
+        v: 1,
+        chain: r.chain_id,
+        organization: r.organization_id,
+        workspace: r.workspace_id,
+        seq: r.seq,
+        id: r.id,
+        type: r.type,
+        recorded_at: r.recorded_at,
+        occurred_at: r.occurred_at,
+        source: r.source,
+        actor: r.actor,
+        principal: r.principal,
+        execution_mode: r.execution_mode,
+        server: r.server,
+        tool: r.tool,
+        decision: r.decision,
+        session: r.session,
+        data: r.data,
+        prev_hash: r.prev_hash,
       });
       expect(r.prev_hash).toBe(prev);
       expect(createHash('sha256').update(canonical!).digest('hex'), `record ${r.seq}`).toBe(r.hash);
@@ -199,7 +272,14 @@ describe('verifying an export without the control plane', () => {
     const message = `aileron-audit-checkpoint/v1\n${canonicalize({ chain: ws.id, seq: checkpoint.seq, hash: checkpoint.hash, kind: checkpoint.kind })}`;
     const publicKey = createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: key.x }, format: 'jwk' });
     expect(verify(null, Buffer.from(message), publicKey, Buffer.from(checkpoint.signature, 'base64url'))).toBe(true);
-    expect(verify(null, Buffer.from(message.replace(`"seq":4`, `"seq":3`)), publicKey, Buffer.from(checkpoint.signature, 'base64url'))).toBe(false);
+    expect(
+      verify(
+        null,
+        Buffer.from(message.replace(`"seq":4`, `"seq":3`)),
+        publicKey,
+        Buffer.from(checkpoint.signature, 'base64url'),
+      ),
+    ).toBe(false);
   });
 });
 
@@ -213,9 +293,18 @@ describe('text the database would change', () => {
   it('a lone surrogate recorded through a domain is hashed as stored, so the chain still verifies', async () => {
     const ws = await aWorkspace(cp, cp.ownerToken);
     const scope = SystemScopes.workspace((await cp.request('GET', '/v1/organization')).body.id, ws);
-    await cp.cp.app.get(AuditService).recordNow(scope, { type: 'test.recorded', actor: 'user:\ud800x', tool: 'a\udc00', data: { note: 'b\ud83d', nested: ['\udfff'] } });
+    await cp.cp.app.get(AuditService).recordNow(scope, {
+      type: 'test.recorded',
+      actor: 'user:\ud800x',
+      tool: 'a\udc00',
+      data: { note: 'b\ud83d', nested: ['\udfff'] },
+    });
     const [record] = (await cp.request('GET', `/v1/workspaces/${ws.slug}/audit?type=test.recorded`)).body.events;
-    expect(record).toMatchObject({ actor: 'user:\ufffdx', tool: 'a\ufffd', data: { note: 'b\ufffd', nested: ['\ufffd'] } });
+    expect(record).toMatchObject({
+      actor: 'user:\ufffdx',
+      tool: 'a\ufffd',
+      data: { note: 'b\ufffd', nested: ['\ufffd'] },
+    });
     expect((await cp.request('GET', `/v1/workspaces/${ws.slug}/audit/verify`)).body).toMatchObject({ ok: true });
   });
 });

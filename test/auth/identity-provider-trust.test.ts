@@ -14,20 +14,38 @@ describe('which identity-provider tokens sign people in, and as whom', () => {
    * audience nor the opt-out can no longer be saved; it exists only as a row
    * stored before audiences were required, which the database stands in for.
    */
-  async function trust(settings: { audience?: string; allowAnyAudience?: boolean; trustUnverifiedEmail?: boolean }): Promise<void> {
+  async function trust(settings: {
+    audience?: string;
+    allowAnyAudience?: boolean;
+    trustUnverifiedEmail?: boolean;
+  }): Promise<void> {
     const legacy = settings.audience === undefined && !settings.allowAnyAudience;
-    await idp.trustedBy(cp, { audience: settings.audience, allow_any_audience: legacy || (settings.allowAnyAudience ?? false), trust_unverified_email: settings.trustUnverifiedEmail ?? false });
+    await idp.trustedBy(cp, {
+      audience: settings.audience,
+      allow_any_audience: legacy || (settings.allowAnyAudience ?? false),
+      trust_unverified_email: settings.trustUnverifiedEmail ?? false,
+    });
     if (legacy) await sql(cp, 'UPDATE identity_providers SET allow_any_audience = false');
   }
 
   it('an owner must name an audience or opt out explicitly, and the choices show when the IdP is read', async () => {
-    const missing = await cp.request('PUT', '/v1/organization/identity-provider', { body: { issuer: idp.issuer, jwks_url: idp.jwksUrl } });
+    const missing = await cp.request('PUT', '/v1/organization/identity-provider', {
+      body: { issuer: idp.issuer, jwks_url: idp.jwksUrl },
+    });
     expectProblem(missing, 400, 'VALIDATION_FAILED');
     expect(JSON.stringify(missing.body.errors)).toContain('allow_any_audience');
     await trust({ allowAnyAudience: true, trustUnverifiedEmail: true });
-    expect((await cp.request('GET', '/v1/organization/identity-provider')).body).toMatchObject({ audience: null, allow_any_audience: true, trust_unverified_email: true });
+    expect((await cp.request('GET', '/v1/organization/identity-provider')).body).toMatchObject({
+      audience: null,
+      allow_any_audience: true,
+      trust_unverified_email: true,
+    });
     await trust({ audience: 'aileron' });
-    expect((await cp.request('GET', '/v1/organization/identity-provider')).body).toMatchObject({ audience: 'aileron', allow_any_audience: false, trust_unverified_email: false });
+    expect((await cp.request('GET', '/v1/organization/identity-provider')).body).toMatchObject({
+      audience: 'aileron',
+      allow_any_audience: false,
+      trust_unverified_email: false,
+    });
   });
 
   beforeAll(async () => {
@@ -43,14 +61,20 @@ describe('which identity-provider tokens sign people in, and as whom', () => {
   it('links a sign-in to a pre-added user by e-mail only when the IdP says it verified the e-mail', async () => {
     const user = await aUser(cp, cp.ownerToken, 'admin');
     for (const verified of [false, undefined, 'yes', 1]) {
-      const token = idp.token({ sub: subject(), email: user.email, ...(verified === undefined ? {} : { email_verified: verified }) });
+      const token = idp.token({
+        sub: subject(),
+        email: user.email,
+        ...(verified === undefined ? {} : { email_verified: verified }),
+      });
       const res = await cp.request('GET', '/v1/me', { token });
       expectProblem(res, 403, 'IDP_EMAIL_NOT_VERIFIED');
     }
     const users = await cp.request('GET', '/v1/users');
     expect(users.body.users).toContainEqual(expect.objectContaining({ id: user.id, linked: false }));
 
-    const verified = await cp.request('GET', '/v1/me', { token: idp.token({ sub: subject(), email: user.email, email_verified: true }) });
+    const verified = await cp.request('GET', '/v1/me', {
+      token: idp.token({ sub: subject(), email: user.email, email_verified: true }),
+    });
     expect(verified.status, verified.text).toBe(200);
     expect(verified.body).toMatchObject({ principal: { kind: 'user', id: user.id }, role: 'admin' });
 
@@ -68,7 +92,9 @@ describe('which identity-provider tokens sign people in, and as whom', () => {
 
   it('does not record an e-mail the IdP did not verify on a person it signs in for the first time', async () => {
     const email = `unverified-${next}@example.com`;
-    const me = await cp.request('GET', '/v1/me', { token: idp.token({ sub: subject(), email, email_verified: false }) });
+    const me = await cp.request('GET', '/v1/me', {
+      token: idp.token({ sub: subject(), email, email_verified: false }),
+    });
     expect(me.status, me.text).toBe(200);
     const users = await cp.request('GET', '/v1/users');
     expect(users.body.users).toContainEqual(expect.objectContaining({ id: me.body.principal.id, email: null }));
@@ -89,7 +115,9 @@ describe('which identity-provider tokens sign people in, and as whom', () => {
       expect(idp.count('/jwks')).toBe(fetchesBefore);
 
       await trust({ allowAnyAudience: true });
-      const accepted = await cp.request('GET', '/v1/me', { token: idp.token({ sub: subject() }, { audience: 'some-other-app' }) });
+      const accepted = await cp.request('GET', '/v1/me', {
+        token: idp.token({ sub: subject() }, { audience: 'some-other-app' }),
+      });
       expect(accepted.status, accepted.text).toBe(200);
     } finally {
       await trust({ audience: 'aileron' });

@@ -28,7 +28,11 @@ describe("fetching an identity provider's JWKS (embedded mode: loopback allowed)
     await idp.trustedBy(cp, { jwks_url: `${idp.jwksUrl}?case=flood` });
     expect((await cp.request('GET', '/v1/me', { token: token() })).status).toBe(200);
     const fetched = idp.count('/jwks');
-    const answers = await Promise.all(Array.from({ length: 25 }, () => cp.request('GET', '/v1/me', { token: token(`made-up-${randomBytes(4).toString('hex')}`) })));
+    const answers = await Promise.all(
+      Array.from({ length: 25 }, () =>
+        cp.request('GET', '/v1/me', { token: token(`made-up-${randomBytes(4).toString('hex')}`) }),
+      ),
+    );
     for (const res of answers) {
       expect(res.status).toBe(401);
       expect(res.body.code).toBe('TOKEN_INVALID');
@@ -41,7 +45,11 @@ describe("fetching an identity provider's JWKS (embedded mode: loopback allowed)
   it('refuses a key set larger than 1 MiB', async () => {
     await idp.trustedBy(cp, { jwks_url: `${idp.jwksUrl}?case=huge` });
     // a valid JWKS holding the real key, padded past the bound
-    idp.overrides.set('/jwks', (_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ ...idp.jwks(), padding: 'x'.repeat(1_200_000) })));
+    idp.overrides.set('/jwks', (_req, res) =>
+      res
+        .writeHead(200, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ ...idp.jwks(), padding: 'x'.repeat(1_200_000) })),
+    );
     expectJwksUnavailable(await cp.request('GET', '/v1/me', { token: token() }));
   });
 
@@ -55,7 +63,11 @@ describe("fetching an identity provider's JWKS (embedded mode: loopback allowed)
   });
 
   it('refuses plain http to anything but loopback, and addresses the SSRF rules refuse, without connecting', async () => {
-    for (const url of ['http://idp.example.com/jwks', 'https://169.254.169.254/latest/meta-data', 'https://10.0.0.1/jwks']) {
+    for (const url of [
+      'http://idp.example.com/jwks',
+      'https://169.254.169.254/latest/meta-data',
+      'https://10.0.0.1/jwks',
+    ]) {
       await idp.trustedBy(cp, { jwks_url: url });
       const res = await cp.request('GET', '/v1/me', { token: token() });
       expectJwksUnavailable(res);

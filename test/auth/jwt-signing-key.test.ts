@@ -41,7 +41,11 @@ describe('the HS256 key of the JWTs the control plane issues (server mode)', () 
 
     const stored = await storedKey(cp);
     expect(stored.startsWith(`${id1}.`)).toBe(true);
-    for (const candidate of [stored, Buffer.from(stored, 'base64url'), Buffer.from(stored.slice(stored.indexOf('.') + 1), 'base64url')]) {
+    for (const candidate of [
+      stored,
+      Buffer.from(stored, 'base64url'),
+      Buffer.from(stored.slice(stored.indexOf('.') + 1), 'base64url'),
+    ]) {
       expect(() => verify(issued.body.token, candidate, { algorithms: ['HS256'] })).toThrow(/invalid signature/);
     }
   });

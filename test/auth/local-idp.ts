@@ -68,7 +68,11 @@ export class LocalIdp {
    * JWKS, the audience `aileron`, and whatever `settings` add or replace.
    */
   async trustedBy(cp: TestControlPlane, settings: Record<string, unknown> = {}): Promise<void> {
-    const body = Object.fromEntries(Object.entries({ issuer: this.issuer, jwks_url: this.jwksUrl, audience: 'aileron', ...settings }).filter(([, v]) => v !== undefined));
+    const body = Object.fromEntries(
+      Object.entries({ issuer: this.issuer, jwks_url: this.jwksUrl, audience: 'aileron', ...settings }).filter(
+        ([, v]) => v !== undefined,
+      ),
+    );
     const put = await cp.request('PUT', '/v1/organization/identity-provider', { body });
     expect(put.status, put.text).toBe(200);
   }
@@ -90,7 +94,10 @@ export class LocalIdp {
     const path = url.pathname.slice(this.path.length);
     const override = this.overrides.get(path);
     if (override) return override(req, res);
-    const json = (status: number, value: unknown): void => void res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' }).end(JSON.stringify(value));
+    const json = (status: number, value: unknown): void =>
+      void res
+        .writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' })
+        .end(JSON.stringify(value));
     switch (`${req.method} ${path}`) {
       case 'GET /jwks':
         return json(200, this.jwks());
@@ -118,8 +125,19 @@ export class LocalIdp {
         req.resume();
         return void req.on('end', () => {
           const nonce = [...this.nonces.values()].pop() ?? '';
-          const idToken = sign({ ...this.person, nonce }, this.key, { algorithm: 'RS256', keyid: this.kid, issuer: this.issuer, audience: this.clientId, expiresIn: 300 });
-          json(200, { access_token: randomBytes(16).toString('hex'), token_type: 'Bearer', expires_in: 300, id_token: idToken });
+          const idToken = sign({ ...this.person, nonce }, this.key, {
+            algorithm: 'RS256',
+            keyid: this.kid,
+            issuer: this.issuer,
+            audience: this.clientId,
+            expiresIn: 300,
+          });
+          json(200, {
+            access_token: randomBytes(16).toString('hex'),
+            token_type: 'Bearer',
+            expires_in: 300,
+            id_token: idToken,
+          });
         });
       }
       default:
@@ -135,7 +153,11 @@ export function expectProblem(res: TestResponse, status: number, code: string): 
 }
 
 /** Raw SQL on the control plane's own database, as an operator with psql would run it. */
-export function sql<T = Record<string, unknown>>(cp: TestControlPlane, query: string, ...params: unknown[]): Promise<T[]> {
+export function sql<T = Record<string, unknown>>(
+  cp: TestControlPlane,
+  query: string,
+  ...params: unknown[]
+): Promise<T[]> {
   return cp.cp.database.client.$queryRawUnsafe<T[]>(query, ...params);
 }
 
@@ -145,8 +167,14 @@ export function sql<T = Record<string, unknown>>(cp: TestControlPlane, query: st
  * Answers with the first step that did not redirect as expected.
  * `beforeCallback` runs while the browser is away at the IdP (a test moves the clock there).
  */
-export async function browserSignIn(cp: TestControlPlane, organization = 'default', beforeCallback?: () => void): Promise<TestResponse & { step: 'login' | 'callback' }> {
-  const login = await get(`${cp.url}/v1/auth/oidc/login?organization=${organization}&return_to=/review/${randomUUID()}`);
+export async function browserSignIn(
+  cp: TestControlPlane,
+  organization = 'default',
+  beforeCallback?: () => void,
+): Promise<TestResponse & { step: 'login' | 'callback' }> {
+  const login = await get(
+    `${cp.url}/v1/auth/oidc/login?organization=${organization}&return_to=/review/${randomUUID()}`,
+  );
   if (login.status !== 302) return { ...login, step: 'login' };
   const cookie = (login.headers.get('set-cookie') ?? '').split(';')[0]!;
   const consent = await get(login.headers.get('location')!);

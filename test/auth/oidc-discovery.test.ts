@@ -38,7 +38,10 @@ describe('browser sign-in: what the control plane fetches from the identity prov
     idp.overrides.set('/token', (req, res) => {
       req.resume();
       res.writeHead(400, { 'content-type': 'application/json' }).end(
-        JSON.stringify({ error: 'call.helpdesk.evil.example', error_description: 'Your account is locked: call evil.example now' }),
+        JSON.stringify({
+          error: 'call.helpdesk.evil.example',
+          error_description: 'Your account is locked: call evil.example now',
+        }),
       );
     });
     const done = await browserSignIn(cp);
@@ -67,9 +70,14 @@ describe('browser sign-in: what the control plane fetches from the identity prov
   });
 
   it('holds the endpoints the discovery document names to the same rules: https, no refused address', async () => {
-    for (const endpoints of [{ token_endpoint: 'https://10.1.2.3/token' }, { jwks_uri: 'http://idp.example.com/jwks' }]) {
+    for (const endpoints of [
+      { token_endpoint: 'https://10.1.2.3/token' },
+      { jwks_uri: 'http://idp.example.com/jwks' },
+    ]) {
       await anIdp();
-      const discovered = JSON.parse(await (await fetch(`${idp.issuer}/.well-known/openid-configuration`)).text()) as Record<string, unknown>;
+      const discovered = JSON.parse(
+        await (await fetch(`${idp.issuer}/.well-known/openid-configuration`)).text(),
+      ) as Record<string, unknown>;
       idp.overrides.set('/.well-known/openid-configuration', (_req, res) =>
         res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ ...discovered, ...endpoints })),
       );

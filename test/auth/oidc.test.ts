@@ -34,7 +34,16 @@ describe('admin JWTs: the organisation identity provider and our own', () => {
   let cp: TestControlPlane;
   const idp = identityProvider();
 
-  function idpToken(claims: Record<string, unknown>, options: { key?: KeyObject | string; kid?: string; expiresIn?: number; audience?: string; algorithm?: 'RS256' | 'HS256' } = {}): string {
+  function idpToken(
+    claims: Record<string, unknown>,
+    options: {
+      key?: KeyObject | string;
+      kid?: string;
+      expiresIn?: number;
+      audience?: string;
+      algorithm?: 'RS256' | 'HS256';
+    } = {},
+  ): string {
     // the IdP verified the e-mail unless a test says otherwise: only then may it link a pre-added user
     return sign({ email_verified: true, ...claims }, options.key ?? idp.key, {
       algorithm: options.algorithm ?? 'RS256',
@@ -49,7 +58,13 @@ describe('admin JWTs: the organisation identity provider and our own', () => {
     const jwksUrl = await idp.start();
     cp = await startTestControlPlane('pglite');
     const put = await cp.request('PUT', '/v1/organization/identity-provider', {
-      body: { issuer: ISSUER, jwks_url: jwksUrl, audience: AUDIENCE, claims: { role: 'groups' }, role_mapping: { 'sec-team': 'admin', auditors: 'auditor' } },
+      body: {
+        issuer: ISSUER,
+        jwks_url: jwksUrl,
+        audience: AUDIENCE,
+        claims: { role: 'groups' },
+        role_mapping: { 'sec-team': 'admin', auditors: 'auditor' },
+      },
     });
     expect(put.status, put.text).toBe(200);
   });
@@ -59,14 +74,25 @@ describe('admin JWTs: the organisation identity provider and our own', () => {
   });
 
   it('signs a person in from the IdP token, mapping claims to a user and role', async () => {
-    const token = idpToken({ sub: 'alice-123', email: 'alice@example.com', name: 'Alice', groups: ['engineering', 'sec-team'] });
+    const token = idpToken({
+      sub: 'alice-123',
+      email: 'alice@example.com',
+      name: 'Alice',
+      groups: ['engineering', 'sec-team'],
+    });
     const me = await cp.request('GET', '/v1/me', { token });
     expect(me.status, me.text).toBe(200);
-    expect(me.body).toMatchObject({ principal: { kind: 'user', name: 'Alice' }, organization: { slug: 'default' }, role: 'admin' });
+    expect(me.body).toMatchObject({
+      principal: { kind: 'user', name: 'Alice' },
+      organization: { slug: 'default' },
+      role: 'admin',
+    });
     // admins reach every workspace
     expect(me.body.workspaces.map((w: { slug: string }) => w.slug)).toContain('default');
     const users = await cp.request('GET', '/v1/users');
-    expect(users.body.users).toContainEqual(expect.objectContaining({ email: 'alice@example.com', role: 'admin', linked: true }));
+    expect(users.body.users).toContainEqual(
+      expect.objectContaining({ email: 'alice@example.com', role: 'admin', linked: true }),
+    );
   });
 
   it('gives the default role when no mapped group is present, and workspace access only through membership', async () => {
@@ -74,7 +100,9 @@ describe('admin JWTs: the organisation identity provider and our own', () => {
     const me = await cp.request('GET', '/v1/me', { token });
     expect(me.body).toMatchObject({ role: 'member', workspaces: [] });
     const ws = await aWorkspace(cp, cp.ownerToken);
-    await cp.request('PUT', `/v1/workspaces/${ws.slug}/members/${me.body.principal.id}`, { body: { role: 'approver' } });
+    await cp.request('PUT', `/v1/workspaces/${ws.slug}/members/${me.body.principal.id}`, {
+      body: { role: 'approver' },
+    });
     const after = await cp.request('GET', '/v1/me', { token });
     expect(after.body.workspaces).toEqual([expect.objectContaining({ slug: ws.slug, role: 'approver' })]);
     expect((await cp.request('POST', '/v1/workspaces', { token, body: { slug: 'nope', name: 'x' } })).status).toBe(403);
@@ -105,7 +133,12 @@ describe('admin JWTs: the organisation identity provider and our own', () => {
       expired: idpToken({ sub: 'x' }, { expiresIn: -10 }),
       'other audience': idpToken({ sub: 'x' }, { audience: 'someone-else' }),
       'HS256 keyed with the public key (algorithm confusion)': confused(),
-      'unknown issuer': sign({ sub: 'x' }, idp.key, { algorithm: 'RS256', keyid: idp.kid, issuer: 'https://evil.test/', audience: AUDIENCE }),
+      'unknown issuer': sign({ sub: 'x' }, idp.key, {
+        algorithm: 'RS256',
+        keyid: idp.kid,
+        issuer: 'https://evil.test/',
+        audience: AUDIENCE,
+      }),
       'no subject': idpToken({ email: 'x@example.com' }),
     };
     for (const [label, token] of Object.entries(cases)) {
@@ -122,7 +155,10 @@ describe('admin JWTs: the organisation identity provider and our own', () => {
     expect(issued.status).toBe(201);
     expect(issued.body.token.split('.')).toHaveLength(3);
     const me = await cp.request('GET', '/v1/me', { token: issued.body.token });
-    expect(me.body).toMatchObject({ principal: { kind: 'api_token', id: api.id }, workspaces: [{ slug: ws.slug, role: 'admin' }] });
+    expect(me.body).toMatchObject({
+      principal: { kind: 'api_token', id: api.id },
+      workspaces: [{ slug: ws.slug, role: 'admin' }],
+    });
     await cp.request('DELETE', `/v1/tokens/${api.id}`);
     const after = await cp.request('GET', '/v1/me', { token: issued.body.token });
     expect(after.status).toBe(401);
@@ -134,14 +170,25 @@ describe('admin JWTs: the organisation identity provider and our own', () => {
     expect(viaOurs.body).toMatchObject({ principal: { kind: 'user' }, role: 'auditor' });
   });
 
-  it("names the IdP groups of the person, from the groups claim, and records them for credentials without claims", async () => {
+  it('names the IdP groups of the person, from the groups claim, and records them for credentials without claims', async () => {
     const withGroups = idpToken({ sub: 'gina-5', email: 'gina@example.com', groups: ['release-managers', 'sec-team'] });
-    expect((await cp.request('GET', '/v1/me', { token: withGroups })).body.idp_groups).toEqual(['release-managers', 'sec-team']);
+    expect((await cp.request('GET', '/v1/me', { token: withGroups })).body.idp_groups).toEqual([
+      'release-managers',
+      'sec-team',
+    ]);
     // Aileron's own JWT for her carries no IdP claims: the groups recorded at her sign-in apply
     const ours = await cp.request('POST', '/v1/auth/token', { token: withGroups });
-    expect((await cp.request('GET', '/v1/me', { token: ours.body.token })).body.idp_groups).toEqual(['release-managers', 'sec-team']);
+    expect((await cp.request('GET', '/v1/me', { token: ours.body.token })).body.idp_groups).toEqual([
+      'release-managers',
+      'sec-team',
+    ]);
     // a later sign-in without the group (the IdP removed her) replaces them
-    const later = idpToken({ sub: 'gina-5', email: 'gina@example.com', groups: ['sec-team'], iat: Math.floor(Date.now() / 1000) + 2 });
+    const later = idpToken({
+      sub: 'gina-5',
+      email: 'gina@example.com',
+      groups: ['sec-team'],
+      iat: Math.floor(Date.now() / 1000) + 2,
+    });
     expect((await cp.request('GET', '/v1/me', { token: later })).body.idp_groups).toEqual(['sec-team']);
     expect((await cp.request('GET', '/v1/me', { token: ours.body.token })).body.idp_groups).toEqual(['sec-team']);
     // an API token is nobody's sign-in
@@ -150,30 +197,61 @@ describe('admin JWTs: the organisation identity provider and our own', () => {
 
   it('takes browser sign-in settings: the client secret is write-only and needs a client; an http issuer only on loopback', async () => {
     const current = (await cp.request('GET', '/v1/organization/identity-provider')).body;
-    expect(current).toMatchObject({ client_id: null, client_secret_set: false, scopes: [], claims: { groups: 'groups' } });
+    expect(current).toMatchObject({
+      client_id: null,
+      client_secret_set: false,
+      scopes: [],
+      claims: { groups: 'groups' },
+    });
     // what GET shows, PUT takes back unchanged
     const { client_secret_set: _set, updated_at: _at, ...asShown } = current;
-    const roundTrip = await cp.request('PUT', '/v1/organization/identity-provider', { body: Object.fromEntries(Object.entries(asShown).filter(([, v]) => v !== null)) });
+    const roundTrip = await cp.request('PUT', '/v1/organization/identity-provider', {
+      body: Object.fromEntries(Object.entries(asShown).filter(([, v]) => v !== null)),
+    });
     expect(roundTrip.status, roundTrip.text).toBe(200);
     expect(roundTrip.body.claims).toEqual(current.claims);
-    const base = { issuer: current.issuer, jwks_url: current.jwks_url, audience: AUDIENCE, claims: { role: 'groups' }, role_mapping: current.role_mapping };
-    const orphan = await cp.request('PUT', '/v1/organization/identity-provider', { body: { ...base, client_secret: 'shh-orphan-secret' } });
+    const base = {
+      issuer: current.issuer,
+      jwks_url: current.jwks_url,
+      audience: AUDIENCE,
+      claims: { role: 'groups' },
+      role_mapping: current.role_mapping,
+    };
+    const orphan = await cp.request('PUT', '/v1/organization/identity-provider', {
+      body: { ...base, client_secret: 'shh-orphan-secret' },
+    });
     expect(orphan.status).toBe(400);
     expect(orphan.body.errors).toEqual([expect.objectContaining({ path: 'body.client_secret' })]);
-    const plainHttp = await cp.request('PUT', '/v1/organization/identity-provider', { body: { ...base, issuer: 'http://login.example.test/', client_id: 'aileron' } });
+    const plainHttp = await cp.request('PUT', '/v1/organization/identity-provider', {
+      body: { ...base, issuer: 'http://login.example.test/', client_id: 'aileron' },
+    });
     expect(plainHttp.status).toBe(400);
-    expect(plainHttp.body.errors).toEqual([expect.objectContaining({ path: 'body.issuer', message: expect.stringContaining('https') })]);
-    const set = await cp.request('PUT', '/v1/organization/identity-provider', { body: { ...base, client_id: 'aileron', client_secret: 'shh-client-secret', scopes: ['email', 'groups'] } });
+    expect(plainHttp.body.errors).toEqual([
+      expect.objectContaining({ path: 'body.issuer', message: expect.stringContaining('https') }),
+    ]);
+    const set = await cp.request('PUT', '/v1/organization/identity-provider', {
+      body: { ...base, client_id: 'aileron', client_secret: 'shh-client-secret', scopes: ['email', 'groups'] },
+    });
     expect(set.status, set.text).toBe(200);
     expect(set.body).toMatchObject({ client_id: 'aileron', client_secret_set: true, scopes: ['email', 'groups'] });
     // the same client at another issuer drops the secret too: it was given to the first IdP, never to be presented to another
-    const moved = await cp.request('PUT', '/v1/organization/identity-provider', { body: { ...base, issuer: 'https://elsewhere.example.test/', client_id: 'aileron' } });
+    const moved = await cp.request('PUT', '/v1/organization/identity-provider', {
+      body: { ...base, issuer: 'https://elsewhere.example.test/', client_id: 'aileron' },
+    });
     expect(moved.status, moved.text).toBe(200);
-    expect(moved.body).toMatchObject({ issuer: 'https://elsewhere.example.test/', client_id: 'aileron', client_secret_set: false });
-    const back = await cp.request('PUT', '/v1/organization/identity-provider', { body: { ...base, client_id: 'aileron', client_secret: 'shh-client-secret', scopes: ['email', 'groups'] } });
+    expect(moved.body).toMatchObject({
+      issuer: 'https://elsewhere.example.test/',
+      client_id: 'aileron',
+      client_secret_set: false,
+    });
+    const back = await cp.request('PUT', '/v1/organization/identity-provider', {
+      body: { ...base, client_id: 'aileron', client_secret: 'shh-client-secret', scopes: ['email', 'groups'] },
+    });
     expect(back.body).toMatchObject({ client_secret_set: true });
     // another client drops the old client's secret rather than sending it to someone else's token endpoint
-    const other = await cp.request('PUT', '/v1/organization/identity-provider', { body: { ...base, client_id: 'another-client' } });
+    const other = await cp.request('PUT', '/v1/organization/identity-provider', {
+      body: { ...base, client_id: 'another-client' },
+    });
     expect(other.body).toMatchObject({ client_id: 'another-client', client_secret_set: false });
     for (const res of [orphan, plainHttp, set, other]) expect(res.text).not.toContain('shh-');
     // back as it was, for the other tests
@@ -181,8 +259,12 @@ describe('admin JWTs: the organisation identity provider and our own', () => {
   });
 
   it('validates the identity-provider settings with errors that name the field', async () => {
-    const res = await cp.request('PUT', '/v1/organization/identity-provider', { body: { issuer: 'not a url', jwks_url: 'ftp://x', role_mapping: { a: 'boss' } } });
+    const res = await cp.request('PUT', '/v1/organization/identity-provider', {
+      body: { issuer: 'not a url', jwks_url: 'ftp://x', role_mapping: { a: 'boss' } },
+    });
     expect(res.status).toBe(400);
-    expect(res.body.errors.map((e: { path: string }) => e.path)).toEqual(expect.arrayContaining(['body.issuer', 'body.jwks_url', 'body.role_mapping.a']));
+    expect(res.body.errors.map((e: { path: string }) => e.path)).toEqual(
+      expect.arrayContaining(['body.issuer', 'body.jwks_url', 'body.role_mapping.a']),
+    );
   });
 });

@@ -82,15 +82,25 @@ describe('cached principals on two replicas', () => {
 
   it('a lowered workspace role forbids the next request; a removed membership hides the workspace', async () => {
     const user = await aUser(a, a.ownerToken, 'member');
-    expect((await a.request('PUT', `/v1/workspaces/${ws}/members/${user.id}`, { body: { role: 'admin' } })).status).toBe(200);
+    expect(
+      (await a.request('PUT', `/v1/workspaces/${ws}/members/${user.id}`, { body: { role: 'admin' } })).status,
+    ).toBe(200);
     const jwt = await userJwt(user.id);
-    expect(await statusOnBoth('PATCH', `/v1/workspaces/${ws}`, jwt, { name: 'Renamed by a workspace admin' })).toEqual([200, 200]);
+    expect(await statusOnBoth('PATCH', `/v1/workspaces/${ws}`, jwt, { name: 'Renamed by a workspace admin' })).toEqual([
+      200, 200,
+    ]);
 
-    expect((await a.request('PUT', `/v1/workspaces/${ws}/members/${user.id}`, { body: { role: 'member' } })).status).toBe(200);
-    expect(await statusOnBoth('PATCH', `/v1/workspaces/${ws}`, jwt, { name: 'Renamed by a mere member' })).toEqual([403, 403]);
+    expect(
+      (await a.request('PUT', `/v1/workspaces/${ws}/members/${user.id}`, { body: { role: 'member' } })).status,
+    ).toBe(200);
+    expect(await statusOnBoth('PATCH', `/v1/workspaces/${ws}`, jwt, { name: 'Renamed by a mere member' })).toEqual([
+      403, 403,
+    ]);
     expect(await statusOnBoth('GET', `/v1/workspaces/${ws}`, jwt)).toEqual([200, 200]);
 
-    expect((await b.request('DELETE', `/v1/workspaces/${ws}/members/${user.id}`, { token: a.ownerToken })).status).toBe(204);
+    expect((await b.request('DELETE', `/v1/workspaces/${ws}/members/${user.id}`, { token: a.ownerToken })).status).toBe(
+      204,
+    );
     expect(await statusOnBoth('GET', `/v1/workspaces/${ws}`, jwt)).toEqual([404, 404]);
   });
 

@@ -27,12 +27,18 @@ interface Run {
 }
 
 function cliEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
-  const inherited = Object.entries(process.env).filter(([name]) => !/^(AILERON_|DATABASE_|REDIS_URL$|PORT$|HOST$|LOG_LEVEL$)/.test(name));
+  const inherited = Object.entries(process.env).filter(
+    ([name]) => !/^(AILERON_|DATABASE_|REDIS_URL$|PORT$|HOST$|LOG_LEVEL$)/.test(name),
+  );
   return { ...Object.fromEntries(inherited), ...extra };
 }
 
 function launch(args: string[], env: Record<string, string>, input?: string): ChildProcess {
-  const child = spawn(process.execPath, [BIN, ...args], { cwd, env: cliEnv(env), stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [BIN, ...args], {
+    cwd,
+    env: cliEnv(env),
+    stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
+  });
   if (input !== undefined) child.stdin!.end(input);
   children.add(child);
   child.on('exit', () => children.delete(child));
@@ -68,7 +74,9 @@ async function me(url: string, token: string): Promise<{ status: number; body: a
 }
 
 beforeAll(() => {
-  expect(existsSync(resolve('dist/apps/cli/src/main.js')), 'the CLI is not built: run `npm run build` first').toBe(true);
+  expect(existsSync(resolve('dist/apps/cli/src/main.js')), 'the CLI is not built: run `npm run build` first').toBe(
+    true,
+  );
 });
 
 afterEach(() => {
@@ -101,11 +109,15 @@ describe('aileron-cp over the REST API', () => {
 
     const json = await cli(['workspaces', 'list', '--json'], api);
     expect(json.code).toBe(0);
-    expect(JSON.parse(json.stdout).workspaces).toContainEqual(expect.objectContaining({ slug, name: 'Payments team', role: 'owner' }));
+    expect(JSON.parse(json.stdout).workspaces).toContainEqual(
+      expect.objectContaining({ slug, name: 'Payments team', role: 'owner' }),
+    );
   });
 
   it('finds the URL in --url and the token in the data directory the control plane wrote it to', async () => {
-    const run = await cli(['workspaces', 'list', '--url', cp.url, '--json'], { AILERON_DATA_DIR: cp.cp.config.dataDir });
+    const run = await cli(['workspaces', 'list', '--url', cp.url, '--json'], {
+      AILERON_DATA_DIR: cp.cp.config.dataDir,
+    });
     expect(run.stderr).toBe('');
     expect(JSON.parse(run.stdout).workspaces.map((w: { slug: string }) => w.slug)).toContain('default');
   });
@@ -114,7 +126,10 @@ describe('aileron-cp over the REST API', () => {
     const workspace = uniqueSlug('ws');
     expect((await cli(['workspaces', 'create', workspace], api)).code).toBe(0);
 
-    const created = await cli(['tokens', 'create', '--name', 'ci', '--role', 'member', '--workspace', workspace, '--expires-in', '3600'], api);
+    const created = await cli(
+      ['tokens', 'create', '--name', 'ci', '--role', 'member', '--workspace', workspace, '--expires-in', '3600'],
+      api,
+    );
     expect(created.code).toBe(0);
     // stdout is the token alone, so TOKEN=$(aileron-cp tokens create …) works
     expect(lines(created.stdout)).toHaveLength(1);
@@ -130,19 +145,26 @@ describe('aileron-cp over the REST API', () => {
     expect(entry).toMatchObject({ name: 'ci', role: 'member', workspace, revoked_at: null });
     const table = await cli(['tokens', 'list'], api);
     expect(table.stdout).not.toContain(token);
-    expect(lines(table.stdout).find((row) => row.startsWith(entry.id))).toMatch(new RegExp(`ci\\s+member\\s+${workspace}\\s+\\S+\\s+active\\s`));
+    expect(lines(table.stdout).find((row) => row.startsWith(entry.id))).toMatch(
+      new RegExp(`ci\\s+member\\s+${workspace}\\s+\\S+\\s+active\\s`),
+    );
 
     const revoked = await cli(['tokens', 'revoke', entry.id], api);
     expect(revoked.code).toBe(0);
     expect(revoked.stdout.trim()).toBe(`revoked token ${entry.id}`);
     expect((await me(cp.url, token)).status).toBe(401);
-    expect(lines((await cli(['tokens', 'list'], api)).stdout).find((row) => row.startsWith(entry.id))).toMatch(/\srevoked\s/);
+    expect(lines((await cli(['tokens', 'list'], api)).stdout).find((row) => row.startsWith(entry.id))).toMatch(
+      /\srevoked\s/,
+    );
   });
 
   it('makes an enrolment code a gateway can exchange once, lists the gateway and revokes it', async () => {
     const workspace = uniqueSlug('ws');
     expect((await cli(['workspaces', 'create', workspace], api)).code).toBe(0);
-    const made = await cli(['gateways', 'enroll-code', '--workspace', workspace, '--expires-in', '600', '--group', 'canary'], api);
+    const made = await cli(
+      ['gateways', 'enroll-code', '--workspace', workspace, '--expires-in', '600', '--group', 'canary'],
+      api,
+    );
     expect(made.code, made.stderr).toBe(0);
     const code = made.stdout.trim();
     expect(code).toMatch(/^ail_enr_/);
@@ -156,7 +178,9 @@ describe('aileron-cp over the REST API', () => {
 
     const table = await cli(['gateways', 'list', '--workspace', workspace], api);
     expect(lines(table.stdout).find((row) => row.startsWith(id))).toMatch(/build-box\s+canary\s+active\s/);
-    expect((await cli(['gateways', 'revoke', id, '--workspace', workspace], api)).stdout.trim()).toBe(`revoked gateway build-box (${id})`);
+    expect((await cli(['gateways', 'revoke', id, '--workspace', workspace], api)).stdout.trim()).toBe(
+      `revoked gateway build-box (${id})`,
+    );
     const refused = await fetch(`${cp.url}/v1/gateway/policy`, { headers: { authorization: `Bearer ${token}` } });
     expect(refused.status).toBe(401);
   });
@@ -165,14 +189,25 @@ describe('aileron-cp over the REST API', () => {
     const workspace = uniqueSlug('ws');
     await cli(['workspaces', 'create', workspace], api);
     const file = join(cwd, `${workspace}.yaml`);
-    writeFileSync(file, 'rules:\n  - id: no-deletes\n    effect: deny\n    tools: ["delete_*"]\n  - id: reads\n    effect: allow\n    tools: ["get_*"]\n');
+    writeFileSync(
+      file,
+      'rules:\n  - id: no-deletes\n    effect: deny\n    tools: ["delete_*"]\n  - id: reads\n    effect: allow\n    tools: ["get_*"]\n',
+    );
     const put = await cli(['policy', 'put', file, '--workspace', workspace], api);
     expect(put.stdout.trim()).toBe('policy version 1 is in force');
-    expect((await cli(['policy', 'put', file, '--workspace', workspace], api)).stdout.trim()).toBe('unchanged: version 1 is already this document');
+    expect((await cli(['policy', 'put', file, '--workspace', workspace], api)).stdout.trim()).toBe(
+      'unchanged: version 1 is already this document',
+    );
 
-    const denied = await cli(['policy', 'evaluate', '--workspace', workspace, '--server', 'github', '--tool', 'delete_repo'], api);
+    const denied = await cli(
+      ['policy', 'evaluate', '--workspace', workspace, '--server', 'github', '--tool', 'delete_repo'],
+      api,
+    );
     expect(denied.stdout.trim()).toBe('deny (by rule no-deletes; policy version 1)');
-    const allowed = await cli(['policy', 'evaluate', '--workspace', workspace, '--server', 'github', '--tool', 'get_issue', '--json'], api);
+    const allowed = await cli(
+      ['policy', 'evaluate', '--workspace', workspace, '--server', 'github', '--tool', 'get_issue', '--json'],
+      api,
+    );
     expect(JSON.parse(allowed.stdout)).toMatchObject({ decision: 'allow', rules: ['reads'] });
 
     writeFileSync(file, 'rules:\n  - id: broken\n    effect: sometimes\n');
@@ -213,16 +248,27 @@ describe('aileron-cp over the REST API', () => {
       body: {
         rules: [
           { id: 'releases-need-approval', effect: 'approval', servers: ['deploy'], tools: ['release'] },
-          { id: 'hotfixes-need-two', effect: 'approval', approval_route: 'two', servers: ['deploy'], tools: ['hotfix'] },
+          {
+            id: 'hotfixes-need-two',
+            effect: 'approval',
+            approval_route: 'two',
+            servers: ['deploy'],
+            tools: ['hotfix'],
+          },
         ],
       },
     });
     expect(policy.status, policy.text).toBe(200);
-    const routes = await cp.request('PUT', `/v1/workspaces/${workspace}/approval-routes`, { body: { routes: { two: { approvers: [{ role: 'owner' }, { role: 'admin' }], quorum: 2 } } } });
+    const routes = await cp.request('PUT', `/v1/workspaces/${workspace}/approval-routes`, {
+      body: { routes: { two: { approvers: [{ role: 'owner' }, { role: 'admin' }], quorum: 2 } } },
+    });
     expect(routes.status, routes.text).toBe(200);
     const gateway = await aGateway(cp, cp.ownerToken, workspace);
     const ask = async (session: string, tool = 'release'): Promise<{ id: string; review_url: string }> => {
-      const res = await cp.request('POST', '/v1/gateway/approvals', { token: gateway.token, body: { server: 'deploy', tool, arguments: { version: '2.4.1' }, session, principal: 'alice@example.com' } });
+      const res = await cp.request('POST', '/v1/gateway/approvals', {
+        token: gateway.token,
+        body: { server: 'deploy', tool, arguments: { version: '2.4.1' }, session, principal: 'alice@example.com' },
+      });
       expect(res.status, res.text).toBe(201);
       return res.body;
     };
@@ -234,20 +280,30 @@ describe('aileron-cp over the REST API', () => {
     expect(once.code, once.stderr).toBe(0);
     const printed = lines(once.stdout);
     expect(printed).toHaveLength(2);
-    expect(printed[0]).toMatch(new RegExp(`^${first.id}  deploy/release for alice@example.com \\(rule releases-need-approval; 1 approval needed; expires \\S+Z\\)  ${first.review_url}$`));
+    expect(printed[0]).toMatch(
+      new RegExp(
+        `^${first.id}  deploy/release for alice@example.com \\(rule releases-need-approval; 1 approval needed; expires \\S+Z\\)  ${first.review_url}$`,
+      ),
+    );
     expect(printed[1]).toContain(second.id);
 
     const table = await cli(['approvals', 'list', '--workspace', workspace, '--status', 'pending'], api);
     const rows = lines(table.stdout);
     expect(rows[0]).toMatch(/^ID\s+STATUS\s+CALL\s+REQUESTER\s+RULES\s+ROUTE\s+APPROVALS\s+EXPIRES\s+CREATED$/);
-    expect(rows.find((row) => row.startsWith(first.id))).toMatch(/\spending\s+deploy\/release\s+alice@example\.com\s+releases-need-approval\s+workspace-admins\s+0\/1\s/);
+    expect(rows.find((row) => row.startsWith(first.id))).toMatch(
+      /\spending\s+deploy\/release\s+alice@example\.com\s+releases-need-approval\s+workspace-admins\s+0\/1\s/,
+    );
 
     const approved = await cli(['approvals', 'approve', first.id, '--reason', 'checked the diff'], api);
     expect(approved.code, approved.stderr).toBe(0);
-    expect(approved.stdout).toMatch(new RegExp(`^approved ${first.id}: deploy/release for alice@example.com may run once, until \\S+Z\n$`));
+    expect(approved.stdout).toMatch(
+      new RegExp(`^approved ${first.id}: deploy/release for alice@example.com may run once, until \\S+Z\n$`),
+    );
     const denied = await cli(['approvals', 'deny', second.id, '--reason', 'not today'], api);
     expect(denied.stdout).toBe(`denied ${second.id}: deploy/release for alice@example.com\n`);
-    const decisions = await Promise.all([first.id, second.id].map(async (id) => (await cp.request('GET', `/v1/approvals/${id}`)).body.decisions));
+    const decisions = await Promise.all(
+      [first.id, second.id].map(async (id) => (await cp.request('GET', `/v1/approvals/${id}`)).body.decisions),
+    );
     expect(decisions).toEqual([
       [expect.objectContaining({ decision: 'approve', reason: 'checked the diff', via: 'cli' })],
       [expect.objectContaining({ decision: 'deny', reason: 'not today', via: 'cli' })],
@@ -259,12 +315,24 @@ describe('aileron-cp over the REST API', () => {
     // a quorum of two: the first approval is recorded, the second decides
     const hotfix = await ask('s-3', 'hotfix');
     const admin = await aToken(cp, cp.ownerToken, { role: 'admin', workspace });
-    expect((await cli(['approvals', 'approve', hotfix.id], api)).stdout).toBe(`recorded your approval of ${hotfix.id} (deploy/hotfix for alice@example.com): 1 of 2 approvals, still pending\n`);
-    expect((await cli(['approvals', 'approve', hotfix.id], { ...api, AILERON_TOKEN: admin.token })).stdout).toMatch(new RegExp(`^approved ${hotfix.id}: `));
+    expect((await cli(['approvals', 'approve', hotfix.id], api)).stdout).toBe(
+      `recorded your approval of ${hotfix.id} (deploy/hotfix for alice@example.com): 1 of 2 approvals, still pending\n`,
+    );
+    expect((await cli(['approvals', 'approve', hotfix.id], { ...api, AILERON_TOKEN: admin.token })).stdout).toMatch(
+      new RegExp(`^approved ${hotfix.id}: `),
+    );
 
-    expect((await cli(['approvals', 'list', '--workspace', workspace, '--status', 'pending'], api)).stdout).toBe('no pending approval requests\n');
-    const all = JSON.parse((await cli(['approvals', 'list', '--workspace', workspace, '--json'], api)).stdout).approvals;
-    expect(all.map((r: { id: string; status: string }) => [r.id, r.status])).toEqual([[hotfix.id, 'approved'], [second.id, 'denied'], [first.id, 'approved']]);
+    expect((await cli(['approvals', 'list', '--workspace', workspace, '--status', 'pending'], api)).stdout).toBe(
+      'no pending approval requests\n',
+    );
+    const all = JSON.parse(
+      (await cli(['approvals', 'list', '--workspace', workspace, '--json'], api)).stdout,
+    ).approvals;
+    expect(all.map((r: { id: string; status: string }) => [r.id, r.status])).toEqual([
+      [hotfix.id, 'approved'],
+      [second.id, 'denied'],
+      [first.id, 'approved'],
+    ]);
     const none = await cli(['approvals', 'watch', '--workspace', workspace, '--once'], api);
     expect(none.stdout).toBe('');
     expect(none.stderr).toBe(`aileron-cp: no pending approval requests in workspace ${workspace}\n`);
@@ -283,7 +351,9 @@ describe('aileron-cp over the REST API', () => {
     await eventually('the watcher to start watching', () => notes.includes('watching workspace'));
     const later = await ask('s-4');
     await eventually('the new request in the output', () => output.includes(later.id));
-    expect(lines(output)).toEqual([expect.stringMatching(new RegExp(`^${later.id}  deploy/release for alice@example.com .*  ${later.review_url}$`))]);
+    expect(lines(output)).toEqual([
+      expect.stringMatching(new RegExp(`^${later.id}  deploy/release for alice@example.com .*  ${later.review_url}$`)),
+    ]);
     watcher.kill('SIGINT');
     expect(await exited).toBe(0);
   });
@@ -305,7 +375,23 @@ describe('aileron-cp over the REST API', () => {
   it('starts, lists and ends agent sessions, and narrows a caveat token offline', async () => {
     const workspace = uniqueSlug('ws');
     expect((await cli(['workspaces', 'create', workspace], api)).code).toBe(0);
-    const started = await cli(['sessions', 'start', '--workspace', workspace, '--name', 'fix the build', '--agent', 'codex', '--ttl', '3600', '--tool', 'memory__*'], api);
+    const started = await cli(
+      [
+        'sessions',
+        'start',
+        '--workspace',
+        workspace,
+        '--name',
+        'fix the build',
+        '--agent',
+        'codex',
+        '--ttl',
+        '3600',
+        '--tool',
+        'memory__*',
+      ],
+      api,
+    );
     expect(started.code, started.stderr).toBe(0);
     // stdout is the token alone, so AILERON_TOKEN=$(aileron-cp sessions start …) works
     expect(lines(started.stdout)).toHaveLength(1);
@@ -317,7 +403,9 @@ describe('aileron-cp over the REST API', () => {
 
     const listed = await cli(['sessions', 'list', '--workspace', workspace], api);
     expect(listed.code).toBe(0);
-    expect(lines(listed.stdout).find((row) => row.startsWith(id!))).toMatch(/fix the build\s+codex\s+live\s+actions:list,actions:run,approvals:poll,comms\s/);
+    expect(lines(listed.stdout).find((row) => row.startsWith(id!))).toMatch(
+      /fix the build\s+codex\s+live\s+actions:list,actions:run,approvals:poll,comms\s/,
+    );
     const json = JSON.parse((await cli(['sessions', 'list', '--workspace', workspace, '--json'], api)).stdout);
     expect(json.sessions).toEqual([expect.objectContaining({ id, caveats: ['tools in memory__*'] })]);
 
@@ -328,10 +416,19 @@ describe('aileron-cp over the REST API', () => {
     expect(config.stdout).not.toContain(token);
     expect(config.stderr).toMatch(/^aileron-cp: for \$CODEX_HOME\/config\.toml/);
 
-    const say = (t: string) => fetch(`${cp.url}/v1/sessions/${id}/messages`, { method: 'POST', headers: { authorization: `Bearer ${t}`, 'content-type': 'application/json' }, body: JSON.stringify({ text: 'hello' }) });
+    const say = (t: string) =>
+      fetch(`${cp.url}/v1/sessions/${id}/messages`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${t}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ text: 'hello' }),
+      });
     expect((await say(token)).status).toBe(201);
     // narrowed offline to listing actions: the channel is closed to it; read from stdin, so the token stays out of argv
-    const narrowed = await cli(['sessions', 'attenuate', '-', '--caps', 'actions:list', '--expires-in', '600'], {}, `${token}\n`);
+    const narrowed = await cli(
+      ['sessions', 'attenuate', '-', '--caps', 'actions:list', '--expires-in', '600'],
+      {},
+      `${token}\n`,
+    );
     expect(narrowed.code, narrowed.stderr).toBe(0);
     expect(narrowed.stdout.trim()).toMatch(/^ail_ct_/);
     expect(narrowed.stdout.trim()).not.toBe(token);
@@ -375,7 +472,9 @@ describe('aileron-cp over the REST API', () => {
   it('says where to find a token when it has none', async () => {
     const run = await cli(['workspaces', 'list'], { AILERON_URL: cp.url });
     expect(run.code).toBe(1);
-    expect(run.stderr).toMatch(/^aileron-cp: no API token: pass --token, set AILERON_TOKEN, or set AILERON_DATA_DIR .*\n$/);
+    expect(run.stderr).toMatch(
+      /^aileron-cp: no API token: pass --token, set AILERON_TOKEN, or set AILERON_DATA_DIR .*\n$/,
+    );
   });
 
   it('rejects usage errors in the same one-line form', async () => {
@@ -388,7 +487,9 @@ describe('aileron-cp over the REST API', () => {
   it('will not migrate a PGlite data directory a running control plane holds', async () => {
     const run = await cli(['migrate'], { AILERON_DATA_DIR: cp.cp.config.dataDir });
     expect(run.code).toBe(1);
-    expect(run.stderr).toBe(`aileron-cp: another control plane (pid ${process.pid}) is using ${cp.cp.config.dataDir}; stop it first or set AILERON_DATA_DIR\n`);
+    expect(run.stderr).toBe(
+      `aileron-cp: another control plane (pid ${process.pid}) is using ${cp.cp.config.dataDir}; stop it first or set AILERON_DATA_DIR\n`,
+    );
   });
 });
 
@@ -416,7 +517,13 @@ describe('aileron-cp bootstrap and start in the server mode', () => {
     expect(again.stderr).toMatch(/^aileron-cp: ALREADY_BOOTSTRAPPED: [^\n]+\n$/);
 
     const port = await freePort();
-    const server = launch(['start'], { DATABASE_URL: database.url, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn', AILERON_DATA_DIR: dataDir });
+    const server = launch(['start'], {
+      DATABASE_URL: database.url,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      LOG_LEVEL: 'warn',
+      AILERON_DATA_DIR: dataDir,
+    });
     let banner = '';
     const url = await new Promise<string>((done, fail) => {
       const timer = setTimeout(() => fail(new Error(`no banner within 60 s: ${banner}`)), 60_000);
@@ -474,7 +581,9 @@ describe('aileron-cp migrate', () => {
 
       const first = await cli(['migrate'], env);
       expect(first.code, first.stderr).toBe(0);
-      expect(lines(first.stdout)).toEqual(migrationNames().map((m) => expect.stringMatching(new RegExp(`^applied ${m} to postgres`))));
+      expect(lines(first.stdout)).toEqual(
+        migrationNames().map((m) => expect.stringMatching(new RegExp(`^applied ${m} to postgres`))),
+      );
       if (url.password) expect(first.stdout).not.toContain(url.password);
 
       const second = await cli(['migrate'], env);
@@ -491,12 +600,16 @@ describe('aileron-cp migrate', () => {
     try {
       const first = await cli(['migrate'], { AILERON_DATA_DIR: dataDir });
       expect(first.code, first.stderr).toBe(0);
-      expect(lines(first.stdout)).toEqual(migrationNames().map((m) => `applied ${m} to the PGlite database in ${join(dataDir, 'pgdata')}`));
+      expect(lines(first.stdout)).toEqual(
+        migrationNames().map((m) => `applied ${m} to the PGlite database in ${join(dataDir, 'pgdata')}`),
+      );
 
       const second = await cli(['migrate'], { AILERON_DATA_DIR: dataDir });
       expect(second.code, second.stderr).toBe(0);
       const count = migrationNames().length;
-      expect(second.stdout).toBe(`up to date: the PGlite database in ${join(dataDir, 'pgdata')} has all ${count} migration${count === 1 ? '' : 's'}\n`);
+      expect(second.stdout).toBe(
+        `up to date: the PGlite database in ${join(dataDir, 'pgdata')} has all ${count} migration${count === 1 ? '' : 's'}\n`,
+      );
     } finally {
       rmSync(dataDir, { recursive: true, force: true });
     }

@@ -73,7 +73,10 @@ describe('deadlines follow the Clock', () => {
     void cp
       .request('GET', `/v1/sessions/${session.id}/messages?wait=60`, { token: session.caveat_token })
       .then((res) => (answered = res));
-    await eventually('the long-poll parked', () => cp.cp.app.get(AgentSessionsService).waiting.sleeping(session.id) === 1);
+    await eventually(
+      'the long-poll parked',
+      () => cp.cp.app.get(AgentSessionsService).waiting.sleeping(session.id) === 1,
+    );
 
     advanceClock(cp, MINUTE + 1_000);
     // the agent's own note wakes the poll (it reads only what people write): it looks at its deadline again

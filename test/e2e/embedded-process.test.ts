@@ -3,7 +3,13 @@ import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ControlPlaneProcess, MAIN, requireBuild, startControlPlaneProcess, stopProcess } from '../support/control-plane-process';
+import {
+  ControlPlaneProcess,
+  MAIN,
+  requireBuild,
+  startControlPlaneProcess,
+  stopProcess,
+} from '../support/control-plane-process';
 import { freePort } from '../support/services';
 
 interface Running extends ControlPlaneProcess {
@@ -34,12 +40,20 @@ describe('embedded mode as a real process', () => {
     const { readFileSync } = await import('node:fs');
     const token = readFileSync(first.tokenPath, 'utf8').trim();
     const auth = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
-    const created = await fetch(`${first.url}/v1/workspaces`, { method: 'POST', headers: auth, body: JSON.stringify({ slug: 'kept', name: 'Kept' }) });
+    const created = await fetch(`${first.url}/v1/workspaces`, {
+      method: 'POST',
+      headers: auth,
+      body: JSON.stringify({ slug: 'kept', name: 'Kept' }),
+    });
     expect(created.status).toBe(201);
     expect(first.output()).not.toContain(token);
 
     // a second process on the same data directory is refused, not allowed to corrupt it
-    const clash = spawnSync(process.execPath, [MAIN], { env: { ...process.env, AILERON_DATA_DIR: dataDir, PORT: String(await freePort()), DATABASE_URL: '' }, encoding: 'utf8', timeout: 30_000 });
+    const clash = spawnSync(process.execPath, [MAIN], {
+      env: { ...process.env, AILERON_DATA_DIR: dataDir, PORT: String(await freePort()), DATABASE_URL: '' },
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
     expect(clash.status).toBe(1);
     expect(clash.stderr).toMatch(/another control plane \(pid \d+\) is using/);
 
@@ -57,12 +71,22 @@ describe('embedded mode as a real process', () => {
     const cases: [Record<string, string>, RegExp][] = [
       [{ PORT: 'eighty' }, /^aileron: invalid configuration: PORT must be an integer \(got "eighty"\)\n$/],
       [{ PORT: '70000' }, /PORT must be 1\.\.65535/],
-      [{ DATABASE_URL: 'mysql://user:hunter2@db/x' }, /^aileron: invalid configuration: DATABASE_URL must be a postgres:\/\/ or postgresql:\/\/ URL\n$/],
+      [
+        { DATABASE_URL: 'mysql://user:hunter2@db/x' },
+        /^aileron: invalid configuration: DATABASE_URL must be a postgres:\/\/ or postgresql:\/\/ URL\n$/,
+      ],
       [{ LOG_LEVEL: 'loud' }, /LOG_LEVEL/],
-      [{ UPSTREAM_ALLOW_CIDRS: '10.0.0.0/8,banana' }, /UPSTREAM_ALLOW_CIDRS must be a comma-separated list of CIDR ranges/],
+      [
+        { UPSTREAM_ALLOW_CIDRS: '10.0.0.0/8,banana' },
+        /UPSTREAM_ALLOW_CIDRS must be a comma-separated list of CIDR ranges/,
+      ],
     ];
     for (const [env, pattern] of cases) {
-      const run = spawnSync(process.execPath, [MAIN], { env: { ...process.env, AILERON_DATA_DIR: dataDir, ...env }, encoding: 'utf8', timeout: 30_000 });
+      const run = spawnSync(process.execPath, [MAIN], {
+        env: { ...process.env, AILERON_DATA_DIR: dataDir, ...env },
+        encoding: 'utf8',
+        timeout: 30_000,
+      });
       expect(run.status, JSON.stringify(env)).toBe(78);
       expect(run.stderr, JSON.stringify(env)).toMatch(pattern);
       expect(run.stderr.trim().split('\n'), JSON.stringify(env)).toHaveLength(1);

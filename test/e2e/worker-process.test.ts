@@ -16,7 +16,14 @@ describe('apps/worker as its own process (server mode)', () => {
     const prefix = `w-${Date.now()}`;
     const dataDir = mkdtempSync(join(tmpdir(), 'aileron-worker-'));
     const child = spawn(process.execPath, [WORKER], {
-      env: { ...process.env, DATABASE_URL: db.url, REDIS_URL: inject('redisUrl'), AILERON_QUEUE_PREFIX: prefix, LOG_LEVEL: 'info', AILERON_DATA_DIR: dataDir },
+      env: {
+        ...process.env,
+        DATABASE_URL: db.url,
+        REDIS_URL: inject('redisUrl'),
+        AILERON_QUEUE_PREFIX: prefix,
+        LOG_LEVEL: 'info',
+        AILERON_DATA_DIR: dataDir,
+      },
     });
     let out = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
@@ -36,15 +43,25 @@ describe('apps/worker as its own process (server mode)', () => {
       expect(existsSync(join(dataDir, 'pool'))).toBe(false);
       await events.waitUntilReady();
       // a delivery for a consumer this release does not have: the worker completes it as a no-op
-      const job = await queue.add('outbox.deliver', { consumer: 'retired', messages: [{ id: '1', topic: 'x.happened' }] }, { jobId: 'smoke' });
+      const job = await queue.add(
+        'outbox.deliver',
+        { consumer: 'retired', messages: [{ id: '1', topic: 'x.happened' }] },
+        { jobId: 'smoke' },
+      );
       await job.waitUntilFinished(events, 30_000);
       expect(await job.getState()).toBe('completed');
       // a malformed payload fails validation instead of running
-      const bad = await queue.add('outbox.deliver', { consumer: 'retired', messages: [{ id: 'not-a-number', topic: 'x.happened' }] }, { jobId: 'bad', attempts: 1 });
+      const bad = await queue.add(
+        'outbox.deliver',
+        { consumer: 'retired', messages: [{ id: 'not-a-number', topic: 'x.happened' }] },
+        { jobId: 'bad', attempts: 1 },
+      );
       await expect(bad.waitUntilFinished(events, 30_000)).rejects.toThrow();
     } finally {
       child.kill('SIGTERM');
-      const code = await new Promise<number | null>((r) => (child.exitCode !== null ? r(child.exitCode) : child.once('exit', r)));
+      const code = await new Promise<number | null>((r) =>
+        child.exitCode !== null ? r(child.exitCode) : child.once('exit', r),
+      );
       await events.close();
       await queue.close();
       connection.disconnect();

@@ -12,7 +12,11 @@ interface Received {
 }
 
 /** An SSE client reading the stream as a browser's EventSource would. */
-function listen(url: string, token: string, headers: Record<string, string> = {}): { events: Received[]; close(): void; opened: Promise<void>; ended: Promise<string> } {
+function listen(
+  url: string,
+  token: string,
+  headers: Record<string, string> = {},
+): { events: Received[]; close(): void; opened: Promise<void>; ended: Promise<string> } {
   const controller = new AbortController();
   const events: Received[] = [];
   let ended!: (why: string) => void;
@@ -20,7 +24,10 @@ function listen(url: string, token: string, headers: Record<string, string> = {}
   let opened!: () => void;
   const openedPromise = new Promise<void>((resolve) => (opened = resolve));
   void (async () => {
-    const response = await fetch(url, { headers: { authorization: `Bearer ${token}`, accept: 'text/event-stream', ...headers }, signal: controller.signal });
+    const response = await fetch(url, {
+      headers: { authorization: `Bearer ${token}`, accept: 'text/event-stream', ...headers },
+      signal: controller.signal,
+    });
     expect(response.headers.get('content-type')).toMatch(/^text\/event-stream/);
     const reader = response.body!.getReader();
     const decoder = new TextDecoder();
@@ -36,7 +43,12 @@ function listen(url: string, token: string, headers: Record<string, string> = {}
         buffer = buffer.slice(end + 2);
         if (block.startsWith(': connected')) opened();
         if (block.startsWith('event: stream.ended')) endedWith = block;
-        const fields = Object.fromEntries(block.split('\n').filter((l) => !l.startsWith(':')).map((l) => [l.slice(0, l.indexOf(':')), l.slice(l.indexOf(':') + 2)]));
+        const fields = Object.fromEntries(
+          block
+            .split('\n')
+            .filter((l) => !l.startsWith(':'))
+            .map((l) => [l.slice(0, l.indexOf(':')), l.slice(l.indexOf(':') + 2)]),
+        );
         if (fields.id) events.push({ id: fields.id, event: fields.event!, data: JSON.parse(fields.data!) });
       }
     }
@@ -71,7 +83,12 @@ describe.each(BACKENDS)('workspace event stream on %s', (backend) => {
     expect(minted.status, minted.text).toBe(201);
     const jwt = minted.body.token as string;
     const url = `${reader.url}/v1/workspaces/${ws.slug}/events`;
-    const streams = { token: listen(url, token.token), person: listen(url, person.token), jwt: listen(url, jwt), owner: listen(url, cp.ownerToken) };
+    const streams = {
+      token: listen(url, token.token),
+      person: listen(url, person.token),
+      jwt: listen(url, jwt),
+      owner: listen(url, cp.ownerToken),
+    };
     await Promise.all(Object.values(streams).map((s) => s.opened));
 
     expect((await cp.request('DELETE', `/v1/workspaces/${ws.slug}/members/${person.id}`)).status).toBe(204);
@@ -82,7 +99,9 @@ describe.each(BACKENDS)('workspace event stream on %s', (backend) => {
     expect(await streams.jwt.ended).toContain('stream.ended');
     // what was withdrawn ended nothing else: the owner still hears the workspace
     await cp.request('PUT', `/v1/workspaces/${ws.slug}/secrets/after/revocation`, { body: { value: 'x' } });
-    await eventually('the owner hears the write', () => streams.owner.events.some((e) => e.event === 'secret.written' || e.data.type.startsWith('secret.')));
+    await eventually('the owner hears the write', () =>
+      streams.owner.events.some((e) => e.event === 'secret.written' || e.data.type.startsWith('secret.')),
+    );
     streams.owner.close();
   });
 
@@ -93,15 +112,29 @@ describe.each(BACKENDS)('workspace event stream on %s', (backend) => {
     const secretsOnly = listen(`${cp.url}/v1/workspaces/${ws.slug}/events?types=secret.*`, cp.ownerToken);
     await Promise.all([all.opened, secretsOnly.opened]);
 
-    await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, { body: { rules: [{ id: 'r', effect: 'allow', tools: ['x'] }] } });
+    await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, {
+      body: { rules: [{ id: 'r', effect: 'allow', tools: ['x'] }] },
+    });
     await cp.request('PUT', `/v1/workspaces/${ws.slug}/secrets/a/b`, { body: { value: 'never-streamed-value' } });
-    await cp.request('PUT', `/v1/workspaces/${other.slug}/policy`, { body: { rules: [{ id: 'elsewhere', effect: 'deny', tools: ['x'] }] } });
-    await eventually('policy.updated and secret.written', () => ['policy.updated', 'secret.written'].every((t) => all.events.some((e) => e.event === t)));
+    await cp.request('PUT', `/v1/workspaces/${other.slug}/policy`, {
+      body: { rules: [{ id: 'elsewhere', effect: 'deny', tools: ['x'] }] },
+    });
+    await eventually('policy.updated and secret.written', () =>
+      ['policy.updated', 'secret.written'].every((t) => all.events.some((e) => e.event === t)),
+    );
     await eventually('the filtered stream', () => secretsOnly.events.length >= 1);
 
     const policy = all.events.find((e) => e.event === 'policy.updated')!;
-    expect(policy.data).toMatchObject({ id: policy.id, type: 'policy.updated', workspace: ws.slug, data: { version: 1 } });
-    expect(all.events.every((e) => e.data.workspace === ws.slug), 'another workspace’s events leak into this stream').toBe(true);
+    expect(policy.data).toMatchObject({
+      id: policy.id,
+      type: 'policy.updated',
+      workspace: ws.slug,
+      data: { version: 1 },
+    });
+    expect(
+      all.events.every((e) => e.data.workspace === ws.slug),
+      'another workspace’s events leak into this stream',
+    ).toBe(true);
     expect(secretsOnly.events.map((e) => e.event)).toEqual(['secret.written']);
     expect(JSON.stringify(all.events)).not.toContain('never-streamed-value');
     const seen = all.events.at(-1)!.id;
@@ -111,15 +144,22 @@ describe.each(BACKENDS)('workspace event stream on %s', (backend) => {
     // missed while disconnected, replayed on reconnect from the last id seen
     await cp.request('PUT', `/v1/workspaces/${ws.slug}/secrets/a/c`, { body: { value: 'x' } });
     const again = listen(`${cp.url}/v1/workspaces/${ws.slug}/events`, cp.ownerToken, { 'last-event-id': seen });
-    await eventually('the missed event', () => again.events.some((e) => e.event === 'secret.written' && e.data.data.path === 'a/c'));
-    expect(again.events.some((e) => e.id === seen), 'an event the client already had came again').toBe(false);
+    await eventually('the missed event', () =>
+      again.events.some((e) => e.event === 'secret.written' && e.data.data.path === 'a/c'),
+    );
+    expect(
+      again.events.some((e) => e.id === seen),
+      'an event the client already had came again',
+    ).toBe(false);
     again.close();
   });
 
   it('another organisation gets 404, not a stream', async () => {
     const ws = await aWorkspace(cp, cp.ownerToken);
     const stranger = await anOrganization(cp);
-    const res = await fetch(`${cp.url}/v1/workspaces/${ws.slug}/events`, { headers: { authorization: `Bearer ${stranger.token}` } });
+    const res = await fetch(`${cp.url}/v1/workspaces/${ws.slug}/events`, {
+      headers: { authorization: `Bearer ${stranger.token}` },
+    });
     expect(res.status).toBe(404);
     expect(res.headers.get('content-type')).toMatch(/problem\+json/);
     await res.arrayBuffer();

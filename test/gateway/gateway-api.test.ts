@@ -13,40 +13,79 @@ describe('catalog and gateway API', () => {
     ws = (await aWorkspace(cp, cp.ownerToken)).slug;
   });
 
-  const asGateway = (token: string, path: string, headers: Record<string, string> = {}) => cp.request('GET', path, { token, headers });
-  const keys = async () => (await cp.request('GET', '/.well-known/aileron/policy-keys', { token: null })).body.keys as { kid: string; x: string }[];
+  const asGateway = (token: string, path: string, headers: Record<string, string> = {}) =>
+    cp.request('GET', path, { token, headers });
+  const keys = async () =>
+    (await cp.request('GET', '/.well-known/aileron/policy-keys', { token: null })).body.keys as {
+      kid: string;
+      x: string;
+    }[];
 
   it('publishes immutable versions; a workspace keeps its pinned version when a new one appears', async () => {
-    const server = await aCatalogServer(cp, cp.ownerToken, { env: { API_KEY: 'vault://memory/key' }, tool_prefix: 'mem' });
-    const again = await cp.request('POST', '/v1/catalog/servers', { body: { name: server.name, version: '1.0.0', mode: 'remote', transport: 'stdio', command: 'other' } });
+    const server = await aCatalogServer(cp, cp.ownerToken, {
+      env: { API_KEY: 'vault://memory/key' },
+      tool_prefix: 'mem',
+    });
+    const again = await cp.request('POST', '/v1/catalog/servers', {
+      body: { name: server.name, version: '1.0.0', mode: 'remote', transport: 'stdio', command: 'other' },
+    });
     expect(again.status).toBe(409);
     expect(again.body.code).toBe('CATALOG_VERSION_EXISTS');
 
-    expect((await cp.request('PUT', `/v1/workspaces/${ws}/servers/${server.name}`, { body: { version: '1.0.0' } })).status).toBe(200);
+    expect(
+      (await cp.request('PUT', `/v1/workspaces/${ws}/servers/${server.name}`, { body: { version: '1.0.0' } })).status,
+    ).toBe(200);
     await aCatalogServer(cp, cp.ownerToken, { name: server.name, version: '1.1.0' });
     const entry = await cp.request('GET', `/v1/catalog/servers/${server.name}`);
-    expect(entry.body).toMatchObject({ latest_version: '1.1.0', versions: [{ version: '1.1.0' }, { version: '1.0.0', definition: { command: 'npx' } }] });
+    expect(entry.body).toMatchObject({
+      latest_version: '1.1.0',
+      versions: [{ version: '1.1.0' }, { version: '1.0.0', definition: { command: 'npx' } }],
+    });
     const assigned = await cp.request('GET', `/v1/workspaces/${ws}/servers`);
-    expect(assigned.body.servers).toEqual([expect.objectContaining({ server: server.name, version: '1.0.0', rollout: null })]);
+    expect(assigned.body.servers).toEqual([
+      expect.objectContaining({ server: server.name, version: '1.0.0', rollout: null }),
+    ]);
 
-    const missing = await cp.request('PUT', `/v1/workspaces/${ws}/servers/${server.name}`, { body: { version: '9.9.9' } });
+    const missing = await cp.request('PUT', `/v1/workspaces/${ws}/servers/${server.name}`, {
+      body: { version: '9.9.9' },
+    });
     expect(missing.body.code).toBe('CATALOG_VERSION_NOT_FOUND');
-    expect((await cp.request('PUT', `/v1/workspaces/${ws}/servers/nope`, { body: { version: '1.0.0' } })).body.code).toBe('CATALOG_SERVER_NOT_FOUND');
+    expect(
+      (await cp.request('PUT', `/v1/workspaces/${ws}/servers/nope`, { body: { version: '1.0.0' } })).body.code,
+    ).toBe('CATALOG_SERVER_NOT_FOUND');
   });
 
   it('rejects bad catalog entries field by field; vault references only for remote servers', async () => {
     const bad = await cp.request('POST', '/v1/catalog/servers', {
-      body: { name: 'Bad_Name', version: 'one', mode: 'local', transport: 'stdio', command: 'x', env: { TOKEN: 'vault://a/b' } },
+      body: {
+        name: 'Bad_Name',
+        version: 'one',
+        mode: 'local',
+        transport: 'stdio',
+        command: 'x',
+        env: { TOKEN: 'vault://a/b' },
+      },
     });
     expect(bad.status).toBe(400);
     const paths = bad.body.errors.map((e: { path: string }) => e.path);
     expect(paths).toEqual(expect.arrayContaining(['body.name', 'body.version', 'body.env.TOKEN']));
   });
 
-  it('refuses loader and interpreter hooks in an entry\'s environment, naming the variable, never echoing its value', async () => {
+  it("refuses loader and interpreter hooks in an entry's environment, naming the variable, never echoing its value", async () => {
     for (const mode of ['remote', 'local'] as const) {
       const bad = await cp.request('POST', '/v1/catalog/servers', {
-        body: { name: `hooked-${mode}`, version: '1.0.0', mode, transport: 'stdio', command: 'node', env: { LD_PRELOAD: '/home/mcp/evil-value.so', NODE_OPTIONS: '--require /home/mcp/evil-value.js', GREETING: 'hello' } },
+        body: {
+          name: `hooked-${mode}`,
+          version: '1.0.0',
+          mode,
+          transport: 'stdio',
+          command: 'node',
+          env: {
+            LD_PRELOAD: '/home/mcp/evil-value.so',
+            NODE_OPTIONS: '--require /home/mcp/evil-value.js',
+            GREETING: 'hello',
+          },
+        },
       });
       expect(bad.status, bad.text).toBe(400);
       expect(bad.body.code).toBe('VALIDATION_FAILED');
@@ -62,23 +101,41 @@ describe('catalog and gateway API', () => {
   });
 
   it('enrols a gateway with a one-time code; used, expired and unknown codes are refused with their own codes', async () => {
-    const code = (await cp.request('POST', `/v1/workspaces/${ws}/enrollment-codes`, { body: { expires_in_seconds: 600 } })).body.code as string;
+    const code = (
+      await cp.request('POST', `/v1/workspaces/${ws}/enrollment-codes`, { body: { expires_in_seconds: 600 } })
+    ).body.code as string;
     expect(code).toMatch(/^ail_enr_/);
-    const first = await cp.request('POST', '/v1/gateway/enroll', { token: null, body: { enrollment_code: code, name: 'alice-laptop' } });
+    const first = await cp.request('POST', '/v1/gateway/enroll', {
+      token: null,
+      body: { enrollment_code: code, name: 'alice-laptop' },
+    });
     expect(first.status).toBe(201);
     expect(first.body).toMatchObject({ workspace: ws, token: expect.stringMatching(/^ail_gw_/) });
-    const reuse = await cp.request('POST', '/v1/gateway/enroll', { token: null, body: { enrollment_code: code, name: 'mallory' } });
+    const reuse = await cp.request('POST', '/v1/gateway/enroll', {
+      token: null,
+      body: { enrollment_code: code, name: 'mallory' },
+    });
     expect([reuse.status, reuse.body.code]).toEqual([401, 'ENROLLMENT_CODE_USED']);
 
     const late = (await cp.request('POST', `/v1/workspaces/${ws}/enrollment-codes`, { body: {} })).body.code as string;
-    await cp.cp.database.client.$executeRawUnsafe(`UPDATE enrollment_codes SET expires_at = now() - interval '1 second' WHERE used_at IS NULL`);
-    const expired = await cp.request('POST', '/v1/gateway/enroll', { token: null, body: { enrollment_code: late, name: 'late' } });
+    await cp.cp.database.client.$executeRawUnsafe(
+      `UPDATE enrollment_codes SET expires_at = now() - interval '1 second' WHERE used_at IS NULL`,
+    );
+    const expired = await cp.request('POST', '/v1/gateway/enroll', {
+      token: null,
+      body: { enrollment_code: late, name: 'late' },
+    });
     expect([expired.status, expired.body.code]).toEqual([401, 'ENROLLMENT_CODE_EXPIRED']);
-    const unknown = await cp.request('POST', '/v1/gateway/enroll', { token: null, body: { enrollment_code: 'ail_enr_' + 'x'.repeat(43), name: 'x' } });
+    const unknown = await cp.request('POST', '/v1/gateway/enroll', {
+      token: null,
+      body: { enrollment_code: 'ail_enr_' + 'x'.repeat(43), name: 'x' },
+    });
     expect([unknown.status, unknown.body.code]).toEqual([401, 'ENROLLMENT_CODE_INVALID']);
 
     const listed = await cp.request('GET', `/v1/workspaces/${ws}/gateways`);
-    expect(listed.body.gateways).toEqual([expect.objectContaining({ id: first.body.gateway_id, name: 'alice-laptop', revoked_at: null })]);
+    expect(listed.body.gateways).toEqual([
+      expect.objectContaining({ id: first.body.gateway_id, name: 'alice-laptop', revoked_at: null }),
+    ]);
     expect(JSON.stringify(listed.body)).not.toContain(first.body.token);
   });
 
@@ -90,7 +147,12 @@ describe('catalog and gateway API', () => {
     expect(etag).toMatch(/^"[A-Za-z0-9_-]+"$/);
     expect(first.body).toMatchObject({ workspace: ws, merge: { allow_local_servers: true } });
     const remote = first.body.servers[0];
-    expect(remote).toMatchObject({ mode: 'remote', transport: 'streamable_http', url: `${cp.cp.config.publicUrl}/mcp/${ws}/${remote.name}`, tool_prefix: 'mem' });
+    expect(remote).toMatchObject({
+      mode: 'remote',
+      transport: 'streamable_http',
+      url: `${cp.cp.config.publicUrl}/mcp/${ws}/${remote.name}`,
+      tool_prefix: 'mem',
+    });
     // credentials stay in the control plane: no env, no vault paths, for remote servers
     expect(JSON.stringify(first.body)).not.toContain('vault://');
 
@@ -98,27 +160,51 @@ describe('catalog and gateway API', () => {
     expect(second.status).toBe(304);
     expect(second.text).toBe('');
     expect(second.headers.get('etag')).toBe(etag);
-    expect((await asGateway(gateway.token, '/v1/gateway/catalog', { 'if-none-match': `W/${etag}, "other"` })).status).toBe(304);
+    expect(
+      (await asGateway(gateway.token, '/v1/gateway/catalog', { 'if-none-match': `W/${etag}, "other"` })).status,
+    ).toBe(304);
 
-    const local = await aCatalogServer(cp, cp.ownerToken, { mode: 'local', command: 'uvx', args: ['mcp-server-git'], env: { GIT_AUTHOR: 'bot' }, overridable: ['args', 'env'] });
+    const local = await aCatalogServer(cp, cp.ownerToken, {
+      mode: 'local',
+      command: 'uvx',
+      args: ['mcp-server-git'],
+      env: { GIT_AUTHOR: 'bot' },
+      overridable: ['args', 'env'],
+    });
     await cp.request('PUT', `/v1/workspaces/${ws}/servers/${local.name}`, { body: { version: '1.0.0' } });
     const third = await asGateway(gateway.token, '/v1/gateway/catalog', { 'if-none-match': etag });
     expect(third.status).toBe(200);
     expect(third.headers.get('etag')).not.toBe(etag);
     expect(third.body.servers).toContainEqual(
-      expect.objectContaining({ name: local.name, mode: 'local', command: 'uvx', args: ['mcp-server-git'], env: { GIT_AUTHOR: 'bot' }, overridable: ['args', 'env'] }),
+      expect.objectContaining({
+        name: local.name,
+        mode: 'local',
+        command: 'uvx',
+        args: ['mcp-server-git'],
+        env: { GIT_AUTHOR: 'bot' },
+        overridable: ['args', 'env'],
+      }),
     );
   });
 
   it('serves a signed policy bundle that verifies offline with the published key, with 304 and a version that only grows', async () => {
     const gateway = await aGateway(cp, cp.ownerToken, ws);
-    await cp.request('PUT', '/v1/organization/gateway-settings', { body: { allow_local_servers: false, offline_mode: 'fail_closed', max_stale_seconds: 900 } });
-    await cp.request('PUT', `/v1/workspaces/${ws}/policy`, { body: { rules: [{ id: 'deny-all-writes', effect: 'deny', tools: ['write_*'] }] } });
+    await cp.request('PUT', '/v1/organization/gateway-settings', {
+      body: { allow_local_servers: false, offline_mode: 'fail_closed', max_stale_seconds: 900 },
+    });
+    await cp.request('PUT', `/v1/workspaces/${ws}/policy`, {
+      body: { rules: [{ id: 'deny-all-writes', effect: 'deny', tools: ['write_*'] }] },
+    });
 
     const res = await asGateway(gateway.token, '/v1/gateway/policy');
     expect(res.status).toBe(200);
     const bundle = res.body as SignedPolicyBundle;
-    expect(bundle.payload).toMatchObject({ workspace: ws, offline_mode: 'fail_closed', max_stale_seconds: 900, policy: { default: 'deny', on_error: 'deny' } });
+    expect(bundle.payload).toMatchObject({
+      workspace: ws,
+      offline_mode: 'fail_closed',
+      max_stale_seconds: 900,
+      policy: { default: 'deny', on_error: 'deny' },
+    });
     expect(Date.parse(bundle.payload.expires_at) - Date.parse(bundle.payload.issued_at)).toBe(900_000);
     expect(checkBundle(bundle, await keys(), new Date())).toEqual({ ok: true });
     // a bundle whose policy was edited in transit does not verify
@@ -133,8 +219,14 @@ describe('catalog and gateway API', () => {
     const next = await asGateway(gateway.token, '/v1/gateway/policy', { 'if-none-match': etag });
     expect(next.status).toBe(200);
     expect(next.body.payload.version).toBeGreaterThan(bundle.payload.version);
-    expect(checkBundle(bundle, await keys(), new Date(), next.body.payload)).toEqual({ ok: false, reason: 'ROLLED_BACK' });
-    expect(checkBundle(next.body, await keys(), new Date(Date.parse(next.body.payload.expires_at) + 1))).toEqual({ ok: false, reason: 'EXPIRED' });
+    expect(checkBundle(bundle, await keys(), new Date(), next.body.payload)).toEqual({
+      ok: false,
+      reason: 'ROLLED_BACK',
+    });
+    expect(checkBundle(next.body, await keys(), new Date(Date.parse(next.body.payload.expires_at) + 1))).toEqual({
+      ok: false,
+      reason: 'EXPIRED',
+    });
     const catalog = await asGateway(gateway.token, '/v1/gateway/catalog');
     expect(catalog.body.merge).toEqual({ allow_local_servers: false });
   });
@@ -144,7 +236,9 @@ describe('catalog and gateway API', () => {
     const before = await asGateway(gateway.token, '/v1/gateway/policy');
     const rotated = await cp.request('POST', '/v1/platform/signing-keys/rotate');
     expect(rotated.status).toBe(201);
-    const after = await asGateway(gateway.token, '/v1/gateway/policy', { 'if-none-match': before.headers.get('etag')! });
+    const after = await asGateway(gateway.token, '/v1/gateway/policy', {
+      'if-none-match': before.headers.get('etag')!,
+    });
     expect(after.status).toBe(200);
     expect(after.body.signature.kid).toBe(rotated.body.kid);
     const published = await keys();
@@ -167,9 +261,17 @@ describe('catalog and gateway API', () => {
       const body = (await asGateway(g.token, '/v1/gateway/catalog')).body;
       return body.servers.find((s: { name: string }) => s.name === server.name).version as string;
     };
-    const rollout = (body: Record<string, unknown>) => cp.request('PUT', `/v1/workspaces/${rolloutWs}/servers/${server.name}/rollout`, { body: { version: '2.0.0', ...body } });
+    const rollout = (body: Record<string, unknown>) =>
+      cp.request('PUT', `/v1/workspaces/${rolloutWs}/servers/${server.name}/rollout`, {
+        body: { version: '2.0.0', ...body },
+      });
 
-    expect((await rollout({ groups: ['canary'] })).body.rollout).toEqual({ version: '2.0.0', gateways: [], groups: ['canary'], percent: 0 });
+    expect((await rollout({ groups: ['canary'] })).body.rollout).toEqual({
+      version: '2.0.0',
+      gateways: [],
+      groups: ['canary'],
+      percent: 0,
+    });
     expect(await versionOf(canary)).toBe('2.0.0');
     expect(await versionOf(named)).toBe('1.0.0');
     for (const g of others) expect(await versionOf(g)).toBe('1.0.0');
@@ -179,7 +281,9 @@ describe('catalog and gateway API', () => {
     for (const g of others) expect(await versionOf(g)).toBe('1.0.0');
 
     // moving a gateway into the canary group takes effect on its next fetch
-    await cp.request('PATCH', `/v1/workspaces/${rolloutWs}/gateways/${others[0]!.id}`, { body: { groups: ['canary'] } });
+    await cp.request('PATCH', `/v1/workspaces/${rolloutWs}/gateways/${others[0]!.id}`, {
+      body: { groups: ['canary'] },
+    });
     expect(await versionOf(others[0]!)).toBe('2.0.0');
 
     await rollout({ percent: 100 });
@@ -188,7 +292,9 @@ describe('catalog and gateway API', () => {
     const rolledBack = await cp.request('DELETE', `/v1/workspaces/${rolloutWs}/servers/${server.name}/rollout`);
     expect(rolledBack.body).toMatchObject({ version: '1.0.0', rollout: null });
     expect(await versionOf(canary)).toBe('1.0.0');
-    expect((await cp.request('DELETE', `/v1/workspaces/${rolloutWs}/servers/${server.name}/rollout`)).body.code).toBe('NO_ROLLOUT');
+    expect((await cp.request('DELETE', `/v1/workspaces/${rolloutWs}/servers/${server.name}/rollout`)).body.code).toBe(
+      'NO_ROLLOUT',
+    );
 
     await rollout({ groups: ['canary'] });
     const promoted = await cp.request('POST', `/v1/workspaces/${rolloutWs}/servers/${server.name}/rollout/promote`);
@@ -198,13 +304,22 @@ describe('catalog and gateway API', () => {
   });
 
   it('the kill switch disables a server in every workspace at once, and a local file cannot turn it back on', async () => {
-    const server = await aCatalogServer(cp, cp.ownerToken, { mode: 'local', command: 'run-me', overridable: ['enabled', 'args'] });
+    const server = await aCatalogServer(cp, cp.ownerToken, {
+      mode: 'local',
+      command: 'run-me',
+      overridable: ['enabled', 'args'],
+    });
     const other = (await aWorkspace(cp, cp.ownerToken)).slug;
-    for (const w of [ws, other]) await cp.request('PUT', `/v1/workspaces/${w}/servers/${server.name}`, { body: { version: '1.0.0' } });
+    for (const w of [ws, other])
+      await cp.request('PUT', `/v1/workspaces/${w}/servers/${server.name}`, { body: { version: '1.0.0' } });
     const gateways = [await aGateway(cp, cp.ownerToken, ws), await aGateway(cp, cp.ownerToken, other)];
-    const etags = await Promise.all(gateways.map(async (g) => (await asGateway(g.token, '/v1/gateway/catalog')).headers.get('etag')!));
+    const etags = await Promise.all(
+      gateways.map(async (g) => (await asGateway(g.token, '/v1/gateway/catalog')).headers.get('etag')!),
+    );
 
-    const killed = await cp.request('PUT', `/v1/catalog/servers/${server.name}/status`, { body: { enabled: false, reason: 'CVE-2026-0001' } });
+    const killed = await cp.request('PUT', `/v1/catalog/servers/${server.name}/status`, {
+      body: { enabled: false, reason: 'CVE-2026-0001' },
+    });
     expect(killed.body).toMatchObject({ enabled: false, disabled_reason: 'CVE-2026-0001' });
     for (const [i, g] of gateways.entries()) {
       const res = await asGateway(g.token, '/v1/gateway/catalog', { 'if-none-match': etags[i]! });
@@ -213,7 +328,9 @@ describe('catalog and gateway API', () => {
       expect(entry).toMatchObject({ enabled: false, disabled_reason: 'CVE-2026-0001', overridable: [] });
       expect(entry.command).toBeUndefined();
     }
-    expect((await cp.request('PUT', `/v1/catalog/servers/${server.name}/status`, { body: { enabled: true } })).body.enabled).toBe(true);
+    expect(
+      (await cp.request('PUT', `/v1/catalog/servers/${server.name}/status`, { body: { enabled: true } })).body.enabled,
+    ).toBe(true);
   });
 
   it("a 304 poll keeps the route's contract: ETag, cache headers, a request id of its own or the caller's, and it is counted", async () => {
@@ -221,17 +338,31 @@ describe('catalog and gateway API', () => {
     const etag = (await asGateway(gateway.token, '/v1/gateway/catalog')).headers.get('etag')!;
     const counted = async () => {
       const text = (await cp.request('GET', '/metrics', { token: null })).text;
-      return Number(/aileron_http_requests_total\{method="GET",route="\/v1\/gateway\/catalog",status="304"\} (\d+)/.exec(text)?.[1] ?? 0);
+      return Number(
+        /aileron_http_requests_total\{method="GET",route="\/v1\/gateway\/catalog",status="304"\} (\d+)/.exec(
+          text,
+        )?.[1] ?? 0,
+      );
     };
     const before = await counted();
 
-    const polls = [await asGateway(gateway.token, '/v1/gateway/catalog', { 'if-none-match': etag }), await asGateway(gateway.token, '/v1/gateway/catalog', { 'if-none-match': etag })];
+    const polls = [
+      await asGateway(gateway.token, '/v1/gateway/catalog', { 'if-none-match': etag }),
+      await asGateway(gateway.token, '/v1/gateway/catalog', { 'if-none-match': etag }),
+    ];
     for (const res of polls) {
-      expect([res.status, res.headers.get('etag'), res.headers.get('cache-control')]).toEqual([304, etag, 'private, no-cache']);
+      expect([res.status, res.headers.get('etag'), res.headers.get('cache-control')]).toEqual([
+        304,
+        etag,
+        'private, no-cache',
+      ]);
       expect(res.headers.get('x-request-id')).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
     }
     expect(polls[0]!.headers.get('x-request-id')).not.toBe(polls[1]!.headers.get('x-request-id'));
-    const traced = await asGateway(gateway.token, '/v1/gateway/catalog', { 'if-none-match': etag, 'x-request-id': 'trace-abc.123' });
+    const traced = await asGateway(gateway.token, '/v1/gateway/catalog', {
+      'if-none-match': etag,
+      'x-request-id': 'trace-abc.123',
+    });
     expect([traced.status, traced.headers.get('x-request-id')]).toEqual([304, 'trace-abc.123']);
     expect(await counted()).toBe(before + 3);
   });
@@ -242,12 +373,18 @@ describe('catalog and gateway API', () => {
     expect((await asGateway(gateway.token, '/v1/gateway/catalog', { 'if-none-match': etag })).status).toBe(304);
 
     // a gateway token reaches nothing of the admin API, and an API token none of the gateway API
-    expect((await cp.request('GET', `/v1/workspaces/${ws}`, { token: gateway.token })).body.code).toBe('GATEWAY_TOKEN_NOT_ALLOWED');
+    expect((await cp.request('GET', `/v1/workspaces/${ws}`, { token: gateway.token })).body.code).toBe(
+      'GATEWAY_TOKEN_NOT_ALLOWED',
+    );
     expect((await cp.request('GET', '/v1/catalog/servers', { token: gateway.token })).status).toBe(403);
-    expect((await cp.request('POST', '/v1/auth/token', { token: gateway.token })).body.code).toBe('GATEWAY_TOKEN_NOT_ALLOWED');
+    expect((await cp.request('POST', '/v1/auth/token', { token: gateway.token })).body.code).toBe(
+      'GATEWAY_TOKEN_NOT_ALLOWED',
+    );
     expect((await cp.request('GET', '/v1/gateway/catalog')).body.code).toBe('GATEWAY_TOKEN_REQUIRED');
 
-    const seen = (await cp.request('GET', `/v1/workspaces/${ws}/gateways`)).body.gateways.find((g: { id: string }) => g.id === gateway.id);
+    const seen = (await cp.request('GET', `/v1/workspaces/${ws}/gateways`)).body.gateways.find(
+      (g: { id: string }) => g.id === gateway.id,
+    );
     expect(seen.last_seen_at).not.toBeNull();
 
     const revoked = await cp.request('DELETE', `/v1/workspaces/${ws}/gateways/${gateway.id}`);
@@ -256,6 +393,8 @@ describe('catalog and gateway API', () => {
       const res = await asGateway(gateway.token, '/v1/gateway/catalog', headers);
       expect([res.status, res.body?.code]).toEqual([401, 'GATEWAY_REVOKED']);
     }
-    expect((await cp.request('DELETE', `/v1/workspaces/${uniqueSlug('nope')}/gateways/${gateway.id}`)).status).toBe(404);
+    expect((await cp.request('DELETE', `/v1/workspaces/${uniqueSlug('nope')}/gateways/${gateway.id}`)).status).toBe(
+      404,
+    );
   });
 });

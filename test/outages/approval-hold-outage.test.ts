@@ -26,7 +26,12 @@ describe('a call held for approval across a PostgreSQL outage (server mode)', { 
   beforeAll(async () => {
     postgres = await startPostgres();
     // loopback allowed: the identity provider of the approver is a local server
-    cp = await startOnOwnDatabase({ DATABASE_URL: postgres.url, AILERON_POOL_APPROVAL_WAIT_SECONDS: '120', UPSTREAM_ALLOW_CIDRS: '127.0.0.0/8', AILERON_QUEUE_PREFIX: `hold-${randomBytes(4).toString('hex')}` });
+    cp = await startOnOwnDatabase({
+      DATABASE_URL: postgres.url,
+      AILERON_POOL_APPROVAL_WAIT_SECONDS: '120',
+      UPSTREAM_ALLOW_CIDRS: '127.0.0.0/8',
+      AILERON_QUEUE_PREFIX: `hold-${randomBytes(4).toString('hex')}`,
+    });
     await people.start();
     await people.trustedBy(cp);
   }, 180_000);
@@ -64,12 +69,16 @@ describe('a call held for approval across a PostgreSQL outage (server mode)', { 
     await postgres.halt('fast');
     try {
       // the held call saw the outage and said so, and is still waiting
-      await eventually('a progress note about the database', async () => progress.some((m) => m.includes('database cannot be reached')));
-      // a new call needs the database to decide: refused at once, in our words
-      const refused = await other.client.callTool({ name: 'echo', arguments: { message: 'while it is away' } }, undefined, { timeout: 30_000 }).then(
-        (result) => ({ result, error: null }),
-        (error: Error & { code?: number; data?: unknown }) => ({ result: null, error }),
+      await eventually('a progress note about the database', async () =>
+        progress.some((m) => m.includes('database cannot be reached')),
       );
+      // a new call needs the database to decide: refused at once, in our words
+      const refused = await other.client
+        .callTool({ name: 'echo', arguments: { message: 'while it is away' } }, undefined, { timeout: 30_000 })
+        .then(
+          (result) => ({ result, error: null }),
+          (error: Error & { code?: number; data?: unknown }) => ({ result: null, error }),
+        );
       expect(refused.result, 'no tool ran while the database was away').toBeNull();
       expect(refused.error?.message).toContain('database cannot be reached');
       expect(refused.error?.data).toEqual({ code: 'DATABASE_UNAVAILABLE' });
@@ -79,7 +88,10 @@ describe('a call held for approval across a PostgreSQL outage (server mode)', { 
     }
 
     const approved = await eventually('the approval given once the database is back', async () => {
-      const res = await cp.request('POST', `/v1/approvals/${pending.id}/approve`, { token: approver.token, body: { reason: 'checked after the outage' } });
+      const res = await cp.request('POST', `/v1/approvals/${pending.id}/approve`, {
+        token: approver.token,
+        body: { reason: 'checked after the outage' },
+      });
       // 503 while the connections come back; anything else is the answer
       expect(res.status, res.text).not.toBe(503);
       return res;
@@ -95,8 +107,12 @@ describe('a call held for approval across a PostgreSQL outage (server mode)', { 
 
   it('a sandbox command a shell rule puts to a person keeps waiting while the database is away, saying so, and runs once approved', async () => {
     const ws = await aWorkspace(cp, cp.ownerToken);
-    expect((await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, { body: { default: 'allow', rules: [] } })).status).toBe(200);
-    const rules = await cp.request('PUT', `/v1/workspaces/${ws.slug}/shell-rules`, { body: { rules: [{ program: 'touch', args: [], decision: 'prompt' }] } });
+    expect(
+      (await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, { body: { default: 'allow', rules: [] } })).status,
+    ).toBe(200);
+    const rules = await cp.request('PUT', `/v1/workspaces/${ws.slug}/shell-rules`, {
+      body: { rules: [{ program: 'touch', args: [], decision: 'prompt' }] },
+    });
     expect(rules.status, rules.text).toBe(200);
     const approver = await people.aPerson(cp, ws.slug, 'approver');
     const made = await cp.request('POST', `/v1/workspaces/${ws.slug}/sandboxes`, { body: { name: 'held' } });
@@ -105,11 +121,15 @@ describe('a call held for approval across a PostgreSQL outage (server mode)', { 
 
     const progress: string[] = [];
     let ended = false;
-    const call = box.client.callTool({ name: 'bash', arguments: { sandbox: 'held', command: 'touch approved.txt && echo ran' } }, undefined, {
-      onprogress: (p) => progress.push(String(p.message)),
-      timeout: 180_000,
-      resetTimeoutOnProgress: true,
-    });
+    const call = box.client.callTool(
+      { name: 'bash', arguments: { sandbox: 'held', command: 'touch approved.txt && echo ran' } },
+      undefined,
+      {
+        onprogress: (p) => progress.push(String(p.message)),
+        timeout: 180_000,
+        resetTimeoutOnProgress: true,
+      },
+    );
     void call.then(
       () => (ended = true),
       () => (ended = true),
@@ -122,7 +142,10 @@ describe('a call held for approval across a PostgreSQL outage (server mode)', { 
 
     await postgres.halt('fast');
     try {
-      await eventually('a progress note about the database, or the end of the call', () => ended || progress.some((m) => m.includes('database cannot be reached')));
+      await eventually(
+        'a progress note about the database, or the end of the call',
+        () => ended || progress.some((m) => m.includes('database cannot be reached')),
+      );
       expect(ended, 'the held command ended while the database was away').toBe(false);
     } finally {
       await postgres.resume();
@@ -131,7 +154,10 @@ describe('a call held for approval across a PostgreSQL outage (server mode)', { 
     expect(progress.some((m) => m.includes(`/review/${pending.id}`))).toBe(true);
 
     const approved = await eventually('the approval given once the database is back', async () => {
-      const res = await cp.request('POST', `/v1/approvals/${pending.id}/approve`, { token: approver.token, body: { reason: 'checked after the outage' } });
+      const res = await cp.request('POST', `/v1/approvals/${pending.id}/approve`, {
+        token: approver.token,
+        body: { reason: 'checked after the outage' },
+      });
       expect(res.status, res.text).not.toBe(503);
       return res;
     });

@@ -2,7 +2,13 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ApprovalsService } from '../../libs/approvals/src';
 import { aGateway, aWorkspace, uniqueSlug } from '../support/builders';
-import { aReplicaOf, startOnOwnDatabase, TestControlPlane, TestResponse, withOwnerToken } from '../support/control-plane';
+import {
+  aReplicaOf,
+  startOnOwnDatabase,
+  TestControlPlane,
+  TestResponse,
+  withOwnerToken,
+} from '../support/control-plane';
 import { eventually } from '../support/eventually';
 import { bounded, BOUND_MS, timed } from '../support/outage';
 import { PostgresServer, RedisServer, startPostgres, startRedis } from '../support/services';
@@ -74,7 +80,14 @@ describe('PostgreSQL and Redis going away under two replicas: approvals and webh
         entry =
           typeof result === 'boolean'
             ? { phase: asked, what, status: result ? 200 : 0, detail: result ? '' : 'unexpected answer' }
-            : { phase: asked, what, status: result.status, code: result.body?.code, retryAfter: result.headers.get('retry-after'), detail: result.status < 300 ? '' : result.text };
+            : {
+                phase: asked,
+                what,
+                status: result.status,
+                code: result.body?.code,
+                retryAfter: result.headers.get('retry-after'),
+                detail: result.status < 300 ? '' : result.text,
+              };
       } catch (error) {
         entry = { phase: asked, what, status: 0, detail: String(error) };
       }
@@ -100,7 +113,11 @@ describe('PostgreSQL and Redis going away under two replicas: approvals and webh
       })(),
       (async () => {
         for (let i = 0; running; i++) {
-          await sample('MCP tools/call on A', async () => textOf(await session.client.callTool({ name: 'echo', arguments: { message: `call ${i}` } })).includes(`call ${i}`));
+          await sample('MCP tools/call on A', async () =>
+            textOf(await session.client.callTool({ name: 'echo', arguments: { message: `call ${i}` } })).includes(
+              `call ${i}`,
+            ),
+          );
           await pause();
         }
       })(),
@@ -116,16 +133,20 @@ describe('PostgreSQL and Redis going away under two replicas: approvals and webh
   /** A gateway's long-poll on B, started: it answers when the request is decided, or when it cannot read it any more. */
   async function aLongPollOnB(id: string): Promise<{ answer: Promise<{ res: TestResponse; ms: number }> }> {
     const sleeping = approvalsOf(b).waiting.sleeping(id);
-    const poll = timed(() => b.request('GET', `/v1/approvals/${id}?wait=${WAIT_SECONDS}`, { token: gateway.token })).then(({ value, ms }) => ({ res: value, ms }));
+    const poll = timed(() =>
+      b.request('GET', `/v1/approvals/${id}?wait=${WAIT_SECONDS}`, { token: gateway.token }),
+    ).then(({ value, ms }) => ({ res: value, ms }));
     await eventually("B's long-poll to wait", () => approvalsOf(b).waiting.sleeping(id) > sleeping);
     // wrapped: an async function returning the promise itself would wait for it
     return { answer: poll };
   }
 
-  const decideOnA = (id: string): Promise<TestResponse> => a.request('POST', `/v1/approvals/${id}/approve`, { body: { reason: 'checked' } });
+  const decideOnA = (id: string): Promise<TestResponse> =>
+    a.request('POST', `/v1/approvals/${id}/approve`, { body: { reason: 'checked' } });
 
   /** The receiver's requests for one delivery. */
-  const requestsFor = (delivery: string) => receiver.requests.filter((r) => r.headers['x-aileron-delivery'] === delivery);
+  const requestsFor = (delivery: string) =>
+    receiver.requests.filter((r) => r.headers['x-aileron-delivery'] === delivery);
 
   /**
    * One outage under the load: a pending approval long-polled on B, a
@@ -135,7 +156,10 @@ describe('PostgreSQL and Redis going away under two replicas: approvals and webh
   async function anOutage(outage: Outage): Promise<void> {
     const figure: Record<string, number | string> = {};
     figures[outage.name] = figure;
-    const asked = await a.request('POST', '/v1/gateway/approvals', { token: gateway.token, body: { ...CALL, session: uniqueSlug('sess') } });
+    const asked = await a.request('POST', '/v1/gateway/approvals', {
+      token: gateway.token,
+      body: { ...CALL, session: uniqueSlug('sess') },
+    });
     expect(asked.status, asked.text).toBe(201);
     const poll = await aLongPollOnB(asked.body.id);
 
@@ -155,13 +179,19 @@ describe('PostgreSQL and Redis going away under two replicas: approvals and webh
       if (outage.database) {
         // nobody can decide while the database is away: a clear refusal, at once
         const refused = await timed(() => decideOnA(asked.body.id));
-        expect({ status: refused.value.status, code: refused.value.body?.code }, refused.value.text).toEqual({ status: 503, code: 'DATABASE_UNAVAILABLE' });
+        expect({ status: refused.value.status, code: refused.value.body?.code }, refused.value.text).toEqual({
+          status: 503,
+          code: 'DATABASE_UNAVAILABLE',
+        });
         expect(Number(refused.value.headers.get('retry-after'))).toBeGreaterThan(0);
         expect(refused.ms).toBeLessThan(BOUND_MS);
         figure.decisionRefusedMs = Math.round(refused.ms);
         // the long-poll's next read of the request finds the database away: it answers the same, instead of waiting on blind
         const answered = await bounded(poll.answer, RECHECK_MS + BOUND_MS + 5_000, "the long-poll's answer");
-        expect({ status: answered.res.status, code: answered.res.body?.code }, answered.res.text).toEqual({ status: 503, code: 'DATABASE_UNAVAILABLE' });
+        expect({ status: answered.res.status, code: answered.res.body?.code }, answered.res.text).toEqual({
+          status: 503,
+          code: 'DATABASE_UNAVAILABLE',
+        });
         expect(Number(answered.res.headers.get('retry-after'))).toBeGreaterThan(0);
         figure.longPoll503AfterOutageMs = Math.round(performance.now() - downAt);
       } else {
@@ -179,7 +209,11 @@ describe('PostgreSQL and Redis going away under two replicas: approvals and webh
         figure.longPollAnsweredAfterDecisionMs = Math.round(performance.now() - decidedAt);
       }
       // the load goes on meanwhile
-      await eventually('the load to meet the outage', () => samples.filter((s) => s.phase === phase && s.what === 'POST /v1/workspaces').length >= 3, { timeoutMs: 15_000 });
+      await eventually(
+        'the load to meet the outage',
+        () => samples.filter((s) => s.phase === phase && s.what === 'POST /v1/workspaces').length >= 3,
+        { timeoutMs: 15_000 },
+      );
     } finally {
       const upAt = performance.now();
       await outage.back();
@@ -189,10 +223,19 @@ describe('PostgreSQL and Redis going away under two replicas: approvals and webh
 
     // the load's writes succeed again by themselves
     const backAt = performance.now();
-    const firstWrite = await eventually('a write to succeed again', () => samples.find((s) => s.phase === phase && s.what === 'POST /v1/workspaces' && s.status === 201), { timeoutMs: 30_000 });
+    const firstWrite = await eventually(
+      'a write to succeed again',
+      () => samples.find((s) => s.phase === phase && s.what === 'POST /v1/workspaces' && s.status === 201),
+      { timeoutMs: 30_000 },
+    );
     figure.firstWriteAfterBackMs = Math.round(Math.max(0, firstWrite.at + firstWrite.ms - backAt));
     // ready again by itself, on both
-    for (const replica of [a, b]) await eventually('ready again', async () => (await replica.request('GET', '/readyz', { token: null })).status === 200, { timeoutMs: 30_000, intervalMs: 100 });
+    for (const replica of [a, b])
+      await eventually(
+        'ready again',
+        async () => (await replica.request('GET', '/readyz', { token: null })).status === 200,
+        { timeoutMs: 30_000, intervalMs: 100 },
+      );
     if (outage.database) {
       // the client polls again, as Retry-After told it; the approver decides again once the database is back
       const again = await aLongPollOnB(asked.body.id);
@@ -221,15 +264,27 @@ describe('PostgreSQL and Redis going away under two replicas: approvals and webh
     // durable: a write acknowledged before a SIGKILL must survive it, as it does in production
     [postgres, redis] = await Promise.all([startPostgres({ durable: true }), startRedis()]);
     // the webhook receiver listens on 127.0.0.1: server mode refuses loopback unless allowed
-    const env = { DATABASE_URL: postgres.url, REDIS_URL: redis.url, AILERON_QUEUE_PREFIX: uniqueSlug('combined'), UPSTREAM_ALLOW_CIDRS: '127.0.0.1/32' };
+    const env = {
+      DATABASE_URL: postgres.url,
+      REDIS_URL: redis.url,
+      AILERON_QUEUE_PREFIX: uniqueSlug('combined'),
+      UPSTREAM_ALLOW_CIDRS: '127.0.0.1/32',
+    };
     a = await startOnOwnDatabase(env);
     b = withOwnerToken(await aReplicaOf(a, env), a.ownerToken);
     const ws = (await aWorkspace(a, a.ownerToken)).slug;
-    const policy = await a.request('PUT', `/v1/workspaces/${ws}/policy`, { body: { default: 'allow', rules: [{ id: 'releases-need-approval', effect: 'approval', servers: ['deploy'], tools: ['release'] }] } });
+    const policy = await a.request('PUT', `/v1/workspaces/${ws}/policy`, {
+      body: {
+        default: 'allow',
+        rules: [{ id: 'releases-need-approval', effect: 'approval', servers: ['deploy'], tools: ['release'] }],
+      },
+    });
     expect(policy.status, policy.text).toBe(200);
     gateway = await aGateway(a, a.ownerToken, ws);
     receiver = await aReceiver([]);
-    const created = await a.request('POST', '/v1/webhooks', { body: { name: 'outage-receiver', url: receiver.url, events: ['workspace.created'] } });
+    const created = await a.request('POST', '/v1/webhooks', {
+      body: { name: 'outage-receiver', url: receiver.url, events: ['workspace.created'] },
+    });
     expect(created.status, created.text).toBe(201);
     hook = created.body.id;
     const server = await aRemoteServer(a, a.ownerToken, ws, SERVERS.everything);
@@ -249,10 +304,30 @@ describe('PostgreSQL and Redis going away under two replicas: approvals and webh
     const stop = steadyLoad();
     try {
       await eventually('the load to run', () => acknowledged.length > 2);
-      await anOutage({ name: 'PostgreSQL stopped', database: true, away: () => postgres.halt('fast'), back: () => postgres.resume() });
-      await anOutage({ name: 'PostgreSQL killed', database: true, away: () => postgres.halt('kill'), back: () => postgres.resume() });
-      await anOutage({ name: 'Redis stopped', database: false, away: async () => redis.pause(), back: async () => redis.resume() });
-      await anOutage({ name: 'Redis killed', database: false, away: async () => redis.kill(), back: () => redis.restart() });
+      await anOutage({
+        name: 'PostgreSQL stopped',
+        database: true,
+        away: () => postgres.halt('fast'),
+        back: () => postgres.resume(),
+      });
+      await anOutage({
+        name: 'PostgreSQL killed',
+        database: true,
+        away: () => postgres.halt('kill'),
+        back: () => postgres.resume(),
+      });
+      await anOutage({
+        name: 'Redis stopped',
+        database: false,
+        away: async () => redis.pause(),
+        back: async () => redis.resume(),
+      });
+      await anOutage({
+        name: 'Redis killed',
+        database: false,
+        away: async () => redis.kill(),
+        back: () => redis.restart(),
+      });
       // a little load after the last return
       const before = acknowledged.length;
       await eventually('writes after the last outage', () => acknowledged.length > before + 2);
@@ -266,17 +341,24 @@ describe('PostgreSQL and Redis going away under two replicas: approvals and webh
       entry.n = Number(entry.n) + 1;
       entry.slowestMs = Math.max(Number(entry.slowestMs), Math.round(s.ms));
       const answer = `${s.status}${s.code ? ` ${s.code}` : ''}`;
-      if (!String(entry.answers).split(', ').includes(answer)) entry.answers = [entry.answers, answer].filter(Boolean).join(', ');
+      if (!String(entry.answers).split(', ').includes(answer))
+        entry.answers = [entry.answers, answer].filter(Boolean).join(', ');
     }
     console.log(`[combined outage] ${JSON.stringify({ figures, load: byPhase }, null, 1)}`);
 
     // within the bound, always; while PostgreSQL is away a write or call may be refused, clearly; otherwise everything works
-    expect(samples.filter((s) => s.ms >= BOUND_MS).map((s) => `${s.phase}, ${s.what}: ${Math.round(s.ms)} ms`)).toEqual([]);
+    expect(samples.filter((s) => s.ms >= BOUND_MS).map((s) => `${s.phase}, ${s.what}: ${Math.round(s.ms)} ms`)).toEqual(
+      [],
+    );
     // (until the first success after PostgreSQL is back: the pool's first connections may still meet the old server's end)
-    const recovered = (s: Sample): boolean => samples.some((t) => t.phase === s.phase && t.what === s.what && t.status < 300 && t.at < s.at);
+    const recovered = (s: Sample): boolean =>
+      samples.some((t) => t.phase === s.phase && t.what === s.what && t.status < 300 && t.at < s.at);
     const unexpected = samples.filter((s) => {
       if (s.status === 200 || s.status === 201) return false;
-      const databaseAway = s.phase === 'PostgreSQL stopped' || s.phase === 'PostgreSQL killed' || (s.phase.startsWith('PostgreSQL') && !recovered(s));
+      const databaseAway =
+        s.phase === 'PostgreSQL stopped' ||
+        s.phase === 'PostgreSQL killed' ||
+        (s.phase.startsWith('PostgreSQL') && !recovered(s));
       return !(databaseAway && s.status === 503 && s.code === 'DATABASE_UNAVAILABLE' && Number(s.retryAfter) > 0);
     });
     expect(unexpected.map((s) => `${s.phase}, ${s.what}: ${s.status} ${s.detail}`)).toEqual([]);
@@ -289,15 +371,25 @@ describe('PostgreSQL and Redis going away under two replicas: approvals and webh
     await eventually(
       'every delivery to be finished',
       async () => {
-        const pending = await a.cp.database.client.$queryRaw<{ n: number }[]>`SELECT count(*)::int AS n FROM webhook_deliveries WHERE endpoint_id = ${hook}::uuid AND status <> 'delivered'`;
+        const pending = await a.cp.database.client.$queryRaw<
+          { n: number }[]
+        >`SELECT count(*)::int AS n FROM webhook_deliveries WHERE endpoint_id = ${hook}::uuid AND status <> 'delivered'`;
         return pending[0]!.n === 0;
       },
       { timeoutMs: 120_000, intervalMs: 250 },
     );
-    const events = receiver.requests.map((r) => ({ delivery: String(r.headers['x-aileron-delivery']), ...(JSON.parse(r.raw) as { id: string; workspace: string }) }));
-    const count = (list: string[]): Map<string, number> => list.reduce((m, k) => m.set(k, (m.get(k) ?? 0) + 1), new Map<string, number>());
+    const events = receiver.requests.map((r) => ({
+      delivery: String(r.headers['x-aileron-delivery']),
+      ...(JSON.parse(r.raw) as { id: string; workspace: string }),
+    }));
+    const count = (list: string[]): Map<string, number> =>
+      list.reduce((m, k) => m.set(k, (m.get(k) ?? 0) + 1), new Map<string, number>());
     const perWorkspace = count(events.map((e) => e.workspace));
-    expect(acknowledged.filter((slug) => perWorkspace.get(slug) !== 1).map((slug) => `${slug}: ${perWorkspace.get(slug) ?? 0}`)).toEqual([]);
+    expect(
+      acknowledged
+        .filter((slug) => perWorkspace.get(slug) !== 1)
+        .map((slug) => `${slug}: ${perWorkspace.get(slug) ?? 0}`),
+    ).toEqual([]);
     expect([...count(events.map((e) => e.id))].filter(([, n]) => n > 1)).toEqual([]);
     expect([...count(events.map((e) => e.delivery))].filter(([, n]) => n > 1)).toEqual([]);
   });

@@ -47,7 +47,14 @@ describe('PostgreSQL outage (server mode)', { timeout: 240_000 }, () => {
       for (let i = 0; writing && i < 5000; i++) {
         const slug = `w-${randomBytes(4).toString('hex')}`;
         const { res, ms } = await timed(() => cp.request('POST', '/v1/workspaces', { body: { slug, name: slug } }));
-        writes.push({ slug, status: res.status, ms, code: res.body?.code, retryAfter: res.headers.get('retry-after'), at: Date.now() });
+        writes.push({
+          slug,
+          status: res.status,
+          ms,
+          code: res.body?.code,
+          retryAfter: res.headers.get('retry-after'),
+          at: Date.now(),
+        });
         await new Promise((r) => setTimeout(r, 100));
       }
     })();
@@ -61,7 +68,10 @@ describe('PostgreSQL outage (server mode)', { timeout: 240_000 }, () => {
   beforeAll(async () => {
     // durable: a write acknowledged before a SIGKILL must survive it, as it does in production
     postgres = await startPostgres({ durable: true });
-    cp = await startOnOwnDatabase({ DATABASE_URL: postgres.url, AILERON_QUEUE_PREFIX: `outage-${randomBytes(4).toString('hex')}` });
+    cp = await startOnOwnDatabase({
+      DATABASE_URL: postgres.url,
+      AILERON_QUEUE_PREFIX: `outage-${randomBytes(4).toString('hex')}`,
+    });
   }, 180_000);
 
   afterAll(async () => {
@@ -81,12 +91,30 @@ describe('PostgreSQL outage (server mode)', { timeout: 240_000 }, () => {
       const downAt = Date.now();
       await postgres.halt(how);
       // requests while it is down: writes keep coming from the load; probes and a read from here
-      const probes: { ready: number; readyMs: number; readyBody: unknown; health: number; healthMs: number; read: number; readMs: number; readCode: unknown }[] = [];
+      const probes: {
+        ready: number;
+        readyMs: number;
+        readyBody: unknown;
+        health: number;
+        healthMs: number;
+        read: number;
+        readMs: number;
+        readCode: unknown;
+      }[] = [];
       for (let i = 0; i < 4; i++) {
         const ready = await timed(() => cp.request('GET', '/readyz', { token: null }));
         const health = await timed(() => cp.request('GET', '/healthz', { token: null }));
         const read = await timed(() => cp.request('GET', '/v1/workspaces'));
-        probes.push({ ready: ready.res.status, readyMs: ready.ms, readyBody: ready.res.body, health: health.res.status, healthMs: health.ms, read: read.res.status, readMs: read.ms, readCode: read.res.body?.code });
+        probes.push({
+          ready: ready.res.status,
+          readyMs: ready.ms,
+          readyBody: ready.res.body,
+          health: health.res.status,
+          healthMs: health.ms,
+          read: read.res.status,
+          readMs: read.ms,
+          readCode: read.res.body?.code,
+        });
         await new Promise((r) => setTimeout(r, 500));
       }
       const upAt = Date.now();
@@ -94,7 +122,8 @@ describe('PostgreSQL outage (server mode)', { timeout: 240_000 }, () => {
 
       // it heals by itself: the next writes succeed without touching the control plane
       const healStarted = Date.now();
-      while (Date.now() - healStarted < 30_000 && !writes.some((w) => w.at > upAt && w.status === 201)) await new Promise((r) => setTimeout(r, 100));
+      while (Date.now() - healStarted < 30_000 && !writes.some((w) => w.at > upAt && w.status === 201))
+        await new Promise((r) => setTimeout(r, 100));
       const healedMs = Date.now() - healStarted;
       await new Promise((r) => setTimeout(r, 500));
       await stopLoad();
@@ -117,10 +146,16 @@ describe('PostgreSQL outage (server mode)', { timeout: 240_000 }, () => {
       expect(during.length, 'the load kept writing while PostgreSQL was down').toBeGreaterThan(3);
       expect(failed.length).toBeGreaterThan(0);
       for (const w of failed) {
-        expect({ status: w.status, code: w.code }, JSON.stringify(w)).toEqual({ status: 503, code: 'DATABASE_UNAVAILABLE' });
+        expect({ status: w.status, code: w.code }, JSON.stringify(w)).toEqual({
+          status: 503,
+          code: 'DATABASE_UNAVAILABLE',
+        });
         expect(Number(w.retryAfter)).toBeGreaterThan(0);
       }
-      expect(writes.every((w) => w.status === 201 || w.status === 503), JSON.stringify(writes.filter((w) => ![201, 503].includes(w.status)))).toBe(true);
+      expect(
+        writes.every((w) => w.status === 201 || w.status === 503),
+        JSON.stringify(writes.filter((w) => ![201, 503].includes(w.status))),
+      ).toBe(true);
       expect(Math.max(...writes.map((w) => w.ms))).toBeLessThan(REQUEST_BOUND_MS);
       for (const p of probes) {
         expect(p.ready).toBe(503);
@@ -132,7 +167,10 @@ describe('PostgreSQL outage (server mode)', { timeout: 240_000 }, () => {
         expect(p.readCode).toBe('DATABASE_UNAVAILABLE');
         expect(p.readMs).toBeLessThan(REQUEST_BOUND_MS);
       }
-      expect(writes.some((w) => w.at > upAt && w.status === 201), 'writes work again without a restart').toBe(true);
+      expect(
+        writes.some((w) => w.at > upAt && w.status === 201),
+        'writes work again without a restart',
+      ).toBe(true);
       expect(ready.status).toBe(200);
 
       // every acknowledged write is there
@@ -157,9 +195,16 @@ describe('embedded database failure (PGlite)', { timeout: 120_000 }, () => {
       await cp.cp.database.client.$executeRawUnsafe(`
         CREATE OR REPLACE FUNCTION simulated_failure() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN RAISE EXCEPTION 'simulated storage failure' USING ERRCODE = '${state}'; END $$`);
-      await cp.cp.database.client.$executeRawUnsafe('CREATE TRIGGER simulated_failure BEFORE INSERT ON workspaces FOR EACH ROW EXECUTE FUNCTION simulated_failure()');
-      const refused = await cp.request('POST', '/v1/workspaces', { body: { slug: `full-${state.toLowerCase()}`, name: 'x' } });
-      expect({ status: refused.status, code: refused.body?.code }, refused.text).toEqual({ status: 503, code: 'DATABASE_UNAVAILABLE' });
+      await cp.cp.database.client.$executeRawUnsafe(
+        'CREATE TRIGGER simulated_failure BEFORE INSERT ON workspaces FOR EACH ROW EXECUTE FUNCTION simulated_failure()',
+      );
+      const refused = await cp.request('POST', '/v1/workspaces', {
+        body: { slug: `full-${state.toLowerCase()}`, name: 'x' },
+      });
+      expect({ status: refused.status, code: refused.body?.code }, refused.text).toEqual({
+        status: 503,
+        code: 'DATABASE_UNAVAILABLE',
+      });
       expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
       expect(refused.text).not.toContain('simulated');
       expect((await cp.request('GET', '/healthz', { token: null })).status).toBe(200);

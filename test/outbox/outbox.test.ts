@@ -23,7 +23,8 @@ describe.each(BACKENDS)('transactional outbox on %s', (backend) => {
   let outbox: OutboxService;
 
   async function effects(): Promise<{ message_id: string; consumer: string }[]> {
-    return cp.cp.database.client.$queryRaw`SELECT message_id, consumer FROM test_effects ORDER BY message_id::bigint, consumer`;
+    return cp.cp.database.client
+      .$queryRaw`SELECT message_id, consumer FROM test_effects ORDER BY message_id::bigint, consumer`;
   }
 
   async function recordDirectly(count: number): Promise<string[]> {
@@ -45,7 +46,9 @@ describe.each(BACKENDS)('transactional outbox on %s', (backend) => {
 
   beforeAll(async () => {
     cp = await startTestControlPlane(backend);
-    await cp.cp.database.client.$executeRawUnsafe('CREATE TABLE test_effects (message_id text NOT NULL, consumer text NOT NULL)');
+    await cp.cp.database.client.$executeRawUnsafe(
+      'CREATE TABLE test_effects (message_id text NOT NULL, consumer text NOT NULL)',
+    );
     outbox = cp.cp.app.get(OutboxService);
     outbox.addConsumer(recordingConsumer('alpha'));
     outbox.addConsumer(recordingConsumer('beta'));
@@ -54,23 +57,41 @@ describe.each(BACKENDS)('transactional outbox on %s', (backend) => {
 
   it('delivers what was recorded before anyone dispatched it (a crash after commit) once to each consumer', async () => {
     const ids = await recordDirectly(40);
-    await eventually('deliveries', async () => (await effects()).filter((e) => ids.includes(e.message_id)).length >= 80);
+    await eventually(
+      'deliveries',
+      async () => (await effects()).filter((e) => ids.includes(e.message_id)).length >= 80,
+    );
     const mine = (await effects()).filter((e) => ids.includes(e.message_id));
     expect(mine).toHaveLength(80);
     expect(new Set(mine.map((e) => `${e.message_id}/${e.consumer}`)).size).toBe(80);
-    await eventually('completion', async () => (await cp.cp.database.client.outboxMessage.count({ where: { id: { in: ids.map(BigInt) }, completedAt: null } })) === 0);
+    await eventually(
+      'completion',
+      async () =>
+        (await cp.cp.database.client.outboxMessage.count({
+          where: { id: { in: ids.map(BigInt) }, completedAt: null },
+        })) === 0,
+    );
   });
 
   it('a re-dispatch after a lost lease (a dispatcher that died) delivers nothing twice', async () => {
     const ids = await recordDirectly(10);
-    await eventually('deliveries', async () => (await effects()).filter((e) => ids.includes(e.message_id)).length >= 20);
+    await eventually(
+      'deliveries',
+      async () => (await effects()).filter((e) => ids.includes(e.message_id)).length >= 20,
+    );
     // as if the dispatcher died before marking completion: lease expired, not completed
     await cp.cp.database.client.outboxMessage.updateMany({
       where: { id: { in: ids.map(BigInt) } },
       data: { completedAt: null, dispatchedAt: new Date(Date.now() - 3600_000) },
     });
     await outbox.sweep();
-    await eventually('completion', async () => (await cp.cp.database.client.outboxMessage.count({ where: { id: { in: ids.map(BigInt) }, completedAt: null } })) === 0);
+    await eventually(
+      'completion',
+      async () =>
+        (await cp.cp.database.client.outboxMessage.count({
+          where: { id: { in: ids.map(BigInt) }, completedAt: null },
+        })) === 0,
+    );
     const mine = (await effects()).filter((e) => ids.includes(e.message_id));
     expect(mine).toHaveLength(20);
   });
@@ -79,7 +100,9 @@ describe.each(BACKENDS)('transactional outbox on %s', (backend) => {
     const [id] = await recordDirectly(1);
     const flaky = recordingConsumer('gamma', { failFirst: new Set([id!]) });
     outbox.addConsumer({ ...flaky, name: 'gamma' });
-    await eventually('gamma delivery', async () => (await effects()).some((e) => e.message_id === id && e.consumer === 'gamma'));
+    await eventually('gamma delivery', async () =>
+      (await effects()).some((e) => e.message_id === id && e.consumer === 'gamma'),
+    );
     const gamma = (await effects()).filter((e) => e.message_id === id && e.consumer === 'gamma');
     expect(gamma).toHaveLength(1);
   });
@@ -106,7 +129,10 @@ describe.each(BACKENDS)('transactional outbox on %s', (backend) => {
     });
     await outbox.sweep();
     const others = ids.filter((id) => id !== poison);
-    await eventually('the rest of the burst', async () => (await effects()).filter((e) => e.consumer === 'burst').length >= others.length);
+    await eventually(
+      'the rest of the burst',
+      async () => (await effects()).filter((e) => e.consumer === 'burst').length >= others.length,
+    );
     // the first try carried several messages in one call, in id order
     expect(batches[0]!.length).toBeGreaterThan(1);
     expect(batches[0]).toEqual([...batches[0]!].sort((a, b) => Number(a) - Number(b)));
@@ -114,7 +140,13 @@ describe.each(BACKENDS)('transactional outbox on %s', (backend) => {
     // each handled once (the failed batch's effects were rolled back), the poison never
     expect(effected.sort()).toEqual([...others].sort());
     expect(new Set(seen).size).toBe(seen.length);
-    const open = async () => (await cp.cp.database.client.outboxMessage.findMany({ where: { id: { in: ids.map(BigInt) }, completedAt: null }, select: { id: true } })).map((m) => m.id.toString());
+    const open = async () =>
+      (
+        await cp.cp.database.client.outboxMessage.findMany({
+          where: { id: { in: ids.map(BigInt) }, completedAt: null },
+          select: { id: true },
+        })
+      ).map((m) => m.id.toString());
     await eventually('completion of all but the poison', async () => (await open()).length === 1);
     expect(await open()).toEqual([poison]);
   });
@@ -139,14 +171,24 @@ describe.each(BACKENDS)('transactional outbox on %s', (backend) => {
     await outbox.sweep();
     await eventually('the live feed', async () => ids.every((id) => heard.includes(id)));
     const db = cp.cp.database.client;
-    const marks = await db.outboxDelivery.count({ where: { messageId: { in: ids.map(BigInt) }, consumer: `live-${backend}` } });
+    const marks = await db.outboxDelivery.count({
+      where: { messageId: { in: ids.map(BigInt) }, consumer: `live-${backend}` },
+    });
     expect(marks).toBe(0);
     // the durable consumer failed; its messages are dispatched again (a lost lease) and then delivered
-    expect(await db.outboxMessage.count({ where: { id: { in: ids.map(BigInt) }, completedAt: null } })).toBe(ids.length);
+    expect(await db.outboxMessage.count({ where: { id: { in: ids.map(BigInt) }, completedAt: null } })).toBe(
+      ids.length,
+    );
     down = false;
-    await db.outboxMessage.updateMany({ where: { id: { in: ids.map(BigInt) } }, data: { dispatchedAt: new Date(Date.now() - 3600_000) } });
+    await db.outboxMessage.updateMany({
+      where: { id: { in: ids.map(BigInt) } },
+      data: { dispatchedAt: new Date(Date.now() - 3600_000) },
+    });
     await outbox.sweep();
-    await eventually('completion', async () => (await db.outboxMessage.count({ where: { id: { in: ids.map(BigInt) }, completedAt: null } })) === 0);
+    await eventually(
+      'completion',
+      async () => (await db.outboxMessage.count({ where: { id: { in: ids.map(BigInt) }, completedAt: null } })) === 0,
+    );
     // heard once each: the re-dispatch went to the durable consumer only
     expect([...heard].filter((id) => ids.includes(id)).sort()).toEqual([...ids].sort());
 
@@ -154,7 +196,10 @@ describe.each(BACKENDS)('transactional outbox on %s', (backend) => {
     const [solo] = await recordTogether(1, 'only-live.happened');
     await outbox.sweep();
     await eventually('the live-only message', async () => heard.includes(solo!));
-    await eventually('its completion', async () => (await db.outboxMessage.count({ where: { id: BigInt(solo!), completedAt: null } })) === 0);
+    await eventually(
+      'its completion',
+      async () => (await db.outboxMessage.count({ where: { id: BigInt(solo!), completedAt: null } })) === 0,
+    );
   });
 
   it('a topic with one durable consumer is completed by its delivery: no marks, once each even when delivered twice at once', async () => {
@@ -162,7 +207,10 @@ describe.each(BACKENDS)('transactional outbox on %s', (backend) => {
     const ids = await recordTogether(25, 'solo.happened');
     await outbox.sweep();
     const db = cp.cp.database.client;
-    await eventually('completion', async () => (await db.outboxMessage.count({ where: { id: { in: ids.map(BigInt) }, completedAt: null } })) === 0);
+    await eventually(
+      'completion',
+      async () => (await db.outboxMessage.count({ where: { id: { in: ids.map(BigInt) }, completedAt: null } })) === 0,
+    );
     expect(await db.outboxDelivery.count({ where: { messageId: { in: ids.map(BigInt) } } })).toBe(0);
 
     // two dispatchers handing over the same messages at the same moment (a lease lost while the first still ran)
@@ -173,9 +221,13 @@ describe.each(BACKENDS)('transactional outbox on %s', (backend) => {
       SELECT 'solo.happened', jsonb_build_object('i', i), now(), 1 FROM generate_series(1, 10) AS i RETURNING id`;
     const again = rows.map((r) => r.id.toString());
     const effect = (name: string) => async (messages: { id: string }[], tx: Transaction) => {
-      for (const m of messages) await tx.$executeRaw`INSERT INTO test_effects (message_id, consumer) VALUES (${m.id}, ${name})`;
+      for (const m of messages)
+        await tx.$executeRaw`INSERT INTO test_effects (message_id, consumer) VALUES (${m.id}, ${name})`;
     };
-    const handled = await Promise.all([repository.deliverAndComplete(again, effect('solo')), repository.deliverAndComplete(again, effect('solo'))]);
+    const handled = await Promise.all([
+      repository.deliverAndComplete(again, effect('solo')),
+      repository.deliverAndComplete(again, effect('solo')),
+    ]);
     expect(handled.reduce((a, b) => a + b, 0)).toBe(again.length);
     const solo = (await effects()).filter((e) => e.consumer === 'solo').map((e) => e.message_id);
     expect(solo.sort()).toEqual([...again].sort());
@@ -185,23 +237,38 @@ describe.each(BACKENDS)('transactional outbox on %s', (backend) => {
   it('what a change records is leased to its writer and handed over at commit, without a claim', async () => {
     const heard: string[] = [];
     const live: { id: string; n: unknown; createdAt: number }[] = [];
-    outbox.addConsumer({ name: `handover-${backend}`, topics: ['handover.happened'], handle: async (m) => void heard.push(String(m.payload.n)) });
+    outbox.addConsumer({
+      name: `handover-${backend}`,
+      topics: ['handover.happened'],
+      handle: async (m) => void heard.push(String(m.payload.n)),
+    });
     outbox.addConsumer({
       name: `handover-live-${backend}`,
       topics: ['handover.happened'],
       transient: true,
-      hear: async (messages) => void live.push(...messages.map((m) => ({ id: m.id, n: m.payload.n, createdAt: m.createdAt.getTime() }))),
+      hear: async (messages) =>
+        void live.push(...messages.map((m) => ({ id: m.id, n: m.payload.n, createdAt: m.createdAt.getTime() }))),
     });
     const db = cp.cp.app.get(DatabaseService);
     const rows = async () =>
-      cp.cp.database.client.$queryRaw<{ id: bigint; n: number; created_at: Date; dispatch_count: number; leased: boolean; done: boolean }[]>`
+      cp.cp.database.client.$queryRaw<
+        { id: bigint; n: number; created_at: Date; dispatch_count: number; leased: boolean; done: boolean }[]
+      >`
         SELECT id, (payload->>'n')::int AS n, created_at, dispatch_count, dispatched_at IS NOT NULL AS leased, completed_at IS NOT NULL AS done
         FROM outbox_messages WHERE topic = 'handover.happened' ORDER BY id`;
-    const payloads = [3, 1, 4, 1, 5, 9, 2, 6].map((n) => ({ topic: 'handover.happened', payload: { n }, audited: false }));
+    const payloads = [3, 1, 4, 1, 5, 9, 2, 6].map((n) => ({
+      topic: 'handover.happened',
+      payload: { n },
+      audited: false,
+    }));
     await db.transaction((tx) => outbox.record(tx, ...payloads));
     // leased in the same statement that wrote them: no sweep can take them while their writer hands them over
     expect((await rows()).every((r) => r.leased && Number(r.dispatch_count) === 1)).toBe(true);
-    await eventually('the hand-over', async () => heard.length === payloads.length && live.length === payloads.length && (await rows()).every((r) => r.done));
+    await eventually(
+      'the hand-over',
+      async () =>
+        heard.length === payloads.length && live.length === payloads.length && (await rows()).every((r) => r.done),
+    );
     expect(heard).toHaveLength(payloads.length);
     // the live feed heard them from memory, each with its own row's id and time
     const written = await rows();
@@ -212,7 +279,11 @@ describe.each(BACKENDS)('transactional outbox on %s', (backend) => {
 
   it('a change and its event commit together: workspace.created reaches consumers', async () => {
     const seen: string[] = [];
-    outbox.addConsumer({ name: `watch-${backend}`, topics: ['workspace.created'], handle: async (m) => void seen.push(String(m.payload.workspace)) });
+    outbox.addConsumer({
+      name: `watch-${backend}`,
+      topics: ['workspace.created'],
+      handle: async (m) => void seen.push(String(m.payload.workspace)),
+    });
     const ws = await aWorkspace(cp, cp.ownerToken);
     await eventually('workspace.created', async () => seen.includes(ws.slug));
     expect(seen.filter((s) => s === ws.slug)).toHaveLength(1);
@@ -228,7 +299,8 @@ describe.each(BACKENDS)('transactional outbox on %s', (backend) => {
         const ids = await recordDirectly(60);
         await Promise.all([outbox.sweep(), twin.sweep(), outbox.sweep(), twin.sweep()]);
         // the first replica also has the consumer "gamma" from an earlier test; count the shared two
-        const shared = async () => (await effects()).filter((e) => ids.includes(e.message_id) && ['alpha', 'beta'].includes(e.consumer));
+        const shared = async () =>
+          (await effects()).filter((e) => ids.includes(e.message_id) && ['alpha', 'beta'].includes(e.consumer));
         await eventually('deliveries', async () => (await shared()).length >= 120);
         // a second delivery would be a transaction running beside the first: give one a moment to commit
         await new Promise((r) => setTimeout(r, 500));

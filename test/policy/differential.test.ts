@@ -24,7 +24,11 @@ function comparable(decision: PolicyDecision): Comparable {
   };
 }
 
-function engineEvaluate(document: PolicyDocument, call: PolicyCall, defaultEffect: DefaultEffect): Comparable | { thrown: string } {
+function engineEvaluate(
+  document: PolicyDocument,
+  call: PolicyCall,
+  defaultEffect: DefaultEffect,
+): Comparable | { thrown: string } {
   try {
     return comparable(compilePolicy(document, { defaultEffect }).evaluate(call));
   } catch (error) {
@@ -76,7 +80,16 @@ function smallerCases({ document, call }: Case): Case[] {
       copy.rules[i] = next;
       return { document: copy, call };
     };
-    for (const key of ['description', 'approval_route', 'servers', 'tools', 'tool_prefixes', 'execution_mode', 'principals', 'arguments']) {
+    for (const key of [
+      'description',
+      'approval_route',
+      'servers',
+      'tools',
+      'tool_prefixes',
+      'execution_mode',
+      'principals',
+      'arguments',
+    ]) {
       if (key in rule) out.push(replace(withoutKey(rule, key)));
     }
     for (const key of ['servers', 'tools', 'tool_prefixes', 'arguments'] as const) {
@@ -88,7 +101,12 @@ function smallerCases({ document, call }: Case): Case[] {
       for (const key of Object.keys(principals)) {
         out.push(replace({ ...clone(rule), principals: withoutKey(principals, key) }));
         principals[key]!.forEach((_, j) =>
-          out.push(replace({ ...clone(rule), principals: { ...clone(principals), [key]: principals[key]!.filter((_x, k) => k !== j) } })),
+          out.push(
+            replace({
+              ...clone(rule),
+              principals: { ...clone(principals), [key]: principals[key]!.filter((_x, k) => k !== j) },
+            }),
+          ),
         );
       }
     }
@@ -161,7 +179,13 @@ const examples: Example[] = [
     },
     call: { server: 'slack', tool: 'gh_list', execution_mode: 'remote' },
     defaultEffect: 'deny',
-    expected: { decision: 'approval', reason: 'rule', rules: ['r10', 'r2', 'r3'], approval_route: 'oncall', errors: [] },
+    expected: {
+      decision: 'approval',
+      reason: 'rule',
+      rules: ['r10', 'r2', 'r3'],
+      approval_route: 'oncall',
+      errors: [],
+    },
   },
   {
     name: 'an erroring allow rule turns an allow into the on_error effect',
@@ -174,20 +198,39 @@ const examples: Example[] = [
     },
     call: { server: 'github', tool: 'gh_search', arguments: { query: 'is:open' } },
     defaultEffect: 'deny',
-    expected: { decision: 'approval', reason: 'evaluation_error', rules: ['bad-regex'], approval_route: null, errors: ['bad-regex'] },
+    expected: {
+      decision: 'approval',
+      reason: 'evaluation_error',
+      rules: ['bad-regex'],
+      approval_route: null,
+      errors: ['bad-regex'],
+    },
   },
   {
     name: 'an erroring deny rule still denies; a false condition outranks an error',
     document: {
       rules: [
         { id: 'needs-count', effect: 'deny', arguments: [{ path: 'count', range: { gt: 42, lt: 0 } }] },
-        { id: 'false-first', effect: 'deny', arguments: [{ path: 'repo.owner', equals: 'nobody' }, { path: 'missing', equals: 1 }] },
+        {
+          id: 'false-first',
+          effect: 'deny',
+          arguments: [
+            { path: 'repo.owner', equals: 'nobody' },
+            { path: 'missing', equals: 1 },
+          ],
+        },
         { id: 'allowed', effect: 'allow' },
       ],
     },
     call: { server: 'github', tool: 'delete_repo', arguments: { repo: { owner: 'octocat' } } },
     defaultEffect: 'allow',
-    expected: { decision: 'deny', reason: 'rule', rules: ['needs-count'], approval_route: null, errors: ['needs-count'] },
+    expected: {
+      decision: 'deny',
+      reason: 'rule',
+      rules: ['needs-count'],
+      approval_route: null,
+      errors: ['needs-count'],
+    },
   },
   {
     name: 'deep equality ignores key order; paths resolve own keys and canonical indices only; null exists',
@@ -211,7 +254,11 @@ const examples: Example[] = [
     call: {
       server: 'github',
       tool: 'create_issue',
-      arguments: { repo: { name: 'aileron', owner: 'octocat' }, meta: { private: null }, files: [{ name: 'README.md' }] },
+      arguments: {
+        repo: { name: 'aileron', owner: 'octocat' },
+        meta: { private: null },
+        files: [{ name: 'README.md' }],
+      },
     },
     defaultEffect: 'allow',
     expected: { decision: 'approval', reason: 'rule', rules: ['repo'], approval_route: 'manager', errors: [] },
@@ -234,12 +281,23 @@ const examples: Example[] = [
       default: 'allow',
       rules: [
         { id: 'escape', effect: 'allow', tool_prefixes: ['gh_'], arguments: [{ path: 'query', regex: '(a)\\1' }] },
-        { id: 'unicode', effect: 'allow', tool_prefixes: ['write'], arguments: [{ path: 'query', regex: '^\\p{L}+$' }] },
+        {
+          id: 'unicode',
+          effect: 'allow',
+          tool_prefixes: ['write'],
+          arguments: [{ path: 'query', regex: '^\\p{L}+$' }],
+        },
       ],
     },
     call: { server: 'github', tool: 'gh_search', arguments: { query: 'a-b' } },
     defaultEffect: 'deny',
-    expected: { decision: 'deny', reason: 'evaluation_error', rules: ['escape'], approval_route: null, errors: ['escape'] },
+    expected: {
+      decision: 'deny',
+      reason: 'evaluation_error',
+      rules: ['escape'],
+      approval_route: null,
+      errors: ['escape'],
+    },
   },
   {
     name: 'range needs a finite number; empty tool lists and absent arguments behave as specified',
@@ -317,7 +375,8 @@ describe('compiled policy engine against the reference evaluator', () => {
         const { arguments: _args, ...withoutArguments } = call;
         if (expected.decision !== 'deny') {
           bump('listable-checked');
-          if (!compiled.listable(withoutArguments)) unlisted.push(`${show(document)} hides ${show(withoutArguments)} yet lets ${show(call)} through`);
+          if (!compiled.listable(withoutArguments))
+            unlisted.push(`${show(document)} hides ${show(withoutArguments)} yet lets ${show(call)} through`);
         } else if (!compiled.listable(withoutArguments)) bump('hidden');
         if (same(actual, expected)) continue;
 
@@ -350,7 +409,9 @@ describe('compiled policy engine against the reference evaluator', () => {
       `${mismatchCount} of ${pairs} pairs disagree (POLICY_FUZZ_SEED=${seed}); first ${mismatches.length}:\n\n${mismatches.join('\n\n')}`,
     ).toBe(0);
 
-    expect(unlisted.slice(0, 3), `${unlisted.length} calls get through on tools that tools/list would hide`).toEqual([]);
+    expect(unlisted.slice(0, 3), `${unlisted.length} calls get through on tools that tools/list would hide`).toEqual(
+      [],
+    );
     expect(pairs).toBeGreaterThanOrEqual(MIN_PAIRS);
     const coverage = Object.fromEntries([...counts].sort());
     for (const key of [
@@ -365,9 +426,10 @@ describe('compiled policy engine against the reference evaluator', () => {
       'listable-checked',
       'hidden',
     ]) {
-      expect(counts.get(key) ?? 0, `coverage of ${key} (POLICY_FUZZ_SEED=${seed}): ${JSON.stringify(coverage)}`).toBeGreaterThanOrEqual(
-        MIN_OCCURRENCES,
-      );
+      expect(
+        counts.get(key) ?? 0,
+        `coverage of ${key} (POLICY_FUZZ_SEED=${seed}): ${JSON.stringify(coverage)}`,
+      ).toBeGreaterThanOrEqual(MIN_OCCURRENCES);
     }
   });
 });

@@ -70,10 +70,39 @@ const TOOLS = ['create_issue', 'delete_repo', 'gh_search', 'gh_list', 'read_file
 // Names that trip a glob compiled naively to a RegExp ('.' and '+' unescaped).
 const RARE_TOOLS = ['read.file', 'gh_', 'gh__search', 'write', 'gh_+'] as const;
 
-const SERVER_PATTERNS = ['github', 'gitlab', 'slack', 'fs', 'git*', '*', 'g?thub', '*lab', '?s', 'GitHub', 'git?*', '**', '*hub*', 'git.ab', 'gi[t]hub'];
+const SERVER_PATTERNS = [
+  'github',
+  'gitlab',
+  'slack',
+  'fs',
+  'git*',
+  '*',
+  'g?thub',
+  '*lab',
+  '?s',
+  'GitHub',
+  'git?*',
+  '**',
+  '*hub*',
+  'git.ab',
+  'gi[t]hub',
+];
 const TOOL_PATTERNS = [
   ...TOOLS,
-  '*_file', 'gh_?earch', '*', 'gh_*', '*_*', 'delete_*', '?', 'read.file', 'read_file*', 'gh_[sl]*', 'gh_+', '*search', '???_????', 'gh_.*',
+  '*_file',
+  'gh_?earch',
+  '*',
+  'gh_*',
+  '*_*',
+  'delete_*',
+  '?',
+  'read.file',
+  'read_file*',
+  'gh_[sl]*',
+  'gh_+',
+  '*search',
+  '???_????',
+  'gh_.*',
 ];
 const TOOL_PREFIXES = ['gh_', 'write', 'read_', 'delete_repo', 'x', '', 'gh_s'];
 
@@ -85,7 +114,27 @@ const SESSIONS = ['s-1', 's-2'];
 
 // Lexicographic order differs from numeric order ("r10" < "r2") and upper case
 // sorts before lower case, so an engine that sorts any other way shows up.
-const RULE_IDS = ['r1', 'r2', 'r3', 'r10', 'r11', 'r20', 'R5', 'Z', 'a', 'a-1', 'a_1', 'allow-all', 'deny-admin', 'b', 'zz', '10', '9', 'ß', 'é'];
+const RULE_IDS = [
+  'r1',
+  'r2',
+  'r3',
+  'r10',
+  'r11',
+  'r20',
+  'R5',
+  'Z',
+  'a',
+  'a-1',
+  'a_1',
+  'allow-all',
+  'deny-admin',
+  'b',
+  'zz',
+  '10',
+  '9',
+  'ß',
+  'é',
+];
 const ROUTES = ['security', 'oncall', 'manager'];
 
 const OWNERS = ['octocat', 'aileron', 'Octocat'];
@@ -98,32 +147,106 @@ const QUERIES = ['is:open', 'p{L}', '-', 'a-b', '', 'héllo', '42', 'octocat/ail
 // (non-canonical indices, array "length", prototype members, empty segments,
 // a key that itself contains a dot).
 const PATHS = [
-  'repo', 'repo.owner', 'repo.name', 'repo.owner.login', 'files', 'files.0', 'files.0.name', 'files.1.name', 'files.01',
-  'files.-1', 'files.length', 'count', 'flags', 'flags.0', 'flags.force', 'query', 'a.b', 'a', '', 'toString', '__proto__',
-  'constructor', 'repo.', 'ratio',
+  'repo',
+  'repo.owner',
+  'repo.name',
+  'repo.owner.login',
+  'files',
+  'files.0',
+  'files.0.name',
+  'files.1.name',
+  'files.01',
+  'files.-1',
+  'files.length',
+  'count',
+  'flags',
+  'flags.0',
+  'flags.force',
+  'query',
+  'a.b',
+  'a',
+  '',
+  'toString',
+  '__proto__',
+  'constructor',
+  'repo.',
+  'ratio',
 ];
 // Non-finite numbers are not JSON, so equality against them is left out of the
 // specification's reach; only exists and range look at "ratio".
 const EQUALITY_PATHS = PATHS.filter((path) => path !== 'ratio');
-const STRING_PATHS = ['repo.owner', 'repo.name', 'files.0.name', 'files.0', 'query', 'query', 'repo', 'count', 'missing'];
+const STRING_PATHS = [
+  'repo.owner',
+  'repo.name',
+  'files.0.name',
+  'files.0',
+  'query',
+  'query',
+  'repo',
+  'count',
+  'missing',
+];
 const NUMBER_PATHS = ['count', 'count', 'ratio', 'ratio', 'files.length', 'repo.owner', 'files.0', 'missing'];
 
 // Valid and invalid patterns; several are valid only without the 'u' flag
 // (identity escapes, lone braces), so the flag itself is under test.
 const REGEXES = [
-  '^octo', 'cat$', '\\d+', '.*', 'a|b', '^$', '\\p{L}+', '^\\p{Lu}', '[a-z]+', '^README\\.md$', 'é', '^.$', 'hub',
-  '(', '[', '*', 'a{2,1}', '\\', '(?<n>a)(?<n>b)', '\\-', '{', '\\a', 'x{', ')',
+  '^octo',
+  'cat$',
+  '\\d+',
+  '.*',
+  'a|b',
+  '^$',
+  '\\p{L}+',
+  '^\\p{Lu}',
+  '[a-z]+',
+  '^README\\.md$',
+  'é',
+  '^.$',
+  'hub',
+  '(',
+  '[',
+  '*',
+  'a{2,1}',
+  '\\',
+  '(?<n>a)(?<n>b)',
+  '\\-',
+  '{',
+  '\\a',
+  'x{',
+  ')',
 ];
 const BOUNDS = [-1, 0, 2.5, 10, 42];
 
 function scalar(rng: Rng): unknown {
-  return pick(rng, ['octocat', 'aileron', 'README.md', '', 'héllo', '42', 'a.b', 0, -0, -1, 2.5, 42, 10, 1000, true, false, null]);
+  return pick(rng, [
+    'octocat',
+    'aileron',
+    'README.md',
+    '',
+    'héllo',
+    '42',
+    'a.b',
+    0,
+    -0,
+    -1,
+    2.5,
+    42,
+    10,
+    1000,
+    true,
+    false,
+    null,
+  ]);
 }
 
 function repoValue(rng: Rng): unknown {
   const roll = rng();
   if (roll < 0.6) {
-    const entries: [string, unknown][] = [['owner', pick(rng, OWNERS)], ['name', pick(rng, REPO_NAMES)]];
+    const entries: [string, unknown][] = [
+      ['owner', pick(rng, OWNERS)],
+      ['name', pick(rng, REPO_NAMES)],
+    ];
     if (chance(rng, 0.15)) entries.push(['private', pick(rng, [true, false, null])]);
     if (chance(rng, 0.1)) entries.pop();
     if (chance(rng, 0.1)) entries[0] = ['owner', objectOf(rng, [['login', pick(rng, OWNERS)]])];
@@ -136,7 +259,16 @@ function repoValue(rng: Rng): unknown {
 
 function fileEntry(rng: Rng): unknown {
   const roll = rng();
-  if (roll < 0.7) return objectOf(rng, chance(rng, 0.2) ? [['name', pick(rng, FILE_NAMES)], ['size', pick(rng, [0, 10])]] : [['name', pick(rng, FILE_NAMES)]]);
+  if (roll < 0.7)
+    return objectOf(
+      rng,
+      chance(rng, 0.2)
+        ? [
+            ['name', pick(rng, FILE_NAMES)],
+            ['size', pick(rng, [0, 10])],
+          ]
+        : [['name', pick(rng, FILE_NAMES)]],
+    );
   if (roll < 0.9) return pick(rng, FILE_NAMES);
   return null;
 }
@@ -156,7 +288,11 @@ function countValue(rng: Rng): unknown {
 function flagsValue(rng: Rng): unknown {
   const roll = rng();
   if (roll < 0.5) return someOf(rng, FLAGS, 0, 2);
-  if (roll < 0.8) return objectOf(rng, someOf(rng, FLAGS, 0, 2).map((flag) => [flag, pick(rng, [true, false])]));
+  if (roll < 0.8)
+    return objectOf(
+      rng,
+      someOf(rng, FLAGS, 0, 2).map((flag) => [flag, pick(rng, [true, false])]),
+    );
   return pick(rng, [true, false, null]);
 }
 

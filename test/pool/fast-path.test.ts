@@ -20,13 +20,25 @@ describe('MCP requests on an open session', () => {
   let server: string;
 
   beforeAll(async () => {
-    cp = await startTestControlPlane('pglite', { AILERON_RATE_LIMIT_PRINCIPAL_PER_MINUTE: String(PRINCIPAL_PER_MINUTE) });
+    cp = await startTestControlPlane('pglite', {
+      AILERON_RATE_LIMIT_PRINCIPAL_PER_MINUTE: String(PRINCIPAL_PER_MINUTE),
+    });
     await upstream.start();
     ws = await aWorkspace(cp, cp.ownerToken);
-    await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, { token: cp.ownerToken, body: { default: 'allow', rules: [] } });
-    const put = await cp.request('PUT', `/v1/workspaces/${ws.slug}/secrets/upstream/authorization`, { token: cp.ownerToken, body: { value: `Bearer ${KEY}` } });
+    await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, {
+      token: cp.ownerToken,
+      body: { default: 'allow', rules: [] },
+    });
+    const put = await cp.request('PUT', `/v1/workspaces/${ws.slug}/secrets/upstream/authorization`, {
+      token: cp.ownerToken,
+      body: { value: `Bearer ${KEY}` },
+    });
     expect(put.status, put.text).toBe(200);
-    server = await aRemoteServer(cp, cp.ownerToken, ws.slug, { transport: 'streamable_http', url: upstream.url, headers: { Authorization: 'vault://upstream/authorization' } });
+    server = await aRemoteServer(cp, cp.ownerToken, ws.slug, {
+      transport: 'streamable_http',
+      url: upstream.url,
+      headers: { Authorization: 'vault://upstream/authorization' },
+    });
   });
   afterAll(async () => {
     await cp?.close();
@@ -38,13 +50,23 @@ describe('MCP requests on an open session', () => {
     const post = (body: unknown, options: { token?: string; headers?: Record<string, string> } = {}) =>
       cp.request('POST', `/mcp/${ws.slug}/${server}`, {
         token: options.token ?? token,
-        headers: { accept: ACCEPT, 'mcp-session-id': session.transport.sessionId!, 'mcp-protocol-version': session.transport.protocolVersion ?? '2025-06-18', ...options.headers },
+        headers: {
+          accept: ACCEPT,
+          'mcp-session-id': session.transport.sessionId!,
+          'mcp-protocol-version': session.transport.protocolVersion ?? '2025-06-18',
+          ...options.headers,
+        },
         body,
       });
     return { ...session, post };
   }
 
-  const greet = (id: number) => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'greet', arguments: { name: 'fast' } } });
+  const greet = (id: number) => ({
+    jsonrpc: '2.0',
+    id,
+    method: 'tools/call',
+    params: { name: 'greet', arguments: { name: 'fast' } },
+  });
 
   it('answers calls with the request id the caller gave, and counts them under the route', async () => {
     const member = await aToken(cp, cp.ownerToken, { role: 'member', workspace: ws.slug });
@@ -60,13 +82,26 @@ describe('MCP requests on an open session', () => {
     const opened = await cp.request('POST', `/mcp/${ws.slug}/${server}`, {
       token: member.token,
       headers: { accept: ACCEPT, 'x-request-id': 'trace-route-1' },
-      body: { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } } },
+      body: {
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'initialize',
+        params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } },
+      },
     });
     expect(opened.status).toBe(200);
     expect(opened.headers.get('x-request-id')).toBe('trace-route-1');
 
     const metrics = (await cp.request('GET', '/metrics', { token: null })).text;
-    const line = metrics.split('\n').find((l) => l.startsWith('aileron_http_requests_total{') && l.includes('route="/mcp/:ws/:server"') && l.includes('method="POST"') && l.includes('status="200"'));
+    const line = metrics
+      .split('\n')
+      .find(
+        (l) =>
+          l.startsWith('aileron_http_requests_total{') &&
+          l.includes('route="/mcp/:ws/:server"') &&
+          l.includes('method="POST"') &&
+          l.includes('status="200"'),
+      );
     expect(Number(line?.split(' ').pop())).toBeGreaterThanOrEqual(2);
     await client.close();
   });
@@ -82,11 +117,18 @@ describe('MCP requests on an open session', () => {
     expect((await post('')).body.code).toBe('MALFORMED_JSON');
     const poisoned = await post('{"jsonrpc":"2.0","id":2,"method":"tools/list","__proto__":{"admin":true}}');
     expect(poisoned.status).toBe(400);
-    const huge = await post({ jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'greet', arguments: { name: 'x'.repeat(1024 * 1024 + 10) } } });
+    const huge = await post({
+      jsonrpc: '2.0',
+      id: 3,
+      method: 'tools/call',
+      params: { name: 'greet', arguments: { name: 'x'.repeat(1024 * 1024 + 10) } },
+    });
     expect(huge.status).toBe(413);
     expect(huge.body.code).toBe('PAYLOAD_TOO_LARGE');
 
-    expect(textOf(await client.callTool({ name: 'greet', arguments: { name: 'still here' } }))).toContain('Hello, still here');
+    expect(textOf(await client.callTool({ name: 'greet', arguments: { name: 'still here' } }))).toContain(
+      'Hello, still here',
+    );
     await client.close();
   });
 
@@ -97,7 +139,12 @@ describe('MCP requests on an open session', () => {
       malformed: '{"jsonrpc": "2.0", "id": 1, "method": ',
       empty: '',
       poisoned: '{"jsonrpc":"2.0","id":2,"method":"tools/list","__proto__":{"admin":true}}',
-      oversized: JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'greet', arguments: { name: 'x'.repeat(1024 * 1024 + 10) } } }),
+      oversized: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 3,
+        method: 'tools/call',
+        params: { name: 'greet', arguments: { name: 'x'.repeat(1024 * 1024 + 10) } },
+      }),
     };
     const shape = (res: { status: number; headers: Headers; body: Record<string, unknown> }) => {
       const { request_id: _id, ...problem } = res.body;
@@ -107,13 +154,21 @@ describe('MCP requests on an open session', () => {
       // in front of the framework, on the open session
       const fast = shape(await post(body));
       // through the routes: an MCP request without a session, and a REST write
-      const route = shape(await cp.request('POST', `/mcp/${ws.slug}/${server}`, { token: member.token, headers: { accept: ACCEPT }, body }));
+      const route = shape(
+        await cp.request('POST', `/mcp/${ws.slug}/${server}`, {
+          token: member.token,
+          headers: { accept: ACCEPT },
+          body,
+        }),
+      );
       const rest = shape(await cp.request('POST', '/v1/workspaces', { token: cp.ownerToken, body }));
       expect(fast.type, what).toContain('application/problem+json');
       expect(route, what).toEqual(fast);
       expect(rest, what).toEqual(fast);
     }
-    expect(textOf(await client.callTool({ name: 'greet', arguments: { name: 'after all that' } }))).toContain('Hello, after all that');
+    expect(textOf(await client.callTool({ name: 'greet', arguments: { name: 'after all that' } }))).toContain(
+      'Hello, after all that',
+    );
     await client.close();
   });
 

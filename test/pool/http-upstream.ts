@@ -67,9 +67,16 @@ export class HttpUpstream {
         res.writeHead(404).end();
         return;
       }
-      transport = new StreamableHTTPServerTransport({ sessionIdGenerator: () => randomUUID(), onsessioninitialized: (id) => void this.transports.set(id, transport!) });
+      transport = new StreamableHTTPServerTransport({
+        sessionIdGenerator: () => randomUUID(),
+        onsessioninitialized: (id) => void this.transports.set(id, transport!),
+      });
       const mcp = new McpServer({ name: 'http-upstream', version: '1.0.0' });
-      mcp.registerTool('greet', { description: this.description, inputSchema: { name: z.string() } }, async ({ name }) => ({ content: [{ type: 'text', text: `Hello, ${name}` }] }));
+      mcp.registerTool(
+        'greet',
+        { description: this.description, inputSchema: { name: z.string() } },
+        async ({ name }) => ({ content: [{ type: 'text', text: `Hello, ${name}` }] }),
+      );
       mcp.registerTool('wait', { description: 'Answers when the test lets it' }, async () => {
         await new Promise<void>((answer) => this.waiting.push(answer));
         return { content: [{ type: 'text', text: 'released' }] };

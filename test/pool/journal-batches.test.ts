@@ -16,7 +16,11 @@ const KEY = 'upstream-key-journal-batches';
  * the wait for the answer); with no call it is written half an interval later.
  */
 /** A control plane whose batches are due after `batchMs`, with an upstream the workspace calls as `greeter`. */
-function withGreeter(batchMs: number): { cp: () => TestControlPlane; records: (name: string) => Promise<string[]>; path: () => string } {
+function withGreeter(batchMs: number): {
+  cp: () => TestControlPlane;
+  records: (name: string) => Promise<string[]>;
+  path: () => string;
+} {
   let cp: TestControlPlane;
   const upstream = new HttpUpstream(KEY);
   let ws: { slug: string; id: string };
@@ -25,10 +29,22 @@ function withGreeter(batchMs: number): { cp: () => TestControlPlane; records: (n
     await upstream.start();
     cp = await startTestControlPlane('pglite', { AILERON_POOL_AUDIT_BATCH_MS: String(batchMs) });
     ws = await aWorkspace(cp, cp.ownerToken);
-    await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, { token: cp.ownerToken, body: { default: 'allow', rules: [] } });
-    const put = await cp.request('PUT', `/v1/workspaces/${ws.slug}/secrets/upstream/authorization`, { token: cp.ownerToken, body: { value: `Bearer ${KEY}` } });
+    await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, {
+      token: cp.ownerToken,
+      body: { default: 'allow', rules: [] },
+    });
+    const put = await cp.request('PUT', `/v1/workspaces/${ws.slug}/secrets/upstream/authorization`, {
+      token: cp.ownerToken,
+      body: { value: `Bearer ${KEY}` },
+    });
     expect(put.status, put.text).toBe(200);
-    await aRemoteServer(cp, cp.ownerToken, ws.slug, { transport: 'streamable_http', url: upstream.url, headers: { Authorization: 'vault://upstream/authorization' } }, 'greeter');
+    await aRemoteServer(
+      cp,
+      cp.ownerToken,
+      ws.slug,
+      { transport: 'streamable_http', url: upstream.url, headers: { Authorization: 'vault://upstream/authorization' } },
+      'greeter',
+    );
   }, 60_000);
   // each test starts with no batch pending
   beforeEach(() => cp.cp.app.get(ExecutionJournal).flush());
@@ -39,11 +55,18 @@ function withGreeter(batchMs: number): { cp: () => TestControlPlane; records: (n
 
   /** the execution records of the call made with `name`: its start, and its end once written (records of an execution share its id) */
   async function records(name: string): Promise<string[]> {
-    const res = await cp.request('GET', `/v1/workspaces/${ws.slug}/audit?execution_mode=remote&limit=100`, { token: cp.ownerToken });
+    const res = await cp.request('GET', `/v1/workspaces/${ws.slug}/audit?execution_mode=remote&limit=100`, {
+      token: cp.ownerToken,
+    });
     expect(res.status, res.text).toBe(200);
     const events = res.body.events as { type: string; data: { execution_id: string; arguments?: { name?: string } } }[];
     const started = events.find((e) => e.type === 'execution.started' && e.data.arguments?.name === name);
-    return started ? events.filter((e) => e.data.execution_id === started.data.execution_id).map((e) => e.type).sort() : [];
+    return started
+      ? events
+          .filter((e) => e.data.execution_id === started.data.execution_id)
+          .map((e) => e.type)
+          .sort()
+      : [];
   }
   return { cp: () => cp, records, path: () => `/mcp/${ws.slug}/greeter` };
 }
@@ -70,7 +93,11 @@ describe('execution record batches', () => {
         expect(await records('first')).toEqual([]);
         expect(textOf(await client.callTool({ name: 'greet', arguments: { name: 'second' } }))).toBe('Hello, second');
         // the second call's start went into that batch, written then, not a half interval (30 s) later
-        await eventually('the batch with the second call', async () => (await records('second')).includes('execution.started'), { timeoutMs: 10_000 });
+        await eventually(
+          'the batch with the second call',
+          async () => (await records('second')).includes('execution.started'),
+          { timeoutMs: 10_000 },
+        );
         expect(await records('first')).toEqual(['execution.started', 'execution.succeeded']);
       } finally {
         await client.close();

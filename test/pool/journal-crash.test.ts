@@ -17,7 +17,11 @@ const NO_BATCH = { AILERON_POOL_AUDIT_BATCH_MS: '600000' };
 
 /** Every journal segment file under the data directory, whichever process wrote it. */
 function segmentsUnder(dir: string): string[] {
-  return existsSync(dir) ? readdirSync(dir, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.jsonl')).map((f) => join(dir, f)) : [];
+  return existsSync(dir)
+    ? readdirSync(dir, { recursive: true, encoding: 'utf8' })
+        .filter((f) => f.endsWith('.jsonl'))
+        .map((f) => join(dir, f))
+    : [];
 }
 
 describe('execution records survive a crash between the answer and the audit write', () => {
@@ -33,12 +37,30 @@ describe('execution records survive a crash between the answer and the audit wri
     const first = await startControlPlaneProcess(dataDir, port, NO_BATCH);
     const token = readFileSync(join(dataDir, 'admin-token'), 'utf8').trim();
     const api = (method: string, path: string, body?: unknown) =>
-      fetch(`${first.url}${path}`, { method, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, ...(body ? { body: JSON.stringify(body) } : {}) });
-    expect((await api('POST', '/v1/catalog/servers', { name: 'everything', version: '1.0.0', mode: 'remote', transport: 'stdio', ...SERVERS.everything })).status).toBe(201);
+      fetch(`${first.url}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        ...(body ? { body: JSON.stringify(body) } : {}),
+      });
+    expect(
+      (
+        await api('POST', '/v1/catalog/servers', {
+          name: 'everything',
+          version: '1.0.0',
+          mode: 'remote',
+          transport: 'stdio',
+          ...SERVERS.everything,
+        })
+      ).status,
+    ).toBe(201);
     expect((await api('PUT', '/v1/workspaces/default/servers/everything', { version: '1.0.0' })).status).toBe(200);
 
     const client = new Client({ name: 'crash-test', version: '1.0.0' });
-    await client.connect(new StreamableHTTPClientTransport(new URL(`${first.url}/mcp/default/everything`), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${first.url}/mcp/default/everything`), {
+        requestInit: { headers: { authorization: `Bearer ${token}` } },
+      }),
+    );
     const result = await client.callTool({ name: 'echo', arguments: { message: 'remember me' } });
     expect(textOf(result)).toContain('remember me');
     // many calls in the journal: every one is replayed
@@ -48,21 +70,34 @@ describe('execution records survive a crash between the answer and the audit wri
     first.child.kill('SIGKILL');
     await new Promise((r) => first.child.once('exit', r));
     const journal = join(dataDir, 'pool', 'journal');
-    const left = segmentsUnder(journal).map((f) => readFileSync(f, 'utf8')).join('');
+    const left = segmentsUnder(journal)
+      .map((f) => readFileSync(f, 'utf8'))
+      .join('');
     expect(left).toContain('execution.succeeded');
 
     const second = await startControlPlaneProcess(dataDir, port, NO_BATCH);
     try {
-      const audit = await fetch(`${second.url}/v1/workspaces/default/audit?execution_mode=remote&tool=echo&limit=500`, { headers: { authorization: `Bearer ${token}` } });
-      const events = ((await audit.json()) as { events: { type: string; tool: string; seq: number; data: { execution_id: string } }[] }).events;
+      const audit = await fetch(`${second.url}/v1/workspaces/default/audit?execution_mode=remote&tool=echo&limit=500`, {
+        headers: { authorization: `Bearer ${token}` },
+      });
+      const events = (
+        (await audit.json()) as {
+          events: { type: string; tool: string; seq: number; data: { execution_id: string } }[];
+        }
+      ).events;
       expect(events.filter((e) => e.type === 'execution.started')).toHaveLength(CALLS);
       expect(events.filter((e) => e.type === 'execution.succeeded')).toHaveLength(CALLS);
       // each call's start is chained before its end, as they happened
-      const seqOf = (type: string, execution: string) => events.find((e) => e.type === type && e.data.execution_id === execution)!.seq;
+      const seqOf = (type: string, execution: string) =>
+        events.find((e) => e.type === type && e.data.execution_id === execution)!.seq;
       for (const started of events.filter((e) => e.type === 'execution.started')) {
-        expect(seqOf('execution.started', started.data.execution_id)).toBeLessThan(seqOf('execution.succeeded', started.data.execution_id));
+        expect(seqOf('execution.started', started.data.execution_id)).toBeLessThan(
+          seqOf('execution.succeeded', started.data.execution_id),
+        );
       }
-      const verify = await fetch(`${second.url}/v1/workspaces/default/audit/verify`, { headers: { authorization: `Bearer ${token}` } });
+      const verify = await fetch(`${second.url}/v1/workspaces/default/audit/verify`, {
+        headers: { authorization: `Bearer ${token}` },
+      });
       expect(((await verify.json()) as { ok: boolean }).ok).toBe(true);
       expect(segmentsUnder(journal)).toEqual([]);
     } finally {
@@ -88,19 +123,42 @@ describe('execution records survive a crash between the answer and the audit wri
       UPSTREAM_ALLOW_CIDRS: '127.0.0.1/32',
       ...NO_BATCH,
     };
-    const token = execFileSync(process.execPath, [CLI, 'bootstrap'], { env: { ...process.env, ...env, AILERON_DATA_DIR: shared }, encoding: 'utf8' }).trim();
+    const token = execFileSync(process.execPath, [CLI, 'bootstrap'], {
+      env: { ...process.env, ...env, AILERON_DATA_DIR: shared },
+      encoding: 'utf8',
+    }).trim();
     const [portA, portB] = [await freePort(), await freePort()];
     const started: ChildProcess[] = [];
     try {
       const a = await startControlPlaneProcess(shared, portA, env);
       started.push(a.child);
       const api = (method: string, path: string, body?: unknown) =>
-        fetch(`${a.url}${path}`, { method, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, ...(body ? { body: JSON.stringify(body) } : {}) });
-      expect((await api('POST', '/v1/workspaces', { slug: 'shared', name: 'Shared', policy_default: 'allow' })).status).toBe(201);
-      expect((await api('POST', '/v1/catalog/servers', { name: 'everything', version: '1.0.0', mode: 'remote', transport: 'stdio', ...SERVERS.everything })).status).toBe(201);
+        fetch(`${a.url}${path}`, {
+          method,
+          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+          ...(body ? { body: JSON.stringify(body) } : {}),
+        });
+      expect(
+        (await api('POST', '/v1/workspaces', { slug: 'shared', name: 'Shared', policy_default: 'allow' })).status,
+      ).toBe(201);
+      expect(
+        (
+          await api('POST', '/v1/catalog/servers', {
+            name: 'everything',
+            version: '1.0.0',
+            mode: 'remote',
+            transport: 'stdio',
+            ...SERVERS.everything,
+          })
+        ).status,
+      ).toBe(201);
       expect((await api('PUT', '/v1/workspaces/shared/servers/everything', { version: '1.0.0' })).status).toBe(200);
       const client = new Client({ name: 'shared-dir-test', version: '1.0.0' });
-      await client.connect(new StreamableHTTPClientTransport(new URL(`${a.url}/mcp/shared/everything`), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
+      await client.connect(
+        new StreamableHTTPClientTransport(new URL(`${a.url}/mcp/shared/everything`), {
+          requestInit: { headers: { authorization: `Bearer ${token}` } },
+        }),
+      );
       for (let i = 0; i < 5; i++) await client.callTool({ name: 'echo', arguments: { message: `before ${i}` } });
 
       const b = await startControlPlaneProcess(shared, portB, env);
@@ -112,8 +170,12 @@ describe('execution records survive a crash between the answer and the audit wri
       // the crashed process starts again on the same data directory and takes over what it left
       const again = await startControlPlaneProcess(shared, portA, env);
       started.push(again.child);
-      const audit = await fetch(`${again.url}/v1/workspaces/shared/audit?execution_mode=remote&tool=echo&limit=500`, { headers: { authorization: `Bearer ${token}` } });
-      const events = ((await audit.json()) as { events: { type: string; data: { arguments?: { message?: string } } }[] }).events;
+      const audit = await fetch(`${again.url}/v1/workspaces/shared/audit?execution_mode=remote&tool=echo&limit=500`, {
+        headers: { authorization: `Bearer ${token}` },
+      });
+      const events = (
+        (await audit.json()) as { events: { type: string; data: { arguments?: { message?: string } } }[] }
+      ).events;
       expect(events.filter((e) => e.type === 'execution.started')).toHaveLength(10);
       expect(events.filter((e) => e.type === 'execution.succeeded')).toHaveLength(10);
       expect(segmentsUnder(join(shared, 'pool', 'journal'))).toEqual([]);

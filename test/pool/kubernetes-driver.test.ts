@@ -8,7 +8,13 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { Pod } from 'kubernetes-models/v1';
 import { z } from 'zod';
-import { InstanceStartError, KubernetesDriver, type InstanceSpec, type KubernetesDriverOptions, type RunningInstance } from '@aileron/pool';
+import {
+  InstanceStartError,
+  KubernetesDriver,
+  type InstanceSpec,
+  type KubernetesDriverOptions,
+  type RunningInstance,
+} from '@aileron/pool';
 import { FakeKubernetes, type FakeKubelet } from '../support/fake-kubernetes';
 
 /**
@@ -84,7 +90,12 @@ const secret = (spec: InstanceSpec) => `mcp-${spec.id}-env`;
 
 /** The driver's reads of pods as a whole: LISTs, and watches (a list request with watch=true). */
 function podReads(kind: 'list' | 'watch'): { query: URLSearchParams }[] {
-  return fake.requests.filter((r) => r.method === 'GET' && r.path === `/api/v1/namespaces/${fake.namespace}/pods` && (r.query.get('watch') === 'true') === (kind === 'watch'));
+  return fake.requests.filter(
+    (r) =>
+      r.method === 'GET' &&
+      r.path === `/api/v1/namespaces/${fake.namespace}/pods` &&
+      (r.query.get('watch') === 'true') === (kind === 'watch'),
+  );
 }
 
 function leftovers(): string[] {
@@ -134,10 +145,27 @@ describe('Kubernetes driver', () => {
     });
     const [c] = stored.spec.containers;
     expect(c.image).toBe(RUNNER_IMAGE);
-    expect(c.args).toEqual(['--host', '0.0.0.0', '--port', String(container.port), '--', 'npx', '-y', '@modelcontextprotocol/server-memory']);
+    expect(c.args).toEqual([
+      '--host',
+      '0.0.0.0',
+      '--port',
+      String(container.port),
+      '--',
+      'npx',
+      '-y',
+      '@modelcontextprotocol/server-memory',
+    ]);
     expect(c.resources.limits).toEqual({ memory: '256Mi', cpu: '250m' });
-    expect(c.securityContext).toMatchObject({ allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } });
-    expect(stored.spec).toMatchObject({ restartPolicy: 'Never', automountServiceAccountToken: false, enableServiceLinks: false });
+    expect(c.securityContext).toMatchObject({
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      capabilities: { drop: ['ALL'] },
+    });
+    expect(stored.spec).toMatchObject({
+      restartPolicy: 'Never',
+      automountServiceAccountToken: false,
+      enableServiceLinks: false,
+    });
 
     // the values live in the Secret; the Pod only names it
     expect(c.env).toBeUndefined();
@@ -145,7 +173,12 @@ describe('Kubernetes driver', () => {
     expect(JSON.stringify(stored)).not.toContain(canary);
     const token = instance.endpoint.headers.authorization!.slice('Bearer '.length);
     expect(JSON.stringify(stored)).not.toContain(token);
-    expect(fake.secretValues(secret(spec))).toEqual({ GITHUB_TOKEN: canary, LOG_LEVEL: 'debug', HOME: '/home/mcp', AILERON_BRIDGE_TOKEN: token });
+    expect(fake.secretValues(secret(spec))).toEqual({
+      GITHUB_TOKEN: canary,
+      LOG_LEVEL: 'debug',
+      HOME: '/home/mcp',
+      AILERON_BRIDGE_TOKEN: token,
+    });
 
     // owned by the Pod, so the garbage collector takes them with it
     const owner = [{ apiVersion: 'v1', kind: 'Pod', name: pod(spec), uid: stored.metadata.uid }];
@@ -171,17 +204,25 @@ describe('Kubernetes driver', () => {
   });
 
   it('fails a start that never becomes ready within the timeout, saying why the pod waits', async () => {
-    fake.onPodCreated = (created) => fake.podUnschedulable(created.metadata.name, '0/3 nodes are available: 3 Insufficient memory.');
+    fake.onPodCreated = (created) =>
+      fake.podUnschedulable(created.metadata.name, '0/3 nodes are available: 3 Insufficient memory.');
     driver = aDriver({ startTimeoutMs: 500 });
     const error = await startError(driver.start(aSpec()));
-    expect(error.message).toMatch(/not ready within \d+ s \(Unschedulable: 0\/3 nodes are available: 3 Insufficient memory\.\)/);
+    expect(error.message).toMatch(
+      /not ready within \d+ s \(Unschedulable: 0\/3 nodes are available: 3 Insufficient memory\.\)/,
+    );
     expect(leftovers()).toEqual([]);
   });
 
   it('reports a pod killed for memory through exited, without the container’s own last words, and removes its Secret', async () => {
     const spec = aSpec();
     const instance = await driver.start(spec);
-    fake.podTerminated(pod(spec), { phase: 'Failed', reason: 'OOMKilled', exitCode: 137, message: `panic: token ${canary}` });
+    fake.podTerminated(pod(spec), {
+      phase: 'Failed',
+      reason: 'OOMKilled',
+      exitCode: 137,
+      message: `panic: token ${canary}`,
+    });
 
     const exit = await instance.exited;
     expect(exit).toEqual({ reason: 'pod Failed: OOMKilled (exit code 137)', requested: false });
@@ -238,7 +279,9 @@ describe('Kubernetes driver', () => {
       message: `pods is forbidden: User "system:serviceaccount:aileron:control-plane" cannot create resource "pods" in API group "" in the namespace "${fake.namespace}"`,
     });
     const error = await startError(driver.start(aSpec()));
-    expect(error.message).toContain(`could not create the instance's Pod in namespace "${fake.namespace}": Kubernetes answered 403 Forbidden: pods is forbidden`);
+    expect(error.message).toContain(
+      `could not create the instance's Pod in namespace "${fake.namespace}": Kubernetes answered 403 Forbidden: pods is forbidden`,
+    );
     // the Secret and the NetworkPolicy went in before the refusal; they are gone again
     expect(fake.requests.filter((r) => r.method === 'POST' && r.path.endsWith('/secrets'))).toHaveLength(1);
     expect(leftovers()).toEqual([]);
@@ -253,14 +296,22 @@ describe('Kubernetes driver', () => {
       message: `admission webhook "secrets.policy.example.com" denied the request: GITHUB_TOKEN=${canary} looks like a credential`,
     });
     const error = await startError(driver.start(aSpec()));
-    expect(error.message).toContain(`could not create the instance's Secret in namespace "${fake.namespace}": Kubernetes answered 403 Forbidden`);
+    expect(error.message).toContain(
+      `could not create the instance's Secret in namespace "${fake.namespace}": Kubernetes answered 403 Forbidden`,
+    );
     expect(error.message).not.toContain(canary);
     expect(leftovers()).toEqual([]);
   });
 
   describe('knowing its own Pod (downward API)', () => {
     const me = { name: 'aileron-control-plane-7d9f8c6b5-x2x4q', uid: randomUUID() };
-    const owner = (pod: { name: string; uid: string }): V1OwnerReference => ({ ...pod, apiVersion: 'v1', kind: 'Pod', controller: false, blockOwnerDeletion: false });
+    const owner = (pod: { name: string; uid: string }): V1OwnerReference => ({
+      ...pod,
+      apiVersion: 'v1',
+      kind: 'Pod',
+      controller: false,
+      blockOwnerDeletion: false,
+    });
 
     it('makes its Pod the owner of every instance pod, so Kubernetes deletes them when the control plane goes', async () => {
       driver = aDriver({ controlPlanePod: me });
@@ -287,7 +338,9 @@ describe('Kubernetes driver', () => {
       await driver.start(spec);
       expect(fake.get('pods', pod(spec)).metadata.ownerReferences).toBeUndefined();
       expect(fake.get('pods', pod(spec)).metadata.labels['aileron.dev/replica']).toBe(me.name);
-      expect(logLines).toContainEqual(expect.stringContaining('is not aileron-pool, so instance pods are not owned by pod'));
+      expect(logLines).toContainEqual(
+        expect.stringContaining('is not aileron-pool, so instance pods are not owned by pod'),
+      );
     });
 
     it('deletes at start what an earlier run of its own Pod left, and nothing of another replica or unknown origin', async () => {
@@ -306,7 +359,12 @@ describe('Kubernetes driver', () => {
       // a crash between the Secret and the Pod: the Secret is still the control plane's alone
       await core().createNamespacedSecret({
         namespace: fake.namespace,
-        body: { apiVersion: 'v1', kind: 'Secret', metadata: { name: `${seeded.mineByOwner}-env`, ownerReferences: [owner(me)] }, stringData: { GITHUB_TOKEN: canary } },
+        body: {
+          apiVersion: 'v1',
+          kind: 'Secret',
+          metadata: { name: `${seeded.mineByOwner}-env`, ownerReferences: [owner(me)] },
+          stringData: { GITHUB_TOKEN: canary },
+        },
       });
       await driver.close();
       fake.requests.length = 0;
@@ -316,12 +374,22 @@ describe('Kubernetes driver', () => {
       const spec = aSpec();
       await driver.start(spec);
 
-      const deleted = fake.requests.filter((r) => r.method === 'DELETE' && r.path.includes('/pods/')).map((r) => r.path.split('/').at(-1));
+      const deleted = fake.requests
+        .filter((r) => r.method === 'DELETE' && r.path.includes('/pods/'))
+        .map((r) => r.path.split('/').at(-1));
       expect(deleted.sort()).toEqual([seeded.mineByOwner, seeded.mineByLabel].sort());
-      await vi.waitFor(() => expect(fake.names('pods').sort()).toEqual([pod(spec), seeded.otherReplica, seeded.otherWithOurName, seeded.olderRelease, seeded.outOfCluster].sort()));
+      await vi.waitFor(() =>
+        expect(fake.names('pods').sort()).toEqual(
+          [pod(spec), seeded.otherReplica, seeded.otherWithOurName, seeded.olderRelease, seeded.outOfCluster].sort(),
+        ),
+      );
       expect(fake.names('secrets')).toEqual([secret(spec)]);
-      expect(logLines).toContain(`kubernetes pool: deleted 2 pod(s) an earlier run of this replica left in namespace ${fake.namespace}`);
-      expect(logLines.filter((line) => line.includes('warning'))).toEqual([expect.stringContaining('warning: 2 pod(s) labelled app.kubernetes.io/managed-by=aileron')]);
+      expect(logLines).toContain(
+        `kubernetes pool: deleted 2 pod(s) an earlier run of this replica left in namespace ${fake.namespace}`,
+      );
+      expect(logLines.filter((line) => line.includes('warning'))).toEqual([
+        expect.stringContaining('warning: 2 pod(s) labelled app.kubernetes.io/managed-by=aileron'),
+      ]);
     });
 
     it('deletes nothing at start when it does not know its Pod, and says how many pods it cannot place', async () => {
@@ -332,7 +400,9 @@ describe('Kubernetes driver', () => {
       driver = aDriver();
       await driver.start(aSpec());
       expect(fake.requests.filter((r) => r.method === 'DELETE')).toEqual([]);
-      expect(logLines).toContainEqual(expect.stringContaining('warning: 1 pod(s) labelled app.kubernetes.io/managed-by=aileron'));
+      expect(logLines).toContainEqual(
+        expect.stringContaining('warning: 1 pod(s) labelled app.kubernetes.io/managed-by=aileron'),
+      );
     });
   });
 
@@ -382,7 +452,13 @@ describe('Kubernetes driver', () => {
       const spec = aSpec();
       const instance = await driver.start(spec);
       await vi.waitFor(() => expect(fake.openWatches).toBe(1));
-      const lift = fake.refuse({ verb: 'watch', resource: 'pods', code: 403, reason: 'Forbidden', message: cannot('watch') });
+      const lift = fake.refuse({
+        verb: 'watch',
+        resource: 'pods',
+        code: 403,
+        reason: 'Forbidden',
+        message: cannot('watch'),
+      });
       const watched = podReads('watch').length;
       fake.endWatches();
       // a few refused attempts
@@ -391,7 +467,9 @@ describe('Kubernetes driver', () => {
       lift();
 
       expect(await instance.exited).toEqual({ reason: 'pod Failed: exited with code 1', requested: false });
-      await vi.waitFor(() => expect(logLines).toContain(`kubernetes pool: watching pod status in namespace ${fake.namespace} works again`));
+      await vi.waitFor(() =>
+        expect(logLines).toContain(`kubernetes pool: watching pod status in namespace ${fake.namespace} works again`),
+      );
       expect(logLines.filter((line) => line.includes('could not watch'))).toEqual([
         `kubernetes pool: could not watch pod status in namespace ${fake.namespace}, retrying: Kubernetes answered 403 Forbidden`,
       ]);
@@ -401,7 +479,9 @@ describe('Kubernetes driver', () => {
       fake.refuse({ verb: 'watch', resource: 'pods', code: 403, reason: 'Forbidden', message: cannot('watch') });
       driver = aDriver({ startTimeoutMs: 500 });
       const error = await startError(driver.start(aSpec()));
-      expect(error.message).toMatch(/not ready within \d+ s \(could not watch pod status: Kubernetes answered 403 Forbidden\)$/);
+      expect(error.message).toMatch(
+        /not ready within \d+ s \(could not watch pod status: Kubernetes answered 403 Forbidden\)$/,
+      );
       expect(leftovers()).toEqual([]);
     });
   });
@@ -441,15 +521,30 @@ async function leftoverPod(from: { owner?: { name: string; uid: string }; replic
     kind: 'Pod',
     metadata: {
       name: `mcp-${instance}`,
-      labels: { 'app.kubernetes.io/managed-by': 'aileron', 'aileron.dev/instance': instance, ...(from.replica ? { 'aileron.dev/replica': from.replica } : {}) },
-      ...(from.owner ? { ownerReferences: [{ apiVersion: 'v1', kind: 'Pod', ...from.owner, controller: false, blockOwnerDeletion: false }] } : {}),
+      labels: {
+        'app.kubernetes.io/managed-by': 'aileron',
+        'aileron.dev/instance': instance,
+        ...(from.replica ? { 'aileron.dev/replica': from.replica } : {}),
+      },
+      ...(from.owner
+        ? {
+            ownerReferences: [
+              { apiVersion: 'v1', kind: 'Pod', ...from.owner, controller: false, blockOwnerDeletion: false },
+            ],
+          }
+        : {}),
     },
     spec: {
       containers: [
         {
           name: 'mcp',
           image: RUNNER_IMAGE,
-          securityContext: { allowPrivilegeEscalation: false, runAsNonRoot: true, capabilities: { drop: ['ALL'] }, seccompProfile: { type: 'RuntimeDefault' } },
+          securityContext: {
+            allowPrivilegeEscalation: false,
+            runAsNonRoot: true,
+            capabilities: { drop: ['ALL'] },
+            seccompProfile: { type: 'RuntimeDefault' },
+          },
         },
       ],
     },
@@ -460,7 +555,11 @@ async function leftoverPod(from: { owner?: { name: string; uid: string }; replic
 
 async function connect(instance: RunningInstance): Promise<Client> {
   const client = new Client({ name: 'kubernetes-driver-test', version: '1.0.0' });
-  await client.connect(new StreamableHTTPClientTransport(new URL(instance.endpoint.url), { requestInit: { headers: instance.endpoint.headers } }));
+  await client.connect(
+    new StreamableHTTPClientTransport(new URL(instance.endpoint.url), {
+      requestInit: { headers: instance.endpoint.headers },
+    }),
+  );
   return client;
 }
 
@@ -490,9 +589,13 @@ async function startContainer(api: () => FakeKubernetes): Promise<TestContainer>
     }
     tokensSeen.add(presented!);
     const mcp = new McpServer({ name: 'container', version: '1.0.0' });
-    mcp.registerTool('whoami', { description: 'Greets with a bit of its environment', inputSchema: { greeting: z.string() } }, ({ greeting }) => ({
-      content: [{ type: 'text', text: `${greeting} from LOG_LEVEL=${env.LOG_LEVEL} HOME=${env.HOME}` }],
-    }));
+    mcp.registerTool(
+      'whoami',
+      { description: 'Greets with a bit of its environment', inputSchema: { greeting: z.string() } },
+      ({ greeting }) => ({
+        content: [{ type: 'text', text: `${greeting} from LOG_LEVEL=${env.LOG_LEVEL} HOME=${env.HOME}` }],
+      }),
+    );
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     res.on('close', () => void mcp.close());
     void mcp.connect(transport).then(() => transport.handleRequest(req, res));

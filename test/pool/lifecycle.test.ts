@@ -31,14 +31,26 @@ describe('pool instances: upstream URLs, pinning, approvals that wait, kill swit
   });
 
   async function anUpstreamUrlServer(ws: string, name: string): Promise<void> {
-    const put = await cp.request('PUT', `/v1/workspaces/${ws}/secrets/upstream/authorization`, { token: cp.ownerToken, body: { value: `Bearer ${KEY}` } });
+    const put = await cp.request('PUT', `/v1/workspaces/${ws}/secrets/upstream/authorization`, {
+      token: cp.ownerToken,
+      body: { value: `Bearer ${KEY}` },
+    });
     expect(put.status, put.text).toBe(200);
-    await aRemoteServer(cp, cp.ownerToken, ws, { transport: 'streamable_http', url: upstream.url, headers: { Authorization: 'vault://upstream/authorization' } }, name);
+    await aRemoteServer(
+      cp,
+      cp.ownerToken,
+      ws,
+      { transport: 'streamable_http', url: upstream.url, headers: { Authorization: 'vault://upstream/authorization' } },
+      name,
+    );
   }
 
   it('reaches an upstream URL with the credential from the vault, never the caller’s token', async () => {
     const ws = await aWorkspace(cp, cp.ownerToken);
-    await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, { token: cp.ownerToken, body: { default: 'allow', rules: [] } });
+    await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, {
+      token: cp.ownerToken,
+      body: { default: 'allow', rules: [] },
+    });
     await anUpstreamUrlServer(ws.slug, 'remote-greeter');
     const { client } = await connect(cp, cp.ownerToken, `/mcp/${ws.slug}/remote-greeter`);
     expect(textOf(await client.callTool({ name: 'greet', arguments: { name: 'Ada' } }))).toBe('Hello, Ada');
@@ -50,10 +62,16 @@ describe('pool instances: upstream URLs, pinning, approvals that wait, kill swit
 
   it("never tells the MCP client what an upstream's error page says: the status, not the body", async () => {
     const ws = await aWorkspace(cp, cp.ownerToken);
-    await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, { token: cp.ownerToken, body: { default: 'allow', rules: [] } });
+    await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, {
+      token: cp.ownerToken,
+      body: { default: 'allow', rules: [] },
+    });
     await anUpstreamUrlServer(ws.slug, 'chatty-errors');
     const { client } = await connect(cp, cp.ownerToken, `/mcp/${ws.slug}/chatty-errors`);
-    upstream.failWith = { status: 502, body: `upstream proxy 10.9.8.7 says: Authorization was Bearer ${KEY}; internal-marker-7731` };
+    upstream.failWith = {
+      status: 502,
+      body: `upstream proxy 10.9.8.7 says: Authorization was Bearer ${KEY}; internal-marker-7731`,
+    };
     try {
       const answer = await client.callTool({ name: 'greet', arguments: { name: 'Ada' } }).then(
         (result) => JSON.stringify(result),
@@ -69,9 +87,15 @@ describe('pool instances: upstream URLs, pinning, approvals that wait, kill swit
 
   it('pins tool definitions: a changed one is an event, and held back until an admin accepts it when the workspace says so', async () => {
     const ws = await aWorkspace(cp, cp.ownerToken);
-    await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, { token: cp.ownerToken, body: { default: 'allow', rules: [] } });
+    await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, {
+      token: cp.ownerToken,
+      body: { default: 'allow', rules: [] },
+    });
     await anUpstreamUrlServer(ws.slug, 'greeter');
-    const settings = await cp.request('PUT', `/v1/workspaces/${ws.slug}/pool/settings`, { token: cp.ownerToken, body: { block_changed_tools: true } });
+    const settings = await cp.request('PUT', `/v1/workspaces/${ws.slug}/pool/settings`, {
+      token: cp.ownerToken,
+      body: { block_changed_tools: true },
+    });
     expect(settings.status, settings.text).toBe(200);
 
     upstream.description = 'Greets someone';
@@ -88,13 +112,19 @@ describe('pool instances: upstream URLs, pinning, approvals that wait, kill swit
     expect(refusal(call)?.code).toBe('TOOL_DEFINITION_CHANGED');
 
     const pins = await cp.request('GET', `/v1/workspaces/${ws.slug}/servers/greeter/tools`, { token: cp.ownerToken });
-    const greet = (pins.body.tools as { tool: string; changed_hash: string | null; blocked: boolean }[]).find((t) => t.tool === 'greet')!;
+    const greet = (pins.body.tools as { tool: string; changed_hash: string | null; blocked: boolean }[]).find(
+      (t) => t.tool === 'greet',
+    )!;
     expect(greet.changed_hash).toMatch(/^[0-9a-f]{64}$/);
     expect(greet.blocked).toBe(true);
-    const audit = await cp.request('GET', `/v1/workspaces/${ws.slug}/audit?type=tool.definition_changed`, { token: cp.ownerToken });
+    const audit = await cp.request('GET', `/v1/workspaces/${ws.slug}/audit?type=tool.definition_changed`, {
+      token: cp.ownerToken,
+    });
     expect(audit.body.events).toHaveLength(1);
 
-    const accepted = await cp.request('POST', `/v1/workspaces/${ws.slug}/servers/greeter/tools/greet/accept`, { token: cp.ownerToken });
+    const accepted = await cp.request('POST', `/v1/workspaces/${ws.slug}/servers/greeter/tools/greet/accept`, {
+      token: cp.ownerToken,
+    });
     expect(accepted.status, accepted.text).toBe(200);
     expect((await second.client.listTools()).tools.map((t) => t.name)).toContain('greet');
     expect(textOf(await second.client.callTool({ name: 'greet', arguments: { name: 'Grace' } }))).toBe('Hello, Grace');
@@ -112,15 +142,23 @@ describe('pool instances: upstream URLs, pinning, approvals that wait, kill swit
     const approver = await people.aPerson(cp, ws.slug, 'approver');
     const { client } = await connect(cp, cp.ownerToken, `/mcp/${ws.slug}/gated-greeter`);
     const progress: string[] = [];
-    const call = client.callTool({ name: 'greet', arguments: { name: 'Linus' } }, undefined, { onprogress: (p) => progress.push(String(p.message)), timeout: 30_000 });
+    const call = client.callTool({ name: 'greet', arguments: { name: 'Linus' } }, undefined, {
+      onprogress: (p) => progress.push(String(p.message)),
+      timeout: 30_000,
+    });
 
     const pending = await eventually('the pending approval', async () => {
-      const inbox = await cp.request('GET', `/v1/workspaces/${ws.slug}/approvals?status=pending`, { token: cp.ownerToken });
+      const inbox = await cp.request('GET', `/v1/workspaces/${ws.slug}/approvals?status=pending`, {
+        token: cp.ownerToken,
+      });
       const approvals = inbox.body.approvals as { id: string; tool: string; arguments: Record<string, unknown> }[];
       return approvals.length > 0 && approvals;
     });
     expect(pending[0]).toMatchObject({ tool: 'greet', arguments: { name: 'Linus' } });
-    const approved = await cp.request('POST', `/v1/approvals/${pending[0]!.id}/approve`, { token: approver.token, body: {} });
+    const approved = await cp.request('POST', `/v1/approvals/${pending[0]!.id}/approve`, {
+      token: approver.token,
+      body: {},
+    });
     expect(approved.status, approved.text).toBe(200);
 
     const result = await call;
@@ -131,26 +169,40 @@ describe('pool instances: upstream URLs, pinning, approvals that wait, kill swit
 
   it('stops running instances at the kill switch, and replaces them when the pinned version changes', async () => {
     const ws = await aWorkspace(cp, cp.ownerToken);
-    await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, { token: cp.ownerToken, body: { default: 'allow', rules: [] } });
+    await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, {
+      token: cp.ownerToken,
+      body: { default: 'allow', rules: [] },
+    });
     const name = await aRemoteServer(cp, cp.ownerToken, ws.slug, SERVERS.everything);
     const pool = cp.cp.app.get(PoolInstances);
     const { client } = await connect(cp, cp.ownerToken, `/mcp/${ws.slug}/${name}`);
     await client.callTool({ name: 'echo', arguments: { message: 'v1' } });
     expect(pool.list({ workspaceId: ws.id } as never)).toMatchObject([{ server: name, version: '1.0.0' }]);
 
-    const v2 = await cp.request('POST', '/v1/catalog/servers', { token: cp.ownerToken, body: { name, version: '1.1.0', mode: 'remote', transport: 'stdio', ...SERVERS.everything } });
+    const v2 = await cp.request('POST', '/v1/catalog/servers', {
+      token: cp.ownerToken,
+      body: { name, version: '1.1.0', mode: 'remote', transport: 'stdio', ...SERVERS.everything },
+    });
     expect(v2.status, v2.text).toBe(201);
-    const assigned = await cp.request('PUT', `/v1/workspaces/${ws.slug}/servers/${name}`, { token: cp.ownerToken, body: { version: '1.1.0' } });
+    const assigned = await cp.request('PUT', `/v1/workspaces/${ws.slug}/servers/${name}`, {
+      token: cp.ownerToken,
+      body: { version: '1.1.0' },
+    });
     expect(assigned.status, assigned.text).toBe(200);
     await eventually('no running instance', () => pool.list({ workspaceId: ws.id } as never).length === 0);
     // the same session carries on, on the new version
     expect(textOf(await client.callTool({ name: 'echo', arguments: { message: 'v2' } }))).toContain('v2');
     expect(pool.list({ workspaceId: ws.id } as never)).toMatchObject([{ version: '1.1.0' }]);
 
-    const off = await cp.request('PUT', `/v1/catalog/servers/${name}/status`, { token: cp.ownerToken, body: { enabled: false, reason: 'CVE-2026-0001' } });
+    const off = await cp.request('PUT', `/v1/catalog/servers/${name}/status`, {
+      token: cp.ownerToken,
+      body: { enabled: false, reason: 'CVE-2026-0001' },
+    });
     expect(off.status, off.text).toBe(200);
     await eventually('no running instance', () => pool.list({ workspaceId: ws.id } as never).length === 0);
-    await expect(client.callTool({ name: 'echo', arguments: { message: 'after the kill switch' } })).rejects.toThrow(/switched off.*CVE-2026-0001/);
+    await expect(client.callTool({ name: 'echo', arguments: { message: 'after the kill switch' } })).rejects.toThrow(
+      /switched off.*CVE-2026-0001/,
+    );
     await client.close().catch(() => undefined);
     await cp.cp.app.get(ExecutionJournal).flush();
   });
@@ -176,9 +228,19 @@ describe('pool limits: idle stop, instances per workspace, calls per instance, r
 
   it('enforces the limits with clear errors and stops idle instances', async () => {
     const ws = await aWorkspace(cp, cp.ownerToken);
-    await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, { token: cp.ownerToken, body: { default: 'allow', rules: [] } });
-    await cp.request('PUT', `/v1/workspaces/${ws.slug}/secrets/upstream/authorization`, { token: cp.ownerToken, body: { value: `Bearer ${KEY}` } });
-    const first = await aRemoteServer(cp, cp.ownerToken, ws.slug, { transport: 'streamable_http', url: upstream.url, headers: { Authorization: 'vault://upstream/authorization' } });
+    await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, {
+      token: cp.ownerToken,
+      body: { default: 'allow', rules: [] },
+    });
+    await cp.request('PUT', `/v1/workspaces/${ws.slug}/secrets/upstream/authorization`, {
+      token: cp.ownerToken,
+      body: { value: `Bearer ${KEY}` },
+    });
+    const first = await aRemoteServer(cp, cp.ownerToken, ws.slug, {
+      transport: 'streamable_http',
+      url: upstream.url,
+      headers: { Authorization: 'vault://upstream/authorization' },
+    });
     const second = await aRemoteServer(cp, cp.ownerToken, ws.slug, SERVERS.everything);
     const pool = cp.cp.app.get(PoolInstances);
 
@@ -186,12 +248,16 @@ describe('pool limits: idle stop, instances per workspace, calls per instance, r
     // one call at a time per instance: the second concurrent one is refused, not queued forever
     const held = a.client.callTool({ name: 'wait', arguments: {} });
     await eventually('the first call at the server', () => upstream.waitingCalls === 1);
-    await expect(a.client.callTool({ name: 'greet', arguments: { name: 'x' } })).rejects.toThrow(/AILERON_POOL_MAX_CONCURRENT_CALLS/);
+    await expect(a.client.callTool({ name: 'greet', arguments: { name: 'x' } })).rejects.toThrow(
+      /AILERON_POOL_MAX_CONCURRENT_CALLS/,
+    );
     upstream.release();
     expect(textOf(await held)).toBe('released');
 
     // one instance per workspace: the second server cannot start while the first runs
-    await expect(connect(cp, cp.ownerToken, `/mcp/${ws.slug}/${second}`)).rejects.toThrow(/AILERON_POOL_MAX_INSTANCES_PER_WORKSPACE/);
+    await expect(connect(cp, cp.ownerToken, `/mcp/${ws.slug}/${second}`)).rejects.toThrow(
+      /AILERON_POOL_MAX_INSTANCES_PER_WORKSPACE/,
+    );
 
     // idle: once no session uses it for a second, the instance stops, and the other can start
     await a.client.close();
@@ -204,14 +270,22 @@ describe('pool limits: idle stop, instances per workspace, calls per instance, r
     const busy = await aToken(cp, cp.ownerToken, { role: 'member', workspace: ws.slug });
     const statuses: { status: number; retryAfter: string | null; code?: string }[] = [];
     for (let i = 0; i < 45; i++) {
-      const res = await cp.request('POST', `/mcp/${ws.slug}`, { token: busy.token, headers: { accept: 'application/json, text/event-stream' }, body: { jsonrpc: '2.0', id: i, method: 'tools/list' } });
+      const res = await cp.request('POST', `/mcp/${ws.slug}`, {
+        token: busy.token,
+        headers: { accept: 'application/json, text/event-stream' },
+        body: { jsonrpc: '2.0', id: i, method: 'tools/list' },
+      });
       statuses.push({ status: res.status, retryAfter: res.headers.get('retry-after'), code: res.body?.code });
     }
     const limited = statuses.filter((s) => s.status === 429);
     expect(limited.length).toBeGreaterThan(0);
     expect(limited[0]).toMatchObject({ code: 'RATE_LIMITED' });
     expect(Number(limited[0]!.retryAfter)).toBeGreaterThan(0);
-    const other = await cp.request('POST', `/mcp/${ws.slug}`, { token: cp.ownerToken, headers: { accept: 'application/json, text/event-stream' }, body: { jsonrpc: '2.0', id: 1, method: 'tools/list' } });
+    const other = await cp.request('POST', `/mcp/${ws.slug}`, {
+      token: cp.ownerToken,
+      headers: { accept: 'application/json, text/event-stream' },
+      body: { jsonrpc: '2.0', id: 1, method: 'tools/list' },
+    });
     expect(other.status).toBe(400); // past the limiter: refused only for having no session
   });
 });

@@ -56,17 +56,38 @@ describe('the remote MCP pool', () => {
 
   /** Opens a session with raw Streamable HTTP and its stream of server messages; `ended` resolves when that stream closes. */
   async function aSessionStream(path: string, token: string): Promise<{ sessionId: string; ended: Promise<void> }> {
-    const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+    const headers = {
+      authorization: `Bearer ${token}`,
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+    };
     const init = await fetch(`${cp.url}${path}`, {
       method: 'POST',
       headers,
-      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'revocation-test', version: '1.0.0' } } }),
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'initialize',
+        params: {
+          protocolVersion: '2025-11-25',
+          capabilities: {},
+          clientInfo: { name: 'revocation-test', version: '1.0.0' },
+        },
+      }),
     });
     expect(init.status, await init.clone().text()).toBe(200);
     await init.body?.cancel();
     const sessionId = init.headers.get('mcp-session-id')!;
     const session = { ...headers, 'mcp-session-id': sessionId, 'mcp-protocol-version': '2025-11-25' };
-    expect((await fetch(`${cp.url}${path}`, { method: 'POST', headers: session, body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }) })).status).toBe(202);
+    expect(
+      (
+        await fetch(`${cp.url}${path}`, {
+          method: 'POST',
+          headers: session,
+          body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }),
+        })
+      ).status,
+    ).toBe(202);
     const stream = await fetch(`${cp.url}${path}`, { headers: { ...session, accept: 'text/event-stream' } });
     expect(stream.status).toBe(200);
     const reader = stream.body!.getReader();
@@ -78,7 +99,10 @@ describe('the remote MCP pool', () => {
 
   it("ends an MCP session and its stream the moment its caller's token or gateway is revoked", async () => {
     const ws = await aWorkspace(cp, cp.ownerToken);
-    await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, { token: cp.ownerToken, body: { default: 'allow', rules: [] } });
+    await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, {
+      token: cp.ownerToken,
+      body: { default: 'allow', rules: [] },
+    });
     const name = await aRemoteServer(cp, cp.ownerToken, ws.slug, SERVERS.everything);
     const token = await aToken(cp, cp.ownerToken, { role: 'member', workspace: ws.slug });
     const gateway = await aGateway(cp, cp.ownerToken, ws.slug);
@@ -92,7 +116,11 @@ describe('the remote MCP pool', () => {
     await asGateway.ended;
     // the owner's session was not touched
     const stillThere = await cp.request('POST', `/mcp/${ws.slug}/${name}`, {
-      headers: { 'mcp-session-id': asOwner.sessionId, 'mcp-protocol-version': '2025-11-25', accept: 'application/json, text/event-stream' },
+      headers: {
+        'mcp-session-id': asOwner.sessionId,
+        'mcp-protocol-version': '2025-11-25',
+        accept: 'application/json, text/event-stream',
+      },
       body: { jsonrpc: '2.0', id: 2, method: 'tools/list' },
     });
     expect(stillThere.status, stillThere.text).toBe(200);
@@ -137,16 +165,24 @@ describe('the remote MCP pool', () => {
     const entities = { entities: [{ name: 'Ada', entityType: 'person', observations: ['wrote the first program'] }] };
     const pending = await client.callTool({ name: 'beta__create_entities', arguments: entities });
     expect(pending.isError).toBe(true);
-    const refusal = (pending._meta as Record<string, { code: string; approval_id: string; review_url: string }>)['aileron/refusal']!;
+    const refusal = (pending._meta as Record<string, { code: string; approval_id: string; review_url: string }>)[
+      'aileron/refusal'
+    ]!;
     expect(refusal.code).toBe('APPROVAL_PENDING');
     expect(refusal.review_url).toContain(`/review/${refusal.approval_id}`);
     expect((await client.callTool({ name: 'beta__read_graph', arguments: {} })).content).not.toContain('Ada');
 
-    const decided = await cp.request('POST', `/v1/approvals/${refusal.approval_id}/approve`, { token: approver.token, body: { reason: 'fine' } });
+    const decided = await cp.request('POST', `/v1/approvals/${refusal.approval_id}/approve`, {
+      token: approver.token,
+      body: { reason: 'fine' },
+    });
     expect(decided.status, decided.text).toBe(200);
 
     // a retry with other arguments is a different call and needs its own approval
-    const other = await client.callTool({ name: 'beta__create_entities', arguments: { entities: [{ name: 'Grace', entityType: 'person', observations: [] }] } });
+    const other = await client.callTool({
+      name: 'beta__create_entities',
+      arguments: { entities: [{ name: 'Grace', entityType: 'person', observations: [] }] },
+    });
     expect((other._meta as Record<string, { code: string }>)['aileron/refusal']!.code).toBe('APPROVAL_PENDING');
 
     // the identical retry runs, once
@@ -159,9 +195,18 @@ describe('the remote MCP pool', () => {
 
     // everything that ran or was refused is in the audit log, as remote executions
     await cp.cp.app.get(ExecutionJournal).flush();
-    const audit = await cp.request('GET', `/v1/workspaces/${ws.slug}/audit?execution_mode=remote&limit=100`, { token: cp.ownerToken });
+    const audit = await cp.request('GET', `/v1/workspaces/${ws.slug}/audit?execution_mode=remote&limit=100`, {
+      token: cp.ownerToken,
+    });
     expect(audit.status, audit.text).toBe(200);
-    const records = audit.body.events as { type: string; server: string; tool: string; decision: string; session_id?: string; data: Record<string, unknown> }[];
+    const records = audit.body.events as {
+      type: string;
+      server: string;
+      tool: string;
+      decision: string;
+      session_id?: string;
+      data: Record<string, unknown>;
+    }[];
     const kinds = records.map((r) => `${r.type} ${r.server}/${r.tool} ${r.decision}`);
     expect(kinds).toContain(`execution.succeeded ${alpha}/echo allow`);
     expect(kinds).toContain(`execution.failed ${alpha}/get-sum deny`);
@@ -176,18 +221,37 @@ describe('the remote MCP pool', () => {
   it('gives two workspaces their own instances and credentials, keeps each session to its owner, and never shows the secret', async () => {
     const a = await aWorkspace(cp, cp.ownerToken);
     const b = await aWorkspace(cp, cp.ownerToken);
-    for (const [ws, canary] of [[a.slug, CANARY_A], [b.slug, CANARY_B]] as const) {
-      const put = await cp.request('PUT', `/v1/workspaces/${ws}/secrets/upstream/api-key`, { token: cp.ownerToken, body: { value: canary } });
+    for (const [ws, canary] of [
+      [a.slug, CANARY_A],
+      [b.slug, CANARY_B],
+    ] as const) {
+      const put = await cp.request('PUT', `/v1/workspaces/${ws}/secrets/upstream/api-key`, {
+        token: cp.ownerToken,
+        body: { value: canary },
+      });
       expect(put.status, put.text).toBe(200);
-      await cp.request('PUT', `/v1/workspaces/${ws}/policy`, { token: cp.ownerToken, body: { default: 'allow', rules: [] } });
+      await cp.request('PUT', `/v1/workspaces/${ws}/policy`, {
+        token: cp.ownerToken,
+        body: { default: 'allow', rules: [] },
+      });
     }
     const published = await cp.request('POST', '/v1/catalog/servers', {
       token: cp.ownerToken,
-      body: { name: 'shared', version: '1.0.0', mode: 'remote', transport: 'stdio', ...SERVERS.everything, env: { UPSTREAM_API_KEY: 'vault://upstream/api-key', PLAIN: 'visible' } },
+      body: {
+        name: 'shared',
+        version: '1.0.0',
+        mode: 'remote',
+        transport: 'stdio',
+        ...SERVERS.everything,
+        env: { UPSTREAM_API_KEY: 'vault://upstream/api-key', PLAIN: 'visible' },
+      },
     });
     expect(published.status, published.text).toBe(201);
     for (const ws of [a.slug, b.slug]) {
-      const assigned = await cp.request('PUT', `/v1/workspaces/${ws}/servers/shared`, { token: cp.ownerToken, body: { version: '1.0.0' } });
+      const assigned = await cp.request('PUT', `/v1/workspaces/${ws}/servers/shared`, {
+        token: cp.ownerToken,
+        body: { version: '1.0.0' },
+      });
       expect(assigned.status, assigned.text).toBe(200);
     }
 
@@ -209,14 +273,20 @@ describe('the remote MCP pool', () => {
     expect(environOf(instanceA!.pid!)).toEqual({ PATH: '/usr/local/bin:/usr/bin:/bin' });
     // each server got its own workspace's secret, and only its own variables
     const envOf = async (client: typeof value.sessionA.client) =>
-      JSON.parse(((await client.callTool({ name: 'get-env', arguments: {} })).content as { text: string }[])[0]!.text) as Record<string, string>;
+      JSON.parse(
+        ((await client.callTool({ name: 'get-env', arguments: {} })).content as { text: string }[])[0]!.text,
+      ) as Record<string, string>;
     const envA = await envOf(value.sessionA.client);
     const envB = await envOf(value.sessionB.client);
     expect(envA.UPSTREAM_API_KEY).toBe(CANARY_A);
     expect(envB.UPSTREAM_API_KEY).toBe(CANARY_B);
     expect(envA.PLAIN).toBe('visible');
-    expect(Object.keys(envA).filter((k) => !['PATH', 'HOME', 'TMPDIR', 'PWD', 'UPSTREAM_API_KEY', 'PLAIN'].includes(k))).toEqual([]);
-    expect(envA.DATABASE_URL ?? envA.AILERON_ROOT_KEY ?? envA.AILERON_DATA_DIR ?? envA.AILERON_BRIDGE_TOKEN).toBeUndefined();
+    expect(
+      Object.keys(envA).filter((k) => !['PATH', 'HOME', 'TMPDIR', 'PWD', 'UPSTREAM_API_KEY', 'PLAIN'].includes(k)),
+    ).toEqual([]);
+    expect(
+      envA.DATABASE_URL ?? envA.AILERON_ROOT_KEY ?? envA.AILERON_DATA_DIR ?? envA.AILERON_BRIDGE_TOKEN,
+    ).toBeUndefined();
 
     // the caller's token never goes upstream, and the secret never comes back, nor reaches logs
     expect(JSON.stringify(envA)).not.toContain(cp.ownerToken);
@@ -225,7 +295,9 @@ describe('the remote MCP pool', () => {
     expect(logs).not.toContain(CANARY_B);
     await cp.cp.app.get(ExecutionJournal).flush();
     for (const ws of [a.slug, b.slug]) {
-      const exported = await cp.request('GET', `/v1/workspaces/${ws}/audit/export?format=jsonl`, { token: cp.ownerToken });
+      const exported = await cp.request('GET', `/v1/workspaces/${ws}/audit/export?format=jsonl`, {
+        token: cp.ownerToken,
+      });
       expect(exported.status).toBe(200);
       expect(exported.text).toContain('secret.read');
       expect(exported.text).not.toContain(CANARY_A);
@@ -254,7 +326,10 @@ describe('the remote MCP pool', () => {
 
   it('answers a call whose instance is killed with a clear error within a second, and serves the next from a restarted instance', async () => {
     const ws = await aWorkspace(cp, cp.ownerToken);
-    await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, { token: cp.ownerToken, body: { default: 'allow', rules: [] } });
+    await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, {
+      token: cp.ownerToken,
+      body: { default: 'allow', rules: [] },
+    });
     const name = await aRemoteServer(cp, cp.ownerToken, ws.slug, SERVERS.everything);
     const { client } = await connect(cp, cp.ownerToken, `/mcp/${ws.slug}/${name}`);
     await client.callTool({ name: 'echo', arguments: { message: 'warm' } });
@@ -262,7 +337,11 @@ describe('the remote MCP pool', () => {
     const [before] = pool.list({ workspaceId: ws.id } as never);
 
     let progress = 0;
-    const call = client.callTool({ name: 'trigger-long-running-operation', arguments: { duration: 20, steps: 40 } }, undefined, { timeout: 30_000, onprogress: () => progress++ });
+    const call = client.callTool(
+      { name: 'trigger-long-running-operation', arguments: { duration: 20, steps: 40 } },
+      undefined,
+      { timeout: 30_000, onprogress: () => progress++ },
+    );
     const outcome = call.then(
       (result) => ({ result, at: Date.now() }),
       (error: unknown) => ({ error: error as Error, at: Date.now() }),
@@ -284,20 +363,43 @@ describe('the remote MCP pool', () => {
 
   it('refuses an unknown server, a local server and a request without a session with problem codes', async () => {
     const ws = await aWorkspace(cp, cp.ownerToken);
-    const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } } };
+    const init = {
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } },
+    };
     const headers = { accept: 'application/json, text/event-stream' };
     const unknown = await cp.request('POST', `/mcp/${ws.slug}/nope`, { token: cp.ownerToken, headers, body: init });
     expect(unknown.status).toBe(404);
     expect(unknown.body.code).toBe('MCP_SERVER_NOT_FOUND');
-    const local = await cp.request('POST', '/v1/catalog/servers', { token: cp.ownerToken, body: { name: 'laptop-only', version: '1.0.0', mode: 'local', transport: 'stdio', command: 'true' } });
+    const local = await cp.request('POST', '/v1/catalog/servers', {
+      token: cp.ownerToken,
+      body: { name: 'laptop-only', version: '1.0.0', mode: 'local', transport: 'stdio', command: 'true' },
+    });
     expect(local.status, local.text).toBe(201);
-    await cp.request('PUT', `/v1/workspaces/${ws.slug}/servers/laptop-only`, { token: cp.ownerToken, body: { version: '1.0.0' } });
-    const notRemote = await cp.request('POST', `/mcp/${ws.slug}/laptop-only`, { token: cp.ownerToken, headers, body: init });
+    await cp.request('PUT', `/v1/workspaces/${ws.slug}/servers/laptop-only`, {
+      token: cp.ownerToken,
+      body: { version: '1.0.0' },
+    });
+    const notRemote = await cp.request('POST', `/mcp/${ws.slug}/laptop-only`, {
+      token: cp.ownerToken,
+      headers,
+      body: init,
+    });
     expect(notRemote.body.code).toBe('MCP_SERVER_NOT_REMOTE');
-    const noSession = await cp.request('POST', `/mcp/${ws.slug}`, { token: cp.ownerToken, headers, body: { jsonrpc: '2.0', id: 2, method: 'tools/list' } });
+    const noSession = await cp.request('POST', `/mcp/${ws.slug}`, {
+      token: cp.ownerToken,
+      headers,
+      body: { jsonrpc: '2.0', id: 2, method: 'tools/list' },
+    });
     expect(noSession.status).toBe(400);
     expect(noSession.body.code).toBe('MCP_SESSION_REQUIRED');
-    const evilOrigin = await cp.request('POST', `/mcp/${ws.slug}`, { token: cp.ownerToken, headers: { ...headers, origin: 'https://evil.example' }, body: init });
+    const evilOrigin = await cp.request('POST', `/mcp/${ws.slug}`, {
+      token: cp.ownerToken,
+      headers: { ...headers, origin: 'https://evil.example' },
+      body: init,
+    });
     expect(evilOrigin.status).toBe(403);
     expect(evilOrigin.body.code).toBe('ORIGIN_NOT_ALLOWED');
     const anonymous = await cp.request('POST', `/mcp/${ws.slug}`, { token: '', headers, body: init });

@@ -45,7 +45,10 @@ describe('a replica killed mid-session and mid-call', () => {
       // the call's start reaches the audit log before A dies: its journal must still know the call runs
       AILERON_POOL_AUDIT_BATCH_MS: '50',
     };
-    token = execFileSync(process.execPath, [CLI, 'bootstrap'], { env: { ...process.env, ...env, AILERON_DATA_DIR: shared }, encoding: 'utf8' }).trim();
+    token = execFileSync(process.execPath, [CLI, 'bootstrap'], {
+      env: { ...process.env, ...env, AILERON_DATA_DIR: shared },
+      encoding: 'utf8',
+    }).trim();
   });
   afterAll(async () => {
     for (const child of started) await stopProcess(child);
@@ -59,12 +62,31 @@ describe('a replica killed mid-session and mid-call', () => {
     const b = await startControlPlaneProcess(shared, await freePort(), env);
     started.push(b.child);
     const api = async (base: string, method: string, path: string, body?: unknown) => {
-      const res = await fetch(`${base}${path}`, { method, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, ...(body ? { body: JSON.stringify(body) } : {}) });
+      const res = await fetch(`${base}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        ...(body ? { body: JSON.stringify(body) } : {}),
+      });
       return { status: res.status, body: (await res.json().catch(() => undefined)) as any };
     };
-    expect((await api(a.url, 'POST', '/v1/workspaces', { slug: 'replicas', name: 'Replicas', policy_default: 'allow' })).status).toBe(201);
-    expect((await api(a.url, 'POST', '/v1/catalog/servers', { name: 'everything', version: '1.0.0', mode: 'remote', transport: 'stdio', ...SERVERS.everything })).status).toBe(201);
-    expect((await api(a.url, 'PUT', '/v1/workspaces/replicas/servers/everything', { version: '1.0.0' })).status).toBe(200);
+    expect(
+      (await api(a.url, 'POST', '/v1/workspaces', { slug: 'replicas', name: 'Replicas', policy_default: 'allow' }))
+        .status,
+    ).toBe(201);
+    expect(
+      (
+        await api(a.url, 'POST', '/v1/catalog/servers', {
+          name: 'everything',
+          version: '1.0.0',
+          mode: 'remote',
+          transport: 'stdio',
+          ...SERVERS.everything,
+        })
+      ).status,
+    ).toBe(201);
+    expect((await api(a.url, 'PUT', '/v1/workspaces/replicas/servers/everything', { version: '1.0.0' })).status).toBe(
+      200,
+    );
     const path = '/mcp/replicas/everything';
 
     // initialize lands on A; everything after it goes through B
@@ -81,19 +103,33 @@ describe('a replica killed mid-session and mid-call', () => {
     expect(textOf(await client.callTool({ name: 'echo', arguments: { message: 'via B' } }))).toContain('via B');
 
     // a call that runs on A for a minute, its answer streaming back through B
-    const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-session-id': sessionId, 'mcp-protocol-version': '2025-11-25' };
+    const headers = {
+      authorization: `Bearer ${token}`,
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-session-id': sessionId,
+      'mcp-protocol-version': '2025-11-25',
+    };
     const call = await fetch(`${b.url}${path}`, {
       method: 'POST',
       headers,
-      body: JSON.stringify({ jsonrpc: '2.0', id: 50, method: 'tools/call', params: { name: LONG_CALL, arguments: { duration: 60, steps: 60 }, _meta: { progressToken: 'p' } } }),
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 50,
+        method: 'tools/call',
+        params: { name: LONG_CALL, arguments: { duration: 60, steps: 60 }, _meta: { progressToken: 'p' } },
+      }),
     });
     expect(call.status).toBe(200);
     const stream = call.body!.getReader();
     // the priming event first, then the call's progress: it runs on A
     let heard = '';
     while (!heard.includes('notifications/progress')) heard += new TextDecoder().decode((await stream.read()).value);
-    const audit = async (): Promise<AuditEvent[]> => (await api(b.url, 'GET', `/v1/workspaces/replicas/audit?tool=${LONG_CALL}&limit=50`)).body.events;
-    await expect.poll(async () => (await audit()).map((e) => e.type), { timeout: 10_000 }).toContain('execution.started');
+    const audit = async (): Promise<AuditEvent[]> =>
+      (await api(b.url, 'GET', `/v1/workspaces/replicas/audit?tool=${LONG_CALL}&limit=50`)).body.events;
+    await expect
+      .poll(async () => (await audit()).map((e) => e.type), { timeout: 10_000 })
+      .toContain('execution.started');
 
     a.child.kill('SIGKILL');
     await new Promise((resolve) => a.child.once('exit', resolve));
@@ -133,12 +169,20 @@ describe('a replica killed mid-session and mid-call', () => {
 
     // a new session on the survivor works at once
     const again = new Client({ name: 'after-the-loss', version: '1.0.0' });
-    await again.connect(new StreamableHTTPClientTransport(new URL(`${b.url}${path}`), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
-    expect(textOf(await again.callTool({ name: 'echo', arguments: { message: 'still here' } }))).toContain('still here');
+    await again.connect(
+      new StreamableHTTPClientTransport(new URL(`${b.url}${path}`), {
+        requestInit: { headers: { authorization: `Bearer ${token}` } },
+      }),
+    );
+    expect(textOf(await again.callTool({ name: 'echo', arguments: { message: 'still here' } }))).toContain(
+      'still here',
+    );
     await again.close();
 
     // the call A was running is in the audit log as failed, recovered from A's journal by B
-    await expect.poll(async () => (await audit()).map((e) => e.type), { timeout: 15_000 }).toContain('execution.failed');
+    await expect
+      .poll(async () => (await audit()).map((e) => e.type), { timeout: 15_000 })
+      .toContain('execution.failed');
     const events = await audit();
     const start = events.find((e) => e.type === 'execution.started')!;
     const failed = events.filter((e) => e.type === 'execution.failed');
@@ -146,6 +190,8 @@ describe('a replica killed mid-session and mid-call', () => {
     expect(failed[0]!.data.execution_id).toBe(start.data.execution_id);
     expect(failed[0]!.data.error).toContain('stopped');
     // (verify reads the head before the records: an append in between reads as a bad chain until the next look)
-    await expect.poll(async () => (await api(b.url, 'GET', '/v1/workspaces/replicas/audit/verify')).body.ok, { timeout: 10_000 }).toBe(true);
+    await expect
+      .poll(async () => (await api(b.url, 'GET', '/v1/workspaces/replicas/audit/verify')).body.ok, { timeout: 10_000 })
+      .toBe(true);
   }, 240_000);
 });

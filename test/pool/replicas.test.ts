@@ -25,14 +25,21 @@ describe('MCP sessions across two control-plane replicas', () => {
   /** A workspace that allows everything, with one remote server, and the server's MCP path. */
   async function anEndpoint(): Promise<{ ws: string; path: string }> {
     const { slug } = await aWorkspace(a, a.ownerToken);
-    await a.request('PUT', `/v1/workspaces/${slug}/policy`, { token: a.ownerToken, body: { default: 'allow', rules: [] } });
+    await a.request('PUT', `/v1/workspaces/${slug}/policy`, {
+      token: a.ownerToken,
+      body: { default: 'allow', rules: [] },
+    });
     return { ws: slug, path: `/mcp/${slug}/${await aRemoteServer(a, a.ownerToken, slug, SERVERS.everything)}` };
   }
 
   /** A session opened on A. */
-  async function aSessionOnA(name: string): Promise<{ path: string; transport: StreamableHTTPClientTransport; client: Client; sessionId: string }> {
+  async function aSessionOnA(
+    name: string,
+  ): Promise<{ path: string; transport: StreamableHTTPClientTransport; client: Client; sessionId: string }> {
     const { path } = await anEndpoint();
-    const transport = new StreamableHTTPClientTransport(new URL(`${a.url}${path}`), { requestInit: { headers: { authorization: `Bearer ${a.ownerToken}` } } });
+    const transport = new StreamableHTTPClientTransport(new URL(`${a.url}${path}`), {
+      requestInit: { headers: { authorization: `Bearer ${a.ownerToken}` } },
+    });
     const client = new Client({ name, version: '1.0.0' });
     await client.connect(transport);
     return { path, transport, client, sessionId: transport.sessionId! };
@@ -58,7 +65,9 @@ describe('MCP sessions across two control-plane replicas', () => {
     expect((await client.listTools()).tools.map((t) => t.name)).toContain('echo');
     expect(textOf(await client.callTool({ name: 'echo', arguments: { message: 'via B' } }))).toContain('via B');
     const progress: number[] = [];
-    await client.callTool({ name: 'trigger-long-running-operation', arguments: { duration: 1, steps: 3 } }, undefined, { onprogress: (p) => void progress.push(p.progress) });
+    await client.callTool({ name: 'trigger-long-running-operation', arguments: { duration: 1, steps: 3 } }, undefined, {
+      onprogress: (p) => void progress.push(p.progress),
+    });
     expect(progress.length).toBeGreaterThan(0);
     // calls and the client's own stream (its GET) went through B to A, and the progress came back the same way
     expect(seenByB).toContain('POST');
@@ -68,14 +77,26 @@ describe('MCP sessions across two control-plane replicas', () => {
     const sessionId = transport.sessionId!;
     const stranger = await aToken(a, a.ownerToken, { role: 'member', workspace: ws });
     const headers = { 'mcp-session-id': sessionId, accept: 'application/json, text/event-stream' };
-    const strangerOnB = await b.request('POST', path, { token: stranger.token, headers, body: { jsonrpc: '2.0', id: 9, method: 'tools/list' } });
+    const strangerOnB = await b.request('POST', path, {
+      token: stranger.token,
+      headers,
+      body: { jsonrpc: '2.0', id: 9, method: 'tools/list' },
+    });
     expect(strangerOnB.status).toBe(404);
     // a request that claims to be forwarded already is not passed on again
-    const looping = await b.request('POST', path, { token: a.ownerToken, headers: { ...headers, 'x-aileron-forwarded': '1' }, body: { jsonrpc: '2.0', id: 10, method: 'tools/list' } });
+    const looping = await b.request('POST', path, {
+      token: a.ownerToken,
+      headers: { ...headers, 'x-aileron-forwarded': '1' },
+      body: { jsonrpc: '2.0', id: 10, method: 'tools/list' },
+    });
     expect(looping.status).toBe(404);
 
     await transport.terminateSession();
-    const afterEnd = await b.request('POST', path, { token: a.ownerToken, headers, body: { jsonrpc: '2.0', id: 11, method: 'tools/list' } });
+    const afterEnd = await b.request('POST', path, {
+      token: a.ownerToken,
+      headers,
+      body: { jsonrpc: '2.0', id: 11, method: 'tools/list' },
+    });
     expect(afterEnd.status).toBe(404);
     await client.close();
   });
@@ -90,13 +111,25 @@ describe('MCP sessions across two control-plane replicas', () => {
       // A forgets the session as a restarted A would; its entry, written back, still names A
       await transport.terminateSession();
       await redis.set(key, sealed!, 'EX', 60);
-      const headers = { 'mcp-session-id': sessionId, 'mcp-protocol-version': '2025-11-25', accept: 'application/json, text/event-stream' };
-      const viaB = await b.request('POST', path, { token: a.ownerToken, headers, body: { jsonrpc: '2.0', id: 1, method: 'tools/list' } });
+      const headers = {
+        'mcp-session-id': sessionId,
+        'mcp-protocol-version': '2025-11-25',
+        accept: 'application/json, text/event-stream',
+      };
+      const viaB = await b.request('POST', path, {
+        token: a.ownerToken,
+        headers,
+        body: { jsonrpc: '2.0', id: 1, method: 'tools/list' },
+      });
       expect(viaB.status, viaB.text).toBe(404);
       expect(viaB.body.code).toBe('MCP_SESSION_NOT_FOUND');
       expect(await redis.exists(key)).toBe(0);
       await redis.set(key, sealed!, 'EX', 60);
-      const onA = await a.request('POST', path, { token: a.ownerToken, headers, body: { jsonrpc: '2.0', id: 2, method: 'tools/list' } });
+      const onA = await a.request('POST', path, {
+        token: a.ownerToken,
+        headers,
+        body: { jsonrpc: '2.0', id: 2, method: 'tools/list' },
+      });
       expect(onA.status, onA.text).toBe(404);
       expect(await redis.exists(key)).toBe(0);
     } finally {
@@ -127,7 +160,19 @@ describe('MCP sessions across two control-plane replicas', () => {
         const port = Number(new URL(b.url).port);
         const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' });
         const req = httpRequest(
-          { host: '127.0.0.1', port, method: 'POST', path: `${elsewhere}${path}`, headers: { authorization: `Bearer ${a.ownerToken}`, 'mcp-session-id': sessionId, 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'content-length': Buffer.byteLength(body) } },
+          {
+            host: '127.0.0.1',
+            port,
+            method: 'POST',
+            path: `${elsewhere}${path}`,
+            headers: {
+              authorization: `Bearer ${a.ownerToken}`,
+              'mcp-session-id': sessionId,
+              'content-type': 'application/json',
+              accept: 'application/json, text/event-stream',
+              'content-length': Buffer.byteLength(body),
+            },
+          },
           (res) => {
             let text = '';
             res.on('data', (chunk: Buffer) => (text += chunk.toString()));
@@ -149,11 +194,23 @@ describe('MCP sessions across two control-plane replicas', () => {
       expect(sealed).not.toContain('127.0.0.1');
       await redis.set(`${prefix}:mcp-session:${forged[1]}`, sealed!, 'EX', 60);
       for (const id of forged) {
-        const res = await b.request('POST', path, { token: a.ownerToken, headers: { 'mcp-session-id': id, accept: 'application/json, text/event-stream' }, body: { jsonrpc: '2.0', id: 2, method: 'tools/list' } });
+        const res = await b.request('POST', path, {
+          token: a.ownerToken,
+          headers: { 'mcp-session-id': id, accept: 'application/json, text/event-stream' },
+          body: { jsonrpc: '2.0', id: 2, method: 'tools/list' },
+        });
         expect(res.status, res.text).toBe(404);
       }
       // the real entry still works through B
-      const real = await b.request('POST', path, { token: a.ownerToken, headers: { 'mcp-session-id': sessionId, 'mcp-protocol-version': '2025-11-25', accept: 'application/json, text/event-stream' }, body: { jsonrpc: '2.0', id: 3, method: 'tools/list' } });
+      const real = await b.request('POST', path, {
+        token: a.ownerToken,
+        headers: {
+          'mcp-session-id': sessionId,
+          'mcp-protocol-version': '2025-11-25',
+          accept: 'application/json, text/event-stream',
+        },
+        body: { jsonrpc: '2.0', id: 3, method: 'tools/list' },
+      });
       expect(real.status, real.text).toBe(200);
       expect(heard).toEqual([]);
     } finally {
@@ -174,19 +231,33 @@ describe('MCP sessions across two control-plane replicas', () => {
     const warn = vi.spyOn(Logger.prototype, 'warn');
     const { path, client, sessionId } = await aSessionOnA('other-port');
     try {
-      const headers = { 'mcp-session-id': sessionId, 'mcp-protocol-version': '2025-11-25', accept: 'application/json, text/event-stream' };
+      const headers = {
+        'mcp-session-id': sessionId,
+        'mcp-protocol-version': '2025-11-25',
+        accept: 'application/json, text/event-stream',
+      };
       for (const id of [1, 2]) {
-        const viaC = await c.request('POST', path, { token: a.ownerToken, headers, body: { jsonrpc: '2.0', id, method: 'tools/list' } });
+        const viaC = await c.request('POST', path, {
+          token: a.ownerToken,
+          headers,
+          body: { jsonrpc: '2.0', id, method: 'tools/list' },
+        });
         expect(viaC.status, viaC.text).toBe(404);
         expect(viaC.body.code).toBe('MCP_SESSION_NOT_FOUND');
       }
-      const said = warn.mock.calls.map(([message]) => String(message)).filter((message) => message.includes('does not forward to'));
+      const said = warn.mock.calls
+        .map(([message]) => String(message))
+        .filter((message) => message.includes('does not forward to'));
       expect(said).toHaveLength(1);
       expect(said[0]).toContain(`the replica at ${a.url}`);
       expect(said[0]).toContain('AILERON_REPLICA_URL');
       expect(said[0]).not.toContain(sessionId);
       // the session itself is fine where it lives
-      const onA = await a.request('POST', path, { token: a.ownerToken, headers, body: { jsonrpc: '2.0', id: 3, method: 'tools/list' } });
+      const onA = await a.request('POST', path, {
+        token: a.ownerToken,
+        headers,
+        body: { jsonrpc: '2.0', id: 3, method: 'tools/list' },
+      });
       expect(onA.status, onA.text).toBe(200);
     } finally {
       warn.mockRestore();

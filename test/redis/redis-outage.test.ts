@@ -62,7 +62,10 @@ describe('Redis going away under two replicas', () => {
         for (let i = 0; running; i++) {
           const slug = uniqueSlug('load');
           await timed('POST /v1/workspaces', async () => {
-            const res = await (i % 2 ? b : a).request('POST', '/v1/workspaces', { token: a.ownerToken, body: { slug, name: slug } });
+            const res = await (i % 2 ? b : a).request('POST', '/v1/workspaces', {
+              token: a.ownerToken,
+              body: { slug, name: slug },
+            });
             if (res.status === 201) acknowledged.push(slug);
             return res;
           });
@@ -71,7 +74,11 @@ describe('Redis going away under two replicas', () => {
       })(),
       (async () => {
         for (let i = 0; running; i++) {
-          await timed('MCP tools/call on the owning replica', async () => textOf(await session.client.callTool({ name: 'echo', arguments: { message: `call ${i}` } })).includes(`call ${i}`));
+          await timed('MCP tools/call on the owning replica', async () =>
+            textOf(await session.client.callTool({ name: 'echo', arguments: { message: `call ${i}` } })).includes(
+              `call ${i}`,
+            ),
+          );
           await new Promise((r) => setTimeout(r, 150));
         }
       })(),
@@ -101,7 +108,11 @@ describe('Redis going away under two replicas', () => {
     const viaB = await answersWithin('MCP request through the other replica', () =>
       b.request('POST', mcpPath, {
         token: a.ownerToken,
-        headers: { 'mcp-session-id': session.transport.sessionId!, 'mcp-protocol-version': '2025-11-25', accept: 'application/json, text/event-stream' },
+        headers: {
+          'mcp-session-id': session.transport.sessionId!,
+          'mcp-protocol-version': '2025-11-25',
+          accept: 'application/json, text/event-stream',
+        },
         body: { jsonrpc: '2.0', id: 1, method: 'tools/list' },
       }),
     );
@@ -110,7 +121,12 @@ describe('Redis going away under two replicas', () => {
     expect(viaB.body.code).toBe('REDIS_UNAVAILABLE');
     expect(Number(viaB.headers.get('retry-after'))).toBeGreaterThan(0);
 
-    const stream = await answersWithin('GET …/events (a new stream)', () => b.request('GET', `/v1/workspaces/${ws}/events`, { token: a.ownerToken, headers: { accept: 'text/event-stream' } }));
+    const stream = await answersWithin('GET …/events (a new stream)', () =>
+      b.request('GET', `/v1/workspaces/${ws}/events`, {
+        token: a.ownerToken,
+        headers: { accept: 'text/event-stream' },
+      }),
+    );
     expect(stream.status, stream.text).toBe(503);
     expect(stream.body.code).toBe('REDIS_UNAVAILABLE');
     expect(stream.headers.get('retry-after')).not.toBeNull();
@@ -119,16 +135,28 @@ describe('Redis going away under two replicas', () => {
   /** The load goes on while Redis is away: writes commit, the owner's MCP session answers. */
   async function workGoesOn(): Promise<void> {
     for (const what of ['POST /v1/workspaces', 'MCP tools/call on the owning replica']) {
-      await expect.poll(() => samples.filter((s) => s.phase === phase && s.what === what && s.ok).length, { timeout: 10_000 }).toBeGreaterThanOrEqual(3);
+      await expect
+        .poll(() => samples.filter((s) => s.phase === phase && s.what === what && s.ok).length, { timeout: 10_000 })
+        .toBeGreaterThanOrEqual(3);
     }
   }
 
   /** Ready again, by itself, and what needed Redis works again. */
   async function recovered(): Promise<void> {
-    for (const replica of replicas) await expect.poll(async () => (await replica.request('GET', '/readyz', { token: null })).status, { timeout: 15_000, interval: 200 }).toBe(200);
+    for (const replica of replicas)
+      await expect
+        .poll(async () => (await replica.request('GET', '/readyz', { token: null })).status, {
+          timeout: 15_000,
+          interval: 200,
+        })
+        .toBe(200);
     const viaB = await b.request('POST', mcpPath, {
       token: a.ownerToken,
-      headers: { 'mcp-session-id': session.transport.sessionId!, 'mcp-protocol-version': '2025-11-25', accept: 'application/json, text/event-stream' },
+      headers: {
+        'mcp-session-id': session.transport.sessionId!,
+        'mcp-protocol-version': '2025-11-25',
+        accept: 'application/json, text/event-stream',
+      },
       body: { jsonrpc: '2.0', id: 2, method: 'tools/list' },
     });
     // after a restart Redis is empty: A announces its sessions again when Redis is back
@@ -140,7 +168,9 @@ describe('Redis going away under two replicas', () => {
     let opened!: () => void;
     const openedPromise = new Promise<void>((resolve) => (opened = resolve));
     const ended = (async () => {
-      const response = await fetch(`${a.url}/v1/workspaces/${ws}/events`, { headers: { authorization: `Bearer ${a.ownerToken}`, accept: 'text/event-stream' } });
+      const response = await fetch(`${a.url}/v1/workspaces/${ws}/events`, {
+        headers: { authorization: `Bearer ${a.ownerToken}`, accept: 'text/event-stream' },
+      });
       expect(response.status).toBe(200);
       let text = '';
       const decoder = new TextDecoder();
@@ -154,7 +184,12 @@ describe('Redis going away under two replicas', () => {
   }
 
   /** Redis away under the load, with a stream open, then back. */
-  async function anOutage(how: string, away: () => void, back: () => void | Promise<void>, meanwhile?: () => Promise<void>): Promise<void> {
+  async function anOutage(
+    how: string,
+    away: () => void,
+    back: () => void | Promise<void>,
+    meanwhile?: () => Promise<void>,
+  ): Promise<void> {
     const stream = anEventStream();
     await stream.opened;
     away();
@@ -181,7 +216,8 @@ describe('Redis going away under two replicas', () => {
     replica.cp.app.get(OutboxService).addConsumer({
       name: 'outage-recorder',
       topics: ['workspace.created'],
-      handle: async (message, tx) => void (await tx.$executeRaw`INSERT INTO test_effects (message_id, consumer) VALUES (${message.id}, 'outage-recorder')`),
+      handle: async (message, tx) =>
+        void (await tx.$executeRaw`INSERT INTO test_effects (message_id, consumer) VALUES (${message.id}, 'outage-recorder')`),
     });
     return replica;
   }
@@ -190,7 +226,9 @@ describe('Redis going away under two replicas', () => {
   async function aReplicaStartsWithoutRedis(): Promise<void> {
     const c = await aReplica({ REDIS_URL: redis.url, AILERON_QUEUE_PREFIX: 'outage' });
     const slug = uniqueSlug('late');
-    const created = await answersWithin('POST /v1/workspaces on a replica started without Redis', () => c.request('POST', '/v1/workspaces', { token: a.ownerToken, body: { slug, name: slug } }));
+    const created = await answersWithin('POST /v1/workspaces on a replica started without Redis', () =>
+      c.request('POST', '/v1/workspaces', { token: a.ownerToken, body: { slug, name: slug } }),
+    );
     expect(created.status, created.text).toBe(201);
     acknowledged.push(slug);
     expect((await c.request('GET', '/readyz', { token: null })).status).toBe(503);
@@ -200,7 +238,9 @@ describe('Redis going away under two replicas', () => {
     redis = await startRedis();
     const env = { REDIS_URL: redis.url, AILERON_QUEUE_PREFIX: 'outage' };
     a = await aReplica(env);
-    await a.cp.database.client.$executeRawUnsafe('CREATE TABLE test_effects (message_id text NOT NULL, consumer text NOT NULL)');
+    await a.cp.database.client.$executeRawUnsafe(
+      'CREATE TABLE test_effects (message_id text NOT NULL, consumer text NOT NULL)',
+    );
     b = await aReplica(env);
     ws = (await aWorkspace(a, a.ownerToken)).slug;
     await a.request('PUT', `/v1/workspaces/${ws}/policy`, { body: { default: 'allow', rules: [] } });
@@ -220,9 +260,18 @@ describe('Redis going away under two replicas', () => {
       await expect.poll(() => acknowledged.length, { timeout: 10_000 }).toBeGreaterThan(2);
 
       // stopped: connections stay open and nothing answers
-      await anOutage('stopped', () => redis.pause(), () => redis.resume());
+      await anOutage(
+        'stopped',
+        () => redis.pause(),
+        () => redis.resume(),
+      );
       // killed: connections refused, then a fresh, empty Redis on the same port
-      await anOutage('killed', () => redis.kill(), () => redis.restart(), aReplicaStartsWithoutRedis);
+      await anOutage(
+        'killed',
+        () => redis.kill(),
+        () => redis.restart(),
+        aReplicaStartsWithoutRedis,
+      );
       // a little load after the return: BullMQ and the bus work again
       const before = acknowledged.length;
       await expect.poll(() => acknowledged.length, { timeout: 10_000 }).toBeGreaterThan(before + 2);
@@ -242,7 +291,9 @@ describe('Redis going away under two replicas', () => {
     const messages = async (): Promise<{ id: string; deliveries: number }[]> =>
       db.$queryRaw`SELECT m.id::text AS id, (SELECT count(*)::int FROM test_effects e WHERE e.message_id = m.id::text) AS deliveries
                    FROM outbox_messages m WHERE m.topic = 'workspace.created' AND m.payload->>'workspace' = ANY(${acknowledged}::text[])`;
-    await expect.poll(async () => (await messages()).filter((m) => m.deliveries === 0).length, { timeout: 30_000, interval: 250 }).toBe(0);
+    await expect
+      .poll(async () => (await messages()).filter((m) => m.deliveries === 0).length, { timeout: 30_000, interval: 250 })
+      .toBe(0);
     const all = await messages();
     expect(all).toHaveLength(acknowledged.length);
     expect(all.filter((m) => m.deliveries !== 1)).toEqual([]);

@@ -29,7 +29,10 @@ describe('two installations on one Redis', () => {
     scanner = new IORedis(redis.url);
     watcher.on('pmessage', (_pattern: string, channel: string) => void channels.add(channel));
     await watcher.psubscribe('*');
-    for (const prefix of PREFIXES) installations.push(await startTestControlPlane('postgres', { REDIS_URL: redis.url, AILERON_QUEUE_PREFIX: prefix }));
+    for (const prefix of PREFIXES)
+      installations.push(
+        await startTestControlPlane('postgres', { REDIS_URL: redis.url, AILERON_QUEUE_PREFIX: prefix }),
+      );
   });
   afterAll(async () => {
     await Promise.allSettled(clients.map((c) => c.close()));
@@ -43,7 +46,9 @@ describe('two installations on one Redis', () => {
     for (const cp of installations) {
       // REST writes: outbox jobs on BullMQ, cache invalidations on the bus
       const ws = await aWorkspace(cp, cp.ownerToken);
-      const policy = await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, { body: { default: 'allow', rules: [] } });
+      const policy = await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, {
+        body: { default: 'allow', rules: [] },
+      });
       expect(policy.status, policy.text).toBe(200);
       // an MCP session: its entry in the session directory, and its requests counted by the rate limits
       const name = await aRemoteServer(cp, cp.ownerToken, ws.slug, SERVERS.everything);
@@ -57,14 +62,17 @@ describe('two installations on one Redis', () => {
     const buses = installations.map((cp) => cp.cp.app.get<MessageBus>(MESSAGE_BUS));
     const stop = buses.map((bus, i) => bus.subscribe('probe', (message) => void heard[i]!.push(message)));
     // the subscriptions are on: each installation hears itself
-    await expect.poll(async () => {
-      for (const [i, bus] of buses.entries()) await bus.publish('probe', { ping: PREFIXES[i] });
-      return heard.every((h) => h.length > 0);
-    }).toBe(true);
+    await expect
+      .poll(async () => {
+        for (const [i, bus] of buses.entries()) await bus.publish('probe', { ping: PREFIXES[i] });
+        return heard.every((h) => h.length > 0);
+      })
+      .toBe(true);
     for (const h of heard) h.length = 0;
     for (const [i, bus] of buses.entries()) await bus.publish('probe', { from: PREFIXES[i] });
     await expect.poll(() => heard.every((h) => h.some((m) => (m as { from?: string }).from !== undefined))).toBe(true);
-    for (const [i, h] of heard.entries()) expect(h.filter((m) => (m as { from?: string }).from !== undefined)).toEqual([{ from: PREFIXES[i] }]);
+    for (const [i, h] of heard.entries())
+      expect(h.filter((m) => (m as { from?: string }).from !== undefined)).toEqual([{ from: PREFIXES[i] }]);
     for (const unsubscribe of stop) unsubscribe();
 
     const keys: string[] = [];
@@ -78,7 +86,11 @@ describe('two installations on one Redis', () => {
     for (const prefix of PREFIXES) {
       const mine = keys.filter((key) => key.startsWith(`${prefix}:`));
       // each feature left its keys, so the check above covered it
-      for (const kind of ['rl:ws:', 'rl:pr:', 'mcp-session:', 'outbox.deliver:']) expect(mine.some((key) => key.startsWith(`${prefix}:${kind}`)), `${prefix}:${kind}*`).toBe(true);
+      for (const kind of ['rl:ws:', 'rl:pr:', 'mcp-session:', 'outbox.deliver:'])
+        expect(
+          mine.some((key) => key.startsWith(`${prefix}:${kind}`)),
+          `${prefix}:${kind}*`,
+        ).toBe(true);
     }
     expect([...channels].filter((channel) => !PREFIXES.some((prefix) => channel.startsWith(`${prefix}:`)))).toEqual([]);
     for (const prefix of PREFIXES) expect(channels).toContain(`${prefix}:bus:cache.policy`);

@@ -27,14 +27,31 @@ export const AGENT_CAPS = ['actions:list', 'actions:run', 'sandbox:use'];
  * an MCP client on the workspace's sandbox server as that session. The
  * client goes into `clients`, for the suite to close.
  */
-export async function agentOn(cp: TestControlPlane, workspace: string, name: string, clients: Client[], options: { caveat?: string | null; timeoutMs?: number } = {}): Promise<Box & { sessionId: string }> {
+export async function agentOn(
+  cp: TestControlPlane,
+  workspace: string,
+  name: string,
+  clients: Client[],
+  options: { caveat?: string | null; timeoutMs?: number } = {},
+): Promise<Box & { sessionId: string }> {
   const caveat = options.caveat === undefined ? name : options.caveat;
-  const session = await cp.request('POST', '/v1/sessions', { body: { workspace, name: `agent on ${name}`, caps: AGENT_CAPS, ...(caveat === null ? {} : { caveats: { sandbox: caveat } }) } });
+  const session = await cp.request('POST', '/v1/sessions', {
+    body: {
+      workspace,
+      name: `agent on ${name}`,
+      caps: AGENT_CAPS,
+      ...(caveat === null ? {} : { caveats: { sandbox: caveat } }),
+    },
+  });
   expect(session.status, session.text).toBe(201);
   const { client } = await connect(cp, session.body.caveat_token, `/mcp/${workspace}/sandbox`);
   clients.push(client);
   const call = async (tool: string, args: Record<string, unknown> = {}) =>
-    (await client.callTool({ name: tool, arguments: { sandbox: name, ...args } }, undefined, options.timeoutMs ? { timeout: options.timeoutMs } : undefined)) as Record<string, unknown>;
+    (await client.callTool(
+      { name: tool, arguments: { sandbox: name, ...args } },
+      undefined,
+      options.timeoutMs ? { timeout: options.timeoutMs } : undefined,
+    )) as Record<string, unknown>;
   const bash = async (command: string, args: Record<string, unknown> = {}) => {
     const ran = await call('bash', { command, ...args });
     expect(ran.isError, textOf(ran)).toBeFalsy();
@@ -48,7 +65,12 @@ export async function agentOn(cp: TestControlPlane, workspace: string, name: str
  * workspace of the owner's whose policy allows every command, and an agent on
  * it (see agentOn).
  */
-export async function anAllowedSandbox(cp: TestControlPlane, name: string, clients: Client[], body: Record<string, unknown> = {}): Promise<Box & { workspace: string }> {
+export async function anAllowedSandbox(
+  cp: TestControlPlane,
+  name: string,
+  clients: Client[],
+  body: Record<string, unknown> = {},
+): Promise<Box & { workspace: string }> {
   const workspace = (await aWorkspace(cp, cp.ownerToken)).slug;
   await cp.request('PUT', `/v1/workspaces/${workspace}/policy`, { body: { default: 'allow', rules: [] } });
   const made = await cp.request('POST', `/v1/workspaces/${workspace}/sandboxes`, { body: { name, ...body } });
@@ -58,5 +80,9 @@ export async function anAllowedSandbox(cp: TestControlPlane, name: string, clien
 
 /** The id the control plane gave a sandbox (its directory and cgroups on the host are named by it). */
 export async function sandboxIdOf(cp: TestControlPlane, box: { name: string; workspace: string }): Promise<string> {
-  return (await cp.cp.database.client.sandbox.findFirstOrThrow({ where: { name: box.name, workspace: { slug: box.workspace } } })).id;
+  return (
+    await cp.cp.database.client.sandbox.findFirstOrThrow({
+      where: { name: box.name, workspace: { slug: box.workspace } },
+    })
+  ).id;
 }

@@ -29,8 +29,16 @@ function alone(bundle: string, name: string): string {
  * and `env`; sends one request line and reads the first answer line, then
  * closes its stdin (as a driver that is done does) and waits for its exit.
  */
-async function askOnce(file: string, request: unknown, env: Record<string, string> = {}): Promise<{ answer: unknown; code: number | null; stderr: string }> {
-  const child = spawn(process.execPath, [file], { cwd: dirname(file), env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
+async function askOnce(
+  file: string,
+  request: unknown,
+  env: Record<string, string> = {},
+): Promise<{ answer: unknown; code: number | null; stderr: string }> {
+  const child = spawn(process.execPath, [file], {
+    cwd: dirname(file),
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...env },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
   let stderr = '';
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
@@ -54,15 +62,24 @@ describe('the bundled sandbox runner and git helper', () => {
   it('need nothing but Node: every module they load is a built-in, and the runner is alone in the directory a sandbox is given', () => {
     expect(readdirSync(dirname(compiledRunnerPath()))).toEqual([basename(compiledRunnerPath())]);
     for (const bundle of [compiledRunnerPath(), compiledGitHelperPath()]) {
-      const loaded = [...readFileSync(bundle, 'utf8').matchAll(/\brequire\(\s*["'`]([^"'`]+)["'`]\s*\)/g)].map((found) => found[1]!);
+      const loaded = [...readFileSync(bundle, 'utf8').matchAll(/\brequire\(\s*["'`]([^"'`]+)["'`]\s*\)/g)].map(
+        (found) => found[1]!,
+      );
       expect(loaded.length, bundle).toBeGreaterThan(0);
-      expect(loaded.filter((name) => !name.startsWith('node:')), bundle).toEqual([]);
+      expect(
+        loaded.filter((name) => !name.startsWith('node:')),
+        bundle,
+      ).toEqual([]);
     }
   });
 
   it('the runner answers a ping over its stdio lines from a directory with no node_modules, with the version it was given, and exits when its stdin closes', async () => {
     const runner = alone(compiledRunnerPath(), 'runner');
-    const { answer, code, stderr } = await askOnce(runner, { id: 1, op: 'ping' }, { AILERON_MCP_VERSION: '9.9.9-bundle' });
+    const { answer, code, stderr } = await askOnce(
+      runner,
+      { id: 1, op: 'ping' },
+      { AILERON_MCP_VERSION: '9.9.9-bundle' },
+    );
     expect(answer, stderr).toEqual({ id: 1, result: { pid: expect.any(Number), version: '9.9.9-bundle' } });
     expect(code, stderr).toBe(0);
   });
@@ -70,9 +87,21 @@ describe('the bundled sandbox runner and git helper', () => {
   it('the git helper runs one git from a directory with no node_modules: its input in, its output and exit code back', async () => {
     const helper = alone(compiledGitHelperPath(), 'git-helper');
     const input = Buffer.from('hello\n');
-    const request = { id: 7, file: '/usr/bin/git', args: ['hash-object', '--stdin'], cwd: '/', env: { PATH: '/usr/bin:/bin' }, stdin: input.toString('base64') };
+    const request = {
+      id: 7,
+      file: '/usr/bin/git',
+      args: ['hash-object', '--stdin'],
+      cwd: '/',
+      env: { PATH: '/usr/bin:/bin' },
+      stdin: input.toString('base64'),
+    };
     const { answer, code, stderr } = await askOnce(helper, request);
-    expect(answer, stderr).toEqual({ id: 7, code: 0, stdout: Buffer.from(`${blobId(input)}\n`).toString('base64'), stderr: '' });
+    expect(answer, stderr).toEqual({
+      id: 7,
+      code: 0,
+      stdout: Buffer.from(`${blobId(input)}\n`).toString('base64'),
+      stderr: '',
+    });
     expect(code, stderr).toBe(0);
   });
 });

@@ -16,7 +16,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 describe('the local driver’s git over a history (bubblewrap)', () => {
   let dir: string;
   let driver: LocalSandboxDriver;
-  const aSandbox = (): SandboxSpec => ({ id: randomUUID(), organizationId: randomUUID(), workspaceId: randomUUID(), name: 'history', network: 'none', limits: {} });
+  const aSandbox = (): SandboxSpec => ({
+    id: randomUUID(),
+    organizationId: randomUUID(),
+    workspaceId: randomUUID(),
+    name: 'history',
+    network: 'none',
+    limits: {},
+  });
   let one: SandboxSpec;
   let other: SandboxSpec;
   /** a file of the host's, readable by the control plane */
@@ -24,7 +31,11 @@ describe('the local driver’s git over a history (bubblewrap)', () => {
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'aileron-history-git-'));
-    driver = new LocalSandboxDriver({ stateDir: join(dir, 'state'), runnerScript: compiledRunnerPath(), log: () => undefined });
+    driver = new LocalSandboxDriver({
+      stateDir: join(dir, 'state'),
+      runnerScript: compiledRunnerPath(),
+      log: () => undefined,
+    });
     one = aSandbox();
     other = aSandbox();
     await driver.create(one);
@@ -50,7 +61,12 @@ describe('the local driver’s git over a history (bubblewrap)', () => {
   it('reads no file of the host’s, and no other sandbox’s files or history', async () => {
     mkdirSync(join(dir, 'state', other.id, 'src'), { recursive: true });
     writeFileSync(join(dir, 'state', other.id, 'src', 'theirs'), 'another sandbox’s file\n');
-    for (const path of [hostFile, '/etc/shadow', join(dir, 'state', other.id, 'src', 'theirs'), join(historyOf(other), 'HEAD')]) {
+    for (const path of [
+      hostFile,
+      '/etc/shadow',
+      join(dir, 'state', other.id, 'src', 'theirs'),
+      join(historyOf(other), 'HEAD'),
+    ]) {
       const read = await driver.git(one, ['hash-object', '--no-filters', '--', path]);
       expect(read.code, `git read ${path}`).not.toBe(0);
       expect(read.stdout.toString()).toBe('');
@@ -64,7 +80,13 @@ describe('the local driver’s git over a history (bubblewrap)', () => {
     await driver.git(one, ['init', '--quiet', '--bare', elsewhere]);
     expect(existsSync(elsewhere)).toBe(false);
     const before = await driver.git(other, ['for-each-ref']);
-    await driver.git(one, ['--git-dir', historyOf(other), 'update-ref', 'refs/heads/planted', '4b825dc642cb6eb9a060e54bf8d69288fbee4904']);
+    await driver.git(one, [
+      '--git-dir',
+      historyOf(other),
+      'update-ref',
+      'refs/heads/planted',
+      '4b825dc642cb6eb9a060e54bf8d69288fbee4904',
+    ]);
     expect(await driver.git(other, ['for-each-ref'])).toEqual(before);
     expect(existsSync(join(historyOf(other), 'refs', 'heads', 'planted'))).toBe(false);
   });

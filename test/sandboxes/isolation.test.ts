@@ -26,7 +26,10 @@ function hostProcessesWith(marker: string): number[] {
     .filter((pid) => /^\d+$/.test(pid))
     .filter((pid) => {
       try {
-        return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(marker) && !/^State:\s+Z/m.test(readFileSync(`/proc/${pid}/status`, 'utf8'));
+        return (
+          readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(marker) &&
+          !/^State:\s+Z/m.test(readFileSync(`/proc/${pid}/status`, 'utf8'))
+        );
       } catch {
         // gone while we looked
         return false;
@@ -89,7 +92,8 @@ describe('sandbox isolation (local driver, control plane running as root)', () =
     await cp?.close();
   });
 
-  const aSandbox = (name: string, body: Record<string, unknown> = {}): Promise<Box> => anAllowedSandbox(cp, name, clients, body);
+  const aSandbox = (name: string, body: Record<string, unknown> = {}): Promise<Box> =>
+    anAllowedSandbox(cp, name, clients, body);
 
   /** The sandbox's /src on the host. */
   async function hostSrc(box: Box): Promise<string> {
@@ -101,7 +105,9 @@ describe('sandbox isolation (local driver, control plane running as root)', () =
     const b = await aSandbox('not-root-b');
     const hostPattern = readFileSync('/proc/sys/kernel/core_pattern', 'utf8');
     // the same value written back: a control plane as it was would accept it (and would accept any other)
-    const written = await a.bash('v=$(cat /proc/sys/kernel/core_pattern); printf "%s\\n" "$v" > /proc/sys/kernel/core_pattern; echo "write: $?"');
+    const written = await a.bash(
+      'v=$(cat /proc/sys/kernel/core_pattern); printf "%s\\n" "$v" > /proc/sys/kernel/core_pattern; echo "write: $?"',
+    );
     expect(written.stdout).toBe('write: 1\n');
     expect(written.stderr).toMatch(/core_pattern: (Read-only file system|Permission denied)/);
     expect(readFileSync('/proc/sys/kernel/core_pattern', 'utf8')).toBe(hostPattern);
@@ -128,9 +134,13 @@ describe('sandbox isolation (local driver, control plane running as root)', () =
 
   it('the defaults apply to a sandbox whose create request names no limits: pids, memory, CPU, and a bounded /tmp and home', async () => {
     const box = await aSandbox('defaulted');
-    expect((await box.bash('ulimit -d; ulimit -t; ulimit -u')).stdout).toBe(`${DEFAULT_LIMITS.memoryMb * 1024}\n${DEFAULT_LIMITS.cpuSeconds}\n${DEFAULT_LIMITS.pids}\n`);
+    expect((await box.bash('ulimit -d; ulimit -t; ulimit -u')).stdout).toBe(
+      `${DEFAULT_LIMITS.memoryMb * 1024}\n${DEFAULT_LIMITS.cpuSeconds}\n${DEFAULT_LIMITS.pids}\n`,
+    );
     expect(Number((await box.bash(FORK_LOOP)).stdout)).toBeLessThan(DEFAULT_LIMITS.pids);
-    expect((await box.bash('df --output=size -B1M /tmp "$HOME" | tail -n +2 | tr -d " "')).stdout).toBe(`${TMPFS_MB}\n${TMPFS_MB}\n`);
+    expect((await box.bash('df --output=size -B1M /tmp "$HOME" | tail -n +2 | tr -d " "')).stdout).toBe(
+      `${TMPFS_MB}\n${TMPFS_MB}\n`,
+    );
     // a limit the request names still wins
     const named = await aSandbox('named-limit', { limits: { cpu_seconds: 5 } });
     expect((await named.bash('ulimit -t; ulimit -u')).stdout).toBe(`5\n${DEFAULT_LIMITS.pids}\n`);
@@ -141,11 +151,15 @@ describe('sandbox isolation (local driver, control plane running as root)', () =
     const src = await hostSrc(box);
     const marker = `aileron-escaper-${randomBytes(4).toString('hex')}`;
     // left in the background, output redirected: the call answers at once, and the escaper must not outlive it
-    const ended = await box.bash(`${escaper(marker, '/src/hops')} >/dev/null 2>&1 & until [ -s /src/hops ]; do sleep 0.01; done; echo ran`);
+    const ended = await box.bash(
+      `${escaper(marker, '/src/hops')} >/dev/null 2>&1 & until [ -s /src/hops ]; do sleep 0.01; done; echo ran`,
+    );
     expect(ended.stdout).toBe('ran\n');
     expect(hostProcessesWith(marker), 'an escaper outlived the call that started it').toEqual([]);
 
-    const timedOut = await box.bash(`${escaper(`${marker}-2`, '/src/hops-2')} >/dev/null 2>&1 & sleep 100`, { timeout: 1500 });
+    const timedOut = await box.bash(`${escaper(`${marker}-2`, '/src/hops-2')} >/dev/null 2>&1 & sleep 100`, {
+      timeout: 1500,
+    });
     expect(timedOut.exitCode).toBe(124);
     expect(hostProcessesWith(`${marker}-2`), 'an escaper outlived the timeout').toEqual([]);
     const size = statSync(join(src, 'hops-2')).size;
@@ -170,7 +184,10 @@ describe('sandbox isolation (local driver, control plane running as root)', () =
     const box = await aSandbox('deleted-busy');
     const src = await hostSrc(box);
     const marker = `aileron-busy-${randomBytes(4).toString('hex')}`;
-    const running = box.call('bash', { command: `${escaper(marker, '/src/hops')} & sleep 100`, timeout: BASH_MAX_TIMEOUT_MS });
+    const running = box.call('bash', {
+      command: `${escaper(marker, '/src/hops')} & sleep 100`,
+      timeout: BASH_MAX_TIMEOUT_MS,
+    });
     await eventually('the escaper to run', () => hostProcessesWith(marker).length > 0);
     // the sandbox's host uid, its files' owner (a sandbox gets one when it first starts)
     const uid = statSync(src).uid;
@@ -192,7 +209,9 @@ describe('sandbox isolation (local driver, control plane running as root)', () =
     const seen = await box.bash('pgrep -xc node; ps -eo comm= | sort | tr "\\n" " "; grep ^CapEff /proc/self/status');
     expect(seen.stdout).toMatch(/^0\n(bash |ps |sh |sort |tr )+CapEff:\t0000000000000000\n$/);
     // every pid it can name gets SIGUSR1 (the runner's would open Node's inspector on 9229); then is anything listening?
-    const probe = await box.bash('for p in $(ls /proc | grep -E "^[0-9]+$"); do [ "$p" = "$$" ] || kill -USR1 "$p" 2>/dev/null; done; for i in 1 2 3 4 5 6 7 8 9 10; do (exec 3<>/dev/tcp/127.0.0.1/9229) 2>/dev/null && { echo open; exit; }; sleep 0.1; done; echo closed');
+    const probe = await box.bash(
+      'for p in $(ls /proc | grep -E "^[0-9]+$"); do [ "$p" = "$$" ] || kill -USR1 "$p" 2>/dev/null; done; for i in 1 2 3 4 5 6 7 8 9 10; do (exec 3<>/dev/tcp/127.0.0.1/9229) 2>/dev/null && { echo open; exit; }; sleep 0.1; done; echo closed',
+    );
     expect(probe.stdout).toBe('closed\n');
     // the runner still answers
     expect((await box.bash('echo still here')).stdout).toBe('still here\n');
@@ -201,16 +220,23 @@ describe('sandbox isolation (local driver, control plane running as root)', () =
   it('a workspace has at most AILERON_SANDBOX_MAX_PER_WORKSPACE sandboxes: one more is 409 SANDBOX_LIMIT_REACHED, another workspace is not counted', async () => {
     const ws = (await aWorkspace(cp, cp.ownerToken)).slug;
     const other = (await aWorkspace(cp, cp.ownerToken)).slug;
-    for (let n = 0; n < MAX_PER_WORKSPACE; n++) expect((await cp.request('POST', `/v1/workspaces/${ws}/sandboxes`, { body: { name: `box-${n}` } })).status).toBe(201);
+    for (let n = 0; n < MAX_PER_WORKSPACE; n++)
+      expect((await cp.request('POST', `/v1/workspaces/${ws}/sandboxes`, { body: { name: `box-${n}` } })).status).toBe(
+        201,
+      );
     const refused = await cp.request('POST', `/v1/workspaces/${ws}/sandboxes`, { body: { name: 'one-too-many' } });
     expect(refused.status).toBe(409);
     expect(refused.body).toMatchObject({ code: 'SANDBOX_LIMIT_REACHED' });
     expect(refused.body.detail).toContain(`${MAX_PER_WORKSPACE} sandboxes`);
     expect((await cp.request('GET', `/v1/workspaces/${ws}/sandboxes/one-too-many`)).status).toBe(404);
-    expect((await cp.request('POST', `/v1/workspaces/${other}/sandboxes`, { body: { name: 'box-0' } })).status).toBe(201);
+    expect((await cp.request('POST', `/v1/workspaces/${other}/sandboxes`, { body: { name: 'box-0' } })).status).toBe(
+      201,
+    );
     // deleting one makes room
     expect((await cp.request('DELETE', `/v1/workspaces/${ws}/sandboxes/box-0`)).status).toBe(204);
-    expect((await cp.request('POST', `/v1/workspaces/${ws}/sandboxes`, { body: { name: 'one-too-many' } })).status).toBe(201);
+    expect(
+      (await cp.request('POST', `/v1/workspaces/${ws}/sandboxes`, { body: { name: 'one-too-many' } })).status,
+    ).toBe(201);
   });
 
   it('/src over its bound (AILERON_SANDBOX_FILES_SIZE): writes are refused with SANDBOX_FULL and files cannot grow, until files are removed', async () => {
@@ -224,6 +250,8 @@ describe('sandbox isolation (local driver, control plane running as root)', () =
     const grown = await box.bash('echo more >> big; echo "append: $?"; rm big; echo removed');
     expect(grown.stdout).toBe('append: 1\nremoved\n');
     expect(grown.stderr).toContain('File too large');
-    await eventually('writes to be taken again', async () => textOf(await box.call('write', { path: 'note.txt', content: 'more\n' })).startsWith('Created'));
+    await eventually('writes to be taken again', async () =>
+      textOf(await box.call('write', { path: 'note.txt', content: 'more\n' })).startsWith('Created'),
+    );
   });
 });

@@ -6,7 +6,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { importSource, KubernetesSandboxDriver, takeSnapshot, RunnerError, SandboxSourceError, SandboxStartError, SNAPSHOT_BRANCH, type KubernetesSandboxOptions, type SandboxSpec } from '@aileron/sandboxes';
+import {
+  importSource,
+  KubernetesSandboxDriver,
+  takeSnapshot,
+  RunnerError,
+  SandboxSourceError,
+  SandboxStartError,
+  SNAPSHOT_BRANCH,
+  type KubernetesSandboxOptions,
+  type SandboxSpec,
+} from '@aileron/sandboxes';
 import { eventually } from '../support/eventually';
 import { FakeKubernetes } from '../support/fake-kubernetes';
 import { ProcessKubelet, type FakeImage } from '../support/process-kubelet';
@@ -56,7 +66,11 @@ const drivers: KubernetesSandboxDriver[] = [];
 beforeAll(async () => {
   scratch = mkdtempSync(join(tmpdir(), 'k8s-sandboxes-'));
   const image = sandboxImageMaker(scratch);
-  images = { [IMAGE]: image(VERSION), [OLD_IMAGE]: image('0.0.9'), [SILENT_IMAGE]: image(VERSION, ['/bin/sh', '-c', 'exec sleep 600']) };
+  images = {
+    [IMAGE]: image(VERSION),
+    [OLD_IMAGE]: image('0.0.9'),
+    [SILENT_IMAGE]: image(VERSION, ['/bin/sh', '-c', 'exec sleep 600']),
+  };
   ports = await runnerPorts();
 });
 
@@ -78,7 +92,8 @@ afterEach(async () => {
   await kubelet.close();
   await fake.close();
   // whatever happened, no runner token reached the log
-  for (const name of fake.names('secrets')) for (const token of Object.values(fake.secretValues(name)!)) expect(logLines.join('\n')).not.toContain(token);
+  for (const name of fake.names('secrets'))
+    for (const token of Object.values(fake.secretValues(name)!)) expect(logLines.join('\n')).not.toContain(token);
 });
 
 function aDriver(overrides: Partial<KubernetesSandboxOptions> = {}): KubernetesSandboxDriver {
@@ -109,11 +124,22 @@ function aSandbox(overrides: Partial<SandboxSpec> = {}): SandboxSpec {
 
 const names = (spec: SandboxSpec) => {
   const stem = `sandbox-${spec.id}`;
-  return { pod: stem, files: `${stem}-files`, history: `${stem}-history`, secret: `${stem}-runner`, networkPolicy: stem };
+  return {
+    pod: stem,
+    files: `${stem}-files`,
+    history: `${stem}-history`,
+    secret: `${stem}-runner`,
+    networkPolicy: stem,
+  };
 };
 
 function leftovers(): string[] {
-  return [...fake.names('pods'), ...fake.names('persistentvolumeclaims'), ...fake.names('secrets'), ...fake.names('networkpolicies')];
+  return [
+    ...fake.names('pods'),
+    ...fake.names('persistentvolumeclaims'),
+    ...fake.names('secrets'),
+    ...fake.names('networkpolicies'),
+  ];
 }
 
 function posts(resource: string): number {
@@ -131,7 +157,12 @@ async function startError(start: Promise<unknown>): Promise<SandboxStartError> {
 
 /** A snapshot as the control plane takes one, through this file's driver. */
 function snapshot(spec: SandboxSpec, message: string) {
-  return takeSnapshot(driver, spec, { author: { name: 'Agent', email: 'agent@aileron.invalid' }, message, at: new Date(), limits: { maxFiles: 10_000, maxBytes: 64 * 1024 * 1024 } });
+  return takeSnapshot(driver, spec, {
+    author: { name: 'Agent', email: 'agent@aileron.invalid' },
+    message,
+    at: new Date(),
+    limits: { maxFiles: 10_000, maxBytes: 64 * 1024 * 1024 },
+  });
 }
 
 function exec(command: string) {
@@ -148,10 +179,17 @@ describe('Kubernetes sandbox driver', () => {
 
     const runner = await driver.runner(spec);
     expect(fake.get('pods', n.pod).spec.containers[0].image).toBe(IMAGE);
-    expect(await runner.call({ op: 'write', path: 'src/app.ts', content: 'export const answer = 41;\n' })).toEqual({ bytes: 26, created: true });
+    expect(await runner.call({ op: 'write', path: 'src/app.ts', content: 'export const answer = 41;\n' })).toEqual({
+      bytes: 26,
+      created: true,
+    });
     const ran = await runner.call(exec('sed -i s/41/42/ src/app.ts && cat src/app.ts && id -u && pwd'));
     expect(ran).toMatchObject({ exitCode: 0, stdout: 'export const answer = 42;\n10001\n/src\n', timedOut: false });
-    expect(await runner.call({ op: 'read', path: '/src/src/app.ts', offset: 0, limit: null })).toEqual({ content: 'export const answer = 42;\n', lines: 1, totalLines: 1 });
+    expect(await runner.call({ op: 'read', path: '/src/src/app.ts', offset: 0, limit: null })).toEqual({
+      content: 'export const answer = 42;\n',
+      lines: 1,
+      totalLines: 1,
+    });
 
     // the history, through the history container's runner, from what the agent's runner reports
     expect(await snapshot(spec, 'write: src/app.ts')).toMatchObject({ files: [{ path: 'src/app.ts', status: 'A' }] });
@@ -159,11 +197,15 @@ describe('Kubernetes sandbox driver', () => {
     const log = await driver.git(spec, ['log', '--format=%s', SNAPSHOT_BRANCH]);
     expect(log.stdout.toString()).toBe('write: src/app.ts\n');
     const blob = await driver.git(spec, ['hash-object', '-w', '--stdin'], Buffer.from('hello\n'));
-    expect(blob.stdout.toString().trim()).toBe(execFileSync('git', ['hash-object', '--stdin'], { input: 'hello\n', encoding: 'utf8' }).trim());
+    expect(blob.stdout.toString().trim()).toBe(
+      execFileSync('git', ['hash-object', '--stdin'], { input: 'hello\n', encoding: 'utf8' }).trim(),
+    );
     // streamed: a bundle of the snapshots, which git on this machine reads back
     const bundle = join(scratch, `${spec.id}.bundle`);
     writeFileSync(bundle, await readAll(driver.gitStream(spec, ['bundle', 'create', '-', SNAPSHOT_BRANCH])));
-    expect(execFileSync('git', ['bundle', 'list-heads', bundle], { encoding: 'utf8' })).toContain(`refs/heads/${SNAPSHOT_BRANCH}`);
+    expect(execFileSync('git', ['bundle', 'list-heads', bundle], { encoding: 'utf8' })).toContain(
+      `refs/heads/${SNAPSHOT_BRANCH}`,
+    );
     const failed = driver.gitStream(spec, ['show', 'no-such-revision']);
     await expect(readAll(failed)).rejects.toThrow(/git show exited with code 128: fatal: .*no-such-revision/);
 
@@ -193,14 +235,23 @@ describe('Kubernetes sandbox driver', () => {
   it('never snapshots the lost+found a new volume has at the root of /src, even once fsck has put something there', async () => {
     const spec = aSandbox();
     const runner = await driver.runner(spec);
-    expect((await runner.call({ op: 'ls', path: '.', recursive: false })).entries.map((e) => e.path)).toEqual(['lost+found']);
+    expect((await runner.call({ op: 'ls', path: '.', recursive: false })).entries.map((e) => e.path)).toEqual([
+      'lost+found',
+    ]);
     // what fsck recovers lands there, owned by whoever owned the inode
     writeFileSync(join(kubelet.volume(names(spec).files), 'lost+found', '#131074'), 'half a file\n');
     await runner.call({ op: 'write', path: 'app.ts', content: 'export {};\n' });
     // only the root's is left out: the agent's own lost+found deeper down is work like any other
     await runner.call({ op: 'write', path: 'docs/lost+found/notes.md', content: '# kept\n' });
-    expect(await snapshot(spec, 'write: app.ts')).toMatchObject({ files: [{ path: 'app.ts', status: 'A' }, { path: 'docs/lost+found/notes.md', status: 'A' }] });
-    expect((await driver.git(spec, ['ls-tree', '-r', '--name-only', SNAPSHOT_BRANCH])).stdout.toString()).toBe('app.ts\ndocs/lost+found/notes.md\n');
+    expect(await snapshot(spec, 'write: app.ts')).toMatchObject({
+      files: [
+        { path: 'app.ts', status: 'A' },
+        { path: 'docs/lost+found/notes.md', status: 'A' },
+      ],
+    });
+    expect((await driver.git(spec, ['ls-tree', '-r', '--name-only', SNAPSHOT_BRANCH])).stdout.toString()).toBe(
+      'app.ts\ndocs/lost+found/notes.md\n',
+    );
   });
 
   it('keeps the roles apart: the agent’s runner never runs git, the history’s nothing else, neither without its own token', async () => {
@@ -211,12 +262,23 @@ describe('Kubernetes sandbox driver', () => {
     expect(Object.keys(tokens).sort()).toEqual(['history-token', 'sandbox-token']);
     const podIP = pod.status.podIP;
 
-    expect(await talk(podIP, ports.sandbox, 'not-the-token', { op: 'ping' })).toEqual({ id: -1, error: { code: 'UNAUTHORIZED', message: 'wrong token' } });
+    expect(await talk(podIP, ports.sandbox, 'not-the-token', { op: 'ping' })).toEqual({
+      id: -1,
+      error: { code: 'UNAUTHORIZED', message: 'wrong token' },
+    });
     // the agent's own token is the sandbox runner's, not the history's
-    expect(await talk(podIP, ports.history, tokens['sandbox-token']!, { op: 'ping' })).toMatchObject({ error: { code: 'UNAUTHORIZED' } });
-    expect(await talk(podIP, ports.sandbox, tokens['sandbox-token']!, { op: 'git', args: ['log'] })).toMatchObject({ error: { code: 'WRONG_ROLE' } });
-    expect(await talk(podIP, ports.history, tokens['history-token']!, exec('id'))).toMatchObject({ error: { code: 'WRONG_ROLE' } });
-    expect(await talk(podIP, ports.history, tokens['history-token']!, { op: 'ping' })).toMatchObject({ result: { version: VERSION, role: 'history' } });
+    expect(await talk(podIP, ports.history, tokens['sandbox-token']!, { op: 'ping' })).toMatchObject({
+      error: { code: 'UNAUTHORIZED' },
+    });
+    expect(await talk(podIP, ports.sandbox, tokens['sandbox-token']!, { op: 'git', args: ['log'] })).toMatchObject({
+      error: { code: 'WRONG_ROLE' },
+    });
+    expect(await talk(podIP, ports.history, tokens['history-token']!, exec('id'))).toMatchObject({
+      error: { code: 'WRONG_ROLE' },
+    });
+    expect(await talk(podIP, ports.history, tokens['history-token']!, { op: 'ping' })).toMatchObject({
+      result: { version: VERSION, role: 'history' },
+    });
     await expect(runner.call({ op: 'git', args: ['log'] } as never)).rejects.toBeInstanceOf(RunnerError);
 
     // what the agent runs sees no history and no history token, in its environment or any process's
@@ -233,7 +295,10 @@ describe('Kubernetes sandbox driver', () => {
     const n = names(spec);
     await driver.runner(spec);
     const pod = fake.get('pods', n.pod);
-    expect(pod.metadata.labels).toMatchObject({ 'ai.aileron/sandbox': spec.id, 'ai.aileron/workspace': spec.workspaceId });
+    expect(pod.metadata.labels).toMatchObject({
+      'ai.aileron/sandbox': spec.id,
+      'ai.aileron/workspace': spec.workspaceId,
+    });
     const [sandbox, history] = pod.spec.containers;
     expect(sandbox.volumeMounts.map((m: { name: string }) => m.name)).not.toContain('history');
     expect(history.volumeMounts.map((m: { name: string }) => m.name)).not.toContain('files');
@@ -246,7 +311,9 @@ describe('Kubernetes sandbox driver', () => {
     const egress = JSON.stringify(fake.get('networkpolicies', n.networkPolicy).spec.egress);
     expect(egress).toContain('0.0.0.0/0');
     expect(egress).toContain('10.0.0.0/8');
-    expect(fake.requests.filter((r) => r.method === 'PUT' && r.path.endsWith(`/networkpolicies/${n.networkPolicy}`))).toHaveLength(1);
+    expect(
+      fake.requests.filter((r) => r.method === 'PUT' && r.path.endsWith(`/networkpolicies/${n.networkPolicy}`)),
+    ).toHaveLength(1);
   });
 
   it('starts a sandbox once however many ask at the same time', async () => {
@@ -271,7 +338,9 @@ describe('Kubernetes sandbox driver', () => {
     const again = await restarted.runner(spec);
     expect(fake.get('pods', names(spec).pod).metadata.uid).toBe(uid);
     expect(posts('pods')).toBe(1);
-    expect(fake.requests.filter((r) => r.method === 'GET' && r.path.endsWith(`/secrets/${names(spec).secret}`))).toHaveLength(1);
+    expect(
+      fake.requests.filter((r) => r.method === 'GET' && r.path.endsWith(`/secrets/${names(spec).secret}`)),
+    ).toHaveLength(1);
     // the agent's command still runs
     expect((await again.call(exec(`kill -0 ${pid} && echo alive`))).stdout).toBe('alive\n');
   });
@@ -284,7 +353,11 @@ describe('Kubernetes sandbox driver', () => {
     kubelet.process(names(spec).pod, 'history')!.kill('SIGKILL');
     await runner.ended;
     // the connection to the killed runner may close before the pod's watch tells why it ended
-    await eventually('the log line saying why the pod ended', () => expect(logLines).toContainEqual(expect.stringMatching(/ended: pod Running: container history: (exited with code 137|Error)/)));
+    await eventually('the log line saying why the pod ended', () =>
+      expect(logLines).toContainEqual(
+        expect.stringMatching(/ended: pod Running: container history: (exited with code 137|Error)/),
+      ),
+    );
 
     const again = await driver.runner(spec);
     expect(fake.get('pods', names(spec).pod).metadata.uid).not.toBe(uid);
@@ -326,7 +399,13 @@ describe('Kubernetes sandbox driver', () => {
       );
       const runner = await driver.runner(spec);
       expect((await runner.call({ op: 'readText', path: 'repo/README.md' })).content).toBe('# a repository\n');
-      expect(await runner.call(exec('repo/bin/test.sh && readlink repo/docs repo/etc && stat -c %s repo/big.bin && stat -c %u:%a repo/bin/test.sh'))).toMatchObject({
+      expect(
+        await runner.call(
+          exec(
+            'repo/bin/test.sh && readlink repo/docs repo/etc && stat -c %s repo/big.bin && stat -c %u:%a repo/bin/test.sh',
+          ),
+        ),
+      ).toMatchObject({
         exitCode: 0,
         stdout: 'ok\nREADME.md\n/etc\n3145728\n10001:755\n',
       });
@@ -339,12 +418,20 @@ describe('Kubernetes sandbox driver', () => {
     it('never writes outside /src: .. is refused, a leading / dropped, nothing written through a link', async () => {
       const spec = aSandbox();
       // /tmp is the container's own, writable: where an escape would land
-      expect(await importError(spec, archive([{ name: '../tmp/planted.txt', content: 'escaped\n' }]))).toMatch(/Member name contains '\.\.'/);
+      expect(await importError(spec, archive([{ name: '../tmp/planted.txt', content: 'escaped\n' }]))).toMatch(
+        /Member name contains '\.\.'/,
+      );
       await importSource(driver, spec, 'tar.gz', archive([{ name: '/tmp/absolute.txt', content: 'kept in /src\n' }]));
       // the link is a placeholder file until the end: the member below it has no directory to go to
-      expect(await importError(spec, archive([{ name: 'out', type: 'symlink', target: '/tmp' }, { name: 'out/through.txt', content: 'through the link\n' }]))).toMatch(
-        /out\/through.txt: Cannot open: Not a directory/,
-      );
+      expect(
+        await importError(
+          spec,
+          archive([
+            { name: 'out', type: 'symlink', target: '/tmp' },
+            { name: 'out/through.txt', content: 'through the link\n' },
+          ]),
+        ),
+      ).toMatch(/out\/through.txt: Cannot open: Not a directory/);
       const runner = await driver.runner(spec);
       expect((await runner.call(exec('ls -A /tmp; cat tmp/absolute.txt'))).stdout).toBe('kept in /src\n');
     });
@@ -359,7 +446,9 @@ describe('Kubernetes sandbox driver', () => {
         (e: unknown) => e,
       );
       expect(error).toBeInstanceOf(SandboxSourceError);
-      expect((error as Error).message).toBe('the archive could not be unpacked: the archive unpacks to more than 1048576 bytes, what /src holds');
+      expect((error as Error).message).toBe(
+        'the archive could not be unpacked: the archive unpacks to more than 1048576 bytes, what /src holds',
+      );
       const notGzip = join(scratch, 'not.tar.gz');
       writeFileSync(notGzip, tar([{ name: 'plain.txt', content: 'not compressed\n' }]));
       expect(await importError(aSandbox(), notGzip)).toMatch(/not a gzip-compressed archive/);
@@ -370,10 +459,18 @@ describe('Kubernetes sandbox driver', () => {
     /** A developer's repository of two commits on `main`, as `git bundle create` writes it. */
     function twoCommitBundle(): { file: string; commits: string[] } {
       const repo = mkdtempSync(join(scratch, 'repo-'));
-      const git = (...args: string[]) => execFileSync('git', ['-C', repo, ...IDENTITY, ...args], { encoding: 'utf8', env: { PATH: process.env.PATH, HOME: repo, GIT_CONFIG_NOSYSTEM: '1' } });
+      const git = (...args: string[]) =>
+        execFileSync('git', ['-C', repo, ...IDENTITY, ...args], {
+          encoding: 'utf8',
+          env: { PATH: process.env.PATH, HOME: repo, GIT_CONFIG_NOSYSTEM: '1' },
+        });
       git('init', '-q', '-b', 'main');
       writeFileSync(join(repo, 'math.js'), 'exports.add = (a, b) => a - b;\n');
-      writeFileSync(join(repo, 'test.sh'), '#!/bin/sh\nnode -e "process.exit(require(\'./math\').add(2, 3) === 5 ? 0 : 1)"\n', { mode: 0o755 });
+      writeFileSync(
+        join(repo, 'test.sh'),
+        '#!/bin/sh\nnode -e "process.exit(require(\'./math\').add(2, 3) === 5 ? 0 : 1)"\n',
+        { mode: 0o755 },
+      );
       git('add', '-A');
       git('commit', '-q', '-m', 'first');
       // what `git archive` would leave out or rewrite if the bundle's own attributes applied
@@ -411,13 +508,18 @@ describe('Kubernetes sandbox driver', () => {
       const { file, commits } = twoCommitBundle();
       await importSource(driver, spec, 'git-bundle', file);
 
-      expect((await driver.git(spec, ['log', '--format=%H %s', SNAPSHOT_BRANCH])).stdout.toString().trim().split('\n')).toEqual(commits);
+      expect(
+        (await driver.git(spec, ['log', '--format=%H %s', SNAPSHOT_BRANCH])).stdout.toString().trim().split('\n'),
+      ).toEqual(commits);
       const runner = await driver.runner(spec);
       expect((await runner.call({ op: 'readText', path: 'math.js' })).content).toBe('exports.add = (a, b) => a - b;\n');
       // every file as committed: the bundle's export-ignore and export-subst do not apply, the mode and the link are kept
-      expect(await runner.call(exec('cat ci.yml VERSION; readlink index.js; stat -c %u:%A test.sh; ls -A'))).toMatchObject({
+      expect(
+        await runner.call(exec('cat ci.yml VERSION; readlink index.js; stat -c %u:%A test.sh; ls -A')),
+      ).toMatchObject({
         exitCode: 0,
-        stdout: 'on: push\n$Format:%H$\nmath.js\n10001:-rwxr-xr-x\n.gitattributes\nVERSION\nci.yml\nindex.js\nlost+found\nmath.js\ntest.sh\n',
+        stdout:
+          'on: push\n$Format:%H$\nmath.js\n10001:-rwxr-xr-x\n.gitattributes\nVERSION\nci.yml\nindex.js\nlost+found\nmath.js\ntest.sh\n',
       });
       // /src is the bundle's HEAD exactly: a snapshot finds nothing to commit
       expect(await snapshot(spec, 'nothing changed')).toBeNull();
@@ -428,9 +530,17 @@ describe('Kubernetes sandbox driver', () => {
       await runner.call({ op: 'write', path: 'math.js', content: 'exports.add = (a, b) => a + b;\n' });
       expect((await runner.call(exec('./test.sh'))).exitCode).toBe(0);
       expect(await snapshot(spec, 'write: math.js')).toMatchObject({ files: [{ path: 'math.js', status: 'M' }] });
-      expect((await driver.git(spec, ['log', '--format=%s', SNAPSHOT_BRANCH])).stdout.toString()).toBe('write: math.js\nsecond\nfirst\n');
-      expect((await driver.git(spec, ['rev-parse', `${SNAPSHOT_BRANCH}^`])).stdout.toString().trim()).toBe(commits[0]!.split(' ')[0]);
-      expect((await driver.git(spec, ['diff-tree', '--no-commit-id', '--name-status', '-r', SNAPSHOT_BRANCH])).stdout.toString()).toBe('M\tmath.js\n');
+      expect((await driver.git(spec, ['log', '--format=%s', SNAPSHOT_BRANCH])).stdout.toString()).toBe(
+        'write: math.js\nsecond\nfirst\n',
+      );
+      expect((await driver.git(spec, ['rev-parse', `${SNAPSHOT_BRANCH}^`])).stdout.toString().trim()).toBe(
+        commits[0]!.split(' ')[0],
+      );
+      expect(
+        (
+          await driver.git(spec, ['diff-tree', '--no-commit-id', '--name-status', '-r', SNAPSHOT_BRANCH])
+        ).stdout.toString(),
+      ).toBe('M\tmath.js\n');
     });
 
     it('is refused, changing nothing, when git cannot read it; a good bundle then imports', async () => {
@@ -448,16 +558,23 @@ describe('Kubernetes sandbox driver', () => {
       expect(await refs(spec)).toBe('');
       await expect.poll(() => keptInScratch(spec)).toBe('');
       const runner = await driver.runner(spec);
-      expect((await runner.call({ op: 'ls', path: '.', recursive: false })).entries.map((e) => e.path)).toEqual(['lost+found']);
+      expect((await runner.call({ op: 'ls', path: '.', recursive: false })).entries.map((e) => e.path)).toEqual([
+        'lost+found',
+      ]);
 
       await importSource(driver, spec, 'git-bundle', file);
-      expect((await driver.git(spec, ['log', '--format=%H %s', SNAPSHOT_BRANCH])).stdout.toString().trim().split('\n')).toEqual(commits);
+      expect(
+        (await driver.git(spec, ['log', '--format=%H %s', SNAPSHOT_BRANCH])).stdout.toString().trim().split('\n'),
+      ).toEqual(commits);
     });
 
     it('holds to the size limits: the bundle within the history container’s scratch space, its tree within the files claim', async () => {
       const spec = aSandbox();
       const repo = mkdtempSync(join(scratch, 'repo-'));
-      const git = (...args: string[]) => execFileSync('git', ['-C', repo, ...IDENTITY, ...args], { env: { PATH: process.env.PATH, HOME: repo, GIT_CONFIG_NOSYSTEM: '1' } });
+      const git = (...args: string[]) =>
+        execFileSync('git', ['-C', repo, ...IDENTITY, ...args], {
+          env: { PATH: process.env.PATH, HOME: repo, GIT_CONFIG_NOSYSTEM: '1' },
+        });
       git('init', '-q', '-b', 'main');
       // 4 MiB of zeros: a bundle of a few KiB
       writeFileSync(join(repo, 'zeros.bin'), Buffer.alloc(4 * 1024 * 1024));
@@ -480,7 +597,9 @@ describe('Kubernetes sandbox driver', () => {
 
       const other = aSandbox();
       const tight = aDriver({ storage: { files: '1Mi' } });
-      expect(await importError(tight, other, small)).toBe('the archive could not be unpacked: the archive unpacks to more than 1048576 bytes, what /src holds');
+      expect(await importError(tight, other, small)).toBe(
+        'the archive could not be unpacked: the archive unpacks to more than 1048576 bytes, what /src holds',
+      );
       // no snapshot of a tree that is not there
       expect((await tight.git(other, ['rev-parse', '--verify', '--quiet', SNAPSHOT_BRANCH])).code).not.toBe(0);
     });
@@ -509,7 +628,9 @@ describe('Kubernetes sandbox driver', () => {
       const lenient = aDriver({ image: OLD_IMAGE, versionMismatch: 'warn' });
       const runner = await lenient.runner(spec);
       expect(await runner.call({ op: 'ping' })).toMatchObject({ version: '0.0.9' });
-      expect(logLines).toContainEqual(expect.stringContaining(`runs runner version 0.0.9, this control plane ${VERSION}; using it anyway`));
+      expect(logLines).toContainEqual(
+        expect.stringContaining(`runs runner version 0.0.9, this control plane ${VERSION}; using it anyway`),
+      );
     });
   });
 
@@ -519,7 +640,9 @@ describe('Kubernetes sandbox driver', () => {
       const impatient = aDriver({ image: SILENT_IMAGE, startTimeoutMs: 1500 });
       const began = Date.now();
       const error = await startError(impatient.runner(spec));
-      expect(error.message).toBe(`sandbox ${spec.name} did not start: not ready within 2 s (Running, readiness probe not passing)`);
+      expect(error.message).toBe(
+        `sandbox ${spec.name} did not start: not ready within 2 s (Running, readiness probe not passing)`,
+      );
       expect(Date.now() - began).toBeLessThan(10_000);
       expect(fake.get('pods', names(spec).pod)).toBeUndefined();
       // its storage stays for the next try
@@ -536,9 +659,18 @@ describe('Kubernetes sandbox driver', () => {
     });
 
     it('turns an RBAC refusal into a clear error', async () => {
-      fake.refuse({ verb: 'create', resource: 'persistentvolumeclaims', code: 403, reason: 'Forbidden', message: 'persistentvolumeclaims is forbidden: User "system:serviceaccount:aileron:control-plane" cannot create resource "persistentvolumeclaims"' });
+      fake.refuse({
+        verb: 'create',
+        resource: 'persistentvolumeclaims',
+        code: 403,
+        reason: 'Forbidden',
+        message:
+          'persistentvolumeclaims is forbidden: User "system:serviceaccount:aileron:control-plane" cannot create resource "persistentvolumeclaims"',
+      });
       const error = await startError(driver.runner(aSandbox()));
-      expect(error.message).toMatch(/could not create the claim sandbox-.*-files in namespace "aileron-sandboxes": Kubernetes answered 403 Forbidden: persistentvolumeclaims is forbidden/);
+      expect(error.message).toMatch(
+        /could not create the claim sandbox-.*-files in namespace "aileron-sandboxes": Kubernetes answered 403 Forbidden: persistentvolumeclaims is forbidden/,
+      );
       expect(fake.names('pods')).toEqual([]);
     });
   });
@@ -586,7 +718,8 @@ function tar(entries: TarEntry[]): Buffer {
     const content = Buffer.from(entry.content ?? '');
     const header = Buffer.alloc(512);
     const field = (value: string, at: number, length: number) => header.write(value, at, length, 'utf8');
-    const octal = (value: number, at: number, length: number) => field(`${value.toString(8).padStart(length - 1, '0')}\0`, at, length);
+    const octal = (value: number, at: number, length: number) =>
+      field(`${value.toString(8).padStart(length - 1, '0')}\0`, at, length);
     field(entry.name, 0, 100);
     octal(entry.mode ?? (entry.type === 'dir' ? 0o755 : 0o644), 100, 8);
     octal(0, 108, 8);
@@ -601,7 +734,8 @@ function tar(entries: TarEntry[]): Buffer {
     for (const byte of header) sum += byte;
     field(`${sum.toString(8).padStart(6, '0')}\0 `, 148, 8);
     blocks.push(header);
-    if (content.length > 0 && (entry.type ?? 'file') === 'file') blocks.push(content, Buffer.alloc((512 - (content.length % 512)) % 512));
+    if (content.length > 0 && (entry.type ?? 'file') === 'file')
+      blocks.push(content, Buffer.alloc((512 - (content.length % 512)) % 512));
   }
   blocks.push(Buffer.alloc(1024));
   return Buffer.concat(blocks);

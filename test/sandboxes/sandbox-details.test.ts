@@ -1,6 +1,15 @@
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -92,21 +101,44 @@ describe('sandboxes in detail (embedded, bubblewrap)', () => {
   });
 
   /** Makes the sandbox `name` (as a member would) and connects an agent session to it. */
-  async function aSandbox(name: string, options: { workspace?: string; caveat?: string | null; network?: 'none' | 'egress' } = {}): Promise<Box> {
+  async function aSandbox(
+    name: string,
+    options: { workspace?: string; caveat?: string | null; network?: 'none' | 'egress' } = {},
+  ): Promise<Box> {
     const workspace = options.workspace ?? ws.slug;
-    const made = await cp.request('POST', `/v1/workspaces/${workspace}/sandboxes`, { body: { name, ...(options.network ? { network: options.network } : {}) } });
+    const made = await cp.request('POST', `/v1/workspaces/${workspace}/sandboxes`, {
+      body: { name, ...(options.network ? { network: options.network } : {}) },
+    });
     expect(made.status, made.text).toBe(201);
     const slug = made.body.name as string;
     return agentOn(cp, workspace, slug, clients, { caveat: options.caveat });
   }
 
   function upload(name: string, contentType: string, body: Buffer): Promise<Response> {
-    return fetch(`${cp.url}/v1/workspaces/${ws.slug}/sandboxes/${name}/source`, { method: 'PUT', headers: { authorization: `Bearer ${cp.ownerToken}`, 'content-type': contentType }, body });
+    return fetch(`${cp.url}/v1/workspaces/${ws.slug}/sandboxes/${name}/source`, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${cp.ownerToken}`, 'content-type': contentType },
+      body,
+    });
   }
 
   /** The snapshot history once every change so far has its commit (the bundle waits for the last snapshot). */
-  async function settledSnapshots(name: string, workspace = ws.slug): Promise<{ sha: string; trigger: string; message: string; files: { path: string; status: string }[]; session: string | null; author: string }[]> {
-    const bundle = await fetch(`${cp.url}/v1/workspaces/${workspace}/sandboxes/${name}/bundle`, { headers: { authorization: `Bearer ${cp.ownerToken}` } });
+  async function settledSnapshots(
+    name: string,
+    workspace = ws.slug,
+  ): Promise<
+    {
+      sha: string;
+      trigger: string;
+      message: string;
+      files: { path: string; status: string }[];
+      session: string | null;
+      author: string;
+    }[]
+  > {
+    const bundle = await fetch(`${cp.url}/v1/workspaces/${workspace}/sandboxes/${name}/bundle`, {
+      headers: { authorization: `Bearer ${cp.ownerToken}` },
+    });
     await bundle.arrayBuffer();
     const listed = await cp.request('GET', `/v1/workspaces/${workspace}/sandboxes/${name}/snapshots`);
     expect(listed.status, listed.text).toBe(200);
@@ -125,11 +157,17 @@ describe('sandboxes in detail (embedded, bubblewrap)', () => {
     const refused = await upload(box.name, 'application/gzip', randomBytes(SOURCE_MAX_BYTES * 2));
     expect(refused.status).toBe(413);
     expect(refused.headers.get('content-type')).toContain('application/problem+json');
-    expect(await refused.json()).toMatchObject({ status: 413, code: 'SANDBOX_SOURCE_TOO_LARGE', detail: `The source is larger than ${SOURCE_MAX_BYTES} bytes (AILERON_SANDBOX_SOURCE_MAX_BYTES)` });
+    expect(await refused.json()).toMatchObject({
+      status: 413,
+      code: 'SANDBOX_SOURCE_TOO_LARGE',
+      detail: `The source is larger than ${SOURCE_MAX_BYTES} bytes (AILERON_SANDBOX_SOURCE_MAX_BYTES)`,
+    });
 
     expect((await cp.request('GET', `/v1/workspaces/${ws.slug}/sandboxes/${box.name}`)).body.source).toBe('empty');
     expect(await box.bash('ls -A /src')).toEqual({ stdout: '', stderr: '', exitCode: 0 });
-    expect((await cp.request('GET', `/v1/workspaces/${ws.slug}/sandboxes/${box.name}/snapshots`)).body.snapshots).toEqual([]);
+    expect(
+      (await cp.request('GET', `/v1/workspaces/${ws.slug}/sandboxes/${box.name}/snapshots`)).body.snapshots,
+    ).toEqual([]);
     // still a sandbox nothing was written to: a source within the limit goes in
     const fits = await upload(box.name, 'application/gzip', aTarGz(dir, { 'small.txt': 'small\n' }));
     expect(fits.status, await fits.clone().text()).toBe(200);
@@ -137,7 +175,11 @@ describe('sandboxes in detail (embedded, bubblewrap)', () => {
 
   it('a tar.gz uploaded over HTTP lands in /src and is committed as "write: source upload (tar.gz)"; a second source is 409', async () => {
     const box = await aSandbox('from-tarball');
-    const archive = aTarGz(dir, { 'README.md': '# demo\n', 'lib/util.js': 'exports.twice = (n) => 2 * n;\n', 'lib/deep/notes.txt': 'deep\n' });
+    const archive = aTarGz(dir, {
+      'README.md': '# demo\n',
+      'lib/util.js': 'exports.twice = (n) => 2 * n;\n',
+      'lib/deep/notes.txt': 'deep\n',
+    });
     expect(archive.length).toBeLessThan(SOURCE_MAX_BYTES);
     const uploaded = await upload(box.name, 'application/gzip', archive);
     expect(uploaded.status, await uploaded.clone().text()).toBe(200);
@@ -151,8 +193,17 @@ describe('sandboxes in detail (embedded, bubblewrap)', () => {
     // one commit for the whole upload, made by whoever uploaded (no agent session)
     const snapshots = await settledSnapshots(box.name);
     expect(snapshots).toHaveLength(1);
-    expect(snapshots[0]).toMatchObject({ trigger: 'write', message: 'write: source upload (tar.gz)', session: null, author: expect.stringMatching(/@aileron\.invalid>$/) });
-    expect(snapshots[0]!.files.map((f) => `${f.status} ${f.path}`).sort()).toEqual(['A README.md', 'A lib/deep/notes.txt', 'A lib/util.js']);
+    expect(snapshots[0]).toMatchObject({
+      trigger: 'write',
+      message: 'write: source upload (tar.gz)',
+      session: null,
+      author: expect.stringMatching(/@aileron\.invalid>$/),
+    });
+    expect(snapshots[0]!.files.map((f) => `${f.status} ${f.path}`).sort()).toEqual([
+      'A README.md',
+      'A lib/deep/notes.txt',
+      'A lib/util.js',
+    ]);
 
     const again = await upload(box.name, 'application/gzip', archive);
     expect(again.status).toBe(409);
@@ -161,7 +212,9 @@ describe('sandboxes in detail (embedded, bubblewrap)', () => {
 
   it('an idle sandbox’s runner stops, its files stay, and the next tool call starts it again', async () => {
     const box = await aSandbox('idle-box');
-    expect(textOf(await box.call('write', { path: 'notes.md', content: 'kept across the stop\n' }))).toBe('Created notes.md (21 bytes)');
+    expect(textOf(await box.call('write', { path: 'notes.md', content: 'kept across the stop\n' }))).toBe(
+      'Created notes.md (21 bytes)',
+    );
     const src = await hostSrcDir(box.name);
     expect(runnerProcesses(src), 'a runner serves the sandbox once used').not.toEqual([]);
     // the bound only catches a hang: the stop is due IDLE_SECONDS after the last use
@@ -177,17 +230,26 @@ describe('sandboxes in detail (embedded, bubblewrap)', () => {
 
   it('a snapshot is a sandbox.snapshot event carrying its sandbox, commit, trigger, message, files, author and session', async () => {
     const receiver = await aReceiver([]);
-    const hook = await cp.request('POST', '/v1/webhooks', { body: { name: uniqueSlug('snapshots'), url: receiver.url, events: ['sandbox.snapshot'], workspace: ws.slug } });
+    const hook = await cp.request('POST', '/v1/webhooks', {
+      body: { name: uniqueSlug('snapshots'), url: receiver.url, events: ['sandbox.snapshot'], workspace: ws.slug },
+    });
     expect(hook.status, hook.text).toBe(201);
     try {
       const box = await aSandbox('evented');
       await box.call('write', { path: 'hello.txt', content: 'hello\n' });
       const [snapshot] = await settledSnapshots(box.name);
-      const delivered = await eventually('the sandbox.snapshot delivery', () => receiver.accepted().find((r) => JSON.parse(r.raw).data?.sandbox === box.name));
+      const delivered = await eventually('the sandbox.snapshot delivery', () =>
+        receiver.accepted().find((r) => JSON.parse(r.raw).data?.sandbox === box.name),
+      );
       expect(delivered.headers['x-aileron-event']).toBe('sandbox.snapshot');
       const event = JSON.parse(delivered.raw);
       // the envelope carries the workspace and the agent session; the rest is the event's data
-      expect(event).toMatchObject({ type: 'sandbox.snapshot', workspace: ws.slug, workspace_id: ws.id, session: box.sessionId });
+      expect(event).toMatchObject({
+        type: 'sandbox.snapshot',
+        workspace: ws.slug,
+        workspace_id: ws.id,
+        session: box.sessionId,
+      });
       expect(event.data).toEqual({
         sandbox: box.name,
         sha: snapshot!.sha,
@@ -233,34 +295,60 @@ describe('sandboxes in detail (embedded, bubblewrap)', () => {
     expect(outcome('write')).toEqual(['execution.started', 'execution.succeeded']);
     expect(outcome('bash')).toEqual(['execution.started', 'execution.succeeded']);
     expect(outcome('ls')).toEqual(['execution.started', 'execution.succeeded']);
-    expect(outcome('read')).toEqual(['execution.failed', 'execution.started', 'execution.started', 'execution.succeeded']);
+    expect(outcome('read')).toEqual([
+      'execution.failed',
+      'execution.started',
+      'execution.started',
+      'execution.succeeded',
+    ]);
     // each outcome names the execution its start did
     const started = events.filter((e) => e.type === 'execution.started');
     expect(new Set(events.map((e) => e.data.execution_id))).toEqual(new Set(started.map((e) => e.data.execution_id)));
-    expect(started.find((e) => e.tool === 'bash')!.data.arguments).toEqual({ sandbox: 'audited', command: 'cat a.txt' });
+    expect(started.find((e) => e.tool === 'bash')!.data.arguments).toEqual({
+      sandbox: 'audited',
+      command: 'cat a.txt',
+    });
   });
 
   it('a policy rule asking approval for sandbox bash holds the call until a person approves; then it runs', async () => {
     const gated = await aWorkspace(cp, cp.ownerToken);
     const policy = await cp.request('PUT', `/v1/workspaces/${gated.slug}/policy`, {
-      body: { default: 'allow', rules: [{ id: 'bash-needs-a-person', effect: 'approval', servers: ['sandbox'], tools: ['bash'] }] },
+      body: {
+        default: 'allow',
+        rules: [{ id: 'bash-needs-a-person', effect: 'approval', servers: ['sandbox'], tools: ['bash'] }],
+      },
     });
     expect(policy.status, policy.text).toBe(200);
     const approver = await people.aPerson(cp, gated.slug, 'approver');
     const box = await aSandbox('gated', { workspace: gated.slug });
 
     let answered = false;
-    const held = box.client.callTool({ name: 'bash', arguments: { sandbox: box.name, command: 'touch approved.txt && echo ran' } }, undefined, { timeout: 60_000 }).finally(() => (answered = true));
+    const held = box.client
+      .callTool(
+        { name: 'bash', arguments: { sandbox: box.name, command: 'touch approved.txt && echo ran' } },
+        undefined,
+        { timeout: 60_000 },
+      )
+      .finally(() => (answered = true));
     const pending = await eventually('the pending approval', async () => {
       const inbox = await cp.request('GET', `/v1/workspaces/${gated.slug}/approvals?status=pending`);
-      return inbox.body.approvals[0] as { id: string; server: string; tool: string; arguments: Record<string, unknown>; rules: string[] } | undefined;
+      return inbox.body.approvals[0] as
+        { id: string; server: string; tool: string; arguments: Record<string, unknown>; rules: string[] } | undefined;
     });
-    expect(pending).toMatchObject({ server: 'sandbox', tool: 'bash', arguments: { sandbox: 'gated', command: 'touch approved.txt && echo ran' }, rules: ['bash-needs-a-person'] });
+    expect(pending).toMatchObject({
+      server: 'sandbox',
+      tool: 'bash',
+      arguments: { sandbox: 'gated', command: 'touch approved.txt && echo ran' },
+      rules: ['bash-needs-a-person'],
+    });
     // other tools are not gated, and show the command has not run
     expect(textOf(await box.call('ls', {}))).not.toContain('approved.txt');
     expect(answered, 'the call answered before anyone decided').toBe(false);
 
-    const approved = await cp.request('POST', `/v1/approvals/${pending.id}/approve`, { token: approver.token, body: { reason: 'fine' } });
+    const approved = await cp.request('POST', `/v1/approvals/${pending.id}/approve`, {
+      token: approver.token,
+      body: { reason: 'fine' },
+    });
     expect(approved.status, approved.text).toBe(200);
     const result = await held;
     expect(result.isError, textOf(result)).toBeFalsy();
@@ -271,15 +359,22 @@ describe('sandboxes in detail (embedded, bubblewrap)', () => {
   it('bash: AILERON_SANDBOX_BASH_TIMEOUT_MS applies when no timeout is given; one above AILERON_SANDBOX_BASH_MAX_TIMEOUT_MS is refused', async () => {
     const box = await aSandbox('timeouts');
     const bashTool = (await box.client.listTools()).tools.find((t) => t.name === 'bash')!;
-    const timeoutArg = (bashTool.inputSchema.properties as Record<string, { maximum?: number; description?: string }>).timeout!;
+    const timeoutArg = (bashTool.inputSchema.properties as Record<string, { maximum?: number; description?: string }>)
+      .timeout!;
     expect(timeoutArg.maximum).toBe(BASH_MAX_TIMEOUT_MS);
     expect(timeoutArg.description).toContain(`default ${BASH_TIMEOUT_MS}, at most ${BASH_MAX_TIMEOUT_MS}`);
 
     const defaulted = await box.bash('sleep 30');
     expect(defaulted.exitCode).toBe(124);
-    expect(defaulted.stderr).toContain(`ran longer than ${BASH_TIMEOUT_MS / 1000} s and was killed with everything it started`);
+    expect(defaulted.stderr).toContain(
+      `ran longer than ${BASH_TIMEOUT_MS / 1000} s and was killed with everything it started`,
+    );
     // a timeout the call names, above the default, is the one that applies
-    expect(await box.bash('sleep 3; echo woke', { timeout: BASH_MAX_TIMEOUT_MS })).toEqual({ stdout: 'woke\n', stderr: '', exitCode: 0 });
+    expect(await box.bash('sleep 3; echo woke', { timeout: BASH_MAX_TIMEOUT_MS })).toEqual({
+      stdout: 'woke\n',
+      stderr: '',
+      exitCode: 0,
+    });
     // above the maximum: refused, not clamped, and nothing runs
     const tooLong = await box.call('bash', { command: 'touch too-long.txt', timeout: BASH_MAX_TIMEOUT_MS + 1 });
     expect(tooLong.isError).toBe(true);
@@ -288,25 +383,40 @@ describe('sandboxes in detail (embedded, bubblewrap)', () => {
   });
 
   it('names: junk trimmed, runs of other characters one "-", cut to 63; tools resolve the same slug; long commands make short snapshot messages', async () => {
-    const made = await cp.request('POST', `/v1/workspaces/${ws.slug}/sandboxes`, { body: { name: '  --Hello,   World!!--  ' } });
+    const made = await cp.request('POST', `/v1/workspaces/${ws.slug}/sandboxes`, {
+      body: { name: '  --Hello,   World!!--  ' },
+    });
     expect(made.status, made.text).toBe(201);
     expect(made.body.name).toBe('hello-world');
     const long = await cp.request('POST', `/v1/workspaces/${ws.slug}/sandboxes`, { body: { name: 'X'.repeat(70) } });
     expect(long.body.name).toBe('x'.repeat(63));
     // cut at 63, then a trailing "-" trimmed again
-    const cutAtDash = await cp.request('POST', `/v1/workspaces/${ws.slug}/sandboxes`, { body: { name: `${'y'.repeat(62)} tail` } });
+    const cutAtDash = await cp.request('POST', `/v1/workspaces/${ws.slug}/sandboxes`, {
+      body: { name: `${'y'.repeat(62)} tail` },
+    });
     expect(cutAtDash.body.name).toBe('y'.repeat(62));
     // the slug is the identity: another spelling is the same sandbox
-    expect((await cp.request('POST', `/v1/workspaces/${ws.slug}/sandboxes`, { body: { name: 'HELLO world' } })).body.code).toBe('SANDBOX_EXISTS');
-    expect((await cp.request('GET', `/v1/workspaces/${ws.slug}/sandboxes/${encodeURIComponent('Hello World')}`)).body.name).toBe('hello-world');
+    expect(
+      (await cp.request('POST', `/v1/workspaces/${ws.slug}/sandboxes`, { body: { name: 'HELLO world' } })).body.code,
+    ).toBe('SANDBOX_EXISTS');
+    expect(
+      (await cp.request('GET', `/v1/workspaces/${ws.slug}/sandboxes/${encodeURIComponent('Hello World')}`)).body.name,
+    ).toBe('hello-world');
 
-    const session = await cp.request('POST', '/v1/sessions', { body: { workspace: ws.slug, name: 'slug agent', caps: AGENT_CAPS } });
+    const session = await cp.request('POST', '/v1/sessions', {
+      body: { workspace: ws.slug, name: 'slug agent', caps: AGENT_CAPS },
+    });
     const { client } = await connect(cp, session.body.caveat_token, `/mcp/${ws.slug}/sandbox`);
     clients.push(client);
-    const call = async (sandbox: string, tool: string, args: Record<string, unknown>) => (await client.callTool({ name: tool, arguments: { sandbox, ...args } })) as Record<string, unknown>;
-    expect(textOf(await call('Hello, World', 'write', { path: 'greeting.txt', content: 'hi\n' }))).toBe('Created greeting.txt (3 bytes)');
+    const call = async (sandbox: string, tool: string, args: Record<string, unknown>) =>
+      (await client.callTool({ name: tool, arguments: { sandbox, ...args } })) as Record<string, unknown>;
+    expect(textOf(await call('Hello, World', 'write', { path: 'greeting.txt', content: 'hi\n' }))).toBe(
+      'Created greeting.txt (3 bytes)',
+    );
     expect(textOf(await call('--hello-WORLD--', 'read', { path: 'greeting.txt' }))).toBe('hi\n');
-    expect(textOf(await call('X'.repeat(80), 'write', { path: 'long.txt', content: 'long\n' }))).toBe('Created long.txt (5 bytes)');
+    expect(textOf(await call('X'.repeat(80), 'write', { path: 'long.txt', content: 'long\n' }))).toBe(
+      'Created long.txt (5 bytes)',
+    );
     expect(textOf(await call('x'.repeat(63), 'read', { path: 'long.txt' }))).toBe('long\n');
 
     const digits = '0123456789'.repeat(10);
@@ -332,7 +442,11 @@ describe('sandboxes in detail (embedded, bubblewrap)', () => {
     expect((await a.bash("tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '")).stdout).toBe('lo\n');
 
     const marker = `aileron-marker-${randomBytes(4).toString('hex')}`;
-    expect(await a.bash(`echo from-a > /tmp/${marker} && cat /tmp/${marker}`)).toEqual({ stdout: 'from-a\n', stderr: '', exitCode: 0 });
+    expect(await a.bash(`echo from-a > /tmp/${marker} && cat /tmp/${marker}`)).toEqual({
+      stdout: 'from-a\n',
+      stderr: '',
+      exitCode: 0,
+    });
     expect((await b.bash(`test -e /tmp/${marker}; echo $?`)).stdout).toBe('1\n');
     expect(existsSync(join('/tmp', marker)), 'the sandbox wrote the host’s /tmp').toBe(false);
     // nor does a sandbox see what the host keeps in /tmp
@@ -346,15 +460,28 @@ describe('sandboxes in detail (embedded, bubblewrap)', () => {
   });
 
   it('limits: memory_mb bounds what a command writes to, not what Node reserves; cpu_seconds ends a busy loop', async () => {
-    const made = await cp.request('POST', `/v1/workspaces/${ws.slug}/sandboxes`, { body: { name: 'limited', limits: { memory_mb: 128, cpu_seconds: 1 } } });
+    const made = await cp.request('POST', `/v1/workspaces/${ws.slug}/sandboxes`, {
+      body: { name: 'limited', limits: { memory_mb: 128, cpu_seconds: 1 } },
+    });
     expect(made.status, made.text).toBe(201);
     expect(made.body.limits).toEqual({ memory_mb: 128, cpu_seconds: 1 });
-    const session = await cp.request('POST', '/v1/sessions', { body: { workspace: ws.slug, name: 'limited agent', caps: AGENT_CAPS, caveats: { sandbox: 'limited' } } });
+    const session = await cp.request('POST', '/v1/sessions', {
+      body: { workspace: ws.slug, name: 'limited agent', caps: AGENT_CAPS, caveats: { sandbox: 'limited' } },
+    });
     const { client } = await connect(cp, session.body.caveat_token, `/mcp/${ws.slug}/sandbox`);
     clients.push(client);
-    const bash = async (command: string) => (await client.callTool({ name: 'bash', arguments: { sandbox: 'limited', command, timeout: BASH_MAX_TIMEOUT_MS } })).structuredContent as Bash;
+    const bash = async (command: string) =>
+      (
+        await client.callTool({
+          name: 'bash',
+          arguments: { sandbox: 'limited', command, timeout: BASH_MAX_TIMEOUT_MS },
+        })
+      ).structuredContent as Bash;
     // Node reserves far more address space than 128 MiB and still runs its tests
-    expect(await bash('node -e "console.log(process.version)"')).toMatchObject({ stdout: `${process.version}\n`, exitCode: 0 });
+    expect(await bash('node -e "console.log(process.version)"')).toMatchObject({
+      stdout: `${process.version}\n`,
+      exitCode: 0,
+    });
     const allocate = (mb: number) => bash(`node -e "console.log(Buffer.alloc(${mb} * 1024 * 1024, 1).length)"`);
     const tooMuch = await allocate(256);
     expect(tooMuch.exitCode).not.toBe(0);
@@ -368,10 +495,12 @@ describe('sandboxes in detail (embedded, bubblewrap)', () => {
     const box = await aSandbox('side-by-side');
     await box.call('write', { path: 'notes.md', content: 'readable\n' });
     const order: string[] = [];
-    const running = box.call('bash', { command: 'touch started && sleep 3 && echo done', timeout: BASH_MAX_TIMEOUT_MS }).then((result) => {
-      order.push('bash');
-      return result;
-    });
+    const running = box
+      .call('bash', { command: 'touch started && sleep 3 && echo done', timeout: BASH_MAX_TIMEOUT_MS })
+      .then((result) => {
+        order.push('bash');
+        return result;
+      });
     // the command is under way, not merely asked for
     await eventually('the bash to start', async () => textOf(await box.call('ls', {})).includes('started'));
     const read = await box.call('read', { path: 'notes.md' });

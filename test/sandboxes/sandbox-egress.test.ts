@@ -51,11 +51,16 @@ async function aRemoteMachine(): Promise<RemoteMachine> {
     console.log('namespace');
     lines.once('line', () => require('http').createServer((req, res) => res.end('remote ' + req.socket.localAddress)).listen(${PORT}, '0.0.0.0', () => console.log('listening')));
     lines.once('close', () => process.exit(0));`;
-  const remote = spawn('unshare', ['--net', '--', process.execPath, '-e', server], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const remote = spawn('unshare', ['--net', '--', process.execPath, '-e', server], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
   const said = lines(remote);
   expect(await said()).toBe('namespace');
   const ip = (...args: string[]) => execFileSync('ip', args, { stdio: ['ignore', 'ignore', 'inherit'] });
-  const inRemote = (...args: string[]) => execFileSync('nsenter', [`--net=/proc/${remote.pid}/ns/net`, 'ip', ...args], { stdio: ['ignore', 'ignore', 'inherit'] });
+  const inRemote = (...args: string[]) =>
+    execFileSync('nsenter', [`--net=/proc/${remote.pid}/ns/net`, 'ip', ...args], {
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
   ip('link', 'add', hostEnd, 'type', 'veth', 'peer', 'name', remoteEnd, 'netns', String(remote.pid));
   inRemote('link', 'set', 'lo', 'up');
   inRemote('link', 'set', remoteEnd, 'up');
@@ -111,7 +116,10 @@ describe('egress sandboxes (embedded, bubblewrap, pasta)', () => {
   beforeAll(async () => {
     remote = await aRemoteMachine();
     onHost = await listenOn(HOST_ADDRESS, 'the control plane machine');
-    cp = await startTestControlPlane('pglite', { AILERON_SANDBOX_EGRESS: 'admins', AILERON_POOL_APPROVAL_WAIT_SECONDS: '0' });
+    cp = await startTestControlPlane('pglite', {
+      AILERON_SANDBOX_EGRESS: 'admins',
+      AILERON_POOL_APPROVAL_WAIT_SECONDS: '0',
+    });
     ws = (await aWorkspace(cp, cp.ownerToken)).slug;
     await cp.request('PUT', `/v1/workspaces/${ws}/policy`, { body: { default: 'allow', rules: [] } });
   }, 120_000);
@@ -135,10 +143,13 @@ describe('egress sandboxes (embedded, bubblewrap, pasta)', () => {
     expect(isAddressAllowed(PUBLIC, { allowCidrs: [], allowLoopback: false })).toEqual({ ok: true });
     expect(isAddressAllowed(HOST_ADDRESS, { allowCidrs: [], allowLoopback: false })).toEqual({ ok: true });
     // the host reaches every one of them: a refusal inside is the sandbox's rules, not the fixture
-    for (const address of [PUBLIC, PRIVATE, LINK_LOCAL]) expect(await (await fetch(`http://${address}:${PORT}/`)).text()).toBe(`remote ${address}`);
+    for (const address of [PUBLIC, PRIVATE, LINK_LOCAL])
+      expect(await (await fetch(`http://${address}:${PORT}/`)).text()).toBe(`remote ${address}`);
     expect(await (await fetch(urlOf(onHost))).text()).toBe('the control plane machine');
 
-    const made = await cp.request('POST', `/v1/workspaces/${ws}/sandboxes`, { body: { name: 'online', network: 'egress' } });
+    const made = await cp.request('POST', `/v1/workspaces/${ws}/sandboxes`, {
+      body: { name: 'online', network: 'egress' },
+    });
     expect(made.status, made.text).toBe(201);
     expect(made.body.network).toBe('egress');
     const bash = await bashIn('online');
@@ -151,21 +162,39 @@ describe('egress sandboxes (embedded, bubblewrap, pasta)', () => {
     expect(await bash(probe(`http://${LINK_LOCAL}:${PORT}/`))).toBe('refused EACCES');
     expect(await bash(probe(`http://${METADATA}/latest/meta-data/`))).toBe('refused EACCES');
     // nothing in the sandbox can lift the rules: no capability over the namespace
-    expect(await bash('ip rule del pref 130 to 10.0.0.0/8 2>&1; ip rule add pref 1 to 10.0.0.0/8 lookup main 2>&1')).toBe('RTNETLINK answers: Operation not permitted\nRTNETLINK answers: Operation not permitted');
+    expect(
+      await bash('ip rule del pref 130 to 10.0.0.0/8 2>&1; ip rule add pref 1 to 10.0.0.0/8 lookup main 2>&1'),
+    ).toBe('RTNETLINK answers: Operation not permitted\nRTNETLINK answers: Operation not permitted');
     expect(await bash(probe(`http://${PRIVATE}:${PORT}/`))).toBe('refused EACCES');
   });
 
   it("a member may not make an egress sandbox (403 SANDBOX_EGRESS_FORBIDDEN, nothing made); an admin may; a member's network none stays open to members", async () => {
     const member = await aToken(cp, cp.ownerToken, { role: 'member', workspace: ws });
-    const refused = await cp.request('POST', `/v1/workspaces/${ws}/sandboxes`, { token: member.token, body: { name: 'members-online', network: 'egress' } });
+    const refused = await cp.request('POST', `/v1/workspaces/${ws}/sandboxes`, {
+      token: member.token,
+      body: { name: 'members-online', network: 'egress' },
+    });
     expect(refused.status, refused.text).toBe(403);
     expect(refused.headers.get('content-type')).toContain('application/problem+json');
-    expect(refused.body).toMatchObject({ code: 'SANDBOX_EGRESS_FORBIDDEN', detail: expect.stringContaining('Role "member" may not make a sandbox with network "egress"') });
+    expect(refused.body).toMatchObject({
+      code: 'SANDBOX_EGRESS_FORBIDDEN',
+      detail: expect.stringContaining('Role "member" may not make a sandbox with network "egress"'),
+    });
     expect((await cp.request('GET', `/v1/workspaces/${ws}/sandboxes/members-online`)).status).toBe(404);
 
-    expect((await cp.request('POST', `/v1/workspaces/${ws}/sandboxes`, { token: member.token, body: { name: 'members-offline' } })).status).toBe(201);
+    expect(
+      (
+        await cp.request('POST', `/v1/workspaces/${ws}/sandboxes`, {
+          token: member.token,
+          body: { name: 'members-offline' },
+        })
+      ).status,
+    ).toBe(201);
     const admin = await aToken(cp, cp.ownerToken, { role: 'admin', workspace: ws });
-    const allowed = await cp.request('POST', `/v1/workspaces/${ws}/sandboxes`, { token: admin.token, body: { name: 'admins-online', network: 'egress' } });
+    const allowed = await cp.request('POST', `/v1/workspaces/${ws}/sandboxes`, {
+      token: admin.token,
+      body: { name: 'admins-online', network: 'egress' },
+    });
     expect(allowed.status, allowed.text).toBe(201);
   });
 });
@@ -184,11 +213,18 @@ describe('with AILERON_SANDBOX_EGRESS off (the default)', () => {
   });
 
   it('nobody makes an egress sandbox, not even the owner (403 SANDBOX_EGRESS_DISABLED); network none is made as before', async () => {
-    const refused = await cp.request('POST', `/v1/workspaces/${ws}/sandboxes`, { body: { name: 'online', network: 'egress' } });
+    const refused = await cp.request('POST', `/v1/workspaces/${ws}/sandboxes`, {
+      body: { name: 'online', network: 'egress' },
+    });
     expect(refused.status, refused.text).toBe(403);
-    expect(refused.body).toMatchObject({ code: 'SANDBOX_EGRESS_DISABLED', detail: expect.stringContaining('AILERON_SANDBOX_EGRESS=off') });
+    expect(refused.body).toMatchObject({
+      code: 'SANDBOX_EGRESS_DISABLED',
+      detail: expect.stringContaining('AILERON_SANDBOX_EGRESS=off'),
+    });
     expect((await cp.request('GET', `/v1/workspaces/${ws}/sandboxes`)).body.sandboxes).toEqual([]);
-    expect((await cp.request('POST', `/v1/workspaces/${ws}/sandboxes`, { body: { name: 'offline' } })).status).toBe(201);
+    expect((await cp.request('POST', `/v1/workspaces/${ws}/sandboxes`, { body: { name: 'offline' } })).status).toBe(
+      201,
+    );
   });
 });
 
@@ -209,12 +245,24 @@ describe('the local driver with egress', () => {
   });
 
   function aDriver(egress: ConstructorParameters<typeof LocalSandboxDriver>[0]['egress']): LocalSandboxDriver {
-    const driver = new LocalSandboxDriver({ stateDir: join(dir, randomUUID()), runnerScript: compiledRunnerPath(), egress, log: () => undefined });
+    const driver = new LocalSandboxDriver({
+      stateDir: join(dir, randomUUID()),
+      runnerScript: compiledRunnerPath(),
+      egress,
+      log: () => undefined,
+    });
     drivers.push(driver);
     return driver;
   }
 
-  const anEgressSandbox = (): SandboxSpec => ({ id: randomUUID(), organizationId: randomUUID(), workspaceId: randomUUID(), name: 'egress', network: 'egress', limits: {} });
+  const anEgressSandbox = (): SandboxSpec => ({
+    id: randomUUID(),
+    organizationId: randomUUID(),
+    workspaceId: randomUUID(),
+    name: 'egress',
+    network: 'egress',
+    limits: {},
+  });
 
   async function run(driver: LocalSandboxDriver, spec: SandboxSpec, command: string): Promise<string> {
     const runner = await driver.runner(spec);
@@ -235,7 +283,9 @@ describe('the local driver with egress', () => {
       () => null,
       (failure: Error) => failure,
     );
-    expect(error?.message).toBe(`network egress needs pasta (${join(dir, 'no-pasta')}, Debian package passt), which is not installed; an egress sandbox never uses the host's network instead`);
+    expect(error?.message).toBe(
+      `network egress needs pasta (${join(dir, 'no-pasta')}, Debian package passt), which is not installed; an egress sandbox never uses the host's network instead`,
+    );
     // a sandbox without network does not need it
     expect(await run(driver, { ...anEgressSandbox(), network: 'none' }, 'echo fine')).toBe('fine');
   });

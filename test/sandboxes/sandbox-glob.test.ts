@@ -30,7 +30,10 @@ describe('the glob tool on a tenant’s pattern (embedded, bubblewrap)', () => {
   });
 
   /** A sandbox holding what `setup` (bash in /src) made, and a tool call on it as an agent session. */
-  async function aSandboxWith(name: string, setup: string): Promise<(tool: string, args: Record<string, unknown>) => Promise<Record<string, unknown>>> {
+  async function aSandboxWith(
+    name: string,
+    setup: string,
+  ): Promise<(tool: string, args: Record<string, unknown>) => Promise<Record<string, unknown>>> {
     const made = await cp.request('POST', `/v1/workspaces/${ws}/sandboxes`, { body: { name } });
     expect(made.status, made.text).toBe(201);
     const { call } = await agentOn(cp, ws, name, clients, { timeoutMs: 120_000 });
@@ -43,7 +46,10 @@ describe('the glob tool on a tenant’s pattern (embedded, bubblewrap)', () => {
   it('a pattern that backtracks answers within seconds, and /healthz answers every tenant meanwhile', async () => {
     const a40 = 'a'.repeat(40);
     // forty-character names: one all `a`s (half a minute of backtracking for picomatch), one that matches, and ordinary ones
-    const call = await aSandboxWith('stars', `mkdir -p tree/${a40} && cd tree && touch ${a40}/${a40} ${'a'.repeat(39)}b && for i in $(seq 100); do touch "$(printf 'name-%035d' "$i")"; done`);
+    const call = await aSandboxWith(
+      'stars',
+      `mkdir -p tree/${a40} && cd tree && touch ${a40}/${a40} ${'a'.repeat(39)}b && for i in $(seq 100); do touch "$(printf 'name-%035d' "$i")"; done`,
+    );
 
     const healthz: number[] = [];
     let settled = false;
@@ -68,7 +74,10 @@ describe('the glob tool on a tenant’s pattern (embedded, bubblewrap)', () => {
   it('a walk over more long paths than it answers stops at its byte bound and says truncated', async () => {
     // 8,000 paths of about 600 bytes: 4.6 MiB of names, and far fewer files than the count bound
     const d200 = 'd'.repeat(200);
-    const call = await aSandboxWith('long-paths', `mkdir -p long/${d200}/${d200} && cd long/${d200}/${d200} && for i in $(seq 8000); do : > "$(printf '%0200d' "$i")"; done`);
+    const call = await aSandboxWith(
+      'long-paths',
+      `mkdir -p long/${d200}/${d200} && cd long/${d200}/${d200} && for i in $(seq 8000); do : > "$(printf '%0200d' "$i")"; done`,
+    );
 
     const result = await call('glob', { pattern: '**', path: 'long' });
     expect(result.isError, textOf(result)).toBeFalsy();
@@ -84,9 +93,16 @@ describe('the glob tool on a tenant’s pattern (embedded, bubblewrap)', () => {
     const call = await aSandboxWith('refusals', 'touch a.ts');
     const extglob = await call('glob', { pattern: '@(a|b).ts' });
     expect(extglob.isError).toBe(true);
-    expect(textOf(extglob)).toBe('INVALID_ARGUMENTS: arguments.pattern: extglobs such as "@(…)" are not supported; use braces ("{a,b}"), or write "\\(" to match a parenthesis');
+    expect(textOf(extglob)).toBe(
+      'INVALID_ARGUMENTS: arguments.pattern: extglobs such as "@(…)" are not supported; use braces ("{a,b}"), or write "\\(" to match a parenthesis',
+    );
     const range = await call('glob', { pattern: 'file{1..3}.ts' });
-    expect(textOf(range)).toBe('INVALID_ARGUMENTS: arguments.pattern: brace ranges such as "{1..3}" are not supported; list the alternatives ("{1,2,3}")');
-    expect((await call('glob', { pattern: '{a,b}.ts' })).structuredContent).toEqual({ files: ['a.ts'], truncated: false });
+    expect(textOf(range)).toBe(
+      'INVALID_ARGUMENTS: arguments.pattern: brace ranges such as "{1..3}" are not supported; list the alternatives ("{1,2,3}")',
+    );
+    expect((await call('glob', { pattern: '{a,b}.ts' })).structuredContent).toEqual({
+      files: ['a.ts'],
+      truncated: false,
+    });
   });
 });

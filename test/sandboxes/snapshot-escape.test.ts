@@ -46,7 +46,10 @@ describe('snapshots never run or follow what the agent wrote (embedded, bubblewr
     rmSync(dir, { recursive: true, force: true });
   });
 
-  async function aSandbox(name: string): Promise<{ bash(command: string): Promise<{ stdout: string; stderr: string; exitCode: number }>; write(path: string, content: string): Promise<void> }> {
+  async function aSandbox(name: string): Promise<{
+    bash(command: string): Promise<{ stdout: string; stderr: string; exitCode: number }>;
+    write(path: string, content: string): Promise<void>;
+  }> {
     expect((await cp.request('POST', `/v1/workspaces/${ws.slug}/sandboxes`, { body: { name } })).status).toBe(201);
     const { call, bash } = await agentOn(cp, ws.slug, name, clients);
     return {
@@ -59,13 +62,21 @@ describe('snapshots never run or follow what the agent wrote (embedded, bubblewr
   }
 
   /** The snapshot branch as a developer fetches it: each commit's subject, and the tree of the last. */
-  async function fetched(name: string): Promise<{ subjects: string[]; tree: string[]; show: (path: string) => string }> {
-    const bundle = await fetch(`${cp.url}/v1/workspaces/${ws.slug}/sandboxes/${name}/bundle`, { headers: { authorization: `Bearer ${cp.ownerToken}` } });
+  async function fetched(
+    name: string,
+  ): Promise<{ subjects: string[]; tree: string[]; show: (path: string) => string }> {
+    const bundle = await fetch(`${cp.url}/v1/workspaces/${ws.slug}/sandboxes/${name}/bundle`, {
+      headers: { authorization: `Bearer ${cp.ownerToken}` },
+    });
     expect(bundle.status).toBe(200);
     const file = join(dir, `${name}-${Date.now()}.bundle`);
     writeFileSync(file, Buffer.from(await bundle.arrayBuffer()));
     const clone = mkdtempSync(join(dir, 'clone-'));
-    const git = (...args: string[]) => execFileSync('git', ['-C', clone, ...args], { encoding: 'utf8', env: { PATH: process.env.PATH, HOME: clone, GIT_CONFIG_NOSYSTEM: '1' } });
+    const git = (...args: string[]) =>
+      execFileSync('git', ['-C', clone, ...args], {
+        encoding: 'utf8',
+        env: { PATH: process.env.PATH, HOME: clone, GIT_CONFIG_NOSYSTEM: '1' },
+      });
     git('init', '-q');
     git('fetch', '-q', file, 'aileron/snapshots:snapshots');
     // fsck: nothing in the history a developer's git would refuse (a `.git` path, a gitlink without its repository)
@@ -112,7 +123,12 @@ describe('snapshots never run or follow what the agent wrote (embedded, bubblewr
     await settled('nested-filters');
     expect(marked()).toEqual([]);
     const history = await fetched('nested-filters');
-    expect(history.subjects).toEqual(['write: after.txt', 'bash: echo three >> filters/a.txt', 'bash: echo two >> filters/a.txt', 'bash: set -e…']);
+    expect(history.subjects).toEqual([
+      'write: after.txt',
+      'bash: echo three >> filters/a.txt',
+      'bash: echo two >> filters/a.txt',
+      'bash: set -e…',
+    ]);
     expect(history.tree.sort()).toEqual(['100644 after.txt', '100644 filters/.gitattributes', '100644 filters/a.txt']);
     // the filter did not touch the bytes
     expect(history.show('filters/a.txt')).toBe('one\ntwo\nthree\n');
@@ -172,7 +188,10 @@ describe('snapshots never run or follow what the agent wrote (embedded, bubblewr
     const box = await aSandbox('hostile-source');
     const tree = mkdtempSync(join(dir, 'tree-'));
     const vendor = join(tree, 'vendor');
-    const git = (...args: string[]) => execFileSync('git', ['-C', vendor, '-c', 'user.name=a', '-c', 'user.email=a@b', ...args], { env: { PATH: process.env.PATH, HOME: vendor, GIT_CONFIG_NOSYSTEM: '1' } });
+    const git = (...args: string[]) =>
+      execFileSync('git', ['-C', vendor, '-c', 'user.name=a', '-c', 'user.email=a@b', ...args], {
+        env: { PATH: process.env.PATH, HOME: vendor, GIT_CONFIG_NOSYSTEM: '1' },
+      });
     execFileSync('git', ['init', '-q', vendor]);
     writeFileSync(join(vendor, '.gitattributes'), '* filter=x\n');
     writeFileSync(join(vendor, 'lib.js'), 'module.exports = 1;\n');
@@ -212,35 +231,54 @@ describe('snapshots never run or follow what the agent wrote (embedded, bubblewr
       ].join(' && '),
     );
     const history = await fetched('ignoring');
-    expect(history.tree.sort()).toEqual(['100644 .gitignore', '100644 app/.gitignore', '100644 app/main.js', '100644 keep.log']);
+    expect(history.tree.sort()).toEqual([
+      '100644 .gitignore',
+      '100644 app/.gitignore',
+      '100644 app/main.js',
+      '100644 keep.log',
+    ]);
   });
 
   it('a file swapped for a link while the snapshot reads it: the snapshot has the file or the link, never what the link names', async () => {
     const other = await aSandbox('other-box');
     await other.write('secret.txt', 'not yours\n');
-    const record = await cp.cp.database.client.sandbox.findFirstOrThrow({ where: { workspaceId: ws.id, name: 'other-box' } });
+    const record = await cp.cp.database.client.sandbox.findFirstOrThrow({
+      where: { workspaceId: ws.id, name: 'other-box' },
+    });
     const secret = join(cp.cp.config.dataDir, 'sandboxes', record.id, 'src', 'secret.txt');
     const box = await aSandbox('swapper');
     // swaps on in the background while the call's snapshot runs (where the sandbox lets a process outlive its call)
-    const started = await box.bash(`echo mine > target.txt; (for i in $(seq 1 3000); do ln -sfn ${secret} target.txt; echo mine > t && mv t target.txt; done) > /dev/null 2>&1 &`);
+    const started = await box.bash(
+      `echo mine > target.txt; (for i in $(seq 1 3000); do ln -sfn ${secret} target.txt; echo mine > t && mv t target.txt; done) > /dev/null 2>&1 &`,
+    );
     expect(started.exitCode).toBe(0);
     const history = await fetched('swapper');
     const entry = history.tree.find((line) => line.endsWith(' target.txt'));
-    expect(entry === '120000 target.txt' ? history.show('target.txt') : history.show('target.txt')).toMatch(entry === '120000 target.txt' ? /^\/.*secret\.txt$/ : /^mine\n$/);
+    expect(entry === '120000 target.txt' ? history.show('target.txt') : history.show('target.txt')).toMatch(
+      entry === '120000 target.txt' ? /^\/.*secret\.txt$/ : /^mine\n$/,
+    );
     for (const subject of history.subjects) expect(subject).not.toContain('not yours');
     expect(JSON.stringify(history.tree)).not.toContain('not yours');
   });
 
   it('a snapshot whose history fails once is taken by the next attempt: nothing lost, nothing reported', async () => {
     const receiver = await aReceiver([]);
-    const hook = await cp.request('POST', '/v1/webhooks', { body: { name: uniqueSlug('retries'), url: receiver.url, events: ['sandbox.snapshot_failed', 'sandbox.snapshot'], workspace: ws.slug } });
+    const hook = await cp.request('POST', '/v1/webhooks', {
+      body: {
+        name: uniqueSlug('retries'),
+        url: receiver.url,
+        events: ['sandbox.snapshot_failed', 'sandbox.snapshot'],
+        workspace: ws.slug,
+      },
+    });
     expect(hook.status, hook.text).toBe(201);
     // the real driver, whose history answers its first commit with a failure, as a full disk or a killed git would
     const driver = cp.cp.app.get<SandboxDriver>(SANDBOX_DRIVER);
     const git = driver.git.bind(driver);
     let failures = 0;
     driver.git = async (spec, args, input) => {
-      if (args[0] === 'fast-import' && spec.name === 'flaky' && failures++ === 0) return { code: 128, stdout: Buffer.alloc(0), stderr: 'fatal: the disk was busy' };
+      if (args[0] === 'fast-import' && spec.name === 'flaky' && failures++ === 0)
+        return { code: 128, stdout: Buffer.alloc(0), stderr: 'fatal: the disk was busy' };
       return git(spec, args, input);
     };
     try {
@@ -250,7 +288,9 @@ describe('snapshots never run or follow what the agent wrote (embedded, bubblewr
       expect(failures).toBe(2);
       expect(history.subjects).toEqual(['write: kept.txt']);
       expect(history.show('kept.txt')).toBe('kept\n');
-      await eventually('the sandbox.snapshot delivery', () => receiver.accepted().find((r) => JSON.parse(r.raw).data?.sandbox === 'flaky'));
+      await eventually('the sandbox.snapshot delivery', () =>
+        receiver.accepted().find((r) => JSON.parse(r.raw).data?.sandbox === 'flaky'),
+      );
       expect(receiver.accepted().map((r) => JSON.parse(r.raw).type)).not.toContain('sandbox.snapshot_failed');
     } finally {
       driver.git = git;
@@ -261,15 +301,31 @@ describe('snapshots never run or follow what the agent wrote (embedded, bubblewr
 
   it('a snapshot that cannot be taken is reported as sandbox.snapshot_failed; the next change and other sandboxes go on', async () => {
     const receiver = await aReceiver([]);
-    const hook = await cp.request('POST', '/v1/webhooks', { body: { name: uniqueSlug('failures'), url: receiver.url, events: ['sandbox.snapshot_failed'], workspace: ws.slug } });
+    const hook = await cp.request('POST', '/v1/webhooks', {
+      body: {
+        name: uniqueSlug('failures'),
+        url: receiver.url,
+        events: ['sandbox.snapshot_failed'],
+        workspace: ws.slug,
+      },
+    });
     expect(hook.status, hook.text).toBe(201);
     try {
       const crowded = await aSandbox('crowded');
       const calm = await aSandbox('calm');
       await crowded.bash(`mkdir many && for i in $(seq 1 ${MAX_FILES + 5}); do echo $i > many/$i.txt; done`);
       await calm.write('fine.txt', 'fine\n');
-      const failed = await eventually('the sandbox.snapshot_failed delivery', () => receiver.accepted().find((r) => JSON.parse(r.raw).data?.sandbox === 'crowded'), { timeoutMs: 60_000 });
-      expect(JSON.parse(failed.raw).data).toMatchObject({ sandbox: 'crowded', trigger: 'bash', message: expect.stringMatching(/^bash: mkdir many/), reason: expect.stringContaining(`more than ${MAX_FILES} files`) });
+      const failed = await eventually(
+        'the sandbox.snapshot_failed delivery',
+        () => receiver.accepted().find((r) => JSON.parse(r.raw).data?.sandbox === 'crowded'),
+        { timeoutMs: 60_000 },
+      );
+      expect(JSON.parse(failed.raw).data).toMatchObject({
+        sandbox: 'crowded',
+        trigger: 'bash',
+        message: expect.stringMatching(/^bash: mkdir many/),
+        reason: expect.stringContaining(`more than ${MAX_FILES} files`),
+      });
       // the other sandbox's snapshot was taken meanwhile
       expect((await fetched('calm')).subjects).toEqual(['write: fine.txt']);
       // once the agent makes room (a .gitignore), the next change is committed with everything since the last good snapshot

@@ -15,7 +15,11 @@ export function ensureBuilt(paths: string[]): void {
   if (built || paths.every((path) => existsSync(join(ROOT, path)))) return;
   built = true;
   try {
-    execFileSync('flock', ['/tmp/aileron-build.lock', 'npm', 'run', 'build', '--silent'], { cwd: ROOT, encoding: 'utf8', stdio: 'pipe' });
+    execFileSync('flock', ['/tmp/aileron-build.lock', 'npm', 'run', 'build', '--silent'], {
+      cwd: ROOT,
+      encoding: 'utf8',
+      stdio: 'pipe',
+    });
   } catch (error) {
     // tsc emits despite a type error elsewhere; the caller checks what it needs
     const { stdout, stderr } = error as { stdout?: string; stderr?: string };

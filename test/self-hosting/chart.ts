@@ -37,13 +37,25 @@ export function ensureRenderer(): void {
   built = true;
 }
 
-function run(values: object, options: RenderOptions, extra: string[]): { status: number | null; stdout: string; stderr: string } {
+function run(
+  values: object,
+  options: RenderOptions,
+  extra: string[],
+): { status: number | null; stdout: string; stderr: string } {
   ensureRenderer();
   const dir = mkdtempSync(join(tmpdir(), 'aileron-helm-'));
   try {
     const file = join(dir, 'values.json');
     writeFileSync(file, JSON.stringify(values));
-    const args = ['-f', file, '-namespace', options.namespace ?? 'aileron', '-name', options.name ?? 'aileron', ...extra];
+    const args = [
+      '-f',
+      file,
+      '-namespace',
+      options.namespace ?? 'aileron',
+      '-name',
+      options.name ?? 'aileron',
+      ...extra,
+    ];
     if (options.apiVersions?.length) args.push('-api-versions', options.apiVersions.join(','));
     const result = spawnSync(RENDERER, [...args, CHART], { encoding: 'utf8' });
     return { status: result.status, stdout: result.stdout, stderr: result.stderr };
@@ -63,7 +75,9 @@ export function render(values: object = {}, options: RenderOptions = {}): Render
     const object: unknown = document.toJS();
     if (object === null) continue;
     objects.push(object);
-    sources.push(/# Source: (\S+)/.exec(`${document.commentBefore ?? ''}\n${document.contents?.commentBefore ?? ''}`)?.[1] ?? '');
+    sources.push(
+      /# Source: (\S+)/.exec(`${document.commentBefore ?? ''}\n${document.contents?.commentBefore ?? ''}`)?.[1] ?? '',
+    );
   }
   return { objects, sources };
 }
@@ -114,5 +128,9 @@ function isMap(value: unknown): value is Record<string, unknown> {
 export function podTemplates(rendered: Rendered): { owner: string; spec: K8sObject; metadata: K8sObject }[] {
   return rendered.objects
     .filter((o) => o.kind === 'Deployment' || o.kind === 'Job')
-    .map((o) => ({ owner: `${o.kind}/${o.metadata.name}`, spec: o.spec.template.spec, metadata: o.spec.template.metadata }));
+    .map((o) => ({
+      owner: `${o.kind}/${o.metadata.name}`,
+      spec: o.spec.template.spec,
+      metadata: o.spec.template.metadata,
+    }));
 }

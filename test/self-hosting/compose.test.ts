@@ -1,6 +1,18 @@
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  chownSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  unlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, posix } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -39,7 +51,10 @@ interface Service {
   security_opt?: string[];
 }
 
-const compose = parse(readFileSync(join(ROOT, 'docker-compose.yml'), 'utf8'), { merge: true }) as { services: Record<string, Service>; volumes: Record<string, unknown> };
+const compose = parse(readFileSync(join(ROOT, 'docker-compose.yml'), 'utf8'), { merge: true }) as {
+  services: Record<string, Service>;
+  volumes: Record<string, unknown>;
+};
 const services = compose.services;
 const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
 const REPLICAS = ['control-plane'];
@@ -58,19 +73,30 @@ const controlPlaneImage = new ParsedDockerfile(join(ROOT, 'images', 'control-pla
 /** Directories the image makes for its user (`install -d -o UID …`): where an empty volume takes that owner. */
 function imageOwnedDirs(): string[] {
   const uid = (controlPlaneImage.last('USER')?.getArgumentsContent() ?? '').split(':')[0];
-  return controlPlaneImage.runs().flatMap((run) => [...run.matchAll(new RegExp(`install -d -o ${uid} -g \\d+ -m \\d+ ([^&\\\\]+)`, 'g'))].flatMap((match) => match[1]!.trim().split(/\s+/)));
+  return controlPlaneImage
+    .runs()
+    .flatMap((run) =>
+      [...run.matchAll(new RegExp(`install -d -o ${uid} -g \\d+ -m \\d+ ([^&\\\\]+)`, 'g'))].flatMap((match) =>
+        match[1]!.trim().split(/\s+/),
+      ),
+    );
 }
 
 /** The image's AILERON_DATA_DIR (ENV). */
 function imageDataDir(): string {
-  const env = controlPlaneImage.keyword('ENV').map((i) => i.getArgumentsContent()).join(' ');
+  const env = controlPlaneImage
+    .keyword('ENV')
+    .map((i) => i.getArgumentsContent())
+    .join(' ');
   return /AILERON_DATA_DIR=(\S+)/.exec(env)![1]!;
 }
 
 /** An nginx size (`257m`) in bytes. */
 function nginxBytes(size: string): number {
   const [, number, unit] = /^(\d+)([kKmMgG]?)$/.exec(size)!;
-  return Number(number) * ({ '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3 } as Record<string, number>)[unit!.toLowerCase()]!;
+  return (
+    Number(number) * ({ '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3 } as Record<string, number>)[unit!.toLowerCase()]!
+  );
 }
 
 function nginxConfig(): string {
@@ -87,13 +113,18 @@ function migrateScript(): string {
 
 describe('docker-compose.yml', () => {
   it('runs every Aileron process from the control-plane image built from its Dockerfile: no sources mounted, no npm at start', () => {
-    expect(Object.keys(services).filter((name) => services[name]!.image?.startsWith('ghcr.io/aileron/')).sort()).toEqual([...AILERON].sort());
+    expect(
+      Object.keys(services)
+        .filter((name) => services[name]!.image?.startsWith('ghcr.io/aileron/'))
+        .sort(),
+    ).toEqual([...AILERON].sort());
     for (const name of AILERON) {
       const service = services[name]!;
       expect(service.image, name).toBe(`ghcr.io/aileron/control-plane:${pkg.version}`);
       expect(service.build, name).toEqual({ context: '.', dockerfile: 'images/control-plane/Dockerfile' });
       expect(existsSync(join(ROOT, service.build!.dockerfile))).toBe(true);
-      for (const mount of mounts(service)) expect(mount.source, `${name} mounts ${mount.source}`).toMatch(/^[a-z][a-z0-9-]*$/);
+      for (const mount of mounts(service))
+        expect(mount.source, `${name} mounts ${mount.source}`).toMatch(/^[a-z][a-z0-9-]*$/);
       expect(JSON.stringify(service.command ?? [])).not.toMatch(/npm/);
     }
   });
@@ -117,11 +148,14 @@ describe('docker-compose.yml', () => {
         redis: { condition: 'service_healthy' },
       });
     }
-    expect(services.proxy!.depends_on).toEqual(Object.fromEntries(REPLICAS.map((name) => [name, { condition: 'service_healthy' }])));
+    expect(services.proxy!.depends_on).toEqual(
+      Object.fromEntries(REPLICAS.map((name) => [name, { condition: 'service_healthy' }])),
+    );
   });
 
   it("checks health: PostgreSQL, Redis and the proxy by their own test, the replicas by the image's /healthz; nothing checks what serves no HTTP", () => {
-    for (const name of ['postgres', 'redis', 'proxy']) expect(services[name]!.healthcheck?.test?.length, name).toBeGreaterThan(1);
+    for (const name of ['postgres', 'redis', 'proxy'])
+      expect(services[name]!.healthcheck?.test?.length, name).toBeGreaterThan(1);
     expect(services.proxy!.healthcheck!.test!.join(' ')).toContain('/healthz');
     const image = controlPlaneImage;
     expect(image.last('HEALTHCHECK')?.getArgumentsContent()).toContain('/healthz');
@@ -156,14 +190,17 @@ describe('docker-compose.yml', () => {
 
   it('passes only settings the configuration knows', () => {
     for (const name of AILERON) {
-      for (const variable of Object.keys(services[name]!.environment ?? {})) expect(SETTINGS, `${name}: ${variable}`).toHaveProperty(variable);
+      for (const variable of Object.keys(services[name]!.environment ?? {}))
+        expect(SETTINGS, `${name}: ${variable}`).toHaveProperty(variable);
     }
   });
 
   it('runs the control plane behind one port on this machine', () => {
     expect(services.proxy!.ports).toEqual(['127.0.0.1:8080:8080']);
     const nginx = nginxConfig();
-    expect([...nginx.matchAll(/^\s*server (\S+);/gm)].map((match) => match[1])).toEqual(REPLICAS.map((name) => `${name}:8080`));
+    expect([...nginx.matchAll(/^\s*server (\S+);/gm)].map((match) => match[1])).toEqual(
+      REPLICAS.map((name) => `${name}:8080`),
+    );
     expect(nginx).toMatch(/listen 8080;/);
     // server-sent events, MCP streams and ?wait=60 long polls
     expect(nginx).toMatch(/proxy_buffering off;/);
@@ -174,10 +211,17 @@ describe('docker-compose.yml', () => {
     const holding = mounts(services.migrate!).find((mount) => token.startsWith(`${mount.target}/`))!;
     expect(holding).toBeDefined();
     // nor the root key's volume: the migration moves a token an earlier release left there (tested below)
-    expect(holding.source).not.toBe(mounts(services.migrate!).find((mount) => services.migrate!.environment!.AILERON_ROOT_KEY_FILE!.startsWith(`${mount.target}/`))!.source);
+    expect(holding.source).not.toBe(
+      mounts(services.migrate!).find((mount) =>
+        services.migrate!.environment!.AILERON_ROOT_KEY_FILE!.startsWith(`${mount.target}/`),
+      )!.source,
+    );
     for (const [name, service] of Object.entries(services)) {
       if (name === 'migrate') continue;
-      expect(mounts(service).map((mount) => mount.source), name).not.toContain(holding.source);
+      expect(
+        mounts(service).map((mount) => mount.source),
+        name,
+      ).not.toContain(holding.source);
     }
   });
 
@@ -194,12 +238,18 @@ describe('docker-compose.yml', () => {
     expect(data).toMatchObject({ readOnly: false });
     expect(compose.volumes).toHaveProperty(data!.source);
     // user, PID and mount namespaces and a new /proc: refused by Docker's default seccomp and AppArmor profiles and its masked /proc paths
-    expect(service.security_opt).toEqual(expect.arrayContaining(['seccomp=unconfined', 'apparmor=unconfined', 'systempaths=unconfined']));
+    expect(service.security_opt).toEqual(
+      expect.arrayContaining(['seccomp=unconfined', 'apparmor=unconfined', 'systempaths=unconfined']),
+    );
     // what stays: no capabilities, no new privileges (bubblewrap needs neither: it runs unprivileged, tested below)
     expect(service.security_opt).toContain('no-new-privileges:true');
     expect(service.cap_drop).toEqual(['ALL']);
     for (const [name, other] of Object.entries(services)) {
-      if (name !== 'control-plane') expect((other.security_opt ?? []).filter((opt) => opt.endsWith('=unconfined')), name).toEqual([]);
+      if (name !== 'control-plane')
+        expect(
+          (other.security_opt ?? []).filter((opt) => opt.endsWith('=unconfined')),
+          name,
+        ).toEqual([]);
     }
   });
 
@@ -217,7 +267,8 @@ describe('docker-compose.yml', () => {
     const owned = imageOwnedDirs();
     expect(owned).toContain(imageDataDir());
     for (const name of AILERON) {
-      for (const mount of mounts(services[name]!).filter((m) => !m.readOnly)) expect(owned, `${name}: ${mount.source} on ${mount.target}`).toContain(mount.target);
+      for (const mount of mounts(services[name]!).filter((m) => !m.readOnly))
+        expect(owned, `${name}: ${mount.source} on ${mount.target}`).toContain(mount.target);
     }
   });
 
@@ -253,7 +304,12 @@ describe('docker-compose.yml', () => {
     let output = '';
 
     beforeAll(async () => {
-      ensureBuilt(['dist/apps/control-plane/src/main.js', 'dist/apps/cli/src/main.js', 'dist/sandbox-runner/runner.cjs', 'dist/git-helper.cjs']);
+      ensureBuilt([
+        'dist/apps/control-plane/src/main.js',
+        'dist/apps/cli/src/main.js',
+        'dist/sandbox-runner/runner.cjs',
+        'dist/git-helper.cjs',
+      ]);
       database = await createPostgresDatabase();
       scratch = mkdtempSync(join(tmpdir(), 'aileron-compose-cp-'));
       chmodSync(scratch, 0o755);
@@ -282,16 +338,43 @@ describe('docker-compose.yml', () => {
         LOG_LEVEL: 'warn',
       };
       // the migration's part, then the service under the image's user with nothing more
-      execFileSync('node', serverModeCommand('bin/aileron-cp.js', 'migrate').slice(1), { cwd: ROOT, env, encoding: 'utf8', timeout: 120_000 });
-      token = execFileSync('node', serverModeCommand('bin/aileron-cp.js', 'bootstrap').slice(1), { cwd: ROOT, env, encoding: 'utf8', timeout: 120_000 }).trim();
+      execFileSync('node', serverModeCommand('bin/aileron-cp.js', 'migrate').slice(1), {
+        cwd: ROOT,
+        env,
+        encoding: 'utf8',
+        timeout: 120_000,
+      });
+      token = execFileSync('node', serverModeCommand('bin/aileron-cp.js', 'bootstrap').slice(1), {
+        cwd: ROOT,
+        env,
+        encoding: 'utf8',
+        timeout: 120_000,
+      }).trim();
       const start = serverModeCommand('dist/apps/control-plane/src/main.js');
-      child = spawn('setpriv', [`--reuid=${UID}`, `--regid=${UID}`, '--clear-groups', '--inh-caps=-all', '--bounding-set=-all', '--no-new-privs', '--', ...start], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+      child = spawn(
+        'setpriv',
+        [
+          `--reuid=${UID}`,
+          `--regid=${UID}`,
+          '--clear-groups',
+          '--inh-caps=-all',
+          '--bounding-set=-all',
+          '--no-new-privs',
+          '--',
+          ...start,
+        ],
+        { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] },
+      );
       child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
       child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-      await eventually('the control plane to answer /healthz', async () => {
-        if (child!.exitCode !== null) throw new Error(`it exited (${child!.exitCode}): ${output}`);
-        return (await fetch(`${url}/healthz`).catch(() => undefined))?.ok;
-      }, { timeoutMs: 120_000, intervalMs: 200 });
+      await eventually(
+        'the control plane to answer /healthz',
+        async () => {
+          if (child!.exitCode !== null) throw new Error(`it exited (${child!.exitCode}): ${output}`);
+          return (await fetch(`${url}/healthz`).catch(() => undefined))?.ok;
+        },
+        { timeoutMs: 120_000, intervalMs: 200 },
+      );
     }, 300_000);
     afterAll(async () => {
       if (child && child.exitCode === null) {
@@ -303,9 +386,18 @@ describe('docker-compose.yml', () => {
       if (scratch) rmSync(scratch, { recursive: true, force: true });
     });
 
-    function call(method: string, path: string, body?: Buffer | object, contentType = 'application/json'): Promise<Response> {
+    function call(
+      method: string,
+      path: string,
+      body?: Buffer | object,
+      contentType = 'application/json',
+    ): Promise<Response> {
       const payload = body === undefined ? undefined : Buffer.isBuffer(body) ? body : JSON.stringify(body);
-      return fetch(`${url}${path}`, { method, headers: { authorization: `Bearer ${token}`, ...(payload ? { 'content-type': contentType } : {}) }, ...(payload ? { body: payload } : {}) });
+      return fetch(`${url}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${token}`, ...(payload ? { 'content-type': contentType } : {}) },
+        ...(payload ? { body: payload } : {}),
+      });
     }
 
     it('takes a tar.gz source (unpacked by tar under bubblewrap), commits it with git, and runs git inside the sandbox', async () => {
@@ -318,18 +410,30 @@ describe('docker-compose.yml', () => {
       writeFileSync(join(tree, 'README.md'), '# from compose\n');
       const archive = join(scratch, 'source.tar.gz');
       execFileSync('tar', ['-czf', archive, '-C', tree, '.']);
-      const uploaded = await call('PUT', '/v1/workspaces/default/sandboxes/compose-check/source', readFileSync(archive), 'application/gzip');
+      const uploaded = await call(
+        'PUT',
+        '/v1/workspaces/default/sandboxes/compose-check/source',
+        readFileSync(archive),
+        'application/gzip',
+      );
       expect(uploaded.ok, `${uploaded.status} ${await uploaded.text()}\n${output}`).toBe(true);
       // the bundle waits for the last snapshot: then the history shows the source's commit
       expect((await call('GET', '/v1/workspaces/default/sandboxes/compose-check/bundle')).status).toBe(200);
-      const listed = (await (await call('GET', '/v1/workspaces/default/sandboxes/compose-check/snapshots')).json()) as { snapshots: { files: { path: string }[] }[] };
+      const listed = (await (await call('GET', '/v1/workspaces/default/sandboxes/compose-check/snapshots')).json()) as {
+        snapshots: { files: { path: string }[] }[];
+      };
       expect(listed.snapshots.flatMap((snapshot) => snapshot.files.map((file) => file.path))).toContain('README.md');
 
-      const transport = new StreamableHTTPClientTransport(new URL(`${url}/mcp/default/sandbox`), { requestInit: { headers: { authorization: `Bearer ${token}` } } });
+      const transport = new StreamableHTTPClientTransport(new URL(`${url}/mcp/default/sandbox`), {
+        requestInit: { headers: { authorization: `Bearer ${token}` } },
+      });
       const client = new Client({ name: 'compose-check', version: '1.0.0' });
       await client.connect(transport);
       try {
-        const ran = (await client.callTool({ name: 'bash', arguments: { sandbox: 'compose-check', command: 'git --version && cat README.md && id -u' } })) as { structuredContent?: { stdout: string; exitCode: number }; content: { text?: string }[] };
+        const ran = (await client.callTool({
+          name: 'bash',
+          arguments: { sandbox: 'compose-check', command: 'git --version && cat README.md && id -u' },
+        })) as { structuredContent?: { stdout: string; exitCode: number }; content: { text?: string }[] };
         const text = JSON.stringify(ran);
         expect(text, text).toMatch(/git version \d/);
         expect(text).toContain('# from compose');
@@ -349,7 +453,12 @@ describe('docker-compose.yml', () => {
     beforeAll(async () => {
       ensureBuilt(['dist/apps/cli/src/main.js']);
       database = await createPostgresDatabase();
-      volumes = Object.fromEntries(mounts(services.migrate!).map((mount) => [mount.source, mkdtempSync(join(tmpdir(), `aileron-compose-${mount.source}-`))]));
+      volumes = Object.fromEntries(
+        mounts(services.migrate!).map((mount) => [
+          mount.source,
+          mkdtempSync(join(tmpdir(), `aileron-compose-${mount.source}-`)),
+        ]),
+      );
     });
     afterAll(async () => {
       await database?.drop();

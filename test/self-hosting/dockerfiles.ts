@@ -59,12 +59,17 @@ export class Stage {
     const out: DockerfileCopy[] = [];
     let workdir = '/';
     for (const instruction of this.instructions) {
-      if (instruction.getKeyword() === 'WORKDIR') workdir = posix.resolve(workdir, instruction.getArguments()[0]!.getValue());
+      if (instruction.getKeyword() === 'WORKDIR')
+        workdir = posix.resolve(workdir, instruction.getArguments()[0]!.getValue());
       if (!(instruction instanceof Copy)) continue;
       const values = instruction.getArguments().map((argument) => argument.getValue());
       out.push({
         // getFromFlag() misses --from after another flag
-        from: instruction.getFlags().find((flag) => flag.getName() === 'from')?.getValue() ?? undefined,
+        from:
+          instruction
+            .getFlags()
+            .find((flag) => flag.getName() === 'from')
+            ?.getValue() ?? undefined,
         flags: Object.fromEntries(instruction.getFlags().map((flag) => [flag.getName(), flag.getValue() ?? ''])),
         sources: values.slice(0, -1),
         destination: posix.resolve(workdir, values.at(-1)!),
@@ -75,7 +80,10 @@ export class Stage {
 
   /** WORKDIR at the end of the stage: where relative paths of its RUN and CMD point. */
   workdir(): string {
-    return this.keyword('WORKDIR').reduce((dir, instruction) => posix.resolve(dir, instruction.getArguments()[0]!.getValue()), '/');
+    return this.keyword('WORKDIR').reduce(
+      (dir, instruction) => posix.resolve(dir, instruction.getArguments()[0]!.getValue()),
+      '/',
+    );
   }
 }
 
@@ -127,7 +135,10 @@ export class ParsedDockerfile {
 
   /** ${NAME} in a FROM or LABEL, replaced by the ARG defaults before the first FROM and in the stage. */
   expand(value: string, stage?: Stage): string {
-    return value.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g, (_, name: string) => (stage && this.argDefault(name, stage)) ?? this.argDefault(name) ?? '');
+    return value.replace(
+      /\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g,
+      (_, name: string) => (stage && this.argDefault(name, stage)) ?? this.argDefault(name) ?? '',
+    );
   }
 }
 
@@ -142,8 +153,15 @@ export function dockerIgnored(patterns: string, path: string): string | undefine
     .map((line) => line.trim())
     .filter((line) => line && !line.startsWith('#'));
   for (const rule of rules) {
-    if (rule.startsWith('!') || rule.includes('**')) throw new Error(`.dockerignore rule ${rule}: the tests read only plain paths and * globs`);
-    const pattern = new RegExp(`^${rule.replace(/^\/+|\/+$/g, '').split('*').map(escapeRegExp).join('[^/]*')}(/.*)?$`);
+    if (rule.startsWith('!') || rule.includes('**'))
+      throw new Error(`.dockerignore rule ${rule}: the tests read only plain paths and * globs`);
+    const pattern = new RegExp(
+      `^${rule
+        .replace(/^\/+|\/+$/g, '')
+        .split('*')
+        .map(escapeRegExp)
+        .join('[^/]*')}(/.*)?$`,
+    );
     if (pattern.test(posix.normalize(path).replace(/^\.\/|\/$/g, ''))) return rule;
   }
   return undefined;

@@ -10,11 +10,31 @@ import { ADMIN_TOKEN_FILE, loadConfig, SETTINGS } from '@aileron/config';
 import { CONTROL_PLANE_SELECTOR } from '@aileron/kubernetes';
 import { EGRESS_EXCEPT_V4 } from '@aileron/net';
 import { KubernetesDriver, kubernetesPoolOptions, MANAGED_BY, type InstanceSpec } from '@aileron/pool';
-import { KubernetesSandboxDriver, kubernetesSandboxOptions, SANDBOX_RUNNER_PORTS, SANDBOX_SELECTOR, SNAPSHOT_BRANCH, takeSnapshot, type SandboxSpec } from '@aileron/sandboxes';
+import {
+  KubernetesSandboxDriver,
+  kubernetesSandboxOptions,
+  SANDBOX_RUNNER_PORTS,
+  SANDBOX_SELECTOR,
+  SNAPSHOT_BRANCH,
+  takeSnapshot,
+  type SandboxSpec,
+} from '@aileron/sandboxes';
 import { FakeKubernetes } from '../support/fake-kubernetes';
 import { ProcessKubelet } from '../support/process-kubelet';
 import { listenOnPodIP, runnerPorts, SANDBOX_VERSION, sandboxImageMaker } from '../support/sandbox-pods';
-import { CHART, ensureRenderer, find, mergedValues, notes, one, podTemplates, render, renderError, type K8sObject, type Rendered } from './chart';
+import {
+  CHART,
+  ensureRenderer,
+  find,
+  mergedValues,
+  notes,
+  one,
+  podTemplates,
+  render,
+  renderError,
+  type K8sObject,
+  type Rendered,
+} from './chart';
 import { callsMade, grantsOf, refuseOutside } from './rbac';
 import { codeSpans, documentedSettings, readmeSection, ROOT, serverModeCommand, shellLines, tableRows } from './readme';
 
@@ -29,7 +49,11 @@ import { codeSpans, documentedSettings, readmeSection, ROOT, serverModeCommand, 
  */
 
 const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
-const chartMeta = parse(readFileSync(join(CHART, 'Chart.yaml'), 'utf8')) as { name: string; version: string; appVersion: string };
+const chartMeta = parse(readFileSync(join(CHART, 'Chart.yaml'), 'utf8')) as {
+  name: string;
+  version: string;
+  appVersion: string;
+};
 const schema = JSON.parse(readFileSync(join(CHART, 'values.schema.json'), 'utf8')) as object;
 
 const RELEASE_NS = 'aileron';
@@ -42,8 +66,17 @@ const VALUE_SETS: Record<string, object> = {
   'default (embedded)': {},
   'server mode with ingress, HPA and ServiceMonitor': {
     mode: 'server',
-    secrets: { databaseUrl: 'postgres://aileron:secret@db.example.internal:5432/aileron', redisUrl: 'redis://redis.example.internal:6379', rootKeys: ROOT_KEY },
-    ingress: { enabled: true, className: 'nginx', hosts: [{ host: 'aileron.example.com', paths: [{ path: '/', pathType: 'Prefix' }] }], tls: [{ secretName: 'aileron-tls', hosts: ['aileron.example.com'] }] },
+    secrets: {
+      databaseUrl: 'postgres://aileron:secret@db.example.internal:5432/aileron',
+      redisUrl: 'redis://redis.example.internal:6379',
+      rootKeys: ROOT_KEY,
+    },
+    ingress: {
+      enabled: true,
+      className: 'nginx',
+      hosts: [{ host: 'aileron.example.com', paths: [{ path: '/', pathType: 'Prefix' }] }],
+      tls: [{ secretName: 'aileron-tls', hosts: ['aileron.example.com'] }],
+    },
     autoscaling: { enabled: true, minReplicas: 3, maxReplicas: 12 },
     metrics: { serviceMonitor: { enabled: true, labels: { release: 'prometheus' } } },
     config: { AILERON_POOL_IDLE_SECONDS: 300, DATABASE_POOL_SIZE: '20' },
@@ -51,7 +84,12 @@ const VALUE_SETS: Record<string, object> = {
   'pool on Kubernetes (server mode, existing Secret)': {
     mode: 'server',
     secrets: { existingSecret: 'aileron-operator-secrets' },
-    pool: { driver: 'kubernetes', namespace: POOL_NS, egressAllowCidrs: ['10.20.0.0/16'], egressExceptCidrs: ['2001:db8:42::/56'] },
+    pool: {
+      driver: 'kubernetes',
+      namespace: POOL_NS,
+      egressAllowCidrs: ['10.20.0.0/16'],
+      egressExceptCidrs: ['2001:db8:42::/56'],
+    },
   },
   'sandboxes on Kubernetes (pool local)': {
     pool: { egressAllowCidrs: ['10.30.0.0/16'], egressExceptCidrs: ['2001:db8:43::/56'] },
@@ -79,7 +117,8 @@ async function modelOf(object: K8sObject): Promise<new (data: K8sObject) => { va
     ? await import(`@kubernetes-models/prometheus-operator/${object.apiVersion}`)
     : await import(`kubernetes-models/${object.apiVersion}`);
   const model = module[object.kind];
-  if (typeof model !== 'function') throw new Error(`no kubernetes-models class for ${object.apiVersion} ${object.kind}`);
+  if (typeof model !== 'function')
+    throw new Error(`no kubernetes-models class for ${object.apiVersion} ${object.kind}`);
   return model as new (data: K8sObject) => { validate(): void };
 }
 
@@ -108,9 +147,15 @@ function controlPlaneEnv(set: string): Record<string, string> {
     'database-url': values.secrets.databaseUrl || 'postgres://u:p@db:5432/aileron',
     'redis-url': values.secrets.redisUrl || 'redis://redis:6379',
   };
-  const field: Record<string, string> = { 'metadata.name': 'aileron-5d8f7c9b6-x2x4q', 'metadata.uid': POD_UID, 'metadata.namespace': RELEASE_NS, 'status.podIP': '10.1.2.3' };
+  const field: Record<string, string> = {
+    'metadata.name': 'aileron-5d8f7c9b6-x2x4q',
+    'metadata.uid': POD_UID,
+    'metadata.namespace': RELEASE_NS,
+    'status.podIP': '10.1.2.3',
+  };
   for (const variable of container(controlPlane(r)).env) {
-    if (variable.value !== undefined) env[variable.name] = variable.value.replace(/\$\((\w+)\)/g, (_: string, ref: string) => env[ref] ?? '');
+    if (variable.value !== undefined)
+      env[variable.name] = variable.value.replace(/\$\((\w+)\)/g, (_: string, ref: string) => env[ref] ?? '');
     else if (variable.valueFrom.fieldRef) env[variable.name] = field[variable.valueFrom.fieldRef.fieldPath]!;
     else env[variable.name] = fromSecret[variable.valueFrom.secretKeyRef.key]!;
   }
@@ -140,13 +185,16 @@ function admits(policy: K8sObject, from: { namespace: string; labels: Record<str
 
 /** The ranges a policy's `::/0` egress block leaves out. */
 function ipv6Except(policy: K8sObject): string[] {
-  const blocks = (policy.spec.egress as K8sObject[]).flatMap((rule) => (rule.to ?? []).map((peer: K8sObject) => peer.ipBlock).filter(Boolean));
+  const blocks = (policy.spec.egress as K8sObject[]).flatMap((rule) =>
+    (rule.to ?? []).map((peer: K8sObject) => peer.ipBlock).filter(Boolean),
+  );
   return blocks.find((block: K8sObject) => block.cidr === '::/0')?.except ?? [];
 }
 
 beforeAll(() => {
   ensureRenderer();
-  for (const set of SETS) rendered[set] = render(VALUE_SETS[set]!, { namespace: RELEASE_NS, apiVersions: ['monitoring.coreos.com/v1'] });
+  for (const set of SETS)
+    rendered[set] = render(VALUE_SETS[set]!, { namespace: RELEASE_NS, apiVersions: ['monitoring.coreos.com/v1'] });
 }, 300_000);
 
 describe('the chart', () => {
@@ -161,18 +209,22 @@ describe('the chart', () => {
     expect(one(pool, 'ConfigMap').data.AILERON_POOL_RUNNER_IMAGE).toBe(SETTINGS.AILERON_POOL_RUNNER_IMAGE.default);
     expect(SETTINGS.AILERON_POOL_RUNNER_IMAGE.default).toBe(`${images[1]}:${pkg.version}`);
     // the sandboxes' image, as the driver would default it too (ghcr.io/aileron/sandbox-base:<version>)
-    expect(one(render({ sandboxes: { driver: 'kubernetes' } }), 'ConfigMap').data.AILERON_SANDBOX_IMAGE).toBe(`${images[2]}:${pkg.version}`);
+    expect(one(render({ sandboxes: { driver: 'kubernetes' } }), 'ConfigMap').data.AILERON_SANDBOX_IMAGE).toBe(
+      `${images[2]}:${pkg.version}`,
+    );
   });
 
   it('documents every value in values.yaml, and values.schema.json accepts each value set and refuses misspelt or misplaced values', () => {
     const ajv = new Ajv({ allErrors: true, strict: false });
     const validate = ajv.compile(schema);
-    for (const set of SETS) expect(validate(mergedValues(VALUE_SETS[set]!)), `${set}: ${ajv.errorsText(validate.errors)}`).toBe(true);
+    for (const set of SETS)
+      expect(validate(mergedValues(VALUE_SETS[set]!)), `${set}: ${ajv.errorsText(validate.errors)}`).toBe(true);
     expect(validate(mergedValues({ replicas: 3 }))).toBe(false);
     expect(validate(mergedValues({ mode: 'cluster' }))).toBe(false);
     expect(validate(mergedValues({ pool: { driver: 'docker' } }))).toBe(false);
     // a secret must never land in the ConfigMap
-    for (const secret of ['DATABASE_URL', 'REDIS_URL', 'AILERON_ROOT_KEY']) expect(validate(mergedValues({ config: { [secret]: 'x' } })), secret).toBe(false);
+    for (const secret of ['DATABASE_URL', 'REDIS_URL', 'AILERON_ROOT_KEY'])
+      expect(validate(mergedValues({ config: { [secret]: 'x' } })), secret).toBe(false);
     expect(validate(mergedValues({ config: { AILERON_POOL_IDLE_SECONDS: '60' } }))).toBe(true);
     // every value is described: a top-level key by the comment above it, a nested one by its own or by the comment of the siblings it follows
     const lines = readFileSync(join(CHART, 'values.yaml'), 'utf8').split('\n');
@@ -200,9 +252,16 @@ describe('the chart', () => {
     it("creates nothing cluster-wide but the pool's and the sandboxes' namespaces, names every object it puts outside the release namespace, and nothing twice", () => {
       const r = rendered[set]!;
       for (const object of r.objects) {
-        expect(['ClusterRole', 'ClusterRoleBinding', 'PodSecurityPolicy', 'MutatingWebhookConfiguration', 'ValidatingWebhookConfiguration']).not.toContain(object.kind);
+        expect([
+          'ClusterRole',
+          'ClusterRoleBinding',
+          'PodSecurityPolicy',
+          'MutatingWebhookConfiguration',
+          'ValidatingWebhookConfiguration',
+        ]).not.toContain(object.kind);
         if (object.kind === 'Namespace') expect([POOL_NS, SANDBOX_NS]).toContain(object.metadata.name);
-        else if (object.metadata.namespace !== undefined) expect([POOL_NS, SANDBOX_NS], `${object.kind}/${object.metadata.name}`).toContain(object.metadata.namespace);
+        else if (object.metadata.namespace !== undefined)
+          expect([POOL_NS, SANDBOX_NS], `${object.kind}/${object.metadata.name}`).toContain(object.metadata.namespace);
       }
       const keys = r.objects.map((o) => `${o.kind} ${o.metadata.namespace ?? RELEASE_NS}/${o.metadata.name}`);
       expect(keys.filter((key, i) => keys.indexOf(key) !== i)).toEqual([]);
@@ -229,10 +288,14 @@ describe('the chart', () => {
           // the image's ENTRYPOINT (tini) stays: only its CMD is replaced
           expect(c.command, where).toBeUndefined();
           // writes only to the data dir and /tmp, both volumes of the pod's own
-          const writable = (c.volumeMounts ?? []).filter((m: K8sObject) => m.readOnly !== true).map((m: K8sObject) => m.mountPath).sort();
+          const writable = (c.volumeMounts ?? [])
+            .filter((m: K8sObject) => m.readOnly !== true)
+            .map((m: K8sObject) => m.mountPath)
+            .sort();
           expect(writable, where).toEqual(['/tmp', '/var/lib/aileron']);
         }
-        for (const volume of spec.volumes ?? []) expect(volume.hostPath, `${owner} volume ${volume.name}`).toBeUndefined();
+        for (const volume of spec.volumes ?? [])
+          expect(volume.hostPath, `${owner} volume ${volume.name}`).toBeUndefined();
       }
     });
 
@@ -298,7 +361,8 @@ describe('the chart', () => {
         for (const c of spec.containers) {
           for (const variable of c.env ?? []) {
             expect(variable.name, owner).not.toBe('AILERON_ROOT_KEY');
-            if (['DATABASE_URL', 'REDIS_URL'].includes(variable.name)) expect(variable.valueFrom?.secretKeyRef, `${owner} ${variable.name}`).toBeDefined();
+            if (['DATABASE_URL', 'REDIS_URL'].includes(variable.name))
+              expect(variable.valueFrom?.secretKeyRef, `${owner} ${variable.name}`).toBeDefined();
           }
         }
       }
@@ -321,7 +385,16 @@ describe('embedded mode (no values)', () => {
     expect(data.persistentVolumeClaim.claimName).toBe(claim.metadata.name);
     expect(claim.metadata.annotations['helm.sh/resource-policy']).toBe('keep');
     expect(one(r(), 'ConfigMap').data.DATABASE_URL).toBeUndefined();
-    for (const kind of ['Job', 'HorizontalPodAutoscaler', 'PodDisruptionBudget', 'Secret', 'Role', 'NetworkPolicy', 'Ingress']) expect(find(r(), kind), kind).toEqual([]);
+    for (const kind of [
+      'Job',
+      'HorizontalPodAutoscaler',
+      'PodDisruptionBudget',
+      'Secret',
+      'Role',
+      'NetworkPolicy',
+      'Ingress',
+    ])
+      expect(find(r(), kind), kind).toEqual([]);
     expect(find(r(), 'Deployment')).toHaveLength(1);
   });
 
@@ -346,7 +419,11 @@ describe('server mode with ingress, HPA and ServiceMonitor', () => {
     const deployment = controlPlane(r());
     expect(deployment.spec.replicas).toBeUndefined();
     const hpa = one(r(), 'HorizontalPodAutoscaler');
-    expect(hpa.spec.scaleTargetRef).toEqual({ apiVersion: 'apps/v1', kind: 'Deployment', name: deployment.metadata.name });
+    expect(hpa.spec.scaleTargetRef).toEqual({
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      name: deployment.metadata.name,
+    });
     expect([hpa.spec.minReplicas, hpa.spec.maxReplicas]).toEqual([3, 12]);
     const pdb = one(r(), 'PodDisruptionBudget');
     expect(pdb.spec.maxUnavailable).toBe(1);
@@ -360,8 +437,12 @@ describe('server mode with ingress, HPA and ServiceMonitor', () => {
     const secret = one(r(), 'Secret');
     expect(job.metadata.annotations['helm.sh/hook']).toBe('pre-install,pre-upgrade');
     expect(secret.metadata.annotations['helm.sh/hook']).toBe('pre-install,pre-upgrade');
-    expect(Number(secret.metadata.annotations['helm.sh/hook-weight'])).toBeLessThan(Number(job.metadata.annotations['helm.sh/hook-weight']));
-    expect(container(job).env.find((v: K8sObject) => v.name === 'DATABASE_URL').valueFrom.secretKeyRef.name).toBe(secret.metadata.name);
+    expect(Number(secret.metadata.annotations['helm.sh/hook-weight'])).toBeLessThan(
+      Number(job.metadata.annotations['helm.sh/hook-weight']),
+    );
+    expect(container(job).env.find((v: K8sObject) => v.name === 'DATABASE_URL').valueFrom.secretKeyRef.name).toBe(
+      secret.metadata.name,
+    );
     expect(job.spec.template.spec.restartPolicy).toBe('Never');
     expect(Object.keys(secret.stringData).sort()).toEqual(['database-url', 'redis-url', 'root-keys']);
   });
@@ -373,7 +454,9 @@ describe('server mode with ingress, HPA and ServiceMonitor', () => {
     expect(backend).toEqual({ name: service.metadata.name, port: { name: 'http' } });
     expect(service.spec.ports[0].targetPort).toBe('http');
     expect(selects(service.spec.selector, controlPlane(r()).spec.template.metadata.labels)).toBe(true);
-    expect(selects(service.spec.selector, one(r(), 'Deployment', 'aileron-worker').spec.template.metadata.labels)).toBe(false);
+    expect(selects(service.spec.selector, one(r(), 'Deployment', 'aileron-worker').spec.template.metadata.labels)).toBe(
+      false,
+    );
     expect(one(r(), 'ConfigMap').data.AILERON_PUBLIC_URL).toBe('https://aileron.example.com');
   });
 
@@ -393,12 +476,16 @@ describe('server mode with ingress, HPA and ServiceMonitor', () => {
   it('refuses a server mode without its database, Redis or root key, naming the value', () => {
     expect(renderError({ mode: 'server' })).toMatch(/secrets\.databaseUrl/);
     expect(renderError({ mode: 'server', secrets: { databaseUrl: 'postgres://a@b/c' } })).toMatch(/secrets\.redisUrl/);
-    expect(renderError({ mode: 'server', secrets: { databaseUrl: 'postgres://a@b/c', redisUrl: 'redis://r' } })).toMatch(/secrets\.rootKeys/);
+    expect(
+      renderError({ mode: 'server', secrets: { databaseUrl: 'postgres://a@b/c', redisUrl: 'redis://r' } }),
+    ).toMatch(/secrets\.rootKeys/);
   });
 
   it('tells in NOTES.txt how to make the first owner token', () => {
     const text = notes(VALUE_SETS[set]!, { namespace: RELEASE_NS });
-    expect(text).toContain(`kubectl -n ${RELEASE_NS} exec deploy/aileron -- ${serverModeCommand('bin/aileron-cp.js', 'bootstrap').join(' ')}`);
+    expect(text).toContain(
+      `kubectl -n ${RELEASE_NS} exec deploy/aileron -- ${serverModeCommand('bin/aileron-cp.js', 'bootstrap').join(' ')}`,
+    );
     expect(text).toContain('https://aileron.example.com/v1/me');
   });
 });
@@ -423,7 +510,9 @@ describe('pool on Kubernetes', () => {
     expect(role.metadata.namespace).toBe(POOL_NS);
     expect(binding.metadata.namespace).toBe(POOL_NS);
     expect(binding.roleRef).toEqual({ apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: role.metadata.name });
-    expect(binding.subjects).toEqual([{ kind: 'ServiceAccount', name: deployment.spec.template.spec.serviceAccountName, namespace: RELEASE_NS }]);
+    expect(binding.subjects).toEqual([
+      { kind: 'ServiceAccount', name: deployment.spec.template.spec.serviceAccountName, namespace: RELEASE_NS },
+    ]);
     expect(one(r(), 'ServiceAccount').metadata.name).toBe(deployment.spec.template.spec.serviceAccountName);
     expect(deployment.spec.template.spec.automountServiceAccountToken).toBe(true);
     expect(one(r(), 'Deployment', 'aileron-worker').spec.template.spec.automountServiceAccountToken).toBe(false);
@@ -443,7 +532,9 @@ describe('pool on Kubernetes', () => {
     const [peer] = rule.from;
     expect(peer.namespaceSelector.matchLabels).toEqual({ 'kubernetes.io/metadata.name': RELEASE_NS });
     expect(selects(peer.podSelector.matchLabels, controlPlane(r()).spec.template.metadata.labels)).toBe(true);
-    expect(selects(peer.podSelector.matchLabels, one(r(), 'Deployment', 'aileron-worker').spec.template.metadata.labels)).toBe(false);
+    expect(
+      selects(peer.podSelector.matchLabels, one(r(), 'Deployment', 'aileron-worker').spec.template.metadata.labels),
+    ).toBe(false);
     // the bridge's port in the driver's pods
     expect(rule.ports).toEqual([{ protocol: 'TCP', port: 8080 }]);
   });
@@ -458,7 +549,9 @@ describe('pool on Kubernetes', () => {
   });
 
   it('refuses the release namespace as the pool namespace', () => {
-    expect(renderError({ pool: { driver: 'kubernetes', namespace: RELEASE_NS } }, { namespace: RELEASE_NS })).toMatch(/pool\.namespace/);
+    expect(renderError({ pool: { driver: 'kubernetes', namespace: RELEASE_NS } }, { namespace: RELEASE_NS })).toMatch(
+      /pool\.namespace/,
+    );
   });
 
   describe("the Role against the driver's calls", () => {
@@ -518,9 +611,19 @@ describe('pool on Kubernetes', () => {
       // the cluster's global IPv6 range, from the chart's value, is kept out as the private ranges are
       expect(ipv6Except(policy)).toContain('2001:db8:42::/56');
       // and admits this release's control plane from its own namespace by itself, and nothing else of the release
-      expect(admits(policy, { namespace: RELEASE_NS, labels: controlPlane(r()).spec.template.metadata.labels }, port)).toBe(true);
-      expect(admits(policy, { namespace: RELEASE_NS, labels: one(r(), 'Deployment', 'aileron-worker').spec.template.metadata.labels }, port)).toBe(false);
-      expect(admits(policy, { namespace: 'elsewhere', labels: controlPlane(r()).spec.template.metadata.labels }, port)).toBe(false);
+      expect(
+        admits(policy, { namespace: RELEASE_NS, labels: controlPlane(r()).spec.template.metadata.labels }, port),
+      ).toBe(true);
+      expect(
+        admits(
+          policy,
+          { namespace: RELEASE_NS, labels: one(r(), 'Deployment', 'aileron-worker').spec.template.metadata.labels },
+          port,
+        ),
+      ).toBe(false);
+      expect(
+        admits(policy, { namespace: 'elsewhere', labels: controlPlane(r()).spec.template.metadata.labels }, port),
+      ).toBe(false);
       await stopped.stop();
       // a replica that dies with an instance running; its next run reaps it
       await first.start(spec());
@@ -545,7 +648,10 @@ describe('sandboxes on Kubernetes', () => {
   /** A selector's matchLabels and matchExpressions (Exists, DoesNotExist) against labels. */
   function selectsPod(selector: K8sObject, labels: Record<string, string>): boolean {
     const expressions = (selector.matchExpressions ?? []) as { key: string; operator: string }[];
-    return selects(selector.matchLabels ?? {}, labels) && expressions.every(({ key, operator }) => (operator === 'Exists') === key in labels);
+    return (
+      selects(selector.matchLabels ?? {}, labels) &&
+      expressions.every(({ key, operator }) => (operator === 'Exists') === key in labels)
+    );
   }
 
   it("hands the control plane the chart's sandbox values as the configuration reads them", () => {
@@ -561,7 +667,10 @@ describe('sandboxes on Kubernetes', () => {
     expect(config.pool.egressAllowCidrs).toEqual(['10.30.0.0/16']);
     // without values the sandboxes stay local, and the default class is the cluster's
     expect(loadConfig(one(rendered['default (embedded)']!, 'ConfigMap').data).sandboxes.driver).toBe('local');
-    expect(loadConfig(one(both(), 'ConfigMap').data).sandboxes).toMatchObject({ kubernetesNamespace: SANDBOX_NS, storage: { files: '10Gi', history: '2Gi', storageClassName: undefined } });
+    expect(loadConfig(one(both(), 'ConfigMap').data).sandboxes).toMatchObject({
+      kubernetesNamespace: SANDBOX_NS,
+      storage: { files: '10Gi', history: '2Gi', storageClassName: undefined },
+    });
   });
 
   it("makes the sandboxes' namespace enforce the restricted Pod Security Standard, and binds its Role to the control plane's ServiceAccount", () => {
@@ -573,7 +682,9 @@ describe('sandboxes on Kubernetes', () => {
     expect([role.metadata.namespace, binding.metadata.namespace]).toEqual([SANDBOX_NS, SANDBOX_NS]);
     expect(binding.roleRef).toEqual({ apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: role.metadata.name });
     const deployment = controlPlane(r());
-    expect(binding.subjects).toEqual([{ kind: 'ServiceAccount', name: deployment.spec.template.spec.serviceAccountName, namespace: RELEASE_NS }]);
+    expect(binding.subjects).toEqual([
+      { kind: 'ServiceAccount', name: deployment.spec.template.spec.serviceAccountName, namespace: RELEASE_NS },
+    ]);
     expect(deployment.spec.template.spec.automountServiceAccountToken).toBe(true);
     expect(one(r(), 'ServiceAccount').automountServiceAccountToken).toBe(true);
   });
@@ -581,10 +692,19 @@ describe('sandboxes on Kubernetes', () => {
   it("grants exactly the driver's calls: pods (create, get, list, watch, delete), claims (create, delete), Secrets (create, get, delete), NetworkPolicies (create, update, delete)", () => {
     expect([...grantsOf(one(r(), 'Role'))].sort()).toEqual(
       [
-        '/pods:create', '/pods:get', '/pods:list', '/pods:watch', '/pods:delete',
-        '/persistentvolumeclaims:create', '/persistentvolumeclaims:delete',
-        '/secrets:create', '/secrets:get', '/secrets:delete',
-        'networking.k8s.io/networkpolicies:create', 'networking.k8s.io/networkpolicies:update', 'networking.k8s.io/networkpolicies:delete',
+        '/pods:create',
+        '/pods:get',
+        '/pods:list',
+        '/pods:watch',
+        '/pods:delete',
+        '/persistentvolumeclaims:create',
+        '/persistentvolumeclaims:delete',
+        '/secrets:create',
+        '/secrets:get',
+        '/secrets:delete',
+        'networking.k8s.io/networkpolicies:create',
+        'networking.k8s.io/networkpolicies:update',
+        'networking.k8s.io/networkpolicies:delete',
       ].sort(),
     );
   });
@@ -611,24 +731,44 @@ describe('sandboxes on Kubernetes', () => {
   });
 
   it("refuses the pool's namespace for sandboxes, where their Role would read every instance's credentials; with both on Kubernetes no Role reads a Secret of the pool", () => {
-    const shared = { pool: { driver: 'kubernetes', namespace: POOL_NS }, sandboxes: { driver: 'kubernetes', namespace: POOL_NS } };
+    const shared = {
+      pool: { driver: 'kubernetes', namespace: POOL_NS },
+      sandboxes: { driver: 'kubernetes', namespace: POOL_NS },
+    };
     expect(renderError(shared, { namespace: RELEASE_NS })).toMatch(/sandboxes\.namespace must not be pool\.namespace/);
     // the control plane's own check, for installations without the chart
-    expect(() => loadConfig({ AILERON_POOL_DRIVER: 'kubernetes', AILERON_SANDBOX_DRIVER: 'kubernetes', AILERON_K8S_NAMESPACE: POOL_NS, AILERON_SANDBOX_K8S_NAMESPACE: POOL_NS })).toThrow(/AILERON_SANDBOX_K8S_NAMESPACE/);
+    expect(() =>
+      loadConfig({
+        AILERON_POOL_DRIVER: 'kubernetes',
+        AILERON_SANDBOX_DRIVER: 'kubernetes',
+        AILERON_K8S_NAMESPACE: POOL_NS,
+        AILERON_SANDBOX_K8S_NAMESPACE: POOL_NS,
+      }),
+    ).toThrow(/AILERON_SANDBOX_K8S_NAMESPACE/);
     // a sandbox namespace of its own while the pool is local holds no instance's Secrets
-    expect(renderError({ sandboxes: { driver: 'kubernetes', namespace: POOL_NS } }, { namespace: RELEASE_NS })).toBeUndefined();
+    expect(
+      renderError({ sandboxes: { driver: 'kubernetes', namespace: POOL_NS } }, { namespace: RELEASE_NS }),
+    ).toBeUndefined();
     for (const set of SETS) {
       for (const role of find(rendered[set]!, 'Role').filter((role) => role.metadata.namespace === POOL_NS)) {
         const reads = [...grantsOf(role)].filter((grant) => /^\/secrets:(get|list|watch)$/.test(grant));
         expect(reads, `${set}: Role ${role.metadata.name}`).toEqual([]);
       }
     }
-    expect(find(both(), 'Role').map((role) => `${role.metadata.namespace}/${role.metadata.name}`).sort()).toEqual([`${POOL_NS}/aileron-pool`, `${SANDBOX_NS}/aileron-sandbox`]);
+    expect(
+      find(both(), 'Role')
+        .map((role) => `${role.metadata.namespace}/${role.metadata.name}`)
+        .sort(),
+    ).toEqual([`${POOL_NS}/aileron-pool`, `${SANDBOX_NS}/aileron-sandbox`]);
   });
 
   it('refuses the release namespace as the sandboxes’ namespace, and tells in NOTES.txt where sandboxes run', () => {
-    expect(renderError({ sandboxes: { driver: 'kubernetes', namespace: RELEASE_NS } }, { namespace: RELEASE_NS })).toMatch(/sandboxes\.namespace/);
-    expect(notes(VALUE_SETS[set]!, { namespace: RELEASE_NS })).toContain(`Sandboxes run as pods in namespace ${SANDBOX_NS} (registry.example.com/acme/sandbox:${pkg.version})`);
+    expect(
+      renderError({ sandboxes: { driver: 'kubernetes', namespace: RELEASE_NS } }, { namespace: RELEASE_NS }),
+    ).toMatch(/sandboxes\.namespace/);
+    expect(notes(VALUE_SETS[set]!, { namespace: RELEASE_NS })).toContain(
+      `Sandboxes run as pods in namespace ${SANDBOX_NS} (registry.example.com/acme/sandbox:${pkg.version})`,
+    );
   });
 
   describe("the Role against the driver's calls", () => {
@@ -641,7 +781,11 @@ describe('sandboxes on Kubernetes', () => {
       scratch = mkdtempSync(join(tmpdir(), 'helm-sandboxes-'));
       fake = await FakeKubernetes.start({ namespace: SANDBOX_NS });
       const image = sandboxImageMaker(scratch);
-      kubelet = new ProcessKubelet(fake, { volumes: join(scratch, 'volumes'), images: { [`registry.example.com/acme/sandbox:${pkg.version}`]: image(SANDBOX_VERSION) }, args: listenOnPodIP });
+      kubelet = new ProcessKubelet(fake, {
+        volumes: join(scratch, 'volumes'),
+        images: { [`registry.example.com/acme/sandbox:${pkg.version}`]: image(SANDBOX_VERSION) },
+        args: listenOnPodIP,
+      });
     });
     afterAll(async () => {
       await kubelet?.close();
@@ -653,36 +797,69 @@ describe('sandboxes on Kubernetes', () => {
       const allowed = refuseOutside(fake, one(r(), 'Role'));
       // the driver as the control plane builds it from its environment in the chart's pod
       const ports = await runnerPorts();
-      const options = { ...kubernetesSandboxOptions(loadConfig(controlPlaneEnv(set))), kubeConfig: fake.kubeConfig(), ports, startTimeoutMs: 20_000, retryIntervalMs: 40, log: (line: string) => lines.push(line) };
-      const spec: SandboxSpec = { id: randomUUID(), organizationId: randomUUID(), workspaceId: randomUUID(), name: 'fix-the-bug', network: 'none', limits: {} };
+      const options = {
+        ...kubernetesSandboxOptions(loadConfig(controlPlaneEnv(set))),
+        kubeConfig: fake.kubeConfig(),
+        ports,
+        startTimeoutMs: 20_000,
+        retryIntervalMs: 40,
+        log: (line: string) => lines.push(line),
+      };
+      const spec: SandboxSpec = {
+        id: randomUUID(),
+        organizationId: randomUUID(),
+        workspaceId: randomUUID(),
+        name: 'fix-the-bug',
+        network: 'none',
+        limits: {},
+      };
       const stem = `sandbox-${spec.id}`;
       const first = new KubernetesSandboxDriver(options);
       await first.create(spec);
-      for (const claim of [`${stem}-files`, `${stem}-history`]) expect(fake.get('persistentvolumeclaims', claim).spec.storageClassName).toBe('fast-ssd');
+      for (const claim of [`${stem}-files`, `${stem}-history`])
+        expect(fake.get('persistentvolumeclaims', claim).spec.storageClassName).toBe('fast-ssd');
       // the sandbox's own policy admits this release's control plane from its own namespace by itself, on both runners' ports
       const policy = fake.get('networkpolicies', stem);
       const me = { namespace: RELEASE_NS, labels: controlPlane(r()).spec.template.metadata.labels };
       for (const port of [ports.sandbox, ports.history]) expect(admits(policy, me, port), `port ${port}`).toBe(true);
-      expect(admits(policy, { ...me, labels: { ...me.labels, 'app.kubernetes.io/name': 'aileron-worker' } }, ports.sandbox)).toBe(false);
+      expect(
+        admits(policy, { ...me, labels: { ...me.labels, 'app.kubernetes.io/name': 'aileron-worker' } }, ports.sandbox),
+      ).toBe(false);
       expect(admits(policy, { ...me, namespace: 'elsewhere' }, ports.sandbox)).toBe(false);
       expect(fake.get('persistentvolumeclaims', `${stem}-files`).spec.resources.requests.storage).toBe('20Gi');
       const runner = await first.runner(spec);
       await runner.call({ op: 'write', path: 'app.ts', content: 'export const answer = 42;\n' });
-      expect(await takeSnapshot(first, spec, { author: { name: 'Agent', email: 'agent@aileron.invalid' }, message: 'write: app.ts', at: new Date(), limits: { maxFiles: 100, maxBytes: 1024 * 1024 } })).not.toBeNull();
+      expect(
+        await takeSnapshot(first, spec, {
+          author: { name: 'Agent', email: 'agent@aileron.invalid' },
+          message: 'write: app.ts',
+          at: new Date(),
+          limits: { maxFiles: 100, maxBytes: 1024 * 1024 },
+        }),
+      ).not.toBeNull();
       await first.stop(spec);
       await first.runner(spec);
       // a restarted control plane reaches the running pod with the Secret's tokens, and a changed network applies at the next start
       await first.close();
       const restarted = new KubernetesSandboxDriver(options);
-      expect((await (await restarted.runner(spec)).call({ op: 'readText', path: 'app.ts' })).content).toBe('export const answer = 42;\n');
+      expect((await (await restarted.runner(spec)).call({ op: 'readText', path: 'app.ts' })).content).toBe(
+        'export const answer = 42;\n',
+      );
       await restarted.stop(spec);
       await restarted.runner({ ...spec, network: 'egress' });
       expect(JSON.stringify(fake.get('networkpolicies', stem).spec.egress)).toContain('10.30.0.0/16');
       expect(ipv6Except(fake.get('networkpolicies', stem))).toContain('2001:db8:43::/56');
-      expect((await restarted.git(spec, ['log', '--format=%s', SNAPSHOT_BRANCH])).stdout.toString()).toBe('write: app.ts\n');
+      expect((await restarted.git(spec, ['log', '--format=%s', SNAPSHOT_BRANCH])).stdout.toString()).toBe(
+        'write: app.ts\n',
+      );
       await restarted.remove(spec);
       await restarted.close();
-      expect([...fake.names('pods'), ...fake.names('persistentvolumeclaims'), ...fake.names('secrets'), ...fake.names('networkpolicies')]).toEqual([]);
+      expect([
+        ...fake.names('pods'),
+        ...fake.names('persistentvolumeclaims'),
+        ...fake.names('secrets'),
+        ...fake.names('networkpolicies'),
+      ]).toEqual([]);
       expect(lines.join('\n')).not.toMatch(/forbidden|answered 403/i);
 
       expect([...callsMade(fake)].sort()).toEqual([...allowed].sort());
@@ -695,8 +872,20 @@ describe("the README's Helm section", () => {
   function setFlags(line: string): Record<string, unknown> {
     const values: Record<string, unknown> = {};
     for (const [, path, raw] of line.matchAll(/--set (\S+?)=(\$\([^)]*\)|\S+)/g)) {
-      const value = raw === 'true' ? true : raw === 'false' ? false : /^\d+$/.test(raw!) ? Number(raw) : raw!.replace(/^\$\(openssl rand -base64 32\)$/, ROOT_KEY);
-      const keys = path!.split('.').flatMap((key) => key.split(/\[(\d+)\]/).filter(Boolean).map((k) => (/^\d+$/.test(k) ? Number(k) : k)));
+      const value =
+        raw === 'true'
+          ? true
+          : raw === 'false'
+            ? false
+            : /^\d+$/.test(raw!)
+              ? Number(raw)
+              : raw!.replace(/^\$\(openssl rand -base64 32\)$/, ROOT_KEY);
+      const keys = path!.split('.').flatMap((key) =>
+        key
+          .split(/\[(\d+)\]/)
+          .filter(Boolean)
+          .map((k) => (/^\d+$/.test(k) ? Number(k) : k)),
+      );
       let at: any = values;
       keys.forEach((key, i) => {
         if (i === keys.length - 1) at[key] = value;
@@ -708,7 +897,11 @@ describe("the README's Helm section", () => {
 
   it('installs with values the schema accepts, and its token commands are the ones NOTES.txt gives', () => {
     const lines = shellLines(readmeSection('Install with Helm'));
-    const installs = lines.join(' ').replace(/\\ /g, ' ').split(/(?=helm install )/).filter((part) => part.startsWith('helm install '));
+    const installs = lines
+      .join(' ')
+      .replace(/\\ /g, ' ')
+      .split(/(?=helm install )/)
+      .filter((part) => part.startsWith('helm install '));
     expect(installs).toHaveLength(2);
     const ajv = new Ajv({ allErrors: true, strict: false });
     const validate = ajv.compile(schema);
@@ -720,7 +913,11 @@ describe("the README's Helm section", () => {
       const objects = render(values, { name: release!, namespace: namespace! });
       for (const kind of ['Deployment', 'Service', 'ConfigMap']) expect(find(objects, kind).length).toBeGreaterThan(0);
       const text = notes(values, { name: release!, namespace: namespace! });
-      const token = lines.find((line) => line.includes('kubectl') && (values.mode === 'server' ? line.includes('bootstrap') : line.includes('admin-token')))!;
+      const token = lines.find(
+        (line) =>
+          line.includes('kubectl') &&
+          (values.mode === 'server' ? line.includes('bootstrap') : line.includes('admin-token')),
+      )!;
       expect(text).toContain(token.replace(/^TOKEN=\$\((.*)\)$/, '$1'));
     }
   });

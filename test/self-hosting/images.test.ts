@@ -1,5 +1,15 @@
 import { execFileSync, spawn } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync } from 'node:fs';
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+} from 'node:fs';
 import { builtinModules } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join, posix, relative } from 'node:path';
@@ -16,7 +26,10 @@ import { codeSpans, readmeSection, ROOT, serverModeCommand, tableRows } from './
  * laid out as the image would hold them and run from there.
  */
 
-const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string; dependencies: Record<string, string> };
+const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
+  version: string;
+  dependencies: Record<string, string>;
+};
 
 interface ImageRow {
   image: string;
@@ -47,7 +60,8 @@ function startCommand(stage: Stage): string[] {
 function hostPath(build: Stage, source: string, elsewhere: Record<string, string> = {}): string {
   const workdir = build.workdir();
   if (source === workdir || source.startsWith(`${workdir}/`)) return join(ROOT, posix.relative(workdir, source));
-  for (const [prefix, host] of Object.entries(elsewhere)) if (source.startsWith(prefix)) return join(host, source.slice(prefix.length));
+  for (const [prefix, host] of Object.entries(elsewhere))
+    if (source.startsWith(prefix)) return join(host, source.slice(prefix.length));
   throw new Error(`no place on this machine stands for ${source} of stage ${build.name}`);
 }
 
@@ -56,7 +70,11 @@ function hostPath(build: Stage, source: string, elsewhere: Record<string, string
  * the image's file system would hold it (node_modules linked, not copied,
  * where `linkNodeModules` says so).
  */
-function assemble(dockerfile: ParsedDockerfile, into: string, options: { elsewhere?: Record<string, string>; linkNodeModules?: boolean } = {}): void {
+function assemble(
+  dockerfile: ParsedDockerfile,
+  into: string,
+  options: { elsewhere?: Record<string, string>; linkNodeModules?: boolean } = {},
+): void {
   for (const copy of dockerfile.final.copies()) {
     const build = dockerfile.stage(copy.from!);
     for (const source of copy.sources) {
@@ -80,7 +98,9 @@ function requiredPackages(dir: string): Map<string, string> {
         const text = readFileSync(path, 'utf8');
         for (const match of text.matchAll(/(?:require(?:\.resolve)?|import)\("([^".][^"]*)"\)/g)) {
           const specifier = match[1]!;
-          const name = specifier.startsWith('@') ? specifier.split('/').slice(0, 2).join('/') : specifier.split('/')[0]!;
+          const name = specifier.startsWith('@')
+            ? specifier.split('/').slice(0, 2).join('/')
+            : specifier.split('/')[0]!;
           if (!found.has(name)) found.set(name, relative(ROOT, path));
         }
       }
@@ -97,14 +117,20 @@ function scratchDir(prefix: string): string {
   return dir;
 }
 
-beforeAll(() => ensureBuilt(['dist/apps/control-plane/src/main.js', 'dist/apps/mcp-bridge/src/main.js', 'dist/aileron-mcp.cjs']));
+beforeAll(() =>
+  ensureBuilt(['dist/apps/control-plane/src/main.js', 'dist/apps/mcp-bridge/src/main.js', 'dist/aileron-mcp.cjs']),
+);
 afterAll(() => {
   for (const dir of scratch) rmSync(dir, { recursive: true, force: true });
 });
 
 describe('every image', () => {
   it('the README lists the three images, each with its Dockerfile under images/', () => {
-    expect(IMAGES.map((row) => row.image)).toEqual(['ghcr.io/aileron/control-plane', 'ghcr.io/aileron/mcp-runner', 'ghcr.io/aileron/sandbox-base']);
+    expect(IMAGES.map((row) => row.image)).toEqual([
+      'ghcr.io/aileron/control-plane',
+      'ghcr.io/aileron/mcp-runner',
+      'ghcr.io/aileron/sandbox-base',
+    ]);
     for (const row of IMAGES) expect(relative(ROOT, row.dockerfile.path)).toMatch(/^images\/[a-z-]+\/Dockerfile$/);
   });
 
@@ -166,9 +192,14 @@ describe('every image', () => {
             } else {
               const build = dockerfile.stage(copy.from);
               const workdir = build.workdir();
-              if (source.startsWith(`${workdir}/`)) expect(existsSync(hostPath(build, source)), `${source} after npm run build`).toBe(true);
+              if (source.startsWith(`${workdir}/`))
+                expect(existsSync(hostPath(build, source)), `${source} after npm run build`).toBe(true);
               // anything else the build stage makes itself, by a command that names it
-              else expect(build.runs().some((run) => run.includes(posix.dirname(source))), `${source}: made by a RUN of stage ${copy.from}`).toBe(true);
+              else
+                expect(
+                  build.runs().some((run) => run.includes(posix.dirname(source))),
+                  `${source}: made by a RUN of stage ${copy.from}`,
+                ).toBe(true);
             }
           }
         }
@@ -197,15 +228,23 @@ describe('control plane image', () => {
   });
 
   it('writes only to its data dir (a volume it owns) and /tmp', () => {
-    const env = final.keyword('ENV').map((i) => i.getArgumentsContent()).join(' ');
+    const env = final
+      .keyword('ENV')
+      .map((i) => i.getArgumentsContent())
+      .join(' ');
     expect(env).toMatch(/AILERON_DATA_DIR=\/var\/lib\/aileron\b/);
     expect(final.keyword('VOLUME').map((i) => i.getArgumentsContent())).toContain('["/var/lib/aileron"]');
     const uid = (final.last('USER')?.getArgumentsContent() ?? '').split(':')[0];
-    expect(final.runs().some((run) => new RegExp(`install -d -o ${uid} -g \\d+ -m 0700 /var/lib/aileron`).test(run))).toBe(true);
+    expect(
+      final.runs().some((run) => new RegExp(`install -d -o ${uid} -g \\d+ -m 0700 /var/lib/aileron`).test(run)),
+    ).toBe(true);
   });
 
   it('carries what local sandboxes need: bubblewrap, and git for their histories (run on a bare repository by the control plane, and inside the sandbox)', () => {
-    const installs = final.runs().filter((run) => /apt-get install/.test(run)).join(' ');
+    const installs = final
+      .runs()
+      .filter((run) => /apt-get install/.test(run))
+      .join(' ');
     // Debian's packages put them where the local drivers and the runner look: /usr/bin/bwrap, /usr/bin/git
     for (const tool of ['bubblewrap', 'git']) expect(installs).toMatch(new RegExp(`\\b${tool}\\b`));
   });
@@ -214,9 +253,10 @@ describe('control plane image', () => {
     const build = dockerfile.stage('build');
     expect(build.runs().some((run) => /npm prune --omit=dev/.test(run))).toBe(true);
     const builtins = new Set(builtinModules.flatMap((name) => [name, `node:${name}`]));
-    const missing = [...requiredPackages(join(ROOT, 'dist', 'apps')), ...requiredPackages(join(ROOT, 'dist', 'libs'))].filter(
-      ([name]) => !builtins.has(name) && !(name in pkg.dependencies),
-    );
+    const missing = [
+      ...requiredPackages(join(ROOT, 'dist', 'apps')),
+      ...requiredPackages(join(ROOT, 'dist', 'libs')),
+    ].filter(([name]) => !builtins.has(name) && !(name in pkg.dependencies));
     expect(missing.map(([name, file]) => `${name} (required by ${file})`)).toEqual([]);
   });
 
@@ -225,7 +265,12 @@ describe('control plane image', () => {
     assemble(dockerfile, root, { linkNodeModules: true });
     const data = join(root, 'var', 'lib', 'aileron');
     const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: root, AILERON_DATA_DIR: data, LOG_LEVEL: 'warn' };
-    const output = execFileSync('node', serverModeCommand('bin/aileron-cp.js', 'migrate').slice(1), { cwd: join(root, 'app'), env, encoding: 'utf8', timeout: 120_000 });
+    const output = execFileSync('node', serverModeCommand('bin/aileron-cp.js', 'migrate').slice(1), {
+      cwd: join(root, 'app'),
+      env,
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
     expect(output).toMatch(/applied \S+/);
     expect(statSync(data).isDirectory()).toBe(true);
   }, 180_000);
@@ -237,8 +282,15 @@ describe('mcp-runner image', () => {
 
   it("is the user and home the pool's pods run as", () => {
     expect(final.last('USER')?.getArgumentsContent()).toBe(`${POOL_POD_UID}:${POOL_POD_UID}`);
-    expect(final.keyword('ENV').map((i) => i.getArgumentsContent()).join(' ')).toContain(`HOME=${POOL_POD_HOME}`);
-    expect(final.runs().some((run) => run.includes(`--uid ${POOL_POD_UID}`) && run.includes(`--home-dir ${POOL_POD_HOME}`))).toBe(true);
+    expect(
+      final
+        .keyword('ENV')
+        .map((i) => i.getArgumentsContent())
+        .join(' '),
+    ).toContain(`HOME=${POOL_POD_HOME}`);
+    expect(
+      final.runs().some((run) => run.includes(`--uid ${POOL_POD_UID}`) && run.includes(`--home-dir ${POOL_POD_HOME}`)),
+    ).toBe(true);
   });
 
   it('runs the bridge by an absolute path: the pods start in the home directory', () => {
@@ -258,8 +310,17 @@ describe('mcp-runner image', () => {
     const root = scratchDir('aileron-image-runner-');
     // what the build stage's RUN does: the SDK and its dependencies, from the lock's install
     const runner = join(root, 'build-runner');
-    execFileSync('node', [join(ROOT, 'images', 'mcp-runner', 'runner-deps.cjs'), ROOT, runner, '@modelcontextprotocol/sdk'], { encoding: 'utf8' });
-    expect(dockerfile.stage('build').runs().some((run) => run.includes('runner-deps.cjs /app /runner @modelcontextprotocol/sdk'))).toBe(true);
+    execFileSync(
+      'node',
+      [join(ROOT, 'images', 'mcp-runner', 'runner-deps.cjs'), ROOT, runner, '@modelcontextprotocol/sdk'],
+      { encoding: 'utf8' },
+    );
+    expect(
+      dockerfile
+        .stage('build')
+        .runs()
+        .some((run) => run.includes('runner-deps.cjs /app /runner @modelcontextprotocol/sdk')),
+    ).toBe(true);
     const fs = join(root, 'fs');
     assemble(dockerfile, fs, { elsewhere: { '/runner/': runner } });
     const home = join(fs, 'home', 'mcp');
@@ -284,7 +345,9 @@ describe('mcp-runner image', () => {
         bridge.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
         bridge.once('exit', (code) => reject(new Error(`the bridge exited (${code}): ${err}`)));
       });
-      const healthy = await fetch(`http://127.0.0.1:${port}/healthz`, { headers: { authorization: `Bearer ${token}` } });
+      const healthy = await fetch(`http://127.0.0.1:${port}/healthz`, {
+        headers: { authorization: `Bearer ${token}` },
+      });
       expect(healthy.status).toBe(200);
       expect(await healthy.json()).toMatchObject({ ok: true });
       expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(401);
@@ -307,23 +370,33 @@ describe('sandbox-base image', () => {
   it('labels the aileron-mcp version it bakes, and its build refuses a label the file does not match', () => {
     const version = dockerfile.expand(final.labels()['ai.aileron.mcp.version'] ?? '', final);
     expect(version).toBe(pkg.version);
-    expect(execFileSync('node', [join(ROOT, 'dist', 'aileron-mcp.cjs'), '--version'], { encoding: 'utf8' }).trim()).toBe(version);
+    expect(
+      execFileSync('node', [join(ROOT, 'dist', 'aileron-mcp.cjs'), '--version'], { encoding: 'utf8' }).trim(),
+    ).toBe(version);
     const build = dockerfile.stage('build');
     expect(dockerfile.argDefault('AILERON_MCP_VERSION', build)).toBe(version);
-    expect(build.runs().some((run) => run.includes('test "$(node dist/aileron-mcp.cjs --version)" = "${AILERON_MCP_VERSION}"'))).toBe(true);
+    expect(
+      build
+        .runs()
+        .some((run) => run.includes('test "$(node dist/aileron-mcp.cjs --version)" = "${AILERON_MCP_VERSION}"')),
+    ).toBe(true);
   });
 
   it('carries the sandbox runner where the Kubernetes sandbox driver runs it, and the version its ping reports', () => {
     const copy = final.copies().find((c) => c.destination === '/opt/aileron/runner.js');
     expect(copy?.sources).toEqual([`${dockerfile.stage('build').workdir()}/dist/sandbox-runner/runner.cjs`]);
-    const env = final.keyword('ENV').map((i) => i.getArgumentsContent()).join(' ');
+    const env = final
+      .keyword('ENV')
+      .map((i) => i.getArgumentsContent())
+      .join(' ');
     expect(env).toContain('AILERON_MCP_VERSION=${AILERON_MCP_VERSION}');
     expect(dockerfile.argDefault('AILERON_MCP_VERSION', final)).toBe(pkg.version);
   });
 
   it('has a shell, git and common build tools, and no health check (nothing listens)', () => {
     const installs = final.runs().join(' ');
-    for (const tool of ['bash', 'git', 'build-essential', 'ca-certificates', 'python3']) expect(installs).toMatch(new RegExp(`\\b${tool}\\b`));
+    for (const tool of ['bash', 'git', 'build-essential', 'ca-certificates', 'python3'])
+      expect(installs).toMatch(new RegExp(`\\b${tool}\\b`));
     expect(final.last('HEALTHCHECK')?.getArgumentsContent()).toBe('NONE');
   });
 });

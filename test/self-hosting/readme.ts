@@ -31,13 +31,23 @@ export function codeSpans(text: string): string[] {
 /** The rows of the first Markdown table in a text, as cells (header and rule left out). */
 export function tableRows(text: string): string[][] {
   const rows = text.split('\n').filter((line) => line.startsWith('|'));
-  return rows.slice(2).map((row) => row.replace(/^\||\|$/g, '').split(/(?<!\\)\|/).map((cell) => cell.trim()));
+  return rows.slice(2).map((row) =>
+    row
+      .replace(/^\||\|$/g, '')
+      .split(/(?<!\\)\|/)
+      .map((cell) => cell.trim()),
+  );
 }
 
 /** The shell lines of the fenced code blocks in a text, comments removed. */
 export function shellLines(text: string): string[] {
   const blocks = [...text.matchAll(/```sh\n([\s\S]*?)```/g)].map((match) => match[1]!);
-  return blocks.flatMap((block) => block.split('\n').map((line) => line.replace(/\s+#.*$/, '').trim()).filter(Boolean));
+  return blocks.flatMap((block) =>
+    block
+      .split('\n')
+      .map((line) => line.replace(/\s+#.*$/, '').trim())
+      .filter(Boolean),
+  );
 }
 
 /**
@@ -48,7 +58,8 @@ export function shellLines(text: string): string[] {
 export function serverModeCommand(script: string, subcommand?: string): string[] {
   for (const line of shellLines(readmeSection('Server mode'))) {
     const command = line.replace(/^[A-Z_]+=\$\((.*)\)$/, '$1').split(/\s+/);
-    if (command[0] === 'node' && command[1] === script && (subcommand === undefined || command[2] === subcommand)) return command;
+    if (command[0] === 'node' && command[1] === script && (subcommand === undefined || command[2] === subcommand))
+      return command;
   }
   throw new Error(`README.md's server mode runs no \`node ${script}${subcommand ? ` ${subcommand}` : ''}\``);
 }

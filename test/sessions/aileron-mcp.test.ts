@@ -31,7 +31,11 @@ interface Run {
 
 /** Runs a program with only the environment given (and PATH), to its end. */
 function run(command: string, args: string[], env: Record<string, string>): Promise<Run> {
-  const child = spawn(command, args, { cwd: sandbox, env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(command, args, {
+    cwd: sandbox,
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
@@ -43,7 +47,10 @@ function run(command: string, args: string[], env: Record<string, string>): Prom
 }
 
 function refusalOf(result: unknown): { code: string; approval_id: string; review_url: string } | undefined {
-  return ((result as { _meta?: Record<string, unknown> })._meta?.['aileron/refusal'] as { code: string; approval_id: string; review_url: string } | undefined) ?? undefined;
+  return (
+    ((result as { _meta?: Record<string, unknown> })._meta?.['aileron/refusal'] as
+      { code: string; approval_id: string; review_url: string } | undefined) ?? undefined
+  );
 }
 
 beforeAll(() => {
@@ -69,8 +76,14 @@ describe('the aileron-mcp bundle on its own', () => {
       [{}, /^aileron-mcp: AILERON_URL is not set: /],
       [{ AILERON_URL: 'ftp://cp' }, /^aileron-mcp: AILERON_URL must be http:\/\/ or https:\/\//],
       [{ AILERON_URL: 'http://127.0.0.1:9' }, /^aileron-mcp: AILERON_TOKEN is not set: /],
-      [{ AILERON_URL: 'http://127.0.0.1:9', AILERON_TOKEN: 'ail_api_x' }, /^aileron-mcp: AILERON_TOKEN is not a session caveat token/],
-      [{ AILERON_URL: 'http://127.0.0.1:9', AILERON_TOKEN: 'ail_ct_!!' }, /^aileron-mcp: AILERON_TOKEN is not a well-formed session token \(TOKEN_INVALID\)/],
+      [
+        { AILERON_URL: 'http://127.0.0.1:9', AILERON_TOKEN: 'ail_api_x' },
+        /^aileron-mcp: AILERON_TOKEN is not a session caveat token/,
+      ],
+      [
+        { AILERON_URL: 'http://127.0.0.1:9', AILERON_TOKEN: 'ail_ct_!!' },
+        /^aileron-mcp: AILERON_TOKEN is not a well-formed session token \(TOKEN_INVALID\)/,
+      ],
     ];
     for (const [env, message] of cases) {
       const result = await run(process.execPath, [copied], env);
@@ -100,19 +113,39 @@ describe('aileron-mcp against a running control plane', () => {
 
   /** A session of the owner's in a fresh workspace, and its agent-config as Claude reads it. */
   async function aSession(ws: string): Promise<{ id: string; token: string; env: Record<string, string> }> {
-    const started = await cp.request('POST', '/v1/sessions', { body: { workspace: ws, name: 'aileron-mcp test', agent: 'claude' } });
+    const started = await cp.request('POST', '/v1/sessions', {
+      body: { workspace: ws, name: 'aileron-mcp test', agent: 'claude' },
+    });
     expect(started.status, started.text).toBe(201);
     const config = await cp.request('GET', `/v1/sessions/${started.body.id}/agent-config?agent=claude`);
     expect(config.status, config.text).toBe(200);
-    const server = JSON.parse(config.body.content).mcpServers.aileron as { command: string; env: Record<string, string> };
+    const server = JSON.parse(config.body.content).mcpServers.aileron as {
+      command: string;
+      env: Record<string, string>;
+    };
     expect(server.command).toBe('aileron-mcp');
-    expect(server.env).toEqual({ AILERON_URL: cp.cp.config.publicUrl, AILERON_SESSION_ID: started.body.id, AILERON_WORKSPACE: ws, AILERON_TOKEN: '${AILERON_TOKEN}' });
+    expect(server.env).toEqual({
+      AILERON_URL: cp.cp.config.publicUrl,
+      AILERON_SESSION_ID: started.body.id,
+      AILERON_WORKSPACE: ws,
+      AILERON_TOKEN: '${AILERON_TOKEN}',
+    });
     // what Claude does with the snippet: ${AILERON_TOKEN} from its environment; the test's control plane is not at the public URL
-    return { id: started.body.id, token: started.body.caveat_token, env: { ...server.env, AILERON_TOKEN: started.body.caveat_token, AILERON_URL: cp.url } };
+    return {
+      id: started.body.id,
+      token: started.body.caveat_token,
+      env: { ...server.env, AILERON_TOKEN: started.body.caveat_token, AILERON_URL: cp.url },
+    };
   }
 
   async function connectAgent(env: Record<string, string>): Promise<{ client: Client; stderr: () => string }> {
-    const transport = new StdioClientTransport({ command: process.execPath, args: [copied], env, cwd: sandbox, stderr: 'pipe' });
+    const transport = new StdioClientTransport({
+      command: process.execPath,
+      args: [copied],
+      env,
+      cwd: sandbox,
+      stderr: 'pipe',
+    });
     let stderr = '';
     transport.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
     const client = new Client({ name: 'agent', version: '1.0.0' });
@@ -125,13 +158,18 @@ describe('aileron-mcp against a running control plane', () => {
     const ws = await aWorkspace(cp, cp.ownerToken);
     const { id, token } = await aSession(ws.slug);
     for (const agent of ['claude', 'codex', 'opencode', 'goose']) {
-      const res = await cp.request('GET', `/v1/sessions/${id}/agent-config?agent=${agent}&command=/opt/aileron/aileron-mcp`);
+      const res = await cp.request(
+        'GET',
+        `/v1/sessions/${id}/agent-config?agent=${agent}&command=/opt/aileron/aileron-mcp`,
+      );
       expect(res.status, res.text).toBe(200);
       expect(res.body).toMatchObject({ agent, content: expect.stringContaining('/opt/aileron/aileron-mcp') });
       expect(res.body.content).toContain(id);
       expect(res.text).not.toContain(token);
     }
-    expect((await cp.request('GET', `/v1/sessions/${id}/agent-config?agent=codex`)).body.content).toContain('[mcp_servers.aileron]');
+    expect((await cp.request('GET', `/v1/sessions/${id}/agent-config?agent=codex`)).body.content).toContain(
+      '[mcp_servers.aileron]',
+    );
 
     const ownToken = await cp.request('GET', `/v1/sessions/${id}/agent-config`, { token });
     expect(ownToken.status).toBe(403);
@@ -155,14 +193,21 @@ describe('aileron-mcp against a running control plane', () => {
     const memory = await aRemoteServer(cp, cp.ownerToken, ws.slug, SERVERS.memory, 'memory');
     await aRemoteServer(cp, cp.ownerToken, ws.slug, SERVERS.everything, 'everything');
     const policy = await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, {
-      body: { default: 'allow', rules: [{ id: 'writes-need-approval', effect: 'approval', servers: [memory], tools: ['create_entities'] }] },
+      body: {
+        default: 'allow',
+        rules: [{ id: 'writes-need-approval', effect: 'approval', servers: [memory], tools: ['create_entities'] }],
+      },
     });
     expect(policy.status, policy.text).toBe(200);
     const approver = await people.aPerson(cp, ws.slug, 'approver');
     const session = await aSession(ws.slug);
     // the token names its session and the snippet its workspace: a launcher that mixes them up is told so
     for (const [name, value, message] of [
-      ['AILERON_SESSION_ID', '00000000-0000-4000-8000-000000000000', /^aileron-mcp: AILERON_SESSION_ID \(0{8}-.*\) is not the session AILERON_TOKEN belongs to/],
+      [
+        'AILERON_SESSION_ID',
+        '00000000-0000-4000-8000-000000000000',
+        /^aileron-mcp: AILERON_SESSION_ID \(0{8}-.*\) is not the session AILERON_TOKEN belongs to/,
+      ],
       ['AILERON_WORKSPACE', '', /^aileron-mcp: AILERON_WORKSPACE is not set: /],
     ] as const) {
       const misconfigured = await run(process.execPath, [copied], { ...session.env, [name]: value });
@@ -174,13 +219,25 @@ describe('aileron-mcp against a running control plane', () => {
     expect(client.getServerVersion()).toMatchObject({ name: 'aileron', version: VERSION });
 
     const names = (await client.listTools()).tools.map((t) => t.name);
-    expect(names, stderr()).toEqual(expect.arrayContaining(['memory__read_graph', 'memory__create_entities', 'everything__echo', 'approval_status', 'message_user']));
+    expect(names, stderr()).toEqual(
+      expect.arrayContaining([
+        'memory__read_graph',
+        'memory__create_entities',
+        'everything__echo',
+        'approval_status',
+        'message_user',
+      ]),
+    );
 
     const graph = await client.callTool({ name: 'memory__read_graph', arguments: {} });
     expect(graph.isError, textOf(graph)).toBeFalsy();
     // progress comes back under the agent's own progress token
     const progress: unknown[] = [];
-    const long = await client.callTool({ name: 'everything__trigger-long-running-operation', arguments: { duration: 1, steps: 4 } }, undefined, { onprogress: (p) => progress.push(p) });
+    const long = await client.callTool(
+      { name: 'everything__trigger-long-running-operation', arguments: { duration: 1, steps: 4 } },
+      undefined,
+      { onprogress: (p) => progress.push(p) },
+    );
     expect(long.isError, textOf(long)).toBeFalsy();
     // the last notification may share a read with the answer, and the SDK client drops it then
     expect(progress.length).toBeGreaterThanOrEqual(3);
@@ -196,13 +253,27 @@ describe('aileron-mcp against a running control plane', () => {
 
     const status = await client.callTool({ name: 'approval_status', arguments: { approval_id: refusal!.approval_id } });
     expect(status.isError, textOf(status)).toBeFalsy();
-    expect(status.structuredContent).toMatchObject({ approval_id: refusal!.approval_id, status: 'pending', tool: 'memory__create_entities', review_url: refusal!.review_url });
+    expect(status.structuredContent).toMatchObject({
+      approval_id: refusal!.approval_id,
+      status: 'pending',
+      tool: 'memory__create_entities',
+      review_url: refusal!.review_url,
+    });
     expect(textOf(status)).toContain(refusal!.review_url);
 
     // waits for the decision, answered the moment a person approves
-    const waiting = client.callTool({ name: 'approval_status', arguments: { approval_id: refusal!.approval_id, wait_seconds: 60 } });
-    await eventually('the approval long-poll parked', () => cp.cp.app.get(ApprovalsService).waiting.sleeping(refusal!.approval_id) === 1);
-    const approved = await cp.request('POST', `/v1/approvals/${refusal!.approval_id}/approve`, { token: approver.token, body: { reason: 'fine' } });
+    const waiting = client.callTool({
+      name: 'approval_status',
+      arguments: { approval_id: refusal!.approval_id, wait_seconds: 60 },
+    });
+    await eventually(
+      'the approval long-poll parked',
+      () => cp.cp.app.get(ApprovalsService).waiting.sleeping(refusal!.approval_id) === 1,
+    );
+    const approved = await cp.request('POST', `/v1/approvals/${refusal!.approval_id}/approve`, {
+      token: approver.token,
+      body: { reason: 'fine' },
+    });
     expect(approved.status, approved.text).toBe(200);
     const decided = await waiting;
     expect(decided.structuredContent).toMatchObject({ status: 'approved', used: false });
@@ -213,15 +284,25 @@ describe('aileron-mcp against a running control plane', () => {
     expect(textOf(await client.callTool({ name: 'memory__read_graph', arguments: {} }))).toContain('Ada');
 
     // a question to its people, answered while the tool waits
-    const asking = client.callTool({ name: 'message_user', arguments: { text: 'May I drop the staging table?', level: 'question', wait_seconds: 60 } });
+    const asking = client.callTool({
+      name: 'message_user',
+      arguments: { text: 'May I drop the staging table?', level: 'question', wait_seconds: 60 },
+    });
     const question = await eventually('the agent message on the REST API', async () => {
       const messages = await cp.request('GET', `/v1/sessions/${session.id}/messages`);
-      return (messages.body.messages as { id: string; direction: string; text: string; level: string }[]).find((m) => m.direction === 'agent' && m.text === 'May I drop the staging table?' && m.level === 'question');
+      return (messages.body.messages as { id: string; direction: string; text: string; level: string }[]).find(
+        (m) => m.direction === 'agent' && m.text === 'May I drop the staging table?' && m.level === 'question',
+      );
     });
-    expect((await cp.request('POST', `/v1/sessions/${session.id}/messages`, { body: { text: 'No. Rename it.' } })).status).toBe(201);
+    expect(
+      (await cp.request('POST', `/v1/sessions/${session.id}/messages`, { body: { text: 'No. Rename it.' } })).status,
+    ).toBe(201);
     const answered = await asking;
     expect(answered.isError, textOf(answered)).toBeFalsy();
-    expect(answered.structuredContent).toMatchObject({ message_id: question!.id, replies: [expect.objectContaining({ text: 'No. Rename it.' })] });
+    expect(answered.structuredContent).toMatchObject({
+      message_id: question!.id,
+      replies: [expect.objectContaining({ text: 'No. Rename it.' })],
+    });
     expect(textOf(answered)).toContain('No. Rename it.');
 
     // arguments of our own tools are checked, and said what is wrong

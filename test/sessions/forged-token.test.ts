@@ -32,7 +32,10 @@ const tokenOf = (bytes: Buffer): string => CAVEAT_TOKEN_PREFIX + bytes.toString(
 /** `ail1 <organization> <key> <session> <nonce>` of a token. */
 function identifierParts(token: string): string[] {
   const bytes = macaroonOf(token);
-  return bytes.subarray(3, 3 + bytes[2]!).toString('utf8').split(' ');
+  return bytes
+    .subarray(3, 3 + bytes[2]!)
+    .toString('utf8')
+    .split(' ');
 }
 
 /** A field length as the format writes it: seven bits a byte, low first. */
@@ -47,7 +50,9 @@ function varint(n: number): Buffer {
 function withIdentifier(token: string, parts: string[]): string {
   const bytes = macaroonOf(token);
   const identifier = Buffer.from(parts.join(' '), 'utf8');
-  return tokenOf(Buffer.concat([bytes.subarray(0, 2), varint(identifier.length), identifier, bytes.subarray(3 + bytes[2]!)]));
+  return tokenOf(
+    Buffer.concat([bytes.subarray(0, 2), varint(identifier.length), identifier, bytes.subarray(3 + bytes[2]!)]),
+  );
 }
 
 function withPart(token: string, index: 1 | 2 | 3, value: string): string {
@@ -79,7 +84,9 @@ describe.each(BACKENDS)('forged and garbled session tokens on %s', (backend) => 
   async function present(token: string, surface: Surface, sessionId = session.id): Promise<Answer> {
     let response: Response;
     if (surface === 'rest') {
-      response = await fetch(`${cp.url}/v1/sessions/${sessionId}/messages`, { headers: { authorization: `Bearer ${token}` } });
+      response = await fetch(`${cp.url}/v1/sessions/${sessionId}/messages`, {
+        headers: { authorization: `Bearer ${token}` },
+      });
     } else {
       response = await fetch(`${cp.url}/mcp/${ws.slug}`, {
         method: 'POST',
@@ -87,7 +94,9 @@ describe.each(BACKENDS)('forged and garbled session tokens on %s', (backend) => 
           authorization: `Bearer ${token}`,
           'content-type': 'application/json',
           accept: 'application/json, text/event-stream',
-          ...(surface === 'mcp-fast-path' ? { 'mcp-session-id': mcpSessionId, 'mcp-protocol-version': '2025-11-25' } : {}),
+          ...(surface === 'mcp-fast-path'
+            ? { 'mcp-session-id': mcpSessionId, 'mcp-protocol-version': '2025-11-25' }
+            : {}),
         },
         body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} }),
       });
@@ -139,10 +148,17 @@ describe.each(BACKENDS)('forged and garbled session tokens on %s', (backend) => 
 
   it('an identifier naming a non-UUID organisation, an unknown one, another one, an unknown key or a removed key: one 401, one message, nothing logged above info', async () => {
     const linesBefore = output.lines().length;
-    const [, organizationId, keyId, sessionId] = identifierParts(session.caveat_token) as [string, string, string, string];
+    const [, organizationId, keyId, sessionId] = identifierParts(session.caveat_token) as [
+      string,
+      string,
+      string,
+      string,
+    ];
     const other = await anOrganization(cp);
     const otherWs = await aWorkspace(cp, other.token);
-    const otherSession = (await cp.request('POST', '/v1/sessions', { token: other.token, body: { workspace: otherWs.slug } })).body as Session;
+    const otherSession = (
+      await cp.request('POST', '/v1/sessions', { token: other.token, body: { workspace: otherWs.slug } })
+    ).body as Session;
     const [, , otherKeyId] = identifierParts(otherSession.caveat_token) as [string, string, string];
 
     // a session whose key is then rotated away and removed: its genuine token dies with the key
@@ -162,14 +178,26 @@ describe.each(BACKENDS)('forged and garbled session tokens on %s', (backend) => 
       'an organisation in capitals': withPart(doomed.caveat_token, 1, organizationId.toUpperCase()),
       'an organisation that does not exist': withPart(doomed.caveat_token, 1, randomUUID()),
       'another real organisation': withPart(doomed.caveat_token, 1, other.id),
-      'another organisation and its key': withIdentifier(doomed.caveat_token, ['ail1', other.id, otherKeyId, sessionId, 'nonce']),
+      'another organisation and its key': withIdentifier(doomed.caveat_token, [
+        'ail1',
+        other.id,
+        otherKeyId,
+        sessionId,
+        'nonce',
+      ]),
       'a key id of another shape': withPart(doomed.caveat_token, 2, 'sk1'),
       'a key that never existed': withPart(doomed.caveat_token, 2, 'sk-000000000000'),
       'a removed key': doomed.caveat_token,
       'a non-UUID session': withPart(session.caveat_token, 3, 'not-a-session'),
       'another session': withPart(session.caveat_token, 3, otherSession.id),
-      'organisation and session swapped': withIdentifier(session.caveat_token, ((p) => [p[0]!, p[3]!, p[2]!, p[1]!, p[4]!])(identifierParts(session.caveat_token))),
-      'another identifier version': withIdentifier(session.caveat_token, ['ail2', ...identifierParts(session.caveat_token).slice(1)]),
+      'organisation and session swapped': withIdentifier(
+        session.caveat_token,
+        ((p) => [p[0]!, p[3]!, p[2]!, p[1]!, p[4]!])(identifierParts(session.caveat_token)),
+      ),
+      'another identifier version': withIdentifier(session.caveat_token, [
+        'ail2',
+        ...identifierParts(session.caveat_token).slice(1),
+      ]),
       'a bad signature': tokenOf(signature),
       'not base64url': `${CAVEAT_TOKEN_PREFIX}%%%`,
       'nothing after the prefix': CAVEAT_TOKEN_PREFIX,
@@ -180,7 +208,12 @@ describe.each(BACKENDS)('forged and garbled session tokens on %s', (backend) => 
     for (const [what, token] of Object.entries(forged)) {
       for (const surface of SURFACES) answers[`${what} (${surface})`] = await present(token, surface);
     }
-    const expected = { status: 401, code: 'TOKEN_INVALID', title: 'Unauthenticated', detail: answers['a bad signature (rest)']!.detail };
+    const expected = {
+      status: 401,
+      code: 'TOKEN_INVALID',
+      title: 'Unauthenticated',
+      detail: answers['a bad signature (rest)']!.detail,
+    };
     expect(answers).toEqual(Object.fromEntries(Object.keys(answers).map((what) => [what, expected])));
     expect(expected.detail).toEqual(expect.any(String));
     // nothing in the message tells an organisation or a key that exists from one that does not
@@ -196,7 +229,10 @@ describe.each(BACKENDS)('forged and garbled session tokens on %s', (backend) => 
     const genuine = session.caveat_token;
     const original = macaroonOf(genuine);
     const parts = identifierParts(genuine);
-    const reference = await present(tokenOf(Buffer.concat([original.subarray(0, -1), Buffer.from([original.at(-1)! ^ 0x80])])), 'rest');
+    const reference = await present(
+      tokenOf(Buffer.concat([original.subarray(0, -1), Buffer.from([original.at(-1)! ^ 0x80])])),
+      'rest',
+    );
     expect(reference).toMatchObject({ status: 401, code: 'TOKEN_INVALID' });
 
     const at = (n: number, length: number) => n % Math.max(length, 1);
@@ -245,7 +281,9 @@ describe.each(BACKENDS)('forged and garbled session tokens on %s', (backend) => 
       fc.tuple(fc.constantFrom<1 | 2 | 3>(1, 2, 3), idLike).map(([index, value]) => withPart(genuine, index, value)),
       // base64url garbage, and printable garbage
       fc.string({ unit: fc.constantFrom(...b64), maxLength: 600 }).map((body) => CAVEAT_TOKEN_PREFIX + body),
-      fc.string({ unit: fc.integer({ min: 0x21, max: 0x7e }).map((c) => String.fromCharCode(c)), maxLength: 300 }).map((body) => CAVEAT_TOKEN_PREFIX + body),
+      fc
+        .string({ unit: fc.integer({ min: 0x21, max: 0x7e }).map((c) => String.fromCharCode(c)), maxLength: 300 })
+        .map((body) => CAVEAT_TOKEN_PREFIX + body),
       // far past any token's size, padded or random
       fc.integer({ min: 9_000, max: 12_000 }).map((n) => genuine + 'A'.repeat(n)),
       fc.integer({ min: 9_000, max: 12_000 }).map((n) => tokenOf(Buffer.alloc(n, 0x02))),

@@ -34,22 +34,37 @@ describe('a leaked session caveat token', () => {
       },
     });
     expect(policy.status, policy.text).toBe(200);
-    expect((await cp.request('PUT', `/v1/workspaces/${ws.slug}/secrets/github/token`, { body: { value: 'leak-canary-value' } })).status).toBe(200);
+    expect(
+      (
+        await cp.request('PUT', `/v1/workspaces/${ws.slug}/secrets/github/token`, {
+          body: { value: 'leak-canary-value' },
+        })
+      ).status,
+    ).toBe(200);
     session = (await cp.request('POST', '/v1/sessions', { body: { workspace: ws.slug, name: 'leaky' } })).body;
   });
   afterAll(async () => cp?.close());
 
   it('lists and calls tools, and polls the approval its own call asked for', async () => {
     const { client } = await connect(cp, session.caveat_token, `/mcp/${ws.slug}`);
-    expect((await client.listTools()).tools.map((t) => t.name).sort()).toEqual(['alpha__echo', 'beta__create_entities', 'beta__read_graph']);
+    expect((await client.listTools()).tools.map((t) => t.name).sort()).toEqual([
+      'alpha__echo',
+      'beta__create_entities',
+      'beta__read_graph',
+    ]);
     const echoed = await client.callTool({ name: 'alpha__echo', arguments: { message: 'from the sandbox' } });
     expect(echoed.isError, textOf(echoed)).toBeFalsy();
     expect(textOf(echoed)).toContain('from the sandbox');
 
-    const pending = await client.callTool({ name: 'beta__create_entities', arguments: { entities: [{ name: 'Ada', entityType: 'person', observations: [] }] } });
+    const pending = await client.callTool({
+      name: 'beta__create_entities',
+      arguments: { entities: [{ name: 'Ada', entityType: 'person', observations: [] }] },
+    });
     const refusal = (pending._meta as Record<string, Refusal>)['aileron/refusal']!;
     expect(refusal.code).toBe('APPROVAL_PENDING');
-    const polled = await cp.request('GET', `/v1/approvals/${refusal.approval_id}?wait=1`, { token: session.caveat_token });
+    const polled = await cp.request('GET', `/v1/approvals/${refusal.approval_id}?wait=1`, {
+      token: session.caveat_token,
+    });
     expect(polled.status, polled.text).toBe(200);
     expect(polled.body).toMatchObject({ id: refusal.approval_id, status: 'pending' });
     await client.close();
@@ -57,7 +72,9 @@ describe('a leaked session caveat token', () => {
     // the records name the agent session, and the MCP session apart
     await cp.cp.app.get(ExecutionJournal).flush();
     const audit = await cp.request('GET', `/v1/workspaces/${ws.slug}/audit?type=execution.succeeded`);
-    const ran = (audit.body.events as { session: string | null; actor: string; data: Record<string, unknown> }[]).find((e) => e.data.mcp_session);
+    const ran = (audit.body.events as { session: string | null; actor: string; data: Record<string, unknown> }[]).find(
+      (e) => e.data.mcp_session,
+    );
     expect(ran).toMatchObject({ session: session.id, actor: expect.stringMatching(/^token:/) });
     expect(ran!.data.mcp_session).not.toBe(session.id);
     const asked = await cp.request('GET', `/v1/workspaces/${ws.slug}/audit?type=approval.requested`);
@@ -86,7 +103,10 @@ describe('a leaked session caveat token', () => {
   });
 
   it('narrowed to one server and one tool, it sees and calls only those; without actions:run it only lists', async () => {
-    const narrow = attenuateCaveatToken(session.caveat_token, [{ kind: 'servers', names: ['beta'] }, { kind: 'tools', globs: ['beta__read_*'] }]);
+    const narrow = attenuateCaveatToken(session.caveat_token, [
+      { kind: 'servers', names: ['beta'] },
+      { kind: 'tools', globs: ['beta__read_*'] },
+    ]);
     const { client } = await connect(cp, narrow, `/mcp/${ws.slug}`);
     expect((await client.listTools()).tools.map((t) => t.name)).toEqual(['beta__read_graph']);
     const refused = await client.callTool({ name: 'alpha__echo', arguments: { message: 'x' } });
@@ -96,8 +116,17 @@ describe('a leaked session caveat token', () => {
     // the one-server endpoint of a server outside the caveat is closed at the door
     const door = await fetch(`${cp.url}/mcp/${ws.slug}/alpha`, {
       method: 'POST',
-      headers: { authorization: `Bearer ${narrow}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 't', version: '1' } } }),
+      headers: {
+        authorization: `Bearer ${narrow}`,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+      },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'initialize',
+        params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 't', version: '1' } },
+      }),
     });
     expect(door.status).toBe(403);
     expect(((await door.json()) as { code: string }).code).toBe('CAPABILITY_REQUIRED');

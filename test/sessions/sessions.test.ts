@@ -21,7 +21,10 @@ describe('agent sessions (embedded)', () => {
   it('a member starts a session: default caps, a caveat token shown once, listed, audited', async () => {
     const ws = await aWorkspace(cp, cp.ownerToken);
     const member = await aToken(cp, cp.ownerToken, { role: 'member', workspace: ws.slug });
-    const started = await cp.request('POST', '/v1/sessions', { token: member.token, body: { workspace: ws.slug, name: 'fix the build', agent: 'claude' } });
+    const started = await cp.request('POST', '/v1/sessions', {
+      token: member.token,
+      body: { workspace: ws.slug, name: 'fix the build', agent: 'claude' },
+    });
     expect(started.status, started.text).toBe(201);
     expect(started.body.caveat_token).toMatch(/^ail_ct_[A-Za-z0-9_-]+$/);
     expect(started.body.caps).toEqual(['actions:list', 'actions:run', 'approvals:poll', 'comms']);
@@ -31,7 +34,15 @@ describe('agent sessions (embedded)', () => {
 
     const listed = await cp.request('GET', `/v1/sessions?workspace=${ws.slug}`, { token: member.token });
     expect(listed.status).toBe(200);
-    expect(listed.body.sessions).toEqual([expect.objectContaining({ id: started.body.id, name: 'fix the build', agent: 'claude', state: 'live', created_by: `token:${member.id}` })]);
+    expect(listed.body.sessions).toEqual([
+      expect.objectContaining({
+        id: started.body.id,
+        name: 'fix the build',
+        agent: 'claude',
+        state: 'live',
+        created_by: `token:${member.id}`,
+      }),
+    ]);
     expect(listed.text).not.toContain(started.body.caveat_token);
     const audit = await cp.request('GET', `/v1/workspaces/${ws.slug}/audit?type=session.started`);
     expect(audit.body.events).toEqual([expect.objectContaining({ actor: `token:${member.id}` })]);
@@ -55,10 +66,14 @@ describe('agent sessions (embedded)', () => {
       expect(res.body.code).toBe('VALIDATION_FAILED');
     }
     const auditor = await aToken(cp, cp.ownerToken, { role: 'auditor', workspace: ws.slug });
-    expect((await cp.request('POST', '/v1/sessions', { token: auditor.token, body: { workspace: ws.slug } })).status).toBe(403);
+    expect(
+      (await cp.request('POST', '/v1/sessions', { token: auditor.token, body: { workspace: ws.slug } })).status,
+    ).toBe(403);
     const other = await aWorkspace(cp, cp.ownerToken);
     const limited = await aToken(cp, cp.ownerToken, { role: 'member', workspace: other.slug });
-    expect((await cp.request('POST', '/v1/sessions', { token: limited.token, body: { workspace: ws.slug } })).status).toBe(404);
+    expect(
+      (await cp.request('POST', '/v1/sessions', { token: limited.token, body: { workspace: ws.slug } })).status,
+    ).toBe(404);
   });
 
   it('a leaked session token reaches its own channel and approvals only: every admin surface is 403 CAPABILITY_REQUIRED', async () => {
@@ -82,14 +97,19 @@ describe('agent sessions (embedded)', () => {
       expect(res.body.code, `${method} ${path}`).toBe('CAPABILITY_REQUIRED');
     }
     // its own channel works
-    expect((await cp.request('POST', `/v1/sessions/${body.id}/messages`, { token, body: { text: 'hello' } })).status).toBe(201);
+    expect(
+      (await cp.request('POST', `/v1/sessions/${body.id}/messages`, { token, body: { text: 'hello' } })).status,
+    ).toBe(201);
   });
 
   it('the channel: the agent writes, a person answers, the agent long-polls the answer; session A cannot read B', async () => {
     const ws = await aWorkspace(cp, cp.ownerToken);
     const a = (await cp.request('POST', '/v1/sessions', { body: { workspace: ws.slug } })).body;
     const b = (await cp.request('POST', '/v1/sessions', { body: { workspace: ws.slug } })).body;
-    const question = await cp.request('POST', `/v1/sessions/${a.id}/messages`, { token: a.caveat_token, body: { text: 'May I drop the table?', level: 'question' } });
+    const question = await cp.request('POST', `/v1/sessions/${a.id}/messages`, {
+      token: a.caveat_token,
+      body: { text: 'May I drop the table?', level: 'question' },
+    });
     expect(question.status, question.text).toBe(201);
     expect(question.body).toMatchObject({ direction: 'agent', level: 'question', author: `session:${a.id}` });
 
@@ -101,15 +121,24 @@ describe('agent sessions (embedded)', () => {
     expect(got.status, got.text).toBe(200);
     expect(got.body.messages).toEqual([expect.objectContaining({ direction: 'people', text: 'No. Rename it.' })]);
     // nothing newer yet: an immediate poll after it is empty
-    expect((await cp.request('GET', `/v1/sessions/${a.id}/messages?after=${answer.body.id}`, { token: a.caveat_token })).body.messages).toEqual([]);
+    expect(
+      (await cp.request('GET', `/v1/sessions/${a.id}/messages?after=${answer.body.id}`, { token: a.caveat_token })).body
+        .messages,
+    ).toEqual([]);
     // people read the whole conversation
     const all = await cp.request('GET', `/v1/sessions/${a.id}/messages`);
     expect(all.body.messages.map((m: { text: string }) => m.text)).toEqual(['May I drop the table?', 'No. Rename it.']);
     const events = await cp.request('GET', `/v1/workspaces/${ws.slug}/audit?type=session.message`);
     expect(events.body.events).toHaveLength(2);
 
-    for (const [method, payload] of [['GET', undefined], ['POST', { text: 'spoof' }]] as const) {
-      const cross = await cp.request(method, `/v1/sessions/${a.id}/messages`, { token: b.caveat_token, ...(payload ? { body: payload } : {}) });
+    for (const [method, payload] of [
+      ['GET', undefined],
+      ['POST', { text: 'spoof' }],
+    ] as const) {
+      const cross = await cp.request(method, `/v1/sessions/${a.id}/messages`, {
+        token: b.caveat_token,
+        ...(payload ? { body: payload } : {}),
+      });
       expect(cross.status, cross.text).toBe(404);
     }
   });
@@ -122,13 +151,17 @@ describe('agent sessions (embedded)', () => {
     expect(res.status).toBe(403);
     expect(res.body.code).toBe('CAPABILITY_REQUIRED');
     const expired = attenuateCaveatToken(s.caveat_token, [{ kind: 'expires', at: Math.floor(Date.now() / 1000) - 1 }]);
-    expect((await cp.request('GET', `/v1/sessions/${s.id}/messages`, { token: expired })).body.code).toBe('TOKEN_EXPIRED');
+    expect((await cp.request('GET', `/v1/sessions/${s.id}/messages`, { token: expired })).body.code).toBe(
+      'TOKEN_EXPIRED',
+    );
     const token = s.caveat_token as string;
     const tampered = token.slice(0, -3) + (token.endsWith('AAA') ? 'BBB' : 'AAA');
     const refused = await cp.request('GET', `/v1/sessions/${s.id}/messages`, { token: tampered });
     expect(refused.status).toBe(401);
     expect(refused.body.code).toBe('TOKEN_INVALID');
-    expect((await cp.request('GET', `/v1/sessions/${s.id}/messages`, { token: 'ail_ct_garbage' })).body.code).toBe('TOKEN_INVALID');
+    expect((await cp.request('GET', `/v1/sessions/${s.id}/messages`, { token: 'ail_ct_garbage' })).body.code).toBe(
+      'TOKEN_INVALID',
+    );
   });
 
   it('a session past its time refuses its token, lists as expired and takes no more messages', async () => {
@@ -156,14 +189,18 @@ describe('agent sessions (embedded)', () => {
   it('rotating the session root key keeps old tokens working until the old key is removed', async () => {
     const ws = await aWorkspace(cp, cp.ownerToken);
     const old = (await cp.request('POST', '/v1/sessions', { body: { workspace: ws.slug } })).body;
-    const poll = (s: { id: string; caveat_token: string }) => cp.request('GET', `/v1/sessions/${s.id}/messages`, { token: s.caveat_token });
+    const poll = (s: { id: string; caveat_token: string }) =>
+      cp.request('GET', `/v1/sessions/${s.id}/messages`, { token: s.caveat_token });
     const before = (await cp.request('GET', '/v1/session-keys')).body.keys as { key_id: string }[];
     const rotated = await cp.request('POST', '/v1/session-keys/rotate');
     expect(rotated.status, rotated.text).toBe(201);
     const fresh = (await cp.request('POST', '/v1/sessions', { body: { workspace: ws.slug } })).body;
     expect((await poll(old)).status).toBe(200);
     expect((await poll(fresh)).status).toBe(200);
-    const keys = (await cp.request('GET', '/v1/session-keys')).body.keys as { key_id: string; retired_at: string | null }[];
+    const keys = (await cp.request('GET', '/v1/session-keys')).body.keys as {
+      key_id: string;
+      retired_at: string | null;
+    }[];
     expect(keys.filter((k) => k.retired_at === null).map((k) => k.key_id)).toEqual([rotated.body.key_id]);
     expect(JSON.stringify(keys)).not.toMatch(/sealed|rk-/);
     // the current key cannot be removed, only a retired one
@@ -179,15 +216,24 @@ describe('agent sessions (embedded)', () => {
     const ws = await aWorkspace(cp, cp.ownerToken);
     const other = await aWorkspace(cp, cp.ownerToken);
     const gateway = await aGateway(cp, cp.ownerToken, ws.slug);
-    const mine = await cp.request('POST', '/v1/sessions', { token: gateway.token, body: { workspace: ws.slug, agent: 'codex' } });
+    const mine = await cp.request('POST', '/v1/sessions', {
+      token: gateway.token,
+      body: { workspace: ws.slug, agent: 'codex' },
+    });
     expect(mine.status, mine.text).toBe(201);
-    expect((await cp.request('POST', '/v1/sessions', { token: gateway.token, body: { workspace: other.slug } })).status).toBe(404);
+    expect(
+      (await cp.request('POST', '/v1/sessions', { token: gateway.token, body: { workspace: other.slug } })).status,
+    ).toBe(404);
     await cp.request('POST', '/v1/sessions', { body: { workspace: ws.slug, name: 'a person’s' } });
     const listed = await cp.request('GET', `/v1/sessions?workspace=${ws.slug}`, { token: gateway.token });
     expect(listed.body.sessions.map((s: { id: string }) => s.id)).toEqual([mine.body.id]);
     // the token works, and ends when its gateway ends it
-    expect((await cp.request('GET', `/v1/sessions/${mine.body.id}/messages`, { token: mine.body.caveat_token })).status).toBe(200);
-    expect((await cp.request('DELETE', `/v1/sessions/${mine.body.id}`, { token: gateway.token })).body.state).toBe('ended');
+    expect(
+      (await cp.request('GET', `/v1/sessions/${mine.body.id}/messages`, { token: mine.body.caveat_token })).status,
+    ).toBe(200);
+    expect((await cp.request('DELETE', `/v1/sessions/${mine.body.id}`, { token: gateway.token })).body.state).toBe(
+      'ended',
+    );
     const after = await cp.request('GET', `/v1/sessions/${mine.body.id}/messages`, { token: mine.body.caveat_token });
     expect(after.status).toBe(401);
     expect(after.body.code).toBe('SESSION_ENDED');
@@ -212,7 +258,11 @@ describe('agent sessions across replicas (server mode)', () => {
     const poll = () => b.request('GET', `/v1/sessions/${s.id}/messages`, { token: s.caveat_token });
     expect((await poll()).status).toBe(200);
     expect((await a.request('DELETE', `/v1/sessions/${s.id}`)).status).toBe(200);
-    await eventually('the token refused on the other replica', async () => (await poll()).status === 401, BEFORE_THE_CACHE_LAPSES);
+    await eventually(
+      'the token refused on the other replica',
+      async () => (await poll()).status === 401,
+      BEFORE_THE_CACHE_LAPSES,
+    );
     expect((await poll()).body.code).toBe('SESSION_ENDED');
   });
 
@@ -223,7 +273,11 @@ describe('agent sessions across replicas (server mode)', () => {
     const poll = () => b.request('GET', `/v1/sessions/${s.id}/messages`, { token: s.caveat_token });
     expect((await poll()).status).toBe(200);
     expect((await a.request('DELETE', `/v1/tokens/${creator.id}`)).status).toBe(204);
-    await eventually('the token refused on the other replica', async () => (await poll()).status === 401, BEFORE_THE_CACHE_LAPSES);
+    await eventually(
+      'the token refused on the other replica',
+      async () => (await poll()).status === 401,
+      BEFORE_THE_CACHE_LAPSES,
+    );
     expect((await poll()).body.code).toBe('SESSION_ENDED');
   });
 });

@@ -7,13 +7,20 @@ export function uniqueSlug(prefix = 't'): string {
   return `${prefix}-${randomBytes(4).toString('hex')}`;
 }
 
-export async function anOrganization(cp: TestControlPlane, slug = uniqueSlug('org')): Promise<{ slug: string; token: string; id: string }> {
+export async function anOrganization(
+  cp: TestControlPlane,
+  slug = uniqueSlug('org'),
+): Promise<{ slug: string; token: string; id: string }> {
   const res = await cp.request('POST', '/v1/organizations', { body: { slug, name: `Org ${slug}` } });
   expect(res.status, res.text).toBe(201);
   return { slug, token: res.body.owner_token.token, id: res.body.organization.id };
 }
 
-export async function aWorkspace(cp: TestControlPlane, token: string, slug = uniqueSlug('ws')): Promise<{ slug: string; id: string }> {
+export async function aWorkspace(
+  cp: TestControlPlane,
+  token: string,
+  slug = uniqueSlug('ws'),
+): Promise<{ slug: string; id: string }> {
   const res = await cp.request('POST', '/v1/workspaces', { token, body: { slug, name: `Workspace ${slug}` } });
   expect(res.status, res.text).toBe(201);
   return { slug, id: res.body.id };
@@ -29,7 +36,11 @@ export async function aToken(
   return { id: res.body.id, token: res.body.token };
 }
 
-export async function aUser(cp: TestControlPlane, token: string, role = 'member'): Promise<{ id: string; email: string }> {
+export async function aUser(
+  cp: TestControlPlane,
+  token: string,
+  role = 'member',
+): Promise<{ id: string; email: string }> {
   const email = `${uniqueSlug('user')}@example.com`;
   const res = await cp.request('POST', '/v1/users', { token, body: { email, role } });
   expect(res.status, res.text).toBe(201);
@@ -62,10 +73,16 @@ export async function aGateway(
   workspace: string,
   options: { name?: string; groups?: string[] } = {},
 ): Promise<{ id: string; name: string; token: string }> {
-  const code = await cp.request('POST', `/v1/workspaces/${workspace}/enrollment-codes`, { token, body: { groups: options.groups ?? [] } });
+  const code = await cp.request('POST', `/v1/workspaces/${workspace}/enrollment-codes`, {
+    token,
+    body: { groups: options.groups ?? [] },
+  });
   expect(code.status, code.text).toBe(201);
   const name = options.name ?? uniqueSlug('gw');
-  const enrolled = await cp.request('POST', '/v1/gateway/enroll', { token: null, body: { enrollment_code: code.body.code, name } });
+  const enrolled = await cp.request('POST', '/v1/gateway/enroll', {
+    token: null,
+    body: { enrollment_code: code.body.code, name },
+  });
   expect(enrolled.status, enrolled.text).toBe(201);
   return { id: enrolled.body.gateway_id, name, token: enrolled.body.token };
 }

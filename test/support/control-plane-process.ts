@@ -23,8 +23,22 @@ export interface ControlPlaneProcess {
  * may stop or kill; embedded mode unless `env` names a database. Resolves
  * once it says where it listens.
  */
-export async function startControlPlaneProcess(dataDir: string, port: number, env: Record<string, string> = {}): Promise<ControlPlaneProcess> {
-  const child = spawn(process.execPath, [MAIN], { env: { ...process.env, AILERON_DATA_DIR: dataDir, PORT: String(port), LOG_LEVEL: 'warn', DATABASE_URL: '', REDIS_URL: '', ...env } });
+export async function startControlPlaneProcess(
+  dataDir: string,
+  port: number,
+  env: Record<string, string> = {},
+): Promise<ControlPlaneProcess> {
+  const child = spawn(process.execPath, [MAIN], {
+    env: {
+      ...process.env,
+      AILERON_DATA_DIR: dataDir,
+      PORT: String(port),
+      LOG_LEVEL: 'warn',
+      DATABASE_URL: '',
+      REDIS_URL: '',
+      ...env,
+    },
+  });
   let out = '';
   child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (out += d.toString()));

@@ -16,7 +16,11 @@ export interface TestControlPlane {
   /** the first organisation's owner token (a platform operator) */
   ownerToken: string;
   cp: ControlPlane;
-  request(method: string, path: string, options?: { token?: string | null; body?: unknown; headers?: Record<string, string> }): Promise<TestResponse>;
+  request(
+    method: string,
+    path: string,
+    options?: { token?: string | null; body?: unknown; headers?: Record<string, string> },
+  ): Promise<TestResponse>;
   close(): Promise<void>;
 }
 
@@ -35,26 +39,37 @@ export interface TestResponse {
 /** A second replica of `first`'s installation: its PostgreSQL database, Redis and root key. */
 export async function aReplicaOf(first: TestControlPlane, env: Record<string, string> = {}): Promise<TestControlPlane> {
   const database = first.cp.config.database;
-  if (database.kind !== 'postgres') throw new Error('replicas share a PostgreSQL database; start the first one on postgres');
+  if (database.kind !== 'postgres')
+    throw new Error('replicas share a PostgreSQL database; start the first one on postgres');
   return startTestControlPlane('postgres', { DATABASE_URL: database.url, ...env });
 }
 
 /** `cp` with `token` as its owner's: requests without a token of their own carry it. */
 export function withOwnerToken(cp: TestControlPlane, token: string): TestControlPlane {
-  return { ...cp, ownerToken: token, request: (method, path, options = {}) => cp.request(method, path, { ...options, token: options.token === undefined ? token : options.token }) };
+  return {
+    ...cp,
+    ownerToken: token,
+    request: (method, path, options = {}) =>
+      cp.request(method, path, { ...options, token: options.token === undefined ? token : options.token }),
+  };
 }
 
 /**
  * The first replica of an installation on a PostgreSQL of the test's own (one
  * it may stop): migrated as it starts and bootstrapped like a fresh database.
  */
-export async function startOnOwnDatabase(env: Record<string, string> & { DATABASE_URL: string }): Promise<TestControlPlane> {
+export async function startOnOwnDatabase(
+  env: Record<string, string> & { DATABASE_URL: string },
+): Promise<TestControlPlane> {
   const cp = await startTestControlPlane('postgres', env);
   const { token } = await cp.cp.app.get(BootstrapService).bootstrapServer('default', 'Default');
   return withOwnerToken(cp, token);
 }
 
-export async function startTestControlPlane(backend: Backend, env: Record<string, string> = {}): Promise<TestControlPlane> {
+export async function startTestControlPlane(
+  backend: Backend,
+  env: Record<string, string> = {},
+): Promise<TestControlPlane> {
   const dataDir = mkdtempSync(join(tmpdir(), 'aileron-cp-'));
   // a copy of the run's migrated PGlite data dir, as a restarted installation has it: no initdb, and the migrator finds nothing to apply
   if (backend === 'pglite') cpSync(inject('pgliteDataDir'), join(dataDir, 'pgdata'), { recursive: true });

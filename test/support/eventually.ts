@@ -16,22 +16,32 @@ type NotYet = undefined | null | false;
  * hold `expect`s); at the timeout the last failure is what the test reports,
  * named after `what`.
  */
-export async function eventually<T>(what: string, probe: () => T | Promise<T>, options: PollOptions = {}): Promise<Exclude<T, NotYet>> {
+export async function eventually<T>(
+  what: string,
+  probe: () => T | Promise<T>,
+  options: PollOptions = {},
+): Promise<Exclude<T, NotYet>> {
   const { timeoutMs = 30_000, intervalMs = 50 } = options;
-  return vi.waitFor(
-    async () => {
-      let value: T;
-      try {
-        value = await probe();
-      } catch (error) {
-        throw new Error(`timed out waiting for ${what}: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
-      }
-      if (value === undefined || value === null || value === false) throw new Error(`timed out waiting for ${what}`);
-      return value as Exclude<T, NotYet>;
-    },
-    { timeout: timeoutMs, interval: intervalMs },
-  ).catch((error: unknown) => {
-    // a probe still running at the timeout leaves vi.waitFor nothing to name
-    throw error instanceof Error && error.message.startsWith('timed out waiting for') ? error : new Error(`timed out waiting for ${what} (${timeoutMs} ms)`, { cause: error });
-  });
+  return vi
+    .waitFor(
+      async () => {
+        let value: T;
+        try {
+          value = await probe();
+        } catch (error) {
+          throw new Error(`timed out waiting for ${what}: ${error instanceof Error ? error.message : String(error)}`, {
+            cause: error,
+          });
+        }
+        if (value === undefined || value === null || value === false) throw new Error(`timed out waiting for ${what}`);
+        return value as Exclude<T, NotYet>;
+      },
+      { timeout: timeoutMs, interval: intervalMs },
+    )
+    .catch((error: unknown) => {
+      // a probe still running at the timeout leaves vi.waitFor nothing to name
+      throw error instanceof Error && error.message.startsWith('timed out waiting for')
+        ? error
+        : new Error(`timed out waiting for ${what} (${timeoutMs} ms)`, { cause: error });
+    });
 }

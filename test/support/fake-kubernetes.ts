@@ -88,7 +88,12 @@ export interface Refusal {
 const KINDS: Record<Resource, { apiVersion: string; kind: string; base: string; validate(obj: Json): void }> = {
   pods: { apiVersion: 'v1', kind: 'Pod', base: '/api/v1', validate: (obj) => new Pod(obj).validate() },
   secrets: { apiVersion: 'v1', kind: 'Secret', base: '/api/v1', validate: (obj) => new Secret(obj).validate() },
-  persistentvolumeclaims: { apiVersion: 'v1', kind: 'PersistentVolumeClaim', base: '/api/v1', validate: (obj) => new PersistentVolumeClaim(obj).validate() },
+  persistentvolumeclaims: {
+    apiVersion: 'v1',
+    kind: 'PersistentVolumeClaim',
+    base: '/api/v1',
+    validate: (obj) => new PersistentVolumeClaim(obj).validate(),
+  },
   networkpolicies: {
     apiVersion: 'networking.k8s.io/v1',
     kind: 'NetworkPolicy',
@@ -97,14 +102,24 @@ const KINDS: Record<Resource, { apiVersion: string; kind: string; base: string; 
   },
 };
 
-const PATH = /^\/(api\/v1|apis\/networking\.k8s\.io\/v1)\/namespaces\/([^/]+)\/(pods|secrets|persistentvolumeclaims|networkpolicies)(?:\/([^/]+))?$/;
+const PATH =
+  /^\/(api\/v1|apis\/networking\.k8s\.io\/v1)\/namespaces\/([^/]+)\/(pods|secrets|persistentvolumeclaims|networkpolicies)(?:\/([^/]+))?$/;
 const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const LABEL_NAME = /^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/;
 const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
 const SECRET_KEY = /^[-._a-zA-Z0-9]+$/;
 const IANA_SVC_NAME = /^(?=.*[a-z])[a-z0-9]([a-z0-9-]*[a-z0-9])?$/;
-const RESTRICTED_VOLUMES = new Set(['configMap', 'csi', 'downwardAPI', 'emptyDir', 'ephemeral', 'persistentVolumeClaim', 'projected', 'secret']);
+const RESTRICTED_VOLUMES = new Set([
+  'configMap',
+  'csi',
+  'downwardAPI',
+  'emptyDir',
+  'ephemeral',
+  'persistentVolumeClaim',
+  'projected',
+  'secret',
+]);
 const MERGE_PATCH = new Set(['application/merge-patch+json', 'application/strategic-merge-patch+json']);
 
 export class FakeKubernetes {
@@ -142,7 +157,14 @@ export class FakeKubernetes {
     const server = createServer({ key, cert }, (req, res) => void fake!.handle(req, res));
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const address = server.address() as { port: number };
-    fake = new FakeKubernetes(server, `https://127.0.0.1:${address.port}`, cert, options.namespace ?? 'aileron-pool', randomBytes(16).toString('hex'), options.kubelet);
+    fake = new FakeKubernetes(
+      server,
+      `https://127.0.0.1:${address.port}`,
+      cert,
+      options.namespace ?? 'aileron-pool',
+      randomBytes(16).toString('hex'),
+      options.kubelet,
+    );
     return fake;
   }
 
@@ -150,7 +172,9 @@ export class FakeKubernetes {
   kubeConfig(token = this.token): KubeConfig {
     const config = new KubeConfig();
     config.loadFromOptions({
-      clusters: [{ name: 'fake', server: this.url, caData: Buffer.from(this.caPem).toString('base64'), skipTLSVerify: false }],
+      clusters: [
+        { name: 'fake', server: this.url, caData: Buffer.from(this.caPem).toString('base64'), skipTLSVerify: false },
+      ],
       users: [{ name: 'control-plane', token }],
       contexts: [{ name: 'fake', cluster: 'fake', user: 'control-plane', namespace: this.namespace }],
       currentContext: 'fake',
@@ -177,7 +201,12 @@ export class FakeKubernetes {
   secretValues(name: string): Record<string, string> | undefined {
     const secret = this.store.get(key('secrets', name));
     if (!secret) return undefined;
-    return Object.fromEntries(Object.entries((secret.data ?? {}) as Record<string, string>).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]));
+    return Object.fromEntries(
+      Object.entries((secret.data ?? {}) as Record<string, string>).map(([k, v]) => [
+        k,
+        Buffer.from(v, 'base64').toString('utf8'),
+      ]),
+    );
   }
 
   /**
@@ -267,7 +296,10 @@ export class FakeKubernetes {
     }));
   }
 
-  podTerminated(name: string, options: { phase: 'Failed' | 'Succeeded'; reason: string; exitCode: number; message?: string }): void {
+  podTerminated(
+    name: string,
+    options: { phase: 'Failed' | 'Succeeded'; reason: string; exitCode: number; message?: string },
+  ): void {
     this.setPodStatus(name, (pod) => ({
       phase: options.phase,
       podIP: pod.status?.podIP,
@@ -297,7 +329,19 @@ export class FakeKubernetes {
       const statuses = (pod.status?.containerStatuses ?? []).map((status: Json) =>
         status.name !== container
           ? status
-          : { ...status, ready: false, started: false, state: { terminated: { reason: options.reason, exitCode: options.exitCode, startedAt: timestamp(), finishedAt: timestamp() } } },
+          : {
+              ...status,
+              ready: false,
+              started: false,
+              state: {
+                terminated: {
+                  reason: options.reason,
+                  exitCode: options.exitCode,
+                  startedAt: timestamp(),
+                  finishedAt: timestamp(),
+                },
+              },
+            },
       );
       const all = statuses.every((status: Json) => status.state?.terminated);
       const failed = statuses.some((status: Json) => (status.state?.terminated?.exitCode ?? 0) !== 0);
@@ -305,7 +349,9 @@ export class FakeKubernetes {
         ...pod.status,
         phase: all ? (failed ? 'Failed' : 'Succeeded') : pod.status?.phase,
         conditions: (pod.status?.conditions ?? []).map((condition: Json) =>
-          condition.type === 'Ready' || condition.type === 'ContainersReady' ? { ...condition, status: 'False' } : condition,
+          condition.type === 'Ready' || condition.type === 'ContainersReady'
+            ? { ...condition, status: 'False' }
+            : condition,
         ),
         containerStatuses: statuses,
       };
@@ -347,7 +393,8 @@ export class FakeKubernetes {
       if (kubelet.unpullable?.has(container.image)) {
         this.podWaiting(name, 'ErrImagePull', `failed to pull and unpack image "${container.image}": not found`);
         this.later(50, () => {
-          if (this.store.has(key('pods', name))) this.podWaiting(name, 'ImagePullBackOff', `Back-off pulling image "${container.image}"`);
+          if (this.store.has(key('pods', name)))
+            this.podWaiting(name, 'ImagePullBackOff', `Back-off pulling image "${container.image}"`);
         });
         return;
       }
@@ -360,12 +407,16 @@ export class FakeKubernetes {
       this.podRunning(name, { podIP: kubelet.podIP, ready: false });
       const probe = container.readinessProbe?.tcpSocket;
       if (!probe) return this.podRunning(name, { podIP: kubelet.podIP, ready: true });
-      const port = typeof probe.port === 'number' ? probe.port : container.ports?.find((p: Json) => p.name === probe.port)?.containerPort;
+      const port =
+        typeof probe.port === 'number'
+          ? probe.port
+          : container.ports?.find((p: Json) => p.name === probe.port)?.containerPort;
       const attempt = (): void => {
         if (!this.store.has(key('pods', name)) || this.store.get(key('pods', name)).status?.phase !== 'Running') return;
         const socket = connect({ host: kubelet.podIP, port }, () => {
           socket.destroy();
-          if (this.store.get(key('pods', name))?.status?.phase === 'Running') this.podRunning(name, { podIP: kubelet.podIP, ready: true });
+          if (this.store.get(key('pods', name))?.status?.phase === 'Running')
+            this.podRunning(name, { podIP: kubelet.podIP, ready: true });
         });
         socket.on('error', () => this.later(50, attempt));
       };
@@ -395,7 +446,8 @@ export class FakeKubernetes {
     }
     this.requests.push({ method: req.method ?? '', path: url.pathname, query: url.searchParams, contentType, body });
 
-    if (req.headers.authorization !== `Bearer ${this.token}`) return send(res, 401, status(401, 'Unauthorized', 'Unauthorized'));
+    if (req.headers.authorization !== `Bearer ${this.token}`)
+      return send(res, 401, status(401, 'Unauthorized', 'Unauthorized'));
     const match = PATH.exec(url.pathname);
     const resource = match?.[3] as Resource | undefined;
     if (!match || !resource || `/${match[1]}` !== KINDS[resource].base) {
@@ -405,47 +457,86 @@ export class FakeKubernetes {
     const name = match[4] ? decodeURIComponent(match[4]) : undefined;
     const method = req.method ?? 'GET';
     const verb = verbOf(method, name !== undefined, url.searchParams.get('watch'));
-    const refusal = this.refusals.find((r) => r.resource === resource && (!r.method || r.method === method) && (!r.verb || r.verb === verb));
+    const refusal = this.refusals.find(
+      (r) => r.resource === resource && (!r.method || r.method === method) && (!r.verb || r.verb === verb),
+    );
     if (refusal) return send(res, refusal.code, status(refusal.code, refusal.reason, refusal.message));
     if (namespace !== this.namespace) {
-      return send(res, 404, status(404, 'NotFound', `namespaces "${namespace}" not found`, { name: namespace, kind: 'namespaces' }));
+      return send(
+        res,
+        404,
+        status(404, 'NotFound', `namespaces "${namespace}" not found`, { name: namespace, kind: 'namespaces' }),
+      );
     }
 
     if (name === undefined && method === 'POST') return this.create(res, resource, contentType, body);
     if (verb === 'watch') return this.watch(res, resource, url.searchParams);
     if (name === undefined && method === 'GET') return this.list(res, resource, url.searchParams.get('labelSelector'));
-    if (name === undefined) return send(res, 405, status(405, 'MethodNotAllowed', `${method} is not supported on ${resource}`));
+    if (name === undefined)
+      return send(res, 405, status(405, 'MethodNotAllowed', `${method} is not supported on ${resource}`));
 
     const stored = this.store.get(key(resource, name));
-    if (!stored) return send(res, 404, status(404, 'NotFound', `${resource} "${name}" not found`, { name, kind: resource }));
+    if (!stored)
+      return send(res, 404, status(404, 'NotFound', `${resource} "${name}" not found`, { name, kind: resource }));
     if (method === 'GET') return send(res, 200, stored);
     if (method === 'PATCH') return this.patch(res, resource, name, stored, contentType, body);
     if (method === 'PUT') return this.replace(res, resource, name, stored, contentType, body);
-    if (method === 'DELETE') return this.delete(res, resource, name, stored, url.searchParams.get('gracePeriodSeconds'));
+    if (method === 'DELETE')
+      return this.delete(res, resource, name, stored, url.searchParams.get('gracePeriodSeconds'));
     return send(res, 405, status(405, 'MethodNotAllowed', `${method} is not supported on ${resource}`));
   }
 
   private create(res: ServerResponse, resource: Resource, contentType: string | undefined, body: Json): void {
     const kind = KINDS[resource];
-    if (contentType !== 'application/json') return send(res, 415, status(415, 'UnsupportedMediaType', `the body of the request was in an unknown format: ${contentType}`));
+    if (contentType !== 'application/json')
+      return send(
+        res,
+        415,
+        status(415, 'UnsupportedMediaType', `the body of the request was in an unknown format: ${contentType}`),
+      );
     if (typeof body !== 'object' || body === null || body.kind !== kind.kind || body.apiVersion !== kind.apiVersion) {
       return send(res, 400, status(400, 'BadRequest', `the body is not a ${kind.apiVersion} ${kind.kind}`));
     }
     const meta = body.metadata ?? {};
     if (meta.namespace !== undefined && meta.namespace !== this.namespace) {
-      return send(res, 400, status(400, 'BadRequest', 'the namespace of the provided object does not match the namespace sent on the request'));
+      return send(
+        res,
+        400,
+        status(
+          400,
+          'BadRequest',
+          'the namespace of the provided object does not match the namespace sent on the request',
+        ),
+      );
     }
     const name: string | undefined = meta.name;
     const invalid = this.invalid(resource, body);
-    if (invalid) return send(res, 422, status(422, 'Invalid', `${kind.kind} "${name ?? ''}" is invalid: ${invalid}`, { name, kind: resource }));
+    if (invalid)
+      return send(
+        res,
+        422,
+        status(422, 'Invalid', `${kind.kind} "${name ?? ''}" is invalid: ${invalid}`, { name, kind: resource }),
+      );
     if (resource === 'pods') {
       const violations = restrictedViolations(body);
       if (violations.length > 0) {
-        return send(res, 403, status(403, 'Forbidden', `pods "${name}" is forbidden: violates PodSecurity "restricted:latest": ${violations.join(', ')}`));
+        return send(
+          res,
+          403,
+          status(
+            403,
+            'Forbidden',
+            `pods "${name}" is forbidden: violates PodSecurity "restricted:latest": ${violations.join(', ')}`,
+          ),
+        );
       }
     }
     if (this.store.has(key(resource, name!))) {
-      return send(res, 409, status(409, 'AlreadyExists', `${resource} "${name}" already exists`, { name, kind: resource }));
+      return send(
+        res,
+        409,
+        status(409, 'AlreadyExists', `${resource} "${name}" already exists`, { name, kind: resource }),
+      );
     }
     const stored: Json = structuredClone(body);
     stored.metadata = {
@@ -458,14 +549,20 @@ export class FakeKubernetes {
     if (resource === 'secrets') {
       // as the API server does: stringData is write-only, folded into data
       const data: Record<string, string> = { ...(stored.data ?? {}) };
-      for (const [k, v] of Object.entries((stored.stringData ?? {}) as Record<string, string>)) data[k] = Buffer.from(v, 'utf8').toString('base64');
+      for (const [k, v] of Object.entries((stored.stringData ?? {}) as Record<string, string>))
+        data[k] = Buffer.from(v, 'utf8').toString('base64');
       delete stored.stringData;
       stored.data = data;
       stored.type ??= 'Opaque';
     }
     if (resource === 'pods') stored.status = { phase: 'Pending', qosClass: 'Guaranteed' };
     // bound at once, as by a provisioner that never waits for the first consumer
-    if (resource === 'persistentvolumeclaims') stored.status = { phase: 'Bound', accessModes: stored.spec.accessModes, capacity: { storage: stored.spec.resources?.requests?.storage } };
+    if (resource === 'persistentvolumeclaims')
+      stored.status = {
+        phase: 'Bound',
+        accessModes: stored.spec.accessModes,
+        capacity: { storage: stored.spec.resources?.requests?.storage },
+      };
     this.store.set(key(resource, name!), stored);
     this.changed(resource, 'ADDED', stored);
     send(res, 201, stored);
@@ -480,7 +577,12 @@ export class FakeKubernetes {
     const items = this.names(resource)
       .map((name) => this.store.get(key(resource, name)))
       .filter((obj) => matches(obj.metadata.labels ?? {}));
-    send(res, 200, { kind: `${KINDS[resource].kind}List`, apiVersion: KINDS[resource].apiVersion, metadata: { resourceVersion: String(this.revision) }, items });
+    send(res, 200, {
+      kind: `${KINDS[resource].kind}List`,
+      apiVersion: KINDS[resource].apiVersion,
+      metadata: { resourceVersion: String(this.revision) },
+      items,
+    });
   }
 
   /**
@@ -491,7 +593,8 @@ export class FakeKubernetes {
   private watch(res: ServerResponse, resource: Resource, query: URLSearchParams): void {
     const matches = labelMatcher(query.get('labelSelector') ?? '');
     const from = query.get('resourceVersion') ?? '';
-    if (from !== '' && !/^\d+$/.test(from)) return send(res, 400, status(400, 'BadRequest', `invalid resource version: ${from}`));
+    if (from !== '' && !/^\d+$/.test(from))
+      return send(res, 400, status(400, 'BadRequest', `invalid resource version: ${from}`));
     res.writeHead(200, { 'content-type': 'application/json' });
     // a client waits for the headers before it reads events, and there may be none for a while
     res.flushHeaders();
@@ -508,7 +611,8 @@ export class FakeKubernetes {
       }
     } else {
       for (const event of this.history) {
-        if (event.revision > Number(from) && event.resource === resource && matches(event.object.metadata.labels ?? {})) writeEvent(watcher, event.type, event.object);
+        if (event.revision > Number(from) && event.resource === resource && matches(event.object.metadata.labels ?? {}))
+          writeEvent(watcher, event.type, event.object);
       }
     }
     this.watchers.add(watcher);
@@ -524,29 +628,71 @@ export class FakeKubernetes {
 
   /** Records a change, which `object` carries the resourceVersion of, and tells the watches of its resource. */
   private changed(resource: Resource, type: WatchEventType, object: Json): void {
-    const event: WatchEvent = { revision: Number(object.metadata.resourceVersion), type, resource, object: structuredClone(object) };
+    const event: WatchEvent = {
+      revision: Number(object.metadata.resourceVersion),
+      type,
+      resource,
+      object: structuredClone(object),
+    };
     this.history.push(event);
     for (const observer of this.observers) observer(resource, type, structuredClone(object));
     for (const watcher of this.watchers) {
-      if (watcher.resource === resource && !watcher.stalled && watcher.matches(event.object.metadata.labels ?? {})) writeEvent(watcher, type, event.object);
+      if (watcher.resource === resource && !watcher.stalled && watcher.matches(event.object.metadata.labels ?? {}))
+        writeEvent(watcher, type, event.object);
     }
   }
 
-  private patch(res: ServerResponse, resource: Resource, name: string, stored: Json, contentType: string | undefined, body: Json): void {
+  private patch(
+    res: ServerResponse,
+    resource: Resource,
+    name: string,
+    stored: Json,
+    contentType: string | undefined,
+    body: Json,
+  ): void {
     if (!contentType || !MERGE_PATCH.has(contentType)) {
-      return send(res, 415, status(415, 'UnsupportedMediaType', `the body of the request was in an unknown format - accepted media types include: application/merge-patch+json, application/strategic-merge-patch+json`));
+      return send(
+        res,
+        415,
+        status(
+          415,
+          'UnsupportedMediaType',
+          `the body of the request was in an unknown format - accepted media types include: application/merge-patch+json, application/strategic-merge-patch+json`,
+        ),
+      );
     }
     const next = mergePatch(structuredClone(stored), body);
     for (const field of ['name', 'namespace', 'uid', 'creationTimestamp'] as const) {
       if (next.metadata?.[field] !== stored.metadata[field]) {
-        return send(res, 422, status(422, 'Invalid', `${KINDS[resource].kind} "${name}" is invalid: metadata.${field}: Invalid value: field is immutable`));
+        return send(
+          res,
+          422,
+          status(
+            422,
+            'Invalid',
+            `${KINDS[resource].kind} "${name}" is invalid: metadata.${field}: Invalid value: field is immutable`,
+          ),
+        );
       }
     }
-    if (resource === 'secrets' && stored.immutable && (JSON.stringify(next.data) !== JSON.stringify(stored.data) || next.stringData !== undefined)) {
-      return send(res, 422, status(422, 'Invalid', `Secret "${name}" is invalid: data: Forbidden: field is immutable when \`immutable\` is set`));
+    if (
+      resource === 'secrets' &&
+      stored.immutable &&
+      (JSON.stringify(next.data) !== JSON.stringify(stored.data) || next.stringData !== undefined)
+    ) {
+      return send(
+        res,
+        422,
+        status(
+          422,
+          'Invalid',
+          `Secret "${name}" is invalid: data: Forbidden: field is immutable when \`immutable\` is set`,
+        ),
+      );
     }
     const invalid = this.invalid(resource, next);
-    if (invalid) return send(res, 422, status(422, 'Invalid', `${KINDS[resource].kind} "${name}" is invalid: ${invalid}`));
+    if (invalid)
+      return send(res, 422, status(422, 'Invalid', `${KINDS[resource].kind} "${name}" is invalid: ${invalid}`));
     next.metadata.resourceVersion = String(++this.revision);
     this.store.set(key(resource, name), next);
     this.changed(resource, 'MODIFIED', next);
@@ -554,24 +700,59 @@ export class FakeKubernetes {
   }
 
   /** PUT: the whole object anew; unconditional without a resourceVersion, else only over that version (409 Conflict). */
-  private replace(res: ServerResponse, resource: Resource, name: string, stored: Json, contentType: string | undefined, body: Json): void {
+  private replace(
+    res: ServerResponse,
+    resource: Resource,
+    name: string,
+    stored: Json,
+    contentType: string | undefined,
+    body: Json,
+  ): void {
     const kind = KINDS[resource];
-    if (contentType !== 'application/json') return send(res, 415, status(415, 'UnsupportedMediaType', `the body of the request was in an unknown format: ${contentType}`));
+    if (contentType !== 'application/json')
+      return send(
+        res,
+        415,
+        status(415, 'UnsupportedMediaType', `the body of the request was in an unknown format: ${contentType}`),
+      );
     if (typeof body !== 'object' || body === null || body.kind !== kind.kind || body.apiVersion !== kind.apiVersion) {
       return send(res, 400, status(400, 'BadRequest', `the body is not a ${kind.apiVersion} ${kind.kind}`));
     }
-    if (body.metadata?.name !== name) return send(res, 400, status(400, 'BadRequest', 'the name of the object does not match the name on the URL'));
+    if (body.metadata?.name !== name)
+      return send(res, 400, status(400, 'BadRequest', 'the name of the object does not match the name on the URL'));
     const version = body.metadata?.resourceVersion;
     if (version !== undefined && version !== stored.metadata.resourceVersion) {
-      return send(res, 409, status(409, 'Conflict', `Operation cannot be fulfilled on ${resource} "${name}": the object has been modified; please apply your changes to the latest version and try again`));
+      return send(
+        res,
+        409,
+        status(
+          409,
+          'Conflict',
+          `Operation cannot be fulfilled on ${resource} "${name}": the object has been modified; please apply your changes to the latest version and try again`,
+        ),
+      );
     }
     if (resource === 'secrets' && stored.immutable) {
-      return send(res, 422, status(422, 'Invalid', `Secret "${name}" is invalid: data: Forbidden: field is immutable when \`immutable\` is set`));
+      return send(
+        res,
+        422,
+        status(
+          422,
+          'Invalid',
+          `Secret "${name}" is invalid: data: Forbidden: field is immutable when \`immutable\` is set`,
+        ),
+      );
     }
     const invalid = this.invalid(resource, body);
     if (invalid) return send(res, 422, status(422, 'Invalid', `${kind.kind} "${name}" is invalid: ${invalid}`));
     const next: Json = structuredClone(body);
-    next.metadata = { ...next.metadata, namespace: this.namespace, uid: stored.metadata.uid, creationTimestamp: stored.metadata.creationTimestamp, resourceVersion: String(++this.revision) };
+    next.metadata = {
+      ...next.metadata,
+      namespace: this.namespace,
+      uid: stored.metadata.uid,
+      creationTimestamp: stored.metadata.creationTimestamp,
+      resourceVersion: String(++this.revision),
+    };
     if (stored.status !== undefined) next.status = stored.status;
     this.store.set(key(resource, name), next);
     this.changed(resource, 'MODIFIED', next);
@@ -602,12 +783,28 @@ export class FakeKubernetes {
       return send(res, 200, stored);
     }
     this.remove(resource, name);
-    send(res, 200, resource === 'pods' ? stored : { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', details: { name, kind: resource, uid: stored.metadata.uid } });
+    send(
+      res,
+      200,
+      resource === 'pods'
+        ? stored
+        : {
+            kind: 'Status',
+            apiVersion: 'v1',
+            metadata: {},
+            status: 'Success',
+            details: { name, kind: resource, uid: stored.metadata.uid },
+          },
+    );
   }
 
   /** The pods whose volumes name this claim. */
   private mountedBy(claim: string): string[] {
-    return this.names('pods').filter((pod) => (this.store.get(key('pods', pod)).spec?.volumes ?? []).some((volume: Json) => volume.persistentVolumeClaim?.claimName === claim));
+    return this.names('pods').filter((pod) =>
+      (this.store.get(key('pods', pod)).spec?.volumes ?? []).some(
+        (volume: Json) => volume.persistentVolumeClaim?.claimName === claim,
+      ),
+    );
   }
 
   /** Removes an object and, as the garbage collector does, everything it owns. */
@@ -615,11 +812,18 @@ export class FakeKubernetes {
     const obj = this.store.get(key(resource, name));
     if (!obj) return;
     this.store.delete(key(resource, name));
-    this.changed(resource, 'DELETED', { ...obj, metadata: { ...obj.metadata, resourceVersion: String(++this.revision) } });
+    this.changed(resource, 'DELETED', {
+      ...obj,
+      metadata: { ...obj.metadata, resourceVersion: String(++this.revision) },
+    });
     if (resource === 'pods') {
       // claims deleted while this pod used them go now, unless another pod still does
       for (const claim of this.names('persistentvolumeclaims')) {
-        if (this.store.get(key('persistentvolumeclaims', claim)).metadata.deletionTimestamp && this.mountedBy(claim).length === 0) this.remove('persistentvolumeclaims', claim);
+        if (
+          this.store.get(key('persistentvolumeclaims', claim)).metadata.deletionTimestamp &&
+          this.mountedBy(claim).length === 0
+        )
+          this.remove('persistentvolumeclaims', claim);
       }
     }
     for (const [k, dependent] of [...this.store.entries()]) {
@@ -638,40 +842,53 @@ export class FakeKubernetes {
       return (error as Error).message;
     }
     const meta = obj.metadata ?? {};
-    if (typeof meta.name !== 'string' || meta.name.length === 0) return 'metadata.name: Required value: name or generateName is required';
-    if (meta.name.length > 253 || !DNS_SUBDOMAIN.test(meta.name)) return `metadata.name: Invalid value: "${meta.name}": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.'`;
+    if (typeof meta.name !== 'string' || meta.name.length === 0)
+      return 'metadata.name: Required value: name or generateName is required';
+    if (meta.name.length > 253 || !DNS_SUBDOMAIN.test(meta.name))
+      return `metadata.name: Invalid value: "${meta.name}": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.'`;
     for (const [k, v] of Object.entries((meta.labels ?? {}) as Record<string, string>)) {
-      if (!qualifiedName(k)) return `metadata.labels: Invalid value: "${k}": name part must consist of alphanumeric characters, '-', '_' or '.'`;
-      if (v.length > 63 || !LABEL_VALUE.test(v)) return `metadata.labels: Invalid value: "${v}": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character`;
+      if (!qualifiedName(k))
+        return `metadata.labels: Invalid value: "${k}": name part must consist of alphanumeric characters, '-', '_' or '.'`;
+      if (v.length > 63 || !LABEL_VALUE.test(v))
+        return `metadata.labels: Invalid value: "${v}": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character`;
     }
-    for (const k of Object.keys(meta.annotations ?? {})) if (!qualifiedName(k)) return `metadata.annotations: Invalid value: "${k}"`;
+    for (const k of Object.keys(meta.annotations ?? {}))
+      if (!qualifiedName(k)) return `metadata.annotations: Invalid value: "${k}"`;
     for (const owner of meta.ownerReferences ?? []) {
       if (!owner.uid) return 'metadata.ownerReferences.uid: Invalid value: "": uid must not be empty';
     }
     if (resource === 'secrets') {
       for (const k of [...Object.keys(obj.data ?? {}), ...Object.keys(obj.stringData ?? {})]) {
-        if (!SECRET_KEY.test(k)) return `data[${k}]: Invalid value: "${k}": a valid config key must consist of alphanumeric characters, '-', '_' or '.'`;
+        if (!SECRET_KEY.test(k))
+          return `data[${k}]: Invalid value: "${k}": a valid config key must consist of alphanumeric characters, '-', '_' or '.'`;
       }
     }
     if (resource === 'pods') {
       for (const container of obj.spec?.containers ?? []) {
-        if (!DNS_LABEL.test(container.name) || container.name.length > 63) return `spec.containers.name: Invalid value: "${container.name}"`;
+        if (!DNS_LABEL.test(container.name) || container.name.length > 63)
+          return `spec.containers.name: Invalid value: "${container.name}"`;
         if (!container.image) return 'spec.containers.image: Required value';
         for (const port of container.ports ?? []) {
-          if (port.name !== undefined && (port.name.length > 15 || !IANA_SVC_NAME.test(port.name))) return `spec.containers.ports.name: Invalid value: "${port.name}"`;
+          if (port.name !== undefined && (port.name.length > 15 || !IANA_SVC_NAME.test(port.name)))
+            return `spec.containers.ports.name: Invalid value: "${port.name}"`;
         }
-        for (const [what, resources] of Object.entries(container.resources ?? {}) as [string, Record<string, string>][]) {
+        for (const [what, resources] of Object.entries(container.resources ?? {}) as [
+          string,
+          Record<string, string>,
+        ][]) {
           if (what === 'requests' && container.resources.limits) {
             for (const [r, q] of Object.entries(resources)) {
               const limit = container.resources.limits[r];
-              if (limit !== undefined && quantity(q) > quantity(limit)) return `spec.containers.resources.requests: Invalid value: "${q}": must be less than or equal to ${r} limit of ${limit}`;
+              if (limit !== undefined && quantity(q) > quantity(limit))
+                return `spec.containers.resources.requests: Invalid value: "${q}": must be less than or equal to ${r} limit of ${limit}`;
             }
           }
         }
       }
       const volumes = new Set((obj.spec?.volumes ?? []).map((v: Json) => v.name));
       for (const container of obj.spec?.containers ?? []) {
-        for (const mount of container.volumeMounts ?? []) if (!volumes.has(mount.name)) return `spec.containers.volumeMounts.name: Not found: "${mount.name}"`;
+        for (const mount of container.volumeMounts ?? [])
+          if (!volumes.has(mount.name)) return `spec.containers.volumeMounts.name: Not found: "${mount.name}"`;
       }
     }
     return undefined;
@@ -683,21 +900,32 @@ function restrictedViolations(pod: Json): string[] {
   const spec = pod.spec ?? {};
   const podContext = spec.securityContext ?? {};
   const out: string[] = [];
-  if (spec.hostNetwork || spec.hostPID || spec.hostIPC) out.push('host namespaces (hostNetwork=true, hostPID=true or hostIPC=true)');
-  const badVolumes = (spec.volumes ?? []).filter((v: Json) => !Object.keys(v).some((k) => k !== 'name' && RESTRICTED_VOLUMES.has(k)));
-  if (badVolumes.length > 0) out.push(`restricted volume types (volumes ${badVolumes.map((v: Json) => `"${v.name}"`).join(', ')})`);
+  if (spec.hostNetwork || spec.hostPID || spec.hostIPC)
+    out.push('host namespaces (hostNetwork=true, hostPID=true or hostIPC=true)');
+  const badVolumes = (spec.volumes ?? []).filter(
+    (v: Json) => !Object.keys(v).some((k) => k !== 'name' && RESTRICTED_VOLUMES.has(k)),
+  );
+  if (badVolumes.length > 0)
+    out.push(`restricted volume types (volumes ${badVolumes.map((v: Json) => `"${v.name}"`).join(', ')})`);
   for (const container of [...(spec.initContainers ?? []), ...(spec.containers ?? [])]) {
     const context = container.securityContext ?? {};
     const name = `container "${container.name}"`;
     if (context.privileged) out.push(`privileged (${name} must not set securityContext.privileged=true)`);
-    if (context.allowPrivilegeEscalation !== false) out.push(`allowPrivilegeEscalation != false (${name} must set securityContext.allowPrivilegeEscalation=false)`);
+    if (context.allowPrivilegeEscalation !== false)
+      out.push(`allowPrivilegeEscalation != false (${name} must set securityContext.allowPrivilegeEscalation=false)`);
     const capabilities = context.capabilities ?? {};
-    if (!(capabilities.drop ?? []).includes('ALL')) out.push(`unrestricted capabilities (${name} must set securityContext.capabilities.drop=["ALL"])`);
-    if ((capabilities.add ?? []).some((c: string) => c !== 'NET_BIND_SERVICE')) out.push(`unrestricted capabilities (${name} must not add capabilities beyond NET_BIND_SERVICE)`);
-    if ((context.runAsNonRoot ?? podContext.runAsNonRoot) !== true) out.push(`runAsNonRoot != true (${name} must set securityContext.runAsNonRoot=true)`);
+    if (!(capabilities.drop ?? []).includes('ALL'))
+      out.push(`unrestricted capabilities (${name} must set securityContext.capabilities.drop=["ALL"])`);
+    if ((capabilities.add ?? []).some((c: string) => c !== 'NET_BIND_SERVICE'))
+      out.push(`unrestricted capabilities (${name} must not add capabilities beyond NET_BIND_SERVICE)`);
+    if ((context.runAsNonRoot ?? podContext.runAsNonRoot) !== true)
+      out.push(`runAsNonRoot != true (${name} must set securityContext.runAsNonRoot=true)`);
     if ((context.runAsUser ?? podContext.runAsUser) === 0) out.push(`runAsUser=0 (${name} must not set runAsUser=0)`);
     const seccomp = (context.seccompProfile ?? podContext.seccompProfile)?.type;
-    if (seccomp !== 'RuntimeDefault' && seccomp !== 'Localhost') out.push(`seccompProfile (${name} must set securityContext.seccompProfile.type to "RuntimeDefault" or "Localhost")`);
+    if (seccomp !== 'RuntimeDefault' && seccomp !== 'Localhost')
+      out.push(
+        `seccompProfile (${name} must set securityContext.seccompProfile.type to "RuntimeDefault" or "Localhost")`,
+      );
     if ((container.ports ?? []).some((p: Json) => p.hostPort)) out.push(`hostPort (${name} uses hostPort)`);
   }
   return out;
@@ -714,11 +942,15 @@ function qualifiedName(k: string): boolean {
 
 /** Equality-based selectors (`a=b`, `a==b`, `a!=b`, `a`, `!a`), as kubectl and the client send them. */
 function labelMatcher(selector: string): (labels: Record<string, string>) => boolean {
-  const terms = selector.split(',').map((t) => t.trim()).filter(Boolean).map((term) => {
-    const m = /^(!?)([^=!]+?)\s*(?:(!=|==|=)\s*(.*))?$/.exec(term);
-    if (!m) throw new Error(`fake kubernetes: unsupported selector term ${term}`);
-    return { not: m[1] === '!', key: m[2]!, op: m[3], value: m[4] };
-  });
+  const terms = selector
+    .split(',')
+    .map((t) => t.trim())
+    .filter(Boolean)
+    .map((term) => {
+      const m = /^(!?)([^=!]+?)\s*(?:(!=|==|=)\s*(.*))?$/.exec(term);
+      if (!m) throw new Error(`fake kubernetes: unsupported selector term ${term}`);
+      return { not: m[1] === '!', key: m[2]!, op: m[3], value: m[4] };
+    });
   return (labels) =>
     terms.every(({ not, key: k, op, value }) => {
       if (!op) return not ? !(k in labels) : k in labels;
@@ -729,7 +961,17 @@ function labelMatcher(selector: string): (labels: Record<string, string>) => boo
 function quantity(q: string): number {
   const m = /^(\d+(?:\.\d+)?)(m|Ki|Mi|Gi|Ti|k|M|G|T)?$/.exec(q);
   if (!m) return Number.NaN;
-  const scale: Record<string, number> = { m: 1e-3, Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, k: 1e3, M: 1e6, G: 1e9, T: 1e12 };
+  const scale: Record<string, number> = {
+    m: 1e-3,
+    Ki: 2 ** 10,
+    Mi: 2 ** 20,
+    Gi: 2 ** 30,
+    Ti: 2 ** 40,
+    k: 1e3,
+    M: 1e6,
+    G: 1e9,
+    T: 1e12,
+  };
   return Number(m[1]) * (m[2] ? scale[m[2]]! : 1);
 }
 
@@ -761,7 +1003,16 @@ function timestamp(): string {
 }
 
 function status(code: number, reason: string, message: string, details?: Json): Json {
-  return { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, ...(details ? { details } : {}), code };
+  return {
+    kind: 'Status',
+    apiVersion: 'v1',
+    metadata: {},
+    status: 'Failure',
+    message,
+    reason,
+    ...(details ? { details } : {}),
+    code,
+  };
 }
 
 /** The RBAC verb a request needs. */
@@ -794,8 +1045,25 @@ function selfSignedCertificate(): { key: string; cert: string } {
   try {
     execFileSync(
       'openssl',
-      ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1', '-subj', '/CN=fake-kubernetes',
-        '-addext', 'subjectAltName=IP:127.0.0.1', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem')],
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:prime256v1',
+        '-nodes',
+        '-days',
+        '1',
+        '-subj',
+        '/CN=fake-kubernetes',
+        '-addext',
+        'subjectAltName=IP:127.0.0.1',
+        '-keyout',
+        join(dir, 'key.pem'),
+        '-out',
+        join(dir, 'cert.pem'),
+      ],
       { stdio: 'ignore' },
     );
     return { key: readFileSync(join(dir, 'key.pem'), 'utf8'), cert: readFileSync(join(dir, 'cert.pem'), 'utf8') };

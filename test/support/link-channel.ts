@@ -28,14 +28,21 @@ export async function aLinkChannel(cp: TestControlPlane, token = cp.ownerToken):
     let raw = '';
     req.on('data', (chunk: Buffer) => (raw += chunk.toString('utf8')));
     req.on('end', () => {
-      const event = JSON.parse(raw) as { type: string; data: { approval_id: string; user: SentLink['user']; url: string } };
-      if (event.type === 'approval.link') received.push({ approvalId: event.data.approval_id, user: event.data.user, url: event.data.url });
+      const event = JSON.parse(raw) as {
+        type: string;
+        data: { approval_id: string; user: SentLink['user']; url: string };
+      };
+      if (event.type === 'approval.link')
+        received.push({ approvalId: event.data.approval_id, user: event.data.user, url: event.data.url });
       res.writeHead(204).end();
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/links`;
-  const created = await cp.request('POST', '/v1/webhooks', { token, body: { name: `links-${Date.now()}-${Math.random().toString(36).slice(2, 8)}`, url, events: ['approval.link'] } });
+  const created = await cp.request('POST', '/v1/webhooks', {
+    token,
+    body: { name: `links-${Date.now()}-${Math.random().toString(36).slice(2, 8)}`, url, events: ['approval.link'] },
+  });
   expect(created.status, created.text).toBe(201);
   return {
     received,

@@ -8,7 +8,9 @@ export const BOUND_MS = 3_000;
 /** `promise`, or a rejection once a client would have given up on it: a hang fails the test instead of stalling it. */
 export function bounded<T>(promise: Promise<T>, ms = BOUND_MS, what = 'an answer'): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`no ${what} within ${ms} ms`)), ms)));
+  const late = new Promise<never>(
+    (_, reject) => (timer = setTimeout(() => reject(new Error(`no ${what} within ${ms} ms`)), ms)),
+  );
   return Promise.race([promise, late]).finally(() => clearTimeout(timer));
 }
 

@@ -40,7 +40,16 @@ interface Running {
 }
 
 /** What a real kubelet would give the processes but this one cannot; kept out of their way. */
-const ETC = ['/etc/ssl', '/etc/ca-certificates', '/etc/resolv.conf', '/etc/hosts', '/etc/nsswitch.conf', '/etc/alternatives', '/etc/localtime', '/etc/ld.so.cache'];
+const ETC = [
+  '/etc/ssl',
+  '/etc/ca-certificates',
+  '/etc/resolv.conf',
+  '/etc/hosts',
+  '/etc/nsswitch.conf',
+  '/etc/alternatives',
+  '/etc/localtime',
+  '/etc/ld.so.cache',
+];
 const PATH = '/usr/local/bin:/usr/bin:/bin';
 
 /**
@@ -72,7 +81,8 @@ export class ProcessKubelet {
     fake.onPodTerminating = (pod, finished) => void this.terminate(pod, finished);
     // a claim's volume is deleted with it (reclaimPolicy Delete)
     this.unobserve = fake.observe((resource, type, object) => {
-      if (resource === 'persistentvolumeclaims' && type === 'DELETED') rmSync(this.volume(object.metadata.name), { recursive: true, force: true });
+      if (resource === 'persistentvolumeclaims' && type === 'DELETED')
+        rmSync(this.volume(object.metadata.name), { recursive: true, force: true });
     });
   }
 
@@ -88,7 +98,9 @@ export class ProcessKubelet {
 
   /** What a container wrote to stderr, for a failing test to show. */
   logs(pod: string): string {
-    return [...(this.pods.get(pod)?.entries() ?? [])].map(([name, running]) => `[${name}] ${running.stderr}`).join('\n');
+    return [...(this.pods.get(pod)?.entries() ?? [])]
+      .map(([name, running]) => `[${name}] ${running.stderr}`)
+      .join('\n');
   }
 
   async close(): Promise<void> {
@@ -107,15 +119,23 @@ export class ProcessKubelet {
     if (unknown) {
       this.fake.podWaiting(name, 'ErrImagePull', `failed to pull and unpack image "${unknown.image}": not found`);
       await sleep(50);
-      if (this.fake.get('pods', name)) this.fake.podWaiting(name, 'ImagePullBackOff', `Back-off pulling image "${unknown.image}"`);
+      if (this.fake.get('pods', name))
+        this.fake.podWaiting(name, 'ImagePullBackOff', `Back-off pulling image "${unknown.image}"`);
       return;
     }
     // the scheduler places a pod only once its claims exist
     for (;;) {
-      const missing = (pod.spec.volumes ?? []).find((volume: Json) => volume.persistentVolumeClaim && !this.fake.get('persistentvolumeclaims', volume.persistentVolumeClaim.claimName));
+      const missing = (pod.spec.volumes ?? []).find(
+        (volume: Json) =>
+          volume.persistentVolumeClaim &&
+          !this.fake.get('persistentvolumeclaims', volume.persistentVolumeClaim.claimName),
+      );
       if (!missing) break;
       if (!this.fake.get('pods', name)) return;
-      this.fake.podUnschedulable(name, `0/1 nodes are available: persistentvolumeclaim "${missing.persistentVolumeClaim.claimName}" not found.`);
+      this.fake.podUnschedulable(
+        name,
+        `0/1 nodes are available: persistentvolumeclaim "${missing.persistentVolumeClaim.claimName}" not found.`,
+      );
       await sleep(100);
     }
     const envs: Record<string, string>[] = [];
@@ -128,18 +148,31 @@ export class ProcessKubelet {
     this.fake.podRunning(name, { podIP, ready: false });
     const running = new Map<string, Running>();
     this.pods.set(name, running);
-    pod.spec.containers.forEach((container: Json, at: number) => running.set(container.name, this.start(pod, container, envs[at]!, podIP)));
+    pod.spec.containers.forEach((container: Json, at: number) =>
+      running.set(container.name, this.start(pod, container, envs[at]!, podIP)),
+    );
     for (const [container, process] of running) {
       void process.exited.then((code) => {
         // a container that ends on its own (restartPolicy Never: for good)
-        if (this.pods.get(name) === running && this.fake.get('pods', name) && !this.fake.get('pods', name).metadata.deletionTimestamp) {
-          this.fake.containerTerminated(name, container, { reason: code === 0 ? 'Completed' : 'Error', exitCode: code });
+        if (
+          this.pods.get(name) === running &&
+          this.fake.get('pods', name) &&
+          !this.fake.get('pods', name).metadata.deletionTimestamp
+        ) {
+          this.fake.containerTerminated(name, container, {
+            reason: code === 0 ? 'Completed' : 'Error',
+            exitCode: code,
+          });
         }
       });
     }
     await Promise.all(pod.spec.containers.map((container: Json) => this.probe(name, container, podIP)));
     const now = this.fake.get('pods', name);
-    if (now?.status?.phase === 'Running' && !now.metadata.deletionTimestamp && now.status.containerStatuses.every((status: Json) => status.state?.running)) {
+    if (
+      now?.status?.phase === 'Running' &&
+      !now.metadata.deletionTimestamp &&
+      now.status.containerStatuses.every((status: Json) => status.state?.running)
+    ) {
       this.fake.podRunning(name, { podIP, ready: true });
     }
   }
@@ -155,7 +188,8 @@ export class ProcessKubelet {
       }
       const values = this.fake.secretValues(ref.name);
       if (!values) return `secret "${ref.name}" not found`;
-      if (values[ref.key] === undefined) return `couldn't find key ${ref.key} in Secret ${pod.metadata.namespace}/${ref.name}`;
+      if (values[ref.key] === undefined)
+        return `couldn't find key ${ref.key} in Secret ${pod.metadata.namespace}/${ref.name}`;
       env[variable.name] = values[ref.key]!;
     }
     return env;
@@ -165,7 +199,14 @@ export class ProcessKubelet {
     const image = this.options.images[container.image]!;
     const context = { ...pod.spec.securityContext, ...container.securityContext };
     const args = ['--unshare-all', '--share-net', '--die-with-parent', '--new-session'];
-    if (context.runAsUser !== undefined) args.push('--unshare-user', '--uid', String(context.runAsUser), '--gid', String(context.runAsGroup ?? context.runAsUser));
+    if (context.runAsUser !== undefined)
+      args.push(
+        '--unshare-user',
+        '--uid',
+        String(context.runAsUser),
+        '--gid',
+        String(context.runAsGroup ?? context.runAsUser),
+      );
     if ((context.capabilities?.drop ?? []).includes('ALL')) args.push('--cap-drop', 'ALL');
     args.push('--clearenv');
     for (const [key, value] of Object.entries({ PATH, ...image.env, ...env })) args.push('--setenv', key, value);
@@ -185,12 +226,23 @@ export class ProcessKubelet {
     if (container.workingDir) args.push('--chdir', container.workingDir);
     if (context.readOnlyRootFilesystem) args.push('--remount-ro', '/');
     const command = [...(image.entrypoint ?? []), ...(container.command ?? []), ...(container.args ?? [])];
-    const child = spawn('/usr/bin/bwrap', [...args, '--', ...(this.options.args ? this.options.args(command, podIP) : command)], {
-      stdio: ['ignore', 'ignore', 'pipe'],
-      detached: true,
-    });
-    const running: Running = { child, stderr: '', exited: new Promise((resolve) => child.once('exit', (code, signal) => resolve(code ?? (signal ? 137 : 1)))) };
-    child.stderr!.on('data', (chunk: Buffer) => (running.stderr = (running.stderr + chunk.toString('utf8')).slice(-4000)));
+    const child = spawn(
+      '/usr/bin/bwrap',
+      [...args, '--', ...(this.options.args ? this.options.args(command, podIP) : command)],
+      {
+        stdio: ['ignore', 'ignore', 'pipe'],
+        detached: true,
+      },
+    );
+    const running: Running = {
+      child,
+      stderr: '',
+      exited: new Promise((resolve) => child.once('exit', (code, signal) => resolve(code ?? (signal ? 137 : 1)))),
+    };
+    child.stderr!.on(
+      'data',
+      (chunk: Buffer) => (running.stderr = (running.stderr + chunk.toString('utf8')).slice(-4000)),
+    );
     child.on('error', () => undefined);
     return running;
   }
@@ -199,7 +251,10 @@ export class ProcessKubelet {
   private async probe(name: string, container: Json, podIP: string): Promise<void> {
     const probe = container.readinessProbe?.tcpSocket;
     if (!probe) return;
-    const port = typeof probe.port === 'number' ? probe.port : container.ports?.find((p: Json) => p.name === probe.port)?.containerPort;
+    const port =
+      typeof probe.port === 'number'
+        ? probe.port
+        : container.ports?.find((p: Json) => p.name === probe.port)?.containerPort;
     for (;;) {
       const pod = this.fake.get('pods', name);
       if (this.closed || pod?.status?.phase !== 'Running' || pod.metadata.deletionTimestamp) return;

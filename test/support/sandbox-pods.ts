@@ -9,7 +9,9 @@ import type { FakeImage } from './process-kubelet';
  * runner as `npm run build` bundles it: one file), the runners' ports, and their listening address.
  */
 
-export const SANDBOX_VERSION = (JSON.parse(readFileSync(join(projectRoot(), 'package.json'), 'utf8')) as { version: string }).version;
+export const SANDBOX_VERSION = (
+  JSON.parse(readFileSync(join(projectRoot(), 'package.json'), 'utf8')) as { version: string }
+).version;
 
 /** Compiles the runner into `<dir>/opt-aileron` and makes images of it: the version its ENV carries, and an entrypoint that ignores the runner's arguments. */
 export function sandboxImageMaker(dir: string): (version: string, entrypoint?: string[]) => FakeImage {

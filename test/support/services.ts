@@ -30,7 +30,9 @@ function postgresBin(): string {
   const versions = existsSync(root) ? readdirSync(root).filter((v) => existsSync(join(root, v, 'bin', 'initdb'))) : [];
   const newest = versions.sort((a, b) => Number(b) - Number(a))[0];
   if (!newest) {
-    throw new Error('PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin: install the Debian package "postgresql" (or set DATABASE_URL)');
+    throw new Error(
+      'PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin: install the Debian package "postgresql" (or set DATABASE_URL)',
+    );
   }
   return join(root, newest, 'bin');
 }
@@ -87,8 +89,15 @@ export async function startPostgres(options: { durable?: boolean } = {}): Promis
   const port = await freePort();
   const start = (): void =>
     asDbUser(join(bin, 'pg_ctl'), [
-      '-D', data, '-l', join(dir, 'postgres.log'), '-w', '-t', '60',
-      '-o', `-c listen_addresses=127.0.0.1 -p ${port} -c unix_socket_directories=${dir} -c fsync=off -c synchronous_commit=${options.durable ? 'on' : 'off'} -c full_page_writes=off -c max_connections=300`,
+      '-D',
+      data,
+      '-l',
+      join(dir, 'postgres.log'),
+      '-w',
+      '-t',
+      '60',
+      '-o',
+      `-c listen_addresses=127.0.0.1 -p ${port} -c unix_socket_directories=${dir} -c fsync=off -c synchronous_commit=${options.durable ? 'on' : 'off'} -c full_page_writes=off -c max_connections=300`,
       'start',
     ]);
   start();
@@ -142,18 +151,36 @@ export interface RedisServer extends Service {
 
 export async function startRedis(): Promise<RedisServer> {
   const which = spawnSync('sh', ['-c', 'command -v redis-server'], { encoding: 'utf8' });
-  if (which.status !== 0) throw new Error('redis-server not found: install the Debian package "redis-server" (or set REDIS_URL)');
+  if (which.status !== 0)
+    throw new Error('redis-server not found: install the Debian package "redis-server" (or set REDIS_URL)');
   const dir = mkdtempSync(join(tmpdir(), 'aileron-redis-'));
   const port = await freePort();
   const pidfile = join(dir, 'redis.pid');
   const launch = async (): Promise<void> => {
     rmSync(pidfile, { force: true });
     execFileSync('redis-server', [
-      '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--daemonize', 'yes',
-      '--pidfile', pidfile, '--logfile', join(dir, 'redis.log'), '--dir', dir,
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      '--daemonize',
+      'yes',
+      '--pidfile',
+      pidfile,
+      '--logfile',
+      join(dir, 'redis.log'),
+      '--dir',
+      dir,
     ]);
     for (let i = 0; i < 100 && !existsSync(pidfile); i++) await new Promise((r) => setTimeout(r, 50));
-    if (!existsSync(pidfile)) throw new Error(`redis-server did not start on port ${port}: ${readFileSync(join(dir, 'redis.log'), 'utf8').slice(-500)}`);
+    if (!existsSync(pidfile))
+      throw new Error(
+        `redis-server did not start on port ${port}: ${readFileSync(join(dir, 'redis.log'), 'utf8').slice(-500)}`,
+      );
   };
   const pid = (): number => Number(readFileSync(pidfile, 'utf8').trim());
   const alive = (id: number): boolean => {
@@ -183,7 +210,8 @@ export async function startRedis(): Promise<RedisServer> {
         // already gone
       }
       // Redis writes its log while it shuts down: removing the folder under it fails with ENOTEMPTY
-      for (let i = 0; id > 0 && i < 100 && alive(id); i++) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 20);
+      for (let i = 0; id > 0 && i < 100 && alive(id); i++)
+        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 20);
       rmSync(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 50 });
     },
   };

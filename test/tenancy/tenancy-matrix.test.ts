@@ -30,7 +30,10 @@ async function tenantTables(cp: TestControlPlane): Promise<string[]> {
   );
   const unclassified = rows.filter((r) => !r.tenant && !(r.table_name in NOT_TENANT_OWNED)).map((r) => r.table_name);
   expect(unclassified, 'tables with no organization_id that NOT_TENANT_OWNED does not explain').toEqual([]);
-  return rows.filter((r) => r.tenant).map((r) => r.table_name).filter((table) => !SIGNED_IN_THE_BACKGROUND.includes(table));
+  return rows
+    .filter((r) => r.tenant)
+    .map((r) => r.table_name)
+    .filter((table) => !SIGNED_IN_THE_BACKGROUND.includes(table));
 }
 
 /** Tables with no organization_id, and why no tenant owns them (or why their tenant's rows are covered elsewhere). */
@@ -69,7 +72,9 @@ describe('tenancy matrix', () => {
         `SELECT '${table}' AS tbl, (to_jsonb(t) - 'last_used_at' - 'last_login_at' - 'last_seen_at' - 'dispatched_at' - 'completed_at' - 'dispatch_count'
            - 'checkpoint_seq' - 'last_error' - 'last_error_at' - 'lease_until' - 'last_delivered_at'${(BACKGROUND_COLUMNS[table] ?? []).map((c) => ` - '${c}'`).join('')})::text AS row FROM ${table} t`,
     );
-    const rows = await cp.cp.database.client.$queryRawUnsafe<{ tbl: string; row: string }[]>(`${selects.join('\nUNION ALL\n')}\nORDER BY 1, 2`);
+    const rows = await cp.cp.database.client.$queryRawUnsafe<{ tbl: string; row: string }[]>(
+      `${selects.join('\nUNION ALL\n')}\nORDER BY 1, 2`,
+    );
     return rows.map((r) => `${r.tbl}: ${r.row}`).join('\n');
   }
 
@@ -84,7 +89,8 @@ describe('tenancy matrix', () => {
   function fillDeep(value: unknown): unknown {
     if (typeof value === 'string') return fill(value);
     if (Array.isArray(value)) return value.map(fillDeep);
-    if (value && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, fillDeep(v)]));
+    if (value && typeof value === 'object')
+      return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, fillDeep(v)]));
     return value;
   }
 
@@ -94,7 +100,10 @@ describe('tenancy matrix', () => {
       const name = param ?? match;
       if (name === 'ws') return target.ws!;
       const example = route.example?.params?.[name];
-      if (!example) throw new Error(`${route.method} ${route.path}: no example for :${name}; add one so the tenancy matrix can attack it`);
+      if (!example)
+        throw new Error(
+          `${route.method} ${route.path}: no example for :${name}; add one so the tenancy matrix can attack it`,
+        );
       return fill(example);
     });
   }
@@ -102,7 +111,13 @@ describe('tenancy matrix', () => {
   /** Routes whose request names a resource of the target tenant (in the path or the body). */
   function attackable(route: RouteDefinition): boolean {
     // gateway routes act in the workspace the caller's own gateway token names: there is nothing else to point them at
-    if (route.auth === 'public' || route.tenancy === 'platform' || route.tenancy === 'none' || route.tenancy === 'gateway') return false;
+    if (
+      route.auth === 'public' ||
+      route.tenancy === 'platform' ||
+      route.tenancy === 'none' ||
+      route.tenancy === 'gateway'
+    )
+      return false;
     const inPath = /:\w+/.test(route.path);
     const inBody = /\{\w+\}/.test(JSON.stringify(route.example?.body ?? null));
     return inPath || inBody;
@@ -114,7 +129,16 @@ describe('tenancy matrix', () => {
     routes = cp.cp.app.get(RouteCatalog).all();
     tables = await tenantTables(cp);
     // the schema has these at least; an empty or short list would make the snapshots prove nothing
-    expect(tables).toEqual(expect.arrayContaining(['organizations', 'workspaces', 'secrets', 'audit_events', 'approval_requests', 'webhook_endpoints']));
+    expect(tables).toEqual(
+      expect.arrayContaining([
+        'organizations',
+        'workspaces',
+        'secrets',
+        'audit_events',
+        'approval_requests',
+        'webhook_endpoints',
+      ]),
+    );
     // the target tenant: a workspace with a member, a token and a user in the default organisation
     const ws = await aWorkspace(cp, cp.ownerToken);
     const user = await aUser(cp, cp.ownerToken);
@@ -122,7 +146,13 @@ describe('tenancy matrix', () => {
     const token = await aToken(cp, cp.ownerToken, { role: 'member', workspace: ws.slug });
     // and a policy, a catalog server assigned with a rollout, and an enrolled gateway
     await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, {
-      body: { rules: [{ id: 'target-secret-rule', effect: 'deny', tools: ['x'] }, { id: 'target-review', effect: 'approval', tools: ['merge_*'] }, { id: 'target-sandbox', effect: 'allow', servers: ['sandbox'] }] },
+      body: {
+        rules: [
+          { id: 'target-secret-rule', effect: 'deny', tools: ['x'] },
+          { id: 'target-review', effect: 'approval', tools: ['merge_*'] },
+          { id: 'target-sandbox', effect: 'allow', servers: ['sandbox'] },
+        ],
+      },
     });
     const server = await aCatalogServer(cp, cp.ownerToken);
     await aCatalogServer(cp, cp.ownerToken, { name: server.name, version: '1.1.0' });
@@ -131,31 +161,56 @@ describe('tenancy matrix', () => {
     targetGateway = gateway.token;
     // a secret, audit records (the changes above wrote some) and a SIEM sink (its delivery fails in the background: nothing listens)
     const secretValue = `target-secret-value-${ws.id}`;
-    expect((await cp.request('PUT', `/v1/workspaces/${ws.slug}/secrets/github/token`, { body: { value: secretValue } })).status).toBe(200);
-    const sink = await cp.request('POST', '/v1/audit/sinks', { body: { name: `target-${ws.slug}`, url: 'http://127.0.0.1:9/siem' } });
+    expect(
+      (await cp.request('PUT', `/v1/workspaces/${ws.slug}/secrets/github/token`, { body: { value: secretValue } }))
+        .status,
+    ).toBe(200);
+    const sink = await cp.request('POST', '/v1/audit/sinks', {
+      body: { name: `target-${ws.slug}`, url: 'http://127.0.0.1:9/siem' },
+    });
     expect(sink.status).toBe(201);
     // a webhook endpoint (enabled, so a PATCH that disables it would show) for an event nobody sends: no delivery adds rows while snapshots are compared
-    const webhook = await cp.request('POST', '/v1/webhooks', { body: { name: `target-${ws.slug}`, url: 'http://127.0.0.1:9/hook', events: ['matrix.never-sent'] } });
+    const webhook = await cp.request('POST', '/v1/webhooks', {
+      body: { name: `target-${ws.slug}`, url: 'http://127.0.0.1:9/hook', events: ['matrix.never-sent'] },
+    });
     expect(webhook.status, webhook.text).toBe(201);
     // a pending approval request of the target, asked for by its gateway
-    const approval = await cp.request('POST', '/v1/gateway/approvals', { token: gateway.token, body: { server: 'github', tool: 'merge_pr', arguments: { n: 1 }, principal: user.email } });
+    const approval = await cp.request('POST', '/v1/gateway/approvals', {
+      token: gateway.token,
+      body: { server: 'github', tool: 'merge_pr', arguments: { n: 1 }, principal: user.email },
+    });
     expect(approval.status, approval.text).toBe(201);
     // an agent session its gateway started, with a message from the agent
-    const session = await cp.request('POST', '/v1/sessions', { token: gateway.token, body: { workspace: ws.slug, name: 'target-agent' } });
+    const session = await cp.request('POST', '/v1/sessions', {
+      token: gateway.token,
+      body: { workspace: ws.slug, name: 'target-agent' },
+    });
     expect(session.status, session.text).toBe(201);
-    const message = await cp.request('POST', `/v1/sessions/${session.body.id}/messages`, { token: session.body.caveat_token, body: { text: 'target-agent-message' } });
+    const message = await cp.request('POST', `/v1/sessions/${session.body.id}/messages`, {
+      token: session.body.caveat_token,
+      body: { text: 'target-agent-message' },
+    });
     expect(message.status, message.text).toBe(201);
     // a sandbox with one snapshot, its file written through the sandbox tools
-    expect((await cp.request('POST', `/v1/workspaces/${ws.slug}/sandboxes`, { body: { name: 'target-box' } })).status).toBe(201);
+    expect(
+      (await cp.request('POST', `/v1/workspaces/${ws.slug}/sandboxes`, { body: { name: 'target-box' } })).status,
+    ).toBe(201);
     const { client } = await connect(cp, cp.ownerToken, `/mcp/${ws.slug}/sandbox`);
-    await client.callTool({ name: 'write', arguments: { sandbox: 'target-box', path: 'target.txt', content: 'target-sandbox-file' } });
+    await client.callTool({
+      name: 'write',
+      arguments: { sandbox: 'target-box', path: 'target.txt', content: 'target-sandbox-file' },
+    });
     await client.close();
     // the write's snapshot and its execution records are written after it answered: in before the first snapshot of the tables
     await cp.cp.app.get(SandboxesService).settledAll();
     await cp.cp.app.get(ExecutionJournal).flush();
     const written = await cp.request('GET', `/v1/workspaces/${ws.slug}/audit?type=execution.succeeded&tool=write`);
     expect(written.body.events, written.text).toHaveLength(1);
-    const snapshots = await eventually('the target snapshot', async () => (await cp.request('GET', `/v1/workspaces/${ws.slug}/sandboxes/target-box/snapshots`)).body.snapshots?.[0]);
+    const snapshots = await eventually(
+      'the target snapshot',
+      async () =>
+        (await cp.request('GET', `/v1/workspaces/${ws.slug}/sandboxes/target-box/snapshots`)).body.snapshots?.[0],
+    );
     Object.assign(target, {
       sandbox: 'target-box',
       sha: snapshots.sha,
@@ -170,7 +225,20 @@ describe('tenancy matrix', () => {
       session: session.body.id,
     });
     // ids only: a 404 may echo the slug the caller itself sent
-    targetIds = [ws.id, user.id, token.id, user.email, gateway.id, 'target-secret-rule', secretValue, sink.body.id, webhook.body.id, webhook.body.secret, session.body.id, 'target-agent-message'];
+    targetIds = [
+      ws.id,
+      user.id,
+      token.id,
+      user.email,
+      gateway.id,
+      'target-secret-rule',
+      secretValue,
+      sink.body.id,
+      webhook.body.id,
+      webhook.body.secret,
+      session.body.id,
+      'target-agent-message',
+    ];
 
     otherOrgOwner = (await anOrganization(cp)).token;
     await cp.request('POST', '/v1/workspaces', { token: otherOrgOwner, body: { slug: 'theirs', name: 'Theirs' } });
@@ -184,7 +252,9 @@ describe('tenancy matrix', () => {
     expect(tenantOwned.length).toBeGreaterThanOrEqual(8);
     for (const route of routes) {
       if (route.auth === 'public') continue;
-      expect(['workspace', 'organization', 'caller', 'platform', 'gateway'], `${route.method} ${route.path}`).toContain(route.tenancy);
+      expect(['workspace', 'organization', 'caller', 'platform', 'gateway'], `${route.method} ${route.path}`).toContain(
+        route.tenancy,
+      );
       if (route.tenancy === 'workspace') expect(attackable(route), `${route.method} ${route.path}`).toBe(true);
       expect(() => pathFor(route), `${route.method} ${route.path}`).not.toThrow();
     }
@@ -208,7 +278,8 @@ describe('tenancy matrix', () => {
         expect(expected, `${route.method} ${route.path} → ${res.status} ${res.text}`).toContain(res.status);
         // an error may echo what the caller sent; anything else of the target's is a leak
         const sent = path + JSON.stringify(body ?? null);
-        for (const id of targetIds.filter((i) => !sent.includes(i))) expect(res.text, `${route.method} ${route.path} leaks ${id}`).not.toContain(id);
+        for (const id of targetIds.filter((i) => !sent.includes(i)))
+          expect(res.text, `${route.method} ${route.path} leaks ${id}`).not.toContain(id);
         expect(await snapshot(), `${route.method} ${route.path} changed data`).toBe(before);
         attacked.push(`${route.method} ${route.path}`);
       }
@@ -224,8 +295,14 @@ describe('tenancy matrix', () => {
   it('a review-page session from another organisation or workspace gets 404 on the target approval and changes nothing', async () => {
     const sibling = await aWorkspace(cp, cp.ownerToken);
     const neighbour = await aUser(cp, cp.ownerToken);
-    expect((await cp.request('PUT', `/v1/workspaces/${sibling.slug}/members/${neighbour.id}`, { body: { role: 'admin' } })).status).toBe(200);
-    const outsiders = { 'another organisation': await aUser(cp, otherOrgOwner, 'owner'), 'another workspace': neighbour };
+    expect(
+      (await cp.request('PUT', `/v1/workspaces/${sibling.slug}/members/${neighbour.id}`, { body: { role: 'admin' } }))
+        .status,
+    ).toBe(200);
+    const outsiders = {
+      'another organisation': await aUser(cp, otherOrgOwner, 'owner'),
+      'another workspace': neighbour,
+    };
     for (const [label, user] of Object.entries(outsiders)) {
       // a session as the IdP sign-in leaves it (test/approvals/review-idp.test.ts signs in for real)
       const token = `ail_ses_${randomBytes(32).toString('base64url')}`;
@@ -241,7 +318,11 @@ describe('tenancy matrix', () => {
       const before = await snapshot();
       const attempts = [
         await cp.request('GET', `/review/${target.approval}/session`, { token: null, headers: { cookie } }),
-        await cp.request('POST', `/review/${target.approval}/session/decision`, { token: null, body: { decision: 'approve' }, headers: { cookie, 'x-aileron-csrf': csrf } }),
+        await cp.request('POST', `/review/${target.approval}/session/decision`, {
+          token: null,
+          body: { decision: 'approve' },
+          headers: { cookie, 'x-aileron-csrf': csrf },
+        }),
       ];
       for (const res of attempts) {
         expect(res.status, `${label}: ${res.text}`).toBe(404);
@@ -257,7 +338,7 @@ describe('tenancy matrix', () => {
    * someone decides a gateway should reach it (and never a decision, a link,
    * a grant or an admin read).
    */
-  it("a gateway token reaches exactly the gateway API, its own approvals and sessions, MCP and /v1/me, nothing else, in its own workspace", async () => {
+  it('a gateway token reaches exactly the gateway API, its own approvals and sessions, MCP and /v1/me, nothing else, in its own workspace', async () => {
     const REACHABLE = [
       'GET /v1/me',
       'GET /v1/approvals/:id',
@@ -286,7 +367,10 @@ describe('tenancy matrix', () => {
       if (route.auth === 'public' || route.tenancy === 'gateway') continue;
       const path = pathFor(route);
       const body = route.example?.body !== undefined ? fillDeep(route.example.body) : route.body ? {} : undefined;
-      const res = await cp.request(route.method, path, { token: targetGateway, ...(body !== undefined ? { body } : {}) });
+      const res = await cp.request(route.method, path, {
+        token: targetGateway,
+        ...(body !== undefined ? { body } : {}),
+      });
       expect(res.status, `${route.method} ${route.path} → ${res.text}`).not.toBe(500);
       // 401 would mean the token itself was not taken; a refusal is 403 (not for gateways) or 404 (not its resource)
       expect(res.status, `${route.method} ${route.path}`).not.toBe(401);
@@ -295,7 +379,15 @@ describe('tenancy matrix', () => {
       expect(res.text, `${route.method} ${route.path} answers a gateway a review link`).not.toContain('ail_lnk_');
     }
     expect(reached.sort()).toEqual([...REACHABLE].sort());
-    expect(refused).toEqual(expect.arrayContaining(['POST /v1/approvals/:id/links', 'POST /v1/approvals/:id/approve', 'POST /v1/approvals/:id/deny', 'POST /v1/tokens', 'POST /v1/auth/token']));
+    expect(refused).toEqual(
+      expect.arrayContaining([
+        'POST /v1/approvals/:id/links',
+        'POST /v1/approvals/:id/approve',
+        'POST /v1/approvals/:id/deny',
+        'POST /v1/tokens',
+        'POST /v1/auth/token',
+      ]),
+    );
     // the gateway API is its own: every gateway route takes it
     expect(routes.filter((r) => r.tenancy === 'gateway').length).toBeGreaterThanOrEqual(5);
   });
@@ -328,7 +420,10 @@ describe('tenancy matrix', () => {
       if (route.auth === 'public') continue;
       const path = pathFor(route).replace(target.session!, started.body.id);
       const body = route.example?.body !== undefined ? fillDeep(route.example.body) : route.body ? {} : undefined;
-      const res = await cp.request(route.method, path, { token: started.body.caveat_token, ...(body !== undefined ? { body } : {}) });
+      const res = await cp.request(route.method, path, {
+        token: started.body.caveat_token,
+        ...(body !== undefined ? { body } : {}),
+      });
       expect(res.status, `${route.method} ${route.path} → ${res.text}`).not.toBe(500);
       expect(res.status, `${route.method} ${route.path} → ${res.text}`).not.toBe(401);
       if (res.status === 403 && res.body?.code === 'CAPABILITY_REQUIRED') continue;
@@ -336,14 +431,20 @@ describe('tenancy matrix', () => {
     }
     expect(reached.sort()).toEqual([...REACHABLE].sort());
     // another session's channel and approvals are not its own: 404, as for any other tenant
-    const other = await cp.request('GET', `/v1/sessions/${target.session}/messages`, { token: started.body.caveat_token });
+    const other = await cp.request('GET', `/v1/sessions/${target.session}/messages`, {
+      token: started.body.caveat_token,
+    });
     expect(other.status).toBe(404);
-    expect((await cp.request('GET', `/v1/approvals/${target.approval}`, { token: started.body.caveat_token })).status).toBe(404);
+    expect(
+      (await cp.request('GET', `/v1/approvals/${target.approval}`, { token: started.body.caveat_token })).status,
+    ).toBe(404);
   });
 
   it('organisation-level reads by another organisation show only its own data', async () => {
     const reads = routes.filter((r) => r.method === 'GET' && r.auth !== 'public' && !attackable(r));
-    expect(reads.map((r) => r.path)).toEqual(expect.arrayContaining(['/v1/me', '/v1/workspaces', '/v1/tokens', '/v1/users']));
+    expect(reads.map((r) => r.path)).toEqual(
+      expect.arrayContaining(['/v1/me', '/v1/workspaces', '/v1/tokens', '/v1/users']),
+    );
     for (const route of reads) {
       const res = await cp.request('GET', route.path, { token: otherOrgOwner });
       for (const id of targetIds) expect(res.text, `${route.path} leaks ${id}`).not.toContain(id);

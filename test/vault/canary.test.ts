@@ -17,7 +17,13 @@ import { eventually } from '../support/eventually';
  */
 function encodingsOf(needle: string): string[] {
   const bytes = Buffer.from(needle, 'utf8');
-  return [needle, bytes.toString('base64'), bytes.toString('base64url'), bytes.toString('hex'), encodeURIComponent(needle)];
+  return [
+    needle,
+    bytes.toString('base64'),
+    bytes.toString('base64url'),
+    bytes.toString('hex'),
+    encodeURIComponent(needle),
+  ];
 }
 
 /** The texts in which `needle` appears, in any of its forms. */
@@ -26,7 +32,8 @@ function leaksOf(needle: string, texts: Iterable<string>): string[] {
   const lower = needle.toLowerCase();
   const found: string[] = [];
   for (const text of texts) {
-    if (forms.some((form) => text.includes(form)) || text.toLowerCase().includes(lower)) found.push(text.length > 500 ? `${text.slice(0, 500)}…` : text);
+    if (forms.some((form) => text.includes(form)) || text.toLowerCase().includes(lower))
+      found.push(text.length > 500 ? `${text.slice(0, 500)}…` : text);
   }
   return found;
 }
@@ -40,7 +47,9 @@ async function tableDump(cp: TestControlPlane, except: string[]): Promise<{ tabl
   const dump: { table: string; rows: string[] }[] = [];
   for (const { name } of tables) {
     if (except.includes(name)) continue;
-    const rows = await client.$queryRawUnsafe<{ row: string }[]>(`SELECT to_jsonb(t)::text AS row FROM "${name.replace(/"/g, '""')}" t`);
+    const rows = await client.$queryRawUnsafe<{ row: string }[]>(
+      `SELECT to_jsonb(t)::text AS row FROM "${name.replace(/"/g, '""')}" t`,
+    );
     dump.push({ table: name, rows: rows.map((r) => r.row) });
   }
   return dump;
@@ -82,7 +91,11 @@ describe.each(BACKENDS)('canary on %s: a secret value is seen nowhere but in wha
   const errors: string[] = [];
 
   /** Every HTTP exchange of the test goes through here, so its whole response is kept for the scan. */
-  async function call(method: string, path: string, options: { body?: unknown; headers?: Record<string, string> } = {}): Promise<TestResponse> {
+  async function call(
+    method: string,
+    path: string,
+    options: { body?: unknown; headers?: Record<string, string> } = {},
+  ): Promise<TestResponse> {
     const res = await cp.request(method, path, options);
     responses.push(`${res.status}\n${JSON.stringify([...res.headers])}\n${res.text}`);
     return res;
@@ -96,7 +109,9 @@ describe.each(BACKENDS)('canary on %s: a secret value is seen nowhere but in wha
     );
     if (!('error' in outcome)) throw new Error(`${what} did not fail`);
     const error = outcome.error as Error & { code?: string };
-    errors.push(`${what}: ${error.name}: ${error.message}\n${error.stack}\n${JSON.stringify(error)}\n${String(error.cause ?? '')}`);
+    errors.push(
+      `${what}: ${error.name}: ${error.message}\n${error.stack}\n${JSON.stringify(error)}\n${String(error.cause ?? '')}`,
+    );
     return error;
   }
 
@@ -104,7 +119,10 @@ describe.each(BACKENDS)('canary on %s: a secret value is seen nowhere but in wha
     sink = await startSink();
     output = captureOutput();
     try {
-      cp = await startTestControlPlane(backend, { LOG_LEVEL: 'trace', ...(backend === 'postgres' ? { UPSTREAM_ALLOW_CIDRS: '127.0.0.1/32' } : {}) });
+      cp = await startTestControlPlane(backend, {
+        LOG_LEVEL: 'trace',
+        ...(backend === 'postgres' ? { UPSTREAM_ALLOW_CIDRS: '127.0.0.1/32' } : {}),
+      });
     } catch (error) {
       output.restore();
       throw error;
@@ -131,18 +149,28 @@ describe.each(BACKENDS)('canary on %s: a secret value is seen nowhere but in wha
     const secretUrl = `/v1/workspaces/${ws.slug}/secrets/${path}`;
     expect((await call('PUT', secretUrl, { body: { value: marker } })).status).toBe(200);
     expect((await call('PUT', secretUrl, { body: { value: `${marker}-v2` } })).body).toMatchObject({ version: 2 });
-    expect((await call('GET', `/v1/workspaces/${ws.slug}/secrets`)).body.secrets).toEqual([expect.objectContaining({ path, version: 2 })]);
+    expect((await call('GET', `/v1/workspaces/${ws.slug}/secrets`)).body.secrets).toEqual([
+      expect.objectContaining({ path, version: 2 }),
+    ]);
     expect((await call('GET', secretUrl)).body).toMatchObject({ path, versions: [1, 2] });
-    expect((await call('POST', `/v1/workspaces/${ws.slug}/vault/rotate`)).body).toEqual({ key_version: 2, rewrapped: 2 });
+    expect((await call('POST', `/v1/workspaces/${ws.slug}/vault/rotate`)).body).toEqual({
+      key_version: 2,
+      rewrapped: 2,
+    });
 
     // used: the pool resolves it for an instance (the one place the value may go)
-    const [org] = await cp.cp.database.client.$queryRawUnsafe<{ id: string }[]>('SELECT organization_id::text AS id FROM workspaces WHERE id = $1::uuid', ws.id);
+    const [org] = await cp.cp.database.client.$queryRawUnsafe<{ id: string }[]>(
+      'SELECT organization_id::text AS id FROM workspaces WHERE id = $1::uuid',
+      ws.id,
+    );
     const scope = SystemScopes.workspace(org!.id, ws);
     const vault = cp.cp.app.get(VaultService);
     const reason = { actor: 'pool:i-canary', server: 'github', instance: 'i-canary' };
     expect(await vault.resolve(scope, `vault://${path}`, reason)).toBe(`${marker}-v2`);
     expect(await vault.resolve(scope, `vault://${path}#1`, reason)).toBe(marker);
-    expect(await vault.resolveAll(scope, { GITHUB_TOKEN: `vault://${path}` }, reason)).toEqual({ GITHUB_TOKEN: `${marker}-v2` });
+    expect(await vault.resolveAll(scope, { GITHUB_TOKEN: `vault://${path}` }, reason)).toEqual({
+      GITHUB_TOKEN: `${marker}-v2`,
+    });
 
     // provoked: errors around it, each with the marker in what the caller sent
     const provocations: [string, string, { body?: unknown; headers?: Record<string, string> }, number][] = [
@@ -154,8 +182,20 @@ describe.each(BACKENDS)('canary on %s: a secret value is seen nowhere but in wha
       ['PUT', secretUrl, { body: `{"value": ${marker}}` }, 400],
       ['PUT', secretUrl, { body: `value=${marker}`, headers: { 'content-type': 'text/plain' } }, 415],
       ['PUT', secretUrl, { body: { value: marker, extra: marker } }, 200],
-      ['POST', `/v1/workspaces/${ws.slug}/policy/evaluate`, { body: { server: 'github', tool: 'create_issue', arguments: { token: marker, nested: { deeper: [marker] } } } }, 200],
-      ['POST', `/v1/workspaces/${ws.slug}/policy/evaluate`, { body: { server: 'github', tool: 'create_issue', arguments: { token: marker }, unknown: marker } }, 400],
+      [
+        'POST',
+        `/v1/workspaces/${ws.slug}/policy/evaluate`,
+        {
+          body: { server: 'github', tool: 'create_issue', arguments: { token: marker, nested: { deeper: [marker] } } },
+        },
+        200,
+      ],
+      [
+        'POST',
+        `/v1/workspaces/${ws.slug}/policy/evaluate`,
+        { body: { server: 'github', tool: 'create_issue', arguments: { token: marker }, unknown: marker } },
+        400,
+      ],
     ];
     for (const [method, url, options, status] of provocations) {
       const res = await call(method, url, options);
@@ -163,7 +203,9 @@ describe.each(BACKENDS)('canary on %s: a secret value is seen nowhere but in wha
     }
     // and in process: the errors the pool would see
     await failure('resolving a version that does not exist', () => vault.resolve(scope, `vault://${path}#99`, reason));
-    await failure('resolving a reference that is not one', () => vault.resolve(scope, `vault://${path}/../${marker}`, reason));
+    await failure('resolving a reference that is not one', () =>
+      vault.resolve(scope, `vault://${path}/../${marker}`, reason),
+    );
     const admin: Principal = {
       kind: 'api_token',
       id: randomUUID(),
@@ -175,10 +217,14 @@ describe.each(BACKENDS)('canary on %s: a secret value is seen nowhere but in wha
       restrictedToWorkspaceId: null,
       platformOperator: false,
     };
-    await failure('writing an over-long value', () => vault.put(admin, scope, path, `${marker}${'x'.repeat(64 * 1024)}`));
+    await failure('writing an over-long value', () =>
+      vault.put(admin, scope, path, `${marker}${'x'.repeat(64 * 1024)}`),
+    );
     await failure('writing to a bad path', () => vault.put(admin, scope, `${marker}//x`, marker));
     const twin = await aWorkspace(cp, cp.ownerToken, uniqueSlug('twin'));
-    expect((await call('PUT', `/v1/workspaces/${twin.slug}/secrets/${path}`, { body: { value: 'twin' } })).status).toBe(200);
+    expect((await call('PUT', `/v1/workspaces/${twin.slug}/secrets/${path}`, { body: { value: 'twin' } })).status).toBe(
+      200,
+    );
     await cp.cp.database.client.$executeRawUnsafe(
       `UPDATE secret_versions t SET ciphertext = s.ciphertext, wrapped_data_key = s.wrapped_data_key, key_version = s.key_version
          FROM secret_versions s WHERE s.workspace_id = $1::uuid AND s.path = $3 AND s.version = 3 AND t.workspace_id = $2::uuid AND t.path = $3 AND t.version = 1`,
@@ -186,7 +232,9 @@ describe.each(BACKENDS)('canary on %s: a secret value is seen nowhere but in wha
       twin.id,
       path,
     );
-    await failure("resolving another workspace's ciphertext", () => vault.resolve(SystemScopes.workspace(org!.id, twin), `vault://${path}`, reason));
+    await failure("resolving another workspace's ciphertext", () =>
+      vault.resolve(SystemScopes.workspace(org!.id, twin), `vault://${path}`, reason),
+    );
 
     // every way out of the control plane
     const metrics = await call('GET', '/metrics');
@@ -209,12 +257,17 @@ describe.each(BACKENDS)('canary on %s: a secret value is seen nowhere but in wha
 
     // the sink has every record of the workspace's chain
     const wanted = new Set(auditRecords.map((line) => JSON.parse(line).id as string));
-    const delivered = () => new Set(sink.bodies.flatMap((body) => (JSON.parse(body).events as { id: string }[]).map((e) => e.id)));
+    const delivered = () =>
+      new Set(sink.bodies.flatMap((body) => (JSON.parse(body).events as { id: string }[]).map((e) => e.id)));
     await eventually('the sink receives every audit record', () => [...wanted].every((id) => delivered().has(id)));
     const sinkTypes = sink.bodies.flatMap((body) => (JSON.parse(body).events as { type: string }[]).map((e) => e.type));
     expect(sinkTypes).toEqual(expect.arrayContaining(['secret.written', 'secret.read', 'vault.key_rotated']));
 
-    const outbox = (await cp.cp.database.client.$queryRawUnsafe<{ payload: string }[]>('SELECT payload::text AS payload FROM outbox_messages')).map((r) => r.payload);
+    const outbox = (
+      await cp.cp.database.client.$queryRawUnsafe<{ payload: string }[]>(
+        'SELECT payload::text AS payload FROM outbox_messages',
+      )
+    ).map((r) => r.payload);
     const tables = await tableDump(cp, ['secret_versions']);
     const logs = output.lines();
 
@@ -223,9 +276,16 @@ describe.each(BACKENDS)('canary on %s: a secret value is seen nowhere but in wha
     expect(leaksOf(marker, [JSON.stringify({ value: marker })])).toHaveLength(1);
     expect(leaksOf(marker, [Buffer.from(`x${marker}`).toString('hex')])).toHaveLength(1);
     expect(leaksOf(marker, ['nothing here'])).toEqual([]);
-    expect(leaksOf(control, tables.flatMap((t) => t.rows))).not.toEqual([]);
+    expect(
+      leaksOf(
+        control,
+        tables.flatMap((t) => t.rows),
+      ),
+    ).not.toEqual([]);
     expect(leaksOf(control, responses)).not.toEqual([]);
-    expect(tables.map((t) => t.table)).toEqual(expect.arrayContaining(['secrets', 'audit_events', 'outbox_messages', 'vault_keys', 'workspaces']));
+    expect(tables.map((t) => t.table)).toEqual(
+      expect.arrayContaining(['secrets', 'audit_events', 'outbox_messages', 'vault_keys', 'workspaces']),
+    );
     expect(outbox.length).toBeGreaterThan(0);
     expect(logs.some((line) => line.includes('"level":"trace"') || line.includes('"level":"debug"'))).toBe(true);
     expect(logs.some((line) => line.includes(`/v1/workspaces/${ws.slug}/vault/rotate`))).toBe(true);

@@ -25,7 +25,11 @@ function sql<T = Record<string, unknown>>(cp: TestControlPlane, query: string, .
 }
 
 async function scopeOf(cp: TestControlPlane, ws: { id: string; slug: string }) {
-  const [row] = await sql<{ org: string }>(cp, 'SELECT organization_id::text AS org FROM workspaces WHERE id = $1::uuid', ws.id);
+  const [row] = await sql<{ org: string }>(
+    cp,
+    'SELECT organization_id::text AS org FROM workspaces WHERE id = $1::uuid',
+    ws.id,
+  );
   return SystemScopes.workspace(row!.org, ws);
 }
 
@@ -43,11 +47,20 @@ describe('vault API', () => {
 
   const secretUrl = (path: string, workspace = ws.slug) => `/v1/workspaces/${workspace}/secrets/${path}`;
   const put = (path: string, value: unknown, options: { token?: string; workspace?: string } = {}) =>
-    cp.request('PUT', secretUrl(path, options.workspace), { body: { value }, ...(options.token ? { token: options.token } : {}) });
+    cp.request('PUT', secretUrl(path, options.workspace), {
+      body: { value },
+      ...(options.token ? { token: options.token } : {}),
+    });
   const auditOf = async (type: string, workspace = ws.slug) => {
     const res = await cp.request('GET', `/v1/workspaces/${workspace}/audit?type=${type}`);
     expect(res.status, res.text).toBe(200);
-    return res.body.events as { type: string; actor: string | null; server: string | null; source: string; data: Record<string, unknown> }[];
+    return res.body.events as {
+      type: string;
+      actor: string | null;
+      server: string | null;
+      source: string;
+      data: Record<string, unknown>;
+    }[];
   };
 
   it('writes versions and answers with metadata only: the value is in no response body or header', async () => {
@@ -56,17 +69,38 @@ describe('vault API', () => {
 
     const created = await put(path, first);
     expect(created.status, created.text).toBe(200);
-    expect(created.body).toMatchObject({ path, ref: `vault://${path}`, version: 1, versions: [1], created_by: expect.any(String), last_read_at: null, last_read_by: null });
+    expect(created.body).toMatchObject({
+      path,
+      ref: `vault://${path}`,
+      version: 1,
+      versions: [1],
+      created_by: expect.any(String),
+      last_read_at: null,
+      last_read_by: null,
+    });
     const updated = await put(path, second);
     expect(updated.body).toMatchObject({ path, version: 2, versions: [1, 2], created_at: created.body.created_at });
 
     const list = await cp.request('GET', `/v1/workspaces/${ws.slug}/secrets`);
     expect(list.status).toBe(200);
-    expect(list.body.secrets).toContainEqual(expect.objectContaining({ path, ref: `vault://${path}`, version: 2, versions: [1, 2] }));
+    expect(list.body.secrets).toContainEqual(
+      expect.objectContaining({ path, ref: `vault://${path}`, version: 2, versions: [1, 2] }),
+    );
     const one = await cp.request('GET', secretUrl(path));
     expect(one.status).toBe(200);
     expect(Object.keys(one.body).sort()).toEqual(
-      ['path', 'ref', 'version', 'versions', 'created_at', 'created_by', 'updated_at', 'updated_by', 'last_read_at', 'last_read_by'].sort(),
+      [
+        'path',
+        'ref',
+        'version',
+        'versions',
+        'created_at',
+        'created_by',
+        'updated_at',
+        'updated_by',
+        'last_read_at',
+        'last_read_by',
+      ].sort(),
     );
     const prefixed = await cp.request('GET', `/v1/workspaces/${ws.slug}/secrets?prefix=${path.split('/')[0]}/`);
     expect(prefixed.body.secrets.map((s: { path: string }) => s.path)).toEqual([path]);
@@ -93,12 +127,24 @@ describe('vault API', () => {
     expect(after.headers.get('content-type')).toContain('application/problem+json');
     expect(after.body.code).toBe('SECRET_NOT_FOUND');
     expect((await cp.request('DELETE', secretUrl(path))).body.code).toBe('SECRET_NOT_FOUND');
-    expect((await cp.request('GET', `/v1/workspaces/${ws.slug}/secrets`)).body.secrets.map((s: { path: string }) => s.path)).not.toContain(path);
-    await expect(vault.resolve(await scopeOf(cp, ws), `vault://${path}`, POOL_READ)).rejects.toMatchObject({ code: 'SECRET_UNAVAILABLE' });
+    expect(
+      (await cp.request('GET', `/v1/workspaces/${ws.slug}/secrets`)).body.secrets.map((s: { path: string }) => s.path),
+    ).not.toContain(path);
+    await expect(vault.resolve(await scopeOf(cp, ws), `vault://${path}`, POOL_READ)).rejects.toMatchObject({
+      code: 'SECRET_UNAVAILABLE',
+    });
 
     const trail = (await auditOf('secret.deleted')).filter((e) => e.data.path === path);
-    expect(trail).toEqual([expect.objectContaining({ type: 'secret.deleted', actor: expect.stringMatching(/^token:/), data: { path, versions: [1, 2] } })]);
-    expect((await auditOf('secret.written')).filter((e) => e.data.path === path).map((e) => e.data.version)).toEqual([2, 1]);
+    expect(trail).toEqual([
+      expect.objectContaining({
+        type: 'secret.deleted',
+        actor: expect.stringMatching(/^token:/),
+        data: { path, versions: [1, 2] },
+      }),
+    ]);
+    expect((await auditOf('secret.written')).filter((e) => e.data.path === path).map((e) => e.data.version)).toEqual([
+      2, 1,
+    ]);
     expect(JSON.stringify(await auditOf('secret.written,secret.deleted'))).not.toContain(value);
   });
 
@@ -158,7 +204,11 @@ describe('vault API', () => {
     const path = `${uniqueSlug('theirs')}/token`;
     await put(path, aSecretValue());
     const other = await anOrganization(cp);
-    const keysBefore = await sql(cp, 'SELECT version, wrapped_key FROM vault_keys WHERE workspace_id = $1::uuid ORDER BY version', ws.id);
+    const keysBefore = await sql(
+      cp,
+      'SELECT version, wrapped_key FROM vault_keys WHERE workspace_id = $1::uuid ORDER BY version',
+      ws.id,
+    );
 
     for (const [method, url, body] of [
       ['GET', `/v1/workspaces/${ws.slug}/secrets`, undefined],
@@ -172,7 +222,13 @@ describe('vault API', () => {
       expect(res.text).not.toContain(ws.id);
     }
     expect((await cp.request('GET', secretUrl(path))).body).toMatchObject({ version: 1, versions: [1] });
-    expect(await sql(cp, 'SELECT version, wrapped_key FROM vault_keys WHERE workspace_id = $1::uuid ORDER BY version', ws.id)).toEqual(keysBefore);
+    expect(
+      await sql(
+        cp,
+        'SELECT version, wrapped_key FROM vault_keys WHERE workspace_id = $1::uuid ORDER BY version',
+        ws.id,
+      ),
+    ).toEqual(keysBefore);
     // and root rewrapping is for platform operators only
     expect((await cp.request('POST', '/v1/vault/rewrap-root', { token: other.token })).status).toBe(403);
   });
@@ -182,12 +238,19 @@ describe('vault API', () => {
     const values = [1, 2, 3, 4, 5].map((n) => aSecretValue(`v${n}`));
     for (const value of values) await put(path, value);
     expect((await cp.request('GET', secretUrl(path))).body).toMatchObject({ version: 5, versions: [3, 4, 5] });
-    const stored = await sql<{ version: number }>(cp, 'SELECT version FROM secret_versions WHERE workspace_id = $1::uuid AND path = $2 ORDER BY version', ws.id, path);
+    const stored = await sql<{ version: number }>(
+      cp,
+      'SELECT version FROM secret_versions WHERE workspace_id = $1::uuid AND path = $2 ORDER BY version',
+      ws.id,
+      path,
+    );
     expect(stored.map((r) => r.version)).toEqual([3, 4, 5]);
 
     const scope = await scopeOf(cp, ws);
     expect(await vault.resolve(scope, `vault://${path}#3`, POOL_READ)).toBe(values[2]);
-    await expect(vault.resolve(scope, `vault://${path}#2`, POOL_READ)).rejects.toMatchObject({ code: 'SECRET_UNAVAILABLE' });
+    await expect(vault.resolve(scope, `vault://${path}#2`, POOL_READ)).rejects.toMatchObject({
+      code: 'SECRET_UNAVAILABLE',
+    });
     const written = (await auditOf('secret.written')).filter((e) => e.data.path === path);
     expect(written.find((e) => e.data.version === 5)?.data.removed_versions).toEqual([2]);
   });
@@ -204,22 +267,43 @@ describe('vault API', () => {
     expect(await vault.resolve(scope, `vault://${path}`, POOL_READ)).toBe(v2);
     const afterFirst = (await cp.request('GET', secretUrl(path))).body;
     expect(afterFirst).toMatchObject({ last_read_by: 'pool:i-1', last_read_at: expect.any(String) });
-    expect(await vault.resolve(scope, `vault://${path}#1`, { ...POOL_READ, actor: 'pool:i-2', instance: 'i-2' })).toBe(v1);
+    expect(await vault.resolve(scope, `vault://${path}#1`, { ...POOL_READ, actor: 'pool:i-2', instance: 'i-2' })).toBe(
+      v1,
+    );
     const afterSecond = (await cp.request('GET', secretUrl(path))).body;
     expect(afterSecond.last_read_by).toBe('pool:i-2');
     expect(Date.parse(afterSecond.last_read_at)).toBeGreaterThanOrEqual(Date.parse(afterFirst.last_read_at));
 
     const reads = await readsOf();
     expect(reads).toEqual([
-      expect.objectContaining({ type: 'secret.read', source: 'pool', actor: 'pool:i-2', server: 'github', data: { path, version: 1, instance: 'i-2', server: 'github' } }),
-      expect.objectContaining({ type: 'secret.read', source: 'pool', actor: 'pool:i-1', server: 'github', data: { path, version: 2, instance: 'i-1', server: 'github' } }),
+      expect.objectContaining({
+        type: 'secret.read',
+        source: 'pool',
+        actor: 'pool:i-2',
+        server: 'github',
+        data: { path, version: 1, instance: 'i-2', server: 'github' },
+      }),
+      expect.objectContaining({
+        type: 'secret.read',
+        source: 'pool',
+        actor: 'pool:i-1',
+        server: 'github',
+        data: { path, version: 2, instance: 'i-1', server: 'github' },
+      }),
     ]);
     expect(JSON.stringify(reads)).not.toContain(v1);
     expect(JSON.stringify(reads)).not.toContain(v2);
 
-    expect(await vault.resolveAll(scope, { TOKEN: `vault://${path}`, PLAIN: 'as-is' }, POOL_READ)).toEqual({ TOKEN: v2, PLAIN: 'as-is' });
-    await expect(vault.resolve(scope, `vault://${path}#9`, POOL_READ)).rejects.toMatchObject({ code: 'SECRET_UNAVAILABLE' });
-    await expect(vault.resolve(scope, 'vault://../etc/passwd', POOL_READ)).rejects.toMatchObject({ code: 'VALIDATION_FAILED' });
+    expect(await vault.resolveAll(scope, { TOKEN: `vault://${path}`, PLAIN: 'as-is' }, POOL_READ)).toEqual({
+      TOKEN: v2,
+      PLAIN: 'as-is',
+    });
+    await expect(vault.resolve(scope, `vault://${path}#9`, POOL_READ)).rejects.toMatchObject({
+      code: 'SECRET_UNAVAILABLE',
+    });
+    await expect(vault.resolve(scope, 'vault://../etc/passwd', POOL_READ)).rejects.toMatchObject({
+      code: 'VALIDATION_FAILED',
+    });
     expect(await readsOf()).toHaveLength(3);
   });
 
@@ -229,8 +313,12 @@ describe('vault API', () => {
     await put(path, value);
     const scope = await scopeOf(cp, ws);
     const superuser = await superuserOf(cp);
-    await superuser.run(`CREATE FUNCTION refuse_audit_insert() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'audit storage unavailable'; END $$`);
-    await superuser.run('CREATE TRIGGER refuse_audit_insert BEFORE INSERT ON audit_events FOR EACH ROW EXECUTE FUNCTION refuse_audit_insert()');
+    await superuser.run(
+      `CREATE FUNCTION refuse_audit_insert() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'audit storage unavailable'; END $$`,
+    );
+    await superuser.run(
+      'CREATE TRIGGER refuse_audit_insert BEFORE INSERT ON audit_events FOR EACH ROW EXECUTE FUNCTION refuse_audit_insert()',
+    );
     let outcome: { value?: string; error?: unknown };
     try {
       outcome = await vault.resolve(scope, `vault://${path}`, POOL_READ).then(
@@ -255,8 +343,12 @@ describe('vault API', () => {
 
   it('rotates the workspace key: data keys are re-wrapped, ciphertexts stay byte-identical, values still resolve', async () => {
     const fresh = await aWorkspace(cp, cp.ownerToken);
-    const values: Record<string, string[]> = { 'db/password': [aSecretValue('a1'), aSecretValue('a2')], 'github/token': [aSecretValue('b1')] };
-    for (const [path, versions] of Object.entries(values)) for (const value of versions) await put(path, value, { workspace: fresh.slug });
+    const values: Record<string, string[]> = {
+      'db/password': [aSecretValue('a1'), aSecretValue('a2')],
+      'github/token': [aSecretValue('b1')],
+    };
+    for (const [path, versions] of Object.entries(values))
+      for (const value of versions) await put(path, value, { workspace: fresh.slug });
     const rows = () =>
       sql<{ path: string; version: number; ciphertext: string; wrapped_data_key: string; key_version: number }>(
         cp,
@@ -270,11 +362,20 @@ describe('vault API', () => {
     expect(rotated.status, rotated.text).toBe(200);
     expect(rotated.body).toEqual({ key_version: 2, rewrapped: 3 });
     const after = await rows();
-    expect(after.map((r) => [r.path, r.version, r.ciphertext])).toEqual(before.map((r) => [r.path, r.version, r.ciphertext]));
+    expect(after.map((r) => [r.path, r.version, r.ciphertext])).toEqual(
+      before.map((r) => [r.path, r.version, r.ciphertext]),
+    );
     expect(after.map((r) => r.key_version)).toEqual([2, 2, 2]);
     after.forEach((row, i) => expect(row.wrapped_data_key).not.toBe(before[i]!.wrapped_data_key));
-    const keys = await sql<{ version: number; retired: boolean }>(cp, 'SELECT version, retired_at IS NOT NULL AS retired FROM vault_keys WHERE workspace_id = $1::uuid ORDER BY version', fresh.id);
-    expect(keys).toEqual([{ version: 1, retired: true }, { version: 2, retired: false }]);
+    const keys = await sql<{ version: number; retired: boolean }>(
+      cp,
+      'SELECT version, retired_at IS NOT NULL AS retired FROM vault_keys WHERE workspace_id = $1::uuid ORDER BY version',
+      fresh.id,
+    );
+    expect(keys).toEqual([
+      { version: 1, retired: true },
+      { version: 2, retired: false },
+    ]);
 
     const scope = await scopeOf(cp, fresh);
     expect(await vault.resolve(scope, 'vault://db/password', POOL_READ)).toBe(values['db/password']![1]);
@@ -284,10 +385,16 @@ describe('vault API', () => {
     // a write after the rotation uses the new key; the next rotation moves everything again
     await put('github/token', aSecretValue('b2'), { workspace: fresh.slug });
     expect((await rows()).map((r) => r.key_version)).toEqual([2, 2, 2, 2]);
-    expect((await cp.request('POST', `/v1/workspaces/${fresh.slug}/vault/rotate`)).body).toEqual({ key_version: 3, rewrapped: 4 });
+    expect((await cp.request('POST', `/v1/workspaces/${fresh.slug}/vault/rotate`)).body).toEqual({
+      key_version: 3,
+      rewrapped: 4,
+    });
     expect(await vault.resolve(scope, 'vault://github/token#1', POOL_READ)).toBe(values['github/token']![0]);
     const audited = await auditOf('vault.key_rotated', fresh.slug);
-    expect(audited.map((e) => e.data)).toEqual([{ key_version: 3, rewrapped: 4 }, { key_version: 2, rewrapped: 3 }]);
+    expect(audited.map((e) => e.data)).toEqual([
+      { key_version: 3, rewrapped: 4 },
+      { key_version: 2, rewrapped: 3 },
+    ]);
   });
 
   it("a ciphertext copied into another tenant's row by SQL does not open there: an error, never the value", async () => {
@@ -307,7 +414,11 @@ describe('vault API', () => {
       a.id,
       path,
     );
-    const [keyA] = await sql<{ wrapped_key: string }>(cp, 'SELECT wrapped_key FROM vault_keys WHERE workspace_id = $1::uuid AND version = 1', a.id);
+    const [keyA] = await sql<{ wrapped_key: string }>(
+      cp,
+      'SELECT wrapped_key FROM vault_keys WHERE workspace_id = $1::uuid AND version = 1',
+      a.id,
+    );
     for (const target of [b, c]) {
       const scope = await scopeOf(cp, target);
       const copied = await cp.cp.database.client.$executeRawUnsafe(
@@ -327,7 +438,11 @@ describe('vault API', () => {
       expect((outcome as { error: Error }).error.message).not.toContain(valueA);
 
       // copying A's workspace key as well does not help: it is sealed to A
-      await cp.cp.database.client.$executeRawUnsafe('UPDATE vault_keys SET wrapped_key = $1 WHERE workspace_id = $2::uuid AND version = 1', keyA!.wrapped_key, target.id);
+      await cp.cp.database.client.$executeRawUnsafe(
+        'UPDATE vault_keys SET wrapped_key = $1 WHERE workspace_id = $2::uuid AND version = 1',
+        keyA!.wrapped_key,
+        target.id,
+      );
       const withKey = await vault.resolve(scope, `vault://${path}`, POOL_READ).then(
         (value) => ({ value }),
         (error: Error) => ({ error }),
@@ -363,7 +478,10 @@ describe('root key rotation on PostgreSQL (server mode)', () => {
   it('re-seals every key under the new root key; then the old key can be dropped and secrets and bundles still work', async () => {
     let cp = await restartWith(k1);
     const owner = (await cp.cp.app.get(BootstrapService).bootstrapServer('default', 'Default')).token;
-    const as = (c: TestControlPlane) => (method: string, path: string, body?: unknown, token = owner) => c.request(method, path, { token, ...(body !== undefined ? { body } : {}) });
+    const as =
+      (c: TestControlPlane) =>
+      (method: string, path: string, body?: unknown, token = owner) =>
+        c.request(method, path, { token, ...(body !== undefined ? { body } : {}) });
     const ws = await aWorkspace(cp, owner);
     const other = await aWorkspace(cp, owner);
     const values = { a: aSecretValue('a'), b: aSecretValue('b'), c: aSecretValue('c') };
@@ -394,17 +512,29 @@ describe('root key rotation on PostgreSQL (server mode)', () => {
     expect(rewrapped.status, rewrapped.text).toBe(200);
     expect(rewrapped.body).toEqual({ root_key_id: id2, workspace_keys: 3, signing_keys: underK1.signing });
     expect(await sealedUnder(cp, id1)).toEqual({ vault: 0, signing: 0 });
-    expect((await as(cp)('POST', '/v1/vault/rewrap-root')).body).toEqual({ root_key_id: id2, workspace_keys: 0, signing_keys: 0 });
+    expect((await as(cp)('POST', '/v1/vault/rewrap-root')).body).toEqual({
+      root_key_id: id2,
+      workspace_keys: 0,
+      signing_keys: 0,
+    });
 
     cp = await restartWith(k2);
     const vault = cp.cp.app.get(VaultService);
     expect(await vault.resolve(await scopeOf(cp, ws), 'vault://svc/a', POOL_READ)).toBe(values.a);
     expect(await vault.resolve(await scopeOf(cp, ws), 'vault://svc/b', POOL_READ)).toBe(values.b);
     expect(await vault.resolve(await scopeOf(cp, other), 'vault://svc/c', POOL_READ)).toBe(values.c);
-    expect((await as(cp)('PUT', `/v1/workspaces/${ws.slug}/secrets/svc/a`, { value: aSecretValue() })).body).toMatchObject({ version: 2 });
+    expect(
+      (await as(cp)('PUT', `/v1/workspaces/${ws.slug}/secrets/svc/a`, { value: aSecretValue() })).body,
+    ).toMatchObject({ version: 2 });
 
     // a policy change makes the gateway bundle be signed afresh, with the signing key only K2 now opens
-    expect((await as(cp)('PUT', `/v1/workspaces/${ws.slug}/policy`, { rules: [{ id: `r-${randomUUID().slice(0, 8)}`, effect: 'deny', tools: ['x'] }] })).status).toBe(200);
+    expect(
+      (
+        await as(cp)('PUT', `/v1/workspaces/${ws.slug}/policy`, {
+          rules: [{ id: `r-${randomUUID().slice(0, 8)}`, effect: 'deny', tools: ['x'] }],
+        })
+      ).status,
+    ).toBe(200);
     const bundle = await as(cp)('GET', '/v1/gateway/policy', undefined, gateway.token);
     expect(bundle.status, bundle.text).toBe(200);
     const keys = (await cp.request('GET', '/.well-known/aileron/policy-keys', { token: null })).body.keys;
@@ -417,7 +547,13 @@ function rawPut(cp: TestControlPlane, path: string, body: string): Promise<{ sta
   const url = new URL(cp.url);
   return new Promise((resolve, reject) => {
     const req = http.request(
-      { host: url.hostname, port: url.port, method: 'PUT', path, headers: { authorization: `Bearer ${cp.ownerToken}`, 'content-type': 'application/json' } },
+      {
+        host: url.hostname,
+        port: url.port,
+        method: 'PUT',
+        path,
+        headers: { authorization: `Bearer ${cp.ownerToken}`, 'content-type': 'application/json' },
+      },
       (res) => {
         let text = '';
         res.setEncoding('utf8');
@@ -431,10 +567,15 @@ function rawPut(cp: TestControlPlane, path: string, body: string): Promise<{ sta
 }
 
 /** A separate superuser session (PostgreSQL), or PGlite's single session, which is the superuser. */
-async function superuserOf(cp: TestControlPlane): Promise<{ run(statement: string): Promise<void>; close(): Promise<void> }> {
+async function superuserOf(
+  cp: TestControlPlane,
+): Promise<{ run(statement: string): Promise<void>; close(): Promise<void> }> {
   const database = cp.cp.config.database;
   if (database.kind !== 'postgres') {
-    return { run: async (statement) => void (await cp.cp.database.client.$executeRawUnsafe(statement)), close: async () => undefined };
+    return {
+      run: async (statement) => void (await cp.cp.database.client.$executeRawUnsafe(statement)),
+      close: async () => undefined,
+    };
   }
   const client = new pg.Client({ connectionString: database.url });
   await client.connect();

@@ -13,7 +13,11 @@ import { aReceiver, Held, Receiver } from '../support/webhook-receiver';
 const made: { cp: TestControlPlane; id: string }[] = [];
 
 /** Creates an endpoint through the API; returns its id and the secret shown once. Removed after the test. */
-async function aWebhook(cp: TestControlPlane, body: Record<string, unknown>, token = cp.ownerToken): Promise<{ id: string; secret: string; body: any }> {
+async function aWebhook(
+  cp: TestControlPlane,
+  body: Record<string, unknown>,
+  token = cp.ownerToken,
+): Promise<{ id: string; secret: string; body: any }> {
   const res = await cp.request('POST', '/v1/webhooks', { token, body: { name: uniqueSlug('hook'), ...body } });
   expect(res.status, res.text).toBe(201);
   made.push({ cp, id: res.body.id });
@@ -26,7 +30,9 @@ afterEach(async () => {
 });
 
 async function aPolicyChange(cp: TestControlPlane, ws: string, rule = uniqueSlug('rule')): Promise<void> {
-  const res = await cp.request('PUT', `/v1/workspaces/${ws}/policy`, { body: { rules: [{ id: rule, effect: 'deny', tools: ['x'] }] } });
+  const res = await cp.request('PUT', `/v1/workspaces/${ws}/policy`, {
+    body: { rules: [{ id: rule, effect: 'deny', tools: ['x'] }] },
+  });
   expect(res.status, res.text).toBe(200);
 }
 
@@ -51,7 +57,15 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
     try {
       const hook = await aWebhook(cp, { url: receiver.url, events: ['policy.updated'] });
       expect(hook.secret).toMatch(/^whsec_[A-Za-z0-9_-]{40,}$/);
-      expect(hook.body).toMatchObject({ host: new URL(receiver.url).host, events: ['policy.updated'], format: 'json', enabled: true, status: 'active', paused: false, workspace: null });
+      expect(hook.body).toMatchObject({
+        host: new URL(receiver.url).host,
+        events: ['policy.updated'],
+        format: 'json',
+        enabled: true,
+        status: 'active',
+        paused: false,
+        workspace: null,
+      });
       const ws = await aWorkspace(cp, cp.ownerToken);
       await aPolicyChange(cp, ws.slug);
 
@@ -63,13 +77,29 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
 
       // signed with the secret returned at creation, over the exact body, with a fresh timestamp
       const timestamp = String(success.headers['x-aileron-timestamp']);
-      expect(verifySignedPayload(hook.secret, success.raw, { timestamp, signature: String(success.headers['x-aileron-signature']) })).toEqual({ ok: true });
+      expect(
+        verifySignedPayload(hook.secret, success.raw, {
+          timestamp,
+          signature: String(success.headers['x-aileron-signature']),
+        }),
+      ).toEqual({ ok: true });
       expect(Math.abs(success.at / 1000 - Number(timestamp))).toBeLessThan(60);
-      expect(verifySignedPayload('whsec_someone-elses-secret', success.raw, { timestamp, signature: String(success.headers['x-aileron-signature']) })).toEqual({ ok: false, reason: 'mismatch' });
+      expect(
+        verifySignedPayload('whsec_someone-elses-secret', success.raw, {
+          timestamp,
+          signature: String(success.headers['x-aileron-signature']),
+        }),
+      ).toEqual({ ok: false, reason: 'mismatch' });
 
       // the envelope
       const event = JSON.parse(success.raw);
-      expect(event).toMatchObject({ type: 'policy.updated', workspace: ws.slug, workspace_id: ws.id, session: null, data: { version: 1, rules: 1 } });
+      expect(event).toMatchObject({
+        type: 'policy.updated',
+        workspace: ws.slug,
+        workspace_id: ws.id,
+        session: null,
+        data: { version: 1, rules: 1 },
+      });
       expect(event.id).toMatch(/^evt_\d+$/);
       expect(Date.parse(event.time)).not.toBeNaN();
       expect(success.headers['content-type']).toBe('application/json');
@@ -81,7 +111,15 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
       expect(new Set(receiver.requests.map((r) => JSON.parse(r.raw).id)).size).toBe(1);
       expect(log.deliveries).toHaveLength(1);
       const delivery = log.deliveries[0];
-      expect(delivery).toMatchObject({ id: success.headers['x-aileron-delivery'], event_id: event.id, event_type: 'policy.updated', status: 'delivered', attempt_count: 3, last_status: 204, last_error: null });
+      expect(delivery).toMatchObject({
+        id: success.headers['x-aileron-delivery'],
+        event_id: event.id,
+        event_type: 'policy.updated',
+        status: 'delivered',
+        attempt_count: 3,
+        last_status: 204,
+        last_error: null,
+      });
       expect(delivery.delivered_at).not.toBeNull();
       expect(delivery.attempts.map((a: { attempt: number; status: number }) => [a.attempt, a.status])).toEqual([
         [1, 500],
@@ -92,13 +130,26 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
       // the receiver's path may carry a token: the log names neither path nor query
       expect(JSON.stringify(log)).not.toContain('aileron-path-token');
       // healthy again after the success
-      expect((await cp.request('GET', `/v1/webhooks/${hook.id}`)).body).toMatchObject({ status: 'active', failing_since: null, paused: false });
+      expect((await cp.request('GET', `/v1/webhooks/${hook.id}`)).body).toMatchObject({
+        status: 'active',
+        failing_since: null,
+        paused: false,
+      });
 
       // the consumer handed the same message again (a re-dispatch) adds no delivery and sends nothing twice
       const messageId = BigInt(event.id.slice('evt_'.length));
       const row = await cp.cp.database.client.outboxMessage.findUniqueOrThrow({ where: { id: messageId } });
-      const message = { id: String(row.id), topic: row.topic, organizationId: row.organizationId!, workspaceId: row.workspaceId!, payload: row.payload as Record<string, unknown>, createdAt: row.createdAt };
-      await cp.cp.app.get(DatabaseService).transaction((tx) => cp.cp.app.get(WebhookDeliveryService).fanOut([message], tx));
+      const message = {
+        id: String(row.id),
+        topic: row.topic,
+        organizationId: row.organizationId!,
+        workspaceId: row.workspaceId!,
+        payload: row.payload as Record<string, unknown>,
+        createdAt: row.createdAt,
+      };
+      await cp.cp.app
+        .get(DatabaseService)
+        .transaction((tx) => cp.cp.app.get(WebhookDeliveryService).fanOut([message], tx));
       expect((await cp.request('GET', `/v1/webhooks/${hook.id}/deliveries`)).body.deliveries).toHaveLength(1);
       // what the endpoint gets next is the next event, and the first one never again
       await aPolicyChange(cp, ws.slug);
@@ -128,11 +179,16 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
       // that fan-out made every endpoint's deliveries of both changes at once: the logs hold all there will be
       expect((await cp.request('GET', `/v1/webhooks/${approvalsHook.id}/deliveries`)).body.deliveries).toEqual([]);
       expect(approvals.requests).toHaveLength(0);
-      const scopedLog = (await cp.request('GET', `/v1/webhooks/${scopedHook.id}/deliveries`)).body.deliveries as { status: string }[];
+      const scopedLog = (await cp.request('GET', `/v1/webhooks/${scopedHook.id}/deliveries`)).body.deliveries as {
+        status: string;
+      }[];
       const toSend = scopedLog.filter((d) => d.status !== 'skipped').length;
       await eventually('every delivery of the workspace endpoint', () => workspaceOnly.requests.length >= toSend);
       const scoped = workspaceOnly.requests.map((r) => JSON.parse(r.raw));
-      expect(scoped.every((e) => e.workspace_id === ws.id), 'an event of another workspace reached a workspace-scoped endpoint').toBe(true);
+      expect(
+        scoped.every((e) => e.workspace_id === ws.id),
+        'an event of another workspace reached a workspace-scoped endpoint',
+      ).toBe(true);
       expect(scoped.map((e) => e.type)).toContain('policy.updated');
       expect(JSON.stringify(scoped)).not.toContain('in-the-other-workspace');
     } finally {
@@ -141,7 +197,13 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
   });
 
   it('refuses private, link-local and metadata targets with 400 naming the host, and bad filters', async () => {
-    const refused = ['http://10.1.2.3/hook', 'http://192.168.1.10:8080/hook', 'http://169.254.169.254/latest/meta-data/iam', 'http://[fd00::1]/hook', 'http://100.64.0.1/hook'];
+    const refused = [
+      'http://10.1.2.3/hook',
+      'http://192.168.1.10:8080/hook',
+      'http://169.254.169.254/latest/meta-data/iam',
+      'http://[fd00::1]/hook',
+      'http://100.64.0.1/hook',
+    ];
     // loopback is the developer's own machine in embedded mode; in server mode only the allowed 127.0.0.1/32 is reachable
     if (backend === 'postgres') refused.push('http://127.0.0.2:9/hook', 'http://[::1]:9/hook');
     for (const url of refused) {
@@ -151,7 +213,12 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
       expect(res.body.detail, url).toContain(new URL(url).hostname.replace(/^\[|\]$/g, ''));
       expect(res.text, 'the path is not echoed').not.toContain('meta-data');
     }
-    for (const body of [{ url: 'ftp://example.com/x' }, { url: 'http://93.184.216.34/x', events: ['*'] }, { url: 'http://93.184.216.34/x', format: 'xml' }, { url: 'http://93.184.216.34/x', secret: 'short' }]) {
+    for (const body of [
+      { url: 'ftp://example.com/x' },
+      { url: 'http://93.184.216.34/x', events: ['*'] },
+      { url: 'http://93.184.216.34/x', format: 'xml' },
+      { url: 'http://93.184.216.34/x', secret: 'short' },
+    ]) {
       const res = await cp.request('POST', '/v1/webhooks', { body: { name: uniqueSlug('bad'), ...body } });
       expect(res.status, JSON.stringify(body)).toBe(400);
     }
@@ -167,11 +234,27 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
       const got = await eventually('the Slack message', () => receiver.accepted()[0]);
       const message = JSON.parse(got.raw);
       expect(message.text).toContain(`Policy updated in ${ws.slug}`);
-      expect(message.blocks[0]).toEqual({ type: 'header', text: { type: 'plain_text', text: 'Policy updated', emoji: false } });
-      expect(message.blocks.find((b: { type: string }) => b.type === 'section').fields).toEqual(expect.arrayContaining([{ type: 'mrkdwn', text: `*Workspace*\n${ws.slug}` }, { type: 'mrkdwn', text: '*version*\n1' }]));
-      expect(message.blocks.at(-1)).toMatchObject({ type: 'context', elements: [{ type: 'mrkdwn', text: expect.stringContaining('`policy.updated`') }] });
+      expect(message.blocks[0]).toEqual({
+        type: 'header',
+        text: { type: 'plain_text', text: 'Policy updated', emoji: false },
+      });
+      expect(message.blocks.find((b: { type: string }) => b.type === 'section').fields).toEqual(
+        expect.arrayContaining([
+          { type: 'mrkdwn', text: `*Workspace*\n${ws.slug}` },
+          { type: 'mrkdwn', text: '*version*\n1' },
+        ]),
+      );
+      expect(message.blocks.at(-1)).toMatchObject({
+        type: 'context',
+        elements: [{ type: 'mrkdwn', text: expect.stringContaining('`policy.updated`') }],
+      });
       expect(got.headers['x-aileron-event']).toBe('policy.updated');
-      expect(verifySignedPayload(hook.secret, got.raw, { timestamp: String(got.headers['x-aileron-timestamp']), signature: String(got.headers['x-aileron-signature']) })).toEqual({ ok: true });
+      expect(
+        verifySignedPayload(hook.secret, got.raw, {
+          timestamp: String(got.headers['x-aileron-timestamp']),
+          signature: String(got.headers['x-aileron-signature']),
+        }),
+      ).toEqual({ ok: true });
     } finally {
       await receiver.close();
     }
@@ -200,9 +283,16 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
         expect(res.body.code).toBe('WEBHOOK_NOT_FOUND');
       }
       // their own workspace filter cannot name ours
-      const theirs = await cp.request('POST', '/v1/webhooks', { token: intruder.token, body: { name: 'x', url: receiver.url, workspace: ws.slug } });
+      const theirs = await cp.request('POST', '/v1/webhooks', {
+        token: intruder.token,
+        body: { name: 'x', url: receiver.url, workspace: ws.slug },
+      });
       expect(theirs.status).toBe(404);
-      expect((await cp.request('GET', '/v1/webhooks', { token: intruder.token })).body).toEqual({ items: [], next_cursor: null, webhooks: [] });
+      expect((await cp.request('GET', '/v1/webhooks', { token: intruder.token })).body).toEqual({
+        items: [],
+        next_cursor: null,
+        webhooks: [],
+      });
       expect((await cp.request('GET', `/v1/webhooks/${hook.id}`)).body).toEqual(before);
 
       const reads = [
@@ -216,10 +306,16 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
         expect(res.text).not.toContain(hook.secret);
         expect(res.text).not.toContain('aileron-path-token');
       }
-      expect(reads[0]!.body.webhooks.find((w: { id: string }) => w.id === hook.id)).toMatchObject({ host: new URL(receiver.url).host });
-      expect(reads[0]!.body.webhooks.every((w: Record<string, unknown>) => !('secret' in w) && !('url' in w))).toBe(true);
+      expect(reads[0]!.body.webhooks.find((w: { id: string }) => w.id === hook.id)).toMatchObject({
+        host: new URL(receiver.url).host,
+      });
+      expect(reads[0]!.body.webhooks.every((w: Record<string, unknown>) => !('secret' in w) && !('url' in w))).toBe(
+        true,
+      );
       // the creation is audited with who did it
-      expect(reads[3]!.body.events.find((e: { data: { webhook?: string } }) => e.data.webhook === hook.id)).toMatchObject({ type: 'webhook.created', actor: expect.stringMatching(/^token:/) });
+      expect(
+        reads[3]!.body.events.find((e: { data: { webhook?: string } }) => e.data.webhook === hook.id),
+      ).toMatchObject({ type: 'webhook.created', actor: expect.stringMatching(/^token:/) });
     } finally {
       await receiver.close();
     }
@@ -231,9 +327,15 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
     try {
       const hook = await aWebhook(cp, { url: receiver.url, events: ['policy.updated'] });
       await aWebhook(cp, { url: control.url, events: ['policy.updated'] });
-      const patched = await cp.request('PATCH', `/v1/webhooks/${hook.id}`, { body: { enabled: false, events: ['policy.updated', 'approval.*'] } });
+      const patched = await cp.request('PATCH', `/v1/webhooks/${hook.id}`, {
+        body: { enabled: false, events: ['policy.updated', 'approval.*'] },
+      });
       expect(patched.status, patched.text).toBe(200);
-      expect(patched.body).toMatchObject({ enabled: false, status: 'disabled', events: ['policy.updated', 'approval.*'] });
+      expect(patched.body).toMatchObject({
+        enabled: false,
+        status: 'disabled',
+        events: ['policy.updated', 'approval.*'],
+      });
       const ws = await aWorkspace(cp, cp.ownerToken);
       await aPolicyChange(cp, ws.slug);
       await eventually('the control delivery', () => control.accepted()[0]);
@@ -243,9 +345,14 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
 
       expect((await cp.request('DELETE', `/v1/webhooks/${hook.id}`)).status).toBe(204);
       expect((await cp.request('GET', `/v1/webhooks/${hook.id}`)).status).toBe(404);
-      const audit = (await cp.request('GET', '/v1/audit?type=webhook.updated,webhook.deleted&limit=500')).body.events.filter((e: { data: { webhook?: string } }) => e.data.webhook === hook.id);
+      const audit = (
+        await cp.request('GET', '/v1/audit?type=webhook.updated,webhook.deleted&limit=500')
+      ).body.events.filter((e: { data: { webhook?: string } }) => e.data.webhook === hook.id);
       expect(audit.map((e: { type: string }) => e.type).sort()).toEqual(['webhook.deleted', 'webhook.updated']);
-      expect(audit.find((e: { type: string }) => e.type === 'webhook.updated').data.changed).toEqual(['enabled', 'events']);
+      expect(audit.find((e: { type: string }) => e.type === 'webhook.updated').data.changed).toEqual([
+        'enabled',
+        'events',
+      ]);
     } finally {
       await Promise.all([receiver.close(), control.close()]);
     }
@@ -262,16 +369,25 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
 
       // the first attempt fails and starts the failure streak; then the setting's day passes,
       // and that attempt (if it has not yet judged the streak) or the next one pauses the endpoint
-      await eventually('the first failure', async () => (await cp.request('GET', `/v1/webhooks/${hook.id}`)).body.failing_since);
+      await eventually(
+        'the first failure',
+        async () => (await cp.request('GET', `/v1/webhooks/${hook.id}`)).body.failing_since,
+      );
       advanceClock(cp, (DAY_SECONDS + 1) * 1000);
       const paused = await eventually('the endpoint to be paused', async () => {
         const res = await cp.request('GET', `/v1/webhooks/${hook.id}`);
         return res.body.paused ? res.body : undefined;
       });
-      expect(paused).toMatchObject({ status: 'paused', paused: true, paused_reason: expect.stringContaining(`longer than ${DAY_SECONDS} s`) });
+      expect(paused).toMatchObject({
+        status: 'paused',
+        paused: true,
+        paused_reason: expect.stringContaining(`longer than ${DAY_SECONDS} s`),
+      });
       expect(paused.paused_at).not.toBeNull();
       expect(paused.failing_since).not.toBeNull();
-      expect((await cp.request('GET', '/v1/webhooks')).body.webhooks.find((w: { id: string }) => w.id === hook.id)).toMatchObject({ paused: true, status: 'paused' });
+      expect(
+        (await cp.request('GET', '/v1/webhooks')).body.webhooks.find((w: { id: string }) => w.id === hook.id),
+      ).toMatchObject({ paused: true, status: 'paused' });
 
       // the attempt that paused it ended the delivery as failed: no retry follows
       const tried = receiver.requests.length;
@@ -287,13 +403,24 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
       expect(receiver.requests).toHaveLength(tried);
 
       // the pause is audited, by the system
-      const audit = (await cp.request('GET', '/v1/audit?type=webhook.paused&limit=100')).body.events.find((e: { data: { webhook?: string } }) => e.data.webhook === hook.id);
-      expect(audit).toMatchObject({ actor: 'system', data: { reason: expect.stringContaining(`longer than ${DAY_SECONDS} s`) } });
+      const audit = (await cp.request('GET', '/v1/audit?type=webhook.paused&limit=100')).body.events.find(
+        (e: { data: { webhook?: string } }) => e.data.webhook === hook.id,
+      );
+      expect(audit).toMatchObject({
+        actor: 'system',
+        data: { reason: expect.stringContaining(`longer than ${DAY_SECONDS} s`) },
+      });
 
       receiver.answer(204);
       const resumed = await cp.request('POST', `/v1/webhooks/${hook.id}/resume`);
       expect(resumed.status, resumed.text).toBe(200);
-      expect(resumed.body).toMatchObject({ status: 'active', paused: false, paused_at: null, paused_reason: null, failing_since: null });
+      expect(resumed.body).toMatchObject({
+        status: 'active',
+        paused: false,
+        paused_at: null,
+        paused_reason: null,
+        failing_since: null,
+      });
       await aPolicyChange(cp, ws.slug);
       const delivered = await eventually('a delivery after resuming', () => receiver.accepted()[0]);
       expect(JSON.parse(delivered.raw)).toMatchObject({ type: 'policy.updated', data: { version: 3 } });
@@ -303,7 +430,8 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
       });
       const page = (await cp.request('GET', `/v1/webhooks/${hook.id}/deliveries?limit=1`)).body;
       expect(page.next_cursor).toEqual(expect.any(String));
-      const older = (await cp.request('GET', `/v1/webhooks/${hook.id}/deliveries?limit=1&cursor=${page.next_cursor}`)).body;
+      const older = (await cp.request('GET', `/v1/webhooks/${hook.id}/deliveries?limit=1&cursor=${page.next_cursor}`))
+        .body;
       expect(older.deliveries[0]).toMatchObject({ status: 'failed' });
       expect((await cp.request('GET', `/v1/webhooks/${hook.id}/deliveries?cursor=not-a-cursor`)).status).toBe(400);
     } finally {
@@ -341,7 +469,8 @@ describe('webhook deliveries when Redis restarts empty', () => {
   });
   afterEach(() => resetClock(cp));
 
-  const newestDelivery = async (hook: string) => (await cp.request('GET', `/v1/webhooks/${hook}/deliveries`)).body.deliveries[0];
+  const newestDelivery = async (hook: string) =>
+    (await cp.request('GET', `/v1/webhooks/${hook}/deliveries`)).body.deliveries[0];
 
   /** An endpoint with the first delivery of a policy change held at its receiver: in flight, its job running. */
   async function aDeliveryInFlight(plan: number[]): Promise<{ receiver: Receiver; hook: string; first: Held }> {
@@ -359,7 +488,10 @@ describe('webhook deliveries when Redis restarts empty', () => {
       // Redis goes while the first attempt is in flight: the job that would retry it is gone with it
       redis.kill();
       first.release();
-      await eventually('the failed first attempt in the log', async () => (await newestDelivery(hook))?.attempt_count === 1);
+      await eventually(
+        'the failed first attempt in the log',
+        async () => (await newestDelivery(hook))?.attempt_count === 1,
+      );
       expect(await newestDelivery(hook)).toMatchObject({ status: 'pending', last_status: 500 });
       advanceClock(cp, 2 * 60_000); // past the retry (1 s) and the minute the sweep allows the queue's own
 
@@ -398,16 +530,38 @@ describe('webhook deliveries when Redis restarts empty', () => {
       const event = JSON.parse((await first.arrived).raw);
       const delivery = await newestDelivery(hook);
       await expect(
-        deliveries.deliver({ organizationId: event.organization_id, endpointId: hook, deliveryId: delivery.id, event, attemptsBefore: 0, run: 'a-second-run' }, { jobId: `webhook-${delivery.id}`, attempt: 1 }),
+        deliveries.deliver(
+          {
+            organizationId: event.organization_id,
+            endpointId: hook,
+            deliveryId: delivery.id,
+            event,
+            attemptsBefore: 0,
+            run: 'a-second-run',
+          },
+          { jobId: `webhook-${delivery.id}`, attempt: 1 },
+        ),
       ).rejects.toThrow('another run of this delivery is sending it');
 
       first.release();
       await eventually('the log to say delivered', async () => (await newestDelivery(hook))?.status === 'delivered');
       // once answered, that job finds nothing to send, and the sweep nothing to queue
-      await deliveries.deliver({ organizationId: event.organization_id, endpointId: hook, deliveryId: delivery.id, event, attemptsBefore: 0, run: 'a-second-run' }, { jobId: `webhook-${delivery.id}`, attempt: 2 });
+      await deliveries.deliver(
+        {
+          organizationId: event.organization_id,
+          endpointId: hook,
+          deliveryId: delivery.id,
+          event,
+          attemptsBefore: 0,
+          run: 'a-second-run',
+        },
+        { jobId: `webhook-${delivery.id}`, attempt: 2 },
+      );
       expect(await deliveries.sweep()).toBe(0);
       expect(receiver.requests).toHaveLength(1);
-      expect((await newestDelivery(hook)).attempts.map((a: { attempt: number; status: number }) => [a.attempt, a.status])).toEqual([[1, 204]]);
+      expect(
+        (await newestDelivery(hook)).attempts.map((a: { attempt: number; status: number }) => [a.attempt, a.status]),
+      ).toEqual([[1, 204]]);
     } finally {
       await receiver.close();
     }
@@ -427,13 +581,22 @@ describe('approval requests in Slack', () => {
       await aWebhook(cp, { url: receiver.url, events: ['approval.requested'], format: 'slack' });
       const ws = await aWorkspace(cp, cp.ownerToken);
       const policy = await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, {
-        body: { rules: [{ id: 'merges-need-a-human', effect: 'approval', servers: ['github'], tools: ['merge_pull_request'] }] },
+        body: {
+          rules: [
+            { id: 'merges-need-a-human', effect: 'approval', servers: ['github'], tools: ['merge_pull_request'] },
+          ],
+        },
       });
       expect(policy.status, policy.text).toBe(200);
       const gateway = await aGateway(cp, cp.ownerToken, ws.slug);
       const asked = await cp.request('POST', '/v1/gateway/approvals', {
         token: gateway.token,
-        body: { server: 'github', tool: 'merge_pull_request', arguments: { repo: 'payments', number: 42 }, principal: 'alice@example.com' },
+        body: {
+          server: 'github',
+          tool: 'merge_pull_request',
+          arguments: { repo: 'payments', number: 42 },
+          principal: 'alice@example.com',
+        },
       });
       expect(asked.status, asked.text).toBe(201);
 
@@ -442,8 +605,17 @@ describe('approval requests in Slack', () => {
       expect(got.headers['x-aileron-event']).toBe('approval.requested');
       expect(message.text).toContain('alice@example.com');
       expect(message.blocks[0].text.text).toBe('Approval requested');
-      const fields = message.blocks.flatMap((b: { fields?: { text: string }[] }) => b.fields ?? []).map((f: { text: string }) => f.text);
-      expect(fields).toEqual(expect.arrayContaining(['*Server*\ngithub', '*Tool*\nmerge_pull_request', '*Requester*\nalice@example.com', '*Rule*\nmerges-need-a-human']));
+      const fields = message.blocks
+        .flatMap((b: { fields?: { text: string }[] }) => b.fields ?? [])
+        .map((f: { text: string }) => f.text);
+      expect(fields).toEqual(
+        expect.arrayContaining([
+          '*Server*\ngithub',
+          '*Tool*\nmerge_pull_request',
+          '*Requester*\nalice@example.com',
+          '*Rule*\nmerges-need-a-human',
+        ]),
+      );
       const button = message.blocks.find((b: { type: string }) => b.type === 'actions').elements[0];
       expect(button).toMatchObject({ type: 'button', text: { text: 'Review' } });
       expect(button.url).toMatch(new RegExp(`/review/${asked.body.id}$`));

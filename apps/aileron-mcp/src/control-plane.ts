@@ -19,7 +19,8 @@ export class ControlPlaneError extends Error {
 /** What each refusal means for an agent holding a session token, so it can tell its people rather than retry. */
 function describe(status: number, code: string, detail: string): string {
   if (status === 0) return `The Aileron control plane cannot be reached (${detail})`;
-  if (status === 401) return `The Aileron control plane refused the session token (${code}: ${detail}). The session is over for this token: ask the person who started it for a new session.`;
+  if (status === 401)
+    return `The Aileron control plane refused the session token (${code}: ${detail}). The session is over for this token: ask the person who started it for a new session.`;
   if (code === 'CAPABILITY_REQUIRED') return `This session token may not do that (${code}: ${detail})`;
   return `The Aileron control plane answered ${status} (${code}: ${detail})`;
 }
@@ -41,14 +42,22 @@ export async function problemOf(response: Response): Promise<ControlPlaneError> 
     // not a problem document: a proxy in between, or not a control plane at all
   }
   const code = typeof problem.code === 'string' ? problem.code : `HTTP_${response.status}`;
-  const detail = typeof problem.detail === 'string' ? problem.detail : typeof problem.title === 'string' ? problem.title : response.statusText || 'no detail';
+  const detail =
+    typeof problem.detail === 'string'
+      ? problem.detail
+      : typeof problem.title === 'string'
+        ? problem.title
+        : response.statusText || 'no detail';
   return new ControlPlaneError(response.status, code, detail);
 }
 
 /** undici says "fetch failed" and puts the reason (ECONNREFUSED, ENOTFOUND…) in `cause`. */
 export function unreachable(error: unknown): ControlPlaneError {
   const cause = (error as { cause?: { code?: unknown; message?: unknown } }).cause;
-  const reason = (typeof cause?.code === 'string' && cause.code) || (typeof cause?.message === 'string' && cause.message) || (error instanceof Error ? error.message : String(error));
+  const reason =
+    (typeof cause?.code === 'string' && cause.code) ||
+    (typeof cause?.message === 'string' && cause.message) ||
+    (error instanceof Error ? error.message : String(error));
   return new ControlPlaneError(0, 'UNREACHABLE', reason);
 }
 
@@ -82,7 +91,13 @@ export class ControlPlane {
 
   approval(id: string, waitSeconds: number, signal?: AbortSignal): Promise<ApprovalView> {
     const query = waitSeconds > 0 ? `?wait=${waitSeconds}` : '';
-    return this.request<ApprovalView>('GET', `/v1/approvals/${encodeURIComponent(id)}${query}`, undefined, waitSeconds, signal);
+    return this.request<ApprovalView>(
+      'GET',
+      `/v1/approvals/${encodeURIComponent(id)}${query}`,
+      undefined,
+      waitSeconds,
+      signal,
+    );
   }
 
   postMessage(text: string, level: string, signal?: AbortSignal): Promise<MessageView> {
@@ -99,7 +114,13 @@ export class ControlPlane {
     return `/v1/workspaces/${encodeURIComponent(this.settings.workspace)}/sessions/${encodeURIComponent(this.settings.sessionId)}`;
   }
 
-  private async request<T>(method: string, path: string, body: unknown, waitSeconds: number, signal?: AbortSignal): Promise<T> {
+  private async request<T>(
+    method: string,
+    path: string,
+    body: unknown,
+    waitSeconds: number,
+    signal?: AbortSignal,
+  ): Promise<T> {
     const timeout = AbortSignal.timeout(waitSeconds * 1000 + SLACK_MS);
     let response: Response;
     try {

@@ -9,16 +9,25 @@ const wait = z.number().int().min(0).max(MAX_WAIT_SECONDS);
 
 const approvalStatusArgs = z
   .object({
-    approval_id: z.uuid().describe('the approval_id a tool call answered with (in its text and in _meta["aileron/refusal"])'),
-    wait_seconds: wait.default(0).describe(`wait this long for a decision (at most ${MAX_WAIT_SECONDS}); 0 answers at once`),
+    approval_id: z
+      .uuid()
+      .describe('the approval_id a tool call answered with (in its text and in _meta["aileron/refusal"])'),
+    wait_seconds: wait
+      .default(0)
+      .describe(`wait this long for a decision (at most ${MAX_WAIT_SECONDS}); 0 answers at once`),
   })
   .strict();
 
 const messageUserArgs = z
   .object({
     text: z.string().min(1).max(8_000).describe('what to tell or ask the people behind this session'),
-    level: z.enum(['info', 'warning', 'question']).default('info').describe('question: you need an answer; warning: something they should look at'),
-    wait_seconds: wait.default(0).describe(`wait this long for an answer (at most ${MAX_WAIT_SECONDS}); 0 sends and returns`),
+    level: z
+      .enum(['info', 'warning', 'question'])
+      .default('info')
+      .describe('question: you need an answer; warning: something they should look at'),
+    wait_seconds: wait
+      .default(0)
+      .describe(`wait this long for an answer (at most ${MAX_WAIT_SECONDS}); 0 sends and returns`),
   })
   .strict();
 
@@ -74,7 +83,12 @@ function describeApproval(view: ApprovalView): string {
 }
 
 /** Runs one of our own tools; what the control plane refuses becomes a tool error the agent can read. */
-export async function callOwnTool(controlPlane: ControlPlane, name: string, args: unknown, signal: AbortSignal): Promise<CallToolResult> {
+export async function callOwnTool(
+  controlPlane: ControlPlane,
+  name: string,
+  args: unknown,
+  signal: AbortSignal,
+): Promise<CallToolResult> {
   try {
     if (name === 'approval_status') {
       const parsed = approvalStatusArgs.safeParse(args ?? {});
@@ -94,9 +108,13 @@ export async function callOwnTool(controlPlane: ControlPlane, name: string, args
     const parsed = messageUserArgs.safeParse(args ?? {});
     if (!parsed.success) return invalid(parsed.error);
     const sent = await controlPlane.postMessage(parsed.data.text, parsed.data.level, signal);
-    if (parsed.data.wait_seconds === 0) return text(`Message sent (id ${sent.id}).`, { message_id: sent.id, replies: [] });
+    if (parsed.data.wait_seconds === 0)
+      return text(`Message sent (id ${sent.id}).`, { message_id: sent.id, replies: [] });
     const replies = await controlPlane.replies(sent.id, parsed.data.wait_seconds, signal);
-    const answer = replies.length > 0 ? `They answered:\n${replies.map((r) => `- ${r.author}: ${r.text}`).join('\n')}` : `No answer within ${parsed.data.wait_seconds} s.`;
+    const answer =
+      replies.length > 0
+        ? `They answered:\n${replies.map((r) => `- ${r.author}: ${r.text}`).join('\n')}`
+        : `No answer within ${parsed.data.wait_seconds} s.`;
     return text(`Message sent (id ${sent.id}). ${answer}`, {
       message_id: sent.id,
       replies: replies.map((r) => ({ id: r.id, author: r.author, text: r.text, created_at: r.created_at })),

@@ -1,7 +1,14 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js';
-import { McpError, ProgressNotification, ProgressNotificationSchema, Result, ResultSchema, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import {
+  McpError,
+  ProgressNotification,
+  ProgressNotificationSchema,
+  Result,
+  ResultSchema,
+  ToolListChangedNotificationSchema,
+} from '@modelcontextprotocol/sdk/types.js';
 import { ControlPlaneError, problemOf, unreachable } from './control-plane';
 import type { Settings } from './settings';
 
@@ -40,7 +47,8 @@ function refusing(base: FetchLike = fetch): FetchLike {
       if (init?.signal?.aborted) throw error;
       throw unreachable(error);
     }
-    if (response.ok || (init?.method ?? 'GET') === 'GET' || (response.status >= 300 && response.status < 400)) return response;
+    if (response.ok || (init?.method ?? 'GET') === 'GET' || (response.status >= 300 && response.status < 400))
+      return response;
     throw await problemOf(response);
   };
 }
@@ -60,7 +68,11 @@ export class PoolConnection {
   ) {}
 
   /** One request to the pool, its result verbatim (vendor keys, `_meta` and all). */
-  async request(method: 'tools/list' | 'tools/call', params: Record<string, unknown> | undefined, signal: AbortSignal): Promise<Result> {
+  async request(
+    method: 'tools/list' | 'tools/call',
+    params: Record<string, unknown> | undefined,
+    signal: AbortSignal,
+  ): Promise<Result> {
     for (let attempt = 0; ; attempt++) {
       const client = await this.client();
       try {
@@ -70,7 +82,8 @@ export class PoolConnection {
           this.forget(client);
           continue;
         }
-        if (error instanceof McpError) throw new RelayedError(error.code, error.message.replace(/^MCP error -?\d+: /, ''), error.data);
+        if (error instanceof McpError)
+          throw new RelayedError(error.code, error.message.replace(/^MCP error -?\d+: /, ''), error.data);
         throw error;
       }
     }
@@ -113,12 +126,17 @@ export class PoolConnection {
     });
     const client = new Client({ name: 'aileron-mcp', version: this.version }, { capabilities: {} });
     // progress goes back to the agent under the token it chose, not the SDK's own
-    client.setNotificationHandler(ProgressNotificationSchema, (notification) => this.events.progress(notification.params));
+    client.setNotificationHandler(ProgressNotificationSchema, (notification) =>
+      this.events.progress(notification.params),
+    );
     client.setNotificationHandler(ToolListChangedNotificationSchema, () => this.events.toolsChanged());
     client.onclose = () => {
-      void this.current?.then((c) => {
-        if (c === client) this.current = null;
-      }, () => undefined);
+      void this.current?.then(
+        (c) => {
+          if (c === client) this.current = null;
+        },
+        () => undefined,
+      );
     };
     await client.connect(transport);
     return client;

@@ -1,5 +1,12 @@
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { CallToolRequestSchema, CallToolResult, ListToolsRequestSchema, ListToolsResult, ProgressToken, ServerNotification } from '@modelcontextprotocol/sdk/types.js';
+import {
+  CallToolRequestSchema,
+  CallToolResult,
+  ListToolsRequestSchema,
+  ListToolsResult,
+  ProgressToken,
+  ServerNotification,
+} from '@modelcontextprotocol/sdk/types.js';
 import { toolError } from '@aileron/errors';
 import { ControlPlane, ControlPlaneError } from './control-plane';
 import { callOwnTool, OWN_TOOL_NAMES, OWN_TOOLS } from './own-tools';
@@ -8,7 +15,7 @@ import type { Settings } from './settings';
 
 const INSTRUCTIONS = [
   "Tools named server__tool are your workspace's tools, run through Aileron: its policy decides each call.",
-  'A call that needs a person\'s approval answers with an approval id and a review URL: share the URL, wait with approval_status, then call the tool again with exactly the same arguments.',
+  "A call that needs a person's approval answers with an approval id and a review URL: share the URL, wait with approval_status, then call the tool again with exactly the same arguments.",
   'Use message_user to tell or ask the people behind this session something.',
 ].join(' ');
 
@@ -19,14 +26,24 @@ export type Log = (line: string) => void;
  * proxied from the control plane's `/mcp/{ws}` as the agent session, and two tools
  * of our own (approvals and the message channel).
  */
-export function createServer(settings: Settings, version: string, log: Log): { server: Server; close(): Promise<void> } {
+export function createServer(
+  settings: Settings,
+  version: string,
+  log: Log,
+): { server: Server; close(): Promise<void> } {
   // The low-level Server, not McpServer: the pool's tools arrive as JSON Schema and pass through as they are.
-  const server = new Server({ name: 'aileron', version }, { capabilities: { tools: { listChanged: true } }, instructions: INSTRUCTIONS });
+  const server = new Server(
+    { name: 'aileron', version },
+    { capabilities: { tools: { listChanged: true } }, instructions: INSTRUCTIONS },
+  );
   const controlPlane = new ControlPlane(settings);
   const relays = new Map<ProgressToken, (notification: ServerNotification) => Promise<void>>();
   const pool = new PoolConnection(settings, version, {
     toolsChanged: () => void server.sendToolListChanged().catch(() => undefined),
-    progress: (params) => void relays.get(params.progressToken)?.({ method: 'notifications/progress', params }).catch(() => undefined),
+    progress: (params) =>
+      void relays
+        .get(params.progressToken)?.({ method: 'notifications/progress', params })
+        .catch(() => undefined),
   });
   let lastListFailure = '';
 

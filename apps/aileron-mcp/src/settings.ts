@@ -36,27 +36,42 @@ export function readSettings(env: NodeJS.ProcessEnv): Settings {
   try {
     url = new URL(rawUrl);
   } catch {
-    throw new SettingsError(`AILERON_URL is not a URL (${JSON.stringify(rawUrl)}); expected e.g. https://aileron.example.com`);
+    throw new SettingsError(
+      `AILERON_URL is not a URL (${JSON.stringify(rawUrl)}); expected e.g. https://aileron.example.com`,
+    );
   }
-  if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new SettingsError(`AILERON_URL must be http:// or https:// (got ${url.protocol})`);
-  if (url.username || url.password || url.search || url.hash) throw new SettingsError('AILERON_URL must be a plain URL: no credentials, query or fragment');
+  if (url.protocol !== 'https:' && url.protocol !== 'http:')
+    throw new SettingsError(`AILERON_URL must be http:// or https:// (got ${url.protocol})`);
+  if (url.username || url.password || url.search || url.hash)
+    throw new SettingsError('AILERON_URL must be a plain URL: no credentials, query or fragment');
 
   const token = required(env, 'AILERON_TOKEN', 'the session caveat token (ail_ct_…) the session was started with');
   if (!looksLikeCaveatToken(token)) {
-    throw new SettingsError('AILERON_TOKEN is not a session caveat token (ail_ct_…): a sandbox holds only a session token, never an API or gateway token');
+    throw new SettingsError(
+      'AILERON_TOKEN is not a session caveat token (ail_ct_…): a sandbox holds only a session token, never an API or gateway token',
+    );
   }
   let tokenSession: string;
   try {
     tokenSession = peekIdentity(token).identity.sessionId;
   } catch (error) {
-    if (error instanceof CaveatTokenError) throw new SettingsError(`AILERON_TOKEN is not a well-formed session token (${error.code})`);
+    if (error instanceof CaveatTokenError)
+      throw new SettingsError(`AILERON_TOKEN is not a well-formed session token (${error.code})`);
     throw error;
   }
   const sessionId = env.AILERON_SESSION_ID?.trim() || tokenSession;
-  if (sessionId !== tokenSession) throw new SettingsError(`AILERON_SESSION_ID (${sessionId}) is not the session AILERON_TOKEN belongs to (${tokenSession})`);
+  if (sessionId !== tokenSession)
+    throw new SettingsError(
+      `AILERON_SESSION_ID (${sessionId}) is not the session AILERON_TOKEN belongs to (${tokenSession})`,
+    );
 
-  const workspace = required(env, 'AILERON_WORKSPACE', "the slug of the session's workspace (GET /v1/workspaces/{ws}/sessions/{id}/agent-config fills it in)");
-  if (!SLUG.test(workspace)) throw new SettingsError(`AILERON_WORKSPACE is not a workspace slug (${JSON.stringify(workspace)})`);
+  const workspace = required(
+    env,
+    'AILERON_WORKSPACE',
+    "the slug of the session's workspace (GET /v1/workspaces/{ws}/sessions/{id}/agent-config fills it in)",
+  );
+  if (!SLUG.test(workspace))
+    throw new SettingsError(`AILERON_WORKSPACE is not a workspace slug (${JSON.stringify(workspace)})`);
 
   return { url: (url.origin + url.pathname).replace(/\/+$/, ''), token, sessionId, workspace };
 }

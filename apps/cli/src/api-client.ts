@@ -23,7 +23,9 @@ export function resolveBaseUrl(given: string | undefined, env: NodeJS.ProcessEnv
   try {
     url = new URL(raw);
   } catch {
-    throw new CliError(`the control plane URL ${JSON.stringify(raw)} is not a URL (expected e.g. http://127.0.0.1:8080)`);
+    throw new CliError(
+      `the control plane URL ${JSON.stringify(raw)} is not a URL (expected e.g. http://127.0.0.1:8080)`,
+    );
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
     throw new CliError(`the control plane URL must be http:// or https:// (got ${url.protocol})`);
@@ -44,10 +46,13 @@ export function resolveToken(given: string | undefined, env: NodeJS.ProcessEnv =
     fromFile = nonEmpty(readFileSync(path, 'utf8'));
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    if (code !== 'ENOENT' && code !== 'ENOTDIR') throw new CliError(`cannot read the token file ${path} (${code ?? 'error'})`);
+    if (code !== 'ENOENT' && code !== 'ENOTDIR')
+      throw new CliError(`cannot read the token file ${path} (${code ?? 'error'})`);
   }
   if (fromFile) return fromFile;
-  throw new CliError(`no API token: pass --token, set AILERON_TOKEN, or set AILERON_DATA_DIR to the data directory holding ${ADMIN_TOKEN_FILE} (looked in ${path})`);
+  throw new CliError(
+    `no API token: pass --token, set AILERON_TOKEN, or set AILERON_DATA_DIR to the data directory holding ${ADMIN_TOKEN_FILE} (looked in ${path})`,
+  );
 }
 
 interface Problem {
@@ -84,7 +89,9 @@ export class ApiClient {
     const join = path.includes('?') ? '&' : '?';
     let cursor: string | null = null;
     do {
-      const page: { items: T[]; next_cursor: string | null } = await this.get(`${path}${join}limit=${PAGE}${cursor === null ? '' : `&cursor=${encodeURIComponent(cursor)}`}`);
+      const page: { items: T[]; next_cursor: string | null } = await this.get(
+        `${path}${join}limit=${PAGE}${cursor === null ? '' : `&cursor=${encodeURIComponent(cursor)}`}`,
+      );
       items.push(...page.items);
       cursor = page.next_cursor;
     } while (cursor !== null);
@@ -113,7 +120,13 @@ export class ApiClient {
     return this.request<string>('GET', path, undefined, undefined, true);
   }
 
-  private async request<T>(method: string, path: string, payload?: unknown, raw?: { text: string; contentType: string }, asText = false): Promise<T> {
+  private async request<T>(
+    method: string,
+    path: string,
+    payload?: unknown,
+    raw?: { text: string; contentType: string },
+    asText = false,
+  ): Promise<T> {
     const headers: Record<string, string> = { authorization: `Bearer ${this.token}`, accept: 'application/json' };
     const body = raw ? raw.text : payload === undefined ? undefined : JSON.stringify(payload);
     if (body !== undefined) headers['content-type'] = raw?.contentType ?? 'application/json';
@@ -138,13 +151,16 @@ export class ApiClient {
     if (!response.ok) throw this.redacted(this.failure(response, method, path, parsed));
     if (asText) return text as T;
     if (response.status !== 204 && parsed === undefined) {
-      throw new CliError(`${method} ${this.display}${path} answered ${response.status} without JSON: is this an Aileron control plane?`);
+      throw new CliError(
+        `${method} ${this.display}${path} answered ${response.status} without JSON: is this an Aileron control plane?`,
+      );
     }
     return parsed as T;
   }
 
   private unreachable(error: unknown): string {
-    if (error instanceof Error && error.name === 'TimeoutError') return `${this.display} did not answer within ${TIMEOUT_MS / 1000} s`;
+    if (error instanceof Error && error.name === 'TimeoutError')
+      return `${this.display} did not answer within ${TIMEOUT_MS / 1000} s`;
     // undici reports "fetch failed" and puts the reason (ECONNREFUSED, ENOTFOUND…) in `cause`
     const cause = (error as { cause?: { code?: unknown; message?: unknown; errors?: { code?: unknown }[] } }).cause;
     const reason =
@@ -158,10 +174,17 @@ export class ApiClient {
   private failure(response: Response, method: string, path: string, body: unknown): CliError {
     const problem = (body && typeof body === 'object' ? body : {}) as Problem;
     if (typeof problem.code === 'string') {
-      const detail = typeof problem.detail === 'string' ? problem.detail : typeof problem.title === 'string' ? problem.title : `HTTP ${response.status}`;
+      const detail =
+        typeof problem.detail === 'string'
+          ? problem.detail
+          : typeof problem.title === 'string'
+            ? problem.title
+            : `HTTP ${response.status}`;
       return codedError(problem.code, oneLine(detail));
     }
-    return new CliError(`${method} ${this.display}${path} answered HTTP ${response.status} ${response.statusText}: is this an Aileron control plane?`);
+    return new CliError(
+      `${method} ${this.display}${path} answered HTTP ${response.status} ${response.statusText}: is this an Aileron control plane?`,
+    );
   }
 
   /** A server or proxy could echo the Authorization header back; never pass it on. */

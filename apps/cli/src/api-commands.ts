@@ -27,9 +27,17 @@ interface TokenView {
 /** --url, --token and --json on every command that talks to the REST API. */
 export function withApiOptions(command: Command): Command {
   return command
-    .addOption(new Option('--url <url>', 'control plane URL (env AILERON_URL; default http://127.0.0.1:$PORT, PORT defaulting to 8080)'))
     .addOption(
-      new Option('--token <token>', 'API token (env AILERON_TOKEN; default the admin-token file in AILERON_DATA_DIR or ./.aileron)'),
+      new Option(
+        '--url <url>',
+        'control plane URL (env AILERON_URL; default http://127.0.0.1:$PORT, PORT defaulting to 8080)',
+      ),
+    )
+    .addOption(
+      new Option(
+        '--token <token>',
+        'API token (env AILERON_TOKEN; default the admin-token file in AILERON_DATA_DIR or ./.aileron)',
+      ),
     )
     .option('--json', 'print the raw JSON the API answers');
 }
@@ -74,11 +82,13 @@ export function addWorkspacesCommand(parent: Command): void {
       .argument('<slug>', 'its permanent identifier: lowercase letters, digits and dashes')
       .option('--name <name>', 'display name (default: the slug)'),
   ).action(async (slug: string, options: ApiOptions & { name?: string }) => {
-    const created = await ApiClient.from(options).post<WorkspaceView>('/v1/workspaces', { slug, name: options.name ?? slug });
+    const created = await ApiClient.from(options).post<WorkspaceView>('/v1/workspaces', {
+      slug,
+      name: options.name ?? slug,
+    });
     if (options.json) return printJson(created);
     out(`created workspace ${created.slug} ("${created.name}", id ${created.id})`);
   });
-
 }
 
 export function addTokensCommand(parent: Command): void {
@@ -109,24 +119,36 @@ export function addTokensCommand(parent: Command): void {
     );
   });
 
-  withApiOptions(tokens.command('list').description('API tokens of the organisation (metadata only, never the tokens)')).action(
-    async (options: ApiOptions) => {
-      const list = await ApiClient.from(options).all<TokenView>('/v1/tokens');
-      if (options.json) return printJson({ tokens: list });
-      if (list.length === 0) return out('no tokens');
-      printTable(
-        ['id', 'name', 'role', 'workspace', 'prefix', 'status', 'expires', 'last used', 'created'],
-        list.map((t) => [t.id, t.name, t.role, t.workspace ?? '(all)', t.prefix, tokenStatus(t), when(t.expires_at), when(t.last_used_at), when(t.created_at)]),
-      );
-    },
-  );
+  withApiOptions(
+    tokens.command('list').description('API tokens of the organisation (metadata only, never the tokens)'),
+  ).action(async (options: ApiOptions) => {
+    const list = await ApiClient.from(options).all<TokenView>('/v1/tokens');
+    if (options.json) return printJson({ tokens: list });
+    if (list.length === 0) return out('no tokens');
+    printTable(
+      ['id', 'name', 'role', 'workspace', 'prefix', 'status', 'expires', 'last used', 'created'],
+      list.map((t) => [
+        t.id,
+        t.name,
+        t.role,
+        t.workspace ?? '(all)',
+        t.prefix,
+        tokenStatus(t),
+        when(t.expires_at),
+        when(t.last_used_at),
+        when(t.created_at),
+      ]),
+    );
+  });
 
   withApiOptions(
-    tokens.command('revoke').description('revoke an API token; it stops working at once').argument('<id>', 'the token id (see tokens list)'),
+    tokens
+      .command('revoke')
+      .description('revoke an API token; it stops working at once')
+      .argument('<id>', 'the token id (see tokens list)'),
   ).action(async (id: string, options: ApiOptions) => {
     await ApiClient.from(options).delete(`/v1/tokens/${encodeURIComponent(id)}`);
     if (options.json) return printJson({ id, revoked: true });
     out(`revoked token ${id}`);
   });
-
 }

@@ -79,19 +79,30 @@ export function addApprovalsCommand(parent: Command): void {
     withApiOptions(
       group
         .command(decision)
-        .description(decision === 'approve' ? 'approve a request: with the quorum reached, the exact call may run once' : 'deny a request: final, whatever others decided')
+        .description(
+          decision === 'approve'
+            ? 'approve a request: with the quorum reached, the exact call may run once'
+            : 'deny a request: final, whatever others decided',
+        )
         .argument('<id>', 'the request id (see approvals list)')
         .option('--reason <text>', 'why, for the record and the requester'),
     ).action(async (id: string, options: ApiOptions & { reason?: string }) => {
-      const decided = await ApiClient.from(options).post<ApprovalView>(`/v1/approvals/${encodeURIComponent(id)}/${decision}`, {
-        ...(options.reason !== undefined ? { reason: options.reason } : {}),
-        channel: 'cli',
-      });
+      const decided = await ApiClient.from(options).post<ApprovalView>(
+        `/v1/approvals/${encodeURIComponent(id)}/${decision}`,
+        {
+          ...(options.reason !== undefined ? { reason: options.reason } : {}),
+          channel: 'cli',
+        },
+      );
       if (options.json) return printJson(decided);
       const call = `${decided.server}/${decided.tool} for ${decided.requester}`;
-      if (decided.status === 'approved') out(`approved ${decided.id}: ${call} may run once, until ${when(decided.expires_at)}`);
+      if (decided.status === 'approved')
+        out(`approved ${decided.id}: ${call} may run once, until ${when(decided.expires_at)}`);
       else if (decided.status === 'denied') out(`denied ${decided.id}: ${call}`);
-      else out(`recorded your approval of ${decided.id} (${call}): ${approvalCount(decided.decisions)} of ${decided.quorum} approvals, still ${decided.status}`);
+      else
+        out(
+          `recorded your approval of ${decided.id} (${call}): ${approvalCount(decided.decisions)} of ${decided.quorum} approvals, still ${decided.status}`,
+        );
     });
   }
 
@@ -112,7 +123,9 @@ export function addApprovalsCommand(parent: Command): void {
       return;
     }
 
-    note(`watching workspace ${options.workspace} for approval requests every ${WATCH_EVERY_MS / 1000} s (Ctrl-C to stop)`);
+    note(
+      `watching workspace ${options.workspace} for approval requests every ${WATCH_EVERY_MS / 1000} s (Ctrl-C to stop)`,
+    );
     let seen = new Set(first.map((r) => r.id));
     let running = true;
     let timer: NodeJS.Timeout | undefined;

@@ -33,7 +33,8 @@ export interface BootstrapOptions {
 
 function validate(options: BootstrapOptions): { slug: string; name: string } {
   const slug = slugSchema.safeParse(options.org);
-  if (!slug.success) throw codedError('VALIDATION_FAILED', `--org: ${slug.error.issues[0]?.message ?? 'is not a valid slug'}`);
+  if (!slug.success)
+    throw codedError('VALIDATION_FAILED', `--org: ${slug.error.issues[0]?.message ?? 'is not a valid slug'}`);
   const name = (options.name ?? (slug.data === 'default' ? 'Default' : slug.data)).trim();
   if (name.length === 0 || name.length > 200) throw codedError('VALIDATION_FAILED', '--name: must be 1-200 characters');
   return { slug: slug.data, name };
@@ -60,7 +61,9 @@ export async function runBootstrap(options: BootstrapOptions): Promise<void> {
   let app: INestApplicationContext | undefined;
   try {
     app = await NestFactory.createApplicationContext(BootstrapModule.forRoot(config, database), {
-      logger: new StderrLogger('aileron-cp', { logLevels: options.verbose ? ['error', 'warn', 'log'] : ['error', 'warn'] }),
+      logger: new StderrLogger('aileron-cp', {
+        logLevels: options.verbose ? ['error', 'warn', 'log'] : ['error', 'warn'],
+      }),
       abortOnError: false,
     });
     const created = await app
@@ -72,7 +75,7 @@ export async function runBootstrap(options: BootstrapOptions): Promise<void> {
     out(created.token);
     note(
       `created organisation "${created.organization}" with workspace "default"; the owner token above ` +
-        '(also a platform operator\'s) is shown only this once: store it now',
+        "(also a platform operator's) is shown only this once: store it now",
     );
   } finally {
     await app?.close();

@@ -56,24 +56,41 @@ export function addGatewaysCommand(parent: Command): void {
   ).action(async (options: WorkspaceOption & { expiresIn?: number; group?: string[] }) => {
     const created = await ApiClient.from(options).post<{ code: string; expires_at: string; groups: string[] }>(
       `/v1/workspaces/${encodeURIComponent(options.workspace)}/enrollment-codes`,
-      { ...(options.expiresIn !== undefined ? { expires_in_seconds: options.expiresIn } : {}), groups: options.group ?? [] },
+      {
+        ...(options.expiresIn !== undefined ? { expires_in_seconds: options.expiresIn } : {}),
+        groups: options.group ?? [],
+      },
     );
     if (options.json) return printJson(created);
     out(created.code);
-    note(`enrolment code for workspace ${options.workspace}, good once until ${when(created.expires_at)}; the gateway exchanges it at POST /v1/gateway/enroll`);
+    note(
+      `enrolment code for workspace ${options.workspace}, good once until ${when(created.expires_at)}; the gateway exchanges it at POST /v1/gateway/enroll`,
+    );
   });
 
-  withApiOptions(gateways.command('list').description('enrolled gateways, with when each was last seen').requiredOption('--workspace <slug>', 'the workspace')).action(
-    async (options: WorkspaceOption) => {
-      const list = await ApiClient.from(options).all<GatewayView>(`/v1/workspaces/${encodeURIComponent(options.workspace)}/gateways`);
-      if (options.json) return printJson({ gateways: list });
-      if (list.length === 0) return out('no gateways');
-      printTable(
-        ['id', 'name', 'groups', 'status', 'last seen', 'enrolled'],
-        list.map((g) => [g.id, g.name, g.groups.join(',') || '-', g.revoked_at ? 'revoked' : 'active', when(g.last_seen_at), when(g.enrolled_at)]),
-      );
-    },
-  );
+  withApiOptions(
+    gateways
+      .command('list')
+      .description('enrolled gateways, with when each was last seen')
+      .requiredOption('--workspace <slug>', 'the workspace'),
+  ).action(async (options: WorkspaceOption) => {
+    const list = await ApiClient.from(options).all<GatewayView>(
+      `/v1/workspaces/${encodeURIComponent(options.workspace)}/gateways`,
+    );
+    if (options.json) return printJson({ gateways: list });
+    if (list.length === 0) return out('no gateways');
+    printTable(
+      ['id', 'name', 'groups', 'status', 'last seen', 'enrolled'],
+      list.map((g) => [
+        g.id,
+        g.name,
+        g.groups.join(',') || '-',
+        g.revoked_at ? 'revoked' : 'active',
+        when(g.last_seen_at),
+        when(g.enrolled_at),
+      ]),
+    );
+  });
 
   withApiOptions(
     gateways
@@ -82,7 +99,9 @@ export function addGatewaysCommand(parent: Command): void {
       .argument('<id>', 'the gateway id (see gateways list)')
       .requiredOption('--workspace <slug>', 'the workspace'),
   ).action(async (id: string, options: WorkspaceOption) => {
-    const revoked = await ApiClient.from(options).delete<GatewayView>(`/v1/workspaces/${encodeURIComponent(options.workspace)}/gateways/${encodeURIComponent(id)}`);
+    const revoked = await ApiClient.from(options).delete<GatewayView>(
+      `/v1/workspaces/${encodeURIComponent(options.workspace)}/gateways/${encodeURIComponent(id)}`,
+    );
     if (options.json) return printJson(revoked);
     out(`revoked gateway ${revoked.name} (${revoked.id})`);
   });
@@ -91,14 +110,19 @@ export function addGatewaysCommand(parent: Command): void {
 export function addPolicyCommand(parent: Command): void {
   const policy = parent.command('policy').description("read, replace and try out a workspace's policy");
 
-  withApiOptions(policy.command('get').description('print the policy document in force (JSON)').requiredOption('--workspace <slug>', 'the workspace')).action(
-    async (options: WorkspaceOption) => {
-      const current = await ApiClient.from(options).get<PolicyView>(`/v1/workspaces/${encodeURIComponent(options.workspace)}/policy`);
-      if (options.json) return printJson(current);
-      printJson(current.document);
-      note(`version ${current.version}`);
-    },
-  );
+  withApiOptions(
+    policy
+      .command('get')
+      .description('print the policy document in force (JSON)')
+      .requiredOption('--workspace <slug>', 'the workspace'),
+  ).action(async (options: WorkspaceOption) => {
+    const current = await ApiClient.from(options).get<PolicyView>(
+      `/v1/workspaces/${encodeURIComponent(options.workspace)}/policy`,
+    );
+    if (options.json) return printJson(current);
+    printJson(current.document);
+    note(`version ${current.version}`);
+  });
 
   withApiOptions(
     policy
@@ -120,7 +144,11 @@ export function addPolicyCommand(parent: Command): void {
       yaml ? 'application/yaml' : 'application/json',
     );
     if (options.json) return printJson(written);
-    out(written.changed ? `policy version ${written.version} is in force` : `unchanged: version ${written.version} is already this document`);
+    out(
+      written.changed
+        ? `policy version ${written.version} is in force`
+        : `unchanged: version ${written.version} is already this document`,
+    );
   });
 
   withApiOptions(
@@ -133,18 +161,36 @@ export function addPolicyCommand(parent: Command): void {
       .option('--args <json>', 'the call arguments as a JSON object', json)
       .option('--mode <mode>', 'execution mode: local or remote')
       .option('--role <role>', "the caller's role (repeatable)", collect),
-  ).action(async (options: WorkspaceOption & { server: string; tool: string; args?: Record<string, unknown>; mode?: string; role?: string[] }) => {
-    const decision = await ApiClient.from(options).post<Decision>(`/v1/workspaces/${encodeURIComponent(options.workspace)}/policy/evaluate`, {
-      server: options.server,
-      tool: options.tool,
-      ...(options.args ? { arguments: options.args } : {}),
-      ...(options.mode ? { execution_mode: options.mode } : {}),
-      ...(options.role ? { principal: { roles: options.role } } : {}),
-    });
-    if (options.json) return printJson(decision);
-    const by = decision.reason === 'default' ? 'the default' : `rule${decision.rules.length > 1 ? 's' : ''} ${decision.rules.join(', ')}`;
-    out(`${decision.decision} (by ${by}${decision.reason === 'evaluation_error' ? ', which could not be evaluated' : ''}; policy version ${decision.policy_version})`);
-    if (decision.approval_route) out(`approval route: ${decision.approval_route}`);
-    for (const error of decision.errors) note(`rule ${error.rule}: ${error.message}`);
-  });
+  ).action(
+    async (
+      options: WorkspaceOption & {
+        server: string;
+        tool: string;
+        args?: Record<string, unknown>;
+        mode?: string;
+        role?: string[];
+      },
+    ) => {
+      const decision = await ApiClient.from(options).post<Decision>(
+        `/v1/workspaces/${encodeURIComponent(options.workspace)}/policy/evaluate`,
+        {
+          server: options.server,
+          tool: options.tool,
+          ...(options.args ? { arguments: options.args } : {}),
+          ...(options.mode ? { execution_mode: options.mode } : {}),
+          ...(options.role ? { principal: { roles: options.role } } : {}),
+        },
+      );
+      if (options.json) return printJson(decision);
+      const by =
+        decision.reason === 'default'
+          ? 'the default'
+          : `rule${decision.rules.length > 1 ? 's' : ''} ${decision.rules.join(', ')}`;
+      out(
+        `${decision.decision} (by ${by}${decision.reason === 'evaluation_error' ? ', which could not be evaluated' : ''}; policy version ${decision.policy_version})`,
+      );
+      if (decision.approval_route) out(`approval route: ${decision.approval_route}`);
+      for (const error of decision.errors) note(`rule ${error.rule}: ${error.message}`);
+    },
+  );
 }

@@ -12,7 +12,9 @@ const NAME = 'aileron-cp';
 // use so that `tokens list` and friends start in a fraction of the time.
 function program(): Command {
   const root = new Command(NAME)
-    .description('Administer an Aileron control plane: run it, migrate and bootstrap its database, manage tokens and workspaces.')
+    .description(
+      'Administer an Aileron control plane: run it, migrate and bootstrap its database, manage tokens and workspaces.',
+    )
     .showHelpAfterError(false)
     .configureOutput({
       // commander's own usage errors follow the same one-line format as ours
@@ -29,7 +31,9 @@ function program(): Command {
 
   root
     .command('migrate')
-    .description('apply pending database migrations to DATABASE_URL, or to the embedded PGlite database in AILERON_DATA_DIR')
+    .description(
+      'apply pending database migrations to DATABASE_URL, or to the embedded PGlite database in AILERON_DATA_DIR',
+    )
     .option('--verbose', 'show what the migrator does, on stderr')
     .action(async (options: { verbose?: boolean }) => {
       const { runMigrate } = require('./migrate') as typeof import('./migrate');
@@ -38,7 +42,7 @@ function program(): Command {
 
   root
     .command('bootstrap')
-    .description("server mode: create the first organisation and print its owner token (only the token goes to stdout)")
+    .description('server mode: create the first organisation and print its owner token (only the token goes to stdout)')
     .option('--org <slug>', 'slug of the organisation', 'default')
     .option('--name <name>', 'its display name (default: "Default" for the slug default, else the slug)')
     .option('--verbose', 'show what the migrator and Nest do, on stderr')
@@ -49,7 +53,9 @@ function program(): Command {
 
   root
     .command('mcp')
-    .description('run aileron-mcp, the stdio MCP server for a sandboxed agent (AILERON_URL, AILERON_TOKEN, AILERON_WORKSPACE; `mcp --help`)')
+    .description(
+      'run aileron-mcp, the stdio MCP server for a sandboxed agent (AILERON_URL, AILERON_TOKEN, AILERON_WORKSPACE; `mcp --help`)',
+    )
     .helpOption(false)
     .allowUnknownOption()
     .allowExcessArguments()

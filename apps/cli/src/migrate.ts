@@ -16,7 +16,8 @@ export function describeDatabase(database: AppConfig['database']): string {
 }
 
 function localMigrationCount(): number {
-  return readdirSync(prismaPaths().migrationsDir, { withFileTypes: true }).filter((entry) => entry.isDirectory()).length;
+  return readdirSync(prismaPaths().migrationsDir, { withFileTypes: true }).filter((entry) => entry.isDirectory())
+    .length;
 }
 
 /** The names of the migrations this call applied. */

@@ -16,7 +16,9 @@ type Cell = string | number | boolean | null | undefined;
 
 /** Left-aligned columns, a header in capitals, "-" for empty cells. */
 export function printTable(headers: string[], rows: Cell[][]): void {
-  const text = rows.map((row) => row.map((cell) => (cell === null || cell === undefined || cell === '' ? '-' : String(cell))));
+  const text = rows.map((row) =>
+    row.map((cell) => (cell === null || cell === undefined || cell === '' ? '-' : String(cell))),
+  );
   const widths = headers.map((h, i) => Math.max(h.length, ...text.map((row) => row[i]?.length ?? 0)));
   const line = (cells: string[]) =>
     cells

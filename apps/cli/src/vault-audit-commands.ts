@@ -34,12 +34,16 @@ function secretPath(path: string): string {
 }
 
 export function addSecretsCommand(parent: Command): void {
-  const secrets = parent.command('secrets').description("write, list and delete a workspace's secrets (values are never shown)");
+  const secrets = parent
+    .command('secrets')
+    .description("write, list and delete a workspace's secrets (values are never shown)");
 
   withApiOptions(
     secrets
       .command('put')
-      .description('write a new version of a secret; the value comes from --from-file or stdin, never the command line (shell history)')
+      .description(
+        'write a new version of a secret; the value comes from --from-file or stdin, never the command line (shell history)',
+      )
       .argument('<path>', 'e.g. github/token')
       .requiredOption('--workspace <slug>', 'the workspace')
       .option('--from-file <file>', 'read the value from a file instead of stdin'),
@@ -51,25 +55,42 @@ export function addSecretsCommand(parent: Command): void {
       throw new CliError(`cannot read the value: ${(error as NodeJS.ErrnoException).code ?? 'unreadable'}`);
     }
     if (value === '') throw new CliError('the value is empty: pipe it on stdin or pass --from-file');
-    const written = await ApiClient.from(options).put<SecretView>(`${ws(options)}/secrets/${secretPath(path)}`, { value });
+    const written = await ApiClient.from(options).put<SecretView>(`${ws(options)}/secrets/${secretPath(path)}`, {
+      value,
+    });
     if (options.json) return printJson(written);
     out(`${written.ref} version ${written.version} written`);
   });
 
-  withApiOptions(secrets.command('list').description('secret paths with versions and last read').requiredOption('--workspace <slug>', 'the workspace')).action(
-    async (options: WorkspaceOption) => {
-      const list = await ApiClient.from(options).all<SecretView>(`${ws(options)}/secrets`);
-      if (options.json) return printJson({ secrets: list });
-      if (list.length === 0) return out('no secrets');
-      printTable(
-        ['path', 'version', 'kept', 'updated', 'by', 'last read', 'by'],
-        list.map((s) => [s.path, String(s.version), s.versions.join(','), when(s.updated_at), s.updated_by ?? '-', when(s.last_read_at), s.last_read_by ?? '-']),
-      );
-    },
-  );
+  withApiOptions(
+    secrets
+      .command('list')
+      .description('secret paths with versions and last read')
+      .requiredOption('--workspace <slug>', 'the workspace'),
+  ).action(async (options: WorkspaceOption) => {
+    const list = await ApiClient.from(options).all<SecretView>(`${ws(options)}/secrets`);
+    if (options.json) return printJson({ secrets: list });
+    if (list.length === 0) return out('no secrets');
+    printTable(
+      ['path', 'version', 'kept', 'updated', 'by', 'last read', 'by'],
+      list.map((s) => [
+        s.path,
+        String(s.version),
+        s.versions.join(','),
+        when(s.updated_at),
+        s.updated_by ?? '-',
+        when(s.last_read_at),
+        s.last_read_by ?? '-',
+      ]),
+    );
+  });
 
   withApiOptions(
-    secrets.command('delete').description('delete a secret and all its versions').argument('<path>', 'e.g. github/token').requiredOption('--workspace <slug>', 'the workspace'),
+    secrets
+      .command('delete')
+      .description('delete a secret and all its versions')
+      .argument('<path>', 'e.g. github/token')
+      .requiredOption('--workspace <slug>', 'the workspace'),
   ).action(async (path: string, options: WorkspaceOption) => {
     await ApiClient.from(options).delete(`${ws(options)}/secrets/${secretPath(path)}`);
     if (options.json) return printJson({ deleted: path });
@@ -77,9 +98,15 @@ export function addSecretsCommand(parent: Command): void {
   });
 
   withApiOptions(
-    secrets.command('rotate-key').description("rotate the workspace's vault key (re-wraps every data key; values untouched)").requiredOption('--workspace <slug>', 'the workspace'),
+    secrets
+      .command('rotate-key')
+      .description("rotate the workspace's vault key (re-wraps every data key; values untouched)")
+      .requiredOption('--workspace <slug>', 'the workspace'),
   ).action(async (options: WorkspaceOption) => {
-    const rotated = await ApiClient.from(options).post<{ key_version: number; rewrapped: number }>(`${ws(options)}/vault/rotate`, {});
+    const rotated = await ApiClient.from(options).post<{ key_version: number; rewrapped: number }>(
+      `${ws(options)}/vault/rotate`,
+      {},
+    );
     if (options.json) return printJson(rotated);
     out(`vault key version ${rotated.key_version}; ${rotated.rewrapped} data key(s) re-wrapped`);
   });
@@ -98,7 +125,10 @@ export function addAuditCommand(parent: Command): void {
     const result = await ApiClient.from(options).get<VerifyView>(path);
     if (options.json) printJson(result);
     else if (result.ok) out(`ok: ${result.events} record(s), ${result.checkpoints} signed checkpoint(s)`);
-    else out(`TAMPERED at record ${result.first_bad!.seq}${result.first_bad!.id ? ` (${result.first_bad!.id})` : ''}: ${result.first_bad!.reason}`);
+    else
+      out(
+        `TAMPERED at record ${result.first_bad!.seq}${result.first_bad!.id ? ` (${result.first_bad!.id})` : ''}: ${result.first_bad!.reason}`,
+      );
     if (!result.ok) process.exitCode = 1;
   });
 
@@ -112,7 +142,11 @@ export function addAuditCommand(parent: Command): void {
       .option('--to <iso>', 'occurred before'),
   ).action(async (options: ApiOptions & { workspace?: string; format: string; from?: string; to?: string }) => {
     if (!['jsonl', 'csv'].includes(options.format)) throw new CliError('--format must be jsonl or csv');
-    const query = new URLSearchParams({ format: options.format, ...(options.from ? { from: options.from } : {}), ...(options.to ? { to: options.to } : {}) });
+    const query = new URLSearchParams({
+      format: options.format,
+      ...(options.from ? { from: options.from } : {}),
+      ...(options.to ? { to: options.to } : {}),
+    });
     const base = options.workspace ? `${ws(options as WorkspaceOption)}/audit/export` : '/v1/audit/export';
     process.stdout.write(await ApiClient.from(options).getText(`${base}?${query}`));
     note(`exported ${options.workspace ? `workspace ${options.workspace}` : 'the organisation'} audit log`);

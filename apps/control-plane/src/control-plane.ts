@@ -3,7 +3,14 @@ import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
 import type { AppConfig } from '@aileron/config';
 import { DatabaseHandle, openDatabase } from '@aileron/database';
-import { BODY_LIMIT_BYTES, FastPaths, fastPathServer, installBodyParsers, RequestLog, requestIdFor } from '@aileron/http';
+import {
+  BODY_LIMIT_BYTES,
+  FastPaths,
+  fastPathServer,
+  installBodyParsers,
+  RequestLog,
+  requestIdFor,
+} from '@aileron/http';
 import { AppLogger, createLogger, QuietStartLogger } from '@aileron/logging';
 import { SignInLinks } from '@aileron/auth';
 import { OutboxService } from '@aileron/outbox';
@@ -51,7 +58,11 @@ export async function startControlPlane(config: AppConfig, options: StartOptions
       bodyLimit: BODY_LIMIT_BYTES,
       return503OnClosing: true,
     });
-    app = await NestFactory.create<NestFastifyApplication>(AppModule.forRoot(config, database), adapter, { bufferLogs: true, abortOnError: false, bodyParser: false });
+    app = await NestFactory.create<NestFastifyApplication>(AppModule.forRoot(config, database), adapter, {
+      bufferLogs: true,
+      abortOnError: false,
+      bodyParser: false,
+    });
     app.useLogger(new QuietStartLogger(app.get(AppLogger)));
     const fastify = app.getHttpAdapter().getInstance();
     fastPaths.bind(app.get(FastPaths));
@@ -60,7 +71,8 @@ export async function startControlPlane(config: AppConfig, options: StartOptions
     installBodyParsers(fastify);
     await app.init();
 
-    const bootstrap = config.mode === 'embedded' ? await app.get(BootstrapService).ensureEmbeddedDefaults(config.dataDir) : undefined;
+    const bootstrap =
+      config.mode === 'embedded' ? await app.get(BootstrapService).ensureEmbeddedDefaults(config.dataDir) : undefined;
     if (config.runWorkers) await app.get(QueueService).startWorkers();
     app.get(OutboxService).start(config.outboxPollMs);
 
@@ -71,7 +83,8 @@ export async function startControlPlane(config: AppConfig, options: StartOptions
       const port = typeof address === 'object' && address ? address.port : config.port;
       url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${port}`;
     }
-    const signInLink = bootstrap && url ? (await app.get(SignInLinks).mintForOrganization('default', url)).url : undefined;
+    const signInLink =
+      bootstrap && url ? (await app.get(SignInLinks).mintForOrganization('default', url)).url : undefined;
     const started = app;
     let closing: Promise<void> | undefined;
     return {

@@ -15,7 +15,11 @@ import type { GitHelperAnswer, GitHelperRequest } from '@aileron/sandboxes/runne
 const lines = createInterface({ input: process.stdin, crlfDelay: Infinity });
 lines.on('line', (line) => {
   const request = JSON.parse(line) as GitHelperRequest;
-  const child = spawn(request.file, request.args, { cwd: request.cwd, env: request.env, stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = spawn(request.file, request.args, {
+    cwd: request.cwd,
+    env: request.env,
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
   const stdout: Buffer[] = [];
   let stderr = '';
   child.stdout.on('data', (chunk: Buffer) => stdout.push(chunk));
@@ -23,7 +27,12 @@ lines.on('line', (line) => {
   child.stdin.on('error', () => undefined);
   child.stdin.end(request.stdin ? Buffer.from(request.stdin, 'base64') : undefined);
   const answer = (code: number, error?: string): void => {
-    const message: GitHelperAnswer = { id: request.id, code, stdout: Buffer.concat(stdout).toString('base64'), stderr: error ?? stderr };
+    const message: GitHelperAnswer = {
+      id: request.id,
+      code,
+      stdout: Buffer.concat(stdout).toString('base64'),
+      stderr: error ?? stderr,
+    };
     process.stdout.write(`${JSON.stringify(message)}\n`);
   };
   child.on('error', (error) => answer(127, error.message));

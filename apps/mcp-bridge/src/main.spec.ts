@@ -20,18 +20,29 @@ interface Bridge {
 
 async function startBridge(env: Record<string, string> = {}): Promise<Bridge> {
   const token = randomBytes(24).toString('base64url');
-  const child = spawn(process.execPath, [bridgeScript, '--', process.execPath, everything], { env: { PATH: '/usr/bin:/bin', AILERON_BRIDGE_TOKEN: token, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [bridgeScript, '--', process.execPath, everything], {
+    env: { PATH: '/usr/bin:/bin', AILERON_BRIDGE_TOKEN: token, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   bridges.push(child);
   let stderr = '';
   child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   const port = await new Promise<number>((resolvePort, reject) => {
-    child.stdout!.once('data', (chunk: Buffer) => resolvePort((JSON.parse(chunk.toString()) as { ready: { port: number } }).ready.port));
+    child.stdout!.once('data', (chunk: Buffer) =>
+      resolvePort((JSON.parse(chunk.toString()) as { ready: { port: number } }).ready.port),
+    );
     child.once('exit', (code) => reject(new Error(`bridge exited with ${code}: ${stderr}`)));
   });
   return { process: child, url: `http://127.0.0.1:${port}/mcp`, token, stderr: () => stderr };
 }
 
-type Message = { id?: string | number; method?: string; params?: Record<string, unknown>; result?: Record<string, unknown>; error?: { code: number; message: string } };
+type Message = {
+  id?: string | number;
+  method?: string;
+  params?: Record<string, unknown>;
+  result?: Record<string, unknown>;
+  error?: { code: number; message: string };
+};
 
 /** The JSON-RPC messages of one SSE response, in order, as they arrive. */
 class SseStream {
@@ -48,7 +59,12 @@ class SseStream {
           buffer += decoder.decode(chunk, { stream: true });
           let end: number;
           while ((end = buffer.indexOf('\n\n')) >= 0) {
-            const data = buffer.slice(0, end).split('\n').filter((line) => line.startsWith('data: ')).map((line) => line.slice(6)).join('\n');
+            const data = buffer
+              .slice(0, end)
+              .split('\n')
+              .filter((line) => line.startsWith('data: '))
+              .map((line) => line.slice(6))
+              .join('\n');
             buffer = buffer.slice(end + 2);
             if (data) this.seen.push(JSON.parse(data) as Message);
             this.wake();
@@ -101,7 +117,11 @@ class Session {
   }
 
   post(message: Message): Promise<Response> {
-    return fetch(this.bridge.url, { method: 'POST', headers: this.headers(), body: JSON.stringify({ jsonrpc: '2.0', ...message }) });
+    return fetch(this.bridge.url, {
+      method: 'POST',
+      headers: this.headers(),
+      body: JSON.stringify({ jsonrpc: '2.0', ...message }),
+    });
   }
 
   async call(message: Message): Promise<SseStream> {
@@ -112,7 +132,11 @@ class Session {
 
   /** Resolves with the session's GET stream, opened before `initialized` so nothing the server says then is lost. */
   async initialize(capabilities: Record<string, unknown> = {}): Promise<SseStream> {
-    const response = await this.post({ id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities, clientInfo: { name: 'bridge-spec', version: '1' } } });
+    const response = await this.post({
+      id: 0,
+      method: 'initialize',
+      params: { protocolVersion: '2025-11-25', capabilities, clientInfo: { name: 'bridge-spec', version: '1' } },
+    });
     expect(response.status).toBe(200);
     this.id = response.headers.get('mcp-session-id')!;
     await new SseStream(response).next((message) => message.id === 0);
@@ -160,21 +184,50 @@ describe('bridge', () => {
     // the server registers its sampling tool once it knows the client can sample, and says so
     await background.next((message) => message.method === 'notifications/tools/list_changed');
 
-    const progress = await session.call({ id: 1, method: 'tools/call', params: { name: 'trigger-long-running-operation', arguments: { duration: 0.3, steps: 3 }, _meta: { progressToken: 'p-1' } } });
-    expect((await progress.next((message) => message.id === 1)).result).toMatchObject({ content: [{ type: 'text', text: expect.stringContaining('Long running operation completed') }] });
-    expect(progress.all().filter((message) => message.method === 'notifications/progress').map((message) => message.params)).toEqual([
+    const progress = await session.call({
+      id: 1,
+      method: 'tools/call',
+      params: {
+        name: 'trigger-long-running-operation',
+        arguments: { duration: 0.3, steps: 3 },
+        _meta: { progressToken: 'p-1' },
+      },
+    });
+    expect((await progress.next((message) => message.id === 1)).result).toMatchObject({
+      content: [{ type: 'text', text: expect.stringContaining('Long running operation completed') }],
+    });
+    expect(
+      progress
+        .all()
+        .filter((message) => message.method === 'notifications/progress')
+        .map((message) => message.params),
+    ).toEqual([
       { progress: 1, total: 3, progressToken: 'p-1' },
       { progress: 2, total: 3, progressToken: 'p-1' },
       { progress: 3, total: 3, progressToken: 'p-1' },
     ]);
 
-    const sampling = await session.call({ id: 2, method: 'tools/call', params: { name: 'trigger-sampling-request', arguments: { prompt: 'the answer?' } } });
+    const sampling = await session.call({
+      id: 2,
+      method: 'tools/call',
+      params: { name: 'trigger-sampling-request', arguments: { prompt: 'the answer?' } },
+    });
     const request = await sampling.next((message) => message.method === 'sampling/createMessage');
-    const answer = { jsonrpc: '2.0', id: request.id, result: { role: 'assistant', content: { type: 'text', text: 'forty-two' }, model: 'spec' } };
-    expect((await fetch(bridge.url, { method: 'POST', headers: session.headers(), body: JSON.stringify(answer) })).status).toBe(202);
+    const answer = {
+      jsonrpc: '2.0',
+      id: request.id,
+      result: { role: 'assistant', content: { type: 'text', text: 'forty-two' }, model: 'spec' },
+    };
+    expect(
+      (await fetch(bridge.url, { method: 'POST', headers: session.headers(), body: JSON.stringify(answer) })).status,
+    ).toBe(202);
     const result = await sampling.next((message) => message.id === 2);
     expect(JSON.stringify(result.result)).toContain('forty-two');
-    expect(background.all().some((message) => message.method === 'sampling/createMessage' || message.method === 'notifications/progress')).toBe(false);
+    expect(
+      background
+        .all()
+        .some((message) => message.method === 'sampling/createMessage' || message.method === 'notifications/progress'),
+    ).toBe(false);
   });
 
   it('DELETE ends the session and its server process; the session id is unknown afterwards', async () => {
@@ -201,14 +254,24 @@ describe('bridge', () => {
     const [server] = servers(bridge);
     const environ = readFileSync(`/proc/${server}/environ`, 'utf8').split('\0').filter(Boolean);
     expect(environ).toContain('GREETING=hello');
-    expect(environ.some((entry) => entry.startsWith('AILERON_BRIDGE_TOKEN') || entry.includes(bridge.token))).toBe(false);
+    expect(environ.some((entry) => entry.startsWith('AILERON_BRIDGE_TOKEN') || entry.includes(bridge.token))).toBe(
+      false,
+    );
   });
 
   it('a server that exits mid-call fails that call with its exit status, at once', async () => {
     const bridge = await startBridge();
     const session = new Session(bridge);
     await session.initialize();
-    const call = await session.call({ id: 3, method: 'tools/call', params: { name: 'trigger-long-running-operation', arguments: { duration: 30, steps: 30 }, _meta: { progressToken: 'p' } } });
+    const call = await session.call({
+      id: 3,
+      method: 'tools/call',
+      params: {
+        name: 'trigger-long-running-operation',
+        arguments: { duration: 30, steps: 30 },
+        _meta: { progressToken: 'p' },
+      },
+    });
     await call.next((message) => message.method === 'notifications/progress', 5000);
     const [server] = servers(bridge);
     process.kill(server!, 'SIGTERM');
@@ -219,7 +282,10 @@ describe('bridge', () => {
   });
 
   it('refuses to run without a secret, and on SIGTERM stops its servers and exits cleanly', async () => {
-    const bare = spawn(process.execPath, [bridgeScript, '--', process.execPath, everything], { env: { PATH: '/usr/bin:/bin' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const bare = spawn(process.execPath, [bridgeScript, '--', process.execPath, everything], {
+      env: { PATH: '/usr/bin:/bin' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stderr = '';
     bare.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
     expect(await new Promise((resolveExit) => bare.once('exit', resolveExit))).toBe(2);
@@ -231,7 +297,9 @@ describe('bridge', () => {
     const children = servers(bridge);
     expect(children).toHaveLength(2);
     bridge.process.kill('SIGTERM');
-    expect(await new Promise((resolveExit) => bridge.process.once('exit', (code, signal) => resolveExit(signal ?? code)))).toBe(0);
+    expect(
+      await new Promise((resolveExit) => bridge.process.once('exit', (code, signal) => resolveExit(signal ?? code))),
+    ).toBe(0);
     await eventually('every server process to end', () => children.every((pid) => !running(pid)), { timeoutMs: 5_000 });
   });
 });

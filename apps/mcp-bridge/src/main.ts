@@ -18,7 +18,14 @@ import { createBridgeServer } from '@aileron/pool/bridge';
 
 const log = (line: string) => process.stderr.write(`bridge: ${line}\n`);
 
-function parseArgs(argv: string[]): { host: string; port: number; exitOnStdinEof: boolean; envFd: number | undefined; command: string; args: string[] } {
+function parseArgs(argv: string[]): {
+  host: string;
+  port: number;
+  exitOnStdinEof: boolean;
+  envFd: number | undefined;
+  command: string;
+  args: string[];
+} {
   const dash = argv.indexOf('--');
   const [command, ...args] = dash < 0 ? [] : argv.slice(dash + 1);
   const own = dash < 0 ? argv : argv.slice(0, dash);
@@ -33,7 +40,13 @@ function parseArgs(argv: string[]): { host: string; port: number; exitOnStdinEof
     else if (own[i] === '--env-fd') envFd = Number(own[++i]);
     else throw new Error(`unknown option ${own[i]}`);
   }
-  if (!command || !Number.isInteger(port) || port < 0 || port > 65535 || (envFd !== undefined && !(Number.isInteger(envFd) && envFd > 2))) {
+  if (
+    !command ||
+    !Number.isInteger(port) ||
+    port < 0 ||
+    port > 65535 ||
+    (envFd !== undefined && !(Number.isInteger(envFd) && envFd > 2))
+  ) {
     throw new Error('usage: main.js [--host H] [--port N] [--exit-on-stdin-eof] [--env-fd N] -- <command> <args...>');
   }
   return { host, port, exitOnStdinEof, envFd, command, args };
@@ -44,7 +57,8 @@ function environmentFrom(fd: number): Record<string, string> {
   const parsed = JSON.parse(readFileSync(fd, 'utf8')) as { env?: unknown };
   closeSync(fd);
   const env = parsed.env;
-  if (typeof env !== 'object' || env === null || Object.values(env).some((v) => typeof v !== 'string')) throw new Error(`file descriptor ${fd} holds no environment`);
+  if (typeof env !== 'object' || env === null || Object.values(env).some((v) => typeof v !== 'string'))
+    throw new Error(`file descriptor ${fd} holds no environment`);
   return env as Record<string, string>;
 }
 
@@ -56,7 +70,13 @@ function main(): void {
   // The servers we spawn inherit our environment and the handed variables; the secret must not reach them.
   delete process.env.AILERON_BRIDGE_TOKEN;
   if (!token) throw new Error('AILERON_BRIDGE_TOKEN is not set');
-  const bridge = createBridgeServer({ command: options.command, args: options.args, env: { ...process.env, ...handed }, token, log });
+  const bridge = createBridgeServer({
+    command: options.command,
+    args: options.args,
+    env: { ...process.env, ...handed },
+    token,
+    log,
+  });
 
   let stopping = false;
   function shutdown(why: string): void {
@@ -69,7 +89,10 @@ function main(): void {
   process.on('SIGINT', () => shutdown('SIGINT'));
   if (options.exitOnStdinEof) {
     // The local driver holds our stdin: when it closes (stop, or the control plane died) we go too.
-    process.stdin.on('end', () => shutdown('stdin closed')).on('error', () => shutdown('stdin closed')).resume();
+    process.stdin
+      .on('end', () => shutdown('stdin closed'))
+      .on('error', () => shutdown('stdin closed'))
+      .resume();
   }
 
   bridge.server.listen(options.port, options.host, () => {

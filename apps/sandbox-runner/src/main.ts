@@ -31,6 +31,10 @@ function option(name: string): string | undefined {
 const role = option('--role') ?? 'sandbox';
 if (role !== 'sandbox' && role !== 'history') fatal(`--role ${role}: sandbox or history`);
 const at = option('--listen');
-const handle = requestHandler({ role, version: process.env[RUNNER_VERSION_ENV] || undefined, listening: at !== undefined });
+const handle = requestHandler({
+  role,
+  version: process.env[RUNNER_VERSION_ENV] || undefined,
+  listening: at !== undefined,
+});
 if (at !== undefined) listen(at, process.env[RUNNER_TOKEN_ENV] ?? '', handle, role);
 else serveStdio(handle);

@@ -33,8 +33,10 @@ export const TAKES_INPUT: ReadonlySet<RunnerRequest['op']> = new Set(['unpack', 
 function refusedByRole(role: RunnerRole, request: RunnerRequest): Failure | undefined {
   if (request.op === 'ping') return undefined;
   const history = request.op === 'git' || request.op === 'receive';
-  if (role === 'history' && !history) return new Failure('WRONG_ROLE', `the history runner answers ping, git and receive only, not ${request.op}`);
-  if (role === 'sandbox' && history) return new Failure('WRONG_ROLE', `${request.op} runs in the history container, not in the sandbox`);
+  if (role === 'history' && !history)
+    return new Failure('WRONG_ROLE', `the history runner answers ping, git and receive only, not ${request.op}`);
+  if (role === 'sandbox' && history)
+    return new Failure('WRONG_ROLE', `${request.op} runs in the history container, not in the sandbox`);
   return undefined;
 }
 
@@ -47,7 +49,11 @@ export function requestHandler(identity: RunnerIdentity): Handler {
     if (refused) throw refused;
     switch (request.op) {
       case 'ping':
-        return { pid: process.pid, ...(identity.version ? { version: identity.version } : {}), ...(identity.listening ? { role: identity.role } : {}) };
+        return {
+          pid: process.pid,
+          ...(identity.version ? { version: identity.version } : {}),
+          ...(identity.listening ? { role: identity.role } : {}),
+        };
       case 'read':
         return read(request);
       case 'readText':

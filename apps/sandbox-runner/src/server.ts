@@ -9,7 +9,15 @@ import { promises as fs } from 'node:fs';
 import { createServer, type Socket } from 'node:net';
 import { createInterface } from 'node:readline';
 import { PassThrough, type Readable } from 'node:stream';
-import { BINARY_FIELDS, type RawFields, type RunnerAnswer, type RunnerChunk, type RunnerInput, type RunnerRequest, RUNNER_TOKEN_ENV } from '@aileron/sandboxes/runner-protocol';
+import {
+  BINARY_FIELDS,
+  type RawFields,
+  type RunnerAnswer,
+  type RunnerChunk,
+  type RunnerInput,
+  type RunnerRequest,
+  RUNNER_TOKEN_ENV,
+} from '@aileron/sandboxes/runner-protocol';
 import { failureOf } from './failure';
 import { type Handler, TAKES_INPUT } from './requests';
 
@@ -72,7 +80,13 @@ class Inputs {
 }
 
 /** One request line in, its answer out through `answer`; a streamed git's stdout through `stream`; an input line to its request. */
-function receive(handle: Handler, line: string, answer: (message: RunnerAnswer) => void, inputs: Inputs, stream?: (id: number, chunk: Buffer) => Promise<void>): void {
+function receive(
+  handle: Handler,
+  line: string,
+  answer: (message: RunnerAnswer) => void,
+  inputs: Inputs,
+  stream?: (id: number, chunk: Buffer) => Promise<void>,
+): void {
   let id = -1;
   try {
     const message = JSON.parse(line) as (RunnerRequest & { id: number }) | RunnerInput;
@@ -81,7 +95,11 @@ function receive(handle: Handler, line: string, answer: (message: RunnerAnswer) 
     id = request.id;
     const path = 'path' in request ? request.path : undefined;
     const input = TAKES_INPUT.has(request.op) ? inputs.open(id) : undefined;
-    handle(request, { ...(stream ? { stream: (chunk: Buffer) => stream(id, chunk) } : {}), ...(input ? { input } : {}), keep: (kept) => inputs.keep(kept) })
+    handle(request, {
+      ...(stream ? { stream: (chunk: Buffer) => stream(id, chunk) } : {}),
+      ...(input ? { input } : {}),
+      keep: (kept) => inputs.keep(kept),
+    })
       .then(
         (result) => answer({ id, result }),
         (error: unknown) => answer({ id, error: failureOf(error, path) }),
@@ -110,7 +128,11 @@ function framed(message: RunnerAnswer | RunnerChunk): (string | Buffer)[] {
   const raw: RawFields = [];
   const bytes: Buffer[] = [];
   for (const [field, value] of Object.entries(message.result)) {
-    const long = Buffer.isBuffer(value) ? value : typeof value === 'string' && value.length >= RAW_MIN_CHARS ? Buffer.from(value) : null;
+    const long = Buffer.isBuffer(value)
+      ? value
+      : typeof value === 'string' && value.length >= RAW_MIN_CHARS
+        ? Buffer.from(value)
+        : null;
     if (!long) {
       result[field] = value;
       continue;
@@ -147,7 +169,9 @@ export function listen(at: string, token: string, handle: Handler, name: string)
   if (!Number.isInteger(port) || port < 1 || port > 65535) fatal(`--listen ${at}: [host:]port`);
   const server = createServer((socket) => accept(socket, token, handle));
   server.on('error', (error) => fatal(`cannot listen on ${at}: ${error.message}`));
-  server.listen({ port, ...(host ? { host } : {}) }, () => process.stderr.write(`runner: ${name} runner listening on ${host ?? '*'}:${port}\n`));
+  server.listen({ port, ...(host ? { host } : {}) }, () =>
+    process.stderr.write(`runner: ${name} runner listening on ${host ?? '*'}:${port}\n`),
+  );
 }
 
 function accept(socket: Socket, token: string, handle: Handler): void {

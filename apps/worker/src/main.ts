@@ -14,7 +14,9 @@ async function main(): Promise<void> {
   const config = loadConfigOrExit();
   const log = createLogger(config.logLevel);
   if (!config.redisUrl || config.database.kind !== 'postgres') {
-    process.stderr.write('aileron-worker: needs DATABASE_URL and REDIS_URL (server mode); in embedded mode the control plane runs the jobs itself\n');
+    process.stderr.write(
+      'aileron-worker: needs DATABASE_URL and REDIS_URL (server mode); in embedded mode the control plane runs the jobs itself\n',
+    );
     process.exit(78);
   }
   const database = await openDatabase(config.database, { log: (line) => log.info(line) });

@@ -21,9 +21,22 @@ import {
 
 const ROUTING_EXAMPLE = {
   default_route: 'security',
-  routes: { security: { approvers: [{ group: 'sre' }, { rotation: 'primary' }, { role: 'admin' }], quorum: 2, expires_in_seconds: 1800 } },
+  routes: {
+    security: {
+      approvers: [{ group: 'sre' }, { rotation: 'primary' }, { role: 'admin' }],
+      quorum: 2,
+      expires_in_seconds: 1800,
+    },
+  },
   groups: { sre: ['alice@example.com', 'bob@example.com'] },
-  rotations: { primary: { period: 'weekly', start: '2026-01-05T09:00:00Z', members: ['alice@example.com', 'bob@example.com'], overrides: [] } },
+  rotations: {
+    primary: {
+      period: 'weekly',
+      start: '2026-01-05T09:00:00Z',
+      members: ['alice@example.com', 'bob@example.com'],
+      overrides: [],
+    },
+  },
 };
 
 const approvalsPage = legacyPageView(approvalView, 'approvals');
@@ -48,18 +61,25 @@ export class ApprovalsController {
     query: listQuery,
     response: approvalsPage,
   })
-  async list(@TenantScope() scope: WorkspaceScope, @Query() query: z.infer<typeof listQuery>): Promise<z.infer<typeof approvalsPage>> {
+  async list(
+    @TenantScope() scope: WorkspaceScope,
+    @Query() query: z.infer<typeof listQuery>,
+  ): Promise<z.infer<typeof approvalsPage>> {
     // the deprecated `before` is an instant: every request of that millisecond or later is behind it (no id is below the nil UUID)
     const legacy = query.before !== undefined ? { createdAt: new Date(query.before), id: NIL_UUID } : undefined;
     const rows = await this.approvals.list(scope, { status: query.status }, approvalsCursor.keyset(query, legacy));
-    return withLegacyKey(approvalsCursor.page(rows, query, (r) => r, this.view), 'approvals');
+    return withLegacyKey(
+      approvalsCursor.page(rows, query, (r) => r, this.view),
+      'approvals',
+    );
   }
 
   @Route({
     method: 'GET',
     path: '/v1/approvals/:id',
     summary: 'One approval request; with `wait`, answers when it is decided or the wait ends',
-    description: 'Long-poll: `?wait=60` returns as soon as the request is decided on any replica. Gateways read the requests they made, agent sessions the requests their calls made.',
+    description:
+      'Long-poll: `?wait=60` returns as soon as the request is decided on any replica. Gateways read the requests they made, agent sessions the requests their calls made.',
     tag: 'approvals',
     tenancy: 'caller',
     gateways: true,
@@ -69,8 +89,16 @@ export class ApprovalsController {
     response: approvalView,
     example: { params: { id: '{approval}' } },
   })
-  async get(@Caller() caller: Principal, @Param() params: z.infer<typeof idParams>, @Query() query: z.infer<typeof waitQuery>): Promise<z.infer<typeof approvalView>> {
-    return this.view(query.wait ? await this.approvals.wait(caller, params.id, query.wait) : await this.approvals.get(caller, params.id));
+  async get(
+    @Caller() caller: Principal,
+    @Param() params: z.infer<typeof idParams>,
+    @Query() query: z.infer<typeof waitQuery>,
+  ): Promise<z.infer<typeof approvalView>> {
+    return this.view(
+      query.wait
+        ? await this.approvals.wait(caller, params.id, query.wait)
+        : await this.approvals.get(caller, params.id),
+    );
   }
 
   @Route({
@@ -84,7 +112,11 @@ export class ApprovalsController {
     response: approvalView,
     example: { params: { id: '{approval}' }, body: { reason: 'checked with the on-call' } },
   })
-  async approve(@Caller() caller: Principal, @Param() params: z.infer<typeof idParams>, @Body() body: z.infer<typeof decideBody>): Promise<z.infer<typeof approvalView>> {
+  async approve(
+    @Caller() caller: Principal,
+    @Param() params: z.infer<typeof idParams>,
+    @Body() body: z.infer<typeof decideBody>,
+  ): Promise<z.infer<typeof approvalView>> {
     return this.view(await this.approvals.decide(caller, params.id, 'approve', body.reason ?? null, body.channel));
   }
 
@@ -99,7 +131,11 @@ export class ApprovalsController {
     response: approvalView,
     example: { params: { id: '{approval}' }, body: { reason: 'not during the freeze' } },
   })
-  async deny(@Caller() caller: Principal, @Param() params: z.infer<typeof idParams>, @Body() body: z.infer<typeof decideBody>): Promise<z.infer<typeof approvalView>> {
+  async deny(
+    @Caller() caller: Principal,
+    @Param() params: z.infer<typeof idParams>,
+    @Body() body: z.infer<typeof decideBody>,
+  ): Promise<z.infer<typeof approvalView>> {
     return this.view(await this.approvals.decide(caller, params.id, 'deny', body.reason ?? null, body.channel));
   }
 
@@ -117,7 +153,11 @@ export class ApprovalsController {
     status: 202,
     example: { params: { id: '{approval}' }, body: { user: '{user}' } },
   })
-  sendLink(@Caller() caller: Principal, @Param() params: z.infer<typeof idParams>, @Body() body: z.infer<typeof linkBody>): Promise<z.infer<typeof linkView>> {
+  sendLink(
+    @Caller() caller: Principal,
+    @Param() params: z.infer<typeof idParams>,
+    @Body() body: z.infer<typeof linkBody>,
+  ): Promise<z.infer<typeof linkView>> {
     return this.approvals.sendLink(caller, params.id, body.user);
   }
 
@@ -131,7 +171,9 @@ export class ApprovalsController {
     params: wsParams,
     response: z.object({ version: z.number().int(), document: routingDocumentSchema }),
   })
-  getRouting(@TenantScope() scope: WorkspaceScope): Promise<{ version: number; document: z.infer<typeof routingDocumentSchema> }> {
+  getRouting(
+    @TenantScope() scope: WorkspaceScope,
+  ): Promise<{ version: number; document: z.infer<typeof routingDocumentSchema> }> {
     return this.approvals.routing(scope);
   }
 
@@ -140,7 +182,7 @@ export class ApprovalsController {
     path: '/v1/workspaces/:ws/approval-routes',
     summary: "Replace the workspace's approval routing",
     description:
-      'A policy rule with effect `approval` names a route (`approval_route`); without one `default_route` applies; without a document the workspace\'s owners, admins and approvers decide, one enough. Approvers: `{user}` (id or e-mail), `{role}`, `{group}` (the people listed under `groups`, and anyone whose identity-provider groups include its name), `{rotation}` (daily or weekly shifts with overrides).',
+      "A policy rule with effect `approval` names a route (`approval_route`); without one `default_route` applies; without a document the workspace's owners, admins and approvers decide, one enough. Approvers: `{user}` (id or e-mail), `{role}`, `{group}` (the people listed under `groups`, and anyone whose identity-provider groups include its name), `{rotation}` (daily or weekly shifts with overrides).",
     tag: 'approvals',
     permission: 'approval.routes',
     tenancy: 'workspace',
@@ -150,7 +192,11 @@ export class ApprovalsController {
     response: z.object({ version: z.number().int(), document: routingDocumentSchema }),
     example: { body: ROUTING_EXAMPLE },
   })
-  putRouting(@Caller() caller: Principal, @TenantScope() scope: WorkspaceScope, @Body() body: unknown): Promise<{ version: number; document: z.infer<typeof routingDocumentSchema> }> {
+  putRouting(
+    @Caller() caller: Principal,
+    @TenantScope() scope: WorkspaceScope,
+    @Body() body: unknown,
+  ): Promise<{ version: number; document: z.infer<typeof routingDocumentSchema> }> {
     return this.approvals.putRouting(caller, scope, body);
   }
 
@@ -165,13 +211,34 @@ export class ApprovalsController {
     body: gatewayRequestBody,
     response: approvalView,
     status: 201,
-    example: { body: { server: 'github', tool: 'merge_pull_request', arguments: { repo: 'payments', number: 42 }, session: 's-1', principal: 'alice@example.com' } },
+    example: {
+      body: {
+        server: 'github',
+        tool: 'merge_pull_request',
+        arguments: { repo: 'payments', number: 42 },
+        session: 's-1',
+        principal: 'alice@example.com',
+      },
+    },
   })
-  async gatewayRequest(@Caller() caller: Principal, @TenantScope() scope: WorkspaceScope, @Body() body: z.infer<typeof gatewayRequestBody>): Promise<z.infer<typeof approvalView>> {
+  async gatewayRequest(
+    @Caller() caller: Principal,
+    @TenantScope() scope: WorkspaceScope,
+    @Body() body: z.infer<typeof gatewayRequestBody>,
+  ): Promise<z.infer<typeof approvalView>> {
     const record = await this.approvals.request(
       scope,
       describePrincipal(caller),
-      { server: body.server, tool: body.tool, arguments: body.arguments, requester: body.principal, session: body.session ?? null, executionMode: 'local', roles: body.roles, groups: body.groups },
+      {
+        server: body.server,
+        tool: body.tool,
+        arguments: body.arguments,
+        requester: body.principal,
+        session: body.session ?? null,
+        executionMode: 'local',
+        roles: body.roles,
+        groups: body.groups,
+      },
       caller.id,
     );
     return this.view(record);
@@ -188,14 +255,34 @@ export class ApprovalsController {
     params: idParams,
     body: consumeBody,
     response: approvalView,
-    example: { params: { id: '{approval}' }, body: { server: 'github', tool: 'merge_pull_request', arguments: { repo: 'payments', number: 42 }, session: 's-1', principal: 'alice@example.com' } },
+    example: {
+      params: { id: '{approval}' },
+      body: {
+        server: 'github',
+        tool: 'merge_pull_request',
+        arguments: { repo: 'payments', number: 42 },
+        session: 's-1',
+        principal: 'alice@example.com',
+      },
+    },
   })
-  async gatewayConsume(@Caller() caller: Principal, @TenantScope() scope: WorkspaceScope, @Param() params: z.infer<typeof idParams>, @Body() body: z.infer<typeof consumeBody>): Promise<z.infer<typeof approvalView>> {
+  async gatewayConsume(
+    @Caller() caller: Principal,
+    @TenantScope() scope: WorkspaceScope,
+    @Param() params: z.infer<typeof idParams>,
+    @Body() body: z.infer<typeof consumeBody>,
+  ): Promise<z.infer<typeof approvalView>> {
     const record = await this.approvals.consume(
       scope,
       describePrincipal(caller),
       params.id,
-      { server: body.server, tool: body.tool, arguments: body.arguments, requester: body.principal, session: body.session ?? null },
+      {
+        server: body.server,
+        tool: body.tool,
+        arguments: body.arguments,
+        requester: body.principal,
+        session: body.session ?? null,
+      },
       // only the gateway that asked may use the approval, as only it may read it
       caller.id,
     );
@@ -206,7 +293,8 @@ export class ApprovalsController {
     method: 'POST',
     path: '/v1/gateway/approvals/:id/cancel',
     summary: 'Withdraw a pending request the gateway made (the call will not be made)',
-    description: 'Final like any decision: waiters learn `cancelled` at once; the request can no longer be approved or used.',
+    description:
+      'Final like any decision: waiters learn `cancelled` at once; the request can no longer be approved or used.',
     tag: 'gateway',
     tenancy: 'gateway',
     params: idParams,
@@ -214,7 +302,14 @@ export class ApprovalsController {
     response: approvalView,
     example: { params: { id: '{approval}' }, body: { reason: 'the developer stopped the agent' } },
   })
-  async gatewayCancel(@Caller() caller: Principal, @TenantScope() scope: WorkspaceScope, @Param() params: z.infer<typeof idParams>, @Body() body: z.infer<typeof cancelBody>): Promise<z.infer<typeof approvalView>> {
-    return this.view(await this.approvals.cancel(scope, describePrincipal(caller), params.id, caller.id, body.reason ?? null));
+  async gatewayCancel(
+    @Caller() caller: Principal,
+    @TenantScope() scope: WorkspaceScope,
+    @Param() params: z.infer<typeof idParams>,
+    @Body() body: z.infer<typeof cancelBody>,
+  ): Promise<z.infer<typeof approvalView>> {
+    return this.view(
+      await this.approvals.cancel(scope, describePrincipal(caller), params.id, caller.id, body.reason ?? null),
+    );
   }
 }

@@ -41,7 +41,18 @@ export interface ApprovalRecord {
   decisions: ApprovalDecisionRecord[];
 }
 
-export type NewApproval = Omit<ApprovalRecord, 'id' | 'organizationId' | 'workspaceId' | 'status' | 'createdAt' | 'decidedAt' | 'decisionReason' | 'consumedAt' | 'decisions'>;
+export type NewApproval = Omit<
+  ApprovalRecord,
+  | 'id'
+  | 'organizationId'
+  | 'workspaceId'
+  | 'status'
+  | 'createdAt'
+  | 'decidedAt'
+  | 'decisionReason'
+  | 'consumedAt'
+  | 'decisions'
+>;
 
 /** `token:<uuid>` or `user:<uuid>`, as describePrincipal writes `created_by` */
 const UUID_REF = /^(token|user):[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -74,22 +85,41 @@ export class ApprovalsRepository extends Repository {
 
   /** By id inside the caller's organisation (an approval id is all a reviewer has). */
   async get(scope: OrgScope, id: string, tx?: Transaction): Promise<ApprovalRecord | null> {
-    const row = await this.use(tx).approvalRequest.findFirst({ where: { organizationId: scope.organizationId, id }, include });
+    const row = await this.use(tx).approvalRequest.findFirst({
+      where: { organizationId: scope.organizationId, id },
+      include,
+    });
     return row ? toRecord(row) : null;
   }
 
   /** Locks the request until the transaction ends: votes on one request are counted one at a time. */
   async lock(tx: Transaction, scope: OrgScope, id: string): Promise<ApprovalRecord | null> {
-    const rows = await tx.$queryRaw<{ id: string }[]>`SELECT id FROM approval_requests WHERE id = ${id}::uuid AND organization_id = ${scope.organizationId}::uuid FOR UPDATE`;
+    const rows = await tx.$queryRaw<
+      { id: string }[]
+    >`SELECT id FROM approval_requests WHERE id = ${id}::uuid AND organization_id = ${scope.organizationId}::uuid FOR UPDATE`;
     return rows.length === 0 ? null : this.get(scope, id, tx);
   }
 
-  async addDecision(tx: Transaction, scope: OrgScope, id: string, vote: Omit<ApprovalDecisionRecord, 'createdAt'>): Promise<void> {
+  async addDecision(
+    tx: Transaction,
+    scope: OrgScope,
+    id: string,
+    vote: Omit<ApprovalDecisionRecord, 'createdAt'>,
+  ): Promise<void> {
     await tx.approvalDecision.create({ data: { approvalId: id, organizationId: scope.organizationId, ...vote } });
   }
 
-  async finish(tx: Transaction, scope: OrgScope, id: string, status: ApprovalStatus, reason: string | null): Promise<void> {
-    await tx.approvalRequest.updateMany({ where: { organizationId: scope.organizationId, id, status: 'pending' }, data: { status, decidedAt: this.clock.date(), decisionReason: reason } });
+  async finish(
+    tx: Transaction,
+    scope: OrgScope,
+    id: string,
+    status: ApprovalStatus,
+    reason: string | null,
+  ): Promise<void> {
+    await tx.approvalRequest.updateMany({
+      where: { organizationId: scope.organizationId, id, status: 'pending' },
+      data: { status, decidedAt: this.clock.date(), decisionReason: reason },
+    });
   }
 
   /**
@@ -100,7 +130,14 @@ export class ApprovalsRepository extends Repository {
     tx: Transaction,
     scope: WorkspaceScope,
     id: string,
-    call: { server: string; tool: string; argumentsDigest: string; requester: string; sessionId: string | null; gatewayId: string | null },
+    call: {
+      server: string;
+      tool: string;
+      argumentsDigest: string;
+      requester: string;
+      sessionId: string | null;
+      gatewayId: string | null;
+    },
   ): Promise<boolean> {
     const count = await tx.$executeRaw`
       UPDATE approval_requests SET consumed_at = now()
@@ -119,7 +156,14 @@ export class ApprovalsRepository extends Repository {
    */
   async findForCall(
     scope: WorkspaceScope,
-    call: { server: string; tool: string; argumentsDigest: string; requester: string; sessionId: string | null; gatewayId: string | null },
+    call: {
+      server: string;
+      tool: string;
+      argumentsDigest: string;
+      requester: string;
+      sessionId: string | null;
+      gatewayId: string | null;
+    },
   ): Promise<ApprovalRecord | null> {
     const row = await this.client.approvalRequest.findFirst({
       where: {
@@ -141,7 +185,11 @@ export class ApprovalsRepository extends Repository {
   }
 
   /** Newest first, the id breaking ties. */
-  async list(scope: WorkspaceScope, filter: { status?: ApprovalStatus }, page: Keyset<{ createdAt: Date; id: string }>): Promise<ApprovalRecord[]> {
+  async list(
+    scope: WorkspaceScope,
+    filter: { status?: ApprovalStatus },
+    page: Keyset<{ createdAt: Date; id: string }>,
+  ): Promise<ApprovalRecord[]> {
     const status: Prisma.ApprovalRequestWhereInput =
       filter.status === 'pending'
         ? { status: 'pending', expiresAt: { gt: this.clock.date() } }
@@ -154,7 +202,14 @@ export class ApprovalsRepository extends Repository {
       where: {
         organizationId: scope.organizationId,
         workspaceId: scope.workspaceId,
-        AND: [status, keysetAfter<Prisma.ApprovalRequestWhereInput>(['createdAt', 'id'], 'desc', page.after && [page.after.createdAt, page.after.id])],
+        AND: [
+          status,
+          keysetAfter<Prisma.ApprovalRequestWhereInput>(
+            ['createdAt', 'id'],
+            'desc',
+            page.after && [page.after.createdAt, page.after.id],
+          ),
+        ],
       },
       orderBy: keysetOrder<Prisma.ApprovalRequestOrderByWithRelationInput>(['createdAt', 'id'], 'desc'),
       take: page.take,
@@ -164,25 +219,49 @@ export class ApprovalsRepository extends Repository {
   }
 
   /** Pending requests past their expiry, across tenants (system work), locked for the expiring transaction. */
-  async lockExpired(tx: Transaction, _system: SystemScope, limit: number): Promise<{ id: string; organizationId: string; workspaceId: string }[]> {
+  async lockExpired(
+    tx: Transaction,
+    _system: SystemScope,
+    limit: number,
+  ): Promise<{ id: string; organizationId: string; workspaceId: string }[]> {
     const rows = await tx.$queryRaw<{ id: string; organization_id: string; workspace_id: string }[]>`
       SELECT id, organization_id, workspace_id FROM approval_requests
       WHERE status = 'pending' AND expires_at <= ${this.clock.date().toISOString()}::timestamptz ORDER BY expires_at LIMIT ${limit} FOR UPDATE SKIP LOCKED`;
     return rows.map((r) => ({ id: r.id, organizationId: r.organization_id, workspaceId: r.workspace_id }));
   }
 
-  async routing(scope: WorkspaceScope): Promise<{ document: RoutingDocument; version: number; updatedBy: string | null; updatedAt: Date } | null> {
-    const row = await this.client.approvalRouting.findFirst({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId } });
-    return row ? { document: row.document as unknown as RoutingDocument, version: row.version, updatedBy: row.updatedBy, updatedAt: row.updatedAt } : null;
+  async routing(
+    scope: WorkspaceScope,
+  ): Promise<{ document: RoutingDocument; version: number; updatedBy: string | null; updatedAt: Date } | null> {
+    const row = await this.client.approvalRouting.findFirst({
+      where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId },
+    });
+    return row
+      ? {
+          document: row.document as unknown as RoutingDocument,
+          version: row.version,
+          updatedBy: row.updatedBy,
+          updatedAt: row.updatedAt,
+        }
+      : null;
   }
 
   async putRouting(scope: WorkspaceScope, document: RoutingDocument, actor: string, tx: Transaction): Promise<number> {
-    const existing = await tx.approvalRouting.findFirst({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId }, select: { version: true } });
+    const existing = await tx.approvalRouting.findFirst({
+      where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId },
+      select: { version: true },
+    });
     const version = (existing?.version ?? 0) + 1;
     const json = document as unknown as Prisma.InputJsonValue;
     await tx.approvalRouting.upsert({
       where: { workspaceId: scope.workspaceId },
-      create: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, document: json, version, updatedBy: actor },
+      create: {
+        organizationId: scope.organizationId,
+        workspaceId: scope.workspaceId,
+        document: json,
+        version,
+        updatedBy: actor,
+      },
       update: { document: json, version, updatedBy: actor, updatedAt: this.clock.date() },
     });
     return version;
@@ -193,7 +272,10 @@ export class ApprovalsRepository extends Repository {
     const ids = people.filter((p) => /^[0-9a-f-]{36}$/i.test(p));
     const emails = people.filter((p) => p.includes('@')).map((p) => p.toLowerCase());
     return this.client.user.findMany({
-      where: { organizationId: scope.organizationId, OR: [{ id: { in: ids } }, { email: { in: emails, mode: 'insensitive' } }] },
+      where: {
+        organizationId: scope.organizationId,
+        OR: [{ id: { in: ids } }, { email: { in: emails, mode: 'insensitive' } }],
+      },
       select: { id: true, email: true },
     });
   }
@@ -207,13 +289,19 @@ export class ApprovalsRepository extends Repository {
    * creators (a few hops at most) to a user or a root token. `chain` holds
    * every ref passed, the first included; `user` is where it ends, if a user.
    */
-  async personOf(scope: OrgScope, ref: string): Promise<{ chain: string[]; user: { id: string; email: string | null } | null }> {
+  async personOf(
+    scope: OrgScope,
+    ref: string,
+  ): Promise<{ chain: string[]; user: { id: string; email: string | null } | null }> {
     const chain: string[] = [];
     let current: string | null = ref;
     for (let hop = 0; hop < 6 && current !== null && UUID_REF.test(current) && !chain.includes(current); hop++) {
       chain.push(current);
       if (!current.startsWith('token:')) break;
-      const row: { createdBy: string | null } | null = await this.client.apiToken.findFirst({ where: { organizationId: scope.organizationId, id: current.slice(6) }, select: { createdBy: true } });
+      const row: { createdBy: string | null } | null = await this.client.apiToken.findFirst({
+        where: { organizationId: scope.organizationId, id: current.slice(6) },
+        select: { createdBy: true },
+      });
       current = row?.createdBy ?? null;
     }
     const last = chain.at(-1);
@@ -221,8 +309,14 @@ export class ApprovalsRepository extends Repository {
     return { chain, user };
   }
 
-  async user(scope: OrgScope, id: string): Promise<{ id: string; email: string | null; name: string | null; idpGroups: string[] } | null> {
-    return this.client.user.findFirst({ where: { organizationId: scope.organizationId, id }, select: { id: true, email: true, name: true, idpGroups: true } });
+  async user(
+    scope: OrgScope,
+    id: string,
+  ): Promise<{ id: string; email: string | null; name: string | null; idpGroups: string[] } | null> {
+    return this.client.user.findFirst({
+      where: { organizationId: scope.organizationId, id },
+      select: { id: true, email: true, name: true, idpGroups: true },
+    });
   }
 
   /**
@@ -230,34 +324,76 @@ export class ApprovalsRepository extends Repository {
    * that organisation's sign-in. The id itself is what the reviewer was sent.
    */
   async organizationOf(_system: SystemScope, id: string): Promise<{ id: string; slug: string } | null> {
-    const row = await this.client.approvalRequest.findFirst({ where: { id }, select: { workspace: { select: { organization: { select: { id: true, slug: true } } } } } });
+    const row = await this.client.approvalRequest.findFirst({
+      where: { id },
+      select: { workspace: { select: { organization: { select: { id: true, slug: true } } } } },
+    });
     return row?.workspace.organization ?? null;
   }
 
   async workspace(scope: OrgScope, id: string): Promise<{ id: string; slug: string } | null> {
-    return this.client.workspace.findFirst({ where: { organizationId: scope.organizationId, id }, select: { id: true, slug: true } });
+    return this.client.workspace.findFirst({
+      where: { organizationId: scope.organizationId, id },
+      select: { id: true, slug: true },
+    });
   }
 
   /** The roles a user holds in the workspace: a membership, or an organisation role that spans workspaces. */
   async workspaceRoles(scope: WorkspaceScope, userId: string, tx?: Transaction): Promise<string[]> {
     // one after the other: inside a transaction they share one connection anyway
-    const membership = await this.use(tx).membership.findFirst({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, userId }, select: { role: true } });
-    const user = await this.use(tx).user.findFirst({ where: { organizationId: scope.organizationId, id: userId }, select: { role: true } });
-    return [membership?.role, user && ['owner', 'admin', 'auditor'].includes(user.role) ? user.role : undefined].filter((r): r is NonNullable<typeof r> => r !== undefined);
+    const membership = await this.use(tx).membership.findFirst({
+      where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, userId },
+      select: { role: true },
+    });
+    const user = await this.use(tx).user.findFirst({
+      where: { organizationId: scope.organizationId, id: userId },
+      select: { role: true },
+    });
+    return [membership?.role, user && ['owner', 'admin', 'auditor'].includes(user.role) ? user.role : undefined].filter(
+      (r): r is NonNullable<typeof r> => r !== undefined,
+    );
   }
 
-  async createLink(tx: Transaction, scope: OrgScope, link: { tokenHash: string; approvalId: string; userId: string; expiresAt: Date }): Promise<void> {
+  async createLink(
+    tx: Transaction,
+    scope: OrgScope,
+    link: { tokenHash: string; approvalId: string; userId: string; expiresAt: Date },
+  ): Promise<void> {
     await tx.approvalLink.create({ data: { ...link, organizationId: scope.organizationId } });
   }
 
   /** A one-time link, found by its hash (the link is the credential: it names its organisation). */
-  findLink(_system: SystemScope, tokenHash: string): Promise<{ approvalId: string; organizationId: string; userId: string; expiresAt: Date; usedAt: Date | null } | null> {
-    return this.client.approvalLink.findUnique({ where: { tokenHash }, select: { approvalId: true, organizationId: true, userId: true, expiresAt: true, usedAt: true } });
+  findLink(
+    _system: SystemScope,
+    tokenHash: string,
+  ): Promise<{
+    approvalId: string;
+    organizationId: string;
+    userId: string;
+    expiresAt: Date;
+    usedAt: Date | null;
+  } | null> {
+    return this.client.approvalLink.findUnique({
+      where: { tokenHash },
+      select: { approvalId: true, organizationId: true, userId: true, expiresAt: true, usedAt: true },
+    });
   }
 
   /** Spends a link; false if it was spent already (two tabs, a replay). */
   async useLink(tx: Transaction, scope: OrgScope, tokenHash: string): Promise<boolean> {
-    return (await tx.approvalLink.updateMany({ where: { organizationId: scope.organizationId, tokenHash, usedAt: null, expiresAt: { gt: this.clock.date() } }, data: { usedAt: this.clock.date() } })).count === 1;
+    return (
+      (
+        await tx.approvalLink.updateMany({
+          where: {
+            organizationId: scope.organizationId,
+            tokenHash,
+            usedAt: null,
+            expiresAt: { gt: this.clock.date() },
+          },
+          data: { usedAt: this.clock.date() },
+        })
+      ).count === 1
+    );
   }
 }
 
@@ -286,6 +422,12 @@ function toRecord(row: Row): ApprovalRecord {
     decidedAt: row.decidedAt,
     decisionReason: row.decisionReason,
     consumedAt: row.consumedAt,
-    decisions: row.decisions.map((d) => ({ approver: d.approver, decision: d.decision as 'approve' | 'deny', reason: d.reason, via: d.via, createdAt: d.createdAt })),
+    decisions: row.decisions.map((d) => ({
+      approver: d.approver,
+      decision: d.decision as 'approve' | 'deny',
+      reason: d.reason,
+      via: d.via,
+      createdAt: d.createdAt,
+    })),
   };
 }

@@ -15,14 +15,26 @@ export const approvalView = z.object({
   session: z.string().nullable(),
   server: z.string(),
   tool: z.string(),
-  arguments: z.record(z.string(), z.unknown()).describe("the exact arguments, credential-like values and the policy's `redact` paths shown as [redacted]"),
-  arguments_digest: z.string().describe('sha256 of the canonical (RFC 8785) full arguments: the approval lets only these through'),
+  arguments: z
+    .record(z.string(), z.unknown())
+    .describe("the exact arguments, credential-like values and the policy's `redact` paths shown as [redacted]"),
+  arguments_digest: z
+    .string()
+    .describe('sha256 of the canonical (RFC 8785) full arguments: the approval lets only these through'),
   execution_mode: z.string(),
   policy_version: z.number().int(),
   rules: z.array(z.string()).describe('the policy rules that asked for approval'),
   route: z.string(),
   quorum: z.number().int(),
-  decisions: z.array(z.object({ approver: z.string(), decision: z.enum(['approve', 'deny']), reason: z.string().nullable(), via: z.string(), at: z.string() })),
+  decisions: z.array(
+    z.object({
+      approver: z.string(),
+      decision: z.enum(['approve', 'deny']),
+      reason: z.string().nullable(),
+      via: z.string(),
+      at: z.string(),
+    }),
+  ),
   expires_at: z.string(),
   created_at: z.string(),
   decided_at: z.string().nullable(),
@@ -48,7 +60,13 @@ export function toView(record: ApprovalRecord, reviewUrl: string): z.infer<typeo
     rules: record.rules,
     route: record.route,
     quorum: record.quorum,
-    decisions: record.decisions.map((d) => ({ approver: d.approver, decision: d.decision, reason: d.reason, via: d.via, at: d.createdAt.toISOString() })),
+    decisions: record.decisions.map((d) => ({
+      approver: d.approver,
+      decision: d.decision,
+      reason: d.reason,
+      via: d.via,
+      at: d.createdAt.toISOString(),
+    })),
     expires_at: record.expiresAt.toISOString(),
     created_at: record.createdAt.toISOString(),
     decided_at: record.decidedAt?.toISOString() ?? null,
@@ -64,7 +82,9 @@ export const listQuery = pageQuery().extend({
     .datetime({ offset: true })
     .optional()
     .meta({ deprecated: true })
-    .describe(`requests created before this instant; deprecated (use \`cursor\`: requests created in the same millisecond are not told apart), removed in ${LEGACY_REMOVAL}`),
+    .describe(
+      `requests created before this instant; deprecated (use \`cursor\`: requests created in the same millisecond are not told apart), removed in ${LEGACY_REMOVAL}`,
+    ),
 });
 
 export const waitQuery = z.object({
@@ -88,7 +108,11 @@ const callFields = {
   tool: z.string().min(1).max(256),
   arguments: z.record(z.string(), z.unknown()).optional(),
   session: z.string().min(1).max(256).optional(),
-  principal: z.string().min(1).max(320).describe('on whose behalf the call runs: the signed-in developer (`user:<id>` or e-mail)'),
+  principal: z
+    .string()
+    .min(1)
+    .max(320)
+    .describe('on whose behalf the call runs: the signed-in developer (`user:<id>` or e-mail)'),
 };
 
 export const gatewayRequestBody = z.object({
@@ -100,8 +124,14 @@ export const gatewayRequestBody = z.object({
 export const consumeBody = z.object(callFields);
 
 export const linkQuery = z.object({ link: z.string().min(1).max(200) });
-export const linkDecisionBody = z.object({ link: z.string().min(1).max(200), decision: z.enum(['approve', 'deny']), reason: z.string().max(2000).optional() });
+export const linkDecisionBody = z.object({
+  link: z.string().min(1).max(200),
+  decision: z.enum(['approve', 'deny']),
+  reason: z.string().max(2000).optional(),
+});
 
-export const sessionDecisionBody = z.object({ decision: z.enum(['approve', 'deny']), reason: z.string().max(2000).optional() }).strict();
+export const sessionDecisionBody = z
+  .object({ decision: z.enum(['approve', 'deny']), reason: z.string().max(2000).optional() })
+  .strict();
 
 export const cancelBody = z.object({ reason: z.string().max(2000).optional() });

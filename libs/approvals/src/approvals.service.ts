@@ -1,18 +1,49 @@
 import { randomBytes } from 'node:crypto';
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
-import { AccessService, describePrincipal, hashToken, OidcSignIn, OrgScope, Principal, roleIn, WorkspaceScope } from '@aileron/auth';
+import {
+  AccessService,
+  describePrincipal,
+  hashToken,
+  OidcSignIn,
+  OrgScope,
+  Principal,
+  roleIn,
+  WorkspaceScope,
+} from '@aileron/auth';
 import { SystemScopes } from '@aileron/auth/scope-issuer';
 import { MESSAGE_BUS, MessageBus, Wakeups } from '@aileron/bus';
 import { Clock } from '@aileron/clock';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { databaseUnavailableReason, DatabaseService, Keyset, Transaction } from '@aileron/database';
-import { DomainError, ErrorCodeWithStatus, fieldIssues, fieldPath, NotFoundError, ValidationError } from '@aileron/errors';
+import {
+  DomainError,
+  ErrorCodeWithStatus,
+  fieldIssues,
+  fieldPath,
+  NotFoundError,
+  ValidationError,
+} from '@aileron/errors';
 import { OutboxService, PublicEvent } from '@aileron/outbox';
 import { PolicyService } from '@aileron/policy';
 import { PeriodicTask } from '@aileron/schedule';
 import { WebhooksService } from '@aileron/webhooks';
-import { argumentsDigest, FINAL, identitiesOf, personIdentities, redactArguments, samePerson, tally } from './domain/approval';
-import { Candidate, checkRouting, isApprover, resolveRoute, RoutingDocument, routingDocumentSchema } from './domain/routing';
+import {
+  argumentsDigest,
+  FINAL,
+  identitiesOf,
+  personIdentities,
+  redactArguments,
+  samePerson,
+  tally,
+} from './domain/approval';
+import {
+  Candidate,
+  checkRouting,
+  isApprover,
+  resolveRoute,
+  RoutingDocument,
+  routingDocumentSchema,
+} from './domain/routing';
 import { ApprovalRecord, ApprovalsRepository } from './approvals.repository';
 
 const DECIDED = 'approvals.decided';
@@ -108,7 +139,13 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
   ) {
     webhooks.addNotification(LINK_NOTIFICATION, (event) => this.completeLink(event));
     this.waiting = new Wakeups(bus, DECIDED, (message) => (message as { id?: unknown } | null)?.id);
-    this.expiry = new PeriodicTask({ name: 'approval expiry sweep', everyMs: SWEEP_MS, run: () => this.expireDue(), logger: this.logger, clock });
+    this.expiry = new PeriodicTask({
+      name: 'approval expiry sweep',
+      everyMs: SWEEP_MS,
+      run: () => this.expireDue(),
+      logger: this.logger,
+      clock,
+    });
   }
 
   onApplicationBootstrap(): void {
@@ -132,18 +169,35 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
   }
 
   /** A request for a call the policy says needs approval (a gateway's local call, or the pool's remote one). */
-  async request(scope: WorkspaceScope, requestedBy: string, call: ApprovalCall, gatewayId: string | null): Promise<ApprovalRecord> {
+  async request(
+    scope: WorkspaceScope,
+    requestedBy: string,
+    call: ApprovalCall,
+    gatewayId: string | null,
+  ): Promise<ApprovalRecord> {
     const decision = await this.policies.evaluate(scope, {
       server: call.server,
       tool: call.tool,
       arguments: call.arguments ?? {},
       execution_mode: call.executionMode,
-      principal: { user: call.requester, roles: call.roles ?? [], groups: call.groups ?? [], ...(call.session ? { session: call.session } : {}) },
+      principal: {
+        user: call.requester,
+        roles: call.roles ?? [],
+        groups: call.groups ?? [],
+        ...(call.session ? { session: call.session } : {}),
+      },
     });
     if (decision.decision !== 'approval') {
-      throw new ApprovalError('APPROVAL_NOT_REQUIRED', `The policy (version ${decision.policy_version}) decides "${decision.decision}" for this call, not "approval"`);
+      throw new ApprovalError(
+        'APPROVAL_NOT_REQUIRED',
+        `The policy (version ${decision.policy_version}) decides "${decision.decision}" for this call, not "approval"`,
+      );
     }
-    return this.create(scope, requestedBy, call, gatewayId, { policyVersion: decision.policy_version, rules: decision.rules, route: decision.approval_route });
+    return this.create(scope, requestedBy, call, gatewayId, {
+      policyVersion: decision.policy_version,
+      rules: decision.rules,
+      route: decision.approval_route,
+    });
   }
 
   /**
@@ -151,7 +205,13 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
    * rule that says `prompt` for one exact command. It is routed and decided
    * like any other; `rules` names what asked.
    */
-  async requestForRule(scope: WorkspaceScope, requestedBy: string, call: ApprovalCall, gatewayId: string | null, rules: string[]): Promise<ApprovalRecord> {
+  async requestForRule(
+    scope: WorkspaceScope,
+    requestedBy: string,
+    call: ApprovalCall,
+    gatewayId: string | null,
+    rules: string[],
+  ): Promise<ApprovalRecord> {
     const current = await this.policies.current(scope);
     return this.create(scope, requestedBy, call, gatewayId, { policyVersion: current.version, rules, route: null });
   }
@@ -220,9 +280,15 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
     const record = await this.repository.get(SystemScopes.organization(caller.organizationId), id);
     if (!record) throw new NotFoundError('approval', id, 'APPROVAL_NOT_FOUND');
     // an agent session follows the approvals its own calls asked for, nothing else
-    if (caller.agentSession && record.agentSessionId !== caller.agentSession.id) throw new NotFoundError('approval', id, 'APPROVAL_NOT_FOUND');
-    await this.access.workspaceById(caller, record.workspaceId, 'approval.read', { kind: 'approval', id, code: 'APPROVAL_NOT_FOUND' });
-    if (!caller.agentSession && caller.gateway && record.gatewayId !== caller.id) throw new NotFoundError('approval', id, 'APPROVAL_NOT_FOUND');
+    if (caller.agentSession && record.agentSessionId !== caller.agentSession.id)
+      throw new NotFoundError('approval', id, 'APPROVAL_NOT_FOUND');
+    await this.access.workspaceById(caller, record.workspaceId, 'approval.read', {
+      kind: 'approval',
+      id,
+      code: 'APPROVAL_NOT_FOUND',
+    });
+    if (!caller.agentSession && caller.gateway && record.gatewayId !== caller.id)
+      throw new NotFoundError('approval', id, 'APPROVAL_NOT_FOUND');
     return effective(record, this.clock.date());
   }
 
@@ -258,7 +324,9 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
         current = await this.wait(caller, current.id, seconds);
       } catch (error) {
         if (!databaseUnavailableReason(error)) throw error;
-        wait.progress?.(`Waiting for approval ${current.id}: the control plane's database cannot be reached right now; still waiting`);
+        wait.progress?.(
+          `Waiting for approval ${current.id}: the control plane's database cannot be reached right now; still waiting`,
+        );
         // the client going away ends the pause (and the loop) at once
         await this.clock.sleep(Math.min(DATABASE_RETRY_MS, Math.max(0, wait.deadline - this.clock.now())), wait.signal);
       }
@@ -282,7 +350,10 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
   ): Promise<CallApproval> {
     const { exact, gatewayId } = call;
     const asked = (await this.forCall(scope, exact, gatewayId)) ?? (await ask());
-    const request = await this.awaitDecision(caller, asked, { ...wait, deadline: this.clock.now() + this.config.pool.approvalWaitSeconds * 1000 });
+    const request = await this.awaitDecision(caller, asked, {
+      ...wait,
+      deadline: this.clock.now() + this.config.pool.approvalWaitSeconds * 1000,
+    });
     if (request.status === 'approved') {
       try {
         await this.consume(scope, exact.requester, request.id, exact, gatewayId);
@@ -297,18 +368,32 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
     return { outcome: 'refused', request };
   }
 
-  async list(scope: WorkspaceScope, filter: { status?: ApprovalRecord['status'] }, page: Keyset<{ createdAt: Date; id: string }>): Promise<ApprovalRecord[]> {
+  async list(
+    scope: WorkspaceScope,
+    filter: { status?: ApprovalRecord['status'] },
+    page: Keyset<{ createdAt: Date; id: string }>,
+  ): Promise<ApprovalRecord[]> {
     const now = this.clock.date();
     return (await this.repository.list(scope, filter, page)).map((record) => effective(record, now));
   }
 
   /** A vote by a signed-in approver (REST, CLI, the review page). */
-  async decide(caller: Principal, id: string, decision: 'approve' | 'deny', reason: string | null, via: Channel): Promise<ApprovalRecord> {
+  async decide(
+    caller: Principal,
+    id: string,
+    decision: 'approve' | 'deny',
+    reason: string | null,
+    via: Channel,
+  ): Promise<ApprovalRecord> {
     if (caller.gateway) throw new ApprovalError('NOT_AN_APPROVER', 'A gateway cannot decide approvals');
     const organization = SystemScopes.organization(caller.organizationId);
     const found = await this.repository.get(organization, id);
     if (!found) throw new NotFoundError('approval', id, 'APPROVAL_NOT_FOUND');
-    const scope = await this.access.workspaceById(caller, found.workspaceId, 'approval.decide', { kind: 'approval', id, code: 'APPROVAL_NOT_FOUND' });
+    const scope = await this.access.workspaceById(caller, found.workspaceId, 'approval.decide', {
+      kind: 'approval',
+      id,
+      code: 'APPROVAL_NOT_FOUND',
+    });
     const user = caller.kind === 'user' ? await this.repository.user(organization, caller.id) : null;
     // a token acts for whoever made it: nobody approves their own request with a token they minted
     const identities = await this.personIdentities(organization, describePrincipal(caller));
@@ -316,7 +401,12 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
       approver: describePrincipal(caller),
       identities,
       // the IdP groups of the credential itself (an IdP JWT) come first; else those of the user's last sign-in
-      candidate: { userId: user?.id ?? null, email: user?.email ?? null, role: roleIn(caller, found.workspaceId), idpGroups: caller.idpGroups ?? user?.idpGroups ?? [] },
+      candidate: {
+        userId: user?.id ?? null,
+        email: user?.email ?? null,
+        role: roleIn(caller, found.workspaceId),
+        idpGroups: caller.idpGroups ?? user?.idpGroups ?? [],
+      },
       decision,
       reason,
       via,
@@ -324,15 +414,25 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
   }
 
   /** A vote through a one-time link: the link names the approver; it works once. */
-  async decideWithLink(link: string, id: string, decision: 'approve' | 'deny', reason: string | null): Promise<ApprovalRecord> {
+  async decideWithLink(
+    link: string,
+    id: string,
+    decision: 'approve' | 'deny',
+    reason: string | null,
+  ): Promise<ApprovalRecord> {
     const found = link.startsWith(LINK_PREFIX) ? await this.repository.findLink(REVIEW_LINKS, hashToken(link)) : null;
-    if (!found || found.approvalId !== id) throw new ApprovalError('LINK_INVALID', 'This link is not valid for this approval');
+    if (!found || found.approvalId !== id)
+      throw new ApprovalError('LINK_INVALID', 'This link is not valid for this approval');
     if (found.usedAt) throw new ApprovalError('LINK_USED', 'This link has been used already; each link decides once');
     if (found.expiresAt <= this.clock.date()) throw new ApprovalError('LINK_EXPIRED', 'This link has expired');
     const organization = SystemScopes.organization(found.organizationId);
-    const [record, user] = await Promise.all([this.repository.get(organization, id), this.repository.user(organization, found.userId)]);
+    const [record, user] = await Promise.all([
+      this.repository.get(organization, id),
+      this.repository.user(organization, found.userId),
+    ]);
     const workspace = record && (await this.repository.workspace(organization, record.workspaceId));
-    if (!record || !user || !workspace) throw new ApprovalError('LINK_INVALID', 'This link is not valid for this approval');
+    if (!record || !user || !workspace)
+      throw new ApprovalError('LINK_INVALID', 'This link is not valid for this approval');
     const scope = SystemScopes.workspace(found.organizationId, workspace, 'member');
     return this.vote(
       scope,
@@ -352,7 +452,8 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
   /** What a link-holder may see before deciding: the request, if the link is good. */
   async viewWithLink(link: string, id: string): Promise<ApprovalRecord> {
     const found = link.startsWith(LINK_PREFIX) ? await this.repository.findLink(REVIEW_LINKS, hashToken(link)) : null;
-    if (!found || found.approvalId !== id) throw new ApprovalError('LINK_INVALID', 'This link is not valid for this approval');
+    if (!found || found.approvalId !== id)
+      throw new ApprovalError('LINK_INVALID', 'This link is not valid for this approval');
     const record = await this.repository.get(SystemScopes.organization(found.organizationId), id);
     if (!record) throw new NotFoundError('approval', id, 'APPROVAL_NOT_FOUND');
     return effective(record, this.clock.date());
@@ -364,23 +465,45 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
    * to them directly). The caller never sees the link: whoever could read it
    * could decide as that approver, and with a quorum as several.
    */
-  async sendLink(caller: Principal, id: string, userId: string): Promise<{ user: string; expires_at: string; channels: number }> {
+  async sendLink(
+    caller: Principal,
+    id: string,
+    userId: string,
+  ): Promise<{ user: string; expires_at: string; channels: number }> {
     const organization = SystemScopes.organization(caller.organizationId);
     const record = await this.repository.get(organization, id);
     if (!record) throw new NotFoundError('approval', id, 'APPROVAL_NOT_FOUND');
-    const scope = await this.access.workspaceById(caller, record.workspaceId, 'approval.routes', { kind: 'approval', id, code: 'APPROVAL_NOT_FOUND' });
+    const scope = await this.access.workspaceById(caller, record.workspaceId, 'approval.routes', {
+      kind: 'approval',
+      id,
+      code: 'APPROVAL_NOT_FOUND',
+    });
     const user = await this.repository.user(organization, userId);
     if (!user) throw new ValidationError([{ path: 'body.user', message: 'is not a user of this organisation' }]);
     const current = effective(record, this.clock.date());
-    if (current.status !== 'pending') throw new ApprovalError('APPROVAL_ALREADY_DECIDED', `This request is already ${current.status}; decisions are final`);
+    if (current.status !== 'pending')
+      throw new ApprovalError(
+        'APPROVAL_ALREADY_DECIDED',
+        `This request is already ${current.status}; decisions are final`,
+      );
     const routing = await this.repository.routing(scope);
     const { route } = resolveRoute(routing?.document ?? null, record.route);
-    if (!isApprover(routing?.document ?? null, route, { userId: user.id, email: user.email, role: null, idpGroups: user.idpGroups }, this.clock.date()) && !(await this.hasApproverRole(scope, user.id, route))) {
+    if (
+      !isApprover(
+        routing?.document ?? null,
+        route,
+        { userId: user.id, email: user.email, role: null, idpGroups: user.idpGroups },
+        this.clock.date(),
+      ) &&
+      !(await this.hasApproverRole(scope, user.id, route))
+    ) {
       throw new ApprovalError('NOT_AN_APPROVER', `User ${user.id} is not an approver of route "${record.route}"`);
     }
     const channels = await this.webhooks.notificationChannels(organization, record.workspaceId, LINK_NOTIFICATION);
     if (channels === 0) {
-      throw new ApprovalError('LINK_CHANNEL_MISSING', `No webhook endpoint delivers "${LINK_NOTIFICATION}" for this workspace: add one (POST /v1/webhooks with events ["${LINK_NOTIFICATION}"], format json) that passes links on to the people they name`,
+      throw new ApprovalError(
+        'LINK_CHANNEL_MISSING',
+        `No webhook endpoint delivers "${LINK_NOTIFICATION}" for this workspace: add one (POST /v1/webhooks with events ["${LINK_NOTIFICATION}"], format json) that passes links on to the people they name`,
       );
     }
     const actor = describePrincipal(caller);
@@ -413,7 +536,14 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
     const record = await this.repository.get(organization, approvalId);
     if (!record || effective(record, this.clock.date()).status !== 'pending') return null;
     const token = `${LINK_PREFIX}${randomBytes(32).toString('base64url')}`;
-    await this.db.transaction((tx) => this.repository.createLink(tx, organization, { tokenHash: hashToken(token), approvalId, userId, expiresAt: record.expiresAt }));
+    await this.db.transaction((tx) =>
+      this.repository.createLink(tx, organization, {
+        tokenHash: hashToken(token),
+        approvalId,
+        userId,
+        expiresAt: record.expiresAt,
+      }),
+    );
     return { ...event.data, url: `${this.reviewUrl(approvalId)}?link=${token}` };
   }
 
@@ -423,27 +553,55 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
    * expiry is refused with the reason. `gatewayId` is the gateway using it
    * (null for the pool): only whoever asked may use it, as only they may read it.
    */
-  async consume(scope: WorkspaceScope, consumer: string, id: string, call: Omit<ApprovalCall, 'executionMode' | 'roles' | 'groups'>, gatewayId: string | null): Promise<ApprovalRecord> {
+  async consume(
+    scope: WorkspaceScope,
+    consumer: string,
+    id: string,
+    call: Omit<ApprovalCall, 'executionMode' | 'roles' | 'groups'>,
+    gatewayId: string | null,
+  ): Promise<ApprovalRecord> {
     const digest = argumentsDigest(call.arguments);
     const used = await this.db.transaction(async (tx) => {
-      const ok = await this.repository.consume(tx, scope, id, { server: call.server, tool: call.tool, argumentsDigest: digest, requester: call.requester, sessionId: call.session ?? null, gatewayId });
+      const ok = await this.repository.consume(tx, scope, id, {
+        server: call.server,
+        tool: call.tool,
+        argumentsDigest: digest,
+        requester: call.requester,
+        sessionId: call.session ?? null,
+        gatewayId,
+      });
       if (!ok) return false;
       await this.outbox.record(tx, {
         topic: 'approval.consumed',
         organizationId: scope.organizationId,
         workspaceId: scope.workspaceId,
-        payload: { workspace: scope.workspaceSlug, session: call.session ?? null, approval_id: id, server: call.server, tool: call.tool, actor: consumer },
+        payload: {
+          workspace: scope.workspaceSlug,
+          session: call.session ?? null,
+          approval_id: id,
+          server: call.server,
+          tool: call.tool,
+          actor: consumer,
+        },
       });
       return true;
     });
     const record = await this.repository.get(scope, id);
-    if (!record || record.workspaceId !== scope.workspaceId || record.gatewayId !== gatewayId) throw new NotFoundError('approval', id, 'APPROVAL_NOT_FOUND');
+    if (!record || record.workspaceId !== scope.workspaceId || record.gatewayId !== gatewayId)
+      throw new NotFoundError('approval', id, 'APPROVAL_NOT_FOUND');
     if (used) return record;
-    throw new ApprovalError('APPROVAL_NOT_USABLE', whyNotUsable(effective(record, this.clock.date()), { ...call, digest }, this.clock.date()));
+    throw new ApprovalError(
+      'APPROVAL_NOT_USABLE',
+      whyNotUsable(effective(record, this.clock.date()), { ...call, digest }, this.clock.date()),
+    );
   }
 
   /** An approved-and-unused or pending request for exactly this call, if there is one (the pool's retries). */
-  async forCall(scope: WorkspaceScope, call: Omit<ApprovalCall, 'executionMode' | 'roles' | 'groups'>, gatewayId: string | null): Promise<ApprovalRecord | null> {
+  async forCall(
+    scope: WorkspaceScope,
+    call: Omit<ApprovalCall, 'executionMode' | 'roles' | 'groups'>,
+    gatewayId: string | null,
+  ): Promise<ApprovalRecord | null> {
     const found = await this.repository.findForCall(scope, {
       server: call.server,
       tool: call.tool,
@@ -456,19 +614,37 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
   }
 
   /** Whoever asked may withdraw a request still pending (the developer gave up on the call). */
-  async cancel(scope: WorkspaceScope, canceller: string, id: string, gatewayId: string | null, reason: string | null): Promise<ApprovalRecord> {
+  async cancel(
+    scope: WorkspaceScope,
+    canceller: string,
+    id: string,
+    gatewayId: string | null,
+    reason: string | null,
+  ): Promise<ApprovalRecord> {
     await this.db.transaction(async (tx) => {
       const record = await this.repository.lock(tx, scope, id);
-      if (!record || record.workspaceId !== scope.workspaceId || record.gatewayId !== gatewayId) throw new NotFoundError('approval', id, 'APPROVAL_NOT_FOUND');
+      if (!record || record.workspaceId !== scope.workspaceId || record.gatewayId !== gatewayId)
+        throw new NotFoundError('approval', id, 'APPROVAL_NOT_FOUND');
       if (record.status !== 'pending' || record.expiresAt <= this.clock.date()) {
-        throw new ApprovalError('APPROVAL_ALREADY_DECIDED', `This request is already ${effective(record, this.clock.date()).status}; decisions are final`);
+        throw new ApprovalError(
+          'APPROVAL_ALREADY_DECIDED',
+          `This request is already ${effective(record, this.clock.date()).status}; decisions are final`,
+        );
       }
       await this.repository.finish(tx, scope, id, 'cancelled', reason);
       await this.outbox.record(tx, {
         topic: 'approval.cancelled',
         organizationId: scope.organizationId,
         workspaceId: scope.workspaceId,
-        payload: { workspace: scope.workspaceSlug, session: record.sessionId, approval_id: id, server: record.server, tool: record.tool, reason, actor: canceller },
+        payload: {
+          workspace: scope.workspaceSlug,
+          session: record.sessionId,
+          approval_id: id,
+          server: record.server,
+          tool: record.tool,
+          reason,
+          actor: canceller,
+        },
       });
     });
     await this.bus.publish(DECIDED, { id });
@@ -477,21 +653,33 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
 
   async routing(scope: WorkspaceScope): Promise<{ document: RoutingDocument; version: number }> {
     const found = await this.repository.routing(scope);
-    return found ? { document: found.document, version: found.version } : { document: routingDocumentSchema.parse({}), version: 0 };
+    return found
+      ? { document: found.document, version: found.version }
+      : { document: routingDocumentSchema.parse({}), version: 0 };
   }
 
-  async putRouting(caller: Principal, scope: WorkspaceScope, input: unknown): Promise<{ document: RoutingDocument; version: number }> {
+  async putRouting(
+    caller: Principal,
+    scope: WorkspaceScope,
+    input: unknown,
+  ): Promise<{ document: RoutingDocument; version: number }> {
     const parsed = routingDocumentSchema.safeParse(input);
     if (!parsed.success) throw new ValidationError(fieldIssues('body', parsed.error.issues));
     const problems = checkRouting(parsed.data);
-    if (problems.length > 0) throw new ValidationError(problems.map((p) => ({ path: fieldPath('body', p.path), message: p.message })));
+    if (problems.length > 0)
+      throw new ValidationError(problems.map((p) => ({ path: fieldPath('body', p.path), message: p.message })));
     const version = await this.db.transaction(async (tx) => {
       const v = await this.repository.putRouting(scope, parsed.data, describePrincipal(caller), tx);
       await this.outbox.record(tx, {
         topic: 'approval.routes_updated',
         organizationId: scope.organizationId,
         workspaceId: scope.workspaceId,
-        payload: { workspace: scope.workspaceSlug, version: v, routes: Object.keys(parsed.data.routes), actor: describePrincipal(caller) },
+        payload: {
+          workspace: scope.workspaceSlug,
+          version: v,
+          routes: Object.keys(parsed.data.routes),
+          actor: describePrincipal(caller),
+        },
       });
       return v;
     });
@@ -531,7 +719,14 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
   private async vote(
     scope: WorkspaceScope,
     id: string,
-    vote: { approver: string; identities: Set<string>; candidate: Candidate; decision: 'approve' | 'deny'; reason: string | null; via: Channel },
+    vote: {
+      approver: string;
+      identities: Set<string>;
+      candidate: Candidate;
+      decision: 'approve' | 'deny';
+      reason: string | null;
+      via: Channel;
+    },
     linkHash?: string,
   ): Promise<ApprovalRecord> {
     const routing = await this.repository.routing(scope);
@@ -541,23 +736,58 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
     const outcome = await this.db.transaction(async (tx) => {
       const record = await this.repository.lock(tx, scope, id);
       if (!record) throw new NotFoundError('approval', id, 'APPROVAL_NOT_FOUND');
-      if (FINAL.includes(record.status)) throw new ApprovalError('APPROVAL_ALREADY_DECIDED', `This request is already ${record.status}; decisions are final`);
-      if (record.expiresAt <= this.clock.date()) throw new ApprovalError('APPROVAL_EXPIRED', 'This request expired before a decision');
+      if (FINAL.includes(record.status))
+        throw new ApprovalError(
+          'APPROVAL_ALREADY_DECIDED',
+          `This request is already ${record.status}; decisions are final`,
+        );
+      if (record.expiresAt <= this.clock.date())
+        throw new ApprovalError('APPROVAL_EXPIRED', 'This request expired before a decision');
       // separation of duties: whoever the call runs for never decides it
-      if (samePerson(requester, vote.identities)) throw new ApprovalError('SELF_APPROVAL_FORBIDDEN', 'You asked for this call; someone else must decide it');
+      if (samePerson(requester, vote.identities))
+        throw new ApprovalError('SELF_APPROVAL_FORBIDDEN', 'You asked for this call; someone else must decide it');
       const { route } = resolveRoute(routing?.document ?? null, record.route);
-      const eligible = isApprover(routing?.document ?? null, route, vote.candidate, this.clock.date()) || (vote.candidate.userId !== null && vote.candidate.role === null && (await this.hasApproverRole(scope, vote.candidate.userId, route, tx)));
+      const eligible =
+        isApprover(routing?.document ?? null, route, vote.candidate, this.clock.date()) ||
+        (vote.candidate.userId !== null &&
+          vote.candidate.role === null &&
+          (await this.hasApproverRole(scope, vote.candidate.userId, route, tx)));
       if (!eligible) throw new ApprovalError('NOT_AN_APPROVER', `You are not an approver of route "${record.route}"`);
-      if (record.decisions.some((d) => d.approver === vote.approver)) throw new ApprovalError('ALREADY_VOTED', 'You have decided on this request already');
-      if (linkHash && !(await this.repository.useLink(tx, scope, linkHash))) throw new ApprovalError('LINK_USED', 'This link has been used already; each link decides once');
-      await this.repository.addDecision(tx, scope, id, { approver: vote.approver, decision: vote.decision, reason: vote.reason, via: vote.via });
+      if (record.decisions.some((d) => d.approver === vote.approver))
+        throw new ApprovalError('ALREADY_VOTED', 'You have decided on this request already');
+      if (linkHash && !(await this.repository.useLink(tx, scope, linkHash)))
+        throw new ApprovalError('LINK_USED', 'This link has been used already; each link decides once');
+      await this.repository.addDecision(tx, scope, id, {
+        approver: vote.approver,
+        decision: vote.decision,
+        reason: vote.reason,
+        via: vote.via,
+      });
       const status = tally([...record.decisions, { approver: vote.approver, decision: vote.decision }], record.quorum);
-      const base = { workspace: scope.workspaceSlug, session: record.sessionId, approval_id: id, server: record.server, tool: record.tool, actor: vote.approver, via: vote.via };
+      const base = {
+        workspace: scope.workspaceSlug,
+        session: record.sessionId,
+        approval_id: id,
+        server: record.server,
+        tool: record.tool,
+        actor: vote.approver,
+        via: vote.via,
+      };
       if (status === 'pending') {
-        await this.outbox.record(tx, { topic: 'approval.vote_recorded', organizationId: scope.organizationId, workspaceId: record.workspaceId, payload: { ...base, decision: vote.decision, approvals_needed: record.quorum } });
+        await this.outbox.record(tx, {
+          topic: 'approval.vote_recorded',
+          organizationId: scope.organizationId,
+          workspaceId: record.workspaceId,
+          payload: { ...base, decision: vote.decision, approvals_needed: record.quorum },
+        });
       } else {
         await this.repository.finish(tx, scope, id, status, vote.reason);
-        await this.outbox.record(tx, { topic: `approval.${status}`, organizationId: scope.organizationId, workspaceId: record.workspaceId, payload: { ...base, reason: vote.reason } });
+        await this.outbox.record(tx, {
+          topic: `approval.${status}`,
+          organizationId: scope.organizationId,
+          workspaceId: record.workspaceId,
+          payload: { ...base, reason: vote.reason },
+        });
       }
       return status;
     });
@@ -567,7 +797,12 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
   }
 
   /** A route's role approvers, for a user deciding through a link (their role is the workspace's, looked up). */
-  private async hasApproverRole(scope: WorkspaceScope, userId: string, route: ReturnType<typeof resolveRoute>['route'], tx?: Transaction): Promise<boolean> {
+  private async hasApproverRole(
+    scope: WorkspaceScope,
+    userId: string,
+    route: ReturnType<typeof resolveRoute>['route'],
+    tx?: Transaction,
+  ): Promise<boolean> {
     const roles = route.approvers.flatMap((a) => ('role' in a ? [a.role] : []));
     if (roles.length === 0) return false;
     const held = await this.repository.workspaceRoles(scope, userId, tx);
@@ -580,7 +815,11 @@ function effective(record: ApprovalRecord, now: Date): ApprovalRecord {
   return record.status === 'pending' && record.expiresAt <= now ? { ...record, status: 'expired' } : record;
 }
 
-function whyNotUsable(record: ApprovalRecord, call: { server: string; tool: string; digest: string; requester: string; session?: string | null }, now: Date): string {
+function whyNotUsable(
+  record: ApprovalRecord,
+  call: { server: string; tool: string; digest: string; requester: string; session?: string | null },
+  now: Date,
+): string {
   if (record.status !== 'approved') return `The request is ${record.status}, not approved`;
   if (record.consumedAt) return 'The approval has been used already; each approval lets one call through once';
   if (record.expiresAt <= now) return 'The approval has expired';

@@ -33,18 +33,33 @@ export class ReviewController {
     params: idParams,
     produces: 'text/html',
   })
-  async page(@Param() params: z.infer<typeof idParams>, @Req() request: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
-    const [signIn, browserSession] = await Promise.all([this.approvals.signInOption(params.id), this.browserSessions.peek(request)]);
+  async page(
+    @Param() params: z.infer<typeof idParams>,
+    @Req() request: FastifyRequest,
+    @Res() reply: FastifyReply,
+  ): Promise<void> {
+    const [signIn, browserSession] = await Promise.all([
+      this.approvals.signInOption(params.id),
+      this.browserSessions.peek(request),
+    ]);
     const nonce = randomBytes(16).toString('base64');
     void reply
       .header('content-type', 'text/html; charset=utf-8')
-      .header('content-security-policy', `default-src 'none'; script-src 'nonce-${nonce}'; style-src 'nonce-${nonce}'; connect-src 'self'; form-action 'none'; frame-ancestors 'none'; base-uri 'none'`)
+      .header(
+        'content-security-policy',
+        `default-src 'none'; script-src 'nonce-${nonce}'; style-src 'nonce-${nonce}'; connect-src 'self'; form-action 'none'; frame-ancestors 'none'; base-uri 'none'`,
+      )
       .header('referrer-policy', 'no-referrer')
       .header('cache-control', 'no-store')
       .header('x-content-type-options', 'nosniff')
       .send(
         reviewPage(params.id, nonce, {
-          signIn: signIn ? { href: `/v1/auth/oidc/login?${new URLSearchParams({ organization: signIn.organization, return_to: `/review/${params.id}` })}`, label: signIn.label } : null,
+          signIn: signIn
+            ? {
+                href: `/v1/auth/oidc/login?${new URLSearchParams({ organization: signIn.organization, return_to: `/review/${params.id}` })}`,
+                label: signIn.label,
+              }
+            : null,
           browserSession: browserSession ? { name: browserSession.principal.name, csrf: browserSession.csrf } : null,
         }),
       );
@@ -61,7 +76,10 @@ export class ReviewController {
     query: linkQuery,
     response: approvalView,
   })
-  async request(@Param() params: z.infer<typeof idParams>, @Query() query: z.infer<typeof linkQuery>): Promise<z.infer<typeof approvalView>> {
+  async request(
+    @Param() params: z.infer<typeof idParams>,
+    @Query() query: z.infer<typeof linkQuery>,
+  ): Promise<z.infer<typeof approvalView>> {
     return toView(await this.approvals.viewWithLink(query.link, params.id), this.approvals.reviewUrl(params.id));
   }
 
@@ -76,22 +94,32 @@ export class ReviewController {
     body: linkDecisionBody,
     response: approvalView,
   })
-  async decide(@Param() params: z.infer<typeof idParams>, @Body() body: z.infer<typeof linkDecisionBody>): Promise<z.infer<typeof approvalView>> {
-    return toView(await this.approvals.decideWithLink(body.link, params.id, body.decision, body.reason ?? null), this.approvals.reviewUrl(params.id));
+  async decide(
+    @Param() params: z.infer<typeof idParams>,
+    @Body() body: z.infer<typeof linkDecisionBody>,
+  ): Promise<z.infer<typeof approvalView>> {
+    return toView(
+      await this.approvals.decideWithLink(body.link, params.id, body.decision, body.reason ?? null),
+      this.approvals.reviewUrl(params.id),
+    );
   }
 
   @Route({
     method: 'GET',
     path: '/review/:id/session',
     summary: 'The request, for a person signed in on the review page',
-    description: "Authenticated by the session cookie of the identity-provider sign-in (not a bearer token); the same visibility as `GET /v1/approvals/{id}`.",
+    description:
+      'Authenticated by the session cookie of the identity-provider sign-in (not a bearer token); the same visibility as `GET /v1/approvals/{id}`.',
     tag: 'approvals',
     auth: 'public',
     tenancy: 'none',
     params: idParams,
     response: approvalView,
   })
-  async sessionRequest(@Param() params: z.infer<typeof idParams>, @Req() request: FastifyRequest): Promise<z.infer<typeof approvalView>> {
+  async sessionRequest(
+    @Param() params: z.infer<typeof idParams>,
+    @Req() request: FastifyRequest,
+  ): Promise<z.infer<typeof approvalView>> {
     const caller = await this.browserSessions.principal(request);
     return toView(await this.approvals.get(caller, params.id), this.approvals.reviewUrl(params.id));
   }
@@ -114,6 +142,9 @@ export class ReviewController {
     @Req() request: FastifyRequest,
   ): Promise<z.infer<typeof approvalView>> {
     const caller = await this.browserSessions.principalForChange(request);
-    return toView(await this.approvals.decide(caller, params.id, body.decision, body.reason ?? null, 'page'), this.approvals.reviewUrl(params.id));
+    return toView(
+      await this.approvals.decide(caller, params.id, body.decision, body.reason ?? null, 'page'),
+      this.approvals.reviewUrl(params.id),
+    );
   }
 }

@@ -59,7 +59,11 @@ export class AuditSinksController {
     status: 201,
     example: { body: { name: 'splunk', url: 'https://siem.example.com/aileron' } },
   })
-  async create(@Caller() caller: Principal, @TenantScope() scope: OrgScope, @Body() body: z.infer<typeof sinkBody>): Promise<z.infer<typeof sinkView> & { secret: string }> {
+  async create(
+    @Caller() caller: Principal,
+    @TenantScope() scope: OrgScope,
+    @Body() body: z.infer<typeof sinkBody>,
+  ): Promise<z.infer<typeof sinkView> & { secret: string }> {
     const { sink, secret } = await this.sinks.create(caller, scope, body);
     return { ...view(sink), secret };
   }
@@ -76,7 +80,10 @@ export class AuditSinksController {
   })
   async list(@TenantScope() scope: OrgScope, @Query() query: PageQuery): Promise<z.infer<typeof sinksPage>> {
     const rows = await this.sinks.list(scope, sinksCursor.keyset(query));
-    return withLegacyKey(sinksCursor.page(rows, query, (s) => s, view), 'sinks');
+    return withLegacyKey(
+      sinksCursor.page(rows, query, (s) => s, view),
+      'sinks',
+    );
   }
 
   @Route({
@@ -90,7 +97,11 @@ export class AuditSinksController {
     status: 204,
     example: { params: { id: '{sink}' } },
   })
-  async remove(@Caller() caller: Principal, @TenantScope() scope: OrgScope, @Param() params: z.infer<typeof idParams>): Promise<void> {
+  async remove(
+    @Caller() caller: Principal,
+    @TenantScope() scope: OrgScope,
+    @Param() params: z.infer<typeof idParams>,
+  ): Promise<void> {
     await this.sinks.remove(caller, scope, params.id);
   }
 }

@@ -27,14 +27,25 @@ export class AuditSinksRepository extends Repository {
     super(db);
   }
 
-  create(scope: OrgScope, data: { id: string; name: string; url: string; secret: string; createdBy: string }, tx: Transaction): Promise<AuditSinkRecord> {
+  create(
+    scope: OrgScope,
+    data: { id: string; name: string; url: string; secret: string; createdBy: string },
+    tx: Transaction,
+  ): Promise<AuditSinkRecord> {
     return tx.auditSink.create({ data: { organizationId: scope.organizationId, ...data } });
   }
 
   /** Oldest first, the id breaking ties. */
   list(scope: OrgScope, page: Keyset<{ createdAt: Date; id: string }>): Promise<AuditSinkRecord[]> {
     return this.client.auditSink.findMany({
-      where: { organizationId: scope.organizationId, ...keysetAfter<Prisma.AuditSinkWhereInput>(['createdAt', 'id'], 'asc', page.after && [page.after.createdAt, page.after.id]) },
+      where: {
+        organizationId: scope.organizationId,
+        ...keysetAfter<Prisma.AuditSinkWhereInput>(
+          ['createdAt', 'id'],
+          'asc',
+          page.after && [page.after.createdAt, page.after.id],
+        ),
+      },
       orderBy: keysetOrder<Prisma.AuditSinkOrderByWithRelationInput>(['createdAt', 'id'], 'asc'),
       take: page.take,
     });
@@ -49,7 +60,10 @@ export class AuditSinksRepository extends Repository {
   }
 
   enabledIds(scope: OrgScope): Promise<{ id: string }[]> {
-    return this.client.auditSink.findMany({ where: { organizationId: scope.organizationId, enabled: true }, select: { id: true } });
+    return this.client.auditSink.findMany({
+      where: { organizationId: scope.organizationId, enabled: true },
+      select: { id: true },
+    });
   }
 
   /** Every enabled sink of every organisation (system work: the periodic catch-up). */
@@ -70,12 +84,18 @@ export class AuditSinksRepository extends Repository {
     const now = this.clock.date();
     await this.client.auditSink.updateMany({
       where: { organizationId: scope.organizationId, id },
-      data: { leaseUntil: null, ...(outcome.delivered ? { lastDeliveredAt: now } : {}), ...(outcome.error ? { lastError: outcome.error, lastErrorAt: now } : {}) },
+      data: {
+        leaseUntil: null,
+        ...(outcome.delivered ? { lastDeliveredAt: now } : {}),
+        ...(outcome.error ? { lastError: outcome.error, lastErrorAt: now } : {}),
+      },
     });
   }
 
   async cursors(scope: OrgScope, id: string): Promise<Map<string, number>> {
-    const rows = await this.client.auditSinkCursor.findMany({ where: { sinkId: id, sink: { organizationId: scope.organizationId } } });
+    const rows = await this.client.auditSinkCursor.findMany({
+      where: { sinkId: id, sink: { organizationId: scope.organizationId } },
+    });
     return new Map(rows.map((r) => [r.chainId, Number(r.seq)]));
   }
 

@@ -9,7 +9,13 @@ import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { DatabaseService, Keyset } from '@aileron/database';
 import { NotFoundError, ValidationError } from '@aileron/errors';
 import { KeyProvider, ROOT_KEYS } from '@aileron/keys';
-import { checkOutboundUrl, outboundPolicyOf, OutboundUrlRefusedError, postSigned, signatureHeaders } from '@aileron/net';
+import {
+  checkOutboundUrl,
+  outboundPolicyOf,
+  OutboundUrlRefusedError,
+  postSigned,
+  signatureHeaders,
+} from '@aileron/net';
 import { JobProcessor, JobRegistry, QueueService } from '@aileron/queue';
 import { PeriodicTask } from '@aileron/schedule';
 import { AuditRepository } from './audit.repository';
@@ -49,7 +55,12 @@ export class SinkDeliveryError extends Error {
 export class AuditSinksService implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly logger = new Logger('AuditSinks');
   private readonly pending = new Map<string, NodeJS.Timeout>();
-  private readonly catchUp = new PeriodicTask({ name: 'audit sink catch-up', everyMs: CATCH_UP_MS, run: () => this.enqueueEnabled(), logger: this.logger });
+  private readonly catchUp = new PeriodicTask({
+    name: 'audit sink catch-up',
+    everyMs: CATCH_UP_MS,
+    run: () => this.enqueueEnabled(),
+    logger: this.logger,
+  });
   private stopped = false;
   /**
    * Per organisation: its enabled sinks. Every batch of audit records asks,
@@ -71,7 +82,12 @@ export class AuditSinksService implements OnApplicationBootstrap, OnApplicationS
     private readonly clock: Clock,
   ) {
     this.enabled = new SharedCache(bus, 'audit-sinks', ENABLED_TTL_MS, clock);
-    const processor: JobProcessor<typeof streamPayload> = { name: AUDIT_STREAM_JOB, payload: streamPayload, concurrency: 4, handle: (payload) => this.deliver(payload.organizationId, payload.sinkId) };
+    const processor: JobProcessor<typeof streamPayload> = {
+      name: AUDIT_STREAM_JOB,
+      payload: streamPayload,
+      concurrency: 4,
+      handle: (payload) => this.deliver(payload.organizationId, payload.sinkId),
+    };
     jobs.register(processor);
     audit.onAppended((organizationId) => this.soon(organizationId));
   }
@@ -88,13 +104,31 @@ export class AuditSinksService implements OnApplicationBootstrap, OnApplicationS
   }
 
   /** A new sink; its HMAC secret is returned once (generated unless given). */
-  async create(principal: Principal, scope: OrgScope, input: { name: string; url: string; secret?: string }): Promise<{ sink: AuditSinkRecord; secret: string }> {
+  async create(
+    principal: Principal,
+    scope: OrgScope,
+    input: { name: string; url: string; secret?: string },
+  ): Promise<{ sink: AuditSinkRecord; secret: string }> {
     await this.checkUrl(input.url);
     const secret = input.secret ?? `whsec_${randomBytes(32).toString('base64url')}`;
     const id = randomUUID();
     const sink = await this.db.transaction(async (tx) => {
-      const created = await this.repository.create(scope, { id, name: input.name, url: input.url, secret: this.root.wrap(Buffer.from(secret), aad(scope, id)), createdBy: actorOf(principal) }, tx);
-      await this.audit.record(tx, scope, { type: 'audit.sink_created', actor: actorOf(principal), data: { sink: id, name: input.name, host: new URL(input.url).host } });
+      const created = await this.repository.create(
+        scope,
+        {
+          id,
+          name: input.name,
+          url: input.url,
+          secret: this.root.wrap(Buffer.from(secret), aad(scope, id)),
+          createdBy: actorOf(principal),
+        },
+        tx,
+      );
+      await this.audit.record(tx, scope, {
+        type: 'audit.sink_created',
+        actor: actorOf(principal),
+        data: { sink: id, name: input.name, host: new URL(input.url).host },
+      });
       return created;
     });
     await this.enabled.invalidate(scope.organizationId);
@@ -150,7 +184,10 @@ export class AuditSinksService implements OnApplicationBootstrap, OnApplicationS
       }
       await this.repository.release(scope, sinkId, { delivered: sent > 0 });
     } catch (error) {
-      const summary = error instanceof SinkDeliveryError || error instanceof OutboundUrlRefusedError ? error.message : 'delivery failed';
+      const summary =
+        error instanceof SinkDeliveryError || error instanceof OutboundUrlRefusedError
+          ? error.message
+          : 'delivery failed';
       await this.repository.release(scope, sinkId, { delivered: sent > 0, error: summary });
       throw new SinkDeliveryError(summary);
     }
@@ -163,12 +200,27 @@ export class AuditSinksService implements OnApplicationBootstrap, OnApplicationS
    * address every socket connects to, redirects are not followed, and only
    * the status (never the receiver's body) is kept.
    */
-  private async send(sink: AuditSinkRecord, secret: string, payload: { delivery: string; chain: string; workspace_id: string | null; events: unknown[] }): Promise<void> {
+  private async send(
+    sink: AuditSinkRecord,
+    secret: string,
+    payload: { delivery: string; chain: string; workspace_id: string | null; events: unknown[] },
+  ): Promise<void> {
     const body = JSON.stringify({ sink: sink.id, ...payload });
-    const headers = { 'content-type': 'application/json', 'x-aileron-delivery': payload.delivery, ...signatureHeaders(secret, body, this.clock.now()) };
-    const outcome = await postSigned(sink.url, headers, body, { policy: outboundPolicyOf(this.config), timeoutMs: SEND_TIMEOUT_MS });
+    const headers = {
+      'content-type': 'application/json',
+      'x-aileron-delivery': payload.delivery,
+      ...signatureHeaders(secret, body, this.clock.now()),
+    };
+    const outcome = await postSigned(sink.url, headers, body, {
+      policy: outboundPolicyOf(this.config),
+      timeoutMs: SEND_TIMEOUT_MS,
+    });
     if (outcome.error !== null) {
-      throw new SinkDeliveryError(outcome.status === null ? `sink ${hostOf(sink.url)} unreachable: ${outcome.error}` : `sink ${hostOf(sink.url)} answered ${outcome.error}`);
+      throw new SinkDeliveryError(
+        outcome.status === null
+          ? `sink ${hostOf(sink.url)} unreachable: ${outcome.error}`
+          : `sink ${hostOf(sink.url)} answered ${outcome.error}`,
+      );
     }
   }
 
@@ -176,7 +228,8 @@ export class AuditSinksService implements OnApplicationBootstrap, OnApplicationS
     try {
       await checkOutboundUrl(url, outboundPolicyOf(this.config));
     } catch (error) {
-      if (error instanceof OutboundUrlRefusedError) throw new ValidationError([{ path: 'body.url', message: error.message }]);
+      if (error instanceof OutboundUrlRefusedError)
+        throw new ValidationError([{ path: 'body.url', message: error.message }]);
       throw error;
     }
   }
@@ -195,7 +248,9 @@ export class AuditSinksService implements OnApplicationBootstrap, OnApplicationS
   private async kick(scope: OrgScope): Promise<void> {
     if (this.stopped) return;
     try {
-      const enabled = await this.enabled.getOrLoad(scope.organizationId, async () => (await this.repository.enabledIds(scope)).map((sink) => sink.id));
+      const enabled = await this.enabled.getOrLoad(scope.organizationId, async () =>
+        (await this.repository.enabledIds(scope)).map((sink) => sink.id),
+      );
       for (const id of enabled) await this.enqueue(scope.organizationId, id, `append-${this.clock.now()}`);
     } catch (error) {
       this.logger.warn({ err: error }, 'could not schedule audit sink delivery; the periodic catch-up will');
@@ -204,7 +259,8 @@ export class AuditSinksService implements OnApplicationBootstrap, OnApplicationS
 
   /** Picks up whatever bursts and failures left behind, after restarts too. */
   private async enqueueEnabled(): Promise<void> {
-    for (const sink of await this.repository.allEnabled(SystemScopes.system('audit sink catch-up'))) await this.enqueue(sink.organizationId, sink.id, `catch-up-${Math.floor(this.clock.now() / CATCH_UP_MS)}`);
+    for (const sink of await this.repository.allEnabled(SystemScopes.system('audit sink catch-up')))
+      await this.enqueue(sink.organizationId, sink.id, `catch-up-${Math.floor(this.clock.now() / CATCH_UP_MS)}`);
   }
 
   /**
@@ -213,7 +269,11 @@ export class AuditSinksService implements OnApplicationBootstrap, OnApplicationS
    * deliveries to one sink one at a time whatever runs.
    */
   private enqueue(organizationId: string, sinkId: string, why: string, delayMs?: number): Promise<void> {
-    return this.queue.enqueue(AUDIT_STREAM_JOB, { organizationId, sinkId }, { jobId: `audit-stream-${sinkId}-${why}`, attempts: 8, backoffMs: 1000, ...(delayMs ? { delayMs } : {}) });
+    return this.queue.enqueue(
+      AUDIT_STREAM_JOB,
+      { organizationId, sinkId },
+      { jobId: `audit-stream-${sinkId}-${why}`, attempts: 8, backoffMs: 1000, ...(delayMs ? { delayMs } : {}) },
+    );
   }
 }
 

@@ -3,19 +3,57 @@ import type { FastifyReply } from 'fastify';
 import { stringify } from 'csv-stringify/sync';
 import { z } from 'zod';
 import { Caller, OrgScope, Principal, TenantScope, WorkspaceScope } from '@aileron/auth';
-import { LEGACY_REMOVAL, ListCursor, numberKey, PageQuery, pageQuery, pageView, Route, withLegacyKey } from '@aileron/http';
+import {
+  LEGACY_REMOVAL,
+  ListCursor,
+  numberKey,
+  PageQuery,
+  pageQuery,
+  pageView,
+  Route,
+  withLegacyKey,
+} from '@aileron/http';
 import { SigningKeysService } from '@aileron/keys';
 import { AuditService } from './audit.service';
-import { auditQuery, CSV_COLUMNS, exportQuery, filtersOf, retentionBody, retentionView, searchView, toView, verifyView, wsParams } from './audit.schemas';
+import {
+  auditQuery,
+  CSV_COLUMNS,
+  exportQuery,
+  filtersOf,
+  retentionBody,
+  retentionView,
+  searchView,
+  toView,
+  verifyView,
+  wsParams,
+} from './audit.schemas';
 
 const auditKeysView = z.object({
-  keys: z.array(z.object({ kty: z.literal('OKP'), crv: z.literal('Ed25519'), alg: z.literal('EdDSA'), use: z.literal('sig'), kid: z.string(), x: z.string() })),
+  keys: z.array(
+    z.object({
+      kty: z.literal('OKP'),
+      crv: z.literal('Ed25519'),
+      alg: z.literal('EdDSA'),
+      use: z.literal('sig'),
+      kid: z.string(),
+      x: z.string(),
+    }),
+  ),
 });
 
-const checkpointView = z.object({ seq: z.number().int(), hash: z.string(), kind: z.enum(['periodic', 'retention']), key_id: z.string(), signature: z.string() });
+const checkpointView = z.object({
+  seq: z.number().int(),
+  hash: z.string(),
+  kind: z.enum(['periodic', 'retention']),
+  key_id: z.string(),
+  signature: z.string(),
+});
 const checkpointsView = pageView(checkpointView).extend({
   chain: z.string(),
-  checkpoints: z.array(checkpointView).meta({ deprecated: true }).describe(`the same as \`items\`; deprecated, removed in ${LEGACY_REMOVAL}`),
+  checkpoints: z
+    .array(checkpointView)
+    .meta({ deprecated: true })
+    .describe(`the same as \`items\`; deprecated, removed in ${LEGACY_REMOVAL}`),
 });
 const checkpointsCursor = new ListCursor('audit-checkpoints', numberKey);
 
@@ -50,7 +88,16 @@ export class AuditController {
   async publicKeys(): Promise<z.infer<typeof auditKeysView>> {
     await this.keys.ring('audit-checkpoint'); // the first key exists before anyone asks for it
     const keys = await this.keys.publicKeys('audit-checkpoint');
-    return { keys: [...keys].map(([kid, x]) => ({ kty: 'OKP' as const, crv: 'Ed25519' as const, alg: 'EdDSA' as const, use: 'sig' as const, kid, x })) };
+    return {
+      keys: [...keys].map(([kid, x]) => ({
+        kty: 'OKP' as const,
+        crv: 'Ed25519' as const,
+        alg: 'EdDSA' as const,
+        use: 'sig' as const,
+        kid,
+        x,
+      })),
+    };
   }
 
   @Route({
@@ -79,7 +126,10 @@ export class AuditController {
     query: auditQuery,
     response: searchView,
   })
-  search(@TenantScope() scope: WorkspaceScope, @Query() query: z.infer<typeof auditQuery>): Promise<z.infer<typeof searchView>> {
+  search(
+    @TenantScope() scope: WorkspaceScope,
+    @Query() query: z.infer<typeof auditQuery>,
+  ): Promise<z.infer<typeof searchView>> {
     return this.searchIn(scope, query);
   }
 
@@ -102,7 +152,8 @@ export class AuditController {
     method: 'GET',
     path: '/v1/workspaces/:ws/audit/checkpoints',
     summary: "The signed checkpoints of the workspace's chain, in chain order",
-    description: 'With an export and the keys at /.well-known/aileron/audit-keys, an auditor verifies the chain without trusting the control plane.',
+    description:
+      'With an export and the keys at /.well-known/aileron/audit-keys, an auditor verifies the chain without trusting the control plane.',
     tag: 'audit',
     permission: 'audit.read',
     tenancy: 'workspace',
@@ -110,9 +161,17 @@ export class AuditController {
     query: pageQuery(),
     response: checkpointsView,
   })
-  async checkpoints(@TenantScope() scope: WorkspaceScope, @Query() query: PageQuery): Promise<z.infer<typeof checkpointsView>> {
+  async checkpoints(
+    @TenantScope() scope: WorkspaceScope,
+    @Query() query: PageQuery,
+  ): Promise<z.infer<typeof checkpointsView>> {
     const rows = await this.audit.checkpoints(scope, checkpointsCursor.keyset(query));
-    const page = checkpointsCursor.page(rows, query, (c) => c.seq, (c) => ({ seq: c.seq, hash: c.hash, kind: c.kind, key_id: c.keyId, signature: c.signature }));
+    const page = checkpointsCursor.page(
+      rows,
+      query,
+      (c) => c.seq,
+      (c) => ({ seq: c.seq, hash: c.hash, kind: c.kind, key_id: c.keyId, signature: c.signature }),
+    );
     return { chain: scope.workspaceId, ...withLegacyKey(page, 'checkpoints') };
   }
 
@@ -128,7 +187,11 @@ export class AuditController {
     query: exportQuery,
     produces: 'application/x-ndjson',
   })
-  async export(@TenantScope() scope: WorkspaceScope, @Query() query: z.infer<typeof exportQuery>, @Res() reply: FastifyReply): Promise<void> {
+  async export(
+    @TenantScope() scope: WorkspaceScope,
+    @Query() query: z.infer<typeof exportQuery>,
+    @Res() reply: FastifyReply,
+  ): Promise<void> {
     await this.exportFrom(scope, query, reply);
   }
 
@@ -143,7 +206,10 @@ export class AuditController {
     query: auditQuery,
     response: searchView,
   })
-  searchOrganization(@TenantScope() scope: OrgScope, @Query() query: z.infer<typeof auditQuery>): Promise<z.infer<typeof searchView>> {
+  searchOrganization(
+    @TenantScope() scope: OrgScope,
+    @Query() query: z.infer<typeof auditQuery>,
+  ): Promise<z.infer<typeof searchView>> {
     return this.searchIn(scope, query);
   }
 
@@ -170,7 +236,11 @@ export class AuditController {
     query: exportQuery,
     produces: 'application/x-ndjson',
   })
-  async exportOrganization(@TenantScope() scope: OrgScope, @Query() query: z.infer<typeof exportQuery>, @Res() reply: FastifyReply): Promise<void> {
+  async exportOrganization(
+    @TenantScope() scope: OrgScope,
+    @Query() query: z.infer<typeof exportQuery>,
+    @Res() reply: FastifyReply,
+  ): Promise<void> {
     await this.exportFrom(scope, query, reply);
   }
 
@@ -200,14 +270,21 @@ export class AuditController {
     response: retentionView,
     example: { body: { days: 365 } },
   })
-  async setRetention(@Caller() caller: Principal, @TenantScope() scope: OrgScope, @Body() body: z.infer<typeof retentionBody>): Promise<z.infer<typeof retentionView>> {
+  async setRetention(
+    @Caller() caller: Principal,
+    @TenantScope() scope: OrgScope,
+    @Body() body: z.infer<typeof retentionBody>,
+  ): Promise<z.infer<typeof retentionView>> {
     await this.audit.setRetentionDays(caller, scope, body.days);
     return { days: body.days };
   }
 
   private async searchIn(scope: OrgScope, query: z.infer<typeof auditQuery>): Promise<z.infer<typeof searchView>> {
     const rows = await this.audit.search(scope, filtersOf(query), searchCursor.keyset(query));
-    return withLegacyKey(searchCursor.page(rows, query, (r) => r.seq, toView), 'events');
+    return withLegacyKey(
+      searchCursor.page(rows, query, (r) => r.seq, toView),
+      'events',
+    );
   }
 
   private async exportFrom(scope: OrgScope, query: z.infer<typeof exportQuery>, reply: FastifyReply): Promise<void> {
@@ -223,7 +300,9 @@ export class AuditController {
     reply.hijack();
     const line = (record: Parameters<typeof toView>[0]): string => {
       const view = toView(record);
-      return csv ? stringify([CSV_COLUMNS.map((c) => (c === 'data' ? JSON.stringify(view.data) : (view[c] ?? '')))]) : `${JSON.stringify(view)}\n`;
+      return csv
+        ? stringify([CSV_COLUMNS.map((c) => (c === 'data' ? JSON.stringify(view.data) : (view[c] ?? '')))])
+        : `${JSON.stringify(view)}\n`;
     };
     try {
       if (csv) reply.raw.write(stringify([[...CSV_COLUMNS]]));

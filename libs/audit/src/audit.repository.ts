@@ -48,8 +48,16 @@ export class AuditRepository extends Repository {
       rows = await select();
     }
     const row = rows[0];
-    if (!row || row.organization_id !== scope.organizationId) throw new Error('audit chain belongs to another organisation');
-    return { chainId, organizationId: scope.organizationId, workspaceId, seq: Number(row.seq), hash: row.hash, checkpointSeq: Number(row.checkpoint_seq) };
+    if (!row || row.organization_id !== scope.organizationId)
+      throw new Error('audit chain belongs to another organisation');
+    return {
+      chainId,
+      organizationId: scope.organizationId,
+      workspaceId,
+      seq: Number(row.seq),
+      hash: row.hash,
+      checkpointSeq: Number(row.checkpoint_seq),
+    };
   }
 
   /** Which of these ids the chain already holds (a retried gateway batch). */
@@ -98,13 +106,29 @@ export class AuditRepository extends Repository {
     return moved === 1;
   }
 
-  async writeCheckpoint(tx: Transaction, scope: OrgScope, chainId: string, checkpoint: CheckpointRecord): Promise<void> {
+  async writeCheckpoint(
+    tx: Transaction,
+    scope: OrgScope,
+    chainId: string,
+    checkpoint: CheckpointRecord,
+  ): Promise<void> {
     await tx.auditCheckpoint.upsert({
       where: { chainId_seq: { chainId, seq: BigInt(checkpoint.seq) } },
-      create: { chainId, organizationId: scope.organizationId, seq: BigInt(checkpoint.seq), hash: checkpoint.hash, kind: checkpoint.kind, keyId: checkpoint.keyId, signature: checkpoint.signature },
+      create: {
+        chainId,
+        organizationId: scope.organizationId,
+        seq: BigInt(checkpoint.seq),
+        hash: checkpoint.hash,
+        kind: checkpoint.kind,
+        keyId: checkpoint.keyId,
+        signature: checkpoint.signature,
+      },
       // retention often cuts at a record a periodic checkpoint already signed: that one becomes the anchor
       // (same seq and hash, signed again with kind 'retention'), or the removed records would have none
-      update: checkpoint.kind === 'retention' ? { hash: checkpoint.hash, kind: checkpoint.kind, keyId: checkpoint.keyId, signature: checkpoint.signature } : {},
+      update:
+        checkpoint.kind === 'retention'
+          ? { hash: checkpoint.hash, kind: checkpoint.kind, keyId: checkpoint.keyId, signature: checkpoint.signature }
+          : {},
     });
     await tx.auditHead.update({ where: { chainId }, data: { checkpointSeq: BigInt(checkpoint.seq) } });
   }
@@ -118,36 +142,80 @@ export class AuditRepository extends Repository {
    * Chains whose newest records wait for a checkpoint: `every` records since
    * the last one, or any record once `seconds` have passed (system work, every tenant).
    */
-  async chainsNeedingCheckpoint(_system: SystemScope, every: number, seconds: number, limit: number): Promise<ChainHead[]> {
-    const rows = await this.client.$queryRaw<{ chain_id: string; organization_id: string; workspace_id: string | null; seq: bigint; hash: string; checkpoint_seq: bigint }[]>`
+  async chainsNeedingCheckpoint(
+    _system: SystemScope,
+    every: number,
+    seconds: number,
+    limit: number,
+  ): Promise<ChainHead[]> {
+    const rows = await this.client.$queryRaw<
+      {
+        chain_id: string;
+        organization_id: string;
+        workspace_id: string | null;
+        seq: bigint;
+        hash: string;
+        checkpoint_seq: bigint;
+      }[]
+    >`
       SELECT h.chain_id, h.organization_id, h.workspace_id, h.seq, h.hash, h.checkpoint_seq FROM audit_heads h
       WHERE h.seq > h.checkpoint_seq
         AND (h.seq - h.checkpoint_seq >= ${every}
              OR COALESCE((SELECT max(c.created_at) FROM audit_checkpoints c WHERE c.chain_id = h.chain_id), 'epoch'::timestamptz)
                 <= now() - make_interval(secs => ${seconds}))
       ORDER BY h.updated_at LIMIT ${limit}`;
-    return rows.map((r) => ({ chainId: r.chain_id, organizationId: r.organization_id, workspaceId: r.workspace_id, seq: Number(r.seq), hash: r.hash, checkpointSeq: Number(r.checkpoint_seq) }));
+    return rows.map((r) => ({
+      chainId: r.chain_id,
+      organizationId: r.organization_id,
+      workspaceId: r.workspace_id,
+      seq: Number(r.seq),
+      hash: r.hash,
+      checkpointSeq: Number(r.checkpoint_seq),
+    }));
   }
 
   async heads(scope: OrgScope): Promise<ChainHead[]> {
-    const rows = await this.client.auditHead.findMany({ where: { organizationId: scope.organizationId }, orderBy: { chainId: 'asc' } });
+    const rows = await this.client.auditHead.findMany({
+      where: { organizationId: scope.organizationId },
+      orderBy: { chainId: 'asc' },
+    });
     return rows.map(toHead);
   }
 
   /** Every checkpoint of a chain, in chain order; a page of them (by seq) when `page` is given. */
   async checkpoints(scope: OrgScope, chainId: string, page?: Keyset<number>): Promise<CheckpointRecord[]> {
     const rows = await this.client.auditCheckpoint.findMany({
-      where: { chainId, organizationId: scope.organizationId, ...(page?.after !== undefined ? { seq: { gt: BigInt(page.after) } } : {}) },
+      where: {
+        chainId,
+        organizationId: scope.organizationId,
+        ...(page?.after !== undefined ? { seq: { gt: BigInt(page.after) } } : {}),
+      },
       orderBy: { seq: 'asc' },
       ...(page ? { take: page.take } : {}),
     });
-    return rows.map((r) => ({ seq: Number(r.seq), hash: r.hash, kind: r.kind as CheckpointRecord['kind'], keyId: r.keyId, signature: r.signature }));
+    return rows.map((r) => ({
+      seq: Number(r.seq),
+      hash: r.hash,
+      kind: r.kind as CheckpointRecord['kind'],
+      keyId: r.keyId,
+      signature: r.signature,
+    }));
   }
 
   /** One page of a chain in seq order, for verification and export; up to `throughSeq` when given. */
-  async pageBySeq(scope: OrgScope, chainId: string, afterSeq: number, limit: number, throughSeq?: number): Promise<ChainedRecord[]> {
+  async pageBySeq(
+    scope: OrgScope,
+    chainId: string,
+    afterSeq: number,
+    limit: number,
+    throughSeq?: number,
+  ): Promise<ChainedRecord[]> {
     const rows = await this.client.auditEvent.findMany({
-      where: { chainId, organizationId: scope.organizationId, seq: { gt: BigInt(afterSeq), ...(throughSeq !== undefined ? { lte: BigInt(throughSeq) } : {}) } },
+      where: {
+        chainId,
+        organizationId: scope.organizationId,
+        seq: { gt: BigInt(afterSeq), ...(throughSeq !== undefined ? { lte: BigInt(throughSeq) } : {}) },
+      },
       orderBy: { seq: 'asc' },
       take: limit,
     });
@@ -156,12 +224,21 @@ export class AuditRepository extends Repository {
 
   /** The position of the chain's newest record (0 when it has none). */
   async newestSeq(scope: OrgScope, chainId: string): Promise<number> {
-    const row = await this.client.auditEvent.findFirst({ where: { chainId, organizationId: scope.organizationId }, orderBy: { seq: 'desc' }, select: { seq: true } });
+    const row = await this.client.auditEvent.findFirst({
+      where: { chainId, organizationId: scope.organizationId },
+      orderBy: { seq: 'desc' },
+      select: { seq: true },
+    });
     return row ? Number(row.seq) : 0;
   }
 
   /** Newest first; `beforeSeq` continues a previous page. */
-  async search(scope: OrgScope, chainId: string, filters: AuditFilters, page: { beforeSeq?: number; afterSeq?: number; limit: number; order: 'asc' | 'desc' }): Promise<ChainedRecord[]> {
+  async search(
+    scope: OrgScope,
+    chainId: string,
+    filters: AuditFilters,
+    page: { beforeSeq?: number; afterSeq?: number; limit: number; order: 'asc' | 'desc' },
+  ): Promise<ChainedRecord[]> {
     const seq: Prisma.BigIntFilter = {};
     if (page.beforeSeq !== undefined) seq.lt = BigInt(page.beforeSeq);
     if (page.afterSeq !== undefined) seq.gt = BigInt(page.afterSeq);
@@ -201,7 +278,10 @@ export class AuditRepository extends Repository {
 
   /** The newest record at or before `cutoff` (by recorded time), the edge of what retention removes. */
   async retentionEdge(scope: OrgScope, chainId: string, cutoff: Date): Promise<ChainedRecord | null> {
-    const row = await this.client.auditEvent.findFirst({ where: { organizationId: scope.organizationId, chainId, recordedAt: { lt: cutoff } }, orderBy: { seq: 'desc' } });
+    const row = await this.client.auditEvent.findFirst({
+      where: { organizationId: scope.organizationId, chainId, recordedAt: { lt: cutoff } },
+      orderBy: { seq: 'desc' },
+    });
     return row ? toRecord(row) : null;
   }
 
@@ -211,18 +291,26 @@ export class AuditRepository extends Repository {
    */
   async removeThrough(tx: Transaction, scope: OrgScope, chainId: string, seq: number): Promise<number> {
     await tx.$executeRaw`SELECT set_config('aileron.audit_retention', 'on', true)`;
-    const removed = await tx.auditEvent.deleteMany({ where: { organizationId: scope.organizationId, chainId, seq: { lte: BigInt(seq) } } });
+    const removed = await tx.auditEvent.deleteMany({
+      where: { organizationId: scope.organizationId, chainId, seq: { lte: BigInt(seq) } },
+    });
     await tx.$executeRaw`SELECT set_config('aileron.audit_retention', 'off', true)`;
     return removed.count;
   }
 
   async organizationsWithRetention(_system: SystemScope): Promise<{ id: string; days: number }[]> {
-    const rows = await this.client.organization.findMany({ where: { auditRetentionDays: { not: null } }, select: { id: true, auditRetentionDays: true } });
+    const rows = await this.client.organization.findMany({
+      where: { auditRetentionDays: { not: null } },
+      select: { id: true, auditRetentionDays: true },
+    });
     return rows.map((r) => ({ id: r.id, days: r.auditRetentionDays! }));
   }
 
   async retentionDays(scope: OrgScope): Promise<number | null> {
-    const row = await this.client.organization.findUniqueOrThrow({ where: { id: scope.organizationId }, select: { auditRetentionDays: true } });
+    const row = await this.client.organization.findUniqueOrThrow({
+      where: { id: scope.organizationId },
+      select: { auditRetentionDays: true },
+    });
     return row.auditRetentionDays;
   }
 
@@ -231,8 +319,22 @@ export class AuditRepository extends Repository {
   }
 }
 
-function toHead(row: { chainId: string; organizationId: string; workspaceId: string | null; seq: bigint; hash: string; checkpointSeq: bigint }): ChainHead {
-  return { chainId: row.chainId, organizationId: row.organizationId, workspaceId: row.workspaceId, seq: Number(row.seq), hash: row.hash, checkpointSeq: Number(row.checkpointSeq) };
+function toHead(row: {
+  chainId: string;
+  organizationId: string;
+  workspaceId: string | null;
+  seq: bigint;
+  hash: string;
+  checkpointSeq: bigint;
+}): ChainHead {
+  return {
+    chainId: row.chainId,
+    organizationId: row.organizationId,
+    workspaceId: row.workspaceId,
+    seq: Number(row.seq),
+    hash: row.hash,
+    checkpointSeq: Number(row.checkpointSeq),
+  };
 }
 
 /** A record as one element of the JSON that `append` hands to jsonb_to_recordset. */

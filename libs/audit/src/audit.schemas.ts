@@ -7,24 +7,31 @@ export const wsParams = z.object({ ws: slug });
 
 const csvList = z
   .string()
-  .transform((v) => v.split(',').map((s) => s.trim()).filter(Boolean))
+  .transform((v) =>
+    v
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean),
+  )
   .pipe(z.array(z.string().max(64)).max(20));
 
 /** Up to 500 a page, as before pages had one size: scripts that read the log in big pages keep working. */
 const AUDIT_PAGE = pageQuery({ max: 500 });
 
-export const auditQuery = z.object({
-  from: z.iso.datetime({ offset: true }).optional().describe('occurred at or after (ISO-8601)'),
-  to: z.iso.datetime({ offset: true }).optional().describe('occurred before (ISO-8601)'),
-  actor: z.string().max(256).optional().describe('`user:<id>`, `token:<id>`, `gateway:<id>`, `system`'),
-  principal: z.string().max(256).optional(),
-  server: z.string().max(256).optional(),
-  tool: z.string().max(256).optional(),
-  decision: z.enum(['allow', 'deny', 'approval']).optional(),
-  session: z.string().max(256).optional(),
-  type: csvList.optional().describe('event types, comma-separated'),
-  execution_mode: z.enum(['local', 'remote']).optional(),
-}).extend(AUDIT_PAGE.shape);
+export const auditQuery = z
+  .object({
+    from: z.iso.datetime({ offset: true }).optional().describe('occurred at or after (ISO-8601)'),
+    to: z.iso.datetime({ offset: true }).optional().describe('occurred before (ISO-8601)'),
+    actor: z.string().max(256).optional().describe('`user:<id>`, `token:<id>`, `gateway:<id>`, `system`'),
+    principal: z.string().max(256).optional(),
+    server: z.string().max(256).optional(),
+    tool: z.string().max(256).optional(),
+    decision: z.enum(['allow', 'deny', 'approval']).optional(),
+    session: z.string().max(256).optional(),
+    type: csvList.optional().describe('event types, comma-separated'),
+    execution_mode: z.enum(['local', 'remote']).optional(),
+  })
+  .extend(AUDIT_PAGE.shape);
 
 export const exportQuery = auditQuery.omit({ cursor: true, limit: true }).extend({
   format: z.enum(['jsonl', 'csv']).default('jsonl'),
@@ -70,13 +77,19 @@ export const retentionBody = z.object({
 export const retentionView = retentionBody;
 
 export const ingestBody = z.object({
-  events: z.array(z.unknown()).min(1).max(1000).describe('each event is validated alone; see the gateway docs for its fields'),
+  events: z
+    .array(z.unknown())
+    .min(1)
+    .max(1000)
+    .describe('each event is validated alone; see the gateway docs for its fields'),
 });
 
 export const ingestView = z.object({
   accepted: z.number().int(),
   duplicates: z.number().int().describe('events whose id the log already holds (a retried batch)'),
-  rejected: z.array(z.object({ index: z.number().int(), id: z.string().nullable(), code: z.string(), reason: z.string() })),
+  rejected: z.array(
+    z.object({ index: z.number().int(), id: z.string().nullable(), code: z.string(), reason: z.string() }),
+  ),
 });
 
 export function toView(record: ChainedRecord): z.infer<typeof recordView> {
@@ -104,8 +117,23 @@ export function toView(record: ChainedRecord): z.infer<typeof recordView> {
 }
 
 export const CSV_COLUMNS = [
-  'seq', 'id', 'type', 'recorded_at', 'occurred_at', 'source', 'actor', 'principal', 'execution_mode',
-  'server', 'tool', 'decision', 'session', 'workspace_id', 'data', 'prev_hash', 'hash',
+  'seq',
+  'id',
+  'type',
+  'recorded_at',
+  'occurred_at',
+  'source',
+  'actor',
+  'principal',
+  'execution_mode',
+  'server',
+  'tool',
+  'decision',
+  'session',
+  'workspace_id',
+  'data',
+  'prev_hash',
+  'hash',
 ] as const;
 
 export function filtersOf(query: Omit<z.infer<typeof auditQuery>, 'cursor' | 'limit'>) {

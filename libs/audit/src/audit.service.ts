@@ -91,7 +91,12 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
     // every event a domain announces is an audit record of the same transaction
     outbox.useAuditJournal((tx, records) => this.journal(tx, records));
     // a chain waits at most auditCheckpointSeconds (plus one sweep) for its checkpoint
-    this.sweeper = new PeriodicTask({ name: 'audit sweep', everyMs: Math.min(SWEEP_MS, config.auditCheckpointSeconds * 1000), run: () => this.sweep(), logger: this.logger });
+    this.sweeper = new PeriodicTask({
+      name: 'audit sweep',
+      everyMs: Math.min(SWEEP_MS, config.auditCheckpointSeconds * 1000),
+      run: () => this.sweep(),
+      logger: this.logger,
+    });
   }
 
   onApplicationBootstrap(): void {
@@ -112,10 +117,18 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
     return this.append(tx, scope, chainOf(scope), entries);
   }
 
-  private async append(tx: Transaction, scope: OrgScope, chain: Chain, entries: AuditEntry[]): Promise<ChainedRecord[]> {
+  private async append(
+    tx: Transaction,
+    scope: OrgScope,
+    chain: Chain,
+    entries: AuditEntry[],
+  ): Promise<ChainedRecord[]> {
     const head = await this.repository.lockHead(tx, scope, chain.chainId, chain.workspaceId);
     const now = this.clock.date();
-    const records = chainRecords(head, entries.map((entry) => unchained(scope, chain, entry, now)));
+    const records = chainRecords(
+      head,
+      entries.map((entry) => unchained(scope, chain, entry, now)),
+    );
     await this.repository.append(tx, scope, records);
     this.afterCommit(scope.organizationId);
     return records;
@@ -127,14 +140,29 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
    * the ids the chain does not hold yet are appended; without it the ids are
    * new by construction, and a repeat fails the batch rather than be skipped.
    */
-  async recordNew(tx: Transaction, scope: OrgScope, entries: (AuditEntry & { id: string })[], options: { replay: boolean }): Promise<ChainedRecord[]> {
+  async recordNew(
+    tx: Transaction,
+    scope: OrgScope,
+    entries: (AuditEntry & { id: string })[],
+    options: { replay: boolean },
+  ): Promise<ChainedRecord[]> {
     const chain = chainOf(scope);
     const head = await this.repository.lockHead(tx, scope, chain.chainId, chain.workspaceId);
-    const existing = options.replay ? await this.repository.existingIds(tx, scope, chain.chainId, entries.map((e) => e.id)) : new Set<string>();
+    const existing = options.replay
+      ? await this.repository.existingIds(
+          tx,
+          scope,
+          chain.chainId,
+          entries.map((e) => e.id),
+        )
+      : new Set<string>();
     const fresh = entries.filter((e) => !existing.has(e.id));
     if (fresh.length === 0) return [];
     const now = this.clock.date();
-    const records = chainRecords(head, fresh.map((entry) => unchained(scope, chain, entry, now)));
+    const records = chainRecords(
+      head,
+      fresh.map((entry) => unchained(scope, chain, entry, now)),
+    );
     await this.repository.append(tx, scope, records);
     this.afterCommit(scope.organizationId);
     return records;
@@ -150,18 +178,30 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
     for (const record of records) {
       const organizationId = record.organizationId!;
       // the message names the workspace by id; its chain is all the record needs
-      const chain: Chain = record.workspaceId ? { chainId: record.workspaceId, workspaceId: record.workspaceId } : { chainId: organizationId, workspaceId: null };
-      const group = byChain.get(chain.chainId) ?? byChain.set(chain.chainId, { scope: SystemScopes.organization(organizationId), chain, entries: [] }).get(chain.chainId)!;
+      const chain: Chain = record.workspaceId
+        ? { chainId: record.workspaceId, workspaceId: record.workspaceId }
+        : { chainId: organizationId, workspaceId: null };
+      const group =
+        byChain.get(chain.chainId) ??
+        byChain
+          .set(chain.chainId, { scope: SystemScopes.organization(organizationId), chain, entries: [] })
+          .get(chain.chainId)!;
       // the chain is the workspace's: its slug (which may change) adds nothing to the record
       const { actor, workspace: _workspace, ...data } = record.payload;
-      group.entries.push({ type: record.topic, actor: typeof actor === 'string' ? actor : 'system', source: 'api', data });
+      group.entries.push({
+        type: record.topic,
+        actor: typeof actor === 'string' ? actor : 'system',
+        source: 'api',
+        data,
+      });
     }
     for (const { scope, chain, entries } of byChain.values()) await this.append(tx, scope, chain, entries);
   }
 
   /** A gateway's batch: good events are chained in arrival order, bad ones rejected one by one, repeats skipped. */
   async ingest(scope: WorkspaceScope, gateway: Principal, events: unknown[]): Promise<IngestResult> {
-    if (events.length > MAX_BATCH) throw new ValidationError([{ path: 'body.events', message: `at most ${MAX_BATCH} events per batch` }]);
+    if (events.length > MAX_BATCH)
+      throw new ValidationError([{ path: 'body.events', message: `at most ${MAX_BATCH} events per batch` }]);
     const result: IngestResult = { accepted: 0, duplicates: 0, rejected: [] };
     const good: { index: number; event: GatewayEvent }[] = [];
     const seen = new Set<string>();
@@ -169,7 +209,10 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
     events.forEach((raw, index) => {
       const check = checkGatewayEvent(raw, arrived);
       if (!check.ok) {
-        const id = typeof (raw as { id?: unknown } | null)?.id === 'string' ? String((raw as { id: string }).id).slice(0, 64) : null;
+        const id =
+          typeof (raw as { id?: unknown } | null)?.id === 'string'
+            ? String((raw as { id: string }).id).slice(0, 64)
+            : null;
         result.rejected.push({ index, id, code: check.code, reason: check.reason });
       } else if (seen.has(check.event.id)) {
         result.duplicates++;
@@ -194,7 +237,12 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
         let fresh = candidates;
         let freshHashers = hashers;
         if (dedupe) {
-          const existing = await this.repository.existingIds(tx, scope, chain.chainId, candidates.map((c) => c.id));
+          const existing = await this.repository.existingIds(
+            tx,
+            scope,
+            chain.chainId,
+            candidates.map((c) => c.id),
+          );
           const keep = candidates.map((c) => !existing.has(c.id));
           fresh = candidates.filter((_, i) => keep[i]);
           freshHashers = hashers.filter((_, i) => keep[i]);
@@ -216,7 +264,11 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
 
   /** Newest first, by position in the chain. */
   search(scope: OrgScope, filters: AuditFilters, page: Keyset<number>): Promise<ChainedRecord[]> {
-    return this.repository.search(scope, chainOf(scope).chainId, filters, { ...(page.after !== undefined ? { beforeSeq: page.after } : {}), limit: page.take, order: 'desc' });
+    return this.repository.search(scope, chainOf(scope).chainId, filters, {
+      ...(page.after !== undefined ? { beforeSeq: page.after } : {}),
+      limit: page.take,
+      order: 'desc',
+    });
   }
 
   /** Every matching record in chain order, a page at a time: exports of any size in bounded memory. */
@@ -224,7 +276,11 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
     const chainId = chainOf(scope).chainId;
     let after = 0;
     for (;;) {
-      const page = await this.repository.search(scope, chainId, filters, { afterSeq: after, limit: 1000, order: 'asc' });
+      const page = await this.repository.search(scope, chainId, filters, {
+        afterSeq: after,
+        limit: 1000,
+        order: 'asc',
+      });
       yield* page;
       if (page.length < 1000) return;
       after = page[page.length - 1]!.seq;
@@ -247,7 +303,10 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
     const chainId = chainOf(scope).chainId;
     // the head first: every checkpoint and record read after it is at least as new
     const head = await this.repository.head(scope, chainId);
-    const [checkpoints, publicKeys] = await Promise.all([this.repository.checkpoints(scope, chainId), this.keys.publicKeys('audit-checkpoint')]);
+    const [checkpoints, publicKeys] = await Promise.all([
+      this.repository.checkpoints(scope, chainId),
+      this.keys.publicKeys('audit-checkpoint'),
+    ]);
     const verifier = new ChainVerifier(chainId, checkpoints, (kid, message, signature) => {
       const x = publicKeys.get(kid);
       return x !== undefined && verifyEd25519(publicKeyFromX(x), message, signature);
@@ -268,7 +327,10 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
   }
 
   /** Signs the chain's newest record if it is not signed yet. */
-  async checkpoint(head: Pick<ChainHead, 'chainId' | 'organizationId' | 'workspaceId'>, kind: CheckpointRecord['kind'] = 'periodic'): Promise<CheckpointRecord | null> {
+  async checkpoint(
+    head: Pick<ChainHead, 'chainId' | 'organizationId' | 'workspaceId'>,
+    kind: CheckpointRecord['kind'] = 'periodic',
+  ): Promise<CheckpointRecord | null> {
     // the key is loaded before the transaction: PGlite has one connection, and the transaction holds it
     const ring = await this.keys.ring('audit-checkpoint');
     const scope = SystemScopes.organization(head.organizationId);
@@ -297,7 +359,12 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
         const ring = await this.keys.ring('audit-checkpoint');
         removed += await this.db.transaction(async (tx) => {
           await this.repository.lockHead(tx, scope, head.chainId, head.workspaceId);
-          await this.repository.writeCheckpoint(tx, scope, head.chainId, sign(ring.active, head.chainId, edge.seq, edge.hash, 'retention'));
+          await this.repository.writeCheckpoint(
+            tx,
+            scope,
+            head.chainId,
+            sign(ring.active, head.chainId, edge.seq, edge.hash, 'retention'),
+          );
           return this.repository.removeThrough(tx, scope, head.chainId, edge.seq);
         });
       }
@@ -318,7 +385,12 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
 
   /** Periodic work of every replica: checkpoints due by time, and retention once an hour. */
   async sweep(): Promise<void> {
-    const due = await this.repository.chainsNeedingCheckpoint(CHECKPOINTS, this.config.auditCheckpointEvery, this.config.auditCheckpointSeconds, 100);
+    const due = await this.repository.chainsNeedingCheckpoint(
+      CHECKPOINTS,
+      this.config.auditCheckpointEvery,
+      this.config.auditCheckpointSeconds,
+      100,
+    );
     for (const head of due) await this.checkpoint(head);
     if (this.clock.now() - this.lastRetentionAt > 3600_000) {
       this.lastRetentionAt = this.clock.now();
@@ -334,8 +406,20 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
   }
 }
 
-function sign(active: { kid: string; key: import('node:crypto').KeyObject }, chainId: string, seq: number, hash: string, kind: CheckpointRecord['kind']): CheckpointRecord {
-  return { seq, hash, kind, keyId: active.kid, signature: signEd25519(active.key, checkpointSigningInput({ chainId, seq, hash, kind })) };
+function sign(
+  active: { kid: string; key: import('node:crypto').KeyObject },
+  chainId: string,
+  seq: number,
+  hash: string,
+  kind: CheckpointRecord['kind'],
+): CheckpointRecord {
+  return {
+    seq,
+    hash,
+    kind,
+    keyId: active.kid,
+    signature: signEd25519(active.key, checkpointSigningInput({ chainId, seq, hash, kind })),
+  };
 }
 
 type Chain = { chainId: string; workspaceId: string | null };
@@ -363,7 +447,11 @@ function unchained(scope: OrgScope, chain: Chain, entry: AuditEntry, now: Date, 
     decision: wellFormed(entry.decision ?? null),
     sessionId: wellFormed(entry.sessionId ?? null),
     // the JSON round trip stores exactly what was hashed (no undefined, no Dates, no lone surrogates)
-    data: copy ? (JSON.parse(JSON.stringify(entry.data ?? {}), (_key, value: unknown) => (typeof value === 'string' ? value.toWellFormed() : value)) as Record<string, unknown>) : (entry.data ?? {}),
+    data: copy
+      ? (JSON.parse(JSON.stringify(entry.data ?? {}), (_key, value: unknown) =>
+          typeof value === 'string' ? value.toWellFormed() : value,
+        ) as Record<string, unknown>)
+      : (entry.data ?? {}),
   };
 }
 

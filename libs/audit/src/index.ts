@@ -2,5 +2,12 @@ export { AuditModule } from './audit.module';
 export { AuditService, actorOf } from './audit.service';
 export type { AuditEntry, IngestResult } from './audit.service';
 export { ingestBody, ingestView } from './audit.schemas';
-export { GENESIS_HASH, canonicalRecord, recordHash, chainRecords, ChainVerifier, checkpointSigningInput } from './domain/chain';
+export {
+  GENESIS_HASH,
+  canonicalRecord,
+  recordHash,
+  chainRecords,
+  ChainVerifier,
+  checkpointSigningInput,
+} from './domain/chain';
 export type { ChainedRecord, VerifyResult } from './domain/chain';

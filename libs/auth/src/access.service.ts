@@ -39,15 +39,25 @@ export class AccessService {
    * For resources addressed by their own id (an approval): the workspace they
    * belong to, as the caller may act in it. A gateway acts in its own workspace only.
    */
-  async workspaceById(principal: Principal, workspaceId: string, permission: Permission, what: { kind: string; id: string; code: ErrorCodeWithStatus<404> }): Promise<WorkspaceScope> {
-    const workspace = await this.repository.findWorkspaceById(SystemScopes.organization(principal.organizationId), workspaceId);
+  async workspaceById(
+    principal: Principal,
+    workspaceId: string,
+    permission: Permission,
+    what: { kind: string; id: string; code: ErrorCodeWithStatus<404> },
+  ): Promise<WorkspaceScope> {
+    const workspace = await this.repository.findWorkspaceById(
+      SystemScopes.organization(principal.organizationId),
+      workspaceId,
+    );
     if (principal.gateway) {
-      if (!workspace || principal.gateway.workspaceId !== workspaceId) throw new NotFoundError(what.kind, what.id, what.code);
+      if (!workspace || principal.gateway.workspaceId !== workspaceId)
+        throw new NotFoundError(what.kind, what.id, what.code);
       return this.gatewayScope(principal, workspace, permission);
     }
     const role = workspace ? roleIn(principal, workspace.id) : null;
     if (!workspace || !role) throw new NotFoundError(what.kind, what.id, what.code);
-    if (!allows(role, permission)) throw new ForbiddenError(`Role "${role}" may not ${permission} in workspace "${workspace.slug}"`);
+    if (!allows(role, permission))
+      throw new ForbiddenError(`Role "${role}" may not ${permission} in workspace "${workspace.slug}"`);
     return SystemScopes.workspace(principal.organizationId, workspace, role);
   }
 
@@ -57,18 +67,25 @@ export class AccessService {
       this.repository.findWorkspaceBySlug(SystemScopes.organization(principal.organizationId), slug),
     );
     if (principal.gateway) {
-      if (!workspace || principal.gateway.workspaceId !== workspace.id) throw new NotFoundError('workspace', slug, 'WORKSPACE_NOT_FOUND');
+      if (!workspace || principal.gateway.workspaceId !== workspace.id)
+        throw new NotFoundError('workspace', slug, 'WORKSPACE_NOT_FOUND');
       return this.gatewayScope(principal, workspace, permission);
     }
     const role = workspace ? roleIn(principal, workspace.id) : null;
     if (!workspace || !role) throw new NotFoundError('workspace', slug, 'WORKSPACE_NOT_FOUND');
-    if (!allows(role, permission)) throw new ForbiddenError(`Role "${role}" may not ${permission} in workspace "${slug}"`);
+    if (!allows(role, permission))
+      throw new ForbiddenError(`Role "${role}" may not ${permission} in workspace "${slug}"`);
     return SystemScopes.workspace(principal.organizationId, workspace, role);
   }
 
   /** A gateway holds no role: in its own workspace it may do only what GATEWAY_PERMISSIONS lists. */
-  private gatewayScope(principal: Principal, workspace: { id: string; slug: string }, permission: Permission): WorkspaceScope {
-    if (!GATEWAY_PERMISSIONS.has(permission)) throw new ForbiddenError(`A gateway token may not ${permission}`, 'GATEWAY_TOKEN_NOT_ALLOWED');
+  private gatewayScope(
+    principal: Principal,
+    workspace: { id: string; slug: string },
+    permission: Permission,
+  ): WorkspaceScope {
+    if (!GATEWAY_PERMISSIONS.has(permission))
+      throw new ForbiddenError(`A gateway token may not ${permission}`, 'GATEWAY_TOKEN_NOT_ALLOWED');
     return SystemScopes.workspace(principal.organizationId, workspace, 'member');
   }
 }

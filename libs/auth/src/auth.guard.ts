@@ -1,4 +1,10 @@
-import { CanActivate, ExecutionContext, Injectable, OnApplicationBootstrap, UnauthorizedException } from '@nestjs/common';
+import {
+  CanActivate,
+  ExecutionContext,
+  Injectable,
+  OnApplicationBootstrap,
+  UnauthorizedException,
+} from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import { AuthGuard as PassportAuthGuard } from '@nestjs/passport';
 import type { FastifyRequest } from 'fastify';
@@ -45,7 +51,13 @@ export class AuthGuard implements CanActivate, OnApplicationBootstrap {
 
   onApplicationBootstrap(): void {
     for (const route of this.routes.all()) {
-      if (route.auth === 'public' || route.tenancy === 'caller' || route.tenancy === 'platform' || route.tenancy === 'gateway') continue;
+      if (
+        route.auth === 'public' ||
+        route.tenancy === 'caller' ||
+        route.tenancy === 'platform' ||
+        route.tenancy === 'gateway'
+      )
+        continue;
       if (!route.permission || !(route.permission in PERMISSIONS)) {
         throw new Error(`${route.method} ${route.path} is protected but names no known permission`);
       }
@@ -66,7 +78,9 @@ export class AuthGuard implements CanActivate, OnApplicationBootstrap {
     // a sandboxed agent's token reaches only what a route declares for its caps, whatever its creator may do
     if (principal.agentSession && (!route.capability || !principal.agentSession.caps.has(route.capability))) {
       throw new ForbiddenError(
-        route.capability ? `This session token lacks the "${route.capability}" capability` : 'A session token may not call this endpoint',
+        route.capability
+          ? `This session token lacks the "${route.capability}" capability`
+          : 'A session token may not call this endpoint',
         'CAPABILITY_REQUIRED',
       );
     }
@@ -79,8 +93,13 @@ export class AuthGuard implements CanActivate, OnApplicationBootstrap {
     }
     if (route.tenancy === 'gateway') {
       // the gateway API acts in the one workspace the gateway enrolled into, and only for gateways
-      if (principal.kind !== 'gateway' || !principal.gateway) throw new ForbiddenError('This endpoint takes a gateway token', 'GATEWAY_TOKEN_REQUIRED');
-      request.scope = SystemScopes.workspace(principal.organizationId, { id: principal.gateway.workspaceId, slug: principal.gateway.workspaceSlug }, 'member');
+      if (principal.kind !== 'gateway' || !principal.gateway)
+        throw new ForbiddenError('This endpoint takes a gateway token', 'GATEWAY_TOKEN_REQUIRED');
+      request.scope = SystemScopes.workspace(
+        principal.organizationId,
+        { id: principal.gateway.workspaceId, slug: principal.gateway.workspaceSlug },
+        'member',
+      );
       return true;
     }
     if (route.permission) {
@@ -96,11 +115,14 @@ export class AuthGuard implements CanActivate, OnApplicationBootstrap {
   }
 
   private async authenticate(context: ExecutionContext, request: AuthenticatedRequest): Promise<Principal> {
-    const browserSession = request.headers.authorization === undefined ? this.browserSessions.token(request) : undefined;
+    const browserSession =
+      request.headers.authorization === undefined ? this.browserSessions.token(request) : undefined;
     if (browserSession !== undefined) {
       // the web console: the browser session's cookie, with the page's CSRF token on every change
       request.credential = browserSession;
-      return SAFE_METHODS.has(request.method) ? this.browserSessions.principal(request) : this.browserSessions.principalForChange(request);
+      return SAFE_METHODS.has(request.method)
+        ? this.browserSessions.principal(request)
+        : this.browserSessions.principalForChange(request);
     }
     const token = this.bearer.tokenOf(request.headers.authorization);
     if (token === undefined) throw new UnauthenticatedError('Send "Authorization: Bearer <token>"');
@@ -112,7 +134,8 @@ export class AuthGuard implements CanActivate, OnApplicationBootstrap {
       await this.jwt.canActivate(context);
     } catch (error) {
       if (error instanceof DomainError) throw error;
-      if (error instanceof UnauthorizedException) throw new UnauthenticatedError('The JWT is not valid or has expired', 'TOKEN_INVALID');
+      if (error instanceof UnauthorizedException)
+        throw new UnauthenticatedError('The JWT is not valid or has expired', 'TOKEN_INVALID');
       throw error;
     }
     return (request as unknown as { user: Principal }).user;

@@ -45,6 +45,20 @@ import { TokensService } from './tokens.service';
     IdentityProviderSettings,
     { provide: APP_GUARD, useClass: AuthGuard },
   ],
-  exports: [AccessService, BearerCredentials, PrincipalCache, PrincipalResolver, TokensService, JwtKeys, CredentialResolvers, BrowserKeys, BrowserSessions, OidcSignIn, SignInLinks, StreamAccess, IdentityProviderSettings],
+  exports: [
+    AccessService,
+    BearerCredentials,
+    PrincipalCache,
+    PrincipalResolver,
+    TokensService,
+    JwtKeys,
+    CredentialResolvers,
+    BrowserKeys,
+    BrowserSessions,
+    OidcSignIn,
+    SignInLinks,
+    StreamAccess,
+    IdentityProviderSettings,
+  ],
 })
 export class AuthModule {}

@@ -136,12 +136,24 @@ export class AuthRepository extends Repository {
   }
 
   async touchToken(scope: OrgScope, id: string, at: Date): Promise<void> {
-    await this.client.apiToken.updateMany({ where: { organizationId: scope.organizationId, id }, data: { lastUsedAt: at } });
+    await this.client.apiToken.updateMany({
+      where: { organizationId: scope.organizationId, id },
+      data: { lastUsedAt: at },
+    });
   }
 
   async createToken(
     scope: OrgScope,
-    data: { name: string; role: Role; workspaceId: string | null; hash: string; prefix: string; createdBy: string | null; expiresAt: Date | null; platformOperator?: boolean },
+    data: {
+      name: string;
+      role: Role;
+      workspaceId: string | null;
+      hash: string;
+      prefix: string;
+      createdBy: string | null;
+      expiresAt: Date | null;
+      platformOperator?: boolean;
+    },
     tx: Transaction,
   ): Promise<TokenRecord> {
     const row = await tx.apiToken.create({
@@ -162,12 +174,20 @@ export class AuthRepository extends Repository {
   }
 
   /** Oldest first, the id breaking ties. */
-  async listTokens(scope: OrgScope, filter: { workspaceId?: string }, page: Keyset<{ createdAt: Date; id: string }>): Promise<TokenRecord[]> {
+  async listTokens(
+    scope: OrgScope,
+    filter: { workspaceId?: string },
+    page: Keyset<{ createdAt: Date; id: string }>,
+  ): Promise<TokenRecord[]> {
     const rows = await this.client.apiToken.findMany({
       where: {
         organizationId: scope.organizationId,
         ...(filter.workspaceId ? { workspaceId: filter.workspaceId } : {}),
-        ...keysetAfter<Prisma.ApiTokenWhereInput>(['createdAt', 'id'], 'asc', page.after && [page.after.createdAt, page.after.id]),
+        ...keysetAfter<Prisma.ApiTokenWhereInput>(
+          ['createdAt', 'id'],
+          'asc',
+          page.after && [page.after.createdAt, page.after.id],
+        ),
       },
       include: tokenInclude,
       orderBy: keysetOrder<Prisma.ApiTokenOrderByWithRelationInput>(['createdAt', 'id'], 'asc'),
@@ -177,7 +197,10 @@ export class AuthRepository extends Repository {
   }
 
   async revokeToken(scope: OrgScope, id: string, at: Date, tx: Transaction): Promise<void> {
-    await tx.apiToken.updateMany({ where: { organizationId: scope.organizationId, id, revokedAt: null }, data: { revokedAt: at } });
+    await tx.apiToken.updateMany({
+      where: { organizationId: scope.organizationId, id, revokedAt: null },
+      data: { revokedAt: at },
+    });
   }
 
   async findUser(scope: OrgScope, id: string): Promise<UserRecord | null> {
@@ -237,7 +260,9 @@ export class AuthRepository extends Repository {
         where: { organizationId_subject: { organizationId: scope.organizationId, subject: identity.subject } },
       });
       const email = bySubject ? null : (options.trustedEmail ?? identity.email);
-      const byEmail = email ? await tx.user.findFirst({ where: { organizationId: scope.organizationId, email, subject: null } }) : null;
+      const byEmail = email
+        ? await tx.user.findFirst({ where: { organizationId: scope.organizationId, email, subject: null } })
+        : null;
       if (byEmail && !options.trustedEmail) return { refused: 'email_not_verified' as const };
       const existing = bySubject ?? byEmail;
       if (existing) {
@@ -251,7 +276,11 @@ export class AuthRepository extends Repository {
             ...(!existing.lastLoginAt || issuedAt >= existing.lastLoginAt ? { idpGroups: identity.groups } : {}),
           },
         });
-        return { id: existing.id, previousLoginAt: existing.lastLoginAt, roleChanged: !!identity.role && identity.role !== existing.role };
+        return {
+          id: existing.id,
+          previousLoginAt: existing.lastLoginAt,
+          roleChanged: !!identity.role && identity.role !== existing.role,
+        };
       }
       const created = await tx.user.create({
         data: {
@@ -268,7 +297,11 @@ export class AuthRepository extends Repository {
     });
   }
 
-  async createBrowserSession(scope: OrgScope, session: { userId: string; tokenHash: string; expiresAt: Date }, at: Date): Promise<void> {
+  async createBrowserSession(
+    scope: OrgScope,
+    session: { userId: string; tokenHash: string; expiresAt: Date },
+    at: Date,
+  ): Promise<void> {
     await this.db.transaction(async (tx) => {
       // lapsed browser sessions are useless; sign-ins are rare enough to sweep here
       await tx.browserSession.deleteMany({ where: { expiresAt: { lt: at } } });
@@ -283,7 +316,8 @@ export class AuthRepository extends Repository {
 
   /** Sign-out everywhere: every browser session of the person. */
   async deleteBrowserSessionsOfUser(scope: OrgScope, userId: string): Promise<number> {
-    return (await this.client.browserSession.deleteMany({ where: { organizationId: scope.organizationId, userId } })).count;
+    return (await this.client.browserSession.deleteMany({ where: { organizationId: scope.organizationId, userId } }))
+      .count;
   }
 
   /**
@@ -293,7 +327,13 @@ export class AuthRepository extends Repository {
   async ensureLocalOwner(scope: OrgScope, subject: string, at: Date): Promise<string> {
     const row = await this.client.user.upsert({
       where: { organizationId_subject: { organizationId: scope.organizationId, subject } },
-      create: { organizationId: scope.organizationId, subject, name: 'Owner (this machine)', role: 'owner', lastLoginAt: at },
+      create: {
+        organizationId: scope.organizationId,
+        subject,
+        name: 'Owner (this machine)',
+        role: 'owner',
+        lastLoginAt: at,
+      },
       update: { lastLoginAt: at },
       select: { id: true },
     });
@@ -302,15 +342,24 @@ export class AuthRepository extends Repository {
 
   /** Authentication itself: the cookie's hash is the key, it names the organisation. */
   async findBrowserSession(_system: SystemScope, tokenHash: string): Promise<BrowserSessionRecord | null> {
-    return this.client.browserSession.findUnique({ where: { tokenHash }, select: { id: true, organizationId: true, userId: true, expiresAt: true } });
+    return this.client.browserSession.findUnique({
+      where: { tokenHash },
+      select: { id: true, organizationId: true, userId: true, expiresAt: true },
+    });
   }
 
   async findOrganization(scope: OrgScope): Promise<{ id: string; slug: string; name: string } | null> {
-    return this.client.organization.findUnique({ where: { id: scope.organizationId }, select: { id: true, slug: true, name: true } });
+    return this.client.organization.findUnique({
+      where: { id: scope.organizationId },
+      select: { id: true, slug: true, name: true },
+    });
   }
 
   async findWorkspaceById(scope: OrgScope, id: string): Promise<{ id: string; slug: string; name: string } | null> {
-    return this.client.workspace.findFirst({ where: { organizationId: scope.organizationId, id }, select: { id: true, slug: true, name: true } });
+    return this.client.workspace.findFirst({
+      where: { organizationId: scope.organizationId, id },
+      select: { id: true, slug: true, name: true },
+    });
   }
 
   async findWorkspaceBySlug(scope: OrgScope, slug: string): Promise<{ id: string; slug: string; name: string } | null> {

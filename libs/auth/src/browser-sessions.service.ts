@@ -36,19 +36,32 @@ export class BrowserSessions {
 
   async principal(request: FastifyRequest): Promise<Principal> {
     const token = this.cookie(request);
-    if (!token) throw new UnauthenticatedError('Sign in first: this endpoint takes the session of the review page', 'SESSION_REQUIRED');
+    if (!token)
+      throw new UnauthenticatedError(
+        'Sign in first: this endpoint takes the session of the review page',
+        'SESSION_REQUIRED',
+      );
     return this.principals.fromBrowserSession(token);
   }
 
   async principalForChange(request: FastifyRequest): Promise<Principal> {
     const principal = await this.principal(request);
     const origin = request.headers.origin;
-    if (origin !== undefined && origin !== new URL(this.config.publicUrl).origin && origin !== `${request.protocol}://${request.host}`) {
+    if (
+      origin !== undefined &&
+      origin !== new URL(this.config.publicUrl).origin &&
+      origin !== `${request.protocol}://${request.host}`
+    ) {
       throw new ForbiddenError('The request comes from another site', 'CSRF_ORIGIN_MISMATCH');
     }
     const given = request.headers[CSRF_HEADER];
-    if (!csrfMatches(await this.keys.signInKey(), this.cookie(request)!, typeof given === 'string' ? given : undefined)) {
-      throw new ForbiddenError(`The request lacks the page's CSRF token (${CSRF_HEADER}); reload the review page`, 'CSRF_TOKEN_INVALID');
+    if (
+      !csrfMatches(await this.keys.signInKey(), this.cookie(request)!, typeof given === 'string' ? given : undefined)
+    ) {
+      throw new ForbiddenError(
+        `The request lacks the page's CSRF token (${CSRF_HEADER}); reload the review page`,
+        'CSRF_TOKEN_INVALID',
+      );
     }
     return principal;
   }

@@ -25,7 +25,10 @@ export class IdentityProviderSettings {
    */
   async assertFetchable(settings: { issuer: string; jwksUrl: string; clientId: string | null }): Promise<void> {
     const policy = outboundPolicyOf(this.config);
-    const urls: [string, string][] = [['body.jwks_url', settings.jwksUrl], ...(settings.clientId !== null ? [['body.issuer', settings.issuer] as [string, string]] : [])];
+    const urls: [string, string][] = [
+      ['body.jwks_url', settings.jwksUrl],
+      ...(settings.clientId !== null ? [['body.issuer', settings.issuer] as [string, string]] : []),
+    ];
     const issues: FieldIssue[] = [];
     for (const [path, url] of urls) {
       try {

@@ -22,8 +22,12 @@ describe('idpFetch', () => {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const address = server.address();
     base = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
-    handlers.set('/small', (_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end('{"keys":[]}'));
-    handlers.set('/declared-large', (_req, res) => res.writeHead(200, { 'content-length': '5000' }).end('x'.repeat(5000)));
+    handlers.set('/small', (_req, res) =>
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{"keys":[]}'),
+    );
+    handlers.set('/declared-large', (_req, res) =>
+      res.writeHead(200, { 'content-length': '5000' }).end('x'.repeat(5000)),
+    );
     handlers.set('/streamed-large', (_req, res) => {
       res.writeHead(200);
       for (let i = 0; i < 10; i++) res.write('x'.repeat(200));
@@ -37,7 +41,11 @@ describe('idpFetch', () => {
     handlers.set('/echo', (req, res) => {
       const chunks: Buffer[] = [];
       req.on('data', (chunk: Buffer) => chunks.push(chunk));
-      req.on('end', () => res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify({ method: req.method, body: Buffer.concat(chunks).toString() })));
+      req.on('end', () =>
+        res
+          .writeHead(400, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ method: req.method, body: Buffer.concat(chunks).toString() })),
+      );
     });
   });
   afterAll(async () => {
@@ -69,17 +77,28 @@ describe('idpFetch', () => {
   it('refuses plain http off this machine and addresses the outbound policy refuses, before connecting', async () => {
     const before = requests;
     await expect(idpFetch('http://idp.example.com/jwks', {}, LOOPBACK_ALLOWED, LIMITS)).rejects.toThrow(/https/);
-    await expect(idpFetch('https://169.254.169.254/jwks', {}, LOOPBACK_ALLOWED, LIMITS)).rejects.toThrow(/cloud metadata/);
+    await expect(idpFetch('https://169.254.169.254/jwks', {}, LOOPBACK_ALLOWED, LIMITS)).rejects.toThrow(
+      /cloud metadata/,
+    );
     await expect(idpFetch(`${base}/small`, {}, LOOPBACK_REFUSED, LIMITS)).rejects.toThrow(/loopback/);
-    await expect(idpFetch(`${base.replace('127.0.0.1', 'localhost')}/small`, {}, LOOPBACK_REFUSED, LIMITS)).rejects.toBeInstanceOf(IdpFetchError);
-    await expect(idpFetch(`${base}/small`, {}, { allowCidrs: ['127.0.0.1/32'], allowLoopback: false }, LIMITS)).resolves.toMatchObject({ status: 200 });
+    await expect(
+      idpFetch(`${base.replace('127.0.0.1', 'localhost')}/small`, {}, LOOPBACK_REFUSED, LIMITS),
+    ).rejects.toBeInstanceOf(IdpFetchError);
+    await expect(
+      idpFetch(`${base}/small`, {}, { allowCidrs: ['127.0.0.1/32'], allowLoopback: false }, LIMITS),
+    ).resolves.toMatchObject({ status: 200 });
     expect(requests - before).toBe(1);
   });
 
   it("serves openid-client: a Response of the answer, the request's method and body sent, an error answer handed to the log hook", async () => {
     const logged: number[] = [];
     const fetcher = openIdClientFetch(LOOPBACK_ALLOWED, (answer) => logged.push(answer.status));
-    const response = await fetcher(`${base}/echo`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ code: 'c' }), redirect: 'manual' });
+    const response = await fetcher(`${base}/echo`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ code: 'c' }),
+      redirect: 'manual',
+    });
     expect(response.status).toBe(400);
     expect(response.headers.get('content-type')).toBe('application/json');
     expect(await response.json()).toEqual({ method: 'POST', body: 'code=c' });
@@ -89,7 +108,9 @@ describe('idpFetch', () => {
 
 describe('scrubRemoteText', () => {
   it('keeps a short printable excerpt with anything token-like cut out', () => {
-    const scrubbed = scrubRemoteText('{"error":"invalid_client","secret":"c2VjcmV0LXZhbHVlLXRoYXQtaXMtbG9uZw"}\n\u0000<b>bad</b>');
+    const scrubbed = scrubRemoteText(
+      '{"error":"invalid_client","secret":"c2VjcmV0LXZhbHVlLXRoYXQtaXMtbG9uZw"}\n\u0000<b>bad</b>',
+    );
     expect(scrubbed).toBe('{"error":"invalid_client","secret":"[redacted]"} <b>bad</b>');
     expect(scrubRemoteText('word '.repeat(200))).toHaveLength(301);
   });

@@ -1,7 +1,13 @@
 import { request as httpRequest, type IncomingHttpHeaders, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import type { CustomFetch, FetchBody } from 'openid-client';
-import { checkOutboundUrl, guardedLookup, OutboundPolicy, OutboundUrlRefusedError, RefusedAddressError } from '@aileron/net';
+import {
+  checkOutboundUrl,
+  guardedLookup,
+  OutboundPolicy,
+  OutboundUrlRefusedError,
+  RefusedAddressError,
+} from '@aileron/net';
 import { plainHttpProblem } from './domain/identity-provider';
 
 /**
@@ -50,7 +56,12 @@ export class IdpFetchError extends Error {
  * connection each time (a pooled socket would skip the resolver), redirects
  * never followed, the answer bounded in size and time.
  */
-export async function idpFetch(url: string, request: IdpRequest, policy: OutboundPolicy, limits: IdpFetchLimits = IDP_FETCH_LIMITS): Promise<IdpAnswer> {
+export async function idpFetch(
+  url: string,
+  request: IdpRequest,
+  policy: OutboundPolicy,
+  limits: IdpFetchLimits = IDP_FETCH_LIMITS,
+): Promise<IdpAnswer> {
   return exchange(await checkIdpUrl(url, policy), request, policy, limits);
 }
 
@@ -61,7 +72,8 @@ export async function idpFetch(url: string, request: IdpRequest, policy: Outboun
  */
 export async function checkIdpUrl(url: string, policy: OutboundPolicy): Promise<URL> {
   const insecure = plainHttpProblem(url);
-  if (insecure) throw new IdpFetchError(`${URL.canParse(url) ? new URL(url).host : '(not a URL)'} refused: ${insecure}`);
+  if (insecure)
+    throw new IdpFetchError(`${URL.canParse(url) ? new URL(url).host : '(not a URL)'} refused: ${insecure}`);
   try {
     return await checkOutboundUrl(url, policy);
   } catch (error) {
@@ -70,7 +82,12 @@ export async function checkIdpUrl(url: string, policy: OutboundPolicy): Promise<
   }
 }
 
-function exchange(target: URL, request: IdpRequest, policy: OutboundPolicy, limits: IdpFetchLimits): Promise<IdpAnswer> {
+function exchange(
+  target: URL,
+  request: IdpRequest,
+  policy: OutboundPolicy,
+  limits: IdpFetchLimits,
+): Promise<IdpAnswer> {
   return new Promise((resolve, reject) => {
     let settled = false;
     const settle = (outcome: IdpAnswer | IdpFetchError): void => {
@@ -89,24 +106,38 @@ function exchange(target: URL, request: IdpRequest, policy: OutboundPolicy, limi
       target,
       {
         method: request.method ?? 'GET',
-        headers: { ...request.headers, ...(request.body !== undefined ? { 'content-length': String(Buffer.byteLength(request.body)) } : {}) },
+        headers: {
+          ...request.headers,
+          ...(request.body !== undefined ? { 'content-length': String(Buffer.byteLength(request.body)) } : {}),
+        },
         agent: false,
         lookup: guardedLookup(target.hostname, policy),
       },
       (answer) => readBounded(answer, target.host, limits.maxBytes, settle),
     );
-    const timer = setTimeout(() => settle(new IdpFetchError(`${target.host} did not answer within ${limits.timeoutMs / 1000} s`)), limits.timeoutMs);
+    const timer = setTimeout(
+      () => settle(new IdpFetchError(`${target.host} did not answer within ${limits.timeoutMs / 1000} s`)),
+      limits.timeoutMs,
+    );
     timer.unref();
     const onAbort = (): void => settle(new IdpFetchError(`the request to ${target.host} was cancelled`));
     if (request.signal?.aborted) return onAbort();
     request.signal?.addEventListener('abort', onAbort);
-    outgoing.on('error', (error: Error & { code?: string }) => settle(new IdpFetchError(describeFailure(target.host, error))));
+    outgoing.on('error', (error: Error & { code?: string }) =>
+      settle(new IdpFetchError(describeFailure(target.host, error))),
+    );
     outgoing.end(request.body);
   });
 }
 
-function readBounded(answer: IncomingMessage, host: string, maxBytes: number, settle: (outcome: IdpAnswer | IdpFetchError) => void): void {
-  const tooLarge = (): void => settle(new IdpFetchError(`${host} answered with more than ${Math.round(maxBytes / 1024)} KiB`));
+function readBounded(
+  answer: IncomingMessage,
+  host: string,
+  maxBytes: number,
+  settle: (outcome: IdpAnswer | IdpFetchError) => void,
+): void {
+  const tooLarge = (): void =>
+    settle(new IdpFetchError(`${host} answered with more than ${Math.round(maxBytes / 1024)} KiB`));
   if (Number(answer.headers['content-length'] ?? 0) > maxBytes) return tooLarge();
   const chunks: Buffer[] = [];
   let size = 0;
@@ -115,14 +146,17 @@ function readBounded(answer: IncomingMessage, host: string, maxBytes: number, se
     if (size > maxBytes) return tooLarge();
     chunks.push(chunk);
   });
-  answer.on('end', () => settle({ status: answer.statusCode ?? 0, headers: answer.headers, body: Buffer.concat(chunks) }));
+  answer.on('end', () =>
+    settle({ status: answer.statusCode ?? 0, headers: answer.headers, body: Buffer.concat(chunks) }),
+  );
   answer.on('error', () => settle(new IdpFetchError(`${host} broke off its answer`)));
 }
 
 function describeFailure(host: string, error: Error & { code?: string }): string {
   if (error instanceof RefusedAddressError) return error.message;
   if (error.code === 'ENOTFOUND' || error.code === 'EAI_AGAIN') return `${host} does not resolve`;
-  if (error.code && /^(ERR_TLS|CERT_|DEPTH_ZERO|SELF_SIGNED|UNABLE_TO)/.test(error.code)) return `${host}: TLS failed (${error.code})`;
+  if (error.code && /^(ERR_TLS|CERT_|DEPTH_ZERO|SELF_SIGNED|UNABLE_TO)/.test(error.code))
+    return `${host}: TLS failed (${error.code})`;
   // a generic error's message may quote the request: only its code is kept
   return `${host}: connection failed${error.code ? ` (${error.code})` : ''}`;
 }
@@ -145,9 +179,21 @@ export function scrubRemoteText(body: Buffer | string, max = 300): string {
  * `onErrorAnswer` for the log; what the caller of ours sees is decided
  * elsewhere, never from the remote's text.
  */
-export function openIdClientFetch(policy: OutboundPolicy, onErrorAnswer: (answer: IdpAnswer, url: URL) => void): CustomFetch {
+export function openIdClientFetch(
+  policy: OutboundPolicy,
+  onErrorAnswer: (answer: IdpAnswer, url: URL) => void,
+): CustomFetch {
   return async (url, options) => {
-    const answer = await idpFetch(url, { method: options.method, headers: options.headers, body: bodyText(options.body), signal: options.signal ?? null }, policy);
+    const answer = await idpFetch(
+      url,
+      {
+        method: options.method,
+        headers: options.headers,
+        body: bodyText(options.body),
+        signal: options.signal ?? null,
+      },
+      policy,
+    );
     if (answer.status >= 300) onErrorAnswer(answer, new URL(url));
     const headers = new Headers();
     for (const [name, value] of Object.entries(answer.headers)) {

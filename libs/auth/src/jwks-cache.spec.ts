@@ -2,7 +2,12 @@ import { generateKeyPairSync } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { JwksCache, JwksKey, JwksUnavailableError, parseJwks, UnknownSigningKeyError } from './jwks-cache';
 
-const jwk = (kid: string) => ({ ...generateKeyPairSync('rsa', { modulusLength: 2048 }).publicKey.export({ format: 'jwk' }), kid, use: 'sig', alg: 'RS256' });
+const jwk = (kid: string) => ({
+  ...generateKeyPairSync('rsa', { modulusLength: 2048 }).publicKey.export({ format: 'jwk' }),
+  kid,
+  use: 'sig',
+  alg: 'RS256',
+});
 const [KEY_A, KEY_B] = [jwk('a'), jwk('b')];
 const URL_1 = 'https://idp.example.com/jwks';
 
@@ -69,14 +74,33 @@ describe('JwksCache', () => {
 
   it('keeps at most maxUrls key sets', async () => {
     const { cache, fetches } = setUp(() => ({ keys: [KEY_A] }));
-    for (const url of ['https://a.example/jwks', 'https://b.example/jwks', 'https://c.example/jwks', 'https://a.example/jwks']) await cache.key(url, 'a');
-    expect(fetches).toEqual(['https://a.example/jwks', 'https://b.example/jwks', 'https://c.example/jwks', 'https://a.example/jwks']);
+    for (const url of [
+      'https://a.example/jwks',
+      'https://b.example/jwks',
+      'https://c.example/jwks',
+      'https://a.example/jwks',
+    ])
+      await cache.key(url, 'a');
+    expect(fetches).toEqual([
+      'https://a.example/jwks',
+      'https://b.example/jwks',
+      'https://c.example/jwks',
+      'https://a.example/jwks',
+    ]);
   });
 });
 
 describe('parseJwks', () => {
   it('keeps signature keys that parse, and refuses a document with none', () => {
-    const keys = parseJwks({ keys: [KEY_A, { ...KEY_B, use: 'enc' }, { kty: 'RSA', kid: 'broken', n: 'x' }, { kty: 'oct', k: 'c2VjcmV0', kid: 'hmac' }, null] });
+    const keys = parseJwks({
+      keys: [
+        KEY_A,
+        { ...KEY_B, use: 'enc' },
+        { kty: 'RSA', kid: 'broken', n: 'x' },
+        { kty: 'oct', k: 'c2VjcmV0', kid: 'hmac' },
+        null,
+      ],
+    });
     expect(keys.map((k) => k.kid)).toEqual(['a']);
     expect(keys[0]!.pem).toContain('BEGIN PUBLIC KEY');
     expect(() => parseJwks({ keys: [{ kty: 'oct', k: 'c2VjcmV0' }] })).toThrow(JwksUnavailableError);

@@ -88,7 +88,8 @@ export class JwksCache {
 
   private refresh(url: string, entry: Entry): Promise<void> {
     entry.attemptedAt = this.now();
-    entry.pending = this.fetchKeys(url).then(
+    entry.pending = this.fetchKeys(url)
+      .then(
         (keys) => {
           entry.keys = keys;
           entry.fetchedAt = this.now();
@@ -121,10 +122,22 @@ export function parseJwks(document: unknown): JwksKey[] {
   if (!Array.isArray(keys)) throw new JwksUnavailableError('the answer is not a JWKS (no "keys" list)');
   const parsed: JwksKey[] = [];
   for (const jwk of keys as Record<string, unknown>[]) {
-    if (jwk === null || typeof jwk !== 'object' || (jwk.use !== undefined && jwk.use !== 'sig') || (jwk.kty !== 'RSA' && jwk.kty !== 'EC')) continue;
+    if (
+      jwk === null ||
+      typeof jwk !== 'object' ||
+      (jwk.use !== undefined && jwk.use !== 'sig') ||
+      (jwk.kty !== 'RSA' && jwk.kty !== 'EC')
+    )
+      continue;
     try {
-      const pem = createPublicKey({ key: jwk as never, format: 'jwk' }).export({ type: 'spki', format: 'pem' }).toString();
-      parsed.push({ kid: typeof jwk.kid === 'string' ? jwk.kid : undefined, alg: typeof jwk.alg === 'string' ? jwk.alg : undefined, pem });
+      const pem = createPublicKey({ key: jwk as never, format: 'jwk' })
+        .export({ type: 'spki', format: 'pem' })
+        .toString();
+      parsed.push({
+        kid: typeof jwk.kid === 'string' ? jwk.kid : undefined,
+        alg: typeof jwk.alg === 'string' ? jwk.alg : undefined,
+        pem,
+      });
     } catch {
       continue;
     }

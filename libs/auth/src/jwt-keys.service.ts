@@ -9,7 +9,14 @@ import { outboundPolicyOf } from '@aileron/net';
 import { audienceRefusal } from './domain/identity-provider';
 import { AuthRepository } from './auth.repository';
 import { idpFetch, IdpFetchError } from './idp-http';
-import { JWKS_CACHE_DEFAULTS, JwksCache, JwksKey, JwksUnavailableError, parseJwks, UnknownSigningKeyError } from './jwks-cache';
+import {
+  JWKS_CACHE_DEFAULTS,
+  JwksCache,
+  JwksKey,
+  JwksUnavailableError,
+  parseJwks,
+  UnknownSigningKeyError,
+} from './jwks-cache';
 import { SystemScopes } from './scope-issuer';
 
 const SIGNING_KEY = 'jwt-signing-key';
@@ -38,7 +45,11 @@ export class JwtKeys implements OnApplicationBootstrap {
     private readonly installationKeys: InstallationKeys,
     private readonly clock: Clock,
   ) {
-    this.jwks = new JwksCache((url) => this.fetchJwks(url), JWKS_CACHE_DEFAULTS, () => clock.now());
+    this.jwks = new JwksCache(
+      (url) => this.fetchJwks(url),
+      JWKS_CACHE_DEFAULTS,
+      () => clock.now(),
+    );
   }
 
   /** A key an older version stored in the clear is sealed at start, not at the first JWT. */
@@ -83,14 +94,17 @@ export class JwtKeys implements OnApplicationBootstrap {
    */
   async keyFor(rawJwt: string): Promise<string | Buffer> {
     const decoded = decode(rawJwt, { complete: true });
-    if (!decoded || typeof decoded.payload === 'string') throw new UnauthenticatedError('The token is not a JWT', 'TOKEN_INVALID');
+    if (!decoded || typeof decoded.payload === 'string')
+      throw new UnauthenticatedError('The token is not a JWT', 'TOKEN_INVALID');
     const { alg, kid } = decoded.header;
     const issuer = decoded.payload.iss;
     if (issuer === this.issuer) {
       if (alg !== 'HS256') throw new UnauthenticatedError('Unexpected JWT algorithm', 'TOKEN_INVALID');
       return this.signingKey();
     }
-    const provider = issuer ? await this.repository.findIdentityProviderByIssuer(SystemScopes.system('authentication'), issuer) : null;
+    const provider = issuer
+      ? await this.repository.findIdentityProviderByIssuer(SystemScopes.system('authentication'), issuer)
+      : null;
     if (!provider) throw new UnauthenticatedError('The JWT issuer is not a known identity provider', 'TOKEN_INVALID');
     if (!ASYMMETRIC.test(alg)) throw new UnauthenticatedError('Unexpected JWT algorithm', 'TOKEN_INVALID');
     // checked again once the signature is (PrincipalResolver); here it spares a fetch for a token that cannot pass
@@ -98,10 +112,12 @@ export class JwtKeys implements OnApplicationBootstrap {
     if (refusal) throw new UnauthenticatedError(refusal.detail, refusal.code);
     try {
       const key = await this.jwks.key(provider.jwksUrl, kid);
-      if (key.alg !== undefined && key.alg !== alg) throw new UnauthenticatedError('The JWT algorithm is not the one its key is for', 'TOKEN_INVALID');
+      if (key.alg !== undefined && key.alg !== alg)
+        throw new UnauthenticatedError('The JWT algorithm is not the one its key is for', 'TOKEN_INVALID');
       return key.pem;
     } catch (error) {
-      if (error instanceof UnknownSigningKeyError) throw new UnauthenticatedError('The JWT signing key is not in the identity provider JWKS', 'TOKEN_INVALID');
+      if (error instanceof UnknownSigningKeyError)
+        throw new UnauthenticatedError('The JWT signing key is not in the identity provider JWKS', 'TOKEN_INVALID');
       if (error instanceof JwksUnavailableError) {
         // the reason (an address, a size) is for the operator: the log has it, the caller does not
         throw new UnauthenticatedError(
@@ -126,7 +142,10 @@ export class JwtKeys implements OnApplicationBootstrap {
     } catch (error) {
       const known = error instanceof IdpFetchError;
       const reason = known ? error.reason : 'unexpected failure';
-      this.logger.warn({ host: URL.canParse(url) ? new URL(url).host : null, reason, ...(known ? {} : { err: error }) }, `could not read an identity provider's JWKS: ${reason}`);
+      this.logger.warn(
+        { host: URL.canParse(url) ? new URL(url).host : null, reason, ...(known ? {} : { err: error }) },
+        `could not read an identity provider's JWKS: ${reason}`,
+      );
       throw new JwksUnavailableError(reason);
     }
   }

@@ -17,7 +17,11 @@ export class JwtStrategy extends PassportStrategy(Strategy, JWT_STRATEGY) {
   ) {
     super({
       jwtFromRequest: ExtractJwt.fromAuthHeaderAsBearerToken(),
-      secretOrKeyProvider: (_request: unknown, rawJwt: string, done: (error: unknown, key?: string | Buffer) => void) => {
+      secretOrKeyProvider: (
+        _request: unknown,
+        rawJwt: string,
+        done: (error: unknown, key?: string | Buffer) => void,
+      ) => {
         keys.keyFor(rawJwt).then(
           (key) => done(null, key),
           (error: unknown) => done(error),
@@ -36,7 +40,8 @@ export class JwtStrategy extends PassportStrategy(Strategy, JWT_STRATEGY) {
    */
   override authenticate(request: unknown, options?: unknown): void {
     const fail = this.fail.bind(this) as (...args: unknown[]) => void;
-    this.fail = ((...args: unknown[]) => (args[0] instanceof DomainError ? this.error(args[0]) : fail(...args))) as typeof this.fail;
+    this.fail = ((...args: unknown[]) =>
+      args[0] instanceof DomainError ? this.error(args[0]) : fail(...args)) as typeof this.fail;
     super.authenticate(request as never, options);
   }
 

@@ -18,7 +18,9 @@ const meView = z.object({
   workspaces: z.array(z.object({ slug: z.string(), name: z.string(), role })),
   idp_groups: z
     .array(z.string())
-    .describe("a person's identity-provider groups that count for approval routes: the credential's own (an IdP JWT), else those of their last sign-in"),
+    .describe(
+      "a person's identity-provider groups that count for approval routes: the credential's own (an IdP JWT), else those of their last sign-in",
+    ),
 });
 
 const issuedJwt = z.object({ token: z.string(), token_type: z.literal('Bearer'), expires_at: z.string() });
@@ -32,7 +34,15 @@ export class MeController {
     private readonly tokens: TokensService,
   ) {}
 
-  @Route({ method: 'GET', path: '/v1/me', summary: 'The caller: principal, organisation, role, workspaces', tag: 'auth', tenancy: 'caller', gateways: true, response: meView })
+  @Route({
+    method: 'GET',
+    path: '/v1/me',
+    summary: 'The caller: principal, organisation, role, workspaces',
+    tag: 'auth',
+    tenancy: 'caller',
+    gateways: true,
+    response: meView,
+  })
   async me(@Caller() caller: Principal): Promise<z.infer<typeof meView>> {
     const scope = this.access.callerOrganization(caller);
     const [organization, workspaces, user] = await Promise.all([
@@ -57,7 +67,8 @@ export class MeController {
     method: 'POST',
     path: '/v1/auth/token',
     summary: 'Exchange the current credential for a short-lived admin JWT',
-    description: 'The JWT carries the same rights as the credential and stops working when the API token it came from is revoked.',
+    description:
+      'The JWT carries the same rights as the credential and stops working when the API token it came from is revoked.',
     tag: 'auth',
     tenancy: 'caller',
     response: issuedJwt,
@@ -65,7 +76,8 @@ export class MeController {
   })
   async token(@Caller() caller: Principal): Promise<z.infer<typeof issuedJwt>> {
     // a gateway's rights come from its enrolment, which a JWT could outlive
-    if (caller.kind === 'gateway') throw new ForbiddenError('Gateway tokens cannot be exchanged for admin JWTs', 'GATEWAY_TOKEN_NOT_ALLOWED');
+    if (caller.kind === 'gateway')
+      throw new ForbiddenError('Gateway tokens cannot be exchanged for admin JWTs', 'GATEWAY_TOKEN_NOT_ALLOWED');
     const { token, expiresAt } = await this.keys.issue({ sub: describePrincipal(caller), org: caller.organizationId });
     await this.tokens.recordLogin(caller, 'jwt_issued', { expires_at: expiresAt.toISOString() });
     return { token, token_type: 'Bearer', expires_at: expiresAt.toISOString() };

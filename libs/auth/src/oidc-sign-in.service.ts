@@ -78,13 +78,28 @@ export class OidcSignIn {
   }
 
   /** The redirect to the IdP's authorization endpoint, and the cookie that remembers what was asked. */
-  async begin(organizationSlug: string, returnTo: string, secure: boolean): Promise<{ location: string; cookie: string }> {
+  async begin(
+    organizationSlug: string,
+    returnTo: string,
+    secure: boolean,
+  ): Promise<{ location: string; cookie: string }> {
     const returnPath = safeReturnPath(returnTo);
-    if (!returnPath) throw new ValidationError([{ path: 'query.return_to', message: 'must be the path of a review page of this control plane' }]);
-    const organizationId = await this.repository.findOrganizationIdBySlug(SystemScopes.system('browser sign-in'), organizationSlug);
-    const provider = organizationId ? await this.repository.findIdentityProvider(SystemScopes.organization(organizationId)) : null;
+    if (!returnPath)
+      throw new ValidationError([
+        { path: 'query.return_to', message: 'must be the path of a review page of this control plane' },
+      ]);
+    const organizationId = await this.repository.findOrganizationIdBySlug(
+      SystemScopes.system('browser sign-in'),
+      organizationSlug,
+    );
+    const provider = organizationId
+      ? await this.repository.findIdentityProvider(SystemScopes.organization(organizationId))
+      : null;
     if (!organizationId || !provider?.clientId) {
-      throw new SignInError('SIGN_IN_NOT_CONFIGURED', `Organisation "${organizationSlug}" has no identity provider set up for browser sign-in`);
+      throw new SignInError(
+        'SIGN_IN_NOT_CONFIGURED',
+        `Organisation "${organizationSlug}" has no identity provider set up for browser sign-in`,
+      );
     }
     const client = await this.client(provider);
     const pending: PendingSignIn = {
@@ -104,21 +119,35 @@ export class OidcSignIn {
       code_challenge_method: 'S256',
     });
     const sealed = seal(await this.keys.signInKey(), Buffer.from(JSON.stringify(pending)), LOGIN_AAD);
-    return { location: url.href, cookie: serializeCookie(LOGIN_COOKIE, sealed, { path: LOGIN_PATH, maxAgeSeconds: LOGIN_TTL_SECONDS, secure }) };
+    return {
+      location: url.href,
+      cookie: serializeCookie(LOGIN_COOKIE, sealed, { path: LOGIN_PATH, maxAgeSeconds: LOGIN_TTL_SECONDS, secure }),
+    };
   }
 
   /**
    * The IdP's redirect back: `query` is the callback's query string, `pendingCookie`
    * what `begin` left in this browser. Answers with the session cookie and where to go.
    */
-  async complete(query: URLSearchParams, pendingCookie: string | undefined, secure: boolean): Promise<{ location: string; cookies: string[] }> {
+  async complete(
+    query: URLSearchParams,
+    pendingCookie: string | undefined,
+    secure: boolean,
+  ): Promise<{ location: string; cookies: string[] }> {
     const pending = await this.pending(pendingCookie);
     // state first: a response to someone else's sign-in is not even looked at
     if (query.get('state') !== pending.state) {
-      throw new SignInError('SIGN_IN_STATE_MISMATCH', 'The sign-in response does not belong to the sign-in this browser started; start again from the review page');
+      throw new SignInError(
+        'SIGN_IN_STATE_MISMATCH',
+        'The sign-in response does not belong to the sign-in this browser started; start again from the review page',
+      );
     }
     const provider = await this.repository.findIdentityProvider(SystemScopes.organization(pending.organizationId));
-    if (!provider?.clientId) throw new SignInError('SIGN_IN_NOT_CONFIGURED', 'The organisation no longer has an identity provider set up for browser sign-in');
+    if (!provider?.clientId)
+      throw new SignInError(
+        'SIGN_IN_NOT_CONFIGURED',
+        'The organisation no longer has an identity provider set up for browser sign-in',
+      );
     const client = await this.client(provider);
     const callback = new URL(this.redirectUri());
     callback.search = query.toString();
@@ -139,20 +168,31 @@ export class OidcSignIn {
     const now = this.clock.date();
     await this.repository.createBrowserSession(
       SystemScopes.organization(provider.organizationId),
-      { userId: principal.id, tokenHash: session.hash, expiresAt: new Date(now.getTime() + BROWSER_SESSION_TTL_SECONDS * 1000) },
+      {
+        userId: principal.id,
+        tokenHash: session.hash,
+        expiresAt: new Date(now.getTime() + BROWSER_SESSION_TTL_SECONDS * 1000),
+      },
       now,
     );
     return {
       location: pending.returnTo,
       cookies: [
-        serializeCookie(BROWSER_SESSION_COOKIE, session.token, { path: BROWSER_SESSION_PATH, maxAgeSeconds: BROWSER_SESSION_TTL_SECONDS, secure }),
+        serializeCookie(BROWSER_SESSION_COOKIE, session.token, {
+          path: BROWSER_SESSION_PATH,
+          maxAgeSeconds: BROWSER_SESSION_TTL_SECONDS,
+          secure,
+        }),
         clearCookie(LOGIN_COOKIE, LOGIN_PATH, secure),
       ],
     };
   }
 
   private async pending(cookie: string | undefined): Promise<PendingSignIn> {
-    const expired = new SignInError('SIGN_IN_EXPIRED', 'No sign-in started in this browser in the last 10 minutes; start again from the review page');
+    const expired = new SignInError(
+      'SIGN_IN_EXPIRED',
+      'No sign-in started in this browser in the last 10 minutes; start again from the review page',
+    );
     if (!cookie) throw expired;
     let pending: PendingSignIn;
     try {
@@ -174,31 +214,66 @@ export class OidcSignIn {
     if (error instanceof DomainError) return error;
     const unreachable = causeOf(error, IdpFetchError);
     if (unreachable) {
-      this.logger.warn({ issuer: provider.issuer, reason: unreachable.reason }, `browser sign-in could not reach the identity provider: ${unreachable.reason}`);
-      return new SignInError('IDP_UNREACHABLE', `Could not complete the sign-in with the identity provider at ${hostOf(provider.issuer)}`);
+      this.logger.warn(
+        { issuer: provider.issuer, reason: unreachable.reason },
+        `browser sign-in could not reach the identity provider: ${unreachable.reason}`,
+      );
+      return new SignInError(
+        'IDP_UNREACHABLE',
+        `Could not complete the sign-in with the identity provider at ${hostOf(provider.issuer)}`,
+      );
     }
     if (error instanceof oidc.AuthorizationResponseError) {
-      return new SignInError('SIGN_IN_REFUSED', `The identity provider refused the sign-in (${oauthErrorCode(error.error)})`);
+      return new SignInError(
+        'SIGN_IN_REFUSED',
+        `The identity provider refused the sign-in (${oauthErrorCode(error.error)})`,
+      );
     }
     if (error instanceof oidc.ResponseBodyError) {
       // invalid_grant: a code issued for another sign-in (its PKCE challenge does not match this browser's verifier), used or expired
-      return new SignInError('SIGN_IN_CODE_REJECTED', `The identity provider did not accept the authorization code (${oauthErrorCode(error.error)}); start again from the review page`);
+      return new SignInError(
+        'SIGN_IN_CODE_REJECTED',
+        `The identity provider did not accept the authorization code (${oauthErrorCode(error.error)}); start again from the review page`,
+      );
     }
     if (error instanceof oidc.ClientError) {
       const claim = (error.cause as { cause?: { claim?: unknown } } | undefined)?.cause?.claim;
-      if (claim === 'nonce') return new SignInError('SIGN_IN_NONCE_MISMATCH', 'The ID token was not issued for the sign-in this browser started (nonce mismatch)');
-      if (error.code === 'OAUTH_RESPONSE_IS_NOT_CONFORM' || error.code === 'OAUTH_RESPONSE_IS_NOT_JSON' || error.code === 'OAUTH_PARSE_ERROR') {
-        this.logger.warn({ issuer: provider.issuer, code: error.code }, 'browser sign-in: the identity provider answered unexpectedly');
-        return new SignInError('IDP_UNREACHABLE', `The identity provider at ${hostOf(provider.issuer)} answered unexpectedly`);
+      if (claim === 'nonce')
+        return new SignInError(
+          'SIGN_IN_NONCE_MISMATCH',
+          'The ID token was not issued for the sign-in this browser started (nonce mismatch)',
+        );
+      if (
+        error.code === 'OAUTH_RESPONSE_IS_NOT_CONFORM' ||
+        error.code === 'OAUTH_RESPONSE_IS_NOT_JSON' ||
+        error.code === 'OAUTH_PARSE_ERROR'
+      ) {
+        this.logger.warn(
+          { issuer: provider.issuer, code: error.code },
+          'browser sign-in: the identity provider answered unexpectedly',
+        );
+        return new SignInError(
+          'IDP_UNREACHABLE',
+          `The identity provider at ${hostOf(provider.issuer)} answered unexpectedly`,
+        );
       }
       // openid-client's own words about the ID token (which check failed), never the IdP's
-      return new SignInError('SIGN_IN_ID_TOKEN_INVALID', `The identity provider's ID token is not valid: ${error.message}${typeof claim === 'string' ? ` ("${claim}" claim)` : ''}`);
+      return new SignInError(
+        'SIGN_IN_ID_TOKEN_INVALID',
+        `The identity provider's ID token is not valid: ${error.message}${typeof claim === 'string' ? ` ("${claim}" claim)` : ''}`,
+      );
     }
     this.logger.warn(
-      { issuer: provider.issuer, error: error instanceof Error ? `${error.name}: ${scrubRemoteText(error.message)}` : 'unknown' },
+      {
+        issuer: provider.issuer,
+        error: error instanceof Error ? `${error.name}: ${scrubRemoteText(error.message)}` : 'unknown',
+      },
       'browser sign-in failed talking to the identity provider',
     );
-    return new SignInError('IDP_UNREACHABLE', `Could not complete the sign-in with the identity provider at ${hostOf(provider.issuer)}`);
+    return new SignInError(
+      'IDP_UNREACHABLE',
+      `Could not complete the sign-in with the identity provider at ${hostOf(provider.issuer)}`,
+    );
   }
 
   /** An error answer of the IdP, for the operator: what and where, its body scrubbed. */
@@ -226,7 +301,9 @@ export class OidcSignIn {
     const problem = browserSignInIssuerProblem(provider.issuer);
     if (problem) throw new SignInError('SIGN_IN_NOT_CONFIGURED', `The identity provider's issuer ${problem}`);
     // the organisation chose these URLs, and the discovery document the next ones: every connection passes the SSRF rules
-    const fetcher = openIdClientFetch(outboundPolicyOf(this.config), (answer, url) => this.logErrorAnswer(provider.issuer, answer, url));
+    const fetcher = openIdClientFetch(outboundPolicyOf(this.config), (answer, url) =>
+      this.logErrorAnswer(provider.issuer, answer, url),
+    );
     const insecure = new URL(provider.issuer).protocol === 'http:';
     let metadata: oidc.ServerMetadata;
     try {
@@ -238,11 +315,23 @@ export class OidcSignIn {
       metadata = discovered.serverMetadata();
     } catch (error) {
       const unreachable = causeOf(error, IdpFetchError);
-      const why = unreachable ? unreachable.reason : error instanceof Error ? `${error.name}: ${scrubRemoteText(error.message)}` : 'unknown error';
-      this.logger.warn({ issuer: provider.issuer, reason: why }, `could not read the identity provider's discovery document: ${why}`);
-      throw new SignInError('IDP_UNREACHABLE', `Could not read the discovery document of the identity provider at ${hostOf(provider.issuer)}`);
+      const why = unreachable
+        ? unreachable.reason
+        : error instanceof Error
+          ? `${error.name}: ${scrubRemoteText(error.message)}`
+          : 'unknown error';
+      this.logger.warn(
+        { issuer: provider.issuer, reason: why },
+        `could not read the identity provider's discovery document: ${why}`,
+      );
+      throw new SignInError(
+        'IDP_UNREACHABLE',
+        `Could not read the discovery document of the identity provider at ${hostOf(provider.issuer)}`,
+      );
     }
-    const secret = provider.clientSecretSealed ? this.keys.openClientSecret(provider.organizationId, provider.clientSecretSealed) : null;
+    const secret = provider.clientSecretSealed
+      ? this.keys.openClientSecret(provider.organizationId, provider.clientSecretSealed)
+      : null;
     const methods = metadata.token_endpoint_auth_methods_supported;
     const auth = !secret
       ? oidc.None()

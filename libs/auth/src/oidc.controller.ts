@@ -39,9 +39,17 @@ export class OidcController {
     status: 302,
     produces: 'text/plain',
   })
-  async login(@Query() query: z.infer<typeof loginQuery>, @Req() request: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+  async login(
+    @Query() query: z.infer<typeof loginQuery>,
+    @Req() request: FastifyRequest,
+    @Res() reply: FastifyReply,
+  ): Promise<void> {
     const { location, cookie } = await this.signIn.begin(query.organization, query.return_to, this.secure(request));
-    void reply.header('set-cookie', cookie).header('cache-control', 'no-store').header('referrer-policy', 'no-referrer').redirect(location, 302);
+    void reply
+      .header('set-cookie', cookie)
+      .header('cache-control', 'no-store')
+      .header('referrer-policy', 'no-referrer')
+      .redirect(location, 302);
   }
 
   @Route({
@@ -60,8 +68,16 @@ export class OidcController {
   async callback(@Req() request: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
     // the raw query: every parameter the IdP sent goes to the protocol checks, not only the documented ones
     const query = new URL(request.url, 'http://callback.invalid').searchParams;
-    const { location, cookies } = await this.signIn.complete(query, parseCookies(request.headers.cookie).get(LOGIN_COOKIE), this.secure(request));
-    void reply.header('set-cookie', cookies).header('cache-control', 'no-store').header('referrer-policy', 'no-referrer').redirect(location, 302);
+    const { location, cookies } = await this.signIn.complete(
+      query,
+      parseCookies(request.headers.cookie).get(LOGIN_COOKIE),
+      this.secure(request),
+    );
+    void reply
+      .header('set-cookie', cookies)
+      .header('cache-control', 'no-store')
+      .header('referrer-policy', 'no-referrer')
+      .redirect(location, 302);
   }
 
   /** Secure cookies when the browser talks https to us (directly, or to the public URL in front of us). */

@@ -37,7 +37,10 @@ export class PrincipalCache implements OnModuleDestroy {
     this.principals = new SharedCache(bus, 'auth-principals', CACHE_TTL_MS, clock);
     this.workspaces = new SharedCache(bus, 'auth-workspaces', CACHE_TTL_MS, clock);
     // after the commit: a replica reloading before it would cache the old rows again
-    outbox.afterCommitOf((topic) => CHANGES_ACCESS.test(topic), () => this.invalidateAll());
+    outbox.afterCommitOf(
+      (topic) => CHANGES_ACCESS.test(topic),
+      () => this.invalidateAll(),
+    );
   }
 
   onModuleDestroy(): void {
@@ -50,7 +53,11 @@ export class PrincipalCache implements OnModuleDestroy {
     return this.principals.getOrLoad(`${ROOT}:${key}`, load);
   }
 
-  workspace(organizationId: string, slug: string, load: () => Promise<WorkspaceRef | null>): Promise<WorkspaceRef | null> {
+  workspace(
+    organizationId: string,
+    slug: string,
+    load: () => Promise<WorkspaceRef | null>,
+  ): Promise<WorkspaceRef | null> {
     return this.workspaces.getOrLoad(`${ROOT}:${organizationId}:${slug}`, load);
   }
 

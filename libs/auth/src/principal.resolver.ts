@@ -74,7 +74,9 @@ export class PrincipalResolver {
       // the cached entry remembers the touch, so requests served from memory stay throttled too
       cached.lastUsedAt = now;
       // off the request path: last-used is informational, and a write per request would cost
-      this.repository.touchToken(SystemScopes.organization(cached.principal.organizationId), cached.principal.id, now).catch((error: unknown) => this.logger.warn({ err: error }, 'could not record token use'));
+      this.repository
+        .touchToken(SystemScopes.organization(cached.principal.organizationId), cached.principal.id, now)
+        .catch((error: unknown) => this.logger.warn({ err: error }, 'could not record token use'));
     }
     return cached.principal;
   }
@@ -87,7 +89,8 @@ export class PrincipalResolver {
 
   /** On every use: a cached token must not outlive its expiry by the cache's TTL. */
   private assertUnexpired(entry: { expiresAt: Date | null }, now: Date): void {
-    if (entry.expiresAt && entry.expiresAt <= now) throw new UnauthenticatedError('The token has expired', 'TOKEN_EXPIRED');
+    if (entry.expiresAt && entry.expiresAt <= now)
+      throw new UnauthenticatedError('The token has expired', 'TOKEN_EXPIRED');
   }
 
   /** A verified JWT payload (passport-jwt checked signature, expiry and algorithm). */
@@ -121,7 +124,11 @@ export class PrincipalResolver {
     code: ErrorCodeWithStatus<401>,
   ): Promise<{ principal: Principal; identity: MappedIdentity }> {
     const identity = mapClaims(payload, provider);
-    if (!identity) throw new UnauthenticatedError(`The ${issuedAt ? 'JWT' : 'ID token'} has no "${provider.subjectClaim}" claim`, code);
+    if (!identity)
+      throw new UnauthenticatedError(
+        `The ${issuedAt ? 'JWT' : 'ID token'} has no "${provider.subjectClaim}" claim`,
+        code,
+      );
     const scope = SystemScopes.organization(provider.organizationId);
     const now = this.clock.date();
     const upserted = await this.repository.upsertUserFromIdentity(
@@ -146,16 +153,22 @@ export class PrincipalResolver {
     const principal = principalFromUser(user);
     // a JWT the IdP issued after this user's last request is a new sign-in; later requests with it are not
     if (!issuedAt || !previousLoginAt || issuedAt > previousLoginAt) {
-      await this.tokens.recordLogin(principal, 'oidc', { issuer: provider.issuer, ...(issuedAt ? {} : { via: 'browser' }) });
+      await this.tokens.recordLogin(principal, 'oidc', {
+        issuer: provider.issuer,
+        ...(issuedAt ? {} : { via: 'browser' }),
+      });
     }
     return { principal, identity };
   }
 
   /** The cookie of a browser session (the review page's); the groups recorded at its sign-in apply. */
   async fromBrowserSession(token: string): Promise<Principal> {
-    const record = looksLikeBrowserSessionToken(token) ? await this.repository.findBrowserSession(AUTHENTICATION, hashToken(token)) : null;
+    const record = looksLikeBrowserSessionToken(token)
+      ? await this.repository.findBrowserSession(AUTHENTICATION, hashToken(token))
+      : null;
     if (!record) throw new UnauthenticatedError('The sign-in session is not valid; sign in again', 'SESSION_INVALID');
-    if (record.expiresAt <= this.clock.date()) throw new UnauthenticatedError('The sign-in session has expired; sign in again', 'SESSION_EXPIRED');
+    if (record.expiresAt <= this.clock.date())
+      throw new UnauthenticatedError('The sign-in session has expired; sign in again', 'SESSION_EXPIRED');
     const user = await this.repository.findUser(SystemScopes.organization(record.organizationId), record.userId);
     if (!user) throw new UnauthenticatedError('The user no longer exists', 'SESSION_INVALID');
     return principalFromUser(user);
@@ -168,7 +181,8 @@ export class PrincipalResolver {
     }
     const scope = SystemScopes.organization(payload.org);
     const [kind, id] = payload.sub.split(':', 2);
-    if (!id || !UUID.test(id) || !UUID.test(payload.org)) throw new UnauthenticatedError('The JWT is not valid', 'TOKEN_INVALID');
+    if (!id || !UUID.test(id) || !UUID.test(payload.org))
+      throw new UnauthenticatedError('The JWT is not valid', 'TOKEN_INVALID');
     if (kind !== 'token' && kind !== 'user') throw new UnauthenticatedError('The JWT is not valid', 'TOKEN_INVALID');
     return this.byReference(scope.organizationId, kind, id);
   }
@@ -180,16 +194,19 @@ export class PrincipalResolver {
    */
   async byReference(organizationId: string, kind: 'token' | 'user', id: string): Promise<Principal> {
     const scope = SystemScopes.organization(organizationId);
-    const cached = await this.cache.principal(`jwt:${organizationId}:${kind}:${id}`, async (): Promise<CachedPrincipal> => {
-      if (kind === 'token') {
-        const record = await this.repository.findTokenById(scope, id);
-        this.assertActive(record, this.clock.date());
-        return { principal: principalFromToken(record), expiresAt: record.expiresAt };
-      }
-      const user = await this.repository.findUser(scope, id);
-      if (!user) throw new UnauthenticatedError('The user no longer exists', 'TOKEN_INVALID');
-      return { principal: principalFromUser(user), expiresAt: null };
-    });
+    const cached = await this.cache.principal(
+      `jwt:${organizationId}:${kind}:${id}`,
+      async (): Promise<CachedPrincipal> => {
+        if (kind === 'token') {
+          const record = await this.repository.findTokenById(scope, id);
+          this.assertActive(record, this.clock.date());
+          return { principal: principalFromToken(record), expiresAt: record.expiresAt };
+        }
+        const user = await this.repository.findUser(scope, id);
+        if (!user) throw new UnauthenticatedError('The user no longer exists', 'TOKEN_INVALID');
+        return { principal: principalFromUser(user), expiresAt: null };
+      },
+    );
     this.assertUnexpired(cached, this.clock.date());
     return cached.principal;
   }

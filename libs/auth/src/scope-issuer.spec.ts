@@ -3,12 +3,20 @@ import { EmptyWorkspaceSlugError, SystemScopes } from './scope-issuer';
 
 describe('SystemScopes.workspace', () => {
   it('refuses a workspace without its slug, even when the type system could not see it coming', () => {
-    const fromSomewhere = JSON.parse('{"id":"4b1f0c8e-0000-4000-8000-000000000001","slug":""}') as { id: string; slug: string };
+    const fromSomewhere = JSON.parse('{"id":"4b1f0c8e-0000-4000-8000-000000000001","slug":""}') as {
+      id: string;
+      slug: string;
+    };
     expect(() => SystemScopes.workspace('org', fromSomewhere)).toThrow(EmptyWorkspaceSlugError);
   });
 
   it('names the workspace by id and slug', () => {
     const scope = SystemScopes.workspace('org', { id: 'ws-id', slug: 'payments' }, 'member');
-    expect({ ...scope }).toEqual({ organizationId: 'org', workspaceId: 'ws-id', workspaceSlug: 'payments', role: 'member' });
+    expect({ ...scope }).toEqual({
+      organizationId: 'org',
+      workspaceId: 'ws-id',
+      workspaceSlug: 'payments',
+      role: 'member',
+    });
   });
 });

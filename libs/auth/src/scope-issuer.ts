@@ -22,10 +22,19 @@ export const SystemScopes = {
   organization(organizationId: string): OrgScope {
     return { organizationId } as OrgScope;
   },
-  workspace<S extends string>(organizationId: string, workspace: { id: string; slug: NonEmpty<S> }, role: Role = 'owner'): WorkspaceScope {
+  workspace<S extends string>(
+    organizationId: string,
+    workspace: { id: string; slug: NonEmpty<S> },
+    role: Role = 'owner',
+  ): WorkspaceScope {
     // events, audit records and review links name the workspace by its slug: an empty one would name none
     if (!workspace.slug) throw new EmptyWorkspaceSlugError(workspace.id);
-    return { organizationId, workspaceId: workspace.id, workspaceSlug: workspace.slug as string, role } as WorkspaceScope;
+    return {
+      organizationId,
+      workspaceId: workspace.id,
+      workspaceSlug: workspace.slug as string,
+      role,
+    } as WorkspaceScope;
   },
   /** For repository methods that are not tenant-scoped; `context` says what the process is doing. */
   system(context: string): SystemScope {

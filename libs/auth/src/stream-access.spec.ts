@@ -13,7 +13,9 @@ const unreachable = Object.assign(new Error("Can't reach database server at 127.
 function aStreamAccess(resolve: () => Promise<Principal>) {
   let changed: (() => void) | undefined;
   const bearer = { resolve: () => resolve() } as unknown as BearerCredentials;
-  const cache = { onChange: (listener: () => void) => ((changed = listener), () => undefined) } as unknown as PrincipalCache;
+  const cache = {
+    onChange: (listener: () => void) => ((changed = listener), () => undefined),
+  } as unknown as PrincipalCache;
   const streams = new StreamAccess(bearer, {} as PrincipalResolver, cache, new Clock());
   return { streams, change: () => changed!() };
 }
@@ -33,7 +35,11 @@ describe('StreamAccess', () => {
       return answer();
     });
     const ended: string[] = [];
-    streams.hold(TOKEN, async () => undefined, (reason) => ended.push(reason));
+    streams.hold(
+      TOKEN,
+      async () => undefined,
+      (reason) => ended.push(reason),
+    );
     change();
     await until(() => asked === 1);
     // a second recheck asks again only about a stream still held

@@ -43,9 +43,16 @@ export class TokensController {
     query: pageQuery(),
     response: tokensPage,
   })
-  async list(@Caller() caller: Principal, @TenantScope() scope: OrgScope, @Query() query: PageQuery): Promise<z.infer<typeof tokensPage>> {
+  async list(
+    @Caller() caller: Principal,
+    @TenantScope() scope: OrgScope,
+    @Query() query: PageQuery,
+  ): Promise<z.infer<typeof tokensPage>> {
     const rows = await this.tokens.list(caller, scope, tokensCursor.keyset(query));
-    return withLegacyKey(tokensCursor.page(rows, query, (t) => t, view), 'tokens');
+    return withLegacyKey(
+      tokensCursor.page(rows, query, (t) => t, view),
+      'tokens',
+    );
   }
 
   @Route({

@@ -3,7 +3,10 @@ import { ROLES } from './domain/roles';
 
 export const slug = z
   .string()
-  .regex(/^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/, 'must be 1-63 lowercase letters, digits or dashes, not starting or ending with a dash');
+  .regex(
+    /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/,
+    'must be 1-63 lowercase letters, digits or dashes, not starting or ending with a dash',
+  );
 export const uuid = z.uuid({ message: 'must be a UUID' });
 export const role = z.enum(ROLES, { message: `must be one of ${ROLES.join(', ')}` });
 

@@ -42,12 +42,21 @@ export class TokensService {
   ) {}
 
   /** Exchanging a credential for an admin JWT is a login: audited through the outbox like every change. */
-  async recordLogin(principal: Principal, how: 'jwt_issued' | 'oidc' | 'sign_in_link', details: Record<string, unknown>): Promise<void> {
+  async recordLogin(
+    principal: Principal,
+    how: 'jwt_issued' | 'oidc' | 'sign_in_link',
+    details: Record<string, unknown>,
+  ): Promise<void> {
     await this.db.transaction((tx) =>
       this.outbox.record(tx, {
         topic: 'auth.login',
         organizationId: principal.organizationId,
-        payload: { principal: describePrincipal(principal), method: how, ...details, actor: describePrincipal(principal) },
+        payload: {
+          principal: describePrincipal(principal),
+          method: how,
+          ...details,
+          actor: describePrincipal(principal),
+        },
       }),
     );
   }
@@ -70,33 +79,61 @@ export class TokensService {
       holderRole = principal.orgRole!;
     }
     if (!canGrant(holderRole, body.role)) {
-      throw new ForbiddenError(`Role "${holderRole}" may not create a token with role "${body.role}"`, 'ROLE_ESCALATION');
+      throw new ForbiddenError(
+        `Role "${holderRole}" may not create a token with role "${body.role}"`,
+        'ROLE_ESCALATION',
+      );
     }
     const expiresAt = body.expires_in_seconds ? new Date(this.clock.now() + body.expires_in_seconds * 1000) : null;
     return this.db.transaction((tx) =>
-      this.mint(scope, { name: body.name, role: body.role, workspaceId, expiresAt, createdBy: describePrincipal(principal) }, tx),
+      this.mint(
+        scope,
+        { name: body.name, role: body.role, workspaceId, expiresAt, createdBy: describePrincipal(principal) },
+        tx,
+      ),
     );
   }
 
   /** Also used by bootstrap and organisation creation, inside their transaction. */
   async mint(
     scope: OrgScope,
-    data: { name: string; role: Role; workspaceId: string | null; expiresAt: Date | null; createdBy: string | null; platformOperator?: boolean },
+    data: {
+      name: string;
+      role: Role;
+      workspaceId: string | null;
+      expiresAt: Date | null;
+      createdBy: string | null;
+      platformOperator?: boolean;
+    },
     tx: Transaction,
   ): Promise<NewToken> {
     const minted = mintApiToken();
-    const record = await this.repository.createToken(scope, { ...data, hash: minted.hash, prefix: minted.displayPrefix }, tx);
+    const record = await this.repository.createToken(
+      scope,
+      { ...data, hash: minted.hash, prefix: minted.displayPrefix },
+      tx,
+    );
     await this.outbox.record(tx, {
       topic: 'token.created',
       organizationId: scope.organizationId,
       ...(data.workspaceId ? { workspaceId: data.workspaceId } : {}),
-      payload: { token_id: record.id, name: record.name, role: record.role, workspace: record.workspaceSlug, actor: data.createdBy },
+      payload: {
+        token_id: record.id,
+        name: record.name,
+        role: record.role,
+        workspace: record.workspaceSlug,
+        actor: data.createdBy,
+      },
     });
     return { record, token: minted.token };
   }
 
   list(principal: Principal, scope: OrgScope, page: Keyset<{ createdAt: Date; id: string }>): Promise<TokenRecord[]> {
-    return this.repository.listTokens(scope, principal.restrictedToWorkspaceId ? { workspaceId: principal.restrictedToWorkspaceId } : {}, page);
+    return this.repository.listTokens(
+      scope,
+      principal.restrictedToWorkspaceId ? { workspaceId: principal.restrictedToWorkspaceId } : {},
+      page,
+    );
   }
 
   async revoke(principal: Principal, scope: OrgScope, id: string): Promise<void> {
@@ -106,9 +143,13 @@ export class TokensService {
     }
     if (record.revokedAt) return;
     // nobody changes a grant above their own: an admin cannot cut an owner (or the platform operator) off
-    const own = principal.orgRole ?? (record.workspaceId ? principal.workspaceRoles.get(record.workspaceId) ?? null : null);
+    const own =
+      principal.orgRole ?? (record.workspaceId ? (principal.workspaceRoles.get(record.workspaceId) ?? null) : null);
     if (!own || !canGrant(own, record.role) || (record.platformOperator && !principal.platformOperator)) {
-      throw new ForbiddenError(`Role "${own}" may not revoke a token with role "${record.role}"${record.platformOperator ? ' (a platform operator)' : ''}`, 'ROLE_ESCALATION');
+      throw new ForbiddenError(
+        `Role "${own}" may not revoke a token with role "${record.role}"${record.platformOperator ? ' (a platform operator)' : ''}`,
+        'ROLE_ESCALATION',
+      );
     }
     // the commit drops cached principals on every replica (PrincipalCache follows token.revoked)
     await this.db.transaction(async (tx) => {

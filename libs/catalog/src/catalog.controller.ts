@@ -1,7 +1,16 @@
 import { Body, Controller, Param, Query } from '@nestjs/common';
 import { z } from 'zod';
 import { Caller, OrgScope, Principal, TenantScope, WorkspaceScope } from '@aileron/auth';
-import { compareText, legacyPageView, ListCursor, PageQuery, pageQuery, Route, textKey, withLegacyKey } from '@aileron/http';
+import {
+  compareText,
+  legacyPageView,
+  ListCursor,
+  PageQuery,
+  pageQuery,
+  Route,
+  textKey,
+  withLegacyKey,
+} from '@aileron/http';
 import { catalogEntryInput, CatalogEntryInput, compareVersions } from './domain/catalog-entry';
 import type { CatalogEntryRecord } from './catalog.repository';
 import {
@@ -56,7 +65,11 @@ export class CatalogController {
     status: 201,
     example: { body: EXAMPLE_ENTRY },
   })
-  async publish(@Caller() caller: Principal, @TenantScope() scope: OrgScope, @Body() body: CatalogEntryInput): Promise<z.infer<typeof entryView>> {
+  async publish(
+    @Caller() caller: Principal,
+    @TenantScope() scope: OrgScope,
+    @Body() body: CatalogEntryInput,
+  ): Promise<z.infer<typeof entryView>> {
     return view(await this.catalog.publish(caller, scope, body));
   }
 
@@ -72,7 +85,10 @@ export class CatalogController {
   })
   async list(@TenantScope() scope: OrgScope, @Query() query: PageQuery): Promise<z.infer<typeof serversPage>> {
     const rows = await this.catalog.list(scope, serversCursor.keyset(query));
-    return withLegacyKey(serversCursor.page(rows, query, (e) => e.name, view), 'servers');
+    return withLegacyKey(
+      serversCursor.page(rows, query, (e) => e.name, view),
+      'servers',
+    );
   }
 
   @Route({
@@ -86,7 +102,10 @@ export class CatalogController {
     response: entryView,
     example: { params: { name: '{server}' } },
   })
-  async get(@TenantScope() scope: OrgScope, @Param() params: z.infer<typeof serverParams>): Promise<z.infer<typeof entryView>> {
+  async get(
+    @TenantScope() scope: OrgScope,
+    @Param() params: z.infer<typeof serverParams>,
+  ): Promise<z.infer<typeof entryView>> {
     return view(await this.catalog.entry(scope, params.name));
   }
 
@@ -127,10 +146,16 @@ export class WorkspaceServersController {
     query: pageQuery(),
     response: assignmentsPage,
   })
-  async list(@TenantScope() scope: WorkspaceScope, @Query() query: PageQuery): Promise<z.infer<typeof assignmentsPage>> {
+  async list(
+    @TenantScope() scope: WorkspaceScope,
+    @Query() query: PageQuery,
+  ): Promise<z.infer<typeof assignmentsPage>> {
     // the workspace's servers are cached whole (the hot path reads them): the page is cut from the cache
     const all = await this.catalog.workspaceServers(scope);
-    return withLegacyKey(assignmentsCursor.pageInMemory(all, query, (a) => a.name, compareText, toAssignmentView), 'servers');
+    return withLegacyKey(
+      assignmentsCursor.pageInMemory(all, query, (a) => a.name, compareText, toAssignmentView),
+      'servers',
+    );
   }
 
   @Route({
@@ -165,7 +190,11 @@ export class WorkspaceServersController {
     status: 204,
     example: { params: { name: '{server}' } },
   })
-  async unassign(@Caller() caller: Principal, @TenantScope() scope: WorkspaceScope, @Param() params: z.infer<typeof wsServerParams>): Promise<void> {
+  async unassign(
+    @Caller() caller: Principal,
+    @TenantScope() scope: WorkspaceScope,
+    @Param() params: z.infer<typeof wsServerParams>,
+  ): Promise<void> {
     await this.catalog.unassign(caller, scope, params.name);
   }
 
@@ -201,7 +230,11 @@ export class WorkspaceServersController {
     response: assignmentView,
     example: { params: { name: '{server}' } },
   })
-  async promote(@Caller() caller: Principal, @TenantScope() scope: WorkspaceScope, @Param() params: z.infer<typeof wsServerParams>): Promise<z.infer<typeof assignmentView>> {
+  async promote(
+    @Caller() caller: Principal,
+    @TenantScope() scope: WorkspaceScope,
+    @Param() params: z.infer<typeof wsServerParams>,
+  ): Promise<z.infer<typeof assignmentView>> {
     return toAssignmentView(await this.catalog.promote(caller, scope, params.name));
   }
 
@@ -216,7 +249,11 @@ export class WorkspaceServersController {
     response: assignmentView,
     example: { params: { name: '{server}' } },
   })
-  async rollBack(@Caller() caller: Principal, @TenantScope() scope: WorkspaceScope, @Param() params: z.infer<typeof wsServerParams>): Promise<z.infer<typeof assignmentView>> {
+  async rollBack(
+    @Caller() caller: Principal,
+    @TenantScope() scope: WorkspaceScope,
+    @Param() params: z.infer<typeof wsServerParams>,
+  ): Promise<z.infer<typeof assignmentView>> {
     return toAssignmentView(await this.catalog.rollBack(caller, scope, params.name));
   }
 }

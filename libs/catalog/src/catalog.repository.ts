@@ -4,7 +4,10 @@ import { DatabaseService, Keyset, Prisma, Repository, Transaction } from '@ailer
 import { Clock } from '@aileron/clock';
 
 /** A published version's definition: the entry input without name and version. */
-export type ServerDefinition = Record<string, unknown> & { mode: 'local' | 'remote'; transport: 'stdio' | 'streamable_http' };
+export type ServerDefinition = Record<string, unknown> & {
+  mode: 'local' | 'remote';
+  transport: 'stdio' | 'streamable_http';
+};
 
 export interface CatalogVersionRecord {
   version: string;
@@ -35,12 +38,25 @@ export interface AssignmentRecord {
 }
 
 const versionSelect = { version: true, definition: true, createdBy: true, createdAt: true } as const;
-const entrySelect = { id: true, name: true, enabled: true, disabledReason: true, disabledAt: true, createdAt: true, versions: { select: versionSelect } } as const;
+const entrySelect = {
+  id: true,
+  name: true,
+  enabled: true,
+  disabledReason: true,
+  disabledAt: true,
+  createdAt: true,
+  versions: { select: versionSelect },
+} as const;
 
 type VersionRow = { version: string; definition: Prisma.JsonValue; createdBy: string | null; createdAt: Date };
 
 function toVersion(row: VersionRow): CatalogVersionRecord {
-  return { version: row.version, definition: row.definition as ServerDefinition, createdBy: row.createdBy, createdAt: row.createdAt };
+  return {
+    version: row.version,
+    definition: row.definition as ServerDefinition,
+    createdBy: row.createdBy,
+    createdAt: row.createdAt,
+  };
 }
 
 /** The organisation's catalog, and which of its servers each workspace uses at which version. */
@@ -64,16 +80,30 @@ export class CatalogRepository extends Repository {
   }
 
   /** Fails with a unique violation when the version exists: versions are immutable. */
-  async createVersion(scope: OrgScope, entryId: string, data: { version: string; definition: ServerDefinition; createdBy: string }, tx: Transaction): Promise<void> {
+  async createVersion(
+    scope: OrgScope,
+    entryId: string,
+    data: { version: string; definition: ServerDefinition; createdBy: string },
+    tx: Transaction,
+  ): Promise<void> {
     await tx.catalogVersion.create({
-      data: { organizationId: scope.organizationId, entryId, version: data.version, definition: data.definition as Prisma.InputJsonValue, createdBy: data.createdBy },
+      data: {
+        organizationId: scope.organizationId,
+        entryId,
+        version: data.version,
+        definition: data.definition as Prisma.InputJsonValue,
+        createdBy: data.createdBy,
+      },
     });
   }
 
   /** By name, unique in the organisation. */
   async listEntries(scope: OrgScope, page: Keyset<string>): Promise<CatalogEntryRecord[]> {
     const rows = await this.client.catalogEntry.findMany({
-      where: { organizationId: scope.organizationId, ...(page.after !== undefined ? { name: { gt: page.after } } : {}) },
+      where: {
+        organizationId: scope.organizationId,
+        ...(page.after !== undefined ? { name: { gt: page.after } } : {}),
+      },
       select: entrySelect,
       orderBy: { name: 'asc' },
       take: page.take,
@@ -89,7 +119,13 @@ export class CatalogRepository extends Repository {
     return row ? { ...row, versions: row.versions.map(toVersion) } : null;
   }
 
-  async setEnabled(scope: OrgScope, entryId: string, enabled: boolean, reason: string | null, tx: Transaction): Promise<void> {
+  async setEnabled(
+    scope: OrgScope,
+    entryId: string,
+    enabled: boolean,
+    reason: string | null,
+    tx: Transaction,
+  ): Promise<void> {
     await tx.catalogEntry.update({
       where: { organizationId_id: { organizationId: scope.organizationId, id: entryId } },
       data: { enabled, disabledReason: enabled ? null : reason, disabledAt: enabled ? null : this.clock.date() },
@@ -118,7 +154,14 @@ export class CatalogRepository extends Repository {
         enabled: row.entry.enabled,
         disabledReason: row.entry.disabledReason,
         pinned: toVersion(row.pinned),
-        rollout: row.rollout ? { version: toVersion(row.rollout), gateways: row.rolloutGateways, groups: row.rolloutGroups, percent: row.rolloutPercent } : null,
+        rollout: row.rollout
+          ? {
+              version: toVersion(row.rollout),
+              gateways: row.rolloutGateways,
+              groups: row.rolloutGroups,
+              percent: row.rolloutPercent,
+            }
+          : null,
         updatedBy: row.updatedBy,
         updatedAt: row.updatedAt,
       }))
@@ -126,9 +169,22 @@ export class CatalogRepository extends Repository {
   }
 
   /** Pins a version; a rollout in progress ends, since everyone now gets the pinned one. */
-  async assign(scope: WorkspaceScope, entryId: string, version: string, updatedBy: string, tx: Transaction): Promise<void> {
+  async assign(
+    scope: WorkspaceScope,
+    entryId: string,
+    version: string,
+    updatedBy: string,
+    tx: Transaction,
+  ): Promise<void> {
     const key = { workspaceId_entryId: { workspaceId: scope.workspaceId, entryId } };
-    const values = { pinnedVersion: version, rolloutVersion: null, rolloutGateways: [], rolloutGroups: [], rolloutPercent: 0, updatedBy };
+    const values = {
+      pinnedVersion: version,
+      rolloutVersion: null,
+      rolloutGateways: [],
+      rolloutGroups: [],
+      rolloutPercent: 0,
+      updatedBy,
+    };
     await tx.workspaceServer.upsert({
       where: key,
       create: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, entryId, ...values },
@@ -137,7 +193,9 @@ export class CatalogRepository extends Repository {
   }
 
   async unassign(scope: WorkspaceScope, entryId: string, tx: Transaction): Promise<boolean> {
-    const { count } = await tx.workspaceServer.deleteMany({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, entryId } });
+    const { count } = await tx.workspaceServer.deleteMany({
+      where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, entryId },
+    });
     return count > 0;
   }
 

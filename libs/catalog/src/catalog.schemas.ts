@@ -13,7 +13,9 @@ export const versionView = z.object({
   version: z.string(),
   created_at: z.string(),
   created_by: z.string().nullable(),
-  definition: z.record(z.string(), z.unknown()).describe('mode, transport, command/args, image or url, env (vault:// references), tool_prefix, …'),
+  definition: z
+    .record(z.string(), z.unknown())
+    .describe('mode, transport, command/args, image or url, env (vault:// references), tool_prefix, …'),
 });
 
 export const entryView = z.object({
@@ -26,14 +28,26 @@ export const entryView = z.object({
   versions: z.array(versionView),
 });
 
-export const statusBody = z.object({ enabled: z.boolean(), reason: z.string().trim().min(1).max(500).optional() }).strict();
+export const statusBody = z
+  .object({ enabled: z.boolean(), reason: z.string().trim().min(1).max(500).optional() })
+  .strict();
 export const assignBody = z.object({ version }).strict();
 export const rolloutBody = z
   .object({
     version,
-    gateways: z.array(z.string().min(1).max(200)).max(1000).default([]).describe('gateway ids or names that get the new version first'),
+    gateways: z
+      .array(z.string().min(1).max(200))
+      .max(1000)
+      .default([])
+      .describe('gateway ids or names that get the new version first'),
     groups: z.array(z.string().min(1).max(100)).max(100).default([]).describe('gateway groups that get it first'),
-    percent: z.number().int().min(0).max(100).default(0).describe("share of the workspace's gateways, stable per gateway"),
+    percent: z
+      .number()
+      .int()
+      .min(0)
+      .max(100)
+      .default(0)
+      .describe("share of the workspace's gateways, stable per gateway"),
   })
   .strict();
 
@@ -44,7 +58,14 @@ export const assignmentView = z.object({
   version: z.string().describe('the pinned version everyone gets unless a rollout selects them'),
   mode: z.enum(['local', 'remote']),
   transport: z.enum(['stdio', 'streamable_http']),
-  rollout: z.object({ version: z.string(), gateways: z.array(z.string()), groups: z.array(z.string()), percent: z.number().int() }).nullable(),
+  rollout: z
+    .object({
+      version: z.string(),
+      gateways: z.array(z.string()),
+      groups: z.array(z.string()),
+      percent: z.number().int(),
+    })
+    .nullable(),
   updated_at: z.string(),
   updated_by: z.string().nullable(),
 });
@@ -57,7 +78,12 @@ export function toEntryView(entry: CatalogEntryRecord, latest: string | null): z
     disabled_at: entry.disabledAt?.toISOString() ?? null,
     created_at: entry.createdAt.toISOString(),
     latest_version: latest,
-    versions: entry.versions.map((v) => ({ version: v.version, created_at: v.createdAt.toISOString(), created_by: v.createdBy, definition: v.definition })),
+    versions: entry.versions.map((v) => ({
+      version: v.version,
+      created_at: v.createdAt.toISOString(),
+      created_by: v.createdBy,
+      definition: v.definition,
+    })),
   };
 }
 
@@ -69,7 +95,14 @@ export function toAssignmentView(a: AssignmentRecord): z.infer<typeof assignment
     version: a.pinned.version,
     mode: a.pinned.definition.mode,
     transport: a.pinned.definition.transport,
-    rollout: a.rollout ? { version: a.rollout.version.version, gateways: a.rollout.gateways, groups: a.rollout.groups, percent: a.rollout.percent } : null,
+    rollout: a.rollout
+      ? {
+          version: a.rollout.version.version,
+          gateways: a.rollout.gateways,
+          groups: a.rollout.groups,
+          percent: a.rollout.percent,
+        }
+      : null,
     updated_at: a.updatedAt.toISOString(),
     updated_by: a.updatedBy,
   };

@@ -42,7 +42,12 @@ export class CatalogService implements OnModuleDestroy {
     try {
       await this.db.transaction(async (tx) => {
         const entryId = await this.repository.ensureEntry(scope, name, tx);
-        await this.repository.createVersion(scope, entryId, { version, definition: definition as ServerDefinition, createdBy: describePrincipal(principal) }, tx);
+        await this.repository.createVersion(
+          scope,
+          entryId,
+          { version, definition: definition as ServerDefinition, createdBy: describePrincipal(principal) },
+          tx,
+        );
         await this.outbox.record(tx, {
           topic: 'catalog.version_published',
           organizationId: scope.organizationId,
@@ -50,7 +55,11 @@ export class CatalogService implements OnModuleDestroy {
         });
       });
     } catch (error) {
-      if (isUniqueViolation(error)) throw new ConflictError('CATALOG_VERSION_EXISTS', `${name}@${version} is already published; versions are immutable, publish a new one`);
+      if (isUniqueViolation(error))
+        throw new ConflictError(
+          'CATALOG_VERSION_EXISTS',
+          `${name}@${version} is already published; versions are immutable, publish a new one`,
+        );
       throw error;
     }
     return this.entry(scope, name);
@@ -67,13 +76,23 @@ export class CatalogService implements OnModuleDestroy {
   }
 
   /** The kill switch: off in every workspace of the organisation at once. */
-  async setEnabled(principal: Principal, scope: OrgScope, name: string, enabled: boolean, reason: string | null): Promise<CatalogEntryRecord> {
+  async setEnabled(
+    principal: Principal,
+    scope: OrgScope,
+    name: string,
+    enabled: boolean,
+    reason: string | null,
+  ): Promise<CatalogEntryRecord> {
     await this.db.transaction(async (tx) => {
       const entry = await this.entry(scope, name, tx);
       if (entry.enabled === enabled) return;
       await this.repository.setEnabled(scope, entry.id, enabled, reason, tx);
       const payload = { server: name, reason, actor: describePrincipal(principal) };
-      await this.outbox.record(tx, { topic: enabled ? 'catalog.server_enabled' : 'catalog.server_disabled', organizationId: scope.organizationId, payload });
+      await this.outbox.record(tx, {
+        topic: enabled ? 'catalog.server_enabled' : 'catalog.server_disabled',
+        organizationId: scope.organizationId,
+        payload,
+      });
     });
     await this.cache.invalidate(scope.organizationId);
     return this.entry(scope, name);
@@ -81,7 +100,9 @@ export class CatalogService implements OnModuleDestroy {
 
   /** What the workspace runs: served from memory, invalidated on every change. */
   workspaceServers(scope: WorkspaceScope): Promise<AssignmentRecord[]> {
-    return this.cache.getOrLoad(`${scope.organizationId}:${scope.workspaceId}`, () => this.repository.assignments(scope));
+    return this.cache.getOrLoad(`${scope.organizationId}:${scope.workspaceId}`, () =>
+      this.repository.assignments(scope),
+    );
   }
 
   /**
@@ -98,56 +119,100 @@ export class CatalogService implements OnModuleDestroy {
   }
 
   async assign(principal: Principal, scope: WorkspaceScope, name: string, version: string): Promise<AssignmentRecord> {
-    return this.changeAssignment(scope, name, async (entry, tx) => {
-      this.requireVersion(entry, version);
-      await this.repository.assign(scope, entry.id, version, describePrincipal(principal), tx);
-      return { topic: 'catalog.server_assigned', payload: { server: name, version } };
-    }, principal);
+    return this.changeAssignment(
+      scope,
+      name,
+      async (entry, tx) => {
+        this.requireVersion(entry, version);
+        await this.repository.assign(scope, entry.id, version, describePrincipal(principal), tx);
+        return { topic: 'catalog.server_assigned', payload: { server: name, version } };
+      },
+      principal,
+    );
   }
 
   async unassign(principal: Principal, scope: WorkspaceScope, name: string): Promise<void> {
-    await this.changeAssignment(scope, name, async (entry, tx) => {
-      if (!(await this.repository.unassign(scope, entry.id, tx))) throw new NotFoundError('workspace server', name, 'WORKSPACE_SERVER_NOT_FOUND');
-      return { topic: 'catalog.server_unassigned', payload: { server: name } };
-    }, principal);
+    await this.changeAssignment(
+      scope,
+      name,
+      async (entry, tx) => {
+        if (!(await this.repository.unassign(scope, entry.id, tx)))
+          throw new NotFoundError('workspace server', name, 'WORKSPACE_SERVER_NOT_FOUND');
+        return { topic: 'catalog.server_unassigned', payload: { server: name } };
+      },
+      principal,
+    );
   }
 
-  async startRollout(principal: Principal, scope: WorkspaceScope, name: string, rollout: RolloutInput): Promise<AssignmentRecord> {
-    return this.changeAssignment(scope, name, async (entry, tx, assignment) => {
-      const current = this.assigned(name, assignment);
-      this.requireVersion(entry, rollout.version);
-      if (current.pinned.version === rollout.version) {
-        throw new ConflictError('ROLLOUT_SAME_VERSION', `${name}@${rollout.version} is already the pinned version`);
-      }
-      await this.repository.setRollout(scope, entry.id, rollout, describePrincipal(principal), tx);
-      return { topic: 'catalog.rollout_started', payload: { server: name, from: current.pinned.version, ...rollout } };
-    }, principal);
+  async startRollout(
+    principal: Principal,
+    scope: WorkspaceScope,
+    name: string,
+    rollout: RolloutInput,
+  ): Promise<AssignmentRecord> {
+    return this.changeAssignment(
+      scope,
+      name,
+      async (entry, tx, assignment) => {
+        const current = this.assigned(name, assignment);
+        this.requireVersion(entry, rollout.version);
+        if (current.pinned.version === rollout.version) {
+          throw new ConflictError('ROLLOUT_SAME_VERSION', `${name}@${rollout.version} is already the pinned version`);
+        }
+        await this.repository.setRollout(scope, entry.id, rollout, describePrincipal(principal), tx);
+        return {
+          topic: 'catalog.rollout_started',
+          payload: { server: name, from: current.pinned.version, ...rollout },
+        };
+      },
+      principal,
+    );
   }
 
   /** Everyone gets the rollout version: it becomes the pinned one. */
   async promote(principal: Principal, scope: WorkspaceScope, name: string): Promise<AssignmentRecord> {
-    return this.changeAssignment(scope, name, async (entry, tx, assignment) => {
-      const current = this.assigned(name, assignment);
-      const rollout = this.requireRollout(current);
-      await this.repository.assign(scope, entry.id, rollout.version.version, describePrincipal(principal), tx);
-      return { topic: 'catalog.rollout_promoted', payload: { server: name, from: current.pinned.version, to: rollout.version.version } };
-    }, principal);
+    return this.changeAssignment(
+      scope,
+      name,
+      async (entry, tx, assignment) => {
+        const current = this.assigned(name, assignment);
+        const rollout = this.requireRollout(current);
+        await this.repository.assign(scope, entry.id, rollout.version.version, describePrincipal(principal), tx);
+        return {
+          topic: 'catalog.rollout_promoted',
+          payload: { server: name, from: current.pinned.version, to: rollout.version.version },
+        };
+      },
+      principal,
+    );
   }
 
   /** Everyone goes back to the pinned version. */
   async rollBack(principal: Principal, scope: WorkspaceScope, name: string): Promise<AssignmentRecord> {
-    return this.changeAssignment(scope, name, async (entry, tx, assignment) => {
-      const current = this.assigned(name, assignment);
-      const rollout = this.requireRollout(current);
-      await this.repository.setRollout(scope, entry.id, null, describePrincipal(principal), tx);
-      return { topic: 'catalog.rollout_rolled_back', payload: { server: name, abandoned: rollout.version.version, pinned: current.pinned.version } };
-    }, principal);
+    return this.changeAssignment(
+      scope,
+      name,
+      async (entry, tx, assignment) => {
+        const current = this.assigned(name, assignment);
+        const rollout = this.requireRollout(current);
+        await this.repository.setRollout(scope, entry.id, null, describePrincipal(principal), tx);
+        return {
+          topic: 'catalog.rollout_rolled_back',
+          payload: { server: name, abandoned: rollout.version.version, pinned: current.pinned.version },
+        };
+      },
+      principal,
+    );
   }
 
   private async changeAssignment<T extends AssignmentRecord | undefined>(
     scope: WorkspaceScope,
     name: string,
-    change: (entry: CatalogEntryRecord, tx: Transaction, current: AssignmentRecord | null) => Promise<{ topic: string; payload: Record<string, unknown> }>,
+    change: (
+      entry: CatalogEntryRecord,
+      tx: Transaction,
+      current: AssignmentRecord | null,
+    ) => Promise<{ topic: string; payload: Record<string, unknown> }>,
     principal: Principal,
   ): Promise<T> {
     await this.db.transaction(async (tx) => {

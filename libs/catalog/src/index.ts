@@ -6,4 +6,9 @@ export { forbiddenVariables, injectionRisk } from './domain/environment';
 export { CatalogModule } from './catalog.module';
 export { CatalogService } from './catalog.service';
 export type { RolloutInput } from './catalog.service';
-export type { AssignmentRecord, CatalogEntryRecord, CatalogVersionRecord, ServerDefinition } from './catalog.repository';
+export type {
+  AssignmentRecord,
+  CatalogEntryRecord,
+  CatalogVersionRecord,
+  ServerDefinition,
+} from './catalog.repository';

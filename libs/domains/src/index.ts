@@ -19,7 +19,18 @@ import { WebhooksModule } from '@aileron/webhooks';
  * missing one would silently leave its jobs unprocessed. Approvals is here
  * because webhooks complete its one-time links as they send them.
  */
-export const JOB_MODULES = [AuthModule, TenancyModule, AuditModule, WebhooksModule, PolicyModule, CatalogModule, VaultModule, ApprovalsModule, EventsModule, GatewayModule];
+export const JOB_MODULES = [
+  AuthModule,
+  TenancyModule,
+  AuditModule,
+  WebhooksModule,
+  PolicyModule,
+  CatalogModule,
+  VaultModule,
+  ApprovalsModule,
+  EventsModule,
+  GatewayModule,
+];
 
 /**
  * Every domain, for the control plane. The pool serves MCP and nothing else:

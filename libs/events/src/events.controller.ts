@@ -13,7 +13,14 @@ const eventsQuery = z.object({
     .string()
     .max(1000)
     .optional()
-    .transform((v) => (v ? v.split(',').map((s) => s.trim()).filter(Boolean) : []))
+    .transform((v) =>
+      v
+        ? v
+            .split(',')
+            .map((s) => s.trim())
+            .filter(Boolean)
+        : [],
+    )
     .describe('comma-separated types or `domain.*` prefixes; default all'),
 });
 
@@ -38,7 +45,12 @@ export class EventsController {
     query: eventsQuery,
     produces: 'text/event-stream',
   })
-  async stream(@TenantScope() scope: WorkspaceScope, @Query() query: z.infer<typeof eventsQuery>, @Req() request: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+  async stream(
+    @TenantScope() scope: WorkspaceScope,
+    @Query() query: z.infer<typeof eventsQuery>,
+    @Req() request: FastifyRequest,
+    @Res() reply: FastifyReply,
+  ): Promise<void> {
     const filters = query.types;
     let last = 0n;
     const pending: PublicEvent[] = [];
@@ -57,7 +69,8 @@ export class EventsController {
     const unsubscribe = this.events.subscribe(
       scope,
       (event) => (live ? send(event) : pending.push(event)),
-      () => end('live events interrupted', 'Redis cannot be reached; reconnect with Last-Event-ID to get what was missed'),
+      () =>
+        end('live events interrupted', 'Redis cannot be reached; reconnect with Last-Event-ID to get what was missed'),
     );
     const lastEventId = request.headers['last-event-id'];
     const replay = typeof lastEventId === 'string' ? await this.events.replay(scope, lastEventId) : [];

@@ -44,7 +44,9 @@ export class EventsService {
    * delivery's transaction stays open.
    */
   private async publish(messages: readonly OutboxMessage[]): Promise<void> {
-    await Promise.all(messages.filter((m) => m.workspaceId).map((m) => this.bus.publish(channel(m.workspaceId!), toPublicEvent(m))));
+    await Promise.all(
+      messages.filter((m) => m.workspaceId).map((m) => this.bus.publish(channel(m.workspaceId!), toPublicEvent(m))),
+    );
   }
 
   /**

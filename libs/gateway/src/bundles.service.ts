@@ -64,13 +64,25 @@ export class BundlesService {
     return this.policyMemo(scope, policy, settings, ring.active.kid, this.clock.now());
   }
 
-  private policyMemo(scope: WorkspaceScope, policy: CurrentPolicy, settings: Settings, kid: string, now: number): PreparedBody | undefined {
+  private policyMemo(
+    scope: WorkspaceScope,
+    policy: CurrentPolicy,
+    settings: Settings,
+    kid: string,
+    now: number,
+  ): PreparedBody | undefined {
     const memo = this.policyMemos.get(scope.workspaceId);
-    return memo && memo.policy === policy && memo.settings === settings && memo.kid === kid && now < memo.renewAt ? memo.prepared : undefined;
+    return memo && memo.policy === policy && memo.settings === settings && memo.kid === kid && now < memo.renewAt
+      ? memo.prepared
+      : undefined;
   }
 
   async policyBundle(scope: WorkspaceScope): Promise<PreparedBody> {
-    const [policy, settings, ring] = await Promise.all([this.policies.current(scope), this.gateways.settings(scope), this.keys.ring('policy-bundle')]);
+    const [policy, settings, ring] = await Promise.all([
+      this.policies.current(scope),
+      this.gateways.settings(scope),
+      this.keys.ring('policy-bundle'),
+    ]);
     const now = this.clock.now();
     const memoised = this.policyMemo(scope, policy, settings, ring.active.kid, now);
     if (memoised) return memoised;
@@ -90,13 +102,24 @@ export class BundlesService {
       expires_at: new Date(issuedAt + settings.maxStaleSeconds * 1000).toISOString(),
       max_stale_seconds: settings.maxStaleSeconds,
       offline_mode: settings.offlineMode,
-      policy: { ...policy.document, default: policy.document.default ?? policy.workspaceDefault, on_error: policy.document.on_error ?? 'deny', rules: policy.document.rules },
+      policy: {
+        ...policy.document,
+        default: policy.document.default ?? policy.workspaceDefault,
+        on_error: policy.document.on_error ?? 'deny',
+        rules: policy.document.rules,
+      },
     };
     const signature = await this.keys.sign('policy-bundle', bundleSigningInput(payload));
     const bundle: SignedPolicyBundle = { payload, signature: { alg: 'EdDSA', ...signature } };
     const body = JSON.stringify(bundle);
     const prepared = { body, etag: strongEtag(body) };
-    remember(this.policyMemos, scope.workspaceId, { policy, settings, kid: signature.kid, renewAt: slot + half, prepared });
+    remember(this.policyMemos, scope.workspaceId, {
+      policy,
+      settings,
+      kid: signature.kid,
+      renewAt: slot + half,
+      prepared,
+    });
     return prepared;
   }
 
@@ -110,11 +133,19 @@ export class BundlesService {
 
   private catalogMemo(gateway: Principal, servers: AssignmentRecord[], settings: Settings): PreparedBody | undefined {
     const memo = this.catalogMemos.get(gateway.id);
-    return memo && memo.servers === servers && memo.settings === settings && sameList(memo.groups, gateway.gateway?.groups ?? []) ? memo.prepared : undefined;
+    return memo &&
+      memo.servers === servers &&
+      memo.settings === settings &&
+      sameList(memo.groups, gateway.gateway?.groups ?? [])
+      ? memo.prepared
+      : undefined;
   }
 
   async catalogFor(gateway: Principal, scope: WorkspaceScope): Promise<PreparedBody> {
-    const [servers, settings] = await Promise.all([this.catalog.workspaceServers(scope), this.gateways.settings(scope)]);
+    const [servers, settings] = await Promise.all([
+      this.catalog.workspaceServers(scope),
+      this.gateways.settings(scope),
+    ]);
     const groups = gateway.gateway?.groups ?? [];
     const memoised = this.catalogMemo(gateway, servers, settings);
     if (memoised) return memoised;
@@ -128,7 +159,17 @@ export class BundlesService {
       servers: servers.map((assignment) => {
         const rollout = assignment.rollout;
         const chosen = rollout
-          ? versionFor(assignment.pinned.version, { version: rollout.version.version, gateways: rollout.gateways, groups: rollout.groups, percent: rollout.percent }, identity, assignment.name)
+          ? versionFor(
+              assignment.pinned.version,
+              {
+                version: rollout.version.version,
+                gateways: rollout.gateways,
+                groups: rollout.groups,
+                percent: rollout.percent,
+              },
+              identity,
+              assignment.name,
+            )
           : assignment.pinned.version;
         const version = rollout && chosen === rollout.version.version ? rollout.version : assignment.pinned;
         return this.serverView(scope, assignment, version, version !== assignment.pinned);
@@ -139,7 +180,12 @@ export class BundlesService {
     return prepared;
   }
 
-  private serverView(scope: WorkspaceScope, assignment: AssignmentRecord, version: CatalogVersionRecord, fromRollout: boolean): Record<string, unknown> {
+  private serverView(
+    scope: WorkspaceScope,
+    assignment: AssignmentRecord,
+    version: CatalogVersionRecord,
+    fromRollout: boolean,
+  ): Record<string, unknown> {
     const d = version.definition as Record<string, unknown> & { mode: 'local' | 'remote' };
     const common = {
       name: assignment.name,
@@ -155,7 +201,11 @@ export class BundlesService {
     if (!assignment.enabled) return { ...common, disabled_reason: assignment.disabledReason };
     if (d.mode === 'remote') {
       // the pool runs it; the gateway reaches it over Streamable HTTP and never sees its credentials
-      return { ...common, transport: 'streamable_http', url: `${this.config.publicUrl}/mcp/${scope.workspaceSlug}/${assignment.name}` };
+      return {
+        ...common,
+        transport: 'streamable_http',
+        url: `${this.config.publicUrl}/mcp/${scope.workspaceSlug}/${assignment.name}`,
+      };
     }
     const { mode: _mode, overridable: _overridable, description: _description, tool_prefix: _prefix, ...launch } = d;
     return { ...common, ...launch };

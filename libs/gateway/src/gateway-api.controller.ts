@@ -68,7 +68,12 @@ export class GatewayApiController {
     tenancy: 'gateway',
     produces: 'application/json',
   })
-  async catalog(@Caller() caller: Principal, @TenantScope() scope: WorkspaceScope, @Req() request: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+  async catalog(
+    @Caller() caller: Principal,
+    @TenantScope() scope: WorkspaceScope,
+    @Req() request: FastifyRequest,
+    @Res() reply: FastifyReply,
+  ): Promise<void> {
     sendPrepared(request, reply, await this.bundles.catalogFor(caller, scope));
   }
 
@@ -82,7 +87,11 @@ export class GatewayApiController {
     tenancy: 'gateway',
     produces: 'application/json',
   })
-  async policy(@TenantScope() scope: WorkspaceScope, @Req() request: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+  async policy(
+    @TenantScope() scope: WorkspaceScope,
+    @Req() request: FastifyRequest,
+    @Res() reply: FastifyReply,
+  ): Promise<void> {
     sendPrepared(request, reply, await this.bundles.policyBundle(scope));
   }
 
@@ -99,12 +108,25 @@ export class GatewayApiController {
     example: {
       body: {
         events: [
-          { id: '0b9d7c1e-8f0a-4a53-9d8e-2f4c6b1a7e90', type: 'execution.succeeded', time: '2026-11-23T10:00:00.000Z', execution_mode: 'local', server: 'github', tool: 'get_issue', decision: 'allow', latency_ms: 12 },
+          {
+            id: '0b9d7c1e-8f0a-4a53-9d8e-2f4c6b1a7e90',
+            type: 'execution.succeeded',
+            time: '2026-11-23T10:00:00.000Z',
+            execution_mode: 'local',
+            server: 'github',
+            tool: 'get_issue',
+            decision: 'allow',
+            latency_ms: 12,
+          },
         ],
       },
     },
   })
-  ingest(@Caller() caller: Principal, @TenantScope() scope: WorkspaceScope, @Body() body: z.infer<typeof ingestBody>): Promise<z.infer<typeof ingestView>> {
+  ingest(
+    @Caller() caller: Principal,
+    @TenantScope() scope: WorkspaceScope,
+    @Body() body: z.infer<typeof ingestBody>,
+  ): Promise<z.infer<typeof ingestView>> {
     return this.audit.ingest(scope, caller, body.events);
   }
 }

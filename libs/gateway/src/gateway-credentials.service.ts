@@ -115,6 +115,8 @@ export class GatewayCredentials implements OnModuleInit, OnModuleDestroy {
     if (now - (this.touched.get(id) ?? 0) < TOUCH_EVERY_MS) return;
     this.touched.set(id, now);
     // last seen is informational; a write per request would cost more than it tells
-    this.repository.touchGateway(SystemScopes.organization(organizationId), id, new Date(now)).catch((error: unknown) => this.logger.warn({ err: error }, 'could not record gateway use'));
+    this.repository
+      .touchGateway(SystemScopes.organization(organizationId), id, new Date(now))
+      .catch((error: unknown) => this.logger.warn({ err: error }, 'could not record gateway use'));
   }
 }

@@ -67,8 +67,13 @@ export class GatewayFastPath {
     const principal = this.credentials.peek(authorization.slice(7).trim());
     const gateway = principal?.gateway;
     if (!principal || !gateway) return false;
-    const scope = SystemScopes.workspace(principal.organizationId, { id: gateway.workspaceId, slug: gateway.workspaceSlug }, 'member');
-    const prepared = path === CATALOG ? this.bundles.peekCatalog(principal, scope) : this.bundles.peekPolicyBundle(scope);
+    const scope = SystemScopes.workspace(
+      principal.organizationId,
+      { id: gateway.workspaceId, slug: gateway.workspaceSlug },
+      'member',
+    );
+    const prepared =
+      path === CATALOG ? this.bundles.peekCatalog(principal, scope) : this.bundles.peekPolicyBundle(scope);
     if (!prepared || !ifNoneMatchHits(ifNoneMatch, prepared.etag)) return false;
     const requestId = requestIdFor(given);
     // the flat form skips enumerating an object's keys

@@ -54,12 +54,21 @@ function toGateway({ workspace, ...row }: GatewayRow): GatewayRecord {
   return { ...row, workspaceSlug: workspace.slug, organizationSlug: workspace.organization.slug };
 }
 
-export const DEFAULT_SETTINGS: GatewaySettingsRecord = { allowLocalServers: true, offlineMode: 'cached', maxStaleSeconds: 3600, updatedAt: null };
+export const DEFAULT_SETTINGS: GatewaySettingsRecord = {
+  allowLocalServers: true,
+  offlineMode: 'cached',
+  maxStaleSeconds: 3600,
+  updatedAt: null,
+};
 
 /** Enrolment codes, enrolled gateways, the organisation's gateway settings and the bundle signing keys. */
 @Injectable()
 export class GatewayRepository extends Repository {
-  async createEnrollmentCode(scope: WorkspaceScope, data: { codeHash: string; groups: string[]; expiresAt: Date; createdBy: string }, tx: Transaction): Promise<{ id: string }> {
+  async createEnrollmentCode(
+    scope: WorkspaceScope,
+    data: { codeHash: string; groups: string[]; expiresAt: Date; createdBy: string },
+    tx: Transaction,
+  ): Promise<{ id: string }> {
     return tx.enrollmentCode.create({
       data: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, ...data },
       select: { id: true },
@@ -70,15 +79,33 @@ export class GatewayRepository extends Repository {
    * Marks the code used if, and only if, it is unused and unexpired: one
    * conditional UPDATE, so two gateways racing with one code cannot both win.
    */
-  async consumeEnrollmentCode(_system: SystemScope, codeHash: string, now: Date, tx: Transaction): Promise<{ id: string; organizationId: string; workspaceId: string; groups: string[] } | null> {
-    const { count } = await tx.enrollmentCode.updateMany({ where: { codeHash, usedAt: null, expiresAt: { gt: now } }, data: { usedAt: now } });
+  async consumeEnrollmentCode(
+    _system: SystemScope,
+    codeHash: string,
+    now: Date,
+    tx: Transaction,
+  ): Promise<{ id: string; organizationId: string; workspaceId: string; groups: string[] } | null> {
+    const { count } = await tx.enrollmentCode.updateMany({
+      where: { codeHash, usedAt: null, expiresAt: { gt: now } },
+      data: { usedAt: now },
+    });
     if (count === 0) return null;
-    return tx.enrollmentCode.findUnique({ where: { codeHash }, select: { id: true, organizationId: true, workspaceId: true, groups: true } });
+    return tx.enrollmentCode.findUnique({
+      where: { codeHash },
+      select: { id: true, organizationId: true, workspaceId: true, groups: true },
+    });
   }
 
   /** Why a code did not work, for the error message (never which tenant it belongs to). */
-  async enrollmentCodeState(_system: SystemScope, codeHash: string, now: Date): Promise<'unknown' | 'used' | 'expired'> {
-    const row = await this.client.enrollmentCode.findUnique({ where: { codeHash }, select: { usedAt: true, expiresAt: true } });
+  async enrollmentCodeState(
+    _system: SystemScope,
+    codeHash: string,
+    now: Date,
+  ): Promise<'unknown' | 'used' | 'expired'> {
+    const row = await this.client.enrollmentCode.findUnique({
+      where: { codeHash },
+      select: { usedAt: true, expiresAt: true },
+    });
     if (!row) return 'unknown';
     if (row.usedAt) return 'used';
     return row.expiresAt <= now ? 'expired' : 'unknown';
@@ -92,20 +119,36 @@ export class GatewayRepository extends Repository {
     tx: Transaction,
   ): Promise<GatewayRecord> {
     const row = await tx.gateway.create({
-      data: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, name: data.name, groups: data.groups, tokenHash: data.tokenHash, prefix: data.prefix },
+      data: {
+        organizationId: scope.organizationId,
+        workspaceId: scope.workspaceId,
+        name: data.name,
+        groups: data.groups,
+        tokenHash: data.tokenHash,
+        prefix: data.prefix,
+      },
       select: gatewaySelect,
     });
     await tx.enrollmentCode.update({ where: { id: data.enrollmentCodeId }, data: { gatewayId: row.id } });
     return toGateway(row);
   }
 
-  async findGatewayByTokenHash(_system: SystemScope, tokenHash: string): Promise<(GatewayRecord & { tokenHash: string }) | null> {
-    const row = await this.client.gateway.findUnique({ where: { tokenHash }, select: { ...gatewaySelect, tokenHash: true } });
+  async findGatewayByTokenHash(
+    _system: SystemScope,
+    tokenHash: string,
+  ): Promise<(GatewayRecord & { tokenHash: string }) | null> {
+    const row = await this.client.gateway.findUnique({
+      where: { tokenHash },
+      select: { ...gatewaySelect, tokenHash: true },
+    });
     return row ? { ...toGateway(row), tokenHash: row.tokenHash } : null;
   }
 
   async touchGateway(scope: OrgScope, id: string, at: Date): Promise<void> {
-    await this.client.gateway.updateMany({ where: { organizationId: scope.organizationId, id }, data: { lastSeenAt: at } });
+    await this.client.gateway.updateMany({
+      where: { organizationId: scope.organizationId, id },
+      data: { lastSeenAt: at },
+    });
   }
 
   /** Newest enrolment first, the id breaking ties. */
@@ -114,7 +157,11 @@ export class GatewayRepository extends Repository {
       where: {
         organizationId: scope.organizationId,
         workspaceId: scope.workspaceId,
-        ...keysetAfter<Prisma.GatewayWhereInput>(['enrolledAt', 'id'], 'desc', page.after && [page.after.createdAt, page.after.id]),
+        ...keysetAfter<Prisma.GatewayWhereInput>(
+          ['enrolledAt', 'id'],
+          'desc',
+          page.after && [page.after.createdAt, page.after.id],
+        ),
       },
       select: gatewaySelect,
       orderBy: keysetOrder<Prisma.GatewayOrderByWithRelationInput>(['enrolledAt', 'id'], 'desc'),
@@ -123,7 +170,11 @@ export class GatewayRepository extends Repository {
     return rows.map(toGateway);
   }
 
-  async findGateway(scope: WorkspaceScope, id: string, tx?: Transaction): Promise<(GatewayRecord & { tokenHash: string }) | null> {
+  async findGateway(
+    scope: WorkspaceScope,
+    id: string,
+    tx?: Transaction,
+  ): Promise<(GatewayRecord & { tokenHash: string }) | null> {
     const row = await this.use(tx).gateway.findFirst({
       where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, id },
       select: { ...gatewaySelect, tokenHash: true },
@@ -131,21 +182,43 @@ export class GatewayRepository extends Repository {
     return row ? { ...toGateway(row), tokenHash: row.tokenHash } : null;
   }
 
-  async updateGateway(scope: WorkspaceScope, id: string, data: { groups?: string[]; revokedAt?: Date }, tx: Transaction): Promise<void> {
-    await tx.gateway.updateMany({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, id }, data });
+  async updateGateway(
+    scope: WorkspaceScope,
+    id: string,
+    data: { groups?: string[]; revokedAt?: Date },
+    tx: Transaction,
+  ): Promise<void> {
+    await tx.gateway.updateMany({
+      where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, id },
+      data,
+    });
   }
 
   async settings(scope: OrgScope): Promise<GatewaySettingsRecord> {
     const row = await this.client.gatewaySettings.findUnique({ where: { organizationId: scope.organizationId } });
-    return row ? { allowLocalServers: row.allowLocalServers, offlineMode: row.offlineMode as OfflineMode, maxStaleSeconds: row.maxStaleSeconds, updatedAt: row.updatedAt } : DEFAULT_SETTINGS;
+    return row
+      ? {
+          allowLocalServers: row.allowLocalServers,
+          offlineMode: row.offlineMode as OfflineMode,
+          maxStaleSeconds: row.maxStaleSeconds,
+          updatedAt: row.updatedAt,
+        }
+      : DEFAULT_SETTINGS;
   }
 
   async saveSettings(scope: OrgScope, data: Omit<GatewaySettingsRecord, 'updatedAt'>, tx: Transaction): Promise<void> {
-    await tx.gatewaySettings.upsert({ where: { organizationId: scope.organizationId }, create: { organizationId: scope.organizationId, ...data }, update: data });
+    await tx.gatewaySettings.upsert({
+      where: { organizationId: scope.organizationId },
+      create: { organizationId: scope.organizationId, ...data },
+      update: data,
+    });
   }
 
   async organizationSlug(scope: OrgScope): Promise<string> {
-    const row = await this.client.organization.findUniqueOrThrow({ where: { id: scope.organizationId }, select: { slug: true } });
+    const row = await this.client.organization.findUniqueOrThrow({
+      where: { id: scope.organizationId },
+      select: { slug: true },
+    });
     return row.slug;
   }
 }

@@ -5,18 +5,31 @@ import type { GatewayRecord, GatewaySettingsRecord } from './gateway.repository'
 
 export const wsParams = z.object({ ws: slug });
 export const gatewayParams = z.object({ ws: slug, id: uuid });
-const group = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/, 'letters, digits, "_", "." and "-", at most 64 characters');
+const group = z
+  .string()
+  .regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/, 'letters, digits, "_", "." and "-", at most 64 characters');
 const groups = z.array(group).max(32);
 
 export const enrollmentCodeBody = z
   .object({
-    expires_in_seconds: z.number().int().min(60).max(30 * 24 * 3600).default(3600),
+    expires_in_seconds: z
+      .number()
+      .int()
+      .min(60)
+      .max(30 * 24 * 3600)
+      .default(3600),
     groups: groups.default([]).describe('rollout groups the enrolled gateway joins'),
   })
   .strict();
-export const enrollmentCodeView = z.object({ code: z.string().describe('shown once; good for one enrolment'), expires_at: z.string(), groups: z.array(z.string()) });
+export const enrollmentCodeView = z.object({
+  code: z.string().describe('shown once; good for one enrolment'),
+  expires_at: z.string(),
+  groups: z.array(z.string()),
+});
 
-export const enrollBody = z.object({ enrollment_code: z.string().min(1).max(200), name: z.string().trim().min(1).max(200) }).strict();
+export const enrollBody = z
+  .object({ enrollment_code: z.string().min(1).max(200), name: z.string().trim().min(1).max(200) })
+  .strict();
 export const enrolledView = z.object({
   gateway_id: z.string(),
   token: z.string().describe('the gateway token, shown once'),
@@ -43,14 +56,31 @@ export const updateGatewayBody = z.object({ groups }).strict();
 export const settingsBody = z
   .object({
     allow_local_servers: z.boolean().describe("may a developer's local config add servers of its own"),
-    offline_mode: z.enum(OFFLINE_MODES).describe('what a gateway decides once its bundle expires without a fresh one (ADR-0001)'),
-    max_stale_seconds: z.number().int().min(60).max(30 * 24 * 3600).describe('how long a bundle stays valid after it is issued'),
+    offline_mode: z
+      .enum(OFFLINE_MODES)
+      .describe('what a gateway decides once its bundle expires without a fresh one (ADR-0001)'),
+    max_stale_seconds: z
+      .number()
+      .int()
+      .min(60)
+      .max(30 * 24 * 3600)
+      .describe('how long a bundle stays valid after it is issued'),
   })
   .strict();
 export const settingsView = settingsBody.extend({ updated_at: z.string().nullable() });
 
 export const keysView = z.object({
-  keys: z.array(z.object({ kty: z.literal('OKP'), crv: z.literal('Ed25519'), alg: z.literal('EdDSA'), use: z.literal('sig'), kid: z.string(), x: z.string(), created_at: z.string() })),
+  keys: z.array(
+    z.object({
+      kty: z.literal('OKP'),
+      crv: z.literal('Ed25519'),
+      alg: z.literal('EdDSA'),
+      use: z.literal('sig'),
+      kid: z.string(),
+      x: z.string(),
+      created_at: z.string(),
+    }),
+  ),
 });
 
 export function toGatewayView(g: GatewayRecord): z.infer<typeof gatewayView> {
@@ -66,5 +96,10 @@ export function toGatewayView(g: GatewayRecord): z.infer<typeof gatewayView> {
 }
 
 export function toSettingsView(s: GatewaySettingsRecord): z.infer<typeof settingsView> {
-  return { allow_local_servers: s.allowLocalServers, offline_mode: s.offlineMode, max_stale_seconds: s.maxStaleSeconds, updated_at: s.updatedAt?.toISOString() ?? null };
+  return {
+    allow_local_servers: s.allowLocalServers,
+    offline_mode: s.offlineMode,
+    max_stale_seconds: s.maxStaleSeconds,
+    updated_at: s.updatedAt?.toISOString() ?? null,
+  };
 }

@@ -47,7 +47,10 @@ export class GatewaysController {
     @TenantScope() scope: WorkspaceScope,
     @Body() body: z.infer<typeof enrollmentCodeBody>,
   ): Promise<z.infer<typeof enrollmentCodeView>> {
-    const created = await this.gateways.createEnrollmentCode(caller, scope, { expiresInSeconds: body.expires_in_seconds, groups: body.groups });
+    const created = await this.gateways.createEnrollmentCode(caller, scope, {
+      expiresInSeconds: body.expires_in_seconds,
+      groups: body.groups,
+    });
     return { code: created.code, expires_at: created.expiresAt.toISOString(), groups: created.groups };
   }
 
@@ -64,7 +67,10 @@ export class GatewaysController {
   })
   async list(@TenantScope() scope: WorkspaceScope, @Query() query: PageQuery): Promise<z.infer<typeof gatewaysPage>> {
     const rows = await this.gateways.list(scope, gatewaysCursor.keyset(query));
-    return withLegacyKey(gatewaysCursor.page(rows, query, (g) => ({ createdAt: g.enrolledAt, id: g.id }), toGatewayView), 'gateways');
+    return withLegacyKey(
+      gatewaysCursor.page(rows, query, (g) => ({ createdAt: g.enrolledAt, id: g.id }), toGatewayView),
+      'gateways',
+    );
   }
 
   @Route({
@@ -99,7 +105,11 @@ export class GatewaysController {
     response: gatewayView,
     example: { params: { id: '{gateway}' } },
   })
-  async revoke(@Caller() caller: Principal, @TenantScope() scope: WorkspaceScope, @Param() params: z.infer<typeof gatewayParams>): Promise<z.infer<typeof gatewayView>> {
+  async revoke(
+    @Caller() caller: Principal,
+    @TenantScope() scope: WorkspaceScope,
+    @Param() params: z.infer<typeof gatewayParams>,
+  ): Promise<z.infer<typeof gatewayView>> {
     return toGatewayView(await this.gateways.revoke(caller, scope, params.id));
   }
 
@@ -127,9 +137,17 @@ export class GatewaysController {
     response: settingsView,
     example: { body: { allow_local_servers: false, offline_mode: 'fail_closed', max_stale_seconds: 900 } },
   })
-  async saveSettings(@Caller() caller: Principal, @TenantScope() scope: OrgScope, @Body() body: z.infer<typeof settingsBody>): Promise<z.infer<typeof settingsView>> {
+  async saveSettings(
+    @Caller() caller: Principal,
+    @TenantScope() scope: OrgScope,
+    @Body() body: z.infer<typeof settingsBody>,
+  ): Promise<z.infer<typeof settingsView>> {
     return toSettingsView(
-      await this.gateways.saveSettings(caller, scope, { allowLocalServers: body.allow_local_servers, offlineMode: body.offline_mode, maxStaleSeconds: body.max_stale_seconds }),
+      await this.gateways.saveSettings(caller, scope, {
+        allowLocalServers: body.allow_local_servers,
+        offlineMode: body.offline_mode,
+        maxStaleSeconds: body.max_stale_seconds,
+      }),
     );
   }
 
@@ -137,7 +155,8 @@ export class GatewaysController {
     method: 'GET',
     path: '/.well-known/aileron/policy-keys',
     summary: 'The public keys that sign policy bundles (JWKS, Ed25519)',
-    description: 'The newest key signs; after a rotation the previous one stays listed until bundles signed with it are replaced.',
+    description:
+      'The newest key signs; after a rotation the previous one stays listed until bundles signed with it are replaced.',
     tag: 'gateway',
     auth: 'public',
     tenancy: 'none',
@@ -145,7 +164,17 @@ export class GatewaysController {
   })
   async publicKeys(): Promise<z.infer<typeof keysView>> {
     const ring = await this.keys.ring('policy-bundle');
-    return { keys: ring.published.map((k) => ({ kty: 'OKP', crv: 'Ed25519', alg: 'EdDSA', use: 'sig', kid: k.kid, x: k.x, created_at: k.created_at })) };
+    return {
+      keys: ring.published.map((k) => ({
+        kty: 'OKP',
+        crv: 'Ed25519',
+        alg: 'EdDSA',
+        use: 'sig',
+        kid: k.kid,
+        x: k.x,
+        created_at: k.created_at,
+      })),
+    };
   }
 
   @Route({

@@ -42,12 +42,22 @@ export class GatewaysService implements OnModuleDestroy {
     const code = mintEnrollmentCode();
     const expiresAt = new Date(this.clock.now() + options.expiresInSeconds * 1000);
     await this.db.transaction(async (tx) => {
-      const { id } = await this.repository.createEnrollmentCode(scope, { codeHash: hashToken(code), groups: options.groups, expiresAt, createdBy: describePrincipal(principal) }, tx);
+      const { id } = await this.repository.createEnrollmentCode(
+        scope,
+        { codeHash: hashToken(code), groups: options.groups, expiresAt, createdBy: describePrincipal(principal) },
+        tx,
+      );
       await this.outbox.record(tx, {
         topic: 'gateway.enrollment_code_created',
         organizationId: scope.organizationId,
         workspaceId: scope.workspaceId,
-        payload: { workspace: scope.workspaceSlug, code_id: id, expires_at: expiresAt.toISOString(), groups: options.groups, actor: describePrincipal(principal) },
+        payload: {
+          workspace: scope.workspaceSlug,
+          code_id: id,
+          expires_at: expiresAt.toISOString(),
+          groups: options.groups,
+          actor: describePrincipal(principal),
+        },
       });
     });
     return { code, expiresAt, groups: options.groups };
@@ -65,14 +75,26 @@ export class GatewaysService implements OnModuleDestroy {
           const created = await this.repository.createGateway(
             ENROLMENT,
             used,
-            { name, groups: used.groups, tokenHash: hashToken(token), prefix: token.slice(0, 11), enrollmentCodeId: used.id },
+            {
+              name,
+              groups: used.groups,
+              tokenHash: hashToken(token),
+              prefix: token.slice(0, 11),
+              enrollmentCodeId: used.id,
+            },
             tx,
           );
           await this.outbox.record(tx, {
             topic: 'gateway.enrolled',
             organizationId: used.organizationId,
             workspaceId: used.workspaceId,
-            payload: { workspace: created.workspaceSlug, gateway_id: created.id, name, groups: used.groups, actor: `gateway:${created.id}` },
+            payload: {
+              workspace: created.workspaceSlug,
+              gateway_id: created.id,
+              name,
+              groups: used.groups,
+              actor: `gateway:${created.id}`,
+            },
           });
           return created;
         })
@@ -139,13 +161,22 @@ export class GatewaysService implements OnModuleDestroy {
     return this.settingsCache.get(scope.organizationId);
   }
 
-  async saveSettings(principal: Principal, scope: OrgScope, data: Omit<GatewaySettingsRecord, 'updatedAt'>): Promise<GatewaySettingsRecord> {
+  async saveSettings(
+    principal: Principal,
+    scope: OrgScope,
+    data: Omit<GatewaySettingsRecord, 'updatedAt'>,
+  ): Promise<GatewaySettingsRecord> {
     await this.db.transaction(async (tx) => {
       await this.repository.saveSettings(scope, data, tx);
       await this.outbox.record(tx, {
         topic: 'gateway.settings_updated',
         organizationId: scope.organizationId,
-        payload: { allow_local_servers: data.allowLocalServers, offline_mode: data.offlineMode, max_stale_seconds: data.maxStaleSeconds, actor: describePrincipal(principal) },
+        payload: {
+          allow_local_servers: data.allowLocalServers,
+          offline_mode: data.offlineMode,
+          max_stale_seconds: data.maxStaleSeconds,
+          actor: describePrincipal(principal),
+        },
       });
     });
     await this.settingsCache.invalidate(scope.organizationId);

@@ -23,7 +23,13 @@ const EXAMPLE = {
   default: 'deny',
   rules: [
     { id: 'read-only-github', effect: 'allow', servers: ['github'], tools: ['get_*', 'list_*', 'search_*'] },
-    { id: 'merge-needs-review', effect: 'approval', approval_route: 'security', servers: ['github'], tools: ['merge_pull_request'] },
+    {
+      id: 'merge-needs-review',
+      effect: 'approval',
+      approval_route: 'security',
+      servers: ['github'],
+      tools: ['merge_pull_request'],
+    },
     { id: 'no-prod-writes', effect: 'deny', tools: ['*'], arguments: [{ path: 'repo', regex: '^prod-' }] },
   ],
 };
@@ -34,7 +40,9 @@ const versionsPage = legacyPageView(versionSummary, 'versions').extend({
     .int()
     .nullable()
     .meta({ deprecated: true })
-    .describe(`the \`before\` of the next page, null on the last; deprecated (use \`next_cursor\`), removed in ${LEGACY_REMOVAL}`),
+    .describe(
+      `the \`before\` of the next page, null on the last; deprecated (use \`next_cursor\`), removed in ${LEGACY_REMOVAL}`,
+    ),
 });
 const versionsCursor = new ListCursor('policy-versions', numberKey);
 
@@ -83,7 +91,11 @@ export class PolicyController {
     response: writeResult,
     example: { body: EXAMPLE },
   })
-  async put(@Caller() caller: Principal, @TenantScope() scope: WorkspaceScope, @Body() body: unknown): Promise<z.infer<typeof writeResult>> {
+  async put(
+    @Caller() caller: Principal,
+    @TenantScope() scope: WorkspaceScope,
+    @Body() body: unknown,
+  ): Promise<z.infer<typeof writeResult>> {
     const { policy, changed } = await this.policies.replace(caller, scope, body);
     return { ...view(policy), changed };
   }
@@ -119,17 +131,28 @@ export class PolicyController {
     query: versionsQuery,
     response: versionsPage,
   })
-  async versions(@TenantScope() scope: WorkspaceScope, @Query() query: z.infer<typeof versionsQuery>): Promise<z.infer<typeof versionsPage>> {
+  async versions(
+    @TenantScope() scope: WorkspaceScope,
+    @Query() query: z.infer<typeof versionsQuery>,
+  ): Promise<z.infer<typeof versionsPage>> {
     const rows = await this.policies.versions(scope, versionsCursor.keyset(query, query.before));
-    const page = versionsCursor.page(rows, query, (v) => v.version, (v) => ({
-      version: v.version,
-      digest: v.digest,
-      rules: v.rules,
-      restored_from: v.restoredFrom,
-      created_at: v.createdAt.toISOString(),
-      created_by: v.createdBy,
-    }));
-    return { ...withLegacyKey(page, 'versions'), next_before: page.next_cursor === null ? null : page.items[page.items.length - 1]!.version };
+    const page = versionsCursor.page(
+      rows,
+      query,
+      (v) => v.version,
+      (v) => ({
+        version: v.version,
+        digest: v.digest,
+        rules: v.rules,
+        restored_from: v.restoredFrom,
+        created_at: v.createdAt.toISOString(),
+        created_by: v.createdBy,
+      }),
+    );
+    return {
+      ...withLegacyKey(page, 'versions'),
+      next_before: page.next_cursor === null ? null : page.items[page.items.length - 1]!.version,
+    };
   }
 
   @Route({
@@ -143,9 +166,18 @@ export class PolicyController {
     response: policyView.omit({ workspace_default: true }),
     example: { params: { version: '1' } },
   })
-  async version(@TenantScope() scope: WorkspaceScope, @Param() params: z.infer<typeof versionParams>): Promise<Omit<z.infer<typeof policyView>, 'workspace_default'>> {
+  async version(
+    @TenantScope() scope: WorkspaceScope,
+    @Param() params: z.infer<typeof versionParams>,
+  ): Promise<Omit<z.infer<typeof policyView>, 'workspace_default'>> {
     const record = await this.policies.version(scope, params.version);
-    return { version: record.version, digest: record.digest, created_at: record.createdAt.toISOString(), created_by: record.createdBy, document: record.document };
+    return {
+      version: record.version,
+      digest: record.digest,
+      created_at: record.createdAt.toISOString(),
+      created_by: record.createdBy,
+      document: record.document,
+    };
   }
 
   @Route({
@@ -160,7 +192,10 @@ export class PolicyController {
     response: diffView,
     example: { query: { from: '0', to: '1' } },
   })
-  async diff(@TenantScope() scope: WorkspaceScope, @Query() query: z.infer<typeof diffQuery>): Promise<z.infer<typeof diffView>> {
+  async diff(
+    @TenantScope() scope: WorkspaceScope,
+    @Query() query: z.infer<typeof diffQuery>,
+  ): Promise<z.infer<typeof diffView>> {
     const diff = await this.policies.diff(scope, query.from, query.to);
     return { from: query.from, to: query.to, ...(diff as unknown as Omit<z.infer<typeof diffView>, 'from' | 'to'>) };
   }
@@ -177,7 +212,11 @@ export class PolicyController {
     response: writeResult,
     example: { body: { version: 1 } },
   })
-  async rollback(@Caller() caller: Principal, @TenantScope() scope: WorkspaceScope, @Body() body: z.infer<typeof rollbackBody>): Promise<z.infer<typeof writeResult>> {
+  async rollback(
+    @Caller() caller: Principal,
+    @TenantScope() scope: WorkspaceScope,
+    @Body() body: z.infer<typeof rollbackBody>,
+  ): Promise<z.infer<typeof writeResult>> {
     const { policy, changed } = await this.policies.rollback(caller, scope, body.version);
     return { ...view(policy), changed };
   }
@@ -192,9 +231,14 @@ export class PolicyController {
     params: wsParams,
     body: evaluateBody,
     response: decisionView,
-    example: { body: { server: 'github', tool: 'merge_pull_request', arguments: { repo: 'payments' }, execution_mode: 'remote' } },
+    example: {
+      body: { server: 'github', tool: 'merge_pull_request', arguments: { repo: 'payments' }, execution_mode: 'remote' },
+    },
   })
-  async evaluate(@TenantScope() scope: WorkspaceScope, @Body() body: z.infer<typeof evaluateBody>): Promise<z.infer<typeof decisionView>> {
+  async evaluate(
+    @TenantScope() scope: WorkspaceScope,
+    @Body() body: z.infer<typeof evaluateBody>,
+  ): Promise<z.infer<typeof decisionView>> {
     return this.policies.evaluate(scope, body);
   }
 }

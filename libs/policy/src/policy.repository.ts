@@ -37,12 +37,19 @@ export class PolicyRepository extends Repository {
   /** Newest first, by version (unique in the workspace). */
   async list(scope: WorkspaceScope, page: Keyset<number>): Promise<PolicyVersionSummary[]> {
     const rows = await this.client.policyVersion.findMany({
-      where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, ...(page.after !== undefined ? { version: { lt: page.after } } : {}) },
+      where: {
+        organizationId: scope.organizationId,
+        workspaceId: scope.workspaceId,
+        ...(page.after !== undefined ? { version: { lt: page.after } } : {}),
+      },
       orderBy: { version: 'desc' },
       take: page.take,
       select: { ...summarySelect, document: true },
     });
-    return rows.map((row) => ({ ...toSummary(row), rules: ((row.document as unknown as PolicyDocument).rules ?? []).length }));
+    return rows.map((row) => ({
+      ...toSummary(row),
+      rules: ((row.document as unknown as PolicyDocument).rules ?? []).length,
+    }));
   }
 
   /** Fails with a unique violation when another writer took the version first. */
@@ -66,10 +73,29 @@ export class PolicyRepository extends Repository {
   }
 }
 
-function toSummary(row: { version: number; digest: string; restoredFrom: number | null; createdBy: string | null; createdAt: Date }): Omit<PolicyVersionRecord, 'document'> {
-  return { version: row.version, digest: row.digest, restoredFrom: row.restoredFrom, createdBy: row.createdBy, createdAt: row.createdAt };
+function toSummary(row: {
+  version: number;
+  digest: string;
+  restoredFrom: number | null;
+  createdBy: string | null;
+  createdAt: Date;
+}): Omit<PolicyVersionRecord, 'document'> {
+  return {
+    version: row.version,
+    digest: row.digest,
+    restoredFrom: row.restoredFrom,
+    createdBy: row.createdBy,
+    createdAt: row.createdAt,
+  };
 }
 
-function toRecord(row: { version: number; document: Prisma.JsonValue; digest: string; restoredFrom: number | null; createdBy: string | null; createdAt: Date }): PolicyVersionRecord {
+function toRecord(row: {
+  version: number;
+  document: Prisma.JsonValue;
+  digest: string;
+  restoredFrom: number | null;
+  createdBy: string | null;
+  createdAt: Date;
+}): PolicyVersionRecord {
   return { ...toSummary(row), document: row.document as unknown as PolicyDocument };
 }

@@ -15,7 +15,9 @@ export const policyView = z.object({
   document: policyDocumentSchema,
 });
 
-export const writeResult = policyView.extend({ changed: z.boolean().describe('false when the document equals the one in force (no new version)') });
+export const writeResult = policyView.extend({
+  changed: z.boolean().describe('false when the document equals the one in force (no new version)'),
+});
 
 export const validateResult = z.object({
   rules: z.number().int(),
@@ -72,7 +74,9 @@ export const decisionView = z.object({
   reason: z.enum(['rule', 'default', 'evaluation_error']),
   rules: z.array(z.string()).describe('the rules that decided (empty when the default did)'),
   approval_route: z.string().nullable(),
-  errors: z.array(z.object({ rule: z.string(), message: z.string() })).describe('rules that could not be evaluated for this call'),
+  errors: z
+    .array(z.object({ rule: z.string(), message: z.string() }))
+    .describe('rules that could not be evaluated for this call'),
   policy_version: z.number().int(),
 });
 

@@ -91,7 +91,11 @@ export class PolicyService implements OnModuleDestroy {
   }
 
   /** Validates and stores a new version; the same document again changes nothing. */
-  async replace(principal: Principal, scope: WorkspaceScope, input: unknown): Promise<{ policy: CurrentPolicy; changed: boolean }> {
+  async replace(
+    principal: Principal,
+    scope: WorkspaceScope,
+    input: unknown,
+  ): Promise<{ policy: CurrentPolicy; changed: boolean }> {
     return this.write(principal, scope, validDocument(input), null);
   }
 
@@ -105,7 +109,11 @@ export class PolicyService implements OnModuleDestroy {
   }
 
   /** Versions only go forward: the old document comes back as a new version. */
-  async rollback(principal: Principal, scope: WorkspaceScope, version: number): Promise<{ policy: CurrentPolicy; changed: boolean }> {
+  async rollback(
+    principal: Principal,
+    scope: WorkspaceScope,
+    version: number,
+  ): Promise<{ policy: CurrentPolicy; changed: boolean }> {
     const old = await this.repository.get(scope, version);
     if (!old) throw new NotFoundError('policy version', String(version), 'POLICY_VERSION_NOT_FOUND');
     return this.write(principal, scope, old.document, version);
@@ -149,12 +157,23 @@ export class PolicyService implements OnModuleDestroy {
           const latest = await this.repository.latest(scope, tx);
           if (latest?.digest === digest) return null;
           const version = (latest?.version ?? 0) + 1;
-          const record = await this.repository.create(scope, { version, document, digest, restoredFrom, createdBy: describePrincipal(principal) }, tx);
+          const record = await this.repository.create(
+            scope,
+            { version, document, digest, restoredFrom, createdBy: describePrincipal(principal) },
+            tx,
+          );
           await this.outbox.record(tx, {
             topic: 'policy.updated',
             organizationId: scope.organizationId,
             workspaceId: scope.workspaceId,
-            payload: { workspace: scope.workspaceSlug, version, digest, rules: document.rules.length, restored_from: restoredFrom, actor: describePrincipal(principal) },
+            payload: {
+              workspace: scope.workspaceSlug,
+              version,
+              digest,
+              rules: document.rules.length,
+              restored_from: restoredFrom,
+              actor: describePrincipal(principal),
+            },
           });
           return record;
         });
@@ -165,7 +184,10 @@ export class PolicyService implements OnModuleDestroy {
         if (!isUniqueViolation(error)) throw error;
       }
     }
-    throw new ConflictError('POLICY_WRITE_CONFLICT', 'The policy is being changed by others at the same time; try again');
+    throw new ConflictError(
+      'POLICY_WRITE_CONFLICT',
+      'The policy is being changed by others at the same time; try again',
+    );
   }
 }
 

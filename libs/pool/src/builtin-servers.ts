@@ -50,6 +50,16 @@ export class BuiltinServers {
     const endpoint: InProcessEndpoint = { attach: (transport) => server.connect(scope, caller, transport) };
     let settle!: (exit: InstanceExit) => void;
     const ended = new Promise<InstanceExit>((resolve) => (settle = resolve));
-    return new Instance(`builtin-${name}`, name, server.version, endpoint, ended, null, settle, maxInflight, this.clock);
+    return new Instance(
+      `builtin-${name}`,
+      name,
+      server.version,
+      endpoint,
+      ended,
+      null,
+      settle,
+      maxInflight,
+      this.clock,
+    );
   }
 }

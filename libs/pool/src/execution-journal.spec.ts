@@ -1,7 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { endUnfinished, ExecutionRecord } from './execution-journal';
 
-const record = (id: string, type: ExecutionRecord['type'], execution: string | undefined, data: Record<string, unknown> = {}): ExecutionRecord => ({
+const record = (
+  id: string,
+  type: ExecutionRecord['type'],
+  execution: string | undefined,
+  data: Record<string, unknown> = {},
+): ExecutionRecord => ({
   id,
   type,
   time: '2026-01-01T00:00:00.000Z',
@@ -29,9 +34,20 @@ describe('endUnfinished: the calls a dead process was still running', () => {
     ];
     const failures = endUnfinished(records, now);
     expect(failures.map((f) => f.data.execution_id)).toEqual(['a', 'c']);
-    expect(failures[0]).toMatchObject({ type: 'execution.failed', time: now.toISOString(), sessionId: 'session', tool: 'tool', decision: 'allow' });
+    expect(failures[0]).toMatchObject({
+      type: 'execution.failed',
+      time: now.toISOString(),
+      sessionId: 'session',
+      tool: 'tool',
+      decision: 'allow',
+    });
     // what the start said about the instance, never its arguments again
-    expect(failures[0]!.data).toEqual({ instance: 'i-1', version: '1.0.0', execution_id: 'a', error: expect.stringContaining('stopped') });
+    expect(failures[0]!.data).toEqual({
+      instance: 'i-1',
+      version: '1.0.0',
+      execution_id: 'a',
+      error: expect.stringContaining('stopped'),
+    });
     expect(failures[1]!.data.approval_id).toBe('ap-1');
   });
 

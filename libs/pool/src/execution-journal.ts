@@ -55,7 +55,12 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
   private readonly batchMs: number;
   /** directories taken over from dead processes whose records are not in the audit log yet */
   private readonly claimed = new Set<string>();
-  private readonly sweeper = new PeriodicTask({ name: 'execution journal take-over', everyMs: TAKEOVER_EVERY_MS, run: () => this.takeOver(), logger: this.logger });
+  private readonly sweeper = new PeriodicTask({
+    name: 'execution journal take-over',
+    everyMs: TAKEOVER_EVERY_MS,
+    run: () => this.takeOver(),
+    logger: this.logger,
+  });
   private sweeping: Promise<void> = Promise.resolve();
   private segment = 0;
   private fd: number | null = null;
@@ -118,9 +123,17 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
           }
           this.directory.drop(dir);
           this.claimed.delete(dir);
-          if (replayed > 0) this.logger.log({ msg: 'replayed execution records a stopped process left', records: replayed, unfinished_calls: ended });
+          if (replayed > 0)
+            this.logger.log({
+              msg: 'replayed execution records a stopped process left',
+              records: replayed,
+              unfinished_calls: ended,
+            });
         } catch (error) {
-          this.logger.error({ msg: 'could not replay execution records yet; will retry', err: error instanceof Error ? error.message : String(error) });
+          this.logger.error({
+            msg: 'could not replay execution records yet; will retry',
+            err: error instanceof Error ? error.message : String(error),
+          });
         }
       }
     });
@@ -164,7 +177,8 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
     // later records go to a new segment, so this one can go once its batch commits
     this.fd = null;
     this.segment = Math.max(this.clock.now(), segment + 1);
-    if (this.running.size > 0) writeSync(this.openSegment(), [...this.running.values()].map((r) => `${JSON.stringify(r)}\n`).join(''));
+    if (this.running.size > 0)
+      writeSync(this.openSegment(), [...this.running.values()].map((r) => `${JSON.stringify(r)}\n`).join(''));
     const previous = this.flushing;
     this.flushing = (async () => {
       await previous;
@@ -175,7 +189,11 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
       } catch (error) {
         // the segment stays on disk; the next start replays it
         if (fd !== null) closeSync(fd);
-        this.logger.error({ msg: 'execution records not written yet; kept in the journal', records: records.length, err: error instanceof Error ? error.message : String(error) });
+        this.logger.error({
+          msg: 'execution records not written yet; kept in the journal',
+          records: records.length,
+          err: error instanceof Error ? error.message : String(error),
+        });
       }
     })();
     return this.flushing;
@@ -190,13 +208,17 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
   private async write(records: ExecutionRecord[], options: { replay: boolean }): Promise<void> {
     const byWorkspace = new Map<string, ExecutionRecord[]>();
     for (const record of records) {
-      const list = byWorkspace.get(record.workspaceId) ?? byWorkspace.set(record.workspaceId, []).get(record.workspaceId)!;
+      const list =
+        byWorkspace.get(record.workspaceId) ?? byWorkspace.set(record.workspaceId, []).get(record.workspaceId)!;
       list.push(record);
     }
     await this.db.transaction(async (tx) => {
       for (const list of byWorkspace.values()) {
         const first = list[0]!;
-        const scope = SystemScopes.workspace(first.organizationId, { id: first.workspaceId, slug: first.workspaceSlug });
+        const scope = SystemScopes.workspace(first.organizationId, {
+          id: first.workspaceId,
+          slug: first.workspaceSlug,
+        });
         const written = await this.audit.recordNew(
           tx,
           scope,
@@ -226,7 +248,17 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
             organizationId: r.organizationId,
             workspaceId: r.workspaceId,
             audited: false,
-            payload: { workspace: r.workspaceSlug, session: r.sessionId, execution_mode: 'remote', execution_id: r.id, server: r.server, tool: r.tool, decision: r.decision, actor: r.actor, ...r.data },
+            payload: {
+              workspace: r.workspaceSlug,
+              session: r.sessionId,
+              execution_mode: 'remote',
+              execution_id: r.id,
+              server: r.server,
+              tool: r.tool,
+              decision: r.decision,
+              actor: r.actor,
+              ...r.data,
+            },
           })),
         );
       }

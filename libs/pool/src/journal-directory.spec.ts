@@ -26,7 +26,10 @@ describe('JournalDirectory: each process its own journal, a dead one taken over 
     dir.open();
     const claimed = dir.claimOrphans();
     expect(claimed).toHaveLength(2);
-    expect(claimed.flatMap((c) => dir.segments(c).map((f) => f.slice(c.length + 1))).sort()).toEqual(['0000000000000003.jsonl', '0002.jsonl']);
+    expect(claimed.flatMap((c) => dir.segments(c).map((f) => f.slice(c.length + 1))).sort()).toEqual([
+      '0000000000000003.jsonl',
+      '0002.jsonl',
+    ]);
     expect(readdirSync(join(root, 'host~101~555'))).toEqual(['0001.jsonl']);
     // what it claimed carries its own name: while it lives nobody takes it; a second look finds nothing new
     const other = new JournalDirectory(root, (owner) => owner.pid !== 102 && owner.pid !== 999_999);

@@ -32,7 +32,8 @@ export class JournalDirectory {
 
   constructor(
     private readonly root: string,
-    private readonly isAlive: (owner: Owner, host: string) => boolean = (owner, host) => owner.host !== host || processStartTime(owner.pid) === owner.start,
+    private readonly isAlive: (owner: Owner, host: string) => boolean = (owner, host) =>
+      owner.host !== host || processStartTime(owner.pid) === owner.start,
   ) {
     this.host = hostname().replace(/[^A-Za-z0-9._-]/g, '_');
     const start = processStartTime(process.pid) ?? '';

@@ -59,11 +59,20 @@ export class McpAdmission {
     private readonly builtins: BuiltinServers,
   ) {
     // browsers send Origin; anything else on it is another site riding on DNS rebinding
-    this.allowedOrigins = [new URL(config.publicUrl).origin, `http://localhost:${config.port}`, `http://127.0.0.1:${config.port}`];
+    this.allowedOrigins = [
+      new URL(config.publicUrl).origin,
+      `http://localhost:${config.port}`,
+      `http://127.0.0.1:${config.port}`,
+    ];
   }
 
   /** Throws RateLimitedError (its `retryAfterSeconds` belongs in Retry-After) and other DomainErrors. */
-  async admit(scope: WorkspaceScope, caller: Principal, endpoint: McpEndpoint, request: McpRequestLine): Promise<Admitted> {
+  async admit(
+    scope: WorkspaceScope,
+    caller: Principal,
+    endpoint: McpEndpoint,
+    request: McpRequestLine,
+  ): Promise<Admitted> {
     if (request.origin !== undefined && !this.allowedOrigins.includes(request.origin)) {
       throw new ForbiddenError(`Origin ${request.origin} may not use this endpoint`, 'ORIGIN_NOT_ALLOWED');
     }
@@ -72,7 +81,10 @@ export class McpAdmission {
       throw new ForbiddenError('This session token lacks the "actions:list" capability', 'CAPABILITY_REQUIRED');
     }
     if (caller.agentSession && 'server' in endpoint && !caller.agentSession.allowsServer(endpoint.server)) {
-      throw new ForbiddenError(`This session token does not reach the server "${endpoint.server}"`, 'CAPABILITY_REQUIRED');
+      throw new ForbiddenError(
+        `This session token does not reach the server "${endpoint.server}"`,
+        'CAPABILITY_REQUIRED',
+      );
     }
     // MCP sessions are bound to the credential; the guard and the fast path authenticate only bearer credentials, so this is never expected
     if (request.credential === undefined) throw new UnauthenticatedError('Send "Authorization: Bearer <token>"');
@@ -90,7 +102,8 @@ export class McpAdmission {
     }
     if (request.method === 'POST' && isInitialize(request.body)) {
       // refuse at once, with a problem document, what the MCP session could never reach
-      if ('server' in endpoint && !this.builtins.has(endpoint.server)) await this.instances.assignment(scope, endpoint.server);
+      if ('server' in endpoint && !this.builtins.has(endpoint.server))
+        await this.instances.assignment(scope, endpoint.server);
       return { mcpSession: this.mcpSessions.create(scope, caller, endpoint, this.allowedOrigins, request.credential) };
     }
     throw new McpSessionRequiredError();
@@ -129,7 +142,8 @@ export class McpAdmission {
     const send = (mayRetry: boolean): void => {
       const sent = httpRequest(target, { method: req.method, headers }, (answer) => {
         const out: Record<string, string | string[]> = {};
-        for (const [name, value] of Object.entries(answer.headers)) if (value !== undefined && !HOP_BY_HOP.has(name)) out[name] = value;
+        for (const [name, value] of Object.entries(answer.headers))
+          if (value !== undefined && !HOP_BY_HOP.has(name)) out[name] = value;
         res.writeHead(answer.statusCode ?? 502, out);
         // an owner that dies mid-answer cuts the answer off here too, rather than leaving the client waiting
         pipeline(answer, res, () => undefined);
@@ -166,7 +180,11 @@ export class McpAdmission {
   }
 
   private async ownerGone(to: Elsewhere, error: Error): Promise<void> {
-    this.logger.warn({ msg: 'the replica serving an MCP session cannot be reached; the session is gone', owner: to.owner, err: error.message });
+    this.logger.warn({
+      msg: 'the replica serving an MCP session cannot be reached; the session is gone',
+      owner: to.owner,
+      err: error.message,
+    });
     await this.mcpSessions.forget(to.mcpSessionId, to.owner);
     await this.journal.takeOver();
   }
@@ -175,22 +193,40 @@ export class McpAdmission {
 /** Marks a request one replica passed to another, so it is never passed on again. */
 export const FORWARDED = 'x-aileron-forwarded';
 
-const HOP_BY_HOP = new Set(['host', 'connection', 'keep-alive', 'transfer-encoding', 'content-length', 'upgrade', 'proxy-connection', 'te', 'trailer']);
+const HOP_BY_HOP = new Set([
+  'host',
+  'connection',
+  'keep-alive',
+  'transfer-encoding',
+  'content-length',
+  'upgrade',
+  'proxy-connection',
+  'te',
+  'trailer',
+]);
 
 /** The same code as any MCP session this replica does not know: to the client, it does not exist any more. */
 class SessionGoneError extends DomainError {
   constructor(id: string) {
-    super('MCP_SESSION_NOT_FOUND', `MCP session "${id}" does not exist any more: the replica that served it cannot be reached. Initialize a new session.`);
+    super(
+      'MCP_SESSION_NOT_FOUND',
+      `MCP session "${id}" does not exist any more: the replica that served it cannot be reached. Initialize a new session.`,
+    );
   }
 }
 
 class McpSessionRequiredError extends DomainError {
   constructor() {
-    super('MCP_SESSION_REQUIRED', 'Send an initialize request first, then the Mcp-Session-Id header it returned with every request');
+    super(
+      'MCP_SESSION_REQUIRED',
+      'Send an initialize request first, then the Mcp-Session-Id header it returned with every request',
+    );
   }
 }
 
 function isInitialize(body: unknown): boolean {
   const messages = Array.isArray(body) ? body : [body];
-  return messages.some((m) => typeof m === 'object' && m !== null && (m as { method?: unknown }).method === 'initialize');
+  return messages.some(
+    (m) => typeof m === 'object' && m !== null && (m as { method?: unknown }).method === 'initialize',
+  );
 }

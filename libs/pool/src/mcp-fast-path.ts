@@ -67,7 +67,12 @@ export class McpFastPath {
     target: { ws: string; endpoint: McpEndpoint; sessionId: string; credential: string; caller: Promise<Principal> },
   ): Promise<void> {
     const requestId = requestIdFor(request.headers['x-request-id']);
-    this.requests.follow(request, response, 'server' in target.endpoint ? MCP_ONE_SERVER : MCP_WHOLE_WORKSPACE, requestId);
+    this.requests.follow(
+      request,
+      response,
+      'server' in target.endpoint ? MCP_ONE_SERVER : MCP_WHOLE_WORKSPACE,
+      requestId,
+    );
     // heard at once: a credential that fails while the body is read must not reject unhandled
     const caller = target.caller.then(
       (principal) => ({ principal }),

@@ -7,7 +7,10 @@ import type { RouteCapability } from '@aileron/http';
  * open share: the path parameters and the one permission every MCP request
  * needs. One file, so the paths that serve the same requests cannot drift.
  */
-const serverName = z.string().regex(/^[a-z0-9][a-z0-9-]{0,31}$/, 'a server name').describe('a remote server assigned to the workspace');
+const serverName = z
+  .string()
+  .regex(/^[a-z0-9][a-z0-9-]{0,31}$/, 'a server name')
+  .describe('a remote server assigned to the workspace');
 export const oneServer = z.object({ ws: slug, server: serverName });
 export const wholeWorkspace = z.object({ ws: slug });
 

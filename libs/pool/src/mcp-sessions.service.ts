@@ -1,6 +1,13 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
-import { BeforeApplicationShutdown, Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import {
+  BeforeApplicationShutdown,
+  Inject,
+  Injectable,
+  Logger,
+  OnApplicationBootstrap,
+  OnApplicationShutdown,
+} from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import { AccessService, describePrincipal, Principal, roleIn, StreamAccess, WorkspaceScope } from '@aileron/auth';
 import { Clock } from '@aileron/clock';
@@ -16,7 +23,6 @@ import { McpSession } from './proxy/mcp-session';
 import { AnswerLoad } from './node-streamable-http-transport';
 
 export type McpEndpoint = { server: string } | { aggregate: true };
-
 
 interface Entry {
   session: McpSession;
@@ -75,7 +81,8 @@ export class McpSessions implements OnApplicationBootstrap, BeforeApplicationShu
       everyMs: Math.min(60_000, Math.max(500, idleMs / 4)),
       run: () => {
         const now = this.clock.now();
-        for (const { session } of this.sessions.values()) if (!session.busy && now - session.lastActivity > idleMs) void session.close();
+        for (const { session } of this.sessions.values())
+          if (!session.busy && now - session.lastActivity > idleMs) void session.close();
       },
       logger: this.logger,
     });
@@ -104,7 +111,9 @@ export class McpSessions implements OnApplicationBootstrap, BeforeApplicationShu
    */
   replicaUrl(): string | undefined {
     if (this.config.replicaUrl) return this.config.replicaUrl;
-    const address = (this.http.httpAdapter?.getHttpServer() as { address(): AddressInfo | string | null } | undefined)?.address();
+    const address = (
+      this.http.httpAdapter?.getHttpServer() as { address(): AddressInfo | string | null } | undefined
+    )?.address();
     return address && typeof address === 'object' ? `http://127.0.0.1:${address.port}` : undefined;
   }
 
@@ -147,14 +156,18 @@ export class McpSessions implements OnApplicationBootstrap, BeforeApplicationShu
   /** Drops a session's directory entry if it still names `owner`: the session is gone with it. */
   async forget(id: string, owner: string): Promise<void> {
     if ((await this.entryOf(id).catch(() => undefined)) === owner) {
-      await this.directory.run('The MCP session directory', (redis) => redis.del(directoryKey(id))).catch(() => undefined);
+      await this.directory
+        .run('The MCP session directory', (redis) => redis.del(directoryKey(id)))
+        .catch(() => undefined);
     }
   }
 
   /** The address a session's directory entry names, if it is a sealed entry for this session. */
   private async entryOf(id: string): Promise<string | undefined> {
     if (!this.directory.configured) return undefined;
-    const sealed = await this.directory.run('Finding the replica that serves this MCP session', (redis) => redis.get(directoryKey(id)));
+    const sealed = await this.directory.run('Finding the replica that serves this MCP session', (redis) =>
+      redis.get(directoryKey(id)),
+    );
     if (!sealed) return undefined;
     try {
       return this.root.unwrap(sealed, directoryAad(id)).toString('utf8');
@@ -167,10 +180,18 @@ export class McpSessions implements OnApplicationBootstrap, BeforeApplicationShu
     const self = this.replicaUrl();
     if (!this.directory.configured || !self) return;
     const sealed = this.root.wrap(Buffer.from(self, 'utf8'), directoryAad(id));
-    void this.directory.run('The MCP session directory', (redis) => redis.set(directoryKey(id), sealed, 'EX', this.directoryTtlSeconds)).catch(() => undefined);
+    void this.directory
+      .run('The MCP session directory', (redis) => redis.set(directoryKey(id), sealed, 'EX', this.directoryTtlSeconds))
+      .catch(() => undefined);
   }
 
-  create(scope: WorkspaceScope, principal: Principal, endpoint: McpEndpoint, allowedOrigins: string[], credential: string): McpSession {
+  create(
+    scope: WorkspaceScope,
+    principal: Principal,
+    endpoint: McpEndpoint,
+    allowedOrigins: string[],
+    credential: string,
+  ): McpSession {
     const organizationSlug = principal.organizationSlug;
     const role = roleIn(principal, scope.workspaceId);
     // an agent session acts for whoever started it: the policy, approvals and audit see that one
@@ -181,7 +202,9 @@ export class McpSessions implements OnApplicationBootstrap, BeforeApplicationShu
       {
         servers: async () => [...(await this.instances.remoteServers(scope)), ...(await this.builtins.present(scope))],
         acquire: (server) =>
-          this.builtins.has(server) ? this.builtins.acquire(scope, principal, server, this.config.pool.maxConcurrentCalls) : this.instances.acquire(scope, organizationSlug, server),
+          this.builtins.has(server)
+            ? this.builtins.acquire(scope, principal, server, this.config.pool.maxConcurrentCalls)
+            : this.instances.acquire(scope, organizationSlug, server),
       },
       this.calls,
       {
@@ -205,7 +228,8 @@ export class McpSessions implements OnApplicationBootstrap, BeforeApplicationShu
     const release = this.streams.hold(
       credential,
       async (fresh) => {
-        if (describePrincipal(fresh) !== describePrincipal(principal)) throw new Error('the credential now names someone else');
+        if (describePrincipal(fresh) !== describePrincipal(principal))
+          throw new Error('the credential now names someone else');
         await this.access.workspace(fresh, scope.workspaceSlug, MCP_PERMISSION);
       },
       () => void session.close(),
@@ -215,7 +239,10 @@ export class McpSessions implements OnApplicationBootstrap, BeforeApplicationShu
       const id = session.sessionId;
       if (!id) return;
       this.sessions.delete(id);
-      if (this.directory.configured) void this.directory.run('The MCP session directory', (redis) => redis.del(directoryKey(id))).catch(() => undefined);
+      if (this.directory.configured)
+        void this.directory
+          .run('The MCP session directory', (redis) => redis.del(directoryKey(id)))
+          .catch(() => undefined);
     };
     // known from the moment the transport makes the id, before the client can use it
     session.onSessionId = (id) => {
@@ -242,14 +269,26 @@ export class McpSessions implements OnApplicationBootstrap, BeforeApplicationShu
    * principal, workspace and endpoint match). Checked where the session
    * lives, so a request another replica forwarded here is judged the same.
    */
-  find(id: string, scope: WorkspaceScope, principal: Principal, endpoint: McpEndpoint, credential: string): McpSession | undefined {
+  find(
+    id: string,
+    scope: WorkspaceScope,
+    principal: Principal,
+    endpoint: McpEndpoint,
+    credential: string,
+  ): McpSession | undefined {
     const entry = this.sessions.get(id);
     // a live session keeps its directory entry from expiring (one write per quarter of its lifetime)
     if (entry && performance.now() - entry.announcedAt > (this.directoryTtlSeconds * 1000) / 4) {
       entry.announcedAt = performance.now();
       this.announce(id);
     }
-    if (!entry || entry.owner !== describePrincipal(principal) || entry.workspaceId !== scope.workspaceId || entry.endpoint !== endpointKey(endpoint)) return undefined;
+    if (
+      !entry ||
+      entry.owner !== describePrincipal(principal) ||
+      entry.workspaceId !== scope.workspaceId ||
+      entry.endpoint !== endpointKey(endpoint)
+    )
+      return undefined;
     if (!timingSafeEqual(entry.credential, credentialDigest(credential))) return undefined;
     return entry.session;
   }
@@ -280,7 +319,9 @@ export function isReplicaAddress(address: string, self: string | undefined, conf
   const url = new URL(address);
   const mine = new URL(self);
   if (address !== url.origin || url.hostname === '') return false;
-  return configured ? url.protocol === mine.protocol && url.port === mine.port : url.protocol === 'http:' && url.hostname === '127.0.0.1';
+  return configured
+    ? url.protocol === mine.protocol && url.port === mine.port
+    : url.protocol === 'http:' && url.hostname === '127.0.0.1';
 }
 
 /** Fixed length, so the comparison takes the same time whatever was presented; the credential itself is never kept. */

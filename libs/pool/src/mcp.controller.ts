@@ -3,10 +3,22 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { BearerCredentials, Caller, Principal, TenantScope, WorkspaceScope } from '@aileron/auth';
 import { Route } from '@aileron/http';
 import { FORWARDED, McpAdmission } from './mcp-admission';
-import { MCP_CAPABILITY, MCP_ONE_SERVER, MCP_PERMISSION, MCP_WHOLE_WORKSPACE, oneServer, wholeWorkspace } from './mcp-routes';
+import {
+  MCP_CAPABILITY,
+  MCP_ONE_SERVER,
+  MCP_PERMISSION,
+  MCP_WHOLE_WORKSPACE,
+  oneServer,
+  wholeWorkspace,
+} from './mcp-routes';
 import type { McpEndpoint } from './mcp-sessions.service';
 
-const INITIALIZE = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'example', version: '1.0.0' } } };
+const INITIALIZE = {
+  jsonrpc: '2.0',
+  id: 1,
+  method: 'initialize',
+  params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'example', version: '1.0.0' } },
+};
 const SINGLE = {
   tag: 'mcp',
   permission: MCP_PERMISSION,
@@ -33,33 +45,93 @@ export class McpController {
     private readonly bearer: BearerCredentials,
   ) {}
 
-  @Route({ ...SINGLE, method: 'POST', path: MCP_ONE_SERVER, summary: 'MCP to one remote server of the workspace (messages)' })
-  postOne(@TenantScope() scope: WorkspaceScope, @Caller() caller: Principal, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+  @Route({
+    ...SINGLE,
+    method: 'POST',
+    path: MCP_ONE_SERVER,
+    summary: 'MCP to one remote server of the workspace (messages)',
+  })
+  postOne(
+    @TenantScope() scope: WorkspaceScope,
+    @Caller() caller: Principal,
+    @Req() req: FastifyRequest,
+    @Res() reply: FastifyReply,
+  ): Promise<void> {
     return this.serve(scope, caller, { server: (req.params as { server: string }).server }, req, reply);
   }
 
-  @Route({ ...SINGLE_BODYLESS, method: 'GET', path: MCP_ONE_SERVER, summary: 'MCP to one remote server: the stream of server messages' })
-  getOne(@TenantScope() scope: WorkspaceScope, @Caller() caller: Principal, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+  @Route({
+    ...SINGLE_BODYLESS,
+    method: 'GET',
+    path: MCP_ONE_SERVER,
+    summary: 'MCP to one remote server: the stream of server messages',
+  })
+  getOne(
+    @TenantScope() scope: WorkspaceScope,
+    @Caller() caller: Principal,
+    @Req() req: FastifyRequest,
+    @Res() reply: FastifyReply,
+  ): Promise<void> {
     return this.serve(scope, caller, { server: (req.params as { server: string }).server }, req, reply);
   }
 
-  @Route({ ...SINGLE_BODYLESS, method: 'DELETE', path: MCP_ONE_SERVER, summary: 'MCP to one remote server: end the session' })
-  deleteOne(@TenantScope() scope: WorkspaceScope, @Caller() caller: Principal, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+  @Route({
+    ...SINGLE_BODYLESS,
+    method: 'DELETE',
+    path: MCP_ONE_SERVER,
+    summary: 'MCP to one remote server: end the session',
+  })
+  deleteOne(
+    @TenantScope() scope: WorkspaceScope,
+    @Caller() caller: Principal,
+    @Req() req: FastifyRequest,
+    @Res() reply: FastifyReply,
+  ): Promise<void> {
     return this.serve(scope, caller, { server: (req.params as { server: string }).server }, req, reply);
   }
 
-  @Route({ ...AGGREGATE, method: 'POST', path: MCP_WHOLE_WORKSPACE, summary: "MCP to every remote server of the workspace, names `server__tool`" })
-  postAll(@TenantScope() scope: WorkspaceScope, @Caller() caller: Principal, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+  @Route({
+    ...AGGREGATE,
+    method: 'POST',
+    path: MCP_WHOLE_WORKSPACE,
+    summary: 'MCP to every remote server of the workspace, names `server__tool`',
+  })
+  postAll(
+    @TenantScope() scope: WorkspaceScope,
+    @Caller() caller: Principal,
+    @Req() req: FastifyRequest,
+    @Res() reply: FastifyReply,
+  ): Promise<void> {
     return this.serve(scope, caller, { aggregate: true }, req, reply);
   }
 
-  @Route({ ...AGGREGATE_BODYLESS, method: 'GET', path: MCP_WHOLE_WORKSPACE, summary: 'MCP to every remote server: the stream of server messages' })
-  getAll(@TenantScope() scope: WorkspaceScope, @Caller() caller: Principal, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+  @Route({
+    ...AGGREGATE_BODYLESS,
+    method: 'GET',
+    path: MCP_WHOLE_WORKSPACE,
+    summary: 'MCP to every remote server: the stream of server messages',
+  })
+  getAll(
+    @TenantScope() scope: WorkspaceScope,
+    @Caller() caller: Principal,
+    @Req() req: FastifyRequest,
+    @Res() reply: FastifyReply,
+  ): Promise<void> {
     return this.serve(scope, caller, { aggregate: true }, req, reply);
   }
 
-  @Route({ ...AGGREGATE_BODYLESS, method: 'DELETE', path: MCP_WHOLE_WORKSPACE, summary: 'MCP to every remote server: end the session' })
-  deleteAll(@TenantScope() scope: WorkspaceScope, @Caller() caller: Principal, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+  @Route({
+    ...AGGREGATE_BODYLESS,
+    method: 'DELETE',
+    path: MCP_WHOLE_WORKSPACE,
+    summary: 'MCP to every remote server: end the session',
+  })
+  deleteAll(
+    @TenantScope() scope: WorkspaceScope,
+    @Caller() caller: Principal,
+    @Req() req: FastifyRequest,
+    @Res() reply: FastifyReply,
+  ): Promise<void> {
     return this.serve(scope, caller, { aggregate: true }, req, reply);
   }
 
@@ -69,7 +141,13 @@ export class McpController {
    * applies). Requests on an open session usually never get here: the fast
    * path (mcp-fast-path.ts) serves them in front of the framework.
    */
-  private async serve(scope: WorkspaceScope, caller: Principal, endpoint: McpEndpoint, req: FastifyRequest, reply: FastifyReply): Promise<void> {
+  private async serve(
+    scope: WorkspaceScope,
+    caller: Principal,
+    endpoint: McpEndpoint,
+    req: FastifyRequest,
+    reply: FastifyReply,
+  ): Promise<void> {
     const sessionId = req.headers['mcp-session-id'];
     // a refusal (Retry-After included) is rendered by the problem filter
     const admitted = await this.admission.admit(scope, caller, endpoint, {

@@ -6,7 +6,12 @@ import { BoundedEventStore } from './proxy/bounded-event-store';
 import { AnswerLoad, NodeStreamableHttpTransport } from './node-streamable-http-transport';
 
 const ACCEPT = 'application/json, text/event-stream';
-const INITIALIZE = { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 't', version: '1' } } };
+const INITIALIZE = {
+  jsonrpc: '2.0',
+  id: 0,
+  method: 'initialize',
+  params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 't', version: '1' } },
+};
 
 /** The SDK transport over node:http, with a server whose answers each test sends when it likes. */
 describe('NodeStreamableHttpTransport', () => {
@@ -18,7 +23,9 @@ describe('NodeStreamableHttpTransport', () => {
   /** how the server hands an exchange to the transport; a test may take over the next one */
   let route: ((req: IncomingMessage, res: ServerResponse) => void) | undefined;
 
-  async function start(options: { eventStore?: boolean; jsonWithinMs?: number; jsonWhenConcurrent?: number; load?: AnswerLoad } = {}): Promise<string> {
+  async function start(
+    options: { eventStore?: boolean; jsonWithinMs?: number; jsonWhenConcurrent?: number; load?: AnswerLoad } = {},
+  ): Promise<string> {
     received = [];
     waiting = [];
     transport = new NodeStreamableHttpTransport({
@@ -26,12 +33,24 @@ describe('NodeStreamableHttpTransport', () => {
       enableDnsRebindingProtection: true,
       allowedOrigins: ['http://console.example'],
       ...(options.eventStore ? { eventStore: new BoundedEventStore() } : {}),
-      ...(options.jsonWithinMs !== undefined ? { answerAsJson: { withinMs: options.jsonWithinMs, whenConcurrent: options.jsonWhenConcurrent ?? 1, load: options.load ?? new AnswerLoad() } } : {}),
+      ...(options.jsonWithinMs !== undefined
+        ? {
+            answerAsJson: {
+              withinMs: options.jsonWithinMs,
+              whenConcurrent: options.jsonWhenConcurrent ?? 1,
+              load: options.load ?? new AnswerLoad(),
+            },
+          }
+        : {}),
     });
     transport.onmessage = (message: JSONRPCMessage) => {
       if (!('method' in message && 'id' in message)) return;
       if (message.method === 'initialize') {
-        void transport.send({ jsonrpc: '2.0', id: message.id, result: { protocolVersion: '2025-11-25', capabilities: {}, serverInfo: { name: 's', version: '1' } } });
+        void transport.send({
+          jsonrpc: '2.0',
+          id: message.id,
+          result: { protocolVersion: '2025-11-25', capabilities: {}, serverInfo: { name: 's', version: '1' } },
+        });
         return;
       }
       received.push(message);
@@ -46,7 +65,11 @@ describe('NodeStreamableHttpTransport', () => {
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`;
-    const init = await fetch(url, { method: 'POST', headers: { accept: ACCEPT, 'content-type': 'application/json' }, body: JSON.stringify(INITIALIZE) });
+    const init = await fetch(url, {
+      method: 'POST',
+      headers: { accept: ACCEPT, 'content-type': 'application/json' },
+      body: JSON.stringify(INITIALIZE),
+    });
     expect(init.status).toBe(200);
     expect(await init.text()).toContain('"serverInfo"');
     return init.headers.get('mcp-session-id')!;
@@ -54,7 +77,10 @@ describe('NodeStreamableHttpTransport', () => {
 
   /** Headers of a quiet stream must not wait for its first event (the SDK's keep-alive comes only after 15 s): 5 s tells the two apart. */
   const within = <T>(ms: number, promise: Promise<T>): Promise<T> =>
-    Promise.race([promise, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms).unref())]);
+    Promise.race([
+      promise,
+      new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms).unref()),
+    ]);
   /** The SDK allows one GET stream per session and refuses another (409) while the first is registered: ask again for up to a second. */
   async function getStreamOnceFree(headers: Record<string, string>): Promise<Response> {
     let response = await fetch(url, { headers });
@@ -66,10 +92,21 @@ describe('NodeStreamableHttpTransport', () => {
     return response;
   }
   const nextRequest = (): Promise<JSONRPCRequest> => new Promise((resolve) => waiting.push(resolve));
-  const post = (session: string, message: unknown, extra: Record<string, string> = {}, signal?: AbortSignal): Promise<Response> =>
+  const post = (
+    session: string,
+    message: unknown,
+    extra: Record<string, string> = {},
+    signal?: AbortSignal,
+  ): Promise<Response> =>
     fetch(url, {
       method: 'POST',
-      headers: { accept: ACCEPT, 'content-type': 'application/json', 'mcp-session-id': session, 'mcp-protocol-version': '2025-11-25', ...extra },
+      headers: {
+        accept: ACCEPT,
+        'content-type': 'application/json',
+        'mcp-session-id': session,
+        'mcp-protocol-version': '2025-11-25',
+        ...extra,
+      },
       body: JSON.stringify(message),
       ...(signal ? { signal } : {}),
     });
@@ -87,12 +124,23 @@ describe('NodeStreamableHttpTransport', () => {
     const session = await start();
     const asked = nextRequest();
     // the headers come while the server has not answered yet: a client sees the stream open
-    const response = await within(5_000, post(session, { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'slow' } }));
+    const response = await within(
+      5_000,
+      post(session, { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'slow' } }),
+    );
     expect(response.status).toBe(200);
     expect(response.headers.get('content-type')).toBe('text/event-stream');
     expect(response.headers.get('mcp-session-id')).toBe('session-1');
     const request = await asked;
-    await transport.send({ jsonrpc: '2.0', id: request.id, method: 'notifications/progress', params: { progressToken: 1, progress: 1 } } as never, { relatedRequestId: request.id });
+    await transport.send(
+      {
+        jsonrpc: '2.0',
+        id: request.id,
+        method: 'notifications/progress',
+        params: { progressToken: 1, progress: 1 },
+      } as never,
+      { relatedRequestId: request.id },
+    );
     await transport.send({ jsonrpc: '2.0', id: request.id, result: { content: [{ type: 'text', text: 'done' }] } });
     const text = await response.text();
     expect(text).toContain('notifications/progress');
@@ -118,7 +166,9 @@ describe('NodeStreamableHttpTransport', () => {
     const text = 'x'.repeat(8 * 1024 * 1024);
     await transport.send({ jsonrpc: '2.0', id: request.id, result: { contents: [{ uri: 'big', text }] } });
     const body = await (await pending).text();
-    const answer = JSON.parse(body.slice(body.indexOf('data: ') + 6).trim()) as { result: { contents: { text: string }[] } };
+    const answer = JSON.parse(body.slice(body.indexOf('data: ') + 6).trim()) as {
+      result: { contents: { text: string }[] };
+    };
     expect(answer.result.contents[0]!.text).toHaveLength(text.length);
   });
 
@@ -171,7 +221,10 @@ describe('NodeStreamableHttpTransport', () => {
     expect(request.method).toBe('tools/list');
     await transport.send({ jsonrpc: '2.0', id: request.id, result: { tools: [] } });
     expect(await (await pending).text()).toContain('"tools":[]');
-    const closed = await fetch(url, { method: 'DELETE', headers: { 'mcp-session-id': session, 'mcp-protocol-version': '2025-11-25' } });
+    const closed = await fetch(url, {
+      method: 'DELETE',
+      headers: { 'mcp-session-id': session, 'mcp-protocol-version': '2025-11-25' },
+    });
     expect(closed.status).toBe(200);
     const after = await post(session, { jsonrpc: '2.0', id: 12, method: 'ping' });
     expect(after.status).toBe(404);
@@ -183,27 +236,45 @@ describe('NodeStreamableHttpTransport', () => {
       const asked = nextRequest();
       const pending = post(session, { jsonrpc: '2.0', id: 21, method: 'tools/call', params: { name: 'quick' } });
       const request = await asked;
-      await transport.send({ jsonrpc: '2.0', id: request.id, result: { content: [{ type: 'text', text: 'line one\nline "two"' }] } });
+      await transport.send({
+        jsonrpc: '2.0',
+        id: request.id,
+        result: { content: [{ type: 'text', text: 'line one\nline "two"' }] },
+      });
       const response = await pending;
       expect(response.headers.get('content-type')).toBe('application/json');
       expect(response.headers.get('mcp-session-id')).toBe('session-1');
-      expect(await response.json()).toEqual({ jsonrpc: '2.0', id: 21, result: { content: [{ type: 'text', text: 'line one\nline "two"' }] } });
+      expect(await response.json()).toEqual({
+        jsonrpc: '2.0',
+        id: 21,
+        result: { content: [{ type: 'text', text: 'line one\nline "two"' }] },
+      });
     });
 
     it('streams a call that sends something of its own before its answer, from that message on', async () => {
       const session = await start({ eventStore: true, jsonWithinMs: 5_000 });
       const asked = nextRequest();
-      const pending = post(session, { jsonrpc: '2.0', id: 22, method: 'tools/call', params: { name: 'chatty', _meta: { progressToken: 'p' } } });
+      const pending = post(session, {
+        jsonrpc: '2.0',
+        id: 22,
+        method: 'tools/call',
+        params: { name: 'chatty', _meta: { progressToken: 'p' } },
+      });
       const request = await asked;
-      await transport.send({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: 'p', progress: 1 } }, { relatedRequestId: request.id });
+      await transport.send(
+        { jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: 'p', progress: 1 } },
+        { relatedRequestId: request.id },
+      );
       // the progress reaches the client while the call still runs: the stream is open with the priming event and the progress
       const response = await within(5_000, pending);
       expect(response.headers.get('content-type')).toBe('text/event-stream');
       const reader = response.body!.getReader();
       let seen = '';
-      while (!seen.includes('notifications/progress')) seen += new TextDecoder().decode((await within(5_000, reader.read())).value);
+      while (!seen.includes('notifications/progress'))
+        seen += new TextDecoder().decode((await within(5_000, reader.read())).value);
       await transport.send({ jsonrpc: '2.0', id: request.id, result: { content: [] } });
-      for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) seen += new TextDecoder().decode(chunk.value);
+      for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read())
+        seen += new TextDecoder().decode(chunk.value);
       expect(seen.match(/^id: /gm)?.length).toBe(3);
       expect(seen).toContain('"id":22');
     });
@@ -262,7 +333,12 @@ describe('NodeStreamableHttpTransport', () => {
       // another session of the same proxy is answering a request: this lone one is held for JSON
       shared.enter();
       const asked = nextRequest();
-      const pending = post(session, { jsonrpc: '2.0', id: 41, method: 'tools/call', params: { name: 'beside-another' } });
+      const pending = post(session, {
+        jsonrpc: '2.0',
+        id: 41,
+        method: 'tools/call',
+        params: { name: 'beside-another' },
+      });
       const request = await asked;
       expect(shared.current).toBe(2);
       await transport.send({ jsonrpc: '2.0', id: request.id, result: { content: [] } });

@@ -106,23 +106,34 @@ export class NodeStreamableHttpTransport implements Transport {
 
   send(message: JSONRPCMessage, options?: TransportSendOptions): Promise<void> {
     // a progress notification, log line or request for a held request: it streams from now on, this message included
-    if (this.held.size > 0 && 'method' in message && options?.relatedRequestId !== undefined) this.held.get(options.relatedRequestId)?.stream();
+    if (this.held.size > 0 && 'method' in message && options?.relatedRequestId !== undefined)
+      this.held.get(options.relatedRequestId)?.stream();
     return this.inner.send(message, options);
   }
 
   /** One HTTP exchange; `parsedBody` is the POST body when the caller has read it already. */
-  async handleRequest(req: IncomingMessage & { auth?: AuthInfo }, res: ServerResponse, parsedBody?: unknown): Promise<void> {
+  async handleRequest(
+    req: IncomingMessage & { auth?: AuthInfo },
+    res: ServerResponse,
+    parsedBody?: unknown,
+  ): Promise<void> {
     const load = req.method === 'POST' ? this.json?.load : undefined;
     load?.enter();
     const held = this.hold(req, parsedBody);
     try {
       let response: Response;
       try {
-        response = await this.inner.handleRequest(toWebRequest(req, parsedBody === undefined), { parsedBody, authInfo: req.auth });
+        response = await this.inner.handleRequest(toWebRequest(req, parsedBody === undefined), {
+          parsedBody,
+          authInfo: req.auth,
+        });
       } catch (error) {
         // the SDK answers bad exchanges itself; what it throws is a fault of ours, and its text stays in the log
         this.inner.onerror?.(error instanceof Error ? error : new Error(String(error)));
-        response = Response.json({ jsonrpc: '2.0', error: { code: -32603, message: 'Internal error' }, id: null }, { status: 500 });
+        response = Response.json(
+          { jsonrpc: '2.0', error: { code: -32603, message: 'Internal error' }, id: null },
+          { status: 500 },
+        );
       }
       await writeResponse(response, res, held?.answer);
     } finally {
@@ -141,7 +152,15 @@ export class NodeStreamableHttpTransport implements Transport {
    * streams as before.
    */
   private hold(req: IncomingMessage, body: unknown): { id: RequestId; answer: HeldAnswer } | undefined {
-    if (!this.json || this.json.load.current < this.json.whenConcurrent || req.method !== 'POST' || typeof body !== 'object' || body === null || Array.isArray(body)) return undefined;
+    if (
+      !this.json ||
+      this.json.load.current < this.json.whenConcurrent ||
+      req.method !== 'POST' ||
+      typeof body !== 'object' ||
+      body === null ||
+      Array.isArray(body)
+    )
+      return undefined;
     const { id, method } = body as { id?: unknown; method?: unknown };
     if (typeof method !== 'string' || (typeof id !== 'string' && typeof id !== 'number')) return undefined;
     const answer = new HeldAnswer(this.json.withinMs);
@@ -193,7 +212,12 @@ class HeldAnswer {
 function toWebRequest(req: IncomingMessage, withBody: boolean): Request {
   const url = `http://${hostOf(req.headers)}${req.url ?? '/'}`;
   if (withBody && req.method === 'POST') {
-    return new Request(url, { method: 'POST', headers: new NodeHeaders(req.headers).toHeaders(), body: Readable.toWeb(req) as ReadableStream, duplex: 'half' } as RequestInit);
+    return new Request(url, {
+      method: 'POST',
+      headers: new NodeHeaders(req.headers).toHeaders(),
+      body: Readable.toWeb(req) as ReadableStream,
+      duplex: 'half',
+    } as RequestInit);
   }
   return { method: req.method ?? 'GET', url, headers: new NodeHeaders(req.headers) } as unknown as Request;
 }
@@ -328,7 +352,8 @@ const DATA_FIELD = Buffer.from('\ndata: ');
  */
 function messageData(chunk: Uint8Array): Buffer | undefined {
   const bytes = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
-  if (bytes.length < MESSAGE_EVENT.length + 2 || !bytes.subarray(0, MESSAGE_EVENT.length).equals(MESSAGE_EVENT)) return undefined;
+  if (bytes.length < MESSAGE_EVENT.length + 2 || !bytes.subarray(0, MESSAGE_EVENT.length).equals(MESSAGE_EVENT))
+    return undefined;
   if (bytes[bytes.length - 1] !== 0x0a || bytes[bytes.length - 2] !== 0x0a) return undefined;
   const at = bytes.indexOf(DATA_FIELD);
   return at < 0 ? undefined : bytes.subarray(at + DATA_FIELD.length, bytes.length - 2);
@@ -336,7 +361,13 @@ function messageData(chunk: Uint8Array): Buffer | undefined {
 
 /** The event stream's headers for a JSON body instead (the session id and the rest stay). */
 function jsonHeaders(headers: Record<string, string>, length: number): Record<string, string | number> {
-  const { 'content-type': _stream, 'cache-control': _cache, connection: _connection, 'x-accel-buffering': _buffering, ...rest } = headers;
+  const {
+    'content-type': _stream,
+    'cache-control': _cache,
+    connection: _connection,
+    'x-accel-buffering': _buffering,
+    ...rest
+  } = headers;
   return { ...rest, 'content-type': 'application/json', 'content-length': length };
 }
 

@@ -36,11 +36,19 @@ export class PoolCalls implements CallGate {
     const policy = await this.policies.current(scopeOf(ctx));
     const grant = ctx.caller.agentSession;
     // an agent session's caveat token sees only the servers and tools its caveats leave it
-    if (grant) return (tool) => grant.allowsTool(server, tool) && policy.compiled.listable({ server, tool, principal: ctx.principal, execution_mode: 'remote' });
+    if (grant)
+      return (tool) =>
+        grant.allowsTool(server, tool) &&
+        policy.compiled.listable({ server, tool, principal: ctx.principal, execution_mode: 'remote' });
     return (tool) => policy.compiled.listable({ server, tool, principal: ctx.principal, execution_mode: 'remote' });
   }
 
-  observeTools(ctx: CallContext, server: string, version: string, tools: Record<string, unknown>[]): Promise<ReadonlySet<string>> {
+  observeTools(
+    ctx: CallContext,
+    server: string,
+    version: string,
+    tools: Record<string, unknown>[],
+  ): Promise<ReadonlySet<string>> {
     return this.pins.observe(scopeOf(ctx), ctx.requester, server, version, tools);
   }
 
@@ -51,36 +59,81 @@ export class PoolCalls implements CallGate {
   ): Promise<{ run: true; approvalId: string | null } | { run: false; result: Record<string, unknown> }> {
     const grant = ctx.caller.agentSession;
     if (grant && !grant.caps.has('actions:run')) {
-      return { run: false, result: toolError('CAPABILITY_REQUIRED', 'This session token may list tools but not call them (it lacks the "actions:run" capability)') };
+      return {
+        run: false,
+        result: toolError(
+          'CAPABILITY_REQUIRED',
+          'This session token may list tools but not call them (it lacks the "actions:run" capability)',
+        ),
+      };
     }
     if (grant && !grant.allowsTool(call.server, call.tool)) {
-      return { run: false, result: toolError('CAPABILITY_REQUIRED', `This session token does not reach ${call.server}/${call.tool}`) };
+      return {
+        run: false,
+        result: toolError('CAPABILITY_REQUIRED', `This session token does not reach ${call.server}/${call.tool}`),
+      };
     }
     const scope = scopeOf(ctx);
     const policy = this.policies.peek(scope) ?? (await this.policies.current(scope));
-    const decision = policy.compiled.evaluate({ server: call.server, tool: call.tool, arguments: call.arguments, principal: ctx.principal, execution_mode: 'remote' });
+    const decision = policy.compiled.evaluate({
+      server: call.server,
+      tool: call.tool,
+      arguments: call.arguments,
+      principal: ctx.principal,
+      execution_mode: 'remote',
+    });
     if (await this.pins.blocked(scope, call.server, call.tool)) {
-      return { run: false, result: toolError('TOOL_DEFINITION_CHANGED', `The definition of ${call.server}/${call.tool} changed since it was accepted; an admin must accept the new definition before it runs.`) };
+      return {
+        run: false,
+        result: toolError(
+          'TOOL_DEFINITION_CHANGED',
+          `The definition of ${call.server}/${call.tool} changed since it was accepted; an admin must accept the new definition before it runs.`,
+        ),
+      };
     }
     if (decision.decision === 'allow') return { run: true, approvalId: null };
     if (decision.decision === 'deny') {
-      this.record(ctx, call, 'execution.failed', 'deny', { rules: decision.rules, error: 'denied by policy', policy_version: policy.version });
-      return { run: false, result: toolError('POLICY_DENIED', `Denied by policy (rule ${decision.rules.join(', ') || 'default'}, policy version ${policy.version})`, { rules: decision.rules }) };
+      this.record(ctx, call, 'execution.failed', 'deny', {
+        rules: decision.rules,
+        error: 'denied by policy',
+        policy_version: policy.version,
+      });
+      return {
+        run: false,
+        result: toolError(
+          'POLICY_DENIED',
+          `Denied by policy (rule ${decision.rules.join(', ') || 'default'}, policy version ${policy.version})`,
+          { rules: decision.rules },
+        ),
+      };
     }
     return this.throughApproval(ctx, scope, call, wait);
   }
 
   started(ctx: CallContext, call: ToolCall, instance: Instance, approvalId: string | null): (answer: Answer) => void {
     const startedAt = performance.now();
-    const base = { instance: instance.id, version: instance.version, ...(approvalId ? { approval_id: approvalId } : {}) };
+    const base = {
+      instance: instance.id,
+      version: instance.version,
+      ...(approvalId ? { approval_id: approvalId } : {}),
+    };
     const executionId = randomUUID();
     const policy = this.policies.peek(scopeOf(ctx));
     const args = redactArguments(call.arguments, policy?.document.redact ?? []);
-    this.record(ctx, call, 'execution.started', approvalId ? 'approved' : 'allow', { ...base, execution_id: executionId, arguments: args });
+    this.record(ctx, call, 'execution.started', approvalId ? 'approved' : 'allow', {
+      ...base,
+      execution_id: executionId,
+      arguments: args,
+    });
     return (answer) => {
       const latency = Math.round((performance.now() - startedAt) * 1000) / 1000;
       if ('error' in answer) {
-        this.record(ctx, call, 'execution.failed', approvalId ? 'approved' : 'allow', { ...base, execution_id: executionId, latency_ms: latency, error: answer.error.message });
+        this.record(ctx, call, 'execution.failed', approvalId ? 'approved' : 'allow', {
+          ...base,
+          execution_id: executionId,
+          latency_ms: latency,
+          error: answer.error.message,
+        });
       } else {
         const size = jsonByteLength(answer.result);
         const failed = answer.result.isError === true;
@@ -107,29 +160,69 @@ export class PoolCalls implements CallGate {
     wait: { signal: AbortSignal; progress?: (message: string) => void },
   ): Promise<{ run: true; approvalId: string } | { run: false; result: Record<string, unknown> }> {
     // an agent's retry may come on a new MCP session: its agent session is what binds the approval
-    const exact = { server: call.server, tool: call.tool, arguments: call.arguments, requester: ctx.requester, session: ctx.agentSessionId ?? ctx.mcpSessionId };
-    const asked = { ...exact, agentSession: ctx.agentSessionId, executionMode: 'remote' as const, roles: ctx.principal.roles ?? [], groups: ctx.principal.groups ?? [] };
-    const held = await this.approvals.holdCall(scope, ctx.caller, { exact, gatewayId: ctx.gatewayId }, () => this.approvals.request(scope, ctx.requester, asked, ctx.gatewayId), wait);
+    const exact = {
+      server: call.server,
+      tool: call.tool,
+      arguments: call.arguments,
+      requester: ctx.requester,
+      session: ctx.agentSessionId ?? ctx.mcpSessionId,
+    };
+    const asked = {
+      ...exact,
+      agentSession: ctx.agentSessionId,
+      executionMode: 'remote' as const,
+      roles: ctx.principal.roles ?? [],
+      groups: ctx.principal.groups ?? [],
+    };
+    const held = await this.approvals.holdCall(
+      scope,
+      ctx.caller,
+      { exact, gatewayId: ctx.gatewayId },
+      () => this.approvals.request(scope, ctx.requester, asked, ctx.gatewayId),
+      wait,
+    );
     const { request } = held;
     switch (held.outcome) {
       case 'approved':
         return { run: true, approvalId: request.id };
       case 'not-usable':
-        return { run: false, result: toolError('APPROVAL_NOT_USABLE', `Approval ${request.id} was already used: ${held.reason}`, { approval_id: request.id }) };
+        return {
+          run: false,
+          result: toolError('APPROVAL_NOT_USABLE', `Approval ${request.id} was already used: ${held.reason}`, {
+            approval_id: request.id,
+          }),
+        };
       case 'pending':
         return {
           run: false,
-          result: toolError('APPROVAL_PENDING', `This call needs approval. Approval ${request.id} is pending: ${held.reviewUrl}. Call again with the same arguments once it is approved.`, {
-            approval_id: request.id,
-            review_url: held.reviewUrl,
-          }),
+          result: toolError(
+            'APPROVAL_PENDING',
+            `This call needs approval. Approval ${request.id} is pending: ${held.reviewUrl}. Call again with the same arguments once it is approved.`,
+            {
+              approval_id: request.id,
+              review_url: held.reviewUrl,
+            },
+          ),
         };
       case 'refused':
-        return { run: false, result: toolError(`APPROVAL_${request.status.toUpperCase()}`, `Approval ${request.id} was ${request.status}${request.decisionReason ? `: ${request.decisionReason}` : ''}`, { approval_id: request.id }) };
+        return {
+          run: false,
+          result: toolError(
+            `APPROVAL_${request.status.toUpperCase()}`,
+            `Approval ${request.id} was ${request.status}${request.decisionReason ? `: ${request.decisionReason}` : ''}`,
+            { approval_id: request.id },
+          ),
+        };
     }
   }
 
-  private record(ctx: CallContext, call: ToolCall, type: ExecutionRecord['type'], decision: string, data: Record<string, unknown>): void {
+  private record(
+    ctx: CallContext,
+    call: ToolCall,
+    type: ExecutionRecord['type'],
+    decision: string,
+    data: Record<string, unknown>,
+  ): void {
     this.journal.append({
       id: randomUUID(),
       type,

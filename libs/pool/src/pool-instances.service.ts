@@ -8,7 +8,14 @@ import { DomainError, ErrorCode } from '@aileron/errors';
 import { checkOutboundUrl, OutboundUrlRefusedError, outboundPolicyOf } from '@aileron/net';
 import { PeriodicTask } from '@aileron/schedule';
 import { VaultService } from '@aileron/vault';
-import { InstanceDriver, InProcessEndpoint, InstanceEndpoint, InstanceExit, InstanceStartError, RunningInstance } from './drivers/driver';
+import {
+  InstanceDriver,
+  InProcessEndpoint,
+  InstanceEndpoint,
+  InstanceExit,
+  InstanceStartError,
+  RunningInstance,
+} from './drivers/driver';
 
 export const INSTANCE_DRIVER = Symbol('INSTANCE_DRIVER');
 
@@ -135,7 +142,12 @@ export class PoolInstances implements OnApplicationBootstrap, OnApplicationShutd
   ) {
     this.lastHealthCheck = clock.now();
     const every = Math.min(10_000, Math.max(250, (config.pool.idleSeconds * 1000) / 4));
-    this.sweeper = new PeriodicTask({ name: 'pool idle and health sweep', everyMs: every, run: () => this.tick(), logger: this.logger });
+    this.sweeper = new PeriodicTask({
+      name: 'pool idle and health sweep',
+      everyMs: every,
+      run: () => this.tick(),
+      logger: this.logger,
+    });
   }
 
   onApplicationBootstrap(): void {
@@ -161,9 +173,18 @@ export class PoolInstances implements OnApplicationBootstrap, OnApplicationShutd
     const assignment = await this.assignment(scope, server);
     const key = slotKey(scope, server);
     let slot = this.slots.get(key);
-    if (!slot) this.slots.set(key, (slot = { scope, organizationSlug, server, instance: null, starting: null, crashes: 0, lastCrashAt: 0 }));
+    if (!slot)
+      this.slots.set(
+        key,
+        (slot = { scope, organizationSlug, server, instance: null, starting: null, crashes: 0, lastCrashAt: 0 }),
+      );
     const current = slot.instance;
-    if (current && current.version === assignment.pinned.version && (!current.suspected || (await current.confirmAlive()))) return current;
+    if (
+      current &&
+      current.version === assignment.pinned.version &&
+      (!current.suspected || (await current.confirmAlive()))
+    )
+      return current;
     if (current && current.version === assignment.pinned.version && slot.instance === current) {
       // it died under an MCP session before its driver said so: a crash, for the backoff too
       slot.crashes++;
@@ -178,32 +199,60 @@ export class PoolInstances implements OnApplicationBootstrap, OnApplicationShutd
   }
 
   /** Running instances, for operators and tests. */
-  list(scope?: WorkspaceScope): { workspace: string; server: string; version: string; id: string; pid?: number; inflight: number; sessions: number }[] {
+  list(scope?: WorkspaceScope): {
+    workspace: string;
+    server: string;
+    version: string;
+    id: string;
+    pid?: number;
+    inflight: number;
+    sessions: number;
+  }[] {
     return [...this.slots.values()]
       .filter((slot) => slot.instance && (!scope || slot.scope.workspaceId === scope.workspaceId))
       .map((slot) => {
         const i = slot.instance!;
-        return { workspace: slot.scope.workspaceSlug, server: slot.server, version: i.version, id: i.id, ...(i.pid ? { pid: i.pid } : {}), inflight: i.inflight, sessions: i.upstreamSessions };
+        return {
+          workspace: slot.scope.workspaceSlug,
+          server: slot.server,
+          version: i.version,
+          id: i.id,
+          ...(i.pid ? { pid: i.pid } : {}),
+          inflight: i.inflight,
+          sessions: i.upstreamSessions,
+        };
       });
   }
 
   /** Throws the error a client should see when the server cannot be used at all. */
   async assignment(scope: WorkspaceScope, server: string): Promise<AssignmentRecord> {
     const assignment = (await this.catalog.workspaceServers(scope)).find((a) => a.name === server);
-    if (!assignment) throw new PoolError('MCP_SERVER_NOT_FOUND', `Workspace "${scope.workspaceSlug}" has no server "${server}"`);
+    if (!assignment)
+      throw new PoolError('MCP_SERVER_NOT_FOUND', `Workspace "${scope.workspaceSlug}" has no server "${server}"`);
     if (assignment.pinned.definition.mode !== 'remote') {
-      throw new PoolError('MCP_SERVER_NOT_REMOTE', `"${server}" is a local server: it runs on developers' machines through their gateway, not in the pool`);
+      throw new PoolError(
+        'MCP_SERVER_NOT_REMOTE',
+        `"${server}" is a local server: it runs on developers' machines through their gateway, not in the pool`,
+      );
     }
     if (!assignment.enabled) {
-      throw new PoolError('MCP_SERVER_DISABLED', `"${server}" is switched off for the organisation${assignment.disabledReason ? `: ${assignment.disabledReason}` : ''}`);
+      throw new PoolError(
+        'MCP_SERVER_DISABLED',
+        `"${server}" is switched off for the organisation${assignment.disabledReason ? `: ${assignment.disabledReason}` : ''}`,
+      );
     }
     return assignment;
   }
 
   private async start(slot: Slot, assignment: AssignmentRecord): Promise<Instance> {
-    const running = [...this.slots.values()].filter((s) => s.scope.workspaceId === slot.scope.workspaceId && s !== slot && (s.instance !== null || s.starting !== null)).length;
+    const running = [...this.slots.values()].filter(
+      (s) =>
+        s.scope.workspaceId === slot.scope.workspaceId && s !== slot && (s.instance !== null || s.starting !== null),
+    ).length;
     if (running >= this.config.pool.maxInstancesPerWorkspace) {
-      throw new PoolError('POOL_INSTANCE_LIMIT', `Workspace "${slot.scope.workspaceSlug}" already runs ${running} instances, its limit (AILERON_POOL_MAX_INSTANCES_PER_WORKSPACE)`,
+      throw new PoolError(
+        'POOL_INSTANCE_LIMIT',
+        `Workspace "${slot.scope.workspaceSlug}" already runs ${running} instances, its limit (AILERON_POOL_MAX_INSTANCES_PER_WORKSPACE)`,
       );
     }
     const wait = backoff(slot, this.clock.now());
@@ -223,11 +272,25 @@ export class PoolInstances implements OnApplicationBootstrap, OnApplicationShutd
         // checked at every start, not only at publication: DNS may have moved the name since
         await checkOutboundUrl(definition.url, outboundPolicyOf(this.config));
         const headers = await this.vault.resolveAll(slot.scope, definition.headers ?? {}, reason);
-        instance = new Instance(id, slot.server, version, { url: definition.url, headers, outbound: outboundPolicyOf(this.config) }, ended, null, settle, this.config.pool.maxConcurrentCalls, this.clock);
+        instance = new Instance(
+          id,
+          slot.server,
+          version,
+          { url: definition.url, headers, outbound: outboundPolicyOf(this.config) },
+          ended,
+          null,
+          settle,
+          this.config.pool.maxConcurrentCalls,
+          this.clock,
+        );
       } else {
         const env = await this.vault.resolveAll(slot.scope, definition.env ?? {}, reason);
-        const secrets = Object.entries(definition.env ?? {}).filter(([, value]) => isVaultReference(value)).map(([name]) => env[name]!);
-        const run = definition.image ? { kind: 'image' as const, image: definition.image, args: definition.args ?? [] } : { kind: 'command' as const, command: definition.command!, args: definition.args ?? [] };
+        const secrets = Object.entries(definition.env ?? {})
+          .filter(([, value]) => isVaultReference(value))
+          .map(([name]) => env[name]!);
+        const run = definition.image
+          ? { kind: 'image' as const, image: definition.image, args: definition.args ?? [] }
+          : { kind: 'command' as const, command: definition.command!, args: definition.args ?? [] };
         const process = await this.driver.start({
           id,
           organizationId: slot.scope.organizationId,
@@ -242,17 +305,37 @@ export class PoolInstances implements OnApplicationBootstrap, OnApplicationShutd
           limits: { memoryMb: this.config.pool.memoryMb, cpuMillis: this.config.pool.cpuMillis },
         });
         void process.exited.then(settle);
-        instance = new Instance(id, slot.server, version, process.endpoint, ended, process, settle, this.config.pool.maxConcurrentCalls, this.clock);
+        instance = new Instance(
+          id,
+          slot.server,
+          version,
+          process.endpoint,
+          ended,
+          process,
+          settle,
+          this.config.pool.maxConcurrentCalls,
+          this.clock,
+        );
       }
     } catch (error) {
       slot.crashes++;
       slot.lastCrashAt = this.clock.now();
-      if (error instanceof OutboundUrlRefusedError) throw new PoolError('MCP_UPSTREAM_REFUSED', `The upstream of "${slot.server}" is refused: ${error.message}`);
-      if (error instanceof InstanceStartError) throw new PoolError('MCP_INSTANCE_START_FAILED', `"${slot.server}" could not start: ${error.message}`);
+      if (error instanceof OutboundUrlRefusedError)
+        throw new PoolError('MCP_UPSTREAM_REFUSED', `The upstream of "${slot.server}" is refused: ${error.message}`);
+      if (error instanceof InstanceStartError)
+        throw new PoolError('MCP_INSTANCE_START_FAILED', `"${slot.server}" could not start: ${error.message}`);
       throw error;
     }
     slot.instance = instance;
-    this.logger.log({ msg: 'instance started', workspace: slot.scope.workspaceSlug, server: slot.server, version, instance: id, pid: instance.pid, ms: Math.round(performance.now() - startMs) });
+    this.logger.log({
+      msg: 'instance started',
+      workspace: slot.scope.workspaceSlug,
+      server: slot.server,
+      version,
+      instance: id,
+      pid: instance.pid,
+      ms: Math.round(performance.now() - startMs),
+    });
     void ended.then((exit) => {
       if (slot.instance === instance) slot.instance = null;
       if (exit.requested) {
@@ -262,7 +345,13 @@ export class PoolInstances implements OnApplicationBootstrap, OnApplicationShutd
       // a crash: the next use restarts it, waiting longer the more often it has crashed lately
       slot.crashes = this.clock.now() - startedAt > STABLE_AFTER_MS ? 1 : slot.crashes + 1;
       slot.lastCrashAt = this.clock.now();
-      this.logger.warn({ msg: 'instance ended unexpectedly', workspace: slot.scope.workspaceSlug, server: slot.server, instance: id, reason: exit.reason });
+      this.logger.warn({
+        msg: 'instance ended unexpectedly',
+        workspace: slot.scope.workspaceSlug,
+        server: slot.server,
+        instance: id,
+        reason: exit.reason,
+      });
     });
     return instance;
   }
@@ -305,8 +394,10 @@ export class PoolInstances implements OnApplicationBootstrap, OnApplicationShutd
         .then((all) => all.find((a) => a.name === slot.server))
         .catch(() => undefined);
       if (!assignment) await instance.stop('unassigned from the workspace');
-      else if (!assignment.enabled) await instance.stop(`switched off${assignment.disabledReason ? `: ${assignment.disabledReason}` : ''}`);
-      else if (assignment.pinned.version !== instance.version) await instance.stop(`version ${assignment.pinned.version} replaces ${instance.version}`);
+      else if (!assignment.enabled)
+        await instance.stop(`switched off${assignment.disabledReason ? `: ${assignment.disabledReason}` : ''}`);
+      else if (assignment.pinned.version !== instance.version)
+        await instance.stop(`version ${assignment.pinned.version} replaces ${instance.version}`);
     }
   }
 }

@@ -9,7 +9,9 @@ export class RateLimitedError extends DomainError {
     readonly retryAfterSeconds: number,
     what: string,
   ) {
-    super('RATE_LIMITED', `${what} made too many MCP requests; retry in ${retryAfterSeconds} s`, { extensions: { retry_after_seconds: retryAfterSeconds } });
+    super('RATE_LIMITED', `${what} made too many MCP requests; retry in ${retryAfterSeconds} s`, {
+      extensions: { retry_after_seconds: retryAfterSeconds },
+    });
   }
 }
 
@@ -46,8 +48,18 @@ export class PoolRateLimits implements OnApplicationShutdown {
       // keys rl:ws:<id> and rl:pr:<caller>, under the installation's prefix (the shared connection adds it)
       const storeClient = redis.commands();
       this.shared = {
-        workspace: new RateLimiterRedis({ storeClient, keyPrefix: 'rl:ws', points: limits.workspacePerMinute, duration: 60 }),
-        principal: new RateLimiterRedis({ storeClient, keyPrefix: 'rl:pr', points: limits.principalPerMinute, duration: 60 }),
+        workspace: new RateLimiterRedis({
+          storeClient,
+          keyPrefix: 'rl:ws',
+          points: limits.workspacePerMinute,
+          duration: 60,
+        }),
+        principal: new RateLimiterRedis({
+          storeClient,
+          keyPrefix: 'rl:pr',
+          points: limits.principalPerMinute,
+          duration: 60,
+        }),
       };
     }
     this.stopWatching = redis.onChange((available) => {
@@ -68,7 +80,10 @@ export class PoolRateLimits implements OnApplicationShutdown {
    * refused request still counts against both: it was made.
    */
   async take(workspaceId: string, principal: string, workspaceSlug: string): Promise<void> {
-    const [workspace, caller] = await Promise.allSettled([this.consume('workspace', workspaceId), this.consume('principal', principal)]);
+    const [workspace, caller] = await Promise.allSettled([
+      this.consume('workspace', workspaceId),
+      this.consume('principal', principal),
+    ]);
     if (workspace.status === 'rejected') throw limited(workspace.reason, `Workspace "${workspaceSlug}"`);
     if (caller.status === 'rejected') throw limited(caller.reason, `This caller (${principal})`);
   }
@@ -95,6 +110,7 @@ export class PoolRateLimits implements OnApplicationShutdown {
 }
 
 function limited(error: unknown, what: string): Error {
-  if (error instanceof RateLimiterRes) return new RateLimitedError(Math.max(1, Math.ceil(error.msBeforeNext / 1000)), what);
+  if (error instanceof RateLimiterRes)
+    return new RateLimitedError(Math.max(1, Math.ceil(error.msBeforeNext / 1000)), what);
   return error instanceof Error ? error : new Error(String(error));
 }

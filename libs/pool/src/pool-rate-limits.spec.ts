@@ -14,7 +14,10 @@ describe('MCP rate limits while Redis is away', () => {
     redis = new RedisService({ url: AWAY, prefix: 'spec' });
     await redis.onModuleInit();
     expect(redis.available).toBe(false);
-    const config = loadConfig({ AILERON_RATE_LIMIT_WITHOUT_REDIS: withoutRedis, AILERON_RATE_LIMIT_WORKSPACE_PER_MINUTE: '2' });
+    const config = loadConfig({
+      AILERON_RATE_LIMIT_WITHOUT_REDIS: withoutRedis,
+      AILERON_RATE_LIMIT_WORKSPACE_PER_MINUTE: '2',
+    });
     return new PoolRateLimits(config, redis);
   }
 
@@ -30,10 +33,16 @@ describe('MCP rate limits while Redis is away', () => {
     const rateLimits = await limits('closed');
     const refusal = await rateLimits.take('ws-1', 'token:a', 'one').catch((error: unknown) => error);
     expect(refusal).toBeInstanceOf(RedisUnavailableError);
-    expect(refusal).toMatchObject({ code: 'REDIS_UNAVAILABLE', status: 503, extensions: { retry_after_seconds: expect.any(Number) } });
+    expect(refusal).toMatchObject({
+      code: 'REDIS_UNAVAILABLE',
+      status: 503,
+      extensions: { retry_after_seconds: expect.any(Number) },
+    });
   });
 
   it('refuses a bad setting with a message naming it', () => {
-    expect(() => loadConfig({ AILERON_RATE_LIMIT_WITHOUT_REDIS: 'maybe' })).toThrow(/AILERON_RATE_LIMIT_WITHOUT_REDIS must be open or closed/);
+    expect(() => loadConfig({ AILERON_RATE_LIMIT_WITHOUT_REDIS: 'maybe' })).toThrow(
+      /AILERON_RATE_LIMIT_WITHOUT_REDIS must be open or closed/,
+    );
   });
 });

@@ -1,14 +1,25 @@
 import { Body, Controller, Param, Query } from '@nestjs/common';
 import { z } from 'zod';
 import { Caller, describePrincipal, Principal, slug, TenantScope, WorkspaceScope } from '@aileron/auth';
-import { compareTextPairs, ListCursor, Page, PageQuery, pageQuery, Route, textPairKey, withLegacyKey } from '@aileron/http';
+import {
+  compareTextPairs,
+  ListCursor,
+  Page,
+  PageQuery,
+  pageQuery,
+  Route,
+  textPairKey,
+  withLegacyKey,
+} from '@aileron/http';
 import { PoolInstances } from './pool-instances.service';
 import { ToolPins } from './tool-pins.service';
 
 const wsParams = z.object({ ws: slug });
 const serverParams = z.object({ ws: slug, name: z.string().min(1).max(32) });
 const toolParams = z.object({ ws: slug, name: z.string().min(1).max(32), tool: z.string().min(1).max(128) });
-const settingsBody = z.strictObject({ block_changed_tools: z.boolean().describe('hold back tools whose definition changed until an admin accepts them') });
+const settingsBody = z.strictObject({
+  block_changed_tools: z.boolean().describe('hold back tools whose definition changed until an admin accepts them'),
+});
 
 type InstanceView = ReturnType<PoolInstances['list']>[number];
 type PinView = Awaited<ReturnType<ToolPins['list']>>[number];
@@ -33,10 +44,16 @@ export class PoolController {
     query: pageQuery(),
     example: { params: { ws: 'default' } },
   })
-  list(@TenantScope() scope: WorkspaceScope, @Query() query: PageQuery): Page<InstanceView> & { instances: InstanceView[] } {
+  list(
+    @TenantScope() scope: WorkspaceScope,
+    @Query() query: PageQuery,
+  ): Page<InstanceView> & { instances: InstanceView[] } {
     const key = (i: InstanceView) => [i.server, i.id] as const;
     const running = this.instances.list(scope).sort((a, b) => compareTextPairs(key(a), key(b)));
-    return withLegacyKey(instancesCursor.pageInMemory(running, query, key, compareTextPairs, (i) => i), 'instances');
+    return withLegacyKey(
+      instancesCursor.pageInMemory(running, query, key, compareTextPairs, (i) => i),
+      'instances',
+    );
   }
 
   @Route({
@@ -64,7 +81,11 @@ export class PoolController {
     body: settingsBody,
     example: { params: { ws: 'default' }, body: { block_changed_tools: true } },
   })
-  putSettings(@TenantScope() scope: WorkspaceScope, @Caller() caller: Principal, @Body() body: z.infer<typeof settingsBody>): Promise<{ block_changed_tools: boolean }> {
+  putSettings(
+    @TenantScope() scope: WorkspaceScope,
+    @Caller() caller: Principal,
+    @Body() body: z.infer<typeof settingsBody>,
+  ): Promise<{ block_changed_tools: boolean }> {
     return this.pins.putSettings(scope, describePrincipal(caller), body);
   }
 
@@ -72,7 +93,8 @@ export class PoolController {
     method: 'GET',
     path: '/v1/workspaces/:ws/servers/:name/tools',
     summary: 'Pinned tool definitions of a remote server, and those that changed, by version then tool',
-    description: 'The first definition the pool saw for each tool of each version is pinned (sha256 of its canonical JSON). A different definition under the same version shows as `changed_hash` until accepted.',
+    description:
+      'The first definition the pool saw for each tool of each version is pinned (sha256 of its canonical JSON). A different definition under the same version shows as `changed_hash` until accepted.',
     tag: 'pool',
     permission: 'pool.read',
     tenancy: 'workspace',
@@ -80,9 +102,21 @@ export class PoolController {
     query: pageQuery(),
     example: { params: { ws: 'default', name: '{server}' } },
   })
-  async tools(@TenantScope() scope: WorkspaceScope, @Param('name') name: string, @Query() query: PageQuery): Promise<Page<PinView> & { tools: PinView[] }> {
+  async tools(
+    @TenantScope() scope: WorkspaceScope,
+    @Param('name') name: string,
+    @Query() query: PageQuery,
+  ): Promise<Page<PinView> & { tools: PinView[] }> {
     const rows = await this.pins.list(scope, name, {}, toolsCursor.keyset(query));
-    return withLegacyKey(toolsCursor.page(rows, query, (p) => [p.version, p.tool] as const, (p) => p), 'tools');
+    return withLegacyKey(
+      toolsCursor.page(
+        rows,
+        query,
+        (p) => [p.version, p.tool] as const,
+        (p) => p,
+      ),
+      'tools',
+    );
   }
 
   @Route({
@@ -95,7 +129,12 @@ export class PoolController {
     params: toolParams,
     example: { params: { ws: 'default', name: '{server}', tool: 'echo' } },
   })
-  async accept(@TenantScope() scope: WorkspaceScope, @Caller() caller: Principal, @Param('name') name: string, @Param('tool') tool: string): Promise<{ tools: Awaited<ReturnType<ToolPins['list']>> }> {
+  async accept(
+    @TenantScope() scope: WorkspaceScope,
+    @Caller() caller: Principal,
+    @Param('name') name: string,
+    @Param('tool') tool: string,
+  ): Promise<{ tools: Awaited<ReturnType<ToolPins['list']>> }> {
     return { tools: await this.pins.accept(scope, describePrincipal(caller), name, tool) };
   }
 }

@@ -29,7 +29,8 @@ describe('processStartTime', () => {
     const child = spawn('/bin/true', [], { stdio: 'ignore' });
     const pid = child.pid!;
     // until node reaps it, the exited child is a zombie
-    for (let i = 0; i < 200 && processStartTime(pid) !== undefined; i++) await new Promise((wake) => setTimeout(wake, 10));
+    for (let i = 0; i < 200 && processStartTime(pid) !== undefined; i++)
+      await new Promise((wake) => setTimeout(wake, 10));
     expect(processStartTime(pid)).toBeUndefined();
     await new Promise((resolve) => (child.exitCode === null ? child.once('exit', resolve) : resolve(undefined)));
     expect(processStartTime(pid)).toBeUndefined();

@@ -39,14 +39,24 @@ export class ToolPins {
     private readonly outbox: OutboxService,
   ) {}
 
-  async observe(scope: WorkspaceScope, actor: string, server: string, version: string, tools: Record<string, unknown>[]): Promise<ReadonlySet<string>> {
+  async observe(
+    scope: WorkspaceScope,
+    actor: string,
+    server: string,
+    version: string,
+    tools: Record<string, unknown>[],
+  ): Promise<ReadonlySet<string>> {
     const key = `${scope.workspaceId}:${server}:${version}`;
     const hashes = new Map(tools.map((tool) => [String(tool.name), sha256Hex(canonicalJson(tool))]));
     const known = this.known.get(key);
     // the common case, a list that did not change, costs no database round trip
-    if (known && [...hashes].every(([tool, hash]) => known.get(tool) === hash)) return this.held.get(`${scope.workspaceId}:${server}`) ?? new Set();
+    if (known && [...hashes].every(([tool, hash]) => known.get(tool) === hash))
+      return this.held.get(`${scope.workspaceId}:${server}`) ?? new Set();
 
-    const [block, rows] = await Promise.all([this.repository.blocksChangedTools(scope), this.repository.pins(scope, server, { version })]);
+    const [block, rows] = await Promise.all([
+      this.repository.blocksChangedTools(scope),
+      this.repository.pins(scope, server, { version }),
+    ]);
     const pinned = new Map(rows.map((r) => [r.tool, r]));
     const fresh = [...hashes].filter(([tool]) => !pinned.has(tool));
     const changed = [...hashes].filter(([tool, hash]) => {
@@ -62,16 +72,27 @@ export class ToolPins {
             topic: 'tool.definition_changed',
             organizationId: scope.organizationId,
             workspaceId: scope.workspaceId,
-            payload: { workspace: scope.workspaceSlug, server, version, tool, pinned_hash: pinned.get(tool)!.pinnedHash, new_hash: hash, blocked: block, actor },
+            payload: {
+              workspace: scope.workspaceSlug,
+              server,
+              version,
+              tool,
+              pinned_hash: pinned.get(tool)!.pinnedHash,
+              new_hash: hash,
+              blocked: block,
+              actor,
+            },
           });
         }
       });
     }
     const stillChanged = new Set(
-      [...hashes].filter(([tool, hash]) => {
-        const row = pinned.get(tool);
-        return row !== undefined && row.pinnedHash !== hash;
-      }).map(([tool]) => tool),
+      [...hashes]
+        .filter(([tool, hash]) => {
+          const row = pinned.get(tool);
+          return row !== undefined && row.pinnedHash !== hash;
+        })
+        .map(([tool]) => tool),
     );
     const held = block ? stillChanged : new Set<string>();
     this.held.set(`${scope.workspaceId}:${server}`, held);
@@ -85,8 +106,16 @@ export class ToolPins {
     return this.held.get(`${scope.workspaceId}:${server}`)?.has(tool) ?? false;
   }
 
-  async list(scope: WorkspaceScope, server: string, filter: { tool?: string } = {}, page?: Keyset<readonly [string, string]>): Promise<ToolPinView[]> {
-    const [block, rows] = await Promise.all([this.repository.blocksChangedTools(scope), this.repository.pins(scope, server, filter, page)]);
+  async list(
+    scope: WorkspaceScope,
+    server: string,
+    filter: { tool?: string } = {},
+    page?: Keyset<readonly [string, string]>,
+  ): Promise<ToolPinView[]> {
+    const [block, rows] = await Promise.all([
+      this.repository.blocksChangedTools(scope),
+      this.repository.pins(scope, server, filter, page),
+    ]);
     return rows.map((r: ToolPinRecord) => ({
       server: r.server,
       version: r.version,
@@ -110,7 +139,14 @@ export class ToolPins {
           topic: 'tool.definition_accepted',
           organizationId: scope.organizationId,
           workspaceId: scope.workspaceId,
-          payload: { workspace: scope.workspaceSlug, server, version: row.version, tool, pinned_hash: row.changedHash, actor },
+          payload: {
+            workspace: scope.workspaceSlug,
+            server,
+            version: row.version,
+            tool,
+            pinned_hash: row.changedHash,
+            actor,
+          },
         });
       }
     });
@@ -122,7 +158,11 @@ export class ToolPins {
     return { block_changed_tools: await this.repository.blocksChangedTools(scope) };
   }
 
-  async putSettings(scope: WorkspaceScope, actor: string, input: { block_changed_tools: boolean }): Promise<{ block_changed_tools: boolean }> {
+  async putSettings(
+    scope: WorkspaceScope,
+    actor: string,
+    input: { block_changed_tools: boolean },
+  ): Promise<{ block_changed_tools: boolean }> {
     await this.db.transaction(async (tx) => {
       await this.repository.putSettings(scope, { blockChangedTools: input.block_changed_tools, updatedBy: actor }, tx);
       await this.outbox.record(tx, {
@@ -139,6 +179,7 @@ export class ToolPins {
 
   private forget(scope: WorkspaceScope, server: string): void {
     this.held.delete(`${scope.workspaceId}:${server}`);
-    for (const key of [...this.known.keys()]) if (key.startsWith(`${scope.workspaceId}:${server}:`)) this.known.delete(key);
+    for (const key of [...this.known.keys()])
+      if (key.startsWith(`${scope.workspaceId}:${server}:`)) this.known.delete(key);
   }
 }

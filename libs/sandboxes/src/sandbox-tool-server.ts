@@ -5,7 +5,14 @@ import { Inject, Injectable, OnModuleInit } from '@nestjs/common';
 import { z } from 'zod';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { BuiltinServers } from '@aileron/pool';
-import { type Elicit, type Progress, restrictionsOf, SandboxTools, type SessionState, type ToolCaller } from './sandbox-tools';
+import {
+  type Elicit,
+  type Progress,
+  restrictionsOf,
+  SandboxTools,
+  type SessionState,
+  type ToolCaller,
+} from './sandbox-tools';
 import { SandboxesService } from './sandboxes.service';
 import { ShellRulesService } from './shell-rules.service';
 
@@ -20,7 +27,10 @@ const VERSION = '1.0.0';
  */
 const SandboxStateUpdate = z.object({
   method: z.literal('codex/sandbox-state/update'),
-  params: z.object({ sandboxPolicy: z.record(z.string(), z.unknown()).optional() }).passthrough().optional(),
+  params: z
+    .object({ sandboxPolicy: z.record(z.string(), z.unknown()).optional() })
+    .passthrough()
+    .optional(),
 });
 
 /** One upstream MCP session's caller, and what it has told the server. */
@@ -62,27 +72,42 @@ export class SandboxToolServer implements OnModuleInit {
     });
   }
 
-/** A server for one upstream MCP session: its state is its own, and it ends with that session. */
+  /** A server for one upstream MCP session: its state is its own, and it ends with that session. */
   private async connect(connection: Connection, transport: Transport): Promise<void> {
     const state = connection.state;
     const server = new Server(
       { name: 'aileron-sandbox', title: 'Aileron sandboxes', version: VERSION },
       {
         capabilities: { tools: {}, experimental: { 'codex/sandbox-state': { version: '1.0.0' } } },
-        instructions: 'Tools to read, change and run things in the workspace\'s sandboxes. Every change is kept as a commit on the branch aileron/snapshots; you have no git tool and need none.',
+        instructions:
+          "Tools to read, change and run things in the workspace's sandboxes. Every change is kept as a commit on the branch aileron/snapshots; you have no git tool and need none.",
       },
     );
     server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: this.tools.list() }));
     server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
       // a question for the person at the client goes with this call (its stream, downstream)
       const elicit: Elicit | undefined = server.getClientCapabilities()?.elicitation
-        ? async (message) => (await server.elicitInput({ message, requestedSchema: { type: 'object', properties: {} } }, { relatedRequestId: extra.requestId, signal: extra.signal })).action
+        ? async (message) =>
+            (
+              await server.elicitInput(
+                { message, requestedSchema: { type: 'object', properties: {} } },
+                { relatedRequestId: extra.requestId, signal: extra.signal },
+              )
+            ).action
         : undefined;
       // the client asked to hear how the call goes (a progress token): a call held for a person's approval says it waits
       const token = request.params._meta?.progressToken;
       let step = 0;
       const progress: Progress | undefined =
-        token === undefined ? undefined : (message) => void extra.sendNotification({ method: 'notifications/progress', params: { progressToken: token, progress: ++step, message } }).catch(() => undefined);
+        token === undefined
+          ? undefined
+          : (message) =>
+              void extra
+                .sendNotification({
+                  method: 'notifications/progress',
+                  params: { progressToken: token, progress: ++step, message },
+                })
+                .catch(() => undefined);
       return this.tools.call(connection, request.params.name, request.params.arguments, extra.signal, elicit, progress);
     });
     server.setRequestHandler(SandboxStateUpdate, async (request) => {

@@ -35,7 +35,14 @@ export interface HeldCall {
 }
 
 /** Decides a `bash` command before it runs (shell rules); null: it runs. */
-export type ShellGate = (who: ToolCaller, sandbox: SandboxRecord, command: string, workdir: string, wait: HeldCall, elicit: Elicit | undefined) => Promise<{ stderr: string; exitCode: number } | null>;
+export type ShellGate = (
+  who: ToolCaller,
+  sandbox: SandboxRecord,
+  command: string,
+  workdir: string,
+  wait: HeldCall,
+  elicit: Elicit | undefined,
+) => Promise<{ stderr: string; exitCode: number } | null>;
 
 /**
  * What a Codex client's sandbox policy asks of later `bash` calls, in this
@@ -52,7 +59,11 @@ export function restrictionsOf(policy: Record<string, unknown> | null): CommandR
   return null;
 }
 
-const sandbox = z.string().min(1).max(200).describe('the sandbox to work in, by name (slugified: "My Box" is "my-box")');
+const sandbox = z
+  .string()
+  .min(1)
+  .max(200)
+  .describe('the sandbox to work in, by name (slugified: "My Box" is "my-box")');
 const path = z.string().min(1).max(4096);
 
 function refuseBadGlob(pattern: string, ctx: z.RefinementCtx): void {
@@ -74,12 +85,21 @@ export function toolArgs(bashTimeouts: { defaultMs: number; maxMs: number }) {
         limit: z.number().int().min(1).optional().describe('at most this many lines'),
       })
       .strict(),
-    write: z.object({ sandbox, path: path.describe('the file to replace or create (with its directories)'), content: z.string().describe('the whole new content') }).strict(),
+    write: z
+      .object({
+        sandbox,
+        path: path.describe('the file to replace or create (with its directories)'),
+        content: z.string().describe('the whole new content'),
+      })
+      .strict(),
     patch: z
       .object({
         sandbox,
         path: path.describe('the file the diff is for'),
-        diff: z.string().min(1).describe('a unified diff of that one file; "--- /dev/null" creates it, "+++ /dev/null" deletes it'),
+        diff: z
+          .string()
+          .min(1)
+          .describe('a unified diff of that one file; "--- /dev/null" creates it, "+++ /dev/null" deletes it'),
       })
       .strict(),
     bash: z
@@ -93,10 +113,18 @@ export function toolArgs(bashTimeouts: { defaultMs: number; maxMs: number }) {
           .min(1)
           .max(bashTimeouts.maxMs)
           .optional()
-          .describe(`milliseconds (default ${bashTimeouts.defaultMs}, at most ${bashTimeouts.maxMs}); then it is killed with everything it started`),
+          .describe(
+            `milliseconds (default ${bashTimeouts.defaultMs}, at most ${bashTimeouts.maxMs}); then it is killed with everything it started`,
+          ),
       })
       .strict(),
-    ls: z.object({ sandbox, path: path.optional().describe(`a directory (default ${SANDBOX_WORKDIR})`), recursive: z.boolean().optional() }).strict(),
+    ls: z
+      .object({
+        sandbox,
+        path: path.optional().describe(`a directory (default ${SANDBOX_WORKDIR})`),
+        recursive: z.boolean().optional(),
+      })
+      .strict(),
     glob: z
       .object({
         sandbox,
@@ -123,33 +151,64 @@ export function toolArgs(bashTimeouts: { defaultMs: number; maxMs: number }) {
 type Args = ReturnType<typeof toolArgs>;
 
 const DESCRIPTIONS: Record<keyof Args, { title: string; description: string; readOnly: boolean }> = {
-  read: { title: 'Read a file', description: 'Read a text file in a sandbox, whole or a slice of lines (offset is 0-based).', readOnly: true },
-  write: { title: 'Write a file', description: 'Replace a file in a sandbox with new content, creating it and its directories if need be. Each change is kept as a snapshot commit.', readOnly: false },
+  read: {
+    title: 'Read a file',
+    description: 'Read a text file in a sandbox, whole or a slice of lines (offset is 0-based).',
+    readOnly: true,
+  },
+  write: {
+    title: 'Write a file',
+    description:
+      'Replace a file in a sandbox with new content, creating it and its directories if need be. Each change is kept as a snapshot commit.',
+    readOnly: false,
+  },
   patch: {
     title: 'Apply a unified diff',
-    description: 'Apply a unified diff to one file in a sandbox: it may create, change or delete the file. A diff that does not apply changes nothing and says why; one already applied is reported.',
+    description:
+      'Apply a unified diff to one file in a sandbox: it may create, change or delete the file. A diff that does not apply changes nothing and says why; one already applied is reported.',
     readOnly: false,
   },
   bash: {
     title: 'Run a shell command',
-    description: 'Run a command with bash in a sandbox. Answers stdout, stderr and exitCode; a non-zero exit is a result, not an error. The workspace\'s shell rules may forbid a command or ask a person first.',
+    description:
+      "Run a command with bash in a sandbox. Answers stdout, stderr and exitCode; a non-zero exit is a result, not an error. The workspace's shell rules may forbid a command or ask a person first.",
     readOnly: false,
   },
-  ls: { title: 'List a directory', description: 'List a directory in a sandbox (recursively if asked). Symbolic links are listed, not followed.', readOnly: true },
-  glob: { title: 'Find files by pattern', description: 'Find files in a sandbox whose path (relative to `path`) matches a glob such as "**/*.ts".', readOnly: true },
-  grep: { title: 'Search file contents', description: 'Search files in a sandbox for an extended regular expression; answers path:line: text.', readOnly: true },
+  ls: {
+    title: 'List a directory',
+    description: 'List a directory in a sandbox (recursively if asked). Symbolic links are listed, not followed.',
+    readOnly: true,
+  },
+  glob: {
+    title: 'Find files by pattern',
+    description: 'Find files in a sandbox whose path (relative to `path`) matches a glob such as "**/*.ts".',
+    readOnly: true,
+  },
+  grep: {
+    title: 'Search file contents',
+    description: 'Search files in a sandbox for an extended regular expression; answers path:line: text.',
+    readOnly: true,
+  },
 };
 
 export function toolList(args: Args): Tool[] {
   return (Object.keys(args) as (keyof Args)[]).map((name) => {
-    const { $schema: _ignored, ...inputSchema } = z.toJSONSchema(args[name], { io: 'input' }) as Record<string, unknown>;
+    const { $schema: _ignored, ...inputSchema } = z.toJSONSchema(args[name], { io: 'input' }) as Record<
+      string,
+      unknown
+    >;
     const { title, description, readOnly } = DESCRIPTIONS[name];
     return {
       name,
       title,
       description,
       inputSchema: inputSchema as Tool['inputSchema'],
-      annotations: { readOnlyHint: readOnly, destructiveHint: !readOnly, idempotentHint: readOnly, openWorldHint: false },
+      annotations: {
+        readOnlyHint: readOnly,
+        destructiveHint: !readOnly,
+        idempotentHint: readOnly,
+        openWorldHint: false,
+      },
     };
   });
 }
@@ -179,14 +238,26 @@ export class SandboxTools {
   }
 
   /** Runs a tool; whatever goes wrong becomes a tool error in words the agent can act on. */
-  async call(who: ToolCaller, name: string, raw: unknown, signal: AbortSignal, elicit?: Elicit, progress?: Progress): Promise<CallToolResult> {
+  async call(
+    who: ToolCaller,
+    name: string,
+    raw: unknown,
+    signal: AbortSignal,
+    elicit?: Elicit,
+    progress?: Progress,
+  ): Promise<CallToolResult> {
     if (!Object.hasOwn(this.args, name)) return toolError('UNKNOWN_TOOL', `Unknown tool: ${name}`);
     const parsed = this.args[name as keyof Args].safeParse(raw ?? {});
-    if (!parsed.success) return toolError('INVALID_ARGUMENTS', describeIssues(fieldIssues('arguments', parsed.error.issues)));
+    if (!parsed.success)
+      return toolError('INVALID_ARGUMENTS', describeIssues(fieldIssues('arguments', parsed.error.issues)));
     const args = parsed.data as { sandbox: string };
     const slug = sandboxSlug(args.sandbox);
     const grant = who.caller.agentSession;
-    if (grant && !grant.allowsSandbox(slug)) return toolError('CAPABILITY_REQUIRED', `This session token does not reach sandbox "${slug}" (it needs the sandbox:use capability and no sandbox caveat naming another)`);
+    if (grant && !grant.allowsSandbox(slug))
+      return toolError(
+        'CAPABILITY_REQUIRED',
+        `This session token does not reach sandbox "${slug}" (it needs the sandbox:use capability and no sandbox caveat naming another)`,
+      );
     const target = await this.sandboxes.find(who.scope, args.sandbox);
     if (!target) return toolError('SANDBOX_NOT_FOUND', `sandbox not found: ${slug}`);
     try {
@@ -199,7 +270,15 @@ export class SandboxTools {
     }
   }
 
-  private async run(who: ToolCaller, target: SandboxRecord, name: keyof Args, data: unknown, signal: AbortSignal, elicit: Elicit | undefined, progress?: Progress): Promise<CallToolResult> {
+  private async run(
+    who: ToolCaller,
+    target: SandboxRecord,
+    name: keyof Args,
+    data: unknown,
+    signal: AbortSignal,
+    elicit: Elicit | undefined,
+    progress?: Progress,
+  ): Promise<CallToolResult> {
     const author = authorOf(who.caller);
     switch (name) {
       case 'read': {
@@ -227,21 +306,42 @@ export class SandboxTools {
             const current = await runner.call({ op: 'readText', path: a.path });
             const plan = planPatch(a.path, a.diff, current.content);
             if (plan.kind === 'delete') await runner.call({ op: 'remove', path: a.path });
-            else if (plan.kind !== 'already-applied') await runner.call({ op: 'write', path: a.path, content: plan.content });
+            else if (plan.kind !== 'already-applied')
+              await runner.call({ op: 'write', path: a.path, content: plan.content });
             return plan;
           },
           (plan) => (plan.kind === 'already-applied' ? null : { trigger: 'patch', subject: a.path, author }),
         );
-        if (outcome.kind === 'already-applied') return text(`The diff is already applied to ${a.path}: nothing changed`, { applied: false, already_applied: true });
+        if (outcome.kind === 'already-applied')
+          return text(`The diff is already applied to ${a.path}: nothing changed`, {
+            applied: false,
+            already_applied: true,
+          });
         const verb = { create: 'Created', modify: 'Patched', delete: 'Deleted' }[outcome.kind];
-        return text(`${verb} ${a.path} (+${outcome.added} -${outcome.removed})`, { applied: true, already_applied: false, added: outcome.added, removed: outcome.removed });
+        return text(`${verb} ${a.path} (+${outcome.added} -${outcome.removed})`, {
+          applied: true,
+          already_applied: false,
+          added: outcome.added,
+          removed: outcome.removed,
+        });
       }
       case 'bash': {
         const a = data as z.infer<Args['bash']>;
         const workdir = a.workdir ?? SANDBOX_WORKDIR;
         const refused = await this.shellGate(who, target, a.command, workdir, { signal, progress }, elicit);
-        if (refused) return text(JSON.stringify({ stdout: '', stderr: refused.stderr, exitCode: refused.exitCode }), { stdout: '', stderr: refused.stderr, exitCode: refused.exitCode });
-        const exec = { op: 'exec' as const, command: a.command, workdir, timeoutMs: a.timeout ?? this.bashDefaultMs, limits: target.limits };
+        if (refused)
+          return text(JSON.stringify({ stdout: '', stderr: refused.stderr, exitCode: refused.exitCode }), {
+            stdout: '',
+            stderr: refused.stderr,
+            exitCode: refused.exitCode,
+          });
+        const exec = {
+          op: 'exec' as const,
+          command: a.command,
+          workdir,
+          timeoutMs: a.timeout ?? this.bashDefaultMs,
+          limits: target.limits,
+        };
         const restrictions = this.restrictionsFor(who);
         const ran = await this.sandboxes.change(
           who.scope,
@@ -251,7 +351,10 @@ export class SandboxTools {
             const own = await this.sandboxes.restrictedRunner(who.scope, target, restrictions);
             if (!own) {
               const done = await runner.call(exec);
-              return { ...done, stderr: `${done.stderr}[aileron] this sandbox's driver cannot apply the client's sandbox policy; the sandbox's own bounds applied\n` };
+              return {
+                ...done,
+                stderr: `${done.stderr}[aileron] this sandbox's driver cannot apply the client's sandbox policy; the sandbox's own bounds applied\n`,
+              };
             }
             try {
               return await own.call(exec);
@@ -267,9 +370,18 @@ export class SandboxTools {
       case 'ls': {
         const a = data as z.infer<Args['ls']>;
         const runner = await this.sandboxes.runner(who.scope, target);
-        const listed = await runner.call({ op: 'ls', path: a.path ?? SANDBOX_WORKDIR, recursive: a.recursive ?? false });
-        const lines = listed.entries.map((e) => (e.type === 'dir' ? `${e.path}/` : e.type === 'symlink' ? `${e.path}@` : `${e.path}  ${e.size}`));
-        return text(lines.join('\n') + (listed.truncated ? '\n… (more entries not shown)' : ''), { entries: listed.entries, truncated: listed.truncated });
+        const listed = await runner.call({
+          op: 'ls',
+          path: a.path ?? SANDBOX_WORKDIR,
+          recursive: a.recursive ?? false,
+        });
+        const lines = listed.entries.map((e) =>
+          e.type === 'dir' ? `${e.path}/` : e.type === 'symlink' ? `${e.path}@` : `${e.path}  ${e.size}`,
+        );
+        return text(lines.join('\n') + (listed.truncated ? '\n… (more entries not shown)' : ''), {
+          entries: listed.entries,
+          truncated: listed.truncated,
+        });
       }
       case 'glob': {
         const a = data as z.infer<Args['glob']>;
@@ -278,14 +390,21 @@ export class SandboxTools {
         const runner = await this.sandboxes.runner(who.scope, target);
         const walked = await runner.call({ op: 'walk', path: a.path ?? SANDBOX_WORKDIR });
         const found = (await matchingPaths(glob, walked.files, signal)) ?? [];
-        return text(found.join('\n') + (walked.truncated ? '\n… (the walk stopped early: more files may match; search a narrower path)' : ''), { files: found, truncated: walked.truncated });
+        return text(
+          found.join('\n') +
+            (walked.truncated ? '\n… (the walk stopped early: more files may match; search a narrower path)' : ''),
+          { files: found, truncated: walked.truncated },
+        );
       }
       case 'grep': {
         const a = data as z.infer<Args['grep']>;
         const runner = await this.sandboxes.runner(who.scope, target);
         const found = await runner.call({ op: 'grep', pattern: a.pattern, path: a.path, include: a.include ?? null });
         const lines = found.matches.map((m) => `${m.path}:${m.line}: ${m.text}`);
-        return text(lines.join('\n') + (found.truncated ? '\n… (more matches not shown)' : ''), { matches: found.matches, truncated: found.truncated });
+        return text(lines.join('\n') + (found.truncated ? '\n… (more matches not shown)' : ''), {
+          matches: found.matches,
+          truncated: found.truncated,
+        });
       }
     }
   }

@@ -4,7 +4,16 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { Caller, Principal, TenantScope, WorkspaceScope } from '@aileron/auth';
 import { ValidationError } from '@aileron/errors';
-import { createdAtKey, legacyPageView, ListCursor, PageQuery, pageQuery, Route, textKey, withLegacyKey } from '@aileron/http';
+import {
+  createdAtKey,
+  legacyPageView,
+  ListCursor,
+  PageQuery,
+  pageQuery,
+  Route,
+  textKey,
+  withLegacyKey,
+} from '@aileron/http';
 import {
   createBody,
   sandboxParams,
@@ -22,7 +31,10 @@ import { SandboxesService } from './sandboxes.service';
 import { ShellRulesService } from './shell-rules.service';
 import type { ShellRule } from './domain/shell-rules';
 
-const SOURCE_TYPES: Record<string, 'git-bundle' | 'tar.gz'> = { 'application/x-git-bundle': 'git-bundle', 'application/gzip': 'tar.gz' };
+const SOURCE_TYPES: Record<string, 'git-bundle' | 'tar.gz'> = {
+  'application/x-git-bundle': 'git-bundle',
+  'application/gzip': 'tar.gz',
+};
 
 const sandboxesPage = legacyPageView(sandboxView, 'sandboxes');
 const sandboxesCursor = new ListCursor('sandboxes', textKey);
@@ -49,9 +61,19 @@ export class SandboxesController {
     status: 201,
     example: { body: { name: 'fix-flaky-test', network: 'none' } },
   })
-  async create(@Caller() caller: Principal, @TenantScope() scope: WorkspaceScope, @Body() body: z.infer<typeof createBody>): Promise<z.infer<typeof sandboxView>> {
-    const limits = { ...(body.limits.cpu_seconds ? { cpuSeconds: body.limits.cpu_seconds } : {}), ...(body.limits.memory_mb ? { memoryMb: body.limits.memory_mb } : {}), ...(body.limits.pids ? { pids: body.limits.pids } : {}) };
-    return toSandboxView(await this.sandboxes.create(caller, scope, { name: body.name, network: body.network, limits }));
+  async create(
+    @Caller() caller: Principal,
+    @TenantScope() scope: WorkspaceScope,
+    @Body() body: z.infer<typeof createBody>,
+  ): Promise<z.infer<typeof sandboxView>> {
+    const limits = {
+      ...(body.limits.cpu_seconds ? { cpuSeconds: body.limits.cpu_seconds } : {}),
+      ...(body.limits.memory_mb ? { memoryMb: body.limits.memory_mb } : {}),
+      ...(body.limits.pids ? { pids: body.limits.pids } : {}),
+    };
+    return toSandboxView(
+      await this.sandboxes.create(caller, scope, { name: body.name, network: body.network, limits }),
+    );
   }
 
   @Route({
@@ -67,7 +89,10 @@ export class SandboxesController {
   })
   async list(@TenantScope() scope: WorkspaceScope, @Query() query: PageQuery): Promise<z.infer<typeof sandboxesPage>> {
     const rows = await this.sandboxes.list(scope, sandboxesCursor.keyset(query));
-    return withLegacyKey(sandboxesCursor.page(rows, query, (s) => s.name, toSandboxView), 'sandboxes');
+    return withLegacyKey(
+      sandboxesCursor.page(rows, query, (s) => s.name, toSandboxView),
+      'sandboxes',
+    );
   }
 
   @Route({
@@ -81,7 +106,10 @@ export class SandboxesController {
     response: sandboxView,
     example: { params: { name: '{sandbox}' } },
   })
-  async get(@TenantScope() scope: WorkspaceScope, @Param() params: z.infer<typeof sandboxParams>): Promise<z.infer<typeof sandboxView>> {
+  async get(
+    @TenantScope() scope: WorkspaceScope,
+    @Param() params: z.infer<typeof sandboxParams>,
+  ): Promise<z.infer<typeof sandboxView>> {
     return toSandboxView(await this.sandboxes.get(scope, params.name));
   }
 
@@ -96,7 +124,11 @@ export class SandboxesController {
     status: 204,
     example: { params: { name: '{sandbox}' } },
   })
-  async remove(@Caller() caller: Principal, @TenantScope() scope: WorkspaceScope, @Param() params: z.infer<typeof sandboxParams>): Promise<void> {
+  async remove(
+    @Caller() caller: Principal,
+    @TenantScope() scope: WorkspaceScope,
+    @Param() params: z.infer<typeof sandboxParams>,
+  ): Promise<void> {
     await this.sandboxes.remove(caller, scope, params.name);
   }
 
@@ -104,7 +136,8 @@ export class SandboxesController {
     method: 'PUT',
     path: '/v1/workspaces/:ws/sandboxes/:name/source',
     summary: 'Upload the initial repository: a git bundle (application/x-git-bundle) or a tar.gz (application/gzip)',
-    description: 'Streamed, at most AILERON_SANDBOX_SOURCE_MAX_BYTES. A bundle\'s HEAD becomes the base of the branch aileron/snapshots; an archive is unpacked inside the sandbox and committed.',
+    description:
+      "Streamed, at most AILERON_SANDBOX_SOURCE_MAX_BYTES. A bundle's HEAD becomes the base of the branch aileron/snapshots; an archive is unpacked inside the sandbox and committed.",
     tag: 'sandboxes',
     permission: 'sandbox.write',
     tenancy: 'workspace',
@@ -120,7 +153,10 @@ export class SandboxesController {
     @Req() request: FastifyRequest,
   ): Promise<z.infer<typeof sandboxView>> {
     const type = SOURCE_TYPES[(contentType ?? '').split(';')[0]!.trim().toLowerCase()];
-    if (!type) throw new ValidationError([{ path: 'headers.content-type', message: 'must be application/x-git-bundle or application/gzip' }]);
+    if (!type)
+      throw new ValidationError([
+        { path: 'headers.content-type', message: 'must be application/x-git-bundle or application/gzip' },
+      ]);
     return toSandboxView(await this.sandboxes.upload(caller, scope, params.name, type, request.body as Readable));
   }
 
@@ -136,9 +172,16 @@ export class SandboxesController {
     response: snapshotsPage,
     example: { params: { name: '{sandbox}' } },
   })
-  async snapshots(@TenantScope() scope: WorkspaceScope, @Param() params: z.infer<typeof sandboxParams>, @Query() query: z.infer<typeof snapshotsQuery>): Promise<z.infer<typeof snapshotsPage>> {
+  async snapshots(
+    @TenantScope() scope: WorkspaceScope,
+    @Param() params: z.infer<typeof sandboxParams>,
+    @Query() query: z.infer<typeof snapshotsQuery>,
+  ): Promise<z.infer<typeof snapshotsPage>> {
     const rows = await this.sandboxes.snapshots(scope, params.name, snapshotsCursor.keyset(query));
-    return withLegacyKey(snapshotsCursor.page(rows, query, (s) => s, toSnapshotView), 'snapshots');
+    return withLegacyKey(
+      snapshotsCursor.page(rows, query, (s) => s, toSnapshotView),
+      'snapshots',
+    );
   }
 
   @Route({
@@ -151,7 +194,11 @@ export class SandboxesController {
     params: snapshotParams,
     example: { params: { name: '{sandbox}', sha: '{sha}' } },
   })
-  async diff(@TenantScope() scope: WorkspaceScope, @Param() params: z.infer<typeof snapshotParams>, @Res({ passthrough: true }) reply: FastifyReply): Promise<string> {
+  async diff(
+    @TenantScope() scope: WorkspaceScope,
+    @Param() params: z.infer<typeof snapshotParams>,
+    @Res({ passthrough: true }) reply: FastifyReply,
+  ): Promise<string> {
     const diff = await this.sandboxes.diff(scope, params.name, params.sha);
     void reply.header('content-type', 'text/x-diff; charset=utf-8');
     return diff;
@@ -167,9 +214,15 @@ export class SandboxesController {
     params: sandboxParams,
     example: { params: { name: '{sandbox}' } },
   })
-  async bundle(@TenantScope() scope: WorkspaceScope, @Param() params: z.infer<typeof sandboxParams>, @Res({ passthrough: true }) reply: FastifyReply): Promise<NodeJS.ReadableStream> {
+  async bundle(
+    @TenantScope() scope: WorkspaceScope,
+    @Param() params: z.infer<typeof sandboxParams>,
+    @Res({ passthrough: true }) reply: FastifyReply,
+  ): Promise<NodeJS.ReadableStream> {
     const stream = await this.sandboxes.bundle(scope, params.name);
-    void reply.header('content-type', 'application/x-git-bundle').header('content-disposition', `attachment; filename="${params.name.replace(/[^a-z0-9-]/g, '')}.bundle"`);
+    void reply
+      .header('content-type', 'application/x-git-bundle')
+      .header('content-disposition', `attachment; filename="${params.name.replace(/[^a-z0-9-]/g, '')}.bundle"`);
     return stream;
   }
 
@@ -185,13 +238,19 @@ export class SandboxesController {
   })
   async getShellRules(@TenantScope() scope: WorkspaceScope): Promise<z.infer<typeof shellRulesView>> {
     const rules = await this.shellRules.get(scope);
-    return { rules: rules.rules as z.infer<typeof shellRulesView>['rules'], elicitation: rules.elicitation, version: rules.version, updated_by: rules.updatedBy };
+    return {
+      rules: rules.rules as z.infer<typeof shellRulesView>['rules'],
+      elicitation: rules.elicitation,
+      version: rules.version,
+      updated_by: rules.updatedBy,
+    };
   }
 
   @Route({
     method: 'PUT',
     path: '/v1/workspaces/:ws/shell-rules',
-    summary: 'Replace the shell rules: allow, prompt or forbidden per program and argument prefix (or a Codex .rules file)',
+    summary:
+      'Replace the shell rules: allow, prompt or forbidden per program and argument prefix (or a Codex .rules file)',
     tag: 'sandboxes',
     permission: 'shell_rules.write',
     tenancy: 'workspace',
@@ -200,12 +259,21 @@ export class SandboxesController {
     response: shellRulesView,
     example: { body: { rules: [{ program: 'git', args: ['push'], decision: 'prompt' }] } },
   })
-  async putShellRules(@Caller() caller: Principal, @TenantScope() scope: WorkspaceScope, @Body() body: z.infer<typeof shellRulesBody>): Promise<z.infer<typeof shellRulesView>> {
+  async putShellRules(
+    @Caller() caller: Principal,
+    @TenantScope() scope: WorkspaceScope,
+    @Body() body: z.infer<typeof shellRulesBody>,
+  ): Promise<z.infer<typeof shellRulesView>> {
     const saved = await this.shellRules.put(caller, scope, {
       ...(body.rules ? { rules: body.rules.map((r, i) => ({ ...r, source: `rules[${i}]` })) as ShellRule[] } : {}),
       ...(body.codex_rules !== undefined ? { codexRules: body.codex_rules } : {}),
       ...(body.elicitation !== undefined ? { elicitation: body.elicitation } : {}),
     });
-    return { rules: saved.rules as z.infer<typeof shellRulesView>['rules'], elicitation: saved.elicitation, version: saved.version, updated_by: saved.updatedBy };
+    return {
+      rules: saved.rules as z.infer<typeof shellRulesView>['rules'],
+      elicitation: saved.elicitation,
+      version: saved.version,
+      updated_by: saved.updatedBy,
+    };
   }
 }

@@ -8,7 +8,11 @@ import { PolicyModule } from '@aileron/policy';
 import { PoolModule } from '@aileron/pool';
 import { compiledRunnerPath } from './bundles';
 import type { SandboxDriver } from './drivers/driver';
-import { KubernetesSandboxDriver, type KubernetesSandboxOptions, quantityBytes } from './drivers/kubernetes/kubernetes-sandbox-driver';
+import {
+  KubernetesSandboxDriver,
+  type KubernetesSandboxOptions,
+  quantityBytes,
+} from './drivers/kubernetes/kubernetes-sandbox-driver';
 import { LocalSandboxDriver } from './drivers/local-sandbox-driver';
 import { SandboxToolServer } from './sandbox-tool-server';
 import { SandboxesController } from './sandboxes.controller';
@@ -21,7 +25,11 @@ export function kubernetesSandboxOptions(config: AppConfig): Omit<KubernetesSand
   const { storage } = config.sandboxes;
   return {
     namespace: config.sandboxes.kubernetesNamespace,
-    storage: { files: storage.files, history: storage.history, ...(storage.storageClassName ? { storageClassName: storage.storageClassName } : {}) },
+    storage: {
+      files: storage.files,
+      history: storage.history,
+      ...(storage.storageClassName ? { storageClassName: storage.storageClassName } : {}),
+    },
     ...(config.sandboxes.image ? { image: config.sandboxes.image } : {}),
     versionMismatch: config.sandboxes.versionMismatch,
     egressAllowCidrs: config.pool.egressAllowCidrs,
@@ -33,7 +41,11 @@ export function kubernetesSandboxOptions(config: AppConfig): Omit<KubernetesSand
 function driverFor(config: AppConfig): SandboxDriver {
   const logger = new Logger('Sandbox');
   if (config.sandboxes.driver === 'kubernetes') {
-    return new KubernetesSandboxDriver({ ...kubernetesSandboxOptions(config), kubeConfig: loadKubeConfig(), log: (line) => logger.log(line) });
+    return new KubernetesSandboxDriver({
+      ...kubernetesSandboxOptions(config),
+      kubeConfig: loadKubeConfig(),
+      log: (line) => logger.log(line),
+    });
   }
   const { tmpfsMb, uidBase, storage, defaultLimits, cpus } = config.sandboxes;
   return new LocalSandboxDriver({
@@ -57,7 +69,13 @@ function driverFor(config: AppConfig): SandboxDriver {
 @Module({
   imports: [ClockModule, ApprovalsModule, PolicyModule, PoolModule],
   controllers: [SandboxesController],
-  providers: [{ provide: SANDBOX_DRIVER, inject: [APP_CONFIG], useFactory: driverFor }, SandboxesRepository, SandboxesService, ShellRulesService, SandboxToolServer],
+  providers: [
+    { provide: SANDBOX_DRIVER, inject: [APP_CONFIG], useFactory: driverFor },
+    SandboxesRepository,
+    SandboxesService,
+    ShellRulesService,
+    SandboxToolServer,
+  ],
   exports: [SandboxesService],
 })
 export class SandboxesModule {}

@@ -42,11 +42,26 @@ type Row = Prisma.SandboxGetPayload<{ include: typeof include }>;
 
 function toRecord(row: Row): SandboxRecord {
   const { workspace, ...rest } = row;
-  return { ...rest, workspaceSlug: workspace.slug, network: rest.network as SandboxRecord['network'], limits: rest.limits as RunnerLimits, source: rest.source as SandboxRecord['source'] };
+  return {
+    ...rest,
+    workspaceSlug: workspace.slug,
+    network: rest.network as SandboxRecord['network'],
+    limits: rest.limits as RunnerLimits,
+    source: rest.source as SandboxRecord['source'],
+  };
 }
 
 function toSnapshot(row: Prisma.SandboxSnapshotGetPayload<object>): SnapshotRecord {
-  return { id: row.id, sha: row.sha, trigger: row.trigger, message: row.message, files: row.files as SnapshotRecord['files'], agentSessionId: row.agentSessionId, author: row.author, createdAt: row.createdAt };
+  return {
+    id: row.id,
+    sha: row.sha,
+    trigger: row.trigger,
+    message: row.message,
+    files: row.files as SnapshotRecord['files'],
+    agentSessionId: row.agentSessionId,
+    author: row.author,
+    createdAt: row.createdAt,
+  };
 }
 
 /** Sandboxes, their snapshots and the workspaces' shell rules. */
@@ -59,9 +74,20 @@ export class SandboxesRepository extends Repository {
     super(db);
   }
 
-  async create(scope: WorkspaceScope, data: Pick<SandboxRecord, 'name' | 'network' | 'limits' | 'createdBy'>, tx: Transaction): Promise<SandboxRecord> {
+  async create(
+    scope: WorkspaceScope,
+    data: Pick<SandboxRecord, 'name' | 'network' | 'limits' | 'createdBy'>,
+    tx: Transaction,
+  ): Promise<SandboxRecord> {
     const row = await tx.sandbox.create({
-      data: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, name: data.name, network: data.network, limits: data.limits as Prisma.InputJsonValue, createdBy: data.createdBy },
+      data: {
+        organizationId: scope.organizationId,
+        workspaceId: scope.workspaceId,
+        name: data.name,
+        network: data.network,
+        limits: data.limits as Prisma.InputJsonValue,
+        createdBy: data.createdBy,
+      },
       include,
     });
     return toRecord(row);
@@ -74,14 +100,21 @@ export class SandboxesRepository extends Repository {
   }
 
   async byName(scope: WorkspaceScope, name: string): Promise<SandboxRecord | null> {
-    const row = await this.client.sandbox.findFirst({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, name }, include });
+    const row = await this.client.sandbox.findFirst({
+      where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, name },
+      include,
+    });
     return row ? toRecord(row) : null;
   }
 
   /** By name (unique in the workspace). */
   async list(scope: WorkspaceScope, page: Keyset<string>): Promise<SandboxRecord[]> {
     const rows = await this.client.sandbox.findMany({
-      where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, ...(page.after !== undefined ? { name: { gt: page.after } } : {}) },
+      where: {
+        organizationId: scope.organizationId,
+        workspaceId: scope.workspaceId,
+        ...(page.after !== undefined ? { name: { gt: page.after } } : {}),
+      },
       include,
       orderBy: { name: 'asc' },
       take: page.take,
@@ -90,22 +123,44 @@ export class SandboxesRepository extends Repository {
   }
 
   async any(scope: WorkspaceScope): Promise<boolean> {
-    return (await this.client.sandbox.count({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId }, take: 1 })) > 0;
+    return (
+      (await this.client.sandbox.count({
+        where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId },
+        take: 1,
+      })) > 0
+    );
   }
 
   async remove(scope: WorkspaceScope, id: string, tx: Transaction): Promise<boolean> {
-    return (await tx.sandbox.deleteMany({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, id } })).count === 1;
+    return (
+      (
+        await tx.sandbox.deleteMany({
+          where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, id },
+        })
+      ).count === 1
+    );
   }
 
   async setSource(scope: WorkspaceScope, id: string, source: SandboxRecord['source']): Promise<void> {
-    await this.client.sandbox.updateMany({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, id }, data: { source } });
+    await this.client.sandbox.updateMany({
+      where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, id },
+      data: { source },
+    });
   }
 
   async touch(scope: WorkspaceScope, id: string, at: Date): Promise<void> {
-    await this.client.sandbox.updateMany({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, id }, data: { lastUsedAt: at } });
+    await this.client.sandbox.updateMany({
+      where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, id },
+      data: { lastUsedAt: at },
+    });
   }
 
-  async addSnapshot(scope: WorkspaceScope, sandboxId: string, snapshot: Omit<SnapshotRecord, 'id'>, tx: Transaction): Promise<void> {
+  async addSnapshot(
+    scope: WorkspaceScope,
+    sandboxId: string,
+    snapshot: Omit<SnapshotRecord, 'id'>,
+    tx: Transaction,
+  ): Promise<void> {
     await tx.sandboxSnapshot.create({
       data: {
         organizationId: scope.organizationId,
@@ -122,9 +177,21 @@ export class SandboxesRepository extends Repository {
   }
 
   /** Newest first, the id breaking ties. */
-  async snapshots(scope: WorkspaceScope, sandboxId: string, page: Keyset<{ createdAt: Date; id: string }>): Promise<SnapshotRecord[]> {
+  async snapshots(
+    scope: WorkspaceScope,
+    sandboxId: string,
+    page: Keyset<{ createdAt: Date; id: string }>,
+  ): Promise<SnapshotRecord[]> {
     const rows = await this.client.sandboxSnapshot.findMany({
-      where: { organizationId: scope.organizationId, sandboxId, ...keysetAfter<Prisma.SandboxSnapshotWhereInput>(['createdAt', 'id'], 'desc', page.after && [page.after.createdAt, page.after.id]) },
+      where: {
+        organizationId: scope.organizationId,
+        sandboxId,
+        ...keysetAfter<Prisma.SandboxSnapshotWhereInput>(
+          ['createdAt', 'id'],
+          'desc',
+          page.after && [page.after.createdAt, page.after.id],
+        ),
+      },
       orderBy: keysetOrder<Prisma.SandboxSnapshotOrderByWithRelationInput>(['createdAt', 'id'], 'desc'),
       take: page.take,
     });
@@ -132,22 +199,56 @@ export class SandboxesRepository extends Repository {
   }
 
   async snapshot(scope: WorkspaceScope, sandboxId: string, sha: string): Promise<SnapshotRecord | null> {
-    const row = await this.client.sandboxSnapshot.findFirst({ where: { organizationId: scope.organizationId, sandboxId, sha } });
+    const row = await this.client.sandboxSnapshot.findFirst({
+      where: { organizationId: scope.organizationId, sandboxId, sha },
+    });
     return row ? toSnapshot(row) : null;
   }
 
   async shellRules(scope: WorkspaceScope): Promise<ShellRulesRecord | null> {
-    const row = await this.client.shellRules.findFirst({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId } });
-    return row ? { rules: row.rules as unknown[], elicitation: row.elicitation, version: row.version, updatedBy: row.updatedBy, updatedAt: row.updatedAt } : null;
+    const row = await this.client.shellRules.findFirst({
+      where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId },
+    });
+    return row
+      ? {
+          rules: row.rules as unknown[],
+          elicitation: row.elicitation,
+          version: row.version,
+          updatedBy: row.updatedBy,
+          updatedAt: row.updatedAt,
+        }
+      : null;
   }
 
-  async putShellRules(scope: WorkspaceScope, data: { rules: unknown[]; elicitation: boolean; updatedBy: string }, tx: Transaction): Promise<ShellRulesRecord> {
+  async putShellRules(
+    scope: WorkspaceScope,
+    data: { rules: unknown[]; elicitation: boolean; updatedBy: string },
+    tx: Transaction,
+  ): Promise<ShellRulesRecord> {
     const json = data.rules as Prisma.InputJsonValue;
     const row = await tx.shellRules.upsert({
       where: { organizationId_workspaceId: { organizationId: scope.organizationId, workspaceId: scope.workspaceId } },
-      create: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, rules: json, elicitation: data.elicitation, updatedBy: data.updatedBy },
-      update: { rules: json, elicitation: data.elicitation, updatedBy: data.updatedBy, updatedAt: this.clock.date(), version: { increment: 1 } },
+      create: {
+        organizationId: scope.organizationId,
+        workspaceId: scope.workspaceId,
+        rules: json,
+        elicitation: data.elicitation,
+        updatedBy: data.updatedBy,
+      },
+      update: {
+        rules: json,
+        elicitation: data.elicitation,
+        updatedBy: data.updatedBy,
+        updatedAt: this.clock.date(),
+        version: { increment: 1 },
+      },
     });
-    return { rules: row.rules as unknown[], elicitation: row.elicitation, version: row.version, updatedBy: row.updatedBy, updatedAt: row.updatedAt };
+    return {
+      rules: row.rules as unknown[],
+      elicitation: row.elicitation,
+      version: row.version,
+      updatedBy: row.updatedBy,
+      updatedAt: row.updatedAt,
+    };
   }
 }

@@ -10,13 +10,35 @@ export const snapshotParams = z.object({ ws: slug, name: z.string().min(1).max(2
 export const createBody = z
   .object({
     name: z.string().min(1).max(200).describe('slugified: lower case, [a-z0-9-], at most 63 characters'),
-    source: z.enum(['empty', 'upload']).default('empty').describe('`upload`: the files come with PUT …/source next; `empty`: an empty repository'),
-    network: z.enum(['none', 'egress']).default('none').describe('`egress`: commands may reach the public internet (never the host or private, link-local or metadata addresses); only owners and admins, where AILERON_SANDBOX_EGRESS allows it. `none`: no network at all'),
+    source: z
+      .enum(['empty', 'upload'])
+      .default('empty')
+      .describe('`upload`: the files come with PUT …/source next; `empty`: an empty repository'),
+    network: z
+      .enum(['none', 'egress'])
+      .default('none')
+      .describe(
+        '`egress`: commands may reach the public internet (never the host or private, link-local or metadata addresses); only owners and admins, where AILERON_SANDBOX_EGRESS allows it. `none`: no network at all',
+      ),
     limits: z
       .object({
         cpu_seconds: z.number().int().min(1).max(86_400).optional().describe('CPU time of one process of a command'),
-        memory_mb: z.number().int().min(64).max(65_536).optional().describe('memory one process of a command may write to (its data limit: heap and private mappings, not what it only reserves); locally the sandbox as a whole, every process and its /tmp and home together, gets this plus both tmpfs sizes and 256 MiB for the runner'),
-        pids: z.number().int().min(8).max(65_536).optional().describe('processes and threads the sandbox may have at once (locally its runner’s dozen included)'),
+        memory_mb: z
+          .number()
+          .int()
+          .min(64)
+          .max(65_536)
+          .optional()
+          .describe(
+            'memory one process of a command may write to (its data limit: heap and private mappings, not what it only reserves); locally the sandbox as a whole, every process and its /tmp and home together, gets this plus both tmpfs sizes and 256 MiB for the runner',
+          ),
+        pids: z
+          .number()
+          .int()
+          .min(8)
+          .max(65_536)
+          .optional()
+          .describe('processes and threads the sandbox may have at once (locally its runner’s dozen included)'),
       })
       .strict()
       .default({}),
@@ -27,7 +49,11 @@ export const sandboxView = z.object({
   name: z.string(),
   workspace: z.string(),
   network: z.enum(['none', 'egress']),
-  limits: z.object({ cpu_seconds: z.number().optional(), memory_mb: z.number().optional(), pids: z.number().optional() }),
+  limits: z.object({
+    cpu_seconds: z.number().optional(),
+    memory_mb: z.number().optional(),
+    pids: z.number().optional(),
+  }),
   source: z.enum(['empty', 'git-bundle', 'tar.gz']),
   workdir: z.literal('/src'),
   created_by: z.string(),
@@ -41,7 +67,11 @@ export function toSandboxView(sandbox: SandboxRecord): z.infer<typeof sandboxVie
     name: sandbox.name,
     workspace: sandbox.workspaceSlug,
     network: sandbox.network,
-    limits: { ...(cpuSeconds ? { cpu_seconds: cpuSeconds } : {}), ...(memoryMb ? { memory_mb: memoryMb } : {}), ...(pids ? { pids } : {}) },
+    limits: {
+      ...(cpuSeconds ? { cpu_seconds: cpuSeconds } : {}),
+      ...(memoryMb ? { memory_mb: memoryMb } : {}),
+      ...(pids ? { pids } : {}),
+    },
     source: sandbox.source,
     workdir: '/src',
     created_by: sandbox.createdBy,
@@ -61,15 +91,31 @@ export const snapshotView = z.object({
 });
 
 export function toSnapshotView(snapshot: SnapshotRecord): z.infer<typeof snapshotView> {
-  return { sha: snapshot.sha, trigger: snapshot.trigger, message: snapshot.message, files: snapshot.files, session: snapshot.agentSessionId, author: snapshot.author, created_at: snapshot.createdAt.toISOString() };
+  return {
+    sha: snapshot.sha,
+    trigger: snapshot.trigger,
+    message: snapshot.message,
+    files: snapshot.files,
+    session: snapshot.agentSessionId,
+    author: snapshot.author,
+    created_at: snapshot.createdAt.toISOString(),
+  };
 }
 
 export const snapshotsQuery = pageQuery();
 
 const shellRule = z
   .object({
-    program: z.string().min(1).max(4096).describe('a program name (resolved in the sandbox as execve would) or an absolute path'),
-    args: z.array(z.union([z.string().max(4096), z.array(z.string().max(4096)).min(1).max(64)])).max(64).default([]).describe('an argument prefix; a list in it: alternatives'),
+    program: z
+      .string()
+      .min(1)
+      .max(4096)
+      .describe('a program name (resolved in the sandbox as execve would) or an absolute path'),
+    args: z
+      .array(z.union([z.string().max(4096), z.array(z.string().max(4096)).min(1).max(64)]))
+      .max(64)
+      .default([])
+      .describe('an argument prefix; a list in it: alternatives'),
     decision: z.enum(['allow', 'prompt', 'forbidden']),
     justification: z.string().min(1).max(1000).optional(),
   })
@@ -78,13 +124,28 @@ const shellRule = z
 export const shellRulesBody = z
   .object({
     rules: z.array(shellRule).max(1000).optional(),
-    codex_rules: z.string().max(1_000_000).optional().describe('a Codex .rules file (prefix_rule(...) calls), added after `rules`'),
-    elicitation: z.boolean().optional().describe('ask an MCP client that supports elicitation instead of making an approval request'),
+    codex_rules: z
+      .string()
+      .max(1_000_000)
+      .optional()
+      .describe('a Codex .rules file (prefix_rule(...) calls), added after `rules`'),
+    elicitation: z
+      .boolean()
+      .optional()
+      .describe('ask an MCP client that supports elicitation instead of making an approval request'),
   })
   .strict();
 
 export const shellRulesView = z.object({
-  rules: z.array(z.object({ program: z.string(), args: z.array(z.union([z.string(), z.array(z.string())])), decision: z.string(), justification: z.string().optional(), source: z.string().optional() })),
+  rules: z.array(
+    z.object({
+      program: z.string(),
+      args: z.array(z.union([z.string(), z.array(z.string())])),
+      decision: z.string(),
+      justification: z.string().optional(),
+      source: z.string().optional(),
+    }),
+  ),
   elicitation: z.boolean(),
   version: z.number(),
   updated_by: z.string().nullable(),

@@ -12,7 +12,15 @@ import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { DatabaseService, Keyset } from '@aileron/database';
 import { ConflictError, DomainError, ForbiddenError, NotFoundError, ValidationError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
-import { type CommandRestrictions, RunnerError, SandboxSourceError, SandboxStartError, type SandboxDriver, type SandboxRunner, type SandboxSpec } from './drivers/driver';
+import {
+  type CommandRestrictions,
+  RunnerError,
+  SandboxSourceError,
+  SandboxStartError,
+  type SandboxDriver,
+  type SandboxRunner,
+  type SandboxSpec,
+} from './drivers/driver';
 import { SnapshotError, takeSnapshot } from './history/take-snapshot';
 import { sandboxSlug } from './domain/slug';
 import type { RunnerLimits } from './runner-protocol';
@@ -55,7 +63,14 @@ function cacheKey(scope: WorkspaceScope, slug: string): string {
 }
 
 export function specOf(sandbox: SandboxRecord): SandboxSpec {
-  return { id: sandbox.id, organizationId: sandbox.organizationId, workspaceId: sandbox.workspaceId, name: sandbox.name, network: sandbox.network, limits: sandbox.limits };
+  return {
+    id: sandbox.id,
+    organizationId: sandbox.organizationId,
+    workspaceId: sandbox.workspaceId,
+    name: sandbox.name,
+    network: sandbox.network,
+    limits: sandbox.limits,
+  };
 }
 
 /** `bash: npm test`: the first line, cut at a length a log line shows whole. */
@@ -101,30 +116,50 @@ export class SandboxesService implements OnApplicationShutdown {
     await this.driver.close();
   }
 
-  async create(caller: Principal, scope: WorkspaceScope, request: { name: string; network: 'none' | 'egress'; limits: RunnerLimits }): Promise<SandboxRecord> {
+  async create(
+    caller: Principal,
+    scope: WorkspaceScope,
+    request: { name: string; network: 'none' | 'egress'; limits: RunnerLimits },
+  ): Promise<SandboxRecord> {
     const name = sandboxSlug(request.name);
     if (!name) throw new ValidationError([{ path: 'body.name', message: 'must contain at least one letter or digit' }]);
     if (request.network === 'egress') this.mayMakeEgress(scope);
-    if (await this.repository.byName(scope, name)) throw new ConflictError('SANDBOX_EXISTS', `Workspace "${scope.workspaceSlug}" has a sandbox "${name}" already`);
+    if (await this.repository.byName(scope, name))
+      throw new ConflictError('SANDBOX_EXISTS', `Workspace "${scope.workspaceSlug}" has a sandbox "${name}" already`);
     try {
-      return await this.db.transaction(async (tx) => {
-        const { maxPerWorkspace } = this.config.sandboxes;
-        if ((await this.repository.countLocked(scope, tx)) >= maxPerWorkspace) {
-          throw new ConflictError('SANDBOX_LIMIT_REACHED', `Workspace "${scope.workspaceSlug}" has ${maxPerWorkspace} sandboxes, as many as it may have (AILERON_SANDBOX_MAX_PER_WORKSPACE); delete one first`);
-        }
-        const sandbox = await this.repository.create(scope, { name, network: request.network, limits: request.limits, createdBy: describePrincipal(caller) }, tx);
-        await this.outbox.record(tx, {
-          topic: 'sandbox.created',
-          organizationId: scope.organizationId,
-          workspaceId: scope.workspaceId,
-          payload: { workspace: scope.workspaceSlug, sandbox: name, network: request.network, actor: describePrincipal(caller) },
-        });
-        // its storage before the commit: a sandbox that is listed can be used
-        await this.driver.create(specOf(sandbox));
-        return sandbox;
-      }).finally(() => this.known.invalidate(cacheKey(scope, name)));
+      return await this.db
+        .transaction(async (tx) => {
+          const { maxPerWorkspace } = this.config.sandboxes;
+          if ((await this.repository.countLocked(scope, tx)) >= maxPerWorkspace) {
+            throw new ConflictError(
+              'SANDBOX_LIMIT_REACHED',
+              `Workspace "${scope.workspaceSlug}" has ${maxPerWorkspace} sandboxes, as many as it may have (AILERON_SANDBOX_MAX_PER_WORKSPACE); delete one first`,
+            );
+          }
+          const sandbox = await this.repository.create(
+            scope,
+            { name, network: request.network, limits: request.limits, createdBy: describePrincipal(caller) },
+            tx,
+          );
+          await this.outbox.record(tx, {
+            topic: 'sandbox.created',
+            organizationId: scope.organizationId,
+            workspaceId: scope.workspaceId,
+            payload: {
+              workspace: scope.workspaceSlug,
+              sandbox: name,
+              network: request.network,
+              actor: describePrincipal(caller),
+            },
+          });
+          // its storage before the commit: a sandbox that is listed can be used
+          await this.driver.create(specOf(sandbox));
+          return sandbox;
+        })
+        .finally(() => this.known.invalidate(cacheKey(scope, name)));
     } catch (error) {
-      if (error instanceof SandboxStartError) throw new DomainError('SANDBOX_UNAVAILABLE', `The sandbox could not be made: ${error.message}`);
+      if (error instanceof SandboxStartError)
+        throw new DomainError('SANDBOX_UNAVAILABLE', `The sandbox could not be made: ${error.message}`);
       throw error;
     }
   }
@@ -132,10 +167,16 @@ export class SandboxesService implements OnApplicationShutdown {
   /** A sandbox that reaches the internet runs with this installation's addresses: the installation, then the workspace's admins, decide. */
   private mayMakeEgress(scope: WorkspaceScope): void {
     if (this.config.sandboxes.egress === 'off') {
-      throw new ForbiddenError('This installation makes no sandbox with network "egress" (AILERON_SANDBOX_EGRESS=off)', 'SANDBOX_EGRESS_DISABLED');
+      throw new ForbiddenError(
+        'This installation makes no sandbox with network "egress" (AILERON_SANDBOX_EGRESS=off)',
+        'SANDBOX_EGRESS_DISABLED',
+      );
     }
     if (!allows(scope.role, 'sandbox.egress')) {
-      throw new ForbiddenError(`Role "${scope.role}" may not make a sandbox with network "egress" in workspace "${scope.workspaceSlug}": owners and admins may`, 'SANDBOX_EGRESS_FORBIDDEN');
+      throw new ForbiddenError(
+        `Role "${scope.role}" may not make a sandbox with network "egress" in workspace "${scope.workspaceSlug}": owners and admins may`,
+        'SANDBOX_EGRESS_FORBIDDEN',
+      );
     }
   }
 
@@ -195,19 +236,25 @@ export class SandboxesService implements OnApplicationShutdown {
     try {
       return await this.driver.runner(specOf(sandbox));
     } catch (error) {
-      if (error instanceof SandboxStartError) throw new DomainError('SANDBOX_UNAVAILABLE', `Sandbox "${sandbox.name}" could not start: ${error.message}`);
+      if (error instanceof SandboxStartError)
+        throw new DomainError('SANDBOX_UNAVAILABLE', `Sandbox "${sandbox.name}" could not start: ${error.message}`);
       throw error;
     }
   }
 
   /** A runner for one command under tighter bounds; null when the driver cannot apply them. */
-  async restrictedRunner(scope: WorkspaceScope, sandbox: SandboxRecord, restrictions: CommandRestrictions): Promise<SandboxRunner | null> {
+  async restrictedRunner(
+    scope: WorkspaceScope,
+    sandbox: SandboxRecord,
+    restrictions: CommandRestrictions,
+  ): Promise<SandboxRunner | null> {
     if (!this.driver.restricted) return null;
     this.keepAwake(scope, sandbox);
     try {
       return await this.driver.restricted(specOf(sandbox), restrictions);
     } catch (error) {
-      if (error instanceof SandboxStartError) throw new DomainError('SANDBOX_UNAVAILABLE', `Sandbox "${sandbox.name}" could not start: ${error.message}`);
+      if (error instanceof SandboxStartError)
+        throw new DomainError('SANDBOX_UNAVAILABLE', `Sandbox "${sandbox.name}" could not start: ${error.message}`);
       throw error;
     }
   }
@@ -217,7 +264,12 @@ export class SandboxesService implements OnApplicationShutdown {
    * and answers with its result at once; its own snapshot follows (when the
    * change asks for one and the work tree differs from the last commit).
    */
-  async change<T>(scope: WorkspaceScope, sandbox: SandboxRecord, run: (runner: SandboxRunner) => Promise<T>, intent: (result: T) => SnapshotIntent | null): Promise<T> {
+  async change<T>(
+    scope: WorkspaceScope,
+    sandbox: SandboxRecord,
+    run: (runner: SandboxRunner) => Promise<T>,
+    intent: (result: T) => SnapshotIntent | null,
+  ): Promise<T> {
     const previous = this.tails.get(sandbox.id) ?? Promise.resolve();
     const ran = previous.catch(() => undefined).then(async () => run(await this.runner(scope, sandbox)));
     const snapshot = ran.then(
@@ -227,7 +279,13 @@ export class SandboxesService implements OnApplicationShutdown {
       },
       () => undefined,
     );
-    const tail = snapshot.catch((error: unknown) => this.logger.error({ msg: 'snapshot failed', sandbox: sandbox.name, err: error instanceof Error ? error.message : String(error) }));
+    const tail = snapshot.catch((error: unknown) =>
+      this.logger.error({
+        msg: 'snapshot failed',
+        sandbox: sandbox.name,
+        err: error instanceof Error ? error.message : String(error),
+      }),
+    );
     this.tails.set(sandbox.id, tail);
     void tail.then(() => this.tails.get(sandbox.id) === tail && this.tails.delete(sandbox.id));
     return ran;
@@ -255,20 +313,43 @@ export class SandboxesService implements OnApplicationShutdown {
     for (const [attempt, pause] of SNAPSHOT_RETRIES.entries()) {
       if (pause > 0) await sleep(pause);
       try {
-        return await withTimeout(this.commitChanges(scope, sandbox, intent), this.config.sandboxes.snapshotTimeoutSeconds * 1000, 'the snapshot took too long');
+        return await withTimeout(
+          this.commitChanges(scope, sandbox, intent),
+          this.config.sandboxes.snapshotTimeoutSeconds * 1000,
+          'the snapshot took too long',
+        );
       } catch (error) {
-        reason = error instanceof RunnerError || error instanceof SnapshotError ? error.message : 'the history could not be written';
-        this.logger.warn({ msg: 'snapshot failed', sandbox: sandbox.name, attempt: attempt + 1, err: error instanceof Error ? error.message : String(error) });
+        reason =
+          error instanceof RunnerError || error instanceof SnapshotError
+            ? error.message
+            : 'the history could not be written';
+        this.logger.warn({
+          msg: 'snapshot failed',
+          sandbox: sandbox.name,
+          attempt: attempt + 1,
+          err: error instanceof Error ? error.message : String(error),
+        });
         if (error instanceof RunnerError && error.failure.code === 'SNAPSHOT_TOO_LARGE') break;
       }
     }
-    this.logger.error({ msg: 'snapshot failed; the next change is committed on the last good snapshot', sandbox: sandbox.name, reason });
+    this.logger.error({
+      msg: 'snapshot failed; the next change is committed on the last good snapshot',
+      sandbox: sandbox.name,
+      reason,
+    });
     await this.db.transaction((tx) =>
       this.outbox.record(tx, {
         topic: 'sandbox.snapshot_failed',
         organizationId: sandbox.organizationId,
         workspaceId: sandbox.workspaceId,
-        payload: { workspace: sandbox.workspaceSlug, sandbox: sandbox.name, trigger: intent.trigger, message: snapshotMessage(intent), session: intent.author.agentSessionId, reason },
+        payload: {
+          workspace: sandbox.workspaceSlug,
+          sandbox: sandbox.name,
+          trigger: intent.trigger,
+          message: snapshotMessage(intent),
+          session: intent.author.agentSessionId,
+          reason,
+        },
       }),
     );
   }
@@ -278,23 +359,50 @@ export class SandboxesService implements OnApplicationShutdown {
     const message = snapshotMessage(intent);
     const at = this.clock.date();
     const { snapshotMaxFiles: maxFiles, snapshotMaxBytes: maxBytes } = this.config.sandboxes;
-    const taken = await takeSnapshot(this.driver, specOf(sandbox), { author: intent.author, message, at, limits: { maxFiles, maxBytes } });
+    const taken = await takeSnapshot(this.driver, specOf(sandbox), {
+      author: intent.author,
+      message,
+      at,
+      limits: { maxFiles, maxBytes },
+    });
     if (!taken) return;
     const { sha, files } = taken;
-    const record: Omit<SnapshotRecord, 'id'> = { sha, trigger: intent.trigger, message, files, agentSessionId: intent.author.agentSessionId, author: `${intent.author.name} <${intent.author.email}>`, createdAt: at };
+    const record: Omit<SnapshotRecord, 'id'> = {
+      sha,
+      trigger: intent.trigger,
+      message,
+      files,
+      agentSessionId: intent.author.agentSessionId,
+      author: `${intent.author.name} <${intent.author.email}>`,
+      createdAt: at,
+    };
     await this.db.transaction(async (tx) => {
       await this.repository.addSnapshot(scope, sandbox.id, record, tx);
       await this.outbox.record(tx, {
         topic: 'sandbox.snapshot',
         organizationId: sandbox.organizationId,
         workspaceId: sandbox.workspaceId,
-        payload: { workspace: sandbox.workspaceSlug, sandbox: sandbox.name, sha, trigger: intent.trigger, message, files, session: intent.author.agentSessionId, author: record.author, ...(taken.skipped.length > 0 ? { left_out: taken.skipped } : {}) },
+        payload: {
+          workspace: sandbox.workspaceSlug,
+          sandbox: sandbox.name,
+          sha,
+          trigger: intent.trigger,
+          message,
+          files,
+          session: intent.author.agentSessionId,
+          author: record.author,
+          ...(taken.skipped.length > 0 ? { left_out: taken.skipped } : {}),
+        },
       });
     });
   }
 
   /** After the snapshots of the changes made so far through this replica: a reviewer reads their own writes. */
-  async snapshots(scope: WorkspaceScope, name: string, page: Keyset<{ createdAt: Date; id: string }>): Promise<SnapshotRecord[]> {
+  async snapshots(
+    scope: WorkspaceScope,
+    name: string,
+    page: Keyset<{ createdAt: Date; id: string }>,
+  ): Promise<SnapshotRecord[]> {
     const sandbox = await this.get(scope, name);
     await this.settled(sandbox);
     return this.repository.snapshots(scope, sandbox.id, page);
@@ -303,7 +411,8 @@ export class SandboxesService implements OnApplicationShutdown {
   /** One snapshot's change as a unified diff (against its parent; the first against nothing). */
   async diff(scope: WorkspaceScope, name: string, sha: string): Promise<string> {
     const sandbox = await this.get(scope, name);
-    if (!/^[0-9a-f]{40}$/.test(sha) || !(await this.repository.snapshot(scope, sandbox.id, sha))) throw new NotFoundError('snapshot', sha, 'SNAPSHOT_NOT_FOUND');
+    if (!/^[0-9a-f]{40}$/.test(sha) || !(await this.repository.snapshot(scope, sandbox.id, sha)))
+      throw new NotFoundError('snapshot', sha, 'SNAPSHOT_NOT_FOUND');
     const shown = await this.driver.git(specOf(sandbox), ['show', '--format=', '--patch', '--root', '-M', sha]);
     if (shown.code !== 0) throw new NotFoundError('snapshot', sha, 'SNAPSHOT_NOT_FOUND');
     return shown.stdout.toString('utf8');
@@ -314,7 +423,11 @@ export class SandboxesService implements OnApplicationShutdown {
     const sandbox = await this.get(scope, name);
     await this.settled(sandbox);
     const head = await this.driver.git(specOf(sandbox), ['rev-parse', '--verify', '--quiet', SNAPSHOT_REF]);
-    if (head.code !== 0) throw new ConflictError('SANDBOX_SOURCE_EXISTS', `Sandbox "${sandbox.name}" has no snapshot yet: nothing to bundle`);
+    if (head.code !== 0)
+      throw new ConflictError(
+        'SANDBOX_SOURCE_EXISTS',
+        `Sandbox "${sandbox.name}" has no snapshot yet: nothing to bundle`,
+      );
     return this.driver.gitStream(specOf(sandbox), ['bundle', 'create', '--quiet', '-', SNAPSHOT_REF]);
   }
 
@@ -324,11 +437,20 @@ export class SandboxesService implements OnApplicationShutdown {
    * `write: source upload (tar.gz)`); see importSource. Only into a sandbox
    * nothing has been written to.
    */
-  async upload(caller: Principal, scope: WorkspaceScope, name: string, type: 'git-bundle' | 'tar.gz', body: Readable): Promise<SandboxRecord> {
+  async upload(
+    caller: Principal,
+    scope: WorkspaceScope,
+    name: string,
+    type: 'git-bundle' | 'tar.gz',
+    body: Readable,
+  ): Promise<SandboxRecord> {
     const sandbox = await this.get(scope, name);
     if (sandbox.source !== 'empty' || (await this.repository.snapshots(scope, sandbox.id, { take: 1 })).length > 0) {
       body.resume();
-      throw new ConflictError('SANDBOX_SOURCE_EXISTS', `Sandbox "${sandbox.name}" has files already; a source goes only into a new sandbox`);
+      throw new ConflictError(
+        'SANDBOX_SOURCE_EXISTS',
+        `Sandbox "${sandbox.name}" has files already; a source goes only into a new sandbox`,
+      );
     }
     const dir = mkdtempSync(join(tmpdir(), 'aileron-source-'));
     const file = join(dir, type === 'git-bundle' ? 'source.bundle' : 'source.tar.gz');
@@ -338,13 +460,18 @@ export class SandboxesService implements OnApplicationShutdown {
         scope,
         sandbox,
         () => importSource(this.driver, specOf(sandbox), type, file),
-        () => (type === 'tar.gz' ? { trigger: 'write', subject: 'source upload (tar.gz)', author: authorOf(caller) } : null),
+        () =>
+          type === 'tar.gz' ? { trigger: 'write', subject: 'source upload (tar.gz)', author: authorOf(caller) } : null,
       );
       await this.settled(sandbox);
       await this.repository.setSource(scope, sandbox.id, type);
       return { ...sandbox, source: type };
     } catch (error) {
-      if (error instanceof SourceTooLarge) throw new DomainError('SANDBOX_SOURCE_TOO_LARGE', `The source is larger than ${this.config.sandboxes.sourceMaxBytes} bytes (AILERON_SANDBOX_SOURCE_MAX_BYTES)`);
+      if (error instanceof SourceTooLarge)
+        throw new DomainError(
+          'SANDBOX_SOURCE_TOO_LARGE',
+          `The source is larger than ${this.config.sandboxes.sourceMaxBytes} bytes (AILERON_SANDBOX_SOURCE_MAX_BYTES)`,
+        );
       if (error instanceof SandboxSourceError) throw new DomainError('SANDBOX_SOURCE_INVALID', error.message);
       throw error;
     } finally {
@@ -364,7 +491,9 @@ export class SandboxesService implements OnApplicationShutdown {
       this.idle.delete(sandbox.id);
       // a change in flight keeps it up; the stop comes at its next idle period
       if (this.tails.has(sandbox.id)) return this.keepAwake(scope, sandbox);
-      void this.driver.stop(specOf(sandbox)).then(() => this.logger.log({ msg: 'sandbox stopped (idle)', sandbox: sandbox.name }));
+      void this.driver
+        .stop(specOf(sandbox))
+        .then(() => this.logger.log({ msg: 'sandbox stopped (idle)', sandbox: sandbox.name }));
     }, this.config.sandboxes.idleSeconds * 1000);
     timer.unref();
     this.idle.set(sandbox.id, timer);
@@ -384,9 +513,18 @@ export class SandboxesService implements OnApplicationShutdown {
 
 /** The commit author for a caller: an agent session by its name, anyone else as the audit log names them. */
 export function authorOf(caller: Principal): ChangeAuthor {
-  if (caller.agentSession) return { name: caller.name, email: `session-${caller.agentSession.id}@sessions.aileron.invalid`, agentSessionId: caller.agentSession.id };
+  if (caller.agentSession)
+    return {
+      name: caller.name,
+      email: `session-${caller.agentSession.id}@sessions.aileron.invalid`,
+      agentSessionId: caller.agentSession.id,
+    };
   const who = describePrincipal(caller);
-  return { name: caller.name || who, email: `${who.replace(/[^A-Za-z0-9._-]/g, '-')}@aileron.invalid`, agentSessionId: null };
+  return {
+    name: caller.name || who,
+    email: `${who.replace(/[^A-Za-z0-9._-]/g, '-')}@aileron.invalid`,
+    agentSessionId: null,
+  };
 }
 
 class SourceTooLarge extends Error {}

@@ -5,7 +5,15 @@ import { DatabaseService } from '@aileron/database';
 import { DomainError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
 import { PolicyService } from '@aileron/policy';
-import { analyzeCommand, decideCommand, parseCodexRules, programsToResolve, ShellRulesError, ShellSyntaxError, type ShellRule } from './domain/shell-rules';
+import {
+  analyzeCommand,
+  decideCommand,
+  parseCodexRules,
+  programsToResolve,
+  ShellRulesError,
+  ShellSyntaxError,
+  type ShellRule,
+} from './domain/shell-rules';
 import { sandboxSlug } from './domain/slug';
 import type { Elicit, HeldCall, ToolCaller } from './sandbox-tools';
 import { SandboxesRepository, type SandboxRecord, type ShellRulesRecord } from './sandboxes.repository';
@@ -39,11 +47,23 @@ export class ShellRulesService {
   ) {}
 
   async get(scope: WorkspaceScope): Promise<ShellRulesRecord> {
-    return (await this.repository.shellRules(scope)) ?? { rules: [], elicitation: false, version: 0, updatedBy: null, updatedAt: new Date(0) };
+    return (
+      (await this.repository.shellRules(scope)) ?? {
+        rules: [],
+        elicitation: false,
+        version: 0,
+        updatedBy: null,
+        updatedAt: new Date(0),
+      }
+    );
   }
 
   /** Replaces the rules: given as a list, or as a Codex `.rules` file (checked as Codex checks it). */
-  async put(caller: Principal, scope: WorkspaceScope, request: { rules?: ShellRule[]; codexRules?: string; elicitation?: boolean }): Promise<ShellRulesRecord> {
+  async put(
+    caller: Principal,
+    scope: WorkspaceScope,
+    request: { rules?: ShellRule[]; codexRules?: string; elicitation?: boolean },
+  ): Promise<ShellRulesRecord> {
     let rules: ShellRule[] = request.rules ?? [];
     if (request.codexRules !== undefined) {
       try {
@@ -55,7 +75,11 @@ export class ShellRulesService {
     }
     const actor = describePrincipal(caller);
     return this.db.transaction(async (tx) => {
-      const saved = await this.repository.putShellRules(scope, { rules, elicitation: request.elicitation ?? false, updatedBy: actor }, tx);
+      const saved = await this.repository.putShellRules(
+        scope,
+        { rules, elicitation: request.elicitation ?? false, updatedBy: actor },
+        tx,
+      );
       await this.outbox.record(tx, {
         topic: 'sandbox.shell_rules_changed',
         organizationId: scope.organizationId,
@@ -67,7 +91,14 @@ export class ShellRulesService {
   }
 
   /** Null: the command runs. Otherwise what `bash` answers instead. */
-  async gate(who: ToolCaller, sandbox: SandboxRecord, command: string, workdir: string, wait: HeldCall, elicit: Elicit | undefined): Promise<ShellRefusal | null> {
+  async gate(
+    who: ToolCaller,
+    sandbox: SandboxRecord,
+    command: string,
+    workdir: string,
+    wait: HeldCall,
+    elicit: Elicit | undefined,
+  ): Promise<ShellRefusal | null> {
     const stored = await this.repository.shellRules(who.scope);
     const rules = (stored?.rules ?? []) as ShellRule[];
     if (rules.length === 0) return null;
@@ -83,16 +114,27 @@ export class ShellRulesService {
       // what cannot be read cannot be checked: a person decides, unless every rule allows anyway
       const strict = rules.some((r) => r.decision !== 'allow');
       if (!strict) return null;
-      decision = { decision: 'prompt', reason: `the command could not be analysed (${error.message}), so a person decides`, rule: null };
+      decision = {
+        decision: 'prompt',
+        reason: `the command could not be analysed (${error.message}), so a person decides`,
+        rule: null,
+      };
     }
     if (decision.decision === 'allow') return null;
     if (decision.decision === 'forbidden') return { stderr: `aileron: ${decision.reason}\n`, exitCode: 1 };
     // the workspace lets the person at the client decide, when the client can ask them and the one answering is that person
     if (stored?.elicitation && elicit && signedInPerson(who.caller)) {
-      const answer = await elicit(`Run this command in sandbox "${sandbox.name}" (${workdir})?\n\n${command}\n\n${decision.reason}`);
+      const answer = await elicit(
+        `Run this command in sandbox "${sandbox.name}" (${workdir})?\n\n${command}\n\n${decision.reason}`,
+      );
       // recorded before an accepted command runs: a decision nobody can find afterwards is no decision
       await this.recordAnswer(who, sandbox, command, workdir, decision.reason, decision.rule, answer);
-      return answer === 'accept' ? null : { stderr: `aileron: ${decision.reason}. The person at the client ${answer === 'decline' ? 'declined' : 'cancelled'}; the command did not run.\n`, exitCode: 1 };
+      return answer === 'accept'
+        ? null
+        : {
+            stderr: `aileron: ${decision.reason}. The person at the client ${answer === 'decline' ? 'declined' : 'cancelled'}; the command did not run.\n`,
+            exitCode: 1,
+          };
     }
     return this.prompt(who, sandbox, command, workdir, decision.reason, decision.rule, wait);
   }
@@ -103,7 +145,15 @@ export class ShellRulesService {
    * show arguments, the policy's `redact` paths hidden), which rule, what
    * they answered.
    */
-  private async recordAnswer(who: ToolCaller, sandbox: SandboxRecord, command: string, workdir: string, reason: string, rule: ShellRule | null, answer: Awaited<ReturnType<Elicit>>): Promise<void> {
+  private async recordAnswer(
+    who: ToolCaller,
+    sandbox: SandboxRecord,
+    command: string,
+    workdir: string,
+    reason: string,
+    rule: ShellRule | null,
+    answer: Awaited<ReturnType<Elicit>>,
+  ): Promise<void> {
     const policy = await this.policies.current(who.scope);
     const name = sandboxSlug(sandbox.name);
     await this.db.transaction((tx) =>
@@ -133,12 +183,33 @@ export class ShellRulesService {
    * held for approval does (through a database outage too, telling the
    * client it waits), then says where the request is.
    */
-  private async prompt(who: ToolCaller, sandbox: SandboxRecord, command: string, workdir: string, reason: string, rule: ShellRule | null, wait: HeldCall): Promise<ShellRefusal | null> {
+  private async prompt(
+    who: ToolCaller,
+    sandbox: SandboxRecord,
+    command: string,
+    workdir: string,
+    reason: string,
+    rule: ShellRule | null,
+    wait: HeldCall,
+  ): Promise<ShellRefusal | null> {
     const caller = who.caller;
     const requester = caller.agentSession?.creator ?? describePrincipal(caller);
     const gatewayId = requester.startsWith('gateway:') ? requester.slice('gateway:'.length) : null;
-    const exact = { server: 'sandbox', tool: 'bash', arguments: { sandbox: sandboxSlug(sandbox.name), command, workdir }, requester, session: caller.agentSession?.id ?? null };
-    const ask = () => this.approvals.requestForRule(who.scope, describePrincipal(caller), { ...exact, agentSession: caller.agentSession?.id ?? null, executionMode: 'remote' }, gatewayId, [ruleName(rule)]);
+    const exact = {
+      server: 'sandbox',
+      tool: 'bash',
+      arguments: { sandbox: sandboxSlug(sandbox.name), command, workdir },
+      requester,
+      session: caller.agentSession?.id ?? null,
+    };
+    const ask = () =>
+      this.approvals.requestForRule(
+        who.scope,
+        describePrincipal(caller),
+        { ...exact, agentSession: caller.agentSession?.id ?? null, executionMode: 'remote' },
+        gatewayId,
+        [ruleName(rule)],
+      );
     const held = await this.approvals.holdCall(who.scope, caller, { exact, gatewayId }, ask, wait);
     const { request } = held;
     switch (held.outcome) {
@@ -147,9 +218,15 @@ export class ShellRulesService {
       case 'not-usable':
         return { stderr: `aileron: approval ${request.id} was already used: ${held.reason}\n`, exitCode: 1 };
       case 'pending':
-        return { stderr: `aileron: ${reason}. Approval ${request.id} is pending at ${held.reviewUrl}; run the same command again once it is approved.\n`, exitCode: 1 };
+        return {
+          stderr: `aileron: ${reason}. Approval ${request.id} is pending at ${held.reviewUrl}; run the same command again once it is approved.\n`,
+          exitCode: 1,
+        };
       case 'refused':
-        return { stderr: `aileron: ${reason}. Approval ${request.id} was ${request.status}; the command did not run.\n`, exitCode: 1 };
+        return {
+          stderr: `aileron: ${reason}. Approval ${request.id} was ${request.status}; the command did not run.\n`,
+          exitCode: 1,
+        };
     }
   }
 }

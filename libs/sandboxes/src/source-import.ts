@@ -22,15 +22,36 @@ export const SNAPSHOT_REF = `refs/heads/${SNAPSHOT_BRANCH}`;
  * SandboxSourceError before anything of the sandbox changed (only fetched
  * objects that nothing names may stay).
  */
-export async function importSource(driver: SandboxDriver, spec: SandboxSpec, type: 'git-bundle' | 'tar.gz', file: string): Promise<void> {
+export async function importSource(
+  driver: SandboxDriver,
+  spec: SandboxSpec,
+  type: 'git-bundle' | 'tar.gz',
+  file: string,
+): Promise<void> {
   if (type === 'tar.gz') return driver.unpack(spec, createReadStream(file), { gzip: true });
   const head = await driver.withFileForGit(spec, file, async (path) => {
     const listed = await driver.git(spec, ['bundle', 'list-heads', path]);
     if (listed.code !== 0) throw invalid('not a git bundle', listed);
-    const heads = listed.stdout.toString().trim().split('\n').map((line) => line.split(' ') as [string, string]);
-    const chosen = heads.find(([, ref]) => ref === 'HEAD') ?? heads.find(([, ref]) => ref === 'refs/heads/main') ?? heads.find(([, ref]) => ref?.startsWith('refs/heads/'));
+    const heads = listed.stdout
+      .toString()
+      .trim()
+      .split('\n')
+      .map((line) => line.split(' ') as [string, string]);
+    const chosen =
+      heads.find(([, ref]) => ref === 'HEAD') ??
+      heads.find(([, ref]) => ref === 'refs/heads/main') ??
+      heads.find(([, ref]) => ref?.startsWith('refs/heads/'));
     if (!chosen) throw new SandboxSourceError('the bundle has no branch and no HEAD');
-    const fetched = await driver.git(spec, ['-c', 'protocol.file.allow=always', 'fetch', '--quiet', '--no-tags', path, '+refs/heads/*:refs/source/heads/*', ...(chosen[1] === 'HEAD' ? ['+HEAD:refs/source/HEAD'] : [])]);
+    const fetched = await driver.git(spec, [
+      '-c',
+      'protocol.file.allow=always',
+      'fetch',
+      '--quiet',
+      '--no-tags',
+      path,
+      '+refs/heads/*:refs/source/heads/*',
+      ...(chosen[1] === 'HEAD' ? ['+HEAD:refs/source/HEAD'] : []),
+    ]);
     if (fetched.code !== 0) throw invalid('the bundle could not be read', fetched);
     return { sha: chosen[0], ref: chosen[1] };
   });

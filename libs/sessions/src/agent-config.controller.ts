@@ -23,12 +23,20 @@ export class AgentConfigController {
   constructor(private readonly agentConfig: AgentConfigService) {}
 
   @Route({ ...AGENT_CONFIG, method: 'GET', ...inWorkspace('/:id/agent-config') })
-  renderIn(@Caller() caller: Principal, @Param() params: z.infer<typeof wsIdParams>, @Query() query: z.infer<typeof agentConfigQuery>): Promise<z.infer<typeof agentConfigView>> {
+  renderIn(
+    @Caller() caller: Principal,
+    @Param() params: z.infer<typeof wsIdParams>,
+    @Query() query: z.infer<typeof agentConfigQuery>,
+  ): Promise<z.infer<typeof agentConfigView>> {
     return this.agentConfig.render(caller, { id: params.id, workspace: params.ws }, query.agent, query.command);
   }
 
   @Route({ ...AGENT_CONFIG, method: 'GET', ...sessionsAlias('/:id/agent-config', AGENT_CONFIG.description) })
-  render(@Caller() caller: Principal, @Param() params: z.infer<typeof idParams>, @Query() query: z.infer<typeof agentConfigQuery>): Promise<z.infer<typeof agentConfigView>> {
+  render(
+    @Caller() caller: Principal,
+    @Param() params: z.infer<typeof idParams>,
+    @Query() query: z.infer<typeof agentConfigQuery>,
+  ): Promise<z.infer<typeof agentConfigView>> {
     return this.agentConfig.render(caller, { id: params.id }, query.agent, query.command);
   }
 }

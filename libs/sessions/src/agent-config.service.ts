@@ -18,7 +18,16 @@ export class AgentConfigService {
   async render(caller: Principal, ref: SessionRef, agent: Agent, command: string): Promise<AgentConfig> {
     const { session } = await this.sessions.get(caller, ref);
     // a config for a session whose token is already refused would only fail later, inside the sandbox
-    if (session.endedAt || session.expiresAt <= this.clock.date()) throw new ConflictError('SESSION_CLOSED', 'The session has ended; a configuration for it would only fail inside the sandbox');
-    return renderAgentConfig(agent, { url: this.config.publicUrl, sessionId: session.id, workspace: session.workspaceSlug, command });
+    if (session.endedAt || session.expiresAt <= this.clock.date())
+      throw new ConflictError(
+        'SESSION_CLOSED',
+        'The session has ended; a configuration for it would only fail inside the sandbox',
+      );
+    return renderAgentConfig(agent, {
+      url: this.config.publicUrl,
+      sessionId: session.id,
+      workspace: session.workspaceSlug,
+      command,
+    });
   }
 }

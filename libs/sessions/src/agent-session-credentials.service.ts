@@ -1,13 +1,29 @@
 import { Inject, Injectable, Logger, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import { SystemScopes } from '@aileron/auth/scope-issuer';
-import { CredentialResolvers, PrincipalCache, PrincipalResolver, Principal, roleIn, StreamAccess, type AgentSessionGrant } from '@aileron/auth';
+import {
+  CredentialResolvers,
+  PrincipalCache,
+  PrincipalResolver,
+  Principal,
+  roleIn,
+  StreamAccess,
+  type AgentSessionGrant,
+} from '@aileron/auth';
 import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
 import { Clock } from '@aileron/clock';
 import { databaseUnavailableReason } from '@aileron/database';
 import { UnauthenticatedError } from '@aileron/errors';
 import { GatewayCredentials } from '@aileron/gateway';
 import { OutboxService } from '@aileron/outbox';
-import { CAVEAT_TOKEN_PREFIX, CaveatTokenError, permitsServer, permitsTool, TOKEN_INVALID_DETAIL, TokenGrant, TokenIdentity } from './domain/caveat-token';
+import {
+  CAVEAT_TOKEN_PREFIX,
+  CaveatTokenError,
+  permitsServer,
+  permitsTool,
+  TOKEN_INVALID_DETAIL,
+  TokenGrant,
+  TokenIdentity,
+} from './domain/caveat-token';
 import { CaveatTokenVerifier } from './domain/caveat-token-verifier';
 import { AgentSessionKeys } from './agent-session-keys.service';
 import { SessionRecord, AgentSessionsRepository } from './agent-sessions.repository';
@@ -62,7 +78,10 @@ export class AgentSessionCredentials implements OnModuleInit, OnModuleDestroy {
     this.live = new SharedCache(bus, 'agent-sessions', LIVE_TTL_MS, clock);
     this.verifier = new CaveatTokenVerifier((identity) => this.keyOf(identity));
     keys.onRemoved((organizationId, keyId) => this.verifier.forgetKey(organizationId, keyId));
-    outbox.afterCommitOf((topic) => CHANGES_CREATOR.test(topic), () => this.live.invalidate(ROOT));
+    outbox.afterCommitOf(
+      (topic) => CHANGES_CREATOR.test(topic),
+      () => this.live.invalidate(ROOT),
+    );
     // roles the identity provider changed at sign-in drop the principal cache without an outbox message
     principalCache.onChange(() => void this.live.invalidate(ROOT));
     // an ended session's open streams (MCP, events) end on every replica, not at their next request
@@ -110,10 +129,14 @@ export class AgentSessionCredentials implements OnModuleInit, OnModuleDestroy {
    */
   private async keyOf(identity: TokenIdentity): Promise<Buffer | null> {
     try {
-      return (await this.keys.byId(SystemScopes.organization(identity.organizationId), identity.keyId))?.derived ?? null;
+      return (
+        (await this.keys.byId(SystemScopes.organization(identity.organizationId), identity.keyId))?.derived ?? null
+      );
     } catch (error) {
       if (databaseUnavailableReason(error)) throw error;
-      this.logger.debug(`session token refused: its key ${identity.keyId} could not be looked up (${error instanceof Error ? error.name : typeof error})`);
+      this.logger.debug(
+        `session token refused: its key ${identity.keyId} could not be looked up (${error instanceof Error ? error.name : typeof error})`,
+      );
       return null;
     }
   }
@@ -128,11 +151,16 @@ export class AgentSessionCredentials implements OnModuleInit, OnModuleDestroy {
 
   private async creatorOf(session: SessionRecord): Promise<Principal> {
     try {
-      if (session.creatorKind === 'gateway') return await this.gateways.principalById(SystemScopes.workspace(session.organizationId, { id: session.workspaceId, slug: session.workspaceSlug }), session.creatorId);
+      if (session.creatorKind === 'gateway')
+        return await this.gateways.principalById(
+          SystemScopes.workspace(session.organizationId, { id: session.workspaceId, slug: session.workspaceSlug }),
+          session.creatorId,
+        );
       return await this.principals.byReference(session.organizationId, session.creatorKind, session.creatorId);
     } catch (error) {
       // the creator's own refusal (revoked, expired, gone) ends what acts for it
-      if (error instanceof UnauthenticatedError) throw new UnauthenticatedError('The session ended: whoever started it no longer has access', 'SESSION_ENDED');
+      if (error instanceof UnauthenticatedError)
+        throw new UnauthenticatedError('The session ended: whoever started it no longer has access', 'SESSION_ENDED');
       throw error;
     }
   }
@@ -151,7 +179,11 @@ export class AgentSessionCredentials implements OnModuleInit, OnModuleDestroy {
 function sessionPrincipal(live: Live, grant: TokenGrant): Principal {
   const { session, creator } = live;
   const role = creator.gateway ? null : roleIn(creator, session.workspaceId);
-  if (!creator.gateway && !role) throw new UnauthenticatedError('The session ended: whoever started it no longer has access to its workspace', 'SESSION_ENDED');
+  if (!creator.gateway && !role)
+    throw new UnauthenticatedError(
+      'The session ended: whoever started it no longer has access to its workspace',
+      'SESSION_ENDED',
+    );
   const grantView: AgentSessionGrant = {
     id: session.id,
     workspaceId: session.workspaceId,

@@ -5,7 +5,11 @@ import { createdAtKey, legacyPageView, ListCursor, PageQuery, pageQuery, Route, 
 import { SESSION_KEY_ID } from './domain/caveat-token';
 import { AgentSessionKeys } from './agent-session-keys.service';
 
-const keyView = z.object({ key_id: z.string(), created_at: z.string(), retired_at: z.string().nullable().describe('retired keys verify tokens minted before the rotation until removed') });
+const keyView = z.object({
+  key_id: z.string(),
+  created_at: z.string(),
+  retired_at: z.string().nullable().describe('retired keys verify tokens minted before the rotation until removed'),
+});
 const keysPage = legacyPageView(keyView, 'keys');
 const keysCursor = new ListCursor('session-keys', createdAtKey);
 const keyParams = z.object({ id: z.string().regex(SESSION_KEY_ID, 'must be a session key id (sk-…)') });
@@ -27,18 +31,24 @@ export class AgentSessionKeysController {
   })
   async list(@TenantScope() scope: OrgScope, @Query() query: PageQuery): Promise<z.infer<typeof keysPage>> {
     const rows = await this.keys.list(scope, keysCursor.keyset(query));
-    const page = keysCursor.page(rows, query, (k) => ({ createdAt: k.createdAt, id: k.keyId }), (k) => ({
-      key_id: k.keyId,
-      created_at: k.createdAt.toISOString(),
-      retired_at: k.retiredAt?.toISOString() ?? null,
-    }));
+    const page = keysCursor.page(
+      rows,
+      query,
+      (k) => ({ createdAt: k.createdAt, id: k.keyId }),
+      (k) => ({
+        key_id: k.keyId,
+        created_at: k.createdAt.toISOString(),
+        retired_at: k.retiredAt?.toISOString() ?? null,
+      }),
+    );
     return withLegacyKey(page, 'keys');
   }
 
   @Route({
     method: 'POST',
     path: '/v1/session-keys/rotate',
-    summary: 'Start minting session tokens with a new root key; tokens of the old one keep verifying until it is removed',
+    summary:
+      'Start minting session tokens with a new root key; tokens of the old one keep verifying until it is removed',
     tag: 'sessions',
     permission: 'organization.manage',
     tenancy: 'organization',

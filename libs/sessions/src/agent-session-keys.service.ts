@@ -85,14 +85,19 @@ export class AgentSessionKeys implements OnModuleDestroy {
   /** Starts minting with a new key; tokens chained on the old ones keep verifying. */
   async rotate(scope: OrgScope): Promise<{ key_id: string }> {
     const keyId = newKeyId();
-    await this.repository.addRootKey(scope, { keyId, sealed: this.seal(scope.organizationId, keyId) }, this.clock.date());
+    await this.repository.addRootKey(
+      scope,
+      { keyId, sealed: this.seal(scope.organizationId, keyId) },
+      this.clock.date(),
+    );
     await this.opened.invalidate(scope.organizationId);
     return { key_id: keyId };
   }
 
   /** Removes a retired key: every token chained on it is refused from now on (each replica within its cache). */
   async remove(scope: OrgScope, keyId: string): Promise<void> {
-    if (!(await this.repository.removeRootKey(scope, keyId))) throw new NotFoundError('retired session key', keyId, 'SESSION_KEY_NOT_FOUND');
+    if (!(await this.repository.removeRootKey(scope, keyId)))
+      throw new NotFoundError('retired session key', keyId, 'SESSION_KEY_NOT_FOUND');
     await this.opened.invalidate(`${scope.organizationId}:${keyId}`);
   }
 
@@ -106,7 +111,15 @@ export class AgentSessionKeys implements OnModuleDestroy {
     for (const key of await this.repository.rootKeys(scope)) {
       if (this.root.keyIdOf(key.sealed) === this.root.currentKeyId) continue;
       const plain = this.root.unwrap(key.sealed, aad(scope.organizationId, key.keyId));
-      if (await this.repository.replaceSealed(scope, key.keyId, key.sealed, this.root.wrap(plain, aad(scope.organizationId, key.keyId)))) count++;
+      if (
+        await this.repository.replaceSealed(
+          scope,
+          key.keyId,
+          key.sealed,
+          this.root.wrap(plain, aad(scope.organizationId, key.keyId)),
+        )
+      )
+        count++;
       plain.fill(0);
     }
     return count;

@@ -36,7 +36,12 @@ const START = {
   response: startedView,
   status: 201,
 } as const;
-const LIST = { summary: "A workspace's agent sessions, newest first", tag: 'sessions', gateways: true, response: sessionsPage } as const;
+const LIST = {
+  summary: "A workspace's agent sessions, newest first",
+  tag: 'sessions',
+  gateways: true,
+  response: sessionsPage,
+} as const;
 const ONE = { summary: 'One agent session', tag: 'sessions', gateways: true, response: sessionView } as const;
 const END = {
   summary: 'End an agent session: its tokens are refused on every replica at once',
@@ -80,8 +85,18 @@ export class AgentSessionsController {
     private readonly clock: Clock,
   ) {}
 
-  @Route({ ...START, method: 'POST', ...inWorkspace('', 'session.create'), body: startInWorkspaceBody, example: { body: { name: 'fix flaky test', agent: 'claude', ttl_seconds: 3600 } } })
-  startIn(@Caller() caller: Principal, @Param() params: z.infer<typeof wsParams>, @Body() body: z.infer<typeof startInWorkspaceBody>): Promise<z.infer<typeof startedView>> {
+  @Route({
+    ...START,
+    method: 'POST',
+    ...inWorkspace('', 'session.create'),
+    body: startInWorkspaceBody,
+    example: { body: { name: 'fix flaky test', agent: 'claude', ttl_seconds: 3600 } },
+  })
+  startIn(
+    @Caller() caller: Principal,
+    @Param() params: z.infer<typeof wsParams>,
+    @Body() body: z.infer<typeof startInWorkspaceBody>,
+  ): Promise<z.infer<typeof startedView>> {
     return this.startSession(caller, { ...body, workspace: params.ws });
   }
 
@@ -92,22 +107,41 @@ export class AgentSessionsController {
     body: startSessionBody,
     example: { body: { workspace: '{ws}', name: 'fix flaky test', agent: 'claude', ttl_seconds: 3600 } },
   })
-  start(@Caller() caller: Principal, @Body() body: z.infer<typeof startSessionBody>): Promise<z.infer<typeof startedView>> {
+  start(
+    @Caller() caller: Principal,
+    @Body() body: z.infer<typeof startSessionBody>,
+  ): Promise<z.infer<typeof startedView>> {
     return this.startSession(caller, body);
   }
 
   @Route({ ...LIST, method: 'GET', ...inWorkspace(''), query: listQuery })
-  listIn(@Caller() caller: Principal, @Param() params: z.infer<typeof wsParams>, @Query() query: z.infer<typeof listQuery>): Promise<z.infer<typeof sessionsPage>> {
+  listIn(
+    @Caller() caller: Principal,
+    @Param() params: z.infer<typeof wsParams>,
+    @Query() query: z.infer<typeof listQuery>,
+  ): Promise<z.infer<typeof sessionsPage>> {
     return this.listSessions(caller, params.ws, query);
   }
 
-  @Route({ ...LIST, method: 'GET', ...sessionsAlias('', ''), query: aliasListQuery, example: { query: { workspace: '{ws}' } } })
-  list(@Caller() caller: Principal, @Query() query: z.infer<typeof aliasListQuery>): Promise<z.infer<typeof sessionsPage>> {
+  @Route({
+    ...LIST,
+    method: 'GET',
+    ...sessionsAlias('', ''),
+    query: aliasListQuery,
+    example: { query: { workspace: '{ws}' } },
+  })
+  list(
+    @Caller() caller: Principal,
+    @Query() query: z.infer<typeof aliasListQuery>,
+  ): Promise<z.infer<typeof sessionsPage>> {
     return this.listSessions(caller, query.workspace, query);
   }
 
   @Route({ ...ONE, method: 'GET', ...inWorkspace('/:id'), example: ONE_SESSION })
-  getIn(@Caller() caller: Principal, @Param() params: z.infer<typeof wsIdParams>): Promise<z.infer<typeof sessionView>> {
+  getIn(
+    @Caller() caller: Principal,
+    @Param() params: z.infer<typeof wsIdParams>,
+  ): Promise<z.infer<typeof sessionView>> {
     return this.one(caller, { id: params.id, workspace: params.ws });
   }
 
@@ -117,7 +151,10 @@ export class AgentSessionsController {
   }
 
   @Route({ ...END, method: 'DELETE', ...inWorkspace('/:id'), example: ONE_SESSION })
-  endIn(@Caller() caller: Principal, @Param() params: z.infer<typeof wsIdParams>): Promise<z.infer<typeof sessionView>> {
+  endIn(
+    @Caller() caller: Principal,
+    @Param() params: z.infer<typeof wsIdParams>,
+  ): Promise<z.infer<typeof sessionView>> {
     return this.endSession(caller, { id: params.id, workspace: params.ws });
   }
 
@@ -127,26 +164,50 @@ export class AgentSessionsController {
   }
 
   @Route({ ...POST_MESSAGE, method: 'POST', ...inWorkspace('/:id/messages'), example: MESSAGE_EXAMPLE })
-  postIn(@Caller() caller: Principal, @Param() params: z.infer<typeof wsIdParams>, @Body() body: z.infer<typeof messageBody>): Promise<z.infer<typeof messageView>> {
+  postIn(
+    @Caller() caller: Principal,
+    @Param() params: z.infer<typeof wsIdParams>,
+    @Body() body: z.infer<typeof messageBody>,
+  ): Promise<z.infer<typeof messageView>> {
     return this.postMessage(caller, { id: params.id, workspace: params.ws }, body);
   }
 
-  @Route({ ...POST_MESSAGE, method: 'POST', ...sessionsAlias('/:id/messages', POST_MESSAGE.description), example: MESSAGE_EXAMPLE })
-  post(@Caller() caller: Principal, @Param() params: z.infer<typeof idParams>, @Body() body: z.infer<typeof messageBody>): Promise<z.infer<typeof messageView>> {
+  @Route({
+    ...POST_MESSAGE,
+    method: 'POST',
+    ...sessionsAlias('/:id/messages', POST_MESSAGE.description),
+    example: MESSAGE_EXAMPLE,
+  })
+  post(
+    @Caller() caller: Principal,
+    @Param() params: z.infer<typeof idParams>,
+    @Body() body: z.infer<typeof messageBody>,
+  ): Promise<z.infer<typeof messageView>> {
     return this.postMessage(caller, { id: params.id }, body);
   }
 
   @Route({ ...MESSAGES, method: 'GET', ...inWorkspace('/:id/messages'), example: ONE_SESSION })
-  messagesIn(@Caller() caller: Principal, @Param() params: z.infer<typeof wsIdParams>, @Query() query: z.infer<typeof messagesQuery>): Promise<z.infer<typeof messagesPage>> {
+  messagesIn(
+    @Caller() caller: Principal,
+    @Param() params: z.infer<typeof wsIdParams>,
+    @Query() query: z.infer<typeof messagesQuery>,
+  ): Promise<z.infer<typeof messagesPage>> {
     return this.readMessages(caller, { id: params.id, workspace: params.ws }, query);
   }
 
   @Route({ ...MESSAGES, method: 'GET', ...sessionsAlias('/:id/messages', MESSAGES.description), example: ONE_SESSION })
-  messages(@Caller() caller: Principal, @Param() params: z.infer<typeof idParams>, @Query() query: z.infer<typeof messagesQuery>): Promise<z.infer<typeof messagesPage>> {
+  messages(
+    @Caller() caller: Principal,
+    @Param() params: z.infer<typeof idParams>,
+    @Query() query: z.infer<typeof messagesQuery>,
+  ): Promise<z.infer<typeof messagesPage>> {
     return this.readMessages(caller, { id: params.id }, query);
   }
 
-  private async startSession(caller: Principal, body: z.infer<typeof startSessionBody>): Promise<z.infer<typeof startedView>> {
+  private async startSession(
+    caller: Principal,
+    body: z.infer<typeof startSessionBody>,
+  ): Promise<z.infer<typeof startedView>> {
     const { session, token } = await this.sessions.start(caller, {
       workspace: body.workspace,
       ...(body.name !== undefined ? { name: body.name } : {}),
@@ -158,10 +219,27 @@ export class AgentSessionsController {
     return { id: session.id, caveat_token: token, expires_at: session.expiresAt.toISOString(), caps: session.caps };
   }
 
-  private async listSessions(caller: Principal, workspace: string, query: z.infer<typeof listQuery>): Promise<z.infer<typeof sessionsPage>> {
-    const rows = await this.sessions.list(caller, workspace, { live: query.live === 'true' }, sessionsCursor.keyset(query));
+  private async listSessions(
+    caller: Principal,
+    workspace: string,
+    query: z.infer<typeof listQuery>,
+  ): Promise<z.infer<typeof sessionsPage>> {
+    const rows = await this.sessions.list(
+      caller,
+      workspace,
+      { live: query.live === 'true' },
+      sessionsCursor.keyset(query),
+    );
     const now = this.clock.date();
-    return withLegacyKey(sessionsCursor.page(rows, query, (s) => s, (s) => toSessionView(s, now)), 'sessions');
+    return withLegacyKey(
+      sessionsCursor.page(
+        rows,
+        query,
+        (s) => s,
+        (s) => toSessionView(s, now),
+      ),
+      'sessions',
+    );
   }
 
   private async one(caller: Principal, ref: SessionRef): Promise<z.infer<typeof sessionView>> {
@@ -172,12 +250,23 @@ export class AgentSessionsController {
     return toSessionView(await this.sessions.end(caller, ref), this.clock.date());
   }
 
-  private async postMessage(caller: Principal, ref: SessionRef, body: z.infer<typeof messageBody>): Promise<z.infer<typeof messageView>> {
+  private async postMessage(
+    caller: Principal,
+    ref: SessionRef,
+    body: z.infer<typeof messageBody>,
+  ): Promise<z.infer<typeof messageView>> {
     return toMessageView(await this.sessions.post(caller, ref, body.text, body.level));
   }
 
-  private async readMessages(caller: Principal, ref: SessionRef, query: z.infer<typeof messagesQuery>): Promise<z.infer<typeof messagesPage>> {
+  private async readMessages(
+    caller: Principal,
+    ref: SessionRef,
+    query: z.infer<typeof messagesQuery>,
+  ): Promise<z.infer<typeof messagesPage>> {
     const rows = await this.sessions.messages(caller, ref, messagesCursor.keyset(query), query.after, query.wait);
-    return withLegacyKey(messagesCursor.page(rows, query, (m) => m, toMessageView), 'messages');
+    return withLegacyKey(
+      messagesCursor.page(rows, query, (m) => m, toMessageView),
+      'messages',
+    );
   }
 }

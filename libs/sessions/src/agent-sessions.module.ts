@@ -13,7 +13,13 @@ import { AgentSessionsService } from './agent-sessions.service';
 @Module({
   imports: [ClockModule, GatewayModule],
   controllers: [AgentSessionsController, AgentSessionKeysController, AgentConfigController],
-  providers: [AgentSessionsRepository, AgentSessionKeys, AgentSessionCredentials, AgentSessionsService, AgentConfigService],
+  providers: [
+    AgentSessionsRepository,
+    AgentSessionKeys,
+    AgentSessionCredentials,
+    AgentSessionsService,
+    AgentConfigService,
+  ],
   exports: [AgentSessionsService, AgentSessionKeys],
 })
 export class AgentSessionsModule {}

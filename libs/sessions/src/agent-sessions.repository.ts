@@ -22,7 +22,10 @@ export interface SessionRecord {
   endedBy: string | null;
 }
 
-export type NewSession = Pick<SessionRecord, 'id' | 'name' | 'agent' | 'caps' | 'caveats' | 'creatorKind' | 'creatorId' | 'keyId' | 'expiresAt'>;
+export type NewSession = Pick<
+  SessionRecord,
+  'id' | 'name' | 'agent' | 'caps' | 'caveats' | 'creatorKind' | 'creatorId' | 'keyId' | 'expiresAt'
+>;
 
 export interface MessageRecord {
   id: string;
@@ -50,24 +53,43 @@ function toRecord(row: Row): SessionRecord {
 }
 
 function toMessage(row: Prisma.AgentSessionMessageGetPayload<object>): MessageRecord {
-  return { id: row.id, sessionId: row.sessionId, direction: row.direction as MessageRecord['direction'], text: row.text, level: row.level, author: row.author, createdAt: row.createdAt };
+  return {
+    id: row.id,
+    sessionId: row.sessionId,
+    direction: row.direction as MessageRecord['direction'],
+    text: row.text,
+    level: row.level,
+    author: row.author,
+    createdAt: row.createdAt,
+  };
 }
 
 /** Agent sessions, their messages and the organisations' session root keys. */
 @Injectable()
 export class AgentSessionsRepository extends Repository {
   async create(scope: WorkspaceScope, data: NewSession, tx: Transaction): Promise<SessionRecord> {
-    const row = await tx.agentSession.create({ data: { ...data, organizationId: scope.organizationId, workspaceId: scope.workspaceId }, include });
+    const row = await tx.agentSession.create({
+      data: { ...data, organizationId: scope.organizationId, workspaceId: scope.workspaceId },
+      include,
+    });
     return toRecord(row);
   }
 
   async get(scope: OrgScope, id: string, tx?: Transaction): Promise<SessionRecord | null> {
-    const row = await this.use(tx).agentSession.findFirst({ where: { organizationId: scope.organizationId, id }, include });
+    const row = await this.use(tx).agentSession.findFirst({
+      where: { organizationId: scope.organizationId, id },
+      include,
+    });
     return row ? toRecord(row) : null;
   }
 
   /** Newest first, the id breaking ties. */
-  async list(scope: WorkspaceScope, filter: { live: boolean; creator?: string }, page: Keyset<{ createdAt: Date; id: string }>, now: Date): Promise<SessionRecord[]> {
+  async list(
+    scope: WorkspaceScope,
+    filter: { live: boolean; creator?: string },
+    page: Keyset<{ createdAt: Date; id: string }>,
+    now: Date,
+  ): Promise<SessionRecord[]> {
     const [creatorKind, creatorId] = filter.creator?.split(':', 2) ?? [];
     const rows = await this.client.agentSession.findMany({
       where: {
@@ -75,7 +97,11 @@ export class AgentSessionsRepository extends Repository {
         workspaceId: scope.workspaceId,
         ...(filter.live ? { endedAt: null, expiresAt: { gt: now } } : {}),
         ...(creatorKind && creatorId ? { creatorKind, creatorId } : {}),
-        ...keysetAfter<Prisma.AgentSessionWhereInput>(['createdAt', 'id'], 'desc', page.after && [page.after.createdAt, page.after.id]),
+        ...keysetAfter<Prisma.AgentSessionWhereInput>(
+          ['createdAt', 'id'],
+          'desc',
+          page.after && [page.after.createdAt, page.after.id],
+        ),
       },
       include,
       orderBy: keysetOrder<Prisma.AgentSessionOrderByWithRelationInput>(['createdAt', 'id'], 'desc'),
@@ -86,23 +112,42 @@ export class AgentSessionsRepository extends Repository {
 
   /** Ends a live session; false when it had already ended. */
   async end(tx: Transaction, scope: OrgScope, id: string, endedBy: string, at: Date): Promise<boolean> {
-    const { count } = await tx.agentSession.updateMany({ where: { organizationId: scope.organizationId, id, endedAt: null }, data: { endedAt: at, endedBy } });
+    const { count } = await tx.agentSession.updateMany({
+      where: { organizationId: scope.organizationId, id, endedAt: null },
+      data: { endedAt: at, endedBy },
+    });
     return count === 1;
   }
 
-  async addMessage(tx: Transaction, scope: OrgScope, message: Omit<MessageRecord, 'id' | 'createdAt'>): Promise<MessageRecord> {
-    return toMessage(await tx.agentSessionMessage.create({ data: { ...message, organizationId: scope.organizationId } }));
+  async addMessage(
+    tx: Transaction,
+    scope: OrgScope,
+    message: Omit<MessageRecord, 'id' | 'createdAt'>,
+  ): Promise<MessageRecord> {
+    return toMessage(
+      await tx.agentSessionMessage.create({ data: { ...message, organizationId: scope.organizationId } }),
+    );
   }
 
   /** Messages (of one direction, or both when null), oldest first, after `after` (all when null). */
-  async messages(scope: OrgScope, sessionId: string, direction: MessageRecord['direction'] | null, after: Pick<MessageRecord, 'id' | 'createdAt'> | null, limit: number): Promise<MessageRecord[]> {
+  async messages(
+    scope: OrgScope,
+    sessionId: string,
+    direction: MessageRecord['direction'] | null,
+    after: Pick<MessageRecord, 'id' | 'createdAt'> | null,
+    limit: number,
+  ): Promise<MessageRecord[]> {
     // (created_at, id) is the order, so two messages of the same millisecond are neither skipped nor repeated
     const rows = await this.client.agentSessionMessage.findMany({
       where: {
         organizationId: scope.organizationId,
         sessionId,
         ...(direction ? { direction } : {}),
-        ...keysetAfter<Prisma.AgentSessionMessageWhereInput>(['createdAt', 'id'], 'asc', after ? [after.createdAt, after.id] : undefined),
+        ...keysetAfter<Prisma.AgentSessionMessageWhereInput>(
+          ['createdAt', 'id'],
+          'asc',
+          after ? [after.createdAt, after.id] : undefined,
+        ),
       },
       orderBy: keysetOrder<Prisma.AgentSessionMessageOrderByWithRelationInput>(['createdAt', 'id'], 'asc'),
       take: limit,
@@ -111,14 +156,23 @@ export class AgentSessionsRepository extends Repository {
   }
 
   async message(scope: OrgScope, id: string): Promise<MessageRecord | null> {
-    const row = await this.client.agentSessionMessage.findFirst({ where: { organizationId: scope.organizationId, id } });
+    const row = await this.client.agentSessionMessage.findFirst({
+      where: { organizationId: scope.organizationId, id },
+    });
     return row ? toMessage(row) : null;
   }
 
   /** Newest first (the key id breaking ties); every key, or a page of them when `page` is given. */
   async rootKeys(scope: OrgScope, page?: Keyset<{ createdAt: Date; id: string }>): Promise<RootKeyRecord[]> {
     return this.client.agentSessionRootKey.findMany({
-      where: { organizationId: scope.organizationId, ...keysetAfter<Prisma.AgentSessionRootKeyWhereInput>(['createdAt', 'keyId'], 'desc', page?.after && [page.after.createdAt, page.after.id]) },
+      where: {
+        organizationId: scope.organizationId,
+        ...keysetAfter<Prisma.AgentSessionRootKeyWhereInput>(
+          ['createdAt', 'keyId'],
+          'desc',
+          page?.after && [page.after.createdAt, page.after.id],
+        ),
+      },
       select: { keyId: true, sealed: true, createdAt: true, retiredAt: true },
       orderBy: keysetOrder<Prisma.AgentSessionRootKeyOrderByWithRelationInput>(['createdAt', 'keyId'], 'desc'),
       ...(page ? { take: page.take } : {}),
@@ -128,7 +182,10 @@ export class AgentSessionsRepository extends Repository {
   /** Adds a key, retiring the ones before it (they still verify until removed). */
   async addRootKey(scope: OrgScope, key: { keyId: string; sealed: string }, now: Date): Promise<void> {
     await this.db.transaction(async (tx) => {
-      await tx.agentSessionRootKey.updateMany({ where: { organizationId: scope.organizationId, retiredAt: null }, data: { retiredAt: now } });
+      await tx.agentSessionRootKey.updateMany({
+        where: { organizationId: scope.organizationId, retiredAt: null },
+        data: { retiredAt: now },
+      });
       await tx.agentSessionRootKey.create({ data: { organizationId: scope.organizationId, ...key } });
     });
   }
@@ -141,12 +198,17 @@ export class AgentSessionsRepository extends Repository {
   }
 
   async removeRootKey(scope: OrgScope, keyId: string): Promise<boolean> {
-    const { count } = await this.client.agentSessionRootKey.deleteMany({ where: { organizationId: scope.organizationId, keyId, retiredAt: { not: null } } });
+    const { count } = await this.client.agentSessionRootKey.deleteMany({
+      where: { organizationId: scope.organizationId, keyId, retiredAt: { not: null } },
+    });
     return count === 1;
   }
 
   async replaceSealed(scope: OrgScope, keyId: string, from: string, to: string): Promise<boolean> {
-    const { count } = await this.client.agentSessionRootKey.updateMany({ where: { organizationId: scope.organizationId, keyId, sealed: from }, data: { sealed: to } });
+    const { count } = await this.client.agentSessionRootKey.updateMany({
+      where: { organizationId: scope.organizationId, keyId, sealed: from },
+      data: { sealed: to },
+    });
     return count === 1;
   }
 }

@@ -9,20 +9,41 @@ export const idParams = z.object({ id: z.uuid() });
 export const wsParams = z.object({ ws: slug });
 export const wsIdParams = z.object({ ws: slug, id: z.uuid() });
 const name = z.string().regex(CAVEAT_NAME, 'must be a server name (letters, digits, ".", "_", "-")');
-const sandboxName = z.string().regex(SANDBOX_CAVEAT_NAME, 'must be a sandbox\'s name as the API shows it: lower case letters, digits and "-", at most 63 (e.g. "fix-the-bug" for a sandbox made as "Fix the bug")');
+const sandboxName = z
+  .string()
+  .regex(
+    SANDBOX_CAVEAT_NAME,
+    'must be a sandbox\'s name as the API shows it: lower case letters, digits and "-", at most 63 (e.g. "fix-the-bug" for a sandbox made as "Fix the bug")',
+  );
 const capability = z.enum(SESSION_CAPABILITIES, { message: `must be one of ${SESSION_CAPABILITIES.join(', ')}` });
 
 /** What a session is started with; the workspace is the path's (`/v1/workspaces/{ws}/sessions`). */
 export const startInWorkspaceBody = z
   .object({
     name: z.string().trim().min(1).max(100).optional(),
-    agent: z.string().trim().min(1).max(64).optional().describe('which agent runs in it (claude, codex, opencode, goose, …), for people reading the list'),
+    agent: z
+      .string()
+      .trim()
+      .min(1)
+      .max(64)
+      .optional()
+      .describe('which agent runs in it (claude, codex, opencode, goose, …), for people reading the list'),
     ttl_seconds: z.number().int().min(60).max(MAX_TTL_SECONDS).optional().describe('default 8 hours, at most 7 days'),
-    caps: z.array(capability).min(1).max(SESSION_CAPABILITIES.length).optional().describe(`a subset of ${SESSION_CAPABILITIES.join(', ')} (the default: all but sandbox:use)`),
+    caps: z
+      .array(capability)
+      .min(1)
+      .max(SESSION_CAPABILITIES.length)
+      .optional()
+      .describe(`a subset of ${SESSION_CAPABILITIES.join(', ')} (the default: all but sandbox:use)`),
     caveats: z
       .object({
         servers: z.array(name).min(1).max(MAX_LIST).optional().describe('only these servers of the workspace'),
-        tools: z.array(z.string().regex(CAVEAT_GLOB, 'must be a tool glob (letters, digits, "_", ".", "-", "*", "?")')).min(1).max(MAX_LIST).optional().describe('only tools (`server__tool`) matching one of these globs'),
+        tools: z
+          .array(z.string().regex(CAVEAT_GLOB, 'must be a tool glob (letters, digits, "_", ".", "-", "*", "?")'))
+          .min(1)
+          .max(MAX_LIST)
+          .optional()
+          .describe('only tools (`server__tool`) matching one of these globs'),
         sandbox: sandboxName.optional().describe('only this sandbox (its name as the API shows it)'),
       })
       .strict()
@@ -31,10 +52,14 @@ export const startInWorkspaceBody = z
   .strict();
 
 /** The alias `POST /v1/sessions` names the workspace in the body. */
-export const startSessionBody = startInWorkspaceBody.extend({ workspace: slug.describe('the workspace the session acts in') }).strict();
+export const startSessionBody = startInWorkspaceBody
+  .extend({ workspace: slug.describe('the workspace the session acts in') })
+  .strict();
 
 export const listQuery = pageQuery()
-  .extend({ live: z.enum(['true', 'false']).default('true').describe('only sessions that have neither ended nor expired') })
+  .extend({
+    live: z.enum(['true', 'false']).default('true').describe('only sessions that have neither ended nor expired'),
+  })
   .strict();
 
 /** The alias `GET /v1/sessions` names the workspace in the query. */
@@ -65,14 +90,28 @@ export const startedView = z.object({
 export const messageBody = z
   .object({
     text: z.string().min(1).max(8_000),
-    level: z.enum(['info', 'warning', 'question']).default('info').describe("the agent's: how urgently it needs its people"),
+    level: z
+      .enum(['info', 'warning', 'question'])
+      .default('info')
+      .describe("the agent's: how urgently it needs its people"),
   })
   .strict();
 
 export const messagesQuery = pageQuery()
   .extend({
-    after: z.uuid().optional().describe('the id of the last message the caller has: only messages after it (the long-poll\'s form; `cursor` wins when both are given)'),
-    wait: z.coerce.number().int().min(0).max(120).default(0).describe('long-poll: an empty page waits until a message arrives, or this many seconds'),
+    after: z
+      .uuid()
+      .optional()
+      .describe(
+        "the id of the last message the caller has: only messages after it (the long-poll's form; `cursor` wins when both are given)",
+      ),
+    wait: z.coerce
+      .number()
+      .int()
+      .min(0)
+      .max(120)
+      .default(0)
+      .describe('long-poll: an empty page waits until a message arrives, or this many seconds'),
   })
   .strict();
 
@@ -106,5 +145,12 @@ export function toSessionView(session: SessionRecord, now: Date): z.infer<typeof
 }
 
 export function toMessageView(message: MessageRecord): z.infer<typeof messageView> {
-  return { id: message.id, direction: message.direction, text: message.text, level: message.level, author: message.author, created_at: message.createdAt.toISOString() };
+  return {
+    id: message.id,
+    direction: message.direction,
+    text: message.text,
+    level: message.level,
+    author: message.author,
+    created_at: message.createdAt.toISOString(),
+  };
 }

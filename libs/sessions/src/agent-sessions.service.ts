@@ -94,31 +94,59 @@ export class AgentSessionsService implements OnApplicationShutdown {
     const key = await this.keys.current(scope);
     const id = randomUUID();
     const expiresAt = new Date(Math.floor(this.clock.now() / 1000 + ttl) * 1000);
-    const token = mintCaveatToken(key.derived, { organizationId: scope.organizationId, keyId: key.keyId, sessionId: id }, [
-      { kind: 'session', id },
-      { kind: 'workspace', id: scope.workspaceId },
-      { kind: 'caps', caps },
-      { kind: 'expires', at: expiresAt.getTime() / 1000 },
-      ...extra,
-    ]);
+    const token = mintCaveatToken(
+      key.derived,
+      { organizationId: scope.organizationId, keyId: key.keyId, sessionId: id },
+      [
+        { kind: 'session', id },
+        { kind: 'workspace', id: scope.workspaceId },
+        { kind: 'caps', caps },
+        { kind: 'expires', at: expiresAt.getTime() / 1000 },
+        ...extra,
+      ],
+    );
     const session = await this.db.transaction(async (tx) => {
       const created = await this.repository.create(
         scope,
-        { id, name: request.name ?? null, agent: request.agent ?? null, caps, caveats: extra.map(caveatText), creatorKind: creator.kind, creatorId: creator.id, keyId: key.keyId, expiresAt },
+        {
+          id,
+          name: request.name ?? null,
+          agent: request.agent ?? null,
+          caps,
+          caveats: extra.map(caveatText),
+          creatorKind: creator.kind,
+          creatorId: creator.id,
+          keyId: key.keyId,
+          expiresAt,
+        },
         tx,
       );
       await this.outbox.record(tx, {
         topic: 'session.started',
         organizationId: scope.organizationId,
         workspaceId: scope.workspaceId,
-        payload: { workspace: scope.workspaceSlug, session: id, name: created.name, agent: created.agent, caps, caveats: created.caveats, expires_at: expiresAt.toISOString(), actor: describePrincipal(caller) },
+        payload: {
+          workspace: scope.workspaceSlug,
+          session: id,
+          name: created.name,
+          agent: created.agent,
+          caps,
+          caveats: created.caveats,
+          expires_at: expiresAt.toISOString(),
+          actor: describePrincipal(caller),
+        },
       });
       return created;
     });
     return { session, token };
   }
 
-  async list(caller: Principal, workspace: string, filter: { live: boolean }, page: Keyset<{ createdAt: Date; id: string }>): Promise<SessionRecord[]> {
+  async list(
+    caller: Principal,
+    workspace: string,
+    filter: { live: boolean },
+    page: Keyset<{ createdAt: Date; id: string }>,
+  ): Promise<SessionRecord[]> {
     const scope = await this.access.workspace(caller, workspace, 'session.read');
     // a gateway sees the sessions it started, nothing of the people's
     const creator = caller.gateway ? `gateway:${caller.id}` : undefined;
@@ -126,17 +154,26 @@ export class AgentSessionsService implements OnApplicationShutdown {
   }
 
   /** One session as the caller may see it; anything else is a 404. */
-  async get(caller: Principal, ref: SessionRef, permission: 'session.read' | 'session.message' = 'session.read'): Promise<{ session: SessionRecord; scope: WorkspaceScope }> {
+  async get(
+    caller: Principal,
+    ref: SessionRef,
+    permission: 'session.read' | 'session.message' = 'session.read',
+  ): Promise<{ session: SessionRecord; scope: WorkspaceScope }> {
     const { id } = ref;
     const session = await this.repository.get(SystemScopes.organization(caller.organizationId), id);
-    if (!session || (ref.workspace !== undefined && session.workspaceSlug !== ref.workspace)) throw new NotFoundError('session', id, 'SESSION_NOT_FOUND');
+    if (!session || (ref.workspace !== undefined && session.workspaceSlug !== ref.workspace))
+      throw new NotFoundError('session', id, 'SESSION_NOT_FOUND');
     if (caller.agentSession) {
       // a session sees itself only
       if (caller.agentSession.id !== id) throw new NotFoundError('session', id, 'SESSION_NOT_FOUND');
     } else if (caller.gateway && !(session.creatorKind === 'gateway' && session.creatorId === caller.id)) {
       throw new NotFoundError('session', id, 'SESSION_NOT_FOUND');
     }
-    const scope = await this.access.workspaceById(caller, session.workspaceId, permission, { kind: 'session', id, code: 'SESSION_NOT_FOUND' });
+    const scope = await this.access.workspaceById(caller, session.workspaceId, permission, {
+      kind: 'session',
+      id,
+      code: 'SESSION_NOT_FOUND',
+    });
     return { session, scope };
   }
 
@@ -144,8 +181,14 @@ export class AgentSessionsService implements OnApplicationShutdown {
   async end(caller: Principal, ref: SessionRef): Promise<SessionRecord> {
     const { session, scope } = await this.get(caller, ref);
     const { id } = session;
-    const own = `${session.creatorKind}:${session.creatorId}` === describePrincipal(caller).replace(/^api_token:/, 'token:');
-    if (!own && !caller.gateway) await this.access.workspaceById(caller, session.workspaceId, 'session.end', { kind: 'session', id, code: 'SESSION_NOT_FOUND' });
+    const own =
+      `${session.creatorKind}:${session.creatorId}` === describePrincipal(caller).replace(/^api_token:/, 'token:');
+    if (!own && !caller.gateway)
+      await this.access.workspaceById(caller, session.workspaceId, 'session.end', {
+        kind: 'session',
+        id,
+        code: 'SESSION_NOT_FOUND',
+      });
     const now = this.clock.date();
     const ended = await this.db.transaction(async (tx) => {
       if (!(await this.repository.end(tx, scope, id, describePrincipal(caller), now))) return false;
@@ -153,7 +196,13 @@ export class AgentSessionsService implements OnApplicationShutdown {
         topic: 'session.ended',
         organizationId: scope.organizationId,
         workspaceId: scope.workspaceId,
-        payload: { workspace: scope.workspaceSlug, session: id, name: session.name, reason: 'ended', actor: describePrincipal(caller) },
+        payload: {
+          workspace: scope.workspaceSlug,
+          session: id,
+          name: session.name,
+          reason: 'ended',
+          actor: describePrincipal(caller),
+        },
       });
       return true;
     });
@@ -182,7 +231,13 @@ export class AgentSessionsService implements OnApplicationShutdown {
    * caller has; the long-poll's form). With `waitSeconds`, an empty page waits
    * until a message arrives (on any replica) or the time is up.
    */
-  async messages(caller: Principal, ref: SessionRef, page: Keyset<MessageKey>, afterMessage: string | undefined, waitSeconds: number): Promise<MessageRecord[]> {
+  async messages(
+    caller: Principal,
+    ref: SessionRef,
+    page: Keyset<MessageKey>,
+    afterMessage: string | undefined,
+    waitSeconds: number,
+  ): Promise<MessageRecord[]> {
     const { session, scope } = await this.get(caller, ref);
     const { id } = session;
     const direction = caller.agentSession ? 'people' : null;
@@ -200,15 +255,28 @@ export class AgentSessionsService implements OnApplicationShutdown {
     }
   }
 
-  private async write(scope: WorkspaceScope, session: SessionRecord, message: Omit<MessageRecord, 'id' | 'createdAt' | 'sessionId'>): Promise<MessageRecord> {
-    if (session.endedAt || session.expiresAt <= this.clock.date()) throw new ConflictError('SESSION_CLOSED', 'The session has ended; its channel takes no more messages');
+  private async write(
+    scope: WorkspaceScope,
+    session: SessionRecord,
+    message: Omit<MessageRecord, 'id' | 'createdAt' | 'sessionId'>,
+  ): Promise<MessageRecord> {
+    if (session.endedAt || session.expiresAt <= this.clock.date())
+      throw new ConflictError('SESSION_CLOSED', 'The session has ended; its channel takes no more messages');
     const written = await this.db.transaction(async (tx) => {
       const record = await this.repository.addMessage(tx, scope, { ...message, sessionId: session.id });
       await this.outbox.record(tx, {
         topic: 'session.message',
         organizationId: scope.organizationId,
         workspaceId: scope.workspaceId,
-        payload: { workspace: scope.workspaceSlug, session: session.id, message_id: record.id, direction: record.direction, text: record.text, level: record.level, author: record.author },
+        payload: {
+          workspace: scope.workspaceSlug,
+          session: session.id,
+          message_id: record.id,
+          direction: record.direction,
+          text: record.text,
+          level: record.level,
+          author: record.author,
+        },
       });
       return record;
     });

@@ -16,7 +16,6 @@ export interface BootstrapResult {
   reissued: boolean;
 }
 
-
 /**
  * First start: the tenant, workspace and owner token a single developer needs,
  * with no setup. Idempotent across restarts: the organisation is the marker,
@@ -41,11 +40,15 @@ export class BootstrapService {
     const tokenPath = join(dataDir, ADMIN_TOKEN_FILE);
     const existing = await this.repository.findOrganizationBySlug(BOOTSTRAP, 'default');
     if (!existing) {
-      const { token } = await this.tenancy.createOrganization({ slug: 'default', name: 'Default' }, 'system:bootstrap', {
-        platformOperator: true,
-        // one developer on one machine is never blocked by a policy nobody wrote
-        defaultWorkspace: { policyDefault: 'allow' },
-      });
+      const { token } = await this.tenancy.createOrganization(
+        { slug: 'default', name: 'Default' },
+        'system:bootstrap',
+        {
+          platformOperator: true,
+          // one developer on one machine is never blocked by a policy nobody wrote
+          defaultWorkspace: { policyDefault: 'allow' },
+        },
+      );
       writeSecretFile(tokenPath, token);
       return { created: true, tokenPath, reissued: true };
     }
@@ -57,7 +60,14 @@ export class BootstrapService {
     const { token } = await this.db.transaction((tx) =>
       this.tokens.mint(
         SystemScopes.organization(existing.id),
-        { name: 'owner (re-issued)', role: 'owner', workspaceId: null, expiresAt: null, createdBy: 'system:bootstrap', platformOperator: true },
+        {
+          name: 'owner (re-issued)',
+          role: 'owner',
+          workspaceId: null,
+          expiresAt: null,
+          createdBy: 'system:bootstrap',
+          platformOperator: true,
+        },
         tx,
       ),
     );
@@ -68,9 +78,15 @@ export class BootstrapService {
   /** Server mode's first organisation, made once by `aileron-cp bootstrap`. */
   async bootstrapServer(slug: string, name: string): Promise<{ organization: string; token: string }> {
     if ((await this.repository.countOrganizations(BOOTSTRAP)) > 0) {
-      throw new ConflictError('ALREADY_BOOTSTRAPPED', 'This installation already has an organisation; create more with POST /v1/organizations');
+      throw new ConflictError(
+        'ALREADY_BOOTSTRAPPED',
+        'This installation already has an organisation; create more with POST /v1/organizations',
+      );
     }
-    const created = await this.tenancy.createOrganization({ slug, name }, 'system:bootstrap', { platformOperator: true, defaultWorkspace: { policyDefault: 'deny' } });
+    const created = await this.tenancy.createOrganization({ slug, name }, 'system:bootstrap', {
+      platformOperator: true,
+      defaultWorkspace: { policyDefault: 'deny' },
+    });
     return { organization: created.organization.slug, token: created.token };
   }
 }

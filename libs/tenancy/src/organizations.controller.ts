@@ -31,9 +31,15 @@ export class OrganizationsController {
     status: 201,
     example: { body: { slug: 'acme', name: 'Acme Inc.' } },
   })
-  async create(@Caller() caller: Principal, @Body() body: CreateOrganizationBody): Promise<z.infer<typeof createdOrganization>> {
+  async create(
+    @Caller() caller: Principal,
+    @Body() body: CreateOrganizationBody,
+  ): Promise<z.infer<typeof createdOrganization>> {
     const created = await this.tenancy.createOrganization(body, describePrincipal(caller));
-    return { organization: toOrganizationView(created.organization), owner_token: { id: created.tokenId, token: created.token } };
+    return {
+      organization: toOrganizationView(created.organization),
+      owner_token: { id: created.tokenId, token: created.token },
+    };
   }
 
   @Route({
@@ -76,7 +82,12 @@ export class OrganizationsController {
     body: identityProviderBody,
     response: identityProviderView,
     example: {
-      body: { issuer: 'https://login.example.com/', jwks_url: 'https://login.example.com/.well-known/jwks.json', claims: { role: 'groups' }, role_mapping: { 'sec-team': 'admin' } },
+      body: {
+        issuer: 'https://login.example.com/',
+        jwks_url: 'https://login.example.com/.well-known/jwks.json',
+        claims: { role: 'groups' },
+        role_mapping: { 'sec-team': 'admin' },
+      },
     },
   })
   async putIdentityProvider(

@@ -2,7 +2,17 @@ import { Body, Controller, Param, Query } from '@nestjs/common';
 import { z } from 'zod';
 import { Caller, OrgScope, Principal, Role, TenantScope, WorkspaceScope } from '@aileron/auth';
 import { createdAtKey, legacyPageView, ListCursor, PageQuery, pageQuery, Route, withLegacyKey } from '@aileron/http';
-import { createUserBody, CreateUserBody, memberParams, memberView, putMemberBody, updateUserBody, userParams, userView, wsParams } from './tenancy.schemas';
+import {
+  createUserBody,
+  CreateUserBody,
+  memberParams,
+  memberView,
+  putMemberBody,
+  updateUserBody,
+  userParams,
+  userView,
+  wsParams,
+} from './tenancy.schemas';
 import { TenancyService } from './tenancy.service';
 import { toMemberView, toUserView } from './views';
 
@@ -27,14 +37,18 @@ export class PeopleController {
   })
   async users(@TenantScope() scope: OrgScope, @Query() query: PageQuery): Promise<z.infer<typeof usersPage>> {
     const rows = await this.tenancy.listUsers(scope, usersCursor.keyset(query));
-    return withLegacyKey(usersCursor.page(rows, query, (u) => u, toUserView), 'users');
+    return withLegacyKey(
+      usersCursor.page(rows, query, (u) => u, toUserView),
+      'users',
+    );
   }
 
   @Route({
     method: 'POST',
     path: '/v1/users',
     summary: 'Add a user before their first sign-in',
-    description: 'The first identity-provider sign-in with the same e-mail links to this user and keeps its role and memberships.',
+    description:
+      'The first identity-provider sign-in with the same e-mail links to this user and keeps its role and memberships.',
     tag: 'people',
     permission: 'user.write',
     tenancy: 'organization',
@@ -43,7 +57,11 @@ export class PeopleController {
     status: 201,
     example: { body: { email: 'dev@example.com', role: 'member' } },
   })
-  async createUser(@Caller() caller: Principal, @TenantScope() scope: OrgScope, @Body() body: CreateUserBody): Promise<z.infer<typeof userView>> {
+  async createUser(
+    @Caller() caller: Principal,
+    @TenantScope() scope: OrgScope,
+    @Body() body: CreateUserBody,
+  ): Promise<z.infer<typeof userView>> {
     return toUserView(await this.tenancy.createUser(caller, scope, body));
   }
 
@@ -81,7 +99,10 @@ export class PeopleController {
   })
   async members(@TenantScope() scope: WorkspaceScope, @Query() query: PageQuery): Promise<z.infer<typeof membersPage>> {
     const rows = await this.tenancy.listMembers(scope, membersCursor.keyset(query));
-    return withLegacyKey(membersCursor.page(rows, query, (m) => ({ createdAt: m.createdAt, id: m.userId }), toMemberView), 'members');
+    return withLegacyKey(
+      membersCursor.page(rows, query, (m) => ({ createdAt: m.createdAt, id: m.userId }), toMemberView),
+      'members',
+    );
   }
 
   @Route({
@@ -116,7 +137,11 @@ export class PeopleController {
     status: 204,
     example: { params: { user_id: '{user}' } },
   })
-  async removeMember(@Caller() caller: Principal, @TenantScope() scope: WorkspaceScope, @Param('user_id') userId: string): Promise<void> {
+  async removeMember(
+    @Caller() caller: Principal,
+    @TenantScope() scope: WorkspaceScope,
+    @Param('user_id') userId: string,
+  ): Promise<void> {
     await this.tenancy.removeMember(caller, scope, userId);
   }
 }

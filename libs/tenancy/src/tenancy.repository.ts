@@ -58,18 +58,33 @@ export interface IdentityProviderData {
 }
 
 const workspaceSelect = { id: true, slug: true, name: true, policyDefault: true, createdAt: true } as const;
-const userSelect = { id: true, email: true, name: true, subject: true, role: true, createdAt: true, lastLoginAt: true } as const;
+const userSelect = {
+  id: true,
+  email: true,
+  name: true,
+  subject: true,
+  role: true,
+  createdAt: true,
+  lastLoginAt: true,
+} as const;
 
 /** Organisations, workspaces, users and memberships. */
 @Injectable()
 export class TenancyRepository extends Repository {
   /** Platform-level: an organisation is the scope itself, so none is taken. */
-  async createOrganization(_system: SystemScope, data: { slug: string; name: string }, tx: Transaction): Promise<OrganizationRecord> {
+  async createOrganization(
+    _system: SystemScope,
+    data: { slug: string; name: string },
+    tx: Transaction,
+  ): Promise<OrganizationRecord> {
     return tx.organization.create({ data, select: { id: true, slug: true, name: true, createdAt: true } });
   }
 
   async findOrganizationBySlug(_system: SystemScope, slug: string): Promise<OrganizationRecord | null> {
-    return this.client.organization.findUnique({ where: { slug }, select: { id: true, slug: true, name: true, createdAt: true } });
+    return this.client.organization.findUnique({
+      where: { slug },
+      select: { id: true, slug: true, name: true, createdAt: true },
+    });
   }
 
   async countOrganizations(_system: SystemScope): Promise<number> {
@@ -102,7 +117,11 @@ export class TenancyRepository extends Repository {
     return count > 0;
   }
 
-  async createWorkspace(scope: OrgScope, data: { slug: string; name: string; policyDefault?: PolicyDefault }, tx: Transaction): Promise<WorkspaceRecord> {
+  async createWorkspace(
+    scope: OrgScope,
+    data: { slug: string; name: string; policyDefault?: PolicyDefault },
+    tx: Transaction,
+  ): Promise<WorkspaceRecord> {
     return tx.workspace.create({ data: { organizationId: scope.organizationId, ...data }, select: workspaceSelect });
   }
 
@@ -112,7 +131,11 @@ export class TenancyRepository extends Repository {
       where: {
         organizationId: scope.organizationId,
         ...(filter.ids ? { id: { in: filter.ids } } : {}),
-        ...keysetAfter<Prisma.WorkspaceWhereInput>(['slug'], 'asc', page.after === undefined ? undefined : [page.after]),
+        ...keysetAfter<Prisma.WorkspaceWhereInput>(
+          ['slug'],
+          'asc',
+          page.after === undefined ? undefined : [page.after],
+        ),
       },
       select: workspaceSelect,
       orderBy: { slug: 'asc' },
@@ -121,7 +144,10 @@ export class TenancyRepository extends Repository {
   }
 
   async findWorkspaceBySlug(scope: OrgScope, slug: string): Promise<WorkspaceRecord | null> {
-    return this.client.workspace.findUnique({ where: { organizationId_slug: { organizationId: scope.organizationId, slug } }, select: workspaceSelect });
+    return this.client.workspace.findUnique({
+      where: { organizationId_slug: { organizationId: scope.organizationId, slug } },
+      select: workspaceSelect,
+    });
   }
 
   async getWorkspace(scope: WorkspaceScope): Promise<WorkspaceRecord> {
@@ -142,7 +168,14 @@ export class TenancyRepository extends Repository {
   /** Oldest first, the id breaking ties. */
   async listUsers(scope: OrgScope, page: Keyset<{ createdAt: Date; id: string }>): Promise<UserRecord[]> {
     return this.client.user.findMany({
-      where: { organizationId: scope.organizationId, ...keysetAfter<Prisma.UserWhereInput>(['createdAt', 'id'], 'asc', page.after && [page.after.createdAt, page.after.id]) },
+      where: {
+        organizationId: scope.organizationId,
+        ...keysetAfter<Prisma.UserWhereInput>(
+          ['createdAt', 'id'],
+          'asc',
+          page.after && [page.after.createdAt, page.after.id],
+        ),
+      },
       select: userSelect,
       orderBy: keysetOrder<Prisma.UserOrderByWithRelationInput>(['createdAt', 'id'], 'asc'),
       take: page.take,
@@ -150,15 +183,26 @@ export class TenancyRepository extends Repository {
   }
 
   async findUser(scope: OrgScope, id: string): Promise<UserRecord | null> {
-    return this.client.user.findUnique({ where: { organizationId_id: { organizationId: scope.organizationId, id } }, select: userSelect });
+    return this.client.user.findUnique({
+      where: { organizationId_id: { organizationId: scope.organizationId, id } },
+      select: userSelect,
+    });
   }
 
-  async createUser(scope: OrgScope, data: { email: string; name: string | null; role: Role }, tx: Transaction): Promise<UserRecord> {
+  async createUser(
+    scope: OrgScope,
+    data: { email: string; name: string | null; role: Role },
+    tx: Transaction,
+  ): Promise<UserRecord> {
     return tx.user.create({ data: { organizationId: scope.organizationId, ...data }, select: userSelect });
   }
 
   async updateUserRole(scope: OrgScope, id: string, role: Role, tx: Transaction): Promise<UserRecord> {
-    return tx.user.update({ where: { organizationId_id: { organizationId: scope.organizationId, id } }, data: { role }, select: userSelect });
+    return tx.user.update({
+      where: { organizationId_id: { organizationId: scope.organizationId, id } },
+      data: { role },
+      select: userSelect,
+    });
   }
 
   /** Oldest membership first, the user id breaking ties. */
@@ -167,13 +211,23 @@ export class TenancyRepository extends Repository {
       where: {
         organizationId: scope.organizationId,
         workspaceId: scope.workspaceId,
-        ...keysetAfter<Prisma.MembershipWhereInput>(['createdAt', 'userId'], 'asc', page.after && [page.after.createdAt, page.after.id]),
+        ...keysetAfter<Prisma.MembershipWhereInput>(
+          ['createdAt', 'userId'],
+          'asc',
+          page.after && [page.after.createdAt, page.after.id],
+        ),
       },
       include: { user: { select: { email: true, name: true } } },
       orderBy: keysetOrder<Prisma.MembershipOrderByWithRelationInput>(['createdAt', 'userId'], 'asc'),
       take: page.take,
     });
-    return rows.map((r) => ({ userId: r.userId, email: r.user.email, name: r.user.name, role: r.role, createdAt: r.createdAt }));
+    return rows.map((r) => ({
+      userId: r.userId,
+      email: r.user.email,
+      name: r.user.name,
+      role: r.role,
+      createdAt: r.createdAt,
+    }));
   }
 
   async putMember(scope: WorkspaceScope, userId: string, role: Role, tx: Transaction): Promise<MemberRecord> {
@@ -196,7 +250,9 @@ export class TenancyRepository extends Repository {
   }
 
   async deleteMember(scope: WorkspaceScope, userId: string, tx: Transaction): Promise<boolean> {
-    const { count } = await tx.membership.deleteMany({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, userId } });
+    const { count } = await tx.membership.deleteMany({
+      where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, userId },
+    });
     return count > 0;
   }
 }

@@ -1,10 +1,35 @@
 import { Injectable } from '@nestjs/common';
-import { AccessService, BrowserKeys, canGrant, describePrincipal, OrgScope, Principal, Role, roleIn, TokensService, WorkspaceScope, workspacesVisibleTo } from '@aileron/auth';
+import {
+  AccessService,
+  BrowserKeys,
+  canGrant,
+  describePrincipal,
+  OrgScope,
+  Principal,
+  Role,
+  roleIn,
+  TokensService,
+  WorkspaceScope,
+  workspacesVisibleTo,
+} from '@aileron/auth';
 import { DatabaseService, isUniqueViolation, Keyset, Transaction } from '@aileron/database';
 import { ConflictError, ForbiddenError, NotFoundError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
-import type { CreateOrganizationBody, CreateUserBody, CreateWorkspaceBody, IdentityProviderBody, PolicyDefault } from './tenancy.schemas';
-import { IdentityProviderData, MemberRecord, OrganizationRecord, TenancyRepository, UserRecord, WorkspaceRecord } from './tenancy.repository';
+import type {
+  CreateOrganizationBody,
+  CreateUserBody,
+  CreateWorkspaceBody,
+  IdentityProviderBody,
+  PolicyDefault,
+} from './tenancy.schemas';
+import {
+  IdentityProviderData,
+  MemberRecord,
+  OrganizationRecord,
+  TenancyRepository,
+  UserRecord,
+  WorkspaceRecord,
+} from './tenancy.repository';
 import { SystemScopes } from '@aileron/auth/scope-issuer';
 
 async function uniquely<T>(work: () => Promise<T>, conflict: () => ConflictError): Promise<T> {
@@ -36,15 +61,30 @@ export class TenancyService {
     return uniquely(
       () =>
         this.db.transaction(async (tx) => {
-          const organization = await this.repository.createOrganization(SystemScopes.system('a new organisation'), body, tx);
+          const organization = await this.repository.createOrganization(
+            SystemScopes.system('a new organisation'),
+            body,
+            tx,
+          );
           const scope = SystemScopes.organization(organization.id);
           const { record, token } = await this.tokens.mint(
             scope,
-            { name: 'owner', role: 'owner', workspaceId: null, expiresAt: null, createdBy: actor, platformOperator: options.platformOperator ?? false },
+            {
+              name: 'owner',
+              role: 'owner',
+              workspaceId: null,
+              expiresAt: null,
+              createdBy: actor,
+              platformOperator: options.platformOperator ?? false,
+            },
             tx,
           );
           if (options.defaultWorkspace) {
-            const workspace = await this.repository.createWorkspace(scope, { slug: 'default', name: 'Default', policyDefault: options.defaultWorkspace.policyDefault }, tx);
+            const workspace = await this.repository.createWorkspace(
+              scope,
+              { slug: 'default', name: 'Default', policyDefault: options.defaultWorkspace.policyDefault },
+              tx,
+            );
             await this.outbox.record(tx, {
               topic: 'workspace.created',
               organizationId: organization.id,
@@ -71,7 +111,11 @@ export class TenancyService {
     return this.repository.getIdentityProvider(scope);
   }
 
-  async putIdentityProvider(principal: Principal, scope: OrgScope, body: IdentityProviderBody): Promise<IdentityProviderData> {
+  async putIdentityProvider(
+    principal: Principal,
+    scope: OrgScope,
+    body: IdentityProviderBody,
+  ): Promise<IdentityProviderData> {
     const data: IdentityProviderData = {
       issuer: body.issuer,
       jwksUrl: body.jwks_url,
@@ -86,14 +130,16 @@ export class TenancyService {
       defaultRole: body.default_role,
       groupsClaim: body.claims.groups,
       clientId: body.client_id ?? null,
-      clientSecretSealed: body.client_secret !== undefined ? this.browserKeys.sealClientSecret(scope, body.client_secret) : null,
+      clientSecretSealed:
+        body.client_secret !== undefined ? this.browserKeys.sealClientSecret(scope, body.client_secret) : null,
       scopes: body.scopes ?? [],
     };
     if (data.clientId && body.client_secret === undefined) {
       // a GET-edit-PUT round trip cannot send the secret back (it is never shown): keep it for the same client at the
       // same issuer only; a secret given to one IdP must never be presented to another
       const current = await this.repository.getIdentityProvider(scope);
-      if (current?.clientId === data.clientId && current.issuer === data.issuer) data.clientSecretSealed = current.clientSecretSealed;
+      if (current?.clientId === data.clientId && current.issuer === data.issuer)
+        data.clientSecretSealed = current.clientSecretSealed;
     }
     await uniquely(
       () =>
@@ -112,7 +158,8 @@ export class TenancyService {
 
   async deleteIdentityProvider(principal: Principal, scope: OrgScope): Promise<void> {
     await this.db.transaction(async (tx) => {
-      if (!(await this.repository.deleteIdentityProvider(scope, tx))) throw new NotFoundError('identity provider', 'current', 'IDENTITY_PROVIDER_NOT_FOUND');
+      if (!(await this.repository.deleteIdentityProvider(scope, tx)))
+        throw new NotFoundError('identity provider', 'current', 'IDENTITY_PROVIDER_NOT_FOUND');
       await this.outbox.record(tx, {
         topic: 'organization.identity_provider_deleted',
         organizationId: scope.organizationId,
@@ -124,23 +171,40 @@ export class TenancyService {
   /** Only the workspaces the caller can see, with its role in each. */
   async listWorkspaces(principal: Principal, page: Keyset<string>): Promise<(WorkspaceRecord & { role: Role })[]> {
     const visible = workspacesVisibleTo(principal);
-    const rows = await this.repository.listWorkspaces(this.access.callerOrganization(principal), visible === 'all' ? {} : { ids: visible }, page);
+    const rows = await this.repository.listWorkspaces(
+      this.access.callerOrganization(principal),
+      visible === 'all' ? {} : { ids: visible },
+      page,
+    );
     return rows.flatMap((ws) => {
       const role = roleIn(principal, ws.id);
       return role ? [{ ...ws, role }] : [];
     });
   }
 
-  async createWorkspace(principal: Principal | null, scope: OrgScope, body: CreateWorkspaceBody): Promise<WorkspaceRecord> {
+  async createWorkspace(
+    principal: Principal | null,
+    scope: OrgScope,
+    body: CreateWorkspaceBody,
+  ): Promise<WorkspaceRecord> {
     return uniquely(
       () =>
         this.db.transaction(async (tx) => {
-          const workspace = await this.repository.createWorkspace(scope, { slug: body.slug, name: body.name, policyDefault: body.policy_default }, tx);
+          const workspace = await this.repository.createWorkspace(
+            scope,
+            { slug: body.slug, name: body.name, policyDefault: body.policy_default },
+            tx,
+          );
           await this.outbox.record(tx, {
             topic: 'workspace.created',
             organizationId: scope.organizationId,
             workspaceId: workspace.id,
-            payload: { workspace: workspace.slug, name: workspace.name, policy_default: workspace.policyDefault, actor: principal ? describePrincipal(principal) : 'system' },
+            payload: {
+              workspace: workspace.slug,
+              name: workspace.name,
+              policy_default: workspace.policyDefault,
+              actor: principal ? describePrincipal(principal) : 'system',
+            },
           });
           return workspace;
         }),
@@ -175,7 +239,11 @@ export class TenancyService {
     return uniquely(
       () =>
         this.db.transaction(async (tx) => {
-          const user = await this.repository.createUser(scope, { email: body.email, name: body.name ?? null, role: body.role }, tx);
+          const user = await this.repository.createUser(
+            scope,
+            { email: body.email, name: body.name ?? null, role: body.role },
+            tx,
+          );
           await this.outbox.record(tx, {
             topic: 'user.created',
             organizationId: scope.organizationId,
@@ -208,7 +276,8 @@ export class TenancyService {
   }
 
   async putMember(principal: Principal, scope: WorkspaceScope, userId: string, role: Role): Promise<MemberRecord> {
-    if (!canGrant(scope.role, role)) throw new ForbiddenError(`Role "${scope.role}" may not grant role "${role}"`, 'ROLE_ESCALATION');
+    if (!canGrant(scope.role, role))
+      throw new ForbiddenError(`Role "${scope.role}" may not grant role "${role}"`, 'ROLE_ESCALATION');
     const user = await this.repository.findUser(scope, userId);
     if (!user) throw new NotFoundError('user', userId, 'USER_NOT_FOUND');
     return this.db.transaction(async (tx) => {
@@ -227,7 +296,8 @@ export class TenancyService {
   async removeMember(principal: Principal, scope: WorkspaceScope, userId: string): Promise<void> {
     await this.db.transaction(async (tx) => {
       await this.assertAboveMember(scope, userId, tx);
-      if (!(await this.repository.deleteMember(scope, userId, tx))) throw new NotFoundError('member', userId, 'MEMBER_NOT_FOUND');
+      if (!(await this.repository.deleteMember(scope, userId, tx)))
+        throw new NotFoundError('member', userId, 'MEMBER_NOT_FOUND');
       await this.outbox.record(tx, {
         topic: 'member.removed',
         organizationId: scope.organizationId,
@@ -241,7 +311,10 @@ export class TenancyService {
   private async assertAboveMember(scope: WorkspaceScope, userId: string, tx: Transaction): Promise<void> {
     const existing = await this.repository.lockMember(scope, userId, tx);
     if (existing && !canGrant(scope.role, existing.role)) {
-      throw new ForbiddenError(`Role "${scope.role}" may not change a membership with role "${existing.role}"`, 'ROLE_ESCALATION');
+      throw new ForbiddenError(
+        `Role "${scope.role}" may not change a membership with role "${existing.role}"`,
+        'ROLE_ESCALATION',
+      );
     }
   }
 

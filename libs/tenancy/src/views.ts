@@ -1,13 +1,28 @@
 import type { z } from 'zod';
-import type { IdentityProviderData, MemberRecord, OrganizationRecord, UserRecord, WorkspaceRecord } from './tenancy.repository';
+import type {
+  IdentityProviderData,
+  MemberRecord,
+  OrganizationRecord,
+  UserRecord,
+  WorkspaceRecord,
+} from './tenancy.repository';
 import type { identityProviderView, memberView, organizationView, userView, workspaceView } from './tenancy.schemas';
 
 export function toOrganizationView(o: OrganizationRecord): z.infer<typeof organizationView> {
   return { id: o.id, slug: o.slug, name: o.name, created_at: o.createdAt.toISOString() };
 }
 
-export function toWorkspaceView(w: WorkspaceRecord & { role?: z.infer<typeof workspaceView>['role'] }): z.infer<typeof workspaceView> {
-  return { id: w.id, slug: w.slug, name: w.name, policy_default: w.policyDefault, created_at: w.createdAt.toISOString(), ...(w.role ? { role: w.role } : {}) };
+export function toWorkspaceView(
+  w: WorkspaceRecord & { role?: z.infer<typeof workspaceView>['role'] },
+): z.infer<typeof workspaceView> {
+  return {
+    id: w.id,
+    slug: w.slug,
+    name: w.name,
+    policy_default: w.policyDefault,
+    created_at: w.createdAt.toISOString(),
+    ...(w.role ? { role: w.role } : {}),
+  };
 }
 
 export function toUserView(u: UserRecord): z.infer<typeof userView> {
@@ -33,7 +48,13 @@ export function toIdentityProviderView(p: IdentityProviderData): z.infer<typeof 
     audience: p.audience,
     allow_any_audience: p.allowAnyAudience,
     trust_unverified_email: p.trustUnverifiedEmail,
-    claims: { subject: p.subjectClaim, email: p.emailClaim, name: p.nameClaim, role: p.roleClaim, groups: p.groupsClaim },
+    claims: {
+      subject: p.subjectClaim,
+      email: p.emailClaim,
+      name: p.nameClaim,
+      role: p.roleClaim,
+      groups: p.groupsClaim,
+    },
     role_mapping: p.roleMapping,
     default_role: p.defaultRole,
     client_id: p.clientId,

@@ -2,7 +2,13 @@ import { Body, Controller, Query } from '@nestjs/common';
 import { z } from 'zod';
 import { Caller, OrgScope, Principal, TenantScope, WorkspaceScope } from '@aileron/auth';
 import { legacyPageView, ListCursor, PageQuery, pageQuery, Route, textKey, withLegacyKey } from '@aileron/http';
-import { createWorkspaceBody, CreateWorkspaceBody, updateWorkspaceBody, workspaceView, wsParams } from './tenancy.schemas';
+import {
+  createWorkspaceBody,
+  CreateWorkspaceBody,
+  updateWorkspaceBody,
+  workspaceView,
+  wsParams,
+} from './tenancy.schemas';
 import { TenancyService } from './tenancy.service';
 import { toWorkspaceView } from './views';
 
@@ -24,7 +30,10 @@ export class WorkspacesController {
   })
   async list(@Caller() caller: Principal, @Query() query: PageQuery): Promise<z.infer<typeof workspacesPage>> {
     const rows = await this.tenancy.listWorkspaces(caller, workspacesCursor.keyset(query));
-    return withLegacyKey(workspacesCursor.page(rows, query, (w) => w.slug, toWorkspaceView), 'workspaces');
+    return withLegacyKey(
+      workspacesCursor.page(rows, query, (w) => w.slug, toWorkspaceView),
+      'workspaces',
+    );
   }
 
   @Route({
@@ -39,7 +48,11 @@ export class WorkspacesController {
     status: 201,
     example: { body: { slug: 'payments', name: 'Payments team' } },
   })
-  async create(@Caller() caller: Principal, @TenantScope() scope: OrgScope, @Body() body: CreateWorkspaceBody): Promise<z.infer<typeof workspaceView>> {
+  async create(
+    @Caller() caller: Principal,
+    @TenantScope() scope: OrgScope,
+    @Body() body: CreateWorkspaceBody,
+  ): Promise<z.infer<typeof workspaceView>> {
     return toWorkspaceView(await this.tenancy.createWorkspace(caller, scope, body));
   }
 
@@ -69,7 +82,11 @@ export class WorkspacesController {
     response: workspaceView,
     example: { body: { name: 'Renamed' } },
   })
-  async update(@Caller() caller: Principal, @TenantScope() scope: WorkspaceScope, @Body() body: { name: string }): Promise<z.infer<typeof workspaceView>> {
+  async update(
+    @Caller() caller: Principal,
+    @TenantScope() scope: WorkspaceScope,
+    @Body() body: { name: string },
+  ): Promise<z.infer<typeof workspaceView>> {
     return toWorkspaceView(await this.tenancy.updateWorkspace(caller, scope, body));
   }
 }

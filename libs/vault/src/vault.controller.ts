@@ -7,8 +7,13 @@ import { SecretMetadata } from './vault.repository';
 import { VaultService } from './vault.service';
 
 const wsParams = z.object({ ws: slug });
-const pathParams = z.object({ ws: slug, '*': z.string().min(1).max(MAX_PATH_LENGTH).describe('the secret path, e.g. `github/token`') });
-const putBody = z.object({ value: z.string().max(MAX_VALUE_BYTES).describe('the secret; stored encrypted and never returned') });
+const pathParams = z.object({
+  ws: slug,
+  '*': z.string().min(1).max(MAX_PATH_LENGTH).describe('the secret path, e.g. `github/token`'),
+});
+const putBody = z.object({
+  value: z.string().max(MAX_VALUE_BYTES).describe('the secret; stored encrypted and never returned'),
+});
 /** Up to 500 a page, as before pages had one size: the CLI of the last release asks for 500. */
 const listQuery = pageQuery({ max: 500 }).extend({
   prefix: z.string().max(MAX_PATH_LENGTH).optional(),
@@ -55,7 +60,9 @@ const secretsPage = legacyPageView(metadataView, 'secrets').extend({
     .string()
     .nullable()
     .meta({ deprecated: true })
-    .describe(`the \`after\` of the next page, null on the last; deprecated (use \`next_cursor\`), removed in ${LEGACY_REMOVAL}`),
+    .describe(
+      `the \`after\` of the next page, null on the last; deprecated (use \`next_cursor\`), removed in ${LEGACY_REMOVAL}`,
+    ),
 });
 const secretsCursor = new ListCursor('secrets', textKey);
 
@@ -67,7 +74,8 @@ export class VaultController {
     method: 'PUT',
     path: '/v1/workspaces/:ws/secrets/*',
     summary: 'Write a secret (a new version)',
-    description: 'The value is encrypted at once and can never be read back through any API; remote servers in the pool get it through `vault://<path>` references.',
+    description:
+      'The value is encrypted at once and can never be read back through any API; remote servers in the pool get it through `vault://<path>` references.',
     tag: 'secrets',
     permission: 'secret.write',
     tenancy: 'workspace',
@@ -76,7 +84,12 @@ export class VaultController {
     response: metadataView,
     example: { params: PATH_EXAMPLE, body: { value: 'ghp_example' } },
   })
-  async put(@Caller() caller: Principal, @TenantScope() scope: WorkspaceScope, @Param() params: z.infer<typeof pathParams>, @Body() body: z.infer<typeof putBody>): Promise<z.infer<typeof metadataView>> {
+  async put(
+    @Caller() caller: Principal,
+    @TenantScope() scope: WorkspaceScope,
+    @Param() params: z.infer<typeof pathParams>,
+    @Body() body: z.infer<typeof putBody>,
+  ): Promise<z.infer<typeof metadataView>> {
     return view(await this.vault.put(caller, scope, params['*'], body.value));
   }
 
@@ -91,10 +104,20 @@ export class VaultController {
     query: listQuery,
     response: secretsPage,
   })
-  async list(@TenantScope() scope: WorkspaceScope, @Query() query: z.infer<typeof listQuery>): Promise<z.infer<typeof secretsPage>> {
-    const rows = await this.vault.list(scope, { ...(query.prefix ? { prefix: query.prefix } : {}) }, secretsCursor.keyset(query, query.after));
+  async list(
+    @TenantScope() scope: WorkspaceScope,
+    @Query() query: z.infer<typeof listQuery>,
+  ): Promise<z.infer<typeof secretsPage>> {
+    const rows = await this.vault.list(
+      scope,
+      { ...(query.prefix ? { prefix: query.prefix } : {}) },
+      secretsCursor.keyset(query, query.after),
+    );
     const page = secretsCursor.page(rows, query, (s) => s.path, view);
-    return { ...withLegacyKey(page, 'secrets'), next_after: page.next_cursor === null ? null : page.items[page.items.length - 1]!.path };
+    return {
+      ...withLegacyKey(page, 'secrets'),
+      next_after: page.next_cursor === null ? null : page.items[page.items.length - 1]!.path,
+    };
   }
 
   @Route({
@@ -108,7 +131,10 @@ export class VaultController {
     response: metadataView,
     example: { params: PATH_EXAMPLE },
   })
-  async get(@TenantScope() scope: WorkspaceScope, @Param() params: z.infer<typeof pathParams>): Promise<z.infer<typeof metadataView>> {
+  async get(
+    @TenantScope() scope: WorkspaceScope,
+    @Param() params: z.infer<typeof pathParams>,
+  ): Promise<z.infer<typeof metadataView>> {
     return view(await this.vault.metadata(scope, params['*']));
   }
 
@@ -123,7 +149,11 @@ export class VaultController {
     status: 204,
     example: { params: PATH_EXAMPLE },
   })
-  async remove(@Caller() caller: Principal, @TenantScope() scope: WorkspaceScope, @Param() params: z.infer<typeof pathParams>): Promise<void> {
+  async remove(
+    @Caller() caller: Principal,
+    @TenantScope() scope: WorkspaceScope,
+    @Param() params: z.infer<typeof pathParams>,
+  ): Promise<void> {
     await this.vault.remove(caller, scope, params['*']);
   }
 
@@ -131,14 +161,18 @@ export class VaultController {
     method: 'POST',
     path: '/v1/workspaces/:ws/vault/rotate',
     summary: "Rotate the workspace's vault key",
-    description: 'Every data key is re-wrapped under a new workspace key in one transaction; values are not re-encrypted and nothing waits.',
+    description:
+      'Every data key is re-wrapped under a new workspace key in one transaction; values are not re-encrypted and nothing waits.',
     tag: 'secrets',
     permission: 'vault.rotate',
     tenancy: 'workspace',
     params: wsParams,
     response: z.object({ key_version: z.number().int(), rewrapped: z.number().int() }),
   })
-  rotate(@Caller() caller: Principal, @TenantScope() scope: WorkspaceScope): Promise<{ key_version: number; rewrapped: number }> {
+  rotate(
+    @Caller() caller: Principal,
+    @TenantScope() scope: WorkspaceScope,
+  ): Promise<{ key_version: number; rewrapped: number }> {
     return this.vault.rotateWorkspaceKey(caller, scope);
   }
 

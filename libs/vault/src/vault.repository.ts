@@ -63,19 +63,35 @@ export class VaultRepository extends Repository {
   }
 
   async addKey(scope: WorkspaceScope, version: number, wrappedKey: string, tx: Transaction): Promise<void> {
-    await tx.vaultKey.create({ data: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, version, wrappedKey } });
+    await tx.vaultKey.create({
+      data: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, version, wrappedKey },
+    });
   }
 
   async retireKeysBefore(scope: WorkspaceScope, version: number, tx: Transaction): Promise<void> {
-    await tx.vaultKey.updateMany({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, version: { lt: version }, retiredAt: null }, data: { retiredAt: this.clock.date() } });
+    await tx.vaultKey.updateMany({
+      where: {
+        organizationId: scope.organizationId,
+        workspaceId: scope.workspaceId,
+        version: { lt: version },
+        retiredAt: null,
+      },
+      data: { retiredAt: this.clock.date() },
+    });
   }
 
   async replaceWrappedKey(scope: WorkspaceScope, version: number, wrappedKey: string, tx: Transaction): Promise<void> {
-    await tx.vaultKey.updateMany({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, version }, data: { wrappedKey } });
+    await tx.vaultKey.updateMany({
+      where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, version },
+      data: { wrappedKey },
+    });
   }
 
   async metadata(scope: WorkspaceScope, path: string, tx?: Transaction): Promise<SecretMetadata | null> {
-    const row = await this.use(tx).secret.findFirst({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, path }, select: metadataSelect });
+    const row = await this.use(tx).secret.findFirst({
+      where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, path },
+      select: metadataSelect,
+    });
     return row ? toMetadata(row) : null;
   }
 
@@ -86,7 +102,12 @@ export class VaultRepository extends Repository {
         organizationId: scope.organizationId,
         workspaceId: scope.workspaceId,
         ...(filter.prefix || page.after !== undefined
-          ? { path: { ...(filter.prefix ? { startsWith: filter.prefix } : {}), ...(page.after !== undefined ? { gt: page.after } : {}) } }
+          ? {
+              path: {
+                ...(filter.prefix ? { startsWith: filter.prefix } : {}),
+                ...(page.after !== undefined ? { gt: page.after } : {}),
+              },
+            }
           : {}),
       },
       orderBy: { path: 'asc' },
@@ -98,18 +119,38 @@ export class VaultRepository extends Repository {
 
   async writeVersion(
     scope: WorkspaceScope,
-    data: { path: string; version: number; sealed: { ciphertext: string; wrappedDataKey: string }; keyVersion: number; actor: string },
+    data: {
+      path: string;
+      version: number;
+      sealed: { ciphertext: string; wrappedDataKey: string };
+      keyVersion: number;
+      actor: string;
+    },
     tx: Transaction,
   ): Promise<void> {
     const tenant = { organizationId: scope.organizationId, workspaceId: scope.workspaceId, path: data.path };
     const now = this.clock.date();
     await tx.secret.upsert({
       where: { workspaceId_path: { workspaceId: scope.workspaceId, path: data.path } },
-      create: { ...tenant, latestVersion: data.version, createdBy: data.actor, updatedBy: data.actor, createdAt: now, updatedAt: now },
+      create: {
+        ...tenant,
+        latestVersion: data.version,
+        createdBy: data.actor,
+        updatedBy: data.actor,
+        createdAt: now,
+        updatedAt: now,
+      },
       update: { latestVersion: data.version, updatedBy: data.actor, updatedAt: now },
     });
     await tx.secretVersion.create({
-      data: { ...tenant, version: data.version, ciphertext: data.sealed.ciphertext, wrappedDataKey: data.sealed.wrappedDataKey, keyVersion: data.keyVersion, createdBy: data.actor },
+      data: {
+        ...tenant,
+        version: data.version,
+        ciphertext: data.sealed.ciphertext,
+        wrappedDataKey: data.sealed.wrappedDataKey,
+        keyVersion: data.keyVersion,
+        createdBy: data.actor,
+      },
     });
   }
 
@@ -123,45 +164,86 @@ export class VaultRepository extends Repository {
     });
     if (old.length === 0) return [];
     const versions = old.map((v) => v.version);
-    await tx.secretVersion.deleteMany({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, path, version: { in: versions } } });
+    await tx.secretVersion.deleteMany({
+      where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, path, version: { in: versions } },
+    });
     return versions;
   }
 
   async version(scope: WorkspaceScope, path: string, version: number | null): Promise<StoredVersion | null> {
     return this.client.secretVersion.findFirst({
-      where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, path, ...(version === null ? {} : { version }) },
+      where: {
+        organizationId: scope.organizationId,
+        workspaceId: scope.workspaceId,
+        path,
+        ...(version === null ? {} : { version }),
+      },
       orderBy: { version: 'desc' },
       select: { version: true, ciphertext: true, wrappedDataKey: true, keyVersion: true },
     });
   }
 
   async markRead(scope: WorkspaceScope, path: string, actor: string, tx: Transaction): Promise<void> {
-    await tx.secret.updateMany({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, path }, data: { lastReadAt: this.clock.date(), lastReadBy: actor } });
+    await tx.secret.updateMany({
+      where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, path },
+      data: { lastReadAt: this.clock.date(), lastReadBy: actor },
+    });
   }
 
   async delete(scope: WorkspaceScope, path: string, tx: Transaction): Promise<boolean> {
-    return (await tx.secret.deleteMany({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, path } })).count > 0;
+    return (
+      (
+        await tx.secret.deleteMany({
+          where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, path },
+        })
+      ).count > 0
+    );
   }
 
   /** Every version wrapped by a key other than `keyVersion` (what a rotation must move). */
-  async versionsNotUnder(scope: WorkspaceScope, keyVersion: number, tx: Transaction): Promise<(StoredVersion & { path: string })[]> {
+  async versionsNotUnder(
+    scope: WorkspaceScope,
+    keyVersion: number,
+    tx: Transaction,
+  ): Promise<(StoredVersion & { path: string })[]> {
     return tx.secretVersion.findMany({
       where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, keyVersion: { not: keyVersion } },
       select: { path: true, version: true, ciphertext: true, wrappedDataKey: true, keyVersion: true },
     });
   }
 
-  async rewrap(scope: WorkspaceScope, path: string, version: number, wrappedDataKey: string, keyVersion: number, tx: Transaction): Promise<void> {
-    await tx.secretVersion.updateMany({ where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, path, version }, data: { wrappedDataKey, keyVersion } });
+  async rewrap(
+    scope: WorkspaceScope,
+    path: string,
+    version: number,
+    wrappedDataKey: string,
+    keyVersion: number,
+    tx: Transaction,
+  ): Promise<void> {
+    await tx.secretVersion.updateMany({
+      where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, path, version },
+      data: { wrappedDataKey, keyVersion },
+    });
   }
 
   /** Every workspace key of the installation (root rotation is system work). */
-  allKeys(_system: SystemScope): Promise<{ organizationId: string; workspaceId: string; version: number; wrappedKey: string }[]> {
-    return this.client.vaultKey.findMany({ select: { organizationId: true, workspaceId: true, version: true, wrappedKey: true } });
+  allKeys(
+    _system: SystemScope,
+  ): Promise<{ organizationId: string; workspaceId: string; version: number; wrappedKey: string }[]> {
+    return this.client.vaultKey.findMany({
+      select: { organizationId: true, workspaceId: true, version: true, wrappedKey: true },
+    });
   }
 
-  async replaceWrappedKeySystem(_system: SystemScope, key: { organizationId: string; workspaceId: string; version: number }, wrappedKey: string): Promise<void> {
-    await this.client.vaultKey.updateMany({ where: { organizationId: key.organizationId, workspaceId: key.workspaceId, version: key.version }, data: { wrappedKey } });
+  async replaceWrappedKeySystem(
+    _system: SystemScope,
+    key: { organizationId: string; workspaceId: string; version: number },
+    wrappedKey: string,
+  ): Promise<void> {
+    await this.client.vaultKey.updateMany({
+      where: { organizationId: key.organizationId, workspaceId: key.workspaceId, version: key.version },
+      data: { wrappedKey },
+    });
   }
 }
 

@@ -7,7 +7,16 @@ import { ConflictError, DomainError, NotFoundError, ValidationError } from '@ail
 import { KeyProvider, ROOT_KEYS, SigningKeysService } from '@aileron/keys';
 import { newKey } from '@aileron/crypto';
 import { OutboxService } from '@aileron/outbox';
-import { decryptSecret, encryptSecret, MAX_VALUE_BYTES, parseVaultRef, pathProblem, rewrapDataKey, SecretContext, workspaceKeyAad } from './domain/envelope';
+import {
+  decryptSecret,
+  encryptSecret,
+  MAX_VALUE_BYTES,
+  parseVaultRef,
+  pathProblem,
+  rewrapDataKey,
+  SecretContext,
+  workspaceKeyAad,
+} from './domain/envelope';
 import { SecretMetadata, VaultKeyRecord, VaultRepository } from './vault.repository';
 import { SystemScopes } from '@aileron/auth/scope-issuer';
 
@@ -47,7 +56,8 @@ export class VaultService {
   async put(principal: Principal, scope: WorkspaceScope, path: string, value: string): Promise<SecretMetadata> {
     const problem = pathProblem(path);
     if (problem) throw new ValidationError([{ path: 'params.path', message: problem }]);
-    if (Buffer.byteLength(value, 'utf8') > MAX_VALUE_BYTES) throw new ValidationError([{ path: 'body.value', message: `must be at most ${MAX_VALUE_BYTES} bytes` }]);
+    if (Buffer.byteLength(value, 'utf8') > MAX_VALUE_BYTES)
+      throw new ValidationError([{ path: 'body.value', message: `must be at most ${MAX_VALUE_BYTES} bytes` }]);
     const actor = actorOf(principal);
     for (let attempt = 0; attempt < 5; attempt++) {
       try {
@@ -55,8 +65,17 @@ export class VaultService {
           const key = await this.currentKey(scope, tx);
           const existing = await this.repository.metadata(scope, path, tx);
           const version = (existing?.latestVersion ?? 0) + 1;
-          const ctx: SecretContext = { organizationId: scope.organizationId, workspaceId: scope.workspaceId, path, version };
-          await this.repository.writeVersion(scope, { path, version, sealed: encryptSecret(key.key, value, ctx), keyVersion: key.version, actor }, tx);
+          const ctx: SecretContext = {
+            organizationId: scope.organizationId,
+            workspaceId: scope.workspaceId,
+            path,
+            version,
+          };
+          await this.repository.writeVersion(
+            scope,
+            { path, version, sealed: encryptSecret(key.key, value, ctx), keyVersion: key.version, actor },
+            tx,
+          );
           const pruned = await this.repository.pruneVersions(scope, path, this.config.vaultKeepVersions, tx);
           // announced through the outbox, which also audits it in this transaction
           await this.announce(tx, scope, 'secret.written', actor, { path, version, removed_versions: pruned });
@@ -67,7 +86,10 @@ export class VaultService {
         if (!isUniqueViolation(error)) throw error;
       }
     }
-    throw new ConflictError('SECRET_WRITE_CONFLICT', 'The secret is being written by others at the same time; try again');
+    throw new ConflictError(
+      'SECRET_WRITE_CONFLICT',
+      'The secret is being written by others at the same time; try again',
+    );
   }
 
   list(scope: WorkspaceScope, filter: { prefix?: string }, page: Keyset<string>): Promise<SecretMetadata[]> {
@@ -98,12 +120,18 @@ export class VaultService {
    */
   async resolve(scope: WorkspaceScope, ref: string, reason: ReadReason): Promise<string> {
     const parsed = parseVaultRef(ref);
-    if (!parsed) throw new ValidationError([{ path: 'ref', message: 'must be vault://<path> or vault://<path>#<version>' }]);
+    if (!parsed)
+      throw new ValidationError([{ path: 'ref', message: 'must be vault://<path> or vault://<path>#<version>' }]);
     const stored = await this.repository.version(scope, parsed.path, parsed.version);
     if (!stored) throw new SecretUnavailableError(ref);
     const keys = await this.repository.keys(scope);
     const key = this.unwrapKey(scope, keys, stored.keyVersion);
-    const value = decryptSecret(key, stored, { organizationId: scope.organizationId, workspaceId: scope.workspaceId, path: parsed.path, version: stored.version });
+    const value = decryptSecret(key, stored, {
+      organizationId: scope.organizationId,
+      workspaceId: scope.workspaceId,
+      path: parsed.path,
+      version: stored.version,
+    });
     key.fill(0);
     await this.db.transaction(async (tx) => {
       await this.audit.record(tx, scope, {
@@ -121,16 +149,29 @@ export class VaultService {
         organizationId: scope.organizationId,
         workspaceId: scope.workspaceId,
         audited: false,
-        payload: { workspace: scope.workspaceSlug, session: reason.sessionId ?? null, path: parsed.path, version: stored.version, server: reason.server, instance: reason.instance, actor: reason.actor },
+        payload: {
+          workspace: scope.workspaceSlug,
+          session: reason.sessionId ?? null,
+          path: parsed.path,
+          version: stored.version,
+          server: reason.server,
+          instance: reason.instance,
+          actor: reason.actor,
+        },
       });
     });
     return value;
   }
 
   /** Resolves every `vault://` value of an environment (or header set); other values pass through. */
-  async resolveAll(scope: WorkspaceScope, env: Record<string, string>, reason: ReadReason): Promise<Record<string, string>> {
+  async resolveAll(
+    scope: WorkspaceScope,
+    env: Record<string, string>,
+    reason: ReadReason,
+  ): Promise<Record<string, string>> {
     const out: Record<string, string> = {};
-    for (const [name, value] of Object.entries(env)) out[name] = value.startsWith('vault://') ? await this.resolve(scope, value, reason) : value;
+    for (const [name, value] of Object.entries(env))
+      out[name] = value.startsWith('vault://') ? await this.resolve(scope, value, reason) : value;
     return out;
   }
 
@@ -139,19 +180,39 @@ export class VaultService {
    * keys retired. Values are not re-encrypted, and readers never wait: each
    * version names the key that wraps it, and the swap is one transaction.
    */
-  async rotateWorkspaceKey(principal: Principal, scope: WorkspaceScope): Promise<{ key_version: number; rewrapped: number }> {
+  async rotateWorkspaceKey(
+    principal: Principal,
+    scope: WorkspaceScope,
+  ): Promise<{ key_version: number; rewrapped: number }> {
     return this.db.transaction(async (tx) => {
       const keys = await this.repository.keys(scope, tx, true);
       const version = (keys[0]?.version ?? 0) + 1;
       const fresh = newKey();
-      await this.repository.addKey(scope, version, this.root.wrap(fresh, workspaceKeyAad(scope.organizationId, scope.workspaceId, version)), tx);
+      await this.repository.addKey(
+        scope,
+        version,
+        this.root.wrap(fresh, workspaceKeyAad(scope.organizationId, scope.workspaceId, version)),
+        tx,
+      );
       const opened = new Map<number, Buffer>();
       let rewrapped = 0;
       for (const stored of await this.repository.versionsNotUnder(scope, version, tx)) {
         let from = opened.get(stored.keyVersion);
         if (!from) opened.set(stored.keyVersion, (from = this.unwrapKey(scope, keys, stored.keyVersion)));
-        const ctx = { organizationId: scope.organizationId, workspaceId: scope.workspaceId, path: stored.path, version: stored.version };
-        await this.repository.rewrap(scope, stored.path, stored.version, rewrapDataKey(from, fresh, stored.wrappedDataKey, ctx), version, tx);
+        const ctx = {
+          organizationId: scope.organizationId,
+          workspaceId: scope.workspaceId,
+          path: stored.path,
+          version: stored.version,
+        };
+        await this.repository.rewrap(
+          scope,
+          stored.path,
+          stored.version,
+          rewrapDataKey(from, fresh, stored.wrappedDataKey, ctx),
+          version,
+          tx,
+        );
         rewrapped++;
       }
       for (const key of opened.values()) key.fill(0);
@@ -182,8 +243,19 @@ export class VaultService {
     return { root_key_id: this.root.currentKeyId, workspace_keys: workspaceKeys, signing_keys: signingKeys };
   }
 
-  private announce(tx: Transaction, scope: WorkspaceScope, topic: string, actor: string, data: Record<string, unknown>): Promise<void> {
-    return this.outbox.record(tx, { topic, organizationId: scope.organizationId, workspaceId: scope.workspaceId, payload: { workspace: scope.workspaceSlug, ...data, actor } });
+  private announce(
+    tx: Transaction,
+    scope: WorkspaceScope,
+    topic: string,
+    actor: string,
+    data: Record<string, unknown>,
+  ): Promise<void> {
+    return this.outbox.record(tx, {
+      topic,
+      organizationId: scope.organizationId,
+      workspaceId: scope.workspaceId,
+      payload: { workspace: scope.workspaceSlug, ...data, actor },
+    });
   }
 
   /** The workspace key new versions use, made on first use. */
@@ -193,7 +265,12 @@ export class VaultService {
     if (current) return { version: current.version, key: this.unwrapKey(scope, keys, current.version) };
     const version = (keys[0]?.version ?? 0) + 1;
     const key = newKey();
-    await this.repository.addKey(scope, version, this.root.wrap(key, workspaceKeyAad(scope.organizationId, scope.workspaceId, version)), tx);
+    await this.repository.addKey(
+      scope,
+      version,
+      this.root.wrap(key, workspaceKeyAad(scope.organizationId, scope.workspaceId, version)),
+      tx,
+    );
     return { version, key };
   }
 

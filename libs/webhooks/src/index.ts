@@ -1,6 +1,11 @@
 export { WebhooksModule } from './webhooks.module';
 export { WebhooksService } from './webhooks.service';
-export { WebhookDeliveryService, WEBHOOK_DELIVER_JOB, WEBHOOK_CONSUMER, WEBHOOK_ATTEMPTS } from './webhook-delivery.service';
+export {
+  WebhookDeliveryService,
+  WEBHOOK_DELIVER_JOB,
+  WEBHOOK_CONSUMER,
+  WEBHOOK_ATTEMPTS,
+} from './webhook-delivery.service';
 export { matchesEvent, matchesWorkspace, EVENT_FILTER } from './domain/event-filter';
 export { slackMessage } from './domain/slack-message';
 export type { SlackMessage, SlackBlock } from './domain/slack-message';

@@ -118,7 +118,10 @@ export class WebhookDeliveryService implements BeforeApplicationShutdown {
     jobs: JobRegistry,
     redis: RedisService,
   ) {
-    this.pausePolicy = { pauseAfterSeconds: config.webhookPauseAfterSeconds, pauseAfterFailedDeliveries: PAUSE_AFTER_FAILED_DELIVERIES };
+    this.pausePolicy = {
+      pauseAfterSeconds: config.webhookPauseAfterSeconds,
+      pauseAfterFailedDeliveries: PAUSE_AFTER_FAILED_DELIVERIES,
+    };
     const processor: JobProcessor<typeof deliverPayload> = {
       name: WEBHOOK_DELIVER_JOB,
       payload: deliverPayload,
@@ -126,7 +129,12 @@ export class WebhookDeliveryService implements BeforeApplicationShutdown {
       handle: (payload, context) => this.deliver(payload, context),
     };
     jobs.register(processor);
-    outbox.addConsumer({ name: WEBHOOK_CONSUMER, topics: '*', handle: (message, tx) => this.fanOut([message], tx), handleMany: (messages, tx) => this.fanOut(messages, tx) });
+    outbox.addConsumer({
+      name: WEBHOOK_CONSUMER,
+      topics: '*',
+      handle: (message, tx) => this.fanOut([message], tx),
+      handleMany: (messages, tx) => this.fanOut(messages, tx),
+    });
     // where the jobs run, so does the search for those a restarted Redis lost
     queue.onWorkersStarted(() => this.sweeper.start());
     this.stopWatching = redis.onChange((available) => {
@@ -162,7 +170,7 @@ export class WebhookDeliveryService implements BeforeApplicationShutdown {
       limit: SWEEP_BATCH,
     };
     let queued = 0;
-    for (let after: string | null = null; ; ) {
+    for (let after: string | null = null; ;) {
       const due = await this.repository.overdue(SWEEP_SCOPE, { ...query, after });
       if (due.length === 0) return queued;
       const messages = await this.outbox.read(due.map((d) => d.eventId.slice(EVENT_ID_PREFIX.length)));
@@ -171,13 +179,23 @@ export class WebhookDeliveryService implements BeforeApplicationShutdown {
         const event = events.get(delivery.eventId);
         if (!event) {
           // the outbox keeps its messages: only a hand-edited database gets here
-          this.logger.warn({ delivery: delivery.id, event: delivery.eventId }, 'webhook delivery cannot be sent again: its event is no longer in the outbox');
+          this.logger.warn(
+            { delivery: delivery.id, event: delivery.eventId },
+            'webhook delivery cannot be sent again: its event is no longer in the outbox',
+          );
           continue;
         }
         const before = delivery.attempts;
         await this.queue.enqueue(
           WEBHOOK_DELIVER_JOB,
-          { organizationId: delivery.organizationId, endpointId: delivery.endpointId, deliveryId: delivery.id, event, attemptsBefore: before, run: randomUUID() },
+          {
+            organizationId: delivery.organizationId,
+            endpointId: delivery.endpointId,
+            deliveryId: delivery.id,
+            event,
+            attemptsBefore: before,
+            run: randomUUID(),
+          },
           // the backoff after attempt n is BACKOFF_MS·2^(n-1) whichever job makes it
           { jobId: `webhook-${delivery.id}`, attempts: WEBHOOK_ATTEMPTS - before, backoffMs: BACKOFF_MS * 2 ** before },
         );
@@ -201,18 +219,28 @@ export class WebhookDeliveryService implements BeforeApplicationShutdown {
       const workspaceId = message.workspaceId ?? null;
       const key = `${message.organizationId}/${workspaceId ?? ''}`;
       let endpoints = subscribers.get(key);
-      if (endpoints === undefined) subscribers.set(key, (endpoints = await this.repository.subscribers(scope, workspaceId, tx)));
+      if (endpoints === undefined)
+        subscribers.set(key, (endpoints = await this.repository.subscribers(scope, workspaceId, tx)));
       const personal = this.webhooks.notification(message.topic) !== undefined;
       const targets = endpoints.filter(
         (endpoint) =>
           matchesWorkspace(endpoint.workspaceId, workspaceId) &&
-          (personal ? takesPersonalNotification(endpoint, message.topic) : matchesEvent(endpoint.events, message.topic)),
+          (personal
+            ? takesPersonalNotification(endpoint, message.topic)
+            : matchesEvent(endpoint.events, message.topic)),
       );
       if (targets.length === 0) continue;
       const event = toPublicEvent(message);
       for (const endpoint of targets) {
         const deliveryId = randomUUID();
-        if (!(await this.repository.addDelivery(scope, { id: deliveryId, endpointId: endpoint.id, eventId: event.id, eventType: event.type }, tx))) continue;
+        if (
+          !(await this.repository.addDelivery(
+            scope,
+            { id: deliveryId, endpointId: endpoint.id, eventId: event.id, eventType: event.type },
+            tx,
+          ))
+        )
+          continue;
         // queued before this transaction commits: the job waits for the row (or retries) rather than lose the delivery
         await this.queue.enqueue(
           WEBHOOK_DELIVER_JOB,
@@ -260,7 +288,14 @@ export class WebhookDeliveryService implements BeforeApplicationShutdown {
     const attempt = Math.max((payload.attemptsBefore ?? 0) + context.attempt, delivery.attempts + 1);
     const last = attempt >= WEBHOOK_ATTEMPTS;
     const recorded = await this.untilRecorded(() =>
-      this.db.transaction((tx) => this.repository.recordAttempt(scope, delivery.id, { ...outcome, outcome: delivered ? 'delivered' : last ? 'failed' : 'pending' }, tx)),
+      this.db.transaction((tx) =>
+        this.repository.recordAttempt(
+          scope,
+          delivery.id,
+          { ...outcome, outcome: delivered ? 'delivered' : last ? 'failed' : 'pending' },
+          tx,
+        ),
+      ),
     );
     if (recorded === null) return; // the endpoint was deleted meanwhile
     if (delivered) {
@@ -280,7 +315,12 @@ export class WebhookDeliveryService implements BeforeApplicationShutdown {
     throw new WebhookDeliveryError(outcome.error ?? 'delivery failed');
   }
 
-  private async send(scope: OrgScope, endpoint: WebhookEndpointRecord, deliveryId: string, event: PublicEvent): Promise<SendOutcome> {
+  private async send(
+    scope: OrgScope,
+    endpoint: WebhookEndpointRecord,
+    deliveryId: string,
+    event: PublicEvent,
+  ): Promise<SendOutcome> {
     let secret: string;
     try {
       secret = this.root.unwrap(endpoint.secret, secretAad(scope.organizationId, endpoint.id)).toString('utf8');
@@ -297,7 +337,10 @@ export class WebhookDeliveryService implements BeforeApplicationShutdown {
       // signed per attempt: a retry carries a fresh timestamp, so it passes the receiver's 5-minute window
       ...signatureHeaders(secret, body, this.clock.now()),
     };
-    return postSigned(endpoint.url, headers, body, { policy: outboundPolicyOf(this.config), timeoutMs: SEND_TIMEOUT_MS });
+    return postSigned(endpoint.url, headers, body, {
+      policy: outboundPolicyOf(this.config),
+      timeoutMs: SEND_TIMEOUT_MS,
+    });
   }
 
   /**
@@ -313,23 +356,32 @@ export class WebhookDeliveryService implements BeforeApplicationShutdown {
       try {
         return await record();
       } catch (error) {
-        if (!databaseUnavailableReason(error) || this.closing.signal.aborted || this.clock.now() >= giveUpAt) throw error;
+        if (!databaseUnavailableReason(error) || this.closing.signal.aborted || this.clock.now() >= giveUpAt)
+          throw error;
         this.recordLog.failed(error);
         // a shutdown ends the pause at once; the next try then gives up
-        await sleep(RECORD_RETRY_MS[Math.min(attempt, RECORD_RETRY_MS.length - 1)], undefined, { signal: this.closing.signal }).catch(() => undefined);
+        await sleep(RECORD_RETRY_MS[Math.min(attempt, RECORD_RETRY_MS.length - 1)], undefined, {
+          signal: this.closing.signal,
+        }).catch(() => undefined);
       }
     }
   }
 
   /** The pause stops this delivery and, through the endpoint's state, every other one still retrying. */
-  private async pause(scope: OrgScope, endpoint: WebhookEndpointRecord, deliveryId: string, reason: string): Promise<void> {
+  private async pause(
+    scope: OrgScope,
+    endpoint: WebhookEndpointRecord,
+    deliveryId: string,
+    reason: string,
+  ): Promise<void> {
     const paused = await this.db.transaction(async (tx) => {
       await this.repository.setStatus(scope, deliveryId, 'failed', tx);
       if (!(await this.repository.pause(scope, endpoint.id, reason, tx))) return false;
       await this.webhooks.announce(tx, scope, 'webhook.paused', endpoint, null, 'system', { reason });
       return true;
     });
-    if (paused) this.logger.warn({ webhook: endpoint.id, organization: scope.organizationId, reason }, 'webhook endpoint paused');
+    if (paused)
+      this.logger.warn({ webhook: endpoint.id, organization: scope.organizationId, reason }, 'webhook endpoint paused');
   }
 
   /**
@@ -337,7 +389,11 @@ export class WebhookDeliveryService implements BeforeApplicationShutdown {
    * covers the usual case, after which the queue's retry covers the rest.
    * 'gone': the endpoint no longer exists, so neither does the delivery.
    */
-  private async awaitDelivery(scope: OrgScope, deliveryId: string, endpointId: string): Promise<Awaited<ReturnType<WebhooksRepository['delivery']>> | 'gone'> {
+  private async awaitDelivery(
+    scope: OrgScope,
+    deliveryId: string,
+    endpointId: string,
+  ): Promise<Awaited<ReturnType<WebhooksRepository['delivery']>> | 'gone'> {
     for (const waitMs of [...COMMIT_WAIT_MS, 0]) {
       const found = await this.repository.delivery(scope, deliveryId);
       if (found) return found;

@@ -44,9 +44,20 @@ export class WebhooksController {
     body: createWebhookBody,
     response: createdWebhookView,
     status: 201,
-    example: { body: { name: 'approvals-to-ops', url: 'https://hooks.example.com/aileron', events: ['approval.*'], workspace: '{ws}' } },
+    example: {
+      body: {
+        name: 'approvals-to-ops',
+        url: 'https://hooks.example.com/aileron',
+        events: ['approval.*'],
+        workspace: '{ws}',
+      },
+    },
   })
-  async create(@Caller() caller: Principal, @TenantScope() scope: OrgScope, @Body() body: z.infer<typeof createWebhookBody>): Promise<WebhookView & { secret: string }> {
+  async create(
+    @Caller() caller: Principal,
+    @TenantScope() scope: OrgScope,
+    @Body() body: z.infer<typeof createWebhookBody>,
+  ): Promise<WebhookView & { secret: string }> {
     const { endpoint, secret } = await this.webhooks.create(caller, scope, body);
     return { ...toWebhookView(endpoint), secret };
   }
@@ -63,7 +74,10 @@ export class WebhooksController {
   })
   async list(@TenantScope() scope: OrgScope, @Query() query: PageQuery): Promise<z.infer<typeof webhooksPage>> {
     const rows = await this.webhooks.list(scope, webhooksCursor.keyset(query));
-    return withLegacyKey(webhooksCursor.page(rows, query, (w) => w, toWebhookView), 'webhooks');
+    return withLegacyKey(
+      webhooksCursor.page(rows, query, (w) => w, toWebhookView),
+      'webhooks',
+    );
   }
 
   @Route({
@@ -85,7 +99,8 @@ export class WebhooksController {
     method: 'PATCH',
     path: '/v1/webhooks/:id',
     summary: "Change an endpoint's event filter, format or whether it is enabled",
-    description: 'Disabling stops new deliveries and skips pending ones. A paused endpoint stays paused until `POST /v1/webhooks/{id}/resume`.',
+    description:
+      'Disabling stops new deliveries and skips pending ones. A paused endpoint stays paused until `POST /v1/webhooks/{id}/resume`.',
     tag: 'webhooks',
     permission: 'webhook.manage',
     tenancy: 'organization',
@@ -115,7 +130,11 @@ export class WebhooksController {
     status: 204,
     example: { params: { id: '{webhook}' } },
   })
-  async remove(@Caller() caller: Principal, @TenantScope() scope: OrgScope, @Param() params: z.infer<typeof webhookParams>): Promise<void> {
+  async remove(
+    @Caller() caller: Principal,
+    @TenantScope() scope: OrgScope,
+    @Param() params: z.infer<typeof webhookParams>,
+  ): Promise<void> {
     await this.webhooks.remove(caller, scope, params.id);
   }
 
@@ -137,7 +156,10 @@ export class WebhooksController {
     @Query() query: z.infer<typeof deliveriesQuery>,
   ): Promise<z.infer<typeof deliveriesView>> {
     const rows = await this.webhooks.deliveries(scope, params.id, deliveriesCursor.keyset(query));
-    return withLegacyKey(deliveriesCursor.page(rows, query, (d) => d, toDeliveryView), 'deliveries');
+    return withLegacyKey(
+      deliveriesCursor.page(rows, query, (d) => d, toDeliveryView),
+      'deliveries',
+    );
   }
 
   @Route({
@@ -152,7 +174,11 @@ export class WebhooksController {
     response: webhookView,
     example: { params: { id: '{webhook}' } },
   })
-  async resume(@Caller() caller: Principal, @TenantScope() scope: OrgScope, @Param() params: z.infer<typeof webhookParams>): Promise<WebhookView> {
+  async resume(
+    @Caller() caller: Principal,
+    @TenantScope() scope: OrgScope,
+    @Param() params: z.infer<typeof webhookParams>,
+  ): Promise<WebhookView> {
     return toWebhookView(await this.webhooks.resume(caller, scope, params.id));
   }
 }

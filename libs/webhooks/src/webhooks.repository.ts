@@ -1,7 +1,16 @@
 import { Injectable } from '@nestjs/common';
 import type { OrgScope, SystemScope } from '@aileron/auth';
 import { Clock } from '@aileron/clock';
-import { DatabaseService, Keyset, keysetAfter, keysetOrder, Prisma, Repository, isRecordNotFound, Transaction } from '@aileron/database';
+import {
+  DatabaseService,
+  Keyset,
+  keysetAfter,
+  keysetOrder,
+  Prisma,
+  Repository,
+  isRecordNotFound,
+  Transaction,
+} from '@aileron/database';
 
 export interface WebhookEndpointRecord {
   id: string;
@@ -66,7 +75,16 @@ export class WebhooksRepository extends Repository {
 
   create(
     scope: OrgScope,
-    data: { id: string; workspaceId: string | null; name: string; url: string; secret: string; events: string[]; format: string; createdBy: string },
+    data: {
+      id: string;
+      workspaceId: string | null;
+      name: string;
+      url: string;
+      secret: string;
+      events: string[];
+      format: string;
+      createdBy: string;
+    },
     tx: Transaction,
   ): Promise<WebhookEndpointRecord> {
     return tx.webhookEndpoint.create({ data: { organizationId: scope.organizationId, ...data } });
@@ -75,7 +93,14 @@ export class WebhooksRepository extends Repository {
   /** Oldest first, the id breaking ties. */
   list(scope: OrgScope, page: Keyset<{ createdAt: Date; id: string }>): Promise<WebhookEndpointRecord[]> {
     return this.client.webhookEndpoint.findMany({
-      where: { organizationId: scope.organizationId, ...keysetAfter<Prisma.WebhookEndpointWhereInput>(['createdAt', 'id'], 'asc', page.after && [page.after.createdAt, page.after.id]) },
+      where: {
+        organizationId: scope.organizationId,
+        ...keysetAfter<Prisma.WebhookEndpointWhereInput>(
+          ['createdAt', 'id'],
+          'asc',
+          page.after && [page.after.createdAt, page.after.id],
+        ),
+      },
       orderBy: keysetOrder<Prisma.WebhookEndpointOrderByWithRelationInput>(['createdAt', 'id'], 'asc'),
       take: page.take,
     });
@@ -85,8 +110,16 @@ export class WebhooksRepository extends Repository {
     return this.use(tx).webhookEndpoint.findFirst({ where: { organizationId: scope.organizationId, id } });
   }
 
-  async update(scope: OrgScope, id: string, data: { events?: string[]; enabled?: boolean; format?: string }, tx: Transaction): Promise<WebhookEndpointRecord | null> {
-    const { count } = await tx.webhookEndpoint.updateMany({ where: { organizationId: scope.organizationId, id }, data });
+  async update(
+    scope: OrgScope,
+    id: string,
+    data: { events?: string[]; enabled?: boolean; format?: string },
+    tx: Transaction,
+  ): Promise<WebhookEndpointRecord | null> {
+    const { count } = await tx.webhookEndpoint.updateMany({
+      where: { organizationId: scope.organizationId, id },
+      data,
+    });
     return count === 0 ? null : this.get(scope, id, tx);
   }
 
@@ -118,7 +151,10 @@ export class WebhooksRepository extends Repository {
    */
   async workspaceSlugs(scope: OrgScope, ids: string[]): Promise<Map<string, string>> {
     if (ids.length === 0) return new Map();
-    const rows = await this.client.workspace.findMany({ where: { organizationId: scope.organizationId, id: { in: [...new Set(ids)] } }, select: { id: true, slug: true } });
+    const rows = await this.client.workspace.findMany({
+      where: { organizationId: scope.organizationId, id: { in: [...new Set(ids)] } },
+      select: { id: true, slug: true },
+    });
     return new Map(rows.map((r) => [r.id, r.slug]));
   }
 
@@ -135,13 +171,26 @@ export class WebhooksRepository extends Repository {
   }
 
   /** Adds a delivery; false when this endpoint already has one for the event (a re-dispatched message). */
-  async addDelivery(scope: OrgScope, data: { id: string; endpointId: string; eventId: string; eventType: string }, tx: Transaction): Promise<boolean> {
-    const { count } = await tx.webhookDelivery.createMany({ data: [{ organizationId: scope.organizationId, ...data }], skipDuplicates: true });
+  async addDelivery(
+    scope: OrgScope,
+    data: { id: string; endpointId: string; eventId: string; eventType: string },
+    tx: Transaction,
+  ): Promise<boolean> {
+    const { count } = await tx.webhookDelivery.createMany({
+      data: [{ organizationId: scope.organizationId, ...data }],
+      skipDuplicates: true,
+    });
     return count > 0;
   }
 
-  async delivery(scope: OrgScope, id: string): Promise<{ delivery: WebhookDeliveryRecord; endpoint: WebhookEndpointRecord } | null> {
-    const row = await this.client.webhookDelivery.findFirst({ where: { organizationId: scope.organizationId, id }, include: { endpoint: true } });
+  async delivery(
+    scope: OrgScope,
+    id: string,
+  ): Promise<{ delivery: WebhookDeliveryRecord; endpoint: WebhookEndpointRecord } | null> {
+    const row = await this.client.webhookDelivery.findFirst({
+      where: { organizationId: scope.organizationId, id },
+      include: { endpoint: true },
+    });
     if (!row) return null;
     const { endpoint, organizationId: _org, ...delivery } = row;
     return { delivery, endpoint };
@@ -181,7 +230,15 @@ export class WebhooksRepository extends Repository {
       throw error;
     }
     await tx.webhookAttempt.create({
-      data: { organizationId: scope.organizationId, deliveryId, attempt: updated.attempts, status: attempt.status, error: attempt.error, durationMs: attempt.durationMs, createdAt: now },
+      data: {
+        organizationId: scope.organizationId,
+        deliveryId,
+        attempt: updated.attempts,
+        status: attempt.status,
+        error: attempt.error,
+        durationMs: attempt.durationMs,
+        createdAt: now,
+      },
     });
     return updated.attempts;
   }
@@ -214,7 +271,14 @@ export class WebhooksRepository extends Repository {
    */
   overdue(
     _system: SystemScope,
-    query: { dueBefore: Date; sendingBefore: Date; backoffMs: number; maxAttempts: number; after: string | null; limit: number },
+    query: {
+      dueBefore: Date;
+      sendingBefore: Date;
+      backoffMs: number;
+      maxAttempts: number;
+      after: string | null;
+      limit: number;
+    },
   ): Promise<OverdueDelivery[]> {
     const { dueBefore, sendingBefore, backoffMs, maxAttempts, after, limit } = query;
     return this.client.$queryRaw<OverdueDelivery[]>`
@@ -231,23 +295,37 @@ export class WebhooksRepository extends Repository {
   }
 
   async setStatus(scope: OrgScope, deliveryId: string, status: DeliveryStatus, tx?: Transaction): Promise<void> {
-    await this.use(tx).webhookDelivery.updateMany({ where: { organizationId: scope.organizationId, id: deliveryId }, data: { status } });
+    await this.use(tx).webhookDelivery.updateMany({
+      where: { organizationId: scope.organizationId, id: deliveryId },
+      data: { status },
+    });
   }
 
   /** Starts the failure streak unless one is running; returns when it started (null: the endpoint is gone). */
   async markFailing(scope: OrgScope, endpointId: string): Promise<Date | null> {
-    await this.client.webhookEndpoint.updateMany({ where: { organizationId: scope.organizationId, id: endpointId, failingSince: null }, data: { failingSince: this.clock.date() } });
-    const row = await this.client.webhookEndpoint.findFirst({ where: { organizationId: scope.organizationId, id: endpointId }, select: { failingSince: true } });
+    await this.client.webhookEndpoint.updateMany({
+      where: { organizationId: scope.organizationId, id: endpointId, failingSince: null },
+      data: { failingSince: this.clock.date() },
+    });
+    const row = await this.client.webhookEndpoint.findFirst({
+      where: { organizationId: scope.organizationId, id: endpointId },
+      select: { failingSince: true },
+    });
     return row?.failingSince ?? null;
   }
 
   async markHealthy(scope: OrgScope, endpointId: string): Promise<void> {
-    await this.client.webhookEndpoint.updateMany({ where: { organizationId: scope.organizationId, id: endpointId, failingSince: { not: null } }, data: { failingSince: null } });
+    await this.client.webhookEndpoint.updateMany({
+      where: { organizationId: scope.organizationId, id: endpointId, failingSince: { not: null } },
+      data: { failingSince: null },
+    });
   }
 
   /** Deliveries that failed for good since the streak began: a success would have ended the streak, so they are consecutive. */
   failedSince(scope: OrgScope, endpointId: string, since: Date): Promise<number> {
-    return this.client.webhookDelivery.count({ where: { organizationId: scope.organizationId, endpointId, status: 'failed', lastAttemptAt: { gte: since } } });
+    return this.client.webhookDelivery.count({
+      where: { organizationId: scope.organizationId, endpointId, status: 'failed', lastAttemptAt: { gte: since } },
+    });
   }
 
   /** Newest first, each with its attempts in order. */
@@ -261,11 +339,20 @@ export class WebhooksRepository extends Repository {
       where: {
         organizationId: scope.organizationId,
         endpointId,
-        ...keysetAfter<Prisma.WebhookDeliveryWhereInput>(['createdAt', 'id'], 'desc', page.after && [page.after.createdAt, page.after.id]),
+        ...keysetAfter<Prisma.WebhookDeliveryWhereInput>(
+          ['createdAt', 'id'],
+          'desc',
+          page.after && [page.after.createdAt, page.after.id],
+        ),
       },
       orderBy: keysetOrder<Prisma.WebhookDeliveryOrderByWithRelationInput>(['createdAt', 'id'], 'desc'),
       take: page.take,
-      include: { attemptLog: { orderBy: { attempt: 'asc' }, select: { attempt: true, status: true, error: true, durationMs: true, createdAt: true } } },
+      include: {
+        attemptLog: {
+          orderBy: { attempt: 'asc' },
+          select: { attempt: true, status: true, error: true, durationMs: true, createdAt: true },
+        },
+      },
     });
     return rows.map(({ organizationId: _org, ...row }) => row);
   }

@@ -6,7 +6,10 @@ import { WEBHOOK_FORMATS } from './domain/formats';
 import type { WebhookDelivery, WebhookEndpoint } from './webhooks.service';
 import { hostOf } from './webhooks.service';
 
-const eventFilter = z.string().max(100).regex(EVENT_FILTER, 'must be an event type (policy.updated) or a domain wildcard (approval.*)');
+const eventFilter = z
+  .string()
+  .max(100)
+  .regex(EVENT_FILTER, 'must be an event type (policy.updated) or a domain wildcard (approval.*)');
 const events = z
   .array(eventFilter)
   .max(50)
@@ -21,7 +24,12 @@ export const createWebhookBody = z
     events: events.default([]),
     workspace: slug.optional().describe("only this workspace's events; absent: the whole organisation"),
     format: format.default('json').describe('`json`: the event envelope; `slack`: a Slack incoming-webhook message'),
-    secret: z.string().min(16).max(256).optional().describe('HMAC signing secret; generated (`whsec_…`) and returned once when absent'),
+    secret: z
+      .string()
+      .min(16)
+      .max(256)
+      .optional()
+      .describe('HMAC signing secret; generated (`whsec_…`) and returned once when absent'),
   })
   .strict();
 
@@ -45,7 +53,9 @@ export const webhookView = z.object({
   events: z.array(z.string()),
   format: format,
   enabled: z.boolean(),
-  status: z.enum(['active', 'failing', 'paused', 'disabled']).describe('`paused`: deliveries failed for too long; `POST …/resume` resumes'),
+  status: z
+    .enum(['active', 'failing', 'paused', 'disabled'])
+    .describe('`paused`: deliveries failed for too long; `POST …/resume` resumes'),
   paused: z.boolean(),
   paused_at: z.string().nullable(),
   paused_reason: z.string().nullable(),
@@ -55,7 +65,9 @@ export const webhookView = z.object({
 });
 export type WebhookView = z.infer<typeof webhookView>;
 
-export const createdWebhookView = webhookView.extend({ secret: z.string().describe('the signing secret, shown this once') });
+export const createdWebhookView = webhookView.extend({
+  secret: z.string().describe('the signing secret, shown this once'),
+});
 
 export const attemptView = z.object({
   attempt: z.number().int(),
@@ -91,7 +103,13 @@ export function toWebhookView(endpoint: WebhookEndpoint): WebhookView {
     events: endpoint.events,
     format: endpoint.format === 'slack' ? 'slack' : 'json',
     enabled: endpoint.enabled,
-    status: endpoint.pausedAt ? 'paused' : !endpoint.enabled ? 'disabled' : endpoint.failingSince ? 'failing' : 'active',
+    status: endpoint.pausedAt
+      ? 'paused'
+      : !endpoint.enabled
+        ? 'disabled'
+        : endpoint.failingSince
+          ? 'failing'
+          : 'active',
     paused: endpoint.pausedAt !== null,
     paused_at: endpoint.pausedAt?.toISOString() ?? null,
     paused_reason: endpoint.pausedReason,
@@ -113,6 +131,12 @@ export function toDeliveryView(delivery: WebhookDelivery): DeliveryView {
     created_at: delivery.createdAt.toISOString(),
     last_attempt_at: delivery.lastAttemptAt?.toISOString() ?? null,
     delivered_at: delivery.deliveredAt?.toISOString() ?? null,
-    attempts: delivery.attemptLog.map((a) => ({ attempt: a.attempt, status: a.status, error: a.error, duration_ms: a.durationMs, at: a.createdAt.toISOString() })),
+    attempts: delivery.attemptLog.map((a) => ({
+      attempt: a.attempt,
+      status: a.status,
+      error: a.error,
+      duration_ms: a.durationMs,
+      at: a.createdAt.toISOString(),
+    })),
   };
 }

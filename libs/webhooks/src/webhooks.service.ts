@@ -9,7 +9,12 @@ import { checkOutboundUrl, outboundPolicyOf, OutboundUrlRefusedError } from '@ai
 import { OutboxService, PublicEvent } from '@aileron/outbox';
 import { matchesWorkspace, takesPersonalNotification } from './domain/event-filter';
 import type { WebhookFormat } from './domain/formats';
-import { WebhookAttemptRecord, WebhookDeliveryRecord, WebhookEndpointRecord, WebhooksRepository } from './webhooks.repository';
+import {
+  WebhookAttemptRecord,
+  WebhookDeliveryRecord,
+  WebhookEndpointRecord,
+  WebhooksRepository,
+} from './webhooks.repository';
 
 export interface NewWebhook {
   name: string;
@@ -75,13 +80,21 @@ export class WebhooksService {
   /** How many endpoints would carry a personal notification of this type for the workspace now. */
   async notificationChannels(scope: OrgScope, workspaceId: string, type: string): Promise<number> {
     const endpoints = await this.db.transaction((tx) => this.repository.subscribers(scope, workspaceId, tx));
-    return endpoints.filter((endpoint) => matchesWorkspace(endpoint.workspaceId, workspaceId) && takesPersonalNotification(endpoint, type)).length;
+    return endpoints.filter(
+      (endpoint) => matchesWorkspace(endpoint.workspaceId, workspaceId) && takesPersonalNotification(endpoint, type),
+    ).length;
   }
 
   /** A new endpoint; its signing secret is returned here once (generated unless given) and never again. */
-  async create(principal: Principal, scope: OrgScope, input: NewWebhook): Promise<{ endpoint: WebhookEndpoint; secret: string }> {
+  async create(
+    principal: Principal,
+    scope: OrgScope,
+    input: NewWebhook,
+  ): Promise<{ endpoint: WebhookEndpoint; secret: string }> {
     // the workspace first: another tenant's slug is a 404 whatever the URL
-    const workspace = input.workspace ? await this.access.workspace(principal, input.workspace, 'webhook.manage') : null;
+    const workspace = input.workspace
+      ? await this.access.workspace(principal, input.workspace, 'webhook.manage')
+      : null;
     this.checkPersonal(input);
     await this.checkUrl(input.url);
     const secret = input.secret ?? `whsec_${randomBytes(32).toString('base64url')}`;
@@ -108,7 +121,8 @@ export class WebhooksService {
       });
       return { endpoint: { ...endpoint, workspaceSlug: workspace?.workspaceSlug ?? null }, secret };
     } catch (error) {
-      if (isUniqueViolation(error)) throw new ConflictError('WEBHOOK_NAME_TAKEN', `A webhook named "${input.name}" already exists`);
+      if (isUniqueViolation(error))
+        throw new ConflictError('WEBHOOK_NAME_TAKEN', `A webhook named "${input.name}" already exists`);
       throw error;
     }
   }
@@ -129,7 +143,10 @@ export class WebhooksService {
       const endpoint = await this.repository.update(scope, id, changes, tx);
       if (!endpoint) return null;
       this.checkPersonal(endpoint); // throwing rolls the change back
-      if (Object.keys(changes).length > 0) await this.announce(tx, scope, 'webhook.updated', endpoint, null, actor, { changed: Object.keys(changes).sort() });
+      if (Object.keys(changes).length > 0)
+        await this.announce(tx, scope, 'webhook.updated', endpoint, null, actor, {
+          changed: Object.keys(changes).sort(),
+        });
       return endpoint;
     });
     if (!updated) throw new NotFoundError('webhook', id, 'WEBHOOK_NOT_FOUND');
@@ -162,7 +179,11 @@ export class WebhooksService {
     return (await this.withSlugs(scope, [endpoint]))[0]!;
   }
 
-  async deliveries(scope: OrgScope, id: string, page: Keyset<{ createdAt: Date; id: string }>): Promise<WebhookDelivery[]> {
+  async deliveries(
+    scope: OrgScope,
+    id: string,
+    page: Keyset<{ createdAt: Date; id: string }>,
+  ): Promise<WebhookDelivery[]> {
     if (!(await this.repository.get(scope, id))) throw new NotFoundError('webhook', id, 'WEBHOOK_NOT_FOUND');
     return this.repository.deliveries(scope, id, page);
   }
@@ -195,7 +216,10 @@ export class WebhooksService {
   }
 
   private async withSlugs(scope: OrgScope, endpoints: WebhookEndpointRecord[]): Promise<WebhookEndpoint[]> {
-    const slugs = await this.repository.workspaceSlugs(scope, endpoints.flatMap((e) => (e.workspaceId ? [e.workspaceId] : [])));
+    const slugs = await this.repository.workspaceSlugs(
+      scope,
+      endpoints.flatMap((e) => (e.workspaceId ? [e.workspaceId] : [])),
+    );
     return endpoints.map((e) => ({ ...e, workspaceSlug: e.workspaceId ? (slugs.get(e.workspaceId) ?? null) : null }));
   }
 
@@ -203,7 +227,12 @@ export class WebhooksService {
   private checkPersonal(endpoint: { events: readonly string[]; format: string }): void {
     const personal = endpoint.events.filter((type) => this.notifications.has(type));
     if (endpoint.format !== 'json' && personal.length > 0) {
-      throw new ValidationError([{ path: 'body.format', message: `${personal.join(', ')} carries a one-time credential for one person and is delivered in the json format only` }]);
+      throw new ValidationError([
+        {
+          path: 'body.format',
+          message: `${personal.join(', ')} carries a one-time credential for one person and is delivered in the json format only`,
+        },
+      ]);
     }
   }
 
@@ -211,7 +240,8 @@ export class WebhooksService {
     try {
       await checkOutboundUrl(url, outboundPolicyOf(this.config));
     } catch (error) {
-      if (error instanceof OutboundUrlRefusedError) throw new ValidationError([{ path: 'body.url', message: error.message }]);
+      if (error instanceof OutboundUrlRefusedError)
+        throw new ValidationError([{ path: 'body.url', message: error.message }]);
       throw error;
     }
   }

@@ -2,7 +2,12 @@
 import { spawn } from 'node:child_process';
 import { constants, promises as fs } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { RUNNER_ISOLATE_ENV, type RunnerLimits, type RunnerRequest, type RunnerResults } from '@aileron/sandboxes/runner-protocol';
+import {
+  RUNNER_ISOLATE_ENV,
+  type RunnerLimits,
+  type RunnerRequest,
+  type RunnerResults,
+} from '@aileron/sandboxes/runner-protocol';
 import { Failure } from '../failure';
 import { COMMAND_PATH, inSandbox } from '../sandbox-paths';
 import { collector, exitCodeOf } from '../streams';
@@ -98,14 +103,25 @@ function killGroup(pid: number | undefined): void {
 export async function exec(request: Extract<RunnerRequest, { op: 'exec' }>): Promise<RunnerResults['exec']> {
   const cwd = inSandbox(request.workdir);
   const stat = await fs.stat(cwd).catch(() => null);
-  if (!stat?.isDirectory()) throw new Failure('WORKDIR_INVALID', `workdir ${request.workdir}: not a directory in the sandbox`);
+  if (!stat?.isDirectory())
+    throw new Failure('WORKDIR_INVALID', `workdir ${request.workdir}: not a directory in the sandbox`);
   const limits = limitArgs(request.limits);
   const shell = ['/bin/bash', '--noprofile', '--norc', '-c', request.command];
-  const argv = [...(ISOLATED ? CALL_NAMESPACE : []), ...(limits.length > 0 ? ['/usr/bin/prlimit', ...limits, '--'] : []), ...shell];
+  const argv = [
+    ...(ISOLATED ? CALL_NAMESPACE : []),
+    ...(limits.length > 0 ? ['/usr/bin/prlimit', ...limits, '--'] : []),
+    ...shell,
+  ];
   return new Promise((resolveExec) => {
     const child = spawn(argv[0]!, argv.slice(1), {
       cwd,
-      env: { PATH: COMMAND_PATH, HOME: process.env.HOME ?? '/home/sandbox', TMPDIR: '/tmp', LANG: 'C.UTF-8', TERM: 'dumb' },
+      env: {
+        PATH: COMMAND_PATH,
+        HOME: process.env.HOME ?? '/home/sandbox',
+        TMPDIR: '/tmp',
+        LANG: 'C.UTF-8',
+        TERM: 'dumb',
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
       detached: true,
     });
@@ -125,9 +141,18 @@ export async function exec(request: Extract<RunnerRequest, { op: 'exec' }>): Pro
       child.stdout.destroy();
       child.stderr.destroy();
       const exitCode = exitCodeOf(code, signal);
-      let note = timedOut ? `\n[aileron] the command ran longer than ${request.timeoutMs / 1000} s and was killed with everything it started\n` : '';
-      if (heldOpen && !timedOut) note += '\n[aileron] a process the command left running kept its output open; the answer did not wait for it\n';
-      resolveExec({ stdout: stdout.text(), stderr: stderr.text() + note, exitCode: timedOut ? 124 : exitCode, timedOut, truncated: stdout.truncated() || stderr.truncated() });
+      let note = timedOut
+        ? `\n[aileron] the command ran longer than ${request.timeoutMs / 1000} s and was killed with everything it started\n`
+        : '';
+      if (heldOpen && !timedOut)
+        note += '\n[aileron] a process the command left running kept its output open; the answer did not wait for it\n';
+      resolveExec({
+        stdout: stdout.text(),
+        stderr: stderr.text() + note,
+        exitCode: timedOut ? 124 : exitCode,
+        timedOut,
+        truncated: stdout.truncated() || stderr.truncated(),
+      });
     };
     // the answer waits for the output to close, but never long after the command ended or was killed, whatever still holds it
     const bound = (code: number | null, signal: NodeJS.Signals | null): void => {
@@ -148,7 +173,13 @@ export async function exec(request: Extract<RunnerRequest, { op: 'exec' }>): Pro
       if (answered) return;
       answered = true;
       clearTimeout(timer);
-      resolveExec({ stdout: '', stderr: `could not start bash: ${error.message}\n`, exitCode: 127, timedOut: false, truncated: false });
+      resolveExec({
+        stdout: '',
+        stderr: `could not start bash: ${error.message}\n`,
+        exitCode: 127,
+        timedOut: false,
+        truncated: false,
+      });
     });
     child.on('exit', (code, signal) => bound(code, signal));
     child.on('close', (code, signal) => answer(code, signal));
@@ -160,7 +191,9 @@ export async function which(request: Extract<RunnerRequest, { op: 'which' }>): P
   const paths: Record<string, string | null> = {};
   for (const name of request.names) {
     paths[name] = null;
-    const candidates = name.includes('/') ? [resolve(workdir, name)] : COMMAND_PATH.split(':').map((dir) => join(dir, name));
+    const candidates = name.includes('/')
+      ? [resolve(workdir, name)]
+      : COMMAND_PATH.split(':').map((dir) => join(dir, name));
     for (const candidate of candidates) {
       try {
         await fs.access(candidate, constants.X_OK);

@@ -16,11 +16,18 @@ const NEWLINE = 0x0a;
 type Request<O extends RunnerRequest['op']> = Extract<RunnerRequest, { op: O }>;
 
 /** The lines asked for; the whole file (the usual read) as its bytes, sent as they are (raw, read as text by the control plane): no decoding, no split and join of every line. */
-export async function read(request: Request<'read'>): Promise<Omit<RunnerResults['read'], 'content'> & { content: string | Buffer }> {
+export async function read(
+  request: Request<'read'>,
+): Promise<Omit<RunnerResults['read'], 'content'> & { content: string | Buffer }> {
   const bytes = await readTextBytes(inSandbox(request.path));
   if (request.offset === 0 && request.limit === null) {
     const lines = countLines(bytes);
-    return { content: bytes.length === 0 || bytes[bytes.length - 1] === NEWLINE ? bytes : Buffer.concat([bytes, Buffer.from('\n')]), lines, totalLines: lines };
+    return {
+      content:
+        bytes.length === 0 || bytes[bytes.length - 1] === NEWLINE ? bytes : Buffer.concat([bytes, Buffer.from('\n')]),
+      lines,
+      totalLines: lines,
+    };
   }
   const lines = splitLines(bytes.toString('utf8'));
   const slice = lines.slice(request.offset, request.limit === null ? undefined : request.offset + request.limit);
@@ -38,7 +45,10 @@ export async function readText(request: Request<'readText'>): Promise<RunnerResu
 
 export async function write(request: Request<'write'>): Promise<RunnerResults['write']> {
   const path = inSandbox(request.path);
-  const created = !(await fs.lstat(path).then(() => true, () => false));
+  const created = !(await fs.lstat(path).then(
+    () => true,
+    () => false,
+  ));
   await fs.mkdir(dirname(path), { recursive: true });
   await fs.writeFile(path, request.content);
   return { bytes: Buffer.byteLength(request.content), created };
@@ -46,7 +56,10 @@ export async function write(request: Request<'write'>): Promise<RunnerResults['w
 
 export async function remove(request: Request<'remove'>): Promise<RunnerResults['remove']> {
   const path = inSandbox(request.path);
-  const existed = await fs.lstat(path).then(() => true, () => false);
+  const existed = await fs.lstat(path).then(
+    () => true,
+    () => false,
+  );
   if (existed) await fs.unlink(path);
   return { existed };
 }
@@ -55,7 +68,10 @@ export async function ls(request: Request<'ls'>): Promise<RunnerResults['ls']> {
   const root = inSandbox(request.path);
   if (!(await fs.stat(root)).isDirectory()) {
     const stat = await fs.lstat(root);
-    return { entries: [{ path: request.path, type: stat.isSymbolicLink() ? 'symlink' : 'file', size: stat.size }], truncated: false };
+    return {
+      entries: [{ path: request.path, type: stat.isSymbolicLink() ? 'symlink' : 'file', size: stat.size }],
+      truncated: false,
+    };
   }
   const entries: RunnerResults['ls']['entries'] = [];
   const truncated = await walkTree(root, request.recursive, (path, type, size) => {
@@ -84,7 +100,8 @@ export async function walk(request: Request<'walk'>): Promise<RunnerResults['wal
 async function readTextBytes(path: string): Promise<Buffer> {
   const stat = await fs.stat(path);
   if (stat.isDirectory()) throw new Failure('EISDIR', `${path}: is a directory`);
-  if (stat.size > MAX_TEXT_BYTES) throw new Failure('TOO_LARGE', `${path}: ${stat.size} bytes, more than the ${MAX_TEXT_BYTES} a text tool reads`);
+  if (stat.size > MAX_TEXT_BYTES)
+    throw new Failure('TOO_LARGE', `${path}: ${stat.size} bytes, more than the ${MAX_TEXT_BYTES} a text tool reads`);
   const buffer = await fs.readFile(path);
   if (buffer.includes(0)) throw new Failure('NOT_TEXT', `${path}: a binary file`);
   return buffer;
@@ -104,7 +121,11 @@ function countLines(bytes: Buffer): number {
   return bytes.length === 0 || bytes[bytes.length - 1] === NEWLINE ? count : count + 1;
 }
 
-async function walkTree(root: string, recursive: boolean, visit: (path: string, type: 'file' | 'dir' | 'symlink' | 'other', size: number) => boolean): Promise<boolean> {
+async function walkTree(
+  root: string,
+  recursive: boolean,
+  visit: (path: string, type: 'file' | 'dir' | 'symlink' | 'other', size: number) => boolean,
+): Promise<boolean> {
   // breadth-first, never following symlinks: a link to / would otherwise list the whole root
   const queue = [root];
   while (queue.length > 0) {

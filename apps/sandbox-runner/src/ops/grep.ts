@@ -12,9 +12,21 @@ export async function grep(request: Extract<RunnerRequest, { op: 'grep' }>): Pro
   const root = inSandbox(request.path);
   await fs.stat(root);
   // GNU grep: a DFA matcher, so an agent's pattern cannot stall the runner
-  const args = ['-rnIE', '--color=never', '--no-messages', ...(request.include ? [`--include=${request.include}`] : []), '-e', request.pattern, '--', root];
+  const args = [
+    '-rnIE',
+    '--color=never',
+    '--no-messages',
+    ...(request.include ? [`--include=${request.include}`] : []),
+    '-e',
+    request.pattern,
+    '--',
+    root,
+  ];
   return new Promise((resolveGrep, reject) => {
-    const child = spawn('/usr/bin/grep', args, { stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: COMMAND_PATH, LANG: 'C.UTF-8' } });
+    const child = spawn('/usr/bin/grep', args, {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { PATH: COMMAND_PATH, LANG: 'C.UTF-8' },
+    });
     const out = collector();
     const err = collector();
     child.stdout.on('data', (chunk: Buffer) => out.push(chunk));

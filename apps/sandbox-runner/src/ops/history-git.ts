@@ -1,5 +1,12 @@
 import { spawn } from 'node:child_process';
-import { gitEnv, HISTORY_DIR, historyGitArgs, type RunnerRequest, type RunnerResults, writeHistoryInfo } from '@aileron/sandboxes/runner-protocol';
+import {
+  gitEnv,
+  HISTORY_DIR,
+  historyGitArgs,
+  type RunnerRequest,
+  type RunnerResults,
+  writeHistoryInfo,
+} from '@aileron/sandboxes/runner-protocol';
 import { failureOf } from '../failure';
 import { collector, exitCodeOf } from '../streams';
 
@@ -10,7 +17,10 @@ const GIT = '/usr/bin/git';
  * container never mounts), with no work tree. A streamed request hands
  * stdout to `stream` piece by piece, waiting for each to be taken.
  */
-export function historyGit(request: Extract<RunnerRequest, { op: 'git' }>, stream?: (chunk: Buffer) => Promise<void>): Promise<RunnerResults['git']> {
+export function historyGit(
+  request: Extract<RunnerRequest, { op: 'git' }>,
+  stream?: (chunk: Buffer) => Promise<void>,
+): Promise<RunnerResults['git']> {
   return new Promise((resolveGit) => {
     const child = spawn(GIT, historyGitArgs(request.args), {
       cwd: HISTORY_DIR,
@@ -27,7 +37,9 @@ export function historyGit(request: Extract<RunnerRequest, { op: 'git' }>, strea
     child.stderr.on('data', (chunk: Buffer) => stderr.push(chunk));
     child.stdin.on('error', () => undefined);
     child.stdin.end(request.stdin ? Buffer.from(request.stdin, 'base64') : undefined);
-    child.on('error', (error) => resolveGit({ stdout: '', stderr: `could not start git: ${error.message}\n`, code: 127 }));
+    child.on('error', (error) =>
+      resolveGit({ stdout: '', stderr: `could not start git: ${error.message}\n`, code: 127 }),
+    );
     child.on('close', (code, signal) => {
       const exitCode = exitCodeOf(code, signal);
       const answer = { stdout: Buffer.concat(stdout).toString('base64'), stderr: stderr.text(), code: exitCode };
@@ -35,7 +47,12 @@ export function historyGit(request: Extract<RunnerRequest, { op: 'git' }>, strea
       if (request.args[0] !== 'init' || exitCode !== 0) return resolveGit(answer);
       writeHistoryInfo(HISTORY_DIR).then(
         () => resolveGit(answer),
-        (error: unknown) => resolveGit({ ...answer, stderr: `could not write ${HISTORY_DIR}/info: ${failureOf(error).message}\n`, code: 1 }),
+        (error: unknown) =>
+          resolveGit({
+            ...answer,
+            stderr: `could not write ${HISTORY_DIR}/info: ${failureOf(error).message}\n`,
+            code: 1,
+          }),
       );
     });
   });

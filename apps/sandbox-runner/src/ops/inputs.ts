@@ -18,22 +18,49 @@ import { bounded, collector } from '../streams';
  * file, so no member is written through one. Decompressed here, to count it:
  * an archive that unpacks to more than `maxBytes` is stopped there.
  */
-export async function unpack(request: Extract<RunnerRequest, { op: 'unpack' }>, input: Readable): Promise<RunnerResults['unpack']> {
+export async function unpack(
+  request: Extract<RunnerRequest, { op: 'unpack' }>,
+  input: Readable,
+): Promise<RunnerResults['unpack']> {
   // --ignore-zeros: tar reads its input to the end instead of exiting at the archive's end marker, which
   // would close its stdin while the input's last lines are on their way and fail an archive it took whole
-  const child = spawn('/usr/bin/tar', ['-x', '--ignore-zeros', '-f', '-', '-C', SANDBOX_WORKDIR, '--no-same-owner', '--no-same-permissions', '--delay-directory-restore'], {
-    cwd: SANDBOX_WORKDIR,
-    env: { PATH: COMMAND_PATH, LANG: 'C.UTF-8' },
-    stdio: ['pipe', 'ignore', 'pipe'],
-  });
+  const child = spawn(
+    '/usr/bin/tar',
+    [
+      '-x',
+      '--ignore-zeros',
+      '-f',
+      '-',
+      '-C',
+      SANDBOX_WORKDIR,
+      '--no-same-owner',
+      '--no-same-permissions',
+      '--delay-directory-restore',
+    ],
+    {
+      cwd: SANDBOX_WORKDIR,
+      env: { PATH: COMMAND_PATH, LANG: 'C.UTF-8' },
+      stdio: ['pipe', 'ignore', 'pipe'],
+    },
+  );
   const stderr = collector();
   child.stderr.on('data', (chunk: Buffer) => stderr.push(chunk));
   const exited = new Promise<number>((resolveExit) => {
     child.on('error', () => resolveExit(127));
     child.on('close', (code) => resolveExit(code ?? 1));
   });
-  const said = (): string => stderr.text().trim().split('\n').filter((line) => !/Exiting with failure status/.test(line)).slice(-3).join('; ');
-  const count = bounded(request.maxBytes, () => new Failure('TOO_LARGE', `the archive unpacks to more than ${request.maxBytes} bytes, what /src holds`));
+  const said = (): string =>
+    stderr
+      .text()
+      .trim()
+      .split('\n')
+      .filter((line) => !/Exiting with failure status/.test(line))
+      .slice(-3)
+      .join('; ');
+  const count = bounded(
+    request.maxBytes,
+    () => new Failure('TOO_LARGE', `the archive unpacks to more than ${request.maxBytes} bytes, what /src holds`),
+  );
   try {
     if (request.gzip) await pipeline(input, createGunzip(), count.counter, child.stdin);
     else await pipeline(input, count.counter, child.stdin);
@@ -42,7 +69,8 @@ export async function unpack(request: Extract<RunnerRequest, { op: 'unpack' }>, 
     await exited;
     if (error instanceof Failure) throw error;
     const code = (error as NodeJS.ErrnoException).code ?? '';
-    if (code.startsWith('Z_')) throw new Failure('NOT_GZIP', `not a gzip-compressed archive (${(error as Error).message})`);
+    if (code.startsWith('Z_'))
+      throw new Failure('NOT_GZIP', `not a gzip-compressed archive (${(error as Error).message})`);
     throw new Failure('UNPACK_FAILED', said() || (error as Error).message);
   }
   const code = await exited;
@@ -56,11 +84,22 @@ export async function unpack(request: Extract<RunnerRequest, { op: 'unpack' }>, 
  * directory goes when the connection closes (`keep`), or at once if the
  * input fails or is larger than `maxBytes`.
  */
-export async function receiveFile(request: Extract<RunnerRequest, { op: 'receive' }>, input: Readable, keep: (path: string) => void): Promise<RunnerResults['receive']> {
+export async function receiveFile(
+  request: Extract<RunnerRequest, { op: 'receive' }>,
+  input: Readable,
+  keep: (path: string) => void,
+): Promise<RunnerResults['receive']> {
   const dir = await fs.mkdtemp(join(tmpdir(), 'aileron-input-'));
   keep(dir);
   const path = join(dir, 'input');
-  const count = bounded(request.maxBytes, () => new Failure('TOO_LARGE', `the file is larger than ${request.maxBytes} bytes, what the history container's scratch space holds`));
+  const count = bounded(
+    request.maxBytes,
+    () =>
+      new Failure(
+        'TOO_LARGE',
+        `the file is larger than ${request.maxBytes} bytes, what the history container's scratch space holds`,
+      ),
+  );
   try {
     await pipeline(input, count.counter, createWriteStream(path, { flags: 'wx', mode: 0o600 }));
   } catch (error) {

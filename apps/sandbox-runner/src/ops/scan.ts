@@ -13,7 +13,14 @@
 import { type BigIntStats, constants, type Dirent, promises as fs } from 'node:fs';
 import { join } from 'node:path';
 import ignore, { type Ignore } from 'ignore';
-import { blobId, type RunnerResults, type ScanResult, type TreeChange, type TreeEntry, type TreeMode } from '@aileron/sandboxes/runner-protocol';
+import {
+  blobId,
+  type RunnerResults,
+  type ScanResult,
+  type TreeChange,
+  type TreeEntry,
+  type TreeMode,
+} from '@aileron/sandboxes/runner-protocol';
 import { Failure } from '../failure';
 
 /** a file larger than this is left out of snapshots, and named in the snapshot's record */
@@ -43,7 +50,8 @@ export class TreeScanner {
   async scan(base: string | null, maxEntries: number): Promise<ScanResult> {
     const { tree, skipped } = await this.walk(maxEntries);
     this.pending = tree;
-    if (base !== null && this.adopted?.base === base) return { full: false, changes: changesBetween(this.adopted.tree, tree), skipped };
+    if (base !== null && this.adopted?.base === base)
+      return { full: false, changes: changesBetween(this.adopted.tree, tree), skipped };
     return { full: true, entries: [...tree].map(([path, known]) => entryOf(path, known)), skipped };
   }
 
@@ -62,7 +70,11 @@ export class TreeScanner {
         continue;
       }
       total += read.bytes.length;
-      if (total > MAX_BLOBS_BYTES) throw new Failure('SNAPSHOT_TOO_LARGE', `the changed files are larger than ${MAX_BLOBS_BYTES} bytes in one request`);
+      if (total > MAX_BLOBS_BYTES)
+        throw new Failure(
+          'SNAPSHOT_TOO_LARGE',
+          `the changed files are larger than ${MAX_BLOBS_BYTES} bytes in one request`,
+        );
       const known: Known = { mode: read.mode, sha: blobId(read.bytes), size: read.bytes.length, stamp: read.stamp };
       tree.set(path, known);
       items.push(entryOf(path, known));
@@ -108,7 +120,11 @@ export class TreeScanner {
         if (!entry.isFile() && !entry.isSymbolicLink()) continue;
         const stat = await fs.lstat(join(this.root, path), { bigint: true }).catch(() => null);
         if (!stat) continue;
-        if (tree.size >= maxEntries) throw new Failure('SNAPSHOT_TOO_LARGE', `/src holds more than ${maxEntries} files, more than a snapshot takes (AILERON_SANDBOX_SNAPSHOT_MAX_FILES); leave some out with a .gitignore`);
+        if (tree.size >= maxEntries)
+          throw new Failure(
+            'SNAPSHOT_TOO_LARGE',
+            `/src holds more than ${maxEntries} files, more than a snapshot takes (AILERON_SANDBOX_SNAPSHOT_MAX_FILES); leave some out with a .gitignore`,
+          );
         const before = cached(path);
         if (before?.stamp === stampOf(stat)) {
           tree.set(path, before);
@@ -165,7 +181,9 @@ async function readEntry(path: string): Promise<{ mode: TreeMode; bytes: Buffer;
     return target ? { mode: '120000', bytes: target, stamp: stampOf(stat) } : null;
   }
   if (!stat.isFile()) return null;
-  const handle = await fs.open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK).catch(() => null);
+  const handle = await fs
+    .open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK)
+    .catch(() => null);
   if (!handle) return null;
   try {
     const opened = await handle.stat({ bigint: true });

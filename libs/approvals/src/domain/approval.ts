@@ -17,7 +17,10 @@ export const REDACTED = '[redacted]';
  * under the policy's `redact` paths (`repo.token`, `headers`) are replaced.
  * The digest is over the full arguments; only the display is redacted.
  */
-export function redactArguments(args: Record<string, unknown> | undefined, paths: readonly string[] = []): Record<string, unknown> {
+export function redactArguments(
+  args: Record<string, unknown> | undefined,
+  paths: readonly string[] = [],
+): Record<string, unknown> {
   const wanted = new Set(paths);
   const walk = (value: unknown, path: string): unknown => {
     if (Array.isArray(value)) return value.map((v, i) => walk(v, `${path}[${i}]`));
@@ -40,7 +43,9 @@ export interface Vote {
 /** Any deny ends it; `quorum` different approvers approving approves it. */
 export function tally(votes: readonly Vote[], quorum: number): 'approved' | 'denied' | 'pending' {
   if (votes.some((v) => v.decision === 'deny')) return 'denied';
-  return new Set(votes.filter((v) => v.decision === 'approve').map((v) => v.approver)).size >= quorum ? 'approved' : 'pending';
+  return new Set(votes.filter((v) => v.decision === 'approve').map((v) => v.approver)).size >= quorum
+    ? 'approved'
+    : 'pending';
 }
 
 /**
@@ -48,7 +53,12 @@ export function tally(votes: readonly Vote[], quorum: number): 'approved' | 'den
  * request, whichever of these names the request carries (a gateway reports
  * the person by e-mail or `user:<id>`; a token acts for whoever made it).
  */
-export function identitiesOf(caller: { kind: string; id: string; email?: string | null; createdBy?: string | null }): Set<string> {
+export function identitiesOf(caller: {
+  kind: string;
+  id: string;
+  email?: string | null;
+  createdBy?: string | null;
+}): Set<string> {
   const ids = new Set<string>([`${caller.kind === 'api_token' ? 'token' : caller.kind}:${caller.id}`, caller.id]);
   if (caller.email) {
     ids.add(caller.email.toLowerCase());
@@ -64,7 +74,11 @@ export function identitiesOf(caller: { kind: string; id: string; email?: string 
  * the chain ends at. A requester that is no ref at all (a gateway reports the
  * person by e-mail) names only itself.
  */
-export function personIdentities(requester: string, chain: readonly string[], user: { id: string; email: string | null } | null): Set<string> {
+export function personIdentities(
+  requester: string,
+  chain: readonly string[],
+  user: { id: string; email: string | null } | null,
+): Set<string> {
   const ids = new Set<string>([requester, requester.toLowerCase(), `user:${requester.toLowerCase()}`]);
   for (const ref of chain) {
     ids.add(ref);

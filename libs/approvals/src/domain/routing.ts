@@ -25,7 +25,11 @@ const rotation = z
     start: z.iso.datetime({ offset: true }),
     members: z.array(person).min(1).max(100),
     overrides: z
-      .array(z.object({ from: z.iso.datetime({ offset: true }), to: z.iso.datetime({ offset: true }), member: person }).strict())
+      .array(
+        z
+          .object({ from: z.iso.datetime({ offset: true }), to: z.iso.datetime({ offset: true }), member: person })
+          .strict(),
+      )
       .max(200)
       .default([]),
   })
@@ -35,7 +39,12 @@ const route = z
   .object({
     approvers: z.array(approver).min(1).max(50),
     quorum: z.number().int().min(1).max(10).default(1),
-    expires_in_seconds: z.number().int().min(30).max(7 * 86400).default(3600),
+    expires_in_seconds: z
+      .number()
+      .int()
+      .min(30)
+      .max(7 * 86400)
+      .default(3600),
   })
   .strict();
 
@@ -53,7 +62,11 @@ export type Route = z.infer<typeof route>;
 export type Approver = z.infer<typeof approver>;
 
 export const BUILT_IN_ROUTE = 'workspace-admins';
-const BUILT_IN: Route = { approvers: [{ role: 'owner' }, { role: 'admin' }, { role: 'approver' }], quorum: 1, expires_in_seconds: 3600 };
+const BUILT_IN: Route = {
+  approvers: [{ role: 'owner' }, { role: 'admin' }, { role: 'approver' }],
+  quorum: 1,
+  expires_in_seconds: 3600,
+};
 
 export interface RoutingProblem {
   path: string;
@@ -76,15 +89,25 @@ export function checkRouting(document: RoutingDocument): RoutingProblem[] {
         });
       }
       if ('rotation' in a && !document.rotations[a.rotation]) {
-        problems.push({ path: `routes.${routeName}.approvers[${i}].rotation`, message: `names no rotation ("${a.rotation}")` });
+        problems.push({
+          path: `routes.${routeName}.approvers[${i}].rotation`,
+          message: `names no rotation ("${a.rotation}")`,
+        });
       }
     });
-    const people = r.approvers.every((a) => 'user' in a || 'rotation' in a) ? new Set(r.approvers.flatMap((a) => ('user' in a ? [a.user] : ['rotation:' + a.rotation]))).size : Infinity;
-    if (r.quorum > people) problems.push({ path: `routes.${routeName}.quorum`, message: `needs ${r.quorum} different approvers but the route names ${people}` });
+    const people = r.approvers.every((a) => 'user' in a || 'rotation' in a)
+      ? new Set(r.approvers.flatMap((a) => ('user' in a ? [a.user] : ['rotation:' + a.rotation]))).size
+      : Infinity;
+    if (r.quorum > people)
+      problems.push({
+        path: `routes.${routeName}.quorum`,
+        message: `needs ${r.quorum} different approvers but the route names ${people}`,
+      });
   }
   for (const [rotationName, rot] of Object.entries(document.rotations)) {
     rot.overrides.forEach((o, i) => {
-      if (Date.parse(o.to) <= Date.parse(o.from)) problems.push({ path: `rotations.${rotationName}.overrides[${i}]`, message: '`to` must be after `from`' });
+      if (Date.parse(o.to) <= Date.parse(o.from))
+        problems.push({ path: `rotations.${rotationName}.overrides[${i}]`, message: '`to` must be after `from`' });
     });
   }
   return problems;
@@ -124,8 +147,11 @@ export interface Candidate {
  * include its name (compared without case: the document's names are lower-case).
  */
 export function isApprover(document: RoutingDocument | null, route: Route, candidate: Candidate, at: Date): boolean {
-  const isPerson = (p: string): boolean => (candidate.userId !== null && p === candidate.userId) || (candidate.email !== null && p.toLowerCase() === candidate.email.toLowerCase());
-  const inIdpGroup = (name: string): boolean => candidate.userId !== null && candidate.idpGroups.some((g) => g.toLowerCase() === name);
+  const isPerson = (p: string): boolean =>
+    (candidate.userId !== null && p === candidate.userId) ||
+    (candidate.email !== null && p.toLowerCase() === candidate.email.toLowerCase());
+  const inIdpGroup = (name: string): boolean =>
+    candidate.userId !== null && candidate.idpGroups.some((g) => g.toLowerCase() === name);
   return route.approvers.some((a) => {
     if ('role' in a) return candidate.role === a.role;
     if ('user' in a) return isPerson(a.user);
@@ -141,7 +167,8 @@ export function namedPeople(document: RoutingDocument | null, route: Route, at: 
   for (const a of route.approvers) {
     if ('user' in a) people.add(a.user);
     else if ('group' in a) for (const p of document?.groups[a.group] ?? []) people.add(p);
-    else if ('rotation' in a && document?.rotations[a.rotation]) people.add(onCall(document.rotations[a.rotation]!, at));
+    else if ('rotation' in a && document?.rotations[a.rotation])
+      people.add(onCall(document.rotations[a.rotation]!, at));
   }
   return [...people];
 }

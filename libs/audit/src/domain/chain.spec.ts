@@ -1,6 +1,16 @@
 import { describe, expect, it } from 'vitest';
 import { generateEd25519, privateKeyFromPem, publicKeyFromX, signEd25519, verifyEd25519 } from '@aileron/crypto';
-import { ChainedRecord, ChainVerifier, checkpointSigningInput, CheckpointRecord, chainRecords, GENESIS_HASH, recordHash, UnchainedRecord, VerifyResult } from './chain';
+import {
+  ChainedRecord,
+  ChainVerifier,
+  checkpointSigningInput,
+  CheckpointRecord,
+  chainRecords,
+  GENESIS_HASH,
+  recordHash,
+  UnchainedRecord,
+  VerifyResult,
+} from './chain';
 
 const ORG = '3f0c2a1e-9b8d-4c7e-a6f5-0e1d2c3b4a01';
 const CHAIN = '8a7b6c5d-4e3f-4a1b-9c8d-7e6f5a4b3c02';
@@ -33,7 +43,10 @@ function entry(i: number, chainId = CHAIN): UnchainedRecord {
 }
 
 function aChain(n: number): ChainedRecord[] {
-  return chainRecords({ seq: 0, hash: GENESIS_HASH }, Array.from({ length: n }, (_, i) => entry(i + 1)));
+  return chainRecords(
+    { seq: 0, hash: GENESIS_HASH },
+    Array.from({ length: n }, (_, i) => entry(i + 1)),
+  );
 }
 
 function headOf(records: ChainedRecord[]): { seq: number; hash: string } {
@@ -41,9 +54,19 @@ function headOf(records: ChainedRecord[]): { seq: number; hash: string } {
   return { seq: last.seq, hash: last.hash };
 }
 
-function signed(at: ChainedRecord | { seq: number; hash: string }, kind: CheckpointRecord['kind'] = 'periodic', key = PUBLISHED.privateKeyPem): CheckpointRecord {
+function signed(
+  at: ChainedRecord | { seq: number; hash: string },
+  kind: CheckpointRecord['kind'] = 'periodic',
+  key = PUBLISHED.privateKeyPem,
+): CheckpointRecord {
   const message = checkpointSigningInput({ chainId: CHAIN, seq: at.seq, hash: at.hash, kind });
-  return { seq: at.seq, hash: at.hash, kind, keyId: PUBLISHED.kid, signature: signEd25519(privateKeyFromPem(key), message) };
+  return {
+    seq: at.seq,
+    hash: at.hash,
+    kind,
+    keyId: PUBLISHED.kid,
+    signature: signEd25519(privateKeyFromPem(key), message),
+  };
 }
 
 /** What AuditService.verify does with what it reads from the database. */
@@ -53,7 +76,12 @@ function verify(
   checkpoints: CheckpointRecord[] = [],
   later?: { newestSeq: number; headSeq: number },
 ): VerifyResult {
-  const verifier = new ChainVerifier(CHAIN, checkpoints, (kid, message, signature) => kid === PUBLISHED.kid && verifyEd25519(publicKeyFromX(PUBLISHED.publicKeyX), message, signature));
+  const verifier = new ChainVerifier(
+    CHAIN,
+    checkpoints,
+    (kid, message, signature) =>
+      kid === PUBLISHED.kid && verifyEd25519(publicKeyFromX(PUBLISHED.publicKeyX), message, signature),
+  );
   for (const record of records) if (!verifier.next(record)) break;
   return verifier.finish(head, later);
 }
@@ -125,7 +153,11 @@ describe('ChainVerifier', () => {
 
   it('accepts an intact chain with valid checkpoints', () => {
     const records = aChain(N);
-    expect(verify(records, headOf(records), [signed(records[4]!), signed(records[9]!)])).toEqual({ ok: true, events: N, checkpoints: 2 });
+    expect(verify(records, headOf(records), [signed(records[4]!), signed(records[9]!)])).toEqual({
+      ok: true,
+      events: N,
+      checkpoints: 2,
+    });
   });
 
   it('accepts an empty chain', () => {
@@ -141,14 +173,22 @@ describe('ChainVerifier', () => {
   ])('names an edited record (%s changed)', (_field, edit) => {
     const records = aChain(N);
     records[3] = edit(records[3]!);
-    expect(verify(records, headOf(records)).first_bad).toEqual({ seq: 4, id: records[3]!.id, reason: expect.stringMatching(/edited/) });
+    expect(verify(records, headOf(records)).first_bad).toEqual({
+      seq: 4,
+      id: records[3]!.id,
+      reason: expect.stringMatching(/edited/),
+    });
   });
 
   it('names the record after an edit that was re-hashed but not re-linked', () => {
     const records = aChain(N);
     const { hash: _h, ...rest } = { ...records[3]!, actor: 'user:mallory' };
     records[3] = { ...rest, hash: recordHash(rest) };
-    expect(verify(records, headOf(records)).first_bad).toEqual({ seq: 5, id: records[4]!.id, reason: expect.stringMatching(/prev_hash/) });
+    expect(verify(records, headOf(records)).first_bad).toEqual({
+      seq: 5,
+      id: records[4]!.id,
+      reason: expect.stringMatching(/prev_hash/),
+    });
   });
 
   it('names a missing record (a gap)', () => {
@@ -161,7 +201,9 @@ describe('ChainVerifier', () => {
   it('names the record after an inserted one, when the forger chained the insert properly', () => {
     const records = aChain(N);
     // a forged record at 4 that links to 3 and hashes correctly; the rest move up one
-    const [forged] = chainRecords(headOf(records.slice(0, 3)), [{ ...entry(99), type: 'secret.read', actor: 'user:alice' }]);
+    const [forged] = chainRecords(headOf(records.slice(0, 3)), [
+      { ...entry(99), type: 'secret.read', actor: 'user:alice' },
+    ]);
     const tampered = [...records.slice(0, 3), forged!, ...records.slice(3).map((r) => ({ ...r, seq: r.seq + 1 }))];
     const result = verify(tampered, { seq: N + 1, hash: tampered[N]!.hash });
     expect(result.first_bad).toEqual({ seq: 5, id: records[3]!.id, reason: expect.stringMatching(/inserted/) });
@@ -179,7 +221,11 @@ describe('ChainVerifier', () => {
     const swapped = records.map((r) => ({ ...r }));
     swapped[3] = { ...records[6]!, seq: 4 };
     swapped[6] = { ...records[3]!, seq: 7 };
-    expect(verify(swapped, headOf(records)).first_bad).toEqual({ seq: 4, id: records[6]!.id, reason: expect.stringMatching(/prev_hash/) });
+    expect(verify(swapped, headOf(records)).first_bad).toEqual({
+      seq: 4,
+      id: records[6]!.id,
+      reason: expect.stringMatching(/prev_hash/),
+    });
   });
 
   it('names the first of two records read out of order', () => {
@@ -193,23 +239,43 @@ describe('ChainVerifier', () => {
     const records = aChain(N);
     const result = verify(records.slice(0, 7), headOf(records));
     expect(result).toMatchObject({ ok: false, events: 7 });
-    expect(result.first_bad).toEqual({ seq: 8, id: null, reason: expect.stringMatching(/8\.\.10 are missing from the end/) });
+    expect(result.first_bad).toEqual({
+      seq: 8,
+      id: null,
+      reason: expect.stringMatching(/8\.\.10 are missing from the end/),
+    });
   });
 
   it('names a record added past the head', () => {
     const records = aChain(N);
     const [extra] = chainRecords(headOf(records), [entry(11)]);
-    expect(verify([...records, extra!], headOf(records)).first_bad).toEqual({ seq: 11, id: null, reason: expect.stringMatching(/added outside the log/) });
+    expect(verify([...records, extra!], headOf(records)).first_bad).toEqual({
+      seq: 11,
+      id: null,
+      reason: expect.stringMatching(/added outside the log/),
+    });
   });
 
   it('notices a newest record that does not match the head', () => {
     const records = aChain(N);
-    const relinked = relink(records.map((r) => (r.seq === N ? { ...r, actor: 'user:mallory' } : r)), N);
-    expect(verify(relinked, headOf(records)).first_bad).toMatchObject({ seq: N, reason: expect.stringMatching(/chain head/) });
+    const relinked = relink(
+      records.map((r) => (r.seq === N ? { ...r, actor: 'user:mallory' } : r)),
+      N,
+    );
+    expect(verify(relinked, headOf(records)).first_bad).toMatchObject({
+      seq: N,
+      reason: expect.stringMatching(/chain head/),
+    });
   });
 
   it.each([
-    ['signed by a key nobody published', (c: CheckpointRecord) => ({ ...c, signature: signed({ seq: c.seq, hash: c.hash }, 'periodic', STRANGER.privateKeyPem).signature })],
+    [
+      'signed by a key nobody published',
+      (c: CheckpointRecord) => ({
+        ...c,
+        signature: signed({ seq: c.seq, hash: c.hash }, 'periodic', STRANGER.privateKeyPem).signature,
+      }),
+    ],
     ['whose signature is not base64 of a signature', (c: CheckpointRecord) => ({ ...c, signature: 'not-a-signature' })],
     ['naming an unknown key id', (c: CheckpointRecord) => ({ ...c, keyId: 'audit-9' })],
     ['whose hash was changed after signing', (c: CheckpointRecord) => ({ ...c, hash: 'a'.repeat(64) })],
@@ -225,7 +291,10 @@ describe('ChainVerifier', () => {
 
   it('does not take a checkpoint signed for another chain', () => {
     const records = aChain(N);
-    const other = signEd25519(privateKeyFromPem(PUBLISHED.privateKeyPem), checkpointSigningInput({ chainId: OTHER_CHAIN, seq: 5, hash: records[4]!.hash, kind: 'periodic' }));
+    const other = signEd25519(
+      privateKeyFromPem(PUBLISHED.privateKeyPem),
+      checkpointSigningInput({ chainId: OTHER_CHAIN, seq: 5, hash: records[4]!.hash, kind: 'periodic' }),
+    );
     const result = verify(records, headOf(records), [{ ...signed(records[4]!), signature: other }]);
     expect(result.first_bad).toMatchObject({ seq: 5, reason: expect.stringMatching(/bad signature/) });
   });
@@ -234,16 +303,27 @@ describe('ChainVerifier', () => {
     const records = aChain(N);
     const checkpoint = signed(records[5]!);
     // record 3 rewritten, and everything after re-hashed: only the signature knows
-    const forged = relink(records.map((r) => (r.seq === 3 ? { ...r, data: { path: 'nothing/to/see' } } : r)), 3);
+    const forged = relink(
+      records.map((r) => (r.seq === 3 ? { ...r, data: { path: 'nothing/to/see' } } : r)),
+      3,
+    );
     expect(verify(forged, headOf(forged)).ok).toBe(true);
     const result = verify(forged, headOf(forged), [checkpoint]);
-    expect(result.first_bad).toEqual({ seq: 6, id: records[5]!.id, reason: expect.stringMatching(/contradicts the signed checkpoint at 6/) });
+    expect(result.first_bad).toEqual({
+      seq: 6,
+      id: records[5]!.id,
+      reason: expect.stringMatching(/contradicts the signed checkpoint at 6/),
+    });
   });
 
   it('names a signed record missing from a tail that was cut together with the head', () => {
     const records = aChain(N);
     const result = verify(records.slice(0, 8), headOf(records.slice(0, 8)), [signed(records[9]!)]);
-    expect(result.first_bad).toEqual({ seq: 10, id: null, reason: expect.stringMatching(/covers record 10, which is missing/) });
+    expect(result.first_bad).toEqual({
+      seq: 10,
+      id: null,
+      reason: expect.stringMatching(/covers record 10, which is missing/),
+    });
   });
 
   describe('while the chain grows (read as far as the head at the start)', () => {
@@ -251,19 +331,31 @@ describe('ChainVerifier', () => {
       const records = aChain(N);
       const [more] = chainRecords(headOf(records), [entry(11), entry(12)]);
       const checkpoints = [signed(records[4]!), signed(more!)];
-      expect(verify(records, headOf(records), checkpoints, { newestSeq: 12, headSeq: 12 })).toEqual({ ok: true, events: N, checkpoints: 2 });
+      expect(verify(records, headOf(records), checkpoints, { newestSeq: 12, headSeq: 12 })).toEqual({
+        ok: true,
+        events: N,
+        checkpoints: 2,
+      });
     });
 
     it('names a record past the head read afterwards', () => {
       const records = aChain(N);
-      expect(verify(records, headOf(records), [], { newestSeq: 12, headSeq: 11 }).first_bad).toEqual({ seq: 12, id: null, reason: expect.stringMatching(/added outside the log/) });
+      expect(verify(records, headOf(records), [], { newestSeq: 12, headSeq: 11 }).first_bad).toEqual({
+        seq: 12,
+        id: null,
+        reason: expect.stringMatching(/added outside the log/),
+      });
     });
 
     it('names a checkpoint past the head read afterwards (the tail cut together with the head)', () => {
       const records = aChain(N);
       const cut = records.slice(0, 8);
       const result = verify(cut, headOf(cut), [signed(records[9]!)], { newestSeq: 8, headSeq: 8 });
-      expect(result.first_bad).toEqual({ seq: 10, id: null, reason: expect.stringMatching(/covers record 10, which is missing/) });
+      expect(result.first_bad).toEqual({
+        seq: 10,
+        id: null,
+        reason: expect.stringMatching(/covers record 10, which is missing/),
+      });
     });
   });
 
@@ -271,17 +363,28 @@ describe('ChainVerifier', () => {
     it('verifies a chain that starts after its retention anchor', () => {
       const records = aChain(N);
       const kept = records.slice(4);
-      expect(verify(kept, headOf(records), [signed(records[3]!, 'retention'), signed(records[9]!)])).toEqual({ ok: true, events: 6, checkpoints: 2 });
+      expect(verify(kept, headOf(records), [signed(records[3]!, 'retention'), signed(records[9]!)])).toEqual({
+        ok: true,
+        events: 6,
+        checkpoints: 2,
+      });
     });
 
     it('verifies when retention removed everything and nothing new came', () => {
       const records = aChain(N);
-      expect(verify([], headOf(records), [signed(records[9]!, 'retention')])).toEqual({ ok: true, events: 0, checkpoints: 1 });
+      expect(verify([], headOf(records), [signed(records[9]!, 'retention')])).toEqual({
+        ok: true,
+        events: 0,
+        checkpoints: 1,
+      });
     });
 
     it('resumes from the newest anchor of several', () => {
       const records = aChain(N);
-      expect(verify(records.slice(7), headOf(records), [signed(records[2]!, 'retention'), signed(records[6]!, 'retention')]).ok).toBe(true);
+      expect(
+        verify(records.slice(7), headOf(records), [signed(records[2]!, 'retention'), signed(records[6]!, 'retention')])
+          .ok,
+      ).toBe(true);
     });
 
     it('names the first record missing after the anchor', () => {
@@ -292,16 +395,25 @@ describe('ChainVerifier', () => {
 
     it('does not let records vanish from the start without a signed anchor', () => {
       const records = aChain(N);
-      expect(verify(records.slice(4), headOf(records)).first_bad).toMatchObject({ seq: 1, reason: expect.stringMatching(/record 1 is missing/) });
+      expect(verify(records.slice(4), headOf(records)).first_bad).toMatchObject({
+        seq: 1,
+        reason: expect.stringMatching(/record 1 is missing/),
+      });
       const forgedAnchor = { ...signed(records[3]!, 'retention', STRANGER.privateKeyPem) };
-      expect(verify(records.slice(4), headOf(records), [forgedAnchor]).first_bad).toMatchObject({ seq: 4, reason: expect.stringMatching(/bad signature/) });
+      expect(verify(records.slice(4), headOf(records), [forgedAnchor]).first_bad).toMatchObject({
+        seq: 4,
+        reason: expect.stringMatching(/bad signature/),
+      });
     });
 
     it('names a kept record that does not follow the anchor', () => {
       const records = aChain(N);
       const kept = records.slice(4);
       kept[0] = { ...kept[0]!, prevHash: 'b'.repeat(64) };
-      expect(verify(kept, headOf(records), [signed(records[3]!, 'retention')]).first_bad).toMatchObject({ seq: 5, reason: expect.stringMatching(/prev_hash/) });
+      expect(verify(kept, headOf(records), [signed(records[3]!, 'retention')]).first_bad).toMatchObject({
+        seq: 5,
+        reason: expect.stringMatching(/prev_hash/),
+      });
     });
   });
 
@@ -311,15 +423,30 @@ describe('ChainVerifier', () => {
     expect(verify(tampered, headOf(records)).first_bad).toMatchObject({ seq: 3 });
     // a bad checkpoint early in the chain wins over an edit later on, and the reverse
     const early = { ...signed(records[1]!), signature: 'x' };
-    expect(verify(records.map((r) => (r.seq === 6 ? { ...r, actor: 'user:mallory' } : r)), headOf(records), [early]).first_bad).toMatchObject({ seq: 2 });
+    expect(
+      verify(
+        records.map((r) => (r.seq === 6 ? { ...r, actor: 'user:mallory' } : r)),
+        headOf(records),
+        [early],
+      ).first_bad,
+    ).toMatchObject({ seq: 2 });
     const late = { ...signed(records[8]!), signature: 'x' };
-    expect(verify(records.map((r) => (r.seq === 6 ? { ...r, actor: 'user:mallory' } : r)), headOf(records), [late]).first_bad).toMatchObject({ seq: 6 });
+    expect(
+      verify(
+        records.map((r) => (r.seq === 6 ? { ...r, actor: 'user:mallory' } : r)),
+        headOf(records),
+        [late],
+      ).first_bad,
+    ).toMatchObject({ seq: 6 });
   });
 
   it('refuses a record of another chain', () => {
     const records = aChain(N);
     const [stray] = chainRecords(headOf(records.slice(0, 3)), [entry(4, OTHER_CHAIN)]);
     records[3] = stray!;
-    expect(verify(records, headOf(records)).first_bad).toMatchObject({ seq: 4, reason: expect.stringMatching(/another chain/) });
+    expect(verify(records, headOf(records)).first_bad).toMatchObject({
+      seq: 4,
+      reason: expect.stringMatching(/another chain/),
+    });
   });
 });

@@ -96,7 +96,8 @@ function canonicalValue(value: unknown): string {
   if (typeof value === 'number') return Number.isFinite(value) ? JSON.stringify(value) : canonicalJson(value);
   if (Array.isArray(value)) {
     let out = '[';
-    for (let i = 0; i < value.length; i++) out += (i === 0 ? '' : ',') + (value[i] === undefined ? 'null' : canonicalValue(value[i]));
+    for (let i = 0; i < value.length; i++)
+      out += (i === 0 ? '' : ',') + (value[i] === undefined ? 'null' : canonicalValue(value[i]));
     return `${out}]`;
   }
   if (typeof value === 'object' && Object.getPrototypeOf(value) === Object.prototype) {
@@ -115,7 +116,11 @@ function canonicalValue(value: unknown): string {
 }
 
 /** Links records onto a chain whose newest record is `head`; `hashers` may be prepared beforehand. */
-export function chainRecords(head: { seq: number; hash: string }, records: UnchainedRecord[], hashers?: RecordHasher[]): ChainedRecord[] {
+export function chainRecords(
+  head: { seq: number; hash: string },
+  records: UnchainedRecord[],
+  hashers?: RecordHasher[],
+): ChainedRecord[] {
   let { seq, hash } = head;
   return records.map((record, i) => {
     const hasher = hashers?.[i] ?? recordHasher(record);
@@ -126,7 +131,12 @@ export function chainRecords(head: { seq: number; hash: string }, records: Uncha
 }
 
 /** What a checkpoint signs: this chain's record `seq` has hash `hash`. */
-export function checkpointSigningInput(checkpoint: { chainId: string; seq: number; hash: string; kind: string }): string {
+export function checkpointSigningInput(checkpoint: {
+  chainId: string;
+  seq: number;
+  hash: string;
+  kind: string;
+}): string {
   return `aileron-audit-checkpoint/v1\n${canonicalJson({ chain: checkpoint.chainId, seq: checkpoint.seq, hash: checkpoint.hash, kind: checkpoint.kind })}`;
 }
 
@@ -175,8 +185,17 @@ export class ChainVerifier {
   ) {
     this.wanted = new Map(checkpoints.map((c) => [c.seq, c]));
     const signed = checkpoints.filter((checkpoint) => {
-      const ok = verifySignature(checkpoint.keyId, checkpointSigningInput({ chainId, ...checkpoint }), checkpoint.signature);
-      if (!ok) this.fail({ seq: checkpoint.seq, id: null, reason: `checkpoint at ${checkpoint.seq} has a bad signature (key ${checkpoint.keyId})` });
+      const ok = verifySignature(
+        checkpoint.keyId,
+        checkpointSigningInput({ chainId, ...checkpoint }),
+        checkpoint.signature,
+      );
+      if (!ok)
+        this.fail({
+          seq: checkpoint.seq,
+          id: null,
+          reason: `checkpoint at ${checkpoint.seq} has a bad signature (key ${checkpoint.keyId})`,
+        });
       return ok;
     });
     // retention removed everything up to its newest anchor: the chain resumes from there
@@ -193,19 +212,43 @@ export class ChainVerifier {
   /** Feed records in ascending seq order; returns false once something is bad (stop reading). */
   next(record: ChainedRecord): boolean {
     if (this.bad && this.bad.seq <= record.seq) return false;
-    if (record.chainId !== this.chainId) return this.fail({ seq: record.seq, id: record.id, reason: 'record belongs to another chain' });
+    if (record.chainId !== this.chainId)
+      return this.fail({ seq: record.seq, id: record.id, reason: 'record belongs to another chain' });
     if (record.seq > this.expectedSeq) {
-      return this.fail({ seq: this.expectedSeq, id: record.id, reason: `record ${this.expectedSeq} is missing (the next one found is ${record.seq})` });
+      return this.fail({
+        seq: this.expectedSeq,
+        id: record.id,
+        reason: `record ${this.expectedSeq} is missing (the next one found is ${record.seq})`,
+      });
     }
-    if (record.seq < this.expectedSeq) return this.fail({ seq: record.seq, id: record.id, reason: `record ${record.seq} appears twice or out of order` });
+    if (record.seq < this.expectedSeq)
+      return this.fail({
+        seq: record.seq,
+        id: record.id,
+        reason: `record ${record.seq} appears twice or out of order`,
+      });
     if (record.prevHash !== this.prevHash) {
-      return this.fail({ seq: record.seq, id: record.id, reason: 'does not follow the record before it (prev_hash differs): inserted, reordered or its predecessor was removed' });
+      return this.fail({
+        seq: record.seq,
+        id: record.id,
+        reason:
+          'does not follow the record before it (prev_hash differs): inserted, reordered or its predecessor was removed',
+      });
     }
     const { hash: _stored, ...rest } = record;
-    if (recordHash(rest) !== record.hash) return this.fail({ seq: record.seq, id: record.id, reason: 'content does not match its hash: the record was edited' });
+    if (recordHash(rest) !== record.hash)
+      return this.fail({
+        seq: record.seq,
+        id: record.id,
+        reason: 'content does not match its hash: the record was edited',
+      });
     const checkpoint = this.wanted.get(record.seq);
     if (checkpoint && checkpoint.hash !== record.hash) {
-      return this.fail({ seq: record.seq, id: record.id, reason: `contradicts the signed checkpoint at ${record.seq}` });
+      return this.fail({
+        seq: record.seq,
+        id: record.id,
+        reason: `contradicts the signed checkpoint at ${record.seq}`,
+      });
     }
     this.hashAt.set(record.seq, record.hash);
     this.prevHash = record.hash;
@@ -225,12 +268,23 @@ export class ChainVerifier {
   finish(head: { seq: number; hash: string } | null, later?: { newestSeq: number; headSeq: number }): VerifyResult {
     const last = this.expectedSeq - 1;
     if (!this.bad && head) {
-      if (head.seq > last) this.fail({ seq: last + 1, id: null, reason: `records ${last + 1}..${head.seq} are missing from the end of the chain` });
-      else if (head.seq < last) this.fail({ seq: head.seq + 1, id: null, reason: `records after ${head.seq} were added outside the log` });
-      else if (head.seq > 0 && head.hash !== this.prevHash) this.fail({ seq: head.seq, id: null, reason: 'the newest record does not match the chain head' });
+      if (head.seq > last)
+        this.fail({
+          seq: last + 1,
+          id: null,
+          reason: `records ${last + 1}..${head.seq} are missing from the end of the chain`,
+        });
+      else if (head.seq < last)
+        this.fail({ seq: head.seq + 1, id: null, reason: `records after ${head.seq} were added outside the log` });
+      else if (head.seq > 0 && head.hash !== this.prevHash)
+        this.fail({ seq: head.seq, id: null, reason: 'the newest record does not match the chain head' });
     }
     if (!this.bad && later && later.newestSeq > later.headSeq) {
-      this.fail({ seq: later.headSeq + 1, id: null, reason: `records after ${later.headSeq} were added outside the log` });
+      this.fail({
+        seq: later.headSeq + 1,
+        id: null,
+        reason: `records after ${later.headSeq} were added outside the log`,
+      });
     }
     if (!this.bad) {
       const verifiedTo = head?.seq ?? 0;
@@ -238,10 +292,19 @@ export class ChainVerifier {
         if (checkpoint.kind === 'retention' && checkpoint.seq < this.expectedSeq) continue;
         if (checkpoint.seq <= last) continue;
         if (later && checkpoint.seq > verifiedTo && checkpoint.seq <= later.headSeq) continue;
-        this.fail({ seq: checkpoint.seq, id: null, reason: `a signed checkpoint covers record ${checkpoint.seq}, which is missing` });
+        this.fail({
+          seq: checkpoint.seq,
+          id: null,
+          reason: `a signed checkpoint covers record ${checkpoint.seq}, which is missing`,
+        });
       }
     }
-    return { ok: !this.bad, events: this.count, checkpoints: this.wanted.size, ...(this.bad ? { first_bad: this.bad } : {}) };
+    return {
+      ok: !this.bad,
+      events: this.count,
+      checkpoints: this.wanted.size,
+      ...(this.bad ? { first_bad: this.bad } : {}),
+    };
   }
 
   private fail(bad: FirstBad): false {

@@ -16,7 +16,9 @@ const short = z.string().min(1).max(256);
 export const gatewayEventSchema = z
   .object({
     // PostgreSQL stores a uuid in lower case: hashing it as sent would not verify, nor match on a retry
-    id: z.uuid({ error: 'must be a UUID (the event id makes retried batches idempotent)' }).transform((id) => id.toLowerCase()),
+    id: z
+      .uuid({ error: 'must be a UUID (the event id makes retried batches idempotent)' })
+      .transform((id) => id.toLowerCase()),
     type: z
       .string()
       .max(64)
@@ -53,15 +55,18 @@ export function checkGatewayEvent(raw: unknown, now: number): EventCheck {
     return { ok: false, code: 'EVENT_INVALID', reason: `${path || '(event)'}: ${issue.message}` };
   }
   const text = JSON.stringify(parsed.data);
-  if (Buffer.byteLength(text) > MAX_EVENT_BYTES) return { ok: false, code: 'EVENT_TOO_LARGE', reason: `the event is over ${MAX_EVENT_BYTES} bytes` };
+  if (Buffer.byteLength(text) > MAX_EVENT_BYTES)
+    return { ok: false, code: 'EVENT_TOO_LARGE', reason: `the event is over ${MAX_EVENT_BYTES} bytes` };
   // PostgreSQL text and jsonb cannot hold NUL; refuse it here rather than fail the batch
-  if (text.includes('\\u0000')) return { ok: false, code: 'EVENT_INVALID', reason: 'strings may not contain NUL (\\u0000)' };
+  if (text.includes('\\u0000'))
+    return { ok: false, code: 'EVENT_INVALID', reason: 'strings may not contain NUL (\\u0000)' };
   // nor a lone surrogate: a text column stores it as U+FFFD (the record no longer matches its hash), jsonb fails the batch
   if (ESCAPED_SURROGATE.test(text) && hasLoneSurrogate(parsed.data)) {
     return { ok: false, code: 'EVENT_INVALID', reason: 'strings must be well-formed Unicode (no lone surrogates)' };
   }
   const time = Date.parse(parsed.data.time);
-  if (time > now + MAX_CLOCK_SKEW_MS) return { ok: false, code: 'EVENT_INVALID', reason: 'time: more than a day in the future' };
+  if (time > now + MAX_CLOCK_SKEW_MS)
+    return { ok: false, code: 'EVENT_INVALID', reason: 'time: more than a day in the future' };
   if (time < Date.UTC(2000, 0, 1)) return { ok: false, code: 'EVENT_INVALID', reason: 'time: before the year 2000' };
   return { ok: true, event: parsed.data };
 }
@@ -73,6 +78,7 @@ const LONE_SURROGATE = /\p{Cs}/u;
 function hasLoneSurrogate(value: unknown): boolean {
   if (typeof value === 'string') return LONE_SURROGATE.test(value);
   if (Array.isArray(value)) return value.some(hasLoneSurrogate);
-  if (value !== null && typeof value === 'object') return Object.entries(value).some(([key, item]) => LONE_SURROGATE.test(key) || hasLoneSurrogate(item));
+  if (value !== null && typeof value === 'object')
+    return Object.entries(value).some(([key, item]) => LONE_SURROGATE.test(key) || hasLoneSurrogate(item));
   return false;
 }

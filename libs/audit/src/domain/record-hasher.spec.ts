@@ -13,7 +13,21 @@ function random(seed: number): () => number {
   };
 }
 
-const STRINGS = ['', 'a', 'Zürich', 'line\nbreak', 'quote"back\\slash', '\u2028\u2029', '😀', '\u0001\u001f', 'é', 'e\u0301', '\ud800', 'a\udc00b', '<script>'];
+const STRINGS = [
+  '',
+  'a',
+  'Zürich',
+  'line\nbreak',
+  'quote"back\\slash',
+  '\u2028\u2029',
+  '😀',
+  '\u0001\u001f',
+  'é',
+  'e\u0301',
+  '\ud800',
+  'a\udc00b',
+  '<script>',
+];
 const KEYS = ['a', 'b', 'B', '_', 'é', '😀', '\u20ac', '10', '2', '', 'aa', 'a\u0000'.slice(0, 1), 'Ω', 'z'];
 
 function value(rnd: () => number, depth: number): unknown {
@@ -24,12 +38,15 @@ function value(rnd: () => number, depth: number): unknown {
     if (kind === 1) return rnd() < 0.5;
     if (kind === 2) return STRINGS[Math.floor(rnd() * STRINGS.length)];
     if (kind === 3) return Math.floor(rnd() * 2e6) - 1e6;
-    if (kind === 4) return [0, -0, 1e21, 1e-7, 0.1 + 0.2, 123.456, Number.MAX_SAFE_INTEGER, 5e-324, -1.5e300][Math.floor(rnd() * 9)];
+    if (kind === 4)
+      return [0, -0, 1e21, 1e-7, 0.1 + 0.2, 123.456, Number.MAX_SAFE_INTEGER, 5e-324, -1.5e300][Math.floor(rnd() * 9)];
     return (rnd() - 0.5) * 10 ** Math.floor(rnd() * 30 - 15);
   }
-  if (roll < 0.6) return Array.from({ length: Math.floor(rnd() * 4) }, () => (rnd() < 0.05 ? undefined : value(rnd, depth + 1)));
+  if (roll < 0.6)
+    return Array.from({ length: Math.floor(rnd() * 4) }, () => (rnd() < 0.05 ? undefined : value(rnd, depth + 1)));
   const object: Record<string, unknown> = {};
-  for (let i = Math.floor(rnd() * 5); i > 0; i--) object[KEYS[Math.floor(rnd() * KEYS.length)]!] = rnd() < 0.05 ? undefined : value(rnd, depth + 1);
+  for (let i = Math.floor(rnd() * 5); i > 0; i--)
+    object[KEYS[Math.floor(rnd() * KEYS.length)]!] = rnd() < 0.05 ? undefined : value(rnd, depth + 1);
   return object;
 }
 

@@ -4,12 +4,28 @@ import { mapClaims } from './claims';
 import { Principal, roleIn } from './principal';
 import { allows, canGrant } from './roles';
 
-const mapping = { subjectClaim: 'sub', emailClaim: 'email', nameClaim: 'name', roleClaim: 'realm.roles', roleMapping: { 'sec-team': 'admin' as const }, defaultRole: 'member' as const, groupsClaim: 'groups' };
+const mapping = {
+  subjectClaim: 'sub',
+  emailClaim: 'email',
+  nameClaim: 'name',
+  roleClaim: 'realm.roles',
+  roleMapping: { 'sec-team': 'admin' as const },
+  defaultRole: 'member' as const,
+  groupsClaim: 'groups',
+};
 
 function principal(overrides: Partial<Principal>): Principal {
   return {
-    kind: 'user', id: 'u', name: 'u', organizationId: 'o', organizationSlug: 'o', orgRole: 'member',
-    workspaceRoles: new Map(), restrictedToWorkspaceId: null, platformOperator: false, ...overrides,
+    kind: 'user',
+    id: 'u',
+    name: 'u',
+    organizationId: 'o',
+    organizationSlug: 'o',
+    orgRole: 'member',
+    workspaceRoles: new Map(),
+    restrictedToWorkspaceId: null,
+    platformOperator: false,
+    ...overrides,
   };
 }
 
@@ -43,8 +59,15 @@ describe('roles', () => {
   it('owner, admin and auditor reach every workspace; others need a membership; restricted tokens reach one', () => {
     expect(roleIn(principal({ orgRole: 'admin' }), 'w1')).toBe('admin');
     expect(roleIn(principal({ orgRole: 'member' }), 'w1')).toBeNull();
-    expect(roleIn(principal({ orgRole: 'member', workspaceRoles: new Map([['w1', 'approver']]) }), 'w1')).toBe('approver');
-    const restricted = principal({ kind: 'api_token', orgRole: null, restrictedToWorkspaceId: 'w1', workspaceRoles: new Map([['w1', 'admin']]) });
+    expect(roleIn(principal({ orgRole: 'member', workspaceRoles: new Map([['w1', 'approver']]) }), 'w1')).toBe(
+      'approver',
+    );
+    const restricted = principal({
+      kind: 'api_token',
+      orgRole: null,
+      restrictedToWorkspaceId: 'w1',
+      workspaceRoles: new Map([['w1', 'admin']]),
+    });
     expect(roleIn(restricted, 'w1')).toBe('admin');
     expect(roleIn(restricted, 'w2')).toBeNull();
   });
@@ -60,9 +83,14 @@ describe('claim mapping', () => {
   });
 
   it('reads groups from the configured claim: a list or one name, duplicates and non-names dropped', () => {
-    expect(mapClaims({ sub: 's', groups: ['release', 'sre', 'release', 7, ''] }, mapping)?.groups).toEqual(['release', 'sre']);
+    expect(mapClaims({ sub: 's', groups: ['release', 'sre', 'release', 7, ''] }, mapping)?.groups).toEqual([
+      'release',
+      'sre',
+    ]);
     expect(mapClaims({ sub: 's', groups: 'release' }, mapping)?.groups).toEqual(['release']);
-    expect(mapClaims({ sub: 's', org: { teams: ['payments'] } }, { ...mapping, groupsClaim: 'org.teams' })?.groups).toEqual(['payments']);
+    expect(
+      mapClaims({ sub: 's', org: { teams: ['payments'] } }, { ...mapping, groupsClaim: 'org.teams' })?.groups,
+    ).toEqual(['payments']);
     expect(mapClaims({ sub: 's' }, mapping)?.groups).toEqual([]);
     expect(mapClaims({ sub: 's', groups: { admin: true } }, mapping)?.groups).toEqual([]);
   });

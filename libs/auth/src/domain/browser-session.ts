@@ -35,7 +35,9 @@ export function looksLikeBrowserSessionToken(value: string): boolean {
 export function safeReturnPath(value: string): string | null {
   const review = /^\/review\/[0-9a-fA-F-]{36}(\?[A-Za-z0-9_.~%&=-]*)?$/.test(value);
   // a console page: plain segments, none of them `..`, never the API's or the server's own paths
-  const consolePage = /^\/(?:[a-z][a-z0-9-]*(?:\/[A-Za-z0-9_~-][A-Za-z0-9_.~-]*)*)?(\?[A-Za-z0-9_.~%&=-]*)?$/.test(value) && !/^\/(v1|mcp|docs|review|assets)(\/|\?|$)/.test(value);
+  const consolePage =
+    /^\/(?:[a-z][a-z0-9-]*(?:\/[A-Za-z0-9_~-][A-Za-z0-9_.~-]*)*)?(\?[A-Za-z0-9_.~%&=-]*)?$/.test(value) &&
+    !/^\/(v1|mcp|docs|review|assets)(\/|\?|$)/.test(value);
   if (!review && !consolePage) return null;
   const parsed = new URL(value, 'http://control-plane.invalid');
   return parsed.host === 'control-plane.invalid' ? parsed.pathname + parsed.search : null;
@@ -73,7 +75,14 @@ export interface CookieOptions {
 
 /** HttpOnly and SameSite=Lax always: scripts never read it, and other sites' forms and fetches never carry it. */
 export function serializeCookie(name: string, value: string, options: CookieOptions): string {
-  return [`${name}=${value}`, `Path=${options.path}`, `Max-Age=${options.maxAgeSeconds}`, 'HttpOnly', 'SameSite=Lax', ...(options.secure ? ['Secure'] : [])].join('; ');
+  return [
+    `${name}=${value}`,
+    `Path=${options.path}`,
+    `Max-Age=${options.maxAgeSeconds}`,
+    'HttpOnly',
+    'SameSite=Lax',
+    ...(options.secure ? ['Secure'] : []),
+  ].join('; ');
 }
 
 export function clearCookie(name: string, path: string, secure: boolean): string {

@@ -55,7 +55,8 @@ export function mapClaims(payload: Record<string, unknown>, mapping: ClaimMappin
     const values = Array.isArray(raw) ? raw : raw === undefined ? [] : [raw];
     for (const value of values) {
       if (typeof value !== 'string') continue;
-      const mapped = mapping.roleMapping[value] ?? ((ROLES as readonly string[]).includes(value) ? (value as Role) : null);
+      const mapped =
+        mapping.roleMapping[value] ?? ((ROLES as readonly string[]).includes(value) ? (value as Role) : null);
       role = higherRole(role, mapped);
     }
     role ??= mapping.defaultRole;

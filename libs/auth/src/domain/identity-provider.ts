@@ -34,7 +34,9 @@ export const AUDIENCE_REQUIRED: TokenRefusal = {
 export function audienceRefusal(settings: AudienceSettings, aud: unknown): TokenRefusal | null {
   if (!settings.audience) return settings.allowAnyAudience ? null : AUDIENCE_REQUIRED;
   const audiences = Array.isArray(aud) ? aud : [aud];
-  return audiences.includes(settings.audience) ? null : { code: 'TOKEN_INVALID', detail: 'The JWT is meant for another audience' };
+  return audiences.includes(settings.audience)
+    ? null
+    : { code: 'TOKEN_INVALID', detail: 'The JWT is meant for another audience' };
 }
 
 /**
@@ -43,7 +45,10 @@ export function audienceRefusal(settings: AudienceSettings, aud: unknown): Token
  * IdP's e-mails as they are. Anyone can put any address on an account at many
  * IdPs; linking by it would hand them the pre-added user's role.
  */
-export function trustedEmail(identity: { email: string | null; emailVerified: boolean }, trustUnverifiedEmail: boolean): string | null {
+export function trustedEmail(
+  identity: { email: string | null; emailVerified: boolean },
+  trustUnverifiedEmail: boolean,
+): string | null {
   return identity.email && (identity.emailVerified || trustUnverifiedEmail) ? identity.email : null;
 }
 
@@ -70,6 +75,11 @@ export function plainHttpProblem(url: string): string | null {
  * for the same client of the same IdP: a new issuer's token endpoint must
  * never receive the secret given for another.
  */
-export function keepsClientSecret(current: { issuer: string; clientId: string | null } | null, next: { issuer: string; clientId: string | null }): boolean {
-  return current !== null && next.clientId !== null && current.clientId === next.clientId && current.issuer === next.issuer;
+export function keepsClientSecret(
+  current: { issuer: string; clientId: string | null } | null,
+  next: { issuer: string; clientId: string | null },
+): boolean {
+  return (
+    current !== null && next.clientId !== null && current.clientId === next.clientId && current.issuer === next.issuer
+  );
 }

@@ -57,7 +57,11 @@ export function roleIn(principal: Principal, workspaceId: string): Role | null {
 
 /** The organisation role that reaches every workspace: a token's always, a person's only when the role spans workspaces. */
 function orgWideRole(principal: Principal): Role | null {
-  return principal.kind === 'api_token' ? principal.orgRole : principal.orgRole && spansWorkspaces(principal.orgRole) ? principal.orgRole : null;
+  return principal.kind === 'api_token'
+    ? principal.orgRole
+    : principal.orgRole && spansWorkspaces(principal.orgRole)
+      ? principal.orgRole
+      : null;
 }
 
 /**
@@ -66,7 +70,8 @@ function orgWideRole(principal: Principal): Role | null {
  * workspace of the organisation, or these.
  */
 export function workspacesVisibleTo(principal: Principal): 'all' | string[] {
-  if (principal.restrictedToWorkspaceId !== null) return roleIn(principal, principal.restrictedToWorkspaceId) ? [principal.restrictedToWorkspaceId] : [];
+  if (principal.restrictedToWorkspaceId !== null)
+    return roleIn(principal, principal.restrictedToWorkspaceId) ? [principal.restrictedToWorkspaceId] : [];
   return orgWideRole(principal) ? 'all' : [...principal.workspaceRoles.keys()];
 }
 

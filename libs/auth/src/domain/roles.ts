@@ -89,7 +89,12 @@ export type Permission = keyof typeof PERMISSIONS;
  * machine on a developer's laptop: it never decides, mints review links,
  * grants, or reads anything an admin reads. Deny by default, like PERMISSIONS.
  */
-export const GATEWAY_PERMISSIONS: ReadonlySet<Permission> = new Set<Permission>(['approval.read', 'mcp.use', 'session.create', 'session.read']);
+export const GATEWAY_PERMISSIONS: ReadonlySet<Permission> = new Set<Permission>([
+  'approval.read',
+  'mcp.use',
+  'session.create',
+  'session.read',
+]);
 
 export function allows(role: Role | null, permission: Permission): boolean {
   return role !== null && (PERMISSIONS[permission] as readonly Role[]).includes(role);

@@ -2,11 +2,26 @@ import { describe, expect, it } from 'vitest';
 import { catalogEntryInput, compareVersions, isVersion, vaultReferences } from './catalog-entry';
 
 function localStdio(overrides: Record<string, unknown> = {}): Record<string, unknown> {
-  return { name: 'github', version: '1.2.0', mode: 'local', transport: 'stdio', command: 'npx', args: ['-y', '@acme/github-mcp'], ...overrides };
+  return {
+    name: 'github',
+    version: '1.2.0',
+    mode: 'local',
+    transport: 'stdio',
+    command: 'npx',
+    args: ['-y', '@acme/github-mcp'],
+    ...overrides,
+  };
 }
 
 function remoteHttp(overrides: Record<string, unknown> = {}): Record<string, unknown> {
-  return { name: 'jira', version: '2.0.0', mode: 'remote', transport: 'streamable_http', url: 'https://jira-mcp.internal.example/mcp', ...overrides };
+  return {
+    name: 'jira',
+    version: '2.0.0',
+    mode: 'remote',
+    transport: 'streamable_http',
+    url: 'https://jira-mcp.internal.example/mcp',
+    ...overrides,
+  };
 }
 
 /** The paths of every issue, as `a.b` strings, so a test states where the error points. */
@@ -19,24 +34,42 @@ describe('catalog entry: shape', () => {
   it('accepts the three ways to run a server and defaults overridable to none', () => {
     expect(catalogEntryInput.parse(localStdio()).overridable).toEqual([]);
     expect(catalogEntryInput.safeParse(remoteHttp()).success).toBe(true);
-    expect(catalogEntryInput.safeParse(localStdio({ mode: 'remote', command: undefined, args: undefined, image: 'ghcr.io/acme/github-mcp:1.2.0' })).success).toBe(true);
+    expect(
+      catalogEntryInput.safeParse(
+        localStdio({ mode: 'remote', command: undefined, args: undefined, image: 'ghcr.io/acme/github-mcp:1.2.0' }),
+      ).success,
+    ).toBe(true);
     expect(catalogEntryInput.safeParse(remoteHttp({ mode: 'local' })).success).toBe(true);
   });
 
   it('names: lowercase, digits and "-", at most 32, never an underscore', () => {
     expect(errorPaths(localStdio({ name: 'a'.repeat(32) }))).toEqual([]);
-    for (const name of ['a'.repeat(33), 'my_server', 'a__b', '-lead', 'GitHub', '']) expect(errorPaths(localStdio({ name }))).toEqual(['name']);
+    for (const name of ['a'.repeat(33), 'my_server', 'a__b', '-lead', 'GitHub', ''])
+      expect(errorPaths(localStdio({ name }))).toEqual(['name']);
   });
 
   it('versions: semver with optional pre-release, no build metadata', () => {
-    for (const version of ['0.0.1', '1.2.0', '1.2.0-rc.1', '10.20.30-alpha-1.0.x']) expect(errorPaths(localStdio({ version }))).toEqual([]);
-    for (const version of ['1.2', 'v1.2.0', '01.2.0', '1.2.0+build.5', '1.2.0-', '1.2.0-01']) expect(errorPaths(localStdio({ version }))).toEqual(['version']);
+    for (const version of ['0.0.1', '1.2.0', '1.2.0-rc.1', '10.20.30-alpha-1.0.x'])
+      expect(errorPaths(localStdio({ version }))).toEqual([]);
+    for (const version of ['1.2', 'v1.2.0', '01.2.0', '1.2.0+build.5', '1.2.0-', '1.2.0-01'])
+      expect(errorPaths(localStdio({ version }))).toEqual(['version']);
   });
 
   it('refuses unknown fields, bad images and non-http URLs at their field', () => {
     expect(catalogEntryInput.safeParse(localStdio({ cwd: '/tmp' })).error?.issues[0]?.code).toBe('unrecognized_keys');
-    expect(errorPaths(localStdio({ mode: 'remote', command: undefined, args: undefined, image: 'Not An Image' }))).toEqual(['image']);
-    expect(errorPaths(localStdio({ mode: 'remote', command: undefined, args: undefined, image: 'registry:5000/a/b@sha256:' + 'a'.repeat(64) }))).toEqual([]);
+    expect(
+      errorPaths(localStdio({ mode: 'remote', command: undefined, args: undefined, image: 'Not An Image' })),
+    ).toEqual(['image']);
+    expect(
+      errorPaths(
+        localStdio({
+          mode: 'remote',
+          command: undefined,
+          args: undefined,
+          image: 'registry:5000/a/b@sha256:' + 'a'.repeat(64),
+        }),
+      ),
+    ).toEqual([]);
     expect(errorPaths(remoteHttp({ url: 'ftp://files.example/mcp' }))).toEqual(['url']);
     expect(errorPaths(remoteHttp({ url: 'https://user:secret@jira.example/mcp' }))).toEqual(['url']);
   });
@@ -46,7 +79,8 @@ describe('catalog entry: shape', () => {
     expect(errorPaths(remoteHttp({ headers: { 'Bad Header': 'x' } }))).toEqual(['headers.Bad Header']);
     expect(errorPaths(remoteHttp({ headers: { 'X-Api-Key': 'a\r\nInjected: 1' } }))).toEqual(['headers.X-Api-Key']);
     expect(errorPaths(localStdio({ tool_prefix: 'gh' }))).toEqual([]);
-    for (const tool_prefix of ['a__b', 'gh_', 'Gh', 'a'.repeat(17)]) expect(errorPaths(localStdio({ tool_prefix }))).toEqual(['tool_prefix']);
+    for (const tool_prefix of ['a__b', 'gh_', 'Gh', 'a'.repeat(17)])
+      expect(errorPaths(localStdio({ tool_prefix }))).toEqual(['tool_prefix']);
     expect(errorPaths(localStdio({ description: 'x'.repeat(1001) }))).toEqual(['description']);
   });
 });
@@ -58,7 +92,9 @@ describe('catalog entry: cross-field rules point at the field', () => {
     expect(errorPaths(localStdio({ url: 'https://x.example/mcp' }))).toEqual(['url', 'url']);
     expect(errorPaths(remoteHttp({ url: undefined }))).toEqual(['url']);
     expect(errorPaths(remoteHttp({ url: undefined, command: 'node' }))).toEqual(['command', 'url']);
-    expect(errorPaths(localStdio({ command: undefined, args: ['x'], mode: 'remote', image: 'acme/x:1' }))).toEqual(['args']);
+    expect(errorPaths(localStdio({ command: undefined, args: ['x'], mode: 'remote', image: 'acme/x:1' }))).toEqual([
+      'args',
+    ]);
     expect(errorPaths(localStdio({ headers: { A: 'b' } }))).toEqual(['headers']);
     expect(errorPaths(remoteHttp({ env: { A: 'b' } }))).toEqual(['env']);
   });
@@ -70,20 +106,28 @@ describe('catalog entry: cross-field rules point at the field', () => {
   it('vault references only in remote entries; a local one names the variable', () => {
     const remote = remoteHttp({ headers: { Authorization: 'vault://jira/token' } });
     expect(errorPaths(remote)).toEqual([]);
-    const result = catalogEntryInput.safeParse(localStdio({ env: { GITHUB_TOKEN: 'vault://github/token', LOG: 'debug' } }));
+    const result = catalogEntryInput.safeParse(
+      localStdio({ env: { GITHUB_TOKEN: 'vault://github/token', LOG: 'debug' } }),
+    );
     expect(result.error?.issues).toHaveLength(1);
     expect(result.error?.issues[0]?.path).toEqual(['env', 'GITHUB_TOKEN']);
     expect(result.error?.issues[0]?.message).toContain('GITHUB_TOKEN');
-    expect(errorPaths(remoteHttp({ mode: 'local', headers: { Authorization: 'vault://jira/token' } }))).toEqual(['headers.Authorization']);
+    expect(errorPaths(remoteHttp({ mode: 'local', headers: { Authorization: 'vault://jira/token' } }))).toEqual([
+      'headers.Authorization',
+    ]);
   });
 
   it('vault references are well formed and cannot climb', () => {
-    for (const ref of ['vault://a', 'vault://team/a.b/c_d-e', 'vault://x/.hidden']) expect(errorPaths(remoteHttp({ headers: { A: ref } }))).toEqual([]);
-    for (const ref of ['vault://', 'vault://a//b', 'vault://a/../b', 'vault://./a', 'vault://a b', 'vault://a/']) expect(errorPaths(remoteHttp({ headers: { A: ref } }))).toEqual(['headers.A']);
+    for (const ref of ['vault://a', 'vault://team/a.b/c_d-e', 'vault://x/.hidden'])
+      expect(errorPaths(remoteHttp({ headers: { A: ref } }))).toEqual([]);
+    for (const ref of ['vault://', 'vault://a//b', 'vault://a/../b', 'vault://./a', 'vault://a b', 'vault://a/'])
+      expect(errorPaths(remoteHttp({ headers: { A: ref } }))).toEqual(['headers.A']);
   });
 
   it('overridable: any of four for local servers, only enabled for remote ones, no repeats', () => {
-    expect(catalogEntryInput.parse(localStdio({ overridable: ['args', 'env', 'cwd', 'enabled'] })).overridable).toHaveLength(4);
+    expect(
+      catalogEntryInput.parse(localStdio({ overridable: ['args', 'env', 'cwd', 'enabled'] })).overridable,
+    ).toHaveLength(4);
     expect(errorPaths(remoteHttp({ overridable: ['enabled', 'env'] }))).toEqual(['overridable.1']);
     expect(errorPaths(localStdio({ overridable: ['command'] }))).toEqual(['overridable.0']);
     expect(errorPaths(localStdio({ overridable: ['env', 'env'] }))).toEqual(['overridable.1']);
@@ -93,17 +137,38 @@ describe('catalog entry: cross-field rules point at the field', () => {
 describe('vaultReferences', () => {
   it('lists the paths from env and headers, sorted and unique', () => {
     const image = catalogEntryInput.parse(
-      localStdio({ mode: 'remote', command: undefined, args: undefined, image: 'acme/github-mcp:1', env: { TOKEN: 'vault://github/token', B: 'vault://a/key', C: 'vault://github/token', LOG: 'debug' } }),
+      localStdio({
+        mode: 'remote',
+        command: undefined,
+        args: undefined,
+        image: 'acme/github-mcp:1',
+        env: { TOKEN: 'vault://github/token', B: 'vault://a/key', C: 'vault://github/token', LOG: 'debug' },
+      }),
     );
     expect(vaultReferences(image)).toEqual(['a/key', 'github/token']);
-    expect(vaultReferences({ env: { A: 'vault://z' }, headers: { Authorization: 'vault://jira/token', 'X-Org': 'acme' } })).toEqual(['jira/token', 'z']);
+    expect(
+      vaultReferences({ env: { A: 'vault://z' }, headers: { Authorization: 'vault://jira/token', 'X-Org': 'acme' } }),
+    ).toEqual(['jira/token', 'z']);
     expect(vaultReferences(catalogEntryInput.parse(localStdio()))).toEqual([]);
   });
 });
 
 describe('compareVersions', () => {
   it('orders by semver precedence', () => {
-    const ordered = ['1.0.0-alpha', '1.0.0-alpha.1', '1.0.0-alpha.beta', '1.0.0-beta', '1.0.0-beta.2', '1.0.0-beta.11', '1.0.0-rc.1', '1.0.0', '1.2.0', '1.10.0', '2.0.0', '99999999999999999999.0.0'];
+    const ordered = [
+      '1.0.0-alpha',
+      '1.0.0-alpha.1',
+      '1.0.0-alpha.beta',
+      '1.0.0-beta',
+      '1.0.0-beta.2',
+      '1.0.0-beta.11',
+      '1.0.0-rc.1',
+      '1.0.0',
+      '1.2.0',
+      '1.10.0',
+      '2.0.0',
+      '99999999999999999999.0.0',
+    ];
     for (let i = 0; i < ordered.length; i++) {
       for (let j = 0; j < ordered.length; j++) expect(compareVersions(ordered[i]!, ordered[j]!)).toBe(Math.sign(i - j));
     }

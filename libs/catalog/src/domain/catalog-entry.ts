@@ -91,8 +91,18 @@ function secretCapable(value: z.ZodString) {
 }
 
 // NUL cannot reach a process environment, and CR/LF in a header value would split the request.
-const envValue = secretCapable(z.string().max(8192).refine((v) => !v.includes('\0'), { message: 'must not contain NUL' }));
-const headerValue = secretCapable(z.string().max(8192).refine((v) => !/[\r\n\0]/.test(v), { message: 'must not contain CR, LF or NUL' }));
+const envValue = secretCapable(
+  z
+    .string()
+    .max(8192)
+    .refine((v) => !v.includes('\0'), { message: 'must not contain NUL' }),
+);
+const headerValue = secretCapable(
+  z
+    .string()
+    .max(8192)
+    .refine((v) => !/[\r\n\0]/.test(v), { message: 'must not contain CR, LF or NUL' }),
+);
 
 const upstreamUrl = z
   .url({ protocol: /^https?$/, error: 'must be an http or https URL' })
@@ -108,15 +118,27 @@ export const catalogEntryInput = z
     name: z
       .string()
       .regex(SERVER_NAME, 'lowercase letters, digits and "-", starting with a letter or digit, at most 32 characters')
-      .refine((name) => !RESERVED_SERVER_NAMES.includes(name), 'is reserved for a server the control plane serves itself'),
-    version: z.string().max(64).regex(VERSION, 'must be a semantic version such as 1.2.0 or 1.2.0-rc.1, without build metadata'),
+      .refine(
+        (name) => !RESERVED_SERVER_NAMES.includes(name),
+        'is reserved for a server the control plane serves itself',
+      ),
+    version: z
+      .string()
+      .max(64)
+      .regex(VERSION, 'must be a semantic version such as 1.2.0 or 1.2.0-rc.1, without build metadata'),
     mode: z.enum(['local', 'remote']),
     transport: z.enum(['stdio', 'streamable_http']),
     command: z.string().min(1).max(1024).optional(),
     args: z.array(z.string().max(8192)).max(256).optional(),
-    image: z.string().max(512).regex(IMAGE, 'must be an OCI image reference such as ghcr.io/acme/server:1.2.0').optional(),
+    image: z
+      .string()
+      .max(512)
+      .regex(IMAGE, 'must be an OCI image reference such as ghcr.io/acme/server:1.2.0')
+      .optional(),
     url: upstreamUrl.optional(),
-    env: z.record(z.string().max(256).regex(ENV_NAME, 'environment variable names are [A-Za-z_][A-Za-z0-9_]*'), envValue).optional(),
+    env: z
+      .record(z.string().max(256).regex(ENV_NAME, 'environment variable names are [A-Za-z_][A-Za-z0-9_]*'), envValue)
+      .optional(),
     headers: z.record(z.string().max(256).regex(HEADER_NAME, 'must be an HTTP header name'), headerValue).optional(),
     tool_prefix: z
       .string()
@@ -130,38 +152,82 @@ export const catalogEntryInput = z
   .superRefine((entry, ctx) => {
     const given = (['command', 'image', 'url'] as const).filter((field) => entry[field] !== undefined);
     if (given.length > 1) {
-      for (const field of given.slice(1)) ctx.addIssue({ code: 'custom', path: [field], message: `give exactly one of command, image or url; ${given[0]} is already set` });
+      for (const field of given.slice(1))
+        ctx.addIssue({
+          code: 'custom',
+          path: [field],
+          message: `give exactly one of command, image or url; ${given[0]} is already set`,
+        });
     }
     if (entry.transport === 'stdio') {
-      if (given.length === 0) ctx.addIssue({ code: 'custom', path: ['command'], message: 'a stdio server needs a command or an image' });
-      if (entry.url !== undefined) ctx.addIssue({ code: 'custom', path: ['url'], message: 'a stdio server runs a command or an image; url is for streamable_http' });
-      if (entry.headers !== undefined) ctx.addIssue({ code: 'custom', path: ['headers'], message: 'headers are only for streamable_http servers' });
+      if (given.length === 0)
+        ctx.addIssue({ code: 'custom', path: ['command'], message: 'a stdio server needs a command or an image' });
+      if (entry.url !== undefined)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['url'],
+          message: 'a stdio server runs a command or an image; url is for streamable_http',
+        });
+      if (entry.headers !== undefined)
+        ctx.addIssue({ code: 'custom', path: ['headers'], message: 'headers are only for streamable_http servers' });
     } else {
-      if (entry.url === undefined) ctx.addIssue({ code: 'custom', path: ['url'], message: 'a streamable_http server needs a url' });
+      if (entry.url === undefined)
+        ctx.addIssue({ code: 'custom', path: ['url'], message: 'a streamable_http server needs a url' });
       for (const field of ['command', 'image'] as const) {
-        if (entry[field] !== undefined) ctx.addIssue({ code: 'custom', path: [field], message: `a streamable_http server is reached by url, not ${field}` });
+        if (entry[field] !== undefined)
+          ctx.addIssue({
+            code: 'custom',
+            path: [field],
+            message: `a streamable_http server is reached by url, not ${field}`,
+          });
       }
     }
     // an org admin's variables must never reach a program that starts on the host (docs/catalog.md)
-    for (const { name, reason } of forbiddenVariables(entry.env)) ctx.addIssue({ code: 'custom', path: ['env', name], message: reason });
-    if (entry.env !== undefined && entry.url !== undefined) ctx.addIssue({ code: 'custom', path: ['env'], message: 'env is for servers we start (command or image), not for a url' });
-    if (entry.args !== undefined && entry.command === undefined) ctx.addIssue({ code: 'custom', path: ['args'], message: 'args need a command' });
+    for (const { name, reason } of forbiddenVariables(entry.env))
+      ctx.addIssue({ code: 'custom', path: ['env', name], message: reason });
+    if (entry.env !== undefined && entry.url !== undefined)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['env'],
+        message: 'env is for servers we start (command or image), not for a url',
+      });
+    if (entry.args !== undefined && entry.command === undefined)
+      ctx.addIssue({ code: 'custom', path: ['args'], message: 'args need a command' });
     if (entry.mode === 'local') {
       // gateways run commands on developers' machines; they do not pull and run images
-      if (entry.image !== undefined) ctx.addIssue({ code: 'custom', path: ['image'], message: 'a local server cannot use an image; use a command, or mode remote' });
+      if (entry.image !== undefined)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['image'],
+          message: 'a local server cannot use an image; use a command, or mode remote',
+        });
       // secrets are resolved only for the pool, never handed to a developer's gateway
-      for (const [field, values] of [['env', entry.env], ['headers', entry.headers]] as const) {
+      for (const [field, values] of [
+        ['env', entry.env],
+        ['headers', entry.headers],
+      ] as const) {
         for (const [key, value] of Object.entries(values ?? {})) {
-          if (isVaultReference(value)) ctx.addIssue({ code: 'custom', path: [field, key], message: `${key}: vault references are only allowed in remote entries` });
+          if (isVaultReference(value))
+            ctx.addIssue({
+              code: 'custom',
+              path: [field, key],
+              message: `${key}: vault references are only allowed in remote entries`,
+            });
         }
       }
     } else {
       entry.overridable.forEach((field, i) => {
-        if (!REMOTE_OVERRIDABLE.includes(field)) ctx.addIssue({ code: 'custom', path: ['overridable', i], message: `a remote server may only let developers override enabled, not ${field}` });
+        if (!REMOTE_OVERRIDABLE.includes(field))
+          ctx.addIssue({
+            code: 'custom',
+            path: ['overridable', i],
+            message: `a remote server may only let developers override enabled, not ${field}`,
+          });
       });
     }
     entry.overridable.forEach((field, i) => {
-      if (entry.overridable.indexOf(field) !== i) ctx.addIssue({ code: 'custom', path: ['overridable', i], message: `${field} is listed twice` });
+      if (entry.overridable.indexOf(field) !== i)
+        ctx.addIssue({ code: 'custom', path: ['overridable', i], message: `${field} is listed twice` });
     });
   });
 

@@ -2,10 +2,26 @@ import { describe, expect, it } from 'vitest';
 import { BaselineServer, LocalServer, mergeConfig, MergePolicy } from './config-merge';
 
 function baselineServer(overrides: Partial<BaselineServer> = {}): BaselineServer {
-  return { name: 'github', mode: 'local', command: 'npx', args: ['-y', '@acme/github-mcp'], env: { LOG: 'info', REGION: 'eu' }, overridable: [], ...overrides };
+  return {
+    name: 'github',
+    mode: 'local',
+    command: 'npx',
+    args: ['-y', '@acme/github-mcp'],
+    env: { LOG: 'info', REGION: 'eu' },
+    overridable: [],
+    ...overrides,
+  };
 }
 
-const remote = baselineServer({ name: 'jira', mode: 'remote', command: undefined, args: undefined, env: undefined, url: 'https://pool.example/jira', overridable: ['enabled'] });
+const remote = baselineServer({
+  name: 'jira',
+  mode: 'remote',
+  command: undefined,
+  args: undefined,
+  env: undefined,
+  url: 'https://pool.example/jira',
+  overridable: ['enabled'],
+});
 const open: MergePolicy = { allow_local_servers: true };
 const closed: MergePolicy = { allow_local_servers: false };
 
@@ -22,19 +38,36 @@ describe('config merge', () => {
 
   it('an override changes only listed fields: args replace, env merges (local wins), cwd replaces, enabled toggles', () => {
     const baseline = [baselineServer({ overridable: ['args', 'env', 'cwd', 'enabled'] })];
-    const local: LocalServer[] = [{ name: 'github', args: ['--verbose'], env: { LOG: 'debug', TOKEN_FILE: '~/.gh' }, cwd: '/src', enabled: false }];
+    const local: LocalServer[] = [
+      { name: 'github', args: ['--verbose'], env: { LOG: 'debug', TOKEN_FILE: '~/.gh' }, cwd: '/src', enabled: false },
+    ];
     const [github] = mergeConfig(baseline, closed, local).servers;
     expect(github).toEqual({
-      name: 'github', source: 'baseline', mode: 'local', enabled: false, command: 'npx', args: ['--verbose'],
-      env: { LOG: 'debug', REGION: 'eu', TOKEN_FILE: '~/.gh' }, cwd: '/src', overridden: ['args', 'cwd', 'enabled', 'env'],
+      name: 'github',
+      source: 'baseline',
+      mode: 'local',
+      enabled: false,
+      command: 'npx',
+      args: ['--verbose'],
+      env: { LOG: 'debug', REGION: 'eu', TOKEN_FILE: '~/.gh' },
+      cwd: '/src',
+      overridden: ['args', 'cwd', 'enabled', 'env'],
     });
   });
 
   it('any other field is ignored and reported, one rejection per field', () => {
     const baseline = [baselineServer({ overridable: ['env'] })];
-    const local: LocalServer[] = [{ name: 'github', command: '/usr/bin/evil', url: 'http://x', args: [], env: { LOG: 'debug' }, enabled: false }];
+    const local: LocalServer[] = [
+      { name: 'github', command: '/usr/bin/evil', url: 'http://x', args: [], env: { LOG: 'debug' }, enabled: false },
+    ];
     const { servers, rejected } = mergeConfig(baseline, open, local);
-    expect(servers[0]).toMatchObject({ command: 'npx', args: ['-y', '@acme/github-mcp'], enabled: true, env: { LOG: 'debug', REGION: 'eu' }, overridden: ['env'] });
+    expect(servers[0]).toMatchObject({
+      command: 'npx',
+      args: ['-y', '@acme/github-mcp'],
+      enabled: true,
+      env: { LOG: 'debug', REGION: 'eu' },
+      overridden: ['env'],
+    });
     expect(rejected).toEqual([
       { server: 'github', field: 'args', reason: 'FIELD_NOT_OVERRIDABLE' },
       { server: 'github', field: 'command', reason: 'FIELD_NOT_OVERRIDABLE' },
@@ -54,7 +87,15 @@ describe('config merge', () => {
   it('a server the organisation switched off stays off and keeps its name', () => {
     const killed = baselineServer({ enabled: false, overridable: ['args', 'env', 'cwd', 'enabled'] });
     const { servers, rejected } = mergeConfig([killed], open, [{ name: 'github', enabled: true, args: ['x'] }]);
-    expect(servers).toEqual([expect.objectContaining({ name: 'github', source: 'baseline', enabled: false, args: ['-y', '@acme/github-mcp'], overridden: [] })]);
+    expect(servers).toEqual([
+      expect.objectContaining({
+        name: 'github',
+        source: 'baseline',
+        enabled: false,
+        args: ['-y', '@acme/github-mcp'],
+        overridden: [],
+      }),
+    ]);
     expect(rejected.map((r) => r.field)).toEqual(['args', 'enabled']);
   });
 
@@ -65,11 +106,21 @@ describe('config merge', () => {
       rejected: [{ server: 'scratch', reason: 'LOCAL_SERVERS_NOT_ALLOWED' }],
     });
     const { servers } = mergeConfig([baselineServer()], open, local);
-    expect(servers[1]).toEqual({ name: 'scratch', source: 'local', mode: 'local', enabled: true, command: './run.sh', overridden: [] });
+    expect(servers[1]).toEqual({
+      name: 'scratch',
+      source: 'local',
+      mode: 'local',
+      enabled: true,
+      command: './run.sh',
+      overridden: [],
+    });
   });
 
   it('local names follow the catalog rule and may not start with "aileron"', () => {
-    const local: LocalServer[] = ['My_Server', 'aileron', 'aileron-tools', 'ok-name'].map((name) => ({ name, command: 'x' }));
+    const local: LocalServer[] = ['My_Server', 'aileron', 'aileron-tools', 'ok-name'].map((name) => ({
+      name,
+      command: 'x',
+    }));
     const { servers, rejected } = mergeConfig([], open, local);
     expect(servers.map((s) => s.name)).toEqual(['ok-name']);
     expect(rejected).toEqual([
@@ -77,20 +128,39 @@ describe('config merge', () => {
       { server: 'aileron', reason: 'NAME_RESERVED' },
       { server: 'aileron-tools', reason: 'NAME_RESERVED' },
     ]);
-    expect(mergeConfig([], closed, local).rejected.map((r) => r.reason)).toEqual(Array(4).fill('LOCAL_SERVERS_NOT_ALLOWED'));
+    expect(mergeConfig([], closed, local).rejected.map((r) => r.reason)).toEqual(
+      Array(4).fill('LOCAL_SERVERS_NOT_ALLOWED'),
+    );
   });
 
   it('the first of duplicate local entries is used; later ones are reported', () => {
     const baseline = [baselineServer({ overridable: ['enabled'] })];
-    const local: LocalServer[] = [{ name: 'github', enabled: false }, { name: 'github', enabled: true }, { name: 'a', command: '1' }, { name: 'a', command: '2' }];
+    const local: LocalServer[] = [
+      { name: 'github', enabled: false },
+      { name: 'github', enabled: true },
+      { name: 'a', command: '1' },
+      { name: 'a', command: '2' },
+    ];
     const { servers, rejected } = mergeConfig(baseline, open, local);
-    expect(servers.map((s) => [s.name, s.enabled, s.command])).toEqual([['a', true, '1'], ['github', false, 'npx']]);
-    expect(rejected).toEqual([{ server: 'a', reason: 'DUPLICATE_LOCAL_SERVER' }, { server: 'github', reason: 'DUPLICATE_LOCAL_SERVER' }]);
+    expect(servers.map((s) => [s.name, s.enabled, s.command])).toEqual([
+      ['a', true, '1'],
+      ['github', false, 'npx'],
+    ]);
+    expect(rejected).toEqual([
+      { server: 'a', reason: 'DUPLICATE_LOCAL_SERVER' },
+      { server: 'github', reason: 'DUPLICATE_LOCAL_SERVER' },
+    ]);
   });
 
   it('is deterministic and leaves its inputs alone', () => {
-    const baseline = [baselineServer({ name: 'zeta', overridable: ['args', 'env'] }), baselineServer({ name: 'alpha' })];
-    const local: LocalServer[] = [{ name: 'zeta', args: ['a'], env: { LOG: 'x' } }, { name: 'mid', command: 'm', args: ['1'] }];
+    const baseline = [
+      baselineServer({ name: 'zeta', overridable: ['args', 'env'] }),
+      baselineServer({ name: 'alpha' }),
+    ];
+    const local: LocalServer[] = [
+      { name: 'zeta', args: ['a'], env: { LOG: 'x' } },
+      { name: 'mid', command: 'm', args: ['1'] },
+    ];
     const before = JSON.stringify([baseline, local]);
     const first = mergeConfig(baseline, open, local);
     expect(JSON.stringify([baseline, local])).toBe(before);

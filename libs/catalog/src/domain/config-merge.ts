@@ -55,7 +55,8 @@ export interface MergedServer {
   overridden: string[];
 }
 
-export type RejectionReason = 'LOCAL_SERVERS_NOT_ALLOWED' | 'FIELD_NOT_OVERRIDABLE' | 'NAME_RESERVED' | 'INVALID_NAME' | 'DUPLICATE_LOCAL_SERVER';
+export type RejectionReason =
+  'LOCAL_SERVERS_NOT_ALLOWED' | 'FIELD_NOT_OVERRIDABLE' | 'NAME_RESERVED' | 'INVALID_NAME' | 'DUPLICATE_LOCAL_SERVER';
 
 export interface Rejection {
   server: string;
@@ -87,14 +88,23 @@ export function isReservedServerName(name: string): boolean {
  * 5. a name starting with `aileron`: NAME_RESERVED;
  * 6. otherwise added as a local server.
  */
-export function mergeConfig(baseline: readonly BaselineServer[], merge: MergePolicy, local: readonly LocalServer[]): MergeResult {
+export function mergeConfig(
+  baseline: readonly BaselineServer[],
+  merge: MergePolicy,
+  local: readonly LocalServer[],
+): MergeResult {
   const servers = new Map<string, MergedServer>();
   const overridable = new Map<string, ReadonlySet<string>>();
   for (const server of baseline) {
     if (servers.has(server.name)) throw new Error(`baseline names ${server.name} twice`);
     servers.set(server.name, fromBaseline(server));
     // the pool runs remote servers: a developer may switch one off for themselves, nothing more
-    const fields = server.enabled === false ? [] : server.mode === 'remote' ? server.overridable.filter((field) => field === 'enabled') : server.overridable;
+    const fields =
+      server.enabled === false
+        ? []
+        : server.mode === 'remote'
+          ? server.overridable.filter((field) => field === 'enabled')
+          : server.overridable;
     overridable.set(server.name, new Set(fields));
   }
 
@@ -111,7 +121,8 @@ export function mergeConfig(baseline: readonly BaselineServer[], merge: MergePol
       const server = servers.get(entry.name)!;
       for (const field of LOCAL_FIELDS) {
         if (entry[field] === undefined) continue;
-        if (!isOverridableField(field) || !allowed.has(field)) rejected.push({ server: entry.name, field, reason: 'FIELD_NOT_OVERRIDABLE' });
+        if (!isOverridableField(field) || !allowed.has(field))
+          rejected.push({ server: entry.name, field, reason: 'FIELD_NOT_OVERRIDABLE' });
         else applyOverride(server, entry, field);
       }
       server.overridden.sort(byText);

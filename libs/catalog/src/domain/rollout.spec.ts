@@ -13,7 +13,9 @@ function gateway(overrides: Partial<GatewayIdentity> = {}): GatewayIdentity {
 const gateways = Array.from({ length: 10_000 }, () => gateway());
 
 function onNewVersion(percent: number, server = 'github'): Set<string> {
-  return new Set(gateways.filter((g) => versionFor('1.0.0', rollout({ percent }), g, server) === '2.0.0').map((g) => g.id));
+  return new Set(
+    gateways.filter((g) => versionFor('1.0.0', rollout({ percent }), g, server) === '2.0.0').map((g) => g.id),
+  );
 }
 
 describe('rollout', () => {

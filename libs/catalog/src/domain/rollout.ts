@@ -36,7 +36,12 @@ export function rolloutBucket(gatewayId: string, serverName: string): number {
  * `bucket < percent * 100`, so raising the percent only ever adds gateways.
  * API callers (no gateway) always see the pinned version.
  */
-export function versionFor(pinned: string, rollout: Rollout | null, gateway: GatewayIdentity | null, serverName: string): string {
+export function versionFor(
+  pinned: string,
+  rollout: Rollout | null,
+  gateway: GatewayIdentity | null,
+  serverName: string,
+): string {
   if (rollout === null || gateway === null) return pinned;
   if (rollout.gateways.includes(gateway.id) || rollout.gateways.includes(gateway.name)) return rollout.version;
   if (gateway.groups.some((group) => rollout.groups.includes(group))) return rollout.version;

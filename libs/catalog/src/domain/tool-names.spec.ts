@@ -58,8 +58,13 @@ describe('namespaced tool names', () => {
 
   it('hash: RFC 4648 base32, lowercase, of sha256(server NUL tool), as a gateway computes it', () => {
     const tool = 'x'.repeat(70);
-    const bits = [...createHash('sha256').update(`jira\u0000${tool}`).digest()].map((byte) => byte.toString(2).padStart(8, '0')).join('');
-    const expected = Array.from({ length: 10 }, (_, i) => 'abcdefghijklmnopqrstuvwxyz234567'[parseInt(bits.slice(i * 5, i * 5 + 5), 2)]).join('');
+    const bits = [...createHash('sha256').update(`jira\u0000${tool}`).digest()]
+      .map((byte) => byte.toString(2).padStart(8, '0'))
+      .join('');
+    const expected = Array.from(
+      { length: 10 },
+      (_, i) => 'abcdefghijklmnopqrstuvwxyz234567'[parseInt(bits.slice(i * 5, i * 5 + 5), 2)],
+    ).join('');
     expect(shortenedName('jira', tool, 10)).toBe(`jira__${'x'.repeat(64 - 'jira__'.length - 11)}_${expected}`);
   });
 
@@ -80,7 +85,10 @@ describe('namespaced tool names', () => {
 
   it('are the same for the same set in any order, and the same for duplicates', () => {
     const next = random(7);
-    const pairs: ToolPair[] = Array.from({ length: 500 }, () => ({ server: pick(next, ['git', 'jira', LONG_SERVER]), tool: text(next, 'ab./ ', 40 + Math.floor(next() * 40)) }));
+    const pairs: ToolPair[] = Array.from({ length: 500 }, () => ({
+      server: pick(next, ['git', 'jira', LONG_SERVER]),
+      tool: text(next, 'ab./ ', 40 + Math.floor(next() * 40)),
+    }));
     const first = new ToolNameTable(pairs);
     const again = new ToolNameTable(shuffled([...pairs, ...pairs.slice(0, 50)], next));
     for (const { server, tool } of pairs) expect(again.nameOf(server, tool)).toBe(first.nameOf(server, tool));
@@ -90,16 +98,23 @@ describe('namespaced tool names', () => {
   });
 
   it('resolve back to the pair, and to nothing for unknown names', () => {
-    const table = new ToolNameTable([{ server: 'github', tool: 'create_issue' }, { server: 'docs', tool: 'search the whole knowledge base for a phrase, fuzzy' }]);
+    const table = new ToolNameTable([
+      { server: 'github', tool: 'create_issue' },
+      { server: 'docs', tool: 'search the whole knowledge base for a phrase, fuzzy' },
+    ]);
     const name = table.nameOf('docs', 'search the whole knowledge base for a phrase, fuzzy')!;
-    expect(table.resolve(name)).toEqual({ server: 'docs', tool: 'search the whole knowledge base for a phrase, fuzzy' });
+    expect(table.resolve(name)).toEqual({
+      server: 'docs',
+      tool: 'search the whole knowledge base for a phrase, fuzzy',
+    });
     expect(table.resolve('github__create_issue')).toEqual({ server: 'github', tool: 'create_issue' });
     expect(table.resolve('github__delete_repo')).toBeUndefined();
     expect(table.nameOf('github', 'delete_repo')).toBeUndefined();
   });
 
   it('refuse a namespace that would make server__tool ambiguous', () => {
-    for (const server of ['a__b', 'gh_', 'GitHub', LONG_SERVER + 'a', '']) expect(() => namespaceTools([{ server, tool: 't' }])).toThrow(RangeError);
+    for (const server of ['a__b', 'gh_', 'GitHub', LONG_SERVER + 'a', ''])
+      expect(() => namespaceTools([{ server, tool: 't' }])).toThrow(RangeError);
   });
 });
 
@@ -109,7 +124,10 @@ describe('collisions', () => {
     const twin = { server: 'db', tool: shortenedName('db', long.tool, 8).slice('db__'.length) };
     expect(`db__${twin.tool}`).toBe(shortenedName('db', long.tool, 8));
 
-    for (const pairs of [[long, twin], [twin, long]]) {
+    for (const pairs of [
+      [long, twin],
+      [twin, long],
+    ]) {
       const table = new ToolNameTable(pairs);
       expect(table.nameOf('db', twin.tool)).toBe(`db__${twin.tool}`);
       expect(table.nameOf('db', long.tool)).toBe(shortenedName('db', long.tool, 10));
@@ -120,7 +138,10 @@ describe('collisions', () => {
 
   it('keeps lengthening while the longer name clashes too', () => {
     const long = { server: LONG_SERVER, tool: 'very long tool name '.repeat(5) };
-    const twins = [8, 10, 12].map((n) => ({ server: LONG_SERVER, tool: shortenedName(LONG_SERVER, long.tool, n).slice(LONG_SERVER.length + 2) }));
+    const twins = [8, 10, 12].map((n) => ({
+      server: LONG_SERVER,
+      tool: shortenedName(LONG_SERVER, long.tool, n).slice(LONG_SERVER.length + 2),
+    }));
     const name = new ToolNameTable([...twins, long]).nameOf(long.server, long.tool)!;
     expect(name).toBe(shortenedName(LONG_SERVER, long.tool, 14));
     expect(name).toHaveLength(MAX_TOOL_NAME);
@@ -155,7 +176,8 @@ describe('collisions', () => {
       expect(name).toMatch(CLIENT_NAME);
       const key = `${server}\u0000${tool}`;
       const owner = byName.get(name);
-      if (owner !== undefined && owner !== key) expect.fail(`${name} names both ${JSON.stringify(owner)} and ${JSON.stringify(key)}`);
+      if (owner !== undefined && owner !== key)
+        expect.fail(`${name} names both ${JSON.stringify(owner)} and ${JSON.stringify(key)}`);
       byName.set(name, key);
       expect(table.resolve(name)).toEqual({ server, tool });
     }

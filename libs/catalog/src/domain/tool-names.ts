@@ -57,7 +57,8 @@ export function shortenedName(server: string, tool: string, hashLength: number):
 
 function shorten(server: string, tool: string, hash: string, hashLength: number): string {
   const longest = maxHashLength(server);
-  if (!Number.isInteger(hashLength) || hashLength < 1 || hashLength > longest) throw new RangeError(`hash length ${hashLength} outside 1..${longest} for server ${server}`);
+  if (!Number.isInteger(hashLength) || hashLength < 1 || hashLength > longest)
+    throw new RangeError(`hash length ${hashLength} outside 1..${longest} for server ${server}`);
   const head = tool.replace(/[^A-Za-z0-9_-]/gu, '-').slice(0, room(server) - hashLength);
   return `${server}__${head}_${hash.slice(0, hashLength)}`;
 }
@@ -125,7 +126,8 @@ function assignNames(pairs: readonly ToolPair[]): Map<string, string> {
         if (candidate.hashLength === null) continue;
         const longest = maxHashLength(candidate.server);
         // ~145 bits of sha256 agreeing: not a case to design for, but never hand out one name twice
-        if (candidate.hashLength >= longest) throw new Error(`cannot name ${candidate.server}/${candidate.tool} uniquely`);
+        if (candidate.hashLength >= longest)
+          throw new Error(`cannot name ${candidate.server}/${candidate.tool} uniquely`);
         candidate.hashLength = Math.min(candidate.hashLength + HASH_STEP, longest);
         candidate.name = shorten(candidate.server, candidate.tool, candidate.hash, candidate.hashLength);
       }

@@ -39,21 +39,34 @@ export interface PublishedKey {
   x: string;
 }
 
-export type BundleCheck = { ok: true } | { ok: false; reason: 'UNKNOWN_KEY' | 'BAD_SIGNATURE' | 'EXPIRED' | 'ROLLED_BACK' };
+export type BundleCheck =
+  { ok: true } | { ok: false; reason: 'UNKNOWN_KEY' | 'BAD_SIGNATURE' | 'EXPIRED' | 'ROLLED_BACK' };
 
 /**
  * What a gateway does with a bundle, offline: signature by a published key,
  * not expired, not older than the one it holds. The gateway SDKs implement the
  * same; tests use this one.
  */
-export function checkBundle(bundle: SignedPolicyBundle, keys: PublishedKey[], now: Date, held?: { version: number; issued_at: string }): BundleCheck {
+export function checkBundle(
+  bundle: SignedPolicyBundle,
+  keys: PublishedKey[],
+  now: Date,
+  held?: { version: number; issued_at: string },
+): BundleCheck {
   const key = keys.find((k) => k.kid === bundle.signature.kid);
   if (!key) return { ok: false, reason: 'UNKNOWN_KEY' };
-  if (bundle.signature.alg !== 'EdDSA' || !verifyEd25519(publicKeyFromX(key.x), bundleSigningInput(bundle.payload), bundle.signature.value)) {
+  if (
+    bundle.signature.alg !== 'EdDSA' ||
+    !verifyEd25519(publicKeyFromX(key.x), bundleSigningInput(bundle.payload), bundle.signature.value)
+  ) {
     return { ok: false, reason: 'BAD_SIGNATURE' };
   }
   if (Date.parse(bundle.payload.expires_at) <= now.getTime()) return { ok: false, reason: 'EXPIRED' };
-  if (held && (bundle.payload.version < held.version || (bundle.payload.version === held.version && bundle.payload.issued_at < held.issued_at))) {
+  if (
+    held &&
+    (bundle.payload.version < held.version ||
+      (bundle.payload.version === held.version && bundle.payload.issued_at < held.issued_at))
+  ) {
     return { ok: false, reason: 'ROLLED_BACK' };
   }
   return { ok: true };

@@ -25,14 +25,17 @@ describe('DirectoryUsers (a root control plane)', () => {
 
   it('gives the tree to its uid, but never a host file hard-linked or symlinked into it', () => {
     const host = join(dir, 'host-file');
-    writeFileSync(host, 'the host\'s\n', { mode: 0o600 });
+    writeFileSync(host, "the host's\n", { mode: 0o600 });
     const tree = join(dir, 'old', 'server', 'home');
     mkdirSync(join(tree, 'deep', 'er'), { recursive: true });
     writeFileSync(join(tree, 'deep', 'er', 'mine'), 'mine\n');
     // what a unit that ran as root could have left: a second name of a host file, a link to one
     linkSync(host, join(tree, 'deep', 'linked'));
     symlinkSync(host, join(tree, 'pointing'));
-    const { uid } = new DirectoryUsers({ base: BASE + 10, count: 1, what: 'test', directories: () => [tree] }).of('old/server', tree);
+    const { uid } = new DirectoryUsers({ base: BASE + 10, count: 1, what: 'test', directories: () => [tree] }).of(
+      'old/server',
+      tree,
+    );
     expect(statSync(tree).uid).toBe(uid);
     expect(statSync(join(tree, 'deep', 'er', 'mine')).uid).toBe(uid);
     expect(statSync(host).uid).toBe(0);

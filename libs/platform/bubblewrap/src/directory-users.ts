@@ -81,5 +81,27 @@ export class DirectoryUsers {
  * and giving that file away would give the host's file away.
  */
 function chownTree(dir: string, uid: number): void {
-  execFileSync('/usr/bin/find', ['-P', dir, '-xdev', '!', '(', '-type', 'f', '-links', '+1', ')', '-execdir', '/bin/chown', '-h', '--', `${uid}:${uid}`, '{}', '+'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  execFileSync(
+    '/usr/bin/find',
+    [
+      '-P',
+      dir,
+      '-xdev',
+      '!',
+      '(',
+      '-type',
+      'f',
+      '-links',
+      '+1',
+      ')',
+      '-execdir',
+      '/bin/chown',
+      '-h',
+      '--',
+      `${uid}:${uid}`,
+      '{}',
+      '+',
+    ],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  );
 }

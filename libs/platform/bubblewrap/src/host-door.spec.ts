@@ -14,7 +14,11 @@ describe('HostDoor', () => {
   /** runs a door's command line; what it printed */
   function run(command: string[]): string {
     const [file, ...args] = command;
-    return execFileSync(file!, args, { encoding: 'utf8', env: { PATH: '/usr/bin:/bin' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    return execFileSync(file!, args, {
+      encoding: 'utf8',
+      env: { PATH: '/usr/bin:/bin' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
   }
 
   it('without a user to switch to, names host paths as they are and runs the command itself', () => {
@@ -26,15 +30,26 @@ describe('HostDoor', () => {
   it.each([
     ['without a user', undefined],
     ['as a user', { uid: UID, gid: UID }],
-  ])('%s, the command joins every cgroup given (one cgroup.procs per hierarchy) before it runs, and does not run when one refuses it', (_, user) => {
-    // files standing for the hierarchies' cgroup.procs; a space in a path as mountinfo may give one
-    const procs = [join(dir, 'pids.procs'), join(dir, 'memory procs'), join(dir, 'cpu.procs')];
-    for (const file of procs) writeFileSync(file, '');
-    const pid = run(new HostDoor({ user, cgroupProcs: procs }).command(['/bin/sh', '-c', 'echo $$'])).trim();
-    expect(pid).toMatch(/^\d+$/);
-    for (const file of procs) expect(readFileSync(file, 'utf8'), file).toBe(`${pid}\n`);
-    expect(() => run(new HostDoor({ user, cgroupProcs: [procs[0]!, join(dir, 'no-such-hierarchy', 'cgroup.procs')] }).command(['/bin/sh', '-c', 'echo ran']))).toThrow(/no-such-hierarchy/);
-  });
+  ])(
+    '%s, the command joins every cgroup given (one cgroup.procs per hierarchy) before it runs, and does not run when one refuses it',
+    (_, user) => {
+      // files standing for the hierarchies' cgroup.procs; a space in a path as mountinfo may give one
+      const procs = [join(dir, 'pids.procs'), join(dir, 'memory procs'), join(dir, 'cpu.procs')];
+      for (const file of procs) writeFileSync(file, '');
+      const pid = run(new HostDoor({ user, cgroupProcs: procs }).command(['/bin/sh', '-c', 'echo $$'])).trim();
+      expect(pid).toMatch(/^\d+$/);
+      for (const file of procs) expect(readFileSync(file, 'utf8'), file).toBe(`${pid}\n`);
+      expect(() =>
+        run(
+          new HostDoor({ user, cgroupProcs: [procs[0]!, join(dir, 'no-such-hierarchy', 'cgroup.procs')] }).command([
+            '/bin/sh',
+            '-c',
+            'echo ran',
+          ]),
+        ),
+      ).toThrow(/no-such-hierarchy/);
+    },
+  );
 
   it('lets an unprivileged uid reach a directory under a root-only one, by its door path, and nothing else of the host’s private tree', () => {
     expect(process.getuid?.(), 'a root control plane is what the door is for').toBe(0);

@@ -55,7 +55,8 @@ export class HostDoor {
     if (!this.options.user) return hostPath;
     let door = this.doors.get(hostPath);
     if (!door) {
-      if (this.doors.size === MAX_DOORS) throw new Error(`at most ${MAX_DOORS} private directories can be bound into one sandbox`);
+      if (this.doors.size === MAX_DOORS)
+        throw new Error(`at most ${MAX_DOORS} private directories can be bound into one sandbox`);
       door = `${DOOR}/aileron-door-${this.doors.size}`;
       this.doors.set(hostPath, door);
     }
@@ -67,17 +68,44 @@ export class HostDoor {
     const { user } = this.options;
     const cgroups = this.options.cgroupProcs ?? [];
     const joined = [String(cgroups.length), ...cgroups];
-    if (!user) return cgroups.length > 0 ? ['/bin/sh', '-c', `${JOIN_CGROUPS}; exec "$@"`, 'aileron-cgroups', ...joined, ...command] : command;
+    if (!user)
+      return cgroups.length > 0
+        ? ['/bin/sh', '-c', `${JOIN_CGROUPS}; exec "$@"`, 'aileron-cgroups', ...joined, ...command]
+        : command;
     const hosts = [...this.doors.keys()];
     const lines = ['set -e', JOIN_CGROUPS];
     // opened before the tmpfs hides /tmp, where a host directory may be
     hosts.forEach((_, at) => lines.push(`exec ${FIRST_DOOR_FD + at}<"$1"; shift`));
     lines.push(`mount -t tmpfs -o mode=0755,size=64k aileron-door ${DOOR}`);
     for (const [at, door] of [...this.doors.values()].entries()) {
-      lines.push(`mkdir ${door}`, `mount --no-canonicalize --bind /proc/self/fd/${FIRST_DOOR_FD + at} ${door}`, `exec ${FIRST_DOOR_FD + at}<&-`);
+      lines.push(
+        `mkdir ${door}`,
+        `mount --no-canonicalize --bind /proc/self/fd/${FIRST_DOOR_FD + at} ${door}`,
+        `exec ${FIRST_DOOR_FD + at}<&-`,
+      );
     }
     lines.push('exec "$@"');
-    const setpriv = [this.options.setpriv ?? '/usr/bin/setpriv', `--reuid=${user.uid}`, `--regid=${user.gid}`, '--clear-groups', '--'];
-    return [this.options.unshare ?? '/usr/bin/unshare', '--mount', '--propagation', 'private', '--', '/bin/sh', '-c', lines.join('\n'), 'aileron-door', ...joined, ...hosts, ...setpriv, ...command];
+    const setpriv = [
+      this.options.setpriv ?? '/usr/bin/setpriv',
+      `--reuid=${user.uid}`,
+      `--regid=${user.gid}`,
+      '--clear-groups',
+      '--',
+    ];
+    return [
+      this.options.unshare ?? '/usr/bin/unshare',
+      '--mount',
+      '--propagation',
+      'private',
+      '--',
+      '/bin/sh',
+      '-c',
+      lines.join('\n'),
+      'aileron-door',
+      ...joined,
+      ...hosts,
+      ...setpriv,
+      ...command,
+    ];
   }
 }

@@ -40,13 +40,18 @@ describe('SandboxCgroups on a described machine', () => {
         mountLine(40, join(root, 'systemd'), 'cgroup', 'rw,name=systemd'),
         mountLine(41, join(root, 'unified'), 'cgroup2', 'rw'),
       ].join('\n'),
-      cgroup: ['9:name=systemd:/', '8:pids:/', '4:memory:/session/cp', '3:cpuset:/', '2:cpu,cpuacct:/', '0::/'].join('\n'),
+      cgroup: ['9:name=systemd:/', '8:pids:/', '4:memory:/session/cp', '3:cpuset:/', '2:cpu,cpuacct:/', '0::/'].join(
+        '\n',
+      ),
     };
     // the hybrid's cgroup2 offers none of the three
     file(join(root, 'unified', 'cgroup.controllers'), 'hugetlb\n');
     file(join(root, 'unified', 'cgroup.subtree_control'));
     // what the kernel gives a memory cgroup with swap accounting
-    file(join(root, 'mem ory', 'session', 'cp', 'aileron-sandboxes', 'box', 'memory.memsw.limit_in_bytes'), '9223372036854771712\n');
+    file(
+      join(root, 'mem ory', 'session', 'cp', 'aileron-sandboxes', 'box', 'memory.memsw.limit_in_bytes'),
+      '9223372036854771712\n',
+    );
     file(join(root, 'mem ory', 'session', 'cp', 'aileron-sandboxes', 'box', 'memory.swappiness'), '60\n');
 
     const cgroups = SandboxCgroups.find('aileron-sandboxes', self);
@@ -76,7 +81,10 @@ describe('SandboxCgroups on a described machine', () => {
   it('pure cgroup v2: the controllers turned on for the sandboxes’ cgroups, and memory.max, memory.swap.max, cpu.max and pids.max in one directory', () => {
     const root = join(dir, 'v2');
     const own = join(root, 'system.slice', 'aileron.service');
-    const self: CgroupsOfProcess = { mountinfo: mountLine(30, root, 'cgroup2', 'rw,nsdelegate'), cgroup: '0::/system.slice/aileron.service\n' };
+    const self: CgroupsOfProcess = {
+      mountinfo: mountLine(30, root, 'cgroup2', 'rw,nsdelegate'),
+      cgroup: '0::/system.slice/aileron.service\n',
+    };
     file(join(own, 'cgroup.controllers'), 'cpuset cpu io memory hugetlb pids rdma misc\n');
     file(join(own, 'cgroup.subtree_control'));
     file(join(own, 'aileron-sandboxes', 'cgroup.subtree_control'), 'cpu memory pids\n');
@@ -99,14 +107,23 @@ describe('SandboxCgroups on a described machine', () => {
   });
 
   it('a machine with no cgroup the control plane may write (none mounted, or v2 refusing the controllers) has none: the caller keeps to rlimits', () => {
-    expect(SandboxCgroups.find('aileron-sandboxes', { mountinfo: '31 23 0:28 / /proc rw - proc proc rw', cgroup: '0::/\n' })).toBeNull();
+    expect(
+      SandboxCgroups.find('aileron-sandboxes', { mountinfo: '31 23 0:28 / /proc rw - proc proc rw', cgroup: '0::/\n' }),
+    ).toBeNull();
     const root = join(dir, 'refusing');
     file(join(root, 'cgroup.controllers'), 'cpu memory pids\n');
     // a cgroup.subtree_control that cannot be read or written, as a cgroup with processes of its own refuses controllers
     mkdirSync(join(root, 'cgroup.subtree_control'), { recursive: true });
-    expect(SandboxCgroups.find('aileron-sandboxes', { mountinfo: mountLine(30, root, 'cgroup2', 'rw'), cgroup: '0::/\n' })).toBeNull();
+    expect(
+      SandboxCgroups.find('aileron-sandboxes', { mountinfo: mountLine(30, root, 'cgroup2', 'rw'), cgroup: '0::/\n' }),
+    ).toBeNull();
     // one outside the control plane's mount root is not its to use
-    expect(SandboxCgroups.find('aileron-sandboxes', { mountinfo: mountLine(39, join(dir, 'v1', 'pids'), 'cgroup', 'rw,pids', '/other'), cgroup: '8:pids:/mine\n' })).toBeNull();
+    expect(
+      SandboxCgroups.find('aileron-sandboxes', {
+        mountinfo: mountLine(39, join(dir, 'v1', 'pids'), 'cgroup', 'rw,pids', '/other'),
+        cgroup: '8:pids:/mine\n',
+      }),
+    ).toBeNull();
   });
 });
 
@@ -124,7 +141,11 @@ describe('SandboxCgroups on this machine (root, cgroup v1 or v2)', () => {
 
   it('bounds a process tree’s memory together, counts the kill, lists the processes, and ends them all', async () => {
     expect(process.getuid?.(), 'a root control plane writes the cgroups').toBe(0);
-    expect(cgroups?.controllers.sort(), 'these machines give the control plane pids, memory and cpu').toEqual(['cpu', 'memory', 'pids']);
+    expect(cgroups?.controllers.sort(), 'these machines give the control plane pids, memory and cpu').toEqual([
+      'cpu',
+      'memory',
+      'pids',
+    ]);
     const procs = cgroups!.open('box', { pids: 50, memoryBytes: 64 * MiB, cpus: 0.5 });
     // two processes of 40 MiB each: either fits alone, not both
     const script = `perl -e '$x = "a"; $x x= (40 << 20); sleep 60' & perl -e '$x = "a"; $x x= (40 << 20); sleep 60' & wait`;
@@ -135,11 +156,15 @@ describe('SandboxCgroups on this machine (root, cgroup v1 or v2)', () => {
       const listed = cgroups!.pids('box');
       expect(listed).toContain(child.pid);
       for (const controller of ['pids', 'memory', 'cpu'] as const) {
-        expect(readFileSync(join(cgroups!.directory('box', controller)!, 'cgroup.procs'), 'utf8').split('\n'), controller).toContain(String(child.pid));
+        expect(
+          readFileSync(join(cgroups!.directory('box', controller)!, 'cgroup.procs'), 'utf8').split('\n'),
+          controller,
+        ).toContain(String(child.pid));
       }
       await cgroups!.end('box');
       expect(cgroups!.pids('box')).toEqual([]);
-      for (const controller of ['pids', 'memory', 'cpu'] as const) expect(existsSync(cgroups!.directory('box', controller)!), controller).toBe(false);
+      for (const controller of ['pids', 'memory', 'cpu'] as const)
+        expect(existsSync(cgroups!.directory('box', controller)!), controller).toBe(false);
     } finally {
       if (child.exitCode === null) process.kill(-child.pid!, 'SIGKILL');
     }
@@ -154,7 +179,9 @@ describe('SandboxCgroups on this machine (root, cgroup v1 or v2)', () => {
       expect(() => cgroups!.open('wide', { pids: 'max', memoryBytes: 'max', cpus: 2 })).not.toThrow();
       const box = join(cpu, 'wide');
       // v1 refuses the wider quota (the ancestor's holds), v2 keeps it and applies the smaller
-      expect(readFileSync(join(box, v2 ? 'cpu.max' : 'cpu.cfs_quota_us'), 'utf8').trim()).toBe(v2 ? '200000 100000' : '-1');
+      expect(readFileSync(join(box, v2 ? 'cpu.max' : 'cpu.cfs_quota_us'), 'utf8').trim()).toBe(
+        v2 ? '200000 100000' : '-1',
+      );
     } finally {
       writeFileSync(join(cpu, v2 ? 'cpu.max' : 'cpu.cfs_quota_us'), v2 ? 'max 100000' : '-1');
     }

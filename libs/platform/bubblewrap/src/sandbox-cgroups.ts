@@ -67,7 +67,10 @@ export class SandboxCgroups {
         let controllers = wanted;
         if (version === 2) {
           const offered = readFileSync(join(here, 'cgroup.controllers'), 'utf8').split(/\s+/);
-          controllers = enable(here, wanted.filter((controller) => offered.includes(controller)));
+          controllers = enable(
+            here,
+            wanted.filter((controller) => offered.includes(controller)),
+          );
           if (controllers.length === 0) continue;
           mkdirSync(parent, { recursive: true });
           controllers = enable(parent, controllers);
@@ -118,7 +121,10 @@ export class SandboxCgroups {
     const hierarchy = this.hierarchies.find((each) => each.controllers.includes('memory'));
     if (!hierarchy) return undefined;
     try {
-      const counts = readFileSync(join(this.dir(hierarchy, name), hierarchy.version === 2 ? 'memory.events' : 'memory.oom_control'), 'utf8');
+      const counts = readFileSync(
+        join(this.dir(hierarchy, name), hierarchy.version === 2 ? 'memory.events' : 'memory.oom_control'),
+        'utf8',
+      );
       const kills = /^oom_kill (\d+)$/m.exec(counts)?.[1];
       return kills === undefined ? undefined : Number(kills);
     } catch {
@@ -132,7 +138,8 @@ export class SandboxCgroups {
     const pids = new Set<number>();
     for (const hierarchy of this.hierarchies) {
       try {
-        for (const pid of readFileSync(join(this.dir(hierarchy, name), 'cgroup.procs'), 'utf8').split('\n')) if (pid) pids.add(Number(pid));
+        for (const pid of readFileSync(join(this.dir(hierarchy, name), 'cgroup.procs'), 'utf8').split('\n'))
+          if (pid) pids.add(Number(pid));
       } catch {
         // not made, or gone
       }
@@ -166,7 +173,9 @@ export class SandboxCgroups {
   }
 
   get description(): string {
-    return this.hierarchies.map((hierarchy) => `${hierarchy.controllers.join(', ')} (cgroup v${hierarchy.version} ${hierarchy.parent})`).join('; ');
+    return this.hierarchies
+      .map((hierarchy) => `${hierarchy.controllers.join(', ')} (cgroup v${hierarchy.version} ${hierarchy.parent})`)
+      .join('; ');
   }
 
   /** rmdir in every hierarchy; true when none is left */
@@ -270,7 +279,12 @@ function cgroupMounts(text: string): { root: string; mountpoint: string; type: s
     const fields = before.split(' ');
     const [type, , superOptions] = after.split(' ');
     if (type !== 'cgroup' && type !== 'cgroup2') continue;
-    mounts.push({ root: unescape(fields[3]!), mountpoint: unescape(fields[4]!), type, options: (superOptions ?? '').split(',') });
+    mounts.push({
+      root: unescape(fields[3]!),
+      mountpoint: unescape(fields[4]!),
+      type,
+      options: (superOptions ?? '').split(','),
+    });
   }
   return mounts;
 }

@@ -5,7 +5,13 @@ import { InProcessBus, MESSAGE_BUS, MessageBus, RedisBus } from './message-bus';
 /** Redis pub/sub where Redis is configured (RedisModule), an emitter otherwise. */
 @Global()
 @Module({
-  providers: [{ provide: MESSAGE_BUS, inject: [RedisService], useFactory: (redis: RedisService): MessageBus => (redis.configured ? new RedisBus(redis) : new InProcessBus()) }],
+  providers: [
+    {
+      provide: MESSAGE_BUS,
+      inject: [RedisService],
+      useFactory: (redis: RedisService): MessageBus => (redis.configured ? new RedisBus(redis) : new InProcessBus()),
+    },
+  ],
   exports: [MESSAGE_BUS],
 })
 export class BusModule implements OnApplicationShutdown {

@@ -5,8 +5,15 @@ import { z } from 'zod';
  * Every setting the process reads, with its default and meaning. The README's
  * configuration table is generated from `describeSettings()` so the two never drift.
  */
-const port = z.coerce.number({ error: 'must be an integer' }).int('must be an integer').min(1, 'must be 1..65535').max(65535, 'must be 1..65535');
-const positiveInt = z.coerce.number({ error: 'must be an integer' }).int('must be an integer').positive('must be positive');
+const port = z.coerce
+  .number({ error: 'must be an integer' })
+  .int('must be an integer')
+  .min(1, 'must be 1..65535')
+  .max(65535, 'must be 1..65535');
+const positiveInt = z.coerce
+  .number({ error: 'must be an integer' })
+  .int('must be an integer')
+  .positive('must be positive');
 const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'], { message: 'must be true or false' })
   .transform((v) => v === 'true' || v === '1' || v === 'yes');
@@ -14,15 +21,22 @@ const bool = z
 const postgresUrl = z
   .string()
   .refine((v) => /^postgres(ql)?:\/\//.test(v) && URL.canParse(v), 'must be a postgres:// or postgresql:// URL');
-const redisUrl = z.string().refine((v) => /^rediss?:\/\//.test(v) && URL.canParse(v), 'must be a redis:// or rediss:// URL');
+const redisUrl = z
+  .string()
+  .refine((v) => /^rediss?:\/\//.test(v) && URL.canParse(v), 'must be a redis:// or rediss:// URL');
 /** a Kubernetes resource.Quantity of bytes, as a claim's storage request takes it */
-const quantity = z.string().regex(/^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$/, 'must be a Kubernetes quantity such as 10Gi');
+const quantity = z
+  .string()
+  .regex(/^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$/, 'must be a Kubernetes quantity such as 10Gi');
 const namespaceName = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 /** a number of CPUs (a CFS quota is at least 1 ms of each 100 ms), or no bound: undefined */
 const cpus = z
   .string()
   .trim()
-  .refine((v) => v === 'max' || (/^\d+(\.\d+)?$/.test(v) && (Number(v) === 0 || Number(v) >= 0.01)), 'must be a number of CPUs such as 1 or 0.5 (at least 0.01), or 0 or max for no bound')
+  .refine(
+    (v) => v === 'max' || (/^\d+(\.\d+)?$/.test(v) && (Number(v) === 0 || Number(v) >= 0.01)),
+    'must be a number of CPUs such as 1 or 0.5 (at least 0.01), or 0 or max for no bound',
+  )
   .transform((v) => (v === 'max' || Number(v) === 0 ? undefined : Number(v)));
 const httpUrl = z.string().refine((v) => /^https?:\/\//.test(v) && URL.canParse(v), 'must be an http(s) URL');
 
@@ -34,7 +48,12 @@ function isCidr(value: string): boolean {
 }
 const cidrList = z
   .string()
-  .transform((v) => v.split(',').map((s) => s.trim()).filter(Boolean))
+  .transform((v) =>
+    v
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean),
+  )
   .refine((list) => list.every(isCidr), 'must be a comma-separated list of CIDR ranges such as 10.0.0.0/8');
 
 interface Setting {
@@ -55,12 +74,20 @@ export const SETTINGS = {
     description: 'Embedded mode: where the PGlite database, the admin token and generated keys live.',
   },
   DATABASE_URL: { schema: postgresUrl, description: 'PostgreSQL URL. Setting it selects the server mode.' },
-  DATABASE_POOL_SIZE: { schema: positiveInt, default: '10', description: 'Server mode: PostgreSQL connections per process.' },
-  REDIS_URL: { schema: redisUrl, description: 'Redis URL. Jobs run on BullMQ through it; without it they run in-process.' },
+  DATABASE_POOL_SIZE: {
+    schema: positiveInt,
+    default: '10',
+    description: 'Server mode: PostgreSQL connections per process.',
+  },
+  REDIS_URL: {
+    schema: redisUrl,
+    description: 'Redis URL. Jobs run on BullMQ through it; without it they run in-process.',
+  },
   AILERON_QUEUE_PREFIX: {
     schema: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be 1-64 letters, digits, _ or -'),
     default: 'aileron',
-    description: 'Prefix of every key and pub/sub channel in Redis (BullMQ queues, rate limits, the MCP session directory, the message bus), so several installations can share one Redis.',
+    description:
+      'Prefix of every key and pub/sub channel in Redis (BullMQ queues, rate limits, the MCP session directory, the message bus), so several installations can share one Redis.',
   },
   AILERON_RUN_WORKERS: {
     schema: bool,
@@ -69,7 +96,8 @@ export const SETTINGS = {
   },
   AILERON_PUBLIC_URL: {
     schema: httpUrl,
-    description: 'The URL people and gateways reach the control plane at (links in messages). Default http://localhost:PORT.',
+    description:
+      'The URL people and gateways reach the control plane at (links in messages). Default http://localhost:PORT.',
   },
   AILERON_REPLICA_URL: {
     schema: httpUrl,
@@ -115,7 +143,8 @@ export const SETTINGS = {
   AILERON_AUDIT_CHECKPOINT_EVERY: {
     schema: positiveInt,
     default: '1000',
-    description: 'A signed audit checkpoint after at most this many records of a chain (and at least every AILERON_AUDIT_CHECKPOINT_SECONDS).',
+    description:
+      'A signed audit checkpoint after at most this many records of a chain (and at least every AILERON_AUDIT_CHECKPOINT_SECONDS).',
   },
   AILERON_AUDIT_CHECKPOINT_SECONDS: {
     schema: positiveInt,
@@ -125,7 +154,8 @@ export const SETTINGS = {
   AILERON_WEBHOOK_PAUSE_AFTER_SECONDS: {
     schema: positiveInt,
     default: '86400',
-    description: 'A webhook endpoint whose deliveries have failed for longer than this (with no success in between) is paused until resumed.',
+    description:
+      'A webhook endpoint whose deliveries have failed for longer than this (with no success in between) is paused until resumed.',
   },
   AILERON_SANDBOX_DRIVER: {
     schema: z.enum(['local', 'kubernetes'], { message: 'must be local or kubernetes' }),
@@ -135,15 +165,21 @@ export const SETTINGS = {
   AILERON_SANDBOX_IMAGE: {
     schema: z.string(),
     default: '',
-    description: 'The image of Kubernetes sandboxes (default ghcr.io/aileron/sandbox-base:<version>); it must carry the label ai.aileron.mcp.version.',
+    description:
+      'The image of Kubernetes sandboxes (default ghcr.io/aileron/sandbox-base:<version>); it must carry the label ai.aileron.mcp.version.',
   },
   AILERON_SANDBOX_VERSION_MISMATCH: {
     schema: z.enum(['refuse', 'warn'], { message: 'must be refuse or warn' }),
     default: 'refuse',
-    description: 'A sandbox whose image reports another ai.aileron.mcp.version than this control plane: refused (stopped, the call fails naming both versions) or used with a warning.',
+    description:
+      'A sandbox whose image reports another ai.aileron.mcp.version than this control plane: refused (stopped, the call fails naming both versions) or used with a warning.',
   },
   AILERON_SANDBOX_K8S_NAMESPACE: {
-    schema: z.string().max(63, 'must be a Kubernetes namespace name').regex(namespaceName, 'must be a Kubernetes namespace name').or(z.literal('')),
+    schema: z
+      .string()
+      .max(63, 'must be a Kubernetes namespace name')
+      .regex(namespaceName, 'must be a Kubernetes namespace name')
+      .or(z.literal('')),
     default: '',
     description:
       "Namespace of Kubernetes sandboxes: their pods, claims, Secrets and NetworkPolicies. Default: the pool's, AILERON_K8S_NAMESPACE, which is refused when the pool runs on Kubernetes too (the sandboxes read their runners' Secrets back, so their namespace must hold no one else's).",
@@ -151,7 +187,8 @@ export const SETTINGS = {
   AILERON_SANDBOX_FILES_SIZE: {
     schema: quantity,
     default: '10Gi',
-    description: "Size of a sandbox's /src: a Kubernetes sandbox's files claim (a tar.gz source may unpack to at most this much); locally, measured after each change, beyond it writes are refused (SANDBOX_FULL).",
+    description:
+      "Size of a sandbox's /src: a Kubernetes sandbox's files claim (a tar.gz source may unpack to at most this much); locally, measured after each change, beyond it writes are refused (SANDBOX_FULL).",
   },
   AILERON_SANDBOX_HISTORY_SIZE: {
     schema: quantity,
@@ -166,17 +203,20 @@ export const SETTINGS = {
   AILERON_SANDBOX_SNAPSHOTS: {
     schema: z.enum(['on', 'off'], { message: 'must be on or off' }),
     default: 'on',
-    description: 'off: changes are not committed to aileron/snapshots (throwaway sandboxes, and the baseline of the sandbox benchmark).',
+    description:
+      'off: changes are not committed to aileron/snapshots (throwaway sandboxes, and the baseline of the sandbox benchmark).',
   },
   AILERON_SANDBOX_SNAPSHOT_MAX_FILES: {
     schema: positiveInt,
     default: '200000',
-    description: 'A sandbox whose /src holds more files than this (after its .gitignore files) is not snapshotted; the failure is logged and reported as sandbox.snapshot_failed.',
+    description:
+      'A sandbox whose /src holds more files than this (after its .gitignore files) is not snapshotted; the failure is logged and reported as sandbox.snapshot_failed.',
   },
   AILERON_SANDBOX_SNAPSHOT_MAX_BYTES: {
     schema: positiveInt,
     default: String(512 * 1024 * 1024),
-    description: 'The most bytes of changed files one snapshot stores; a larger change is not snapshotted (reported as sandbox.snapshot_failed). A single file over 64 MiB is left out and named in the commit message.',
+    description:
+      'The most bytes of changed files one snapshot stores; a larger change is not snapshotted (reported as sandbox.snapshot_failed). A single file over 64 MiB is left out and named in the commit message.',
   },
   AILERON_SANDBOX_SNAPSHOT_TIMEOUT_SECONDS: {
     schema: positiveInt,
@@ -186,12 +226,14 @@ export const SETTINGS = {
   AILERON_SANDBOX_IDLE_SECONDS: {
     schema: positiveInt,
     default: '900',
-    description: 'A sandbox nobody has used for this long stops; its files stay, and the next tool call starts it again.',
+    description:
+      'A sandbox nobody has used for this long stops; its files stay, and the next tool call starts it again.',
   },
   AILERON_SANDBOX_BASH_TIMEOUT_MS: {
     schema: positiveInt,
     default: '120000',
-    description: 'How long a `bash` call may run when it names no timeout; then it is killed with every process it started.',
+    description:
+      'How long a `bash` call may run when it names no timeout; then it is killed with every process it started.',
   },
   AILERON_SANDBOX_BASH_MAX_TIMEOUT_MS: {
     schema: positiveInt,
@@ -217,12 +259,14 @@ export const SETTINGS = {
   AILERON_SANDBOX_DEFAULT_MEMORY_MB: {
     schema: positiveInt,
     default: '4096',
-    description: "Local driver: a sandbox's `memory_mb` when its create request names none (the memory each process may write to; the sandbox as a whole gets it plus its /tmp and home and 256 MiB, where there is a memory cgroup).",
+    description:
+      "Local driver: a sandbox's `memory_mb` when its create request names none (the memory each process may write to; the sandbox as a whole gets it plus its /tmp and home and 256 MiB, where there is a memory cgroup).",
   },
   AILERON_SANDBOX_DEFAULT_CPU_SECONDS: {
     schema: positiveInt,
     default: '1800',
-    description: "Local driver: a sandbox's `cpu_seconds` when its create request names none (the CPU time of each process).",
+    description:
+      "Local driver: a sandbox's `cpu_seconds` when its create request names none (the CPU time of each process).",
   },
   AILERON_SANDBOX_CPUS: {
     schema: cpus,
@@ -233,12 +277,14 @@ export const SETTINGS = {
   AILERON_SANDBOX_TMPFS_MB: {
     schema: positiveInt,
     default: '512',
-    description: "Local driver: the size of a sandbox's /tmp and of its home directory, each a tmpfs in the host's memory.",
+    description:
+      "Local driver: the size of a sandbox's /tmp and of its home directory, each a tmpfs in the host's memory.",
   },
   AILERON_SANDBOX_UID_BASE: {
     schema: positiveInt,
     default: '1879048192',
-    description: 'Local driver, control plane running as root: each sandbox runs as a host uid of its own from this one up (65536 of them); nothing else on the machine may use them.',
+    description:
+      'Local driver, control plane running as root: each sandbox runs as a host uid of its own from this one up (65536 of them); nothing else on the machine may use them.',
   },
   AILERON_SANDBOX_SOURCE_MAX_BYTES: {
     schema: positiveInt,
@@ -253,14 +299,15 @@ export const SETTINGS = {
   AILERON_POOL_SANDBOX: {
     schema: z.enum(['bubblewrap', 'none'], { message: 'must be bubblewrap or none' }),
     default: 'bubblewrap',
-    description: 'Isolation of local instances. `none` runs them as plain child processes: only for machines without bubblewrap, never for several tenants.',
+    description:
+      'Isolation of local instances. `none` runs them as plain child processes: only for machines without bubblewrap, never for several tenants.',
   },
   AILERON_POOL_UID_BASE: {
     // its last uid must be a valid one: below 2^32 - 1, which means "no uid" to the kernel
     schema: positiveInt.max(4_294_901_759, 'must be at most 4294901759 (its 65536 uids end below 2^32 - 1)'),
     default: '1879113728',
     description:
-      'Local driver under bubblewrap, control plane running as root: the instances of each (workspace, server) run as a host uid of their own from this one up (65536 of them), apart from `AILERON_SANDBOX_UID_BASE`\'s; nothing else on the machine may use them.',
+      "Local driver under bubblewrap, control plane running as root: the instances of each (workspace, server) run as a host uid of their own from this one up (65536 of them), apart from `AILERON_SANDBOX_UID_BASE`'s; nothing else on the machine may use them.",
   },
   AILERON_POOL_IDLE_SECONDS: {
     schema: positiveInt,
@@ -275,12 +322,14 @@ export const SETTINGS = {
   AILERON_POOL_MAX_CONCURRENT_CALLS: {
     schema: positiveInt,
     default: '32',
-    description: 'Requests in flight to one instance at once; more get a JSON-RPC error (code -32001) naming the limit.',
+    description:
+      'Requests in flight to one instance at once; more get a JSON-RPC error (code -32001) naming the limit.',
   },
   AILERON_POOL_APPROVAL_WAIT_SECONDS: {
     schema: z.coerce.number({ error: 'must be an integer' }).int('must be an integer').min(0, 'must be 0 or more'),
     default: '30',
-    description: 'How long a tools/call that needs approval waits for the decision before answering with the approval id and review URL (0: answer at once).',
+    description:
+      'How long a tools/call that needs approval waits for the decision before answering with the approval id and review URL (0: answer at once).',
   },
   AILERON_POOL_MEMORY_MB: {
     schema: positiveInt,
@@ -312,7 +361,8 @@ export const SETTINGS = {
   AILERON_K8S_NAMESPACE: {
     schema: z.string().regex(namespaceName, 'must be a Kubernetes namespace name'),
     default: 'aileron-pool',
-    description: 'Namespace of pool pods and their secrets. The cluster comes from the in-cluster service account, else KUBECONFIG.',
+    description:
+      'Namespace of pool pods and their secrets. The cluster comes from the in-cluster service account, else KUBECONFIG.',
   },
   AILERON_POD_NAME: {
     schema: z
@@ -323,19 +373,25 @@ export const SETTINGS = {
       "The control plane's own Pod name (downward API `metadata.name`). Pool pods are labelled with it, and at start the Kubernetes driver deletes those an earlier run of this replica left. Outside a cluster: any name no other control plane using the namespace has.",
   },
   AILERON_POD_UID: {
-    schema: z.string().regex(/^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/, 'must be a Pod UID'),
+    schema: z
+      .string()
+      .regex(/^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/, 'must be a Pod UID'),
     description:
       "The control plane's own Pod UID (downward API `metadata.uid`), with AILERON_POD_NAME. Pool pods are owned by that Pod, so Kubernetes deletes them when it goes (only when it runs in AILERON_K8S_NAMESPACE).",
   },
   AILERON_POD_NAMESPACE: {
-    schema: z.string().max(63, 'must be a Kubernetes namespace name').regex(namespaceName, 'must be a Kubernetes namespace name'),
+    schema: z
+      .string()
+      .max(63, 'must be a Kubernetes namespace name')
+      .regex(namespaceName, 'must be a Kubernetes namespace name'),
     description:
       "The control plane's own namespace (downward API `metadata.namespace`). Each pool instance's and sandbox's NetworkPolicy admits the control plane's pods from there; unset, only from the instance's own namespace, so another policy must let the control plane in.",
   },
   AILERON_POOL_AUDIT_BATCH_MS: {
     schema: positiveInt,
     default: '200',
-    description: "How long execution records wait to be written to the audit log in one batch (then until the next call's request has gone out, at most half as long again); they are in the journal under the data dir before the client hears back.",
+    description:
+      "How long execution records wait to be written to the audit log in one batch (then until the next call's request has gone out, at most half as long again); they are in the journal under the data dir before the client hears back.",
   },
   AILERON_RATE_LIMIT_WORKSPACE_PER_MINUTE: {
     schema: positiveInt,
@@ -367,11 +423,17 @@ export type SettingValue<K extends SettingName> = z.output<(typeof SETTINGS)[K][
 type WithDefault = { [K in SettingName]: (typeof SETTINGS)[K] extends { default: string } ? K : never }[SettingName];
 
 /** Every setting once validated: one with a default always has a value, the others may be unset. */
-export type SettingValues = { [K in WithDefault]: SettingValue<K> } & { [K in Exclude<SettingName, WithDefault>]?: SettingValue<K> };
+export type SettingValues = { [K in WithDefault]: SettingValue<K> } & {
+  [K in Exclude<SettingName, WithDefault>]?: SettingValue<K>;
+};
 
 export function describeSettings(): { name: SettingName; default?: string; description: string }[] {
   return (Object.keys(SETTINGS) as SettingName[]).map((name) => {
     const setting: Setting = SETTINGS[name];
-    return { name, ...(setting.default !== undefined ? { default: setting.default } : {}), description: setting.description };
+    return {
+      name,
+      ...(setting.default !== undefined ? { default: setting.default } : {}),
+      description: setting.description,
+    };
   });
 }

@@ -101,20 +101,31 @@ function readConfigFile(path: string): Source {
   try {
     text = readFileSync(path, 'utf8');
   } catch (error) {
-    throw new ConfigError([{ name: 'AILERON_CONFIG_FILE', message: `cannot be read: ${(error as NodeJS.ErrnoException).code ?? 'error'} (${path})` }]);
+    throw new ConfigError([
+      {
+        name: 'AILERON_CONFIG_FILE',
+        message: `cannot be read: ${(error as NodeJS.ErrnoException).code ?? 'error'} (${path})`,
+      },
+    ]);
   }
   let parsed: unknown;
   try {
     parsed = /\.ya?ml$/i.test(path) ? parseYaml(text) : JSON.parse(text);
   } catch (error) {
-    throw new ConfigError([{ name: 'AILERON_CONFIG_FILE', message: `is not valid ${/\.ya?ml$/i.test(path) ? 'YAML' : 'JSON'}: ${(error as Error).message.split('\n')[0]}` }]);
+    throw new ConfigError([
+      {
+        name: 'AILERON_CONFIG_FILE',
+        message: `is not valid ${/\.ya?ml$/i.test(path) ? 'YAML' : 'JSON'}: ${(error as Error).message.split('\n')[0]}`,
+      },
+    ]);
   }
   if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
     throw new ConfigError([{ name: 'AILERON_CONFIG_FILE', message: 'must hold an object of SETTING: value' }]);
   }
   const out: Source = {};
   for (const [key, value] of Object.entries(parsed)) {
-    if (!(key in SETTINGS)) throw new ConfigError([{ name: 'AILERON_CONFIG_FILE', message: `names an unknown setting "${key}"` }]);
+    if (!(key in SETTINGS))
+      throw new ConfigError([{ name: 'AILERON_CONFIG_FILE', message: `names an unknown setting "${key}"` }]);
     out[key] = Array.isArray(value) ? value.join(',') : String(value);
   }
   return out;
@@ -137,7 +148,8 @@ export function loadConfig(env: Source = process.env): AppConfig {
     if (raw === undefined) continue;
     const result = setting.schema.safeParse(raw);
     if (result.success) values[name] = result.data;
-    else problems.push({ name, message: `${result.error.issues[0]?.message ?? 'is invalid'}${describeValue(name, raw)}` });
+    else
+      problems.push({ name, message: `${result.error.issues[0]?.message ?? 'is invalid'}${describeValue(name, raw)}` });
   }
   // a UID alone would own pods under a name nobody knows, and the replica label needs the name
   if (values.AILERON_POD_UID !== undefined && values.AILERON_POD_NAME === undefined) {
@@ -145,7 +157,11 @@ export function loadConfig(env: Source = process.env): AppConfig {
   }
   // the sandbox driver reads back the Secrets of its namespace (its runners' tokens): there it would read the pool instances' credentials
   const sandboxNamespace = values.AILERON_SANDBOX_K8S_NAMESPACE || values.AILERON_K8S_NAMESPACE;
-  if (values.AILERON_SANDBOX_DRIVER === 'kubernetes' && values.AILERON_POOL_DRIVER === 'kubernetes' && sandboxNamespace === values.AILERON_K8S_NAMESPACE) {
+  if (
+    values.AILERON_SANDBOX_DRIVER === 'kubernetes' &&
+    values.AILERON_POOL_DRIVER === 'kubernetes' &&
+    sandboxNamespace === values.AILERON_K8S_NAMESPACE
+  ) {
     problems.push({
       name: 'AILERON_SANDBOX_K8S_NAMESPACE',
       message: `must name a namespace other than the pool's (AILERON_K8S_NAMESPACE, ${String(values.AILERON_K8S_NAMESPACE)}) when both run on Kubernetes: the sandboxes' access to their runners' Secrets would reach the pool instances' credentials`,
@@ -154,8 +170,15 @@ export function loadConfig(env: Source = process.env): AppConfig {
   // a uid both ranges hold would be a pool instance's and a sandbox's at once: removing the sandbox ends every process of its uid
   const sandboxUids = values.AILERON_SANDBOX_UID_BASE;
   const poolUids = values.AILERON_POOL_UID_BASE;
-  if (typeof sandboxUids === 'number' && typeof poolUids === 'number' && Math.abs(sandboxUids - poolUids) < UIDS_PER_RANGE) {
-    problems.push({ name: 'AILERON_POOL_UID_BASE', message: `must be ${UIDS_PER_RANGE} or more away from AILERON_SANDBOX_UID_BASE (${sandboxUids}): the pool's and the sandboxes' uids must not overlap` });
+  if (
+    typeof sandboxUids === 'number' &&
+    typeof poolUids === 'number' &&
+    Math.abs(sandboxUids - poolUids) < UIDS_PER_RANGE
+  ) {
+    problems.push({
+      name: 'AILERON_POOL_UID_BASE',
+      message: `must be ${UIDS_PER_RANGE} or more away from AILERON_SANDBOX_UID_BASE (${sandboxUids}): the pool's and the sandboxes' uids must not overlap`,
+    });
   }
   if (problems.length > 0) throw new ConfigError(problems);
 
@@ -207,7 +230,9 @@ function toAppConfig(values: SettingValues): AppConfig {
       egressAllowCidrs: values.AILERON_POOL_EGRESS_ALLOW_CIDRS,
       egressExceptCidrs: values.AILERON_POOL_EGRESS_EXCEPT_CIDRS,
       kubernetesNamespace: values.AILERON_K8S_NAMESPACE,
-      controlPlanePod: values.AILERON_POD_NAME ? { name: values.AILERON_POD_NAME, uid: values.AILERON_POD_UID } : undefined,
+      controlPlanePod: values.AILERON_POD_NAME
+        ? { name: values.AILERON_POD_NAME, uid: values.AILERON_POD_UID }
+        : undefined,
       controlPlaneNamespace: values.AILERON_POD_NAMESPACE,
     },
     rateLimits: {
@@ -220,7 +245,11 @@ function toAppConfig(values: SettingValues): AppConfig {
       image: values.AILERON_SANDBOX_IMAGE || undefined,
       versionMismatch: values.AILERON_SANDBOX_VERSION_MISMATCH,
       kubernetesNamespace: values.AILERON_SANDBOX_K8S_NAMESPACE || values.AILERON_K8S_NAMESPACE,
-      storage: { files: values.AILERON_SANDBOX_FILES_SIZE, history: values.AILERON_SANDBOX_HISTORY_SIZE, storageClassName: values.AILERON_SANDBOX_STORAGE_CLASS || undefined },
+      storage: {
+        files: values.AILERON_SANDBOX_FILES_SIZE,
+        history: values.AILERON_SANDBOX_HISTORY_SIZE,
+        storageClassName: values.AILERON_SANDBOX_STORAGE_CLASS || undefined,
+      },
       snapshots: values.AILERON_SANDBOX_SNAPSHOTS === 'on',
       snapshotMaxFiles: values.AILERON_SANDBOX_SNAPSHOT_MAX_FILES,
       snapshotMaxBytes: values.AILERON_SANDBOX_SNAPSHOT_MAX_BYTES,
@@ -230,7 +259,11 @@ function toAppConfig(values: SettingValues): AppConfig {
       bashMaxTimeoutMs: values.AILERON_SANDBOX_BASH_MAX_TIMEOUT_MS,
       sourceMaxBytes: values.AILERON_SANDBOX_SOURCE_MAX_BYTES,
       maxPerWorkspace: values.AILERON_SANDBOX_MAX_PER_WORKSPACE,
-      defaultLimits: { pids: values.AILERON_SANDBOX_DEFAULT_PIDS, memoryMb: values.AILERON_SANDBOX_DEFAULT_MEMORY_MB, cpuSeconds: values.AILERON_SANDBOX_DEFAULT_CPU_SECONDS },
+      defaultLimits: {
+        pids: values.AILERON_SANDBOX_DEFAULT_PIDS,
+        memoryMb: values.AILERON_SANDBOX_DEFAULT_MEMORY_MB,
+        cpuSeconds: values.AILERON_SANDBOX_DEFAULT_CPU_SECONDS,
+      },
       cpus: values.AILERON_SANDBOX_CPUS,
       tmpfsMb: values.AILERON_SANDBOX_TMPFS_MB,
       uidBase: values.AILERON_SANDBOX_UID_BASE,

@@ -13,7 +13,10 @@ export function projectRoot(): string {
   let dir = __dirname;
   for (;;) {
     const manifest = join(dir, 'package.json');
-    if (existsSync(manifest) && (JSON.parse(readFileSync(manifest, 'utf8')) as { name?: string }).name === 'aileron-control-plane') {
+    if (
+      existsSync(manifest) &&
+      (JSON.parse(readFileSync(manifest, 'utf8')) as { name?: string }).name === 'aileron-control-plane'
+    ) {
       return (cached = dir);
     }
     const parent = dirname(dir);

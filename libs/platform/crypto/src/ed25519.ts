@@ -9,7 +9,10 @@ export interface Ed25519KeyPair {
 
 export function generateEd25519(): Ed25519KeyPair {
   const { privateKey, publicKey } = generateKeyPairSync('ed25519');
-  return { privateKeyPem: privateKey.export({ format: 'pem', type: 'pkcs8' }).toString(), publicKeyX: publicX(publicKey) };
+  return {
+    privateKeyPem: privateKey.export({ format: 'pem', type: 'pkcs8' }).toString(),
+    publicKeyX: publicX(publicKey),
+  };
 }
 
 function publicX(key: KeyObject): string {

@@ -2,7 +2,10 @@ import { closeSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:f
 import { join } from 'node:path';
 
 export class DataDirLockedError extends Error {
-  constructor(readonly dataDir: string, readonly pid: number) {
+  constructor(
+    readonly dataDir: string,
+    readonly pid: number,
+  ) {
     super(`another control plane (pid ${pid}) is using ${dataDir}; stop it first or set AILERON_DATA_DIR`);
   }
 }

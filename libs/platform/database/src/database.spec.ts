@@ -14,7 +14,8 @@ describe('the embedded database (PGlite) and the event loop', () => {
       };
       setImmediate(turn);
       await db.client.$transaction(async (tx) => {
-        for (let i = 0; i < 40; i++) await tx.$executeRaw`INSERT INTO busy (v) VALUES (${JSON.stringify({ i })}::jsonb)`;
+        for (let i = 0; i < 40; i++)
+          await tx.$executeRaw`INSERT INTO busy (v) VALUES (${JSON.stringify({ i })}::jsonb)`;
       });
       running = false;
       // a request that arrived meanwhile would have waited for all 40 statements without these

@@ -64,7 +64,8 @@ export const POSTGRES_CONNECT_TIMEOUT_MS = 1000;
 const POSTGRES_QUERY_TIMEOUT_MS = 30_000;
 
 function postgresAdapter(database: { url: string; poolSize: number }, log?: (line: string) => void): PrismaPg {
-  const lost = (error: Error): void => log?.(`a PostgreSQL connection was lost (${error.message}); the pool replaces it on next use`);
+  const lost = (error: Error): void =>
+    log?.(`a PostgreSQL connection was lost (${error.message}); the pool replaces it on next use`);
   return new PrismaPg(
     {
       connectionString: database.url,
@@ -84,7 +85,9 @@ export async function openDatabase(
 ): Promise<DatabaseHandle> {
   const migrate = options.migrate ?? true;
   if (database.kind === 'postgres') {
-    const applied = migrate ? (await applyMigrations({ kind: 'postgres', url: database.url }, { ...prismaPaths(), log: options.log })).applied : [];
+    const applied = migrate
+      ? (await applyMigrations({ kind: 'postgres', url: database.url }, { ...prismaPaths(), log: options.log })).applied
+      : [];
     const client = new PrismaClient({ adapter: postgresAdapter(database, options.log) });
     return handle('postgres', client, applied, async () => client.$disconnect());
   }
@@ -95,9 +98,18 @@ export async function openDatabase(
     unlock = lockDataDir(dirname(database.dataDir));
   }
   try {
-    const pglite = yieldBetweenMessages(database.kind === 'pglite' ? pgliteIn(database.dataDir) : (database.pglite ?? new PGlite()));
+    const pglite = yieldBetweenMessages(
+      database.kind === 'pglite' ? pgliteIn(database.dataDir) : (database.pglite ?? new PGlite()),
+    );
     await pglite.waitReady;
-    const applied = migrate ? (await applyMigrations({ kind: 'pglite', pglite } satisfies MigrationTarget, { ...prismaPaths(), log: options.log })).applied : [];
+    const applied = migrate
+      ? (
+          await applyMigrations({ kind: 'pglite', pglite } satisfies MigrationTarget, {
+            ...prismaPaths(),
+            log: options.log,
+          })
+        ).applied
+      : [];
     const client = new PrismaClient({ adapter: new PrismaPGlite(pglite) });
     return handle('pglite', client, applied, async () => {
       await client.$disconnect();
@@ -110,7 +122,12 @@ export async function openDatabase(
   }
 }
 
-function handle(kind: DatabaseHandle['kind'], client: PrismaClient, migrationsApplied: string[], close: () => Promise<void>): DatabaseHandle {
+function handle(
+  kind: DatabaseHandle['kind'],
+  client: PrismaClient,
+  migrationsApplied: string[],
+  close: () => Promise<void>,
+): DatabaseHandle {
   let closed = false;
   return {
     kind,

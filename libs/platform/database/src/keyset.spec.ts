@@ -8,7 +8,9 @@ describe('keysetAfter', () => {
 
   it('compares the whole key as one tuple, so equal timestamps fall to the id', () => {
     const at = new Date('2026-01-01T00:00:00.000Z');
-    expect(keysetAfter(['createdAt', 'id'], 'desc', [at, 'b'])).toEqual({ OR: [{ createdAt: { lt: at } }, { createdAt: at, id: { lt: 'b' } }] });
+    expect(keysetAfter(['createdAt', 'id'], 'desc', [at, 'b'])).toEqual({
+      OR: [{ createdAt: { lt: at } }, { createdAt: at, id: { lt: 'b' } }],
+    });
     expect(keysetAfter(['path'], 'asc', ['a/b'])).toEqual({ path: { gt: 'a/b' } });
   });
 

@@ -19,9 +19,14 @@ export type KeysetDirection = 'asc' | 'desc';
  * direction): `(f1, f2) < (v1, v2)` spelled the way Prisma can index,
  * `f1 < v1 OR (f1 = v1 AND f2 < v2)`. Empty on the first page.
  */
-export function keysetAfter<W>(fields: readonly string[], direction: KeysetDirection, values: readonly unknown[] | undefined): W {
+export function keysetAfter<W>(
+  fields: readonly string[],
+  direction: KeysetDirection,
+  values: readonly unknown[] | undefined,
+): W {
   if (values === undefined) return {} as W;
-  if (values.length !== fields.length) throw new Error(`a keyset over ${fields.length} fields needs ${fields.length} values`);
+  if (values.length !== fields.length)
+    throw new Error(`a keyset over ${fields.length} fields needs ${fields.length} values`);
   const op = direction === 'asc' ? 'gt' : 'lt';
   const branches = fields.map((field, i) => {
     const equal = Object.fromEntries(fields.slice(0, i).map((f, j) => [f, values[j]]));

@@ -5,7 +5,8 @@ export function isUniqueViolation(error: unknown): error is Prisma.PrismaClientK
   if (!(error instanceof Prisma.PrismaClientKnownRequestError)) return false;
   if (error.code === 'P2002') return true;
   // a raw query reports it as P2010, with the driver's own classification
-  const cause = (error.meta as { driverAdapterError?: { cause?: { kind?: string } } } | undefined)?.driverAdapterError?.cause;
+  const cause = (error.meta as { driverAdapterError?: { cause?: { kind?: string } } } | undefined)?.driverAdapterError
+    ?.cause;
   return error.code === 'P2010' && cause?.kind === 'UniqueConstraintViolation';
 }
 
@@ -18,9 +19,24 @@ export function isForeignKeyViolation(error: unknown): error is Prisma.PrismaCli
 }
 
 /** node-postgres and socket codes that mean the server is gone, not that the query was wrong. */
-const SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN']);
+const SOCKET_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'ENOTFOUND',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EAI_AGAIN',
+]);
 /** the driver adapter's own kinds for the same */
-const ADAPTER_KINDS = new Set(['DatabaseNotReachable', 'ConnectionClosed', 'SocketTimeout', 'TooManyConnections', 'TlsConnectionError']);
+const ADAPTER_KINDS = new Set([
+  'DatabaseNotReachable',
+  'ConnectionClosed',
+  'SocketTimeout',
+  'TooManyConnections',
+  'TlsConnectionError',
+]);
 /**
  * SQLSTATEs of a server that cannot serve now: 08 connection exceptions, 53
  * insufficient resources (disk full, out of memory), 57P01–57P03 shut down
@@ -30,7 +46,8 @@ const UNAVAILABLE_STATES = /^(08|53|57P0[1-3]|58|XX00[12])/;
 /** Prisma's own codes for an unreachable server, a lost connection, or no connection to be had */
 const PRISMA_CODES = new Set(['P1001', 'P1002', 'P1008', 'P1017', 'P2024']);
 /** messages node-postgres and PGlite use without a code (a full disk or a bad page has its SQLSTATE) */
-const UNAVAILABLE_MESSAGES = /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|PGlite is closed/i;
+const UNAVAILABLE_MESSAGES =
+  /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|PGlite is closed/i;
 
 /**
  * Why the database cannot serve this request (the server is down, shutting
@@ -40,9 +57,16 @@ const UNAVAILABLE_MESSAGES = /Connection terminated|timeout exceeded when trying
  */
 export function databaseUnavailableReason(error: unknown): string | null {
   const seen = new Set<unknown>();
-  for (let current = error; current && typeof current === 'object' && !seen.has(current); ) {
+  for (let current = error; current && typeof current === 'object' && !seen.has(current);) {
     seen.add(current);
-    const e = current as { code?: unknown; kind?: unknown; message?: unknown; cause?: unknown; meta?: { driverAdapterError?: unknown }; originalCode?: unknown };
+    const e = current as {
+      code?: unknown;
+      kind?: unknown;
+      message?: unknown;
+      cause?: unknown;
+      meta?: { driverAdapterError?: unknown };
+      originalCode?: unknown;
+    };
     const code = typeof e.code === 'string' ? e.code : typeof e.originalCode === 'string' ? e.originalCode : undefined;
     const kind = typeof e.kind === 'string' ? e.kind : undefined;
     if (code && SOCKET_CODES.has(code)) return `connection failed (${code})`;
@@ -50,7 +74,8 @@ export function databaseUnavailableReason(error: unknown): string | null {
     if (code && UNAVAILABLE_STATES.test(code)) return `the database refused to serve (SQLSTATE ${code})`;
     if (code && PRISMA_CODES.has(code)) return `the database cannot be reached (${code})`;
     if (error instanceof Prisma.PrismaClientInitializationError) return 'the database client could not start';
-    if (typeof e.message === 'string' && UNAVAILABLE_MESSAGES.test(e.message)) return e.message.split('\n')[0]!.slice(0, 200);
+    if (typeof e.message === 'string' && UNAVAILABLE_MESSAGES.test(e.message))
+      return e.message.split('\n')[0]!.slice(0, 200);
     current = e.meta?.driverAdapterError ?? e.cause;
   }
   return null;

@@ -16,7 +16,9 @@ describe('RetryingLoopLog', () => {
     }
     // a pass every 200 ms for a minute: the first pass and the one a minute later say it
     expect(lines).toHaveLength(2);
-    expect(lines[0]).toEqual([expect.stringMatching(/^outbox sweep failed; will retry: the database is unavailable \(.*P1001.*\)/)]);
+    expect(lines[0]).toEqual([
+      expect.stringMatching(/^outbox sweep failed; will retry: the database is unavailable \(.*P1001.*\)/),
+    ]);
   });
 
   it('logs any other failure in full, every time', () => {

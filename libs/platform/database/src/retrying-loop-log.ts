@@ -32,6 +32,8 @@ export class RetryingLoopLog {
     const now = performance.now();
     if (now < this.quietUntil) return;
     this.quietUntil = now + QUIET_MS;
-    this.logger.warn(`${this.what} failed; will retry: the database is unavailable (${reason}); said again in a minute if it still is`);
+    this.logger.warn(
+      `${this.what} failed; will retry: the database is unavailable (${reason}); said again in a minute if it still is`,
+    );
   }
 }

@@ -76,7 +76,11 @@ export const ERROR_CODES = {
   SIGN_IN_LINK_EXPIRED: UNAUTHENTICATED,
   SIGN_IN_LINKS_EMBEDDED_ONLY: { ...NOT_FOUND, docs: AUTHENTICATION },
   IDP_UNREACHABLE: { status: 502, title: 'Bad gateway', docs: AUTHENTICATION },
-  IDP_URL_REFUSED: { status: 422, title: 'The control plane will not fetch from this identity provider URL', docs: AUTHENTICATION },
+  IDP_URL_REFUSED: {
+    status: 422,
+    title: 'The control plane will not fetch from this identity provider URL',
+    docs: AUTHENTICATION,
+  },
   IDP_EMAIL_NOT_VERIFIED: { ...FORBIDDEN, docs: AUTHENTICATION },
 
   // access: roles and who may call what
@@ -188,7 +192,9 @@ export const ERROR_CODES = {
 export type ErrorCode = keyof typeof ERROR_CODES;
 
 /** The codes answered with this status: NotFoundError takes only 404 codes, and so on. */
-export type ErrorCodeWithStatus<S extends number> = { [C in ErrorCode]: (typeof ERROR_CODES)[C]['status'] extends S ? C : never }[ErrorCode];
+export type ErrorCodeWithStatus<S extends number> = {
+  [C in ErrorCode]: (typeof ERROR_CODES)[C]['status'] extends S ? C : never;
+}[ErrorCode];
 
 export function isErrorCode(code: string): code is ErrorCode {
   return Object.hasOwn(ERROR_CODES, code);

@@ -33,10 +33,26 @@ export function problemFromDomainError(error: DomainError, requestId?: string): 
 }
 
 /** A problem document for a registered code, with the registry's status and title unless the caller must keep another. */
-export function problemOf(code: ErrorCode, detail: string, requestId?: string, title: string = ERROR_CODES[code].title): Problem {
-  return { type: problemType(code), title, status: ERROR_CODES[code].status, detail, code, ...(requestId ? { request_id: requestId } : {}) };
+export function problemOf(
+  code: ErrorCode,
+  detail: string,
+  requestId?: string,
+  title: string = ERROR_CODES[code].title,
+): Problem {
+  return {
+    type: problemType(code),
+    title,
+    status: ERROR_CODES[code].status,
+    detail,
+    code,
+    ...(requestId ? { request_id: requestId } : {}),
+  };
 }
 
 export function internalProblem(requestId?: string): Problem {
-  return problemOf('INTERNAL', 'The server could not complete the request. Quote the request id when reporting it.', requestId);
+  return problemOf(
+    'INTERNAL',
+    'The server could not complete the request. Quote the request id when reporting it.',
+    requestId,
+  );
 }

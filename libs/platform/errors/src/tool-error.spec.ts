@@ -9,7 +9,11 @@ describe('toolError', () => {
       _meta: { 'aileron/refusal': { code: 'POLICY_DENIED', message: 'Denied by policy (rule r1)', rules: ['r1'] } },
       isError: true,
     });
-    expect(toolErrorOf(result)).toEqual({ code: 'POLICY_DENIED', message: 'Denied by policy (rule r1)', rules: ['r1'] });
+    expect(toolErrorOf(result)).toEqual({
+      code: 'POLICY_DENIED',
+      message: 'Denied by policy (rule r1)',
+      rules: ['r1'],
+    });
   });
 
   it('never sends a code outside the convention, and a detail cannot replace the code', () => {

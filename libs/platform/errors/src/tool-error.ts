@@ -29,11 +29,16 @@ const CODE = /^[A-Z][A-Z0-9_]*$/;
 export function toolError(code: string, message: string, details: Record<string, unknown> = {}): ToolErrorResult {
   // a code outside the convention would be a code nobody can rely on; say so rather than send it
   const stable = CODE.test(code) ? code : 'TOOL_ERROR';
-  return { content: [{ type: 'text', text: `${stable}: ${message}` }], _meta: { [TOOL_ERROR_META]: { ...details, code: stable, message } }, isError: true };
+  return {
+    content: [{ type: 'text', text: `${stable}: ${message}` }],
+    _meta: { [TOOL_ERROR_META]: { ...details, code: stable, message } },
+    isError: true,
+  };
 }
 
 /** The code and details of a tool error made by toolError; undefined for any other result. */
 export function toolErrorOf(result: unknown): ToolErrorDetails | undefined {
-  const meta = (result as { isError?: unknown; _meta?: Record<string, unknown> } | null)?._meta?.[TOOL_ERROR_META] as ToolErrorDetails | undefined;
+  const meta = (result as { isError?: unknown; _meta?: Record<string, unknown> } | null)?._meta?.[TOOL_ERROR_META] as
+    ToolErrorDetails | undefined;
   return (result as { isError?: unknown }).isError === true && typeof meta?.code === 'string' ? meta : undefined;
 }

@@ -81,12 +81,38 @@ describe('compilePathGlob', () => {
     for (const [pattern, path, expected, differs] of TABLE) {
       // picomatch also matches any path equal to the pattern itself
       const picomatchSays = differs || pattern === path ? !expected : expected;
-      if (pattern !== path || differs) expect(picomatch(pattern, { dot: true })(path), `${pattern} against ${path}${differs ? `: ${differs}` : ''}`).toBe(picomatchSays);
+      if (pattern !== path || differs)
+        expect(
+          picomatch(pattern, { dot: true })(path),
+          `${pattern} against ${path}${differs ? `: ${differs}` : ''}`,
+        ).toBe(picomatchSays);
     }
   });
 
   it('answers as picomatch does on random patterns and paths', () => {
-    const token = fc.constantFrom('a', 'b', '.', '-', '/', '*', '**', '?', '[ab]', '[a-b]', '[^a]', '[[:alpha:]]', '[]a]', '{a,b}', '{,.}', '{b,a/}', '{a,{b,*}}', '\\*', '\\.', 'a/**', '**/');
+    const token = fc.constantFrom(
+      'a',
+      'b',
+      '.',
+      '-',
+      '/',
+      '*',
+      '**',
+      '?',
+      '[ab]',
+      '[a-b]',
+      '[^a]',
+      '[[:alpha:]]',
+      '[]a]',
+      '{a,b}',
+      '{,.}',
+      '{b,a/}',
+      '{a,{b,*}}',
+      '\\*',
+      '\\.',
+      'a/**',
+      '**/',
+    );
     const pattern = fc.array(token, { minLength: 1, maxLength: 8 }).map((parts) => parts.join(''));
     // segments picomatch treats alike: none empty, none `.` or `..` (a walk makes none of those)
     const segment = fc.stringMatching(/^[ab.*\]-]{1,4}$/).filter((s) => s !== '.' && s !== '..');
@@ -126,7 +152,9 @@ describe('compilePathGlob', () => {
   });
 
   it(`refuses a pattern longer than ${MAX_GLOB_LENGTH} characters`, () => {
-    expect(() => compilePathGlob(`${'*a'.repeat(MAX_GLOB_LENGTH / 2)}b`)).toThrow(`the pattern is longer than ${MAX_GLOB_LENGTH} characters`);
+    expect(() => compilePathGlob(`${'*a'.repeat(MAX_GLOB_LENGTH / 2)}b`)).toThrow(
+      `the pattern is longer than ${MAX_GLOB_LENGTH} characters`,
+    );
   });
 
   it('escaped, the refused forms are plain characters', () => {

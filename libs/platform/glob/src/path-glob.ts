@@ -32,7 +32,22 @@ export class GlobSyntaxError extends Error {}
 export const MAX_GLOB_LENGTH = 1000;
 
 /** RE2's own names inside `[[:name:]]`. */
-const POSIX_CLASSES = new Set(['alnum', 'alpha', 'ascii', 'blank', 'cntrl', 'digit', 'graph', 'lower', 'print', 'punct', 'space', 'upper', 'word', 'xdigit']);
+const POSIX_CLASSES = new Set([
+  'alnum',
+  'alpha',
+  'ascii',
+  'blank',
+  'cntrl',
+  'digit',
+  'graph',
+  'lower',
+  'print',
+  'punct',
+  'space',
+  'upper',
+  'word',
+  'xdigit',
+]);
 const RANGE = /^(?:-?\d+|[A-Za-z])\.\.(?:-?\d+|[A-Za-z])(?:\.\.-?\d+)?$/;
 const ANY_DEPTH = '(?:[^/]*/)*';
 const ANYTHING = '(?s:.*)';
@@ -52,10 +67,14 @@ export function compilePathGlob(pattern: string): PathGlob {
 
 /** The RE2 source of a glob, for the whole path (the caller anchors it). */
 function globSource(pattern: string): string {
-  if (pattern.length > MAX_GLOB_LENGTH) throw new GlobSyntaxError(`the pattern is longer than ${MAX_GLOB_LENGTH} characters`);
+  if (pattern.length > MAX_GLOB_LENGTH)
+    throw new GlobSyntaxError(`the pattern is longer than ${MAX_GLOB_LENGTH} characters`);
   let chars = [...pattern];
   while (chars[0] === '.' && chars[1] === '/') chars = chars.slice(2);
-  if (chars[0] === '!') throw new GlobSyntaxError('a leading "!" (negation) is not supported; write "\\!" to match a name that starts with "!"');
+  if (chars[0] === '!')
+    throw new GlobSyntaxError(
+      'a leading "!" (negation) is not supported; write "\\!" to match a name that starts with "!"',
+    );
   return new Translation(chars).emit(0, chars.length, true, true);
 }
 
@@ -87,7 +106,9 @@ class Translation {
         const brace = open.pop()!;
         if (brace.commas.length > 0) this.braces.set(brace.at, { commas: brace.commas, close: i });
         else if (RANGE.test(chars.slice(brace.at + 1, i).join(''))) {
-          throw new GlobSyntaxError(`brace ranges such as "${chars.slice(brace.at, i + 1).join('')}" are not supported; list the alternatives ("{1,2,3}")`);
+          throw new GlobSyntaxError(
+            `brace ranges such as "${chars.slice(brace.at, i + 1).join('')}" are not supported; list the alternatives ("{1,2,3}")`,
+          );
         }
       }
     }
@@ -141,7 +162,8 @@ class Translation {
         let end = i;
         while (end < to && chars[end] === '*') end++;
         this.refuseExtglob(end);
-        const wholeSegment = (i === from ? segmentStart : chars[i - 1] === '/') && (end === to ? segmentEnd : chars[end] === '/');
+        const wholeSegment =
+          (i === from ? segmentStart : chars[i - 1] === '/') && (end === to ? segmentEnd : chars[end] === '/');
         if (end - i !== 2 || !wholeSegment) {
           out += '[^/]*';
           i = end;
@@ -172,7 +194,9 @@ class Translation {
 
   private refuseExtglob(at: number): void {
     if (this.chars[at] === '(') {
-      throw new GlobSyntaxError(`extglobs such as "${this.chars[at - 1]}(…)" are not supported; use braces ("{a,b}"), or write "\\(" to match a parenthesis`);
+      throw new GlobSyntaxError(
+        `extglobs such as "${this.chars[at - 1]}(…)" are not supported; use braces ("{a,b}"), or write "\\(" to match a parenthesis`,
+      );
     }
   }
 
@@ -187,7 +211,8 @@ class Translation {
       const posix = this.posixEnd(i);
       if (posix !== null) {
         const name = chars.slice(i + 2, posix - 2).join('');
-        if (!POSIX_CLASSES.has(name)) throw new GlobSyntaxError(`"[:${name}:]" is not a character class; known: ${[...POSIX_CLASSES].join(', ')}`);
+        if (!POSIX_CLASSES.has(name))
+          throw new GlobSyntaxError(`"[:${name}:]" is not a character class; known: ${[...POSIX_CLASSES].join(', ')}`);
         items += `[:${name}:]`;
         i = posix;
         continue;
@@ -195,7 +220,8 @@ class Translation {
       const [low, next] = this.classChar(i, to);
       if (chars[next] === '-' && next + 1 < to) {
         const [high, after] = this.classChar(next + 1, to);
-        if (low.codePointAt(0)! > high.codePointAt(0)!) throw new GlobSyntaxError(`the range "${low}-${high}" runs backwards`);
+        if (low.codePointAt(0)! > high.codePointAt(0)!)
+          throw new GlobSyntaxError(`the range "${low}-${high}" runs backwards`);
         items += `${classLiteral(low)}-${classLiteral(high)}`;
         i = after;
       } else {
@@ -228,7 +254,11 @@ const SLICE_MS = 10;
  * of paths still costs a noticeable while: it goes in slices, letting other
  * requests in between, and stops (null) once `signal` aborts.
  */
-export async function matchingPaths(glob: PathGlob, paths: readonly string[], signal?: AbortSignal): Promise<string[] | null> {
+export async function matchingPaths(
+  glob: PathGlob,
+  paths: readonly string[],
+  signal?: AbortSignal,
+): Promise<string[] | null> {
   const found: string[] = [];
   let sliceStart = performance.now();
   for (let i = 0; i < paths.length; i++) {

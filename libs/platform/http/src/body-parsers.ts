@@ -42,7 +42,9 @@ export function readBodyText(body: Readable, headers: IncomingHttpHeaders): Prom
     };
     body.on('data', onData);
     // the client went away while sending: nothing to answer, nothing wrong here
-    body.once('error', () => reject(new BodyError('REQUEST_ABORTED', 'The client closed the connection before the request body arrived')));
+    body.once('error', () =>
+      reject(new BodyError('REQUEST_ABORTED', 'The client closed the connection before the request body arrived')),
+    );
     body.once('end', () => {
       resolve(chunks.length === 1 ? chunks[0]!.toString('utf8') : Buffer.concat(chunks).toString('utf8'));
     });
@@ -56,7 +58,8 @@ export function parseJsonBody(text: string): unknown {
     return parseJson(text, null, { protoAction: 'error', constructorAction: 'error' });
   } catch (error) {
     // secure-json-parse's own refusal names the key; anything else is a syntax error
-    if (error instanceof SyntaxError && /forbidden/.test(error.message)) throw new BodyError('BAD_REQUEST', error.message);
+    if (error instanceof SyntaxError && /forbidden/.test(error.message))
+      throw new BodyError('BAD_REQUEST', error.message);
     throw new BodyError('MALFORMED_JSON', 'The request body is not valid JSON');
   }
 }
@@ -75,11 +78,23 @@ export async function readJsonBody(body: Readable, headers: IncomingHttpHeaders)
  */
 export function installBodyParsers(fastify: FastifyInstance): void {
   fastify.removeContentTypeParser('application/json');
-  fastify.addContentTypeParser('application/x-www-form-urlencoded', async (request: FastifyRequest, payload: Readable) => parseQuery(await readBodyText(payload, request.headers)));
-  fastify.addContentTypeParser('application/json', (request: FastifyRequest, payload: Readable) => readJsonBody(payload, request.headers));
-  fastify.addContentTypeParser(['application/yaml', 'application/x-yaml', 'text/yaml'], (request: FastifyRequest, payload: Readable) => readBodyText(payload, request.headers));
+  fastify.addContentTypeParser(
+    'application/x-www-form-urlencoded',
+    async (request: FastifyRequest, payload: Readable) => parseQuery(await readBodyText(payload, request.headers)),
+  );
+  fastify.addContentTypeParser('application/json', (request: FastifyRequest, payload: Readable) =>
+    readJsonBody(payload, request.headers),
+  );
+  fastify.addContentTypeParser(
+    ['application/yaml', 'application/x-yaml', 'text/yaml'],
+    (request: FastifyRequest, payload: Readable) => readBodyText(payload, request.headers),
+  );
   // uploads are not read here: the route streams them where they go, under its own size limit
-  fastify.addContentTypeParser([...STREAMED_BODY_TYPES], (_request: FastifyRequest, payload: Readable, done: (error: Error | null, body?: unknown) => void) => done(null, payload));
+  fastify.addContentTypeParser(
+    [...STREAMED_BODY_TYPES],
+    (_request: FastifyRequest, payload: Readable, done: (error: Error | null, body?: unknown) => void) =>
+      done(null, payload),
+  );
 }
 
 /** Media types a route receives as a stream (its body is the request's Readable). */

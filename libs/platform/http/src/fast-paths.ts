@@ -67,6 +67,9 @@ class RequestTargetError extends DomainError {
   readonly closesConnection = true;
 
   constructor() {
-    super('REQUEST_TARGET_INVALID', 'The request target must be a path (origin-form, e.g. /v1/me); absolute URLs and authority forms are not served');
+    super(
+      'REQUEST_TARGET_INVALID',
+      'The request target must be a path (origin-form, e.g. /v1/me); absolute URLs and authority forms are not served',
+    );
   }
 }

@@ -11,9 +11,16 @@ const problemSchema = {
     title: { type: 'string' },
     status: { type: 'integer' },
     detail: { type: 'string' },
-    code: { type: 'string', description: 'stable machine-readable error code (components.x-error-codes says what each means)', enum: Object.keys(ERROR_CODES) },
+    code: {
+      type: 'string',
+      description: 'stable machine-readable error code (components.x-error-codes says what each means)',
+      enum: Object.keys(ERROR_CODES),
+    },
     request_id: { type: 'string' },
-    errors: { type: 'array', items: { type: 'object', properties: { path: { type: 'string' }, message: { type: 'string' } } } },
+    errors: {
+      type: 'array',
+      items: { type: 'object', properties: { path: { type: 'string' }, message: { type: 'string' } } },
+    },
   },
 };
 
@@ -34,7 +41,10 @@ function jsonSchema(schema: z.ZodType, io: 'input' | 'output', shared: SharedSch
  * `components.schemas` under names made from their content.
  */
 function hoistDefinitions(schema: Record<string, unknown>, shared: SharedSchemas): Record<string, unknown> {
-  const local = { ...((schema.definitions as Record<string, unknown> | undefined) ?? {}), ...((schema.$defs as Record<string, unknown> | undefined) ?? {}) };
+  const local = {
+    ...((schema.definitions as Record<string, unknown> | undefined) ?? {}),
+    ...((schema.$defs as Record<string, unknown> | undefined) ?? {}),
+  };
   delete schema.definitions;
   delete schema.$defs;
   if (Object.keys(local).length === 0) return schema;
@@ -45,7 +55,8 @@ function hoistDefinitions(schema: Record<string, unknown>, shared: SharedSchemas
     if (!value || typeof value !== 'object') return value;
     return Object.fromEntries(
       Object.entries(value).map(([key, inner]) => {
-        const match = key === '$ref' && typeof inner === 'string' ? /^#\/(?:definitions|\$defs)\/(.+)$/.exec(inner) : null;
+        const match =
+          key === '$ref' && typeof inner === 'string' ? /^#\/(?:definitions|\$defs)\/(.+)$/.exec(inner) : null;
         return [key, match ? `#/components/schemas/${rename(match[1]!)}` : rewrite(inner)];
       }),
     );
@@ -56,7 +67,10 @@ function hoistDefinitions(schema: Record<string, unknown>, shared: SharedSchemas
 
 function parameters(where: 'path' | 'query', schema: z.ZodObject | undefined, shared: SharedSchemas): unknown[] {
   if (!schema) return [];
-  const shape = jsonSchema(schema, 'input', shared) as { properties?: Record<string, Record<string, unknown>>; required?: string[] };
+  const shape = jsonSchema(schema, 'input', shared) as {
+    properties?: Record<string, Record<string, unknown>>;
+    required?: string[];
+  };
   return Object.entries(shape.properties ?? {}).map(([name, property]) => ({
     name,
     in: where,
@@ -68,7 +82,10 @@ function parameters(where: 'path' | 'query', schema: z.ZodObject | undefined, sh
 }
 
 /** The OpenAPI 3.1 document, built from the same zod schemas that validate requests. */
-export function buildOpenApi(routes: RouteDefinition[], info: { title: string; version: string; serverUrl: string }): Record<string, unknown> {
+export function buildOpenApi(
+  routes: RouteDefinition[],
+  info: { title: string; version: string; serverUrl: string },
+): Record<string, unknown> {
   const paths: Record<string, Record<string, unknown>> = {};
   const shared: SharedSchemas = {};
   for (const route of routes) {
@@ -79,12 +96,16 @@ export function buildOpenApi(routes: RouteDefinition[], info: { title: string; v
         : {
             description: 'Success',
             content: {
-              [route.produces ?? 'application/json']: route.response ? { schema: jsonSchema(route.response, 'output', shared) } : {},
+              [route.produces ?? 'application/json']: route.response
+                ? { schema: jsonSchema(route.response, 'output', shared) }
+                : {},
             },
           };
     const problem = { $ref: '#/components/responses/Problem' };
     const operation: Record<string, unknown> = {
-      operationId: `${route.method.toLowerCase()}${openApiPath(route.path).replace(/[{}]/g, '').replace(/[^A-Za-z0-9]+(.)/g, (_, c: string) => c.toUpperCase())}`,
+      operationId: `${route.method.toLowerCase()}${openApiPath(route.path)
+        .replace(/[{}]/g, '')
+        .replace(/[^A-Za-z0-9]+(.)/g, (_, c: string) => c.toUpperCase())}`,
       summary: route.summary,
       ...(route.description ? { description: route.description } : {}),
       tags: [route.tag],
@@ -99,8 +120,13 @@ export function buildOpenApi(routes: RouteDefinition[], info: { title: string; v
             requestBody: {
               required: true,
               content: {
-                'application/json': { schema: jsonSchema(route.body, 'input', shared), ...(route.example?.body ? { example: route.example.body } : {}) },
-                ...(route.accepts?.includes('yaml') ? { 'application/yaml': { schema: jsonSchema(route.body, 'input', shared) } } : {}),
+                'application/json': {
+                  schema: jsonSchema(route.body, 'input', shared),
+                  ...(route.example?.body ? { example: route.example.body } : {}),
+                },
+                ...(route.accepts?.includes('yaml')
+                  ? { 'application/yaml': { schema: jsonSchema(route.body, 'input', shared) } }
+                  : {}),
               },
             },
           }
@@ -125,11 +151,22 @@ export function buildOpenApi(routes: RouteDefinition[], info: { title: string; v
     servers: [{ url: info.serverUrl }],
     security: [{ bearer: [] }],
     components: {
-      securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'API token (ail_api_…) or admin JWT' } },
+      securitySchemes: {
+        bearer: { type: 'http', scheme: 'bearer', description: 'API token (ail_api_…) or admin JWT' },
+      },
       schemas: { Problem: problemSchema, ...shared },
-      'x-error-codes': Object.entries(ERROR_CODES).map(([code, entry]) => ({ code, status: entry.status, title: entry.title, type: problemType(code as ErrorCode), docs: entry.docs })),
+      'x-error-codes': Object.entries(ERROR_CODES).map(([code, entry]) => ({
+        code,
+        status: entry.status,
+        title: entry.title,
+        type: problemType(code as ErrorCode),
+        docs: entry.docs,
+      })),
       responses: {
-        Problem: { description: 'An error', content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } } },
+        Problem: {
+          description: 'An error',
+          content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } },
+        },
       },
     },
     paths,

@@ -17,7 +17,9 @@ describe('ListCursor', () => {
   it('gives back the key it was made from', () => {
     const cursor = new ListCursor('approvals', createdAtKey);
     expect(cursor.decode(cursor.encode({ createdAt: at, id: 'a1' }))).toEqual({ createdAt: at, id: 'a1' });
-    expect(new ListCursor('secrets', textKey).decode(new ListCursor('secrets', textKey).encode('github/token'))).toBe('github/token');
+    expect(new ListCursor('secrets', textKey).decode(new ListCursor('secrets', textKey).encode('github/token'))).toBe(
+      'github/token',
+    );
     expect(new ListCursor('versions', numberKey).decode(new ListCursor('versions', numberKey).encode(42))).toBe(42);
   });
 
@@ -25,7 +27,13 @@ describe('ListCursor', () => {
     const approvals = new ListCursor('approvals', createdAtKey);
     const webhooks = new ListCursor('webhooks', createdAtKey);
     const foreign = webhooks.encode({ createdAt: at, id: 'w1' });
-    for (const bad of [foreign, 'not a cursor', '', Buffer.from('{"v":1,"l":"approvals","k":["yesterday","x"]}').toString('base64url'), Buffer.from('{"v":2,"l":"approvals","k":[]}').toString('base64url')]) {
+    for (const bad of [
+      foreign,
+      'not a cursor',
+      '',
+      Buffer.from('{"v":1,"l":"approvals","k":["yesterday","x"]}').toString('base64url'),
+      Buffer.from('{"v":2,"l":"approvals","k":[]}').toString('base64url'),
+    ]) {
       const error = refusal(() => approvals.decode(bad));
       expect(error.code).toBe('INVALID_CURSOR');
       expect(error.status).toBe(400);
@@ -34,7 +42,9 @@ describe('ListCursor', () => {
   });
 
   it('reads the format a list gave out before, when it names one', () => {
-    const cursor = new ListCursor('audit', numberKey, (text) => (/^s:(\d+)$/.test(text) ? Number(text.slice(2)) : undefined));
+    const cursor = new ListCursor('audit', numberKey, (text) =>
+      /^s:(\d+)$/.test(text) ? Number(text.slice(2)) : undefined,
+    );
     expect(cursor.decode(Buffer.from('s:17').toString('base64url'))).toBe(17);
   });
 
@@ -42,10 +52,22 @@ describe('ListCursor', () => {
     const cursor = new ListCursor('numbers', numberKey);
     const query = pageQuery().parse({ limit: '2' });
     expect(cursor.keyset(query)).toEqual({ take: 3 });
-    const first = cursor.page([5, 4, 3], query, (n) => n, (n) => ({ n }));
+    const first = cursor.page(
+      [5, 4, 3],
+      query,
+      (n) => n,
+      (n) => ({ n }),
+    );
     expect(first.items).toEqual([{ n: 5 }, { n: 4 }]);
     expect(cursor.keyset({ ...query, cursor: first.next_cursor! })).toEqual({ after: 4, take: 3 });
-    expect(cursor.page([3, 2], query, (n) => n, (n) => n)).toEqual({ items: [3, 2], next_cursor: null });
+    expect(
+      cursor.page(
+        [3, 2],
+        query,
+        (n) => n,
+        (n) => n,
+      ),
+    ).toEqual({ items: [3, 2], next_cursor: null });
   });
 
   it('pages a list held in memory by the same keys', () => {
@@ -54,7 +76,13 @@ describe('ListCursor', () => {
     const seen: string[] = [];
     let next: string | undefined;
     do {
-      const page = cursor.pageInMemory(rows, pageQuery().parse({ limit: 2, ...(next ? { cursor: next } : {}) }), (r) => r, (a, b) => a.localeCompare(b), (r) => r);
+      const page = cursor.pageInMemory(
+        rows,
+        pageQuery().parse({ limit: 2, ...(next ? { cursor: next } : {}) }),
+        (r) => r,
+        (a, b) => a.localeCompare(b),
+        (r) => r,
+      );
       seen.push(...page.items);
       next = page.next_cursor ?? undefined;
     } while (next);

@@ -25,8 +25,18 @@ const CURSOR_VERSION = 1;
 export function pageQuery(options: { max?: number } = {}) {
   const max = options.max ?? MAX_PAGE_SIZE;
   return z.object({
-    limit: z.coerce.number().int().min(1).max(max).default(PAGE_SIZE).describe(`items per page, 1 to ${max}; default ${PAGE_SIZE}`),
-    cursor: z.string().max(MAX_CURSOR_LENGTH).optional().describe('the `next_cursor` of the previous page, as given (opaque)'),
+    limit: z.coerce
+      .number()
+      .int()
+      .min(1)
+      .max(max)
+      .default(PAGE_SIZE)
+      .describe(`items per page, 1 to ${max}; default ${PAGE_SIZE}`),
+    cursor: z
+      .string()
+      .max(MAX_CURSOR_LENGTH)
+      .optional()
+      .describe('the `next_cursor` of the previous page, as given (opaque)'),
   });
 }
 
@@ -51,7 +61,10 @@ export function pageView<T extends z.ZodType>(item: T) {
  */
 export function legacyPageView<T extends z.ZodType, L extends string>(item: T, legacy: L) {
   const items = z.array(item);
-  const old = z.array(item).meta({ deprecated: true }).describe(`the same as \`items\`; deprecated, removed in ${LEGACY_REMOVAL}`);
+  const old = z
+    .array(item)
+    .meta({ deprecated: true })
+    .describe(`the same as \`items\`; deprecated, removed in ${LEGACY_REMOVAL}`);
   return z.object({ items, next_cursor: nextCursor, [legacy]: old }) as unknown as z.ZodObject<
     { items: z.ZodArray<T>; next_cursor: typeof nextCursor } & { [K in L]: z.ZodArray<T> }
   >;
@@ -75,7 +88,15 @@ export const createdAtKey: CursorKey<{ createdAt: Date; id: string }> = {
   toParts: (key) => [key.createdAt.toISOString(), key.id],
   fromParts: (parts) => {
     const [at, id] = parts;
-    if (parts.length !== 2 || typeof at !== 'string' || !ISO_MILLIS.test(at) || typeof id !== 'string' || id.length === 0 || id.length > 200) return undefined;
+    if (
+      parts.length !== 2 ||
+      typeof at !== 'string' ||
+      !ISO_MILLIS.test(at) ||
+      typeof id !== 'string' ||
+      id.length === 0 ||
+      id.length > 200
+    )
+      return undefined;
     const createdAt = new Date(at);
     return Number.isNaN(createdAt.getTime()) ? undefined : { createdAt, id };
   },
@@ -84,14 +105,17 @@ export const createdAtKey: CursorKey<{ createdAt: Date; id: string }> = {
 /** A unique text of the row (a slug, a name, a path). */
 export const textKey: CursorKey<string> = {
   toParts: (key) => [key],
-  fromParts: (parts) => (parts.length === 1 && typeof parts[0] === 'string' && parts[0].length <= 1024 ? parts[0] : undefined),
+  fromParts: (parts) =>
+    parts.length === 1 && typeof parts[0] === 'string' && parts[0].length <= 1024 ? parts[0] : undefined,
 };
 
 /** Two texts unique together (a version and a tool, a server and an instance), compared in that order. */
 export const textPairKey: CursorKey<readonly [string, string]> = {
   toParts: (key) => [key[0], key[1]],
   fromParts: (parts) =>
-    parts.length === 2 && parts.every((part) => typeof part === 'string' && part.length <= 1024) ? [parts[0] as string, parts[1] as string] : undefined,
+    parts.length === 2 && parts.every((part) => typeof part === 'string' && part.length <= 1024)
+      ? [parts[0] as string, parts[1] as string]
+      : undefined,
 };
 
 /** The order of textPairKey in memory: by the first text, then the second (code units, as a sort without a collation). */
@@ -133,7 +157,9 @@ export class ListCursor<K> {
   ) {}
 
   encode(key: K): string {
-    return Buffer.from(JSON.stringify({ v: CURSOR_VERSION, l: this.list, k: this.key.toParts(key) })).toString('base64url');
+    return Buffer.from(JSON.stringify({ v: CURSOR_VERSION, l: this.list, k: this.key.toParts(key) })).toString(
+      'base64url',
+    );
   }
 
   decode(cursor: string): K {
@@ -157,7 +183,10 @@ export class ListCursor<K> {
   page<R, V>(rows: readonly R[], query: PageQuery, keyOf: (row: R) => K, view: (row: R) => V): Page<V> {
     const shown = rows.slice(0, query.limit);
     const last = shown[shown.length - 1];
-    return { items: shown.map(view), next_cursor: rows.length > query.limit && last !== undefined ? this.encode(keyOf(last)) : null };
+    return {
+      items: shown.map(view),
+      next_cursor: rows.length > query.limit && last !== undefined ? this.encode(keyOf(last)) : null,
+    };
   }
 
   /**
@@ -165,7 +194,13 @@ export class ListCursor<K> {
    * `rows` in the list's order and `compare` that order on keys: the same
    * keyset as a query, without a database.
    */
-  pageInMemory<R, V>(rows: readonly R[], query: PageQuery, keyOf: (row: R) => K, compare: (a: K, b: K) => number, view: (row: R) => V): Page<V> {
+  pageInMemory<R, V>(
+    rows: readonly R[],
+    query: PageQuery,
+    keyOf: (row: R) => K,
+    compare: (a: K, b: K) => number,
+    view: (row: R) => V,
+  ): Page<V> {
     const { after, take } = this.keyset(query);
     const from = after === undefined ? rows : rows.filter((row) => compare(keyOf(row), after) > 0);
     return this.page(from.slice(0, take), query, keyOf, view);
@@ -179,7 +214,14 @@ export class ListCursor<K> {
       return undefined;
     }
     const body = parsed as { v?: unknown; l?: unknown; k?: unknown } | null;
-    if (typeof body !== 'object' || body === null || body.v !== CURSOR_VERSION || body.l !== this.list || !Array.isArray(body.k)) return undefined;
+    if (
+      typeof body !== 'object' ||
+      body === null ||
+      body.v !== CURSOR_VERSION ||
+      body.l !== this.list ||
+      !Array.isArray(body.k)
+    )
+      return undefined;
     return this.key.fromParts(body.k);
   }
 }

@@ -54,7 +54,15 @@ export class PlatformController {
     private readonly routes: RouteCatalog,
   ) {}
 
-  @Route({ method: 'GET', path: '/healthz', summary: 'The process is alive', tag: 'platform', auth: 'public', tenancy: 'none', response: health })
+  @Route({
+    method: 'GET',
+    path: '/healthz',
+    summary: 'The process is alive',
+    tag: 'platform',
+    auth: 'public',
+    tenancy: 'none',
+    response: health,
+  })
   healthz(): z.infer<typeof health> {
     return { status: 'ok' };
   }
@@ -70,31 +78,66 @@ export class PlatformController {
   })
   async readyz(): Promise<z.infer<typeof readiness>> {
     // each check bounded: the probe answers within a second whatever is down (the Redis checks bound themselves at half a second)
-    const [database, queue, redis] = await Promise.all([bounded(() => this.db.ping(), DATABASE_CHECK_MS), this.queue.ping(), this.redis.ping()]);
+    const [database, queue, redis] = await Promise.all([
+      bounded(() => this.db.ping(), DATABASE_CHECK_MS),
+      this.queue.ping(),
+      this.redis.ping(),
+    ]);
     if (!database || !queue || !redis) {
       const state = (up: boolean): string => (up ? 'ok' : 'down');
-      throw new DomainError('NOT_READY', `not ready: database ${state(database)}, queue ${state(queue)}, redis ${state(redis)}`, {
-        extensions: { database, queue, redis },
-      });
+      throw new DomainError(
+        'NOT_READY',
+        `not ready: database ${state(database)}, queue ${state(queue)}, redis ${state(redis)}`,
+        {
+          extensions: { database, queue, redis },
+        },
+      );
     }
     return { status: 'ok', database, queue };
   }
 
-  @Route({ method: 'GET', path: '/metrics', summary: 'Prometheus metrics', tag: 'platform', auth: 'public', tenancy: 'none', produces: 'text/plain' })
+  @Route({
+    method: 'GET',
+    path: '/metrics',
+    summary: 'Prometheus metrics',
+    tag: 'platform',
+    auth: 'public',
+    tenancy: 'none',
+    produces: 'text/plain',
+  })
   async metricsText(@Res() reply: FastifyReply): Promise<void> {
     const text = await this.metrics.registry.metrics();
     void reply.header('content-type', this.metrics.registry.contentType).send(text);
   }
 
-  @Route({ method: 'GET', path: '/v1/openapi.json', summary: 'This OpenAPI document', tag: 'platform', auth: 'public', tenancy: 'none' })
+  @Route({
+    method: 'GET',
+    path: '/v1/openapi.json',
+    summary: 'This OpenAPI document',
+    tag: 'platform',
+    auth: 'public',
+    tenancy: 'none',
+  })
   openapi(@Res() reply: FastifyReply): void {
     this.openApi ??= JSON.stringify(
-      buildOpenApi(this.routes.all(), { title: 'Aileron control plane', version: 'v1', serverUrl: this.config.publicUrl }),
+      buildOpenApi(this.routes.all(), {
+        title: 'Aileron control plane',
+        version: 'v1',
+        serverUrl: this.config.publicUrl,
+      }),
     );
     void reply.header('content-type', 'application/json; charset=utf-8').send(this.openApi);
   }
 
-  @Route({ method: 'GET', path: '/docs', summary: 'Human-readable API documentation', tag: 'platform', auth: 'public', tenancy: 'none', produces: 'text/html' })
+  @Route({
+    method: 'GET',
+    path: '/docs',
+    summary: 'Human-readable API documentation',
+    tag: 'platform',
+    auth: 'public',
+    tenancy: 'none',
+    produces: 'text/html',
+  })
   docs(@Res() reply: FastifyReply): void {
     void reply.header('content-type', 'text/html; charset=utf-8').send(docsPage());
   }

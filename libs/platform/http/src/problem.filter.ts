@@ -1,8 +1,21 @@
 import { type ServerResponse, STATUS_CODES as STATUS_CODES_TEXT } from 'node:http';
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Logger } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { databaseUnavailableReason, isForeignKeyViolation, isRecordNotFound, isUniqueViolation } from '@aileron/database';
-import { DomainError, ErrorCode, internalProblem, Problem, PROBLEM_CONTENT_TYPE, problemFromDomainError, problemOf } from '@aileron/errors';
+import {
+  databaseUnavailableReason,
+  isForeignKeyViolation,
+  isRecordNotFound,
+  isUniqueViolation,
+} from '@aileron/database';
+import {
+  DomainError,
+  ErrorCode,
+  internalProblem,
+  Problem,
+  PROBLEM_CONTENT_TYPE,
+  problemFromDomainError,
+  problemOf,
+} from '@aileron/errors';
 
 const STATUS_CODES: Record<number, ErrorCode> = {
   400: 'BAD_REQUEST',
@@ -53,17 +66,31 @@ export function toProblem(error: unknown, requestId?: string): ProblemOf {
   if (unavailable) {
     return {
       // the extension becomes the Retry-After header, as a DomainError's does
-      problem: { ...problemOf('DATABASE_UNAVAILABLE', 'The database cannot be reached right now; nothing was changed. Retry shortly.', requestId), retry_after_seconds: DATABASE_RETRY_AFTER_SECONDS },
+      problem: {
+        ...problemOf(
+          'DATABASE_UNAVAILABLE',
+          'The database cannot be reached right now; nothing was changed. Retry shortly.',
+          requestId,
+        ),
+        retry_after_seconds: DATABASE_RETRY_AFTER_SECONDS,
+      },
       unexpected: false,
       databaseUnavailable: unavailable,
     };
   }
   if (isUniqueViolation(error)) {
-    return { problem: problemOf('CONFLICT', 'A resource with these identifying fields already exists', requestId), unexpected: false };
+    return {
+      problem: problemOf('CONFLICT', 'A resource with these identifying fields already exists', requestId),
+      unexpected: false,
+    };
   }
-  if (isRecordNotFound(error)) return { problem: problemOf('NOT_FOUND', 'The resource does not exist', requestId), unexpected: false };
+  if (isRecordNotFound(error))
+    return { problem: problemOf('NOT_FOUND', 'The resource does not exist', requestId), unexpected: false };
   if (isForeignKeyViolation(error)) {
-    return { problem: problemOf('REFERENCE_NOT_FOUND', 'A referenced resource does not exist', requestId), unexpected: false };
+    return {
+      problem: problemOf('REFERENCE_NOT_FOUND', 'A referenced resource does not exist', requestId),
+      unexpected: false,
+    };
   }
   if (error instanceof HttpException) {
     // Nest re-wraps Fastify's own errors (body parsing, limits) as a bare
@@ -72,14 +99,25 @@ export function toProblem(error: unknown, requestId?: string): ProblemOf {
     if (status < 500) {
       const malformed = status === 400 && /JSON/.test(error.message);
       const code = malformed ? 'MALFORMED_JSON' : (STATUS_CODES[status] ?? 'BAD_REQUEST');
-      const detail = malformed ? 'The request body is not valid JSON' : status === 404 ? 'No such route' : error.message;
-      return { problem: simple(status, code, STATUS_CODES_TEXT[status] ?? 'Bad request', detail, requestId), unexpected: false };
+      const detail = malformed
+        ? 'The request body is not valid JSON'
+        : status === 404
+          ? 'No such route'
+          : error.message;
+      return {
+        problem: simple(status, code, STATUS_CODES_TEXT[status] ?? 'Bad request', detail, requestId),
+        unexpected: false,
+      };
     }
   }
   const fastify = error as { code?: unknown; statusCode?: unknown; message?: unknown };
   if (typeof fastify.statusCode === 'number' && fastify.statusCode >= 400 && fastify.statusCode < 500) {
-    const code = (typeof fastify.code === 'string' && FASTIFY_CODES[fastify.code]) || STATUS_CODES[fastify.statusCode] || 'BAD_REQUEST';
-    const detail = code === 'MALFORMED_JSON' ? 'The request body is not valid JSON' : String(fastify.message ?? 'Bad request');
+    const code =
+      (typeof fastify.code === 'string' && FASTIFY_CODES[fastify.code]) ||
+      STATUS_CODES[fastify.statusCode] ||
+      'BAD_REQUEST';
+    const detail =
+      code === 'MALFORMED_JSON' ? 'The request body is not valid JSON' : String(fastify.message ?? 'Bad request');
     return { problem: simple(fastify.statusCode, code, 'Bad request', detail, requestId), unexpected: false };
   }
   return { problem: internalProblem(requestId), unexpected: true };
@@ -106,7 +144,11 @@ export function problemAnswer(error: unknown, requestId?: string): ProblemAnswer
   const rendered = toProblem(error, requestId);
   const { problem } = rendered;
   if (rendered.unexpected) logger.error({ err: error, requestId }, 'unhandled error');
-  else if (rendered.databaseUnavailable) logger.warn({ requestId, reason: rendered.databaseUnavailable }, `database unavailable: ${rendered.databaseUnavailable}; answered 503`);
+  else if (rendered.databaseUnavailable)
+    logger.warn(
+      { requestId, reason: rendered.databaseUnavailable },
+      `database unavailable: ${rendered.databaseUnavailable}; answered 503`,
+    );
   const headers: Record<string, string> = { 'content-type': PROBLEM_HEADER };
   // refusals that say when to try again (rate limits, a dependency away) carry it as retry_after_seconds
   if (typeof problem.retry_after_seconds === 'number') headers['retry-after'] = String(problem.retry_after_seconds);
@@ -122,7 +164,9 @@ export function writeProblem(response: ServerResponse, error: unknown, requestId
     response.destroy();
     return;
   }
-  response.writeHead(answer.status, { ...answer.headers, 'content-length': String(Buffer.byteLength(answer.body)) }).end(answer.body);
+  response
+    .writeHead(answer.status, { ...answer.headers, 'content-length': String(Buffer.byteLength(answer.body)) })
+    .end(answer.body);
 }
 
 @Catch()

@@ -8,7 +8,10 @@ import { HttpMetrics } from './http-metrics';
 import { RequestLog } from './request-log';
 
 /** A server whose every request RequestLog follows, answered as `answer` says. */
-async function serve(log: RequestLog, answer: (req: IncomingMessage, res: ServerResponse) => void): Promise<{ server: Server; url: string }> {
+async function serve(
+  log: RequestLog,
+  answer: (req: IncomingMessage, res: ServerResponse) => void,
+): Promise<{ server: Server; url: string }> {
   const server = createServer((req, res) => {
     log.follow(req, res, '/things/:id', 'req-1');
     answer(req, res);
@@ -25,7 +28,9 @@ describe('RequestLog: one line and one count per request, whoever answered it', 
 
   beforeAll(() => {
     // the request logger exactly as the app configures it, writing here
-    const sink = new Writable({ write: (chunk: Buffer, _encoding, done) => (lines.push(JSON.parse(chunk.toString())), done()) });
+    const sink = new Writable({
+      write: (chunk: Buffer, _encoding, done) => (lines.push(JSON.parse(chunk.toString())), done()),
+    });
     (PinoLogger as { root: unknown }).root = pinoHttp(requestLoggerOptions('debug'), sink).logger;
     metrics = new HttpMetrics();
     log = new RequestLog(metrics);
@@ -44,9 +49,17 @@ describe('RequestLog: one line and one count per request, whoever answered it', 
       expect(answer.headers.get('x-request-id')).toBe('req-1');
       await until(1);
       expect(lines).toHaveLength(1);
-      expect(lines[0]).toMatchObject({ level: 'info', reqId: 'req-1', req: { id: 'req-1', method: 'GET', path: '/things/42' }, res: { status: 404 }, msg: 'request completed' });
+      expect(lines[0]).toMatchObject({
+        level: 'info',
+        reqId: 'req-1',
+        req: { id: 'req-1', method: 'GET', path: '/things/42' },
+        res: { status: 404 },
+        msg: 'request completed',
+      });
       expect(JSON.stringify(lines[0])).not.toContain('secret');
-      expect(await metrics.registry.getSingleMetricAsString('aileron_http_requests_total')).toContain('aileron_http_requests_total{method="GET",route="/things/:id",status="404"} 1');
+      expect(await metrics.registry.getSingleMetricAsString('aileron_http_requests_total')).toContain(
+        'aileron_http_requests_total{method="GET",route="/things/:id",status="404"} 1',
+      );
     } finally {
       server.close();
     }
@@ -64,7 +77,9 @@ describe('RequestLog: one line and one count per request, whoever answered it', 
       });
       await until(1);
       expect(lines[0]).toMatchObject({ level: 'debug', req: { path: '/things/7' }, msg: 'request aborted' });
-      expect(await metrics.registry.getSingleMetricAsString('aileron_http_requests_total')).not.toContain('route="/things/:id",status="200"');
+      expect(await metrics.registry.getSingleMetricAsString('aileron_http_requests_total')).not.toContain(
+        'route="/things/:id",status="200"',
+      );
     } finally {
       server.closeAllConnections();
       server.close();
@@ -80,6 +95,8 @@ describe('RequestLog: one line and one count per request, whoever answered it', 
       ['req-2', 'request completed', 304],
       ['req-3', 'request completed', 304],
     ]);
-    expect(await metrics.registry.getSingleMetricAsString('aileron_http_requests_total')).toContain('aileron_http_requests_total{method="GET",route="/polls",status="304"} 2');
+    expect(await metrics.registry.getSingleMetricAsString('aileron_http_requests_total')).toContain(
+      'aileron_http_requests_total{method="GET",route="/polls",status="304"} 2',
+    );
   });
 });

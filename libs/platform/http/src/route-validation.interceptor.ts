@@ -14,7 +14,10 @@ function parseYamlBody(text: string): unknown {
     // uniqueKeys: a key given twice is a mistake in a policy, not a silent override
     return parseYaml(text, { uniqueKeys: true, prettyErrors: true, maxAliasCount: 100 });
   } catch (error) {
-    const where = error instanceof YAMLError && error.linePos ? `line ${error.linePos[0].line}, column ${error.linePos[0].col}: ` : '';
+    const where =
+      error instanceof YAMLError && error.linePos
+        ? `line ${error.linePos[0].line}, column ${error.linePos[0].col}: `
+        : '';
     const message = error instanceof YAMLError ? error.message.split('\n')[0] : 'the YAML cannot be parsed';
     throw new DomainError('MALFORMED_YAML', `${where}${message}`);
   }

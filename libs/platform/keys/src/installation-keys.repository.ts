@@ -6,7 +6,8 @@ import { Repository } from '@aileron/database';
 export class InstallationKeysRepository extends Repository {
   /** The stored value: the first replica's wins when several make one at once. */
   async getOrCreate(name: string, make: () => string): Promise<string> {
-    await this.client.$executeRaw`INSERT INTO system_secrets (name, value) VALUES (${name}, ${make()}) ON CONFLICT (name) DO NOTHING`;
+    await this.client
+      .$executeRaw`INSERT INTO system_secrets (name, value) VALUES (${name}, ${make()}) ON CONFLICT (name) DO NOTHING`;
     const row = await this.client.systemSecret.findUniqueOrThrow({ where: { name } });
     return row.value;
   }

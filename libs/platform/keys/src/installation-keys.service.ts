@@ -33,7 +33,9 @@ export class InstallationKeys {
     // the older form: the secret's text itself, used as the key's bytes
     const plain = Buffer.from(stored, 'utf8');
     if (await this.repository.replace(name, stored, this.root.wrap(plain, aad(name)))) {
-      this.logger.log(`sealed the installation key "${name}" under the root key (it was stored in the clear by an older version)`);
+      this.logger.log(
+        `sealed the installation key "${name}" under the root key (it was stored in the clear by an older version)`,
+      );
     }
     return plain;
   }

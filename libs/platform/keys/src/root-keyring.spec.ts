@@ -3,7 +3,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { newKey, SealOpenError } from '@aileron/crypto';
-import { loadOrCreateKeyFile, LocalKeyProvider, parseRootKeys, prependKeyToFile, RootKeyError, rootKeyId } from './root-keyring';
+import {
+  loadOrCreateKeyFile,
+  LocalKeyProvider,
+  parseRootKeys,
+  prependKeyToFile,
+  RootKeyError,
+  rootKeyId,
+} from './root-keyring';
 
 const AAD = 'aileron/workspace-key/org/ws/1';
 const PLAINTEXT = Buffer.from('a workspace key, 32 bytes long..');
@@ -44,7 +51,8 @@ describe('LocalKeyProvider', () => {
     expect(message).toContain('AILERON_ROOT_KEY');
     expect(message).toContain(rootKeyId(dropped));
     for (const key of [dropped, kept]) {
-      for (const encoding of ['base64', 'base64url', 'hex'] as const) expect(message).not.toContain(key.toString(encoding));
+      for (const encoding of ['base64', 'base64url', 'hex'] as const)
+        expect(message).not.toContain(key.toString(encoding));
     }
     expect(message).not.toContain(PLAINTEXT.toString('utf8'));
   });
@@ -78,7 +86,10 @@ describe('LocalKeyProvider', () => {
 describe('parseRootKeys', () => {
   it('reads comma- or line-separated keys in base64 or base64url, first one first', () => {
     const [a, b, c] = [newKey(), newKey(), newKey()];
-    const parsed = parseRootKeys(` ${a.toString('base64')},${b.toString('base64url')}\n${c.toString('base64')}\n`, 'AILERON_ROOT_KEY');
+    const parsed = parseRootKeys(
+      ` ${a.toString('base64')},${b.toString('base64url')}\n${c.toString('base64')}\n`,
+      'AILERON_ROOT_KEY',
+    );
     expect(parsed).toEqual([a, b, c]);
   });
 

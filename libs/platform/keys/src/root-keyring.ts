@@ -37,7 +37,9 @@ export class LocalKeyProvider implements KeyProvider {
 
   constructor(keys: Buffer[]) {
     if (keys.length === 0) throw new RootKeyError('no root key');
-    for (const key of keys) if (key.length !== KEY_BYTES) throw new RootKeyError(`a root key must be ${KEY_BYTES} bytes (base64), got ${key.length}`);
+    for (const key of keys)
+      if (key.length !== KEY_BYTES)
+        throw new RootKeyError(`a root key must be ${KEY_BYTES} bytes (base64), got ${key.length}`);
     this.keys = new Map(keys.map((k) => [rootKeyId(k), k]));
     this.currentKeyId = rootKeyId(keys[0]!);
   }
@@ -52,7 +54,10 @@ export class LocalKeyProvider implements KeyProvider {
 
   unwrap(wrapped: string, aad: string): Buffer {
     const key = this.keys.get(this.keyIdOf(wrapped));
-    if (!key) throw new RootKeyError(`root key ${this.keyIdOf(wrapped)} is not configured; add it to AILERON_ROOT_KEY as a previous key`);
+    if (!key)
+      throw new RootKeyError(
+        `root key ${this.keyIdOf(wrapped)} is not configured; add it to AILERON_ROOT_KEY as a previous key`,
+      );
     return open(key, wrapped.slice(wrapped.indexOf('.') + 1), aad);
   }
 
@@ -72,7 +77,10 @@ export function parseRootKeys(text: string, source: string): Buffer[] {
   if (parts.length === 0) throw new RootKeyError(`${source} holds no key`);
   return parts.map((part, i) => {
     const key = Buffer.from(part, /^[A-Za-z0-9_-]+$/.test(part) && !/[+/=]/.test(part) ? 'base64url' : 'base64');
-    if (key.length !== KEY_BYTES) throw new RootKeyError(`${source}: key ${i + 1} is ${key.length} bytes; a root key is ${KEY_BYTES} random bytes in base64 (openssl rand -base64 32)`);
+    if (key.length !== KEY_BYTES)
+      throw new RootKeyError(
+        `${source}: key ${i + 1} is ${key.length} bytes; a root key is ${KEY_BYTES} random bytes in base64 (openssl rand -base64 32)`,
+      );
     return key;
   });
 }

@@ -10,7 +10,10 @@ export const ROOT_KEY_FILE_NAME = 'root-keys';
  * else AILERON_ROOT_KEY_FILE, else a file in the data folder that the first
  * start creates. Several server-mode replicas must share one of the first two.
  */
-export function rootKeysFromConfig(config: Pick<AppConfig, 'rootKey' | 'rootKeyFile' | 'dataDir'>, log: (line: string) => void): LocalKeyProvider {
+export function rootKeysFromConfig(
+  config: Pick<AppConfig, 'rootKey' | 'rootKeyFile' | 'dataDir'>,
+  log: (line: string) => void,
+): LocalKeyProvider {
   if (config.rootKey) return new LocalKeyProvider(parseRootKeys(config.rootKey, 'AILERON_ROOT_KEY'));
   const path = config.rootKeyFile ?? join(config.dataDir, ROOT_KEY_FILE_NAME);
   const { keys, created } = loadOrCreateKeyFile(path);

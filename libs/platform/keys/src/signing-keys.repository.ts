@@ -26,7 +26,10 @@ export class SigningKeysRepository extends Repository {
   }
 
   async retireAllBut(purpose: string, keep: string[], at: Date): Promise<void> {
-    await this.client.signingKey.updateMany({ where: { purpose, id: { notIn: keep }, retiredAt: null }, data: { retiredAt: at } });
+    await this.client.signingKey.updateMany({
+      where: { purpose, id: { notIn: keep }, retiredAt: null },
+      data: { retiredAt: at },
+    });
   }
 
   /** Re-seals private keys under the current root key (root rotation). */
@@ -35,6 +38,8 @@ export class SigningKeysRepository extends Repository {
   }
 
   async all(): Promise<(SigningKeyRecord & { purpose: string })[]> {
-    return this.client.signingKey.findMany({ select: { id: true, purpose: true, publicKey: true, privateKey: true, createdAt: true, retiredAt: true } });
+    return this.client.signingKey.findMany({
+      select: { id: true, purpose: true, publicKey: true, privateKey: true, createdAt: true, retiredAt: true },
+    });
   }
 }

@@ -112,7 +112,11 @@ export class SigningKeysService implements OnModuleDestroy {
   private async create(purpose: SigningPurpose): Promise<string> {
     const pair = generateEd25519();
     const kid = `${KID_PREFIX[purpose]}-${this.clock.date().toISOString().slice(0, 10).replace(/-/g, '')}-${randomBytes(4).toString('hex')}`;
-    await this.repository.create(purpose, { id: kid, publicKey: pair.publicKeyX, privateKey: this.sealPrivateKey(purpose, kid, pair.privateKeyPem) });
+    await this.repository.create(purpose, {
+      id: kid,
+      publicKey: pair.publicKeyX,
+      privateKey: this.sealPrivateKey(purpose, kid, pair.privateKeyPem),
+    });
     return kid;
   }
 

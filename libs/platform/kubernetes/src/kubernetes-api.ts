@@ -19,7 +19,8 @@ export function describeApiError(error: unknown, about: 'secret' | 'other'): str
   }
   // the watch's own refusals: a status code, no body
   const statusCode = (error as { statusCode?: unknown } | null)?.statusCode;
-  if (typeof statusCode === 'number') return `Kubernetes answered ${statusCode}${STATUS_CODES[statusCode] ? ` ${STATUS_CODES[statusCode]}` : ''}`;
+  if (typeof statusCode === 'number')
+    return `Kubernetes answered ${statusCode}${STATUS_CODES[statusCode] ? ` ${STATUS_CODES[statusCode]}` : ''}`;
   if (error instanceof Error && error.name === 'AbortError') return 'the Kubernetes API did not answer in time';
   if (error instanceof Error) return `could not reach the Kubernetes API (${error.message})`;
   return 'could not reach the Kubernetes API';
@@ -31,7 +32,12 @@ export function isApiStatus(error: unknown, code: number): boolean {
 }
 
 /** Runs a delete; an object already absent (404) is fine, any other failure is thrown in words naming what and where. */
-export async function deleteIgnoringAbsent(what: string, namespace: string, about: 'secret' | 'other', call: () => Promise<unknown>): Promise<void> {
+export async function deleteIgnoringAbsent(
+  what: string,
+  namespace: string,
+  about: 'secret' | 'other',
+  call: () => Promise<unknown>,
+): Promise<void> {
   try {
     await call();
   } catch (error) {

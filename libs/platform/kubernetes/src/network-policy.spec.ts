@@ -14,7 +14,14 @@ function aPolicy(egress: ReturnType<typeof egressRules>, namespace = 'aileron-po
       apiVersion: 'networking.k8s.io/v1',
       kind: 'NetworkPolicy',
       metadata: { name: 'p', namespace },
-      spec: { podSelector: {}, policyTypes: ['Ingress', 'Egress'], egress, ingress: [{ _from: [controlPlanePeer(namespace, controlPlaneNamespace)], ports: [{ protocol: 'TCP', port: 8080 }] }] },
+      spec: {
+        podSelector: {},
+        policyTypes: ['Ingress', 'Egress'],
+        egress,
+        ingress: [
+          { _from: [controlPlanePeer(namespace, controlPlaneNamespace)], ports: [{ protocol: 'TCP', port: 8080 }] },
+        ],
+      },
     },
     'V1NetworkPolicy',
     '',
@@ -25,7 +32,12 @@ describe('what every driver of ours asks of Kubernetes', () => {
   it('egress: cluster DNS and the public internet only, never a private, link-local or metadata address; the operator’s ranges in their own family', () => {
     const [dns, internet, ...rest] = egressRules();
     expect(dns).toEqual({
-      to: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } }, podSelector: { matchLabels: { 'k8s-app': 'kube-dns' } } }],
+      to: [
+        {
+          namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } },
+          podSelector: { matchLabels: { 'k8s-app': 'kube-dns' } },
+        },
+      ],
       ports: [
         { protocol: 'UDP', port: 53 },
         { protocol: 'TCP', port: 53 },
@@ -35,7 +47,15 @@ describe('what every driver of ours asks of Kubernetes', () => {
       { ipBlock: { cidr: '0.0.0.0/0', except: EGRESS_EXCEPT_V4 } },
       { ipBlock: { cidr: '::/0', except: EGRESS_EXCEPT_V6 } },
     ]);
-    for (const range of ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '169.254.0.0/16', '100.64.0.0/10', '127.0.0.0/8']) expect(EGRESS_EXCEPT_V4).toContain(range);
+    for (const range of [
+      '10.0.0.0/8',
+      '172.16.0.0/12',
+      '192.168.0.0/16',
+      '169.254.0.0/16',
+      '100.64.0.0/10',
+      '127.0.0.0/8',
+    ])
+      expect(EGRESS_EXCEPT_V4).toContain(range);
     for (const range of ['fc00::/7', 'fe80::/10', '::1/128']) expect(EGRESS_EXCEPT_V6).toContain(range);
     expect(rest).toEqual([]);
 
@@ -45,15 +65,20 @@ describe('what every driver of ours asks of Kubernetes', () => {
       { ipBlock: { cidr: '::/0', except: [...EGRESS_EXCEPT_V6, '2001:db8:42::/56'] } },
     ]);
     expect(opened[2]).toEqual({ to: [{ ipBlock: { cidr: '10.20.0.0/16' } }, { ipBlock: { cidr: 'fd00:1::/64' } }] });
-    for (const egress of [egressRules(), opened]) expect(() => new NetworkPolicy(aPolicy(egress)).validate()).not.toThrow();
+    for (const egress of [egressRules(), opened])
+      expect(() => new NetworkPolicy(aPolicy(egress)).validate()).not.toThrow();
   });
 
   it('ingress: from control-plane pods only, in their own namespace when it is another', () => {
     const same = aPolicy([]);
-    expect(same.spec.ingress[0].from).toEqual([{ podSelector: { matchLabels: { 'app.kubernetes.io/name': 'aileron-control-plane' } } }]);
+    expect(same.spec.ingress[0].from).toEqual([
+      { podSelector: { matchLabels: { 'app.kubernetes.io/name': 'aileron-control-plane' } } },
+    ]);
     expect(aPolicy([], 'aileron-pool', 'aileron-pool').spec.ingress[0].from[0].namespaceSelector).toBeUndefined();
     const elsewhere = aPolicy([], 'aileron-pool', 'aileron');
-    expect(elsewhere.spec.ingress[0].from[0].namespaceSelector).toEqual({ matchLabels: { 'kubernetes.io/metadata.name': 'aileron' } });
+    expect(elsewhere.spec.ingress[0].from[0].namespaceSelector).toEqual({
+      matchLabels: { 'kubernetes.io/metadata.name': 'aileron' },
+    });
     expect(() => new NetworkPolicy(elsewhere).validate()).not.toThrow();
   });
 
@@ -63,14 +88,28 @@ describe('what every driver of ours asks of Kubernetes', () => {
         apiVersion: 'v1',
         kind: 'Pod',
         metadata: { name: 'p' },
-        spec: { securityContext: restrictedPodSecurityContext(), containers: [{ name: 'c', image: 'i', securityContext: restrictedContainerSecurityContext() }] },
+        spec: {
+          securityContext: restrictedPodSecurityContext(),
+          containers: [{ name: 'c', image: 'i', securityContext: restrictedContainerSecurityContext() }],
+        },
       },
       'V1Pod',
       '',
     );
     expect(() => new Pod(pod).validate()).not.toThrow();
     expect(POD_UID).not.toBe(0);
-    expect(pod.spec.securityContext).toEqual({ runAsNonRoot: true, runAsUser: POD_UID, runAsGroup: POD_UID, fsGroup: POD_UID, seccompProfile: { type: 'RuntimeDefault' } });
-    expect(pod.spec.containers[0].securityContext).toEqual({ allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, runAsNonRoot: true, capabilities: { drop: ['ALL'] } });
+    expect(pod.spec.securityContext).toEqual({
+      runAsNonRoot: true,
+      runAsUser: POD_UID,
+      runAsGroup: POD_UID,
+      fsGroup: POD_UID,
+      seccompProfile: { type: 'RuntimeDefault' },
+    });
+    expect(pod.spec.containers[0].securityContext).toEqual({
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      runAsNonRoot: true,
+      capabilities: { drop: ['ALL'] },
+    });
   });
 });

@@ -10,13 +10,21 @@ export const CONTROL_PLANE_SELECTOR = { 'app.kubernetes.io/name': 'aileron-contr
  * A cluster whose pods or services have global IPv6 addresses must name those
  * ranges in `exceptCidrs`: to the rules above they are the public internet.
  */
-export function egressRules(allowCidrs: readonly string[] = [], exceptCidrs: readonly string[] = []): V1NetworkPolicyEgressRule[] {
+export function egressRules(
+  allowCidrs: readonly string[] = [],
+  exceptCidrs: readonly string[] = [],
+): V1NetworkPolicyEgressRule[] {
   // an ipBlock's except must lie inside its cidr: each extra range goes to its own family's block
   const v6 = (cidr: string): boolean => cidr.includes(':');
   return [
     {
       // DNS, to the cluster's resolver only
-      to: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } }, podSelector: { matchLabels: { 'k8s-app': 'kube-dns' } } }],
+      to: [
+        {
+          namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } },
+          podSelector: { matchLabels: { 'k8s-app': 'kube-dns' } },
+        },
+      ],
       ports: [
         { protocol: 'UDP', port: 53 },
         { protocol: 'TCP', port: 53 },
@@ -36,6 +44,8 @@ export function egressRules(allowCidrs: readonly string[] = [], exceptCidrs: rea
 export function controlPlanePeer(namespace: string, controlPlaneNamespace?: string): V1NetworkPolicyPeer {
   return {
     podSelector: { matchLabels: { ...CONTROL_PLANE_SELECTOR } },
-    ...(controlPlaneNamespace && controlPlaneNamespace !== namespace ? { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': controlPlaneNamespace } } } : {}),
+    ...(controlPlaneNamespace && controlPlaneNamespace !== namespace
+      ? { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': controlPlaneNamespace } } }
+      : {}),
   };
 }

@@ -20,7 +20,10 @@ const HOPELESS_WAITING = new Set([
 ]);
 
 export function isReady(pod: V1Pod | undefined): boolean {
-  return pod?.status?.phase === 'Running' && (pod.status.conditions ?? []).some((condition) => condition.type === 'Ready' && condition.status === 'True');
+  return (
+    pod?.status?.phase === 'Running' &&
+    (pod.status.conditions ?? []).some((condition) => condition.type === 'Ready' && condition.status === 'True')
+  );
 }
 
 /**
@@ -38,7 +41,8 @@ export function hasEnded(pod: V1Pod): boolean {
 export function hopelessReason(pod: V1Pod): string | undefined {
   for (const status of statuses(pod)) {
     const waiting = status.state?.waiting;
-    if (waiting?.reason && HOPELESS_WAITING.has(waiting.reason)) return named(pod, status, joinReason(waiting.reason, waiting.message));
+    if (waiting?.reason && HOPELESS_WAITING.has(waiting.reason))
+      return named(pod, status, joinReason(waiting.reason, waiting.message));
   }
   return undefined;
 }
@@ -68,7 +72,9 @@ export function pendingReason(pod: V1Pod | undefined): string {
   if (!pod) return 'no status yet';
   const waiting = statuses(pod).find((status) => status.state?.waiting?.reason);
   if (waiting) return named(pod, waiting, joinReason(waiting.state!.waiting!.reason!, waiting.state!.waiting!.message));
-  const unscheduled = pod.status?.conditions?.find((condition) => condition.type === 'PodScheduled' && condition.status === 'False');
+  const unscheduled = pod.status?.conditions?.find(
+    (condition) => condition.type === 'PodScheduled' && condition.status === 'False',
+  );
   if (unscheduled) return joinReason(unscheduled.reason ?? 'Unschedulable', unscheduled.message);
   const phase = pod.status?.phase ?? 'Pending';
   return phase === 'Running' ? 'Running, readiness probe not passing' : phase;

@@ -1,4 +1,15 @@
-import { ADD, DELETE, ERROR, ListWatch, UPDATE, Watch, type CoreV1Api, type KubeConfig, type V1Pod, type V1PodList } from '@kubernetes/client-node';
+import {
+  ADD,
+  DELETE,
+  ERROR,
+  ListWatch,
+  UPDATE,
+  Watch,
+  type CoreV1Api,
+  type KubeConfig,
+  type V1Pod,
+  type V1PodList,
+} from '@kubernetes/client-node';
 import { apiRequestOptions, describeApiError } from './kubernetes-api';
 import { exitReason, hasEnded, hopelessReason, isReady, pendingReason } from './pod-status';
 
@@ -49,7 +60,13 @@ export class PodWatch {
 
   constructor(private readonly options: PodWatchOptions) {
     this.watch = new BoundedWatch(options.kubeConfig);
-    this.informer = new ListWatch(`/api/v1/namespaces/${encodeURIComponent(options.namespace)}/pods`, this.watch, options.list, false, options.labelSelector);
+    this.informer = new ListWatch(
+      `/api/v1/namespaces/${encodeURIComponent(options.namespace)}/pods`,
+      this.watch,
+      options.list,
+      false,
+      options.labelSelector,
+    );
     this.informer.on(ADD, (pod) => this.tell(pod, pod));
     this.informer.on(UPDATE, (pod) => this.tell(pod, pod));
     this.informer.on(DELETE, (pod) => this.tell(pod, undefined));
@@ -98,7 +115,10 @@ export class PodWatch {
    * `deadline` is on `performance.now()`: it bounds a real wait on the cluster,
    * which a wall-clock step must neither cut short nor stretch.
    */
-  untilReady(name: string, wait: { deadline: number; timeoutMs: number; signal: AbortSignal; uid?: string }): Promise<V1Pod> {
+  untilReady(
+    name: string,
+    wait: { deadline: number; timeoutMs: number; signal: AbortSignal; uid?: string },
+  ): Promise<V1Pod> {
     const { deadline, timeoutMs, signal, uid } = wait;
     return new Promise((resolve, reject) => {
       let last: V1Pod | undefined;
@@ -122,11 +142,17 @@ export class PodWatch {
         if (hopeless !== undefined) settle(undefined, hopeless);
       };
       const aborted = (): void => settle(undefined, 'the driver shut down during the start');
-      const timer = setTimeout(() => {
-        const outage = this.outage;
-        const why = last === undefined && outage !== undefined ? `could not watch pod status: ${describeApiError(outage, 'other')}` : pendingReason(last);
-        settle(undefined, `not ready within ${Math.round(timeoutMs / 1000)} s (${why})`);
-      }, Math.max(0, deadline - performance.now()));
+      const timer = setTimeout(
+        () => {
+          const outage = this.outage;
+          const why =
+            last === undefined && outage !== undefined
+              ? `could not watch pod status: ${describeApiError(outage, 'other')}`
+              : pendingReason(last);
+          settle(undefined, `not ready within ${Math.round(timeoutMs / 1000)} s (${why})`);
+        },
+        Math.max(0, deadline - performance.now()),
+      );
       const unfollow = this.follow(name, see);
       signal.addEventListener('abort', aborted, { once: true });
       if (signal.aborted) return aborted();
@@ -200,9 +226,13 @@ export function watchDriverPods(options: {
     kubeConfig: options.kubeConfig,
     namespace,
     labelSelector,
-    list: () => options.core.listNamespacedPod({ namespace, labelSelector }, apiRequestOptions(options.requestTimeoutMs)),
+    list: () =>
+      options.core.listNamespacedPod({ namespace, labelSelector }, apiRequestOptions(options.requestTimeoutMs)),
     retryIntervalMs: options.retryIntervalMs,
-    failing: (error) => log(`${who}: could not watch pod status in namespace ${namespace}, retrying: ${describeApiError(error, 'other')}`),
+    failing: (error) =>
+      log(
+        `${who}: could not watch pod status in namespace ${namespace}, retrying: ${describeApiError(error, 'other')}`,
+      ),
     recovered: () => log(`${who}: watching pod status in namespace ${namespace} works again`),
   });
 }

@@ -9,7 +9,9 @@ export class LoggingModule {
   static forRoot(level: string): DynamicModule {
     return {
       module: LoggingModule,
-      imports: [LoggerModule.forRoot({ pinoHttp: [requestLoggerOptions(level), logDestination()], forRoutes: ['*path'] })],
+      imports: [
+        LoggerModule.forRoot({ pinoHttp: [requestLoggerOptions(level), logDestination()], forRoutes: ['*path'] }),
+      ],
       exports: [LoggerModule],
     };
   }

@@ -1,4 +1,12 @@
-export { checkOutboundUrl, guardedLookup, isAddressAllowed, outboundPolicyOf, parseCidrList, OutboundUrlRefusedError, RefusedAddressError } from './ssrf-guard';
+export {
+  checkOutboundUrl,
+  guardedLookup,
+  isAddressAllowed,
+  outboundPolicyOf,
+  parseCidrList,
+  OutboundUrlRefusedError,
+  RefusedAddressError,
+} from './ssrf-guard';
 export type { AddressVerdict, HostLookup, OutboundPolicy } from './ssrf-guard';
 export {
   signPayload,

@@ -1,6 +1,12 @@
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
-import { checkOutboundUrl, guardedLookup, OutboundPolicy, OutboundUrlRefusedError, RefusedAddressError } from './ssrf-guard';
+import {
+  checkOutboundUrl,
+  guardedLookup,
+  OutboundPolicy,
+  OutboundUrlRefusedError,
+  RefusedAddressError,
+} from './ssrf-guard';
 
 /** What one POST to a receiver came to; `error` never holds the URL's path or query (they may carry tokens). */
 export interface SendOutcome {
@@ -22,7 +28,12 @@ export interface SendOptions {
  * a private one a moment later (DNS rebinding). Redirects are never followed:
  * a 3xx is a failed attempt, or a receiver could bounce us into our network.
  */
-export async function postSigned(url: string, headers: Record<string, string>, body: string, options: SendOptions): Promise<SendOutcome> {
+export async function postSigned(
+  url: string,
+  headers: Record<string, string>,
+  body: string,
+  options: SendOptions,
+): Promise<SendOutcome> {
   const started = performance.now();
   const elapsed = (): number => Math.max(0, Math.round(performance.now() - started));
   let target: URL;
@@ -36,7 +47,12 @@ export async function postSigned(url: string, headers: Record<string, string>, b
   return { ...result, durationMs: elapsed() };
 }
 
-function send(target: URL, headers: Record<string, string>, body: string, options: SendOptions): Promise<{ status: number | null; error: string | null }> {
+function send(
+  target: URL,
+  headers: Record<string, string>,
+  body: string,
+  options: SendOptions,
+): Promise<{ status: number | null; error: string | null }> {
   return new Promise((resolve) => {
     let settled = false;
     let timer: NodeJS.Timeout | undefined;
@@ -100,7 +116,8 @@ function describeError(error: Error & { code?: string }): string {
     case 'ENETUNREACH':
       return 'host unreachable';
     default:
-      if (error.code && /^(ERR_TLS|CERT_|DEPTH_ZERO|SELF_SIGNED|UNABLE_TO)/.test(error.code)) return `TLS failed (${error.code})`;
+      if (error.code && /^(ERR_TLS|CERT_|DEPTH_ZERO|SELF_SIGNED|UNABLE_TO)/.test(error.code))
+        return `TLS failed (${error.code})`;
       // the message of a generic error may quote the request: only the code is kept
       return `connection failed${error.code ? ` (${error.code})` : ''}`;
   }

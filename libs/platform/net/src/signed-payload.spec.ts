@@ -40,7 +40,9 @@ describe('signatureHeaders', () => {
 
   it('signs with every secret during a rotation', () => {
     const headers = signatureHeaders([SECRET, OLD_SECRET], BODY, NOW);
-    expect(headers['x-aileron-signature']).toBe(`${signPayload(SECRET, BODY, NOW_SECONDS)},${signPayload(OLD_SECRET, BODY, NOW_SECONDS)}`);
+    expect(headers['x-aileron-signature']).toBe(
+      `${signPayload(SECRET, BODY, NOW_SECONDS)},${signPayload(OLD_SECRET, BODY, NOW_SECONDS)}`,
+    );
     expect(() => signatureHeaders([], BODY, NOW)).toThrow('at least one');
   });
 });
@@ -53,12 +55,18 @@ describe('verifySignedPayload', () => {
   });
 
   it('refuses a tampered body', () => {
-    expect(verifySignedPayload(SECRET, BODY.replace('apr_1', 'apr_2'), headers, { now: NOW })).toEqual({ ok: false, reason: 'mismatch' });
+    expect(verifySignedPayload(SECRET, BODY.replace('apr_1', 'apr_2'), headers, { now: NOW })).toEqual({
+      ok: false,
+      reason: 'mismatch',
+    });
     expect(verifySignedPayload(SECRET, `${BODY} `, headers, { now: NOW })).toEqual({ ok: false, reason: 'mismatch' });
   });
 
   it('refuses a signature made with another secret', () => {
-    expect(verifySignedPayload('whsec_someone_else', BODY, headers, { now: NOW })).toEqual({ ok: false, reason: 'mismatch' });
+    expect(verifySignedPayload('whsec_someone_else', BODY, headers, { now: NOW })).toEqual({
+      ok: false,
+      reason: 'mismatch',
+    });
   });
 
   it('refuses a timestamp moved to fit the window: the signature covers it', () => {
@@ -74,13 +82,19 @@ describe('verifySignedPayload', () => {
     expect(verifySignedPayload(SECRET, BODY, headers, { now: at(301) })).toEqual({ ok: false, reason: 'stale' });
     // a timestamp from the future
     expect(verifySignedPayload(SECRET, BODY, headers, { now: at(-301) })).toEqual({ ok: false, reason: 'stale' });
-    expect(verifySignedPayload(SECRET, BODY, headers, { now: at(31), toleranceSeconds: 30 })).toEqual({ ok: false, reason: 'stale' });
+    expect(verifySignedPayload(SECRET, BODY, headers, { now: at(31), toleranceSeconds: 30 })).toEqual({
+      ok: false,
+      reason: 'stale',
+    });
     expect(verifySignedPayload(SECRET, BODY, headers, { now: at(3000), toleranceSeconds: 3600 })).toEqual({ ok: true });
   });
 
   it('calls a timestamp that is not whole seconds stale', () => {
     for (const timestamp of ['soon', '1767268800.5', '-1767268800', '1e9', '99999999999999999999']) {
-      expect(verifySignedPayload(SECRET, BODY, { ...headers, timestamp }, { now: NOW })).toEqual({ ok: false, reason: 'stale' });
+      expect(verifySignedPayload(SECRET, BODY, { ...headers, timestamp }, { now: NOW })).toEqual({
+        ok: false,
+        reason: 'stale',
+      });
     }
   });
 
@@ -90,7 +104,10 @@ describe('verifySignedPayload', () => {
     expect(verifySignedPayload(OLD_SECRET, BODY, both, { now: NOW })).toEqual({ ok: true });
     expect(verifySignedPayload('whsec_neither', BODY, both, { now: NOW })).toEqual({ ok: false, reason: 'mismatch' });
 
-    const spaced = { ...both, signature: `${signPayload(OLD_SECRET, BODY, NOW_SECONDS)}  ${signPayload(SECRET, BODY, NOW_SECONDS)}` };
+    const spaced = {
+      ...both,
+      signature: `${signPayload(OLD_SECRET, BODY, NOW_SECONDS)}  ${signPayload(SECRET, BODY, NOW_SECONDS)}`,
+    };
     expect(verifySignedPayload(SECRET, BODY, spaced, { now: NOW })).toEqual({ ok: true });
     const mixed = { ...both, signature: `v0=abc, v1=zz, ${signPayload(SECRET, BODY, NOW_SECONDS)}` };
     expect(verifySignedPayload(SECRET, BODY, mixed, { now: NOW })).toEqual({ ok: true });
@@ -99,19 +116,33 @@ describe('verifySignedPayload', () => {
   it('refuses values that are not a full v1 signature', () => {
     const hex = signPayload(SECRET, BODY, NOW_SECONDS).slice(3);
     for (const signature of [hex, `v2=${hex}`, `v1=${hex.slice(0, 32)}`, 'v1=', 'v1']) {
-      expect(verifySignedPayload(SECRET, BODY, { ...headers, signature }, { now: NOW })).toEqual({ ok: false, reason: 'mismatch' });
+      expect(verifySignedPayload(SECRET, BODY, { ...headers, signature }, { now: NOW })).toEqual({
+        ok: false,
+        reason: 'mismatch',
+      });
     }
   });
 
   it('says missing when either header is absent or blank', () => {
     expect(verifySignedPayload(SECRET, BODY, {}, { now: NOW })).toEqual({ ok: false, reason: 'missing' });
-    expect(verifySignedPayload(SECRET, BODY, { signature: headers.signature }, { now: NOW })).toEqual({ ok: false, reason: 'missing' });
-    expect(verifySignedPayload(SECRET, BODY, { timestamp: headers.timestamp }, { now: NOW })).toEqual({ ok: false, reason: 'missing' });
-    expect(verifySignedPayload(SECRET, BODY, { timestamp: ' ', signature: headers.signature }, { now: NOW })).toEqual({ ok: false, reason: 'missing' });
+    expect(verifySignedPayload(SECRET, BODY, { signature: headers.signature }, { now: NOW })).toEqual({
+      ok: false,
+      reason: 'missing',
+    });
+    expect(verifySignedPayload(SECRET, BODY, { timestamp: headers.timestamp }, { now: NOW })).toEqual({
+      ok: false,
+      reason: 'missing',
+    });
+    expect(verifySignedPayload(SECRET, BODY, { timestamp: ' ', signature: headers.signature }, { now: NOW })).toEqual({
+      ok: false,
+      reason: 'missing',
+    });
   });
 
   it('uses the system time when no time is given', () => {
-    expect(verifySignedPayload(SECRET, BODY, received(signatureHeaders(SECRET, BODY, Date.now())))).toEqual({ ok: true });
+    expect(verifySignedPayload(SECRET, BODY, received(signatureHeaders(SECRET, BODY, Date.now())))).toEqual({
+      ok: true,
+    });
     expect(verifySignedPayload(SECRET, BODY, headers)).toEqual({ ok: false, reason: 'stale' });
   });
 });

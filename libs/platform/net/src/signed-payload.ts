@@ -26,7 +26,8 @@ const RECEIVER_CLOCK = new Clock();
 export type SignatureVerdict = { ok: true } | { ok: false; reason: 'missing' | 'stale' | 'mismatch' };
 
 export function signPayload(secret: string, body: string, timestampSeconds: number): string {
-  if (!Number.isSafeInteger(timestampSeconds) || timestampSeconds < 0) throw new Error('timestampSeconds must be a whole number of seconds');
+  if (!Number.isSafeInteger(timestampSeconds) || timestampSeconds < 0)
+    throw new Error('timestampSeconds must be a whole number of seconds');
   return VERSION + hmacHex(secret, `${timestampSeconds}.${body}`);
 }
 
@@ -35,7 +36,11 @@ export function signPayload(secret: string, body: string, timestampSeconds: numb
  * several secrets during a rotation: the receiver, holding either the old or
  * the new one, accepts the delivery.
  */
-export function signatureHeaders(secret: string | readonly string[], body: string, now: number): Record<string, string> {
+export function signatureHeaders(
+  secret: string | readonly string[],
+  body: string,
+  now: number,
+): Record<string, string> {
   const secrets = typeof secret === 'string' ? [secret] : secret;
   if (secrets.length === 0) throw new Error('at least one signing secret is required');
   const timestamp = Math.floor(now / 1000);
@@ -62,7 +67,8 @@ export function verifySignedPayload(
 
   const tolerance = options.toleranceSeconds ?? DEFAULT_TOLERANCE_SECONDS;
   const nowSeconds = Math.floor((options.now ?? RECEIVER_CLOCK.now()) / 1000);
-  if (!TIMESTAMP.test(timestamp) || Math.abs(nowSeconds - Number(timestamp)) > tolerance) return { ok: false, reason: 'stale' };
+  if (!TIMESTAMP.test(timestamp) || Math.abs(nowSeconds - Number(timestamp)) > tolerance)
+    return { ok: false, reason: 'stale' };
 
   const expected = Buffer.from(hmacHex(secret, `${timestamp}.${body}`), 'hex');
   let matched = false;

@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { checkOutboundUrl, isAddressAllowed, OutboundPolicy, OutboundUrlRefusedError, parseCidrList } from './ssrf-guard';
+import {
+  checkOutboundUrl,
+  isAddressAllowed,
+  OutboundPolicy,
+  OutboundUrlRefusedError,
+  parseCidrList,
+} from './ssrf-guard';
 
 const PUBLIC_V4 = '93.184.215.14';
 const PUBLIC_V6 = '2606:2800:21f:cb07:6820:80da:af6b:8b2c';
@@ -72,9 +78,12 @@ describe('isAddressAllowed', () => {
     expect(isAddressAllowed(address, policy())).toEqual({ ok: false, reason });
   });
 
-  it.each([PUBLIC_V4, '8.8.8.8', '1.1.1.1', PUBLIC_V6, '2001:4860:4860::8888', `::ffff:${PUBLIC_V4}`])('allows the public address %s', (address) => {
-    expect(isAddressAllowed(address, policy())).toEqual({ ok: true });
-  });
+  it.each([PUBLIC_V4, '8.8.8.8', '1.1.1.1', PUBLIC_V6, '2001:4860:4860::8888', `::ffff:${PUBLIC_V4}`])(
+    'allows the public address %s',
+    (address) => {
+      expect(isAddressAllowed(address, policy())).toEqual({ ok: true });
+    },
+  );
 
   it('lets an allow-listed private CIDR through, and only that CIDR', () => {
     const allowing = policy({ allowCidrs: ['10.20.0.0/16'] });
@@ -109,16 +118,21 @@ describe('checkOutboundUrl', () => {
     expect(asked).toEqual(['hooks.example.com']);
   });
 
-  it.each(REFUSED.filter(([address]) => !address.includes('%')))('refuses a name resolving to %s (%s)', async (address, _what, reason) => {
-    const { lookup } = resolver({ 'sink.example.com': [address] });
-    const error = await refusal(checkOutboundUrl('https://sink.example.com/events', policy(), lookup));
-    expect(error.host).toBe('sink.example.com');
-    expect(error.message).toBe(`Outbound URL to sink.example.com refused: resolves to ${address}, ${reason}`);
-  });
+  it.each(REFUSED.filter(([address]) => !address.includes('%')))(
+    'refuses a name resolving to %s (%s)',
+    async (address, _what, reason) => {
+      const { lookup } = resolver({ 'sink.example.com': [address] });
+      const error = await refusal(checkOutboundUrl('https://sink.example.com/events', policy(), lookup));
+      expect(error.host).toBe('sink.example.com');
+      expect(error.message).toBe(`Outbound URL to sink.example.com refused: resolves to ${address}, ${reason}`);
+    },
+  );
 
   it('refuses metadata.google.internal-style names that resolve to the metadata address', async () => {
     const { lookup } = resolver({ 'metadata.google.internal': ['169.254.169.254'] });
-    const error = await refusal(checkOutboundUrl('http://metadata.google.internal/computeMetadata/v1/', policy(), lookup));
+    const error = await refusal(
+      checkOutboundUrl('http://metadata.google.internal/computeMetadata/v1/', policy(), lookup),
+    );
     expect(error.message).toBe(
       'Outbound URL to metadata.google.internal refused: resolves to 169.254.169.254, a link-local address (cloud metadata)',
     );
@@ -183,22 +197,29 @@ describe('checkOutboundUrl', () => {
 
   it('refuses credentials in the URL without naming them', async () => {
     const { lookup, asked } = resolver({ 'hooks.example.com': [PUBLIC_V4] });
-    for (const url of ['https://alice:hunter2@hooks.example.com/', 'https://alice@hooks.example.com/', 'https://:hunter2@hooks.example.com/']) {
+    for (const url of [
+      'https://alice:hunter2@hooks.example.com/',
+      'https://alice@hooks.example.com/',
+      'https://:hunter2@hooks.example.com/',
+    ]) {
       const error = await refusal(checkOutboundUrl(url, policy(), lookup));
       expect(error.message).toBe('Outbound URL to hooks.example.com refused: credentials in the URL are not allowed');
     }
     expect(asked).toEqual([]);
   });
 
-  it.each(['ftp://files.example.com/x', 'file:///etc/passwd', 'gopher://example.com:70/', 'ws://example.com/socket', 'javascript:alert(1)'])(
-    'refuses the non-http scheme in %s',
-    async (url) => {
-      const { lookup, asked } = resolver({});
-      const error = await refusal(checkOutboundUrl(url, policy(), lookup));
-      expect(error.reason).toMatch(/^scheme [a-z]+: is not allowed/);
-      expect(asked).toEqual([]);
-    },
-  );
+  it.each([
+    'ftp://files.example.com/x',
+    'file:///etc/passwd',
+    'gopher://example.com:70/',
+    'ws://example.com/socket',
+    'javascript:alert(1)',
+  ])('refuses the non-http scheme in %s', async (url) => {
+    const { lookup, asked } = resolver({});
+    const error = await refusal(checkOutboundUrl(url, policy(), lookup));
+    expect(error.reason).toMatch(/^scheme [a-z]+: is not allowed/);
+    expect(asked).toEqual([]);
+  });
 
   it('refuses a host that does not resolve, or resolves to nothing', async () => {
     const { lookup } = resolver({ 'empty.example.com': [] });
@@ -235,7 +256,12 @@ describe('checkOutboundUrl', () => {
 
 describe('parseCidrList', () => {
   it('reads a comma-separated list, ignoring blanks and spaces', () => {
-    expect(parseCidrList(' 10.0.0.0/8, fd00::/8 ,,192.168.1.10 ,::1 ')).toEqual(['10.0.0.0/8', 'fd00::/8', '192.168.1.10/32', '::1/128']);
+    expect(parseCidrList(' 10.0.0.0/8, fd00::/8 ,,192.168.1.10 ,::1 ')).toEqual([
+      '10.0.0.0/8',
+      'fd00::/8',
+      '192.168.1.10/32',
+      '::1/128',
+    ]);
   });
 
   it('is empty for nothing', () => {
@@ -244,7 +270,10 @@ describe('parseCidrList', () => {
     expect(parseCidrList(' , ')).toEqual([]);
   });
 
-  it.each(['10.0.0.0/33', '10/8', 'example.com', '10.0.0.0/', 'fd00::/129', '300.1.1.1/32', '0x0a.0.0.0/8'])('names the bad entry %s', (bad) => {
-    expect(() => parseCidrList(`192.168.0.0/16, ${bad}`)).toThrow(`Invalid CIDR "${bad}"`);
-  });
+  it.each(['10.0.0.0/33', '10/8', 'example.com', '10.0.0.0/', 'fd00::/129', '300.1.1.1/32', '0x0a.0.0.0/8'])(
+    'names the bad entry %s',
+    (bad) => {
+      expect(() => parseCidrList(`192.168.0.0/16, ${bad}`)).toThrow(`Invalid CIDR "${bad}"`);
+    },
+  );
 });

@@ -51,7 +51,8 @@ export function parseCidrList(text: string | undefined): string[] {
     if (!entry) continue;
     const cidr = entry.includes('/') ? entry : `${entry}/${isIP(entry) === 6 ? 128 : 32}`;
     const valid = ipaddr.IPv4.isValidCIDRFourPartDecimal(cidr) || (cidr.includes(':') && ipaddr.IPv6.isValidCIDR(cidr));
-    if (!valid) throw new Error(`Invalid CIDR "${entry}" in the outbound allow-list: expected e.g. 10.1.0.0/16 or fd00::/8`);
+    if (!valid)
+      throw new Error(`Invalid CIDR "${entry}" in the outbound allow-list: expected e.g. 10.1.0.0/16 or fd00::/8`);
     cidrs.push(cidr);
   }
   return cidrs;
@@ -100,7 +101,8 @@ export function isAddressAllowed(address: string, policy: OutboundPolicy): Addre
     const reason = RANGE_REASONS[range] ?? `a special-purpose address (${range})`;
     return { ok: false, reason: ip.toString() === METADATA_ADDRESS ? `${reason} (cloud metadata)` : reason };
   }
-  if (ip.kind() === 'ipv6' && !ip.match(IPV6_GLOBAL_UNICAST)) return { ok: false, reason: 'not a global unicast address' };
+  if (ip.kind() === 'ipv6' && !ip.match(IPV6_GLOBAL_UNICAST))
+    return { ok: false, reason: 'not a global unicast address' };
   return { ok: true };
 }
 
@@ -112,7 +114,11 @@ export function isAddressAllowed(address: string, policy: OutboundPolicy): Addre
  * differently when the request connects, so the HTTP client should check the
  * connected address with isAddressAllowed as well.
  */
-export async function checkOutboundUrl(url: string, policy: OutboundPolicy, lookup: HostLookup = systemLookup): Promise<URL> {
+export async function checkOutboundUrl(
+  url: string,
+  policy: OutboundPolicy,
+  lookup: HostLookup = systemLookup,
+): Promise<URL> {
   let parsed: URL;
   try {
     parsed = new URL(url);
@@ -170,7 +176,10 @@ function inCidr(ip: ipaddr.IPv4 | ipaddr.IPv6, cidr: string): boolean {
  * only in the embedded mode, where the control plane and its targets share one
  * developer's machine.
  */
-export function outboundPolicyOf(config: { upstreamAllowCidrs: string[]; mode: 'embedded' | 'server' }): OutboundPolicy {
+export function outboundPolicyOf(config: {
+  upstreamAllowCidrs: string[];
+  mode: 'embedded' | 'server';
+}): OutboundPolicy {
   return { allowCidrs: config.upstreamAllowCidrs, allowLoopback: config.mode === 'embedded' };
 }
 
@@ -189,12 +198,19 @@ export class RefusedAddressError extends Error {
  * a private one a moment later (DNS rebinding).
  */
 export function guardedLookup(host: string, policy: OutboundPolicy): LookupFunction {
-  return ((hostname: string, lookupOptions: { all?: boolean; family?: number }, callback: (...args: unknown[]) => void) => {
+  return ((
+    hostname: string,
+    lookupOptions: { all?: boolean; family?: number },
+    callback: (...args: unknown[]) => void,
+  ) => {
     dnsLookup(hostname, { ...lookupOptions, all: true }, (error, addresses: LookupAddress[]) => {
       if (error) return callback(error);
       for (const { address } of addresses) {
         const verdict = isAddressAllowed(address, policy);
-        if (!verdict.ok) return callback(new RefusedAddressError(`Outbound URL to ${host} refused: resolves to ${address}, ${verdict.reason}`));
+        if (!verdict.ok)
+          return callback(
+            new RefusedAddressError(`Outbound URL to ${host} refused: resolves to ${address}, ${verdict.reason}`),
+          );
       }
       if (addresses.length === 0) return callback(Object.assign(new Error('no address'), { code: 'ENOTFOUND' }));
       if (lookupOptions.all) return callback(null, addresses);

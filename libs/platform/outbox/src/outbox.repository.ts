@@ -38,7 +38,13 @@ export class OutboxRepository extends Repository {
     // RETURNING promises no order, but ids come from the sequence in the order the rows are
     // inserted, which ORDER BY fixes: the n-th smallest id is the n-th record
     rows.sort(byId);
-    return rows.map((r, i) => ({ ...records[i]!, id: r.id.toString(), createdAt: r.created_at, dispatches: 1, delivered: [] }));
+    return rows.map((r, i) => ({
+      ...records[i]!,
+      id: r.id.toString(),
+      createdAt: r.created_at,
+      dispatches: 1,
+      delivered: [],
+    }));
   }
 
   /**
@@ -48,7 +54,9 @@ export class OutboxRepository extends Repository {
    * claiming right now.
    */
   async claimDue(leaseMs: number, limit: number, leasedBefore?: Date): Promise<ClaimedMessage[]> {
-    const rows = await this.client.$queryRaw<{ id: bigint; topic: string; dispatch_count: number; delivered: string[] | null }[]>`
+    const rows = await this.client.$queryRaw<
+      { id: bigint; topic: string; dispatch_count: number; delivered: string[] | null }[]
+    >`
       WITH due AS (
         SELECT id FROM outbox_messages
         WHERE completed_at IS NULL
@@ -63,7 +71,12 @@ export class OutboxRepository extends Repository {
       RETURNING m.id, m.topic, m.dispatch_count,
         (SELECT array_agg(d.consumer) FROM outbox_deliveries d WHERE d.message_id = m.id) AS delivered`;
     return rows
-      .map((r) => ({ id: r.id.toString(), topic: r.topic, dispatches: Number(r.dispatch_count), delivered: r.delivered ?? [] }))
+      .map((r) => ({
+        id: r.id.toString(),
+        topic: r.topic,
+        dispatches: Number(r.dispatch_count),
+        delivered: r.delivered ?? [],
+      }))
       .sort((a, b) => (BigInt(a.id) < BigInt(b.id) ? -1 : 1));
   }
 
@@ -111,7 +124,10 @@ export class OutboxRepository extends Repository {
    * (which a busy pool pays per message). A message completed already (a
    * re-dispatch after a lost lease) is skipped.
    */
-  async deliverAndComplete(messageIds: readonly string[], effect: (messages: OutboxMessage[], tx: Transaction) => Promise<void>): Promise<number> {
+  async deliverAndComplete(
+    messageIds: readonly string[],
+    effect: (messages: OutboxMessage[], tx: Transaction) => Promise<void>,
+  ): Promise<number> {
     return this.db.transaction(async (tx) => {
       const rows = await tx.$queryRaw<MessageRow[]>`
         UPDATE outbox_messages m SET completed_at = now()
@@ -141,7 +157,14 @@ export class OutboxRepository extends Repository {
   }
 }
 
-type MessageRow = { id: bigint; topic: string; organization_id: string | null; workspace_id: string | null; payload: unknown; created_at: Date };
+type MessageRow = {
+  id: bigint;
+  topic: string;
+  organization_id: string | null;
+  workspace_id: string | null;
+  payload: unknown;
+  created_at: Date;
+};
 
 function toMessage(row: MessageRow): OutboxMessage {
   return {

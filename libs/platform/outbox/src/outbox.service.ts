@@ -5,7 +5,15 @@ import { DatabaseService, Transaction } from '@aileron/database';
 import { JobProcessor, JobRegistry, QueueService } from '@aileron/queue';
 import { RedisService, RedisUnavailableError } from '@aileron/redis';
 import { PeriodicTask } from '@aileron/schedule';
-import { AuditJournal, DurableConsumer, LiveConsumer, OutboxConsumer, OutboxMessage, OutboxRecord, subscribes } from './outbox-message';
+import {
+  AuditJournal,
+  DurableConsumer,
+  LiveConsumer,
+  OutboxConsumer,
+  OutboxMessage,
+  OutboxRecord,
+  subscribes,
+} from './outbox-message';
 import { ClaimedMessage, OutboxRepository, RecordedMessage } from './outbox.repository';
 
 export const OUTBOX_DELIVER_JOB = 'outbox.deliver';
@@ -97,14 +105,21 @@ export class OutboxService implements OnApplicationShutdown {
   async record(tx: Transaction, ...records: OutboxRecord[]): Promise<void> {
     // a process that does not dispatch (a CLI command, one shutting down) leaves its messages to the next sweep
     const handOver = this.sweeper?.running === true;
-    const leased = await this.repository.record(tx, records.map(({ audited: _audited, ...record }) => record), { leased: handOver });
+    const leased = await this.repository.record(
+      tx,
+      records.map(({ audited: _audited, ...record }) => record),
+      { leased: handOver },
+    );
     // handed over as soon as they commit; if that fails, the sweep takes them once their lease runs out
     if (handOver) {
       this.db.afterCommit(tx, () => {
-        void this.dispatch(leased).catch((error: unknown) => this.failed(error, 'outbox hand-over failed; the next sweep dispatches these'));
+        void this.dispatch(leased).catch((error: unknown) =>
+          this.failed(error, 'outbox hand-over failed; the next sweep dispatches these'),
+        );
       });
     }
-    for (const { topics, hook } of this.watchers) if (records.some((r) => topics(r.topic))) this.db.afterCommit(tx, hook);
+    for (const { topics, hook } of this.watchers)
+      if (records.some((r) => topics(r.topic))) this.db.afterCommit(tx, hook);
     const audited = records.filter((r) => r.audited !== false && r.organizationId);
     if (this.journal && audited.length > 0) await this.journal(tx, audited);
   }
@@ -250,7 +265,11 @@ export class OutboxService implements OnApplicationShutdown {
         const sole = messages.every((m) => this.soleDurableConsumerOf(m.topic) === consumer);
         let failed: unknown;
         try {
-          await this.deliver(consumer, messages.map((m) => m.id), sole);
+          await this.deliver(
+            consumer,
+            messages.map((m) => m.id),
+            sole,
+          );
         } catch (error) {
           failed = error;
         }
@@ -263,7 +282,10 @@ export class OutboxService implements OnApplicationShutdown {
 
   private async deliver(consumer: DurableConsumer, ids: string[], sole: boolean): Promise<void> {
     const effect = effectOf(consumer);
-    const once = (batch: string[]) => (sole ? this.repository.deliverAndComplete(batch, effect) : this.repository.deliverOnce(batch, consumer.name, effect));
+    const once = (batch: string[]) =>
+      sole
+        ? this.repository.deliverAndComplete(batch, effect)
+        : this.repository.deliverOnce(batch, consumer.name, effect);
     try {
       await once(ids);
     } catch (error) {

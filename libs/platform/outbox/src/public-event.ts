@@ -23,7 +23,12 @@ export function eventId(messageId: string): string {
 }
 
 export function toPublicEvent(message: OutboxMessage): PublicEvent {
-  const { workspace, session, execution_mode: mode, ...data } = message.payload as Record<string, unknown> & {
+  const {
+    workspace,
+    session,
+    execution_mode: mode,
+    ...data
+  } = message.payload as Record<string, unknown> & {
     workspace?: unknown;
     session?: unknown;
     execution_mode?: unknown;

@@ -56,13 +56,15 @@ export class BullMqQueue implements JobQueue {
       this.workerConnections.push(connection);
       const worker = new Worker(
         processor.name,
-        async (job) => processor.handle(processor.payload.parse(job.data), { jobId: job.id ?? '', attempt: job.attemptsMade + 1 }),
+        async (job) =>
+          processor.handle(processor.payload.parse(job.data), { jobId: job.id ?? '', attempt: job.attemptsMade + 1 }),
         { connection, prefix: this.redis.prefix, concurrency: processor.concurrency ?? 4 },
       );
       worker.on('failed', (job, error) => {
         const fields = { job: processor.name, jobId: job?.id, attempt: job?.attemptsMade };
         // the last attempt's failure is said in full: the job gives up
-        if (job && job.attemptsMade < (job.opts.attempts ?? 1)) this.failures.attemptFailed(fields, error, 'job failed, will retry');
+        if (job && job.attemptsMade < (job.opts.attempts ?? 1))
+          this.failures.attemptFailed(fields, error, 'job failed, will retry');
         else this.logger.warn({ ...fields, err: error }, 'job failed');
       });
       // connection errors repeat on every reconnect attempt: RedisService logs the outage once

@@ -35,7 +35,9 @@ describe('InProcessQueue', () => {
     const queue = new InProcessQueue();
     const seen: number[] = [];
     await queue.enqueue('test.later', { n: 7 }, { jobId: 'x' });
-    await queue.startWorkers([{ name: 'test.later', payload: z.object({ n: z.number() }), handle: async ({ n }) => void seen.push(n) }]);
+    await queue.startWorkers([
+      { name: 'test.later', payload: z.object({ n: z.number() }), handle: async ({ n }) => void seen.push(n) },
+    ]);
     await eventually('the held job', () => seen.length > 0);
     expect(seen).toEqual([7]);
     await queue.close();

@@ -70,7 +70,7 @@ export class InProcessQueue implements JobQueue {
 
   private pump(): void {
     if (!this.started || this.closed) return;
-    for (let i = 0; i < this.waiting.length; ) {
+    for (let i = 0; i < this.waiting.length;) {
       const job = this.waiting[i]!;
       const processor = this.processors.get(job.name);
       const busy = this.running.get(job.name) ?? 0;
@@ -100,11 +100,18 @@ export class InProcessQueue implements JobQueue {
       const attempts = job.options.attempts ?? DEFAULT_ATTEMPTS;
       if (job.attempt >= attempts || this.closed) {
         this.known.delete(key);
-        this.logger.error({ job: job.name, jobId: job.options.jobId, attempt: job.attempt, err: error }, 'job failed for good');
+        this.logger.error(
+          { job: job.name, jobId: job.options.jobId, attempt: job.attempt, err: error },
+          'job failed for good',
+        );
         return;
       }
       const delay = (job.options.backoffMs ?? DEFAULT_BACKOFF_MS) * 2 ** (job.attempt - 1);
-      this.failures.attemptFailed({ job: job.name, jobId: job.options.jobId, attempt: job.attempt, retryInMs: delay }, error, 'job failed, will retry');
+      this.failures.attemptFailed(
+        { job: job.name, jobId: job.options.jobId, attempt: job.attempt, retryInMs: delay },
+        error,
+        'job failed, will retry',
+      );
       this.later({ ...job, attempt: job.attempt + 1 }, delay);
     }
   }

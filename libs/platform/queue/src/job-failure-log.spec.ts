@@ -34,7 +34,9 @@ describe('failed job attempts in the log', () => {
 
   it('say a database outage in one line, not one per attempt', async () => {
     const lines = await warningsOfAJobFailing(6, unreachable);
-    expect(lines).toEqual([[expect.stringMatching(/^job attempts failed; will retry: the database is unavailable \(.*P1001.*\)/)]]);
+    expect(lines).toEqual([
+      [expect.stringMatching(/^job attempts failed; will retry: the database is unavailable \(.*P1001.*\)/)],
+    ]);
   });
 
   it('leave Redis being away to RedisService, which says it once', async () => {
@@ -44,8 +46,14 @@ describe('failed job attempts in the log', () => {
   it('log any other failure in full, every attempt', async () => {
     const lines = await warningsOfAJobFailing(2, () => new TypeError('x is undefined'));
     expect(lines).toEqual([
-      [{ job: 'test.flaky', jobId: 'flaky', attempt: 1, retryInMs: 1, err: expect.any(TypeError) }, 'job failed, will retry'],
-      [{ job: 'test.flaky', jobId: 'flaky', attempt: 2, retryInMs: 2, err: expect.any(TypeError) }, 'job failed, will retry'],
+      [
+        { job: 'test.flaky', jobId: 'flaky', attempt: 1, retryInMs: 1, err: expect.any(TypeError) },
+        'job failed, will retry',
+      ],
+      [
+        { job: 'test.flaky', jobId: 'flaky', attempt: 2, retryInMs: 2, err: expect.any(TypeError) },
+        'job failed, will retry',
+      ],
     ]);
   });
 });

@@ -22,7 +22,11 @@ export class JobFailureLog {
     this.outage = new RetryingLoopLog(logger, 'job attempts');
   }
 
-  attemptFailed(fields: { job: string; jobId?: string; attempt?: number; retryInMs?: number }, error: unknown, message: string): void {
+  attemptFailed(
+    fields: { job: string; jobId?: string; attempt?: number; retryInMs?: number },
+    error: unknown,
+    message: string,
+  ): void {
     if (error instanceof RedisUnavailableError) this.logger.debug(`${message} (${fields.job}): ${error.message}`);
     else if (databaseUnavailableReason(error)) this.outage.failed(error);
     else this.logger.warn({ ...fields, err: error }, message);

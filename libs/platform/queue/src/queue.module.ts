@@ -10,7 +10,11 @@ import { QueueService } from './queue.service';
 @Global()
 @Module({
   providers: [
-    { provide: JOB_QUEUE, inject: [RedisService], useFactory: (redis: RedisService): JobQueue => (redis.configured ? new BullMqQueue(redis) : new InProcessQueue()) },
+    {
+      provide: JOB_QUEUE,
+      inject: [RedisService],
+      useFactory: (redis: RedisService): JobQueue => (redis.configured ? new BullMqQueue(redis) : new InProcessQueue()),
+    },
     JobRegistry,
     QueueService,
   ],

@@ -9,9 +9,13 @@ const REDIS_RETRY_AFTER_SECONDS = 5;
  */
 export class RedisUnavailableError extends DomainError {
   constructor(what: string, cause?: unknown) {
-    super('REDIS_UNAVAILABLE', `${what} needs Redis, which cannot be reached right now; retry in ${REDIS_RETRY_AFTER_SECONDS} s`, {
-      extensions: { retry_after_seconds: REDIS_RETRY_AFTER_SECONDS },
-      cause,
-    });
+    super(
+      'REDIS_UNAVAILABLE',
+      `${what} needs Redis, which cannot be reached right now; retry in ${REDIS_RETRY_AFTER_SECONDS} s`,
+      {
+        extensions: { retry_after_seconds: REDIS_RETRY_AFTER_SECONDS },
+        cause,
+      },
+    );
   }
 }

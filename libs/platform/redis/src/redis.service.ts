@@ -193,7 +193,8 @@ export class RedisService implements OnModuleInit, OnApplicationShutdown {
     // from inside the probe's own run: it ends once that run returns
     void this.probe?.stop();
     this.probe = undefined;
-    if (was === 'down') this.logger.log(`Redis answers again after ${Math.round((performance.now() - this.downSince) / 1000)} s`);
+    if (was === 'down')
+      this.logger.log(`Redis answers again after ${Math.round((performance.now() - this.downSince) / 1000)} s`);
     this.tell(true);
   }
 
@@ -201,8 +202,15 @@ export class RedisService implements OnModuleInit, OnApplicationShutdown {
     if (this.closed || this.state === 'down') return;
     this.state = 'down';
     this.downSince = performance.now();
-    this.logger.warn(`Redis cannot be reached (${reason}): what needs it answers 503 REDIS_UNAVAILABLE until it is back; the rest works without it`);
-    this.probe = new PeriodicTask({ name: 'Redis probe', everyMs: PROBE_EVERY_MS, run: () => this.probeOnce(), logger: this.logger });
+    this.logger.warn(
+      `Redis cannot be reached (${reason}): what needs it answers 503 REDIS_UNAVAILABLE until it is back; the rest works without it`,
+    );
+    this.probe = new PeriodicTask({
+      name: 'Redis probe',
+      everyMs: PROBE_EVERY_MS,
+      run: () => this.probeOnce(),
+      logger: this.logger,
+    });
     this.probe.start();
     this.tell(false);
   }

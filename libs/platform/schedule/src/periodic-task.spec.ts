@@ -167,19 +167,34 @@ describe('PeriodicTask', () => {
     task.start();
     // a minute of failing runs, one every 2 s
     await clock.advance(60_000);
-    expect(lines).toEqual([{ level: 'warn', args: [expect.stringMatching(/^approval expiry sweep failed: the database is unavailable \(.*P1001.*\); retried every 2 s; its return is logged$/)] }]);
+    expect(lines).toEqual([
+      {
+        level: 'warn',
+        args: [
+          expect.stringMatching(
+            /^approval expiry sweep failed: the database is unavailable \(.*P1001.*\); retried every 2 s; its return is logged$/,
+          ),
+        ],
+      },
+    ]);
     failure = null;
     await clock.advance(2000);
-    expect(lines.slice(1)).toEqual([{ level: 'log', args: ['approval expiry sweep works again after 60 s (30 failed runs)'] }]);
+    expect(lines.slice(1)).toEqual([
+      { level: 'log', args: ['approval expiry sweep works again after 60 s (30 failed runs)'] },
+    ]);
 
     // another kind of failure, another outage: logged with its error, once
     const bug = new TypeError('x is undefined');
     failure = bug;
     await clock.advance(10_000);
-    expect(lines.slice(2)).toEqual([{ level: 'warn', args: [{ err: bug }, 'approval expiry sweep failed; retried every 2 s; its return is logged'] }]);
+    expect(lines.slice(2)).toEqual([
+      { level: 'warn', args: [{ err: bug }, 'approval expiry sweep failed; retried every 2 s; its return is logged'] },
+    ]);
     failure = null;
     await clock.advance(2000);
-    expect(lines.slice(3)).toEqual([{ level: 'log', args: ['approval expiry sweep works again after 10 s (5 failed runs)'] }]);
+    expect(lines.slice(3)).toEqual([
+      { level: 'log', args: ['approval expiry sweep works again after 10 s (5 failed runs)'] },
+    ]);
     await task.stop();
   });
 

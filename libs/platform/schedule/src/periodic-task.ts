@@ -101,7 +101,9 @@ export class PeriodicTask {
     if (this.failing === undefined) return;
     const { since, runs } = this.failing;
     this.failing = undefined;
-    this.options.logger.log(`${this.options.name} works again after ${Math.round((this.clock.now() - since) / 1000)} s (${runs} failed ${runs === 1 ? 'run' : 'runs'})`);
+    this.options.logger.log(
+      `${this.options.name} works again after ${Math.round((this.clock.now() - since) / 1000)} s (${runs} failed ${runs === 1 ? 'run' : 'runs'})`,
+    );
   }
 
   private failed(error: unknown): void {

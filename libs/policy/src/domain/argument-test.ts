@@ -138,7 +138,12 @@ export function testArgument(test: ArgumentTest, args: unknown): Outcome {
 
 function inRange(test: ArgumentTest, value: number): boolean {
   const { gt, gte, lt, lte } = test;
-  return (gt === undefined || value > gt) && (gte === undefined || value >= gte) && (lt === undefined || value < lt) && (lte === undefined || value <= lte);
+  return (
+    (gt === undefined || value > gt) &&
+    (gte === undefined || value >= gte) &&
+    (lt === undefined || value < lt) &&
+    (lte === undefined || value <= lte)
+  );
 }
 
 function anyEqual(options: readonly unknown[], value: unknown): boolean {

@@ -35,7 +35,6 @@ export interface Condition {
   readonly second: ArgumentTest | null;
 }
 
-
 export interface CompiledRule {
   readonly id: string;
   /** position in the document: breaks ties between equal ids, as a stable sort would */
@@ -48,7 +47,12 @@ export interface CompiledRule {
   readonly condition: Condition | null;
 }
 
-export function compileRule(rule: PolicyRule, index: number, conditions: Map<string | number, Condition>, plain: Map<Condition, Who>): CompiledRule {
+export function compileRule(
+  rule: PolicyRule,
+  index: number,
+  conditions: Map<string | number, Condition>,
+  plain: Map<Condition, Who>,
+): CompiledRule {
   return {
     id: rule.id,
     index,
@@ -63,13 +67,18 @@ export function compileRule(rule: PolicyRule, index: number, conditions: Map<str
  * `conditions` holds those compiled so far: by key, and under their serial
  * those that have none; `plain`, the principal matches a PrincipalTable can hold.
  */
-function compileCondition(rule: PolicyRule, conditions: Map<string | number, Condition>, plain: Map<Condition, Who>): Condition | null {
+function compileCondition(
+  rule: PolicyRule,
+  conditions: Map<string | number, Condition>,
+  plain: Map<Condition, Who>,
+): Condition | null {
   if (rule.execution_mode === undefined && rule.principals === undefined && rule.arguments === undefined) return null;
   const key = conditionKey(rule);
   const known = key === null ? undefined : conditions.get(key);
   if (known !== undefined) return known;
   // a mode alone takes a table bit too, one that every principal holds
-  const who = rule.principals !== undefined ? plainPrincipals(rule.principals) : rule.arguments === undefined ? ANYONE : null;
+  const who =
+    rule.principals !== undefined ? plainPrincipals(rule.principals) : rule.arguments === undefined ? ANYONE : null;
   const tests = rule.arguments === undefined ? null : rule.arguments.map(compileTest);
   // in the order a decision reads them: an object's fields lie in memory in the order they were added
   const condition: Condition = {
@@ -80,7 +89,13 @@ function compileCondition(rule: PolicyRule, conditions: Map<string | number, Con
     second: tests !== null && tests.length === 2 ? tests[1]! : null,
     tests,
     serial: conditions.size,
-    fields: who === null ? 0 : PRINCIPAL_FIELDS.reduce((fields, field) => (who[field] === undefined ? fields : fields | FIELD_BITS[field]), 0),
+    fields:
+      who === null
+        ? 0
+        : PRINCIPAL_FIELDS.reduce(
+            (fields, field) => (who[field] === undefined ? fields : fields | FIELD_BITS[field]),
+            0,
+          ),
   };
   conditions.set(key ?? condition.serial, condition);
   if (who !== null) plain.set(condition, who);
@@ -103,7 +118,9 @@ function conditionKey(rule: PolicyRule): string | null {
     const original = this[name];
     if (typeof original === 'object' && original !== null) {
       const prototype = Object.getPrototypeOf(original) as unknown;
-      const plain = Array.isArray(original) ? prototype === Array.prototype : prototype === Object.prototype || prototype === null;
+      const plain = Array.isArray(original)
+        ? prototype === Array.prototype
+        : prototype === Object.prototype || prototype === null;
       if (!plain || typeof (original as { toJSON?: unknown }).toJSON === 'function') faithful = false;
     } else if (typeof original === 'number') {
       // -0 prints as 0, which every operator treats alike
@@ -122,7 +139,8 @@ function compileNameScope(rule: PolicyRule): (server: string, tool: string) => b
   const tool = rule.tools === undefined ? null : compileNames(rule.tools);
   const prefixes = rule.tool_prefixes ?? [];
   return (serverName, toolName) =>
-    (server === null || server(serverName)) && (anyTool || (tool !== null && tool(toolName)) || prefixes.some((prefix) => toolName.startsWith(prefix)));
+    (server === null || server(serverName)) &&
+    (anyTool || (tool !== null && tool(toolName)) || prefixes.some((prefix) => toolName.startsWith(prefix)));
 }
 
 function compileNames(patterns: string[]): (name: string) => boolean {

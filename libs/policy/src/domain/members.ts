@@ -10,7 +10,8 @@ export type Members = readonly unknown[] | Set<unknown>;
 export function members(values: readonly unknown[] | undefined): Members | null {
   if (values === undefined) return null;
   // === agrees with a Set's SameValueZero whenever one side is a string
-  if (Array.isArray(values) && values.length <= SCAN_LIMIT && values.every((value) => typeof value === 'string')) return [...values];
+  if (Array.isArray(values) && values.length <= SCAN_LIMIT && values.every((value) => typeof value === 'string'))
+    return [...values];
   return new Set(values);
 }
 

@@ -17,7 +17,8 @@ export interface Pattern {
  * engine's own reason. Throws an Error saying why a pattern cannot be used.
  */
 export function compilePattern(source: string): Pattern {
-  if (source.length > MAX_PATTERN_LENGTH) throw new Error(`the pattern is longer than ${MAX_PATTERN_LENGTH} characters`);
+  if (source.length > MAX_PATTERN_LENGTH)
+    throw new Error(`the pattern is longer than ${MAX_PATTERN_LENGTH} characters`);
   try {
     return RE2JS.compile(source);
   } catch (error) {

@@ -8,8 +8,12 @@ function rule(id: string, overrides: Partial<PolicyRule> = {}): PolicyRule {
 
 describe('policy diff', () => {
   it('lists added, removed and changed rules by id, in id order', () => {
-    const before: PolicyDocument = { rules: [rule('keep'), rule('z-drop'), rule('edit', { tools: ['a'] }), rule('a-drop')] };
-    const after: PolicyDocument = { rules: [rule('new-b'), rule('edit', { tools: ['a', 'b'] }), rule('keep'), rule('new-a', { effect: 'deny' })] };
+    const before: PolicyDocument = {
+      rules: [rule('keep'), rule('z-drop'), rule('edit', { tools: ['a'] }), rule('a-drop')],
+    };
+    const after: PolicyDocument = {
+      rules: [rule('new-b'), rule('edit', { tools: ['a', 'b'] }), rule('keep'), rule('new-a', { effect: 'deny' })],
+    };
     expect(diffPolicies(before, after)).toEqual({
       settings: [],
       added: [rule('new-a', { effect: 'deny' }), rule('new-b')],
@@ -19,15 +23,32 @@ describe('policy diff', () => {
   });
 
   it('ignores key order and rule order, but not the order inside a list', () => {
-    const written = { id: 'r', effect: 'deny', servers: ['a', 'b'], arguments: [{ path: 'x', equals: { p: 1, q: 2 } }] } as PolicyRule;
-    const reordered = { arguments: [{ equals: { q: 2, p: 1 }, path: 'x' }], servers: ['a', 'b'], effect: 'deny', id: 'r' } as PolicyRule;
-    expect(diffPolicies({ rules: [written, rule('s')] }, { rules: [rule('s'), reordered] })).toEqual({ settings: [], added: [], removed: [], changed: [] });
+    const written = {
+      id: 'r',
+      effect: 'deny',
+      servers: ['a', 'b'],
+      arguments: [{ path: 'x', equals: { p: 1, q: 2 } }],
+    } as PolicyRule;
+    const reordered = {
+      arguments: [{ equals: { q: 2, p: 1 }, path: 'x' }],
+      servers: ['a', 'b'],
+      effect: 'deny',
+      id: 'r',
+    } as PolicyRule;
+    expect(diffPolicies({ rules: [written, rule('s')] }, { rules: [rule('s'), reordered] })).toEqual({
+      settings: [],
+      added: [],
+      removed: [],
+      changed: [],
+    });
     const swapped = { ...written, servers: ['b', 'a'] };
     expect(diffPolicies({ rules: [written] }, { rules: [swapped] }).changed.map((change) => change.id)).toEqual(['r']);
   });
 
   it('reports the document settings, an absent one as null', () => {
-    expect(diffPolicies({ default: 'allow', rules: [] }, { default: 'deny', on_error: 'approval', rules: [] }).settings).toEqual([
+    expect(
+      diffPolicies({ default: 'allow', rules: [] }, { default: 'deny', on_error: 'approval', rules: [] }).settings,
+    ).toEqual([
       { field: 'default', before: 'allow', after: 'deny' },
       { field: 'on_error', before: null, after: 'approval' },
     ]);

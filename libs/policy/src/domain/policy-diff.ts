@@ -43,7 +43,8 @@ function byId(rules: PolicyRule[]): Map<string, PolicyRule> {
 
 /** JSON with object keys sorted and undefined members left out, as JSON.stringify leaves them. */
 function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map((item) => (item === undefined ? 'null' : canonicalJson(item))).join(',')}]`;
+  if (Array.isArray(value))
+    return `[${value.map((item) => (item === undefined ? 'null' : canonicalJson(item))).join(',')}]`;
   if (typeof value === 'object' && value !== null) {
     const record = value as Record<string, unknown>;
     const members = Object.keys(record)

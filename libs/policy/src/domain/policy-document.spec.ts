@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { parsePolicyDocument, parsePolicyText, PolicyParseResult, PolicyProblem, policyDocumentSchema } from './policy-document';
+import {
+  parsePolicyDocument,
+  parsePolicyText,
+  PolicyParseResult,
+  PolicyProblem,
+  policyDocumentSchema,
+} from './policy-document';
 
 function rule(overrides: Record<string, unknown> = {}): Record<string, unknown> {
   return { id: 'r1', effect: 'allow', ...overrides };
@@ -65,7 +71,13 @@ rules:
     const json = JSON.stringify({
       default: 'deny',
       rules: [
-        { id: 'no-prod-deletes', effect: 'deny', servers: ['github'], tool_prefixes: ['delete_'], arguments: [{ path: 'repo', regex: '^prod-' }] },
+        {
+          id: 'no-prod-deletes',
+          effect: 'deny',
+          servers: ['github'],
+          tool_prefixes: ['delete_'],
+          arguments: [{ path: 'repo', regex: '^prod-' }],
+        },
         // YAML 1.2 core schema: `yes` is the string "yes", not true
         { id: 'flag', effect: 'allow', arguments: [{ path: 'verbose', equals: 'yes' }] },
       ],
@@ -79,7 +91,13 @@ rules:
 describe('problems', () => {
   it('point at the rule and field, with the rule id', () => {
     const found = problemsOf([rule({ id: 'fine' }), rule({ id: 'broken', arguments: [{ path: 'q', regex: '(' }] })]);
-    expect(found).toEqual([{ path: 'rules[1].arguments[0].regex', rule: 'broken', message: expect.stringMatching(/^does not compile: missing closing \)/) }]);
+    expect(found).toEqual([
+      {
+        path: 'rules[1].arguments[0].regex',
+        rule: 'broken',
+        message: expect.stringMatching(/^does not compile: missing closing \)/),
+      },
+    ]);
   });
 
   it('are all reported at once, sorted by path (rules[2] before rules[10])', () => {
@@ -98,12 +116,23 @@ describe('problems', () => {
   });
 
   it('catch unknown fields anywhere, suggesting the likely one', () => {
-    const found = problemsOf([rule({ tool: ['x'], principals: { user: ['ana'] }, arguments: [{ path: 'a', exist: true }] })], { defaults: 'deny' });
+    const found = problemsOf(
+      [rule({ tool: ['x'], principals: { user: ['ana'] }, arguments: [{ path: 'a', exist: true }] })],
+      { defaults: 'deny' },
+    );
     expect(found).toEqual([
       { path: 'defaults', message: 'unknown field "defaults" (did you mean "default"?)' },
-      { path: 'rules[0].arguments[0]', rule: 'r1', message: 'has no operator; give exactly one of equals, in, regex, range, exists' },
+      {
+        path: 'rules[0].arguments[0]',
+        rule: 'r1',
+        message: 'has no operator; give exactly one of equals, in, regex, range, exists',
+      },
       { path: 'rules[0].arguments[0].exist', rule: 'r1', message: 'unknown field "exist" (did you mean "exists"?)' },
-      { path: 'rules[0].principals', rule: 'r1', message: 'needs at least one of users, roles, groups, gateways, sessions' },
+      {
+        path: 'rules[0].principals',
+        rule: 'r1',
+        message: 'needs at least one of users, roles, groups, gateways, sessions',
+      },
       { path: 'rules[0].principals.user', rule: 'r1', message: 'unknown field "user" (did you mean "users"?)' },
       { path: 'rules[0].tool', rule: 'r1', message: 'unknown field "tool" (did you mean "tools"?)' },
     ]);
@@ -123,8 +152,18 @@ describe('problems', () => {
       rule({ id: 'ok2', tools: ['t'.repeat(201), ''] }),
       rule({ id: 'ok3', effect: 'approval', approval_route: 'Security Team' }),
     ]);
-    expect(found.map((problem) => problem.path)).toEqual(['rules[0].id', 'rules[1].id', 'rules[2].description', 'rules[3].tools[0]', 'rules[3].tools[1]', 'rules[4].approval_route']);
-    expect(found[0]).toMatchObject({ rule: '-starts-with-dash', message: expect.stringContaining('starting with a letter or digit') });
+    expect(found.map((problem) => problem.path)).toEqual([
+      'rules[0].id',
+      'rules[1].id',
+      'rules[2].description',
+      'rules[3].tools[0]',
+      'rules[3].tools[1]',
+      'rules[4].approval_route',
+    ]);
+    expect(found[0]).toMatchObject({
+      rule: '-starts-with-dash',
+      message: expect.stringContaining('starting with a letter or digit'),
+    });
   });
 
   it('allow an approval route only on approval rules', () => {
@@ -135,10 +174,20 @@ describe('problems', () => {
   });
 
   it('need exactly one operator per condition', () => {
-    const found = problemsOf([rule({ arguments: [{ path: 'a' }, { path: 'a', equals: 1, regex: 'x' }, { path: 'a', equals: null }] })]);
+    const found = problemsOf([
+      rule({ arguments: [{ path: 'a' }, { path: 'a', equals: 1, regex: 'x' }, { path: 'a', equals: null }] }),
+    ]);
     expect(found).toEqual([
-      { path: 'rules[0].arguments[0]', rule: 'r1', message: 'has no operator; give exactly one of equals, in, regex, range, exists' },
-      { path: 'rules[0].arguments[1]', rule: 'r1', message: 'has equals and regex; give exactly one of equals, in, regex, range, exists' },
+      {
+        path: 'rules[0].arguments[0]',
+        rule: 'r1',
+        message: 'has no operator; give exactly one of equals, in, regex, range, exists',
+      },
+      {
+        path: 'rules[0].arguments[1]',
+        rule: 'r1',
+        message: 'has equals and regex; give exactly one of equals, in, regex, range, exists',
+      },
     ]);
   });
 
@@ -186,8 +235,12 @@ describe('problems', () => {
   it('refuse hostile nesting instead of overflowing the stack', () => {
     let deep: unknown = 1;
     for (let i = 0; i < 100_000; i++) deep = [deep];
-    expect(problemsOf([rule({ arguments: [{ path: 'a', equals: deep }] })])).toEqual([{ path: '', message: 'nested deeper than 64 levels' }]);
-    expect(problems(parsePolicyText('{"rules":' + '['.repeat(100_000), 'json'))[0]!.message).toBe('line 1, column 74: nested deeper than 64 levels');
+    expect(problemsOf([rule({ arguments: [{ path: 'a', equals: deep }] })])).toEqual([
+      { path: '', message: 'nested deeper than 64 levels' },
+    ]);
+    expect(problems(parsePolicyText('{"rules":' + '['.repeat(100_000), 'json'))[0]!.message).toBe(
+      'line 1, column 74: nested deeper than 64 levels',
+    );
   });
 
   it('come from the zod schema too, for callers that use it directly', () => {
@@ -203,28 +256,49 @@ describe('text', () => {
       ok: false,
       problems: [{ path: '', message: 'line 4, column 15: Unexpected flow-seq-end token in YAML stream: "]"' }],
     });
-    expect(problems(parsePolicyText('rules:\n  - id: a\n    effect: "allow\n', 'yaml'))).toEqual([{ path: '', message: expect.stringMatching(/^line 4, column 1: .*quote/) }]);
+    expect(problems(parsePolicyText('rules:\n  - id: a\n    effect: "allow\n', 'yaml'))).toEqual([
+      { path: '', message: expect.stringMatching(/^line 4, column 1: .*quote/) },
+    ]);
   });
 
   it('rejects a key given twice, in YAML and in JSON', () => {
-    expect(problems(parsePolicyText('rules:\n  - id: a\n    effect: allow\n    effect: deny\n', 'yaml'))).toEqual([{ path: '', message: 'line 4, column 5: Map keys must be unique' }]);
-    expect(problems(parsePolicyText('{"rules": [\n  {"id": "a", "effect": "allow", "effect": "deny"}\n]}', 'json'))).toEqual([
-      { path: '', message: 'line 2, column 34: duplicate key "effect"' },
+    expect(problems(parsePolicyText('rules:\n  - id: a\n    effect: allow\n    effect: deny\n', 'yaml'))).toEqual([
+      { path: '', message: 'line 4, column 5: Map keys must be unique' },
     ]);
+    expect(
+      problems(parsePolicyText('{"rules": [\n  {"id": "a", "effect": "allow", "effect": "deny"}\n]}', 'json')),
+    ).toEqual([{ path: '', message: 'line 2, column 34: duplicate key "effect"' }]);
   });
 
   it('reports a JSON syntax error with its line and column', () => {
     expect(problems(parsePolicyText('{\n  "rules": [\n    {"id": "a", "effect": "allow",}\n  ]\n}', 'json'))).toEqual([
       { path: '', message: 'line 3, column 35: expected a "quoted" property name' },
     ]);
-    expect(problems(parsePolicyText('{"rules": []} x', 'json'))).toEqual([{ path: '', message: 'line 1, column 15: unexpected text after the JSON value' }]);
-    expect(problems(parsePolicyText('', 'json'))).toEqual([{ path: '', message: 'line 1, column 1: unexpected end of the text' }]);
+    expect(problems(parsePolicyText('{"rules": []} x', 'json'))).toEqual([
+      { path: '', message: 'line 1, column 15: unexpected text after the JSON value' },
+    ]);
+    expect(problems(parsePolicyText('', 'json'))).toEqual([
+      { path: '', message: 'line 1, column 1: unexpected end of the text' },
+    ]);
   });
 
   it('accepts one YAML document only, and no values JSON cannot hold', () => {
-    expect(problems(parsePolicyText('rules: []\n---\nrules: []\n', 'yaml'))[0]!.message).toMatch(/several YAML documents/);
-    expect(problems(parsePolicyText('rules:\n  - id: a\n    effect: allow\n    arguments:\n      - path: n\n        equals: .nan\n', 'yaml'))).toEqual([
-      { path: 'rules[0].arguments[0].equals', rule: 'a', message: 'must be a JSON value (string, finite number, boolean, null, array or object)' },
+    expect(problems(parsePolicyText('rules: []\n---\nrules: []\n', 'yaml'))[0]!.message).toMatch(
+      /several YAML documents/,
+    );
+    expect(
+      problems(
+        parsePolicyText(
+          'rules:\n  - id: a\n    effect: allow\n    arguments:\n      - path: n\n        equals: .nan\n',
+          'yaml',
+        ),
+      ),
+    ).toEqual([
+      {
+        path: 'rules[0].arguments[0].equals',
+        rule: 'a',
+        message: 'must be a JSON value (string, finite number, boolean, null, array or object)',
+      },
     ]);
   });
 

@@ -95,7 +95,12 @@ const conditionSchema = z
       .describe('where in the tool arguments, e.g. repo.owner or files.0.name'),
     equals: z.json().optional().describe('the value equals this JSON value'),
     in: z.array(z.json()).min(1).optional().describe('the value equals one of these'),
-    regex: z.string().optional().describe(`a string value contains a match (RE2 syntax: JavaScript's without backreferences or lookaround; at most ${MAX_PATTERN_LENGTH} characters; anchor with ^…$)`),
+    regex: z
+      .string()
+      .optional()
+      .describe(
+        `a string value contains a match (RE2 syntax: JavaScript's without backreferences or lookaround; at most ${MAX_PATTERN_LENGTH} characters; anchor with ^…$)`,
+      ),
     range: rangeSchema.optional(),
     exists: z.boolean().optional().describe('true: the path is present (even as null); false: it is absent'),
   })
@@ -120,7 +125,9 @@ const ruleSchema = z.strictObject({
   effect: z.enum(EFFECTS),
   approval_route: z
     .string()
-    .regex(ROUTE, { error: 'must be lowercase letters, digits and -, starting with a letter or digit, at most 63 characters' })
+    .regex(ROUTE, {
+      error: 'must be lowercase letters, digits and -, starting with a letter or digit, at most 63 characters',
+    })
     .optional()
     .describe('where the approval request goes; only with effect approval'),
   servers: names.optional().describe('server names or globs (* and ?); absent: every server'),
@@ -132,10 +139,22 @@ const ruleSchema = z.strictObject({
 });
 
 const documentShape = z.strictObject({
-  default: z.enum(['allow', 'deny']).optional().describe('the decision when no rule applies; absent: the workspace default'),
-  on_error: z.enum(['deny', 'approval']).optional().describe('the decision when a rule cannot be evaluated and nothing stricter applies; absent: deny'),
+  default: z
+    .enum(['allow', 'deny'])
+    .optional()
+    .describe('the decision when no rule applies; absent: the workspace default'),
+  on_error: z
+    .enum(['deny', 'approval'])
+    .optional()
+    .describe('the decision when a rule cannot be evaluated and nothing stricter applies; absent: deny'),
   redact: z
-    .array(z.string().min(1).max(256).regex(/^[^.\s]+(\.[^.\s]+)*$/, 'must be a dotted argument path such as `repo.token`'))
+    .array(
+      z
+        .string()
+        .min(1)
+        .max(256)
+        .regex(/^[^.\s]+(\.[^.\s]+)*$/, 'must be a dotted argument path such as `repo.token`'),
+    )
     .max(200)
     .optional()
     .describe('argument paths approvers see as [redacted]; names like password, token, secret, api_key always are'),
@@ -150,7 +169,8 @@ interface RawProblem {
 
 /** The whole document format, checks across fields included; OpenAPI shows its shape. */
 export const policyDocumentSchema: z.ZodType<PolicyDocument> = documentShape.superRefine((document, ctx) => {
-  for (const problem of crossFieldProblems(document)) ctx.addIssue({ code: 'custom', path: problem.at, message: problem.message });
+  for (const problem of crossFieldProblems(document))
+    ctx.addIssue({ code: 'custom', path: problem.at, message: problem.message });
 });
 
 /**
@@ -182,7 +202,8 @@ function readYaml(text: string): Read {
   const document = parseDocument(text, { schema: 'core', uniqueKeys: true, prettyErrors: false });
   const error = document.errors[0];
   if (error) {
-    const message = error.code === 'MULTIPLE_DOCS' ? 'the text holds several YAML documents; a policy is one' : error.message;
+    const message =
+      error.code === 'MULTIPLE_DOCS' ? 'the text holds several YAML documents; a policy is one' : error.message;
     return { problem: `${lineColumn(text, error.pos[0])}: ${message}` };
   }
   try {
@@ -250,7 +271,8 @@ class JsonChecker {
     else if (char === '[') this.array(depth);
     else if (char === '"') this.string();
     else if (char === '-' || (char !== undefined && char >= '0' && char <= '9')) this.number();
-    else if (!this.word('true') && !this.word('false') && !this.word('null')) this.fail(char === undefined ? 'unexpected end of the text' : `unexpected ${JSON.stringify(char)}`);
+    else if (!this.word('true') && !this.word('false') && !this.word('null'))
+      this.fail(char === undefined ? 'unexpected end of the text' : `unexpected ${JSON.stringify(char)}`);
   }
 
   private object(depth: number): void {
@@ -366,7 +388,11 @@ function crossFieldProblems(input: unknown): RawProblem[] {
     if (typeof rule.id === 'string') {
       const first = firstById.get(rule.id);
       if (first === undefined) firstById.set(rule.id, i);
-      else problems.push({ at: [...at, 'id'], message: `duplicate id ${JSON.stringify(rule.id)}, already used by rules[${first}]` });
+      else
+        problems.push({
+          at: [...at, 'id'],
+          message: `duplicate id ${JSON.stringify(rule.id)}, already used by rules[${first}]`,
+        });
     }
     if (rule.approval_route !== undefined && rule.effect !== 'approval') {
       problems.push({ at: [...at, 'approval_route'], message: 'is allowed only on a rule whose effect is "approval"' });
@@ -395,13 +421,17 @@ function conditionProblems(condition: Record<string, unknown>, at: Segment[]): R
     try {
       compilePattern(condition.regex);
     } catch (error) {
-      problems.push({ at: [...at, 'regex'], message: `does not compile: ${(error as Error).message} (RE2 syntax: no backreferences or lookaround)` });
+      problems.push({
+        at: [...at, 'regex'],
+        message: `does not compile: ${(error as Error).message} (RE2 syntax: no backreferences or lookaround)`,
+      });
     }
   }
   const range = condition.range;
   if (isRecord(range)) {
     const given = BOUNDS.filter((bound) => range[bound] !== undefined);
-    if (given.length === 0) problems.push({ at: [...at, 'range'], message: `needs at least one of ${BOUNDS.join(', ')}` });
+    if (given.length === 0)
+      problems.push({ at: [...at, 'range'], message: `needs at least one of ${BOUNDS.join(', ')}` });
     else if (!satisfiable(range)) {
       const bounds = given.map((bound) => `${bound} ${String(range[bound])}`).join(' and ');
       problems.push({ at: [...at, 'range'], message: `can never hold: no number is ${bounds}` });
@@ -415,13 +445,20 @@ function satisfiable(range: Record<string, unknown>): boolean {
   // the tighter bound of each side; at equal values the exclusive one is tighter
   let low: { value: number; open: boolean } | null = null;
   let high: { value: number; open: boolean } | null = null;
-  for (const [bound, open] of [['gt', true], ['gte', false]] as const) {
+  for (const [bound, open] of [
+    ['gt', true],
+    ['gte', false],
+  ] as const) {
     const value = range[bound];
     if (finite(value) && (low === null || value > low.value || (value === low.value && open))) low = { value, open };
   }
-  for (const [bound, open] of [['lt', true], ['lte', false]] as const) {
+  for (const [bound, open] of [
+    ['lt', true],
+    ['lte', false],
+  ] as const) {
     const value = range[bound];
-    if (finite(value) && (high === null || value < high.value || (value === high.value && open))) high = { value, open };
+    if (finite(value) && (high === null || value < high.value || (value === high.value && open)))
+      high = { value, open };
   }
   if (low === null || high === null) return true;
   return low.value < high.value || (low.value === high.value && !low.open && !high.open);
@@ -435,25 +472,38 @@ const KNOWN_KEYS: Record<string, readonly string[]> = {
   'rules.arguments.range': BOUNDS,
 };
 
-const TYPE_NAMES: Record<string, string> = { object: 'an object', array: 'an array', string: 'a string', number: 'a number', boolean: 'a boolean' };
+const TYPE_NAMES: Record<string, string> = {
+  object: 'an object',
+  array: 'an array',
+  string: 'a string',
+  number: 'a number',
+  boolean: 'a boolean',
+};
 
 function fromZodIssue(issue: z.core.$ZodIssue): RawProblem[] {
   const at = issue.path.map((segment) => (typeof segment === 'number' ? segment : String(segment)));
-  if (issue.code !== 'unrecognized_keys' && 'input' in issue && issue.input === undefined) return [{ at, message: 'is required' }];
+  if (issue.code !== 'unrecognized_keys' && 'input' in issue && issue.input === undefined)
+    return [{ at, message: 'is required' }];
   switch (issue.code) {
     case 'unrecognized_keys': {
       const known = KNOWN_KEYS[at.filter((segment) => typeof segment === 'string').join('.')] ?? [];
       return issue.keys.map((key) => {
         const guess = closest(key, known);
-        return { at: [...at, key], message: `unknown field ${JSON.stringify(key)}${guess ? ` (did you mean ${JSON.stringify(guess)}?)` : ''}` };
+        return {
+          at: [...at, key],
+          message: `unknown field ${JSON.stringify(key)}${guess ? ` (did you mean ${JSON.stringify(guess)}?)` : ''}`,
+        };
       });
     }
     case 'invalid_type':
-      return [{ at, message: `must be ${TYPE_NAMES[issue.expected] ?? issue.expected}, not ${describeType(issue.input)}` }];
+      return [
+        { at, message: `must be ${TYPE_NAMES[issue.expected] ?? issue.expected}, not ${describeType(issue.input)}` },
+      ];
     case 'invalid_value':
       return [{ at, message: `must be one of ${issue.values.map((value) => JSON.stringify(value)).join(', ')}` }];
     case 'too_small':
-      if (Number(issue.minimum) === 1 && (issue.origin === 'array' || issue.origin === 'string')) return [{ at, message: 'must not be empty' }];
+      if (Number(issue.minimum) === 1 && (issue.origin === 'array' || issue.origin === 'string'))
+        return [{ at, message: 'must not be empty' }];
       return [{ at, message: issue.message }];
     case 'too_big':
       if (issue.origin === 'string') return [{ at, message: `must be at most ${issue.maximum} characters` }];
@@ -528,4 +578,3 @@ function compareSegments(a: Segment[], b: Segment[]): number {
   }
   return a.length - b.length;
 }
-

@@ -11,7 +11,12 @@ function call(overrides: Partial<PolicyCall> = {}): PolicyCall {
   return { server: 'github', tool: 'create_issue', ...overrides };
 }
 
-function decide(rules: PolicyRule[], theCall: Partial<PolicyCall> = {}, document: Partial<PolicyDocument> = {}, defaultEffect: 'allow' | 'deny' = 'deny'): PolicyDecision {
+function decide(
+  rules: PolicyRule[],
+  theCall: Partial<PolicyCall> = {},
+  document: Partial<PolicyDocument> = {},
+  defaultEffect: 'allow' | 'deny' = 'deny',
+): PolicyDecision {
   return compilePolicy({ rules, ...document }, { defaultEffect }).evaluate(call(theCall));
 }
 
@@ -76,13 +81,17 @@ describe('scope matching', () => {
   });
 
   it('matches principals on any listed user, role, group, gateway or session', () => {
-    const onlyFor = rule({ principals: { users: ['ana'], roles: ['sre'], groups: ['platform'], gateways: ['laptop-1'], sessions: ['s-1'] } });
+    const onlyFor = rule({
+      principals: { users: ['ana'], roles: ['sre'], groups: ['platform'], gateways: ['laptop-1'], sessions: ['s-1'] },
+    });
     expect(applies(onlyFor, { principal: { user: 'ana' } })).toBe(true);
     expect(applies(onlyFor, { principal: { user: 'bob', roles: ['dev', 'sre'] } })).toBe(true);
     expect(applies(onlyFor, { principal: { groups: ['platform'] } })).toBe(true);
     expect(applies(onlyFor, { principal: { gateway: 'laptop-1' } })).toBe(true);
     expect(applies(onlyFor, { principal: { session: 's-1' } })).toBe(true);
-    expect(applies(onlyFor, { principal: { user: 'bob', roles: ['dev'], groups: [], gateway: 'laptop-2', session: 's-2' } })).toBe(false);
+    expect(
+      applies(onlyFor, { principal: { user: 'bob', roles: ['dev'], groups: [], gateway: 'laptop-2', session: 's-2' } }),
+    ).toBe(false);
     expect(applies(onlyFor, { principal: {} })).toBe(false);
     expect(applies(onlyFor)).toBe(false);
     // a user name is not a role
@@ -98,13 +107,23 @@ describe('scope matching', () => {
     expect(applies(mixed)).toBe(true);
     expect(applies(mixed, { server: 'gitlab-eu', tool: 'merge_pr' })).toBe(true);
     expect(applies(mixed, { server: 'gitlab', tool: 'merge_pr' })).toBe(false);
-    const twice = { id: 'twice', effect: 'allow' as const, servers: ['github', 'github', 'git*'], tools: ['create_issue', 'create_issue'] };
+    const twice = {
+      id: 'twice',
+      effect: 'allow' as const,
+      servers: ['github', 'github', 'git*'],
+      tools: ['create_issue', 'create_issue'],
+    };
     expect(decide([twice]).rules).toEqual(['twice']);
   });
 });
 
 describe('argument conditions', () => {
-  const args = { repo: { owner: 'acme', name: 'api', private: null }, files: [{ name: 'a.ts', size: 10 }], count: 3, tags: ['x', 'y'] };
+  const args = {
+    repo: { owner: 'acme', name: 'api', private: null },
+    files: [{ name: 'a.ts', size: 10 }],
+    count: 3,
+    tags: ['x', 'y'],
+  };
 
   function holds(condition: Omit<ArgumentCondition, 'path'> & { path: string }): boolean | string {
     const result = decide([withArgument(condition)], { arguments: args });
@@ -163,21 +182,38 @@ describe('argument conditions', () => {
   });
 
   it('a condition that cannot be evaluated says which and why', () => {
-    expect(holds({ path: 'repo.owner.id', equals: 1 })).toBe('arguments[0] (path "repo.owner.id"): the path is missing');
+    expect(holds({ path: 'repo.owner.id', equals: 1 })).toBe(
+      'arguments[0] (path "repo.owner.id"): the path is missing',
+    );
     expect(holds({ path: 'nope', in: [1] })).toBe('arguments[0] (path "nope"): the path is missing');
     expect(holds({ path: 'count', regex: '3' })).toBe('arguments[0] (path "count"): the value is not a string');
-    expect(holds({ path: 'repo.name', regex: '(' })).toMatch(/^arguments\[0\] \(path "repo.name"\): the regex does not compile: /);
-    expect(holds({ path: 'repo.name', range: { gt: 1 } })).toBe('arguments[0] (path "repo.name"): the value is not a finite number');
+    expect(holds({ path: 'repo.name', regex: '(' })).toMatch(
+      /^arguments\[0\] \(path "repo.name"\): the regex does not compile: /,
+    );
+    expect(holds({ path: 'repo.name', range: { gt: 1 } })).toBe(
+      'arguments[0] (path "repo.name"): the value is not a finite number',
+    );
     expect(holds({ path: 'nope', range: { gt: 1 } })).toBe('arguments[0] (path "nope"): the path is missing');
   });
 
   it('all conditions must hold; a false one outweighs an error, the first error is reported', () => {
-    const conditions = (...list: ArgumentCondition[]) => decide([{ id: 'c', effect: 'deny', arguments: list }], { arguments: args });
-    expect(conditions({ path: 'count', equals: 3 }, { path: 'repo.owner', equals: 'acme' })).toMatchObject({ decision: 'deny', reason: 'rule' });
-    expect(conditions({ path: 'count', equals: 3 }, { path: 'repo.owner', equals: 'x' })).toMatchObject({ decision: 'deny', reason: 'default' });
+    const conditions = (...list: ArgumentCondition[]) =>
+      decide([{ id: 'c', effect: 'deny', arguments: list }], { arguments: args });
+    expect(conditions({ path: 'count', equals: 3 }, { path: 'repo.owner', equals: 'acme' })).toMatchObject({
+      decision: 'deny',
+      reason: 'rule',
+    });
+    expect(conditions({ path: 'count', equals: 3 }, { path: 'repo.owner', equals: 'x' })).toMatchObject({
+      decision: 'deny',
+      reason: 'default',
+    });
     const falseAndError = conditions({ path: 'nope', equals: 1 }, { path: 'count', equals: 4 });
     expect(falseAndError).toEqual({ decision: 'deny', reason: 'default', rules: [], approval_route: null, errors: [] });
-    const twoErrors = conditions({ path: 'count', equals: 3 }, { path: 'nope', equals: 1 }, { path: 'count', regex: 'x' });
+    const twoErrors = conditions(
+      { path: 'count', equals: 3 },
+      { path: 'nope', equals: 1 },
+      { path: 'count', regex: 'x' },
+    );
     expect(twoErrors.errors).toEqual([{ rule: 'c', message: 'arguments[1] (path "nope"): the path is missing' }]);
   });
 
@@ -189,10 +225,29 @@ describe('argument conditions', () => {
 
 describe('decisions', () => {
   it('deny beats approval beats allow, naming every deciding rule in id order', () => {
-    const rules = [rule({ id: 'b-allow' }), rule({ id: 'z-approve', effect: 'approval' }), rule({ id: 'a-approve', effect: 'approval' }), rule({ id: 'm-deny', effect: 'deny' }), rule({ id: 'c-deny', effect: 'deny' })];
-    expect(decide(rules)).toEqual({ decision: 'deny', reason: 'rule', rules: ['c-deny', 'm-deny'], approval_route: null, errors: [] });
-    expect(decide(rules.filter((r) => r.effect !== 'deny'))).toMatchObject({ decision: 'approval', rules: ['a-approve', 'z-approve'] });
-    expect(decide(rules.filter((r) => r.effect === 'allow'))).toMatchObject({ decision: 'allow', reason: 'rule', rules: ['b-allow'] });
+    const rules = [
+      rule({ id: 'b-allow' }),
+      rule({ id: 'z-approve', effect: 'approval' }),
+      rule({ id: 'a-approve', effect: 'approval' }),
+      rule({ id: 'm-deny', effect: 'deny' }),
+      rule({ id: 'c-deny', effect: 'deny' }),
+    ];
+    expect(decide(rules)).toEqual({
+      decision: 'deny',
+      reason: 'rule',
+      rules: ['c-deny', 'm-deny'],
+      approval_route: null,
+      errors: [],
+    });
+    expect(decide(rules.filter((r) => r.effect !== 'deny'))).toMatchObject({
+      decision: 'approval',
+      rules: ['a-approve', 'z-approve'],
+    });
+    expect(decide(rules.filter((r) => r.effect === 'allow'))).toMatchObject({
+      decision: 'allow',
+      reason: 'rule',
+      rules: ['b-allow'],
+    });
   });
 
   it('sorts ids with the plain string order', () => {
@@ -208,7 +263,13 @@ describe('decisions', () => {
       withArgument({ path: 'repo', equals: 'prod' }, 'deny', 'deny-prod'),
       withArgument({ path: 'n', range: { gt: 1 } }, 'allow', 'allow-big'),
     ];
-    const calls: Partial<PolicyCall>[] = [{}, { arguments: { repo: 'prod' } }, { arguments: { n: 'x' } }, { tool: 'list', arguments: { repo: 'dev', n: 5 } }, { server: 'jira' }];
+    const calls: Partial<PolicyCall>[] = [
+      {},
+      { arguments: { repo: 'prod' } },
+      { arguments: { n: 'x' } },
+      { tool: 'list', arguments: { repo: 'dev', n: 5 } },
+      { server: 'jira' },
+    ];
     let seed = 7;
     const random = () => ((seed = (seed * 16_807) % 2_147_483_647) - 1) / 2_147_483_646;
     for (const theCall of calls) {
@@ -222,7 +283,13 @@ describe('decisions', () => {
 
   it('without a deciding rule uses the document default, else the workspace default', () => {
     const unrelated = [rule({ servers: ['jira'] })];
-    expect(decide(unrelated, {}, {}, 'allow')).toEqual({ decision: 'allow', reason: 'default', rules: [], approval_route: null, errors: [] });
+    expect(decide(unrelated, {}, {}, 'allow')).toEqual({
+      decision: 'allow',
+      reason: 'default',
+      rules: [],
+      approval_route: null,
+      errors: [],
+    });
     expect(decide(unrelated, {}, {}, 'deny')).toMatchObject({ decision: 'deny', reason: 'default' });
     expect(decide(unrelated, {}, { default: 'deny' }, 'allow')).toMatchObject({ decision: 'deny', reason: 'default' });
     expect(decide([], {}, { default: 'allow' }, 'deny')).toMatchObject({ decision: 'allow', reason: 'default' });
@@ -238,7 +305,10 @@ describe('decisions', () => {
     ];
     expect(decide(approvals)).toMatchObject({ decision: 'approval', rules: ['a', 'b', 'c'], approval_route: 'oncall' });
     expect(decide(approvals.slice(1, 2))).toMatchObject({ decision: 'approval', approval_route: null });
-    expect(decide([...approvals, rule({ id: 'd', effect: 'deny' })])).toMatchObject({ decision: 'deny', approval_route: null });
+    expect(decide([...approvals, rule({ id: 'd', effect: 'deny' })])).toMatchObject({
+      decision: 'deny',
+      approval_route: null,
+    });
   });
 });
 
@@ -257,15 +327,34 @@ describe('rules that cannot be evaluated', () => {
       it('an allow rule does not allow: on_error decides (deny when absent), naming the failing rules', () => {
         const rules = [withArgument(condition, 'allow', 'broken'), rule({ id: 'fine' })];
         const denied = decide(rules, theCall);
-        expect(denied).toMatchObject({ decision: 'deny', reason: 'evaluation_error', rules: ['broken'], approval_route: null });
-        expect(denied.errors).toEqual([{ rule: 'broken', message: expect.stringContaining('arguments[0] (path "repo")') }]);
-        expect(decide(rules, theCall, { on_error: 'approval' })).toMatchObject({ decision: 'approval', reason: 'evaluation_error', rules: ['broken'], approval_route: null });
+        expect(denied).toMatchObject({
+          decision: 'deny',
+          reason: 'evaluation_error',
+          rules: ['broken'],
+          approval_route: null,
+        });
+        expect(denied.errors).toEqual([
+          { rule: 'broken', message: expect.stringContaining('arguments[0] (path "repo")') },
+        ]);
+        expect(decide(rules, theCall, { on_error: 'approval' })).toMatchObject({
+          decision: 'approval',
+          reason: 'evaluation_error',
+          rules: ['broken'],
+          approval_route: null,
+        });
       });
 
       it('a default allow does not stand either', () => {
         const rules = [withArgument(condition, 'allow', 'broken')];
-        expect(decide(rules, theCall, {}, 'allow')).toMatchObject({ decision: 'deny', reason: 'evaluation_error', rules: ['broken'] });
-        expect(decide(rules, theCall, { default: 'allow', on_error: 'approval' })).toMatchObject({ decision: 'approval', reason: 'evaluation_error' });
+        expect(decide(rules, theCall, {}, 'allow')).toMatchObject({
+          decision: 'deny',
+          reason: 'evaluation_error',
+          rules: ['broken'],
+        });
+        expect(decide(rules, theCall, { default: 'allow', on_error: 'approval' })).toMatchObject({
+          decision: 'approval',
+          reason: 'evaluation_error',
+        });
       });
 
       it('with a default deny, the failing allow rule is just listed', () => {
@@ -275,7 +364,9 @@ describe('rules that cannot be evaluated', () => {
       });
 
       it('a deny rule denies', () => {
-        const result = decide([withArgument(condition, 'deny', 'broken'), rule({ id: 'fine' })], theCall, { on_error: 'approval' });
+        const result = decide([withArgument(condition, 'deny', 'broken'), rule({ id: 'fine' })], theCall, {
+          on_error: 'approval',
+        });
         expect(result).toMatchObject({ decision: 'deny', reason: 'rule', rules: ['broken'] });
         expect(result.errors).toHaveLength(1);
       });
@@ -283,19 +374,33 @@ describe('rules that cannot be evaluated', () => {
       it('an approval rule asks for approval, with its route', () => {
         const broken = { ...withArgument(condition, 'approval', 'broken'), approval_route: 'security' };
         const result = decide([broken, rule({ id: 'fine' })], theCall);
-        expect(result).toMatchObject({ decision: 'approval', reason: 'rule', rules: ['broken'], approval_route: 'security' });
+        expect(result).toMatchObject({
+          decision: 'approval',
+          reason: 'rule',
+          rules: ['broken'],
+          approval_route: 'security',
+        });
         expect(result.errors).toHaveLength(1);
       });
     });
   }
 
   it('lists every failing rule in id order, whatever decides', () => {
-    const rules = [withArgument(missing, 'allow', 'z'), withArgument(missing, 'approval', 'm'), withArgument(missing, 'allow', 'a'), rule({ id: 'deny', effect: 'deny' })];
+    const rules = [
+      withArgument(missing, 'allow', 'z'),
+      withArgument(missing, 'approval', 'm'),
+      withArgument(missing, 'allow', 'a'),
+      rule({ id: 'deny', effect: 'deny' }),
+    ];
     const result = decide(rules);
     expect(result).toMatchObject({ decision: 'deny', reason: 'rule', rules: ['deny'] });
     expect(result.errors.map((error) => error.rule)).toEqual(['a', 'm', 'z']);
     expect(decide(rules.slice(0, 3))).toMatchObject({ decision: 'approval', rules: ['m'] });
-    expect(decide([rules[0]!, rules[2]!, rule({ id: 'ok' })], {}, { on_error: 'approval' })).toMatchObject({ decision: 'approval', reason: 'evaluation_error', rules: ['a', 'z'] });
+    expect(decide([rules[0]!, rules[2]!, rule({ id: 'ok' })], {}, { on_error: 'approval' })).toMatchObject({
+      decision: 'approval',
+      reason: 'evaluation_error',
+      rules: ['a', 'z'],
+    });
   });
 
   it('compiles unvalidated documents without throwing', () => {
@@ -319,14 +424,28 @@ describe('rules that cannot be evaluated', () => {
 describe('large policies', () => {
   it('decide from the index the same as a scan would', () => {
     const rules: PolicyRule[] = [];
-    for (let i = 0; i < 1_000; i++) rules.push(rule({ id: `gen-${i}`, servers: [`server-${i % 50}`], tools: [`tool-${i % 20}`], effect: i % 7 === 0 ? 'deny' : 'allow' }));
+    for (let i = 0; i < 1_000; i++)
+      rules.push(
+        rule({
+          id: `gen-${i}`,
+          servers: [`server-${i % 50}`],
+          tools: [`tool-${i % 20}`],
+          effect: i % 7 === 0 ? 'deny' : 'allow',
+        }),
+      );
     rules.push(rule({ id: 'glob', servers: ['server-1*'], tool_prefixes: ['tool-1'], effect: 'approval' }));
     const compiled = compilePolicy({ rules }, { defaultEffect: 'deny' });
     const result = compiled.evaluate(call({ server: 'server-10', tool: 'tool-10' }));
     // i ≡ 10 (mod 50) and (mod 20) means i = 10, 110, …, 910; of those, 210 and 910 are multiples of 7
     expect(result).toMatchObject({ decision: 'deny', rules: ['gen-210', 'gen-910'] });
-    expect(compiled.evaluate(call({ server: 'server-10', tool: 'tool-13' }))).toMatchObject({ decision: 'approval', rules: ['glob'] });
-    expect(compiled.evaluate(call({ server: 'server-2', tool: 'tool-3' }))).toMatchObject({ decision: 'deny', reason: 'default' });
+    expect(compiled.evaluate(call({ server: 'server-10', tool: 'tool-13' }))).toMatchObject({
+      decision: 'approval',
+      rules: ['glob'],
+    });
+    expect(compiled.evaluate(call({ server: 'server-2', tool: 'tool-3' }))).toMatchObject({
+      decision: 'deny',
+      reason: 'default',
+    });
   });
 });
 
@@ -353,7 +472,9 @@ describe('listable (tools/list filtering)', () => {
 
   it('follows the default when no rule concerns the tool', () => {
     expect(compilePolicy({ rules: [] }, { defaultEffect: 'allow' }).listable({ server: 'a', tool: 'b' })).toBe(true);
-    expect(compilePolicy({ default: 'deny', rules: [] }, { defaultEffect: 'allow' }).listable({ server: 'a', tool: 'b' })).toBe(false);
+    expect(
+      compilePolicy({ default: 'deny', rules: [] }, { defaultEffect: 'allow' }).listable({ server: 'a', tool: 'b' }),
+    ).toBe(false);
   });
 });
 
@@ -377,8 +498,16 @@ describe('remembered decisions', () => {
       { tool: 'create_issue', arguments: {} },
     ];
     const first = calls.map((theCall) => policy.evaluate(call(theCall)));
-    for (let round = 0; round < 3; round++) expect(calls.map((theCall) => policy.evaluate(call(theCall)))).toEqual(first);
-    expect(first.map((decision) => decision.decision)).toEqual(['deny', 'allow', 'allow', 'deny', 'approval', 'approval']);
+    for (let round = 0; round < 3; round++)
+      expect(calls.map((theCall) => policy.evaluate(call(theCall)))).toEqual(first);
+    expect(first.map((decision) => decision.decision)).toEqual([
+      'deny',
+      'allow',
+      'allow',
+      'deny',
+      'approval',
+      'approval',
+    ]);
     expect(first[5]!.errors).toEqual([{ rule: 'prod', message: 'arguments[0] (path "env"): the path is missing' }]);
   });
 
@@ -390,7 +519,11 @@ describe('remembered decisions', () => {
     for (let round = 0; round < 2; round++) {
       expect(policy.evaluate(admin)).toMatchObject({ decision: 'allow', rules: ['admins'] });
       expect(policy.evaluate(developer)).toMatchObject({ decision: 'deny', reason: 'default' });
-      expect(policy.evaluate(production)).toMatchObject({ decision: 'approval', rules: ['prod'], approval_route: 'oncall' });
+      expect(policy.evaluate(production)).toMatchObject({
+        decision: 'approval',
+        rules: ['prod'],
+        approval_route: 'oncall',
+      });
     }
   });
 
@@ -416,7 +549,8 @@ describe('remembered decisions', () => {
         const groups = n % 2 === 0 ? ['ops'] : [];
         const decided = policy.evaluate(call({ tool: `tool-${n}`, principal: { groups } })).decision;
         if (decided !== expected(n, groups)) wrong.push(`tool-${n}: ${decided}`);
-        if (policy.listable({ server: 'github', tool: `tool-${n}` }) !== !String(n).endsWith('7')) wrong.push(`tool-${n}: listable`);
+        if (policy.listable({ server: 'github', tool: `tool-${n}` }) !== !String(n).endsWith('7'))
+          wrong.push(`tool-${n}: listable`);
       }
     }
     expect(wrong.slice(0, 5)).toEqual([]);
@@ -431,7 +565,10 @@ describe('remembered decisions', () => {
       call({ arguments: {} }),
     ];
     // the second policy has no conditional rules, so each of its decisions is fixed per tool
-    for (const policy of [compilePolicy({ rules }, { defaultEffect: 'deny' }), compilePolicy({ rules: rules.slice(0, 2) }, { defaultEffect: 'deny' })]) {
+    for (const policy of [
+      compilePolicy({ rules }, { defaultEffect: 'deny' }),
+      compilePolicy({ rules: rules.slice(0, 2) }, { defaultEffect: 'deny' }),
+    ]) {
       for (const theCall of theCalls) {
         const decision = policy.evaluate(theCall);
         const before = structuredClone(decision);
@@ -458,8 +595,14 @@ describe('remembered decisions', () => {
     const allowed = policy.evaluate(call({ principal: { user: 'user-1' } }));
     expect(allowed).toMatchObject({ decision: 'allow', reason: 'rule' });
     expect(allowed.rules).toEqual(many.filter((_, i) => i % 4 === 1).map((r) => r.id));
-    expect(policy.evaluate(call({ principal: { user: 'user-3' } }))).toMatchObject({ decision: 'approval', rules: ['r39'] });
-    expect(policy.evaluate(call({ principal: { user: 'user-9' } }))).toMatchObject({ decision: 'deny', reason: 'default' });
+    expect(policy.evaluate(call({ principal: { user: 'user-3' } }))).toMatchObject({
+      decision: 'approval',
+      rules: ['r39'],
+    });
+    expect(policy.evaluate(call({ principal: { user: 'user-9' } }))).toMatchObject({
+      decision: 'deny',
+      reason: 'default',
+    });
   });
 
   it('matches principals of an unusual form as each rule on its own would', () => {
@@ -468,10 +611,22 @@ describe('remembered decisions', () => {
       { id: 'ops', effect: 'deny', principals: { groups: ['ops'] } },
     ];
     // more conditional rules on the tool than one bit set holds, so that every rule matches its principal alone
-    const padding: PolicyRule[] = Array.from({ length: 31 }, (_, i) => ({ id: `pad-${i}`, effect: 'allow', principals: { users: [`u${i}`] } }));
+    const padding: PolicyRule[] = Array.from({ length: 31 }, (_, i) => ({
+      id: `pad-${i}`,
+      effect: 'allow',
+      principals: { users: [`u${i}`] },
+    }));
     const merged = compilePolicy({ rules }, { defaultEffect: 'deny' });
     const alone = compilePolicy({ rules: [...rules, ...padding] }, { defaultEffect: 'deny' });
-    const principals = [{ roles: 'abc' }, { roles: ['a'] }, { groups: 'ops' }, { roles: 'a', groups: ['ops'] }, { roles: ['a'], groups: 'x' }, {}, undefined];
+    const principals = [
+      { roles: 'abc' },
+      { roles: ['a'] },
+      { groups: 'ops' },
+      { roles: 'a', groups: ['ops'] },
+      { roles: ['a'], groups: 'x' },
+      {},
+      undefined,
+    ];
     for (const principal of principals as PolicyCall['principal'][]) {
       const theCall = call({ principal });
       expect(merged.evaluate(theCall), JSON.stringify(principal)).toEqual(alone.evaluate(theCall));
@@ -489,22 +644,57 @@ describe('remembered decisions', () => {
       { id: 'owner-allow', effect: 'allow', principals: { users: ['ann', 'bob'], roles: ['lead'] } },
       { id: 'admin-tools', effect: 'approval', tool_prefixes: ['admin_'] },
       { id: 'prod-review', effect: 'approval', arguments: [{ path: 'env', equals: 'prod' }] },
-      { id: 'lead-prod', effect: 'allow', principals: { roles: ['lead'] }, arguments: [{ path: 'env', in: ['prod', 'dev'] }] },
+      {
+        id: 'lead-prod',
+        effect: 'allow',
+        principals: { roles: ['lead'] },
+        arguments: [{ path: 'env', in: ['prod', 'dev'] }],
+      },
     ];
     // more conditional rules on every tool than one bit set holds, so that every rule is evaluated on its own
-    const padding: PolicyRule[] = Array.from({ length: 31 }, (_, i) => ({ id: `pad-${i}`, effect: 'deny', principals: { sessions: [`s${i}`] } }));
+    const padding: PolicyRule[] = Array.from({ length: 31 }, (_, i) => ({
+      id: `pad-${i}`,
+      effect: 'deny',
+      principals: { sessions: [`s${i}`] },
+    }));
     const policy = compilePolicy({ rules }, { defaultEffect: 'deny' });
     const dev = { principal: { roles: ['dev'] }, arguments: { env: 'qa' } };
-    expect(policy.evaluate(call({ tool: 'delete_repo', ...dev }))).toMatchObject({ decision: 'deny', rules: ['dev-deny'] });
-    expect(policy.evaluate(call({ tool: 'read', ...dev, execution_mode: 'local' }))).toMatchObject({ decision: 'allow', rules: ['dev-allow', 'local-allow'] });
-    expect(policy.evaluate(call({ tool: 'push', ...dev, execution_mode: 'remote' }))).toMatchObject({ decision: 'approval', rules: ['remote-review'] });
-    expect(policy.evaluate(call({ tool: 'read', ...dev, principal: { user: 'bob', groups: ['ops'] }, execution_mode: 'remote' }))).toMatchObject({ decision: 'deny', rules: ['ops-deny'] });
-    expect(policy.evaluate(call({ tool: 'admin_users', ...dev, arguments: { env: 'prod' } }))).toMatchObject({ decision: 'approval', rules: ['admin-tools', 'prod-review'] });
-    expect(policy.evaluate(call({ tool: 'read', principal: { roles: ['lead'] }, arguments: { env: 'dev' } }))).toMatchObject({ decision: 'allow', rules: ['lead-prod', 'owner-allow'] });
+    expect(policy.evaluate(call({ tool: 'delete_repo', ...dev }))).toMatchObject({
+      decision: 'deny',
+      rules: ['dev-deny'],
+    });
+    expect(policy.evaluate(call({ tool: 'read', ...dev, execution_mode: 'local' }))).toMatchObject({
+      decision: 'allow',
+      rules: ['dev-allow', 'local-allow'],
+    });
+    expect(policy.evaluate(call({ tool: 'push', ...dev, execution_mode: 'remote' }))).toMatchObject({
+      decision: 'approval',
+      rules: ['remote-review'],
+    });
+    expect(
+      policy.evaluate(
+        call({ tool: 'read', ...dev, principal: { user: 'bob', groups: ['ops'] }, execution_mode: 'remote' }),
+      ),
+    ).toMatchObject({ decision: 'deny', rules: ['ops-deny'] });
+    expect(policy.evaluate(call({ tool: 'admin_users', ...dev, arguments: { env: 'prod' } }))).toMatchObject({
+      decision: 'approval',
+      rules: ['admin-tools', 'prod-review'],
+    });
+    expect(
+      policy.evaluate(call({ tool: 'read', principal: { roles: ['lead'] }, arguments: { env: 'dev' } })),
+    ).toMatchObject({ decision: 'allow', rules: ['lead-prod', 'owner-allow'] });
     for (const defaultEffect of ['allow', 'deny'] as const) {
       const merged = compilePolicy({ rules }, { defaultEffect });
       const alone = compilePolicy({ rules: [...rules, ...padding] }, { defaultEffect });
-      const principals = [undefined, {}, { roles: ['dev'] }, { roles: ['lead'], groups: ['ops'] }, { user: 'ann' }, { user: 'bob', roles: 'dev' }, { roles: ['dev'], groups: 'ops' }];
+      const principals = [
+        undefined,
+        {},
+        { roles: ['dev'] },
+        { roles: ['lead'], groups: ['ops'] },
+        { user: 'ann' },
+        { user: 'bob', roles: 'dev' },
+        { roles: ['dev'], groups: 'ops' },
+      ];
       for (const tool of ['delete_repo', 'push', 'admin_users', 'read'])
         for (const execution_mode of [undefined, 'local', 'remote'] as const)
           for (const principal of principals as PolicyCall['principal'][])
@@ -526,16 +716,40 @@ describe('remembered decisions', () => {
       { id: 'prod-review', effect: 'approval', arguments: [{ path: 'env', equals: 'prod' }] },
       { id: 'no-secrets', effect: 'deny', tools: ['write'], arguments: [{ path: 'file', regex: '\\.env$' }] },
     ];
-    const padding: PolicyRule[] = Array.from({ length: 31 }, (_, i) => ({ id: `pad-${i}`, effect: 'deny', principals: { sessions: [`s${i}`] } }));
+    const padding: PolicyRule[] = Array.from({ length: 31 }, (_, i) => ({
+      id: `pad-${i}`,
+      effect: 'deny',
+      principals: { sessions: [`s${i}`] },
+    }));
     const policy = compilePolicy({ rules }, { defaultEffect: 'deny' });
-    expect(policy.evaluate(call({ tool: 'read', principal: { roles: ['dev'], groups: ['eng'] }, arguments: { env: 'qa' } }))).toMatchObject({ decision: 'allow', rules: ['readers'] });
-    expect(policy.evaluate(call({ tool: 'read', principal: { roles: ['dev'], groups: ['suspended'] }, arguments: { env: 'qa' } }))).toMatchObject({ decision: 'deny', rules: ['suspended'] });
-    expect(policy.evaluate(call({ tool: 'read', principal: { roles: ['dev'], groups: ['suspended'] }, arguments: { env: 'prod' } }))).toMatchObject({ decision: 'deny', rules: ['suspended'] });
-    expect(policy.evaluate(call({ tool: 'read', principal: { user: 'ann' }, arguments: { env: 'prod' } }))).toMatchObject({ decision: 'approval', rules: ['prod-review'] });
+    expect(
+      policy.evaluate(call({ tool: 'read', principal: { roles: ['dev'], groups: ['eng'] }, arguments: { env: 'qa' } })),
+    ).toMatchObject({ decision: 'allow', rules: ['readers'] });
+    expect(
+      policy.evaluate(
+        call({ tool: 'read', principal: { roles: ['dev'], groups: ['suspended'] }, arguments: { env: 'qa' } }),
+      ),
+    ).toMatchObject({ decision: 'deny', rules: ['suspended'] });
+    expect(
+      policy.evaluate(
+        call({ tool: 'read', principal: { roles: ['dev'], groups: ['suspended'] }, arguments: { env: 'prod' } }),
+      ),
+    ).toMatchObject({ decision: 'deny', rules: ['suspended'] });
+    expect(
+      policy.evaluate(call({ tool: 'read', principal: { user: 'ann' }, arguments: { env: 'prod' } })),
+    ).toMatchObject({ decision: 'approval', rules: ['prod-review'] });
     for (const defaultEffect of ['allow', 'deny'] as const) {
       const merged = compilePolicy({ rules }, { defaultEffect });
       const alone = compilePolicy({ rules: [...rules, ...padding] }, { defaultEffect });
-      const principals = [undefined, {}, { roles: ['dev'] }, { user: 'ann', groups: ['suspended'] }, { roles: ['admin'], groups: 'suspended' }, { roles: 'dev' }, { roles: ['viewer'], groups: ['eng', 'suspended'] }];
+      const principals = [
+        undefined,
+        {},
+        { roles: ['dev'] },
+        { user: 'ann', groups: ['suspended'] },
+        { roles: ['admin'], groups: 'suspended' },
+        { roles: 'dev' },
+        { roles: ['viewer'], groups: ['eng', 'suspended'] },
+      ];
       for (const tool of ['read', 'write', 'other'])
         for (const execution_mode of [undefined, 'local', 'remote'] as const)
           for (const principal of principals as PolicyCall['principal'][])
@@ -572,9 +786,21 @@ describe('remembered decisions', () => {
       { defaultEffect: 'deny' },
     );
     const prod = { principal: { roles: ['dev'] }, arguments: { env: 'prod' } };
-    expect(policy.evaluate(call({ server: 'github', ...prod }))).toMatchObject({ decision: 'deny', rules: ['github-prod'] });
-    expect(policy.evaluate(call({ server: 'jira', ...prod }))).toMatchObject({ decision: 'approval', rules: ['jira-prod'] });
-    expect(policy.evaluate(call({ server: 'slack', ...prod }))).toMatchObject({ decision: 'allow', rules: ['slack-prod'] });
-    expect(policy.evaluate(call({ server: 'slack', ...prod, principal: { roles: ['ops'] } }))).toMatchObject({ decision: 'deny', reason: 'default' });
+    expect(policy.evaluate(call({ server: 'github', ...prod }))).toMatchObject({
+      decision: 'deny',
+      rules: ['github-prod'],
+    });
+    expect(policy.evaluate(call({ server: 'jira', ...prod }))).toMatchObject({
+      decision: 'approval',
+      rules: ['jira-prod'],
+    });
+    expect(policy.evaluate(call({ server: 'slack', ...prod }))).toMatchObject({
+      decision: 'allow',
+      rules: ['slack-prod'],
+    });
+    expect(policy.evaluate(call({ server: 'slack', ...prod, principal: { roles: ['ops'] } }))).toMatchObject({
+      decision: 'deny',
+      reason: 'default',
+    });
   });
 });

@@ -5,7 +5,6 @@ import type { CompiledPolicy, PolicyCall, PolicyDecision } from './policy-decisi
 import type { DefaultEffect, Effect, OnError, PolicyDocument, PolicyRule } from './policy-document';
 import { PrincipalTable, UNUSUAL, type Who } from './principal-table';
 
-
 /**
  * How many (server, tool) pairs, plus decisions remembered within them, one
  * compiled policy keeps. Callers choose tool names freely, so the memo must
@@ -171,7 +170,10 @@ export class PolicyIndex implements CompiledPolicy {
       }
     }
     const anyTool = rule.tools === undefined && rule.tool_prefixes === undefined;
-    const exactTools = !anyTool && (rule.tool_prefixes === undefined || rule.tool_prefixes.length === 0) && !(rule.tools ?? []).some(isNameGlob);
+    const exactTools =
+      !anyTool &&
+      (rule.tool_prefixes === undefined || rule.tool_prefixes.length === 0) &&
+      !(rule.tools ?? []).some(isNameGlob);
     for (const bucket of buckets) {
       if (!exactTools) {
         bucket.otherTools.push(compiled);
@@ -235,7 +237,8 @@ export class PolicyIndex implements CompiledPolicy {
       applied |= 1 << (plan.shift + i);
     }
     const restricting = mode === 'local' ? plan.local : mode === 'remote' ? plan.remote : plan.local & plan.remote;
-    const granting = mode === 'local' ? plan.grantLocal : mode === 'remote' ? plan.grantRemote : plan.grantLocal & plan.grantRemote;
+    const granting =
+      mode === 'local' ? plan.grantLocal : mode === 'remote' ? plan.grantRemote : plan.grantLocal & plan.grantRemote;
     if (read === 0) {
       // what static denies and approvals name and, unless the loop already
       // restricted the call, what static allows name: one read of the principal
@@ -354,7 +357,12 @@ export class PolicyIndex implements CompiledPolicy {
   private newEntry(server: string, tool: string): Entry {
     const exact = this.byServer.get(server);
     const named: CompiledRule[] = [];
-    for (const rules of [exact?.byTool.get(tool), exact?.otherTools, this.otherServers.byTool.get(tool), this.otherServers.otherTools]) {
+    for (const rules of [
+      exact?.byTool.get(tool),
+      exact?.otherTools,
+      this.otherServers.byTool.get(tool),
+      this.otherServers.otherTools,
+    ]) {
       for (const rule of rules ?? []) if (rule.names(server, tool)) named.push(rule);
     }
     named.sort(byId);
@@ -376,8 +384,10 @@ export class PolicyIndex implements CompiledPolicy {
     // Under a deny that always applies, only further denies and evaluation
     // errors can change the decision, and tools/list hides the tool anyway;
     // under an approval that always applies, an allow cannot change it either.
-    if (deny.length > 0) conditional = conditional.filter((rule) => rule.effect === 'deny' || rule.condition!.tests !== null);
-    else if (approval.length > 0) conditional = conditional.filter((rule) => rule.effect !== 'allow' || rule.condition!.tests !== null);
+    if (deny.length > 0)
+      conditional = conditional.filter((rule) => rule.effect === 'deny' || rule.condition!.tests !== null);
+    else if (approval.length > 0)
+      conditional = conditional.filter((rule) => rule.effect !== 'allow' || rule.condition!.tests !== null);
     const plan = conditional.length === 0 ? null : this.planFor(conditional);
     return {
       plan,
@@ -389,7 +399,8 @@ export class PolicyIndex implements CompiledPolicy {
       set3: -1,
       decision3: null,
       byOutcome: plan !== null && plan.fast ? new Map() : null,
-      loopRules: plan === null || !plan.byTable ? conditional : conditional.filter((rule) => !isStatic(rule.condition!)),
+      loopRules:
+        plan === null || !plan.byTable ? conditional : conditional.filter((rule) => !isStatic(rule.condition!)),
       conditional,
       conditions: this.listOf(conditional.map((rule) => rule.condition!)),
       deny,
@@ -402,7 +413,9 @@ export class PolicyIndex implements CompiledPolicy {
   /** The plan for conditional rules with these conditions and effects, in this order; shared while the memo holds it. */
   private planFor(conditional: readonly CompiledRule[]): Plan {
     // a plan tells effects apart only as granting, restricting, or neither (an unvalidated document's)
-    const key = conditional.map((rule) => `${rule.condition!.serial}${rule.effect === 'allow' ? 'g' : restricts(rule) ? 'r' : 'n'}`).join(',');
+    const key = conditional
+      .map((rule) => `${rule.condition!.serial}${rule.effect === 'allow' ? 'g' : restricts(rule) ? 'r' : 'n'}`)
+      .join(',');
     let plan = this.plans.get(key);
     if (plan === undefined) this.plans.set(key, (plan = this.newPlan(conditional)));
     return plan;
@@ -442,7 +455,8 @@ export class PolicyIndex implements CompiledPolicy {
     let position = fits ? shift : 0;
     let restricting = 0;
     const bits = conditional.map((rule) => {
-      const bit = fits && isStatic(rule.condition!) ? rule.condition!.bit : position < OUTCOME_BITS ? 1 << position++ : 0;
+      const bit =
+        fits && isStatic(rule.condition!) ? rule.condition!.bit : position < OUTCOME_BITS ? 1 << position++ : 0;
       if (restricts(rule)) restricting |= bit;
       return bit;
     });
@@ -486,8 +500,17 @@ export class PolicyIndex implements CompiledPolicy {
    * conditional ones (sorted by id, like everything here) hold; deep-frozen,
    * since it may be handed out again.
    */
-  private compose(entry: Pick<Entry, 'deny' | 'approval' | 'allow'>, applied: readonly CompiledRule[], errored: Errored[] | null): PolicyDecision {
-    const errors = errored === null ? NO_ERRORS : (Object.freeze(errored.map(({ rule, message }) => Object.freeze({ rule: rule.id, message }))) as PolicyDecision['errors']);
+  private compose(
+    entry: Pick<Entry, 'deny' | 'approval' | 'allow'>,
+    applied: readonly CompiledRule[],
+    errored: Errored[] | null,
+  ): PolicyDecision {
+    const errors =
+      errored === null
+        ? NO_ERRORS
+        : (Object.freeze(
+            errored.map(({ rule, message }) => Object.freeze({ rule: rule.id, message })),
+          ) as PolicyDecision['errors']);
     const deny = merge(entry.deny, applied, 'deny');
     if (deny.length > 0) return decision('deny', 'rule', ids(deny), null, errors);
     const approval = merge(entry.approval, applied, 'approval');
@@ -515,7 +538,11 @@ function restricts(rule: CompiledRule): boolean {
  * a principal match it holds (or none), a mode the outcome masks know.
  */
 function isStatic(condition: Condition): boolean {
-  return condition.tests === null && condition.bit !== 0 && (condition.mode === undefined || condition.mode === 'local' || condition.mode === 'remote');
+  return (
+    condition.tests === null &&
+    condition.bit !== 0 &&
+    (condition.mode === undefined || condition.mode === 'local' || condition.mode === 'remote')
+  );
 }
 
 function newBucket(): Bucket {
@@ -540,7 +567,11 @@ function appliedRules(entry: Entry, applied: number): CompiledRule[] {
 }
 
 /** The rules of `always` and those of `applied` with this effect, both sorted by id, in one sorted list. */
-function merge(always: readonly CompiledRule[], applied: readonly CompiledRule[], effect: Effect): readonly CompiledRule[] {
+function merge(
+  always: readonly CompiledRule[],
+  applied: readonly CompiledRule[],
+  effect: Effect,
+): readonly CompiledRule[] {
   let more: CompiledRule[] | null = null;
   for (const rule of applied) if (rule.effect === effect) (more ??= []).push(rule);
   if (more === null) return always;
@@ -562,6 +593,12 @@ function ids(rules: readonly CompiledRule[]): string[] {
   return Object.freeze(rules.map((rule) => rule.id)) as string[];
 }
 
-function decision(effect: Effect, reason: PolicyDecision['reason'], rules: readonly string[], route: string | null, errors: PolicyDecision['errors']): PolicyDecision {
+function decision(
+  effect: Effect,
+  reason: PolicyDecision['reason'],
+  rules: readonly string[],
+  route: string | null,
+  errors: PolicyDecision['errors'],
+): PolicyDecision {
   return Object.freeze({ decision: effect, reason, rules: rules as string[], approval_route: route, errors });
 }

@@ -15,9 +15,21 @@ const ROLES = 2;
 const GROUPS = 4;
 const GATEWAYS = 8;
 const SESSIONS = 16;
-export const FIELD_BITS: Readonly<Record<PrincipalField, number>> = { users: USERS, roles: ROLES, groups: GROUPS, gateways: GATEWAYS, sessions: SESSIONS };
+export const FIELD_BITS: Readonly<Record<PrincipalField, number>> = {
+  users: USERS,
+  roles: ROLES,
+  groups: GROUPS,
+  gateways: GATEWAYS,
+  sessions: SESSIONS,
+};
 /** The match of a condition that names no principal: every principal holds it. */
-export const ANYONE: Who = Object.freeze({ users: undefined, roles: undefined, groups: undefined, gateways: undefined, sessions: undefined });
+export const ANYONE: Who = Object.freeze({
+  users: undefined,
+  roles: undefined,
+  groups: undefined,
+  gateways: undefined,
+  sessions: undefined,
+});
 
 /** From a name to the bits of the conditions that list it, for a field with too many names to compare one by one. */
 type Hashed = Map<unknown, number>;
@@ -75,7 +87,13 @@ export class PrincipalTable {
   ) {
     const flat: unknown[] = [];
     const ends: number[] = [];
-    const hashed: Record<PrincipalField, Hashed | null> = { users: null, roles: null, groups: null, gateways: null, sessions: null };
+    const hashed: Record<PrincipalField, Hashed | null> = {
+      users: null,
+      roles: null,
+      groups: null,
+      gateways: null,
+      sessions: null,
+    };
     let anyHashed = false;
     for (const field of SCANNED_ORDER) {
       const names = namesOf(whos, mask, field);
@@ -90,7 +108,13 @@ export class PrincipalTable {
     }
     // a copy of exactly its length, its storage allocated with it
     this.flat = flat.slice();
-    [this.groupsEnd, this.rolesEnd, this.usersEnd, this.gatewaysEnd, this.sessionsEnd] = ends as [number, number, number, number, number];
+    [this.groupsEnd, this.rolesEnd, this.usersEnd, this.gatewaysEnd, this.sessionsEnd] = ends as [
+      number,
+      number,
+      number,
+      number,
+      number,
+    ];
     this.hashed = anyHashed ? hashed : null;
   }
 
@@ -160,13 +184,19 @@ export class PrincipalTable {
         }
       }
     }
-    if ((fields & GATEWAYS) !== 0 && principal.gateway !== undefined) bits |= scanOne(flat, this.usersEnd, this.gatewaysEnd, principal.gateway);
-    if ((fields & SESSIONS) !== 0 && principal.session !== undefined) bits |= scanOne(flat, this.gatewaysEnd, this.sessionsEnd, principal.session);
+    if ((fields & GATEWAYS) !== 0 && principal.gateway !== undefined)
+      bits |= scanOne(flat, this.usersEnd, this.gatewaysEnd, principal.gateway);
+    if ((fields & SESSIONS) !== 0 && principal.session !== undefined)
+      bits |= scanOne(flat, this.gatewaysEnd, this.sessionsEnd, principal.session);
     return bits;
   }
 
   /** `match` when some field has too many names to scan. */
-  private matchHashed(principal: CallPrincipal, fields: number, hashed: Readonly<Record<PrincipalField, Hashed | null>>): number {
+  private matchHashed(
+    principal: CallPrincipal,
+    fields: number,
+    hashed: Readonly<Record<PrincipalField, Hashed | null>>,
+  ): number {
     const flat = this.flat;
     let bits = 0;
     if ((fields & GROUPS) !== 0) {
@@ -180,17 +210,27 @@ export class PrincipalTable {
       const roles: unknown = principal.roles;
       if (roles !== undefined) {
         if (!Array.isArray(roles)) return UNUSUAL;
-        bits |= hashed.roles !== null ? hashAny(hashed.roles, roles) : scanAny(flat, this.groupsEnd, this.rolesEnd, roles);
+        bits |=
+          hashed.roles !== null ? hashAny(hashed.roles, roles) : scanAny(flat, this.groupsEnd, this.rolesEnd, roles);
       }
     }
     if ((fields & USERS) !== 0 && principal.user !== undefined) {
-      bits |= hashed.users !== null ? (hashed.users.get(principal.user) ?? 0) : scanOne(flat, this.rolesEnd, this.usersEnd, principal.user);
+      bits |=
+        hashed.users !== null
+          ? (hashed.users.get(principal.user) ?? 0)
+          : scanOne(flat, this.rolesEnd, this.usersEnd, principal.user);
     }
     if ((fields & GATEWAYS) !== 0 && principal.gateway !== undefined) {
-      bits |= hashed.gateways !== null ? (hashed.gateways.get(principal.gateway) ?? 0) : scanOne(flat, this.usersEnd, this.gatewaysEnd, principal.gateway);
+      bits |=
+        hashed.gateways !== null
+          ? (hashed.gateways.get(principal.gateway) ?? 0)
+          : scanOne(flat, this.usersEnd, this.gatewaysEnd, principal.gateway);
     }
     if ((fields & SESSIONS) !== 0 && principal.session !== undefined) {
-      bits |= hashed.sessions !== null ? (hashed.sessions.get(principal.session) ?? 0) : scanOne(flat, this.gatewaysEnd, this.sessionsEnd, principal.session);
+      bits |=
+        hashed.sessions !== null
+          ? (hashed.sessions.get(principal.session) ?? 0)
+          : scanOne(flat, this.gatewaysEnd, this.sessionsEnd, principal.session);
     }
     return bits;
   }

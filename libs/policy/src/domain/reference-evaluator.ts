@@ -246,7 +246,11 @@ function evaluateRule(rule: Rule, call: PolicyCall): RuleOutcome {
 const sortedIds = (rules: Rule[]): string[] => rules.map((rule) => rule.id).sort();
 
 /** The decision on `call` under `document`; `options.defaultEffect` is the workspace's default. */
-export function referenceEvaluate(document: PolicyDocument, call: PolicyCall, options: ReferenceOptions): PolicyDecision {
+export function referenceEvaluate(
+  document: PolicyDocument,
+  call: PolicyCall,
+  options: ReferenceOptions,
+): PolicyDecision {
   // 1. The rules that apply, and those that could not be evaluated. Rule order never matters.
   const matched: Rule[] = [];
   const errored: Rule[] = [];

@@ -11,7 +11,15 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { ReadBuffer, serializeMessage } from '@modelcontextprotocol/sdk/shared/stdio.js';
-import { isInitializeRequest, isJSONRPCErrorResponse, isJSONRPCNotification, isJSONRPCRequest, isJSONRPCResultResponse, type JSONRPCMessage, type RequestId } from '@modelcontextprotocol/sdk/types.js';
+import {
+  isInitializeRequest,
+  isJSONRPCErrorResponse,
+  isJSONRPCNotification,
+  isJSONRPCRequest,
+  isJSONRPCResultResponse,
+  type JSONRPCMessage,
+  type RequestId,
+} from '@modelcontextprotocol/sdk/types.js';
 import { NodeStreamableHttpTransport } from '../node-streamable-http-transport';
 
 const MAX_BODY_BYTES = 4 * 1024 * 1024;
@@ -34,7 +42,9 @@ interface Session {
 const MAX_WAITING = 200;
 
 function jsonError(res: ServerResponse, status: number, code: number, message: string): void {
-  res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id: null }));
+  res
+    .writeHead(status, { 'content-type': 'application/json' })
+    .end(JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id: null }));
 }
 
 async function readJson(req: IncomingMessage): Promise<unknown> {
@@ -82,7 +92,12 @@ export function createBridgeServer(options: BridgeServerOptions): BridgeServer {
   // Comparing digests keeps the comparison timing-safe whatever the presented length.
   const expected = createHash('sha256').update(`Bearer ${options.token}`).digest();
   const authorized = (req: IncomingMessage) =>
-    timingSafeEqual(createHash('sha256').update(req.headers.authorization ?? '').digest(), expected);
+    timingSafeEqual(
+      createHash('sha256')
+        .update(req.headers.authorization ?? '')
+        .digest(),
+      expected,
+    );
 
   const sessions = new Map<string, Session>();
 
@@ -111,19 +126,25 @@ export function createBridgeServer(options: BridgeServerOptions): BridgeServer {
       if (message.id !== undefined) forget(session, message.id);
     } else if (isJSONRPCNotification(message) && message.method === 'notifications/progress') {
       relatedRequestId = session.progress.get(message.params?.progressToken as string | number);
-    } else if (isJSONRPCNotification(message) && (message.method === 'notifications/resources/updated' || message.method.endsWith('/list_changed'))) {
+    } else if (
+      isJSONRPCNotification(message) &&
+      (message.method === 'notifications/resources/updated' || message.method.endsWith('/list_changed'))
+    ) {
       relatedRequestId = undefined;
     } else {
       // stdio does not say which call a sampling request or log line belongs to; the latest call is the best guess.
       relatedRequestId = [...session.inFlight].at(-1);
     }
-    const unrelated = relatedRequestId === undefined && !isJSONRPCResultResponse(message) && !isJSONRPCErrorResponse(message);
+    const unrelated =
+      relatedRequestId === undefined && !isJSONRPCResultResponse(message) && !isJSONRPCErrorResponse(message);
     if (unrelated && session.streams === 0) {
       session.waiting.push(message);
       if (session.waiting.length > MAX_WAITING) session.waiting.shift();
       return;
     }
-    session.front.send(message, relatedRequestId === undefined ? undefined : { relatedRequestId }).catch((error: Error) => log(`dropped a message: ${error.message}`));
+    session.front
+      .send(message, relatedRequestId === undefined ? undefined : { relatedRequestId })
+      .catch((error: Error) => log(`dropped a message: ${error.message}`));
   }
 
   function forget(session: Session, id: RequestId): void {
@@ -152,7 +173,12 @@ export function createBridgeServer(options: BridgeServerOptions): BridgeServer {
     });
     if (spawned) {
       log(`could not start the MCP server: ${(spawned as NodeJS.ErrnoException).code ?? spawned.message}`);
-      return jsonError(res, 502, -32603, `the MCP server process could not be started (${(spawned as NodeJS.ErrnoException).code ?? 'error'})`);
+      return jsonError(
+        res,
+        502,
+        -32603,
+        `the MCP server process could not be started (${(spawned as NodeJS.ErrnoException).code ?? 'error'})`,
+      );
     }
     const session: Session = {
       front: new NodeStreamableHttpTransport({
@@ -185,7 +211,8 @@ export function createBridgeServer(options: BridgeServerOptions): BridgeServer {
     });
     // 'close' waits for stdout to drain, so answers written just before dying still go out;
     // a grandchild holding stdout open must not delay the error, hence the fallback.
-    const exited = (code: number | null, signal: NodeJS.Signals | null) => childExited(session, signal ?? `code ${code}`);
+    const exited = (code: number | null, signal: NodeJS.Signals | null) =>
+      childExited(session, signal ?? `code ${code}`);
     child.once('close', exited);
     child.once('exit', (code, signal) => setTimeout(() => exited(code, signal), 250).unref());
     await session.front.handleRequest(req, res, body);
@@ -195,7 +222,9 @@ export function createBridgeServer(options: BridgeServerOptions): BridgeServer {
     if (!authorized(req)) return jsonError(res, 401, -32001, 'Unauthorized');
     const path = new URL(req.url ?? '/', 'http://bridge').pathname;
     if (path === '/healthz' && req.method === 'GET') {
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ ok: true, sessions: sessions.size }));
+      res
+        .writeHead(200, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ ok: true, sessions: sessions.size }));
       return;
     }
     if (path !== '/mcp') return jsonError(res, 404, -32601, 'Not found');
@@ -204,7 +233,9 @@ export function createBridgeServer(options: BridgeServerOptions): BridgeServer {
       try {
         body = await readJson(req);
       } catch (error) {
-        return error instanceof RangeError ? jsonError(res, 413, -32600, 'Request body too large') : jsonError(res, 400, -32700, 'Parse error');
+        return error instanceof RangeError
+          ? jsonError(res, 413, -32600, 'Request body too large')
+          : jsonError(res, 400, -32700, 'Parse error');
       }
     }
     const sessionId = req.headers['mcp-session-id'];
@@ -216,7 +247,8 @@ export function createBridgeServer(options: BridgeServerOptions): BridgeServer {
         res.once('close', () => session.streams--);
         // the transport registers the stream within handleRequest: send what waited right after
         setImmediate(() => {
-          for (const message of session.waiting.splice(0)) session.front.send(message).catch((error: Error) => log(`dropped a message: ${error.message}`));
+          for (const message of session.waiting.splice(0))
+            session.front.send(message).catch((error: Error) => log(`dropped a message: ${error.message}`));
         });
       }
       return session.front.handleRequest(req, res, body);

@@ -24,7 +24,11 @@ function bridgeSources(root: string): string[] {
   const parts = readdirSync(join(root, 'libs', 'pool', 'src', 'bridge'))
     .filter((name) => name.endsWith('.ts') && !name.endsWith('.spec.ts'))
     .map((name) => join('libs', 'pool', 'src', 'bridge', name));
-  return [join('apps', 'mcp-bridge', 'src', 'main.ts'), ...parts, join('libs', 'pool', 'src', 'node-streamable-http-transport.ts')];
+  return [
+    join('apps', 'mcp-bridge', 'src', 'main.ts'),
+    ...parts,
+    join('libs', 'pool', 'src', 'node-streamable-http-transport.ts'),
+  ];
 }
 
 /**
@@ -44,7 +48,11 @@ export function ensureBridgeBuilt(): string {
   if (fresh()) return script;
   let output = '';
   try {
-    execFileSync('flock', ['/tmp/aileron-build.lock', 'npm', 'run', 'build', '--silent'], { cwd: root, encoding: 'utf8', stdio: 'pipe' });
+    execFileSync('flock', ['/tmp/aileron-build.lock', 'npm', 'run', 'build', '--silent'], {
+      cwd: root,
+      encoding: 'utf8',
+      stdio: 'pipe',
+    });
   } catch (error) {
     // tsc still emits when another file has a type error; only a bridge that did not build is fatal here
     const { stdout, stderr } = error as { stdout?: string; stderr?: string };

@@ -20,9 +20,7 @@ export interface InstanceSpec {
   server: string;
   version: string;
   /** a stdio command (run behind the bridge) or an image serving Streamable HTTP itself */
-  run:
-    | { kind: 'command'; command: string; args: string[] }
-    | { kind: 'image'; image: string; args: string[] };
+  run: { kind: 'command'; command: string; args: string[] } | { kind: 'image'; image: string; args: string[] };
   /**
    * The instance's whole environment besides what the driver itself needs
    * (PATH, HOME): literal values and secrets already resolved from the vault.

@@ -6,7 +6,9 @@ const note = (n: number): JSONRPCMessage => ({ jsonrpc: '2.0', method: 'notifica
 
 async function replay(store: BoundedEventStore, after: string): Promise<{ streamId: string; seen: number[] }> {
   const seen: number[] = [];
-  const streamId = await store.replayEventsAfter(after, { send: async (_id, message) => void seen.push((message as unknown as { params: { n: number } }).params.n) });
+  const streamId = await store.replayEventsAfter(after, {
+    send: async (_id, message) => void seen.push((message as unknown as { params: { n: number } }).params.n),
+  });
   return { streamId, seen };
 }
 

@@ -23,7 +23,10 @@ export class BoundedEventStore implements EventStore {
     return streamOf(eventId);
   }
 
-  async replayEventsAfter(lastEventId: string, { send }: { send: (eventId: string, message: JSONRPCMessage) => Promise<void> }): Promise<string> {
+  async replayEventsAfter(
+    lastEventId: string,
+    { send }: { send: (eventId: string, message: JSONRPCMessage) => Promise<void> },
+  ): Promise<string> {
     const streamId = streamOf(lastEventId) ?? '';
     const after = Number(lastEventId.slice(lastEventId.lastIndexOf('_') + 1));
     // oldest first: what is still kept of the events after the one the client saw

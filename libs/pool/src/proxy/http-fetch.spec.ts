@@ -46,19 +46,31 @@ describe('httpFetch (the proxy’s fetch towards instances)', () => {
     const events: string[] = [];
     const response = await httpFetch(
       `${base}/stream`,
-      { method: 'POST', headers: new Headers({ 'content-type': 'application/json', authorization: 'Bearer t' }), body: '{"jsonrpc":"2.0"}' },
+      {
+        method: 'POST',
+        headers: new Headers({ 'content-type': 'application/json', authorization: 'Bearer t' }),
+        body: '{"jsonrpc":"2.0"}',
+      },
       { end: () => events.push('end'), broke: () => events.push('broke') },
     );
     expect(response.status).toBe(200);
     expect(response.headers.get('mcp-session-id')).toBe('s-1');
     expect(await response.text()).toBe('data: one\n\ndata: two\n\n');
     expect(events).toEqual(['end']);
-    expect(received.at(-1)).toMatchObject({ method: 'POST', body: '{"jsonrpc":"2.0"}', headers: { authorization: 'Bearer t', 'content-type': 'application/json' } });
+    expect(received.at(-1)).toMatchObject({
+      method: 'POST',
+      body: '{"jsonrpc":"2.0"}',
+      headers: { authorization: 'Bearer t', 'content-type': 'application/json' },
+    });
   });
 
   it('tells a body cut off mid-stream as broken, and the reader gets an error', async () => {
     const events: string[] = [];
-    const response = await httpFetch(`${base}/broken`, { method: 'POST', body: '{}' }, { end: () => events.push('end'), broke: () => events.push('broke') });
+    const response = await httpFetch(
+      `${base}/broken`,
+      { method: 'POST', body: '{}' },
+      { end: () => events.push('end'), broke: () => events.push('broke') },
+    );
     await expect(response.text()).rejects.toThrow();
     expect(events).toEqual(['broke']);
   });
@@ -81,7 +93,9 @@ describe('httpFetch (the proxy’s fetch towards instances)', () => {
     const reading = response.text();
     controller.abort(new Error('closing the session'));
     await expect(reading).rejects.toThrow();
-    await expect(httpFetch(`${base}/stream`, { signal: AbortSignal.abort(new Error('already gone')) })).rejects.toThrow('already gone');
+    await expect(httpFetch(`${base}/stream`, { signal: AbortSignal.abort(new Error('already gone')) })).rejects.toThrow(
+      'already gone',
+    );
   });
 
   it('a server that is not there rejects, as fetch does', async () => {
@@ -89,7 +103,9 @@ describe('httpFetch (the proxy’s fetch towards instances)', () => {
     await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
     const port = (closed.address() as AddressInfo).port;
     await new Promise<void>((resolve) => closed.close(() => resolve()));
-    await expect(httpFetch(`http://127.0.0.1:${port}/mcp`, { method: 'POST', body: '{}' })).rejects.toThrow(/ECONNREFUSED/);
+    await expect(httpFetch(`http://127.0.0.1:${port}/mcp`, { method: 'POST', body: '{}' })).rejects.toThrow(
+      /ECONNREFUSED/,
+    );
   });
 });
 
@@ -100,8 +116,14 @@ describe('connections to servers elsewhere pass the SSRF rules on every socket',
     const port = (server.address() as AddressInfo).port;
     try {
       // localhost resolves to loopback, which this policy refuses (server mode without an allow-list)
-      await expect(httpExchange(`http://localhost:${port}/`, { method: 'GET' }, { allowCidrs: [], allowLoopback: false })).rejects.toThrow(/refused: resolves to .*loopback/);
-      const allowed = await httpExchange(`http://localhost:${port}/`, { method: 'GET' }, { allowCidrs: ['127.0.0.0/8', '::1/128'], allowLoopback: false });
+      await expect(
+        httpExchange(`http://localhost:${port}/`, { method: 'GET' }, { allowCidrs: [], allowLoopback: false }),
+      ).rejects.toThrow(/refused: resolves to .*loopback/);
+      const allowed = await httpExchange(
+        `http://localhost:${port}/`,
+        { method: 'GET' },
+        { allowCidrs: ['127.0.0.0/8', '::1/128'], allowLoopback: false },
+      );
       allowed.response.resume();
       expect(allowed.response.statusCode).toBe(200);
       const own = await httpExchange(`http://localhost:${port}/`, { method: 'GET' });

@@ -18,7 +18,10 @@ function agentsFor(policy: OutboundPolicy | undefined): { http: HttpAgent; https
   let agents = guardedAgents.get(policy);
   if (!agents) {
     const lookup = guardedLookup('the upstream server', policy);
-    agents = { http: new HttpAgent({ keepAlive: true, maxSockets: 256, lookup }), https: new HttpsAgent({ keepAlive: true, maxSockets: 256, lookup }) };
+    agents = {
+      http: new HttpAgent({ keepAlive: true, maxSockets: 256, lookup }),
+      https: new HttpsAgent({ keepAlive: true, maxSockets: 256, lookup }),
+    };
     guardedAgents.set(policy, agents);
   }
   return agents;
@@ -44,7 +47,11 @@ export interface Exchange {
  * with the answer's head. `init` is what the SDK gives its fetch: JSON text
  * as the body, its headers, its abort signal.
  */
-export function httpExchange(url: string | URL, init: RequestInit & { body?: string }, outbound?: OutboundPolicy): Promise<Exchange> {
+export function httpExchange(
+  url: string | URL,
+  init: RequestInit & { body?: string },
+  outbound?: OutboundPolicy,
+): Promise<Exchange> {
   const target = typeof url === 'string' ? new URL(url) : url;
   const headers: Record<string, string> = {};
   // the SDK hands a Headers already: read it, not a copy of it
@@ -61,7 +68,11 @@ export function httpExchange(url: string | URL, init: RequestInit & { body?: str
       return;
     }
     const agents = agentsFor(outbound);
-    const request = (secure ? httpsRequest : httpRequest)(target, { method: init.method ?? 'GET', headers, agent: secure ? agents.https : agents.http });
+    const request = (secure ? httpsRequest : httpRequest)(target, {
+      method: init.method ?? 'GET',
+      headers,
+      agent: secure ? agents.https : agents.http,
+    });
     const onAbort = (): void => {
       request.destroy(signal?.reason instanceof Error ? signal.reason : new Error('aborted'));
     };
@@ -88,16 +99,23 @@ export function httpExchange(url: string | URL, init: RequestInit & { body?: str
  * hop itself. The answer is a standard Response, and `watch` hears how the
  * body ended without wrapping it in a second stream.
  */
-export async function httpFetch(url: string | URL, init: RequestInit = {}, watch?: BodyWatch, outbound?: OutboundPolicy): Promise<Response> {
+export async function httpFetch(
+  url: string | URL,
+  init: RequestInit = {},
+  watch?: BodyWatch,
+  outbound?: OutboundPolicy,
+): Promise<Response> {
   // the SDK sends JSON text; anything else (never seen) is refused rather than sent past the guarded agents
-  if (init.body !== undefined && init.body !== null && typeof init.body !== 'string') throw new TypeError('only JSON text bodies are sent to an MCP server');
+  if (init.body !== undefined && init.body !== null && typeof init.body !== 'string')
+    throw new TypeError('only JSON text bodies are sent to an MCP server');
   return asResponse(await httpExchange(url, { ...init, body: init.body ?? undefined }, outbound), init.method, watch);
 }
 
 /** The exchange as fetch answers it. */
 export function asResponse({ response, release }: Exchange, method: string | undefined, watch?: BodyWatch): Response {
   const responseHeaders = new Headers();
-  for (let i = 0; i < response.rawHeaders.length; i += 2) responseHeaders.append(response.rawHeaders[i]!, response.rawHeaders[i + 1]!);
+  for (let i = 0; i < response.rawHeaders.length; i += 2)
+    responseHeaders.append(response.rawHeaders[i]!, response.rawHeaders[i + 1]!);
   // statuses that cannot have a body: no stream at all, as fetch gives
   const empty = NULL_BODY.has(response.statusCode ?? 0) || method === 'HEAD';
   if (empty) {
@@ -116,7 +134,11 @@ export function asResponse({ response, release }: Exchange, method: string | und
  * reader wants one: its end (or break) is seen once the reader has taken
  * everything before it, which is when `watch` may judge what was answered.
  */
-function bodyOf(response: IncomingMessage, release: () => void, watch: BodyWatch | undefined): ReadableStream<Uint8Array> {
+function bodyOf(
+  response: IncomingMessage,
+  release: () => void,
+  watch: BodyWatch | undefined,
+): ReadableStream<Uint8Array> {
   const chunks = response[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
   return new ReadableStream<Uint8Array>({
     async pull(controller) {

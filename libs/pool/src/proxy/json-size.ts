@@ -15,7 +15,8 @@ const LONG = 1024;
  */
 export function jsonByteLength(value: unknown): number {
   if (typeof value === 'string') return stringBytes(value);
-  if (value === null || typeof value !== 'object' || !isPlain(value)) return Buffer.byteLength(JSON.stringify(value) ?? '');
+  if (value === null || typeof value !== 'object' || !isPlain(value))
+    return Buffer.byteLength(JSON.stringify(value) ?? '');
   if (Array.isArray(value)) {
     let bytes = 2 + Math.max(0, value.length - 1);
     for (const item of value) bytes += omitted(item) ? 4 : jsonByteLength(item);
@@ -45,8 +46,10 @@ function omitted(value: unknown): boolean {
 }
 
 function stringBytes(text: string): number {
-  if (text.length < LONG || RARE_ESCAPES.test(text) || !text.isWellFormed()) return Buffer.byteLength(JSON.stringify(text));
+  if (text.length < LONG || RARE_ESCAPES.test(text) || !text.isWellFormed())
+    return Buffer.byteLength(JSON.stringify(text));
   let bytes = 2 + Buffer.byteLength(text);
-  for (const character of SHORT_ESCAPES) for (let at = text.indexOf(character); at !== -1; at = text.indexOf(character, at + 1)) bytes++;
+  for (const character of SHORT_ESCAPES)
+    for (let at = text.indexOf(character); at !== -1; at = text.indexOf(character, at + 1)) bytes++;
   return bytes;
 }

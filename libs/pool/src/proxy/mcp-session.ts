@@ -1,6 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { JSONRPCMessage, JSONRPCNotification, JSONRPCRequest, RequestId } from '@modelcontextprotocol/sdk/types.js';
+import type {
+  JSONRPCMessage,
+  JSONRPCNotification,
+  JSONRPCRequest,
+  RequestId,
+} from '@modelcontextprotocol/sdk/types.js';
 import type { Principal } from '@aileron/auth';
 import type { Clock } from '@aileron/clock';
 import type { CallPrincipal } from '@aileron/policy';
@@ -48,12 +53,21 @@ export interface CallGate {
   /** which of a server's tools this caller may see (and so call) */
   listFilter(ctx: CallContext, server: string): Promise<(tool: string) => boolean>;
   /** tools whose definition changed from the pinned one and are held back; records the change */
-  observeTools(ctx: CallContext, server: string, version: string, tools: Record<string, unknown>[]): Promise<ReadonlySet<string>>;
+  observeTools(
+    ctx: CallContext,
+    server: string,
+    version: string,
+    tools: Record<string, unknown>[],
+  ): Promise<ReadonlySet<string>>;
   /**
    * Policy and approval: `run` to forward (with the approval it consumed, if
    * any) or the tool result to answer with instead.
    */
-  authorize(ctx: CallContext, call: ToolCall, wait: { signal: AbortSignal; progress?: (message: string) => void }): Promise<{ run: true; approvalId: string | null } | { run: false; result: Record<string, unknown> }>;
+  authorize(
+    ctx: CallContext,
+    call: ToolCall,
+    wait: { signal: AbortSignal; progress?: (message: string) => void },
+  ): Promise<{ run: true; approvalId: string | null } | { run: false; result: Record<string, unknown> }>;
   /** audit: the call starts now; the returned function records how it ended */
   started(ctx: CallContext, call: ToolCall, instance: Instance, approvalId: string | null): (answer: Answer) => void;
 }
@@ -120,7 +134,11 @@ export class McpSession {
     private readonly source: InstanceSource,
     private readonly gate: CallGate,
     identity: Omit<CallContext, 'mcpSessionId'>,
-    options: { allowedOrigins?: string[]; /** shared by every session of the proxy: how busy it is */ load: AnswerLoad; clock: Clock },
+    options: {
+      allowedOrigins?: string[];
+      /** shared by every session of the proxy: how busy it is */ load: AnswerLoad;
+      clock: Clock;
+    },
   ) {
     this.clock = options.clock;
     this.lastActivity = this.clock.now();
@@ -185,7 +203,10 @@ export class McpSession {
       const route = this.serverRequests.get(String(message.id));
       if (!route) return;
       this.serverRequests.delete(String(message.id));
-      const answer: Answer = 'error' in message ? { error: message.error as RpcError } : { result: (message as { result: Record<string, unknown> }).result };
+      const answer: Answer =
+        'error' in message
+          ? { error: message.error as RpcError }
+          : { result: (message as { result: Record<string, unknown> }).result };
       void route.upstream.respond(route.id, answer);
     }
   }
@@ -206,7 +227,10 @@ export class McpSession {
       if (token !== undefined) this.progressTokens.delete(token);
     }
     if (controller.signal.aborted && !this.closed) return; // cancelled: the client expects no answer
-    const reply = 'error' in answer ? { jsonrpc: '2.0' as const, id: request.id, error: answer.error } : { jsonrpc: '2.0' as const, id: request.id, result: answer.result };
+    const reply =
+      'error' in answer
+        ? { jsonrpc: '2.0' as const, id: request.id, error: answer.error }
+        : { jsonrpc: '2.0' as const, id: request.id, result: answer.result };
     await this.front.send(reply as JSONRPCMessage).catch(() => undefined);
   }
 
@@ -220,11 +244,19 @@ export class McpSession {
       }
       case 'notifications/initialized':
         this.clientInitialized = true;
-        await Promise.all([...this.upstreams.values()].map((u) => u.notify(notification.method, notification.params as Record<string, unknown> | undefined)));
+        await Promise.all(
+          [...this.upstreams.values()].map((u) =>
+            u.notify(notification.method, notification.params as Record<string, unknown> | undefined),
+          ),
+        );
         return;
       default:
         // roots/list_changed, progress of a server's request: every upstream hears it
-        await Promise.all([...this.upstreams.values()].map((u) => u.notify(notification.method, notification.params as Record<string, unknown> | undefined)));
+        await Promise.all(
+          [...this.upstreams.values()].map((u) =>
+            u.notify(notification.method, notification.params as Record<string, unknown> | undefined),
+          ),
+        );
     }
   }
 
@@ -241,11 +273,27 @@ export class McpSession {
       case 'tools/call':
         return this.callTool(params, entry);
       case 'prompts/list':
-        return this.fanOutList('prompts/list', 'prompts', (server, prompt) => ({ ...prompt, name: this.names.promptName(server, String(prompt.name)) }), signal, (pairs) => this.names.setPrompts(pairs));
+        return this.fanOutList(
+          'prompts/list',
+          'prompts',
+          (server, prompt) => ({ ...prompt, name: this.names.promptName(server, String(prompt.name)) }),
+          signal,
+          (pairs) => this.names.setPrompts(pairs),
+        );
       case 'resources/list':
-        return this.fanOutList('resources/list', 'resources', (server, resource) => ({ ...resource, uri: this.names.uri(server, String(resource.uri)) }), signal);
+        return this.fanOutList(
+          'resources/list',
+          'resources',
+          (server, resource) => ({ ...resource, uri: this.names.uri(server, String(resource.uri)) }),
+          signal,
+        );
       case 'resources/templates/list':
-        return this.fanOutList('resources/templates/list', 'resourceTemplates', (server, template) => ({ ...template, uriTemplate: this.names.uri(server, String(template.uriTemplate)) }), signal);
+        return this.fanOutList(
+          'resources/templates/list',
+          'resourceTemplates',
+          (server, template) => ({ ...template, uriTemplate: this.names.uri(server, String(template.uriTemplate)) }),
+          signal,
+        );
       case 'prompts/get': {
         const target = this.names.resolvePrompt(String(params.name ?? ''), this.single);
         if (!target) return unknownName('prompt', params.name);
@@ -260,7 +308,10 @@ export class McpSession {
       }
       case 'completion/complete': {
         const ref = (params.ref ?? {}) as Record<string, unknown>;
-        const target = ref.type === 'ref/prompt' ? this.names.resolvePrompt(String(ref.name ?? ''), this.single) : this.names.resolveUri(String(ref.uri ?? ''), this.single);
+        const target =
+          ref.type === 'ref/prompt'
+            ? this.names.resolvePrompt(String(ref.name ?? ''), this.single)
+            : this.names.resolveUri(String(ref.uri ?? ''), this.single);
         if (!target) return unknownName('completion reference', ref.name ?? ref.uri);
         const inner = 'name' in target ? { ...ref, name: target.name } : { ...ref, uri: target.uri };
         return this.forward(target.server, request.method, { ...params, ref: inner }, entry);
@@ -269,7 +320,8 @@ export class McpSession {
         await Promise.all((await this.connected()).map((u) => u.request('logging/setLevel', params, signal)));
         return { result: {} };
       default:
-        if ('aggregate' in this.endpoint) return { error: { code: METHOD_NOT_FOUND, message: `Method not found: ${request.method}` } };
+        if ('aggregate' in this.endpoint)
+          return { error: { code: METHOD_NOT_FOUND, message: `Method not found: ${request.method}` } };
         return this.forward(this.single, request.method, params, entry);
     }
   }
@@ -282,7 +334,10 @@ export class McpSession {
     this.initParams = params;
     this.protocolVersion = typeof params.protocolVersion === 'string' ? params.protocolVersion : null;
     // the servers this caller may not reach stay out of the aggregate (and out of every list and read after it)
-    const servers = 'server' in this.endpoint ? [this.endpoint.server] : (await this.source.servers()).filter((server) => this.gate.reaches(this.ctx, server));
+    const servers =
+      'server' in this.endpoint
+        ? [this.endpoint.server]
+        : (await this.source.servers()).filter((server) => this.gate.reaches(this.ctx, server));
     const results = await Promise.all(
       servers.map((server) =>
         this.upstream(server).then(
@@ -311,7 +366,8 @@ export class McpSession {
     if (failed.length > 0) instructions.push(`Unavailable now: ${failed.join('; ')}`);
     return {
       result: {
-        protocolVersion: this.initResults.get(up[0]?.server ?? '')?.protocolVersion ?? this.protocolVersion ?? '2025-06-18',
+        protocolVersion:
+          this.initResults.get(up[0]?.server ?? '')?.protocolVersion ?? this.protocolVersion ?? '2025-06-18',
         capabilities,
         serverInfo: { name: 'aileron', title: `Aileron workspace ${this.ctx.workspaceSlug}`, version: '0.1.0' },
         ...(instructions.length > 0 ? { instructions: instructions.join('\n\n') } : {}),
@@ -366,7 +422,12 @@ export class McpSession {
     return all.filter((u): u is UpstreamSession => u !== null);
   }
 
-  private async forward(server: string, method: string, params: Record<string, unknown>, entry: ClientRequest): Promise<Answer> {
+  private async forward(
+    server: string,
+    method: string,
+    params: Record<string, unknown>,
+    entry: ClientRequest,
+  ): Promise<Answer> {
     if (!this.gate.reaches(this.ctx, server)) return { error: unreachable(server).rpc };
     if (!this.initResults.has(server)) return unknownName('server', server);
     const upstream = await this.upstream(server);
@@ -391,28 +452,53 @@ export class McpSession {
           this.gate.listFilter(this.ctx, upstream.server),
           this.gate.observeTools(this.ctx, upstream.server, upstream.instance.version, tools.items),
         ]);
-        return { upstream, tools: tools.items.filter((t) => visible(String(t.name)) && !held.has(String(t.name))), error: null };
+        return {
+          upstream,
+          tools: tools.items.filter((t) => visible(String(t.name)) && !held.has(String(t.name))),
+          error: null,
+        };
       }),
     );
     if ('server' in this.endpoint && lists[0]?.error) return { error: lists[0].error };
-    this.names.setTools(lists.flatMap(({ upstream, tools }) => tools.map((t) => ({ server: upstream.server, tool: String(t.name) }))));
-    return { result: { tools: lists.flatMap(({ upstream, tools }) => tools.map((t) => ({ ...t, name: this.names.toolName(upstream.server, String(t.name)) }))) } };
+    this.names.setTools(
+      lists.flatMap(({ upstream, tools }) => tools.map((t) => ({ server: upstream.server, tool: String(t.name) }))),
+    );
+    return {
+      result: {
+        tools: lists.flatMap(({ upstream, tools }) =>
+          tools.map((t) => ({ ...t, name: this.names.toolName(upstream.server, String(t.name)) })),
+        ),
+      },
+    };
   }
 
   private async callTool(params: Record<string, unknown>, entry: ClientRequest): Promise<Answer> {
     const target = this.names.resolveTool(String(params.name ?? ''), this.single);
     // a server the caller may not reach was never opened: the gate refuses the call below, as a tool result saying why
-    if (!target || (!this.initResults.has(target.server) && this.gate.reaches(this.ctx, target.server))) return unknownName('tool', params.name);
+    if (!target || (!this.initResults.has(target.server) && this.gate.reaches(this.ctx, target.server)))
+      return unknownName('tool', params.name);
     const args = (params.arguments ?? {}) as Record<string, unknown>;
-    if (typeof args !== 'object' || Array.isArray(args)) return { error: { code: INVALID_PARAMS, message: 'arguments must be an object' } };
+    if (typeof args !== 'object' || Array.isArray(args))
+      return { error: { code: INVALID_PARAMS, message: 'arguments must be an object' } };
     const call: ToolCall = { server: target.server, tool: target.name, arguments: args };
     const token = (params._meta as { progressToken?: string | number } | undefined)?.progressToken;
     let step = 0;
     const progress =
       token === undefined
         ? undefined
-        : (message: string) => void this.toClient({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: token, progress: ++step, message } }, entry);
-    const verdict = await this.gate.authorize(this.ctx, call, { signal: entry.controller.signal, ...(progress ? { progress } : {}) });
+        : (message: string) =>
+            void this.toClient(
+              {
+                jsonrpc: '2.0',
+                method: 'notifications/progress',
+                params: { progressToken: token, progress: ++step, message },
+              },
+              entry,
+            );
+    const verdict = await this.gate.authorize(this.ctx, call, {
+      signal: entry.controller.signal,
+      ...(progress ? { progress } : {}),
+    });
     if (!verdict.run) return { result: verdict.result };
     const upstream = await this.upstream(target.server);
     entry.server = target.server;
@@ -429,13 +515,18 @@ export class McpSession {
     return answer;
   }
 
-  private async allPages(upstream: UpstreamSession, method: string, key: string, signal: AbortSignal): Promise<{ items: Record<string, unknown>[] } | { error: RpcError }> {
+  private async allPages(
+    upstream: UpstreamSession,
+    method: string,
+    key: string,
+    signal: AbortSignal,
+  ): Promise<{ items: Record<string, unknown>[] } | { error: RpcError }> {
     const items: Record<string, unknown>[] = [];
     let cursor: unknown;
     for (let page = 0; page < MAX_LIST_PAGES; page++) {
       const answer = await upstream.request(method, cursor === undefined ? undefined : { cursor }, signal);
       if ('error' in answer) return page === 0 ? answer : { items };
-      items.push(...(((answer.result[key] as Record<string, unknown>[] | undefined) ?? [])));
+      items.push(...((answer.result[key] as Record<string, unknown>[] | undefined) ?? []));
       cursor = answer.result.nextCursor;
       if (typeof cursor !== 'string') break;
     }
@@ -450,9 +541,13 @@ export class McpSession {
     remember?: (pairs: { server: string; tool: string }[]) => void,
   ): Promise<Answer> {
     const servers = await this.connected();
-    const lists = await Promise.all(servers.map(async (u) => ({ server: u.server, list: await this.allPages(u, method, key, signal) })));
+    const lists = await Promise.all(
+      servers.map(async (u) => ({ server: u.server, list: await this.allPages(u, method, key, signal) })),
+    );
     if ('server' in this.endpoint && lists[0] && 'error' in lists[0].list) return { error: lists[0].list.error };
-    const ok = lists.flatMap(({ server, list }) => ('items' in list ? list.items.map((item) => ({ server, item })) : []));
+    const ok = lists.flatMap(({ server, list }) =>
+      'items' in list ? list.items.map((item) => ({ server, item })) : [],
+    );
     remember?.(ok.map(({ server, item }) => ({ server, tool: String(item.name) })));
     return { result: { [key]: ok.map(({ server, item }) => rename(server, item)) } };
   }
@@ -460,7 +555,11 @@ export class McpSession {
   // ── server → client ─────────────────────────────────────────────────────
 
   /** `on`: the client's request this came with, when the server sent it on that request's stream */
-  private fromServer(upstream: UpstreamSession, message: JSONRPCRequest | JSONRPCNotification, on?: ClientRequest): void {
+  private fromServer(
+    upstream: UpstreamSession,
+    message: JSONRPCRequest | JSONRPCNotification,
+    on?: ClientRequest,
+  ): void {
     this.lastActivity = this.clock.now();
     if ('id' in message) {
       // ids from several servers meet here: the client sees ours
@@ -479,11 +578,16 @@ export class McpSession {
         return;
       }
       case 'notifications/resources/updated':
-        void this.toClient({ ...message, params: { ...params, uri: this.names.uri(upstream.server, String(params.uri)) } });
+        void this.toClient({
+          ...message,
+          params: { ...params, uri: this.names.uri(upstream.server, String(params.uri)) },
+        });
         return;
       case 'notifications/cancelled': {
         // a server withdrew its own request: the client knows it by our id
-        const ours = [...this.serverRequests].find(([, route]) => route.upstream === upstream && route.id === params.requestId)?.[0];
+        const ours = [...this.serverRequests].find(
+          ([, route]) => route.upstream === upstream && route.id === params.requestId,
+        )?.[0];
         if (ours) {
           this.serverRequests.delete(ours);
           void this.toClient({ ...message, params: { ...params, requestId: ours } });
@@ -539,12 +643,19 @@ export class McpSession {
 }
 
 function busy(instance: Instance): Answer {
-  return { error: { code: INSTANCE_BUSY, message: `The ${instance.server} instance already has ${instance.maxInflight} requests in flight (AILERON_POOL_MAX_CONCURRENT_CALLS); retry shortly` } };
+  return {
+    error: {
+      code: INSTANCE_BUSY,
+      message: `The ${instance.server} instance already has ${instance.maxInflight} requests in flight (AILERON_POOL_MAX_CONCURRENT_CALLS); retry shortly`,
+    },
+  };
 }
 
 /** The same words and code as the one-server endpoint's refusal at the door (McpAdmission). */
 function unreachable(server: string): Error & { rpc: RpcError } {
-  return rpcError(INVALID_PARAMS, `This session token does not reach the server "${server}"`, { code: 'CAPABILITY_REQUIRED' });
+  return rpcError(INVALID_PARAMS, `This session token does not reach the server "${server}"`, {
+    code: 'CAPABILITY_REQUIRED',
+  });
 }
 
 function unknownName(kind: string, name: unknown): Answer {
@@ -559,8 +670,19 @@ export function rpcError(code: number, message: string, data?: unknown): Error &
 function toRpcError(error: unknown): RpcError {
   if (typeof error === 'object' && error !== null && 'rpc' in error) return (error as { rpc: RpcError }).rpc;
   // said in our words, not the driver's (its message names hosts and ports)
-  if (databaseUnavailableReason(error)) return { code: UPSTREAM_UNAVAILABLE, message: 'The control plane\'s database cannot be reached right now; nothing was done. Retry shortly.', data: { code: 'DATABASE_UNAVAILABLE' } };
-  if (typeof error === 'object' && error !== null && 'code' in error && typeof (error as { code: unknown }).code === 'string' && error instanceof Error) {
+  if (databaseUnavailableReason(error))
+    return {
+      code: UPSTREAM_UNAVAILABLE,
+      message: "The control plane's database cannot be reached right now; nothing was done. Retry shortly.",
+      data: { code: 'DATABASE_UNAVAILABLE' },
+    };
+  if (
+    typeof error === 'object' &&
+    error !== null &&
+    'code' in error &&
+    typeof (error as { code: unknown }).code === 'string' &&
+    error instanceof Error
+  ) {
     return { code: UPSTREAM_UNAVAILABLE, message: error.message, data: { code: (error as { code: string }).code } };
   }
   return { code: -32603, message: 'Internal error' };

@@ -35,7 +35,17 @@ describe('Upstream (a session on one instance)', () => {
   });
 
   async function session(): Promise<{ upstream: Upstream; heard: { method: string; on: unknown }[] }> {
-    const instance = new Instance('i-1', 'srv', '1.0.0', { url, headers: {} }, new Promise(() => undefined), null, () => undefined, 8, new Clock());
+    const instance = new Instance(
+      'i-1',
+      'srv',
+      '1.0.0',
+      { url, headers: {} },
+      new Promise(() => undefined),
+      null,
+      () => undefined,
+      8,
+      new Clock(),
+    );
     const upstream = new Upstream('srv', instance);
     const heard: { method: string; on: unknown }[] = [];
     upstream.onServerMessage = (message, on) => heard.push({ method: message.method, on });
@@ -63,11 +73,14 @@ describe('Upstream (a session on one instance)', () => {
   });
 
   it('answers a call whose stream ends without its answer with a clear error, at once', async () => {
-    answer = () => 'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"bye"}}\n\n';
+    answer = () =>
+      'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"bye"}}\n\n';
     const { upstream } = await session();
     const started = Date.now();
     const result = await upstream.request('tools/call', { name: 'work', arguments: {} });
-    expect(result).toEqual({ error: { code: UPSTREAM_GONE, message: 'the server ended the response without answering' } });
+    expect(result).toEqual({
+      error: { code: UPSTREAM_GONE, message: 'the server ended the response without answering' },
+    });
     expect(Date.now() - started).toBeLessThan(5_000);
     await upstream.close();
   });

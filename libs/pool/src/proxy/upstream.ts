@@ -62,7 +62,12 @@ export class Upstream<On = unknown> {
         requestInit: { headers: endpoint.headers },
         fetch: (url, init) => this.fetchTracked(url, init, endpoint.outbound),
         // the instance is ours and close: resumption would only delay telling the client it died
-        reconnectionOptions: { maxReconnectionDelay: 1000, initialReconnectionDelay: 200, reconnectionDelayGrowFactor: 2, maxRetries: 0 },
+        reconnectionOptions: {
+          maxReconnectionDelay: 1000,
+          initialReconnectionDelay: 200,
+          reconnectionDelayGrowFactor: 2,
+          maxRetries: 0,
+        },
       });
       this.transport.onmessage = (message) => this.receive(message);
       this.attached = Promise.resolve();
@@ -96,7 +101,10 @@ export class Upstream<On = unknown> {
     return new Promise<Answer>((resolve) => {
       const onAbort = (): void => {
         this.pending.delete(id);
-        void this.notify('notifications/cancelled', { requestId: id, reason: String(signal?.reason ?? 'cancelled by the client') });
+        void this.notify('notifications/cancelled', {
+          requestId: id,
+          reason: String(signal?.reason ?? 'cancelled by the client'),
+        });
         resolve({ error: { code: -32800, message: 'Request cancelled' } });
       };
       this.pending.set(id, {
@@ -110,20 +118,30 @@ export class Upstream<On = unknown> {
       const message: JSONRPCRequest = { jsonrpc: '2.0', id, method, ...(params ? { params } : {}) };
       this.transport.send(message).catch((error: unknown) => {
         this.instance.suspected = true;
-        this.settle(id, { error: { code: UPSTREAM_GONE, message: `the server could not be reached: ${describe(error, this.secrets())}` } });
+        this.settle(id, {
+          error: {
+            code: UPSTREAM_GONE,
+            message: `the server could not be reached: ${describe(error, this.secrets())}`,
+          },
+        });
       });
     });
   }
 
   notify(method: string, params?: Record<string, unknown>): Promise<void> {
     if (this.closedWith) return Promise.resolve();
-    return this.transport.send({ jsonrpc: '2.0', method, ...(params ? { params } : {}) } as JSONRPCNotification).catch(() => undefined);
+    return this.transport
+      .send({ jsonrpc: '2.0', method, ...(params ? { params } : {}) } as JSONRPCNotification)
+      .catch(() => undefined);
   }
 
   /** The answer to a request the server sent us (sampling, elicitation, roots). */
   respond(id: RequestId, answer: Answer): Promise<void> {
     if (this.closedWith) return Promise.resolve();
-    const message = 'error' in answer ? { jsonrpc: '2.0' as const, id, error: answer.error } : { jsonrpc: '2.0' as const, id, result: answer.result };
+    const message =
+      'error' in answer
+        ? { jsonrpc: '2.0' as const, id, error: answer.error }
+        : { jsonrpc: '2.0' as const, id, result: answer.result };
     return this.transport.send(message as JSONRPCMessage).catch(() => undefined);
   }
 
@@ -131,7 +149,8 @@ export class Upstream<On = unknown> {
   async close(): Promise<void> {
     if (this.closedWith) return;
     this.gone('closed');
-    if (this.transport instanceof StreamableHTTPClientTransport) await this.transport.terminateSession().catch(() => undefined);
+    if (this.transport instanceof StreamableHTTPClientTransport)
+      await this.transport.terminateSession().catch(() => undefined);
     await this.transport.close().catch(() => undefined);
   }
 
@@ -144,7 +163,10 @@ export class Upstream<On = unknown> {
   /** `stream`: the ids of the requests whose POST the message came on; none for the GET stream (or a JSON answer). */
   private receive(message: JSONRPCMessage, stream: RequestId[] = []): void {
     if ('id' in message && !('method' in message)) {
-      const answer: Answer = 'error' in message ? { error: message.error as RpcError } : { result: (message as { result: Record<string, unknown> }).result };
+      const answer: Answer =
+        'error' in message
+          ? { error: message.error as RpcError }
+          : { result: (message as { result: Record<string, unknown> }).result };
       this.settle(message.id as RequestId, answer);
       return;
     }
@@ -179,16 +201,24 @@ export class Upstream<On = unknown> {
    * a broken stream means the instance is suspect and the caller hears so.
    * JSON answers and everything else (the GET stream, DELETE) stay the SDK's.
    */
-  private async fetchTracked(url: string | URL, init: RequestInit | undefined, outbound: OutboundPolicy | undefined): Promise<Response> {
+  private async fetchTracked(
+    url: string | URL,
+    init: RequestInit | undefined,
+    outbound: OutboundPolicy | undefined,
+  ): Promise<Response> {
     const body = init?.body;
     const ids = init?.method === 'POST' && typeof body === 'string' ? requestIds(body) : [];
     if (ids.length === 0) return httpFetch(url, init, undefined, outbound);
     const exchange = await httpExchange(url, { ...init, body: body as string }, outbound);
     const { response } = exchange;
-    if (response.statusCode !== 200 || !EVENT_STREAM.test(response.headers['content-type'] ?? '')) return asResponse(exchange, init?.method, this.watch(ids));
+    if (response.statusCode !== 200 || !EVENT_STREAM.test(response.headers['content-type'] ?? ''))
+      return asResponse(exchange, init?.method, this.watch(ids));
     this.readEvents(exchange, ids);
     const session = response.headers['mcp-session-id'];
-    return new Response(null, { status: 202, headers: typeof session === 'string' ? { 'mcp-session-id': session } : {} });
+    return new Response(null, {
+      status: 202,
+      headers: typeof session === 'string' ? { 'mcp-session-id': session } : {},
+    });
   }
 
   private readEvents({ response, release }: Exchange, ids: RequestId[]): void {
@@ -250,13 +280,14 @@ function parseMessage(data: string): JSONRPCMessage | undefined {
   try {
     const parsed = JSON.parse(data) as unknown;
     if (typeof parsed !== 'object' || parsed === null) return undefined;
-    const schema = 'method' in parsed
-      ? 'id' in parsed
-        ? JSONRPCRequestSchema
-        : JSONRPCNotificationSchema
-      : 'error' in parsed
-        ? JSONRPCErrorResponseSchema
-        : JSONRPCResultResponseSchema;
+    const schema =
+      'method' in parsed
+        ? 'id' in parsed
+          ? JSONRPCRequestSchema
+          : JSONRPCNotificationSchema
+        : 'error' in parsed
+          ? JSONRPCErrorResponseSchema
+          : JSONRPCResultResponseSchema;
     const checked = schema.safeParse(parsed);
     return checked.success ? (checked.data as JSONRPCMessage) : undefined;
   } catch {
@@ -273,7 +304,9 @@ function requestIds(body: string): RequestId[] {
   try {
     const parsed = JSON.parse(body) as unknown;
     const list = Array.isArray(parsed) ? parsed : [parsed];
-    return list.filter((m): m is JSONRPCRequest => typeof m === 'object' && m !== null && 'method' in m && 'id' in m).map((m) => m.id);
+    return list
+      .filter((m): m is JSONRPCRequest => typeof m === 'object' && m !== null && 'method' in m && 'id' in m)
+      .map((m) => m.id);
   } catch {
     return [];
   }
@@ -288,15 +321,22 @@ function requestIds(body: string): RequestId[] {
  */
 function describe(error: unknown, secrets: readonly string[] = []): string {
   if (error instanceof StreamableHTTPError) {
-    const said = secrets.reduce((text, secret) => (secret ? text.split(secret).join('[redacted]') : text), error.message).slice(0, 500);
+    const said = secrets
+      .reduce((text, secret) => (secret ? text.split(secret).join('[redacted]') : text), error.message)
+      .slice(0, 500);
     logger.warn({ status: error.code, said }, 'an MCP server answered an error');
-    return typeof error.code === 'number' && error.code > 0 ? `the server answered HTTP ${error.code}` : 'the server answered an error';
+    return typeof error.code === 'number' && error.code > 0
+      ? `the server answered HTTP ${error.code}`
+      : 'the server answered an error';
   }
   if (error instanceof RefusedAddressError) {
     logger.warn({ reason: error.message }, 'a connection to an MCP server was refused by the outbound rules');
     return 'its address is refused by the outbound rules (UPSTREAM_ALLOW_CIDRS)';
   }
   const code = (error as NodeJS.ErrnoException | undefined)?.code;
-  return typeof code === 'string' ? `connection failed (${code})` : error instanceof Error && error.name === 'AbortError' ? 'aborted' : 'connection failed';
+  return typeof code === 'string'
+    ? `connection failed (${code})`
+    : error instanceof Error && error.name === 'AbortError'
+      ? 'aborted'
+      : 'connection failed';
 }
-

@@ -11,7 +11,10 @@ const MODES: ReadonlySet<string> = new Set<TreeMode>(['100644', '100755', '12000
 const SHA = /^[0-9a-f]{40}$/;
 
 /** A change as the commit takes it: bytes to store, an object the history has, or a path to remove. */
-export type CommitChange = { path: string; mode: TreeMode; data: Buffer } | { path: string; mode: TreeMode; sha: string } | { path: string; deleted: true };
+export type CommitChange =
+  | { path: string; mode: TreeMode; data: Buffer }
+  | { path: string; mode: TreeMode; sha: string }
+  | { path: string; deleted: true };
 
 export interface CommitRequest {
   ref: string;
@@ -34,7 +37,13 @@ export function isTreePath(path: string): boolean {
 }
 
 export function isTreeEntry(entry: TreeEntry): boolean {
-  return isTreePath(entry.path) && MODES.has(entry.mode) && SHA.test(entry.sha) && Number.isSafeInteger(entry.size) && entry.size >= 0;
+  return (
+    isTreePath(entry.path) &&
+    MODES.has(entry.mode) &&
+    SHA.test(entry.sha) &&
+    Number.isSafeInteger(entry.size) &&
+    entry.size >= 0
+  );
 }
 
 /** `git ls-tree -r -z --full-tree` output as path → blob */

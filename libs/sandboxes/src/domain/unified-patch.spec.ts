@@ -3,7 +3,12 @@ import { describe, expect, it } from 'vitest';
 import { planPatch, PatchError } from './unified-patch';
 
 const diffOf = (before: string | null, after: string | null, path = 'src/a.js') =>
-  createTwoFilesPatch(before === null ? '/dev/null' : `a/${path}`, after === null ? '/dev/null' : `b/${path}`, before ?? '', after ?? '');
+  createTwoFilesPatch(
+    before === null ? '/dev/null' : `a/${path}`,
+    after === null ? '/dev/null' : `b/${path}`,
+    before ?? '',
+    after ?? '',
+  );
 
 function refused(run: () => unknown): PatchError {
   try {
@@ -20,7 +25,12 @@ describe('planPatch', () => {
   const after = 'one\n2\nthree\n';
 
   it('changes a file, creates one and deletes one', () => {
-    expect(planPatch('src/a.js', diffOf(before, after), before)).toEqual({ kind: 'modify', content: after, added: 1, removed: 1 });
+    expect(planPatch('src/a.js', diffOf(before, after), before)).toEqual({
+      kind: 'modify',
+      content: after,
+      added: 1,
+      removed: 1,
+    });
     expect(planPatch('src/a.js', diffOf(null, after), null)).toMatchObject({ kind: 'create', content: after });
     expect(planPatch('src/a.js', diffOf(before, null), before)).toMatchObject({ kind: 'delete', removed: 3 });
   });
@@ -50,7 +60,14 @@ describe('planPatch', () => {
     const old = lines.join('\n') + '\n';
     const changed = lines.map((line, i) => (i < 10_000 ? `${line} changed` : line)).join('\n') + '\n';
     // one hunk, written out as a tool would: every old line removed, every new one added
-    const diff = ['--- a/src/a.js', '+++ b/src/a.js', '@@ -1,10000 +1,10000 @@', ...lines.slice(0, 10_000).map((l) => `-${l}`), ...lines.slice(0, 10_000).map((l) => `+${l} changed`), ''].join('\n');
+    const diff = [
+      '--- a/src/a.js',
+      '+++ b/src/a.js',
+      '@@ -1,10000 +1,10000 @@',
+      ...lines.slice(0, 10_000).map((l) => `-${l}`),
+      ...lines.slice(0, 10_000).map((l) => `+${l} changed`),
+      '',
+    ].join('\n');
     const plan = planPatch('src/a.js', diff, old);
     expect(plan).toMatchObject({ kind: 'modify', added: 10_000, removed: 10_000 });
     expect(plan.kind === 'modify' && plan.content).toBe(changed);

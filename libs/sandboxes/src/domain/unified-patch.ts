@@ -43,11 +43,22 @@ export function planPatch(path: string, diff: string, current: string | null): P
   try {
     patches = parsePatch(diff);
   } catch (error) {
-    throw new PatchError('PATCH_INVALID', `the diff is not a valid unified diff: ${error instanceof Error ? error.message : String(error)}`);
+    throw new PatchError(
+      'PATCH_INVALID',
+      `the diff is not a valid unified diff: ${error instanceof Error ? error.message : String(error)}`,
+    );
   }
   const withHunks = patches.filter((p) => p.hunks.length > 0);
-  if (withHunks.length === 0) throw new PatchError('PATCH_INVALID', 'the diff has no hunks (expected a unified diff with "@@ -a,b +c,d @@" headers)');
-  if (withHunks.length > 1) throw new PatchError('PATCH_INVALID', `the diff changes ${withHunks.length} files; patch takes one file's diff (this one: ${path})`);
+  if (withHunks.length === 0)
+    throw new PatchError(
+      'PATCH_INVALID',
+      'the diff has no hunks (expected a unified diff with "@@ -a,b +c,d @@" headers)',
+    );
+  if (withHunks.length > 1)
+    throw new PatchError(
+      'PATCH_INVALID',
+      `the diff changes ${withHunks.length} files; patch takes one file's diff (this one: ${path})`,
+    );
   const patch = withHunks[0]!;
   const creates = DEV_NULL.test(patch.oldFileName ?? '');
   const deletes = DEV_NULL.test(patch.newFileName ?? '');
@@ -55,7 +66,11 @@ export function planPatch(path: string, diff: string, current: string | null): P
 
   if (deletes) {
     if (current === null) return { kind: 'already-applied' };
-    if (applyPatch(current, patch) === false) throw new PatchError('PATCH_DOES_NOT_APPLY', `the diff deletes ${path}, but its content differs from what the diff removes`);
+    if (applyPatch(current, patch) === false)
+      throw new PatchError(
+        'PATCH_DOES_NOT_APPLY',
+        `the diff deletes ${path}, but its content differs from what the diff removes`,
+      );
     return { kind: 'delete', added: 0, removed };
   }
   if (creates && current !== null) {
@@ -63,12 +78,19 @@ export function planPatch(path: string, diff: string, current: string | null): P
     if (created !== false && created === current) return { kind: 'already-applied' };
     throw new PatchError('PATCH_DOES_NOT_APPLY', `the diff creates ${path}, which exists already with other content`);
   }
-  if (current === null && !creates) throw new PatchError('PATCH_DOES_NOT_APPLY', `${path} does not exist (a diff that creates a file starts with "--- /dev/null")`);
+  if (current === null && !creates)
+    throw new PatchError(
+      'PATCH_DOES_NOT_APPLY',
+      `${path} does not exist (a diff that creates a file starts with "--- /dev/null")`,
+    );
 
   const result = applyPatch(current ?? '', patch);
   if (result !== false) return { kind: creates ? 'create' : 'modify', content: result, added, removed };
   if (current !== null && applyPatch(current, reversePatch(patch)) !== false) return { kind: 'already-applied' };
-  throw new PatchError('PATCH_DOES_NOT_APPLY', `the diff does not apply to ${path}: ${firstMismatch(patch, current ?? '')}`);
+  throw new PatchError(
+    'PATCH_DOES_NOT_APPLY',
+    `the diff does not apply to ${path}: ${firstMismatch(patch, current ?? '')}`,
+  );
 }
 
 /** Which hunk fails, and where: what an agent needs to fix its diff. */
@@ -78,7 +100,8 @@ function firstMismatch(patch: StructuredPatch, content: string): string {
     const expected = hunk.lines.filter((l) => !l.startsWith('+') && !l.startsWith('\\')).map((l) => l.slice(1));
     const at = hunk.oldStart - 1;
     const mismatch = expected.findIndex((line, i) => lines[at + i] !== line);
-    if (mismatch >= 0) return `hunk ${index + 1} (@@ -${hunk.oldStart},${hunk.oldLines}) expects line ${at + mismatch + 1} to be ${JSON.stringify(expected[mismatch])} but it is ${JSON.stringify(lines[at + mismatch] ?? '<end of file>')}`;
+    if (mismatch >= 0)
+      return `hunk ${index + 1} (@@ -${hunk.oldStart},${hunk.oldLines}) expects line ${at + mismatch + 1} to be ${JSON.stringify(expected[mismatch])} but it is ${JSON.stringify(lines[at + mismatch] ?? '<end of file>')}`;
   }
   return 'its context lines do not match the file';
 }

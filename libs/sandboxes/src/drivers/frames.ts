@@ -29,7 +29,12 @@ interface Awaiting {
  * say they are larger) is not held: `onTooLarge` is told once, reading stops,
  * and the caller ends the runner, whose channel can no longer be trusted.
  */
-export function readMessages<T>(stream: Readable, onMessage: (message: T) => void, onTooLarge: (reason: string) => void, maxBytes = MAX_MESSAGE_BYTES): void {
+export function readMessages<T>(
+  stream: Readable,
+  onMessage: (message: T) => void,
+  onTooLarge: (reason: string) => void,
+  maxBytes = MAX_MESSAGE_BYTES,
+): void {
   let held: Buffer[] = [];
   let heldBytes = 0;
   let awaiting: Awaiting | null = null;
@@ -104,7 +109,9 @@ export function readMessages<T>(stream: Readable, onMessage: (message: T) => voi
 function parse(line: string): Record<string, unknown> | null {
   try {
     const value: unknown = JSON.parse(line);
-    return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : null;
+    return value !== null && typeof value === 'object' && !Array.isArray(value)
+      ? (value as Record<string, unknown>)
+      : null;
   } catch {
     return null;
   }
@@ -116,7 +123,12 @@ function rawFields(message: Record<string, unknown>): RawFields | null {
   if (!Array.isArray(raw) || raw.length === 0) return null;
   if (result === null || typeof result !== 'object' || Array.isArray(result)) return null;
   const wellFormed = raw.every(
-    (entry: unknown) => Array.isArray(entry) && (entry.length === 2 || (entry.length === 3 && entry[2] === 1)) && typeof entry[0] === 'string' && Number.isSafeInteger(entry[1]) && (entry[1] as number) >= 0,
+    (entry: unknown) =>
+      Array.isArray(entry) &&
+      (entry.length === 2 || (entry.length === 3 && entry[2] === 1)) &&
+      typeof entry[0] === 'string' &&
+      Number.isSafeInteger(entry[1]) &&
+      (entry[1] as number) >= 0,
   );
   return wellFormed ? (raw as RawFields) : null;
 }

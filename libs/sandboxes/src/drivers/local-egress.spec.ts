@@ -3,7 +3,11 @@ import { EGRESS_EXCEPT_V4, EGRESS_EXCEPT_V6 } from '@aileron/net';
 import { egressRules } from './local-egress';
 
 describe('egressRules', () => {
-  const rules = egressRules({ allowCidrs: ['10.20.0.0/16', 'fd00:1::/64'], hostAddresses: ['10.20.0.5', '2001:db8::5'], resolvers: ['10.20.0.2'] });
+  const rules = egressRules({
+    allowCidrs: ['10.20.0.0/16', 'fd00:1::/64'],
+    hostAddresses: ['10.20.0.5', '2001:db8::5'],
+    resolvers: ['10.20.0.2'],
+  });
   /** the kernel reads the rules by preference, lowest first, whatever order they were added in */
   const pref = (family: 'v4' | 'v6', rule: string) => {
     const line = rules[family].find((candidate) => candidate.endsWith(rule));
@@ -22,7 +26,9 @@ describe('egressRules', () => {
       'rule add pref 100 to 10.20.0.2/32 ipproto udp dport 53 lookup main',
       'rule add pref 100 to 10.20.0.2/32 ipproto tcp dport 53 lookup main',
     ]);
-    expect(pref('v4', 'to 10.20.0.2/32 ipproto udp dport 53 lookup main')).toBeLessThan(pref('v4', 'to 10.20.0.5/32 prohibit'));
+    expect(pref('v4', 'to 10.20.0.2/32 ipproto udp dport 53 lookup main')).toBeLessThan(
+      pref('v4', 'to 10.20.0.5/32 prohibit'),
+    );
     expect(pref('v4', 'to 10.20.0.5/32 prohibit')).toBeLessThan(pref('v4', 'to 10.20.0.0/16 lookup main'));
     expect(pref('v4', 'to 10.20.0.0/16 lookup main')).toBeLessThan(pref('v4', 'to 10.0.0.0/8 prohibit'));
     expect(pref('v6', 'to 2001:db8::5/128 prohibit')).toBeLessThan(pref('v6', 'to fd00:1::/64 lookup main'));

@@ -55,11 +55,16 @@ export function egressRules(facts: EgressFacts): { v4: string[]; v6: string[] } 
     rules[family === 4 ? 'v4' : 'v6'].push(...rule(to));
   };
   for (const resolver of unique(facts.resolvers)) {
-    add(resolver, (to) => ['udp', 'tcp'].map((proto) => `rule add pref ${RESOLVERS_PREF} to ${to} ipproto ${proto} dport 53 lookup main`));
+    add(resolver, (to) =>
+      ['udp', 'tcp'].map((proto) => `rule add pref ${RESOLVERS_PREF} to ${to} ipproto ${proto} dport 53 lookup main`),
+    );
   }
-  for (const address of unique(facts.hostAddresses)) add(address, (to) => [`rule add pref ${HOST_PREF} to ${to} prohibit`]);
-  for (const cidr of unique(facts.allowCidrs)) add(cidr, (to) => [`rule add pref ${ALLOWED_PREF} to ${to} lookup main`]);
-  for (const cidr of [...EGRESS_EXCEPT_V4, ...EGRESS_EXCEPT_V6]) add(cidr, (to) => [`rule add pref ${RANGES_PREF} to ${to} prohibit`]);
+  for (const address of unique(facts.hostAddresses))
+    add(address, (to) => [`rule add pref ${HOST_PREF} to ${to} prohibit`]);
+  for (const cidr of unique(facts.allowCidrs))
+    add(cidr, (to) => [`rule add pref ${ALLOWED_PREF} to ${to} lookup main`]);
+  for (const cidr of [...EGRESS_EXCEPT_V4, ...EGRESS_EXCEPT_V6])
+    add(cidr, (to) => [`rule add pref ${RANGES_PREF} to ${to} prohibit`]);
   return rules;
 }
 
@@ -70,8 +75,14 @@ export function egressRules(facts: EgressFacts): { v4: string[]; v6: string[] } 
  */
 export function egressCommand(command: readonly string[], options: EgressOptions = {}): string[] {
   const pasta = options.pastaPath ?? '/usr/bin/pasta';
-  if (!existsSync(pasta)) throw new SandboxStartError(`network egress needs pasta (${pasta}, Debian package passt), which is not installed; an egress sandbox never uses the host's network instead`);
-  const ip = options.ipPath ?? ['/usr/sbin/ip', '/sbin/ip', '/usr/bin/ip', '/bin/ip'].find((path) => existsSync(path)) ?? '/usr/sbin/ip';
+  if (!existsSync(pasta))
+    throw new SandboxStartError(
+      `network egress needs pasta (${pasta}, Debian package passt), which is not installed; an egress sandbox never uses the host's network instead`,
+    );
+  const ip =
+    options.ipPath ??
+    ['/usr/sbin/ip', '/sbin/ip', '/usr/bin/ip', '/bin/ip'].find((path) => existsSync(path)) ??
+    '/usr/sbin/ip';
   const setpriv = options.setprivPath ?? '/usr/bin/setpriv';
   const unshare = options.unsharePath ?? '/usr/bin/unshare';
   const bash = options.bashPath ?? '/bin/bash';
@@ -81,12 +92,36 @@ export function egressCommand(command: readonly string[], options: EgressOptions
     [unshare, 'unshare (util-linux)'],
     [bash, 'bash'],
   ] as const) {
-    if (!existsSync(path)) throw new SandboxStartError(`network egress needs ${what} at ${path}, which is not installed`);
+    if (!existsSync(path))
+      throw new SandboxStartError(`network egress needs ${what} at ${path}, which is not installed`);
   }
-  const rules = egressRules({ allowCidrs: options.allowCidrs ?? [], hostAddresses: hostAddresses(), resolvers: resolvers() });
+  const rules = egressRules({
+    allowCidrs: options.allowCidrs ?? [],
+    hostAddresses: hostAddresses(),
+    resolvers: resolvers(),
+  });
   // the wrapper dies with the control plane (as bwrap's --die-with-parent did), and takes the sandbox and pasta with it
   // --norc: with a socket on stdin (the runner's channel) bash would take itself for a remote shell and read root's ~/.bashrc
-  return [setpriv, '--pdeathsig', 'KILL', bash, '--noprofile', '--norc', '-c', OUTER, 'aileron-egress', INNER, pasta, ip, unshare, setpriv, bash, rules.v4.join('\n'), rules.v6.join('\n'), ...command];
+  return [
+    setpriv,
+    '--pdeathsig',
+    'KILL',
+    bash,
+    '--noprofile',
+    '--norc',
+    '-c',
+    OUTER,
+    'aileron-egress',
+    INNER,
+    pasta,
+    ip,
+    unshare,
+    setpriv,
+    bash,
+    rules.v4.join('\n'),
+    rules.v6.join('\n'),
+    ...command,
+  ];
 }
 
 function hostAddresses(): string[] {
@@ -103,7 +138,9 @@ function resolvers(): string[] {
     return [];
   }
   // a scoped address (fe80::1%eth0) cannot be named in a rule; one on loopback stays the namespace's own whatever the rules say
-  return [...text.matchAll(/^\s*nameserver\s+(\S+)/gm)].map((match) => match[1]!).filter((address) => isIP(address) !== 0);
+  return [...text.matchAll(/^\s*nameserver\s+(\S+)/gm)]
+    .map((match) => match[1]!)
+    .filter((address) => isIP(address) !== 0);
 }
 
 function unique(values: readonly string[]): string[] {

@@ -61,7 +61,9 @@ export class MemoryBound {
 
   /** The note an `exec` answer gets when the cgroup killed since `mark`, while it ran. */
   note(mark: number): string {
-    return this.killedSince(mark) ? `\n[aileron] the sandbox ran ${this.reason()}: the kernel killed a process of the sandbox (signal 9, SIGKILL)\n` : '';
+    return this.killedSince(mark)
+      ? `\n[aileron] the sandbox ran ${this.reason()}: the kernel killed a process of the sandbox (signal 9, SIGKILL)\n`
+      : '';
   }
 
   /** why a runner the kernel killed stopped */
@@ -110,14 +112,20 @@ export class SrcBound {
   /** SANDBOX_FULL for a write while /src is over its bound; an `exec` then runs unable to grow files. */
   apply<R extends RunnerRequest>(request: R): R {
     if (!this.full) return request;
-    if (request.op === 'write') throw new RunnerError({ code: SANDBOX_FULL, message: `${this.why()}: remove files with bash before writing more` });
+    if (request.op === 'write')
+      throw new RunnerError({
+        code: SANDBOX_FULL,
+        message: `${this.why()}: remove files with bash before writing more`,
+      });
     if (request.op === 'exec') return { ...request, limits: { ...request.limits, fileSizeBytes: 0 } };
     return request;
   }
 
   /** The note an `exec` answer gets while /src is over its bound. */
   note(): string {
-    return this.full ? `\n[aileron] ${this.why()}: until files are removed, commands cannot grow any file and write is refused\n` : '';
+    return this.full
+      ? `\n[aileron] ${this.why()}: until files are removed, commands cannot grow any file and write is refused\n`
+      : '';
   }
 
   /** /src may have changed: measure it again (after the measure under way, if any), once the answer at hand has gone. */
@@ -126,13 +134,15 @@ export class SrcBound {
       this.again = true;
       return;
     }
-    this.measuring = new Promise<void>((resolveTurn) => setImmediate(resolveTurn)).then(() => this.measure()).finally(() => {
-      this.measuring = null;
-      if (this.again) {
-        this.again = false;
-        this.changed();
-      }
-    });
+    this.measuring = new Promise<void>((resolveTurn) => setImmediate(resolveTurn))
+      .then(() => this.measure())
+      .finally(() => {
+        this.measuring = null;
+        if (this.again) {
+          this.again = false;
+          this.changed();
+        }
+      });
   }
 
   private why(): string {

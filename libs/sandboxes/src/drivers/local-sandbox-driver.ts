@@ -3,10 +3,41 @@ import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import { basename, dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { endProcessesOfUser, HostDoor, type HostUser, isolationArgs, SandboxCgroups, type SandboxCgroupLimits, tmpfsArgs } from '@aileron/bubblewrap';
+import {
+  endProcessesOfUser,
+  HostDoor,
+  type HostUser,
+  isolationArgs,
+  SandboxCgroups,
+  type SandboxCgroupLimits,
+  tmpfsArgs,
+} from '@aileron/bubblewrap';
 import { compiledGitHelperPath } from '../bundles';
-import { gitEnv, type GitHelperAnswer, type GitHelperRequest, HISTORY_DIR, historyGitArgs, RUNNER_ISOLATE_ENV, type RunnerAnswer, type RunnerLimits, type RunnerOp, type RunnerRequest, type RunnerResult, SANDBOX_WORKDIR, writeHistoryInfo } from '../runner-protocol';
-import { type CommandRestrictions, type GitResult, RunnerError, type SandboxDriver, type SandboxRunner, type SandboxSpec, SandboxSourceError, SandboxStartError } from './driver';
+import {
+  gitEnv,
+  type GitHelperAnswer,
+  type GitHelperRequest,
+  HISTORY_DIR,
+  historyGitArgs,
+  RUNNER_ISOLATE_ENV,
+  type RunnerAnswer,
+  type RunnerLimits,
+  type RunnerOp,
+  type RunnerRequest,
+  type RunnerResult,
+  SANDBOX_WORKDIR,
+  writeHistoryInfo,
+} from '../runner-protocol';
+import {
+  type CommandRestrictions,
+  type GitResult,
+  RunnerError,
+  type SandboxDriver,
+  type SandboxRunner,
+  type SandboxSpec,
+  SandboxSourceError,
+  SandboxStartError,
+} from './driver';
 import { readMessages } from './frames';
 import { egressCommand, type EgressOptions } from './local-egress';
 import { MemoryBound, PIDS_RESERVE, SANDBOX_UID, sandboxMemoryMb, SrcBound, withDefaultLimits } from './local-limits';
@@ -22,7 +53,16 @@ const HELPER_MAX_INPUT_BYTES = 4 * 1024 * 1024;
 /** commands whose output grows with the sandbox's tree (a listing, a diff): never through the helper's lines either */
 const LARGE_OUTPUT: ReadonlySet<string> = new Set(['ls-tree', 'diff-tree', 'show']);
 /** what programs commonly need of /etc: certificates, name resolution, the alternatives Debian links through */
-const ETC = ['/etc/ssl', '/etc/ca-certificates', '/etc/resolv.conf', '/etc/hosts', '/etc/nsswitch.conf', '/etc/alternatives', '/etc/localtime', '/etc/ld.so.cache'];
+const ETC = [
+  '/etc/ssl',
+  '/etc/ca-certificates',
+  '/etc/resolv.conf',
+  '/etc/hosts',
+  '/etc/nsswitch.conf',
+  '/etc/alternatives',
+  '/etc/localtime',
+  '/etc/ld.so.cache',
+];
 
 export interface LocalSandboxOptions {
   /** each sandbox's files under `<stateDir>/<id>/src`, its history under `<stateDir>/<id>/git` */
@@ -80,11 +120,20 @@ export class LocalSandboxDriver implements SandboxDriver {
     this.bwrapPath = options.bwrapPath ?? '/usr/bin/bwrap';
     this.nodeBinary = options.nodeBinary ?? process.execPath;
     this.gitBinary = options.gitBinary ?? '/usr/bin/git';
-    this.users = process.getuid?.() === 0 ? new SandboxUsers(options.stateDir, options.uidBase ?? DEFAULT_UID_BASE) : null;
+    this.users =
+      process.getuid?.() === 0 ? new SandboxUsers(options.stateDir, options.uidBase ?? DEFAULT_UID_BASE) : null;
     this.cgroups = SandboxCgroups.find();
-    const missing = (['pids', 'memory', 'cpu'] as const).filter((controller) => !this.cgroups?.controllers.includes(controller));
-    if (!this.cgroups) options.log('no cgroup to write on this machine: a sandbox is bounded per process only (rlimits: memory_mb, cpu_seconds, pids), not as a whole');
-    else options.log(`sandboxes' cgroups: ${this.cgroups.description}${missing.length > 0 ? `; no ${missing.join(' or ')} controller to write, so no such bound on a sandbox as a whole` : ''}`);
+    const missing = (['pids', 'memory', 'cpu'] as const).filter(
+      (controller) => !this.cgroups?.controllers.includes(controller),
+    );
+    if (!this.cgroups)
+      options.log(
+        'no cgroup to write on this machine: a sandbox is bounded per process only (rlimits: memory_mb, cpu_seconds, pids), not as a whole',
+      );
+    else
+      options.log(
+        `sandboxes' cgroups: ${this.cgroups.description}${missing.length > 0 ? `; no ${missing.join(' or ')} controller to write, so no such bound on a sandbox as a whole` : ''}`,
+      );
   }
 
   private paths(spec: SandboxSpec): { src: string; git: string } {
@@ -116,14 +165,22 @@ export class LocalSandboxDriver implements SandboxDriver {
   }
 
   private async start(spec: SandboxSpec): Promise<LocalRunner> {
-    if (!existsSync(this.bwrapPath)) throw new SandboxStartError(`bubblewrap (${this.bwrapPath}) is not installed: sandboxes need it`);
-    if (!existsSync(this.options.runnerScript)) throw new SandboxStartError(`the sandbox runner is not built (${this.options.runnerScript}): run npm run build`);
+    if (!existsSync(this.bwrapPath))
+      throw new SandboxStartError(`bubblewrap (${this.bwrapPath}) is not installed: sandboxes need it`);
+    if (!existsSync(this.options.runnerScript))
+      throw new SandboxStartError(`the sandbox runner is not built (${this.options.runnerScript}): run npm run build`);
     const { src, git } = this.paths(spec);
     if (!existsSync(src)) await this.create(spec);
     // at every start, as the Kubernetes history runner at its every init: a history made before these files gets them too
     else await writeHistoryInfo(git);
     const child = this.spawnInside(spec, this.runnerArgs(), this.runnerCommand());
-    const runner = new LocalRunner(child, (line) => this.options.log(`[sandbox ${spec.name}] ${line}`), this.options.defaultLimits, this.bound(spec), this.memoryBound(spec));
+    const runner = new LocalRunner(
+      child,
+      (line) => this.options.log(`[sandbox ${spec.name}] ${line}`),
+      this.options.defaultLimits,
+      this.bound(spec),
+      this.memoryBound(spec),
+    );
     try {
       await runner.ready(START_TIMEOUT_MS);
     } catch (error) {
@@ -144,7 +201,15 @@ export class LocalSandboxDriver implements SandboxDriver {
     const tmpfsMb = this.options.tmpfsMb ?? DEFAULT_TMPFS_MB;
     const env = { PATH: '/usr/local/bin:/usr/bin:/bin', HOME, LANG: 'C.UTF-8' };
     // never uid 0 inside, and never the host's root outside (spawnInside)
-    const args = isolationArgs({ network, user: { id: SANDBOX_UID }, env, tmpMb: tmpfsMb, proc: true, etc: ETC, accounts: true });
+    const args = isolationArgs({
+      network,
+      user: { id: SANDBOX_UID },
+      env,
+      tmpMb: tmpfsMb,
+      proc: true,
+      etc: ETC,
+      accounts: true,
+    });
     const nodeDir = dirname(this.nodeBinary);
     if (!nodeDir.startsWith('/usr/')) args.push('--ro-bind', door.path(nodeDir), nodeDir);
     const { src } = this.paths(spec);
@@ -157,7 +222,8 @@ export class LocalSandboxDriver implements SandboxDriver {
         const inside = relative(SANDBOX_WORKDIR, resolve(SANDBOX_WORKDIR, root));
         if (inside.startsWith('..') || isAbsolute(inside)) continue;
         if (inside === '') args.push('--bind', srcDoor, SANDBOX_WORKDIR);
-        else if (existsSync(join(src, inside))) args.push('--bind', join(srcDoor, inside), join(SANDBOX_WORKDIR, inside));
+        else if (existsSync(join(src, inside)))
+          args.push('--bind', join(srcDoor, inside), join(SANDBOX_WORKDIR, inside));
       }
     }
     args.push('--chdir', SANDBOX_WORKDIR);
@@ -172,7 +238,13 @@ export class LocalSandboxDriver implements SandboxDriver {
    */
   async restricted(spec: SandboxSpec, restrictions: CommandRestrictions): Promise<SandboxRunner> {
     const child = this.spawnInside(spec, this.runnerArgs(), this.runnerCommand(), restrictions);
-    const runner = new LocalRunner(child, (line) => this.options.log(`[sandbox ${spec.name}, restricted] ${line}`), this.options.defaultLimits, this.bound(spec), this.memoryBound(spec));
+    const runner = new LocalRunner(
+      child,
+      (line) => this.options.log(`[sandbox ${spec.name}, restricted] ${line}`),
+      this.options.defaultLimits,
+      this.bound(spec),
+      this.memoryBound(spec),
+    );
     try {
       await runner.ready(START_TIMEOUT_MS);
     } catch (error) {
@@ -189,21 +261,42 @@ export class LocalSandboxDriver implements SandboxDriver {
    * there are some: bwrap, and so everything in the sandbox, is never the
    * host's root. `extra`'s bind sources come through the door too.
    */
-  private spawnInside(spec: SandboxSpec, extra: string[], program: string[], restrictions?: CommandRestrictions): ChildProcess {
+  private spawnInside(
+    spec: SandboxSpec,
+    extra: string[],
+    program: string[],
+    restrictions?: CommandRestrictions,
+  ): ChildProcess {
     let door: HostDoor;
     try {
-      door = new HostDoor({ user: this.hostUser(spec), cgroupProcs: this.cgroups?.open(spec.id, this.cgroupLimits(spec)) });
+      door = new HostDoor({
+        user: this.hostUser(spec),
+        cgroupProcs: this.cgroups?.open(spec.id, this.cgroupLimits(spec)),
+      });
       this.opened.add(spec.id);
     } catch (error) {
-      throw new SandboxStartError(`the sandbox's host user or cgroup could not be set up: ${error instanceof Error ? error.message : String(error)}`);
+      throw new SandboxStartError(
+        `the sandbox's host user or cgroup could not be set up: ${error instanceof Error ? error.message : String(error)}`,
+      );
     }
-    const bwrap = [this.bwrapPath, ...this.sandboxArgs(spec, door, restrictions), ...throughDoor(extra, door), ...program];
+    const bwrap = [
+      this.bwrapPath,
+      ...this.sandboxArgs(spec, door, restrictions),
+      ...throughDoor(extra, door),
+      ...program,
+    ];
     const command = door.command(bwrap);
     // a bwrap that keeps a network shares the wrapper's namespace, never the host's
     const [file, ...args] = bwrap.includes('--share-net') ? egressCommand(command, this.options.egress) : command;
-    const child = spawn(file!, args, { env: { PATH: '/usr/bin:/bin' }, stdio: ['pipe', 'pipe', 'pipe', 'pipe', 'pipe'], detached: true });
+    const child = spawn(file!, args, {
+      env: { PATH: '/usr/bin:/bin' },
+      stdio: ['pipe', 'pipe', 'pipe', 'pipe', 'pipe'],
+      detached: true,
+    });
     // some programs look the user up (git, ssh, os.userInfo()): one that names the sandbox's home
-    (child.stdio[3] as NodeJS.WritableStream).end(`sandbox:x:${SANDBOX_UID}:${SANDBOX_UID}:sandbox:${HOME}:/bin/bash\n`);
+    (child.stdio[3] as NodeJS.WritableStream).end(
+      `sandbox:x:${SANDBOX_UID}:${SANDBOX_UID}:sandbox:${HOME}:/bin/bash\n`,
+    );
     (child.stdio[4] as NodeJS.WritableStream).end(`sandbox:x:${SANDBOX_UID}:\n`);
     for (const stream of child.stdio) stream?.on('error', () => undefined);
     return child;
@@ -216,7 +309,18 @@ export class LocalSandboxDriver implements SandboxDriver {
    * CAP_SETPCAP in the sandbox's user namespace, which commands never have.
    */
   private runnerArgs(): string[] {
-    return ['--ro-bind', dirname(this.options.runnerScript), RUNNER_DIR, '--cap-add', 'CAP_SYS_ADMIN', '--cap-add', 'CAP_SETPCAP', '--setenv', RUNNER_ISOLATE_ENV, '1'];
+    return [
+      '--ro-bind',
+      dirname(this.options.runnerScript),
+      RUNNER_DIR,
+      '--cap-add',
+      'CAP_SYS_ADMIN',
+      '--cap-add',
+      'CAP_SETPCAP',
+      '--setenv',
+      RUNNER_ISOLATE_ENV,
+      '1',
+    ];
   }
 
   /** the runner as the sandbox sees it, where runnerArgs binds it */
@@ -228,7 +332,11 @@ export class LocalSandboxDriver implements SandboxDriver {
   private cgroupLimits(spec: SandboxSpec): SandboxCgroupLimits {
     const pids = spec.limits.pids ?? this.options.defaultLimits?.pids;
     const memoryMb = this.sandboxMemoryMb(spec);
-    return { pids: pids ? pids + PIDS_RESERVE : 'max', memoryBytes: memoryMb ? memoryMb * 1024 * 1024 : 'max', cpus: this.options.cpus ?? 'max' };
+    return {
+      pids: pids ? pids + PIDS_RESERVE : 'max',
+      memoryBytes: memoryMb ? memoryMb * 1024 * 1024 : 'max',
+      cpus: this.options.cpus ?? 'max',
+    };
   }
 
   private sandboxMemoryMb(spec: SandboxSpec): number | undefined {
@@ -253,8 +361,11 @@ export class LocalSandboxDriver implements SandboxDriver {
     if (this.options.srcMaxBytes === undefined) return undefined;
     let bound = this.bounds.get(spec.id);
     if (!bound) {
-      const du = (args: string[]): Promise<GitResult> => this.gitHelper().run({ file: '/usr/bin/du', args, cwd: '/', env: { PATH: '/usr/bin:/bin', LANG: 'C' } });
-      bound = new SrcBound(this.paths(spec).src, this.options.srcMaxBytes, du, (line) => this.options.log(`[sandbox ${spec.name}] ${line}`));
+      const du = (args: string[]): Promise<GitResult> =>
+        this.gitHelper().run({ file: '/usr/bin/du', args, cwd: '/', env: { PATH: '/usr/bin:/bin', LANG: 'C' } });
+      bound = new SrcBound(this.paths(spec).src, this.options.srcMaxBytes, du, (line) =>
+        this.options.log(`[sandbox ${spec.name}] ${line}`),
+      );
       this.bounds.set(spec.id, bound);
     }
     return bound;
@@ -263,7 +374,21 @@ export class LocalSandboxDriver implements SandboxDriver {
   /** Unpacks an archive inside the sandbox, so no member's path or link can land outside /src. */
   async unpack(spec: SandboxSpec, archive: NodeJS.ReadableStream, options: { gzip: boolean }): Promise<void> {
     // --ignore-zeros: to the end of its input, as the runner's (an early exit at the end marker would break the pipe)
-    const child = this.spawnInside(spec, [], ['/usr/bin/tar', options.gzip ? '-xzf' : '-xf', '-', '--ignore-zeros', '-C', SANDBOX_WORKDIR, '--no-same-owner', '--no-same-permissions', '--delay-directory-restore']);
+    const child = this.spawnInside(
+      spec,
+      [],
+      [
+        '/usr/bin/tar',
+        options.gzip ? '-xzf' : '-xf',
+        '-',
+        '--ignore-zeros',
+        '-C',
+        SANDBOX_WORKDIR,
+        '--no-same-owner',
+        '--no-same-permissions',
+        '--delay-directory-restore',
+      ],
+    );
     let stderr = '';
     child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
     const exited = new Promise<number>((resolveCode) => child.on('close', (exit) => resolveCode(exit ?? 1)));
@@ -277,7 +402,8 @@ export class LocalSandboxDriver implements SandboxDriver {
     if (code === 0 && !fed) return;
     // tar that stops reading breaks the pipe: what it said is the reason
     const said = stderr.trim().split('\n').slice(-2).join(' ');
-    if (said || !fed) throw new SandboxSourceError(`the archive could not be unpacked: ${said || `tar exited with ${code}`}`);
+    if (said || !fed)
+      throw new SandboxSourceError(`the archive could not be unpacked: ${said || `tar exited with ${code}`}`);
     throw fed;
   }
 
@@ -295,9 +421,16 @@ export class LocalSandboxDriver implements SandboxDriver {
     const stdin = Buffer.isBuffer(input) ? input : input ? await buffered(input as NodeJS.ReadableStream) : undefined;
     // a large input (a snapshot's files) or output goes to a git of its own: the shared helper takes one line per
     // request, and a line of hundreds of megabytes would end it, and every other sandbox's git with it
-    if ((stdin && stdin.length > HELPER_MAX_INPUT_BYTES) || LARGE_OUTPUT.has(args[0] ?? '')) return this.gitDirect(spec, args, stdin ?? Buffer.alloc(0));
+    if ((stdin && stdin.length > HELPER_MAX_INPUT_BYTES) || LARGE_OUTPUT.has(args[0] ?? ''))
+      return this.gitDirect(spec, args, stdin ?? Buffer.alloc(0));
     const [file, ...command] = this.gitCommand(spec, args);
-    return this.gitHelper().run({ file: file!, args: command, cwd: '/', env: { PATH: '/usr/bin:/bin' }, ...(stdin ? { stdin: stdin.toString('base64') } : {}) });
+    return this.gitHelper().run({
+      file: file!,
+      args: command,
+      cwd: '/',
+      env: { PATH: '/usr/bin:/bin' },
+      ...(stdin ? { stdin: stdin.toString('base64') } : {}),
+    });
   }
 
   private gitDirect(spec: SandboxSpec, args: string[], stdin: Buffer): Promise<GitResult> {
@@ -316,7 +449,8 @@ export class LocalSandboxDriver implements SandboxDriver {
 
   /** The helper that spawns git (apps/git-helper), started on first use and again if it died. */
   private gitHelper(): GitHelper {
-    if (!this.helper?.alive) this.helper = new GitHelper(this.nodeBinary, this.options.gitHelperScript ?? compiledGitHelperPath());
+    if (!this.helper?.alive)
+      this.helper = new GitHelper(this.nodeBinary, this.options.gitHelperScript ?? compiledGitHelperPath());
     return this.helper;
   }
 
@@ -402,9 +536,14 @@ export const SNAPSHOT_BRANCH = 'aileron/snapshots';
 
 /** bwrap arguments with their bind sources named as the door gives them */
 function throughDoor(args: string[], door: HostDoor): string[] {
-  return args.map((arg, at) => (at > 0 && /^--(ro-|dev-)?bind(-try)?$/.test(args[at - 1]!) && (at < 2 || !/^--(ro-|dev-)?bind(-try)?$/.test(args[at - 2]!)) ? door.path(arg) : arg));
+  return args.map((arg, at) =>
+    at > 0 &&
+    /^--(ro-|dev-)?bind(-try)?$/.test(args[at - 1]!) &&
+    (at < 2 || !/^--(ro-|dev-)?bind(-try)?$/.test(args[at - 2]!))
+      ? door.path(arg)
+      : arg,
+  );
 }
-
 
 async function buffered(stream: NodeJS.ReadableStream): Promise<Buffer> {
   const chunks: Buffer[] = [];
@@ -420,12 +559,19 @@ class GitHelper {
   alive = true;
 
   constructor(node: string, script: string) {
-    this.child = spawn(node, ['--max-old-space-size=64', script], { stdio: ['pipe', 'pipe', 'inherit'], env: { PATH: '/usr/bin:/bin' } });
+    this.child = spawn(node, ['--max-old-space-size=64', script], {
+      stdio: ['pipe', 'pipe', 'inherit'],
+      env: { PATH: '/usr/bin:/bin' },
+    });
     this.child.stdin!.on('error', () => undefined);
     readMessages<GitHelperAnswer>(
       this.child.stdout!,
       (answer) => {
-        this.pending.get(answer.id)?.({ code: answer.code, stdout: Buffer.from(answer.stdout, 'base64'), stderr: answer.stderr });
+        this.pending.get(answer.id)?.({
+          code: answer.code,
+          stdout: Buffer.from(answer.stdout, 'base64'),
+          stderr: answer.stderr,
+        });
         this.pending.delete(answer.id);
       },
       // its waiters learn it stopped when it exits
@@ -433,7 +579,8 @@ class GitHelper {
     );
     this.child.on('exit', () => {
       this.alive = false;
-      for (const settle of this.pending.values()) settle({ code: 127, stdout: Buffer.alloc(0), stderr: 'the git helper stopped' });
+      for (const settle of this.pending.values())
+        settle({ code: 127, stdout: Buffer.alloc(0), stderr: 'the git helper stopped' });
       this.pending.clear();
     });
     this.child.on('error', () => undefined);
@@ -488,11 +635,20 @@ class LocalRunner implements SandboxRunner {
     this.ended = new Promise((resolveEnded) => {
       child.once('exit', (code, signal) => {
         // the runner, killed by the kernel for the sandbox's memory (bwrap hands its SIGKILL on as 137)
-        const outOfMemory = !this.endedBy && (signal === 'SIGKILL' || code === 137) && this.memory?.killedSince(this.oomMark);
-        this.gone = this.endedBy ?? (outOfMemory ? `${this.memory!.reason()}; the next call starts it again` : signal ? `killed by ${signal}` : `exited with code ${code}`);
+        const outOfMemory =
+          !this.endedBy && (signal === 'SIGKILL' || code === 137) && this.memory?.killedSince(this.oomMark);
+        this.gone =
+          this.endedBy ??
+          (outOfMemory
+            ? `${this.memory!.reason()}; the next call starts it again`
+            : signal
+              ? `killed by ${signal}`
+              : `exited with code ${code}`);
         if (outOfMemory) log(`runner ended: ${this.gone}`);
-        else if (code !== 0 && this.stderr.trim()) log(`runner ${this.gone}: ${this.stderr.trim().split('\n').slice(-3).join(' | ')}`);
-        for (const waiter of this.pending.values()) waiter.reject(new RunnerError({ code: 'SANDBOX_STOPPED', message: `the sandbox stopped (${this.gone})` }));
+        else if (code !== 0 && this.stderr.trim())
+          log(`runner ${this.gone}: ${this.stderr.trim().split('\n').slice(-3).join(' | ')}`);
+        for (const waiter of this.pending.values())
+          waiter.reject(new RunnerError({ code: 'SANDBOX_STOPPED', message: `the sandbox stopped (${this.gone})` }));
         this.pending.clear();
         resolveEnded();
       });
@@ -504,17 +660,26 @@ class LocalRunner implements SandboxRunner {
   }
 
   async ready(timeoutMs: number): Promise<void> {
-    const timer = new Promise<never>((_, reject) => setTimeout(() => reject(new SandboxStartError(`the sandbox did not start within ${timeoutMs} ms`)), timeoutMs).unref());
+    const timer = new Promise<never>((_, reject) =>
+      setTimeout(
+        () => reject(new SandboxStartError(`the sandbox did not start within ${timeoutMs} ms`)),
+        timeoutMs,
+      ).unref(),
+    );
     try {
       await Promise.race([this.call({ op: 'ping' }), timer]);
     } catch (error) {
-      if (error instanceof RunnerError) throw new SandboxStartError(`the sandbox did not start: ${this.stderr.trim() || error.message}`);
+      if (error instanceof RunnerError)
+        throw new SandboxStartError(`the sandbox did not start: ${this.stderr.trim() || error.message}`);
       throw error;
     }
   }
 
   call<O extends RunnerOp>(request: Extract<RunnerRequest, { op: O }>): Promise<RunnerResult<O>> {
-    if (this.gone) return Promise.reject(new RunnerError({ code: 'SANDBOX_STOPPED', message: `the sandbox stopped (${this.gone})` }));
+    if (this.gone)
+      return Promise.reject(
+        new RunnerError({ code: 'SANDBOX_STOPPED', message: `the sandbox stopped (${this.gone})` }),
+      );
     request = withDefaultLimits(request, this.defaultLimits);
     const bound = request.op === 'write' || request.op === 'exec' ? this.bound : undefined;
     let sent = request;

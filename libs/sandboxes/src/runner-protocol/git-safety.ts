@@ -26,7 +26,14 @@ export const GIT_SAFETY: readonly string[] = [
 
 /** git's environment: no system or user configuration, no prompt; `home` is where git may look for nothing. */
 export function gitEnv(home: string): Record<string, string> {
-  return { PATH: '/usr/bin:/bin', GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null', HOME: home, GIT_TERMINAL_PROMPT: '0', LANG: 'C.UTF-8' };
+  return {
+    PATH: '/usr/bin:/bin',
+    GIT_CONFIG_NOSYSTEM: '1',
+    GIT_CONFIG_GLOBAL: '/dev/null',
+    HOME: home,
+    GIT_TERMINAL_PROMPT: '0',
+    LANG: 'C.UTF-8',
+  };
 }
 
 /**
@@ -45,7 +52,8 @@ export function historyGitArgs(args: readonly string[]): string[] {
  * `.gitattributes`); these take precedence over it, so /src gets the
  * commit's files exactly. Nothing else reads them.
  */
-export const HISTORY_ATTRIBUTES = '# written by Aileron: a work tree written by git archive is the commit as it is\n* -export-ignore -export-subst\n';
+export const HISTORY_ATTRIBUTES =
+  '# written by Aileron: a work tree written by git archive is the commit as it is\n* -export-ignore -export-subst\n';
 
 /**
  * Writes the history's info files into the git directory `gitDir`, at every

@@ -50,7 +50,12 @@ describe('agent-config snippets', () => {
     const toml = parseTomlSubset(config.content);
     // a top-level key after a [table] header would belong to the table: it must come before any
     expect(toml['']).toEqual({ cli_auth_credentials_store: 'file' });
-    expect(toml['mcp_servers.aileron']).toEqual({ command: 'aileron-mcp', args: [], env_vars: ['AILERON_TOKEN'], tool_timeout_sec: 300 });
+    expect(toml['mcp_servers.aileron']).toEqual({
+      command: 'aileron-mcp',
+      args: [],
+      env_vars: ['AILERON_TOKEN'],
+      tool_timeout_sec: 300,
+    });
     expect(toml['mcp_servers.aileron.env']).toEqual(env);
   });
 
@@ -59,7 +64,14 @@ describe('agent-config snippets', () => {
     expect(config).toMatchObject({ agent: 'opencode', format: 'json', file: 'opencode.json' });
     expect(JSON.parse(config.content)).toEqual({
       $schema: 'https://opencode.ai/config.json',
-      mcp: { aileron: { type: 'local', command: ['aileron-mcp'], enabled: true, environment: { ...env, AILERON_TOKEN: '{env:AILERON_TOKEN}' } } },
+      mcp: {
+        aileron: {
+          type: 'local',
+          command: ['aileron-mcp'],
+          enabled: true,
+          environment: { ...env, AILERON_TOKEN: '{env:AILERON_TOKEN}' },
+        },
+      },
     });
   });
 

@@ -47,7 +47,15 @@ function tomlString(value: string): string {
 
 function claude(input: AgentConfigInput): AgentConfig {
   // Claude Code expands ${VAR} in the command, args and env of an MCP config file
-  const config = { mcpServers: { [SERVER_NAME]: { command: input.command, args: [], env: { ...fixedEnv(input), [TOKEN_VARIABLE]: `\${${TOKEN_VARIABLE}}` } } } };
+  const config = {
+    mcpServers: {
+      [SERVER_NAME]: {
+        command: input.command,
+        args: [],
+        env: { ...fixedEnv(input), [TOKEN_VARIABLE]: `\${${TOKEN_VARIABLE}}` },
+      },
+    },
+  };
   return {
     agent: 'claude',
     format: 'json',
@@ -86,7 +94,14 @@ function opencode(input: AgentConfigInput): AgentConfig {
   // OpenCode substitutes {env:VAR} in its config strings
   const config = {
     $schema: 'https://opencode.ai/config.json',
-    mcp: { [SERVER_NAME]: { type: 'local', command: [input.command], enabled: true, environment: { ...fixedEnv(input), [TOKEN_VARIABLE]: `{env:${TOKEN_VARIABLE}}` } } },
+    mcp: {
+      [SERVER_NAME]: {
+        type: 'local',
+        command: [input.command],
+        enabled: true,
+        environment: { ...fixedEnv(input), [TOKEN_VARIABLE]: `{env:${TOKEN_VARIABLE}}` },
+      },
+    },
   };
   return {
     agent: 'opencode',

@@ -1,14 +1,28 @@
 import { randomBytes } from 'node:crypto';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { CAVEAT_TOKEN_PREFIX, CaveatTokenError, isWellFormedIdentity, mintCaveatToken, TOKEN_INVALID_DETAIL, TokenIdentity } from './caveat-token';
+import {
+  CAVEAT_TOKEN_PREFIX,
+  CaveatTokenError,
+  isWellFormedIdentity,
+  mintCaveatToken,
+  TOKEN_INVALID_DETAIL,
+  TokenIdentity,
+} from './caveat-token';
 import { deriveKey, encode, mint } from './macaroon';
 import { CaveatTokenVerifier } from './caveat-token-verifier';
 
 const key = deriveKey(randomBytes(32));
-const identity: TokenIdentity = { organizationId: '6f1c0d9e-7a53-4c8e-9a61-2b7f4c1d0e11', keyId: 'sk-0123456789ab', sessionId: '0b3e9f5a-1c2d-4e6f-8a9b-0c1d2e3f4a5b' };
+const identity: TokenIdentity = {
+  organizationId: '6f1c0d9e-7a53-4c8e-9a61-2b7f4c1d0e11',
+  keyId: 'sk-0123456789ab',
+  sessionId: '0b3e9f5a-1c2d-4e6f-8a9b-0c1d2e3f4a5b',
+};
 const now = 1_800_000_000;
-const caveats = [{ kind: 'workspace' as const, id: '1a2b3c4d-0000-4000-8000-000000000001' }, { kind: 'expires' as const, at: now + 3600 }];
+const caveats = [
+  { kind: 'workspace' as const, id: '1a2b3c4d-0000-4000-8000-000000000001' },
+  { kind: 'expires' as const, at: now + 3600 },
+];
 
 /** A verifier whose key store records every identity it is asked about, and knows only `identity`'s key. */
 function recordingVerifier(known: Buffer | null = key): { verifier: CaveatTokenVerifier; asked: TokenIdentity[] } {
@@ -35,7 +49,13 @@ const one = { code: 'TOKEN_INVALID', message: TOKEN_INVALID_DETAIL };
 describe('CaveatTokenVerifier', () => {
   it('asks for no key when the identifier has the wrong shape, even under a chain that holds', async () => {
     const { verifier, asked } = recordingVerifier();
-    const forged = CAVEAT_TOKEN_PREFIX + encode(mint(key, Buffer.from(`ail1 acme ${identity.keyId} ${identity.sessionId} n`), [Buffer.from(`session = ${identity.sessionId}`)])).toString('base64url');
+    const forged =
+      CAVEAT_TOKEN_PREFIX +
+      encode(
+        mint(key, Buffer.from(`ail1 acme ${identity.keyId} ${identity.sessionId} n`), [
+          Buffer.from(`session = ${identity.sessionId}`),
+        ]),
+      ).toString('base64url');
     expect(await refusal(verifier.verify(forged, now))).toEqual(one);
     expect(asked).toEqual([]);
   });
@@ -61,7 +81,9 @@ describe('CaveatTokenVerifier', () => {
       fc.constantFrom(identity.organizationId, identity.keyId, identity.sessionId),
     );
     const identifier = fc.oneof(
-      fc.tuple(fc.constantFrom('ail1', 'ail2', ''), part, part, part, fc.base64String({ maxLength: 24 })).map((p) => p.join(' ')),
+      fc
+        .tuple(fc.constantFrom('ail1', 'ail2', ''), part, part, part, fc.base64String({ maxLength: 24 }))
+        .map((p) => p.join(' ')),
       fc.string({ maxLength: 200 }),
     );
     const { verifier, asked } = recordingVerifier();
@@ -69,7 +91,11 @@ describe('CaveatTokenVerifier', () => {
       fc.asyncProperty(identifier, async (text) => {
         fc.pre(text.length > 0);
         // chained under the real key: the identifier alone decides
-        const token = CAVEAT_TOKEN_PREFIX + encode(mint(key, Buffer.from(text, 'utf8'), [Buffer.from(`session = ${identity.sessionId}`)])).toString('base64url');
+        const token =
+          CAVEAT_TOKEN_PREFIX +
+          encode(mint(key, Buffer.from(text, 'utf8'), [Buffer.from(`session = ${identity.sessionId}`)])).toString(
+            'base64url',
+          );
         expect(await refusal(verifier.verify(token, now))).toEqual(one);
       }),
       { numRuns: 5_000 },

@@ -1,4 +1,11 @@
-import { CaveatTokenError, invalidToken, peekIdentity, TokenGrant, TokenIdentity, verifyCaveatToken } from './caveat-token';
+import {
+  CaveatTokenError,
+  invalidToken,
+  peekIdentity,
+  TokenGrant,
+  TokenIdentity,
+  verifyCaveatToken,
+} from './caveat-token';
 
 /** verified tokens one verifier keeps; past it the memo starts over */
 const DEFAULT_LIMIT = 4_096;
@@ -43,7 +50,8 @@ export class CaveatTokenVerifier {
 
   /** A removed key's tokens must not live on in the memo. */
   forgetKey(organizationId: string, keyId: string): void {
-    for (const [token, grant] of this.memo) if (grant.organizationId === organizationId && grant.keyId === keyId) this.memo.delete(token);
+    for (const [token, grant] of this.memo)
+      if (grant.organizationId === organizationId && grant.keyId === keyId) this.memo.delete(token);
   }
 
   clear(): void {

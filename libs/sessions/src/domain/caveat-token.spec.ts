@@ -22,7 +22,11 @@ import { attenuate, deriveKey, encode, mint } from './macaroon';
 
 const rootKey = randomBytes(32);
 const key = deriveKey(rootKey);
-const identity = { organizationId: '6f1c0d9e-7a53-4c8e-9a61-2b7f4c1d0e11', keyId: 'sk-0123456789ab', sessionId: '0b3e9f5a-1c2d-4e6f-8a9b-0c1d2e3f4a5b' };
+const identity = {
+  organizationId: '6f1c0d9e-7a53-4c8e-9a61-2b7f4c1d0e11',
+  keyId: 'sk-0123456789ab',
+  sessionId: '0b3e9f5a-1c2d-4e6f-8a9b-0c1d2e3f4a5b',
+};
 const workspace = '1a2b3c4d-0000-4000-8000-000000000001';
 const now = 1_800_000_000;
 const base: Caveat[] = [
@@ -46,7 +50,13 @@ function refusal(fn: () => unknown): string {
   return 'accepted';
 }
 
-const run = (tool: string, extra: Partial<TokenRequest> = {}): TokenRequest => ({ capability: 'actions:run', workspaceId: workspace, server: tool.split('__')[0], tool, ...extra });
+const run = (tool: string, extra: Partial<TokenRequest> = {}): TokenRequest => ({
+  capability: 'actions:run',
+  workspaceId: workspace,
+  server: tool.split('__')[0],
+  tool,
+  ...extra,
+});
 
 describe('caveat tokens', () => {
   it('mint, then verify: the grant is what the caveats say', () => {
@@ -68,14 +78,36 @@ describe('caveat tokens', () => {
       seen.push(condition);
       return null;
     });
-    expect(seen).toEqual([`session = ${identity.sessionId}`, `workspace = ${workspace}`, `caps in ${SESSION_CAPABILITIES.join(',')}`, `expires < ${now + 3600}`, 'servers in github']);
+    expect(seen).toEqual([
+      `session = ${identity.sessionId}`,
+      `workspace = ${workspace}`,
+      `caps in ${SESSION_CAPABILITIES.join(',')}`,
+      `expires < ${now + 3600}`,
+      'servers in github',
+    ]);
     expect(() => theirs.verify(new Uint8Array(randomBytes(32)), () => null)).toThrow(/signature/);
 
-    const made = js.newMacaroon({ identifier: `ail1 ${identity.organizationId} ${identity.keyId} ${identity.sessionId} n0nce`, rootKey: new Uint8Array(rootKey), version: 2 });
-    for (const c of [`session = ${identity.sessionId}`, `workspace = ${workspace}`, 'caps in actions:list', `expires < ${now + 60}`]) made.addFirstPartyCaveat(new TextEncoder().encode(c));
+    const made = js.newMacaroon({
+      identifier: `ail1 ${identity.organizationId} ${identity.keyId} ${identity.sessionId} n0nce`,
+      rootKey: new Uint8Array(rootKey),
+      version: 2,
+    });
+    for (const c of [
+      `session = ${identity.sessionId}`,
+      `workspace = ${workspace}`,
+      'caps in actions:list',
+      `expires < ${now + 60}`,
+    ])
+      made.addFirstPartyCaveat(new TextEncoder().encode(c));
     // its binary export overflows past a few fields (a growth bug in the package), so carry its JSON v2 form over field by field
     const exported = made.exportJSON() as { i: string; c: Array<{ i: string }>; s64: string };
-    const ours = CAVEAT_TOKEN_PREFIX + encode({ identifier: Buffer.from(exported.i), caveats: exported.c.map((c) => Buffer.from(c.i)), signature: Buffer.from(exported.s64, 'base64url') }).toString('base64url');
+    const ours =
+      CAVEAT_TOKEN_PREFIX +
+      encode({
+        identifier: Buffer.from(exported.i),
+        caveats: exported.c.map((c) => Buffer.from(c.i)),
+        signature: Buffer.from(exported.s64, 'base64url'),
+      }).toString('base64url');
     expect([...verify(ours).caps]).toEqual(['actions:list']);
   });
 
@@ -97,12 +129,18 @@ describe('caveat tokens', () => {
     // expiry can only come sooner
     const later = attenuateCaveatToken(token, [{ kind: 'expires', at: now + 999_999 }]);
     expect(verify(later).expiresAt).toBe(now + 3600);
-    expect(refusal(() => verify(attenuateCaveatToken(token, [{ kind: 'expires', at: now - 1 }])))).toBe('TOKEN_EXPIRED');
+    expect(refusal(() => verify(attenuateCaveatToken(token, [{ kind: 'expires', at: now - 1 }])))).toBe(
+      'TOKEN_EXPIRED',
+    );
   });
 
   it('a tools caveat its holder wrote to backtrack answers at once on a long tool name', () => {
     // attenuation is offline: the holder picks the globs, a workspace's servers pick the names
-    const grant = verify(attenuateCaveatToken(mintCaveatToken(key, identity, base), [{ kind: 'tools', globs: ['*?*?*?*?*?*?*?*?*?*?*?Z', 'github__list_*'] }]));
+    const grant = verify(
+      attenuateCaveatToken(mintCaveatToken(key, identity, base), [
+        { kind: 'tools', globs: ['*?*?*?*?*?*?*?*?*?*?*?Z', 'github__list_*'] },
+      ]),
+    );
     const started = performance.now();
     expect(permits(grant, run('github__list_pull_request_review_comment'))).toBe(true);
     expect(permits(grant, run('github__get_pull_request_review_comments'))).toBe(false);
@@ -110,8 +148,12 @@ describe('caveat tokens', () => {
     // a backtracking RegExp of the first glob takes seconds on each of these forty-character names
     expect(performance.now() - started).toBeLessThan(1_000);
     // as before: `*` and `?` stay within a name's `/`-separated part, and `**` is `*`
-    const slashes = verify(attenuateCaveatToken(mintCaveatToken(key, identity, base), [{ kind: 'tools', globs: ['fs__**', 'a?b'] }]));
-    expect([run('fs__read'), run('fs__read/x'), run('axb'), run('a/b')].map((request) => permits(slashes, request))).toEqual([true, false, true, false]);
+    const slashes = verify(
+      attenuateCaveatToken(mintCaveatToken(key, identity, base), [{ kind: 'tools', globs: ['fs__**', 'a?b'] }]),
+    );
+    expect(
+      [run('fs__read'), run('fs__read/x'), run('axb'), run('a/b')].map((request) => permits(slashes, request)),
+    ).toEqual([true, false, true, false]);
   });
 
   it('refuses with a stable code: broken chain, other key, unknown or malformed caveat, expiry, another session', () => {
@@ -128,7 +170,8 @@ describe('caveat tokens', () => {
     expect(refusal(() => verify(`${token}A`))).toBe('TOKEN_INVALID');
 
     // caveats added with a valid chain but that this service cannot read
-    const withRaw = (text: string) => CAVEAT_TOKEN_PREFIX + encode(attenuate(m, [Buffer.from(text)])).toString('base64url');
+    const withRaw = (text: string) =>
+      CAVEAT_TOKEN_PREFIX + encode(attenuate(m, [Buffer.from(text)])).toString('base64url');
     expect(refusal(() => verify(withRaw('ip in 10.0.0.0/8')))).toBe('CAVEAT_UNKNOWN');
     expect(refusal(() => verify(withRaw('caps in vault:read')))).toBe('CAVEAT_MALFORMED');
     expect(refusal(() => verify(withRaw('expires < soon')))).toBe('CAVEAT_MALFORMED');
@@ -139,7 +182,9 @@ describe('caveat tokens', () => {
     // a sandbox by another spelling than its name would reach none: refused when narrowing, and when read
     expect(refusal(() => attenuateCaveatToken(token, [{ kind: 'sandbox', name: 'My_Box' }]))).toBe('CAVEAT_MALFORMED');
     expect(refusal(() => verify(withRaw('sandbox = My_Box')))).toBe('CAVEAT_MALFORMED');
-    expect(verify(attenuateCaveatToken(token, [{ kind: 'sandbox', name: 'my-box' }]))).toMatchObject({ sandboxes: ['my-box'] });
+    expect(verify(attenuateCaveatToken(token, [{ kind: 'sandbox', name: 'my-box' }]))).toMatchObject({
+      sandboxes: ['my-box'],
+    });
   });
 
   it('property: no attenuation chain ever reaches what its prefix could not (20,000 chains a run, each run its own seed)', () => {
@@ -149,16 +194,20 @@ describe('caveat tokens', () => {
       fc.constantFrom(workspace, 'ws-other').map((id): Caveat => ({ kind: 'workspace', id })),
       fc.subarray([...SESSION_CAPABILITIES], { minLength: 1 }).map((caps): Caveat => ({ kind: 'caps', caps })),
       fc.subarray(servers, { minLength: 1 }).map((names): Caveat => ({ kind: 'servers', names })),
-      fc.subarray(['*', 'github__*', '*__list_*', 'slack__post', 's?ack__*'], { minLength: 1 }).map((globs): Caveat => ({ kind: 'tools', globs })),
+      fc
+        .subarray(['*', 'github__*', '*__list_*', 'slack__post', 's?ack__*'], { minLength: 1 })
+        .map((globs): Caveat => ({ kind: 'tools', globs })),
       fc.integer({ min: now - 10, max: now + 7200 }).map((at): Caveat => ({ kind: 'expires', at })),
       fc.constantFrom('box-a', 'box-b').map((name): Caveat => ({ kind: 'sandbox', name })),
     );
-    const request: fc.Arbitrary<TokenRequest> = fc.record({
-      capability: fc.constantFrom(...SESSION_CAPABILITIES),
-      workspaceId: fc.constantFrom(workspace, 'ws-other'),
-      tool: fc.option(fc.constantFrom(...tools), { nil: undefined }),
-      sandbox: fc.option(fc.constantFrom('box-a', 'box-b'), { nil: undefined }),
-    }).map((r) => ({ ...r, server: r.tool?.split('__')[0] }));
+    const request: fc.Arbitrary<TokenRequest> = fc
+      .record({
+        capability: fc.constantFrom(...SESSION_CAPABILITIES),
+        workspaceId: fc.constantFrom(workspace, 'ws-other'),
+        tool: fc.option(fc.constantFrom(...tools), { nil: undefined }),
+        sandbox: fc.option(fc.constantFrom('box-a', 'box-b'), { nil: undefined }),
+      })
+      .map((r) => ({ ...r, server: r.tool?.split('__')[0] }));
     // a refused token reaches nothing; a token is verified once per step and every request asked of its grant
     const reachOf = (token: string, at: number, requests: TokenRequest[]): boolean[] => {
       let grant: TokenGrant;
@@ -172,17 +221,22 @@ describe('caveat tokens', () => {
     };
     const token = mintCaveatToken(key, identity, base);
     fc.assert(
-      fc.property(fc.array(caveat, { minLength: 1, maxLength: 4 }), fc.array(request, { minLength: 1, maxLength: 3 }), fc.integer({ min: now - 5, max: now + 7200 }), (chain, requests, at) => {
-        let prefix = token;
-        let before = reachOf(prefix, at, requests);
-        for (const step of chain) {
-          prefix = attenuateCaveatToken(prefix, [step]);
-          const after = reachOf(prefix, at, requests);
-          if (after.some((reached, i) => reached && !before[i])) return false;
-          before = after;
-        }
-        return true;
-      }),
+      fc.property(
+        fc.array(caveat, { minLength: 1, maxLength: 4 }),
+        fc.array(request, { minLength: 1, maxLength: 3 }),
+        fc.integer({ min: now - 5, max: now + 7200 }),
+        (chain, requests, at) => {
+          let prefix = token;
+          let before = reachOf(prefix, at, requests);
+          for (const step of chain) {
+            prefix = attenuateCaveatToken(prefix, [step]);
+            const after = reachOf(prefix, at, requests);
+            if (after.some((reached, i) => reached && !before[i])) return false;
+            before = after;
+          }
+          return true;
+        },
+      ),
       // fast-check seeds every run anew: a run costs a fifth of 100,000 chains, and the runs together try far more
       { numRuns: 20_000 },
     );
@@ -238,7 +292,16 @@ describe('caveat tokens', () => {
 describe("a token's identifier: every id has its row's shape before anything is looked up", () => {
   /** A token whose chain holds under `key` for any identifier at all: only the shape check stands between it and a lookup. */
   const signed = (identifier: string) =>
-    CAVEAT_TOKEN_PREFIX + encode(mint(key, Buffer.from(identifier, 'utf8'), [`session = ${identity.sessionId}`, `workspace = ${workspace}`, `expires < ${now + 60}`].map((c) => Buffer.from(c)))).toString('base64url');
+    CAVEAT_TOKEN_PREFIX +
+    encode(
+      mint(
+        key,
+        Buffer.from(identifier, 'utf8'),
+        [`session = ${identity.sessionId}`, `workspace = ${workspace}`, `expires < ${now + 60}`].map((c) =>
+          Buffer.from(c),
+        ),
+      ),
+    ).toString('base64url');
   const refusedWith = (fn: () => unknown): { code: string; message: string } | 'accepted' => {
     try {
       fn();
@@ -258,7 +321,10 @@ describe("a token's identifier: every id has its row's shape before anything is 
 
   it.each([
     ['an organisation that is no UUID', `ail1 acme ${keyId} ${sessionId} n`],
-    ['an organisation of a UUID’s length that is no UUID', `ail1 zzzzzzzz-zzzz-zzzz-zzzz-zzzzzzzzzzzz ${keyId} ${sessionId} n`],
+    [
+      'an organisation of a UUID’s length that is no UUID',
+      `ail1 zzzzzzzz-zzzz-zzzz-zzzz-zzzzzzzzzzzz ${keyId} ${sessionId} n`,
+    ],
     ['an organisation in capitals', `ail1 ${org.toUpperCase()} ${keyId} ${sessionId} n`],
     ['an organisation without dashes', `ail1 ${org.replaceAll('-', '')} ${keyId} ${sessionId} n`],
     ['an organisation with a colon (a cache-key separator)', `ail1 ${org}:x ${keyId} ${sessionId} n`],
@@ -293,8 +359,18 @@ describe("a token's identifier: every id has its row's shape before anything is 
       'a malformed identifier': refusedWith(() => verify(signed('hello'))),
       'a broken chain': refusedWith(() => verify(reencode(m.caveats.slice(0, -1)))),
       'another key': refusedWith(() => verify(token, now, deriveKey(randomBytes(32)))),
-      'bound to another session': refusedWith(() => verify(CAVEAT_TOKEN_PREFIX + encode(attenuate(m, [Buffer.from('session = 99999999-0000-4000-8000-000000000000')])).toString('base64url'))),
-      'no workspace or expiry': refusedWith(() => verify(CAVEAT_TOKEN_PREFIX + encode(mint(key, m.identifier, [Buffer.from(`session = ${sessionId}`)])).toString('base64url'))),
+      'bound to another session': refusedWith(() =>
+        verify(
+          CAVEAT_TOKEN_PREFIX +
+            encode(attenuate(m, [Buffer.from('session = 99999999-0000-4000-8000-000000000000')])).toString('base64url'),
+        ),
+      ),
+      'no workspace or expiry': refusedWith(() =>
+        verify(
+          CAVEAT_TOKEN_PREFIX +
+            encode(mint(key, m.identifier, [Buffer.from(`session = ${sessionId}`)])).toString('base64url'),
+        ),
+      ),
     };
     expect(refusals).toEqual(Object.fromEntries(Object.keys(refusals).map((what) => [what, one])));
     expect(TOKEN_INVALID_DETAIL).not.toMatch(/key|organi[sz]ation|session|removed|exist|malformed/i);

@@ -1,7 +1,16 @@
 import { randomBytes } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import { compileNameGlob } from '@aileron/glob';
-import { MAX_MACAROON_BYTES, Macaroon, MacaroonFormatError, attenuate, chainHolds, decode, encode, mint } from './macaroon';
+import {
+  MAX_MACAROON_BYTES,
+  Macaroon,
+  MacaroonFormatError,
+  attenuate,
+  chainHolds,
+  decode,
+  encode,
+  mint,
+} from './macaroon';
 
 /**
  * The session caveat token: the only credential a sandbox holds. A macaroon
@@ -123,8 +132,12 @@ export function isWellFormedIdentity(identity: TokenIdentity): boolean {
 
 export function identifierOf(identity: TokenIdentity, nonce = randomBytes(12).toString('base64url')): Buffer {
   // what is minted must read back: a token the verifier would refuse is a bug here, not at the far end
-  if (!isWellFormedIdentity(identity) || !/^[A-Za-z0-9_-]{1,64}$/.test(nonce)) throw new Error(`not a session token identity: ${JSON.stringify(identity)}`);
-  return Buffer.from(`${IDENTIFIER_VERSION} ${identity.organizationId} ${identity.keyId} ${identity.sessionId} ${nonce}`, 'utf8');
+  if (!isWellFormedIdentity(identity) || !/^[A-Za-z0-9_-]{1,64}$/.test(nonce))
+    throw new Error(`not a session token identity: ${JSON.stringify(identity)}`);
+  return Buffer.from(
+    `${IDENTIFIER_VERSION} ${identity.organizationId} ${identity.keyId} ${identity.sessionId} ${nonce}`,
+    'utf8',
+  );
 }
 
 function parseIdentifier(identifier: Buffer): TokenIdentity {
@@ -156,7 +169,8 @@ export function caveatText(caveat: Caveat): string {
 
 function list(value: string, valid: (item: string) => boolean, what: string): string[] {
   const items = value.split(',');
-  if (items.length > MAX_LIST || !items.every(valid)) throw new CaveatTokenError('CAVEAT_MALFORMED', `A caveat lists an invalid ${what}`);
+  if (items.length > MAX_LIST || !items.every(valid))
+    throw new CaveatTokenError('CAVEAT_MALFORMED', `A caveat lists an invalid ${what}`);
   return items;
 }
 
@@ -176,7 +190,11 @@ export function parseCaveat(text: string): Caveat {
       return { kind: key, id: value };
     case 'sandbox':
       expect('=');
-      if (!SANDBOX_CAVEAT_NAME.test(value)) throw new CaveatTokenError('CAVEAT_MALFORMED', 'The sandbox caveat must name a sandbox as the API shows it: lower case letters, digits and "-", at most 63');
+      if (!SANDBOX_CAVEAT_NAME.test(value))
+        throw new CaveatTokenError(
+          'CAVEAT_MALFORMED',
+          'The sandbox caveat must name a sandbox as the API shows it: lower case letters, digits and "-", at most 63',
+        );
       return { kind: 'sandbox', name: value };
     case 'caps':
       expect('in');
@@ -189,7 +207,8 @@ export function parseCaveat(text: string): Caveat {
       return { kind: 'tools', globs: list(value, (g) => CAVEAT_GLOB.test(g), 'tool pattern') };
     case 'expires': {
       expect('<');
-      if (!/^[0-9]{1,12}$/.test(value)) throw new CaveatTokenError('CAVEAT_MALFORMED', 'The expires caveat takes unix seconds');
+      if (!/^[0-9]{1,12}$/.test(value))
+        throw new CaveatTokenError('CAVEAT_MALFORMED', 'The expires caveat takes unix seconds');
       return { kind: 'expires', at: Number(value) };
     }
     default:
@@ -211,7 +230,8 @@ const MAX_BODY_CHARS = Math.ceil((MAX_MACAROON_BYTES * 4) / 3);
 /** `detail` is for the holder's own tools (offline narrowing); what the server answers is always the one refusal. */
 function decodeToken(token: string, detail = TOKEN_INVALID_DETAIL): Macaroon {
   const body = token.slice(CAVEAT_TOKEN_PREFIX.length);
-  if (!looksLikeCaveatToken(token) || body.length > MAX_BODY_CHARS || !/^[A-Za-z0-9_-]+$/.test(body)) throw invalidToken(detail);
+  if (!looksLikeCaveatToken(token) || body.length > MAX_BODY_CHARS || !/^[A-Za-z0-9_-]+$/.test(body))
+    throw invalidToken(detail);
   try {
     const bytes = Buffer.from(body, 'base64url');
     // base64 has spare bits in its last character: only the canonical spelling is the token
@@ -226,19 +246,27 @@ function decodeToken(token: string, detail = TOKEN_INVALID_DETAIL): Macaroon {
 /** Checks a caveat reads back as itself, so a bad one fails where it is made, not at the far end (a list item holding a separator would read back as two). */
 function wire(caveat: Caveat): Buffer {
   const text = caveatText(caveat);
-  if (!isDeepStrictEqual(parseCaveat(text), caveat)) throw new CaveatTokenError('CAVEAT_MALFORMED', `The caveat "${caveat.kind}" is not well formed`);
+  if (!isDeepStrictEqual(parseCaveat(text), caveat))
+    throw new CaveatTokenError('CAVEAT_MALFORMED', `The caveat "${caveat.kind}" is not well formed`);
   return Buffer.from(text, 'utf8');
 }
 
 /** Mints a session's token; `derivedKey` is deriveKey(the organisation's session root key). */
 export function mintCaveatToken(derivedKey: Buffer, identity: TokenIdentity, caveats: Caveat[]): string {
-  return encodeToken(mint(derivedKey, identifierOf(identity), [{ kind: 'session', id: identity.sessionId } as Caveat, ...caveats].map(wire)));
+  return encodeToken(
+    mint(
+      derivedKey,
+      identifierOf(identity),
+      [{ kind: 'session', id: identity.sessionId } as Caveat, ...caveats].map(wire),
+    ),
+  );
 }
 
 /** Offline narrowing: anyone holding a token can hand on a weaker one. */
 export function attenuateCaveatToken(token: string, caveats: Caveat[]): string {
   const macaroon = decodeToken(token, 'The token is malformed');
-  if (macaroon.caveats.length + caveats.length > MAX_CAVEATS) throw new CaveatTokenError('CAVEAT_MALFORMED', `A token carries at most ${MAX_CAVEATS} caveats`);
+  if (macaroon.caveats.length + caveats.length > MAX_CAVEATS)
+    throw new CaveatTokenError('CAVEAT_MALFORMED', `A token carries at most ${MAX_CAVEATS} caveats`);
   return encodeToken(attenuate(macaroon, caveats.map(wire)));
 }
 
@@ -268,9 +296,23 @@ function toolMatcher(globs: string[]): (name: string) => boolean {
  * identifier names (the caller looks it up from `peekIdentity`). Does not know
  * whether the session is still alive: the caller asks that of its store.
  */
-export function verifyCaveatToken(macaroon: Macaroon, identity: TokenIdentity, derivedKey: Buffer, nowSeconds: number): TokenGrant {
+export function verifyCaveatToken(
+  macaroon: Macaroon,
+  identity: TokenIdentity,
+  derivedKey: Buffer,
+  nowSeconds: number,
+): TokenGrant {
   if (macaroon.caveats.length > MAX_CAVEATS || !chainHolds(derivedKey, macaroon)) throw invalidToken();
-  const grant: TokenGrant = { ...identity, workspaces: [], sandboxes: [], caps: new Set(SESSION_CAPABILITIES), servers: [], tools: [], toolGlobs: [], expiresAt: Number.POSITIVE_INFINITY };
+  const grant: TokenGrant = {
+    ...identity,
+    workspaces: [],
+    sandboxes: [],
+    caps: new Set(SESSION_CAPABILITIES),
+    servers: [],
+    tools: [],
+    toolGlobs: [],
+    expiresAt: Number.POSITIVE_INFINITY,
+  };
   let caps = new Set<Capability>(SESSION_CAPABILITIES);
   let sawSession = false;
   for (const bytes of macaroon.caveats) {

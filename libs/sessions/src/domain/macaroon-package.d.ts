@@ -6,5 +6,10 @@ declare module 'macaroon' {
     exportJSON(): unknown;
   }
   export function importMacaroon(data: Uint8Array | string): JsMacaroon;
-  export function newMacaroon(options: { identifier: string | Uint8Array; rootKey: Uint8Array; version: 1 | 2; location?: string }): JsMacaroon;
+  export function newMacaroon(options: {
+    identifier: string | Uint8Array;
+    rootKey: Uint8Array;
+    version: 1 | 2;
+    location?: string;
+  }): JsMacaroon;
 }

@@ -1,6 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { newKey, SealOpenError } from '@aileron/crypto';
-import { decryptSecret, encryptSecret, MAX_PATH_LENGTH, parseVaultRef, pathProblem, rewrapDataKey, SecretContext } from './envelope';
+import {
+  decryptSecret,
+  encryptSecret,
+  MAX_PATH_LENGTH,
+  parseVaultRef,
+  pathProblem,
+  rewrapDataKey,
+  SecretContext,
+} from './envelope';
 
 const ORG = '0b6f3c1e-1d4e-4c38-9d0a-6a0f3e1b2c01';
 const OTHER_ORG = '7d2a9e40-5b1c-4f6e-8a3d-2c9b0e4f5a02';
@@ -54,7 +62,9 @@ describe('encryptSecret / decryptSecret', () => {
     const key = newKey();
     const v1 = encryptSecret(key, 'one', CTX);
     const v2 = encryptSecret(key, 'two', { ...CTX, version: 2 });
-    expect(() => decryptSecret(key, { ciphertext: v1.ciphertext, wrappedDataKey: v2.wrappedDataKey }, CTX)).toThrow(SealOpenError);
+    expect(() => decryptSecret(key, { ciphertext: v1.ciphertext, wrappedDataKey: v2.wrappedDataKey }, CTX)).toThrow(
+      SealOpenError,
+    );
   });
 });
 
@@ -74,15 +84,20 @@ describe('rewrapDataKey', () => {
   it('refuses a data key from another context, and one the given key did not wrap', () => {
     const key = newKey();
     const sealed = encryptSecret(key, VALUE, CTX);
-    expect(() => rewrapDataKey(key, newKey(), sealed.wrappedDataKey, { ...CTX, workspaceId: OTHER_WS })).toThrow(SealOpenError);
+    expect(() => rewrapDataKey(key, newKey(), sealed.wrappedDataKey, { ...CTX, workspaceId: OTHER_WS })).toThrow(
+      SealOpenError,
+    );
     expect(() => rewrapDataKey(newKey(), newKey(), sealed.wrappedDataKey, CTX)).toThrow(SealOpenError);
   });
 });
 
 describe('pathProblem', () => {
-  it.each(['github/token', 'a', 'prod/db.password', 'team-a/svc_1/API-KEY', 'x'.repeat(MAX_PATH_LENGTH)])('accepts %s', (path) => {
-    expect(pathProblem(path)).toBeNull();
-  });
+  it.each(['github/token', 'a', 'prod/db.password', 'team-a/svc_1/API-KEY', 'x'.repeat(MAX_PATH_LENGTH)])(
+    'accepts %s',
+    (path) => {
+      expect(pathProblem(path)).toBeNull();
+    },
+  );
 
   it.each([
     ['a parent segment', '../x'],

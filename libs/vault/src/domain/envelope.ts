@@ -22,7 +22,8 @@ export const MAX_VALUE_BYTES = 64 * 1024;
 /** `github/token`: segments of letters, digits, `_ . -`; no empty, `.` or `..` segments. */
 export function pathProblem(path: string): string | null {
   if (path.length === 0 || path.length > MAX_PATH_LENGTH) return `must be 1-${MAX_PATH_LENGTH} characters`;
-  if (!PATH.test(path)) return 'must be segments of letters, digits, `_`, `.` or `-` separated by `/`, like `github/token`';
+  if (!PATH.test(path))
+    return 'must be segments of letters, digits, `_`, `.` or `-` separated by `/`, like `github/token`';
   if (path.split('/').some((s) => s === '.' || s === '..')) return 'may not contain `.` or `..` segments';
   return null;
 }

@@ -12,10 +12,14 @@ describe('pausing an endpoint that keeps failing', () => {
   });
 
   it('pauses after failing for longer than the setting, naming since when', () => {
-    expect(pauseReason({ failingSince: ago(86_401), failedDeliveries: 0 }, now, policy)).toMatch(/since 2026-11-23T11:59:59.000Z \(longer than 86400 s\)/);
+    expect(pauseReason({ failingSince: ago(86_401), failedDeliveries: 0 }, now, policy)).toMatch(
+      /since 2026-11-23T11:59:59.000Z \(longer than 86400 s\)/,
+    );
   });
 
   it('pauses after that many deliveries in a row failed, however recent the streak', () => {
-    expect(pauseReason({ failingSince: ago(60), failedDeliveries: 20 }, now, policy)).toBe('20 deliveries in a row failed');
+    expect(pauseReason({ failingSince: ago(60), failedDeliveries: 20 }, now, policy)).toBe(
+      '20 deliveries in a row failed',
+    );
   });
 });

@@ -17,8 +17,10 @@ describe('event filters', () => {
   });
 
   it('accepts only types and domain wildcards as filter entries', () => {
-    for (const good of ['policy.updated', 'approval.*', 'audit.sink_created', 'catalog.version_published']) expect(EVENT_FILTER.test(good), good).toBe(true);
-    for (const bad of ['*', 'policy', 'policy.*.x', '*.updated', 'Policy.Updated', 'approval.re*', '.x', 'a.']) expect(EVENT_FILTER.test(bad), bad).toBe(false);
+    for (const good of ['policy.updated', 'approval.*', 'audit.sink_created', 'catalog.version_published'])
+      expect(EVENT_FILTER.test(good), good).toBe(true);
+    for (const bad of ['*', 'policy', 'policy.*.x', '*.updated', 'Policy.Updated', 'approval.re*', '.x', 'a.'])
+      expect(EVENT_FILTER.test(bad), bad).toBe(false);
   });
 
   it('a workspace filter of null takes events of every workspace and of the organisation', () => {

@@ -17,7 +17,10 @@ export function matchesEvent(filters: readonly string[], type: string): boolean 
  * through `approval.*` or an empty filter, and never in the Slack format,
  * which posts to a shared channel where anyone could use the link.
  */
-export function takesPersonalNotification(endpoint: { events: readonly string[]; format: string }, type: string): boolean {
+export function takesPersonalNotification(
+  endpoint: { events: readonly string[]; format: string },
+  type: string,
+): boolean {
   return endpoint.format === 'json' && endpoint.events.includes(type);
 }
 

@@ -38,24 +38,43 @@ describe('Slack format', () => {
     const message = slackMessage(approvalRequested);
     expect(message.text).toContain('alice@example.com');
     expect(message.text).toContain('github/merge_pull_request');
-    expect(message.blocks[0]).toEqual({ type: 'header', text: { type: 'plain_text', text: 'Approval requested', emoji: false } });
+    expect(message.blocks[0]).toEqual({
+      type: 'header',
+      text: { type: 'plain_text', text: 'Approval requested', emoji: false },
+    });
     const fields = message.blocks.flatMap((b) => (b.type === 'section' ? (b.fields ?? []) : [])).map((f) => f.text);
-    expect(fields).toEqual(expect.arrayContaining(['*Server*\ngithub', '*Tool*\nmerge_pull_request', '*Requester*\nalice@example.com', '*Rule*\nmerge-needs-ok', '*Workspace*\npayments']));
+    expect(fields).toEqual(
+      expect.arrayContaining([
+        '*Server*\ngithub',
+        '*Tool*\nmerge_pull_request',
+        '*Requester*\nalice@example.com',
+        '*Rule*\nmerge-needs-ok',
+        '*Workspace*\npayments',
+      ]),
+    );
     const actions = message.blocks.find((b) => b.type === 'actions');
-    expect(actions).toMatchObject({ elements: [{ type: 'button', url: 'https://aileron.example.com/review/a1', style: 'primary' }] });
+    expect(actions).toMatchObject({
+      elements: [{ type: 'button', url: 'https://aileron.example.com/review/a1', style: 'primary' }],
+    });
     // arguments stay out of a channel message
     expect(JSON.stringify(message)).not.toContain('redacted');
   });
 
   it('escapes what the event carries, so it cannot mention a channel or forge a link', () => {
-    const message = slackMessage({ ...approvalRequested, data: { ...approvalRequested.data, requester: '<!channel> <https://evil.example|click>' } });
+    const message = slackMessage({
+      ...approvalRequested,
+      data: { ...approvalRequested.data, requester: '<!channel> <https://evil.example|click>' },
+    });
     const json = JSON.stringify(message);
     expect(json).not.toContain('<!channel>');
     expect(json).toContain('&lt;!channel&gt;');
   });
 
   it('only http(s) review links become buttons', () => {
-    const message = slackMessage({ ...approvalRequested, data: { ...approvalRequested.data, review_url: 'javascript:alert(1)' } });
+    const message = slackMessage({
+      ...approvalRequested,
+      data: { ...approvalRequested.data, review_url: 'javascript:alert(1)' },
+    });
     expect(message.blocks.some((b) => b.type === 'actions')).toBe(false);
   });
 
@@ -63,8 +82,14 @@ describe('Slack format', () => {
     const message = slackMessage(anEvent());
     expect(message.text).toBe('Policy updated in payments by token:abc');
     expect(message.blocks[0]).toMatchObject({ type: 'header', text: { text: 'Policy updated' } });
-    expect(message.blocks[1]).toMatchObject({ type: 'section', fields: [{ text: '*Workspace*\npayments' }, { text: '*version*\n3' }, { text: '*rules*\n2' }] });
-    expect(message.blocks.at(-1)).toMatchObject({ type: 'context', elements: [{ type: 'mrkdwn', text: expect.stringContaining('`policy.updated` · evt_42') }] });
+    expect(message.blocks[1]).toMatchObject({
+      type: 'section',
+      fields: [{ text: '*Workspace*\npayments' }, { text: '*version*\n3' }, { text: '*rules*\n2' }],
+    });
+    expect(message.blocks.at(-1)).toMatchObject({
+      type: 'context',
+      elements: [{ type: 'mrkdwn', text: expect.stringContaining('`policy.updated` · evt_42') }],
+    });
   });
 
   it('keeps within Block Kit limits', () => {
@@ -72,7 +97,8 @@ describe('Slack format', () => {
     const message = slackMessage(anEvent({ type: `custom.${'y'.repeat(200)}`, data }));
     const section = message.blocks.find((b) => b.type === 'section');
     expect(section && section.type === 'section' ? section.fields!.length : 0).toBeLessThanOrEqual(10);
-    for (const field of section && section.type === 'section' ? section.fields! : []) expect(field.text.length).toBeLessThanOrEqual(2000);
+    for (const field of section && section.type === 'section' ? section.fields! : [])
+      expect(field.text.length).toBeLessThanOrEqual(2000);
     const header = message.blocks[0];
     expect(header?.type === 'header' ? header.text.text.length : 0).toBeLessThanOrEqual(150);
   });

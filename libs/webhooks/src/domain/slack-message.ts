@@ -16,7 +16,10 @@ type Text = { type: 'plain_text'; text: string; emoji?: boolean } | { type: 'mrk
 export type SlackBlock =
   | { type: 'header'; text: Text }
   | { type: 'section'; text?: Text; fields?: Text[] }
-  | { type: 'actions'; elements: { type: 'button'; text: Text; url: string; style?: 'primary' | 'danger'; action_id: string }[] }
+  | {
+      type: 'actions';
+      elements: { type: 'button'; text: Text; url: string; style?: 'primary' | 'danger'; action_id: string }[];
+    }
   | { type: 'context'; elements: Text[] };
 
 // Block Kit limits: header 150 characters, a field 2000, at most 10 fields, a button's label 75 and its URL 3000
@@ -54,17 +57,39 @@ function approvalRequested(event: PublicEvent): SlackMessage {
   const rule = ruleOf(data);
   const reviewUrl = httpUrl(data.review_url);
   const where = event.workspace ? ` in ${event.workspace}` : '';
-  const fields = [field('Server', server), field('Tool', tool), field('Requester', requester), field('Rule', rule ?? '—')];
+  const fields = [
+    field('Server', server),
+    field('Tool', tool),
+    field('Requester', requester),
+    field('Rule', rule ?? '—'),
+  ];
   if (event.workspace) fields.push(field('Workspace', event.workspace));
   const expires = text(data.expires_at);
   if (expires) fields.push(field('Expires', expires));
   const blocks: SlackBlock[] = [
     header(TITLES[event.type]!),
-    { type: 'section', text: { type: 'mrkdwn', text: `*${escape(requester)}* wants to call \`${escape(tool)}\` on \`${escape(server)}\`${escape(where)}.` } },
+    {
+      type: 'section',
+      text: {
+        type: 'mrkdwn',
+        text: `*${escape(requester)}* wants to call \`${escape(tool)}\` on \`${escape(server)}\`${escape(where)}.`,
+      },
+    },
     { type: 'section', fields },
   ];
   if (reviewUrl) {
-    blocks.push({ type: 'actions', elements: [{ type: 'button', text: { type: 'plain_text', text: 'Review' }, url: reviewUrl, style: 'primary', action_id: 'aileron_review' }] });
+    blocks.push({
+      type: 'actions',
+      elements: [
+        {
+          type: 'button',
+          text: { type: 'plain_text', text: 'Review' },
+          url: reviewUrl,
+          style: 'primary',
+          action_id: 'aileron_review',
+        },
+      ],
+    });
   }
   blocks.push(context(event));
   return { text: escape(`Approval requested: ${requester} wants ${server}/${tool}${where}`), blocks };
@@ -83,10 +108,17 @@ function generic(event: PublicEvent): SlackMessage {
   const blocks: SlackBlock[] = [header(title)];
   if (fields.length > 0) blocks.push({ type: 'section', fields });
   const link = httpUrl(event.data.review_url);
-  if (link) blocks.push({ type: 'actions', elements: [{ type: 'button', text: { type: 'plain_text', text: 'Open' }, url: link, action_id: 'aileron_open' }] });
+  if (link)
+    blocks.push({
+      type: 'actions',
+      elements: [{ type: 'button', text: { type: 'plain_text', text: 'Open' }, url: link, action_id: 'aileron_open' }],
+    });
   blocks.push(context(event));
   const actor = text(event.data.actor);
-  return { text: escape(`${title}${event.workspace ? ` in ${event.workspace}` : ''}${actor ? ` by ${actor}` : ''}`), blocks };
+  return {
+    text: escape(`${title}${event.workspace ? ` in ${event.workspace}` : ''}${actor ? ` by ${actor}` : ''}`),
+    blocks,
+  };
 }
 
 function header(title: string): SlackBlock {

@@ -44,7 +44,8 @@ export async function readLocalMigrations(dir: string, { required }: { required:
   try {
     entries = await readdir(abs, { withFileTypes: true });
   } catch (error) {
-    if (!required && (error as NodeJS.ErrnoException).code === 'ENOENT') return { dir: abs, lockfile: null, migrations: [] };
+    if (!required && (error as NodeJS.ErrnoException).code === 'ENOENT')
+      return { dir: abs, lockfile: null, migrations: [] };
     throw new Error(`Cannot read the migrations directory ${abs}: ${messageOf(error)}`);
   }
   let lockfile: string | null = null;
@@ -81,7 +82,13 @@ export function toMigrationList(local: LocalMigrations): MigrationList {
 }
 
 /** Writes `<timestamp>_<name>/migration.sql`, stamped `now` or just after the existing ones (and the lock file if it was missing). */
-export async function writeMigration(local: LocalMigrations, name: string, sql: string, now: Date, log: Log): Promise<string> {
+export async function writeMigration(
+  local: LocalMigrations,
+  name: string,
+  sql: string,
+  now: Date,
+  log: Log,
+): Promise<string> {
   const dirName = `${nextTimestamp(local.migrations, now)}_${name}`;
   const dir = join(local.dir, dirName);
   await mkdir(dir, { recursive: true });

@@ -74,7 +74,9 @@ function plan(local: LocalMigration[], applied: AppliedRow[] | null, where: stri
     if (rows.length === 0) pending.push(m.name);
     else if (rows.every((r) => r.finishedAt != null) && !rows.every((r) => checksumMatches(m.sql, r.checksum))) {
       const recorded = rows.find((r) => !checksumMatches(m.sql, r.checksum))!.checksum;
-      edited.push(`${m.name} (its ${MIGRATION_FILE} now has checksum ${migrationChecksum(m.sql)}, the database recorded ${recorded})`);
+      edited.push(
+        `${m.name} (its ${MIGRATION_FILE} now has checksum ${migrationChecksum(m.sql)}, the database recorded ${recorded})`,
+      );
     }
   }
   if (edited.length > 0) {
@@ -89,7 +91,11 @@ function plan(local: LocalMigration[], applied: AppliedRow[] | null, where: stri
 function failedMigrationsError(rows: AppliedRow[], where: string): Error {
   const details = rows
     .map((r) => {
-      const logs = r.logs ? engineMessage(r.logs).replace(/^external connector error\s*/, '').replace(/\s+/g, ' ') : '';
+      const logs = r.logs
+        ? engineMessage(r.logs)
+            .replace(/^external connector error\s*/, '')
+            .replace(/\s+/g, ' ')
+        : '';
       return `${r.name} (started ${formatTime(r.startedAt)}, never finished${logs ? `: ${logs}` : ''})`;
     })
     .join('; ');

@@ -11,7 +11,11 @@ import { applyMigrations, createMigration, migrationChecksum, type MigrationTarg
 const root = join(__dirname, '../../../../..');
 // one engine for the whole file, as a process that migrates several databases would: it loads once
 const engine = new SchemaEngineHost();
-const paths = { schemaPath: join(root, 'prisma/schema.prisma'), migrationsDir: join(root, 'prisma/migrations'), engine };
+const paths = {
+  schemaPath: join(root, 'prisma/schema.prisma'),
+  migrationsDir: join(root, 'prisma/migrations'),
+  engine,
+};
 const CORE_TABLES = ['organizations', 'workspaces', 'api_tokens', 'outbox_messages'];
 
 interface Db {
@@ -94,7 +98,8 @@ async function projectMigrations(): Promise<string[]> {
     .filter((e) => e.isDirectory())
     .map((e) => e.name)
     .sort();
-  if (!/^\d{14}_init$/.test(names[0] ?? '')) throw new Error(`no <timestamp>_init migration first in ${paths.migrationsDir}`);
+  if (!/^\d{14}_init$/.test(names[0] ?? ''))
+    throw new Error(`no <timestamp>_init migration first in ${paths.migrationsDir}`);
   return names;
 }
 
@@ -111,7 +116,9 @@ afterAll(async () => {
 });
 
 /** A copy of prisma/migrations (and optionally the schema) that a test may change. */
-async function copyOfProject(label: string): Promise<{ schemaPath: string; migrationsDir: string; engine: SchemaEngineHost }> {
+async function copyOfProject(
+  label: string,
+): Promise<{ schemaPath: string; migrationsDir: string; engine: SchemaEngineHost }> {
   const dir = join(scratch, `${label}-${randomBytes(4).toString('hex')}`);
   await cp(paths.migrationsDir, join(dir, 'migrations'), { recursive: true });
   await cp(paths.schemaPath, join(dir, 'schema.prisma'));
@@ -136,7 +143,12 @@ describe.each([pgliteKind, postgresKind()])('migrator on $name', { timeout: 120_
         'SELECT migration_name, checksum, finished_at, rolled_back_at, applied_steps_count FROM _prisma_migrations ORDER BY migration_name LIMIT 1',
       );
       const sql = await readFile(join(paths.migrationsDir, init, 'migration.sql'), 'utf8');
-      expect(row).toMatchObject({ migration_name: init, checksum: migrationChecksum(sql), rolled_back_at: null, applied_steps_count: 1 });
+      expect(row).toMatchObject({
+        migration_name: init,
+        checksum: migrationChecksum(sql),
+        rolled_back_at: null,
+        applied_steps_count: 1,
+      });
       expect(row?.finished_at).toBeInstanceOf(Date);
 
       const secondLog: string[] = [];
@@ -178,7 +190,9 @@ describe.each([pgliteKind, postgresKind()])('migrator on $name', { timeout: 120_
     try {
       const project = await copyOfProject('failing');
       const broken = '29990101000000_broken';
-      await cp(join(project.migrationsDir, await initMigrationName()), join(project.migrationsDir, broken), { recursive: true });
+      await cp(join(project.migrationsDir, await initMigrationName()), join(project.migrationsDir, broken), {
+        recursive: true,
+      });
       // A semicolon inside a string: adapter-pg's own executeScript would split it here.
       await writeFile(
         join(project.migrationsDir, broken, 'migration.sql'),
@@ -188,7 +202,9 @@ describe.each([pgliteKind, postgresKind()])('migrator on $name', { timeout: 120_
       // the script ran as one implicit transaction, as with the native engine
       expect(await tables(db)).not.toContain('half_done');
       expect(await tables(db)).toEqual(expect.arrayContaining(CORE_TABLES));
-      const [row] = await db.query(`SELECT finished_at, logs FROM _prisma_migrations WHERE migration_name = '${broken}'`);
+      const [row] = await db.query(
+        `SELECT finished_at, logs FROM _prisma_migrations WHERE migration_name = '${broken}'`,
+      );
       expect(row?.finished_at).toBeNull();
       expect(String(row?.logs)).toContain('no_such_table');
 
@@ -215,7 +231,9 @@ describe.each([pgliteKind, postgresKind()])('migrator on $name', { timeout: 120_
     try {
       const project = await copyOfProject('unchanged');
       expect(await createMigration('nothing', { ...project, target: shadow.target, now: new Date() })).toBeNull();
-      expect((await readdir(project.migrationsDir)).sort()).toEqual([...(await projectMigrations()), 'migration_lock.toml'].sort());
+      expect((await readdir(project.migrationsDir)).sort()).toEqual(
+        [...(await projectMigrations()), 'migration_lock.toml'].sort(),
+      );
     } finally {
       await shadow.close();
     }
@@ -271,7 +289,10 @@ describe.each([pgliteKind, postgresKind()])('migrator on $name', { timeout: 120_
       expect(error?.message).toContain('***');
       expect(JSON.stringify({ message: error?.message, stack: error?.stack })).not.toContain(secret);
 
-      const malformed = await applyMigrations({ kind: 'postgres', url: `postgres://u:${secret}@bad host/db` }, paths).then(
+      const malformed = await applyMigrations(
+        { kind: 'postgres', url: `postgres://u:${secret}@bad host/db` },
+        paths,
+      ).then(
         () => null,
         (e: unknown) => e as Error,
       );

@@ -40,7 +40,11 @@ export async function applyToPglite(
     return result.appliedMigrationNames;
   };
   const where = 'the PGlite database';
-  return applyWithLock({ query, schemaName: 'public', where, redact: (t) => t, withLock: (fn) => fn(), runEngine }, local, log);
+  return applyWithLock(
+    { query, schemaName: 'public', where, redact: (t) => t, withLock: (fn) => fn(), runEngine },
+    local,
+    log,
+  );
 }
 
 export async function diffWithPgliteShadow<T>(

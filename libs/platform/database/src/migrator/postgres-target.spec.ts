@@ -3,7 +3,9 @@ import { postgresTarget } from './postgres-target';
 
 describe('postgresTarget', () => {
   it('reads every part of the URL into discrete fields, never a connection string', () => {
-    const target = postgresTarget('postgresql://us%40er:p%40ss%2Fw@db.example:6543/my%20db?schema=tenant_a&application_name=cp');
+    const target = postgresTarget(
+      'postgresql://us%40er:p%40ss%2Fw@db.example:6543/my%20db?schema=tenant_a&application_name=cp',
+    );
     expect(target.config).toEqual({
       host: 'db.example',
       port: 6543,
@@ -20,7 +22,12 @@ describe('postgresTarget', () => {
 
   it('defaults what the URL leaves out, and takes a socket directory from ?host=', () => {
     const target = postgresTarget('postgres:///aileron?host=/var/run/postgresql');
-    expect(target.config).toEqual({ host: '/var/run/postgresql', port: 5432, database: 'aileron', application_name: 'aileron-migrator' });
+    expect(target.config).toEqual({
+      host: '/var/run/postgresql',
+      port: 5432,
+      database: 'aileron',
+      application_name: 'aileron-migrator',
+    });
     expect(target.schemaName).toBe('public');
     expect(target.secrets).toEqual([]);
   });
@@ -29,11 +36,15 @@ describe('postgresTarget', () => {
     expect(postgresTarget('postgres://db/x?sslmode=disable').config.ssl).toBe(false);
     expect(postgresTarget('postgres://db/x?sslmode=no-verify').config.ssl).toEqual({ rejectUnauthorized: false });
     expect(postgresTarget('postgres://db/x?sslmode=verify-full').config.ssl).toEqual({});
-    expect(postgresTarget('postgres://db/x?sslmode=require&uselibpqcompat=true').config.ssl).toEqual({ rejectUnauthorized: false });
+    expect(postgresTarget('postgres://db/x?sslmode=require&uselibpqcompat=true').config.ssl).toEqual({
+      rejectUnauthorized: false,
+    });
   });
 
   it('refuses what is not a PostgreSQL URL without echoing it', () => {
-    expect(() => postgresTarget('mysql://u:hunter2@db/x')).toThrow('Invalid PostgreSQL URL: protocol mysql: (expected postgres: or postgresql:).');
+    expect(() => postgresTarget('mysql://u:hunter2@db/x')).toThrow(
+      'Invalid PostgreSQL URL: protocol mysql: (expected postgres: or postgresql:).',
+    );
     expect(() => postgresTarget('postgres://u:hunter2@bad host/x')).toThrow(/^Invalid PostgreSQL URL \(expected/);
     const unreadable = (() => {
       try {

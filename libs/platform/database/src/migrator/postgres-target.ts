@@ -188,7 +188,9 @@ export async function diffWithPostgresShadow<T>(
     shadow = pgPool(target, shadowName);
     const factory = pgFactory(target, main, shadow);
     return await engine.run(schema, factory, log, fn).catch((error: unknown) => {
-      throw new Error(redact(`Generating the migration against ${target.display} failed: ${engineMessage(error)}`, target));
+      throw new Error(
+        redact(`Generating the migration against ${target.display} failed: ${engineMessage(error)}`, target),
+      );
     });
   } finally {
     await main.end().catch(() => {});
@@ -197,7 +199,9 @@ export async function diffWithPostgresShadow<T>(
       .query(`DROP DATABASE IF EXISTS ${quoteIdent(shadowName)} WITH (FORCE)`)
       // WITH (FORCE) needs PostgreSQL 13; our pool is closed, so a plain drop works too.
       .catch(() => admin.query(`DROP DATABASE IF EXISTS ${quoteIdent(shadowName)}`))
-      .catch((error: unknown) => log(redact(`warning: could not drop shadow database ${shadowName}: ${messageOf(error)}`, target)));
+      .catch((error: unknown) =>
+        log(redact(`warning: could not drop shadow database ${shadowName}: ${messageOf(error)}`, target)),
+      );
     await admin.end().catch(() => {});
   }
 }
@@ -225,7 +229,12 @@ function pgPool(target: PgTarget, database?: string): pg.Pool {
   // One connection: the engine's advisory lock and the migration script then
   // share a session, as with the native engine, and no idle timeout can close
   // the session that holds the lock.
-  const pool = new CharAsTextPool({ ...target.config, ...(database ? { database } : {}), max: 1, idleTimeoutMillis: 0 });
+  const pool = new CharAsTextPool({
+    ...target.config,
+    ...(database ? { database } : {}),
+    max: 1,
+    idleTimeoutMillis: 0,
+  });
   pool.on('error', () => {});
   return pool;
 }

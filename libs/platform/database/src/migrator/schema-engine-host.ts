@@ -37,9 +37,16 @@ export class SchemaEngineHost {
   private loading: Promise<EngineModule> | undefined;
   private lastPanic: string | null = null;
 
-  async run<T>(schema: SchemaFile, factory: TrackedFactory, log: Log, fn: (engine: SchemaEngine) => Promise<T>): Promise<T> {
+  async run<T>(
+    schema: SchemaFile,
+    factory: TrackedFactory,
+    log: Log,
+    fn: (engine: SchemaEngine) => Promise<T>,
+  ): Promise<T> {
     // Without a registry a Rust panic surfaces only as "unreachable"; set per run, so it reports to the host that runs.
-    (globalThis as unknown as Record<string, unknown>)[PANIC_KEY] = { set_message: (message: string) => (this.lastPanic = message) };
+    (globalThis as unknown as Record<string, unknown>)[PANIC_KEY] = {
+      set_message: (message: string) => (this.lastPanic = message),
+    };
     this.lastPanic = null;
     const started = performance.now();
     const bg = await this.load();
@@ -82,7 +89,9 @@ export class SchemaEngineHost {
           imports[name] = (fn: () => void, ms: number) => setTimeout(fn, ms >>> 0).unref();
         }
       }
-      const { instance } = await WebAssembly.instantiate(await readFile(bindings.replace(/\.js$/, '.wasm')), { './schema_engine_bg.js': imports });
+      const { instance } = await WebAssembly.instantiate(await readFile(bindings.replace(/\.js$/, '.wasm')), {
+        './schema_engine_bg.js': imports,
+      });
       bg.__wbg_set_wasm(instance.exports);
       (instance.exports.__wbindgen_start as (() => void) | undefined)?.();
       return bg;
@@ -100,7 +109,12 @@ function forwardEngineLog(line: string, log: Log): void {
     const entry = JSON.parse(line) as { level?: string; fields?: { message?: string } };
     const message = entry.fields?.message;
     // INFO "Applying `x`" carries the whole script in another field; keep the message only.
-    if (message && entry.level !== 'DEBUG' && entry.level !== 'TRACE' && !message.startsWith('Starting schema-engine')) {
+    if (
+      message &&
+      entry.level !== 'DEBUG' &&
+      entry.level !== 'TRACE' &&
+      !message.startsWith('Starting schema-engine')
+    ) {
       log(`schema engine: ${message}`);
     }
   } catch {

@@ -1,8 +1,32 @@
 import { randomBytes } from 'node:crypto';
 import { forbiddenVariables } from '@aileron/catalog';
-import { CoreV1Api, NetworkingV1Api, PatchStrategy, setHeaderOptions, type ConfigurationOptions, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
-import { apiRequestOptions, deleteIgnoringAbsent, describeApiError, exitReason, hasEnded, isApiStatus, PodNotReady, type PodWatch, watchDriverPods } from '@aileron/kubernetes';
-import { InstanceStartError, type InstanceDriver, type InstanceEndpoint, type InstanceSpec, type RunningInstance } from '../driver';
+import {
+  CoreV1Api,
+  NetworkingV1Api,
+  PatchStrategy,
+  setHeaderOptions,
+  type ConfigurationOptions,
+  type KubeConfig,
+  type V1Pod,
+} from '@kubernetes/client-node';
+import {
+  apiRequestOptions,
+  deleteIgnoringAbsent,
+  describeApiError,
+  exitReason,
+  hasEnded,
+  isApiStatus,
+  PodNotReady,
+  type PodWatch,
+  watchDriverPods,
+} from '@aileron/kubernetes';
+import {
+  InstanceStartError,
+  type InstanceDriver,
+  type InstanceEndpoint,
+  type InstanceSpec,
+  type RunningInstance,
+} from '../driver';
 import {
   INSTANCE_LABEL,
   instanceManifests,
@@ -129,7 +153,9 @@ export class KubernetesDriver implements InstanceDriver, PodOwner {
   private replica(options: KubernetesDriverOptions): { name: string; uid?: string } {
     const { name, uid } = options.controlPlanePod!;
     if (!uid) return { name };
-    const home = options.controlPlaneNamespace ?? options.kubeConfig.getContextObject(options.kubeConfig.getCurrentContext())?.namespace;
+    const home =
+      options.controlPlaneNamespace ??
+      options.kubeConfig.getContextObject(options.kubeConfig.getCurrentContext())?.namespace;
     if (home === options.namespace) return { name, uid };
     this.log(
       `kubernetes pool: the control plane's namespace (${home ?? 'unknown'}) is not ${options.namespace}, so instance pods are not owned by pod ${name}; Kubernetes will not delete them if this replica dies`,
@@ -161,11 +187,17 @@ export class KubernetesDriver implements InstanceDriver, PodOwner {
     try {
       if (signal.aborted) throw new StartFailure('the driver shut down during the start');
       await this.api(`create the instance's Secret`, 'secret', signal, () =>
-        this.core.createNamespacedSecret({ namespace: this.namespace, body: manifests.secret }, this.requestOptions(signal)),
+        this.core.createNamespacedSecret(
+          { namespace: this.namespace, body: manifests.secret },
+          this.requestOptions(signal),
+        ),
       );
       // before the Pod, so the pod never runs a moment without its ingress rule
       await this.api(`create the instance's NetworkPolicy`, 'other', signal, () =>
-        this.networking.createNamespacedNetworkPolicy({ namespace: this.namespace, body: manifests.networkPolicy }, this.requestOptions(signal)),
+        this.networking.createNamespacedNetworkPolicy(
+          { namespace: this.namespace, body: manifests.networkPolicy },
+          this.requestOptions(signal),
+        ),
       );
       const created = await this.api(`create the instance's Pod`, 'other', signal, () =>
         this.core.createNamespacedPod({ namespace: this.namespace, body: manifests.pod }, this.requestOptions(signal)),
@@ -176,25 +208,41 @@ export class KubernetesDriver implements InstanceDriver, PodOwner {
         this.core.patchNamespacedSecret({ name: secretName(spec.id), namespace: this.namespace, body: owner }, merge),
       );
       await this.api(`make the Pod own its NetworkPolicy`, 'other', signal, () =>
-        this.networking.patchNamespacedNetworkPolicy({ name: networkPolicyName(spec.id), namespace: this.namespace, body: owner }, merge),
+        this.networking.patchNamespacedNetworkPolicy(
+          { name: networkPolicyName(spec.id), namespace: this.namespace, body: owner },
+          merge,
+        ),
       );
       const podIP = await this.waitUntilReady(name, deadline, signal);
       if (signal.aborted) throw new StartFailure('the driver shut down during the start');
       const host = podIP.includes(':') ? `[${podIP}]` : podIP;
-      const endpoint: InstanceEndpoint = { url: `http://${host}:${this.port}/mcp`, headers: { authorization: `Bearer ${token}` } };
+      const endpoint: InstanceEndpoint = {
+        url: `http://${host}:${this.port}/mcp`,
+        headers: { authorization: `Bearer ${token}` },
+      };
       const instance = new PodInstance(spec.id, endpoint, this, scrub);
       this.live.set(spec.id, instance);
-      this.unfollow.set(spec.id, this.pods.follow(name, (pod) => this.observe(instance, pod)));
+      this.unfollow.set(
+        spec.id,
+        this.pods.follow(name, (pod) => this.observe(instance, pod)),
+      );
       // seen Ready by the watch, so absent from it now only if deleted since
       this.observe(instance, this.pods.get(name));
       this.log(`kubernetes pool: ${where} ready at ${podIP}`);
       return instance;
     } catch (error) {
-      const reason = error instanceof StartFailure ? error.message : this.closed ? 'the driver shut down during the start' : describe(error, 'other');
+      const reason =
+        error instanceof StartFailure
+          ? error.message
+          : this.closed
+            ? 'the driver shut down during the start'
+            : describe(error, 'other');
       const message = scrub(`instance ${spec.server} (pod ${name}) did not start: ${reason}`);
       this.log(`kubernetes pool: ${where} did not start: ${scrub(reason)}`);
       await this.remove(spec.id).catch((cleanupError: unknown) =>
-        this.log(`kubernetes pool: ${where} may be left behind: ${scrub(cleanupError instanceof Error ? cleanupError.message : String(cleanupError))}`),
+        this.log(
+          `kubernetes pool: ${where} may be left behind: ${scrub(cleanupError instanceof Error ? cleanupError.message : String(cleanupError))}`,
+        ),
       );
       throw new InstanceStartError(message);
     }
@@ -208,7 +256,10 @@ export class KubernetesDriver implements InstanceDriver, PodOwner {
     await Promise.all([this.pods.close(), this.reaped, ...starts.map(({ done }) => done)]);
     const results = await Promise.allSettled([...this.live.values()].map((instance) => instance.stop()));
     const failed = results.filter((result) => result.status === 'rejected').length;
-    if (failed > 0) throw new Error(`${failed} pool pod(s) could not be deleted; they keep the label app.kubernetes.io/managed-by=aileron`);
+    if (failed > 0)
+      throw new Error(
+        `${failed} pool pod(s) could not be deleted; they keep the label app.kubernetes.io/managed-by=aileron`,
+      );
   }
 
   /** @internal */
@@ -233,10 +284,15 @@ export class KubernetesDriver implements InstanceDriver, PodOwner {
     const until = performance.now() + GONE_TIMEOUT_MS;
     for (;;) {
       // a failed read proves nothing either way: ask again until the time is up
-      const gone = await this.readPod(name).then((pod) => pod === undefined, () => false);
+      const gone = await this.readPod(name).then(
+        (pod) => pod === undefined,
+        () => false,
+      );
       if (gone) return;
       if (performance.now() > until) {
-        this.log(`kubernetes pool: pod ${this.namespace}/${name} still terminating after ${GONE_TIMEOUT_MS / 1000} s; not waiting longer`);
+        this.log(
+          `kubernetes pool: pod ${this.namespace}/${name} still terminating after ${GONE_TIMEOUT_MS / 1000} s; not waiting longer`,
+        );
         return;
       }
       await sleep(this.retryIntervalMs);
@@ -254,13 +310,19 @@ export class KubernetesDriver implements InstanceDriver, PodOwner {
     const options = this.requestOptions();
     await Promise.all([
       this.deleteIgnoringAbsent(`delete the instance's Pod`, 'other', () =>
-        this.core.deleteNamespacedPod({ name, namespace: this.namespace, gracePeriodSeconds: DELETE_GRACE_SECONDS }, options),
+        this.core.deleteNamespacedPod(
+          { name, namespace: this.namespace, gracePeriodSeconds: DELETE_GRACE_SECONDS },
+          options,
+        ),
       ),
       this.deleteIgnoringAbsent(`delete the instance's Secret`, 'secret', () =>
         this.core.deleteNamespacedSecret({ name: secretName(instanceId), namespace: this.namespace }, options),
       ),
       this.deleteIgnoringAbsent(`delete the instance's NetworkPolicy`, 'other', () =>
-        this.networking.deleteNamespacedNetworkPolicy({ name: networkPolicyName(instanceId), namespace: this.namespace }, options),
+        this.networking.deleteNamespacedNetworkPolicy(
+          { name: networkPolicyName(instanceId), namespace: this.namespace },
+          options,
+        ),
       ),
     ]);
   }
@@ -279,9 +341,16 @@ export class KubernetesDriver implements InstanceDriver, PodOwner {
     const me = this.manifestOptions.replica;
     let pods: V1Pod[];
     try {
-      pods = (await this.core.listNamespacedPod({ namespace: this.namespace, labelSelector: MANAGED_BY_SELECTOR }, this.requestOptions())).items;
+      pods = (
+        await this.core.listNamespacedPod(
+          { namespace: this.namespace, labelSelector: MANAGED_BY_SELECTOR },
+          this.requestOptions(),
+        )
+      ).items;
     } catch (error) {
-      this.log(`kubernetes pool: could not look for pods an earlier run left in namespace ${this.namespace}: ${describe(error, 'other')}`);
+      this.log(
+        `kubernetes pool: could not look for pods an earlier run left in namespace ${this.namespace}: ${describe(error, 'other')}`,
+      );
       return;
     }
     // every pod this driver makes carries its instance id, which names its Secret and NetworkPolicy too
@@ -305,10 +374,15 @@ export class KubernetesDriver implements InstanceDriver, PodOwner {
     if (ours.length === 0) return;
     // not waiting for them to be gone: new instances get new names, so nothing waits on these
     const results = await Promise.allSettled(ours.map((instanceId) => this.deleteObjects(instanceId)));
-    const failures = results.flatMap((result) => (result.status === 'rejected' ? [String((result.reason as Error).message)] : []));
-    this.log(`kubernetes pool: deleted ${ours.length - failures.length} pod(s) an earlier run of this replica left in namespace ${this.namespace}`);
+    const failures = results.flatMap((result) =>
+      result.status === 'rejected' ? [String((result.reason as Error).message)] : [],
+    );
+    this.log(
+      `kubernetes pool: deleted ${ours.length - failures.length} pod(s) an earlier run of this replica left in namespace ${this.namespace}`,
+    );
     // one line, not one per pod: the cause (RBAC, most likely) is the same for all
-    if (failures.length > 0) this.log(`kubernetes pool: ${failures.length} leftover pod(s) not deleted: ${failures[0]}`);
+    if (failures.length > 0)
+      this.log(`kubernetes pool: ${failures.length} leftover pod(s) not deleted: ${failures[0]}`);
   }
 
   /** @internal */
@@ -340,7 +414,12 @@ export class KubernetesDriver implements InstanceDriver, PodOwner {
    * body of an answer about the Secret is never quoted: an admission webhook
    * may echo the object it refused, data included.
    */
-  private async api<T>(what: string, about: 'secret' | 'other', signal: AbortSignal, call: () => Promise<T>): Promise<T> {
+  private async api<T>(
+    what: string,
+    about: 'secret' | 'other',
+    signal: AbortSignal,
+    call: () => Promise<T>,
+  ): Promise<T> {
     try {
       return await call();
     } catch (error) {

@@ -10,7 +10,11 @@ import { instanceManifests, type ManifestOptions } from './manifests';
 
 const CANARY = `canary-${randomBytes(12).toString('hex')}`;
 const TOKEN = randomBytes(32).toString('base64url');
-const OPTIONS: ManifestOptions = { namespace: 'aileron-pool', runnerImage: 'ghcr.io/aileron/mcp-runner:1.4.0', port: 8080 };
+const OPTIONS: ManifestOptions = {
+  namespace: 'aileron-pool',
+  runnerImage: 'ghcr.io/aileron/mcp-runner:1.4.0',
+  port: 8080,
+};
 
 function aSpec(overrides: Partial<InstanceSpec> = {}): InstanceSpec {
   return {
@@ -41,7 +45,10 @@ function onTheWire(spec: InstanceSpec, options: ManifestOptions = OPTIONS) {
 
 describe('Kubernetes manifests of a pool instance', () => {
   it('pass the Kubernetes schemas, for a stdio command and for an image', () => {
-    for (const spec of [aSpec(), aSpec({ run: { kind: 'image', image: 'registry.example.com/mcp/github:2.0.1', args: ['--read-only'] } })]) {
+    for (const spec of [
+      aSpec(),
+      aSpec({ run: { kind: 'image', image: 'registry.example.com/mcp/github:2.0.1', args: ['--read-only'] } }),
+    ]) {
       const wire = onTheWire(spec);
       expect(() => new Pod(wire.pod).validate()).not.toThrow();
       expect(() => new Secret(wire.secret).validate()).not.toThrow();
@@ -54,13 +61,24 @@ describe('Kubernetes manifests of a pool instance', () => {
     const [container] = pod.spec.containers;
     expect(container.image).toBe(OPTIONS.runnerImage);
     expect(container.command).toBeUndefined();
-    expect(container.args).toEqual(['--host', '0.0.0.0', '--port', '9090', '--', 'npx', '-y', '@modelcontextprotocol/server-memory']);
+    expect(container.args).toEqual([
+      '--host',
+      '0.0.0.0',
+      '--port',
+      '9090',
+      '--',
+      'npx',
+      '-y',
+      '@modelcontextprotocol/server-memory',
+    ]);
     expect(container.ports).toEqual([{ name: 'mcp', containerPort: 9090, protocol: 'TCP' }]);
     expect(container.readinessProbe.tcpSocket).toEqual({ port: 'mcp' });
   });
 
   it("run an image with its own entrypoint and the catalog's args", () => {
-    const { pod } = onTheWire(aSpec({ run: { kind: 'image', image: 'registry.example.com/mcp/github:2.0.1', args: ['--read-only'] } }));
+    const { pod } = onTheWire(
+      aSpec({ run: { kind: 'image', image: 'registry.example.com/mcp/github:2.0.1', args: ['--read-only'] } }),
+    );
     expect(pod.spec.containers[0].image).toBe('registry.example.com/mcp/github:2.0.1');
     expect(pod.spec.containers[0].args).toEqual(['--read-only']);
     const bare = onTheWire(aSpec({ run: { kind: 'image', image: 'registry.example.com/mcp/github:2.0.1', args: [] } }));
@@ -89,7 +107,13 @@ describe('Kubernetes manifests of a pool instance', () => {
       restartPolicy: 'Never',
       automountServiceAccountToken: false,
       enableServiceLinks: false,
-      securityContext: { runAsNonRoot: true, runAsUser: 10001, runAsGroup: 10001, fsGroup: 10001, seccompProfile: { type: 'RuntimeDefault' } },
+      securityContext: {
+        runAsNonRoot: true,
+        runAsUser: 10001,
+        runAsGroup: 10001,
+        fsGroup: 10001,
+        seccompProfile: { type: 'RuntimeDefault' },
+      },
     });
     const [container] = pod.spec.containers;
     expect(container.securityContext).toEqual({
@@ -98,7 +122,10 @@ describe('Kubernetes manifests of a pool instance', () => {
       runAsNonRoot: true,
       capabilities: { drop: ['ALL'] },
     });
-    expect(container.resources).toEqual({ requests: { memory: '384Mi', cpu: '250m' }, limits: { memory: '384Mi', cpu: '250m' } });
+    expect(container.resources).toEqual({
+      requests: { memory: '384Mi', cpu: '250m' },
+      limits: { memory: '384Mi', cpu: '250m' },
+    });
     expect(container.volumeMounts.map((m: { mountPath: string }) => m.mountPath).sort()).toEqual(['/home/mcp', '/tmp']);
     expect(pod.spec.volumes.every((v: { emptyDir?: unknown }) => v.emptyDir)).toBe(true);
   });
@@ -112,7 +139,12 @@ describe('Kubernetes manifests of a pool instance', () => {
     expect(podJson).not.toContain(CANARY);
     expect(podJson).not.toContain(TOKEN);
     expect(secret.type).toBe('Opaque');
-    expect(secret.stringData).toEqual({ GITHUB_TOKEN: CANARY, LOG_LEVEL: 'debug', HOME: '/home/mcp', AILERON_BRIDGE_TOKEN: TOKEN });
+    expect(secret.stringData).toEqual({
+      GITHUB_TOKEN: CANARY,
+      LOG_LEVEL: 'debug',
+      HOME: '/home/mcp',
+      AILERON_BRIDGE_TOKEN: TOKEN,
+    });
   });
 
   it("never let the catalog's env replace the bridge token", () => {
@@ -128,7 +160,9 @@ describe('Kubernetes manifests of a pool instance', () => {
     expect(() => new NetworkPolicy(wire.networkPolicy).validate()).not.toThrow();
     for (const obj of Object.values(wire)) {
       expect(obj.metadata.labels['aileron.dev/replica']).toBe(replica.name);
-      expect(obj.metadata.ownerReferences).toEqual([{ apiVersion: 'v1', kind: 'Pod', ...replica, controller: false, blockOwnerDeletion: false }]);
+      expect(obj.metadata.ownerReferences).toEqual([
+        { apiVersion: 'v1', kind: 'Pod', ...replica, controller: false, blockOwnerDeletion: false },
+      ]);
     }
 
     // a name alone labels but owns nothing; no name, neither
@@ -140,7 +174,8 @@ describe('Kubernetes manifests of a pool instance', () => {
 
   it('hash a Pod name too long for a label value, so the label stays valid and tells long names apart', () => {
     const long = `${'a'.repeat(70)}.example`;
-    const replicaLabel = (name: string) => onTheWire(aSpec(), { ...OPTIONS, replica: { name } }).pod.metadata.labels['aileron.dev/replica'];
+    const replicaLabel = (name: string) =>
+      onTheWire(aSpec(), { ...OPTIONS, replica: { name } }).pod.metadata.labels['aileron.dev/replica'];
     expect(replicaLabel(long)).toMatch(/^[0-9a-f]{63}$/);
     expect(replicaLabel(`${long}-2`)).not.toBe(replicaLabel(long));
     expect(() => new Pod(onTheWire(aSpec(), { ...OPTIONS, replica: { name: long } }).pod).validate()).not.toThrow();
@@ -151,10 +186,17 @@ describe('Kubernetes manifests of a pool instance', () => {
     const { networkPolicy } = onTheWire(spec);
     expect(networkPolicy.spec).toMatchObject({
       podSelector: { matchLabels: { 'aileron.dev/instance': spec.id } },
-      ingress: [{ from: [{ podSelector: { matchLabels: { 'app.kubernetes.io/name': 'aileron-control-plane' } } }], ports: [{ protocol: 'TCP', port: 8080 }] }],
+      ingress: [
+        {
+          from: [{ podSelector: { matchLabels: { 'app.kubernetes.io/name': 'aileron-control-plane' } } }],
+          ports: [{ protocol: 'TCP', port: 8080 }],
+        },
+      ],
     });
     const elsewhere = onTheWire(spec, { ...OPTIONS, controlPlaneNamespace: 'aileron' });
-    expect(elsewhere.networkPolicy.spec.ingress[0].from[0].namespaceSelector).toEqual({ matchLabels: { 'kubernetes.io/metadata.name': 'aileron' } });
+    expect(elsewhere.networkPolicy.spec.ingress[0].from[0].namespaceSelector).toEqual({
+      matchLabels: { 'kubernetes.io/metadata.name': 'aileron' },
+    });
   });
 
   it('let an instance reach cluster DNS and the public internet only: no private, link-local or metadata address, nothing of the cluster', () => {
@@ -162,24 +204,56 @@ describe('Kubernetes manifests of a pool instance', () => {
     expect(networkPolicy.spec.policyTypes).toEqual(['Ingress', 'Egress']);
     const [dns, internet, ...rest] = networkPolicy.spec.egress;
     expect(dns).toEqual({
-      to: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } }, podSelector: { matchLabels: { 'k8s-app': 'kube-dns' } } }],
-      ports: [{ protocol: 'UDP', port: 53 }, { protocol: 'TCP', port: 53 }],
+      to: [
+        {
+          namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } },
+          podSelector: { matchLabels: { 'k8s-app': 'kube-dns' } },
+        },
+      ],
+      ports: [
+        { protocol: 'UDP', port: 53 },
+        { protocol: 'TCP', port: 53 },
+      ],
     });
     expect(internet.to.map((peer: { ipBlock: { cidr: string } }) => peer.ipBlock.cidr)).toEqual(['0.0.0.0/0', '::/0']);
     const except = internet.to.flatMap((peer: { ipBlock: { except: string[] } }) => peer.ipBlock.except);
-    for (const range of ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '169.254.0.0/16', '100.64.0.0/10', '127.0.0.0/8', 'fc00::/7', 'fe80::/10']) expect(except).toContain(range);
+    for (const range of [
+      '10.0.0.0/8',
+      '172.16.0.0/12',
+      '192.168.0.0/16',
+      '169.254.0.0/16',
+      '100.64.0.0/10',
+      '127.0.0.0/8',
+      'fc00::/7',
+      'fe80::/10',
+    ])
+      expect(except).toContain(range);
     // no selector peer but DNS: other pods of the cluster are never a destination
-    expect(internet.to.every((peer: Record<string, unknown>) => Object.keys(peer).filter((key) => peer[key] !== undefined).join() === 'ipBlock')).toBe(true);
+    expect(
+      internet.to.every(
+        (peer: Record<string, unknown>) =>
+          Object.keys(peer)
+            .filter((key) => peer[key] !== undefined)
+            .join() === 'ipBlock',
+      ),
+    ).toBe(true);
     expect(rest).toEqual([]);
     expect(() => new NetworkPolicy(onTheWire(aSpec()).networkPolicy).validate()).not.toThrow();
 
     // the operator's allow-list opens exactly those ranges, and still validates
     const allowed = onTheWire(aSpec(), { ...OPTIONS, egressAllowCidrs: ['10.20.0.0/16', 'fd00:1::/64'] }).networkPolicy;
-    expect(allowed.spec.egress[2]).toEqual({ to: [{ ipBlock: { cidr: '10.20.0.0/16' } }, { ipBlock: { cidr: 'fd00:1::/64' } }] });
+    expect(allowed.spec.egress[2]).toEqual({
+      to: [{ ipBlock: { cidr: '10.20.0.0/16' } }, { ipBlock: { cidr: 'fd00:1::/64' } }],
+    });
     expect(() => new NetworkPolicy(allowed).validate()).not.toThrow();
     // the operator's except-list keeps public ranges out too (a cluster's global IPv6 pods), each in its own family's block
-    const excepted = onTheWire(aSpec(), { ...OPTIONS, egressExceptCidrs: ['2001:db8:42::/56', '203.0.113.0/24'] }).networkPolicy;
-    const [v4, v6] = excepted.spec.egress[1].to.map((peer: { ipBlock: { cidr: string; except: string[] } }) => peer.ipBlock);
+    const excepted = onTheWire(aSpec(), {
+      ...OPTIONS,
+      egressExceptCidrs: ['2001:db8:42::/56', '203.0.113.0/24'],
+    }).networkPolicy;
+    const [v4, v6] = excepted.spec.egress[1].to.map(
+      (peer: { ipBlock: { cidr: string; except: string[] } }) => peer.ipBlock,
+    );
     expect(v6).toEqual({ cidr: '::/0', except: [...EGRESS_EXCEPT_V6, '2001:db8:42::/56'] });
     expect(v4).toEqual({ cidr: '0.0.0.0/0', except: [...EGRESS_EXCEPT_V4, '203.0.113.0/24'] });
     expect(() => new NetworkPolicy(excepted).validate()).not.toThrow();

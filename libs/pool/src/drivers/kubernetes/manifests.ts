@@ -1,6 +1,12 @@
 import { createHash } from 'node:crypto';
 import type { V1NetworkPolicy, V1OwnerReference, V1Pod, V1Secret } from '@kubernetes/client-node';
-import { controlPlanePeer, egressRules, POD_UID, restrictedContainerSecurityContext, restrictedPodSecurityContext } from '@aileron/kubernetes';
+import {
+  controlPlanePeer,
+  egressRules,
+  POD_UID,
+  restrictedContainerSecurityContext,
+  restrictedPodSecurityContext,
+} from '@aileron/kubernetes';
 import type { InstanceSpec } from '../driver';
 
 /**
@@ -23,7 +29,9 @@ export const TOKEN_ENV = 'AILERON_BRIDGE_TOKEN';
 export const CONTAINER = 'mcp';
 export const MANAGED_BY = { 'app.kubernetes.io/managed-by': 'aileron' } as const;
 /** `MANAGED_BY` as a list call's label selector. */
-export const MANAGED_BY_SELECTOR = Object.entries(MANAGED_BY).map(([key, value]) => `${key}=${value}`).join(',');
+export const MANAGED_BY_SELECTOR = Object.entries(MANAGED_BY)
+  .map(([key, value]) => `${key}=${value}`)
+  .join(',');
 /** Which control-plane replica made an object: the one replica that may reap it when no ownerReference says so. */
 export const REPLICA_LABEL = 'aileron.dev/replica';
 /** on every object of an instance; its value names the Pod, Secret and NetworkPolicy (podName…) */
@@ -134,7 +142,9 @@ export function podManifest(spec: InstanceSpec, options: ManifestOptions): V1Pod
   const run = spec.run;
   const image = run.kind === 'command' ? options.runnerImage : run.image;
   const args =
-    run.kind === 'command' ? ['--host', '0.0.0.0', '--port', String(options.port), '--', run.command, ...run.args] : run.args;
+    run.kind === 'command'
+      ? ['--host', '0.0.0.0', '--port', String(options.port), '--', run.command, ...run.args]
+      : run.args;
   const resources = { memory: `${spec.limits.memoryMb}Mi`, cpu: `${spec.limits.cpuMillis}m` };
   return {
     apiVersion: 'v1',

@@ -13,7 +13,8 @@ import { LocalDriver, type LocalDriverOptions } from './local-driver';
 
 const root = resolve(__dirname, '../../../../..');
 const bridgeScript = compiledBridgePath();
-const serverBin = (name: 'everything' | 'memory' | 'filesystem') => join(root, 'node_modules/@modelcontextprotocol', `server-${name}`, 'dist/index.js');
+const serverBin = (name: 'everything' | 'memory' | 'filesystem') =>
+  join(root, 'node_modules/@modelcontextprotocol', `server-${name}`, 'dist/index.js');
 
 // Under the project root, like the real data dir, but not under what the sandbox may read.
 const scratch = join(root, '.tmp', `local-driver-${randomBytes(4).toString('hex')}`);
@@ -58,7 +59,11 @@ function spec(overrides: Partial<InstanceSpec> = {}): InstanceSpec {
 
 async function connect(instance: RunningInstance): Promise<Client> {
   const client = new Client({ name: 'local-driver-spec', version: '1.0.0' });
-  await client.connect(new StreamableHTTPClientTransport(new URL(instance.endpoint.url), { requestInit: { headers: instance.endpoint.headers } }));
+  await client.connect(
+    new StreamableHTTPClientTransport(new URL(instance.endpoint.url), {
+      requestInit: { headers: instance.endpoint.headers },
+    }),
+  );
   clients.push(client);
   return client;
 }
@@ -106,13 +111,17 @@ function cmdline(pid: number): string {
 }
 
 /** The MCP server processes the bridge of this instance has spawned, one per session. */
-const serverProcesses = (instance: RunningInstance, script: string) => descendants(instance.pid!).filter((pid) => cmdline(pid).includes(script) && !cmdline(pid).includes('main.js'));
+const serverProcesses = (instance: RunningInstance, script: string) =>
+  descendants(instance.pid!).filter((pid) => cmdline(pid).includes(script) && !cmdline(pid).includes('main.js'));
 
-const alive = (pid: number) => existsSync(`/proc/${pid}`) && !readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.startsWith('Z');
+const alive = (pid: number) =>
+  existsSync(`/proc/${pid}`) && !readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.startsWith('Z');
 
 async function within<T>(ms: number, promise: Promise<T>): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`not within ${ms} ms`)), ms)));
+  const timeout = new Promise<never>(
+    (_, reject) => (timer = setTimeout(() => reject(new Error(`not within ${ms} ms`)), ms)),
+  );
   try {
     return await Promise.race([promise, timeout]);
   } finally {
@@ -124,7 +133,11 @@ async function within<T>(ms: number, promise: Promise<T>): Promise<T> {
 async function longCall(client: Client): Promise<{ call: Promise<unknown> }> {
   let started!: () => void;
   const running = new Promise<void>((resolveRunning) => (started = resolveRunning));
-  const call = client.callTool({ name: 'trigger-long-running-operation', arguments: { duration: 30, steps: 60 } }, undefined, { onprogress: () => started(), timeout: 60_000 });
+  const call = client.callTool(
+    { name: 'trigger-long-running-operation', arguments: { duration: 30, steps: 60 } },
+    undefined,
+    { onprogress: () => started(), timeout: 60_000 },
+  );
   call.catch(() => {});
   await running;
   return { call };
@@ -156,10 +169,23 @@ describe('LocalDriver with bubblewrap', () => {
     expect(await callText(client, 'echo', { message: 'through the bridge' })).toBe('Echo: through the bridge');
     expect(await instance.healthy()).toBe(true);
 
-    const initialize = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'x', version: '1' } } };
+    const initialize = {
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'x', version: '1' } },
+    };
     const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
-    for (const authorization of [undefined, 'Bearer wrong', instance.endpoint.headers.authorization!.replace(/.$/, '_')]) {
-      const response = await fetch(instance.endpoint.url, { method: 'POST', headers: authorization ? { ...headers, authorization } : headers, body: JSON.stringify(initialize) });
+    for (const authorization of [
+      undefined,
+      'Bearer wrong',
+      instance.endpoint.headers.authorization!.replace(/.$/, '_'),
+    ]) {
+      const response = await fetch(instance.endpoint.url, {
+        method: 'POST',
+        headers: authorization ? { ...headers, authorization } : headers,
+        body: JSON.stringify(initialize),
+      });
       expect(response.status).toBe(401);
       expect(await response.json()).toMatchObject({ jsonrpc: '2.0', error: { code: -32001 } });
     }
@@ -175,9 +201,17 @@ describe('LocalDriver with bubblewrap', () => {
       const instance = await driver().start(spec({ env: { GREETING: 'hello', API_KEY: 'k-123' }, secrets: ['k-123'] }));
       const env = JSON.parse(await callText(await connect(instance), 'get-env')) as Record<string, string>;
       // PWD is bubblewrap's own, from --chdir
-      expect(env).toEqual({ PATH: '/usr/local/bin:/usr/bin:/bin', HOME: '/home/mcp', TMPDIR: '/tmp', PWD: '/home/mcp', GREETING: 'hello', API_KEY: 'k-123' });
+      expect(env).toEqual({
+        PATH: '/usr/local/bin:/usr/bin:/bin',
+        HOME: '/home/mcp',
+        TMPDIR: '/tmp',
+        PWD: '/home/mcp',
+        GREETING: 'hello',
+        API_KEY: 'k-123',
+      });
       // nor on any command line of the instance, which every local user can read
-      for (const pid of [instance.pid!, ...descendants(instance.pid!)]) expect(cmdline(pid)).not.toMatch(/k-123|Bearer|canary/);
+      for (const pid of [instance.pid!, ...descendants(instance.pid!)])
+        expect(cmdline(pid)).not.toMatch(/k-123|Bearer|canary/);
     } finally {
       delete process.env.AILERON_SPEC_CANARY;
     }
@@ -190,14 +224,17 @@ describe('LocalDriver with bubblewrap', () => {
    * /proc/self/mountinfo). bwrap starts on the host, so before the fix the
    * loader ran that library there, as the control plane's user.
    */
-  it('an entry\'s LD_PRELOAD or LD_AUDIT never reaches a program on the host: the start is refused and the marker never appears', async () => {
+  it("an entry's LD_PRELOAD or LD_AUDIT never reaches a program on the host: the start is refused and the marker never appears", async () => {
     const first = spec();
     const local = driver();
     await (await local.start(first)).stop();
     const home = homeOf(first);
     const marker = join(scratch, `pwned-${randomBytes(4).toString('hex')}`);
     const source = join(scratch, 'evil.c');
-    writeFileSync(source, `#include <fcntl.h>\n#include <unistd.h>\n__attribute__((constructor)) static void pwn(void) { int fd = open("${marker}", O_CREAT | O_WRONLY, 0644); if (fd >= 0) close(fd); }\nunsigned int la_version(unsigned int v) { return v; }\n`);
+    writeFileSync(
+      source,
+      `#include <fcntl.h>\n#include <unistd.h>\n__attribute__((constructor)) static void pwn(void) { int fd = open("${marker}", O_CREAT | O_WRONLY, 0644); if (fd >= 0) close(fd); }\nunsigned int la_version(unsigned int v) { return v; }\n`,
+    );
     // what the first version of the server left in its home
     execFileSync('cc', ['-shared', '-fPIC', '-o', join(home, 'evil.so'), source]);
     for (const name of ['LD_PRELOAD', 'LD_AUDIT']) {
@@ -224,7 +261,8 @@ describe('LocalDriver with bubblewrap', () => {
   it("cannot see the control plane's data, other tenants' homes or write outside its home", async () => {
     const local = driver();
     // the server itself would allow all of "/": only the sandbox stands in the way
-    const filesystem = () => spec({ server: 'filesystem', run: { kind: 'command', command: 'node', args: [serverBin('filesystem'), '/'] } });
+    const filesystem = () =>
+      spec({ server: 'filesystem', run: { kind: 'command', command: 'node', args: [serverBin('filesystem'), '/'] } });
     const neighbour = filesystem();
     await local.start(neighbour);
     writeFileSync(join(homeOf(neighbour), 'private.txt'), 'neighbour');
@@ -233,21 +271,28 @@ describe('LocalDriver with bubblewrap', () => {
     const client = await connect(instance);
 
     const packageJson = join(root, 'node_modules/@modelcontextprotocol/server-filesystem/package.json');
-    expect(await callText(client, 'read_text_file', { path: packageJson })).toContain('"name": "@modelcontextprotocol/server-filesystem"');
+    expect(await callText(client, 'read_text_file', { path: packageJson })).toContain(
+      '"name": "@modelcontextprotocol/server-filesystem"',
+    );
     await expect(callText(client, 'read_text_file', { path: join(dataDir, 'aileron.db') })).rejects.toThrow();
     await expect(callText(client, 'list_directory', { path: stateDir })).rejects.toThrow();
-    expect((await callText(client, 'list_directory', { path: root })).split('\n').sort()).toEqual(['[DIR] dist', '[DIR] node_modules']);
+    expect((await callText(client, 'list_directory', { path: root })).split('\n').sort()).toEqual([
+      '[DIR] dist',
+      '[DIR] node_modules',
+    ]);
 
     await callText(client, 'write_file', { path: '/home/mcp/notes.txt', content: 'mine' });
     expect(readFileSync(join(homeOf(mine), 'notes.txt'), 'utf8')).toBe('mine');
     expect(statSync(homeOf(mine)).mode & 0o777).toBe(0o700);
-    await expect(callText(client, 'write_file', { path: join(root, 'node_modules/planted.js'), content: 'x' })).rejects.toThrow(/read-only/i);
+    await expect(
+      callText(client, 'write_file', { path: join(root, 'node_modules/planted.js'), content: 'x' }),
+    ).rejects.toThrow(/read-only/i);
     expect(existsSync(join(root, 'node_modules/planted.js'))).toBe(false);
     await expect(callText(client, 'list_directory', { path: '/home' })).resolves.toBe('[DIR] mcp');
     expect(await callText(client, 'list_directory', { path: '/home/mcp' })).not.toContain('private.txt');
   });
 
-  it("a session whose server process dies gets a clear error at once; other sessions and new ones go on", async () => {
+  it('a session whose server process dies gets a clear error at once; other sessions and new ones go on', async () => {
     const instance = await driver().start(spec());
     const first = await connect(instance);
     const [firstPid] = serverProcesses(instance, serverBin('everything'));
@@ -288,7 +333,13 @@ describe('LocalDriver with bubblewrap', () => {
   it("scrubs the spec's secrets from everything the instance prints", async () => {
     const secret = `s3cr3t-${randomBytes(12).toString('hex')}`;
     const script = `console.error('connecting with ' + process.env.API_KEY + ' and ' + process.env.PLAIN); import(${JSON.stringify(serverBin('everything'))})`;
-    const instance = await driver().start(spec({ run: { kind: 'command', command: 'node', args: ['-e', script] }, env: { API_KEY: secret, PLAIN: 'visible' }, secrets: [secret] }));
+    const instance = await driver().start(
+      spec({
+        run: { kind: 'command', command: 'node', args: ['-e', script] },
+        env: { API_KEY: secret, PLAIN: 'visible' },
+        secrets: [secret],
+      }),
+    );
     await connect(instance); // the server process starts with the first session
     const line = logLines.find((candidate) => candidate.includes('connecting with'));
     expect(line).toBe(`[${instance.id}] connecting with [redacted] and visible`);
@@ -297,7 +348,11 @@ describe('LocalDriver with bubblewrap', () => {
 
   it('keeps the home of a (workspace, server) across restarts, but /tmp is new each start', async () => {
     const local = driver();
-    const memory = spec({ server: 'memory', run: { kind: 'command', command: 'node', args: [serverBin('memory')] }, env: { MEMORY_FILE_PATH: '/home/mcp/memory.jsonl' } });
+    const memory = spec({
+      server: 'memory',
+      run: { kind: 'command', command: 'node', args: [serverBin('memory')] },
+      env: { MEMORY_FILE_PATH: '/home/mcp/memory.jsonl' },
+    });
     const entity = { name: 'Aileron', entityType: 'product', observations: ['an MCP gateway'] };
 
     let instance = await local.start(memory);
@@ -307,10 +362,15 @@ describe('LocalDriver with bubblewrap', () => {
     instance = await local.start({ ...memory, id: `memory-${randomBytes(4).toString('hex')}` });
     expect(JSON.parse(await callText(await connect(instance), 'read_graph')).entities).toEqual([entity]);
     // another workspace's instance of the same server starts empty
-    const other = await local.start(spec({ ...memory, id: `memory-${randomBytes(4).toString('hex')}`, workspaceId: 'ws-other' }));
+    const other = await local.start(
+      spec({ ...memory, id: `memory-${randomBytes(4).toString('hex')}`, workspaceId: 'ws-other' }),
+    );
     expect(JSON.parse(await callText(await connect(other), 'read_graph')).entities).toEqual([]);
 
-    const files = spec({ server: 'files', run: { kind: 'command', command: 'node', args: [serverBin('filesystem'), '/home/mcp', '/tmp'] } });
+    const files = spec({
+      server: 'files',
+      run: { kind: 'command', command: 'node', args: [serverBin('filesystem'), '/home/mcp', '/tmp'] },
+    });
     let filesInstance = await local.start(files);
     let client = await connect(filesInstance);
     await callText(client, 'write_file', { path: '/tmp/scratch.txt', content: 'temporary' });
@@ -334,22 +394,35 @@ describe('LocalDriver with bubblewrap', () => {
   });
 
   it('refuses what it cannot run, with reasons fit for a user', async () => {
-    await expect(driver().start(spec({ run: { kind: 'image', image: 'ghcr.io/acme/mcp:1', args: [] } }))).rejects.toThrow(new InstanceStartError('images need the kubernetes pool driver'));
-    await expect(driver({ bwrapPath: join(scratch, 'no-bwrap') }).start(spec())).rejects.toThrow(/AILERON_POOL_SANDBOX/);
+    await expect(
+      driver().start(spec({ run: { kind: 'image', image: 'ghcr.io/acme/mcp:1', args: [] } })),
+    ).rejects.toThrow(new InstanceStartError('images need the kubernetes pool driver'));
+    await expect(driver({ bwrapPath: join(scratch, 'no-bwrap') }).start(spec())).rejects.toThrow(
+      /AILERON_POOL_SANDBOX/,
+    );
     await expect(driver().start(spec({ workspaceId: '../escape' }))).rejects.toBeInstanceOf(InstanceStartError);
 
     const slow = driver({ startTimeoutMs: 30 });
     const before = new Set(descendants(process.pid));
-    await expect(slow.start(spec({ env: { API_KEY: 'k-slow' }, secrets: ['k-slow'] }))).rejects.toThrow(new InstanceStartError('the instance did not become ready within 30 ms'));
-    await eventually('no process of the failed start left', () => descendants(process.pid).filter((pid) => !before.has(pid) && alive(pid)).length === 0);
+    await expect(slow.start(spec({ env: { API_KEY: 'k-slow' }, secrets: ['k-slow'] }))).rejects.toThrow(
+      new InstanceStartError('the instance did not become ready within 30 ms'),
+    );
+    await eventually(
+      'no process of the failed start left',
+      () => descendants(process.pid).filter((pid) => !before.has(pid) && alive(pid)).length === 0,
+    );
 
     const failing = join(scratch, 'failing-bridge.js');
     writeFileSync(failing, 'process.exit(3)');
-    await expect(driver({ bridgeScript: failing }).start(spec({ env: { API_KEY: 'k-fail' } }))).rejects.toThrow(new InstanceStartError('the instance ended before it was ready: exited with code 3'));
+    await expect(driver({ bridgeScript: failing }).start(spec({ env: { API_KEY: 'k-fail' } }))).rejects.toThrow(
+      new InstanceStartError('the instance ended before it was ready: exited with code 3'),
+    );
   });
 
   it('a command that cannot be run fails the session that needs it, clearly', async () => {
-    const instance = await driver().start(spec({ run: { kind: 'command', command: '/usr/bin/no-such-mcp-server', args: [] } }));
+    const instance = await driver().start(
+      spec({ run: { kind: 'command', command: '/usr/bin/no-such-mcp-server', args: [] } }),
+    );
     await expect(connect(instance)).rejects.toThrow(/could not be started \(ENOENT\)/);
     expect(await instance.healthy()).toBe(true);
   });
@@ -394,11 +467,20 @@ server.connect(new StdioServerTransport());
     );
   });
 
-  const rootDriver = () => driver({ uidBase: BASE, readOnlyPaths: [join(root, 'node_modules'), join(root, 'dist'), hostFiles] });
+  const rootDriver = () =>
+    driver({ uidBase: BASE, readOnlyPaths: [join(root, 'node_modules'), join(root, 'dist'), hostFiles] });
   const probe = (overrides: Partial<InstanceSpec> = {}) =>
-    spec({ server: 'probe', run: { kind: 'command', command: 'node', args: [probeScript] }, env: { PROBE_READS: [rootOnly, '/home/mcp/before.txt'].join(':') }, ...overrides });
+    spec({
+      server: 'probe',
+      run: { kind: 'command', command: 'node', args: [probeScript] },
+      env: { PROBE_READS: [rootOnly, '/home/mcp/before.txt'].join(':') },
+      ...overrides,
+    });
   /** the uids the host sees the instance's processes run as: bwrap, the bridge, the server */
-  const hostUids = (instance: RunningInstance) => [instance.pid!, ...descendants(instance.pid!)].map((pid) => Number(/^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]));
+  const hostUids = (instance: RunningInstance) =>
+    [instance.pid!, ...descendants(instance.pid!)].map((pid) =>
+      Number(/^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]),
+    );
 
   interface Probed {
     uid: number;
@@ -431,7 +513,8 @@ server.connect(new StdioServerTransport());
 
   it('gives two servers different uids, and a server its uid again when it restarts, from a new control plane too', async () => {
     const local = rootDriver();
-    const uidOf = async (instance: RunningInstance) => (JSON.parse(await callText(await connect(instance), 'probe')) as Probed).uid;
+    const uidOf = async (instance: RunningInstance) =>
+      (JSON.parse(await callText(await connect(instance), 'probe')) as Probed).uid;
     const one = probe();
     const other = probe({ workspaceId: one.workspaceId, server: 'probe-two' });
     const first = await local.start(one);
@@ -447,7 +530,10 @@ server.connect(new StdioServerTransport());
 
   it('stop, or a SIGKILL of the instance, leaves no process of its uid', async () => {
     const local = rootDriver();
-    for (const end of [(instance: RunningInstance) => instance.stop(), (instance: RunningInstance) => process.kill(instance.pid!, 'SIGKILL')]) {
+    for (const end of [
+      (instance: RunningInstance) => instance.stop(),
+      (instance: RunningInstance) => process.kill(instance.pid!, 'SIGKILL'),
+    ]) {
       const instance = await local.start(spec({ workspaceId: `ws-end-${randomBytes(4).toString('hex')}` }));
       const client = await connect(instance);
       await longCall(client);
@@ -467,7 +553,12 @@ describe('LocalDriver without a sandbox', () => {
     const instance = await driver({ sandbox: 'none' }).start(plain);
     const client = await connect(instance);
     const env = JSON.parse(await callText(client, 'get-env')) as Record<string, string>;
-    expect(env).toEqual({ PATH: '/usr/local/bin:/usr/bin:/bin', HOME: homeOf(plain), TMPDIR: join(homeOf(plain), '..', `tmp-${plain.id}`), GREETING: 'hello' });
+    expect(env).toEqual({
+      PATH: '/usr/local/bin:/usr/bin:/bin',
+      HOME: homeOf(plain),
+      TMPDIR: join(homeOf(plain), '..', `tmp-${plain.id}`),
+      GREETING: 'hello',
+    });
     expect(existsSync(env.TMPDIR!)).toBe(true);
 
     await longCall(client);

@@ -6,7 +6,14 @@ import { createInterface } from 'node:readline';
 import { DirectoryUsers, FIRST_FD_PAST_DOOR, HostDoor, type HostUser, isolationArgs } from '@aileron/bubblewrap';
 import { forbiddenVariables } from '@aileron/catalog';
 import { procStat, processStartTime } from '../../process-start';
-import { InstanceStartError, type InstanceDriver, type InstanceEndpoint, type InstanceExit, type InstanceSpec, type RunningInstance } from '../driver';
+import {
+  InstanceStartError,
+  type InstanceDriver,
+  type InstanceEndpoint,
+  type InstanceExit,
+  type InstanceSpec,
+  type RunningInstance,
+} from '../driver';
 
 const SANDBOX_HOME = '/home/mcp';
 const SANDBOX_PATH = '/usr/local/bin:/usr/bin:/bin';
@@ -43,14 +50,19 @@ function processesInGroup(pgid: number): number {
 
 /** Every instance home under the state directory (`<workspace>/<server>/home`): the owners of those are the uids taken. */
 function homesUnder(stateDir: string): string[] {
-  const list = (dir: string) => readdirSync(dir, { withFileTypes: true }).filter((entry) => entry.isDirectory()).map((entry) => join(dir, entry.name));
+  const list = (dir: string) =>
+    readdirSync(dir, { withFileTypes: true })
+      .filter((entry) => entry.isDirectory())
+      .map((entry) => join(dir, entry.name));
   return list(stateDir).flatMap((workspace) => list(workspace).map((server) => join(server, 'home')));
 }
 
 /** The paths not inside another of them, in their order: what binds all of them once. */
 function outermost(paths: string[]): string[] {
   const unique = [...new Set(paths)];
-  return unique.filter((path) => !unique.some((other) => other !== path && (path.startsWith(`${other}/`) || other === '/')));
+  return unique.filter(
+    (path) => !unique.some((other) => other !== path && (path.startsWith(`${other}/`) || other === '/')),
+  );
 }
 
 export interface LocalDriverOptions {
@@ -100,7 +112,11 @@ export class LocalDriver implements InstanceDriver {
     this.bwrapPath = options.bwrapPath ?? '/usr/bin/bwrap';
     this.users =
       options.sandbox === 'bubblewrap' && process.getuid?.() === 0
-        ? new DirectoryUsers({ base: options.uidBase ?? DEFAULT_POOL_UID_BASE, what: 'pool instance', directories: () => homesUnder(options.stateDir) })
+        ? new DirectoryUsers({
+            base: options.uidBase ?? DEFAULT_POOL_UID_BASE,
+            what: 'pool instance',
+            directories: () => homesUnder(options.stateDir),
+          })
         : null;
   }
 
@@ -108,11 +124,14 @@ export class LocalDriver implements InstanceDriver {
     if (spec.run.kind !== 'command') throw new InstanceStartError('images need the kubernetes pool driver');
     const sandboxed = this.options.sandbox === 'bubblewrap';
     if (sandboxed && !existsSync(this.bwrapPath)) {
-      throw new InstanceStartError(`bubblewrap (${this.bwrapPath}) is not installed: install it, or set AILERON_POOL_SANDBOX=none on a machine that serves a single tenant`);
+      throw new InstanceStartError(
+        `bubblewrap (${this.bwrapPath}) is not installed: install it, or set AILERON_POOL_SANDBOX=none on a machine that serves a single tenant`,
+      );
     }
     for (const segment of [spec.workspaceId, spec.server, spec.id]) {
       // These become directory names; anything else could climb out of stateDir.
-      if (!/^[A-Za-z0-9_][A-Za-z0-9._-]*$/.test(segment)) throw new InstanceStartError(`cannot run an instance named ${JSON.stringify(segment)} locally`);
+      if (!/^[A-Za-z0-9_][A-Za-z0-9._-]*$/.test(segment))
+        throw new InstanceStartError(`cannot run an instance named ${JSON.stringify(segment)} locally`);
     }
     const serverDir = join(this.options.stateDir, spec.workspaceId, spec.server);
     const home = join(serverDir, 'home');
@@ -137,7 +156,20 @@ export class LocalDriver implements InstanceDriver {
     // under bubblewrap 3 and 4 are /etc/passwd and /etc/group, and a HostDoor takes 5–9 while it opens
     const envFd = sandboxed ? FIRST_FD_PAST_DOOR : 3;
     const command = spec.run.command === 'node' ? this.nodeBinary : spec.run.command;
-    const bridge = [this.nodeBinary, this.bridgeScript, '--exit-on-stdin-eof', '--env-fd', String(envFd), '--host', '127.0.0.1', '--port', '0', '--', command, ...spec.run.args];
+    const bridge = [
+      this.nodeBinary,
+      this.bridgeScript,
+      '--exit-on-stdin-eof',
+      '--env-fd',
+      String(envFd),
+      '--host',
+      '127.0.0.1',
+      '--port',
+      '0',
+      '--',
+      command,
+      ...spec.run.args,
+    ];
 
     let user: HostUser | undefined;
     let launch: string[] | undefined;
@@ -147,7 +179,9 @@ export class LocalDriver implements InstanceDriver {
         user = this.users?.of(`${spec.workspaceId}/${spec.server}`, home);
         launch = this.sandboxCommand(home, own, user, bridge);
       } catch (error) {
-        throw new InstanceStartError(`the instance's host user could not be set up: ${error instanceof Error ? error.message : String(error)}`);
+        throw new InstanceStartError(
+          `the instance's host user could not be set up: ${error instanceof Error ? error.message : String(error)}`,
+        );
       }
     }
 
@@ -156,11 +190,23 @@ export class LocalDriver implements InstanceDriver {
       // detached: the instance is its own process group, so nothing it forks outlives it.
       // cwd /: a bwrap of another uid may not reach the control plane's working directory
       child = launch
-        ? spawn(launch[0]!, launch.slice(1), { env: { PATH: SANDBOX_PATH }, cwd: '/', stdio: ['pipe', 'pipe', 'pipe', 'pipe', 'pipe', ...Array<'ignore'>(envFd - 5).fill('ignore'), 'pipe'], detached: true })
-        : spawn(bridge[0]!, bridge.slice(1), { env: own, cwd: home, stdio: ['pipe', 'pipe', 'pipe', 'pipe'], detached: true });
+        ? spawn(launch[0]!, launch.slice(1), {
+            env: { PATH: SANDBOX_PATH },
+            cwd: '/',
+            stdio: ['pipe', 'pipe', 'pipe', 'pipe', 'pipe', ...Array<'ignore'>(envFd - 5).fill('ignore'), 'pipe'],
+            detached: true,
+          })
+        : spawn(bridge[0]!, bridge.slice(1), {
+            env: own,
+            cwd: home,
+            stdio: ['pipe', 'pipe', 'pipe', 'pipe'],
+            detached: true,
+          });
     } catch (error) {
       if (tmp) rmSync(tmp, { recursive: true, force: true });
-      throw new InstanceStartError(`could not start the instance: ${(error as NodeJS.ErrnoException).code ?? 'spawn failed'}`);
+      throw new InstanceStartError(
+        `could not start the instance: ${(error as NodeJS.ErrnoException).code ?? 'spawn failed'}`,
+      );
     }
     (child.stdio as unknown as NodeJS.WritableStream[])[envFd]!.end(handed);
     if (sandboxed) {
@@ -183,7 +229,9 @@ export class LocalDriver implements InstanceDriver {
       await instance.stop();
       throw error;
     }
-    this.options.log(`[${spec.id}] started (pid ${instance.pid}, ${sandboxed ? `bubblewrap${user ? `, host uid ${user.uid}` : ''}` : 'no sandbox'}) at ${instance.endpoint.url}`);
+    this.options.log(
+      `[${spec.id}] started (pid ${instance.pid}, ${sandboxed ? `bubblewrap${user ? `, host uid ${user.uid}` : ''}` : 'no sandbox'}) at ${instance.endpoint.url}`,
+    );
     return instance;
   }
 
@@ -200,7 +248,12 @@ export class LocalDriver implements InstanceDriver {
    * each exec the next: the spawned pid ends up bwrap's own, whose child is
    * the sandbox's init that LocalInstance waits for.
    */
-  private sandboxCommand(home: string, env: Record<string, string>, user: HostUser | undefined, bridge: string[]): string[] {
+  private sandboxCommand(
+    home: string,
+    env: Record<string, string>,
+    user: HostUser | undefined,
+    bridge: string[],
+  ): string[] {
     const door = new HostDoor({ user });
     const bwrap = [this.bwrapPath, ...this.bwrapArgs(home, env, door), ...bridge];
     // the door's shell exports its PWD: bwrap on the host keeps the environment of ours alone
@@ -211,7 +264,11 @@ export class LocalDriver implements InstanceDriver {
     // only our own, non-secret variables are named in env; the entry's come on the bridge's pipe
     const args = isolationArgs({ network: true, user: {}, env, proc: true, accounts: true });
     const nodeDir = dirname(this.nodeBinary);
-    const shared = [...(nodeDir.startsWith('/usr/') ? [] : [nodeDir]), ...this.readOnlyPaths, dirname(this.bridgeScript)];
+    const shared = [
+      ...(nodeDir.startsWith('/usr/') ? [] : [nodeDir]),
+      ...this.readOnlyPaths,
+      dirname(this.bridgeScript),
+    ];
     // one bind (and one door) for a path another one already holds: the door has few places
     for (const path of outermost(shared)) args.push('--ro-bind', door.path(path), path);
     args.push('--bind', door.path(home), SANDBOX_HOME, '--chdir', SANDBOX_HOME);
@@ -243,7 +300,9 @@ class LocalInstance implements RunningInstance {
     // Longest first, so a secret that contains another is not half-replaced.
     const secrets = [...spec.secrets, token].filter((secret) => secret.length > 0).sort((a, b) => b.length - a.length);
     const scrub = (line: string) => secrets.reduce((text, secret) => text.split(secret).join('[redacted]'), line);
-    createInterface({ input: child.stderr!, crlfDelay: Infinity }).on('line', (line) => log(`[${spec.id}] ${scrub(line)}`));
+    createInterface({ input: child.stderr!, crlfDelay: Infinity }).on('line', (line) =>
+      log(`[${spec.id}] ${scrub(line)}`),
+    );
 
     for (const stream of child.stdio) stream?.on('error', () => {}); // EPIPE/ECONNRESET once the other end is gone; the exit says why
 
@@ -257,7 +316,10 @@ class LocalInstance implements RunningInstance {
         resolveExit({ reason, requested: this.stopRequested });
       };
       child.once('exit', (code, signal) => void finish(signal ? `killed by ${signal}` : `exited with code ${code}`));
-      child.once('error', (error: NodeJS.ErrnoException) => void finish(`could not be started (${error.code ?? 'spawn failed'})`));
+      child.once(
+        'error',
+        (error: NodeJS.ErrnoException) => void finish(`could not be started (${error.code ?? 'spawn failed'})`),
+      );
     });
   }
 
@@ -277,8 +339,12 @@ class LocalInstance implements RunningInstance {
       }
     }
     const groupAlive = () => pgid !== undefined && processesInGroup(pgid) > 0;
-    const initAlive = () => this.sandboxInit !== undefined && processStartTime(this.sandboxInit.pid) === this.sandboxInit.start;
-    for (const deadline = performance.now() + REAP_TIMEOUT_MS; (groupAlive() || initAlive()) && performance.now() < deadline; ) {
+    const initAlive = () =>
+      this.sandboxInit !== undefined && processStartTime(this.sandboxInit.pid) === this.sandboxInit.start;
+    for (
+      const deadline = performance.now() + REAP_TIMEOUT_MS;
+      (groupAlive() || initAlive()) && performance.now() < deadline;
+    ) {
       await new Promise((wake) => setTimeout(wake, 5));
     }
   }
@@ -310,14 +376,19 @@ class LocalInstance implements RunningInstance {
         if (this.sandboxed && this.child.pid) this.sandboxInit = sandboxInitOf(this.child.pid);
         settle();
       });
-      void this.exited.then((exit) => settle(new InstanceStartError(`the instance ended before it was ready: ${exit.reason}`)));
+      void this.exited.then((exit) =>
+        settle(new InstanceStartError(`the instance ended before it was ready: ${exit.reason}`)),
+      );
     });
   }
 
   async healthy(): Promise<boolean> {
     if (this.gone || !this.endpoint.url) return false;
     try {
-      const response = await fetch(new URL('/healthz', this.endpoint.url), { headers: this.endpoint.headers, signal: AbortSignal.timeout(HEALTH_TIMEOUT_MS) });
+      const response = await fetch(new URL('/healthz', this.endpoint.url), {
+        headers: this.endpoint.headers,
+        signal: AbortSignal.timeout(HEALTH_TIMEOUT_MS),
+      });
       await response.body?.cancel();
       return response.ok;
     } catch {

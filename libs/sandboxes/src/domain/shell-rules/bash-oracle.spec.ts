@@ -81,7 +81,7 @@ const RUN_STATICALLY = [
   "x=1; echo ${x['$(danger)']}",
   "declare -n r='a[$(danger)]'; echo $r",
   "n='a[$(danger)]'; echo $((n))",
-  "compgen -C danger x",
+  'compgen -C danger x',
   "compgen -W '$(danger)' x",
   "env 'BASH_FUNC_ls%%=() { danger; }' bash -c ls",
   'chrt -o 0 danger',
@@ -105,7 +105,21 @@ const RUN_STATICALLY = [
   "x='a[$(danger)]'; echo ${!x}",
 ];
 
-const RUN_AT_RUN_TIME = ['x=$(printf "a[%s(danger)]" "\\$"); echo ${!x}', 'wrap danger', 'wrap -q ./../bin/danger', '$(echo danger)', 'r=danger; $r', '${X:-danger}', 'd{anger,}', 'set -- danger; "$@"', 'echo danger | bash', 'source <(echo danger)', "x='$(danger)'; echo \"${x@P}\"", 'eval "$(echo danger)"', 'hash -p "$PWD/../bin/danger" ls; ls'];
+const RUN_AT_RUN_TIME = [
+  'x=$(printf "a[%s(danger)]" "\\$"); echo ${!x}',
+  'wrap danger',
+  'wrap -q ./../bin/danger',
+  '$(echo danger)',
+  'r=danger; $r',
+  '${X:-danger}',
+  'd{anger,}',
+  'set -- danger; "$@"',
+  'echo danger | bash',
+  'source <(echo danger)',
+  'x=\'$(danger)\'; echo "${x@P}"',
+  'eval "$(echo danger)"',
+  'hash -p "$PWD/../bin/danger" ls; ls',
+];
 
 describe('bash runs it, and the rule that forbids it decides', () => {
   let root = '';

@@ -40,7 +40,13 @@ function refusal(text: string): ShellRulesError {
 describe('parseCodexRules', () => {
   it("reads Codex's documented example", () => {
     expect(parseCodexRules(CODEX_EXAMPLE)).toEqual([
-      { program: 'gh', args: ['pr', 'view'], decision: 'prompt', justification: 'Viewing PRs is allowed with approval', source: '.rules line 2' },
+      {
+        program: 'gh',
+        args: ['pr', 'view'],
+        decision: 'prompt',
+        justification: 'Viewing PRs is allowed with approval',
+        source: '.rules line 2',
+      },
     ]);
   });
 
@@ -68,7 +74,9 @@ describe('parseCodexRules', () => {
   });
 
   it('treats None as an argument left out', () => {
-    expect(parseCodexRules(`prefix_rule(pattern=["ls"], decision=None, justification=None)`)).toEqual([{ program: 'ls', args: [], decision: 'allow', source: '.rules line 1' }]);
+    expect(parseCodexRules(`prefix_rule(pattern=["ls"], decision=None, justification=None)`)).toEqual([
+      { program: 'ls', args: [], decision: 'allow', source: '.rules line 1' },
+    ]);
   });
 
   it('accepts examples as strings (split as a shell would) or lists, with a path for the program', () => {
@@ -77,23 +85,52 @@ describe('parseCodexRules', () => {
   });
 
   it('rules read from a file decide commands', () => {
-    const rules = parseCodexRules(CODEX_EXAMPLE + `prefix_rule(pattern=["rm", ["-rf", "-fr"]], decision="forbidden", justification="Use trash.")\n`);
+    const rules = parseCodexRules(
+      CODEX_EXAMPLE + `prefix_rule(pattern=["rm", ["-rf", "-fr"]], decision="forbidden", justification="Use trash.")\n`,
+    );
     expect(decide('gh pr view 1 | cat', rules)).toMatchObject({ decision: 'prompt', rule: rules[0] });
-    expect(decide('sudo rm -fr /', rules).reason).toBe('rm -fr / (run by sudo): forbidden by rule "rm [-rf|-fr]" (.rules line 22): Use trash.');
+    expect(decide('sudo rm -fr /', rules).reason).toBe(
+      'rm -fr / (run by sudo): forbidden by rule "rm [-rf|-fr]" (.rules line 22): Use trash.',
+    );
   });
 });
 
 describe('a file Codex would refuse, or that is more than prefix rules, is refused with its line', () => {
   it.each([
-    ['prefix_rule(pattern=["git", "push"], match=["git status"])', 1, 45, 'the match example "git status" does not match this rule'],
-    ['prefix_rule(\n  pattern=["git"],\n  not_match=[\n    "git push",\n  ],\n)', 4, 5, 'the not_match example "git push" matches this rule'],
+    [
+      'prefix_rule(pattern=["git", "push"], match=["git status"])',
+      1,
+      45,
+      'the match example "git status" does not match this rule',
+    ],
+    [
+      'prefix_rule(\n  pattern=["git"],\n  not_match=[\n    "git push",\n  ],\n)',
+      4,
+      5,
+      'the not_match example "git push" matches this rule',
+    ],
     ['prefix_rule(pattern=["git"], match=["\'open"])', 1, 37, 'the match example has invalid shell quoting'],
     ['prefix_rule(pattern=["git"], match=[[]])', 1, 37, 'a match example cannot be empty'],
     ['\n\nx = ["git"]', 3, 1, 'only prefix_rule(...) calls are allowed, found "x"'],
     ['load("//x.star", "y")', 1, 1, 'only prefix_rule(...) calls are allowed, found "load"'],
-    ['network_rule(host="a.com", protocol="https", decision="allow")', 1, 1, 'network_rule(...) is not supported in shell rules; only prefix_rule(...) is'],
-    ['host_executable(name="git", paths=["/usr/bin/git"])', 1, 1, 'host_executable(...) is not supported in shell rules; only prefix_rule(...) is'],
-    ['prefix_rule(pattern=GIT)', 1, 21, 'expected a string or a list, found the name "GIT" (variables and expressions are not supported)'],
+    [
+      'network_rule(host="a.com", protocol="https", decision="allow")',
+      1,
+      1,
+      'network_rule(...) is not supported in shell rules; only prefix_rule(...) is',
+    ],
+    [
+      'host_executable(name="git", paths=["/usr/bin/git"])',
+      1,
+      1,
+      'host_executable(...) is not supported in shell rules; only prefix_rule(...) is',
+    ],
+    [
+      'prefix_rule(pattern=GIT)',
+      1,
+      21,
+      'expected a string or a list, found the name "GIT" (variables and expressions are not supported)',
+    ],
     ['prefix_rule(pattern=["a" + "b"])', 1, 26, 'expected "," or "]", found "+"'],
     ['prefix_rule(pattern=["a"], decision=1)', 1, 37, 'expected a string or a list, found "1"'],
     ['prefix_rule(pattern=[f"{x}"])', 1, 22, 'f-strings are not supported'],
@@ -102,13 +139,28 @@ describe('a file Codex would refuse, or that is more than prefix rules, is refus
     ['prefix_rule(pattern="git")', 1, 21, 'pattern must be a list'],
     ['prefix_rule(pattern=["git", []])', 1, 29, 'pattern alternatives cannot be empty'],
     ['prefix_rule(pattern=["git", [["push"]]])', 1, 30, 'a pattern alternative must be a string'],
-    ['prefix_rule(pattern=["git"], decision="deny")', 1, 39, 'decision must be one of allow, prompt, forbidden, found "deny"'],
+    [
+      'prefix_rule(pattern=["git"], decision="deny")',
+      1,
+      39,
+      'decision must be one of allow, prompt, forbidden, found "deny"',
+    ],
     ['prefix_rule(pattern=["git"], justification=" ")', 1, 44, 'justification cannot be empty'],
-    ['prefix_rule(pattern=["git"], reviewer="user")', 1, 30, 'prefix_rule has no argument "reviewer" (it takes pattern, decision, match, not_match, justification)'],
+    [
+      'prefix_rule(pattern=["git"], reviewer="user")',
+      1,
+      30,
+      'prefix_rule has no argument "reviewer" (it takes pattern, decision, match, not_match, justification)',
+    ],
     ['prefix_rule(pattern=["a"], pattern=["b"])', 1, 28, 'argument "pattern" is given twice'],
     ['prefix_rule(decision="allow", ["git"])', 1, 31, 'a positional argument cannot follow a keyword argument'],
     ['prefix_rule(["a"], "allow", [], [], "j", "extra")', 1, 42, 'prefix_rule takes at most 5 positional arguments'],
-    ['prefix_rule(pattern=["git"]) prefix_rule(pattern=["ls"])', 1, 30, 'expected the end of the statement, found "prefix_rule"'],
+    [
+      'prefix_rule(pattern=["git"]) prefix_rule(pattern=["ls"])',
+      1,
+      30,
+      'expected the end of the statement, found "prefix_rule"',
+    ],
     ['prefix_rule(pattern=["git"]', 1, 28, 'expected "," or ")", found the end of the file'],
     ['prefix_rule(pattern=["git)', 1, 22, 'string is not closed'],
     ['prefix_rule(pattern=["g\\it"])', 1, 24, 'unknown escape \\i in a string'],

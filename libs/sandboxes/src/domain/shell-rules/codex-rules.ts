@@ -60,7 +60,8 @@ class Parser {
       if (this.peek().type === 'eof') return;
       yield this.call();
       const next = this.peek();
-      if (next.type !== 'end' && next.type !== 'eof') this.fail(next, `expected the end of the statement, found ${describe(next)}`);
+      if (next.type !== 'end' && next.type !== 'eof')
+        this.fail(next, `expected the end of the statement, found ${describe(next)}`);
     }
   }
 
@@ -69,7 +70,12 @@ class Parser {
     if (name.type !== 'name') this.fail(name, `expected prefix_rule(...), found ${describe(name)}`);
     if (name.value !== 'prefix_rule') {
       const known = ['network_rule', 'host_executable'].includes(name.value);
-      this.fail(name, known ? `${name.value}(...) is not supported in shell rules; only prefix_rule(...) is` : `only prefix_rule(...) calls are allowed, found ${describe(name)}`);
+      this.fail(
+        name,
+        known
+          ? `${name.value}(...) is not supported in shell rules; only prefix_rule(...) is`
+          : `only prefix_rule(...) calls are allowed, found ${describe(name)}`,
+      );
     }
     this.expect('(');
     const args = new Map<Parameter, Value>();
@@ -81,7 +87,8 @@ class Parser {
       else if (args.size > positional) this.fail(start, 'a positional argument cannot follow a keyword argument');
       const parameter = keyword ?? PARAMETERS[positional++];
       if (!parameter) this.fail(start, `prefix_rule takes at most ${PARAMETERS.length} positional arguments`);
-      if (!isParameter(parameter!)) this.fail(start, `prefix_rule has no argument "${parameter}" (it takes ${PARAMETERS.join(', ')})`);
+      if (!isParameter(parameter!))
+        this.fail(start, `prefix_rule has no argument "${parameter}" (it takes ${PARAMETERS.join(', ')})`);
       if (args.has(parameter as Parameter)) this.fail(start, `argument "${parameter}" is given twice`);
       args.set(parameter as Parameter, this.value());
       if (this.peek().value === ',' && this.peek().type === 'punct') this.index++;
@@ -100,18 +107,23 @@ class Parser {
       while (!(this.peek().type === 'punct' && this.peek().value === ']')) {
         items.push(this.value());
         if (this.peek().type === 'punct' && this.peek().value === ',') this.index++;
-        else if (this.peek().value !== ']') this.fail(this.peek(), `expected "," or "]", found ${describe(this.peek())}`);
+        else if (this.peek().value !== ']')
+          this.fail(this.peek(), `expected "," or "]", found ${describe(this.peek())}`);
       }
       this.index++;
       return { kind: 'list', items, at: token };
     }
-    const what = token.type === 'name' ? `the name "${token.value}" (variables and expressions are not supported)` : describe(token);
+    const what =
+      token.type === 'name'
+        ? `the name "${token.value}" (variables and expressions are not supported)`
+        : describe(token);
     return this.fail(token, `expected a string or a list, found ${what}`);
   }
 
   private expect(punct: string): void {
     const token = this.next();
-    if (token.type !== 'punct' || token.value !== punct) this.fail(token, `expected "${punct}", found ${describe(token)}`);
+    if (token.type !== 'punct' || token.value !== punct)
+      this.fail(token, `expected "${punct}", found ${describe(token)}`);
   }
 
   private peek(): Token {
@@ -146,15 +158,22 @@ function prefixRule(call: Call, source: string, fail: Fail): ShellRule[] {
   const decision = decisionOf(given('decision'), fail);
   const justificationValue = given('justification');
   const justification = justificationValue ? stringOf(justificationValue, 'justification', fail) : undefined;
-  if (justification !== undefined && !justification.trim()) fail(justificationValue!.at, 'justification cannot be empty');
-  const rules = (typeof first === 'string' ? [first] : first!).map(
-    (program): ShellRule => ({ program, args: rest, decision, ...(justification !== undefined ? { justification } : {}), source }),
-  );
+  if (justification !== undefined && !justification.trim())
+    fail(justificationValue!.at, 'justification cannot be empty');
+  const rules = (typeof first === 'string' ? [first] : first!).map((program): ShellRule => ({
+    program,
+    args: rest,
+    decision,
+    ...(justification !== undefined ? { justification } : {}),
+    source,
+  }));
   for (const example of examples(given('match'), 'match', fail)) {
-    if (!rules.some((rule) => exampleMatches(rule, example.words))) fail(example.at, `the match example "${example.words.join(' ')}" does not match this rule`);
+    if (!rules.some((rule) => exampleMatches(rule, example.words)))
+      fail(example.at, `the match example "${example.words.join(' ')}" does not match this rule`);
   }
   for (const example of examples(given('not_match'), 'not_match', fail)) {
-    if (rules.some((rule) => exampleMatches(rule, example.words))) fail(example.at, `the not_match example "${example.words.join(' ')}" matches this rule`);
+    if (rules.some((rule) => exampleMatches(rule, example.words)))
+      fail(example.at, `the not_match example "${example.words.join(' ')}" matches this rule`);
   }
   return rules;
 }
@@ -174,7 +193,8 @@ function pattern(value: Value, fail: Fail): ArgPattern[] {
 function decisionOf(value: Value | undefined, fail: Fail): ShellDecision {
   if (!value) return 'allow';
   const decision = stringOf(value, 'decision', fail);
-  if (!(DECISIONS as readonly string[]).includes(decision)) fail(value.at, `decision must be one of ${DECISIONS.join(', ')}, found "${decision}"`);
+  if (!(DECISIONS as readonly string[]).includes(decision))
+    fail(value.at, `decision must be one of ${DECISIONS.join(', ')}, found "${decision}"`);
   return decision as ShellDecision;
 }
 
@@ -199,5 +219,9 @@ function stringOf(value: Value, what: string, fail: Fail): string {
 
 /** As Codex checks examples: the program by name or by a path ending in it, then the argument prefix. */
 function exampleMatches(rule: ShellRule, [program, ...args]: readonly string[]): boolean {
-  return program !== undefined && programMatches(rule.program, program, NOTHING_RESOLVED) && argsMatch(rule.args, args.map(staticWord)) === 'yes';
+  return (
+    program !== undefined &&
+    programMatches(rule.program, program, NOTHING_RESOLVED) &&
+    argsMatch(rule.args, args.map(staticWord)) === 'yes'
+  );
 }

@@ -62,20 +62,31 @@ describe('analyzeCommand', () => {
 });
 
 describe('syntax bash would refuse', () => {
-  it.each(["echo 'unterminated", 'if true; then', 'echo $(', 'echo `ls', 'rm x &&', '| rm x', 'echo )', 'fi', 'case x in', 'f() {', 'echo ${', 'echo $(if)', 'echo "$(rm x"'])(
-    '%j is refused with SHELL_SYNTAX_INVALID',
-    (command) => {
-      let error: unknown;
-      try {
-        analyzeCommand(command);
-      } catch (caught) {
-        error = caught;
-      }
-      expect(error).toBeInstanceOf(ShellSyntaxError);
-      expect(error).toMatchObject({ code: 'SHELL_SYNTAX_INVALID', name: 'ShellSyntaxError' });
-      expect((error as Error).message).toMatch(/^bash cannot parse this command: .+ \(line \d+, column \d+\)$/);
-    },
-  );
+  it.each([
+    "echo 'unterminated",
+    'if true; then',
+    'echo $(',
+    'echo `ls',
+    'rm x &&',
+    '| rm x',
+    'echo )',
+    'fi',
+    'case x in',
+    'f() {',
+    'echo ${',
+    'echo $(if)',
+    'echo "$(rm x"',
+  ])('%j is refused with SHELL_SYNTAX_INVALID', (command) => {
+    let error: unknown;
+    try {
+      analyzeCommand(command);
+    } catch (caught) {
+      error = caught;
+    }
+    expect(error).toBeInstanceOf(ShellSyntaxError);
+    expect(error).toMatchObject({ code: 'SHELL_SYNTAX_INVALID', name: 'ShellSyntaxError' });
+    expect((error as Error).message).toMatch(/^bash cannot parse this command: .+ \(line \d+, column \d+\)$/);
+  });
 
   it('says where the error is', () => {
     expect(() => analyzeCommand("ls\necho 'oops")).toThrow('unterminated single quote (line 2, column 6)');

@@ -1,4 +1,15 @@
-import { forEachChild, parse, type ArithmeticWord, type Command, type LiteralPart, type ParameterExpansionPart, type ParsedScript, type Redirection, type SyntaxNode, type Word } from 'unbash';
+import {
+  forEachChild,
+  parse,
+  type ArithmeticWord,
+  type Command,
+  type LiteralPart,
+  type ParameterExpansionPart,
+  type ParsedScript,
+  type Redirection,
+  type SyntaxNode,
+  type Word,
+} from 'unbash';
 import { elementKey, literalText, mayRunInSubscript, substitutionsIn } from './evaluated-text';
 import { innerCommands } from './inner-commands';
 import { ShellSyntaxError } from './shell-errors';
@@ -32,7 +43,11 @@ const TOO_MANY = 'more commands than can be checked';
 export function analyzeCommand(command: string): CommandAnalysis {
   const script = parse(command);
   const error = firstError(script);
-  if (error) throw new ShellSyntaxError(`bash cannot parse this command: ${error.message} (${where(command, error.pos)})`, error.pos);
+  if (error)
+    throw new ShellSyntaxError(
+      `bash cannot parse this command: ${error.message} (${where(command, error.pos)})`,
+      error.pos,
+    );
   const collector = new Collector();
   collector.script(script, []);
   collector.expandAliases();
@@ -73,10 +88,12 @@ class Collector {
   private parameter(node: ParameterExpansionPart, via: readonly string[]): void {
     const operation = node.operation;
     // ${x@P} expands a prompt string, which runs the substitutions in the variable's value
-    if (operation?.type === 'Transform' && operation.operand.value === 'P') this.unknown(node.text, [...via, 'prompt expansion']);
+    if (operation?.type === 'Transform' && operation.operand.value === 'P')
+      this.unknown(node.text, [...via, 'prompt expansion']);
     // ${!x} reads the variable x names, and a name with a subscript runs the code in it: which one is only known at run time
     const keys = operation?.type === 'Names' || node.index?.value === '@' || node.index?.value === '*';
-    if (node.prefix === '!' && !keys && !NUMERIC_PARAMETERS.has(node.parameter)) this.unknown(node.text, [...via, 'indirect expansion']);
+    if (node.prefix === '!' && !keys && !NUMERIC_PARAMETERS.has(node.parameter))
+      this.unknown(node.text, [...via, 'indirect expansion']);
     if (node.index) this.evaluated(node.index, via, 'subscript');
     if (operation?.type === 'Slice') {
       this.evaluated(operation.offset, via, 'arithmetic');
@@ -101,10 +118,13 @@ class Collector {
   private command(node: Command, via: readonly string[]): void {
     // a line of assignments only runs no program; its substitutions are visited as children
     if (!node.name) return;
-    const args = node.suffix.flatMap((item) => (item.type === 'Word' || item.type === 'Assignment' ? [argumentOf(item)] : []));
+    const args = node.suffix.flatMap((item) =>
+      item.type === 'Word' || item.type === 'Assignment' ? [argumentOf(item)] : [],
+    );
     // unbash reads `X=<(…) rm` as X= and a program <(…); bash assigns the substitution's path to X and runs rm
     const last = node.prefix.at(-1);
-    const assignedSubstitution = last?.type === 'Assignment' && last.end === node.name.pos && node.name.parts?.[0]?.type === 'ProcessSubstitution';
+    const assignedSubstitution =
+      last?.type === 'Assignment' && last.end === node.name.pos && node.name.parts?.[0]?.type === 'ProcessSubstitution';
     const words = assignedSubstitution ? args : [wordOf(node.name), ...args];
     if (words.length) this.invocation(words, standardInput(node.redirects), via);
   }
@@ -113,7 +133,8 @@ class Collector {
     if (this.commands.length >= MAX_COMMANDS) return this.tooMany();
     this.commands.push({ words, via });
     for (const inner of innerCommands({ words, stdin })) {
-      if (via.length >= MAX_DEPTH) return this.unknown(inner.kind === 'argv' ? renderWords(inner.words).join(' ') : '…', via);
+      if (via.length >= MAX_DEPTH)
+        return this.unknown(inner.kind === 'argv' ? renderWords(inner.words).join(' ') : '…', via);
       if (inner.kind === 'argv') this.invocation(inner.words, stdin, [...via, inner.via]);
       else if (inner.kind === 'code') this.code(inner.code, [...via, inner.via]);
       else {
@@ -137,7 +158,8 @@ class Collector {
   }
 
   private tooMany(): void {
-    if (this.commands.at(-1)?.via[0] !== TOO_MANY) this.commands.push({ words: [dynamicWord('(the rest of the line)')], via: [TOO_MANY] });
+    if (this.commands.at(-1)?.via[0] !== TOO_MANY)
+      this.commands.push({ words: [dynamicWord('(the rest of the line)')], via: [TOO_MANY] });
   }
 
   /**
@@ -153,9 +175,13 @@ class Collector {
       const alias = program?.kind === 'static' ? this.aliases.get(program.value) : undefined;
       // bash does not expand an alias inside its own expansion
       if (!alias || via.includes(alias.via)) continue;
-      if (++expansions > MAX_ALIAS_EXPANSIONS || via.length >= MAX_DEPTH) return this.unknown(renderWords(words).join(' '), via);
+      if (++expansions > MAX_ALIAS_EXPANSIONS || via.length >= MAX_DEPTH)
+        return this.unknown(renderWords(words).join(' '), via);
       const rest = args.map((arg) => (arg.kind === 'static' ? shellQuote(arg.value) : arg.text)).join(' ');
-      this.code(alias.value.kind === 'static' ? staticWord(`${alias.value.value} ${rest}`) : alias.value, [...via, alias.via]);
+      this.code(alias.value.kind === 'static' ? staticWord(`${alias.value.value} ${rest}`) : alias.value, [
+        ...via,
+        alias.via,
+      ]);
     }
   }
 }
@@ -164,10 +190,13 @@ class Collector {
 function standardInput(redirects: readonly Redirection[]): ShellWord | null {
   let input: ShellWord | null = dynamicWord('(standard input)');
   for (const redirect of redirects) {
-    if (redirect.descriptor && !(redirect.descriptor.type === 'FileDescriptor' && redirect.descriptor.value === 0)) continue;
+    if (redirect.descriptor && !(redirect.descriptor.type === 'FileDescriptor' && redirect.descriptor.value === 0))
+      continue;
     if (redirect.type === 'HereString') input = redirect.target ? wordOf(redirect.target) : input;
     else if (redirect.type === 'HereDoc') input = hereDocument(redirect);
-    else if (redirect.operator === '<' || redirect.operator === '<>') input = redirect.target && wordOf(redirect.target).kind === 'static' ? null : dynamicWord(redirect.target?.text ?? '');
+    else if (redirect.operator === '<' || redirect.operator === '<>')
+      input =
+        redirect.target && wordOf(redirect.target).kind === 'static' ? null : dynamicWord(redirect.target?.text ?? '');
     else if (redirect.operator === '<&') input = dynamicWord(redirect.target?.text ?? '');
   }
   return input;
@@ -178,7 +207,9 @@ function hereDocument(redirect: Extract<Redirection, { type: 'HereDoc' }>): Shel
   if (redirect.delimiter?.quoted) return staticWord(body.text);
   if (!body.parts) return staticWord(body.text.replace(/\\([$`\\\n])/g, (_, c: string) => (c === '\n' ? '' : c)));
   const literals = body.parts.filter((part): part is LiteralPart => part.type === 'Literal');
-  return literals.length === body.parts.length ? staticWord(literals.map((part) => part.value).join('')) : dynamicWord(body.text);
+  return literals.length === body.parts.length
+    ? staticWord(literals.map((part) => part.value).join(''))
+    : dynamicWord(body.text);
 }
 
 function where(source: string, position: number): string {

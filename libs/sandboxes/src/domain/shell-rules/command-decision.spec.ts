@@ -88,14 +88,21 @@ describe('deciding a command line', () => {
   });
 
   it('an allow rule says so, and a line no rule names is allowed', () => {
-    expect(decide('ls -l | wc -l', [ls])).toMatchObject({ decision: 'allow', rule: ls, reason: 'ls -l: allowed by rule "ls"' });
+    expect(decide('ls -l | wc -l', [ls])).toMatchObject({
+      decision: 'allow',
+      rule: ls,
+      reason: 'ls -l: allowed by rule "ls"',
+    });
     expect(decide('wc -l', [ls])).toMatchObject({ decision: 'allow', rule: null, reason: 'wc -l: no rule names it' });
     expect(decide('', [ls])).toMatchObject({ decision: 'allow', rule: null, command: [] });
     expect(decide('X=1', [rm]).decision).toBe('allow');
   });
 
   it('gives a one-line reason that names the rule, where it came from and why', () => {
-    const documented = shellRule('rm', 'forbidden', { source: 'team.rules line 4', justification: 'Use trash\ninstead.' });
+    const documented = shellRule('rm', 'forbidden', {
+      source: 'team.rules line 4',
+      justification: 'Use trash\ninstead.',
+    });
     const { reason } = decide("rm -rf 'a\nb'", [documented]);
     expect(reason).toBe(`rm -rf 'a\\nb': forbidden by rule "rm" (team.rules line 4): Use trash instead.`);
     expect(decide('git "$(echo\npush)"', [shellRule('git push', 'forbidden')]).reason).toBe(
@@ -107,14 +114,26 @@ describe('deciding a command line', () => {
 describe('words only known at run time', () => {
   const push = shellRule('git push', 'forbidden');
 
-  it.each(['$(echo rm) -rf /', '`echo rm` x', '$CMD', '${X}m -rf /', '"$@"', 'r{m,} x', '/bin/r? x', '~/bin/rm x', 'eval "$x"', 'bash -c "$x"', 'echo rm | bash', 'source <(echo rm)', 'sudo $X', 'echo "${x@P}"'])(
-    '%j is decided by a person when any rule is strict',
-    (command) => {
-      const decision = decide(command, [push]);
-      expect(decision).toMatchObject({ decision: 'prompt', rule: null });
-      expect(decision.reason).toContain('only known at run time');
-    },
-  );
+  it.each([
+    '$(echo rm) -rf /',
+    '`echo rm` x',
+    '$CMD',
+    '${X}m -rf /',
+    '"$@"',
+    'r{m,} x',
+    '/bin/r? x',
+    '~/bin/rm x',
+    'eval "$x"',
+    'bash -c "$x"',
+    'echo rm | bash',
+    'source <(echo rm)',
+    'sudo $X',
+    'echo "${x@P}"',
+  ])('%j is decided by a person when any rule is strict', (command) => {
+    const decision = decide(command, [push]);
+    expect(decision).toMatchObject({ decision: 'prompt', rule: null });
+    expect(decision.reason).toContain('only known at run time');
+  });
 
   it('is allowed when every rule allows', () => {
     expect(decide('$CMD x', [shellRule('ls', 'allow')])).toMatchObject({ decision: 'allow', rule: null });
@@ -125,7 +144,9 @@ describe('words only known at run time', () => {
     expect(decide('git $SUB origin', [push])).toMatchObject({ decision: 'prompt', rule: push });
     expect(decide('git "$SUB"', [shellRule('git push', 'prompt')]).decision).toBe('prompt');
     expect(decide('echo a | xargs git', [push]).decision).toBe('prompt');
-    expect(decide('git $SUB', [push]).reason).toBe('git $SUB: $SUB is only known at run time and may make it match rule "git push" (forbidden), so a person decides');
+    expect(decide('git $SUB', [push]).reason).toBe(
+      'git $SUB: $SUB is only known at run time and may make it match rule "git push" (forbidden), so a person decides',
+    );
   });
 
   it('an argument only known at run time after a prefix that already differs changes nothing', () => {
@@ -141,7 +162,11 @@ describe('words only known at run time', () => {
 
 describe('a program the analysis does not know, given a program that has a rule', () => {
   it('is decided by a person when the argument names a program of a strict rule, by name or by path', () => {
-    const sandbox = sandboxOf({ rm: '/usr/bin/rm', './tools/rm-copy': '/usr/bin/rm', './tools/other': '/usr/bin/other' });
+    const sandbox = sandboxOf({
+      rm: '/usr/bin/rm',
+      './tools/rm-copy': '/usr/bin/rm',
+      './tools/other': '/usr/bin/other',
+    });
     for (const command of ['wrap rm x', 'wrap /bin/rm x', 'wrap ./tools/rm-copy x', 'timeout 5 wrap rm x']) {
       const decision = decide(command, [rm], sandbox);
       expect(decision, command).toMatchObject({ decision: 'prompt', rule: rm });
@@ -172,7 +197,14 @@ describe('a program the analysis does not know, given a program that has a rule'
 describe('programsToResolve', () => {
   it('lists each program written, at any depth, and each rule program, once', () => {
     const analysis = analyzeCommand('ls | sudo bash -c "rm x; /usr/bin/env ls" && $X');
-    expect(programsToResolve(analysis, [rm, shellRule('/usr/bin/git', 'allow')])).toEqual(['ls', 'sudo', 'bash', 'rm', '/usr/bin/env', '/usr/bin/git']);
+    expect(programsToResolve(analysis, [rm, shellRule('/usr/bin/git', 'allow')])).toEqual([
+      'ls',
+      'sudo',
+      'bash',
+      'rm',
+      '/usr/bin/env',
+      '/usr/bin/git',
+    ]);
   });
 
   it('lists the arguments of a program the analysis does not know, when a rule is strict', () => {

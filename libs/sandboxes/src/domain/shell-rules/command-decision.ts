@@ -10,10 +10,17 @@ const MAX_ARGUMENTS_RESOLVED = 256;
 
 /** The names and paths step 2 needs resolved in the sandbox (PATH lookup, then realpath). */
 export function programsToResolve(analysis: CommandAnalysis, rules: readonly ShellRule[]): string[] {
-  const programs = analysis.commands.flatMap(({ words: [program] }) => (program?.kind === 'static' ? [program.value] : []));
+  const programs = analysis.commands.flatMap(({ words: [program] }) =>
+    program?.kind === 'static' ? [program.value] : [],
+  );
   if (!rules.some((rule) => rule.decision !== 'allow')) return programNames(programs, rules);
-  const programArguments = analysis.commands.flatMap(({ words }) => possibleProgramArguments(words).map((index) => (words[index] as { value: string }).value));
-  return programNames([...programs, ...new Set(programArguments)].slice(0, programs.length + MAX_ARGUMENTS_RESOLVED), rules);
+  const programArguments = analysis.commands.flatMap(({ words }) =>
+    possibleProgramArguments(words).map((index) => (words[index] as { value: string }).value),
+  );
+  return programNames(
+    [...programs, ...new Set(programArguments)].slice(0, programs.length + MAX_ARGUMENTS_RESOLVED),
+    rules,
+  );
 }
 
 /**
@@ -21,7 +28,11 @@ export function programsToResolve(analysis: CommandAnalysis, rules: readonly She
  * > allow; the first written among equals). A name missing from `resolved`
  * counts as not found.
  */
-export function decideCommand(analysis: CommandAnalysis, rules: readonly ShellRule[], resolved: ReadonlyMap<string, string | null>): CommandDecision {
+export function decideCommand(
+  analysis: CommandAnalysis,
+  rules: readonly ShellRule[],
+  resolved: ReadonlyMap<string, string | null>,
+): CommandDecision {
   const anyStrictRule = rules.some((rule) => rule.decision !== 'allow');
   let decided: CommandDecision | null = null;
   for (const command of analysis.commands) {
@@ -36,14 +47,24 @@ function outranks(a: CommandDecision, b: CommandDecision): boolean {
   return difference > 0 || (difference === 0 && a.rule !== null && b.rule === null);
 }
 
-function decideSimple(command: SimpleCommand, rules: readonly ShellRule[], resolved: ReadonlyMap<string, string | null>, anyStrictRule: boolean): CommandDecision {
+function decideSimple(
+  command: SimpleCommand,
+  rules: readonly ShellRule[],
+  resolved: ReadonlyMap<string, string | null>,
+  anyStrictRule: boolean,
+): CommandDecision {
   const [program, ...args] = command.words;
   const shown = `${displayCommand(command.words)}${command.via.length ? ` (run by ${printable(command.via.join(' → '))})` : ''}`;
   const argv = renderWords(command.words);
   if (program?.kind !== 'static') {
     // no rule can be checked against a program chosen at run time: a person sees the exact line
     const decision: ShellDecision = anyStrictRule ? 'prompt' : 'allow';
-    return { decision, rule: null, command: argv, reason: `${shown}: the program is only known at run time${anyStrictRule ? ', so a person decides' : ''}` };
+    return {
+      decision,
+      rule: null,
+      command: argv,
+      reason: `${shown}: the program is only known at run time${anyStrictRule ? ', so a person decides' : ''}`,
+    };
   }
   let certain: ShellRule | null = null;
   let possible: { rule: ShellRule; unknown: ShellWord } | null = null;
@@ -52,7 +73,11 @@ function decideSimple(command: SimpleCommand, rules: readonly ShellRule[], resol
     const match = argsMatch(rule.args, args);
     if (match === 'yes') {
       if (!certain || severity(rule.decision) > severity(certain.decision)) certain = rule;
-    } else if (match !== 'no' && rule.decision !== 'allow' && (!possible || severity(rule.decision) > severity(possible.rule.decision))) {
+    } else if (
+      match !== 'no' &&
+      rule.decision !== 'allow' &&
+      (!possible || severity(rule.decision) > severity(possible.rule.decision))
+    ) {
       possible = { rule, unknown: match.unknown };
     }
   }
@@ -71,7 +96,12 @@ function decideSimple(command: SimpleCommand, rules: readonly ShellRule[], resol
   }
   if (!certain) return { decision: 'allow', rule: null, command: argv, reason: `${shown}: no rule names it` };
   const why = certain.justification ? `: ${printable(certain.justification.replace(/\s+/g, ' ').trim())}` : '';
-  return { decision: certain.decision, rule: certain, command: argv, reason: `${shown}: ${VERB[certain.decision]} by rule ${describeRule(certain)}${why}` };
+  return {
+    decision: certain.decision,
+    rule: certain,
+    command: argv,
+    reason: `${shown}: ${VERB[certain.decision]} by rule ${describeRule(certain)}${why}`,
+  };
 }
 
 /**
@@ -79,7 +109,11 @@ function decideSimple(command: SimpleCommand, rules: readonly ShellRule[], resol
  * wrapper it has never heard of would: the strictest rule whose program an
  * argument names, by name or path, with the words after it able to match.
  */
-function wrappedProgram(words: readonly ShellWord[], rules: readonly ShellRule[], resolved: ReadonlyMap<string, string | null>): { rule: ShellRule; argument: ShellWord } | null {
+function wrappedProgram(
+  words: readonly ShellWord[],
+  rules: readonly ShellRule[],
+  resolved: ReadonlyMap<string, string | null>,
+): { rule: ShellRule; argument: ShellWord } | null {
   let found: { rule: ShellRule; argument: ShellWord } | null = null;
   for (const index of possibleProgramArguments(words)) {
     const argument = words[index]!;

@@ -47,7 +47,11 @@ export function mayRunInSubscript(text: string): boolean {
     const c = text[at]!;
     if (c === '[' && (depth > 0 || /[A-Za-z0-9_]/.test(text[at - 1] ?? ''))) depth++;
     else if (c === ']' && depth > 0) depth--;
-    else if (depth > 0 && (text.startsWith('$(', at) || c === '`' || text.startsWith('${!', at) || text.startsWith('@P}', at))) return true;
+    else if (
+      depth > 0 &&
+      (text.startsWith('$(', at) || c === '`' || text.startsWith('${!', at) || text.startsWith('@P}', at))
+    )
+      return true;
   }
   return false;
 }
@@ -55,7 +59,7 @@ export function mayRunInSubscript(text: string): boolean {
 /** `${!x}` or `${x@P}`: the value of a variable is read as a name or as a prompt string, either of which may run code. */
 function readsVariableAsCode(text: string): boolean {
   if (text.includes('${!')) return true;
-  for (let open = text.indexOf('${'); open >= 0; ) {
+  for (let open = text.indexOf('${'); open >= 0;) {
     const close = text.indexOf('}', open);
     if (close < 0) return false;
     if (text.slice(close - 2, close) === '@P') return true;
@@ -99,6 +103,7 @@ function substitutionAt(rest: string): { script: ParsedScript | null; length: nu
   // $((…)) is arithmetic: the substitutions inside it are found as the scan goes on
   if (part?.type === 'ArithmeticExpansion' && part.pos === 2) return { script: null, length: 1 };
   if (part?.type !== 'CommandExpansion' || part.pos !== 2 || !part.script) return null;
-  const broken = (parsed.errors ?? []).some((error) => error.pos >= part.pos && error.pos < part.end) || firstError(part.script);
+  const broken =
+    (parsed.errors ?? []).some((error) => error.pos >= part.pos && error.pos < part.end) || firstError(part.script);
   return broken ? null : { script: part.script, length: part.end - part.pos };
 }

@@ -16,7 +16,17 @@ function expectForbiddenByRm(command: string): void {
 }
 
 const EVASIONS: Record<string, readonly string[]> = {
-  'pipelines and lists': ['ls | rm -rf /', 'rm x |& cat', 'true && rm x', 'false || rm x', 'echo hi; rm x', 'echo hi & rm x', 'echo hi\nrm x', 'rm x &', '! rm x'],
+  'pipelines and lists': [
+    'ls | rm -rf /',
+    'rm x |& cat',
+    'true && rm x',
+    'false || rm x',
+    'echo hi; rm x',
+    'echo hi & rm x',
+    'echo hi\nrm x',
+    'rm x &',
+    '! rm x',
+  ],
   'subshells and groups': ['(rm x)', '( (rm x) )', '{ rm x; }', '{ { rm x;}; }', 'if (rm x); then :; fi'],
   'command substitution': [
     'echo $(rm x)',
@@ -38,7 +48,13 @@ const EVASIONS: Record<string, readonly string[]> = {
     'cat <<EOF\n`rm x`\nEOF',
   ],
   'process substitution': ['diff <(rm a) b', 'echo hi > >(rm x)', 'cat < <(rm x)', 'exec 3< <(rm x)', 'X=<(echo) rm x'],
-  functions: ['f() { rm -rf /; }; f', 'function f { rm x; }; f', 'f() { rm x; }', 'f() ( rm x ); f', 'command_not_found_handle() { rm x; }; nope'],
+  functions: [
+    'f() { rm -rf /; }; f',
+    'function f { rm x; }; f',
+    'f() { rm x; }',
+    'f() ( rm x ); f',
+    'command_not_found_handle() { rm x; }; nope',
+  ],
   aliases: ['alias x=rm; x -rf /', "alias x='rm -rf'; x /", 'alias a=b b=rm; a x', 'hash -p /bin/rm ls; ls'],
   'commands that run the command after them': [
     'command rm x',
@@ -130,7 +146,7 @@ const EVASIONS: Record<string, readonly string[]> = {
     "zsh -c 'rm x'",
     "/bin/bash -c 'rm x'",
     'bash -c "sh -c \'rm x\'"',
-    "sudo bash -c 'eval \"rm x\"'",
+    'sudo bash -c \'eval "rm x"\'',
     "eval 'rm x'",
     'eval rm x',
     "bash <<< 'rm x'",
@@ -144,7 +160,7 @@ const EVASIONS: Record<string, readonly string[]> = {
     'mapfile -C rm -c 1 < list',
     "let 'a[$(rm x)]=1'",
     "printf -v 'a[$(rm x)]' %s y",
-    "xargs sh -c 'rm \"$@\"' _ < list",
+    'xargs sh -c \'rm "$@"\' _ < list',
     "script -c 'rm x' /dev/null",
     "script -q out.log --command 'rm x'",
     'script -q /dev/null -- rm x',
@@ -206,10 +222,29 @@ const EVASIONS: Record<string, readonly string[]> = {
     "echo ${a[@]:'$(rm x)'}",
     "echo ${a[0]:0:'a[$(rm x)]'}",
     "exec {a['$(rm x)']}>/dev/null",
-    "bash -c \"test -v 'a[\\$(rm x)]'\"",
+    'bash -c "test -v \'a[\\$(rm x)]\'"',
   ],
-  'quoting and escapes': ['r\\m x', "'r'm x", '"rm" x', "$'\\x72m' x", "$'\\162m' x", "$'\\u0072m' x", '"r"\'m\' x', 'r\\\nm x', '$"rm" x', "''rm x"],
-  'assignments and redirections': ['FOO=1 rm x', 'A=1 B=$(date) rm x', 'rm x > /dev/null 2>&1', '2>&1 >/dev/null rm x', '<in rm x', 'rm x <<EOF\nhi\nEOF', 'rm x <<< hi'],
+  'quoting and escapes': [
+    'r\\m x',
+    "'r'm x",
+    '"rm" x',
+    "$'\\x72m' x",
+    "$'\\162m' x",
+    "$'\\u0072m' x",
+    '"r"\'m\' x',
+    'r\\\nm x',
+    '$"rm" x',
+    "''rm x",
+  ],
+  'assignments and redirections': [
+    'FOO=1 rm x',
+    'A=1 B=$(date) rm x',
+    'rm x > /dev/null 2>&1',
+    '2>&1 >/dev/null rm x',
+    '<in rm x',
+    'rm x <<EOF\nhi\nEOF',
+    'rm x <<< hi',
+  ],
   'compound commands': [
     'if rm x; then :; fi',
     'if true; then rm x; fi',
@@ -247,7 +282,9 @@ describe('every command bash would run is decided', () => {
   });
 
   it('names the program that runs the command in the reason', () => {
-    expect(decide("sudo bash -c 'rm x'", [rm]).reason).toBe('rm x (run by sudo → bash -c): forbidden by rule "rm" (.rules line 1): destructive');
+    expect(decide("sudo bash -c 'rm x'", [rm]).reason).toBe(
+      'rm x (run by sudo → bash -c): forbidden by rule "rm" (.rules line 1): destructive',
+    );
   });
 });
 
@@ -267,7 +304,16 @@ describe('what the analysis cannot know is decided by a person', () => {
     expect(decide(command, [gitPush, rm])).toMatchObject({ decision: 'prompt', rule: null });
   });
 
-  it.each(['wrap rm x', 'wrap -q /usr/bin/rm x', './bin/launch --retries 3 rm -rf /', 'catchsegv rm x', 'sudo wrap rm x', 'ssh host rm x', 'docker run image rm x', 'git bisect run rm x'])(
+  it.each([
+    'wrap rm x',
+    'wrap -q /usr/bin/rm x',
+    './bin/launch --retries 3 rm -rf /',
+    'catchsegv rm x',
+    'sudo wrap rm x',
+    'ssh host rm x',
+    'docker run image rm x',
+    'git bisect run rm x',
+  ])(
     '%j, a program the analysis does not know given the name of a forbidden program, is decided by a person',
     (command) => {
       const decision = decide(command, [gitPush, rm]);

@@ -9,8 +9,30 @@ import { staticWord, type ShellWord } from './shell-word';
 
 const COMMAND_OPTIONS: ReadonlySet<string> = new Set(['ex', 'eval-command', 'iex', 'init-eval-command']);
 const VALUED_OPTIONS: ReadonlySet<string> = new Set([
-  'x', 'command', 'ix', 'init-command', 'p', 'pid', 'c', 'core', 's', 'symbols', 'e', 'exec', 'se',
-  'd', 'directory', 'cd', 'data-directory', 'D', 'tty', 't', 'i', 'interpreter', 'b', 'l',
+  'x',
+  'command',
+  'ix',
+  'init-command',
+  'p',
+  'pid',
+  'c',
+  'core',
+  's',
+  'symbols',
+  'e',
+  'exec',
+  'se',
+  'd',
+  'directory',
+  'cd',
+  'data-directory',
+  'D',
+  'tty',
+  't',
+  'i',
+  'interpreter',
+  'b',
+  'l',
 ]);
 
 export function gdbCommands(args: readonly ShellWord[]): InnerCommand[] {
@@ -59,7 +81,8 @@ function gdbCommand(command: ShellWord): InnerCommand[] {
   // gdb accepts any unambiguous prefix of a command's name
   if (name.length >= 2 && 'shell'.startsWith(name)) return shell(rest);
   if (name.length >= 3 && 'pipe'.startsWith(name)) return piped(rest);
-  if (name.length >= 3 && 'make'.startsWith(name)) return [{ kind: 'code', code: staticWord(`make ${rest}`), via: 'gdb make' }];
+  if (name.length >= 3 && 'make'.startsWith(name))
+    return [{ kind: 'code', code: staticWord(`make ${rest}`), via: 'gdb make' }];
   return [];
 }
 

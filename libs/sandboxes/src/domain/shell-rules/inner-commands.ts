@@ -35,14 +35,18 @@ const READERS: Readonly<Record<string, Reader>> = {
   mapfile: (args, _, name) => optionCode(args, MAPFILE_GRAMMAR, ['C'], name),
   readarray: (args, _, name) => optionCode(args, MAPFILE_GRAMMAR, ['C'], name),
   su: (args) => optionCode(args, SU_GRAMMAR, ['c', 'command', 'session-command'], 'su -c'),
-  runuser: (args) => [...optionCode(args, SU_GRAMMAR, ['c', 'command', 'session-command'], 'runuser -c'), ...runners('runuser', args)],
+  runuser: (args) => [
+    ...optionCode(args, SU_GRAMMAR, ['c', 'command', 'session-command'], 'runuser -c'),
+    ...runners('runuser', args),
+  ],
   find: findExec,
   compgen: completion,
   complete: completion,
   script: scriptCommands,
   sg: switchGroup,
   // setarch ARCH [options] [program]: the architecture comes before the options
-  setarch: (args) => runners('setarch', staticValue(args[0])?.startsWith('-') === false ? args.slice(1) : args, PERSONALITY_GRAMMAR),
+  setarch: (args) =>
+    runners('setarch', staticValue(args[0])?.startsWith('-') === false ? args.slice(1) : args, PERSONALITY_GRAMMAR),
   gdb: gdbCommands,
 };
 
@@ -56,14 +60,22 @@ export function innerCommands(invocation: Invocation): InnerCommand[] {
 function programCommands(name: string, args: readonly ShellWord[], invocation: Invocation): InnerCommand[] {
   if (Object.hasOwn(READERS, name)) return READERS[name]!(args, invocation, name);
   if (SHELLS.has(name)) return shellCode(name, args, invocation.stdin);
-  if (MULTI_CALL.has(name)) return args.length && !staticValue(args[0])?.startsWith('-') ? [{ kind: 'argv', words: args, via: name }] : [];
+  if (MULTI_CALL.has(name))
+    return args.length && !staticValue(args[0])?.startsWith('-') ? [{ kind: 'argv', words: args, via: name }] : [];
   if (PERSONALITIES.has(name)) return runners(name, args, PERSONALITY_GRAMMAR);
   return Object.hasOwn(ARGV_RUNNERS, name) ? runners(name, args, ARGV_RUNNERS[name]!) : [];
 }
 
 /** Whether the analysis knows what the program runs: it reads it as a runner, or it runs none of its arguments. */
 export function knowsProgram(name: string): boolean {
-  return Object.hasOwn(READERS, name) || Object.hasOwn(ARGV_RUNNERS, name) || SHELLS.has(name) || MULTI_CALL.has(name) || PERSONALITIES.has(name) || INERT_PROGRAMS.has(name);
+  return (
+    Object.hasOwn(READERS, name) ||
+    Object.hasOwn(ARGV_RUNNERS, name) ||
+    SHELLS.has(name) ||
+    MULTI_CALL.has(name) ||
+    PERSONALITIES.has(name) ||
+    INERT_PROGRAMS.has(name)
+  );
 }
 
 /**
@@ -76,7 +88,11 @@ export function possibleProgramArguments(words: readonly ShellWord[]): number[] 
   const name = program === null ? null : basename(program);
   if (name === null || knowsProgram(name)) return [];
   const subcommand = Object.hasOwn(SUBCOMMAND_PROGRAMS, name) ? subcommandAt(words, SUBCOMMAND_PROGRAMS[name]!) : -1;
-  return words.flatMap((word, index) => (index > 0 && index !== subcommand && word.kind === 'static' && word.value && !word.value.startsWith('-') ? [index] : []));
+  return words.flatMap((word, index) =>
+    index > 0 && index !== subcommand && word.kind === 'static' && word.value && !word.value.startsWith('-')
+      ? [index]
+      : [],
+  );
 }
 
 function subcommandAt(words: readonly ShellWord[], valued: readonly string[]): number {
@@ -97,17 +113,24 @@ function subcommandAt(words: readonly ShellWord[], valued: readonly string[]): n
  */
 function exportedFunctions(args: readonly ShellWord[]): InnerCommand[] {
   return args.flatMap((arg): InnerCommand[] => {
-    if (arg.kind === 'dynamic') return arg.text.includes('BASH_FUNC_') ? [{ kind: 'code', code: arg, via: 'exported function' }] : [];
+    if (arg.kind === 'dynamic')
+      return arg.text.includes('BASH_FUNC_') ? [{ kind: 'code', code: arg, via: 'exported function' }] : [];
     const start = arg.value.indexOf('BASH_FUNC_');
     const equals = start < 0 ? -1 : arg.value.indexOf('=', start);
     if (equals < 0) return [];
     const name = arg.value.slice(start + 'BASH_FUNC_'.length, equals).replace(/(%%|\(\))$/, '');
     // a definition that does not parse is decided as unknown code
-    return [{ kind: 'code', code: staticWord(`${name} ${arg.value.slice(equals + 1)}`), via: `exported function ${name}` }];
+    return [
+      { kind: 'code', code: staticWord(`${name} ${arg.value.slice(equals + 1)}`), via: `exported function ${name}` },
+    ];
   });
 }
 
-function runners(name: string, args: readonly ShellWord[], grammar: OptionGrammar = ARGV_RUNNERS[name]!): InnerCommand[] {
+function runners(
+  name: string,
+  args: readonly ShellWord[],
+  grammar: OptionGrammar = ARGV_RUNNERS[name]!,
+): InnerCommand[] {
   return readOptions(args, grammar).flatMap((reading) => runnerCommands(name, args, reading));
 }
 
@@ -117,13 +140,15 @@ function runnerCommands(name: string, args: readonly ShellWord[], reading: Optio
   if (name === 'env') {
     const split = option('S', 'split-string');
     // env -S splits one string into the words that follow; they are read as env's own again
-    if (split) return [{ kind: 'argv', words: [staticWord('env'), ...splitArgument(split[1]), ...rest], via: 'env -S' }];
+    if (split)
+      return [{ kind: 'argv', words: [staticWord('env'), ...splitArgument(split[1]), ...rest], via: 'env -S' }];
   }
   if (name === 'xargs') return [{ kind: 'argv', words: xargsCommand(rest, reading), via: 'xargs' }];
   if (name === 'flock' && ['-c', '--command'].includes(staticValue(rest[0]) ?? '')) {
     return rest[1] ? [{ kind: 'code', code: rest[1], via: 'flock -c' }] : [];
   }
-  if (name === 'watch' && !option('x', 'exec')) return rest.length ? [{ kind: 'code', code: joined(rest), via: 'watch' }] : [];
+  if (name === 'watch' && !option('x', 'exec'))
+    return rest.length ? [{ kind: 'code', code: joined(rest), via: 'watch' }] : [];
   if (rest.length) return [{ kind: 'argv', words: rest, via: name }];
   return SHELL_WITHOUT_COMMAND.has(name) ? [{ kind: 'argv', words: [SHELL_READING_INPUT], via: name }] : [];
 }
@@ -134,7 +159,9 @@ function xargsCommand(rest: readonly ShellWord[], reading: OptionReading): Shell
   const command = rest.length ? rest : [staticWord('echo')];
   if (!replace) return [...command, STDIN_ARGUMENTS];
   const marker = replace[1]?.kind === 'static' ? replace[1].value : '{}';
-  return command.map((word) => (word.kind === 'static' && marker && word.value.includes(marker) ? dynamicWord(word.value) : word));
+  return command.map((word) =>
+    word.kind === 'static' && marker && word.value.includes(marker) ? dynamicWord(word.value) : word,
+  );
 }
 
 function splitArgument(value: ShellWord | null): ShellWord[] {
@@ -156,7 +183,8 @@ function shellCode(name: string, args: readonly ShellWord[], stdin: ShellWord | 
       index++;
       break;
     }
-    if (arg.startsWith('--command=')) return [{ kind: 'code', code: staticWord(arg.slice('--command='.length)), via: `${name} -c` }];
+    if (arg.startsWith('--command='))
+      return [{ kind: 'code', code: staticWord(arg.slice('--command='.length)), via: `${name} -c` }];
     if (arg === '--command') {
       command = true;
       index++;
@@ -193,7 +221,11 @@ function hashedPaths(args: readonly ShellWord[]): InnerCommand[] {
   const [path, ...names] = at < 0 ? [] : args.slice(at + 1);
   if (!path) return [];
   if (path.kind === 'dynamic') return [{ kind: 'code', code: path, via: 'hash -p' }];
-  return names.flatMap((name): InnerCommand[] => (name.kind === 'static' ? [{ kind: 'alias', name: name.value, value: staticWord(shellQuote(path.value)), via: `hash -p ${name.value}` }] : []));
+  return names.flatMap((name): InnerCommand[] =>
+    name.kind === 'static'
+      ? [{ kind: 'alias', name: name.value, value: staticWord(shellQuote(path.value)), via: `hash -p ${name.value}` }]
+      : [],
+  );
 }
 
 /** `trap ACTION SIGNAL…`: the action is shell code run later in the same shell. */
@@ -211,12 +243,16 @@ function trapAction(args: readonly ShellWord[]): InnerCommand[] {
 function sourced(args: readonly ShellWord[], stdin: ShellWord | null): InnerCommand[] {
   const file = staticValue(args[0]) === '--' ? args[1] : args[0];
   if (file?.kind === 'dynamic') return [{ kind: 'code', code: file, via: 'source' }];
-  return file && STDIN_PATHS.has(file.value) && stdin ? [{ kind: 'code', code: stdin, via: 'source reading standard input' }] : [];
+  return file && STDIN_PATHS.has(file.value) && stdin
+    ? [{ kind: 'code', code: stdin, via: 'source reading standard input' }]
+    : [];
 }
 
 function optionCode(args: readonly ShellWord[], grammar: OptionGrammar, names: string[], via: string): InnerCommand[] {
   return readOptions(args, grammar).flatMap((reading) =>
-    reading.options.filter(([key, value]) => names.includes(key) && value).map(([, value]): InnerCommand => ({ kind: 'code', code: value!, via })),
+    reading.options
+      .filter(([key, value]) => names.includes(key) && value)
+      .map(([, value]): InnerCommand => ({ kind: 'code', code: value!, via })),
   );
 }
 
@@ -227,7 +263,10 @@ function completion(args: readonly ShellWord[], _: Invocation, name: string): In
       if (!value) return [];
       if (key === 'C') return [{ kind: 'code', code: value, via: `${name} -C` }];
       if (key === 'F') return [{ kind: 'argv', words: [value], via: `${name} -F` }];
-      if (key === 'W') return [{ kind: 'code', code: value.kind === 'static' ? staticWord(`: ${value.value}`) : value, via: `${name} -W` }];
+      if (key === 'W')
+        return [
+          { kind: 'code', code: value.kind === 'static' ? staticWord(`: ${value.value}`) : value, via: `${name} -W` },
+        ];
       return [];
     }),
   );
@@ -236,12 +275,17 @@ function completion(args: readonly ShellWord[], _: Invocation, name: string): In
 /** script: `-c` runs a string of code, `--` the argv after it (newer releases), and neither a shell on its input. */
 function scriptCommands(args: readonly ShellWord[]): InnerCommand[] {
   // a word known only at run time may be -c and its code
-  const unknown = args.flatMap((arg): InnerCommand[] => (arg.kind === 'dynamic' ? [{ kind: 'code', code: arg, via: 'script' }] : []));
+  const unknown = args.flatMap((arg): InnerCommand[] =>
+    arg.kind === 'dynamic' ? [{ kind: 'code', code: arg, via: 'script' }] : [],
+  );
   const code = optionCode(args, SCRIPT_GRAMMAR, ['c', 'command'], 'script -c');
   const end = args.findIndex((arg) => staticValue(arg) === '--');
-  const argv: InnerCommand[] = end >= 0 && end + 1 < args.length ? [{ kind: 'argv', words: args.slice(end + 1), via: 'script' }] : [];
+  const argv: InnerCommand[] =
+    end >= 0 && end + 1 < args.length ? [{ kind: 'argv', words: args.slice(end + 1), via: 'script' }] : [];
   if (unknown.length || code.length || argv.length) return [...unknown, ...code, ...argv];
-  return readOptions(args, SCRIPT_GRAMMAR).length ? [{ kind: 'argv', words: [SHELL_READING_INPUT], via: 'script' }] : [];
+  return readOptions(args, SCRIPT_GRAMMAR).length
+    ? [{ kind: 'argv', words: [SHELL_READING_INPUT], via: 'script' }]
+    : [];
 }
 
 /** `sg [-] GROUP [[-c] COMMAND]`: the command is one string of code; without it, a shell. */
@@ -251,7 +295,9 @@ function switchGroup(args: readonly ShellWord[]): InnerCommand[] {
   index++;
   if (staticValue(args[index]) === '-c') index++;
   const command = args[index];
-  return [command ? { kind: 'code', code: command, via: 'sg' } : { kind: 'argv', words: [SHELL_READING_INPUT], via: 'sg' }];
+  return [
+    command ? { kind: 'code', code: command, via: 'sg' } : { kind: 'argv', words: [SHELL_READING_INPUT], via: 'sg' },
+  ];
 }
 
 /** `find … -exec COMMAND… ;` (and -execdir, -ok, -okdir): `{}` is a file name found at run time. */

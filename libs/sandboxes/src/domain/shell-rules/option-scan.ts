@@ -82,7 +82,13 @@ function scan(args: readonly ShellWord[], grammar: OptionGrammar, state: ScanSta
 }
 
 /** false when this reading stops here (an option that runs nothing) */
-function longOption(args: readonly ShellWord[], grammar: OptionGrammar, state: ScanState, option: string, readings: OptionReading[]): boolean {
+function longOption(
+  args: readonly ShellWord[],
+  grammar: OptionGrammar,
+  state: ScanState,
+  option: string,
+  readings: OptionReading[],
+): boolean {
   const equals = option.indexOf('=');
   const name = equals < 0 ? option : option.slice(0, equals);
   if (grammar.longNoCommand?.includes(name)) return false;
@@ -102,7 +108,13 @@ function longOption(args: readonly ShellWord[], grammar: OptionGrammar, state: S
   return true;
 }
 
-function shortOptions(args: readonly ShellWord[], grammar: OptionGrammar, state: ScanState, arg: string, readings: OptionReading[]): boolean {
+function shortOptions(
+  args: readonly ShellWord[],
+  grammar: OptionGrammar,
+  state: ScanState,
+  arg: string,
+  readings: OptionReading[],
+): boolean {
   if (grammar.numericFlags && /^-\d+$/.test(arg)) {
     state.index++;
     return true;
@@ -133,7 +145,15 @@ function shortOptions(args: readonly ShellWord[], grammar: OptionGrammar, state:
 }
 
 /** Reads on from `resume` as if the unknown option had taken a value, while this reading goes on as if it had not. */
-function splitUnknown(args: readonly ShellWord[], grammar: OptionGrammar, state: ScanState, name: string, resume: number, value: ShellWord | null, readings: OptionReading[]): void {
+function splitUnknown(
+  args: readonly ShellWord[],
+  grammar: OptionGrammar,
+  state: ScanState,
+  name: string,
+  resume: number,
+  value: ShellWord | null,
+  readings: OptionReading[],
+): void {
   if (state.splits <= 0) return;
   state.splits--;
   scan(args, grammar, { ...state, index: resume, options: [...state.options, [name, value]] }, readings);

@@ -9,7 +9,11 @@ import { basename, type ShellWord } from './shell-word';
  * fallback does; that can only make a decision stricter, since a command no
  * rule names is allowed anyway.
  */
-export function programMatches(ruleProgram: string, program: string, resolved: ReadonlyMap<string, string | null>): boolean {
+export function programMatches(
+  ruleProgram: string,
+  program: string,
+  resolved: ReadonlyMap<string, string | null>,
+): boolean {
   if (ruleProgram === program) return true;
   if (!ruleProgram.includes('/') && basename(program) === ruleProgram) return true;
   const ruleFile = resolved.get(ruleProgram) ?? null;

@@ -5,7 +5,8 @@ import type { Assignment, ArrayValue, Word, WordPart } from 'unbash';
  * the shell computes it at run time (expansions, globs, braces, a leading
  * tilde), possibly as zero or several words; `text` is how it was written.
  */
-export type ShellWord = { readonly kind: 'static'; readonly value: string } | { readonly kind: 'dynamic'; readonly text: string };
+export type ShellWord =
+  { readonly kind: 'static'; readonly value: string } | { readonly kind: 'dynamic'; readonly text: string };
 
 /** The word's string when the shell produces exactly that, else null. */
 export function staticValue(word: ShellWord | undefined): string | null {
@@ -71,7 +72,9 @@ export function displayCommand(words: readonly ShellWord[], limit = 160): string
 /** Control characters escaped, so a reason stays one line on a terminal. */
 export function printable(text: string): string {
   // eslint-disable-next-line no-control-regex -- control characters are what it replaces
-  return text.replace(/[\u0000-\u001f\u007f]/g, (c) => (c === '\n' ? '\\n' : c === '\t' ? '\\t' : `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`));
+  return text.replace(/[\u0000-\u001f\u007f]/g, (c) =>
+    c === '\n' ? '\\n' : c === '\t' ? '\\t' : `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`,
+  );
 }
 
 export function shellQuote(value: string): string {

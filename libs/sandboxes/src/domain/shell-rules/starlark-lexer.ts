@@ -21,7 +21,19 @@ export class LexError extends Error {
   }
 }
 
-const SIMPLE_ESCAPES: Readonly<Record<string, string>> = { a: '\x07', b: '\b', f: '\f', n: '\n', r: '\r', t: '\t', v: '\v', '\\': '\\', "'": "'", '"': '"', '\n': '' };
+const SIMPLE_ESCAPES: Readonly<Record<string, string>> = {
+  a: '\x07',
+  b: '\b',
+  f: '\f',
+  n: '\n',
+  r: '\r',
+  t: '\t',
+  v: '\v',
+  '\\': '\\',
+  "'": "'",
+  '"': '"',
+  '\n': '',
+};
 
 export function tokenize(text: string): Token[] {
   const tokens: Token[] = [];
@@ -53,7 +65,12 @@ export function tokenize(text: string): Token[] {
       while (at < text.length && /[A-Za-z0-9_]/.test(text[at]!)) at++;
       const name = text.slice(start, at);
       if (/^[rRbBfF]$/.test(name) && (text[at] === '"' || text[at] === "'")) {
-        if (!/^[rR]$/.test(name)) throw new LexError(line, start - lineStart + 1, `${name.toLowerCase() === 'b' ? 'byte strings' : 'f-strings'} are not supported`);
+        if (!/^[rR]$/.test(name))
+          throw new LexError(
+            line,
+            start - lineStart + 1,
+            `${name.toLowerCase() === 'b' ? 'byte strings' : 'f-strings'} are not supported`,
+          );
         const literal = stringLiteral(text, at, true, line, lineStart);
         tokens.push({ type: 'string', value: literal.value, line, column: start - lineStart + 1 });
         ({ at, line, lineStart } = literal);

@@ -7,7 +7,12 @@ import type { ArgPattern, CommandDecision, ShellDecision, ShellRule } from './sh
 
 export function shellRule(command: string, decision: ShellDecision, extra: Partial<ShellRule> = {}): ShellRule {
   const [program, ...args] = command.split(' ') as [string, ...ArgPattern[]];
-  return { program, args: args.map((arg) => (typeof arg === 'string' && arg.includes('|') ? arg.split('|') : arg)), decision, ...extra };
+  return {
+    program,
+    args: args.map((arg) => (typeof arg === 'string' && arg.includes('|') ? arg.split('|') : arg)),
+    decision,
+    ...extra,
+  };
 }
 
 /**
@@ -16,7 +21,22 @@ export function shellRule(command: string, decision: ShellDecision, extra: Parti
  */
 export type Sandbox = (nameOrPath: string) => string | null;
 
-const DEBIAN_PROGRAMS = ['rm', 'git', 'ls', 'cat', 'echo', 'env', 'bash', 'nice', 'xargs', 'find', 'sudo', 'timeout', 'curl', 'npm'];
+const DEBIAN_PROGRAMS = [
+  'rm',
+  'git',
+  'ls',
+  'cat',
+  'echo',
+  'env',
+  'bash',
+  'nice',
+  'xargs',
+  'find',
+  'sudo',
+  'timeout',
+  'curl',
+  'npm',
+];
 
 export const debianSandbox: Sandbox = (name) => {
   if (name === 'sh' || name === '/bin/sh' || name === '/usr/bin/sh') return '/usr/bin/dash';
@@ -29,7 +49,11 @@ export function sandboxOf(files: Readonly<Record<string, string>>): Sandbox {
   return (name) => files[name] ?? null;
 }
 
-export function decide(command: string, rules: readonly ShellRule[], sandbox: Sandbox = debianSandbox): CommandDecision {
+export function decide(
+  command: string,
+  rules: readonly ShellRule[],
+  sandbox: Sandbox = debianSandbox,
+): CommandDecision {
   const analysis = analyzeCommand(command);
   const resolved = new Map(programsToResolve(analysis, rules).map((name) => [name, sandbox(name)] as const));
   return decideCommand(analysis, rules, resolved);
@@ -37,5 +61,7 @@ export function decide(command: string, rules: readonly ShellRule[], sandbox: Sa
 
 /** The programs of every simple command found, as written (a word known only at run time in angle brackets). */
 export function programsOf(command: string): string[] {
-  return analyzeCommand(command).commands.map(({ words: [program] }) => (program?.kind === 'static' ? program.value : `<${program?.text}>`));
+  return analyzeCommand(command).commands.map(({ words: [program] }) =>
+    program?.kind === 'static' ? program.value : `<${program?.text}>`,
+  );
 }

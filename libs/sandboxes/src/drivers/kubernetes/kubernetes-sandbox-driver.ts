@@ -3,10 +3,34 @@ import { createReadStream, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { projectRoot } from '@aileron/config';
-import { apiRequestOptions, deleteIgnoringAbsent, describeApiError, exitReason, hasEnded, isApiStatus, PodNotReady, type PodWatch, watchDriverPods } from '@aileron/kubernetes';
-import { CoreV1Api, NetworkingV1Api, type ConfigurationOptions, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import {
+  apiRequestOptions,
+  deleteIgnoringAbsent,
+  describeApiError,
+  exitReason,
+  hasEnded,
+  isApiStatus,
+  PodNotReady,
+  type PodWatch,
+  watchDriverPods,
+} from '@aileron/kubernetes';
+import {
+  CoreV1Api,
+  NetworkingV1Api,
+  type ConfigurationOptions,
+  type KubeConfig,
+  type V1Pod,
+} from '@kubernetes/client-node';
 import { HISTORY_DIR, type RunnerOp, type RunnerRequest, type RunnerResult } from '../../runner-protocol';
-import { type GitResult, RunnerError, type SandboxDriver, type SandboxRunner, type SandboxSpec, SandboxSourceError, SandboxStartError } from '../driver';
+import {
+  type GitResult,
+  RunnerError,
+  type SandboxDriver,
+  type SandboxRunner,
+  type SandboxSpec,
+  SandboxSourceError,
+  SandboxStartError,
+} from '../driver';
 import { SNAPSHOT_BRANCH } from '../local-sandbox-driver';
 import {
   DEFAULT_PORTS,
@@ -124,9 +148,19 @@ export class KubernetesSandboxDriver implements SandboxDriver {
       namespace: options.namespace,
       image: options.image ?? `ghcr.io/aileron/sandbox-base:${this.version}`,
       ports: options.ports ?? { ...DEFAULT_PORTS },
-      storage: { files: options.storage?.files ?? '10Gi', history: options.storage?.history ?? '2Gi', ...(options.storage?.storageClassName ? { storageClassName: options.storage.storageClassName } : {}) },
-      sandboxResources: { cpu: options.sandboxResources?.cpu ?? '1', memory: options.sandboxResources?.memory ?? '2Gi' },
-      historyResources: { cpu: options.historyResources?.cpu ?? '250m', memory: options.historyResources?.memory ?? '256Mi' },
+      storage: {
+        files: options.storage?.files ?? '10Gi',
+        history: options.storage?.history ?? '2Gi',
+        ...(options.storage?.storageClassName ? { storageClassName: options.storage.storageClassName } : {}),
+      },
+      sandboxResources: {
+        cpu: options.sandboxResources?.cpu ?? '1',
+        memory: options.sandboxResources?.memory ?? '2Gi',
+      },
+      historyResources: {
+        cpu: options.historyResources?.cpu ?? '250m',
+        memory: options.historyResources?.memory ?? '256Mi',
+      },
       scratchSize: options.scratchSize ?? '1Gi',
       ...(options.controlPlaneNamespace ? { controlPlaneNamespace: options.controlPlaneNamespace } : {}),
       ...(options.egressAllowCidrs ? { egressAllowCidrs: options.egressAllowCidrs } : {}),
@@ -166,7 +200,11 @@ export class KubernetesSandboxDriver implements SandboxDriver {
     // the whole input in one request: what the control plane feeds git (a patch, an object) is small next to a bundle
     const stdin = input === undefined || Buffer.isBuffer(input) ? input : await collect(input);
     const podRunner = await this.podRunner(spec);
-    const result = await podRunner.history.call({ op: 'git', args, ...(stdin ? { stdin: stdin.toString('base64') } : {}) });
+    const result = await podRunner.history.call({
+      op: 'git',
+      args,
+      ...(stdin ? { stdin: stdin.toString('base64') } : {}),
+    });
     return { stdout: Buffer.from(result.stdout, 'base64'), stderr: result.stderr, code: result.code };
   }
 
@@ -200,7 +238,14 @@ export class KubernetesSandboxDriver implements SandboxDriver {
    * the runner's unpack). At most what the files claim holds.
    */
   async unpack(spec: SandboxSpec, archive: NodeJS.ReadableStream, options: { gzip: boolean }): Promise<void> {
-    await this.upload(spec, 'sandbox', { op: 'unpack', maxBytes: quantityBytes(this.manifestOptions.storage.files), gzip: options.gzip }, archive, 'the archive could not be unpacked', async () => undefined);
+    await this.upload(
+      spec,
+      'sandbox',
+      { op: 'unpack', maxBytes: quantityBytes(this.manifestOptions.storage.files), gzip: options.gzip },
+      archive,
+      'the archive could not be unpacked',
+      async () => undefined,
+    );
   }
 
   /**
@@ -209,7 +254,14 @@ export class KubernetesSandboxDriver implements SandboxDriver {
    * it stays open: git there reads it by the path the runner answers.
    */
   async withFileForGit<T>(spec: SandboxSpec, file: string, use: (path: string) => Promise<T>): Promise<T> {
-    return this.upload(spec, 'history', { op: 'receive', maxBytes: quantityBytes(this.manifestOptions.scratchSize) }, createReadStream(file), 'the file could not be passed to git', (received) => use(received.path));
+    return this.upload(
+      spec,
+      'history',
+      { op: 'receive', maxBytes: quantityBytes(this.manifestOptions.scratchSize) },
+      createReadStream(file),
+      'the file could not be passed to git',
+      (received) => use(received.path),
+    );
   }
 
   /** A request with an input, on a connection of its own that stays open until `then` is done; a refusal of the runner's is a SandboxSourceError. */
@@ -251,11 +303,20 @@ export class KubernetesSandboxDriver implements SandboxDriver {
     const names = sandboxNames(spec.id);
     const options = this.requestOptions();
     await Promise.all([
-      this.deleteIgnoringAbsent(`delete the sandbox's files claim`, 'other', () => this.core.deleteNamespacedPersistentVolumeClaim({ name: names.files, namespace: this.namespace }, options)),
-      this.deleteIgnoringAbsent(`delete the sandbox's history claim`, 'other', () => this.core.deleteNamespacedPersistentVolumeClaim({ name: names.history, namespace: this.namespace }, options)),
-      this.deleteIgnoringAbsent(`delete the sandbox's Secret`, 'secret', () => this.core.deleteNamespacedSecret({ name: names.secret, namespace: this.namespace }, options)),
+      this.deleteIgnoringAbsent(`delete the sandbox's files claim`, 'other', () =>
+        this.core.deleteNamespacedPersistentVolumeClaim({ name: names.files, namespace: this.namespace }, options),
+      ),
+      this.deleteIgnoringAbsent(`delete the sandbox's history claim`, 'other', () =>
+        this.core.deleteNamespacedPersistentVolumeClaim({ name: names.history, namespace: this.namespace }, options),
+      ),
+      this.deleteIgnoringAbsent(`delete the sandbox's Secret`, 'secret', () =>
+        this.core.deleteNamespacedSecret({ name: names.secret, namespace: this.namespace }, options),
+      ),
       this.deleteIgnoringAbsent(`delete the sandbox's NetworkPolicy`, 'other', () =>
-        this.networking.deleteNamespacedNetworkPolicy({ name: names.networkPolicy, namespace: this.namespace }, options),
+        this.networking.deleteNamespacedNetworkPolicy(
+          { name: names.networkPolicy, namespace: this.namespace },
+          options,
+        ),
       ),
     ]);
     this.tokens.delete(spec.id);
@@ -273,7 +334,11 @@ export class KubernetesSandboxDriver implements SandboxDriver {
     for (const abort of this.starts) abort.abort();
     const podRunners = [...this.podRunners.values()];
     this.podRunners.clear();
-    await Promise.all(podRunners.map(async (pending) => (await pending.catch(() => undefined))?.end('the control plane closed the sandbox driver')));
+    await Promise.all(
+      podRunners.map(async (pending) =>
+        (await pending.catch(() => undefined))?.end('the control plane closed the sandbox driver'),
+      ),
+    );
     await this.pods.close();
   }
 
@@ -303,7 +368,9 @@ export class KubernetesSandboxDriver implements SandboxDriver {
       let pod = await this.api(`read the sandbox's Pod`, signal, () => this.readPod(names.pod, signal));
       if (pod && (pod.metadata?.deletionTimestamp || hasEnded(pod))) {
         // on its way out, or never to run whole again: a new pod takes its name once it is gone
-        this.log(`kubernetes sandboxes: ${where} ${pod.metadata?.deletionTimestamp ? 'is terminating' : `ended (${exitReason(pod)})`}; starting a new one`);
+        this.log(
+          `kubernetes sandboxes: ${where} ${pod.metadata?.deletionTimestamp ? 'is terminating' : `ended (${exitReason(pod)})`}; starting a new one`,
+        );
         await this.deletePod(names.pod);
         pod = undefined;
       }
@@ -312,7 +379,12 @@ export class KubernetesSandboxDriver implements SandboxDriver {
         await this.ensureStorage(spec, signal);
         const body = sandboxManifests(spec, tokens, this.manifestOptions).pod;
         pod =
-          (await this.api(`create the sandbox's Pod`, signal, () => this.core.createNamespacedPod({ namespace: this.namespace, body }, this.requestOptions(signal)), { exists: 'fine' })) ??
+          (await this.api(
+            `create the sandbox's Pod`,
+            signal,
+            () => this.core.createNamespacedPod({ namespace: this.namespace, body }, this.requestOptions(signal)),
+            { exists: 'fine' },
+          )) ??
           // another replica started it meanwhile: that pod will do
           (await this.api(`read the sandbox's Pod`, signal, () => this.readPod(names.pod, signal)));
         if (!pod) throw new StartFailure('the pod went as soon as it was made');
@@ -323,16 +395,24 @@ export class KubernetesSandboxDriver implements SandboxDriver {
       const host = ready.status!.podIP!;
       const timeoutMs = Math.max(1000, deadline - performance.now());
       const open = async (role: 'sandbox' | 'history'): Promise<RunnerConnection> => {
-        const connection = await RunnerConnection.open({ host, port: this.manifestOptions.ports[role], token: tokens[role] }, timeoutMs);
+        const connection = await RunnerConnection.open(
+          { host, port: this.manifestOptions.ports[role], token: tokens[role] },
+          timeoutMs,
+        );
         connections.push(connection);
         return connection;
       };
       const [sandbox, history] = await Promise.all([open('sandbox'), open('history')]);
       await this.checkVersions(where, sandbox, history);
-      const init = await history.call({ op: 'git', args: ['init', '--quiet', '--bare', `--initial-branch=${SNAPSHOT_BRANCH}`, HISTORY_DIR] });
+      const init = await history.call({
+        op: 'git',
+        args: ['init', '--quiet', '--bare', `--initial-branch=${SNAPSHOT_BRANCH}`, HISTORY_DIR],
+      });
       if (init.code !== 0) throw new StartFailure(`git init of the history failed: ${init.stderr.trim()}`);
       if (signal.aborted) throw new StartFailure('the driver shut down during the start');
-      const podRunner = new PodRunner(spec, host, tokens, this.manifestOptions.ports, sandbox, history, () => this.stop(spec));
+      const podRunner = new PodRunner(spec, host, tokens, this.manifestOptions.ports, sandbox, history, () =>
+        this.stop(spec),
+      );
       this.follow(podRunner, names.pod, uid);
       this.log(`kubernetes sandboxes: ${where} ready at ${host} (network ${spec.network})`);
       return podRunner;
@@ -344,7 +424,9 @@ export class KubernetesSandboxDriver implements SandboxDriver {
       this.tokens.delete(spec.id);
       // a half-started pod would hold its node's resources, a refused one must not serve; at shutdown pods stay (see close)
       if (!this.closed) {
-        await this.deletePod(names.pod).catch((cleanup: unknown) => this.log(`kubernetes sandboxes: ${where} may be left running: ${reasonOf(cleanup)}`));
+        await this.deletePod(names.pod).catch((cleanup: unknown) =>
+          this.log(`kubernetes sandboxes: ${where} may be left running: ${reasonOf(cleanup)}`),
+        );
       }
       throw new SandboxStartError(`sandbox ${spec.name} did not start: ${reason}`);
     } finally {
@@ -357,16 +439,22 @@ export class KubernetesSandboxDriver implements SandboxDriver {
     const [mine, theirs] = await Promise.all([sandbox.call({ op: 'ping' }), history.call({ op: 'ping' })]);
     const { sandbox: sandboxPort, history: historyPort } = this.manifestOptions.ports;
     if ((mine.role ?? 'sandbox') !== 'sandbox' || (theirs.role ?? 'history') !== 'history') {
-      throw new StartFailure(`the runners answer as ${mine.role} on port ${sandboxPort} and ${theirs.role} on port ${historyPort}, not sandbox and history`);
+      throw new StartFailure(
+        `the runners answer as ${mine.role} on port ${sandboxPort} and ${theirs.role} on port ${historyPort}, not sandbox and history`,
+      );
     }
     for (const ping of [mine, theirs]) {
       if (ping.version === this.version) continue;
       const version = ping.version ?? 'unknown';
       if (this.versionMismatch === 'warn') {
-        this.log(`kubernetes sandboxes: warning: ${where} runs runner version ${version}, this control plane ${this.version}; using it anyway (versionMismatch: warn)`);
+        this.log(
+          `kubernetes sandboxes: warning: ${where} runs runner version ${version}, this control plane ${this.version}; using it anyway (versionMismatch: warn)`,
+        );
         return;
       }
-      throw new StartFailure(`its runner is version ${version} but this control plane is ${this.version}; the pod was stopped, the next start runs ${this.manifestOptions.image}`);
+      throw new StartFailure(
+        `its runner is version ${version} but this control plane is ${this.version}; the pod was stopped, the next start runs ${this.manifestOptions.image}`,
+      );
     }
   }
 
@@ -381,7 +469,9 @@ export class KubernetesSandboxDriver implements SandboxDriver {
       else if (hasEnded(pod)) reason = exitReason(pod);
       if (reason === undefined) return;
       if (pod !== undefined && !pod.metadata?.deletionTimestamp && hasEnded(pod)) {
-        this.log(`kubernetes sandboxes: sandbox ${podRunner.spec.name} (pod ${this.namespace}/${name}) ended: ${reason}`);
+        this.log(
+          `kubernetes sandboxes: sandbox ${podRunner.spec.name} (pod ${this.namespace}/${name}) ended: ${reason}`,
+        );
         void this.deletePod(name).catch(() => undefined);
       }
       podRunner.end(reason);
@@ -399,20 +489,40 @@ export class KubernetesSandboxDriver implements SandboxDriver {
     const known = this.tokens.get(spec.id);
     if (known) return known;
     const names = sandboxNames(spec.id);
-    const fresh: RunnerTokens = { sandbox: randomBytes(32).toString('base64url'), history: randomBytes(32).toString('base64url') };
+    const fresh: RunnerTokens = {
+      sandbox: randomBytes(32).toString('base64url'),
+      history: randomBytes(32).toString('base64url'),
+    };
     const body = sandboxManifests(spec, fresh, this.manifestOptions).secret;
-    const created = await this.api(`create the sandbox's Secret`, signal, () => this.core.createNamespacedSecret({ namespace: this.namespace, body }, this.requestOptions(signal)), {
-      about: 'secret',
-      exists: 'fine',
-    });
+    const created = await this.api(
+      `create the sandbox's Secret`,
+      signal,
+      () => this.core.createNamespacedSecret({ namespace: this.namespace, body }, this.requestOptions(signal)),
+      {
+        about: 'secret',
+        exists: 'fine',
+      },
+    );
     let tokens = fresh;
     if (created === undefined) {
-      const secret = await this.api(`read the sandbox's Secret`, signal, () => this.core.readNamespacedSecret({ name: names.secret, namespace: this.namespace }, this.requestOptions(signal)), {
-        about: 'secret',
-      });
+      const secret = await this.api(
+        `read the sandbox's Secret`,
+        signal,
+        () =>
+          this.core.readNamespacedSecret(
+            { name: names.secret, namespace: this.namespace },
+            this.requestOptions(signal),
+          ),
+        {
+          about: 'secret',
+        },
+      );
       const read = (key: string): string => Buffer.from(secret?.data?.[key] ?? '', 'base64').toString('utf8');
       tokens = { sandbox: read(TOKEN_KEYS.sandbox), history: read(TOKEN_KEYS.history) };
-      if (!tokens.sandbox || !tokens.history) throw new StartFailure(`the Secret ${names.secret} lacks the runners' tokens (${TOKEN_KEYS.sandbox}, ${TOKEN_KEYS.history})`);
+      if (!tokens.sandbox || !tokens.history)
+        throw new StartFailure(
+          `the Secret ${names.secret} lacks the runners' tokens (${TOKEN_KEYS.sandbox}, ${TOKEN_KEYS.history})`,
+        );
     }
     this.tokens.set(spec.id, tokens);
     return tokens;
@@ -422,17 +532,40 @@ export class KubernetesSandboxDriver implements SandboxDriver {
   private async ensureStorage(spec: SandboxSpec, signal: AbortSignal): Promise<void> {
     const manifests = sandboxManifests(spec, { sandbox: '', history: '' }, this.manifestOptions);
     for (const claim of [manifests.files, manifests.history]) {
-      await this.api(`create the claim ${claim.metadata!.name}`, signal, () => this.core.createNamespacedPersistentVolumeClaim({ namespace: this.namespace, body: claim }, this.requestOptions(signal)), {
-        exists: 'fine',
-      });
+      await this.api(
+        `create the claim ${claim.metadata!.name}`,
+        signal,
+        () =>
+          this.core.createNamespacedPersistentVolumeClaim(
+            { namespace: this.namespace, body: claim },
+            this.requestOptions(signal),
+          ),
+        {
+          exists: 'fine',
+        },
+      );
     }
     const policy = manifests.networkPolicy;
     const name = policy.metadata!.name!;
-    const created = await this.api(`create the sandbox's NetworkPolicy`, signal, () => this.networking.createNamespacedNetworkPolicy({ namespace: this.namespace, body: policy }, this.requestOptions(signal)), {
-      exists: 'fine',
-    });
+    const created = await this.api(
+      `create the sandbox's NetworkPolicy`,
+      signal,
+      () =>
+        this.networking.createNamespacedNetworkPolicy(
+          { namespace: this.namespace, body: policy },
+          this.requestOptions(signal),
+        ),
+      {
+        exists: 'fine',
+      },
+    );
     if (created === undefined) {
-      await this.api(`update the sandbox's NetworkPolicy`, signal, () => this.networking.replaceNamespacedNetworkPolicy({ name, namespace: this.namespace, body: policy }, this.requestOptions(signal)));
+      await this.api(`update the sandbox's NetworkPolicy`, signal, () =>
+        this.networking.replaceNamespacedNetworkPolicy(
+          { name, namespace: this.namespace, body: policy },
+          this.requestOptions(signal),
+        ),
+      );
     }
   }
 
@@ -448,12 +581,24 @@ export class KubernetesSandboxDriver implements SandboxDriver {
   /** Deletes the pod (absent is fine) and waits until it is gone: until then its processes may still write the files. */
   private async deletePod(name: string): Promise<void> {
     const options = this.requestOptions();
-    await this.deleteIgnoringAbsent(`delete the sandbox's Pod`, 'other', () => this.core.deleteNamespacedPod({ name, namespace: this.namespace, gracePeriodSeconds: DELETE_GRACE_SECONDS }, options));
+    await this.deleteIgnoringAbsent(`delete the sandbox's Pod`, 'other', () =>
+      this.core.deleteNamespacedPod(
+        { name, namespace: this.namespace, gracePeriodSeconds: DELETE_GRACE_SECONDS },
+        options,
+      ),
+    );
     const until = performance.now() + GONE_TIMEOUT_MS;
     for (;;) {
       // a failed read proves nothing either way: ask again until the time is up
-      if (await this.readPod(name).then((pod) => pod === undefined, () => false)) return;
-      if (performance.now() > until) throw new Error(`pod ${this.namespace}/${name} still terminating after ${GONE_TIMEOUT_MS / 1000} s`);
+      if (
+        await this.readPod(name).then(
+          (pod) => pod === undefined,
+          () => false,
+        )
+      )
+        return;
+      if (performance.now() > until)
+        throw new Error(`pod ${this.namespace}/${name} still terminating after ${GONE_TIMEOUT_MS / 1000} s`);
       await new Promise((resolve) => setTimeout(resolve, this.retryIntervalMs));
     }
   }
@@ -463,13 +608,20 @@ export class KubernetesSandboxDriver implements SandboxDriver {
    * about the Secret, which a webhook may fill with its data). `exists:
    * 'fine'` answers undefined for a 409 AlreadyExists.
    */
-  private async api<T>(what: string, signal: AbortSignal, call: () => Promise<T>, how: { about?: 'secret' | 'other'; exists?: 'fine' } = {}): Promise<T | undefined> {
+  private async api<T>(
+    what: string,
+    signal: AbortSignal,
+    call: () => Promise<T>,
+    how: { about?: 'secret' | 'other'; exists?: 'fine' } = {},
+  ): Promise<T | undefined> {
     try {
       return await call();
     } catch (error) {
       if (how.exists === 'fine' && isApiStatus(error, 409)) return undefined;
       if (signal.aborted) throw new StartFailure('the driver shut down during the start');
-      throw new StartFailure(`could not ${what} in namespace "${this.namespace}": ${describeApiError(error, how.about ?? 'other')}`);
+      throw new StartFailure(
+        `could not ${what} in namespace "${this.namespace}": ${describeApiError(error, how.about ?? 'other')}`,
+      );
     }
   }
 
@@ -526,7 +678,21 @@ function reasonOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
-const QUANTITY_UNITS: Record<string, number> = { '': 1, k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18, Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, Pi: 2 ** 50, Ei: 2 ** 60 };
+const QUANTITY_UNITS: Record<string, number> = {
+  '': 1,
+  k: 1e3,
+  M: 1e6,
+  G: 1e9,
+  T: 1e12,
+  P: 1e15,
+  E: 1e18,
+  Ki: 2 ** 10,
+  Mi: 2 ** 20,
+  Gi: 2 ** 30,
+  Ti: 2 ** 40,
+  Pi: 2 ** 50,
+  Ei: 2 ** 60,
+};
 
 /** A Kubernetes quantity of bytes (`10Gi`, `500M`, `1048576`) as a number; a malformed one is no bound. */
 export function quantityBytes(quantity: string): number {

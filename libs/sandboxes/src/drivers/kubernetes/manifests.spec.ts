@@ -7,7 +7,10 @@ import { describe, expect, it } from 'vitest';
 import type { SandboxSpec } from '../driver';
 import { sandboxManifests, sandboxNames, type RunnerTokens, type SandboxManifestOptions } from './manifests';
 
-const TOKENS: RunnerTokens = { sandbox: randomBytes(32).toString('base64url'), history: randomBytes(32).toString('base64url') };
+const TOKENS: RunnerTokens = {
+  sandbox: randomBytes(32).toString('base64url'),
+  history: randomBytes(32).toString('base64url'),
+};
 const OPTIONS: SandboxManifestOptions = {
   namespace: 'aileron-sandboxes',
   image: 'ghcr.io/aileron/sandbox-base:0.1.0',
@@ -43,13 +46,21 @@ function onTheWire(spec: SandboxSpec, options: SandboxManifestOptions = OPTIONS)
 }
 
 type Mount = { name: string; mountPath: string; readOnly?: boolean };
-const container = (pod: { spec: { containers: { name: string }[] } }, name: string) => pod.spec.containers.find((c) => c.name === name) as any;
+const container = (pod: { spec: { containers: { name: string }[] } }, name: string) =>
+  pod.spec.containers.find((c) => c.name === name) as any;
 
 describe('Kubernetes manifests of a sandbox', () => {
   it('pass the Kubernetes schemas, for either network and with a storage class', () => {
     const cases: [SandboxSpec, SandboxManifestOptions][] = [
       [aSandbox(), OPTIONS],
-      [aSandbox({ network: 'egress', limits: {} }), { ...OPTIONS, storage: { ...OPTIONS.storage, storageClassName: 'fast-ssd' }, egressAllowCidrs: ['10.20.0.0/16'] }],
+      [
+        aSandbox({ network: 'egress', limits: {} }),
+        {
+          ...OPTIONS,
+          storage: { ...OPTIONS.storage, storageClassName: 'fast-ssd' },
+          egressAllowCidrs: ['10.20.0.0/16'],
+        },
+      ],
     ];
     for (const [spec, options] of cases) {
       const wire = onTheWire(spec, options);
@@ -62,8 +73,16 @@ describe('Kubernetes manifests of a sandbox', () => {
   });
 
   it('claim the files and the history apart, ReadWriteOnce, in the configured sizes and class', () => {
-    const wire = onTheWire(aSandbox(), { ...OPTIONS, storage: { files: '20Gi', history: '3Gi', storageClassName: 'fast-ssd' } });
-    expect(wire.files.spec).toEqual({ accessModes: ['ReadWriteOnce'], volumeMode: 'Filesystem', resources: { requests: { storage: '20Gi' } }, storageClassName: 'fast-ssd' });
+    const wire = onTheWire(aSandbox(), {
+      ...OPTIONS,
+      storage: { files: '20Gi', history: '3Gi', storageClassName: 'fast-ssd' },
+    });
+    expect(wire.files.spec).toEqual({
+      accessModes: ['ReadWriteOnce'],
+      volumeMode: 'Filesystem',
+      resources: { requests: { storage: '20Gi' } },
+      storageClassName: 'fast-ssd',
+    });
     expect(wire.history.spec.resources.requests.storage).toBe('3Gi');
     expect(onTheWire(aSandbox()).files.spec.storageClassName).toBeUndefined();
   });
@@ -75,11 +94,22 @@ describe('Kubernetes manifests of a sandbox', () => {
       automountServiceAccountToken: false,
       enableServiceLinks: false,
       shareProcessNamespace: false,
-      securityContext: { runAsNonRoot: true, runAsUser: 10001, runAsGroup: 10001, fsGroup: 10001, seccompProfile: { type: 'RuntimeDefault' } },
+      securityContext: {
+        runAsNonRoot: true,
+        runAsUser: 10001,
+        runAsGroup: 10001,
+        fsGroup: 10001,
+        seccompProfile: { type: 'RuntimeDefault' },
+      },
     });
     expect(pod.spec.containers.map((c: { name: string }) => c.name)).toEqual(['sandbox', 'history']);
     for (const c of pod.spec.containers) {
-      expect(c.securityContext).toEqual({ allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, runAsNonRoot: true, capabilities: { drop: ['ALL'] } });
+      expect(c.securityContext).toEqual({
+        allowPrivilegeEscalation: false,
+        readOnlyRootFilesystem: true,
+        runAsNonRoot: true,
+        capabilities: { drop: ['ALL'] },
+      });
       // the writable places besides the volumes are scratch directories with a size limit
       for (const mount of c.volumeMounts as Mount[]) {
         const volume = pod.spec.volumes.find((v: { name: string }) => v.name === mount.name);
@@ -93,12 +123,17 @@ describe('Kubernetes manifests of a sandbox', () => {
     const { pod } = onTheWire(aSandbox());
     const sandbox = container(pod, 'sandbox');
     const history = container(pod, 'history');
-    const claimOf = (name: string) => pod.spec.volumes.find((v: { name: string }) => v.name === name)?.persistentVolumeClaim?.claimName;
-    expect((sandbox.volumeMounts as Mount[]).map((m) => claimOf(m.name)).filter(Boolean)).toEqual([expect.stringMatching(/-files$/)]);
+    const claimOf = (name: string) =>
+      pod.spec.volumes.find((v: { name: string }) => v.name === name)?.persistentVolumeClaim?.claimName;
+    expect((sandbox.volumeMounts as Mount[]).map((m) => claimOf(m.name)).filter(Boolean)).toEqual([
+      expect.stringMatching(/-files$/),
+    ]);
     expect(sandbox.volumeMounts).toContainEqual({ name: 'files', mountPath: '/src' });
     expect(sandbox.volumeMounts.some((m: Mount) => m.mountPath.startsWith('/history'))).toBe(false);
     // git there builds commits from what the agent's runner sends: the agent's tree is nothing it can read
-    expect((history.volumeMounts as Mount[]).map((m) => claimOf(m.name)).filter(Boolean)).toEqual([expect.stringMatching(/-history$/)]);
+    expect((history.volumeMounts as Mount[]).map((m) => claimOf(m.name)).filter(Boolean)).toEqual([
+      expect.stringMatching(/-history$/),
+    ]);
     expect(history.volumeMounts).toContainEqual({ name: 'history', mountPath: '/history' });
     expect(history.volumeMounts.some((m: Mount) => m.mountPath.startsWith('/src'))).toBe(false);
     // nor does either share the other's scratch space
@@ -120,10 +155,15 @@ describe('Kubernetes manifests of a sandbox', () => {
     expect(sandbox.ports).toEqual([{ name: 'runner', containerPort: 9070, protocol: 'TCP' }]);
     expect(sandbox.readinessProbe.tcpSocket).toEqual({ port: 'runner' });
     expect(history.readinessProbe.tcpSocket).toEqual({ port: 'history' });
-    const token = (c: { env: { name: string; valueFrom?: unknown }[] }) => c.env.find((e) => e.name === 'AILERON_RUNNER_TOKEN')!.valueFrom;
+    const token = (c: { env: { name: string; valueFrom?: unknown }[] }) =>
+      c.env.find((e) => e.name === 'AILERON_RUNNER_TOKEN')!.valueFrom;
     expect(token(sandbox)).toEqual({ secretKeyRef: { name: secret.metadata.name, key: 'sandbox-token' } });
     expect(token(history)).toEqual({ secretKeyRef: { name: secret.metadata.name, key: 'history-token' } });
-    expect(secret).toMatchObject({ type: 'Opaque', immutable: true, stringData: { 'sandbox-token': TOKENS.sandbox, 'history-token': TOKENS.history } });
+    expect(secret).toMatchObject({
+      type: 'Opaque',
+      immutable: true,
+      stringData: { 'sandbox-token': TOKENS.sandbox, 'history-token': TOKENS.history },
+    });
     const podJson = JSON.stringify(pod);
     expect(podJson).not.toContain(TOKENS.sandbox);
     expect(podJson).not.toContain(TOKENS.history);
@@ -131,8 +171,14 @@ describe('Kubernetes manifests of a sandbox', () => {
 
   it('give the agent’s container the sandbox’s memory and the configured cpu (requests = limits), the history its own', () => {
     const limited = onTheWire(aSandbox()).pod;
-    expect(container(limited, 'sandbox').resources).toEqual({ requests: { cpu: '1', memory: '768Mi' }, limits: { cpu: '1', memory: '768Mi' } });
-    expect(container(limited, 'history').resources).toEqual({ requests: { cpu: '250m', memory: '256Mi' }, limits: { cpu: '250m', memory: '256Mi' } });
+    expect(container(limited, 'sandbox').resources).toEqual({
+      requests: { cpu: '1', memory: '768Mi' },
+      limits: { cpu: '1', memory: '768Mi' },
+    });
+    expect(container(limited, 'history').resources).toEqual({
+      requests: { cpu: '250m', memory: '256Mi' },
+      limits: { cpu: '250m', memory: '256Mi' },
+    });
     // no memory in the sandbox's limits: the default; pids have no field in the Pod API (the runner's rlimits apply per command)
     const unlimited = onTheWire(aSandbox({ limits: {} })).pod;
     expect(container(unlimited, 'sandbox').resources.limits).toEqual({ cpu: '1', memory: '2Gi' });
@@ -152,7 +198,9 @@ describe('Kubernetes manifests of a sandbox', () => {
       },
     ]);
     const elsewhere = onTheWire(aSandbox(), { ...OPTIONS, controlPlaneNamespace: 'aileron' }).networkPolicy;
-    expect(elsewhere.spec.ingress[0].from[0].namespaceSelector).toEqual({ matchLabels: { 'kubernetes.io/metadata.name': 'aileron' } });
+    expect(elsewhere.spec.ingress[0].from[0].namespaceSelector).toEqual({
+      matchLabels: { 'kubernetes.io/metadata.name': 'aileron' },
+    });
   });
 
   it('deny all egress with network none, not even DNS; allow the internet and cluster DNS, never the cluster, with egress', () => {
@@ -161,15 +209,37 @@ describe('Kubernetes manifests of a sandbox', () => {
     expect(none.spec.egress).toEqual([]);
     expect(none.spec.podSelector).toEqual({ matchLabels: { 'ai.aileron/sandbox': spec.id } });
 
-    const egress = onTheWire({ ...spec, network: 'egress' }, { ...OPTIONS, egressAllowCidrs: ['10.20.0.0/16'] }).networkPolicy;
+    const egress = onTheWire(
+      { ...spec, network: 'egress' },
+      { ...OPTIONS, egressAllowCidrs: ['10.20.0.0/16'] },
+    ).networkPolicy;
     const [dns, internet, allowed] = egress.spec.egress;
-    expect(dns.ports).toEqual([{ protocol: 'UDP', port: 53 }, { protocol: 'TCP', port: 53 }]);
-    expect(dns.to).toEqual([{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } }, podSelector: { matchLabels: { 'k8s-app': 'kube-dns' } } }]);
+    expect(dns.ports).toEqual([
+      { protocol: 'UDP', port: 53 },
+      { protocol: 'TCP', port: 53 },
+    ]);
+    expect(dns.to).toEqual([
+      {
+        namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } },
+        podSelector: { matchLabels: { 'k8s-app': 'kube-dns' } },
+      },
+    ]);
     const except = internet.to.flatMap((peer: { ipBlock: { except: string[] } }) => peer.ipBlock.except);
-    for (const range of ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '169.254.0.0/16', '100.64.0.0/10', 'fc00::/7']) expect(except).toContain(range);
+    for (const range of [
+      '10.0.0.0/8',
+      '172.16.0.0/12',
+      '192.168.0.0/16',
+      '169.254.0.0/16',
+      '100.64.0.0/10',
+      'fc00::/7',
+    ])
+      expect(except).toContain(range);
     expect(allowed).toEqual({ to: [{ ipBlock: { cidr: '10.20.0.0/16' } }] });
     // a cluster's global IPv6 pod range, named by the operator, is kept out as the private ranges are
-    const excepted = onTheWire({ ...spec, network: 'egress' }, { ...OPTIONS, egressExceptCidrs: ['2001:db8:42::/56'] }).networkPolicy;
+    const excepted = onTheWire(
+      { ...spec, network: 'egress' },
+      { ...OPTIONS, egressExceptCidrs: ['2001:db8:42::/56'] },
+    ).networkPolicy;
     const v6 = excepted.spec.egress[1].to.find((peer: { ipBlock: { cidr: string } }) => peer.ipBlock.cidr === '::/0');
     expect(v6.ipBlock.except).toContain('2001:db8:42::/56');
     expect(v6.ipBlock.except).toContain('fc00::/7');
@@ -191,7 +261,10 @@ describe('Kubernetes manifests of a sandbox', () => {
         'ai.aileron/workspace': spec.workspaceId,
         'ai.aileron/sandbox': spec.id,
       });
-      expect(obj.metadata.annotations).toEqual({ 'ai.aileron/sandbox-id': spec.id, 'ai.aileron/sandbox-name': 'fix-login-bug' });
+      expect(obj.metadata.annotations).toEqual({
+        'ai.aileron/sandbox-id': spec.id,
+        'ai.aileron/sandbox-name': 'fix-login-bug',
+      });
     }
   });
 

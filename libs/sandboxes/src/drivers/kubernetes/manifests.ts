@@ -1,6 +1,20 @@
 import { createHash } from 'node:crypto';
-import type { V1Container, V1EnvVar, V1NetworkPolicy, V1ObjectMeta, V1PersistentVolumeClaim, V1Pod, V1ResourceRequirements, V1Secret } from '@kubernetes/client-node';
-import { controlPlanePeer, egressRules, restrictedContainerSecurityContext, restrictedPodSecurityContext } from '@aileron/kubernetes';
+import type {
+  V1Container,
+  V1EnvVar,
+  V1NetworkPolicy,
+  V1ObjectMeta,
+  V1PersistentVolumeClaim,
+  V1Pod,
+  V1ResourceRequirements,
+  V1Secret,
+} from '@kubernetes/client-node';
+import {
+  controlPlanePeer,
+  egressRules,
+  restrictedContainerSecurityContext,
+  restrictedPodSecurityContext,
+} from '@aileron/kubernetes';
 import { HISTORY_DIR, RUNNER_TOKEN_ENV, SANDBOX_WORKDIR } from '../../runner-protocol';
 import type { SandboxSpec } from '../driver';
 
@@ -99,9 +113,22 @@ export function sandboxNames(id: string): SandboxNames {
   const base =
     lower === id && DNS_LABEL.test(id) && id.length <= MAX_BASE
       ? id
-      : `${lower.replace(/[^a-z0-9-]+/g, '-').replace(/^-+|-+$/g, '').slice(0, MAX_BASE - 13).replace(/-+$/, '') || 'x'}-${hash(id, 12)}`;
+      : `${
+          lower
+            .replace(/[^a-z0-9-]+/g, '-')
+            .replace(/^-+|-+$/g, '')
+            .slice(0, MAX_BASE - 13)
+            .replace(/-+$/, '') || 'x'
+        }-${hash(id, 12)}`;
   const stem = `sandbox-${base}`;
-  return { base, pod: stem, files: `${stem}-files`, history: `${stem}-history`, secret: `${stem}-runner`, networkPolicy: stem };
+  return {
+    base,
+    pod: stem,
+    files: `${stem}-files`,
+    history: `${stem}-history`,
+    secret: `${stem}-runner`,
+    networkPolicy: stem,
+  };
 }
 
 /** A label value as it is when it fits the grammar, else its hash. */
@@ -133,7 +160,12 @@ function metadata(spec: SandboxSpec, name: string, options: SandboxManifestOptio
   };
 }
 
-function claim(spec: SandboxSpec, name: string, size: string, options: SandboxManifestOptions): V1PersistentVolumeClaim {
+function claim(
+  spec: SandboxSpec,
+  name: string,
+  size: string,
+  options: SandboxManifestOptions,
+): V1PersistentVolumeClaim {
   return {
     apiVersion: 'v1',
     kind: 'PersistentVolumeClaim',
@@ -281,7 +313,11 @@ export function podManifest(spec: SandboxSpec, options: SandboxManifestOptions):
   };
 }
 
-export function sandboxManifests(spec: SandboxSpec, tokens: RunnerTokens, options: SandboxManifestOptions): SandboxManifests {
+export function sandboxManifests(
+  spec: SandboxSpec,
+  tokens: RunnerTokens,
+  options: SandboxManifestOptions,
+): SandboxManifests {
   return {
     files: filesClaimManifest(spec, options),
     history: historyClaimManifest(spec, options),

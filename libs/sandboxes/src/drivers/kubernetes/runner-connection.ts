@@ -35,7 +35,11 @@ export class RunnerConnection {
 
   private constructor(private readonly socket: Socket) {
     this.closed = new Promise((resolve) => (this.markClosed = resolve));
-    readMessages<RunnerAnswer | RunnerChunk>(socket, (message) => this.receive(message), (reason) => this.close(reason));
+    readMessages<RunnerAnswer | RunnerChunk>(
+      socket,
+      (message) => this.receive(message),
+      (reason) => this.close(reason),
+    );
     socket.on('error', (error) => this.close(error.message));
     socket.on('close', () => this.close('the connection closed'));
   }
@@ -46,7 +50,9 @@ export class RunnerConnection {
       const socket = connect({ host: address.host, port: address.port, noDelay: true });
       const timer = setTimeout(() => {
         socket.destroy();
-        reject(new Error(`could not connect to ${address.host}:${address.port} within ${Math.round(timeoutMs / 1000)} s`));
+        reject(
+          new Error(`could not connect to ${address.host}:${address.port} within ${Math.round(timeoutMs / 1000)} s`),
+        );
       }, timeoutMs);
       socket.once('error', (error) => {
         clearTimeout(timer);
@@ -81,7 +87,10 @@ export class RunnerConnection {
    * follow it as RunnerInput lines, written as fast as the socket takes them,
    * and no more once the runner has answered (it may refuse early).
    */
-  async upload<O extends 'unpack' | 'receive'>(request: Extract<RunnerRequest, { op: O }>, input: NodeJS.ReadableStream): Promise<RunnerResult<O>> {
+  async upload<O extends 'unpack' | 'receive'>(
+    request: Extract<RunnerRequest, { op: O }>,
+    input: NodeJS.ReadableStream,
+  ): Promise<RunnerResult<O>> {
     const id = this.nextId;
     const answer = this.send(request) as Promise<RunnerResult<O>>;
     let answered = false;
