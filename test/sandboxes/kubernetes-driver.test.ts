@@ -350,9 +350,12 @@ describe('Kubernetes sandbox driver', () => {
     const runner = await driver.runner(spec);
     await runner.call({ op: 'write', path: 'kept.txt', content: 'still here\n' });
     const uid = fake.get('pods', names(spec).pod).metadata.uid;
+    // the connection to the killed runner closes before the pod's watch tells why it ended (held back
+    // here, as a slow API server does): the driver must still hear it, say why and delete the pod
+    fake.stallWatches();
     kubelet.process(names(spec).pod, 'history')!.kill('SIGKILL');
     await runner.ended;
-    // the connection to the killed runner may close before the pod's watch tells why it ended
+    fake.endWatches();
     await eventually('the log line saying why the pod ended', () =>
       expect(logLines).toContainEqual(
         expect.stringMatching(/ended: pod Running: container history: (exited with code 137|Error)/),

@@ -132,6 +132,8 @@ export class KubernetesSandboxDriver implements SandboxDriver {
   private readonly tokens = new Map<string, RunnerTokens>();
   /** the starts under way, which close() aborts */
   private readonly starts = new Set<AbortController>();
+  /** by pod name, the watch on the pod a runner was started in, kept until the pod's end is seen (see follow) */
+  private readonly following = new Map<string, () => void>();
   private closed = false;
 
   constructor(options: KubernetesSandboxOptions) {
@@ -339,6 +341,7 @@ export class KubernetesSandboxDriver implements SandboxDriver {
         (await pending.catch(() => undefined))?.end('the control plane closed the sandbox driver'),
       ),
     );
+    for (const stop of [...this.following.values()]) stop();
     await this.pods.close();
   }
 
@@ -458,8 +461,14 @@ export class KubernetesSandboxDriver implements SandboxDriver {
     }
   }
 
-  /** A pod runner ends when its pod is deleted or has ended; an ended pod is deleted at once. */
+  /**
+   * A pod runner ends when its pod is deleted or has ended; an ended pod is deleted at once. The
+   * watch on the pod outlives the runner: a killed container closes the runner's connection before
+   * the pod's news arrives, and the pod must still be deleted and the reason told. It stops at the
+   * pod's end, or when a later runner of the same pod takes over.
+   */
   private follow(podRunner: PodRunner, name: string, uid: string): void {
+    this.following.get(name)?.();
     const see = (pod: V1Pod | undefined, object: V1Pod): void => {
       // news of an earlier pod of the same name
       if (object.metadata?.uid !== uid) return;
@@ -468,6 +477,7 @@ export class KubernetesSandboxDriver implements SandboxDriver {
       else if (pod.metadata?.deletionTimestamp) reason = 'the pod is being deleted';
       else if (hasEnded(pod)) reason = exitReason(pod);
       if (reason === undefined) return;
+      stop();
       if (pod !== undefined && !pod.metadata?.deletionTimestamp && hasEnded(pod)) {
         this.log(
           `kubernetes sandboxes: sandbox ${podRunner.spec.name} (pod ${this.namespace}/${name}) ended: ${reason}`,
@@ -477,11 +487,17 @@ export class KubernetesSandboxDriver implements SandboxDriver {
       podRunner.end(reason);
     };
     const unfollow = this.pods.follow(name, see);
-    void podRunner.ended.then(unfollow);
+    const stop = (): void => {
+      unfollow();
+      if (this.following.get(name) === stop) this.following.delete(name);
+    };
+    this.following.set(name, stop);
     // what the watch saw since it showed this pod Ready: gone from it now means deleted since
     const current = this.pods.get(name);
-    if (current === undefined) podRunner.end('the pod was deleted');
-    else see(current, current);
+    if (current === undefined) {
+      stop();
+      podRunner.end('the pod was deleted');
+    } else see(current, current);
   }
 
   /** The runners' tokens: known, else from the sandbox's Secret, else a new Secret. */
