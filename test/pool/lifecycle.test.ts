@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ExecutionJournal, PoolInstances } from '@aileron/pool';
+import { ExecutionJournal, McpSessions, PoolInstances } from '@aileron/pool';
 import { People } from '../approvals/people';
 import { aToken, aWorkspace } from '../support/builders';
+import { advanceClock, resetClock } from '../support/clock';
 import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
 import { eventually } from '../support/eventually';
 import { HttpUpstream } from './http-upstream';
@@ -215,6 +216,7 @@ describe('pool limits: idle stop, instances per workspace, calls per instance, r
   beforeAll(async () => {
     cp = await startTestControlPlane('pglite', {
       AILERON_POOL_IDLE_SECONDS: '1',
+      AILERON_POOL_SESSION_IDLE_SECONDS: '30',
       AILERON_POOL_MAX_INSTANCES_PER_WORKSPACE: '1',
       AILERON_POOL_MAX_CONCURRENT_CALLS: '1',
       AILERON_RATE_LIMIT_PRINCIPAL_PER_MINUTE: '40',
@@ -259,11 +261,13 @@ describe('pool limits: idle stop, instances per workspace, calls per instance, r
       /AILERON_POOL_MAX_INSTANCES_PER_WORKSPACE/,
     );
 
-    // idle: once no session uses it for a second, the instance stops, and the other can start
+    // idle: once its sessions ended and none used it for a second, the instance stops, and the other can start
+    await a.transport.terminateSession();
     await a.client.close();
     await eventually('no running instance', () => pool.list({ workspaceId: ws.id } as never).length === 0);
     const b = await connect(cp, cp.ownerToken, `/mcp/${ws.slug}/${second}`);
     expect(textOf(await b.client.callTool({ name: 'echo', arguments: { message: 'now me' } }))).toContain('now me');
+    await b.transport.terminateSession();
     await b.client.close();
 
     // rate limit per caller: 429 with Retry-After, while another caller is still served
@@ -287,5 +291,60 @@ describe('pool limits: idle stop, instances per workspace, calls per instance, r
       body: { jsonrpc: '2.0', id: 1, method: 'tools/list' },
     });
     expect(other.status).toBe(400); // past the limiter: refused only for having no session
+  });
+
+  it('ends an MCP session its client left idle for AILERON_POOL_SESSION_IDLE_SECONDS, not one a slow client is still opening', async () => {
+    const sessions = cp.cp.app.get(McpSessions);
+    const ws = await aWorkspace(cp, cp.ownerToken);
+    await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, {
+      token: cp.ownerToken,
+      body: { default: 'allow', rules: [] },
+    });
+    const path = `/mcp/${ws.slug}/${await aRemoteServer(cp, cp.ownerToken, ws.slug, SERVERS.everything)}`;
+    const headers = {
+      authorization: `Bearer ${cp.ownerToken}`,
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+    };
+    const inSession = (id: string) => ({ ...headers, 'mcp-session-id': id, 'mcp-protocol-version': '2025-11-25' });
+    const post = (body: unknown, sessionId?: string) =>
+      fetch(`${cp.url}${path}`, {
+        method: 'POST',
+        headers: sessionId ? inSession(sessionId) : headers,
+        body: JSON.stringify(body),
+      });
+    const initialize = async (name: string): Promise<string> => {
+      const init = await post({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'initialize',
+        params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name, version: '1.0.0' } },
+      });
+      expect(init.status, await init.clone().text()).toBe(200);
+      await init.body?.cancel();
+      return init.headers.get('mcp-session-id')!;
+    };
+    try {
+      // a client that went away without ending its session (no DELETE); its server keeps sending
+      // notifications (server-everything does every few seconds), which must not keep it alive
+      const goneId = await initialize('gone');
+      expect((await post({ jsonrpc: '2.0', method: 'notifications/initialized' }, goneId)).status).toBe(202);
+      advanceClock(cp, 25_000);
+
+      // a client slower between `initialize` and `notifications/initialized` than any loaded machine
+      const slowId = await initialize('slow');
+      advanceClock(cp, 6_000);
+
+      // the idle sweep ends the one idle past 30 s; the same sweep saw the slow one and kept it
+      await eventually('the abandoned session ended', () => !sessions.serves(goneId));
+      expect(sessions.serves(slowId)).toBe(true);
+      const initialized = await post({ jsonrpc: '2.0', method: 'notifications/initialized' }, slowId);
+      expect(initialized.status, await initialized.text()).toBe(202);
+      const reuse = await post({ jsonrpc: '2.0', id: 2, method: 'tools/list' }, goneId);
+      expect([reuse.status, ((await reuse.json()) as { code?: string }).code]).toEqual([404, 'MCP_SESSION_NOT_FOUND']);
+      await fetch(`${cp.url}${path}`, { method: 'DELETE', headers: inSession(slowId) });
+    } finally {
+      resetClock(cp);
+    }
   });
 });

@@ -69,16 +69,17 @@ export class McpSessions implements OnApplicationBootstrap, BeforeApplicationShu
     private readonly builtins: BuiltinServers,
     private readonly clock: Clock,
   ) {
-    this.directoryTtlSeconds = config.pool.idleSeconds * 2 + 60;
+    this.directoryTtlSeconds = config.pool.sessionIdleSeconds * 2 + 60;
     // sessions opened while Redis was away are in no directory yet: other replicas learn of them now
     this.stopWatching = directory.onChange((available) => {
       if (available) for (const id of this.sessions.keys()) this.announce(id);
     });
     // the SDK never ends an idle session itself; without this they (and their upstream sessions) leak
-    const idleMs = config.pool.idleSeconds * 1000;
+    const idleMs = config.pool.sessionIdleSeconds * 1000;
     this.idleCloser = new PeriodicTask({
       name: 'idle MCP session sweep',
-      everyMs: Math.min(60_000, Math.max(500, idleMs / 4)),
+      // a pass over a map: often enough that a session outlives its bound by at most a thirtieth of it
+      everyMs: idleMs / 30,
       run: () => {
         const now = this.clock.now();
         for (const { session } of this.sessions.values())

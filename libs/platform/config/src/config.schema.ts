@@ -314,6 +314,14 @@ export const SETTINGS = {
     default: '600',
     description: 'An instance no MCP session has used for this long is stopped; the next call starts it again.',
   },
+  AILERON_POOL_SESSION_IDLE_SECONDS: {
+    // a client sends `notifications/initialized` after `initialize` and may be slow to (a loaded
+    // machine, a person at a prompt): a bound of seconds would end sessions before they are open
+    schema: positiveInt.min(30, 'must be at least 30 (a client may take seconds between its first two requests)'),
+    default: '600',
+    description:
+      'An MCP session with no request and no open stream for this long is ended, with its upstream sessions; the client starts a new one. Ending a session (DELETE) ends it at once.',
+  },
   AILERON_POOL_MAX_INSTANCES_PER_WORKSPACE: {
     schema: positiveInt,
     default: '10',

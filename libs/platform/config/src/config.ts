@@ -39,6 +39,7 @@ export interface AppConfig {
     /** a root control plane's first uid for local instances */
     uidBase: number;
     idleSeconds: number;
+    sessionIdleSeconds: number;
     maxInstancesPerWorkspace: number;
     maxConcurrentCalls: number;
     approvalWaitSeconds: number;
@@ -220,6 +221,7 @@ function toAppConfig(values: SettingValues): AppConfig {
       sandbox: values.AILERON_POOL_SANDBOX,
       uidBase: values.AILERON_POOL_UID_BASE,
       idleSeconds: values.AILERON_POOL_IDLE_SECONDS,
+      sessionIdleSeconds: values.AILERON_POOL_SESSION_IDLE_SECONDS,
       maxInstancesPerWorkspace: values.AILERON_POOL_MAX_INSTANCES_PER_WORKSPACE,
       maxConcurrentCalls: values.AILERON_POOL_MAX_CONCURRENT_CALLS,
       approvalWaitSeconds: values.AILERON_POOL_APPROVAL_WAIT_SECONDS,

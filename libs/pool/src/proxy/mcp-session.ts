@@ -107,7 +107,10 @@ const ANSWER_AS_JSON = { withinMs: 100, whenConcurrent: 2 } as const;
 export class McpSession {
   readonly front: NodeStreamableHttpTransport;
   readonly names: Namespacing;
-  /** the Clock's time of the last message either way, which the idle sweep compares */
+  /**
+   * the Clock's time the client was last heard from, which the idle sweep compares: a server's own
+   * notifications (some send them every few seconds) must not keep a session its client left alive
+   */
   lastActivity: number;
   private readonly clock: Clock;
   private readonly upstreams = new Map<string, UpstreamSession>();
@@ -560,7 +563,6 @@ export class McpSession {
     message: JSONRPCRequest | JSONRPCNotification,
     on?: ClientRequest,
   ): void {
-    this.lastActivity = this.clock.now();
     if ('id' in message) {
       // ids from several servers meet here: the client sees ours
       const id = `s${++this.nextServerRequest}`;
