@@ -1,16 +1,11 @@
-import { mkdirSync, readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { join } from 'node:path';
-import { Browser, BrowserContext, chromium, Page } from 'playwright-core';
+import { BrowserContext, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { LocalIdp } from '../auth/local-idp';
 import { anOrganization, aToken, uniqueSlug } from '../support/builders';
 import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
 import { eventually } from '../support/eventually';
 import { aRemoteServer, connect, SERVERS, textOf } from '../pool/mcp-client';
-
-const SHOTS = join(process.cwd(), 'test-results', 'console');
-const AXE = readFileSync(createRequire(join(process.cwd(), 'package.json')).resolve('axe-core/axe.min.js'), 'utf8');
+import { ConsoleBrowser } from './console-browser';
 
 /**
  * The web console in Chromium (playwright-core and Debian's chromium, as the
@@ -21,67 +16,24 @@ const AXE = readFileSync(createRequire(join(process.cwd(), 'package.json')).reso
  */
 describe('the web console in Chromium', () => {
   let cp: TestControlPlane;
-  let browser: Browser;
+  let chromium: ConsoleBrowser;
   let context: BrowserContext;
   let page: Page;
-  const problems: string[] = [];
-
-  function watch(p: Page): void {
-    p.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
-    // a style or script the Content-Security-Policy refused is a broken page too
-    p.on('console', (message) => {
-      if (message.type() === 'error' && /Content Security Policy|Refused to/.test(message.text()))
-        problems.push(`console: ${message.text()}`);
-    });
-  }
-
-  /** axe-core on the page as it is: no serious or critical violation; and a screenshot to look at. */
-  async function check(p: Page, name: string): Promise<void> {
-    await p.waitForLoadState('networkidle');
-    // evaluated through the debugging protocol: the page's CSP (rightly) refuses injected scripts
-    await p.evaluate(`${AXE}\n;undefined`);
-    const violations = (await p.evaluate(
-      `axe.run(document, { resultTypes: ['violations'] }).then((r) => r.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => v.id + ': ' + v.nodes.map((n) => n.target.join(' ')).join(', ')))`,
-    )) as string[];
-    // the screenshot first: a page that fails is the one to look at
-    await p.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
-    expect(violations, name).toEqual([]);
-  }
-
-  /** A Mantine Select: open it, pick the option. */
-  async function pick(p: Page, label: string, option: string): Promise<void> {
-    await p.getByRole('combobox', { name: label, exact: true }).click();
-    await p.getByRole('option', { name: option, exact: true }).click();
-  }
+  const check = (p: Page, name: string) => chromium.check(p, name);
+  const pick = (p: Page, label: string, option: string) => chromium.pick(p, label, option);
+  const watch = (p: Page) => chromium.watch(p);
 
   beforeAll(async () => {
-    mkdirSync(SHOTS, { recursive: true });
     // a call held for approval waits this long for the decision the test makes in the browser
     cp = await startTestControlPlane('pglite', { AILERON_POOL_APPROVAL_WAIT_SECONDS: '120' });
-    // as an operator sets AILERON_PUBLIC_URL: the identity provider sends the browser back there
-    cp.cp.config.publicUrl = cp.url;
-    browser = await chromium.launch({
-      executablePath: '/usr/bin/chromium',
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-        '--no-first-run',
-        '--disable-quic',
-      ],
-    });
-    context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
-    page = await context.newPage();
-    watch(page);
+    chromium = await ConsoleBrowser.start(cp);
+    ({ context, page } = chromium);
   });
   afterAll(async () => {
-    await browser?.close();
+    await chromium?.close();
     await cp?.close();
   });
-  afterEach(() => expect(problems.splice(0)).toEqual([]));
+  afterEach(() => expect(chromium.takeProblems()).toEqual([]));
 
   it('signs the owner in with the one-time link npm start printed, once', async () => {
     await page.goto(cp.cp.signInLink!);
@@ -275,7 +227,7 @@ describe('the web console in Chromium', () => {
     try {
       await idp.trustedBy(cp, { client_id: idp.clientId });
       idp.person = { sub: 'rita', email: 'rita@example.com', email_verified: true, name: 'Rita Reviewer' };
-      const fresh = await browser.newContext();
+      const fresh = await chromium.browser.newContext();
       const p = await fresh.newPage();
       watch(p);
       await p.goto(`${cp.url}/workspaces`);

@@ -1,0 +1,93 @@
+import { mkdirSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import { Browser, BrowserContext, chromium, Page } from 'playwright-core';
+import { expect } from 'vitest';
+import type { TestControlPlane } from '../support/control-plane';
+
+const SHOTS = join(process.cwd(), 'test-results', 'console');
+const AXE = readFileSync(createRequire(join(process.cwd(), 'package.json')).resolve('axe-core/axe.min.js'), 'utf8');
+
+/**
+ * Debian's Chromium driven by playwright-core, as an admin's browser: every
+ * page it opens is watched for script errors and for what the
+ * Content-Security-Policy refused, each a broken page. Each console test file
+ * starts one beside its control plane.
+ */
+export class ConsoleBrowser {
+  /** what went wrong in a page since the last `takeProblems()` */
+  private readonly problems: string[] = [];
+
+  private constructor(
+    readonly browser: Browser,
+    readonly context: BrowserContext,
+    readonly page: Page,
+  ) {}
+
+  static async start(cp: TestControlPlane): Promise<ConsoleBrowser> {
+    mkdirSync(SHOTS, { recursive: true });
+    // as an operator sets AILERON_PUBLIC_URL: the identity provider sends the browser back there
+    cp.cp.config.publicUrl = cp.url;
+    const browser = await chromium.launch({
+      executablePath: '/usr/bin/chromium',
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+        '--no-first-run',
+        '--disable-quic',
+      ],
+    });
+    const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    const page = await context.newPage();
+    const it = new ConsoleBrowser(browser, context, page);
+    it.watch(page);
+    return it;
+  }
+
+  /** Signs the first page in as the embedded owner, with the one-time link `npm start` printed. */
+  async signInAsOwner(cp: TestControlPlane): Promise<void> {
+    await this.page.goto(cp.cp.signInLink!);
+    await this.page.waitForURL(`${cp.url}/workspaces`);
+  }
+
+  watch(p: Page): void {
+    p.on('pageerror', (error) => this.problems.push(`page error: ${error.message}`));
+    // a style or script the Content-Security-Policy refused is a broken page too
+    p.on('console', (message) => {
+      if (message.type() === 'error' && /Content Security Policy|Refused to/.test(message.text()))
+        this.problems.push(`console: ${message.text()}`);
+    });
+  }
+
+  /** For `afterEach`: what broke in a page during the test, emptied. */
+  takeProblems(): string[] {
+    return this.problems.splice(0);
+  }
+
+  /** axe-core on the page as it is: no serious or critical violation; and a screenshot to look at. */
+  async check(p: Page, name: string): Promise<void> {
+    await p.waitForLoadState('networkidle');
+    // evaluated through the debugging protocol: the page's CSP (rightly) refuses injected scripts
+    await p.evaluate(`${AXE}\n;undefined`);
+    const violations = (await p.evaluate(
+      `axe.run(document, { resultTypes: ['violations'] }).then((r) => r.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => v.id + ': ' + v.nodes.map((n) => n.target.join(' ')).join(', ')))`,
+    )) as string[];
+    // the screenshot first: a page that fails is the one to look at
+    await p.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
+    expect(violations, name).toEqual([]);
+  }
+
+  /** A Mantine Select: open it, pick the option. */
+  async pick(p: Page, label: string, option: string): Promise<void> {
+    await p.getByRole('combobox', { name: label, exact: true }).click();
+    await p.getByRole('option', { name: option, exact: true }).click();
+  }
+
+  async close(): Promise<void> {
+    await this.browser.close();
+  }
+}
