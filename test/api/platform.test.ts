@@ -48,6 +48,16 @@ describe('health, metrics, OpenAPI and docs', () => {
     expect(doc.paths['/v1/sessions/{id}/messages'].post['x-aileron-capability']).toBe('comms');
     expect(doc.paths['/v1/workspaces'].post['x-aileron-capability']).toBeNull();
     expect(doc.paths['/healthz'].get).not.toHaveProperty('x-aileron-capability');
+    // a generated client fills each `{name}` of a path from the parameter of that name (a wildcard route's `{path}` too)
+    const unnamed: string[] = [];
+    for (const [path, operations] of Object.entries(doc.paths as Record<string, Record<string, any>>))
+      for (const [method, operation] of Object.entries(operations)) {
+        const declared = (operation.parameters ?? []).filter((p: any) => p.in === 'path').map((p: any) => p.name);
+        const templated = [...path.matchAll(/\{([^}]+)\}/g)].map((m) => m[1]);
+        if (declared.sort().join() !== templated.sort().join())
+          unnamed.push(`${method} ${path}: ${declared.join()} ≠ ${templated.join()}`);
+      }
+    expect(unnamed).toEqual([]);
   });
 
   it('serves a human docs page that loads the document, with its assets from the package', async () => {

@@ -72,7 +72,8 @@ function parameters(where: 'path' | 'query', schema: z.ZodObject | undefined, sh
     required?: string[];
   };
   return Object.entries(shape.properties ?? {}).map(([name, property]) => ({
-    name,
+    // a trailing wildcard (`/secrets/*`) is the `{path}` of the document's path (openApiPath): clients fill the template by name
+    name: where === 'path' && name === '*' ? 'path' : name,
     in: where,
     required: where === 'path' || (shape.required ?? []).includes(name),
     ...(typeof property.description === 'string' ? { description: property.description } : {}),
