@@ -104,11 +104,15 @@ function Navigation() {
           {item(`/workspaces/${ws}`, 'Members', true)}
           {item(`/workspaces/${ws}/policy`, 'Policy')}
           {item(`/workspaces/${ws}/approvals`, 'Approvals')}
+          {item(`/workspaces/${ws}/audit`, 'Audit')}
+          {item(`/workspaces/${ws}/vault`, 'Vault')}
         </NavLink>
       )}
       {item('/catalog', 'Catalog')}
       {item('/people', 'People')}
       {item('/tokens', 'API tokens')}
+      {item('/audit', 'Organisation audit')}
+      {item('/webhooks', 'Webhooks and sinks')}
     </>
   );
 }

@@ -1,0 +1,295 @@
+import {
+  Alert,
+  Badge,
+  Button,
+  Code,
+  Group,
+  Modal,
+  PasswordInput,
+  Stack,
+  Table,
+  Text,
+  TextInput,
+  VisuallyHidden,
+} from '@mantine/core';
+import { useDebouncedValue } from '@mantine/hooks';
+import { notifications } from '@mantine/notifications';
+import { useMutation, useQueryClient } from '@tanstack/react-query';
+import { useState } from 'react';
+import { useParams } from 'react-router';
+import { api, unwrap } from '../api/client';
+import { usePagedList } from '../app/paging';
+import { EmptyState, PagedList, PageTitle, when } from '../app/ui';
+
+/**
+ * The workspace's vault: paths, versions and who wrote and read them. Values
+ * go one way: typed into a form, sent once, never shown again; no answer of
+ * the API carries one, so nothing here can.
+ */
+export default function Vault() {
+  const ws = useParams().ws!;
+  const [prefix, setPrefix] = useState('');
+  const [searched] = useDebouncedValue(prefix.trim(), 300);
+  const { query, items } = usePagedList(['secrets', ws, searched], (cursor) =>
+    unwrap(
+      api.GET('/v1/workspaces/{ws}/secrets', {
+        params: { path: { ws }, query: { cursor, ...(searched ? { prefix: searched } : {}) } },
+      }),
+    ),
+  );
+  const queryClient = useQueryClient();
+  const refresh = () => queryClient.invalidateQueries({ queryKey: ['secrets', ws] });
+  // a new secret (path ''), or a new version of one
+  const [writing, setWriting] = useState<{ path: string; version: number } | null>(null);
+  const [deleting, setDeleting] = useState<string | null>(null);
+  const [rotatingKey, setRotatingKey] = useState(false);
+  const remove = useMutation({
+    mutationFn: (path: string) =>
+      unwrap(api.DELETE('/v1/workspaces/{ws}/secrets/{path}', { params: { path: { ws, path } } })),
+    onSuccess: () => {
+      setDeleting(null);
+      void refresh();
+    },
+  });
+  const rotateKey = useMutation({
+    mutationFn: () => unwrap(api.POST('/v1/workspaces/{ws}/vault/rotate', { params: { path: { ws } } })),
+    onSuccess: (answer) => {
+      setRotatingKey(false);
+      notifications.show({
+        color: 'green',
+        message: `Workspace key version ${answer.key_version}: ${answer.rewrapped} data key${answer.rewrapped === 1 ? '' : 's'} sealed under it`,
+      });
+    },
+  });
+  return (
+    <>
+      <PageTitle
+        actions={
+          <Group gap="xs">
+            <Button variant="default" onClick={() => setRotatingKey(true)}>
+              Rotate workspace key
+            </Button>
+            <Button onClick={() => setWriting({ path: '', version: 0 })}>New secret</Button>
+          </Group>
+        }
+      >
+        Vault
+      </PageTitle>
+      <Text size="sm" c="dimmed" mb="md">
+        Values are write-only: once written, no page and no API shows them again. A catalog entry uses a secret as{' '}
+        <Code>vault://path</Code> (or <Code>vault://path#2</Code> for a version still kept).
+      </Text>
+      <TextInput
+        label="Paths starting with"
+        placeholder="github/"
+        maw={320}
+        mb="md"
+        value={prefix}
+        onChange={(e) => setPrefix(e.currentTarget.value)}
+      />
+      <PagedList
+        query={query}
+        count={items.length}
+        what="secrets"
+        empty={
+          <EmptyState title={searched ? 'No secret under this path' : 'No secrets'}>
+            Secrets hold the credentials remote servers in the pool start with.
+          </EmptyState>
+        }
+      >
+        <Table aria-label="Secrets">
+          <Table.Thead>
+            <Table.Tr>
+              <Table.Th>Path</Table.Th>
+              <Table.Th>Versions kept</Table.Th>
+              <Table.Th>Written</Table.Th>
+              <Table.Th>Created</Table.Th>
+              <Table.Th>Last read</Table.Th>
+              <Table.Th>
+                <VisuallyHidden>Actions</VisuallyHidden>
+              </Table.Th>
+            </Table.Tr>
+          </Table.Thead>
+          <Table.Tbody>
+            {items.map((s) => (
+              <Table.Tr key={s.path}>
+                <Table.Td>
+                  <Code>{s.ref}</Code>
+                </Table.Td>
+                <Table.Td>
+                  <Group gap={4} aria-label={`Versions of ${s.path}`}>
+                    {[...s.versions]
+                      .sort((a, b) => b - a)
+                      .map((v) => (
+                        <Badge key={v} variant={v === s.version ? 'filled' : 'light'} color="gray">
+                          v{v}
+                        </Badge>
+                      ))}
+                  </Group>
+                </Table.Td>
+                <Table.Td>
+                  {when(s.updated_at)}
+                  <Text size="xs" c="dimmed">
+                    {s.updated_by ?? '—'}
+                  </Text>
+                </Table.Td>
+                <Table.Td>
+                  {when(s.created_at)}
+                  <Text size="xs" c="dimmed">
+                    {s.created_by ?? '—'}
+                  </Text>
+                </Table.Td>
+                <Table.Td>
+                  {s.last_read_at ? when(s.last_read_at) : 'never'}
+                  {s.last_read_by && (
+                    <Text size="xs" c="dimmed">
+                      {s.last_read_by}
+                    </Text>
+                  )}
+                </Table.Td>
+                <Table.Td>
+                  <Group gap={4} justify="flex-end" wrap="nowrap">
+                    <Button
+                      variant="subtle"
+                      size="xs"
+                      aria-label={`Rotate ${s.path}`}
+                      onClick={() => setWriting({ path: s.path, version: s.version })}
+                    >
+                      Rotate
+                    </Button>
+                    <Button
+                      variant="subtle"
+                      color="red"
+                      size="xs"
+                      aria-label={`Delete ${s.path}`}
+                      onClick={() => setDeleting(s.path)}
+                    >
+                      Delete
+                    </Button>
+                  </Group>
+                </Table.Td>
+              </Table.Tr>
+            ))}
+          </Table.Tbody>
+        </Table>
+      </PagedList>
+      <Modal
+        opened={writing !== null}
+        onClose={() => setWriting(null)}
+        title={writing?.path ? `Rotate ${writing.path}` : 'New secret'}
+      >
+        {writing !== null && (
+          <WriteSecret
+            ws={ws}
+            path={writing.path}
+            version={writing.version}
+            onDone={() => {
+              setWriting(null);
+              void refresh();
+            }}
+          />
+        )}
+      </Modal>
+      <Modal opened={deleting !== null} onClose={() => setDeleting(null)} title="Delete secret">
+        <Stack>
+          <Text>
+            Delete <Code>{deleting}</Code> and every version of it? Servers that start with it fail until it is written
+            again; the audit log keeps who deleted it.
+          </Text>
+          <Group justify="flex-end">
+            <Button variant="default" onClick={() => setDeleting(null)}>
+              Cancel
+            </Button>
+            <Button color="red" loading={remove.isPending} onClick={() => deleting && remove.mutate(deleting)}>
+              Delete
+            </Button>
+          </Group>
+        </Stack>
+      </Modal>
+      <Modal opened={rotatingKey} onClose={() => setRotatingKey(false)} title="Rotate the workspace key">
+        <Stack>
+          <Text>
+            A new workspace key seals every secret's data key; values are not re-encrypted and nothing stops. The old
+            key is no longer used.
+          </Text>
+          <Group justify="flex-end">
+            <Button variant="default" onClick={() => setRotatingKey(false)}>
+              Cancel
+            </Button>
+            <Button loading={rotateKey.isPending} onClick={() => rotateKey.mutate()}>
+              Rotate
+            </Button>
+          </Group>
+        </Stack>
+      </Modal>
+    </>
+  );
+}
+
+/** A new secret (`path` empty) or a new version of one: the value is sent once and forgotten with the form. */
+function WriteSecret({
+  ws,
+  path: existing,
+  version,
+  onDone,
+}: {
+  ws: string;
+  path: string;
+  version: number;
+  onDone: () => void;
+}) {
+  const [path, setPath] = useState(existing);
+  const [value, setValue] = useState('');
+  const write = useMutation({
+    mutationFn: () =>
+      unwrap(api.PUT('/v1/workspaces/{ws}/secrets/{path}', { params: { path: { ws, path } }, body: { value } })),
+    onSuccess: (secret) => {
+      setValue('');
+      notifications.show({ color: 'green', message: `${secret.path}: version ${secret.version} written` });
+      onDone();
+    },
+  });
+  return (
+    <form
+      onSubmit={(event) => {
+        event.preventDefault();
+        write.mutate();
+      }}
+    >
+      <Stack>
+        {existing ? (
+          <Alert color="blue">
+            The value becomes version {version + 1} of <Code>{existing}</Code>: servers started from now on get it;
+            version {version} stays usable as{' '}
+            <Code>
+              vault://{existing}#{version}
+            </Code>{' '}
+            while it is kept.
+          </Alert>
+        ) : (
+          <TextInput
+            label="Path"
+            description="Segments of letters, digits, _ . - separated by /"
+            placeholder="github/token"
+            required
+            data-autofocus
+            value={path}
+            onChange={(e) => setPath(e.currentTarget.value)}
+          />
+        )}
+        <PasswordInput
+          label={existing ? 'New value' : 'Value'}
+          description="Write-only: it cannot be shown again"
+          required
+          autoComplete="off"
+          data-autofocus={existing ? true : undefined}
+          value={value}
+          onChange={(e) => setValue(e.currentTarget.value)}
+        />
+        <Button type="submit" loading={write.isPending}>
+          {existing ? 'Write new version' : 'Write'}
+        </Button>
+      </Stack>
+    </form>
+  );
+}
