@@ -280,7 +280,7 @@ function EndpointView({ webhook: w, onRemoved }: { webhook: Webhook; onRemoved: 
 function DeliveryItem({ delivery: d }: { delivery: Delivery }) {
   return (
     <Accordion.Item value={d.id}>
-      <Accordion.Control aria-label={`${d.event_type} ${d.status}, ${answerOf(d.last_status)}`}>
+      <Accordion.Control>
         <Group justify="space-between" wrap="nowrap" gap="xs">
           <Code>{d.event_type}</Code>
           <Group gap="xs" wrap="nowrap">
