@@ -117,7 +117,7 @@ describe("the console's audit, vault and webhooks pages in Chromium", () => {
         return auditRows().count();
       })
       .toBeGreaterThan(50);
-    await expect.poll(() => page.getByText(/records: the start of the log$/).isVisible()).toBe(true);
+    await expect.poll(() => page.getByText(/records, back to the start of the log$/).isVisible()).toBe(true);
     await expect.poll(() => page.getByRole('button', { name: `Record ${oldest.seq}`, exact: true }).count()).toBe(1);
     await check(page, 'audit');
 
@@ -132,7 +132,7 @@ describe("the console's audit, vault and webhooks pages in Chromium", () => {
     await page.getByRole('textbox', { name: 'Tool' }).fill('echo');
     await expect.poll(() => auditRows().count()).toBe(echoes.length);
     for (const row of await auditRows().all()) expect(await row.textContent()).toContain(`${tools} → echo`);
-    expect(new URL(page.url()).searchParams.get('tool')).toBe('echo');
+    await expect.poll(() => new URL(page.url()).searchParams.get('tool')).toBe('echo');
     await check(page, 'audit-filtered');
 
     // the server writes the file with the list's filters; the browser only saves it
@@ -156,6 +156,19 @@ describe("the console's audit, vault and webhooks pages in Chromium", () => {
       .split('\n');
     expect(lines[0]).toMatch(/^seq,id,type,/);
     expect(lines).toHaveLength(echoes.length + 1);
+
+    // the other filters: a decision, and a time range
+    await page.getByRole('button', { name: 'Clear filters' }).click();
+    await chromium.pick(page, 'Decision', 'deny');
+    await expect.poll(() => auditRows().count()).toBe(6);
+    for (const row of await auditRows().all()) expect(await row.textContent()).toMatch(/deny/i);
+    await chromium.pick(page, 'Time', 'Between…');
+    await page.getByLabel('From', { exact: true }).fill('2099-01-01T00:00');
+    await expect.poll(() => page.getByText('Nothing matches these filters.').isVisible()).toBe(true);
+    // the address carries the filters: the filtered view is a link
+    await expect.poll(() => new Date(new URL(page.url()).searchParams.get('from')!).getFullYear()).toBe(2099);
+    await chromium.pick(page, 'Time', 'Last hour');
+    await expect.poll(() => auditRows().count()).toBe(6);
   });
 
   it('verifies the chain intact, then names the record someone changed in the database', async () => {
@@ -180,6 +193,9 @@ describe("the console's audit, vault and webhooks pages in Chromium", () => {
     const broken = page.getByRole('alert').filter({ hasText: 'Chain broken' });
     await expect.poll(() => broken.textContent()).toContain(`Record #${target!.seq} (${target!.id})`);
     expect(await broken.textContent()).toMatch(/edited/);
+    // the list is read again: the changed record shows as it is stored now
+    const row = auditRows().filter({ has: page.getByRole('button', { name: `Record ${target!.seq}`, exact: true }) });
+    await expect.poll(() => row.textContent()).toContain('deny');
     await check(page, 'audit-broken');
   });
 

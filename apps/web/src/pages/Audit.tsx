@@ -15,7 +15,7 @@ import {
   UnstyledButton,
 } from '@mantine/core';
 import { useDebouncedValue, useIntersection } from '@mantine/hooks';
-import { useMutation } from '@tanstack/react-query';
+import { useMutation, useQueryClient } from '@tanstack/react-query';
 import { useEffect, useState } from 'react';
 import { useParams, useSearchParams } from 'react-router';
 import { api, unwrap } from '../api/client';
@@ -93,17 +93,26 @@ const DECISION_COLOR: Record<string, string> = { allow: 'green', deny: 'red', ap
 export default function Audit() {
   const ws = useParams().ws;
   const [params, setParams] = useSearchParams();
-  const filters = filtersOf(params);
+  // the page's own state, mirrored into the address: changes made in quick succession (a filter
+  // cleared, another picked) apply in order, where each address change would be a navigation of its own
+  const [filters, setFilters] = useState<Filters>(() => filtersOf(params));
+  useEffect(() => {
+    const wanted = new URLSearchParams(filters as Record<string, string>);
+    if (wanted.toString() !== params.toString()) setParams(wanted, { replace: true });
+  }, [filters, params, setParams]);
   const { query, items } = usePagedList(['audit', ws ?? null, filters], (cursor) =>
     ws
       ? unwrap(api.GET('/v1/workspaces/{ws}/audit', { params: { path: { ws }, query: { ...filters, cursor } } }))
       : unwrap(api.GET('/v1/audit', { params: { query: { ...filters, cursor } } })),
   );
+  const queryClient = useQueryClient();
   const verify = useMutation({
     mutationFn: () =>
       ws
         ? unwrap(api.GET('/v1/workspaces/{ws}/audit/verify', { params: { path: { ws } } }))
         : unwrap(api.GET('/v1/audit/verify')),
+    // the list is read again: a record changed behind the log's back shows as it is stored now
+    onSuccess: () => void queryClient.invalidateQueries({ queryKey: ['audit', ws ?? null] }),
   });
   const [shown, setShown] = useState<AuditRecord | null>(null);
   const base = ws ? `/v1/workspaces/${encodeURIComponent(ws)}/audit/export` : '/v1/audit/export';
@@ -145,10 +154,12 @@ export default function Audit() {
         ))}
       <FilterForm
         filters={filters}
-        onChange={(next) =>
-          setParams(Object.fromEntries(Object.entries(next).filter(([, v]) => v)) as Record<string, string>, {
-            replace: true,
-          })
+        change={(patch) =>
+          setFilters((current) =>
+            patch === null
+              ? {}
+              : (Object.fromEntries(Object.entries({ ...current, ...patch }).filter(([, v]) => v)) as Filters),
+          )
         }
       />
       {query.isPending ? (
@@ -196,7 +207,8 @@ export default function Audit() {
                     )}
                   </Table.Td>
                   <Table.Td>{r.server || r.tool ? `${r.server ?? '?'} → ${r.tool ?? '?'}` : '—'}</Table.Td>
-                  <Table.Td>
+                  {/* wide enough for the badge's word: a cut "ALL…" reads as nothing */}
+                  <Table.Td miw={100}>
                     {r.decision ? <Badge color={DECISION_COLOR[r.decision] ?? 'gray'}>{r.decision}</Badge> : '—'}
                   </Table.Td>
                   <Table.Td>{r.session ?? '—'}</Table.Td>
@@ -205,6 +217,7 @@ export default function Audit() {
             </Table.Tbody>
           </Table>
           <NextPages
+            filtered={Object.keys(filters).length > 0}
             hasNext={query.hasNextPage}
             loading={query.isFetchingNextPage}
             count={items.length}
@@ -224,11 +237,13 @@ export default function Audit() {
  * comes into view. The button is the same thing for the keyboard.
  */
 function NextPages({
+  filtered,
   hasNext,
   loading,
   count,
   fetchNext,
 }: {
+  filtered: boolean;
   hasNext: boolean;
   loading: boolean;
   count: number;
@@ -248,14 +263,17 @@ function NextPages({
         </Button>
       ) : (
         <Text size="sm" c="dimmed" role="status">
-          {count} record{count === 1 ? '' : 's'}: the start of the log
+          {filtered
+            ? `${count} matching record${count === 1 ? '' : 's'}, all shown`
+            : `${count} record${count === 1 ? '' : 's'}, back to the start of the log`}
         </Text>
       )}
     </Center>
   );
 }
 
-function FilterForm({ filters, onChange }: { filters: Filters; onChange: (filters: Filters) => void }) {
+/** `change(patch)`: these filters set (undefined: removed), the others kept; `change(null)`: none. */
+function FilterForm({ filters, change }: { filters: Filters; change: (patch: Filters | null) => void }) {
   const [text, setText] = useState<Record<TextFilter, string>>({
     actor: filters.actor ?? '',
     server: filters.server ?? '',
@@ -267,8 +285,7 @@ function FilterForm({ filters, onChange }: { filters: Filters; onChange: (filter
   const [typed] = useDebouncedValue(text, 300);
   useEffect(() => {
     const changed = TEXT_FILTERS.some((key) => (typed[key].trim() || undefined) !== filters[key]);
-    if (changed)
-      onChange({ ...filters, ...Object.fromEntries(TEXT_FILTERS.map((key) => [key, typed[key].trim() || undefined])) });
+    if (changed) change(Object.fromEntries(TEXT_FILTERS.map((key) => [key, typed[key].trim() || undefined])));
     // only what was typed starts a search; the filters it changes are read as they are now
   }, [typed]);
   const input = (key: TextFilter, label: string, placeholder: string) => (
@@ -295,8 +312,8 @@ function FilterForm({ filters, onChange }: { filters: Filters; onChange: (filter
             setRange(value);
             // a preset is a start time fixed when picked: the list does not shift under the reader
             if (value in RANGE_MS)
-              onChange({ ...filters, from: new Date(Date.now() - RANGE_MS[value]!).toISOString(), to: undefined });
-            else if (value === 'any') onChange({ ...filters, from: undefined, to: undefined });
+              change({ from: new Date(Date.now() - RANGE_MS[value]!).toISOString(), to: undefined });
+            else if (value === 'any') change({ from: undefined, to: undefined });
           }}
         />
         {input('actor', 'Actor', 'user:…, token:…, system')}
@@ -312,7 +329,7 @@ function FilterForm({ filters, onChange }: { filters: Filters; onChange: (filter
             { value: 'approval', label: 'approval' },
           ]}
           value={filters.decision ?? null}
-          onChange={(value) => onChange({ ...filters, decision: (value as Decision | null) ?? undefined })}
+          onChange={(value) => change({ decision: (value as Decision | null) ?? undefined })}
         />
         {input('session', 'Agent session', 'any')}
         <Stack justify="flex-end">
@@ -321,7 +338,7 @@ function FilterForm({ filters, onChange }: { filters: Filters; onChange: (filter
             onClick={() => {
               setText({ actor: '', server: '', tool: '', session: '' });
               setRange('any');
-              onChange({});
+              change(null);
             }}
           >
             Clear filters
@@ -334,13 +351,13 @@ function FilterForm({ filters, onChange }: { filters: Filters; onChange: (filter
             type="datetime-local"
             label="From"
             value={toLocal(filters.from)}
-            onChange={(e) => onChange({ ...filters, from: toIso(e.currentTarget.value) })}
+            onChange={(e) => change({ from: toIso(e.currentTarget.value) })}
           />
           <TextInput
             type="datetime-local"
             label="Until"
             value={toLocal(filters.to)}
-            onChange={(e) => onChange({ ...filters, to: toIso(e.currentTarget.value) })}
+            onChange={(e) => change({ to: toIso(e.currentTarget.value) })}
           />
         </Group>
       )}
