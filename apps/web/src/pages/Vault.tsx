@@ -19,7 +19,8 @@ import { useState } from 'react';
 import { useParams } from 'react-router';
 import { api, unwrap } from '../api/client';
 import { usePagedList } from '../app/paging';
-import { EmptyState, PagedList, PageTitle, when } from '../app/ui';
+import { Confirm, WhenBy } from '../app/parts';
+import { EmptyState, PagedList, PageTitle } from '../app/ui';
 
 /**
  * The workspace's vault: paths, versions and who wrote and read them. Values
@@ -128,24 +129,13 @@ export default function Vault() {
                   </Group>
                 </Table.Td>
                 <Table.Td>
-                  {when(s.updated_at)}
-                  <Text size="xs" c="dimmed">
-                    {s.updated_by ?? '—'}
-                  </Text>
+                  <WhenBy at={s.updated_at} by={s.updated_by} />
                 </Table.Td>
                 <Table.Td>
-                  {when(s.created_at)}
-                  <Text size="xs" c="dimmed">
-                    {s.created_by ?? '—'}
-                  </Text>
+                  <WhenBy at={s.created_at} by={s.created_by} />
                 </Table.Td>
                 <Table.Td>
-                  {s.last_read_at ? when(s.last_read_at) : 'never'}
-                  {s.last_read_by && (
-                    <Text size="xs" c="dimmed">
-                      {s.last_read_by}
-                    </Text>
-                  )}
+                  <WhenBy at={s.last_read_at} by={s.last_read_by} never="never" />
                 </Table.Td>
                 <Table.Td>
                   <Group gap={4} justify="flex-end" wrap="nowrap">
@@ -190,38 +180,29 @@ export default function Vault() {
           />
         )}
       </Modal>
-      <Modal opened={deleting !== null} onClose={() => setDeleting(null)} title="Delete secret">
-        <Stack>
-          <Text>
-            Delete <Code>{deleting}</Code> and every version of it? Servers that start with it fail until it is written
-            again; the audit log keeps who deleted it.
-          </Text>
-          <Group justify="flex-end">
-            <Button variant="default" onClick={() => setDeleting(null)}>
-              Cancel
-            </Button>
-            <Button color="red" loading={remove.isPending} onClick={() => deleting && remove.mutate(deleting)}>
-              Delete
-            </Button>
-          </Group>
-        </Stack>
-      </Modal>
-      <Modal opened={rotatingKey} onClose={() => setRotatingKey(false)} title="Rotate the workspace key">
-        <Stack>
-          <Text>
-            A new workspace key seals every secret's data key; values are not re-encrypted and nothing stops. The old
-            key is no longer used.
-          </Text>
-          <Group justify="flex-end">
-            <Button variant="default" onClick={() => setRotatingKey(false)}>
-              Cancel
-            </Button>
-            <Button loading={rotateKey.isPending} onClick={() => rotateKey.mutate()}>
-              Rotate
-            </Button>
-          </Group>
-        </Stack>
-      </Modal>
+      <Confirm
+        opened={deleting !== null}
+        onClose={() => setDeleting(null)}
+        title="Delete secret"
+        action="Delete"
+        loading={remove.isPending}
+        onConfirm={() => deleting && remove.mutate(deleting)}
+      >
+        Delete <Code>{deleting}</Code> and every version of it? Servers that start with it fail until it is written
+        again; the audit log keeps who deleted it.
+      </Confirm>
+      <Confirm
+        opened={rotatingKey}
+        onClose={() => setRotatingKey(false)}
+        title="Rotate the workspace key"
+        action="Rotate"
+        color="blue"
+        loading={rotateKey.isPending}
+        onConfirm={() => rotateKey.mutate()}
+      >
+        A new workspace key seals every secret's data key; values are not re-encrypted and nothing stops. The old key is
+        no longer used.
+      </Confirm>
     </>
   );
 }

@@ -24,12 +24,13 @@ import {
 } from '@mantine/core';
 import { notifications } from '@mantine/notifications';
 import { useMutation, useQueryClient } from '@tanstack/react-query';
-import { useEffect, useState } from 'react';
+import { type ChangeEvent, type ReactNode, useEffect, useState } from 'react';
 import { useSearchParams } from 'react-router';
 import { api, unwrap } from '../api/client';
 import type { operations } from '../api/schema.gen';
 import { usePagedList } from '../app/paging';
 import { useMe } from '../app/session';
+import { Confirm, WhenBy } from '../app/parts';
 import { EmptyState, PagedList, PageTitle, when } from '../app/ui';
 
 type Webhook = operations['getV1WebhooksId']['responses'][200]['content']['application/json'];
@@ -260,19 +261,16 @@ function EndpointView({ webhook: w, onRemoved }: { webhook: Webhook; onRemoved: 
           </Accordion>
         </PagedList>
       </Stack>
-      <Modal opened={removing} onClose={() => setRemoving(false)} title="Delete endpoint">
-        <Stack>
-          <Text>Delete “{w.name}” and its delivery log? Its receiver gets nothing more.</Text>
-          <Group justify="flex-end">
-            <Button variant="default" onClick={() => setRemoving(false)}>
-              Cancel
-            </Button>
-            <Button color="red" loading={remove.isPending} onClick={() => remove.mutate()}>
-              Delete
-            </Button>
-          </Group>
-        </Stack>
-      </Modal>
+      <Confirm
+        opened={removing}
+        onClose={() => setRemoving(false)}
+        title="Delete endpoint"
+        action="Delete"
+        loading={remove.isPending}
+        onConfirm={() => remove.mutate()}
+      >
+        Delete “{w.name}” and its delivery log? Its receiver gets nothing more.
+      </Confirm>
     </Card>
   );
 }
@@ -348,78 +346,104 @@ function SecretOnce({ secret, onDone }: { secret: string; onDone: () => void }) 
   );
 }
 
-function CreateEndpoint({ onDone }: { onDone: (id: string | null) => void }) {
-  const me = useMe();
-  const [name, setName] = useState('');
-  const [url, setUrl] = useState('');
-  const [events, setEvents] = useState<string[]>([]);
-  const [workspace, setWorkspace] = useState<string | null>(null);
-  const [format, setFormat] = useState<'json' | 'slack'>('json');
-  const [secret, setSecret] = useState('');
-  const queryClient = useQueryClient();
-  const create = useMutation({
-    mutationFn: () =>
-      unwrap(
-        api.POST('/v1/webhooks', {
-          body: { name, url, events, format, ...(workspace ? { workspace } : {}), ...(secret ? { secret } : {}) },
-        }),
-      ),
-    onSuccess: () => void queryClient.invalidateQueries({ queryKey: ['webhooks'] }),
+/** Where signed POSTs go: what a webhook endpoint and an audit sink are both made of. */
+interface Target {
+  name: string;
+  url: string;
+  /** empty: the server generates one */
+  secret: string;
+}
+
+/** The name, URL and signing secret of a new endpoint or sink; `children`: the fields of its own, between them. */
+function TargetForm({
+  placeholder,
+  pending,
+  onSubmit,
+  children,
+}: {
+  placeholder: string;
+  pending: boolean;
+  onSubmit: (target: { name: string; url: string; secret?: string }) => void;
+  children?: ReactNode;
+}) {
+  const [target, setTarget] = useState<Target>({ name: '', url: '', secret: '' });
+  const field = (key: keyof Target) => ({
+    value: target[key],
+    onChange: (e: ChangeEvent<HTMLInputElement>) => {
+      const value = e.currentTarget.value;
+      setTarget((t) => ({ ...t, [key]: value }));
+    },
   });
-  if (create.data) return <SecretOnce secret={create.data.secret} onDone={() => onDone(create.data.id)} />;
   return (
     <form
       onSubmit={(event) => {
         event.preventDefault();
-        create.mutate();
+        onSubmit({ name: target.name, url: target.url, ...(target.secret ? { secret: target.secret } : {}) });
       }}
     >
       <Stack>
-        <TextInput label="Name" required data-autofocus value={name} onChange={(e) => setName(e.currentTarget.value)} />
+        <TextInput label="Name" required data-autofocus {...field('name')} />
         <TextInput
           label="URL"
           description="http(s); only its host is shown again. Private addresses are refused unless the operator allows them."
-          placeholder="https://hooks.example.com/aileron"
+          placeholder={placeholder}
           required
-          value={url}
-          onChange={(e) => setUrl(e.currentTarget.value)}
+          {...field('url')}
         />
-        <TagsInput
-          label="Events"
-          description="Types (policy.updated) or whole domains (approval.*), Enter after each; none: every event"
-          value={events}
-          onChange={setEvents}
-        />
-        <Select
-          label="Workspace"
-          description="Empty: every workspace and the organisation's own events"
-          clearable
-          data={me.data?.workspaces.map((w) => ({ value: w.slug, label: w.name })) ?? []}
-          value={workspace}
-          onChange={setWorkspace}
-        />
-        <Select
-          label="Format"
-          data={[
-            { value: 'json', label: 'JSON (the event envelope)' },
-            { value: 'slack', label: 'Slack incoming webhook' },
-          ]}
-          value={format}
-          allowDeselect={false}
-          onChange={(value) => (value === 'json' || value === 'slack') && setFormat(value)}
-        />
+        {children}
         <PasswordInput
           label="Signing secret"
           description="16 to 256 characters; empty: one is generated and shown once"
           autoComplete="off"
-          value={secret}
-          onChange={(e) => setSecret(e.currentTarget.value)}
+          {...field('secret')}
         />
-        <Button type="submit" loading={create.isPending}>
+        <Button type="submit" loading={pending}>
           Create
         </Button>
       </Stack>
     </form>
+  );
+}
+
+function CreateEndpoint({ onDone }: { onDone: (id: string | null) => void }) {
+  const me = useMe();
+  const [events, setEvents] = useState<string[]>([]);
+  const [workspace, setWorkspace] = useState<string | null>(null);
+  const [format, setFormat] = useState<'json' | 'slack'>('json');
+  const queryClient = useQueryClient();
+  const create = useMutation({
+    mutationFn: (target: { name: string; url: string; secret?: string }) =>
+      unwrap(api.POST('/v1/webhooks', { body: { ...target, events, format, ...(workspace ? { workspace } : {}) } })),
+    onSuccess: () => void queryClient.invalidateQueries({ queryKey: ['webhooks'] }),
+  });
+  if (create.data) return <SecretOnce secret={create.data.secret} onDone={() => onDone(create.data.id)} />;
+  return (
+    <TargetForm placeholder="https://hooks.example.com/aileron" pending={create.isPending} onSubmit={create.mutate}>
+      <TagsInput
+        label="Events"
+        description="Types (policy.updated) or whole domains (approval.*), Enter after each; none: every event"
+        value={events}
+        onChange={setEvents}
+      />
+      <Select
+        label="Workspace"
+        description="Empty: every workspace and the organisation's own events"
+        clearable
+        data={me.data?.workspaces.map((w) => ({ value: w.slug, label: w.name })) ?? []}
+        value={workspace}
+        onChange={setWorkspace}
+      />
+      <Select
+        label="Format"
+        data={[
+          { value: 'json', label: 'JSON (the event envelope)' },
+          { value: 'slack', label: 'Slack incoming webhook' },
+        ]}
+        value={format}
+        allowDeselect={false}
+        onChange={(value) => (value === 'json' || value === 'slack') && setFormat(value)}
+      />
+    </TargetForm>
   );
 }
 
@@ -476,22 +500,15 @@ function Sinks() {
                 </Table.Td>
                 <Table.Td>{s.last_delivered_at ? when(s.last_delivered_at) : 'none yet'}</Table.Td>
                 <Table.Td>
-                  {s.last_error ? (
-                    <>
-                      {s.last_error}
-                      <Text size="xs" c="dimmed">
-                        {when(s.last_error_at)}
-                      </Text>
-                    </>
-                  ) : (
-                    '—'
+                  {s.last_error ?? '—'}
+                  {s.last_error && (
+                    <Text size="xs" c="dimmed">
+                      {when(s.last_error_at)}
+                    </Text>
                   )}
                 </Table.Td>
                 <Table.Td>
-                  {when(s.created_at)}
-                  <Text size="xs" c="dimmed">
-                    {s.created_by ?? ''}
-                  </Text>
+                  <WhenBy at={s.created_at} by={s.created_by} />
                 </Table.Td>
                 <Table.Td>
                   <Button
@@ -512,60 +529,29 @@ function Sinks() {
       <Modal opened={creating} onClose={() => setCreating(false)} title="New audit sink">
         {creating && <CreateSink onDone={() => setCreating(false)} />}
       </Modal>
-      <Modal opened={removing !== null} onClose={() => setRemoving(null)} title="Remove sink">
-        <Stack>
-          <Text>Stop streaming the audit log to “{removing?.name}”? Records already sent stay there.</Text>
-          <Group justify="flex-end">
-            <Button variant="default" onClick={() => setRemoving(null)}>
-              Cancel
-            </Button>
-            <Button color="red" loading={remove.isPending} onClick={() => removing && remove.mutate(removing.id)}>
-              Remove
-            </Button>
-          </Group>
-        </Stack>
-      </Modal>
+      <Confirm
+        opened={removing !== null}
+        onClose={() => setRemoving(null)}
+        title="Remove sink"
+        action="Remove"
+        loading={remove.isPending}
+        onConfirm={() => removing && remove.mutate(removing.id)}
+      >
+        Stop streaming the audit log to “{removing?.name}”? Records already sent stay there.
+      </Confirm>
     </>
   );
 }
 
 function CreateSink({ onDone }: { onDone: () => void }) {
-  const [name, setName] = useState('');
-  const [url, setUrl] = useState('');
-  const [secret, setSecret] = useState('');
   const queryClient = useQueryClient();
   const create = useMutation({
-    mutationFn: () => unwrap(api.POST('/v1/audit/sinks', { body: { name, url, ...(secret ? { secret } : {}) } })),
+    mutationFn: (target: { name: string; url: string; secret?: string }) =>
+      unwrap(api.POST('/v1/audit/sinks', { body: target })),
     onSuccess: () => void queryClient.invalidateQueries({ queryKey: ['audit-sinks'] }),
   });
   if (create.data) return <SecretOnce secret={create.data.secret} onDone={onDone} />;
   return (
-    <form
-      onSubmit={(event) => {
-        event.preventDefault();
-        create.mutate();
-      }}
-    >
-      <Stack>
-        <TextInput label="Name" required data-autofocus value={name} onChange={(e) => setName(e.currentTarget.value)} />
-        <TextInput
-          label="URL"
-          placeholder="https://siem.example.com/aileron"
-          required
-          value={url}
-          onChange={(e) => setUrl(e.currentTarget.value)}
-        />
-        <PasswordInput
-          label="Signing secret"
-          description="16 to 256 characters; empty: one is generated and shown once"
-          autoComplete="off"
-          value={secret}
-          onChange={(e) => setSecret(e.currentTarget.value)}
-        />
-        <Button type="submit" loading={create.isPending}>
-          Create
-        </Button>
-      </Stack>
-    </form>
+    <TargetForm placeholder="https://siem.example.com/aileron" pending={create.isPending} onSubmit={create.mutate} />
   );
 }
