@@ -49,7 +49,9 @@ export const overviewView = z.object({
     enrolled: z.number().int().describe('gateways not revoked'),
     seen_in_window: z.number().int().describe('of those, seen since `from`'),
     recent: z
-      .array(z.object({ id: z.string(), name: z.string(), last_seen_at: z.string().nullable(), enrolled_at: z.string() }))
+      .array(
+        z.object({ id: z.string(), name: z.string(), last_seen_at: z.string().nullable(), enrolled_at: z.string() }),
+      )
       .describe('the ten seen most recently'),
   }),
 });

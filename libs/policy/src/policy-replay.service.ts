@@ -109,11 +109,15 @@ export class PolicyReplay {
     const parsed = parsePolicyDocument(input.data.document);
     if (!parsed.ok)
       throw new PolicyInvalidError(
-        parsed.problems.map((p) => ({ ...p, path: p.path === '' || p.path.startsWith('[') ? `document${p.path}` : `document.${p.path}` })),
+        parsed.problems.map((p) => ({
+          ...p,
+          path: p.path === '' || p.path.startsWith('[') ? `document${p.path}` : `document.${p.path}`,
+        })),
       );
     const since = new Date(input.data.since);
     const now = this.clock.now();
-    if (since.getTime() > now) throw new ValidationError([{ path: 'body.since', message: 'must not be in the future' }]);
+    if (since.getTime() > now)
+      throw new ValidationError([{ path: 'body.since', message: 'must not be in the future' }]);
     if (since.getTime() < now - REPLAY_MAX_DAYS * DAY_MS) throw new ReplayWindowTooLongError();
 
     const draft = digestOf(parsed.document).slice(0, 16);
@@ -132,8 +136,7 @@ export class PolicyReplay {
       limit: REPLAY_SCAN_LIMIT,
     });
     const differences = replayCalls(compiled, read.calls);
-    const cursorAt = (after: { occurredAt: Date; seq: number }) =>
-      replayCursor.encode({ since, until, draft, after });
+    const cursorAt = (after: { occurredAt: Date; seq: number }) => replayCursor.encode({ since, until, draft, after });
     if (differences.length > page.limit) {
       // a full page: the next one starts after its last call, and decides what follows again
       const shown = differences.slice(0, page.limit);
