@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { LocalIdp } from '../auth/local-idp';
-import { aGateway, aWorkspace } from '../support/builders';
+import { aGateway, anOrganization, aWorkspace } from '../support/builders';
 import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
 import { eventually } from '../support/eventually';
 import { aRemoteServer, connect, SERVERS, textOf } from '../pool/mcp-client';
@@ -125,6 +125,13 @@ describe('the console overview, policy replay and identity provider settings in 
     await expect.poll(() => page.getByRole('heading', { name: 'Calls per hour' }).isVisible()).toBe(true);
     expect(await figure(page, 'Calls').textContent()).toBe('Calls6');
     await chromium.check(page, 'overview-day');
+
+    // another organisation's workspace, typed in the address: the API's 404, nothing of theirs
+    const other = await anOrganization(cp);
+    const theirs = (await aWorkspace(cp, other.token)).slug;
+    await page.goto(`${cp.url}/overview/${theirs}`);
+    await expect.poll(() => page.getByText('WORKSPACE_NOT_FOUND').first().isVisible()).toBe(true);
+    expect(await page.getByRole('group', { name: 'Calls' }).count()).toBe(0);
   });
 
   it('replays a draft from the policy page and lists the calls it would decide differently', async () => {

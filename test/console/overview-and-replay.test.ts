@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { aGateway, anOrganization, aWorkspace } from '../support/builders';
+import { aGateway, anOrganization, aToken, aWorkspace } from '../support/builders';
 import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
 import { eventually } from '../support/eventually';
 import { aRemoteServer, connect, SERVERS, textOf } from '../pool/mcp-client';
@@ -183,6 +183,20 @@ describe('the overview and the policy replay', () => {
       expect(res.body.code).toBe('VALIDATION_FAILED');
       expect(res.body.errors).toEqual([expect.objectContaining({ path: 'query.window' })]);
     }
+  });
+
+  it("keeps the figures and the recorded calls to the audit log's readers", async () => {
+    const member = await aToken(cp, cp.ownerToken, { role: 'member', workspace: ws });
+    const auditor = await aToken(cp, cp.ownerToken, { role: 'auditor', workspace: ws });
+    const since = new Date(Date.now() - DAY).toISOString();
+    for (const res of [
+      await overview('1h', member.token),
+      await replay({ document: IN_FORCE, since }, '', ws, member.token),
+    ]) {
+      expect(res.status).toBe(403);
+      expect(res.body.code).toBe('FORBIDDEN');
+    }
+    expect((await overview('1h', auditor.token)).body.totals.calls).toBe(10);
   });
 
   it("shows an admin of another organisation nothing of this one's", async () => {

@@ -15,8 +15,8 @@ import {
 } from '@mantine/core';
 import { useQuery } from '@tanstack/react-query';
 import { useState } from 'react';
-import { Link, useSearchParams } from 'react-router';
-import { api, unwrap } from '../api/client';
+import { Link, useParams, useSearchParams } from 'react-router';
+import { api, ApiProblem, unwrap } from '../api/client';
 import { useCurrentWorkspace } from '../app/Shell';
 import { useMe } from '../app/session';
 import { EmptyState, ErrorState, Loading, PageTitle, when } from '../app/ui';
@@ -43,7 +43,9 @@ const STATE_COLOR: Record<Instance['state'], string> = {
  * waiting, the pool's instances and their health, the gateways last seen.
  */
 export default function Overview() {
-  const ws = useCurrentWorkspace();
+  // a workspace typed in the address is asked for as typed: one out of reach answers the API's 404
+  const current = useCurrentWorkspace();
+  const ws = useParams().ws ?? current;
   const me = useMe();
   const [params, setParams] = useSearchParams();
   const window: Window = params.get('window') === '1d' ? '1d' : '1h';
@@ -84,6 +86,19 @@ export default function Overview() {
       <PageTitle actions={picker}>Overview of {name}</PageTitle>
       {overview.isPending ? (
         <Loading what="the overview" />
+      ) : overview.error instanceof ApiProblem && overview.error.code === 'FORBIDDEN' ? (
+        // the figures are the audit log's, counted: a member lands here and is shown where to go instead
+        <EmptyState title="The overview is for owners, admins and auditors">
+          The workspace's{' '}
+          <Anchor component={Link} to={`/workspaces/${ws}/approvals`}>
+            approvals
+          </Anchor>{' '}
+          and{' '}
+          <Anchor component={Link} to={`/workspaces/${ws}/policy`}>
+            policy
+          </Anchor>{' '}
+          are open to you.
+        </EmptyState>
       ) : overview.error ? (
         <ErrorState error={overview.error} retry={() => void overview.refetch()} />
       ) : (
