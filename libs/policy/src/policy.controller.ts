@@ -28,6 +28,7 @@ import {
   writeResult,
   wsParams,
 } from './policy.schemas';
+import { REPLAY_MAX_DAYS, REPLAY_SCAN_LIMIT } from './domain/policy-replay';
 import { PolicyReplay } from './policy-replay.service';
 import { CurrentPolicy, PolicyService } from './policy.service';
 
@@ -261,8 +262,7 @@ export class PolicyController {
     method: 'POST',
     path: '/v1/workspaces/:ws/policy/replay',
     summary: "Run a draft policy against the workspace's recorded calls: the calls it would decide differently",
-    description:
-      'Decides again every call the audit log recorded since `since` (at most 30 days back: `400 REPLAY_WINDOW_TOO_LONG`) with the draft, and lists those whose decision changes (allow → deny, deny → approval, …) with the rules responsible and the decision recorded then. Paged: a page decides at most 2,000 recorded calls, so it may hold fewer items than `limit` with a `next_cursor`; send the same body with the cursor to continue. Every page replays the calls recorded before the first page ran (`until`). Nothing is stored. The draft is checked as `PUT …/policy` checks it (`400 POLICY_INVALID`, fields named `body.document.…`). Roles and groups are not recorded with calls: rules naming only those do not match a replayed call.',
+    description: `Decides again every call the audit log recorded since \`since\` (at most ${REPLAY_MAX_DAYS} days back: \`400 REPLAY_WINDOW_TOO_LONG\`) with the draft, and lists those whose decision changes (allow → deny, deny → approval, …) with the rules responsible and the decision recorded then. Paged: a page decides at most ${REPLAY_SCAN_LIMIT} recorded calls, so it may hold fewer items than \`limit\` with a \`next_cursor\`; send the same body with the cursor to continue. Every page replays the calls recorded before the first page ran (\`until\`). Nothing is stored. The draft is checked as \`PUT …/policy\` checks it (\`400 POLICY_INVALID\`, fields named \`body.document.…\`). Roles and groups are not recorded with calls: rules naming only those do not match a replayed call.`,
     tag: 'policy',
     // it lists recorded calls, which only the audit log's readers see
     permission: 'audit.read',

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { LEGACY_REMOVAL, pageQuery, pageView } from '@aileron/http';
 import { slug } from '@aileron/auth';
 import { EFFECTS, policyDocumentSchema } from './domain/policy-document';
+import { REPLAY_MAX_DAYS } from './domain/policy-replay';
 
 export const wsParams = z.object({ ws: slug });
 export const versionParams = z.object({ ws: slug, version: z.coerce.number().int().min(1) });
@@ -95,7 +96,7 @@ export const replayBody = z
     document: policyDocumentSchema.describe('the draft: a policy document as `PUT …/policy` takes it'),
     since: z.iso
       .datetime({ offset: true })
-      .describe('replay the calls recorded from then until now; at most 30 days back'),
+      .describe(`replay the calls recorded from then until now; at most ${REPLAY_MAX_DAYS} days back`),
   })
   .strict();
 
