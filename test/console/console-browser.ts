@@ -40,7 +40,7 @@ export class ConsoleBrowser {
   /** Signs the first page in as the embedded owner, with the one-time link `npm start` printed. */
   async signInAsOwner(cp: TestControlPlane): Promise<void> {
     await this.page.goto(cp.cp.signInLink!);
-    await this.page.waitForURL(`${cp.url}/workspaces`);
+    await this.page.waitForURL(`${cp.url}/overview`);
   }
 
   watch(p: Page): void {

@@ -118,6 +118,15 @@ export class GatewaysService implements OnModuleDestroy {
     return this.repository.listGateways(scope, page);
   }
 
+  /** For the overview: the gateways not revoked, how many were seen since `since`, and the most recently seen. */
+  activity(
+    scope: WorkspaceScope,
+    since: Date,
+    limit: number,
+  ): Promise<{ enrolled: number; seen: number; recent: GatewayRecord[] }> {
+    return this.repository.gatewayActivity(scope, since, limit);
+  }
+
   async setGroups(principal: Principal, scope: WorkspaceScope, id: string, groups: string[]): Promise<GatewayRecord> {
     return this.change(principal, scope, id, 'gateway.updated', { groups }, { groups });
   }
