@@ -35,7 +35,7 @@ const LAYERS = [
   ['policy', 'vault'],
   ['approvals', 'gateway'],
   ['pool', 'sessions'],
-  ['sandboxes'],
+  ['sandboxes', 'overview'],
   ['domains'],
 ];
 const layerRules = LAYERS.slice(0, -1).map((layer, at) => ({

@@ -1,7 +1,8 @@
 import { createHash, generateKeyPairSync, KeyObject, randomBytes } from 'node:crypto';
 import { createServer, IncomingMessage, Server } from 'node:http';
 import { sign } from 'jsonwebtoken';
-import { Browser, chromium } from 'playwright-core';
+import { Browser } from 'playwright-core';
+import { launchChromium } from '../support/chromium';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { aGateway, aUser, aWorkspace } from '../support/builders';
 import { startTestControlPlane, TestControlPlane, TestResponse } from '../support/control-plane';
@@ -374,19 +375,7 @@ describe('the review page signed in through the identity provider', () => {
     rita = await aPerson('Rita Reviewer', ['engineering', GROUP]);
     otto = await aPerson('Otto Other', ['engineering']);
 
-    browser = await chromium.launch({
-      executablePath: '/usr/bin/chromium',
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-        '--no-first-run',
-        '--disable-quic',
-      ],
-    });
+    browser = await launchChromium();
   });
   afterAll(async () => {
     await browser?.close();

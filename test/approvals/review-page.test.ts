@@ -1,7 +1,8 @@
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Browser, chromium, Page } from 'playwright-core';
+import { Browser, Page } from 'playwright-core';
+import { launchChromium } from '../support/chromium';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { aGateway, aToken, aUser, aWorkspace } from '../support/builders';
 import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
@@ -40,19 +41,7 @@ describe('the review page in Chromium', () => {
   beforeAll(async () => {
     shots = mkdtempSync(join(tmpdir(), 'aileron-review-shots-'));
     cp = await startTestControlPlane('pglite');
-    browser = await chromium.launch({
-      executablePath: '/usr/bin/chromium',
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-        '--no-first-run',
-        '--disable-quic',
-      ],
-    });
+    browser = await launchChromium();
     ws = (await aWorkspace(cp, cp.ownerToken)).slug;
     const policy = await cp.request('PUT', `/v1/workspaces/${ws}/policy`, {
       body: { rules: [{ id: 'releases-need-approval', effect: 'approval', servers: ['deploy'], tools: ['release'] }] },

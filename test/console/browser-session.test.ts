@@ -150,6 +150,9 @@ describe('the web console session (embedded mode)', () => {
   it('serves the console at / and its sections with a strict CSP, and leaves /v1 and /mcp 404s alone', async () => {
     const page = await fetch(`${cp.url}/workspaces/anything/policy`);
     expect(page.status).toBe(200);
+    // the landing page and the organisation's pages reload too
+    for (const path of ['/overview', '/overview/default', '/organization/identity-provider'])
+      expect((await fetch(cp.url + path)).headers.get('content-type'), path).toContain('text/html');
     expect(page.headers.get('content-type')).toContain('text/html');
     expect(page.headers.get('content-security-policy')).toContain("script-src 'self'");
     expect(page.headers.get('cache-control')).toBe('no-store');

@@ -1,8 +1,9 @@
 import { mkdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import { Browser, BrowserContext, chromium, Page } from 'playwright-core';
+import { Browser, BrowserContext, Page } from 'playwright-core';
 import { expect } from 'vitest';
+import { launchChromium } from '../support/chromium';
 import type { TestControlPlane } from '../support/control-plane';
 
 const SHOTS = join(process.cwd(), 'test-results', 'console');
@@ -28,19 +29,7 @@ export class ConsoleBrowser {
     mkdirSync(SHOTS, { recursive: true });
     // as an operator sets AILERON_PUBLIC_URL: the identity provider sends the browser back there
     cp.cp.config.publicUrl = cp.url;
-    const browser = await chromium.launch({
-      executablePath: '/usr/bin/chromium',
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-        '--no-first-run',
-        '--disable-quic',
-      ],
-    });
+    const browser = await launchChromium();
     const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
     const page = await context.newPage();
     const it = new ConsoleBrowser(browser, context, page);
@@ -51,7 +40,7 @@ export class ConsoleBrowser {
   /** Signs the first page in as the embedded owner, with the one-time link `npm start` printed. */
   async signInAsOwner(cp: TestControlPlane): Promise<void> {
     await this.page.goto(cp.cp.signInLink!);
-    await this.page.waitForURL(`${cp.url}/workspaces`);
+    await this.page.waitForURL(`${cp.url}/overview`);
   }
 
   watch(p: Page): void {

@@ -37,7 +37,9 @@ describe('the web console in Chromium', () => {
 
   it('signs the owner in with the one-time link npm start printed, once', async () => {
     await page.goto(cp.cp.signInLink!);
-    await page.waitForURL(`${cp.url}/workspaces`);
+    // the overview is the landing page (console-overview.test.ts); this file goes on from the workspaces
+    await page.waitForURL(`${cp.url}/overview`);
+    await page.goto(`${cp.url}/workspaces`);
     await expect.poll(() => page.getByRole('heading', { name: 'Workspaces' }).isVisible()).toBe(true);
     // the code left the address bar, and the session cookie is out of the page's reach
     expect(await page.evaluate('document.cookie')).not.toContain('ail_ses_');

@@ -718,6 +718,11 @@ parity('GatewayRepository', 'listGateways', async (s) => [
   await repo(s, 'GatewayRepository').listGateways(s.w.ws, PAGE),
   await repo(s, 'GatewayRepository').listGateways(s.w.ws2, PAGE),
 ]);
+parity('GatewayRepository', 'gatewayActivity', async (s) => [
+  await repo(s, 'GatewayRepository').gatewayActivity(s.w.ws, at(0), 10),
+  await repo(s, 'GatewayRepository').gatewayActivity(s.w.ws, at(3600), 10),
+  await repo(s, 'GatewayRepository').gatewayActivity(s.w.ws2, at(0), 10),
+]);
 parity('GatewayRepository', 'findGateway', async (s) => [
   await tx(s, (x) => repo(s, 'GatewayRepository').findGateway(s.w.ws, s.w.gateway, x)),
   await repo(s, 'GatewayRepository').findGateway(s.w.ws2, s.w.gateway),
@@ -1183,6 +1188,26 @@ parity('AuditRepository', 'search', async (s) => {
     await seqs({ types: ['nothing'] }),
   ];
 });
+parity('AuditRepository', 'callCounts', async (s) => {
+  const a = repo(s, 'AuditRepository');
+  // the odd records are a gateway's allowed calls, 2 minutes apart; the others are no calls
+  return [
+    await a.callCounts(s.w.org, CHAIN, { from: at(0), to: at(86_400), bucketSeconds: 60 }),
+    await a.callCounts(s.w.org, CHAIN, { from: at(0), to: at(86_400), bucketSeconds: 3600 }),
+    await a.callCounts(s.w.org, CHAIN, { from: at(900 + 2 * 60), to: at(900 + 5 * 60), bucketSeconds: 60 }),
+    await a.callCounts(s.w.orgB, CHAIN, { from: at(0), to: at(86_400), bucketSeconds: 60 }),
+  ];
+});
+parity('AuditRepository', 'calls', async (s) => {
+  const a = repo(s, 'AuditRepository');
+  const range = { from: at(0), to: at(86_400), limit: 10 };
+  return [
+    await a.calls(s.w.org, CHAIN, range),
+    await a.calls(s.w.org, CHAIN, { ...range, limit: 1 }),
+    await a.calls(s.w.org, CHAIN, { ...range, after: { occurredAt: at(900 + 3 * 60), seq: 3 } }),
+    await a.calls(s.w.orgB, CHAIN, range),
+  ];
+});
 parity('AuditRepository', 'afterCursor', async (s) => [
   await repo(s, 'AuditRepository').afterCursor(s.w.org, CHAIN, 3, 10),
   await repo(s, 'AuditRepository').afterCursor(s.w.org, CHAIN, 5, 10),
@@ -1515,6 +1540,10 @@ parity('ApprovalsRepository', 'list', async (s) => {
     await ids({}, { take: 1 }),
   ];
 });
+parity('ApprovalsRepository', 'countPending', async (s) => [
+  await repo(s, 'ApprovalsRepository').countPending(s.w.ws),
+  await repo(s, 'ApprovalsRepository').countPending(s.w.ws2),
+]);
 parity('ApprovalsRepository', 'lockExpired', (s) =>
   tx(s, (x) => repo(s, 'ApprovalsRepository').lockExpired(x, SYSTEM, 10)),
 );

@@ -5,6 +5,9 @@ import { BOUND_MS } from '../support/outage';
 import { PostgresServer, startPostgres } from '../support/services';
 import { everyItem } from '../support/pages';
 import { eventually } from '../support/eventually';
+import { aWorkspace } from '../support/builders';
+import { advanceClock, resetClock } from '../support/clock';
+import { aRemoteServer, connect, SERVERS, textOf } from '../pool/mcp-client';
 
 /**
  * PostgreSQL goes away under a light, steady load of REST writes, and comes
@@ -178,6 +181,31 @@ describe('PostgreSQL outage (server mode)', { timeout: 240_000 }, () => {
       expect(writes.filter((w) => w.status === 201 && !slugs.has(w.slug)).map((w) => w.slug)).toEqual([]);
     });
   }
+
+  it('keeps an MCP session calling when the cached answers of its hot path (token, workspace, policy, catalog) expire during the outage', async () => {
+    const ws = (await aWorkspace(cp, cp.ownerToken)).slug;
+    const policy = await cp.request('PUT', `/v1/workspaces/${ws}/policy`, { body: { default: 'allow', rules: [] } });
+    expect(policy.status, policy.text).toBe(200);
+    const server = await aRemoteServer(cp, cp.ownerToken, ws, SERVERS.everything);
+    const { client } = await connect(cp, cp.ownerToken, `/mcp/${ws}/${server}`);
+    const echo = async (message: string) => textOf(await client.callTool({ name: 'echo', arguments: { message } }));
+    try {
+      expect(await echo('before')).toContain('before');
+      await postgres.halt('fast');
+      try {
+        // past every cache's 30 s freshness: each reload meets the outage, and what was known serves on
+        advanceClock(cp, 31_000);
+        expect(await echo('during')).toContain('during');
+        expect(await echo('still during')).toContain('still during');
+      } finally {
+        resetClock(cp);
+        await postgres.resume();
+      }
+      await eventually('a call once PostgreSQL is back', async () => (await echo('after')).includes('after'));
+    } finally {
+      await client.close();
+    }
+  });
 });
 
 describe('embedded database failure (PGlite)', { timeout: 120_000 }, () => {

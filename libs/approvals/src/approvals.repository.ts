@@ -218,6 +218,18 @@ export class ApprovalsRepository extends Repository {
     return rows.map(toRecord);
   }
 
+  /** Requests still pending and not past their expiry. */
+  countPending(scope: WorkspaceScope): Promise<number> {
+    return this.client.approvalRequest.count({
+      where: {
+        organizationId: scope.organizationId,
+        workspaceId: scope.workspaceId,
+        status: 'pending',
+        expiresAt: { gt: this.clock.date() },
+      },
+    });
+  }
+
   /** Pending requests past their expiry, across tenants (system work), locked for the expiring transaction. */
   async lockExpired(
     tx: Transaction,

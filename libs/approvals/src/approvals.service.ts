@@ -261,6 +261,8 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
           server: created.server,
           tool: created.tool,
           arguments: created.arguments,
+          // a policy replay decides the call again, and rules may name the execution mode
+          execution_mode: created.executionMode,
           requester: created.requester,
           rules: created.rules,
           route: created.route,
@@ -375,6 +377,11 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
   ): Promise<ApprovalRecord[]> {
     const now = this.clock.date();
     return (await this.repository.list(scope, filter, page)).map((record) => effective(record, now));
+  }
+
+  /** For the overview: how many requests of the workspace wait for a decision now (not yet expired). */
+  waitingCount(scope: WorkspaceScope): Promise<number> {
+    return this.repository.countPending(scope);
   }
 
   /** A vote by a signed-in approver (REST, CLI, the review page). */

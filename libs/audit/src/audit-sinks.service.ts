@@ -6,7 +6,7 @@ import { SystemScopes } from '@aileron/auth/scope-issuer';
 import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
 import { Clock } from '@aileron/clock';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
-import { DatabaseService, Keyset } from '@aileron/database';
+import { DatabaseService, isDatabaseUnavailable, Keyset } from '@aileron/database';
 import { NotFoundError, ValidationError } from '@aileron/errors';
 import { KeyProvider, ROOT_KEYS } from '@aileron/keys';
 import {
@@ -81,7 +81,7 @@ export class AuditSinksService implements OnApplicationBootstrap, OnApplicationS
     jobs: JobRegistry,
     private readonly clock: Clock,
   ) {
-    this.enabled = new SharedCache(bus, 'audit-sinks', ENABLED_TTL_MS, clock);
+    this.enabled = new SharedCache(bus, 'audit-sinks', ENABLED_TTL_MS, clock, { staleIfError: isDatabaseUnavailable });
     const processor: JobProcessor<typeof streamPayload> = {
       name: AUDIT_STREAM_JOB,
       payload: streamPayload,

@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import type { OrgScope, SystemScope } from '@aileron/auth';
 import { Keyset, Repository, Prisma, Transaction } from '@aileron/database';
 import type { AuditSource, ChainedRecord, CheckpointRecord } from './domain/chain';
+import type { CallCounts, CallRecordRow } from './domain/recorded-call';
 
 export interface ChainHead {
   chainId: string;
@@ -26,6 +27,16 @@ export interface AuditFilters {
 }
 
 type Row = Prisma.AuditEventGetPayload<object>;
+
+/**
+ * The records that are tool calls, one per call (domain/recorded-call.ts says
+ * which and why). Every condition is on the row itself: the chain and time
+ * range come first, from the (chain_id, occurred_at) index.
+ */
+const CALL_RECORD = Prisma.sql`(
+  (source = 'pool' AND ((type = 'execution.started' AND decision = 'allow') OR (type = 'execution.failed' AND decision = 'deny')))
+  OR (source = 'gateway' AND decision IN ('allow', 'deny') AND type <> 'execution.started')
+  OR (type = 'approval.requested' AND COALESCE(data->'rules'->>0, '') NOT LIKE 'shell:%'))`;
 
 /**
  * The audit chains. Appends lock the chain's head row, so records of one
@@ -264,6 +275,86 @@ export class AuditRepository extends Repository {
       take: page.limit,
     });
     return rows.map(toRecord);
+  }
+
+  /**
+   * The chain's calls from `from` to `to` (by when they happened), counted per
+   * bucket of `bucketSeconds` in the database: only buckets with a call come back.
+   */
+  async callCounts(
+    scope: OrgScope,
+    chainId: string,
+    range: { from: Date; to: Date; bucketSeconds: number },
+  ): Promise<CallCounts[]> {
+    const rows = await this.client.$queryRaw<{ bucket: bigint; calls: number; denied: number; approval: number }[]>`
+      SELECT floor(extract(epoch FROM occurred_at) / ${range.bucketSeconds}::int)::bigint AS bucket,
+             count(*)::int AS calls,
+             (count(*) FILTER (WHERE type <> 'approval.requested' AND decision = 'deny'))::int AS denied,
+             (count(*) FILTER (WHERE type = 'approval.requested'))::int AS approval
+      FROM audit_events
+      WHERE chain_id = ${chainId}::uuid AND organization_id = ${scope.organizationId}::uuid
+        AND occurred_at >= ${range.from.toISOString()}::timestamptz AND occurred_at < ${range.to.toISOString()}::timestamptz
+        AND ${CALL_RECORD}
+      GROUP BY 1 ORDER BY 1`;
+    return rows.map((r) => ({
+      start: Number(r.bucket) * range.bucketSeconds * 1000,
+      calls: r.calls,
+      denied: r.denied,
+      approval: r.approval,
+    }));
+  }
+
+  /**
+   * At most `limit` of the chain's calls from `from` to `to`, in the order they
+   * happened (then chain order), after `after` when a previous page ended there.
+   */
+  async calls(
+    scope: OrgScope,
+    chainId: string,
+    range: { from: Date; to: Date; after?: { occurredAt: Date; seq: number }; limit: number },
+  ): Promise<CallRecordRow[]> {
+    const after = range.after
+      ? Prisma.sql`AND (occurred_at, seq) > (${range.after.occurredAt.toISOString()}::timestamptz, ${range.after.seq}::bigint)`
+      : Prisma.empty;
+    const rows = await this.client.$queryRaw<
+      {
+        seq: bigint;
+        id: string;
+        type: string;
+        occurred_at: Date;
+        source: string;
+        actor: string | null;
+        principal: string | null;
+        execution_mode: string | null;
+        server: string | null;
+        tool: string | null;
+        decision: string | null;
+        session_id: string | null;
+        data: unknown;
+      }[]
+    >`
+      SELECT seq, id, type, occurred_at, source, actor, principal, execution_mode, server, tool, decision, session_id, data
+      FROM audit_events
+      WHERE chain_id = ${chainId}::uuid AND organization_id = ${scope.organizationId}::uuid
+        AND occurred_at >= ${range.from.toISOString()}::timestamptz AND occurred_at < ${range.to.toISOString()}::timestamptz
+        ${after}
+        AND ${CALL_RECORD}
+      ORDER BY occurred_at, seq LIMIT ${range.limit}::int`;
+    return rows.map((r) => ({
+      seq: Number(r.seq),
+      id: r.id,
+      type: r.type,
+      occurredAt: new Date(r.occurred_at),
+      source: r.source as AuditSource,
+      actor: r.actor,
+      principal: r.principal,
+      executionMode: r.execution_mode,
+      server: r.server,
+      tool: r.tool,
+      decision: r.decision,
+      sessionId: r.session_id,
+      data: (typeof r.data === 'string' ? JSON.parse(r.data) : (r.data ?? {})) as Record<string, unknown>,
+    }));
   }
 
   /** Records of a chain after a cursor, for a sink. */

@@ -24,6 +24,7 @@ import {
   VerifyResult,
 } from './domain/chain';
 import { checkGatewayEvent, GatewayEvent, MAX_BATCH } from './domain/gateway-event';
+import { CallCounts, RecordedCall, recordedCallOf } from './domain/recorded-call';
 
 /** What a domain records: the chain, sequence and hashes are the log's business. */
 export interface AuditEntry {
@@ -269,6 +270,28 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
       limit: page.take,
       order: 'desc',
     });
+  }
+
+  /** The workspace's tool calls per bucket of time, counted by the database (domain/recorded-call.ts says which records are calls). */
+  callCounts(scope: WorkspaceScope, range: { from: Date; to: Date; bucketSeconds: number }): Promise<CallCounts[]> {
+    return this.repository.callCounts(scope, chainOf(scope).chainId, range);
+  }
+
+  /**
+   * At most `limit` of the workspace's recorded calls, in the order they
+   * happened; `last` is where the next read continues (null when none was read).
+   */
+  async recordedCalls(
+    scope: WorkspaceScope,
+    range: { from: Date; to: Date; after?: { occurredAt: Date; seq: number }; limit: number },
+  ): Promise<{ calls: RecordedCall[]; read: number; last: { occurredAt: Date; seq: number } | null }> {
+    const rows = await this.repository.calls(scope, chainOf(scope).chainId, range);
+    const last = rows[rows.length - 1];
+    return {
+      calls: rows.map(recordedCallOf).filter((call): call is RecordedCall => call !== null),
+      read: rows.length,
+      last: last ? { occurredAt: last.occurredAt, seq: last.seq } : null,
+    };
   }
 
   /** Every matching record in chain order, a page at a time: exports of any size in bounded memory. */

@@ -11,3 +11,4 @@ export {
   checkpointSigningInput,
 } from './domain/chain';
 export type { ChainedRecord, VerifyResult } from './domain/chain';
+export type { CallCounts, RecordedCall, RecordedDecision } from './domain/recorded-call';

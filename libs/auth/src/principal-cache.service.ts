@@ -1,5 +1,6 @@
 import { Inject, Injectable, OnModuleDestroy } from '@nestjs/common';
 import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
+import { isDatabaseUnavailable } from '@aileron/database';
 import { Clock } from '@aileron/clock';
 import { OutboxService } from '@aileron/outbox';
 import type { Principal } from './domain/principal';
@@ -34,8 +35,12 @@ export class PrincipalCache implements OnModuleDestroy {
   private readonly workspaces: SharedCache<WorkspaceRef | null>;
 
   constructor(@Inject(MESSAGE_BUS) bus: MessageBus, outbox: OutboxService, clock: Clock) {
-    this.principals = new SharedCache(bus, 'auth-principals', CACHE_TTL_MS, clock);
-    this.workspaces = new SharedCache(bus, 'auth-workspaces', CACHE_TTL_MS, clock);
+    this.principals = new SharedCache(bus, 'auth-principals', CACHE_TTL_MS, clock, {
+      staleIfError: isDatabaseUnavailable,
+    });
+    this.workspaces = new SharedCache(bus, 'auth-workspaces', CACHE_TTL_MS, clock, {
+      staleIfError: isDatabaseUnavailable,
+    });
     // after the commit: a replica reloading before it would cache the old rows again
     outbox.afterCommitOf(
       (topic) => CHANGES_ACCESS.test(topic),

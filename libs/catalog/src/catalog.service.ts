@@ -2,7 +2,7 @@ import { Inject, Injectable, OnModuleDestroy } from '@nestjs/common';
 import { describePrincipal, OrgScope, Principal, WorkspaceScope } from '@aileron/auth';
 import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
 import { Clock } from '@aileron/clock';
-import { DatabaseService, isUniqueViolation, Keyset, Transaction } from '@aileron/database';
+import { DatabaseService, isDatabaseUnavailable, isUniqueViolation, Keyset, Transaction } from '@aileron/database';
 import { ConflictError, NotFoundError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
 import type { CatalogEntryInput } from './domain/catalog-entry';
@@ -29,7 +29,7 @@ export class CatalogService implements OnModuleDestroy {
     @Inject(MESSAGE_BUS) bus: MessageBus,
     clock: Clock,
   ) {
-    this.cache = new SharedCache(bus, 'catalog', CACHE_TTL_MS, clock);
+    this.cache = new SharedCache(bus, 'catalog', CACHE_TTL_MS, clock, { staleIfError: isDatabaseUnavailable });
   }
 
   onModuleDestroy(): void {

@@ -4,6 +4,7 @@ import { AuthModule } from '@aileron/auth';
 import { CatalogModule } from '@aileron/catalog';
 import { EventsModule } from '@aileron/events';
 import { GatewayModule } from '@aileron/gateway';
+import { OverviewModule } from '@aileron/overview';
 import { PolicyModule } from '@aileron/policy';
 import { PoolModule } from '@aileron/pool';
 import { SandboxesModule } from '@aileron/sandboxes';
@@ -36,6 +37,7 @@ export const JOB_MODULES = [
  * Every domain, for the control plane. The pool serves MCP and nothing else:
  * it registers no job, and its journal, instance driver and Redis MCP session
  * directory must not start in a process that serves no MCP (a worker sharing
- * the data directory would replay the control plane's journal).
+ * the data directory would replay the control plane's journal). The overview
+ * reads the pool's instances, so it comes with the pool.
  */
-export const DOMAIN_MODULES = [...JOB_MODULES, PoolModule, AgentSessionsModule, SandboxesModule];
+export const DOMAIN_MODULES = [...JOB_MODULES, PoolModule, AgentSessionsModule, SandboxesModule, OverviewModule];

@@ -1,6 +1,7 @@
 import { Inject, Injectable, Logger, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import { CredentialResolvers, hashToken, Principal, StreamAccess, WorkspaceScope } from '@aileron/auth';
 import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
+import { isDatabaseUnavailable } from '@aileron/database';
 import { Clock } from '@aileron/clock';
 import { UnauthenticatedError } from '@aileron/errors';
 import { GATEWAY_TOKEN_PREFIX, looksLikeGatewayToken } from './domain/credentials';
@@ -50,7 +51,9 @@ export class GatewayCredentials implements OnModuleInit, OnModuleDestroy {
     streams: StreamAccess,
     private readonly clock: Clock,
   ) {
-    this.cache = new SharedCache(bus, 'gateway-credentials', CACHE_TTL_MS, clock);
+    this.cache = new SharedCache(bus, 'gateway-credentials', CACHE_TTL_MS, clock, {
+      staleIfError: isDatabaseUnavailable,
+    });
     // a revoked gateway's open streams (MCP, events) end on every replica, not at their next request
     this.cache.onEvict(() => streams.recheck());
   }

@@ -170,6 +170,29 @@ export class GatewayRepository extends Repository {
     return rows.map(toGateway);
   }
 
+  /**
+   * The workspace's gateways that are not revoked: how many, how many were
+   * seen since `since`, and the `limit` seen most recently.
+   */
+  async gatewayActivity(
+    scope: WorkspaceScope,
+    since: Date,
+    limit: number,
+  ): Promise<{ enrolled: number; seen: number; recent: GatewayRecord[] }> {
+    const active = { organizationId: scope.organizationId, workspaceId: scope.workspaceId, revokedAt: null };
+    const [enrolled, seen, recent] = await Promise.all([
+      this.client.gateway.count({ where: active }),
+      this.client.gateway.count({ where: { ...active, lastSeenAt: { gte: since } } }),
+      this.client.gateway.findMany({
+        where: active,
+        select: gatewaySelect,
+        orderBy: [{ lastSeenAt: { sort: 'desc', nulls: 'last' } }, { enrolledAt: 'desc' }, { id: 'asc' }],
+        take: limit,
+      }),
+    ]);
+    return { enrolled, seen, recent: recent.map(toGateway) };
+  }
+
   async findGateway(
     scope: WorkspaceScope,
     id: string,

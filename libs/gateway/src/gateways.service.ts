@@ -2,7 +2,7 @@ import { Inject, Injectable, OnModuleDestroy } from '@nestjs/common';
 import { describePrincipal, hashToken, OrgScope, Principal, WorkspaceScope } from '@aileron/auth';
 import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
 import { Clock } from '@aileron/clock';
-import { DatabaseService, Keyset } from '@aileron/database';
+import { DatabaseService, isDatabaseUnavailable, Keyset } from '@aileron/database';
 import { DomainError, NotFoundError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
 import { looksLikeEnrollmentCode, mintEnrollmentCode, mintGatewayToken } from './domain/credentials';
@@ -27,7 +27,9 @@ export class GatewaysService implements OnModuleDestroy {
     @Inject(MESSAGE_BUS) bus: MessageBus,
     private readonly clock: Clock,
   ) {
-    this.settingsCache = new SharedCache(bus, 'gateway-settings', 30_000, clock);
+    this.settingsCache = new SharedCache(bus, 'gateway-settings', 30_000, clock, {
+      staleIfError: isDatabaseUnavailable,
+    });
   }
 
   onModuleDestroy(): void {
@@ -114,6 +116,15 @@ export class GatewaysService implements OnModuleDestroy {
 
   list(scope: WorkspaceScope, page: Keyset<{ createdAt: Date; id: string }>): Promise<GatewayRecord[]> {
     return this.repository.listGateways(scope, page);
+  }
+
+  /** For the overview: the gateways not revoked, how many were seen since `since`, and the most recently seen. */
+  activity(
+    scope: WorkspaceScope,
+    since: Date,
+    limit: number,
+  ): Promise<{ enrolled: number; seen: number; recent: GatewayRecord[] }> {
+    return this.repository.gatewayActivity(scope, since, limit);
   }
 
   async setGroups(principal: Principal, scope: WorkspaceScope, id: string, groups: string[]): Promise<GatewayRecord> {

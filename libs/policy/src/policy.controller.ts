@@ -1,7 +1,16 @@
 import { Body, Controller, Param, Query } from '@nestjs/common';
 import { z } from 'zod';
 import { Caller, Principal, TenantScope, WorkspaceScope } from '@aileron/auth';
-import { LEGACY_REMOVAL, legacyPageView, ListCursor, numberKey, Route, withLegacyKey } from '@aileron/http';
+import {
+  LEGACY_REMOVAL,
+  legacyPageView,
+  ListCursor,
+  numberKey,
+  pageQuery,
+  PageQuery,
+  Route,
+  withLegacyKey,
+} from '@aileron/http';
 import { policyDocumentSchema } from './domain/policy-document';
 import {
   decisionView,
@@ -9,6 +18,8 @@ import {
   diffView,
   evaluateBody,
   policyView,
+  replayBody,
+  replayView,
   rollbackBody,
   validateResult,
   versionParams,
@@ -17,6 +28,8 @@ import {
   writeResult,
   wsParams,
 } from './policy.schemas';
+import { REPLAY_MAX_DAYS, REPLAY_SCAN_LIMIT } from './domain/policy-replay';
+import { PolicyReplay } from './policy-replay.service';
 import { CurrentPolicy, PolicyService } from './policy.service';
 
 const EXAMPLE = {
@@ -59,7 +72,10 @@ function view(policy: CurrentPolicy): z.infer<typeof policyView> {
 
 @Controller()
 export class PolicyController {
-  constructor(private readonly policies: PolicyService) {}
+  constructor(
+    private readonly policies: PolicyService,
+    private readonly replays: PolicyReplay,
+  ) {}
 
   @Route({
     method: 'GET',
@@ -240,5 +256,52 @@ export class PolicyController {
     @Body() body: z.infer<typeof evaluateBody>,
   ): Promise<z.infer<typeof decisionView>> {
     return this.policies.evaluate(scope, body);
+  }
+
+  @Route({
+    method: 'POST',
+    path: '/v1/workspaces/:ws/policy/replay',
+    summary: "Run a draft policy against the workspace's recorded calls: the calls it would decide differently",
+    description: `Decides again every call the audit log recorded since \`since\` (at most ${REPLAY_MAX_DAYS} days back: \`400 REPLAY_WINDOW_TOO_LONG\`) with the draft, and lists those whose decision changes (allow → deny, deny → approval, …) with the rules responsible and the decision recorded then. Paged: a page decides at most ${REPLAY_SCAN_LIMIT} recorded calls, so it may hold fewer items than \`limit\` with a \`next_cursor\`; send the same body with the cursor to continue. Every page replays the calls recorded before the first page ran (\`until\`). Nothing is stored. The draft is checked as \`PUT …/policy\` checks it (\`400 POLICY_INVALID\`, fields named \`body.document.…\`). Roles and groups are not recorded with calls: rules naming only those do not match a replayed call.`,
+    tag: 'policy',
+    // it lists recorded calls, which only the audit log's readers see
+    permission: 'audit.read',
+    tenancy: 'workspace',
+    params: wsParams,
+    query: pageQuery(),
+    body: replayBody,
+    bodyValidation: 'handler',
+    response: replayView,
+    example: { body: { document: EXAMPLE, since: '2026-11-20T00:00:00.000Z' } },
+  })
+  async replay(
+    @TenantScope() scope: WorkspaceScope,
+    @Query() query: PageQuery,
+    @Body() body: unknown,
+  ): Promise<z.infer<typeof replayView>> {
+    const page = await this.replays.replay(scope, body, query);
+    return {
+      items: page.differences.map(({ call, draft }) => ({
+        id: call.id,
+        occurred_at: call.occurredAt.toISOString(),
+        server: call.server,
+        tool: call.tool,
+        execution_mode: call.executionMode,
+        actor: call.actor,
+        session: call.session,
+        arguments: call.arguments,
+        recorded: { decision: call.decision, rules: call.rules, policy_version: call.policyVersion },
+        draft: {
+          decision: draft.decision,
+          reason: draft.reason,
+          rules: [...draft.rules],
+          approval_route: draft.approval_route,
+        },
+      })),
+      next_cursor: page.nextCursor,
+      since: page.since.toISOString(),
+      until: page.until.toISOString(),
+      examined: page.examined,
+    };
   }
 }

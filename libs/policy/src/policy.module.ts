@@ -1,14 +1,16 @@
 import { Module } from '@nestjs/common';
+import { AuditModule } from '@aileron/audit';
 import { ClockModule } from '@aileron/clock';
 import { TenancyModule } from '@aileron/tenancy';
 import { PolicyController } from './policy.controller';
+import { PolicyReplay } from './policy-replay.service';
 import { PolicyRepository } from './policy.repository';
 import { PolicyService } from './policy.service';
 
 @Module({
-  imports: [ClockModule, TenancyModule],
+  imports: [ClockModule, TenancyModule, AuditModule],
   controllers: [PolicyController],
-  providers: [PolicyRepository, PolicyService],
+  providers: [PolicyRepository, PolicyService, PolicyReplay],
   exports: [PolicyService],
 })
 export class PolicyModule {}

@@ -1,7 +1,8 @@
 import { z } from 'zod';
-import { LEGACY_REMOVAL, pageQuery } from '@aileron/http';
+import { LEGACY_REMOVAL, pageQuery, pageView } from '@aileron/http';
 import { slug } from '@aileron/auth';
 import { EFFECTS, policyDocumentSchema } from './domain/policy-document';
+import { REPLAY_MAX_DAYS } from './domain/policy-replay';
 
 export const wsParams = z.object({ ws: slug });
 export const versionParams = z.object({ ws: slug, version: z.coerce.number().int().min(1) });
@@ -88,4 +89,38 @@ export const diffView = z.object({
   added: z.array(ruleShape),
   removed: z.array(ruleShape),
   changed: z.array(z.object({ id: z.string(), before: ruleShape, after: ruleShape })),
+});
+
+export const replayBody = z
+  .object({
+    document: policyDocumentSchema.describe('the draft: a policy document as `PUT …/policy` takes it'),
+    since: z.iso
+      .datetime({ offset: true })
+      .describe(`replay the calls recorded from then until now; at most ${REPLAY_MAX_DAYS} days back`),
+  })
+  .strict();
+
+const replayedDecision = decisionView.pick({ decision: true, reason: true, rules: true, approval_route: true });
+export const replayItem = z.object({
+  id: z.string().describe('the audit record of the call (`GET …/audit` shows it whole)'),
+  occurred_at: z.string(),
+  server: z.string(),
+  tool: z.string(),
+  execution_mode: z.enum(['local', 'remote']).nullable(),
+  actor: z.string().nullable().describe('who made the call, as the audit log names them'),
+  session: z.string().nullable(),
+  arguments: z
+    .record(z.string(), z.unknown())
+    .describe("as recorded: the policy's `redact` paths and credential-like values hidden"),
+  recorded: z.object({
+    decision: z.enum(EFFECTS).describe('what the policy decided then'),
+    rules: z.array(z.string()).describe('the rules that decided then, where the record names them'),
+    policy_version: z.number().int().nullable(),
+  }),
+  draft: replayedDecision.describe('what the draft decides, and the rules responsible'),
+});
+export const replayView = pageView(replayItem).extend({
+  since: z.string(),
+  until: z.string().describe('when the first page ran: every page replays calls recorded before it'),
+  examined: z.number().int().describe('recorded calls this page decided again'),
 });

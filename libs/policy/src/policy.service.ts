@@ -3,7 +3,7 @@ import { describePrincipal, Principal, WorkspaceScope } from '@aileron/auth';
 import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
 import { Clock } from '@aileron/clock';
 import { digestOf } from '@aileron/crypto';
-import { DatabaseService, isUniqueViolation, Keyset } from '@aileron/database';
+import { DatabaseService, isDatabaseUnavailable, isUniqueViolation, Keyset } from '@aileron/database';
 import { ConflictError, DomainError, fieldPath, NotFoundError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
 import { TenancyService } from '@aileron/tenancy';
@@ -61,7 +61,7 @@ export class PolicyService implements OnModuleDestroy {
     @Inject(MESSAGE_BUS) bus: MessageBus,
     clock: Clock,
   ) {
-    this.cache = new SharedCache(bus, 'policy', CACHE_TTL_MS, clock);
+    this.cache = new SharedCache(bus, 'policy', CACHE_TTL_MS, clock, { staleIfError: isDatabaseUnavailable });
   }
 
   onModuleDestroy(): void {

@@ -95,6 +95,8 @@ export class PoolCalls implements CallGate {
     if (decision.decision === 'deny') {
       this.record(ctx, call, 'execution.failed', 'deny', {
         rules: decision.rules,
+        // redacted as a call that runs is: a policy replay decides the call again from them
+        arguments: redactArguments(call.arguments, policy.document.redact ?? []),
         error: 'denied by policy',
         policy_version: policy.version,
       });

@@ -116,6 +116,17 @@ interface Slot {
   lastCrashAt: number;
 }
 
+export interface InstanceHealth {
+  server: string;
+  version: string | null;
+  id: string | null;
+  state: 'running' | 'suspected' | 'starting' | 'crashed';
+  crashes: number;
+  lastCrashAt: Date | null;
+  inflight: number;
+  sessions: number;
+}
+
 const HEALTH_EVERY_MS = 30_000;
 const STABLE_AFTER_MS = 60_000;
 const MAX_BACKOFF_MS = 30_000;
@@ -222,6 +233,33 @@ export class PoolInstances implements OnApplicationBootstrap, OnApplicationShutd
           sessions: i.upstreamSessions,
         };
       });
+  }
+
+  /**
+   * For the overview: each server of the workspace this replica runs or has
+   * tried to, with its state. `suspected`: an MCP session saw its connection
+   * break and the next use checks it; `crashed`: it ended unexpectedly or
+   * failed to start, and the next use restarts it after a backoff. `crashes`
+   * counts those since it last ran stably.
+   */
+  health(scope: WorkspaceScope): InstanceHealth[] {
+    return [...this.slots.values()]
+      .filter((slot) => slot.scope.workspaceId === scope.workspaceId)
+      .map((slot): InstanceHealth => {
+        const i = slot.instance;
+        return {
+          server: slot.server,
+          version: i?.version ?? null,
+          id: i?.id ?? null,
+          state: i ? (i.suspected ? 'suspected' : 'running') : slot.starting ? 'starting' : 'crashed',
+          crashes: slot.crashes,
+          lastCrashAt: slot.crashes > 0 ? new Date(slot.lastCrashAt) : null,
+          inflight: i?.inflight ?? 0,
+          sessions: i?.upstreamSessions ?? 0,
+        };
+      })
+      .filter((h) => h.state !== 'crashed' || h.crashes > 0)
+      .sort((a, b) => (a.server < b.server ? -1 : a.server > b.server ? 1 : 0));
   }
 
   /** Throws the error a client should see when the server cannot be used at all. */

@@ -9,7 +9,7 @@ import { allows, describePrincipal, Principal, WorkspaceScope } from '@aileron/a
 import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
 import { Clock } from '@aileron/clock';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
-import { DatabaseService, Keyset } from '@aileron/database';
+import { DatabaseService, isDatabaseUnavailable, Keyset } from '@aileron/database';
 import { ConflictError, DomainError, ForbiddenError, NotFoundError, ValidationError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
 import {
@@ -106,7 +106,7 @@ export class SandboxesService implements OnApplicationShutdown {
     @Inject(MESSAGE_BUS) bus: MessageBus,
     private readonly clock: Clock,
   ) {
-    this.known = new SharedCache(bus, 'sandboxes', CACHE_TTL_MS, clock);
+    this.known = new SharedCache(bus, 'sandboxes', CACHE_TTL_MS, clock, { staleIfError: isDatabaseUnavailable });
   }
 
   async onApplicationShutdown(): Promise<void> {

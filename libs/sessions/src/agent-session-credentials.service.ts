@@ -11,7 +11,7 @@ import {
 } from '@aileron/auth';
 import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
 import { Clock } from '@aileron/clock';
-import { databaseUnavailableReason } from '@aileron/database';
+import { databaseUnavailableReason, isDatabaseUnavailable } from '@aileron/database';
 import { UnauthenticatedError } from '@aileron/errors';
 import { GatewayCredentials } from '@aileron/gateway';
 import { OutboxService } from '@aileron/outbox';
@@ -75,7 +75,7 @@ export class AgentSessionCredentials implements OnModuleInit, OnModuleDestroy {
     streams: StreamAccess,
     private readonly clock: Clock,
   ) {
-    this.live = new SharedCache(bus, 'agent-sessions', LIVE_TTL_MS, clock);
+    this.live = new SharedCache(bus, 'agent-sessions', LIVE_TTL_MS, clock, { staleIfError: isDatabaseUnavailable });
     this.verifier = new CaveatTokenVerifier((identity) => this.keyOf(identity));
     keys.onRemoved((organizationId, keyId) => this.verifier.forgetKey(organizationId, keyId));
     outbox.afterCommitOf(

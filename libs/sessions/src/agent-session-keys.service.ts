@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { Inject, Injectable, OnModuleDestroy } from '@nestjs/common';
 import type { OrgScope } from '@aileron/auth';
 import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
+import { isDatabaseUnavailable } from '@aileron/database';
 import { Clock } from '@aileron/clock';
 import type { Keyset } from '@aileron/database';
 import { NotFoundError } from '@aileron/errors';
@@ -46,7 +47,7 @@ export class AgentSessionKeys implements OnModuleDestroy {
     @Inject(MESSAGE_BUS) bus: MessageBus,
     private readonly clock: Clock,
   ) {
-    this.opened = new SharedCache(bus, 'session-keys', KEY_CACHE_MS, clock);
+    this.opened = new SharedCache(bus, 'session-keys', KEY_CACHE_MS, clock, { staleIfError: isDatabaseUnavailable });
     // a removal drops the organisation's prefix on every replica; what verified tokens with a removed key must forget too
     this.opened.onEvict((prefix) => {
       const [organizationId, keyId] = prefix.split(':');

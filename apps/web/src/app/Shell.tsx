@@ -48,7 +48,7 @@ export function Shell() {
         <Group h="100%" px="md" justify="space-between" wrap="nowrap">
           <Group gap="sm" wrap="nowrap">
             <Burger opened={opened} onClick={toggle} hiddenFrom="sm" size="sm" aria-label="Navigation" />
-            <Text fw={700} component={Link} to="/workspaces">
+            <Text fw={700} component={Link} to="/overview">
               Aileron
             </Text>
             <OrganizationSwitcher current={session.data.organization.slug} />
@@ -98,6 +98,7 @@ function Navigation() {
   );
   return (
     <>
+      {item('/overview', 'Overview')}
       {item('/workspaces', 'Workspaces', true)}
       {ws && (
         <NavLink label={name} defaultOpened childrenOffset={12} component="div" aria-label={`Workspace ${name}`}>
@@ -111,6 +112,7 @@ function Navigation() {
       {item('/catalog', 'Catalog')}
       {item('/people', 'People')}
       {item('/tokens', 'API tokens')}
+      {me.data?.role === 'owner' && item('/organization/identity-provider', 'Identity provider')}
       {item('/audit', 'Organisation audit')}
       {item('/webhooks', 'Webhooks and sinks')}
     </>
@@ -122,6 +124,7 @@ function WorkspacePicker() {
   const current = useCurrentWorkspace();
   const navigate = useNavigate();
   const inWorkspace = useMatch('/workspaces/:ws/*');
+  const onOverview = useMatch('/overview/*');
   const options = me.data?.workspaces.map((w) => ({ value: w.slug, label: w.name })) ?? [];
   if (options.length === 0) return null;
   return (
@@ -135,6 +138,7 @@ function WorkspacePicker() {
       onChange={(slug) => {
         if (!slug) return;
         localStorage.setItem(LAST_WORKSPACE, slug);
+        if (onOverview) return void navigate(`/overview/${slug}`);
         // the same page of the other workspace
         const rest = inWorkspace?.params['*'];
         void navigate(`/workspaces/${slug}${rest ? `/${rest}` : ''}`);
@@ -163,7 +167,7 @@ function OrganizationSwitcher({ current }: { current: string }) {
       <Menu.Dropdown>
         <Menu.Label>Switch organisation</Menu.Label>
         {others.map((slug) => (
-          <Menu.Item key={slug} component="a" href={identityProviderSignIn(slug, '/workspaces')}>
+          <Menu.Item key={slug} component="a" href={identityProviderSignIn(slug, '/overview')}>
             {slug}
           </Menu.Item>
         ))}

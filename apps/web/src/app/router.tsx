@@ -25,7 +25,9 @@ export const router = createBrowserRouter([
     errorElement: <RouteError />,
     hydrateFallbackElement: loading,
     children: [
-      { index: true, element: <Navigate to="/workspaces" replace /> },
+      { index: true, element: <Navigate to="/overview" replace /> },
+      { path: 'overview', ...page(() => import('../pages/Overview')) },
+      { path: 'overview/:ws', ...page(() => import('../pages/Overview')) },
       { path: 'workspaces', ...page(() => import('../pages/Workspaces')) },
       { path: 'workspaces/:ws', ...page(() => import('../pages/Workspace')) },
       { path: 'workspaces/:ws/policy', ...page(() => import('../pages/Policy')) },
@@ -38,6 +40,7 @@ export const router = createBrowserRouter([
       { path: 'tokens', ...page(() => import('../pages/Tokens')) },
       { path: 'catalog', ...page(() => import('../pages/Catalog')) },
       { path: 'catalog/:name', ...page(() => import('../pages/CatalogServer')) },
+      { path: 'organization/identity-provider', ...page(() => import('../pages/IdentityProvider')) },
       { path: '*', element: <NotFound /> },
     ],
   },

@@ -5,10 +5,12 @@ import {
   Button,
   Card,
   Code,
+  Divider,
   Grid,
   Group,
   List,
   Modal,
+  Select,
   Stack,
   Table,
   Text,
@@ -18,10 +20,17 @@ import {
 } from '@mantine/core';
 import { useDebouncedValue } from '@mantine/hooks';
 import { notifications } from '@mantine/notifications';
-import { keepPreviousData, useMutation, useQueries, useQuery, useQueryClient } from '@tanstack/react-query';
+import {
+  keepPreviousData,
+  useInfiniteQuery,
+  useMutation,
+  useQueries,
+  useQuery,
+  useQueryClient,
+} from '@tanstack/react-query';
 import { useEffect, useRef, useState } from 'react';
 import { useParams } from 'react-router';
-import { isMap, isSeq, LineCounter, parseDocument, stringify } from 'yaml';
+import { isMap, isSeq, LineCounter, parse, parseDocument, stringify } from 'yaml';
 import { api, ApiProblem, unwrap } from '../api/client';
 import { SideBySide } from '../app/diff';
 import { usePagedList } from '../app/paging';
@@ -198,6 +207,7 @@ function Editor({ ws, initial, version }: { ws: string; initial: string; version
           Save as a new version
         </Button>
       </Group>
+      <Replay ws={ws} text={text} />
     </Card>
   );
 }
@@ -402,3 +412,179 @@ function VersionDiff({ ws, from, to }: { ws: string; from: number; to: number })
     />
   );
 }
+
+const MINUTE = 60_000;
+const DAY = 86_400_000;
+/** How far back a replay reaches; the API takes at most 30 days. */
+const SPANS = [
+  { value: '1h', label: 'the last hour', ms: 60 * MINUTE },
+  { value: '1d', label: 'the last day', ms: DAY },
+  { value: '7d', label: 'the last 7 days', ms: 7 * DAY },
+  // a minute short of the limit, so the request is within it when the server reads its clock
+  { value: '30d', label: 'the last 30 days', ms: 30 * DAY - MINUTE },
+];
+
+interface ReplayRun {
+  document: unknown;
+  since: string;
+  /** a new run each time the button is pressed, even for the same draft */
+  run: number;
+}
+
+/**
+ * Before publishing: the draft in the editor decided again over the
+ * workspace's recorded calls (`POST …/policy/replay`, on the server, paged),
+ * listing each call it would decide differently and the rule responsible.
+ */
+function Replay({ ws, text }: { ws: string; text: string }) {
+  const [span, setSpan] = useState('7d');
+  const [run, setRun] = useState<ReplayRun | null>(null);
+  const [problem, setProblem] = useState<string | null>(null);
+  return (
+    <Stack component="section" aria-labelledby="replay-title" gap={0} mt="lg">
+      <Divider mb="md" />
+      <Title order={3} size="h5" id="replay-title" mb="xs">
+        Replay against recorded calls
+      </Title>
+      <Text size="sm" c="dimmed" mb="sm">
+        Run the document above, unsaved, against the calls this workspace recorded, and see every call it would decide
+        differently.
+      </Text>
+      <form
+        onSubmit={(event) => {
+          event.preventDefault();
+          let document: unknown;
+          try {
+            document = parse(text);
+          } catch {
+            setProblem('The document is not valid YAML: fix the problems above first');
+            return;
+          }
+          setProblem(null);
+          const ms = SPANS.find((s) => s.value === span)!.ms;
+          setRun({ document, since: new Date(Date.now() - ms).toISOString(), run: (run?.run ?? 0) + 1 });
+        }}
+      >
+        <Group align="flex-end">
+          <Select
+            label="Calls recorded in"
+            data={SPANS.map(({ value, label }) => ({ value, label }))}
+            value={span}
+            allowDeselect={false}
+            onChange={(value) => value && setSpan(value)}
+            w={200}
+          />
+          <Button type="submit">Replay the draft</Button>
+        </Group>
+      </form>
+      {problem && (
+        <Text size="sm" c="red.9" mt="xs" role="alert">
+          {problem}
+        </Text>
+      )}
+      {run && <ReplayResults ws={ws} run={run} />}
+    </Stack>
+  );
+}
+
+function ReplayResults({ ws, run }: { ws: string; run: ReplayRun }) {
+  const query = useInfiniteQuery({
+    queryKey: ['policy-replay', ws, run.run],
+    queryFn: ({ pageParam }) =>
+      unwrap(
+        api.POST('/v1/workspaces/{ws}/policy/replay', {
+          params: { path: { ws }, query: { cursor: pageParam } },
+          body: { document: run.document as never, since: run.since },
+        }),
+      ),
+    initialPageParam: undefined as string | undefined,
+    getNextPageParam: (last) => last.next_cursor ?? undefined,
+    staleTime: Infinity,
+    retry: false,
+  });
+  const pages = query.data?.pages ?? [];
+  const items = pages.flatMap((p) => p.items);
+  const examined = pages.reduce((n, p) => n + p.examined, 0);
+  const until = pages[0]?.until;
+  return (
+    <Stack mt="md" gap="xs" aria-live="polite">
+      {query.isPending ? (
+        <Loading what="the replay" />
+      ) : query.error ? (
+        <ErrorState error={query.error} />
+      ) : (
+        <>
+          <Text size="sm" role="status">
+            {items.length === 0
+              ? `No call decided differently among ${examined} recorded call${examined === 1 ? '' : 's'}`
+              : `${items.length} call${items.length === 1 ? '' : 's'} decided differently among ${examined} recorded`}{' '}
+            from {when(run.since)} to {when(until)}
+            {query.hasNextPage ? ' so far: more recorded calls remain' : ''}.
+          </Text>
+          {items.length > 0 && (
+            <Table aria-label="Calls decided differently">
+              <Table.Thead>
+                <Table.Tr>
+                  <Table.Th>Call</Table.Th>
+                  <Table.Th>Change</Table.Th>
+                  <Table.Th>Responsible</Table.Th>
+                </Table.Tr>
+              </Table.Thead>
+              <Table.Tbody>
+                {items.map((item) => (
+                  <Table.Tr key={item.id}>
+                    <Table.Td>
+                      <Text size="sm">
+                        {item.server} → {item.tool}
+                      </Text>
+                      <Text size="xs" c="dimmed" lineClamp={2} style={{ wordBreak: 'break-all' }}>
+                        {JSON.stringify(item.arguments)}
+                      </Text>
+                      <Text size="xs" c="dimmed">
+                        {when(item.occurred_at)}
+                        {item.actor ? ` · ${item.actor}` : ''}
+                      </Text>
+                    </Table.Td>
+                    <Table.Td style={{ whiteSpace: 'nowrap' }}>
+                      <Badge variant="light" color={DECISION_COLOR[item.recorded.decision]}>
+                        {item.recorded.decision}
+                      </Badge>{' '}
+                      →{' '}
+                      <Badge variant="light" color={DECISION_COLOR[item.draft.decision]}>
+                        {item.draft.decision}
+                      </Badge>
+                    </Table.Td>
+                    <Table.Td>
+                      {item.draft.reason === 'default' ? (
+                        <Text size="sm">the default</Text>
+                      ) : (
+                        item.draft.rules.map((r) => <Code key={r}>{r}</Code>)
+                      )}
+                      {item.recorded.rules.length > 0 && (
+                        <Text size="xs" c="dimmed">
+                          was {item.recorded.rules.join(', ')}
+                        </Text>
+                      )}
+                    </Table.Td>
+                  </Table.Tr>
+                ))}
+              </Table.Tbody>
+            </Table>
+          )}
+          {query.hasNextPage && (
+            <Button
+              variant="default"
+              w="fit-content"
+              loading={query.isFetchingNextPage}
+              onClick={() => void query.fetchNextPage()}
+            >
+              Replay more recorded calls
+            </Button>
+          )}
+        </>
+      )}
+    </Stack>
+  );
+}
+
+const DECISION_COLOR: Record<string, string> = { allow: 'green', deny: 'red', approval: 'yellow' };

@@ -13,7 +13,7 @@ export default function SignIn() {
     queryFn: () => unwrap(api.GET('/v1/auth/sign-in-options')),
   });
   const [organization, setOrganization] = useState(params.get('organization') ?? knownOrganizations()[0] ?? 'default');
-  const returnTo = params.get('return_to') ?? '/workspaces';
+  const returnTo = params.get('return_to') ?? '/overview';
   return (
     <Container size={460} py={80}>
       <Card withBorder padding="xl" component="main">

@@ -15,7 +15,7 @@ export default function SignInLink() {
   const started = useRef(false);
   const redeem = useMutation({
     mutationFn: (code: string) => unwrap(api.POST('/v1/auth/sign-in-link', { body: { code } })),
-    onSuccess: () => void navigate('/workspaces', { replace: true }),
+    onSuccess: () => void navigate('/overview', { replace: true }),
     // the page says it itself, below
     meta: { shownInPage: () => true },
   });

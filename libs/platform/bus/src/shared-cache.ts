@@ -6,6 +6,24 @@ interface Entry<V> {
   expiresAt: number;
 }
 
+export interface SharedCacheOptions {
+  /** default 10,000; past it the oldest entry goes */
+  maxEntries?: number;
+  /**
+   * Whether a failed load means its source is away rather than that the
+   * answer changed (the database is down, not the token revoked). Then an
+   * entry past its TTL is served for up to `maxStaleMs` more instead of the
+   * error: an outage must not end what worked a second before it. An
+   * invalidation still removes the entry at once, so nothing revoked or
+   * changed before the outage is served stale.
+   */
+  staleIfError?: (error: unknown) => boolean;
+  /** how long past its TTL an entry may serve while its source is away (default 10 minutes) */
+  maxStaleMs?: number;
+}
+
+const DEFAULT_MAX_STALE_MS = 10 * 60_000;
+
 /**
  * An in-memory cache every replica keeps for the hot path (compiled policy,
  * resolved catalog, gateway credentials), invalidated across replicas through
@@ -29,7 +47,7 @@ export class SharedCache<V> {
     private readonly ttlMs: number,
     /** the TTL runs on the process's Clock, so a test that moves it past an expiry moves the cache's too */
     private readonly clock: Clock,
-    private readonly maxEntries = 10_000,
+    private readonly options: SharedCacheOptions = {},
   ) {
     this.unsubscribe = bus.subscribe(`cache.${channel}`, (message) => {
       const prefix = (message as { prefix?: unknown } | null)?.prefix;
@@ -40,18 +58,19 @@ export class SharedCache<V> {
     });
   }
 
+  /** The value while it is fresh. */
   get(key: string): V | undefined {
     const entry = this.entries.get(key);
     if (!entry) return undefined;
-    if (entry.expiresAt <= this.clock.now()) {
-      this.entries.delete(key);
-      return undefined;
-    }
-    return entry.value;
+    const now = this.clock.now();
+    if (entry.expiresAt > now) return entry.value;
+    // kept past its TTL only while it may still stand in for a load that fails for want of its source
+    if (!this.options.staleIfError || entry.expiresAt + this.maxStaleMs <= now) this.entries.delete(key);
+    return undefined;
   }
 
   set(key: string, value: V): void {
-    if (this.entries.size >= this.maxEntries && !this.entries.has(key)) {
+    if (this.entries.size >= (this.options.maxEntries ?? 10_000) && !this.entries.has(key)) {
       // Map iterates in insertion order: drop the oldest
       const oldest = this.entries.keys().next().value;
       if (oldest !== undefined) this.entries.delete(oldest);
@@ -67,13 +86,26 @@ export class SharedCache<V> {
     if (pending) return pending;
     const generation = this.generation;
     const promise = load()
-      .then((value) => {
-        if (generation === this.generation) this.set(key, value);
-        return value;
-      })
+      .then(
+        (value) => {
+          if (generation === this.generation) this.set(key, value);
+          return value;
+        },
+        (error: unknown) => {
+          // read again: an invalidation during the load removed what may not be served any more
+          const stale = this.entries.get(key);
+          if (stale && this.options.staleIfError?.(error) && stale.expiresAt + this.maxStaleMs > this.clock.now())
+            return stale.value;
+          throw error;
+        },
+      )
       .finally(() => this.loading.delete(key));
     this.loading.set(key, promise);
     return promise;
+  }
+
+  private get maxStaleMs(): number {
+    return this.options.maxStaleMs ?? DEFAULT_MAX_STALE_MS;
   }
 
   /** Drops `prefix` and everything under it here at once, and on every other replica soon after. */

@@ -80,3 +80,8 @@ export function databaseUnavailableReason(error: unknown): string | null {
   }
   return null;
 }
+
+/** Whether the database could not serve, as opposed to refusing the request (see databaseUnavailableReason). */
+export function isDatabaseUnavailable(error: unknown): boolean {
+  return databaseUnavailableReason(error) !== null;
+}

@@ -121,6 +121,7 @@ export const ERROR_CODES = {
   POLICY_INVALID: { status: 400, title: 'Policy document is not valid', docs: POLICY },
   POLICY_VERSION_NOT_FOUND: { ...NOT_FOUND, docs: POLICY },
   POLICY_WRITE_CONFLICT: { ...CONFLICT, docs: POLICY },
+  REPLAY_WINDOW_TOO_LONG: { status: 400, title: 'Replay reaches too far back', docs: POLICY },
 
   // vault and audit
   SECRET_NOT_FOUND: { ...NOT_FOUND, docs: VAULT_AND_AUDIT },

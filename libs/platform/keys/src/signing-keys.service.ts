@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { KeyObject } from 'node:crypto';
 import { Inject, Injectable, OnModuleDestroy } from '@nestjs/common';
 import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
+import { isDatabaseUnavailable } from '@aileron/database';
 import { Clock } from '@aileron/clock';
 import { generateEd25519, privateKeyFromPem, signEd25519 } from '@aileron/crypto';
 import { InstallationKeys } from './installation-keys.service';
@@ -43,7 +44,7 @@ export class SigningKeysService implements OnModuleDestroy {
     private readonly installationKeys: InstallationKeys,
     private readonly clock: Clock,
   ) {
-    this.cache = new SharedCache(bus, 'signing-keys', 60_000, clock);
+    this.cache = new SharedCache(bus, 'signing-keys', 60_000, clock, { staleIfError: isDatabaseUnavailable });
   }
 
   onModuleDestroy(): void {

@@ -1,0 +1,3 @@
+export { OverviewModule } from './overview.module';
+export { OVERVIEW_WINDOWS } from './domain/overview-window';
+export type { OverviewWindow } from './domain/overview-window';
