@@ -56,10 +56,9 @@ describe('the console: sandboxes, gateways, pool and agent sessions', () => {
 
   /** Presses Tab until `target` has the focus, as a person without a mouse reaches a control. */
   async function tabTo(target: Locator, presses = 60): Promise<void> {
-    const handle = await target.elementHandle();
     for (let i = 0; i < presses; i++) {
       await page.keyboard.press('Tab');
-      if (await page.evaluate((el) => el === document.activeElement, handle)) return;
+      if (await target.evaluate((el) => el === el.ownerDocument.activeElement)) return;
     }
     throw new Error(`Tab never reached ${String(target)}`);
   }
