@@ -5,9 +5,9 @@ import { join } from 'node:path';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { Locator, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { INSTANCE_DRIVER, type InstanceDriver } from '@aileron/pool';
 import { SandboxesService } from '@aileron/sandboxes';
 import { aRemoteServer, connect, SERVERS, textOf } from '../pool/mcp-client';
+import { holdInstanceStarts } from '../pool/held-starts';
 import { agentOn } from '../sandboxes/box';
 import { anOrganization, aWorkspace, uniqueSlug } from '../support/builders';
 import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
@@ -191,7 +191,7 @@ describe('the console: sandboxes, gateways, pool and agent sessions', () => {
     await dialog.getByLabel('Rollout groups').fill('canary');
     await page.keyboard.press('Enter');
     await dialog.getByRole('button', { name: 'Make code' }).click();
-    const code = (await dialog.getByLabel('Enrolment code').textContent())!.trim();
+    const code = (await dialog.getByLabel('New code').textContent())!.trim();
     expect(code).toMatch(/^ail_enr_/);
     await check('gateways-code');
     await dialog.getByRole('button', { name: 'Done' }).click();
@@ -239,14 +239,7 @@ describe('the console: sandboxes, gateways, pool and agent sessions', () => {
     await check('pool');
 
     // the successor's start waits for the test, so the page can be seen showing it starting
-    const driver = cp.cp.app.get<InstanceDriver>(INSTANCE_DRIVER);
-    const start = driver.start.bind(driver);
-    let release!: () => void;
-    const held = new Promise<void>((resolve) => (release = resolve));
-    driver.start = async (spec) => {
-      await held;
-      return start(spec);
-    };
+    const starts = holdInstanceStarts(cp);
     try {
       await tabTo(page.getByRole('button', { name: `Restart ${server} (${before.id})` }));
       await page.keyboard.press('Enter');
@@ -255,8 +248,7 @@ describe('the console: sandboxes, gateways, pool and agent sessions', () => {
       expect(await old.count()).toBe(0);
       await check('pool-restarting');
     } finally {
-      release();
-      driver.start = start;
+      starts.release();
     }
     const [after] = await eventually('the successor running', async () => {
       const items = (await cp.request('GET', `/v1/workspaces/${ws}/pool/instances`)).body.items;

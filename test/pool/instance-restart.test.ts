@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { INSTANCE_DRIVER, type InstanceDriver } from '@aileron/pool';
 import { aToken, aWorkspace } from '../support/builders';
 import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
 import { eventually } from '../support/eventually';
+import { alive } from '../support/services';
+import { holdInstanceStarts } from './held-starts';
 import { aRemoteServer, connect, SERVERS, textOf } from './mcp-client';
 
 interface Listed {
@@ -11,15 +12,6 @@ interface Listed {
   state: string;
   started_at: string;
   pid?: number;
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /** An admin restarts a pool instance: it says starting, then runs as a new process, and its MCP sessions carry on. */
@@ -51,14 +43,7 @@ describe('restarting a pool instance', () => {
       expect(alive(before!.pid!)).toBe(true);
 
       // the next start waits for the test, so its `starting` state can be seen
-      const driver = cp.cp.app.get<InstanceDriver>(INSTANCE_DRIVER);
-      const start = driver.start.bind(driver);
-      let release!: () => void;
-      const held = new Promise<void>((resolve) => (release = resolve));
-      driver.start = async (spec) => {
-        await held;
-        return start(spec);
-      };
+      const starts = holdInstanceStarts(cp);
       const restarted = cp.request('POST', `/v1/workspaces/${ws}/pool/instances/${before!.id}/restart`);
       try {
         const starting = await eventually('the successor starting', async () =>
@@ -68,8 +53,7 @@ describe('restarting a pool instance', () => {
         expect(starting.server).toBe(server);
         expect(alive(before!.pid!)).toBe(false);
       } finally {
-        release();
-        driver.start = start;
+        starts.release();
       }
       const answer = await restarted;
       expect(answer.status, answer.text).toBe(200);

@@ -1,22 +1,10 @@
-import {
-  Alert,
-  Badge,
-  Button,
-  Code,
-  CopyButton,
-  Group,
-  Modal,
-  Select,
-  Stack,
-  Table,
-  TagsInput,
-  Text,
-} from '@mantine/core';
+import { Badge, Button, Code, Group, Modal, Select, Stack, Table, TagsInput, Text } from '@mantine/core';
 import { useDisclosure } from '@mantine/hooks';
 import { useMutation, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { useParams } from 'react-router';
 import { api, unwrap } from '../api/client';
+import { Confirm, ShownOnce } from '../app/dialogs';
 import { usePagedList } from '../app/paging';
 import { EmptyState, PagedList, PageTitle, when } from '../app/ui';
 
@@ -111,19 +99,17 @@ export default function Gateways() {
       <Modal opened={enrolling} onClose={close} title="New enrolment code">
         <EnrolmentCode ws={ws} onDone={close} />
       </Modal>
-      <Modal opened={revoking !== null} onClose={() => setRevoking(null)} title="Revoke gateway">
-        <Stack>
-          <Text>Revoke “{revoking?.name}”? Its token is refused on every replica at once.</Text>
-          <Group justify="flex-end">
-            <Button variant="default" onClick={() => setRevoking(null)}>
-              Cancel
-            </Button>
-            <Button color="red" loading={revoke.isPending} onClick={() => revoking && revoke.mutate(revoking.id)}>
-              Revoke
-            </Button>
-          </Group>
-        </Stack>
-      </Modal>
+      <Confirm
+        opened={revoking !== null}
+        onClose={() => setRevoking(null)}
+        title="Revoke gateway"
+        action="Revoke"
+        color="red"
+        loading={revoke.isPending}
+        onConfirm={() => revoking && revoke.mutate(revoking.id)}
+      >
+        Revoke “{revoking?.name}”? Its token is refused on every replica at once.
+      </Confirm>
     </>
   );
 }
@@ -142,28 +128,17 @@ function EnrolmentCode({ ws, onDone }: { ws: string; onDone: () => void }) {
   });
   if (create.data) {
     return (
-      <Stack>
-        <Alert color="yellow" title="Copy it now">
-          This is the only time the code is shown. It enrols one gateway, until {when(create.data.expires_at)}.
-        </Alert>
-        <Code block aria-label="Enrolment code">
-          {create.data.code}
-        </Code>
+      <ShownOnce
+        what="code"
+        value={create.data.code}
+        note={`It enrols one gateway, until ${when(create.data.expires_at)}.`}
+        onDone={onDone}
+      >
         <Text size="sm">
           The gateway exchanges it with <Code>POST /v1/gateway/enroll</Code>{' '}
           <Code>{'{"enrollment_code": "…", "name": "…"}'}</Code> for its own token.
         </Text>
-        <Group justify="flex-end">
-          <CopyButton value={create.data.code}>
-            {({ copied, copy }) => (
-              <Button variant="default" onClick={copy}>
-                {copied ? 'Copied' : 'Copy'}
-              </Button>
-            )}
-          </CopyButton>
-          <Button onClick={onDone}>Done</Button>
-        </Group>
-      </Stack>
+      </ShownOnce>
     );
   }
   return (

@@ -1,9 +1,10 @@
-import { Badge, Button, Code, Group, Modal, Stack, Table, Text } from '@mantine/core';
+import { Badge, Button, Code, Table, Text } from '@mantine/core';
 import { notifications } from '@mantine/notifications';
 import { useMutation, useQueryClient } from '@tanstack/react-query';
 import { useEffect, useState } from 'react';
 import { useParams } from 'react-router';
 import { api, unwrap } from '../api/client';
+import { Confirm } from '../app/dialogs';
 import { usePagedList } from '../app/paging';
 import { EmptyState, PagedList, PageTitle } from '../app/ui';
 
@@ -118,20 +119,16 @@ export default function Pool() {
           </Table.Tbody>
         </Table>
       </PagedList>
-      <Modal opened={restarting !== null} onClose={() => setRestarting(null)} title={`Restart ${restarting?.server}?`}>
-        <Stack>
-          <Text>
-            Calls in flight on it fail; its MCP sessions carry on at their next request, on the new instance, which
-            starts at once with its credentials read anew.
-          </Text>
-          <Group justify="flex-end">
-            <Button variant="default" onClick={() => setRestarting(null)}>
-              Cancel
-            </Button>
-            <Button onClick={() => restarting && restart.mutate(restarting.id)}>Restart</Button>
-          </Group>
-        </Stack>
-      </Modal>
+      <Confirm
+        opened={restarting !== null}
+        onClose={() => setRestarting(null)}
+        title={`Restart ${restarting?.server}?`}
+        action="Restart"
+        onConfirm={() => restarting && restart.mutate(restarting.id)}
+      >
+        Calls in flight on it fail; its MCP sessions carry on at their next request, on the new instance, which starts
+        at once with its credentials read anew.
+      </Confirm>
     </>
   );
 }

@@ -1,9 +1,10 @@
-import { Anchor, Badge, Button, Card, Code, Group, Modal, Stack, Text, Textarea, Title } from '@mantine/core';
+import { Anchor, Badge, Button, Card, Code, Group, Stack, Text, Textarea, Title } from '@mantine/core';
 import { notifications } from '@mantine/notifications';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { Link, useParams } from 'react-router';
 import { api, unwrap } from '../api/client';
+import { Confirm } from '../app/dialogs';
 import { usePagedList } from '../app/paging';
 import { EmptyState, ErrorState, Loading, PagedList, PageTitle, when } from '../app/ui';
 import { SESSION_STATE_COLOR } from './Sessions';
@@ -91,19 +92,17 @@ export default function Session() {
         </Card>
         <Messages ws={ws} id={id} live={s.state === 'live'} />
       </Stack>
-      <Modal opened={ending} onClose={() => setEnding(false)} title="End this session?">
-        <Stack>
-          <Text>Every token of the session is refused at once, on every replica. The agent cannot go on.</Text>
-          <Group justify="flex-end">
-            <Button variant="default" onClick={() => setEnding(false)}>
-              Cancel
-            </Button>
-            <Button color="red" loading={end.isPending} onClick={() => end.mutate()}>
-              End session
-            </Button>
-          </Group>
-        </Stack>
-      </Modal>
+      <Confirm
+        opened={ending}
+        onClose={() => setEnding(false)}
+        title="End this session?"
+        action="End session"
+        color="red"
+        loading={end.isPending}
+        onConfirm={() => end.mutate()}
+      >
+        Every token of the session is refused at once, on every replica. The agent cannot go on.
+      </Confirm>
     </>
   );
 }

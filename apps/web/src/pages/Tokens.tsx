@@ -1,21 +1,9 @@
-import {
-  Alert,
-  Badge,
-  Button,
-  Code,
-  CopyButton,
-  Group,
-  Modal,
-  Select,
-  Stack,
-  Table,
-  Text,
-  TextInput,
-} from '@mantine/core';
+import { Badge, Button, Code, Group, Modal, Select, Stack, Table, Text, TextInput } from '@mantine/core';
 import { useDisclosure } from '@mantine/hooks';
 import { useMutation, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { api, unwrap } from '../api/client';
+import { ShownOnce } from '../app/dialogs';
 import { usePagedList } from '../app/paging';
 import { useMe } from '../app/session';
 import { EmptyState, PagedList, PageTitle, when } from '../app/ui';
@@ -116,28 +104,7 @@ function CreateToken({ onDone }: { onDone: () => void }) {
     mutationFn: () => unwrap(api.POST('/v1/tokens', { body: { name, role, ...(workspace ? { workspace } : {}) } })),
     onSuccess: () => void queryClient.invalidateQueries({ queryKey: ['tokens'] }),
   });
-  if (create.data) {
-    return (
-      <Stack>
-        <Alert color="yellow" title="Copy it now">
-          This is the only time the token is shown.
-        </Alert>
-        <Code block aria-label="New token">
-          {create.data.token}
-        </Code>
-        <Group justify="flex-end">
-          <CopyButton value={create.data.token}>
-            {({ copied, copy }) => (
-              <Button variant="default" onClick={copy}>
-                {copied ? 'Copied' : 'Copy'}
-              </Button>
-            )}
-          </CopyButton>
-          <Button onClick={onDone}>Done</Button>
-        </Group>
-      </Stack>
-    );
-  }
+  if (create.data) return <ShownOnce what="token" value={create.data.token} onDone={onDone} />;
   return (
     <form
       onSubmit={(event) => {
