@@ -1,4 +1,4 @@
-import { Alert, Button, Code, CopyButton, Group, Modal, Stack, Text } from '@mantine/core';
+import { Alert, Badge, Button, Code, CopyButton, Group, Modal, Stack, Text } from '@mantine/core';
 import type { ReactNode } from 'react';
 
 /**
@@ -81,5 +81,16 @@ export function Confirm({
         </Group>
       </Stack>
     </Modal>
+  );
+}
+
+/** A credential's state in a list: revoked, or the button that asks to revoke it (behind a Confirm). */
+export function Revocable({ revoked, name, onRevoke }: { revoked: boolean; name: string; onRevoke: () => void }) {
+  return revoked ? (
+    <Badge color="gray">revoked</Badge>
+  ) : (
+    <Button variant="subtle" color="red" size="xs" aria-label={`Revoke ${name}`} onClick={onRevoke}>
+      Revoke
+    </Button>
   );
 }

@@ -4,7 +4,7 @@ import { useMutation, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { useParams } from 'react-router';
 import { api, unwrap } from '../api/client';
-import { Confirm, ShownOnce } from '../app/dialogs';
+import { Confirm, Revocable, ShownOnce } from '../app/dialogs';
 import { usePagedList } from '../app/paging';
 import { EmptyState, PagedList, PageTitle, when } from '../app/ui';
 
@@ -77,19 +77,11 @@ export default function Gateways() {
                 <Table.Td>{when(g.enrolled_at)}</Table.Td>
                 <Table.Td>{g.last_seen_at ? when(g.last_seen_at) : 'never'}</Table.Td>
                 <Table.Td>
-                  {g.revoked_at ? (
-                    <Badge color="gray">revoked</Badge>
-                  ) : (
-                    <Button
-                      variant="subtle"
-                      color="red"
-                      size="xs"
-                      aria-label={`Revoke ${g.name}`}
-                      onClick={() => setRevoking({ id: g.id, name: g.name })}
-                    >
-                      Revoke
-                    </Button>
-                  )}
+                  <Revocable
+                    revoked={g.revoked_at !== null}
+                    name={g.name}
+                    onRevoke={() => setRevoking({ id: g.id, name: g.name })}
+                  />
                 </Table.Td>
               </Table.Tr>
             ))}

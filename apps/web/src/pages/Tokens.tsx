@@ -1,9 +1,9 @@
-import { Badge, Button, Code, Group, Modal, Select, Stack, Table, Text, TextInput } from '@mantine/core';
+import { Button, Code, Modal, Select, Stack, Table, TextInput } from '@mantine/core';
 import { useDisclosure } from '@mantine/hooks';
 import { useMutation, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { api, unwrap } from '../api/client';
-import { ShownOnce } from '../app/dialogs';
+import { Confirm, Revocable, ShownOnce } from '../app/dialogs';
 import { usePagedList } from '../app/paging';
 import { useMe } from '../app/session';
 import { EmptyState, PagedList, PageTitle, when } from '../app/ui';
@@ -55,19 +55,11 @@ export default function Tokens() {
                 </Table.Td>
                 <Table.Td>{when(t.last_used_at)}</Table.Td>
                 <Table.Td>
-                  {t.revoked_at ? (
-                    <Badge color="gray">revoked</Badge>
-                  ) : (
-                    <Button
-                      variant="subtle"
-                      color="red"
-                      size="xs"
-                      aria-label={`Revoke ${t.name}`}
-                      onClick={() => setRevoking({ id: t.id, name: t.name })}
-                    >
-                      Revoke
-                    </Button>
-                  )}
+                  <Revocable
+                    revoked={t.revoked_at !== null}
+                    name={t.name}
+                    onRevoke={() => setRevoking({ id: t.id, name: t.name })}
+                  />
                 </Table.Td>
               </Table.Tr>
             ))}
@@ -77,19 +69,17 @@ export default function Tokens() {
       <Modal opened={creating} onClose={close} title="New API token">
         <CreateToken onDone={close} />
       </Modal>
-      <Modal opened={revoking !== null} onClose={() => setRevoking(null)} title="Revoke token">
-        <Stack>
-          <Text>Revoke “{revoking?.name}”? Everything using it stops working at once.</Text>
-          <Group justify="flex-end">
-            <Button variant="default" onClick={() => setRevoking(null)}>
-              Cancel
-            </Button>
-            <Button color="red" loading={revoke.isPending} onClick={() => revoking && revoke.mutate(revoking.id)}>
-              Revoke
-            </Button>
-          </Group>
-        </Stack>
-      </Modal>
+      <Confirm
+        opened={revoking !== null}
+        onClose={() => setRevoking(null)}
+        title="Revoke token"
+        action="Revoke"
+        color="red"
+        loading={revoke.isPending}
+        onConfirm={() => revoking && revoke.mutate(revoking.id)}
+      >
+        Revoke “{revoking?.name}”? Everything using it stops working at once.
+      </Confirm>
     </>
   );
 }
