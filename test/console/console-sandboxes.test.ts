@@ -244,6 +244,8 @@ describe('the console: sandboxes, gateways, pool and agent sessions', () => {
       await tabTo(page.getByRole('button', { name: `Restart ${server} (${before.id})` }));
       await page.keyboard.press('Enter');
       await page.getByRole('dialog').getByRole('button', { name: 'Restart' }).click();
+      // axe reads a dialog fading out as text without contrast
+      await page.getByRole('dialog').waitFor({ state: 'hidden' });
       await expect.poll(() => page.getByText('starting', { exact: true }).isVisible()).toBe(true);
       expect(await old.count()).toBe(0);
       await check('pool-restarting');
@@ -295,6 +297,7 @@ describe('the console: sandboxes, gateways, pool and agent sessions', () => {
     await tabTo(page.getByRole('button', { name: 'End session' }));
     await page.keyboard.press('Enter');
     await page.getByRole('dialog').getByRole('button', { name: 'End session' }).click();
+    await page.getByRole('dialog').waitFor({ state: 'hidden' });
     await expect.poll(() => page.getByLabel('State: ended').isVisible()).toBe(true);
     const refused = await cp.request('GET', messages, { token });
     expect(refused.status).toBe(401);
