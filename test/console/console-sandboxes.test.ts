@@ -283,7 +283,8 @@ describe('the console: sandboxes, gateways, pool and agent sessions', () => {
 
     await page.goto(`${cp.url}/workspaces/${ws}/sessions`);
     await check('sessions');
-    await page.getByRole('link', { name: 'release-agent' }).click();
+    await tabTo(page.getByRole('link', { name: 'release-agent' }));
+    await page.keyboard.press('Enter');
     const conversation = page.getByRole('list', { name: 'Conversation' });
     await expect.poll(() => conversation.textContent()).toContain('May I bump the schema to v3?');
     await page.getByRole('textbox', { name: 'Answer' }).fill('Yes, after the release.');
