@@ -105,6 +105,10 @@ function Navigation() {
           {item(`/workspaces/${ws}`, 'Members', true)}
           {item(`/workspaces/${ws}/policy`, 'Policy')}
           {item(`/workspaces/${ws}/approvals`, 'Approvals')}
+          {item(`/workspaces/${ws}/sandboxes`, 'Sandboxes')}
+          {item(`/workspaces/${ws}/sessions`, 'Agent sessions')}
+          {item(`/workspaces/${ws}/gateways`, 'Gateways')}
+          {item(`/workspaces/${ws}/pool`, 'Pool')}
         </NavLink>
       )}
       {item('/catalog', 'Catalog')}
