@@ -128,7 +128,8 @@ export async function startPostgres(options: { durable?: boolean } = {}): Promis
   };
 }
 
-function alive(pid: number): boolean {
+/** Whether a process of this machine still runs. */
+export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

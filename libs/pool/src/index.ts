@@ -1,5 +1,5 @@
 export { PoolModule, kubernetesPoolOptions } from './pool.module';
-export { PoolInstances, Instance, PoolError } from './pool-instances.service';
+export { PoolInstances, Instance, PoolError, INSTANCE_DRIVER } from './pool-instances.service';
 export type { InstanceHealth } from './pool-instances.service';
 export { McpSessions } from './mcp-sessions.service';
 export { BuiltinServers } from './builtin-servers';

@@ -49,6 +49,8 @@ export class Instance {
   private stopping: Promise<void> | undefined;
   /** an MCP session saw its connection to the instance break: check before handing it out again */
   suspected = false;
+  /** the Clock's time it started, for people */
+  readonly startedAt: number;
 
   constructor(
     readonly id: string,
@@ -62,6 +64,7 @@ export class Instance {
     private readonly clock: Clock,
   ) {
     this.lastUsed = clock.now();
+    this.startedAt = this.lastUsed;
   }
 
   get pid(): number | undefined {
@@ -111,6 +114,8 @@ interface Slot {
   server: string;
   instance: Instance | null;
   starting: Promise<Instance> | null;
+  /** the instance being started, listed as `starting` until it runs */
+  next: { id: string; version: string; since: number } | null;
   /** consecutive crashes, for the restart backoff; reset once an instance lived a while */
   crashes: number;
   lastCrashAt: number;
@@ -187,7 +192,16 @@ export class PoolInstances implements OnApplicationBootstrap, OnApplicationShutd
     if (!slot)
       this.slots.set(
         key,
-        (slot = { scope, organizationSlug, server, instance: null, starting: null, crashes: 0, lastCrashAt: 0 }),
+        (slot = {
+          scope,
+          organizationSlug,
+          server,
+          instance: null,
+          starting: null,
+          next: null,
+          crashes: 0,
+          lastCrashAt: 0,
+        }),
       );
     const current = slot.instance;
     if (
@@ -203,35 +217,61 @@ export class PoolInstances implements OnApplicationBootstrap, OnApplicationShutd
       await current.stop('stopped answering');
       if (slot.instance === current) slot.instance = null;
     } else if (current) void current.stop(`version ${assignment.pinned.version} replaces ${current.version}`);
-    slot.starting ??= this.start(slot, assignment).finally(() => {
-      slot.starting = null;
-    });
+    if (!slot.starting) {
+      const next = { id: instanceId(server), version: assignment.pinned.version, since: this.clock.now() };
+      slot.next = next;
+      slot.starting = this.start(slot, assignment, next.id).finally(() => {
+        slot.starting = null;
+        if (slot.next === next) slot.next = null;
+      });
+    }
     return slot.starting;
   }
 
-  /** Running instances, for operators and tests. */
-  list(scope?: WorkspaceScope): {
-    workspace: string;
-    server: string;
-    version: string;
-    id: string;
-    pid?: number;
-    inflight: number;
-    sessions: number;
-  }[] {
+  /**
+   * Stops a running instance of the workspace and starts its server again at
+   * once (credentials resolved anew); its MCP sessions carry on at their next
+   * request, on the new instance. Answers once the new one runs.
+   * POOL_INSTANCE_NOT_FOUND when this replica runs no such instance.
+   */
+  async restart(scope: WorkspaceScope, id: string, actor: string): Promise<InstanceView> {
+    const slot = [...this.slots.values()].find(
+      (s) => s.scope.workspaceId === scope.workspaceId && s.instance?.id === id,
+    );
+    const instance = slot?.instance;
+    if (!slot || !instance)
+      throw new PoolError(
+        'POOL_INSTANCE_NOT_FOUND',
+        `Workspace "${scope.workspaceSlug}" runs no instance "${id}" on this replica`,
+      );
+    await instance.stop(`restarted by ${actor}`);
+    // stopped on request: no crash for the backoff, and the next acquire must not hand it out again
+    if (slot.instance === instance) slot.instance = null;
+    this.logger.log({ msg: 'instance restarted', server: slot.server, instance: id, actor });
+    const started = await this.acquire(slot.scope, slot.organizationSlug, slot.server);
+    return viewOf(slot, started);
+  }
+
+  /** Instances running or starting, for operators and tests. */
+  list(scope?: WorkspaceScope): InstanceView[] {
     return [...this.slots.values()]
-      .filter((slot) => slot.instance && (!scope || slot.scope.workspaceId === scope.workspaceId))
-      .map((slot) => {
-        const i = slot.instance!;
-        return {
-          workspace: slot.scope.workspaceSlug,
-          server: slot.server,
-          version: i.version,
-          id: i.id,
-          ...(i.pid ? { pid: i.pid } : {}),
-          inflight: i.inflight,
-          sessions: i.upstreamSessions,
-        };
+      .filter((slot) => (slot.instance || slot.next) && (!scope || slot.scope.workspaceId === scope.workspaceId))
+      .flatMap((slot) => {
+        const views: InstanceView[] = [];
+        if (slot.instance) views.push(viewOf(slot, slot.instance));
+        // a restart or a version change: the new one shows beside the old until it replaces it
+        if (slot.next && slot.next.id !== slot.instance?.id)
+          views.push({
+            workspace: slot.scope.workspaceSlug,
+            server: slot.server,
+            version: slot.next.version,
+            id: slot.next.id,
+            state: 'starting',
+            started_at: new Date(slot.next.since).toISOString(),
+            inflight: 0,
+            sessions: 0,
+          });
+        return views;
       });
   }
 
@@ -282,7 +322,7 @@ export class PoolInstances implements OnApplicationBootstrap, OnApplicationShutd
     return assignment;
   }
 
-  private async start(slot: Slot, assignment: AssignmentRecord): Promise<Instance> {
+  private async start(slot: Slot, assignment: AssignmentRecord, id: string): Promise<Instance> {
     const running = [...this.slots.values()].filter(
       (s) =>
         s.scope.workspaceId === slot.scope.workspaceId && s !== slot && (s.instance !== null || s.starting !== null),
@@ -298,7 +338,6 @@ export class PoolInstances implements OnApplicationBootstrap, OnApplicationShutd
 
     const definition = assignment.pinned.definition as unknown as Definition;
     const version = assignment.pinned.version;
-    const id = instanceId(slot.server);
     const reason = { actor: `pool:${id}`, server: slot.server, instance: id };
     let settle!: (exit: InstanceExit) => void;
     const ended = new Promise<InstanceExit>((resolve) => (settle = resolve));
@@ -438,6 +477,33 @@ export class PoolInstances implements OnApplicationBootstrap, OnApplicationShutd
         await instance.stop(`version ${assignment.pinned.version} replaces ${instance.version}`);
     }
   }
+}
+
+/** An instance as operators see it: `starting` until its process (or upstream) is ready, then `running`. */
+export interface InstanceView {
+  workspace: string;
+  server: string;
+  version: string;
+  id: string;
+  state: 'starting' | 'running';
+  started_at: string;
+  pid?: number;
+  inflight: number;
+  sessions: number;
+}
+
+function viewOf(slot: Slot, i: Instance): InstanceView {
+  return {
+    workspace: slot.scope.workspaceSlug,
+    server: slot.server,
+    version: i.version,
+    id: i.id,
+    state: 'running',
+    started_at: new Date(i.startedAt).toISOString(),
+    ...(i.pid ? { pid: i.pid } : {}),
+    inflight: i.inflight,
+    sessions: i.upstreamSessions,
+  };
 }
 
 function slotKey(scope: WorkspaceScope, server: string): string {

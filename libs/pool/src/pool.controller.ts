@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { Caller, describePrincipal, Principal, slug, TenantScope, WorkspaceScope } from '@aileron/auth';
 import {
   compareTextPairs,
+  legacyPageView,
   ListCursor,
   Page,
   PageQuery,
@@ -11,18 +12,30 @@ import {
   textPairKey,
   withLegacyKey,
 } from '@aileron/http';
-import { PoolInstances } from './pool-instances.service';
+import { type InstanceView, PoolInstances } from './pool-instances.service';
 import { ToolPins } from './tool-pins.service';
 
 const wsParams = z.object({ ws: slug });
 const serverParams = z.object({ ws: slug, name: z.string().min(1).max(32) });
+const instanceParams = z.object({ ws: slug, id: z.string().min(1).max(64) });
 const toolParams = z.object({ ws: slug, name: z.string().min(1).max(32), tool: z.string().min(1).max(128) });
 const settingsBody = z.strictObject({
   block_changed_tools: z.boolean().describe('hold back tools whose definition changed until an admin accepts them'),
 });
 
-type InstanceView = ReturnType<PoolInstances['list']>[number];
 type PinView = Awaited<ReturnType<ToolPins['list']>>[number];
+const instanceView = z.object({
+  workspace: z.string(),
+  server: z.string(),
+  version: z.string(),
+  id: z.string(),
+  state: z.enum(['starting', 'running']),
+  started_at: z.string().describe('when it started (or began starting)'),
+  pid: z.number().optional(),
+  inflight: z.number().describe('requests in flight'),
+  sessions: z.number().describe('upstream MCP sessions on it'),
+});
+const instancesPage = legacyPageView(instanceView, 'instances');
 const instancesCursor = new ListCursor('pool-instances', textPairKey);
 const toolsCursor = new ListCursor('tool-pins', textPairKey);
 
@@ -36,12 +49,13 @@ export class PoolController {
   @Route({
     method: 'GET',
     path: '/v1/workspaces/:ws/pool/instances',
-    summary: "The workspace's running remote server instances (on the replica that answers), by server",
+    summary: "The workspace's remote server instances, running or starting (on the replica that answers), by server",
     tag: 'pool',
     permission: 'pool.read',
     tenancy: 'workspace',
     params: wsParams,
     query: pageQuery(),
+    response: instancesPage,
     example: { params: { ws: 'default' } },
   })
   list(
@@ -54,6 +68,27 @@ export class PoolController {
       instancesCursor.pageInMemory(running, query, key, compareTextPairs, (i) => i),
       'instances',
     );
+  }
+
+  @Route({
+    method: 'POST',
+    path: '/v1/workspaces/:ws/pool/instances/:id/restart',
+    summary: 'Restart a running instance: it stops, its server starts again at once, and its MCP sessions carry on',
+    description:
+      'Answers once the new instance runs (its id is new). Calls in flight on the old one fail; sessions carry on at their next request. Only the replica running the instance knows it: elsewhere POOL_INSTANCE_NOT_FOUND.',
+    tag: 'pool',
+    permission: 'pool.manage',
+    tenancy: 'workspace',
+    params: instanceParams,
+    response: instanceView,
+    example: { params: { ws: 'default', id: 'srv-000000000000' } },
+  })
+  restart(
+    @TenantScope() scope: WorkspaceScope,
+    @Caller() caller: Principal,
+    @Param() params: z.infer<typeof instanceParams>,
+  ): Promise<InstanceView> {
+    return this.instances.restart(scope, params.id, describePrincipal(caller));
   }
 
   @Route({

@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { Caller, Principal, TenantScope, WorkspaceScope } from '@aileron/auth';
 import { ValidationError } from '@aileron/errors';
 import {
+  compareTextPairs,
   createdAtKey,
   legacyPageView,
   ListCursor,
@@ -12,10 +13,17 @@ import {
   pageQuery,
   Route,
   textKey,
+  textPairKey,
   withLegacyKey,
 } from '@aileron/http';
 import {
+  checkBody,
+  checkView,
   createBody,
+  fileQuery,
+  filesPage,
+  filesQuery,
+  fileView,
   sandboxParams,
   shellRulesBody,
   shellRulesView,
@@ -27,9 +35,11 @@ import {
   toSnapshotView,
   wsParams,
 } from './sandboxes.schemas';
+import { SandboxFilesService } from './sandbox-files.service';
 import { SandboxesService } from './sandboxes.service';
 import { ShellRulesService } from './shell-rules.service';
 import type { ShellRule } from './domain/shell-rules';
+import type { ListedEntry } from './domain/tree-listing';
 
 const SOURCE_TYPES: Record<string, 'git-bundle' | 'tar.gz'> = {
   'application/x-git-bundle': 'git-bundle',
@@ -40,12 +50,16 @@ const sandboxesPage = legacyPageView(sandboxView, 'sandboxes');
 const sandboxesCursor = new ListCursor('sandboxes', textKey);
 const snapshotsPage = legacyPageView(snapshotView, 'snapshots');
 const snapshotsCursor = new ListCursor('sandbox-snapshots', createdAtKey);
+// directories first, then by name: the order the listing is sorted in
+const filesCursor = new ListCursor('sandbox-files', textPairKey);
+const entryKey = (e: ListedEntry) => [e.kind === 'directory' ? '0' : '1', e.name] as const;
 
 @Controller()
 export class SandboxesController {
   constructor(
     private readonly sandboxes: SandboxesService,
     private readonly shellRules: ShellRulesService,
+    private readonly files: SandboxFilesService,
   ) {}
 
   @Route({
@@ -228,6 +242,56 @@ export class SandboxesController {
 
   @Route({
     method: 'GET',
+    path: '/v1/workspaces/:ws/sandboxes/:name/files',
+    summary: "One directory of the sandbox's files as a snapshot holds them (the newest by default), directories first",
+    description:
+      'Read from the history, never from the running sandbox: browsing does not wake it, and shows what was committed.',
+    tag: 'sandboxes',
+    permission: 'sandbox.read',
+    tenancy: 'workspace',
+    params: sandboxParams,
+    query: filesQuery,
+    response: filesPage,
+    example: { params: { name: '{sandbox}' } },
+  })
+  async listFiles(
+    @TenantScope() scope: WorkspaceScope,
+    @Param() params: z.infer<typeof sandboxParams>,
+    @Query() query: z.infer<typeof filesQuery>,
+  ): Promise<z.infer<typeof filesPage>> {
+    const { commit, entries } = await this.files.list(scope, params.name, query.at, query.path);
+    const prefix = query.path === '' ? '' : `${query.path}/`;
+    const page = filesCursor.pageInMemory(entries, query, entryKey, compareTextPairs, (e) => ({
+      name: e.name,
+      path: prefix + e.name,
+      kind: e.kind,
+      size: e.size,
+    }));
+    return { ...page, commit };
+  }
+
+  @Route({
+    method: 'GET',
+    path: '/v1/workspaces/:ws/sandboxes/:name/file',
+    summary: "One file's text as a snapshot holds it (the newest by default); a link's is its target",
+    tag: 'sandboxes',
+    permission: 'sandbox.read',
+    tenancy: 'workspace',
+    params: sandboxParams,
+    query: fileQuery,
+    response: fileView,
+    example: { params: { name: '{sandbox}' }, query: { path: 'README.md' } },
+  })
+  readFile(
+    @TenantScope() scope: WorkspaceScope,
+    @Param() params: z.infer<typeof sandboxParams>,
+    @Query() query: z.infer<typeof fileQuery>,
+  ): Promise<z.infer<typeof fileView>> {
+    return this.files.read(scope, params.name, query.at, query.path);
+  }
+
+  @Route({
+    method: 'GET',
     path: '/v1/workspaces/:ws/shell-rules',
     summary: "The workspace's shell rules for the sandboxes' bash tool",
     tag: 'sandboxes',
@@ -274,6 +338,37 @@ export class SandboxesController {
       elicitation: saved.elicitation,
       version: saved.version,
       updated_by: saved.updatedBy,
+    };
+  }
+
+  @Route({
+    method: 'POST',
+    path: '/v1/workspaces/:ws/shell-rules/check',
+    summary:
+      'What the shell rules would decide of a command line, without running it: the decision, the rule, the reason',
+    tag: 'sandboxes',
+    permission: 'sandbox.read',
+    tenancy: 'workspace',
+    params: wsParams,
+    body: checkBody,
+    response: checkView,
+    example: { body: { command: 'git push --force origin main' } },
+  })
+  async checkCommand(
+    @TenantScope() scope: WorkspaceScope,
+    @Body() body: z.infer<typeof checkBody>,
+  ): Promise<z.infer<typeof checkView>> {
+    const decided = await this.shellRules.check(
+      scope,
+      body.command,
+      body.sandbox !== undefined ? { sandbox: body.sandbox, workdir: body.workdir } : null,
+    );
+    return {
+      decision: decided.decision,
+      rule: decided.rule as z.infer<typeof checkView>['rule'],
+      reason: decided.reason,
+      command: [...decided.command],
+      resolved_in: decided.resolvedIn,
     };
   }
 }

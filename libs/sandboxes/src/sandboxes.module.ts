@@ -14,6 +14,7 @@ import {
   quantityBytes,
 } from './drivers/kubernetes/kubernetes-sandbox-driver';
 import { LocalSandboxDriver } from './drivers/local-sandbox-driver';
+import { SandboxFilesService } from './sandbox-files.service';
 import { SandboxToolServer } from './sandbox-tool-server';
 import { SandboxesController } from './sandboxes.controller';
 import { SandboxesRepository } from './sandboxes.repository';
@@ -74,6 +75,7 @@ function driverFor(config: AppConfig): SandboxDriver {
     SandboxesRepository,
     SandboxesService,
     ShellRulesService,
+    SandboxFilesService,
     SandboxToolServer,
   ],
   exports: [SandboxesService],

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { slug } from '@aileron/auth';
-import { pageQuery } from '@aileron/http';
+import { pageQuery, pageView } from '@aileron/http';
+import { isBrowsablePath } from './domain/tree-listing';
 import type { SandboxRecord, SnapshotRecord } from './sandboxes.repository';
 
 export const wsParams = z.object({ ws: slug });
@@ -149,4 +150,64 @@ export const shellRulesView = z.object({
   elicitation: z.boolean(),
   version: z.number(),
   updated_by: z.string().nullable(),
+});
+
+const browsedPath = z
+  .string()
+  .max(4096)
+  .refine(isBrowsablePath, 'must be a relative path without empty, "." or ".." parts')
+  .describe('relative to /src; empty: the root');
+const snapshotAt = z
+  .string()
+  .max(64)
+  .optional()
+  .describe("one of the sandbox's snapshot commits; by default the newest");
+
+export const filesQuery = pageQuery().extend({ path: browsedPath.default(''), at: snapshotAt });
+export const fileQuery = z.object({ path: browsedPath.refine((p) => p !== '', 'names a file'), at: snapshotAt });
+
+const entryKind = z.enum(['directory', 'file', 'executable', 'symlink', 'submodule']);
+
+export const fileEntryView = z.object({
+  name: z.string(),
+  path: z.string().describe('relative to /src'),
+  kind: entryKind,
+  size: z.number().nullable().describe("bytes of a file or of a link's target; null for a directory"),
+});
+
+export const filesPage = pageView(fileEntryView).extend({
+  commit: z.string().nullable().describe('the snapshot commit listed; null while the sandbox has none'),
+});
+
+export const fileView = z.object({
+  commit: z.string(),
+  path: z.string(),
+  kind: entryKind,
+  size: z.number(),
+  text: z.string().nullable().describe("the file's text (a link's target); null when binary or too large"),
+  binary: z.boolean(),
+  too_large: z.boolean().describe('over 1 MiB: not shown; the bundle has it'),
+});
+
+export const checkBody = z
+  .object({
+    command: z.string().min(1).max(100_000).describe('a command line as the bash tool would get it'),
+    sandbox: z
+      .string()
+      .min(1)
+      .max(200)
+      .optional()
+      .describe('resolve its programs in this sandbox, as the bash tool does; without it they are compared by name'),
+    workdir: z.string().min(1).max(4096).default('/src').describe('where the line would run (with `sandbox`)'),
+  })
+  .strict();
+
+const ruleView = shellRulesView.shape.rules.element;
+
+export const checkView = z.object({
+  decision: z.enum(['allow', 'prompt', 'forbidden']),
+  rule: ruleView.nullable().describe('the rule that decided; null when none did'),
+  reason: z.string().describe('what the bash tool would say'),
+  command: z.array(z.string()).describe('the command of the line that decided, as words'),
+  resolved_in: z.string().nullable().describe('the sandbox the programs were resolved in; null: by name only'),
 });

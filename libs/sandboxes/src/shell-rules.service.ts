@@ -12,6 +12,7 @@ import {
   programsToResolve,
   ShellRulesError,
   ShellSyntaxError,
+  type CommandDecision,
   type ShellRule,
 } from './domain/shell-rules';
 import { sandboxSlug } from './domain/slug';
@@ -90,6 +91,35 @@ export class ShellRulesService {
     });
   }
 
+  /**
+   * What the workspace's rules would decide of a command line, without
+   * running it: the decision, the rule and the reason `bash` would give.
+   * With a sandbox, its programs are resolved there as the `bash` tool
+   * resolves them; without one they are compared by name and path only.
+   */
+  async check(
+    scope: WorkspaceScope,
+    command: string,
+    where: { sandbox: string; workdir: string } | null,
+  ): Promise<CommandDecision & { resolvedIn: string | null }> {
+    const sandbox = where ? await this.sandboxes.get(scope, where.sandbox) : null;
+    const rules = ((await this.repository.shellRules(scope))?.rules ?? []) as ShellRule[];
+    if (rules.length === 0)
+      return {
+        decision: 'allow',
+        rule: null,
+        command: [],
+        reason: 'the workspace has no shell rules: every command runs, bounded by the sandbox',
+        resolvedIn: null,
+      };
+    const decided = await decide(rules, command, async (names) => {
+      if (!sandbox || !where) return {};
+      const runner = await this.sandboxes.runner(scope, sandbox);
+      return (await runner.call({ op: 'which', names, workdir: where.workdir })).paths;
+    });
+    return { ...decided, resolvedIn: sandbox?.name ?? null };
+  }
+
   /** Null: the command runs. Otherwise what `bash` answers instead. */
   async gate(
     who: ToolCaller,
@@ -102,24 +132,10 @@ export class ShellRulesService {
     const stored = await this.repository.shellRules(who.scope);
     const rules = (stored?.rules ?? []) as ShellRule[];
     if (rules.length === 0) return null;
-    let decision: { decision: 'allow' | 'prompt' | 'forbidden'; reason: string; rule: ShellRule | null };
-    try {
-      const analysis = analyzeCommand(command);
-      const names = programsToResolve(analysis, rules);
+    const decision = await decide(rules, command, async (names) => {
       const runner = await this.sandboxes.runner(who.scope, sandbox);
-      const resolved = names.length > 0 ? (await runner.call({ op: 'which', names, workdir })).paths : {};
-      decision = decideCommand(analysis, rules, new Map(Object.entries(resolved)));
-    } catch (error) {
-      if (!(error instanceof ShellSyntaxError)) throw error;
-      // what cannot be read cannot be checked: a person decides, unless every rule allows anyway
-      const strict = rules.some((r) => r.decision !== 'allow');
-      if (!strict) return null;
-      decision = {
-        decision: 'prompt',
-        reason: `the command could not be analysed (${error.message}), so a person decides`,
-        rule: null,
-      };
-    }
+      return (await runner.call({ op: 'which', names, workdir })).paths;
+    });
     if (decision.decision === 'allow') return null;
     if (decision.decision === 'forbidden') return { stderr: `aileron: ${decision.reason}\n`, exitCode: 1 };
     // the workspace lets the person at the client decide, when the client can ask them and the one answering is that person
@@ -245,4 +261,34 @@ function ruleName(rule: ShellRule | null): string {
  */
 function signedInPerson(caller: Principal): boolean {
   return caller.kind === 'user' && caller.agentSession === undefined;
+}
+
+/**
+ * The rules' decision of one line (shell-rules.md): its programs found,
+ * resolved by `resolve` (PATH lookup and realpath in the sandbox), the
+ * strictest rule winning. A line that cannot be read cannot be checked: a
+ * person decides, unless every rule allows anyway.
+ */
+async function decide(
+  rules: ShellRule[],
+  command: string,
+  resolve: (names: string[]) => Promise<Record<string, string | null>>,
+): Promise<CommandDecision> {
+  try {
+    const analysis = analyzeCommand(command);
+    const names = programsToResolve(analysis, rules);
+    const resolved = names.length > 0 ? await resolve(names) : {};
+    return decideCommand(analysis, rules, new Map(Object.entries(resolved)));
+  } catch (error) {
+    if (!(error instanceof ShellSyntaxError)) throw error;
+    const strict = rules.some((r) => r.decision !== 'allow');
+    return {
+      decision: strict ? 'prompt' : 'allow',
+      rule: null,
+      command: [],
+      reason: strict
+        ? `the command could not be analysed (${error.message}), so a person decides`
+        : `the command could not be analysed (${error.message}); every rule allows it, so it runs`,
+    };
+  }
 }

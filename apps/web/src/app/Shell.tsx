@@ -107,6 +107,10 @@ function Navigation() {
           {item(`/workspaces/${ws}/approvals`, 'Approvals')}
           {item(`/workspaces/${ws}/audit`, 'Audit')}
           {item(`/workspaces/${ws}/vault`, 'Vault')}
+          {item(`/workspaces/${ws}/sandboxes`, 'Sandboxes')}
+          {item(`/workspaces/${ws}/sessions`, 'Agent sessions')}
+          {item(`/workspaces/${ws}/gateways`, 'Gateways')}
+          {item(`/workspaces/${ws}/pool`, 'Pool')}
         </NavLink>
       )}
       {item('/catalog', 'Catalog')}

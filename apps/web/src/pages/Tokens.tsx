@@ -1,21 +1,9 @@
-import {
-  Alert,
-  Badge,
-  Button,
-  Code,
-  CopyButton,
-  Group,
-  Modal,
-  Select,
-  Stack,
-  Table,
-  Text,
-  TextInput,
-} from '@mantine/core';
+import { Button, Code, Modal, Select, Stack, Table, TextInput } from '@mantine/core';
 import { useDisclosure } from '@mantine/hooks';
 import { useMutation, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { api, unwrap } from '../api/client';
+import { Confirm, Revocable, ShownOnce } from '../app/dialogs';
 import { usePagedList } from '../app/paging';
 import { useMe } from '../app/session';
 import { EmptyState, PagedList, PageTitle, when } from '../app/ui';
@@ -67,19 +55,11 @@ export default function Tokens() {
                 </Table.Td>
                 <Table.Td>{when(t.last_used_at)}</Table.Td>
                 <Table.Td>
-                  {t.revoked_at ? (
-                    <Badge color="gray">revoked</Badge>
-                  ) : (
-                    <Button
-                      variant="subtle"
-                      color="red"
-                      size="xs"
-                      aria-label={`Revoke ${t.name}`}
-                      onClick={() => setRevoking({ id: t.id, name: t.name })}
-                    >
-                      Revoke
-                    </Button>
-                  )}
+                  <Revocable
+                    revoked={t.revoked_at !== null}
+                    name={t.name}
+                    onRevoke={() => setRevoking({ id: t.id, name: t.name })}
+                  />
                 </Table.Td>
               </Table.Tr>
             ))}
@@ -89,19 +69,17 @@ export default function Tokens() {
       <Modal opened={creating} onClose={close} title="New API token">
         <CreateToken onDone={close} />
       </Modal>
-      <Modal opened={revoking !== null} onClose={() => setRevoking(null)} title="Revoke token">
-        <Stack>
-          <Text>Revoke “{revoking?.name}”? Everything using it stops working at once.</Text>
-          <Group justify="flex-end">
-            <Button variant="default" onClick={() => setRevoking(null)}>
-              Cancel
-            </Button>
-            <Button color="red" loading={revoke.isPending} onClick={() => revoking && revoke.mutate(revoking.id)}>
-              Revoke
-            </Button>
-          </Group>
-        </Stack>
-      </Modal>
+      <Confirm
+        opened={revoking !== null}
+        onClose={() => setRevoking(null)}
+        title="Revoke token"
+        action="Revoke"
+        color="red"
+        loading={revoke.isPending}
+        onConfirm={() => revoking && revoke.mutate(revoking.id)}
+      >
+        Revoke “{revoking?.name}”? Everything using it stops working at once.
+      </Confirm>
     </>
   );
 }
@@ -116,28 +94,7 @@ function CreateToken({ onDone }: { onDone: () => void }) {
     mutationFn: () => unwrap(api.POST('/v1/tokens', { body: { name, role, ...(workspace ? { workspace } : {}) } })),
     onSuccess: () => void queryClient.invalidateQueries({ queryKey: ['tokens'] }),
   });
-  if (create.data) {
-    return (
-      <Stack>
-        <Alert color="yellow" title="Copy it now">
-          This is the only time the token is shown.
-        </Alert>
-        <Code block aria-label="New token">
-          {create.data.token}
-        </Code>
-        <Group justify="flex-end">
-          <CopyButton value={create.data.token}>
-            {({ copied, copy }) => (
-              <Button variant="default" onClick={copy}>
-                {copied ? 'Copied' : 'Copy'}
-              </Button>
-            )}
-          </CopyButton>
-          <Button onClick={onDone}>Done</Button>
-        </Group>
-      </Stack>
-    );
-  }
+  if (create.data) return <ShownOnce what="token" value={create.data.token} onDone={onDone} />;
   return (
     <form
       onSubmit={(event) => {

@@ -150,6 +150,7 @@ export const ERROR_CODES = {
   POOL_INSTANCE_LIMIT: { status: 429, title: POOL_UNAVAILABLE, docs: POOL },
   MCP_UPSTREAM_REFUSED: { status: 502, title: POOL_UNAVAILABLE, docs: POOL },
   MCP_INSTANCE_START_FAILED: { status: 502, title: POOL_UNAVAILABLE, docs: POOL },
+  POOL_INSTANCE_NOT_FOUND: { ...NOT_FOUND, docs: POOL },
   MCP_SESSION_REQUIRED: { status: 400, title: 'No MCP session', docs: POOL },
   MCP_SESSION_NOT_FOUND: { ...NOT_FOUND, docs: POOL },
   MCP_REPLICA_UNREACHABLE: { status: 502, title: 'Bad gateway', docs: POOL },
@@ -176,6 +177,7 @@ export const ERROR_CODES = {
   SANDBOX_EGRESS_DISABLED: { ...FORBIDDEN, docs: SANDBOXES },
   SANDBOX_EGRESS_FORBIDDEN: { ...FORBIDDEN, docs: SANDBOXES },
   SNAPSHOT_NOT_FOUND: { ...NOT_FOUND, docs: SANDBOXES },
+  SANDBOX_PATH_NOT_FOUND: { ...NOT_FOUND, docs: SANDBOXES },
   SHELL_RULES_INVALID: { status: 400, title: 'Shell rules are not valid', docs: SANDBOXES },
 
   // webhooks
