@@ -266,7 +266,7 @@ describe("the console's audit, vault and webhooks pages in Chromium", () => {
     await page.keyboard.press('Enter');
     await check(page, 'webhook-new');
     await page.getByRole('button', { name: 'Create' }).click();
-    await expect.poll(() => page.getByLabel('Signing secret', { exact: true }).textContent()).toMatch(/^whsec_/);
+    await expect.poll(() => page.getByLabel('New signing secret', { exact: true }).textContent()).toMatch(/^whsec_/);
     await page.getByRole('button', { name: 'Done' }).click();
     await expect.poll(() => page.getByRole('heading', { name: 'policy-to-ops' }).isVisible()).toBe(true);
 
@@ -318,7 +318,8 @@ describe("the console's audit, vault and webhooks pages in Chromium", () => {
     await page.getByRole('button', { name: 'Create' }).click();
     sinkSecret = await eventually(
       'the secret shown once',
-      async () => /\S{16,}/.exec((await page.getByLabel('Signing secret', { exact: true }).textContent()) ?? '')?.[0],
+      async () =>
+        /\S{16,}/.exec((await page.getByLabel('New signing secret', { exact: true }).textContent()) ?? '')?.[0],
     );
     await page.getByRole('button', { name: 'Done' }).click();
     // the organisation's records reach the sink, and the page says when the last batch went

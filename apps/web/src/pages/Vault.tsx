@@ -19,7 +19,8 @@ import { useState } from 'react';
 import { useParams } from 'react-router';
 import { api, unwrap } from '../api/client';
 import { usePagedList } from '../app/paging';
-import { Confirm, WhenBy } from '../app/parts';
+import { WhenBy } from '../app/cells';
+import { Confirm } from '../app/dialogs';
 import { EmptyState, PagedList, PageTitle } from '../app/ui';
 
 /**
@@ -185,6 +186,7 @@ export default function Vault() {
         onClose={() => setDeleting(null)}
         title="Delete secret"
         action="Delete"
+        color="red"
         loading={remove.isPending}
         onConfirm={() => deleting && remove.mutate(deleting)}
       >
@@ -196,7 +198,6 @@ export default function Vault() {
         onClose={() => setRotatingKey(false)}
         title="Rotate the workspace key"
         action="Rotate"
-        color="blue"
         loading={rotateKey.isPending}
         onConfirm={() => rotateKey.mutate()}
       >

@@ -5,7 +5,6 @@ import {
   Button,
   Card,
   Code,
-  CopyButton,
   Grid,
   Group,
   Modal,
@@ -30,7 +29,8 @@ import { api, unwrap } from '../api/client';
 import type { operations } from '../api/schema.gen';
 import { usePagedList } from '../app/paging';
 import { useMe } from '../app/session';
-import { Confirm, WhenBy } from '../app/parts';
+import { WhenBy } from '../app/cells';
+import { Confirm, ShownOnce } from '../app/dialogs';
 import { EmptyState, PagedList, PageTitle, when } from '../app/ui';
 
 type Webhook = operations['getV1WebhooksId']['responses'][200]['content']['application/json'];
@@ -266,6 +266,7 @@ function EndpointView({ webhook: w, onRemoved }: { webhook: Webhook; onRemoved: 
         onClose={() => setRemoving(false)}
         title="Delete endpoint"
         action="Delete"
+        color="red"
         loading={remove.isPending}
         onConfirm={() => remove.mutate()}
       >
@@ -325,24 +326,16 @@ function DeliveryItem({ delivery: d }: { delivery: Delivery }) {
 /** The secret a new endpoint or sink signs with: shown this once. */
 function SecretOnce({ secret, onDone }: { secret: string; onDone: () => void }) {
   return (
-    <Stack>
-      <Alert color="yellow" title="Copy the signing secret now">
-        This is the only time it is shown. The receiver checks each request's <Code>x-aileron-signature</Code> with it.
-      </Alert>
-      <Code block aria-label="Signing secret">
-        {secret}
-      </Code>
-      <Group justify="flex-end">
-        <CopyButton value={secret}>
-          {({ copied, copy }) => (
-            <Button variant="default" onClick={copy}>
-              {copied ? 'Copied' : 'Copy'}
-            </Button>
-          )}
-        </CopyButton>
-        <Button onClick={onDone}>Done</Button>
-      </Group>
-    </Stack>
+    <ShownOnce
+      what="signing secret"
+      value={secret}
+      note={
+        <>
+          The receiver checks each request's <Code>x-aileron-signature</Code> with it.
+        </>
+      }
+      onDone={onDone}
+    />
   );
 }
 
@@ -534,6 +527,7 @@ function Sinks() {
         onClose={() => setRemoving(null)}
         title="Remove sink"
         action="Remove"
+        color="red"
         loading={remove.isPending}
         onConfirm={() => removing && remove.mutate(removing.id)}
       >
