@@ -26,6 +26,8 @@ const NOT_PAGED: Record<string, string> = {
   'GET /v1/webhooks/:id': 'one endpoint with its event types',
   'GET /v1/openapi.json': 'this description of the API',
   'GET /v1/workspaces/:ws/pool/settings': 'one settings object',
+  'GET /v1/workspaces/:ws/overview':
+    "one summary: its buckets are the window's (60 minutes or 24 hours), its instances the replica's, its gateways the few seen last",
   'GET /v1/workspaces/:ws/sandboxes/:name/bundle': 'a git bundle, not JSON',
   'GET /v1/workspaces/:ws/sandboxes/:name/snapshots/:sha/diff': 'one unified diff, not JSON',
 };
