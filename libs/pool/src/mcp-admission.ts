@@ -171,8 +171,10 @@ export class McpAdmission {
           send(false);
           return;
         }
-        void this.ownerGone(to, error);
-        writeProblem(res, new SessionGoneError(to.mcpSessionId), requestId);
+        // answered once the entry is gone: a client that starts again at once must not be sent to the dead replica
+        void this.ownerGone(to, error).finally(() =>
+          writeProblem(res, new SessionGoneError(to.mcpSessionId), requestId),
+        );
       });
       sent.end(bytes);
     };
@@ -186,7 +188,8 @@ export class McpAdmission {
       err: error.message,
     });
     await this.mcpSessions.forget(to.mcpSessionId, to.owner);
-    await this.journal.takeOver();
+    // the dead replica's unwritten execution records, after the answer: they need not hold it up
+    void this.journal.takeOver();
   }
 }
 
