@@ -15,7 +15,7 @@ import type { ChainedRecord } from './chain';
  *   approvals, so those are requests too;
  * - `approval.requested`: a call the policy sent to approval, whether it was
  *   decided or ran later. Requests a sandbox's shell rule asked for (their
- *   rule is `shell:…`) are not policy decisions and are left out.
+ *   rule is `shell:…`, a name no policy rule may take) are not policy decisions and are left out.
  *
  * The repository's SQL (`CALL_RECORD`) selects exactly these.
  */

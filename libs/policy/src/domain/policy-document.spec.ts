@@ -89,6 +89,12 @@ rules:
 });
 
 describe('problems', () => {
+  it("refuse a rule id in the shell rules' space, which the overview and the replay leave out", () => {
+    expect(problemsOf([rule({ id: 'shell:rm' })])).toEqual([
+      expect.objectContaining({ path: 'rules[0].id', message: expect.stringMatching(/must not start with "shell:"/) }),
+    ]);
+  });
+
   it('point at the rule and field, with the rule id', () => {
     const found = problemsOf([rule({ id: 'fine' }), rule({ id: 'broken', arguments: [{ path: 'q', regex: '(' }] })]);
     expect(found).toEqual([

@@ -120,6 +120,9 @@ const ruleSchema = z.strictObject({
   id: z
     .string()
     .regex(RULE_ID, { error: 'must be 1 to 64 letters, digits, _ . : or -, starting with a letter or digit' })
+    // the sandboxes' shell rules name their decisions `shell:<source>`: the overview and the replay tell
+    // policy decisions from theirs by it, so no policy rule may take a name in that space
+    .refine((id) => !id.startsWith('shell:'), { error: 'must not start with "shell:" (the shell rules\' names)' })
     .describe('unique in the document; decisions name the rules that made them'),
   description: z.string().max(500).optional(),
   effect: z.enum(EFFECTS),
