@@ -5,7 +5,7 @@ import { Browser } from 'playwright-core';
 import { launchChromium } from '../support/chromium';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { aGateway, aUser, aWorkspace } from '../support/builders';
-import { startTestControlPlane, TestControlPlane, TestResponse } from '../support/control-plane';
+import { startApiControlPlane, TestControlPlane, TestResponse } from '../support/control-plane';
 
 /** Who the local IdP signs in next: it consents on their behalf at once. */
 interface IdpUser {
@@ -331,7 +331,7 @@ describe('the review page signed in through the identity provider', () => {
 
   beforeAll(async () => {
     await idp.start();
-    cp = await startTestControlPlane('pglite');
+    cp = await startApiControlPlane();
     // as an operator sets AILERON_PUBLIC_URL to where people reach the control plane; the test's listens on a port chosen at start
     cp.cp.config.publicUrl = cp.url;
     const put = await request('PUT', '/v1/organization/identity-provider', {

@@ -5,7 +5,7 @@ import { Browser, Page } from 'playwright-core';
 import { launchChromium } from '../support/chromium';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { aGateway, aToken, aUser, aWorkspace } from '../support/builders';
-import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { startApiControlPlane, TestControlPlane } from '../support/control-plane';
 import { aLinkChannel, LinkChannel } from '../support/link-channel';
 
 const CALL = {
@@ -40,7 +40,7 @@ describe('the review page in Chromium', () => {
 
   beforeAll(async () => {
     shots = mkdtempSync(join(tmpdir(), 'aileron-review-shots-'));
-    cp = await startTestControlPlane('pglite');
+    cp = await startApiControlPlane();
     browser = await launchChromium();
     ws = (await aWorkspace(cp, cp.ownerToken)).slug;
     const policy = await cp.request('PUT', `/v1/workspaces/${ws}/policy`, {

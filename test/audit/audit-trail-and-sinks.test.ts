@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AuditService } from '../../libs/audit/src';
 import { SystemScopes } from '../../libs/auth/src/scope-issuer';
 import { verifySignedPayload } from '../../libs/platform/net/src';
-import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { startApiControlPlane, startTestControlPlane, TestControlPlane } from '../support/control-plane';
 import { aToken, aWorkspace } from '../support/builders';
 import { eventually } from '../support/eventually';
 
@@ -48,7 +48,7 @@ async function receiver(failures: number): Promise<{
 describe('admin changes are audited with the change', () => {
   let cp: TestControlPlane;
   beforeAll(async () => {
-    cp = await startTestControlPlane('pglite');
+    cp = await startApiControlPlane();
   });
   afterAll(async () => cp?.close());
 
@@ -216,7 +216,7 @@ describe('SIEM sinks', () => {
 describe('verifying an export without the control plane', () => {
   let cp: TestControlPlane;
   beforeAll(async () => {
-    cp = await startTestControlPlane('pglite');
+    cp = await startApiControlPlane();
   });
   afterAll(async () => cp?.close());
 

@@ -4,7 +4,7 @@ import { ExecutionJournal } from '@aileron/pool';
 import { SandboxesService } from '@aileron/sandboxes';
 import { RouteCatalog, RouteDefinition } from '../../libs/platform/http/src';
 import { aCatalogServer, aGateway, aToken, aUser, aWorkspace, anOrganization } from '../support/builders';
-import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { startApiControlPlane, TestControlPlane } from '../support/control-plane';
 import { eventually } from '../support/eventually';
 import { connect } from '../pool/mcp-client';
 
@@ -125,7 +125,7 @@ describe('tenancy matrix', () => {
 
   beforeAll(async () => {
     // the fixture's execution records wait seconds for their batch: only the fixture's own wait below puts them in before the snapshots
-    cp = await startTestControlPlane('pglite', { AILERON_POOL_AUDIT_BATCH_MS: '5000' });
+    cp = await startApiControlPlane({ AILERON_POOL_AUDIT_BATCH_MS: '5000' });
     routes = cp.cp.app.get(RouteCatalog).all();
     tables = await tenantTables(cp);
     // the schema has these at least; an empty or short list would make the snapshots prove nothing
