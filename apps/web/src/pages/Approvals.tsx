@@ -15,13 +15,23 @@ import {
 } from '@mantine/core';
 import { notifications } from '@mantine/notifications';
 import { useMutation, useQueryClient } from '@tanstack/react-query';
-import { useEffect, useState } from 'react';
+import { useState } from 'react';
 import { useParams } from 'react-router';
 import { api, unwrap } from '../api/client';
+import { useWorkspaceEvents } from '../app/events';
 import { usePagedList } from '../app/paging';
 import { EmptyState, PagedList, PageTitle, when } from '../app/ui';
 
 type Status = 'pending' | 'approved' | 'denied' | 'expired' | 'cancelled';
+
+/** A request arrives or is decided: the inbox reads its list again. */
+const APPROVAL_EVENTS = [
+  'approval.requested',
+  'approval.approved',
+  'approval.denied',
+  'approval.expired',
+  'approval.cancelled',
+];
 
 /**
  * The approval inbox, live: the workspace's event stream (SSE) says when a
@@ -37,22 +47,11 @@ export default function Approvals() {
     unwrap(api.GET('/v1/workspaces/{ws}/approvals', { params: { path: { ws }, query: { status, cursor } } })),
   );
   const [selected, setSelected] = useState<string | null>(null);
-  const [live, setLive] = useState(false);
-  useEffect(() => {
-    const events = new EventSource(`/v1/workspaces/${encodeURIComponent(ws)}/events?types=approval.*`);
-    const refresh = () => void queryClient.invalidateQueries({ queryKey: ['approvals', ws] });
-    events.onopen = () => setLive(true);
-    events.onerror = () => setLive(false);
-    for (const type of [
-      'approval.requested',
-      'approval.approved',
-      'approval.denied',
-      'approval.expired',
-      'approval.cancelled',
-    ])
-      events.addEventListener(type, refresh);
-    return () => events.close();
-  }, [ws, queryClient]);
+  const live = useWorkspaceEvents(
+    ws,
+    APPROVAL_EVENTS,
+    () => void queryClient.invalidateQueries({ queryKey: ['approvals', ws] }),
+  );
   const current = items.find((a) => a.id === selected) ?? null;
   return (
     <>
