@@ -138,7 +138,11 @@ function Messages({ ws, id, live }: { ws: string; id: string; live: boolean }) {
         <Title order={2} size="h4" id="messages-title">
           Messages
         </Title>
-        {live && <Badge color={streaming ? 'green' : 'gray'}>{streaming ? 'live' : 'connecting'}</Badge>}
+        {live && (
+          <Badge variant="light" color={streaming ? 'green' : 'gray'}>
+            {streaming ? 'live updates' : 'connecting'}
+          </Badge>
+        )}
       </Group>
       <PagedList
         query={query}
