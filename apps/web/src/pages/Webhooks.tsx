@@ -512,7 +512,9 @@ function Sinks() {
                   </Text>
                 </Table.Td>
                 <Table.Td>
-                  <Badge color={s.enabled ? 'green' : 'gray'}>{s.enabled ? 'active' : 'paused'}</Badge>
+                  <Badge color={s.enabled ? 'green' : 'gray'} miw="max-content">
+                    {s.enabled ? 'active' : 'paused'}
+                  </Badge>
                 </Table.Td>
                 <Table.Td>{s.last_delivered_at ? when(s.last_delivered_at) : 'none yet'}</Table.Td>
                 <Table.Td>
