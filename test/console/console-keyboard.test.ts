@@ -74,6 +74,23 @@ describe('the console with the keyboard alone', () => {
     await expect.poll(() => focused(opener)).toBe(true);
   }
 
+  /** A form filled in from `field` on, each value typed and Tab to the next, and submitted with Enter. */
+  async function submit(field: string, ...values: string[]): Promise<void> {
+    await tabTo(page.getByRole('textbox', { name: field }));
+    for (const [i, value] of values.entries()) {
+      if (i > 0) await page.keyboard.press('Tab');
+      await page.keyboard.type(value);
+    }
+    await page.keyboard.press('Enter');
+  }
+
+  /** The audit page's Verify chain, pressed with Enter. */
+  async function verifyChain(): Promise<void> {
+    await tabTo(page.getByRole('button', { name: 'Verify chain' }));
+    await page.keyboard.press('Enter');
+    await expect.poll(() => page.getByText('Chain intact').isVisible()).toBe(true);
+  }
+
   /** A segmented control (radio buttons): Tab reaches the one chosen, an arrow key chooses the next. */
   async function choose(group: string, from: string, to: string): Promise<void> {
     await tabTo(page.getByRole('radiogroup', { name: group }).getByRole('radio', { name: from }));
@@ -127,11 +144,7 @@ describe('the console with the keyboard alone', () => {
 
   it('policy: the simulator is filled in and submitted from the keyboard', async () => {
     await follow('Policy', `/workspaces/${ws.slug}/policy`);
-    await tabTo(page.getByRole('textbox', { name: 'Server' }));
-    await page.keyboard.type('github');
-    await page.keyboard.press('Tab');
-    await page.keyboard.type('create_issue');
-    await page.keyboard.press('Enter');
+    await submit('Server', 'github', 'create_issue');
     await expect
       .poll(() =>
         page
@@ -152,9 +165,7 @@ describe('the console with the keyboard alone', () => {
 
   it("audit: the workspace's chain is verified", async () => {
     await follow('Audit', `/workspaces/${ws.slug}/audit`);
-    await tabTo(page.getByRole('button', { name: 'Verify chain' }));
-    await page.keyboard.press('Enter');
-    await expect.poll(() => page.getByText('Chain intact').isVisible()).toBe(true);
+    await verifyChain();
     await chromium.check(page, 'keyboard-audit');
   });
 
@@ -166,9 +177,7 @@ describe('the console with the keyboard alone', () => {
 
   it('sandboxes: what a command line would do', async () => {
     await follow('Sandboxes', `/workspaces/${ws.slug}/sandboxes`);
-    await tabTo(page.getByRole('textbox', { name: 'Command line' }));
-    await page.keyboard.type('git status');
-    await page.keyboard.press('Enter');
+    await submit('Command line', 'git status');
     await expect.poll(() => page.getByText(/^Decision: /).isVisible()).toBe(true);
     await chromium.check(page, 'keyboard-sandboxes');
   });
@@ -209,13 +218,7 @@ describe('the console with the keyboard alone', () => {
 
   it('identity provider: the settings typed and saved from the keyboard', async () => {
     await follow('Identity provider', '/organization/identity-provider');
-    await tabTo(page.getByRole('textbox', { name: 'Issuer' }));
-    await page.keyboard.type('https://login.example.com/');
-    await page.keyboard.press('Tab');
-    await page.keyboard.type('https://login.example.com/jwks.json');
-    await page.keyboard.press('Tab');
-    await page.keyboard.type('aileron');
-    await page.keyboard.press('Enter');
+    await submit('Issuer', 'https://login.example.com/', 'https://login.example.com/jwks.json', 'aileron');
     await expect.poll(() => page.getByText('Identity provider saved').isVisible()).toBe(true);
     expect((await cp.request('GET', '/v1/organization/identity-provider')).body).toMatchObject({
       issuer: 'https://login.example.com/',
@@ -226,9 +229,7 @@ describe('the console with the keyboard alone', () => {
 
   it("organisation audit: the organisation's chain is verified", async () => {
     await follow('Organisation audit', '/audit');
-    await tabTo(page.getByRole('button', { name: 'Verify chain' }));
-    await page.keyboard.press('Enter');
-    await expect.poll(() => page.getByText('Chain intact').isVisible()).toBe(true);
+    await verifyChain();
     await chromium.check(page, 'keyboard-organisation-audit');
   });
 
