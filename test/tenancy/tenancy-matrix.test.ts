@@ -313,8 +313,8 @@ describe('tenancy matrix', () => {
         createHash('sha256').update(token).digest('hex'),
       );
       const cookie = `aileron_session=${token}`;
-      const page = await cp.request('GET', `/review/${target.approval}`, { token: null, headers: { cookie } });
-      const csrf = JSON.parse(/const session = (\{.*?\});/.exec(page.text)![1]!).csrf as string;
+      const csrf = (await cp.request('GET', '/v1/auth/session', { token: null, headers: { cookie } })).body
+        .csrf as string;
       const before = await snapshot();
       const attempts = [
         await cp.request('GET', `/review/${target.approval}/session`, { token: null, headers: { cookie } }),
