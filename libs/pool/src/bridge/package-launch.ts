@@ -73,7 +73,7 @@ const RECORD = 'aileron-launch.json';
 export async function packageLaunch(command: string, args: string[], options: PackageLaunchOptions): Promise<Launch> {
   const npx = npxPackage(command, args);
   if (!npx) return { command, args };
-  const dir = join(options.cacheDir, createHash('sha256').update(npx.spec).digest('hex').slice(0, 16));
+  const dir = installDir(options.cacheDir, npx.spec);
   const launch = (resolved: Resolved): Launch =>
     resolved.node
       ? { command: options.nodeBinary, args: [resolved.bin, ...npx.rest] }
@@ -102,6 +102,11 @@ export async function packageLaunch(command: string, args: string[], options: Pa
   }
   options.log(`${npx.spec}: ${why}; each session runs it through npx`);
   return { command, args };
+}
+
+/** One directory per spec: a name that says nothing of it, and that no spec can climb out of. */
+export function installDir(cacheDir: string, spec: string): string {
+  return join(cacheDir, createHash('sha256').update(spec).digest('hex').slice(0, 16));
 }
 
 function installed(dir: string, spec: string): Resolved | undefined {
