@@ -15,7 +15,8 @@ const ROLE = 'mcp-bench-load';
 export interface ToolCall {
   name: string;
   arguments: Record<string, unknown>;
-  expected: string;
+  /** undefined: any answer that is not an error */
+  expected?: string;
 }
 
 export interface LoadTarget {
@@ -31,7 +32,9 @@ type LoadCommand =
   | { type: 'connect'; target: LoadTarget }
   | { type: 'latency'; keys: string[]; calls: number; block: number }
   | { type: 'throughput'; key: string; seconds: number }
+  | { type: 'each'; key: string }
   | { type: 'answered'; key: string }
+  | { type: 'disconnect'; key: string }
   | { type: 'close' };
 
 type LoadAnswer =
@@ -52,9 +55,16 @@ function loadWorker(): (command: LoadCommand) => Promise<LoadAnswer> {
     const text = ((result.content as { type: string; text?: string }[] | undefined) ?? [])
       .map((c) => c.text ?? '')
       .join('');
-    if (result.isError || text !== tool.expected)
+    if (result.isError || (tool.expected !== undefined && text !== tool.expected))
       throw new Error(`${key}: unexpected answer ${JSON.stringify(result).slice(0, 300)}`);
     answered.set(client, (answered.get(client) ?? 0) + 1);
+  }
+
+  async function end(clients: Client[]): Promise<void> {
+    for (const client of clients) {
+      await (client.transport as StreamableHTTPClientTransport | undefined)?.terminateSession().catch(() => undefined);
+      await client.close().catch(() => undefined);
+    }
   }
 
   async function handle(command: LoadCommand): Promise<LoadAnswer> {
@@ -109,17 +119,17 @@ function loadWorker(): (command: LoadCommand) => Promise<LoadAnswer> {
         );
         return { calls, ms: performance.now() - started };
       }
+      case 'each':
+        await Promise.all(targets.get(command.key)!.clients.map((client) => call(client, command.key)));
+        return { answered: targets.get(command.key)!.clients.map((client) => answered.get(client) ?? 0) };
       case 'answered':
         return { answered: targets.get(command.key)!.clients.map((client) => answered.get(client) ?? 0) };
+      case 'disconnect':
+        await end(targets.get(command.key)?.clients ?? []);
+        targets.delete(command.key);
+        return { closed: true };
       case 'close': {
-        for (const { clients } of targets.values()) {
-          for (const client of clients) {
-            await (client.transport as StreamableHTTPClientTransport | undefined)
-              ?.terminateSession()
-              .catch(() => undefined);
-            await client.close().catch(() => undefined);
-          }
-        }
+        for (const { clients } of targets.values()) await end(clients);
         targets.clear();
         return { closed: true };
       }
@@ -147,6 +157,16 @@ export class McpLoad {
   /** Every client of the target calling in a closed loop for `seconds`. */
   throughput(key: string, seconds: number): Promise<{ calls: number; ms: number }> {
     return this.worker.send<{ calls: number; ms: number }>({ type: 'throughput', key, seconds });
+  }
+
+  /** One call by each client of the target, all at once; resolves with the calls answered so far, per client. */
+  async each(key: string): Promise<number[]> {
+    return (await this.worker.send<{ answered: number[] }>({ type: 'each', key })).answered;
+  }
+
+  /** Ends the target's sessions (DELETE). */
+  async disconnect(key: string): Promise<void> {
+    await this.worker.send({ type: 'disconnect', key });
   }
 
   /** Calls answered as expected so far, per client of the target. */

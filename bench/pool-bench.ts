@@ -65,8 +65,8 @@ export const ALLOWING_RULE = 'allow-bench-reads';
  * (after argument conditions that are evaluated and do not match).
  */
 function policy(server: string, call: { name: string; arguments: Record<string, unknown> }): unknown {
-  // a path the call has: the engine denies (on_error) where a condition's path is missing
-  const argument = Object.keys(call.arguments)[0] ?? 'query';
+  // on a path the call has (the engine denies, on_error, where a condition's path is missing), if it has one
+  const argument = Object.keys(call.arguments)[0];
   return {
     default: 'deny',
     on_error: 'deny',
@@ -76,11 +76,15 @@ function policy(server: string, call: { name: string; arguments: Record<string, 
       { id: 'approve-deletes', effect: 'approval', tool_prefixes: ['delete_', 'drop_'] },
       { id: 'deny-exec', effect: 'deny', tools: ['run_*', 'exec*', 'shell'] },
       { id: 'approve-exports', effect: 'approval', tools: ['export_*'] },
-      {
-        id: 'deny-secret-queries',
-        effect: 'deny',
-        arguments: [{ path: argument, regex: 'password|secret|api[_-]?key' }],
-      },
+      ...(argument === undefined
+        ? []
+        : [
+            {
+              id: 'deny-secret-queries',
+              effect: 'deny',
+              arguments: [{ path: argument, regex: 'password|secret|api[_-]?key' }],
+            },
+          ]),
       {
         id: 'approve-bulk',
         effect: 'approval',

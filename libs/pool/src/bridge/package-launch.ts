@@ -121,10 +121,14 @@ function installed(dir: string, spec: string): Resolved | undefined {
 /** Runs `npm install` of the spec into dir; resolves with why it failed, or undefined. */
 function install(npm: string, dir: string, spec: string, options: PackageLaunchOptions): Promise<string | undefined> {
   mkdirSync(dir, { recursive: true });
+  // a project of its own for npm to install into; not --prefix, which also moves npm's global
+  // configuration (<prefix>/etc/npmrc) and so loses the system's (a registry, its CA)
+  const manifest = join(dir, 'package.json');
+  if (!existsSync(manifest)) writeFileSync(manifest, '{ "private": true }\n');
   return new Promise((resolve) => {
     const child = spawn(
       npm,
-      ['install', '--prefix', dir, '--no-audit', '--no-fund', '--no-update-notifier', '--loglevel=error', spec],
+      ['install', '--no-audit', '--no-fund', '--no-update-notifier', '--loglevel=error', spec],
       { env: options.env, cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] },
     );
     createInterface({ input: child.stderr!, crlfDelay: Infinity }).on('line', (line) =>
