@@ -34,6 +34,8 @@ async function steadyRssMb(): Promise<number> {
   const looks: number[] = [];
   for (let i = 0; i < 5; i++) {
     await new Promise((wait) => setTimeout(wait, 200));
+    // the control plane's garbage is not what a session costs
+    (globalThis as { gc?: () => void }).gc?.();
     looks.push(treeRssMb(process.pid));
   }
   return looks.sort((a, b) => a - b)[2]!;
@@ -70,10 +72,10 @@ async function measure(kind: string): Promise<string> {
 
     const busy = await steadyRssMb();
     const processes = processTree(process.pid).length - idleProcesses;
-    // bwrap's and the bridge's own command lines name the catalog command
-    const npm = treeCommands(process.pid).filter(
-      (line) => /\bnpm\b|npx/.test(line) && !line.includes('bwrap') && !line.includes('main.js'),
-    );
+    // below this process (whose arguments may say npx); bwrap's and the bridge's command lines name the catalog command
+    const npm = treeCommands(process.pid)
+      .slice(1)
+      .filter((line) => /\bnpm\b|npx/.test(line) && !line.includes('bwrap') && !line.includes('main.js'));
     const line =
       `${kind}: ${SESSIONS} sessions, one ${CALL.name} each: ${(busy - idle).toFixed(0)} MB over the idle tree (${idle.toFixed(0)} MB), ` +
       `${((busy - idle) / SESSIONS).toFixed(1)} MB a session; ${processes} processes more; ${npm.length} of them npm or npx; ` +
@@ -94,7 +96,7 @@ async function main(kind: string | undefined): Promise<void> {
     return;
   }
   for (const each of Object.keys(ENTRIES)) {
-    const child = fork(__filename, [String(SESSIONS), each], { stdio: 'inherit' });
+    const child = fork(__filename, [String(SESSIONS), each], { stdio: 'inherit', execArgv: ['--expose-gc'] });
     const code = await new Promise<number | null>((exited) => child.once('exit', exited));
     if (code !== 0) throw new Error(`the measurement of ${each} failed (exit code ${code})`);
   }
