@@ -154,6 +154,14 @@ module.exports = {
       to: { path: 'node_modules/ioredis/', dependencyTypesNot: ['type-only'] },
     },
     {
+      name: 'peers-only-in-bench',
+      severity: 'error',
+      comment:
+        'supergateway and mcp-proxy are what the peers bench measures the pool against: dev dependencies of bench/ alone, never loaded by the product or its tests.',
+      from: { path: '^(apps|libs|test)/' },
+      to: { path: 'node_modules/(supergateway|mcp-proxy)/' },
+    },
+    {
       name: 'no-circular',
       severity: 'error',
       from: {},

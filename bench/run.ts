@@ -6,6 +6,7 @@ import { caveatBench } from './caveat.bench';
 import { sandboxBench } from './sandbox.bench';
 import { Bench, Figure, note } from './figures';
 import { frontBench } from './front.bench';
+import { peersBench } from './peers.bench';
 import { policyBench } from './policy.bench';
 import { proxyBench } from './proxy.bench';
 
@@ -15,6 +16,7 @@ const BENCHES: readonly Bench[] = [
   frontBench,
   auditIngestBench,
   proxyBench,
+  peersBench,
   caveatBench,
   sandboxBench,
 ];

@@ -14,6 +14,8 @@
  * arguments or a missing secret.
  */
 import { closeSync, readFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
 import { createBridgeServer } from '@aileron/pool/bridge';
 
 const log = (line: string) => process.stderr.write(`bridge: ${line}\n`);
@@ -74,6 +76,8 @@ function main(): void {
     command: options.command,
     args: options.args,
     env: { ...process.env, ...handed },
+    // our own HOME (the instance's, the pod's), not one the entry sets for its server
+    packageCache: join(process.env.HOME ?? homedir(), '.cache', 'aileron', 'packages'),
     token,
     log,
   });

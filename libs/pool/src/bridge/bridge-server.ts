@@ -21,6 +21,7 @@ import {
   type RequestId,
 } from '@modelcontextprotocol/sdk/types.js';
 import { NodeStreamableHttpTransport } from '../node-streamable-http-transport';
+import { packageLaunch } from './package-launch';
 
 const MAX_BODY_BYTES = 4 * 1024 * 1024;
 const KILL_GRACE_MS = 2000;
@@ -70,6 +71,12 @@ export interface BridgeServerOptions {
   args: string[];
   /** its whole environment */
   env: NodeJS.ProcessEnv;
+  /**
+   * Where an `npx <package>` command's package is installed once, so each
+   * session's child is `node <its program>` instead of a `npm exec` of its
+   * own (package-launch.ts). Without it the command runs as written.
+   */
+  packageCache?: string;
   /** the bearer secret every request must present */
   token: string;
   /** one line per event worth a note (stderr in the program) */
@@ -100,6 +107,17 @@ export function createBridgeServer(options: BridgeServerOptions): BridgeServer {
     );
 
   const sessions = new Map<string, Session>();
+  const stopped = new AbortController();
+  // resolved from the start, while the first session is still on its way; every session waits for it
+  const launch = options.packageCache
+    ? packageLaunch(options.command, options.args, {
+        cacheDir: options.packageCache,
+        env: options.env,
+        nodeBinary: process.execPath,
+        log,
+        signal: stopped.signal,
+      })
+    : Promise.resolve({ command: options.command, args: options.args });
 
   function closeSession(session: Session): void {
     if (session.closed) return;
@@ -166,7 +184,8 @@ export function createBridgeServer(options: BridgeServerOptions): BridgeServer {
   }
 
   async function openSession(req: IncomingMessage, res: ServerResponse, body: unknown): Promise<void> {
-    const child = spawn(options.command, options.args, { env: options.env, stdio: ['pipe', 'pipe', 'inherit'] });
+    const { command, args } = await launch;
+    const child = spawn(command, args, { env: options.env, stdio: ['pipe', 'pipe', 'inherit'] });
     const spawned = await new Promise<Error | undefined>((resolve) => {
       child.once('spawn', () => resolve(undefined));
       child.once('error', resolve);
@@ -268,6 +287,7 @@ export function createBridgeServer(options: BridgeServerOptions): BridgeServer {
   let stopping: Promise<void> | undefined;
   function close(): Promise<void> {
     stopping ??= new Promise<void>((resolve) => {
+      stopped.abort();
       server.close();
       server.closeAllConnections();
       const children = [...sessions.values()].map((session) => session.child);

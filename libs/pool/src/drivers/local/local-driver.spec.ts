@@ -1,7 +1,17 @@
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -425,6 +435,95 @@ describe('LocalDriver with bubblewrap', () => {
     );
     await expect(connect(instance)).rejects.toThrow(/could not be started \(ENOENT\)/);
     expect(await instance.healthy()).toBe(true);
+  });
+});
+
+/**
+ * A package as the registry would hand it to npm (package/…, with a bin), of a
+ * stdio MCP server that needs nothing but node: its tarball is put in the
+ * instance's home, where npm inside the sandbox can install it without a
+ * network.
+ */
+function packagedServer(home: string): string {
+  const dir = join(scratch, `package-${randomBytes(4).toString('hex')}`, 'package');
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(
+    join(dir, 'package.json'),
+    JSON.stringify({ name: 'packaged-echo', version: '1.0.0', bin: { 'packaged-echo': 'server.js' } }),
+  );
+  writeFileSync(
+    join(dir, 'server.js'),
+    `#!/usr/bin/env node
+const send = (message) => process.stdout.write(JSON.stringify({ jsonrpc: '2.0', ...message }) + '\\n');
+require('node:readline').createInterface({ input: process.stdin }).on('line', (line) => {
+  const { id, method, params } = JSON.parse(line);
+  if (id === undefined) return;
+  if (method === 'initialize')
+    send({ id, result: { protocolVersion: params.protocolVersion, capabilities: { tools: {} }, serverInfo: { name: 'packaged-echo', version: '1.0.0' } } });
+  else if (method === 'tools/list') send({ id, result: { tools: [{ name: 'echo', inputSchema: { type: 'object' } }] } });
+  else if (method === 'tools/call') send({ id, result: { content: [{ type: 'text', text: 'packaged: ' + params.arguments.message }] } });
+  else send({ id, error: { code: -32601, message: 'Method not found' } });
+});
+`,
+  );
+  mkdirSync(home, { recursive: true });
+  execFileSync('tar', ['-czf', join(home, 'packaged-echo-1.0.0.tgz'), '-C', dirname(dir), 'package']);
+  return '/home/mcp/packaged-echo-1.0.0.tgz';
+}
+
+/**
+ * The command lines of what the bridge of the instance at pid runs (servers, and npm or npx where
+ * they run), without bwrap and the bridge, whose own command lines name the catalog command.
+ */
+const startedBy = (pid: number) =>
+  descendants(pid)
+    .map((pid) => cmdline(pid).trim())
+    .filter((line) => line !== '' && !line.includes('bwrap') && !line.includes('main.js'));
+
+/** Runs `action` while watching what the bridge of the instance at pid runs; resolves with every command line seen. */
+async function watchingTree(pid: number, action: () => Promise<unknown>): Promise<string[]> {
+  const seen = new Set<string>();
+  const look = () => {
+    for (const line of startedBy(pid)) seen.add(line);
+  };
+  const timer = setInterval(look, 2);
+  try {
+    await action();
+    look();
+  } finally {
+    clearInterval(timer);
+  }
+  return [...seen];
+}
+
+describe('LocalDriver with an npx catalog command', () => {
+  it('installs the package once and starts each session as node and its program: no npm for a second session, none left running', async () => {
+    const packaged = spec({ server: 'packaged' });
+    const tarball = packagedServer(homeOf(packaged));
+    const instance = await driver().start({
+      ...packaged,
+      run: { kind: 'command', command: 'npx', args: ['-y', tarball] },
+    });
+    const first = await connect(instance);
+    expect(await callText(first, 'echo', { message: 'one' })).toBe('packaged: one');
+    const installed = logLines.filter((line) => line.startsWith(`[${instance.id}]`) && line.includes(' runs '));
+    expect(installed).toEqual([
+      expect.stringMatching(
+        /: runs \/home\/mcp\/\.cache\/aileron\/packages\/[0-9a-f]{16}\/node_modules\/packaged-echo\/server\.js \(installed in \d+ ms\)$/,
+      ),
+    ]);
+    const program = /runs (\S+)/.exec(installed[0]!)![1]!;
+
+    const seen = await watchingTree(instance.pid!, async () => {
+      const second = await connect(instance);
+      expect(await callText(second, 'echo', { message: 'two' })).toBe('packaged: two');
+    });
+    // the second session's start ran its server alone: no npm, no npx, no shell around it
+    expect(seen.filter((line) => !line.includes(program))).toEqual([]);
+    expect(startedBy(instance.pid!)).toEqual([
+      `${realpathSync(process.execPath)} ${program}`,
+      `${realpathSync(process.execPath)} ${program}`,
+    ]);
   });
 });
 

@@ -1,0 +1,254 @@
+import { ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import type { ControlPlane } from '../apps/control-plane/src/control-plane';
+import { Bench, Figure, figure, note, percentile } from './figures';
+import { LoadTarget, McpLoad } from './mcp-load';
+import {
+  api,
+  expectAudited,
+  measureRounds,
+  ownerToken,
+  poolServer,
+  startPoolBenchControlPlane,
+  WORKSPACE,
+} from './pool-bench';
+import { treeCpuMs } from './process-tree';
+
+/**
+ * `peers`: the pool against the tools people run instead of it to put a stdio
+ * MCP server on Streamable HTTP, supergateway and mcp-proxy (dev dependencies
+ * of this bench alone). The same stdio server-everything behind each, one
+ * child per MCP session everywhere, the same SDK clients calling its `echo`
+ * tool; the pool with the token check, rate limits, policy and audit on.
+ * Sequential calls (p50, p99) and 16 closed-loop clients (calls/s), every
+ * target in the same run, alternating.
+ *
+ * The clients run in a worker thread (mcp-load.ts), the control plane on the
+ * main thread, each peer in a process of its own, as each runs in practice.
+ */
+const NAME = 'peers';
+
+const SERVER = 'everything';
+const CALL = { name: 'echo', arguments: { message: 'status' }, expected: 'Echo: status' };
+
+const SEQUENTIAL_CALLS = 500;
+const BLOCK = 50;
+const WARMUP_CALLS = 200;
+/** closed-loop clients for saturation; below AILERON_POOL_MAX_CONCURRENT_CALLS (32) */
+const CLIENTS = 16;
+const SATURATION_SECONDS = 5;
+const WARMUP_SECONDS = 2;
+const ROUNDS = 3;
+
+const PEERS = ['supergateway', 'mcp-proxy'] as const;
+type Peer = (typeof PEERS)[number];
+
+/** The stdio server every target runs, one child per session. */
+function everything(): string[] {
+  return [process.execPath, resolve('node_modules/@modelcontextprotocol/server-everything/dist/index.js'), 'stdio'];
+}
+
+/** A package's program, as its package.json names it. */
+function binOf(pkg: string): string {
+  const dir = resolve('node_modules', pkg);
+  const { bin } = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as {
+    bin: string | Record<string, string>;
+  };
+  return join(dir, typeof bin === 'string' ? bin : bin[pkg]!);
+}
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((listening) => server.listen(0, '127.0.0.1', listening));
+  const { port } = server.address() as { port: number };
+  await new Promise((closed) => server.close(closed));
+  return port;
+}
+
+/** The command lines the issue names: stateful Streamable HTTP, one child per session, nothing tuned. */
+function peerArgs(peer: Peer, port: number): string[] {
+  const server = everything();
+  switch (peer) {
+    case 'supergateway':
+      return [
+        binOf('supergateway'),
+        '--stdio',
+        server.join(' '),
+        '--outputTransport',
+        'streamableHttp',
+        '--stateful',
+        '--port',
+        String(port),
+        '--logLevel',
+        'none',
+      ];
+    case 'mcp-proxy':
+      return [binOf('mcp-proxy'), '--port', String(port), '--host', '127.0.0.1', '--', ...server];
+  }
+}
+
+/** Starts the peer and resolves once its port answers HTTP. */
+async function startPeer(peer: Peer): Promise<{ child: ChildProcess; url: string }> {
+  const port = await freePort();
+  // execArgv empty: a profiled bench run profiles the control plane, not this
+  const child = spawn(process.execPath, peerArgs(peer, port), { stdio: ['ignore', 'ignore', 'inherit'] });
+  const url = `http://127.0.0.1:${port}/mcp`;
+  let exited: string | undefined;
+  child.once('exit', (code, signal) => (exited = `${peer} exited (${signal ?? code}) before it listened`));
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    if (exited) throw new Error(exited);
+    try {
+      const answer = await fetch(url, { method: 'GET', signal: AbortSignal.timeout(1000) });
+      await answer.body?.cancel();
+      return { child, url };
+    } catch {
+      if (Date.now() > deadline) throw new Error(`${peer} did not answer on ${url} within 30 s`);
+      await new Promise((wait) => setTimeout(wait, 100));
+    }
+  }
+}
+
+/** The pid of the pool's instance of the server (its bwrap, or its bridge without a sandbox). */
+async function instancePid(controlPlane: ControlPlane): Promise<number | undefined> {
+  const page = (await api(
+    controlPlane.url,
+    'GET',
+    `/v1/workspaces/${WORKSPACE}/pool/instances`,
+    ownerToken(controlPlane),
+  )) as { items: { server: string; pid?: number }[] };
+  return page.items.find((instance) => instance.server === SERVER)?.pid;
+}
+
+async function run(): Promise<Figure[]> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'aileron-bench-'));
+  let controlPlane: ControlPlane | undefined;
+  const peers = new Map<Peer, { child: ChildProcess; url: string }>();
+  let load: McpLoad | undefined;
+  try {
+    controlPlane = await startPoolBenchControlPlane(dataDir);
+    const [command, ...args] = everything();
+    const { token } = await poolServer(
+      controlPlane,
+      SERVER,
+      { transport: 'stdio', command: command === process.execPath ? 'node' : command, args },
+      CALL,
+    );
+    for (const peer of PEERS) peers.set(peer, await startPeer(peer));
+    note(`  ${PEERS.map((peer) => `${peer} ${peers.get(peer)!.url}`).join(', ')} (child processes)`);
+
+    load = new McpLoad();
+    const targets: LoadTarget[] = [
+      {
+        key: 'pool',
+        url: `${controlPlane.url}/mcp/${WORKSPACE}/${SERVER}`,
+        headers: { authorization: `Bearer ${token}` },
+        clients: CLIENTS,
+        call: CALL,
+      },
+      ...PEERS.map((peer) => ({ key: peer, url: peers.get(peer)!.url, headers: {}, clients: CLIENTS, call: CALL })),
+    ];
+    const sessions: Record<string, string[]> = {};
+    for (const target of targets) sessions[target.key] = await load.connect(target);
+    const keys = targets.map((target) => target.key);
+
+    // the CPU each target's own processes spend (the instance's tree, a peer and its children), over its saturation phases
+    const trees: Record<string, number | undefined> = {
+      pool: await instancePid(controlPlane),
+      ...Object.fromEntries(PEERS.map((peer) => [peer, peers.get(peer)!.child.pid])),
+    };
+    const cpuBefore = Object.fromEntries(keys.map((key) => [key, trees[key] ? treeCpuMs(trees[key]) : 0]));
+
+    const result = await measureRounds(
+      controlPlane,
+      load,
+      {
+        bench: NAME,
+        latency: keys,
+        saturation: keys,
+        pool: 'pool',
+        rounds: ROUNDS,
+        calls: SEQUENTIAL_CALLS,
+        block: BLOCK,
+        seconds: SATURATION_SECONDS,
+        warmupCalls: WARMUP_CALLS,
+        warmupSeconds: WARMUP_SECONDS,
+      },
+      (r, round, rates) => {
+        const each = (f: (key: string) => string) => keys.map((key) => `${key} ${f(key)}`).join(', ');
+        note(
+          `  round ${r + 1}/${ROUNDS}: p50 ${each((key) => percentile(round[key]!, 50).toFixed(3))} ms; p99 ${each((key) => percentile(round[key]!, 99).toFixed(3))} ms; ` +
+            `${CLIENTS} clients: ${each((key) => rates[key]!.toFixed(0))} calls/s`,
+        );
+      },
+    );
+
+    const expected = (await load.answered('pool'))[0]!;
+    await expectAudited(controlPlane, sessions.pool![0]!, CALL.name, expected);
+    note(
+      `  audit: all ${expected} calls of the pool's sequential session recorded as execution.succeeded; ${(result.settlingMs / 1000).toFixed(1)} s spent waiting for the outbox to drain between phases`,
+    );
+    const perCall: string[] = [];
+    for (const key of keys) {
+      const answered = (await load.answered(key)).reduce((sum, n) => sum + n, 0);
+      const tree = trees[key];
+      perCall.push(`${key} ${tree ? (((treeCpuMs(tree) - cpuBefore[key]!) * 1000) / answered).toFixed(0) : '?'}`);
+    }
+    note(
+      `  CPU per call, µs: the control plane's thread under load ${result.cpuPerCall.map((us) => us.toFixed(0)).join(' / ')} (rounds 1–${ROUNDS}); ` +
+        `each target's own processes (the pool's instance, a peer, their children) over every call of the run: ${perCall.join(', ')}`,
+    );
+
+    const p = (key: string, q: number): number => percentile(result.samples[key]!, q);
+    const sequential = `${ROUNDS} rounds of ${SEQUENTIAL_CALLS} sequential calls per target, blocks of ${BLOCK} rotating between targets`;
+    const pool = '/mcp/{ws}/{server} (token, rate limit, policy, audit) on a stdio server-everything';
+    return PEERS.flatMap((peer) => {
+      const same = `the same SDK client through ${peer} on the same stdio server (one child per session)`;
+      return [
+        figure({
+          bench: NAME,
+          figure: `p50 latency of tools/call (echo) through ${pool} vs ${peer}`,
+          value: p('pool', 50),
+          baseline: { what: `${same}, ${sequential}`, value: p(peer, 50), unit: 'ms' },
+          goal: 1.0,
+          better: 'lower',
+        }),
+        figure({
+          bench: NAME,
+          figure: `p99 latency of tools/call (echo) through ${pool} vs ${peer}`,
+          value: p('pool', 99),
+          baseline: { what: `${same}, ${sequential}`, value: p(peer, 99), unit: 'ms' },
+          goal: 1.0,
+          better: 'lower',
+        }),
+        figure({
+          bench: NAME,
+          figure: `tools/call (echo) throughput of ${CLIENTS} closed-loop clients through ${pool} vs ${peer}`,
+          value: result.rates.pool!,
+          baseline: {
+            what: `${CLIENTS} SDK clients through ${peer}, ${ROUNDS} rounds of ${SATURATION_SECONDS} s, the order rotating`,
+            value: result.rates[peer]!,
+            unit: 'calls/s',
+          },
+          goal: 1.0,
+          better: 'higher',
+        }),
+      ];
+    });
+  } finally {
+    await load?.close().catch(() => undefined);
+    await controlPlane?.close().catch((error: unknown) => note(`  control plane close failed: ${String(error)}`));
+    for (const { child } of peers.values()) child.kill();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+export const peersBench: Bench = {
+  name: NAME,
+  summary:
+    'MCP tools/call (echo) on a stdio server-everything through /mcp/{ws}/{server} (token, policy, audit) vs supergateway and mcp-proxy: p50, p99, 16 clients',
+  run,
+};
