@@ -108,7 +108,14 @@ describe('the console with the keyboard alone', () => {
     expect(await focused(skip)).toBe(true);
     await page.keyboard.press('Enter');
     expect(await page.evaluate('document.activeElement.id')).toBe('main');
-    // the next stop is on the page, past the header and the navigation
+    // the next stop is on the page, past the header and the navigation (once the page has drawn a control to stop on)
+    await expect
+      .poll(() =>
+        page.evaluate(
+          "document.getElementById('main').querySelector('a[href], button:not([disabled]), input:not([disabled]), [tabindex]:not([tabindex=\"-1\"])') !== null",
+        ),
+      )
+      .toBe(true);
     await page.keyboard.press('Tab');
     expect(await page.evaluate("document.getElementById('main').contains(document.activeElement)")).toBe(true);
 
