@@ -126,11 +126,11 @@ function install(npm: string, dir: string, spec: string, options: PackageLaunchO
   const manifest = join(dir, 'package.json');
   if (!existsSync(manifest)) writeFileSync(manifest, '{ "private": true }\n');
   return new Promise((resolve) => {
-    const child = spawn(
-      npm,
-      ['install', '--no-audit', '--no-fund', '--no-update-notifier', '--loglevel=error', spec],
-      { env: options.env, cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] },
-    );
+    const child = spawn(npm, ['install', '--no-audit', '--no-fund', '--no-update-notifier', '--loglevel=error', spec], {
+      env: options.env,
+      cwd: dir,
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     createInterface({ input: child.stderr!, crlfDelay: Infinity }).on('line', (line) =>
       options.log(`npm install ${spec}: ${line}`),
     );
