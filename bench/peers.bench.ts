@@ -8,8 +8,11 @@ import { Bench, Figure, figure, note, percentile } from './figures';
 import { LoadTarget, McpLoad } from './mcp-load';
 import {
   api,
+  CLIENTS,
   expectAudited,
   measureRounds,
+  ROUNDS_PLAN,
+  SEQUENTIAL,
   ownerToken,
   poolServer,
   startPoolBenchControlPlane,
@@ -33,15 +36,6 @@ const NAME = 'peers';
 
 const SERVER = 'everything';
 const CALL = { name: 'echo', arguments: { message: 'status' }, expected: 'Echo: status' };
-
-const SEQUENTIAL_CALLS = 500;
-const BLOCK = 50;
-const WARMUP_CALLS = 200;
-/** closed-loop clients for saturation; below AILERON_POOL_MAX_CONCURRENT_CALLS (32) */
-const CLIENTS = 16;
-const SATURATION_SECONDS = 5;
-const WARMUP_SECONDS = 2;
-const ROUNDS = 3;
 
 const PEERS = ['supergateway', 'mcp-proxy'] as const;
 type Peer = (typeof PEERS)[number];
@@ -116,9 +110,9 @@ async function startPeer(peer: Peer): Promise<{ child: ChildProcess; url: string
 async function instancePid(controlPlane: ControlPlane): Promise<number | undefined> {
   const page = (await api(
     controlPlane.url,
+    ownerToken(controlPlane),
     'GET',
     `/v1/workspaces/${WORKSPACE}/pool/instances`,
-    ownerToken(controlPlane),
   )) as { items: { server: string; pid?: number }[] };
   return page.items.find((instance) => instance.server === SERVER)?.pid;
 }
@@ -170,17 +164,12 @@ async function run(): Promise<Figure[]> {
         latency: keys,
         saturation: keys,
         pool: 'pool',
-        rounds: ROUNDS,
-        calls: SEQUENTIAL_CALLS,
-        block: BLOCK,
-        seconds: SATURATION_SECONDS,
-        warmupCalls: WARMUP_CALLS,
-        warmupSeconds: WARMUP_SECONDS,
+        ...ROUNDS_PLAN,
       },
       (r, round, rates) => {
         const each = (f: (key: string) => string) => keys.map((key) => `${key} ${f(key)}`).join(', ');
         note(
-          `  round ${r + 1}/${ROUNDS}: p50 ${each((key) => percentile(round[key]!, 50).toFixed(3))} ms; p99 ${each((key) => percentile(round[key]!, 99).toFixed(3))} ms; ` +
+          `  round ${r + 1}/${ROUNDS_PLAN.rounds}: p50 ${each((key) => percentile(round[key]!, 50).toFixed(3))} ms; p99 ${each((key) => percentile(round[key]!, 99).toFixed(3))} ms; ` +
             `${CLIENTS} clients: ${each((key) => rates[key]!.toFixed(0))} calls/s`,
         );
       },
@@ -198,38 +187,31 @@ async function run(): Promise<Figure[]> {
       perCall.push(`${key} ${tree ? (((treeCpuMs(tree) - cpuBefore[key]!) * 1000) / answered).toFixed(0) : '?'}`);
     }
     note(
-      `  CPU per call, µs: the control plane's thread under load ${result.cpuPerCall.map((us) => us.toFixed(0)).join(' / ')} (rounds 1–${ROUNDS}); ` +
+      `  CPU per call, µs: the control plane's thread under load ${result.cpuPerCall.map((us) => us.toFixed(0)).join(' / ')} (rounds 1–${ROUNDS_PLAN.rounds}); ` +
         `each target's own processes (the pool's instance, a peer, their children) over every call of the run: ${perCall.join(', ')}`,
     );
 
     const p = (key: string, q: number): number => percentile(result.samples[key]!, q);
-    const sequential = `${ROUNDS} rounds of ${SEQUENTIAL_CALLS} sequential calls per target, blocks of ${BLOCK} rotating between targets`;
     const pool = '/mcp/{ws}/{server} (token, rate limit, policy, audit) on a stdio server-everything';
     return PEERS.flatMap((peer) => {
       const same = `the same SDK client through ${peer} on the same stdio server (one child per session)`;
       return [
-        figure({
-          bench: NAME,
-          figure: `p50 latency of tools/call (echo) through ${pool} vs ${peer}`,
-          value: p('pool', 50),
-          baseline: { what: `${same}, ${sequential}`, value: p(peer, 50), unit: 'ms' },
-          goal: 1.0,
-          better: 'lower',
-        }),
-        figure({
-          bench: NAME,
-          figure: `p99 latency of tools/call (echo) through ${pool} vs ${peer}`,
-          value: p('pool', 99),
-          baseline: { what: `${same}, ${sequential}`, value: p(peer, 99), unit: 'ms' },
-          goal: 1.0,
-          better: 'lower',
-        }),
+        ...[50, 99].map((q) =>
+          figure({
+            bench: NAME,
+            figure: `p${q} latency of tools/call (echo) through ${pool} vs ${peer}`,
+            value: p('pool', q),
+            baseline: { what: `${same}, ${SEQUENTIAL}`, value: p(peer, q), unit: 'ms' },
+            goal: 1.0,
+            better: 'lower',
+          }),
+        ),
         figure({
           bench: NAME,
           figure: `tools/call (echo) throughput of ${CLIENTS} closed-loop clients through ${pool} vs ${peer}`,
           value: result.rates.pool!,
           baseline: {
-            what: `${CLIENTS} SDK clients through ${peer}, ${ROUNDS} rounds of ${SATURATION_SECONDS} s, the order rotating`,
+            what: `${CLIENTS} SDK clients through ${peer}, ${ROUNDS_PLAN.rounds} rounds of ${ROUNDS_PLAN.seconds} s, the order rotating`,
             value: result.rates[peer]!,
             unit: 'calls/s',
           },

@@ -43,7 +43,7 @@ export function ownerToken(controlPlane: ControlPlane): string {
 }
 
 /** One REST call; anything but a 2xx throws with the answer's start. */
-export async function api(base: string, method: string, path: string, token: string, body?: unknown): Promise<unknown> {
+export async function api(base: string, token: string, method: string, path: string, body?: unknown): Promise<unknown> {
   const response = await fetch(`${base}${path}`, {
     method,
     headers: {
@@ -54,7 +54,7 @@ export async function api(base: string, method: string, path: string, token: str
   });
   const text = await response.text();
   if (!response.ok) throw new Error(`${method} ${path}: HTTP ${response.status}: ${text.slice(0, 500)}`);
-  return text === '' ? undefined : JSON.parse(text);
+  return text ? JSON.parse(text) : undefined;
 }
 
 export const ALLOWING_RULE = 'allow-bench-reads';
@@ -120,15 +120,15 @@ export async function poolServer(
 ): Promise<{ token: string }> {
   const base = controlPlane.url;
   const owner = ownerToken(controlPlane);
-  await api(base, 'PUT', `/v1/workspaces/${WORKSPACE}/policy`, owner, policy(server, call));
-  await api(base, 'POST', '/v1/catalog/servers', owner, { name: server, version: '1.0.0', mode: 'remote', ...entry });
-  await api(base, 'PUT', `/v1/workspaces/${WORKSPACE}/servers/${server}`, owner, { version: '1.0.0' });
-  const { token } = (await api(base, 'POST', '/v1/tokens', owner, {
+  await api(base, owner, 'PUT', `/v1/workspaces/${WORKSPACE}/policy`, policy(server, call));
+  await api(base, owner, 'POST', '/v1/catalog/servers', { name: server, version: '1.0.0', mode: 'remote', ...entry });
+  await api(base, owner, 'PUT', `/v1/workspaces/${WORKSPACE}/servers/${server}`, { version: '1.0.0' });
+  const { token } = (await api(base, owner, 'POST', '/v1/tokens', {
     name: `bench-${server}`,
     role: 'member',
     workspace: WORKSPACE,
   })) as { token: string };
-  const decision = (await api(base, 'POST', `/v1/workspaces/${WORKSPACE}/policy/evaluate`, owner, {
+  const decision = (await api(base, owner, 'POST', `/v1/workspaces/${WORKSPACE}/policy/evaluate`, {
     server,
     tool: call.name,
     arguments: call.arguments,
@@ -164,7 +164,7 @@ async function auditedCalls(controlPlane: ControlPlane, session: string, tool: s
   let cursor: string | null = null;
   do {
     const query: string = `session=${encodeURIComponent(session)}&tool=${tool}&limit=500${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`;
-    const page = (await api(controlPlane.url, 'GET', `/v1/workspaces/${WORKSPACE}/audit?${query}`, owner)) as {
+    const page = (await api(controlPlane.url, owner, 'GET', `/v1/workspaces/${WORKSPACE}/audit?${query}`)) as {
       items: { type: string }[];
       next_cursor: string | null;
     };
@@ -220,6 +220,20 @@ export async function profileControlPlane(name: string): Promise<(() => Promise<
     note(`  profile of the control plane under load: ${file}`);
   };
 }
+
+/** How much the MCP benches measure, the same for each so that their figures compare. */
+export const ROUNDS_PLAN = {
+  rounds: 3,
+  calls: 500,
+  block: 50,
+  seconds: 5,
+  warmupCalls: 200,
+  warmupSeconds: 2,
+};
+/** closed-loop clients for saturation; below AILERON_POOL_MAX_CONCURRENT_CALLS (32) */
+export const CLIENTS = 16;
+/** the sequential calls of ROUNDS_PLAN, for a figure's baseline */
+export const SEQUENTIAL = `${ROUNDS_PLAN.rounds} rounds of ${ROUNDS_PLAN.calls} sequential calls per target, blocks of ${ROUNDS_PLAN.block} rotating between targets`;
 
 export interface RoundsPlan {
   /** the bench's name: profiles are named after it */

@@ -20,7 +20,17 @@ import { z } from 'zod';
 import type { ControlPlane } from '../apps/control-plane/src/control-plane';
 import { Bench, Figure, figure, median, note, percentile } from './figures';
 import { LoadTarget, McpLoad } from './mcp-load';
-import { api, expectAudited, measureRounds, poolServer, startPoolBenchControlPlane, WORKSPACE } from './pool-bench';
+import {
+  api,
+  CLIENTS,
+  expectAudited,
+  measureRounds,
+  ROUNDS_PLAN,
+  SEQUENTIAL,
+  poolServer,
+  startPoolBenchControlPlane,
+  WORKSPACE,
+} from './pool-bench';
 
 /**
  * `proxy`: one MCP tools/call against an upstream whose tool takes 2 ms,
@@ -46,16 +56,6 @@ const TOOL_DELAY_MS = 2;
 const CALL = { name: TOOL, arguments: { query: 'status' }, expected: 'found: status' };
 
 const SERVER = 'bench';
-
-/** sequential calls per target and round, in blocks that rotate between targets */
-const SEQUENTIAL_CALLS = 500;
-const BLOCK = 50;
-const WARMUP_CALLS = 200;
-/** closed-loop clients for saturation; below AILERON_POOL_MAX_CONCURRENT_CALLS (32) */
-const CLIENTS = 16;
-const SATURATION_SECONDS = 5;
-const WARMUP_SECONDS = 2;
-const ROUNDS = 3;
 
 /** `caveat`: the proxied endpoint with an agent session's caveat token (started by the API token's member) instead of the API token */
 type TargetKey = 'direct' | 'hop' | 'proxied' | 'caveat';
@@ -201,7 +201,7 @@ async function setUpWorkspace(
 ): Promise<{ token: string; caveatToken: string }> {
   const { token } = await poolServer(controlPlane, SERVER, { transport: 'streamable_http', url: upstreamUrl }, CALL);
   // a session as a sandboxed agent holds it: default caps, narrowed to the one server
-  const session = (await api(controlPlane.url, 'POST', '/v1/sessions', token, {
+  const session = (await api(controlPlane.url, token, 'POST', '/v1/sessions', {
     workspace: WORKSPACE,
     agent: 'bench',
     caveats: { servers: [SERVER] },
@@ -241,18 +241,13 @@ async function run(): Promise<Figure[]> {
         latency: targets.map((t) => t.key),
         saturation: ['direct', 'proxied'],
         pool: 'proxied',
-        rounds: ROUNDS,
-        calls: SEQUENTIAL_CALLS,
-        block: BLOCK,
-        seconds: SATURATION_SECONDS,
-        warmupCalls: WARMUP_CALLS,
-        warmupSeconds: WARMUP_SECONDS,
+        ...ROUNDS_PLAN,
       },
       (r, round, rates) => {
         const p50 = (key: TargetKey): string => percentile(round[key]!, 50).toFixed(3);
         const p99 = (key: TargetKey): string => percentile(round[key]!, 99).toFixed(3);
         note(
-          `  round ${r + 1}/${ROUNDS}: p50 direct ${p50('direct')} / hop ${p50('hop')} / proxied ${p50('proxied')} ms; p99 ${p99('direct')} / ${p99('hop')} / ${p99('proxied')} ms; ` +
+          `  round ${r + 1}/${ROUNDS_PLAN.rounds}: p50 direct ${p50('direct')} / hop ${p50('hop')} / proxied ${p50('proxied')} ms; p99 ${p99('direct')} / ${p99('hop')} / ${p99('proxied')} ms; ` +
             `${CLIENTS} clients: direct ${rates.direct!.toFixed(0)} calls/s, proxied ${rates.proxied!.toFixed(0)} calls/s (${(rates.proxied! / rates.direct!).toFixed(3)})`,
         );
       },
@@ -268,7 +263,7 @@ async function run(): Promise<Figure[]> {
     // the CPU each call costs the control plane's thread: steadier than rates when the machine's other tenants come and go
     if (cpuPerCall.length > 0)
       note(
-        `  the control plane's thread under load: ${cpuPerCall.map((us) => us.toFixed(0)).join(' / ')} µs of CPU per proxied call (rounds 1–${ROUNDS})`,
+        `  the control plane's thread under load: ${cpuPerCall.map((us) => us.toFixed(0)).join(' / ')} µs of CPU per proxied call (rounds 1–${ROUNDS_PLAN.rounds})`,
       );
     const p = (key: TargetKey, q: number): number => percentile(samples[key]!, q);
     // the floor any forwarding proxy stands on here: the p50 goal reads against the hop, not against direct
@@ -277,7 +272,6 @@ async function run(): Promise<Figure[]> {
     );
     const directRate = rates.direct!;
     const proxiedRate = rates.proxied!;
-    const sequential = `${ROUNDS} rounds of ${SEQUENTIAL_CALLS} sequential calls per target, blocks of ${BLOCK} rotating between targets`;
     const upstreamWhat = `a ${TOOL_DELAY_MS} ms tool of an SDK McpServer (child process)`;
     return [
       figure({
@@ -286,7 +280,7 @@ async function run(): Promise<Figure[]> {
           "p50 latency of tools/call through /mcp/{ws}/{server} with an agent session's caveat token vs with an API token",
         value: p('caveat', 50),
         baseline: {
-          what: `the same calls with the API token that started the session, ${sequential}`,
+          what: `the same calls with the API token that started the session, ${SEQUENTIAL}`,
           value: p('proxied', 50),
           unit: 'ms',
         },
@@ -299,7 +293,7 @@ async function run(): Promise<Figure[]> {
           'p50 latency of tools/call through /mcp/{ws}/{server} (token, rate limit, policy, audit) vs a bare node:http forwarding hop',
         value: p('proxied', 50),
         baseline: {
-          what: `the same SDK client through a node:http hop piping to ${upstreamWhat} (keep-alive agent), ${sequential}`,
+          what: `the same SDK client through a node:http hop piping to ${upstreamWhat} (keep-alive agent), ${SEQUENTIAL}`,
           value: p('hop', 50),
           unit: 'ms',
         },
@@ -311,7 +305,7 @@ async function run(): Promise<Figure[]> {
         figure: 'p99 latency of tools/call through /mcp/{ws}/{server} vs direct',
         value: p('proxied', 99),
         baseline: {
-          what: `the same SDK client straight to ${upstreamWhat}, ${sequential}`,
+          what: `the same SDK client straight to ${upstreamWhat}, ${SEQUENTIAL}`,
           value: p('direct', 99),
           unit: 'ms',
         },
@@ -323,7 +317,7 @@ async function run(): Promise<Figure[]> {
         figure: `tools/call throughput at saturation (${CLIENTS} closed-loop clients) through /mcp/{ws}/{server} vs direct`,
         value: proxiedRate,
         baseline: {
-          what: `${CLIENTS} SDK clients straight to ${upstreamWhat}, ${ROUNDS} alternating rounds of ${SATURATION_SECONDS} s`,
+          what: `${CLIENTS} SDK clients straight to ${upstreamWhat}, ${ROUNDS_PLAN.rounds} alternating rounds of ${ROUNDS_PLAN.seconds} s`,
           value: directRate,
           unit: 'calls/s',
         },
@@ -335,7 +329,7 @@ async function run(): Promise<Figure[]> {
         figure: 'p50 latency added by /mcp/{ws}/{server} vs added by a bare node:http forwarding hop',
         value: p('proxied', 50) - p('direct', 50),
         baseline: {
-          what: `p50 of a node:http hop piping to the upstream (keep-alive agent) minus direct p50, ${sequential}`,
+          what: `p50 of a node:http hop piping to the upstream (keep-alive agent) minus direct p50, ${SEQUENTIAL}`,
           value: p('hop', 50) - p('direct', 50),
           unit: 'ms',
         },

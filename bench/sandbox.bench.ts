@@ -8,6 +8,7 @@ import { isolationArgs } from '../libs/platform/bubblewrap/src';
 import { SandboxesService } from '../libs/sandboxes/src';
 import { LOAD_TEST_RATE_LIMITS, startBenchControlPlane } from './control-plane';
 import { Bench, Figure, figure, note, percentile } from './figures';
+import { api } from './pool-bench';
 import { AGENTS_ROLE, type ClientAnswer, type ClientCommand } from './sandbox-agents';
 import { WorkerClients } from './worker-rpc';
 
@@ -24,20 +25,6 @@ const CREATES = 20;
  * (on vs off 1.21-1.28 then, 1.12 at 250 ms).
  */
 const THINK_MS = 200;
-
-async function api(base: string, token: string, method: string, path: string, body?: unknown): Promise<unknown> {
-  const response = await fetch(`${base}${path}`, {
-    method,
-    headers: {
-      authorization: `Bearer ${token}`,
-      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-    },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const text = await response.text();
-  if (!response.ok) throw new Error(`${method} ${path}: HTTP ${response.status}: ${text.slice(0, 300)}`);
-  return text ? JSON.parse(text) : undefined;
-}
 
 type Agents = WorkerClients<ClientCommand, ClientAnswer>;
 
