@@ -311,7 +311,10 @@ class LocalInstance implements RunningInstance<InProcessEndpoint> {
     },
   };
   private stopRequested = false;
-  private ready_ = false;
+  /** the spawner said it is ready: `ready()` resolves, sessions may be asked for */
+  private isReady = false;
+  private onReady: (() => void) | undefined;
+  /** pings sent (`healthy`) and waiting for their pong */
   private readonly pongs = new Map<number, () => void>();
   private pings = 0;
   private stopping: Promise<void> | undefined;
@@ -393,7 +396,7 @@ class LocalInstance implements RunningInstance<InProcessEndpoint> {
     }
     if (typeof said.ready?.sessions === 'string') {
       if (this.sandboxed && this.child.pid) this.sandboxInit = sandboxInitOf(this.child.pid);
-      this.ready_ = true;
+      this.isReady = true;
       this.onReady?.();
     } else if (typeof said.ended?.tag === 'string' && typeof said.ended.why === 'string') {
       this.sockets.ended(said.ended.tag, said.ended.why);
@@ -401,8 +404,6 @@ class LocalInstance implements RunningInstance<InProcessEndpoint> {
       this.pongs.get(said.pong)?.();
     }
   }
-
-  private onReady: (() => void) | undefined;
 
   /** One command to the spawner, on its stdin. */
   private command(command: object): void {
@@ -422,7 +423,7 @@ class LocalInstance implements RunningInstance<InProcessEndpoint> {
         if (error) reject(error);
         else resolveReady();
       };
-      if (this.ready_) return settle();
+      if (this.isReady) return settle();
       this.onReady = () => settle();
       void this.exited.then((exit) =>
         settle(new InstanceStartError(`the instance ended before it was ready: ${exit.reason}`)),
@@ -432,7 +433,7 @@ class LocalInstance implements RunningInstance<InProcessEndpoint> {
 
   /** The spawner answers a ping: its event loop turns, it can start sessions. */
   async healthy(): Promise<boolean> {
-    if (this.gone || !this.ready_) return false;
+    if (this.gone || !this.isReady) return false;
     const ping = ++this.pings;
     return new Promise<boolean>((resolve) => {
       const timer = setTimeout(() => answer(false), HEALTH_TIMEOUT_MS);
