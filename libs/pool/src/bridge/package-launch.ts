@@ -84,7 +84,7 @@ export async function packageLaunch(command: string, args: string[], options: Pa
     options.log(`${npx.spec}: runs ${before.bin} (installed before)`);
     return launch(before);
   }
-  const started = Date.now();
+  const started = performance.now();
   const npm = isAbsolute(command) ? join(dirname(command), 'npm') : 'npm';
   const failure = await install(npm, dir, npx.spec, options);
   const resolved = failure ? undefined : programOf(dir, npx.spec);
@@ -92,7 +92,7 @@ export async function packageLaunch(command: string, args: string[], options: Pa
     const record = join(dir, `${RECORD}.${process.pid}`);
     writeFileSync(record, JSON.stringify(resolved));
     renameSync(record, join(dir, RECORD));
-    options.log(`${npx.spec}: runs ${resolved.bin} (installed in ${Date.now() - started} ms)`);
+    options.log(`${npx.spec}: runs ${resolved.bin} (installed in ${Math.round(performance.now() - started)} ms)`);
     return launch(resolved);
   }
   const why = failure ?? (resolved as string);
