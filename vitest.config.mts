@@ -3,6 +3,7 @@ import { resolve } from 'node:path';
 import swc from 'unplugin-swc';
 import { defineConfig } from 'vitest/config';
 import type { TestProjectInlineConfiguration } from 'vitest/config';
+import { LongestFirst } from './test/support/longest-first';
 
 // The tsconfig path aliases, so tests resolve @aileron/* exactly as tsc does.
 const paths = (
@@ -64,6 +65,8 @@ export default defineConfig({
     // the root's global setup runs once for every project (one PostgreSQL, one Redis, one migration)
     globalSetup: ['test/support/global-setup.ts'],
     reporters: ['default'],
+    // slowest files first, whatever their project (test/durations.json)
+    sequence: { sequencer: LongestFirst },
     // two files at a time on two cores: most of a test's time is spent waiting on what it started (a
     // server, a sandbox, a database), and vitest's default on this machine would be one
     maxWorkers: 2,

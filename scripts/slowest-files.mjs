@@ -4,7 +4,12 @@
 // (the worker's harness and the imports) plus every hook and test in it;
 // vitest's JSON report times only from a file's first test to its last, so it
 // leaves out a beforeAll that starts a control plane.
+// With AILERON_RECORD_DURATIONS=1 it also writes every file's time to
+// test/durations.json, which orders the next runs (test/support/longest-first.ts).
+import { writeFileSync } from 'node:fs';
+
 const COUNT = 15;
+const DURATIONS_FILE = 'test/durations.json';
 
 export default class SlowestFiles {
   onInit(vitest) {
@@ -25,9 +30,16 @@ export default class SlowestFiles {
           tests: [...module.children.allTests()].length,
         };
       })
-      .sort((a, b) => b.seconds - a.seconds)
-      .slice(0, COUNT);
+      .sort((a, b) => b.seconds - a.seconds);
     if (files.length === 0) return;
+    if (process.env.AILERON_RECORD_DURATIONS) {
+      const record = Object.fromEntries(
+        files.map((file) => [file.name, Math.round(file.seconds * 10) / 10]).sort(([a], [b]) => (a < b ? -1 : 1)),
+      );
+      writeFileSync(DURATIONS_FILE, `${JSON.stringify(record, null, 1)}\n`);
+      process.stdout.write(`\nrecorded the time of ${files.length} test files in ${DURATIONS_FILE}\n`);
+    }
+    files.splice(COUNT);
     process.stdout.write(`\nslowest ${files.length} test files (start-up, hooks and tests):\n`);
     for (const file of files)
       process.stdout.write(

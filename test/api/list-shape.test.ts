@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { RouteCatalog, RouteDefinition } from '../../libs/platform/http/src';
-import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { startApiControlPlane, TestControlPlane } from '../support/control-plane';
 
 /**
  * Every list answers one way (API.md): `?limit=&cursor=` in, `{items,
@@ -50,7 +50,7 @@ describe('list shape', () => {
   let routes: RouteDefinition[];
 
   beforeAll(async () => {
-    cp = await startTestControlPlane('pglite');
+    cp = await startApiControlPlane();
     routes = cp.cp.app.get(RouteCatalog).all();
   });
   afterAll(async () => cp?.close());

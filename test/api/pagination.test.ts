@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { aCatalogServer, aGateway, anOrganization, aToken, aUser, aWorkspace, uniqueSlug } from '../support/builders';
-import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { startApiControlPlane, TestControlPlane } from '../support/control-plane';
 
 /**
  * Every list pages the same way (API.md): `?limit=&cursor=` in, `{items,
@@ -193,7 +193,7 @@ describe('pagination', () => {
 
   beforeAll(async () => {
     // the sinks' failed deliveries retry in the background: their warnings are not this test's
-    cp = await startTestControlPlane('pglite', { LOG_LEVEL: 'error' });
+    cp = await startApiControlPlane({ LOG_LEVEL: 'error' });
     const owner = cp.ownerToken;
     const prefix = uniqueSlug('pg');
     const names = (kind: string) => Array.from({ length: ROWS }, (_, i) => `${prefix}-${kind}-${i + 1}`);

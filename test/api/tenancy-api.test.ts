@@ -1,13 +1,13 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { aToken, aUser, aWorkspace, anOrganization, uniqueSlug } from '../support/builders';
 import { advanceClock, resetClock } from '../support/clock';
-import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { startApiControlPlane, TestControlPlane } from '../support/control-plane';
 
 // the HTTP contract, on the embedded database: every repository query it makes runs on PGlite and PostgreSQL alike in test/database/repository-parity.test.ts
 describe('organisations, workspaces, members and tokens', () => {
   let cp: TestControlPlane;
   beforeAll(async () => {
-    cp = await startTestControlPlane('pglite');
+    cp = await startApiControlPlane();
   });
   afterEach(() => resetClock(cp));
   afterAll(async () => cp?.close());

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { aGateway, aWorkspace } from '../support/builders';
-import { startTestControlPlane, TestResponse, TestControlPlane } from '../support/control-plane';
+import { startApiControlPlane, TestControlPlane, TestResponse } from '../support/control-plane';
 
 /**
  * A 400 names each bad field the same way whichever domain answers and
@@ -13,7 +13,7 @@ describe('validation errors name the field', () => {
   let approvalId: string;
 
   beforeAll(async () => {
-    cp = await startTestControlPlane('pglite');
+    cp = await startApiControlPlane();
     ws = (await aWorkspace(cp, cp.ownerToken)).slug;
     await cp.request('PUT', `/v1/workspaces/${ws}/policy`, {
       body: { rules: [{ id: 'review', effect: 'approval', tools: ['merge_*'] }] },

@@ -5,7 +5,7 @@ import { Browser } from 'playwright-core';
 import { launchChromium } from '../support/chromium';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { aGateway, aUser, aWorkspace } from '../support/builders';
-import { startTestControlPlane, TestControlPlane, TestResponse } from '../support/control-plane';
+import { startApiControlPlane, TestControlPlane, TestResponse } from '../support/control-plane';
 
 /** Who the local IdP signs in next: it consents on their behalf at once. */
 interface IdpUser {
@@ -308,12 +308,11 @@ describe('the review page signed in through the identity provider', () => {
     return cookieOf(done, 'aileron_session')!;
   }
 
-  /** The CSRF token the review page was served with for this session. */
-  async function csrfOf(id: string, session: string): Promise<string> {
-    const page = await hop(`${cp.url}/review/${id}`, session);
-    const match = /const session = (\{.*?\});/.exec(await page.text());
-    expect(match, 'the page knows its session').not.toBeNull();
-    return JSON.parse(match![1]!).csrf;
+  /** The CSRF token of this session, as the console's pages read it (no other site can). */
+  async function csrfOf(session: string): Promise<string> {
+    const answer = await request('GET', '/v1/auth/session', { token: null, headers: { cookie: session } });
+    expect(answer.status, answer.text).toBe(200);
+    return answer.body.csrf;
   }
 
   const decideAs = (
@@ -331,7 +330,7 @@ describe('the review page signed in through the identity provider', () => {
 
   beforeAll(async () => {
     await idp.start();
-    cp = await startTestControlPlane('pglite');
+    cp = await startApiControlPlane();
     // as an operator sets AILERON_PUBLIC_URL to where people reach the control plane; the test's listens on a port chosen at start
     cp.cp.config.publicUrl = cp.url;
     const put = await request('PUT', '/v1/organization/identity-provider', {
@@ -400,21 +399,25 @@ describe('the review page signed in through the identity provider', () => {
     page.on('pageerror', (error) => pageErrors.push(error.message));
     idp.user = rita;
     await page.goto(asked.review_url);
-    await page.locator('#signin').waitFor({ state: 'visible' });
-    const button = page.locator('#idp-signin');
-    expect(await button.textContent()).toBe(`Sign in with ${new URL(idp.issuer).host}`);
+    // the console's view of the request, which offers the organisation's identity provider
+    const view = `${cp.url}/approvals/${asked.id}`;
+    await page.waitForURL(`${view}?organization=default`);
+    const button = page.getByRole('link', { name: 'Sign in with your identity provider' });
+    await button.waitFor();
+    expect(await page.getByLabel('Arguments').count()).toBe(0);
 
     const verifiedBefore = idp.verified.length;
     await button.click();
-    // IdP, callback, and back to the very review page, now signed in
-    await page.waitForURL(asked.review_url);
-    await page.locator('#request').waitFor({ state: 'visible' });
-    expect(await page.locator('#viewer').textContent()).toBe('Signed in as Rita Reviewer');
-    await expect.poll(() => page.locator('#status').textContent()).toBe('pending');
-    expect(await page.locator('#call').textContent()).toBe('deploy → release');
-    expect(await page.locator('#arguments').textContent()).toContain('"version": "3.0.0"');
-    expect(await page.locator('#requester').textContent()).toBe(`alice@example.com via gateway:${gateway.id}`);
-    expect(await page.locator('#route').textContent()).toBe('release (1 approval needed)');
+    // IdP, callback, and back to the very request, now signed in to the console
+    await page.waitForURL(view);
+    await expect
+      .poll(() => page.getByRole('button', { name: 'Signed in as Rita Reviewer: menu' }).isVisible())
+      .toBe(true);
+    await expect.poll(() => page.getByLabel(/^Status: pending/).isVisible()).toBe(true);
+    expect(await page.getByRole('heading', { name: 'deploy → release' }).isVisible()).toBe(true);
+    expect(await page.getByLabel('Arguments').textContent()).toContain('"version": "3.0.0"');
+    expect(await page.getByText('Asked by').textContent()).toContain(`alice@example.com via gateway:${gateway.id}`);
+    expect(await page.getByText('Held by rule').textContent()).toContain('on route release (1 approval needed)');
     // the token endpoint saw a PKCE verifier that matched the challenge
     expect(idp.verified.length).toBe(verifiedBefore + 1);
 
@@ -429,10 +432,10 @@ describe('the review page signed in through the identity provider', () => {
     ).not.toContain('ail_ses_');
 
     const clickedAt = Date.now();
-    await page.locator('#approve').click();
-    await expect.poll(() => page.locator('#status').textContent()).toBe('approved');
-    expect(await page.locator('#actions').isHidden()).toBe(true);
-    expect(await page.locator('#decisions').textContent()).toBe(`user:${rita.id}: approve`);
+    await page.getByRole('button', { name: 'Approve' }).click();
+    await expect.poll(() => page.getByLabel(/^Status: approved/).isVisible()).toBe(true);
+    expect(await page.getByRole('button', { name: 'Approve' }).count()).toBe(0);
+    expect(await page.getByLabel('Decisions').textContent()).toContain(`user:${rita.id}: approve`);
     const heard = await waiting;
     expect(heard.res.status, heard.res.text).toBe(200);
     expect(heard.res.body.status).toBe('approved');
@@ -441,6 +444,9 @@ describe('the review page signed in through the identity provider', () => {
     expect((await request('GET', `/v1/approvals/${asked.id}`)).body.decisions).toEqual([
       expect.objectContaining({ approver: `user:${rita.id}`, via: 'page' }),
     ]);
+    // signed in, the review link opens the request straight away
+    await page.goto(asked.review_url);
+    await page.waitForURL(view);
     await context.close();
   });
 
@@ -525,18 +531,14 @@ describe('the review page signed in through the identity provider', () => {
     const view = await request('GET', `/review/${asked.id}/session`, { token: null, headers: { cookie: ottoSession } });
     expect(view.status, view.text).toBe(200);
     expect(view.body).toMatchObject({ id: asked.id, status: 'pending' });
-    expectRefused(
-      await decideAs(asked.id, ottoSession, await csrfOf(asked.id, ottoSession), 'approve'),
-      403,
-      'NOT_AN_APPROVER',
-    );
+    expectRefused(await decideAs(asked.id, ottoSession, await csrfOf(ottoSession), 'approve'), 403, 'NOT_AN_APPROVER');
 
     // the developer the call runs for is in the group too, and signs in through the IdP
     const dev = await aPerson('Dev Eloper', [GROUP]);
     const own = await ask(dev.email);
     const devSession = await signIn(own.id, dev);
     expectRefused(
-      await decideAs(own.id, devSession, await csrfOf(own.id, devSession), 'approve'),
+      await decideAs(own.id, devSession, await csrfOf(devSession), 'approve'),
       403,
       'SELF_APPROVAL_FORBIDDEN',
     );
@@ -556,7 +558,7 @@ describe('the review page signed in through the identity provider', () => {
     expectRefused(await request('GET', `/review/${id}/session`, { token: null }), 401, 'SESSION_REQUIRED');
 
     const session = await signIn(id, rita);
-    const csrf = await csrfOf(id, session);
+    const csrf = await csrfOf(session);
     const tampered = session.slice(0, -1) + (session.endsWith('A') ? 'B' : 'A');
     expectRefused(
       await request('GET', `/review/${id}/session`, { token: null, headers: { cookie: tampered } }),
@@ -581,7 +583,7 @@ describe('the review page signed in through the identity provider', () => {
       'CSRF_TOKEN_INVALID',
     );
     const otherSession = await signIn(id, otto);
-    expectRefused(await decideAs(id, session, await csrfOf(id, otherSession), 'approve'), 403, 'CSRF_TOKEN_INVALID');
+    expectRefused(await decideAs(id, session, await csrfOf(otherSession), 'approve'), 403, 'CSRF_TOKEN_INVALID');
     expectRefused(
       await decideAs(id, session, csrf, 'approve', { origin: 'https://evil.example' }),
       403,
@@ -601,8 +603,10 @@ describe('the review page signed in through the identity provider', () => {
       'SESSION_EXPIRED',
     );
     expectRefused(await decideAs(id, session, csrf, 'approve'), 401, 'SESSION_EXPIRED');
-    // and the page offers the sign-in again instead of a dead session
-    expect(await (await hop(`${cp.url}/review/${id}`, session)).text()).toContain('const session = null;');
+    // and the review link offers the sign-in again instead of a dead session
+    expect((await hop(`${cp.url}/review/${id}`, session)).headers.get('location')).toBe(
+      `/approvals/${id}?organization=default`,
+    );
     expect((await request('GET', `/v1/approvals/${id}`)).body.status).toBe('pending');
   });
 

@@ -5,7 +5,7 @@ import { Browser, Page } from 'playwright-core';
 import { launchChromium } from '../support/chromium';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { aGateway, aToken, aUser, aWorkspace } from '../support/builders';
-import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { startApiControlPlane, TestControlPlane } from '../support/control-plane';
 import { aLinkChannel, LinkChannel } from '../support/link-channel';
 
 const CALL = {
@@ -17,11 +17,12 @@ const CALL = {
 };
 
 /**
- * The review page in a real browser (the system Chromium, driven by
- * playwright-core): an approver opens `review_url`, sees the exact call,
- * clicks Approve, and the gateway waiting on the long-poll hears it.
+ * The review link in a real browser (the system Chromium, driven by
+ * playwright-core): an approver opens `review_url`, lands on the web console's
+ * view of the request (pages/Approval.tsx, the one the Approvals inbox shows),
+ * sees the exact call, approves, and the gateway waiting on the long-poll hears it.
  */
-describe('the review page in Chromium', () => {
+describe('the review link in Chromium', () => {
   let cp: TestControlPlane;
   let browser: Browser;
   let shots: string;
@@ -40,7 +41,7 @@ describe('the review page in Chromium', () => {
 
   beforeAll(async () => {
     shots = mkdtempSync(join(tmpdir(), 'aileron-review-shots-'));
-    cp = await startTestControlPlane('pglite');
+    cp = await startApiControlPlane();
     browser = await launchChromium();
     ws = (await aWorkspace(cp, cp.ownerToken)).slug;
     const policy = await cp.request('PUT', `/v1/workspaces/${ws}/policy`, {
@@ -95,22 +96,23 @@ describe('the review page in Chromium', () => {
     return page;
   }
 
+  const status = (page: Page, name: string) => page.getByLabel(new RegExp(`^Status: ${name}`));
+
   async function expectTheCall(page: Page): Promise<void> {
-    await page.locator('#request').waitFor({ state: 'visible' });
-    await expect.poll(() => page.locator('#status').textContent()).toBe('pending');
-    expect(await page.locator('#call').textContent()).toBe('deploy → release');
-    expect(await page.locator('#arguments').textContent()).toContain('"version": "2.4.1-rc.7"');
-    expect(await page.locator('#rules').textContent()).toBe('releases-need-approval');
-    expect(await page.locator('#requester').textContent()).toBe(`alice@example.com via gateway:${gateway.id}`);
-    expect(await page.locator('#session').textContent()).toBe('sess-browser');
+    await expect.poll(() => status(page, 'pending').isVisible()).toBe(true);
+    expect(await page.getByRole('heading', { name: 'deploy → release' }).isVisible()).toBe(true);
+    expect(await page.getByLabel('Arguments').textContent()).toContain('"version": "2.4.1-rc.7"');
+    expect(await page.getByText('Held by rule').textContent()).toContain('releases-need-approval');
+    expect(await page.getByText('Asked by').textContent()).toContain(`alice@example.com via gateway:${gateway.id}`);
+    expect(await page.getByText('Agent session').textContent()).toContain('sess-browser');
   }
 
   async function approveAndHear(page: Page, waiting: ReturnType<typeof waitAsGateway>): Promise<void> {
     expect(waiting.answered()).toBe(false);
     const clickedAt = Date.now();
-    await page.locator('#approve').click();
-    await expect.poll(() => page.locator('#status').textContent()).toBe('approved');
-    expect(await page.locator('#actions').isHidden()).toBe(true);
+    await page.getByRole('button', { name: 'Approve' }).click();
+    await expect.poll(() => status(page, 'approved').isVisible()).toBe(true);
+    expect(await page.getByRole('button', { name: 'Approve' }).count()).toBe(0);
     const heard = await waiting.answer;
     expect(heard.status).toBe('approved');
     // a hang guard, not a speed claim: the long-poll would otherwise run for its full 60 s
@@ -123,18 +125,19 @@ describe('the review page in Chromium', () => {
     const link = await sendLink(asked.id);
 
     const page = await open(link);
+    // the console's view of the request, the link carried in the fragment (no request sends it again)
+    await page.waitForURL(new RegExp(`/approvals/${asked.id}#link=`));
     await expectTheCall(page);
     const shot = join(shots, 'review-link.png');
     await page.screenshot({ path: shot, fullPage: true });
     expect(statSync(shot).size).toBeGreaterThan(5_000);
     await approveAndHear(page, waiting);
-    expect(await page.locator('#decisions').textContent()).toBe(`user:${approver.id}: approve`);
+    expect(await page.getByLabel('Decisions').textContent()).toContain(`user:${approver.id}: approve`);
 
     // the link decided once: opened again, it shows the outcome and offers nothing to click
     const again = await open(link);
-    await again.locator('#request').waitFor({ state: 'visible' });
-    await expect.poll(() => again.locator('#status').textContent()).toBe('approved');
-    expect(await again.locator('#actions').isHidden()).toBe(true);
+    await expect.poll(() => status(again, 'approved').isVisible()).toBe(true);
+    expect(await again.getByRole('button', { name: 'Approve' }).count()).toBe(0);
   });
 
   it('signed in with a pasted token: a member is told they may not decide; an approver approves', async () => {
@@ -145,28 +148,35 @@ describe('the review page in Chromium', () => {
 
     const signIn = async (token: string): Promise<Page> => {
       const page = await open(asked.review_url);
-      await page.locator('#signin').waitFor({ state: 'visible' });
-      expect(await page.locator('#request').isHidden()).toBe(true);
-      await page.locator('#token').fill(token);
-      await page.locator('#signin button[type=submit]').click();
-      await page.locator('#request').waitFor({ state: 'visible' });
+      await page.waitForURL(local(asked.review_url).replace(`/review/${asked.id}`, `/approvals/${asked.id}`));
+      // not signed in: the ways in, and nothing of the request
+      await page.getByRole('heading', { name: 'Sign in to review it' }).waitFor();
+      expect(await page.getByLabel('Arguments').count()).toBe(0);
+      await page.getByLabel('Or paste a token').fill(token);
+      await page.getByRole('button', { name: 'Review with it' }).click();
+      await page.getByLabel('Arguments').waitFor();
       return page;
     };
 
     const bystander = await signIn(member.token);
-    await bystander.locator('#approve').click();
-    await expect.poll(() => bystander.locator('#error').textContent()).toContain('not an approver');
-    expect(await bystander.locator('#status').textContent()).toBe('pending');
+    await bystander.getByRole('button', { name: 'Approve' }).click();
+    await expect.poll(() => bystander.getByText('NOT_AN_APPROVER').isVisible()).toBe(true);
+    expect(await bystander.getByText(/You are not an approver of route/).isVisible()).toBe(true);
+    expect(await status(bystander, 'pending').isVisible()).toBe(true);
 
     const page = await signIn(lead.token);
-    expect(await page.locator('#call').textContent()).toBe('deploy → release');
-    expect(await page.locator('#session').textContent()).toBe('sess-signed-in');
+    expect(await page.getByRole('heading', { name: 'deploy → release' }).isVisible()).toBe(true);
+    expect(await page.getByText('Agent session').textContent()).toContain('sess-signed-in');
     await page.screenshot({ path: join(shots, 'review-signed-in.png'), fullPage: true });
     await approveAndHear(page, waiting);
-    expect(await page.locator('#decisions').textContent()).toBe(`token:${lead.id}: approve`);
+    expect(await page.getByLabel('Decisions').textContent()).toContain(`token:${lead.id}: approve`);
     expect((await cp.request('GET', `/v1/approvals/${asked.id}`)).body.decisions).toEqual([
       expect.objectContaining({ approver: `token:${lead.id}`, via: 'page' }),
     ]);
+    // the token stays in this tab only, until forgotten
+    await page.getByRole('button', { name: 'Forget the token' }).click();
+    await page.getByRole('heading', { name: 'Sign in to review it' }).waitFor();
+    expect(await page.evaluate('sessionStorage.length')).toBe(0);
   });
 
   it('shows markup from the agent as text: nothing it holds becomes an element or runs', async () => {
@@ -179,17 +189,16 @@ describe('the review page in Chromium', () => {
       arguments: { title: markup, body: script },
     });
     const page = await open(await sendLink(asked.id));
-    await page.locator('#request').waitFor({ state: 'visible' });
-    await expect.poll(() => page.locator('#status').textContent()).toBe('pending');
+    await expect.poll(() => status(page, 'pending').isVisible()).toBe(true);
 
-    const shown = await page.locator('#arguments').textContent();
+    const shown = await page.getByLabel('Arguments').textContent();
     expect(shown).toContain(JSON.stringify(markup).slice(1, -1));
     expect(shown).toContain(JSON.stringify(script).slice(1, -1));
-    expect(await page.locator('#requester').textContent()).toContain('<b>eve</b>@example.com');
+    expect(await page.getByText('Asked by').textContent()).toContain('<b>eve</b>@example.com');
     expect(await page.locator('img').count()).toBe(0);
-    expect(await page.locator('#requester b').count()).toBe(0);
-    // the page's own script is the only one
-    expect(await page.locator('script').count()).toBe(1);
+    expect(await page.locator('main b').count()).toBe(0);
+    // the console's own script files are the only scripts: none inline, none from the call
+    expect(await page.locator('script:not([src^="/assets/"])').count()).toBe(0);
     expect(await page.evaluate(() => (globalThis as { __ran?: number }).__ran)).toBeUndefined();
     await page.screenshot({ path: join(shots, 'review-markup.png'), fullPage: true });
   });

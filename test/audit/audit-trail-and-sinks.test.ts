@@ -6,8 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AuditService } from '../../libs/audit/src';
 import { SystemScopes } from '../../libs/auth/src/scope-issuer';
 import { verifySignedPayload } from '../../libs/platform/net/src';
-import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
-import { aToken, aWorkspace } from '../support/builders';
+import { startApiControlPlane, startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { anOrganization, aToken, aWorkspace } from '../support/builders';
 import { eventually } from '../support/eventually';
 
 /** A SIEM stand-in: fails the first `failures` deliveries, then keeps every body it accepts. */
@@ -48,7 +48,7 @@ async function receiver(failures: number): Promise<{
 describe('admin changes are audited with the change', () => {
   let cp: TestControlPlane;
   beforeAll(async () => {
-    cp = await startTestControlPlane('pglite');
+    cp = await startApiControlPlane();
   });
   afterAll(async () => cp?.close());
 
@@ -213,10 +213,98 @@ describe('SIEM sinks', () => {
   });
 });
 
-describe('verifying an export without the control plane', () => {
+describe('pausing and resuming a SIEM sink', () => {
   let cp: TestControlPlane;
   beforeAll(async () => {
     cp = await startTestControlPlane('pglite');
+  });
+  afterAll(async () => cp?.close());
+
+  /** The ids of the records a receiver has been sent, in the order it got them. */
+  const idsAt = (siem: Awaited<ReturnType<typeof receiver>>): string[] =>
+    siem.bodies.flatMap((b) => (JSON.parse(b.raw) as { events: { id: string }[] }).events.map((e) => e.id));
+
+  it('a paused sink is sent nothing; resumed, it gets what was written meanwhile, once; another organisation gets 404', async () => {
+    const paused = await receiver(0);
+    // never paused: it shows when a delivery has had its chance
+    const witness = await receiver(0);
+    try {
+      const sinks = [];
+      for (const [name, siem] of [
+        ['paused', paused],
+        ['witness', witness],
+      ] as const) {
+        const created = await cp.request('POST', '/v1/audit/sinks', { body: { name, url: siem.url } });
+        expect(created.status, created.text).toBe(201);
+        sinks.push(created.body.id as string);
+      }
+      const [id] = sinks;
+      const ws = await aWorkspace(cp, cp.ownerToken);
+      const write = async (key: string): Promise<string> => {
+        const put = await cp.request('PUT', `/v1/workspaces/${ws.slug}/secrets/app/${key}`, { body: { value: key } });
+        expect(put.status, put.text).toBe(200);
+        return (await cp.request('GET', `/v1/workspaces/${ws.slug}/audit?limit=1`)).body.events[0].id as string;
+      };
+      const before = await write('before');
+      await eventually('the first record at both sinks', () =>
+        [paused, witness].every((siem) => idsAt(siem).includes(before)),
+      );
+
+      const pause = await cp.request('POST', `/v1/audit/sinks/${id}/pause`);
+      expect(pause.status, pause.text).toBe(200);
+      expect(pause.body).toMatchObject({ id, name: 'paused', enabled: false });
+      // pausing a paused sink changes nothing, and records nothing
+      expect((await cp.request('POST', `/v1/audit/sinks/${id}/pause`)).body.enabled).toBe(false);
+      const listed = (await cp.request('GET', '/v1/audit/sinks')).body.items;
+      expect(listed.find((s: { id: string }) => s.id === id).enabled).toBe(false);
+
+      const meanwhile = [await write('while-paused-1'), await write('while-paused-2')];
+      await eventually('the records written while paused at the witness', () =>
+        meanwhile.every((r) => idsAt(witness).includes(r)),
+      );
+      expect(idsAt(paused).filter((r) => meanwhile.includes(r))).toEqual([]);
+
+      // another organisation's owner: the sink does not exist for them, and stays paused
+      const other = await anOrganization(cp);
+      for (const action of ['resume', 'pause']) {
+        const res = await cp.request('POST', `/v1/audit/sinks/${id}/${action}`, { token: other.token });
+        expect(res.status, res.text).toBe(404);
+        expect(res.body.code).toBe('AUDIT_SINK_NOT_FOUND');
+      }
+      const member = await aToken(cp, cp.ownerToken, { role: 'member' });
+      expect((await cp.request('POST', `/v1/audit/sinks/${id}/resume`, { token: member.token })).status).toBe(403);
+      expect(
+        (await cp.request('GET', '/v1/audit/sinks')).body.items.find((s: { id: string }) => s.id === id),
+      ).toMatchObject({ enabled: false });
+
+      const resume = await cp.request('POST', `/v1/audit/sinks/${id}/resume`);
+      expect(resume.status, resume.text).toBe(200);
+      expect(resume.body.enabled).toBe(true);
+      await eventually('the records written while paused at the resumed sink', () =>
+        meanwhile.every((r) => idsAt(paused).includes(r)),
+      );
+      const after = idsAt(paused);
+      expect(new Set(after).size, 'nothing sent twice').toBe(after.length);
+
+      // who paused and resumed it, in the organisation's chain
+      const audited = (await cp.request('GET', '/v1/audit?type=audit.sink_paused,audit.sink_resumed&limit=500')).body
+        .items as { type: string; actor: string; data: { sink: string } }[];
+      const me = (await cp.request('GET', '/v1/me')).body;
+      expect(audited.filter((r) => r.data.sink === id).map((r) => [r.type, r.actor])).toEqual([
+        ['audit.sink_resumed', `token:${me.principal.id}`],
+        ['audit.sink_paused', `token:${me.principal.id}`],
+      ]);
+    } finally {
+      paused.server.close();
+      witness.server.close();
+    }
+  });
+});
+
+describe('verifying an export without the control plane', () => {
+  let cp: TestControlPlane;
+  beforeAll(async () => {
+    cp = await startApiControlPlane();
   });
   afterAll(async () => cp?.close());
 

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { aUser } from '../support/builders';
-import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { startApiControlPlane, TestControlPlane } from '../support/control-plane';
 import { expectProblem, LocalIdp, sql } from './local-idp';
 
 describe('which identity-provider tokens sign people in, and as whom', () => {
@@ -50,7 +50,7 @@ describe('which identity-provider tokens sign people in, and as whom', () => {
 
   beforeAll(async () => {
     await idp.start();
-    cp = await startTestControlPlane('pglite');
+    cp = await startApiControlPlane();
     await trust({ audience: 'aileron' });
   });
   afterAll(async () => {

@@ -1,5 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startTestControlPlane, TestControlPlane, TestResponse } from '../support/control-plane';
+import { startApiControlPlane, TestControlPlane, TestResponse } from '../support/control-plane';
 import { browserSignIn, expectProblem, LocalIdp } from './local-idp';
 
 /** The organisation's IdP with browser sign-in, as an owner sets it. */
@@ -18,7 +18,7 @@ describe('browser sign-in: what the control plane fetches from the identity prov
   let idp: LocalIdp;
 
   beforeAll(async () => {
-    cp = await startTestControlPlane('pglite');
+    cp = await startApiControlPlane();
   });
   afterAll(() => cp?.close());
   // a fresh IdP (and so a fresh issuer) per test: the control plane caches what it discovered

@@ -3,7 +3,7 @@ import { createServer, Server } from 'node:http';
 import { sign } from 'jsonwebtoken';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { aToken, aUser, aWorkspace } from '../support/builders';
-import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { startApiControlPlane, TestControlPlane } from '../support/control-plane';
 
 const ISSUER = 'https://login.example.test/';
 const AUDIENCE = 'aileron';
@@ -56,7 +56,7 @@ describe('admin JWTs: the organisation identity provider and our own', () => {
 
   beforeAll(async () => {
     const jwksUrl = await idp.start();
-    cp = await startTestControlPlane('pglite');
+    cp = await startApiControlPlane();
     const put = await cp.request('PUT', '/v1/organization/identity-provider', {
       body: {
         issuer: ISSUER,

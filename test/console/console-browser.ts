@@ -1,7 +1,7 @@
 import { mkdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import { Browser, BrowserContext, Page } from 'playwright-core';
+import { Browser, BrowserContext, Locator, Page } from 'playwright-core';
 import { expect } from 'vitest';
 import { launchChromium } from '../support/chromium';
 import type { TestControlPlane } from '../support/control-plane';
@@ -68,6 +68,15 @@ export class ConsoleBrowser {
     // the screenshot first: a page that fails is the one to look at
     await p.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
     expect(violations, name).toEqual([]);
+  }
+
+  /** Presses Tab (Shift+Tab with `backwards`) until `target` has the focus, as a person without a mouse reaches a control. */
+  async tabTo(p: Page, target: Locator, { presses = 80, backwards = false } = {}): Promise<void> {
+    for (let i = 0; i < presses; i++) {
+      await p.keyboard.press(backwards ? 'Shift+Tab' : 'Tab');
+      if (await target.evaluate((el) => el === el.ownerDocument.activeElement)) return;
+    }
+    throw new Error(`${backwards ? 'Shift+Tab' : 'Tab'} never reached ${String(target)}`);
   }
 
   /** A Mantine Select: open it, pick the option. */

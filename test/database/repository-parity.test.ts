@@ -1266,6 +1266,17 @@ parity('AuditSinksRepository', 'enabledIds', async (s) => [
   await repo(s, 'AuditSinksRepository').enabledIds(s.w.orgB),
 ]);
 parity('AuditSinksRepository', 'allEnabled', (s) => repo(s, 'AuditSinksRepository').allEnabled(SYSTEM));
+parity('AuditSinksRepository', 'setEnabled', async (s) => {
+  const k = repo(s, 'AuditSinksRepository');
+  return [
+    await tx(s, (x) => k.setEnabled(s.w.orgB, SINK, false, x)),
+    await tx(s, (x) => k.setEnabled(s.w.org, SINK, false, x)),
+    await tx(s, (x) => k.setEnabled(s.w.org, SINK, false, x)),
+    await k.enabledIds(s.w.org),
+    await tx(s, (x) => k.setEnabled(s.w.org, SINK, true, x)),
+    await k.enabledIds(s.w.org),
+  ];
+});
 parity('AuditSinksRepository', 'claim', async (s) => {
   const k = repo(s, 'AuditSinksRepository');
   return [

@@ -68,6 +68,8 @@ describe('PostgreSQL and Redis going away under two replicas: approvals and webh
   let session: { client: Client };
   const samples: Sample[] = [];
   const acknowledged: string[] = [];
+  /** the phase each acknowledged write was answered in: where a lost event went missing */
+  const acknowledgedIn = new Map<string, string>();
   const figures: Record<string, Record<string, number | string>> = {};
   let phase = 'up';
 
@@ -107,7 +109,10 @@ describe('PostgreSQL and Redis going away under two replicas: approvals and webh
           const slug = uniqueSlug('load');
           await sample('POST /v1/workspaces', async () => {
             const res = await (i % 2 ? b : a).request('POST', '/v1/workspaces', { body: { slug, name: slug } });
-            if (res.status === 201) acknowledged.push(slug);
+            if (res.status === 201) {
+              acknowledged.push(slug);
+              acknowledgedIn.set(slug, phase);
+            }
             return res;
           });
           await pause();
@@ -389,7 +394,7 @@ describe('PostgreSQL and Redis going away under two replicas: approvals and webh
     expect(
       acknowledged
         .filter((slug) => perWorkspace.get(slug) !== 1)
-        .map((slug) => `${slug}: ${perWorkspace.get(slug) ?? 0}`),
+        .map((slug) => `${slug}: ${perWorkspace.get(slug) ?? 0} (acknowledged in "${acknowledgedIn.get(slug)}")`),
     ).toEqual([]);
     expect([...count(events.map((e) => e.id))].filter(([, n]) => n > 1)).toEqual([]);
     expect([...count(events.map((e) => e.delivery))].filter(([, n]) => n > 1)).toEqual([]);

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { aToken, aWorkspace } from '../support/builders';
-import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { startApiControlPlane, TestControlPlane } from '../support/control-plane';
 import { HttpUpstream } from './http-upstream';
 import { aRemoteServer, connect, textOf } from './mcp-client';
 
@@ -20,7 +20,7 @@ describe('MCP requests on an open session', () => {
   let server: string;
 
   beforeAll(async () => {
-    cp = await startTestControlPlane('pglite', {
+    cp = await startApiControlPlane({
       AILERON_RATE_LIMIT_PRINCIPAL_PER_MINUTE: String(PRINCIPAL_PER_MINUTE),
     });
     await upstream.start();

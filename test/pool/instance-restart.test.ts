@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { aToken, aWorkspace } from '../support/builders';
-import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { startApiControlPlane, TestControlPlane } from '../support/control-plane';
 import { eventually } from '../support/eventually';
 import { alive } from '../support/services';
 import { holdInstanceStarts } from './held-starts';
@@ -21,7 +21,7 @@ describe('restarting a pool instance', () => {
   let server: string;
 
   beforeAll(async () => {
-    cp = await startTestControlPlane('pglite');
+    cp = await startApiControlPlane();
     ws = (await aWorkspace(cp, cp.ownerToken)).slug;
     await cp.request('PUT', `/v1/workspaces/${ws}/policy`, { body: { default: 'allow', rules: [] } });
     server = await aRemoteServer(cp, cp.ownerToken, ws, SERVERS.everything);

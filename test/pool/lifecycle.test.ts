@@ -3,7 +3,7 @@ import { ExecutionJournal, McpSessions, PoolInstances } from '@aileron/pool';
 import { People } from '../approvals/people';
 import { aToken, aWorkspace } from '../support/builders';
 import { advanceClock, resetClock } from '../support/clock';
-import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { startApiControlPlane, TestControlPlane } from '../support/control-plane';
 import { eventually } from '../support/eventually';
 import { HttpUpstream } from './http-upstream';
 import { aRemoteServer, connect, SERVERS, textOf } from './mcp-client';
@@ -20,7 +20,7 @@ describe('pool instances: upstream URLs, pinning, approvals that wait, kill swit
   const people = new People();
 
   beforeAll(async () => {
-    cp = await startTestControlPlane('pglite', { AILERON_POOL_APPROVAL_WAIT_SECONDS: '20' });
+    cp = await startApiControlPlane({ AILERON_POOL_APPROVAL_WAIT_SECONDS: '20' });
     await upstream.start();
     await people.start();
     await people.trustedBy(cp);
@@ -214,7 +214,7 @@ describe('pool limits: idle stop, instances per workspace, calls per instance, r
   const upstream = new HttpUpstream(KEY);
 
   beforeAll(async () => {
-    cp = await startTestControlPlane('pglite', {
+    cp = await startApiControlPlane({
       AILERON_POOL_IDLE_SECONDS: '1',
       AILERON_POOL_SESSION_IDLE_SECONDS: '30',
       AILERON_POOL_MAX_INSTANCES_PER_WORKSPACE: '1',

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ExecutionJournal, PoolInstances } from '@aileron/pool';
 import { People } from '../approvals/people';
 import { aGateway, aToken, aWorkspace } from '../support/builders';
-import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { startApiControlPlane, TestControlPlane } from '../support/control-plane';
 import { eventually } from '../support/eventually';
 import { aRemoteServer, connect, SERVERS, textOf } from './mcp-client';
 
@@ -45,7 +45,7 @@ describe('the remote MCP pool', () => {
 
   beforeAll(async () => {
     // LOG_LEVEL info so the canary check sees everything an operator would
-    cp = await startTestControlPlane('pglite', { LOG_LEVEL: 'info', AILERON_POOL_APPROVAL_WAIT_SECONDS: '2' });
+    cp = await startApiControlPlane({ LOG_LEVEL: 'info', AILERON_POOL_APPROVAL_WAIT_SECONDS: '2' });
     await people.start();
     await people.trustedBy(cp);
   });

@@ -5,7 +5,7 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { textOf } from '../pool/mcp-client';
 import { aWorkspace } from '../support/builders';
-import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { startApiControlPlane, TestControlPlane } from '../support/control-plane';
 import { eventually } from '../support/eventually';
 import { anAllowedSandbox, type Box as SandboxBox, sandboxIdOf } from './box';
 
@@ -76,7 +76,7 @@ describe('sandbox isolation (local driver, control plane running as root)', () =
 
   beforeAll(async () => {
     expect(process.getuid?.(), 'these tests are about a control plane running as root').toBe(0);
-    cp = await startTestControlPlane('pglite', {
+    cp = await startApiControlPlane({
       AILERON_SANDBOX_BASH_MAX_TIMEOUT_MS: String(BASH_MAX_TIMEOUT_MS),
       AILERON_SANDBOX_DEFAULT_PIDS: String(DEFAULT_LIMITS.pids),
       AILERON_SANDBOX_DEFAULT_MEMORY_MB: String(DEFAULT_LIMITS.memoryMb),

@@ -1,7 +1,7 @@
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SandboxesService } from '@aileron/sandboxes';
-import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { startApiControlPlane, TestControlPlane } from '../support/control-plane';
 import { anAllowedSandbox, Box } from './box';
 
 /**
@@ -18,7 +18,7 @@ describe('browsing a sandbox and checking command lines (embedded, bubblewrap)',
   const settled = () => cp.cp.app.get(SandboxesService).settledAll();
 
   beforeAll(async () => {
-    cp = await startTestControlPlane('pglite', { AILERON_POOL_APPROVAL_WAIT_SECONDS: '0' });
+    cp = await startApiControlPlane({ AILERON_POOL_APPROVAL_WAIT_SECONDS: '0' });
     box = await anAllowedSandbox(cp, 'review-me', clients);
     ws = box.workspace;
   });

@@ -7,7 +7,7 @@ import { compiledRunnerPath, LocalSandboxDriver, type SandboxSpec } from '@ailer
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { textOf } from '../pool/mcp-client';
-import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { startApiControlPlane, TestControlPlane } from '../support/control-plane';
 import { anAllowedSandbox, type Box as SandboxBox, sandboxIdOf } from './box';
 
 const TMPFS_MB = 48;
@@ -37,7 +37,7 @@ describe('a local sandbox as a whole: its memory and its share of the CPUs (cgro
       'memory',
       'pids',
     ]);
-    cp = await startTestControlPlane('pglite', {
+    cp = await startApiControlPlane({
       AILERON_SANDBOX_TMPFS_MB: String(TMPFS_MB),
       AILERON_SANDBOX_CPUS: String(CPUS),
       AILERON_SANDBOX_DEFAULT_PIDS: '128',

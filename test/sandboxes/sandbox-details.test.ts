@@ -19,7 +19,7 @@ import { compiledRunnerPath } from '@aileron/sandboxes';
 import { People } from '../approvals/people';
 import { connect, textOf } from '../pool/mcp-client';
 import { aWorkspace, uniqueSlug } from '../support/builders';
-import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { startApiControlPlane, TestControlPlane } from '../support/control-plane';
 import { eventually } from '../support/eventually';
 import { aReceiver } from '../support/webhook-receiver';
 import { AGENT_CAPS, agentOn, type Bash, type Box as SandboxBox } from './box';
@@ -79,7 +79,7 @@ describe('sandboxes in detail (embedded, bubblewrap)', () => {
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'aileron-sandbox-details-'));
-    cp = await startTestControlPlane('pglite', {
+    cp = await startApiControlPlane({
       AILERON_SANDBOX_SOURCE_MAX_BYTES: String(SOURCE_MAX_BYTES),
       AILERON_SANDBOX_IDLE_SECONDS: String(IDLE_SECONDS),
       AILERON_SANDBOX_BASH_TIMEOUT_MS: String(BASH_TIMEOUT_MS),

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isAddressAllowed } from '@aileron/net';
 import { compiledRunnerPath, LocalSandboxDriver, type SandboxSpec } from '@aileron/sandboxes';
 import { aToken, aWorkspace } from '../support/builders';
-import { startTestControlPlane, type TestControlPlane } from '../support/control-plane';
+import { startApiControlPlane, type TestControlPlane } from '../support/control-plane';
 import { agentOn } from './box';
 
 /** Global unicast (IANA gives 11.0.0.0/8 to the US DoD, not routed on the internet): a "public" server the test owns. */
@@ -116,7 +116,7 @@ describe('egress sandboxes (embedded, bubblewrap, pasta)', () => {
   beforeAll(async () => {
     remote = await aRemoteMachine();
     onHost = await listenOn(HOST_ADDRESS, 'the control plane machine');
-    cp = await startTestControlPlane('pglite', {
+    cp = await startApiControlPlane({
       AILERON_SANDBOX_EGRESS: 'admins',
       AILERON_POOL_APPROVAL_WAIT_SECONDS: '0',
     });
@@ -204,7 +204,7 @@ describe('with AILERON_SANDBOX_EGRESS off (the default)', () => {
   let ws: string;
 
   beforeAll(async () => {
-    cp = await startTestControlPlane('pglite');
+    cp = await startApiControlPlane();
     ws = (await aWorkspace(cp, cp.ownerToken)).slug;
   }, 120_000);
 

@@ -10,7 +10,7 @@ import { attenuateCaveatToken } from '../../libs/sessions/src';
 import { People } from '../approvals/people';
 import { connect, textOf } from '../pool/mcp-client';
 import { aWorkspace } from '../support/builders';
-import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { startApiControlPlane, TestControlPlane } from '../support/control-plane';
 
 /** A repository as a developer has it: a bug, and a test that catches it. */
 function aRepositoryBundle(dir: string): string {
@@ -67,7 +67,7 @@ describe('sandboxes (embedded, bubblewrap)', () => {
     dir = mkdtempSync(join(tmpdir(), 'aileron-sandbox-test-'));
     // a call that needs a person answers at once with the pending request, instead of waiting for one
     // the owner makes an egress sandbox below (codex/sandbox-state/update)
-    cp = await startTestControlPlane('pglite', {
+    cp = await startApiControlPlane({
       AILERON_POOL_APPROVAL_WAIT_SECONDS: '0',
       AILERON_SANDBOX_EGRESS: 'admins',
     });

@@ -6,7 +6,7 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { textOf } from '../pool/mcp-client';
 import { aWorkspace, uniqueSlug } from '../support/builders';
-import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { startApiControlPlane, TestControlPlane } from '../support/control-plane';
 import { eventually } from '../support/eventually';
 import { SANDBOX_DRIVER, type SandboxDriver } from '@aileron/sandboxes';
 import { agentOn } from './box';
@@ -35,7 +35,7 @@ describe('snapshots never run or follow what the agent wrote (embedded, bubblewr
     dir = mkdtempSync(join(tmpdir(), 'aileron-snapshot-escape-'));
     marks = join(dir, 'marks');
     mkdirSync(marks);
-    cp = await startTestControlPlane('pglite', { AILERON_SANDBOX_SNAPSHOT_MAX_FILES: String(MAX_FILES) });
+    cp = await startApiControlPlane({ AILERON_SANDBOX_SNAPSHOT_MAX_FILES: String(MAX_FILES) });
     ws = await aWorkspace(cp, cp.ownerToken);
     await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, { body: { default: 'allow', rules: [] } });
   }, 120_000);

@@ -9,7 +9,7 @@ import { ApprovalsService } from '@aileron/approvals';
 import { People } from '../approvals/people';
 import { aRemoteServer, SERVERS, textOf } from '../pool/mcp-client';
 import { aToken, aWorkspace } from '../support/builders';
-import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { startApiControlPlane, TestControlPlane } from '../support/control-plane';
 import { eventually } from '../support/eventually';
 
 /**
@@ -101,7 +101,7 @@ describe('aileron-mcp against a running control plane', () => {
   const clients: Client[] = [];
 
   beforeAll(async () => {
-    cp = await startTestControlPlane('pglite', { AILERON_POOL_APPROVAL_WAIT_SECONDS: '0' });
+    cp = await startApiControlPlane({ AILERON_POOL_APPROVAL_WAIT_SECONDS: '0' });
     await people.start();
     await people.trustedBy(cp);
   });

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ExecutionJournal } from '@aileron/pool';
 import { attenuateCaveatToken } from '../../libs/sessions/src';
 import { aWorkspace } from '../support/builders';
-import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { startApiControlPlane, TestControlPlane } from '../support/control-plane';
 import { aRemoteServer, connect, SERVERS, textOf } from '../pool/mcp-client';
 
 type Refusal = { code: string; approval_id: string; review_url: string };
@@ -19,7 +19,7 @@ describe('a leaked session caveat token', () => {
   let session: { id: string; caveat_token: string };
 
   beforeAll(async () => {
-    cp = await startTestControlPlane('pglite', { AILERON_POOL_APPROVAL_WAIT_SECONDS: '1' });
+    cp = await startApiControlPlane({ AILERON_POOL_APPROVAL_WAIT_SECONDS: '1' });
     ws = await aWorkspace(cp, cp.ownerToken);
     await aRemoteServer(cp, cp.ownerToken, ws.slug, SERVERS.everything, 'alpha');
     await aRemoteServer(cp, cp.ownerToken, ws.slug, SERVERS.memory, 'beta');

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { attenuateCaveatToken, AgentSessionsService } from '../../libs/sessions/src';
 import { aGateway, aToken, aWorkspace } from '../support/builders';
 import { advanceClock, resetClock } from '../support/clock';
-import { aReplicaOf, startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { aReplicaOf, startApiControlPlane, startTestControlPlane, TestControlPlane } from '../support/control-plane';
 import { eventually } from '../support/eventually';
 
 /**
@@ -14,7 +14,7 @@ const BEFORE_THE_CACHE_LAPSES = { timeoutMs: 5_000 };
 describe('agent sessions (embedded)', () => {
   let cp: TestControlPlane;
   beforeAll(async () => {
-    cp = await startTestControlPlane('pglite');
+    cp = await startApiControlPlane();
   });
   afterAll(async () => cp?.close());
 

@@ -6,7 +6,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect } from '../pool/mcp-client';
 import { aWorkspace } from '../support/builders';
-import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { startApiControlPlane, TestControlPlane } from '../support/control-plane';
 
 /**
  * A failed tool call says why the same way whoever answers it: the pool (a
@@ -44,7 +44,7 @@ describe('tool errors', () => {
     expect(existsSync(BUNDLE), 'aileron-mcp is not bundled: run `npm run build` first').toBe(true);
     dir = mkdtempSync(join(tmpdir(), 'aileron-tool-errors-'));
     copyFileSync(BUNDLE, join(dir, 'aileron-mcp'));
-    cp = await startTestControlPlane('pglite');
+    cp = await startApiControlPlane();
     ws = (await aWorkspace(cp, cp.ownerToken)).slug;
     expect((await cp.request('POST', `/v1/workspaces/${ws}/sandboxes`, { body: { name: 'box' } })).status).toBe(201);
     const policy = await cp.request('PUT', `/v1/workspaces/${ws}/policy`, {

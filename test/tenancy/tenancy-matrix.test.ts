@@ -4,7 +4,7 @@ import { ExecutionJournal } from '@aileron/pool';
 import { SandboxesService } from '@aileron/sandboxes';
 import { RouteCatalog, RouteDefinition } from '../../libs/platform/http/src';
 import { aCatalogServer, aGateway, aToken, aUser, aWorkspace, anOrganization } from '../support/builders';
-import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { startApiControlPlane, TestControlPlane } from '../support/control-plane';
 import { eventually } from '../support/eventually';
 import { connect } from '../pool/mcp-client';
 
@@ -125,7 +125,7 @@ describe('tenancy matrix', () => {
 
   beforeAll(async () => {
     // the fixture's execution records wait seconds for their batch: only the fixture's own wait below puts them in before the snapshots
-    cp = await startTestControlPlane('pglite', { AILERON_POOL_AUDIT_BATCH_MS: '5000' });
+    cp = await startApiControlPlane({ AILERON_POOL_AUDIT_BATCH_MS: '5000' });
     routes = cp.cp.app.get(RouteCatalog).all();
     tables = await tenantTables(cp);
     // the schema has these at least; an empty or short list would make the snapshots prove nothing
@@ -313,8 +313,8 @@ describe('tenancy matrix', () => {
         createHash('sha256').update(token).digest('hex'),
       );
       const cookie = `aileron_session=${token}`;
-      const page = await cp.request('GET', `/review/${target.approval}`, { token: null, headers: { cookie } });
-      const csrf = JSON.parse(/const session = (\{.*?\});/.exec(page.text)![1]!).csrf as string;
+      const csrf = (await cp.request('GET', '/v1/auth/session', { token: null, headers: { cookie } })).body
+        .csrf as string;
       const before = await snapshot();
       const attempts = [
         await cp.request('GET', `/review/${target.approval}/session`, { token: null, headers: { cookie } }),

@@ -9,7 +9,7 @@ import { BootstrapService } from '../../libs/tenancy/src';
 import { VaultService } from '../../libs/vault/src';
 import type { ReadReason } from '../../libs/vault/src';
 import { aGateway, aToken, aWorkspace, anOrganization, uniqueSlug } from '../support/builders';
-import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { startApiControlPlane, startTestControlPlane, TestControlPlane } from '../support/control-plane';
 import { createPostgresDatabase } from '../support/databases';
 
 const POOL_READ: ReadReason = { actor: 'pool:i-1', server: 'github', instance: 'i-1' };
@@ -39,7 +39,7 @@ describe('vault API', () => {
   let vault: VaultService;
   let ws: { id: string; slug: string };
   beforeAll(async () => {
-    cp = await startTestControlPlane('pglite', { AILERON_VAULT_KEEP_VERSIONS: '3' });
+    cp = await startApiControlPlane({ AILERON_VAULT_KEEP_VERSIONS: '3' });
     vault = cp.cp.app.get(VaultService);
     ws = await aWorkspace(cp, cp.ownerToken);
   });

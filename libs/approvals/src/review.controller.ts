@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import { Body, Controller, Param, Query, Req, Res } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
@@ -6,13 +5,15 @@ import { BrowserSessions, CSRF_HEADER } from '@aileron/auth';
 import { Route } from '@aileron/http';
 import { ApprovalsService } from './approvals.service';
 import { approvalView, idParams, linkDecisionBody, linkQuery, sessionDecisionBody, toView } from './approvals.schemas';
-import { reviewPage } from './review-page';
+
+const reviewQuery = linkQuery.partial();
 
 /**
- * The review page and what may be done from it without a bearer token: with
- * a one-time link (the link is the credential), or with the browser-session cookie
- * a sign-in through the organisation's identity provider left (changes also
- * carry the page's CSRF token).
+ * The review link (`review_url`) and what may be done from it without a
+ * bearer token: with a one-time link (the link is the credential), or with
+ * the browser-session cookie a sign-in through the organisation's identity
+ * provider left (changes also carry the session's CSRF token). The link opens
+ * the request in the web console, the view its Approvals inbox shows.
  */
 @Controller()
 export class ReviewController {
@@ -24,45 +25,38 @@ export class ReviewController {
   @Route({
     method: 'GET',
     path: '/review/:id',
-    summary: 'The review page of an approval request (HTML)',
+    summary: "An approval request's review link: opens the request in the web console",
     description:
-      "For a person signed in through the organisation's identity provider (the page offers the sign-in), with `?link=` a one-time link, or with a pasted token. The page shows the exact call and decides through the API.",
+      "Redirects to the console's view of the request, `/approvals/{id}`. With `?link=` (a one-time link) to `/approvals/{id}#link=…`: the console shows and decides with the link, which the fragment keeps out of every later request. With a browser session straight there; without one, with `?organization=<slug>` when the organisation's identity provider signs people in, which the page offers (beside a pasted token).",
     tag: 'approvals',
     auth: 'public',
     tenancy: 'none',
     params: idParams,
-    produces: 'text/html',
+    query: reviewQuery,
+    status: 302,
+    produces: 'text/plain',
   })
   async page(
     @Param() params: z.infer<typeof idParams>,
+    @Query() query: z.infer<typeof reviewQuery>,
     @Req() request: FastifyRequest,
     @Res() reply: FastifyReply,
   ): Promise<void> {
-    const [signIn, browserSession] = await Promise.all([
-      this.approvals.signInOption(params.id),
-      this.browserSessions.peek(request),
-    ]);
-    const nonce = randomBytes(16).toString('base64');
     void reply
-      .header('content-type', 'text/html; charset=utf-8')
-      .header(
-        'content-security-policy',
-        `default-src 'none'; script-src 'nonce-${nonce}'; style-src 'nonce-${nonce}'; connect-src 'self'; form-action 'none'; frame-ancestors 'none'; base-uri 'none'`,
-      )
-      .header('referrer-policy', 'no-referrer')
       .header('cache-control', 'no-store')
-      .header('x-content-type-options', 'nosniff')
-      .send(
-        reviewPage(params.id, nonce, {
-          signIn: signIn
-            ? {
-                href: `/v1/auth/oidc/login?${new URLSearchParams({ organization: signIn.organization, return_to: `/review/${params.id}` })}`,
-                label: signIn.label,
-              }
-            : null,
-          browserSession: browserSession ? { name: browserSession.principal.name, csrf: browserSession.csrf } : null,
-        }),
-      );
+      .header('referrer-policy', 'no-referrer')
+      .redirect(await this.consoleView(params.id, query.link, request), 302);
+  }
+
+  /** Where the console shows the request, with what the page needs to know how its reader may authenticate. */
+  private async consoleView(id: string, link: string | undefined, request: FastifyRequest): Promise<string> {
+    const view = `/approvals/${id}`;
+    if (link) return `${view}#${new URLSearchParams({ link })}`;
+    const [browserSession, signIn] = await Promise.all([
+      this.browserSessions.peek(request),
+      this.approvals.signInOption(id),
+    ]);
+    return browserSession || !signIn ? view : `${view}?${new URLSearchParams({ organization: signIn.organization })}`;
   }
 
   @Route({

@@ -15,7 +15,7 @@ const sinkView = z.object({
   id: z.string(),
   name: z.string(),
   host: z.string().describe('where records go; the full URL may carry credentials and is not shown'),
-  enabled: z.boolean(),
+  enabled: z.boolean().describe('false while paused (`POST /v1/audit/sinks/{id}/pause`)'),
   created_at: z.string(),
   created_by: z.string().nullable(),
   last_delivered_at: z.string().nullable(),
@@ -84,6 +84,48 @@ export class AuditSinksController {
       sinksCursor.page(rows, query, (s) => s, view),
       'sinks',
     );
+  }
+
+  @Route({
+    method: 'POST',
+    path: '/v1/audit/sinks/:id/pause',
+    summary: 'Pause a sink: nothing is sent to it until it is resumed',
+    description:
+      'Its place in each chain is kept: once resumed, the sink receives every record written while it was paused. Pausing a paused sink changes nothing.',
+    tag: 'audit',
+    permission: 'audit.manage',
+    tenancy: 'organization',
+    params: idParams,
+    response: sinkView,
+    example: { params: { id: '{sink}' } },
+  })
+  async pause(
+    @Caller() caller: Principal,
+    @TenantScope() scope: OrgScope,
+    @Param() params: z.infer<typeof idParams>,
+  ): Promise<z.infer<typeof sinkView>> {
+    return view(await this.sinks.pause(caller, scope, params.id));
+  }
+
+  @Route({
+    method: 'POST',
+    path: '/v1/audit/sinks/:id/resume',
+    summary: 'Resume a paused sink',
+    description:
+      'Delivery goes on from where it stopped, records written while it was paused included (unlike a webhook, which does not re-send what it missed).',
+    tag: 'audit',
+    permission: 'audit.manage',
+    tenancy: 'organization',
+    params: idParams,
+    response: sinkView,
+    example: { params: { id: '{sink}' } },
+  })
+  async resume(
+    @Caller() caller: Principal,
+    @TenantScope() scope: OrgScope,
+    @Param() params: z.infer<typeof idParams>,
+  ): Promise<z.infer<typeof sinkView>> {
+    return view(await this.sinks.resume(caller, scope, params.id));
   }
 
   @Route({

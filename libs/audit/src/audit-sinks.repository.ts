@@ -51,8 +51,17 @@ export class AuditSinksRepository extends Repository {
     });
   }
 
-  get(scope: OrgScope, id: string): Promise<AuditSinkRecord | null> {
-    return this.client.auditSink.findFirst({ where: { organizationId: scope.organizationId, id } });
+  get(scope: OrgScope, id: string, tx?: Transaction): Promise<AuditSinkRecord | null> {
+    return (tx ?? this.client).auditSink.findFirst({ where: { organizationId: scope.organizationId, id } });
+  }
+
+  /** Pauses (false) or resumes (true) a sink; false when it was already so, or is not the organisation's. */
+  async setEnabled(scope: OrgScope, id: string, enabled: boolean, tx: Transaction): Promise<boolean> {
+    const { count } = await tx.auditSink.updateMany({
+      where: { organizationId: scope.organizationId, id, enabled: !enabled },
+      data: { enabled },
+    });
+    return count > 0;
   }
 
   async delete(scope: OrgScope, id: string, tx: Transaction): Promise<boolean> {

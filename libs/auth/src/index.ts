@@ -8,7 +8,7 @@ export type { OrgScope, SystemScope, WorkspaceScope } from './scope';
 export { Caller, TenantScope } from './auth.decorators';
 export type { AuthenticatedRequest } from './auth.guard';
 export { AccessService } from './access.service';
-export { PrincipalCache } from './principal-cache.service';
+export { changesOnlyAdd, PrincipalCache } from './principal-cache.service';
 export { PrincipalResolver } from './principal.resolver';
 export { TokensService, tokenView } from './tokens.service';
 export type { NewToken } from './tokens.service';

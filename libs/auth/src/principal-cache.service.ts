@@ -11,6 +11,19 @@ const CACHE_TTL_MS = 30_000;
 const ROOT = 'all';
 /** the changes that can alter who a caller is or what they reach: organisations, identity providers, workspaces, users, memberships, revocations */
 const CHANGES_ACCESS = /^(organization|workspace|user|member)\.|^token\.revoked$/;
+/**
+ * The changes that only add: a new organisation, workspace or user takes
+ * nothing from anyone, so what was cached before stays true as far as it
+ * goes. The entries are reloaded as usual, but may still stand in should the
+ * database be away at that moment (the first write before an outage must not
+ * end every caller's access during it).
+ */
+const ONLY_ADDS = /^(organization|workspace|user)\.created$/;
+
+/** Whether the changes these outbox topics record only add to who may reach what (ONLY_ADDS). */
+export function changesOnlyAdd(topics: readonly string[]): boolean {
+  return topics.every((topic) => ONLY_ADDS.test(topic));
+}
 
 export interface CachedPrincipal {
   principal: Principal;
@@ -44,7 +57,7 @@ export class PrincipalCache implements OnModuleDestroy {
     // after the commit: a replica reloading before it would cache the old rows again
     outbox.afterCommitOf(
       (topic) => CHANGES_ACCESS.test(topic),
-      () => this.invalidateAll(),
+      (topics) => this.invalidateAll({ keepForOutage: changesOnlyAdd(topics) }),
     );
   }
 
@@ -66,13 +79,17 @@ export class PrincipalCache implements OnModuleDestroy {
     return this.workspaces.getOrLoad(`${ROOT}:${organizationId}:${slug}`, load);
   }
 
-  /** Called on this replica whenever cached access is dropped, here or on another replica (streams judge their callers again). */
-  onChange(listener: () => void): () => void {
-    return this.principals.onEvict(listener);
+  /**
+   * Called on this replica whenever cached access is dropped, here or on
+   * another replica (streams judge their callers again); `onlyAdded` when the
+   * change took nothing away (ONLY_ADDS).
+   */
+  onChange(listener: (onlyAdded: boolean) => void): () => void {
+    return this.principals.onEvict((_prefix, keptForOutage) => listener(keptForOutage));
   }
 
   /** For changes no outbox message records (a role the IdP changed at sign-in); after their commit. */
-  async invalidateAll(): Promise<void> {
-    await Promise.all([this.principals.invalidate(ROOT), this.workspaces.invalidate(ROOT)]);
+  async invalidateAll(options: { keepForOutage?: boolean } = {}): Promise<void> {
+    await Promise.all([this.principals.invalidate(ROOT, options), this.workspaces.invalidate(ROOT, options)]);
   }
 }

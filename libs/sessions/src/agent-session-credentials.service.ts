@@ -1,6 +1,7 @@
 import { Inject, Injectable, Logger, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import { SystemScopes } from '@aileron/auth/scope-issuer';
 import {
+  changesOnlyAdd,
   CredentialResolvers,
   PrincipalCache,
   PrincipalResolver,
@@ -80,10 +81,10 @@ export class AgentSessionCredentials implements OnModuleInit, OnModuleDestroy {
     keys.onRemoved((organizationId, keyId) => this.verifier.forgetKey(organizationId, keyId));
     outbox.afterCommitOf(
       (topic) => CHANGES_CREATOR.test(topic),
-      () => this.live.invalidate(ROOT),
+      (topics) => this.live.invalidate(ROOT, { keepForOutage: changesOnlyAdd(topics) }),
     );
     // roles the identity provider changed at sign-in drop the principal cache without an outbox message
-    principalCache.onChange(() => void this.live.invalidate(ROOT));
+    principalCache.onChange((onlyAdded) => void this.live.invalidate(ROOT, { keepForOutage: onlyAdded }));
     // an ended session's open streams (MCP, events) end on every replica, not at their next request
     this.live.onEvict(() => streams.recheck());
   }

@@ -45,6 +45,17 @@ export function Shell() {
       padding="md"
     >
       <AppShell.Header>
+        {/* past the header and the navigation to the page itself, without a mouse */}
+        <a
+          href="#main"
+          className="console-skip-link"
+          onClick={(event) => {
+            event.preventDefault();
+            document.getElementById('main')?.focus();
+          }}
+        >
+          Skip to the page
+        </a>
         <Group h="100%" px="md" justify="space-between" wrap="nowrap">
           <Group gap="sm" wrap="nowrap">
             <Burger opened={opened} onClick={toggle} hiddenFrom="sm" size="sm" aria-label="Navigation" />
@@ -62,7 +73,7 @@ export function Shell() {
       <AppShell.Navbar p="xs" component="nav" aria-label="Console">
         <Navigation />
       </AppShell.Navbar>
-      <AppShell.Main>
+      <AppShell.Main id="main" tabIndex={-1}>
         <Suspense fallback={<Loading what="the page" />}>
           <Outlet />
         </Suspense>

@@ -1,6 +1,7 @@
 import type { ComponentType } from 'react';
 import { createBrowserRouter, Navigate } from 'react-router';
 import { NotFound, RouteError } from './errors';
+import { ReviewFrame } from './review';
 import { Shell } from './Shell';
 import { Loading } from './ui';
 
@@ -20,6 +21,14 @@ function page(load: () => Promise<{ default: ComponentType }>) {
 export const router = createBrowserRouter([
   { path: '/sign-in', ...page(() => import('../pages/SignIn')), errorElement: <RouteError /> },
   { path: '/sign-in/link', ...page(() => import('../pages/SignInLink')), errorElement: <RouteError /> },
+  // a review link's request: in the console for a person signed in to it, else on its own (app/review.tsx)
+  {
+    path: '/approvals/:id',
+    element: <ReviewFrame />,
+    errorElement: <RouteError />,
+    hydrateFallbackElement: loading,
+    children: [{ index: true, ...page(() => import('../pages/Approval')) }],
+  },
   {
     element: <Shell />,
     errorElement: <RouteError />,

@@ -1,27 +1,23 @@
-import {
-  Badge,
-  Button,
-  Card,
-  Code,
-  Grid,
-  Group,
-  SegmentedControl,
-  Stack,
-  Table,
-  Text,
-  Textarea,
-  Title,
-  UnstyledButton,
-} from '@mantine/core';
-import { notifications } from '@mantine/notifications';
-import { useMutation, useQueryClient } from '@tanstack/react-query';
-import { useEffect, useState } from 'react';
+import { Badge, Grid, SegmentedControl, Table, Text, UnstyledButton } from '@mantine/core';
+import { useQueryClient } from '@tanstack/react-query';
+import { useState } from 'react';
 import { useParams } from 'react-router';
 import { api, unwrap } from '../api/client';
+import { useWorkspaceEvents } from '../app/events';
 import { usePagedList } from '../app/paging';
 import { EmptyState, PagedList, PageTitle, when } from '../app/ui';
+import { ApprovalView, decideThroughApi } from './approval-view';
 
 type Status = 'pending' | 'approved' | 'denied' | 'expired' | 'cancelled';
+
+/** A request arrives or is decided: the inbox reads its list again. */
+const APPROVAL_EVENTS = [
+  'approval.requested',
+  'approval.approved',
+  'approval.denied',
+  'approval.expired',
+  'approval.cancelled',
+];
 
 /**
  * The approval inbox, live: the workspace's event stream (SSE) says when a
@@ -37,22 +33,11 @@ export default function Approvals() {
     unwrap(api.GET('/v1/workspaces/{ws}/approvals', { params: { path: { ws }, query: { status, cursor } } })),
   );
   const [selected, setSelected] = useState<string | null>(null);
-  const [live, setLive] = useState(false);
-  useEffect(() => {
-    const events = new EventSource(`/v1/workspaces/${encodeURIComponent(ws)}/events?types=approval.*`);
-    const refresh = () => void queryClient.invalidateQueries({ queryKey: ['approvals', ws] });
-    events.onopen = () => setLive(true);
-    events.onerror = () => setLive(false);
-    for (const type of [
-      'approval.requested',
-      'approval.approved',
-      'approval.denied',
-      'approval.expired',
-      'approval.cancelled',
-    ])
-      events.addEventListener(type, refresh);
-    return () => events.close();
-  }, [ws, queryClient]);
+  const live = useWorkspaceEvents(
+    ws,
+    APPROVAL_EVENTS,
+    () => void queryClient.invalidateQueries({ queryKey: ['approvals', ws] }),
+  );
   const current = items.find((a) => a.id === selected) ?? null;
   return (
     <>
@@ -113,126 +98,17 @@ export default function Approvals() {
         </Grid.Col>
         <Grid.Col span={{ base: 12, md: 7 }}>
           {current ? (
-            <ApprovalView approval={current} ws={ws} />
+            <ApprovalView
+              key={current.id}
+              approval={current}
+              decide={(decision, reason) => decideThroughApi(current.id, decision, reason)}
+              onDecided={() => void queryClient.invalidateQueries({ queryKey: ['approvals', ws] })}
+            />
           ) : (
             <EmptyState title="Pick a request">Its exact call, the rule that held it, and the decision.</EmptyState>
           )}
         </Grid.Col>
       </Grid>
     </>
-  );
-}
-
-interface Approval {
-  id: string;
-  status: Status;
-  server: string;
-  tool: string;
-  arguments: Record<string, unknown>;
-  requester: string;
-  requested_by: string;
-  execution_mode: string;
-  rules: string[];
-  route: string;
-  quorum: number;
-  expires_at: string;
-  decisions: { approver: string; decision: 'approve' | 'deny'; reason: string | null; at: string }[];
-  reason: string | null;
-}
-
-function ApprovalView({ approval: a, ws }: { approval: Approval; ws: string }) {
-  const [reason, setReason] = useState('');
-  const queryClient = useQueryClient();
-  const decide = useMutation({
-    mutationFn: (decision: 'approve' | 'deny') =>
-      unwrap(
-        decision === 'approve'
-          ? api.POST('/v1/approvals/{id}/approve', {
-              params: { path: { id: a.id } },
-              body: { ...(reason ? { reason } : {}) },
-            })
-          : api.POST('/v1/approvals/{id}/deny', {
-              params: { path: { id: a.id } },
-              body: { ...(reason ? { reason } : {}) },
-            }),
-      ),
-    onSuccess: (answer) => {
-      notifications.show({
-        color: 'green',
-        message: `Request ${answer.status === 'pending' ? 'answered; waiting for more approvers' : answer.status}`,
-      });
-      void queryClient.invalidateQueries({ queryKey: ['approvals', ws] });
-    },
-  });
-  return (
-    <Card withBorder component="section" aria-labelledby="approval-title">
-      <Stack>
-        <Group justify="space-between">
-          <Title order={2} size="h4" id="approval-title">
-            {a.server} → {a.tool}
-          </Title>
-          <Badge>{a.status}</Badge>
-        </Group>
-        <Text size="sm">
-          Held by rule{' '}
-          {a.rules.map((r) => (
-            <Code key={r}>{r}</Code>
-          ))}{' '}
-          on route <Code>{a.route}</Code> ({a.quorum} approval{a.quorum === 1 ? '' : 's'} needed)
-        </Text>
-        <Text size="sm">
-          Asked by {a.requester}
-          {a.requested_by !== a.requester ? ` via ${a.requested_by}` : ''} ({a.execution_mode}); expires{' '}
-          {when(a.expires_at)}
-        </Text>
-        <div>
-          <Text size="sm" fw={600}>
-            Arguments
-          </Text>
-          <Code block aria-label="Arguments">
-            {JSON.stringify(a.arguments, null, 2)}
-          </Code>
-        </div>
-        {a.decisions.length > 0 && (
-          <Stack gap={4}>
-            <Text size="sm" fw={600}>
-              Decisions
-            </Text>
-            {a.decisions.map((d) => (
-              <Text size="sm" key={d.approver + d.at}>
-                {d.approver}: {d.decision} {d.reason ? `(“${d.reason}”)` : ''} {when(d.at)}
-              </Text>
-            ))}
-          </Stack>
-        )}
-        {a.status === 'pending' && (
-          <>
-            <Textarea
-              label="Reason"
-              description="Recorded with the decision"
-              value={reason}
-              onChange={(e) => setReason(e.currentTarget.value)}
-            />
-            <Group>
-              <Button
-                color="green"
-                loading={decide.isPending && decide.variables === 'approve'}
-                onClick={() => decide.mutate('approve')}
-              >
-                Approve
-              </Button>
-              <Button
-                color="red"
-                variant="light"
-                loading={decide.isPending && decide.variables === 'deny'}
-                onClick={() => decide.mutate('deny')}
-              >
-                Deny
-              </Button>
-            </Group>
-          </>
-        )}
-      </Stack>
-    </Card>
   );
 }

@@ -5,11 +5,13 @@ import { useState } from 'react';
 import { Link, useParams } from 'react-router';
 import { api, unwrap } from '../api/client';
 import { Confirm } from '../app/dialogs';
+import { useWorkspaceEvents } from '../app/events';
 import { usePagedList } from '../app/paging';
 import { EmptyState, ErrorState, Loading, PagedList, PageTitle, when } from '../app/ui';
 import { SESSION_STATE_COLOR } from './Sessions';
 
 const LEVEL_COLOR: Record<string, string> = { info: 'blue', warning: 'orange', question: 'grape' };
+const MESSAGE_EVENTS = ['session.message'];
 
 /**
  * One agent session: what it may do, its conversation with its people (an
@@ -113,6 +115,15 @@ function Messages({ ws, id, live }: { ws: string; id: string; live: boolean }) {
   );
   const [text, setText] = useState('');
   const queryClient = useQueryClient();
+  // a message from the agent (or another person's answer) shows as it is written, without a reload
+  const streaming = useWorkspaceEvents(
+    ws,
+    MESSAGE_EVENTS,
+    (event) => {
+      if (event.session === id) void queryClient.invalidateQueries({ queryKey: ['session-messages', ws, id] });
+    },
+    live,
+  );
   const answer = useMutation({
     mutationFn: () =>
       unwrap(api.POST('/v1/workspaces/{ws}/sessions/{id}/messages', { params: { path: { ws, id } }, body: { text } })),
@@ -127,9 +138,11 @@ function Messages({ ws, id, live }: { ws: string; id: string; live: boolean }) {
         <Title order={2} size="h4" id="messages-title">
           Messages
         </Title>
-        <Button size="xs" variant="default" onClick={() => void query.refetch()}>
-          Refresh
-        </Button>
+        {live && (
+          <Badge variant="light" color={streaming ? 'green' : 'gray'}>
+            {streaming ? 'live updates' : 'connecting'}
+          </Badge>
+        )}
       </Group>
       <PagedList
         query={query}

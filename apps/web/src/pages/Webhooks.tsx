@@ -455,12 +455,31 @@ function Sinks() {
       void queryClient.invalidateQueries({ queryKey: ['audit-sinks'] });
     },
   });
+  // a paused sink keeps its place in every chain: resumed, it is sent what was written meanwhile
+  const toggle = useMutation({
+    mutationFn: ({ id, pause }: { id: string; pause: boolean }) =>
+      unwrap(
+        pause
+          ? api.POST('/v1/audit/sinks/{id}/pause', { params: { path: { id } } })
+          : api.POST('/v1/audit/sinks/{id}/resume', { params: { path: { id } } }),
+      ),
+    onSuccess: (sink) => {
+      notifications.show({
+        color: 'green',
+        message: sink.enabled
+          ? `${sink.name} resumed: it is sent every record written while it was paused`
+          : `${sink.name} paused: nothing is sent to it until it is resumed`,
+      });
+      void queryClient.invalidateQueries({ queryKey: ['audit-sinks'] });
+    },
+  });
   return (
     <>
       <Group justify="space-between" mb="sm">
         <Text size="sm" c="dimmed" maw={640}>
           A sink receives every audit record of every chain of the organisation, in chain order, as signed JSON batches:
-          a copy of the log out of this installation's reach. A failing sink is retried until it answers.
+          a copy of the log out of this installation's reach. A failing sink is retried until it answers; a paused one
+          is sent, once resumed, everything written while it was paused.
         </Text>
         <Button onClick={() => setCreating(true)}>Add sink</Button>
       </Group>
@@ -474,6 +493,7 @@ function Sinks() {
           <Table.Thead>
             <Table.Tr>
               <Table.Th>Sink</Table.Th>
+              <Table.Th>State</Table.Th>
               <Table.Th>Last delivery</Table.Th>
               <Table.Th>Last error</Table.Th>
               <Table.Th>Created</Table.Th>
@@ -491,6 +511,11 @@ function Sinks() {
                     {s.host}
                   </Text>
                 </Table.Td>
+                <Table.Td>
+                  <Badge color={s.enabled ? 'green' : 'gray'} miw="max-content">
+                    {s.enabled ? 'active' : 'paused'}
+                  </Badge>
+                </Table.Td>
                 <Table.Td>{s.last_delivered_at ? when(s.last_delivered_at) : 'none yet'}</Table.Td>
                 <Table.Td>
                   {s.last_error ?? '—'}
@@ -504,15 +529,26 @@ function Sinks() {
                   <WhenBy at={s.created_at} by={s.created_by} />
                 </Table.Td>
                 <Table.Td>
-                  <Button
-                    variant="subtle"
-                    color="red"
-                    size="xs"
-                    aria-label={`Remove ${s.name}`}
-                    onClick={() => setRemoving({ id: s.id, name: s.name })}
-                  >
-                    Remove
-                  </Button>
+                  <Group gap={4} wrap="nowrap">
+                    <Button
+                      variant="subtle"
+                      size="xs"
+                      aria-label={`${s.enabled ? 'Pause' : 'Resume'} ${s.name}`}
+                      loading={toggle.isPending && toggle.variables.id === s.id}
+                      onClick={() => toggle.mutate({ id: s.id, pause: s.enabled })}
+                    >
+                      {s.enabled ? 'Pause' : 'Resume'}
+                    </Button>
+                    <Button
+                      variant="subtle"
+                      color="red"
+                      size="xs"
+                      aria-label={`Remove ${s.name}`}
+                      onClick={() => setRemoving({ id: s.id, name: s.name })}
+                    >
+                      Remove
+                    </Button>
+                  </Group>
                 </Table.Td>
               </Table.Tr>
             ))}

@@ -53,6 +53,46 @@ describe('SharedCache while its source is away', () => {
     await expect(cache.getOrLoad('all:token', away)).rejects.toThrow('the database is away');
   });
 
+  it('reloads after an invalidation that only added, and serves the old entry meanwhile if the source is away', async () => {
+    const { clock, cache } = aCache();
+    await cache.getOrLoad('all:token', async () => 'alice');
+    // a new workspace: nothing alice had is taken away
+    await cache.invalidate('all', { keepForOutage: true });
+    expect(cache.get('all:token')).toBeUndefined();
+    // right then the database goes away: alice keeps what she had
+    expect(await cache.getOrLoad('all:token', away)).toBe('alice');
+    clock.at += 59_000;
+    expect(await cache.getOrLoad('all:token', away)).toBe('alice');
+    // the source back: the change is read
+    expect(await cache.getOrLoad('all:token', async () => 'alice, with the new workspace')).toBe(
+      'alice, with the new workspace',
+    );
+    // and a revocation after it still ends the entry, outage or not
+    await cache.invalidate('all');
+    await expect(cache.getOrLoad('all:token', away)).rejects.toThrow('the database is away');
+  });
+
+  it('reaches the other replicas as it was sent: an invalidation that only added, or one that ends', async () => {
+    const bus = new InProcessBus();
+    const clock = new SetClock();
+    const options = { staleIfError: (error: unknown) => error instanceof SourceAway };
+    const [here, there] = [0, 1].map(() => new SharedCache<string>(bus, 'test', TTL, clock, options));
+    const seen: [string, boolean][] = [];
+    there!.onEvict((prefix, kept) => seen.push([prefix, kept]));
+    await there!.getOrLoad('all:a', async () => 'a');
+    await there!.getOrLoad('all:b', async () => 'b');
+    await here!.invalidate('all:a', { keepForOutage: true });
+    await here!.invalidate('all:b');
+    await expect
+      .poll(() => seen)
+      .toEqual([
+        ['all:a', true],
+        ['all:b', false],
+      ]);
+    expect(await there!.getOrLoad('all:a', away)).toBe('a');
+    await expect(there!.getOrLoad('all:b', away)).rejects.toThrow('the database is away');
+  });
+
   it('passes on an error that is an answer (not an outage) even when a stale entry is there', async () => {
     const { clock, cache } = aCache();
     await cache.getOrLoad('all:token', async () => 'alice');

@@ -15,7 +15,8 @@ export interface SharedCacheOptions {
    * entry past its TTL is served for up to `maxStaleMs` more instead of the
    * error: an outage must not end what worked a second before it. An
    * invalidation still removes the entry at once, so nothing revoked or
-   * changed before the outage is served stale.
+   * changed before the outage is served stale (unless it says it only added:
+   * `invalidate`'s `keepForOutage`).
    */
   staleIfError?: (error: unknown) => boolean;
   /** how long past its TTL an entry may serve while its source is away (default 10 minutes) */
@@ -39,7 +40,7 @@ export class SharedCache<V> {
   private generation = 0;
   private readonly unsubscribe: () => void;
   private readonly stopWatching: () => void;
-  private readonly evicted = new Set<(prefix: string) => void>();
+  private readonly evicted = new Set<(prefix: string, keptForOutage: boolean) => void>();
 
   constructor(
     private readonly bus: MessageBus,
@@ -50,8 +51,8 @@ export class SharedCache<V> {
     private readonly options: SharedCacheOptions = {},
   ) {
     this.unsubscribe = bus.subscribe(`cache.${channel}`, (message) => {
-      const prefix = (message as { prefix?: unknown } | null)?.prefix;
-      if (typeof prefix === 'string') this.evict(prefix);
+      const { prefix, keepForOutage } = (message ?? {}) as { prefix?: unknown; keepForOutage?: unknown };
+      if (typeof prefix === 'string') this.evict(prefix, keepForOutage === true);
     });
     this.stopWatching = bus.onConnectionChange((connected) => {
       if (connected) this.evict('');
@@ -108,29 +109,43 @@ export class SharedCache<V> {
     return this.options.maxStaleMs ?? DEFAULT_MAX_STALE_MS;
   }
 
-  /** Drops `prefix` and everything under it here at once, and on every other replica soon after. */
-  async invalidate(prefix: string): Promise<void> {
-    this.evict(prefix);
-    await this.bus.publish(`cache.${this.channel}`, { prefix }).catch(() => undefined);
+  /**
+   * Drops `prefix` and everything under it here at once, and on every other
+   * replica soon after. With `keepForOutage`, for a change that only added to
+   * what the entries say (a new workspace, a new user: nothing anyone had is
+   * taken away), they are reloaded at their next use like expired ones, and
+   * like those may still stand in while their source is away: what they grant
+   * was true a moment ago and still is, so far as it goes. Without it (a
+   * revocation, a removal, a role changed) they are gone.
+   */
+  async invalidate(prefix: string, options: { keepForOutage?: boolean } = {}): Promise<void> {
+    const keepForOutage = options.keepForOutage === true;
+    this.evict(prefix, keepForOutage);
+    await this.bus.publish(`cache.${this.channel}`, { prefix, keepForOutage }).catch(() => undefined);
   }
 
   /**
    * Called on every replica when a prefix is invalidated, here or elsewhere:
    * for state derived from the cached values that lives outside the cache
    * (running pool instances of a catalog assignment). The prefix `''` means
-   * everything (the bus was interrupted).
+   * everything (the bus was interrupted); `keptForOutage` says the
+   * invalidation only added (see `invalidate`).
    */
-  onEvict(listener: (prefix: string) => void): () => void {
+  onEvict(listener: (prefix: string, keptForOutage: boolean) => void): () => void {
     this.evicted.add(listener);
     return () => this.evicted.delete(listener);
   }
 
-  private evict(prefix: string): void {
+  private evict(prefix: string, keepForOutage = false): void {
     this.generation++;
     const under = (key: string): boolean => prefix === '' || key === prefix || key.startsWith(`${prefix}:`);
-    for (const key of this.entries.keys()) if (under(key)) this.entries.delete(key);
+    const now = this.clock.now();
+    for (const [key, entry] of this.entries)
+      if (!under(key)) continue;
+      else if (keepForOutage && this.options.staleIfError) entry.expiresAt = Math.min(entry.expiresAt, now);
+      else this.entries.delete(key);
     for (const key of this.loading.keys()) if (under(key)) this.loading.delete(key);
-    for (const listener of this.evicted) listener(prefix);
+    for (const listener of this.evicted) listener(prefix, keepForOutage);
   }
 
   close(): void {

@@ -52,7 +52,12 @@ export class OutboxService implements OnApplicationShutdown {
   /** the sweep, from start() on: set only where this process dispatches (a worker process does not) */
   private sweeper: PeriodicTask | undefined;
   private journal: AuditJournal | undefined;
-  private readonly watchers: { topics: (topic: string) => boolean; hook: () => Promise<void> }[] = [];
+  private readonly watchers: {
+    topics: (topic: string) => boolean;
+    hook: (topics: readonly string[]) => Promise<void>;
+    /** the topics each open transaction recorded so far, which its one hook is told once it commits */
+    recorded: WeakMap<Transaction, string[]>;
+  }[] = [];
   private redisWasAway = false;
   /** set when Redis comes back: messages leased before then are dispatched again by the next sweep */
   private reclaimLeasedBefore: Date | undefined;
@@ -92,8 +97,8 @@ export class OutboxService implements OnApplicationShutdown {
    * (caches) follows every write by construction, not by each writer
    * remembering to say so.
    */
-  afterCommitOf(topics: (topic: string) => boolean, hook: () => Promise<void>): void {
-    this.watchers.push({ topics, hook });
+  afterCommitOf(topics: (topic: string) => boolean, hook: (topics: readonly string[]) => Promise<void>): void {
+    this.watchers.push({ topics, hook, recorded: new WeakMap() });
   }
 
   /** What is announced is audited: set once by the audit domain. */
@@ -118,8 +123,18 @@ export class OutboxService implements OnApplicationShutdown {
         );
       });
     }
-    for (const { topics, hook } of this.watchers)
-      if (records.some((r) => topics(r.topic))) this.db.afterCommit(tx, hook);
+    for (const watcher of this.watchers) {
+      const matched = records.map((r) => r.topic).filter(watcher.topics);
+      if (matched.length === 0) continue;
+      let recorded = watcher.recorded.get(tx);
+      if (!recorded) {
+        const topics: string[] = [];
+        recorded = topics;
+        watcher.recorded.set(tx, topics);
+        this.db.afterCommit(tx, () => watcher.hook(topics));
+      }
+      recorded.push(...matched);
+    }
     const audited = records.filter((r) => r.audited !== false && r.organizationId);
     if (this.journal && audited.length > 0) await this.journal(tx, audited);
   }
