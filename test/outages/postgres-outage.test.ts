@@ -182,13 +182,19 @@ describe('PostgreSQL outage (server mode)', { timeout: 240_000 }, () => {
     });
   }
 
-  it('keeps an MCP session calling when the cached answers of its hot path (token, workspace, policy, catalog) expire during the outage', async () => {
+  /** An MCP session on a workspace of its own that allows everything, and its server's echo tool. */
+  async function anEchoSession() {
     const ws = (await aWorkspace(cp, cp.ownerToken)).slug;
     const policy = await cp.request('PUT', `/v1/workspaces/${ws}/policy`, { body: { default: 'allow', rules: [] } });
     expect(policy.status, policy.text).toBe(200);
     const server = await aRemoteServer(cp, cp.ownerToken, ws, SERVERS.everything);
     const { client } = await connect(cp, cp.ownerToken, `/mcp/${ws}/${server}`);
     const echo = async (message: string) => textOf(await client.callTool({ name: 'echo', arguments: { message } }));
+    return { client, echo };
+  }
+
+  it('keeps an MCP session calling when the cached answers of its hot path (token, workspace, policy, catalog) expire during the outage', async () => {
+    const { client, echo } = await anEchoSession();
     try {
       expect(await echo('before')).toContain('before');
       await postgres.halt('fast');
@@ -208,12 +214,7 @@ describe('PostgreSQL outage (server mode)', { timeout: 240_000 }, () => {
   });
 
   it('keeps an MCP session calling when a workspace was created just before the outage (a change that only adds)', async () => {
-    const ws = (await aWorkspace(cp, cp.ownerToken)).slug;
-    const policy = await cp.request('PUT', `/v1/workspaces/${ws}/policy`, { body: { default: 'allow', rules: [] } });
-    expect(policy.status, policy.text).toBe(200);
-    const server = await aRemoteServer(cp, cp.ownerToken, ws, SERVERS.everything);
-    const { client } = await connect(cp, cp.ownerToken, `/mcp/${ws}/${server}`);
-    const echo = async (message: string) => textOf(await client.callTool({ name: 'echo', arguments: { message } }));
+    const { client, echo } = await anEchoSession();
     try {
       expect(await echo('before')).toContain('before');
       // the write drops every cached principal and workspace after its commit, as any change of access does
