@@ -58,7 +58,7 @@ export class Instance {
     readonly version: string,
     readonly endpoint: InstanceEndpoint | InProcessEndpoint,
     readonly ended: Promise<InstanceExit>,
-    private readonly running: RunningInstance | null,
+    private readonly running: RunningInstance<InstanceEndpoint | InProcessEndpoint> | null,
     private readonly end: (exit: InstanceExit) => void,
     readonly maxInflight: number,
     private readonly clock: Clock,

@@ -14,25 +14,20 @@ import { ReadBuffer, serializeMessage } from '@modelcontextprotocol/sdk/shared/s
 import {
   isInitializeRequest,
   isJSONRPCErrorResponse,
-  isJSONRPCNotification,
-  isJSONRPCRequest,
   isJSONRPCResultResponse,
   type JSONRPCMessage,
-  type RequestId,
 } from '@modelcontextprotocol/sdk/types.js';
 import { NodeStreamableHttpTransport } from '../node-streamable-http-transport';
-import { packageLaunch } from './package-launch';
+import { RelatedRequests } from './related-requests';
+import { allExited, kill, launchOf, type ServerCommand } from './server-process';
 
 const MAX_BODY_BYTES = 4 * 1024 * 1024;
-const KILL_GRACE_MS = 2000;
 
 interface Session {
   front: NodeStreamableHttpTransport;
   child: ChildProcess;
-  /** client requests forwarded and not yet answered, oldest first */
-  inFlight: Set<RequestId>;
-  /** progress token → the client request that carried it */
-  progress: Map<string | number, RequestId>;
+  /** which client request each of the server's messages belongs to */
+  related: RelatedRequests;
   closed: boolean;
   /** the client's GET streams open now: without one the transport drops messages tied to no request */
   streams: number;
@@ -59,24 +54,8 @@ async function readJson(req: IncomingMessage): Promise<unknown> {
   return JSON.parse(Buffer.concat(chunks).toString('utf8'));
 }
 
-function kill(child: ChildProcess): void {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  child.kill('SIGTERM');
-  setTimeout(() => child.kill('SIGKILL'), KILL_GRACE_MS).unref();
-}
-
-export interface BridgeServerOptions {
-  /** the stdio MCP server, started once per MCP session */
-  command: string;
-  args: string[];
-  /** its whole environment */
-  env: NodeJS.ProcessEnv;
-  /**
-   * Where an `npx <package>` command's package is installed once, so each
-   * session's child is `node <its program>` instead of a `npm exec` of its
-   * own (package-launch.ts). Without it the command runs as written.
-   */
-  packageCache?: string;
+/** the stdio MCP server, started once per MCP session, with its whole environment */
+export interface BridgeServerOptions extends ServerCommand {
   /** the bearer secret every request must present */
   token: string;
   /** one line per event worth a note (stderr in the program) */
@@ -108,16 +87,7 @@ export function createBridgeServer(options: BridgeServerOptions): BridgeServer {
 
   const sessions = new Map<string, Session>();
   const stopped = new AbortController();
-  // resolved from the start, while the first session is still on its way; every session waits for it
-  const launch = options.packageCache
-    ? packageLaunch(options.command, options.args, {
-        cacheDir: options.packageCache,
-        env: options.env,
-        nodeBinary: process.execPath,
-        log,
-        signal: stopped.signal,
-      })
-    : Promise.resolve({ command: options.command, args: options.args });
+  const launch = launchOf(options, log, stopped.signal);
 
   function closeSession(session: Session): void {
     if (session.closed) return;
@@ -132,27 +102,14 @@ export function createBridgeServer(options: BridgeServerOptions): BridgeServer {
     log(`MCP server process ${session.child.pid ?? '?'} exited (${why})`);
     const message = `the MCP server process exited (${why})`;
     // Answer what is still waiting at once instead of letting the client time out.
-    for (const id of session.inFlight) {
+    for (const id of session.related.inFlight) {
       session.front.send({ jsonrpc: '2.0', id, error: { code: -32603, message } }).catch(() => {});
     }
     closeSession(session);
   }
 
   function toFront(session: Session, message: JSONRPCMessage): void {
-    let relatedRequestId: RequestId | undefined;
-    if (isJSONRPCResultResponse(message) || isJSONRPCErrorResponse(message)) {
-      if (message.id !== undefined) forget(session, message.id);
-    } else if (isJSONRPCNotification(message) && message.method === 'notifications/progress') {
-      relatedRequestId = session.progress.get(message.params?.progressToken as string | number);
-    } else if (
-      isJSONRPCNotification(message) &&
-      (message.method === 'notifications/resources/updated' || message.method.endsWith('/list_changed'))
-    ) {
-      relatedRequestId = undefined;
-    } else {
-      // stdio does not say which call a sampling request or log line belongs to; the latest call is the best guess.
-      relatedRequestId = [...session.inFlight].at(-1);
-    }
+    const relatedRequestId = session.related.received(message);
     const unrelated =
       relatedRequestId === undefined && !isJSONRPCResultResponse(message) && !isJSONRPCErrorResponse(message);
     if (unrelated && session.streams === 0) {
@@ -165,21 +122,8 @@ export function createBridgeServer(options: BridgeServerOptions): BridgeServer {
       .catch((error: Error) => log(`dropped a message: ${error.message}`));
   }
 
-  function forget(session: Session, id: RequestId): void {
-    session.inFlight.delete(id);
-    for (const [token, request] of session.progress) if (request === id) session.progress.delete(token);
-  }
-
   function fromFront(session: Session, message: JSONRPCMessage): void {
-    if (isJSONRPCRequest(message)) {
-      session.inFlight.add(message.id);
-      const progressToken = message.params?._meta?.progressToken;
-      if (progressToken !== undefined) session.progress.set(progressToken, message.id);
-    } else if (isJSONRPCNotification(message) && message.method === 'notifications/cancelled') {
-      // A cancelled request gets no answer from the server; stop waiting for one.
-      const id = message.params?.requestId as RequestId | undefined;
-      if (id !== undefined) forget(session, id);
-    }
+    session.related.sent(message);
     if (session.child.stdin?.writable) session.child.stdin.write(serializeMessage(message));
   }
 
@@ -205,8 +149,7 @@ export function createBridgeServer(options: BridgeServerOptions): BridgeServer {
         onsessioninitialized: (id) => void sessions.set(id, session),
       }),
       child,
-      inFlight: new Set(),
-      progress: new Map(),
+      related: new RelatedRequests(),
       closed: false,
       streams: 0,
       waiting: [],
@@ -292,11 +235,7 @@ export function createBridgeServer(options: BridgeServerOptions): BridgeServer {
       server.closeAllConnections();
       const children = [...sessions.values()].map((session) => session.child);
       for (const session of [...sessions.values()]) closeSession(session);
-      const running = children.filter((child) => child.exitCode === null && child.signalCode === null);
-      let left = running.length;
-      if (left === 0) return resolve();
-      for (const child of running) child.once('exit', () => --left === 0 && resolve());
-      setTimeout(resolve, KILL_GRACE_MS + 500).unref();
+      void allExited(children).then(resolve);
     });
     return stopping;
   }

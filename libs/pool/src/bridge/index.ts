@@ -3,3 +3,6 @@
 export { createBridgeServer } from './bridge-server';
 export type { BridgeServer, BridgeServerOptions } from './bridge-server';
 export { compiledBridgePath, ensureBridgeBuilt } from './compiled-bridge';
+export { createSessionSpawner, SESSION_TAG } from './session-spawner';
+export type { SessionSpawner, SessionSpawnerOptions } from './session-spawner';
+export type { ServerCommand } from './server-process';

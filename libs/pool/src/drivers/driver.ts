@@ -3,10 +3,11 @@ import type { OutboundPolicy } from '@aileron/net';
 
 /**
  * Where remote MCP servers run. The pool decides when an instance starts and
- * stops; a driver only knows how to run one and how to reach it. Every
- * instance, whatever runs it, is reached over MCP Streamable HTTP, so the proxy
- * has one upstream path: a stdio server is fronted by the bridge program
- * (`apps/mcp-bridge`, its parts in `bridge/`) inside its sandbox or pod.
+ * stops; a driver only knows how to run one and how to reach it. An instance
+ * is reached over MCP Streamable HTTP (a URL upstream; a pod, whose stdio
+ * server the bridge program, `apps/mcp-bridge`, fronts), or as a transport
+ * in this process (a built-in server; a local instance, whose every session
+ * is the stdio of a child of its own in the instance's sandbox).
  */
 
 /** What to run for one (workspace, server, version). */
@@ -54,9 +55,10 @@ export interface InstanceEndpoint {
 }
 
 /**
- * A server the control plane serves itself (BuiltinServers), reached inside
- * this process: each upstream session gets its own end of an in-process
- * connection, and `attach` connects a server of its own to it.
+ * A server reached inside this process: each upstream session gets its own
+ * end of an in-process connection, and `attach` connects a server to it (one
+ * the control plane serves itself, BuiltinServers, or a local instance's
+ * child speaking stdio).
  */
 export interface InProcessEndpoint {
   attach(transport: Transport): Promise<void>;
@@ -69,9 +71,10 @@ export interface InstanceExit {
   requested: boolean;
 }
 
-export interface RunningInstance {
+/** `E`: how the instance is reached; over HTTP but for local instances and built-in servers */
+export interface RunningInstance<E extends InstanceEndpoint | InProcessEndpoint = InstanceEndpoint> {
   readonly id: string;
-  readonly endpoint: InstanceEndpoint;
+  readonly endpoint: E;
   /** the OS process id where there is one (local driver), for operators and tests */
   readonly pid?: number;
   /** settles once, when the instance is gone for whatever reason; never rejects */
@@ -88,7 +91,7 @@ export interface InstanceDriver {
    * Resolves once the instance accepts MCP requests; rejects with
    * InstanceStartError (with a reason fit for a user: no secrets) otherwise.
    */
-  start(spec: InstanceSpec): Promise<RunningInstance>;
+  start(spec: InstanceSpec): Promise<RunningInstance<InstanceEndpoint | InProcessEndpoint>>;
   /** stops everything this driver still runs (shutdown) */
   close(): Promise<void>;
 }

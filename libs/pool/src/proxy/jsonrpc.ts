@@ -1,3 +1,11 @@
+import {
+  JSONRPCErrorResponseSchema,
+  JSONRPCNotificationSchema,
+  JSONRPCRequestSchema,
+  JSONRPCResultResponseSchema,
+  type JSONRPCMessage,
+} from '@modelcontextprotocol/sdk/types.js';
+
 /** A JSON-RPC error object as it travels; `data` passes through untouched. */
 export interface RpcError {
   code: number;
@@ -14,3 +22,29 @@ export const INSTANCE_BUSY = -32001;
 export const UPSTREAM_UNAVAILABLE = -32002;
 export const METHOD_NOT_FOUND = -32601;
 export const INVALID_PARAMS = -32602;
+
+/**
+ * A message as the SDK's transport accepts one: JSON, and valid JSON-RPC;
+ * anything else is dropped, as it does. Checked against the one schema its
+ * shape names: the SDK's union of all four tries them in turn, and each that
+ * fails (a request's, a notification's, before an answer's) costs more than
+ * the check that passes.
+ */
+export function parseMessage(data: string): JSONRPCMessage | undefined {
+  try {
+    const parsed = JSON.parse(data) as unknown;
+    if (typeof parsed !== 'object' || parsed === null) return undefined;
+    const schema =
+      'method' in parsed
+        ? 'id' in parsed
+          ? JSONRPCRequestSchema
+          : JSONRPCNotificationSchema
+        : 'error' in parsed
+          ? JSONRPCErrorResponseSchema
+          : JSONRPCResultResponseSchema;
+    const checked = schema.safeParse(parsed);
+    return checked.success ? (checked.data as JSONRPCMessage) : undefined;
+  } catch {
+    return undefined;
+  }
+}

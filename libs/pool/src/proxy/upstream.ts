@@ -1,10 +1,6 @@
 import { Logger } from '@nestjs/common';
 import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import {
-  JSONRPCErrorResponseSchema,
-  JSONRPCNotificationSchema,
-  JSONRPCRequestSchema,
-  JSONRPCResultResponseSchema,
   type JSONRPCMessage,
   type JSONRPCNotification,
   type JSONRPCRequest,
@@ -14,7 +10,7 @@ import { createParser } from 'eventsource-parser';
 import type { Instance } from '../pool-instances.service';
 import { InProcessTransport } from './in-process-transport';
 import { asResponse, BodyWatch, Exchange, httpExchange, httpFetch } from './http-fetch';
-import { RpcError, UPSTREAM_GONE } from './jsonrpc';
+import { parseMessage, RpcError, UPSTREAM_GONE } from './jsonrpc';
 import { type OutboundPolicy, RefusedAddressError } from '@aileron/net';
 
 const logger = new Logger('PoolUpstream');
@@ -268,32 +264,6 @@ export class Upstream<On = unknown> {
 }
 
 const EVENT_STREAM = /^text\/event-stream\s*(;|$)/i;
-
-/**
- * A message as the SDK's transport accepts one: JSON, and valid JSON-RPC;
- * anything else is dropped, as it does. Checked against the one schema its
- * shape names: the SDK's union of all four tries them in turn, and each that
- * fails (a request's, a notification's, before an answer's) costs more than
- * the check that passes.
- */
-function parseMessage(data: string): JSONRPCMessage | undefined {
-  try {
-    const parsed = JSON.parse(data) as unknown;
-    if (typeof parsed !== 'object' || parsed === null) return undefined;
-    const schema =
-      'method' in parsed
-        ? 'id' in parsed
-          ? JSONRPCRequestSchema
-          : JSONRPCNotificationSchema
-        : 'error' in parsed
-          ? JSONRPCErrorResponseSchema
-          : JSONRPCResultResponseSchema;
-    const checked = schema.safeParse(parsed);
-    return checked.success ? (checked.data as JSONRPCMessage) : undefined;
-  } catch {
-    return undefined;
-  }
-}
 
 /** The SDK writes the messages we build, keys in our order: the request's id is at the front. */
 const OUR_REQUEST = /^\{"jsonrpc":"2\.0","id":"(a\d+)","method":/;

@@ -2,8 +2,10 @@ import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import {
   chmodSync,
+  closeSync,
   existsSync,
   mkdirSync,
+  openSync,
   readdirSync,
   readFileSync,
   realpathSync,
@@ -12,13 +14,14 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
+import { connect as connectSocket } from 'node:net';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { HOST_UID_COUNT, processesOfUser } from '@aileron/bubblewrap';
 import { eventually } from '../../../../../test/support/eventually';
 import { compiledBridgePath, ensureBridgeBuilt } from '../../bridge/compiled-bridge';
-import { InstanceStartError, type InstanceSpec, type RunningInstance } from '../driver';
+import { InProcessTransport } from '../../proxy/in-process-transport';
+import { InstanceStartError, type InProcessEndpoint, type InstanceSpec, type RunningInstance } from '../driver';
 import { LocalDriver, type LocalDriverOptions } from './local-driver';
 
 const root = resolve(__dirname, '../../../../..');
@@ -67,14 +70,15 @@ function spec(overrides: Partial<InstanceSpec> = {}): InstanceSpec {
   };
 }
 
-async function connect(instance: RunningInstance): Promise<Client> {
+type LocalInstance = RunningInstance<InProcessEndpoint>;
+
+/** A client on a session of the instance, as the proxy's upstream session holds one: the other end is the child's stdio. */
+async function connect(instance: LocalInstance): Promise<Client> {
+  const [ours, theirs] = InProcessTransport.pair();
+  await instance.endpoint.attach(theirs);
   const client = new Client({ name: 'local-driver-spec', version: '1.0.0' });
-  await client.connect(
-    new StreamableHTTPClientTransport(new URL(instance.endpoint.url), {
-      requestInit: { headers: instance.endpoint.headers },
-    }),
-  );
   clients.push(client);
+  await client.connect(ours);
   return client;
 }
 
@@ -121,7 +125,7 @@ function cmdline(pid: number): string {
 }
 
 /** The MCP server processes the bridge of this instance has spawned, one per session. */
-const serverProcesses = (instance: RunningInstance, script: string) =>
+const serverProcesses = (instance: LocalInstance, script: string) =>
   descendants(instance.pid!).filter((pid) => cmdline(pid).includes(script) && !cmdline(pid).includes('main.js'));
 
 const alive = (pid: number) =>
@@ -169,39 +173,42 @@ afterAll(async () => {
 });
 
 describe('LocalDriver with bubblewrap', () => {
-  it('serves a stdio server over Streamable HTTP, only to holders of the per-instance secret', async () => {
-    const instance = await driver().start(spec());
-    expect(instance.endpoint.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/mcp$/);
-
+  it("serves a stdio server to the control plane alone: each session is a child of its own on the instance's socket, which is the instance user's and takes only the sessions asked for", async () => {
+    const served = spec();
+    const instance = await driver().start(served);
     const client = await connect(instance);
     const tools = (await client.listTools()).tools.map((tool) => tool.name);
     expect(tools).toEqual(expect.arrayContaining(['echo', 'get-env', 'trigger-long-running-operation']));
-    expect(await callText(client, 'echo', { message: 'through the bridge' })).toBe('Echo: through the bridge');
+    expect(await callText(client, 'echo', { message: 'over stdio' })).toBe('Echo: over stdio');
     expect(await instance.healthy()).toBe(true);
 
-    const initialize = {
-      jsonrpc: '2.0',
-      id: 1,
-      method: 'initialize',
-      params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'x', version: '1' } },
-    };
-    const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
-    for (const authorization of [
-      undefined,
-      'Bearer wrong',
-      instance.endpoint.headers.authorization!.replace(/.$/, '_'),
-    ]) {
-      const response = await fetch(instance.endpoint.url, {
-        method: 'POST',
-        headers: authorization ? { ...headers, authorization } : headers,
-        body: JSON.stringify(initialize),
+    const run = join(stateDir, served.workspaceId, served.server, `run-${served.id}`);
+    const socket = join(run, 'sessions.sock');
+    const [uid] = descendants(instance.pid!).map((pid) =>
+      Number(/^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]),
+    );
+    expect(statSync(run).uid).toBe(uid);
+    expect(statSync(run).mode & 0o777).toBe(0o700);
+    expect(statSync(socket).uid).toBe(uid);
+    expect(statSync(socket).mode & 0o777).toBe(0o600);
+
+    // a connection that says a tag nobody asked for (or none) is closed, and starts nothing
+    const dir = openSync(run, 'r'); // the socket's path is longer than a socket address may be
+    for (const first of [`${'0'.repeat(32)}\n`, 'hello\n', '{"jsonrpc":"2.0","id":1,"method":"ping"}\n']) {
+      const closed = await new Promise<string>((resolveClosed) => {
+        const stranger = connectSocket(`/proc/self/fd/${dir}/sessions.sock`);
+        let heard = '';
+        stranger.on('data', (chunk) => (heard += chunk.toString()));
+        stranger.on('error', () => undefined);
+        stranger.on('close', () => resolveClosed(heard));
+        stranger.write(first);
       });
-      expect(response.status).toBe(401);
-      expect(await response.json()).toMatchObject({ jsonrpc: '2.0', error: { code: -32001 } });
+      expect(closed).toBe('');
     }
-    expect((await fetch(new URL('/healthz', instance.endpoint.url))).status).toBe(401);
+    closeSync(dir);
     // the refused attempts spawned nothing: still the one server process of the one session
     expect(serverProcesses(instance, serverBin('everything'))).toHaveLength(1);
+    expect(await callText(client, 'echo', { message: 'still here' })).toBe('Echo: still here');
   });
 
   it('gives the server only its own environment: no bridge secret, nothing of the control plane', async () => {
@@ -316,7 +323,7 @@ describe('LocalDriver with bubblewrap', () => {
     // a hang guard far under the call's 30 s: it fails with the process, not at its end
     await expect(within(5_000, call)).rejects.toThrow('the MCP server process exited (SIGKILL)');
     // the dead session is gone; the client must start a new one
-    await expect(first.listTools()).rejects.toThrow(/Session not found|404/);
+    await expect(first.listTools()).rejects.toThrow(/Not connected/);
 
     expect(await callText(second, 'echo', { message: 'still here' })).toBe('Echo: still here');
     const third = await connect(instance);
@@ -327,7 +334,7 @@ describe('LocalDriver with bubblewrap', () => {
   it('SIGKILL of the instance ends it with everything it ran, and its calls break at once', async () => {
     const instance = await driver().start(spec());
     const client = await connect(instance);
-    const disconnected = new Promise<Error>((resolveError) => (client.onerror = resolveError));
+    const disconnected = new Promise<void>((resolveClosed) => (client.onclose = resolveClosed));
     const { call } = await longCall(client);
     const inside = descendants(instance.pid!);
     expect(inside.length).toBeGreaterThanOrEqual(2); // the bridge and the server at least
@@ -335,7 +342,7 @@ describe('LocalDriver with bubblewrap', () => {
     process.kill(instance.pid!, 'SIGKILL');
     expect(await within(5_000, instance.exited)).toEqual({ reason: 'killed by SIGKILL', requested: false });
     expect(inside.filter(alive)).toEqual([]);
-    expect((await within(5_000, disconnected)).message).toMatch(/SSE stream disconnected/);
+    await within(5_000, disconnected);
     expect(await instance.healthy()).toBe(false);
     void call;
   });
@@ -576,7 +583,7 @@ server.connect(new StdioServerTransport());
       ...overrides,
     });
   /** the uids the host sees the instance's processes run as: bwrap, the bridge, the server */
-  const hostUids = (instance: RunningInstance) =>
+  const hostUids = (instance: LocalInstance) =>
     [instance.pid!, ...descendants(instance.pid!)].map((pid) =>
       Number(/^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]),
     );
@@ -612,7 +619,7 @@ server.connect(new StdioServerTransport());
 
   it('gives two servers different uids, and a server its uid again when it restarts, from a new control plane too', async () => {
     const local = rootDriver();
-    const uidOf = async (instance: RunningInstance) =>
+    const uidOf = async (instance: LocalInstance) =>
       (JSON.parse(await callText(await connect(instance), 'probe')) as Probed).uid;
     const one = probe();
     const other = probe({ workspaceId: one.workspaceId, server: 'probe-two' });
@@ -630,8 +637,8 @@ server.connect(new StdioServerTransport());
   it('stop, or a SIGKILL of the instance, leaves no process of its uid', async () => {
     const local = rootDriver();
     for (const end of [
-      (instance: RunningInstance) => instance.stop(),
-      (instance: RunningInstance) => process.kill(instance.pid!, 'SIGKILL'),
+      (instance: LocalInstance) => instance.stop(),
+      (instance: LocalInstance) => process.kill(instance.pid!, 'SIGKILL'),
     ]) {
       const instance = await local.start(spec({ workspaceId: `ws-end-${randomBytes(4).toString('hex')}` }));
       const client = await connect(instance);

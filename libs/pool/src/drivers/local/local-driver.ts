@@ -1,6 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { DirectoryUsers, FIRST_FD_PAST_DOOR, HostDoor, type HostUser, isolationArgs } from '@aileron/bubblewrap';
@@ -8,14 +7,18 @@ import { forbiddenVariables } from '@aileron/catalog';
 import { procStat, processStartTime } from '../../process-start';
 import {
   InstanceStartError,
+  type InProcessEndpoint,
   type InstanceDriver,
-  type InstanceEndpoint,
   type InstanceExit,
   type InstanceSpec,
   type RunningInstance,
 } from '../driver';
+import { SessionSockets } from './stdio-sessions';
 
 const SANDBOX_HOME = '/home/mcp';
+/** where the sandbox sees its instance's session socket (read-only: it can connect, never replace it) */
+const SANDBOX_RUN = '/run/aileron';
+const SESSIONS_SOCKET = 'sessions.sock';
 const SANDBOX_PATH = '/usr/local/bin:/usr/bin:/bin';
 const STOP_GRACE_MS = 3000;
 const HEALTH_TIMEOUT_MS = 2000;
@@ -89,7 +92,13 @@ export interface LocalDriverOptions {
   uidBase?: number;
 }
 
-/** Runs stdio MCP servers as local processes behind the bridge, under bubblewrap unless told otherwise. */
+/**
+ * Runs stdio MCP servers as local processes, under bubblewrap unless told
+ * otherwise. The bridge program runs in the sandbox as its session spawner:
+ * each MCP session's child is started there, on a connection to the
+ * instance's socket of ours, and the control plane speaks stdio to it
+ * directly (stdio-sessions.ts).
+ */
 export class LocalDriver implements InstanceDriver {
   readonly kind = 'local' as const;
   private readonly running = new Set<LocalInstance>();
@@ -120,7 +129,7 @@ export class LocalDriver implements InstanceDriver {
         : null;
   }
 
-  async start(spec: InstanceSpec): Promise<RunningInstance> {
+  async start(spec: InstanceSpec): Promise<RunningInstance<InProcessEndpoint>> {
     if (spec.run.kind !== 'command') throw new InstanceStartError('images need the kubernetes pool driver');
     const sandboxed = this.options.sandbox === 'bubblewrap';
     if (sandboxed && !existsSync(this.bwrapPath)) {
@@ -146,43 +155,49 @@ export class LocalDriver implements InstanceDriver {
     const forbidden = forbiddenVariables(spec.env);
     if (forbidden.length > 0) throw new InstanceStartError(forbidden.map((f) => f.reason).join('; '));
 
-    const token = randomBytes(32).toString('base64url');
     // bwrap (and without a sandbox the bridge) starts on the host: it gets a fixed
     // environment of ours, never the entry's, whose LD_PRELOAD would run on the host.
-    // The entry's variables and the token reach the bridge on a pipe, and from it
-    // only the server inside; a command line would be world-readable in /proc.
+    // The entry's variables reach the bridge on a pipe, and from it only the servers
+    // inside; a command line would be world-readable in /proc.
     const own = { PATH: SANDBOX_PATH, HOME: sandboxed ? SANDBOX_HOME : home, TMPDIR: tmp ?? '/tmp' };
-    const handed = JSON.stringify({ env: { ...spec.env, AILERON_BRIDGE_TOKEN: token } });
+    const handed = JSON.stringify({ env: spec.env });
     // under bubblewrap 3 and 4 are /etc/passwd and /etc/group, and a HostDoor takes 5–9 while it opens
     const envFd = sandboxed ? FIRST_FD_PAST_DOOR : 3;
     const command = spec.run.command === 'node' ? this.nodeBinary : spec.run.command;
+    // the sessions' socket: in a directory of the start's own, the instance's user's, bound read-only into the sandbox
+    const run = join(serverDir, `run-${spec.id}`);
+    const socketPath = join(run, SESSIONS_SOCKET);
     const bridge = [
       this.nodeBinary,
       this.bridgeScript,
-      '--exit-on-stdin-eof',
       '--env-fd',
       String(envFd),
-      '--host',
-      '127.0.0.1',
-      '--port',
-      '0',
+      '--sessions-socket',
+      sandboxed ? `${SANDBOX_RUN}/${SESSIONS_SOCKET}` : socketPath,
       '--',
       command,
       ...spec.run.args,
     ];
+    const removeDirs = () => {
+      rmSync(run, { recursive: true, force: true });
+      if (tmp) rmSync(tmp, { recursive: true, force: true });
+    };
 
     let user: HostUser | undefined;
     let launch: string[] | undefined;
-    if (sandboxed) {
-      try {
-        // the home, and what the instance wrote there, is its uid's; everything else it sees stays root's
-        user = this.users?.of(`${spec.workspaceId}/${spec.server}`, home);
-        launch = this.sandboxCommand(home, own, user, bridge);
-      } catch (error) {
-        throw new InstanceStartError(
-          `the instance's host user could not be set up: ${error instanceof Error ? error.message : String(error)}`,
-        );
-      }
+    let sockets: SessionSockets;
+    try {
+      // the home, and what the instance wrote there, is its uid's; everything else it sees stays root's
+      user = sandboxed ? this.users?.of(`${spec.workspaceId}/${spec.server}`, home) : undefined;
+      mkdirSync(run, { mode: 0o700 });
+      if (user) chownSync(run, user.uid, user.gid);
+      sockets = await SessionSockets.listen(socketPath, user);
+      if (sandboxed) launch = this.sandboxCommand(home, run, own, user, bridge);
+    } catch (error) {
+      removeDirs();
+      throw new InstanceStartError(
+        `the instance's host user and directories could not be set up: ${error instanceof Error ? error.message : String(error)}`,
+      );
     }
 
     let child: ChildProcess;
@@ -203,7 +218,8 @@ export class LocalDriver implements InstanceDriver {
             detached: true,
           });
     } catch (error) {
-      if (tmp) rmSync(tmp, { recursive: true, force: true });
+      sockets.close();
+      removeDirs();
       throw new InstanceStartError(
         `could not start the instance: ${(error as NodeJS.ErrnoException).code ?? 'spawn failed'}`,
       );
@@ -218,9 +234,10 @@ export class LocalDriver implements InstanceDriver {
       (child.stdio[4] as NodeJS.WritableStream).end(`mcp:x:${gid}:\n`);
     }
 
-    const instance = new LocalInstance(spec, child, token, sandboxed, this.options.log, () => {
+    const instance = new LocalInstance(spec, child, sockets, sandboxed, this.startTimeoutMs, this.options.log, () => {
       this.running.delete(instance);
-      if (tmp) rmSync(tmp, { recursive: true, force: true });
+      sockets.close();
+      removeDirs();
     });
     this.running.add(instance);
     try {
@@ -230,7 +247,7 @@ export class LocalDriver implements InstanceDriver {
       throw error;
     }
     this.options.log(
-      `[${spec.id}] started (pid ${instance.pid}, ${sandboxed ? `bubblewrap${user ? `, host uid ${user.uid}` : ''}` : 'no sandbox'}) at ${instance.endpoint.url}`,
+      `[${spec.id}] started (pid ${instance.pid}, ${sandboxed ? `bubblewrap${user ? `, host uid ${user.uid}` : ''}` : 'no sandbox'}), sessions on ${socketPath}`,
     );
     return instance;
   }
@@ -250,17 +267,18 @@ export class LocalDriver implements InstanceDriver {
    */
   private sandboxCommand(
     home: string,
+    run: string,
     env: Record<string, string>,
     user: HostUser | undefined,
     bridge: string[],
   ): string[] {
     const door = new HostDoor({ user });
-    const bwrap = [this.bwrapPath, ...this.bwrapArgs(home, env, door), ...bridge];
+    const bwrap = [this.bwrapPath, ...this.bwrapArgs(home, run, env, door), ...bridge];
     // the door's shell exports its PWD: bwrap on the host keeps the environment of ours alone
     return door.command(user ? ['/usr/bin/env', '-u', 'PWD', ...bwrap] : bwrap);
   }
 
-  private bwrapArgs(home: string, env: Record<string, string>, door: HostDoor): string[] {
+  private bwrapArgs(home: string, run: string, env: Record<string, string>, door: HostDoor): string[] {
     // only our own, non-secret variables are named in env; the entry's come on the bridge's pipe
     const args = isolationArgs({ network: true, user: {}, env, proc: true, accounts: true });
     const nodeDir = dirname(this.nodeBinary);
@@ -272,16 +290,33 @@ export class LocalDriver implements InstanceDriver {
     // one bind (and one door) for a path another one already holds: the door has few places
     for (const path of outermost(shared)) args.push('--ro-bind', door.path(path), path);
     args.push('--bind', door.path(home), SANDBOX_HOME, '--chdir', SANDBOX_HOME);
+    args.push('--ro-bind', door.path(run), SANDBOX_RUN);
     return args;
   }
 }
 
-class LocalInstance implements RunningInstance {
+class LocalInstance implements RunningInstance<InProcessEndpoint> {
   readonly id: string;
   readonly pid: number | undefined;
   readonly exited: Promise<InstanceExit>;
-  endpoint: InstanceEndpoint = { url: '', headers: {} };
+  /** each upstream session's transport becomes the stdio of a child of its own */
+  readonly endpoint: InProcessEndpoint = {
+    attach: async (transport) => {
+      if (this.gone) throw new Error('the server instance stopped');
+      this.sockets.attach(
+        transport,
+        { open: (tag) => this.command({ open: tag }), close: (tag) => this.command({ close: tag }) },
+        this.startTimeoutMs,
+      );
+    },
+  };
   private stopRequested = false;
+  /** the spawner said it is ready: `ready()` resolves, sessions may be asked for */
+  private isReady = false;
+  private onReady: (() => void) | undefined;
+  /** pings sent (`healthy`) and waiting for their pong */
+  private readonly pongs = new Map<number, () => void>();
+  private pings = 0;
   private stopping: Promise<void> | undefined;
   private gone = false;
   /** the sandbox's init (bwrap's child), identified by pid and start time so a reused pid is not mistaken for it */
@@ -290,21 +325,23 @@ class LocalInstance implements RunningInstance {
   constructor(
     spec: InstanceSpec,
     private readonly child: ChildProcess,
-    private readonly token: string,
+    private readonly sockets: SessionSockets,
     private readonly sandboxed: boolean,
+    private readonly startTimeoutMs: number,
     log: (line: string) => void,
     cleanup: () => void,
   ) {
     this.id = spec.id;
     this.pid = child.pid;
     // Longest first, so a secret that contains another is not half-replaced.
-    const secrets = [...spec.secrets, token].filter((secret) => secret.length > 0).sort((a, b) => b.length - a.length);
+    const secrets = spec.secrets.filter((secret) => secret.length > 0).sort((a, b) => b.length - a.length);
     const scrub = (line: string) => secrets.reduce((text, secret) => text.split(secret).join('[redacted]'), line);
     createInterface({ input: child.stderr!, crlfDelay: Infinity }).on('line', (line) =>
       log(`[${spec.id}] ${scrub(line)}`),
     );
 
     for (const stream of child.stdio) stream?.on('error', () => {}); // EPIPE/ECONNRESET once the other end is gone; the exit says why
+    createInterface({ input: child.stdout!, crlfDelay: Infinity }).on('line', (line) => this.heard(line));
 
     this.exited = new Promise<InstanceExit>((resolveExit) => {
       const finish = async (reason: string) => {
@@ -349,58 +386,72 @@ class LocalInstance implements RunningInstance {
     }
   }
 
-  /** Resolves on the bridge's `{"ready":{"port":N}}` line; rejects with InstanceStartError otherwise. */
+  /** A line of the spawner's: its readiness, a session's end, an answer to a ping. */
+  private heard(line: string): void {
+    let said: { ready?: { sessions?: unknown }; ended?: { tag?: unknown; why?: unknown }; pong?: unknown };
+    try {
+      said = JSON.parse(line) as typeof said;
+    } catch {
+      return;
+    }
+    if (typeof said.ready?.sessions === 'string') {
+      if (this.sandboxed && this.child.pid) this.sandboxInit = sandboxInitOf(this.child.pid);
+      this.isReady = true;
+      this.onReady?.();
+    } else if (typeof said.ended?.tag === 'string' && typeof said.ended.why === 'string') {
+      this.sockets.ended(said.ended.tag, said.ended.why);
+    } else if (typeof said.pong === 'number') {
+      this.pongs.get(said.pong)?.();
+    }
+  }
+
+  /** One command to the spawner, on its stdin. */
+  private command(command: object): void {
+    if (!this.gone && this.child.stdin!.writable) this.child.stdin!.write(`${JSON.stringify(command)}\n`);
+  }
+
+  /** Resolves on the spawner's `{"ready":…}` line; rejects with InstanceStartError otherwise. */
   ready(timeoutMs: number): Promise<void> {
     return new Promise<void>((resolveReady, reject) => {
-      const lines = createInterface({ input: this.child.stdout!, crlfDelay: Infinity });
       const timer = setTimeout(() => {
         settle(new InstanceStartError(`the instance did not become ready within ${timeoutMs} ms`));
         this.kill();
       }, timeoutMs);
       const settle = (error?: Error) => {
         clearTimeout(timer);
-        lines.removeAllListeners('line');
-        this.child.stdout!.resume(); // the bridge writes nothing else there, but never let the pipe fill
+        this.onReady = undefined;
         if (error) reject(error);
         else resolveReady();
       };
-      lines.on('line', (line) => {
-        let port: unknown;
-        try {
-          port = (JSON.parse(line) as { ready?: { port?: unknown } }).ready?.port;
-        } catch {
-          return;
-        }
-        if (typeof port !== 'number') return;
-        this.endpoint = { url: `http://127.0.0.1:${port}/mcp`, headers: { authorization: `Bearer ${this.token}` } };
-        if (this.sandboxed && this.child.pid) this.sandboxInit = sandboxInitOf(this.child.pid);
-        settle();
-      });
+      if (this.isReady) return settle();
+      this.onReady = () => settle();
       void this.exited.then((exit) =>
         settle(new InstanceStartError(`the instance ended before it was ready: ${exit.reason}`)),
       );
     });
   }
 
+  /** The spawner answers a ping: its event loop turns, it can start sessions. */
   async healthy(): Promise<boolean> {
-    if (this.gone || !this.endpoint.url) return false;
-    try {
-      const response = await fetch(new URL('/healthz', this.endpoint.url), {
-        headers: this.endpoint.headers,
-        signal: AbortSignal.timeout(HEALTH_TIMEOUT_MS),
-      });
-      await response.body?.cancel();
-      return response.ok;
-    } catch {
-      return false;
-    }
+    if (this.gone || !this.isReady) return false;
+    const ping = ++this.pings;
+    return new Promise<boolean>((resolve) => {
+      const timer = setTimeout(() => answer(false), HEALTH_TIMEOUT_MS);
+      const answer = (ok: boolean) => {
+        clearTimeout(timer);
+        this.pongs.delete(ping);
+        resolve(ok);
+      };
+      this.pongs.set(ping, () => answer(true));
+      this.command({ ping });
+    });
   }
 
   stop(): Promise<void> {
     this.stopping ??= (async () => {
       if (this.gone) return;
       this.stopRequested = true;
-      // Closing stdin is the bridge's signal to stop its servers and exit; a SIGTERM to
+      // Closing stdin is the spawner's signal to stop its servers and exit; a SIGTERM to
       // bwrap would not be forwarded, it would only tear the sandbox down unannounced.
       this.child.stdin!.end();
       const timer = setTimeout(() => this.kill(), STOP_GRACE_MS);
