@@ -13,7 +13,7 @@ import {
   type InstanceSpec,
   type RunningInstance,
 } from '../driver';
-import { SessionSockets } from './stdio-sessions';
+import { SessionSockets } from './session-sockets';
 
 const SANDBOX_HOME = '/home/mcp';
 /** where the sandbox sees its instance's session socket (read-only: it can connect, never replace it) */
@@ -97,7 +97,7 @@ export interface LocalDriverOptions {
  * otherwise. The bridge program runs in the sandbox as its session spawner:
  * each MCP session's child is started there, on a connection to the
  * instance's socket of ours, and the control plane speaks stdio to it
- * directly (stdio-sessions.ts).
+ * directly (session-sockets.ts).
  */
 export class LocalDriver implements InstanceDriver {
   readonly kind = 'local' as const;
