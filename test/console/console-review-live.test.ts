@@ -182,6 +182,48 @@ describe('the console: review links and live session messages', () => {
     await fresh.close();
   });
 
+  it('takes a person who signs in with the one-time link, opened in another tab, to the review they were asked to sign in for', async () => {
+    const gateway = await aGateway(cp, cp.ownerToken, ws);
+    const asked = await cp.request('POST', '/v1/gateway/approvals', {
+      token: gateway.token,
+      body: {
+        server: tools,
+        tool: 'echo',
+        arguments: { message: 'drop the staging table' },
+        principal: 'dev@example.com',
+      },
+    });
+    expect(asked.status, asked.text).toBe(201);
+    const review = `${cp.url}/approvals/${asked.body.id}`;
+    const fresh = await chromium.browser.newContext({ viewport: { width: 1280, height: 800 } });
+    const waiting = await fresh.newPage();
+    chromium.watch(waiting);
+    await waiting.goto(review);
+    await waiting.getByRole('link', { name: 'Sign in to Aileron' }).click();
+    await waiting.getByText('Open the one-time sign-in link').waitFor();
+
+    // the owner asks for a new link (the one npm start printed was used by this file's first page)
+    const minted = await cp.request('POST', '/v1/auth/sign-in-links');
+    expect(minted.status, minted.text).toBe(201);
+    const link = new URL(minted.body.url as string);
+    const opened = await fresh.newPage();
+    chromium.watch(opened);
+    await opened.goto(cp.url + link.pathname + link.hash);
+    await opened.waitForURL(review);
+    await expect.poll(() => opened.getByLabel('Arguments').textContent()).toContain('drop the staging table');
+    // and the tab that asked goes on by itself
+    await waiting.waitForURL(review);
+    await expect.poll(() => waiting.getByLabel('Arguments').textContent()).toContain('drop the staging table');
+
+    // the next link, with nowhere asked for, lands on the overview
+    const next = new URL((await cp.request('POST', '/v1/auth/sign-in-links')).body.url as string);
+    const later = await (await chromium.browser.newContext()).newPage();
+    await later.goto(cp.url + next.pathname + next.hash);
+    await later.waitForURL(`${cp.url}/overview`);
+    await later.context().close();
+    await fresh.close();
+  });
+
   it("shows an agent session's message the moment it is written, without a reload", async () => {
     const started = await cp.request('POST', `/v1/workspaces/${ws}/sessions`, {
       body: { name: 'migration-agent', agent: 'claude' },

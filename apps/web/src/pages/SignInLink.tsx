@@ -3,6 +3,7 @@ import { useMutation } from '@tanstack/react-query';
 import { useEffect, useRef } from 'react';
 import { Link, useNavigate } from 'react-router';
 import { api, unwrap } from '../api/client';
+import { takeWhereAfterSignIn } from '../app/session';
 import { ErrorState, Loading } from '../app/ui';
 
 /**
@@ -15,7 +16,8 @@ export default function SignInLink() {
   const started = useRef(false);
   const redeem = useMutation({
     mutationFn: (code: string) => unwrap(api.POST('/v1/auth/sign-in-link', { body: { code } })),
-    onSuccess: () => void navigate('/overview', { replace: true }),
+    // where the person was going when the console asked them to sign in, else the overview
+    onSuccess: () => void navigate(takeWhereAfterSignIn(), { replace: true }),
     // the page says it itself, below
     meta: { shownInPage: () => true },
   });
