@@ -16,12 +16,13 @@
  */
 const LIB = '^libs/((?:platform/)?[^/]+)/';
 const POLICY_SPECIFICATION = '^libs/policy/src/domain/reference-evaluator\\.ts$';
-/** Public faces besides src/index.ts, each a tsconfig path of its own (@aileron/auth/scope-issuer, @aileron/pool/bridge, @aileron/sessions/caveat-token, @aileron/sandboxes/runner-protocol). */
+/** Public faces besides src/index.ts, each a tsconfig path of its own (@aileron/auth/scope-issuer, @aileron/pool/bridge, @aileron/sessions/caveat-token, @aileron/sandboxes/runner-protocol, @aileron/config/paths). */
 const SECOND_FACES = [
   '^libs/auth/src/scope-issuer\\.ts$',
   '^libs/pool/src/bridge/index\\.ts$',
   '^libs/sessions/src/domain/caveat-token\\.ts$',
   '^libs/sandboxes/src/runner-protocol/index\\.ts$',
+  '^libs/platform/config/src/paths\\.ts$',
 ];
 /**
  * The domains' layers, lowest first (docs/rules/module-boundaries.md): a domain imports

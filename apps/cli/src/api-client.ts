@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { ADMIN_TOKEN_FILE } from '@aileron/config';
+// the paths alone: the whole config module loads Nest and zod, which a CLI command that calls the API does not need
+import { ADMIN_TOKEN_FILE } from '@aileron/config/paths';
 import { CliError, codedError, oneLine } from './cli-error';
 
 export interface ApiOptions {
