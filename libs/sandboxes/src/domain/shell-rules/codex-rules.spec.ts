@@ -106,6 +106,15 @@ SHELLS = ["ignored"]
     expect(parseCodexRules(text).map((rule) => rule.program)).toEqual(['rm', 'shred', 'wipe', 'rm', 'shred', 'dd']);
   });
 
+  it('takes the arguments of a call as they are when it is made, as Codex runs the file from top to bottom', () => {
+    const text =
+      'GIT = ["git"]\nprefix_rule(pattern = GIT, decision = "prompt")\nGIT += ["push"]\nprefix_rule(pattern = GIT, decision = "forbidden")';
+    expect(parseCodexRules(text).map((rule) => [rule.program, rule.args, rule.decision])).toEqual([
+      ['git', [], 'prompt'],
+      ['git', ['push'], 'forbidden'],
+    ]);
+  });
+
   it('reads docstrings, pass and semicolons, which run nothing', () => {
     const text = '"""Team rules."""\npass\nX = ["ls"]; prefix_rule(pattern = X);\n';
     expect(parseCodexRules(text)).toHaveLength(1);

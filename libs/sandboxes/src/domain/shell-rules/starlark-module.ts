@@ -129,10 +129,10 @@ class Reader {
       if (start.type === 'name' && this.isOp('=', this.tokens[this.index + 1])) {
         this.index += 2;
         if (keywords.has(start.value)) this.fail(start, `argument "${start.value}" is given twice`);
-        keywords.set(start.value, { at: this.peek(), value: this.expression(), keyword: start });
+        keywords.set(start.value, { at: this.peek(), value: snapshot(this.expression()), keyword: start });
       } else {
         if (keywords.size) this.fail(start, 'a positional argument cannot follow a keyword argument');
-        positional.push({ at: start, value: this.expression() });
+        positional.push({ at: start, value: snapshot(this.expression()) });
       }
       if (this.isOp(',')) this.index++;
       else if (!this.isOp(')')) this.fail(this.peek(), `expected "," or ")", found ${describe(this.peek())}`);
@@ -280,6 +280,11 @@ class Reader {
     if (token.type !== 'eof') this.index++;
     return token;
   }
+}
+
+// A call takes its arguments as they are when it is made; a later `+=` does not reach back.
+function snapshot(value: Value): Value {
+  return value.kind === 'list' ? { ...value, items: value.items.map(snapshot) } : value;
 }
 
 export function kindName(value: Value): string {
