@@ -1,6 +1,6 @@
 import { ShellRulesError } from './shell-errors';
 import type { ArgPattern, ShellDecision, ShellRule } from './shell-rule';
-import { argsMatch, codexProgramMatches, fileName, samePath, type HostPaths } from './rule-match';
+import { argsMatch, codexCandidates, fileName, samePath, type HostPaths } from './rule-match';
 import { staticWord } from './shell-word';
 import { splitShellWords } from './shlex';
 import type { Token } from './starlark-lexer';
@@ -53,12 +53,18 @@ export function parseCodexRules(text: string, sourceName = '.rules'): ShellRule[
     }
   }
   for (const { rules: made, match, notMatch } of examples) {
+    const byProgram = new Map<string, ShellRule[]>();
+    for (const rule of made) {
+      const same = byProgram.get(rule.program);
+      if (same) same.push(rule);
+      else byProgram.set(rule.program, [rule]);
+    }
     for (const example of notMatch) {
-      if (made.some((rule) => exampleMatches(rule, example.words, hosts)))
+      if (exampleMatches(byProgram, example.words, hosts))
         fail(example.at, `the not_match example "${example.words.join(' ')}" matches this rule`);
     }
     for (const example of match) {
-      if (!made.some((rule) => exampleMatches(rule, example.words, hosts)))
+      if (!exampleMatches(byProgram, example.words, hosts))
         fail(example.at, `the match example "${example.words.join(' ')}" does not match this rule`);
     }
   }
@@ -232,11 +238,12 @@ function stringOf(argument: Argument, what: string, fail: Fail): string {
 
 const LEAVE_OUT = ' (Codex refuses None too; leave an optional argument out instead)';
 
-/** As Codex checks examples: by the program's name, or an absolute path allowed to stand for it, then the argument prefix. */
-function exampleMatches(rule: ShellRule, [program, ...args]: readonly string[], hosts: HostPaths): boolean {
-  return (
-    program !== undefined &&
-    codexProgramMatches(rule.program, program, hosts) &&
-    argsMatch(rule.args, args.map(staticWord)) === 'yes'
-  );
+/** As Codex checks examples: the rules it consults for the program, then the argument prefix. */
+function exampleMatches(
+  byProgram: ReadonlyMap<string, readonly ShellRule[]>,
+  [program, ...args]: readonly string[],
+  hosts: HostPaths,
+): boolean {
+  const words = args.map(staticWord);
+  return codexCandidates(program!, byProgram, hosts).some((rule) => argsMatch(rule.args, words) === 'yes');
 }

@@ -48,9 +48,20 @@ export function programMatches(
   return programTier(ruleProgram, program, resolved, hosts) !== null;
 }
 
-/** Codex's own matching of a program, without the sandbox: tiers 0 and 1. */
-export function codexProgramMatches(ruleProgram: string, program: string, hosts: HostPaths): boolean {
-  return ruleProgram === program || (!ruleProgram.includes('/') && codexFallback(ruleProgram, program, hosts));
+/**
+ * The rules Codex consults for a program, without the sandbox (tiers 0 and 1):
+ * those for the same string, then for an absolute path those for its last part,
+ * when the host paths let that path stand for it.
+ */
+export function codexCandidates<T>(
+  program: string,
+  byProgram: ReadonlyMap<string, readonly T[]>,
+  hosts: HostPaths,
+): readonly T[] {
+  const exact = byProgram.get(program) ?? [];
+  const name = fileName(program);
+  if (name === null || name === program || !codexFallback(name, program, hosts)) return exact;
+  return [...exact, ...(byProgram.get(name) ?? [])];
 }
 
 function codexFallback(name: string, program: string, hosts: HostPaths): boolean {

@@ -37,6 +37,10 @@ const AUGMENTED = new Set(['-=', '*=', '/=', '//=', '%=', '&=', '|=', '^=', '<<=
 // what may follow a value; any other operator would compute something
 const AFTER_VALUE = new Set([',', ')', ']', ';', '=', '+=']);
 const EXPRESSION_KEYWORDS = new Set(['if', 'for', 'and', 'or', 'in', 'not']);
+// Bounds that keep a hostile file from exhausting memory or the stack (`A += A` doubles A);
+// rule files need a small fraction of them.
+const MAX_BUILT = 1_000_000;
+const MAX_NESTING = 64;
 const NOT_RUN =
   'a .rules file is read here, never run, so it may hold only strings, lists, names assigned to them, + between them, and prefix_rule, host_executable and network_rule calls';
 
@@ -49,6 +53,8 @@ class Reader {
   private index = 0;
   private readonly names = new Map<string, Value>();
   private readonly calls: Call[] = [];
+  private built = 0;
+  private nesting = 0;
 
   constructor(
     private readonly tokens: readonly Token[],
@@ -116,8 +122,11 @@ class Reader {
       return;
     }
     const current = this.lookup(name);
-    if (current.kind === 'list' && value.kind === 'list') current.items.push(...value.items);
-    else this.names.set(name.value, this.plus(current, value, name));
+    if (current.kind === 'list' && value.kind === 'list') {
+      this.build(current.items.length + value.items.length, name);
+      // a copy first: `A += A` would otherwise read what it appends; a loop, since spreading a long list overflows the stack
+      for (const item of value.items.slice()) current.items.push(item);
+    } else this.names.set(name.value, this.plus(current, value, name));
   }
 
   private call(name: Token, builtin: Builtin): Call {
@@ -129,10 +138,10 @@ class Reader {
       if (start.type === 'name' && this.isOp('=', this.tokens[this.index + 1])) {
         this.index += 2;
         if (keywords.has(start.value)) this.fail(start, `argument "${start.value}" is given twice`);
-        keywords.set(start.value, { at: this.peek(), value: snapshot(this.expression()), keyword: start });
+        keywords.set(start.value, { at: this.peek(), value: this.snapshot(this.expression(), start), keyword: start });
       } else {
         if (keywords.size) this.fail(start, 'a positional argument cannot follow a keyword argument');
-        positional.push({ at: start, value: snapshot(this.expression()) });
+        positional.push({ at: start, value: this.snapshot(this.expression(), start) });
       }
       if (this.isOp(',')) this.index++;
       else if (!this.isOp(')')) this.fail(this.peek(), `expected "," or ")", found ${describe(this.peek())}`);
@@ -157,6 +166,15 @@ class Reader {
 
   private operand(): Value {
     const token = this.next();
+    if (++this.nesting > MAX_NESTING) this.fail(token, `values are nested more than ${MAX_NESTING} deep`);
+    try {
+      return this.operandAt(token);
+    } finally {
+      this.nesting--;
+    }
+  }
+
+  private operandAt(token: Token): Value {
     let value: Value;
     if (token.type === 'string') value = { kind: 'string', value: token.value, at: token };
     else if (token.type === 'fstring') value = { kind: 'string', value: this.format(token), at: token };
@@ -211,10 +229,14 @@ class Reader {
   }
 
   private plus(left: Value, right: Value, at: Token): Value {
-    if (left.kind === 'list' && right.kind === 'list')
+    if (left.kind === 'list' && right.kind === 'list') {
+      this.build(left.items.length + right.items.length, at);
       return { kind: 'list', items: [...left.items, ...right.items], at: left.at };
-    if (left.kind === 'string' && right.kind === 'string')
+    }
+    if (left.kind === 'string' && right.kind === 'string') {
+      this.build(left.value.length + right.value.length, at);
       return { kind: 'string', value: left.value + right.value, at: left.at };
+    }
     return this.fail(at, `"+" cannot join ${kindName(left)} and ${kindName(right)} (Codex refuses it too)`);
   }
 
@@ -251,6 +273,24 @@ class Reader {
     return result;
   }
 
+  // A call takes its arguments as they are when it is made; a later `+=` does not reach back.
+  private snapshot(value: Value, at: Token, depth = 0): Value {
+    if (value.kind !== 'list') return value;
+    // `A += [A]` makes a list that holds itself
+    if (depth > MAX_NESTING) this.fail(at, `values are nested more than ${MAX_NESTING} deep`);
+    this.build(value.items.length, at);
+    return { ...value, items: value.items.map((item) => this.snapshot(item, at, depth + 1)) };
+  }
+
+  private build(size: number, at: Token): void {
+    this.built += size;
+    if (this.built > MAX_BUILT)
+      this.fail(
+        at,
+        `this file builds more than ${MAX_BUILT.toLocaleString('en')} list items and characters with + and calls`,
+      );
+  }
+
   /** Calls, indexing and attributes of a value would run code; none is read. */
   private noPostfix(): void {
     const next = this.peek();
@@ -280,11 +320,6 @@ class Reader {
     if (token.type !== 'eof') this.index++;
     return token;
   }
-}
-
-// A call takes its arguments as they are when it is made; a later `+=` does not reach back.
-function snapshot(value: Value): Value {
-  return value.kind === 'list' ? { ...value, items: value.items.map(snapshot) } : value;
 }
 
 export function kindName(value: Value): string {
