@@ -144,6 +144,10 @@ export const shellRulesView = z.object({
       args: z.array(z.union([z.string(), z.array(z.string())])),
       decision: z.string(),
       justification: z.string().optional(),
+      paths: z
+        .array(z.string())
+        .optional()
+        .describe("the absolute paths that may stand for the program's name (a .rules file's host_executable)"),
       source: z.string().optional(),
     }),
   ),

@@ -68,15 +68,71 @@ describe('parseCodexRules', () => {
   });
 
   it('reads Starlark strings: escapes, raw and triple-quoted', () => {
-    const [rule] = parseCodexRules(`prefix_rule(pattern=["a\\tb", r"c\\d", '''e"f''', "\\x41\\u00e9\\101", 'it\\'s'])`);
+    const [rule] = parseCodexRules(
+      `prefix_rule(pattern=["a\\tb", r"c\\d", '''e"f''', "\\x41\\u00e9\\101", 'it\\'s', "g\\it", r'it\\'s'])`,
+    );
     expect(rule!.program).toBe('a\tb');
-    expect(rule!.args).toEqual(['c\\d', 'e"f', 'AéA', "it's"]);
+    expect(rule!.args).toEqual(['c\\d', 'e"f', 'AéA', "it's", 'g\\it', "it's"]);
   });
 
-  it('treats None as an argument left out', () => {
-    expect(parseCodexRules(`prefix_rule(pattern=["ls"], decision=None, justification=None)`)).toEqual([
-      { program: 'ls', args: [], decision: 'allow', source: '.rules line 1' },
+  it('reads names assigned to strings and lists, and + between them, as Codex evaluates them', () => {
+    const text = `SHELLS = ["bash", "sh"]
+EXTRA = SHELLS + ["zsh"]
+FLAG = "-" + "c"
+prefix_rule(pattern = [EXTRA, FLAG], decision = "prompt", match = [["zsh", "-c", "x"]], not_match = ["fish -c x"])
+RISKY = [["push", "fetch"]]
+RISKY += [["--force", "-f"]]
+prefix_rule(pattern = ["git"] + RISKY, decision = "forbidden")
+SHELLS = ["ignored"]
+`;
+    expect(parseCodexRules(text).map((rule) => [rule.program, rule.args, rule.decision])).toEqual([
+      ['bash', ['-c'], 'prompt'],
+      ['sh', ['-c'], 'prompt'],
+      ['zsh', ['-c'], 'prompt'],
+      [
+        'git',
+        [
+          ['push', 'fetch'],
+          ['--force', '-f'],
+        ],
+        'forbidden',
+      ],
     ]);
+  });
+
+  it('extends a list in place with +=, so every name bound to it sees the change, as in Starlark', () => {
+    const text =
+      'A = ["rm"]\nB = A\nA += ["shred"]\nC = A + ["dd"]\nA += ["wipe"]\nprefix_rule(pattern = [B])\nprefix_rule(pattern = [C])';
+    expect(parseCodexRules(text).map((rule) => rule.program)).toEqual(['rm', 'shred', 'wipe', 'rm', 'shred', 'dd']);
+  });
+
+  it('takes the arguments of a call as they are when it is made, as Codex runs the file from top to bottom', () => {
+    const text =
+      'GIT = ["git"]\nprefix_rule(pattern = GIT, decision = "prompt")\nGIT += ["push"]\nprefix_rule(pattern = GIT, decision = "forbidden")';
+    expect(parseCodexRules(text).map((rule) => [rule.program, rule.args, rule.decision])).toEqual([
+      ['git', [], 'prompt'],
+      ['git', ['push'], 'forbidden'],
+    ]);
+  });
+
+  it('reads docstrings, pass and semicolons, which run nothing', () => {
+    const text = '"""Team rules."""\npass\nX = ["ls"]; prefix_rule(pattern = X);\n';
+    expect(parseCodexRules(text)).toHaveLength(1);
+  });
+
+  it('gives the host paths of host_executable to the rules of that name, wherever it stands in the file', () => {
+    const text =
+      'prefix_rule(pattern = ["git", "push"], decision = "forbidden")\nhost_executable(name = "git", paths = ["/usr/bin/git", "/usr/bin//git"])\nprefix_rule(pattern = ["/usr/bin/git"])';
+    expect(parseCodexRules(text).map((rule) => [rule.program, rule.paths])).toEqual([
+      ['git', ['/usr/bin/git']],
+      ['/usr/bin/git', undefined],
+    ]);
+  });
+
+  it('reads a network_rule that allows, which changes nothing here', () => {
+    const text =
+      'network_rule(host = "API.example.com:443", protocol = "https", decision = "allow")\nprefix_rule(pattern = ["curl"], decision = "prompt")';
+    expect(parseCodexRules(text).map((rule) => rule.program)).toEqual(['curl']);
   });
 
   it('accepts examples as strings (split as a shell would) or lists, with a path for the program', () => {
@@ -95,8 +151,66 @@ describe('parseCodexRules', () => {
   });
 });
 
-describe('a file Codex would refuse, or that is more than prefix rules, is refused with its line', () => {
+const NOT_RUN =
+  'a .rules file is read here, never run, so it may hold only strings, lists, names assigned to them, + between them, and prefix_rule, host_executable and network_rule calls';
+
+describe('a file Codex would refuse, or that would need running, is refused with its line', () => {
   it.each([
+    ['load("//x.star", "y")', 1, 1, `"load" is not supported: ${NOT_RUN}`],
+    ['\n\nx = ["git"][0]', 3, 12, `indexing a value is not supported: ${NOT_RUN}`],
+    ['X = {"a": 1}', 1, 5, `a dict is not supported: ${NOT_RUN}`],
+    ['X = ["a" for a in []]', 1, 10, `"for" is not supported: ${NOT_RUN}`],
+    ['X = "a" if True else "b"', 1, 9, `"if" is not supported: ${NOT_RUN}`],
+    ['X = " a ".strip()', 1, 10, `an attribute or method of a value is not supported: ${NOT_RUN}`],
+    ['X, Y = "a", "b"', 1, 2, `a tuple is not supported: ${NOT_RUN}`],
+    ['X: str = "a"', 1, 2, `a type annotation is not supported: ${NOT_RUN}`],
+    ['X -= ["a"]', 1, 3, `the operator "-=" is not supported: ${NOT_RUN}`],
+    ['X = lambda: 1', 1, 5, `"lambda" is not supported: ${NOT_RUN}`],
+    ['prefix_rule(*ARGS)', 1, 13, `unpacking arguments with "*" is not supported: ${NOT_RUN}`],
+    [
+      'X = prefix_rule(pattern=["a"])',
+      1,
+      5,
+      `prefix_rule(...) inside an expression (call it as a statement of its own) is not supported: ${NOT_RUN}`,
+    ],
+    ['prefix_rule = 1', 1, 1, '"prefix_rule" is a name Codex provides; assigning it is not supported'],
+    ['X = 1 + ["a"]', 1, 7, '"+" cannot join a number and a list (Codex refuses it too)'],
+    ['; prefix_rule(pattern=["a"])', 1, 1, 'expected a string or a list, found ";"'],
+    [
+      'X = "{}"\nprefix_rule(pattern=[f"{X!r}"])',
+      2,
+      22,
+      `the conversion "!r" in an f-string is not supported: ${NOT_RUN}`,
+    ],
+    ['X = ["a"]\nprefix_rule(pattern=[f"{X}"])', 2, 22, `putting a list in an f-string is not supported: ${NOT_RUN}`],
+    ['prefix_rule(pattern=[f"{a b}"])', 1, 22, '"{a b}" in an f-string must hold one name'],
+    ['prefix_rule(pattern=["a\x01b"])\x0c', 1, 29, 'the character U+000C cannot appear outside a string'],
+    [
+      'A = ["a"]\n' + 'A += A\n'.repeat(25),
+      20,
+      1,
+      'this file builds more than 1,000,000 list items and characters with + and calls',
+    ],
+    [
+      'S = "ab"\n' + 'S = S + S\n'.repeat(25),
+      19,
+      7,
+      'this file builds more than 1,000,000 list items and characters with + and calls',
+    ],
+    ['A = []\nA += [A]\nprefix_rule(pattern = A)', 3, 13, 'values are nested more than 64 deep'],
+    [`X = ${'['.repeat(100)}${']'.repeat(100)}`, 1, 69, 'values are nested more than 64 deep'],
+    ['prefix_rule(pattern=GIT)', 1, 21, '"GIT" is not assigned before this line (Codex refuses it too)'],
+    ['GIT = "git"\nprefix_rule(pattern=GIT)', 2, 21, 'pattern must be a list'],
+    ['ALTS = []\nprefix_rule(pattern=["git", ALTS])', 1, 8, 'pattern alternatives cannot be empty'],
+    ['prefix_rule(pattern=["a"], decision=1)', 1, 37, 'decision must be a string, not a number'],
+    [
+      'prefix_rule(pattern=["a"], match=None)',
+      1,
+      34,
+      'match must be a list of examples, not None (Codex refuses None too; leave an optional argument out instead)',
+    ],
+    ['prefix_rule(pattern=[f"{x}"])', 1, 22, '"x" is not assigned before this line (Codex refuses it too)'],
+    ['prefix_rule(pattern=["git", [["push"]]])', 1, 30, 'a pattern alternative must be a string, not a list'],
     [
       'prefix_rule(pattern=["git", "push"], match=["git status"])',
       1,
@@ -111,34 +225,10 @@ describe('a file Codex would refuse, or that is more than prefix rules, is refus
     ],
     ['prefix_rule(pattern=["git"], match=["\'open"])', 1, 37, 'the match example has invalid shell quoting'],
     ['prefix_rule(pattern=["git"], match=[[]])', 1, 37, 'a match example cannot be empty'],
-    ['\n\nx = ["git"]', 3, 1, 'only prefix_rule(...) calls are allowed, found "x"'],
-    ['load("//x.star", "y")', 1, 1, 'only prefix_rule(...) calls are allowed, found "load"'],
-    [
-      'network_rule(host="a.com", protocol="https", decision="allow")',
-      1,
-      1,
-      'network_rule(...) is not supported in shell rules; only prefix_rule(...) is',
-    ],
-    [
-      'host_executable(name="git", paths=["/usr/bin/git"])',
-      1,
-      1,
-      'host_executable(...) is not supported in shell rules; only prefix_rule(...) is',
-    ],
-    [
-      'prefix_rule(pattern=GIT)',
-      1,
-      21,
-      'expected a string or a list, found the name "GIT" (variables and expressions are not supported)',
-    ],
-    ['prefix_rule(pattern=["a" + "b"])', 1, 26, 'expected "," or "]", found "+"'],
-    ['prefix_rule(pattern=["a"], decision=1)', 1, 37, 'expected a string or a list, found "1"'],
-    ['prefix_rule(pattern=[f"{x}"])', 1, 22, 'f-strings are not supported'],
     ['prefix_rule(decision="allow")', 1, 1, 'prefix_rule needs a pattern'],
     ['prefix_rule(pattern=[])', 1, 21, 'pattern cannot be empty'],
     ['prefix_rule(pattern="git")', 1, 21, 'pattern must be a list'],
     ['prefix_rule(pattern=["git", []])', 1, 29, 'pattern alternatives cannot be empty'],
-    ['prefix_rule(pattern=["git", [["push"]]])', 1, 30, 'a pattern alternative must be a string'],
     [
       'prefix_rule(pattern=["git"], decision="deny")',
       1,
@@ -163,7 +253,6 @@ describe('a file Codex would refuse, or that is more than prefix rules, is refus
     ],
     ['prefix_rule(pattern=["git"]', 1, 28, 'expected "," or ")", found the end of the file'],
     ['prefix_rule(pattern=["git)', 1, 22, 'string is not closed'],
-    ['prefix_rule(pattern=["g\\it"])', 1, 24, 'unknown escape \\i in a string'],
   ] as const)('%j: line %i, column %i', (text, line, column, detail) => {
     const error = refusal(text);
     expect(error).toMatchObject({ code: 'SHELL_RULES_INVALID', sourceName: 'team.rules', line, column, detail });

@@ -46,6 +46,45 @@ describe('matching a rule to a program', () => {
   });
 });
 
+describe('the order Codex consults rules in: the exact program, then the basename fallback', () => {
+  const exactAllow = shellRule('/usr/bin/git', 'allow');
+  const namePrompt = shellRule('git', 'prompt');
+
+  it('a rule for the exact path decides alone; the rule for its name is not consulted', () => {
+    expect(decide('/usr/bin/git status', [namePrompt, exactAllow])).toMatchObject({
+      decision: 'allow',
+      rule: exactAllow,
+    });
+    expect(decide('/usr/bin/git status', [shellRule('/usr/bin/git push', 'allow'), namePrompt]).rule).toBe(namePrompt);
+  });
+
+  it('the rules found by resolving in the sandbox come after both', () => {
+    const byPath = shellRule('/usr/bin/git', 'forbidden');
+    const name = shellRule('git', 'allow');
+    expect(decide('/bin/git status', [byPath, name])).toMatchObject({ decision: 'allow', rule: name });
+    expect(decide('/bin/git status', [byPath])).toMatchObject({ decision: 'forbidden', rule: byPath });
+  });
+
+  it('an argument known only at run time that may make an exact rule match still goes to a person', () => {
+    const exactPush = shellRule('/usr/bin/git push', 'forbidden');
+    expect(decide('/usr/bin/git $SUB', [exactPush, shellRule('git', 'allow')])).toMatchObject({
+      decision: 'prompt',
+      rule: exactPush,
+    });
+  });
+
+  it("host paths limit the fallback to those paths, for every rule of the name (Codex's host_executable)", () => {
+    const listed = shellRule('git', 'prompt', { paths: ['/usr/bin/git'] });
+    const other = shellRule('git push', 'forbidden');
+    const nothing = sandboxOf({});
+    expect(decide('/usr/bin/git push', [listed, other], nothing)).toMatchObject({ decision: 'forbidden', rule: other });
+    expect(decide('/opt/git/bin/git push', [listed, other], nothing)).toMatchObject({ decision: 'allow', rule: null });
+    expect(decide('./git push', [listed, other], nothing).decision).toBe('allow');
+    expect(decide('wrap /opt/git/bin/git push', [listed, other], nothing).decision).toBe('allow');
+    expect(decide('wrap /usr/bin/git push', [listed, other], nothing).decision).toBe('prompt');
+  });
+});
+
 describe('matching the argument prefix', () => {
   const push = shellRule('git push', 'prompt');
 

@@ -1,6 +1,6 @@
 import type { CommandAnalysis, SimpleCommand } from './command-analysis';
 import { possibleProgramArguments } from './inner-commands';
-import { argsMatch, programMatches, programNames } from './rule-match';
+import { argsMatch, hostPathsOf, programMatches, programNames, programTier, type HostPaths } from './rule-match';
 import { describeRule, severity, type CommandDecision, type ShellDecision, type ShellRule } from './shell-rule';
 import { basename, displayCommand, printable, renderWords, staticValue, type ShellWord } from './shell-word';
 
@@ -34,9 +34,10 @@ export function decideCommand(
   resolved: ReadonlyMap<string, string | null>,
 ): CommandDecision {
   const anyStrictRule = rules.some((rule) => rule.decision !== 'allow');
+  const hosts = hostPathsOf(rules);
   let decided: CommandDecision | null = null;
   for (const command of analysis.commands) {
-    const decision = decideSimple(command, rules, resolved, anyStrictRule);
+    const decision = decideSimple(command, rules, { resolved, hosts }, anyStrictRule);
     if (!decided || outranks(decision, decided)) decided = decision;
   }
   return decided ?? { decision: 'allow', rule: null, command: [], reason: 'no program to run' };
@@ -47,10 +48,15 @@ function outranks(a: CommandDecision, b: CommandDecision): boolean {
   return difference > 0 || (difference === 0 && a.rule !== null && b.rule === null);
 }
 
+interface Programs {
+  readonly resolved: ReadonlyMap<string, string | null>;
+  readonly hosts: HostPaths;
+}
+
 function decideSimple(
   command: SimpleCommand,
   rules: readonly ShellRule[],
-  resolved: ReadonlyMap<string, string | null>,
+  programs: Programs,
   anyStrictRule: boolean,
 ): CommandDecision {
   const [program, ...args] = command.words;
@@ -66,20 +72,28 @@ function decideSimple(
       reason: `${shown}: the program is only known at run time${anyStrictRule ? ', so a person decides' : ''}`,
     };
   }
+  const tiers: ShellRule[][] = [[], [], []];
+  for (const rule of rules) {
+    const tier = programTier(rule.program, program.value, programs.resolved, programs.hosts);
+    if (tier !== null) tiers[tier]!.push(rule);
+  }
   let certain: ShellRule | null = null;
   let possible: { rule: ShellRule; unknown: ShellWord } | null = null;
-  for (const rule of rules) {
-    if (!programMatches(rule.program, program.value, resolved)) continue;
-    const match = argsMatch(rule.args, args);
-    if (match === 'yes') {
-      if (!certain || severity(rule.decision) > severity(certain.decision)) certain = rule;
-    } else if (
-      match !== 'no' &&
-      rule.decision !== 'allow' &&
-      (!possible || severity(rule.decision) > severity(possible.rule.decision))
-    ) {
-      possible = { rule, unknown: match.unknown };
+  for (const tier of tiers) {
+    for (const rule of tier) {
+      const match = argsMatch(rule.args, args);
+      if (match === 'yes') {
+        if (!certain || severity(rule.decision) > severity(certain.decision)) certain = rule;
+      } else if (
+        match !== 'no' &&
+        rule.decision !== 'allow' &&
+        (!possible || severity(rule.decision) > severity(possible.rule.decision))
+      ) {
+        possible = { rule, unknown: match.unknown };
+      }
     }
+    // as Codex: `/usr/bin/git` falls back to the rules for `git` only when no rule for `/usr/bin/git` matched
+    if (certain) break;
   }
   if (severity('prompt') > severity(certain?.decision ?? 'allow')) {
     if (possible) {
@@ -87,7 +101,7 @@ function decideSimple(
       const reason = `${shown}: ${unknown} is only known at run time and may make it match rule ${describeRule(possible.rule)} (${possible.rule.decision}), so a person decides`;
       return { decision: 'prompt', rule: possible.rule, command: argv, reason };
     }
-    const wrapped = wrappedProgram(command.words, rules, resolved);
+    const wrapped = wrappedProgram(command.words, rules, programs);
     if (wrapped) {
       const name = printable(basename(program.value));
       const reason = `${shown}: ${name} is not a program this analysis knows, and its argument ${displayCommand([wrapped.argument], 60)} is the program of rule ${describeRule(wrapped.rule)} (${wrapped.rule.decision}), so a person decides`;
@@ -112,14 +126,14 @@ function decideSimple(
 function wrappedProgram(
   words: readonly ShellWord[],
   rules: readonly ShellRule[],
-  resolved: ReadonlyMap<string, string | null>,
+  { resolved, hosts }: Programs,
 ): { rule: ShellRule; argument: ShellWord } | null {
   let found: { rule: ShellRule; argument: ShellWord } | null = null;
   for (const index of possibleProgramArguments(words)) {
     const argument = words[index]!;
     for (const rule of rules) {
       if (rule.decision === 'allow' || (found && severity(rule.decision) <= severity(found.rule.decision))) continue;
-      if (!programMatches(rule.program, staticValue(argument)!, resolved)) continue;
+      if (!programMatches(rule.program, staticValue(argument)!, resolved, hosts)) continue;
       if (argsMatch(rule.args, words.slice(index + 1, index + 1 + rule.args.length)) === 'no') continue;
       found = { rule, argument };
       if (rule.decision === 'forbidden') return found;

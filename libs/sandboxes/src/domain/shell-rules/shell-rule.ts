@@ -14,6 +14,11 @@ export interface ShellRule {
   readonly args: readonly ArgPattern[];
   readonly decision: ShellDecision;
   readonly justification?: string;
+  /**
+   * For a program given by name: the absolute paths that may stand for it
+   * (Codex's `host_executable`); without it, any absolute path ending in the name.
+   */
+  readonly paths?: readonly string[];
   /** where the rule came from, e.g. ".rules line 3" */
   readonly source?: string;
 }
