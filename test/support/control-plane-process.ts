@@ -42,7 +42,8 @@ export async function startControlPlaneProcess(
   let out = '';
   child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
-  const deadline = Date.now() + 60_000;
+  // a bound that catches a hang, not a speed: an embedded start migrates PGlite, slow on a loaded machine
+  const deadline = Date.now() + 120_000;
   while (!/listening on (\S+)/.test(out)) {
     if (child.exitCode !== null) throw new Error(`server exited ${child.exitCode}: ${out}`);
     if (Date.now() > deadline) throw new Error(`server did not start: ${out}`);
