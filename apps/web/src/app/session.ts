@@ -4,7 +4,7 @@ import { api, setCsrfToken, unwrap } from '../api/client';
 const KNOWN_ORGANIZATIONS = 'aileron.organizations';
 const AFTER_SIGN_IN = 'aileron.after-sign-in';
 /** as long as a one-time sign-in link works: a page asked for longer ago is not where the person is going now */
-const AFTER_SIGN_IN_MS = 15 * 60_000;
+const AFTER_SIGN_IN_MS = 10 * 60_000;
 
 /** The browser session (who, which organisation) and its CSRF token, which every change the console makes carries. */
 export function useSession() {
