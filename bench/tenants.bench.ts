@@ -300,6 +300,8 @@ async function populate(
   const operator = execFileSync(process.execPath, [CLI, 'bootstrap', '--org', 'operator'], {
     env: { ...process.env, ...installation.env },
     encoding: 'utf8',
+    // stdout is the token; stderr tells a person to store it
+    stdio: ['ignore', 'pipe', 'pipe'],
   }).trim();
   const made = await madeThroughTheApi(url, operator, upstream);
   installation.tenants.push(...made.tenants);
