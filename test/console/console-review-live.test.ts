@@ -64,6 +64,17 @@ describe('the console: review links and live session messages', () => {
     return cp.url + parsed.pathname + parsed.search;
   };
 
+  /** A developer's local call held for approval, asked for by their gateway: the request that holds it. */
+  async function aLocalCallHeld(message: string): Promise<{ id: string; review_url: string }> {
+    const gateway = await aGateway(cp, cp.ownerToken, ws);
+    const asked = await cp.request('POST', '/v1/gateway/approvals', {
+      token: gateway.token,
+      body: { server: tools, tool: 'echo', arguments: { message }, principal: 'dev@example.com' },
+    });
+    expect(asked.status, asked.text).toBe(201);
+    return asked.body;
+  }
+
   /** An MCP client's call that the policy holds: the pending call, and the request that holds it. */
   async function aHeldCall(message: string): Promise<{ call: Promise<unknown>; id: string; reviewUrl: string }> {
     const { client } = await connect(cp, agent.token, `/mcp/${ws}/${tools}`);
@@ -147,23 +158,12 @@ describe('the console: review links and live session messages', () => {
   });
 
   it('offers a person not signed in the ways in; with a pasted token, typed and sent from the keyboard, the request shows', async () => {
-    // a developer's local call, asked for by their gateway
-    const gateway = await aGateway(cp, cp.ownerToken, ws);
-    const asked = await cp.request('POST', '/v1/gateway/approvals', {
-      token: gateway.token,
-      body: {
-        server: tools,
-        tool: 'echo',
-        arguments: { message: 'rotate the signing key' },
-        principal: 'dev@example.com',
-      },
-    });
-    expect(asked.status, asked.text).toBe(201);
-    const id = asked.body.id as string;
+    const asked = await aLocalCallHeld('rotate the signing key');
+    const id = asked.id;
     const fresh = await chromium.browser.newContext({ viewport: { width: 1280, height: 800 } });
     const p = await fresh.newPage();
     chromium.watch(p);
-    await p.goto(local(asked.body.review_url));
+    await p.goto(local(asked.review_url));
     await p.waitForURL(`${cp.url}/approvals/${id}`);
     await p.getByRole('heading', { name: 'Sign in to review it' }).waitFor();
     expect(await p.getByLabel('Arguments').count()).toBe(0);
@@ -183,18 +183,7 @@ describe('the console: review links and live session messages', () => {
   });
 
   it('takes a person who signs in with the one-time link, opened in another tab, to the review they were asked to sign in for', async () => {
-    const gateway = await aGateway(cp, cp.ownerToken, ws);
-    const asked = await cp.request('POST', '/v1/gateway/approvals', {
-      token: gateway.token,
-      body: {
-        server: tools,
-        tool: 'echo',
-        arguments: { message: 'drop the staging table' },
-        principal: 'dev@example.com',
-      },
-    });
-    expect(asked.status, asked.text).toBe(201);
-    const review = `${cp.url}/approvals/${asked.body.id}`;
+    const review = `${cp.url}/approvals/${(await aLocalCallHeld('drop the staging table')).id}`;
     const fresh = await chromium.browser.newContext({ viewport: { width: 1280, height: 800 } });
     const waiting = await fresh.newPage();
     chromium.watch(waiting);

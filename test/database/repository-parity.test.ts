@@ -715,8 +715,10 @@ parity('GatewayRepository', 'touchGateway', async (s) => {
   return ((await repo(s, 'GatewayRepository').findGateway(s.w.ws, s.w.gateway)) as { lastSeenAt: Date }).lastSeenAt;
 });
 parity('GatewayRepository', 'listGateways', async (s) => [
-  await repo(s, 'GatewayRepository').listGateways(s.w.ws, PAGE),
-  await repo(s, 'GatewayRepository').listGateways(s.w.ws2, PAGE),
+  await repo(s, 'GatewayRepository').listGateways(s.w.ws, {}, PAGE),
+  await repo(s, 'GatewayRepository').listGateways(s.w.ws2, {}, PAGE),
+  await repo(s, 'GatewayRepository').listGateways(s.w.ws, { enrolledBy: ['token:parity'] }, PAGE),
+  await repo(s, 'GatewayRepository').listGateways(s.w.ws, { enrolledBy: ['user:nobody'] }, PAGE),
 ]);
 parity('GatewayRepository', 'gatewayActivity', async (s) => [
   await repo(s, 'GatewayRepository').gatewayActivity(s.w.ws, at(0), 10),
@@ -2048,6 +2050,142 @@ parity('WebhooksRepository', 'delete', async (s) => {
     await tx(s, (x) => h.delete(s.w.org, HOOK, x)),
     await tx(s, (x) => h.delete(s.w.org, HOOK, x)),
     await h.delivery(s.w.org, DELIVERY),
+  ];
+});
+
+// ---- offboarding a person (last: it ends and removes what earlier cases made)
+parity('AuthRepository', 'tokensOwnedBy', async (s) => {
+  const a = repo(s, 'AuthRepository');
+  // a token made with ada's token is ada's too
+  await tx(s, (x) =>
+    a.createToken(
+      s.w.org,
+      {
+        name: 'made-by-ci',
+        role: 'member',
+        workspaceId: null,
+        hash: hash('t-offboard'),
+        prefix: 'ail_4',
+        createdBy: `token:${s.w.token2}`,
+        expiresAt: null,
+      },
+      x,
+    ),
+  );
+  const owned = (await a.tokensOwnedBy(s.w.org, s.w.ada)) as string[];
+  s.w.adaTokens = owned;
+  // ids in no promised order: how many, and which of the ones this file made
+  return [
+    owned.length,
+    [s.w.token1, s.w.token2].map((id: string) => owned.includes(id)),
+    await a.tokensOwnedBy(s.w.orgB, s.w.ada),
+    await a.tokensOwnedBy(s.w.org, s.w.bob),
+  ];
+});
+parity('AuthRepository', 'revokeTokens', async (s) => {
+  const a = repo(s, 'AuthRepository');
+  return [
+    by((await tx(s, (x) => a.revokeTokens(s.w.org, s.w.adaTokens, at(100), x))) as { id: string }[], (t) => t.id),
+    // revoked already: nothing more; another organisation's scope reaches nothing
+    await tx(s, (x) => a.revokeTokens(s.w.org, s.w.adaTokens, at(200), x)),
+    await tx(s, (x) => a.revokeTokens(s.w.orgB, [s.w.token1], at(200), x)),
+    await tx(s, (x) => a.revokeTokens(s.w.org, [], at(200), x)),
+  ];
+});
+parity('GatewayRepository', 'lockEnrolledBy', (s) =>
+  tx(s, async (x) => [
+    await repo(s, 'GatewayRepository').lockEnrolledBy(s.w.org, ['token:parity'], x),
+    await repo(s, 'GatewayRepository').lockEnrolledBy(s.w.orgB, ['token:parity'], x),
+    await repo(s, 'GatewayRepository').lockEnrolledBy(s.w.org, ['user:nobody'], x),
+  ]),
+);
+parity('AgentSessionsRepository', 'liveStartedBy', (s) =>
+  tx(s, async (x) => {
+    const r = repo(s, 'AgentSessionsRepository');
+    return [
+      by((await r.liveStartedBy(x, s.w.org, [`token:${uuid(310)}`], THEN)) as { id: string }[], (r) =>
+        JSON.stringify({ ...r, id: undefined }),
+      ),
+      await r.liveStartedBy(x, s.w.org, [`token:${uuid(310)}`], new Date('2050-01-01T00:00:00.000Z')),
+      await r.liveStartedBy(x, s.w.orgB, [`token:${uuid(310)}`], THEN),
+      await r.liveStartedBy(x, s.w.org, [`user:${s.w.ada}`], THEN),
+    ];
+  }),
+);
+parity('ApprovalsRepository', 'lockPendingOf', async (s) => {
+  const a = repo(s, 'ApprovalsRepository');
+  const created = (await tx(s, (x) =>
+    a.create(s.w.ws, approval(s, { argumentsDigest: hash('offboard'), expiresAt: FUTURE }), x),
+  )) as { id: string };
+  const of = (overrides: Record<string, string[]>) => ({
+    requesters: [],
+    requestedBy: [],
+    gatewayIds: [],
+    agentSessionIds: [],
+    ...overrides,
+  });
+  return tx(s, async (x) => [
+    created.id,
+    by(
+      (await a.lockPendingOf(x, s.w.org, of({ requesters: ['user:ADA@example.com'] }), THEN)) as {
+        record: { argumentsDigest: string };
+      }[],
+      (r) => r.record.argumentsDigest,
+    ),
+    by(
+      (await a.lockPendingOf(x, s.w.org, of({ gatewayIds: [s.w.gateway] }), THEN)) as {
+        record: { argumentsDigest: string };
+      }[],
+      (r) => r.record.argumentsDigest,
+    ),
+    await a.lockPendingOf(x, s.w.orgB, of({ requesters: ['user:ada@example.com'] }), THEN),
+    await a.lockPendingOf(x, s.w.org, of({ requestedBy: ['token:nobody'] }), THEN),
+  ]);
+});
+parity('ApprovalsRepository', 'deleteLinksOf', async (s) => {
+  const a = repo(s, 'ApprovalsRepository');
+  return [
+    await tx(s, (x) => a.deleteLinksOf(x, s.w.orgB, s.w.ada)),
+    await tx(s, (x) => a.deleteLinksOf(x, s.w.org, s.w.ada)),
+    await tx(s, (x) => a.deleteLinksOf(x, s.w.org, s.w.ada)),
+  ];
+});
+parity('TenancyRepository', 'lockForOffboarding', (s) =>
+  tx(s, async (x) => {
+    const t = repo(s, 'TenancyRepository');
+    return [
+      await t.lockForOffboarding(s.w.org, s.w.ada, x),
+      await t.lockForOffboarding(s.w.orgB, s.w.ada, x),
+      await t.lockForOffboarding(s.w.org, uuid(999), x),
+    ];
+  }),
+);
+parity('TenancyRepository', 'setDeactivated', async (s) => {
+  const t = repo(s, 'TenancyRepository');
+  return [
+    await tx(s, (x) => t.setDeactivated(s.w.org, s.w.ada, at(300), x)),
+    await tx(s, (x) => t.setDeactivated(s.w.org, s.w.ada, null, x)),
+    await steps(() => tx(s, (x) => t.setDeactivated(s.w.orgB, s.w.ada, at(300), x))),
+  ];
+});
+parity('TenancyRepository', 'deleteMembershipsOf', async (s) => {
+  const t = repo(s, 'TenancyRepository');
+  return [
+    await tx(s, (x) => t.deleteMembershipsOf(s.w.orgB, s.w.ada, x)),
+    await tx(s, (x) => t.deleteMembershipsOf(s.w.org, s.w.ada, x)),
+    await tx(s, (x) => t.deleteMembershipsOf(s.w.org, s.w.ada, x)),
+  ];
+});
+parity('TenancyRepository', 'deleteUser', async (s) => {
+  const t = repo(s, 'TenancyRepository');
+  const carol = await tx(s, (x) =>
+    t.createUser(s.w.org, { email: 'dora@example.com', name: 'Dora', role: 'member' }, x),
+  );
+  return [
+    await tx(s, (x) => t.deleteUser(s.w.orgB, (carol as { id: string }).id, x)),
+    await t.findUser(s.w.org, (carol as { id: string }).id),
+    await tx(s, (x) => t.deleteUser(s.w.org, (carol as { id: string }).id, x)),
+    await t.findUser(s.w.org, (carol as { id: string }).id),
   ];
 });
 

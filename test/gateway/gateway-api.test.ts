@@ -55,6 +55,33 @@ describe('catalog and gateway API', () => {
     ).toBe('CATALOG_SERVER_NOT_FOUND');
   });
 
+  it('takes the simple case as one stanza: a server left without mode and transport is local, stdio or Streamable HTTP by what it names', async () => {
+    const name = uniqueSlug('stanza').slice(0, 30);
+    const published = await cp.request('POST', '/v1/catalog/servers', {
+      body: { name, version: '1.0.0', command: 'npx', args: ['-y', '@acme/github-mcp'] },
+    });
+    expect(published.status, published.text).toBe(201);
+    const byUrl = await cp.request('POST', '/v1/catalog/servers', {
+      body: { name, version: '1.1.0', url: 'https://mcp.example.test/v1' },
+    });
+    expect(byUrl.status, byUrl.text).toBe(201);
+    const entry = await cp.request('GET', `/v1/catalog/servers/${name}`);
+    expect(entry.body.versions).toEqual([
+      expect.objectContaining({
+        version: '1.1.0',
+        definition: expect.objectContaining({ mode: 'local', transport: 'streamable_http' }),
+      }),
+      expect.objectContaining({
+        version: '1.0.0',
+        definition: expect.objectContaining({ mode: 'local', transport: 'stdio' }),
+      }),
+    ]);
+    // naming nothing to run or reach is refused for the command it lacks
+    const empty = await cp.request('POST', '/v1/catalog/servers', { body: { name, version: '1.2.0' } });
+    expect(empty.status).toBe(400);
+    expect(empty.body.errors.map((e: { path: string }) => e.path)).toEqual(['body.command']);
+  });
+
   it('rejects bad catalog entries field by field; vault references only for remote servers', async () => {
     const bad = await cp.request('POST', '/v1/catalog/servers', {
       body: {

@@ -46,7 +46,11 @@ export async function startControlPlaneProcess(
   const deadline = Date.now() + 120_000;
   while (!/listening on (\S+)/.test(out)) {
     if (child.exitCode !== null) throw new Error(`server exited ${child.exitCode}: ${out}`);
-    if (Date.now() > deadline) throw new Error(`server did not start: ${out}`);
+    if (Date.now() > deadline) {
+      // a process that did not start in time must not outlive the test (nor hold its port and data directory)
+      child.kill('SIGKILL');
+      throw new Error(`server did not start: ${out}`);
+    }
     await new Promise((r) => setTimeout(r, 100));
   }
   return { child, url: /listening on (\S+)/.exec(out)![1]!, output: () => out };

@@ -92,6 +92,39 @@ export class ApprovalsRepository extends Repository {
     return row ? toRecord(row) : null;
   }
 
+  /**
+   * Offboarding: the organisation's requests still pending and unexpired that
+   * name one of `requesters` (case aside), were asked by one of `requestedBy`,
+   * or came from one of these gateways or agent sessions; each locked until
+   * the transaction ends, as a vote locks it.
+   */
+  async lockPendingOf(
+    tx: Transaction,
+    scope: OrgScope,
+    of: { requesters: string[]; requestedBy: string[]; gatewayIds: string[]; agentSessionIds: string[] },
+    now: Date,
+  ): Promise<{ record: ApprovalRecord; workspaceSlug: string }[]> {
+    const rows = await tx.$queryRaw<{ id: string; slug: string }[]>`
+      SELECT r.id::text AS id, w.slug FROM approval_requests r JOIN workspaces w ON w.id = r.workspace_id
+       WHERE r.organization_id = ${scope.organizationId}::uuid AND r.status = 'pending' AND r.expires_at > ${now}
+         AND (lower(r.requester) = ANY(${of.requesters.map((r) => r.toLowerCase())}::text[])
+              OR r.requested_by = ANY(${of.requestedBy}::text[])
+              OR r.gateway_id = ANY(${of.gatewayIds}::uuid[])
+              OR r.agent_session_id = ANY(${of.agentSessionIds}::uuid[]))
+       ORDER BY r.id FOR UPDATE OF r`;
+    const found: { record: ApprovalRecord; workspaceSlug: string }[] = [];
+    for (const row of rows) {
+      const record = await this.get(scope, row.id, tx);
+      if (record) found.push({ record, workspaceSlug: row.slug });
+    }
+    return found;
+  }
+
+  /** Offboarding: the person's one-time review links stop working (a link decides as the person it names). */
+  async deleteLinksOf(tx: Transaction, scope: OrgScope, userId: string): Promise<number> {
+    return (await tx.approvalLink.deleteMany({ where: { organizationId: scope.organizationId, userId } })).count;
+  }
+
   /** Locks the request until the transaction ends: votes on one request are counted one at a time. */
   async lock(tx: Transaction, scope: OrgScope, id: string): Promise<ApprovalRecord | null> {
     const rows = await tx.$queryRaw<
@@ -324,10 +357,16 @@ export class ApprovalsRepository extends Repository {
   async user(
     scope: OrgScope,
     id: string,
-  ): Promise<{ id: string; email: string | null; name: string | null; idpGroups: string[] } | null> {
+  ): Promise<{
+    id: string;
+    email: string | null;
+    name: string | null;
+    idpGroups: string[];
+    deactivatedAt: Date | null;
+  } | null> {
     return this.client.user.findFirst({
       where: { organizationId: scope.organizationId, id },
-      select: { id: true, email: true, name: true, idpGroups: true },
+      select: { id: true, email: true, name: true, idpGroups: true, deactivatedAt: true },
     });
   }
 

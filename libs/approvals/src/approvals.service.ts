@@ -1,9 +1,19 @@
 import { randomBytes } from 'node:crypto';
-import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import {
+  Inject,
+  Injectable,
+  Logger,
+  OnApplicationBootstrap,
+  OnApplicationShutdown,
+  OnModuleInit,
+} from '@nestjs/common';
 import {
   AccessService,
   describePrincipal,
   hashToken,
+  Offboardee,
+  Offboarding,
+  OffboardingContext,
   OidcSignIn,
   OrgScope,
   Principal,
@@ -119,7 +129,7 @@ export type Channel = 'rest' | 'page' | 'link' | 'cli';
 const REVIEW_LINKS = SystemScopes.system('review link');
 
 @Injectable()
-export class ApprovalsService implements OnApplicationBootstrap, OnApplicationShutdown {
+export class ApprovalsService implements OnModuleInit, OnApplicationBootstrap, OnApplicationShutdown {
   private readonly logger = new Logger('Approvals');
   /** long-polls on a request, woken when it is decided on any replica */
   readonly waiting: Wakeups;
@@ -136,6 +146,7 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly webhooks: WebhooksService,
     private readonly clock: Clock,
+    private readonly offboarding: Offboarding,
   ) {
     webhooks.addNotification(LINK_NOTIFICATION, (event) => this.completeLink(event));
     this.waiting = new Wakeups(bus, DECIDED, (message) => (message as { id?: unknown } | null)?.id);
@@ -145,6 +156,15 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
       run: () => this.expireDue(),
       logger: this.logger,
       clock,
+    });
+  }
+
+  onModuleInit(): void {
+    // last: the gateways and sessions that asked in the person's name are known by then
+    this.offboarding.register({
+      name: 'approvals',
+      order: 30,
+      end: (scope, person, context) => this.offboard(scope, person, context),
     });
   }
 
@@ -438,7 +458,8 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
       this.repository.user(organization, found.userId),
     ]);
     const workspace = record && (await this.repository.workspace(organization, record.workspaceId));
-    if (!record || !user || !workspace)
+    // an offboarded person's links are deleted; one made as they left is refused all the same
+    if (!record || !user || user.deactivatedAt || !workspace)
       throw new ApprovalError('LINK_INVALID', 'This link is not valid for this approval');
     const scope = SystemScopes.workspace(found.organizationId, workspace, 'member');
     return this.vote(
@@ -487,6 +508,7 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
     });
     const user = await this.repository.user(organization, userId);
     if (!user) throw new ValidationError([{ path: 'body.user', message: 'is not a user of this organisation' }]);
+    if (user.deactivatedAt) throw new ValidationError([{ path: 'body.user', message: 'is deactivated' }]);
     const current = effective(record, this.clock.date());
     if (current.status !== 'pending')
       throw new ApprovalError(
@@ -540,8 +562,13 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
     const userId = (event.data.user as { id?: unknown } | undefined)?.id;
     if (!event.organization_id || typeof approvalId !== 'string' || typeof userId !== 'string') return null;
     const organization = SystemScopes.organization(event.organization_id);
-    const record = await this.repository.get(organization, approvalId);
-    if (!record || effective(record, this.clock.date()).status !== 'pending') return null;
+    const [record, user] = await Promise.all([
+      this.repository.get(organization, approvalId),
+      this.repository.user(organization, userId),
+    ]);
+    // nothing to decide any more, or nobody to decide it: the person was offboarded since the link was asked for
+    if (!record || effective(record, this.clock.date()).status !== 'pending' || !user || user.deactivatedAt)
+      return null;
     const token = `${LINK_PREFIX}${randomBytes(32).toString('base64url')}`;
     await this.db.transaction((tx) =>
       this.repository.createLink(tx, organization, {
@@ -638,24 +665,77 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
           `This request is already ${effective(record, this.clock.date()).status}; decisions are final`,
         );
       }
-      await this.repository.finish(tx, scope, id, 'cancelled', reason);
-      await this.outbox.record(tx, {
-        topic: 'approval.cancelled',
-        organizationId: scope.organizationId,
-        workspaceId: scope.workspaceId,
-        payload: {
-          workspace: scope.workspaceSlug,
-          session: record.sessionId,
-          approval_id: id,
-          server: record.server,
-          tool: record.tool,
-          reason,
-          actor: canceller,
-        },
-      });
+      await this.cancelIn(tx, scope, record, canceller, reason, scope.workspaceSlug);
     });
     await this.bus.publish(DECIDED, { id });
     return effective((await this.repository.get(scope, id))!, this.clock.date());
+  }
+
+  /** A pending request, locked by the caller's `tx`, withdrawn with its `approval.cancelled` record. */
+  private async cancelIn(
+    tx: Transaction,
+    scope: OrgScope,
+    record: ApprovalRecord,
+    actor: string,
+    reason: string | null,
+    workspaceSlug: string,
+  ): Promise<void> {
+    await this.repository.finish(tx, scope, record.id, 'cancelled', reason);
+    await this.outbox.record(tx, {
+      topic: 'approval.cancelled',
+      organizationId: scope.organizationId,
+      workspaceId: record.workspaceId,
+      payload: {
+        workspace: workspaceSlug,
+        session: record.sessionId,
+        approval_id: record.id,
+        server: record.server,
+        tool: record.tool,
+        reason,
+        actor,
+      },
+    });
+  }
+
+  /**
+   * Offboarding: the pending requests asked in the person's name (their
+   * `user:<id>` or e-mail as the requester) or by anything that acted for
+   * them (their tokens, the gateways and sessions ended before this step) are
+   * cancelled, and the review links sent to them stop working. Waiters on
+   * every replica learn it once the offboarding commits.
+   */
+  private async offboard(
+    scope: OrgScope,
+    person: Offboardee,
+    { tx, actor, reason, at }: OffboardingContext,
+  ): Promise<Record<string, number>> {
+    const refs = [...person.refs];
+    const email = person.email?.toLowerCase();
+    const pending = await this.repository.lockPendingOf(
+      tx,
+      scope,
+      {
+        requesters: [...refs, ...(email ? [email, `user:${email}`] : [])],
+        requestedBy: refs,
+        gatewayIds: idsOf(refs, 'gateway'),
+        agentSessionIds: idsOf(refs, 'session'),
+      },
+      at,
+    );
+    for (const { record, workspaceSlug } of pending)
+      await this.cancelIn(
+        tx,
+        scope,
+        record,
+        actor,
+        `the person it was asked for is offboarded (${reason})`,
+        workspaceSlug,
+      );
+    const links = await this.repository.deleteLinksOf(tx, scope, person.userId);
+    this.db.afterCommit(tx, async () => {
+      await Promise.all(pending.map(({ record }) => this.bus.publish(DECIDED, { id: record.id })));
+    });
+    return { approvals: pending.length, review_links: links };
   }
 
   async routing(scope: WorkspaceScope): Promise<{ document: RoutingDocument; version: number }> {
@@ -815,6 +895,11 @@ export class ApprovalsService implements OnApplicationBootstrap, OnApplicationSh
     const held = await this.repository.workspaceRoles(scope, userId, tx);
     return held.some((r) => roles.includes(r as never));
   }
+}
+
+/** The ids of the refs of one kind (`gateway:<id>` → id). */
+function idsOf(refs: readonly string[], kind: string): string[] {
+  return refs.filter((ref) => ref.startsWith(`${kind}:`)).map((ref) => ref.slice(kind.length + 1));
 }
 
 /** A pending request past its expiry is expired, whether or not the sweep has marked it yet. */

@@ -16,6 +16,7 @@ import { JwtStrategy } from './jwt.strategy';
 import { MeController } from './me.controller';
 import { OidcSignIn } from './oidc-sign-in.service';
 import { OidcController } from './oidc.controller';
+import { Offboarding } from './offboarding.service';
 import { PrincipalCache } from './principal-cache.service';
 import { PrincipalResolver } from './principal.resolver';
 import { SignInLinks } from './sign-in-links.service';
@@ -43,6 +44,7 @@ import { TokensService } from './tokens.service';
     SignInLinks,
     StreamAccess,
     IdentityProviderSettings,
+    Offboarding,
     { provide: APP_GUARD, useClass: AuthGuard },
   ],
   exports: [
@@ -59,6 +61,7 @@ import { TokensService } from './tokens.service';
     SignInLinks,
     StreamAccess,
     IdentityProviderSettings,
+    Offboarding,
   ],
 })
 export class AuthModule {}

@@ -32,6 +32,15 @@ export interface UserRecord {
   memberships: { workspaceId: string; role: Role }[];
   /** the IdP's groups at the user's last sign-in */
   idpGroups: string[];
+  /** offboarded: nothing of theirs authenticates until they are reactivated */
+  deactivatedAt: Date | null;
+}
+
+/** An API token that acts for a person, as offboarding revoked it. */
+export interface OwnedTokenRecord {
+  id: string;
+  name: string;
+  workspaceId: string | null;
 }
 
 export interface IdentityProviderRecord extends ClaimMapping {
@@ -203,6 +212,34 @@ export class AuthRepository extends Repository {
     });
   }
 
+  /**
+   * The tokens that act for a person: the ones they created, and the ones
+   * created with those, however deep (a token acts for whoever made it).
+   * Revoked ones too, so what those enrolled or started is found as well.
+   */
+  async tokensOwnedBy(scope: OrgScope, userId: string, tx?: Transaction): Promise<string[]> {
+    const rows = await this.use(tx).$queryRaw<{ id: string }[]>`
+      WITH RECURSIVE owned AS (
+        SELECT id FROM api_tokens
+         WHERE organization_id = ${scope.organizationId}::uuid AND created_by = ${`user:${userId}`}
+        UNION
+        SELECT t.id FROM api_tokens t JOIN owned o ON t.created_by = 'token:' || o.id::text
+         WHERE t.organization_id = ${scope.organizationId}::uuid
+      )
+      SELECT id::text AS id FROM owned ORDER BY id`;
+    return rows.map((r) => r.id);
+  }
+
+  /** Revokes those of `ids` still live; answers exactly the ones this transaction revoked. */
+  async revokeTokens(scope: OrgScope, ids: string[], at: Date, tx: Transaction): Promise<OwnedTokenRecord[]> {
+    if (ids.length === 0) return [];
+    const rows = await tx.$queryRaw<{ id: string; name: string; workspace_id: string | null }[]>`
+      UPDATE api_tokens SET revoked_at = ${at}
+       WHERE organization_id = ${scope.organizationId}::uuid AND id = ANY(${ids}::uuid[]) AND revoked_at IS NULL
+      RETURNING id::text AS id, name, workspace_id::text AS workspace_id`;
+    return rows.map((r) => ({ id: r.id, name: r.name, workspaceId: r.workspace_id }));
+  }
+
   async findUser(scope: OrgScope, id: string): Promise<UserRecord | null> {
     const row = await this.client.user.findUnique({
       where: { organizationId_id: { organizationId: scope.organizationId, id } },
@@ -219,6 +256,7 @@ export class AuthRepository extends Repository {
           role: row.role,
           memberships: row.memberships,
           idpGroups: row.idpGroups,
+          deactivatedAt: row.deactivatedAt,
         }
       : null;
   }
@@ -254,7 +292,10 @@ export class AuthRepository extends Repository {
     options: { defaultRole: Role; trustedEmail: string | null },
     at: Date,
     issuedAt: Date,
-  ): Promise<{ id: string; previousLoginAt: Date | null; roleChanged: boolean } | { refused: 'email_not_verified' }> {
+  ): Promise<
+    | { id: string; previousLoginAt: Date | null; roleChanged: boolean }
+    | { refused: 'email_not_verified' | 'deactivated' }
+  > {
     return this.db.transaction(async (tx) => {
       const bySubject = await tx.user.findUnique({
         where: { organizationId_subject: { organizationId: scope.organizationId, subject: identity.subject } },
@@ -265,6 +306,7 @@ export class AuthRepository extends Repository {
         : null;
       if (byEmail && !options.trustedEmail) return { refused: 'email_not_verified' as const };
       const existing = bySubject ?? byEmail;
+      if (existing?.deactivatedAt) return { refused: 'deactivated' as const };
       if (existing) {
         await tx.user.update({
           where: { id: existing.id },
@@ -314,9 +356,9 @@ export class AuthRepository extends Repository {
     await this.client.browserSession.deleteMany({ where: { organizationId: scope.organizationId, tokenHash } });
   }
 
-  /** Sign-out everywhere: every browser session of the person. */
-  async deleteBrowserSessionsOfUser(scope: OrgScope, userId: string): Promise<number> {
-    return (await this.client.browserSession.deleteMany({ where: { organizationId: scope.organizationId, userId } }))
+  /** Sign-out everywhere, and offboarding: every browser session of the person. */
+  async deleteBrowserSessionsOfUser(scope: OrgScope, userId: string, tx?: Transaction): Promise<number> {
+    return (await this.use(tx).browserSession.deleteMany({ where: { organizationId: scope.organizationId, userId } }))
       .count;
   }
 

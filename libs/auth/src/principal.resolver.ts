@@ -30,7 +30,17 @@ export function principalFromToken(token: TokenRecord): Principal {
   };
 }
 
+/** A deactivated person's credentials and sign-ins, whichever way they come (docs/auth.md#offboarding). */
+export function userDeactivated(): UnauthenticatedError {
+  return new UnauthenticatedError(
+    'This person has been deactivated in the organisation; an admin may reactivate them',
+    'USER_DEACTIVATED',
+  );
+}
+
+/** Nothing of a deactivated person authenticates: their organisation role would otherwise reach every workspace. */
 function principalFromUser(user: UserRecord): Principal {
+  if (user.deactivatedAt) throw userDeactivated();
   return {
     kind: 'user',
     id: user.id,
@@ -139,6 +149,7 @@ export class PrincipalResolver {
       issuedAt ?? now,
     );
     if ('refused' in upserted) {
+      if (upserted.refused === 'deactivated') throw userDeactivated();
       throw new ForbiddenError(
         `The identity provider did not verify the e-mail of this sign-in ("email_verified" is not true), so it is not linked to the user an admin added with that e-mail. ` +
           'Verify the address at the identity provider, or an owner may set `trust_unverified_email` on the identity provider',

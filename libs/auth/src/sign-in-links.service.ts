@@ -12,7 +12,7 @@ import {
   BROWSER_SESSION_TTL_SECONDS,
 } from './domain/browser-session';
 import { AuthRepository } from './auth.repository';
-import { PrincipalResolver } from './principal.resolver';
+import { PrincipalResolver, userDeactivated } from './principal.resolver';
 import { SystemScopes } from './scope-issuer';
 import { TokensService } from './tokens.service';
 
@@ -88,6 +88,8 @@ export class SignInLinks {
       );
     const scope = SystemScopes.organization(entry.organizationId);
     const userId = await this.repository.ensureLocalOwner(scope, LOCAL_OWNER_SUBJECT, now);
+    // an owner offboarded at this machine stays out: no session is opened for them
+    if ((await this.repository.findUser(scope, userId))?.deactivatedAt) throw userDeactivated();
     const session = mintBrowserSessionToken();
     await this.repository.createBrowserSession(
       scope,

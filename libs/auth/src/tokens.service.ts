@@ -154,12 +154,39 @@ export class TokensService {
     // the commit drops cached principals on every replica (PrincipalCache follows token.revoked)
     await this.db.transaction(async (tx) => {
       await this.repository.revokeToken(scope, id, this.clock.date(), tx);
-      await this.outbox.record(tx, {
-        topic: 'token.revoked',
-        organizationId: scope.organizationId,
-        ...(record.workspaceId ? { workspaceId: record.workspaceId } : {}),
-        payload: { token_id: id, name: record.name, actor: describePrincipal(principal) },
-      });
+      await this.recordRevoked(tx, scope, record, describePrincipal(principal));
+    });
+  }
+
+  /**
+   * Offboarding, in its transaction: every token that acts for the person
+   * (docs/auth.md#offboarding) revoked, each recorded as `token.revoked`.
+   * Answers the refs of all of them, revoked before or now, and how many it revoked.
+   */
+  async revokeOwnedBy(
+    scope: OrgScope,
+    userId: string,
+    context: { tx: Transaction; actor: string; reason: string; at: Date },
+  ): Promise<{ refs: string[]; revoked: number }> {
+    const { tx } = context;
+    const owned = await this.repository.tokensOwnedBy(scope, userId, tx);
+    const revoked = await this.repository.revokeTokens(scope, owned, context.at, tx);
+    for (const token of revoked) await this.recordRevoked(tx, scope, token, context.actor, context.reason);
+    return { refs: owned.map((id) => `token:${id}`), revoked: revoked.length };
+  }
+
+  private async recordRevoked(
+    tx: Transaction,
+    scope: OrgScope,
+    token: { id: string; name: string; workspaceId: string | null },
+    actor: string,
+    reason?: string,
+  ): Promise<void> {
+    await this.outbox.record(tx, {
+      topic: 'token.revoked',
+      organizationId: scope.organizationId,
+      ...(token.workspaceId ? { workspaceId: token.workspaceId } : {}),
+      payload: { token_id: token.id, name: token.name, ...(reason ? { reason } : {}), actor },
     });
   }
 }

@@ -15,6 +15,8 @@ export interface GatewayRecord {
   enrolledAt: Date;
   lastSeenAt: Date | null;
   revokedAt: Date | null;
+  /** who made the enrolment code it used (`user:<id>`, `token:<id>`) */
+  enrolledBy: string | null;
 }
 
 export interface GatewaySettingsRecord {
@@ -34,6 +36,7 @@ const gatewaySelect = {
   enrolledAt: true,
   lastSeenAt: true,
   revokedAt: true,
+  enrolledBy: true,
   workspace: { select: { slug: true, organization: { select: { slug: true } } } },
 } as const;
 
@@ -47,6 +50,7 @@ type GatewayRow = {
   enrolledAt: Date;
   lastSeenAt: Date | null;
   revokedAt: Date | null;
+  enrolledBy: string | null;
   workspace: { slug: string; organization: { slug: string } };
 };
 
@@ -84,7 +88,13 @@ export class GatewayRepository extends Repository {
     codeHash: string,
     now: Date,
     tx: Transaction,
-  ): Promise<{ id: string; organizationId: string; workspaceId: string; groups: string[] } | null> {
+  ): Promise<{
+    id: string;
+    organizationId: string;
+    workspaceId: string;
+    groups: string[];
+    createdBy: string | null;
+  } | null> {
     const { count } = await tx.enrollmentCode.updateMany({
       where: { codeHash, usedAt: null, expiresAt: { gt: now } },
       data: { usedAt: now },
@@ -92,7 +102,7 @@ export class GatewayRepository extends Repository {
     if (count === 0) return null;
     return tx.enrollmentCode.findUnique({
       where: { codeHash },
-      select: { id: true, organizationId: true, workspaceId: true, groups: true },
+      select: { id: true, organizationId: true, workspaceId: true, groups: true, createdBy: true },
     });
   }
 
@@ -115,7 +125,14 @@ export class GatewayRepository extends Repository {
   async createGateway(
     _system: SystemScope,
     scope: { organizationId: string; workspaceId: string },
-    data: { name: string; groups: string[]; tokenHash: string; prefix: string; enrollmentCodeId: string },
+    data: {
+      name: string;
+      groups: string[];
+      tokenHash: string;
+      prefix: string;
+      enrollmentCodeId: string;
+      enrolledBy: string | null;
+    },
     tx: Transaction,
   ): Promise<GatewayRecord> {
     const row = await tx.gateway.create({
@@ -126,6 +143,7 @@ export class GatewayRepository extends Repository {
         groups: data.groups,
         tokenHash: data.tokenHash,
         prefix: data.prefix,
+        enrolledBy: data.enrolledBy,
       },
       select: gatewaySelect,
     });
@@ -151,12 +169,17 @@ export class GatewayRepository extends Repository {
     });
   }
 
-  /** Newest enrolment first, the id breaking ties. */
-  async listGateways(scope: WorkspaceScope, page: Keyset<{ createdAt: Date; id: string }>): Promise<GatewayRecord[]> {
+  /** Newest enrolment first, the id breaking ties; `enrolledBy`: only those enrolled with codes these refs made. */
+  async listGateways(
+    scope: WorkspaceScope,
+    filter: { enrolledBy?: string[] },
+    page: Keyset<{ createdAt: Date; id: string }>,
+  ): Promise<GatewayRecord[]> {
     const rows = await this.client.gateway.findMany({
       where: {
         organizationId: scope.organizationId,
         workspaceId: scope.workspaceId,
+        ...(filter.enrolledBy ? { enrolledBy: { in: filter.enrolledBy } } : {}),
         ...keysetAfter<Prisma.GatewayWhereInput>(
           ['enrolledAt', 'id'],
           'desc',
@@ -203,6 +226,27 @@ export class GatewayRepository extends Repository {
       select: { ...gatewaySelect, tokenHash: true },
     });
     return row ? { ...toGateway(row), tokenHash: row.tokenHash } : null;
+  }
+
+  /**
+   * Offboarding: every gateway of the organisation enrolled with a code one
+   * of `refs` made, revoked or not, each locked until the transaction ends.
+   */
+  async lockEnrolledBy(
+    scope: OrgScope,
+    refs: string[],
+    tx: Transaction,
+  ): Promise<(GatewayRecord & { tokenHash: string })[]> {
+    const ids = await tx.$queryRaw<{ id: string }[]>`
+      SELECT id::text AS id FROM gateways
+       WHERE organization_id = ${scope.organizationId}::uuid AND enrolled_by = ANY(${refs}::text[])
+       ORDER BY id FOR UPDATE`;
+    const rows = await tx.gateway.findMany({
+      where: { organizationId: scope.organizationId, id: { in: ids.map((r) => r.id) } },
+      select: { ...gatewaySelect, tokenHash: true },
+      orderBy: { id: 'asc' },
+    });
+    return rows.map((row) => ({ ...toGateway(row), tokenHash: row.tokenHash }));
   }
 
   async updateGateway(

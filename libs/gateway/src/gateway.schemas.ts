@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { slug, uuid } from '@aileron/auth';
+import { pageQuery } from '@aileron/http';
 import { OFFLINE_MODES } from './domain/policy-bundle';
 import type { GatewayRecord, GatewaySettingsRecord } from './gateway.repository';
 
@@ -49,6 +50,18 @@ export const gatewayView = z.object({
   enrolled_at: z.string(),
   last_seen_at: z.string().nullable(),
   revoked_at: z.string().nullable(),
+  enrolled_by: z
+    .string()
+    .nullable()
+    .describe('who made the enrolment code it used (`user:<id>`, `token:<id>`); null if not recorded'),
+});
+
+export const gatewaysQuery = pageQuery().extend({
+  enrolled_by: uuid
+    .optional()
+    .describe(
+      "a user's id: only the gateways enrolled with codes that person made, or an API token acting for them made",
+    ),
 });
 
 export const updateGatewayBody = z.object({ groups }).strict();
@@ -92,6 +105,7 @@ export function toGatewayView(g: GatewayRecord): z.infer<typeof gatewayView> {
     enrolled_at: g.enrolledAt.toISOString(),
     last_seen_at: g.lastSeenAt?.toISOString() ?? null,
     revoked_at: g.revokedAt?.toISOString() ?? null,
+    enrolled_by: g.enrolledBy,
   };
 }
 

@@ -1,11 +1,12 @@
 import { Body, Controller, Param, Query } from '@nestjs/common';
 import { z } from 'zod';
 import { Caller, OrgScope, Principal, TenantScope, WorkspaceScope } from '@aileron/auth';
-import { createdAtKey, legacyPageView, ListCursor, PageQuery, pageQuery, Route, withLegacyKey } from '@aileron/http';
+import { createdAtKey, legacyPageView, ListCursor, Route, withLegacyKey } from '@aileron/http';
 import {
   enrollmentCodeBody,
   enrollmentCodeView,
   gatewayParams,
+  gatewaysQuery,
   gatewayView,
   keysView,
   settingsBody,
@@ -62,11 +63,14 @@ export class GatewaysController {
     permission: 'gateway.read',
     tenancy: 'workspace',
     params: wsParams,
-    query: pageQuery(),
+    query: gatewaysQuery,
     response: gatewaysPage,
   })
-  async list(@TenantScope() scope: WorkspaceScope, @Query() query: PageQuery): Promise<z.infer<typeof gatewaysPage>> {
-    const rows = await this.gateways.list(scope, gatewaysCursor.keyset(query));
+  async list(
+    @TenantScope() scope: WorkspaceScope,
+    @Query() query: z.infer<typeof gatewaysQuery>,
+  ): Promise<z.infer<typeof gatewaysPage>> {
+    const rows = await this.gateways.list(scope, { enrolledBy: query.enrolled_by }, gatewaysCursor.keyset(query));
     return withLegacyKey(
       gatewaysCursor.page(rows, query, (g) => ({ createdAt: g.enrolledAt, id: g.id }), toGatewayView),
       'gateways',

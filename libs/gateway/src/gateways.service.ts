@@ -1,5 +1,14 @@
-import { Inject, Injectable, OnModuleDestroy } from '@nestjs/common';
-import { describePrincipal, hashToken, OrgScope, Principal, WorkspaceScope } from '@aileron/auth';
+import { Inject, Injectable, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
+import {
+  describePrincipal,
+  hashToken,
+  Offboardee,
+  Offboarding,
+  OffboardingContext,
+  OrgScope,
+  Principal,
+  WorkspaceScope,
+} from '@aileron/auth';
 import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
 import { Clock } from '@aileron/clock';
 import { DatabaseService, isDatabaseUnavailable, Keyset } from '@aileron/database';
@@ -16,7 +25,7 @@ export const ENROLLMENT_DEFAULT_TTL_SECONDS = 3600;
 const ENROLMENT = SystemScopes.system('gateway enrolment');
 
 @Injectable()
-export class GatewaysService implements OnModuleDestroy {
+export class GatewaysService implements OnModuleInit, OnModuleDestroy {
   private readonly settingsCache: SharedCache<GatewaySettingsRecord & { organizationSlug: string }>;
 
   constructor(
@@ -26,9 +35,19 @@ export class GatewaysService implements OnModuleDestroy {
     private readonly outbox: OutboxService,
     @Inject(MESSAGE_BUS) bus: MessageBus,
     private readonly clock: Clock,
+    private readonly offboarding: Offboarding,
   ) {
     this.settingsCache = new SharedCache(bus, 'gateway-settings', 30_000, clock, {
       staleIfError: isDatabaseUnavailable,
+    });
+  }
+
+  onModuleInit(): void {
+    // first: the sessions and approvals these gateways started end with them
+    this.offboarding.register({
+      name: 'gateways',
+      order: 10,
+      end: (scope, person, context) => this.offboard(scope, person, context),
     });
   }
 
@@ -83,6 +102,7 @@ export class GatewaysService implements OnModuleDestroy {
               tokenHash: hashToken(token),
               prefix: token.slice(0, 11),
               enrollmentCodeId: used.id,
+              enrolledBy: used.createdBy,
             },
             tx,
           );
@@ -95,6 +115,7 @@ export class GatewaysService implements OnModuleDestroy {
               gateway_id: created.id,
               name,
               groups: used.groups,
+              enrolled_by: used.createdBy,
               actor: `gateway:${created.id}`,
             },
           });
@@ -114,8 +135,14 @@ export class GatewaysService implements OnModuleDestroy {
     return { gateway, token };
   }
 
-  list(scope: WorkspaceScope, page: Keyset<{ createdAt: Date; id: string }>): Promise<GatewayRecord[]> {
-    return this.repository.listGateways(scope, page);
+  /** `enrolledBy`, a user's id: the gateways enrolled with codes they made, or a token acting for them made. */
+  async list(
+    scope: WorkspaceScope,
+    filter: { enrolledBy?: string },
+    page: Keyset<{ createdAt: Date; id: string }>,
+  ): Promise<GatewayRecord[]> {
+    const enrolledBy = filter.enrolledBy ? await this.offboarding.refsOf(scope, filter.enrolledBy) : undefined;
+    return this.repository.listGateways(scope, enrolledBy ? { enrolledBy } : {}, page);
   }
 
   /** For the overview: the gateways not revoked, how many were seen since `since`, and the most recently seen. */
@@ -133,6 +160,38 @@ export class GatewaysService implements OnModuleDestroy {
 
   async revoke(principal: Principal, scope: WorkspaceScope, id: string): Promise<GatewayRecord> {
     return this.change(principal, scope, id, 'gateway.revoked', { revokedAt: this.clock.date() }, {});
+  }
+
+  /**
+   * Offboarding: the gateways enrolled with codes the person (or a token
+   * acting for them) made are revoked, each a `gateway.revoked`; every
+   * replica drops their credentials once the offboarding commits.
+   */
+  private async offboard(
+    scope: OrgScope,
+    person: Offboardee,
+    { tx, actor, reason, at }: OffboardingContext,
+  ): Promise<Record<string, number>> {
+    const enrolled = await this.repository.lockEnrolledBy(scope, [...person.refs], tx);
+    const live = enrolled.filter((g) => !g.revokedAt);
+    for (const gateway of enrolled) person.refs.add(`gateway:${gateway.id}`);
+    for (const gateway of live) {
+      const workspace = SystemScopes.workspace(scope.organizationId, {
+        id: gateway.workspaceId,
+        slug: gateway.workspaceSlug,
+      });
+      await this.repository.updateGateway(workspace, gateway.id, { revokedAt: at }, tx);
+      await this.outbox.record(tx, {
+        topic: 'gateway.revoked',
+        organizationId: scope.organizationId,
+        workspaceId: gateway.workspaceId,
+        payload: { workspace: gateway.workspaceSlug, gateway_id: gateway.id, reason, actor },
+      });
+    }
+    this.db.afterCommit(tx, async () => {
+      await Promise.all(live.map((g) => this.credentials.forget(g.tokenHash)));
+    });
+    return { gateways: live.length };
   }
 
   private async change(

@@ -110,6 +110,24 @@ export class AgentSessionsRepository extends Repository {
     return rows.map(toRecord);
   }
 
+  /** The sessions not ended nor expired that these creators (`user:<id>`, `token:<id>`, `gateway:<id>`) started, in the organisation. */
+  async liveStartedBy(tx: Transaction, scope: OrgScope, creators: string[], now: Date): Promise<SessionRecord[]> {
+    const rows = await tx.agentSession.findMany({
+      where: {
+        organizationId: scope.organizationId,
+        endedAt: null,
+        expiresAt: { gt: now },
+        OR: creators.map((ref) => {
+          const [creatorKind, creatorId] = ref.split(':', 2);
+          return { creatorKind, creatorId };
+        }),
+      },
+      include,
+      orderBy: { id: 'asc' },
+    });
+    return rows.map(toRecord);
+  }
+
   /** Ends a live session; false when it had already ended. */
   async end(tx: Transaction, scope: OrgScope, id: string, endedBy: string, at: Date): Promise<boolean> {
     const { count } = await tx.agentSession.updateMany({

@@ -1,10 +1,19 @@
 import { randomUUID } from 'node:crypto';
-import { Inject, Injectable, OnApplicationShutdown } from '@nestjs/common';
-import { AccessService, describePrincipal, Principal, WorkspaceScope } from '@aileron/auth';
+import { Inject, Injectable, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
+import {
+  AccessService,
+  describePrincipal,
+  Offboardee,
+  Offboarding,
+  OffboardingContext,
+  OrgScope,
+  Principal,
+  WorkspaceScope,
+} from '@aileron/auth';
 import { SystemScopes } from '@aileron/auth/scope-issuer';
 import { MESSAGE_BUS, MessageBus, Wakeups } from '@aileron/bus';
 import { Clock } from '@aileron/clock';
-import { DatabaseService, Keyset } from '@aileron/database';
+import { DatabaseService, Keyset, Transaction } from '@aileron/database';
 import { ConflictError, ForbiddenError, NotFoundError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
 import { Capability, Caveat, caveatText, DEFAULT_CAPABILITIES, mintCaveatToken } from './domain/caveat-token';
@@ -60,7 +69,7 @@ function creatorOf(principal: Principal): { kind: CreatorKind; id: string } {
  * ending one refuses its tokens on every replica at once.
  */
 @Injectable()
-export class AgentSessionsService implements OnApplicationShutdown {
+export class AgentSessionsService implements OnModuleInit, OnApplicationShutdown {
   /** long-polls on a session's channel, woken when a message is written on any replica */
   readonly waiting: Wakeups;
 
@@ -73,8 +82,18 @@ export class AgentSessionsService implements OnApplicationShutdown {
     private readonly outbox: OutboxService,
     @Inject(MESSAGE_BUS) private readonly bus: MessageBus,
     private readonly clock: Clock,
+    private readonly offboarding: Offboarding,
   ) {
     this.waiting = new Wakeups(bus, MESSAGE_WRITTEN, (message) => (message as { session?: unknown } | null)?.session);
+  }
+
+  onModuleInit(): void {
+    // after gateways (the sessions they started end too), before approvals
+    this.offboarding.register({
+      name: 'agent_sessions',
+      order: 20,
+      end: (scope, person, context) => this.offboard(scope, person, context),
+    });
   }
 
   onApplicationShutdown(): void {
@@ -190,24 +209,57 @@ export class AgentSessionsService implements OnApplicationShutdown {
         code: 'SESSION_NOT_FOUND',
       });
     const now = this.clock.date();
-    const ended = await this.db.transaction(async (tx) => {
-      if (!(await this.repository.end(tx, scope, id, describePrincipal(caller), now))) return false;
-      await this.outbox.record(tx, {
-        topic: 'session.ended',
-        organizationId: scope.organizationId,
-        workspaceId: scope.workspaceId,
-        payload: {
-          workspace: scope.workspaceSlug,
-          session: id,
-          name: session.name,
-          reason: 'ended',
-          actor: describePrincipal(caller),
-        },
-      });
-      return true;
-    });
+    const ended = await this.db.transaction((tx) =>
+      this.endIn(tx, scope, session, { actor: describePrincipal(caller), reason: 'ended', at: now }),
+    );
     if (ended) await this.credentials.forget(id);
     return (await this.repository.get(scope, id)) ?? session;
+  }
+
+  /** Ends a live session in `tx`, with its `session.ended` record; false when it had ended already. */
+  private async endIn(
+    tx: Transaction,
+    scope: OrgScope,
+    session: SessionRecord,
+    how: { actor: string; reason: string; at: Date },
+  ): Promise<boolean> {
+    if (!(await this.repository.end(tx, scope, session.id, how.actor, how.at))) return false;
+    await this.outbox.record(tx, {
+      topic: 'session.ended',
+      organizationId: scope.organizationId,
+      workspaceId: session.workspaceId,
+      payload: {
+        workspace: session.workspaceSlug,
+        session: session.id,
+        name: session.name,
+        reason: how.reason,
+        actor: how.actor,
+      },
+    });
+    return true;
+  }
+
+  /**
+   * Offboarding: the live sessions the person, a token acting for them or a
+   * gateway they enrolled started, ended; their caveat tokens are refused on
+   * every replica once the offboarding commits.
+   */
+  private async offboard(
+    scope: OrgScope,
+    person: Offboardee,
+    context: OffboardingContext,
+  ): Promise<Record<string, number>> {
+    const creators = [...person.refs].filter((ref) => /^(user|token|gateway):/.test(ref));
+    const live = await this.repository.liveStartedBy(context.tx, scope, creators, context.at);
+    const ended: string[] = [];
+    for (const session of live) {
+      person.refs.add(`session:${session.id}`);
+      if (await this.endIn(context.tx, scope, session, context)) ended.push(session.id);
+    }
+    this.db.afterCommit(context.tx, async () => {
+      await Promise.all(ended.map((id) => this.credentials.forget(id)));
+    });
+    return { agent_sessions: ended.length };
   }
 
   /**

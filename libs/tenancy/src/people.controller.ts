@@ -87,6 +87,67 @@ export class PeopleController {
   }
 
   @Route({
+    method: 'POST',
+    path: '/v1/users/:id/deactivate',
+    summary: 'Offboard a person: everything that acts for them ends on every replica; their audit history stays',
+    description:
+      'In one transaction: the user is marked deactivated (no sign-in until reactivated), their memberships are removed, and the API tokens that act for them, their browser sessions, the gateways enrolled with their codes, their agent sessions, the pending approval requests asked in their name and their review links end, each with its own record. Not yourself (403 `SELF_OFFBOARDING_FORBIDDEN`), not the last active owner (409 `LAST_OWNER`). Deactivating someone deactivated already changes nothing.',
+    tag: 'people',
+    permission: 'user.write',
+    tenancy: 'organization',
+    params: userParams,
+    response: userView,
+    example: { params: { id: '{user}' } },
+  })
+  async deactivateUser(
+    @Caller() caller: Principal,
+    @TenantScope() scope: OrgScope,
+    @Param('id') id: string,
+  ): Promise<z.infer<typeof userView>> {
+    return toUserView(await this.tenancy.offboard(caller, scope, id, 'deactivate'));
+  }
+
+  @Route({
+    method: 'POST',
+    path: '/v1/users/:id/reactivate',
+    summary: 'Let a deactivated person sign in again; the memberships they had do not come back',
+    tag: 'people',
+    permission: 'user.write',
+    tenancy: 'organization',
+    params: userParams,
+    response: userView,
+    example: { params: { id: '{user}' } },
+  })
+  async reactivateUser(
+    @Caller() caller: Principal,
+    @TenantScope() scope: OrgScope,
+    @Param('id') id: string,
+  ): Promise<z.infer<typeof userView>> {
+    return toUserView(await this.tenancy.reactivate(caller, scope, id));
+  }
+
+  @Route({
+    method: 'DELETE',
+    path: '/v1/users/:id',
+    summary: 'Remove a person: offboarded as by deactivation, then the user is deleted; their audit history stays',
+    description:
+      'The audit records keep naming `user:<id>` and the chain still verifies; the `user.removed` record keeps their e-mail. If the identity provider still signs them in, they come back as a new user with no memberships: deactivate to keep someone out.',
+    tag: 'people',
+    permission: 'user.write',
+    tenancy: 'organization',
+    params: userParams,
+    status: 204,
+    example: { params: { id: '{user}' } },
+  })
+  async removeUser(
+    @Caller() caller: Principal,
+    @TenantScope() scope: OrgScope,
+    @Param('id') id: string,
+  ): Promise<void> {
+    await this.tenancy.offboard(caller, scope, id, 'remove');
+  }
+
+  @Route({
     method: 'GET',
     path: '/v1/workspaces/:ws/members',
     summary: "The workspace's members, oldest membership first",

@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { ClockModule } from '@aileron/clock';
 import { BootstrapService } from './bootstrap.service';
 import { OrganizationsController } from './organizations.controller';
 import { PeopleController } from './people.controller';
@@ -7,6 +8,7 @@ import { TenancyService } from './tenancy.service';
 import { WorkspacesController } from './workspaces.controller';
 
 @Module({
+  imports: [ClockModule],
   controllers: [OrganizationsController, WorkspacesController, PeopleController],
   providers: [TenancyRepository, TenancyService, BootstrapService],
   exports: [TenancyService, BootstrapService],

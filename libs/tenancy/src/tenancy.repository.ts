@@ -26,6 +26,7 @@ export interface UserRecord {
   role: Role;
   createdAt: Date;
   lastLoginAt: Date | null;
+  deactivatedAt: Date | null;
 }
 
 export interface MemberRecord {
@@ -66,6 +67,7 @@ const userSelect = {
   role: true,
   createdAt: true,
   lastLoginAt: true,
+  deactivatedAt: true,
 } as const;
 
 /** Organisations, workspaces, users and memberships. */
@@ -203,6 +205,57 @@ export class TenancyRepository extends Repository {
       data: { role },
       select: userSelect,
     });
+  }
+
+  /**
+   * The user, locked until the transaction ends, with the organisation's
+   * active owners (locked in id order, so two offboardings never deadlock):
+   * two admins offboarding the last two owners at once cannot both pass the
+   * last-owner check.
+   */
+  async lockForOffboarding(
+    scope: OrgScope,
+    id: string,
+    tx: Transaction,
+  ): Promise<{ user: UserRecord | null; activeOwners: string[] }> {
+    const owners = await tx.$queryRaw<{ id: string }[]>`
+      SELECT id::text AS id FROM users
+       WHERE organization_id = ${scope.organizationId}::uuid AND role = 'owner' AND deactivated_at IS NULL
+       ORDER BY id FOR UPDATE`;
+    await tx.$queryRaw`SELECT id FROM users WHERE organization_id = ${scope.organizationId}::uuid AND id = ${id}::uuid FOR UPDATE`;
+    const user = await tx.user.findUnique({
+      where: { organizationId_id: { organizationId: scope.organizationId, id } },
+      select: userSelect,
+    });
+    return { user, activeOwners: owners.map((o) => o.id) };
+  }
+
+  async setDeactivated(scope: OrgScope, id: string, at: Date | null, tx: Transaction): Promise<UserRecord> {
+    return tx.user.update({
+      where: { organizationId_id: { organizationId: scope.organizationId, id } },
+      data: { deactivatedAt: at },
+      select: userSelect,
+    });
+  }
+
+  /** The row goes; audit records keep naming `user:<id>`, and nothing else points at it once offboarding has run. */
+  async deleteUser(scope: OrgScope, id: string, tx: Transaction): Promise<void> {
+    await tx.user.deleteMany({ where: { organizationId: scope.organizationId, id } });
+  }
+
+  /** Every membership of the user, removed: which workspaces they were in, with what role. */
+  async deleteMembershipsOf(
+    scope: OrgScope,
+    userId: string,
+    tx: Transaction,
+  ): Promise<{ workspaceId: string; workspaceSlug: string; role: Role }[]> {
+    const rows = await tx.membership.findMany({
+      where: { organizationId: scope.organizationId, userId },
+      select: { workspaceId: true, role: true, workspace: { select: { slug: true } } },
+      orderBy: { workspaceId: 'asc' },
+    });
+    await tx.membership.deleteMany({ where: { organizationId: scope.organizationId, userId } });
+    return rows.map((r) => ({ workspaceId: r.workspaceId, workspaceSlug: r.workspace.slug, role: r.role }));
   }
 
   /** Oldest membership first, the user id breaking ties. */

@@ -43,6 +43,10 @@ export const userView = z.object({
   linked: z.boolean().describe('true once the user has signed in through the identity provider'),
   created_at: z.string(),
   last_login_at: z.string().nullable(),
+  status: z
+    .enum(['active', 'deactivated'])
+    .describe('deactivated: offboarded, no sign-in and no credential of theirs works until reactivated'),
+  deactivated_at: z.string().nullable(),
 });
 export const createUserBody = z
   .object({ email: z.email(), name: z.string().trim().min(1).max(200).optional(), role: role.default('member') })

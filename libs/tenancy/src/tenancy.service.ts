@@ -4,6 +4,7 @@ import {
   BrowserKeys,
   canGrant,
   describePrincipal,
+  Offboarding,
   OrgScope,
   Principal,
   Role,
@@ -12,6 +13,7 @@ import {
   WorkspaceScope,
   workspacesVisibleTo,
 } from '@aileron/auth';
+import { Clock } from '@aileron/clock';
 import { DatabaseService, isUniqueViolation, Keyset, Transaction } from '@aileron/database';
 import { ConflictError, ForbiddenError, NotFoundError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
@@ -50,6 +52,8 @@ export class TenancyService {
     private readonly access: AccessService,
     private readonly outbox: OutboxService,
     private readonly browserKeys: BrowserKeys,
+    private readonly offboarding: Offboarding,
+    private readonly clock: Clock,
   ) {}
 
   /** A new tenant with its first owner token, in one transaction. */
@@ -269,6 +273,97 @@ export class TenancyService {
       });
       return user;
     });
+  }
+
+  /**
+   * Offboarding (docs/auth.md#offboarding): in one transaction with its audit
+   * records, the person is marked deactivated, their memberships go, and
+   * everything that acts for them ends (Offboarding); `remove` then deletes
+   * the user row. The commit drops what every replica cached of them (the
+   * principal and session caches follow `user.*`; gateways are dropped by
+   * their step). Deactivating someone deactivated already changes nothing.
+   */
+  async offboard(
+    principal: Principal,
+    scope: OrgScope,
+    id: string,
+    mode: 'deactivate' | 'remove',
+  ): Promise<UserRecord> {
+    const existing = await this.repository.findUser(scope, id);
+    if (!existing) throw new NotFoundError('user', id, 'USER_NOT_FOUND');
+    this.assertCanGrant(principal, existing.role);
+    if (await this.offboarding.isSelf(scope, principal, id))
+      throw new ForbiddenError(
+        'Nobody offboards themselves, nor the person whose token they call with: ask another admin',
+        'SELF_OFFBOARDING_FORBIDDEN',
+      );
+    const actor = describePrincipal(principal);
+    const at = this.clock.date();
+    return this.db.transaction(async (tx) => {
+      const { user, activeOwners } = await this.repository.lockForOffboarding(scope, id, tx);
+      if (!user) throw new NotFoundError('user', id, 'USER_NOT_FOUND');
+      if (activeOwners.length === 1 && activeOwners[0] === id)
+        throw new ConflictError(
+          'LAST_OWNER',
+          "This is the organisation's last active owner: make another person owner first",
+        );
+      const topic = mode === 'remove' ? 'user.removed' : 'user.deactivated';
+      let ended: Record<string, number> | undefined;
+      let record = user;
+      if (!user.deactivatedAt) {
+        record = await this.repository.setDeactivated(scope, id, at, tx);
+        const reason = mode === 'remove' ? 'user removed' : 'user deactivated';
+        ended = { memberships: await this.removeMemberships(scope, id, actor, reason, tx) };
+        Object.assign(
+          ended,
+          await this.offboarding.end(scope, { userId: id, email: user.email }, { tx, actor, reason, at }),
+        );
+      } else if (mode === 'deactivate') return user;
+      if (mode === 'remove') await this.repository.deleteUser(scope, id, tx);
+      await this.outbox.record(tx, {
+        topic,
+        organizationId: scope.organizationId,
+        // the record keeps naming the person after the row is gone
+        payload: { user_id: id, email: user.email, role: user.role, ...(ended ? { ended } : {}), actor },
+      });
+      return record;
+    });
+  }
+
+  /** Deactivation undone: the person may sign in again, with no membership (those do not come back). */
+  async reactivate(principal: Principal, scope: OrgScope, id: string): Promise<UserRecord> {
+    const existing = await this.repository.findUser(scope, id);
+    if (!existing) throw new NotFoundError('user', id, 'USER_NOT_FOUND');
+    this.assertCanGrant(principal, existing.role);
+    if (!existing.deactivatedAt) return existing;
+    return this.db.transaction(async (tx) => {
+      const user = await this.repository.setDeactivated(scope, id, null, tx);
+      await this.outbox.record(tx, {
+        topic: 'user.reactivated',
+        organizationId: scope.organizationId,
+        payload: { user_id: id, email: user.email, role: user.role, actor: describePrincipal(principal) },
+      });
+      return user;
+    });
+  }
+
+  /** Each membership a `member.removed` record in its workspace's log, as removing them one by one would leave. */
+  private async removeMemberships(
+    scope: OrgScope,
+    userId: string,
+    actor: string,
+    reason: string,
+    tx: Transaction,
+  ): Promise<number> {
+    const removed = await this.repository.deleteMembershipsOf(scope, userId, tx);
+    for (const membership of removed)
+      await this.outbox.record(tx, {
+        topic: 'member.removed',
+        organizationId: scope.organizationId,
+        workspaceId: membership.workspaceId,
+        payload: { workspace: membership.workspaceSlug, user_id: userId, role: membership.role, reason, actor },
+      });
+    return removed.length;
   }
 
   listMembers(scope: WorkspaceScope, page: Keyset<{ createdAt: Date; id: string }>): Promise<MemberRecord[]> {

@@ -34,6 +34,8 @@ export function toUserView(u: UserRecord): z.infer<typeof userView> {
     linked: u.subject !== null,
     created_at: u.createdAt.toISOString(),
     last_login_at: u.lastLoginAt?.toISOString() ?? null,
+    status: u.deactivatedAt ? 'deactivated' : 'active',
+    deactivated_at: u.deactivatedAt?.toISOString() ?? null,
   };
 }
 

@@ -42,6 +42,34 @@ describe('catalog entry: shape', () => {
     expect(catalogEntryInput.safeParse(remoteHttp({ mode: 'local' })).success).toBe(true);
   });
 
+  it('the simple case is one stanza: mode left out is local, transport follows from command, image or url', () => {
+    const stanza = catalogEntryInput.parse({
+      name: 'github',
+      version: '1.0.0',
+      command: 'npx',
+      args: ['-y', 'gh-mcp'],
+    });
+    expect(stanza).toMatchObject({ mode: 'local', transport: 'stdio' });
+    expect(catalogEntryInput.parse({ name: 'jira', version: '1.0.0', url: 'https://jira.example/mcp' })).toMatchObject({
+      mode: 'local',
+      transport: 'streamable_http',
+    });
+    expect(
+      catalogEntryInput.parse({ name: 'gh', version: '1.0.0', mode: 'remote', image: 'ghcr.io/acme/gh:1.0.0' }),
+    ).toMatchObject({ mode: 'remote', transport: 'stdio' });
+    // what is given is kept, and still checked against the rest
+    expect(errorPaths({ name: 'x', version: '1.0.0', transport: 'streamable_http', command: 'npx' })).toEqual([
+      'command',
+      'url',
+    ]);
+    // nothing to run or reach: refused for the command it lacks; both: refused for giving both
+    expect(errorPaths({ name: 'x', version: '1.0.0' })).toEqual(['command']);
+    expect(errorPaths({ name: 'x', version: '1.0.0', command: 'npx', url: 'https://x.example/mcp' })).toEqual([
+      'command',
+      'url',
+    ]);
+  });
+
   it('names: lowercase, digits and "-", at most 32, never an underscore', () => {
     expect(errorPaths(localStdio({ name: 'a'.repeat(32) }))).toEqual([]);
     for (const name of ['a'.repeat(33), 'my_server', 'a__b', '-lead', 'GitHub', ''])

@@ -112,6 +112,17 @@ const upstreamUrl = z
     message: 'must not contain credentials; use a header with a vault reference',
   });
 
+/**
+ * The simple case stays one stanza (the hybrid ADR): `mode` left out is `local`, and
+ * `transport` left out follows from how the server is reached: a `url` is Streamable
+ * HTTP, anything else stdio (a `command` or an `image`; with neither, the entry is
+ * refused for the command it lacks).
+ */
+function transportOf(entry: { transport?: Transport | undefined; url?: string | undefined }): Transport {
+  return entry.transport ?? (entry.url !== undefined ? 'streamable_http' : 'stdio');
+}
+type Transport = 'stdio' | 'streamable_http';
+
 /** One published version of an organisation's MCP server definition (`POST /v1/catalog/servers`). */
 export const catalogEntryInput = z
   .strictObject({
@@ -126,8 +137,8 @@ export const catalogEntryInput = z
       .string()
       .max(64)
       .regex(VERSION, 'must be a semantic version such as 1.2.0 or 1.2.0-rc.1, without build metadata'),
-    mode: z.enum(['local', 'remote']),
-    transport: z.enum(['stdio', 'streamable_http']),
+    mode: z.enum(['local', 'remote']).default('local'),
+    transport: z.enum(['stdio', 'streamable_http']).optional(),
     command: z.string().min(1).max(1024).optional(),
     args: z.array(z.string().max(8192)).max(256).optional(),
     image: z
@@ -159,7 +170,7 @@ export const catalogEntryInput = z
           message: `give exactly one of command, image or url; ${given[0]} is already set`,
         });
     }
-    if (entry.transport === 'stdio') {
+    if (transportOf(entry) === 'stdio') {
       if (given.length === 0)
         ctx.addIssue({ code: 'custom', path: ['command'], message: 'a stdio server needs a command or an image' });
       if (entry.url !== undefined)
@@ -229,7 +240,8 @@ export const catalogEntryInput = z
       if (entry.overridable.indexOf(field) !== i)
         ctx.addIssue({ code: 'custom', path: ['overridable', i], message: `${field} is listed twice` });
     });
-  });
+  })
+  .transform((entry) => ({ ...entry, transport: transportOf(entry) }));
 
 export type CatalogEntryInput = z.infer<typeof catalogEntryInput>;
 
