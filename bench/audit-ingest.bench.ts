@@ -12,6 +12,7 @@ import { loadConfig } from '../libs/platform/config/src';
 import { BootstrapService } from '../libs/tenancy/src';
 import { Service, startPostgres } from '../test/support/services';
 import { Bench, Figure, figure, median, note } from './figures';
+import { scratchDatabase } from './scratch-database';
 
 const NAME = 'audit-ingest';
 /** what a busy gateway ships at once (the API takes up to 1,000) */
@@ -42,30 +43,6 @@ const COLUMNS = [
   'prev_hash',
   'hash',
 ] as const;
-
-// ---------------------------------------------------------------------------
-// PostgreSQL: the same throwaway server the tests start (test/support/services.ts, built with the bench).
-
-/** A fresh database on the server: a given DATABASE_URL may hold an installation the bench must not touch. */
-async function scratchDatabase(serverUrl: string): Promise<{ url: string; drop(): Promise<void> }> {
-  const name = `bench_audit_${randomBytes(5).toString('hex')}`;
-  const admin = async <T>(work: (client: pg.Client) => Promise<T>): Promise<T> => {
-    const client = new pg.Client({ connectionString: serverUrl });
-    await client.connect();
-    try {
-      return await work(client);
-    } finally {
-      await client.end();
-    }
-  };
-  await admin((client) => client.query(`CREATE DATABASE ${name}`));
-  const url = new URL(serverUrl);
-  url.pathname = `/${name}`;
-  return {
-    url: url.toString(),
-    drop: () => admin((client) => client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)).then(() => undefined),
-  };
-}
 
 // ---------------------------------------------------------------------------
 // The workload
@@ -223,7 +200,7 @@ async function run(): Promise<Figure[]> {
   try {
     let started = Date.now();
     postgres = given ? undefined : await startPostgres();
-    database = await scratchDatabase(given ?? postgres!.url);
+    database = await scratchDatabase(given ?? postgres!.url, 'bench_audit');
     note(
       `  PostgreSQL ${given ? 'from DATABASE_URL' : 'started'}, scratch database ready in ${((Date.now() - started) / 1000).toFixed(1)} s`,
     );

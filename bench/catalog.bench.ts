@@ -76,18 +76,24 @@ async function json<T>(response: Response, what: string): Promise<T> {
   return (text === '' ? undefined : JSON.parse(text)) as T;
 }
 
+/** A gateway enrolled in `workspace` as its admin would: an enrolment code, then the gateway's enrolment; its token. */
+export async function enrol(base: string, owner: string, workspace: string, name: string): Promise<string> {
+  const { code } = await json<{ code: string }>(
+    await call(base, 'POST', `/v1/workspaces/${workspace}/enrollment-codes`, owner, {}),
+    'enrolment code',
+  );
+  const { token } = await json<{ token: string }>(
+    await call(base, 'POST', '/v1/gateway/enroll', null, { enrollment_code: code, name }),
+    'enrolment',
+  );
+  return token;
+}
+
 /** An enrolled gateway whose workspace has one server, and the ETag of its catalog. */
 export async function enrolGateway(controlPlane: ControlPlane): Promise<{ token: string; etag: string }> {
   const base = controlPlane.url;
   const owner = readFileSync(join(controlPlane.config.dataDir, 'admin-token'), 'utf8').trim();
-  const { code } = await json<{ code: string }>(
-    await call(base, 'POST', '/v1/workspaces/default/enrollment-codes', owner, {}),
-    'enrolment code',
-  );
-  const { token } = await json<{ token: string }>(
-    await call(base, 'POST', '/v1/gateway/enroll', null, { enrollment_code: code, name: 'bench-gateway' }),
-    'enrolment',
-  );
+  const token = await enrol(base, owner, 'default', 'bench-gateway');
   await json(
     await call(base, 'POST', '/v1/catalog/servers', owner, {
       name: 'memory',

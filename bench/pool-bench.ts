@@ -118,17 +118,40 @@ export async function poolServer(
   entry: Record<string, unknown>,
   call: { name: string; arguments: Record<string, unknown> },
 ): Promise<{ token: string }> {
-  const base = controlPlane.url;
   const owner = ownerToken(controlPlane);
-  await api(base, owner, 'PUT', `/v1/workspaces/${WORKSPACE}/policy`, policy(server, call));
+  await publishServer(controlPlane.url, owner, server, entry);
+  return workspaceServer(controlPlane.url, owner, WORKSPACE, server, call);
+}
+
+/** `entry` as the organisation's remote catalog server `server`, version 1.0.0. */
+export async function publishServer(
+  base: string,
+  owner: string,
+  server: string,
+  entry: Record<string, unknown>,
+): Promise<void> {
   await api(base, owner, 'POST', '/v1/catalog/servers', { name: server, version: '1.0.0', mode: 'remote', ...entry });
-  await api(base, owner, 'PUT', `/v1/workspaces/${WORKSPACE}/servers/${server}`, { version: '1.0.0' });
+}
+
+/**
+ * In `workspace`: the policy that allows `call` by its one rule (checked), the
+ * published `server` assigned, and a member's API token for it.
+ */
+export async function workspaceServer(
+  base: string,
+  owner: string,
+  workspace: string,
+  server: string,
+  call: { name: string; arguments: Record<string, unknown> },
+): Promise<{ token: string }> {
+  await api(base, owner, 'PUT', `/v1/workspaces/${workspace}/policy`, policy(server, call));
+  await api(base, owner, 'PUT', `/v1/workspaces/${workspace}/servers/${server}`, { version: '1.0.0' });
   const { token } = (await api(base, owner, 'POST', '/v1/tokens', {
     name: `bench-${server}`,
     role: 'member',
-    workspace: WORKSPACE,
+    workspace,
   })) as { token: string };
-  const decision = (await api(base, owner, 'POST', `/v1/workspaces/${WORKSPACE}/policy/evaluate`, {
+  const decision = (await api(base, owner, 'POST', `/v1/workspaces/${workspace}/policy/evaluate`, {
     server,
     tool: call.name,
     arguments: call.arguments,

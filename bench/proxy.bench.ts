@@ -52,8 +52,8 @@ const NAME = 'proxy';
 const ROLE_ENV = 'AILERON_PROXY_BENCH_ROLE';
 
 const TOOL = 'lookup';
-const TOOL_DELAY_MS = 2;
-const CALL = { name: TOOL, arguments: { query: 'status' }, expected: 'found: status' };
+export const TOOL_DELAY_MS = 2;
+export const CALL = { name: TOOL, arguments: { query: 'status' }, expected: 'found: status' };
 
 const SERVER = 'bench';
 
@@ -127,7 +127,8 @@ function readJson(req: IncomingMessage): Promise<unknown> {
   });
 }
 
-async function startUpstream(): Promise<{ child: ChildProcess; url: string }> {
+/** The upstream in a process of its own, listening on a free port; its MCP endpoint. */
+export async function startUpstream(): Promise<{ child: ChildProcess; url: string }> {
   // execArgv empty: a profiled bench run (--cpu-prof) profiles the control plane, not this
   const child = fork(__filename, [], {
     env: { ...process.env, [ROLE_ENV]: 'upstream' },

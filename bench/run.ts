@@ -9,6 +9,7 @@ import { frontBench } from './front.bench';
 import { peersBench } from './peers.bench';
 import { policyBench } from './policy.bench';
 import { proxyBench } from './proxy.bench';
+import { tenantsBench } from './tenants.bench';
 
 const BENCHES: readonly Bench[] = [
   policyBench,
@@ -19,6 +20,7 @@ const BENCHES: readonly Bench[] = [
   peersBench,
   caveatBench,
   sandboxBench,
+  tenantsBench,
 ];
 
 async function main(argv: string[]): Promise<number> {

@@ -1,9 +1,10 @@
-import { Inject, Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
 import * as oidc from 'openid-client';
+import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
 import { Clock } from '@aileron/clock';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { DomainError, ErrorCode, ValidationError } from '@aileron/errors';
-import { open, seal } from '@aileron/crypto';
+import { open, seal, sha256Hex } from '@aileron/crypto';
 import { outboundPolicyOf } from '@aileron/net';
 import {
   browserSignInIssuerProblem,
@@ -54,9 +55,14 @@ export class SignInError extends DomainError {
  * JWT's are mapped, and opens a browser session kept only as a hash.
  */
 @Injectable()
-export class OidcSignIn {
+export class OidcSignIn implements OnModuleDestroy {
   private readonly logger = new Logger('OidcSignIn');
-  private readonly clients = new Map<string, { key: string; until: number; config: Promise<oidc.Configuration> }>();
+  /**
+   * Each organisation's IdP client, by its settings: bounded like every
+   * SharedCache, so it holds the organisations signing in now, not every one
+   * that ever did.
+   */
+  private readonly clients: SharedCache<oidc.Configuration>;
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
@@ -64,7 +70,14 @@ export class OidcSignIn {
     private readonly principals: PrincipalResolver,
     private readonly keys: BrowserKeys,
     private readonly clock: Clock,
-  ) {}
+    @Inject(MESSAGE_BUS) bus: MessageBus,
+  ) {
+    this.clients = new SharedCache(bus, 'oidc-clients', DISCOVERY_TTL_MS, clock);
+  }
+
+  onModuleDestroy(): void {
+    this.clients.close();
+  }
 
   /** The callback the IdP sends people back to; register it as the client's redirect URI. */
   redirectUri(): string {
@@ -286,15 +299,9 @@ export class OidcSignIn {
 
   /** The client for the organisation's IdP, from its discovery document (cached a while). */
   private client(provider: IdentityProviderRecord): Promise<oidc.Configuration> {
-    const key = [provider.issuer, provider.clientId, provider.clientSecretSealed ?? ''].join('\0');
-    const cached = this.clients.get(provider.organizationId);
-    if (cached && cached.key === key && cached.until > this.clock.now()) return cached.config;
-    const config = this.discover(provider);
-    this.clients.set(provider.organizationId, { key, until: this.clock.now() + DISCOVERY_TTL_MS, config });
-    config.catch(() => {
-      if (this.clients.get(provider.organizationId)?.config === config) this.clients.delete(provider.organizationId);
-    });
-    return config;
+    // new settings make a new client; the old one ages out (a failed discovery is not kept)
+    const settings = sha256Hex([provider.issuer, provider.clientId, provider.clientSecretSealed ?? ''].join('\0'));
+    return this.clients.getOrLoad(`${provider.organizationId}:${settings}`, () => this.discover(provider));
   }
 
   private async discover(provider: IdentityProviderRecord): Promise<oidc.Configuration> {

@@ -7,6 +7,7 @@ import { UnauthenticatedError } from '@aileron/errors';
 import { GATEWAY_TOKEN_PREFIX, looksLikeGatewayToken } from './domain/credentials';
 import { GatewayRecord, GatewayRepository } from './gateway.repository';
 import { SystemScopes } from '@aileron/auth/scope-issuer';
+import { KeyedThrottle } from '@aileron/schedule';
 
 const TOUCH_EVERY_MS = 60_000;
 /** how long a replica trusts a gateway it looked up, should a revocation message be lost */
@@ -35,7 +36,8 @@ export function principalFromGateway(gateway: GatewayRecord): Principal {
 export class GatewayCredentials implements OnModuleInit, OnModuleDestroy {
   private readonly logger = new Logger('GatewayCredentials');
   private readonly cache: SharedCache<{ gateway: GatewayRecord; principal: Principal }>;
-  private readonly touched = new Map<string, number>();
+  /** which gateways' last-seen write is due: only those seen within the last TOUCH_EVERY_MS are remembered */
+  private readonly touched: KeyedThrottle;
   /**
    * Token → its hash, for tokens the cache vouched for: a poll then costs a
    * map lookup, not a SHA-256. Only the hashing is skipped; every request
@@ -51,6 +53,7 @@ export class GatewayCredentials implements OnModuleInit, OnModuleDestroy {
     streams: StreamAccess,
     private readonly clock: Clock,
   ) {
+    this.touched = new KeyedThrottle(clock, TOUCH_EVERY_MS);
     this.cache = new SharedCache(bus, 'gateway-credentials', CACHE_TTL_MS, clock, {
       staleIfError: isDatabaseUnavailable,
     });
@@ -114,12 +117,10 @@ export class GatewayCredentials implements OnModuleInit, OnModuleDestroy {
   }
 
   private touch({ id, organizationId }: { id: string; organizationId: string }): void {
-    const now = this.clock.now();
-    if (now - (this.touched.get(id) ?? 0) < TOUCH_EVERY_MS) return;
-    this.touched.set(id, now);
     // last seen is informational; a write per request would cost more than it tells
+    if (!this.touched.due(id)) return;
     this.repository
-      .touchGateway(SystemScopes.organization(organizationId), id, new Date(now))
+      .touchGateway(SystemScopes.organization(organizationId), id, this.clock.date())
       .catch((error: unknown) => this.logger.warn({ err: error }, 'could not record gateway use'));
   }
 }

@@ -51,6 +51,9 @@ export class Instance {
   suspected = false;
   /** the Clock's time it started, for people */
   readonly startedAt: number;
+  /** who hears it end: removed when they go first, so a long-lived instance does not keep every session it ever served */
+  private readonly endListeners = new Set<(exit: InstanceExit) => void>();
+  private exit: InstanceExit | undefined;
 
   constructor(
     readonly id: string,
@@ -65,6 +68,22 @@ export class Instance {
   ) {
     this.lastUsed = clock.now();
     this.startedAt = this.lastUsed;
+    void ended.then((exit) => {
+      this.exit = exit;
+      for (const listener of [...this.endListeners]) listener(exit);
+      this.endListeners.clear();
+    });
+  }
+
+  /** Calls `listener` when the instance ends (at once, if it has); the returned function stops listening. */
+  onEnded(listener: (exit: InstanceExit) => void): () => void {
+    const exit = this.exit;
+    if (exit) {
+      queueMicrotask(() => listener(exit));
+      return () => undefined;
+    }
+    this.endListeners.add(listener);
+    return () => this.endListeners.delete(listener);
   }
 
   get pid(): number | undefined {

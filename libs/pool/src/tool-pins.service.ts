@@ -1,10 +1,14 @@
-import { Injectable } from '@nestjs/common';
+import { Inject, Injectable, OnModuleDestroy } from '@nestjs/common';
 import type { WorkspaceScope } from '@aileron/auth';
+import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
+import { Clock } from '@aileron/clock';
 import { canonicalJson, sha256Hex } from '@aileron/crypto';
 import { DatabaseService, Keyset } from '@aileron/database';
 import { NotFoundError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
 import { ToolPinRecord, ToolPinsRepository } from './tool-pins.repository';
+
+const NONE: ReadonlySet<string> = new Set();
 
 export interface ToolPinView {
   server: string;
@@ -17,6 +21,9 @@ export interface ToolPinView {
   blocked: boolean;
 }
 
+/** how long a replica trusts the pins it saw without asking the database again */
+const KNOWN_TTL_MS = 10 * 60_000;
+
 /**
  * Tool-definition pinning. A server's tool definitions are what a model reads
  * to decide what to call, so a server that quietly changes one (a "rug pull")
@@ -27,17 +34,36 @@ export interface ToolPinView {
  * catalog version is a deliberate change and pins afresh.
  */
 @Injectable()
-export class ToolPins {
-  /** `<workspace>:<server>:<version>` → tool → pinned hash, as this replica last saw them */
-  private readonly known = new Map<string, Map<string, string>>();
-  /** `<workspace>:<server>` → tools held back now */
-  private readonly held = new Map<string, Set<string>>();
+export class ToolPins implements OnModuleDestroy {
+  /**
+   * `<workspace>:<server>:<version>` → tool → pinned hash, as this replica
+   * last saw them: what spares a list that did not change its round trip.
+   * Bounded like every SharedCache (the lists in use, not every workspace's
+   * that ever listed), and dropped on every replica when an admin accepts a
+   * change; a list it no longer holds is checked against the database again.
+   */
+  private readonly known: SharedCache<ReadonlyMap<string, string>>;
+  /**
+   * `<workspace>:<server>` → tools held back now, for servers that have any:
+   * as many as the database holds changed pins in workspaces that block them.
+   * Kept until the database says otherwise (a list, an acceptance here), never
+   * dropped for room: a forgotten one would let a held tool be called.
+   */
+  private readonly held = new Map<string, ReadonlySet<string>>();
 
   constructor(
     private readonly db: DatabaseService,
     private readonly repository: ToolPinsRepository,
     private readonly outbox: OutboxService,
-  ) {}
+    @Inject(MESSAGE_BUS) bus: MessageBus,
+    clock: Clock,
+  ) {
+    this.known = new SharedCache(bus, 'tool-pins', KNOWN_TTL_MS, clock);
+  }
+
+  onModuleDestroy(): void {
+    this.known.close();
+  }
 
   async observe(
     scope: WorkspaceScope,
@@ -51,7 +77,7 @@ export class ToolPins {
     const known = this.known.get(key);
     // the common case, a list that did not change, costs no database round trip
     if (known && [...hashes].every(([tool, hash]) => known.get(tool) === hash))
-      return this.held.get(`${scope.workspaceId}:${server}`) ?? new Set();
+      return this.held.get(`${scope.workspaceId}:${server}`) ?? NONE;
 
     const [block, rows] = await Promise.all([
       this.repository.blocksChangedTools(scope),
@@ -94,8 +120,9 @@ export class ToolPins {
         })
         .map(([tool]) => tool),
     );
-    const held = block ? stillChanged : new Set<string>();
-    this.held.set(`${scope.workspaceId}:${server}`, held);
+    const held = block ? stillChanged : NONE;
+    if (held.size > 0) this.held.set(`${scope.workspaceId}:${server}`, held);
+    else this.held.delete(`${scope.workspaceId}:${server}`);
     // remember only what is pinned as it is now: a changed tool is looked at again next time
     this.known.set(key, new Map([...hashes].filter(([tool]) => !stillChanged.has(tool))));
     return held;
@@ -173,13 +200,12 @@ export class ToolPins {
       });
     });
     for (const key of [...this.held.keys()]) if (key.startsWith(`${scope.workspaceId}:`)) this.held.delete(key);
-    for (const key of [...this.known.keys()]) if (key.startsWith(`${scope.workspaceId}:`)) this.known.delete(key);
+    await this.known.invalidate(scope.workspaceId);
     return this.settings(scope);
   }
 
   private forget(scope: WorkspaceScope, server: string): void {
     this.held.delete(`${scope.workspaceId}:${server}`);
-    for (const key of [...this.known.keys()])
-      if (key.startsWith(`${scope.workspaceId}:${server}:`)) this.known.delete(key);
+    void this.known.invalidate(`${scope.workspaceId}:${server}`);
   }
 }

@@ -12,6 +12,7 @@ import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { DatabaseService, isDatabaseUnavailable, Keyset } from '@aileron/database';
 import { ConflictError, DomainError, ForbiddenError, NotFoundError, ValidationError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
+import { KeyedThrottle } from '@aileron/schedule';
 import {
   type CommandRestrictions,
   RunnerError,
@@ -87,6 +88,9 @@ export function snapshotMessage(intent: Pick<SnapshotIntent, 'trigger' | 'subjec
  * the next change waits for it, so every change is its own commit and a
  * change never waits for more than its predecessor's.
  */
+/** how often a sandbox in use has its `last_used_at` written */
+const TOUCH_EVERY_MS = 60_000;
+
 @Injectable()
 export class SandboxesService implements OnApplicationShutdown {
   private readonly logger = new Logger('Sandboxes');
@@ -95,7 +99,8 @@ export class SandboxesService implements OnApplicationShutdown {
   /** per sandbox: the last change's snapshot, which the next change waits for */
   private readonly tails = new Map<string, Promise<unknown>>();
   private readonly idle = new Map<string, NodeJS.Timeout>();
-  private readonly touched = new Map<string, number>();
+  /** sandboxes whose `last_used_at` write is due: only those used within the last minute are remembered */
+  private readonly touched: KeyedThrottle;
 
   constructor(
     private readonly db: DatabaseService,
@@ -107,6 +112,7 @@ export class SandboxesService implements OnApplicationShutdown {
     private readonly clock: Clock,
   ) {
     this.known = new SharedCache(bus, 'sandboxes', CACHE_TTL_MS, clock, { staleIfError: isDatabaseUnavailable });
+    this.touched = new KeyedThrottle(clock, TOUCH_EVERY_MS);
   }
 
   async onApplicationShutdown(): Promise<void> {
@@ -498,10 +504,8 @@ export class SandboxesService implements OnApplicationShutdown {
     timer.unref();
     this.idle.set(sandbox.id, timer);
     // `last_used_at` is for people: once a minute is exact enough, and spares a write per call
-    const now = this.clock.now();
-    if (now - (this.touched.get(sandbox.id) ?? 0) < 60_000) return;
-    this.touched.set(sandbox.id, now);
-    void this.repository.touch(scope, sandbox.id, new Date(now)).catch(() => undefined);
+    if (!this.touched.due(sandbox.id)) return;
+    void this.repository.touch(scope, sandbox.id, this.clock.date()).catch(() => undefined);
   }
 
   private forgetIdle(id: string): void {

@@ -109,3 +109,33 @@ describe('SharedCache while its source is away', () => {
     await expect(cache.getOrLoad('all:token', away)).rejects.toThrow('the database is away');
   });
 });
+
+describe('SharedCache past its bound', () => {
+  it('drops the least recently used entry, and loads it afresh when it is asked for again', async () => {
+    const { cache } = aCache({ maxEntries: 3 });
+    const loads: string[] = [];
+    const load = (key: string) => () => {
+      loads.push(key);
+      return Promise.resolve(`${key}'s principal`);
+    };
+    for (const key of ['ws-1', 'ws-2', 'ws-3']) await cache.getOrLoad(key, load(key));
+    // ws-1, the oldest, is in use; ws-2 is not
+    expect(await cache.getOrLoad('ws-1', load('ws-1'))).toBe("ws-1's principal");
+    await cache.getOrLoad('ws-4', load('ws-4'));
+
+    expect(cache.size).toBe(3);
+    expect(cache.get('ws-2')).toBeUndefined();
+    for (const key of ['ws-1', 'ws-3', 'ws-4']) expect(cache.get(key)).toBe(`${key}'s principal`);
+    expect(await cache.getOrLoad('ws-2', load('ws-2'))).toBe("ws-2's principal");
+    expect(loads).toEqual(['ws-1', 'ws-2', 'ws-3', 'ws-4', 'ws-2']);
+    expect(cache.size).toBe(3);
+  });
+
+  it('holds at most its bound however many tenants pass through it', async () => {
+    const { cache } = aCache({ maxEntries: 100 });
+    for (let n = 0; n < 1_000; n++) await cache.getOrLoad(`org-${n}:ws`, () => Promise.resolve(`value ${n}`));
+    expect(cache.size).toBe(100);
+    expect(cache.get('org-999:ws')).toBe('value 999');
+    expect(cache.get('org-899:ws')).toBeUndefined();
+  });
+});

@@ -7,7 +7,11 @@ interface Entry<V> {
 }
 
 export interface SharedCacheOptions {
-  /** default 10,000; past it the oldest entry goes */
+  /**
+   * default DEFAULT_MAX_ENTRIES; past it the least recently used entry goes,
+   * so a cache keyed by tenant holds the tenants in use, however many the
+   * installation has
+   */
   maxEntries?: number;
   /**
    * Whether a failed load means its source is away rather than that the
@@ -24,6 +28,8 @@ export interface SharedCacheOptions {
 }
 
 const DEFAULT_MAX_STALE_MS = 10 * 60_000;
+/** per cache and replica: 10,000 workspaces' (or credentials') entries of a few kilobytes each, tens of megabytes at most */
+export const DEFAULT_MAX_ENTRIES = 10_000;
 
 /**
  * An in-memory cache every replica keeps for the hot path (compiled policy,
@@ -59,24 +65,34 @@ export class SharedCache<V> {
     });
   }
 
-  /** The value while it is fresh. */
+  /** The value while it is fresh (and then the last entry to go when the cache is full). */
   get(key: string): V | undefined {
     const entry = this.entries.get(key);
     if (!entry) return undefined;
     const now = this.clock.now();
-    if (entry.expiresAt > now) return entry.value;
+    if (entry.expiresAt > now) {
+      // a Map keeps insertion order: moved to the end, the front is always the least recently used
+      this.entries.delete(key);
+      this.entries.set(key, entry);
+      return entry.value;
+    }
     // kept past its TTL only while it may still stand in for a load that fails for want of its source
     if (!this.options.staleIfError || entry.expiresAt + this.maxStaleMs <= now) this.entries.delete(key);
     return undefined;
   }
 
   set(key: string, value: V): void {
-    if (this.entries.size >= (this.options.maxEntries ?? 10_000) && !this.entries.has(key)) {
-      // Map iterates in insertion order: drop the oldest
-      const oldest = this.entries.keys().next().value;
-      if (oldest !== undefined) this.entries.delete(oldest);
+    this.entries.delete(key);
+    if (this.entries.size >= (this.options.maxEntries ?? DEFAULT_MAX_ENTRIES)) {
+      const leastRecent = this.entries.keys().next().value;
+      if (leastRecent !== undefined) this.entries.delete(leastRecent);
     }
     this.entries.set(key, { value, expiresAt: this.clock.now() + this.ttlMs });
+  }
+
+  /** Entries held now, fresh or kept for an outage. */
+  get size(): number {
+    return this.entries.size;
   }
 
   /** One load per key at a time; concurrent callers share it. */

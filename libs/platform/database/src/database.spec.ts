@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openDatabase } from './database';
 
@@ -24,6 +27,20 @@ describe('the embedded database (PGlite) and the event loop', () => {
       expect(row!.n).toBe(40n);
     } finally {
       await db.close();
+    }
+  });
+});
+
+describe('the embedded database in its data folder', () => {
+  it("keeps a page cache of 32 MB, not PostgreSQL's 128 MB, all of which an idle control plane would hold", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'aileron-pglite-'));
+    const db = await openDatabase({ kind: 'pglite', dataDir: join(dir, 'pgdata') }, { migrate: false });
+    try {
+      const [row] = await db.client.$queryRaw<{ shared_buffers: string }[]>`SHOW shared_buffers`;
+      expect(row!.shared_buffers).toBe('32MB');
+    } finally {
+      await db.close();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

@@ -29,9 +29,21 @@ export interface OpenDatabaseOptions {
   log?: (line: string) => void;
 }
 
+/**
+ * PostgreSQL's page cache inside PGlite. PGlite's default, PostgreSQL's 128 MB,
+ * is all resident from the start (the wasm memory is written as it is laid
+ * out): 128 MB of an idle embedded control plane's 480. An embedded database
+ * is one developer's, tens of megabytes, and pages past the cache are read
+ * from the operating system's own cache of the data files, so 32 MB keeps the
+ * working set and gives the rest back (docs/pool.md § Performance).
+ */
+const PGLITE_SHARED_BUFFERS = '32MB';
+
 function pgliteIn(dataDir: string | undefined): PGlite {
   if (dataDir) mkdirSync(dataDir, { recursive: true, mode: 0o700 });
-  return new PGlite(dataDir);
+  return new PGlite(dataDir, {
+    startParams: [...PGlite.defaultStartParams, '-c', `shared_buffers=${PGLITE_SHARED_BUFFERS}`],
+  });
 }
 
 /**

@@ -1,2 +1,3 @@
 export { PeriodicTask } from './periodic-task';
 export type { PeriodicTaskOptions, TaskLogger } from './periodic-task';
+export { KeyedThrottle } from './keyed-throttle';

@@ -1,7 +1,10 @@
 import { createServer, Server } from 'node:http';
 import { AddressInfo } from 'node:net';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Clock } from '@aileron/clock';
+import type { InstanceExit } from '../drivers/driver';
 import { Instance } from '../pool-instances.service';
 import { UPSTREAM_GONE } from './jsonrpc';
 import { Upstream } from './upstream';
@@ -33,6 +36,10 @@ describe('Upstream (a session on one instance)', () => {
     server.closeAllConnections();
     server.close();
   });
+
+  function anInstance(ended: Promise<InstanceExit> = new Promise(() => undefined)): Instance {
+    return new Instance('i-1', 'srv', '1.0.0', { url, headers: {} }, ended, null, () => undefined, 8, new Clock());
+  }
 
   async function session(): Promise<{ upstream: Upstream; heard: { method: string; on: unknown }[] }> {
     const instance = new Instance(
@@ -83,5 +90,40 @@ describe('Upstream (a session on one instance)', () => {
     });
     expect(Date.now() - started).toBeLessThan(5_000);
     await upstream.close();
+  });
+
+  it('is let go once closed, though its instance lives on: an instance serving for days does not keep every session it served', async () => {
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const instance = anInstance();
+    const openAndClose = async (): Promise<WeakRef<Upstream>> => {
+      const upstream = new Upstream('srv', instance);
+      await upstream.start();
+      await upstream.close();
+      return new WeakRef(upstream);
+    };
+    const closed: WeakRef<Upstream>[] = [];
+    for (let i = 0; i < 20; i++) closed.push(await openAndClose());
+    // what the transports' closing scheduled has run
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    gc();
+    expect(closed.filter((ref) => ref.deref() !== undefined)).toHaveLength(0);
+    expect(instance.upstreamSessions).toBe(0);
+  });
+
+  it('still ends a session that is open when its instance ends, and one opened after it ended', async () => {
+    let end!: (exit: InstanceExit) => void;
+    const instance = anInstance(new Promise((resolve) => (end = resolve)));
+    const open = new Upstream('srv', instance);
+    await open.start();
+    end({ reason: 'killed', requested: false });
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(open.alive).toBe(false);
+    expect(await open.request('tools/call', { name: 'work', arguments: {} })).toEqual({
+      error: { code: UPSTREAM_GONE, message: 'the server instance stopped (killed)' },
+    });
+    const late = new Upstream('srv', instance);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(late.alive).toBe(false);
   });
 });

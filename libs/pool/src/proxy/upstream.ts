@@ -38,6 +38,8 @@ export class Upstream<On = unknown> {
   private readonly pending = new Map<RequestId, Pending<On>>();
   private nextId = 0;
   private closedWith: string | null = null;
+  /** stops listening for the instance's end: a closed session must not stay reachable from its instance */
+  private readonly unwatch: () => void;
   /** `on`: what the request this message came with was sent for (see `request`), when the server said so by its stream */
   onServerMessage: (message: JSONRPCRequest | JSONRPCNotification, on: On | undefined) => void = () => undefined;
   /** told once, when the session can no longer be used */
@@ -70,7 +72,7 @@ export class Upstream<On = unknown> {
     }
     this.transport.onclose = () => this.gone('the upstream session closed');
     instance.upstreamSessions++;
-    void instance.ended.then((exit) => this.gone(`the server instance stopped (${exit.reason})`));
+    this.unwatch = instance.onEnded((exit) => this.gone(`the server instance stopped (${exit.reason})`));
   }
 
   get alive(): boolean {
@@ -181,6 +183,7 @@ export class Upstream<On = unknown> {
   private gone(reason: string): void {
     if (this.closedWith) return;
     this.closedWith = reason;
+    this.unwatch();
     this.instance.upstreamSessions--;
     for (const [id] of this.pending) this.settle(id, { error: { code: UPSTREAM_GONE, message: reason } });
     this.onGone(reason);
