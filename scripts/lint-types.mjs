@@ -9,6 +9,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ESLint } from 'eslint';
+import { dataAccessProblems, domainRepositoryFiles } from './data-access-rules.mjs';
 
 const require = createRequire(import.meta.url);
 const ts = require('typescript');
@@ -17,11 +18,11 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 // bundler), whose program ESLint reads but whose types `npm run build` checks: they import the API types the
 // build generates from the controllers (scripts/build-web.mjs), and this runs beside the build.
 const TSCONFIGS = [
-  { path: 'tsconfig.json', check: true },
-  { path: 'apps/web/tsconfig.json', check: false },
+  { path: 'tsconfig.json', check: true, dataAccess: true },
+  { path: 'apps/web/tsconfig.json', check: false, dataAccess: false },
 ];
 
-function program({ path: tsconfig, check }) {
+function program({ path: tsconfig, check, dataAccess }) {
   const parsed = ts.getParsedCommandLineOfConfigFile(
     join(root, tsconfig),
     {},
@@ -38,7 +39,19 @@ function program({ path: tsconfig, check }) {
     options: parsed.options,
     projectReferences: parsed.projectReferences,
   });
-  return { program, diagnostics: check ? ts.getPreEmitDiagnostics(program) : [] };
+  return {
+    program,
+    diagnostics: check ? ts.getPreEmitDiagnostics(program) : [],
+    problems: dataAccess ? dataRules(program) : [],
+  };
+}
+
+/** The data access rules (scripts/data-access-rules.mjs), over the program just checked. */
+function dataRules(checked) {
+  // a scan that finds no repository reads the wrong program, and would pass whatever the code does
+  if (domainRepositoryFiles(ts, checked, root).length < 10)
+    return ['the data access rules found no repositories to read'];
+  return dataAccessProblems(ts, checked, root);
 }
 
 const host = {
@@ -49,8 +62,14 @@ const host = {
 let failed = false;
 const programs = [];
 for (const tsconfig of TSCONFIGS) {
-  const { program: checked, diagnostics } = program(tsconfig);
+  const { program: checked, diagnostics, problems = [] } = program(tsconfig);
   if (checked) programs.push(checked);
+  if (problems.length > 0) {
+    failed = true;
+    process.stdout.write(
+      `${problems.join('\n')}\n\n${problems.length} data access rule(s) broken (docs/rules/tenancy.md)\n`,
+    );
+  }
   if (diagnostics.length > 0) {
     failed = true;
     process.stdout.write(ts.formatDiagnosticsWithColorAndContext(diagnostics, host));
