@@ -7,7 +7,7 @@ import type { PrismaClient } from './generated/prisma/client';
  * What every `*.repository.ts` class extends, and the only way to the Prisma
  * client outside this library: DatabaseService does not expose it, so a
  * service that tries to query the database does not compile. Only classes in
- * `*.repository.ts` files may extend it (test/architecture/data-access.test.ts).
+ * `*.repository.ts` files may extend it (scripts/data-access-rules.mjs, run by `npm run lint`).
  */
 @Injectable()
 export abstract class Repository {
