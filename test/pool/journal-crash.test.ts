@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { TEST_ROOT_KEY } from '../support/control-plane';
+import { migratedDataDir, TEST_ROOT_KEY } from '../support/control-plane';
 import { createPostgresDatabase } from '../support/databases';
 import { freePort } from '../support/services';
 import { CLI, requireBuild, startControlPlaneProcess, stopProcess } from '../support/control-plane-process';
@@ -26,9 +26,10 @@ function segmentsUnder(dir: string): string[] {
 
 describe('execution records survive a crash between the answer and the audit write', () => {
   let dataDir: string;
-  beforeAll(() => {
+  beforeAll(async () => {
     requireBuild();
-    dataDir = mkdtempSync(join(tmpdir(), 'aileron-journal-'));
+    // the subject is the restart after a crash, not the first start: the database is migrated already
+    dataDir = await migratedDataDir('aileron-journal-');
   });
   afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
 
