@@ -6,11 +6,11 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
 export const DURATIONS_FILE = 'test/durations.json';
 
 /**
- * Runs the slowest files first, across every project, from the durations a
+ * Runs the slowest files first, from the durations a
  * recorded run left in test/durations.json: the short ones then fill the
  * workers' gaps at the end instead of a long one starting last and running
  * alone. Vitest's own order needs its cache, which a fresh clone (CI) does
- * not have: it then runs the projects one after another, largest file first.
+ * not have.
  * A file the record does not know yet counts as a typical one.
  */
 export class LongestFirst extends BaseSequencer {

@@ -17,10 +17,9 @@ import type { Backend } from './databases';
  * installation or the default organisation does (its identity provider, its
  * signing keys, its session keys) starts its own with startTestControlPlane.
  *
- * Suites of the `shared` vitest project run one after another in the same
- * worker (vitest.config.mts: no isolation between their files), so that is
- * where sharing pays; elsewhere each file has a worker of its own and the
- * control plane lives as long as the file.
+ * Every test file shares the same two workers (vitest.config.mts: one project,
+ * no isolation between its files), so a worker's control plane serves every
+ * sharing file it runs, and lives until the worker's last file.
  */
 // eslint-disable-next-line no-empty-pattern -- vitest reads what a fixture depends on from this pattern: nothing
 export const shared = test.extend('sharedControlPlane', { scope: 'worker' }, async ({}, { onCleanup }) => {
