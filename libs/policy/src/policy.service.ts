@@ -9,7 +9,8 @@ import { OutboxService } from '@aileron/outbox';
 import { TenancyService } from '@aileron/tenancy';
 import { diffPolicies, PolicyDiff } from './domain/policy-diff';
 import { DefaultEffect, parsePolicyDocument, PolicyDocument, PolicyProblem } from './domain/policy-document';
-import { compilePolicy, CompiledPolicy, PolicyCall, PolicyDecision } from './domain/policy-engine';
+import { CompiledPolicy, PolicyCall, PolicyDecision } from './domain/policy-engine';
+import { SharedPolicies } from './domain/shared-policies';
 import { PolicyRepository, PolicyVersionRecord, PolicyVersionSummary } from './policy.repository';
 
 /** The policy in force in one workspace, compiled once per version. */
@@ -52,6 +53,8 @@ function validDocument(input: unknown): PolicyDocument {
 @Injectable()
 export class PolicyService implements OnModuleDestroy {
   private readonly cache: SharedCache<CurrentPolicy>;
+  /** workspaces enforcing the same document share its compiled index */
+  private readonly policies = new SharedPolicies();
 
   constructor(
     private readonly db: DatabaseService,
@@ -72,13 +75,15 @@ export class PolicyService implements OnModuleDestroy {
   current(scope: WorkspaceScope): Promise<CurrentPolicy> {
     return this.cache.getOrLoad(cacheKey(scope), async () => {
       const [latest, workspace] = await Promise.all([this.repository.latest(scope), this.tenancy.getWorkspace(scope)]);
-      const document = latest?.document ?? EMPTY;
+      const source = latest?.document ?? EMPTY;
+      const digest = latest?.digest ?? digestOf(source);
+      const { document, compiled } = this.policies.of(digest, source, workspace.policyDefault);
       return {
         version: latest?.version ?? 0,
         document,
-        digest: latest?.digest ?? digestOf(document),
+        digest,
         workspaceDefault: workspace.policyDefault,
-        compiled: compilePolicy(document, { defaultEffect: workspace.policyDefault }),
+        compiled,
         createdAt: latest?.createdAt ?? null,
         createdBy: latest?.createdBy ?? null,
       };
