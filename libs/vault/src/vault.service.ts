@@ -58,7 +58,7 @@ export class AuditUnavailableError extends DomainError {
   constructor(cause: unknown) {
     super('AUDIT_UNAVAILABLE', 'The secret.read audit record could not be written, so no value is given; try again', {
       cause,
-      retryAfterSeconds: 5,
+      extensions: { retry_after_seconds: 5 },
     });
   }
 }
