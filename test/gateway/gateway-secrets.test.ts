@@ -72,6 +72,13 @@ describe('POST /v1/gateway/secrets/resolve', () => {
     expect(res.status, res.text).toBe(200);
   }
 
+  /** A secret marked deliverable, at a path of its own: its path and value. */
+  async function aDeliverable(label: string): Promise<{ path: string; value: string }> {
+    const secret = { path: `${uniqueSlug(label)}/token`, value: aValue(label) };
+    await aSecret(secret.path, secret.value, { deliver: true });
+    return secret;
+  }
+
   /** Publishes a local entry (or another version of one) and assigns it to the workspace at that version. */
   async function aLocalServer(
     env: Record<string, string>,
@@ -112,11 +119,8 @@ describe('POST /v1/gateway/secrets/resolve', () => {
   const readsOf = async (path: string) => (await auditOf('secret.read')).filter((r) => r.data.path === path);
 
   it("gives a gateway the values of its local server's deliverable secrets, each read a secret.read naming the gateway", async () => {
-    const github = `${uniqueSlug('github')}/token`;
-    const jira = `${uniqueSlug('jira')}/token`;
-    const [githubValue, jiraValue] = [aValue('github'), aValue('jira')];
-    await aSecret(github, githubValue, { deliver: true });
-    await aSecret(jira, jiraValue, { deliver: true });
+    const { path: github, value: githubValue } = await aDeliverable('github');
+    const { path: jira, value: jiraValue } = await aDeliverable('jira');
     const server = await aLocalServer({
       GITHUB_TOKEN: `vault://${github}`,
       JIRA_TOKEN: `vault://${jira}`,
@@ -175,8 +179,7 @@ describe('POST /v1/gateway/secrets/resolve', () => {
   });
 
   it('answers a server the gateway may not have like one that does not exist, and names no value in any refusal', async () => {
-    const path = `${uniqueSlug('shared')}/token`;
-    await aSecret(path, aValue('shared'), { deliver: true });
+    const { path } = await aDeliverable('shared');
     const server = await aLocalServer({ TOKEN: `vault://${path}` });
     const unassigned = await aLocalServer({ TOKEN: `vault://${path}` }, { assign: false });
 
@@ -248,10 +251,9 @@ describe('POST /v1/gateway/secrets/resolve', () => {
   });
 
   it('gives no value of a secret its writer did not mark deliverable, nor of the others the server names', async () => {
-    const open = `${uniqueSlug('open')}/token`;
+    const { path: open, value: openValue } = await aDeliverable('open');
     const closed = `${uniqueSlug('closed')}/token`;
-    const [openValue, closedValue] = [aValue('open'), aValue('closed')];
-    await aSecret(open, openValue, { deliver: true });
+    const closedValue = aValue('closed');
     await aSecret(closed, closedValue);
     expect(kept(await cp.request('GET', `/v1/workspaces/${ws}/secrets/${closed}`)).body.deliver_to_gateways).toBe(
       false,
@@ -285,11 +287,8 @@ describe('POST /v1/gateway/secrets/resolve', () => {
   });
 
   it('follows the rollout: each gateway gets the secrets of the version its catalog gives it, and only those', async () => {
-    const stable = `${uniqueSlug('stable')}/token`;
-    const next = `${uniqueSlug('next')}/token`;
-    const [stableValue, nextValue] = [aValue('stable'), aValue('next')];
-    await aSecret(stable, stableValue, { deliver: true });
-    await aSecret(next, nextValue, { deliver: true });
+    const { path: stable, value: stableValue } = await aDeliverable('stable');
+    const { path: next, value: nextValue } = await aDeliverable('next');
     const server = await aLocalServer({ TOKEN: `vault://${stable}` });
     await aLocalServer({ TOKEN: `vault://${next}` }, { name: server, version: '1.1.0', assign: false });
     const started = await cp.request('PUT', `/v1/workspaces/${ws}/servers/${server}/rollout`, {
