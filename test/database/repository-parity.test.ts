@@ -709,6 +709,40 @@ parity('GatewayRepository', 'findGatewayByTokenHash', async (s) => [
   await repo(s, 'GatewayRepository').findGatewayByTokenHash(SYSTEM, hash('gw1')),
   await repo(s, 'GatewayRepository').findGatewayByTokenHash(SYSTEM, hash('gw9')),
 ]);
+parity('GatewayRepository', 'lockGateway', async (s) => [
+  await tx(s, (x) => repo(s, 'GatewayRepository').lockGateway(s.w.ws, s.w.gateway, x)),
+  await tx(s, (x) => repo(s, 'GatewayRepository').lockGateway(s.w.ws2, s.w.gateway, x)),
+  await tx(s, (x) => repo(s, 'GatewayRepository').lockGateway(s.w.ws, uuid(995), x)),
+]);
+parity('GatewayRepository', 'replaceToken', async (s) => {
+  const g = repo(s, 'GatewayRepository');
+  const rotate = (scope: unknown, current: string, previous: string | null) =>
+    tx(s, (x) =>
+      g.replaceToken(
+        scope,
+        s.w.gateway,
+        {
+          tokenHash: hash(current),
+          prefix: `ail_gw_${current}`,
+          tokenExpiresAt: FUTURE,
+          previousTokenHash: previous && hash(previous),
+          previousTokenValidUntil: previous ? at(600) : null,
+        },
+        x,
+      ),
+    );
+  await rotate(s.w.ws, 'gw2', 'gw1');
+  // another workspace's scope changes nothing
+  await rotate(s.w.ws2, 'gw8', null);
+  const answers = [
+    await g.findGatewayByTokenHash(SYSTEM, hash('gw1')),
+    await g.findGatewayByTokenHash(SYSTEM, hash('gw2')),
+    await g.findGatewayByTokenHash(SYSTEM, hash('gw8')),
+  ];
+  // back to the token the later cases know, with no grace left for the other
+  await rotate(s.w.ws, 'gw1', null);
+  return [...answers, await g.findGatewayByTokenHash(SYSTEM, hash('gw2')), await g.findGateway(s.w.ws, s.w.gateway)];
+});
 parity('GatewayRepository', 'touchGateway', async (s) => {
   await repo(s, 'GatewayRepository').touchGateway(s.w.org, s.w.gateway, at(60));
   await repo(s, 'GatewayRepository').touchGateway(s.w.orgB, s.w.gateway, at(70));
@@ -1349,7 +1383,18 @@ parity('VaultRepository', 'writeVersion', async (s) => {
   const v = repo(s, 'VaultRepository');
   const write = (path: string, version: number, keyVersion = 2) =>
     tx(s, (x) =>
-      v.writeVersion(s.w.ws, { path, version, sealed: sealed(version), keyVersion, actor: 'token:parity' }, x),
+      v.writeVersion(
+        s.w.ws,
+        {
+          path,
+          version,
+          sealed: sealed(version),
+          keyVersion,
+          actor: 'token:parity',
+          deliverToGateways: path === 'github/token',
+        },
+        x,
+      ),
     );
   return steps(
     () => write(SECRET, 1, 1),
@@ -1359,6 +1404,25 @@ parity('VaultRepository', 'writeVersion', async (s) => {
     () => write('github/token', 1),
     () => write(SECRET, 3),
   );
+});
+parity('VaultRepository', 'setDelivery', async (s) => {
+  const v = repo(s, 'VaultRepository');
+  const answers = [
+    await tx(s, (x) => v.setDelivery(s.w.ws, 'db/user', true, x)),
+    await tx(s, (x) => v.setDelivery(s.w.ws2, 'db/user', false, x)),
+    await tx(s, (x) => v.setDelivery(s.w.ws, 'no/such', true, x)),
+    ((await v.metadata(s.w.ws, 'db/user')) as { deliverToGateways: boolean }).deliverToGateways,
+  ];
+  await tx(s, (x) => v.setDelivery(s.w.ws, 'db/user', false, x));
+  return [...answers, ((await v.metadata(s.w.ws, 'db/user')) as { deliverToGateways: boolean }).deliverToGateways];
+});
+parity('VaultRepository', 'latestVersions', async (s) => {
+  const v = repo(s, 'VaultRepository');
+  return [
+    await v.latestVersions(s.w.ws, [SECRET, 'github/token', 'no/such']),
+    await v.latestVersions(s.w.ws2, [SECRET]),
+    await v.latestVersions(s.w.ws, []),
+  ];
 });
 parity('VaultRepository', 'metadata', async (s) => [
   await tx(s, (x) => repo(s, 'VaultRepository').metadata(s.w.ws, SECRET, x)),
@@ -1377,6 +1441,7 @@ parity('VaultRepository', 'version', async (s) => {
   const v = repo(s, 'VaultRepository');
   return [
     await v.version(s.w.ws, SECRET, null),
+    await tx(s, (x) => v.version(s.w.ws, SECRET, null, x)),
     await v.version(s.w.ws, SECRET, 1),
     await v.version(s.w.ws, SECRET, 9),
     await v.version(s.w.ws2, SECRET, null),

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { checkBundle, SignedPolicyBundle } from '../../libs/gateway/src';
-import { aCatalogServer, aGateway, aToken, aWorkspace, uniqueSlug } from '../support/builders';
+import { checkBundle, offlineAction, SignedPolicyBundle } from '../../libs/gateway/src';
+import { aCatalogServer, aGateway, anOrganization, aToken, aWorkspace, uniqueSlug } from '../support/builders';
 import type { TestControlPlane } from '../support/control-plane';
 import { shared } from '../support/shared-control-plane';
 
@@ -82,20 +82,29 @@ describe('catalog and gateway API', () => {
     expect(empty.body.errors.map((e: { path: string }) => e.path)).toEqual(['body.command']);
   });
 
-  it('rejects bad catalog entries field by field; vault references only for remote servers', async () => {
+  it("rejects bad catalog entries field by field; a local server's vault references only in env", async () => {
     const bad = await cp.request('POST', '/v1/catalog/servers', {
       body: {
         name: 'Bad_Name',
         version: 'one',
         mode: 'local',
-        transport: 'stdio',
-        command: 'x',
-        env: { TOKEN: 'vault://a/b' },
+        transport: 'streamable_http',
+        url: 'https://mcp.example.com/mcp',
+        headers: { Authorization: 'vault://a/b' },
       },
     });
     expect(bad.status).toBe(400);
     const paths = bad.body.errors.map((e: { path: string }) => e.path);
-    expect(paths).toEqual(expect.arrayContaining(['body.name', 'body.version', 'body.env.TOKEN']));
+    expect(paths).toEqual(expect.arrayContaining(['body.name', 'body.version', 'body.headers.Authorization']));
+    const climbing = await cp.request('POST', '/v1/catalog/servers', {
+      body: { name: uniqueSlug('srv'), version: '1.0.0', command: 'x', env: { TOKEN: 'vault://a/../b' } },
+    });
+    expect(climbing.status).toBe(400);
+    expect(climbing.body.errors.map((e: { path: string }) => e.path)).toEqual(['body.env.TOKEN']);
+    const local = await cp.request('POST', '/v1/catalog/servers', {
+      body: { name: uniqueSlug('srv'), version: '1.0.0', command: 'x', env: { TOKEN: 'vault://a/b' } },
+    });
+    expect(local.status, local.text).toBe(201);
   });
 
   it("refuses loader and interpreter hooks in an entry's environment, naming the variable, never echoing its value", async () => {
@@ -256,6 +265,44 @@ describe('catalog and gateway API', () => {
     });
     const catalog = await asGateway(gateway.token, '/v1/gateway/catalog');
     expect(catalog.body.merge).toEqual({ allow_local_servers: false });
+  });
+
+  it('fails closed by default, and spells the offline mode out in the bundle: cached never enforces an expired bundle', async () => {
+    const org = await anOrganization(cp);
+    const orgWs = (await aWorkspace(cp, org.token)).slug;
+    const settings = await cp.request('GET', '/v1/organization/gateway-settings', { token: org.token });
+    expect(settings.body).toMatchObject({ offline_mode: 'fail_closed', max_stale_seconds: 3600 });
+    const gateway = await aGateway(cp, org.token, orgWs);
+    const first = (await asGateway(gateway.token, '/v1/gateway/policy')).body as SignedPolicyBundle;
+    expect(first.payload.offline_mode).toBe('fail_closed');
+    expect(first.payload.offline).toEqual({
+      mode: 'fail_closed',
+      valid_until: first.payload.expires_at,
+      while_unreachable: 'deny',
+      after_expiry: 'deny',
+    });
+
+    const saved = await cp.request('PUT', '/v1/organization/gateway-settings', {
+      token: org.token,
+      body: { allow_local_servers: true, offline_mode: 'cached', max_stale_seconds: 600 },
+    });
+    expect(saved.status, saved.text).toBe(200);
+    const cached = (await asGateway(gateway.token, '/v1/gateway/policy')).body as SignedPolicyBundle;
+    expect(cached.payload.offline).toEqual({
+      mode: 'cached',
+      valid_until: cached.payload.expires_at,
+      while_unreachable: 'enforce',
+      after_expiry: 'deny',
+    });
+    // the rule is signed with the rest: a gateway cannot be talked into reading it another way
+    const loosened = structuredClone(cached);
+    loosened.payload.offline.after_expiry = 'allow';
+    expect(checkBundle(loosened, await keys(), new Date())).toEqual({ ok: false, reason: 'BAD_SIGNATURE' });
+    expect(checkBundle(cached, await keys(), new Date())).toEqual({ ok: true });
+    const expired = new Date(Date.parse(cached.payload.offline.valid_until));
+    expect(checkBundle(cached, await keys(), expired)).toEqual({ ok: false, reason: 'EXPIRED' });
+    expect(offlineAction(cached.payload.offline, expired, false)).toBe('deny');
+    expect(offlineAction(cached.payload.offline, new Date(), false)).toBe('enforce');
   });
 
   it('re-signs with a rotated key; the previous key stays published', async () => {

@@ -100,6 +100,7 @@ describe('vault API', () => {
         'updated_by',
         'last_read_at',
         'last_read_by',
+        'deliver_to_gateways',
       ].sort(),
     );
     const prefixed = await cp.request('GET', `/v1/workspaces/${ws.slug}/secrets?prefix=${path.split('/')[0]}/`);
@@ -180,6 +181,48 @@ describe('vault API', () => {
     expect((await cp.request('GET', secretUrl('typed/value'))).status).toBe(404);
   });
 
+  it('is deliverable to gateways only when its writer says so: false by default, kept across writes, each change audited', async () => {
+    const path = `${uniqueSlug('deliver')}/token`;
+    const changesOf = async () => (await auditOf('secret.delivery_changed')).filter((e) => e.data.path === path);
+    const writtenOf = async () => (await auditOf('secret.written')).filter((e) => e.data.path === path);
+
+    expect((await put(path, aSecretValue())).body).toMatchObject({ version: 1, deliver_to_gateways: false });
+    expect(await changesOf()).toEqual([]);
+
+    const marked = await cp.request('PUT', secretUrl(path), {
+      body: { value: aSecretValue(), deliver_to_gateways: true },
+    });
+    expect(marked.body).toMatchObject({ version: 2, deliver_to_gateways: true });
+    // a write that does not say keeps what the secret had
+    expect((await put(path, aSecretValue())).body).toMatchObject({ version: 3, deliver_to_gateways: true });
+    const listed = await cp.request('GET', `/v1/workspaces/${ws.slug}/secrets?prefix=${path.split('/')[0]}/`);
+    expect(listed.body.items).toEqual([expect.objectContaining({ path, deliver_to_gateways: true })]);
+
+    // PATCH changes it without a new value; saying what it already is records nothing
+    const unmarked = await cp.request('PATCH', secretUrl(path), { body: { deliver_to_gateways: false } });
+    expect(unmarked.status, unmarked.text).toBe(200);
+    expect(unmarked.body).toMatchObject({ version: 3, versions: [1, 2, 3], deliver_to_gateways: false });
+    const again = await cp.request('PATCH', secretUrl(path), { body: { deliver_to_gateways: false } });
+    expect(again.body).toMatchObject({ deliver_to_gateways: false });
+
+    const changes = await changesOf();
+    expect(changes.map((e) => e.data)).toEqual([
+      { path, deliver_to_gateways: false, previous: true },
+      { path, deliver_to_gateways: true, previous: false },
+    ]);
+    expect(changes.every((e) => e.actor?.startsWith('token:'))).toBe(true);
+    expect((await writtenOf()).map((e) => [e.data.version, e.data.deliver_to_gateways])).toEqual([
+      [3, true],
+      [2, true],
+      [1, false],
+    ]);
+
+    const badBody = await cp.request('PATCH', secretUrl(path), { body: { deliver_to_gateways: 'yes' } });
+    expect([badBody.status, badBody.body.code]).toEqual([400, 'VALIDATION_FAILED']);
+    const missing = await cp.request('PATCH', secretUrl(`${path}-missing`), { body: { deliver_to_gateways: true } });
+    expect([missing.status, missing.body.code]).toEqual([404, 'SECRET_NOT_FOUND']);
+  });
+
   it('a member sees which secrets exist but cannot write, delete or rotate (403), and nothing changes', async () => {
     const path = `${uniqueSlug('member')}/token`;
     await put(path, aSecretValue());
@@ -190,13 +233,18 @@ describe('vault API', () => {
     for (const [method, url, body] of [
       ['PUT', secretUrl(path), { value: 'from a member' }],
       ['PUT', secretUrl(`${path}-new`), { value: 'from a member' }],
+      ['PATCH', secretUrl(path), { deliver_to_gateways: true }],
       ['DELETE', secretUrl(path), undefined],
       ['POST', `/v1/workspaces/${ws.slug}/vault/rotate`, undefined],
     ] as const) {
       const res = await cp.request(method, url, { token: member, ...(body ? { body } : {}) });
       expect(res.status, `${method} ${url}`).toBe(403);
     }
-    expect((await cp.request('GET', secretUrl(path))).body).toMatchObject({ version: 1, versions: [1] });
+    expect((await cp.request('GET', secretUrl(path))).body).toMatchObject({
+      version: 1,
+      versions: [1],
+      deliver_to_gateways: false,
+    });
     expect((await cp.request('GET', secretUrl(`${path}-new`))).status).toBe(404);
   });
 
@@ -214,6 +262,7 @@ describe('vault API', () => {
       ['GET', `/v1/workspaces/${ws.slug}/secrets`, undefined],
       ['GET', secretUrl(path), undefined],
       ['PUT', secretUrl(path), { value: 'overwritten' }],
+      ['PATCH', secretUrl(path), { deliver_to_gateways: true }],
       ['DELETE', secretUrl(path), undefined],
       ['POST', `/v1/workspaces/${ws.slug}/vault/rotate`, undefined],
     ] as const) {
@@ -221,7 +270,11 @@ describe('vault API', () => {
       expect(res.status, `${method} ${url}`).toBe(404);
       expect(res.text).not.toContain(ws.id);
     }
-    expect((await cp.request('GET', secretUrl(path))).body).toMatchObject({ version: 1, versions: [1] });
+    expect((await cp.request('GET', secretUrl(path))).body).toMatchObject({
+      version: 1,
+      versions: [1],
+      deliver_to_gateways: false,
+    });
     expect(
       await sql(
         cp,
@@ -307,11 +360,28 @@ describe('vault API', () => {
     expect(await readsOf()).toHaveLength(3);
   });
 
-  it('gives no value when the secret.read record cannot be written, and the metadata shows no read', async () => {
+  it('gives no value when the secret.read record cannot be written, to the pool or a gateway (503 AUDIT_UNAVAILABLE), and the metadata shows no read', async () => {
     const path = `${uniqueSlug('unaudited')}/token`;
     const value = aSecretValue();
-    await put(path, value);
+    const written = await cp.request('PUT', secretUrl(path), { body: { value, deliver_to_gateways: true } });
+    expect(written.status, written.text).toBe(200);
     const scope = await scopeOf(cp, ws);
+    const server = uniqueSlug('local');
+    expect(
+      (
+        await cp.request('POST', '/v1/catalog/servers', {
+          body: { name: server, version: '1.0.0', command: 'node', env: { TOKEN: `vault://${path}` } },
+        })
+      ).status,
+    ).toBe(201);
+    await cp.request('PUT', `/v1/workspaces/${ws.slug}/servers/${server}`, { body: { version: '1.0.0' } });
+    const gateway = await aGateway(cp, cp.ownerToken, ws.slug);
+    const askAsGateway = () =>
+      cp.request('POST', '/v1/gateway/secrets/resolve', {
+        token: gateway.token,
+        body: { server, version: '1.0.0' },
+      });
+
     const superuser = await superuserOf(cp);
     await superuser.run(
       `CREATE FUNCTION refuse_audit_insert() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'audit storage unavailable'; END $$`,
@@ -320,25 +390,36 @@ describe('vault API', () => {
       'CREATE TRIGGER refuse_audit_insert BEFORE INSERT ON audit_events FOR EACH ROW EXECUTE FUNCTION refuse_audit_insert()',
     );
     let outcome: { value?: string; error?: unknown };
+    let asked: Awaited<ReturnType<typeof askAsGateway>>;
     try {
       outcome = await vault.resolve(scope, `vault://${path}`, POOL_READ).then(
         (v) => ({ value: v }),
         (error: unknown) => ({ error }),
       );
+      asked = await askAsGateway();
     } finally {
       await superuser.run('DROP TRIGGER refuse_audit_insert ON audit_events');
       await superuser.run('DROP FUNCTION refuse_audit_insert()');
       await superuser.close();
     }
     expect(outcome.value).toBeUndefined();
-    expect(outcome.error).toBeInstanceOf(Error);
+    expect(outcome.error).toMatchObject({ code: 'AUDIT_UNAVAILABLE' });
     expect(String((outcome.error as Error).message)).not.toContain(value);
+    expect([asked.status, asked.body.code]).toEqual([503, 'AUDIT_UNAVAILABLE']);
+    expect(asked.headers.get('retry-after')).not.toBeNull();
+    expect(asked.text).not.toContain(value);
     expect((await cp.request('GET', secretUrl(path))).body).toMatchObject({ last_read_at: null, last_read_by: null });
     expect((await auditOf('secret.read')).filter((e) => e.data.path === path)).toEqual([]);
 
-    // with the log writable again, the same read works and is recorded
+    // with the log writable again, the same reads work and are recorded
     expect(await vault.resolve(scope, `vault://${path}`, POOL_READ)).toBe(value);
-    expect((await auditOf('secret.read')).filter((e) => e.data.path === path)).toHaveLength(1);
+    const delivered = await askAsGateway();
+    expect(delivered.status, delivered.text).toBe(200);
+    expect(delivered.body.secrets).toEqual([expect.objectContaining({ path, value })]);
+    expect((await auditOf('secret.read')).filter((e) => e.data.path === path).map((e) => e.actor)).toEqual([
+      `gateway:${gateway.id}`,
+      'pool:i-1',
+    ]);
   });
 
   it('rotates the workspace key: data keys are re-wrapped, ciphertexts stay byte-identical, values still resolve', async () => {

@@ -1,11 +1,24 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { Principal, WorkspaceScope } from '@aileron/auth';
 import { Clock } from '@aileron/clock';
-import { AssignmentRecord, CatalogService, CatalogVersionRecord, versionFor } from '@aileron/catalog';
+import {
+  AssignmentRecord,
+  CatalogEntryInput,
+  CatalogService,
+  CatalogVersionRecord,
+  vaultReferences,
+  versionFor,
+} from '@aileron/catalog';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { CurrentPolicy, PolicyService } from '@aileron/policy';
 import { strongEtag } from './domain/etag';
-import { bundleSigningInput, PolicyBundlePayload, SignedPolicyBundle } from './domain/policy-bundle';
+import {
+  bundleSigningInput,
+  offlineRule,
+  PolicyBundlePayload,
+  SecretNeed,
+  SignedPolicyBundle,
+} from './domain/policy-bundle';
 import type { GatewaySettingsRecord } from './gateway.repository';
 import { GatewaysService } from './gateways.service';
 import { SigningKeysService } from '@aileron/keys';
@@ -20,6 +33,7 @@ type Settings = GatewaySettingsRecord & { organizationSlug: string };
 interface PolicyMemo {
   policy: CurrentPolicy;
   settings: Settings;
+  servers: AssignmentRecord[];
   kid: string;
   renewAt: number;
   prepared: PreparedBody;
@@ -33,6 +47,51 @@ interface CatalogMemo {
 }
 
 const MAX_MEMOS = 10_000;
+
+/**
+ * The version of an assigned server one gateway gets: the rollout's when the
+ * rollout picks it (by id, name, group or percentage), else the pinned one.
+ * The catalog it fetches and the secrets it may ask for follow the same choice.
+ */
+export function versionSeenBy(
+  assignment: AssignmentRecord,
+  gateway: Principal,
+): { version: CatalogVersionRecord; fromRollout: boolean } {
+  const rollout = assignment.rollout;
+  if (!rollout) return { version: assignment.pinned, fromRollout: false };
+  const identity = { id: gateway.id, name: gateway.name, groups: [...(gateway.gateway?.groups ?? [])] };
+  const chosen = versionFor(
+    assignment.pinned.version,
+    { version: rollout.version.version, gateways: rollout.gateways, groups: rollout.groups, percent: rollout.percent },
+    identity,
+    assignment.name,
+  );
+  return chosen === rollout.version.version
+    ? { version: rollout.version, fromRollout: true }
+    : { version: assignment.pinned, fromRollout: false };
+}
+
+/** The `vault://` paths a local version's env names (none for a remote one: the pool resolves those). */
+export function localSecretPaths(version: CatalogVersionRecord): string[] {
+  return version.definition.mode === 'local'
+    ? vaultReferences(version.definition as Pick<CatalogEntryInput, 'env' | 'headers'>)
+    : [];
+}
+
+/** Every version of the workspace's servers a gateway may be given that needs secrets, in a stable order. */
+function secretNeeds(servers: AssignmentRecord[]): SecretNeed[] {
+  const needs: SecretNeed[] = [];
+  for (const assignment of servers) {
+    const versions = [assignment.pinned, ...(assignment.rollout ? [assignment.rollout.version] : [])];
+    for (const version of versions) {
+      const paths = localSecretPaths(version);
+      if (paths.length > 0) needs.push({ server: assignment.name, version: version.version, paths });
+    }
+  }
+  return needs.sort((a, b) =>
+    a.server !== b.server ? (a.server < b.server ? -1 : 1) : a.version < b.version ? -1 : a.version > b.version ? 1 : 0,
+  );
+}
 
 /**
  * The gateway API's bodies, prepared once per change and served from memory.
@@ -59,32 +118,40 @@ export class BundlesService {
   peekPolicyBundle(scope: WorkspaceScope): PreparedBody | undefined {
     const policy = this.policies.peek(scope);
     const settings = this.gateways.peekSettings(scope);
+    const servers = this.catalog.peekWorkspaceServers(scope);
     const ring = this.keys.peekRing('policy-bundle');
-    if (!policy || !settings || !ring) return undefined;
-    return this.policyMemo(scope, policy, settings, ring.active.kid, this.clock.now());
+    if (!policy || !settings || !servers || !ring) return undefined;
+    return this.policyMemo(scope, policy, settings, servers, ring.active.kid, this.clock.now());
   }
 
   private policyMemo(
     scope: WorkspaceScope,
     policy: CurrentPolicy,
     settings: Settings,
+    servers: AssignmentRecord[],
     kid: string,
     now: number,
   ): PreparedBody | undefined {
     const memo = this.policyMemos.get(scope.workspaceId);
-    return memo && memo.policy === policy && memo.settings === settings && memo.kid === kid && now < memo.renewAt
+    return memo &&
+      memo.policy === policy &&
+      memo.settings === settings &&
+      memo.servers === servers &&
+      memo.kid === kid &&
+      now < memo.renewAt
       ? memo.prepared
       : undefined;
   }
 
   async policyBundle(scope: WorkspaceScope): Promise<PreparedBody> {
-    const [policy, settings, ring] = await Promise.all([
+    const [policy, settings, servers, ring] = await Promise.all([
       this.policies.current(scope),
       this.gateways.settings(scope),
+      this.catalog.workspaceServers(scope),
       this.keys.ring('policy-bundle'),
     ]);
     const now = this.clock.now();
-    const memoised = this.policyMemo(scope, policy, settings, ring.active.kid, now);
+    const memoised = this.policyMemo(scope, policy, settings, servers, ring.active.kid, now);
     if (memoised) return memoised;
 
     // Issue times fall on a grid of half the staleness window, so every replica
@@ -92,6 +159,7 @@ export class BundlesService {
     const half = (settings.maxStaleSeconds * 1000) / 2;
     const slot = Math.floor(now / half) * half;
     const issuedAt = Math.max(slot, policy.createdAt?.getTime() ?? 0, settings.updatedAt?.getTime() ?? 0);
+    const expiresAt = new Date(issuedAt + settings.maxStaleSeconds * 1000).toISOString();
     const payload: PolicyBundlePayload = {
       type: 'aileron.policy-bundle.v1',
       organization: settings.organizationSlug,
@@ -99,9 +167,11 @@ export class BundlesService {
       version: policy.version,
       digest: policy.digest,
       issued_at: new Date(issuedAt).toISOString(),
-      expires_at: new Date(issuedAt + settings.maxStaleSeconds * 1000).toISOString(),
+      expires_at: expiresAt,
       max_stale_seconds: settings.maxStaleSeconds,
       offline_mode: settings.offlineMode,
+      offline: offlineRule(settings.offlineMode, expiresAt),
+      needs_secrets: secretNeeds(servers),
       policy: {
         ...policy.document,
         default: policy.document.default ?? policy.workspaceDefault,
@@ -116,6 +186,7 @@ export class BundlesService {
     remember(this.policyMemos, scope.workspaceId, {
       policy,
       settings,
+      servers,
       kid: signature.kid,
       renewAt: slot + half,
       prepared,
@@ -150,29 +221,14 @@ export class BundlesService {
     const memoised = this.catalogMemo(gateway, servers, settings);
     if (memoised) return memoised;
 
-    const identity = { id: gateway.id, name: gateway.name, groups: [...groups] };
     const body = JSON.stringify({
       organization: settings.organizationSlug,
       workspace: scope.workspaceSlug,
       merge: { allow_local_servers: settings.allowLocalServers },
       mcp_url: `${this.config.publicUrl}/mcp/${scope.workspaceSlug}`,
       servers: servers.map((assignment) => {
-        const rollout = assignment.rollout;
-        const chosen = rollout
-          ? versionFor(
-              assignment.pinned.version,
-              {
-                version: rollout.version.version,
-                gateways: rollout.gateways,
-                groups: rollout.groups,
-                percent: rollout.percent,
-              },
-              identity,
-              assignment.name,
-            )
-          : assignment.pinned.version;
-        const version = rollout && chosen === rollout.version.version ? rollout.version : assignment.pinned;
-        return this.serverView(scope, assignment, version, version !== assignment.pinned);
+        const { version, fromRollout } = versionSeenBy(assignment, gateway);
+        return this.serverView(scope, assignment, version, fromRollout);
       }),
     });
     const prepared = { body, etag: strongEtag(body) };

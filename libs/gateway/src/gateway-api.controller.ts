@@ -7,7 +7,8 @@ import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { Route } from '@aileron/http';
 import { ifNoneMatchHits } from './domain/etag';
 import { BundlesService, PreparedBody } from './bundles.service';
-import { enrollBody, enrolledView } from './gateway.schemas';
+import { GatewaySecretsService } from './gateway-secrets.service';
+import { enrollBody, enrolledView, resolvedSecretsView, resolveSecretsBody } from './gateway.schemas';
 import { GatewaysService } from './gateways.service';
 
 /** Answers a conditional GET: 304 when the gateway already holds these bytes. */
@@ -27,6 +28,7 @@ export class GatewayApiController {
     private readonly gateways: GatewaysService,
     private readonly bundles: BundlesService,
     private readonly audit: AuditService,
+    private readonly secrets: GatewaySecretsService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
@@ -128,5 +130,27 @@ export class GatewayApiController {
     @Body() body: z.infer<typeof ingestBody>,
   ): Promise<z.infer<typeof ingestView>> {
     return this.audit.ingest(scope, caller, body.events);
+  }
+
+  @Route({
+    method: 'POST',
+    path: '/v1/gateway/secrets/resolve',
+    summary: "The values of a local server's `vault://` references, for the gateway that starts it",
+    description:
+      "Only for a server of the gateway's workspace at the version its catalog gives this gateway, and only for secrets written with `deliver_to_gateways: true`; all values or none. Each value read is a `secret.read` audit record naming the gateway, written before the answer: if it cannot be, `503 AUDIT_UNAVAILABLE` and no value. The policy bundle's `needs_secrets` lists the servers that need this. Values are in this answer only (`Cache-Control: no-store`), never in a catalog, log or error.",
+    tag: 'gateway',
+    tenancy: 'gateway',
+    body: resolveSecretsBody,
+    response: resolvedSecretsView,
+    example: { body: { server: 'github', version: '1.2.0' } },
+  })
+  async resolveSecrets(
+    @Caller() caller: Principal,
+    @TenantScope() scope: WorkspaceScope,
+    @Body() body: z.infer<typeof resolveSecretsBody>,
+    @Res({ passthrough: true }) reply: FastifyReply,
+  ): Promise<z.infer<typeof resolvedSecretsView>> {
+    void reply.header('cache-control', 'no-store');
+    return this.secrets.resolve(caller, scope, body.server, body.version);
   }
 }

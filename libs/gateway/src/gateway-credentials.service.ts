@@ -31,11 +31,36 @@ export function principalFromGateway(gateway: GatewayRecord): Principal {
   };
 }
 
+/** What a replica keeps of a token it checked: the gateway, and until when the token works (the Clock's ms). */
+interface Checked {
+  gateway: GatewayRecord;
+  principal: Principal;
+  /** null: until it is rotated or the gateway revoked, which evict it on every replica */
+  validUntil: number | null;
+  /** why it stops: its own expiry, or the end of the grace a rotation gave it */
+  endsAs: 'TOKEN_EXPIRED' | 'GATEWAY_TOKEN_ROTATED';
+}
+
+const ENDED = {
+  TOKEN_EXPIRED: 'The gateway token has expired',
+  GATEWAY_TOKEN_ROTATED: 'The gateway token was replaced by a rotation and its grace period has ended',
+} as const;
+
+/**
+ * When a token stops working: the current one at its expiry; one a rotation
+ * replaced at the end of its grace period (which never outlasts its own expiry).
+ */
+function validity(gateway: GatewayRecord, matched: 'current' | 'previous'): Pick<Checked, 'validUntil' | 'endsAs'> {
+  if (matched === 'previous')
+    return { validUntil: gateway.previousTokenValidUntil?.getTime() ?? 0, endsAs: 'GATEWAY_TOKEN_ROTATED' };
+  return { validUntil: gateway.tokenExpiresAt?.getTime() ?? null, endsAs: 'TOKEN_EXPIRED' };
+}
+
 /** Authenticates gateway tokens for the global guard, from memory on the hot path. */
 @Injectable()
 export class GatewayCredentials implements OnModuleInit, OnModuleDestroy {
   private readonly logger = new Logger('GatewayCredentials');
-  private readonly cache: SharedCache<{ gateway: GatewayRecord; principal: Principal }>;
+  private readonly cache: SharedCache<Checked>;
   /** which gateways' last-seen write is due: only those seen within the last TOUCH_EVERY_MS are remembered */
   private readonly touched: KeyedThrottle;
   /**
@@ -77,8 +102,10 @@ export class GatewayCredentials implements OnModuleInit, OnModuleDestroy {
       const gateway = await this.repository.findGatewayByTokenHash(SystemScopes.system('gateway authentication'), hash);
       if (!gateway) throw new UnauthenticatedError('The token is not valid', 'TOKEN_INVALID');
       if (gateway.revokedAt) throw new UnauthenticatedError('The gateway has been revoked', 'GATEWAY_REVOKED');
-      return { gateway, principal: principalFromGateway(gateway) };
+      return { gateway, principal: principalFromGateway(gateway), ...validity(gateway, gateway.matched) };
     });
+    // checked at every use, not only at load: an expiry or a grace period ends on every replica by itself
+    if (!this.stillValid(found)) throw new UnauthenticatedError(ENDED[found.endsAs], found.endsAs);
     this.touch(found.gateway);
     return found.principal;
   }
@@ -89,7 +116,7 @@ export class GatewayCredentials implements OnModuleInit, OnModuleDestroy {
     if (known === undefined && !looksLikeGatewayToken(token)) return undefined;
     const hash = known ?? hashToken(token);
     const found = this.cache.get(hash);
-    if (!found) {
+    if (!found || !this.stillValid(found)) {
       // expired or revoked: nothing of it stays here
       if (known !== undefined) this.hashes.delete(token);
       return undefined;
@@ -111,9 +138,15 @@ export class GatewayCredentials implements OnModuleInit, OnModuleDestroy {
     return principalFromGateway(gateway);
   }
 
-  /** Forget a gateway everywhere at once (revocation, new groups). */
-  forget(tokenHash: string): Promise<void> {
-    return this.cache.invalidate(tokenHash);
+  /** Forget a gateway's tokens everywhere at once (revocation, new groups, a rotation). */
+  async forget(gateway: { tokenHash: string; previousTokenHash: string | null }): Promise<void> {
+    await Promise.all(
+      [gateway.tokenHash, gateway.previousTokenHash].flatMap((hash) => (hash ? [this.cache.invalidate(hash)] : [])),
+    );
+  }
+
+  private stillValid(checked: Checked): boolean {
+    return checked.validUntil === null || this.clock.now() < checked.validUntil;
   }
 
   private touch({ id, organizationId }: { id: string; organizationId: string }): void {

@@ -17,7 +17,14 @@ export interface GatewayRecord {
   revokedAt: Date | null;
   /** who made the enrolment code it used (`user:<id>`, `token:<id>`) */
   enrolledBy: string | null;
+  /** when its current token stops working; null: until rotated or revoked */
+  tokenExpiresAt: Date | null;
+  /** the end of the grace period of the token a rotation replaced; null: there is none */
+  previousTokenValidUntil: Date | null;
 }
+
+/** A gateway with the hashes of its tokens, for what must forget or replace them. */
+export type GatewayWithTokens = GatewayRecord & { tokenHash: string; previousTokenHash: string | null };
 
 export interface GatewaySettingsRecord {
   allowLocalServers: boolean;
@@ -37,8 +44,11 @@ const gatewaySelect = {
   lastSeenAt: true,
   revokedAt: true,
   enrolledBy: true,
+  tokenExpiresAt: true,
+  previousTokenValidUntil: true,
   workspace: { select: { slug: true, organization: { select: { slug: true } } } },
 } as const;
+const withTokens = { ...gatewaySelect, tokenHash: true, previousTokenHash: true } as const;
 
 type GatewayRow = {
   id: string;
@@ -51,6 +61,8 @@ type GatewayRow = {
   lastSeenAt: Date | null;
   revokedAt: Date | null;
   enrolledBy: string | null;
+  tokenExpiresAt: Date | null;
+  previousTokenValidUntil: Date | null;
   workspace: { slug: string; organization: { slug: string } };
 };
 
@@ -58,9 +70,18 @@ function toGateway({ workspace, ...row }: GatewayRow): GatewayRecord {
   return { ...row, workspaceSlug: workspace.slug, organizationSlug: workspace.organization.slug };
 }
 
+function toGatewayWithTokens({
+  tokenHash,
+  previousTokenHash,
+  ...row
+}: GatewayRow & { tokenHash: string; previousTokenHash: string | null }): GatewayWithTokens {
+  return { ...toGateway(row), tokenHash, previousTokenHash };
+}
+
 export const DEFAULT_SETTINGS: GatewaySettingsRecord = {
   allowLocalServers: true,
-  offlineMode: 'cached',
+  // ADR-0001: fail closed is the enterprise default; an organisation opts into the cache or failing open
+  offlineMode: 'fail_closed',
   maxStaleSeconds: 3600,
   updatedAt: null,
 };
@@ -151,15 +172,17 @@ export class GatewayRepository extends Repository {
     return toGateway(row);
   }
 
+  /** The gateway whose current token, or the token a rotation replaced, has this hash; `matched` says which. */
   async findGatewayByTokenHash(
     _system: SystemScope,
     tokenHash: string,
-  ): Promise<(GatewayRecord & { tokenHash: string }) | null> {
-    const row = await this.client.gateway.findUnique({
-      where: { tokenHash },
-      select: { ...gatewaySelect, tokenHash: true },
+  ): Promise<(GatewayWithTokens & { matched: 'current' | 'previous' }) | null> {
+    const row = await this.client.gateway.findFirst({
+      where: { OR: [{ tokenHash }, { previousTokenHash: tokenHash }] },
+      select: withTokens,
     });
-    return row ? { ...toGateway(row), tokenHash: row.tokenHash } : null;
+    if (!row) return null;
+    return { ...toGatewayWithTokens(row), matched: row.tokenHash === tokenHash ? 'current' : 'previous' };
   }
 
   async touchGateway(scope: OrgScope, id: string, at: Date): Promise<void> {
@@ -216,37 +239,54 @@ export class GatewayRepository extends Repository {
     return { enrolled, seen, recent: recent.map(toGateway) };
   }
 
-  async findGateway(
-    scope: WorkspaceScope,
-    id: string,
-    tx?: Transaction,
-  ): Promise<(GatewayRecord & { tokenHash: string }) | null> {
+  async findGateway(scope: WorkspaceScope, id: string, tx?: Transaction): Promise<GatewayWithTokens | null> {
     const row = await this.use(tx).gateway.findFirst({
       where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, id },
-      select: { ...gatewaySelect, tokenHash: true },
+      select: withTokens,
     });
-    return row ? { ...toGateway(row), tokenHash: row.tokenHash } : null;
+    return row ? toGatewayWithTokens(row) : null;
+  }
+
+  /** As findGateway, its row locked until the transaction ends: two rotations take turns. */
+  async lockGateway(scope: WorkspaceScope, id: string, tx: Transaction): Promise<GatewayWithTokens | null> {
+    await tx.$queryRaw`SELECT id FROM gateways WHERE id = ${id}::uuid AND organization_id = ${scope.organizationId}::uuid AND workspace_id = ${scope.workspaceId}::uuid FOR UPDATE`;
+    return this.findGateway(scope, id, tx);
+  }
+
+  /** A new current token; the one it replaces stays good until `previousTokenValidUntil` when its hash is kept. */
+  async replaceToken(
+    scope: WorkspaceScope,
+    id: string,
+    data: {
+      tokenHash: string;
+      prefix: string;
+      tokenExpiresAt: Date | null;
+      previousTokenHash: string | null;
+      previousTokenValidUntil: Date | null;
+    },
+    tx: Transaction,
+  ): Promise<void> {
+    await tx.gateway.updateMany({
+      where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, id },
+      data,
+    });
   }
 
   /**
    * Offboarding: every gateway of the organisation enrolled with a code one
    * of `refs` made, revoked or not, each locked until the transaction ends.
    */
-  async lockEnrolledBy(
-    scope: OrgScope,
-    refs: string[],
-    tx: Transaction,
-  ): Promise<(GatewayRecord & { tokenHash: string })[]> {
+  async lockEnrolledBy(scope: OrgScope, refs: string[], tx: Transaction): Promise<GatewayWithTokens[]> {
     const ids = await tx.$queryRaw<{ id: string }[]>`
       SELECT id::text AS id FROM gateways
        WHERE organization_id = ${scope.organizationId}::uuid AND enrolled_by = ANY(${refs}::text[])
        ORDER BY id FOR UPDATE`;
     const rows = await tx.gateway.findMany({
       where: { organizationId: scope.organizationId, id: { in: ids.map((r) => r.id) } },
-      select: { ...gatewaySelect, tokenHash: true },
+      select: withTokens,
       orderBy: { id: 'asc' },
     });
-    return rows.map((row) => ({ ...toGateway(row), tokenHash: row.tokenHash }));
+    return rows.map(toGatewayWithTokens);
   }
 
   async updateGateway(

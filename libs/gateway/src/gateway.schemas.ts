@@ -42,6 +42,27 @@ export const enrolledView = z.object({
   keys_url: z.string(),
 });
 
+export const resolveSecretsBody = z
+  .object({
+    server: z.string().min(1).max(64).describe('a local server of the catalog the gateway fetched'),
+    version: z.string().min(1).max(64).describe('the version that catalog gives this gateway'),
+  })
+  .strict();
+export const resolvedSecretsView = z.object({
+  server: z.string(),
+  version: z.string(),
+  secrets: z
+    .array(
+      z.object({
+        ref: z.string().describe("the reference as the entry's env names it"),
+        path: z.string(),
+        version: z.number().int().describe("the secret's version read (its newest)"),
+        value: z.string().describe('the value: held in memory for the process it is for, never written down'),
+      }),
+    )
+    .describe("one per distinct `vault://` reference of the entry's env, each read audited as `secret.read`"),
+});
+
 export const gatewayView = z.object({
   id: z.string(),
   name: z.string(),
@@ -54,7 +75,32 @@ export const gatewayView = z.object({
     .string()
     .nullable()
     .describe('who made the enrolment code it used (`user:<id>`, `token:<id>`); null if not recorded'),
+  token_expires_at: z.string().nullable().describe('when its token stops working; null: until rotated or revoked'),
+  previous_token_valid_until: z
+    .string()
+    .nullable()
+    .describe('the end of the grace period of the token the last rotation replaced; null when there is none'),
 });
+
+export const rotateBody = z
+  .object({
+    grace_seconds: z
+      .number()
+      .int()
+      .min(0)
+      .max(7 * 24 * 3600)
+      .default(3600)
+      .describe('how long the token being replaced keeps working (0: it stops at once); never past its own expiry'),
+    expires_in_seconds: z
+      .number()
+      .int()
+      .min(60)
+      .max(366 * 24 * 3600)
+      .optional()
+      .describe('when the new token stops working; left out, it works until rotated or revoked'),
+  })
+  .strict();
+export const rotatedView = gatewayView.extend({ token: z.string().describe('the new gateway token, shown once') });
 
 export const gatewaysQuery = pageQuery().extend({
   enrolled_by: uuid
@@ -71,7 +117,9 @@ export const settingsBody = z
     allow_local_servers: z.boolean().describe("may a developer's local config add servers of its own"),
     offline_mode: z
       .enum(OFFLINE_MODES)
-      .describe('what a gateway decides once its bundle expires without a fresh one (ADR-0001)'),
+      .describe(
+        'what a gateway does when it cannot reach the control plane, and once its bundle expires (ADR-0001; the bundle spells it out in `offline`)',
+      ),
     max_stale_seconds: z
       .number()
       .int()
@@ -106,6 +154,8 @@ export function toGatewayView(g: GatewayRecord): z.infer<typeof gatewayView> {
     last_seen_at: g.lastSeenAt?.toISOString() ?? null,
     revoked_at: g.revokedAt?.toISOString() ?? null,
     enrolled_by: g.enrolledBy,
+    token_expires_at: g.tokenExpiresAt?.toISOString() ?? null,
+    previous_token_valid_until: g.previousTokenValidUntil?.toISOString() ?? null,
   };
 }
 

@@ -9,6 +9,8 @@ import {
   gatewaysQuery,
   gatewayView,
   keysView,
+  rotateBody,
+  rotatedView,
   settingsBody,
   settingsView,
   toGatewayView,
@@ -115,6 +117,34 @@ export class GatewaysController {
     @Param() params: z.infer<typeof gatewayParams>,
   ): Promise<z.infer<typeof gatewayView>> {
     return toGatewayView(await this.gateways.revoke(caller, scope, params.id));
+  }
+
+  @Route({
+    method: 'POST',
+    path: '/v1/workspaces/:ws/gateways/:id/rotate',
+    summary: "Rotate a gateway's token: a new one, shown once; the old one works until its grace period ends",
+    description:
+      'Every replica forgets the old token at once and refuses it from the end of the grace period (`401 GATEWAY_TOKEN_ROTATED`); a new token with `expires_in_seconds` is refused after that (`401 TOKEN_EXPIRED`). A `gateway.token_rotated` audit record names both tokens by prefix, the grace period and the expiry.',
+    tag: 'gateways',
+    permission: 'gateway.manage',
+    tenancy: 'workspace',
+    params: gatewayParams,
+    body: rotateBody,
+    response: rotatedView,
+    status: 201,
+    example: { params: { id: '{gateway}' }, body: { grace_seconds: 900, expires_in_seconds: 7776000 } },
+  })
+  async rotateToken(
+    @Caller() caller: Principal,
+    @TenantScope() scope: WorkspaceScope,
+    @Param() params: z.infer<typeof gatewayParams>,
+    @Body() body: z.infer<typeof rotateBody>,
+  ): Promise<z.infer<typeof rotatedView>> {
+    const { gateway, token } = await this.gateways.rotateToken(caller, scope, params.id, {
+      graceSeconds: body.grace_seconds,
+      expiresInSeconds: body.expires_in_seconds ?? null,
+    });
+    return { ...toGatewayView(gateway), token };
   }
 
   @Route({

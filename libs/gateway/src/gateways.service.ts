@@ -12,7 +12,7 @@ import {
 import { MESSAGE_BUS, MessageBus, SharedCache } from '@aileron/bus';
 import { Clock } from '@aileron/clock';
 import { DatabaseService, isDatabaseUnavailable, Keyset } from '@aileron/database';
-import { DomainError, NotFoundError } from '@aileron/errors';
+import { ConflictError, DomainError, NotFoundError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
 import { looksLikeEnrollmentCode, mintEnrollmentCode, mintGatewayToken } from './domain/credentials';
 import { GatewayCredentials } from './gateway-credentials.service';
@@ -163,6 +163,64 @@ export class GatewaysService implements OnModuleInit, OnModuleDestroy {
   }
 
   /**
+   * A new token for the gateway, shown once. The one it replaces keeps working
+   * for `graceSeconds` (never past its own expiry) so the gateway can be
+   * switched over; 0 ends it at once. A token a rotation had already replaced
+   * ends now: a gateway has one token in its grace at most. Every replica
+   * forgets the old tokens, and reloads them with their end, at once.
+   */
+  async rotateToken(
+    principal: Principal,
+    scope: WorkspaceScope,
+    id: string,
+    options: { graceSeconds: number; expiresInSeconds: number | null },
+  ): Promise<{ gateway: GatewayRecord; token: string }> {
+    const token = mintGatewayToken();
+    const now = this.clock.now();
+    const old = await this.db.transaction(async (tx) => {
+      const gateway = await this.repository.lockGateway(scope, id, tx);
+      if (!gateway) throw new NotFoundError('gateway', id, 'GATEWAY_NOT_FOUND');
+      if (gateway.revokedAt)
+        throw new ConflictError('GATEWAY_ALREADY_REVOKED', `Gateway ${id} is revoked; enrol it again instead`);
+      const graceEnd = Math.min(now + options.graceSeconds * 1000, gateway.tokenExpiresAt?.getTime() ?? Infinity);
+      const previousTokenValidUntil = graceEnd > now ? new Date(graceEnd) : null;
+      const tokenExpiresAt = options.expiresInSeconds === null ? null : new Date(now + options.expiresInSeconds * 1000);
+      await this.repository.replaceToken(
+        scope,
+        id,
+        {
+          tokenHash: hashToken(token),
+          prefix: token.slice(0, 11),
+          tokenExpiresAt,
+          previousTokenHash: previousTokenValidUntil ? gateway.tokenHash : null,
+          previousTokenValidUntil,
+        },
+        tx,
+      );
+      await this.outbox.record(tx, {
+        topic: 'gateway.token_rotated',
+        organizationId: scope.organizationId,
+        workspaceId: scope.workspaceId,
+        payload: {
+          workspace: scope.workspaceSlug,
+          gateway_id: id,
+          prefix: token.slice(0, 11),
+          expires_at: tokenExpiresAt?.toISOString() ?? null,
+          previous_prefix: gateway.prefix,
+          previous_valid_until: previousTokenValidUntil?.toISOString() ?? null,
+          grace_seconds: options.graceSeconds,
+          // the token of an earlier rotation still in its grace, which ends now
+          ended_earlier_grace: (gateway.previousTokenValidUntil?.getTime() ?? 0) > now,
+          actor: describePrincipal(principal),
+        },
+      });
+      return gateway;
+    });
+    await this.credentials.forget(old);
+    return { gateway: (await this.repository.findGateway(scope, id))!, token };
+  }
+
+  /**
    * Offboarding: the gateways enrolled with codes the person (or a token
    * acting for them) made are revoked, each a `gateway.revoked`; every
    * replica drops their credentials once the offboarding commits.
@@ -189,7 +247,7 @@ export class GatewaysService implements OnModuleInit, OnModuleDestroy {
       });
     }
     this.db.afterCommit(tx, async () => {
-      await Promise.all(live.map((g) => this.credentials.forget(g.tokenHash)));
+      await Promise.all(live.map((g) => this.credentials.forget(g)));
     });
     return { gateways: live.length };
   }
@@ -202,10 +260,10 @@ export class GatewaysService implements OnModuleInit, OnModuleDestroy {
     data: { groups?: string[]; revokedAt?: Date },
     payload: Record<string, unknown>,
   ): Promise<GatewayRecord> {
-    const tokenHash = await this.db.transaction(async (tx) => {
+    const tokens = await this.db.transaction(async (tx) => {
       const gateway = await this.repository.findGateway(scope, id, tx);
       if (!gateway) throw new NotFoundError('gateway', id, 'GATEWAY_NOT_FOUND');
-      if (data.revokedAt && gateway.revokedAt) return gateway.tokenHash;
+      if (data.revokedAt && gateway.revokedAt) return gateway;
       await this.repository.updateGateway(scope, id, data, tx);
       await this.outbox.record(tx, {
         topic,
@@ -213,10 +271,10 @@ export class GatewaysService implements OnModuleInit, OnModuleDestroy {
         workspaceId: scope.workspaceId,
         payload: { workspace: scope.workspaceSlug, gateway_id: id, ...payload, actor: describePrincipal(principal) },
       });
-      return gateway.tokenHash;
+      return gateway;
     });
-    // every replica drops the cached credential, so a revoked gateway is refused at once
-    await this.credentials.forget(tokenHash);
+    // every replica drops the cached credentials (a replaced token in its grace too), so a revoked gateway is refused at once
+    await this.credentials.forget(tokens);
     return (await this.repository.findGateway(scope, id))!;
   }
 

@@ -65,6 +65,8 @@ export class Instance {
     private readonly end: (exit: InstanceExit) => void,
     readonly maxInflight: number,
     private readonly clock: Clock,
+    /** the version of each secret it was started with that follows the newest one (path → version) */
+    readonly secrets: ReadonlyMap<string, number> = new Map(),
   ) {
     this.lastUsed = clock.now();
     this.startedAt = this.lastUsed;
@@ -84,6 +86,12 @@ export class Instance {
     }
     this.endListeners.add(listener);
     return () => this.endListeners.delete(listener);
+  }
+
+  /** Whether it was started with an older value of `path` than its `version` (null: the secret is gone). */
+  holdsOlder(path: string, version: number | null): boolean {
+    const held = this.secrets.get(path);
+    return held !== undefined && (version === null || held < version);
   }
 
   get pid(): number | undefined {
@@ -358,6 +366,8 @@ export class PoolInstances implements OnApplicationBootstrap, OnApplicationShutd
     const definition = assignment.pinned.definition as unknown as Definition;
     const version = assignment.pinned.version;
     const reason = { actor: `pool:${id}`, server: slot.server, instance: id };
+    // the secret versions it starts with, so a newer one written later replaces it
+    const secretVersions = new Map<string, number>();
     let settle!: (exit: InstanceExit) => void;
     const ended = new Promise<InstanceExit>((resolve) => (settle = resolve));
     let instance: Instance;
@@ -367,7 +377,7 @@ export class PoolInstances implements OnApplicationBootstrap, OnApplicationShutd
       if (definition.url) {
         // checked at every start, not only at publication: DNS may have moved the name since
         await checkOutboundUrl(definition.url, outboundPolicyOf(this.config));
-        const headers = await this.vault.resolveAll(slot.scope, definition.headers ?? {}, reason);
+        const headers = await this.vault.resolveAll(slot.scope, definition.headers ?? {}, reason, secretVersions);
         instance = new Instance(
           id,
           slot.server,
@@ -378,9 +388,10 @@ export class PoolInstances implements OnApplicationBootstrap, OnApplicationShutd
           settle,
           this.config.pool.maxConcurrentCalls,
           this.clock,
+          secretVersions,
         );
       } else {
-        const env = await this.vault.resolveAll(slot.scope, definition.env ?? {}, reason);
+        const env = await this.vault.resolveAll(slot.scope, definition.env ?? {}, reason, secretVersions);
         const secrets = Object.entries(definition.env ?? {})
           .filter(([, value]) => isVaultReference(value))
           .map(([name]) => env[name]!);
@@ -411,6 +422,7 @@ export class PoolInstances implements OnApplicationBootstrap, OnApplicationShutd
           settle,
           this.config.pool.maxConcurrentCalls,
           this.clock,
+          secretVersions,
         );
       }
     } catch (error) {
@@ -477,6 +489,66 @@ export class PoolInstances implements OnApplicationBootstrap, OnApplicationShutd
     );
   }
 
+  /**
+   * A secret of the workspace got a new version (or was deleted: `version`
+   * null): the instances this replica runs with an older value stop, as after
+   * a new catalog version, and their sessions carry on at their next request on
+   * a new instance that reads the new value. One still starting is checked
+   * once it runs, since it may have read the old value. Answers what it stopped.
+   */
+  async replaceSecretHolders(
+    tenant: { organizationId: string; workspaceId: string },
+    path: string,
+    version: number | null,
+  ): Promise<StoppedHolder[]> {
+    const stopped: StoppedHolder[] = [];
+    const why = version === null ? `secret ${path} was deleted` : `secret ${path} has version ${version}`;
+    const stop = async (slot: Slot, instance: Instance): Promise<void> => {
+      if (!instance.holdsOlder(path, version)) return;
+      stopped.push({
+        scope: slot.scope,
+        server: slot.server,
+        version: instance.version,
+        instance: instance.id,
+        path,
+        held: instance.secrets.get(path)!,
+        newest: version,
+      });
+      await instance.stop(why);
+      // stopped on request: no crash for the backoff, and the next acquire must not hand it out again
+      if (slot.instance === instance) slot.instance = null;
+    };
+    await Promise.all(
+      [...this.slots.values()]
+        .filter((s) => s.scope.organizationId === tenant.organizationId && s.scope.workspaceId === tenant.workspaceId)
+        .map(async (slot) => {
+          const starting = slot.starting;
+          if (slot.instance) await stop(slot, slot.instance);
+          if (starting) await starting.then((instance) => stop(slot, instance)).catch(() => undefined);
+        }),
+    );
+    return stopped;
+  }
+
+  /**
+   * After the bus was away (a change may have been missed): every instance
+   * started with a secret version older than the newest is stopped likewise.
+   */
+  async replaceStaleSecretHolders(): Promise<StoppedHolder[]> {
+    const stopped: StoppedHolder[] = [];
+    for (const slot of [...this.slots.values()]) {
+      const instance = slot.instance;
+      if (!instance || instance.secrets.size === 0) continue;
+      const latest = await this.vault.latestVersions(slot.scope, [...instance.secrets.keys()]);
+      for (const path of instance.secrets.keys()) {
+        const stale = await this.replaceSecretHolders(slot.scope, path, latest.get(path) ?? null);
+        stopped.push(...stale);
+        if (stale.length > 0) break;
+      }
+    }
+    return stopped;
+  }
+
   /** Kill switch and version changes reach running instances on every replica. */
   private async reconcile(prefix: string): Promise<void> {
     for (const slot of [...this.slots.values()]) {
@@ -496,6 +568,19 @@ export class PoolInstances implements OnApplicationBootstrap, OnApplicationShutd
         await instance.stop(`version ${assignment.pinned.version} replaces ${instance.version}`);
     }
   }
+}
+
+/** An instance stopped because a secret it was started with changed. */
+export interface StoppedHolder {
+  scope: WorkspaceScope;
+  server: string;
+  /** the catalog version it ran */
+  version: string;
+  instance: string;
+  /** the secret, the version it was started with and the newest (null: deleted) */
+  path: string;
+  held: number;
+  newest: number | null;
 }
 
 /** An instance as operators see it: `starting` until its process (or upstream) is ready, then `running`. */

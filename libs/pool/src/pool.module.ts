@@ -21,6 +21,7 @@ import { McpController } from './mcp.controller';
 import { McpFastPath } from './mcp-fast-path';
 import { PoolController } from './pool.controller';
 import { PoolRateLimits } from './pool-rate-limits.service';
+import { SecretRotation } from './secret-rotation.service';
 import { McpSessions } from './mcp-sessions.service';
 import { ToolPinsRepository } from './tool-pins.repository';
 import { ToolPins } from './tool-pins.service';
@@ -72,6 +73,7 @@ function driverFor(config: AppConfig): InstanceDriver {
     ExecutionJournal,
     ToolPins,
     ToolPinsRepository,
+    SecretRotation,
   ],
   exports: [PoolInstances, McpSessions, ExecutionJournal, BuiltinServers],
 })

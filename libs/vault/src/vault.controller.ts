@@ -11,9 +11,20 @@ const pathParams = z.object({
   ws: slug,
   '*': z.string().min(1).max(MAX_PATH_LENGTH).describe('the secret path, e.g. `github/token`'),
 });
+const deliverToGateways = z
+  .boolean()
+  .describe(
+    'may gateways receive the value, for local servers whose catalog entry names it (POST /v1/gateway/secrets/resolve); each read is audited',
+  );
 const putBody = z.object({
   value: z.string().max(MAX_VALUE_BYTES).describe('the secret; stored encrypted and never returned'),
+  deliver_to_gateways: deliverToGateways
+    .optional()
+    .describe(
+      'may gateways receive the value, for local servers whose catalog entry names it; left out, a new secret is not deliverable and an existing one keeps its setting',
+    ),
 });
+const patchBody = z.object({ deliver_to_gateways: deliverToGateways }).strict();
 /** Up to 500 a page, as before pages had one size: the CLI of the last release asks for 500. */
 const listQuery = pageQuery({ max: 500 }).extend({
   prefix: z.string().max(MAX_PATH_LENGTH).optional(),
@@ -36,6 +47,7 @@ const metadataView = z.object({
   updated_by: z.string().nullable(),
   last_read_at: z.string().nullable(),
   last_read_by: z.string().nullable(),
+  deliver_to_gateways: z.boolean().describe('whether gateways may receive the value for local servers'),
 });
 
 function view(secret: SecretMetadata): z.infer<typeof metadataView> {
@@ -50,6 +62,7 @@ function view(secret: SecretMetadata): z.infer<typeof metadataView> {
     updated_by: secret.updatedBy,
     last_read_at: secret.lastReadAt?.toISOString() ?? null,
     last_read_by: secret.lastReadBy,
+    deliver_to_gateways: secret.deliverToGateways,
   };
 }
 
@@ -75,14 +88,14 @@ export class VaultController {
     path: '/v1/workspaces/:ws/secrets/*',
     summary: 'Write a secret (a new version)',
     description:
-      'The value is encrypted at once and can never be read back through any API; remote servers in the pool get it through `vault://<path>` references.',
+      'The value is encrypted at once and can never be read back through any API; remote servers in the pool get it through `vault://<path>` references, and gateways, for local servers, only when `deliver_to_gateways` is true. Running pool instances that use the secret are replaced on every replica.',
     tag: 'secrets',
     permission: 'secret.write',
     tenancy: 'workspace',
     params: pathParams,
     body: putBody,
     response: metadataView,
-    example: { params: PATH_EXAMPLE, body: { value: 'ghp_example' } },
+    example: { params: PATH_EXAMPLE, body: { value: 'ghp_example', deliver_to_gateways: false } },
   })
   async put(
     @Caller() caller: Principal,
@@ -90,7 +103,38 @@ export class VaultController {
     @Param() params: z.infer<typeof pathParams>,
     @Body() body: z.infer<typeof putBody>,
   ): Promise<z.infer<typeof metadataView>> {
-    return view(await this.vault.put(caller, scope, params['*'], body.value));
+    return view(
+      await this.vault.put(
+        caller,
+        scope,
+        params['*'],
+        body.value,
+        body.deliver_to_gateways === undefined ? {} : { deliverToGateways: body.deliver_to_gateways },
+      ),
+    );
+  }
+
+  @Route({
+    method: 'PATCH',
+    path: '/v1/workspaces/:ws/secrets/*',
+    summary: 'Mark a secret deliverable to gateways, or not, without writing a new value',
+    description:
+      'A change is a `secret.delivery_changed` audit record; setting what the secret already has records nothing.',
+    tag: 'secrets',
+    permission: 'secret.write',
+    tenancy: 'workspace',
+    params: pathParams,
+    body: patchBody,
+    response: metadataView,
+    example: { params: PATH_EXAMPLE, body: { deliver_to_gateways: true } },
+  })
+  async patch(
+    @Caller() caller: Principal,
+    @TenantScope() scope: WorkspaceScope,
+    @Param() params: z.infer<typeof pathParams>,
+    @Body() body: z.infer<typeof patchBody>,
+  ): Promise<z.infer<typeof metadataView>> {
+    return view(await this.vault.setDelivery(caller, scope, params['*'], body.deliver_to_gateways));
   }
 
   @Route({

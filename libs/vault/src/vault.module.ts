@@ -1,6 +1,7 @@
 import { Module } from '@nestjs/common';
 import { AuditModule } from '@aileron/audit';
 import { ClockModule } from '@aileron/clock';
+import { SecretChanges } from './secret-changes';
 import { VaultController } from './vault.controller';
 import { VaultRepository } from './vault.repository';
 import { VaultService } from './vault.service';
@@ -8,7 +9,7 @@ import { VaultService } from './vault.service';
 @Module({
   imports: [ClockModule, AuditModule],
   controllers: [VaultController],
-  providers: [VaultRepository, VaultService],
-  exports: [VaultService],
+  providers: [VaultRepository, VaultService, SecretChanges],
+  exports: [VaultService, SecretChanges],
 })
 export class VaultModule {}

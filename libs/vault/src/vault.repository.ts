@@ -13,6 +13,8 @@ export interface SecretMetadata {
   updatedAt: Date;
   lastReadBy: string | null;
   lastReadAt: Date | null;
+  /** the writer's say-so that gateways may receive the value for local servers */
+  deliverToGateways: boolean;
 }
 
 export interface StoredVersion {
@@ -37,6 +39,7 @@ const metadataSelect = {
   updatedAt: true,
   lastReadBy: true,
   lastReadAt: true,
+  deliverToGateways: true,
   versions: { select: { version: true }, orderBy: { version: 'asc' } },
 } as const;
 
@@ -125,6 +128,7 @@ export class VaultRepository extends Repository {
       sealed: { ciphertext: string; wrappedDataKey: string };
       keyVersion: number;
       actor: string;
+      deliverToGateways: boolean;
     },
     tx: Transaction,
   ): Promise<void> {
@@ -139,8 +143,14 @@ export class VaultRepository extends Repository {
         updatedBy: data.actor,
         createdAt: now,
         updatedAt: now,
+        deliverToGateways: data.deliverToGateways,
       },
-      update: { latestVersion: data.version, updatedBy: data.actor, updatedAt: now },
+      update: {
+        latestVersion: data.version,
+        updatedBy: data.actor,
+        updatedAt: now,
+        deliverToGateways: data.deliverToGateways,
+      },
     });
     await tx.secretVersion.create({
       data: {
@@ -170,8 +180,32 @@ export class VaultRepository extends Repository {
     return versions;
   }
 
-  async version(scope: WorkspaceScope, path: string, version: number | null): Promise<StoredVersion | null> {
-    return this.client.secretVersion.findFirst({
+  /** Whether gateways may receive the secret's value; false when there is no such secret. */
+  async setDelivery(scope: WorkspaceScope, path: string, deliver: boolean, tx: Transaction): Promise<boolean> {
+    const { count } = await tx.secret.updateMany({
+      where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, path },
+      data: { deliverToGateways: deliver },
+    });
+    return count > 0;
+  }
+
+  /** The newest version of each of `paths` that exists, for instances to tell whether what they hold is still current. */
+  async latestVersions(scope: WorkspaceScope, paths: string[]): Promise<Map<string, number>> {
+    if (paths.length === 0) return new Map();
+    const rows = await this.client.secret.findMany({
+      where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, path: { in: paths } },
+      select: { path: true, latestVersion: true },
+    });
+    return new Map(rows.map((r) => [r.path, r.latestVersion]));
+  }
+
+  async version(
+    scope: WorkspaceScope,
+    path: string,
+    version: number | null,
+    tx?: Transaction,
+  ): Promise<StoredVersion | null> {
+    return this.use(tx).secretVersion.findFirst({
       where: {
         organizationId: scope.organizationId,
         workspaceId: scope.workspaceId,
@@ -256,6 +290,7 @@ function toMetadata(row: {
   updatedAt: Date;
   lastReadBy: string | null;
   lastReadAt: Date | null;
+  deliverToGateways: boolean;
   versions: { version: number }[];
 }): SecretMetadata {
   return { ...row, versions: row.versions.map((v) => v.version) };

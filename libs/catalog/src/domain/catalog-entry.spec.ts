@@ -131,18 +131,21 @@ describe('catalog entry: cross-field rules point at the field', () => {
     expect(errorPaths(localStdio({ command: undefined, args: undefined, image: 'acme/x:1' }))).toEqual(['image']);
   });
 
-  it('vault references only in remote entries; a local one names the variable', () => {
-    const remote = remoteHttp({ headers: { Authorization: 'vault://jira/token' } });
-    expect(errorPaths(remote)).toEqual([]);
+  it("vault references in a local entry's env (its gateway asks for them), not in a local url's headers", () => {
+    expect(errorPaths(remoteHttp({ headers: { Authorization: 'vault://jira/token' } }))).toEqual([]);
+    const local = catalogEntryInput.parse(localStdio({ env: { GITHUB_TOKEN: 'vault://github/token', LOG: 'debug' } }));
+    expect(local.env).toEqual({ GITHUB_TOKEN: 'vault://github/token', LOG: 'debug' });
+    expect(vaultReferences(local)).toEqual(['github/token']);
     const result = catalogEntryInput.safeParse(
-      localStdio({ env: { GITHUB_TOKEN: 'vault://github/token', LOG: 'debug' } }),
+      remoteHttp({ mode: 'local', headers: { Authorization: 'vault://jira/token' } }),
     );
-    expect(result.error?.issues).toHaveLength(1);
-    expect(result.error?.issues[0]?.path).toEqual(['env', 'GITHUB_TOKEN']);
-    expect(result.error?.issues[0]?.message).toContain('GITHUB_TOKEN');
-    expect(errorPaths(remoteHttp({ mode: 'local', headers: { Authorization: 'vault://jira/token' } }))).toEqual([
-      'headers.Authorization',
-    ]);
+    expect(result.error?.issues.map((i) => i.path.join('.'))).toEqual(['headers.Authorization']);
+    expect(result.error?.issues[0]?.message).toContain('mode remote');
+  });
+
+  it('vault references in a local entry cannot climb either', () => {
+    for (const ref of ['vault://a/../b', 'vault://./a', 'vault://../etc/passwd', 'vault://a//b'])
+      expect(errorPaths(localStdio({ env: { TOKEN: ref } }))).toEqual(['env.TOKEN']);
   });
 
   it('vault references are well formed and cannot climb', () => {

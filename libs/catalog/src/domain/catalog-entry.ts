@@ -212,19 +212,16 @@ export const catalogEntryInput = z
           path: ['image'],
           message: 'a local server cannot use an image; use a command, or mode remote',
         });
-      // secrets are resolved only for the pool, never handed to a developer's gateway
-      for (const [field, values] of [
-        ['env', entry.env],
-        ['headers', entry.headers],
-      ] as const) {
-        for (const [key, value] of Object.entries(values ?? {})) {
-          if (isVaultReference(value))
-            ctx.addIssue({
-              code: 'custom',
-              path: [field, key],
-              message: `${key}: vault references are only allowed in remote entries`,
-            });
-        }
+      // A local server's secrets reach it as environment variables: its gateway asks for the
+      // values (of secrets marked deliverable) when it starts the process. A url has no
+      // process to inject into; the pool, which keeps credentials central, serves it instead.
+      for (const [key, value] of Object.entries(entry.headers ?? {})) {
+        if (isVaultReference(value))
+          ctx.addIssue({
+            code: 'custom',
+            path: ['headers', key],
+            message: `${key}: a local server gets vault references in env only; use mode remote for a url that needs a credential`,
+          });
       }
     } else {
       entry.overridable.forEach((field, i) => {
@@ -245,7 +242,7 @@ export const catalogEntryInput = z
 
 export type CatalogEntryInput = z.infer<typeof catalogEntryInput>;
 
-/** The vault paths an entry uses, sorted and unique: what the pool must be allowed to read. */
+/** The vault paths an entry uses, sorted and unique: what the pool reads, or a gateway asks for (local entries). */
 export function vaultReferences(entry: Pick<CatalogEntryInput, 'env' | 'headers'>): string[] {
   const paths = new Set<string>();
   for (const value of [...Object.values(entry.env ?? {}), ...Object.values(entry.headers ?? {})]) {

@@ -60,6 +60,7 @@ export const ERROR_CODES = {
   TOKEN_REVOKED: UNAUTHENTICATED,
   TOKEN_EXPIRED: UNAUTHENTICATED,
   GATEWAY_REVOKED: UNAUTHENTICATED,
+  GATEWAY_TOKEN_ROTATED: UNAUTHENTICATED,
   SESSION_REQUIRED: UNAUTHENTICATED,
   SESSION_INVALID: UNAUTHENTICATED,
   SESSION_EXPIRED: UNAUTHENTICATED,
@@ -119,6 +120,11 @@ export const ERROR_CODES = {
   ENROLLMENT_CODE_INVALID: { status: 401, title: 'Enrolment refused', docs: CATALOG },
   ENROLLMENT_CODE_USED: { status: 401, title: 'Enrolment refused', docs: CATALOG },
   ENROLLMENT_CODE_EXPIRED: { status: 401, title: 'Enrolment refused', docs: CATALOG },
+  GATEWAY_ALREADY_REVOKED: { ...CONFLICT, docs: CATALOG },
+  GATEWAY_SERVER_NOT_FOUND: { ...NOT_FOUND, docs: CATALOG },
+  GATEWAY_SERVER_VERSION_MISMATCH: { ...CONFLICT, docs: CATALOG },
+  GATEWAY_SERVER_NOT_LOCAL: { ...CONFLICT, docs: CATALOG },
+  GATEWAY_SERVER_DISABLED: { ...FORBIDDEN, docs: CATALOG },
 
   // policy
   POLICY_INVALID: { status: 400, title: 'Policy document is not valid', docs: POLICY },
@@ -130,6 +136,8 @@ export const ERROR_CODES = {
   SECRET_NOT_FOUND: { ...NOT_FOUND, docs: VAULT_AND_AUDIT },
   SECRET_WRITE_CONFLICT: { ...CONFLICT, docs: VAULT_AND_AUDIT },
   SECRET_UNAVAILABLE: { status: 422, title: 'Secret reference cannot be resolved', docs: VAULT_AND_AUDIT },
+  SECRET_NOT_DELIVERABLE: { ...FORBIDDEN, docs: VAULT_AND_AUDIT },
+  AUDIT_UNAVAILABLE: { status: 503, title: 'Audit log unavailable', docs: VAULT_AND_AUDIT },
   AUDIT_SINK_NOT_FOUND: { ...NOT_FOUND, docs: VAULT_AND_AUDIT },
 
   // approvals
