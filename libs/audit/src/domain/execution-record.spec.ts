@@ -3,7 +3,8 @@ import { formatPath } from '@aileron/errors';
 import { decisionsMatching, executionEventPayload, executionRecord, gatewayExecution } from './execution-record';
 
 const GATEWAY = 'gateway:g-1';
-const columns = { execution_mode: 'local', server: 'github', tool: 'get_issue', session: 'sess-1' };
+type Columns = { execution_mode: string; server: string | null; tool: string | null; session: string | null };
+const columns: Columns = { execution_mode: 'local', server: 'github', tool: 'get_issue', session: 'sess-1' };
 
 /** A gateway's record through the ingest's mapping; throws with the issues when it is refused. */
 function local(event: { id?: string; type?: string; decision?: string; principal?: string }, data = {}) {
@@ -18,7 +19,7 @@ function local(event: { id?: string; type?: string; decision?: string; principal
   return parsed.data;
 }
 
-function refusal(event: { type?: string; decision?: string }, data = {}, cols = columns): string[] {
+function refusal(event: { type?: string; decision?: string }, data = {}, cols: Columns = columns): string[] {
   const parsed = gatewayExecution({ id: 'e-1', type: 'execution.succeeded', ...event }, cols, data, GATEWAY);
   expect(parsed.success).toBe(false);
   return parsed.error!.issues.map((i) => `${formatPath(i.path)}: ${i.message}`);
