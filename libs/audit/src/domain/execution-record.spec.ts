@@ -100,7 +100,8 @@ describe('an execution record', () => {
   });
 
   it('refuses known fields of the wrong type, at their path in data', () => {
-    expect(refusal({ decision: 'allow' }, { rules: ['ok', 3], result_bytes: -1 })).toEqual([
+    expect(refusal({ decision: 'allow' }, { rules: ['ok', 3], result_bytes: -1, arguments: ['a'] })).toEqual([
+      'data.arguments: must be an object',
       expect.stringMatching(/^data\.rules\[1\]: /),
       expect.stringMatching(/^data\.result_bytes: /),
     ]);

@@ -30,7 +30,12 @@ const column = z
 /** The fields of an execution's data, one definition for both writers and for the gateway's top-level copies. */
 export const executionFields = {
   execution_id: short.describe("one call's id: its `execution.started` and its end share it"),
-  arguments: z.record(z.string(), z.unknown()).describe('as the policy saw them, after its `redact` paths'),
+  // an object is all JSON can send here (its keys are strings); checked without walking it, as the pool writes one per call
+  arguments: z
+    .custom<Record<string, unknown>>((value) => typeof value === 'object' && value !== null && !Array.isArray(value), {
+      error: 'must be an object',
+    })
+    .describe('as the policy saw them, after its `redact` paths'),
   rules: z.array(short).max(100).describe('the policy rules that decided (empty: its default did)'),
   policy_version: z.number().int().nonnegative(),
   approval_id: short,
