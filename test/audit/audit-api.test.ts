@@ -188,15 +188,59 @@ describe.each(BACKENDS)('audit API on %s', (backend) => {
       expect(res.body.accepted).toBe(3);
       expect(res.body.duplicates).toBe(0);
       const idOf = (i: number) => (events[i] as { id: string }).id;
+      // each field at fault is named as a 400 names it, under the event's index
+      const at = (path: string) => [{ path, message: expect.any(String) }];
       expect(res.body.rejected).toEqual([
-        { index: 1, id: 'not-a-uuid', code: 'EVENT_INVALID', reason: expect.stringMatching(/^id: .*UUID/) },
-        { index: 3, id: idOf(3), code: 'EVENT_INVALID', reason: expect.stringMatching(/^type: /) },
-        { index: 4, id: idOf(4), code: 'EVENT_INVALID', reason: expect.stringMatching(/^time: /) },
-        { index: 5, id: idOf(5), code: 'EVENT_INVALID', reason: expect.stringMatching(/NUL/) },
-        { index: 6, id: idOf(6), code: 'EVENT_INVALID', reason: expect.stringMatching(/surprise/) },
-        { index: 7, id: idOf(7), code: 'EVENT_INVALID', reason: expect.stringMatching(/^time: .*future/) },
-        { index: 9, id: null, code: 'EVENT_INVALID', reason: expect.any(String) },
-        { index: 10, id: idOf(10), code: 'EVENT_INVALID', reason: expect.stringMatching(/^decision: /) },
+        {
+          index: 1,
+          id: 'not-a-uuid',
+          code: 'EVENT_INVALID',
+          reason: expect.stringMatching(/^id: .*UUID/),
+          errors: at('body.events[1].id'),
+        },
+        {
+          index: 3,
+          id: idOf(3),
+          code: 'EVENT_INVALID',
+          reason: expect.stringMatching(/^type: /),
+          errors: at('body.events[3].type'),
+        },
+        {
+          index: 4,
+          id: idOf(4),
+          code: 'EVENT_INVALID',
+          reason: expect.stringMatching(/^time: /),
+          errors: at('body.events[4].time'),
+        },
+        {
+          index: 5,
+          id: idOf(5),
+          code: 'EVENT_INVALID',
+          reason: expect.stringMatching(/NUL/),
+          errors: at('body.events[5]'),
+        },
+        {
+          index: 6,
+          id: idOf(6),
+          code: 'EVENT_INVALID',
+          reason: expect.stringMatching(/surprise/),
+          errors: at('body.events[6]'),
+        },
+        {
+          index: 7,
+          id: idOf(7),
+          code: 'EVENT_INVALID',
+          reason: expect.stringMatching(/^time: .*future/),
+          errors: at('body.events[7].time'),
+        },
+        { index: 9, id: null, code: 'EVENT_INVALID', reason: expect.any(String), errors: at('body.events[9]') },
+        {
+          index: 10,
+          id: idOf(10),
+          code: 'EVENT_INVALID',
+          reason: expect.stringMatching(/^decision: /),
+          errors: at('body.events[10].decision'),
+        },
       ]);
       const stored = (await searchAll(ws.slug, `session=${session}`)).events;
       expect(stored.map((e) => e.id).sort()).toEqual([0, 2, 8].map(idOf).sort());
@@ -254,6 +298,98 @@ describe.each(BACKENDS)('audit API on %s', (backend) => {
       const recorded = chain.map((e) => Date.parse(e.recorded_at));
       expect(recorded[0]).toBeLessThanOrEqual(recorded[1]!);
       expect(recorded[0]).toBeGreaterThan(now - 60_000);
+    });
+
+    it("stores an older gateway's names in the one execution shape, and finds approved calls under either name", async () => {
+      const session = `names-${randomUUID()}`;
+      const approved = gatewayEvent({
+        session,
+        decision: 'approval',
+        rule: 'reads-need-a-look',
+        result_size: 2048,
+        approval_id: 'ap-1',
+      });
+      const denied = gatewayEvent({ session, type: 'execution.denied', decision: 'deny', rule: 'no-deletes' });
+      const current = gatewayEvent({
+        session,
+        execution_id: 'call-7',
+        rules: ['reads'],
+        result_bytes: 10,
+        policy_version: 3,
+      });
+      const res = await ingest(gateway.token, [approved, denied, current]);
+      expect(res.body, res.text).toEqual({ accepted: 3, duplicates: 0, rejected: [] });
+
+      const byId = new Map((await searchAll(ws.slug, `session=${session}`)).events.map((e) => [e.id, e]));
+      expect(byId.get(approved.id as string)).toMatchObject({
+        type: 'execution.succeeded',
+        decision: 'approved',
+        // a gateway that names nobody else ran the call for itself
+        principal: 'user:alice@example.com',
+        data: {
+          execution_id: approved.id,
+          rules: ['reads-need-a-look'],
+          result_bytes: 2048,
+          approval_id: 'ap-1',
+          latency_ms: 12,
+          arguments: { repo: 'acme/api', issue: 7 },
+        },
+      });
+      expect(byId.get(approved.id as string)!.data).not.toHaveProperty('rule');
+      expect(byId.get(approved.id as string)!.data).not.toHaveProperty('result_size');
+      expect(byId.get(denied.id as string)).toMatchObject({
+        type: 'execution.failed',
+        decision: 'deny',
+        data: { rules: ['no-deletes'] },
+      });
+      expect(byId.get(current.id as string)!.data).toMatchObject({
+        execution_id: 'call-7',
+        rules: ['reads'],
+        result_bytes: 10,
+        policy_version: 3,
+      });
+
+      for (const decision of ['approved', 'approval']) {
+        const found = (await searchAll(ws.slug, `session=${session}&decision=${decision}`)).events;
+        expect(found.map((e) => e.id)).toEqual([approved.id]);
+      }
+      expect(await verify(ws.slug)).toMatchObject({ ok: true });
+    });
+
+    it('rejects an execution record that is not of the one shape, naming every field at fault', async () => {
+      const session = `shape-${randomUUID()}`;
+      const { server: _s, tool: _t, ...noCall } = gatewayEvent({ session });
+      const events = [
+        noCall,
+        gatewayEvent({ session, data: { approval_id: 42 } }),
+        gatewayEvent({ session, data: { rules: 'no-deletes', result_bytes: -1 } }),
+        gatewayEvent({ session, type: 'execution.finished' }),
+        gatewayEvent({ session, decision: undefined }),
+        // another kind of event keeps its own shape
+        gatewayEvent({ session, type: 'gateway.restarted', server: undefined, decision: undefined, rule: 'x' }),
+      ];
+      const res = await ingest(gateway.token, events);
+      expect(res.status, res.text).toBe(200);
+      expect(res.body.accepted).toBe(1);
+      const paths = (i: number) =>
+        res.body.rejected.find((r: { index: number }) => r.index === i).errors.map((e: { path: string }) => e.path);
+      expect(res.body.rejected.map((r: { index: number; code: string }) => [r.index, r.code])).toEqual([
+        [0, 'EVENT_INVALID'],
+        [1, 'EVENT_INVALID'],
+        [2, 'EVENT_INVALID'],
+        [3, 'EVENT_INVALID'],
+        [4, 'EVENT_INVALID'],
+      ]);
+      expect(paths(0)).toEqual(['body.events[0].server', 'body.events[0].tool']);
+      expect(res.body.rejected[0].reason).toBe('server: required in an execution record');
+      expect(paths(1)).toEqual(['body.events[1].data.approval_id']);
+      expect(paths(2)).toEqual(['body.events[2].data.rules', 'body.events[2].data.result_bytes']);
+      expect(paths(3)).toEqual(['body.events[3].type']);
+      expect(paths(4)).toEqual(['body.events[4].decision']);
+      const stored = (await searchAll(ws.slug, `session=${session}`)).events;
+      expect(stored.map((e) => [e.type, e.data])).toEqual([
+        ['gateway.restarted', expect.objectContaining({ rule: 'x' })],
+      ]);
     });
   });
 

@@ -182,7 +182,7 @@ export class ApprovalsController {
     path: '/v1/workspaces/:ws/approval-routes',
     summary: "Replace the workspace's approval routing",
     description:
-      "A policy rule with effect `approval` names a route (`approval_route`); without one `default_route` applies; without a document the workspace's owners, admins and approvers decide, one enough. Approvers: `{user}` (id or e-mail), `{role}`, `{group}` (the people listed under `groups`, and anyone whose identity-provider groups include its name), `{rotation}` (daily or weekly shifts with overrides).",
+      "A policy rule with effect `approval` names a route (`approval_route`); without one `default_route` applies; without a document the workspace's owners, admins and approvers decide, one enough. Approvers: `{user}` (id or e-mail), `{role}`, `{group}` (the people listed under `groups`, and anyone whose identity-provider groups include its name), `{rotation}` (daily or weekly shifts with overrides). A route's `channels` (`[{webhook: <endpoint name>}]`, endpoints of the organisation for this workspace or all of them) are also sent each request it gets, as `approval.routed` with its review link (a Slack endpoint posts it as a message); they decide nothing.",
     tag: 'approvals',
     permission: 'approval.routes',
     tenancy: 'workspace',

@@ -48,6 +48,8 @@ import {
 } from './domain/approval';
 import {
   Candidate,
+  channelNames,
+  checkChannels,
   checkRouting,
   isApprover,
   resolveRoute,
@@ -67,6 +69,8 @@ const SWEEP_MS = 2_000;
 export const LINK_PREFIX = 'ail_lnk_';
 /** the personal notification that carries a one-time review link to its approver */
 export const LINK_NOTIFICATION = 'approval.link';
+/** a request as posted to the channels its route names (webhook endpoints), and only to them */
+export const ROUTED_EVENT = 'approval.routed';
 
 export class ApprovalError extends DomainError {
   constructor(code: ErrorCodeWithStatus<403 | 409>, detail: string) {
@@ -149,6 +153,7 @@ export class ApprovalsService implements OnModuleInit, OnApplicationBootstrap, O
     private readonly offboarding: Offboarding,
   ) {
     webhooks.addNotification(LINK_NOTIFICATION, (event) => this.completeLink(event));
+    webhooks.addDirected(ROUTED_EVENT);
     this.waiting = new Wakeups(bus, DECIDED, (message) => (message as { id?: unknown } | null)?.id);
     this.expiry = new PeriodicTask({
       name: 'approval expiry sweep',
@@ -268,30 +273,34 @@ export class ApprovalsService implements OnModuleInit, OnApplicationBootstrap, O
         },
         tx,
       );
-      await this.outbox.record(tx, {
-        topic: 'approval.requested',
-        organizationId: scope.organizationId,
-        workspaceId: scope.workspaceId,
-        payload: {
-          workspace: scope.workspaceSlug,
-          session: created.sessionId,
-          ...(created.agentSessionId ? { agent_session: created.agentSessionId } : {}),
-          approval_id: created.id,
-          review_url: this.reviewUrl(created.id),
-          server: created.server,
-          tool: created.tool,
-          arguments: created.arguments,
-          // a policy replay decides the call again, and rules may name the execution mode
-          execution_mode: created.executionMode,
-          requester: created.requester,
-          rules: created.rules,
-          route: created.route,
-          quorum: created.quorum,
-          policy_version: created.policyVersion,
-          expires_at: created.expiresAt.toISOString(),
-          actor: requestedBy,
-        },
-      });
+      const payload = {
+        workspace: scope.workspaceSlug,
+        session: created.sessionId,
+        ...(created.agentSessionId ? { agent_session: created.agentSessionId } : {}),
+        approval_id: created.id,
+        review_url: this.reviewUrl(created.id),
+        server: created.server,
+        tool: created.tool,
+        arguments: created.arguments,
+        // a policy replay decides the call again, and rules may name the execution mode
+        execution_mode: created.executionMode,
+        requester: created.requester,
+        rules: created.rules,
+        route: created.route,
+        quorum: created.quorum,
+        policy_version: created.policyVersion,
+        expires_at: created.expiresAt.toISOString(),
+        actor: requestedBy,
+      };
+      await this.outbox.record(tx, { topic: 'approval.requested', ...this.inWorkspace(scope), payload });
+      const channels = channelNames(route);
+      // the review link, not a one-time link: a channel is shared, and only the route's approvers may decide through it
+      if (channels.length > 0)
+        await this.outbox.record(tx, {
+          topic: ROUTED_EVENT,
+          ...this.inWorkspace(scope),
+          payload: { ...payload, channels, approvers: route.approvers },
+        });
       return created;
     });
     return record;
@@ -738,6 +747,10 @@ export class ApprovalsService implements OnModuleInit, OnApplicationBootstrap, O
     return { approvals: pending.length, review_links: links };
   }
 
+  private inWorkspace(scope: WorkspaceScope): { organizationId: string; workspaceId: string } {
+    return { organizationId: scope.organizationId, workspaceId: scope.workspaceId };
+  }
+
   async routing(scope: WorkspaceScope): Promise<{ document: RoutingDocument; version: number }> {
     const found = await this.repository.routing(scope);
     return found
@@ -752,7 +765,11 @@ export class ApprovalsService implements OnModuleInit, OnApplicationBootstrap, O
   ): Promise<{ document: RoutingDocument; version: number }> {
     const parsed = routingDocumentSchema.safeParse(input);
     if (!parsed.success) throw new ValidationError(fieldIssues('body', parsed.error.issues));
-    const problems = checkRouting(parsed.data);
+    const named = [...new Set(Object.values(parsed.data.routes).flatMap(channelNames))];
+    const problems = [
+      ...checkRouting(parsed.data),
+      ...checkChannels(parsed.data, await this.webhooks.endpointsNamed(scope, named), scope.workspaceId),
+    ];
     if (problems.length > 0)
       throw new ValidationError(problems.map((p) => ({ path: fieldPath('body', p.path), message: p.message })));
     const version = await this.db.transaction(async (tx) => {

@@ -20,7 +20,8 @@ export interface AuditFilters {
   principal?: string;
   server?: string;
   tool?: string;
-  decision?: string;
+  /** any of these */
+  decisions?: string[];
   session?: string;
   types?: string[];
   execution_mode?: string;
@@ -266,7 +267,7 @@ export class AuditRepository extends Repository {
         ...(filters.principal ? { principal: filters.principal } : {}),
         ...(filters.server ? { server: filters.server } : {}),
         ...(filters.tool ? { tool: filters.tool } : {}),
-        ...(filters.decision ? { decision: filters.decision } : {}),
+        ...(filters.decisions?.length ? { decision: { in: filters.decisions } } : {}),
         ...(filters.session ? { sessionId: filters.session } : {}),
         ...(filters.execution_mode ? { executionMode: filters.execution_mode } : {}),
         ...(filters.types?.length ? { type: { in: filters.types } } : {}),

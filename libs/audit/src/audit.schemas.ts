@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { slug } from '@aileron/auth';
 import { legacyPageView, pageQuery } from '@aileron/http';
 import type { ChainedRecord } from './domain/chain';
+import { decisionsMatching } from './domain/execution-record';
 
 export const wsParams = z.object({ ws: slug });
 
@@ -26,7 +27,10 @@ export const auditQuery = z
     principal: z.string().max(256).optional(),
     server: z.string().max(256).optional(),
     tool: z.string().max(256).optional(),
-    decision: z.enum(['allow', 'deny', 'approval']).optional(),
+    decision: z
+      .enum(['allow', 'deny', 'approved', 'approval'])
+      .optional()
+      .describe('`approved`: calls a person let through (`approval`, its older name, finds the same)'),
     session: z.string().max(256).optional(),
     type: csvList.optional().describe('event types, comma-separated'),
     execution_mode: z.enum(['local', 'remote']).optional(),
@@ -88,7 +92,15 @@ export const ingestView = z.object({
   accepted: z.number().int(),
   duplicates: z.number().int().describe('events whose id the log already holds (a retried batch)'),
   rejected: z.array(
-    z.object({ index: z.number().int(), id: z.string().nullable(), code: z.string(), reason: z.string() }),
+    z.object({
+      index: z.number().int(),
+      id: z.string().nullable(),
+      code: z.string(),
+      reason: z.string().describe('the first field at fault, relative to the event: `data.rules[0]: …`'),
+      errors: z
+        .array(z.object({ path: z.string(), message: z.string() }))
+        .describe('every field at fault, named as a 400 names it: `body.events[3].decision`'),
+    }),
   ),
 });
 
@@ -144,7 +156,7 @@ export function filtersOf(query: Omit<z.infer<typeof auditQuery>, 'cursor' | 'li
     principal: query.principal,
     server: query.server,
     tool: query.tool,
-    decision: query.decision,
+    decisions: query.decision ? decisionsMatching(query.decision) : undefined,
     session: query.session,
     types: query.type,
     execution_mode: query.execution_mode,

@@ -7,7 +7,7 @@ import { Clock } from '@aileron/clock';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { publicKeyFromX, signEd25519, verifyEd25519 } from '@aileron/crypto';
 import { DatabaseService, Keyset, Transaction } from '@aileron/database';
-import { ValidationError } from '@aileron/errors';
+import { fieldIssues, FieldIssue, ValidationError } from '@aileron/errors';
 import { SigningKeysService } from '@aileron/keys';
 import { OutboxRecord, OutboxService } from '@aileron/outbox';
 import { PeriodicTask } from '@aileron/schedule';
@@ -23,6 +23,7 @@ import {
   UnchainedRecord,
   VerifyResult,
 } from './domain/chain';
+import { executionEventPayload } from './domain/execution-record';
 import { checkGatewayEvent, GatewayEvent, MAX_BATCH } from './domain/gateway-event';
 import { CallCounts, RecordedCall, recordedCallOf } from './domain/recorded-call';
 
@@ -50,7 +51,7 @@ export interface AuditEntry {
 export interface IngestResult {
   accepted: number;
   duplicates: number;
-  rejected: { index: number; id: string | null; code: string; reason: string }[];
+  rejected: { index: number; id: string | null; code: string; reason: string; errors: FieldIssue[] }[];
 }
 
 const VERIFY_PAGE = 2_000;
@@ -86,7 +87,7 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
     private readonly repository: AuditRepository,
     private readonly keys: SigningKeysService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
-    outbox: OutboxService,
+    private readonly outbox: OutboxService,
     private readonly clock: Clock,
   ) {
     // every event a domain announces is an audit record of the same transaction
@@ -207,14 +208,20 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
     const good: { index: number; event: GatewayEvent }[] = [];
     const seen = new Set<string>();
     const arrived = this.clock.now();
+    const actor = actorOf(gateway);
     events.forEach((raw, index) => {
-      const check = checkGatewayEvent(raw, arrived);
+      const check = checkGatewayEvent(raw, arrived, actor);
       if (!check.ok) {
         const id =
           typeof (raw as { id?: unknown } | null)?.id === 'string'
             ? String((raw as { id: string }).id).slice(0, 64)
             : null;
-        result.rejected.push({ index, id, code: check.code, reason: check.reason });
+        // each field at fault as a 400 names it: body.events[3].data.rules[0]
+        const errors = fieldIssues(
+          'body',
+          check.issues.map((issue) => ({ path: ['events', index, ...issue.path], message: issue.message })),
+        );
+        result.rejected.push({ index, id, code: check.code, reason: check.reason, errors });
       } else if (seen.has(check.event.id)) {
         result.duplicates++;
       } else {
@@ -223,11 +230,11 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
       }
     });
     if (good.length === 0) return result;
-    const actor = actorOf(gateway);
     const chain = chainOf(scope);
     const now = this.clock.date();
     // zod's output is plain JSON already: no copy needed before hashing
     const candidates = good.map(({ event }) => unchained(scope, chain, fromGatewayEvent(event, actor), now, false));
+    const executions = new Map(good.flatMap(({ event }) => (event.execution ? [[event.id, event] as const] : [])));
     const append = (dedupe: boolean) =>
       this.db.transaction(async (tx) => {
         // serialise the records while the head's lock is on the wire: the lock is held for less
@@ -251,6 +258,7 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
         const records = chainRecords(head, fresh, freshHashers);
         // retries are rare: the first attempt inserts optimistically and gives up (rolling back) on a repeat
         if (!(await this.repository.append(tx, scope, records, !dedupe))) throw new RepeatedEvents();
+        await this.announceExecutions(tx, scope, actor, records, executions);
         return records.length;
       });
     const accepted = await append(false).catch((error: unknown) => {
@@ -261,6 +269,39 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
     result.accepted = accepted;
     this.afterCommit(scope.organizationId);
     return result;
+  }
+
+  /**
+   * A gateway's tool calls are announced as the pool's are (the same event,
+   * from the same shape), so webhook and live-stream subscribers see local
+   * calls too; only the records this batch added, in the batch's transaction.
+   */
+  private async announceExecutions(
+    tx: Transaction,
+    scope: WorkspaceScope,
+    actor: string,
+    records: ChainedRecord[],
+    executions: ReadonlyMap<string, GatewayEvent>,
+  ): Promise<void> {
+    const announced = records.flatMap((record) => {
+      const execution = executions.get(record.id)?.execution;
+      if (!execution) return [];
+      return [
+        {
+          topic: execution.type,
+          organizationId: scope.organizationId,
+          workspaceId: scope.workspaceId,
+          // the record above is the richer audit entry
+          audited: false,
+          payload: executionEventPayload(execution, {
+            workspace: scope.workspaceSlug,
+            actor,
+            occurredAt: record.occurredAt,
+          }),
+        },
+      ];
+    });
+    if (announced.length > 0) await this.outbox.record(tx, ...announced);
   }
 
   /** Newest first, by position in the chain. */
@@ -484,22 +525,18 @@ function wellFormed<T extends string | null>(value: T): T {
 }
 
 function fromGatewayEvent(event: GatewayEvent, actor: string): AuditEntry {
-  const data: Record<string, unknown> = { ...(event.data ?? {}) };
-  for (const key of ['rule', 'approval_id', 'latency_ms', 'result_size', 'error', 'arguments'] as const) {
-    if (event[key] !== undefined) data[key] = event[key];
-  }
   return {
     id: event.id,
     type: event.type,
     occurredAt: new Date(event.time),
     source: 'gateway',
     actor,
-    principal: event.principal ?? null,
+    principal: event.principal,
     executionMode: event.execution_mode,
-    server: event.server ?? null,
-    tool: event.tool ?? null,
-    decision: event.decision ?? null,
-    sessionId: event.session ?? null,
-    data,
+    server: event.server,
+    tool: event.tool,
+    decision: event.decision,
+    sessionId: event.session,
+    data: event.data,
   };
 }

@@ -12,3 +12,12 @@ export {
 } from './domain/chain';
 export type { ChainedRecord, VerifyResult } from './domain/chain';
 export type { CallCounts, RecordedCall, RecordedDecision } from './domain/recorded-call';
+export {
+  EXECUTION_DECISIONS,
+  EXECUTION_TYPES,
+  executionDataSchema,
+  executionEventPayload,
+  executionRecord,
+  executionRecordSchema,
+} from './domain/execution-record';
+export type { ExecutionDecision, ExecutionRecord, ExecutionType } from './domain/execution-record';

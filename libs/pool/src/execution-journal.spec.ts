@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { endUnfinished, ExecutionRecord } from './execution-journal';
+import { endUnfinished, JournalEntry } from './execution-journal';
 
 const record = (
   id: string,
-  type: ExecutionRecord['type'],
+  type: JournalEntry['type'],
   execution: string | undefined,
   data: Record<string, unknown> = {},
-): ExecutionRecord => ({
+): JournalEntry => ({
   id,
   type,
   time: '2026-01-01T00:00:00.000Z',

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { closeSync, openSync, readFileSync, rmdirSync, unlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
-import { AuditService } from '@aileron/audit';
+import { AuditService, ExecutionRecord, executionEventPayload } from '@aileron/audit';
 import { SystemScopes } from '@aileron/auth/scope-issuer';
 import { Clock } from '@aileron/clock';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
@@ -11,10 +11,15 @@ import { OutboxService } from '@aileron/outbox';
 import { PeriodicTask } from '@aileron/schedule';
 import { JournalDirectory } from './journal-directory';
 
-/** One execution record: written to the journal at once, to the audit log and events in a batch. */
-export interface ExecutionRecord {
+/**
+ * One execution record as the journal holds it (a line of its file): written
+ * there at once, to the audit log and events in a batch. Its call's fields are
+ * an ExecutionRecord's (`@aileron/audit`), built through that one schema; the
+ * line stays flat so segments written by an older version still replay.
+ */
+export interface JournalEntry {
   id: string;
-  type: 'execution.started' | 'execution.succeeded' | 'execution.failed';
+  type: ExecutionRecord['type'];
   time: string;
   organizationId: string;
   workspaceId: string;
@@ -25,6 +30,22 @@ export interface ExecutionRecord {
   tool: string;
   decision: string;
   data: Record<string, unknown>;
+}
+
+/** The pool's entry as the one execution shape: it ran remote, for its caller. */
+export function entryRecord(entry: JournalEntry): ExecutionRecord {
+  return {
+    type: entry.type,
+    execution_mode: 'remote',
+    server: entry.server,
+    tool: entry.tool,
+    // written by the pool, through the schema (or by an older pool, in its names)
+    decision: entry.decision as ExecutionRecord['decision'],
+    principal: entry.actor,
+    session: entry.sessionId,
+    // a denial an older pool journaled had no execution id: the record's own is the call's
+    data: { execution_id: entry.id, ...entry.data } as ExecutionRecord['data'],
+  };
 }
 
 const FLUSH_AT = 500;
@@ -64,9 +85,9 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
   private sweeping: Promise<void> = Promise.resolve();
   private segment = 0;
   private fd: number | null = null;
-  private batch: ExecutionRecord[] = [];
+  private batch: JournalEntry[] = [];
   /** started and not ended, by execution id: carried into each new segment */
-  private readonly running = new Map<string, ExecutionRecord>();
+  private readonly running = new Map<string, JournalEntry>();
   /** written at the latest then, with or without a next call */
   private timer: NodeJS.Timeout | undefined;
   /** when the pending batch is due (read from the Clock, so a test can move it) */
@@ -140,7 +161,7 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
     return this.sweeping;
   }
 
-  append(record: ExecutionRecord): void {
+  append(record: JournalEntry): void {
     const execution = record.data.execution_id;
     if (typeof execution === 'string') {
       if (record.type === 'execution.started') this.running.set(execution, record);
@@ -205,8 +226,8 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
    * replayed segment may hold records that did commit (the process died
    * before dropping it), so only a replay asks which ids the chain holds.
    */
-  private async write(records: ExecutionRecord[], options: { replay: boolean }): Promise<void> {
-    const byWorkspace = new Map<string, ExecutionRecord[]>();
+  private async write(records: JournalEntry[], options: { replay: boolean }): Promise<void> {
+    const byWorkspace = new Map<string, JournalEntry[]>();
     for (const record of records) {
       const list =
         byWorkspace.get(record.workspaceId) ?? byWorkspace.set(record.workspaceId, []).get(record.workspaceId)!;
@@ -222,20 +243,23 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
         const written = await this.audit.recordNew(
           tx,
           scope,
-          list.map((r) => ({
-            id: r.id,
-            type: r.type,
-            occurredAt: new Date(r.time),
-            source: 'pool' as const,
-            actor: r.actor,
-            principal: r.actor,
-            executionMode: 'remote' as const,
-            server: r.server,
-            tool: r.tool,
-            decision: r.decision,
-            sessionId: r.sessionId,
-            data: r.data,
-          })),
+          list.map((r) => {
+            const record = entryRecord(r);
+            return {
+              id: r.id,
+              type: record.type,
+              occurredAt: new Date(r.time),
+              source: 'pool' as const,
+              actor: r.actor,
+              principal: record.principal,
+              executionMode: record.execution_mode,
+              server: record.server,
+              tool: record.tool,
+              decision: record.decision,
+              sessionId: record.session,
+              data: record.data,
+            };
+          }),
           options,
         );
         const fresh = new Set(written.map((w) => w.id));
@@ -248,17 +272,11 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
             organizationId: r.organizationId,
             workspaceId: r.workspaceId,
             audited: false,
-            payload: {
+            payload: executionEventPayload(entryRecord(r), {
               workspace: r.workspaceSlug,
-              session: r.sessionId,
-              execution_mode: 'remote',
-              execution_id: r.id,
-              server: r.server,
-              tool: r.tool,
-              decision: r.decision,
               actor: r.actor,
-              ...r.data,
-            },
+              occurredAt: new Date(r.time),
+            }),
           })),
         );
       }
@@ -275,13 +293,13 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
   }
 }
 
-function readRecords(file: string): ExecutionRecord[] {
+function readRecords(file: string): JournalEntry[] {
   return readFileSync(file, 'utf8')
     .split('\n')
     .filter(Boolean)
     .flatMap((line) => {
       try {
-        return [JSON.parse(line) as ExecutionRecord];
+        return [JSON.parse(line) as JournalEntry];
       } catch {
         return []; // the line being written when the process died
       }
@@ -293,8 +311,8 @@ function readRecords(file: string): ExecutionRecord[] {
  * each gets its `execution.failed`, with an id made from its start's, so a
  * replay that is itself interrupted and repeated records it once.
  */
-export function endUnfinished(records: ExecutionRecord[], now: Date): ExecutionRecord[] {
-  const started = new Map<string, ExecutionRecord>();
+export function endUnfinished(records: JournalEntry[], now: Date): JournalEntry[] {
+  const started = new Map<string, JournalEntry>();
   for (const record of records) {
     const execution = record.data.execution_id;
     if (typeof execution !== 'string') continue;

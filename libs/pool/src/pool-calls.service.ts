@@ -1,12 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
 import { ApprovalsService, redactArguments } from '@aileron/approvals';
+import { ExecutionDecision, executionRecord, ExecutionType } from '@aileron/audit';
 import { SystemScopes } from '@aileron/auth/scope-issuer';
 import { Clock } from '@aileron/clock';
 import type { WorkspaceScope } from '@aileron/auth';
 import { toolError } from '@aileron/errors';
 import { PolicyService } from '@aileron/policy';
-import { ExecutionJournal, ExecutionRecord } from './execution-journal';
+import { ExecutionJournal } from './execution-journal';
 import type { Instance } from './pool-instances.service';
 import { ToolPins } from './tool-pins.service';
 import { jsonByteLength } from './proxy/json-size';
@@ -20,6 +21,9 @@ import type { Answer } from './proxy/upstream';
  */
 @Injectable()
 export class PoolCalls implements CallGate {
+  /** what decided a call that may run, from `authorize` to its `started` record (the same call object) */
+  private readonly decided = new WeakMap<ToolCall, { rules: string[]; policyVersion: number }>();
+
   constructor(
     private readonly policies: PolicyService,
     private readonly approvals: ApprovalsService,
@@ -91,9 +95,13 @@ export class PoolCalls implements CallGate {
         ),
       };
     }
-    if (decision.decision === 'allow') return { run: true, approvalId: null };
+    if (decision.decision === 'allow') {
+      this.decided.set(call, { rules: decision.rules, policyVersion: policy.version });
+      return { run: true, approvalId: null };
+    }
     if (decision.decision === 'deny') {
       this.record(ctx, call, 'execution.failed', 'deny', {
+        execution_id: randomUUID(),
         rules: decision.rules,
         // redacted as a call that runs is: a policy replay decides the call again from them
         arguments: redactArguments(call.arguments, policy.document.redact ?? []),
@@ -122,10 +130,13 @@ export class PoolCalls implements CallGate {
     const executionId = randomUUID();
     const policy = this.policies.peek(scopeOf(ctx));
     const args = redactArguments(call.arguments, policy?.document.redact ?? []);
+    const decided = this.decided.get(call);
     this.record(ctx, call, 'execution.started', approvalId ? 'approved' : 'allow', {
       ...base,
       execution_id: executionId,
       arguments: args,
+      // the record of the decision names what decided, as a gateway's does
+      ...(decided ? { rules: decided.rules, policy_version: decided.policyVersion } : {}),
     });
     return (answer) => {
       const latency = Math.round((performance.now() - startedAt) * 1000) / 1000;
@@ -186,6 +197,7 @@ export class PoolCalls implements CallGate {
     const { request } = held;
     switch (held.outcome) {
       case 'approved':
+        this.decided.set(call, { rules: request.rules, policyVersion: request.policyVersion });
         return { run: true, approvalId: request.id };
       case 'not-usable':
         return {
@@ -218,27 +230,38 @@ export class PoolCalls implements CallGate {
     }
   }
 
+  /** Journals one record, built through the one execution shape a gateway's local calls are checked against. */
   private record(
     ctx: CallContext,
     call: ToolCall,
-    type: ExecutionRecord['type'],
-    decision: string,
-    data: Record<string, unknown>,
+    type: ExecutionType,
+    decision: ExecutionDecision,
+    data: Record<string, unknown> & { execution_id: string },
   ): void {
+    const record = executionRecord({
+      type,
+      execution_mode: 'remote',
+      server: call.server,
+      tool: call.tool,
+      decision,
+      principal: ctx.requester,
+      // `session` is the agent session where a caveat token made the call, else the MCP session; `mcp_session` always the latter
+      session: ctx.agentSessionId ?? ctx.mcpSessionId,
+      data: { ...data, mcp_session: ctx.mcpSessionId },
+    });
     this.journal.append({
       id: randomUUID(),
-      type,
+      type: record.type,
       time: this.clock.date().toISOString(),
       organizationId: ctx.organizationId,
       workspaceId: ctx.workspaceId,
       workspaceSlug: ctx.workspaceSlug,
-      // `session` is the agent session where a caveat token made the call, else the MCP session; `mcp_session` always the latter
       sessionId: ctx.agentSessionId ?? ctx.mcpSessionId,
       actor: ctx.requester,
-      server: call.server,
-      tool: call.tool,
-      decision,
-      data: { ...data, mcp_session: ctx.mcpSessionId },
+      server: record.server,
+      tool: record.tool,
+      decision: record.decision,
+      data: record.data,
     });
   }
 }

@@ -14,7 +14,7 @@ import { JobContext, JobProcessor, JobRegistry, QueueService } from '@aileron/qu
 import { RedisService, RedisUnavailableError } from '@aileron/redis';
 import { PeriodicTask } from '@aileron/schedule';
 import { pauseReason, PausePolicy } from './domain/endpoint-health';
-import { matchesEvent, matchesWorkspace, takesPersonalNotification } from './domain/event-filter';
+import { addressedTo, matchesEvent, matchesWorkspace, takesPersonalNotification } from './domain/event-filter';
 import { renderBody } from './domain/formats';
 import { WebhookEndpointRecord, WebhooksRepository } from './webhooks.repository';
 import { secretAad, WebhooksService } from './webhooks.service';
@@ -222,12 +222,15 @@ export class WebhookDeliveryService implements BeforeApplicationShutdown {
       if (endpoints === undefined)
         subscribers.set(key, (endpoints = await this.repository.subscribers(scope, workspaceId, tx)));
       const personal = this.webhooks.notification(message.topic) !== undefined;
+      const directed = this.webhooks.directed(message.topic);
       const targets = endpoints.filter(
         (endpoint) =>
           matchesWorkspace(endpoint.workspaceId, workspaceId) &&
-          (personal
-            ? takesPersonalNotification(endpoint, message.topic)
-            : matchesEvent(endpoint.events, message.topic)),
+          (directed
+            ? addressedTo(message.payload, endpoint.name)
+            : personal
+              ? takesPersonalNotification(endpoint, message.topic)
+              : matchesEvent(endpoint.events, message.topic)),
       );
       if (targets.length === 0) continue;
       const event = toPublicEvent(message);

@@ -44,6 +44,8 @@ export type WebhookDelivery = WebhookDeliveryRecord & { attemptLog: WebhookAttem
  */
 export type NotificationCompleter = (event: PublicEvent) => Promise<Record<string, unknown> | null>;
 
+const ENDPOINT_PAGE = 200;
+
 /** The sealed secret is bound to its endpoint: a sealed value copied onto another row does not open. */
 export function secretAad(organizationId: string, endpointId: string): string {
   return `aileron/webhook/${organizationId}/${endpointId}`;
@@ -66,6 +68,7 @@ export class WebhooksService {
   ) {}
 
   private readonly notifications = new Map<string, NotificationCompleter>();
+  private readonly directedTypes = new Set<string>();
 
   /** Declares an event type a personal notification (see takesPersonalNotification); set by the domain that owns it. */
   addNotification(type: string, complete: NotificationCompleter): void {
@@ -75,6 +78,40 @@ export class WebhooksService {
 
   notification(type: string): NotificationCompleter | undefined {
     return this.notifications.get(type);
+  }
+
+  /**
+   * Declares an event type directed: it goes to the endpoints its message
+   * names in `channels` (see addressedTo), whatever their filters, and to no
+   * other. Set by the domain that writes its messages, which alone decides
+   * where they go (an approval route's channels).
+   */
+  addDirected(type: string): void {
+    if (this.directedTypes.has(type) || this.notifications.has(type))
+      throw new Error(`event type "${type}" declared directed twice, or also personal`);
+    this.directedTypes.add(type);
+  }
+
+  directed(type: string): boolean {
+    return this.directedTypes.has(type);
+  }
+
+  /** The organisation's endpoints of these names, enabled or not: what a route may name as its channels. */
+  async endpointsNamed(
+    scope: OrgScope,
+    names: readonly string[],
+  ): Promise<{ name: string; workspaceId: string | null }[]> {
+    const wanted = new Set(names);
+    const found: { name: string; workspaceId: string | null }[] = [];
+    if (wanted.size === 0) return found;
+    // an organisation has a handful of endpoints: read them a page at a time rather than add a query
+    for (let after: { createdAt: Date; id: string } | undefined; ;) {
+      const page = await this.repository.list(scope, { take: ENDPOINT_PAGE, ...(after ? { after } : {}) });
+      for (const e of page) if (wanted.has(e.name)) found.push({ name: e.name, workspaceId: e.workspaceId });
+      const last = page[page.length - 1];
+      if (!last || page.length < ENDPOINT_PAGE || found.length === wanted.size) return found;
+      after = { createdAt: last.createdAt, id: last.id };
+    }
   }
 
   /** How many endpoints would carry a personal notification of this type for the workspace now. */

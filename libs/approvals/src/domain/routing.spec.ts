@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { checkRouting, isApprover, routingDocumentSchema } from './routing';
+import { channelNames, checkChannels, checkRouting, isApprover, routingDocumentSchema } from './routing';
 
 const NOW = new Date('2026-11-23T12:00:00Z');
 const document = routingDocumentSchema.parse({
@@ -44,5 +44,45 @@ describe('groups in approval routes', () => {
     expect(checkRouting(typo)).toEqual([
       { path: 'routes.release.approvers[0].group', message: expect.stringContaining('"release-manager"') },
     ]);
+  });
+});
+
+describe('channels in approval routes', () => {
+  const routed = routingDocumentSchema.parse({
+    routes: {
+      'cost-approval': {
+        approvers: [{ role: 'approver' }],
+        channels: [{ webhook: 'cost-approvals' }, { webhook: 'finance-bot' }, { webhook: 'cost-approvals' }],
+      },
+      security: { approvers: [{ role: 'admin' }], channels: [{ webhook: 'payments-only' }] },
+    },
+  });
+
+  it('name endpoints of the organisation that carry the workspace’s events', () => {
+    const endpoints = [
+      { name: 'cost-approvals', workspaceId: null },
+      { name: 'finance-bot', workspaceId: 'ws-1' },
+      { name: 'payments-only', workspaceId: 'ws-2' },
+    ];
+    expect(checkChannels(routed, endpoints, 'ws-1')).toEqual([
+      { path: 'routes.security.channels[0].webhook', message: expect.stringContaining("another workspace's") },
+    ]);
+    expect(checkChannels(routed, endpoints.slice(1), 'ws-2')).toEqual([
+      { path: 'routes.cost-approval.channels[0].webhook', message: expect.stringContaining('"cost-approvals"') },
+      { path: 'routes.cost-approval.channels[1].webhook', message: expect.stringContaining("another workspace's") },
+      { path: 'routes.cost-approval.channels[2].webhook', message: expect.stringContaining('"cost-approvals"') },
+    ]);
+  });
+
+  it('are announced to once each; a route saved before channels existed has none', () => {
+    expect(channelNames(routed.routes['cost-approval']!)).toEqual(['cost-approvals', 'finance-bot']);
+    expect(channelNames({ approvers: [{ role: 'admin' }], quorum: 1, expires_in_seconds: 60 })).toEqual([]);
+  });
+
+  it('are endpoints by name only: a URL in the document is refused', () => {
+    const parsed = routingDocumentSchema.safeParse({
+      routes: { r: { approvers: [{ role: 'admin' }], channels: [{ url: 'https://hooks.slack.com/services/x' }] } },
+    });
+    expect(parsed.success).toBe(false);
   });
 });

@@ -35,9 +35,19 @@ const rotation = z
   })
   .strict();
 
+/**
+ * Where a route's requests are also announced: an organisation webhook
+ * endpoint by name (a Slack incoming webhook, or any receiver). Named, never
+ * given by URL: the URL may carry a token and lives sealed with the endpoint,
+ * shown only by host; the endpoint's retries, signing and SSRF rules apply.
+ */
+const channel = z.object({ webhook: z.string().trim().min(1).max(100) }).strict();
+
 const route = z
   .object({
     approvers: z.array(approver).min(1).max(50),
+    /** a channel posts the request with its review link; only the approvers above decide */
+    channels: z.array(channel).max(10).optional(),
     quorum: z.number().int().min(1).max(10).default(1),
     expires_in_seconds: z
       .number()
@@ -60,6 +70,7 @@ export const routingDocumentSchema = z
 export type RoutingDocument = z.infer<typeof routingDocumentSchema>;
 export type Route = z.infer<typeof route>;
 export type Approver = z.infer<typeof approver>;
+export type RouteChannel = z.infer<typeof channel>;
 
 export const BUILT_IN_ROUTE = 'workspace-admins';
 const BUILT_IN: Route = {
@@ -111,6 +122,46 @@ export function checkRouting(document: RoutingDocument): RoutingProblem[] {
     });
   }
   return problems;
+}
+
+/** A webhook endpoint a route may name: its name and its workspace filter (null: the whole organisation). */
+export interface ChannelEndpoint {
+  name: string;
+  workspaceId: string | null;
+}
+
+/**
+ * The channels of every route must be endpoints of the organisation that
+ * carry this workspace's events: one filtered to another workspace would
+ * otherwise be sent this one's requests.
+ */
+export function checkChannels(
+  document: RoutingDocument,
+  endpoints: readonly ChannelEndpoint[],
+  workspaceId: string,
+): RoutingProblem[] {
+  const byName = new Map(endpoints.map((e) => [e.name, e]));
+  const problems: RoutingProblem[] = [];
+  for (const [routeName, r] of Object.entries(document.routes)) {
+    (r.channels ?? []).forEach((c, i) => {
+      const endpoint = byName.get(c.webhook);
+      const path = `routes.${routeName}.channels[${i}].webhook`;
+      if (!endpoint)
+        problems.push({
+          path,
+          message: `names no webhook endpoint of the organisation ("${c.webhook}"); create it first (POST /v1/webhooks)`,
+        });
+      else if (endpoint.workspaceId !== null && endpoint.workspaceId !== workspaceId)
+        problems.push({ path, message: `"${c.webhook}" carries another workspace's events only` });
+    });
+  }
+  return problems;
+}
+
+/** The names of the endpoints a route announces its requests to. */
+export function channelNames(route: Route): string[] {
+  // documents saved before routes had channels have none
+  return [...new Set((route.channels ?? []).map((c) => c.webhook))];
 }
 
 /** The route a decision uses: the rule's, else the document's default, else the built-in one. */

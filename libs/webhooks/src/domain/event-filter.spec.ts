@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { EVENT_FILTER, matchesEvent, matchesWorkspace, takesPersonalNotification } from './event-filter';
+import { addressedTo, EVENT_FILTER, matchesEvent, matchesWorkspace, takesPersonalNotification } from './event-filter';
 
 describe('event filters', () => {
   it('an empty filter takes every event', () => {
@@ -38,5 +38,15 @@ describe('personal notifications (a one-time link for one person)', () => {
     expect(takesPersonalNotification({ events: ['approval.*'], format: 'json' }, 'approval.link')).toBe(false);
     expect(takesPersonalNotification({ events: [], format: 'json' }, 'approval.link')).toBe(false);
     expect(takesPersonalNotification({ events: ['approval.link'], format: 'slack' }, 'approval.link')).toBe(false);
+  });
+});
+
+describe('directed messages', () => {
+  it('go to the endpoints they name in channels, and only by their exact name', () => {
+    const payload = { channels: ['cost-approvals', 'finance-bot'] };
+    expect(addressedTo(payload, 'cost-approvals')).toBe(true);
+    expect(addressedTo(payload, 'cost')).toBe(false);
+    expect(addressedTo({}, 'cost-approvals')).toBe(false);
+    expect(addressedTo({ channels: 'cost-approvals' }, 'cost-approvals')).toBe(false);
   });
 });

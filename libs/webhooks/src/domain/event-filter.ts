@@ -28,3 +28,12 @@ export function takesPersonalNotification(
 export function matchesWorkspace(filter: string | null, workspaceId: string | null): boolean {
   return filter === null || filter === workspaceId;
 }
+
+/**
+ * Whether a directed message (an approval route's announcement) names this
+ * endpoint among its `channels`. Only the domain that declared the type writes
+ * such messages; nothing a client sends can put a name there.
+ */
+export function addressedTo(payload: Record<string, unknown>, endpointName: string): boolean {
+  return Array.isArray(payload.channels) && payload.channels.includes(endpointName);
+}

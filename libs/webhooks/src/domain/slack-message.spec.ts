@@ -60,6 +60,29 @@ describe('Slack format', () => {
     expect(JSON.stringify(message)).not.toContain('redacted');
   });
 
+  it('a request a route posts to its channel is the same message, naming who decides, never the arguments', () => {
+    const message = slackMessage({
+      ...approvalRequested,
+      type: 'approval.routed',
+      data: {
+        ...approvalRequested.data,
+        route: 'cost-approval',
+        quorum: 2,
+        channels: ['cost-approvals'],
+        approvers: [{ group: 'finance' }, { role: 'approver' }, { user: 'dana@example.com' }, { rotation: 'primary' }],
+      },
+    });
+    expect(message.blocks[0]).toMatchObject({ type: 'header', text: { text: 'Approval requested' } });
+    const fields = message.blocks.flatMap((b) => (b.type === 'section' ? (b.fields ?? []) : [])).map((f) => f.text);
+    expect(fields).toContain(
+      "*Who decides*\ngroup finance, the workspace's approvers, dana@example.com, on call in primary (2 of them must approve)",
+    );
+    expect(message.blocks.find((b) => b.type === 'actions')).toMatchObject({
+      elements: [{ type: 'button', url: 'https://aileron.example.com/review/a1' }],
+    });
+    expect(JSON.stringify(message)).not.toContain('redacted');
+  });
+
   it('escapes what the event carries, so it cannot mention a channel or forge a link', () => {
     const message = slackMessage({
       ...approvalRequested,

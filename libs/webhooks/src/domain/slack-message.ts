@@ -30,6 +30,7 @@ const URL_MAX = 3000;
 
 const TITLES: Record<string, string> = {
   'approval.requested': 'Approval requested',
+  'approval.routed': 'Approval requested',
   'approval.approved': 'Approval granted',
   'approval.denied': 'Approval denied',
   'approval.expired': 'Approval expired',
@@ -46,7 +47,10 @@ const TITLES: Record<string, string> = {
 };
 
 export function slackMessage(event: PublicEvent): SlackMessage {
-  return event.type === 'approval.requested' ? approvalRequested(event) : generic(event);
+  // `approval.routed` is the same request, posted to a channel its route names
+  return event.type === 'approval.requested' || event.type === 'approval.routed'
+    ? approvalRequested(event)
+    : generic(event);
 }
 
 function approvalRequested(event: PublicEvent): SlackMessage {
@@ -66,6 +70,8 @@ function approvalRequested(event: PublicEvent): SlackMessage {
   if (event.workspace) fields.push(field('Workspace', event.workspace));
   const expires = text(data.expires_at);
   if (expires) fields.push(field('Expires', expires));
+  const deciders = whoDecides(data);
+  if (deciders) fields.push(field('Who decides', deciders));
   const blocks: SlackBlock[] = [
     header(TITLES[event.type]!),
     {
@@ -134,6 +140,27 @@ function context(event: PublicEvent): SlackBlock {
 
 function field(label: string, value: string): Text {
   return { type: 'mrkdwn', text: clip(`*${escape(label)}*\n${escape(value)}`, FIELD_MAX) };
+}
+
+/**
+ * The route's approvers as people read them: a channel is shared, and the
+ * review link decides nothing by itself; whoever opens it signs in, and only
+ * these may decide.
+ */
+function whoDecides(data: Record<string, unknown>): string | null {
+  if (!Array.isArray(data.approvers)) return null;
+  const named = data.approvers.flatMap((a: unknown) => {
+    if (typeof a !== 'object' || a === null) return [];
+    const approver = a as Record<string, unknown>;
+    if (text(approver.user)) return [text(approver.user)!];
+    if (text(approver.group)) return [`group ${text(approver.group)!}`];
+    if (text(approver.role)) return [`the workspace's ${text(approver.role)!}s`];
+    if (text(approver.rotation)) return [`on call in ${text(approver.rotation)!}`];
+    return [];
+  });
+  if (named.length === 0) return null;
+  const quorum = typeof data.quorum === 'number' && data.quorum > 1 ? ` (${data.quorum} of them must approve)` : '';
+  return `${named.join(', ')}${quorum}`;
 }
 
 function ruleOf(data: Record<string, unknown>): string | null {
