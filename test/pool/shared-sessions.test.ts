@@ -228,7 +228,9 @@ describe('sessions: shared — one server-everything for every MCP session of th
     await a.client.subscribeResource({ uri: first });
     await b.client.subscribeResource({ uri: first });
     await b.client.subscribeResource({ uri: second });
-    expect(textOf(await call(a.client, 'toggle-subscriber-updates'))).toContain('Started simulated resource updated notifications');
+    expect(textOf(await call(a.client, 'toggle-subscriber-updates'))).toContain(
+      'Started simulated resource updated notifications',
+    );
     await eventually('a round of updates', () => a.seen.updated.includes(first) && b.seen.updated.includes(second));
     expect(a.seen.updated).not.toContain(second);
 
