@@ -1,5 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import type { JSONRPCNotification, JSONRPCRequest } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Clock } from '@aileron/clock';
@@ -124,6 +126,34 @@ describe('shared upstream sessions over Streamable HTTP (a pod’s bridge)', () 
     expect(instance.upstreamSessions).toBe(1);
     expect(await b.session.request('ping', undefined)).toEqual({ result: {} });
     await b.session.close();
+  });
+
+  it('lets go of the sessions that leave, with what they asked for: a shared session serving for days keeps none', async () => {
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const instance = anInstance('shared');
+    const stays = await aSession(instance);
+    const openUseAndClose = async (n: number): Promise<WeakRef<UpstreamSession<string>>> => {
+      const { session } = await aSession(instance);
+      await session.request('logging/setLevel', { level: 'debug' });
+      await session.request('resources/subscribe', { uri: `demo://resource/dynamic/text/${n}` });
+      await session.request(
+        'tools/call',
+        { name: 'echo', arguments: { message: `${n}` }, _meta: { progressToken: n } },
+        undefined,
+        `call ${n}`,
+      );
+      await session.close();
+      return new WeakRef(session);
+    };
+    const closed: WeakRef<UpstreamSession<string>>[] = [];
+    for (let n = 0; n < 20; n++) closed.push(await openUseAndClose(n));
+    // what their leaving sent upstream (unsubscriptions, the level) has been answered
+    expect(await stays.session.request('ping', undefined)).toEqual({ result: {} });
+    gc();
+    expect(closed.filter((ref) => ref.deref() !== undefined)).toHaveLength(0);
+    expect(instance.upstreamSessions).toBe(1);
+    await stays.session.close();
   });
 
   it('per session: an upstream session (a child) each, as before', async () => {

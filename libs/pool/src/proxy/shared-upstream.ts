@@ -179,9 +179,8 @@ class SharedUpstream {
         return this.applyLevel();
       }
       case 'resources/subscribe':
-        return this.subscribe(session, params ?? {}, signal, on);
       case 'resources/unsubscribe':
-        return this.unsubscribe(session, params ?? {}, signal, on);
+        return this.subscription(session, method, params ?? {}, signal, on);
       case 'tasks/get':
       case 'tasks/result':
       case 'tasks/cancel': {
@@ -267,40 +266,28 @@ class SharedUpstream {
     return answer;
   }
 
-  private async subscribe(
+  /** A URI is subscribed upstream by the first session that subscribes to it, and unsubscribed by the last to leave it. */
+  private async subscription(
     session: SharedSession<unknown>,
+    method: 'resources/subscribe' | 'resources/unsubscribe',
     params: Record<string, unknown>,
     signal: AbortSignal | undefined,
     on: unknown,
   ): Promise<Answer> {
+    const subscribe = method === 'resources/subscribe';
     const uri = String(params.uri);
     const sessions = this.subscribers.get(uri);
+    if (!subscribe) sessions?.delete(session);
+    // another session has it subscribed upstream, and keeps it so
     if (sessions && sessions.size > 0) {
-      sessions.add(session);
+      if (subscribe) sessions.add(session);
       return { result: {} };
     }
-    const answer = await this.forward(session, 'resources/subscribe', params, signal, on);
-    if (!('error' in answer) && session.alive) {
-      const now = this.subscribers.get(uri) ?? new Set();
-      now.add(session);
-      this.subscribers.set(uri, now);
-    }
-    return answer;
-  }
-
-  private async unsubscribe(
-    session: SharedSession<unknown>,
-    params: Record<string, unknown>,
-    signal: AbortSignal | undefined,
-    on: unknown,
-  ): Promise<Answer> {
-    const uri = String(params.uri);
-    const sessions = this.subscribers.get(uri);
-    sessions?.delete(session);
-    // others still want its updates: the subscription upstream stays
-    if (sessions && sessions.size > 0) return { result: {} };
     this.subscribers.delete(uri);
-    return this.forward(session, 'resources/unsubscribe', params, signal, on);
+    const answer = await this.forward(session, method, params, signal, on);
+    if (subscribe && !('error' in answer) && session.alive)
+      this.subscribers.set(uri, (this.subscribers.get(uri) ?? new Set()).add(session));
+    return answer;
   }
 
   /** Sets the upstream to the most verbose level a session asked for, when that changed. */
@@ -323,13 +310,14 @@ class SharedUpstream {
 
   private fromServer(message: ServerMessage, tag: Tag | undefined): void {
     const params = (message.params ?? {}) as Record<string, unknown>;
-    const caller = tag?.session.alive ? tag.session : undefined;
+    // the session whose request this came with, if one did: it may have left since, and what was its goes to no one else
+    const caller = tag?.session;
     const deliver = (session: SharedSession<unknown>, what: ServerMessage = message) =>
       session.deliver(what, session === caller ? tag!.on : undefined);
     const byTask = this.taskOwner(params);
     if ('id' in message) {
       const clientTask = typeof params.taskId === 'string' ? this.clientTasks.get(params.taskId) : undefined;
-      const asked = clientTask ?? byTask ?? caller ?? this.speaker();
+      const asked = clientTask ?? byTask ?? (caller ? (caller.alive ? caller : undefined) : this.speaker());
       if (!asked) {
         void this.upstream.respond(message.id, {
           error: { code: UPSTREAM_GONE, message: 'No MCP session is open to answer this request' },
@@ -365,7 +353,11 @@ class SharedUpstream {
       }
     }
     const owner = message.method.endsWith('/list_changed') ? undefined : (byTask ?? caller);
-    for (const session of owner ? [owner] : this.members) if (wants(session, message)) deliver(session);
+    if (owner) {
+      if (wants(owner, message)) deliver(owner);
+      return;
+    }
+    for (const session of this.members) if (wants(session, message)) deliver(session);
   }
 
   private taskOwner(params: Record<string, unknown>): SharedSession<unknown> | undefined {
