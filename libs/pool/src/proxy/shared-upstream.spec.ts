@@ -2,7 +2,12 @@ import type { AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import type { JSONRPCNotification, JSONRPCRequest } from '@modelcontextprotocol/sdk/types.js';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import {
+  CreateMessageResultSchema,
+  type JSONRPCNotification,
+  type JSONRPCRequest,
+} from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Clock } from '@aileron/clock';
 import { type BridgeServer, createBridgeServer } from '../bridge';
@@ -164,6 +169,91 @@ describe('shared upstream sessions over Streamable HTTP (a pod’s bridge)', () 
     expect(await a.session.request('ping', undefined)).toEqual({ result: {} });
     expect(await b.session.request('ping', undefined)).toEqual({ result: {} });
     expect(upstreamSessions.size).toBe(2);
+    await Promise.all([a.session.close(), b.session.close()]);
+  });
+});
+
+/**
+ * A server in this process says exactly which request each of its messages
+ * belongs to (over stdio the latest request in flight stands in for that):
+ * the rules of where a shared session's server messages go, without the
+ * guess. Its one tool waits until the test lets it go, then logs a line and
+ * asks its caller to sample.
+ */
+describe('a shared upstream session: where what the server sends goes', () => {
+  function anAskingServer(): { instance: Instance; release: () => void; server: Promise<McpServer> } {
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    let connected!: (server: McpServer) => void;
+    const server = new Promise<McpServer>((resolve) => (connected = resolve));
+    const instance = new Instance(
+      'i-asking',
+      'asking',
+      '1.0.0',
+      {
+        attach: async (transport) => {
+          const mcp = new McpServer({ name: 'asking', version: '1.0.0' }, { capabilities: { logging: {} } });
+          mcp.registerTool('ask', {}, async (extra) => {
+            await released;
+            await extra.sendNotification({
+              method: 'notifications/message',
+              params: { level: 'info', data: 'asking my caller' },
+            });
+            const sampled = await extra.sendRequest(
+              { method: 'sampling/createMessage', params: { messages: [], maxTokens: 1 } },
+              CreateMessageResultSchema,
+            );
+            return { content: [{ type: 'text', text: JSON.stringify(sampled.content) }] };
+          });
+          await mcp.connect(transport);
+          connected(mcp);
+        },
+      },
+      new Promise(() => undefined),
+      null,
+      () => undefined,
+      8,
+      new Clock(),
+      new Map(),
+      'shared',
+    );
+    return { instance, release, server };
+  }
+
+  async function aSession(instance: Instance): Promise<{ session: UpstreamSession<string>; heard: Heard[] }> {
+    const session = openUpstream<string>('asking', instance, INIT);
+    const heard: Heard[] = [];
+    session.onServerMessage = (message, on) => {
+      heard.push({ message, on });
+      if ('id' in message)
+        void session.respond(message.id, {
+          result: { role: 'assistant', content: { type: 'text', text: `sampled by ${on}` }, model: 'm' },
+        });
+    };
+    await session.start();
+    await session.request('initialize', INIT);
+    await session.notify('notifications/initialized');
+    return { session, heard };
+  }
+
+  it('a request or log line of a call reaches the session of that call, though another spoke last; one of no call, everyone', async () => {
+    const { instance, release, server } = anAskingServer();
+    const a = await aSession(instance);
+    const b = await aSession(instance);
+    const asked = a.session.request('tools/call', { name: 'ask', arguments: {} }, undefined, 'call of a');
+    // b is the last the server heard from when its request comes
+    expect(await b.session.request('ping', undefined)).toEqual({ result: {} });
+    release();
+    expect(JSON.stringify(await asked)).toContain('sampled by call of a');
+    expect(a.heard.map((h) => [h.message.method, h.on])).toEqual([
+      ['notifications/message', 'call of a'],
+      ['sampling/createMessage', 'call of a'],
+    ]);
+    expect(b.heard).toEqual([]);
+
+    (await server).server.sendLoggingMessage({ level: 'warning', data: 'to whom it may concern' });
+    await expect.poll(() => [a.heard.length, b.heard.length]).toEqual([3, 1]);
+    expect(b.heard[0]).toMatchObject({ message: { params: { data: 'to whom it may concern' } }, on: undefined });
     await Promise.all([a.session.close(), b.session.close()]);
   });
 });
