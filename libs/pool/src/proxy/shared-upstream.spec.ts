@@ -251,7 +251,7 @@ describe('a shared upstream session: where what the server sends goes', () => {
     ]);
     expect(b.heard).toEqual([]);
 
-    (await server).server.sendLoggingMessage({ level: 'warning', data: 'to whom it may concern' });
+    await (await server).server.sendLoggingMessage({ level: 'warning', data: 'to whom it may concern' });
     await expect.poll(() => [a.heard.length, b.heard.length]).toEqual([3, 1]);
     expect(b.heard[0]).toMatchObject({ message: { params: { data: 'to whom it may concern' } }, on: undefined });
     await Promise.all([a.session.close(), b.session.close()]);
