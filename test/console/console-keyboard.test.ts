@@ -245,7 +245,8 @@ describe('the console with the keyboard alone', () => {
     await tabTo(page.getByRole('tab', { name: 'Webhooks' }));
     await page.keyboard.press('ArrowRight');
     await page.waitForURL(/[?&]tab=sinks/);
-    expect(await page.getByRole('tab', { name: 'Audit sinks' }).getAttribute('aria-selected')).toBe('true');
+    // the URL changes first and the tab list renders after it: wait for the selection, never read it once
+    await expect.poll(() => page.getByRole('tab', { name: 'Audit sinks' }).getAttribute('aria-selected')).toBe('true');
 
     await tabTo(page.getByRole('button', { name: 'Pause siem' }));
     await page.keyboard.press('Enter');

@@ -1794,6 +1794,17 @@ parity('AgentSessionsRepository', 'end', async (s) => {
     await r.get(s.w.org, SESSION),
   ];
 });
+parity('AgentSessionsRepository', 'markExpired', async (s) => {
+  const r = repo(s, 'AgentSessionsRepository');
+  return [
+    // the session that expired in the past, once; then nothing is left to announce
+    await tx(s, (x) => r.markExpired(x, SYSTEM, THEN, 10)),
+    await tx(s, (x) => r.markExpired(x, SYSTEM, THEN, 10)),
+    // an announced expiry ends it: ending it again says nothing
+    await tx(s, (x) => r.end(x, s.w.org, uuid(301), 'token:late', at(800))),
+    await r.get(s.w.org, uuid(301)),
+  ];
+});
 parity('AgentSessionsRepository', 'addMessage', async (s) => {
   const r = repo(s, 'AgentSessionsRepository');
   const answers = await steps(

@@ -111,7 +111,7 @@ function smallerCases({ document, call }: Case): Case[] {
       }
     }
   });
-  for (const key of ['arguments', 'principal', 'execution_mode']) {
+  for (const key of ['arguments', 'principal', 'execution_mode', 'tool_prefix']) {
     if (key in call) out.push({ document, call: withoutKey(call, key) });
   }
   for (const key of Object.keys(call.arguments ?? {})) {
@@ -313,6 +313,34 @@ const examples: Example[] = [
     expected: { decision: 'approval', reason: 'rule', rules: ['ratio'], approval_route: null, errors: ['ratio'] },
   },
   {
+    name: 'names with "__" name a tool by its namespaced names too: <server>__<tool> and <tool_prefix>__<tool>',
+    document: {
+      rules: [
+        { id: 'by-prefix', effect: 'deny', tools: ['gh__create_issue'] },
+        { id: 'by-server', effect: 'approval', tools: ['github__*'] },
+        { id: 'by-prefix-prefix', effect: 'approval', tool_prefixes: ['gh__create'], approval_route: 'security' },
+        { id: 'plain', effect: 'allow', tools: ['create_issue'] },
+        { id: 'plain-prefix-not-namespaced', effect: 'deny', tool_prefixes: ['git'] },
+      ],
+    },
+    call: { server: 'github', tool: 'create_issue', tool_prefix: 'gh' },
+    defaultEffect: 'allow',
+    expected: { decision: 'deny', reason: 'rule', rules: ['by-prefix'], approval_route: null, errors: [] },
+  },
+  {
+    name: 'without the tool prefix in the call, only the server-name form and the plain name match',
+    document: {
+      rules: [
+        { id: 'by-prefix', effect: 'deny', tools: ['gh__create_issue'] },
+        { id: 'by-server', effect: 'approval', tools: ['github__*'] },
+        { id: 'plain', effect: 'allow', tools: ['create_issue'] },
+      ],
+    },
+    call: { server: 'github', tool: 'create_issue' },
+    defaultEffect: 'deny',
+    expected: { decision: 'approval', reason: 'rule', rules: ['by-server'], approval_route: null, errors: [] },
+  },
+  {
     name: 'a glob character is a Unicode code point: ? matches one emoji, not half of one',
     document: {
       rules: [
@@ -364,6 +392,11 @@ describe('compiled policy engine against the reference evaluator', () => {
         bump(`reason:${expected.reason}`);
         if (expected.errors.length > 0) bump('errors');
         if (expected.approval_route !== null) bump('approval_route');
+        if (call.tool_prefix !== undefined) {
+          const { tool_prefix: _prefix, ...unprefixed } = call;
+          if (!same(comparable(referenceEvaluate(document, unprefixed, { defaultEffect })), expected))
+            bump('decided-by-tool-prefix');
+        }
 
         let actual: Comparable | { thrown: string };
         try {
@@ -425,6 +458,7 @@ describe('compiled policy engine against the reference evaluator', () => {
       'approval_route',
       'listable-checked',
       'hidden',
+      'decided-by-tool-prefix',
     ]) {
       expect(
         counts.get(key) ?? 0,

@@ -103,8 +103,17 @@ const TOOL_PATTERNS = [
   '*search',
   '???_????',
   'gh_.*',
+  // namespaced names: `<server or tool prefix>__<tool>`, and a tool named `gh__search`
+  'gh__create_issue',
+  'github__*',
+  'gh__*',
+  '*__read_file',
+  'gh__search',
+  'fs__?*',
 ];
-const TOOL_PREFIXES = ['gh_', 'write', 'read_', 'delete_repo', 'x', '', 'gh_s'];
+const TOOL_PREFIXES = ['gh_', 'write', 'read_', 'delete_repo', 'x', '', 'gh_s', 'gh__', 'github__de', 'g'];
+/** the catalog tool prefixes a call's server may have: `git` is also a server's name */
+const CALL_TOOL_PREFIXES = ['gh', 'git', 'files'] as const;
 
 const USERS = ['alice', 'bob', 'carol'];
 const ROLES = ['admin', 'dev', 'viewer'];
@@ -441,5 +450,6 @@ export function randomCall(rng: Rng): PolicyCall {
   else if (argsRoll < 0.88) call.arguments = {};
   if (chance(rng, 0.75)) call.principal = randomCallPrincipal(rng);
   if (chance(rng, 0.6)) call.execution_mode = pick(rng, ['local', 'remote'] as const);
+  if (chance(rng, 0.4)) call.tool_prefix = pick(rng, CALL_TOOL_PREFIXES);
   return call;
 }

@@ -5,7 +5,7 @@ import { Clock } from '@aileron/clock';
 import { DatabaseService, isDatabaseUnavailable, isUniqueViolation, Keyset, Transaction } from '@aileron/database';
 import { ConflictError, NotFoundError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
-import type { CatalogEntryInput } from './domain/catalog-entry';
+import { CatalogEntryInput, toolPrefixOf } from './domain/catalog-entry';
 import { AssignmentRecord, CatalogEntryRecord, CatalogRepository, ServerDefinition } from './catalog.repository';
 
 export interface RolloutInput {
@@ -21,6 +21,8 @@ const CACHE_TTL_MS = 30_000;
 export class CatalogService implements OnModuleDestroy {
   /** per workspace: its assigned servers with their definitions, for the gateway API and the pool */
   private readonly cache: SharedCache<AssignmentRecord[]>;
+  /** per cached list of a workspace's servers: the tool prefixes of their pinned versions */
+  private readonly prefixes = new WeakMap<AssignmentRecord[], ReadonlyMap<string, string>>();
 
   constructor(
     private readonly db: DatabaseService,
@@ -103,6 +105,24 @@ export class CatalogService implements OnModuleDestroy {
     return this.cache.getOrLoad(`${scope.organizationId}:${scope.workspaceId}`, () =>
       this.repository.assignments(scope),
     );
+  }
+
+  /**
+   * The workspace's servers that have a `tool_prefix`, at their pinned version
+   * (the one the pool runs): policy rules may name their tools by it.
+   */
+  async toolPrefixes(scope: WorkspaceScope): Promise<ReadonlyMap<string, string>> {
+    const servers = this.peekWorkspaceServers(scope) ?? (await this.workspaceServers(scope));
+    let prefixes = this.prefixes.get(servers);
+    if (!prefixes) {
+      const found = new Map<string, string>();
+      for (const assignment of servers) {
+        const prefix = toolPrefixOf(assignment.pinned.definition);
+        if (prefix !== null) found.set(assignment.name, prefix);
+      }
+      this.prefixes.set(servers, (prefixes = found));
+    }
+    return prefixes;
   }
 
   /**

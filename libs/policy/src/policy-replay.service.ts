@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { z } from 'zod';
 import { AuditService } from '@aileron/audit';
 import type { WorkspaceScope } from '@aileron/auth';
+import { CatalogService } from '@aileron/catalog';
 import { Clock } from '@aileron/clock';
 import { digestOf } from '@aileron/crypto';
 import { DomainError, fieldIssues, ValidationError } from '@aileron/errors';
@@ -101,6 +102,7 @@ export class PolicyReplay {
     private readonly policies: PolicyService,
     private readonly audit: AuditService,
     private readonly clock: Clock,
+    private readonly catalog: CatalogService,
   ) {}
 
   async replay(scope: WorkspaceScope, body: unknown, page: PageQuery): Promise<ReplayPage> {
@@ -135,7 +137,7 @@ export class PolicyReplay {
       ...(resumed ? { after: resumed.after } : {}),
       limit: REPLAY_SCAN_LIMIT,
     });
-    const differences = replayCalls(compiled, read.calls);
+    const differences = replayCalls(compiled, read.calls, await this.catalog.toolPrefixes(scope));
     const cursorAt = (after: { occurredAt: Date; seq: number }) => replayCursor.encode({ since, until, draft, after });
     if (differences.length > page.limit) {
       // a full page: the next one starts after its last call, and decides what follows again

@@ -54,6 +54,9 @@ export const evaluateBody = z
   .object({
     server: name,
     tool: name,
+    tool_prefix: name
+      .optional()
+      .describe("the server's catalog `tool_prefix`: rules may name the tool as `<tool_prefix>__<tool>`"),
     arguments: z.record(z.string(), z.unknown()).optional(),
     principal: z
       .object({

@@ -201,7 +201,10 @@ export class McpSessions implements OnApplicationBootstrap, BeforeApplicationShu
     const session = new McpSession(
       endpoint,
       {
-        servers: async () => [...(await this.instances.remoteServers(scope)), ...(await this.builtins.present(scope))],
+        servers: async () => [
+          ...(await this.instances.remoteServers(scope)),
+          ...(await this.builtins.present(scope)).map((name) => ({ name })),
+        ],
         acquire: (server) =>
           this.builtins.has(server)
             ? this.builtins.acquire(scope, principal, server, this.config.pool.maxConcurrentCalls)

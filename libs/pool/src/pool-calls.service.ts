@@ -3,6 +3,7 @@ import { Injectable } from '@nestjs/common';
 import { ApprovalsService, redactArguments } from '@aileron/approvals';
 import { ExecutionDecision, executionRecord, ExecutionType } from '@aileron/audit';
 import { SystemScopes } from '@aileron/auth/scope-issuer';
+import { CatalogService } from '@aileron/catalog';
 import { Clock } from '@aileron/clock';
 import type { WorkspaceScope } from '@aileron/auth';
 import { toolError } from '@aileron/errors';
@@ -30,6 +31,7 @@ export class PoolCalls implements CallGate {
     private readonly journal: ExecutionJournal,
     private readonly pins: ToolPins,
     private readonly clock: Clock,
+    private readonly catalog: CatalogService,
   ) {}
 
   reaches(ctx: CallContext, server: string): boolean {
@@ -37,14 +39,15 @@ export class PoolCalls implements CallGate {
   }
 
   async listFilter(ctx: CallContext, server: string): Promise<(tool: string) => boolean> {
-    const policy = await this.policies.current(scopeOf(ctx));
+    const [policy, prefix] = await Promise.all([
+      this.policies.current(scopeOf(ctx)),
+      this.toolPrefix(scopeOf(ctx), server),
+    ]);
     const grant = ctx.caller.agentSession;
+    const named = { server, ...prefix, principal: ctx.principal, execution_mode: 'remote' as const };
     // an agent session's caveat token sees only the servers and tools its caveats leave it
-    if (grant)
-      return (tool) =>
-        grant.allowsTool(server, tool) &&
-        policy.compiled.listable({ server, tool, principal: ctx.principal, execution_mode: 'remote' });
-    return (tool) => policy.compiled.listable({ server, tool, principal: ctx.principal, execution_mode: 'remote' });
+    if (grant) return (tool) => grant.allowsTool(server, tool) && policy.compiled.listable({ ...named, tool });
+    return (tool) => policy.compiled.listable({ ...named, tool });
   }
 
   observeTools(
@@ -82,6 +85,8 @@ export class PoolCalls implements CallGate {
     const decision = policy.compiled.evaluate({
       server: call.server,
       tool: call.tool,
+      // whichever endpoint the call came through: a rule naming `<prefix>__<tool>` is not bypassed by `/mcp/{ws}/{server}`
+      ...(await this.toolPrefix(scope, call.server)),
       arguments: call.arguments,
       principal: ctx.principal,
       execution_mode: 'remote',
@@ -228,6 +233,12 @@ export class PoolCalls implements CallGate {
           ),
         };
     }
+  }
+
+  /** The catalog tool prefix of the version the pool runs, as a PolicyCall names it. */
+  private async toolPrefix(scope: WorkspaceScope, server: string): Promise<{ tool_prefix?: string }> {
+    const prefix = (await this.catalog.toolPrefixes(scope)).get(server);
+    return prefix === undefined ? {} : { tool_prefix: prefix };
   }
 
   /** Journals one record, built through the one execution shape a gateway's local calls are checked against. */

@@ -1,7 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import type { WorkspaceScope } from '@aileron/auth';
-import { AssignmentRecord, CatalogService, isVaultReference, type SessionMode } from '@aileron/catalog';
+import {
+  AssignmentRecord,
+  CatalogService,
+  isVaultReference,
+  NamespacedServer,
+  toolPrefixOf,
+  type SessionMode,
+} from '@aileron/catalog';
 import { Clock } from '@aileron/clock';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { DomainError, ErrorCode } from '@aileron/errors';
@@ -208,10 +215,12 @@ export class PoolInstances implements OnApplicationBootstrap, OnApplicationShutd
     await this.driver.close();
   }
 
-  /** The workspace's remote servers that are on: what `/mcp/{ws}` aggregates. */
-  async remoteServers(scope: WorkspaceScope): Promise<string[]> {
+  /** The workspace's remote servers that are on, with the tool prefix of the version the pool runs: what `/mcp/{ws}` aggregates. */
+  async remoteServers(scope: WorkspaceScope): Promise<NamespacedServer[]> {
     const assignments = await this.catalog.workspaceServers(scope);
-    return assignments.filter((a) => a.enabled && a.pinned.definition.mode === 'remote').map((a) => a.name);
+    return assignments
+      .filter((a) => a.enabled && a.pinned.definition.mode === 'remote')
+      .map((a) => ({ name: a.name, tool_prefix: toolPrefixOf(a.pinned.definition) }));
   }
 
   /** The running instance for an MCP session to use, started if need be. */

@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import type { OrgScope, WorkspaceScope } from '@aileron/auth';
+import type { OrgScope, SystemScope, WorkspaceScope } from '@aileron/auth';
 import { Keyset, keysetAfter, keysetOrder, Prisma, Repository, Transaction } from '@aileron/database';
 
 export type CreatorKind = 'token' | 'user' | 'gateway';
@@ -20,6 +20,15 @@ export interface SessionRecord {
   expiresAt: Date;
   endedAt: Date | null;
   endedBy: string | null;
+}
+
+/** A session the expiry sweep has just marked announced. */
+export interface ExpiredSession {
+  id: string;
+  organizationId: string;
+  workspaceId: string;
+  workspaceSlug: string;
+  name: string | null;
 }
 
 export type NewSession = Pick<
@@ -128,13 +137,43 @@ export class AgentSessionsRepository extends Repository {
     return rows.map(toRecord);
   }
 
-  /** Ends a live session; false when it had already ended. */
+  /**
+   * Ends a session; false when it had already ended, or its expiry was
+   * announced: either said `session.ended` once already.
+   */
   async end(tx: Transaction, scope: OrgScope, id: string, endedBy: string, at: Date): Promise<boolean> {
     const { count } = await tx.agentSession.updateMany({
-      where: { organizationId: scope.organizationId, id, endedAt: null },
+      where: { organizationId: scope.organizationId, id, endedAt: null, expiryAnnouncedAt: null },
       data: { endedAt: at, endedBy },
     });
     return count === 1;
+  }
+
+  /**
+   * Marks up to `limit` sessions that expired by `now` without ending, and
+   * whose expiry was not announced yet, as announced, in every organisation.
+   * Rows another replica's sweep holds are skipped (it announces them), so
+   * each is announced once.
+   */
+  async markExpired(tx: Transaction, _system: SystemScope, now: Date, limit: number): Promise<ExpiredSession[]> {
+    const at = now.toISOString();
+    const rows = await tx.$queryRaw<
+      { id: string; organization_id: string; workspace_id: string; slug: string; name: string | null }[]
+    >`
+      UPDATE agent_sessions s SET expiry_announced_at = ${at}::timestamptz
+        FROM workspaces w
+       WHERE w.id = s.workspace_id AND w.organization_id = s.organization_id
+         AND s.id IN (SELECT id FROM agent_sessions
+                       WHERE expiry_announced_at IS NULL AND ended_at IS NULL AND expires_at <= ${at}::timestamptz
+                       ORDER BY expires_at LIMIT ${limit} FOR UPDATE SKIP LOCKED)
+      RETURNING s.id, s.organization_id, s.workspace_id, w.slug, s.name`;
+    return rows.map((r) => ({
+      id: r.id,
+      organizationId: r.organization_id,
+      workspaceId: r.workspace_id,
+      workspaceSlug: r.slug,
+      name: r.name,
+    }));
   }
 
   async addMessage(

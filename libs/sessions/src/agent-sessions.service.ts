@@ -1,5 +1,12 @@
 import { randomUUID } from 'node:crypto';
-import { Inject, Injectable, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
+import {
+  Inject,
+  Injectable,
+  Logger,
+  OnApplicationBootstrap,
+  OnApplicationShutdown,
+  OnModuleInit,
+} from '@nestjs/common';
 import {
   AccessService,
   describePrincipal,
@@ -16,6 +23,7 @@ import { Clock } from '@aileron/clock';
 import { DatabaseService, Keyset, Transaction } from '@aileron/database';
 import { ConflictError, ForbiddenError, NotFoundError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
+import { PeriodicTask } from '@aileron/schedule';
 import { Capability, Caveat, caveatText, DEFAULT_CAPABILITIES, mintCaveatToken } from './domain/caveat-token';
 import { AgentSessionCredentials } from './agent-session-credentials.service';
 import { AgentSessionKeys } from './agent-session-keys.service';
@@ -27,6 +35,10 @@ const MAX_WAIT_SECONDS = 120;
 /** a lost bus message costs this much of a wait, not all of it */
 const RECHECK_MS = 5_000;
 const MESSAGE_WRITTEN = 'sessions.message-written';
+/** how often expired sessions are looked for: a subscriber hears of an expiry within about this long */
+const EXPIRY_SWEEP_MS = 2_000;
+/** sessions announced per sweep and transaction; a backlog takes a few sweeps */
+const EXPIRY_BATCH = 200;
 
 export interface NewSessionRequest {
   workspace: string;
@@ -69,9 +81,11 @@ function creatorOf(principal: Principal): { kind: CreatorKind; id: string } {
  * ending one refuses its tokens on every replica at once.
  */
 @Injectable()
-export class AgentSessionsService implements OnModuleInit, OnApplicationShutdown {
+export class AgentSessionsService implements OnModuleInit, OnApplicationBootstrap, OnApplicationShutdown {
   /** long-polls on a session's channel, woken when a message is written on any replica */
   readonly waiting: Wakeups;
+  private readonly logger = new Logger('AgentSessions');
+  private readonly expiry: PeriodicTask;
 
   constructor(
     private readonly db: DatabaseService,
@@ -85,6 +99,13 @@ export class AgentSessionsService implements OnModuleInit, OnApplicationShutdown
     private readonly offboarding: Offboarding,
   ) {
     this.waiting = new Wakeups(bus, MESSAGE_WRITTEN, (message) => (message as { session?: unknown } | null)?.session);
+    this.expiry = new PeriodicTask({
+      name: 'agent session expiry sweep',
+      everyMs: EXPIRY_SWEEP_MS,
+      run: () => this.announceExpired(),
+      logger: this.logger,
+      clock,
+    });
   }
 
   onModuleInit(): void {
@@ -96,8 +117,34 @@ export class AgentSessionsService implements OnModuleInit, OnApplicationShutdown
     });
   }
 
-  onApplicationShutdown(): void {
+  onApplicationBootstrap(): void {
+    this.expiry.start();
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    await this.expiry.stop();
     this.waiting.close();
+  }
+
+  /**
+   * Announces sessions that reached their `expires_at` without being ended:
+   * `session.ended` with reason `expired`, by `system`. Any replica may run it;
+   * each session is announced once (the mark and its event commit together,
+   * and an ended session is never announced), and an expired one is not ended
+   * again afterwards. Answers how many it announced.
+   */
+  async announceExpired(): Promise<number> {
+    return this.db.transaction(async (tx) => {
+      const expired = await this.repository.markExpired(
+        tx,
+        SystemScopes.system('agent session expiry sweep'),
+        this.clock.date(),
+        EXPIRY_BATCH,
+      );
+      for (const session of expired)
+        await this.recordEnded(tx, session.organizationId, session, { reason: 'expired', actor: 'system' });
+      return expired.length;
+    });
   }
 
   async start(caller: Principal, request: NewSessionRequest): Promise<StartedSession> {
@@ -224,9 +271,20 @@ export class AgentSessionsService implements OnModuleInit, OnApplicationShutdown
     how: { actor: string; reason: string; at: Date },
   ): Promise<boolean> {
     if (!(await this.repository.end(tx, scope, session.id, how.actor, how.at))) return false;
+    await this.recordEnded(tx, scope.organizationId, session, how);
+    return true;
+  }
+
+  /** The one `session.ended` of a session, however it ended. */
+  private async recordEnded(
+    tx: Transaction,
+    organizationId: string,
+    session: Pick<SessionRecord, 'id' | 'workspaceId' | 'workspaceSlug' | 'name'>,
+    how: { reason: string; actor: string },
+  ): Promise<void> {
     await this.outbox.record(tx, {
       topic: 'session.ended',
-      organizationId: scope.organizationId,
+      organizationId,
       workspaceId: session.workspaceId,
       payload: {
         workspace: session.workspaceSlug,
@@ -236,7 +294,6 @@ export class AgentSessionsService implements OnModuleInit, OnApplicationShutdown
         actor: how.actor,
       },
     });
-    return true;
   }
 
   /**

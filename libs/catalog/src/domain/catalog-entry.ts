@@ -277,3 +277,8 @@ export function vaultReferences(entry: Pick<CatalogEntryInput, 'env' | 'headers'
   }
   return [...paths].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
 }
+
+/** A stored definition's `tool_prefix` (see tool-names.ts), or null when it has none. */
+export function toolPrefixOf(definition: Record<string, unknown>): string | null {
+  return typeof definition.tool_prefix === 'string' ? definition.tool_prefix : null;
+}

@@ -171,6 +171,96 @@ describe('config merge', () => {
     expect(JSON.stringify([baseline, local])).toBe(before);
   });
 
+  describe('switching a remote server to local', () => {
+    const prefixed = { ...remote, tool_prefix: 'jr' };
+    const switched: LocalServer = {
+      name: 'jira',
+      mode: 'local',
+      command: 'npx',
+      args: ['-y', '@acme/jira-mcp'],
+      env: { JIRA_TOKEN_FILE: '~/.jira' },
+      cwd: '/src',
+    };
+
+    it('runs it locally under the same name and tool prefix, with nothing of the remote definition', () => {
+      const { servers, rejected } = mergeConfig([prefixed, baselineServer()], open, [switched]);
+      expect(rejected).toEqual([]);
+      expect(servers.find((s) => s.name === 'jira')).toEqual({
+        name: 'jira',
+        source: 'local',
+        mode: 'local',
+        enabled: true,
+        command: 'npx',
+        args: ['-y', '@acme/jira-mcp'],
+        env: { JIRA_TOKEN_FILE: '~/.jira' },
+        cwd: '/src',
+        tool_prefix: 'jr',
+        overridden: ['mode'],
+      });
+      // a local Streamable HTTP server will do too, and may start switched off
+      const byUrl = mergeConfig([prefixed], open, [
+        { name: 'jira', mode: 'local', url: 'http://127.0.0.1:9000/mcp', enabled: false },
+      ]);
+      expect(byUrl.servers[0]).toMatchObject({ mode: 'local', url: 'http://127.0.0.1:9000/mcp', enabled: false });
+      expect(byUrl.servers[0]!.url).not.toBe(remote.url);
+    });
+
+    it('is refused whole where the organisation allows no local servers: the server stays remote', () => {
+      const { servers, rejected } = mergeConfig([prefixed], closed, [{ ...switched, enabled: false }]);
+      expect(rejected).toEqual([{ server: 'jira', field: 'mode', reason: 'LOCAL_SERVERS_NOT_ALLOWED' }]);
+      expect(servers).toEqual([
+        {
+          name: 'jira',
+          source: 'baseline',
+          mode: 'remote',
+          enabled: true,
+          url: 'https://pool.example/jira',
+          tool_prefix: 'jr',
+          overridden: [],
+        },
+      ]);
+    });
+
+    it('needs exactly one of a command or a URL', () => {
+      const none = mergeConfig([remote], open, [{ name: 'jira', mode: 'local', args: ['x'] }]);
+      expect(none.rejected).toEqual([{ server: 'jira', field: 'command', reason: 'COMMAND_OR_URL_REQUIRED' }]);
+      expect(none.servers[0]).toMatchObject({ mode: 'remote', source: 'baseline' });
+      const both = mergeConfig([remote], open, [{ name: 'jira', mode: 'local', command: 'x', url: 'http://x' }]);
+      expect(both.rejected).toEqual([{ server: 'jira', field: 'url', reason: 'COMMAND_OR_URL_REQUIRED' }]);
+    });
+
+    it('cannot bring back a server the organisation switched off', () => {
+      const { servers, rejected } = mergeConfig([{ ...remote, enabled: false }], open, [switched]);
+      expect(servers[0]).toMatchObject({ mode: 'remote', enabled: false, overridden: [] });
+      expect(rejected.map((r) => [r.field, r.reason])).toEqual([
+        ['args', 'FIELD_NOT_OVERRIDABLE'],
+        ['command', 'FIELD_NOT_OVERRIDABLE'],
+        ['cwd', 'FIELD_NOT_OVERRIDABLE'],
+        ['env', 'FIELD_NOT_OVERRIDABLE'],
+        ['mode', 'FIELD_NOT_OVERRIDABLE'],
+      ]);
+    });
+
+    it('a local file makes nothing remote; saying the mode a server already has changes nothing', () => {
+      const github = baselineServer({ overridable: ['enabled'] });
+      const { servers, rejected } = mergeConfig([github, remote], open, [
+        { name: 'github', mode: 'remote', enabled: false },
+        { name: 'jira', mode: 'remote', enabled: false },
+        { name: 'scratch', mode: 'remote', url: 'http://x' },
+        { name: 'tools', mode: 'local', command: './tools' },
+      ]);
+      expect(rejected).toEqual([
+        { server: 'github', field: 'mode', reason: 'MODE_NOT_LOCAL' },
+        { server: 'scratch', field: 'mode', reason: 'MODE_NOT_LOCAL' },
+      ]);
+      expect(servers.map((s) => [s.name, s.mode, s.enabled, s.overridden])).toEqual([
+        ['github', 'local', false, ['enabled']],
+        ['jira', 'remote', false, ['enabled']],
+        ['tools', 'local', true, []],
+      ]);
+    });
+  });
+
   it('refuses a baseline that names a server twice', () => {
     expect(() => mergeConfig([baselineServer(), baselineServer()], open, [])).toThrow();
   });

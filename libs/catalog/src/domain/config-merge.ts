@@ -17,6 +17,8 @@ export interface BaselineServer {
   image?: string;
   env?: Record<string, string>;
   cwd?: string;
+  /** the entry's `tool_prefix` (null or absent: none), which a server switched to local keeps */
+  tool_prefix?: string | null;
   overridable: OverridableField[];
   /**
    * false when the organisation switched the server off (kill switch). It stays
@@ -32,6 +34,11 @@ export interface MergePolicy {
 
 export interface LocalServer {
   name: string;
+  /**
+   * `local` on a remote baseline server switches it to local (the developer's
+   * machine runs it under the same name); a developer's file cannot make anything remote
+   */
+  mode?: 'local' | 'remote';
   command?: string;
   args?: string[];
   url?: string;
@@ -51,12 +58,19 @@ export interface MergedServer {
   image?: string;
   env?: Record<string, string>;
   cwd?: string;
-  /** fields a local entry supplied and that were applied, sorted */
+  tool_prefix?: string;
+  /** fields a local entry supplied and that were applied, sorted; `["mode"]` for a remote server switched to local */
   overridden: string[];
 }
 
 export type RejectionReason =
-  'LOCAL_SERVERS_NOT_ALLOWED' | 'FIELD_NOT_OVERRIDABLE' | 'NAME_RESERVED' | 'INVALID_NAME' | 'DUPLICATE_LOCAL_SERVER';
+  | 'LOCAL_SERVERS_NOT_ALLOWED'
+  | 'FIELD_NOT_OVERRIDABLE'
+  | 'NAME_RESERVED'
+  | 'INVALID_NAME'
+  | 'DUPLICATE_LOCAL_SERVER'
+  | 'MODE_NOT_LOCAL'
+  | 'COMMAND_OR_URL_REQUIRED';
 
 export interface Rejection {
   server: string;
@@ -70,7 +84,7 @@ export interface MergeResult {
 }
 
 /** Fields of a local entry, in the order they are checked against a baseline server. */
-const LOCAL_FIELDS = ['command', 'args', 'url', 'env', 'cwd', 'enabled'] as const;
+const LOCAL_FIELDS = ['mode', 'command', 'args', 'url', 'env', 'cwd', 'enabled'] as const;
 
 /** Kept for the organisation's own servers, so a local file cannot pose as one. */
 export function isReservedServerName(name: string): boolean {
@@ -82,11 +96,13 @@ export function isReservedServerName(name: string): boolean {
  * always present; one switched off by the organisation accepts no override.
  * Each local entry is judged in this order:
  * 1. a name already used by an earlier local entry: DUPLICATE_LOCAL_SERVER;
- * 2. a baseline server's name: an override, field by field;
+ * 2. a baseline server's name: with `mode: local` on a remote server that is
+ *    on, a switch to local (switchToLocal); otherwise an override, field by field;
  * 3. local servers not allowed: LOCAL_SERVERS_NOT_ALLOWED;
  * 4. a name outside the catalog name rule: INVALID_NAME;
  * 5. a name starting with `aileron`: NAME_RESERVED;
- * 6. otherwise added as a local server.
+ * 6. `mode: remote`: MODE_NOT_LOCAL;
+ * 7. otherwise added as a local server.
  */
 export function mergeConfig(
   baseline: readonly BaselineServer[],
@@ -119,9 +135,20 @@ export function mergeConfig(
     const allowed = overridable.get(entry.name);
     if (allowed) {
       const server = servers.get(entry.name)!;
+      // a server switched off by the organisation stays as it is: its fields are refused one by one below
+      if (entry.mode === 'local' && server.mode === 'remote' && server.enabled) {
+        const refused = switchRefusal(entry, merge);
+        if (refused) rejected.push({ server: entry.name, field: refused.field, reason: refused.reason });
+        else servers.set(entry.name, switchToLocal(server, entry));
+        continue;
+      }
       for (const field of LOCAL_FIELDS) {
         if (entry[field] === undefined) continue;
-        if (!isOverridableField(field) || !allowed.has(field))
+        // saying what the server already is changes nothing
+        if (field === 'mode' && entry.mode === server.mode) continue;
+        if (field === 'mode' && entry.mode === 'remote')
+          rejected.push({ server: entry.name, field, reason: 'MODE_NOT_LOCAL' });
+        else if (!isOverridableField(field) || !allowed.has(field))
           rejected.push({ server: entry.name, field, reason: 'FIELD_NOT_OVERRIDABLE' });
         else applyOverride(server, entry, field);
       }
@@ -132,6 +159,8 @@ export function mergeConfig(
       rejected.push({ server: entry.name, reason: 'INVALID_NAME' });
     } else if (isReservedServerName(entry.name)) {
       rejected.push({ server: entry.name, reason: 'NAME_RESERVED' });
+    } else if (entry.mode === 'remote') {
+      rejected.push({ server: entry.name, field: 'mode', reason: 'MODE_NOT_LOCAL' });
     } else {
       servers.set(entry.name, fromLocal(entry));
     }
@@ -141,6 +170,32 @@ export function mergeConfig(
     servers: [...servers.values()].sort((a, b) => byText(a.name, b.name)),
     rejected: rejected.sort((a, b) => byText(a.server, b.server) || byText(a.field ?? '', b.field ?? '')),
   };
+}
+
+/**
+ * Why a switch of a remote server to local is refused, if it is: the
+ * organisation allows no local servers, or the entry does not say how to
+ * reach the server (exactly one of a command or a URL, as any local server).
+ */
+function switchRefusal(entry: LocalServer, merge: MergePolicy): { field: string; reason: RejectionReason } | undefined {
+  if (!merge.allow_local_servers) return { field: 'mode', reason: 'LOCAL_SERVERS_NOT_ALLOWED' };
+  if ((entry.command === undefined) === (entry.url === undefined))
+    return { field: entry.command === undefined ? 'command' : 'url', reason: 'COMMAND_OR_URL_REQUIRED' };
+  return undefined;
+}
+
+/**
+ * The developer's machine runs a remote baseline server instead of the pool,
+ * under the same name (the policy, approvals and audit name it alike) and tool
+ * prefix (the agent's tool names stay). Nothing of the remote definition
+ * comes along: its pool URL is no use locally and its credentials stay central.
+ */
+function switchToLocal(remote: MergedServer, entry: LocalServer): MergedServer {
+  return withoutUndefined({
+    ...fromLocal(entry),
+    tool_prefix: remote.tool_prefix,
+    overridden: ['mode'],
+  });
 }
 
 function isOverridableField(field: string): field is OverridableField {
@@ -177,6 +232,7 @@ function fromBaseline(server: BaselineServer): MergedServer {
     image: server.image,
     env: server.env && { ...server.env },
     cwd: server.cwd,
+    tool_prefix: server.tool_prefix ?? undefined,
     overridden: [],
   });
 }

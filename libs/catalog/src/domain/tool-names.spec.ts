@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { MAX_TOOL_NAME, namespaceTools, shortenedName, ToolNameTable, ToolPair } from './tool-names';
+import { MAX_TOOL_NAME, namespaceTools, shortenedName, ToolNameTable, toolNamespaces, ToolPair } from './tool-names';
 
 const CLIENT_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 const SHORTENED = /^(.+?)__(.*)_([a-z2-7]+)$/;
@@ -182,5 +182,45 @@ describe('collisions', () => {
       expect(table.resolve(name)).toEqual({ server, tool });
     }
     expect(byName.size).toBe(new Set(pairs.map((p) => `${p.server}\u0000${p.tool}`)).size);
+  });
+});
+
+describe('tool namespaces: a tool_prefix, else the name', () => {
+  it('uses each prefix and the names of servers without one', () => {
+    const namespaces = toolNamespaces([
+      { name: 'github', tool_prefix: 'gh' },
+      { name: 'jira' },
+      { name: 'slack', tool_prefix: null },
+    ]);
+    expect(Object.fromEntries(namespaces)).toEqual({ github: 'gh', jira: 'jira', slack: 'slack' });
+  });
+
+  it('two servers with one prefix both fall back to their names', () => {
+    const namespaces = toolNamespaces([
+      { name: 'github', tool_prefix: 'git' },
+      { name: 'gitlab', tool_prefix: 'git' },
+      { name: 'jira', tool_prefix: 'j' },
+    ]);
+    expect(Object.fromEntries(namespaces)).toEqual({ github: 'github', gitlab: 'gitlab', jira: 'j' });
+  });
+
+  it("a prefix equal to another server's name gives way to that name, until nothing clashes", () => {
+    // github falls back to "github", which then clashes with hub's prefix: hub falls back too
+    const servers = [
+      { name: 'git' },
+      { name: 'github', tool_prefix: 'git' },
+      { name: 'hub', tool_prefix: 'github' },
+      { name: 'docs', tool_prefix: 'd' },
+    ];
+    const expected = { git: 'git', github: 'github', hub: 'hub', docs: 'd' };
+    expect(Object.fromEntries(toolNamespaces(servers))).toEqual(expected);
+    // whatever the order they come in
+    const next = random(7);
+    for (let round = 0; round < 20; round++)
+      expect(Object.fromEntries(toolNamespaces(shuffled(servers, next)))).toEqual(expected);
+  });
+
+  it('refuses a list that names a server twice', () => {
+    expect(() => toolNamespaces([{ name: 'a' }, { name: 'a', tool_prefix: 'b' }])).toThrow(RangeError);
   });
 });

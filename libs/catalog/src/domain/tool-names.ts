@@ -177,3 +177,43 @@ function base32(bytes: Buffer): string {
   if (bits > 0) out += BASE32[(buffer << (5 - bits)) & 31];
   return out;
 }
+
+export interface NamespacedServer {
+  name: string;
+  /** the catalog entry's `tool_prefix`, when it has one */
+  tool_prefix?: string | null;
+}
+
+/**
+ * The namespace each server's tools take behind one endpoint: its
+ * `tool_prefix` when set, else its name. Two servers must never share one
+ * (their tools' names would mix), yet a prefix may equal another server's
+ * prefix or name. Then every server in that clash that has a prefix falls
+ * back to its own name, and the check repeats until no two share one: names
+ * are unique, so it ends, and the outcome depends only on the set of servers.
+ */
+export function toolNamespaces(servers: readonly NamespacedServer[]): Map<string, string> {
+  const chosen = new Map<string, string>();
+  for (const { name, tool_prefix } of servers) {
+    if (chosen.has(name)) throw new RangeError(`server ${JSON.stringify(name)} is named twice`);
+    chosen.set(name, tool_prefix ?? name);
+  }
+  for (;;) {
+    const claimants = new Map<string, string[]>();
+    for (const [name, namespace] of chosen) {
+      const list = claimants.get(namespace);
+      if (list) list.push(name);
+      else claimants.set(namespace, [name]);
+    }
+    let changed = false;
+    for (const names of claimants.values()) {
+      if (names.length < 2) continue;
+      for (const name of names) {
+        if (chosen.get(name) === name) continue;
+        chosen.set(name, name);
+        changed = true;
+      }
+    }
+    if (!changed) return chosen;
+  }
+}

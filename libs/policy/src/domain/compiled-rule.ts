@@ -41,8 +41,8 @@ export interface CompiledRule {
   readonly index: number;
   readonly effect: Effect;
   readonly approvalRoute: string | undefined;
-  /** the server and tool part of the scope, which depends on nothing else in the call */
-  readonly names: (server: string, tool: string) => boolean;
+  /** the server and tool part of the scope, which depends on nothing else in the call (the tool prefix is the server's) */
+  readonly names: (server: string, tool: string, toolPrefix: string | undefined) => boolean;
   /** null when the rule applies to every call its names match */
   readonly condition: Condition | null;
 }
@@ -133,14 +133,33 @@ function conditionKey(rule: PolicyRule): string | null {
   return faithful ? key : null;
 }
 
-function compileNameScope(rule: PolicyRule): (server: string, tool: string) => boolean {
+function compileNameScope(rule: PolicyRule): (server: string, tool: string, toolPrefix: string | undefined) => boolean {
   const server = rule.servers === undefined ? null : compileNames(rule.servers);
   const anyTool = rule.tools === undefined && rule.tool_prefixes === undefined;
   const tool = rule.tools === undefined ? null : compileNames(rule.tools);
   const prefixes = rule.tool_prefixes ?? [];
-  return (serverName, toolName) =>
+  // only names and prefixes with "__" can name a namespaced name: the others mean what they always meant
+  const namespacedTools = (rule.tools ?? []).filter(isNamespacedName);
+  const namespaced = namespacedTools.length === 0 ? null : compileNames(namespacedTools);
+  const namespacedPrefixes = prefixes.filter(isNamespacedName);
+  const namespacedMatch =
+    namespaced === null && namespacedPrefixes.length === 0
+      ? null
+      : (name: string) =>
+          (namespaced !== null && namespaced(name)) || namespacedPrefixes.some((prefix) => name.startsWith(prefix));
+  return (serverName, toolName, toolPrefix) =>
     (server === null || server(serverName)) &&
-    (anyTool || (tool !== null && tool(toolName)) || prefixes.some((prefix) => toolName.startsWith(prefix)));
+    (anyTool ||
+      (tool !== null && tool(toolName)) ||
+      prefixes.some((prefix) => toolName.startsWith(prefix)) ||
+      (namespacedMatch !== null &&
+        (namespacedMatch(`${serverName}__${toolName}`) ||
+          (toolPrefix !== undefined && namespacedMatch(`${toolPrefix}__${toolName}`)))));
+}
+
+/** A tool name, glob or prefix that can name a tool as `<server or tool prefix>__<tool>`. */
+export function isNamespacedName(pattern: string): boolean {
+  return pattern.includes('__');
 }
 
 function compileNames(patterns: string[]): (name: string) => boolean {

@@ -14,6 +14,11 @@ export interface CallPrincipal {
 export interface PolicyCall {
   server: string;
   tool: string;
+  /**
+   * the catalog `tool_prefix` of the call's server, when it has one: rules
+   * may name the tool as `<tool_prefix>__<tool>` (as well as `<server>__<tool>`)
+   */
+  tool_prefix?: string;
   arguments?: Record<string, unknown>;
   principal?: CallPrincipal;
   execution_mode?: ExecutionMode;

@@ -1,6 +1,6 @@
 import { isNameGlob } from '@aileron/glob';
 import { testAll, testArgument, type Outcome } from './argument-test';
-import { compileRule, outcomeOf, type CompiledRule, type Condition } from './compiled-rule';
+import { compileRule, isNamespacedName, outcomeOf, type CompiledRule, type Condition } from './compiled-rule';
 import type { CompiledPolicy, PolicyCall, PolicyDecision } from './policy-decision';
 import type { DefaultEffect, Effect, OnError, PolicyDocument, PolicyRule } from './policy-document';
 import { PrincipalTable, UNUSUAL, type Who } from './principal-table';
@@ -136,6 +136,13 @@ export class PolicyIndex implements CompiledPolicy {
   private readonly table: PrincipalTable | null;
   // Nested rather than keyed by a joined string, so that a lookup allocates nothing.
   private readonly memo = new Map<string, Map<string, Entry>>();
+  /** the same for calls whose server has a tool prefix, by prefix; used only when `namespaced` */
+  private readonly prefixedMemo = new Map<string, Map<string, Map<string, Entry>>>();
+  /**
+   * whether a rule names tools as `<server or prefix>__<tool>`; without one, a
+   * call's tool prefix decides nothing and its pairs share one memo
+   */
+  private readonly namespaced: boolean;
   /** pairs plus outcome decisions held in `memo` */
   private stored = 0;
   /** the condition lists of the entries in `memo`, by the serials of their conditions */
@@ -152,12 +159,16 @@ export class PolicyIndex implements CompiledPolicy {
     const conditions = new Map<string | number, Condition>();
     const plain = new Map<Condition, Who>();
     document.rules.forEach((rule, index) => this.add(compileRule(rule, index, conditions, plain), rule));
+    this.namespaced = document.rules.some(
+      (rule) => (rule.tools ?? []).some(isNamespacedName) || (rule.tool_prefixes ?? []).some(isNamespacedName),
+    );
     this.table = plain.size === 0 || plain.size > OUTCOME_BITS ? null : newTable(plain);
   }
 
   // A rule lands either in the exact buckets of its server names or in the
   // glob bucket, and likewise for tools, never both: a call's server matches at
-  // most one exact bucket, so no rule is seen twice and nothing needs de-duplicating.
+  // most one exact bucket. Only a call's namespaced names (newEntry) can find a
+  // rule under two of its tool names.
   private add(compiled: CompiledRule, rule: PolicyRule): void {
     const buckets: Bucket[] = [];
     if (rule.servers === undefined || rule.servers.some(isNameGlob)) {
@@ -188,7 +199,7 @@ export class PolicyIndex implements CompiledPolicy {
   }
 
   evaluate(call: PolicyCall): PolicyDecision {
-    const entry = this.entry(call.server, call.tool);
+    const entry = this.entry(call.server, call.tool, call.tool_prefix);
     const plan = entry.plan;
     if (plan === null) return entry.fixed;
     if (!plan.fast) return this.evaluateRuleByRule(entry, call);
@@ -314,7 +325,7 @@ export class PolicyIndex implements CompiledPolicy {
   }
 
   listable(call: Omit<PolicyCall, 'arguments'>): boolean {
-    const entry = this.entry(call.server, call.tool);
+    const entry = this.entry(call.server, call.tool, call.tool_prefix);
     // a deny with no condition at all applies to every call of the tool
     if (entry.deny.length > 0) return false;
     let opens = entry.opens;
@@ -331,39 +342,57 @@ export class PolicyIndex implements CompiledPolicy {
     return opens;
   }
 
-  private entry(server: string, tool: string): Entry {
-    const known = this.memo.get(server)?.get(tool);
-    return known !== undefined ? known : this.remember(server, tool);
+  private entry(server: string, tool: string, toolPrefix: string | undefined): Entry {
+    const prefix = this.namespaced ? toolPrefix : undefined;
+    const memo = prefix === undefined ? this.memo : this.prefixedMemo.get(prefix);
+    const known = memo?.get(server)?.get(tool);
+    return known !== undefined ? known : this.remember(server, tool, prefix);
   }
 
-  private remember(server: string, tool: string): Entry {
+  private remember(server: string, tool: string, prefix: string | undefined): Entry {
     if (this.stored >= DECISION_MEMO_LIMIT) {
       // Starting over rather than refusing new pairs: pairs still in use come
       // back after one recomputation each, whoever filled the memo.
       this.memo.clear();
+      this.prefixedMemo.clear();
       this.lists.clear();
       this.narrowed.clear();
       this.plans.clear();
       this.stored = 0;
     }
-    const entry = this.newEntry(server, tool);
-    let tools = this.memo.get(server);
-    if (tools === undefined) this.memo.set(server, (tools = new Map()));
+    const entry = this.newEntry(server, tool, prefix);
+    let memo = this.memo;
+    if (prefix !== undefined) {
+      let byPrefix = this.prefixedMemo.get(prefix);
+      if (byPrefix === undefined) this.prefixedMemo.set(prefix, (byPrefix = new Map()));
+      memo = byPrefix;
+    }
+    let tools = memo.get(server);
+    if (tools === undefined) memo.set(server, (tools = new Map()));
     tools.set(tool, entry);
     this.stored++;
     return entry;
   }
 
-  private newEntry(server: string, tool: string): Entry {
+  private newEntry(server: string, tool: string, prefix: string | undefined): Entry {
     const exact = this.byServer.get(server);
-    const named: CompiledRule[] = [];
-    for (const rules of [
+    const candidates = [
       exact?.byTool.get(tool),
       exact?.otherTools,
       this.otherServers.byTool.get(tool),
       this.otherServers.otherTools,
-    ]) {
-      for (const rule of rules ?? []) if (rule.names(server, tool)) named.push(rule);
+    ];
+    if (this.namespaced)
+      for (const name of prefix === undefined ? [`${server}__${tool}`] : [`${server}__${tool}`, `${prefix}__${tool}`])
+        candidates.push(exact?.byTool.get(name), this.otherServers.byTool.get(name));
+    const named: CompiledRule[] = [];
+    const seen = new Set<CompiledRule>();
+    for (const rules of candidates) {
+      for (const rule of rules ?? []) {
+        if (seen.has(rule) || !rule.names(server, tool, prefix)) continue;
+        seen.add(rule);
+        named.push(rule);
+      }
     }
     named.sort(byId);
     const deny: CompiledRule[] = [];

@@ -12,11 +12,16 @@ export interface ReplayDifference {
   draft: PolicyDecision;
 }
 
-/** The call as the policy was asked then, as far as the record tells (roles and groups are not recorded). */
-export function policyCallOf(recorded: RecordedCall): PolicyCall {
+/**
+ * The call as the policy was asked then, as far as the record tells (roles and
+ * groups are not recorded), with its server's tool prefix as the catalog has it now.
+ */
+export function policyCallOf(recorded: RecordedCall, toolPrefixes?: ReadonlyMap<string, string>): PolicyCall {
+  const prefix = toolPrefixes?.get(recorded.server);
   return {
     server: recorded.server,
     tool: recorded.tool,
+    ...(prefix !== undefined ? { tool_prefix: prefix } : {}),
     arguments: recorded.arguments,
     principal: recorded.principal,
     ...(recorded.executionMode ? { execution_mode: recorded.executionMode } : {}),
@@ -28,10 +33,14 @@ export function policyCallOf(recorded: RecordedCall): PolicyCall {
  * recorded one (allow → deny, deny → approval, …). The same effect by another
  * rule or route is no difference: the call would fare the same.
  */
-export function replayCalls(draft: CompiledPolicy, calls: readonly RecordedCall[]): ReplayDifference[] {
+export function replayCalls(
+  draft: CompiledPolicy,
+  calls: readonly RecordedCall[],
+  toolPrefixes?: ReadonlyMap<string, string>,
+): ReplayDifference[] {
   const differences: ReplayDifference[] = [];
   for (const call of calls) {
-    const decision = draft.evaluate(policyCallOf(call));
+    const decision = draft.evaluate(policyCallOf(call, toolPrefixes));
     if (decision.decision !== call.decision) differences.push({ call, draft: decision });
   }
   return differences;

@@ -103,9 +103,18 @@ function scopeMatches(rule: Rule, call: PolicyCall): boolean {
   if (rule.servers !== undefined && !anyGlob(rule.servers, call.server)) return false;
 
   if (rule.tools !== undefined || rule.tool_prefixes !== undefined) {
-    let toolMatches = rule.tools !== undefined && anyGlob(rule.tools, call.tool);
+    // The tool's own name, and its namespaced names for the names and prefixes
+    // that contain "__": `<server>__<tool>`, and `<tool_prefix>__<tool>` when the call gives one.
+    const namespaced = [`${call.server}__${call.tool}`];
+    if (call.tool_prefix !== undefined) namespaced.push(`${call.tool_prefix}__${call.tool}`);
+    let toolMatches = false;
+    for (const pattern of rule.tools ?? []) {
+      if (globMatches(pattern, call.tool)) toolMatches = true;
+      if (pattern.includes('__') && namespaced.some((name) => globMatches(pattern, name))) toolMatches = true;
+    }
     for (const prefix of rule.tool_prefixes ?? []) {
       if (call.tool.startsWith(prefix)) toolMatches = true;
+      if (prefix.includes('__') && namespaced.some((name) => name.startsWith(prefix))) toolMatches = true;
     }
     if (!toolMatches) return false;
   }

@@ -8,6 +8,7 @@ import type {
 } from '@modelcontextprotocol/sdk/types.js';
 import type { Principal } from '@aileron/auth';
 import type { Clock } from '@aileron/clock';
+import type { NamespacedServer } from '@aileron/catalog';
 import type { CallPrincipal } from '@aileron/policy';
 import { databaseUnavailableReason } from '@aileron/database';
 import type { Instance } from '../pool-instances.service';
@@ -75,7 +76,8 @@ export interface CallGate {
 
 /** How a session reaches instances; the pool's instance manager in production. */
 export interface InstanceSource {
-  servers(): Promise<string[]>;
+  /** what `/mcp/{ws}` aggregates, with each server's tool prefix */
+  servers(): Promise<NamespacedServer[]>;
   acquire(server: string): Promise<Instance>;
 }
 
@@ -339,10 +341,13 @@ export class McpSession {
     this.initParams = params;
     this.protocolVersion = typeof params.protocolVersion === 'string' ? params.protocolVersion : null;
     // the servers this caller may not reach stay out of the aggregate (and out of every list and read after it)
-    const servers =
-      'server' in this.endpoint
-        ? [this.endpoint.server]
-        : (await this.source.servers()).filter((server) => this.gate.reaches(this.ctx, server));
+    let servers = [this.single];
+    if ('aggregate' in this.endpoint) {
+      const all = await this.source.servers();
+      // every server of the workspace counts, reachable or not: a tool's name does not depend on who asks
+      this.names.setServers(all);
+      servers = all.map((server) => server.name).filter((server) => this.gate.reaches(this.ctx, server));
+    }
     const results = await Promise.all(
       servers.map((server) =>
         this.upstream(server).then(
@@ -481,8 +486,14 @@ export class McpSession {
   private async callTool(params: Record<string, unknown>, entry: ClientRequest): Promise<Answer> {
     const target = this.names.resolveTool(String(params.name ?? ''), this.single);
     // a server the caller may not reach was never opened: the gate refuses the call below, as a tool result saying why
-    if (!target || (!this.initResults.has(target.server) && this.gate.reaches(this.ctx, target.server)))
-      return unknownName('tool', params.name);
+    if (!target || (!this.initResults.has(target.server) && this.gate.reaches(this.ctx, target.server))) {
+      const instead = this.names.namespaceInstead(String(params.name ?? ''));
+      return unknownName(
+        'tool',
+        params.name,
+        instead && `the tools of ${instead.server} are named ${instead.namespace}__<tool> (its tool_prefix)`,
+      );
+    }
     const args = (params.arguments ?? {}) as Record<string, unknown>;
     if (typeof args !== 'object' || Array.isArray(args))
       return { error: { code: INVALID_PARAMS, message: 'arguments must be an object' } };
@@ -663,8 +674,8 @@ function unreachable(server: string): Error & { rpc: RpcError } {
   });
 }
 
-function unknownName(kind: string, name: unknown): Answer {
-  return { error: { code: INVALID_PARAMS, message: `Unknown ${kind}: ${String(name)}` } };
+function unknownName(kind: string, name: unknown, hint?: string): Answer {
+  return { error: { code: INVALID_PARAMS, message: `Unknown ${kind}: ${String(name)}${hint ? `; ${hint}` : ''}` } };
 }
 
 export function rpcError(code: number, message: string, data?: unknown): Error & { rpc: RpcError } {

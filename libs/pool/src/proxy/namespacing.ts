@@ -1,21 +1,33 @@
-import { ToolNameTable } from '@aileron/catalog';
+import { NamespacedServer, ToolNameTable, toolNamespaces } from '@aileron/catalog';
 
 /**
  * How `/mcp/{ws}` names what several servers offer behind one endpoint.
- * Tools and prompts: `server__name`, shortened to 64 characters by the
- * catalog's rules. Resource URIs and templates: `server+<original URI>` —
- * still a URI (the scheme gains a `server+` part), readable, and it splits
- * back at the first "+" because server names have none.
+ * Tools: `<namespace>__name`, the namespace being the server's `tool_prefix`
+ * (else its name, and its name whenever the prefix clashes: catalog's
+ * toolNamespaces), shortened to 64 characters by the catalog's rules.
+ * Prompts: `server__name`, shortened alike. Resource URIs and templates:
+ * `server+<original URI>` — still a URI (the scheme gains a `server+` part),
+ * readable, and it splits back at the first "+" because server names have none.
  */
 export class Namespacing {
   private tools = new ToolNameTable([]);
   private prompts = new ToolNameTable([]);
+  /** server → the namespace of its tools */
+  private namespaces = new Map<string, string>();
+  /** namespace → its server */
+  private owners = new Map<string, string>();
 
   constructor(readonly aggregate: boolean) {}
 
+  /** The servers behind the endpoint, which decides each one's tool namespace; before any tools are set. */
+  setServers(servers: readonly NamespacedServer[]): void {
+    this.namespaces = toolNamespaces(servers);
+    this.owners = new Map([...this.namespaces].map(([server, namespace]) => [namespace, server]));
+  }
+
   /** Rebuilds the table from every server's list; names of pairs present before do not change. */
   setTools(pairs: { server: string; tool: string }[]): void {
-    this.tools = new ToolNameTable(pairs);
+    this.tools = new ToolNameTable(pairs.map(({ server, tool }) => ({ server: this.namespaceOf(server), tool })));
   }
 
   setPrompts(pairs: { server: string; tool: string }[]): void {
@@ -23,14 +35,27 @@ export class Namespacing {
   }
 
   toolName(server: string, tool: string): string {
-    return this.aggregate ? (this.tools.nameOf(server, tool) ?? `${server}__${tool}`) : tool;
+    if (!this.aggregate) return tool;
+    const namespace = this.namespaceOf(server);
+    return this.tools.nameOf(namespace, tool) ?? `${namespace}__${tool}`;
   }
 
   /** The server and its own name for an exposed tool name; undefined when nothing has that name. */
   resolveTool(name: string, onlyServer: string): { server: string; name: string } | undefined {
     if (!this.aggregate) return { server: onlyServer, name };
     const pair = this.tools.resolve(name) ?? splitNatural(name);
-    return pair ? { server: pair.server, name: pair.tool } : undefined;
+    if (!pair) return undefined;
+    const server = this.owners.get(pair.server);
+    if (server !== undefined) return { server, name: pair.tool };
+    // a server whose tools go by a prefix is not reached by its name: `github__x` is not `gh__x`
+    return this.namespaces.has(pair.server) ? undefined : { server: pair.server, name: pair.tool };
+  }
+
+  /** For an unknown tool name that used a server's name where its tools go by a prefix: what they go by. */
+  namespaceInstead(name: string): { server: string; namespace: string } | undefined {
+    const server = this.aggregate ? splitNatural(name)?.server : undefined;
+    const namespace = server === undefined ? undefined : this.namespaces.get(server);
+    return server !== undefined && namespace !== undefined && namespace !== server ? { server, namespace } : undefined;
   }
 
   promptName(server: string, prompt: string): string {
@@ -52,6 +77,10 @@ export class Namespacing {
     const plus = uri.indexOf('+');
     if (plus <= 0) return undefined;
     return { server: uri.slice(0, plus), uri: uri.slice(plus + 1) };
+  }
+
+  private namespaceOf(server: string): string {
+    return this.namespaces.get(server) ?? server;
   }
 }
 
