@@ -39,7 +39,12 @@ export async function startPoolBenchControlPlane(dataDir: string): Promise<Contr
 }
 
 export function ownerToken(controlPlane: ControlPlane): string {
-  return readFileSync(join(controlPlane.config.dataDir, 'admin-token'), 'utf8').trim();
+  return ownerTokenIn(controlPlane.config.dataDir);
+}
+
+/** The token an embedded control plane's first start wrote into its data directory. */
+export function ownerTokenIn(dataDir: string): string {
+  return readFileSync(join(dataDir, 'admin-token'), 'utf8').trim();
 }
 
 /** One REST call; anything but a 2xx throws with the answer's start. */

@@ -70,3 +70,13 @@ export function treeCommands(pid: number): string[] {
     }
   });
 }
+
+/** The median of a few looks a second apart: a tree's resident memory once it stops moving much. */
+export async function steadyTreeRssMb(pid: number): Promise<number> {
+  const looks: number[] = [];
+  for (let i = 0; i < 5; i++) {
+    await new Promise((wait) => setTimeout(wait, 1000));
+    looks.push(treeRssMb(pid));
+  }
+  return looks.sort((a, b) => a - b)[2]!;
+}

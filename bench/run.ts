@@ -9,6 +9,7 @@ import { frontBench } from './front.bench';
 import { peersBench } from './peers.bench';
 import { policyBench } from './policy.bench';
 import { proxyBench } from './proxy.bench';
+import { sessionsBench } from './sessions.bench';
 import { tenantsBench } from './tenants.bench';
 
 const BENCHES: readonly Bench[] = [
@@ -21,6 +22,7 @@ const BENCHES: readonly Bench[] = [
   caveatBench,
   sandboxBench,
   tenantsBench,
+  sessionsBench,
 ];
 
 async function main(argv: string[]): Promise<number> {

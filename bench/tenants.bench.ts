@@ -11,7 +11,7 @@ import { LOAD_TEST_RATE_LIMITS } from './control-plane';
 import { Bench, Figure, figure, note, percentile } from './figures';
 import { McpLoad } from './mcp-load';
 import { api, publishServer, workspaceServer } from './pool-bench';
-import { processTree, treeRssMb } from './process-tree';
+import { processTree, steadyTreeRssMb, treeRssMb } from './process-tree';
 import { CALL, startUpstream, TOOL_DELAY_MS } from './proxy.bench';
 import { scratchDatabase } from './scratch-database';
 import { copyOrganization, SeededTenant } from './tenant-seed';
@@ -369,16 +369,6 @@ async function populate(
 }
 
 // ── the idle embedded control plane, as `npm start` runs it ──
-
-/** The median of a few looks a second apart: a tree's resident memory once it stops moving much. */
-async function steadyTreeRssMb(pid: number): Promise<number> {
-  const looks: number[] = [];
-  for (let i = 0; i < 5; i++) {
-    await new Promise((wait) => setTimeout(wait, 1000));
-    looks.push(treeRssMb(pid));
-  }
-  return looks.sort((a, b) => a - b)[2]!;
-}
 
 function rssOf(pid: number): { rss: number; anonymous: number } {
   const rollup = readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8');

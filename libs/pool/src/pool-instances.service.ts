@@ -1,7 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import type { WorkspaceScope } from '@aileron/auth';
-import { AssignmentRecord, CatalogService, isVaultReference, NamespacedServer, toolPrefixOf } from '@aileron/catalog';
+import {
+  AssignmentRecord,
+  CatalogService,
+  isVaultReference,
+  NamespacedServer,
+  toolPrefixOf,
+  type SessionMode,
+} from '@aileron/catalog';
 import { Clock } from '@aileron/clock';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { DomainError, ErrorCode } from '@aileron/errors';
@@ -34,6 +41,7 @@ interface Definition {
   url?: string;
   env?: Record<string, string>;
   headers?: Record<string, string>;
+  sessions?: SessionMode;
 }
 
 /**
@@ -67,6 +75,8 @@ export class Instance {
     private readonly clock: Clock,
     /** the version of each secret it was started with that follows the newest one (path → version) */
     readonly secrets: ReadonlyMap<string, number> = new Map(),
+    /** `shared`: its MCP sessions share upstream sessions (proxy/shared-upstream.ts) instead of one each */
+    readonly sessionMode: SessionMode = 'per_session',
   ) {
     this.lastUsed = clock.now();
     this.startedAt = this.lastUsed;
@@ -425,6 +435,7 @@ export class PoolInstances implements OnApplicationBootstrap, OnApplicationShutd
           this.config.pool.maxConcurrentCalls,
           this.clock,
           secretVersions,
+          definition.sessions ?? 'per_session',
         );
       }
     } catch (error) {

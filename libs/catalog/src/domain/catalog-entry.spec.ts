@@ -163,6 +163,30 @@ describe('catalog entry: cross-field rules point at the field', () => {
     expect(errorPaths(localStdio({ overridable: ['command'] }))).toEqual(['overridable.0']);
     expect(errorPaths(localStdio({ overridable: ['env', 'env'] }))).toEqual(['overridable.1']);
   });
+  it('sessions: shared only for remote stdio servers (a command or an image); left out, the entry says nothing', () => {
+    const remoteStdio = localStdio({ mode: 'remote' });
+    expect(catalogEntryInput.parse(remoteStdio).sessions).toBeUndefined();
+    expect(catalogEntryInput.parse({ ...remoteStdio, sessions: 'shared' }).sessions).toBe('shared');
+    expect(
+      catalogEntryInput.safeParse(
+        localStdio({
+          mode: 'remote',
+          command: undefined,
+          args: undefined,
+          image: 'ghcr.io/acme/gh:1.2.0',
+          sessions: 'shared',
+        }),
+      ).success,
+    ).toBe(true);
+    expect(errorPaths(remoteHttp({ sessions: 'shared' }))).toEqual(['sessions']);
+    expect(errorPaths(localStdio({ sessions: 'shared' }))).toEqual(['sessions']);
+    expect(errorPaths({ ...remoteStdio, sessions: 'pooled' })).toEqual(['sessions']);
+    // per_session is what every server does anyway: fine anywhere
+    expect(errorPaths(remoteHttp({ sessions: 'per_session' }))).toEqual([]);
+    expect(catalogEntryInput.safeParse(remoteHttp({ sessions: 'shared' })).error?.issues[0]?.message).toMatch(
+      /^shared is for stdio servers/,
+    );
+  });
 });
 
 describe('vaultReferences', () => {

@@ -29,6 +29,14 @@ const IMAGE =
   /^(?:(?:[A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9-]*[A-Za-z0-9])(?:\.(?:[A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9-]*[A-Za-z0-9]))*(?::\d+)?\/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:\/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*(?::\w[\w.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$/;
 
 export const OVERRIDABLE_FIELDS = ['args', 'env', 'cwd', 'enabled'] as const;
+/**
+ * How the pool serves a remote stdio server's MCP sessions: `per_session`, a
+ * child (and upstream session) of its own for each; `shared`, one upstream
+ * session for all of a workspace's sessions, for servers that keep no state
+ * per session (docs/pool.md, Shared sessions).
+ */
+export const SESSION_MODES = ['per_session', 'shared'] as const;
+export type SessionMode = (typeof SESSION_MODES)[number];
 /** The pool runs remote servers; a developer's machine can only switch them off for itself. */
 const REMOTE_OVERRIDABLE: readonly string[] = ['enabled'];
 
@@ -159,6 +167,8 @@ export const catalogEntryInput = z
       .optional(),
     description: z.string().max(1000).optional(),
     overridable: z.array(z.enum(OVERRIDABLE_FIELDS)).default([]),
+    /** left out: `per_session`, as every entry published before the field existed */
+    sessions: z.enum(SESSION_MODES).optional(),
   })
   .superRefine((entry, ctx) => {
     const given = (['command', 'image', 'url'] as const).filter((field) => entry[field] !== undefined);
@@ -232,6 +242,23 @@ export const catalogEntryInput = z
             message: `a remote server may only let developers override enabled, not ${field}`,
           });
       });
+    }
+    if (entry.sessions === 'shared') {
+      // sharing is the pool's: one child behind it for every session; a url keeps its own sessions, a gateway its own process
+      if (transportOf(entry) !== 'stdio')
+        ctx.addIssue({
+          code: 'custom',
+          path: ['sessions'],
+          message:
+            'shared is for stdio servers (a command or an image); a streamable_http server keeps a session of its own for each client',
+        });
+      else if (entry.mode === 'local')
+        ctx.addIssue({
+          code: 'custom',
+          path: ['sessions'],
+          message:
+            "shared is for remote servers, whose sessions the pool serves; a local server runs on each developer's machine",
+        });
     }
     entry.overridable.forEach((field, i) => {
       if (entry.overridable.indexOf(field) !== i)

@@ -16,7 +16,8 @@ import { AnswerLoad, NodeStreamableHttpTransport } from '../node-streamable-http
 import { INSTANCE_BUSY, INVALID_PARAMS, METHOD_NOT_FOUND, RpcError, UPSTREAM_UNAVAILABLE } from './jsonrpc';
 import { Namespacing } from './namespacing';
 import { BoundedEventStore } from './bounded-event-store';
-import { Answer, Upstream } from './upstream';
+import { openUpstream } from './shared-upstream';
+import type { Answer, UpstreamSession as UpstreamLink } from './upstream';
 
 /** Who is calling, as the policy, approvals and audit see it. */
 export interface CallContext {
@@ -88,7 +89,7 @@ interface ClientRequest {
 }
 
 /** an upstream session whose server messages say which of our client's requests they came with */
-type UpstreamSession = Upstream<ClientRequest>;
+type UpstreamSession = UpstreamLink<ClientRequest>;
 
 const MAX_QUEUED = 200;
 const MAX_LIST_PAGES = 20;
@@ -101,7 +102,8 @@ const ANSWER_AS_JSON = { withinMs: 100, whenConcurrent: 2 } as const;
 
 /**
  * One downstream MCP session: a Streamable HTTP server transport facing the
- * client and one upstream session per server it reaches. Messages pass as
+ * client and one upstream session per server it reaches (its own, or its share
+ * of one, see shared-upstream.ts). Messages pass as
  * JSON-RPC without being re-modelled, so fields the SDK does not know survive;
  * the proxy steps in only where it must: names (aggregate endpoint), policy on
  * tools, approvals, pinning, audit, and ids where several parties meet.
@@ -404,7 +406,8 @@ export class McpSession {
     if (!this.initParams) throw rpcError(INVALID_PARAMS, 'The session is not initialized');
     if (!this.gate.reaches(this.ctx, server)) throw unreachable(server);
     const instance = await this.source.acquire(server);
-    const upstream = new Upstream<ClientRequest>(server, instance);
+    // its own, or its share of the workspace's one (`sessions: shared`)
+    const upstream = openUpstream<ClientRequest>(server, instance, this.initParams);
     upstream.onServerMessage = (message, on) => this.fromServer(upstream, message, on);
     upstream.onGone = () => {
       if (this.upstreams.get(server) === upstream) this.upstreams.delete(server);

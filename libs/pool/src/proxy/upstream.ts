@@ -17,6 +17,29 @@ const logger = new Logger('PoolUpstream');
 
 export type Answer = { result: Record<string, unknown> } | { error: RpcError };
 
+/**
+ * What a downstream MCP session holds for each server it reaches: an upstream
+ * session of its own (`Upstream`), or its share of one that a workspace's
+ * sessions share (`SharedUpstream`, for catalog entries with `sessions: shared`).
+ */
+export interface UpstreamSession<On = unknown> {
+  readonly server: string;
+  readonly instance: Instance;
+  readonly alive: boolean;
+  /** `on`: what the request this message belongs to was sent for, when that can be told */
+  onServerMessage: (message: JSONRPCRequest | JSONRPCNotification, on: On | undefined) => void;
+  /** told once, when the session can no longer be used */
+  onGone: (reason: string) => void;
+  start(): Promise<void>;
+  setProtocolVersion(version: string): void;
+  /** resolves with the answer; never rejects */
+  request(method: string, params: Record<string, unknown> | undefined, signal?: AbortSignal, on?: On): Promise<Answer>;
+  notify(method: string, params?: Record<string, unknown>): Promise<void>;
+  /** the answer to a request the server sent (sampling, elicitation, roots) */
+  respond(id: RequestId, answer: Answer): Promise<void>;
+  close(): Promise<void>;
+}
+
 interface Pending<On> {
   resolve(answer: Answer): void;
   /** what the caller said the request was for: messages the server sends on its stream belong to it */
@@ -30,7 +53,7 @@ interface Pending<On> {
  * (and our own) never collide; responses come back as values, the protocol's
  * other traffic through `onServerMessage`.
  */
-export class Upstream<On = unknown> {
+export class Upstream<On = unknown> implements UpstreamSession<On> {
   /** Streamable HTTP to an instance, or an in-process connection to a built-in server */
   private readonly transport: StreamableHTTPClientTransport | InProcessTransport;
   /** a built-in server connecting to its end of the in-process connection */
@@ -45,10 +68,15 @@ export class Upstream<On = unknown> {
   /** told once, when the session can no longer be used */
   onGone: (reason: string) => void = () => undefined;
 
+  /** whether it counts among the instance's sessions: a shared one counts the sessions sharing it instead */
+  private readonly counted: boolean;
+
   constructor(
     readonly server: string,
     readonly instance: Instance,
+    options: { counted?: boolean } = {},
   ) {
+    this.counted = options.counted ?? true;
     const endpoint = instance.endpoint;
     if ('attach' in endpoint) {
       const [ours, theirs] = InProcessTransport.pair();
@@ -71,7 +99,7 @@ export class Upstream<On = unknown> {
       this.attached = Promise.resolve();
     }
     this.transport.onclose = () => this.gone('the upstream session closed');
-    instance.upstreamSessions++;
+    if (this.counted) instance.upstreamSessions++;
     this.unwatch = instance.onEnded((exit) => this.gone(`the server instance stopped (${exit.reason})`));
   }
 
@@ -184,7 +212,7 @@ export class Upstream<On = unknown> {
     if (this.closedWith) return;
     this.closedWith = reason;
     this.unwatch();
-    this.instance.upstreamSessions--;
+    if (this.counted) this.instance.upstreamSessions--;
     for (const [id] of this.pending) this.settle(id, { error: { code: UPSTREAM_GONE, message: reason } });
     this.onGone(reason);
     void this.transport.close().catch(() => undefined);
