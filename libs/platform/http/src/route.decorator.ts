@@ -33,6 +33,11 @@ export interface RouteDefinition {
    * permission is still checked against what gateways may do.
    */
   gateways?: true;
+  /**
+   * An OAuth access token may call this route: the MCP endpoints its audience
+   * names (docs/oauth.md). Every other route refuses one (401 OAUTH_TOKEN_WRONG_RESOURCE).
+   */
+  oauth?: true;
   /** the capability a session caveat token needs here; none: session tokens are refused (403 CAPABILITY_REQUIRED) */
   capability?: RouteCapability;
   tenancy: RouteTenancy;

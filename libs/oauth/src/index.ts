@@ -1,0 +1,9 @@
+export { OAuthModule } from './oauth.module';
+export { OAuthGrants } from './oauth-grants.service';
+export type { GrantRecord } from './oauth.repository';
+// the protocol's pure pieces, for the pool's side (an OAuth client of upstream MCP servers)
+export * from './domain/pkce';
+export * from './domain/metadata';
+export * from './domain/resource';
+export { clientIdUrlProblem, clientMetadataDocumentProblem, isClientIdUrl } from './domain/client-metadata';
+export { escapeHtml } from './domain/pages';
