@@ -86,6 +86,7 @@ export class OAuthInteractionController {
     tenancy: 'none',
     params: interactionParams,
     body: confirmBody,
+    accepts: ['form'],
     status: 303,
     produces: 'text/html',
     example: { params: { uid: 'interaction-id' }, body: { csrf: 'csrf-token', decision: 'allow' } },
@@ -122,7 +123,8 @@ export class OAuthInteractionController {
       .header('content-type', 'text/html; charset=utf-8')
       .header('content-security-policy', pagesCsp(nonce))
       .header('x-frame-options', 'DENY')
-      .header('referrer-policy', 'no-referrer')
+      // not no-referrer: a browser then sends `Origin: null` with the form, which the CSRF check rightly refuses
+      .header('referrer-policy', 'same-origin')
       .header('cache-control', 'no-store')
       .send(render(nonce));
   }

@@ -209,8 +209,11 @@ export class OAuthProvider {
         IdToken: ttl.accessTokenTtlSeconds,
       },
       interactions: { url: (_ctx, interaction) => `${OAUTH_PREFIX}/interaction/${interaction.uid}` },
-      // every request for access is shown to the person: a grant from earlier is not reused silently
-      loadExistingGrant: async () => undefined,
+      // every request for access is shown to the person: only the grant this very consent made is used, never one from earlier
+      loadExistingGrant: async (ctx) => {
+        const grantId = (ctx.oidc.result as { consent?: { grantId?: string } } | undefined)?.consent?.grantId;
+        return grantId ? ctx.oidc.provider.Grant.find(grantId) : undefined;
+      },
       issueRefreshToken: async (_ctx, client) => client.grantTypeAllowed('refresh_token'),
       rotateRefreshToken: true,
       // tokens end with the grant (revocation, offboarding), not with the browser's short sign-in at the provider

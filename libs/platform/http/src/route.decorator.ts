@@ -44,8 +44,12 @@ export interface RouteDefinition {
   params?: z.ZodObject;
   query?: z.ZodObject;
   body?: z.ZodType;
-  /** body formats besides JSON; a YAML body is parsed to the same value JSON would give */
-  accepts?: 'yaml'[];
+  /**
+   * body formats besides JSON; a YAML body is parsed to the same value JSON
+   * would give; `form` (application/x-www-form-urlencoded) is for the forms of
+   * server-rendered pages, whose fields are strings
+   */
+  accepts?: ('yaml' | 'form')[];
   /**
    * `handler`: the body schema documents the shape, but the handler validates
    * it itself (documents with richer errors than zod's, e.g. a policy's
