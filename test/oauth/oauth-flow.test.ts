@@ -9,6 +9,7 @@ import { launchChromium } from '../support/chromium';
 import { startApiControlPlane, TestControlPlane } from '../support/control-plane';
 import { eventually } from '../support/eventually';
 import { aRemoteServer, SERVERS, textOf } from '../pool/mcp-client';
+import { newPkcePair } from '../../libs/oauth/src';
 import { ClientSite, MemoryOAuthProvider } from './mcp-oauth-client';
 
 /**
@@ -72,8 +73,8 @@ describe('MCP clients signing in with OAuth', () => {
    * browser; the browser signs in (once per browser) and allows; the SDK
    * exchanges the code. Answers the provider holding the tokens.
    */
-  async function connectWithBrowser(id: string | undefined = clientId, name = 'Test MCP client') {
-    const provider = new MemoryOAuthProvider(site, id, name);
+  async function connectWithBrowser(id: string | null = clientId, name = 'Test MCP client') {
+    const provider = new MemoryOAuthProvider(site, id ?? undefined, name);
     const first = new Client({ name: 'oauth-test', version: '1.0.0' });
     await expect(first.connect(transportTo('/mcp/default', provider))).rejects.toThrow(UnauthorizedError);
     const authorizationUrl = provider.authorizationUrl!;
@@ -183,6 +184,13 @@ describe('MCP clients signing in with OAuth', () => {
     // a refresh token used twice was stolen or copied: everything issued under the grant ends
     expect((await mcpWith(after.access_token)).status).toBe(401);
     expect((await refresh(after.refresh_token!)).body.error).toBe('invalid_grant');
+    // and the connected client with it, on the record
+    const record = await eventually('the disconnection record', async () => {
+      const audit = await cp.request('GET', '/v1/workspaces/default/audit?type=oauth.client_disconnected');
+      return audit.body.items.find((r: { data: { reason: string } }) => r.data.reason === 'refresh_token_reused');
+    });
+    const listed = await cp.request('GET', '/v1/workspaces/default/oauth/clients?limit=200');
+    expect(listed.body.items.map((c: { id: string }) => c.id)).not.toContain(record.data.connection_id);
   });
 
   it('lets an admin list and disconnect a client: its tokens stop working at once', async () => {
@@ -215,6 +223,165 @@ describe('MCP clients signing in with OAuth', () => {
     expect(again.body.code).toBe('OAUTH_CLIENT_NOT_FOUND');
     const audit = await cp.request('GET', '/v1/workspaces/default/audit?type=oauth.client_disconnected');
     expect(audit.body.items[0].data).toMatchObject({ client_id: clientId, reason: 'revoked_by_admin' });
+  });
+
+  it('lets the person disconnect a client of their own from their browser session', async () => {
+    const provider = await connectWithBrowser();
+    const token = provider.tokens()!.access_token;
+    const own = await page.request.get(`${cp.url}/v1/me/oauth/clients`);
+    expect(own.status()).toBe(200);
+    const items = (await own.json()).items as { id: string; client_id: string; user: { email: string } }[];
+    expect(items.length).toBeGreaterThan(0);
+    expect(items.every((c) => c.user.email === 'person@example.com')).toBe(true);
+    const { csrf } = await (await page.request.get(`${cp.url}/v1/auth/session`)).json();
+    for (const connection of items) {
+      const gone = await page.request.delete(`${cp.url}/v1/me/oauth/clients/${connection.id}`, {
+        headers: { 'x-aileron-csrf': csrf },
+      });
+      expect(gone.status()).toBe(200);
+    }
+    expect((await mcpWith(token)).status).toBe(401);
+    // another person's connection is not theirs to end: an admin's token is not a person
+    const asToken = await cp.request('GET', '/v1/me/oauth/clients');
+    expect(asToken.status).toBe(403);
+  });
+
+  it('refuses hostile client metadata documents and malformed requests with a clear error', async () => {
+    const hostile = site.document('/hostile.json', (url) => ({
+      client_id: url,
+      client_name: '<script>window.pwned = 1; alert(1)</script>',
+      redirect_uris: [site.redirectUri],
+    }));
+    const impostor = site.document('/impostor.json', () => ({
+      client_id: clientId,
+      client_name: 'Not me',
+      redirect_uris: [site.redirectUri],
+    }));
+    const secretive = site.document('/secret.json', (url) => ({
+      client_id: url,
+      client_secret: 'shared',
+      redirect_uris: [site.redirectUri],
+    }));
+    const pkce = newPkcePair();
+    const request = (client: string, changes: Record<string, string | null> = {}) => {
+      const params: Record<string, string | null> = {
+        response_type: 'code',
+        client_id: client,
+        redirect_uri: site.redirectUri,
+        code_challenge: pkce.challenge,
+        code_challenge_method: 'S256',
+        scope: 'mcp',
+        resource: `${cp.url}/mcp/default`,
+        state: 'xyz',
+        ...changes,
+      };
+      const query = new URLSearchParams(Object.entries(params).filter((e): e is [string, string] => e[1] !== null));
+      return fetch(`${cp.url}/oauth/auth?${query}`, { redirect: 'manual' });
+    };
+    /** Refused on a page of ours: the client is not trusted enough to be sent anything. */
+    async function refusedHere(answer: Response, error: string, description: RegExp): Promise<string> {
+      expect(answer.status).toBe(400);
+      expect(answer.headers.get('location')).toBeNull();
+      expect(answer.headers.get('content-security-policy')).toContain("default-src 'none'");
+      const html = await answer.text();
+      expect(html).toContain(error);
+      expect(html).toMatch(description);
+      return html;
+    }
+    /** Refused back at the client's redirect URI, in OAuth's terms. */
+    function refusedThere(answer: Response, error: string, description: RegExp): void {
+      expect(answer.status).toBe(303);
+      const back = new URL(answer.headers.get('location')!);
+      expect(back.origin + back.pathname).toBe(site.redirectUri);
+      expect(back.searchParams.get('error')).toBe(error);
+      expect(back.searchParams.get('error_description')).toMatch(description);
+      expect(back.searchParams.get('code')).toBeNull();
+    }
+
+    const script = await refusedHere(await request(hostile), 'invalid_client', /client_name must be plain text/);
+    expect(script).not.toContain('<script>window');
+    // and in a browser: the page says why, and nothing of the document runs
+    const dialogs: string[] = [];
+    page.on('dialog', (dialog) => void dialog.dismiss().then(() => dialogs.push(dialog.message())));
+    const shown = await page.goto(
+      `${cp.url}/oauth/auth?${new URLSearchParams({ response_type: 'code', client_id: hostile, redirect_uri: site.redirectUri, code_challenge: pkce.challenge, code_challenge_method: 'S256', resource: `${cp.url}/mcp/default` })}`,
+    );
+    expect(shown!.status()).toBe(400);
+    expect(await page.locator('main').innerText()).toContain('client_name must be plain text');
+    expect(await page.evaluate('typeof window.pwned')).toBe('undefined');
+    expect(dialogs).toEqual([]);
+
+    await refusedHere(await request(impostor), 'invalid_client', /another client_id/);
+    await refusedHere(await request(secretive), 'invalid_client', /client_secret/);
+    await refusedHere(await request(`${clientId.replace('mcp-client', 'missing')}`), 'invalid_client', /HTTP 404/);
+    await refusedHere(
+      await request(clientId, { redirect_uri: 'http://127.0.0.1:9/steal' }),
+      'invalid_redirect_uri',
+      /redirect_uri did not match/,
+    );
+    refusedThere(
+      await request(clientId, { code_challenge: null, code_challenge_method: null }),
+      'invalid_request',
+      /PKCE/,
+    );
+    refusedThere(
+      await request(clientId, { code_challenge: pkce.verifier, code_challenge_method: 'plain' }),
+      'invalid_request',
+      /code_challenge_method/,
+    );
+    refusedThere(await request(clientId, { resource: null }), 'invalid_target', /resource parameter is required/);
+    refusedThere(
+      await request(clientId, { resource: 'https://elsewhere.example.com/mcp/default' }),
+      'invalid_target',
+      /MCP endpoint of a workspace of this control plane/,
+    );
+    // nothing was granted to any of them
+    const listed = await cp.request('GET', '/v1/workspaces/default/oauth/clients?limit=200');
+    const ids = listed.body.items.map((c: { client_id: string }) => c.client_id);
+    for (const refused of [hostile, impostor, secretive]) expect(ids).not.toContain(refused);
+  });
+
+  it('takes self-registered clients only once an admin allows them', async () => {
+    const registration = {
+      client_name: 'Registered client',
+      redirect_uris: [site.redirectUri],
+      token_endpoint_auth_method: 'none',
+    };
+    const closed = await cp.request('POST', '/oauth/reg', { token: null, body: registration });
+    expect(closed.status, closed.text).toBe(403);
+    expect(closed.body).toMatchObject({ code: 'OAUTH_REGISTRATION_DISABLED', error: 'invalid_client_metadata' });
+
+    const allowed = await cp.request('PUT', '/v1/organization/oauth-settings', {
+      body: { allow_dynamic_registration: true },
+    });
+    expect(allowed.status, allowed.text).toBe(200);
+    // the SDK registers itself (no metadata document), then the person is asked as for any client
+    const provider = await connectWithBrowser(null, 'Registered client');
+    expect(provider.clientInformation()!.client_id).not.toMatch(/^http/);
+    expect(await toolsWith(provider)).toContain(`${server}__read_graph`);
+    const listed = await cp.request('GET', '/v1/workspaces/default/oauth/clients?limit=200');
+    expect(listed.body.items.find((c: { client_name: string }) => c.client_name === 'Registered client')).toMatchObject(
+      {
+        registration: 'dynamic',
+      },
+    );
+    await cp.request('PUT', '/v1/organization/oauth-settings', { body: { allow_dynamic_registration: false } });
+  });
+
+  it('ends a person’s connected clients when they are offboarded', async () => {
+    const provider = await connectWithBrowser();
+    const tokens = provider.tokens()!;
+    const listed = await cp.request('GET', '/v1/workspaces/default/oauth/clients?limit=200');
+    const userId = listed.body.items[0].user.id;
+    const deactivated = await cp.request('POST', `/v1/users/${userId}/deactivate`);
+    expect(deactivated.status, deactivated.text).toBe(200);
+    const refused = await mcpWith(tokens.access_token);
+    expect(refused.status).toBe(401);
+    expect((await refresh(tokens.refresh_token!)).body.error).toBe('invalid_grant');
+    const after = await cp.request('GET', `/v1/workspaces/default/oauth/clients?user=${userId}`);
+    expect(after.body.items).toEqual([]);
+    const record = await cp.request('GET', '/v1/audit?type=user.deactivated');
+    expect(record.body.items[0].data.ended.oauth_clients).toBeGreaterThan(0);
   });
 
   /** A token request of the refresh grant, as the client makes it. */

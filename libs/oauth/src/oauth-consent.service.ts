@@ -18,7 +18,7 @@ export interface ConsentRequest {
   clientName: string | null;
   registration: ConsentView['registration'];
   resource: string;
-  /** OpenID scopes the client asked for besides the MCP endpoint (`openid`, `offline_access`) */
+  /** the provider's scopes the client asked for (`openid`, `offline_access`, `mcp`), granted with the resource */
   oidcScopes: string[];
 }
 
@@ -98,7 +98,7 @@ export class OAuthConsent {
       clientName,
       registration,
       resource,
-      oidcScopes: requested.filter((s) => s === 'openid' || s === 'offline_access'),
+      oidcScopes: requested.filter((s) => s === 'openid' || s === 'offline_access' || s === MCP_SCOPE),
       view: {
         uid: interaction.uid,
         clientName,

@@ -12,9 +12,10 @@ import {
 import { DatabaseService, Keyset, Transaction } from '@aileron/database';
 import { NotFoundError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
+import { OAuthProvider, ProviderRevocation } from './oauth-provider.service';
 import { GrantRecord, NewGrant, OAuthRepository, OAuthSettingsRecord } from './oauth.repository';
 
-type Disconnection = 'revoked_by_admin' | 'revoked_by_person' | 'offboarding';
+type Disconnection = 'revoked_by_admin' | 'revoked_by_person' | 'offboarding' | ProviderRevocation;
 
 /**
  * The consents people give MCP clients ("connected clients"): made on the
@@ -31,6 +32,7 @@ export class OAuthGrants implements OnModuleInit {
     private readonly outbox: OutboxService,
     private readonly cache: PrincipalCache,
     private readonly offboarding: Offboarding,
+    private readonly provider: OAuthProvider,
   ) {}
 
   onModuleInit(): void {
@@ -39,6 +41,16 @@ export class OAuthGrants implements OnModuleInit {
       name: 'oauth clients',
       order: 25,
       end: (scope, person, context) => this.offboard(scope, person, context),
+    });
+    // the client revoked its refresh token, or a refresh token came twice: the provider ended the grant, so the consent ends
+    this.provider.onGrantRevoked(async (scope, grant, why) => {
+      const ended = await this.db.transaction(async (tx) => {
+        const deleted = await this.repository.deleteGrant(scope, grant.id, {}, tx);
+        if (deleted)
+          await this.end(tx, scope, [deleted], why === 'revoked_by_client' ? `user:${grant.userId}` : 'system', why);
+        return deleted;
+      });
+      if (ended) await this.cache.invalidateAll();
     });
   }
 

@@ -2,7 +2,7 @@ import { createHash, createPrivateKey, generateKeyPairSync, randomBytes } from '
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { AdapterPayload, Configuration, KoaContextWithOIDC, Provider } from 'oidc-provider';
-import { PrincipalCache } from '@aileron/auth';
+import { OrgScope, PrincipalCache } from '@aileron/auth';
 import { SystemScopes } from '@aileron/auth/scope-issuer';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { Clock } from '@aileron/clock';
@@ -11,7 +11,7 @@ import { InstallationKeys } from '@aileron/keys';
 import { ClientDocumentError, ClientDocuments } from './client-documents';
 import { pagesCsp, refusalPage } from './domain/pages';
 import { MCP_SCOPE, workspaceOfResource } from './domain/resource';
-import { OAuthRepository } from './oauth.repository';
+import { GrantRecord, OAuthRepository } from './oauth.repository';
 import { PrismaAdapter } from './prisma-adapter';
 
 const SIGNING_KEY = 'oauth-signing-key';
@@ -25,6 +25,10 @@ const CODE_TTL_SECONDS = 60;
 const PROVIDER = SystemScopes.system('oauth provider');
 
 type OidcModule = typeof import('oidc-provider');
+
+/** Why the provider ended a grant itself: the client revoked its refresh token, or one was used twice (a copy). */
+export type ProviderRevocation = 'revoked_by_client' | 'refresh_token_reused';
+type GrantRevokedListener = (scope: OrgScope, grant: GrantRecord, why: ProviderRevocation) => Promise<void>;
 
 /**
  * Aileron as the OAuth 2.1 authorization server of its own MCP endpoints,
@@ -46,6 +50,7 @@ export class OAuthProvider {
     Promise<{ provider: Provider; handler: (req: IncomingMessage, res: ServerResponse) => void }> | undefined;
   private module: OidcModule | undefined;
   private readonly endedListeners: (() => Promise<void>)[] = [];
+  private readonly revokedListeners: GrantRevokedListener[] = [];
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
@@ -91,6 +96,19 @@ export class OAuthProvider {
   /** Called when access tokens end (revocation, a refresh's rotation): whatever remembers them must forget. */
   onAccessTokensEnded(listener: () => Promise<void>): void {
     this.endedListeners.push(listener);
+  }
+
+  /** Called when the provider ends a grant itself (its consent must end with it), with the consent's own scope. */
+  onGrantRevoked(listener: GrantRevokedListener): void {
+    this.revokedListeners.push(listener);
+  }
+
+  private async grantRevoked(grantId: string, route: string | undefined): Promise<void> {
+    const grant = await this.repository.findGrantByProviderGrant(PROVIDER, grantId);
+    if (!grant) return;
+    const why: ProviderRevocation = route === 'revocation' ? 'revoked_by_client' : 'refresh_token_reused';
+    const scope = SystemScopes.organization(grant.organizationId);
+    await Promise.all(this.revokedListeners.map((listener) => listener(scope, grant, why)));
   }
 
   private build() {
@@ -159,7 +177,8 @@ export class OAuthProvider {
       },
       clientAuthMethods: ['none', 'client_secret_basic', 'client_secret_post'],
       responseTypes: ['code'],
-      scopes: ['openid', 'offline_access'],
+      // `mcp` too: it is the resource's scope, and clients that register name it in their metadata
+      scopes: ['openid', 'offline_access', MCP_SCOPE],
       // OAuth 2.1: the redirect URI is always named, never implied
       allowOmittingSingleRegisteredRedirectUri: false,
       pkce: { required: () => true },
@@ -243,6 +262,11 @@ export class OAuthProvider {
     provider.on('server_error', (_ctx: unknown, error: Error) =>
       this.logger.error({ err: error }, 'the OAuth provider failed a request'),
     );
+    provider.on('grant.revoked', (ctx: KoaContextWithOIDC, grantId: string) => {
+      this.grantRevoked(grantId, ctx.oidc?.route).catch((error: unknown) =>
+        this.logger.error({ err: error }, 'could not end the consent of a grant the provider revoked'),
+      );
+    });
     this.logger.log(`OAuth authorization server ready: issuer ${this.issuer}, endpoints under ${OAUTH_PREFIX}`);
     return { provider, handler: provider.callback() };
   }

@@ -199,8 +199,9 @@ export class OAuthRepository extends Repository {
       select: grantSelect,
     });
     if (!row) return null;
-    await tx.oAuthGrant.delete({ where: { id: row.id } });
-    return toGrant(row);
+    // a concurrent revocation may have taken it: only the one that deleted it reports it
+    const { count } = await tx.oAuthGrant.deleteMany({ where: { organizationId: scope.organizationId, id: row.id } });
+    return count === 1 ? toGrant(row) : null;
   }
 
   /** A person's consents, deleted (offboarding); answers what it deleted. */
