@@ -241,9 +241,10 @@ describe('MCP clients signing in with OAuth', () => {
       expect(gone.status()).toBe(200);
     }
     expect((await mcpWith(token)).status).toBe(401);
-    // another person's connection is not theirs to end: an admin's token is not a person
+    // a token consented to nothing: it has no clients of its own, and ends nobody's
     const asToken = await cp.request('GET', '/v1/me/oauth/clients');
-    expect(asToken.status).toBe(403);
+    expect(asToken.body).toEqual({ items: [], next_cursor: null });
+    expect((await cp.request('DELETE', `/v1/me/oauth/clients/${items[0]!.id}`)).status).toBe(404);
   });
 
   it('refuses hostile client metadata documents and malformed requests with a clear error', async () => {

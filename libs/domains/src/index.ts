@@ -4,7 +4,7 @@ import { AuthModule } from '@aileron/auth';
 import { CatalogModule } from '@aileron/catalog';
 import { EventsModule } from '@aileron/events';
 import { GatewayModule } from '@aileron/gateway';
-import { OAuthModule } from '@aileron/oauth';
+import { OauthModule } from '@aileron/oauth';
 import { OverviewModule } from '@aileron/overview';
 import { PolicyModule } from '@aileron/policy';
 import { PoolModule } from '@aileron/pool';
@@ -43,7 +43,7 @@ export const JOB_MODULES = [
  */
 export const DOMAIN_MODULES = [
   ...JOB_MODULES,
-  OAuthModule,
+  OauthModule,
   PoolModule,
   AgentSessionsModule,
   SandboxesModule,

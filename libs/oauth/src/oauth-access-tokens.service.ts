@@ -7,8 +7,8 @@ import { Clock } from '@aileron/clock';
 import { UnauthenticatedError } from '@aileron/errors';
 import { AuthChallenges } from '@aileron/http';
 import { mcpChallenge } from './domain/resource';
-import { OAuthProvider } from './oauth-provider.service';
-import { OAuthRepository } from './oauth.repository';
+import { OauthProvider } from './oauth-provider.service';
+import { OauthRepository } from './oauth.repository';
 
 /** oidc-provider's opaque tokens: 256 random bits, 43 base64url characters, none of our prefixes' length or shape */
 const ACCESS_TOKEN = /^[A-Za-z0-9_-]{43}$/;
@@ -25,15 +25,15 @@ const AUTHENTICATION = SystemScopes.system('oauth access token');
  * offboarding and membership changes drop the cache on every replica.
  */
 @Injectable()
-export class OAuthAccessTokens implements OnModuleInit {
-  private readonly logger = new Logger('OAuthAccessTokens');
+export class OauthAccessTokens implements OnModuleInit {
+  private readonly logger = new Logger('OauthAccessTokens');
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly resolvers: CredentialResolvers,
     private readonly challenges: AuthChallenges,
-    private readonly provider: OAuthProvider,
-    private readonly repository: OAuthRepository,
+    private readonly provider: OauthProvider,
+    private readonly repository: OauthRepository,
     private readonly principals: PrincipalResolver,
     private readonly cache: PrincipalCache,
     private readonly clock: Clock,

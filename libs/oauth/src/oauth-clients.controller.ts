@@ -1,9 +1,9 @@
 import { Body, Controller, Param, Query } from '@nestjs/common';
 import { z } from 'zod';
 import { AccessService, Caller, OrgScope, Principal, TenantScope, WorkspaceScope } from '@aileron/auth';
-import { ForbiddenError } from '@aileron/errors';
+import { NotFoundError } from '@aileron/errors';
 import { createdAtKey, ListCursor, Route } from '@aileron/http';
-import { OAuthGrants } from './oauth-grants.service';
+import { OauthGrants } from './oauth-grants.service';
 import {
   clientParams,
   clientsQuery,
@@ -28,9 +28,9 @@ const ownCursor = new ListCursor('own-oauth-clients', createdAtKey);
  * decides whether self-registered clients may connect at all.
  */
 @Controller()
-export class OAuthClientsController {
+export class OauthClientsController {
   constructor(
-    private readonly grants: OAuthGrants,
+    private readonly grants: OauthGrants,
     private readonly access: AccessService,
   ) {}
 
@@ -64,7 +64,7 @@ export class OAuthClientsController {
     tenancy: 'workspace',
     params: clientParams,
     response: connectedClientView,
-    example: { params: { id: '{oauth-client}' } },
+    example: { params: { id: '{oauth_client}' } },
   })
   async revoke(
     @Caller() caller: Principal,
@@ -87,7 +87,13 @@ export class OAuthClientsController {
     @Caller() caller: Principal,
     @Query() query: z.infer<typeof ownClientsQuery>,
   ): Promise<z.infer<typeof connectedClientsPage>> {
-    const rows = await this.grants.listOfPerson(this.person(caller), caller.id, ownCursor.keyset(query));
+    // a token or a gateway never consented to anything: it has no clients of its own
+    if (caller.kind !== 'user') return { items: [], next_cursor: null };
+    const rows = await this.grants.listOfPerson(
+      this.access.callerOrganization(caller),
+      caller.id,
+      ownCursor.keyset(query),
+    );
     return ownCursor.page(rows, query, (g) => ({ createdAt: g.createdAt, id: g.id }), toConnectedClientView);
   }
 
@@ -99,13 +105,16 @@ export class OAuthClientsController {
     tenancy: 'caller',
     params: ownClientParams,
     response: connectedClientView,
-    example: { params: { id: '{oauth-client}' } },
+    example: { params: { id: '{oauth_client}' } },
   })
   async revokeOwn(
     @Caller() caller: Principal,
     @Param() params: z.infer<typeof ownClientParams>,
   ): Promise<z.infer<typeof connectedClientView>> {
-    return toConnectedClientView(await this.grants.revokeOwn(caller, this.person(caller), params.id));
+    if (caller.kind !== 'user') throw new NotFoundError('connected client', params.id, 'OAUTH_CLIENT_NOT_FOUND');
+    return toConnectedClientView(
+      await this.grants.revokeOwn(caller, this.access.callerOrganization(caller), params.id),
+    );
   }
 
   @Route({
@@ -142,12 +151,5 @@ export class OAuthClientsController {
     return toSettingsView(
       await this.grants.putSettings(caller, scope, { allowDynamicRegistration: body.allow_dynamic_registration }),
     );
-  }
-
-  /** A person's own clients: the consents are a person's, never a token's or a gateway's. */
-  private person(caller: Principal): OrgScope {
-    if (caller.kind !== 'user')
-      throw new ForbiddenError('Only a signed-in person has connected clients of their own (sign in to the console)');
-    return this.access.callerOrganization(caller);
   }
 }

@@ -6,9 +6,9 @@ import { DomainError } from '@aileron/errors';
 import { isClientIdUrl } from './domain/client-metadata';
 import type { ConsentView } from './domain/pages';
 import { MCP_SCOPE, workspaceOfResource } from './domain/resource';
-import { OAuthGrants } from './oauth-grants.service';
-import { OAuthProvider } from './oauth-provider.service';
-import { OAuthRepository } from './oauth.repository';
+import { OauthGrants } from './oauth-grants.service';
+import { OauthProvider } from './oauth-provider.service';
+import { OauthRepository } from './oauth.repository';
 
 /** What a person is asked to allow, once everything that could refuse it has been checked. */
 export interface ConsentRequest {
@@ -34,7 +34,7 @@ export interface InteractionExchange {
 }
 
 /** The interaction this browser is in, or null when it has none, it expired, or it is another one than the page's. */
-export type Interaction = Awaited<ReturnType<Awaited<ReturnType<OAuthProvider['provider']>>['interactionDetails']>>;
+export type Interaction = Awaited<ReturnType<Awaited<ReturnType<OauthProvider['provider']>>['interactionDetails']>>;
 
 /**
  * The consent step of an authorization request: oidc-provider has checked the
@@ -44,13 +44,13 @@ export type Interaction = Awaited<ReturnType<Awaited<ReturnType<OAuthProvider['p
  * consent and hands the provider its result.
  */
 @Injectable()
-export class OAuthConsent {
+export class OauthConsent {
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
-    private readonly provider: OAuthProvider,
+    private readonly provider: OauthProvider,
     private readonly access: AccessService,
-    private readonly repository: OAuthRepository,
-    private readonly grants: OAuthGrants,
+    private readonly repository: OauthRepository,
+    private readonly grants: OauthGrants,
   ) {}
 
   async interaction(exchange: InteractionExchange, uid: string): Promise<Interaction | null> {

@@ -3,8 +3,8 @@ import { Injectable } from '@nestjs/common';
 import { SystemScopes } from '@aileron/auth/scope-issuer';
 import { DomainError } from '@aileron/errors';
 import { FastPaths, RequestLog, requestIdFor, writeProblem } from '@aileron/http';
-import { OAUTH_PREFIX, OAuthProvider } from './oauth-provider.service';
-import { OAuthRepository } from './oauth.repository';
+import { OAUTH_PREFIX, OauthProvider } from './oauth-provider.service';
+import { OauthRepository } from './oauth.repository';
 
 /** RFC 8414 (and OpenID Connect discovery, which it extends) for an issuer without a path */
 const METADATA = new Set(['/.well-known/oauth-authorization-server', '/.well-known/openid-configuration']);
@@ -24,11 +24,11 @@ const REGISTRATIONS = SystemScopes.system('oauth client registration');
  * are routes, since they need the browser session and the route catalogue.
  */
 @Injectable()
-export class OAuthFastPath {
+export class OauthFastPath {
   constructor(
     fastPaths: FastPaths,
-    private readonly provider: OAuthProvider,
-    private readonly repository: OAuthRepository,
+    private readonly provider: OauthProvider,
+    private readonly repository: OauthRepository,
     private readonly requests: RequestLog,
   ) {
     fastPaths.add((request, response) => this.take(request, response));

@@ -12,8 +12,8 @@ import {
 import { DatabaseService, Keyset, Transaction } from '@aileron/database';
 import { NotFoundError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
-import { OAuthProvider, ProviderRevocation } from './oauth-provider.service';
-import { GrantRecord, NewGrant, OAuthRepository, OAuthSettingsRecord } from './oauth.repository';
+import { OauthProvider, ProviderRevocation } from './oauth-provider.service';
+import { GrantRecord, NewGrant, OauthRepository, OauthSettingsRecord } from './oauth.repository';
 
 type Disconnection = 'revoked_by_admin' | 'revoked_by_person' | 'offboarding' | ProviderRevocation;
 
@@ -25,14 +25,14 @@ type Disconnection = 'revoked_by_admin' | 'revoked_by_person' | 'offboarding' | 
  * forgets the tokens it cached before the answer leaves.
  */
 @Injectable()
-export class OAuthGrants implements OnModuleInit {
+export class OauthGrants implements OnModuleInit {
   constructor(
     private readonly db: DatabaseService,
-    private readonly repository: OAuthRepository,
+    private readonly repository: OauthRepository,
     private readonly outbox: OutboxService,
     private readonly cache: PrincipalCache,
     private readonly offboarding: Offboarding,
-    private readonly provider: OAuthProvider,
+    private readonly provider: OauthProvider,
   ) {}
 
   onModuleInit(): void {
@@ -99,7 +99,7 @@ export class OAuthGrants implements OnModuleInit {
     return this.disconnect(caller, scope, id, { userId: caller.id }, 'revoked_by_person');
   }
 
-  settings(scope: OrgScope): Promise<OAuthSettingsRecord> {
+  settings(scope: OrgScope): Promise<OauthSettingsRecord> {
     return this.repository.settings(scope);
   }
 
@@ -107,7 +107,7 @@ export class OAuthGrants implements OnModuleInit {
     caller: Principal,
     scope: OrgScope,
     settings: { allowDynamicRegistration: boolean },
-  ): Promise<OAuthSettingsRecord> {
+  ): Promise<OauthSettingsRecord> {
     return this.db.transaction(async (tx) => {
       const saved = await this.repository.putSettings(scope, settings, tx);
       await this.outbox.record(tx, {

@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { BrowserSessions } from '@aileron/auth';
 import { Route } from '@aileron/http';
 import { consentPage, pagesCsp, refusalPage } from './domain/pages';
-import { OAuthConsent } from './oauth-consent.service';
+import { OauthConsent } from './oauth-consent.service';
 
 const interactionParams = z.object({
   uid: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'an interaction id'),
@@ -29,9 +29,9 @@ const EXPIRED = {
  * HTML, no script, its own strict Content-Security-Policy.
  */
 @Controller()
-export class OAuthInteractionController {
+export class OauthInteractionController {
   constructor(
-    private readonly consent: OAuthConsent,
+    private readonly consent: OauthConsent,
     private readonly browserSessions: BrowserSessions,
   ) {}
 

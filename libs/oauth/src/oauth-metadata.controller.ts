@@ -11,7 +11,7 @@ const DESCRIPTION =
 
 /** Where MCP clients learn how to get a token for an MCP endpoint (RFC 9728, MCP authorization 2025-11-25). */
 @Controller()
-export class OAuthMetadataController {
+export class OauthMetadataController {
   constructor(@Inject(APP_CONFIG) private readonly config: AppConfig) {}
 
   @Route({

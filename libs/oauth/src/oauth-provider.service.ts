@@ -11,7 +11,7 @@ import { InstallationKeys } from '@aileron/keys';
 import { ClientDocumentError, ClientDocuments } from './client-documents';
 import { pagesCsp, refusalPage } from './domain/pages';
 import { MCP_SCOPE, workspaceOfResource } from './domain/resource';
-import { GrantRecord, OAuthRepository } from './oauth.repository';
+import { GrantRecord, OauthRepository } from './oauth.repository';
 import { PrismaAdapter } from './prisma-adapter';
 
 const SIGNING_KEY = 'oauth-signing-key';
@@ -44,8 +44,8 @@ type GrantRevokedListener = (scope: OrgScope, grant: GrantRecord, why: ProviderR
  * and the public URL is read then (tests set it once they listen).
  */
 @Injectable()
-export class OAuthProvider {
-  private readonly logger = new Logger('OAuthProvider');
+export class OauthProvider {
+  private readonly logger = new Logger('OauthProvider');
   private built:
     Promise<{ provider: Provider; handler: (req: IncomingMessage, res: ServerResponse) => void }> | undefined;
   private module: OidcModule | undefined;
@@ -54,7 +54,7 @@ export class OAuthProvider {
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
-    private readonly repository: OAuthRepository,
+    private readonly repository: OauthRepository,
     private readonly installationKeys: InstallationKeys,
     private readonly documents: ClientDocuments,
     private readonly cache: PrincipalCache,

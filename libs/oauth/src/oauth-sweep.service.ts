@@ -2,7 +2,7 @@ import { Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } fro
 import { SystemScopes } from '@aileron/auth/scope-issuer';
 import { Clock } from '@aileron/clock';
 import { PeriodicTask } from '@aileron/schedule';
-import { OAuthRepository } from './oauth.repository';
+import { OauthRepository } from './oauth.repository';
 
 const EVERY_MS = 10 * 60_000;
 // expired protocol records of every tenant: nobody's request, the process's own housekeeping
@@ -15,11 +15,11 @@ const SWEEP = SystemScopes.system('oauth expiry sweep');
  * idempotent delete.
  */
 @Injectable()
-export class OAuthSweep implements OnApplicationBootstrap, OnApplicationShutdown {
-  private readonly logger = new Logger('OAuthSweep');
+export class OauthSweep implements OnApplicationBootstrap, OnApplicationShutdown {
+  private readonly logger = new Logger('OauthSweep');
   private readonly task: PeriodicTask;
 
-  constructor(repository: OAuthRepository, clock: Clock) {
+  constructor(repository: OauthRepository, clock: Clock) {
     this.task = new PeriodicTask({
       name: 'oauth expiry sweep',
       everyMs: EVERY_MS,

@@ -1,31 +1,31 @@
 import { Module } from '@nestjs/common';
 import { ClockModule } from '@aileron/clock';
 import { ClientDocuments } from './client-documents';
-import { OAuthAccessTokens } from './oauth-access-tokens.service';
-import { OAuthClientsController } from './oauth-clients.controller';
-import { OAuthConsent } from './oauth-consent.service';
-import { OAuthFastPath } from './oauth-fast-path';
-import { OAuthGrants } from './oauth-grants.service';
-import { OAuthInteractionController } from './oauth-interaction.controller';
-import { OAuthMetadataController } from './oauth-metadata.controller';
-import { OAuthProvider } from './oauth-provider.service';
-import { OAuthRepository } from './oauth.repository';
-import { OAuthSweep } from './oauth-sweep.service';
+import { OauthAccessTokens } from './oauth-access-tokens.service';
+import { OauthClientsController } from './oauth-clients.controller';
+import { OauthConsent } from './oauth-consent.service';
+import { OauthFastPath } from './oauth-fast-path';
+import { OauthGrants } from './oauth-grants.service';
+import { OauthInteractionController } from './oauth-interaction.controller';
+import { OauthMetadataController } from './oauth-metadata.controller';
+import { OauthProvider } from './oauth-provider.service';
+import { OauthRepository } from './oauth.repository';
+import { OauthSweep } from './oauth-sweep.service';
 
 /** Aileron as the OAuth authorization server of its own MCP endpoints (docs/oauth.md). */
 @Module({
   imports: [ClockModule],
-  controllers: [OAuthMetadataController, OAuthInteractionController, OAuthClientsController],
+  controllers: [OauthMetadataController, OauthInteractionController, OauthClientsController],
   providers: [
-    OAuthRepository,
+    OauthRepository,
     ClientDocuments,
-    OAuthProvider,
-    OAuthAccessTokens,
-    OAuthFastPath,
-    OAuthGrants,
-    OAuthConsent,
-    OAuthSweep,
+    OauthProvider,
+    OauthAccessTokens,
+    OauthFastPath,
+    OauthGrants,
+    OauthConsent,
+    OauthSweep,
   ],
-  exports: [OAuthGrants],
+  exports: [OauthGrants],
 })
-export class OAuthModule {}
+export class OauthModule {}

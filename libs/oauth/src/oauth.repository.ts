@@ -43,7 +43,7 @@ export interface NewGrant {
   scope: string;
 }
 
-export interface OAuthSettingsRecord {
+export interface OauthSettingsRecord {
   allowDynamicRegistration: boolean;
   updatedAt: Date | null;
 }
@@ -82,7 +82,7 @@ function toGrant({ workspace, ...row }: GrantRow): GrantRecord {
  * and the consents people gave (oauth_grants, tenant-owned).
  */
 @Injectable()
-export class OAuthRepository extends Repository {
+export class OauthRepository extends Repository {
   async upsertEntry(_system: SystemScope, model: string, id: string, entry: NewEntry): Promise<void> {
     const data = {
       payload: entry.payload as Prisma.InputJsonValue,
@@ -223,7 +223,7 @@ export class OAuthRepository extends Repository {
     return row && { workspace: row.name, organization: row.organization.name };
   }
 
-  async settings(scope: OrgScope): Promise<OAuthSettingsRecord> {
+  async settings(scope: OrgScope): Promise<OauthSettingsRecord> {
     const row = await this.client.oAuthSettings.findUnique({
       where: { organizationId: scope.organizationId },
       select: { allowDynamicRegistration: true, updatedAt: true },
@@ -238,7 +238,7 @@ export class OAuthRepository extends Repository {
       update: settings,
       select: { allowDynamicRegistration: true, updatedAt: true },
     });
-    return row as OAuthSettingsRecord;
+    return row as OauthSettingsRecord;
   }
 
   /** Whether any organisation accepts dynamically registered clients: else registration is closed to all. */

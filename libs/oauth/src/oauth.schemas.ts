@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { slug, uuid } from '@aileron/auth';
 import { pageQuery, pageView } from '@aileron/http';
-import type { GrantRecord, OAuthSettingsRecord } from './oauth.repository';
+import type { GrantRecord, OauthSettingsRecord } from './oauth.repository';
 
 export const wsParams = z.object({ ws: slug });
 export const clientParams = z.object({ ws: slug, id: uuid });
@@ -57,7 +57,7 @@ export const settingsView = z.object({
   updated_at: z.string().nullable(),
 });
 
-export function toSettingsView(settings: OAuthSettingsRecord): z.infer<typeof settingsView> {
+export function toSettingsView(settings: OauthSettingsRecord): z.infer<typeof settingsView> {
   return {
     allow_dynamic_registration: settings.allowDynamicRegistration,
     updated_at: settings.updatedAt?.toISOString() ?? null,

@@ -2,7 +2,7 @@ import { hash } from 'node:crypto';
 import type { Adapter, AdapterPayload } from 'oidc-provider';
 import type { SystemScope } from '@aileron/auth';
 import type { Clock } from '@aileron/clock';
-import type { OAuthRepository } from './oauth.repository';
+import type { OauthRepository } from './oauth.repository';
 
 /**
  * The models whose ids are not secrets: a client's id is public, a grant's is
@@ -28,7 +28,7 @@ export class PrismaAdapter implements Adapter {
 
   constructor(
     private readonly model: string,
-    private readonly repository: OAuthRepository,
+    private readonly repository: OauthRepository,
     private readonly system: SystemScope,
     private readonly clock: Clock,
     private readonly hooks: AdapterHooks,
