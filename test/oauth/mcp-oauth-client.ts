@@ -1,5 +1,6 @@
 import { createServer, Server } from 'node:http';
 import type { OAuthClientProvider } from '@modelcontextprotocol/sdk/client/auth.js';
+import type { TestControlPlane, TestResponse } from '../support/control-plane';
 import type {
   OAuthClientInformationMixed,
   OAuthClientMetadata,
@@ -152,4 +153,18 @@ export class MemoryOAuthProvider implements OAuthClientProvider {
   codeVerifier(): string {
     return this.verifier;
   }
+}
+
+/** An MCP initialize request with `token`, as any client's first request on an endpoint. */
+export function initializeWith(cp: TestControlPlane, token: string, path = '/mcp/default'): Promise<TestResponse> {
+  return cp.request('POST', path, {
+    token,
+    headers: { accept: 'application/json, text/event-stream' },
+    body: {
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 't', version: '1' } },
+    },
+  });
 }

@@ -9,8 +9,9 @@ import { launchChromium } from '../support/chromium';
 import { startApiControlPlane, TestControlPlane } from '../support/control-plane';
 import { eventually } from '../support/eventually';
 import { aRemoteServer, SERVERS, textOf } from '../pool/mcp-client';
-import { newPkcePair } from '../../libs/oauth/src';
-import { ClientSite, MemoryOAuthProvider } from './mcp-oauth-client';
+import { newPkcePair, OauthSweep } from '../../libs/oauth/src';
+import { advanceClock, resetClock } from '../support/clock';
+import { ClientSite, initializeWith, MemoryOAuthProvider } from './mcp-oauth-client';
 
 /**
  * An MCP client connects to /mcp/{ws} the way Claude or Cursor do: the MCP
@@ -110,17 +111,8 @@ describe('MCP clients signing in with OAuth', () => {
     }
   }
 
-  async function mcpWith(token: string, path = '/mcp/default') {
-    return cp.request('POST', path, {
-      token,
-      headers: { accept: 'application/json, text/event-stream' },
-      body: {
-        jsonrpc: '2.0',
-        id: 1,
-        method: 'initialize',
-        params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 't', version: '1' } },
-      },
-    });
+  function mcpWith(token: string, path = '/mcp/default') {
+    return initializeWith(cp, token, path);
   }
 
   it('signs in through the browser and calls a tool as the person, the client named in the audit record', async () => {
@@ -247,6 +239,26 @@ describe('MCP clients signing in with OAuth', () => {
     expect((await cp.request('DELETE', `/v1/me/oauth/clients/${items[0]!.id}`)).status).toBe(404);
   });
 
+  it('ends the connection when the client revokes its own refresh token', async () => {
+    const provider = await connectWithBrowser();
+    const tokens = provider.tokens()!;
+    const revoked = await cp.request('POST', '/oauth/token/revocation', {
+      token: null,
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({
+        token: tokens.refresh_token!,
+        token_type_hint: 'refresh_token',
+        client_id: clientId,
+      }).toString(),
+    });
+    expect(revoked.status, revoked.text).toBe(200);
+    expect((await mcpWith(tokens.access_token)).status).toBe(401);
+    await eventually('the disconnection record', async () => {
+      const audit = await cp.request('GET', '/v1/workspaces/default/audit?type=oauth.client_disconnected');
+      return audit.body.items.find((r: { data: { reason: string } }) => r.data.reason === 'revoked_by_client');
+    });
+  });
+
   it('refuses hostile client metadata documents and malformed requests with a clear error', async () => {
     const hostile = site.document('/hostile.json', (url) => ({
       client_id: url,
@@ -367,6 +379,23 @@ describe('MCP clients signing in with OAuth', () => {
       },
     );
     await cp.request('PUT', '/v1/organization/oauth-settings', { body: { allow_dynamic_registration: false } });
+  });
+
+  it('ends a connection whose grant ran out of time, on the record', async () => {
+    await connectWithBrowser();
+    const listed = await cp.request('GET', '/v1/workspaces/default/oauth/clients?limit=200');
+    const newest = listed.body.items[0];
+    try {
+      // a year and a day later, the sweep finds the grant over
+      advanceClock(cp, 366 * 24 * 3600_000);
+      await cp.cp.app.get(OauthSweep).pass();
+    } finally {
+      resetClock(cp);
+    }
+    const after = await cp.request('GET', '/v1/workspaces/default/oauth/clients?limit=200');
+    expect(after.body.items.map((c: { id: string }) => c.id)).not.toContain(newest.id);
+    const audit = await cp.request('GET', '/v1/workspaces/default/audit?type=oauth.client_disconnected');
+    expect(audit.body.items[0].data).toMatchObject({ connection_id: newest.id, reason: 'expired' });
   });
 
   it('ends a person’s connected clients when they are offboarded', async () => {

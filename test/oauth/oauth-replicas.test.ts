@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newPkcePair } from '../../libs/oauth/src';
 import { browserSignIn, LocalIdp } from '../auth/local-idp';
 import { aReplicaOf, startApiControlPlane, TestControlPlane, withOwnerToken } from '../support/control-plane';
-import { ClientSite } from './mcp-oauth-client';
+import { ClientSite, initializeWith } from './mcp-oauth-client';
 
 /** A browser's cookies, by name; every request of the test's browser carries them all. */
 class CookieJar {
@@ -129,17 +129,7 @@ describe('OAuth across control-plane replicas', () => {
     expect(exchanged.status, exchanged.text).toBe(200);
     const accessToken = exchanged.body.access_token as string;
 
-    const initialize = (cp: TestControlPlane) =>
-      cp.request('POST', '/mcp/default', {
-        token: accessToken,
-        headers: { accept: 'application/json, text/event-stream' },
-        body: {
-          jsonrpc: '2.0',
-          id: 1,
-          method: 'initialize',
-          params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 't', version: '1' } },
-        },
-      });
+    const initialize = (cp: TestControlPlane) => initializeWith(cp, accessToken);
     // both replicas resolve it, and remember it
     for (const cp of [a, b]) expect((await initialize(cp)).status).toBe(200);
 

@@ -31,10 +31,11 @@ export class CredentialResolvers {
   }
 
   find(token: string): CredentialResolver | undefined {
-    // an exact shape first: a library's random value may happen to begin like one of our prefixes
+    // our prefixes first: a garbled token of ours can have the length of a library's value, and must be refused as what it is
+    // (a library's random value begins with one of them once in 64^7 at the most, and is then refused, never misread)
     return (
-      this.resolvers.find((r) => r.shape?.test(token)) ??
-      this.resolvers.find((r) => r.prefix !== undefined && token.startsWith(r.prefix))
+      this.resolvers.find((r) => r.prefix !== undefined && token.startsWith(r.prefix)) ??
+      this.resolvers.find((r) => r.shape?.test(token))
     );
   }
 }

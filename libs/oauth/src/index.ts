@@ -1,5 +1,6 @@
 export { OauthModule } from './oauth.module';
 export { OauthGrants } from './oauth-grants.service';
+export { OauthSweep } from './oauth-sweep.service';
 export type { GrantRecord } from './oauth.repository';
 // the protocol's pure pieces, for the pool's side (an OAuth client of upstream MCP servers)
 export * from './domain/pkce';

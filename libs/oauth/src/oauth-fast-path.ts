@@ -54,6 +54,9 @@ export class OauthFastPath {
     original: string,
   ): Promise<void> {
     const requestId = requestIdFor(request.headers['x-request-id']);
+    // the provider routes on its own path (below /oauth); the log names the one the client asked for
+    const asked = request.url;
+    response.once('close', () => void (request.url = asked));
     this.requests.follow(request, response, route, requestId);
     try {
       if (

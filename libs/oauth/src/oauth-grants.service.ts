@@ -15,7 +15,7 @@ import { OutboxService } from '@aileron/outbox';
 import { OauthProvider, ProviderRevocation } from './oauth-provider.service';
 import { GrantRecord, NewGrant, OauthRepository, OauthSettingsRecord } from './oauth.repository';
 
-type Disconnection = 'revoked_by_admin' | 'revoked_by_person' | 'offboarding' | ProviderRevocation;
+type Disconnection = 'revoked_by_admin' | 'revoked_by_person' | 'offboarding' | 'expired' | ProviderRevocation;
 
 /**
  * The consents people give MCP clients ("connected clients"): made on the
@@ -97,6 +97,14 @@ export class OauthGrants implements OnModuleInit {
   /** A person disconnects a client they connected, in whichever workspace. */
   revokeOwn(caller: Principal, scope: OrgScope, id: string): Promise<GrantRecord> {
     return this.disconnect(caller, scope, id, { userId: caller.id }, 'revoked_by_person');
+  }
+
+  /** A consent whose grant ran out of time: it goes from the connected clients, on the record. */
+  async expire(scope: OrgScope, grant: GrantRecord): Promise<void> {
+    await this.db.transaction(async (tx) => {
+      const deleted = await this.repository.deleteGrant(scope, grant.id, {}, tx);
+      if (deleted) await this.end(tx, scope, [deleted], 'system', 'expired');
+    });
   }
 
   settings(scope: OrgScope): Promise<OauthSettingsRecord> {

@@ -19,6 +19,7 @@ const COOKIE_KEY = 'oauth-cookie-key';
 /** where oidc-provider's endpoints are mounted; the interaction pages are ours, below it */
 export const OAUTH_PREFIX = '/oauth';
 const INTERACTION_TTL_SECONDS = 600;
+const GRANT_TTL_SECONDS = 365 * 24 * 3600;
 /** a code is exchanged at once by the client that asked for it */
 const CODE_TTL_SECONDS = 60;
 // the provider stores and reads its records before any tenant is known: the credential (a code, a token) names it
@@ -222,7 +223,8 @@ export class OauthProvider {
         AccessToken: ttl.accessTokenTtlSeconds,
         AuthorizationCode: CODE_TTL_SECONDS,
         RefreshToken: ttl.refreshTokenTtlSeconds,
-        Grant: ttl.refreshTokenTtlSeconds,
+        // a connection's whole life: after it the person allows the client again, however often it refreshed
+        Grant: GRANT_TTL_SECONDS,
         Interaction: INTERACTION_TTL_SECONDS,
         Session: INTERACTION_TTL_SECONDS,
         IdToken: ttl.accessTokenTtlSeconds,
@@ -259,6 +261,8 @@ export class OauthProvider {
     const provider = new ProviderClass(this.issuer, configuration);
     // the addresses it computes are the public URL's (handle sets X-Forwarded-* from it)
     provider.proxy = true;
+    // Koa would print failures' stacks to stderr itself: they go to our log, as server_error below
+    provider.silent = true;
     provider.on('server_error', (_ctx: unknown, error: Error) =>
       this.logger.error({ err: error }, 'the OAuth provider failed a request'),
     );

@@ -137,6 +137,26 @@ export class OauthRepository extends Repository {
     return (await this.client.oAuthEntry.deleteMany({ where: { expiresAt: { lte: before } } })).count;
   }
 
+  /**
+   * Consents whose provider grant is over (its lifetime ran out): nothing can
+   * be issued under them any more, so they are no longer connected clients.
+   * Those made in the last hour are left alone (the grant is saved just before the consent).
+   */
+  async lapsedGrants(_system: SystemScope, now: Date, limit: number): Promise<GrantRecord[]> {
+    const ids = await this.client.$queryRaw<{ id: string }[]>`
+      SELECT g.id FROM oauth_grants g
+      WHERE g.created_at < ${new Date(now.getTime() - 3_600_000)}
+        AND NOT EXISTS (SELECT 1 FROM oauth_entries e WHERE e.model = 'Grant' AND e.id = g.grant_id
+                        AND (e.expires_at IS NULL OR e.expires_at > ${now}))
+      ORDER BY g.created_at LIMIT ${limit}`;
+    if (ids.length === 0) return [];
+    const rows = await this.client.oAuthGrant.findMany({
+      where: { id: { in: ids.map((row) => row.id) } },
+      select: grantSelect,
+    });
+    return rows.map(toGrant);
+  }
+
   async createGrant(scope: WorkspaceScope, grant: NewGrant, tx: Transaction): Promise<GrantRecord> {
     const row = await tx.oAuthGrant.create({
       data: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, ...grant },
