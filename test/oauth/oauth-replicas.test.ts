@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newPkcePair } from '../../libs/oauth/src';
 import { browserSignIn, LocalIdp } from '../auth/local-idp';
 import { aReplicaOf, startApiControlPlane, TestControlPlane, withOwnerToken } from '../support/control-plane';
+import { eventually } from '../support/eventually';
 import { ClientSite, initializeWith } from './mcp-oauth-client';
 
 /** A browser's cookies, by name; every request of the test's browser carries them all. */
@@ -68,8 +69,24 @@ describe('OAuth across control-plane replicas', () => {
     expect(metaA!.body.issuer).toBe(a.url);
   });
 
-  it('answers a sign-in begun on one replica on the other, and honours its token and its revocation everywhere', async () => {
-    const clientId = site.goodDocument('/replica-client.json', 'Replica client');
+  /** A token request of the code grant, as the client makes it. */
+  function exchange(cp: TestControlPlane, clientId: string, code: string, verifier: string) {
+    return cp.request('POST', '/oauth/token', {
+      token: null,
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({
+        grant_type: 'authorization_code',
+        code,
+        code_verifier: verifier,
+        redirect_uri: site.redirectUri,
+        client_id: clientId,
+        resource: `${a.url}/mcp/default`,
+      }).toString(),
+    });
+  }
+
+  /** A sign-in asked of replica A, shown and allowed on replica B, resumed on A: the code and its verifier. */
+  async function consentAcrossReplicas(clientId: string): Promise<{ code: string; verifier: string }> {
     const jar = new CookieJar();
     const signedIn = await browserSignIn(a);
     expect(signedIn.status, signedIn.text).toBe(302);
@@ -84,7 +101,6 @@ describe('OAuth across control-plane replicas', () => {
       jar.take(response);
       return response;
     };
-    // asked of replica A, shown by replica B, allowed on B, resumed on A
     const asked = await go(
       `${a.url}/oauth/auth?${new URLSearchParams({
         response_type: 'code',
@@ -109,36 +125,49 @@ describe('OAuth across control-plane replicas', () => {
       body: new URLSearchParams({ csrf, decision: 'allow' }).toString(),
     });
     expect(allowed.status, await allowed.text()).toBe(303);
-    const resumed = await go(new URL(allowed.headers.get('location')!, a.url).href.replace(b.url, a.url));
+    // the public URL is A's: the browser comes back to A
+    const resumed = await go(new URL(allowed.headers.get('location')!, a.url).href);
     expect(resumed.status).toBe(303);
     const code = new URL(resumed.headers.get('location')!).searchParams.get('code');
     expect(code).toBeTruthy();
+    return { code: code!, verifier: pkce.verifier };
+  }
+
+  it('answers a sign-in begun on one replica on the other, and honours its token and its revocation everywhere', async () => {
+    const clientId = site.goodDocument('/replica-client.json', 'Replica client');
+    const { code, verifier } = await consentAcrossReplicas(clientId);
     // the code, issued by A, exchanged on B
-    const exchanged = await b.request('POST', '/oauth/token', {
-      token: null,
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      body: new URLSearchParams({
-        grant_type: 'authorization_code',
-        code: code!,
-        code_verifier: pkce.verifier,
-        redirect_uri: site.redirectUri,
-        client_id: clientId,
-        resource: `${a.url}/mcp/default`,
-      }).toString(),
-    });
+    const exchanged = await exchange(b, clientId, code, verifier);
     expect(exchanged.status, exchanged.text).toBe(200);
     const accessToken = exchanged.body.access_token as string;
-
-    const initialize = (cp: TestControlPlane) => initializeWith(cp, accessToken);
     // both replicas resolve it, and remember it
-    for (const cp of [a, b]) expect((await initialize(cp)).status).toBe(200);
+    for (const cp of [a, b]) expect((await initializeWith(cp, accessToken)).status).toBe(200);
 
     const listed = await b.request('GET', '/v1/workspaces/default/oauth/clients?limit=200');
     const connection = listed.body.items.find((c: { client_id: string }) => c.client_id === clientId);
     expect((await b.request('DELETE', `/v1/workspaces/default/oauth/clients/${connection.id}`)).status).toBe(200);
     // A had it cached: the revocation on B reached it before B answered
-    const refused = await initialize(a);
+    const refused = await initializeWith(a, accessToken);
     expect(refused.status).toBe(401);
     expect(refused.headers.get('www-authenticate')).toContain('error="invalid_token"');
+  });
+
+  it('ends everything of a grant whose code comes a second time, on every replica', async () => {
+    const clientId = site.goodDocument('/replica-client-2.json', 'Replica client');
+    const { code, verifier } = await consentAcrossReplicas(clientId);
+    const first = await exchange(a, clientId, code, verifier);
+    expect(first.status, first.text).toBe(200);
+    const accessToken = first.body.access_token as string;
+    for (const cp of [a, b]) expect((await initializeWith(cp, accessToken)).status).toBe(200);
+    // a copy of the code, replayed on the other replica: refused, and the first exchange's tokens with it
+    const replayed = await exchange(b, clientId, code, verifier);
+    expect(replayed.status).toBe(400);
+    expect(replayed.body.error).toBe('invalid_grant');
+    for (const cp of [a, b]) expect((await initializeWith(cp, accessToken)).status).toBe(401);
+    const audit = await eventually('the disconnection record', async () => {
+      const found = await a.request('GET', '/v1/workspaces/default/audit?type=oauth.client_disconnected');
+      return found.body.items.find((r: { data: { client_id: string } }) => r.data.client_id === clientId);
+    });
+    expect(audit.data.reason).toBe('code_reused');
   });
 });

@@ -27,8 +27,8 @@ const PROVIDER = SystemScopes.system('oauth provider');
 
 type OidcModule = typeof import('oidc-provider');
 
-/** Why the provider ended a grant itself: the client revoked its refresh token, or one was used twice (a copy). */
-export type ProviderRevocation = 'revoked_by_client' | 'refresh_token_reused';
+/** Why the provider ended a grant itself: the client revoked its refresh token, or a code or refresh token was used twice (a copy). */
+export type ProviderRevocation = 'revoked_by_client' | 'refresh_token_reused' | 'code_reused';
 type GrantRevokedListener = (scope: OrgScope, grant: GrantRecord, why: ProviderRevocation) => Promise<void>;
 
 /**
@@ -104,10 +104,9 @@ export class OauthProvider {
     this.revokedListeners.push(listener);
   }
 
-  private async grantRevoked(grantId: string, route: string | undefined): Promise<void> {
+  private async grantRevoked(grantId: string, why: ProviderRevocation): Promise<void> {
     const grant = await this.repository.findGrantByProviderGrant(PROVIDER, grantId);
     if (!grant) return;
-    const why: ProviderRevocation = route === 'revocation' ? 'revoked_by_client' : 'refresh_token_reused';
     const scope = SystemScopes.organization(grant.organizationId);
     await Promise.all(this.revokedListeners.map((listener) => listener(scope, grant, why)));
   }
@@ -267,7 +266,13 @@ export class OauthProvider {
       this.logger.error({ err: error }, 'the OAuth provider failed a request'),
     );
     provider.on('grant.revoked', (ctx: KoaContextWithOIDC, grantId: string) => {
-      this.grantRevoked(grantId, ctx.oidc?.route).catch((error: unknown) =>
+      const why: ProviderRevocation =
+        ctx.oidc?.route === 'revocation'
+          ? 'revoked_by_client'
+          : ctx.oidc?.params?.grant_type === 'authorization_code'
+            ? 'code_reused'
+            : 'refresh_token_reused';
+      this.grantRevoked(grantId, why).catch((error: unknown) =>
         this.logger.error({ err: error }, 'could not end the consent of a grant the provider revoked'),
       );
     });
