@@ -23,6 +23,9 @@ const SECOND_FACES = [
   '^libs/sessions/src/domain/caveat-token\\.ts$',
   '^libs/sandboxes/src/runner-protocol/index\\.ts$',
   '^libs/platform/config/src/paths\\.ts$',
+  // the Kubernetes drivers, apart so that a control plane on the local drivers never loads the Kubernetes client
+  '^libs/pool/src/kubernetes\\.ts$',
+  '^libs/sandboxes/src/kubernetes\\.ts$',
 ];
 /**
  * The domains' layers, lowest first (docs/rules/module-boundaries.md): a domain imports

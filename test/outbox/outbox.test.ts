@@ -309,5 +309,32 @@ describe.each(BACKENDS)('transactional outbox on %s', (backend) => {
         await second.close();
       }
     });
+
+    // the last test of the file: the first replica stops dispatching, as a worker process does not dispatch
+    it('what a process that does not dispatch records is swept at once by one that does, told on the bus', async () => {
+      // its ticks ten minutes apart: only the bus can bring its sweep forward within the test
+      const dispatcher = await aReplicaOf(cp, { AILERON_OUTBOX_POLL_MS: '600000' });
+      try {
+        const other = dispatcher.cp.app.get(OutboxService);
+        other.addConsumer(recordingConsumer('alpha'));
+        other.addConsumer(recordingConsumer('beta'));
+        await outbox.onApplicationShutdown();
+        const recorded = await cp.cp.app
+          .get(DatabaseService)
+          .transaction((tx: Transaction) =>
+            outbox.record(tx, { topic: 'test.happened', payload: { from: 'worker' }, audited: false }),
+          );
+        expect(recorded).toBeUndefined();
+        const mine = async () =>
+          (
+            await cp.cp.database.client.$queryRaw<{ n: bigint }[]>`
+              SELECT count(*) AS n FROM test_effects e JOIN outbox_messages m ON m.id::text = e.message_id
+               WHERE m.payload->>'from' = 'worker' AND e.consumer IN ('alpha', 'beta')`
+          )[0]!.n;
+        await eventually('the worker-written message delivered to both consumers', async () => (await mine()) === 2n);
+      } finally {
+        await dispatcher.close();
+      }
+    });
   }
 });

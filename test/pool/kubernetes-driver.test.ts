@@ -8,13 +8,8 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { Pod } from 'kubernetes-models/v1';
 import { z } from 'zod';
-import {
-  InstanceStartError,
-  KubernetesDriver,
-  type InstanceSpec,
-  type KubernetesDriverOptions,
-  type RunningInstance,
-} from '@aileron/pool';
+import { InstanceStartError, type InstanceSpec, type RunningInstance } from '@aileron/pool';
+import { KubernetesDriver, type KubernetesDriverOptions } from '@aileron/pool/kubernetes';
 import { FakeKubernetes, type FakeKubelet } from '../support/fake-kubernetes';
 
 /**

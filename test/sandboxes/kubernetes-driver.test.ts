@@ -8,15 +8,14 @@ import { gzipSync } from 'node:zlib';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import {
   importSource,
-  KubernetesSandboxDriver,
   takeSnapshot,
   RunnerError,
   SandboxSourceError,
   SandboxStartError,
   SNAPSHOT_BRANCH,
-  type KubernetesSandboxOptions,
   type SandboxSpec,
 } from '@aileron/sandboxes';
+import { KubernetesSandboxDriver, type KubernetesSandboxOptions } from '@aileron/sandboxes/kubernetes';
 import { eventually } from '../support/eventually';
 import { FakeKubernetes } from '../support/fake-kubernetes';
 import { ProcessKubelet, type FakeImage } from '../support/process-kubelet';

@@ -9,16 +9,15 @@ import { parse } from 'yaml';
 import { ADMIN_TOKEN_FILE, loadConfig, SETTINGS } from '@aileron/config';
 import { CONTROL_PLANE_SELECTOR } from '@aileron/kubernetes';
 import { EGRESS_EXCEPT_V4 } from '@aileron/net';
-import { KubernetesDriver, kubernetesPoolOptions, MANAGED_BY, type InstanceSpec } from '@aileron/pool';
+import type { InstanceSpec } from '@aileron/pool';
+import { KubernetesDriver, kubernetesPoolOptions, MANAGED_BY } from '@aileron/pool/kubernetes';
+import { SNAPSHOT_BRANCH, takeSnapshot, type SandboxSpec } from '@aileron/sandboxes';
 import {
   KubernetesSandboxDriver,
   kubernetesSandboxOptions,
   SANDBOX_RUNNER_PORTS,
   SANDBOX_SELECTOR,
-  SNAPSHOT_BRANCH,
-  takeSnapshot,
-  type SandboxSpec,
-} from '@aileron/sandboxes';
+} from '@aileron/sandboxes/kubernetes';
 import { FakeKubernetes } from '../support/fake-kubernetes';
 import { ProcessKubelet } from '../support/process-kubelet';
 import { listenOnPodIP, runnerPorts, SANDBOX_VERSION, sandboxImageMaker } from '../support/sandbox-pods';

@@ -14,7 +14,7 @@ import { builtinModules } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join, posix, relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { POOL_POD_HOME, POOL_POD_UID } from '@aileron/pool';
+import { POOL_POD_HOME, POOL_POD_UID } from '@aileron/pool/kubernetes';
 import { ensureBuilt } from './build';
 import { dockerIgnored, ParsedDockerfile, type Stage } from './dockerfiles';
 import { codeSpans, readmeSection, ROOT, serverModeCommand, tableRows } from './readme';

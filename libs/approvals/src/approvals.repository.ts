@@ -275,6 +275,16 @@ export class ApprovalsRepository extends Repository {
     return rows.map((r) => ({ id: r.id, organizationId: r.organization_id, workspaceId: r.workspace_id }));
   }
 
+  /** When the earliest pending request expires, in every organisation (null: none is pending). */
+  async nextExpiry(_system: SystemScope): Promise<Date | null> {
+    const row = await this.client.approvalRequest.findFirst({
+      where: { status: 'pending' },
+      orderBy: { expiresAt: 'asc' },
+      select: { expiresAt: true },
+    });
+    return row?.expiresAt ?? null;
+  }
+
   async routing(
     scope: WorkspaceScope,
   ): Promise<{ document: RoutingDocument; version: number; updatedBy: string | null; updatedAt: Date } | null> {

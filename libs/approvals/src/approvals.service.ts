@@ -35,7 +35,7 @@ import {
 } from '@aileron/errors';
 import { OutboxService, PublicEvent } from '@aileron/outbox';
 import { PolicyService } from '@aileron/policy';
-import { PeriodicTask } from '@aileron/schedule';
+import { NextDue, PeriodicTask } from '@aileron/schedule';
 import { WebhooksService } from '@aileron/webhooks';
 import {
   argumentsDigest,
@@ -66,6 +66,9 @@ const PROGRESS_EVERY_MS = 5_000;
 /** how soon a held call looks again when the database was away */
 const DATABASE_RETRY_MS = 1_000;
 const SWEEP_MS = 2_000;
+const EXPIRY_BATCH = 200;
+/** how long an expiry another replica wrote may wait when this one knows of nothing due sooner (NextDue) */
+const SWEEP_BACKSTOP_MS = 30_000;
 export const LINK_PREFIX = 'ail_lnk_';
 /** the personal notification that carries a one-time review link to its approver */
 export const LINK_NOTIFICATION = 'approval.link';
@@ -138,6 +141,8 @@ export class ApprovalsService implements OnModuleInit, OnApplicationBootstrap, O
   /** long-polls on a request, woken when it is decided on any replica */
   readonly waiting: Wakeups;
   private readonly expiry: PeriodicTask;
+  /** when the sweep next has an expiry to make: it asks the database only then */
+  private readonly expiryDue: NextDue;
 
   constructor(
     private readonly db: DatabaseService,
@@ -158,10 +163,11 @@ export class ApprovalsService implements OnModuleInit, OnApplicationBootstrap, O
     this.expiry = new PeriodicTask({
       name: 'approval expiry sweep',
       everyMs: SWEEP_MS,
-      run: () => this.expireDue(),
+      run: () => this.expiryDue.run(() => this.expireAndLookAhead()),
       logger: this.logger,
       clock,
     });
+    this.expiryDue = new NextDue(clock, SWEEP_BACKSTOP_MS);
   }
 
   onModuleInit(): void {
@@ -303,6 +309,7 @@ export class ApprovalsService implements OnModuleInit, OnApplicationBootstrap, O
         });
       return created;
     });
+    this.expiryDue.expect(record.expiresAt);
     return record;
   }
 
@@ -795,9 +802,15 @@ export class ApprovalsService implements OnModuleInit, OnApplicationBootstrap, O
    * may run it, each request once. A failure is thrown: the sweep's task
    * logs it and runs again.
    */
+  /** The sweep's pass: what is due expires, and the next expiry in the data says when to look again. */
+  private async expireAndLookAhead(): Promise<Date | null> {
+    while ((await this.expireDue()) === EXPIRY_BATCH);
+    return this.repository.nextExpiry(SystemScopes.system('approval expiry sweep'));
+  }
+
   async expireDue(): Promise<number> {
     const expired = await this.db.transaction(async (tx) => {
-      const due = await this.repository.lockExpired(tx, SystemScopes.system('approval expiry sweep'), 200);
+      const due = await this.repository.lockExpired(tx, SystemScopes.system('approval expiry sweep'), EXPIRY_BATCH);
       for (const request of due) {
         const scope = SystemScopes.organization(request.organizationId);
         await this.repository.finish(tx, scope, request.id, 'expired', 'no decision before the request expired');

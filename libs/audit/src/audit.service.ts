@@ -10,7 +10,7 @@ import { DatabaseService, Keyset, Transaction } from '@aileron/database';
 import { fieldIssues, FieldIssue, ValidationError } from '@aileron/errors';
 import { SigningKeysService } from '@aileron/keys';
 import { OutboxRecord, OutboxService } from '@aileron/outbox';
-import { PeriodicTask } from '@aileron/schedule';
+import { NextDue, PeriodicTask } from '@aileron/schedule';
 import { AuditFilters, AuditRepository, ChainHead } from './audit.repository';
 import {
   AuditSource,
@@ -56,6 +56,8 @@ export interface IngestResult {
 
 const VERIFY_PAGE = 2_000;
 const SWEEP_MS = 5_000;
+/** how long a chain another replica appended to (and died before its checkpoint) may wait for one from this replica */
+const SWEEP_BACKSTOP_MS = 30_000;
 
 /** A batch held ids the chain already had: roll back and chain again without them. */
 class RepeatedEvents extends Error {}
@@ -80,6 +82,9 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
   private readonly logger = new Logger('Audit');
   private readonly sweeper: PeriodicTask;
   private lastRetentionAt = 0;
+  /** the sweep asks the database while this replica appends, and once a backstop when idle */
+  private readonly sweepDue: NextDue;
+  private lastAppendAt = Number.NEGATIVE_INFINITY;
   private readonly appended = new Set<(organizationId: string) => void>();
 
   constructor(
@@ -92,11 +97,20 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
   ) {
     // every event a domain announces is an audit record of the same transaction
     outbox.useAuditJournal((tx, records) => this.journal(tx, records));
-    // a chain waits at most auditCheckpointSeconds (plus one sweep) for its checkpoint
+    // a chain this replica appends to waits at most auditCheckpointSeconds (plus one sweep) for its
+    // checkpoint; one appended by a replica that died first, at most the backstop more
+    const every = Math.min(SWEEP_MS, config.auditCheckpointSeconds * 1000);
+    this.sweepDue = new NextDue(clock, SWEEP_BACKSTOP_MS);
     this.sweeper = new PeriodicTask({
       name: 'audit sweep',
-      everyMs: Math.min(SWEEP_MS, config.auditCheckpointSeconds * 1000),
-      run: () => this.sweep(),
+      everyMs: every,
+      run: () =>
+        this.sweepDue.run(async () => {
+          await this.sweep();
+          // while records come in, their chains fall due in turn: look again at the next tick
+          const appending = this.clock.now() - this.lastAppendAt < config.auditCheckpointSeconds * 1000 + every;
+          return appending ? new Date(this.clock.now() + every) : null;
+        }),
       logger: this.logger,
     });
   }
@@ -463,6 +477,8 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
   }
 
   private afterCommit(organizationId: string): void {
+    this.lastAppendAt = this.clock.now();
+    this.sweepDue.expect(this.clock.date());
     // a record appended inside someone else's transaction is visible only after it commits
     setImmediate(() => {
       for (const listener of this.appended) listener(organizationId);

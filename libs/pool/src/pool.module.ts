@@ -5,14 +5,12 @@ import { AuditModule } from '@aileron/audit';
 import { CatalogModule } from '@aileron/catalog';
 import { ClockModule } from '@aileron/clock';
 import { APP_CONFIG, AppConfig, projectRoot } from '@aileron/config';
-import { loadKubeConfig } from '@aileron/kubernetes';
 import { PolicyModule } from '@aileron/policy';
 import { VaultModule } from '@aileron/vault';
 import { compiledBridgePath } from './bridge/compiled-bridge';
 import { BuiltinServers } from './builtin-servers';
 import { PoolCalls } from './pool-calls.service';
 import { InstanceDriver } from './drivers/driver';
-import { KubernetesDriver, type KubernetesDriverOptions } from './drivers/kubernetes/kubernetes-driver';
 import { LocalDriver } from './drivers/local/local-driver';
 import { ExecutionJournal } from './execution-journal';
 import { INSTANCE_DRIVER, PoolInstances } from './pool-instances.service';
@@ -26,24 +24,14 @@ import { McpSessions } from './mcp-sessions.service';
 import { ToolPinsRepository } from './tool-pins.repository';
 import { ToolPins } from './tool-pins.service';
 
-/** The Kubernetes driver's options from the configuration (the Helm chart's values reach it through these). */
-export function kubernetesPoolOptions(config: AppConfig): Omit<KubernetesDriverOptions, 'kubeConfig' | 'log'> {
-  return {
-    namespace: config.pool.kubernetesNamespace,
-    runnerImage: config.pool.runnerImage,
-    egressAllowCidrs: config.pool.egressAllowCidrs,
-    egressExceptCidrs: config.pool.egressExceptCidrs,
-    controlPlanePod: config.pool.controlPlanePod,
-    ...(config.pool.controlPlaneNamespace ? { controlPlaneNamespace: config.pool.controlPlaneNamespace } : {}),
-  };
-}
-
 /** The driver the configuration names; both are reached the same way (Streamable HTTP). */
-function driverFor(config: AppConfig): InstanceDriver {
+async function driverFor(config: AppConfig): Promise<InstanceDriver> {
   const logger = new Logger('PoolInstance');
   const log = (line: string): void => logger.log(line);
   if (config.pool.driver === 'kubernetes') {
-    return new KubernetesDriver({ ...kubernetesPoolOptions(config), kubeConfig: loadKubeConfig(), log });
+    // loaded here only: the Kubernetes client is a second of start-up and ~28 MB the local driver never needs
+    const { kubernetesDriverFor } = await import('./kubernetes.js');
+    return kubernetesDriverFor(config, log);
   }
   // the bridge runs compiled (from dist even when the control plane runs from source, as in tests);
   // the sandbox may read code and packages, never the project root that holds the data dir

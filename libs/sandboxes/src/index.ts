@@ -1,11 +1,8 @@
 export type { SandboxDriver, SandboxRunner, SandboxSpec, GitResult } from './drivers/driver';
 export { RunnerError, SandboxSourceError, SandboxStartError } from './drivers/driver';
 export { LocalSandboxDriver, SNAPSHOT_BRANCH } from './drivers/local-sandbox-driver';
-export { KubernetesSandboxDriver } from './drivers/kubernetes/kubernetes-sandbox-driver';
-export type { KubernetesSandboxOptions } from './drivers/kubernetes/kubernetes-sandbox-driver';
-export { DEFAULT_PORTS as SANDBOX_RUNNER_PORTS, SANDBOX_SELECTOR } from './drivers/kubernetes/manifests';
 export type { RunnerRequest, RunnerResult, RunnerLimits } from './runner-protocol';
-export { SandboxesModule, kubernetesSandboxOptions } from './sandboxes.module';
+export { SandboxesModule } from './sandboxes.module';
 export { compiledGitHelperPath, compiledRunnerPath } from './bundles';
 export { SANDBOX_DRIVER, SandboxesService } from './sandboxes.service';
 export { importSource, SNAPSHOT_REF } from './source-import';

@@ -3,16 +3,11 @@ import { Logger, Module } from '@nestjs/common';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { ApprovalsModule } from '@aileron/approvals';
 import { ClockModule } from '@aileron/clock';
-import { loadKubeConfig } from '@aileron/kubernetes';
 import { PolicyModule } from '@aileron/policy';
 import { PoolModule } from '@aileron/pool';
 import { compiledRunnerPath } from './bundles';
 import type { SandboxDriver } from './drivers/driver';
-import {
-  KubernetesSandboxDriver,
-  type KubernetesSandboxOptions,
-  quantityBytes,
-} from './drivers/kubernetes/kubernetes-sandbox-driver';
+import { quantityBytes } from './domain/quantity';
 import { LocalSandboxDriver } from './drivers/local-sandbox-driver';
 import { SandboxFilesService } from './sandbox-files.service';
 import { SandboxToolServer } from './sandbox-tool-server';
@@ -21,32 +16,12 @@ import { SandboxesRepository } from './sandboxes.repository';
 import { SANDBOX_DRIVER, SandboxesService } from './sandboxes.service';
 import { ShellRulesService } from './shell-rules.service';
 
-/** The Kubernetes sandbox driver's options from the configuration (the Helm chart's values reach it through these). */
-export function kubernetesSandboxOptions(config: AppConfig): Omit<KubernetesSandboxOptions, 'kubeConfig' | 'log'> {
-  const { storage } = config.sandboxes;
-  return {
-    namespace: config.sandboxes.kubernetesNamespace,
-    storage: {
-      files: storage.files,
-      history: storage.history,
-      ...(storage.storageClassName ? { storageClassName: storage.storageClassName } : {}),
-    },
-    ...(config.sandboxes.image ? { image: config.sandboxes.image } : {}),
-    versionMismatch: config.sandboxes.versionMismatch,
-    egressAllowCidrs: config.pool.egressAllowCidrs,
-    egressExceptCidrs: config.pool.egressExceptCidrs,
-    ...(config.pool.controlPlaneNamespace ? { controlPlaneNamespace: config.pool.controlPlaneNamespace } : {}),
-  };
-}
-
-function driverFor(config: AppConfig): SandboxDriver {
+async function driverFor(config: AppConfig): Promise<SandboxDriver> {
   const logger = new Logger('Sandbox');
   if (config.sandboxes.driver === 'kubernetes') {
-    return new KubernetesSandboxDriver({
-      ...kubernetesSandboxOptions(config),
-      kubeConfig: loadKubeConfig(),
-      log: (line) => logger.log(line),
-    });
+    // loaded here only: the Kubernetes client is a second of start-up and ~28 MB the local driver never needs
+    const { kubernetesSandboxDriverFor } = await import('./kubernetes.js');
+    return kubernetesSandboxDriverFor(config, (line) => logger.log(line));
   }
   const { tmpfsMb, uidBase, storage, defaultLimits, cpus } = config.sandboxes;
   return new LocalSandboxDriver({

@@ -176,6 +176,16 @@ export class AgentSessionsRepository extends Repository {
     }));
   }
 
+  /** When the earliest session that is neither ended nor announced expires, in every organisation (null: none). */
+  async nextExpiry(_system: SystemScope): Promise<Date | null> {
+    const row = await this.client.agentSession.findFirst({
+      where: { expiryAnnouncedAt: null, endedAt: null },
+      orderBy: { expiresAt: 'asc' },
+      select: { expiresAt: true },
+    });
+    return row?.expiresAt ?? null;
+  }
+
   async addMessage(
     tx: Transaction,
     scope: OrgScope,

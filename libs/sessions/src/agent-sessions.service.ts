@@ -23,7 +23,7 @@ import { Clock } from '@aileron/clock';
 import { DatabaseService, Keyset, Transaction } from '@aileron/database';
 import { ConflictError, ForbiddenError, NotFoundError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
-import { PeriodicTask } from '@aileron/schedule';
+import { NextDue, PeriodicTask } from '@aileron/schedule';
 import { Capability, Caveat, caveatText, DEFAULT_CAPABILITIES, mintCaveatToken } from './domain/caveat-token';
 import { AgentSessionCredentials } from './agent-session-credentials.service';
 import { AgentSessionKeys } from './agent-session-keys.service';
@@ -39,6 +39,8 @@ const MESSAGE_WRITTEN = 'sessions.message-written';
 const EXPIRY_SWEEP_MS = 2_000;
 /** sessions announced per sweep and transaction; a backlog takes a few sweeps */
 const EXPIRY_BATCH = 200;
+/** how long an expiry another replica wrote may wait to be announced when this one knows of nothing due sooner (NextDue) */
+const EXPIRY_BACKSTOP_MS = 30_000;
 
 export interface NewSessionRequest {
   workspace: string;
@@ -86,6 +88,8 @@ export class AgentSessionsService implements OnModuleInit, OnApplicationBootstra
   readonly waiting: Wakeups;
   private readonly logger = new Logger('AgentSessions');
   private readonly expiry: PeriodicTask;
+  /** when the sweep next has an expiry to announce: it asks the database only then */
+  private readonly expiryDue: NextDue;
 
   constructor(
     private readonly db: DatabaseService,
@@ -102,10 +106,11 @@ export class AgentSessionsService implements OnModuleInit, OnApplicationBootstra
     this.expiry = new PeriodicTask({
       name: 'agent session expiry sweep',
       everyMs: EXPIRY_SWEEP_MS,
-      run: () => this.announceExpired(),
+      run: () => this.expiryDue.run(() => this.announceAndLookAhead()),
       logger: this.logger,
       clock,
     });
+    this.expiryDue = new NextDue(clock, EXPIRY_BACKSTOP_MS);
   }
 
   onModuleInit(): void {
@@ -133,6 +138,12 @@ export class AgentSessionsService implements OnModuleInit, OnApplicationBootstra
    * and an ended session is never announced), and an expired one is not ended
    * again afterwards. Answers how many it announced.
    */
+  /** The sweep's pass: what expired is announced, and the next expiry in the data says when to look again. */
+  private async announceAndLookAhead(): Promise<Date | null> {
+    while ((await this.announceExpired()) === EXPIRY_BATCH);
+    return this.repository.nextExpiry(SystemScopes.system('agent session expiry sweep'));
+  }
+
   async announceExpired(): Promise<number> {
     return this.db.transaction(async (tx) => {
       const expired = await this.repository.markExpired(
@@ -204,6 +215,7 @@ export class AgentSessionsService implements OnModuleInit, OnApplicationBootstra
       });
       return created;
     });
+    this.expiryDue.expect(session.expiresAt);
     return { session, token };
   }
 

@@ -141,7 +141,8 @@ export const SETTINGS = {
   AILERON_OUTBOX_POLL_MS: {
     schema: positiveInt,
     default: '1000',
-    description: 'How often the outbox is swept for messages a crashed process left behind.',
+    description:
+      "The outbox sweep's tick. A tick looks at the database when a hand-over failed, when Redis came back or a worker recorded messages (it says so on the bus), and every tenth tick otherwise, for the messages of a process that died.",
   },
   AILERON_ROOT_KEY: {
     schema: z.string().min(1),

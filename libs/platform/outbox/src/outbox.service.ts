@@ -1,10 +1,11 @@
-import { Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
+import { Inject, Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
 import { z } from 'zod';
+import { MESSAGE_BUS, MessageBus } from '@aileron/bus';
 import { Clock } from '@aileron/clock';
 import { DatabaseService, Transaction } from '@aileron/database';
 import { JobProcessor, JobRegistry, QueueService } from '@aileron/queue';
 import { RedisService, RedisUnavailableError } from '@aileron/redis';
-import { PeriodicTask } from '@aileron/schedule';
+import { NextDue, PeriodicTask } from '@aileron/schedule';
 import {
   AuditJournal,
   DurableConsumer,
@@ -19,6 +20,10 @@ import { ClaimedMessage, OutboxRepository, RecordedMessage } from './outbox.repo
 export const OUTBOX_DELIVER_JOB = 'outbox.deliver';
 const LEASE_MS = 60_000;
 const BATCH = 200;
+/** what a process that does not dispatch (a worker, a CLI command) says after it recorded messages */
+const PENDING = 'outbox.pending';
+/** sweeps between looks at the database when nothing said there is work: for leases that ran out (a dead process) */
+const TICKS_PER_LOOK = 10;
 
 const deliverPayload = z.object({
   consumer: z.string().min(1),
@@ -51,6 +56,9 @@ export class OutboxService implements OnApplicationShutdown {
   private readonly byTopic = new Map<string, OutboxConsumer[]>();
   /** the sweep, from start() on: set only where this process dispatches (a worker process does not) */
   private sweeper: PeriodicTask | undefined;
+  /** when the sweep next asks the database: at once when told of work, else every TICKS_PER_LOOK ticks */
+  private sweepDue: NextDue | undefined;
+  private unsubscribe: (() => void) | undefined;
   private journal: AuditJournal | undefined;
   private readonly watchers: {
     topics: (topic: string) => boolean;
@@ -70,6 +78,7 @@ export class OutboxService implements OnApplicationShutdown {
     jobs: JobRegistry,
     redis: RedisService,
     private readonly clock: Clock,
+    @Inject(MESSAGE_BUS) private readonly bus: MessageBus,
   ) {
     jobs.register(this.deliverProcessor());
     // A Redis that restarted lost the jobs it held: their messages would wait out
@@ -79,7 +88,7 @@ export class OutboxService implements OnApplicationShutdown {
       else if (this.redisWasAway) {
         this.redisWasAway = false;
         this.reclaimLeasedBefore = this.clock.date();
-        this.sweeper?.runNow();
+        this.sweepSoon();
       }
     });
   }
@@ -118,10 +127,14 @@ export class OutboxService implements OnApplicationShutdown {
     // handed over as soon as they commit; if that fails, the sweep takes them once their lease runs out
     if (handOver) {
       this.db.afterCommit(tx, () => {
-        void this.dispatch(leased).catch((error: unknown) =>
-          this.failed(error, 'outbox hand-over failed; the next sweep dispatches these'),
-        );
+        void this.dispatch(leased).catch((error: unknown) => {
+          this.sweepDue?.expect(this.clock.date());
+          this.failed(error, 'outbox hand-over failed; the next sweep dispatches these');
+        });
       });
+    } else {
+      // the processes that dispatch sweep at once, instead of at their next look
+      this.db.afterCommit(tx, () => this.bus.publish(PENDING, null));
     }
     for (const watcher of this.watchers) {
       const matched = records.map((r) => r.topic).filter(watcher.topics);
@@ -146,11 +159,21 @@ export class OutboxService implements OnApplicationShutdown {
 
   /** Begin dispatching: the control plane calls this once it is up. */
   start(pollMs: number): void {
-    this.sweeper ??= new PeriodicTask({
+    if (this.sweeper) return;
+    // What the sweep is for arrives by other means: this process hands its own messages over at commit, and
+    // one that does not dispatch says so on the bus. Between those it looks every TICKS_PER_LOOK ticks, for
+    // leases that ran out; on PGlite each look is the control plane's own thread running PostgreSQL.
+    const due = (this.sweepDue = new NextDue(this.clock, pollMs * TICKS_PER_LOOK));
+    this.unsubscribe = this.bus.subscribe(PENDING, () => this.sweepSoon());
+    this.sweeper = new PeriodicTask({
       name: 'outbox sweep',
       everyMs: pollMs,
       firstAfterMs: 0,
-      run: () => this.sweep(),
+      run: () =>
+        due.run(async () => {
+          await this.sweep();
+          return null;
+        }),
       logger: this.logger,
       // Redis away fails every hand-over until it is back: RedisService logs that outage once
       expected: (error) => error instanceof RedisUnavailableError,
@@ -160,6 +183,7 @@ export class OutboxService implements OnApplicationShutdown {
 
   async onApplicationShutdown(): Promise<void> {
     this.stopWatching();
+    this.unsubscribe?.();
     await this.sweeper?.stop();
   }
 
@@ -232,6 +256,12 @@ export class OutboxService implements OnApplicationShutdown {
         { jobId: `outbox-${name}-${first.id}.${first.dispatches}` },
       );
     }
+  }
+
+  /** The next tick looks at the database, whenever the last look was. */
+  private sweepSoon(): void {
+    this.sweepDue?.expect(this.clock.date());
+    this.sweeper?.runNow();
   }
 
   /** Redis away fails every hand-over until it is back: RedisService logs that outage once, not each of them. */
