@@ -774,18 +774,108 @@ describe('sandboxes (embedded, bubblewrap)', () => {
     };
     expect(refused.exitCode).toBe(1);
     expect(refused.stderr).toContain('Read-only file system');
-    expect(
-      (await box.call('bash', { command: 'echo scratch > /tmp/x && cat /tmp/x' })).structuredContent,
-    ).toMatchObject({ stdout: 'scratch\n', exitCode: 0 });
+    // read-only is all of it, as Codex has it: /tmp and the home directory too
+    for (const place of ['/tmp/x', '~/x'])
+      expect((await box.call('bash', { command: `echo scratch > ${place}` })).structuredContent, place).toMatchObject({
+        exitCode: 1,
+        stderr: expect.stringContaining('Read-only file system'),
+      });
     expect(await interfaces()).toEqual(['lo']);
+    // a root of the client's machine outside its working directory is not the sandbox's: said, never taken
     expect(
       await update({ type: 'workspace-write', writable_roots: ['/home/user/code'], network_access: true }),
-    ).toEqual({});
+    ).toEqual({
+      _meta: {
+        'aileron/sandbox-state': {
+          ignored_writable_roots: [
+            { path: '/home/user/code', reason: expect.stringMatching(/^outside what the sandbox may write/) },
+          ],
+        },
+      },
+    });
     expect((await box.call('bash', { command: 'touch /src/allowed.txt && ls /src' })).structuredContent).toMatchObject({
       stdout: 'allowed.txt\n',
       exitCode: 0,
     });
     expect((await interfaces()).length).toBeGreaterThan(1);
+  });
+
+  it('codex/sandbox-state/update workspace-write: only the working directory and the writable roots take writes, /tmp and TMPDIR as the flags say, and no root widens the sandbox', async () => {
+    const box = await aSandbox('roots-box');
+    const bash = async (command: string) =>
+      (await box.call('bash', { command })).structuredContent as { stdout: string; stderr: string; exitCode: number };
+    expect(
+      await bash('mkdir -p app/.git lib other && ln -s /etc etc-link && ln -s /src/other other-link && echo made'),
+    ).toMatchObject({ stdout: 'made\n', exitCode: 0 });
+    const update = (sandboxPolicy: Record<string, unknown>, sandboxCwd?: string) =>
+      box.client.request(
+        {
+          method: 'codex/sandbox-state/update',
+          params: { sandboxPolicy, ...(sandboxCwd ? { sandboxCwd } : {}) },
+        } as never,
+        EmptyResultSchema,
+      );
+    const roots = ['/src/lib', '/', '/etc', '/src/../etc', '/src/etc-link', '/src/other-link', '/src/missing'];
+    const acked = await update({ type: 'workspace-write', writable_roots: roots }, '/src/app');
+    // Codex reads the empty ack; what was not taken is said beside it
+    expect(acked._meta?.['aileron/sandbox-state']).toEqual({
+      ignored_writable_roots: ['/', '/etc', '/src/../etc'].map((path) => ({
+        path,
+        reason: expect.stringMatching(/^outside what the sandbox may write/),
+      })),
+    });
+    expect(await bash('touch app/a lib/b && echo wrote')).toMatchObject({ stdout: 'wrote\n', exitCode: 0 });
+    const refusedAt = async (command: string) => {
+      const ran = await bash(command);
+      expect(ran.exitCode, command).not.toBe(0);
+      expect(ran.stderr, command).toContain('Read-only file system');
+      return ran;
+    };
+    const outside = await refusedAt('touch other/c');
+    // the runner looked at each root in the sandbox: links and missing roots are not taken, and it says so
+    expect(outside.stderr).toContain(
+      '[aileron] the writable root /src/etc-link was ignored: it is or passes through a symbolic link (to /etc)\n',
+    );
+    expect(outside.stderr).toContain(
+      '[aileron] the writable root /src/other-link was ignored: it is or passes through a symbolic link (to /src/other)\n',
+    );
+    expect(outside.stderr).toContain(
+      '[aileron] the writable root /src/missing was ignored: it does not exist in the sandbox\n',
+    );
+    await refusedAt('touch other-link/d');
+    await refusedAt('touch etc-link/passwd-x');
+    await refusedAt('touch top-level-file');
+    // inside a writable root, .git stays read-only, as Codex keeps it; the home directory is not the workspace
+    await refusedAt('touch app/.git/hooks-x');
+    await refusedAt('touch ~/h');
+    expect(await bash('echo t > /tmp/t && echo "$TMPDIR"')).toMatchObject({ stdout: '/tmp\n', exitCode: 0 });
+
+    await update({ type: 'workspace-write', exclude_slash_tmp: true }, '/src/app');
+    await refusedAt('echo t > /tmp/u');
+    expect(await bash('echo t > "$TMPDIR/u" && cat "$TMPDIR/u" && echo "$TMPDIR"')).toMatchObject({
+      stdout: 't\n/tmp/tmpdir\n',
+      exitCode: 0,
+    });
+    await update({ type: 'workspace-write', exclude_slash_tmp: true, exclude_tmpdir_env_var: true }, '/src/app');
+    const neither = await refusedAt('echo t > "$TMPDIR/v"');
+    expect(neither.stderr).toContain('/tmp/v');
+    await refusedAt('echo t > /tmp/tmpdir/v');
+    await update({ type: 'workspace-write', exclude_tmpdir_env_var: true });
+    expect(await bash('echo t > /tmp/w && touch other/e && echo both')).toMatchObject({
+      stdout: 'both\n',
+      exitCode: 0,
+    });
+
+    // a policy it cannot read is refused saying why, and the session keeps the bounds it had
+    await expect(update({ type: 'everything-goes' })).rejects.toThrow(/params\.sandboxPolicy/);
+    await expect(update({ type: 'workspace-write', writable_roots: '/' })).rejects.toThrow(
+      /params\.sandboxPolicy\.writable_roots/,
+    );
+    await refusedAt('touch ~/still-read-only');
+    await update({ type: 'danger-full-access' });
+    expect(await bash('touch ~/h other/f app/.git/g && echo free')).toMatchObject({ stdout: 'free\n', exitCode: 0 });
+    // none of it ever reached the host: the link's target on the host is untouched
+    expect(existsSync('/etc/passwd-x')).toBe(false);
   });
 
   it('never snapshots a lost+found at the root of /src (a new ext4 volume has one), only the agent’s deeper ones', async () => {

@@ -18,8 +18,8 @@ export interface ToolCaller {
 
 /** What one MCP session of the sandbox server has been told. */
 export interface SessionState {
-  /** the last `codex/sandbox-state/update`: applied to this MCP session's later `bash` calls */
-  sandboxPolicy: Record<string, unknown> | null;
+  /** from the last `codex/sandbox-state/update`: applied to this MCP session's later `bash` calls; null: the sandbox's own */
+  restrictions: CommandRestrictions | null;
 }
 
 /** Asks the person at the MCP client (an elicitation); absent when the client cannot be asked. */
@@ -43,21 +43,6 @@ export type ShellGate = (
   wait: HeldCall,
   elicit: Elicit | undefined,
 ) => Promise<{ stderr: string; exitCode: number } | null>;
-
-/**
- * What a Codex client's sandbox policy asks of later `bash` calls, in this
- * sandbox's terms: its workspace is /src. `read-only` leaves /src read-only;
- * `workspace-write` leaves it writable (its other writable roots name the
- * client's machine, not this sandbox); either without `network_access` has
- * no network. `danger-full-access`, or none: the sandbox's own bounds.
- */
-export function restrictionsOf(policy: Record<string, unknown> | null): CommandRestrictions | null {
-  if (!policy) return null;
-  const network = policy.network_access === true;
-  if (policy.type === 'read-only') return { writable: [], network };
-  if (policy.type === 'workspace-write') return { network };
-  return null;
-}
 
 const sandbox = z
   .string()
@@ -346,22 +331,10 @@ export class SandboxTools {
         const ran = await this.sandboxes.change(
           who.scope,
           target,
-          async (runner) => {
-            if (!restrictions) return runner.call(exec);
-            const own = await this.sandboxes.restrictedRunner(who.scope, target, restrictions);
-            if (!own) {
-              const done = await runner.call(exec);
-              return {
-                ...done,
-                stderr: `${done.stderr}[aileron] this sandbox's driver cannot apply the client's sandbox policy; the sandbox's own bounds applied\n`,
-              };
-            }
-            try {
-              return await own.call(exec);
-            } finally {
-              await own.stop();
-            }
-          },
+          (runner) =>
+            restrictions
+              ? this.sandboxes.execRestricted(who.scope, target, runner, exec, restrictions)
+              : runner.call(exec),
           () => ({ trigger: 'bash', subject: a.command, author }),
         );
         const result = { stdout: ran.stdout, stderr: ran.stderr, exitCode: ran.exitCode };

@@ -115,6 +115,7 @@ const GONE_TIMEOUT_MS = (DELETE_GRACE_SECONDS + 30) * 1000;
  */
 export class KubernetesSandboxDriver implements SandboxDriver {
   readonly kind = 'kubernetes' as const;
+  readonly narrowing = 'restricted' as const;
   readonly version: string;
   private readonly core: CoreV1Api;
   private readonly networking: NetworkingV1Api;
