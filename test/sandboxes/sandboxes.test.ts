@@ -878,6 +878,65 @@ describe('sandboxes (embedded, bubblewrap)', () => {
     expect(existsSync('/etc/passwd-x')).toBe(false);
   });
 
+  it('codex/sandbox-state on /mcp/{ws}: declared where the session reaches a sandbox, and routed to the sandbox tools of that MCP session alone', async () => {
+    const box = await aSandbox('agg-box');
+    const aggregate = async (token: string) => {
+      const client = (await connect(cp, token, `/mcp/${ws}`)).client;
+      clients.push(client);
+      return client;
+    };
+    const update = (client: Client, sandboxPolicy: Record<string, unknown>) =>
+      client.request(
+        { method: 'codex/sandbox-state/update', params: { sandboxPolicy, sandboxCwd: '/home/dev/app' } } as never,
+        EmptyResultSchema,
+      );
+    const touch = async (client: Client, file: string) =>
+      structured(
+        await client.callTool({ name: 'sandbox__bash', arguments: { sandbox: 'agg-box', command: `touch ${file}` } }),
+      );
+    const codex = await aggregate(box.token);
+    expect(codex.getServerCapabilities()?.experimental).toEqual({ 'codex/sandbox-state': { version: '1.0.0' } });
+    expect(await update(codex, { type: 'workspace-write', writable_roots: ['/home/dev/app/out', '/etc'] })).toEqual({
+      _meta: {
+        'aileron/sandbox-state': {
+          ignored_writable_roots: [
+            { path: '/etc', reason: expect.stringMatching(/^outside what the sandbox may write/) },
+          ],
+        },
+      },
+    });
+    expect(await update(codex, { type: 'read-only' })).toEqual({});
+    expect(await touch(codex, 'blocked')).toMatchObject({
+      exitCode: 1,
+      stderr: expect.stringContaining('Read-only file system'),
+    });
+    // the policy is that MCP session's: another session of the same token, on either endpoint, keeps the sandbox's bounds
+    expect(await touch(await aggregate(box.token), 'from-another-session')).toMatchObject({ exitCode: 0 });
+    expect(await box.call('bash', { command: 'touch direct && ls' })).toMatchObject({
+      structuredContent: { stdout: 'direct\nfrom-another-session\n', exitCode: 0 },
+    });
+    // a bad policy is the sandbox server's refusal, passed on as it said it
+    await expect(update(codex, { type: 'workspace-write', network_access: 'yes' })).rejects.toThrow(
+      /params\.sandboxPolicy\.network_access/,
+    );
+
+    // a session whose token does not reach the sandbox tools has neither the capability nor the request
+    const narrow = await cp.request('POST', '/v1/sessions', {
+      body: {
+        workspace: ws,
+        name: 'no sandbox',
+        caps: ['actions:list', 'actions:run'],
+        caveats: { servers: ['github'] },
+      },
+    });
+    expect(narrow.status, narrow.text).toBe(201);
+    const other = await aggregate(narrow.body.caveat_token);
+    expect(other.getServerCapabilities()?.experimental).toBeUndefined();
+    await expect(update(other, { type: 'read-only' })).rejects.toThrow(
+      /Method not found: codex\/sandbox-state\/update/,
+    );
+  });
+
   it('never snapshots a lost+found at the root of /src (a new ext4 volume has one), only the agent’s deeper ones', async () => {
     const box = await aSandbox('fresh-volume');
     const made = await box.call('bash', {
