@@ -12,7 +12,14 @@ import {
   SANDBOX_STATE_METHOD,
   SandboxStateSchema,
 } from './domain/sandbox-policy';
-import { type Elicit, type Progress, SandboxTools, type SessionState, type ToolCaller } from './sandbox-tools';
+import {
+  type ClientAsks,
+  type OpenPage,
+  type Progress,
+  SandboxTools,
+  type SessionState,
+  type ToolCaller,
+} from './sandbox-tools';
 import { SandboxesService } from './sandboxes.service';
 import { ShellRulesService } from './shell-rules.service';
 
@@ -59,7 +66,7 @@ export class SandboxToolServer implements OnModuleInit {
     this.tools = new SandboxTools(
       sandboxes,
       { defaultMs: config.sandboxes.bashTimeoutMs, maxMs: config.sandboxes.bashMaxTimeoutMs },
-      (who, sandbox, command, workdir, wait, elicit) => shellRules.gate(who, sandbox, command, workdir, wait, elicit),
+      (who, sandbox, command, workdir, wait, asks) => shellRules.gate(who, sandbox, command, workdir, wait, asks),
       (who) => (who as Connection).state.restrictions,
     );
   }
@@ -87,15 +94,18 @@ export class SandboxToolServer implements OnModuleInit {
     server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: this.tools.list() }));
     server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
       // a question for the person at the client goes with this call (its stream, downstream)
-      const elicit: Elicit | undefined = server.getClientCapabilities()?.elicitation
-        ? async (message) =>
-            (
-              await server.elicitInput(
-                { message, requestedSchema: { type: 'object', properties: {} } },
-                { relatedRequestId: extra.requestId, signal: extra.signal },
-              )
-            ).action
-        : undefined;
+      const declared = server.getClientCapabilities()?.elicitation;
+      const related = { relatedRequestId: extra.requestId };
+      const asks: ClientAsks = {};
+      if (declared?.form)
+        asks.elicit = async (message) =>
+          (
+            await server.elicitInput(
+              { message, requestedSchema: { type: 'object', properties: {} } },
+              { ...related, signal: extra.signal },
+            )
+          ).action;
+      if (declared?.url) asks.openPage = openPage(server, related, extra.signal);
       // the client asked to hear how the call goes (a progress token): a call held for a person's approval says it waits
       const token = request.params._meta?.progressToken;
       let step = 0;
@@ -109,7 +119,7 @@ export class SandboxToolServer implements OnModuleInit {
                   params: { progressToken: token, progress: ++step, message },
                 })
                 .catch(() => undefined);
-      return this.tools.call(connection, request.params.name, request.params.arguments, extra.signal, elicit, progress);
+      return this.tools.call(connection, request.params.name, request.params.arguments, extra.signal, asks, progress);
     });
     server.setRequestHandler(SandboxStateUpdate, async (request) => {
       const parsed = SandboxStateSchema.safeParse(request.params ?? {});
@@ -126,4 +136,31 @@ export class SandboxToolServer implements OnModuleInit {
     });
     await server.connect(transport);
   }
+}
+
+/**
+ * A page for the person at the client, as a URL-mode elicitation on the
+ * call's stream. Its reply is not waited for and decides nothing (the page
+ * does); once over, a request still unanswered is withdrawn, and a decided
+ * one is announced complete.
+ */
+function openPage(server: Server, related: { relatedRequestId: string | number }, call: AbortSignal): OpenPage {
+  return ({ message, url, id }) => {
+    const withdraw = new AbortController();
+    const stop = (): void => withdraw.abort();
+    call.addEventListener('abort', stop, { once: true });
+    void server
+      .elicitInput({ mode: 'url', message, url, elicitationId: id }, { ...related, signal: withdraw.signal })
+      .catch(() => undefined);
+    return {
+      done: (decided) => {
+        call.removeEventListener('abort', stop);
+        if (decided)
+          void server
+            .createElicitationCompletionNotifier(id, related)()
+            .catch(() => undefined);
+        withdraw.abort();
+      },
+    };
+  };
 }

@@ -25,6 +25,20 @@ export interface SessionState {
 /** Asks the person at the MCP client (an elicitation); absent when the client cannot be asked. */
 export type Elicit = (message: string) => Promise<'accept' | 'decline' | 'cancel'>;
 
+/**
+ * Shows the person at the MCP client a page to open (a URL-mode
+ * elicitation, which the client opens outside itself): where the answer is
+ * given is the page, never the client's reply. `done` says it is over
+ * (`decided`: the page's work is done, `notifications/elicitation/complete`).
+ */
+export type OpenPage = (page: { message: string; url: string; id: string }) => { done(decided: boolean): void };
+
+/** What the MCP client can put before the person there, as it declared: a question (form) or a page (url). */
+export interface ClientAsks {
+  elicit?: Elicit;
+  openPage?: OpenPage;
+}
+
 /** Tells the MCP client that the call is still under way (a progress notification); absent when the client asked for none. */
 export type Progress = (message: string) => void;
 
@@ -41,7 +55,7 @@ export type ShellGate = (
   command: string,
   workdir: string,
   wait: HeldCall,
-  elicit: Elicit | undefined,
+  asks: ClientAsks,
 ) => Promise<{ stderr: string; exitCode: number } | null>;
 
 const sandbox = z
@@ -228,7 +242,7 @@ export class SandboxTools {
     name: string,
     raw: unknown,
     signal: AbortSignal,
-    elicit?: Elicit,
+    asks: ClientAsks = {},
     progress?: Progress,
   ): Promise<CallToolResult> {
     if (!Object.hasOwn(this.args, name)) return toolError('UNKNOWN_TOOL', `Unknown tool: ${name}`);
@@ -246,7 +260,7 @@ export class SandboxTools {
     const target = await this.sandboxes.find(who.scope, args.sandbox);
     if (!target) return toolError('SANDBOX_NOT_FOUND', `sandbox not found: ${slug}`);
     try {
-      return await this.run(who, target, name as keyof Args, parsed.data, signal, elicit, progress);
+      return await this.run(who, target, name as keyof Args, parsed.data, signal, asks, progress);
     } catch (error) {
       if (error instanceof RunnerError) return toolError(error.failure.code, error.failure.message);
       if (error instanceof PatchError) return toolError(error.code, `${error.message}; nothing was changed`);
@@ -261,7 +275,7 @@ export class SandboxTools {
     name: keyof Args,
     data: unknown,
     signal: AbortSignal,
-    elicit: Elicit | undefined,
+    asks: ClientAsks,
     progress?: Progress,
   ): Promise<CallToolResult> {
     const author = authorOf(who.caller);
@@ -313,7 +327,7 @@ export class SandboxTools {
       case 'bash': {
         const a = data as z.infer<Args['bash']>;
         const workdir = a.workdir ?? SANDBOX_WORKDIR;
-        const refused = await this.shellGate(who, target, a.command, workdir, { signal, progress }, elicit);
+        const refused = await this.shellGate(who, target, a.command, workdir, { signal, progress }, asks);
         if (refused)
           return text(JSON.stringify({ stdout: '', stderr: refused.stderr, exitCode: refused.exitCode }), {
             stdout: '',
