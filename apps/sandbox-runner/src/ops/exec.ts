@@ -224,13 +224,16 @@ export async function exec(request: Extract<RunnerRequest, { op: 'exec' }>): Pro
   if (!stat?.isDirectory())
     throw new Failure('WORKDIR_INVALID', `workdir ${request.workdir}: not a directory in the sandbox`);
   const restrictions = request.restrictions;
-  // fail closed: a command under a client's policy never runs with the sandbox's wider bounds
-  if (restrictions && !ISOLATED)
+  // fail closed: a command under a client's policy never runs with the sandbox's wider bounds (a pod of its own
+  // that the Kubernetes driver made with them asks only for TMPDIR)
+  if (restrictions && !ISOLATED && (restrictions.writable || !restrictions.network))
     throw new Failure(
       'RESTRICTIONS_UNSUPPORTED',
       "this sandbox's runner cannot narrow one command's bounds (no namespaces of its own here)",
     );
-  const { mounts, notes } = restrictions ? await narrowing(restrictions) : { mounts: [], notes: [] };
+  const { mounts, notes } = restrictions && ISOLATED ? await narrowing(restrictions) : { mounts: [], notes: [] };
+  if (restrictions?.tmpdir && !ISOLATED)
+    await fs.mkdir(restrictions.tmpdir, { recursive: true, mode: 0o700 }).catch(() => undefined);
   const limits = limitArgs(request.limits);
   const shell = ['/bin/bash', '--noprofile', '--norc', '-c', request.command];
   const argv = [
