@@ -116,7 +116,7 @@ export class LocalSandboxDriver implements SandboxDriver {
   private readonly users: SandboxUsers | null;
   /** null where this machine gives no cgroup to write */
   private readonly cgroups: SandboxCgroups | null;
-  /** the sandboxes whose cgroups this driver made (an unpack or a restricted runner makes them too, without a runner to stop) */
+  /** the sandboxes whose cgroups this driver made (an unpack makes them too, without a runner to stop) */
   private readonly opened = new Set<string>();
   private readonly bounds = new Map<string, SrcBound>();
   /** by sandbox id: the file its history's gits may read (withFileForGit) */
@@ -244,12 +244,7 @@ export class LocalSandboxDriver implements SandboxDriver {
         `the sandbox's host user or cgroup could not be set up: ${error instanceof Error ? error.message : String(error)}`,
       );
     }
-    const bwrap = [
-      this.bwrapPath,
-      ...this.sandboxArgs(spec, door),
-      ...throughDoor(extra, door),
-      ...program,
-    ];
+    const bwrap = [this.bwrapPath, ...this.sandboxArgs(spec, door), ...throughDoor(extra, door), ...program];
     const command = door.command(bwrap);
     // a bwrap that keeps a network shares the wrapper's namespace, never the host's
     const [file, ...args] = bwrap.includes('--share-net') ? egressCommand(command, this.options.egress) : command;
@@ -471,13 +466,13 @@ export class LocalSandboxDriver implements SandboxDriver {
     const pending = this.running.get(spec.id);
     this.running.delete(spec.id);
     if (pending) await (await pending.catch(() => null))?.stop();
-    // an idle sandbox keeps no empty cgroup; one still in use (a restricted command) keeps it
+    // an idle sandbox keeps no empty cgroup; one still in use (an unpack) keeps it
     this.cgroups?.release(spec.id);
   }
 
   async remove(spec: SandboxSpec): Promise<void> {
     await this.stop(spec);
-    // and whatever else of the sandbox runs (a restricted runner, an unpack, anything that left the runner's namespace)
+    // and whatever else of the sandbox runs (an unpack, anything that left the runner's namespace)
     if (this.cgroups) await this.cgroups.end(spec.id);
     const uid = this.users?.owner(this.paths(spec).src);
     if (uid !== undefined) await endProcessesOfUser(uid);
@@ -491,7 +486,7 @@ export class LocalSandboxDriver implements SandboxDriver {
     const all = [...this.running.entries()];
     this.running.clear();
     await Promise.all(all.map(async ([, pending]) => (await pending.catch(() => null))?.stop()));
-    // every empty one, a sandbox's that only unpacked or ran a restricted command included: nothing of ours starts now
+    // every empty one, a sandbox's that only unpacked included: nothing of ours starts now
     for (const id of this.opened) this.cgroups?.release(id);
     this.opened.clear();
   }
