@@ -404,31 +404,41 @@ export class KubernetesSandboxDriver implements SandboxDriver {
     }
   }
 
-  /** The restricted runners' pods and NetworkPolicies of a sandbox (all of them, or the one named), left running by this driver or an earlier one. */
+  /**
+   * The restricted runners' pods and NetworkPolicies of a sandbox (all of
+   * them, or the one named), this driver's or an earlier one's: its pods are
+   * found by label, and each NetworkPolicy has its pod's name (so the Role
+   * needs no `list` on NetworkPolicies).
+   */
   private async deleteRestricted(spec: SandboxSpec, only?: string): Promise<void> {
+    const options = this.requestOptions();
+    const names = new Set<string>(only ? [only] : []);
+    if (!only) await this.findRestricted(spec, names, options);
+    await Promise.all(
+      [...names].map((name) =>
+        Promise.all([
+          this.deletePod(name),
+          this.deleteIgnoringAbsent(`delete a restricted runner's NetworkPolicy`, 'other', () =>
+            this.networking.deleteNamespacedNetworkPolicy({ name, namespace: this.namespace }, options),
+          ),
+        ]),
+      ),
+    );
+  }
+
+  /** Ends this driver's restricted runners of the sandbox, and adds the names of every restricted pod it has (by label). */
+  private async findRestricted(spec: SandboxSpec, names: Set<string>, options: ConfigurationOptions): Promise<void> {
     for (const [id, pending] of this.restrictedRunners)
       if (id.startsWith(`${spec.id}/`)) {
         this.restrictedRunners.delete(id);
         (await pending.catch(() => undefined))?.end('the sandbox was stopped');
+        names.add(`sandbox-${sandboxNames(spec.id).base}-r${id.slice(spec.id.length + 1)}`);
       }
-    const selector = `${RESTRICTED_OF_LABEL}=${sandboxNames(spec.id).base}`;
-    const options = this.requestOptions();
-    const [pods, policies] = await Promise.all([
-      this.core.listNamespacedPod({ namespace: this.namespace, labelSelector: selector }, options),
-      this.networking.listNamespacedNetworkPolicy({ namespace: this.namespace, labelSelector: selector }, options),
-    ]);
-    const podNames = pods.items.map((pod) => pod.metadata!.name!).filter((name) => !only || name === only);
-    await Promise.all(podNames.map((name) => this.deletePod(name)));
-    await Promise.all(
-      policies.items
-        .map((policy) => policy.metadata!.name!)
-        .filter((name) => !only || name === only)
-        .map((name) =>
-          this.deleteIgnoringAbsent(`delete a restricted runner's NetworkPolicy`, 'other', () =>
-            this.networking.deleteNamespacedNetworkPolicy({ name, namespace: this.namespace }, options),
-          ),
-        ),
+    const pods = await this.core.listNamespacedPod(
+      { namespace: this.namespace, labelSelector: `${RESTRICTED_OF_LABEL}=${sandboxNames(spec.id).base}` },
+      options,
     );
+    for (const pod of pods.items) names.add(pod.metadata!.name!);
   }
 
   /** Deletes the Pod (and its restricted runners') and waits until it is gone (its processes ended); the claims keep the files and the history. */
