@@ -1,14 +1,15 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { ElicitRequestSchema, EmptyResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ExecutionJournal } from '@aileron/pool';
 import { attenuateCaveatToken } from '../../libs/sessions/src';
 import { People } from '../approvals/people';
-import { connect, textOf } from '../pool/mcp-client';
+import { aRemoteServer, connect, textOf } from '../pool/mcp-client';
+import { eventually } from '../support/eventually';
 import { aWorkspace } from '../support/builders';
 import { startApiControlPlane, TestControlPlane } from '../support/control-plane';
 
@@ -47,6 +48,29 @@ function fetchedHistory(dir: string, bundle: Buffer): { subject: string; author:
       const [subject, author] = line.split('\t');
       return { subject: subject!, author: author! };
     });
+}
+
+/**
+ * A stdio MCP server that takes a client's sandbox policy (as a shell server
+ * of the catalog would): `policy` answers the last one's type and its pid,
+ * `crash` ends the process. Run as `node -e` with the SDK by absolute path,
+ * as a pool instance's sandbox may read node_modules but not the test tree.
+ */
+function policyServer(): { command: string; args: string[] } {
+  const lib = (file: string): string => JSON.stringify(resolve('node_modules', file));
+  const source = [
+    `const { Server } = require(${lib('@modelcontextprotocol/sdk/dist/cjs/server/index.js')});`,
+    `const { StdioServerTransport } = require(${lib('@modelcontextprotocol/sdk/dist/cjs/server/stdio.js')});`,
+    `const types = require(${lib('@modelcontextprotocol/sdk/dist/cjs/types.js')});`,
+    `const { z } = require(${lib('zod')});`,
+    `const server = new Server({ name: 'shell', version: '1.0.0' }, { capabilities: { tools: {}, experimental: { 'codex/sandbox-state': { version: '1.0.0' } } } });`,
+    `let policy = 'none';`,
+    `server.setRequestHandler(z.object({ method: z.literal('codex/sandbox-state/update'), params: z.any() }), async (r) => { policy = r.params.sandboxPolicy.type; return {}; });`,
+    `server.setRequestHandler(types.ListToolsRequestSchema, async () => ({ tools: [{ name: 'policy', inputSchema: { type: 'object' } }, { name: 'crash', inputSchema: { type: 'object' } }] }));`,
+    `server.setRequestHandler(types.CallToolRequestSchema, async (r) => { if (r.params.name === 'crash') process.exit(1); return { content: [{ type: 'text', text: policy + ' ' + process.pid }] }; });`,
+    `server.connect(new StdioServerTransport());`,
+  ].join('\n');
+  return { command: 'node', args: ['-e', source] };
 }
 
 function structured(result: unknown): Record<string, unknown> {
@@ -935,6 +959,36 @@ describe('sandboxes (embedded, bubblewrap)', () => {
     await expect(update(other, { type: 'read-only' })).rejects.toThrow(
       /Method not found: codex\/sandbox-state\/update/,
     );
+  });
+
+  it('a catalog server that takes the policy gets it on /mcp/{ws} beside the sandbox tools, and again in the new session of its restarted instance', async () => {
+    const server = await aRemoteServer(cp, cp.ownerToken, ws, policyServer());
+    const client = (await connect(cp, cp.ownerToken, `/mcp/${ws}`)).client;
+    clients.push(client);
+    expect(client.getServerCapabilities()?.experimental).toEqual({ 'codex/sandbox-state': { version: '1.0.0' } });
+    const seen = async () => textOf(await client.callTool({ name: `${server}__policy`, arguments: {} })).split(' ');
+    const [none, firstPid] = await seen();
+    expect(none).toBe('none');
+    expect(
+      await client.request(
+        { method: 'codex/sandbox-state/update', params: { sandboxPolicy: { type: 'read-only' } } } as never,
+        EmptyResultSchema,
+      ),
+    ).toEqual({});
+    expect((await seen())[0]).toBe('read-only');
+    // the sandbox tools of the same MCP session got it too
+    expect(
+      structured(
+        await client.callTool({ name: 'sandbox__bash', arguments: { sandbox: 'fix-the-bug', command: 'touch x' } }),
+      ),
+    ).toMatchObject({ exitCode: 1, stderr: expect.stringContaining('Read-only file system') });
+    await client.callTool({ name: `${server}__crash`, arguments: {} }).catch(() => undefined);
+    const [after, secondPid] = await eventually('a new instance answers', async () => {
+      const answer = await seen().catch(() => null);
+      return answer && answer[1] !== firstPid ? answer : undefined;
+    });
+    expect(secondPid).not.toBe(firstPid);
+    expect(after).toBe('read-only');
   });
 
   it('never snapshots a lost+found at the root of /src (a new ext4 volume has one), only the agent’s deeper ones', async () => {

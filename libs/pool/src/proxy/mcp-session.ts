@@ -403,6 +403,8 @@ export class McpSession {
   }
 
   private readonly initResults = new Map<string, Record<string, unknown>>();
+  /** the last of each passed-on request every server applied: given again to a server's new session */
+  private readonly passedOnState = new Map<string, Record<string, unknown>>();
 
   /** The servers behind the aggregate that declared the experimental capability this request belongs to. */
   private passedOnTo(method: string): string[] {
@@ -430,6 +432,7 @@ export class McpSession {
     );
     const failed = answers.find((answer): answer is { error: RpcError } => 'error' in answer);
     if (failed) return failed;
+    this.passedOnState.set(method, params);
     const meta = Object.assign(
       {},
       ...answers.map((answer) => ('result' in answer ? (answer.result._meta as object | undefined) : undefined)),
@@ -474,6 +477,19 @@ export class McpSession {
     this.upstreams.set(server, upstream);
     // a reconnect happens after the client's own `initialized`: repeat it for the new session
     if (this.clientInitialized) await upstream.notify('notifications/initialized');
+    // and what the client asked of every such server (its sandbox policy): a new session without it would run wider
+    for (const [method, params] of this.passedOnState) {
+      if (!this.passedOnTo(method).includes(server)) continue;
+      const applied = await upstream.request(method, params);
+      if ('error' in applied) {
+        this.upstreams.delete(server);
+        await upstream.close();
+        throw rpcError(
+          UPSTREAM_UNAVAILABLE,
+          `${server} refused the client's ${method} in its new session: ${applied.error.message}`,
+        );
+      }
+    }
     return upstream;
   }
 
