@@ -102,13 +102,20 @@ describe('the aileron-mcp bundle on its own', () => {
   });
 });
 
-describe('aileron-mcp against a running control plane', () => {
-  let cp: TestControlPlane;
+/**
+ * For the describe block that calls it: a control plane with `env`, people
+ * who sign in to it (approvers), and the clients a test opened, closed after.
+ */
+function withControlPlane(
+  env: Record<string, string>,
+  started: (cp: TestControlPlane) => void,
+): { people: People; clients: Client[] } {
   const people = new People();
   const clients: Client[] = [];
-
+  let cp: TestControlPlane | undefined;
   beforeAll(async () => {
-    cp = await startApiControlPlane({ AILERON_POOL_APPROVAL_WAIT_SECONDS: '0' });
+    cp = await startApiControlPlane(env);
+    started(cp);
     await people.start();
     await people.trustedBy(cp);
   });
@@ -117,6 +124,15 @@ describe('aileron-mcp against a running control plane', () => {
     await cp?.close();
     await people.stop();
   });
+  return { people, clients };
+}
+
+describe('aileron-mcp against a running control plane', () => {
+  let cp: TestControlPlane;
+  const { people, clients } = withControlPlane(
+    { AILERON_POOL_APPROVAL_WAIT_SECONDS: '0' },
+    (started) => (cp = started),
+  );
 
   /** A session of the owner's in a fresh workspace, and its agent-config as Claude reads it. */
   async function aSession(
@@ -398,20 +414,11 @@ describe('aileron-mcp against a running control plane', () => {
 
 describe("a shell rule's prompt reaches an agent behind aileron-mcp as on the direct endpoint", () => {
   let cp: TestControlPlane;
-  const people = new People();
-  const clients: Client[] = [];
-
-  beforeAll(async () => {
-    // calls held for approval wait for it, as in production
-    cp = await startApiControlPlane({ AILERON_POOL_APPROVAL_WAIT_SECONDS: '120' });
-    await people.start();
-    await people.trustedBy(cp);
-  });
-  afterAll(async () => {
-    for (const client of clients) await client.close().catch(() => undefined);
-    await cp?.close();
-    await people.stop();
-  });
+  // calls held for approval wait for it, as in production
+  const { people, clients } = withControlPlane(
+    { AILERON_POOL_APPROVAL_WAIT_SECONDS: '120' },
+    (started) => (cp = started),
+  );
 
   it('a client that declares URL elicitation is shown the review page while the call waits; one that does not waits on the approval flow; the approver decides either way', async () => {
     const ws = (await aWorkspace(cp, cp.ownerToken)).slug;

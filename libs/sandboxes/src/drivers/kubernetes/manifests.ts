@@ -247,28 +247,37 @@ function tokenEnv(secret: string, key: string): V1EnvVar {
   return { name: RUNNER_TOKEN_ENV, valueFrom: { secretKeyRef: { name: secret, key } } };
 }
 
-export function podManifest(spec: SandboxSpec, options: SandboxManifestOptions): V1Pod {
-  const names = sandboxNames(spec.id);
+/** The agent's container: the runner, with what it may mount. */
+function agentContainer(
+  spec: SandboxSpec,
+  options: SandboxManifestOptions,
+  volumeMounts: V1VolumeMount[],
+): V1Container {
   const memory = spec.limits.memoryMb ? `${spec.limits.memoryMb}Mi` : options.sandboxResources.memory;
   // the sandbox's cpuSeconds and pids are per command (the runner's rlimits): the Pod API has no pids limit of its own
-  const sandbox: V1Container = {
+  return {
     name: SANDBOX_CONTAINER,
     image: options.image,
     args: ['node', RUNNER_PATH, '--listen', String(options.ports.sandbox)],
     ports: [{ name: 'runner', containerPort: options.ports.sandbox, protocol: 'TCP' }],
-    env: [tokenEnv(names.secret, TOKEN_KEYS.sandbox), { name: 'HOME', value: SANDBOX_HOME }],
+    env: [tokenEnv(sandboxNames(spec.id).secret, TOKEN_KEYS.sandbox), { name: 'HOME', value: SANDBOX_HOME }],
     resources: resources(options.sandboxResources.cpu, memory),
     securityContext: restrictedContainerSecurityContext(),
     // a connection the runner refuses without its token: a probe cannot carry one without putting it in the Pod spec
     readinessProbe: { tcpSocket: { port: 'runner' }, periodSeconds: 2, failureThreshold: 3 },
-    // never the history: what the agent runs must not reach the snapshots' git directory
-    volumeMounts: [
-      { name: 'files', mountPath: SANDBOX_WORKDIR },
-      { name: 'tmp', mountPath: '/tmp' },
-      { name: 'home', mountPath: SANDBOX_HOME },
-    ],
+    volumeMounts,
     workingDir: SANDBOX_WORKDIR,
   };
+}
+
+export function podManifest(spec: SandboxSpec, options: SandboxManifestOptions): V1Pod {
+  const names = sandboxNames(spec.id);
+  // never the history: what the agent runs must not reach the snapshots' git directory
+  const sandbox = agentContainer(spec, options, [
+    { name: 'files', mountPath: SANDBOX_WORKDIR },
+    { name: 'tmp', mountPath: '/tmp' },
+    { name: 'home', mountPath: SANDBOX_HOME },
+  ]);
   const history: V1Container = {
     name: HISTORY_CONTAINER,
     image: options.image,
@@ -371,7 +380,6 @@ export function restrictedPodManifest(
 ): V1Pod {
   const names = sandboxNames(spec.id);
   const restricted = restrictedNames(spec.id, layout);
-  const memory = spec.limits.memoryMb ? `${spec.limits.memoryMb}Mi` : options.sandboxResources.memory;
   const mounts: V1VolumeMount[] = [{ name: 'files', mountPath: SANDBOX_WORKDIR, readOnly: layout.src === 'ro' }];
   if (layout.src === 'ro')
     for (const path of layout.writable)
@@ -386,18 +394,7 @@ export function restrictedPodManifest(
   if (layout.tmp) scratch('tmp', '/tmp');
   if (layout.tmpdir) scratch('tmpdir', layout.tmpdir);
   if (layout.home) scratch('home', SANDBOX_HOME);
-  const sandbox: V1Container = {
-    name: SANDBOX_CONTAINER,
-    image: options.image,
-    args: ['node', RUNNER_PATH, '--listen', String(options.ports.sandbox)],
-    ports: [{ name: 'runner', containerPort: options.ports.sandbox, protocol: 'TCP' }],
-    env: [tokenEnv(names.secret, TOKEN_KEYS.sandbox), { name: 'HOME', value: SANDBOX_HOME }],
-    resources: resources(options.sandboxResources.cpu, memory),
-    securityContext: restrictedContainerSecurityContext(),
-    readinessProbe: { tcpSocket: { port: 'runner' }, periodSeconds: 2, failureThreshold: 3 },
-    volumeMounts: mounts,
-    workingDir: SANDBOX_WORKDIR,
-  };
+  const sandbox = agentContainer(spec, options, mounts);
   return {
     apiVersion: 'v1',
     kind: 'Pod',
