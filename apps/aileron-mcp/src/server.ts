@@ -131,8 +131,12 @@ export function createServer(
         ),
       ]);
     } catch (error) {
-      if (!(error instanceof ControlPlaneError)) throw error;
-      unavailable(error);
+      // whatever went wrong, the agent still gets its answer and our own tools; the pool's are retried on first use
+      unavailable(
+        error instanceof ControlPlaneError
+          ? error
+          : new ControlPlaneError(0, 'UNREACHABLE', error instanceof Error ? error.message : String(error)),
+      );
       return {};
     }
     const sandboxState = offered?.experimental?.[SANDBOX_STATE_CAPABILITY];
