@@ -44,8 +44,7 @@ export class BrowserSessions {
     return this.principals.fromBrowserSession(token);
   }
 
-  /** A change a page's form makes: the CSRF token comes as a form field rather than the header. */
-  async principalForChange(request: FastifyRequest, formCsrf?: string): Promise<Principal> {
+  async principalForChange(request: FastifyRequest): Promise<Principal> {
     const principal = await this.principal(request);
     const origin = request.headers.origin;
     if (
@@ -55,7 +54,7 @@ export class BrowserSessions {
     ) {
       throw new ForbiddenError('The request comes from another site', 'CSRF_ORIGIN_MISMATCH');
     }
-    const given = formCsrf ?? request.headers[CSRF_HEADER];
+    const given = request.headers[CSRF_HEADER];
     if (
       !csrfMatches(await this.keys.signInKey(), this.cookie(request)!, typeof given === 'string' ? given : undefined)
     ) {

@@ -1,6 +1,5 @@
 import { Global, Module } from '@nestjs/common';
 import { APP_FILTER, APP_INTERCEPTOR, DiscoveryModule } from '@nestjs/core';
-import { AuthChallenges } from './auth-challenges';
 import { ConsoleFastPath } from './console-fast-path';
 import { FastPaths } from './fast-paths';
 import { HttpMetrics } from './http-metrics';
@@ -18,13 +17,12 @@ import { RouteValidationInterceptor } from './route-validation.interceptor';
     HttpMetrics,
     RequestLog,
     FastPaths,
-    AuthChallenges,
     RouteCatalog,
     // the web console at `/`, in front of the routes
     ConsoleFastPath,
     { provide: APP_FILTER, useClass: ProblemFilter },
     { provide: APP_INTERCEPTOR, useClass: RouteValidationInterceptor },
   ],
-  exports: [HttpMetrics, RequestLog, RouteCatalog, FastPaths, AuthChallenges],
+  exports: [HttpMetrics, RequestLog, RouteCatalog, FastPaths],
 })
 export class HttpModule {}
