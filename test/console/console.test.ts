@@ -65,6 +65,8 @@ describe('the web console in Chromium', () => {
     await page.getByRole('button', { name: 'Create' }).click();
     await page.waitForURL(`${cp.url}/workspaces/${ws}`);
     expect((await cp.request('GET', `/v1/workspaces/${ws}`)).body.name).toBe(`Payments ${ws}`);
+    // the dialog fades out after the page changed: axe on a half-transparent dialog sees its contrast fail
+    await page.getByRole('dialog').waitFor({ state: 'detached' });
     await check(page, 'workspace');
     await page.goto(`${cp.url}/people`);
     await check(page, 'people');
