@@ -35,7 +35,7 @@ import {
 } from '@aileron/errors';
 import { OutboxService, PublicEvent } from '@aileron/outbox';
 import { PolicyService } from '@aileron/policy';
-import { NextDue, PeriodicTask } from '@aileron/schedule';
+import { DeadlineSweep, drain } from '@aileron/schedule';
 import { WebhooksService } from '@aileron/webhooks';
 import {
   argumentsDigest,
@@ -140,9 +140,8 @@ export class ApprovalsService implements OnModuleInit, OnApplicationBootstrap, O
   private readonly logger = new Logger('Approvals');
   /** long-polls on a request, woken when it is decided on any replica */
   readonly waiting: Wakeups;
-  private readonly expiry: PeriodicTask;
-  /** when the sweep next has an expiry to make: it asks the database only then */
-  private readonly expiryDue: NextDue;
+  /** asks the database only when an expiry it knows of is due, or once a backstop */
+  private readonly expiry: DeadlineSweep;
 
   constructor(
     private readonly db: DatabaseService,
@@ -160,14 +159,14 @@ export class ApprovalsService implements OnModuleInit, OnApplicationBootstrap, O
     webhooks.addNotification(LINK_NOTIFICATION, (event) => this.completeLink(event));
     webhooks.addDirected(ROUTED_EVENT);
     this.waiting = new Wakeups(bus, DECIDED, (message) => (message as { id?: unknown } | null)?.id);
-    this.expiry = new PeriodicTask({
+    this.expiry = new DeadlineSweep({
       name: 'approval expiry sweep',
       everyMs: SWEEP_MS,
-      run: () => this.expiryDue.run(() => this.expireAndLookAhead()),
+      backstopMs: SWEEP_BACKSTOP_MS,
+      look: () => this.expireAndLookAhead(),
       logger: this.logger,
       clock,
     });
-    this.expiryDue = new NextDue(clock, SWEEP_BACKSTOP_MS);
   }
 
   onModuleInit(): void {
@@ -309,7 +308,7 @@ export class ApprovalsService implements OnModuleInit, OnApplicationBootstrap, O
         });
       return created;
     });
-    this.expiryDue.expect(record.expiresAt);
+    this.expiry.expect(record.expiresAt);
     return record;
   }
 
@@ -804,7 +803,7 @@ export class ApprovalsService implements OnModuleInit, OnApplicationBootstrap, O
    */
   /** The sweep's pass: what is due expires, and the next expiry in the data says when to look again. */
   private async expireAndLookAhead(): Promise<Date | null> {
-    while ((await this.expireDue()) === EXPIRY_BATCH);
+    await drain(() => this.expireDue(), EXPIRY_BATCH);
     return this.repository.nextExpiry(SystemScopes.system('approval expiry sweep'));
   }
 

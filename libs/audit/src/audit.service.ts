@@ -10,7 +10,7 @@ import { DatabaseService, Keyset, Transaction } from '@aileron/database';
 import { fieldIssues, FieldIssue, ValidationError } from '@aileron/errors';
 import { SigningKeysService } from '@aileron/keys';
 import { OutboxRecord, OutboxService } from '@aileron/outbox';
-import { NextDue, PeriodicTask } from '@aileron/schedule';
+import { DeadlineSweep } from '@aileron/schedule';
 import { AuditFilters, AuditRepository, ChainHead } from './audit.repository';
 import {
   AuditSource,
@@ -80,10 +80,9 @@ const CHECKPOINTS = SystemScopes.system('audit checkpoint sweep');
 @Injectable()
 export class AuditService implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly logger = new Logger('Audit');
-  private readonly sweeper: PeriodicTask;
+  /** asks the database while this replica appends, and once a backstop when idle */
+  private readonly sweeper: DeadlineSweep;
   private lastRetentionAt = 0;
-  /** the sweep asks the database while this replica appends, and once a backstop when idle */
-  private readonly sweepDue: NextDue;
   private lastAppendAt = Number.NEGATIVE_INFINITY;
   private readonly appended = new Set<(organizationId: string) => void>();
 
@@ -100,18 +99,18 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
     // a chain this replica appends to waits at most auditCheckpointSeconds (plus one sweep) for its
     // checkpoint; one appended by a replica that died first, at most the backstop more
     const every = Math.min(SWEEP_MS, config.auditCheckpointSeconds * 1000);
-    this.sweepDue = new NextDue(clock, SWEEP_BACKSTOP_MS);
-    this.sweeper = new PeriodicTask({
+    this.sweeper = new DeadlineSweep({
       name: 'audit sweep',
       everyMs: every,
-      run: () =>
-        this.sweepDue.run(async () => {
-          await this.sweep();
-          // while records come in, their chains fall due in turn: look again at the next tick
-          const appending = this.clock.now() - this.lastAppendAt < config.auditCheckpointSeconds * 1000 + every;
-          return appending ? new Date(this.clock.now() + every) : null;
-        }),
+      backstopMs: SWEEP_BACKSTOP_MS,
+      look: async () => {
+        await this.sweep();
+        // while records come in, their chains fall due in turn: look again at the next tick
+        const appending = this.clock.now() - this.lastAppendAt < config.auditCheckpointSeconds * 1000 + every;
+        return appending ? new Date(this.clock.now() + every) : null;
+      },
       logger: this.logger,
+      clock,
     });
   }
 
@@ -478,7 +477,7 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
 
   private afterCommit(organizationId: string): void {
     this.lastAppendAt = this.clock.now();
-    this.sweepDue.expect(this.clock.date());
+    this.sweeper.expect(this.clock.date());
     // a record appended inside someone else's transaction is visible only after it commits
     setImmediate(() => {
       for (const listener of this.appended) listener(organizationId);

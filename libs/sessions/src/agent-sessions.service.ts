@@ -23,7 +23,7 @@ import { Clock } from '@aileron/clock';
 import { DatabaseService, Keyset, Transaction } from '@aileron/database';
 import { ConflictError, ForbiddenError, NotFoundError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
-import { NextDue, PeriodicTask } from '@aileron/schedule';
+import { DeadlineSweep, drain } from '@aileron/schedule';
 import { Capability, Caveat, caveatText, DEFAULT_CAPABILITIES, mintCaveatToken } from './domain/caveat-token';
 import { AgentSessionCredentials } from './agent-session-credentials.service';
 import { AgentSessionKeys } from './agent-session-keys.service';
@@ -87,9 +87,8 @@ export class AgentSessionsService implements OnModuleInit, OnApplicationBootstra
   /** long-polls on a session's channel, woken when a message is written on any replica */
   readonly waiting: Wakeups;
   private readonly logger = new Logger('AgentSessions');
-  private readonly expiry: PeriodicTask;
-  /** when the sweep next has an expiry to announce: it asks the database only then */
-  private readonly expiryDue: NextDue;
+  /** asks the database only when an expiry it knows of is due, or once a backstop */
+  private readonly expiry: DeadlineSweep;
 
   constructor(
     private readonly db: DatabaseService,
@@ -103,14 +102,14 @@ export class AgentSessionsService implements OnModuleInit, OnApplicationBootstra
     private readonly offboarding: Offboarding,
   ) {
     this.waiting = new Wakeups(bus, MESSAGE_WRITTEN, (message) => (message as { session?: unknown } | null)?.session);
-    this.expiry = new PeriodicTask({
+    this.expiry = new DeadlineSweep({
       name: 'agent session expiry sweep',
       everyMs: EXPIRY_SWEEP_MS,
-      run: () => this.expiryDue.run(() => this.announceAndLookAhead()),
+      backstopMs: EXPIRY_BACKSTOP_MS,
+      look: () => this.announceAndLookAhead(),
       logger: this.logger,
       clock,
     });
-    this.expiryDue = new NextDue(clock, EXPIRY_BACKSTOP_MS);
   }
 
   onModuleInit(): void {
@@ -140,7 +139,7 @@ export class AgentSessionsService implements OnModuleInit, OnApplicationBootstra
    */
   /** The sweep's pass: what expired is announced, and the next expiry in the data says when to look again. */
   private async announceAndLookAhead(): Promise<Date | null> {
-    while ((await this.announceExpired()) === EXPIRY_BATCH);
+    await drain(() => this.announceExpired(), EXPIRY_BATCH);
     return this.repository.nextExpiry(SystemScopes.system('agent session expiry sweep'));
   }
 
@@ -215,7 +214,7 @@ export class AgentSessionsService implements OnModuleInit, OnApplicationBootstra
       });
       return created;
     });
-    this.expiryDue.expect(session.expiresAt);
+    this.expiry.expect(session.expiresAt);
     return { session, token };
   }
 

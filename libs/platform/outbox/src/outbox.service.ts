@@ -5,7 +5,7 @@ import { Clock } from '@aileron/clock';
 import { DatabaseService, Transaction } from '@aileron/database';
 import { JobProcessor, JobRegistry, QueueService } from '@aileron/queue';
 import { RedisService, RedisUnavailableError } from '@aileron/redis';
-import { NextDue, PeriodicTask } from '@aileron/schedule';
+import { DeadlineSweep } from '@aileron/schedule';
 import {
   AuditJournal,
   DurableConsumer,
@@ -55,9 +55,7 @@ export class OutboxService implements OnApplicationShutdown {
   private readonly consumers = new Map<string, OutboxConsumer>();
   private readonly byTopic = new Map<string, OutboxConsumer[]>();
   /** the sweep, from start() on: set only where this process dispatches (a worker process does not) */
-  private sweeper: PeriodicTask | undefined;
-  /** when the sweep next asks the database: at once when told of work, else every TICKS_PER_LOOK ticks */
-  private sweepDue: NextDue | undefined;
+  private sweeper: DeadlineSweep | undefined;
   private unsubscribe: (() => void) | undefined;
   private journal: AuditJournal | undefined;
   private readonly watchers: {
@@ -128,7 +126,7 @@ export class OutboxService implements OnApplicationShutdown {
     if (handOver) {
       this.db.afterCommit(tx, () => {
         void this.dispatch(leased).catch((error: unknown) => {
-          this.sweepDue?.expect(this.clock.date());
+          this.sweeper?.expect(this.clock.date());
           this.failed(error, 'outbox hand-over failed; the next sweep dispatches these');
         });
       });
@@ -163,17 +161,17 @@ export class OutboxService implements OnApplicationShutdown {
     // What the sweep is for arrives by other means: this process hands its own messages over at commit, and
     // one that does not dispatch says so on the bus. Between those it looks every TICKS_PER_LOOK ticks, for
     // leases that ran out; on PGlite each look is the control plane's own thread running PostgreSQL.
-    const due = (this.sweepDue = new NextDue(this.clock, pollMs * TICKS_PER_LOOK));
     this.unsubscribe = this.bus.subscribe(PENDING, () => this.sweepSoon());
-    this.sweeper = new PeriodicTask({
+    this.sweeper = new DeadlineSweep({
       name: 'outbox sweep',
       everyMs: pollMs,
       firstAfterMs: 0,
-      run: () =>
-        due.run(async () => {
-          await this.sweep();
-          return null;
-        }),
+      backstopMs: pollMs * TICKS_PER_LOOK,
+      look: async () => {
+        await this.sweep();
+        return null;
+      },
+      clock: this.clock,
       logger: this.logger,
       // Redis away fails every hand-over until it is back: RedisService logs that outage once
       expected: (error) => error instanceof RedisUnavailableError,
@@ -258,10 +256,9 @@ export class OutboxService implements OnApplicationShutdown {
     }
   }
 
-  /** The next tick looks at the database, whenever the last look was. */
+  /** A look at the database now, whenever the last one was. */
   private sweepSoon(): void {
-    this.sweepDue?.expect(this.clock.date());
-    this.sweeper?.runNow();
+    this.sweeper?.lookNow(this.clock.date());
   }
 
   /** Redis away fails every hand-over until it is back: RedisService logs that outage once, not each of them. */

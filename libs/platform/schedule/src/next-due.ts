@@ -1,4 +1,5 @@
 import { Clock } from '@aileron/clock';
+import { PeriodicTask, type PeriodicTaskOptions } from './periodic-task';
 
 /**
  * When a sweep whose work has deadlines in the data (an approval's expiry, an
@@ -57,4 +58,55 @@ export class NextDue {
       this.looking = false;
     }
   }
+}
+
+export interface DeadlineSweepOptions extends Omit<PeriodicTaskOptions, 'run'> {
+  /** how long what other processes wrote may wait for a look when this one knows of nothing due sooner */
+  backstopMs: number;
+  /** one pass: the sweep's work, then the earliest deadline still in the data (null: none) */
+  look: () => Promise<Date | null>;
+}
+
+/**
+ * A periodic task that goes to the database only when `NextDue` says so: the
+ * sweeps whose work has deadlines (expiries, checkpoints, leases) share this,
+ * so none of them queries an idle database every tick.
+ */
+export class DeadlineSweep {
+  private readonly due: NextDue;
+  private readonly task: PeriodicTask;
+
+  constructor({ backstopMs, look, ...options }: DeadlineSweepOptions) {
+    this.due = new NextDue(options.clock ?? new Clock(), backstopMs);
+    this.task = new PeriodicTask({ ...options, run: () => this.due.run(look) });
+  }
+
+  /** Started and not stopped. */
+  get running(): boolean {
+    return this.task.running;
+  }
+
+  start(): void {
+    this.task.start();
+  }
+
+  stop(): Promise<void> {
+    return this.task.stop();
+  }
+
+  /** Something this process committed falls due at `at` (after its commit). */
+  expect(at: Date): void {
+    this.due.expect(at);
+  }
+
+  /** A look now (or right after the one under way), whenever the last one was. */
+  lookNow(at: Date): void {
+    this.due.expect(at);
+    this.task.runNow();
+  }
+}
+
+/** Runs `pass` until it handles fewer than a full batch: what was due is done. */
+export async function drain(pass: () => Promise<number>, batch: number): Promise<void> {
+  while ((await pass()) === batch);
 }
