@@ -2131,6 +2131,155 @@ parity('WebhooksRepository', 'delete', async (s) => {
   ];
 });
 
+// ---- OAuth: oidc-provider's entries, the grants people gave clients, the organisation's settings
+
+const OAUTH_GRANT = {
+  grantId: 'grant-parity-1',
+  clientId: 'https://client.example.com/metadata.json',
+  clientName: 'Parity Client',
+  registration: 'metadata_document',
+  resource: 'https://aileron.example.com/mcp/one',
+  scope: 'mcp',
+};
+parity('OauthRepository', 'upsertEntry', async (s) => {
+  const o = repo(s, 'OauthRepository');
+  const entry = (n: number, expiresAt: Date | null) => ({
+    payload: { n },
+    grantId: OAUTH_GRANT.grantId,
+    uid: `uid-${n}`,
+    expiresAt,
+  });
+  return [
+    await o.upsertEntry(SYSTEM, 'AccessToken', 'token-1', entry(1, FUTURE)),
+    await o.upsertEntry(SYSTEM, 'AccessToken', 'token-1', entry(2, FUTURE)),
+    await o.upsertEntry(SYSTEM, 'AuthorizationCode', 'code-1', entry(3, PAST)),
+    await o.upsertEntry(SYSTEM, 'Grant', OAUTH_GRANT.grantId, {
+      payload: { g: 1 },
+      grantId: null,
+      uid: null,
+      expiresAt: null,
+    }),
+  ];
+});
+parity('OauthRepository', 'findEntry', async (s) => {
+  const o = repo(s, 'OauthRepository');
+  return [
+    await o.findEntry(SYSTEM, 'AccessToken', 'token-1', THEN),
+    // an expired entry is not found
+    await o.findEntry(SYSTEM, 'AuthorizationCode', 'code-1', THEN),
+    await o.findEntry(SYSTEM, 'AccessToken', 'nobody', THEN),
+  ];
+});
+parity('OauthRepository', 'findEntryByUid', async (s) => [
+  await repo(s, 'OauthRepository').findEntryByUid(SYSTEM, 'AccessToken', 'uid-2', THEN),
+  await repo(s, 'OauthRepository').findEntryByUid(SYSTEM, 'AccessToken', 'uid-9', THEN),
+]);
+parity('OauthRepository', 'consumeEntry', async (s) => {
+  const o = repo(s, 'OauthRepository');
+  await o.consumeEntry(SYSTEM, 'AccessToken', 'token-1', at(5));
+  return o.findEntry(SYSTEM, 'AccessToken', 'token-1', THEN);
+});
+parity('OauthRepository', 'sweepExpiredEntries', async (s) => [
+  await repo(s, 'OauthRepository').sweepExpiredEntries(SYSTEM, THEN),
+  await repo(s, 'OauthRepository').sweepExpiredEntries(SYSTEM, THEN),
+]);
+parity('OauthRepository', 'createGrant', async (s) => {
+  const o = repo(s, 'OauthRepository');
+  const answers = await steps(
+    () => tx(s, (x) => o.createGrant(s.w.ws, { userId: s.w.ada, ...OAUTH_GRANT }, x)),
+    // one provider grant is one row
+    () => tx(s, (x) => o.createGrant(s.w.ws, { userId: s.w.ada, ...OAUTH_GRANT }, x)),
+    () => tx(s, (x) => o.createGrant(s.w.ws, { userId: s.w.ada, ...OAUTH_GRANT, grantId: 'grant-parity-2' }, x)),
+  );
+  s.w.oauthGrant = (answers[0] as { id: string }).id;
+  s.w.oauthGrant2 = (answers[2] as { id: string }).id;
+  return answers;
+});
+parity('OauthRepository', 'findGrantByProviderGrant', async (s) => [
+  await repo(s, 'OauthRepository').findGrantByProviderGrant(SYSTEM, OAUTH_GRANT.grantId),
+  await repo(s, 'OauthRepository').findGrantByProviderGrant(SYSTEM, 'nobody'),
+]);
+parity('OauthRepository', 'touchGrant', async (s) => {
+  await repo(s, 'OauthRepository').touchGrant(s.w.org, s.w.oauthGrant, at(60));
+  return repo(s, 'OauthRepository').findGrantByProviderGrant(SYSTEM, OAUTH_GRANT.grantId);
+});
+parity('OauthRepository', 'listGrants', async (s) => [
+  await repo(s, 'OauthRepository').listGrants(s.w.org, {}, PAGE),
+  await repo(s, 'OauthRepository').listGrants(s.w.org, { workspaceId: s.w.ws2.workspaceId }, PAGE),
+  await repo(s, 'OauthRepository').listGrants(s.w.orgB, { userId: s.w.ada }, PAGE),
+]);
+parity('OauthRepository', 'lapsedGrants', async (s) => [
+  // the first grant's provider entry has no expiry: not lapsed; the second has none at all
+  await repo(s, 'OauthRepository').lapsedGrants(SYSTEM, new Date(Date.now() + 2 * 3_600_000), 10),
+  await repo(s, 'OauthRepository').lapsedGrants(SYSTEM, THEN, 10),
+]);
+parity('OauthRepository', 'workspaceNames', async (s) => [
+  await repo(s, 'OauthRepository').workspaceNames(s.w.ws),
+  await repo(s, 'OauthRepository').workspaceNames(SystemScopes.workspace(s.w.orgId, { id: uuid(998), slug: 'none' })),
+]);
+parity('OauthRepository', 'settings', async (s) => [
+  await repo(s, 'OauthRepository').settings(s.w.org),
+  await repo(s, 'OauthRepository').anyAllowsDynamicRegistration(SYSTEM),
+]);
+parity('OauthRepository', 'putSettings', async (s) => {
+  const o = repo(s, 'OauthRepository');
+  return [await tx(s, (x) => o.putSettings(s.w.org, { allowDynamicRegistration: true }, x)), await o.settings(s.w.org)];
+});
+parity('OauthRepository', 'anyAllowsDynamicRegistration', async (s) => [
+  await repo(s, 'OauthRepository').anyAllowsDynamicRegistration(SYSTEM),
+  await tx(s, (x) => repo(s, 'OauthRepository').putSettings(s.w.org, { allowDynamicRegistration: false }, x)),
+  await repo(s, 'OauthRepository').anyAllowsDynamicRegistration(SYSTEM),
+]);
+parity('OauthRepository', 'findUserForAccount', async (s) => [
+  await repo(s, 'OauthRepository').findUserForAccount(SYSTEM, s.w.ada),
+  await repo(s, 'OauthRepository').findUserForAccount(SYSTEM, uuid(997)),
+]);
+parity('OauthRepository', 'destroyEntry', async (s) => {
+  const o = repo(s, 'OauthRepository');
+  await o.destroyEntry(SYSTEM, 'AccessToken', 'token-1');
+  return o.findEntry(SYSTEM, 'AccessToken', 'token-1', THEN);
+});
+parity('OauthRepository', 'destroyEntriesOfGrant', async (s) => {
+  const o = repo(s, 'OauthRepository');
+  await o.upsertEntry(SYSTEM, 'RefreshToken', 'refresh-1', {
+    payload: {},
+    grantId: OAUTH_GRANT.grantId,
+    uid: null,
+    expiresAt: FUTURE,
+  });
+  await o.destroyEntriesOfGrant(SYSTEM, 'RefreshToken', OAUTH_GRANT.grantId);
+  return o.findEntry(SYSTEM, 'RefreshToken', 'refresh-1', THEN);
+});
+parity('OauthRepository', 'destroyEverythingOfGrants', async (s) => {
+  const o = repo(s, 'OauthRepository');
+  await o.upsertEntry(SYSTEM, 'AccessToken', 'token-2', {
+    payload: {},
+    grantId: 'grant-parity-2',
+    uid: null,
+    expiresAt: FUTURE,
+  });
+  return [
+    await tx(s, (x) => o.destroyEverythingOfGrants(s.w.org, ['grant-parity-2', 'nobody'], x)),
+    await tx(s, (x) => o.destroyEverythingOfGrants(s.w.org, [], x)),
+  ];
+});
+parity('OauthRepository', 'deleteGrant', async (s) => {
+  const o = repo(s, 'OauthRepository');
+  return [
+    // another person's filter finds nothing
+    await tx(s, (x) => o.deleteGrant(s.w.org, s.w.oauthGrant2, { userId: s.w.bob }, x)),
+    await tx(s, (x) => o.deleteGrant(s.w.org, s.w.oauthGrant2, { workspaceId: s.w.ws.workspaceId }, x)),
+    await tx(s, (x) => o.deleteGrant(s.w.org, s.w.oauthGrant2, {}, x)),
+  ];
+});
+parity('OauthRepository', 'deleteGrantsOfUser', async (s) => {
+  const o = repo(s, 'OauthRepository');
+  return [
+    await tx(s, (x) => o.deleteGrantsOfUser(s.w.org, s.w.ada, x)),
+    await tx(s, (x) => o.deleteGrantsOfUser(s.w.org, s.w.ada, x)),
+  ];
+});
+
 // ---- offboarding a person (last: it ends and removes what earlier cases made)
 parity('AuthRepository', 'tokensOwnedBy', async (s) => {
   const a = repo(s, 'AuthRepository');
