@@ -35,7 +35,7 @@ const SECOND_FACES = [
  */
 const LAYERS = [
   ['auth'],
-  ['tenancy', 'audit', 'catalog', 'events', 'webhooks'],
+  ['tenancy', 'audit', 'catalog', 'events', 'webhooks', 'oauth'],
   ['policy', 'vault'],
   ['approvals', 'gateway'],
   ['pool', 'sessions'],
@@ -143,6 +143,8 @@ module.exports = {
           '^libs/webhooks/src/webhook-delivery\\.service\\.ts$',
           // agent sessions: their caveat tokens' authentication, and sessions addressed by id (like approvals)
           '^libs/sessions/src/(agent-session-credentials|agent-sessions)\\.service\\.ts$',
+          // OAuth: the provider's own records and token lookups (the credential names the tenant), registration, the expiry sweep
+          '^libs/oauth/src/(oauth-provider\\.service|oauth-access-tokens\\.service|oauth-fast-path|oauth-sweep\\.service)\\.ts$',
           // pool calls on an admitted MCP session, and the execution journal's replay after a crash
           '^libs/pool/src/(pool-calls\\.service|execution-journal)\\.ts$',
         ],

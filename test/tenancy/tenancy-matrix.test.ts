@@ -1,5 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AccessService, PrincipalResolver } from '@aileron/auth';
+import { OauthGrants } from '@aileron/oauth';
 import { ExecutionJournal } from '@aileron/pool';
 import { SandboxesService } from '@aileron/sandboxes';
 import { RouteCatalog, RouteDefinition } from '../../libs/platform/http/src';
@@ -43,6 +45,8 @@ const NOT_TENANT_OWNED: Record<string, string> = {
   signing_keys: 'installation-wide signing keys',
   outbox_deliveries: "the outbox's per-consumer bookkeeping, written by dispatchers in the background",
   audit_sink_cursors: "a sink's progress, advanced by background deliveries; the sink itself (audit_sinks) is covered",
+  oauth_entries:
+    "the OAuth provider's protocol records (codes, tokens, its sessions), found by the credential itself; the consents they belong to (oauth_grants) are covered",
 };
 
 // periodic audit checkpoints are signed by the system on its own clock, whatever callers do
@@ -211,7 +215,21 @@ describe('tenancy matrix', () => {
       async () =>
         (await cp.request('GET', `/v1/workspaces/${ws.slug}/sandboxes/target-box/snapshots`)).body.snapshots?.[0],
     );
+    // a connected MCP client of the target's member (the consent an OAuth sign-in records)
+    const organizationId = (await cp.request('GET', '/v1/me')).body.organization.id as string;
+    const member = await cp.cp.app.get(PrincipalResolver).byReference(organizationId, 'user', user.id);
+    const oauthClient = await cp.cp.app
+      .get(OauthGrants)
+      .connect(member, await cp.cp.app.get(AccessService).workspace(member, ws.slug, 'mcp.use'), {
+        grantId: `target-grant-${ws.id}`,
+        clientId: 'https://client.example.com/target-client.json',
+        clientName: 'target-client',
+        registration: 'metadata_document',
+        resource: `${cp.url}/mcp/${ws.slug}`,
+        scope: 'mcp',
+      });
     Object.assign(target, {
+      oauth_client: oauthClient.id,
       sandbox: 'target-box',
       sha: snapshots.sha,
       ws: ws.slug,
@@ -226,6 +244,7 @@ describe('tenancy matrix', () => {
     });
     // ids only: a 404 may echo the slug the caller itself sent
     targetIds = [
+      oauthClient.id,
       ws.id,
       user.id,
       token.id,

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { ErrorCodeWithStatus, ForbiddenError, NotFoundError } from '@aileron/errors';
-import { Principal, roleIn } from './domain/principal';
+import { oauthTokenElsewhere, Principal, roleIn } from './domain/principal';
 import { allows, GATEWAY_PERMISSIONS, Permission } from './domain/roles';
 import { AuthRepository } from './auth.repository';
 import { PrincipalCache } from './principal-cache.service';
@@ -62,6 +62,9 @@ export class AccessService {
   }
 
   async workspace(principal: Principal, slug: string, permission: Permission): Promise<WorkspaceScope> {
+    // before any lookup: the token names its workspace, and says nothing about any other
+    if (principal.oauthClient && principal.oauthClient.workspaceSlug !== slug)
+      throw oauthTokenElsewhere(principal.oauthClient.resource);
     // a slug that does not exist is cached too (as null): creating the workspace invalidates it
     const workspace = await this.cache.workspace(principal.organizationId, slug, () =>
       this.repository.findWorkspaceBySlug(SystemScopes.organization(principal.organizationId), slug),

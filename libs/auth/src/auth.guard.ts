@@ -10,7 +10,7 @@ import { AuthGuard as PassportAuthGuard } from '@nestjs/passport';
 import type { FastifyRequest } from 'fastify';
 import { DomainError, ForbiddenError, UnauthenticatedError } from '@aileron/errors';
 import { ROUTE_METADATA, RouteCatalog, RouteDefinition } from '@aileron/http';
-import type { Principal } from './domain/principal';
+import { oauthTokenElsewhere, type Principal } from './domain/principal';
 import { PERMISSIONS, Permission } from './domain/roles';
 import { AccessService } from './access.service';
 import { JWT_STRATEGY } from './jwt.strategy';
@@ -75,6 +75,8 @@ export class AuthGuard implements CanActivate, OnApplicationBootstrap {
     const request = context.switchToHttp().getRequest<AuthenticatedRequest>();
     const principal = await this.authenticate(context, request);
     request.principal = principal;
+    // an OAuth access token's audience is one workspace's MCP endpoint: the REST API is another resource (RFC 8707)
+    if (principal.oauthClient && !route.oauth) throw oauthTokenElsewhere(principal.oauthClient.resource);
     // a sandboxed agent's token reaches only what a route declares for its caps, whatever its creator may do
     if (principal.agentSession && (!route.capability || !principal.agentSession.caps.has(route.capability))) {
       throw new ForbiddenError(

@@ -44,7 +44,8 @@ export class BrowserSessions {
     return this.principals.fromBrowserSession(token);
   }
 
-  async principalForChange(request: FastifyRequest): Promise<Principal> {
+  /** A change a page's form makes: the CSRF token comes as a form field rather than the header. */
+  async principalForChange(request: FastifyRequest, formCsrf?: string): Promise<Principal> {
     const principal = await this.principal(request);
     const origin = request.headers.origin;
     if (
@@ -54,7 +55,7 @@ export class BrowserSessions {
     ) {
       throw new ForbiddenError('The request comes from another site', 'CSRF_ORIGIN_MISMATCH');
     }
-    const given = request.headers[CSRF_HEADER];
+    const given = formCsrf ?? request.headers[CSRF_HEADER];
     if (
       !csrfMatches(await this.keys.signInKey(), this.cookie(request)!, typeof given === 'string' ? given : undefined)
     ) {

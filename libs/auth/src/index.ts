@@ -23,6 +23,7 @@ export { OidcSignIn } from './oidc-sign-in.service';
 export { SignInLinks } from './sign-in-links.service';
 export { StreamAccess } from './stream-access.service';
 export { IdentityProviderSettings, IdentityProviderUrlRefusedError } from './identity-provider-settings.service';
+export { idpFetch, IdpFetchError } from './idp-http';
 export { Offboarding } from './offboarding.service';
 export type { Offboardee, OffboardingContext, OffboardingStep } from './offboarding.service';
 export { AuthModule } from './auth.module';

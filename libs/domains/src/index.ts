@@ -4,6 +4,7 @@ import { AuthModule } from '@aileron/auth';
 import { CatalogModule } from '@aileron/catalog';
 import { EventsModule } from '@aileron/events';
 import { GatewayModule } from '@aileron/gateway';
+import { OauthModule } from '@aileron/oauth';
 import { OverviewModule } from '@aileron/overview';
 import { PolicyModule } from '@aileron/policy';
 import { PoolModule } from '@aileron/pool';
@@ -40,4 +41,11 @@ export const JOB_MODULES = [
  * the data directory would replay the control plane's journal). The overview
  * reads the pool's instances, so it comes with the pool.
  */
-export const DOMAIN_MODULES = [...JOB_MODULES, PoolModule, AgentSessionsModule, SandboxesModule, OverviewModule];
+export const DOMAIN_MODULES = [
+  ...JOB_MODULES,
+  OauthModule,
+  PoolModule,
+  AgentSessionsModule,
+  SandboxesModule,
+  OverviewModule,
+];

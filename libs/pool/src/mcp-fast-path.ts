@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Injectable } from '@nestjs/common';
 import { AccessService, BearerCredentials, Principal } from '@aileron/auth';
-import { FastPaths, readJsonBody, RequestLog, requestIdFor, writeProblem } from '@aileron/http';
+import { AuthChallenges, FastPaths, readJsonBody, RequestLog, requestIdFor, writeProblem } from '@aileron/http';
 import { FORWARDED, McpAdmission } from './mcp-admission';
 import { MCP_ONE_SERVER, MCP_PATH, MCP_PERMISSION, MCP_WHOLE_WORKSPACE, oneServer, wholeWorkspace } from './mcp-routes';
 import type { McpEndpoint } from './mcp-sessions.service';
@@ -34,6 +34,7 @@ export class McpFastPath {
     private readonly access: AccessService,
     private readonly admission: McpAdmission,
     private readonly requests: RequestLog,
+    private readonly challenges: AuthChallenges,
   ) {
     fastPaths.add((request, response) => this.take(request, response));
   }
@@ -96,7 +97,7 @@ export class McpFastPath {
       if ('owner' in admitted) this.admission.forward(admitted, request, body, response, requestId);
       else await admitted.mcpSession.handle(request, response, body);
     } catch (error) {
-      writeProblem(response, error, requestId);
+      writeProblem(response, error, requestId, this.challenges.for(request.url ?? '', true));
     }
   }
 }

@@ -26,6 +26,8 @@ const SINGLE = {
   tenancy: 'workspace' as const,
   // a local gateway reaches its workspace's remote servers (docs/pool.md)
   gateways: true as const,
+  // and so does an MCP client with an OAuth access token for the workspace's endpoint (docs/oauth.md)
+  oauth: true as const,
   params: oneServer,
   example: { params: { ws: 'default', server: '{server}' }, body: INITIALIZE as unknown },
   bodyValidation: 'handler' as const,

@@ -258,7 +258,14 @@ export class PoolCalls implements CallGate {
       principal: ctx.requester,
       // `session` is the agent session where a caveat token made the call, else the MCP session; `mcp_session` always the latter
       session: ctx.agentSessionId ?? ctx.mcpSessionId,
-      data: { ...data, mcp_session: ctx.mcpSessionId },
+      data: {
+        ...data,
+        mcp_session: ctx.mcpSessionId,
+        // the person is the actor; the OAuth client they let act for them is named beside (its own claim)
+        ...(ctx.caller.oauthClient
+          ? { oauth_client: { id: ctx.caller.oauthClient.clientId, name: ctx.caller.oauthClient.clientName } }
+          : {}),
+      },
     });
     this.journal.append({
       id: randomUUID(),

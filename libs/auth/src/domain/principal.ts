@@ -1,3 +1,4 @@
+import { UnauthenticatedError } from '@aileron/errors';
 import { higherRole, Role, spansWorkspaces } from './roles';
 
 /** Who is calling, as the authentication layer established it. */
@@ -31,6 +32,24 @@ export interface Principal {
    * workspace, so a session never does more than its creator could.
    */
   agentSession?: AgentSessionGrant;
+  /**
+   * for an OAuth access token an MCP client holds: the rest of the principal
+   * is the person who consented, restricted to the one workspace whose MCP
+   * endpoint the token's audience names (docs/oauth.md).
+   */
+  oauthClient?: OAuthClientGrant;
+}
+
+/** The consent an OAuth access token acts under. */
+export interface OAuthClientGrant {
+  /** the consent's id (the connected client an admin can revoke) */
+  id: string;
+  clientId: string;
+  /** as the client's metadata named it: hostile input, never markup */
+  clientName: string | null;
+  workspaceSlug: string;
+  /** the token's audience: the workspace's MCP endpoint */
+  resource: string;
 }
 
 /** The caveats of a verified session token, as the layers that enforce them ask. */
@@ -46,6 +65,14 @@ export interface AgentSessionGrant {
   allowsTool(server: string, tool: string): boolean;
   /** whether the token reaches this sandbox (its `sandbox` caveats and the `sandbox:use` capability) */
   allowsSandbox(name: string): boolean;
+}
+
+/** An OAuth access token presented to a resource it was not issued for. */
+export function oauthTokenElsewhere(resource: string): UnauthenticatedError {
+  return new UnauthenticatedError(
+    `This access token was issued for ${resource} and reaches nothing else; get a token for this endpoint`,
+    'OAUTH_TOKEN_WRONG_RESOURCE',
+  );
 }
 
 /** The caller's role inside one workspace, or null when it has no access at all. */

@@ -78,6 +78,11 @@ export const PERMISSIONS = {
   // a sandbox that reaches the internet is code running with this installation's addresses: admins decide (AILERON_SANDBOX_EGRESS too)
   'sandbox.egress': ['owner', 'admin'],
   'shell_rules.write': ['owner', 'admin'],
+  // the MCP clients people connected with OAuth: admins see and disconnect them (each person always their own)
+  'oauth_client.read': ['owner', 'admin', 'auditor'],
+  'oauth_client.revoke': ['owner', 'admin'],
+  // whether dynamically registered clients may be given access at all
+  'oauth.settings': ['owner', 'admin'],
 } as const satisfies Record<string, readonly Role[]>;
 
 export type Permission = keyof typeof PERMISSIONS;

@@ -120,6 +120,24 @@ export const SETTINGS = {
     default: '3600',
     description: 'Lifetime of the admin JWTs the control plane issues (POST /v1/auth/token).',
   },
+  AILERON_OAUTH_ACCESS_TOKEN_TTL_SECONDS: {
+    schema: positiveInt,
+    default: '900',
+    description:
+      'Lifetime of the OAuth access tokens MCP clients get for a workspace MCP endpoint (docs/oauth.md); clients refresh them.',
+  },
+  AILERON_OAUTH_REFRESH_TOKEN_TTL_SECONDS: {
+    schema: positiveInt,
+    default: '2592000',
+    description:
+      'Lifetime of an OAuth refresh token; each refresh replaces it with a new one (rotation). A client unused this long signs in again.',
+  },
+  AILERON_OAUTH_HTTP_CLIENT_IDS: {
+    schema: bool,
+    default: 'false',
+    description:
+      'Accept Client ID Metadata Documents at plain http URLs on this machine (localhost, 127.0.0.1, [::1]): for tests and local clients only; elsewhere client ids must be https.',
+  },
   AILERON_OUTBOX_POLL_MS: {
     schema: positiveInt,
     default: '1000',

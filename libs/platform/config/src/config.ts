@@ -25,6 +25,8 @@ export interface AppConfig {
   logLevel: SettingValue<'LOG_LEVEL'>;
   upstreamAllowCidrs: string[];
   jwtTtlSeconds: number;
+  /** Aileron as the authorization server of its MCP endpoints (docs/oauth.md) */
+  oauth: { accessTokenTtlSeconds: number; refreshTokenTtlSeconds: number; httpClientIds: boolean };
   outboxPollMs: number;
   /** inline root key(s); secret */
   rootKey: string | undefined;
@@ -209,6 +211,11 @@ function toAppConfig(values: SettingValues): AppConfig {
     logLevel: values.LOG_LEVEL,
     upstreamAllowCidrs: values.UPSTREAM_ALLOW_CIDRS,
     jwtTtlSeconds: values.AILERON_JWT_TTL_SECONDS,
+    oauth: {
+      accessTokenTtlSeconds: values.AILERON_OAUTH_ACCESS_TOKEN_TTL_SECONDS,
+      refreshTokenTtlSeconds: values.AILERON_OAUTH_REFRESH_TOKEN_TTL_SECONDS,
+      httpClientIds: values.AILERON_OAUTH_HTTP_CLIENT_IDS,
+    },
     outboxPollMs: values.AILERON_OUTBOX_POLL_MS,
     rootKey: values.AILERON_ROOT_KEY,
     rootKeyFile: values.AILERON_ROOT_KEY_FILE ? resolve(values.AILERON_ROOT_KEY_FILE) : undefined,

@@ -1,5 +1,6 @@
 import { Global, Module } from '@nestjs/common';
 import { APP_FILTER, APP_INTERCEPTOR, DiscoveryModule } from '@nestjs/core';
+import { AuthChallenges } from './auth-challenges';
 import { ConsoleFastPath } from './console-fast-path';
 import { FastPaths } from './fast-paths';
 import { HttpMetrics } from './http-metrics';
@@ -17,12 +18,13 @@ import { RouteValidationInterceptor } from './route-validation.interceptor';
     HttpMetrics,
     RequestLog,
     FastPaths,
+    AuthChallenges,
     RouteCatalog,
     // the web console at `/`, in front of the routes
     ConsoleFastPath,
     { provide: APP_FILTER, useClass: ProblemFilter },
     { provide: APP_INTERCEPTOR, useClass: RouteValidationInterceptor },
   ],
-  exports: [HttpMetrics, RequestLog, RouteCatalog, FastPaths],
+  exports: [HttpMetrics, RequestLog, RouteCatalog, FastPaths, AuthChallenges],
 })
 export class HttpModule {}

@@ -8,6 +8,8 @@ export { ProblemFilter, writeProblem } from './problem.filter';
 export { HttpModule } from './http.module';
 export { BODY_LIMIT_BYTES, installBodyParsers, readJsonBody, STREAMED_BODY_TYPES } from './body-parsers';
 export { FastPaths, fastPathServer } from './fast-paths';
+export { AuthChallenges } from './auth-challenges';
+export type { Challenge } from './auth-challenges';
 export type { FastPath } from './fast-paths';
 export { requestIdFor } from './request-ids';
 export { bounded } from './bounded';

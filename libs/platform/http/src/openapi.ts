@@ -128,6 +128,9 @@ export function buildOpenApi(
                 ...(route.accepts?.includes('yaml')
                   ? { 'application/yaml': { schema: jsonSchema(route.body, 'input', shared) } }
                   : {}),
+                ...(route.accepts?.includes('form')
+                  ? { 'application/x-www-form-urlencoded': { schema: jsonSchema(route.body, 'input', shared) } }
+                  : {}),
               },
             },
           }

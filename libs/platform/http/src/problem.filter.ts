@@ -1,6 +1,7 @@
 import { type ServerResponse, STATUS_CODES as STATUS_CODES_TEXT } from 'node:http';
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Logger } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { AuthChallenges } from './auth-challenges';
 import {
   databaseUnavailableReason,
   isForeignKeyViolation,
@@ -140,7 +141,7 @@ const logger = new Logger('ProblemFilter');
  * passed between replicas). An unexpected error is logged with its request id
  * here, since the client hears only that id.
  */
-export function problemAnswer(error: unknown, requestId?: string): ProblemAnswer {
+export function problemAnswer(error: unknown, requestId?: string, challenge?: string): ProblemAnswer {
   const rendered = toProblem(error, requestId);
   const { problem } = rendered;
   if (rendered.unexpected) logger.error({ err: error, requestId }, 'unhandled error');
@@ -154,12 +155,14 @@ export function problemAnswer(error: unknown, requestId?: string): ProblemAnswer
   if (typeof problem.retry_after_seconds === 'number') headers['retry-after'] = String(problem.retry_after_seconds);
   // the rest of a body that could not be read may still be on its way: it must not be read as the next request
   if ((error as { closesConnection?: unknown } | null)?.closesConnection === true) headers.connection = 'close';
+  if (problem.status === 401 && challenge !== undefined) headers['www-authenticate'] = challenge;
   return { status: problem.status, headers, body: JSON.stringify(problem) };
 }
 
 /** A problem on a raw response; one whose answer has begun can only be cut off. */
-export function writeProblem(response: ServerResponse, error: unknown, requestId?: string): void {
-  const answer = problemAnswer(error, requestId);
+/** `challenge`: the `WWW-Authenticate` of a 401 (AuthChallenges), for a path that names one. */
+export function writeProblem(response: ServerResponse, error: unknown, requestId?: string, challenge?: string): void {
+  const answer = problemAnswer(error, requestId, challenge);
   if (response.headersSent) {
     response.destroy();
     return;
@@ -171,12 +174,18 @@ export function writeProblem(response: ServerResponse, error: unknown, requestId
 
 @Catch()
 export class ProblemFilter implements ExceptionFilter {
+  constructor(private readonly challenges: AuthChallenges) {}
+
   catch(error: unknown, host: ArgumentsHost): void {
     if (host.getType() !== 'http') throw error;
     const http = host.switchToHttp();
     const request = http.getRequest<FastifyRequest>();
     const reply = http.getResponse<FastifyReply>();
-    const answer = problemAnswer(error, request.id);
+    const answer = problemAnswer(
+      error,
+      request.id,
+      this.challenges.for(request.url, request.headers.authorization !== undefined),
+    );
     if (reply.sent) return;
     void reply.status(answer.status).headers(answer.headers).send(answer.body);
   }

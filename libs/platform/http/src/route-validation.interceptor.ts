@@ -8,6 +8,7 @@ import { DomainError, FieldIssue, fieldIssues, ValidationError } from '@aileron/
 import { ROUTE_METADATA, RouteDefinition } from './route.decorator';
 
 const YAML_TYPE = /^(application|text)\/(x-)?yaml\b/i;
+const FORM_TYPE = /^application\/x-www-form-urlencoded\b/i;
 
 function parseYamlBody(text: string): unknown {
   try {
@@ -38,8 +39,13 @@ export class RouteValidationInterceptor implements NestInterceptor {
       const request = context.switchToHttp().getRequest<FastifyRequest>();
       const type = request.headers['content-type'];
       const yaml = route.accepts?.includes('yaml') === true && type !== undefined && YAML_TYPE.test(type);
-      if (route.body && type !== undefined && !yaml && !/^application\/(.+\+)?json\b/i.test(type)) {
-        const formats = route.accepts?.includes('yaml') ? 'application/json or application/yaml' : 'application/json';
+      const form = route.accepts?.includes('form') === true && type !== undefined && FORM_TYPE.test(type);
+      if (route.body && type !== undefined && !yaml && !form && !/^application\/(.+\+)?json\b/i.test(type)) {
+        const formats = [
+          'application/json',
+          ...(route.accepts?.includes('yaml') ? ['application/yaml'] : []),
+          ...(route.accepts?.includes('form') ? ['application/x-www-form-urlencoded'] : []),
+        ].join(' or ');
         throw new DomainError('UNSUPPORTED_MEDIA_TYPE', `Send the body as ${formats}`);
       }
       if (yaml && typeof request.body === 'string') (request as { body: unknown }).body = parseYamlBody(request.body);

@@ -33,14 +33,23 @@ export interface RouteDefinition {
    * permission is still checked against what gateways may do.
    */
   gateways?: true;
+  /**
+   * An OAuth access token may call this route: the MCP endpoints its audience
+   * names (docs/oauth.md). Every other route refuses one (401 OAUTH_TOKEN_WRONG_RESOURCE).
+   */
+  oauth?: true;
   /** the capability a session caveat token needs here; none: session tokens are refused (403 CAPABILITY_REQUIRED) */
   capability?: RouteCapability;
   tenancy: RouteTenancy;
   params?: z.ZodObject;
   query?: z.ZodObject;
   body?: z.ZodType;
-  /** body formats besides JSON; a YAML body is parsed to the same value JSON would give */
-  accepts?: 'yaml'[];
+  /**
+   * body formats besides JSON; a YAML body is parsed to the same value JSON
+   * would give; `form` (application/x-www-form-urlencoded) is for the forms of
+   * server-rendered pages, whose fields are strings
+   */
+  accepts?: ('yaml' | 'form')[];
   /**
    * `handler`: the body schema documents the shape, but the handler validates
    * it itself (documents with richer errors than zod's, e.g. a policy's
