@@ -185,6 +185,117 @@ describe('aileron-cp over the REST API', () => {
     expect(refused.status).toBe(401);
   });
 
+  it("rotates a gateway's token: the new one alone on stdout, the old one refused after its grace, an expiry shown", async () => {
+    const workspace = uniqueSlug('ws');
+    expect((await cli(['workspaces', 'create', workspace], api)).code).toBe(0);
+    const gateway = await aGateway(cp, cp.ownerToken, workspace, { name: 'laptop' });
+    const policy = (token: string) =>
+      fetch(`${cp.url}/v1/gateway/policy`, { headers: { authorization: `Bearer ${token}` } });
+
+    const now = await cli(['gateways', 'rotate', gateway.id, '--workspace', workspace, '--grace', '0'], api);
+    expect(now.code, now.stderr).toBe(0);
+    expect(lines(now.stdout)).toHaveLength(1);
+    const second = now.stdout.trim();
+    expect(second).toMatch(/^ail_gw_/);
+    expect(now.stderr).toBe(
+      `aileron-cp: new token for gateway laptop (${gateway.id}), shown only this once; the old token no longer works, the new one until it is rotated or the gateway revoked\n`,
+    );
+    expect((await policy(second)).status).toBe(200);
+    expect((await policy(gateway.token)).status).toBe(401);
+
+    const later = await cli(
+      ['gateways', 'rotate', gateway.id, '--workspace', workspace, '--grace', '600', '--expires-in', '86400', '--json'],
+      api,
+    );
+    expect(later.code, later.stderr).toBe(0);
+    const rotated = JSON.parse(later.stdout) as {
+      token: string;
+      token_expires_at: string;
+      previous_token_valid_until: string;
+    };
+    expect(Date.parse(rotated.token_expires_at) - Date.now()).toBeGreaterThan(86_000_000);
+    expect(Date.parse(rotated.previous_token_valid_until) - Date.now()).toBeGreaterThan(590_000);
+    // within its grace the replaced token still works, and so does the new one
+    expect((await policy(second)).status).toBe(200);
+    expect((await policy(rotated.token)).status).toBe(200);
+    const table = await cli(['gateways', 'list', '--workspace', workspace], api);
+    expect(lines(table.stdout)[0]).toMatch(/\sTOKEN EXPIRES$/);
+    expect(lines(table.stdout).find((row) => row.startsWith(gateway.id))).toContain(
+      rotated.token_expires_at.replace(/\.\d+Z$/, 'Z'),
+    );
+    expect(table.stdout + later.stderr).not.toContain(rotated.token);
+
+    const usage = await cli(['gateways', 'rotate', gateway.id, '--workspace', workspace, '--grace', 'soon'], api);
+    expect(usage.code).toBe(1);
+    expect(usage.stderr).toMatch(/^aileron-cp: option '--grace <seconds>' argument 'soon' is invalid/);
+    const tooLong = await cli(
+      ['gateways', 'rotate', gateway.id, '--workspace', workspace, '--grace', '999999999'],
+      api,
+    );
+    expect(tooLong.code).toBe(1);
+    expect(tooLong.stderr).toMatch(/^aileron-cp: VALIDATION_FAILED: body\.grace_seconds/);
+  });
+
+  it('marks a secret deliverable to gateways on write, changes that without a new value, and the audit log has each change', async () => {
+    const workspace = uniqueSlug('ws');
+    await cli(['workspaces', 'create', workspace], api);
+    const file = join(cwd, `${workspace}.deliverable`);
+    writeFileSync(file, 'a-value-for-gateways\n');
+    const put = (...flags: string[]) =>
+      cli(['secrets', 'put', 'jira/token', '--workspace', workspace, '--from-file', file, ...flags], api);
+    const delivery = async () =>
+      (
+        JSON.parse((await cli(['secrets', 'list', '--workspace', workspace, '--json'], api)).stdout).secrets as {
+          path: string;
+          deliver_to_gateways: boolean;
+        }[]
+      ).find((secret) => secret.path === 'jira/token')?.deliver_to_gateways;
+
+    expect((await put('--deliver-to-gateways')).stdout.trim()).toBe(
+      'vault://jira/token version 1 written; gateways may receive it',
+    );
+    expect(await delivery()).toBe(true);
+    expect(lines((await cli(['secrets', 'list', '--workspace', workspace], api)).stdout)[1]).toMatch(
+      /^jira\/token\s+1\s+1\s+yes\s/,
+    );
+    // a new value without the flag keeps what the secret had
+    expect((await put()).stdout.trim()).toBe('vault://jira/token version 2 written; gateways may receive it');
+    expect(await delivery()).toBe(true);
+
+    const off = await cli(['secrets', 'delivery', 'jira/token', 'off', '--workspace', workspace], api);
+    expect(off.code, off.stderr).toBe(0);
+    expect(off.stdout.trim()).toBe('vault://jira/token; gateways may not receive it');
+    expect(await delivery()).toBe(false);
+    expect((await put('--deliver-to-gateways')).stdout.trim()).toBe(
+      'vault://jira/token version 3 written; gateways may receive it',
+    );
+    expect((await put('--no-deliver-to-gateways')).stdout.trim()).toBe(
+      'vault://jira/token version 4 written; gateways may not receive it',
+    );
+
+    const exported = await cli(['audit', 'export', '--workspace', workspace], api);
+    const changes = lines(exported.stdout)
+      .map((line) => JSON.parse(line) as { type: string; data: Record<string, unknown> })
+      .filter((r) => r.type === 'secret.delivery_changed')
+      .map((r) => [r.data.deliver_to_gateways, r.data.previous]);
+    expect(changes).toEqual([
+      [true, false],
+      [false, true],
+      [true, false],
+      [false, true],
+    ]);
+
+    const bad = await cli(['secrets', 'delivery', 'jira/token', 'maybe', '--workspace', workspace], api);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(
+      /^aileron-cp: command-argument value 'maybe' is invalid for argument 'on\|off'\. must be on or off\./,
+    );
+    const missing = await cli(['secrets', 'delivery', 'nope/none', 'on', '--workspace', workspace], api);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(/^aileron-cp: SECRET_NOT_FOUND: /);
+    for (const run of [exported, off]) expect(run.stdout + run.stderr).not.toContain('a-value-for-gateways');
+  });
+
   it('puts a YAML policy from a file and evaluates a call against it', async () => {
     const workspace = uniqueSlug('ws');
     await cli(['workspaces', 'create', workspace], api);
@@ -224,7 +335,7 @@ describe('aileron-cp over the REST API', () => {
     writeFileSync(file, `${value}\n`);
     const put = await cli(['secrets', 'put', 'github/token', '--workspace', workspace, '--from-file', file], api);
     expect(put.code).toBe(0);
-    expect(put.stdout.trim()).toBe('vault://github/token version 1 written');
+    expect(put.stdout.trim()).toBe('vault://github/token version 1 written; gateways may not receive it');
     const list = await cli(['secrets', 'list', '--workspace', workspace], api);
     expect(lines(list.stdout)[1]).toMatch(/^github\/token\s+1\s+1\s/);
     const rotated = await cli(['secrets', 'rotate-key', '--workspace', workspace], api);

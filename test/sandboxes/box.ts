@@ -21,6 +21,19 @@ export interface Box {
 
 export const AGENT_CAPS = ['actions:list', 'actions:run', 'sandbox:use'];
 
+/** Each writable root of a client's policy that the sandbox did not take is said on the command's stderr, with why. */
+export function expectIgnoredRoots(stderr: string, ignored: [root: string, why: string][]): void {
+  for (const [root, why] of ignored)
+    expect(stderr).toContain(`[aileron] the writable root ${root} was ignored: ${why}\n`);
+}
+
+/** A command whose write the sandbox's bounds (or a client's policy) refused: it failed, saying the file system is read-only. */
+export function refusedReadOnly(ran: Bash, command: string): Bash {
+  expect(ran.exitCode, command).not.toBe(0);
+  expect(ran.stderr, command).toContain('Read-only file system');
+  return ran;
+}
+
 /**
  * An agent session on the sandbox `name` of `workspace` (its caveat names
  * `caveat`, the sandbox itself unless told otherwise, none when null), and

@@ -17,6 +17,7 @@ import {
 } from '@aileron/sandboxes';
 import { KubernetesSandboxDriver, type KubernetesSandboxOptions } from '@aileron/sandboxes/kubernetes';
 import { eventually } from '../support/eventually';
+import { expectIgnoredRoots, refusedReadOnly } from './box';
 import { FakeKubernetes } from '../support/fake-kubernetes';
 import { ProcessKubelet, type FakeImage } from '../support/process-kubelet';
 import { listenOnPodIP, runnerPorts, SANDBOX_VERSION as VERSION, sandboxImageMaker } from '../support/sandbox-pods';
@@ -313,6 +314,66 @@ describe('Kubernetes sandbox driver', () => {
     expect(
       fake.requests.filter((r) => r.method === 'PUT' && r.path.endsWith(`/networkpolicies/${n.networkPolicy}`)),
     ).toHaveLength(1);
+  });
+
+  it("runs a command under a client's policy in a pod of its own: /src read-only but for the writable roots, its own /tmp and TMPDIR, no egress; kept for the next such command, gone with the sandbox", async () => {
+    const spec = aSandbox({ network: 'egress' });
+    const runner = await driver.runner(spec);
+    expect(await runner.call(exec('mkdir -p app/.git lib && echo keep > keep.txt && echo ok'))).toMatchObject({
+      stdout: 'ok\n',
+    });
+    const restrictions = {
+      writable: ['/src/app', '/src/keep.txt', '/src/missing', '/tmp/other', '/tmp/tmpdir'],
+      network: false,
+      tmpdir: '/tmp/tmpdir',
+    };
+    const podsBefore = posts('pods');
+    const own = await driver.restricted(spec, restrictions);
+    const refused = async (command: string) => refusedReadOnly(await own.call(exec(command)), command);
+    const written = await own.call(exec('touch app/a && echo "$TMPDIR" && touch "$TMPDIR/t"'));
+    expect(written).toMatchObject({ exitCode: 0, stdout: '/tmp/tmpdir\n' });
+    // what the layout could not take is said on every command's stderr
+    expectIgnoredRoots(written.stderr, [
+      ['/src/keep.txt', 'it is not a directory in the sandbox'],
+      ['/src/missing', 'it is not a directory in the sandbox'],
+      ['/tmp/other', "on Kubernetes a command under a client's policy has a /tmp and home directory of its own, empty"],
+    ]);
+    await refused('touch b');
+    await refused('echo changed > keep.txt');
+    await refused('touch lib/c');
+    await refused('touch app/.git/hooks-x');
+    await refused('touch /tmp/x');
+    // no home directory of its own: the image's (read-only, or absent as in this test's image)
+    expect((await own.call(exec('touch ~/h'))).exitCode).not.toBe(0);
+    // the sandbox's own runner sees what the command wrote
+    expect((await runner.call(exec('ls app && cat keep.txt'))).stdout).toBe('a\nkeep\n');
+
+    const pod = [...fake.names('pods')]
+      .map((name) => fake.get('pods', name))
+      .find((p) => p.metadata.labels['ai.aileron/restricted-of'] === spec.id);
+    expect(pod.spec.containers.map((c: { name: string }) => c.name)).toEqual(['sandbox']);
+    expect(pod.metadata.labels['ai.aileron/sandbox']).not.toBe(spec.id);
+    expect(fake.get('networkpolicies', pod.metadata.name).spec.egress).toEqual([]);
+    expect(JSON.stringify(fake.get('networkpolicies', names(spec).networkPolicy).spec.egress)).toContain('0.0.0.0/0');
+    expect(JSON.stringify(pod)).not.toContain(fake.secretValues(names(spec).secret)!['sandbox-token']);
+
+    // the next command under the same policy uses the same pod; another policy gets one of its own
+    await driver.restricted(spec, restrictions);
+    expect(posts('pods')).toBe(podsBefore + 1);
+    const networked = await driver.restricted(spec, { network: true });
+    expect(await networked.call(exec('touch anywhere && echo ok'))).toMatchObject({ exitCode: 0, stdout: 'ok\n' });
+    expect(posts('pods')).toBe(podsBefore + 2);
+    const restrictedPods = () =>
+      fake
+        .names('pods')
+        .filter((name) => fake.get('pods', name).metadata.labels['ai.aileron/restricted-of'] === spec.id);
+    expect(restrictedPods()).toHaveLength(2);
+
+    await driver.stop(spec);
+    expect(restrictedPods()).toEqual([]);
+    expect(fake.names('networkpolicies')).toEqual([names(spec).networkPolicy]);
+    await driver.remove(spec);
+    expect(leftovers()).toEqual([]);
   });
 
   it('starts a sandbox once however many ask at the same time', async () => {

@@ -1,14 +1,16 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { ElicitRequestSchema, EmptyResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ExecutionJournal } from '@aileron/pool';
 import { attenuateCaveatToken } from '../../libs/sessions/src';
 import { People } from '../approvals/people';
-import { connect, textOf } from '../pool/mcp-client';
+import { aRemoteServer, connect, textOf } from '../pool/mcp-client';
+import { eventually } from '../support/eventually';
+import { expectIgnoredRoots, refusedReadOnly } from './box';
 import { aWorkspace } from '../support/builders';
 import { startApiControlPlane, TestControlPlane } from '../support/control-plane';
 
@@ -47,6 +49,29 @@ function fetchedHistory(dir: string, bundle: Buffer): { subject: string; author:
       const [subject, author] = line.split('\t');
       return { subject: subject!, author: author! };
     });
+}
+
+/**
+ * A stdio MCP server that takes a client's sandbox policy (as a shell server
+ * of the catalog would): `policy` answers the last one's type and its pid,
+ * `crash` ends the process. Run as `node -e` with the SDK by absolute path,
+ * as a pool instance's sandbox may read node_modules but not the test tree.
+ */
+function policyServer(): { command: string; args: string[] } {
+  const lib = (file: string): string => JSON.stringify(resolve('node_modules', file));
+  const source = [
+    `const { Server } = require(${lib('@modelcontextprotocol/sdk/dist/cjs/server/index.js')});`,
+    `const { StdioServerTransport } = require(${lib('@modelcontextprotocol/sdk/dist/cjs/server/stdio.js')});`,
+    `const types = require(${lib('@modelcontextprotocol/sdk/dist/cjs/types.js')});`,
+    `const { z } = require(${lib('zod')});`,
+    `const server = new Server({ name: 'shell', version: '1.0.0' }, { capabilities: { tools: {}, experimental: { 'codex/sandbox-state': { version: '1.0.0' } } } });`,
+    `let policy = 'none';`,
+    `server.setRequestHandler(z.object({ method: z.literal('codex/sandbox-state/update'), params: z.any() }), async (r) => { policy = r.params.sandboxPolicy.type; return {}; });`,
+    `server.setRequestHandler(types.ListToolsRequestSchema, async () => ({ tools: [{ name: 'policy', inputSchema: { type: 'object' } }, { name: 'crash', inputSchema: { type: 'object' } }] }));`,
+    `server.setRequestHandler(types.CallToolRequestSchema, async (r) => { if (r.params.name === 'crash') process.exit(1); return { content: [{ type: 'text', text: policy + ' ' + process.pid }] }; });`,
+    `server.connect(new StdioServerTransport());`,
+  ].join('\n');
+  return { command: 'node', args: ['-e', source] };
 }
 
 function structured(result: unknown): Record<string, unknown> {
@@ -774,18 +799,188 @@ describe('sandboxes (embedded, bubblewrap)', () => {
     };
     expect(refused.exitCode).toBe(1);
     expect(refused.stderr).toContain('Read-only file system');
-    expect(
-      (await box.call('bash', { command: 'echo scratch > /tmp/x && cat /tmp/x' })).structuredContent,
-    ).toMatchObject({ stdout: 'scratch\n', exitCode: 0 });
+    // read-only is all of it, as Codex has it: /tmp and the home directory too
+    for (const place of ['/tmp/x', '~/x'])
+      expect((await box.call('bash', { command: `echo scratch > ${place}` })).structuredContent, place).toMatchObject({
+        exitCode: 1,
+        stderr: expect.stringContaining('Read-only file system'),
+      });
     expect(await interfaces()).toEqual(['lo']);
+    // a root of the client's machine outside its working directory is not the sandbox's: said, never taken
     expect(
       await update({ type: 'workspace-write', writable_roots: ['/home/user/code'], network_access: true }),
-    ).toEqual({});
+    ).toEqual({
+      _meta: {
+        'aileron/sandbox-state': {
+          ignored_writable_roots: [
+            { path: '/home/user/code', reason: expect.stringMatching(/^outside what the sandbox may write/) },
+          ],
+        },
+      },
+    });
     expect((await box.call('bash', { command: 'touch /src/allowed.txt && ls /src' })).structuredContent).toMatchObject({
       stdout: 'allowed.txt\n',
       exitCode: 0,
     });
     expect((await interfaces()).length).toBeGreaterThan(1);
+  });
+
+  it('codex/sandbox-state/update workspace-write: only the working directory and the writable roots take writes, /tmp and TMPDIR as the flags say, and no root widens the sandbox', async () => {
+    const box = await aSandbox('roots-box');
+    const bash = async (command: string) =>
+      (await box.call('bash', { command })).structuredContent as { stdout: string; stderr: string; exitCode: number };
+    expect(
+      await bash('mkdir -p app/.git lib other && ln -s /etc etc-link && ln -s /src/other other-link && echo made'),
+    ).toMatchObject({ stdout: 'made\n', exitCode: 0 });
+    const update = (sandboxPolicy: Record<string, unknown>, sandboxCwd?: string) =>
+      box.client.request(
+        {
+          method: 'codex/sandbox-state/update',
+          params: { sandboxPolicy, ...(sandboxCwd ? { sandboxCwd } : {}) },
+        } as never,
+        EmptyResultSchema,
+      );
+    const roots = ['/src/lib', '/', '/etc', '/src/../etc', '/src/etc-link', '/src/other-link', '/src/missing'];
+    const acked = await update({ type: 'workspace-write', writable_roots: roots }, '/src/app');
+    // Codex reads the empty ack; what was not taken is said beside it
+    expect(acked._meta?.['aileron/sandbox-state']).toEqual({
+      ignored_writable_roots: ['/', '/etc', '/src/../etc'].map((path) => ({
+        path,
+        reason: expect.stringMatching(/^outside what the sandbox may write/),
+      })),
+    });
+    expect(await bash('touch app/a lib/b && echo wrote')).toMatchObject({ stdout: 'wrote\n', exitCode: 0 });
+    const refusedAt = async (command: string) => refusedReadOnly(await bash(command), command);
+    const outside = await refusedAt('touch other/c');
+    // the runner looked at each root in the sandbox: links and missing roots are not taken, and it says so
+    expectIgnoredRoots(outside.stderr, [
+      ['/src/etc-link', 'it is or passes through a symbolic link (to /etc)'],
+      ['/src/other-link', 'it is or passes through a symbolic link (to /src/other)'],
+      ['/src/missing', 'it does not exist in the sandbox'],
+    ]);
+    await refusedAt('touch other-link/d');
+    await refusedAt('touch etc-link/passwd-x');
+    await refusedAt('touch top-level-file');
+    // inside a writable root, .git stays read-only, as Codex keeps it; the home directory is not the workspace
+    await refusedAt('touch app/.git/hooks-x');
+    await refusedAt('touch ~/h');
+    expect(await bash('echo t > /tmp/t && echo "$TMPDIR"')).toMatchObject({ stdout: '/tmp\n', exitCode: 0 });
+
+    await update({ type: 'workspace-write', exclude_slash_tmp: true }, '/src/app');
+    await refusedAt('echo t > /tmp/u');
+    expect(await bash('echo t > "$TMPDIR/u" && cat "$TMPDIR/u" && echo "$TMPDIR"')).toMatchObject({
+      stdout: 't\n/tmp/tmpdir\n',
+      exitCode: 0,
+    });
+    await update({ type: 'workspace-write', exclude_slash_tmp: true, exclude_tmpdir_env_var: true }, '/src/app');
+    const neither = await refusedAt('echo t > "$TMPDIR/v"');
+    expect(neither.stderr).toContain('/tmp/v');
+    await refusedAt('echo t > /tmp/tmpdir/v');
+    await update({ type: 'workspace-write', exclude_tmpdir_env_var: true });
+    expect(await bash('echo t > /tmp/w && touch other/e && echo both')).toMatchObject({
+      stdout: 'both\n',
+      exitCode: 0,
+    });
+
+    // a policy it cannot read is refused saying why, and the session keeps the bounds it had
+    await expect(update({ type: 'everything-goes' })).rejects.toThrow(/params\.sandboxPolicy/);
+    await expect(update({ type: 'workspace-write', writable_roots: '/' })).rejects.toThrow(
+      /params\.sandboxPolicy\.writable_roots/,
+    );
+    await refusedAt('touch ~/still-read-only');
+    await update({ type: 'danger-full-access' });
+    expect(await bash('touch ~/h other/f app/.git/g && echo free')).toMatchObject({ stdout: 'free\n', exitCode: 0 });
+    // none of it ever reached the host: the link's target on the host is untouched
+    expect(existsSync('/etc/passwd-x')).toBe(false);
+  });
+
+  it('codex/sandbox-state on /mcp/{ws}: declared where the session reaches a sandbox, and routed to the sandbox tools of that MCP session alone', async () => {
+    const box = await aSandbox('agg-box');
+    const aggregate = async (token: string) => {
+      const client = (await connect(cp, token, `/mcp/${ws}`)).client;
+      clients.push(client);
+      return client;
+    };
+    const update = (client: Client, sandboxPolicy: Record<string, unknown>) =>
+      client.request(
+        { method: 'codex/sandbox-state/update', params: { sandboxPolicy, sandboxCwd: '/home/dev/app' } } as never,
+        EmptyResultSchema,
+      );
+    const touch = async (client: Client, file: string) =>
+      structured(
+        await client.callTool({ name: 'sandbox__bash', arguments: { sandbox: 'agg-box', command: `touch ${file}` } }),
+      );
+    const codex = await aggregate(box.token);
+    expect(codex.getServerCapabilities()?.experimental).toEqual({ 'codex/sandbox-state': { version: '1.0.0' } });
+    expect(await update(codex, { type: 'workspace-write', writable_roots: ['/home/dev/app/out', '/etc'] })).toEqual({
+      _meta: {
+        'aileron/sandbox-state': {
+          ignored_writable_roots: [
+            { path: '/etc', reason: expect.stringMatching(/^outside what the sandbox may write/) },
+          ],
+        },
+      },
+    });
+    expect(await update(codex, { type: 'read-only' })).toEqual({});
+    expect(await touch(codex, 'blocked')).toMatchObject({
+      exitCode: 1,
+      stderr: expect.stringContaining('Read-only file system'),
+    });
+    // the policy is that MCP session's: another session of the same token, on either endpoint, keeps the sandbox's bounds
+    expect(await touch(await aggregate(box.token), 'from-another-session')).toMatchObject({ exitCode: 0 });
+    expect(await box.call('bash', { command: 'touch direct && ls' })).toMatchObject({
+      structuredContent: { stdout: 'direct\nfrom-another-session\n', exitCode: 0 },
+    });
+    // a bad policy is the sandbox server's refusal, passed on as it said it
+    await expect(update(codex, { type: 'workspace-write', network_access: 'yes' })).rejects.toThrow(
+      /params\.sandboxPolicy\.network_access/,
+    );
+
+    // a session whose token does not reach the sandbox tools has neither the capability nor the request
+    const narrow = await cp.request('POST', '/v1/sessions', {
+      body: {
+        workspace: ws,
+        name: 'no sandbox',
+        caps: ['actions:list', 'actions:run'],
+        caveats: { servers: ['github'] },
+      },
+    });
+    expect(narrow.status, narrow.text).toBe(201);
+    const other = await aggregate(narrow.body.caveat_token);
+    expect(other.getServerCapabilities()?.experimental).toBeUndefined();
+    await expect(update(other, { type: 'read-only' })).rejects.toThrow(
+      /Method not found: codex\/sandbox-state\/update/,
+    );
+  });
+
+  it('a catalog server that takes the policy gets it on /mcp/{ws} beside the sandbox tools, and again in the new session of its restarted instance', async () => {
+    const server = await aRemoteServer(cp, cp.ownerToken, ws, policyServer());
+    const client = (await connect(cp, cp.ownerToken, `/mcp/${ws}`)).client;
+    clients.push(client);
+    expect(client.getServerCapabilities()?.experimental).toEqual({ 'codex/sandbox-state': { version: '1.0.0' } });
+    const seen = async () => textOf(await client.callTool({ name: `${server}__policy`, arguments: {} })).split(' ');
+    const [none, firstPid] = await seen();
+    expect(none).toBe('none');
+    expect(
+      await client.request(
+        { method: 'codex/sandbox-state/update', params: { sandboxPolicy: { type: 'read-only' } } } as never,
+        EmptyResultSchema,
+      ),
+    ).toEqual({});
+    expect((await seen())[0]).toBe('read-only');
+    // the sandbox tools of the same MCP session got it too
+    expect(
+      structured(
+        await client.callTool({ name: 'sandbox__bash', arguments: { sandbox: 'fix-the-bug', command: 'touch x' } }),
+      ),
+    ).toMatchObject({ exitCode: 1, stderr: expect.stringContaining('Read-only file system') });
+    await client.callTool({ name: `${server}__crash`, arguments: {} }).catch(() => undefined);
+    const [after, secondPid] = await eventually('a new instance answers', async () => {
+      const answer = await seen().catch(() => null);
+      return answer && answer[1] !== firstPid ? answer : undefined;
+    });
+    expect(secondPid).not.toBe(firstPid);
+    expect(after).toBe('read-only');
   });
 
   it('never snapshots a lost+found at the root of /src (a new ext4 volume has one), only the agent’s deeper ones', async () => {

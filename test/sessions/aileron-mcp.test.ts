@@ -4,10 +4,17 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import {
+  type ClientCapabilities,
+  ElicitationCompleteNotificationSchema,
+  ElicitRequestSchema,
+  EmptyResultSchema,
+} from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ApprovalsService } from '@aileron/approvals';
+import { McpSessions } from '@aileron/pool';
 import { People } from '../approvals/people';
-import { aRemoteServer, SERVERS, textOf } from '../pool/mcp-client';
+import { aRemoteServer, connect, SERVERS, textOf } from '../pool/mcp-client';
 import { aToken, aWorkspace } from '../support/builders';
 import { startApiControlPlane, TestControlPlane } from '../support/control-plane';
 import { eventually } from '../support/eventually';
@@ -95,13 +102,20 @@ describe('the aileron-mcp bundle on its own', () => {
   });
 });
 
-describe('aileron-mcp against a running control plane', () => {
-  let cp: TestControlPlane;
+/**
+ * For the describe block that calls it: a control plane with `env`, people
+ * who sign in to it (approvers), and the clients a test opened, closed after.
+ */
+function withControlPlane(
+  env: Record<string, string>,
+  started: (cp: TestControlPlane) => void,
+): { people: People; clients: Client[] } {
   const people = new People();
   const clients: Client[] = [];
-
+  let cp: TestControlPlane | undefined;
   beforeAll(async () => {
-    cp = await startApiControlPlane({ AILERON_POOL_APPROVAL_WAIT_SECONDS: '0' });
+    cp = await startApiControlPlane(env);
+    started(cp);
     await people.start();
     await people.trustedBy(cp);
   });
@@ -110,11 +124,23 @@ describe('aileron-mcp against a running control plane', () => {
     await cp?.close();
     await people.stop();
   });
+  return { people, clients };
+}
+
+describe('aileron-mcp against a running control plane', () => {
+  let cp: TestControlPlane;
+  const { people, clients } = withControlPlane(
+    { AILERON_POOL_APPROVAL_WAIT_SECONDS: '0' },
+    (started) => (cp = started),
+  );
 
   /** A session of the owner's in a fresh workspace, and its agent-config as Claude reads it. */
-  async function aSession(ws: string): Promise<{ id: string; token: string; env: Record<string, string> }> {
+  async function aSession(
+    ws: string,
+    caps?: string[],
+  ): Promise<{ id: string; token: string; env: Record<string, string> }> {
     const started = await cp.request('POST', '/v1/sessions', {
-      body: { workspace: ws, name: 'aileron-mcp test', agent: 'claude' },
+      body: { workspace: ws, name: 'aileron-mcp test', agent: 'claude', ...(caps ? { caps } : {}) },
     });
     expect(started.status, started.text).toBe(201);
     const config = await cp.request('GET', `/v1/sessions/${started.body.id}/agent-config?agent=claude`);
@@ -138,7 +164,10 @@ describe('aileron-mcp against a running control plane', () => {
     };
   }
 
-  async function connectAgent(env: Record<string, string>): Promise<{ client: Client; stderr: () => string }> {
+  async function connectAgent(
+    env: Record<string, string>,
+    capabilities: ClientCapabilities = {},
+  ): Promise<{ client: Client; stderr: () => string }> {
     const transport = new StdioClientTransport({
       command: process.execPath,
       args: [copied],
@@ -148,7 +177,7 @@ describe('aileron-mcp against a running control plane', () => {
     });
     let stderr = '';
     transport.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    const client = new Client({ name: 'agent', version: '1.0.0' });
+    const client = new Client({ name: 'agent', version: '1.0.0' }, { capabilities });
     await client.connect(transport);
     clients.push(client);
     return { client, stderr: () => stderr };
@@ -319,5 +348,174 @@ describe('aileron-mcp against a running control plane', () => {
     expect(pool.isError).toBe(true);
     expect(textOf(pool)).toContain('SESSION_ENDED');
     expect(stderr()).not.toContain(session.token);
+  });
+
+  it('declares codex/sandbox-state where the session reaches a sandbox, passes the policy on, and gives it again to a session the control plane opened anew', async () => {
+    const ws = await aWorkspace(cp, cp.ownerToken);
+    await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, { body: { default: 'allow', rules: [] } });
+    const made = await cp.request('POST', `/v1/workspaces/${ws.slug}/sandboxes`, { body: { name: 'box' } });
+    expect(made.status, made.text).toBe(201);
+    const session = await aSession(ws.slug, ['actions:list', 'actions:run', 'sandbox:use']);
+    const { client, stderr } = await connectAgent(session.env);
+    expect(client.getServerCapabilities()?.experimental, stderr()).toEqual({
+      'codex/sandbox-state': { version: '1.0.0' },
+    });
+    const update = (sandboxPolicy: Record<string, unknown>) =>
+      client.request(
+        { method: 'codex/sandbox-state/update', params: { sandboxPolicy, sandboxCwd: '/work/app' } } as never,
+        EmptyResultSchema,
+      );
+    const touch = async (file: string) =>
+      (await client.callTool({ name: 'sandbox__bash', arguments: { sandbox: 'box', command: `touch ${file}` } }))
+        .structuredContent as { exitCode: number; stderr: string };
+    expect(await update({ type: 'read-only' })).toEqual({});
+    expect(await touch('first')).toMatchObject({
+      exitCode: 1,
+      stderr: expect.stringContaining('Read-only file system'),
+    });
+
+    // the control plane forgets the MCP session (a restart, an eviction): the one aileron-mcp opens instead gets the policy before anything runs
+    const sessions = cp.cp.app.get(McpSessions) as unknown as {
+      sessions: Map<string, { session: { close(): Promise<void> } }>;
+    };
+    const before = [...sessions.sessions.keys()];
+    for (const id of before) await sessions.sessions.get(id)?.session.close();
+    expect(await touch('second')).toMatchObject({
+      exitCode: 1,
+      stderr: expect.stringContaining('Read-only file system'),
+    });
+    expect([...sessions.sessions.keys()].filter((id) => !before.includes(id))).toHaveLength(1);
+
+    expect(await update({ type: 'danger-full-access' })).toEqual({});
+    expect(await touch('third')).toMatchObject({ exitCode: 0 });
+    await expect(update({ type: 'workspace-write', writable_roots: 'all' })).rejects.toThrow(
+      /params\.sandboxPolicy\.writable_roots/,
+    );
+
+    // a session whose token does not reach the sandbox tools: neither the capability nor the request
+    const narrowed = await cp.request('POST', '/v1/sessions', {
+      body: { workspace: ws.slug, name: 'memory only', caveats: { servers: ['memory'] } },
+    });
+    expect(narrowed.status, narrowed.text).toBe(201);
+    const other = await connectAgent({
+      ...session.env,
+      AILERON_TOKEN: narrowed.body.caveat_token,
+      AILERON_SESSION_ID: narrowed.body.id,
+    });
+    expect(other.client.getServerCapabilities()?.experimental).toBeUndefined();
+    await expect(
+      other.client.request(
+        { method: 'codex/sandbox-state/update', params: { sandboxPolicy: { type: 'read-only' } } } as never,
+        EmptyResultSchema,
+      ),
+    ).rejects.toThrow(/Method not found/);
+  });
+});
+
+describe("a shell rule's prompt reaches an agent behind aileron-mcp as on the direct endpoint", () => {
+  let cp: TestControlPlane;
+  // calls held for approval wait for it, as in production
+  const { people, clients } = withControlPlane(
+    { AILERON_POOL_APPROVAL_WAIT_SECONDS: '120' },
+    (started) => (cp = started),
+  );
+
+  it('a client that declares URL elicitation is shown the review page while the call waits; one that does not waits on the approval flow; the approver decides either way', async () => {
+    const ws = (await aWorkspace(cp, cp.ownerToken)).slug;
+    await cp.request('PUT', `/v1/workspaces/${ws}/policy`, { body: { default: 'allow', rules: [] } });
+    expect((await cp.request('POST', `/v1/workspaces/${ws}/sandboxes`, { body: { name: 'box' } })).status).toBe(201);
+    const rules = await cp.request('PUT', `/v1/workspaces/${ws}/shell-rules`, {
+      body: { codex_rules: 'prefix_rule(pattern = ["touch"], decision = "prompt")\n', elicitation: true },
+    });
+    expect(rules.status, rules.text).toBe(200);
+    const approver = await people.aPerson(cp, ws, 'approver');
+    const started = await cp.request('POST', '/v1/sessions', {
+      body: { workspace: ws, name: 'agent', agent: 'codex', caps: ['actions:list', 'actions:run', 'sandbox:use'] },
+    });
+    expect(started.status, started.text).toBe(201);
+    const env = {
+      AILERON_URL: cp.url,
+      AILERON_TOKEN: started.body.caveat_token as string,
+      AILERON_WORKSPACE: ws,
+      AILERON_SESSION_ID: started.body.id as string,
+    };
+    const pending = async () =>
+      (
+        (await cp.request('GET', `/v1/workspaces/${ws}/approvals?status=pending`)).body.items as {
+          id: string;
+          arguments: { command: string };
+        }[]
+      ).map((a) => ({ id: a.id, command: a.arguments.command }));
+
+    // aileron-mcp over stdio, as Codex runs it; and the direct endpoint, for comparison
+    const stdio = async (capabilities: ClientCapabilities): Promise<Client> => {
+      const transport = new StdioClientTransport({ command: process.execPath, args: [copied], env, cwd: sandbox });
+      const client = new Client({ name: 'codex', version: '1.0.0' }, { capabilities });
+      await client.connect(transport);
+      return client;
+    };
+    const direct = async (capabilities: ClientCapabilities): Promise<Client> =>
+      (await connect(cp, env.AILERON_TOKEN, `/mcp/${ws}`, capabilities)).client;
+    const both = { elicitation: { form: {}, url: {} } };
+    const agents: { label: string; capabilities: ClientCapabilities; open: typeof stdio }[] = [
+      { label: 'aileron-mcp, URL elicitation', capabilities: both, open: stdio },
+      { label: 'the direct endpoint, URL elicitation', capabilities: both, open: direct },
+      { label: 'aileron-mcp, form elicitation only', capabilities: { elicitation: {} }, open: stdio },
+      { label: 'aileron-mcp, no elicitation', capabilities: {}, open: stdio },
+    ];
+    for (const [n, agent] of agents.entries()) {
+      const url = Boolean(agent.capabilities.elicitation?.url);
+      const client = await agent.open(agent.capabilities);
+      clients.push(client);
+      const asked: { mode?: string; url?: string; message: string; elicitationId?: string }[] = [];
+      const completed: string[] = [];
+      if (agent.capabilities.elicitation) {
+        // an agent's client that would accept anything: its answer must decide nothing
+        client.setRequestHandler(ElicitRequestSchema, async (request) => {
+          asked.push(request.params as (typeof asked)[number]);
+          return { action: 'accept' };
+        });
+        if (url)
+          client.setNotificationHandler(ElicitationCompleteNotificationSchema, (notification) => {
+            completed.push(notification.params.elicitationId);
+          });
+      }
+      const file = `approved-${n}`;
+      const call = client.callTool(
+        { name: 'sandbox__bash', arguments: { sandbox: 'box', command: `touch ${file} && ls` } },
+        undefined,
+        { timeout: 120_000 },
+      );
+      const request = await eventually(`${agent.label}: the approval request`, async () =>
+        (await pending()).find((a) => a.command === `touch ${file} && ls`),
+      );
+      if (url) {
+        await eventually(`${agent.label}: the page shown`, () => asked.length === 1);
+        expect(asked[0], agent.label).toMatchObject({
+          mode: 'url',
+          url: `${cp.cp.config.publicUrl}/review/${request!.id}`,
+          message: expect.stringContaining(`touch ${file} && ls`),
+          elicitationId: expect.stringMatching(new RegExp(`^${request!.id}\\.`)),
+        });
+      }
+      // the client's own "accept" ran nothing: the call still waits for a person
+      expect(
+        (await pending()).map((a) => a.id),
+        agent.label,
+      ).toContain(request!.id);
+      const approved = await cp.request('POST', `/v1/approvals/${request!.id}/approve`, {
+        token: approver.token,
+        body: { reason: 'fine' },
+      });
+      expect(approved.status, approved.text).toBe(200);
+      const result = (await call) as unknown as { structuredContent: { stdout: string; exitCode: number } };
+      expect(result.structuredContent, agent.label).toMatchObject({
+        exitCode: 0,
+        stdout: expect.stringContaining(file),
+      });
+      if (url) await eventually(`${agent.label}: the page announced complete`, () => completed.length === 1);
+      else expect(asked, agent.label).toEqual([]);
+      expect(completed.every((id) => id === asked[0]?.elicitationId)).toBe(true);
+    }
   });
 });

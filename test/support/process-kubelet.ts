@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomInt } from 'node:crypto';
-import { existsSync, mkdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, realpathSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { systemRootArgs } from '@aileron/bubblewrap';
@@ -60,13 +60,15 @@ const PATH = '/usr/local/bin:/usr/bin:/bin';
  * system), an empty directory per emptyDir, a directory per claim that
  * outlives the pod (the persistent volume, deleted with its claim, made with
  * the `lost+found` a new ext4 file system has at its root), read-only
- * where the volume mount says so, the environment from the pod spec and its
- * Secrets. Every pod gets an IP of its own in 127.0.0.0/8.
+ * where the volume mount says so, a subPath of it where the mount names
+ * one, the environment from the pod spec and its Secrets. Every pod gets an
+ * IP of its own in 127.0.0.0/8.
  *
  * What it does not do: enforce resources (cgroups), enforce NetworkPolicies
  * (the pods share this machine's network), pull images (an image is
  * `images[name]`: files of ours and an environment), or schedule (claims and
- * Secrets are waited for as the scheduler and kubelet do).
+ * Secrets are waited for as the scheduler and kubelet do; affinity is
+ * moot: there is one node).
  */
 export class ProcessKubelet {
   private readonly pods = new Map<string, Map<string, Running>>();
@@ -218,7 +220,16 @@ export class ProcessKubelet {
         const dir = this.volume(volume.persistentVolumeClaim.claimName);
         // provisioned on first use, as mkfs.ext4 leaves a new volume: lost+found at its root
         if (!existsSync(dir)) mkdirSync(join(dir, 'lost+found'), { recursive: true, mode: 0o700 });
-        args.push(mount.readOnly ? '--ro-bind' : '--bind', dir, mount.mountPath);
+        // a subPath as the kubelet mounts it: made if missing, and never through a link that leaves the volume
+        let source = dir;
+        if (mount.subPath) {
+          source = join(dir, mount.subPath);
+          if (!existsSync(source)) mkdirSync(source, { recursive: true });
+          const real = realpathSync(source);
+          if (real !== realpathSync(dir) && !real.startsWith(`${realpathSync(dir)}/`))
+            throw new Error(`subPath ${mount.subPath} leaves the volume`);
+        }
+        args.push(mount.readOnly ? '--ro-bind' : '--bind', source, mount.mountPath);
       } else if (volume.emptyDir) {
         args.push('--tmpfs', mount.mountPath, ...(mount.readOnly ? ['--remount-ro', mount.mountPath] : []));
       }

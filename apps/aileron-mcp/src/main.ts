@@ -52,16 +52,17 @@ export async function run(args: string[]): Promise<number> {
     say(error.message);
     return EXIT_CONFIG;
   }
-  const { server, close } = createServer(settings, version(), say);
+  const { server, serve, close } = createServer(settings, version(), say);
   const transport = new StdioServerTransport();
   const closed = new Promise<void>((resolve) => {
     server.onclose = resolve;
     // the agent going away closes stdin; the SDK's stdio transport does not notice that by itself
-    process.stdin.once('end', () => void server.close());
-    process.once('SIGTERM', () => void server.close());
-    process.once('SIGINT', () => void server.close());
+    const end = (): void => void transport.close();
+    process.stdin.once('end', end);
+    process.once('SIGTERM', end);
+    process.once('SIGINT', end);
   });
-  await server.connect(transport);
+  await serve(transport);
   await closed;
   await close();
   return 0;

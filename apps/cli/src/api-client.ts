@@ -116,6 +116,10 @@ export class ApiClient {
     return this.request<T>('PUT', path, body);
   }
 
+  patch<T>(path: string, body: unknown): Promise<T> {
+    return this.request<T>('PATCH', path, body);
+  }
+
   /** A body that is not JSON (an export); errors still come back as problem+json. */
   getText(path: string): Promise<string> {
     return this.request<string>('GET', path, undefined, undefined, true);

@@ -13,6 +13,8 @@ interface GatewayView {
   enrolled_at: string;
   last_seen_at: string | null;
   revoked_at: string | null;
+  token_expires_at: string | null;
+  previous_token_valid_until: string | null;
 }
 
 interface PolicyView {
@@ -44,7 +46,9 @@ function json(value: string): Record<string, unknown> {
 }
 
 export function addGatewaysCommand(parent: Command): void {
-  const gateways = parent.command('gateways').description("enrol, list and revoke a workspace's local gateways");
+  const gateways = parent
+    .command('gateways')
+    .description("enrol, list, rotate and revoke a workspace's local gateways");
 
   withApiOptions(
     gateways
@@ -80,7 +84,7 @@ export function addGatewaysCommand(parent: Command): void {
     if (options.json) return printJson({ gateways: list });
     if (list.length === 0) return out('no gateways');
     printTable(
-      ['id', 'name', 'groups', 'status', 'last seen', 'enrolled'],
+      ['id', 'name', 'groups', 'status', 'last seen', 'enrolled', 'token expires'],
       list.map((g) => [
         g.id,
         g.name,
@@ -88,8 +92,42 @@ export function addGatewaysCommand(parent: Command): void {
         g.revoked_at ? 'revoked' : 'active',
         when(g.last_seen_at),
         when(g.enrolled_at),
+        when(g.token_expires_at),
       ]),
     );
+  });
+
+  withApiOptions(
+    gateways
+      .command('rotate')
+      .description(
+        'give a gateway a new token; prints the token itself, once, on stdout. The old one works for the grace period, then every replica refuses it',
+      )
+      .argument('<id>', 'the gateway id (see gateways list)')
+      .requiredOption('--workspace <slug>', 'the workspace')
+      .option(
+        '--grace <seconds>',
+        'how long the old token keeps working (default 3600; 0: it stops at once; at most 7 days)',
+        seconds,
+      )
+      .option('--expires-in <seconds>', 'when the new token stops working (60 s to 366 days; default: never)', seconds),
+  ).action(async (id: string, options: WorkspaceOption & { grace?: number; expiresIn?: number }) => {
+    const rotated = await ApiClient.from(options).post<GatewayView & { token: string }>(
+      `/v1/workspaces/${encodeURIComponent(options.workspace)}/gateways/${encodeURIComponent(id)}/rotate`,
+      {
+        ...(options.grace !== undefined ? { grace_seconds: options.grace } : {}),
+        ...(options.expiresIn !== undefined ? { expires_in_seconds: options.expiresIn } : {}),
+      },
+    );
+    if (options.json) return printJson(rotated);
+    out(rotated.token);
+    const old = rotated.previous_token_valid_until
+      ? `the old token works until ${when(rotated.previous_token_valid_until)}`
+      : 'the old token no longer works';
+    const expiry = rotated.token_expires_at
+      ? `the new one until ${when(rotated.token_expires_at)}`
+      : 'the new one until it is rotated or the gateway revoked';
+    note(`new token for gateway ${rotated.name} (${rotated.id}), shown only this once; ${old}, ${expiry}`);
   });
 
   withApiOptions(

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { Command } from 'commander';
+import { Command, InvalidArgumentError } from 'commander';
 import { ApiClient, ApiOptions } from './api-client';
 import { withApiOptions } from './api-commands';
 import { CliError } from './cli-error';
@@ -16,6 +16,7 @@ interface SecretView {
   updated_by: string | null;
   last_read_at: string | null;
   last_read_by: string | null;
+  deliver_to_gateways: boolean;
 }
 
 interface VerifyView {
@@ -33,6 +34,16 @@ function secretPath(path: string): string {
   return path.split('/').map(encodeURIComponent).join('/');
 }
 
+function onOff(value: string): boolean {
+  if (value === 'on') return true;
+  if (value === 'off') return false;
+  throw new InvalidArgumentError('must be on or off.');
+}
+
+function deliveryNote(secret: SecretView): string {
+  return secret.deliver_to_gateways ? '; gateways may receive it' : '; gateways may not receive it';
+}
+
 export function addSecretsCommand(parent: Command): void {
   const secrets = parent
     .command('secrets')
@@ -46,8 +57,13 @@ export function addSecretsCommand(parent: Command): void {
       )
       .argument('<path>', 'e.g. github/token')
       .requiredOption('--workspace <slug>', 'the workspace')
-      .option('--from-file <file>', 'read the value from a file instead of stdin'),
-  ).action(async (path: string, options: WorkspaceOption & { fromFile?: string }) => {
+      .option('--from-file <file>', 'read the value from a file instead of stdin')
+      .option(
+        '--deliver-to-gateways',
+        'gateways may receive the value for their local servers (each read audited); left out, a new secret is not deliverable and an existing one keeps its setting',
+      )
+      .option('--no-deliver-to-gateways', 'gateways may not receive the value'),
+  ).action(async (path: string, options: WorkspaceOption & { fromFile?: string; deliverToGateways?: boolean }) => {
     let value: string;
     try {
       value = readFileSync(options.fromFile ?? 0, 'utf8').replace(/\r?\n$/, '');
@@ -57,9 +73,27 @@ export function addSecretsCommand(parent: Command): void {
     if (value === '') throw new CliError('the value is empty: pipe it on stdin or pass --from-file');
     const written = await ApiClient.from(options).put<SecretView>(`${ws(options)}/secrets/${secretPath(path)}`, {
       value,
+      ...(options.deliverToGateways === undefined ? {} : { deliver_to_gateways: options.deliverToGateways }),
     });
     if (options.json) return printJson(written);
-    out(`${written.ref} version ${written.version} written`);
+    out(`${written.ref} version ${written.version} written${deliveryNote(written)}`);
+  });
+
+  withApiOptions(
+    secrets
+      .command('delivery')
+      .description(
+        'say whether gateways may receive a secret for their local servers, without writing a new value (audited as secret.delivery_changed)',
+      )
+      .argument('<path>', 'e.g. github/token')
+      .argument('<on|off>', 'on: gateways may receive it; off: they may not', onOff)
+      .requiredOption('--workspace <slug>', 'the workspace'),
+  ).action(async (path: string, deliver: boolean, options: WorkspaceOption) => {
+    const changed = await ApiClient.from(options).patch<SecretView>(`${ws(options)}/secrets/${secretPath(path)}`, {
+      deliver_to_gateways: deliver,
+    });
+    if (options.json) return printJson(changed);
+    out(`${changed.ref}${deliveryNote(changed)}`);
   });
 
   withApiOptions(
@@ -72,11 +106,12 @@ export function addSecretsCommand(parent: Command): void {
     if (options.json) return printJson({ secrets: list });
     if (list.length === 0) return out('no secrets');
     printTable(
-      ['path', 'version', 'kept', 'updated', 'by', 'last read', 'by'],
+      ['path', 'version', 'kept', 'gateways', 'updated', 'by', 'last read', 'by'],
       list.map((s) => [
         s.path,
         String(s.version),
         s.versions.join(','),
+        s.deliver_to_gateways ? 'yes' : 'no',
         when(s.updated_at),
         s.updated_by ?? '-',
         when(s.last_read_at),

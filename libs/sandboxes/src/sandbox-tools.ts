@@ -18,12 +18,26 @@ export interface ToolCaller {
 
 /** What one MCP session of the sandbox server has been told. */
 export interface SessionState {
-  /** the last `codex/sandbox-state/update`: applied to this MCP session's later `bash` calls */
-  sandboxPolicy: Record<string, unknown> | null;
+  /** from the last `codex/sandbox-state/update`: applied to this MCP session's later `bash` calls; null: the sandbox's own */
+  restrictions: CommandRestrictions | null;
 }
 
 /** Asks the person at the MCP client (an elicitation); absent when the client cannot be asked. */
 export type Elicit = (message: string) => Promise<'accept' | 'decline' | 'cancel'>;
+
+/**
+ * Shows the person at the MCP client a page to open (a URL-mode
+ * elicitation, which the client opens outside itself): where the answer is
+ * given is the page, never the client's reply. `done` says it is over
+ * (`decided`: the page's work is done, `notifications/elicitation/complete`).
+ */
+export type OpenPage = (page: { message: string; url: string; id: string }) => { done(decided: boolean): void };
+
+/** What the MCP client can put before the person there, as it declared: a question (form) or a page (url). */
+export interface ClientAsks {
+  elicit?: Elicit;
+  openPage?: OpenPage;
+}
 
 /** Tells the MCP client that the call is still under way (a progress notification); absent when the client asked for none. */
 export type Progress = (message: string) => void;
@@ -41,23 +55,8 @@ export type ShellGate = (
   command: string,
   workdir: string,
   wait: HeldCall,
-  elicit: Elicit | undefined,
+  asks: ClientAsks,
 ) => Promise<{ stderr: string; exitCode: number } | null>;
-
-/**
- * What a Codex client's sandbox policy asks of later `bash` calls, in this
- * sandbox's terms: its workspace is /src. `read-only` leaves /src read-only;
- * `workspace-write` leaves it writable (its other writable roots name the
- * client's machine, not this sandbox); either without `network_access` has
- * no network. `danger-full-access`, or none: the sandbox's own bounds.
- */
-export function restrictionsOf(policy: Record<string, unknown> | null): CommandRestrictions | null {
-  if (!policy) return null;
-  const network = policy.network_access === true;
-  if (policy.type === 'read-only') return { writable: [], network };
-  if (policy.type === 'workspace-write') return { network };
-  return null;
-}
 
 const sandbox = z
   .string()
@@ -243,7 +242,7 @@ export class SandboxTools {
     name: string,
     raw: unknown,
     signal: AbortSignal,
-    elicit?: Elicit,
+    asks: ClientAsks = {},
     progress?: Progress,
   ): Promise<CallToolResult> {
     if (!Object.hasOwn(this.args, name)) return toolError('UNKNOWN_TOOL', `Unknown tool: ${name}`);
@@ -261,7 +260,7 @@ export class SandboxTools {
     const target = await this.sandboxes.find(who.scope, args.sandbox);
     if (!target) return toolError('SANDBOX_NOT_FOUND', `sandbox not found: ${slug}`);
     try {
-      return await this.run(who, target, name as keyof Args, parsed.data, signal, elicit, progress);
+      return await this.run(who, target, name as keyof Args, parsed.data, signal, asks, progress);
     } catch (error) {
       if (error instanceof RunnerError) return toolError(error.failure.code, error.failure.message);
       if (error instanceof PatchError) return toolError(error.code, `${error.message}; nothing was changed`);
@@ -276,7 +275,7 @@ export class SandboxTools {
     name: keyof Args,
     data: unknown,
     signal: AbortSignal,
-    elicit: Elicit | undefined,
+    asks: ClientAsks,
     progress?: Progress,
   ): Promise<CallToolResult> {
     const author = authorOf(who.caller);
@@ -328,7 +327,7 @@ export class SandboxTools {
       case 'bash': {
         const a = data as z.infer<Args['bash']>;
         const workdir = a.workdir ?? SANDBOX_WORKDIR;
-        const refused = await this.shellGate(who, target, a.command, workdir, { signal, progress }, elicit);
+        const refused = await this.shellGate(who, target, a.command, workdir, { signal, progress }, asks);
         if (refused)
           return text(JSON.stringify({ stdout: '', stderr: refused.stderr, exitCode: refused.exitCode }), {
             stdout: '',
@@ -346,22 +345,10 @@ export class SandboxTools {
         const ran = await this.sandboxes.change(
           who.scope,
           target,
-          async (runner) => {
-            if (!restrictions) return runner.call(exec);
-            const own = await this.sandboxes.restrictedRunner(who.scope, target, restrictions);
-            if (!own) {
-              const done = await runner.call(exec);
-              return {
-                ...done,
-                stderr: `${done.stderr}[aileron] this sandbox's driver cannot apply the client's sandbox policy; the sandbox's own bounds applied\n`,
-              };
-            }
-            try {
-              return await own.call(exec);
-            } finally {
-              await own.stop();
-            }
-          },
+          (runner) =>
+            restrictions
+              ? this.sandboxes.execRestricted(who.scope, target, runner, exec, restrictions)
+              : runner.call(exec),
           () => ({ trigger: 'bash', subject: a.command, author }),
         );
         const result = { stdout: ran.stdout, stderr: ran.stderr, exitCode: ran.exitCode };

@@ -24,7 +24,7 @@ import {
 } from './drivers/driver';
 import { SnapshotError, takeSnapshot } from './history/take-snapshot';
 import { sandboxSlug } from './domain/slug';
-import type { RunnerLimits } from './runner-protocol';
+import type { RunnerLimits, RunnerRequest, RunnerResult } from './runner-protocol';
 import { SandboxesRepository, SandboxRecord, SnapshotRecord } from './sandboxes.repository';
 import { importSource, SNAPSHOT_REF } from './source-import';
 
@@ -248,21 +248,34 @@ export class SandboxesService implements OnApplicationShutdown {
     }
   }
 
-  /** A runner for one command under tighter bounds; null when the driver cannot apply them. */
-  async restrictedRunner(
+  /**
+   * One command under tighter bounds than the sandbox's (a client's sandbox
+   * policy), as the driver narrows: by the sandbox's runner in the command's
+   * own namespaces, or in a runner of its own made with them. Never wider:
+   * a runner that cannot start is an error, not a run within the sandbox's
+   * own bounds.
+   */
+  async execRestricted(
     scope: WorkspaceScope,
     sandbox: SandboxRecord,
+    runner: SandboxRunner,
+    exec: Extract<RunnerRequest, { op: 'exec' }>,
     restrictions: CommandRestrictions,
-  ): Promise<SandboxRunner | null> {
-    if (!this.driver.restricted) return null;
+  ): Promise<RunnerResult<'exec'>> {
+    if (this.driver.narrowing === 'runner') return runner.call({ ...exec, restrictions });
     this.keepAwake(scope, sandbox);
+    let own: SandboxRunner;
     try {
-      return await this.driver.restricted(specOf(sandbox), restrictions);
+      own = await this.driver.restricted!(specOf(sandbox), restrictions);
     } catch (error) {
       if (error instanceof SandboxStartError)
-        throw new DomainError('SANDBOX_UNAVAILABLE', `Sandbox "${sandbox.name}" could not start: ${error.message}`);
+        throw new DomainError(
+          'SANDBOX_UNAVAILABLE',
+          `Sandbox "${sandbox.name}" could not start a runner under the client's sandbox policy: ${error.message}`,
+        );
       throw error;
     }
+    return own.call(exec);
   }
 
   /**

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
 import { ApprovalsService, redactArguments } from '@aileron/approvals';
 import { describePrincipal, Principal, WorkspaceScope } from '@aileron/auth';
@@ -16,7 +17,7 @@ import {
   type ShellRule,
 } from './domain/shell-rules';
 import { sandboxSlug } from './domain/slug';
-import type { Elicit, HeldCall, ToolCaller } from './sandbox-tools';
+import type { ClientAsks, Elicit, HeldCall, OpenPage, ToolCaller } from './sandbox-tools';
 import { SandboxesRepository, type SandboxRecord, type ShellRulesRecord } from './sandboxes.repository';
 import { SandboxesService } from './sandboxes.service';
 
@@ -127,8 +128,9 @@ export class ShellRulesService {
     command: string,
     workdir: string,
     wait: HeldCall,
-    elicit: Elicit | undefined,
+    asks: ClientAsks,
   ): Promise<ShellRefusal | null> {
+    const elicit = asks.elicit;
     const stored = await this.repository.shellRules(who.scope);
     const rules = (stored?.rules ?? []) as ShellRule[];
     if (rules.length === 0) return null;
@@ -152,7 +154,7 @@ export class ShellRulesService {
             exitCode: 1,
           };
     }
-    return this.prompt(who, sandbox, command, workdir, decision.reason, decision.rule, wait);
+    return this.prompt(who, sandbox, command, workdir, decision.reason, decision.rule, wait, asks.openPage);
   }
 
   /**
@@ -197,7 +199,10 @@ export class ShellRulesService {
    * A person decides the exact command (its sandbox and workdir included) in
    * the approval flow; approved, it runs once. The call waits as a pool call
    * held for approval does (through a database outage too, telling the
-   * client it waits), then says where the request is.
+   * client it waits), then says where the request is. A client that can
+   * open a page for its person (URL-mode elicitation) is shown the review
+   * page while the call waits: an approver decides there, signed in as
+   * themselves; the client's reply decides nothing.
    */
   private async prompt(
     who: ToolCaller,
@@ -207,6 +212,7 @@ export class ShellRulesService {
     reason: string,
     rule: ShellRule | null,
     wait: HeldCall,
+    openPage: OpenPage | undefined,
   ): Promise<ShellRefusal | null> {
     const caller = who.caller;
     const requester = caller.agentSession?.creator ?? describePrincipal(caller);
@@ -226,7 +232,23 @@ export class ShellRulesService {
         gatewayId,
         [ruleName(rule)],
       );
-    const held = await this.approvals.holdCall(who.scope, caller, { exact, gatewayId }, ask, wait);
+    const asked = (await this.approvals.forCall(who.scope, exact, gatewayId)) ?? (await ask());
+    const page =
+      openPage && asked.status === 'pending'
+        ? openPage({
+            message: `Approval ${asked.id} is needed to run this command in sandbox "${sandbox.name}" (${workdir}):\n\n${command}\n\n${reason}. An approver decides on this page; the command runs once it is approved.`,
+            url: this.approvals.reviewUrl(asked.id),
+            id: `${asked.id}.${randomUUID()}`,
+          })
+        : undefined;
+    let held: Awaited<ReturnType<ApprovalsService['holdCall']>>;
+    try {
+      held = await this.approvals.holdCall(who.scope, caller, { exact, gatewayId }, async () => asked, wait);
+    } catch (error) {
+      page?.done(false);
+      throw error;
+    }
+    page?.done(held.request.status !== 'pending');
     const { request } = held;
     switch (held.outcome) {
       case 'approved':

@@ -1,5 +1,7 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { BaselineServer, LocalServer, mergeConfig, MergePolicy } from './config-merge';
+import { BaselineServer, LocalServer, mergeConfig, MergePolicy, REJECTION_REASONS } from './config-merge';
 
 function baselineServer(overrides: Partial<BaselineServer> = {}): BaselineServer {
   return {
@@ -263,5 +265,12 @@ describe('config merge', () => {
 
   it('refuses a baseline that names a server twice', () => {
     expect(() => mergeConfig([baselineServer(), baselineServer()], open, [])).toThrow();
+  });
+
+  it('docs/catalog.md lists every merge reason, and no other, in its table of reasons', () => {
+    const doc = readFileSync(join(__dirname, '../../../../docs/catalog.md'), 'utf8');
+    const section = doc.slice(doc.indexOf('### Merge reasons'), doc.indexOf('### Switching a remote server'));
+    const listed = [...section.matchAll(/^\| `([A-Z_]+)` \|/gm)].map((m) => m[1]);
+    expect([...listed].sort()).toEqual([...REJECTION_REASONS].sort());
   });
 });

@@ -63,14 +63,23 @@ export interface MergedServer {
   overridden: string[];
 }
 
-export type RejectionReason =
-  | 'LOCAL_SERVERS_NOT_ALLOWED'
-  | 'FIELD_NOT_OVERRIDABLE'
-  | 'NAME_RESERVED'
-  | 'INVALID_NAME'
-  | 'DUPLICATE_LOCAL_SERVER'
-  | 'MODE_NOT_LOCAL'
-  | 'COMMAND_OR_URL_REQUIRED';
+/**
+ * Why the merge set a local entry (or one field of it) aside. These are the
+ * merge's own answers, in its `rejected` list, never problem documents: the
+ * gateway merges, and no API error carries them (docs/catalog.md lists them,
+ * a spec keeps that list whole).
+ */
+export const REJECTION_REASONS = [
+  'DUPLICATE_LOCAL_SERVER',
+  'FIELD_NOT_OVERRIDABLE',
+  'LOCAL_SERVERS_NOT_ALLOWED',
+  'INVALID_NAME',
+  'NAME_RESERVED',
+  'MODE_NOT_LOCAL',
+  'COMMAND_OR_URL_REQUIRED',
+] as const;
+
+export type RejectionReason = (typeof REJECTION_REASONS)[number];
 
 export interface Rejection {
   server: string;

@@ -91,6 +91,17 @@ interface ClientRequest {
 /** an upstream session whose server messages say which of our client's requests they came with */
 type UpstreamSession = UpstreamLink<ClientRequest>;
 
+/**
+ * Experimental capabilities `/mcp/{ws}` declares when a server behind it
+ * does, with the requests that go to every such server: a client's
+ * `codex/sandbox-state/update` (its sandbox policy) reaches each server that
+ * runs commands for it (the sandbox tools, a shell server of the catalog),
+ * and is answered once all of them have applied it.
+ */
+const PASSED_ON_EXPERIMENTAL: Readonly<Record<string, readonly string[]>> = {
+  'codex/sandbox-state': ['codex/sandbox-state/update'],
+};
+
 const MAX_QUEUED = 200;
 const MAX_LIST_PAGES = 20;
 /**
@@ -327,9 +338,9 @@ export class McpSession {
         await Promise.all((await this.connected()).map((u) => u.request('logging/setLevel', params, signal)));
         return { result: {} };
       default:
-        if ('aggregate' in this.endpoint)
-          return { error: { code: METHOD_NOT_FOUND, message: `Method not found: ${request.method}` } };
-        return this.forward(this.single, request.method, params, entry);
+        if (!('aggregate' in this.endpoint)) return this.forward(this.single, request.method, params, entry);
+        if (this.passedOnTo(request.method).length > 0) return this.passOn(request.method, params, entry);
+        return { error: { code: METHOD_NOT_FOUND, message: `Method not found: ${request.method}` } };
     }
   }
 
@@ -370,6 +381,12 @@ export class McpSession {
       for (const name of ['prompts', 'resources', 'completions'] as const) {
         if (caps[name]) capabilities[name] = { ...(capabilities[name] ?? {}), ...caps[name] };
       }
+      for (const name of Object.keys(PASSED_ON_EXPERIMENTAL)) {
+        const declared = caps.experimental?.[name];
+        // the first server's version stands for all: the request is passed on as the client sent it
+        if (declared && !capabilities.experimental?.[name])
+          capabilities.experimental = { ...(capabilities.experimental ?? {}), [name]: declared };
+      }
       if (typeof result.instructions === 'string') instructions.push(`## ${server}\n${result.instructions}`);
     }
     const failed = results.filter((r) => r.error).map((r) => `${r.server}: ${r.error!.message}`);
@@ -386,6 +403,42 @@ export class McpSession {
   }
 
   private readonly initResults = new Map<string, Record<string, unknown>>();
+  /** the last of each passed-on request every server applied: given again to a server's new session */
+  private readonly passedOnState = new Map<string, Record<string, unknown>>();
+
+  /** The servers behind the aggregate that declared the experimental capability this request belongs to. */
+  private passedOnTo(method: string): string[] {
+    const capability = Object.keys(PASSED_ON_EXPERIMENTAL).find((name) =>
+      PASSED_ON_EXPERIMENTAL[name]!.includes(method),
+    );
+    if (!capability) return [];
+    return [...this.initResults]
+      .filter(([, result]) => {
+        const experimental = (result.capabilities as { experimental?: Record<string, unknown> } | undefined)
+          ?.experimental;
+        return experimental?.[capability] !== undefined;
+      })
+      .map(([server]) => server);
+  }
+
+  /**
+   * The request to each server that declared its capability, at once;
+   * answered when every one has (their `_meta` together), or with the first
+   * error, so a client that waits for the answer knows each server applied it.
+   */
+  private async passOn(method: string, params: Record<string, unknown>, entry: ClientRequest): Promise<Answer> {
+    const answers = await Promise.all(
+      this.passedOnTo(method).map((server) => this.forward(server, method, params, entry)),
+    );
+    const failed = answers.find((answer): answer is { error: RpcError } => 'error' in answer);
+    if (failed) return failed;
+    this.passedOnState.set(method, params);
+    const meta = Object.assign(
+      {},
+      ...answers.map((answer) => ('result' in answer ? (answer.result._meta as object | undefined) : undefined)),
+    ) as Record<string, unknown>;
+    return { result: Object.keys(meta).length > 0 ? { _meta: meta } : {} };
+  }
 
   /**
    * The live upstream session for a server, opened (or reopened after the
@@ -424,6 +477,19 @@ export class McpSession {
     this.upstreams.set(server, upstream);
     // a reconnect happens after the client's own `initialized`: repeat it for the new session
     if (this.clientInitialized) await upstream.notify('notifications/initialized');
+    // and what the client asked of every such server (its sandbox policy): a new session without it would run wider
+    for (const [method, params] of this.passedOnState) {
+      if (!this.passedOnTo(method).includes(server)) continue;
+      const applied = await upstream.request(method, params);
+      if ('error' in applied) {
+        this.upstreams.delete(server);
+        await upstream.close();
+        throw rpcError(
+          UPSTREAM_UNAVAILABLE,
+          `${server} refused the client's ${method} in its new session: ${applied.error.message}`,
+        );
+      }
+    }
     return upstream;
   }
 

@@ -1,4 +1,11 @@
-import type { RunnerFailure, RunnerLimits, RunnerOp, RunnerRequest, RunnerResult } from '../runner-protocol';
+import type {
+  ExecRestrictions,
+  RunnerFailure,
+  RunnerLimits,
+  RunnerOp,
+  RunnerRequest,
+  RunnerResult,
+} from '../runner-protocol';
 
 export interface SandboxSpec {
   id: string;
@@ -18,13 +25,8 @@ export interface SandboxRunner {
   stop(): Promise<void>;
 }
 
-/** Tighter bounds for one command than its sandbox's (a client's `codex/sandbox-state/update`). */
-export interface CommandRestrictions {
-  /** paths inside the sandbox that stay writable; /src is read-only but for these (undefined: all of /src) */
-  writable?: string[];
-  /** false: no network even in an `egress` sandbox */
-  network: boolean;
-}
+/** Tighter bounds for one command than its sandbox's (a client's `codex/sandbox-state/update`): see ExecRestrictions. */
+export type CommandRestrictions = ExecRestrictions;
 
 /** What git printed, and how it ended. */
 export interface GitResult {
@@ -48,7 +50,14 @@ export interface SandboxDriver {
   git(spec: SandboxSpec, args: string[], input?: Buffer | NodeJS.ReadableStream): Promise<GitResult>;
   /** git's output as a stream (a bundle may be large) */
   gitStream(spec: SandboxSpec, args: string[]): NodeJS.ReadableStream;
-  /** a runner for one command under tighter bounds; drivers that cannot apply them have none */
+  /**
+   * How a command runs under tighter bounds than its sandbox's: `runner`,
+   * the sandbox's own runner applies them in the command's namespaces (the
+   * exec request's `restrictions`); `restricted`, a runner of its own is
+   * started with them (restricted()).
+   */
+  readonly narrowing: 'runner' | 'restricted';
+  /** a runner for commands under tighter bounds, its own, made with them (`narrowing: restricted`) */
   restricted?(spec: SandboxSpec, restrictions: CommandRestrictions): Promise<SandboxRunner>;
   /**
    * Unpacks a tar archive (gzip-compressed when `gzip`) into /src, inside the

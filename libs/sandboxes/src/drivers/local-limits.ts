@@ -6,8 +6,8 @@ export const SANDBOX_UID = 1000;
 
 /**
  * What a sandbox's pids cgroup allows beyond its `pids`: the runner's own
- * threads (a dozen for Node), bwrap's two processes, a restricted runner's
- * or an unpack's beside it. `pids` itself binds each command (RLIMIT_NPROC of
+ * threads (a dozen for Node), bwrap's two processes, an unpack's beside
+ * them. `pids` itself binds each command (RLIMIT_NPROC of
  * the sandbox's own uid); the cgroup bounds them all together.
  */
 export const PIDS_RESERVE = 64;
@@ -15,9 +15,9 @@ export const PIDS_RESERVE = 64;
 /**
  * What a sandbox's memory cgroup allows beyond its `memory_mb`, which bounds
  * each process of a command (its data limit): the runner's own Node (some
- * 60 MiB idle, more while it reads a large file or lists a large tree, and a
- * restricted runner's beside it) and the small programs around each command
- * (bwrap, unshare, the namespace's shell).
+ * 60 MiB idle, more while it reads a large file or lists a large tree) and
+ * the small programs around each command (bwrap, unshare, the namespace's
+ * shell, the mounts of a client's sandbox policy).
  */
 export const RUNNER_MEMORY_RESERVE_MB = 256;
 
@@ -28,8 +28,7 @@ export const RUNNER_MEMORY_RESERVE_MB = 256;
  * a bound without them would let a full /tmp leave no memory to the commands,
  * or to a runner restarted after an out-of-memory kill; with them, what the
  * tmpfs holds never takes from `memory_mb`, and the host still knows the
- * sandbox's most. (A restricted runner's own /tmp and home, for one command,
- * are not counted: they share the rest.)
+ * sandbox's most.
  */
 export function sandboxMemoryMb(memoryMb: number, tmpfsMb: number): number {
   return memoryMb + 2 * tmpfsMb + RUNNER_MEMORY_RESERVE_MB;

@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, rmSync } from 'node:fs';
-import { basename, dirname, isAbsolute, join, relative, resolve } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import {
@@ -29,7 +29,6 @@ import {
   writeHistoryInfo,
 } from '../runner-protocol';
 import {
-  type CommandRestrictions,
   type GitResult,
   RunnerError,
   type SandboxDriver,
@@ -101,6 +100,13 @@ export { RunnerError };
  */
 export class LocalSandboxDriver implements SandboxDriver {
   readonly kind = 'local' as const;
+  /**
+   * A client's tighter bounds are applied by the sandbox's runner, inside the
+   * sandbox, in the command's own namespaces (the runner's ops/exec.ts): a
+   * path the policy names is never resolved or bound here on the host, where
+   * a link the agent made in /src would point into the host's files.
+   */
+  readonly narrowing = 'runner' as const;
   private readonly running = new Map<string, Promise<LocalRunner>>();
   private readonly bwrapPath: string;
   private readonly nodeBinary: string;
@@ -110,7 +116,7 @@ export class LocalSandboxDriver implements SandboxDriver {
   private readonly users: SandboxUsers | null;
   /** null where this machine gives no cgroup to write */
   private readonly cgroups: SandboxCgroups | null;
-  /** the sandboxes whose cgroups this driver made (an unpack or a restricted runner makes them too, without a runner to stop) */
+  /** the sandboxes whose cgroups this driver made (an unpack makes them too, without a runner to stop) */
   private readonly opened = new Set<string>();
   private readonly bounds = new Map<string, SrcBound>();
   /** by sandbox id: the file its history's gits may read (withFileForGit) */
@@ -196,8 +202,8 @@ export class LocalSandboxDriver implements SandboxDriver {
    * the program to run. Host directories are named as `door` gives them (see
    * HostDoor: a sandbox of a root control plane cannot reach them by path).
    */
-  private sandboxArgs(spec: SandboxSpec, door: HostDoor, restrictions?: CommandRestrictions): string[] {
-    const network = spec.network === 'egress' && restrictions?.network !== false;
+  private sandboxArgs(spec: SandboxSpec, door: HostDoor): string[] {
+    const network = spec.network === 'egress';
     const tmpfsMb = this.options.tmpfsMb ?? DEFAULT_TMPFS_MB;
     const env = { PATH: '/usr/local/bin:/usr/bin:/bin', HOME, LANG: 'C.UTF-8' };
     // never uid 0 inside, and never the host's root outside (spawnInside)
@@ -212,46 +218,10 @@ export class LocalSandboxDriver implements SandboxDriver {
     });
     const nodeDir = dirname(this.nodeBinary);
     if (!nodeDir.startsWith('/usr/')) args.push('--ro-bind', door.path(nodeDir), nodeDir);
-    const { src } = this.paths(spec);
-    const srcDoor = door.path(src);
-    if (!restrictions?.writable) args.push(...tmpfsArgs(HOME, tmpfsMb), '--bind', srcDoor, SANDBOX_WORKDIR);
-    else {
-      // /src read-only, then the writable roots inside it bound again read-write (bwrap applies binds in order)
-      args.push(...tmpfsArgs(HOME, tmpfsMb), '--ro-bind', srcDoor, SANDBOX_WORKDIR);
-      for (const root of restrictions.writable) {
-        const inside = relative(SANDBOX_WORKDIR, resolve(SANDBOX_WORKDIR, root));
-        if (inside.startsWith('..') || isAbsolute(inside)) continue;
-        if (inside === '') args.push('--bind', srcDoor, SANDBOX_WORKDIR);
-        else if (existsSync(join(src, inside)))
-          args.push('--bind', join(srcDoor, inside), join(SANDBOX_WORKDIR, inside));
-      }
-    }
+    // a host path, bound by bubblewrap here on the host: only the sandbox's own directory, never a path the agent named
+    args.push(...tmpfsArgs(HOME, tmpfsMb), '--bind', door.path(this.paths(spec).src), SANDBOX_WORKDIR);
     args.push('--chdir', SANDBOX_WORKDIR);
     return args;
-  }
-
-  /**
-   * A runner of its own, started for one command under tighter bounds than
-   * the sandbox's (a client's `codex/sandbox-state/update`): /src read-only
-   * but for the writable roots, no network. It sees the sandbox's files, not
-   * its processes or /tmp; it ends when the caller stops it.
-   */
-  async restricted(spec: SandboxSpec, restrictions: CommandRestrictions): Promise<SandboxRunner> {
-    const child = this.spawnInside(spec, this.runnerArgs(), this.runnerCommand(), restrictions);
-    const runner = new LocalRunner(
-      child,
-      (line) => this.options.log(`[sandbox ${spec.name}, restricted] ${line}`),
-      this.options.defaultLimits,
-      this.bound(spec),
-      this.memoryBound(spec),
-    );
-    try {
-      await runner.ready(START_TIMEOUT_MS);
-    } catch (error) {
-      await runner.stop();
-      throw error;
-    }
-    return runner;
   }
 
   /**
@@ -261,12 +231,7 @@ export class LocalSandboxDriver implements SandboxDriver {
    * there are some: bwrap, and so everything in the sandbox, is never the
    * host's root. `extra`'s bind sources come through the door too.
    */
-  private spawnInside(
-    spec: SandboxSpec,
-    extra: string[],
-    program: string[],
-    restrictions?: CommandRestrictions,
-  ): ChildProcess {
+  private spawnInside(spec: SandboxSpec, extra: string[], program: string[]): ChildProcess {
     let door: HostDoor;
     try {
       door = new HostDoor({
@@ -279,12 +244,7 @@ export class LocalSandboxDriver implements SandboxDriver {
         `the sandbox's host user or cgroup could not be set up: ${error instanceof Error ? error.message : String(error)}`,
       );
     }
-    const bwrap = [
-      this.bwrapPath,
-      ...this.sandboxArgs(spec, door, restrictions),
-      ...throughDoor(extra, door),
-      ...program,
-    ];
+    const bwrap = [this.bwrapPath, ...this.sandboxArgs(spec, door), ...throughDoor(extra, door), ...program];
     const command = door.command(bwrap);
     // a bwrap that keeps a network shares the wrapper's namespace, never the host's
     const [file, ...args] = bwrap.includes('--share-net') ? egressCommand(command, this.options.egress) : command;
@@ -506,13 +466,13 @@ export class LocalSandboxDriver implements SandboxDriver {
     const pending = this.running.get(spec.id);
     this.running.delete(spec.id);
     if (pending) await (await pending.catch(() => null))?.stop();
-    // an idle sandbox keeps no empty cgroup; one still in use (a restricted command) keeps it
+    // an idle sandbox keeps no empty cgroup; one still in use (an unpack) keeps it
     this.cgroups?.release(spec.id);
   }
 
   async remove(spec: SandboxSpec): Promise<void> {
     await this.stop(spec);
-    // and whatever else of the sandbox runs (a restricted runner, an unpack, anything that left the runner's namespace)
+    // and whatever else of the sandbox runs (an unpack, anything that left the runner's namespace)
     if (this.cgroups) await this.cgroups.end(spec.id);
     const uid = this.users?.owner(this.paths(spec).src);
     if (uid !== undefined) await endProcessesOfUser(uid);
@@ -526,7 +486,7 @@ export class LocalSandboxDriver implements SandboxDriver {
     const all = [...this.running.entries()];
     this.running.clear();
     await Promise.all(all.map(async ([, pending]) => (await pending.catch(() => null))?.stop()));
-    // every empty one, a sandbox's that only unpacked or ran a restricted command included: nothing of ours starts now
+    // every empty one, a sandbox's that only unpacked included: nothing of ours starts now
     for (const id of this.opened) this.cgroups?.release(id);
     this.opened.clear();
   }

@@ -17,7 +17,15 @@ export type RunnerRequest =
   | { op: 'ls'; path: string; recursive: boolean }
   | { op: 'walk'; path: string }
   | { op: 'grep'; pattern: string; path: string; include: string | null }
-  | { op: 'exec'; command: string; workdir: string; timeoutMs: number; limits: RunnerLimits }
+  | {
+      op: 'exec';
+      command: string;
+      workdir: string;
+      timeoutMs: number;
+      limits: RunnerLimits;
+      /** tighter bounds than the sandbox's for this command (a client's sandbox policy); absent: the sandbox's */
+      restrictions?: ExecRestrictions;
+    }
   /** each name as `execve` would find it from `workdir`: a name with a `/` relative to it, others on the PATH */
   | { op: 'which'; names: string[]; workdir: string }
   /**
@@ -53,6 +61,33 @@ export type RunnerRequest =
   | { op: 'blobs'; paths: string[] }
   /** The last scan (with what `blobs` read since) is now commit `base`: the next scan with that base answers changes only. */
   | { op: 'adopt'; base: string };
+
+/**
+ * Tighter bounds for one command than its sandbox's: what a client's
+ * sandbox policy (`codex/sandbox-state/update`) asks. A runner that can
+ * (RUNNER_ISOLATE_ENV) applies them in the command's own mount and network
+ * namespaces, from inside the sandbox, so they can only take away: a path
+ * resolves as the sandbox sees it, and a bind of it makes writable nothing
+ * the sandbox could not write already.
+ */
+export interface ExecRestrictions {
+  /**
+   * The only places the command may write, absolute paths inside the
+   * sandbox; /src, /tmp and the home directory are read-only but for them.
+   * Each must exist, lie in one of those three, and pass through no symbolic
+   * link; the runner ignores any other and says so on the command's stderr.
+   * Inside each, a top-level `.git` or `.codex` directory stays read-only (as
+   * Codex keeps them). Absent: wherever the sandbox may write.
+   */
+  writable?: string[];
+  /** false: no network at all, even in an `egress` sandbox */
+  network: boolean;
+  /** the command's TMPDIR (made if missing); absent: /tmp */
+  tmpdir?: string;
+}
+
+/** The TMPDIR of a command whose policy keeps /tmp read-only but its TMPDIR writable (exclude_slash_tmp alone). */
+export const SANDBOX_TMPDIR = '/tmp/tmpdir';
 
 /** Per-process limits of a command (rlimits: CPU seconds, data size, processes): what a machine without cgroup delegation can enforce. */
 export interface RunnerLimits {

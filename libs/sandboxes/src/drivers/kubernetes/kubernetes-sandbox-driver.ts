@@ -21,8 +21,16 @@ import {
   type KubeConfig,
   type V1Pod,
 } from '@kubernetes/client-node';
-import { HISTORY_DIR, type RunnerOp, type RunnerRequest, type RunnerResult } from '../../runner-protocol';
+import { posix } from 'node:path';
 import {
+  HISTORY_DIR,
+  type RunnerOp,
+  type RunnerRequest,
+  type RunnerResult,
+  SANDBOX_WORKDIR,
+} from '../../runner-protocol';
+import {
+  type CommandRestrictions,
   type GitResult,
   RunnerError,
   type SandboxDriver,
@@ -34,6 +42,11 @@ import {
 import { SNAPSHOT_BRANCH } from '../local-sandbox-driver';
 import {
   DEFAULT_PORTS,
+  RESTRICTED_OF_LABEL,
+  type RestrictedLayout,
+  restrictedNames,
+  restrictedNetworkPolicyManifest,
+  restrictedPodManifest,
   SANDBOX_SELECTOR,
   sandboxManifests,
   sandboxNames,
@@ -116,6 +129,12 @@ const GONE_TIMEOUT_MS = (DELETE_GRACE_SECONDS + 30) * 1000;
  */
 export class KubernetesSandboxDriver implements SandboxDriver {
   readonly kind = 'kubernetes' as const;
+  /**
+   * A restricted pod cannot narrow one command inside itself (no capability,
+   * no user namespace): a client's tighter bounds get a pod of their own,
+   * whose mounts and NetworkPolicy are chosen when it starts (restricted()).
+   */
+  readonly narrowing = 'restricted' as const;
   readonly version: string;
   private readonly core: CoreV1Api;
   private readonly networking: NetworkingV1Api;
@@ -131,6 +150,8 @@ export class KubernetesSandboxDriver implements SandboxDriver {
   private readonly podRunners = new Map<string, Promise<PodRunner>>();
   /** the runners' tokens of each sandbox seen, as its Secret holds them */
   private readonly tokens = new Map<string, RunnerTokens>();
+  /** by `<sandbox id>/<layout key>`: the restricted runners started, kept until their sandbox stops */
+  private readonly restrictedRunners = new Map<string, Promise<RestrictedRunner>>();
   /** the starts under way, which close() aborts */
   private readonly starts = new Set<AbortController>();
   /** by pod name, the watch on the pod a runner was started in, kept until the pod's end is seen (see follow) */
@@ -292,13 +313,142 @@ export class KubernetesSandboxDriver implements SandboxDriver {
     }
   }
 
-  /** Deletes the Pod and waits until it is gone (its processes ended); the claims keep the files and the history. */
+  /**
+   * A runner for commands under a client's tighter bounds, in a pod of its
+   * own beside the sandbox's: /src read-only but for the writable roots the
+   * sandbox's runner finds there as directories (each mounted again from the
+   * files claim), /tmp, TMPDIR and the home directory its own and writable
+   * only where the policy says, and egress only where the sandbox has it and
+   * the policy keeps it (its own NetworkPolicy). One pod per sandbox and
+   * layout, reused by every such command until the sandbox stops. What it
+   * cannot give: the sandbox's /tmp, home directory and processes (its own
+   * are empty), a writable root under /tmp other than /tmp and TMPDIR, or a
+   * root the sandbox's runner does not list as a directory.
+   */
+  async restricted(spec: SandboxSpec, restrictions: CommandRestrictions): Promise<SandboxRunner> {
+    const main = await this.podRunner(spec);
+    const { layout, notes } = await layoutOf(main, restrictions);
+    const names = restrictedNames(spec.id, layout);
+    const id = `${spec.id}/${names.key}`;
+    let pending = this.restrictedRunners.get(id);
+    if (!pending) {
+      pending = this.startRestricted(spec, layout);
+      this.restrictedRunners.set(id, pending);
+      const forget = (): void => {
+        if (this.restrictedRunners.get(id) === pending) this.restrictedRunners.delete(id);
+      };
+      pending.then((runner) => void runner.ended.then(forget), forget);
+    }
+    const runner = await pending;
+    return runner.withNotes(notes, layout.tmpdir);
+  }
+
+  private async startRestricted(spec: SandboxSpec, layout: RestrictedLayout): Promise<RestrictedRunner> {
+    const abort = new AbortController();
+    this.starts.add(abort);
+    const signal = abort.signal;
+    const names = restrictedNames(spec.id, layout);
+    const where = `sandbox ${spec.name} (restricted pod ${this.namespace}/${names.pod})`;
+    const deadline = performance.now() + this.startTimeoutMs;
+    try {
+      const tokens = await this.runnerTokens(spec, signal);
+      await this.api(
+        `create the restricted runner's NetworkPolicy`,
+        signal,
+        () =>
+          this.networking.createNamespacedNetworkPolicy(
+            { namespace: this.namespace, body: restrictedNetworkPolicyManifest(spec, layout, this.manifestOptions) },
+            this.requestOptions(signal),
+          ),
+        { exists: 'fine' },
+      );
+      this.pods.start();
+      let pod = await this.readPod(names.pod, signal);
+      if (pod && (pod.metadata?.deletionTimestamp || hasEnded(pod))) {
+        await this.deletePod(names.pod);
+        pod = undefined;
+      }
+      pod ??=
+        (await this.api(
+          `create the restricted runner's Pod`,
+          signal,
+          () =>
+            this.core.createNamespacedPod(
+              { namespace: this.namespace, body: restrictedPodManifest(spec, layout, this.manifestOptions) },
+              this.requestOptions(signal),
+            ),
+          { exists: 'fine' },
+        )) ?? (await this.readPod(names.pod, signal));
+      if (!pod) throw new StartFailure('the pod went as soon as it was made');
+      const uid = pod.metadata!.uid!;
+      const ready = await this.pods.untilReady(names.pod, { deadline, timeoutMs: this.startTimeoutMs, signal, uid });
+      const connection = await RunnerConnection.open(
+        { host: ready.status!.podIP!, port: this.manifestOptions.ports.sandbox, token: tokens.sandbox },
+        Math.max(1000, deadline - performance.now()),
+      );
+      const ping = await connection.call({ op: 'ping' });
+      if (ping.version !== this.version && this.versionMismatch === 'refuse') {
+        connection.close();
+        throw new StartFailure(
+          `its runner is version ${ping.version ?? 'unknown'} but this control plane is ${this.version}`,
+        );
+      }
+      this.log(`kubernetes sandboxes: ${where} ready (network ${layout.network ? spec.network : 'none'})`);
+      return new RestrictedRunner(connection);
+    } catch (error) {
+      const reason = signal.aborted ? 'the driver shut down during the start' : reasonOf(error);
+      this.log(`kubernetes sandboxes: ${where} did not start: ${reason}`);
+      if (!this.closed) await this.deleteRestricted(spec, names.pod).catch(() => undefined);
+      throw new SandboxStartError(`a runner under the client's sandbox policy did not start: ${reason}`);
+    } finally {
+      this.starts.delete(abort);
+    }
+  }
+
+  /**
+   * The restricted runners' pods and NetworkPolicies of a sandbox (all of
+   * them, or the one named), this driver's or an earlier one's: its pods are
+   * found by label, and each NetworkPolicy has its pod's name (so the Role
+   * needs no `list` on NetworkPolicies).
+   */
+  private async deleteRestricted(spec: SandboxSpec, only?: string): Promise<void> {
+    const options = this.requestOptions();
+    const names = new Set<string>(only ? [only] : []);
+    if (!only) await this.findRestricted(spec, names, options);
+    await Promise.all(
+      [...names].map((name) =>
+        Promise.all([
+          this.deletePod(name),
+          this.deleteIgnoringAbsent(`delete a restricted runner's NetworkPolicy`, 'other', () =>
+            this.networking.deleteNamespacedNetworkPolicy({ name, namespace: this.namespace }, options),
+          ),
+        ]),
+      ),
+    );
+  }
+
+  /** Ends this driver's restricted runners of the sandbox, and adds the names of every restricted pod it has (by label). */
+  private async findRestricted(spec: SandboxSpec, names: Set<string>, options: ConfigurationOptions): Promise<void> {
+    for (const [id, pending] of this.restrictedRunners)
+      if (id.startsWith(`${spec.id}/`)) {
+        this.restrictedRunners.delete(id);
+        (await pending.catch(() => undefined))?.end('the sandbox was stopped');
+        names.add(`sandbox-${sandboxNames(spec.id).base}-r${id.slice(spec.id.length + 1)}`);
+      }
+    const pods = await this.core.listNamespacedPod(
+      { namespace: this.namespace, labelSelector: `${RESTRICTED_OF_LABEL}=${sandboxNames(spec.id).base}` },
+      options,
+    );
+    for (const pod of pods.items) names.add(pod.metadata!.name!);
+  }
+
+  /** Deletes the Pod (and its restricted runners') and waits until it is gone (its processes ended); the claims keep the files and the history. */
   async stop(spec: SandboxSpec): Promise<void> {
     const pending = this.podRunners.get(spec.id);
     this.podRunners.delete(spec.id);
     // a start under way finishes first, so its pod is the one deleted
     (await pending?.catch(() => undefined))?.end('the sandbox was stopped');
-    await this.deletePod(sandboxNames(spec.id).pod);
+    await Promise.all([this.deletePod(sandboxNames(spec.id).pod), this.deleteRestricted(spec)]);
   }
 
   async remove(spec: SandboxSpec): Promise<void> {
@@ -337,6 +487,13 @@ export class KubernetesSandboxDriver implements SandboxDriver {
     for (const abort of this.starts) abort.abort();
     const podRunners = [...this.podRunners.values()];
     this.podRunners.clear();
+    const restricted = [...this.restrictedRunners.values()];
+    this.restrictedRunners.clear();
+    await Promise.all(
+      restricted.map(async (pending) =>
+        (await pending.catch(() => undefined))?.end('the control plane closed the sandbox driver'),
+      ),
+    );
     await Promise.all(
       podRunners.map(async (pending) =>
         (await pending.catch(() => undefined))?.end('the control plane closed the sandbox driver'),
@@ -685,6 +842,108 @@ class PodRunner implements SandboxRunner {
     this.sandbox.close(reason);
     this.history.close(reason);
   }
+}
+
+/** A restricted pod's runner: the commands of every MCP session under one layout of one sandbox. */
+class RestrictedRunner {
+  readonly ended: Promise<void>;
+
+  constructor(private readonly connection: RunnerConnection) {
+    this.ended = connection.closed.then(() => undefined);
+  }
+
+  /**
+   * As one command's runner: the pod is the narrowing; the runner there only
+   * sets TMPDIR, and what the layout left out is said on stderr. Stopping it
+   * keeps the pod for the next command (the sandbox's stop deletes it).
+   */
+  withNotes(notes: string[], tmpdir: string | null): SandboxRunner {
+    const connection = this.connection;
+    return {
+      call: async <O extends RunnerOp>(request: Extract<RunnerRequest, { op: O }>): Promise<RunnerResult<O>> => {
+        if (request.op !== 'exec') return connection.call(request);
+        const exec = request as Extract<RunnerRequest, { op: 'exec' }>;
+        const ran = await connection.call({
+          ...exec,
+          ...(tmpdir ? { restrictions: { network: true, tmpdir } } : {}),
+        });
+        return { ...ran, stderr: notes.join('') + ran.stderr } as RunnerResult<O>;
+      },
+      ended: this.ended,
+      stop: async () => undefined,
+    };
+  }
+
+  end(reason: string): void {
+    this.connection.close(reason);
+  }
+}
+
+/**
+ * A client's tighter bounds as a restricted pod's mounts. Each writable root
+ * under /src must be a directory the sandbox's runner lists (the kubelet,
+ * mounting it by subPath, refuses one that leaves the volume by a link);
+ * under /tmp, only /tmp itself and TMPDIR, as the pod's /tmp is its own.
+ */
+async function layoutOf(
+  main: SandboxRunner,
+  restrictions: CommandRestrictions,
+): Promise<{ layout: RestrictedLayout; notes: string[] }> {
+  const notes: string[] = [];
+  const ignore = (root: string, why: string): void => {
+    notes.push(`[aileron] the writable root ${root} was ignored: ${why}\n`);
+  };
+  if (!restrictions.writable)
+    return {
+      layout: {
+        src: 'rw',
+        writable: [],
+        readOnly: [],
+        tmp: true,
+        home: true,
+        tmpdir: null,
+        network: restrictions.network,
+      },
+      notes,
+    };
+  const layout: RestrictedLayout = {
+    src: 'ro',
+    writable: [],
+    readOnly: [],
+    tmp: false,
+    home: false,
+    tmpdir: null,
+    network: restrictions.network,
+  };
+  for (const root of [...new Set(restrictions.writable)].sort()) {
+    const normal = posix.normalize(root).replace(/(.)\/+$/, '$1');
+    if (normal === '/tmp') layout.tmp = true;
+    else if (normal === restrictions.tmpdir) layout.tmpdir = normal;
+    else if (normal !== SANDBOX_WORKDIR && !normal.startsWith(`${SANDBOX_WORKDIR}/`))
+      ignore(root, "on Kubernetes a command under a client's policy has a /tmp and home directory of its own, empty");
+    else {
+      const listed = await main.call({ op: 'ls', path: normal, recursive: false }).catch(() => null);
+      // a file is listed as itself, by the path asked
+      if (!listed || listed.entries.some((entry) => entry.path === normal)) {
+        ignore(root, 'it is not a directory in the sandbox');
+        continue;
+      }
+      const sub = posix.relative(SANDBOX_WORKDIR, normal);
+      if (sub === '') layout.src = 'rw';
+      else layout.writable.push(sub);
+      for (const entry of listed.entries)
+        if (entry.type === 'dir' && ['.git', '.codex'].includes(entry.path.split('/').pop()!))
+          layout.readOnly.push(posix.join(sub, entry.path.split('/').pop()!));
+    }
+  }
+  // a root inside another writable one is writable with it
+  layout.writable =
+    layout.src === 'rw'
+      ? []
+      : layout.writable.filter(
+          (path) => !layout.writable.some((other) => other !== path && path.startsWith(`${other}/`)),
+        );
+  return { layout, notes };
 }
 
 /** A start failure whose message is already fit for a user. */

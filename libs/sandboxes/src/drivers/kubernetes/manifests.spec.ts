@@ -5,7 +5,15 @@ import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
 import { PersistentVolumeClaim, Pod, Secret } from 'kubernetes-models/v1';
 import { describe, expect, it } from 'vitest';
 import type { SandboxSpec } from '../driver';
-import { sandboxManifests, sandboxNames, type RunnerTokens, type SandboxManifestOptions } from './manifests';
+import {
+  type RestrictedLayout,
+  restrictedNetworkPolicyManifest,
+  restrictedPodManifest,
+  sandboxManifests,
+  sandboxNames,
+  type RunnerTokens,
+  type SandboxManifestOptions,
+} from './manifests';
 
 const TOKENS: RunnerTokens = {
   sandbox: randomBytes(32).toString('base64url'),
@@ -282,5 +290,67 @@ describe('Kubernetes manifests of a sandbox', () => {
     expect(sandboxNames('a'.repeat(80)).base).not.toBe(sandboxNames(`${'a'.repeat(79)}b`).base);
     const uuid = randomUUID();
     expect(sandboxNames(uuid).base).toBe(uuid);
+  });
+
+  describe("a restricted runner's pod (a client's sandbox policy)", () => {
+    const layout: RestrictedLayout = {
+      src: 'ro',
+      writable: ['app', 'lib/out'],
+      readOnly: ['app/.git'],
+      tmp: false,
+      home: false,
+      tmpdir: '/tmp/tmpdir',
+      network: false,
+    };
+    const wire = (spec: SandboxSpec, l: RestrictedLayout) => ({
+      pod: ObjectSerializer.serialize(restrictedPodManifest(spec, l, OPTIONS), 'V1Pod', ''),
+      policy: ObjectSerializer.serialize(restrictedNetworkPolicyManifest(spec, l, OPTIONS), 'V1NetworkPolicy', ''),
+    });
+
+    it('passes the Kubernetes schemas, whatever the layout', () => {
+      for (const l of [
+        layout,
+        { ...layout, src: 'rw' as const, writable: [], tmp: true, home: true, tmpdir: null, network: true },
+      ]) {
+        const { pod, policy } = wire(aSandbox({ network: 'egress' }), l);
+        expect(() => new Pod(pod).validate()).not.toThrow();
+        expect(() => new NetworkPolicy(policy).validate()).not.toThrow();
+      }
+    });
+
+    it('mounts /src read-only, the writable roots again from the files claim, their .git read-only, and scratch only where allowed', () => {
+      const spec = aSandbox();
+      const { pod } = wire(spec, layout);
+      const mounts = container(pod, 'sandbox').volumeMounts as (Mount & { subPath?: string })[];
+      expect(mounts).toEqual([
+        { name: 'files', mountPath: '/src', readOnly: true },
+        { name: 'files', mountPath: '/src/app', subPath: 'app' },
+        { name: 'files', mountPath: '/src/lib/out', subPath: 'lib/out' },
+        { name: 'files', mountPath: '/src/app/.git', subPath: 'app/.git', readOnly: true },
+        { name: 'tmpdir', mountPath: '/tmp/tmpdir' },
+      ]);
+      expect(pod.spec.containers).toHaveLength(1);
+      expect(pod.spec.volumes.map((v: { name: string }) => v.name)).toEqual(['files', 'tmpdir']);
+      // beside the sandbox's pod (the claim is ReadWriteOnce), and never selected by the sandbox's own NetworkPolicy
+      expect(pod.spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]).toEqual({
+        labelSelector: { matchLabels: { 'ai.aileron/sandbox': sandboxNames(spec.id).base } },
+        topologyKey: 'kubernetes.io/hostname',
+      });
+      expect(pod.metadata.labels['ai.aileron/sandbox']).not.toBe(sandboxNames(spec.id).base);
+      expect(pod.metadata.labels['ai.aileron/restricted-of']).toBe(sandboxNames(spec.id).base);
+    });
+
+    it('has no egress unless the sandbox has it and the policy keeps it', () => {
+      const egress = (network: SandboxSpec['network'], keep: boolean) =>
+        wire(aSandbox({ network }), { ...layout, network: keep }).policy.spec.egress;
+      expect(egress('egress', false)).toEqual([]);
+      expect(egress('none', true)).toEqual([]);
+      expect(JSON.stringify(egress('egress', true))).toContain('0.0.0.0/0');
+      const { pod, policy } = wire(aSandbox(), layout);
+      expect(policy.spec.podSelector).toEqual({
+        matchLabels: { 'ai.aileron/sandbox': pod.metadata.labels['ai.aileron/sandbox'] },
+      });
+      expect(policy.spec.ingress[0].ports).toEqual([{ protocol: 'TCP', port: 7070 }]);
+    });
   });
 });

@@ -8,6 +8,8 @@ import type {
   V1Pod,
   V1ResourceRequirements,
   V1Secret,
+  V1Volume,
+  V1VolumeMount,
 } from '@kubernetes/client-node';
 import {
   controlPlanePeer,
@@ -245,28 +247,37 @@ function tokenEnv(secret: string, key: string): V1EnvVar {
   return { name: RUNNER_TOKEN_ENV, valueFrom: { secretKeyRef: { name: secret, key } } };
 }
 
-export function podManifest(spec: SandboxSpec, options: SandboxManifestOptions): V1Pod {
-  const names = sandboxNames(spec.id);
+/** The agent's container: the runner, with what it may mount. */
+function agentContainer(
+  spec: SandboxSpec,
+  options: SandboxManifestOptions,
+  volumeMounts: V1VolumeMount[],
+): V1Container {
   const memory = spec.limits.memoryMb ? `${spec.limits.memoryMb}Mi` : options.sandboxResources.memory;
   // the sandbox's cpuSeconds and pids are per command (the runner's rlimits): the Pod API has no pids limit of its own
-  const sandbox: V1Container = {
+  return {
     name: SANDBOX_CONTAINER,
     image: options.image,
     args: ['node', RUNNER_PATH, '--listen', String(options.ports.sandbox)],
     ports: [{ name: 'runner', containerPort: options.ports.sandbox, protocol: 'TCP' }],
-    env: [tokenEnv(names.secret, TOKEN_KEYS.sandbox), { name: 'HOME', value: SANDBOX_HOME }],
+    env: [tokenEnv(sandboxNames(spec.id).secret, TOKEN_KEYS.sandbox), { name: 'HOME', value: SANDBOX_HOME }],
     resources: resources(options.sandboxResources.cpu, memory),
     securityContext: restrictedContainerSecurityContext(),
     // a connection the runner refuses without its token: a probe cannot carry one without putting it in the Pod spec
     readinessProbe: { tcpSocket: { port: 'runner' }, periodSeconds: 2, failureThreshold: 3 },
-    // never the history: what the agent runs must not reach the snapshots' git directory
-    volumeMounts: [
-      { name: 'files', mountPath: SANDBOX_WORKDIR },
-      { name: 'tmp', mountPath: '/tmp' },
-      { name: 'home', mountPath: SANDBOX_HOME },
-    ],
+    volumeMounts,
     workingDir: SANDBOX_WORKDIR,
   };
+}
+
+export function podManifest(spec: SandboxSpec, options: SandboxManifestOptions): V1Pod {
+  const names = sandboxNames(spec.id);
+  // never the history: what the agent runs must not reach the snapshots' git directory
+  const sandbox = agentContainer(spec, options, [
+    { name: 'files', mountPath: SANDBOX_WORKDIR },
+    { name: 'tmp', mountPath: '/tmp' },
+    { name: 'home', mountPath: SANDBOX_HOME },
+  ]);
   const history: V1Container = {
     name: HISTORY_CONTAINER,
     image: options.image,
@@ -308,6 +319,143 @@ export function podManifest(spec: SandboxSpec, options: SandboxManifestOptions):
         { name: 'home', emptyDir: { sizeLimit: options.scratchSize } },
         { name: 'history-tmp', emptyDir: { sizeLimit: options.scratchSize } },
         { name: 'history-home', emptyDir: { sizeLimit: options.scratchSize } },
+      ],
+    },
+  };
+}
+
+/** On a restricted runner's pod: the base of the sandbox whose files it mounts (stop and remove find its pods by it). */
+export const RESTRICTED_OF_LABEL = 'ai.aileron/restricted-of';
+
+/**
+ * What a client's sandbox policy leaves one command, as the mounts of a pod
+ * of its own (a restricted pod cannot narrow a command inside itself: no
+ * capability, no user namespace). Chosen when the pod starts, for every
+ * command under the same policy.
+ */
+export interface RestrictedLayout {
+  /** `rw`: /src writable whole; `ro`: read-only but for `writable` */
+  src: 'rw' | 'ro';
+  /** subpaths of /src (no leading slash) mounted again writable, from the files claim */
+  writable: string[];
+  /** subpaths inside those kept read-only (a top-level .git or .codex, as Codex keeps them) */
+  readOnly: string[];
+  /** a /tmp of its own, writable; false: the image's, read-only */
+  tmp: boolean;
+  /** a home directory of its own, writable; false: the image's, read-only */
+  home: boolean;
+  /** a writable TMPDIR apart from /tmp (an emptyDir there); null: none */
+  tmpdir: string | null;
+  /** egress as the sandbox has it (never more); false: none at all */
+  network: boolean;
+}
+
+export interface RestrictedNames {
+  /** short digest of the layout: one pod per sandbox and layout */
+  key: string;
+  /** its `ai.aileron/sandbox` label value: the driver's watch sees it, the sandbox's own NetworkPolicy does not select it */
+  label: string;
+  pod: string;
+  networkPolicy: string;
+}
+
+export function restrictedNames(id: string, layout: RestrictedLayout): RestrictedNames {
+  const base = sandboxNames(id).base;
+  const key = hash(JSON.stringify(layout), 10);
+  const label = `${base}-r${key}`;
+  return { key, label, pod: `sandbox-${label}`, networkPolicy: `sandbox-${label}` };
+}
+
+/**
+ * The pod of a restricted runner: the agent's container alone (no history),
+ * beside the sandbox's pod on its node (the files claim is ReadWriteOnce),
+ * /src from the files claim read-only with the writable roots mounted again
+ * read-write (subPath: the kubelet refuses a path that leaves the volume by a
+ * link), scratch directories only where the policy allows writes.
+ */
+export function restrictedPodManifest(
+  spec: SandboxSpec,
+  layout: RestrictedLayout,
+  options: SandboxManifestOptions,
+): V1Pod {
+  const names = sandboxNames(spec.id);
+  const restricted = restrictedNames(spec.id, layout);
+  const mounts: V1VolumeMount[] = [{ name: 'files', mountPath: SANDBOX_WORKDIR, readOnly: layout.src === 'ro' }];
+  if (layout.src === 'ro')
+    for (const path of layout.writable)
+      mounts.push({ name: 'files', mountPath: `${SANDBOX_WORKDIR}/${path}`, subPath: path });
+  for (const path of layout.readOnly)
+    mounts.push({ name: 'files', mountPath: `${SANDBOX_WORKDIR}/${path}`, subPath: path, readOnly: true });
+  const volumes: V1Volume[] = [{ name: 'files', persistentVolumeClaim: { claimName: names.files } }];
+  const scratch = (name: string, mountPath: string): void => {
+    volumes.push({ name, emptyDir: { sizeLimit: options.scratchSize } });
+    mounts.push({ name, mountPath });
+  };
+  if (layout.tmp) scratch('tmp', '/tmp');
+  if (layout.tmpdir) scratch('tmpdir', layout.tmpdir);
+  if (layout.home) scratch('home', SANDBOX_HOME);
+  const sandbox = agentContainer(spec, options, mounts);
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: {
+      ...metadata(spec, restricted.pod, options),
+      labels: {
+        ...sandboxLabels(spec),
+        'app.kubernetes.io/component': 'sandbox-restricted',
+        [SANDBOX_LABEL]: restricted.label,
+        [RESTRICTED_OF_LABEL]: names.base,
+      },
+    },
+    spec: {
+      restartPolicy: 'Never',
+      automountServiceAccountToken: false,
+      enableServiceLinks: false,
+      terminationGracePeriodSeconds: 10,
+      securityContext: { ...restrictedPodSecurityContext(), fsGroupChangePolicy: 'OnRootMismatch' },
+      affinity: {
+        podAffinity: {
+          requiredDuringSchedulingIgnoredDuringExecution: [
+            { labelSelector: { matchLabels: { [SANDBOX_LABEL]: names.base } }, topologyKey: 'kubernetes.io/hostname' },
+          ],
+        },
+      },
+      containers: [sandbox],
+      volumes,
+    },
+  };
+}
+
+/** Only the control plane may connect, to the runner; egress as the sandbox's, or none when the policy takes the network. */
+export function restrictedNetworkPolicyManifest(
+  spec: SandboxSpec,
+  layout: RestrictedLayout,
+  options: SandboxManifestOptions,
+): V1NetworkPolicy {
+  const restricted = restrictedNames(spec.id, layout);
+  return {
+    apiVersion: 'networking.k8s.io/v1',
+    kind: 'NetworkPolicy',
+    metadata: {
+      ...metadata(spec, restricted.networkPolicy, options),
+      labels: {
+        ...sandboxLabels(spec),
+        [SANDBOX_LABEL]: restricted.label,
+        [RESTRICTED_OF_LABEL]: sandboxNames(spec.id).base,
+      },
+    },
+    spec: {
+      podSelector: { matchLabels: { [SANDBOX_LABEL]: restricted.label } },
+      policyTypes: ['Ingress', 'Egress'],
+      egress:
+        layout.network && spec.network === 'egress'
+          ? egressRules(options.egressAllowCidrs, options.egressExceptCidrs)
+          : [],
+      ingress: [
+        {
+          _from: [controlPlanePeer(options.namespace, options.controlPlaneNamespace)],
+          ports: [{ protocol: 'TCP', port: options.ports.sandbox }],
+        },
       ],
     },
   };
