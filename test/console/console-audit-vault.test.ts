@@ -28,7 +28,8 @@ interface Received {
  * on the embedded mode: a call made through the pool found in the audit log,
  * its next pages read as the list scrolls, an export of what is filtered, the
  * chain verified and then broken in the database; a secret written and rotated
- * whose value the browser never receives back; a webhook endpoint whose
+ * whose value the browser never receives back, and one delivered to gateways
+ * and then not, which a gateway's resolve follows; a webhook endpoint whose
  * receiver fails until it is paused, resumed from the page.
  */
 describe("the console's audit, vault and webhooks pages in Chromium", () => {
@@ -239,6 +240,96 @@ describe("the console's audit, vault and webhooks pages in Chromium", () => {
       .toBe(true);
   });
 
+  const npmFirst = `npm_${randomBytes(12).toString('hex')}`;
+  const npmSecond = `npm_${randomBytes(12).toString('hex')}`;
+
+  it('delivers a secret to gateways only when its writer says so, and changes that behind a confirmation: a gateway gets the value while it is on', async () => {
+    // a local server of the workspace that names the secret, and a gateway of the workspace that would start it
+    const server = uniqueSlug('local').slice(0, 20);
+    const published = await cp.request('POST', '/v1/catalog/servers', {
+      body: {
+        name: server,
+        version: '1.0.0',
+        command: 'node',
+        args: ['server.js'],
+        env: { NPM_TOKEN: 'vault://local/npm-token' },
+      },
+    });
+    expect(published.status, published.text).toBe(201);
+    const assigned = await cp.request('PUT', `/v1/workspaces/${ws}/servers/${server}`, { body: { version: '1.0.0' } });
+    expect(assigned.status, assigned.text).toBe(200);
+    const gateway = await aGateway(cp, cp.ownerToken, ws);
+    const resolve = () =>
+      cp.request('POST', '/v1/gateway/secrets/resolve', { token: gateway.token, body: { server, version: '1.0.0' } });
+    const deliverySwitch = (path: string) => page.getByRole('switch', { name: `Deliver ${path} to gateways` });
+    const stored = async (path: string) => (await cp.request('GET', `/v1/workspaces/${ws}/secrets/${path}`)).body;
+
+    await page.goto(`${cp.url}/workspaces/${ws}/vault`);
+    await page.getByRole('button', { name: 'New secret' }).click();
+    const dialog = page.getByRole('dialog');
+    // off unless the writer says so
+    expect(await dialog.getByRole('checkbox', { name: 'Deliver to gateways' }).isChecked()).toBe(false);
+    await dialog.getByRole('textbox', { name: 'Path', exact: true }).fill('local/npm-token');
+    await dialog.getByLabel('Value').fill(npmFirst);
+    // with the keyboard: Space ticks it
+    await dialog.getByRole('checkbox', { name: 'Deliver to gateways' }).focus();
+    await page.keyboard.press('Space');
+    expect(await dialog.getByRole('checkbox', { name: 'Deliver to gateways' }).isChecked()).toBe(true);
+    expect(await dialog.textContent()).toContain("The workspace's gateways may receive it to start local servers");
+    await check(page, 'vault-write-deliver');
+    await dialog.getByRole('button', { name: 'Write' }).click();
+    await expect.poll(() => deliverySwitch('local/npm-token').isChecked()).toBe(true);
+    expect(await deliverySwitch('github/token').isChecked()).toBe(false);
+    expect(await stored('local/npm-token')).toMatchObject({ version: 1, deliver_to_gateways: true });
+    const delivered = await resolve();
+    expect(delivered.status, delivered.text).toBe(200);
+    expect(delivered.body.secrets).toMatchObject([{ path: 'local/npm-token', version: 1, value: npmFirst }]);
+    await check(page, 'vault-delivery');
+
+    // turning it off asks first; Cancel changes nothing
+    await deliverySwitch('local/npm-token').focus();
+    await page.keyboard.press('Space');
+    await expect
+      .poll(() => dialog.getByRole('heading', { name: 'Stop delivering to gateways' }).isVisible())
+      .toBe(true);
+    await check(page, 'vault-delivery-confirm');
+    await dialog.getByRole('button', { name: 'Cancel' }).click();
+    await expect.poll(() => page.getByRole('dialog').count()).toBe(0);
+    expect(await deliverySwitch('local/npm-token').isChecked()).toBe(true);
+    expect((await stored('local/npm-token')).deliver_to_gateways).toBe(true);
+
+    await deliverySwitch('local/npm-token').focus();
+    await page.keyboard.press('Space');
+    await dialog.getByRole('button', { name: 'Stop delivering' }).click();
+    await expect.poll(() => deliverySwitch('local/npm-token').isChecked()).toBe(false);
+    expect((await stored('local/npm-token')).deliver_to_gateways).toBe(false);
+    const refused = await resolve();
+    expect(refused.status, refused.text).toBe(403);
+    expect(refused.body.code).toBe('SECRET_NOT_DELIVERABLE');
+    expect(refused.text).not.toContain(npmFirst);
+    // the change is on the record, by the person who made it
+    const changes = await cp.request('GET', `/v1/workspaces/${ws}/audit?type=secret.delivery_changed`);
+    expect(changes.body.items.map((r: { data: unknown }) => r.data)).toEqual([
+      { path: 'local/npm-token', deliver_to_gateways: false, previous: true },
+      { path: 'local/npm-token', deliver_to_gateways: true, previous: false },
+    ]);
+    expect(changes.body.items[0].actor).toMatch(/^user:/);
+
+    // a rotation shows the setting as it is, and may change it with the new value
+    await page.getByRole('button', { name: 'Rotate local/npm-token' }).click();
+    const rotate = dialog.getByRole('checkbox', { name: 'Deliver to gateways' });
+    expect(await rotate.isChecked()).toBe(false);
+    await dialog.getByLabel('New value').fill(npmSecond);
+    await rotate.check();
+    await dialog.getByRole('button', { name: 'Write new version' }).click();
+    await expect.poll(() => deliverySwitch('local/npm-token').isChecked()).toBe(true);
+    expect(await stored('local/npm-token')).toMatchObject({ version: 2, deliver_to_gateways: true });
+    expect((await resolve()).body.secrets).toMatchObject([{ version: 2, value: npmSecond }]);
+    const text = await pageText();
+    expect(text).not.toContain(npmFirst);
+    expect(text).not.toContain(npmSecond);
+  });
+
   const receivers: Receiver[] = [];
   afterAll(async () => {
     await Promise.all(receivers.map((r) => r.close()));
@@ -358,7 +449,9 @@ describe("the console's audit, vault and webhooks pages in Chromium", () => {
     // the pages above asked for the vault's list, the written secret's metadata and the audit log after each write
     expect(received.some((a) => a.url.includes(`/v1/workspaces/${ws}/secrets`))).toBe(true);
     expect(received.length).toBeGreaterThan(50);
-    const leaks = received.filter((a) => a.body.includes(firstValue) || a.body.includes(secondValue)).map((a) => a.url);
+    const leaks = received
+      .filter((a) => [firstValue, secondValue, npmFirst, npmSecond].some((value) => a.body.includes(value)))
+      .map((a) => a.url);
     expect(leaks).toEqual([]);
     // the search is not blind: the sink's secret, which its creation answered once, is found, in that answer alone
     expect(received.filter((a) => a.body.includes(sinkSecret)).map((a) => new URL(a.url).pathname)).toEqual([

@@ -2,11 +2,13 @@ import {
   Alert,
   Badge,
   Button,
+  Checkbox,
   Code,
   Group,
   Modal,
   PasswordInput,
   Stack,
+  Switch,
   Table,
   Text,
   TextInput,
@@ -42,9 +44,28 @@ export default function Vault() {
   const queryClient = useQueryClient();
   const refresh = () => queryClient.invalidateQueries({ queryKey: ['secrets', ws] });
   // a new secret (path ''), or a new version of one
-  const [writing, setWriting] = useState<{ path: string; version: number } | null>(null);
+  const [writing, setWriting] = useState<{ path: string; version: number; deliver: boolean } | null>(null);
   const [deleting, setDeleting] = useState<string | null>(null);
   const [rotatingKey, setRotatingKey] = useState(false);
+  // a secret whose delivery to gateways is about to change, and to what
+  const [delivering, setDelivering] = useState<{ path: string; deliver: boolean } | null>(null);
+  const setDelivery = useMutation({
+    mutationFn: ({ path, deliver }: { path: string; deliver: boolean }) =>
+      unwrap(
+        api.PATCH('/v1/workspaces/{ws}/secrets/{path}', {
+          params: { path: { ws, path } },
+          body: { deliver_to_gateways: deliver },
+        }),
+      ),
+    onSuccess: (secret) => {
+      setDelivering(null);
+      notifications.show({
+        color: 'green',
+        message: `${secret.path}: gateways ${secret.deliver_to_gateways ? 'may' : 'may no longer'} receive it`,
+      });
+      void refresh();
+    },
+  });
   const remove = useMutation({
     mutationFn: (path: string) =>
       unwrap(api.DELETE('/v1/workspaces/{ws}/secrets/{path}', { params: { path: { ws, path } } })),
@@ -71,7 +92,7 @@ export default function Vault() {
             <Button variant="default" onClick={() => setRotatingKey(true)}>
               Rotate workspace key
             </Button>
-            <Button onClick={() => setWriting({ path: '', version: 0 })}>New secret</Button>
+            <Button onClick={() => setWriting({ path: '', version: 0, deliver: false })}>New secret</Button>
           </Group>
         }
       >
@@ -79,7 +100,9 @@ export default function Vault() {
       </PageTitle>
       <Text size="sm" c="dimmed" mb="md">
         Values are write-only: once written, no page and no API shows them again. A catalog entry uses a secret as{' '}
-        <Code>vault://path</Code> (or <Code>vault://path#2</Code> for a version still kept).
+        <Code>vault://path</Code> (or <Code>vault://path#2</Code> for a version still kept). Remote servers in the pool
+        read it on the server; a local server on a developer&apos;s machine gets it through its gateway only when the
+        secret is delivered to gateways.
       </Text>
       <TextInput
         label="Paths starting with"
@@ -107,6 +130,7 @@ export default function Vault() {
               <Table.Th>Written</Table.Th>
               <Table.Th>Created</Table.Th>
               <Table.Th>Last read</Table.Th>
+              <Table.Th>Gateways</Table.Th>
               <Table.Th>
                 <VisuallyHidden>Actions</VisuallyHidden>
               </Table.Th>
@@ -139,12 +163,20 @@ export default function Vault() {
                   <WhenBy at={s.last_read_at} by={s.last_read_by} never="never" />
                 </Table.Td>
                 <Table.Td>
+                  <Switch
+                    aria-label={`Deliver ${s.path} to gateways`}
+                    label={s.deliver_to_gateways ? 'delivered' : 'not delivered'}
+                    checked={s.deliver_to_gateways}
+                    onChange={(e) => setDelivering({ path: s.path, deliver: e.currentTarget.checked })}
+                  />
+                </Table.Td>
+                <Table.Td>
                   <Group gap={4} justify="flex-end" wrap="nowrap">
                     <Button
                       variant="subtle"
                       size="xs"
                       aria-label={`Rotate ${s.path}`}
-                      onClick={() => setWriting({ path: s.path, version: s.version })}
+                      onClick={() => setWriting({ path: s.path, version: s.version, deliver: s.deliver_to_gateways })}
                     >
                       Rotate
                     </Button>
@@ -174,6 +206,7 @@ export default function Vault() {
             ws={ws}
             path={writing.path}
             version={writing.version}
+            deliver={writing.deliver}
             onDone={() => {
               setWriting(null);
               void refresh();
@@ -192,6 +225,29 @@ export default function Vault() {
       >
         Delete <Code>{deleting}</Code> and every version of it? Servers that start with it fail until it is written
         again; the audit log keeps who deleted it.
+      </Confirm>
+      <Confirm
+        opened={delivering !== null}
+        onClose={() => setDelivering(null)}
+        title={delivering?.deliver ? 'Deliver to gateways' : 'Stop delivering to gateways'}
+        action={delivering?.deliver ? 'Deliver' : 'Stop delivering'}
+        color={delivering?.deliver ? undefined : 'red'}
+        loading={setDelivery.isPending}
+        onConfirm={() => delivering && setDelivery.mutate(delivering)}
+      >
+        {delivering?.deliver ? (
+          <>
+            Let the workspace&apos;s gateways receive <Code>{delivering.path}</Code>? A gateway gets the value to start
+            a local server whose catalog entry names it, and it stays on that developer&apos;s machine while the server
+            runs. Each read is an audit record naming the gateway.
+          </>
+        ) : (
+          <>
+            Stop gateways receiving <Code>{delivering?.path}</Code>? Local servers that name it no longer start; a
+            gateway that already started one keeps the value it got until that server stops.
+          </>
+        )}{' '}
+        The change is recorded in the audit log.
       </Confirm>
       <Confirm
         opened={rotatingKey}
@@ -213,18 +269,27 @@ function WriteSecret({
   ws,
   path: existing,
   version,
+  deliver: delivered,
   onDone,
 }: {
   ws: string;
   path: string;
   version: number;
+  /** whether the secret is delivered to gateways now (false for a new one) */
+  deliver: boolean;
   onDone: () => void;
 }) {
   const [path, setPath] = useState(existing);
   const [value, setValue] = useState('');
+  const [deliver, setDeliver] = useState(delivered);
   const write = useMutation({
     mutationFn: () =>
-      unwrap(api.PUT('/v1/workspaces/{ws}/secrets/{path}', { params: { path: { ws, path } }, body: { value } })),
+      unwrap(
+        api.PUT('/v1/workspaces/{ws}/secrets/{path}', {
+          params: { path: { ws, path } },
+          body: { value, deliver_to_gateways: deliver },
+        }),
+      ),
     onSuccess: (secret) => {
       setValue('');
       notifications.show({ color: 'green', message: `${secret.path}: version ${secret.version} written` });
@@ -267,6 +332,12 @@ function WriteSecret({
           data-autofocus={existing ? true : undefined}
           value={value}
           onChange={(e) => setValue(e.currentTarget.value)}
+        />
+        <Checkbox
+          label="Deliver to gateways"
+          description="The workspace's gateways may receive it to start local servers that name it; each read is audited"
+          checked={deliver}
+          onChange={(e) => setDeliver(e.currentTarget.checked)}
         />
         <Button type="submit" loading={write.isPending}>
           {existing ? 'Write new version' : 'Write'}
