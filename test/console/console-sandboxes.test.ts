@@ -9,7 +9,7 @@ import { SandboxesService } from '@aileron/sandboxes';
 import { aRemoteServer, connect, SERVERS, textOf } from '../pool/mcp-client';
 import { holdInstanceStarts } from '../pool/held-starts';
 import { agentOn } from '../sandboxes/box';
-import { anOrganization, aWorkspace, uniqueSlug } from '../support/builders';
+import { aGateway, anOrganization, aWorkspace, uniqueSlug } from '../support/builders';
 import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
 import { eventually } from '../support/eventually';
 import { ConsoleBrowser } from './console-browser';
@@ -19,7 +19,7 @@ import { ConsoleBrowser } from './console-browser';
  * pages in Chromium, over sandboxes under real bubblewrap: a snapshot an
  * agent's MCP client made, reviewed side by side with the call behind it;
  * the bundle; what the shell rules would do with a line; an enrolment
- * code; a pool instance restarted; an agent session ended from the page.
+ * code; a gateway's token rotated; a pool instance restarted; an agent session ended from the page.
  * Every page is checked with axe-core and photographed under
  * test-results/console/, and each is driven with the keyboard at least once.
  */
@@ -225,6 +225,74 @@ describe('the console: sandboxes, gateways, pool and agent sessions', () => {
       return !(await row.textContent())!.includes('never');
     });
     await check('gateways');
+  });
+
+  it("rotates a gateway's token: the new one shown once with a copy button, the old one working through its grace, and the list showing both lifetimes", async () => {
+    const gateway = await aGateway(cp, cp.ownerToken, ws, { name: 'bob-laptop' });
+    const catalogWith = (token: string) => cp.request('GET', '/v1/gateway/catalog', { token });
+    const listed = async () =>
+      (await cp.request('GET', `/v1/workspaces/${ws}/gateways`)).body.items.find(
+        (g: { id: string }) => g.id === gateway.id,
+      );
+    expect((await listed()).enrolled_by).toMatch(/^token:/);
+    await chromium.context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: cp.url });
+    await page.goto(`${cp.url}/workspaces/${ws}/gateways`);
+    const row = page.getByRole('row', { name: /bob-laptop/ });
+    // who enrolled it, and a token without expiry
+    await expect.poll(() => row.textContent()).toContain((await listed()).enrolled_by);
+    expect(await row.textContent()).toContain('no expiry');
+
+    // with the keyboard: the row's button opens the dialog, the grace keeps its default of an hour
+    await tabTo(page.getByRole('button', { name: 'Rotate token of bob-laptop' }));
+    await page.keyboard.press('Enter');
+    const dialog = page.getByRole('dialog', { name: 'Rotate the token of bob-laptop' });
+    expect(await dialog.getByRole('combobox', { name: 'Old token keeps working for' }).inputValue()).toBe('1 hour');
+    await chromium.pick(page, 'New token expires', '90 days');
+    await check('gateways-rotate');
+    await dialog.getByRole('button', { name: 'Rotate' }).click();
+    const shown = dialog.getByLabel('New token');
+    await expect.poll(() => shown.textContent()).toMatch(/\S{20,}/);
+    const token = (await shown.textContent())!.trim();
+    expect(await dialog.textContent()).toMatch(/you will not see it again.*The old token works until/);
+    await dialog.getByRole('button', { name: 'Copy' }).click();
+    await expect.poll(() => dialog.getByRole('button', { name: 'Copied' }).isVisible()).toBe(true);
+    expect(await page.evaluate('navigator.clipboard.readText()')).toBe(token);
+    await check('gateways-rotated');
+    await dialog.getByRole('button', { name: 'Done' }).click();
+    await dialog.waitFor({ state: 'hidden' });
+    expect(await page.content()).not.toContain(token);
+
+    // both work while the old one is in its grace; the list says until when, and when the new one expires
+    expect((await catalogWith(token)).status).toBe(200);
+    expect((await catalogWith(gateway.token)).status).toBe(200);
+    const rotated = await listed();
+    expect(new Date(rotated.token_expires_at).getTime()).toBeGreaterThan(Date.now() + 89 * 24 * 3600_000);
+    expect(new Date(rotated.previous_token_valid_until).getTime()).toBeGreaterThan(Date.now() + 50 * 60_000);
+    await expect.poll(() => row.textContent()).toContain('the old token works until');
+    expect(await row.textContent()).toContain('expires ');
+    await check('gateways-rotated-list');
+
+    // again, with no grace: the earlier tokens are refused at once, the newest works
+    await page.getByRole('button', { name: 'Rotate token of bob-laptop' }).click();
+    await chromium.pick(page, 'Old token keeps working for', 'Not at all: refused at once');
+    await dialog.getByRole('button', { name: 'Rotate' }).click();
+    await expect.poll(() => shown.textContent()).toMatch(/\S{20,}/);
+    const newest = (await shown.textContent())!.trim();
+    expect(await dialog.textContent()).toContain('The old token is refused from now on');
+    await dialog.getByRole('button', { name: 'Done' }).click();
+    for (const old of [gateway.token, token]) expect((await catalogWith(old)).status).toBe(401);
+    expect((await catalogWith(newest)).status).toBe(200);
+    await expect.poll(() => row.textContent()).not.toContain('the old token');
+    expect(await row.textContent()).toContain('no expiry');
+    const audit = await cp.request('GET', `/v1/workspaces/${ws}/audit?type=gateway.token_rotated`);
+    expect(audit.body.items.map((r: { data: { grace_seconds: number } }) => r.data.grace_seconds)).toEqual([0, 3600]);
+    expect(JSON.stringify(audit.body)).not.toContain(token);
+
+    // a revoked gateway has no token to rotate
+    await page.getByRole('button', { name: 'Revoke bob-laptop' }).click();
+    await page.getByRole('dialog').getByRole('button', { name: 'Revoke' }).click();
+    await expect.poll(() => row.getByText('revoked').isVisible()).toBe(true);
+    expect(await page.getByRole('button', { name: 'Rotate token of bob-laptop' }).count()).toBe(0);
   });
 
   it('restarts a pool instance: its successor shows starting, then running, and the MCP session carries on', async () => {

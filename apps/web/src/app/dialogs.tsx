@@ -25,7 +25,7 @@ export function ShownOnce({
   return (
     <Stack>
       <Alert color="yellow" title="Copy it now">
-        This is the only time the {what} is shown.{note && <> {note}</>}
+        This is the only time the {what} is shown: you will not see it again.{note && <> {note}</>}
       </Alert>
       <Code block aria-label={`New ${what}`}>
         {value}

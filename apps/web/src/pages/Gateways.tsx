@@ -1,9 +1,10 @@
-import { Badge, Button, Code, Group, Modal, Select, Stack, Table, TagsInput, Text } from '@mantine/core';
+import { Alert, Badge, Button, Code, Group, Modal, Select, Stack, Table, TagsInput, Text } from '@mantine/core';
 import { useDisclosure } from '@mantine/hooks';
 import { useMutation, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { useParams } from 'react-router';
 import { api, unwrap } from '../api/client';
+import { WhenBy } from '../app/cells';
 import { Confirm, Revocable, ShownOnce } from '../app/dialogs';
 import { usePagedList } from '../app/paging';
 import { EmptyState, PagedList, PageTitle, when } from '../app/ui';
@@ -15,7 +16,22 @@ const LIFETIMES = [
   { value: '604800', label: '7 days' },
 ];
 
-/** The workspace's local gateways: enrolment codes (each shown once), the gateways and when each was last seen. */
+/** How long a replaced token keeps working: the server takes 0 to 7 days, and defaults to an hour. */
+const GRACE = [{ value: '0', label: 'Not at all: refused at once' }, ...LIFETIMES];
+
+/** The new token's lifetime: the server takes 60 s to 366 days, or none. */
+const EXPIRIES = [
+  { value: 'never', label: 'Never: until rotated or revoked' },
+  { value: '2592000', label: '30 days' },
+  { value: '7776000', label: '90 days' },
+  { value: '31536000', label: '1 year' },
+];
+
+/**
+ * The workspace's local gateways: enrolment codes (each shown once), the
+ * gateways with who enrolled them, when each was last seen and its token's
+ * lifetime; a token rotated (the new one shown once) or the gateway revoked.
+ */
 export default function Gateways() {
   const ws = useParams().ws!;
   const { query, items } = usePagedList(['gateways', ws], (cursor) =>
@@ -23,13 +39,15 @@ export default function Gateways() {
   );
   const [enrolling, { open, close }] = useDisclosure();
   const [revoking, setRevoking] = useState<{ id: string; name: string } | null>(null);
+  const [rotating, setRotating] = useState<{ id: string; name: string } | null>(null);
   const queryClient = useQueryClient();
+  const refresh = () => void queryClient.invalidateQueries({ queryKey: ['gateways', ws] });
   const revoke = useMutation({
     mutationFn: (id: string) =>
       unwrap(api.DELETE('/v1/workspaces/{ws}/gateways/{id}', { params: { path: { ws, id } } })),
     onSuccess: () => {
       setRevoking(null);
-      void queryClient.invalidateQueries({ queryKey: ['gateways', ws] });
+      refresh();
     },
   });
   return (
@@ -45,7 +63,7 @@ export default function Gateways() {
           </EmptyState>
         }
       >
-        <Table>
+        <Table aria-label="Gateways">
           <Table.Thead>
             <Table.Tr>
               <Table.Th>Name</Table.Th>
@@ -73,15 +91,30 @@ export default function Gateways() {
                 </Table.Td>
                 <Table.Td>
                   <Code>{g.prefix}…</Code>
+                  <TokenLifetime expiresAt={g.token_expires_at} previousUntil={g.previous_token_valid_until} />
                 </Table.Td>
-                <Table.Td>{when(g.enrolled_at)}</Table.Td>
+                <Table.Td>
+                  <WhenBy at={g.enrolled_at} by={g.enrolled_by} />
+                </Table.Td>
                 <Table.Td>{g.last_seen_at ? when(g.last_seen_at) : 'never'}</Table.Td>
                 <Table.Td>
-                  <Revocable
-                    revoked={g.revoked_at !== null}
-                    name={g.name}
-                    onRevoke={() => setRevoking({ id: g.id, name: g.name })}
-                  />
+                  <Group gap={4} wrap="nowrap">
+                    {g.revoked_at === null && (
+                      <Button
+                        variant="subtle"
+                        size="xs"
+                        aria-label={`Rotate token of ${g.name}`}
+                        onClick={() => setRotating({ id: g.id, name: g.name })}
+                      >
+                        Rotate token
+                      </Button>
+                    )}
+                    <Revocable
+                      revoked={g.revoked_at !== null}
+                      name={g.name}
+                      onRevoke={() => setRevoking({ id: g.id, name: g.name })}
+                    />
+                  </Group>
                 </Table.Td>
               </Table.Tr>
             ))}
@@ -90,6 +123,13 @@ export default function Gateways() {
       </PagedList>
       <Modal opened={enrolling} onClose={close} title="New enrolment code">
         <EnrolmentCode ws={ws} onDone={close} />
+      </Modal>
+      <Modal
+        opened={rotating !== null}
+        onClose={() => setRotating(null)}
+        title={`Rotate the token of ${rotating?.name ?? ''}`}
+      >
+        {rotating && <RotateToken ws={ws} gateway={rotating.id} onRotated={refresh} onDone={() => setRotating(null)} />}
       </Modal>
       <Confirm
         opened={revoking !== null}
@@ -103,6 +143,105 @@ export default function Gateways() {
         Revoke “{revoking?.name}”? Its token is refused on every replica at once.
       </Confirm>
     </>
+  );
+}
+
+/** Under a token's prefix: when it expires, and until when the token it replaced still works. */
+function TokenLifetime({ expiresAt, previousUntil }: { expiresAt: string | null; previousUntil: string | null }) {
+  return (
+    <>
+      <Text size="xs" c="dimmed">
+        {expiresAt ? `expires ${when(expiresAt)}` : 'no expiry'}
+      </Text>
+      {previousUntil && (
+        <Text size="xs" c="dimmed">
+          {new Date(previousUntil).getTime() > Date.now()
+            ? `the old token works until ${when(previousUntil)}`
+            : `the old token stopped ${when(previousUntil)}`}
+        </Text>
+      )}
+    </>
+  );
+}
+
+/**
+ * A new token for an enrolled gateway, shown once; the one it replaces keeps
+ * working for the grace period picked here, long enough to put the new one on
+ * the developer's machine.
+ */
+function RotateToken({
+  ws,
+  gateway,
+  onRotated,
+  onDone,
+}: {
+  ws: string;
+  gateway: string;
+  onRotated: () => void;
+  onDone: () => void;
+}) {
+  const [grace, setGrace] = useState('3600');
+  const [expiry, setExpiry] = useState('never');
+  const rotate = useMutation({
+    mutationFn: () =>
+      unwrap(
+        api.POST('/v1/workspaces/{ws}/gateways/{id}/rotate', {
+          params: { path: { ws, id: gateway } },
+          body: {
+            grace_seconds: Number(grace),
+            ...(expiry === 'never' ? {} : { expires_in_seconds: Number(expiry) }),
+          },
+        }),
+      ),
+    onSuccess: onRotated,
+  });
+  if (rotate.data) {
+    const until = rotate.data.previous_token_valid_until;
+    const old =
+      until && new Date(until).getTime() > Date.now()
+        ? `The old token works until ${when(until)}: put this one in the gateway's configuration before then.`
+        : 'The old token is refused from now on: the gateway needs this one to reach the control plane.';
+    return (
+      <ShownOnce what="token" value={rotate.data.token} note={old} onDone={onDone}>
+        <Text size="sm">
+          {rotate.data.token_expires_at
+            ? `It stops working ${when(rotate.data.token_expires_at)}.`
+            : 'It works until it is rotated or the gateway revoked.'}
+        </Text>
+      </ShownOnce>
+    );
+  }
+  return (
+    <form
+      onSubmit={(event) => {
+        event.preventDefault();
+        rotate.mutate();
+      }}
+    >
+      <Stack>
+        <Alert color="blue">
+          The gateway gets a new token, shown once. Every replica refuses the old one once the grace period ends.
+        </Alert>
+        <Select
+          label="Old token keeps working for"
+          data={GRACE}
+          value={grace}
+          allowDeselect={false}
+          onChange={(v) => v && setGrace(v)}
+          data-autofocus
+        />
+        <Select
+          label="New token expires"
+          data={EXPIRIES}
+          value={expiry}
+          allowDeselect={false}
+          onChange={(v) => v && setExpiry(v)}
+        />
+        <Button type="submit" loading={rotate.isPending}>
+          Rotate
+        </Button>
+      </Stack>
+    </form>
   );
 }
 
