@@ -7,10 +7,14 @@ import { launchChromium } from '../support/chromium';
 import type { TestControlPlane } from '../support/control-plane';
 
 const SHOTS = join(process.cwd(), 'test-results', 'console');
-/** No transition running and no dialog drawn part transparent (Mantine's start one frame after the dialog is in the page). */
+/**
+ * No transition running and no dialog, menu or list of options drawn part
+ * transparent (Mantine's transitions start a frame after the element is in
+ * the page, and a closing one stays in it, fading, without its content).
+ */
 const SETTLED = `(() => {
   if (document.getAnimations().some((a) => a instanceof CSSTransition && a.playState === 'running')) return false;
-  return [...document.querySelectorAll('[role="dialog"]')].every((dialog) => {
+  return [...document.querySelectorAll('[role="dialog"], [role="menu"], [role="listbox"]')].every((dialog) => {
     for (let e = dialog; e; e = e.parentElement) if (Number(getComputedStyle(e).opacity) < 1) return false;
     return true;
   });
@@ -68,7 +72,7 @@ export class ConsoleBrowser {
   /** axe-core on the page as it is: no serious or critical violation; and a screenshot to look at. */
   async check(p: Page, name: string): Promise<void> {
     await p.waitForLoadState('networkidle');
-    // a dialog still fading in or out is half transparent: axe would see its contrast fail
+    // a dialog still fading in or out is half transparent: axe would see its contrast fail, or a menu without items
     await expect.poll(() => p.evaluate(SETTLED)).toBe(true);
     // evaluated through the debugging protocol: the page's CSP (rightly) refuses injected scripts
     await p.evaluate(`${AXE}\n;undefined`);

@@ -211,6 +211,12 @@ describe('the console with the keyboard alone', () => {
     await chromium.check(page, 'keyboard-pool');
   });
 
+  it("connected clients: the workspace's list", async () => {
+    await follow('Connected clients', `/workspaces/${ws.slug}/connected-clients`);
+    await page.getByText('No connected clients').waitFor();
+    await chromium.check(page, 'keyboard-connected-clients');
+  });
+
   it('catalog, people and tokens: their dialogs', async () => {
     await follow('Catalog', '/catalog');
     await dialogOf('Add server', 'Add a server version');
@@ -232,6 +238,33 @@ describe('the console with the keyboard alone', () => {
       audience: 'aileron',
     });
     await chromium.check(page, 'keyboard-identity-provider');
+  });
+
+  it('MCP client sign-in: the setting ticked and saved from the keyboard', async () => {
+    await follow('MCP client sign-in', '/organization/oauth');
+    const allow = page.getByRole('checkbox', { name: /Also allow clients that registered themselves/ });
+    await tabTo(allow);
+    await page.keyboard.press('Space');
+    await tabTo(page.getByRole('button', { name: 'Save' }));
+    await page.keyboard.press('Enter');
+    await expect.poll(() => page.getByText('MCP client sign-in saved').isVisible()).toBe(true);
+    expect((await cp.request('GET', '/v1/organization/oauth-settings')).body.allow_dynamic_registration).toBe(true);
+    await chromium.check(page, 'keyboard-oauth-settings');
+  });
+
+  it("the person's own connected clients, from the person menu", async () => {
+    await tabTo(page.getByRole('button', { name: 'Signed in as Owner (this machine): menu' }), true);
+    await page.keyboard.press('Enter');
+    const item = page.getByRole('menuitem', { name: 'Your connected clients' });
+    await item.waitFor();
+    // the arrow keys move through the menu's items
+    for (let i = 0; i < 3 && !(await focused(item)); i++) await page.keyboard.press('ArrowDown');
+    expect(await focused(item)).toBe(true);
+    await page.keyboard.press('Enter');
+    await page.waitForURL(`${cp.url}/account/connected-clients`);
+    await page.getByText('No connected clients').waitFor();
+    await page.getByRole('menu').waitFor({ state: 'detached' });
+    await chromium.check(page, 'keyboard-own-connected-clients');
   });
 
   it("organisation audit: the organisation's chain is verified", async () => {

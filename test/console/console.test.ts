@@ -4,6 +4,13 @@ import { LocalIdp } from '../auth/local-idp';
 import { anOrganization, aToken, uniqueSlug } from '../support/builders';
 import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
 import { eventually } from '../support/eventually';
+import {
+  ClientSite,
+  connectInBrowser,
+  initializeWith,
+  MemoryOAuthProvider,
+  refreshGrant,
+} from '../support/mcp-oauth-client';
 import { aRemoteServer, connect, SERVERS, textOf } from '../pool/mcp-client';
 import { ConsoleBrowser } from './console-browser';
 
@@ -11,7 +18,9 @@ import { ConsoleBrowser } from './console-browser';
  * The web console in Chromium (playwright-core and Debian's chromium, as the
  * review page's test drives it), on the embedded mode: signing in both ways,
  * the pages an admin works in, the exact call waiting for approval decided
- * from the live inbox, and another organisation's things out of reach.
+ * from the live inbox, the MCP clients people connected with OAuth (a
+ * workspace's, and a person's own) disconnected, and another organisation's
+ * things out of reach.
  * Every page is checked with axe-core and photographed under test-results/console/.
  */
 describe('the web console in Chromium', () => {
@@ -22,17 +31,45 @@ describe('the web console in Chromium', () => {
   const check = (p: Page, name: string) => chromium.check(p, name);
   const pick = (p: Page, label: string, option: string) => chromium.pick(p, label, option);
   const watch = (p: Page) => chromium.watch(p);
+  /** an MCP client's own web side: where the browser comes back to with an authorization code */
+  const site = new ClientSite();
 
   beforeAll(async () => {
     // a call held for approval waits this long for the decision the test makes in the browser
     cp = await startTestControlPlane('pglite', { AILERON_POOL_APPROVAL_WAIT_SECONDS: '120' });
     chromium = await ConsoleBrowser.start(cp);
     ({ context, page } = chromium);
+    await site.start();
   });
   afterAll(async () => {
     await chromium?.close();
     await cp?.close();
+    await site.stop();
   });
+
+  /** A fresh browser signed in through the organisation's identity provider, as whoever it signs in. */
+  async function signedInThroughIdp(): Promise<{ fresh: BrowserContext; p: Page }> {
+    const fresh = await chromium.browser.newContext();
+    const p = await fresh.newPage();
+    watch(p);
+    await p.goto(`${cp.url}/workspaces`);
+    await p.waitForURL(/\/sign-in\?/);
+    await p.getByRole('textbox', { name: 'Organisation' }).fill('default');
+    await p.getByRole('button', { name: 'Continue with your identity provider' }).click();
+    await p.waitForURL(`${cp.url}/workspaces`);
+    return { fresh, p };
+  }
+
+  /** An MCP client registering itself and connected to the default workspace by whoever `p` is signed in as. */
+  async function aConnectedClient(p: Page, name: string) {
+    const provider = new MemoryOAuthProvider(site, undefined, name);
+    const { consent } = await connectInBrowser(cp, p, site, provider);
+    expect(consent).toContain(`Allow ${name} to use workspace Default?`);
+    const tokens = provider.tokens()!;
+    expect((await initializeWith(cp, tokens.access_token)).status).toBe(200);
+    return { provider, tokens, clientId: provider.clientInformation()!.client_id };
+  }
+
   afterEach(() => expect(chromium.takeProblems()).toEqual([]));
 
   it('signs the owner in with the one-time link npm start printed, once', async () => {
@@ -204,6 +241,129 @@ describe('the web console in Chromium', () => {
     );
   });
 
+  it('lets an owner allow self-registered MCP clients, on the page beside the identity provider', async () => {
+    const closed = await site.register(cp, 'Early bird');
+    expect(closed.status, closed.text).toBe(403);
+    expect(closed.body.code).toBe('OAUTH_REGISTRATION_DISABLED');
+
+    await page.goto(`${cp.url}/overview`);
+    // with the keyboard: the navigation entry, then the setting, then Save
+    await chromium.tabTo(page, page.getByRole('link', { name: 'MCP client sign-in' }));
+    await page.keyboard.press('Enter');
+    await page.waitForURL(`${cp.url}/organization/oauth`);
+    const allow = page.getByRole('checkbox', { name: /Also allow clients that registered themselves/ });
+    await expect.poll(() => allow.isVisible()).toBe(true);
+    expect(await allow.isChecked()).toBe(false);
+    expect(await page.getByText('Never changed: off').isVisible()).toBe(true);
+    await allow.focus();
+    await page.keyboard.press('Space');
+    await check(page, 'oauth-settings');
+    await page.keyboard.press('Tab');
+    await page.keyboard.press('Enter');
+    await expect.poll(() => page.getByText('MCP client sign-in saved').isVisible()).toBe(true);
+    expect((await cp.request('GET', '/v1/organization/oauth-settings')).body.allow_dynamic_registration).toBe(true);
+    expect(await page.getByText(/^Last changed /).isVisible()).toBe(true);
+    const open = await site.register(cp, 'Early bird');
+    expect(open.status, open.text).toBe(201);
+  });
+
+  it("lists the workspace's connected clients, and disconnects one: its tokens are refused at once", async () => {
+    const { tokens, clientId } = await aConnectedClient(page, 'Release bot');
+    // its use is recorded (to the minute), and shown
+    await eventually('the last use', async () => {
+      const listed = await cp.request('GET', '/v1/workspaces/default/oauth/clients');
+      return listed.body.items.find((c: { client_id: string }) => c.client_id === clientId)?.last_used_at;
+    });
+    await page.goto(`${cp.url}/workspaces/default/connected-clients`);
+    const row = page.getByRole('row', { name: /Release bot/ });
+    await expect.poll(() => row.textContent()).toContain(clientId);
+    const text = (await row.textContent())!;
+    expect(text).toContain('self-registered');
+    expect(text).toContain('Owner (this machine)');
+    expect(text).toContain(`${cp.url}/mcp/default`);
+    expect(text).not.toContain('never');
+    expect(await page.content()).not.toContain(tokens.access_token);
+    await check(page, 'connected-clients');
+
+    // with the keyboard: Disconnect, then the confirmation
+    await chromium.tabTo(page, page.getByRole('button', { name: 'Disconnect Release bot' }));
+    await page.keyboard.press('Enter');
+    const dialog = page.getByRole('dialog', { name: 'Disconnect client' });
+    await expect.poll(() => dialog.textContent()).toMatch(/Disconnect “Release bot” of Owner \(this machine\)\?/);
+    await check(page, 'connected-clients-disconnect');
+    await dialog.getByRole('button', { name: 'Disconnect' }).click();
+    await expect.poll(() => row.count()).toBe(0);
+    expect((await initializeWith(cp, tokens.access_token)).status).toBe(401);
+    expect((await refreshGrant(cp, clientId, tokens.refresh_token!)).body.error).toBe('invalid_grant');
+    const audit = await cp.request('GET', '/v1/workspaces/default/audit?type=oauth.client_disconnected');
+    expect(audit.body.items[0].data).toMatchObject({ client_id: clientId, reason: 'revoked_by_admin' });
+  });
+
+  it("shows a person their own connected clients, and theirs alone, to disconnect; a member sees no workspace's list", async () => {
+    const idp = new LocalIdp('/idp-own');
+    await idp.start();
+    const sam = await cp.request('POST', '/v1/users', { body: { email: 'sam@example.com', role: 'member' } });
+    expect(sam.status, sam.text).toBe(201);
+    const member = await cp.request('PUT', `/v1/workspaces/default/members/${sam.body.id}`, {
+      body: { role: 'member' },
+    });
+    expect(member.status, member.text).toBe(200);
+    try {
+      await idp.trustedBy(cp, { client_id: idp.clientId });
+      idp.person = { sub: 'sam', email: 'sam@example.com', email_verified: true, name: 'Sam Developer' };
+      const { fresh, p } = await signedInThroughIdp();
+      const owners = await aConnectedClient(page, 'Owner CLI');
+      const sams = await aConnectedClient(p, 'Sam editor');
+
+      // from the person menu, with the keyboard
+      await p.goto(`${cp.url}/workspaces`);
+      await p.getByRole('button', { name: 'Signed in as Sam Developer: menu' }).focus();
+      await p.keyboard.press('Enter');
+      await p.getByRole('menuitem', { name: 'Your connected clients' }).focus();
+      await p.keyboard.press('Enter');
+      await p.waitForURL(`${cp.url}/account/connected-clients`);
+      const rows = p.getByRole('table', { name: 'Connected clients' }).locator('tbody tr');
+      await expect.poll(() => rows.count()).toBe(1);
+      expect(await rows.first().textContent()).toMatch(/Sam editor.*default/);
+      expect(await p.content()).not.toContain('Owner CLI');
+      await check(p, 'own-connected-clients');
+
+      // a member: neither the workspace's list nor the organisation's setting in the navigation, and refused by URL
+      const navigation = p.getByRole('navigation', { name: 'Console' });
+      expect(await navigation.getByRole('link', { name: 'Connected clients' }).count()).toBe(0);
+      expect(await navigation.getByRole('link', { name: 'MCP client sign-in' }).count()).toBe(0);
+      // another person's connection is no connection of theirs
+      const { csrf } = await (await p.request.get(`${cp.url}/v1/auth/session`)).json();
+      const ownersConnection = (await cp.request('GET', '/v1/workspaces/default/oauth/clients')).body.items.find(
+        (c: { client_id: string }) => c.client_id === owners.clientId,
+      );
+      const theirs = await p.request.delete(`${cp.url}/v1/me/oauth/clients/${ownersConnection.id}`, {
+        headers: { 'x-aileron-csrf': csrf },
+      });
+      expect(theirs.status()).toBe(404);
+      expect((await theirs.json()).code).toBe('OAUTH_CLIENT_NOT_FOUND');
+
+      await p.getByRole('button', { name: 'Disconnect Sam editor' }).click();
+      await p.getByRole('dialog', { name: 'Disconnect client' }).getByRole('button', { name: 'Disconnect' }).click();
+      await expect.poll(() => p.getByText('No connected clients').isVisible()).toBe(true);
+      expect((await initializeWith(cp, sams.tokens.access_token)).status).toBe(401);
+      // the owner's own client goes on
+      expect((await initializeWith(cp, owners.tokens.access_token)).status).toBe(200);
+      const audit = await cp.request('GET', '/v1/workspaces/default/audit?type=oauth.client_disconnected');
+      expect(audit.body.items[0].data).toMatchObject({ client_id: sams.clientId, reason: 'revoked_by_person' });
+
+      await p.goto(`${cp.url}/workspaces/default/connected-clients`);
+      await expect.poll(() => p.getByText('FORBIDDEN').first().isVisible()).toBe(true);
+      await fresh.close();
+
+      // and the owner sees theirs on the same page
+      await page.goto(`${cp.url}/account/connected-clients`);
+      await expect.poll(() => page.getByRole('row', { name: /Owner CLI/ }).count()).toBe(1);
+    } finally {
+      await idp.stop();
+    }
+  });
+
   it("shows an admin of one organisation nothing of another's, whatever URL is typed", async () => {
     const other = await anOrganization(cp);
     const theirs = uniqueSlug('secret');
@@ -215,7 +375,12 @@ describe('the web console in Chromium', () => {
         })
       ).status,
     ).toBe(201);
-    for (const path of [`/workspaces/${theirs}`, `/workspaces/${theirs}/policy`, `/workspaces/${theirs}/approvals`]) {
+    for (const path of [
+      `/workspaces/${theirs}`,
+      `/workspaces/${theirs}/policy`,
+      `/workspaces/${theirs}/approvals`,
+      `/workspaces/${theirs}/connected-clients`,
+    ]) {
       await page.goto(cp.url + path);
       await expect.poll(() => page.getByText('WORKSPACE_NOT_FOUND').first().isVisible(), { message: path }).toBe(true);
       expect(await page.content(), path).not.toContain('Their secret project');
@@ -231,14 +396,7 @@ describe('the web console in Chromium', () => {
     try {
       await idp.trustedBy(cp, { client_id: idp.clientId });
       idp.person = { sub: 'rita', email: 'rita@example.com', email_verified: true, name: 'Rita Reviewer' };
-      const fresh = await chromium.browser.newContext();
-      const p = await fresh.newPage();
-      watch(p);
-      await p.goto(`${cp.url}/workspaces`);
-      await p.waitForURL(/\/sign-in\?/);
-      await p.getByRole('textbox', { name: 'Organisation' }).fill('default');
-      await p.getByRole('button', { name: 'Continue with your identity provider' }).click();
-      await p.waitForURL(`${cp.url}/workspaces`);
+      const { fresh, p } = await signedInThroughIdp();
       await expect
         .poll(() => p.getByRole('button', { name: 'Signed in as Rita Reviewer: menu' }).isVisible())
         .toBe(true);

@@ -1,6 +1,5 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { auth, UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { auth } from '@modelcontextprotocol/sdk/client/auth.js';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LocalIdp } from '../auth/local-idp';
@@ -11,7 +10,14 @@ import { eventually } from '../support/eventually';
 import { aRemoteServer, SERVERS, textOf } from '../pool/mcp-client';
 import { newPkcePair, OauthSweep } from '../../libs/oauth/src';
 import { advanceClock, resetClock } from '../support/clock';
-import { ClientSite, initializeWith, MemoryOAuthProvider } from './mcp-oauth-client';
+import {
+  ClientSite,
+  connectInBrowser,
+  initializeWith,
+  MemoryOAuthProvider,
+  oauthTransport,
+  refreshGrant,
+} from '../support/mcp-oauth-client';
 
 /**
  * An MCP client connects to /mcp/{ws} the way Claude or Cursor do: the MCP
@@ -64,11 +70,6 @@ describe('MCP clients signing in with OAuth', () => {
     await site?.stop();
   });
 
-  /** The SDK's transport to an MCP endpoint, authorising with `provider`. */
-  function transportTo(path: string, provider: MemoryOAuthProvider): StreamableHTTPClientTransport {
-    return new StreamableHTTPClientTransport(new URL(`${cp.url}${path}`), { authProvider: provider });
-  }
-
   /**
    * The whole first connection: the SDK meets the 401 and asks for the
    * browser; the browser signs in (once per browser) and allows; the SDK
@@ -76,34 +77,22 @@ describe('MCP clients signing in with OAuth', () => {
    */
   async function connectWithBrowser(id: string | null = clientId, name = 'Test MCP client') {
     const provider = new MemoryOAuthProvider(site, id ?? undefined, name);
-    const first = new Client({ name: 'oauth-test', version: '1.0.0' });
-    await expect(first.connect(transportTo('/mcp/default', provider))).rejects.toThrow(UnauthorizedError);
-    const authorizationUrl = provider.authorizationUrl!;
+    const { authorizationUrl, consent } = await connectInBrowser(cp, page, site, provider, {
+      // no console session yet: the console's sign-in, through the organisation's identity provider
+      signIn: (p) => p.getByRole('button', { name: 'Continue with your identity provider' }).click(),
+    });
     expect(authorizationUrl.origin + authorizationUrl.pathname).toBe(`${cp.url}/oauth/auth`);
     expect(authorizationUrl.searchParams.get('resource')).toBe(`${cp.url}/mcp/default`);
     expect(authorizationUrl.searchParams.get('code_challenge_method')).toBe('S256');
-    const callback = site.nextCallback();
-    await page.goto(authorizationUrl.href);
-    if (new URL(page.url()).pathname === '/sign-in') {
-      // no console session yet: the console's sign-in, through the organisation's identity provider
-      await page.getByRole('button', { name: 'Continue with your identity provider' }).click();
-    }
-    await page.waitForURL(/\/oauth\/interaction\//);
-    const consent = (await page.locator('main').innerText()).replace(/\s+/g, ' ');
     expect(consent).toContain(`Allow ${name} to use workspace Default?`);
     expect(consent).toContain(`${cp.url}/mcp/default`);
     expect(consent).toMatch(/call the tools of every MCP server of workspace Default .* as you/);
-    await page.getByRole('button', { name: 'Allow' }).click();
-    const { code, error } = await callback;
-    expect(error).toBeNull();
-    const transport = transportTo('/mcp/default', provider);
-    await transport.finishAuth(code!);
     return provider;
   }
 
   async function toolsWith(provider: MemoryOAuthProvider, path = '/mcp/default'): Promise<string[]> {
     const client = new Client({ name: 'oauth-test', version: '1.0.0' });
-    await client.connect(transportTo(path, provider));
+    await client.connect(oauthTransport(cp, path, provider));
     try {
       return (await client.listTools()).tools.map((t) => t.name);
     } finally {
@@ -125,7 +114,7 @@ describe('MCP clients signing in with OAuth', () => {
     expect(site.fetched).toContain('/mcp-client.json');
 
     const client = new Client({ name: 'oauth-test', version: '1.0.0' });
-    await client.connect(transportTo('/mcp/default', provider));
+    await client.connect(oauthTransport(cp, '/mcp/default', provider));
     const result = await client.callTool({ name: `${server}__read_graph`, arguments: {} });
     expect(result.isError, textOf(result)).toBeFalsy();
     await client.close();
@@ -355,12 +344,7 @@ describe('MCP clients signing in with OAuth', () => {
   });
 
   it('takes self-registered clients only once an admin allows them', async () => {
-    const registration = {
-      client_name: 'Registered client',
-      redirect_uris: [site.redirectUri],
-      token_endpoint_auth_method: 'none',
-    };
-    const closed = await cp.request('POST', '/oauth/reg', { token: null, body: registration });
+    const closed = await site.register(cp, 'Registered client');
     expect(closed.status, closed.text).toBe(403);
     expect(closed.body).toMatchObject({ code: 'OAUTH_REGISTRATION_DISABLED', error: 'invalid_client_metadata' });
 
@@ -415,15 +399,7 @@ describe('MCP clients signing in with OAuth', () => {
   });
 
   /** A token request of the refresh grant, as the client makes it. */
-  async function refresh(refreshToken: string) {
-    return cp.request('POST', '/oauth/token', {
-      token: null,
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      body: new URLSearchParams({
-        grant_type: 'refresh_token',
-        refresh_token: refreshToken,
-        client_id: clientId,
-      }).toString(),
-    });
+  function refresh(refreshToken: string) {
+    return refreshGrant(cp, clientId, refreshToken);
   }
 });

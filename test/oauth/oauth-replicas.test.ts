@@ -3,7 +3,7 @@ import { newPkcePair } from '../../libs/oauth/src';
 import { browserSignIn, LocalIdp } from '../auth/local-idp';
 import { aReplicaOf, startApiControlPlane, TestControlPlane, withOwnerToken } from '../support/control-plane';
 import { eventually } from '../support/eventually';
-import { ClientSite, initializeWith } from './mcp-oauth-client';
+import { ClientSite, initializeWith } from '../support/mcp-oauth-client';
 
 /** A browser's cookies, by name; every request of the test's browser carries them all. */
 class CookieJar {

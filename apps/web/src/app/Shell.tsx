@@ -4,6 +4,7 @@ import { useMutation, useQueryClient } from '@tanstack/react-query';
 import { Suspense, useEffect } from 'react';
 import { Link, Navigate, Outlet, useLocation, useMatch, useNavigate, useParams } from 'react-router';
 import { api, ApiProblem, onSignedOut, setCsrfToken, unwrap } from '../api/client';
+import { canOversee, isAdmin } from '../pages/roles';
 import { identityProviderSignIn, knownOrganizations, useMe, useSession } from './session';
 import { ErrorState, Loading } from './ui';
 
@@ -96,7 +97,8 @@ export function useCurrentWorkspace(): string | null {
 function Navigation() {
   const ws = useCurrentWorkspace();
   const me = useMe();
-  const name = me.data?.workspaces.find((w) => w.slug === ws)?.name ?? ws;
+  const workspace = me.data?.workspaces.find((w) => w.slug === ws);
+  const name = workspace?.name ?? ws;
   const location = useLocation();
   const item = (to: string, label: string, exact = false) => (
     <NavLink
@@ -122,12 +124,14 @@ function Navigation() {
           {item(`/workspaces/${ws}/sessions`, 'Agent sessions')}
           {item(`/workspaces/${ws}/gateways`, 'Gateways')}
           {item(`/workspaces/${ws}/pool`, 'Pool')}
+          {canOversee(workspace?.role) && item(`/workspaces/${ws}/connected-clients`, 'Connected clients')}
         </NavLink>
       )}
       {item('/catalog', 'Catalog')}
       {item('/people', 'People')}
       {item('/tokens', 'API tokens')}
       {me.data?.role === 'owner' && item('/organization/identity-provider', 'Identity provider')}
+      {isAdmin(me.data?.role) && item('/organization/oauth', 'MCP client sign-in')}
       {item('/audit', 'Organisation audit')}
       {item('/webhooks', 'Webhooks and sinks')}
     </>
@@ -210,6 +214,10 @@ function PersonMenu({ name }: { name: string }) {
         </Button>
       </Menu.Target>
       <Menu.Dropdown>
+        <Menu.Item component={Link} to="/account/connected-clients">
+          Your connected clients
+        </Menu.Item>
+        <Menu.Divider />
         <Menu.Item onClick={() => signOut.mutate(false)}>Sign out</Menu.Item>
         <Menu.Item onClick={() => signOut.mutate(true)}>Sign out everywhere</Menu.Item>
       </Menu.Dropdown>

@@ -1,6 +1,10 @@
 import { createServer, Server } from 'node:http';
-import type { OAuthClientProvider } from '@modelcontextprotocol/sdk/client/auth.js';
-import type { TestControlPlane, TestResponse } from '../support/control-plane';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { UnauthorizedError, type OAuthClientProvider } from '@modelcontextprotocol/sdk/client/auth.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Page } from 'playwright-core';
+import { expect } from 'vitest';
+import type { TestControlPlane, TestResponse } from './control-plane';
 import type {
   OAuthClientInformationMixed,
   OAuthClientMetadata,
@@ -50,6 +54,14 @@ export class ClientSite {
       response_types: ['code'],
       token_endpoint_auth_method: 'none',
     }));
+  }
+
+  /** Registers a public client with the site's redirect URI, as RFC 7591 has a client do it itself. */
+  register(cp: TestControlPlane, name: string): Promise<TestResponse> {
+    return cp.request('POST', '/oauth/reg', {
+      token: null,
+      body: { client_name: name, redirect_uris: [this.redirectUri], token_endpoint_auth_method: 'none' },
+    });
   }
 
   /** The next time the browser arrives at the redirect URI. */
@@ -166,5 +178,58 @@ export function initializeWith(cp: TestControlPlane, token: string, path = '/mcp
       method: 'initialize',
       params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 't', version: '1' } },
     },
+  });
+}
+
+/** The SDK's transport to an MCP endpoint of `cp`, authorising with `provider`. */
+export function oauthTransport(
+  cp: TestControlPlane,
+  path: string,
+  provider: MemoryOAuthProvider,
+): StreamableHTTPClientTransport {
+  return new StreamableHTTPClientTransport(new URL(`${cp.url}${path}`), { authProvider: provider });
+}
+
+/**
+ * A client's first connection, as Claude or Cursor make it: the SDK meets the
+ * endpoint's 401 and asks for the browser; `page` opens the authorization
+ * URL (`signIn` takes it through the console's sign-in if it has no session
+ * yet) and allows the client on the consent page; the SDK exchanges the code,
+ * and `provider` holds the tokens. Answers the authorization URL and the
+ * consent page's text, for the test to look at.
+ */
+export async function connectInBrowser(
+  cp: TestControlPlane,
+  page: Page,
+  site: ClientSite,
+  provider: MemoryOAuthProvider,
+  options: { path?: string; signIn?: (page: Page) => Promise<void> } = {},
+): Promise<{ authorizationUrl: URL; consent: string }> {
+  const path = options.path ?? '/mcp/default';
+  const first = new Client({ name: 'oauth-test', version: '1.0.0' });
+  await expect(first.connect(oauthTransport(cp, path, provider))).rejects.toThrow(UnauthorizedError);
+  const authorizationUrl = provider.authorizationUrl!;
+  const callback = site.nextCallback();
+  await page.goto(authorizationUrl.href);
+  if (new URL(page.url()).pathname === '/sign-in') await options.signIn?.(page);
+  await page.waitForURL(/\/oauth\/interaction\//);
+  const consent = (await page.locator('main').innerText()).replace(/\s+/g, ' ');
+  await page.getByRole('button', { name: 'Allow' }).click();
+  const { code, error } = await callback;
+  expect(error).toBeNull();
+  await oauthTransport(cp, path, provider).finishAuth(code!);
+  return { authorizationUrl, consent };
+}
+
+/** A token request of the refresh grant, as a public client makes it. */
+export function refreshGrant(cp: TestControlPlane, clientId: string, refreshToken: string): Promise<TestResponse> {
+  return cp.request('POST', '/oauth/token', {
+    token: null,
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({
+      grant_type: 'refresh_token',
+      refresh_token: refreshToken,
+      client_id: clientId,
+    }).toString(),
   });
 }
