@@ -1,7 +1,7 @@
 import { mkdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import { Browser, BrowserContext, Locator, Page } from 'playwright-core';
+import { Browser, BrowserContext, Locator, Page, Request } from 'playwright-core';
 import { expect } from 'vitest';
 import { launchChromium } from '../support/chromium';
 import type { TestControlPlane } from '../support/control-plane';
@@ -19,6 +19,8 @@ const SETTLED = `(() => {
     return true;
   });
 })()`;
+/** A request on its way longer than this is held by the server (a long-poll, a change it waits on), not loading. */
+const HELD_MS = 2_000;
 const AXE = readFileSync(createRequire(join(process.cwd(), 'package.json')).resolve('axe-core/axe.min.js'), 'utf8');
 
 /**
@@ -30,6 +32,8 @@ const AXE = readFileSync(createRequire(join(process.cwd(), 'package.json')).reso
 export class ConsoleBrowser {
   /** what went wrong in a page since the last `takeProblems()` */
   private readonly problems: string[] = [];
+  /** each watched page's requests still on their way, but for event streams, which stay open, and when each began */
+  private readonly inFlight = new Map<Page, Map<Request, number>>();
 
   private constructor(
     readonly browser: Browser,
@@ -56,6 +60,14 @@ export class ConsoleBrowser {
   }
 
   watch(p: Page): void {
+    const inFlight = new Map<Request, number>();
+    this.inFlight.set(p, inFlight);
+    p.on('request', (request) => {
+      if (request.resourceType() !== 'eventsource') inFlight.set(request, performance.now());
+    });
+    p.on('requestfinished', (request) => inFlight.delete(request));
+    p.on('requestfailed', (request) => inFlight.delete(request));
+    p.on('close', () => this.inFlight.delete(p));
     p.on('pageerror', (error) => this.problems.push(`page error: ${error.message}`));
     // a style or script the Content-Security-Policy refused is a broken page too
     p.on('console', (message) => {
@@ -69,18 +81,27 @@ export class ConsoleBrowser {
     return this.problems.splice(0);
   }
 
-  /** axe-core on the page as it is: no serious or critical violation; and a screenshot to look at. */
+  /**
+   * axe-core on the page once it has settled: no serious or critical violation.
+   * A page that fails is photographed to look at (`test-results/console/`), and
+   * every checked page is with AILERON_TEST_SCREENSHOTS=1.
+   */
   async check(p: Page, name: string): Promise<void> {
-    await p.waitForLoadState('networkidle');
-    // a dialog still fading in or out is half transparent: axe would see its contrast fail, or a menu without items
-    await expect.poll(() => p.evaluate(SETTLED)).toBe(true);
-    // evaluated through the debugging protocol: the page's CSP (rightly) refuses injected scripts
-    await p.evaluate(`${AXE}\n;undefined`);
+    // settled: none of the page's requests on their way (it may still be drawing what one brought) but those a
+    // server holds (a change waiting on what the test holds back), and a dialog still fading in or out is half
+    // transparent: axe would see its contrast fail, or a menu without items
+    const inFlight = this.inFlight.get(p);
+    // a page nobody watched: no quiet network but half a second of it after its load tells
+    if (inFlight === undefined) await p.waitForLoadState('networkidle');
+    const loading = () => [...(inFlight?.values() ?? [])].some((began) => performance.now() - began < HELD_MS);
+    await expect.poll(async () => !loading() && (await p.evaluate(SETTLED))).toBe(true);
+    // evaluated through the debugging protocol: the page's CSP (rightly) refuses injected scripts; once a document
+    if (!(await p.evaluate(`typeof axe !== 'undefined'`))) await p.evaluate(`${AXE}\n;undefined`);
     const violations = (await p.evaluate(
       `axe.run(document, { resultTypes: ['violations'] }).then((r) => r.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => v.id + ': ' + v.nodes.map((n) => n.target.join(' ')).join(', ')))`,
     )) as string[];
-    // the screenshot first: a page that fails is the one to look at
-    await p.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
+    if (violations.length > 0 || process.env.AILERON_TEST_SCREENSHOTS === '1')
+      await p.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
     expect(violations, name).toEqual([]);
   }
 
