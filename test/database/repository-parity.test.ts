@@ -869,6 +869,37 @@ parity('OutboxRepository', 'completeIfDelivered', async (s) => {
   // what is not complete is due again once its lease is ignored
   return o.claimDue(60_000, 10, FUTURE);
 });
+parity('OutboxRepository', 'recordHandled', async (s) => {
+  const o = repo(s, 'OutboxRepository');
+  const handled: unknown[] = [];
+  const effect = async (messages: unknown[]) => void handled.push(messages);
+  const written = await tx(s, (x) =>
+    o.recordHandled(
+      x,
+      [
+        { topic: 'parity.inline', organizationId: s.w.orgId, payload: { n: 5 } },
+        { topic: 'parity.inline', organizationId: s.w.orgId, payload: { n: 6 } },
+      ],
+      'parity-inline',
+      effect,
+    ),
+  );
+  // an effect that fails: its savepoint is rolled back, and the transaction goes on to commit what else it writes
+  const failed = await tx(s, async (x) => {
+    const outcome = await o.recordHandled(x, [{ topic: 'parity.inline-failed', payload: {} }], 'parity-inline', () =>
+      Promise.reject(new Error('the effect failed')),
+    );
+    const after = await o.record(x, [{ topic: 'parity.inline-after', payload: {} }], { leased: true });
+    return ['failed' in outcome ? String(outcome.failed) : outcome, after];
+  });
+  const rows = await tx(
+    s,
+    (x) => x.$queryRaw`
+      SELECT topic, payload, dispatch_count, completed_at IS NOT NULL AS done FROM outbox_messages
+      WHERE topic LIKE 'parity.inline%' ORDER BY id`,
+  );
+  return [written, failed, handled, rows];
+});
 parity('EventsRepository', 'after', async (s) => {
   const e = repo(s, 'EventsRepository');
   return [

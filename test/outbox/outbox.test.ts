@@ -277,6 +277,98 @@ describe.each(BACKENDS)('transactional outbox on %s', (backend) => {
     expect(written.map((r) => Number(r.dispatch_count))).toEqual(payloads.map(() => 1));
   });
 
+  describe('a topic whose one durable consumer runs inline (webhooks, as for every event the product records)', () => {
+    let changes = 0;
+
+    async function rowsOf(topic: string) {
+      return cp.cp.database.client.$queryRaw<{ id: bigint; n: number; dispatch_count: number; done: boolean }[]>`
+        SELECT id, (payload->>'n')::int AS n, dispatch_count, completed_at IS NOT NULL AS done
+        FROM outbox_messages WHERE topic = ${topic} ORDER BY id`;
+    }
+
+    /** Records `ns` as messages of `topic` with a change of its own (an effect row) in one transaction. */
+    async function aChangeRecording(topic: string, ns: number[]): Promise<string> {
+      // an id no message has (effects() reads them as numbers)
+      const change = String(-++changes);
+      await cp.cp.app.get(DatabaseService).transaction(async (tx) => {
+        await tx.$executeRaw`INSERT INTO test_effects (message_id, consumer) VALUES (${change}, 'the change')`;
+        await outbox.record(tx, ...ns.map((n) => ({ topic, payload: { n }, audited: false })));
+      });
+      return change;
+    }
+
+    function aLiveFeed(topic: string): { id: string; n: unknown }[] {
+      const heard: { id: string; n: unknown }[] = [];
+      outbox.addConsumer({
+        name: `live-${topic}-${backend}`,
+        topics: [topic],
+        transient: true,
+        hear: async (messages) => void heard.push(...messages.map((m) => ({ id: m.id, n: m.payload.n }))),
+      });
+      return heard;
+    }
+
+    it('is handled in the writing transaction: its messages commit completed with the change, and the live feed still hears each once', async () => {
+      const topic = 'inline.happened';
+      const heard = aLiveFeed(topic);
+      const change = await aChangeRecording(topic, [2, 7, 1, 8]);
+      // complete when the transaction returns: no hand-over, job or later completion
+      const rows = await rowsOf(topic);
+      expect(rows.map((r) => [r.n, r.done, Number(r.dispatch_count)])).toEqual([
+        [2, true, 1],
+        [7, true, 1],
+        [1, true, 1],
+        [8, true, 1],
+      ]);
+      expect((await effects()).filter((e) => e.message_id === change)).toHaveLength(1);
+      expect(
+        await cp.cp.database.client.outboxDelivery.count({ where: { messageId: { in: rows.map((r) => r.id) } } }),
+      ).toBe(0);
+      await eventually('the live feed', async () => heard.length === rows.length);
+      expect(heard).toEqual(rows.map((r) => ({ id: r.id.toString(), n: r.n })));
+    });
+
+    it('that fails there leaves the change whole: its messages go the usual way and are handled once', async () => {
+      const topic = 'inline.faulty';
+      const db = cp.cp.database.client;
+      // a fault in the inline attempt alone (the first write of completed rows of this topic), from the database itself
+      await db.$executeRawUnsafe(`CREATE SEQUENCE inline_faults`);
+      await db.$executeRawUnsafe(`
+        CREATE FUNCTION inline_fault() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          IF NEW.topic = '${topic}' AND NEW.completed_at IS NOT NULL AND nextval('inline_faults') = 1 THEN
+            RAISE EXCEPTION 'inline attempt refused';
+          END IF;
+          RETURN NEW;
+        END $$`);
+      await db.$executeRawUnsafe(
+        `CREATE TRIGGER inline_fault BEFORE INSERT ON outbox_messages FOR EACH ROW EXECUTE FUNCTION inline_fault()`,
+      );
+      try {
+        const heard = aLiveFeed(topic);
+        const change = await aChangeRecording(topic, [3, 1, 4]);
+        expect((await effects()).filter((e) => e.message_id === change)).toHaveLength(1);
+        await eventually('their completion the usual way', async () => {
+          const rows = await rowsOf(topic);
+          return rows.length === 3 && rows.every((r) => r.done);
+        });
+        const rows = await rowsOf(topic);
+        // written once (the refused attempt was rolled back), leased to this process and handed over
+        expect(rows.map((r) => [r.n, Number(r.dispatch_count)])).toEqual([
+          [3, 1],
+          [1, 1],
+          [4, 1],
+        ]);
+        await eventually('the live feed', async () => heard.length === rows.length);
+        expect(heard).toEqual(rows.map((r) => ({ id: r.id.toString(), n: r.n })));
+      } finally {
+        await db.$executeRawUnsafe(`DROP TRIGGER inline_fault ON outbox_messages`);
+        await db.$executeRawUnsafe(`DROP FUNCTION inline_fault()`);
+        await db.$executeRawUnsafe(`DROP SEQUENCE inline_faults`);
+      }
+    });
+  });
+
   it('a change and its event commit together: workspace.created reaches consumers', async () => {
     const seen: string[] = [];
     outbox.addConsumer({

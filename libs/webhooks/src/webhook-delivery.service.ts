@@ -134,6 +134,8 @@ export class WebhookDeliveryService implements BeforeApplicationShutdown {
       topics: '*',
       handle: (message, tx) => this.fanOut([message], tx),
       handleMany: (messages, tx) => this.fanOut(messages, tx),
+      // its effect is delivery rows and queued jobs: at home in whichever transaction records the event
+      inline: true,
     });
     // where the jobs run, so does the search for those a restarted Redis lost
     queue.onWorkersStarted(() => this.sweeper.start());
@@ -207,7 +209,8 @@ export class WebhookDeliveryService implements BeforeApplicationShutdown {
   }
 
   /**
-   * Inside the outbox's transaction: everything here goes through `tx` (PGlite
+   * Inside the outbox's transaction (the one that records the messages, or
+   * their delivery's): everything here goes through `tx` (PGlite
    * has one connection, and tx holds it). The subscribers are read once per
    * organisation and workspace of the batch.
    */

@@ -38,6 +38,15 @@ export interface DurableConsumer {
    * do better than one `handle` after another (one lookup for the lot).
    */
   handleMany?(messages: OutboxMessage[], tx: import('@aileron/database').Transaction): Promise<void>;
+  /**
+   * Its effect may run in the transaction that records the message, when it
+   * is the topic's one durable consumer: the message is then written already
+   * completed, with no hand-over, job or completion of its own (on PGlite,
+   * marking a batch completed later cost more than writing it). Only for a
+   * consumer whose effect suits any writer's transaction (rows, jobs queued);
+   * if it fails there, the message goes the usual way instead.
+   */
+  readonly inline?: boolean;
 }
 
 /**

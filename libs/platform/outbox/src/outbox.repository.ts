@@ -11,6 +11,8 @@ export interface ClaimedMessage {
   /** how many times it has been claimed, this claim included */
   dispatches: number;
   delivered: string[];
+  /** written completed: its one durable consumer handled it in the writing transaction */
+  completed?: boolean;
 }
 
 @Injectable()
@@ -21,13 +23,18 @@ export class OutboxRepository extends Repository {
    * message. A writer that dies first leaves them to whoever sweeps after the
    * lease runs out.
    */
-  async record(tx: Transaction, records: OutboxRecord[], { leased }: { leased: boolean }): Promise<RecordedMessage[]> {
+  async record(
+    tx: Transaction,
+    records: OutboxRecord[],
+    { leased, completed = false }: { leased: boolean; completed?: boolean },
+  ): Promise<RecordedMessage[]> {
     if (records.length === 0) return [];
     // One statement, the rows as one array per column: createMany compiles a
     // plan per call that grows with the rows, and a busy pool writes hundreds at once.
     const rows = await tx.$queryRaw<{ id: bigint; created_at: Date }[]>`
-      INSERT INTO outbox_messages (topic, organization_id, workspace_id, payload, dispatched_at, dispatch_count)
-      SELECT t.topic, t.organization_id, t.workspace_id, t.payload, CASE WHEN ${leased}::boolean THEN now() END, ${leased ? 1 : 0}::int FROM unnest(
+      INSERT INTO outbox_messages (topic, organization_id, workspace_id, payload, dispatched_at, dispatch_count, completed_at)
+      SELECT t.topic, t.organization_id, t.workspace_id, t.payload, CASE WHEN ${leased}::boolean THEN now() END, ${leased ? 1 : 0}::int,
+        CASE WHEN ${completed}::boolean THEN now() END FROM unnest(
         ${records.map((r) => r.topic)}::text[],
         ${records.map((r) => r.organizationId ?? null)}::uuid[],
         ${records.map((r) => r.workspaceId ?? null)}::uuid[],
@@ -44,7 +51,33 @@ export class OutboxRepository extends Repository {
       createdAt: r.created_at,
       dispatches: 1,
       delivered: [],
+      ...(completed ? { completed } : {}),
     }));
+  }
+
+  /**
+   * Writes the messages completed and runs `effect` on them (their one
+   * durable consumer's), in a savepoint of the writer's transaction: both or
+   * neither. When the effect fails, the savepoint is rolled back and the
+   * transaction goes on as if nothing had been written here.
+   */
+  async recordHandled(
+    tx: Transaction,
+    records: OutboxRecord[],
+    consumer: string,
+    effect: (messages: OutboxMessage[], tx: Transaction) => Promise<void>,
+  ): Promise<{ written: RecordedMessage[] } | { failed: unknown }> {
+    await tx.$executeRaw`SAVEPOINT outbox_inline`;
+    try {
+      const written = await this.record(tx, records, { leased: true, completed: true });
+      for (const message of written) message.delivered.push(consumer);
+      await effect(written, tx);
+      await tx.$executeRaw`RELEASE SAVEPOINT outbox_inline`;
+      return { written };
+    } catch (failed) {
+      await tx.$executeRaw`ROLLBACK TO SAVEPOINT outbox_inline`;
+      return { failed };
+    }
   }
 
   /**

@@ -41,7 +41,10 @@ const deliverPayload = z.object({
  * anywhere loses nothing (the row stays until every consumer has handled it)
  * and duplicates nothing per consumer (outbox_deliveries is written in the
  * consumer's own transaction; where a topic has one durable consumer, as the
- * product's events have, its transaction sets the completion instead).
+ * product's events have, its transaction sets the completion instead). Such a
+ * consumer that runs `inline` (webhooks) handles the messages in the
+ * recording transaction itself, so they are written completed: on PGlite the
+ * later completion of a batch cost more than writing it.
  *
  * Messages travel in batches because a busy workspace produces them in
  * bursts (two execution events per proxied call): one transaction per
@@ -117,10 +120,10 @@ export class OutboxService implements OnApplicationShutdown {
   async record(tx: Transaction, ...records: OutboxRecord[]): Promise<void> {
     // a process that does not dispatch (a CLI command, one shutting down) leaves its messages to the next sweep
     const handOver = this.sweeper?.running === true;
-    const leased = await this.repository.record(
+    const leased = await this.write(
       tx,
       records.map(({ audited: _audited, ...record }) => record),
-      { leased: handOver },
+      handOver,
     );
     // handed over as soon as they commit; if that fails, the sweep takes them once their lease runs out
     if (handOver) {
@@ -148,6 +151,35 @@ export class OutboxService implements OnApplicationShutdown {
     }
     const audited = records.filter((r) => r.audited !== false && r.organizationId);
     if (this.journal && audited.length > 0) await this.journal(tx, audited);
+  }
+
+  /**
+   * Handled in `tx` by their topics' one durable consumer where it runs
+   * inline (webhooks, for every product event), else leased to this process
+   * (or left to the sweep where it does not dispatch).
+   */
+  private async write(tx: Transaction, records: OutboxRecord[], handOver: boolean): Promise<RecordedMessage[]> {
+    const inline = handOver ? this.inlineConsumerOf(records) : undefined;
+    if (inline) {
+      const outcome = await this.repository.recordHandled(tx, records, inline.name, effectOf(inline));
+      if ('written' in outcome) return outcome.written;
+      this.failed(
+        outcome.failed,
+        `outbox consumer ${inline.name} failed in the writing transaction; handed over instead`,
+      );
+    }
+    return this.repository.record(tx, records, { leased: handOver });
+  }
+
+  /** The consumer that is every record's topic's one durable consumer and runs inline, if there is one. */
+  private inlineConsumerOf(records: readonly OutboxRecord[]): DurableConsumer | undefined {
+    let inline: DurableConsumer | undefined;
+    for (const { topic } of records) {
+      const sole = this.soleDurableConsumerOf(topic);
+      if (!sole?.inline || (inline !== undefined && sole !== inline)) return undefined;
+      inline = sole;
+    }
+    return inline;
   }
 
   /** Messages by id, in id order: for a consumer that hands one on again (a webhook delivery whose job a restarted Redis lost). */
@@ -238,8 +270,8 @@ export class OutboxService implements OnApplicationShutdown {
         else owed.set(consumer.name, [message]);
       }
     }
-    // nothing durable waits for these (or every consumer had handled them before a dispatcher died)
-    await this.complete(handled);
+    // nothing durable waits for these (or every consumer had handled them before a dispatcher died, or as they were written)
+    await this.complete(handled.filter((m) => !m.completed));
     for (const [name, messages] of owed) {
       const consumer = this.consumers.get(name)!;
       if (consumer.transient && messages.every(inMemory)) {
@@ -284,8 +316,8 @@ export class OutboxService implements OnApplicationShutdown {
     return list;
   }
 
-  private soleDurableConsumerOf(topic: string): OutboxConsumer | undefined {
-    const durable = this.consumersOf(topic).filter((c) => !c.transient);
+  private soleDurableConsumerOf(topic: string): DurableConsumer | undefined {
+    const durable = this.consumersOf(topic).filter((c): c is DurableConsumer => !c.transient);
     return durable.length === 1 ? durable[0] : undefined;
   }
 
