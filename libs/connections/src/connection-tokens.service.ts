@@ -59,6 +59,8 @@ export interface UpstreamBearer {
   authorization(): Promise<string>;
   /** the upstream answered 401 to `sent`: a renewed one, or ConnectionUnavailableError */
   rejected(sent: string): Promise<string>;
+  /** the upstream refused the renewed one too: the connection needs a person again (always throws) */
+  refusedAfterRenewal(sent: string): Promise<never>;
 }
 
 interface Held {
@@ -158,7 +160,40 @@ export class ConnectionTokens implements OnModuleDestroy {
         const held = await current(sent.replace(/^Bearer /, ''));
         return `Bearer ${held.tokens.access_token}`;
       },
+      refusedAfterRenewal: async (sent) => {
+        const id = this.ids.get(key);
+        const row = id === undefined ? null : await this.repository.find(scope, id);
+        if (row && this.held.get(row.id)?.tokens.access_token === sent.replace(/^Bearer /, ''))
+          await this.needsReconnect(scope, row, 'the upstream refused a freshly renewed access token');
+        throw fail('CONNECTION_NEEDS_RECONNECT');
+      },
     };
+  }
+
+  /**
+   * Resolves true once `requester`'s connection to `server` can be used (a
+   * person connected, or connected again, on any replica), false when `ms`
+   * pass first or `signal` aborts.
+   */
+  async awaitConnection(
+    scope: WorkspaceScope,
+    server: string,
+    mode: ConnectionMode,
+    requester: string,
+    ms: number,
+    signal: AbortSignal,
+  ): Promise<boolean> {
+    const subject = subjectFor(mode, requester);
+    if (subject === null) return false;
+    const deadline = this.clock.now() + ms;
+    for (;;) {
+      const row = await this.repository.findBySubject(scope, server, subject);
+      if (row && stateOf(row, this.clock.now()) === 'connected') return true;
+      const left = deadline - this.clock.now();
+      if (left <= 0 || signal.aborted) return false;
+      // a missed message costs at most a few seconds
+      await this.events.nextFor(scope.workspaceId, server, subject, Math.min(left, 5_000));
+    }
   }
 
   /**

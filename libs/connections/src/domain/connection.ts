@@ -84,15 +84,15 @@ export function problemMessage(
   context: { server: string; workspace: string; mode: ConnectionMode; url: string; caller: string },
 ): string {
   const { server, workspace, mode, url } = context;
-  const who =
+  const who = (again: string) =>
     mode === 'per_workspace'
-      ? `an admin of workspace ${workspace} must connect it for everyone`
-      : `you (${context.caller}) must connect your own account`;
+      ? `an admin of workspace ${workspace} must connect it${again} for everyone`
+      : `you (${context.caller}) must connect your own account${again}`;
   switch (problem) {
     case 'CONNECTION_REQUIRED':
-      return `${server} needs an OAuth connection before it can be used: ${who}, in a browser, at ${url}`;
+      return `${server} needs an OAuth connection before it can be used: ${who('')}, in a browser, at ${url}`;
     case 'CONNECTION_NEEDS_RECONNECT':
-      return `${server} no longer accepts ${mode === 'per_workspace' ? "the workspace's" : 'your'} connection (it was revoked or has expired): ${who.replace('connect', 'connect again')}, at ${url}`;
+      return `${server} no longer accepts ${mode === 'per_workspace' ? "the workspace's" : 'your'} connection (it was revoked or has expired): ${who(' again')}, in a browser, at ${url}`;
     case 'CONNECTION_PERSON_REQUIRED':
       return `${server} connects per person, and this call comes from ${context.caller}, which is no person: call as a person (their own credential or an agent session they started), or ask an admin to make ${server} per_workspace`;
     case 'CONNECTION_UNAVAILABLE':

@@ -358,6 +358,12 @@ export const SETTINGS = {
     description:
       'How long a tools/call that needs approval waits for the decision before answering with the approval id and review URL (0: answer at once).',
   },
+  AILERON_POOL_CONNECT_WAIT_SECONDS: {
+    schema: z.coerce.number({ error: 'must be an integer' }).int('must be an integer').min(0, 'must be 0 or more'),
+    default: '120',
+    description:
+      'How long a tools/call whose upstream needs an OAuth connection waits for the person to connect, after an MCP client that can show URLs (URL elicitation) took the link (0: answer with the link at once).',
+  },
   AILERON_POOL_MEMORY_MB: {
     schema: positiveInt,
     default: '512',
