@@ -268,6 +268,25 @@ describe('the pool as an OAuth client of upstream MCP servers', () => {
     expect(connection).toMatchObject({ connections: 'per_workspace', user: null, connected_by: `user:${admin.id}` });
   });
 
+  it('keeps the sealed tokens usable across a rotation of the workspace’s vault key', async () => {
+    const rotated = await cp.request('POST', '/v1/workspaces/default/vault/rotate');
+    expect(rotated.status, rotated.text).toBe(200);
+    expect(rotated.body.rewrapped).toBeGreaterThan(0);
+    const keys = await cp.cp.database.client.$queryRawUnsafe<{ key_version: number }[]>(
+      `SELECT DISTINCT key_version FROM vault_sealed_values v JOIN workspaces w ON w.id = v.workspace_id WHERE w.slug = 'default'`,
+    );
+    expect(keys).toEqual([{ key_version: rotated.body.key_version }]);
+    // the token is due: renewing it reads the sealed refresh token, now under the new key, and seals the new ones under it
+    const { client } = await connect(cp, ann.token, '/mcp/default');
+    const id = (await connectionOf(server, ann.id)).id as string;
+    const renewals = () => output.lines().filter((l) => l.includes('"connection renewed"') && l.includes(id)).length;
+    const before = renewals();
+    advanceClock(cp, 120_000);
+    expect(textOf(await whoami(client))).toBe('upstream account ann-upstream');
+    expect(renewals()).toBe(before + 1);
+    await client.close();
+  });
+
   it('never shows a token or client secret of the upstream: not in answers, logs or audit', async () => {
     const answers = [
       await cp.request('GET', '/v1/workspaces/default/connections'),

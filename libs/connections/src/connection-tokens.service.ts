@@ -312,6 +312,12 @@ export class ConnectionTokens implements OnModuleDestroy {
       this.logger.warn({ connection: row.id }, 'a refresh outlived its lease; its tokens were not stored');
       throw fail('CONNECTION_UNAVAILABLE');
     }
+    this.logger.log({
+      msg: 'connection renewed',
+      connection: row.id,
+      server: row.server,
+      workspace: scope.workspaceSlug,
+    });
     await this.events.changed(changeOf(row));
     const refreshed = await this.repository.find(scope, row.id);
     const held: Held = {
