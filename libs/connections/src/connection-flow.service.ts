@@ -126,7 +126,10 @@ export class ConnectionFlow implements OnModuleInit {
     const target = await this.oauthServer(scope, server);
     this.mayConnect(scope, target);
     const upstream = await this.authorization(scope, target);
-    const scopes = (await this.discovery(target)).scope;
+    const subject = target.mode === 'per_workspace' ? WORKSPACE_SUBJECT : `user:${person.id}`;
+    // what the upstream asked the earlier connection for beyond its scope (step-up) is asked for now
+    const earlier = await this.repository.findBySubject(scope, server, subject);
+    const scopes = unionOfScopes((await this.discovery(target)).scope, earlier?.upstream.stepUpScope);
     const state = randomBytes(32).toString('base64url');
     const binding = randomBytes(32).toString('base64url');
     const { url, verifier } = await this.oauth.authorizationUrl(upstream, scopes, state);
@@ -135,7 +138,7 @@ export class ConnectionFlow implements OnModuleInit {
         scope,
         {
           server,
-          subject: target.mode === 'per_workspace' ? WORKSPACE_SUBJECT : `user:${person.id}`,
+          subject,
           userId: person.id,
           stateHash: sha256(state),
           bindingHash: sha256(binding),
@@ -563,6 +566,11 @@ export function connectionKey(id: string): string {
 
 function startKey(id: string): string {
   return `connection-start:${id}`;
+}
+
+function unionOfScopes(...scopes: (string | undefined)[]): string | undefined {
+  const all = [...new Set(scopes.flatMap((scope) => (scope ?? '').split(' ').filter(Boolean)))];
+  return all.length > 0 ? all.join(' ') : undefined;
 }
 
 function sha256(value: string): string {

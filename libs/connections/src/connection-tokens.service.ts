@@ -26,7 +26,7 @@ import {
   subjectFor,
   WORKSPACE_SUBJECT,
 } from './domain/connection';
-import { UpstreamOauthError } from './upstream-oauth';
+import { UpstreamAuthorization, UpstreamOauthError } from './upstream-oauth';
 
 /** A refresh holds its lease this long: far more than one exchange may take (idpFetch gives up after 5 s). */
 const LEASE_MS = 30_000;
@@ -61,6 +61,11 @@ export interface UpstreamBearer {
   rejected(sent: string): Promise<string>;
   /** the upstream refused the renewed one too: the connection needs a person again (always throws) */
   refusedAfterRenewal(sent: string): Promise<never>;
+  /**
+   * the upstream answered 403 insufficient_scope, asking for `scope`: the
+   * connection needs its person again, to grant it (step-up; always throws)
+   */
+  insufficientScope(sent: string, scope: string): Promise<never>;
 }
 
 interface Held {
@@ -125,10 +130,17 @@ export class ConnectionTokens implements OnModuleDestroy {
   ): UpstreamBearer {
     const subject = subjectFor(mode, requester);
     const url = connectUrl(this.config.publicUrl, scope.workspaceSlug, server);
-    const fail = (code: ConnectionProblem): ConnectionUnavailableError =>
+    const fail = (code: ConnectionProblem, wanted?: string): ConnectionUnavailableError =>
       new ConnectionUnavailableError(
         code,
-        problemMessage(code, { server, workspace: scope.workspaceSlug, mode, url, caller }),
+        problemMessage(code, {
+          server,
+          workspace: scope.workspaceSlug,
+          mode,
+          url,
+          caller,
+          ...(wanted ? { scope: wanted } : {}),
+        }),
         url,
         subject,
       );
@@ -166,6 +178,21 @@ export class ConnectionTokens implements OnModuleDestroy {
         if (row && this.held.get(row.id)?.tokens.access_token === sent.replace(/^Bearer /, ''))
           await this.needsReconnect(scope, row, 'the upstream refused a freshly renewed access token');
         throw fail('CONNECTION_NEEDS_RECONNECT');
+      },
+      insufficientScope: async (sent, wanted) => {
+        const id = this.ids.get(key);
+        const row = id === undefined ? null : await this.repository.find(scope, id);
+        const granted = (row?.scope ?? '').split(' ').filter(Boolean);
+        const needed = [...new Set([...granted, ...wanted.split(' ').filter(Boolean)])].join(' ');
+        if (row && this.held.get(row.id)?.tokens.access_token === sent.replace(/^Bearer /, ''))
+          await this.needsReconnect(
+            scope,
+            row,
+            `the upstream asks for more access (scope "${wanted}") than the connection was given`,
+            'insufficient_scope',
+            { ...row.upstream, stepUpScope: needed },
+          );
+        throw fail('CONNECTION_NEEDS_RECONNECT', wanted);
       },
     };
   }
@@ -335,11 +362,13 @@ export class ConnectionTokens implements OnModuleDestroy {
     row: ConnectionRecord,
     problem: string,
     oauthError: string | null = null,
+    upstream?: UpstreamAuthorization,
   ): Promise<void> {
     const marked = await this.db.transaction(async (tx) => {
-      if (!(await this.repository.markNeedsReconnect(scope, row.id, row.generation, problem, tx))) return false;
+      if (!(await this.repository.markNeedsReconnect(scope, row.id, row.generation, problem, tx, upstream)))
+        return false;
       await this.flow.record(tx, scope, 'connection.refresh_failed', row, 'system', {
-        reason: 'refused',
+        reason: oauthError === 'insufficient_scope' ? 'insufficient_scope' : 'refused',
         ...(oauthError ? { oauth_error: oauthError } : {}),
         detail: problem,
         reconnect: row.subject === WORKSPACE_SUBJECT ? 'an admin of the workspace' : row.subject,

@@ -267,6 +267,7 @@ export class ConnectionsRepository extends Repository {
     generation: number,
     problem: string,
     tx: Transaction,
+    upstream?: UpstreamAuthorization,
   ): Promise<boolean> {
     const { count } = await tx.upstreamConnection.updateMany({
       where: {
@@ -276,7 +277,13 @@ export class ConnectionsRepository extends Repository {
         generation,
         state: 'connected',
       },
-      data: { state: 'needs_reconnect', problem, refreshLeaseUntil: null, refreshLeaseHolder: null },
+      data: {
+        state: 'needs_reconnect',
+        problem,
+        refreshLeaseUntil: null,
+        refreshLeaseHolder: null,
+        ...(upstream ? { upstream: upstream as unknown as Prisma.InputJsonValue } : {}),
+      },
     });
     return count === 1;
   }

@@ -39,6 +39,8 @@ export interface UpstreamAuthorization {
   /** RFC 8707: the resource the tokens are for, verbatim from the upstream's protected resource metadata */
   resource: string | null;
   redirectUri: string;
+  /** what the upstream asked for beyond the connection's scope (a 403 insufficient_scope): a reconnect asks for it too */
+  stepUpScope?: string | undefined;
   client: {
     client_id: string;
     registration: Registration;

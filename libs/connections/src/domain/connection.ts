@@ -81,7 +81,7 @@ export type ConnectionProblem =
  */
 export function problemMessage(
   problem: ConnectionProblem,
-  context: { server: string; workspace: string; mode: ConnectionMode; url: string; caller: string },
+  context: { server: string; workspace: string; mode: ConnectionMode; url: string; caller: string; scope?: string },
 ): string {
   const { server, workspace, mode, url } = context;
   const who = (again: string) =>
@@ -92,6 +92,8 @@ export function problemMessage(
     case 'CONNECTION_REQUIRED':
       return `${server} needs an OAuth connection before it can be used: ${who('')}, in a browser, at ${url}`;
     case 'CONNECTION_NEEDS_RECONNECT':
+      if (context.scope)
+        return `${server} asks for more access (scope "${context.scope}") than ${mode === 'per_workspace' ? "the workspace's" : 'your'} connection was given: ${who(' again')}, granting it, in a browser, at ${url}`;
       return `${server} no longer accepts ${mode === 'per_workspace' ? "the workspace's" : 'your'} connection (it was revoked or has expired): ${who(' again')}, in a browser, at ${url}`;
     case 'CONNECTION_PERSON_REQUIRED':
       return `${server} connects per person, and this call comes from ${context.caller}, which is no person: call as a person (their own credential or an agent session they started), or ask an admin to make ${server} per_workspace`;

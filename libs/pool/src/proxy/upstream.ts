@@ -279,6 +279,11 @@ export class Upstream<On = unknown> implements UpstreamSession<On> {
     if (!this.bearer) return httpExchange(url, init, outbound);
     const sent = await this.bearer.authorization();
     const first = await httpExchange(url, this.authorized(init, sent), outbound);
+    const wanted = insufficientScope(first);
+    if (wanted !== undefined) {
+      discard(first);
+      return this.bearer.insufficientScope(sent, wanted);
+    }
     if (first.response.statusCode !== 401) return first;
     discard(first);
     const renewed = await this.bearer.rejected(sent);
@@ -342,6 +347,17 @@ export class Upstream<On = unknown> implements UpstreamSession<On> {
 }
 
 const EVENT_STREAM = /^text\/event-stream\s*(;|$)/i;
+
+/**
+ * The scope an answer of 403 with `error="insufficient_scope"` asks for (RFC
+ * 6750 § 3.1, the MCP specification's step-up), or undefined for any other answer.
+ */
+function insufficientScope({ response }: Exchange): string | undefined {
+  if (response.statusCode !== 403) return undefined;
+  const header = String(response.headers['www-authenticate'] ?? '');
+  if (!/\berror="?insufficient_scope"?/.test(header)) return undefined;
+  return /\bscope="([^"]*)"/.exec(header)?.[1] ?? '';
+}
 
 /** An answer that is not read: its socket goes back to the agent. */
 function discard({ response, release }: Exchange): void {
