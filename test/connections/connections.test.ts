@@ -281,6 +281,38 @@ describe('OAuth connections to upstream MCP servers', () => {
     expect(listed.body.items.filter((c: { user: { id: string } | null }) => c.user?.id === carol.id)).toEqual([]);
   });
 
+  it('ends a person’s connections when they are offboarded, and revokes them upstream', async () => {
+    const erin = await aPerson('member');
+    const { steps } = await connectInBrowser(erin, server, 'erin-upstream');
+    expect(last(steps).status).toBe(200);
+    const [connection] = (await cp.request('GET', '/v1/workspaces/default/connections', { token: erin.token })).body
+      .items;
+    expect(connection.user.id).toBe(erin.id);
+    const deactivated = await cp.request('POST', `/v1/users/${erin.id}/deactivate`, { body: {} });
+    expect(deactivated.status, deactivated.text).toBe(200);
+    const listed = await cp.request('GET', '/v1/workspaces/default/connections');
+    expect(listed.body.items.map((c: { id: string }) => c.id)).not.toContain(connection.id);
+    const sealed = await cp.cp.database.client.$queryRawUnsafe<unknown[]>(
+      `SELECT 1 FROM vault_sealed_values WHERE id = 'connection:${connection.id}'`,
+    );
+    expect(sealed).toEqual([]);
+    const audit = await eventually('the connection.revoked record', async () => {
+      const found = await cp.request('GET', '/v1/workspaces/default/audit?type=connection.revoked');
+      return found.body.items.find((r: { data: { connection_id: string } }) => r.data.connection_id === connection.id);
+    });
+    expect(audit.data.user_id).toBe(erin.id);
+    const offboarded = await eventually('the user.deactivated record', async () => {
+      const found = await cp.request('GET', '/v1/audit?type=user.deactivated&limit=200');
+      return found.body.items.find((r: { data: { user_id: string } }) => r.data.user_id === erin.id);
+    });
+    expect(offboarded.data.ended.upstream_connections).toBe(1);
+    // the upstream heard of it after the commit: Erin's refresh token no longer works there
+    const erinsTokens = as.secrets.slice(-3);
+    await expect
+      .poll(async () => Promise.all(erinsTokens.map(async (t) => (await as.introspect(t)).active)))
+      .toEqual([false, false, false]);
+  });
+
   it('serves the pool’s Client ID Metadata Document at a stable public URL', async () => {
     const document = await cp.request('GET', '/oauth/connections/client-metadata.json', { token: null });
     expect(document.status).toBe(200);
