@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LocalIdp } from '../auth/local-idp';
-import { aUser, uniqueSlug } from '../support/builders';
 import { advanceClock, resetClock } from '../support/clock';
 import { aReplicaOf, startApiControlPlane, TestControlPlane, withOwnerToken } from '../support/control-plane';
 import { connect, textOf } from '../pool/mcp-client';
-import { HeadlessBrowser, last } from './browser';
+import { last } from './browser';
+import { aPerson, anOauthServer, connectInBrowser, Person } from './fixture';
 import { ProtectedMcpServer, UpstreamAuthorizationServer } from './upstream';
 
 /**
@@ -21,7 +21,7 @@ describe('OAuth connections across control-plane replicas', () => {
   let as: UpstreamAuthorizationServer;
   let mcp: ProtectedMcpServer;
   let server: string;
-  let ann: { id: string; claims: Record<string, unknown>; token: string };
+  let ann: Person;
 
   const refreshes = () => as.grants.filter((g) => g.startsWith('refresh_token')).length;
 
@@ -37,24 +37,10 @@ describe('OAuth connections across control-plane replicas', () => {
     await mcp.start();
     await as.start(() => mcp.resource);
     await a.request('PUT', '/v1/workspaces/default/policy', { body: { default: 'allow', rules: [] } });
-    server = uniqueSlug('up');
-    expect(
-      (
-        await a.request('POST', '/v1/catalog/servers', {
-          body: { name: server, version: '1.0.0', mode: 'remote', url: mcp.url, auth: 'oauth' },
-        })
-      ).status,
-    ).toBe(201);
-    await a.request('PUT', `/v1/workspaces/default/servers/${server}`, { body: { version: '1.0.0' } });
-    const user = await aUser(a, a.ownerToken, 'member');
-    await a.request('PUT', `/v1/workspaces/default/members/${user.id}`, { body: { role: 'member' } });
-    const claims = { sub: uniqueSlug('sub'), email: user.email, email_verified: true };
-    ann = { id: user.id, claims, token: idp.token(claims) };
+    server = await anOauthServer(a, mcp.url);
+    ann = await aPerson(a, idp, 'member');
     // Ann connects, in a browser, through replica A
-    const browser = new HeadlessBrowser();
-    await browser.signIn(a, idp, claims);
-    as.account = 'ann-upstream';
-    const steps = await browser.open(`${a.url}/oauth/connections/connect?workspace=default&server=${server}`);
+    const { steps } = await connectInBrowser(a, idp, as, ann, server, 'ann-upstream');
     expect(last(steps).status, last(steps).text).toBe(200);
   });
   afterAll(async () => {

@@ -1,9 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectProblem, LocalIdp } from '../auth/local-idp';
-import { anOrganization, aUser, uniqueSlug } from '../support/builders';
+import { anOrganization, uniqueSlug } from '../support/builders';
 import { startApiControlPlane, TestControlPlane } from '../support/control-plane';
 import { eventually } from '../support/eventually';
 import { HeadlessBrowser, last } from './browser';
+import {
+  aPerson as aWorkspacePerson,
+  anOauthServer as aServer,
+  connectInBrowser as connectThroughBrowser,
+  Person,
+} from './fixture';
 import { secretsIn, ProtectedMcpServer, UpstreamAuthorizationServer } from './upstream';
 
 /**
@@ -18,47 +24,13 @@ describe('OAuth connections to upstream MCP servers', () => {
   let as: UpstreamAuthorizationServer;
   let mcp: ProtectedMcpServer;
   let server: string;
-  let ann: { id: string; email: string; token: string; claims: Record<string, unknown> };
-  let bob: { id: string; email: string; token: string; claims: Record<string, unknown> };
+  let ann: Person;
+  let bob: Person;
 
-  /** A person of the organisation, known to the IdP, with a bearer JWT of theirs. */
-  async function aPerson(role: string) {
-    const user = await aUser(cp, cp.ownerToken, role);
-    const member = await cp.request('PUT', `/v1/workspaces/default/members/${user.id}`, { body: { role } });
-    expect(member.status, member.text).toBe(200);
-    const claims = { sub: uniqueSlug('sub'), email: user.email, email_verified: true };
-    return { ...user, claims, token: idp.token(claims) };
-  }
-
-  /** Publishes an entry for the protected upstream and assigns it to `default`. */
-  async function anOauthServer(oauth: Record<string, unknown> = {}, url = mcp.url): Promise<string> {
-    const name = uniqueSlug('up');
-    const published = await cp.request('POST', '/v1/catalog/servers', {
-      body: {
-        name,
-        version: '1.0.0',
-        mode: 'remote',
-        url,
-        auth: 'oauth',
-        ...(Object.keys(oauth).length ? { oauth } : {}),
-      },
-    });
-    expect(published.status, published.text).toBe(201);
-    const assigned = await cp.request('PUT', `/v1/workspaces/default/servers/${name}`, { body: { version: '1.0.0' } });
-    expect(assigned.status, assigned.text).toBe(200);
-    return name;
-  }
-
-  /** The person's browser, signed in to the console, through the connect URL to the callback's page. */
-  async function connectInBrowser(person: { claims: Record<string, unknown> }, name: string, account: string) {
-    const browser = new HeadlessBrowser();
-    await browser.signIn(cp, idp, person.claims);
-    as.account = account;
-    const steps = await browser.open(
-      `${cp.url}/oauth/connections/connect?${new URLSearchParams({ workspace: 'default', server: name })}`,
-    );
-    return { browser, steps };
-  }
+  const anOauthServer = (oauth: Record<string, unknown> = {}, url = mcp.url) => aServer(cp, url, oauth);
+  const aPerson = (role: string) => aWorkspacePerson(cp, idp, role);
+  const connectInBrowser = (person: Person, name: string, account: string) =>
+    connectThroughBrowser(cp, idp, as, person, name, account);
 
   beforeAll(async () => {
     cp = await startApiControlPlane();

@@ -1,13 +1,14 @@
 import { ElicitationCompleteNotificationSchema, ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LocalIdp } from '../auth/local-idp';
-import { aGateway, aToken, aUser, uniqueSlug } from '../support/builders';
+import { aGateway, aToken } from '../support/builders';
 import { CapturedOutput, captureOutput } from '../support/captured-output';
 import { advanceClock, resetClock } from '../support/clock';
 import { startApiControlPlane, TestControlPlane } from '../support/control-plane';
 import { eventually } from '../support/eventually';
 import { connect, textOf } from '../pool/mcp-client';
-import { HeadlessBrowser, last } from './browser';
+import { last } from './browser';
+import { aPerson as aWorkspacePerson, anOauthServer as aServer, connectInBrowser, Person } from './fixture';
 import { ProtectedMcpServer, secretsIn, UpstreamAuthorizationServer } from './upstream';
 
 /** The refusal a tool error carries (toolError): its code and details. */
@@ -33,40 +34,11 @@ describe('the pool as an OAuth client of upstream MCP servers', () => {
   let ann: Person;
   let bob: Person;
 
-  interface Person {
-    id: string;
-    email: string;
-    claims: Record<string, unknown>;
-    token: string;
-  }
-
-  async function aPerson(role: string): Promise<Person> {
-    const user = await aUser(cp, cp.ownerToken, role);
-    await cp.request('PUT', `/v1/workspaces/default/members/${user.id}`, { body: { role } });
-    const claims = { sub: uniqueSlug('sub'), email: user.email, email_verified: true };
-    return { ...user, claims, token: idp.token(claims) };
-  }
-
-  async function anOauthServer(oauth: Record<string, unknown> = {}): Promise<string> {
-    const name = uniqueSlug('up');
-    const published = await cp.request('POST', '/v1/catalog/servers', {
-      body: { name, version: '1.0.0', mode: 'remote', url: mcp.url, auth: 'oauth', oauth },
-    });
-    expect(published.status, published.text).toBe(201);
-    expect(
-      (await cp.request('PUT', `/v1/workspaces/default/servers/${name}`, { body: { version: '1.0.0' } })).status,
-    ).toBe(200);
-    return name;
-  }
-
+  const aPerson = (role: string) => aWorkspacePerson(cp, idp, role);
+  const anOauthServer = (oauth: Record<string, unknown> = {}) => aServer(cp, mcp.url, oauth);
   /** The person connects `name` in their browser, signing in upstream as `account`. */
-  async function connectAs(person: { claims: Record<string, unknown> }, name: string, account: string): Promise<void> {
-    const browser = new HeadlessBrowser();
-    await browser.signIn(cp, idp, person.claims);
-    as.account = account;
-    const steps = await browser.open(
-      `${cp.url}/oauth/connections/connect?${new URLSearchParams({ workspace: 'default', server: name })}`,
-    );
+  async function connectAs(person: Person, name: string, account: string): Promise<void> {
+    const { steps } = await connectInBrowser(cp, idp, as, person, name, account);
     expect(last(steps).status, last(steps).text).toBe(200);
   }
 

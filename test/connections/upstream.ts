@@ -45,7 +45,7 @@ export class UpstreamAuthorizationServer {
   provider!: Provider;
   issuer = '';
   private server: Server | undefined;
-  private callback!: (req: IncomingMessage, res: ServerResponse) => void;
+  private callback!: (req: IncomingMessage, res: ServerResponse) => Promise<void>;
 
   constructor(private readonly options: AuthorizationServerOptions = {}) {}
 
@@ -129,7 +129,9 @@ export class UpstreamAuthorizationServer {
         if (client.clientSecret) this.secrets.push(client.clientSecret);
       },
     );
-    const saved = (token: { jti: string }) => void this.secrets.push(token.jti);
+    const saved = (token: { jti: string }): void => {
+      this.secrets.push(token.jti);
+    };
     this.provider.on('access_token.saved', saved);
     this.provider.on('refresh_token.saved', saved);
     this.provider.on('authorization_code.saved', saved);
@@ -176,7 +178,7 @@ export class UpstreamAuthorizationServer {
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const path = (req.url ?? '/').split('?', 1)[0]!;
     if (path.startsWith('/interaction/')) return this.interaction(req, res);
-    this.callback(req, res);
+    void this.callback(req, res);
   }
 
   /** The person signs in and allows everything asked, at once. */

@@ -84,14 +84,7 @@ export class ConnectPagesController {
       const begun = await this.flow.begin(session.principal, query.workspace, query.server);
       void reply
         .header('cache-control', 'no-store')
-        .header(
-          'set-cookie',
-          serializeCookie(BINDING_COOKIE, begun.binding, {
-            path: CALLBACK_PATH,
-            maxAgeSeconds: 600,
-            secure: this.secure(request),
-          }),
-        )
+        .header('set-cookie', this.bindingCookie(begun.binding, 600, request))
         .redirect(begun.location, 303);
     } catch (error) {
       if (!(error instanceof DomainError)) throw error;
@@ -120,10 +113,7 @@ export class ConnectPagesController {
     const binding = parseCookies(request.headers.cookie).get(BINDING_COOKIE);
     const session = await this.browserSessions.peek(request);
     const finished = await this.flow.finish(query, binding, session?.principal ?? null);
-    void reply.header(
-      'set-cookie',
-      serializeCookie(BINDING_COOKIE, '', { path: CALLBACK_PATH, maxAgeSeconds: 0, secure: this.secure(request) }),
-    );
+    void reply.header('set-cookie', this.bindingCookie('', 0, request));
     if (finished.ok)
       this.page(reply, 200, {
         title: `${finished.connection.server} is connected`,
@@ -141,7 +131,9 @@ export class ConnectPagesController {
     void reply.status(status).headers(pageHeaders(nonce)).send(messagePage(view, nonce));
   }
 
-  private secure(request: FastifyRequest): boolean {
-    return request.protocol === 'https' || this.config.publicUrl.startsWith('https:');
+  /** The cookie that binds a start to this browser, sent only to the callback (empty and expired: cleared). */
+  private bindingCookie(value: string, maxAgeSeconds: number, request: FastifyRequest): string {
+    const secure = request.protocol === 'https' || this.config.publicUrl.startsWith('https:');
+    return serializeCookie(BINDING_COOKIE, value, { path: CALLBACK_PATH, maxAgeSeconds, secure });
   }
 }

@@ -141,6 +141,7 @@ const oauthSettings = z.strictObject({
     .string()
     .min(1)
     .max(512)
+    // eslint-disable-next-line no-control-regex -- control characters are what it refuses
     .refine((v) => !/[\x00-\x1F\x7F]/.test(v), { message: 'must not contain control characters' })
     .optional()
     .describe('a client the admin registered at the authorization server by hand'),
