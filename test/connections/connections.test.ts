@@ -3,6 +3,7 @@ import { expectProblem, LocalIdp } from '../auth/local-idp';
 import { anOrganization, uniqueSlug } from '../support/builders';
 import { startApiControlPlane, TestControlPlane } from '../support/control-plane';
 import { eventually } from '../support/eventually';
+import { advanceClock, resetClock } from '../support/clock';
 import { HeadlessBrowser, last } from './browser';
 import {
   aPerson as aWorkspacePerson,
@@ -232,6 +233,27 @@ describe('OAuth connections to upstream MCP servers', () => {
     expect(last(again).text).toContain('This connection request is over');
     const bobsNow = await cp.request('GET', '/v1/workspaces/default/connections', { token: bob.token });
     expect(bobsNow.body.items.filter((c: { server: string }) => c.server === server)).toHaveLength(1);
+  });
+
+  it('refuses a callback that comes after the start’s ten minutes', async () => {
+    const frank = await aPerson('member');
+    const browser = new HeadlessBrowser();
+    await browser.signIn(cp, idp, frank.claims);
+    const begun = await browser.open(
+      `${cp.url}/oauth/connections/connect?workspace=default&server=${server}`,
+      (url) => url.origin === as.issuer,
+    );
+    advanceClock(cp, 601_000);
+    try {
+      as.account = 'frank-upstream';
+      const late = await browser.open(last(begun).url);
+      expect(last(late).status).toBe(400);
+      expect(last(late).text).toContain('This connection request is over');
+    } finally {
+      resetClock(cp);
+    }
+    const listed = await cp.request('GET', '/v1/workspaces/default/connections', { token: frank.token });
+    expect(listed.body.items.filter((c: { user: { id: string } | null }) => c.user?.id === frank.id)).toEqual([]);
   });
 
   it('says so when the person refuses at the upstream, and stores nothing', async () => {

@@ -259,6 +259,30 @@ describe('the pool as an OAuth client of upstream MCP servers', () => {
     await client.close();
   });
 
+  it('keeps the connection when its authorization server is down, says to retry, and renews once it is back', async () => {
+    const { client } = await connect(cp, ann.token, '/mcp/default');
+    expect(textOf(await whoami(client))).toBe('upstream account ann-upstream');
+    as.tokenEndpointDown = true;
+    advanceClock(cp, 120_000);
+    const refused = await whoami(client);
+    expect(refusalOf(refused)?.code).toBe('CONNECTION_UNAVAILABLE');
+    expect(refusalOf(refused)?.message).toMatch(/could not be reached .*Retry shortly/);
+    expect((await connectionOf(server, ann.id)).state).toBe('connected');
+    const audit = await eventually('the unreachable record', async () => {
+      const found = await cp.request('GET', '/v1/workspaces/default/audit?type=connection.refresh_failed');
+      return found.body.items.find(
+        (r: { data: { user_id: string; reason: string } }) =>
+          r.data.user_id === ann.id && r.data.reason === 'unreachable',
+      );
+    });
+    expect(audit.data.detail).toContain('did not renew the token');
+    // the server is back: after this replica's short wait the connection renews and the call runs
+    as.tokenEndpointDown = false;
+    advanceClock(cp, 11_000);
+    expect(textOf(await whoami(client))).toBe('upstream account ann-upstream');
+    await client.close();
+  });
+
   it('never shows a token or client secret of the upstream: not in answers, logs or audit', async () => {
     const answers = [
       await cp.request('GET', '/v1/workspaces/default/connections'),

@@ -36,6 +36,8 @@ export interface AuthorizationServerOptions {
 export class UpstreamAuthorizationServer {
   /** who signs in at the next authorization */
   account = 'upstream-person';
+  /** set: the token endpoint answers 503, as a server that is down for a while */
+  tokenEndpointDown = false;
   /** every token request, by grant type (` refused` after it when refused), in order */
   readonly grants: string[] = [];
   /** every client registration's metadata */
@@ -178,6 +180,13 @@ export class UpstreamAuthorizationServer {
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const path = (req.url ?? '/').split('?', 1)[0]!;
     if (path.startsWith('/interaction/')) return this.interaction(req, res);
+    if (this.tokenEndpointDown && path === '/token') {
+      this.grants.push('unanswered');
+      res
+        .writeHead(503, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ error: 'temporarily_unavailable', error_description: 'down for maintenance' }));
+      return;
+    }
     void this.callback(req, res);
   }
 
