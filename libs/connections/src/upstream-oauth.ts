@@ -87,12 +87,14 @@ export class UpstreamOauth {
   private readonly fetch: (url: string | URL, init?: RequestInit) => Promise<Response>;
 
   constructor(policy: OutboundPolicy) {
-    this.fetch = guardedWebFetch(policy, (answer, url) =>
+    this.fetch = guardedWebFetch(policy, (answer, url) => {
+      // a 401 is the answer discovery asks for (the upstream's challenge), not a failure
+      if (answer.status === 401) return;
       logger.warn(
         { status: answer.status, host: url.host, said: scrubRemoteText(answer.body) },
         'an upstream authorization endpoint answered an error',
-      ),
-    );
+      );
+    });
   }
 
   /**

@@ -136,7 +136,7 @@ export const SETTINGS = {
     schema: bool,
     default: 'false',
     description:
-      'Accept Client ID Metadata Documents at plain http URLs on this machine (localhost, 127.0.0.1, [::1]): for tests and local clients only; elsewhere client ids must be https.',
+      'Accept Client ID Metadata Documents at plain http URLs on this machine (localhost, 127.0.0.1, [::1]), and let the pool offer its own at a plain http public URL on loopback: for tests and local clients only; elsewhere client ids must be https.',
   },
   AILERON_OUTBOX_POLL_MS: {
     schema: positiveInt,
