@@ -1,5 +1,5 @@
 import { ElicitationCompleteNotificationSchema, ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { LocalIdp } from '../auth/local-idp';
 import { aGateway, aToken } from '../support/builders';
 import { CapturedOutput, captureOutput } from '../support/captured-output';
@@ -42,6 +42,17 @@ describe('the pool as an OAuth client of upstream MCP servers', () => {
     expect(last(steps).status, last(steps).text).toBe(200);
   }
 
+  /**
+   * Moves the pool's clock to just before the access token of `userId`'s
+   * connection runs out: due for renewal. Each test starts on the real clock
+   * again (afterEach), and a caller's bearer is minted for the test
+   * (`idp.token`), so no moved clock outlives an IdP token of the caller.
+   */
+  async function makeDue(userId: string): Promise<void> {
+    const expires = Date.parse((await connectionOf(server, userId)).access_expires_at as string);
+    advanceClock(cp, expires - Date.now() - 5_000);
+  }
+
   function whoami(client: Awaited<ReturnType<typeof connect>>['client'], name = server) {
     return client.callTool({ name: `${name}__whoami`, arguments: {} });
   }
@@ -68,8 +79,8 @@ describe('the pool as an OAuth client of upstream MCP servers', () => {
     ann = await aPerson('member');
     bob = await aPerson('member');
   });
+  afterEach(() => resetClock(cp));
   afterAll(async () => {
-    resetClock(cp);
     await cp?.close();
     await idp?.stop();
     await as?.stop();
@@ -134,12 +145,12 @@ describe('the pool as an OAuth client of upstream MCP servers', () => {
   });
 
   it('renews the access token before it expires, once, and the upstream sees the new one', async () => {
-    const { client } = await connect(cp, ann.token, '/mcp/default');
+    const { client } = await connect(cp, idp.token(ann.claims), '/mcp/default');
     expect(textOf(await whoami(client))).toBe('upstream account ann-upstream');
     const before = mcp.seen[mcp.seen.length - 1];
     const refreshes = as.grants.filter((g) => g === 'refresh_token').length;
     // the pool's clock says the token is nearly out (its lifetime is 120 s)
-    advanceClock(cp, 115_000);
+    await makeDue(ann.id);
     expect(textOf(await whoami(client))).toBe('upstream account ann-upstream');
     expect(textOf(await whoami(client))).toBe('upstream account ann-upstream');
     expect(as.grants.filter((g) => g === 'refresh_token').length).toBe(refreshes + 1);
@@ -249,21 +260,21 @@ describe('the pool as an OAuth client of upstream MCP servers', () => {
     );
     expect(keys).toEqual([{ key_version: rotated.body.key_version }]);
     // the token is due: renewing it reads the sealed refresh token, now under the new key, and seals the new ones under it
-    const { client } = await connect(cp, ann.token, '/mcp/default');
+    const { client } = await connect(cp, idp.token(ann.claims), '/mcp/default');
     const id = (await connectionOf(server, ann.id)).id as string;
     const renewals = () => output.lines().filter((l) => l.includes('"connection renewed"') && l.includes(id)).length;
     const before = renewals();
-    advanceClock(cp, 120_000);
+    await makeDue(ann.id);
     expect(textOf(await whoami(client))).toBe('upstream account ann-upstream');
     expect(renewals()).toBe(before + 1);
     await client.close();
   });
 
   it('keeps the connection when its authorization server is down, says to retry, and renews once it is back', async () => {
-    const { client } = await connect(cp, ann.token, '/mcp/default');
+    const { client } = await connect(cp, idp.token(ann.claims), '/mcp/default');
     expect(textOf(await whoami(client))).toBe('upstream account ann-upstream');
     as.tokenEndpointDown = true;
-    advanceClock(cp, 120_000);
+    await makeDue(ann.id);
     const refused = await whoami(client);
     expect(refusalOf(refused)?.code).toBe('CONNECTION_UNAVAILABLE');
     expect(refusalOf(refused)?.message).toMatch(/could not be reached .*Retry shortly/);
