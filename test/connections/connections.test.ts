@@ -78,6 +78,14 @@ describe('OAuth connections to upstream MCP servers', () => {
     expect(as.registrations).toHaveLength(1);
   });
 
+  it('says in the workspace’s servers which sign in with OAuth, and whose connections they use', async () => {
+    const shared = await anOauthServer({ connections: 'per_workspace' });
+    const listed = await cp.request('GET', '/v1/workspaces/default/servers?limit=200', { token: ann.token });
+    const byName = new Map(listed.body.items.map((a: { server: string }) => [a.server, a]));
+    expect(byName.get(server)).toMatchObject({ auth: 'oauth', connections: 'per_person' });
+    expect(byName.get(shared)).toMatchObject({ auth: 'oauth', connections: 'per_workspace' });
+  });
+
   it('refuses what cannot be connected, with a stable code', async () => {
     const plain = uniqueSlug('plain');
     await cp.request('POST', '/v1/catalog/servers', {
