@@ -37,7 +37,7 @@ const LAYERS = [
   ['auth'],
   ['tenancy', 'audit', 'catalog', 'events', 'webhooks', 'oauth'],
   ['policy', 'vault'],
-  ['approvals', 'gateway'],
+  ['approvals', 'gateway', 'connections'],
   ['pool', 'sessions'],
   ['sandboxes', 'overview'],
   ['domains'],
@@ -145,6 +145,8 @@ module.exports = {
           '^libs/sessions/src/(agent-session-credentials|agent-sessions)\\.service\\.ts$',
           // OAuth: the provider's own records and token lookups (the credential names the tenant), registration, the expiry sweep
           '^libs/oauth/src/(oauth-provider\\.service|oauth-access-tokens\\.service|oauth-fast-path|oauth-sweep\\.service)\\.ts$',
+          // upstream connections: the callback's state names the tenant, and the sweep of unfinished starts
+          '^libs/connections/src/(connection-flow\\.service|connections-sweep\\.service)\\.ts$',
           // pool calls on an admitted MCP session, and the execution journal's replay after a crash
           '^libs/pool/src/(pool-calls\\.service|execution-journal)\\.ts$',
         ],

@@ -9,6 +9,7 @@ import { aGateway, aToken, uniqueSlug } from '../support/builders';
 import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
 import { createPostgresDatabase } from '../support/databases';
 import { eventually } from '../support/eventually';
+import { ProtectedMcpServer, UpstreamAuthorizationServer } from '../connections/upstream';
 import { freePort } from '../support/services';
 
 /**
@@ -481,6 +482,66 @@ describe('aileron-cp over the REST API', () => {
     const taken = await cli(['workspaces', 'create', slug], api);
     expect(taken.code).toBe(1);
     expect(taken.stderr).toBe(`aileron-cp: WORKSPACE_SLUG_TAKEN: A workspace with slug "${slug}" already exists\n`);
+  });
+
+  it('prints where to connect a server that signs in with OAuth, lists connections without tokens, ends one', async () => {
+    const as = new UpstreamAuthorizationServer();
+    const mcp = new ProtectedMcpServer(as);
+    await mcp.start();
+    await as.start(() => mcp.resource);
+    try {
+      const workspace = uniqueSlug('ws');
+      expect((await cli(['workspaces', 'create', workspace], api)).code).toBe(0);
+      const server = uniqueSlug('up');
+      const published = await cp.request('POST', '/v1/catalog/servers', {
+        body: { name: server, version: '1.0.0', mode: 'remote', url: mcp.url, auth: 'oauth' },
+      });
+      expect(published.status, published.text).toBe(201);
+      await cp.request('PUT', `/v1/workspaces/${workspace}/servers/${server}`, { body: { version: '1.0.0' } });
+
+      const connect = await cli(['connections', 'connect', server, '--workspace', workspace], api);
+      expect(connect.code, connect.stderr).toBe(0);
+      // the URL alone on stdout, for `xdg-open "$(…)"`
+      expect(connect.stdout).toBe(
+        `${cp.cp.config.publicUrl}/oauth/connections/connect?workspace=${workspace}&server=${server}\n`,
+      );
+      expect(connect.stderr).toContain(`then ${as.issuer} asks you to allow Aileron (registered: dynamic)`);
+      expect((await cli(['connections', 'list', '--workspace', workspace], api)).stdout).toBe('no connections\n');
+
+      // a connection as the callback leaves one (test/connections signs in for real)
+      const [row] = await cp.cp.database.client.$queryRawUnsafe<{ id: string }[]>(
+        `INSERT INTO upstream_connections (id, organization_id, workspace_id, server, subject, state, upstream, has_refresh_token, created_by, connected_at, problem)
+           SELECT gen_random_uuid(), organization_id, id, $2, 'workspace', 'needs_reconnect', $3::jsonb, true, 'user:someone', now(), 'the authorization server refused the refresh token (invalid_grant)'
+             FROM workspaces WHERE slug = $1 RETURNING id`,
+        workspace,
+        server,
+        JSON.stringify({
+          authorizationServer: as.issuer,
+          metadata: null,
+          resource: mcp.resource,
+          redirectUri: `${cp.url}/oauth/connections/callback`,
+          client: { client_id: 'pool', registration: 'dynamic', secret: null },
+        }),
+      );
+      const listed = await cli(['connections', 'list', '--workspace', workspace], api);
+      expect(lines(listed.stdout)[0]).toMatch(
+        /^ID\s+SERVER\s+FOR\s+STATE\s+AUTHORIZATION SERVER\s+EXPIRES\s+LAST USED$/,
+      );
+      expect(lines(listed.stdout)[1]).toMatch(
+        new RegExp(`^${row!.id}\\s+${server}\\s+workspace\\s+needs_reconnect \\(the authorization server refused`),
+      );
+      const deleted = await cli(['connections', 'delete', row!.id, '--workspace', workspace], api);
+      expect(deleted.code, deleted.stderr).toBe(0);
+      expect(deleted.stdout).toBe(
+        `deleted connection ${row!.id} to ${server}; the upstream could not be told (it has no revocation endpoint, or did not answer)\n`,
+      );
+      const again = await cli(['connections', 'delete', row!.id, '--workspace', workspace], api);
+      expect(again.code).toBe(1);
+      expect(again.stderr).toBe(`aileron-cp: CONNECTION_NOT_FOUND: connection "${row!.id}" does not exist\n`);
+    } finally {
+      await as.stop();
+      await mcp.stop();
+    }
   });
 
   it('starts, lists and ends agent sessions, and narrows a caveat token offline', async () => {

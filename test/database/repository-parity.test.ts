@@ -1516,6 +1516,44 @@ parity('VaultRepository', 'delete', async (s) => {
     await v.list(s.w.ws, {}, PAGE),
   ];
 });
+const kept = (id: string, generation: number, keyVersion = 2) => ({
+  id,
+  generation,
+  ciphertext: `kept-${id}-${generation}`,
+  wrappedDataKey: `kept-key-${generation}`,
+  keyVersion,
+});
+parity('VaultRepository', 'writeSealed', async (s) => {
+  const v = repo(s, 'VaultRepository');
+  await tx(s, (x) => v.writeSealed(s.w.ws, kept('connection:a', 1, 1), x));
+  await tx(s, (x) => v.writeSealed(s.w.ws, kept('connection:a', 2, 1), x));
+  await tx(s, (x) => v.writeSealed(s.w.ws, kept('connection-start:b', 1), x));
+  await tx(s, (x) => v.writeSealed(s.w.ws2, kept('connection:a', 1), x));
+  return [await v.sealed(s.w.ws, 'connection:a'), await v.sealed(s.w.ws2, 'connection:a')];
+});
+parity('VaultRepository', 'sealed', async (s) => [
+  await repo(s, 'VaultRepository').sealed(s.w.ws, 'connection-start:b'),
+  await tx(s, (x) => repo(s, 'VaultRepository').sealed(s.w.ws, 'connection:a', x)),
+  await repo(s, 'VaultRepository').sealed(s.w.ws, 'nobody'),
+]);
+parity('VaultRepository', 'sealedNotUnder', async (s) =>
+  tx(s, (x) => repo(s, 'VaultRepository').sealedNotUnder(s.w.ws, 2, x)),
+);
+parity('VaultRepository', 'rewrapSealed', async (s) => {
+  const v = repo(s, 'VaultRepository');
+  await tx(s, (x) => v.rewrapSealed(s.w.ws, 'connection:a', 'kept-rewrapped', 2, x));
+  return [await v.sealed(s.w.ws, 'connection:a'), await tx(s, (x) => v.sealedNotUnder(s.w.ws, 2, x))];
+});
+parity('VaultRepository', 'deleteSealed', async (s) => {
+  const v = repo(s, 'VaultRepository');
+  return [
+    await tx(s, (x) => v.deleteSealed(s.w.ws, { prefix: 'connection-start:' }, x)),
+    await tx(s, (x) => v.deleteSealed(s.w.ws, { in: ['connection:a', 'nobody'] }, x)),
+    await tx(s, (x) => v.deleteSealed(s.w.ws, { in: [] }, x)),
+    await v.sealed(s.w.ws, 'connection:a'),
+    await v.sealed(s.w.ws2, 'connection:a'),
+  ];
+});
 parity('VaultRepository', 'allKeys', async (s) =>
   by((await repo(s, 'VaultRepository').allKeys(SYSTEM)) as { version: number }[], (k) => String(k.version)),
 );
@@ -2308,6 +2346,164 @@ parity('OauthRepository', 'deleteGrantsOfUser', async (s) => {
   return [
     await tx(s, (x) => o.deleteGrantsOfUser(s.w.org, s.w.ada, x)),
     await tx(s, (x) => o.deleteGrantsOfUser(s.w.org, s.w.ada, x)),
+  ];
+});
+
+// ---- upstream connections: the pool's OAuth connections and the ones being made
+
+const UPSTREAM = {
+  authorizationServer: 'https://as.upstream.example',
+  metadata: { issuer: 'https://as.upstream.example', token_endpoint: 'https://as.upstream.example/token' },
+  resource: 'https://mcp.upstream.example/mcp',
+  redirectUri: 'https://aileron.example.com/oauth/connections/callback',
+  client: { client_id: 'pool-client', registration: 'dynamic', secret: null },
+};
+const connected = (subject: string, userId: string | null, at: Date) => ({
+  server: 'upstream',
+  subject,
+  userId,
+  upstream: UPSTREAM,
+  createdBy: `user:${userId ?? 'admin'}`,
+  at,
+  scope: 'mcp:tools',
+  accessExpiresAt: FUTURE,
+  hasRefreshToken: true,
+});
+parity('ConnectionsRepository', 'saveConnected', async (s) => {
+  const c = repo(s, 'ConnectionsRepository');
+  const answers = await steps(
+    () => tx(s, (x) => c.saveConnected(s.w.ws, connected(`user:${s.w.ada}`, s.w.ada, at(1)), x)),
+    () => tx(s, (x) => c.saveConnected(s.w.ws, connected('workspace', null, at(2)), x)),
+    // the same person again: their connection is replaced, the same row, a new generation
+    () => tx(s, (x) => c.saveConnected(s.w.ws, { ...connected(`user:${s.w.ada}`, s.w.ada, at(3)), scope: null }, x)),
+    () => tx(s, (x) => c.saveConnected(s.w.ws2, connected(`user:${s.w.bob}`, s.w.bob, at(4)), x)),
+  );
+  s.w.adaConnection = (answers[0] as { id: string }).id;
+  s.w.workspaceConnection = (answers[1] as { id: string }).id;
+  s.w.bobConnection = (answers[3] as { id: string }).id;
+  return answers;
+});
+parity('ConnectionsRepository', 'list', async (s) => {
+  const c = repo(s, 'ConnectionsRepository');
+  return [
+    await c.list(s.w.ws, {}, PAGE),
+    await c.list(s.w.ws, { subjects: ['workspace'] }, PAGE),
+    await c.list(s.w.ws, { server: 'elsewhere' }, PAGE),
+    await c.list(s.w.ws, {}, { after: { createdAt: at(2), id: s.w.workspaceConnection }, take: 10 }),
+    await c.list(s.w.ws2, {}, PAGE),
+  ];
+});
+parity('ConnectionsRepository', 'find', async (s) => [
+  await repo(s, 'ConnectionsRepository').find(s.w.ws, s.w.adaConnection),
+  await tx(s, (x) => repo(s, 'ConnectionsRepository').find(s.w.ws, s.w.workspaceConnection, x)),
+  // another workspace's is not found
+  await repo(s, 'ConnectionsRepository').find(s.w.ws, s.w.bobConnection),
+]);
+parity('ConnectionsRepository', 'findBySubject', async (s) => [
+  await repo(s, 'ConnectionsRepository').findBySubject(s.w.ws, 'upstream', 'workspace'),
+  await tx(s, (x) => repo(s, 'ConnectionsRepository').findBySubject(s.w.ws, 'upstream', `user:${s.w.ada}`, x)),
+  await repo(s, 'ConnectionsRepository').findBySubject(s.w.ws, 'upstream', `user:${s.w.bob}`),
+]);
+parity('ConnectionsRepository', 'takeLease', async (s) => {
+  const c = repo(s, 'ConnectionsRepository');
+  return [
+    // the generation the taker read is stale: no lease
+    await c.takeLease(s.w.ws, s.w.adaConnection, 1, 'replica-a', at(30), THEN),
+    await c.takeLease(s.w.ws, s.w.adaConnection, 2, 'replica-a', at(30), THEN),
+    // held by another until then
+    await c.takeLease(s.w.ws, s.w.adaConnection, 2, 'replica-b', at(30), at(10)),
+    // and free again once it ran out
+    await c.takeLease(s.w.ws, s.w.adaConnection, 2, 'replica-b', at(90), at(31)),
+    await c.takeLease(s.w.ws2, s.w.adaConnection, 2, 'replica-c', at(30), THEN),
+  ];
+});
+parity('ConnectionsRepository', 'saveRefreshed', async (s) => {
+  const c = repo(s, 'ConnectionsRepository');
+  const facts = { scope: 'mcp:tools', accessExpiresAt: at(3600), hasRefreshToken: true };
+  return [
+    // replica-a lost the lease to replica-b: its refresh is not stored
+    await tx(s, (x) => c.saveRefreshed(s.w.ws, s.w.adaConnection, 'replica-a', facts, at(40), x)),
+    await tx(s, (x) => c.saveRefreshed(s.w.ws, s.w.adaConnection, 'replica-b', facts, at(40), x)),
+    await c.find(s.w.ws, s.w.adaConnection),
+  ];
+});
+parity('ConnectionsRepository', 'releaseLease', async (s) => {
+  const c = repo(s, 'ConnectionsRepository');
+  await c.takeLease(s.w.ws, s.w.workspaceConnection, 1, 'replica-a', at(30), THEN);
+  await c.releaseLease(s.w.ws, s.w.workspaceConnection, 'replica-b');
+  const held = await c.find(s.w.ws, s.w.workspaceConnection);
+  await c.releaseLease(s.w.ws, s.w.workspaceConnection, 'replica-a');
+  return [held, await c.find(s.w.ws, s.w.workspaceConnection)];
+});
+parity('ConnectionsRepository', 'markNeedsReconnect', async (s) => {
+  const c = repo(s, 'ConnectionsRepository');
+  return [
+    await tx(s, (x) => c.markNeedsReconnect(s.w.ws, s.w.workspaceConnection, 7, 'stale generation', x)),
+    await tx(s, (x) => c.markNeedsReconnect(s.w.ws, s.w.workspaceConnection, 1, 'refused', x)),
+    await tx(s, (x) => c.markNeedsReconnect(s.w.ws, s.w.workspaceConnection, 1, 'again', x)),
+    await c.find(s.w.ws, s.w.workspaceConnection),
+    // a connection that needs a reconnect gives no lease
+    await c.takeLease(s.w.ws, s.w.workspaceConnection, 1, 'replica-a', at(30), THEN),
+  ];
+});
+parity('ConnectionsRepository', 'touch', async (s) => {
+  await repo(s, 'ConnectionsRepository').touch(s.w.ws, s.w.adaConnection, at(120));
+  await repo(s, 'ConnectionsRepository').touch(s.w.ws2, s.w.adaConnection, at(240));
+  return ((await repo(s, 'ConnectionsRepository').find(s.w.ws, s.w.adaConnection)) as { lastUsedAt: Date }).lastUsedAt;
+});
+parity('ConnectionsRepository', 'createStart', async (s) => {
+  const c = repo(s, 'ConnectionsRepository');
+  const start = (stateHash: string, expiresAt: Date) => ({
+    server: 'upstream',
+    subject: `user:${s.w.ada}`,
+    userId: s.w.ada,
+    stateHash,
+    bindingHash: hash('binding'),
+    upstream: UPSTREAM,
+    scope: 'mcp:tools offline_access',
+    expiresAt,
+  });
+  return steps(
+    () => tx(s, (x) => c.createStart(s.w.ws, start(hash('state-1'), FUTURE), x)),
+    () => tx(s, (x) => c.createStart(s.w.ws, start(hash('state-2'), PAST), x)),
+    () => tx(s, (x) => c.createStart(s.w.ws2, start(hash('state-3'), PAST), x)),
+    // a state is one start's
+    () => tx(s, (x) => c.createStart(s.w.ws, start(hash('state-1'), FUTURE), x)),
+  );
+});
+parity('ConnectionsRepository', 'takeStart', async (s) => {
+  const c = repo(s, 'ConnectionsRepository');
+  return [
+    await tx(s, (x) => c.takeStart(SYSTEM, hash('state-1'), x)),
+    // once
+    await tx(s, (x) => c.takeStart(SYSTEM, hash('state-1'), x)),
+    await tx(s, (x) => c.takeStart(SYSTEM, hash('nobody'), x)),
+  ];
+});
+parity('ConnectionsRepository', 'takeExpiredStarts', async (s) => {
+  const c = repo(s, 'ConnectionsRepository');
+  return [
+    by((await c.takeExpiredStarts(SYSTEM, THEN, 10)) as { workspaceSlug: string }[], (r) => r.workspaceSlug),
+    await c.takeExpiredStarts(SYSTEM, THEN, 10),
+  ];
+});
+parity('ConnectionsRepository', 'delete', async (s) => {
+  const c = repo(s, 'ConnectionsRepository');
+  return [
+    // another person's filter finds nothing, nor does another workspace
+    await tx(s, (x) => c.delete(s.w.ws, s.w.workspaceConnection, { subject: `user:${s.w.ada}` }, x)),
+    await tx(s, (x) => c.delete(s.w.ws2, s.w.workspaceConnection, {}, x)),
+    await tx(s, (x) => c.delete(s.w.ws, s.w.workspaceConnection, { subject: 'workspace' }, x)),
+    await tx(s, (x) => c.delete(s.w.ws, s.w.workspaceConnection, {}, x)),
+  ];
+});
+parity('ConnectionsRepository', 'deleteOfUser', async (s) => {
+  const c = repo(s, 'ConnectionsRepository');
+  return [
+    await tx(s, (x) => c.deleteOfUser(s.w.orgB, s.w.ada, x)),
+    await tx(s, (x) => c.deleteOfUser(s.w.org, s.w.ada, x)),
+    await tx(s, (x) => c.deleteOfUser(s.w.org, s.w.ada, x)),
+    await c.list(s.w.ws2, {}, PAGE),
   ];
 });
 

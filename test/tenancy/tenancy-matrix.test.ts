@@ -228,7 +228,25 @@ describe('tenancy matrix', () => {
         resource: `${cp.url}/mcp/${ws.slug}`,
         scope: 'mcp',
       });
+    // the member's OAuth connection to an upstream server, as the callback leaves it (test/connections signs in for real)
+    const [connection] = await cp.cp.database.client.$queryRawUnsafe<{ id: string }[]>(
+      `INSERT INTO upstream_connections (id, organization_id, workspace_id, server, subject, user_id, state, upstream, has_refresh_token, created_by, connected_at)
+         VALUES (gen_random_uuid(), $1::uuid, $2::uuid, $3, 'user:' || $4, $4::uuid, 'connected', $5::jsonb, true, 'user:' || $4, now())
+       RETURNING id`,
+      organizationId,
+      ws.id,
+      server.name,
+      user.id,
+      JSON.stringify({
+        authorizationServer: 'https://as.target.example',
+        metadata: null,
+        resource: null,
+        redirectUri: `${cp.url}/oauth/connections/callback`,
+        client: { client_id: 'target-pool-client', registration: 'dynamic', secret: null },
+      }),
+    );
     Object.assign(target, {
+      connection: connection!.id,
       oauth_client: oauthClient.id,
       sandbox: 'target-box',
       sha: snapshots.sha,
@@ -244,6 +262,7 @@ describe('tenancy matrix', () => {
     });
     // ids only: a 404 may echo the slug the caller itself sent
     targetIds = [
+      connection!.id,
       oauthClient.id,
       ws.id,
       user.id,

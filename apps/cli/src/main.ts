@@ -1,6 +1,7 @@
 import { Command } from 'commander';
 import { addTokensCommand, addWorkspacesCommand } from './api-commands';
 import { addApprovalsCommand } from './approvals-commands';
+import { addConnectionsCommand } from './connections-commands';
 import { addSessionsCommand } from './sessions-commands';
 import { addGatewaysCommand, addPolicyCommand } from './gateway-commands';
 import { addAuditCommand, addSecretsCommand } from './vault-audit-commands';
@@ -74,6 +75,7 @@ function program(): Command {
   addAuditCommand(root);
   addApprovalsCommand(root);
   addSessionsCommand(root);
+  addConnectionsCommand(root);
   return root;
 }
 

@@ -174,23 +174,24 @@ export function scrubRemoteText(body: Buffer | string, max = 300): string {
 }
 
 /**
- * openid-client's fetch (discovery, the token endpoint, the JWKS of ID
- * tokens), through idpFetch. An answer that is an error is handed to
- * `onErrorAnswer` for the log; what the caller of ours sees is decided
- * elsewhere, never from the remote's text.
+ * A WHATWG-style fetch through idpFetch, for libraries that take one
+ * (openid-client here, the MCP SDK's OAuth client helpers for the pool's
+ * upstreams). An answer that is an error is handed to `onErrorAnswer` for the
+ * log; what the caller of ours sees is decided elsewhere, never from the
+ * remote's text.
  */
-export function openIdClientFetch(
+export function guardedWebFetch(
   policy: OutboundPolicy,
-  onErrorAnswer: (answer: IdpAnswer, url: URL) => void,
-): CustomFetch {
-  return async (url, options) => {
+  onErrorAnswer: (answer: IdpAnswer, url: URL) => void = () => undefined,
+): (url: string | URL, init?: RequestInit) => Promise<Response> {
+  return async (url, init = {}) => {
     const answer = await idpFetch(
-      url,
+      String(url),
       {
-        method: options.method,
-        headers: options.headers,
-        body: bodyText(options.body),
-        signal: options.signal ?? null,
+        ...(init.method !== undefined ? { method: init.method } : {}),
+        headers: headerRecord(init.headers),
+        body: bodyText(init.body as FetchBody),
+        signal: init.signal ?? null,
       },
       policy,
     );
@@ -202,6 +203,27 @@ export function openIdClientFetch(
     const empty = answer.status === 204 || answer.status === 304;
     return new Response(empty ? null : new Uint8Array(answer.body), { status: answer.status, headers });
   };
+}
+
+/** openid-client's fetch (discovery, the token endpoint, the JWKS of ID tokens), through idpFetch. */
+export function openIdClientFetch(
+  policy: OutboundPolicy,
+  onErrorAnswer: (answer: IdpAnswer, url: URL) => void,
+): CustomFetch {
+  const fetch = guardedWebFetch(policy, onErrorAnswer);
+  return (url, options) =>
+    fetch(url, {
+      method: options.method,
+      headers: options.headers,
+      body: options.body as RequestInit['body'],
+      signal: options.signal ?? null,
+    });
+}
+
+function headerRecord(headers: RequestInit['headers']): Record<string, string> {
+  const record: Record<string, string> = {};
+  new Headers(headers).forEach((value, name) => (record[name] = value));
+  return record;
 }
 
 function bodyText(body: FetchBody): string | undefined {

@@ -2,7 +2,14 @@ export * from './domain/roles';
 export * from './domain/principal';
 export * from './domain/claims';
 export * from './domain/api-token';
-export { browserSignInIssuerProblem, CSRF_HEADER, BROWSER_SESSION_COOKIE } from './domain/browser-session';
+export {
+  browserSignInIssuerProblem,
+  clearCookie,
+  parseCookies,
+  serializeCookie,
+  CSRF_HEADER,
+  BROWSER_SESSION_COOKIE,
+} from './domain/browser-session';
 export { keepsClientSecret } from './domain/identity-provider';
 export type { OrgScope, SystemScope, WorkspaceScope } from './scope';
 export { Caller, TenantScope } from './auth.decorators';
@@ -23,7 +30,7 @@ export { OidcSignIn } from './oidc-sign-in.service';
 export { SignInLinks } from './sign-in-links.service';
 export { StreamAccess } from './stream-access.service';
 export { IdentityProviderSettings, IdentityProviderUrlRefusedError } from './identity-provider-settings.service';
-export { idpFetch, IdpFetchError } from './idp-http';
+export { guardedWebFetch, idpFetch, IdpFetchError, scrubRemoteText } from './idp-http';
 export { Offboarding } from './offboarding.service';
 export type { Offboardee, OffboardingContext, OffboardingStep } from './offboarding.service';
 export { AuthModule } from './auth.module';

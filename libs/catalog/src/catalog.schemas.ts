@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { slug } from '@aileron/auth';
-import { SERVER_NAME } from './domain/catalog-entry';
+import { oauthOf, SERVER_NAME } from './domain/catalog-entry';
 import type { AssignmentRecord, CatalogEntryRecord } from './catalog.repository';
 
 const serverName = z.string().regex(SERVER_NAME, 'not a server name');
@@ -58,6 +58,14 @@ export const assignmentView = z.object({
   version: z.string().describe('the pinned version everyone gets unless a rollout selects them'),
   mode: z.enum(['local', 'remote']),
   transport: z.enum(['stdio', 'streamable_http']),
+  auth: z
+    .enum(['oauth'])
+    .nullable()
+    .describe('oauth: the pool signs in to the upstream with OAuth, on connections people make (docs/oauth.md)'),
+  connections: z
+    .enum(['per_person', 'per_workspace'])
+    .nullable()
+    .describe("with auth oauth: each person's own connection, or the workspace's one"),
   rollout: z
     .object({
       version: z.string(),
@@ -88,6 +96,7 @@ export function toEntryView(entry: CatalogEntryRecord, latest: string | null): z
 }
 
 export function toAssignmentView(a: AssignmentRecord): z.infer<typeof assignmentView> {
+  const oauth = oauthOf(a.pinned.definition as Record<string, unknown>);
   return {
     server: a.name,
     enabled: a.enabled,
@@ -95,6 +104,8 @@ export function toAssignmentView(a: AssignmentRecord): z.infer<typeof assignment
     version: a.pinned.version,
     mode: a.pinned.definition.mode,
     transport: a.pinned.definition.transport,
+    auth: oauth ? 'oauth' : null,
+    connections: oauth?.connections ?? null,
     rollout: a.rollout
       ? {
           version: a.rollout.version.version,

@@ -2,6 +2,7 @@ import { ApprovalsModule } from '@aileron/approvals';
 import { AuditModule } from '@aileron/audit';
 import { AuthModule } from '@aileron/auth';
 import { CatalogModule } from '@aileron/catalog';
+import { ConnectionsModule } from '@aileron/connections';
 import { EventsModule } from '@aileron/events';
 import { GatewayModule } from '@aileron/gateway';
 import { OauthModule } from '@aileron/oauth';
@@ -44,6 +45,7 @@ export const JOB_MODULES = [
 export const DOMAIN_MODULES = [
   ...JOB_MODULES,
   OauthModule,
+  ConnectionsModule,
   PoolModule,
   AgentSessionsModule,
   SandboxesModule,

@@ -74,7 +74,7 @@ export function versionSeenBy(
 /** The `vault://` paths a local version's env names (none for a remote one: the pool resolves those). */
 export function localSecretPaths(version: CatalogVersionRecord): string[] {
   return version.definition.mode === 'local'
-    ? vaultReferences(version.definition as Pick<CatalogEntryInput, 'env' | 'headers'>)
+    ? vaultReferences(version.definition as Pick<CatalogEntryInput, 'env' | 'headers' | 'oauth'>)
     : [];
 }
 

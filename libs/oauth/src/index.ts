@@ -7,4 +7,4 @@ export * from './domain/pkce';
 export * from './domain/metadata';
 export * from './domain/resource';
 export { clientIdUrlProblem, clientMetadataDocumentProblem, isClientIdUrl } from './domain/client-metadata';
-export { escapeHtml } from './domain/pages';
+export { escapeHtml, messagePage, pageHeaders } from './domain/pages';

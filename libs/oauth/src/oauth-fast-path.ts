@@ -11,6 +11,8 @@ const METADATA = new Set(['/.well-known/oauth-authorization-server', '/.well-kno
 /** the provider's discovery route, below its mount */
 const DISCOVERY = '/.well-known/openid-configuration';
 const INTERACTION = `${OAUTH_PREFIX}/interaction/`;
+/** the pool's own side as an OAuth client of upstream servers (libs/connections): routes, not the provider's */
+const CONNECTIONS = `${OAUTH_PREFIX}/connections/`;
 const REGISTRATION = `${OAUTH_PREFIX}/reg`;
 // registration comes before any tenant: whether any organisation takes such clients at all
 const REGISTRATIONS = SystemScopes.system('oauth client registration');
@@ -41,7 +43,7 @@ export class OauthFastPath {
       void this.serve(request, response, path, DISCOVERY, `${OAUTH_PREFIX}${DISCOVERY}`);
       return true;
     }
-    if (!url.startsWith(`${OAUTH_PREFIX}/`) || url.startsWith(INTERACTION)) return false;
+    if (!url.startsWith(`${OAUTH_PREFIX}/`) || url.startsWith(INTERACTION) || url.startsWith(CONNECTIONS)) return false;
     void this.serve(request, response, routeOf(path), url.slice(OAUTH_PREFIX.length), url);
     return true;
   }

@@ -4,7 +4,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { BrowserSessions } from '@aileron/auth';
 import { Route } from '@aileron/http';
-import { consentPage, pagesCsp, refusalPage } from './domain/pages';
+import { consentPage, pageHeaders, refusalPage } from './domain/pages';
 import { OauthConsent } from './oauth-consent.service';
 
 const interactionParams = z.object({
@@ -118,14 +118,6 @@ export class OauthInteractionController {
 
   private send(reply: FastifyReply, status: number, render: (nonce: string) => string): void {
     const nonce = randomBytes(16).toString('base64');
-    void reply
-      .status(status)
-      .header('content-type', 'text/html; charset=utf-8')
-      .header('content-security-policy', pagesCsp(nonce))
-      .header('x-frame-options', 'DENY')
-      // not no-referrer: a browser then sends `Origin: null` with the form, which the CSRF check rightly refuses
-      .header('referrer-policy', 'same-origin')
-      .header('cache-control', 'no-store')
-      .send(render(nonce));
+    void reply.status(status).headers(pageHeaders(nonce)).send(render(nonce));
   }
 }

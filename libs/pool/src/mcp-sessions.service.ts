@@ -12,6 +12,7 @@ import { HttpAdapterHost } from '@nestjs/core';
 import { AccessService, describePrincipal, Principal, roleIn, StreamAccess, WorkspaceScope } from '@aileron/auth';
 import { Clock } from '@aileron/clock';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
+import { ConnectionTokens } from '@aileron/connections';
 import { KeyProvider, ROOT_KEYS } from '@aileron/keys';
 import { RedisService } from '@aileron/redis';
 import { PeriodicTask } from '@aileron/schedule';
@@ -68,6 +69,7 @@ export class McpSessions implements OnApplicationBootstrap, BeforeApplicationShu
     private readonly directory: RedisService,
     private readonly builtins: BuiltinServers,
     private readonly clock: Clock,
+    private readonly connections: ConnectionTokens,
   ) {
     this.directoryTtlSeconds = config.pool.sessionIdleSeconds * 2 + 60;
     // sessions opened while Redis was away are in no directory yet: other replicas learn of them now
@@ -209,6 +211,17 @@ export class McpSessions implements OnApplicationBootstrap, BeforeApplicationShu
           this.builtins.has(server)
             ? this.builtins.acquire(scope, principal, server, this.config.pool.maxConcurrentCalls)
             : this.instances.acquire(scope, organizationSlug, server),
+        // per person: the caller's own connection (an agent session's is its creator's); per workspace: the workspace's
+        bearer: (server, instance) =>
+          instance.oauth
+            ? this.connections.bearerFor(scope, server, instance.oauth.connections, requester, callerName(principal))
+            : undefined,
+        awaitConnection: async (server, ms, signal) => {
+          const instance = await this.instances.acquire(scope, organizationSlug, server);
+          return instance.oauth
+            ? this.connections.awaitConnection(scope, server, instance.oauth.connections, requester, ms, signal)
+            : true;
+        },
       },
       this.calls,
       {
@@ -226,7 +239,7 @@ export class McpSessions implements OnApplicationBootstrap, BeforeApplicationShu
         caller: principal,
         agentSessionId: principal.agentSession?.id ?? null,
       },
-      { allowedOrigins, load: this.load, clock: this.clock },
+      { allowedOrigins, load: this.load, clock: this.clock, connectWaitMs: this.config.pool.connectWaitSeconds * 1000 },
     );
     // a revoked token, gateway or membership ends the session (and its stream of server messages) at once, on every replica
     const release = this.streams.hold(
@@ -300,6 +313,13 @@ export class McpSessions implements OnApplicationBootstrap, BeforeApplicationShu
   count(): number {
     return this.sessions.size;
   }
+}
+
+/** Who is calling, as a message to them names it. */
+function callerName(principal: Principal): string {
+  const who = principal.agentSession ? `the agent session ${principal.agentSession.id} of` : '';
+  const kind = { api_token: 'API token', user: '', gateway: 'gateway', session: '' }[principal.kind];
+  return [who, kind, principal.name].filter(Boolean).join(' ');
 }
 
 /** The installation's prefix goes in front (RedisService), so two installations can share one Redis. */

@@ -4,8 +4,10 @@ import type { WorkspaceScope } from '@aileron/auth';
 import {
   AssignmentRecord,
   CatalogService,
+  ConnectionMode,
   isVaultReference,
   NamespacedServer,
+  oauthOf,
   toolPrefixOf,
   type SessionMode,
 } from '@aileron/catalog';
@@ -77,6 +79,8 @@ export class Instance {
     readonly secrets: ReadonlyMap<string, number> = new Map(),
     /** `shared`: its MCP sessions share upstream sessions (proxy/shared-upstream.ts) instead of one each */
     readonly sessionMode: SessionMode = 'per_session',
+    /** an upstream that signs in with OAuth: each MCP session's requests carry the token of the connection it uses */
+    readonly oauth: { connections: ConnectionMode } | null = null,
   ) {
     this.lastUsed = clock.now();
     this.startedAt = this.lastUsed;
@@ -390,6 +394,7 @@ export class PoolInstances implements OnApplicationBootstrap, OnApplicationShutd
         // checked at every start, not only at publication: DNS may have moved the name since
         await checkOutboundUrl(definition.url, outboundPolicyOf(this.config));
         const headers = await this.vault.resolveAll(slot.scope, definition.headers ?? {}, reason, secretVersions);
+        const oauth = oauthOf(definition as unknown as Record<string, unknown>);
         instance = new Instance(
           id,
           slot.server,
@@ -401,6 +406,8 @@ export class PoolInstances implements OnApplicationBootstrap, OnApplicationShutd
           this.config.pool.maxConcurrentCalls,
           this.clock,
           secretVersions,
+          'per_session',
+          oauth && { connections: oauth.connections },
         );
       } else {
         const env = await this.vault.resolveAll(slot.scope, definition.env ?? {}, reason, secretVersions);

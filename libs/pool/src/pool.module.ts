@@ -4,6 +4,7 @@ import { ApprovalsModule } from '@aileron/approvals';
 import { AuditModule } from '@aileron/audit';
 import { CatalogModule } from '@aileron/catalog';
 import { ClockModule } from '@aileron/clock';
+import { ConnectionsModule } from '@aileron/connections';
 import { APP_CONFIG, AppConfig, projectRoot } from '@aileron/config';
 import { PolicyModule } from '@aileron/policy';
 import { VaultModule } from '@aileron/vault';
@@ -47,7 +48,7 @@ async function driverFor(config: AppConfig): Promise<InstanceDriver> {
 }
 
 @Module({
-  imports: [ClockModule, CatalogModule, PolicyModule, ApprovalsModule, VaultModule, AuditModule],
+  imports: [ClockModule, CatalogModule, PolicyModule, ApprovalsModule, VaultModule, AuditModule, ConnectionsModule],
   controllers: [McpController, PoolController],
   providers: [
     { provide: INSTANCE_DRIVER, inject: [APP_CONFIG], useFactory: driverFor },

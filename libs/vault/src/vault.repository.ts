@@ -24,6 +24,15 @@ export interface StoredVersion {
   keyVersion: number;
 }
 
+/** A kept value as stored: its ciphertext opens only as this id and generation, in this workspace. */
+export interface SealedRecord {
+  id: string;
+  generation: number;
+  ciphertext: string;
+  wrappedDataKey: string;
+  keyVersion: number;
+}
+
 export interface VaultKeyRecord {
   version: number;
   wrappedKey: string;
@@ -256,6 +265,66 @@ export class VaultRepository extends Repository {
   ): Promise<void> {
     await tx.secretVersion.updateMany({
       where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, path, version },
+      data: { wrappedDataKey, keyVersion },
+    });
+  }
+
+  /** A value the control plane keeps for itself (`VaultService.keep`), sealed. */
+  async sealed(scope: WorkspaceScope, id: string, tx?: Transaction): Promise<SealedRecord | null> {
+    return this.use(tx).vaultSealedValue.findFirst({
+      where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, id },
+      select: { id: true, generation: true, ciphertext: true, wrappedDataKey: true, keyVersion: true },
+    });
+  }
+
+  async writeSealed(scope: WorkspaceScope, record: SealedRecord, tx: Transaction): Promise<void> {
+    const data = {
+      generation: record.generation,
+      ciphertext: record.ciphertext,
+      wrappedDataKey: record.wrappedDataKey,
+      keyVersion: record.keyVersion,
+      updatedAt: this.clock.date(),
+    };
+    await tx.vaultSealedValue.upsert({
+      where: { workspaceId_id: { workspaceId: scope.workspaceId, id: record.id } },
+      create: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, id: record.id, ...data },
+      update: data,
+    });
+  }
+
+  /** Removes the values named, or every one whose id starts with `prefix`; returns how many went. */
+  async deleteSealed(
+    scope: WorkspaceScope,
+    ids: { in: string[] } | { prefix: string },
+    tx: Transaction,
+  ): Promise<number> {
+    const { count } = await tx.vaultSealedValue.deleteMany({
+      where: {
+        organizationId: scope.organizationId,
+        workspaceId: scope.workspaceId,
+        id: 'in' in ids ? { in: ids.in } : { startsWith: ids.prefix },
+      },
+    });
+    return count;
+  }
+
+  /** Every kept value wrapped by a key other than `keyVersion` (what a rotation must move). */
+  sealedNotUnder(scope: WorkspaceScope, keyVersion: number, tx: Transaction): Promise<SealedRecord[]> {
+    return tx.vaultSealedValue.findMany({
+      where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, keyVersion: { not: keyVersion } },
+      select: { id: true, generation: true, ciphertext: true, wrappedDataKey: true, keyVersion: true },
+    });
+  }
+
+  async rewrapSealed(
+    scope: WorkspaceScope,
+    id: string,
+    wrappedDataKey: string,
+    keyVersion: number,
+    tx: Transaction,
+  ): Promise<void> {
+    await tx.vaultSealedValue.updateMany({
+      where: { organizationId: scope.organizationId, workspaceId: scope.workspaceId, id },
       data: { wrappedDataKey, keyVersion },
     });
   }

@@ -367,6 +367,42 @@ export class VaultService {
   }
 
   /**
+   * Keeps `value` for the control plane itself, sealed under the workspace's
+   * envelope as secrets are, in the caller's transaction: what no person wrote
+   * and nobody may read back (an upstream connection's tokens, a pending
+   * authorization's PKCE verifier). A kept value is never listed, never named
+   * by a `vault://` reference and never returned by a route; each write is a
+   * new generation, bound into the ciphertext with the workspace and the id.
+   */
+  async keep(scope: WorkspaceScope, id: string, value: string, tx: Transaction): Promise<void> {
+    const key = await this.currentKey(scope, tx);
+    try {
+      const generation = ((await this.repository.sealed(scope, id, tx))?.generation ?? 0) + 1;
+      const sealed = encryptSecret(key.key, value, keptContext(scope, id, generation));
+      await this.repository.writeSealed(scope, { id, generation, ...sealed, keyVersion: key.version }, tx);
+    } finally {
+      key.key.fill(0);
+    }
+  }
+
+  /** The value kept as `id`, or null when there is none. */
+  async kept(scope: WorkspaceScope, id: string, tx?: Transaction): Promise<string | null> {
+    const record = await this.repository.sealed(scope, id, tx);
+    if (!record) return null;
+    const key = this.unwrapKey(scope, await this.repository.keys(scope, tx), record.keyVersion);
+    try {
+      return decryptSecret(key, record, keptContext(scope, id, record.generation));
+    } finally {
+      key.fill(0);
+    }
+  }
+
+  /** Forgets kept values: those named, or every one whose id starts with `prefix`. */
+  forget(scope: WorkspaceScope, ids: { in: string[] } | { prefix: string }, tx: Transaction): Promise<number> {
+    return this.repository.deleteSealed(scope, ids, tx);
+  }
+
+  /**
    * A new workspace key; every data key is re-wrapped under it and the old
    * keys retired. Values are not re-encrypted, and readers never wait: each
    * version names the key that wraps it, and the swap is one transaction.
@@ -401,6 +437,19 @@ export class VaultService {
           stored.path,
           stored.version,
           rewrapDataKey(from, fresh, stored.wrappedDataKey, ctx),
+          version,
+          tx,
+        );
+        rewrapped++;
+      }
+      for (const kept of await this.repository.sealedNotUnder(scope, version, tx)) {
+        let from = opened.get(kept.keyVersion);
+        if (!from) opened.set(kept.keyVersion, (from = this.unwrapKey(scope, keys, kept.keyVersion)));
+        const ctx = keptContext(scope, kept.id, kept.generation);
+        await this.repository.rewrapSealed(
+          scope,
+          kept.id,
+          rewrapDataKey(from, fresh, kept.wrappedDataKey, ctx),
           version,
           tx,
         );
@@ -485,6 +534,19 @@ export class VaultService {
     if (!record) throw new Error(`vault key ${version} of the workspace is missing`);
     return this.root.unwrap(record.wrappedKey, workspaceKeyAad(scope.organizationId, scope.workspaceId, version));
   }
+}
+
+/**
+ * A kept value's place in the envelope: `kept:` cannot begin a secret's path (no `:` in
+ * one), so neither kind of ciphertext opens as the other.
+ */
+function keptContext(scope: WorkspaceScope, id: string, generation: number): SecretContext {
+  return {
+    organizationId: scope.organizationId,
+    workspaceId: scope.workspaceId,
+    path: `kept:${id}`,
+    version: generation,
+  };
 }
 
 function tenantOf(scope: WorkspaceScope): { organizationId: string; workspaceId: string } {

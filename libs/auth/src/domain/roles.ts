@@ -83,6 +83,13 @@ export const PERMISSIONS = {
   'oauth_client.revoke': ['owner', 'admin'],
   // whether dynamically registered clients may be given access at all
   'oauth.settings': ['owner', 'admin'],
+  // the pool's OAuth connections to upstream servers: whoever may call tools connects their own and sees the
+  // workspace's; admins make the workspace's and end anyone's; auditors see them all, as admins do
+  'connection.read': ['owner', 'admin', 'approver', 'member', 'auditor'],
+  'connection.read_all': ['owner', 'admin', 'auditor'],
+  'connection.create': ['owner', 'admin', 'approver', 'member'],
+  'connection.delete': ['owner', 'admin', 'approver', 'member'],
+  'connection.manage': ['owner', 'admin'],
 } as const satisfies Record<string, readonly Role[]>;
 
 export type Permission = keyof typeof PERMISSIONS;

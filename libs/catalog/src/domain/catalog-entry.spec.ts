@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { catalogEntryInput, compareVersions, isVersion, vaultReferences } from './catalog-entry';
+import { catalogEntryInput, compareVersions, isVersion, oauthOf, vaultReferences } from './catalog-entry';
 
 function localStdio(overrides: Record<string, unknown> = {}): Record<string, unknown> {
   return {
@@ -186,6 +186,60 @@ describe('catalog entry: cross-field rules point at the field', () => {
     expect(catalogEntryInput.safeParse(remoteHttp({ sessions: 'shared' })).error?.issues[0]?.message).toMatch(
       /^shared is for stdio servers/,
     );
+  });
+});
+
+describe('catalog entry: auth oauth', () => {
+  it('is for remote servers reached by url; left out, an entry has no oauth settings', () => {
+    const parsed = catalogEntryInput.parse(
+      remoteHttp({ auth: 'oauth', oauth: { scopes: ['repo', 'read:org'], connections: 'per_workspace' } }),
+    );
+    expect(oauthOf(parsed)).toEqual({ scopes: ['repo', 'read:org'], connections: 'per_workspace' });
+    // per person unless the entry says otherwise
+    expect(oauthOf(catalogEntryInput.parse(remoteHttp({ auth: 'oauth' })))).toEqual({ connections: 'per_person' });
+    expect(oauthOf(catalogEntryInput.parse(remoteHttp()))).toBeNull();
+    expect(errorPaths(localStdio({ auth: 'oauth' }))).toEqual(['auth', 'auth']);
+    expect(errorPaths(localStdio({ mode: 'remote', auth: 'oauth' }))).toEqual(['auth']);
+    expect(errorPaths(remoteHttp({ mode: 'local', auth: 'oauth' }))).toEqual(['auth']);
+    expect(errorPaths(remoteHttp({ auth: 'basic' }))).toEqual(['auth']);
+    expect(errorPaths(remoteHttp({ oauth: { connections: 'per_person' } }))).toEqual(['oauth']);
+  });
+  it('cannot be combined with an Authorization header, whatever its case', () => {
+    expect(errorPaths(remoteHttp({ auth: 'oauth', headers: { authorization: 'vault://jira/token' } }))).toEqual([
+      'headers.authorization',
+    ]);
+    expect(errorPaths(remoteHttp({ auth: 'oauth', headers: { AUTHORIZATION: 'Bearer x' } }))).toEqual([
+      'headers.AUTHORIZATION',
+    ]);
+    // other headers are the entry's own business
+    expect(errorPaths(remoteHttp({ auth: 'oauth', headers: { 'X-Tenant': 'acme' } }))).toEqual([]);
+  });
+  it('takes a hand-registered client, its secret only from the vault', () => {
+    const client = { client_id: 'aileron-at-jira', client_secret: 'vault://jira/oauth-client-secret' };
+    expect(errorPaths(remoteHttp({ auth: 'oauth', oauth: client }))).toEqual([]);
+    expect(errorPaths(remoteHttp({ auth: 'oauth', oauth: { ...client, client_secret: 's3cret' } }))).toEqual([
+      'oauth.client_secret',
+    ]);
+    expect(errorPaths(remoteHttp({ auth: 'oauth', oauth: { client_secret: client.client_secret } }))).toEqual([
+      'oauth.client_secret',
+    ]);
+    expect(errorPaths(remoteHttp({ auth: 'oauth', oauth: { ...client, client_secret: 'vault://../up' } }))).toEqual([
+      'oauth.client_secret',
+    ]);
+    expect(errorPaths(remoteHttp({ auth: 'oauth', oauth: { client_id: 'a\nb' } }))).toEqual(['oauth.client_id']);
+    // the secret is read like every other reference of a remote entry
+    expect(vaultReferences(catalogEntryInput.parse(remoteHttp({ auth: 'oauth', oauth: client })))).toEqual([
+      'jira/oauth-client-secret',
+    ]);
+  });
+  it('scopes are RFC 6749 scope tokens, each once; unknown settings are refused', () => {
+    expect(errorPaths(remoteHttp({ auth: 'oauth', oauth: { scopes: ['a b'] } }))).toEqual(['oauth.scopes.0']);
+    expect(errorPaths(remoteHttp({ auth: 'oauth', oauth: { scopes: ['a"'] } }))).toEqual(['oauth.scopes.0']);
+    expect(errorPaths(remoteHttp({ auth: 'oauth', oauth: { scopes: ['repo', 'repo'] } }))).toEqual(['oauth.scopes.1']);
+    expect(errorPaths(remoteHttp({ auth: 'oauth', oauth: { connections: 'per_team' } }))).toEqual([
+      'oauth.connections',
+    ]);
+    expect(errorPaths(remoteHttp({ auth: 'oauth', oauth: { redirect_uri: 'https://x' } }))).toEqual(['oauth']);
   });
 });
 

@@ -37,6 +37,16 @@ export const OVERRIDABLE_FIELDS = ['args', 'env', 'cwd', 'enabled'] as const;
  */
 export const SESSION_MODES = ['per_session', 'shared'] as const;
 export type SessionMode = (typeof SESSION_MODES)[number];
+/**
+ * Whose OAuth connection to an upstream the pool uses for a call: the
+ * caller's own (`per_person`, the default: the upstream sees, and limits,
+ * each person as themselves), or one an admin made for everyone in the
+ * workspace (`per_workspace`).
+ */
+export const CONNECTION_MODES = ['per_person', 'per_workspace'] as const;
+export type ConnectionMode = (typeof CONNECTION_MODES)[number];
+/** RFC 6749 § 3.3: a scope token is printable ASCII without space, `"` or `\`. */
+const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]+$/;
 /** The pool runs remote servers; a developer's machine can only switch them off for itself. */
 const REMOTE_OVERRIDABLE: readonly string[] = ['enabled'];
 
@@ -121,6 +131,36 @@ const upstreamUrl = z
   });
 
 /**
+ * How the pool signs in to an upstream that wants OAuth (`auth: oauth`): the
+ * client it is registered as, when an admin registered one by hand (its
+ * secret only as a vault reference), the scopes to ask for, and whose
+ * connection a call uses.
+ */
+const oauthSettings = z.strictObject({
+  client_id: z
+    .string()
+    .min(1)
+    .max(512)
+    // eslint-disable-next-line no-control-regex -- control characters are what it refuses
+    .refine((v) => !/[\x00-\x1F\x7F]/.test(v), { message: 'must not contain control characters' })
+    .optional()
+    .describe('a client the admin registered at the authorization server by hand'),
+  client_secret: z
+    .string()
+    .max(300)
+    .regex(VAULT_REF, 'must be a vault reference (vault://<path>): a client secret is never written into an entry')
+    .optional()
+    .describe("that client's secret, as a vault reference"),
+  scopes: z
+    .array(z.string().min(1).max(200).regex(SCOPE_TOKEN, 'a scope is printable ASCII without spaces, " or \\'))
+    .max(50)
+    .optional()
+    .describe('the scopes to ask for; left out, those the upstream names'),
+  connections: z.enum(CONNECTION_MODES).optional().describe('per_person (left out) or per_workspace'),
+});
+export type OauthSettings = z.infer<typeof oauthSettings>;
+
+/**
  * The simple case stays one stanza (the hybrid ADR): `mode` left out is `local`, and
  * `transport` left out follows from how the server is reached: a `url` is Streamable
  * HTTP, anything else stdio (a `command` or an `image`; with neither, the entry is
@@ -169,6 +209,9 @@ export const catalogEntryInput = z
     overridable: z.array(z.enum(OVERRIDABLE_FIELDS)).default([]),
     /** left out: `per_session`, as every entry published before the field existed */
     sessions: z.enum(SESSION_MODES).optional(),
+    /** `oauth`: the pool signs in to the upstream with OAuth, per person or per workspace (docs/oauth.md) */
+    auth: z.enum(['oauth']).optional(),
+    oauth: oauthSettings.optional(),
   })
   .superRefine((entry, ctx) => {
     const given = (['command', 'image', 'url'] as const).filter((field) => entry[field] !== undefined);
@@ -260,6 +303,7 @@ export const catalogEntryInput = z
             "shared is for remote servers, whose sessions the pool serves; a local server runs on each developer's machine",
         });
     }
+    for (const { path, message } of oauthProblems(entry)) ctx.addIssue({ code: 'custom', path, message });
     entry.overridable.forEach((field, i) => {
       if (entry.overridable.indexOf(field) !== i)
         ctx.addIssue({ code: 'custom', path: ['overridable', i], message: `${field} is listed twice` });
@@ -268,11 +312,58 @@ export const catalogEntryInput = z
   .transform((entry) => ({ ...entry, transport: transportOf(entry) }));
 
 export type CatalogEntryInput = z.infer<typeof catalogEntryInput>;
+/**
+ * `auth: oauth` is the pool's: it signs in to a URL it reaches itself. The
+ * token it gets goes in the Authorization header, so the entry may not set
+ * one, and a hand-registered client's secret goes with its id.
+ */
+function oauthProblems(entry: {
+  mode: 'local' | 'remote';
+  url?: string | undefined;
+  transport?: Transport | undefined;
+  headers?: Record<string, string> | undefined;
+  auth?: 'oauth' | undefined;
+  oauth?: OauthSettings | undefined;
+}): { path: (string | number)[]; message: string }[] {
+  const problems: { path: (string | number)[]; message: string }[] = [];
+  if (entry.auth !== 'oauth') {
+    if (entry.oauth !== undefined) problems.push({ path: ['oauth'], message: 'oauth settings need auth: oauth' });
+    return problems;
+  }
+  if (entry.mode !== 'remote')
+    problems.push({
+      path: ['auth'],
+      message:
+        'auth: oauth is for remote servers: the pool signs in to the upstream and keeps the tokens, a gateway never sees them',
+    });
+  if (transportOf(entry) !== 'streamable_http' || entry.url === undefined)
+    problems.push({ path: ['auth'], message: 'auth: oauth is for a streamable_http server reached by url' });
+  for (const name of Object.keys(entry.headers ?? {})) {
+    if (name.toLowerCase() === 'authorization')
+      problems.push({
+        path: ['headers', name],
+        message:
+          'an entry with auth: oauth cannot set Authorization: the pool puts the connection’s access token there',
+      });
+  }
+  if (entry.oauth?.client_secret !== undefined && entry.oauth.client_id === undefined)
+    problems.push({ path: ['oauth', 'client_secret'], message: 'a client secret needs the client_id it belongs to' });
+  entry.oauth?.scopes?.forEach((scope, i) => {
+    if (entry.oauth!.scopes!.indexOf(scope) !== i)
+      problems.push({ path: ['oauth', 'scopes', i], message: `${scope} is listed twice` });
+  });
+  return problems;
+}
 
 /** The vault paths an entry uses, sorted and unique: what the pool reads, or a gateway asks for (local entries). */
-export function vaultReferences(entry: Pick<CatalogEntryInput, 'env' | 'headers'>): string[] {
+export function vaultReferences(entry: Pick<CatalogEntryInput, 'env' | 'headers' | 'oauth'>): string[] {
   const paths = new Set<string>();
-  for (const value of [...Object.values(entry.env ?? {}), ...Object.values(entry.headers ?? {})]) {
+  const secret = entry.oauth?.client_secret;
+  for (const value of [
+    ...Object.values(entry.env ?? {}),
+    ...Object.values(entry.headers ?? {}),
+    ...(secret ? [secret] : []),
+  ]) {
     if (isVaultReference(value)) paths.add(value.slice(VAULT_PREFIX.length));
   }
   return [...paths].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
@@ -281,4 +372,13 @@ export function vaultReferences(entry: Pick<CatalogEntryInput, 'env' | 'headers'
 /** A stored definition's `tool_prefix` (see tool-names.ts), or null when it has none. */
 export function toolPrefixOf(definition: Record<string, unknown>): string | null {
   return typeof definition.tool_prefix === 'string' ? definition.tool_prefix : null;
+}
+
+/** A stored definition's OAuth settings, with the default filled in, or null when the pool does not sign in with OAuth. */
+export function oauthOf(
+  definition: Record<string, unknown>,
+): (Omit<OauthSettings, 'connections'> & { connections: ConnectionMode }) | null {
+  if (definition.auth !== 'oauth') return null;
+  const settings = (definition.oauth ?? {}) as OauthSettings;
+  return { ...settings, connections: settings.connections ?? 'per_person' };
 }

@@ -79,6 +79,16 @@ export function refusalPage(view: RefusalView, nonce: string): string {
   return page(view.title, `<h1>${e(view.title)}</h1>\n<p>${e(view.message)}</p>\n${back}`, nonce);
 }
 
+/** A page that says one thing: how something a person did in the browser ended. */
+export function messagePage(view: { title: string; message: string; next?: string }, nonce: string): string {
+  const e = escapeHtml;
+  return page(
+    view.title,
+    `<h1>${e(view.title)}</h1>\n<p>${e(view.message)}</p>\n<p>${e(view.next ?? 'You can close this page.')}</p>`,
+    nonce,
+  );
+}
+
 function page(title: string, body: string, nonce: string): string {
   return `<!doctype html>
 <html lang="en">
@@ -108,4 +118,16 @@ ${body}
 export function pagesCsp(nonce: string): string {
   // no form-action: the answer to the form redirects on to the client's redirect URI, which a form-action would block
   return `default-src 'none'; style-src 'nonce-${nonce}'; base-uri 'none'; frame-ancestors 'none'`;
+}
+
+/** The headers every one of these pages goes out with: its CSP, never framed, never cached. */
+export function pageHeaders(nonce: string): Record<string, string> {
+  return {
+    'content-type': 'text/html; charset=utf-8',
+    'content-security-policy': pagesCsp(nonce),
+    'x-frame-options': 'DENY',
+    // not no-referrer: a browser then sends `Origin: null` with a form, which the CSRF check rightly refuses
+    'referrer-policy': 'same-origin',
+    'cache-control': 'no-store',
+  };
 }

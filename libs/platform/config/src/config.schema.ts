@@ -136,7 +136,7 @@ export const SETTINGS = {
     schema: bool,
     default: 'false',
     description:
-      'Accept Client ID Metadata Documents at plain http URLs on this machine (localhost, 127.0.0.1, [::1]): for tests and local clients only; elsewhere client ids must be https.',
+      'Accept Client ID Metadata Documents at plain http URLs on this machine (localhost, 127.0.0.1, [::1]), and let the pool offer its own at a plain http public URL on loopback: for tests and local clients only; elsewhere client ids must be https.',
   },
   AILERON_OUTBOX_POLL_MS: {
     schema: positiveInt,
@@ -357,6 +357,12 @@ export const SETTINGS = {
     default: '30',
     description:
       'How long a tools/call that needs approval waits for the decision before answering with the approval id and review URL (0: answer at once).',
+  },
+  AILERON_POOL_CONNECT_WAIT_SECONDS: {
+    schema: z.coerce.number({ error: 'must be an integer' }).int('must be an integer').min(0, 'must be 0 or more'),
+    default: '120',
+    description:
+      'How long a tools/call whose upstream needs an OAuth connection waits for the person to connect, after an MCP client that can show URLs (URL elicitation) took the link (0: answer with the link at once).',
   },
   AILERON_POOL_MEMORY_MB: {
     schema: positiveInt,

@@ -45,6 +45,8 @@ export interface AppConfig {
     maxInstancesPerWorkspace: number;
     maxConcurrentCalls: number;
     approvalWaitSeconds: number;
+    /** how long a call waits for its person to connect an OAuth upstream after a URL elicitation */
+    connectWaitSeconds: number;
     auditBatchMs: number;
     memoryMb: number;
     cpuMillis: number;
@@ -232,6 +234,7 @@ function toAppConfig(values: SettingValues): AppConfig {
       maxInstancesPerWorkspace: values.AILERON_POOL_MAX_INSTANCES_PER_WORKSPACE,
       maxConcurrentCalls: values.AILERON_POOL_MAX_CONCURRENT_CALLS,
       approvalWaitSeconds: values.AILERON_POOL_APPROVAL_WAIT_SECONDS,
+      connectWaitSeconds: values.AILERON_POOL_CONNECT_WAIT_SECONDS,
       auditBatchMs: values.AILERON_POOL_AUDIT_BATCH_MS,
       memoryMb: values.AILERON_POOL_MEMORY_MB,
       cpuMillis: values.AILERON_POOL_CPU_MILLIS,

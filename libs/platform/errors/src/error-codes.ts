@@ -22,6 +22,7 @@ const POLICY = 'docs/errors.md#policy';
 const VAULT_AND_AUDIT = 'docs/errors.md#vault-and-audit';
 const APPROVALS = 'docs/errors.md#approvals';
 const POOL = 'docs/errors.md#the-remote-mcp-pool';
+const CONNECTIONS = 'docs/errors.md#upstream-connections';
 const SESSIONS = 'docs/errors.md#agent-sessions';
 const SANDBOXES = 'docs/errors.md#sandboxes';
 const WEBHOOKS = 'docs/errors.md#webhooks';
@@ -169,6 +170,12 @@ export const ERROR_CODES = {
   MCP_SESSION_NOT_FOUND: { ...NOT_FOUND, docs: POOL },
   MCP_REPLICA_UNREACHABLE: { status: 502, title: 'Bad gateway', docs: POOL },
   TOOL_CHANGE_NOT_FOUND: { ...NOT_FOUND, docs: POOL },
+
+  // the pool's OAuth connections to upstream servers
+  CONNECTION_NOT_FOUND: { ...NOT_FOUND, docs: CONNECTIONS },
+  CONNECTION_NOT_OAUTH: { ...CONFLICT, docs: CONNECTIONS },
+  UPSTREAM_OAUTH_REGISTRATION_UNAVAILABLE: { ...CONFLICT, docs: CONNECTIONS },
+  UPSTREAM_OAUTH_UNAVAILABLE: { status: 502, title: 'The upstream’s authorization failed', docs: CONNECTIONS },
 
   // agent sessions and their caveat tokens
   CAPABILITY_REQUIRED: { ...FORBIDDEN, docs: SESSIONS },

@@ -10,14 +10,16 @@ import type { Principal } from '@aileron/auth';
 import type { Clock } from '@aileron/clock';
 import type { NamespacedServer } from '@aileron/catalog';
 import type { CallPrincipal } from '@aileron/policy';
+import { ConnectionUnavailableError, type UpstreamBearer } from '@aileron/connections';
 import { databaseUnavailableReason } from '@aileron/database';
+import { toolError } from '@aileron/errors';
 import type { Instance } from '../pool-instances.service';
 import { AnswerLoad, NodeStreamableHttpTransport } from '../node-streamable-http-transport';
 import { INSTANCE_BUSY, INVALID_PARAMS, METHOD_NOT_FOUND, RpcError, UPSTREAM_UNAVAILABLE } from './jsonrpc';
 import { Namespacing } from './namespacing';
 import { BoundedEventStore } from './bounded-event-store';
 import { openUpstream } from './shared-upstream';
-import type { Answer, UpstreamSession as UpstreamLink } from './upstream';
+import { type Answer, connectionError, type UpstreamSession as UpstreamLink } from './upstream';
 
 /** Who is calling, as the policy, approvals and audit see it. */
 export interface CallContext {
@@ -79,6 +81,10 @@ export interface InstanceSource {
   /** what `/mcp/{ws}` aggregates, with each server's tool prefix */
   servers(): Promise<NamespacedServer[]>;
   acquire(server: string): Promise<Instance>;
+  /** for an upstream that signs in with OAuth: the token of the connection this session's caller uses */
+  bearer?(server: string, instance: Instance): UpstreamBearer | undefined;
+  /** resolves true once the connection this session's caller uses for `server` can be used, false after `ms` */
+  awaitConnection?(server: string, ms: number, signal: AbortSignal): Promise<boolean>;
 }
 
 interface ClientRequest {
@@ -128,6 +134,9 @@ export class McpSession {
    */
   lastActivity: number;
   private readonly clock: Clock;
+  private readonly connectWaitMs: number;
+  /** requests of our own to the client (a URL elicitation), by our id: their answers come back here */
+  private readonly ownRequests = new Map<string, (answer: Answer) => void>();
   private readonly upstreams = new Map<string, UpstreamSession>();
   private readonly connecting = new Map<string, Promise<UpstreamSession>>();
   private initParams: Record<string, unknown> | null = null;
@@ -156,9 +165,12 @@ export class McpSession {
       allowedOrigins?: string[];
       /** shared by every session of the proxy: how busy it is */ load: AnswerLoad;
       clock: Clock;
+      /** how long a call waits for its person to connect an OAuth upstream after a URL elicitation; 0: never elicits */
+      connectWaitMs?: number;
     },
   ) {
     this.clock = options.clock;
+    this.connectWaitMs = options.connectWaitMs ?? 0;
     this.lastActivity = this.clock.now();
     this.names = new Namespacing('aggregate' in endpoint);
     this.front = new NodeStreamableHttpTransport({
@@ -217,14 +229,20 @@ export class McpSession {
     } else if ('method' in message) {
       void this.onNotification(message as JSONRPCNotification);
     } else if ('id' in message) {
-      // the client's answer to a request a server sent (sampling, elicitation, roots)
-      const route = this.serverRequests.get(String(message.id));
-      if (!route) return;
-      this.serverRequests.delete(String(message.id));
       const answer: Answer =
         'error' in message
           ? { error: message.error as RpcError }
           : { result: (message as { result: Record<string, unknown> }).result };
+      const own = this.ownRequests.get(String(message.id));
+      if (own) {
+        this.ownRequests.delete(String(message.id));
+        own(answer);
+        return;
+      }
+      // the client's answer to a request a server sent (sampling, elicitation, roots)
+      const route = this.serverRequests.get(String(message.id));
+      if (!route) return;
+      this.serverRequests.delete(String(message.id));
       void route.upstream.respond(route.id, answer);
     }
   }
@@ -355,6 +373,7 @@ export class McpSession {
     let servers = [this.single];
     if ('aggregate' in this.endpoint) {
       const all = await this.source.servers();
+      for (const server of all) this.knownServers.add(server.name);
       // every server of the workspace counts, reachable or not: a tool's name does not depend on who asks
       this.names.setServers(all);
       servers = all.map((server) => server.name).filter((server) => this.gate.reaches(this.ctx, server));
@@ -403,6 +422,8 @@ export class McpSession {
   }
 
   private readonly initResults = new Map<string, Record<string, unknown>>();
+  /** the servers behind the aggregate, opened or not */
+  private readonly knownServers = new Set<string>();
   /** the last of each passed-on request every server applied: given again to a server's new session */
   private readonly passedOnState = new Map<string, Record<string, unknown>>();
 
@@ -459,8 +480,11 @@ export class McpSession {
     if (!this.initParams) throw rpcError(INVALID_PARAMS, 'The session is not initialized');
     if (!this.gate.reaches(this.ctx, server)) throw unreachable(server);
     const instance = await this.source.acquire(server);
+    const bearer = this.source.bearer?.(server, instance);
+    // no connection to sign in with: said now, with who must connect and where, before anything is sent
+    if (bearer) await bearer.authorization();
     // its own, or its share of the workspace's one (`sessions: shared`)
-    const upstream = openUpstream<ClientRequest>(server, instance, this.initParams);
+    const upstream = openUpstream<ClientRequest>(server, instance, this.initParams, bearer);
     upstream.onServerMessage = (message, on) => this.fromServer(upstream, message, on);
     upstream.onGone = () => {
       if (this.upstreams.get(server) === upstream) this.upstreams.delete(server);
@@ -469,6 +493,7 @@ export class McpSession {
     const answer = await upstream.request('initialize', this.initParams);
     if ('error' in answer) {
       await upstream.close();
+      if (connectionCodeOf(answer.error)) throw Object.assign(new Error(answer.error.message), { rpc: answer.error });
       throw rpcError(UPSTREAM_UNAVAILABLE, `${server} refused to initialize: ${answer.error.message}`);
     }
     const version = answer.result.protocolVersion;
@@ -549,8 +574,15 @@ export class McpSession {
     };
   }
 
-  private async callTool(params: Record<string, unknown>, entry: ClientRequest): Promise<Answer> {
+  private async callTool(params: Record<string, unknown>, entry: ClientRequest, retry = true): Promise<Answer> {
     const target = this.names.resolveTool(String(params.name ?? ''), this.single);
+    // a server that could not be opened at initialize (no OAuth connection yet) is tried again: its person may have connected since
+    if (target && !this.initResults.has(target.server) && this.gate.reaches(this.ctx, target.server)) {
+      const late = await this.lateConnect(target.server, target.name, entry.controller.signal);
+      if (late && 'error' in late && connectionCodeOf(late.error))
+        return this.withoutConnection(late.error, target.server, params, entry, retry);
+      if (late) return late;
+    }
     // a server the caller may not reach was never opened: the gate refuses the call below, as a tool result saying why
     if (!target || (!this.initResults.has(target.server) && this.gate.reaches(this.ctx, target.server))) {
       const instead = this.names.namespaceInstead(String(params.name ?? ''));
@@ -595,7 +627,103 @@ export class McpSession {
     }
     // recorded before the client has the answer: a crash right after it must not lose the record (journal-crash.test.ts)
     finished(answer);
+    // no token for the call (a connection refused or never made): a tool result the model can tell its person about
+    if ('error' in answer && connectionCodeOf(answer.error))
+      return this.withoutConnection(answer.error, target.server, params, entry, retry);
     return answer;
+  }
+
+  /**
+   * A call whose upstream has no connection it can use. A client that can
+   * show a URL (URL elicitation) is asked to send its person to the connect
+   * URL; once they took it, the call waits for the connection and runs (once).
+   * Otherwise, or when the person declines or takes too long, the answer is a
+   * tool error saying who must connect and where.
+   */
+  private async withoutConnection(
+    error: RpcError,
+    server: string,
+    params: Record<string, unknown>,
+    entry: ClientRequest,
+    retry: boolean,
+  ): Promise<Answer> {
+    const refusal = { result: connectionToolError(error) };
+    const data = error.data as { code: string; connect_url?: string };
+    const elicits = (this.initParams?.capabilities as { elicitation?: { url?: unknown } } | undefined)?.elicitation
+      ?.url;
+    if (
+      !retry ||
+      elicits === undefined ||
+      this.connectWaitMs <= 0 ||
+      !this.source.awaitConnection ||
+      !data.connect_url ||
+      (data.code !== 'CONNECTION_REQUIRED' && data.code !== 'CONNECTION_NEEDS_RECONNECT')
+    )
+      return refusal;
+    const signal = entry.controller.signal;
+    const elicitationId = randomUUID();
+    const asked = await this.askClient(
+      'elicitation/create',
+      { mode: 'url', elicitationId, url: data.connect_url, message: error.message },
+      entry,
+      this.connectWaitMs,
+    );
+    if (!('result' in asked) || asked.result.action !== 'accept') return refusal;
+    if (!(await this.source.awaitConnection(server, this.connectWaitMs, signal)) || signal.aborted) return refusal;
+    void this.toClient({ jsonrpc: '2.0', method: 'notifications/elicitation/complete', params: { elicitationId } });
+    return this.callTool(params, entry, false);
+  }
+
+  /** A request of ours to the client, on the stream of the call it is for; its answer, or an error after `ms`. */
+  private askClient(
+    method: string,
+    params: Record<string, unknown>,
+    entry: ClientRequest,
+    ms: number,
+  ): Promise<Answer> {
+    const id = `s${++this.nextServerRequest}`;
+    return new Promise<Answer>((resolve) => {
+      const done = (answer: Answer): void => {
+        clearTimeout(timer);
+        entry.controller.signal.removeEventListener('abort', abort);
+        this.ownRequests.delete(id);
+        resolve(answer);
+      };
+      const abort = (): void => done({ error: { code: -32800, message: 'Request cancelled' } });
+      const timer = setTimeout(() => done({ error: { code: -32001, message: 'The client did not answer' } }), ms);
+      entry.controller.signal.addEventListener('abort', abort, { once: true });
+      this.ownRequests.set(id, done);
+      void this.toClient({ jsonrpc: '2.0', id, method, params }, entry);
+    });
+  }
+
+  /**
+   * A server of the workspace that initialize could not open, opened now for
+   * a call of its tool. When it still cannot be (no connection to sign in
+   * with), the answer is the error saying who must connect and where; once it can, its
+   * tools are listed as tools/list would (policy and pinned definitions
+   * apply) and the client is told the list changed. Undefined: go on with the
+   * call (now opened), or leave it to the unknown-tool answer.
+   */
+  private async lateConnect(server: string, tool: string, signal: AbortSignal): Promise<Answer | undefined> {
+    if (!this.knownServers.has(server)) return undefined;
+    let upstream: UpstreamSession;
+    try {
+      upstream = await this.upstream(server);
+    } catch (error) {
+      const rpc = toRpcError(error);
+      return connectionCodeOf(rpc) ? { error: rpc } : undefined;
+    }
+    const tools = await this.allPages(upstream, 'tools/list', 'tools', signal);
+    if ('error' in tools) return undefined;
+    const [visible, held] = await Promise.all([
+      this.gate.listFilter(this.ctx, server),
+      this.gate.observeTools(this.ctx, server, upstream.instance.version, tools.items),
+    ]);
+    const listed = tools.items.filter((t) => visible(String(t.name)) && !held.has(String(t.name)));
+    this.names.addTools(listed.map((t) => ({ server, tool: String(t.name) })));
+    void this.toClient({ jsonrpc: '2.0', method: 'notifications/tools/list_changed' });
+    return listed.some((t) => t.name === tool) ? undefined : unknownName('tool', tool);
   }
 
   private async allPages(
@@ -748,9 +876,21 @@ export function rpcError(code: number, message: string, data?: unknown): Error &
   return Object.assign(new Error(message), { rpc: { code, message, ...(data === undefined ? {} : { data }) } });
 }
 
+/** The stable code of an answer that had no token for its upstream (CONNECTION_REQUIRED, …), if it is one. */
+function connectionCodeOf(error: RpcError): string | undefined {
+  const code = (error.data as { code?: unknown } | undefined)?.code;
+  return typeof code === 'string' && code.startsWith('CONNECTION_') ? code : undefined;
+}
+
+function connectionToolError(error: RpcError): Record<string, unknown> {
+  const data = error.data as { code: string; connect_url?: string };
+  return toolError(data.code, error.message, data.connect_url ? { connect_url: data.connect_url } : {});
+}
+
 /** Domain errors keep their stable code in `data`; anything unexpected says little. */
 function toRpcError(error: unknown): RpcError {
   if (typeof error === 'object' && error !== null && 'rpc' in error) return (error as { rpc: RpcError }).rpc;
+  if (error instanceof ConnectionUnavailableError) return connectionError(error);
   // said in our words, not the driver's (its message names hosts and ports)
   if (databaseUnavailableReason(error))
     return {

@@ -11,6 +11,7 @@ import { NamespacedServer, ToolNameTable, toolNamespaces } from '@aileron/catalo
  */
 export class Namespacing {
   private tools = new ToolNameTable([]);
+  private toolPairs: { server: string; tool: string }[] = [];
   private prompts = new ToolNameTable([]);
   /** server → the namespace of its tools */
   private namespaces = new Map<string, string>();
@@ -27,7 +28,14 @@ export class Namespacing {
 
   /** Rebuilds the table from every server's list; names of pairs present before do not change. */
   setTools(pairs: { server: string; tool: string }[]): void {
+    this.toolPairs = pairs;
     this.tools = new ToolNameTable(pairs.map(({ server, tool }) => ({ server: this.namespaceOf(server), tool })));
+  }
+
+  /** One more server's tools beside those listed already (a server opened after tools/list). */
+  addTools(pairs: { server: string; tool: string }[]): void {
+    const servers = new Set(pairs.map((p) => p.server));
+    this.setTools([...this.toolPairs.filter((p) => !servers.has(p.server)), ...pairs]);
   }
 
   setPrompts(pairs: { server: string; tool: string }[]): void {

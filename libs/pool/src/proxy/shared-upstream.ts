@@ -1,3 +1,4 @@
+import type { UpstreamBearer } from '@aileron/connections';
 import type { JSONRPCNotification, JSONRPCRequest, RequestId } from '@modelcontextprotocol/sdk/types.js';
 import type { Instance } from '../pool-instances.service';
 import { INVALID_PARAMS, UPSTREAM_GONE } from './jsonrpc';
@@ -31,8 +32,9 @@ export function openUpstream<On>(
   server: string,
   instance: Instance,
   initParams: Record<string, unknown>,
+  bearer?: UpstreamBearer,
 ): UpstreamSession<On> {
-  if (instance.sessionMode !== 'shared') return new Upstream<On>(server, instance);
+  if (instance.sessionMode !== 'shared') return new Upstream<On>(server, instance, bearer ? { bearer } : {});
   let shared = sharedOf.get(instance);
   if (!shared) sharedOf.set(instance, (shared = new Map()));
   const key = sharingKey(initParams);

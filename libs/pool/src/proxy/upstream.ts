@@ -7,10 +7,11 @@ import {
   type RequestId,
 } from '@modelcontextprotocol/sdk/types.js';
 import { createParser } from 'eventsource-parser';
+import { ConnectionUnavailableError, type UpstreamBearer } from '@aileron/connections';
 import type { Instance } from '../pool-instances.service';
 import { InProcessTransport } from './in-process-transport';
-import { asResponse, BodyWatch, Exchange, httpExchange, httpFetch } from './http-fetch';
-import { parseMessage, RpcError, UPSTREAM_GONE } from './jsonrpc';
+import { asResponse, BodyWatch, Exchange, httpExchange } from './http-fetch';
+import { parseMessage, RpcError, UPSTREAM_GONE, UPSTREAM_UNAVAILABLE } from './jsonrpc';
 import { type OutboundPolicy, RefusedAddressError } from '@aileron/net';
 
 const logger = new Logger('PoolUpstream');
@@ -70,13 +71,18 @@ export class Upstream<On = unknown> implements UpstreamSession<On> {
 
   /** whether it counts among the instance's sessions: a shared one counts the sessions sharing it instead */
   private readonly counted: boolean;
+  /** an upstream that signs in with OAuth: the token of the connection this session's caller uses */
+  private readonly bearer: UpstreamBearer | undefined;
+  /** the Authorization value last sent, which no error message may repeat */
+  private sentAuthorization: string | undefined;
 
   constructor(
     readonly server: string,
     readonly instance: Instance,
-    options: { counted?: boolean } = {},
+    options: { counted?: boolean; bearer?: UpstreamBearer } = {},
   ) {
     this.counted = options.counted ?? true;
+    this.bearer = options.bearer;
     const endpoint = instance.endpoint;
     if ('attach' in endpoint) {
       const [ours, theirs] = InProcessTransport.pair();
@@ -143,6 +149,11 @@ export class Upstream<On = unknown> implements UpstreamSession<On> {
       signal?.addEventListener('abort', onAbort, { once: true });
       const message: JSONRPCRequest = { jsonrpc: '2.0', id, method, ...(params ? { params } : {}) };
       this.transport.send(message).catch((error: unknown) => {
+        // no token for the call: the instance is fine, the caller is told who must connect and where
+        if (error instanceof ConnectionUnavailableError) {
+          this.settle(id, { error: connectionError(error) });
+          return;
+        }
         this.instance.suspected = true;
         this.settle(id, {
           error: {
@@ -183,7 +194,10 @@ export class Upstream<On = unknown> implements UpstreamSession<On> {
   /** what the instance's requests carry that no error message may repeat */
   private secrets(): string[] {
     const endpoint = this.instance.endpoint;
-    return 'headers' in endpoint ? Object.values(endpoint.headers) : [];
+    return [
+      ...('headers' in endpoint ? Object.values(endpoint.headers) : []),
+      ...(this.sentAuthorization ? [this.sentAuthorization, this.sentAuthorization.replace(/^Bearer /, '')] : []),
+    ];
   }
 
   /** `stream`: the ids of the requests whose POST the message came on; none for the GET stream (or a JSON answer). */
@@ -234,9 +248,12 @@ export class Upstream<On = unknown> implements UpstreamSession<On> {
     outbound: OutboundPolicy | undefined,
   ): Promise<Response> {
     const body = init?.body;
+    // the SDK sends JSON text; anything else (never seen) is refused rather than sent past the guarded agents
+    if (body !== undefined && body !== null && typeof body !== 'string')
+      throw new TypeError('only JSON text bodies are sent to an MCP server');
     const ids = init?.method === 'POST' && typeof body === 'string' ? requestIds(body) : [];
-    if (ids.length === 0) return httpFetch(url, init, undefined, outbound);
-    const exchange = await httpExchange(url, { ...init, body: body as string }, outbound);
+    const exchange = await this.exchange(url, { ...init, body: body ?? undefined }, outbound);
+    if (ids.length === 0) return asResponse(exchange, init?.method);
     const { response } = exchange;
     if (response.statusCode !== 200 || !EVENT_STREAM.test(response.headers['content-type'] ?? ''))
       return asResponse(exchange, init?.method, this.watch(ids));
@@ -246,6 +263,41 @@ export class Upstream<On = unknown> implements UpstreamSession<On> {
       status: 202,
       headers: typeof session === 'string' ? { 'mcp-session-id': session } : {},
     });
+  }
+
+  /**
+   * One exchange with the instance. Where the upstream signs in with OAuth it
+   * carries the connection's access token, and an answer of 401 is tried once
+   * more with a renewed one (the request's body is our text: it can be sent
+   * again). A token that cannot be had throws ConnectionUnavailableError.
+   */
+  private async exchange(
+    url: string | URL,
+    init: RequestInit & { body?: string },
+    outbound: OutboundPolicy | undefined,
+  ): Promise<Exchange> {
+    if (!this.bearer) return httpExchange(url, init, outbound);
+    const sent = await this.bearer.authorization();
+    const first = await httpExchange(url, this.authorized(init, sent), outbound);
+    const wanted = insufficientScope(first);
+    if (wanted !== undefined) {
+      discard(first);
+      return this.bearer.insufficientScope(sent, wanted);
+    }
+    if (first.response.statusCode !== 401) return first;
+    discard(first);
+    const renewed = await this.bearer.rejected(sent);
+    const second = await httpExchange(url, this.authorized(init, renewed), outbound);
+    if (second.response.statusCode !== 401) return second;
+    discard(second);
+    return this.bearer.refusedAfterRenewal(renewed);
+  }
+
+  private authorized(init: RequestInit & { body?: string }, authorization: string): RequestInit & { body?: string } {
+    this.sentAuthorization = authorization;
+    const headers = new Headers(init.headers);
+    headers.set('authorization', authorization);
+    return { ...init, headers };
   }
 
   private readEvents({ response, release }: Exchange, ids: RequestId[]): void {
@@ -295,6 +347,32 @@ export class Upstream<On = unknown> implements UpstreamSession<On> {
 }
 
 const EVENT_STREAM = /^text\/event-stream\s*(;|$)/i;
+
+/**
+ * The scope an answer of 403 with `error="insufficient_scope"` asks for (RFC
+ * 6750 § 3.1, the MCP specification's step-up), or undefined for any other answer.
+ */
+function insufficientScope({ response }: Exchange): string | undefined {
+  if (response.statusCode !== 403) return undefined;
+  const header = String(response.headers['www-authenticate'] ?? '');
+  if (!/\berror="?insufficient_scope"?/.test(header)) return undefined;
+  return /\bscope="([^"]*)"/.exec(header)?.[1] ?? '';
+}
+
+/** An answer that is not read: its socket goes back to the agent. */
+function discard({ response, release }: Exchange): void {
+  response.resume();
+  response.once('end', release);
+}
+
+/** The JSON-RPC error of a call that has no token: its stable code, and where to connect. */
+export function connectionError(error: ConnectionUnavailableError): RpcError {
+  return {
+    code: UPSTREAM_UNAVAILABLE,
+    message: error.message,
+    data: { code: error.code, connect_url: error.connectUrl },
+  };
+}
 
 /** The SDK writes the messages we build, keys in our order: the request's id is at the front. */
 const OUR_REQUEST = /^\{"jsonrpc":"2\.0","id":"(a\d+)","method":/;
