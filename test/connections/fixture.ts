@@ -26,11 +26,12 @@ export async function aPerson(
   return { ...user, claims, token: idp.token(claims) };
 }
 
-/** Publishes an entry for an upstream that signs in with OAuth and assigns it to `default`; its name. */
+/** Publishes an entry for an upstream that signs in with OAuth and assigns it to `workspace`; its name. */
 export async function anOauthServer(
   cp: TestControlPlane,
   url: string,
   oauth: Record<string, unknown> = {},
+  workspace = 'default',
 ): Promise<string> {
   const name = uniqueSlug('up');
   const published = await cp.request('POST', '/v1/catalog/servers', {
@@ -44,7 +45,9 @@ export async function anOauthServer(
     },
   });
   expect(published.status, published.text).toBe(201);
-  const assigned = await cp.request('PUT', `/v1/workspaces/default/servers/${name}`, { body: { version: '1.0.0' } });
+  const assigned = await cp.request('PUT', `/v1/workspaces/${workspace}/servers/${name}`, {
+    body: { version: '1.0.0' },
+  });
   expect(assigned.status, assigned.text).toBe(200);
   return name;
 }

@@ -12,6 +12,8 @@ import { agentOn } from '../sandboxes/box';
 import { aGateway, anOrganization, aWorkspace, uniqueSlug } from '../support/builders';
 import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
 import { eventually } from '../support/eventually';
+import { anOauthServer } from '../connections/fixture';
+import { ProtectedMcpServer, UpstreamAuthorizationServer } from '../connections/upstream';
 import { ConsoleBrowser } from './console-browser';
 
 /**
@@ -374,6 +376,52 @@ describe('the console: sandboxes, gateways, pool and agent sessions', () => {
     await check('session-ended');
   });
 
+  it("connects a server that signs in with OAuth from the Connections page: calls go out on the workspace's connection until it is disconnected, then say where to connect", async () => {
+    const as = new UpstreamAuthorizationServer();
+    const upstream = new ProtectedMcpServer(as);
+    try {
+      await upstream.start();
+      await as.start(() => upstream.resource);
+      as.account = 'team-upstream';
+      const server = await anOauthServer(cp, upstream.url, { connections: 'per_workspace' }, ws);
+      await page.goto(`${cp.url}/workspaces/${ws}/connections`);
+      const servers = page.getByRole('table', { name: 'Servers that sign in with OAuth' });
+      await expect
+        .poll(() => servers.getByRole('row', { name: new RegExp(server) }).innerText())
+        .toMatch(/the workspace's\s+not connected/);
+      await check('connections');
+
+      // Connect, from the keyboard: on to the upstream's sign-in, and back to the control plane's callback
+      await tabTo(page.getByRole('button', { name: `Connect ${server}` }));
+      await page.keyboard.press('Enter');
+      await page.waitForURL(/\/oauth\/connections\/callback/);
+      await expect.poll(() => page.getByText(`${server} is connected`).isVisible()).toBe(true);
+      await page.goto(`${cp.url}/workspaces/${ws}/connections`);
+      const state = servers.getByRole('row', { name: new RegExp(server) }).getByText('connected', { exact: true });
+      await expect.poll(() => state.isVisible()).toBe(true);
+      const listed = page.getByRole('table', { name: 'Connections' }).getByRole('row', { name: new RegExp(server) });
+      expect(await listed.innerText()).toMatch(/the workspace\s+connected/i);
+      await check('connections-connected');
+      // no token reaches the browser
+      for (const secret of as.secrets) expect(await page.content()).not.toContain(secret);
+
+      const { client } = await connect(cp, cp.ownerToken, `/mcp/${ws}`);
+      clients.push(client);
+      const whoami = () => client.callTool({ name: `${server}__whoami`, arguments: {} });
+      expect(textOf(await whoami())).toBe('upstream account team-upstream');
+
+      await page.getByRole('button', { name: `Disconnect ${server} (the workspace)` }).click();
+      await page.getByRole('dialog').getByRole('button', { name: 'Disconnect' }).click();
+      await expect.poll(() => page.getByText('Nobody has connected a server yet.').isVisible()).toBe(true);
+      const refused = await whoami();
+      expect(refused.isError).toBe(true);
+      expect(textOf(refused)).toMatch(/^CONNECTION_REQUIRED: /);
+    } finally {
+      await upstream.stop();
+      await as.stop();
+    }
+  });
+
   it("shows an admin nothing of another organisation's sandboxes, gateways, pool or sessions, whatever URL is typed", async () => {
     const other = await anOrganization(cp);
     const theirs = uniqueSlug('secret');
@@ -391,6 +439,7 @@ describe('the console: sandboxes, gateways, pool and agent sessions', () => {
       'sandboxes/their-box',
       'gateways',
       'pool',
+      'connections',
       'sessions',
       `sessions/${session.body.id}`,
     ]) {

@@ -124,6 +124,7 @@ function Navigation() {
           {item(`/workspaces/${ws}/sessions`, 'Agent sessions')}
           {item(`/workspaces/${ws}/gateways`, 'Gateways')}
           {item(`/workspaces/${ws}/pool`, 'Pool')}
+          {item(`/workspaces/${ws}/connections`, 'Connections')}
           {canOversee(workspace?.role) && item(`/workspaces/${ws}/connected-clients`, 'Connected clients')}
         </NavLink>
       )}

@@ -49,6 +49,7 @@ export const router = createBrowserRouter([
       { path: 'workspaces/:ws/pool', ...page(() => import('../pages/Pool')) },
       { path: 'workspaces/:ws/sessions', ...page(() => import('../pages/Sessions')) },
       { path: 'workspaces/:ws/sessions/:id', ...page(() => import('../pages/Session')) },
+      { path: 'workspaces/:ws/connections', ...page(() => import('../pages/Connections')) },
       { path: 'workspaces/:ws/connected-clients', ...page(() => import('../pages/ConnectedClients')) },
       { path: 'audit', ...page(() => import('../pages/Audit')) },
       { path: 'webhooks', ...page(() => import('../pages/Webhooks')) },
