@@ -78,7 +78,12 @@ else {
 await node22?.finish();
 const dir = mkdtempSync(join(tmpdir(), 'aileron-results-'));
 const report = join(dir, 'vitest.json');
-const ok = await step('vitest', 'npx', [
+// the tests at a lower priority than the lint beside them: they mostly wait on what they started, and the lint is
+// one chain of ~90 CPU-s that, given the cores' leftovers, ended a minute after the tests did
+const ok = await step('vitest', 'nice', [
+  '-n',
+  '5',
+  'npx',
   'vitest',
   'run',
   '--reporter=default',
