@@ -7,7 +7,7 @@ import type { operations } from '../api/schema.gen';
 import { Confirm } from '../app/dialogs';
 import { usePagedList } from '../app/paging';
 import { useMe } from '../app/session';
-import { EmptyState, PagedList, PageTitle } from '../app/ui';
+import { EmptyState, PagedList, PageTitle, when } from '../app/ui';
 import { isAdmin } from './roles';
 
 type Connection =
@@ -15,10 +15,6 @@ type Connection =
 
 const STATE_COLOR = { connected: 'green', expired: 'yellow', needs_reconnect: 'red' } as const;
 const STATE_TEXT = { connected: 'connected', expired: 'expired', needs_reconnect: 'needs reconnect' } as const;
-
-function when(date: string | null): string {
-  return date ? new Date(date).toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'short' }) : '—';
-}
 
 /**
  * The workspace's remote servers that sign in with OAuth, and the connections
