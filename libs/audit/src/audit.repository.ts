@@ -118,6 +118,26 @@ export class AuditRepository extends Repository {
     return moved === 1;
   }
 
+  /**
+   * The records these outbox events announce, by (chain, id), through `tx`
+   * where given: what their payloads are rebuilt from (system work: the
+   * events of every tenant; each record is looked up in its own
+   * organisation). A record retention removed is not found.
+   */
+  async recordsById(
+    _system: SystemScope,
+    refs: readonly { organizationId: string; chainId: string; id: string }[],
+    tx?: Transaction,
+  ): Promise<ChainedRecord[]> {
+    if (refs.length === 0) return [];
+    const rows = await (tx ?? this.client).$queryRaw<RawRecord[]>`
+      SELECT e.* FROM audit_events e
+      JOIN unnest(${refs.map((r) => r.chainId)}::uuid[], ${refs.map((r) => r.id)}::uuid[], ${refs.map((r) => r.organizationId)}::uuid[])
+        AS ref(chain_id, id, organization_id)
+        ON e.chain_id = ref.chain_id AND e.id = ref.id AND e.organization_id = ref.organization_id`;
+    return rows.map(fromRaw);
+  }
+
   async writeCheckpoint(
     tx: Transaction,
     scope: OrgScope,
@@ -438,6 +458,52 @@ const LONE_SURROGATE = /\p{Cs}/u;
  */
 function asText(value: string | null): string | null {
   return value !== null && LONE_SURROGATE.test(value) ? value.replace(/\p{Cs}/gu, '\uFFFD') : value;
+}
+
+type RawRecord = {
+  organization_id: string;
+  chain_id: string;
+  workspace_id: string | null;
+  seq: bigint;
+  id: string;
+  type: string;
+  recorded_at: Date;
+  occurred_at: Date;
+  source: string;
+  actor: string | null;
+  principal: string | null;
+  execution_mode: string | null;
+  server: string | null;
+  tool: string | null;
+  decision: string | null;
+  session_id: string | null;
+  data: unknown;
+  prev_hash: string;
+  hash: string;
+};
+
+function fromRaw(row: RawRecord): ChainedRecord {
+  return toRecord({
+    organizationId: row.organization_id,
+    chainId: row.chain_id,
+    workspaceId: row.workspace_id,
+    seq: row.seq,
+    id: row.id,
+    type: row.type,
+    recordedAt: new Date(row.recorded_at),
+    occurredAt: new Date(row.occurred_at),
+    source: row.source,
+    actor: row.actor,
+    principal: row.principal,
+    executionMode: row.execution_mode,
+    server: row.server,
+    tool: row.tool,
+    decision: row.decision,
+    sessionId: row.session_id,
+    data: (typeof row.data === 'string' ? JSON.parse(row.data) : row.data) as Row['data'],
+    prevHash: row.prev_hash,
+    hash: row.hash,
+  });
 }
 
 function toRecord(row: Row): ChainedRecord {
