@@ -14,10 +14,9 @@ import { ownerToken, profileControlPlane, startPoolBenchControlPlane } from './p
  * in this process, batches of `CALLS` calls (a start and an end record each,
  * as the pool journals them) appended to the ExecutionJournal and flushed
  * into the audit chain and the outbox, the thread's CPU until each batch has
- * committed. Rounds alternate with nothing else, so two builds run in turn
- * (docs/pool.md § Performance) compare by their medians. With DATABASE_URL
- * and REDIS_URL, on PostgreSQL; with AILERON_BENCH_PROFILE=<dir>, a CPU
- * profile of the counted rounds.
+ * committed. Nothing else runs meanwhile, so two builds run in turn
+ * (docs/pool.md § Performance) compare by their medians. With
+ * AILERON_BENCH_PROFILE=<dir>, a CPU profile of the counted rounds.
  *
  *   npm run build && node dist/bench/journal-batch.js [rounds [batches]]
  */
