@@ -805,6 +805,14 @@ parity('OutboxRepository', 'record', async (s) => {
         },
         { topic: 'parity.second', organizationId: s.w.orgId, payload: { n: 2, nested: { list: [1, 2] } } },
         { topic: 'parity.platform', payload: {} },
+        // stored as its audit record's id and the rest: read back so, for OutboxService to fill in
+        {
+          topic: 'parity.announced',
+          organizationId: s.w.orgId,
+          workspaceId: s.w.ws.workspaceId,
+          payload: { workspace: 'parity', call: 'all of it' },
+          fromAuditRecord: { id: uuid(101), rest: { workspace: 'parity' } },
+        },
       ],
       { leased: false },
     ),
@@ -1188,6 +1196,19 @@ parity('AuditRepository', 'existingIds', async (s) =>
     await repo(s, 'AuditRepository').existingIds(x, s.w.org, CHAIN, []),
   ]),
 );
+parity('AuditRepository', 'recordsById', async (s) => {
+  const a = repo(s, 'AuditRepository');
+  const ref = (id: string, organizationId = s.w.orgId as string) => ({ organizationId, chainId: CHAIN, id });
+  return [
+    // in the order asked or not (a map by id is what callers make), missing ones left out
+    (await a.recordsById(SYSTEM, [ref(uuid(103)), ref(uuid(999)), ref(uuid(101))])).sort(
+      (x: { seq: number }, y: { seq: number }) => x.seq - y.seq,
+    ),
+    // through a transaction; a record asked for under another organisation is not found
+    await tx(s, (x) => a.recordsById(SYSTEM, [ref(uuid(102)), ref(uuid(101), uuid(996))], x)),
+    await a.recordsById(SYSTEM, []),
+  ];
+});
 parity('AuditRepository', 'writeCheckpoint', async (s) => {
   const a = repo(s, 'AuditRepository');
   const checkpoint = { seq: 2, hash: hash('h2'), kind: 'periodic', keyId: 'key-2', signature: 'signed-2' };

@@ -1,5 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { People } from '../approvals/people';
+import { ExecutionJournal } from '../../libs/pool/src';
+import { HttpUpstream } from '../pool/http-upstream';
+import { aRemoteServer, connect, textOf } from '../pool/mcp-client';
 import { aReplicaOf, startTestControlPlane, TestControlPlane } from '../support/control-plane';
 import { aToken, aWorkspace, anOrganization } from '../support/builders';
 import { BACKENDS } from '../support/databases';
@@ -102,6 +105,69 @@ describe.each(BACKENDS)('workspace event stream on %s', (backend) => {
       'an event the client already had came again',
     ).toBe(false);
     again.close();
+  });
+
+  it('replays a proxied call’s events as they were streamed, though their rows keep only a reference to its audit records', async () => {
+    const key = 'upstream-key-events-replay';
+    const upstream = new HttpUpstream(key);
+    await upstream.start();
+    try {
+      const ws = await aWorkspace(cp, cp.ownerToken);
+      await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, { body: { default: 'allow', rules: [] } });
+      const put = await cp.request('PUT', `/v1/workspaces/${ws.slug}/secrets/upstream/authorization`, {
+        body: { value: `Bearer ${key}` },
+      });
+      expect(put.status, put.text).toBe(200);
+      const server = await aRemoteServer(cp, cp.ownerToken, ws.slug, {
+        transport: 'streamable_http',
+        url: upstream.url,
+        headers: { Authorization: 'vault://upstream/authorization' },
+      });
+      const live = listen(`${reader.url}/v1/workspaces/${ws.slug}/events`, cp.ownerToken);
+      await live.opened;
+      // an event from before the call, to reconnect from
+      await cp.request('PUT', `/v1/workspaces/${ws.slug}/secrets/before/the-call`, { body: { value: 'x' } });
+      await eventually('the event before the call', () => live.events.some((e) => e.event === 'secret.written'));
+      const before = live.events.find((e) => e.event === 'secret.written')!.id;
+
+      const { client } = await connect(cp, cp.ownerToken, `/mcp/${ws.slug}/${server}`);
+      try {
+        expect(textOf(await client.callTool({ name: 'greet', arguments: { name: 'replayed' } }))).toBe(
+          'Hello, replayed',
+        );
+      } finally {
+        await client.close();
+      }
+      await cp.cp.app.get(ExecutionJournal).flush();
+      const executions = (events: typeof live.events) => events.filter((e) => e.event.startsWith('execution.'));
+      await eventually('the call’s events, live', () => executions(live.events).length === 2);
+      live.close();
+      expect(executions(live.events)[0]!.data).toMatchObject({
+        type: 'execution.started',
+        workspace: ws.slug,
+        execution_mode: 'remote',
+        data: { server, tool: 'greet', arguments: { name: 'replayed' } },
+      });
+
+      const again = listen(`${reader.url}/v1/workspaces/${ws.slug}/events`, cp.ownerToken, {
+        'last-event-id': before,
+      });
+      await eventually('the replay', () => executions(again.events).length === 2);
+      again.close();
+      expect(executions(again.events)).toEqual(executions(live.events));
+
+      // the call is stored once, in the audit log: each event's row holds the record's id and the workspace's slug
+      const rows = await cp.cp.database.client.$queryRaw<{ payload: unknown; audit_record_id: string | null }[]>`
+        SELECT payload, audit_record_id FROM outbox_messages
+        WHERE workspace_id = ${ws.id}::uuid AND topic LIKE 'execution.%' ORDER BY id`;
+      expect(rows.map((r) => (typeof r.payload === 'string' ? JSON.parse(r.payload) : r.payload))).toEqual([
+        { workspace: ws.slug },
+        { workspace: ws.slug },
+      ]);
+      expect(rows.every((r) => r.audit_record_id !== null)).toBe(true);
+    } finally {
+      await upstream.stop();
+    }
   });
 
   it('another organisation gets 404, not a stream', async () => {

@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { announcedExecution, AuditService, executionRecord } from '../../libs/audit/src';
+import { SystemScopes } from '../../libs/auth/src/scope-issuer';
 import { DatabaseService, type Transaction } from '../../libs/platform/database/src';
 import { OutboxConsumer, OutboxRepository, OutboxService } from '../../libs/platform/outbox/src';
 import { aWorkspace } from '../support/builders';
@@ -367,6 +369,71 @@ describe.each(BACKENDS)('transactional outbox on %s', (backend) => {
         await db.$executeRawUnsafe(`DROP SEQUENCE inline_faults`);
       }
     });
+  });
+
+  it('an event stored as a reference to its audit record reaches a durable consumer and a reader of the table whole', async () => {
+    const topic = `announced.${backend}`;
+    const payloads: Record<string, unknown>[] = [];
+    // a durable consumer besides webhooks: the messages go out after commit and are read back from the table
+    outbox.addConsumer({
+      name: `announced-${backend}`,
+      topics: [topic],
+      handle: async (message) => void payloads.push(message.payload),
+    });
+    const ws = await aWorkspace(cp, cp.ownerToken);
+    const me = await cp.request('GET', '/v1/me');
+    const scope = SystemScopes.workspace(me.body.organization.id as string, ws);
+    const recordId = '7c9e6679-7425-40de-944b-e07fc1f90ae7';
+    const record = executionRecord({
+      type: 'execution.succeeded',
+      execution_mode: 'remote',
+      server: 'github',
+      tool: 'get_issue',
+      decision: 'allow',
+      principal: 'user:u-1',
+      session: 'sess-1',
+      data: { execution_id: 'x-1', latency_ms: 2.5, result_bytes: 64 },
+    });
+    const announced = announcedExecution(
+      record,
+      { workspace: ws.slug, actor: 'user:u-1', occurredAt: new Date('2030-01-01T00:00:00.123Z') },
+      recordId,
+    );
+    await cp.cp.app.get(DatabaseService).transaction(async (tx) => {
+      await cp.cp.app.get(AuditService).recordNew(
+        tx,
+        scope,
+        [
+          {
+            id: recordId,
+            type: record.type,
+            occurredAt: new Date('2030-01-01T00:00:00.123Z'),
+            source: 'pool',
+            actor: 'user:u-1',
+            principal: record.principal,
+            executionMode: record.execution_mode,
+            server: record.server,
+            tool: record.tool,
+            decision: record.decision,
+            sessionId: record.session,
+            data: record.data,
+          },
+        ],
+        { replay: false },
+      );
+      await outbox.record(tx, {
+        topic,
+        organizationId: scope.organizationId,
+        workspaceId: ws.id,
+        audited: false,
+        ...announced,
+      });
+    });
+    await eventually('the durable consumer', async () => payloads.length === 1);
+    expect(payloads).toEqual([announced.payload]);
+    const [row] = await cp.cp.database.client.$queryRaw<{ id: bigint }[]>`
+      SELECT id FROM outbox_messages WHERE topic = ${topic}`;
+    expect((await outbox.read([row!.id.toString()])).map((m) => m.payload)).toEqual([announced.payload]);
   });
 
   it('a change and its event commit together: workspace.created reaches consumers', async () => {

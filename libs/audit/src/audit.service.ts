@@ -9,7 +9,7 @@ import { publicKeyFromX, signEd25519, verifyEd25519 } from '@aileron/crypto';
 import { DatabaseService, Keyset, Transaction } from '@aileron/database';
 import { fieldIssues, FieldIssue, ValidationError } from '@aileron/errors';
 import { SigningKeysService } from '@aileron/keys';
-import { OutboxRecord, OutboxService } from '@aileron/outbox';
+import { OutboxMessage, OutboxRecord, OutboxService } from '@aileron/outbox';
 import { DeadlineSweep } from '@aileron/schedule';
 import { AuditFilters, AuditRepository, ChainHead } from './audit.repository';
 import {
@@ -23,7 +23,7 @@ import {
   UnchainedRecord,
   VerifyResult,
 } from './domain/chain';
-import { executionEventPayload } from './domain/execution-record';
+import { executionEventOf, executionEventPayload } from './domain/execution-record';
 import { checkGatewayEvent, GatewayEvent, MAX_BATCH } from './domain/gateway-event';
 import { CallCounts, RecordedCall, recordedCallOf } from './domain/recorded-call';
 
@@ -76,6 +76,7 @@ export function actorOf(principal: Principal): string {
  */
 const RETENTION = SystemScopes.system('audit retention sweep');
 const CHECKPOINTS = SystemScopes.system('audit checkpoint sweep');
+const ANNOUNCED = SystemScopes.system('events read back from their audit records');
 
 @Injectable()
 export class AuditService implements OnApplicationBootstrap, OnApplicationShutdown {
@@ -96,6 +97,8 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
   ) {
     // every event a domain announces is an audit record of the same transaction
     outbox.useAuditJournal((tx, records) => this.journal(tx, records));
+    // an execution's event is stored as a reference to its record: read back from the record
+    outbox.useRecordedPayloads((tx, messages) => this.announcedPayloads(tx, messages));
     // a chain this replica appends to waits at most auditCheckpointSeconds (plus one sweep) for its
     // checkpoint; one appended by a replica that died first, at most the backstop more
     const every = Math.min(SWEEP_MS, config.auditCheckpointSeconds * 1000);
@@ -211,6 +214,26 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
       });
     }
     for (const { scope, chain, entries } of byChain.values()) await this.append(tx, scope, chain, entries);
+  }
+
+  /** The payloads of events that announce their audit record (`announcedExecution`), rebuilt from the records. */
+  private async announcedPayloads(
+    tx: Transaction | undefined,
+    messages: readonly OutboxMessage[],
+  ): Promise<Map<string, Record<string, unknown>>> {
+    const refs = messages.map((m) => ({
+      organizationId: m.organizationId!,
+      chainId: m.workspaceId ?? m.organizationId!,
+      id: m.fromAuditRecord!.id,
+    }));
+    const records = await this.repository.recordsById(ANNOUNCED, refs, tx);
+    const byRef = new Map(records.map((r) => [`${r.chainId}/${r.id}`, r]));
+    const payloads = new Map<string, Record<string, unknown>>();
+    messages.forEach((message, i) => {
+      const record = byRef.get(`${refs[i]!.chainId}/${refs[i]!.id}`);
+      if (record) payloads.set(message.id, executionEventOf(record, message.fromAuditRecord!.rest));
+    });
+    return payloads;
   }
 
   /** A gateway's batch: good events are chained in arrival order, bad ones rejected one by one, repeats skipped. */

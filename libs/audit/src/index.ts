@@ -13,6 +13,7 @@ export {
 export type { ChainedRecord, VerifyResult } from './domain/chain';
 export type { CallCounts, RecordedCall, RecordedDecision } from './domain/recorded-call';
 export {
+  announcedExecution,
   EXECUTION_DECISIONS,
   EXECUTION_TYPES,
   executionDataSchema,

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { WorkspaceScope } from '@aileron/auth';
 import { Repository } from '@aileron/database';
-import type { OutboxMessage } from '@aileron/outbox';
+import { OutboxMessage, storedMessage } from '@aileron/outbox';
 
 /** The outbox read as the workspace's event history, for clients that reconnect. */
 @Injectable()
@@ -12,13 +12,7 @@ export class EventsRepository extends Repository {
       orderBy: { id: 'asc' },
       take: limit,
     });
-    return rows.map((r) => ({
-      id: r.id.toString(),
-      topic: r.topic,
-      organizationId: r.organizationId ?? undefined,
-      workspaceId: r.workspaceId ?? undefined,
-      payload: r.payload as Record<string, unknown>,
-      createdAt: r.createdAt,
-    }));
+    // events that announce an audit record come back with only the rest of their payload: OutboxService fills it in
+    return rows.map(storedMessage);
   }
 }

@@ -27,7 +27,7 @@ export class EventsService {
   constructor(
     private readonly repository: EventsRepository,
     @Inject(MESSAGE_BUS) private readonly bus: MessageBus,
-    outbox: OutboxService,
+    private readonly outbox: OutboxService,
   ) {
     outbox.addConsumer({
       name: 'events.stream',
@@ -70,6 +70,7 @@ export class EventsService {
   async replay(scope: WorkspaceScope, lastEventId: string): Promise<PublicEvent[]> {
     const match = /^evt_(\d{1,19})$/.exec(lastEventId);
     if (!match) return [];
-    return (await this.repository.after(scope, BigInt(match[1]!), REPLAY_LIMIT)).map(toPublicEvent);
+    const missed = await this.repository.after(scope, BigInt(match[1]!), REPLAY_LIMIT);
+    return (await this.outbox.withPayloads(missed)).map(toPublicEvent);
   }
 }

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { closeSync, openSync, readFileSync, rmdirSync, unlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
-import { AuditService, ExecutionRecord, executionEventPayload } from '@aileron/audit';
+import { announcedExecution, AuditService, ExecutionRecord } from '@aileron/audit';
 import { SystemScopes } from '@aileron/auth/scope-issuer';
 import { Clock } from '@aileron/clock';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
@@ -265,6 +265,7 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
         const fresh = new Set(written.map((w) => w.id));
         const events = list.filter((r) => fresh.has(r.id));
         if (events.length === 0) continue;
+        // each event references its record rather than carry the call a second time
         await this.outbox.record(
           tx,
           ...events.map((r) => ({
@@ -272,11 +273,11 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
             organizationId: r.organizationId,
             workspaceId: r.workspaceId,
             audited: false,
-            payload: executionEventPayload(entryRecord(r), {
-              workspace: r.workspaceSlug,
-              actor: r.actor,
-              occurredAt: new Date(r.time),
-            }),
+            ...announcedExecution(
+              entryRecord(r),
+              { workspace: r.workspaceSlug, actor: r.actor, occurredAt: new Date(r.time) },
+              r.id,
+            ),
           })),
         );
       }

@@ -1,6 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { formatPath } from '@aileron/errors';
-import { decisionsMatching, executionEventPayload, executionRecord, gatewayExecution } from './execution-record';
+import {
+  announcedExecution,
+  decisionsMatching,
+  executionEventOf,
+  executionEventPayload,
+  executionRecord,
+  gatewayExecution,
+} from './execution-record';
 
 const GATEWAY = 'gateway:g-1';
 type Columns = { execution_mode: string; server: string | null; tool: string | null; session: string | null };
@@ -126,6 +133,43 @@ describe('an execution record', () => {
       occurred_at: '2030-01-01T00:00:00.000Z',
       latency_ms: 3,
     });
+  });
+});
+
+describe("an execution's event stored as a reference to its record", () => {
+  const record = executionRecord({
+    type: 'execution.started',
+    execution_mode: 'remote',
+    server: 'github',
+    tool: 'get_issue',
+    decision: 'approved',
+    principal: 'user:u-1',
+    session: 'sess-1',
+    data: { execution_id: 'x-1', arguments: { repo: 'acme/api', n: 7 }, approval_id: 'a-1', rules: ['look'] },
+  });
+  const context = { workspace: 'payments', actor: 'token:t-1', occurredAt: new Date('2030-01-01T00:00:00.123Z') };
+
+  it('keeps for its row only the reference and the workspace, none of the call', () => {
+    const { fromAuditRecord } = announcedExecution(record, context, 'r-1');
+    expect(fromAuditRecord).toEqual({ id: 'r-1', rest: { workspace: 'payments' } });
+  });
+
+  it('is rebuilt from the record as stored into the payload its hearers got at once', () => {
+    const { payload, fromAuditRecord } = announcedExecution(record, context, 'r-1');
+    // the columns the journal writes the record with (ExecutionJournal), as read back
+    const stored = {
+      type: record.type,
+      executionMode: record.execution_mode,
+      server: record.server,
+      tool: record.tool,
+      decision: record.decision,
+      principal: record.principal,
+      sessionId: record.session,
+      data: JSON.parse(JSON.stringify(record.data)) as Record<string, unknown>,
+      actor: context.actor,
+      occurredAt: new Date(context.occurredAt.getTime()),
+    };
+    expect(executionEventOf(stored, fromAuditRecord.rest)).toStrictEqual(payload);
   });
 });
 

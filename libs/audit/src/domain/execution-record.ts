@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { ChainedRecord } from './chain';
 
 /**
  * The one shape of an execution record (ADR-0001, "Audit schema
@@ -170,4 +171,55 @@ export function executionEventPayload(
     occurred_at: context.occurredAt.toISOString(),
     actor: context.actor,
   };
+}
+
+/**
+ * An execution's event as an outbox record announcing its audit record
+ * `recordId` of the same transaction: the whole payload for those who hear it
+ * at once (webhooks, the live stream), and for the table only the reference
+ * and what the record does not hold, the workspace's slug at the time. The
+ * call is stored once; `executionEventOf` rebuilds the payload from the record.
+ */
+export function announcedExecution(
+  record: ExecutionRecord,
+  context: { workspace: string; actor: string; occurredAt: Date },
+  recordId: string,
+): { payload: Record<string, unknown>; fromAuditRecord: { id: string; rest: Record<string, unknown> } } {
+  return {
+    payload: executionEventPayload(record, context),
+    fromAuditRecord: { id: recordId, rest: { workspace: context.workspace } },
+  };
+}
+
+/** The payload `announcedExecution` gave its event, from the audit record as stored and the rest its event row kept. */
+export function executionEventOf(
+  stored: Pick<
+    ChainedRecord,
+    | 'type'
+    | 'executionMode'
+    | 'server'
+    | 'tool'
+    | 'decision'
+    | 'principal'
+    | 'sessionId'
+    | 'data'
+    | 'actor'
+    | 'occurredAt'
+  >,
+  rest: Record<string, unknown>,
+): Record<string, unknown> {
+  return executionEventPayload(
+    {
+      // written through the schema by the one writer that announces records so
+      type: stored.type as ExecutionType,
+      execution_mode: stored.executionMode as ExecutionRecord['execution_mode'],
+      server: stored.server!,
+      tool: stored.tool!,
+      decision: stored.decision as ExecutionDecision,
+      principal: stored.principal!,
+      session: stored.sessionId,
+      data: stored.data as ExecutionRecord['data'],
+    },
+    { workspace: String(rest.workspace), actor: stored.actor!, occurredAt: stored.occurredAt },
+  );
 }

@@ -11,14 +11,60 @@ export interface OutboxRecord {
    * when the caller records a richer audit record itself.
    */
   audited?: boolean;
+  /**
+   * The audit record, written in the same transaction, that holds this
+   * event's data (the pool's executions): the row keeps only `rest` and the
+   * record's id instead of a second copy of the call, and whoever reads it
+   * back gets `payload` rebuilt from the record (`RecordedPayloads`). The
+   * record is in the chain of `workspaceId`, else of `organizationId`.
+   */
+  fromAuditRecord?: { id: string; rest: Record<string, unknown> };
 }
 
 /** Appends outbox records to the audit log inside the change's transaction (the audit domain provides it). */
 export type AuditJournal = (tx: import('@aileron/database').Transaction, records: OutboxRecord[]) => Promise<void>;
 
+/**
+ * The payloads of messages stored as a reference to their audit record
+ * (`fromAuditRecord`), by message id, read through `tx` where given (PGlite
+ * has one connection, which a transaction holds). A message whose record is
+ * gone (audit retention) is left out: it keeps what its row stored. Set once
+ * by the audit domain.
+ */
+export type RecordedPayloads = (
+  tx: import('@aileron/database').Transaction | undefined,
+  messages: readonly OutboxMessage[],
+) => Promise<Map<string, Record<string, unknown>>>;
+
 export interface OutboxMessage extends OutboxRecord {
   id: string;
   createdAt: Date;
+}
+
+/**
+ * A message as its row holds it (for whoever reads the table): one that
+ * announces an audit record carries only the rest of its payload, until
+ * OutboxService fills it in from the record.
+ */
+export function storedMessage(row: {
+  id: bigint;
+  topic: string;
+  organizationId: string | null;
+  workspaceId: string | null;
+  payload: unknown;
+  auditRecordId: string | null;
+  createdAt: Date;
+}): OutboxMessage {
+  const payload = row.payload as Record<string, unknown>;
+  return {
+    id: row.id.toString(),
+    topic: row.topic,
+    ...(row.organizationId ? { organizationId: row.organizationId } : {}),
+    ...(row.workspaceId ? { workspaceId: row.workspaceId } : {}),
+    payload,
+    ...(row.auditRecordId ? { fromAuditRecord: { id: row.auditRecordId, rest: payload } } : {}),
+    createdAt: row.createdAt,
+  };
 }
 
 /** A consumer whose handling commits with its "handled" mark: exactly once per message. */

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { Repository, Transaction } from '@aileron/database';
-import type { OutboxMessage, OutboxRecord } from './outbox-message';
+import { OutboxMessage, OutboxRecord, storedMessage } from './outbox-message';
 
 /** A message just written: leased to its writer, who hands it over from memory. */
 export type RecordedMessage = ClaimedMessage & OutboxMessage;
@@ -31,15 +31,17 @@ export class OutboxRepository extends Repository {
     if (records.length === 0) return [];
     // One statement, the rows as one array per column: createMany compiles a
     // plan per call that grows with the rows, and a busy pool writes hundreds at once.
+    // An event that announces an audit record stores only what the record does not hold.
     const rows = await tx.$queryRaw<{ id: bigint; created_at: Date }[]>`
-      INSERT INTO outbox_messages (topic, organization_id, workspace_id, payload, dispatched_at, dispatch_count, completed_at)
-      SELECT t.topic, t.organization_id, t.workspace_id, t.payload, CASE WHEN ${leased}::boolean THEN now() END, ${leased ? 1 : 0}::int,
+      INSERT INTO outbox_messages (topic, organization_id, workspace_id, payload, audit_record_id, dispatched_at, dispatch_count, completed_at)
+      SELECT t.topic, t.organization_id, t.workspace_id, t.payload, t.audit_record_id, CASE WHEN ${leased}::boolean THEN now() END, ${leased ? 1 : 0}::int,
         CASE WHEN ${completed}::boolean THEN now() END FROM unnest(
         ${records.map((r) => r.topic)}::text[],
         ${records.map((r) => r.organizationId ?? null)}::uuid[],
         ${records.map((r) => r.workspaceId ?? null)}::uuid[],
-        ${records.map((r) => JSON.stringify(r.payload))}::jsonb[]
-      ) WITH ORDINALITY AS t(topic, organization_id, workspace_id, payload, n)
+        ${records.map((r) => JSON.stringify(r.fromAuditRecord?.rest ?? r.payload))}::jsonb[],
+        ${records.map((r) => r.fromAuditRecord?.id ?? null)}::uuid[]
+      ) WITH ORDINALITY AS t(topic, organization_id, workspace_id, payload, audit_record_id, n)
       ORDER BY t.n
       RETURNING id, created_at`;
     // RETURNING promises no order, but ids come from the sequence in the order the rows are
@@ -140,7 +142,7 @@ export class OutboxRepository extends Repository {
           SELECT id, ${consumer} FROM unnest(${messageIds.map(BigInt)}::bigint[]) AS id
           ON CONFLICT DO NOTHING
           RETURNING message_id)
-        SELECT m.id, m.topic, m.organization_id, m.workspace_id, m.payload, m.created_at
+        SELECT m.id, m.topic, m.organization_id, m.workspace_id, m.payload, m.audit_record_id, m.created_at
         FROM outbox_messages m
         -- by the primary key: the planner cannot size the CTE, and as a join it may scan the whole table
         WHERE m.id = ANY(ARRAY(SELECT message_id FROM fresh))
@@ -165,7 +167,7 @@ export class OutboxRepository extends Repository {
       const rows = await tx.$queryRaw<MessageRow[]>`
         UPDATE outbox_messages m SET completed_at = now()
         WHERE m.id = ANY(${messageIds.map(BigInt)}::bigint[]) AND m.completed_at IS NULL
-        RETURNING m.id, m.topic, m.organization_id, m.workspace_id, m.payload, m.created_at`;
+        RETURNING m.id, m.topic, m.organization_id, m.workspace_id, m.payload, m.audit_record_id, m.created_at`;
       rows.sort(byId);
       if (rows.length > 0) await effect(rows.map(toMessage), tx);
       return rows.length;
@@ -175,7 +177,7 @@ export class OutboxRepository extends Repository {
   /** The messages, in id order, for a live consumer: read, nothing marked. */
   async read(messageIds: readonly string[]): Promise<OutboxMessage[]> {
     const rows = await this.client.$queryRaw<MessageRow[]>`
-      SELECT m.id, m.topic, m.organization_id, m.workspace_id, m.payload, m.created_at
+      SELECT m.id, m.topic, m.organization_id, m.workspace_id, m.payload, m.audit_record_id, m.created_at
       FROM outbox_messages m WHERE m.id = ANY(${messageIds.map(BigInt)}::bigint[]) ORDER BY m.id`;
     return rows.map(toMessage);
   }
@@ -196,18 +198,20 @@ type MessageRow = {
   organization_id: string | null;
   workspace_id: string | null;
   payload: unknown;
+  audit_record_id: string | null;
   created_at: Date;
 };
 
 function toMessage(row: MessageRow): OutboxMessage {
-  return {
-    id: row.id.toString(),
+  return storedMessage({
+    id: row.id,
     topic: row.topic,
-    ...(row.organization_id ? { organizationId: row.organization_id } : {}),
-    ...(row.workspace_id ? { workspaceId: row.workspace_id } : {}),
-    payload: row.payload as Record<string, unknown>,
+    organizationId: row.organization_id,
+    workspaceId: row.workspace_id,
+    payload: row.payload,
+    auditRecordId: row.audit_record_id,
     createdAt: row.created_at,
-  };
+  });
 }
 
 /** bigint ids in ascending order (Array.sort's default compares them as strings) */

@@ -13,6 +13,7 @@ import {
   OutboxConsumer,
   OutboxMessage,
   OutboxRecord,
+  RecordedPayloads,
   subscribes,
 } from './outbox-message';
 import { ClaimedMessage, OutboxRepository, RecordedMessage } from './outbox.repository';
@@ -61,6 +62,7 @@ export class OutboxService implements OnApplicationShutdown {
   private sweeper: DeadlineSweep | undefined;
   private unsubscribe: (() => void) | undefined;
   private journal: AuditJournal | undefined;
+  private recordedPayloads: RecordedPayloads | undefined;
   private readonly watchers: {
     topics: (topic: string) => boolean;
     hook: (topics: readonly string[]) => Promise<void>;
@@ -115,6 +117,28 @@ export class OutboxService implements OnApplicationShutdown {
   useAuditJournal(journal: AuditJournal): void {
     if (this.journal) throw new Error('an audit journal is already set');
     this.journal = journal;
+  }
+
+  /** Where the payloads of events stored as a reference to their audit record come from: set once by the audit domain. */
+  useRecordedPayloads(source: RecordedPayloads): void {
+    if (this.recordedPayloads) throw new Error('a source of recorded payloads is already set');
+    this.recordedPayloads = source;
+  }
+
+  /**
+   * Messages read from the table with their whole payloads: those stored as a
+   * reference to their audit record get theirs rebuilt from it, in one read
+   * (through `tx` where given). For whoever reads the table (the event history).
+   */
+  async withPayloads(messages: OutboxMessage[], tx?: Transaction): Promise<OutboxMessage[]> {
+    const referenced = messages.filter((m) => m.fromAuditRecord);
+    if (referenced.length === 0) return messages;
+    if (!this.recordedPayloads) throw new Error('messages reference audit records, and nothing reads them');
+    const payloads = await this.recordedPayloads(tx, referenced);
+    return messages.map((m) => {
+      const payload = payloads.get(m.id);
+      return payload ? { ...m, payload } : m;
+    });
   }
 
   async record(tx: Transaction, ...records: OutboxRecord[]): Promise<void> {
@@ -183,8 +207,8 @@ export class OutboxService implements OnApplicationShutdown {
   }
 
   /** Messages by id, in id order: for a consumer that hands one on again (a webhook delivery whose job a restarted Redis lost). */
-  read(messageIds: readonly string[]): Promise<OutboxMessage[]> {
-    return this.repository.read(messageIds);
+  async read(messageIds: readonly string[]): Promise<OutboxMessage[]> {
+    return this.withPayloads(await this.repository.read(messageIds));
   }
 
   /** Begin dispatching: the control plane calls this once it is up. */
@@ -332,7 +356,7 @@ export class OutboxService implements OnApplicationShutdown {
         if (!consumer) return;
         if (consumer.transient) {
           // never retried, never counted for completion: see LiveConsumer
-          await this.tell(consumer, () => this.repository.read(messages.map((m) => m.id)));
+          await this.tell(consumer, () => this.read(messages.map((m) => m.id)));
           return;
         }
         // the usual case: every message of the batch has this consumer as its only durable one
@@ -355,7 +379,9 @@ export class OutboxService implements OnApplicationShutdown {
   }
 
   private async deliver(consumer: DurableConsumer, ids: string[], sole: boolean): Promise<void> {
-    const effect = effectOf(consumer);
+    const handle = effectOf(consumer);
+    const effect = async (messages: OutboxMessage[], tx: Transaction) =>
+      handle(await this.withPayloads(messages, tx), tx);
     const once = (batch: string[]) =>
       sole
         ? this.repository.deliverAndComplete(batch, effect)
