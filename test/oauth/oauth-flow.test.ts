@@ -168,6 +168,8 @@ describe('MCP clients signing in with OAuth', () => {
     const provider = await connectWithBrowser();
     const token = provider.tokens()!.access_token;
     expect((await mcpWith(token)).status).toBe(200);
+    // every path of the workspace's endpoint is the one resource: the sandbox tools too
+    expect((await mcpWith(token, '/mcp/default/sandbox')).status).toBe(200);
 
     const elsewhere = await mcpWith(token, `/mcp/${other}`);
     expect(elsewhere.status, elsewhere.text).toBe(401);
