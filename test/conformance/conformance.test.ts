@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
-import { Browser } from './browser.mjs';
+import { Browser } from '../support/form-browser.mjs';
 
 const HERE = resolve('test/conformance');
 const NODE_22_PACKAGE = join(HERE, 'node22');
@@ -150,8 +150,8 @@ describe(`MCP conformance (@modelcontextprotocol/conformance ${VERSION})`, () =>
      * the client on the consent page and follows the redirect to the suite.
      */
     async function authorizationScenarios(clientId: string) {
-      const browser = new Browser(cp.url);
-      await browser.signIn(cp.ownerToken);
+      const browser = new Browser();
+      await browser.signInWithLink(cp.url, cp.ownerToken);
       let consented: Promise<{ url: string; status: number; text: string }> | undefined;
       const suite = await run(
         NODE_22,
@@ -177,10 +177,7 @@ describe(`MCP conformance (@modelcontextprotocol/conformance ${VERSION})`, () =>
               const page = await browser.browse(asked);
               expect(page.status, page.text).toBe(200);
               expect(page.text).toContain('MCP conformance suite');
-              const uid = /action="\/oauth\/interaction\/([^/"]+)\/confirm"/.exec(page.text)?.[1];
-              const csrf = /name="csrf" value="([^"]+)"/.exec(page.text)?.[1];
-              expect(uid && csrf, page.text).toBeTruthy();
-              return browser.browse(`${cp.url}/oauth/interaction/${uid}/confirm`, { csrf: csrf!, decision: 'allow' });
+              return browser.allow(page);
             })();
           },
         },

@@ -19,7 +19,7 @@
 import { randomBytes } from 'node:crypto';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { Browser } from './browser.mjs';
+import { Browser } from '../support/form-browser.mjs';
 
 const serverUrl = process.argv[2];
 const base = (process.env.AILERON_URL ?? '').replace(/\/+$/, '');
@@ -64,8 +64,8 @@ await api('POST', '/v1/catalog/servers', {
 });
 await api('PUT', `/v1/workspaces/${workspace}/servers/${name}`, { version: '1.0.0' });
 // the owner signs in to the console with a one-time link, as `npm start` prints one
-const browser = new Browser(base);
-await browser.signIn(token);
+const browser = new Browser();
+await browser.signInWithLink(base, token);
 
 /** Connects the server in the browser, as the person would from the URL the API (or a tool error) gave. */
 async function connectServer() {
