@@ -205,11 +205,12 @@ export class ConnectionFlow implements OnModuleInit {
         message: `${start.server}'s authorization server did not give access (${said}). Nothing was stored; you can start again.`,
       };
     }
-    // RFC 9207: a code from another authorization server than the one asked (a mix-up) is never exchanged
+    // RFC 9207: a code from another authorization server than the one asked (a mix-up) is never exchanged. The
+    // issuer is its metadata's, compared exactly; one that published no metadata (the 2025-03-26 fallback) has none
     const issuer = start.upstream.metadata?.issuer;
     const mixedUp =
       query.iss !== undefined
-        ? query.iss !== (issuer ?? start.upstream.authorizationServer)
+        ? issuer !== undefined && query.iss !== issuer
         : (start.upstream.metadata as { authorization_response_iss_parameter_supported?: unknown } | null)
             ?.authorization_response_iss_parameter_supported === true;
     if (mixedUp)
