@@ -129,6 +129,18 @@ describe('MCP clients signing in with OAuth', () => {
     });
     expect(record.actor).toBe(`user:${person.id}`);
     expect(record.data.oauth_client).toEqual({ id: clientId, name: 'Test MCP client' });
+    // the consent itself is on the record: who allowed which client, for which endpoint
+    const connected = await eventually('the connection record', async () => {
+      const audit = await cp.request('GET', '/v1/workspaces/default/audit?type=oauth.client_connected');
+      return audit.body.items[0];
+    });
+    expect(connected.actor).toBe(`user:${person.id}`);
+    expect(connected.data).toMatchObject({
+      client_id: clientId,
+      client_name: 'Test MCP client',
+      registration: 'metadata_document',
+      resource: `${cp.url}/mcp/default`,
+    });
   });
 
   it('decides a call by the workspace’s policy with the person as its principal, as their API token would be', async () => {
