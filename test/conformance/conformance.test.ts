@@ -110,7 +110,9 @@ describe(`MCP conformance (@modelcontextprotocol/conformance ${VERSION})`, () =>
   });
   afterAll(async () => {
     await cp?.close();
-    if (results && !process.env.KEEP) rmSync(results, { recursive: true, force: true });
+    // AILERON_KEEP_CONFORMANCE_RESULTS=1 keeps every scenario's checks.json, to read why one failed
+    if (results && !process.env.AILERON_KEEP_CONFORMANCE_RESULTS) rmSync(results, { recursive: true, force: true });
+    else if (results) console.log(`conformance results kept in ${results}`);
   });
 
   describe('authorization-server scenarios: the control plane as the authorization server of /mcp/{ws}', () => {
