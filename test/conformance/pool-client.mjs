@@ -19,6 +19,7 @@
 import { randomBytes } from 'node:crypto';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { Browser } from '../support/form-browser.mjs';
 
 const serverUrl = process.argv[2];
 const base = (process.env.AILERON_URL ?? '').replace(/\/+$/, '');
@@ -39,33 +40,6 @@ async function api(method, path, body) {
   const text = await response.text();
   if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${text}`);
   return text ? JSON.parse(text) : undefined;
-}
-
-/** A browser: the control plane's cookies, every redirect followed by hand. */
-const cookies = new Map();
-function remember(response) {
-  for (const line of response.headers.getSetCookie()) {
-    const [pair] = line.split(';');
-    const at = pair.indexOf('=');
-    cookies.set(pair.slice(0, at).trim(), pair.slice(at + 1));
-  }
-}
-async function browse(url) {
-  let next = url;
-  for (let hops = 0; hops < 20; hops++) {
-    const target = new URL(next);
-    const ours = target.origin === new URL(base).origin;
-    const cookie = [...cookies].map(([name, value]) => `${name}=${value}`).join('; ');
-    const response = await fetch(target, { redirect: 'manual', headers: ours && cookie ? { cookie } : {} });
-    if (ours) remember(response);
-    const location = response.headers.get('location');
-    if (response.status >= 300 && response.status < 400 && location) {
-      next = new URL(location, target).href;
-      continue;
-    }
-    return { url: target.href, status: response.status, text: await response.text() };
-  }
-  throw new Error('too many redirects');
 }
 
 const name = `conf-${randomBytes(4).toString('hex')}`;
@@ -90,15 +64,8 @@ await api('POST', '/v1/catalog/servers', {
 });
 await api('PUT', `/v1/workspaces/${workspace}/servers/${name}`, { version: '1.0.0' });
 // the owner signs in to the console with a one-time link, as `npm start` prints one
-const link = await api('POST', '/v1/auth/sign-in-links');
-const code = new URL(link.url).hash.replace(/^#code=/, '');
-const signedIn = await fetch(`${base}/v1/auth/sign-in-link`, {
-  method: 'POST',
-  headers: { 'content-type': 'application/json', origin: new URL(base).origin },
-  body: JSON.stringify({ code }),
-});
-if (!signedIn.ok) throw new Error(`sign-in: ${signedIn.status} ${await signedIn.text()}`);
-remember(signedIn);
+const browser = new Browser();
+await browser.signInWithLink(base, token);
 
 /** Connects the server in the browser, as the person would from the URL the API (or a tool error) gave. */
 async function connectServer() {
@@ -106,7 +73,7 @@ async function connectServer() {
   console.log(
     `connect at ${prepared.authorization_url} (${prepared.registration} at ${prepared.authorization_server})`,
   );
-  const page = await browse(prepared.authorization_url);
+  const page = await browser.browse(prepared.authorization_url);
   if (page.status !== 200 || !page.text.includes('is connected'))
     throw new Error(`the connection was not made: ${page.status} at ${new URL(page.url).pathname}`);
   console.log(`${name} is connected`);

@@ -73,6 +73,7 @@ describe('OAuth connections to upstream MCP servers', () => {
       redirect_uris: [`${cp.url}/oauth/connections/callback`],
       grant_types: ['authorization_code', 'refresh_token'],
       client_name: 'Aileron',
+      application_type: 'web',
     });
     await cp.request('POST', '/v1/workspaces/default/connections', { token: ann.token, body: { server } });
     expect(as.registrations).toHaveLength(1);
@@ -322,6 +323,7 @@ describe('OAuth connections to upstream MCP servers', () => {
       client_id: `${cp.url}/oauth/connections/client-metadata.json`,
       client_name: 'Aileron',
       client_uri: cp.url,
+      application_type: 'web',
       redirect_uris: [`${cp.url}/oauth/connections/callback`],
       grant_types: ['authorization_code', 'refresh_token'],
       response_types: ['code'],

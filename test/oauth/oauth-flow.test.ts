@@ -7,7 +7,7 @@ import { aWorkspace } from '../support/builders';
 import { launchChromium } from '../support/chromium';
 import { startApiControlPlane, TestControlPlane } from '../support/control-plane';
 import { eventually } from '../support/eventually';
-import { aRemoteServer, SERVERS, textOf } from '../pool/mcp-client';
+import { aRemoteServer, connect, SERVERS, textOf } from '../pool/mcp-client';
 import { newPkcePair, OauthSweep } from '../../libs/oauth/src';
 import { advanceClock, resetClock } from '../support/clock';
 import {
@@ -129,12 +129,59 @@ describe('MCP clients signing in with OAuth', () => {
     });
     expect(record.actor).toBe(`user:${person.id}`);
     expect(record.data.oauth_client).toEqual({ id: clientId, name: 'Test MCP client' });
+    // the consent itself is on the record: who allowed which client, for which endpoint
+    const connected = await eventually('the connection record', async () => {
+      const audit = await cp.request('GET', '/v1/workspaces/default/audit?type=oauth.client_connected');
+      return audit.body.items[0];
+    });
+    expect(connected.actor).toBe(`user:${person.id}`);
+    expect(connected.data).toMatchObject({
+      client_id: clientId,
+      client_name: 'Test MCP client',
+      registration: 'metadata_document',
+      resource: `${cp.url}/mcp/default`,
+    });
+  });
+
+  it('decides a call by the workspace’s policy with the person as its principal, as their API token would be', async () => {
+    const provider = await connectWithBrowser();
+    const users = await cp.request('GET', '/v1/users?limit=200');
+    const person = users.body.items.find((u: { email: string }) => u.email === 'person@example.com');
+    const policy = await cp.request('PUT', '/v1/workspaces/default/policy', {
+      body: {
+        default: 'allow',
+        rules: [{ id: 'not-pat', effect: 'deny', tools: ['read_graph'], principals: { users: [`user:${person.id}`] } }],
+      },
+    });
+    expect(policy.status, policy.text).toBe(200);
+    try {
+      const client = new Client({ name: 'oauth-test', version: '1.0.0' });
+      await client.connect(oauthTransport(cp, '/mcp/default', provider));
+      const denied = await client.callTool({ name: `${server}__read_graph`, arguments: {} });
+      await client.close();
+      expect(denied.isError).toBe(true);
+      expect(textOf(denied)).toContain('not-pat');
+      // the rule is about the person, not the endpoint: the owner's API token is allowed the same call
+      const { client: owner } = await connect(cp, cp.ownerToken, '/mcp/default');
+      const allowed = await owner.callTool({ name: `${server}__read_graph`, arguments: {} });
+      await owner.close();
+      expect(allowed.isError, textOf(allowed)).toBeFalsy();
+      const record = await eventually('the denial record', async () => {
+        const audit = await cp.request('GET', `/v1/workspaces/default/audit?decision=deny&tool=read_graph`);
+        return audit.body.items.find((r: { actor: string }) => r.actor === `user:${person.id}`);
+      });
+      expect(record.data.oauth_client).toEqual({ id: clientId, name: 'Test MCP client' });
+    } finally {
+      await cp.request('PUT', '/v1/workspaces/default/policy', { body: { default: 'allow', rules: [] } });
+    }
   });
 
   it('binds the token to its workspace: another workspace’s endpoint and the REST API refuse it', async () => {
     const provider = await connectWithBrowser();
     const token = provider.tokens()!.access_token;
     expect((await mcpWith(token)).status).toBe(200);
+    // every path of the workspace's endpoint is the one resource: the sandbox tools too
+    expect((await mcpWith(token, '/mcp/default/sandbox')).status).toBe(200);
 
     const elsewhere = await mcpWith(token, `/mcp/${other}`);
     expect(elsewhere.status, elsewhere.text).toBe(401);

@@ -46,6 +46,7 @@ export class ConnectPagesController {
       client_id: document.client_id,
       client_name: document.client_name ?? 'Aileron',
       client_uri: document.client_uri ?? this.config.publicUrl,
+      application_type: document.application_type,
       redirect_uris: document.redirect_uris,
       grant_types: document.grant_types ?? [],
       response_types: document.response_types ?? [],

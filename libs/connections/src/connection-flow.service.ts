@@ -43,6 +43,9 @@ interface OauthServer {
   scopes: string[] | undefined;
 }
 
+/** The pool's registration metadata: the SDK's type, and the OpenID Connect field it does not know yet. */
+type PoolClientMetadata = OAuthClientMetadata & { application_type: 'web' };
+
 /** The pool's connection to an upstream could not be made; in our words, with a stable code. */
 export class ConnectionError extends DomainError {}
 
@@ -94,7 +97,7 @@ export class ConnectionFlow implements OnModuleInit {
   }
 
   /** The pool's Client ID Metadata Document: its client_id is the URL it is served at. */
-  clientMetadataDocument(): OAuthClientMetadata & { client_id: string } {
+  clientMetadataDocument(): PoolClientMetadata & { client_id: string } {
     return { client_id: this.clientMetadataUrl(), ...this.clientMetadata('none') };
   }
 
@@ -160,7 +163,12 @@ export class ConnectionFlow implements OnModuleInit {
    * is exchanged and the tokens sealed.
    */
   async finish(
-    query: { code?: string | undefined; state?: string | undefined; error?: string | undefined },
+    query: {
+      code?: string | undefined;
+      state?: string | undefined;
+      error?: string | undefined;
+      iss?: string | undefined;
+    },
     binding: string | undefined,
     signedIn: Principal | null,
   ): Promise<Finished> {
@@ -197,6 +205,20 @@ export class ConnectionFlow implements OnModuleInit {
         message: `${start.server}'s authorization server did not give access (${said}). Nothing was stored; you can start again.`,
       };
     }
+    // RFC 9207: a code from another authorization server than the one asked (a mix-up) is never exchanged. The
+    // issuer is its metadata's, compared exactly; one that published no metadata (the 2025-03-26 fallback) has none
+    const issuer = start.upstream.metadata?.issuer;
+    const mixedUp =
+      query.iss !== undefined
+        ? issuer !== undefined && query.iss !== issuer
+        : (start.upstream.metadata as { authorization_response_iss_parameter_supported?: unknown } | null)
+            ?.authorization_response_iss_parameter_supported === true;
+    if (mixedUp)
+      return {
+        ok: false,
+        title: 'Not connected',
+        message: `The answer did not come from ${start.server}'s authorization server (its issuer ${query.iss === undefined ? 'was missing' : 'did not match'}). Nothing was stored; you can start again.`,
+      };
     let tokens: OAuthTokens;
     try {
       tokens = await this.oauth.exchange(
@@ -513,9 +535,11 @@ export class ConnectionFlow implements OnModuleInit {
     return this.config.oauth.httpClientIds && /^(localhost|127\.\d+\.\d+\.\d+|\[::1\])$/.test(url.hostname);
   }
 
-  private clientMetadata(method: string): OAuthClientMetadata {
+  private clientMetadata(method: string): PoolClientMetadata {
     return {
       client_name: 'Aileron',
+      // OpenID Connect Registration's kind of client (SEP-837): the pool's redirect URI is a web server's, not a native app's
+      application_type: 'web',
       client_uri: this.config.publicUrl,
       redirect_uris: [`${this.config.publicUrl}${CALLBACK_PATH}`],
       grant_types: ['authorization_code', 'refresh_token'],

@@ -108,6 +108,9 @@ export const clientMetadataView = z.object({
   client_id: z.string().describe('this document’s own URL'),
   client_name: z.string(),
   client_uri: z.string(),
+  application_type: z
+    .literal('web')
+    .describe('OpenID Connect Registration: a web application, its redirect URI a server’s'),
   redirect_uris: z.array(z.string()),
   grant_types: z.array(z.string()),
   response_types: z.array(z.string()),

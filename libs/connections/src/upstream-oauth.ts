@@ -23,6 +23,9 @@ import type { OutboundPolicy } from '@aileron/net';
 
 const logger = new Logger('UpstreamOauth');
 
+/** the protocol the discovery probe speaks: the SDK's, as the pool's upstream sessions do */
+const PROBE_PROTOCOL_VERSION = '2025-11-25';
+
 /** How the pool is known to an authorization server. */
 export type Registration = 'preregistered' | 'metadata_document' | 'dynamic';
 
@@ -131,6 +134,12 @@ export class UpstreamOauth {
       }
     }
     const metadata = info.authorizationServerMetadata ?? null;
+    // RFC 8414 §3.3: metadata naming another issuer than the one it was fetched for is not to be used (a mix-up)
+    if (info.resourceMetadata && metadata && metadata.issuer !== info.authorizationServerUrl)
+      throw new UpstreamOauthError(
+        'discovery',
+        `${hostOf(String(info.authorizationServerUrl))}'s metadata names another issuer (${hostOf(metadata.issuer)})`,
+      );
     let scope =
       entryScopes?.join(' ') || challenge.scope || info.resourceMetadata?.scopes_supported?.join(' ') || undefined;
     if (scope && metadata?.scopes_supported?.includes('offline_access') && !scope.split(' ').includes('offline_access'))
@@ -272,20 +281,49 @@ export class UpstreamOauth {
     return revoked;
   }
 
-  /** The upstream's answer to a request without a token: what its 401 says about signing in. */
+  /**
+   * The upstream's answer to requests without a token: what its 401 says
+   * about signing in. An upstream may let `initialize` through and challenge
+   * the requests after it (its scope then comes only with that 401), so a
+   * session it opened is asked for its tools too, as a client would next.
+   */
   private async challenge(url: string): Promise<{ resourceMetadataUrl?: URL; scope?: string }> {
+    // the version header on every POST: servers of later protocol versions refuse a request without it
+    const headers = {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': PROBE_PROTOCOL_VERSION,
+    };
     let answer: Response;
     try {
       answer = await this.fetch(url, {
         method: 'POST',
-        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        headers,
         body: JSON.stringify({
           jsonrpc: '2.0',
           id: 1,
           method: 'initialize',
-          params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'aileron', version: '1' } },
+          params: {
+            protocolVersion: PROBE_PROTOCOL_VERSION,
+            capabilities: {},
+            clientInfo: { name: 'aileron', version: '1' },
+          },
         }),
       });
+      const session = answer.ok ? answer.headers.get('mcp-session-id') : null;
+      if (answer.ok) {
+        const sessionHeaders = { ...(session ? { 'mcp-session-id': session } : {}) };
+        answer = await this.fetch(url, {
+          method: 'POST',
+          headers: { ...headers, ...sessionHeaders },
+          body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list' }),
+        });
+        // the probe's session is of no further use: ended, as sessions are not left to the upstream to expire
+        if (session)
+          await this.fetch(url, { method: 'DELETE', headers: { ...headers, ...sessionHeaders } }).catch(
+            () => undefined,
+          );
+      }
     } catch (error) {
       throw failure('discovery', `${hostOf(url)} could not be reached`, error);
     }

@@ -86,6 +86,14 @@ export class OauthProvider {
   async handle(req: IncomingMessage, res: ServerResponse, path: string, original: string): Promise<void> {
     const { handler } = await this.build();
     const publicUrl = new URL(this.config.publicUrl);
+    // OAuth 2.1 §3.2.2.1: an authorization request naming no scope is for the default one, the resource's (the
+    // provider grants nothing unasked)
+    const query = URL.parse(path, 'http://x');
+    if (req.method === 'GET' && query?.pathname === '/auth' && !query.searchParams.has('scope')) {
+      const scope = `${query.search ? '&' : '?'}scope=${MCP_SCOPE}`;
+      path += scope;
+      original += scope;
+    }
     req.url = path;
     (req as IncomingMessage & { originalUrl?: string }).originalUrl = original;
     req.headers['x-forwarded-host'] = publicUrl.host;
