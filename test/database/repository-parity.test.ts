@@ -2574,6 +2574,14 @@ parity('GatewayRepository', 'lockEnrolledBy', (s) =>
     await repo(s, 'GatewayRepository').lockEnrolledBy(s.w.org, ['user:nobody'], x),
   ]),
 );
+parity('GatewayRepository', 'lockEnrolledByIn', (s) =>
+  tx(s, async (x) => [
+    await repo(s, 'GatewayRepository').lockEnrolledByIn(s.w.ws, ['token:parity'], x),
+    // the same organisation's other workspace holds none of them
+    await repo(s, 'GatewayRepository').lockEnrolledByIn(s.w.ws2, ['token:parity'], x),
+    await repo(s, 'GatewayRepository').lockEnrolledByIn(s.w.ws, ['user:nobody'], x),
+  ]),
+);
 parity('AgentSessionsRepository', 'liveStartedBy', (s) =>
   tx(s, async (x) => {
     const r = repo(s, 'AgentSessionsRepository');

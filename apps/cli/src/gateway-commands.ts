@@ -76,10 +76,12 @@ export function addGatewaysCommand(parent: Command): void {
     gateways
       .command('list')
       .description('enrolled gateways, with when each was last seen')
-      .requiredOption('--workspace <slug>', 'the workspace'),
-  ).action(async (options: WorkspaceOption) => {
+      .requiredOption('--workspace <slug>', 'the workspace')
+      .option('--enrolled-by <user id>', 'only those enrolled with codes that person, or their API tokens, made'),
+  ).action(async (options: WorkspaceOption & { enrolledBy?: string }) => {
+    const filter = options.enrolledBy ? `?enrolled_by=${encodeURIComponent(options.enrolledBy)}` : '';
     const list = await ApiClient.from(options).all<GatewayView>(
-      `/v1/workspaces/${encodeURIComponent(options.workspace)}/gateways`,
+      `/v1/workspaces/${encodeURIComponent(options.workspace)}/gateways${filter}`,
     );
     if (options.json) return printJson({ gateways: list });
     if (list.length === 0) return out('no gateways');
@@ -133,13 +135,27 @@ export function addGatewaysCommand(parent: Command): void {
   withApiOptions(
     gateways
       .command('revoke')
-      .description('revoke a gateway; its token stops working at once')
-      .argument('<id>', 'the gateway id (see gateways list)')
-      .requiredOption('--workspace <slug>', 'the workspace'),
-  ).action(async (id: string, options: WorkspaceOption) => {
-    const revoked = await ApiClient.from(options).delete<GatewayView>(
-      `/v1/workspaces/${encodeURIComponent(options.workspace)}/gateways/${encodeURIComponent(id)}`,
-    );
+      .description(
+        'revoke a gateway, or with --enrolled-by every gateway of the workspace a person enrolled; their tokens stop working at once',
+      )
+      .argument('[id]', 'the gateway id (see gateways list)')
+      .requiredOption('--workspace <slug>', 'the workspace')
+      .option('--enrolled-by <user id>', 'the person whose gateways to revoke (they and their tokens stay)'),
+  ).action(async (id: string | undefined, options: WorkspaceOption & { enrolledBy?: string }) => {
+    if ((id === undefined) === (options.enrolledBy === undefined))
+      throw new CliError('give either a gateway id or --enrolled-by <user id>');
+    const api = ApiClient.from(options);
+    const path = `/v1/workspaces/${encodeURIComponent(options.workspace)}/gateways`;
+    if (options.enrolledBy !== undefined) {
+      const { revoked } = await api.post<{ revoked: GatewayView[] }>(`${path}/revoke`, {
+        enrolled_by: options.enrolledBy,
+      });
+      if (options.json) return printJson({ revoked });
+      if (revoked.length === 0) return out(`no gateway of ${options.workspace} left to revoke for that person`);
+      for (const gateway of revoked) out(`revoked gateway ${gateway.name} (${gateway.id})`);
+      return;
+    }
+    const revoked = await api.delete<GatewayView>(`${path}/${encodeURIComponent(id!)}`);
     if (options.json) return printJson(revoked);
     out(`revoked gateway ${revoked.name} (${revoked.id})`);
   });

@@ -87,6 +87,26 @@ export const DEFAULT_SETTINGS: GatewaySettingsRecord = {
 };
 
 /** Enrolment codes, enrolled gateways, the organisation's gateway settings and the bundle signing keys. */
+/** The gateways enrolled with a code one of `refs` made, of a workspace or (null) the whole organisation, locked. */
+async function lockEnrolled(
+  tx: Transaction,
+  organizationId: string,
+  workspaceId: string | null,
+  refs: string[],
+): Promise<GatewayWithTokens[]> {
+  const ids = await tx.$queryRaw<{ id: string }[]>`
+    SELECT id::text AS id FROM gateways
+     WHERE organization_id = ${organizationId}::uuid AND enrolled_by = ANY(${refs}::text[])
+       AND (${workspaceId}::uuid IS NULL OR workspace_id = ${workspaceId}::uuid)
+     ORDER BY id FOR UPDATE`;
+  const rows = await tx.gateway.findMany({
+    where: { organizationId, id: { in: ids.map((r) => r.id) } },
+    select: withTokens,
+    orderBy: { id: 'asc' },
+  });
+  return rows.map(toGatewayWithTokens);
+}
+
 @Injectable()
 export class GatewayRepository extends Repository {
   async createEnrollmentCode(
@@ -276,17 +296,13 @@ export class GatewayRepository extends Repository {
    * Offboarding: every gateway of the organisation enrolled with a code one
    * of `refs` made, revoked or not, each locked until the transaction ends.
    */
-  async lockEnrolledBy(scope: OrgScope, refs: string[], tx: Transaction): Promise<GatewayWithTokens[]> {
-    const ids = await tx.$queryRaw<{ id: string }[]>`
-      SELECT id::text AS id FROM gateways
-       WHERE organization_id = ${scope.organizationId}::uuid AND enrolled_by = ANY(${refs}::text[])
-       ORDER BY id FOR UPDATE`;
-    const rows = await tx.gateway.findMany({
-      where: { organizationId: scope.organizationId, id: { in: ids.map((r) => r.id) } },
-      select: withTokens,
-      orderBy: { id: 'asc' },
-    });
-    return rows.map(toGatewayWithTokens);
+  lockEnrolledBy(scope: OrgScope, refs: string[], tx: Transaction): Promise<GatewayWithTokens[]> {
+    return lockEnrolled(tx, scope.organizationId, null, refs);
+  }
+
+  /** As lockEnrolledBy, in the scope's workspace only: a person's gateways there, revoked by person. */
+  lockEnrolledByIn(scope: WorkspaceScope, refs: string[], tx: Transaction): Promise<GatewayWithTokens[]> {
+    return lockEnrolled(tx, scope.organizationId, scope.workspaceId, refs);
   }
 
   async updateGateway(

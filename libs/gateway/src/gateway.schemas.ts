@@ -110,6 +110,17 @@ export const gatewaysQuery = pageQuery().extend({
     ),
 });
 
+export const revokeByPersonBody = z
+  .object({
+    enrolled_by: uuid.describe(
+      "a user's id: the workspace's gateways enrolled with codes that person, or an API token acting for them, made",
+    ),
+  })
+  .strict();
+export const revokedByPersonView = z.object({
+  revoked: z.array(gatewayView).describe('the gateways this call revoked; those revoked before are left out'),
+});
+
 export const updateGatewayBody = z.object({ groups }).strict();
 
 export const settingsBody = z

@@ -9,6 +9,8 @@ import {
   gatewaysQuery,
   gatewayView,
   keysView,
+  revokeByPersonBody,
+  revokedByPersonView,
   rotateBody,
   rotatedView,
   settingsBody,
@@ -117,6 +119,29 @@ export class GatewaysController {
     @Param() params: z.infer<typeof gatewayParams>,
   ): Promise<z.infer<typeof gatewayView>> {
     return toGatewayView(await this.gateways.revoke(caller, scope, params.id));
+  }
+
+  @Route({
+    method: 'POST',
+    path: '/v1/workspaces/:ws/gateways/revoke',
+    summary: "Revoke a person's gateways in the workspace: those enrolled with codes they, or their API tokens, made",
+    description:
+      'For a laptop lost or a person moving on without leaving the organisation: every gateway of the workspace that `GET …/gateways?enrolled_by=` lists for the person is revoked in one transaction, each a `gateway.revoked` audit record with `reason: "revoked_by_person"`, and refused by every replica at once (`401 GATEWAY_REVOKED`). The person, their tokens and their gateways in other workspaces stay; offboarding (`POST /v1/users/{id}/deactivate`) ends all of it.',
+    tag: 'gateways',
+    permission: 'gateway.manage',
+    tenancy: 'workspace',
+    params: wsParams,
+    body: revokeByPersonBody,
+    response: revokedByPersonView,
+    example: { body: { enrolled_by: '{user}' } },
+  })
+  async revokeByPerson(
+    @Caller() caller: Principal,
+    @TenantScope() scope: WorkspaceScope,
+    @Body() body: z.infer<typeof revokeByPersonBody>,
+  ): Promise<z.infer<typeof revokedByPersonView>> {
+    const revoked = await this.gateways.revokeEnrolledBy(caller, scope, body.enrolled_by);
+    return { revoked: revoked.map(toGatewayView) };
   }
 
   @Route({
