@@ -164,19 +164,36 @@ describe('aileron-cp over the REST API', () => {
     const workspace = uniqueSlug('ws');
     expect((await cli(['workspaces', 'create', workspace], api)).code).toBe(0);
     const made = await cli(
-      ['gateways', 'enroll-code', '--workspace', workspace, '--expires-in', '600', '--group', 'canary'],
+      [
+        'gateways',
+        'enroll-code',
+        '--workspace',
+        workspace,
+        '--expires-in',
+        '600',
+        '--group',
+        'canary',
+        '--token-expires-in',
+        '86400',
+      ],
       api,
     );
     expect(made.code, made.stderr).toBe(0);
     const code = made.stdout.trim();
     expect(code).toMatch(/^ail_enr_/);
+    expect(made.stderr).toMatch(/the gateway's token will stop working 86400 s after it enrols\n$/);
     const enrolled = await fetch(`${cp.url}/v1/gateway/enroll`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ enrollment_code: code, name: 'build-box' }),
     });
     expect(enrolled.status).toBe(201);
-    const { gateway_id: id, token } = (await enrolled.json()) as { gateway_id: string; token: string };
+    const {
+      gateway_id: id,
+      token,
+      token_expires_at: expiresAt,
+    } = (await enrolled.json()) as { gateway_id: string; token: string; token_expires_at: string };
+    expect(Date.parse(expiresAt) - Date.now()).toBeGreaterThan(86_000_000);
 
     const table = await cli(['gateways', 'list', '--workspace', workspace], api);
     expect(lines(table.stdout).find((row) => row.startsWith(id))).toMatch(/build-box\s+canary\s+active\s/);

@@ -633,7 +633,13 @@ parity('GatewayRepository', 'createEnrollmentCode', async (s) => {
       tx(s, (x) =>
         g.createEnrollmentCode(
           s.w.ws,
-          { codeHash: hash('code1'), groups: ['canary'], expiresAt: FUTURE, createdBy: 'token:parity' },
+          {
+            codeHash: hash('code1'),
+            groups: ['canary'],
+            expiresAt: FUTURE,
+            createdBy: 'token:parity',
+            tokenExpiresInSeconds: 600,
+          },
           x,
         ),
       ),
@@ -641,7 +647,13 @@ parity('GatewayRepository', 'createEnrollmentCode', async (s) => {
       tx(s, (x) =>
         g.createEnrollmentCode(
           s.w.ws,
-          { codeHash: hash('code2'), groups: [], expiresAt: PAST, createdBy: 'token:parity' },
+          {
+            codeHash: hash('code2'),
+            groups: [],
+            expiresAt: PAST,
+            createdBy: 'token:parity',
+            tokenExpiresInSeconds: null,
+          },
           x,
         ),
       ),
@@ -688,6 +700,7 @@ parity('GatewayRepository', 'createGateway', async (s) => {
             tokenHash: hash('gw1'),
             prefix: 'ail_gw_1',
             enrollmentCodeId: s.w.code1,
+            tokenExpiresAt: FUTURE,
           },
           x,
         ),

@@ -56,19 +56,31 @@ export function addGatewaysCommand(parent: Command): void {
       .description('make a one-time enrolment code; prints the code itself, once, on stdout')
       .requiredOption('--workspace <slug>', 'the workspace the gateway joins')
       .option('--expires-in <seconds>', 'how long the code works (default 3600)', seconds)
-      .option('--group <name>', 'a rollout group the gateway joins (repeatable)', collect),
-  ).action(async (options: WorkspaceOption & { expiresIn?: number; group?: string[] }) => {
-    const created = await ApiClient.from(options).post<{ code: string; expires_at: string; groups: string[] }>(
-      `/v1/workspaces/${encodeURIComponent(options.workspace)}/enrollment-codes`,
-      {
-        ...(options.expiresIn !== undefined ? { expires_in_seconds: options.expiresIn } : {}),
-        groups: options.group ?? [],
-      },
-    );
+      .option('--group <name>', 'a rollout group the gateway joins (repeatable)', collect)
+      .option(
+        '--token-expires-in <seconds>',
+        "the enrolled gateway's token stops working this long after enrolment (60 s to 366 days; default: never)",
+        seconds,
+      ),
+  ).action(async (options: WorkspaceOption & { expiresIn?: number; group?: string[]; tokenExpiresIn?: number }) => {
+    const created = await ApiClient.from(options).post<{
+      code: string;
+      expires_at: string;
+      groups: string[];
+      token_expires_in_seconds: number | null;
+    }>(`/v1/workspaces/${encodeURIComponent(options.workspace)}/enrollment-codes`, {
+      ...(options.expiresIn !== undefined ? { expires_in_seconds: options.expiresIn } : {}),
+      groups: options.group ?? [],
+      ...(options.tokenExpiresIn !== undefined ? { token_expires_in_seconds: options.tokenExpiresIn } : {}),
+    });
     if (options.json) return printJson(created);
     out(created.code);
+    const lifetime =
+      created.token_expires_in_seconds === null
+        ? ''
+        : `; the gateway's token will stop working ${created.token_expires_in_seconds} s after it enrols`;
     note(
-      `enrolment code for workspace ${options.workspace}, good once until ${when(created.expires_at)}; the gateway exchanges it at POST /v1/gateway/enroll`,
+      `enrolment code for workspace ${options.workspace}, good once until ${when(created.expires_at)}; the gateway exchanges it at POST /v1/gateway/enroll${lifetime}`,
     );
   });
 

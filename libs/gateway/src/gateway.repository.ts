@@ -111,7 +111,13 @@ async function lockEnrolled(
 export class GatewayRepository extends Repository {
   async createEnrollmentCode(
     scope: WorkspaceScope,
-    data: { codeHash: string; groups: string[]; expiresAt: Date; createdBy: string },
+    data: {
+      codeHash: string;
+      groups: string[];
+      expiresAt: Date;
+      createdBy: string;
+      tokenExpiresInSeconds: number | null;
+    },
     tx: Transaction,
   ): Promise<{ id: string }> {
     return tx.enrollmentCode.create({
@@ -135,6 +141,7 @@ export class GatewayRepository extends Repository {
     workspaceId: string;
     groups: string[];
     createdBy: string | null;
+    tokenExpiresInSeconds: number | null;
   } | null> {
     const { count } = await tx.enrollmentCode.updateMany({
       where: { codeHash, usedAt: null, expiresAt: { gt: now } },
@@ -143,7 +150,14 @@ export class GatewayRepository extends Repository {
     if (count === 0) return null;
     return tx.enrollmentCode.findUnique({
       where: { codeHash },
-      select: { id: true, organizationId: true, workspaceId: true, groups: true, createdBy: true },
+      select: {
+        id: true,
+        organizationId: true,
+        workspaceId: true,
+        groups: true,
+        createdBy: true,
+        tokenExpiresInSeconds: true,
+      },
     });
   }
 
@@ -173,6 +187,7 @@ export class GatewayRepository extends Repository {
       prefix: string;
       enrollmentCodeId: string;
       enrolledBy: string | null;
+      tokenExpiresAt: Date | null;
     },
     tx: Transaction,
   ): Promise<GatewayRecord> {
@@ -185,6 +200,7 @@ export class GatewayRepository extends Repository {
         tokenHash: data.tokenHash,
         prefix: data.prefix,
         enrolledBy: data.enrolledBy,
+        tokenExpiresAt: data.tokenExpiresAt,
       },
       select: gatewaySelect,
     });

@@ -45,7 +45,7 @@ export class GatewaysController {
     body: enrollmentCodeBody,
     response: enrollmentCodeView,
     status: 201,
-    example: { body: { expires_in_seconds: 900, groups: ['canary'] } },
+    example: { body: { expires_in_seconds: 900, groups: ['canary'], token_expires_in_seconds: 7776000 } },
   })
   async createCode(
     @Caller() caller: Principal,
@@ -55,8 +55,14 @@ export class GatewaysController {
     const created = await this.gateways.createEnrollmentCode(caller, scope, {
       expiresInSeconds: body.expires_in_seconds,
       groups: body.groups,
+      tokenExpiresInSeconds: body.token_expires_in_seconds ?? null,
     });
-    return { code: created.code, expires_at: created.expiresAt.toISOString(), groups: created.groups };
+    return {
+      code: created.code,
+      expires_at: created.expiresAt.toISOString(),
+      groups: created.groups,
+      token_expires_in_seconds: body.token_expires_in_seconds ?? null,
+    };
   }
 
   @Route({

@@ -58,14 +58,20 @@ export class GatewaysService implements OnModuleInit, OnModuleDestroy {
   async createEnrollmentCode(
     principal: Principal,
     scope: WorkspaceScope,
-    options: { expiresInSeconds: number; groups: string[] },
+    options: { expiresInSeconds: number; groups: string[]; tokenExpiresInSeconds: number | null },
   ): Promise<{ code: string; expiresAt: Date; groups: string[] }> {
     const code = mintEnrollmentCode();
     const expiresAt = new Date(this.clock.now() + options.expiresInSeconds * 1000);
     await this.db.transaction(async (tx) => {
       const { id } = await this.repository.createEnrollmentCode(
         scope,
-        { codeHash: hashToken(code), groups: options.groups, expiresAt, createdBy: describePrincipal(principal) },
+        {
+          codeHash: hashToken(code),
+          groups: options.groups,
+          expiresAt,
+          createdBy: describePrincipal(principal),
+          tokenExpiresInSeconds: options.tokenExpiresInSeconds,
+        },
         tx,
       );
       await this.outbox.record(tx, {
@@ -77,6 +83,7 @@ export class GatewaysService implements OnModuleInit, OnModuleDestroy {
           code_id: id,
           expires_at: expiresAt.toISOString(),
           groups: options.groups,
+          token_expires_in_seconds: options.tokenExpiresInSeconds,
           actor: describePrincipal(principal),
         },
       });
@@ -103,6 +110,10 @@ export class GatewaysService implements OnModuleInit, OnModuleDestroy {
               prefix: token.slice(0, 11),
               enrollmentCodeId: used.id,
               enrolledBy: used.createdBy,
+              tokenExpiresAt:
+                used.tokenExpiresInSeconds === null
+                  ? null
+                  : new Date(now.getTime() + used.tokenExpiresInSeconds * 1000),
             },
             tx,
           );
@@ -116,6 +127,7 @@ export class GatewaysService implements OnModuleInit, OnModuleDestroy {
               name,
               groups: used.groups,
               enrolled_by: used.createdBy,
+              token_expires_at: created.tokenExpiresAt?.toISOString() ?? null,
               actor: `gateway:${created.id}`,
             },
           });
