@@ -172,6 +172,39 @@ describe.each(BACKENDS)('approval routes with channels on %s', (backend) => {
     }
   });
 
+  it('posts to a generic webhook endpoint as the approval.routed event: the review link, the channel and who decides', async () => {
+    const channel = await aReceiver([]);
+    try {
+      const hook = await aWebhook({ url: channel.url, events: ['approval.routed'] });
+      const { slug, gateway } = await aWorkspaceRouting(hook.name);
+      const asked = await ask(gateway, INSTANCE);
+      const got = await eventually('the event at the endpoint', () => channel.accepted()[0]);
+      expect(got.headers['x-aileron-event']).toBe('approval.routed');
+      expect(got.headers['x-aileron-signature']).toMatch(/^v1=[0-9a-f]{64}$/);
+      const event = JSON.parse(got.raw) as { type: string; workspace: string; data: Record<string, unknown> };
+      expect(event).toMatchObject({
+        type: 'approval.routed',
+        data: {
+          approval_id: asked.id,
+          review_url: asked.review_url,
+          server: 'cloud',
+          tool: 'create_instance',
+          rules: ['new-cloud-resources'],
+          route: 'cost-approval',
+          channels: [hook.name],
+          approvers: [{ role: 'approver' }],
+        },
+      });
+      expect(JSON.stringify(event)).toContain(slug);
+      // a request of another route is not posted there: its posting would be recorded with the request
+      await ask(gateway, RELEASE);
+      const routed = (await cp.request('GET', `/v1/workspaces/${slug}/audit?type=approval.routed`)).body.items;
+      expect(routed.map((r: { data: { approval_id: string } }) => r.data.approval_id)).toEqual([asked.id]);
+    } finally {
+      await channel.close();
+    }
+  });
+
   it('refuses a channel the organisation does not have, one of another workspace or a bare URL, and keeps the routing in force', async () => {
     const ws = await aWorkspace(cp, cp.ownerToken);
     const elsewhere = await aWorkspace(cp, cp.ownerToken);

@@ -5,7 +5,8 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
-import { aGateway, aToken, uniqueSlug } from '../support/builders';
+import { JwtKeys } from '../../libs/auth/src';
+import { aGateway, aToken, aUser, uniqueSlug } from '../support/builders';
 import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
 import { createPostgresDatabase } from '../support/databases';
 import { eventually } from '../support/eventually';
@@ -163,19 +164,36 @@ describe('aileron-cp over the REST API', () => {
     const workspace = uniqueSlug('ws');
     expect((await cli(['workspaces', 'create', workspace], api)).code).toBe(0);
     const made = await cli(
-      ['gateways', 'enroll-code', '--workspace', workspace, '--expires-in', '600', '--group', 'canary'],
+      [
+        'gateways',
+        'enroll-code',
+        '--workspace',
+        workspace,
+        '--expires-in',
+        '600',
+        '--group',
+        'canary',
+        '--token-expires-in',
+        '86400',
+      ],
       api,
     );
     expect(made.code, made.stderr).toBe(0);
     const code = made.stdout.trim();
     expect(code).toMatch(/^ail_enr_/);
+    expect(made.stderr).toMatch(/the gateway's token will stop working 86400 s after it enrols\n$/);
     const enrolled = await fetch(`${cp.url}/v1/gateway/enroll`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ enrollment_code: code, name: 'build-box' }),
     });
     expect(enrolled.status).toBe(201);
-    const { gateway_id: id, token } = (await enrolled.json()) as { gateway_id: string; token: string };
+    const {
+      gateway_id: id,
+      token,
+      token_expires_at: expiresAt,
+    } = (await enrolled.json()) as { gateway_id: string; token: string; token_expires_at: string };
+    expect(Date.parse(expiresAt) - Date.now()).toBeGreaterThan(86_000_000);
 
     const table = await cli(['gateways', 'list', '--workspace', workspace], api);
     expect(lines(table.stdout).find((row) => row.startsWith(id))).toMatch(/build-box\s+canary\s+active\s/);
@@ -184,6 +202,26 @@ describe('aileron-cp over the REST API', () => {
     );
     const refused = await fetch(`${cp.url}/v1/gateway/policy`, { headers: { authorization: `Bearer ${token}` } });
     expect(refused.status).toBe(401);
+
+    // by person: the gateways a person enrolled, listed and revoked; someone else's stays
+    const person = await aUser(cp, cp.ownerToken, 'admin');
+    const organization = (await cp.request('GET', '/v1/me')).body.organization.id as string;
+    const jwt = (await cp.cp.app.get(JwtKeys).issue({ sub: `user:${person.id}`, org: organization })).token;
+    const theirs = await aGateway(cp, jwt, workspace, { name: 'their-laptop' });
+    const others = await aGateway(cp, cp.ownerToken, workspace, { name: 'shared-box' });
+    const listed = await cli(['gateways', 'list', '--workspace', workspace, '--enrolled-by', person.id, '--json'], api);
+    expect(JSON.parse(listed.stdout).gateways.map((g: { id: string }) => g.id)).toEqual([theirs.id]);
+    const byPerson = await cli(['gateways', 'revoke', '--workspace', workspace, '--enrolled-by', person.id], api);
+    expect(byPerson.stdout.trim(), byPerson.stderr).toBe(`revoked gateway their-laptop (${theirs.id})`);
+    const policyWith = (t: string) =>
+      fetch(`${cp.url}/v1/gateway/policy`, { headers: { authorization: `Bearer ${t}` } });
+    expect((await policyWith(theirs.token)).status).toBe(401);
+    expect((await policyWith(others.token)).status).toBe(200);
+    const both = await cli(
+      ['gateways', 'revoke', others.id, '--workspace', workspace, '--enrolled-by', person.id],
+      api,
+    );
+    expect([both.code, both.stderr]).toEqual([1, 'aileron-cp: give either a gateway id or --enrolled-by <user id>\n']);
   });
 
   it("rotates a gateway's token: the new one alone on stdout, the old one refused after its grace, an expiry shown", async () => {

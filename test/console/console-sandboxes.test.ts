@@ -192,9 +192,12 @@ describe('the console: sandboxes, gateways, pool and agent sessions', () => {
     const dialog = page.getByRole('dialog', { name: 'New enrolment code' });
     await dialog.getByLabel('Rollout groups').fill('canary');
     await page.keyboard.press('Enter');
+    // the enrolled gateway's token gets a lifetime of its own
+    await chromium.pick(page, "Gateway's token expires", '90 days');
     await dialog.getByRole('button', { name: 'Make code' }).click();
     const code = (await dialog.getByLabel('New code').textContent())!.trim();
     expect(code).toMatch(/^ail_enr_/);
+    expect(await dialog.textContent()).toContain("The gateway's token stops working 90 days after it enrols.");
     await check('gateways-code');
     await dialog.getByRole('button', { name: 'Done' }).click();
     await dialog.waitFor({ state: 'hidden' });
@@ -212,6 +215,7 @@ describe('the console: sandboxes, gateways, pool and agent sessions', () => {
     });
     expect(enrolled.status, enrolled.text).toBe(201);
     expect(enrolled.body.groups).toEqual(['canary']);
+    expect(Date.parse(enrolled.body.token_expires_at)).toBeGreaterThan(Date.now() + 89 * 24 * 3600_000);
     const again = await cp.request('POST', '/v1/gateway/enroll', {
       token: null,
       body: { enrollment_code: code, name: 'mallory-laptop' },
@@ -219,7 +223,7 @@ describe('the console: sandboxes, gateways, pool and agent sessions', () => {
     expect(again.body.code).toBe('ENROLLMENT_CODE_USED');
     await page.reload();
     const row = page.getByRole('row', { name: /alice-laptop/ });
-    await expect.poll(() => row.textContent()).toMatch(/alice-laptop\s*canary.*never/);
+    await expect.poll(() => row.textContent()).toMatch(/alice-laptop\s*canary.*expires .*never/);
     // its first contact
     expect((await cp.request('GET', '/v1/gateway/catalog', { token: enrolled.body.token })).status).toBe(200);
     await eventually('the last contact', async () => {

@@ -633,7 +633,13 @@ parity('GatewayRepository', 'createEnrollmentCode', async (s) => {
       tx(s, (x) =>
         g.createEnrollmentCode(
           s.w.ws,
-          { codeHash: hash('code1'), groups: ['canary'], expiresAt: FUTURE, createdBy: 'token:parity' },
+          {
+            codeHash: hash('code1'),
+            groups: ['canary'],
+            expiresAt: FUTURE,
+            createdBy: 'token:parity',
+            tokenExpiresInSeconds: 600,
+          },
           x,
         ),
       ),
@@ -641,7 +647,13 @@ parity('GatewayRepository', 'createEnrollmentCode', async (s) => {
       tx(s, (x) =>
         g.createEnrollmentCode(
           s.w.ws,
-          { codeHash: hash('code2'), groups: [], expiresAt: PAST, createdBy: 'token:parity' },
+          {
+            codeHash: hash('code2'),
+            groups: [],
+            expiresAt: PAST,
+            createdBy: 'token:parity',
+            tokenExpiresInSeconds: null,
+          },
           x,
         ),
       ),
@@ -688,6 +700,7 @@ parity('GatewayRepository', 'createGateway', async (s) => {
             tokenHash: hash('gw1'),
             prefix: 'ail_gw_1',
             enrollmentCodeId: s.w.code1,
+            tokenExpiresAt: FUTURE,
           },
           x,
         ),
@@ -2572,6 +2585,14 @@ parity('GatewayRepository', 'lockEnrolledBy', (s) =>
     await repo(s, 'GatewayRepository').lockEnrolledBy(s.w.org, ['token:parity'], x),
     await repo(s, 'GatewayRepository').lockEnrolledBy(s.w.orgB, ['token:parity'], x),
     await repo(s, 'GatewayRepository').lockEnrolledBy(s.w.org, ['user:nobody'], x),
+  ]),
+);
+parity('GatewayRepository', 'lockEnrolledByIn', (s) =>
+  tx(s, async (x) => [
+    await repo(s, 'GatewayRepository').lockEnrolledByIn(s.w.ws, ['token:parity'], x),
+    // the same organisation's other workspace holds none of them
+    await repo(s, 'GatewayRepository').lockEnrolledByIn(s.w.ws2, ['token:parity'], x),
+    await repo(s, 'GatewayRepository').lockEnrolledByIn(s.w.ws, ['user:nobody'], x),
   ]),
 );
 parity('AgentSessionsRepository', 'liveStartedBy', (s) =>

@@ -201,6 +201,56 @@ describe('two control-plane replicas on one PostgreSQL and Redis', () => {
       }
     });
 
+    it('gives an enrolled token the lifetime its enrolment code names, enforced on every replica until a rotation replaces it', async () => {
+      const code = await a.request('POST', `/v1/workspaces/${ws}/enrollment-codes`, {
+        body: { token_expires_in_seconds: 600 },
+      });
+      expect(code.status, code.text).toBe(201);
+      expect(code.body.token_expires_in_seconds).toBe(600);
+      const enrolled = await a.request('POST', '/v1/gateway/enroll', {
+        token: null,
+        body: { enrollment_code: code.body.code, name: 'contractor-laptop' },
+      });
+      expect(enrolled.status, enrolled.text).toBe(201);
+      // the lifetime runs from enrolment, not from when the code was made
+      const expiresAt = Date.parse(enrolled.body.token_expires_at);
+      expect(expiresAt - Date.now()).toBeGreaterThan(590_000);
+      expect(expiresAt - Date.now()).toBeLessThanOrEqual(600_000);
+      const { gateway_id: id, token } = enrolled.body as { gateway_id: string; token: string };
+      const listed = (await a.request('GET', `/v1/workspaces/${ws}/gateways`)).body.items;
+      expect(listed.find((g: { id: string }) => g.id === id)).toMatchObject({
+        token_expires_at: enrolled.body.token_expires_at,
+      });
+      const [record] = (await a.request('GET', `/v1/workspaces/${ws}/audit?type=gateway.enrolled`)).body.items;
+      expect(record.data).toMatchObject({ gateway_id: id, token_expires_at: enrolled.body.token_expires_at });
+      // a code without one gives a token that does not expire, as before
+      const lasting = await aGateway(a, a.ownerToken, ws);
+      expect((await a.request('GET', `/v1/workspaces/${ws}/gateways`)).body.items).toContainEqual(
+        expect.objectContaining({ id: lasting.id, token_expires_at: null }),
+      );
+
+      for (const cp of [a, b]) expect((await poll(cp, token)).status).toBe(200);
+      for (const cp of [a, b]) advanceClock(cp, 601_000);
+      for (const cp of [a, b]) {
+        expect(await refusalOf(cp, token)).toEqual([401, 'TOKEN_EXPIRED']);
+        expect((await poll(cp, lasting.token)).status).toBe(200);
+      }
+      // an admin rotates it: the new token lives as the rotation says
+      const rotated = await rotate(id, { grace_seconds: 0 });
+      expect(rotated.status, rotated.text).toBe(201);
+      expect(rotated.body.token_expires_at).toBeNull();
+      for (const cp of [a, b]) expect((await poll(cp, rotated.body.token)).status).toBe(200);
+
+      for (const body of [{ token_expires_in_seconds: 59 }, { token_expires_in_seconds: 366 * 24 * 3600 + 1 }]) {
+        const refused = await a.request('POST', `/v1/workspaces/${ws}/enrollment-codes`, { body });
+        expect([refused.status, refused.body.code, refused.text]).toEqual([
+          400,
+          'VALIDATION_FAILED',
+          expect.stringContaining('body.token_expires_in_seconds'),
+        ]);
+      }
+    });
+
     it('is for owners and admins of the workspace; another tenant gets 404, a revoked gateway 409, and nothing changes', async () => {
       const gateway = await aGateway(a, a.ownerToken, ws);
       const member = await aToken(a, a.ownerToken, { role: 'member', workspace: ws });

@@ -227,6 +227,73 @@ describe('offboarding a person on two replicas', () => {
       expect((await b.request('GET', path, { token: a.ownerToken })).body, path).toMatchObject({ ok: true });
   });
 
+  it("revokes a person's gateways in a workspace by person, on both replicas within a second; the person, their tokens and their gateways elsewhere stay", async () => {
+    const person = await aUser(a, a.ownerToken, 'admin');
+    const jwt = (await a.cp.app.get(JwtKeys).issue({ sub: `user:${person.id}`, org: organizationId })).token;
+    const theirToken = await aToken(a, jwt, { name: 'their-ci', role: 'admin', workspace: ws });
+    const elsewhere = (await aWorkspace(a, a.ownerToken)).slug;
+    const gateways = {
+      'enrolled with their code': await aGateway(a, jwt, ws),
+      "enrolled with their token's code": await aGateway(a, theirToken.token, ws),
+      'theirs in another workspace': await aGateway(a, jwt, elsewhere),
+      "someone else's": await aGateway(a, a.ownerToken, ws),
+    };
+    const theirsHere = ['enrolled with their code', "enrolled with their token's code"];
+    const poll = (cp: TestControlPlane, token: string) => cp.request('GET', '/v1/gateway/catalog', { token });
+    // both replicas hold every gateway's credentials, as they do while the gateways poll
+    for (const cp of [a, b])
+      for (const [what, gateway] of Object.entries(gateways))
+        expect((await poll(cp, gateway.token)).status, what).toBe(200);
+
+    const revoke = (token: string, workspace = ws) =>
+      a.request('POST', `/v1/workspaces/${workspace}/gateways/revoke`, { token, body: { enrolled_by: person.id } });
+    // a member may not; an admin of another workspace does not see this one
+    const member = await aToken(a, a.ownerToken, { role: 'member', workspace: ws });
+    expect(refusal(await revoke(member.token))).toBe('403 FORBIDDEN');
+    const neighbour = await aToken(a, a.ownerToken, { role: 'admin', workspace: elsewhere });
+    expect(refusal(await revoke(neighbour.token))).toBe('404 WORKSPACE_NOT_FOUND');
+    for (const gateway of Object.values(gateways)) expect((await poll(b, gateway.token)).status).toBe(200);
+
+    const revoked = await revoke(a.ownerToken);
+    expect(revoked.status, revoked.text).toBe(200);
+    expect(revoked.body.revoked.map((g: { id: string }) => g.id).sort()).toEqual(
+      theirsHere.map((what) => gateways[what as keyof typeof gateways].id).sort(),
+    );
+    for (const view of revoked.body.revoked)
+      expect(view).toMatchObject({
+        revoked_at: expect.any(String),
+        enrolled_by: expect.stringMatching(/^(user|token):/),
+      });
+
+    for (const what of theirsHere) {
+      const { token } = gateways[what as keyof typeof gateways];
+      expect(refusal(await poll(a, token)), what).toBe('401 GATEWAY_REVOKED');
+      await eventually(
+        `${what} refused by the other replica`,
+        async () => refusal(await poll(b, token)) === '401 GATEWAY_REVOKED',
+        WITHIN_A_SECOND,
+      );
+    }
+    for (const cp of [a, b]) {
+      expect((await poll(cp, gateways['theirs in another workspace'].token)).status).toBe(200);
+      expect((await poll(cp, gateways["someone else's"].token)).status).toBe(200);
+      // the person is not offboarded: they and their token still work
+      expect((await cp.request('GET', `/v1/workspaces/${ws}`, { token: jwt })).status).toBe(200);
+      expect((await cp.request('GET', `/v1/workspaces/${ws}`, { token: theirToken.token })).status).toBe(200);
+    }
+
+    // each revocation is recorded, naming who revoked and why
+    const records = (await a.request('GET', `/v1/workspaces/${ws}/audit?type=gateway.revoked&limit=200`)).body.items
+      .filter((r: { data: { reason?: string } }) => r.data.reason === 'revoked_by_person')
+      .filter((r: { data: { gateway_id: string } }) =>
+        theirsHere.some((what) => gateways[what as keyof typeof gateways].id === r.data.gateway_id),
+      );
+    expect(records).toHaveLength(2);
+    for (const record of records) expect(record.actor).toMatch(/^token:/);
+    // a second time there is nothing left to revoke
+    expect((await revoke(a.ownerToken)).body).toEqual({ revoked: [] });
+  });
+
   it('removing a person deletes the user; the records naming them stay and the chain still verifies', async () => {
     const person = await aUser(a, a.ownerToken, 'admin');
     const jwt = (await a.cp.app.get(JwtKeys).issue({ sub: `user:${person.id}`, org: organizationId })).token;

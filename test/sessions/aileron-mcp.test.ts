@@ -388,6 +388,39 @@ describe('aileron-mcp against a running control plane', () => {
 
     expect(await update({ type: 'danger-full-access' })).toEqual({});
     expect(await touch('third')).toMatchObject({ exitCode: 0 });
+
+    // workspace-write passes through whole: the client's working directory and writable roots take writes, nothing
+    // else in /src; /tmp as the flags say; the root it will not take is named beside Codex's empty ack
+    const bash = async (command: string) =>
+      (await client.callTool({ name: 'sandbox__bash', arguments: { sandbox: 'box', command } })).structuredContent as {
+        stdout: string;
+        stderr: string;
+        exitCode: number;
+      };
+    expect(await bash('mkdir -p app lib other && echo made')).toMatchObject({ stdout: 'made\n', exitCode: 0 });
+    const acked = await client.request(
+      {
+        method: 'codex/sandbox-state/update',
+        params: {
+          sandboxPolicy: { type: 'workspace-write', writable_roots: ['/src/lib', '/etc'], exclude_slash_tmp: true },
+          sandboxCwd: '/src/app',
+        },
+      } as never,
+      EmptyResultSchema,
+    );
+    expect(acked._meta?.['aileron/sandbox-state']).toEqual({
+      ignored_writable_roots: [{ path: '/etc', reason: expect.stringMatching(/^outside what the sandbox may write/) }],
+    });
+    expect(await bash('touch app/a lib/b && echo "$TMPDIR" > "$TMPDIR/where" && cat "$TMPDIR/where"')).toMatchObject({
+      stdout: '/tmp/tmpdir\n',
+      exitCode: 0,
+    });
+    for (const outside of ['touch other/c', 'touch top-level', 'echo t > /tmp/u'])
+      expect(await bash(outside), outside).toMatchObject({
+        exitCode: 1,
+        stderr: expect.stringContaining('Read-only file system'),
+      });
+    expect(await update({ type: 'danger-full-access' })).toEqual({});
     await expect(update({ type: 'workspace-write', writable_roots: 'all' })).rejects.toThrow(
       /params\.sandboxPolicy\.writable_roots/,
     );

@@ -56,19 +56,31 @@ export function addGatewaysCommand(parent: Command): void {
       .description('make a one-time enrolment code; prints the code itself, once, on stdout')
       .requiredOption('--workspace <slug>', 'the workspace the gateway joins')
       .option('--expires-in <seconds>', 'how long the code works (default 3600)', seconds)
-      .option('--group <name>', 'a rollout group the gateway joins (repeatable)', collect),
-  ).action(async (options: WorkspaceOption & { expiresIn?: number; group?: string[] }) => {
-    const created = await ApiClient.from(options).post<{ code: string; expires_at: string; groups: string[] }>(
-      `/v1/workspaces/${encodeURIComponent(options.workspace)}/enrollment-codes`,
-      {
-        ...(options.expiresIn !== undefined ? { expires_in_seconds: options.expiresIn } : {}),
-        groups: options.group ?? [],
-      },
-    );
+      .option('--group <name>', 'a rollout group the gateway joins (repeatable)', collect)
+      .option(
+        '--token-expires-in <seconds>',
+        "the enrolled gateway's token stops working this long after enrolment (60 s to 366 days; default: never)",
+        seconds,
+      ),
+  ).action(async (options: WorkspaceOption & { expiresIn?: number; group?: string[]; tokenExpiresIn?: number }) => {
+    const created = await ApiClient.from(options).post<{
+      code: string;
+      expires_at: string;
+      groups: string[];
+      token_expires_in_seconds: number | null;
+    }>(`/v1/workspaces/${encodeURIComponent(options.workspace)}/enrollment-codes`, {
+      ...(options.expiresIn !== undefined ? { expires_in_seconds: options.expiresIn } : {}),
+      groups: options.group ?? [],
+      ...(options.tokenExpiresIn !== undefined ? { token_expires_in_seconds: options.tokenExpiresIn } : {}),
+    });
     if (options.json) return printJson(created);
     out(created.code);
+    const lifetime =
+      created.token_expires_in_seconds === null
+        ? ''
+        : `; the gateway's token will stop working ${created.token_expires_in_seconds} s after it enrols`;
     note(
-      `enrolment code for workspace ${options.workspace}, good once until ${when(created.expires_at)}; the gateway exchanges it at POST /v1/gateway/enroll`,
+      `enrolment code for workspace ${options.workspace}, good once until ${when(created.expires_at)}; the gateway exchanges it at POST /v1/gateway/enroll${lifetime}`,
     );
   });
 
@@ -76,10 +88,12 @@ export function addGatewaysCommand(parent: Command): void {
     gateways
       .command('list')
       .description('enrolled gateways, with when each was last seen')
-      .requiredOption('--workspace <slug>', 'the workspace'),
-  ).action(async (options: WorkspaceOption) => {
+      .requiredOption('--workspace <slug>', 'the workspace')
+      .option('--enrolled-by <user id>', 'only those enrolled with codes that person, or their API tokens, made'),
+  ).action(async (options: WorkspaceOption & { enrolledBy?: string }) => {
+    const filter = options.enrolledBy ? `?enrolled_by=${encodeURIComponent(options.enrolledBy)}` : '';
     const list = await ApiClient.from(options).all<GatewayView>(
-      `/v1/workspaces/${encodeURIComponent(options.workspace)}/gateways`,
+      `/v1/workspaces/${encodeURIComponent(options.workspace)}/gateways${filter}`,
     );
     if (options.json) return printJson({ gateways: list });
     if (list.length === 0) return out('no gateways');
@@ -133,13 +147,27 @@ export function addGatewaysCommand(parent: Command): void {
   withApiOptions(
     gateways
       .command('revoke')
-      .description('revoke a gateway; its token stops working at once')
-      .argument('<id>', 'the gateway id (see gateways list)')
-      .requiredOption('--workspace <slug>', 'the workspace'),
-  ).action(async (id: string, options: WorkspaceOption) => {
-    const revoked = await ApiClient.from(options).delete<GatewayView>(
-      `/v1/workspaces/${encodeURIComponent(options.workspace)}/gateways/${encodeURIComponent(id)}`,
-    );
+      .description(
+        'revoke a gateway, or with --enrolled-by every gateway of the workspace a person enrolled; their tokens stop working at once',
+      )
+      .argument('[id]', 'the gateway id (see gateways list)')
+      .requiredOption('--workspace <slug>', 'the workspace')
+      .option('--enrolled-by <user id>', 'the person whose gateways to revoke (they and their tokens stay)'),
+  ).action(async (id: string | undefined, options: WorkspaceOption & { enrolledBy?: string }) => {
+    if ((id === undefined) === (options.enrolledBy === undefined))
+      throw new CliError('give either a gateway id or --enrolled-by <user id>');
+    const api = ApiClient.from(options);
+    const path = `/v1/workspaces/${encodeURIComponent(options.workspace)}/gateways`;
+    if (options.enrolledBy !== undefined) {
+      const { revoked } = await api.post<{ revoked: GatewayView[] }>(`${path}/revoke`, {
+        enrolled_by: options.enrolledBy,
+      });
+      if (options.json) return printJson({ revoked });
+      if (revoked.length === 0) return out(`no gateway of ${options.workspace} left to revoke for that person`);
+      for (const gateway of revoked) out(`revoked gateway ${gateway.name} (${gateway.id})`);
+      return;
+    }
+    const revoked = await api.delete<GatewayView>(`${path}/${encodeURIComponent(id!)}`);
     if (options.json) return printJson(revoked);
     out(`revoked gateway ${revoked.name} (${revoked.id})`);
   });

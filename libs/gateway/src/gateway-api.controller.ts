@@ -57,6 +57,7 @@ export class GatewayApiController {
       catalog_url: `${base}/v1/gateway/catalog`,
       policy_url: `${base}/v1/gateway/policy`,
       keys_url: `${base}/.well-known/aileron/policy-keys`,
+      token_expires_at: gateway.tokenExpiresAt?.toISOString() ?? null,
     };
   }
 

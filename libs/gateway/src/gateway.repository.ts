@@ -87,11 +87,37 @@ export const DEFAULT_SETTINGS: GatewaySettingsRecord = {
 };
 
 /** Enrolment codes, enrolled gateways, the organisation's gateway settings and the bundle signing keys. */
+/** The gateways enrolled with a code one of `refs` made, of a workspace or (null) the whole organisation, locked. */
+async function lockEnrolled(
+  tx: Transaction,
+  organizationId: string,
+  workspaceId: string | null,
+  refs: string[],
+): Promise<GatewayWithTokens[]> {
+  const ids = await tx.$queryRaw<{ id: string }[]>`
+    SELECT id::text AS id FROM gateways
+     WHERE organization_id = ${organizationId}::uuid AND enrolled_by = ANY(${refs}::text[])
+       AND (${workspaceId}::uuid IS NULL OR workspace_id = ${workspaceId}::uuid)
+     ORDER BY id FOR UPDATE`;
+  const rows = await tx.gateway.findMany({
+    where: { organizationId, id: { in: ids.map((r) => r.id) } },
+    select: withTokens,
+    orderBy: { id: 'asc' },
+  });
+  return rows.map(toGatewayWithTokens);
+}
+
 @Injectable()
 export class GatewayRepository extends Repository {
   async createEnrollmentCode(
     scope: WorkspaceScope,
-    data: { codeHash: string; groups: string[]; expiresAt: Date; createdBy: string },
+    data: {
+      codeHash: string;
+      groups: string[];
+      expiresAt: Date;
+      createdBy: string;
+      tokenExpiresInSeconds: number | null;
+    },
     tx: Transaction,
   ): Promise<{ id: string }> {
     return tx.enrollmentCode.create({
@@ -115,6 +141,7 @@ export class GatewayRepository extends Repository {
     workspaceId: string;
     groups: string[];
     createdBy: string | null;
+    tokenExpiresInSeconds: number | null;
   } | null> {
     const { count } = await tx.enrollmentCode.updateMany({
       where: { codeHash, usedAt: null, expiresAt: { gt: now } },
@@ -123,7 +150,14 @@ export class GatewayRepository extends Repository {
     if (count === 0) return null;
     return tx.enrollmentCode.findUnique({
       where: { codeHash },
-      select: { id: true, organizationId: true, workspaceId: true, groups: true, createdBy: true },
+      select: {
+        id: true,
+        organizationId: true,
+        workspaceId: true,
+        groups: true,
+        createdBy: true,
+        tokenExpiresInSeconds: true,
+      },
     });
   }
 
@@ -153,6 +187,7 @@ export class GatewayRepository extends Repository {
       prefix: string;
       enrollmentCodeId: string;
       enrolledBy: string | null;
+      tokenExpiresAt: Date | null;
     },
     tx: Transaction,
   ): Promise<GatewayRecord> {
@@ -165,6 +200,7 @@ export class GatewayRepository extends Repository {
         tokenHash: data.tokenHash,
         prefix: data.prefix,
         enrolledBy: data.enrolledBy,
+        tokenExpiresAt: data.tokenExpiresAt,
       },
       select: gatewaySelect,
     });
@@ -276,17 +312,13 @@ export class GatewayRepository extends Repository {
    * Offboarding: every gateway of the organisation enrolled with a code one
    * of `refs` made, revoked or not, each locked until the transaction ends.
    */
-  async lockEnrolledBy(scope: OrgScope, refs: string[], tx: Transaction): Promise<GatewayWithTokens[]> {
-    const ids = await tx.$queryRaw<{ id: string }[]>`
-      SELECT id::text AS id FROM gateways
-       WHERE organization_id = ${scope.organizationId}::uuid AND enrolled_by = ANY(${refs}::text[])
-       ORDER BY id FOR UPDATE`;
-    const rows = await tx.gateway.findMany({
-      where: { organizationId: scope.organizationId, id: { in: ids.map((r) => r.id) } },
-      select: withTokens,
-      orderBy: { id: 'asc' },
-    });
-    return rows.map(toGatewayWithTokens);
+  lockEnrolledBy(scope: OrgScope, refs: string[], tx: Transaction): Promise<GatewayWithTokens[]> {
+    return lockEnrolled(tx, scope.organizationId, null, refs);
+  }
+
+  /** As lockEnrolledBy, in the scope's workspace only: a person's gateways there, revoked by person. */
+  lockEnrolledByIn(scope: WorkspaceScope, refs: string[], tx: Transaction): Promise<GatewayWithTokens[]> {
+    return lockEnrolled(tx, scope.organizationId, scope.workspaceId, refs);
   }
 
   async updateGateway(

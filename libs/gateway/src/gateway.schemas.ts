@@ -11,6 +11,13 @@ const group = z
   .regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/, 'letters, digits, "_", "." and "-", at most 64 characters');
 const groups = z.array(group).max(32);
 
+/** How long a gateway token may be given to live, from enrolment or from a rotation. */
+const tokenLifetime = z
+  .number()
+  .int()
+  .min(60)
+  .max(366 * 24 * 3600);
+
 export const enrollmentCodeBody = z
   .object({
     expires_in_seconds: z
@@ -20,12 +27,18 @@ export const enrollmentCodeBody = z
       .max(30 * 24 * 3600)
       .default(3600),
     groups: groups.default([]).describe('rollout groups the enrolled gateway joins'),
+    token_expires_in_seconds: tokenLifetime
+      .optional()
+      .describe(
+        "the enrolled gateway's token stops working this long after enrolment; left out, it works until rotated or revoked",
+      ),
   })
   .strict();
 export const enrollmentCodeView = z.object({
   code: z.string().describe('shown once; good for one enrolment'),
   expires_at: z.string(),
   groups: z.array(z.string()),
+  token_expires_in_seconds: z.number().int().nullable(),
 });
 
 export const enrollBody = z
@@ -40,6 +53,10 @@ export const enrolledView = z.object({
   catalog_url: z.string(),
   policy_url: z.string(),
   keys_url: z.string(),
+  token_expires_at: z
+    .string()
+    .nullable()
+    .describe('when the token stops working (the code gave it a lifetime); null: until rotated or revoked'),
 });
 
 export const resolveSecretsBody = z
@@ -91,11 +108,7 @@ export const rotateBody = z
       .max(7 * 24 * 3600)
       .default(3600)
       .describe('how long the token being replaced keeps working (0: it stops at once); never past its own expiry'),
-    expires_in_seconds: z
-      .number()
-      .int()
-      .min(60)
-      .max(366 * 24 * 3600)
+    expires_in_seconds: tokenLifetime
       .optional()
       .describe('when the new token stops working; left out, it works until rotated or revoked'),
   })
@@ -108,6 +121,17 @@ export const gatewaysQuery = pageQuery().extend({
     .describe(
       "a user's id: only the gateways enrolled with codes that person made, or an API token acting for them made",
     ),
+});
+
+export const revokeByPersonBody = z
+  .object({
+    enrolled_by: uuid.describe(
+      "a user's id: the workspace's gateways enrolled with codes that person, or an API token acting for them, made",
+    ),
+  })
+  .strict();
+export const revokedByPersonView = z.object({
+  revoked: z.array(gatewayView).describe('the gateways this call revoked; those revoked before are left out'),
 });
 
 export const updateGatewayBody = z.object({ groups }).strict();

@@ -9,6 +9,8 @@ import {
   gatewaysQuery,
   gatewayView,
   keysView,
+  revokeByPersonBody,
+  revokedByPersonView,
   rotateBody,
   rotatedView,
   settingsBody,
@@ -43,7 +45,7 @@ export class GatewaysController {
     body: enrollmentCodeBody,
     response: enrollmentCodeView,
     status: 201,
-    example: { body: { expires_in_seconds: 900, groups: ['canary'] } },
+    example: { body: { expires_in_seconds: 900, groups: ['canary'], token_expires_in_seconds: 7776000 } },
   })
   async createCode(
     @Caller() caller: Principal,
@@ -53,8 +55,14 @@ export class GatewaysController {
     const created = await this.gateways.createEnrollmentCode(caller, scope, {
       expiresInSeconds: body.expires_in_seconds,
       groups: body.groups,
+      tokenExpiresInSeconds: body.token_expires_in_seconds ?? null,
     });
-    return { code: created.code, expires_at: created.expiresAt.toISOString(), groups: created.groups };
+    return {
+      code: created.code,
+      expires_at: created.expiresAt.toISOString(),
+      groups: created.groups,
+      token_expires_in_seconds: body.token_expires_in_seconds ?? null,
+    };
   }
 
   @Route({
@@ -117,6 +125,29 @@ export class GatewaysController {
     @Param() params: z.infer<typeof gatewayParams>,
   ): Promise<z.infer<typeof gatewayView>> {
     return toGatewayView(await this.gateways.revoke(caller, scope, params.id));
+  }
+
+  @Route({
+    method: 'POST',
+    path: '/v1/workspaces/:ws/gateways/revoke',
+    summary: "Revoke a person's gateways in the workspace: those enrolled with codes they, or their API tokens, made",
+    description:
+      'For a laptop lost or a person moving on without leaving the organisation: every gateway of the workspace that `GET …/gateways?enrolled_by=` lists for the person is revoked in one transaction, each a `gateway.revoked` audit record with `reason: "revoked_by_person"`, and refused by every replica at once (`401 GATEWAY_REVOKED`). The person, their tokens and their gateways in other workspaces stay; offboarding (`POST /v1/users/{id}/deactivate`) ends all of it.',
+    tag: 'gateways',
+    permission: 'gateway.manage',
+    tenancy: 'workspace',
+    params: wsParams,
+    body: revokeByPersonBody,
+    response: revokedByPersonView,
+    example: { body: { enrolled_by: '{user}' } },
+  })
+  async revokeByPerson(
+    @Caller() caller: Principal,
+    @TenantScope() scope: WorkspaceScope,
+    @Body() body: z.infer<typeof revokeByPersonBody>,
+  ): Promise<z.infer<typeof revokedByPersonView>> {
+    const revoked = await this.gateways.revokeEnrolledBy(caller, scope, body.enrolled_by);
+    return { revoked: revoked.map(toGatewayView) };
   }
 
   @Route({

@@ -16,7 +16,7 @@ import { ConflictError, DomainError, NotFoundError } from '@aileron/errors';
 import { OutboxService } from '@aileron/outbox';
 import { looksLikeEnrollmentCode, mintEnrollmentCode, mintGatewayToken } from './domain/credentials';
 import { GatewayCredentials } from './gateway-credentials.service';
-import { GatewayRecord, GatewayRepository, GatewaySettingsRecord } from './gateway.repository';
+import { GatewayRecord, GatewayRepository, GatewaySettingsRecord, GatewayWithTokens } from './gateway.repository';
 import { SystemScopes } from '@aileron/auth/scope-issuer';
 
 export const ENROLLMENT_DEFAULT_TTL_SECONDS = 3600;
@@ -58,14 +58,20 @@ export class GatewaysService implements OnModuleInit, OnModuleDestroy {
   async createEnrollmentCode(
     principal: Principal,
     scope: WorkspaceScope,
-    options: { expiresInSeconds: number; groups: string[] },
+    options: { expiresInSeconds: number; groups: string[]; tokenExpiresInSeconds: number | null },
   ): Promise<{ code: string; expiresAt: Date; groups: string[] }> {
     const code = mintEnrollmentCode();
     const expiresAt = new Date(this.clock.now() + options.expiresInSeconds * 1000);
     await this.db.transaction(async (tx) => {
       const { id } = await this.repository.createEnrollmentCode(
         scope,
-        { codeHash: hashToken(code), groups: options.groups, expiresAt, createdBy: describePrincipal(principal) },
+        {
+          codeHash: hashToken(code),
+          groups: options.groups,
+          expiresAt,
+          createdBy: describePrincipal(principal),
+          tokenExpiresInSeconds: options.tokenExpiresInSeconds,
+        },
         tx,
       );
       await this.outbox.record(tx, {
@@ -77,6 +83,7 @@ export class GatewaysService implements OnModuleInit, OnModuleDestroy {
           code_id: id,
           expires_at: expiresAt.toISOString(),
           groups: options.groups,
+          token_expires_in_seconds: options.tokenExpiresInSeconds,
           actor: describePrincipal(principal),
         },
       });
@@ -103,6 +110,10 @@ export class GatewaysService implements OnModuleInit, OnModuleDestroy {
               prefix: token.slice(0, 11),
               enrollmentCodeId: used.id,
               enrolledBy: used.createdBy,
+              tokenExpiresAt:
+                used.tokenExpiresInSeconds === null
+                  ? null
+                  : new Date(now.getTime() + used.tokenExpiresInSeconds * 1000),
             },
             tx,
           );
@@ -116,6 +127,7 @@ export class GatewaysService implements OnModuleInit, OnModuleDestroy {
               name,
               groups: used.groups,
               enrolled_by: used.createdBy,
+              token_expires_at: created.tokenExpiresAt?.toISOString() ?? null,
               actor: `gateway:${created.id}`,
             },
           });
@@ -221,6 +233,26 @@ export class GatewaysService implements OnModuleInit, OnModuleDestroy {
   }
 
   /**
+   * Revoke by person: the workspace's gateways enrolled with codes the person
+   * (or a token acting for them) made, each a `gateway.revoked`, in one
+   * transaction; the person and their other credentials stay. Answers the
+   * gateways it revoked (those revoked already are left as they are).
+   */
+  async revokeEnrolledBy(principal: Principal, scope: WorkspaceScope, userId: string): Promise<GatewayRecord[]> {
+    const refs = await this.offboarding.refsOf(scope, userId);
+    const revoked = await this.db.transaction(async (tx) => {
+      const enrolled = await this.repository.lockEnrolledByIn(scope, refs, tx);
+      return this.revokeAll(scope, enrolled, {
+        tx,
+        actor: describePrincipal(principal),
+        reason: 'revoked_by_person',
+        at: this.clock.date(),
+      });
+    });
+    return Promise.all(revoked.map(async (g) => (await this.repository.findGateway(scope, g.id))!));
+  }
+
+  /**
    * Offboarding: the gateways enrolled with codes the person (or a token
    * acting for them) made are revoked, each a `gateway.revoked`; every
    * replica drops their credentials once the offboarding commits.
@@ -228,11 +260,20 @@ export class GatewaysService implements OnModuleInit, OnModuleDestroy {
   private async offboard(
     scope: OrgScope,
     person: Offboardee,
-    { tx, actor, reason, at }: OffboardingContext,
+    context: OffboardingContext,
   ): Promise<Record<string, number>> {
-    const enrolled = await this.repository.lockEnrolledBy(scope, [...person.refs], tx);
-    const live = enrolled.filter((g) => !g.revokedAt);
+    const enrolled = await this.repository.lockEnrolledBy(scope, [...person.refs], context.tx);
     for (const gateway of enrolled) person.refs.add(`gateway:${gateway.id}`);
+    return { gateways: (await this.revokeAll(scope, enrolled, context)).length };
+  }
+
+  /** Revokes those of `gateways` that are live, each a `gateway.revoked` with the reason; every replica forgets them after the commit. */
+  private async revokeAll(
+    scope: OrgScope,
+    gateways: GatewayWithTokens[],
+    { tx, actor, reason, at }: OffboardingContext,
+  ): Promise<GatewayWithTokens[]> {
+    const live = gateways.filter((g) => !g.revokedAt);
     for (const gateway of live) {
       const workspace = SystemScopes.workspace(scope.organizationId, {
         id: gateway.workspaceId,
@@ -249,7 +290,7 @@ export class GatewaysService implements OnModuleInit, OnModuleDestroy {
     this.db.afterCommit(tx, async () => {
       await Promise.all(live.map((g) => this.credentials.forget(g)));
     });
-    return { gateways: live.length };
+    return live;
   }
 
   private async change(

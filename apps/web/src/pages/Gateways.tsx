@@ -248,21 +248,31 @@ function RotateToken({
 function EnrolmentCode({ ws, onDone }: { ws: string; onDone: () => void }) {
   const [lifetime, setLifetime] = useState('3600');
   const [groups, setGroups] = useState<string[]>([]);
+  const [tokenExpiry, setTokenExpiry] = useState('never');
   const create = useMutation({
     mutationFn: () =>
       unwrap(
         api.POST('/v1/workspaces/{ws}/enrollment-codes', {
           params: { path: { ws } },
-          body: { expires_in_seconds: Number(lifetime), groups },
+          body: {
+            expires_in_seconds: Number(lifetime),
+            groups,
+            ...(tokenExpiry === 'never' ? {} : { token_expires_in_seconds: Number(tokenExpiry) }),
+          },
         }),
       ),
   });
   if (create.data) {
+    const expiry = create.data.token_expires_in_seconds;
+    const tokenNote =
+      expiry === null
+        ? ''
+        : ` The gateway's token stops working ${EXPIRIES.find((e) => e.value === String(expiry))?.label ?? `${expiry} s`} after it enrols.`;
     return (
       <ShownOnce
         what="code"
         value={create.data.code}
-        note={`It enrols one gateway, until ${when(create.data.expires_at)}.`}
+        note={`It enrols one gateway, until ${when(create.data.expires_at)}.${tokenNote}`}
         onDone={onDone}
       >
         <Text size="sm">
@@ -293,6 +303,14 @@ function EnrolmentCode({ ws, onDone }: { ws: string; onDone: () => void }) {
           description="The enrolled gateway joins these (a staged rollout picks its versions by group)"
           value={groups}
           onChange={setGroups}
+        />
+        <Select
+          label="Gateway's token expires"
+          description="Counted from enrolment; an admin can rotate it then"
+          data={EXPIRIES}
+          value={tokenExpiry}
+          allowDeselect={false}
+          onChange={(v) => v && setTokenExpiry(v)}
         />
         <Button type="submit" loading={create.isPending}>
           Make code
