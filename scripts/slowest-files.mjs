@@ -36,7 +36,7 @@ export default class SlowestFiles {
       const record = Object.fromEntries(
         files.map((file) => [file.name, Math.round(file.seconds * 10) / 10]).sort(([a], [b]) => (a < b ? -1 : 1)),
       );
-      writeFileSync(DURATIONS_FILE, `${JSON.stringify(record, null, 1)}\n`);
+      writeFileSync(DURATIONS_FILE, `${JSON.stringify(record, null, 2)}\n`);
       process.stdout.write(`\nrecorded the time of ${files.length} test files in ${DURATIONS_FILE}\n`);
     }
     files.splice(COUNT);

