@@ -181,3 +181,20 @@ describe.each(BACKENDS)('workspace event stream on %s', (backend) => {
     await res.arrayBuffer();
   });
 });
+
+describe('a control plane that shuts down with event streams open', () => {
+  it('ends each with stream.ended "shutting down", and its close does not wait for their clients', async () => {
+    const cp = await startTestControlPlane('postgres');
+    const stream = listen(`${cp.url}/v1/workspaces/default/events`, cp.ownerToken);
+    await stream.opened;
+    // before, the HTTP server's close waited for the open answer until its client left: here, for ever (a hang
+    // that vitest's test timeout turns into a failure)
+    await cp.close();
+    const ended = await stream.ended;
+    expect(ended).toContain('event: stream.ended');
+    expect(JSON.parse(ended.slice(ended.indexOf('data: ') + 6))).toMatchObject({
+      reason: 'shutting down',
+      detail: expect.stringContaining('reconnect'),
+    });
+  });
+});

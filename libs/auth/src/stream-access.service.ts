@@ -19,8 +19,13 @@ interface Held {
   expiresAt: number | null;
   /** throws when the refreshed caller may no longer have what the stream gives */
   check: (principal: Principal) => Promise<unknown>;
-  end: (reason: string) => void;
+  /** ends the stream: its caller lost access (`access`), or this process is shutting down (`shutdown`) */
+  end: (reason: string, cause: StreamEnd) => void;
 }
+
+export type StreamEnd = 'access' | 'shutdown';
+
+const SHUTTING_DOWN = 'the control plane is shutting down: reconnect, to another replica or once it is back';
 
 /**
  * Long-lived answers (the event stream, an MCP session's stream of server
@@ -36,6 +41,7 @@ interface Held {
 export class StreamAccess implements OnModuleDestroy {
   private readonly logger = new Logger('StreamAccess');
   private readonly held = new Set<Held>();
+  private closing = false;
   private readonly rechecks: PeriodicTask;
   private readonly unsubscribe: () => void;
 
@@ -56,9 +62,20 @@ export class StreamAccess implements OnModuleDestroy {
     this.unsubscribe = cache.onChange(() => this.recheck());
   }
 
+  /**
+   * Ends every stream still open: the HTTP server's close waits for each
+   * answer under way, so one client holding a stream would hold the shutdown
+   * (a rolling restart, `npm start` stopped with Ctrl-C) for as long as it
+   * stayed. Nest runs this before it closes the server; a stream opened after
+   * it is ended as it opens.
+   */
   async onModuleDestroy(): Promise<void> {
+    this.closing = true;
     this.unsubscribe();
     await this.rechecks.stop();
+    const open = [...this.held];
+    this.held.clear();
+    for (const held of open) held.end(SHUTTING_DOWN, 'shutdown');
   }
 
   /**
@@ -68,6 +85,10 @@ export class StreamAccess implements OnModuleDestroy {
   hold(token: string, check: Held['check'], end: Held['end']): () => void {
     const payload = token.split('.').length === 3 ? decode(token, { json: true }) : null;
     const held: Held = { token, expiresAt: typeof payload?.exp === 'number' ? payload.exp * 1000 : null, check, end };
+    if (this.closing) {
+      end(SHUTTING_DOWN, 'shutdown');
+      return () => undefined;
+    }
     this.held.add(held);
     return () => this.held.delete(held);
   }
@@ -89,7 +110,7 @@ export class StreamAccess implements OnModuleDestroy {
     }
     if (reason === null || !this.held.delete(held)) return;
     this.logger.log({ reason }, 'ended a stream whose caller no longer has access');
-    held.end(reason);
+    held.end(reason, 'access');
   }
 
   /** The caller as a request with this credential would be resolved now (the JWT's signature was checked when the stream opened). */

@@ -102,7 +102,7 @@ export class EventsController {
     const release = this.streams.hold(
       (request as AuthenticatedRequest).credential ?? '',
       (principal) => this.access.workspace(principal, scope.workspaceSlug, EVENTS_PERMISSION),
-      (reason) => end('access withdrawn', reason),
+      (reason, cause) => end(cause === 'shutdown' ? 'shutting down' : 'access withdrawn', reason),
     );
     raw.on('close', () => {
       clearInterval(heartbeat);
