@@ -382,11 +382,13 @@ export class ApprovalsService implements OnModuleInit, OnApplicationBootstrap, O
     scope: WorkspaceScope,
     caller: Principal,
     call: { exact: Omit<ApprovalCall, 'executionMode' | 'roles' | 'groups'>; gatewayId: string | null },
-    ask: () => Promise<ApprovalRecord>,
+    // how to ask when no request is open; or the request the caller already read or asked for, not read again:
+    // a second read could meet a database outage before the wait below, which rides it out
+    ask: (() => Promise<ApprovalRecord>) | ApprovalRecord,
     wait: Omit<DecisionWait, 'deadline'>,
   ): Promise<CallApproval> {
     const { exact, gatewayId } = call;
-    const asked = (await this.forCall(scope, exact, gatewayId)) ?? (await ask());
+    const asked = typeof ask !== 'function' ? ask : ((await this.forCall(scope, exact, gatewayId)) ?? (await ask()));
     const request = await this.awaitDecision(caller, asked, {
       ...wait,
       deadline: this.clock.now() + this.config.pool.approvalWaitSeconds * 1000,

@@ -243,7 +243,7 @@ export class ShellRulesService {
         : undefined;
     let held: Awaited<ReturnType<ApprovalsService['holdCall']>>;
     try {
-      held = await this.approvals.holdCall(who.scope, caller, { exact, gatewayId }, async () => asked, wait);
+      held = await this.approvals.holdCall(who.scope, caller, { exact, gatewayId }, asked, wait);
     } catch (error) {
       page?.done(false);
       throw error;
