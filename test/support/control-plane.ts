@@ -116,6 +116,8 @@ export async function startTestControlPlane(
     LOG_LEVEL: 'warn',
     AILERON_DATA_DIR: dataDir,
     AILERON_OUTBOX_POLL_MS: '200',
+    // what a test leaves under way at its end is waste: a worker's stop waits for its control planes' close
+    AILERON_SHUTDOWN_GRACE_SECONDS: '3',
     ...(databaseUrl
       ? {
           DATABASE_URL: databaseUrl,

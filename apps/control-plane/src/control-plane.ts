@@ -17,6 +17,7 @@ import { OutboxService } from '@aileron/outbox';
 import { QueueService } from '@aileron/queue';
 import { BootstrapResult, BootstrapService } from '@aileron/tenancy';
 import { AppModule } from './app.module';
+import { closeWithin } from './shutdown';
 
 export interface ControlPlane {
   app: NestFastifyApplication;
@@ -96,7 +97,7 @@ export async function startControlPlane(config: AppConfig, options: StartOptions
       signInLink,
       close: () =>
         (closing ??= (async () => {
-          await started.close();
+          await closeWithin(started, fastify.server, config.shutdownGraceSeconds * 1000, log);
           await database.close();
         })()),
     };

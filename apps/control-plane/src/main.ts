@@ -31,7 +31,8 @@ async function main(): Promise<void> {
 
   const stop = (signal: string): void => {
     process.stdout.write(`» ${signal}: shutting down\n`);
-    const force = setTimeout(() => process.exit(1), 10_000);
+    // close() itself stops waiting after twice the grace (./shutdown.ts): this is for a close that cannot even do that
+    const force = setTimeout(() => process.exit(1), (2 * config.shutdownGraceSeconds + 5) * 1000);
     force.unref();
     controlPlane.close().then(
       () => process.exit(0),

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import {
+  BeforeApplicationShutdown,
   Inject,
   Injectable,
   Logger,
@@ -136,7 +137,9 @@ export type Channel = 'rest' | 'page' | 'link' | 'cli';
 const REVIEW_LINKS = SystemScopes.system('review link');
 
 @Injectable()
-export class ApprovalsService implements OnModuleInit, OnApplicationBootstrap, OnApplicationShutdown {
+export class ApprovalsService
+  implements OnModuleInit, OnApplicationBootstrap, BeforeApplicationShutdown, OnApplicationShutdown
+{
   private readonly logger = new Logger('Approvals');
   /** long-polls on a request, woken when it is decided on any replica */
   readonly waiting: Wakeups;
@@ -182,9 +185,13 @@ export class ApprovalsService implements OnModuleInit, OnApplicationBootstrap, O
     this.expiry.start();
   }
 
+  // before the HTTP server closes, which waits for every answer under way: the long-polls and held calls answer now
+  beforeApplicationShutdown(): void {
+    this.waiting.close();
+  }
+
   async onApplicationShutdown(): Promise<void> {
     await this.expiry.stop();
-    this.waiting.close();
   }
 
   reviewUrl(id: string): string {
@@ -333,7 +340,7 @@ export class ApprovalsService implements OnModuleInit, OnApplicationBootstrap, O
   async wait(caller: Principal, id: string, seconds: number): Promise<ApprovalRecord> {
     let record = await this.get(caller, id);
     const deadline = this.clock.now() + Math.min(seconds, MAX_WAIT_SECONDS) * 1000;
-    while (record.status === 'pending' && this.clock.now() < deadline) {
+    while (record.status === 'pending' && this.clock.now() < deadline && !this.waiting.closed) {
       // wake at the decision, at expiry, or at the deadline, whichever comes first
       // and re-read now and then: a lost bus message then costs seconds, not the whole wait
       const now = this.clock.now();
@@ -354,7 +361,13 @@ export class ApprovalsService implements OnModuleInit, OnApplicationBootstrap, O
    */
   async awaitDecision(caller: Principal, request: ApprovalRecord, wait: DecisionWait): Promise<ApprovalRecord> {
     let current = request;
-    while (current.status === 'pending' && this.clock.now() < wait.deadline && !wait.signal.aborted) {
+    // a control plane that stops answers the call as it stands (pending: the client is told where it is reviewed)
+    while (
+      current.status === 'pending' &&
+      this.clock.now() < wait.deadline &&
+      !wait.signal.aborted &&
+      !this.waiting.closed
+    ) {
       wait.progress?.(`Waiting for approval ${current.id}: ${this.reviewUrl(current.id)}`);
       const seconds = Math.max(1, Math.min(PROGRESS_EVERY_MS, wait.deadline - this.clock.now()) / 1000);
       try {

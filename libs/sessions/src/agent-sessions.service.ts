@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import {
+  BeforeApplicationShutdown,
   Inject,
   Injectable,
   Logger,
@@ -83,7 +84,9 @@ function creatorOf(principal: Principal): { kind: CreatorKind; id: string } {
  * ending one refuses its tokens on every replica at once.
  */
 @Injectable()
-export class AgentSessionsService implements OnModuleInit, OnApplicationBootstrap, OnApplicationShutdown {
+export class AgentSessionsService
+  implements OnModuleInit, OnApplicationBootstrap, BeforeApplicationShutdown, OnApplicationShutdown
+{
   /** long-polls on a session's channel, woken when a message is written on any replica */
   readonly waiting: Wakeups;
   private readonly logger = new Logger('AgentSessions');
@@ -125,9 +128,13 @@ export class AgentSessionsService implements OnModuleInit, OnApplicationBootstra
     this.expiry.start();
   }
 
+  // before the HTTP server closes, which waits for every answer under way: the long-polls answer now
+  beforeApplicationShutdown(): void {
+    this.waiting.close();
+  }
+
   async onApplicationShutdown(): Promise<void> {
     await this.expiry.stop();
-    this.waiting.close();
   }
 
   /**
@@ -370,7 +377,7 @@ export class AgentSessionsService implements OnModuleInit, OnApplicationBootstra
     const deadline = this.clock.now() + Math.min(waitSeconds, MAX_WAIT_SECONDS) * 1000;
     for (;;) {
       const found = await this.repository.messages(scope, id, direction, since, page.take);
-      if (found.length > 0 || this.clock.now() >= deadline) return found;
+      if (found.length > 0 || this.clock.now() >= deadline || this.waiting.closed) return found;
       await this.waiting.sleep(id, Math.min(deadline - this.clock.now(), RECHECK_MS));
     }
   }

@@ -9,6 +9,7 @@ import type { MessageBus } from './message-bus';
 export class Wakeups {
   private readonly sleepers = new Map<string, Set<() => void>>();
   private readonly unsubscribe: () => void;
+  private isClosed = false;
 
   /** `keyOf` picks the key out of a message on `channel` (anything but a string is ignored). */
   constructor(bus: MessageBus, channel: string, keyOf: (message: unknown) => unknown) {
@@ -18,8 +19,9 @@ export class Wakeups {
     });
   }
 
-  /** Resolves at the first message about `key`, or after `ms`. */
+  /** Resolves at the first message about `key`, or after `ms`; at once once closed. */
   sleep(key: string, ms: number): Promise<void> {
+    if (this.isClosed) return Promise.resolve();
     return new Promise<void>((resolve) => {
       const set = this.sleepers.get(key) ?? new Set();
       this.sleepers.set(key, set);
@@ -44,8 +46,18 @@ export class Wakeups {
     return this.sleepers.get(key)?.size ?? 0;
   }
 
+  /**
+   * The process is stopping: a long-poll answers with what it has instead of
+   * waiting on, since the HTTP server's close waits for every answer under way.
+   */
+  get closed(): boolean {
+    return this.isClosed;
+  }
+
   /** At shutdown: everyone answers with what they have; no further message is heard. */
   close(): void {
+    if (this.isClosed) return;
+    this.isClosed = true;
     this.unsubscribe();
     for (const set of this.sleepers.values()) for (const wake of set) wake();
   }

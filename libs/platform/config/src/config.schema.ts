@@ -144,6 +144,12 @@ export const SETTINGS = {
     description:
       "The outbox sweep's tick. A tick looks at the database when a hand-over failed, when Redis came back or a worker recorded messages (it says so on the bus), and every tenth tick otherwise, for the messages of a process that died.",
   },
+  AILERON_SHUTDOWN_GRACE_SECONDS: {
+    schema: positiveInt,
+    default: '10',
+    description:
+      "How long a stopping process (SIGTERM, Ctrl-C) lets the work under way finish: long-polls and held calls answer at once, other requests get this long; then their connections are closed, and after twice this long it stops waiting and names what it waited on. Keep it below Kubernetes' terminationGracePeriodSeconds (30 in the Helm chart).",
+  },
   AILERON_ROOT_KEY: {
     schema: z.string().min(1),
     description:

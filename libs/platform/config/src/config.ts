@@ -28,6 +28,7 @@ export interface AppConfig {
   /** Aileron as the authorization server of its MCP endpoints (docs/oauth.md) */
   oauth: { accessTokenTtlSeconds: number; refreshTokenTtlSeconds: number; httpClientIds: boolean };
   outboxPollMs: number;
+  shutdownGraceSeconds: number;
   /** inline root key(s); secret */
   rootKey: string | undefined;
   rootKeyFile: string | undefined;
@@ -219,6 +220,7 @@ function toAppConfig(values: SettingValues): AppConfig {
       httpClientIds: values.AILERON_OAUTH_HTTP_CLIENT_IDS,
     },
     outboxPollMs: values.AILERON_OUTBOX_POLL_MS,
+    shutdownGraceSeconds: values.AILERON_SHUTDOWN_GRACE_SECONDS,
     rootKey: values.AILERON_ROOT_KEY,
     rootKeyFile: values.AILERON_ROOT_KEY_FILE ? resolve(values.AILERON_ROOT_KEY_FILE) : undefined,
     vaultKeepVersions: values.AILERON_VAULT_KEEP_VERSIONS,
