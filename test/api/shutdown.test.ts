@@ -37,6 +37,11 @@ describe('a control plane that stops with requests under way', () => {
           cp.cp.app.get(ApprovalsService).waiting.sleeping(asked.body.id) === 1 &&
           cp.cp.app.get(AgentSessionsService).waiting.sleeping(session.id) === 1,
       );
+      // a client that connected and sent nothing (a load balancer's spare connection): Node's close waited for its
+      // headers for a minute
+      const unused = connect(Number(new URL(cp.url).port), '127.0.0.1');
+      const unusedClosed = new Promise<void>((resolve) => unused.on('close', () => resolve()));
+      unused.on('error', () => undefined);
       // and a client that sent half a request and went quiet: nothing on the server ends that one
       const stalled = connect(Number(new URL(cp.url).port), '127.0.0.1');
       const stalledClosed = new Promise<void>((resolve) => stalled.on('close', () => resolve()));
@@ -48,7 +53,7 @@ describe('a control plane that stops with requests under way', () => {
       await eventually('the half request reached the server', async () => {
         const server = cp.cp.app.getHttpServer() as import('node:http').Server;
         const open = await new Promise<number>((resolve) => server.getConnections((_, n) => resolve(n)));
-        return open >= 3;
+        return open >= 4;
       });
 
       await cp.close();
@@ -60,15 +65,21 @@ describe('a control plane that stops with requests under way', () => {
       const read = await messages;
       expect(read.status, read.text).toBe(200);
       expect(read.body.messages).toEqual([]);
-      // the stalled request's connection was closed for it, once the grace was over, and the log says why
+      // the unused connection was let go at once; the stalled request's was closed once the grace was over, and the
+      // log says which request it was (its path, which names a secret, left out)
+      await unusedClosed;
       await stalledClosed;
       const warning = output
         .lines()
         .filter((line) => line.startsWith('{'))
-        .map((line) => JSON.parse(line) as { level: string; msg: string; connections?: number })
+        .map((line) => JSON.parse(line) as { msg: string })
         .find((line) => line.msg.startsWith('shutdown: work still under way after 1 s'));
-      expect(warning).toMatchObject({ level: 'warn', connections: expect.any(Number) });
-      expect(warning!.connections).toBeGreaterThanOrEqual(1);
+      expect(warning).toMatchObject({
+        level: 'warn',
+        hooks: [],
+        connections: 1,
+        requests: [`POST /v1/workspaces/${ws.slug}/secrets/[redacted]`],
+      });
       expect(output.text()).not.toContain(cp.ownerToken);
     } finally {
       output.restore();

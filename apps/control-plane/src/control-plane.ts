@@ -17,7 +17,7 @@ import { OutboxService } from '@aileron/outbox';
 import { QueueService } from '@aileron/queue';
 import { BootstrapResult, BootstrapService } from '@aileron/tenancy';
 import { AppModule } from './app.module';
-import { closeWithin } from './shutdown';
+import { closeWithin, followActivity } from './shutdown';
 
 export interface ControlPlane {
   app: NestFastifyApplication;
@@ -66,6 +66,12 @@ export async function startControlPlane(config: AppConfig, options: StartOptions
     });
     app.useLogger(new QuietStartLogger(app.get(AppLogger)));
     const fastify = app.getHttpAdapter().getInstance();
+    const activity = followActivity(fastify.server);
+    // as the server stops taking connections: the ones that carry no request are of no use
+    fastify.addHook('preClose', (done) => {
+      activity.closing();
+      done();
+    });
     fastPaths.bind(app.get(FastPaths));
     app.get(RequestLog).install(fastify);
     // every body is read by @aileron/http's parsers, which the fast paths use too
@@ -97,7 +103,7 @@ export async function startControlPlane(config: AppConfig, options: StartOptions
       signInLink,
       close: () =>
         (closing ??= (async () => {
-          await closeWithin(started, fastify.server, config.shutdownGraceSeconds * 1000, log);
+          await closeWithin(started, { server: fastify.server, activity }, config.shutdownGraceSeconds * 1000, log);
           await database.close();
         })()),
     };

@@ -1,7 +1,9 @@
-import type { Server } from 'node:http';
+import type { IncomingMessage, Server } from 'node:http';
+import type { Socket } from 'node:net';
 import type { INestApplicationContext } from '@nestjs/common';
 import { ModulesContainer } from '@nestjs/core';
 import type { Logger } from 'pino';
+import { requestSerializer } from '@aileron/logging';
 
 const HOOKS = ['onModuleDestroy', 'beforeApplicationShutdown', 'onApplicationShutdown'] as const;
 
@@ -16,14 +18,15 @@ const HOOKS = ['onModuleDestroy', 'beforeApplicationShutdown', 'onApplicationShu
  */
 export async function closeWithin(
   app: INestApplicationContext,
-  server: Server | undefined,
+  http: { server: Server; activity: ServerActivity } | undefined,
   graceMs: number,
   log: Logger,
 ): Promise<'closed' | 'overran'> {
+  const server = http?.server;
   const running = hooksUnderWay(app);
-  const waitingOn = async (): Promise<{ hooks: string[]; connections: number | undefined }> => ({
+  const waitingOn = async (): Promise<{ hooks: string[]; connections?: number; requests?: string[] }> => ({
     hooks: [...running],
-    connections: server ? await countConnections(server) : undefined,
+    ...(http ? { connections: await countConnections(http.server), requests: http.activity.requests() } : {}),
   });
   const grace = setTimeout(() => {
     void waitingOn().then((what) => {
@@ -76,6 +79,54 @@ function hooksUnderWay(app: INestApplicationContext): Set<string> {
     }
   }
   return running;
+}
+
+/** What a server is doing, for a shutdown that waits on it to say what, and to let go of what holds it for nothing. */
+export interface ServerActivity {
+  /** the requests not yet answered, by method and path (a secret's path and the query left out) */
+  requests(): string[];
+  /**
+   * The server is closing: lets go of each connection as soon as it carries no
+   * request, now or once its answer is sent. Node's close ends the connections
+   * idle at that moment, but not one that has sent nothing yet (a client that
+   * connected, a load balancer's spare), which it waits on for its headers for
+   * a minute (`headersTimeout`), nor one whose answer ends afterwards, kept
+   * alive for the next request for `keepAliveTimeout`: the server's close waited
+   * on each.
+   */
+  closing(): void;
+}
+
+/** Follows `server`'s connections and requests from now on. */
+export function followActivity(server: Server): ServerActivity {
+  const inFlight = new Map<Socket, Set<IncomingMessage>>();
+  let closing = false;
+  server.on('connection', (socket: Socket) => {
+    inFlight.set(socket, new Set());
+    socket.once('close', () => inFlight.delete(socket));
+  });
+  server.on('request', (req: IncomingMessage, res: NodeJS.EventEmitter) => {
+    const requests = inFlight.get(req.socket);
+    requests?.add(req);
+    res.once('close', () => {
+      requests?.delete(req);
+      // after the answer: no further request comes on it
+      if (closing && requests?.size === 0) req.socket.end();
+    });
+  });
+  return {
+    requests: () =>
+      [...inFlight.values()].flatMap((requests) =>
+        [...requests].map((req) => {
+          const { method, path } = requestSerializer(req);
+          return `${String(method)} ${String(path)}`;
+        }),
+      ),
+    closing() {
+      closing = true;
+      for (const [socket, requests] of inFlight) if (requests.size === 0) socket.destroy();
+    },
+  };
 }
 
 /** The server's open connections now. */
