@@ -107,10 +107,20 @@ export class ConsoleBrowser {
 
   /** Presses Tab (Shift+Tab with `backwards`) until `target` has the focus, as a person without a mouse reaches a control. */
   async tabTo(p: Page, target: Locator, { presses = 80, backwards = false } = {}): Promise<void> {
+    // the element, found once: a locator is looked up again on each use, and a role's walks the accessible names of
+    // the whole page (console-keyboard pressed Tab 606 times); found again only if the page replaced it
+    let element = await target.elementHandle();
     for (let i = 0; i < presses; i++) {
       await p.keyboard.press(backwards ? 'Shift+Tab' : 'Tab');
-      if (await target.evaluate((el) => el === el.ownerDocument.activeElement)) return;
+      let reached = await element.evaluate((el) => (el.isConnected ? el === el.ownerDocument.activeElement : null));
+      if (reached === null) {
+        await element.dispose();
+        element = await target.elementHandle();
+        reached = await element.evaluate((el) => el === el.ownerDocument.activeElement);
+      }
+      if (reached) return void (await element.dispose());
     }
+    await element.dispose();
     throw new Error(`${backwards ? 'Shift+Tab' : 'Tab'} never reached ${String(target)}`);
   }
 
