@@ -75,6 +75,19 @@ interface Installation {
   stop(): Promise<void>;
 }
 
+/**
+ * Where the resident memory is, from the control plane's own /metrics: V8's heap in use and reserved, and the
+ * memory outside it. A resident size far above the heap reserved is the C allocator's, not live objects.
+ */
+async function heapOf(url: string): Promise<string> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const mb = (name: string): string => {
+    const line = text.split('\n').find((l) => l.startsWith(`aileron_${name} `));
+    return line ? `${(Number(line.split(' ')[1]) / 1048576).toFixed(0)} MB` : '?';
+  };
+  return `V8 heap ${mb('nodejs_heap_size_used_bytes')} used of ${mb('nodejs_heap_size_total_bytes')}, external ${mb('nodejs_external_memory_bytes')}`;
+}
+
 function organizationName(n: number): { slug: string; name: string } {
   return { slug: `t${String(n).padStart(4, '0')}`, name: `Tenant ${n}` };
 }
@@ -507,7 +520,8 @@ async function run(): Promise<Figure[]> {
         `  ${installation.label} (${installation.tenants.length} workspaces): control plane RSS ` +
           Object.entries(installation.rss)
             .map(([when, mb]) => `${when} ${mb.toFixed(0)} MB`)
-            .join(', '),
+            .join(', ') +
+          `; of it ${await heapOf(installation.url)}`,
       );
 
     const sizes = `${large.tenants.length} workspaces in ${ORGANIZATIONS} organisations`;
