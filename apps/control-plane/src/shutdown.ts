@@ -22,17 +22,14 @@ export async function closeWithin(
   graceMs: number,
   log: Logger,
 ): Promise<'closed' | 'overran'> {
-  const server = http?.server;
   const running = hooksUnderWay(app);
-  const waitingOn = async (): Promise<{ hooks: string[]; connections?: number; requests?: string[] }> => ({
+  const waitingOn = (): { hooks: string[]; connections?: number; requests?: string[] } => ({
     hooks: [...running],
-    ...(http ? { connections: await countConnections(http.server), requests: http.activity.requests() } : {}),
+    ...(http ? { connections: http.activity.connections(), requests: http.activity.requests() } : {}),
   });
   const grace = setTimeout(() => {
-    void waitingOn().then((what) => {
-      log.warn(what, `shutdown: work still under way after ${graceMs / 1000} s; closing the open connections`);
-      server?.closeAllConnections();
-    });
+    log.warn(waitingOn(), `shutdown: work still under way after ${graceMs / 1000} s; closing the open connections`);
+    http?.server.closeAllConnections();
   }, graceMs);
   let overran: NodeJS.Timeout | undefined;
   const deadline = new Promise<'overran'>((resolve) => {
@@ -41,10 +38,7 @@ export async function closeWithin(
   try {
     const outcome = await Promise.race([app.close().then(() => 'closed' as const), deadline]);
     if (outcome === 'overran')
-      log.error(
-        await waitingOn(),
-        `shutdown: stopped waiting after ${(2 * graceMs) / 1000} s for work that did not end`,
-      );
+      log.error(waitingOn(), `shutdown: stopped waiting after ${(2 * graceMs) / 1000} s for work that did not end`);
     return outcome;
   } finally {
     clearTimeout(grace);
@@ -83,6 +77,8 @@ function hooksUnderWay(app: INestApplicationContext): Set<string> {
 
 /** What a server is doing, for a shutdown that waits on it to say what, and to let go of what holds it for nothing. */
 export interface ServerActivity {
+  /** the connections open now */
+  connections(): number;
   /** the requests not yet answered, by method and path (a secret's path and the query left out) */
   requests(): string[];
   /**
@@ -115,6 +111,7 @@ export function followActivity(server: Server): ServerActivity {
     });
   });
   return {
+    connections: () => inFlight.size,
     requests: () =>
       [...inFlight.values()].flatMap((requests) =>
         [...requests].map((req) => {
@@ -127,9 +124,4 @@ export function followActivity(server: Server): ServerActivity {
       for (const [socket, requests] of inFlight) if (requests.size === 0) socket.destroy();
     },
   };
-}
-
-/** The server's open connections now. */
-function countConnections(server: Server): Promise<number | undefined> {
-  return new Promise((resolve) => server.getConnections((error, count) => resolve(error ? undefined : count)));
 }
