@@ -34,6 +34,23 @@ describe('RedisService', () => {
     expect(redis.available).toBe(true);
   });
 
+  it('takes an answer that came while the process was busy past the time-out: a stalled event loop is not an outage', async () => {
+    const gone: boolean[] = [];
+    const stop = redis.onChange((available) => gone.push(!available));
+    try {
+      const answer = redis.run('a spec', (commands) => commands.set('busy', 'v', 'EX', 60));
+      // the thread held past the command time-out, as a long synchronous task or a GC pause holds it; Redis has
+      // answered meanwhile, and its answer waits in the socket
+      const until = performance.now() + 1_500;
+      while (performance.now() < until);
+      await expect(answer).resolves.toBe('OK');
+      expect(redis.available).toBe(true);
+      expect(gone).toEqual([]);
+    } finally {
+      stop();
+    }
+  });
+
   it('refuses at once, with a 503 a client may retry, while Redis is away', async () => {
     const away = new RedisService({ url: 'redis://127.0.0.1:1', prefix });
     await away.onModuleInit();

@@ -68,7 +68,8 @@ export class RedisService implements OnModuleInit, OnApplicationShutdown {
       keyPrefix: `${settings.prefix}:`,
       enableOfflineQueue: false,
       maxRetriesPerRequest: 1,
-      commandTimeout: COMMAND_TIMEOUT_MS,
+      // no ioredis commandTimeout: every call is bounded by `within` (run, ping), which tells a slow Redis from a
+      // busy process; ioredis' own timer would fail a command whose answer sits unread behind a stalled event loop
     });
     let lastError = 'connection closed';
     this.shared.on('ready', () => {
@@ -231,11 +232,18 @@ export class RedisService implements OnModuleInit, OnApplicationShutdown {
   }
 }
 
-/** `promise`, or a rejection after `ms`: whatever is stuck behind it must not hold the caller. */
+/**
+ * `promise`, or a rejection after `ms`: whatever is stuck behind it must not hold the caller.
+ *
+ * A timer that comes due while this process is busy (a long synchronous task, a GC pause, the embedded database's
+ * work on the thread) fires before the event loop reads its sockets, and Redis' answer may be waiting there,
+ * unread: counting that as Redis away ended every live event stream of the replica at random under load. So the
+ * expiry looks once more after the loop's next read of its sockets (setImmediate runs after the I/O poll).
+ */
 function within<T>(promise: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+    timer = setTimeout(() => setImmediate(() => reject(new Error(`no answer within ${ms} ms`))), ms);
   });
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
