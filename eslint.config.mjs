@@ -6,7 +6,7 @@ import tseslint from 'typescript-eslint';
  * The rules the house holds everyone to (STYLE.md): typescript-eslint's
  * strict set, and the type-aware rules that catch a promise nobody waits
  * for or one passed where a callback's result is ignored. Formatting is
- * Prettier's (.prettierrc.json), not a lint rule.
+ * Biome's (biome.jsonc), not a lint rule.
  */
 export default tseslint.config(
   {

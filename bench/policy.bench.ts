@@ -294,8 +294,8 @@ function largeDocument(): PolicyDocument {
 /** What a small team starts with: two servers, a few cross-server rules. */
 function smallDocument(): PolicyDocument {
   const rules = [...serverRules(SERVERS[0]!, [0, 1, 3]), ...serverRules(SERVERS[4]!, [2, 4, 5])];
-  const globals = ['shell-dangerous', 'admins-anything', 'staging-open', 'production-writes'].map((id) =>
-    GLOBAL_RULES.find((rule) => rule.id === id)!,
+  const globals = ['shell-dangerous', 'admins-anything', 'staging-open', 'production-writes'].map(
+    (id) => GLOBAL_RULES.find((rule) => rule.id === id)!,
   );
   return { default: 'deny', on_error: 'deny', rules: [...rules, ...globals] };
 }

@@ -153,8 +153,7 @@ class LocalIdp {
           }),
         );
         const refuse = (status: number, error: string, why: string) => (
-          this.refusals.push(why),
-          json(status, { error })
+          this.refusals.push(why), json(status, { error })
         );
         const basic = /^Basic (.+)$/.exec(req.headers.authorization ?? '')?.[1];
         const [id, secret] = basic

@@ -46,7 +46,7 @@ function codesInSource(): { code: string; where: string }[] {
   const texts = new Map(files.map((f) => [f, readFileSync(join(root, f), 'utf8')]));
   // DomainError and every class that extends it, transitively
   const errorClasses = new Set(['DomainError']);
-  for (let grew = true; grew;) {
+  for (let grew = true; grew; ) {
     grew = false;
     for (const text of texts.values()) {
       for (const [, name, base] of text.matchAll(/class (\w+) extends (\w+)/g)) {

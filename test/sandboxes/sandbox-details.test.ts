@@ -333,7 +333,8 @@ describe('sandboxes in detail (embedded, bubblewrap)', () => {
     const pending = await eventually('the pending approval', async () => {
       const inbox = await cp.request('GET', `/v1/workspaces/${gated.slug}/approvals?status=pending`);
       return inbox.body.approvals[0] as
-        { id: string; server: string; tool: string; arguments: Record<string, unknown>; rules: string[] } | undefined;
+        | { id: string; server: string; tool: string; arguments: Record<string, unknown>; rules: string[] }
+        | undefined;
     });
     expect(pending).toMatchObject({
       server: 'sandbox',

@@ -118,7 +118,9 @@ async function modelOf(object: K8sObject): Promise<new (data: K8sObject) => { va
   const model = module[object.kind];
   if (typeof model !== 'function')
     throw new Error(`no kubernetes-models class for ${object.apiVersion} ${object.kind}`);
-  return model as new (data: K8sObject) => { validate(): void };
+  return model as new (
+    data: K8sObject,
+  ) => { validate(): void };
 }
 
 function controlPlane(r: Rendered): K8sObject {

@@ -56,7 +56,8 @@ function run(command: string, args: string[], env: Record<string, string>): Prom
 function refusalOf(result: unknown): { code: string; approval_id: string; review_url: string } | undefined {
   return (
     ((result as { _meta?: Record<string, unknown> })._meta?.['aileron/refusal'] as
-      { code: string; approval_id: string; review_url: string } | undefined) ?? undefined
+      | { code: string; approval_id: string; review_url: string }
+      | undefined) ?? undefined
   );
 }
 

@@ -8,7 +8,8 @@ import type { Principal } from './domain/principal';
  * which must not fit any prefixed kind.
  */
 export type CredentialResolver = { resolve(token: string): Promise<Principal> } & (
-  { prefix: string; shape?: never } | { shape: RegExp; prefix?: never }
+  | { prefix: string; shape?: never }
+  | { shape: RegExp; prefix?: never }
 );
 
 /**

@@ -48,7 +48,8 @@ type GrantRevokedListener = (scope: OrgScope, grant: GrantRecord, why: ProviderR
 export class OauthProvider {
   private readonly logger = new Logger('OauthProvider');
   private built:
-    Promise<{ provider: Provider; handler: (req: IncomingMessage, res: ServerResponse) => void }> | undefined;
+    | Promise<{ provider: Provider; handler: (req: IncomingMessage, res: ServerResponse) => void }>
+    | undefined;
   private module: OidcModule | undefined;
   private readonly endedListeners: (() => Promise<void>)[] = [];
   private readonly revokedListeners: GrantRevokedListener[] = [];

@@ -172,7 +172,7 @@ export class WebhookDeliveryService implements BeforeApplicationShutdown {
       limit: SWEEP_BATCH,
     };
     let queued = 0;
-    for (let after: string | null = null; ;) {
+    for (let after: string | null = null; ; ) {
       const due = await this.repository.overdue(SWEEP_SCOPE, { ...query, after });
       if (due.length === 0) return queued;
       const messages = await this.outbox.read(due.map((d) => d.eventId.slice(EVENT_ID_PREFIX.length)));

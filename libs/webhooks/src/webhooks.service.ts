@@ -105,7 +105,7 @@ export class WebhooksService {
     const found: { name: string; workspaceId: string | null }[] = [];
     if (wanted.size === 0) return found;
     // an organisation has a handful of endpoints: read them a page at a time rather than add a query
-    for (let after: { createdAt: Date; id: string } | undefined; ;) {
+    for (let after: { createdAt: Date; id: string } | undefined; ; ) {
       const page = await this.repository.list(scope, { take: ENDPOINT_PAGE, ...(after ? { after } : {}) });
       for (const e of page) if (wanted.has(e.name)) found.push({ name: e.name, workspaceId: e.workspaceId });
       const last = page[page.length - 1];

@@ -82,7 +82,8 @@ export interface GatewayEvent {
 }
 
 export type EventCheck =
-  { ok: true; event: GatewayEvent } | { ok: false; code: string; reason: string; issues: readonly PathIssue[] };
+  | { ok: true; event: GatewayEvent }
+  | { ok: false; code: string; reason: string; issues: readonly PathIssue[] };
 
 /**
  * Validates one event as of `now` (ms); a bad one is rejected alone, with a

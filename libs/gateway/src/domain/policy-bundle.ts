@@ -98,7 +98,8 @@ export interface PublishedKey {
 }
 
 export type BundleCheck =
-  { ok: true } | { ok: false; reason: 'UNKNOWN_KEY' | 'BAD_SIGNATURE' | 'EXPIRED' | 'ROLLED_BACK' };
+  | { ok: true }
+  | { ok: false; reason: 'UNKNOWN_KEY' | 'BAD_SIGNATURE' | 'EXPIRED' | 'ROLLED_BACK' };
 
 /**
  * What a gateway does with a bundle, offline: signature by a published key,

@@ -57,7 +57,7 @@ const UNAVAILABLE_MESSAGES =
  */
 export function databaseUnavailableReason(error: unknown): string | null {
   const seen = new Set<unknown>();
-  for (let current = error; current && typeof current === 'object' && !seen.has(current);) {
+  for (let current = error; current && typeof current === 'object' && !seen.has(current); ) {
     seen.add(current);
     const e = current as {
       code?: unknown;

@@ -39,6 +39,7 @@ export function toolError(code: string, message: string, details: Record<string,
 /** The code and details of a tool error made by toolError; undefined for any other result. */
 export function toolErrorOf(result: unknown): ToolErrorDetails | undefined {
   const meta = (result as { isError?: unknown; _meta?: Record<string, unknown> } | null)?._meta?.[TOOL_ERROR_META] as
-    ToolErrorDetails | undefined;
+    | ToolErrorDetails
+    | undefined;
   return (result as { isError?: unknown }).isError === true && typeof meta?.code === 'string' ? meta : undefined;
 }

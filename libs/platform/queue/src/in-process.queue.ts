@@ -70,7 +70,7 @@ export class InProcessQueue implements JobQueue {
 
   private pump(): void {
     if (!this.started || this.closed) return;
-    for (let i = 0; i < this.waiting.length;) {
+    for (let i = 0; i < this.waiting.length; ) {
       const job = this.waiting[i]!;
       const processor = this.processors.get(job.name);
       const busy = this.running.get(job.name) ?? 0;

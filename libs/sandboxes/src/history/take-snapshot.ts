@@ -160,7 +160,7 @@ async function objectsPresent(driver: SandboxDriver, spec: SandboxSpec, shas: st
 
 function parseNameStatus(fields: string[]): { path: string; status: string }[] {
   const files: { path: string; status: string }[] = [];
-  for (let i = 0; i < fields.length;) {
+  for (let i = 0; i < fields.length; ) {
     const status = fields[i++]!;
     // renames and copies name the old path, then the new one
     if (status.startsWith('R') || status.startsWith('C')) {

@@ -142,7 +142,8 @@ export function blobId(bytes: Buffer): string {
 export type TreeChange = (TreeEntry & { before: string | null }) | { path: string; deleted: true };
 
 export type ScanResult =
-  { full: true; entries: TreeEntry[]; skipped: string[] } | { full: false; changes: TreeChange[]; skipped: string[] };
+  | { full: true; entries: TreeEntry[]; skipped: string[] }
+  | { full: false; changes: TreeChange[]; skipped: string[] };
 
 export type RunnerOp = RunnerRequest['op'];
 export type RunnerResult<O extends RunnerOp> = RunnerResults[O];

@@ -79,13 +79,15 @@ function prefixRule(call: Call, source: string, fail: Fail): Examples {
   const justification = justificationArg && stringOf(justificationArg, 'justification', fail);
   if (justification !== undefined && !justification.trim()) fail(justificationArg!.at, 'justification cannot be empty');
   const [first, ...rest] = pattern(patternArg, fail);
-  const rules = (typeof first === 'string' ? [first] : first!).map((program): ShellRule => ({
-    program,
-    args: rest,
-    decision,
-    ...(justification !== undefined ? { justification } : {}),
-    source,
-  }));
+  const rules = (typeof first === 'string' ? [first] : first!).map(
+    (program): ShellRule => ({
+      program,
+      args: rest,
+      decision,
+      ...(justification !== undefined ? { justification } : {}),
+      source,
+    }),
+  );
   return {
     rules,
     match: examplesOf(args.get('match'), 'match', fail),

@@ -59,7 +59,7 @@ export function mayRunInSubscript(text: string): boolean {
 /** `${!x}` or `${x@P}`: the value of a variable is read as a name or as a prompt string, either of which may run code. */
 function readsVariableAsCode(text: string): boolean {
   if (text.includes('${!')) return true;
-  for (let open = text.indexOf('${'); open >= 0;) {
+  for (let open = text.indexOf('${'); open >= 0; ) {
     const close = text.indexOf('}', open);
     if (close < 0) return false;
     if (text.slice(close - 2, close) === '@P') return true;

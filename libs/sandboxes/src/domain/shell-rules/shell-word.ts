@@ -6,7 +6,8 @@ import type { Assignment, ArrayValue, Word, WordPart } from 'unbash';
  * tilde), possibly as zero or several words; `text` is how it was written.
  */
 export type ShellWord =
-  { readonly kind: 'static'; readonly value: string } | { readonly kind: 'dynamic'; readonly text: string };
+  | { readonly kind: 'static'; readonly value: string }
+  | { readonly kind: 'dynamic'; readonly text: string };
 
 /** The word's string when the shell produces exactly that, else null. */
 export function staticValue(word: ShellWord | undefined): string | null {

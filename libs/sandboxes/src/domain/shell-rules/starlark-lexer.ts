@@ -7,7 +7,16 @@ import { printable } from './shell-word';
 // the first problem of the file, as Codex's lazy lexer does.
 
 export type TokenType =
-  'name' | 'keyword' | 'string' | 'fstring' | 'number' | 'op' | 'newline' | 'indent' | 'error' | 'eof';
+  | 'name'
+  | 'keyword'
+  | 'string'
+  | 'fstring'
+  | 'number'
+  | 'op'
+  | 'newline'
+  | 'indent'
+  | 'error'
+  | 'eof';
 
 export interface Token {
   readonly type: TokenType;
