@@ -149,6 +149,42 @@ describe('the console with the keyboard alone', () => {
     await chromium.check(page, 'keyboard-members');
   });
 
+  it('opens a dialog without its transition where the system asks for less motion, and with it where not', async () => {
+    /** The transitions the dialog and its overlay run while it opens with Enter, on `p`. */
+    async function transitionsOpening(p: Page): Promise<string[]> {
+      await p.goto(`${cp.url}/workspaces`);
+      await p.evaluate(() => {
+        const seen: string[] = [];
+        (window as unknown as { seen: string[] }).seen = seen;
+        document.addEventListener('transitionrun', (event) => {
+          // the dialog's own appearance and its overlay's, not its fields' focus styles
+          if ((event.target as Element).matches('[role="dialog"], .mantine-Modal-overlay'))
+            seen.push(event.propertyName);
+        });
+      });
+      await chromium.tabTo(p, p.getByRole('button', { name: 'New workspace', exact: true }), { presses: 150 });
+      await p.keyboard.press('Enter');
+      const dialog = p.getByRole('dialog', { name: 'New workspace' });
+      await dialog.waitFor();
+      await expect.poll(() => dialog.evaluate((el) => el.contains(el.ownerDocument.activeElement))).toBe(true);
+      const seen = await p.evaluate(() => (window as unknown as { seen: string[] }).seen);
+      await p.keyboard.press('Escape');
+      await dialog.waitFor({ state: 'hidden' });
+      return seen;
+    }
+    // this suite's browser asks for less motion (console-browser.ts)
+    expect(await transitionsOpening(page)).toEqual([]);
+    const moving = await chromium.browser.newContext({
+      viewport: { width: 1280, height: 800 },
+      storageState: await chromium.context.storageState(),
+    });
+    try {
+      expect(await transitionsOpening(await moving.newPage())).toContain('opacity');
+    } finally {
+      await moving.close();
+    }
+  });
+
   it('policy: the simulator is filled in and submitted from the keyboard', async () => {
     await follow('Policy', `/workspaces/${ws.slug}/policy`);
     await submit('Server', 'github', 'create_issue');

@@ -25,6 +25,8 @@ const darker = (name: string, filled: string, text: string): MantineColorsTuple 
 const theme = createTheme({
   // shade 8 fills buttons and badges (white text on it), shade 9 is the text of light variants (alerts, light badges)
   primaryShade: 8,
+  // people who ask their system for less motion get dialogs, menus and toasts without their transitions
+  respectReducedMotion: true,
   colors: {
     green: darker('green', '#237032', '#1c5f2a'),
     yellow: darker('yellow', '#a35900', '#8a4b00'),
