@@ -153,21 +153,19 @@ describe('the console with the keyboard alone', () => {
     /** The transitions the dialog and its overlay run while it opens with Enter, on `p`. */
     async function transitionsOpening(p: Page): Promise<string[]> {
       await p.goto(`${cp.url}/workspaces`);
-      await p.evaluate(() => {
-        const seen: string[] = [];
-        (window as unknown as { seen: string[] }).seen = seen;
+      // in the page: the transitions that start on the dialog itself and its overlay, not its fields' focus styles
+      await p.evaluate(`(() => {
+        window.seen = [];
         document.addEventListener('transitionrun', (event) => {
-          // the dialog's own appearance and its overlay's, not its fields' focus styles
-          if ((event.target as Element).matches('[role="dialog"], .mantine-Modal-overlay'))
-            seen.push(event.propertyName);
+          if (event.target.matches('[role="dialog"], .mantine-Modal-overlay')) window.seen.push(event.propertyName);
         });
-      });
+      })()`);
       await chromium.tabTo(p, p.getByRole('button', { name: 'New workspace', exact: true }), { presses: 150 });
       await p.keyboard.press('Enter');
       const dialog = p.getByRole('dialog', { name: 'New workspace' });
       await dialog.waitFor();
       await expect.poll(() => dialog.evaluate((el) => el.contains(el.ownerDocument.activeElement))).toBe(true);
-      const seen = await p.evaluate(() => (window as unknown as { seen: string[] }).seen);
+      const seen = (await p.evaluate('window.seen')) as string[];
       await p.keyboard.press('Escape');
       await dialog.waitFor({ state: 'hidden' });
       return seen;
