@@ -29,6 +29,13 @@ const AXE = readFileSync(createRequire(join(process.cwd(), 'package.json')).reso
  * Content-Security-Policy refused, each a broken page. Each console test file
  * starts one beside its control plane.
  */
+/**
+ * Every console test's browser context: a laptop's window, and a person whose system asks for less motion, so
+ * dialogs and menus appear without their transitions and a page settles at once (console-keyboard.test.ts shows
+ * both ways; the console files spent ~6% less CPU so).
+ */
+const CONTEXT = { viewport: { width: 1280, height: 800 }, reducedMotion: 'reduce' } as const;
+
 export class ConsoleBrowser {
   /** what went wrong in a page since the last `takeProblems()` */
   private readonly problems: string[] = [];
@@ -46,13 +53,16 @@ export class ConsoleBrowser {
     // as an operator sets AILERON_PUBLIC_URL: the identity provider sends the browser back there
     cp.cp.config.publicUrl = cp.url;
     const browser = await launchChromium();
-    // as a person whose system asks for less motion: dialogs and menus appear without their transitions, so a page
-    // settles at once (console-keyboard.test.ts shows both ways); the console files spent ~6% less CPU so
-    const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, reducedMotion: 'reduce' });
+    const context = await browser.newContext(CONTEXT);
     const page = await context.newPage();
     const it = new ConsoleBrowser(browser, context, page);
     it.watch(page);
     return it;
+  }
+
+  /** Another browser context like the first (another person, or the same one's other browser): signed out. */
+  newContext(): Promise<BrowserContext> {
+    return this.browser.newContext(CONTEXT);
   }
 
   /** Signs the first page in as the embedded owner, with the one-time link `npm start` printed. */

@@ -98,7 +98,7 @@ describe('the console: review links and live session messages', () => {
     expect(link).toContain(`/review/${held.id}?link=`);
 
     // the approver's own browser: no session, no account here, only the link
-    const theirs = await chromium.browser.newContext({ viewport: { width: 1280, height: 800 } });
+    const theirs = await chromium.newContext();
     const p = await theirs.newPage();
     chromium.watch(p);
     const requests: string[] = [];
@@ -160,7 +160,7 @@ describe('the console: review links and live session messages', () => {
   it('offers a person not signed in the ways in; with a pasted token, typed and sent from the keyboard, the request shows', async () => {
     const asked = await aLocalCallHeld('rotate the signing key');
     const id = asked.id;
-    const fresh = await chromium.browser.newContext({ viewport: { width: 1280, height: 800 } });
+    const fresh = await chromium.newContext();
     const p = await fresh.newPage();
     chromium.watch(p);
     await p.goto(local(asked.review_url));
@@ -184,7 +184,7 @@ describe('the console: review links and live session messages', () => {
 
   it('takes a person who signs in with the one-time link, opened in another tab, to the review they were asked to sign in for', async () => {
     const review = `${cp.url}/approvals/${(await aLocalCallHeld('drop the staging table')).id}`;
-    const fresh = await chromium.browser.newContext({ viewport: { width: 1280, height: 800 } });
+    const fresh = await chromium.newContext();
     const waiting = await fresh.newPage();
     chromium.watch(waiting);
     await waiting.goto(review);
@@ -206,7 +206,7 @@ describe('the console: review links and live session messages', () => {
 
     // the next link, with nowhere asked for, lands on the overview
     const next = new URL((await cp.request('POST', '/v1/auth/sign-in-links')).body.url as string);
-    const later = await (await chromium.browser.newContext()).newPage();
+    const later = await (await chromium.newContext()).newPage();
     await later.goto(cp.url + next.pathname + next.hash);
     await later.waitForURL(`${cp.url}/overview`);
     await later.context().close();

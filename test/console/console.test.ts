@@ -49,7 +49,7 @@ describe('the web console in Chromium', () => {
 
   /** A fresh browser signed in through the organisation's identity provider, as whoever it signs in. */
   async function signedInThroughIdp(): Promise<{ fresh: BrowserContext; p: Page }> {
-    const fresh = await chromium.browser.newContext();
+    const fresh = await chromium.newContext();
     const p = await fresh.newPage();
     watch(p);
     await p.goto(`${cp.url}/workspaces`);
