@@ -1,7 +1,7 @@
 import { mkdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import { Browser, BrowserContext, Locator, Page, Request } from 'playwright-core';
+import { Browser, BrowserContext, BrowserContextOptions, Locator, Page, Request } from 'playwright-core';
 import { expect } from 'vitest';
 import { launchChromium } from '../support/chromium';
 import type { TestControlPlane } from '../support/control-plane';
@@ -60,9 +60,9 @@ export class ConsoleBrowser {
     return it;
   }
 
-  /** Another browser context like the first (another person, or the same one's other browser): signed out. */
-  newContext(): Promise<BrowserContext> {
-    return this.browser.newContext(CONTEXT);
+  /** Another browser context like the first (another person, or the same one's other browser), as `options` change it. */
+  newContext(options: BrowserContextOptions = {}): Promise<BrowserContext> {
+    return this.browser.newContext({ ...CONTEXT, ...options });
   }
 
   /** Signs the first page in as the embedded owner, with the one-time link `npm start` printed. */

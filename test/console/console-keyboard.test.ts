@@ -150,8 +150,8 @@ describe('the console with the keyboard alone', () => {
   });
 
   it('opens a dialog without its transition where the system asks for less motion, and with it where not', async () => {
-    /** The transitions the dialog and its overlay run while it opens with Enter, on `p`. */
-    async function transitionsOpening(p: Page): Promise<string[]> {
+    /** Opens the dialog with Enter on `p`, asks `expectOf` about the transitions it ran, and closes it. */
+    async function whileOpening(p: Page, expectOf: (seen: () => Promise<string[]>) => Promise<void>): Promise<void> {
       await p.goto(`${cp.url}/workspaces`);
       // in the page: the transitions that start on the dialog itself and its overlay, not its fields' focus styles
       await p.evaluate(`(() => {
@@ -165,19 +165,18 @@ describe('the console with the keyboard alone', () => {
       const dialog = p.getByRole('dialog', { name: 'New workspace' });
       await dialog.waitFor();
       await expect.poll(() => dialog.evaluate((el) => el.contains(el.ownerDocument.activeElement))).toBe(true);
-      const seen = (await p.evaluate('window.seen')) as string[];
+      await expectOf(async () => (await p.evaluate('window.seen')) as string[]);
       await p.keyboard.press('Escape');
       await dialog.waitFor({ state: 'hidden' });
-      return seen;
     }
-    // this suite's browser asks for less motion (console-browser.ts)
-    expect(await transitionsOpening(page)).toEqual([]);
-    const moving = await chromium.browser.newContext({
-      viewport: { width: 1280, height: 800 },
+    // this suite's browser asks for less motion (console-browser.ts): open and focused, the dialog ran none
+    await whileOpening(page, async (seen) => expect(await seen()).toEqual([]));
+    const moving = await chromium.newContext({
+      reducedMotion: 'no-preference',
       storageState: await chromium.context.storageState(),
     });
     try {
-      expect(await transitionsOpening(await moving.newPage())).toContain('opacity');
+      await whileOpening(await moving.newPage(), (seen) => expect.poll(seen).toContain('opacity'));
     } finally {
       await moving.close();
     }
