@@ -7,6 +7,7 @@ import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
 import { eventually } from '../support/eventually';
+import { freePort } from '../support/services';
 import { Browser } from '../support/form-browser.mjs';
 
 const HERE = resolve('test/conformance');
@@ -60,15 +61,6 @@ function checksOf(
     .sort();
   expect(runs, `no results of ${scenario} in ${dir}`).not.toHaveLength(0);
   return JSON.parse(readFileSync(join(dir, runs.at(-1)!, 'checks.json'), 'utf8'));
-}
-
-/** A port nothing listens on now, for the suite's own callback server. */
-async function freePort(): Promise<number> {
-  const probe = createServer();
-  await new Promise<void>((ready) => probe.listen(0, '127.0.0.1', ready));
-  const { port } = probe.address() as AddressInfo;
-  await new Promise((closed) => probe.close(closed));
-  return port;
 }
 
 /**

@@ -7,7 +7,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { migratedDataDir, TEST_ROOT_KEY } from '../support/control-plane';
 import { createPostgresDatabase } from '../support/databases';
-import { freePort } from '../support/services';
+import { freePort, freePorts } from '../support/services';
 import { CLI, requireBuild, startControlPlaneProcess, stopProcess } from '../support/control-plane-process';
 import { SERVERS, textOf } from './mcp-client';
 
@@ -128,7 +128,7 @@ describe('execution records survive a crash between the answer and the audit wri
       env: { ...process.env, ...env, AILERON_DATA_DIR: shared },
       encoding: 'utf8',
     }).trim();
-    const [portA, portB] = [await freePort(), await freePort()];
+    const [portA, portB] = (await freePorts(2)) as [number, number];
     const started: ChildProcess[] = [];
     try {
       const a = await startControlPlaneProcess(shared, portA, env);

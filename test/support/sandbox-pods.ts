@@ -1,8 +1,8 @@
 import { copyFileSync, mkdirSync, readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { projectRoot } from '@aileron/config';
 import type { FakeImage } from './process-kubelet';
+import { freePorts } from './services';
 
 /**
  * What the process kubelet needs to run sandbox pods: the sandbox image (the
@@ -33,15 +33,6 @@ export function listenOnPodIP(args: string[], podIP: string): string[] {
 
 /** Ports for the two runners that nothing on this machine listens on, on any address (every pod here shares its network). */
 export async function runnerPorts(): Promise<{ sandbox: number; history: number }> {
-  return { sandbox: await freePort(), history: await freePort() };
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = createServer();
-    server.listen(0, '0.0.0.0', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
+  const [sandbox, history] = await freePorts(2);
+  return { sandbox: sandbox!, history: history! };
 }

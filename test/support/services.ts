@@ -13,15 +13,49 @@ export interface Service {
   stop(): void;
 }
 
+/**
+ * A port nothing listens on, for a server a test starts in another process.
+ *
+ * Chosen below the kernel's ephemeral range on purpose: a port the kernel hands
+ * out (`listen(0)`) comes from the same range as the source ports of every
+ * outgoing connection, so in a busy run some connect() could take it between
+ * this probe and the child's listen (listen EADDRINUSE, a flaky start). Ports
+ * below the range are given only to those who ask for them by number.
+ */
 export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+  const [low] = ephemeralPorts();
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const port = 10_000 + Math.floor(Math.random() * (low - 10_000));
+    if (await bindable(port)) return port;
+  }
+  throw new Error(`no free port below ${low} after 50 tries`);
+}
+
+/** Several distinct free ports, for servers that will listen at once (none is bound yet, so a probe could draw another's). */
+export async function freePorts(count: number): Promise<number[]> {
+  const ports = new Set<number>();
+  while (ports.size < count) ports.add(await freePort());
+  return [...ports];
+}
+
+/** The kernel's range for ports it picks itself (Linux default 32768-60999). */
+function ephemeralPorts(): [number, number] {
+  try {
+    const [low, high] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/).map(Number);
+    if (low! > 11_000 && high! > low!) return [low!, high!];
+  } catch {
+    // not Linux: the IANA dynamic range
+  }
+  return [49_152, 65_535];
+}
+
+/** On every address: a test's server may listen on 127.0.0.1 or 0.0.0.0, and either clashes with the other. */
+function bindable(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
     const server = createServer();
     server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
+    server.once('error', () => resolve(false));
+    server.listen(port, '0.0.0.0', () => server.close(() => resolve(true)));
   });
 }
 
