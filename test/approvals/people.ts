@@ -1,9 +1,10 @@
-import { generateKeyPairSync, KeyObject } from 'node:crypto';
+import { KeyObject } from 'node:crypto';
 import { createServer, Server } from 'node:http';
 import { sign } from 'jsonwebtoken';
 import { expect } from 'vitest';
 import { aUser } from '../support/builders';
 import type { TestControlPlane } from '../support/control-plane';
+import { rsaKeyPair } from '../support/rsa-keys';
 
 const ISSUER = 'https://login.approvals.example.test/';
 const AUDIENCE = 'aileron';
@@ -31,7 +32,7 @@ export class People {
   private jwksUrl = '';
 
   constructor() {
-    const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+    const { privateKey, publicKey } = rsaKeyPair();
     this.key = privateKey;
     this.publicJwk = publicKey.export({ format: 'jwk' }) as Record<string, unknown>;
   }

@@ -1,4 +1,4 @@
-import { createHash, generateKeyPairSync, KeyObject, randomBytes } from 'node:crypto';
+import { createHash, KeyObject, randomBytes } from 'node:crypto';
 import { createServer, IncomingMessage, Server } from 'node:http';
 import { sign } from 'jsonwebtoken';
 import { Browser } from 'playwright-core';
@@ -6,6 +6,7 @@ import { launchChromium } from '../support/chromium';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { aGateway, aUser, aWorkspace } from '../support/builders';
 import { startApiControlPlane, TestControlPlane, TestResponse } from '../support/control-plane';
+import { rsaKeyPair } from '../support/rsa-keys';
 
 /** Who the local IdP signs in next: it consents on their behalf at once. */
 interface IdpUser {
@@ -53,7 +54,7 @@ class LocalIdp {
   readonly verified: string[] = [];
 
   constructor() {
-    const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+    const { privateKey, publicKey } = rsaKeyPair();
     this.key = privateKey;
     this.jwk = publicKey.export({ format: 'jwk' }) as Record<string, unknown>;
   }
@@ -489,7 +490,7 @@ describe('the review page signed in through the identity provider', () => {
     expect(expired.status).toBe(401);
     expect(await expired.json()).toMatchObject({ code: 'SIGN_IN_ID_TOKEN_INVALID' });
 
-    idp.misbehave = { signWith: generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey };
+    idp.misbehave = { signWith: rsaKeyPair().privateKey };
     const e = await startSignIn(id);
     const forged = await hop((await consent(e.authorize, rita)).href, e.loginCookie);
     expect(forged.status).toBe(401);

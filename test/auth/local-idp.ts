@@ -1,8 +1,9 @@
-import { generateKeyPairSync, KeyObject, randomBytes, randomUUID } from 'node:crypto';
+import { KeyObject, randomBytes, randomUUID } from 'node:crypto';
 import { createServer, IncomingMessage, Server, ServerResponse } from 'node:http';
 import { sign } from 'jsonwebtoken';
 import { expect } from 'vitest';
 import type { TestControlPlane, TestResponse } from '../support/control-plane';
+import { rsaKeyPair } from '../support/rsa-keys';
 
 /** What an endpoint of the local IdP answers instead of its normal answer. */
 export type Override = (req: IncomingMessage, res: ServerResponse) => void;
@@ -29,7 +30,7 @@ export class LocalIdp {
   private readonly nonces = new Map<string, string>();
 
   constructor(private readonly path = '') {
-    const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+    const { privateKey, publicKey } = rsaKeyPair();
     this.key = privateKey;
     this.publicJwk = publicKey.export({ format: 'jwk' }) as Record<string, unknown>;
   }

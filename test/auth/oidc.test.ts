@@ -1,16 +1,17 @@
-import { createHmac, createPublicKey, generateKeyPairSync, KeyObject } from 'node:crypto';
+import { createHmac, createPublicKey, KeyObject } from 'node:crypto';
 import { createServer, Server } from 'node:http';
 import { sign } from 'jsonwebtoken';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { aToken, aUser, aWorkspace } from '../support/builders';
 import { startApiControlPlane, TestControlPlane } from '../support/control-plane';
+import { rsaKeyPair } from '../support/rsa-keys';
 
 const ISSUER = 'https://login.example.test/';
 const AUDIENCE = 'aileron';
 
 /** A local identity provider: an RSA key the test makes, served as a JWKS. */
 function identityProvider(): { key: KeyObject; kid: string; start(): Promise<string>; stop(): Promise<void> } {
-  const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+  const { privateKey, publicKey } = rsaKeyPair();
   const kid = 'test-key-1';
   let server: Server;
   return {
@@ -126,7 +127,7 @@ describe('admin JWTs: the organisation identity provider and our own', () => {
   }
 
   it('refuses forged, expired, mis-addressed and algorithm-confused tokens', async () => {
-    const stranger = generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey;
+    const stranger = rsaKeyPair().privateKey;
     const cases: Record<string, string> = {
       'signed by another key': idpToken({ sub: 'x' }, { key: stranger }),
       'unknown key id': idpToken({ sub: 'x' }, { kid: 'other' }),
