@@ -1,6 +1,8 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import pg from 'pg';
@@ -677,6 +679,27 @@ describe('aileron-cp over the REST API', () => {
     expect(run.code).toBe(1);
     expect(run.stdout).toBe('');
     expect(run.stderr).toBe(`aileron-cp: cannot reach ${url} (ECONNREFUSED)\n`);
+  });
+
+  it('says where a redirect points instead of following it with the token', async () => {
+    const seen: (string | undefined)[] = [];
+    const moved = createServer((req, res) => {
+      seen.push(req.headers.authorization);
+      res.writeHead(308, { location: 'https://aileron.example.test/v1/tokens' }).end();
+    });
+    await new Promise<void>((ready) => moved.listen(0, '127.0.0.1', ready));
+    try {
+      const url = `http://127.0.0.1:${(moved.address() as AddressInfo).port}`;
+      const run = await cli(['tokens', 'list'], { AILERON_URL: url, AILERON_TOKEN: cp.ownerToken });
+      expect(run.code).toBe(1);
+      expect(run.stderr).toBe(
+        `aileron-cp: GET ${url}/v1/tokens?limit=200 answered HTTP 308, moved to https://aileron.example.test/v1/tokens: give that address (--url or AILERON_URL)\n`,
+      );
+      // asked once, where it was told to: the token went nowhere else
+      expect(seen).toEqual([`Bearer ${cp.ownerToken}`]);
+    } finally {
+      await new Promise((closed) => moved.close(closed));
+    }
   });
 
   it('says where to find a token when it has none', async () => {

@@ -1,4 +1,6 @@
 import { readFileSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
+import { request as httpsRequest } from 'node:https';
 import { join, resolve } from 'node:path';
 // the paths alone: the whole config module loads Nest and zod, which a CLI command that calls the API does not need
 import { ADMIN_TOKEN_FILE } from '@aileron/config/paths';
@@ -54,6 +56,52 @@ export function resolveToken(given: string | undefined, env: NodeJS.ProcessEnv =
   throw new CliError(
     `no API token: pass --token, set AILERON_TOKEN, or set AILERON_DATA_DIR to the data directory holding ${ADMIN_TOKEN_FILE} (looked in ${path})`,
   );
+}
+
+/** An HTTP answer, read whole. */
+interface Answer {
+  status: number;
+  statusText: string;
+  /** where a redirect points: followed by nobody, since the request carries a token */
+  location?: string;
+  text: string;
+}
+
+class TimedOut extends Error {}
+
+/**
+ * One request with node:http(s), not fetch: fetch loads undici, some 40 ms of
+ * a command's ~100 ms of CPU, for a request and an answer the CLI reads whole.
+ * The whole exchange, answer included, within TIMEOUT_MS.
+ */
+function send(url: URL, method: string, headers: Record<string, string>, body: string | undefined): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const options = {
+      method,
+      headers: body === undefined ? headers : { ...headers, 'content-length': String(Buffer.byteLength(body)) },
+    };
+    const request = (url.protocol === 'https:' ? httpsRequest : httpRequest)(url, options, (response) => {
+      const chunks: Buffer[] = [];
+      response.on('data', (chunk: Buffer) => chunks.push(chunk));
+      response.on('error', reject);
+      response.on('end', () => {
+        clearTimeout(timer);
+        const location = response.headers.location;
+        resolve({
+          status: response.statusCode ?? 0,
+          statusText: response.statusMessage ?? '',
+          ...(location && response.statusCode! >= 300 && response.statusCode! < 400 ? { location } : {}),
+          text: Buffer.concat(chunks).toString('utf8'),
+        });
+      });
+    });
+    const timer = setTimeout(() => request.destroy(new TimedOut()), TIMEOUT_MS);
+    request.on('error', (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
+    request.end(body);
+  });
 }
 
 interface Problem {
@@ -135,25 +183,21 @@ export class ApiClient {
     const headers: Record<string, string> = { authorization: `Bearer ${this.token}`, accept: 'application/json' };
     const body = raw ? raw.text : payload === undefined ? undefined : JSON.stringify(payload);
     if (body !== undefined) headers['content-type'] = raw?.contentType ?? 'application/json';
-    let response: Response;
+    let response: Answer;
     try {
-      response = await fetch(this.base + path, {
-        method,
-        headers,
-        ...(body !== undefined ? { body } : {}),
-        signal: AbortSignal.timeout(TIMEOUT_MS),
-      });
+      response = await send(new URL(this.base + path), method, headers, body);
     } catch (error) {
       throw this.redacted(new CliError(this.unreachable(error)));
     }
-    const text = await response.text().catch(() => '');
+    const text = response.text;
     let parsed: unknown;
     try {
       parsed = text ? JSON.parse(text) : undefined;
     } catch {
       parsed = undefined;
     }
-    if (!response.ok) throw this.redacted(this.failure(response, method, path, parsed));
+    if (response.status < 200 || response.status > 299)
+      throw this.redacted(this.failure(response, method, path, parsed));
     if (asText) return text as T;
     if (response.status !== 204 && parsed === undefined) {
       throw new CliError(
@@ -164,19 +208,17 @@ export class ApiClient {
   }
 
   private unreachable(error: unknown): string {
-    if (error instanceof Error && error.name === 'TimeoutError')
-      return `${this.display} did not answer within ${TIMEOUT_MS / 1000} s`;
-    // undici reports "fetch failed" and puts the reason (ECONNREFUSED, ENOTFOUND…) in `cause`
-    const cause = (error as { cause?: { code?: unknown; message?: unknown; errors?: { code?: unknown }[] } }).cause;
+    if (error instanceof TimedOut) return `${this.display} did not answer within ${TIMEOUT_MS / 1000} s`;
+    // a connection's failure carries its reason as a code (ECONNREFUSED, ENOTFOUND…); several addresses' failures come as one
+    const failure = error as { code?: unknown; message?: unknown; errors?: { code?: unknown }[] };
     const reason =
-      (typeof cause?.code === 'string' && cause.code) ||
-      (typeof cause?.errors?.[0]?.code === 'string' && cause.errors[0].code) ||
-      (typeof cause?.message === 'string' && cause.message) ||
+      (typeof failure.code === 'string' && failure.code) ||
+      (typeof failure.errors?.[0]?.code === 'string' && failure.errors[0].code) ||
       (error instanceof Error ? error.message : String(error));
     return `cannot reach ${this.display} (${oneLine(reason)})`;
   }
 
-  private failure(response: Response, method: string, path: string, body: unknown): CliError {
+  private failure(response: Answer, method: string, path: string, body: unknown): CliError {
     const problem = (body && typeof body === 'object' ? body : {}) as Problem;
     if (typeof problem.code === 'string') {
       const detail =
@@ -187,6 +229,10 @@ export class ApiClient {
             : `HTTP ${response.status}`;
       return codedError(problem.code, oneLine(detail));
     }
+    if (response.location)
+      return new CliError(
+        `${method} ${this.display}${path} answered HTTP ${response.status}, moved to ${response.location}: give that address (--url or AILERON_URL)`,
+      );
     return new CliError(
       `${method} ${this.display}${path} answered HTTP ${response.status} ${response.statusText}: is this an Aileron control plane?`,
     );
