@@ -5,6 +5,9 @@
 // parsed and checked all of it again (about 45 s of CPU each, beside the tests).
 // Here the compiler checks each program once, and ESLint reads its types from
 // the programs already checked.
+//
+// `npm run lint` gives it --max-semi-space-size=32: the compiler makes many short-lived objects, and with V8's
+// default young generation a quarter of its CPU went to collecting them; 32 MB semi-spaces: 59 CPU-s against 65.
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
