@@ -44,9 +44,6 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 120_000,
     pool: 'forks',
-    // a worker makes many short-lived objects (requests, queries, parsed modules): with 32 MB semi-spaces instead of
-    // V8's default, fewer young-generation collections; the same files took ~7% less CPU (99-102 against 107-109 CPU-s)
-    execArgv: ['--max-semi-space-size=32'],
     // expect.poll waits for a condition, like test/support/eventually.ts: its 1 s default is a race on a loaded machine
     expect: { poll: { timeout: 30_000 } },
     // One project, its files sharing two workers: each starts what it needs and stops it, and nothing in them
