@@ -225,7 +225,10 @@ export async function expectAudited(
  * With AILERON_BENCH_PROFILE=<dir>, a CPU profile of this thread (the control
  * plane's) from now until the returned function is called, written as
  * `<dir>/<name>.cpuprofile`: where the proxy spends its time under load,
- * without set-up and other phases diluting it. Undefined without the variable.
+ * without set-up and other phases diluting it. Beside it `<name>.heapprofile`,
+ * what the thread allocated meanwhile, collected or not (a sample every 32 KiB):
+ * what makes its young-generation collections, which a call may wait for.
+ * Undefined without the variable.
  */
 export async function profileControlPlane(name: string): Promise<(() => Promise<void>) | undefined> {
   const dir = process.env.AILERON_BENCH_PROFILE;
@@ -240,12 +243,19 @@ export async function profileControlPlane(name: string): Promise<(() => Promise<
   await post('Profiler.enable');
   await post('Profiler.setSamplingInterval', { interval: 200 });
   await post('Profiler.start');
+  await post('HeapProfiler.startSampling', {
+    samplingInterval: 32 * 1024,
+    includeObjectsCollectedByMajorGC: true,
+    includeObjectsCollectedByMinorGC: true,
+  });
   return async () => {
     const { profile } = (await post('Profiler.stop')) as { profile: unknown };
+    const { profile: allocations } = (await post('HeapProfiler.stopSampling')) as { profile: unknown };
     session.disconnect();
     const file = join(dir, `${name}.cpuprofile`);
     writeFileSync(file, JSON.stringify(profile));
-    note(`  profile of the control plane under load: ${file}`);
+    writeFileSync(join(dir, `${name}.heapprofile`), JSON.stringify(allocations));
+    note(`  profile of the control plane under load: ${file} (its allocations: ${name}.heapprofile)`);
   };
 }
 
