@@ -23,7 +23,7 @@ export interface Service {
  * below the range are given only to those who ask for them by number.
  */
 export async function freePort(): Promise<number> {
-  const [low] = ephemeralPorts();
+  const low = lowestEphemeralPort();
   for (let attempt = 0; attempt < 50; attempt++) {
     const port = 10_000 + Math.floor(Math.random() * (low - 10_000));
     if (await bindable(port)) return port;
@@ -38,15 +38,15 @@ export async function freePorts(count: number): Promise<number[]> {
   return [...ports];
 }
 
-/** The kernel's range for ports it picks itself (Linux default 32768-60999). */
-function ephemeralPorts(): [number, number] {
+/** Where the kernel's range for ports it picks itself begins (Linux's default range: 32768-60999). */
+function lowestEphemeralPort(): number {
   try {
-    const [low, high] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/).map(Number);
-    if (low! > 11_000 && high! > low!) return [low!, high!];
+    const low = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
+    if (low > 11_000) return low;
   } catch {
     // not Linux: the IANA dynamic range
   }
-  return [49_152, 65_535];
+  return 49_152;
 }
 
 /** On every address: a test's server may listen on 127.0.0.1 or 0.0.0.0, and either clashes with the other. */

@@ -76,6 +76,17 @@ class TimedOut extends Error {}
  */
 function send(url: URL, method: string, headers: Record<string, string>, body: string | undefined): Promise<Answer> {
   return new Promise((resolve, reject) => {
+    // one end for every way out: the answer, a failure of the request or of its answer, the time-out; the timer
+    // cleared on each, so a command never waits it out after it is done
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      request.destroy();
+    }, TIMEOUT_MS);
+    const fail = (error: unknown): void => {
+      clearTimeout(timer);
+      reject(timedOut ? new TimedOut() : error);
+    };
     const options = {
       method,
       headers: body === undefined ? headers : { ...headers, 'content-length': String(Buffer.byteLength(body)) },
@@ -83,23 +94,20 @@ function send(url: URL, method: string, headers: Record<string, string>, body: s
     const request = (url.protocol === 'https:' ? httpsRequest : httpRequest)(url, options, (response) => {
       const chunks: Buffer[] = [];
       response.on('data', (chunk: Buffer) => chunks.push(chunk));
-      response.on('error', reject);
+      response.on('error', fail);
       response.on('end', () => {
         clearTimeout(timer);
+        const status = response.statusCode ?? 0;
         const location = response.headers.location;
         resolve({
-          status: response.statusCode ?? 0,
+          status,
           statusText: response.statusMessage ?? '',
-          ...(location && response.statusCode! >= 300 && response.statusCode! < 400 ? { location } : {}),
+          ...(location && status >= 300 && status < 400 ? { location } : {}),
           text: Buffer.concat(chunks).toString('utf8'),
         });
       });
     });
-    const timer = setTimeout(() => request.destroy(new TimedOut()), TIMEOUT_MS);
-    request.on('error', (error) => {
-      clearTimeout(timer);
-      reject(error);
-    });
+    request.on('error', fail);
     request.end(body);
   });
 }
