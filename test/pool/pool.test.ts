@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { executionRecordSchema } from '@aileron/audit';
 import { ExecutionJournal, PoolInstances } from '@aileron/pool';
 import { People } from '../approvals/people';
 import { aGateway, aToken, aWorkspace } from '../support/builders';
@@ -53,6 +54,20 @@ describe('the remote MCP pool', () => {
     await cp?.close();
     await people.stop();
   });
+
+  /** A workspace whose policy allows everything, server-everything assigned, and the owner's MCP session on it. */
+  async function everythingAllowed(): Promise<{
+    ws: Awaited<ReturnType<typeof aWorkspace>>;
+    client: Awaited<ReturnType<typeof connect>>['client'];
+  }> {
+    const ws = await aWorkspace(cp, cp.ownerToken);
+    await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, {
+      token: cp.ownerToken,
+      body: { default: 'allow', rules: [] },
+    });
+    const name = await aRemoteServer(cp, cp.ownerToken, ws.slug, SERVERS.everything);
+    return { ws, client: (await connect(cp, cp.ownerToken, `/mcp/${ws.slug}/${name}`)).client };
+  }
 
   /** Opens a session with raw Streamable HTTP and its stream of server messages; `ended` resolves when that stream closes. */
   async function aSessionStream(path: string, token: string): Promise<{ sessionId: string; ended: Promise<void> }> {
@@ -218,6 +233,65 @@ describe('the remote MCP pool', () => {
     expect(verify.body.ok).toBe(true);
   });
 
+  it('records every call whatever its arguments hold, refuses a tool name too long to record, and writes each record in the one execution shape', async () => {
+    const { ws, client } = await everythingAllowed();
+    // PostgreSQL holds neither NUL nor a lone surrogate: one such call used to fail its whole batch, and keep every
+    // call of it (any workspace's) out of the audit log
+    for (const args of [
+      { message: 'before\u0000after' },
+      { message: 'half \ud800 a pair' },
+      { message: 'keys', ['k\u0000']: 1, ['\udc00']: 2 },
+    ]) {
+      const echoed = await client.callTool({ name: 'echo', arguments: args });
+      expect(textOf(echoed)).toBe(`Echo: ${args.message}`);
+    }
+    const oddName = await client.callTool({ name: 'ec\u0000ho', arguments: {} });
+    expect(oddName.isError).toBe(true);
+    await expect(client.callTool({ name: 'x'.repeat(257), arguments: {} })).rejects.toThrow(
+      /A tool name is at most 256 characters; this one has 257/,
+    );
+    // an upstream's error text as long as the longest name the record holds is recorded whole
+    const longest = await client.callTool({ name: 'y'.repeat(256), arguments: {} });
+    expect(textOf(longest)).toContain('y'.repeat(256));
+    await client.close();
+
+    await cp.cp.app.get(ExecutionJournal).flush();
+    const audit = await cp.request('GET', `/v1/workspaces/${ws.slug}/audit?execution_mode=remote&limit=100`, {
+      token: cp.ownerToken,
+    });
+    expect(audit.status, audit.text).toBe(200);
+    const records = audit.body.events as Record<string, unknown>[];
+    const started = records
+      .filter((r) => r.type === 'execution.started')
+      .map((r) => [r.tool, (r.data as { arguments: unknown }).arguments]);
+    expect(started).toEqual(
+      expect.arrayContaining([
+        ['echo', { message: 'before\uFFFDafter' }],
+        ['echo', { message: 'half \uFFFD a pair' }],
+        ['echo', { message: 'keys', ['k\uFFFD']: 1, ['\uFFFD']: 2 }],
+        ['ec\uFFFDho', {}],
+        ['y'.repeat(256), {}],
+      ]),
+    );
+    expect(records.filter((r) => r.type !== 'execution.started')).toHaveLength(5);
+    // what the pool writes is what a gateway's local calls are checked against
+    for (const r of records)
+      expect(
+        executionRecordSchema.safeParse({
+          type: r.type,
+          execution_mode: r.execution_mode,
+          server: r.server,
+          tool: r.tool,
+          decision: r.decision,
+          principal: r.principal,
+          session: r.session,
+          data: r.data,
+        }).error,
+      ).toBeUndefined();
+    const verify = await cp.request('GET', `/v1/workspaces/${ws.slug}/audit/verify`, { token: cp.ownerToken });
+    expect(verify.body.ok).toBe(true);
+  });
+
   it('gives two workspaces their own instances and credentials, keeps each session to its owner, and never shows the secret', async () => {
     const a = await aWorkspace(cp, cp.ownerToken);
     const b = await aWorkspace(cp, cp.ownerToken);
@@ -325,13 +399,7 @@ describe('the remote MCP pool', () => {
   });
 
   it('answers a call whose instance is killed with a clear error within a second, and serves the next from a restarted instance', async () => {
-    const ws = await aWorkspace(cp, cp.ownerToken);
-    await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, {
-      token: cp.ownerToken,
-      body: { default: 'allow', rules: [] },
-    });
-    const name = await aRemoteServer(cp, cp.ownerToken, ws.slug, SERVERS.everything);
-    const { client } = await connect(cp, cp.ownerToken, `/mcp/${ws.slug}/${name}`);
+    const { ws, client } = await everythingAllowed();
     await client.callTool({ name: 'echo', arguments: { message: 'warm' } });
     const pool = cp.cp.app.get(PoolInstances);
     const [before] = pool.list({ workspaceId: ws.id } as never);

@@ -14,7 +14,9 @@ export type { ChainedRecord, VerifyResult } from './domain/chain';
 export type { CallCounts, RecordedCall, RecordedDecision } from './domain/recorded-call';
 export {
   announcedExecution,
+  clippedError,
   EXECUTION_DECISIONS,
+  EXECUTION_NAME_MAX,
   EXECUTION_TYPES,
   executionDataSchema,
   executionEventPayload,

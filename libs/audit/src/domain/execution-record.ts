@@ -21,12 +21,17 @@ export type ExecutionType = (typeof EXECUTION_TYPES)[number];
 export const EXECUTION_DECISIONS = ['allow', 'approved', 'deny'] as const;
 export type ExecutionDecision = (typeof EXECUTION_DECISIONS)[number];
 
-const short = z.string().min(1).max(256);
+/** The longest name an execution record holds (server, tool, principal, ids): a tool call naming a longer one is refused. */
+export const EXECUTION_NAME_MAX = 256;
+/** The longest error text an execution record holds; a longer one is clipped when recorded (`clippedError`). */
+export const EXECUTION_ERROR_MAX = 2048;
+
+const short = z.string().min(1).max(EXECUTION_NAME_MAX);
 /** a column every execution record has: a gateway that leaves it out is told so, not that `undefined` is no string */
 const column = z
   .string({ error: (issue) => (issue.input === undefined ? 'required in an execution record' : undefined) })
   .min(1)
-  .max(256);
+  .max(EXECUTION_NAME_MAX);
 
 /** The fields of an execution's data, one definition for both writers and for the gateway's top-level copies. */
 export const executionFields = {
@@ -42,7 +47,7 @@ export const executionFields = {
   approval_id: short,
   latency_ms: z.number().nonnegative().max(86_400_000),
   result_bytes: z.number().int().nonnegative(),
-  error: z.string().max(2048),
+  error: z.string().max(EXECUTION_ERROR_MAX),
   version: short.describe('the catalog version of the server that ran the call'),
   /** the pool instance that ran a remote call */
   instance: short,
@@ -92,6 +97,15 @@ export type ExecutionRecord = z.output<typeof executionRecordSchema>;
 /** A record the pool writes; throws if it is not of the one shape (a defect, never the caller's input). */
 export function executionRecord(input: z.input<typeof executionRecordSchema>): ExecutionRecord {
   return executionRecordSchema.parse(input);
+}
+
+/** An error text as a record holds it: an upstream's may be of any length, the record's is bounded. */
+export function clippedError(text: string): string {
+  if (text.length <= EXECUTION_ERROR_MAX) return text;
+  let end = EXECUTION_ERROR_MAX - 1;
+  // never half a surrogate pair: PostgreSQL refuses a lone one in JSON, and with it the whole batch
+  if (/[\uD800-\uDBFF]/.test(text[end - 1]!)) end -= 1;
+  return `${text.slice(0, end)}…`;
 }
 
 export function isExecutionType(type: string): type is ExecutionType {

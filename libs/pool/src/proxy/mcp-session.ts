@@ -13,6 +13,7 @@ import type { CallPrincipal } from '@aileron/policy';
 import { ConnectionUnavailableError, type UpstreamBearer } from '@aileron/connections';
 import { databaseUnavailableReason } from '@aileron/database';
 import { toolError } from '@aileron/errors';
+import { EXECUTION_NAME_MAX } from '@aileron/audit';
 import type { Instance } from '../pool-instances.service';
 import { AnswerLoad, NodeStreamableHttpTransport } from '../node-streamable-http-transport';
 import { INSTANCE_BUSY, INVALID_PARAMS, METHOD_NOT_FOUND, RpcError, UPSTREAM_UNAVAILABLE } from './jsonrpc';
@@ -595,6 +596,13 @@ export class McpSession {
     const args = (params.arguments ?? {}) as Record<string, unknown>;
     if (typeof args !== 'object' || Array.isArray(args))
       return { error: { code: INVALID_PARAMS, message: 'arguments must be an object' } };
+    if (target.name.length > EXECUTION_NAME_MAX)
+      return {
+        error: {
+          code: INVALID_PARAMS,
+          message: `A tool name is at most ${EXECUTION_NAME_MAX} characters; this one has ${target.name.length}`,
+        },
+      };
     const call: ToolCall = { server: target.server, tool: target.name, arguments: args };
     const token = (params._meta as { progressToken?: string | number } | undefined)?.progressToken;
     let step = 0;
