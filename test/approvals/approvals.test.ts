@@ -157,6 +157,19 @@ describe.each(BACKENDS)('approvals on %s', (backend) => {
     expect((await a.get(asked.id)).body).toMatchObject({ status: 'approved', consumed_at: used.body.consumed_at });
   });
 
+  it('asks for arguments PostgreSQL cannot hold (NUL, a lone surrogate): shown with U+FFFD, and only those arguments get through', async () => {
+    const { gateway } = await a.workspace();
+    const odd = { ...CALL, arguments: { service: 'pay\u0000ments', ['note\u0000']: 'half \ud800 a pair' } };
+    const asked = await a.ask(gateway, odd);
+    expect(asked.arguments).toEqual({ service: 'pay\uFFFDments', ['note\uFFFD']: 'half \uFFFD a pair' });
+    expect(await a.events('approval.requested', asked.id)).toHaveLength(1);
+    expect((await a.approve(asked.id)).body.status).toBe('approved');
+    // the approval is for the arguments as asked, not as shown
+    const shown = { ...CALL, arguments: asked.arguments };
+    expect((await a.consume(gateway, asked.id, shown)).body.detail).toMatch(/\(arguments\)/);
+    expect((await a.consume(gateway, asked.id, odd)).status).toBe(200);
+  });
+
   it('nobody decides their own request, whether it names them by e-mail or by user id', async () => {
     const { slug, gateway } = await a.workspace();
     const alice = await people.aPerson(cp, slug, 'approver');

@@ -245,8 +245,7 @@ describe('the remote MCP pool', () => {
       const echoed = await client.callTool({ name: 'echo', arguments: args });
       expect(textOf(echoed)).toBe(`Echo: ${args.message}`);
     }
-    const oddName = await client.callTool({ name: 'ec\u0000ho', arguments: {} });
-    expect(oddName.isError).toBe(true);
+    await expect(client.callTool({ name: 'ec\u0000ho', arguments: {} })).rejects.toThrow(/may not contain NUL/);
     await expect(client.callTool({ name: 'x'.repeat(257), arguments: {} })).rejects.toThrow(
       /A tool name is at most 256 characters; this one has 257/,
     );
@@ -269,11 +268,10 @@ describe('the remote MCP pool', () => {
         ['echo', { message: 'before\uFFFDafter' }],
         ['echo', { message: 'half \uFFFD a pair' }],
         ['echo', { message: 'keys', ['k\uFFFD']: 1, ['\uFFFD']: 2 }],
-        ['ec\uFFFDho', {}],
         ['y'.repeat(256), {}],
       ]),
     );
-    expect(records.filter((r) => r.type !== 'execution.started')).toHaveLength(5);
+    expect(records.filter((r) => r.type !== 'execution.started')).toHaveLength(4);
     // what the pool writes is what a gateway's local calls are checked against
     for (const r of records)
       expect(

@@ -1,7 +1,16 @@
 import { Injectable } from '@nestjs/common';
 import type { OrgScope, SystemScope, WorkspaceScope } from '@aileron/auth';
 import { Clock } from '@aileron/clock';
-import { DatabaseService, Keyset, keysetAfter, keysetOrder, Repository, Prisma, Transaction } from '@aileron/database';
+import {
+  DatabaseService,
+  Keyset,
+  keysetAfter,
+  keysetOrder,
+  Repository,
+  Prisma,
+  storableJson,
+  Transaction,
+} from '@aileron/database';
 import type { ApprovalStatus } from './domain/approval';
 import type { RoutingDocument } from './domain/routing';
 
@@ -74,7 +83,8 @@ export class ApprovalsRepository extends Repository {
     const row = await tx.approvalRequest.create({
       data: {
         ...data,
-        arguments: data.arguments as Prisma.InputJsonValue,
+        // the display copy; what a retry must match is the digest of the originals
+        arguments: storableJson(data.arguments) as Prisma.InputJsonValue,
         organizationId: scope.organizationId,
         workspaceId: scope.workspaceId,
       },

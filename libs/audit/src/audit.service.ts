@@ -6,7 +6,7 @@ import { SystemScopes } from '@aileron/auth/scope-issuer';
 import { Clock } from '@aileron/clock';
 import { APP_CONFIG, AppConfig } from '@aileron/config';
 import { publicKeyFromX, signEd25519, verifyEd25519 } from '@aileron/crypto';
-import { DatabaseService, Keyset, Transaction } from '@aileron/database';
+import { DatabaseService, Keyset, storableJson, storableText, Transaction } from '@aileron/database';
 import { fieldIssues, FieldIssue, ValidationError } from '@aileron/errors';
 import { SigningKeysService } from '@aileron/keys';
 import { OutboxMessage, OutboxRecord, OutboxService } from '@aileron/outbox';
@@ -548,45 +548,17 @@ function unchained(scope: OrgScope, chain: Chain, entry: AuditEntry, now: Date, 
     tool: wellFormed(entry.tool ?? null),
     decision: wellFormed(entry.decision ?? null),
     sessionId: wellFormed(entry.sessionId ?? null),
-    // the JSON round trip stores exactly what was hashed (no undefined, no Dates, nothing jsonb refuses)
+    // the JSON round trip stores exactly what was hashed (no undefined, no Dates), as jsonb can hold it:
+    // an agent's NUL must not fail the batch, keeping its calls and everyone else's in it out of the log
     data: copy
-      ? (JSON.parse(JSON.stringify(entry.data ?? {}), (_key, value: unknown) =>
-          typeof value === 'string'
-            ? wellFormed(value)
-            : typeof value === 'object' && value !== null && !Array.isArray(value)
-              ? withStorableKeys(value as Record<string, unknown>)
-              : value,
-        ) as Record<string, unknown>)
+      ? storableJson(JSON.parse(JSON.stringify(entry.data ?? {})) as Record<string, unknown>)
       : (entry.data ?? {}),
   };
 }
 
-/**
- * Text as PostgreSQL can hold it, and so as it must be hashed, or the record
- * would not verify: it stores a lone surrogate as U+FFFD, and refuses NUL in
- * text and jsonb, which would fail the whole batch. So an agent's NUL (in a
- * tool's name or arguments) is recorded as U+FFFD rather than keep the
- * batch's calls, its own among them, out of the log.
- */
+/** Text as PostgreSQL will store it: hash what will be stored, or the record would not verify. */
 function wellFormed<T extends string | null>(value: T): T {
-  if (value === null) return value;
-  const text = value.toWellFormed();
-  return (text.includes('\u0000') ? text.replaceAll('\u0000', '\uFFFD') : text) as T;
-}
-
-/** An object whose keys jsonb can hold (see `wellFormed`); the same object when they all can, as they nearly always do. */
-function withStorableKeys(object: Record<string, unknown>): Record<string, unknown> {
-  const keys = Object.keys(object);
-  if (keys.every((key) => wellFormed(key) === key)) return object;
-  const out: Record<string, unknown> = {};
-  for (const key of keys)
-    Object.defineProperty(out, wellFormed(key), {
-      value: object[key],
-      enumerable: true,
-      writable: true,
-      configurable: true,
-    });
-  return out;
+  return (value === null ? value : storableText(value)) as T;
 }
 
 function fromGatewayEvent(event: GatewayEvent, actor: string): AuditEntry {

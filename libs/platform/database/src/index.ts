@@ -13,3 +13,4 @@ export { DataDirLockedError } from './data-dir-lock';
 export { RetryingLoopLog } from './retrying-loop-log';
 export { keysetAfter, keysetOrder } from './keyset';
 export type { Keyset, KeysetDirection } from './keyset';
+export { storableJson, storableText } from './storable-json';

@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { Repository, Transaction } from '@aileron/database';
+import { Repository, storableJson, Transaction } from '@aileron/database';
 import { OutboxMessage, OutboxRecord, storedMessage } from './outbox-message';
 
 /** A message just written: leased to its writer, who hands it over from memory. */
@@ -39,7 +39,7 @@ export class OutboxRepository extends Repository {
         ${records.map((r) => r.topic)}::text[],
         ${records.map((r) => r.organizationId ?? null)}::uuid[],
         ${records.map((r) => r.workspaceId ?? null)}::uuid[],
-        ${records.map((r) => JSON.stringify(r.fromAuditRecord?.rest ?? r.payload))}::jsonb[],
+        ${records.map((r) => JSON.stringify(storableJson(r.fromAuditRecord?.rest ?? r.payload)))}::jsonb[],
         ${records.map((r) => r.fromAuditRecord?.id ?? null)}::uuid[]
       ) WITH ORDINALITY AS t(topic, organization_id, workspace_id, payload, audit_record_id, n)
       ORDER BY t.n

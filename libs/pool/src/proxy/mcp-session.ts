@@ -596,6 +596,7 @@ export class McpSession {
     const args = (params.arguments ?? {}) as Record<string, unknown>;
     if (typeof args !== 'object' || Array.isArray(args))
       return { error: { code: INVALID_PARAMS, message: 'arguments must be an object' } };
+    // what the audit log, approvals and policy keep of the call must be able to hold its name
     if (target.name.length > EXECUTION_NAME_MAX)
       return {
         error: {
@@ -603,6 +604,8 @@ export class McpSession {
           message: `A tool name is at most ${EXECUTION_NAME_MAX} characters; this one has ${target.name.length}`,
         },
       };
+    if (target.name.includes('\u0000'))
+      return { error: { code: INVALID_PARAMS, message: 'A tool name may not contain NUL (\\u0000)' } };
     const call: ToolCall = { server: target.server, tool: target.name, arguments: args };
     const token = (params._meta as { progressToken?: string | number } | undefined)?.progressToken;
     let step = 0;
