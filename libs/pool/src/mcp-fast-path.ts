@@ -8,6 +8,8 @@ import type { McpEndpoint } from './mcp-sessions.service';
 import { McpSessions } from './mcp-sessions.service';
 
 const JSON_TYPE = /^application\/json\s*(;|$)/i;
+/** paths whose names were checked, kept at most (cleared when full: a stranger's made-up paths cannot grow it) */
+const CHECKED_PATHS = 10_000;
 
 /**
  * Messages on an open MCP session, in front of the framework. Each tools/call
@@ -27,6 +29,8 @@ const JSON_TYPE = /^application\/json\s*(;|$)/i;
  */
 @Injectable()
 export class McpFastPath {
+  private readonly checkedPaths = new Map<string, { ws: string; endpoint: McpEndpoint } | null>();
+
   constructor(
     fastPaths: FastPaths,
     private readonly mcpSessions: McpSessions,
@@ -45,10 +49,8 @@ export class McpFastPath {
     if (url === undefined || !url.startsWith('/mcp/')) return false;
     const path = MCP_PATH.exec(url);
     if (!path) return false;
-    // the routes' own checks of the names; what they would refuse is left to them
-    const ws = wholeWorkspace.safeParse({ ws: path[1] });
-    const server = path[2] === undefined ? undefined : oneServer.safeParse({ ws: path[1], server: path[2] });
-    if (!ws.success || (server && !server.success)) return false;
+    const names = this.namesOf(path[1]!, path[2]);
+    if (!names) return false;
     const headers = request.headers;
     const sessionId = headers['mcp-session-id'];
     if (typeof sessionId !== 'string' || !this.mcpSessions.serves(sessionId)) return false;
@@ -57,9 +59,30 @@ export class McpFastPath {
     if (token === undefined) return false;
     const caller = this.bearer.resolve(token);
     if (!caller) return false;
-    const endpoint: McpEndpoint = server?.data ? { server: server.data.server } : { aggregate: true };
-    void this.serve(request, response, { ws: ws.data.ws, endpoint, sessionId, credential: token, caller });
+    void this.serve(request, response, { ...names, sessionId, credential: token, caller });
     return true;
+  }
+
+  /**
+   * The routes' own checks of the names in the path; what they would refuse
+   * is left to them. An agent's session asks about the same path on every
+   * call, so the answers are kept (a few paths per workspace in use).
+   */
+  private namesOf(ws: string, server: string | undefined): { ws: string; endpoint: McpEndpoint } | undefined {
+    const key = server === undefined ? ws : `${ws}/${server}`;
+    let names = this.checkedPaths.get(key);
+    if (names === undefined) {
+      if (server === undefined) {
+        const parsed = wholeWorkspace.safeParse({ ws });
+        names = parsed.success ? { ws: parsed.data.ws, endpoint: { aggregate: true } } : null;
+      } else {
+        const parsed = oneServer.safeParse({ ws, server });
+        names = parsed.success ? { ws: parsed.data.ws, endpoint: { server: parsed.data.server } } : null;
+      }
+      if (this.checkedPaths.size >= CHECKED_PATHS) this.checkedPaths.clear();
+      this.checkedPaths.set(key, names);
+    }
+    return names ?? undefined;
   }
 
   private async serve(

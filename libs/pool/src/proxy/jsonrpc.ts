@@ -23,6 +23,25 @@ export const UPSTREAM_UNAVAILABLE = -32002;
 export const METHOD_NOT_FOUND = -32601;
 export const INVALID_PARAMS = -32602;
 
+export type MessageKind = 'request' | 'notification' | 'error' | 'result';
+
+/**
+ * What a message is, by its shape: for a message checked once (`parseMessage`,
+ * or the SDK's own check on the way in) it is what the SDK's `isJSONRPC…`
+ * guards would say, without parsing it against their schemas again.
+ */
+export function messageKind(message: JSONRPCMessage): MessageKind {
+  if ('method' in message) return 'id' in message ? 'request' : 'notification';
+  return 'error' in message ? 'error' : 'result';
+}
+
+const SCHEMAS = {
+  request: JSONRPCRequestSchema,
+  notification: JSONRPCNotificationSchema,
+  error: JSONRPCErrorResponseSchema,
+  result: JSONRPCResultResponseSchema,
+} as const;
+
 /**
  * A message as the SDK's transport accepts one: JSON, and valid JSON-RPC;
  * anything else is dropped, as it does. Checked against the one schema its
@@ -34,15 +53,7 @@ export function parseMessage(data: string): JSONRPCMessage | undefined {
   try {
     const parsed = JSON.parse(data) as unknown;
     if (typeof parsed !== 'object' || parsed === null) return undefined;
-    const schema =
-      'method' in parsed
-        ? 'id' in parsed
-          ? JSONRPCRequestSchema
-          : JSONRPCNotificationSchema
-        : 'error' in parsed
-          ? JSONRPCErrorResponseSchema
-          : JSONRPCResultResponseSchema;
-    const checked = schema.safeParse(parsed);
+    const checked = SCHEMAS[messageKind(parsed as JSONRPCMessage)].safeParse(parsed);
     return checked.success ? (checked.data as JSONRPCMessage) : undefined;
   } catch {
     return undefined;
