@@ -4,7 +4,7 @@ import type {
   JSONRPCRequest,
   RequestId,
 } from '@modelcontextprotocol/sdk/types.js';
-import { messageKind } from '../proxy/jsonrpc';
+import { messageKind } from './message-kind';
 
 /**
  * Which client request a stdio server's message belongs to. Stdio does not

@@ -5,6 +5,7 @@ import {
   JSONRPCResultResponseSchema,
   type JSONRPCMessage,
 } from '@modelcontextprotocol/sdk/types.js';
+import { messageKind } from '../bridge/message-kind';
 
 /** A JSON-RPC error object as it travels; `data` passes through untouched. */
 export interface RpcError {
@@ -22,18 +23,6 @@ export const INSTANCE_BUSY = -32001;
 export const UPSTREAM_UNAVAILABLE = -32002;
 export const METHOD_NOT_FOUND = -32601;
 export const INVALID_PARAMS = -32602;
-
-export type MessageKind = 'request' | 'notification' | 'error' | 'result';
-
-/**
- * What a message is, by its shape: for a message checked once (`parseMessage`,
- * or the SDK's own check on the way in) it is what the SDK's `isJSONRPC…`
- * guards would say, without parsing it against their schemas again.
- */
-export function messageKind(message: JSONRPCMessage): MessageKind {
-  if ('method' in message) return 'id' in message ? 'request' : 'notification';
-  return 'error' in message ? 'error' : 'result';
-}
 
 const SCHEMAS = {
   request: JSONRPCRequestSchema,
