@@ -168,6 +168,12 @@ describe.each(BACKENDS)('approvals on %s', (backend) => {
     const shown = { ...CALL, arguments: asked.arguments };
     expect((await a.consume(gateway, asked.id, shown)).body.detail).toMatch(/\(arguments\)/);
     expect((await a.consume(gateway, asked.id, odd)).status).toBe(200);
+    // a NUL where no U+FFFD may stand in (the session the approval binds) is the caller's to fix
+    const nulSession = await cp.request('POST', '/v1/gateway/approvals', {
+      token: gateway.token,
+      body: { ...CALL, session: 'sess\u0000' },
+    });
+    expectRefused(nulSession, 400, 'TEXT_NOT_STORABLE');
   });
 
   it('nobody decides their own request, whether it names them by e-mail or by user id', async () => {

@@ -102,6 +102,24 @@ describe('agent sessions (embedded)', () => {
     ).toBe(201);
   });
 
+  it("refuses a NUL in a session's name or an agent's message with 400 TEXT_NOT_STORABLE, and keeps a lone surrogate as U+FFFD", async () => {
+    const ws = await aWorkspace(cp, cp.ownerToken);
+    const named = await cp.request('POST', '/v1/sessions', { body: { workspace: ws.slug, name: 'fix\u0000it' } });
+    expect(named.status, named.text).toBe(400);
+    expect(named.body.code).toBe('TEXT_NOT_STORABLE');
+    const session = (await cp.request('POST', '/v1/sessions', { body: { workspace: ws.slug } })).body;
+    const path = `/v1/sessions/${session.id}/messages`;
+    const nul = await cp.request('POST', path, { token: session.caveat_token, body: { text: 'done\u0000' } });
+    expect(nul.status, nul.text).toBe(400);
+    expect(nul.body.code).toBe('TEXT_NOT_STORABLE');
+    const lone = await cp.request('POST', path, { token: session.caveat_token, body: { text: 'half \ud800' } });
+    expect(lone.status, lone.text).toBe(201);
+    expect(lone.body.text).toBe('half \uFFFD');
+    // nothing of the refused ones was kept
+    const read = await cp.request('GET', path);
+    expect(read.body.messages.map((m: { text: string }) => m.text)).toEqual(['half \uFFFD']);
+  });
+
   it('the channel: the agent writes, a person answers, the agent long-polls the answer; session A cannot read B', async () => {
     const ws = await aWorkspace(cp, cp.ownerToken);
     const a = (await cp.request('POST', '/v1/sessions', { body: { workspace: ws.slug } })).body;

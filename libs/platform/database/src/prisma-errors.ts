@@ -18,6 +18,38 @@ export function isForeignKeyViolation(error: unknown): error is Prisma.PrismaCli
   return error instanceof Prisma.PrismaClientKnownRequestError && error.code === 'P2003';
 }
 
+/**
+ * SQLSTATEs of text PostgreSQL cannot hold: 22021 (a NUL in `text`: "invalid
+ * byte sequence for encoding UTF8: 0x00") and 22P05 (a NUL or a lone
+ * surrogate in `jsonb`: "unsupported Unicode escape sequence").
+ */
+const UNSTORABLE_STATES = new Set(['22021', '22P05']);
+const UNSTORABLE_MESSAGES = /invalid byte sequence for encoding "UTF8": 0x00|unsupported Unicode escape sequence/;
+
+/**
+ * Whether the request's own text could not be stored (a NUL, which no
+ * PostgreSQL text holds): the caller's input, not the server's fault. Looks
+ * through the causes Prisma and the driver adapters wrap around it.
+ */
+export function isUnstorableText(error: unknown): boolean {
+  const seen = new Set<unknown>();
+  for (let current = error; current && typeof current === 'object' && !seen.has(current); ) {
+    seen.add(current);
+    const e = current as {
+      code?: unknown;
+      originalCode?: unknown;
+      message?: unknown;
+      cause?: unknown;
+      meta?: { driverAdapterError?: unknown };
+    };
+    for (const code of [e.code, e.originalCode])
+      if (typeof code === 'string' && UNSTORABLE_STATES.has(code)) return true;
+    if (typeof e.message === 'string' && UNSTORABLE_MESSAGES.test(e.message)) return true;
+    current = e.meta?.driverAdapterError ?? e.cause;
+  }
+  return false;
+}
+
 /** node-postgres and socket codes that mean the server is gone, not that the query was wrong. */
 const SOCKET_CODES = new Set([
   'ECONNREFUSED',

@@ -49,6 +49,7 @@ export const ERROR_CODES = {
   METHOD_NOT_ALLOWED: { status: 405, title: 'Method Not Allowed', docs: REQUESTS },
   NOT_ACCEPTABLE: { status: 406, title: 'Not Acceptable', docs: REQUESTS },
   REQUEST_TIMEOUT: { status: 408, title: 'Request Timeout', docs: REQUESTS },
+  TEXT_NOT_STORABLE: { status: 400, title: 'Text cannot be stored', docs: REQUESTS },
   NOT_FOUND: { ...NOT_FOUND, docs: REQUESTS },
   CONFLICT: { ...CONFLICT, docs: REQUESTS },
   REFERENCE_NOT_FOUND: { ...CONFLICT, docs: REQUESTS },

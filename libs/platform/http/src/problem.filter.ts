@@ -7,6 +7,7 @@ import {
   isForeignKeyViolation,
   isRecordNotFound,
   isUniqueViolation,
+  isUnstorableText,
 } from '@aileron/database';
 import {
   DomainError,
@@ -82,6 +83,16 @@ export function toProblem(error: unknown, requestId?: string): ProblemOf {
   if (isUniqueViolation(error)) {
     return {
       problem: problemOf('CONFLICT', 'A resource with these identifying fields already exists', requestId),
+      unexpected: false,
+    };
+  }
+  if (isUnstorableText(error)) {
+    return {
+      problem: problemOf(
+        'TEXT_NOT_STORABLE',
+        'A text in the request holds a NUL character (\\u0000), which cannot be stored; nothing was changed',
+        requestId,
+      ),
       unexpected: false,
     };
   }
