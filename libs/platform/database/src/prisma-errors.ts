@@ -32,22 +32,33 @@ const UNSTORABLE_MESSAGES = /invalid byte sequence for encoding "UTF8": 0x00|uns
  * through the causes Prisma and the driver adapters wrap around it.
  */
 export function isUnstorableText(error: unknown): boolean {
-  const seen = new Set<unknown>();
-  for (let current = error; current && typeof current === 'object' && !seen.has(current); ) {
-    seen.add(current);
-    const e = current as {
-      code?: unknown;
-      originalCode?: unknown;
-      message?: unknown;
-      cause?: unknown;
-      meta?: { driverAdapterError?: unknown };
-    };
+  for (const e of wrappedErrors(error)) {
     for (const code of [e.code, e.originalCode])
       if (typeof code === 'string' && UNSTORABLE_STATES.has(code)) return true;
     if (typeof e.message === 'string' && UNSTORABLE_MESSAGES.test(e.message)) return true;
-    current = e.meta?.driverAdapterError ?? e.cause;
   }
   return false;
+}
+
+/** What a driver's error may carry, as Prisma and the driver adapters wrap it. */
+interface WrappedError {
+  code?: unknown;
+  originalCode?: unknown;
+  kind?: unknown;
+  message?: unknown;
+  cause?: unknown;
+  meta?: { driverAdapterError?: unknown };
+}
+
+/** The error and each one it wraps (the driver adapter's, then causes), once each. */
+function* wrappedErrors(error: unknown): Generator<WrappedError> {
+  const seen = new Set<unknown>();
+  for (let current = error; current && typeof current === 'object' && !seen.has(current); ) {
+    seen.add(current);
+    const e = current as WrappedError;
+    yield e;
+    current = e.meta?.driverAdapterError ?? e.cause;
+  }
 }
 
 /** node-postgres and socket codes that mean the server is gone, not that the query was wrong. */
@@ -88,17 +99,7 @@ const UNAVAILABLE_MESSAGES =
  * wrap around the driver's error. Never includes connection strings.
  */
 export function databaseUnavailableReason(error: unknown): string | null {
-  const seen = new Set<unknown>();
-  for (let current = error; current && typeof current === 'object' && !seen.has(current); ) {
-    seen.add(current);
-    const e = current as {
-      code?: unknown;
-      kind?: unknown;
-      message?: unknown;
-      cause?: unknown;
-      meta?: { driverAdapterError?: unknown };
-      originalCode?: unknown;
-    };
+  for (const e of wrappedErrors(error)) {
     const code = typeof e.code === 'string' ? e.code : typeof e.originalCode === 'string' ? e.originalCode : undefined;
     const kind = typeof e.kind === 'string' ? e.kind : undefined;
     if (code && SOCKET_CODES.has(code)) return `connection failed (${code})`;
@@ -108,7 +109,6 @@ export function databaseUnavailableReason(error: unknown): string | null {
     if (error instanceof Prisma.PrismaClientInitializationError) return 'the database client could not start';
     if (typeof e.message === 'string' && UNAVAILABLE_MESSAGES.test(e.message))
       return e.message.split('\n')[0]!.slice(0, 200);
-    current = e.meta?.driverAdapterError ?? e.cause;
   }
   return null;
 }
