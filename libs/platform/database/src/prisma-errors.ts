@@ -26,6 +26,10 @@ export function isForeignKeyViolation(error: unknown): error is Prisma.PrismaCli
 const UNSTORABLE_STATES = new Set(['22021', '22P05']);
 const UNSTORABLE_MESSAGES = /invalid byte sequence for encoding "UTF8": 0x00|unsupported Unicode escape sequence/;
 
+/** What a caller is told when `isUnstorableText`: over HTTP and MCP alike. */
+export const UNSTORABLE_TEXT_DETAIL =
+  'A text in the request holds a NUL character (\\u0000), which cannot be stored; nothing was changed';
+
 /**
  * Whether the request's own text could not be stored (a NUL, which no
  * PostgreSQL text holds): the caller's input, not the server's fault. Looks

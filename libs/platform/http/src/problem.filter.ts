@@ -8,6 +8,7 @@ import {
   isRecordNotFound,
   isUniqueViolation,
   isUnstorableText,
+  UNSTORABLE_TEXT_DETAIL,
 } from '@aileron/database';
 import {
   DomainError,
@@ -88,11 +89,7 @@ export function toProblem(error: unknown, requestId?: string): ProblemOf {
   }
   if (isUnstorableText(error)) {
     return {
-      problem: problemOf(
-        'TEXT_NOT_STORABLE',
-        'A text in the request holds a NUL character (\\u0000), which cannot be stored; nothing was changed',
-        requestId,
-      ),
+      problem: problemOf('TEXT_NOT_STORABLE', UNSTORABLE_TEXT_DETAIL, requestId),
       unexpected: false,
     };
   }

@@ -11,8 +11,8 @@ import type { Clock } from '@aileron/clock';
 import type { NamespacedServer } from '@aileron/catalog';
 import type { CallPrincipal } from '@aileron/policy';
 import { ConnectionUnavailableError, type UpstreamBearer } from '@aileron/connections';
-import { databaseUnavailableReason } from '@aileron/database';
-import { toolError } from '@aileron/errors';
+import { databaseUnavailableReason, isUnstorableText, UNSTORABLE_TEXT_DETAIL } from '@aileron/database';
+import { DomainError, toolError } from '@aileron/errors';
 import { EXECUTION_NAME_MAX } from '@aileron/audit';
 import type { Instance } from '../pool-instances.service';
 import { AnswerLoad, NodeStreamableHttpTransport } from '../node-streamable-http-transport';
@@ -909,14 +909,10 @@ function toRpcError(error: unknown): RpcError {
       message: "The control plane's database cannot be reached right now; nothing was done. Retry shortly.",
       data: { code: 'DATABASE_UNAVAILABLE' },
     };
-  if (
-    typeof error === 'object' &&
-    error !== null &&
-    'code' in error &&
-    typeof (error as { code: unknown }).code === 'string' &&
-    error instanceof Error
-  ) {
-    return { code: UPSTREAM_UNAVAILABLE, message: error.message, data: { code: (error as { code: string }).code } };
-  }
+  if (isUnstorableText(error))
+    return { code: INVALID_PARAMS, message: UNSTORABLE_TEXT_DETAIL, data: { code: 'TEXT_NOT_STORABLE' } };
+  // ours by class, not by having a `code`: a driver's or the system's error says things the client must not hear
+  if (error instanceof DomainError)
+    return { code: UPSTREAM_UNAVAILABLE, message: error.message, data: { code: error.code } };
   return { code: -32603, message: 'Internal error' };
 }
