@@ -139,8 +139,8 @@ module.exports = {
           '^libs/audit/src/(audit|audit-sinks)\\.service\\.ts$',
           // the root-key rewrap across every workspace
           '^libs/vault/src/vault\\.service\\.ts$',
-          // webhook deliveries (jobs whose payload names the organisation)
-          '^libs/webhooks/src/webhook-delivery\\.service\\.ts$',
+          // webhook deliveries (jobs whose payload names the organisation), and which organisations have no endpoint
+          '^libs/webhooks/src/(webhook-delivery\\.service|quiet-organizations)\\.ts$',
           // agent sessions: their caveat tokens' authentication, and sessions addressed by id (like approvals)
           '^libs/sessions/src/(agent-session-credentials|agent-sessions)\\.service\\.ts$',
           // OAuth: the provider's own records and token lookups (the credential names the tenant), registration, the expiry sweep

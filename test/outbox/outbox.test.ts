@@ -3,7 +3,7 @@ import { announcedExecution, AuditService, executionRecord } from '../../libs/au
 import { SystemScopes } from '../../libs/auth/src/scope-issuer';
 import { DatabaseService, type Transaction } from '../../libs/platform/database/src';
 import { OutboxConsumer, OutboxRepository, OutboxService } from '../../libs/platform/outbox/src';
-import { aWorkspace } from '../support/builders';
+import { anOrganization, aWorkspace } from '../support/builders';
 import { aReplicaOf, startTestControlPlane, TestControlPlane } from '../support/control-plane';
 import { BACKENDS } from '../support/databases';
 import { eventually } from '../support/eventually';
@@ -289,12 +289,12 @@ describe.each(BACKENDS)('transactional outbox on %s', (backend) => {
     }
 
     /** Records `ns` as messages of `topic` with a change of its own (an effect row) in one transaction. */
-    async function aChangeRecording(topic: string, ns: number[]): Promise<string> {
+    async function aChangeRecording(topic: string, ns: number[], organizationId?: string): Promise<string> {
       // an id no message has (effects() reads them as numbers)
       const change = String(-++changes);
       await cp.cp.app.get(DatabaseService).transaction(async (tx) => {
         await tx.$executeRaw`INSERT INTO test_effects (message_id, consumer) VALUES (${change}, 'the change')`;
-        await outbox.record(tx, ...ns.map((n) => ({ topic, payload: { n }, audited: false })));
+        await outbox.record(tx, ...ns.map((n) => ({ topic, organizationId, payload: { n }, audited: false })));
       });
       return change;
     }
@@ -347,8 +347,15 @@ describe.each(BACKENDS)('transactional outbox on %s', (backend) => {
         `CREATE TRIGGER inline_fault BEFORE INSERT ON outbox_messages FOR EACH ROW EXECUTE FUNCTION inline_fault()`,
       );
       try {
+        // an organisation with an endpoint (for other events, never called): the consumer has work, and runs inline
+        const org = await anOrganization(cp);
+        const hook = await cp.request('POST', '/v1/webhooks', {
+          token: org.token,
+          body: { name: 'elsewhere', url: 'https://93.184.216.34/hook', events: ['nothing.*'] },
+        });
+        expect(hook.status, hook.text).toBe(201);
         const heard = aLiveFeed(topic);
-        const change = await aChangeRecording(topic, [3, 1, 4]);
+        const change = await aChangeRecording(topic, [3, 1, 4], org.id);
         expect((await effects()).filter((e) => e.message_id === change)).toHaveLength(1);
         await eventually('their completion the usual way', async () => {
           const rows = await rowsOf(topic);

@@ -1,9 +1,9 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { verifySignedPayload } from '../../libs/platform/net/src';
 import { DatabaseService } from '../../libs/platform/database/src';
-import { WebhookDeliveryService } from '../../libs/webhooks/src';
+import { QuietOrganizations, WebhookDeliveryService } from '../../libs/webhooks/src';
 import { aGateway, anOrganization, aWorkspace, uniqueSlug } from '../support/builders';
-import { startTestControlPlane, TestControlPlane } from '../support/control-plane';
+import { aReplicaOf, startTestControlPlane, TestControlPlane } from '../support/control-plane';
 import { BACKENDS, Backend } from '../support/databases';
 import { advanceClock, resetClock } from '../support/clock';
 import { eventually } from '../support/eventually';
@@ -29,8 +29,14 @@ afterEach(async () => {
   for (const { cp, id } of made.splice(0)) await cp.request('DELETE', `/v1/webhooks/${id}`);
 });
 
-async function aPolicyChange(cp: TestControlPlane, ws: string, rule = uniqueSlug('rule')): Promise<void> {
+async function aPolicyChange(
+  cp: TestControlPlane,
+  ws: string,
+  rule = uniqueSlug('rule'),
+  token = cp.ownerToken,
+): Promise<void> {
   const res = await cp.request('PUT', `/v1/workspaces/${ws}/policy`, {
+    token,
     body: { rules: [{ id: rule, effect: 'deny', tools: ['x'] }] },
   });
   expect(res.status, res.text).toBe(200);
@@ -436,6 +442,96 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
       expect((await cp.request('GET', `/v1/webhooks/${hook.id}/deliveries?cursor=not-a-cursor`)).status).toBe(400);
     } finally {
       await Promise.all([receiver.close(), control.close()]);
+    }
+  });
+});
+
+/** Until the replica has learned that the organisation has no endpoint, its events still go through the consumer. */
+function knownQuiet(cp: TestControlPlane, organizationId: string): Promise<true> {
+  const quiet = cp.cp.app.get(QuietOrganizations);
+  return eventually('the replica to know the organisation has no endpoint', () =>
+    quiet.quietFor([{ topic: 'policy.updated', organizationId, payload: {} }]),
+  );
+}
+
+describe.each(BACKENDS)('an organisation without endpoints on %s', (backend) => {
+  let cp: TestControlPlane;
+  beforeAll(async () => {
+    cp = await startTestControlPlane(backend, serverEnv(backend));
+  });
+  afterAll(async () => cp?.close());
+
+  it('hears its events from the moment an endpoint takes them: created, or enabled again', async () => {
+    const org = await anOrganization(cp);
+    const ws = await aWorkspace(cp, org.token);
+    const receiver = await aReceiver([]);
+    try {
+      await aPolicyChange(cp, ws.slug, undefined, org.token);
+      await knownQuiet(cp, org.id);
+      // recorded while the replica knows nothing listens
+      await aPolicyChange(cp, ws.slug, undefined, org.token);
+
+      const hook = await aWebhook(cp, { url: receiver.url, events: ['policy.updated'] }, org.token);
+      // no waiting: the endpoint's commit told the replica before the API answered
+      await aPolicyChange(cp, ws.slug, undefined, org.token);
+      const first = await eventually('the event after the endpoint was created', () => receiver.accepted()[0]);
+      expect(JSON.parse(first.raw)).toMatchObject({ type: 'policy.updated', data: { version: 3 } });
+
+      const disabled = await cp.request('PATCH', `/v1/webhooks/${hook.id}`, {
+        token: org.token,
+        body: { enabled: false },
+      });
+      expect(disabled.status, disabled.text).toBe(200);
+      await aPolicyChange(cp, ws.slug, undefined, org.token);
+      await knownQuiet(cp, org.id);
+      const enabled = await cp.request('PATCH', `/v1/webhooks/${hook.id}`, {
+        token: org.token,
+        body: { enabled: true },
+      });
+      expect(enabled.status, enabled.text).toBe(200);
+      await aPolicyChange(cp, ws.slug, undefined, org.token);
+      const second = await eventually('the event after it was enabled again', () => receiver.accepted()[1]);
+      expect(JSON.parse(second.raw)).toMatchObject({ type: 'policy.updated', data: { version: 5 } });
+      // the versions in between were recorded while nothing took them, and went to no one since
+      expect(receiver.accepted().map((r) => JSON.parse(r.raw).data.version)).toEqual([3, 5]);
+    } finally {
+      await receiver.close();
+    }
+  });
+});
+
+describe('an organisation without endpoints, on two replicas', () => {
+  let a: TestControlPlane;
+  let b: TestControlPlane;
+  beforeAll(async () => {
+    a = await startTestControlPlane('postgres', serverEnv('postgres'));
+    b = await aReplicaOf(a, serverEnv('postgres'));
+  });
+  afterAll(async () => {
+    await b?.close();
+    await a?.close();
+  });
+
+  it('hears events recorded on one replica once an endpoint created on the other reached it through Redis', async () => {
+    const org = await anOrganization(a);
+    const ws = await aWorkspace(a, org.token);
+    const receiver = await aReceiver([]);
+    try {
+      await aPolicyChange(a, ws.slug, undefined, org.token);
+      await knownQuiet(a, org.id);
+      await aWebhook(b, { url: receiver.url, events: ['policy.updated'] }, org.token);
+      // what A knew lasts 10 s: a bound of 5 s fails the test if only its expiry brought the change
+      const quiet = a.cp.app.get(QuietOrganizations);
+      await eventually(
+        'replica A to hear of the endpoint',
+        () => !quiet.quietFor([{ topic: 'policy.updated', organizationId: org.id, payload: {} }]),
+        { timeoutMs: 5_000 },
+      );
+      await aPolicyChange(a, ws.slug, undefined, org.token);
+      const delivered = await eventually('the event recorded on A', () => receiver.accepted()[0]);
+      expect(JSON.parse(delivered.raw)).toMatchObject({ type: 'policy.updated', data: { version: 2 } });
+    } finally {
+      await receiver.close();
     }
   });
 });

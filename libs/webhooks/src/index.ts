@@ -1,5 +1,6 @@
 export { WebhooksModule } from './webhooks.module';
 export { WebhooksService } from './webhooks.service';
+export { QuietOrganizations } from './quiet-organizations';
 export {
   WebhookDeliveryService,
   WEBHOOK_DELIVER_JOB,

@@ -16,6 +16,7 @@ import { PeriodicTask } from '@aileron/schedule';
 import { pauseReason, PausePolicy } from './domain/endpoint-health';
 import { addressedTo, matchesEvent, matchesWorkspace, takesPersonalNotification } from './domain/event-filter';
 import { renderBody } from './domain/formats';
+import { QuietOrganizations } from './quiet-organizations';
 import { WebhookEndpointRecord, WebhooksRepository } from './webhooks.repository';
 import { secretAad, WebhooksService } from './webhooks.service';
 
@@ -117,6 +118,7 @@ export class WebhookDeliveryService implements BeforeApplicationShutdown {
     private readonly outbox: OutboxService,
     jobs: JobRegistry,
     redis: RedisService,
+    quiet: QuietOrganizations,
   ) {
     this.pausePolicy = {
       pauseAfterSeconds: config.webhookPauseAfterSeconds,
@@ -136,6 +138,7 @@ export class WebhookDeliveryService implements BeforeApplicationShutdown {
       handleMany: (messages, tx) => this.fanOut(messages, tx),
       // its effect is delivery rows and queued jobs: at home in whichever transaction records the event
       inline: true,
+      idle: (messages) => quiet.quietFor(messages),
     });
     // where the jobs run, so does the search for those a restarted Redis lost
     queue.onWorkersStarted(() => this.sweeper.start());

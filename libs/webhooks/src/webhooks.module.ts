@@ -1,5 +1,6 @@
 import { Module } from '@nestjs/common';
 import { ClockModule } from '@aileron/clock';
+import { QuietOrganizations } from './quiet-organizations';
 import { WebhookDeliveryService } from './webhook-delivery.service';
 import { WebhooksController } from './webhooks.controller';
 import { WebhooksRepository } from './webhooks.repository';
@@ -9,7 +10,7 @@ import { WebhooksService } from './webhooks.service';
 @Module({
   imports: [ClockModule],
   controllers: [WebhooksController],
-  providers: [WebhooksRepository, WebhooksService, WebhookDeliveryService],
+  providers: [WebhooksRepository, WebhooksService, QuietOrganizations, WebhookDeliveryService],
   exports: [WebhooksService],
 })
 export class WebhooksModule {}

@@ -158,6 +158,15 @@ export class WebhooksRepository extends Repository {
     return new Map(rows.map((r) => [r.id, r.slug]));
   }
 
+  /** Whether any endpoint of the organisation takes events right now (enabled and not paused), as committed. */
+  async anyTaking(scope: OrgScope): Promise<boolean> {
+    const found = await this.client.webhookEndpoint.findFirst({
+      where: { organizationId: scope.organizationId, enabled: true, pausedAt: null },
+      select: { id: true },
+    });
+    return found !== null;
+  }
+
   /** Endpoints that take events of this workspace (or of the organisation itself, for null) right now. */
   subscribers(scope: OrgScope, workspaceId: string | null, tx: Transaction): Promise<WebhookEndpointRecord[]> {
     return tx.webhookEndpoint.findMany({

@@ -93,6 +93,13 @@ export interface DurableConsumer {
    * if it fails there, the message goes the usual way instead.
    */
   readonly inline?: boolean;
+  /**
+   * For an inline consumer: true when handling these messages would certainly
+   * do nothing, known without reading anything (no webhook endpoint in their
+   * organisations). They are then written completed at once, without the
+   * savepoint and the reads their handling costs. When unsure, false.
+   */
+  idle?(messages: readonly OutboxRecord[]): boolean;
 }
 
 /**

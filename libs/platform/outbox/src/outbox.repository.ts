@@ -63,6 +63,13 @@ export class OutboxRepository extends Repository {
    * neither. When the effect fails, the savepoint is rolled back and the
    * transaction goes on as if nothing had been written here.
    */
+  /** Writes the messages completed, handled by `consumer` as they were written. */
+  async recordCompleted(tx: Transaction, records: OutboxRecord[], consumer: string): Promise<RecordedMessage[]> {
+    const written = await this.record(tx, records, { leased: true, completed: true });
+    for (const message of written) message.delivered.push(consumer);
+    return written;
+  }
+
   async recordHandled(
     tx: Transaction,
     records: OutboxRecord[],
@@ -71,8 +78,7 @@ export class OutboxRepository extends Repository {
   ): Promise<{ written: RecordedMessage[] } | { failed: unknown }> {
     await tx.$executeRaw`SAVEPOINT outbox_inline`;
     try {
-      const written = await this.record(tx, records, { leased: true, completed: true });
-      for (const message of written) message.delivered.push(consumer);
+      const written = await this.recordCompleted(tx, records, consumer);
       await effect(written, tx);
       await tx.$executeRaw`RELEASE SAVEPOINT outbox_inline`;
       return { written };

@@ -184,6 +184,10 @@ export class OutboxService implements OnApplicationShutdown {
    */
   private async write(tx: Transaction, records: OutboxRecord[], handOver: boolean): Promise<RecordedMessage[]> {
     const inline = handOver ? this.inlineConsumerOf(records) : undefined;
+    if (inline?.idle?.(records)) {
+      // a pool's batch, most of the time: the savepoint and the consumer's read were a tenth of its cost
+      return this.repository.recordCompleted(tx, records, inline.name);
+    }
     if (inline) {
       const outcome = await this.repository.recordHandled(tx, records, inline.name, effectOf(inline));
       if ('written' in outcome) return outcome.written;
