@@ -29,6 +29,8 @@ export class InProcessBus implements MessageBus {
   private readonly emitter = new EventEmitter().setMaxListeners(0);
 
   async publish(channel: string, message: unknown): Promise<void> {
+    // one process: nobody subscribed now, nobody hears it (every pool call's events, with no live stream open)
+    if (this.emitter.listenerCount(channel) === 0) return;
     // asynchronous like Redis, so publishers never depend on handlers running inline
     const copy = JSON.parse(JSON.stringify(message ?? null)) as unknown;
     setImmediate(() => this.emitter.emit(channel, copy));
