@@ -890,6 +890,19 @@ parity('OutboxRepository', 'completeIfDelivered', async (s) => {
   // what is not complete is due again once its lease is ignored
   return o.claimDue(60_000, 10, FUTURE);
 });
+parity('OutboxRepository', 'recordCompleted', async (s) => {
+  const o = repo(s, 'OutboxRepository');
+  const written = await tx(s, (x) =>
+    o.recordCompleted(x, [{ topic: 'parity.completed', organizationId: s.w.orgId, payload: { n: 7 } }], 'parity-quiet'),
+  );
+  const rows = await tx(
+    s,
+    (x) => x.$queryRaw`
+      SELECT topic, payload, dispatch_count, completed_at IS NOT NULL AS done FROM outbox_messages
+      WHERE topic = 'parity.completed' ORDER BY id`,
+  );
+  return [written, rows];
+});
 parity('OutboxRepository', 'recordHandled', async (s) => {
   const o = repo(s, 'OutboxRepository');
   const handled: unknown[] = [];
@@ -2121,6 +2134,10 @@ parity('WebhooksRepository', 'subscribers', async (s) => {
     by((await tx(s, (x) => h.subscribers(s.w.org, workspaceId, x))) as { name: string }[], (e) => e.name);
   return [await names(s.w.ws.workspaceId), await names(s.w.ws2.workspaceId), await names(null)];
 });
+parity('WebhooksRepository', 'anyTaking', async (s) => [
+  await repo(s, 'WebhooksRepository').anyTaking(s.w.org),
+  await repo(s, 'WebhooksRepository').anyTaking(s.w.orgB),
+]);
 parity('WebhooksRepository', 'resume', async (s) => {
   const h = repo(s, 'WebhooksRepository');
   return [
