@@ -9,7 +9,7 @@ import { WebhooksRepository } from './webhooks.repository';
  * Bounds how long a lost bus message can leave a new endpoint unheard (the
  * bus's outages are covered apart: see `quietFor`).
  */
-const TTL_MS = 10_000;
+const TTL_MS = 60_000;
 
 /**
  * Which organisations have no endpoint that takes events: for them the
