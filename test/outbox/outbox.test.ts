@@ -402,6 +402,7 @@ describe.each(BACKENDS)('transactional outbox on %s', (backend) => {
       data: { execution_id: 'x-1', latency_ms: 2.5, result_bytes: 64 },
     });
     const announced = announcedExecution(
+      { topic, organizationId: scope.organizationId, workspaceId: ws.id, audited: false },
       record,
       { workspace: ws.slug, actor: 'user:u-1', occurredAt: new Date('2030-01-01T00:00:00.123Z') },
       recordId,
@@ -428,13 +429,7 @@ describe.each(BACKENDS)('transactional outbox on %s', (backend) => {
         ],
         { replay: false },
       );
-      await outbox.record(tx, {
-        topic,
-        organizationId: scope.organizationId,
-        workspaceId: ws.id,
-        audited: false,
-        ...announced,
-      });
+      await outbox.record(tx, announced);
     });
     await eventually('the durable consumer', async () => payloads.length === 1);
     expect(payloads).toEqual([announced.payload]);

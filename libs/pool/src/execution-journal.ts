@@ -268,17 +268,14 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
         // each event references its record rather than carry the call a second time
         await this.outbox.record(
           tx,
-          ...events.map((r) => ({
-            topic: r.type,
-            organizationId: r.organizationId,
-            workspaceId: r.workspaceId,
-            audited: false,
-            ...announcedExecution(
+          ...events.map((r) =>
+            announcedExecution(
+              { topic: r.type, organizationId: r.organizationId, workspaceId: r.workspaceId, audited: false },
               entryRecord(r),
               { workspace: r.workspaceSlug, actor: r.actor, occurredAt: new Date(r.time) },
               r.id,
             ),
-          })),
+          ),
         );
       }
     });

@@ -16,6 +16,9 @@ class SwitchableBus implements MessageBus {
   subscribe(channel: string, handler: (message: unknown) => void): () => void {
     return this.bus.subscribe(channel, handler);
   }
+  audible(channel: string): boolean {
+    return this.bus.audible(channel);
+  }
   onConnectionChange(listener: (connected: boolean) => void): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);

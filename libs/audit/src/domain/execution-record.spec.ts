@@ -150,12 +150,21 @@ describe("an execution's event stored as a reference to its record", () => {
   const context = { workspace: 'payments', actor: 'token:t-1', occurredAt: new Date('2030-01-01T00:00:00.123Z') };
 
   it('keeps for its row only the reference and the workspace, none of the call', () => {
-    const { fromAuditRecord } = announcedExecution(record, context, 'r-1');
+    const { fromAuditRecord } = announcedExecution({}, record, context, 'r-1');
     expect(fromAuditRecord).toEqual({ id: 'r-1', rest: { workspace: 'payments' } });
   });
 
+  it('carries its envelope, and one payload however often and however it is read', () => {
+    const announced = announcedExecution({ topic: 'execution.started', audited: false }, record, context, 'r-1');
+    expect(announced).toMatchObject({ topic: 'execution.started', audited: false });
+    expect(announced.payload).toBe(announced.payload);
+    expect({ ...announced }.payload).toBe(announced.payload);
+    expect(JSON.parse(JSON.stringify(announced)).payload).toEqual(announced.payload);
+    expect(announced.payload).toMatchObject({ execution_id: 'x-1', workspace: 'payments', tool: 'get_issue' });
+  });
+
   it('is rebuilt from the record as stored into the payload its hearers got at once', () => {
-    const { payload, fromAuditRecord } = announcedExecution(record, context, 'r-1');
+    const { payload, fromAuditRecord } = announcedExecution({}, record, context, 'r-1');
     // the columns the journal writes the record with (ExecutionJournal), as read back
     const stored = {
       type: record.type,

@@ -188,20 +188,32 @@ export function executionEventPayload(
 }
 
 /**
- * An execution's event as an outbox record announcing its audit record
- * `recordId` of the same transaction: the whole payload for those who hear it
- * at once (webhooks, the live stream), and for the table only the reference
- * and what the record does not hold, the workspace's slug at the time. The
- * call is stored once; `executionEventOf` rebuilds the payload from the record.
+ * An execution's event as an outbox record (`envelope`, with its topic and
+ * tenant) announcing its audit record `recordId` of the same transaction: the
+ * whole payload for those who hear it at once (webhooks, the live stream), and
+ * for the table only the reference and what the record does not hold, the
+ * workspace's slug at the time. The call is stored once; `executionEventOf`
+ * rebuilds the payload from the record.
+ *
+ * The payload is built when first read: most of the pool's batches have no one
+ * to hear them (no endpoint, no live stream open), and building every call's
+ * two was a twentieth of the batch. Copying the record with a spread reads it.
  */
-export function announcedExecution(
+export function announcedExecution<E extends object>(
+  envelope: E,
   record: ExecutionRecord,
   context: { workspace: string; actor: string; occurredAt: Date },
   recordId: string,
-): { payload: Record<string, unknown>; fromAuditRecord: { id: string; rest: Record<string, unknown> } } {
-  return {
-    payload: executionEventPayload(record, context),
-    fromAuditRecord: { id: recordId, rest: { workspace: context.workspace } },
+): E & { payload: Record<string, unknown>; fromAuditRecord: { id: string; rest: Record<string, unknown> } } {
+  let payload: Record<string, unknown> | undefined;
+  const announced = { ...envelope, fromAuditRecord: { id: recordId, rest: { workspace: context.workspace } } };
+  Object.defineProperty(announced, 'payload', {
+    get: () => (payload ??= executionEventPayload(record, context)),
+    enumerable: true,
+  });
+  return announced as E & {
+    payload: Record<string, unknown>;
+    fromAuditRecord: { id: string; rest: Record<string, unknown> };
   };
 }
 

@@ -15,6 +15,11 @@ export interface MessageBus {
   publish(channel: string, message: unknown): Promise<void>;
   /** returns the function that unsubscribes */
   subscribe(channel: string, handler: BusHandler): () => void;
+  /**
+   * Whether a message published on `channel` now may reach a subscriber: so a
+   * publisher can skip building it. True wherever another process may listen.
+   */
+  audible(channel: string): boolean;
   /** false while messages cannot travel between replicas: what is published meanwhile reaches this replica only */
   readonly connected: boolean;
   /** told each time `connected` changes; after a `true`, messages of the gap may have been missed */
@@ -30,10 +35,14 @@ export class InProcessBus implements MessageBus {
 
   async publish(channel: string, message: unknown): Promise<void> {
     // one process: nobody subscribed now, nobody hears it (every pool call's events, with no live stream open)
-    if (this.emitter.listenerCount(channel) === 0) return;
+    if (!this.audible(channel)) return;
     // asynchronous like Redis, so publishers never depend on handlers running inline
     const copy = JSON.parse(JSON.stringify(message ?? null)) as unknown;
     setImmediate(() => this.emitter.emit(channel, copy));
+  }
+
+  audible(channel: string): boolean {
+    return this.emitter.listenerCount(channel) > 0;
   }
 
   subscribe(channel: string, handler: BusHandler): () => void {
@@ -106,6 +115,11 @@ export class RedisBus implements MessageBus {
       // asynchronous like Redis, so publishers never depend on handlers running inline
       setImmediate(() => this.deliver(channel, raw));
     }
+  }
+
+  /** other replicas subscribe through Redis, unseen from here */
+  audible(): boolean {
+    return true;
   }
 
   subscribe(channel: string, handler: BusHandler): () => void {

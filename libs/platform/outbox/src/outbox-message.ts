@@ -67,6 +67,15 @@ export function storedMessage(row: {
   };
 }
 
+/**
+ * `record` with `fields` added, its properties copied as they are: a payload
+ * built when first read (an execution's, `announcedExecution`) stays unbuilt,
+ * where a spread would build it.
+ */
+export function withFields<R extends object, F extends object>(record: R, fields: F): R & F {
+  return Object.assign(Object.defineProperties({}, Object.getOwnPropertyDescriptors(record)), fields) as R & F;
+}
+
 /** A consumer whose handling commits with its "handled" mark: exactly once per message. */
 export interface DurableConsumer {
   /** stable name; a message is handled at most once per consumer name */

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { Repository, storableJson, Transaction } from '@aileron/database';
-import { OutboxMessage, OutboxRecord, storedMessage } from './outbox-message';
+import { OutboxMessage, OutboxRecord, storedMessage, withFields } from './outbox-message';
 
 /** A message just written: leased to its writer, who hands it over from memory. */
 export type RecordedMessage = ClaimedMessage & OutboxMessage;
@@ -47,14 +47,15 @@ export class OutboxRepository extends Repository {
     // RETURNING promises no order, but ids come from the sequence in the order the rows are
     // inserted, which ORDER BY fixes: the n-th smallest id is the n-th record
     rows.sort(byId);
-    return rows.map((r, i) => ({
-      ...records[i]!,
-      id: r.id.toString(),
-      createdAt: r.created_at,
-      dispatches: 1,
-      delivered: [],
-      ...(completed ? { completed } : {}),
-    }));
+    return rows.map((r, i) =>
+      withFields(records[i]!, {
+        id: r.id.toString(),
+        createdAt: r.created_at,
+        dispatches: 1,
+        delivered: [] as string[],
+        ...(completed ? { completed } : {}),
+      }),
+    );
   }
 
   /**

@@ -144,11 +144,7 @@ export class OutboxService implements OnApplicationShutdown {
   async record(tx: Transaction, ...records: OutboxRecord[]): Promise<void> {
     // a process that does not dispatch (a CLI command, one shutting down) leaves its messages to the next sweep
     const handOver = this.sweeper?.running === true;
-    const leased = await this.write(
-      tx,
-      records.map(({ audited: _audited, ...record }) => record),
-      handOver,
-    );
+    const leased = await this.write(tx, records, handOver);
     // handed over as soon as they commit; if that fails, the sweep takes them once their lease runs out
     if (handOver) {
       this.db.afterCommit(tx, () => {
