@@ -72,8 +72,13 @@ export function storedMessage(row: {
  * built when first read (an execution's, `announcedExecution`) stays unbuilt,
  * where a spread would build it.
  */
-export function withFields<R extends object, F extends object>(record: R, fields: F): R & F {
-  return Object.assign(Object.defineProperties({}, Object.getOwnPropertyDescriptors(record)), fields) as R & F;
+export function withFields<R extends { payload: unknown }, F extends object>(record: R, fields: F): R & F {
+  const payload = Object.getOwnPropertyDescriptor(record, 'payload');
+  if (!payload?.get) return { ...record, ...fields };
+  const copy: Record<string, unknown> = {};
+  for (const key of Object.keys(record)) if (key !== 'payload') copy[key] = record[key as keyof R];
+  Object.defineProperty(copy, 'payload', payload);
+  return Object.assign(copy, fields) as R & F;
 }
 
 /** A consumer whose handling commits with its "handled" mark: exactly once per message. */
