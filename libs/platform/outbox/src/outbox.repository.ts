@@ -58,12 +58,6 @@ export class OutboxRepository extends Repository {
     );
   }
 
-  /**
-   * Writes the messages completed and runs `effect` on them (their one
-   * durable consumer's), in a savepoint of the writer's transaction: both or
-   * neither. When the effect fails, the savepoint is rolled back and the
-   * transaction goes on as if nothing had been written here.
-   */
   /** Writes the messages completed, handled by `consumer` as they were written. */
   async recordCompleted(tx: Transaction, records: OutboxRecord[], consumer: string): Promise<RecordedMessage[]> {
     const written = await this.record(tx, records, { leased: true, completed: true });
@@ -71,6 +65,12 @@ export class OutboxRepository extends Repository {
     return written;
   }
 
+  /**
+   * Writes the messages completed and runs `effect` on them (their one
+   * durable consumer's), in a savepoint of the writer's transaction: both or
+   * neither. When the effect fails, the savepoint is rolled back and the
+   * transaction goes on as if nothing had been written here.
+   */
   async recordHandled(
     tx: Transaction,
     records: OutboxRecord[],
