@@ -182,6 +182,8 @@ describe.each(BACKENDS)('audit API on %s', (backend) => {
         good(),
         'not an event',
         gatewayEvent({ session, decision: 'maybe' }),
+        // nested past what the chain's hashing and PostgreSQL walk (a few thousand levels overflow them)
+        gatewayEvent({ session, data: { deep: JSON.parse(`${'['.repeat(3_000)}${']'.repeat(3_000)}`) } }),
       ];
       const res = await ingest(gateway.token, events);
       expect(res.status, res.text).toBe(200);
@@ -240,6 +242,13 @@ describe.each(BACKENDS)('audit API on %s', (backend) => {
           code: 'EVENT_INVALID',
           reason: expect.stringMatching(/^decision: /),
           errors: at('body.events[10].decision'),
+        },
+        {
+          index: 11,
+          id: idOf(11),
+          code: 'EVENT_INVALID',
+          reason: 'data: nests deeper than 64 levels',
+          errors: at('body.events[11].data'),
         },
       ]);
       const stored = (await searchAll(ws.slug, `session=${session}`)).events;

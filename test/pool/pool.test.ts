@@ -249,6 +249,17 @@ describe('the remote MCP pool', () => {
     await expect(client.callTool({ name: 'x'.repeat(257), arguments: {} })).rejects.toThrow(
       /A tool name is at most 256 characters; this one has 257/,
     );
+    // arguments nested deeper than the audit log walks are refused; a deep but ordinary nesting is recorded
+    let deep: unknown = 'bottom';
+    for (let i = 0; i < 3_000; i++) deep = { a: deep };
+    await expect(client.callTool({ name: 'echo', arguments: { message: 'deep', deep } })).rejects.toThrow(
+      /arguments nest deeper than 63 levels/,
+    );
+    let nested: unknown = 'bottom';
+    for (let i = 0; i < 60; i++) nested = [nested];
+    expect(textOf(await client.callTool({ name: 'echo', arguments: { message: 'nested', nested } }))).toBe(
+      'Echo: nested',
+    );
     // an upstream's error text as long as the longest name the record holds is recorded whole
     const longest = await client.callTool({ name: 'y'.repeat(256), arguments: {} });
     expect(textOf(longest)).toContain('y'.repeat(256));
@@ -269,9 +280,10 @@ describe('the remote MCP pool', () => {
         ['echo', { message: 'half \uFFFD a pair' }],
         ['echo', { message: 'keys', ['k\uFFFD']: 1, ['\uFFFD']: 2 }],
         ['y'.repeat(256), {}],
+        ['echo', { message: 'nested', nested }],
       ]),
     );
-    expect(records.filter((r) => r.type !== 'execution.started')).toHaveLength(4);
+    expect(records.filter((r) => r.type !== 'execution.started')).toHaveLength(5);
     // what the pool writes is what a gateway's local calls are checked against
     for (const r of records)
       expect(

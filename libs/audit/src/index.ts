@@ -17,6 +17,8 @@ export {
   clippedError,
   EXECUTION_DECISIONS,
   EXECUTION_NAME_MAX,
+  nestsDeeperThan,
+  RECORD_DEPTH_MAX,
   EXECUTION_TYPES,
   executionDataSchema,
   executionEventPayload,

@@ -7,6 +7,7 @@ import {
   executionEventPayload,
   executionRecord,
   gatewayExecution,
+  nestsDeeperThan,
 } from './execution-record';
 
 const GATEWAY = 'gateway:g-1';
@@ -187,5 +188,22 @@ describe('a search by decision', () => {
     expect(decisionsMatching('approved')).toEqual(['approved', 'approval']);
     expect(decisionsMatching('approval')).toEqual(['approved', 'approval']);
     expect(decisionsMatching('deny')).toEqual(['deny']);
+  });
+});
+
+describe('nestsDeeperThan', () => {
+  const nested = (levels: number): unknown => JSON.parse(`${'['.repeat(levels)}${']'.repeat(levels)}`);
+
+  it('counts objects and arrays, not what they hold', () => {
+    expect(nestsDeeperThan({ a: [{ b: 'x' }] }, 3)).toBe(false);
+    expect(nestsDeeperThan({ a: [{ b: ['x'] }] }, 3)).toBe(true);
+    expect(nestsDeeperThan('text', 0)).toBe(false);
+    expect(nestsDeeperThan(null, 0)).toBe(false);
+    expect(nestsDeeperThan(nested(64), 64)).toBe(false);
+    expect(nestsDeeperThan(nested(65), 64)).toBe(true);
+  });
+
+  it('answers for a value nested far past what a recursive walk survives', () => {
+    expect(nestsDeeperThan(nested(200_000), 64)).toBe(true);
   });
 });

@@ -25,6 +25,25 @@ export type ExecutionDecision = (typeof EXECUTION_DECISIONS)[number];
 export const EXECUTION_NAME_MAX = 256;
 /** The longest error text an execution record holds; a longer one is clipped when recorded (`clippedError`). */
 export const EXECUTION_ERROR_MAX = 2048;
+/**
+ * How deep a record's data may nest (objects and arrays). The chain's
+ * canonical form, the checks that make text storable and PostgreSQL's `jsonb`
+ * walk it by recursion: a few thousand levels overflow one of them, and a
+ * record that cannot be written fails its whole batch, every workspace's.
+ */
+export const RECORD_DEPTH_MAX = 64;
+
+/** Whether a JSON value nests deeper than `max`, found without recursion (the value is a caller's). */
+export function nestsDeeperThan(value: unknown, max: number): boolean {
+  const stack: [unknown, number][] = [[value, 1]];
+  for (let next = stack.pop(); next !== undefined; next = stack.pop()) {
+    const [item, depth] = next;
+    if (typeof item !== 'object' || item === null) continue;
+    if (depth > max) return true;
+    for (const child of Array.isArray(item) ? item : Object.values(item)) stack.push([child, depth + 1]);
+  }
+  return false;
+}
 
 const short = z.string().min(1).max(EXECUTION_NAME_MAX);
 /** a column every execution record has: a gateway that leaves it out is told so, not that `undefined` is no string */

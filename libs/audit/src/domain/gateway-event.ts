@@ -1,6 +1,14 @@
 import { z } from 'zod';
 import { formatPath, PathIssue } from '@aileron/errors';
-import { ExecutionRecord, executionFields, gatewayExecution, isExecutionType, LEGACY_DENIED } from './execution-record';
+import {
+  ExecutionRecord,
+  executionFields,
+  gatewayExecution,
+  isExecutionType,
+  LEGACY_DENIED,
+  nestsDeeperThan,
+  RECORD_DEPTH_MAX,
+} from './execution-record';
 
 /** At most this many events in one ingest batch. */
 export const MAX_BATCH = 1000;
@@ -93,6 +101,9 @@ export type EventCheck =
 export function checkGatewayEvent(raw: unknown, now: number, gateway: string): EventCheck {
   const parsed = gatewayEventSchema.safeParse(raw);
   if (!parsed.success) return invalid(parsed.error.issues);
+  // before anything walks it: serialising or hashing a few thousand levels overflows the stack
+  if (nestsDeeperThan(parsed.data.data, RECORD_DEPTH_MAX))
+    return invalid([{ path: ['data'], message: `nests deeper than ${RECORD_DEPTH_MAX} levels` }]);
   const text = JSON.stringify(parsed.data);
   if (Buffer.byteLength(text) > MAX_EVENT_BYTES)
     return invalid([{ path: [], message: `the event is over ${MAX_EVENT_BYTES} bytes` }], 'EVENT_TOO_LARGE');

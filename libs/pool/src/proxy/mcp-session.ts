@@ -13,7 +13,7 @@ import type { CallPrincipal } from '@aileron/policy';
 import { ConnectionUnavailableError, type UpstreamBearer } from '@aileron/connections';
 import { databaseUnavailableReason, isUnstorableText, UNSTORABLE_TEXT_DETAIL } from '@aileron/database';
 import { DomainError, toolError } from '@aileron/errors';
-import { EXECUTION_NAME_MAX } from '@aileron/audit';
+import { EXECUTION_NAME_MAX, nestsDeeperThan, RECORD_DEPTH_MAX } from '@aileron/audit';
 import type { Instance } from '../pool-instances.service';
 import { AnswerLoad, NodeStreamableHttpTransport } from '../node-streamable-http-transport';
 import { INSTANCE_BUSY, INVALID_PARAMS, METHOD_NOT_FOUND, RpcError, UPSTREAM_UNAVAILABLE } from './jsonrpc';
@@ -606,6 +606,11 @@ export class McpSession {
       };
     if (target.name.includes('\u0000'))
       return { error: { code: INVALID_PARAMS, message: 'A tool name may not contain NUL (\\u0000)' } };
+    // the record holds the arguments one level down, in its data
+    if (nestsDeeperThan(args, RECORD_DEPTH_MAX - 1))
+      return {
+        error: { code: INVALID_PARAMS, message: `The arguments nest deeper than ${RECORD_DEPTH_MAX - 1} levels` },
+      };
     const call: ToolCall = { server: target.server, tool: target.name, arguments: args };
     const token = (params._meta as { progressToken?: string | number } | undefined)?.progressToken;
     let step = 0;
