@@ -446,12 +446,14 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
   });
 });
 
+/** Whether the replica takes the organisation to have no endpoint (its events then skip the consumer). */
+function saysQuiet(cp: TestControlPlane, organizationId: string): boolean {
+  return cp.cp.app.get(QuietOrganizations).quietFor([{ topic: 'policy.updated', organizationId, payload: {} }]);
+}
+
 /** Until the replica has learned that the organisation has no endpoint, its events still go through the consumer. */
 function knownQuiet(cp: TestControlPlane, organizationId: string): Promise<true> {
-  const quiet = cp.cp.app.get(QuietOrganizations);
-  return eventually('the replica to know the organisation has no endpoint', () =>
-    quiet.quietFor([{ topic: 'policy.updated', organizationId, payload: {} }]),
-  );
+  return eventually('the replica to know the organisation has no endpoint', () => saysQuiet(cp, organizationId));
 }
 
 describe.each(BACKENDS)('an organisation without endpoints on %s', (backend) => {
@@ -521,12 +523,7 @@ describe('an organisation without endpoints, on two replicas', () => {
       await knownQuiet(a, org.id);
       await aWebhook(b, { url: receiver.url, events: ['policy.updated'] }, org.token);
       // what A knew lasts a minute: a bound of 10 s fails the test if only its expiry brought the change
-      const quiet = a.cp.app.get(QuietOrganizations);
-      await eventually(
-        'replica A to hear of the endpoint',
-        () => !quiet.quietFor([{ topic: 'policy.updated', organizationId: org.id, payload: {} }]),
-        { timeoutMs: 10_000 },
-      );
+      await eventually('replica A to hear of the endpoint', () => !saysQuiet(a, org.id), { timeoutMs: 10_000 });
       await aPolicyChange(a, ws.slug, undefined, org.token);
       const delivered = await eventually('the event recorded on A', () => receiver.accepted()[0]);
       expect(JSON.parse(delivered.raw)).toMatchObject({ type: 'policy.updated', data: { version: 2 } });

@@ -59,7 +59,8 @@ export class QuietOrganizations implements OnModuleDestroy {
     // while the bus is away a change on another replica would not reach this one
     if (!this.bus.connected) return false;
     let quiet = true;
-    for (const { organizationId } of messages) {
+    // a batch is one organisation's messages, nearly always: each is asked once
+    for (const organizationId of new Set(messages.map((m) => m.organizationId))) {
       if (!organizationId) continue;
       const known = this.quiet.get(organizationId);
       if (known === undefined) this.learn(organizationId);

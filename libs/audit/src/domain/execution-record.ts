@@ -122,7 +122,7 @@ export function executionRecord(input: z.input<typeof executionRecordSchema>): E
 export function clippedError(text: string): string {
   if (text.length <= EXECUTION_ERROR_MAX) return text;
   let end = EXECUTION_ERROR_MAX - 1;
-  // never half a surrogate pair: PostgreSQL refuses a lone one in JSON, and with it the whole batch
+  // never half a surrogate pair: stored, a lone one would read as U+FFFD
   if (/[\uD800-\uDBFF]/.test(text[end - 1]!)) end -= 1;
   return `${text.slice(0, end)}…`;
 }
