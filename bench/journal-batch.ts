@@ -32,8 +32,13 @@ async function main(): Promise<void> {
     const me = await fetch(`${controlPlane.url}/v1/me`, {
       headers: { authorization: `Bearer ${ownerToken(controlPlane)}` },
     });
-    const body = (await me.json()) as { organization: { id: string }; workspaces: { id: string; slug: string }[] };
-    const workspace = body.workspaces[0]!;
+    const body = (await me.json()) as { organization: { id: string }; workspaces: { slug: string }[] };
+    // the pool records into the workspace's chain, and its events carry the workspace: /v1/me names it by slug
+    const one = await fetch(`${controlPlane.url}/v1/workspaces/${body.workspaces[0]!.slug}`, {
+      headers: { authorization: `Bearer ${ownerToken(controlPlane)}` },
+    });
+    const workspace = (await one.json()) as { id: string; slug: string };
+    if (!workspace.id) throw new Error(`no workspace id: ${JSON.stringify(workspace)}`);
     const journal = controlPlane.app.get(ExecutionJournal);
     let serial = 0;
     const batch = (): void => {

@@ -903,6 +903,14 @@ parity('OutboxRepository', 'recordCompleted', async (s) => {
   );
   return [written, rows];
 });
+parity('OutboxRepository', 'reserveIds', async (s) => {
+  const o = repo(s, 'OutboxRepository');
+  const reserved = await tx(s, (x) => o.reserveIds(x, 3));
+  // a message written after them takes the next id: the reserved ones stay unused by rows
+  const [next] = await tx(s, (x) => o.record(x, [{ topic: 'parity.reserved', payload: {} }], { leased: false }));
+  const ids = [...reserved, next!.id].map(BigInt);
+  return [reserved.length, ids.slice(1).map((id, i) => id - ids[i]!), await tx(s, (x) => o.reserveIds(x, 1))];
+});
 parity('OutboxRepository', 'recordHandled', async (s) => {
   const o = repo(s, 'OutboxRepository');
   const handled: unknown[] = [];
@@ -1209,12 +1217,35 @@ parity('AuditRepository', 'append', async (s) => {
   });
   // a repeat fails the statement, or with skipRepeats leaves the head where it was
   const repeated = await steps(() => tx(s, (x) => a.append(x, s.w.org, [record(s, 4, { id: uuid(101) })])));
-  const skipped = await tx(s, (x) => a.append(x, s.w.org, [record(s, 4, { id: uuid(101) })], true));
+  const skipped = await tx(s, (x) => a.append(x, s.w.org, [record(s, 4, { id: uuid(101) })], { skipRepeats: true }));
   const more = await tx(s, async (x) => {
     await a.lockHead(x, s.w.org, CHAIN, s.w.ws.workspaceId);
-    return a.append(x, s.w.org, [record(s, 4), record(s, 5)], true);
+    return a.append(x, s.w.org, [record(s, 4), record(s, 5)], { skipRepeats: true });
   });
   return [appended, repeated, skipped, more, await a.head(s.w.org, CHAIN)];
+});
+parity('AuditRepository', 'announcedAfter', async (s) => {
+  const a = repo(s, 'AuditRepository');
+  // a chain of its own: records 2 and 3 announced by events 41 and 40 (ids need not follow the chain's order), 1 by none
+  const chain = uuid(2);
+  await tx(s, async (x) => {
+    await a.lockHead(x, s.w.org, chain, s.w.ws.workspaceId);
+    await a.append(
+      x,
+      s.w.org,
+      [1, 2, 3].map((seq) => record(s, seq, { chainId: chain })),
+      {
+        eventIds: [null, '41', '40'],
+      },
+    );
+  });
+  return [
+    await a.announcedAfter(s.w.org, chain, 0n, 10),
+    await a.announcedAfter(s.w.org, chain, 40n, 10),
+    await a.announcedAfter(s.w.org, chain, 0n, 1),
+    // another organisation's scope sees none of them
+    await a.announcedAfter(s.w.orgB, chain, 0n, 10),
+  ];
 });
 parity('AuditRepository', 'existingIds', async (s) =>
   tx(s, async (x) => [

@@ -107,30 +107,48 @@ describe.each(BACKENDS)('workspace event stream on %s', (backend) => {
     again.close();
   });
 
-  it('replays a proxied call’s events as they were streamed, though their rows keep only a reference to its audit records', async () => {
+  // Where a webhook endpoint could hear them, the events have rows that reference the records; where none
+  // can, they have no rows and the records keep their ids. A client sees no difference either way.
+  it.each([
+    ['an organisation no webhook hears', 'stored in the audit records'],
+    ['an organisation with a webhook endpoint', 'rows that reference the audit records'],
+  ])('replays a proxied call’s events in %s as they were streamed, in order among the others: %s', async (kind) => {
     const key = 'upstream-key-events-replay';
     const upstream = new HttpUpstream(key);
     await upstream.start();
     try {
-      const ws = await aWorkspace(cp, cp.ownerToken);
-      await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, { body: { default: 'allow', rules: [] } });
+      let token = cp.ownerToken;
+      if (kind === 'an organisation with a webhook endpoint') {
+        const org = await anOrganization(cp);
+        token = org.token;
+        // subscribed to nothing this test records: never called, but the organisation's events have a consumer
+        const hook = await cp.request('POST', '/v1/webhooks', {
+          token,
+          body: { name: 'elsewhere', url: 'https://93.184.216.34/hook', events: ['nothing.*'] },
+        });
+        expect(hook.status, hook.text).toBe(201);
+      }
+      const ws = await aWorkspace(cp, token);
+      const as = { token };
+      await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, { ...as, body: { default: 'allow', rules: [] } });
       const put = await cp.request('PUT', `/v1/workspaces/${ws.slug}/secrets/upstream/authorization`, {
+        ...as,
         body: { value: `Bearer ${key}` },
       });
       expect(put.status, put.text).toBe(200);
-      const server = await aRemoteServer(cp, cp.ownerToken, ws.slug, {
+      const server = await aRemoteServer(cp, token, ws.slug, {
         transport: 'streamable_http',
         url: upstream.url,
         headers: { Authorization: 'vault://upstream/authorization' },
       });
-      const live = listen(`${reader.url}/v1/workspaces/${ws.slug}/events`, cp.ownerToken);
+      const live = listen(`${reader.url}/v1/workspaces/${ws.slug}/events`, token);
       await live.opened;
       // an event from before the call, to reconnect from
-      await cp.request('PUT', `/v1/workspaces/${ws.slug}/secrets/before/the-call`, { body: { value: 'x' } });
+      await cp.request('PUT', `/v1/workspaces/${ws.slug}/secrets/before/the-call`, { ...as, body: { value: 'x' } });
       await eventually('the event before the call', () => live.events.some((e) => e.event === 'secret.written'));
       const before = live.events.find((e) => e.event === 'secret.written')!.id;
 
-      const { client } = await connect(cp, cp.ownerToken, `/mcp/${ws.slug}/${server}`);
+      const { client } = await connect(cp, token, `/mcp/${ws.slug}/${server}`);
       try {
         expect(textOf(await client.callTool({ name: 'greet', arguments: { name: 'replayed' } }))).toBe(
           'Hello, replayed',
@@ -141,6 +159,12 @@ describe.each(BACKENDS)('workspace event stream on %s', (backend) => {
       await cp.cp.app.get(ExecutionJournal).flush();
       const executions = (events: typeof live.events) => events.filter((e) => e.event.startsWith('execution.'));
       await eventually('the call’s events, live', () => executions(live.events).length === 2);
+      // and one after them, from a row of its own: the replay must put each where it belongs
+      await cp.request('PUT', `/v1/workspaces/${ws.slug}/secrets/after/the-call`, { ...as, body: { value: 'x' } });
+      await eventually(
+        'the event after the call',
+        () => live.events.filter((e) => e.event === 'secret.written').length === 2,
+      );
       live.close();
       expect(executions(live.events)[0]!.data).toMatchObject({
         type: 'execution.started',
@@ -148,23 +172,39 @@ describe.each(BACKENDS)('workspace event stream on %s', (backend) => {
         execution_mode: 'remote',
         data: { server, tool: 'greet', arguments: { name: 'replayed' } },
       });
+      // (besides the pool's secret.read of the upstream's header, when it connects)
+      const ours = (events: typeof live.events) => events.filter((e) => e.event !== 'secret.read');
+      const missed = ours(live.events.slice(live.events.findIndex((e) => e.id === before) + 1));
+      expect(missed.map((e) => e.event)).toEqual(['execution.started', 'execution.succeeded', 'secret.written']);
 
-      const again = listen(`${reader.url}/v1/workspaces/${ws.slug}/events`, cp.ownerToken, {
-        'last-event-id': before,
-      });
-      await eventually('the replay', () => executions(again.events).length === 2);
+      const again = listen(`${reader.url}/v1/workspaces/${ws.slug}/events`, token, { 'last-event-id': before });
+      await eventually('the replay', () => ours(again.events).length === 3);
       again.close();
-      expect(executions(again.events)).toEqual(executions(live.events));
+      expect(ours(again.events)).toEqual(missed);
+      // from the middle: the stored events after the first one only
+      const later = listen(`${reader.url}/v1/workspaces/${ws.slug}/events`, token, { 'last-event-id': missed[0]!.id });
+      await eventually('the later replay', () => ours(later.events).length === 2);
+      later.close();
+      expect(ours(later.events)).toEqual(missed.slice(1));
 
-      // the call is stored once, in the audit log: each event's row holds the record's id and the workspace's slug
+      // the call is stored once, in the audit log
       const rows = await cp.cp.database.client.$queryRaw<{ payload: unknown; audit_record_id: string | null }[]>`
         SELECT payload, audit_record_id FROM outbox_messages
         WHERE workspace_id = ${ws.id}::uuid AND topic LIKE 'execution.%' ORDER BY id`;
-      expect(rows.map((r) => (typeof r.payload === 'string' ? JSON.parse(r.payload) : r.payload))).toEqual([
-        { workspace: ws.slug },
-        { workspace: ws.slug },
-      ]);
-      expect(rows.every((r) => r.audit_record_id !== null)).toBe(true);
+      const records = await cp.cp.database.client.$queryRaw<{ event_id: bigint | null }[]>`
+        SELECT event_id FROM audit_events WHERE chain_id = ${ws.id}::uuid AND type LIKE 'execution.%' ORDER BY seq`;
+      if (kind === 'an organisation no webhook hears') {
+        expect(rows).toEqual([]);
+        expect(records.map((r) => `evt_${r.event_id}`)).toEqual(missed.slice(0, 2).map((e) => e.id));
+      } else {
+        // each event's row holds the record's id and the workspace's slug
+        expect(rows.map((r) => (typeof r.payload === 'string' ? JSON.parse(r.payload) : r.payload))).toEqual([
+          { workspace: ws.slug },
+          { workspace: ws.slug },
+        ]);
+        expect(rows.every((r) => r.audit_record_id !== null)).toBe(true);
+        expect(records.map((r) => r.event_id)).toEqual([null, null]);
+      }
     } finally {
       await upstream.stop();
     }

@@ -27,7 +27,8 @@ export interface AuditFilters {
   execution_mode?: string;
 }
 
-type Row = Prisma.AuditEventGetPayload<object>;
+// where a record was announced (`event_id`) is not part of the record
+type Row = Omit<Prisma.AuditEventGetPayload<object>, 'eventId'>;
 
 /**
  * The records that are tool calls, one per call (domain/recorded-call.ts says
@@ -90,7 +91,13 @@ export class AuditRepository extends Repository {
    * without the repeats (the unique index finds them while it inserts, so
    * the common case costs no separate look-up).
    */
-  async append(tx: Transaction, scope: OrgScope, records: ChainedRecord[], skipRepeats = false): Promise<boolean> {
+  async append(
+    tx: Transaction,
+    scope: OrgScope,
+    records: ChainedRecord[],
+    options: { skipRepeats?: boolean; eventIds?: readonly (string | null)[] } = {},
+  ): Promise<boolean> {
+    const { skipRepeats = false, eventIds } = options;
     if (records.length === 0) return true;
     const last = records[records.length - 1]!;
     // One statement per batch, the rows as one JSON text (json_to_recordset): not createMany, which compiles
@@ -99,7 +106,7 @@ export class AuditRepository extends Repository {
     // `jsonb`: read once, never stored. The head moves in the same statement. Text goes through asText as
     // bound parameters did.
     const rows = JSON.stringify(
-      records.map((r) => ({
+      records.map((r, i) => ({
         seq: r.seq,
         id: r.id,
         type: asText(r.type),
@@ -116,17 +123,19 @@ export class AuditRepository extends Repository {
         data: r.data,
         prev_hash: r.prevHash,
         hash: r.hash,
+        event_id: eventIds?.[i] ?? null,
       })),
     );
     const moved = await tx.$executeRaw`
       WITH inserted AS (
         INSERT INTO audit_events (organization_id, chain_id, workspace_id, seq, id, type, recorded_at, occurred_at, source, actor,
-                                  principal, execution_mode, server, tool, decision, session_id, data, prev_hash, hash)
+                                  principal, execution_mode, server, tool, decision, session_id, data, prev_hash, hash, event_id)
         SELECT ${scope.organizationId}::uuid, ${last.chainId}::uuid, ${last.workspaceId}::uuid, u.seq, u.id, u.type, u.recorded_at, u.occurred_at,
-               u.source, u.actor, u.principal, u.execution_mode, u.server, u.tool, u.decision, u.session_id, u.data, u.prev_hash, u.hash
+               u.source, u.actor, u.principal, u.execution_mode, u.server, u.tool, u.decision, u.session_id, u.data, u.prev_hash, u.hash,
+               u.event_id
         FROM json_to_recordset(${rows}::json) AS u(seq bigint, id uuid, type text, recorded_at timestamptz, occurred_at timestamptz,
           source text, actor text, principal text, execution_mode text, server text, tool text, decision text, session_id text,
-          data jsonb, prev_hash text, hash text)
+          data jsonb, prev_hash text, hash text, event_id bigint)
         ${skipRepeats ? Prisma.sql`ON CONFLICT (chain_id, id) DO NOTHING` : Prisma.empty}
         RETURNING 1)
       UPDATE audit_heads SET seq = ${last.seq}::bigint, hash = ${last.hash}, updated_at = now()
@@ -152,6 +161,25 @@ export class AuditRepository extends Repository {
         AS ref(chain_id, id, organization_id)
         ON e.chain_id = ref.chain_id AND e.id = ref.id AND e.organization_id = ref.organization_id`;
     return rows.map(fromRaw);
+  }
+
+  /**
+   * The records of a workspace's chain announced by events stored in them
+   * (`event_id`), after `afterEventId`, in event order: the part of the
+   * workspace's event history that has no outbox rows.
+   */
+  async announcedAfter(
+    scope: OrgScope,
+    workspaceId: string,
+    afterEventId: bigint,
+    limit: number,
+  ): Promise<(ChainedRecord & { eventId: bigint })[]> {
+    const rows = await this.client.$queryRaw<(RawRecord & { event_id: bigint })[]>`
+      SELECT e.* FROM audit_events e
+      WHERE e.chain_id = ${workspaceId}::uuid AND e.organization_id = ${scope.organizationId}::uuid
+        AND e.event_id > ${afterEventId}::bigint
+      ORDER BY e.event_id LIMIT ${limit}`;
+    return rows.map((row) => ({ ...fromRaw(row), eventId: BigInt(row.event_id) }));
   }
 
   async writeCheckpoint(

@@ -9,7 +9,7 @@ import { publicKeyFromX, signEd25519, verifyEd25519 } from '@aileron/crypto';
 import { DatabaseService, Keyset, storableJson, storableText, Transaction } from '@aileron/database';
 import { fieldIssues, FieldIssue, ValidationError } from '@aileron/errors';
 import { SigningKeysService } from '@aileron/keys';
-import { OutboxMessage, OutboxRecord, OutboxService } from '@aileron/outbox';
+import { OutboxMessage, OutboxRecord, OutboxService, StoredEventsQuery } from '@aileron/outbox';
 import { DeadlineSweep } from '@aileron/schedule';
 import { AuditFilters, AuditRepository, ChainHead } from './audit.repository';
 import {
@@ -99,6 +99,8 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
     outbox.useAuditJournal((tx, records) => this.journal(tx, records));
     // an execution's event is stored as a reference to its record: read back from the record
     outbox.useRecordedPayloads((tx, messages) => this.announcedPayloads(tx, messages));
+    // and an event that has no row at all is read from the record that keeps its id
+    outbox.useStoredEvents((workspace, afterId, limit) => this.storedEvents(workspace, afterId, limit));
     // a chain this replica appends to waits at most auditCheckpointSeconds (plus one sweep) for its
     // checkpoint; one appended by a replica that died first, at most the backstop more
     const every = Math.min(SWEEP_MS, config.auditCheckpointSeconds * 1000);
@@ -157,12 +159,14 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
    * batch after a crash (the pool's execution journal). With `replay` only
    * the ids the chain does not hold yet are appended; without it the ids are
    * new by construction, and a repeat fails the batch rather than be skipped.
+   * `eventIds` (only without `replay`, one per entry) are the events that
+   * announce the records without outbox rows of their own (`OutboxService.announceInPlace`).
    */
   async recordNew(
     tx: Transaction,
     scope: OrgScope,
     entries: (AuditEntry & { id: string })[],
-    options: { replay: boolean },
+    options: { replay: false; eventIds?: readonly string[] } | { replay: true },
   ): Promise<ChainedRecord[]> {
     const chain = chainOf(scope);
     const head = await this.repository.lockHead(tx, scope, chain.chainId, chain.workspaceId);
@@ -181,7 +185,7 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
       head,
       fresh.map((entry) => unchained(scope, chain, entry, now)),
     );
-    await this.repository.append(tx, scope, records);
+    await this.repository.append(tx, scope, records, options.replay ? {} : { eventIds: options.eventIds });
     this.afterCommit(scope.organizationId);
     return records;
   }
@@ -234,6 +238,25 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
       if (record) payloads.set(message.id, executionEventOf(record, message.fromAuditRecord!.rest));
     });
     return payloads;
+  }
+
+  /** A workspace's events stored in their records (`event_id`), whole, as `announcedExecution` gave them. */
+  private async storedEvents(workspace: StoredEventsQuery, afterId: bigint, limit: number): Promise<OutboxMessage[]> {
+    const records = await this.repository.announcedAfter(
+      SystemScopes.organization(workspace.organizationId),
+      workspace.workspaceId,
+      afterId,
+      limit,
+    );
+    return records.map((record) => ({
+      id: record.eventId.toString(),
+      topic: record.type,
+      organizationId: record.organizationId,
+      workspaceId: workspace.workspaceId,
+      audited: false,
+      createdAt: record.recordedAt,
+      payload: executionEventOf(record, { workspace: workspace.workspaceSlug }),
+    }));
   }
 
   /** A gateway's batch: good events are chained in arrival order, bad ones rejected one by one, repeats skipped. */
@@ -293,7 +316,7 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
         }
         const records = chainRecords(head, fresh, freshHashers);
         // retries are rare: the first attempt inserts optimistically and gives up (rolling back) on a repeat
-        if (!(await this.repository.append(tx, scope, records, !dedupe))) throw new RepeatedEvents();
+        if (!(await this.repository.append(tx, scope, records, { skipRepeats: !dedupe }))) throw new RepeatedEvents();
         await this.announceExecutions(tx, scope, actor, records, executions);
         return records.length;
       });

@@ -70,7 +70,14 @@ export class EventsService {
   async replay(scope: WorkspaceScope, lastEventId: string): Promise<PublicEvent[]> {
     const match = /^evt_(\d{1,19})$/.exec(lastEventId);
     if (!match) return [];
-    const missed = await this.repository.after(scope, BigInt(match[1]!), REPLAY_LIMIT);
-    return (await this.outbox.withPayloads(missed)).map(toPublicEvent);
+    const after = BigInt(match[1]!);
+    const rows = await this.outbox.withPayloads(await this.repository.after(scope, after, REPLAY_LIMIT));
+    // the pool's executions in organisations no webhook hears have no rows: their records keep their ids
+    const stored = await this.outbox.storedAfter(scope, after, REPLAY_LIMIT);
+    if (stored.length === 0) return rows.map(toPublicEvent);
+    return [...rows, ...stored]
+      .sort((a, b) => (BigInt(a.id) < BigInt(b.id) ? -1 : 1))
+      .slice(0, REPLAY_LIMIT)
+      .map(toPublicEvent);
   }
 }

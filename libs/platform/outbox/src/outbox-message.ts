@@ -36,6 +36,20 @@ export type RecordedPayloads = (
   messages: readonly OutboxMessage[],
 ) => Promise<Map<string, Record<string, unknown>>>;
 
+/** Whose stored events a replay asks for: the workspace, and its slug now (what the records do not hold). */
+export interface StoredEventsQuery {
+  organizationId: string;
+  workspaceId: string;
+  workspaceSlug: string;
+}
+
+/**
+ * A workspace's events that announce audit records without rows of their own
+ * (`OutboxService.idsInPlace`), read back whole from the records, after an id,
+ * in id order. Set once by the audit domain.
+ */
+export type StoredEvents = (workspace: StoredEventsQuery, afterId: bigint, limit: number) => Promise<OutboxMessage[]>;
+
 export interface OutboxMessage extends OutboxRecord {
   id: string;
   createdAt: Date;

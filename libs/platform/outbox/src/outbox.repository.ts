@@ -58,6 +58,13 @@ export class OutboxRepository extends Repository {
     );
   }
 
+  /** Ids from the messages' sequence, ascending, for events stored elsewhere (their audit records). */
+  async reserveIds(tx: Transaction, count: number): Promise<string[]> {
+    const rows = await tx.$queryRaw<{ id: bigint }[]>`
+      SELECT nextval('outbox_messages_id_seq') AS id FROM generate_series(1, ${count}::int)`;
+    return rows.sort(byId).map((r) => r.id.toString());
+  }
+
   /** Writes the messages completed, handled by `consumer` as they were written. */
   async recordCompleted(tx: Transaction, records: OutboxRecord[], consumer: string): Promise<RecordedMessage[]> {
     const written = await this.record(tx, records, { leased: true, completed: true });

@@ -14,7 +14,10 @@ import {
   OutboxMessage,
   OutboxRecord,
   RecordedPayloads,
+  StoredEvents,
+  StoredEventsQuery,
   subscribes,
+  withFields,
 } from './outbox-message';
 import { ClaimedMessage, OutboxRepository, RecordedMessage } from './outbox.repository';
 
@@ -63,6 +66,7 @@ export class OutboxService implements OnApplicationShutdown {
   private unsubscribe: (() => void) | undefined;
   private journal: AuditJournal | undefined;
   private recordedPayloads: RecordedPayloads | undefined;
+  private stored: StoredEvents | undefined;
   private readonly watchers: {
     topics: (topic: string) => boolean;
     hook: (topics: readonly string[]) => Promise<void>;
@@ -125,6 +129,21 @@ export class OutboxService implements OnApplicationShutdown {
     this.recordedPayloads = source;
   }
 
+  /** Where events stored in their audit records (`idsInPlace`) are read back from: set once by the audit domain. */
+  useStoredEvents(source: StoredEvents): void {
+    if (this.stored) throw new Error('a source of stored events is already set');
+    this.stored = source;
+  }
+
+  /**
+   * A workspace's events after `afterId` that are stored in their audit
+   * records rather than as rows, in id order, whole: the rest of its history
+   * beside the table's rows.
+   */
+  storedAfter(workspace: StoredEventsQuery, afterId: bigint, limit: number): Promise<OutboxMessage[]> {
+    return this.stored ? this.stored(workspace, afterId, limit) : Promise.resolve([]);
+  }
+
   /**
    * Messages read from the table with their whole payloads: those stored as a
    * reference to their audit record get theirs rebuilt from it, in one read
@@ -145,6 +164,54 @@ export class OutboxService implements OnApplicationShutdown {
     // a process that does not dispatch (a CLI command, one shutting down) leaves its messages to the next sweep
     const handOver = this.sweeper?.running === true;
     const leased = await this.write(tx, records, handOver);
+    this.afterWriting(tx, records, leased, handOver);
+    const audited = records.filter((r) => r.audited !== false && r.organizationId);
+    if (this.journal && audited.length > 0) await this.journal(tx, audited);
+  }
+
+  /**
+   * Ids for events that announce the audit records written beside them in
+   * `tx` (`fromAuditRecord`, the pool's executions) and need no row of their
+   * own: no durable consumer would do anything with them (`idle`: no webhook
+   * endpoint in their organisations) and this process hands its messages over
+   * itself. The ids come from the outbox's sequence, so each event takes its
+   * place in its workspace's history among the others; the caller stores each
+   * in its audit record, where a replay finds it (`useStoredEvents`), and
+   * calls `announcedInPlace` once the records are written. Undefined when the
+   * events need rows (`record` them).
+   */
+  async idsInPlace(tx: Transaction, records: readonly OutboxRecord[]): Promise<string[] | undefined> {
+    if (this.sweeper?.running !== true || !this.stored) return undefined;
+    if (!records.every((r) => r.fromAuditRecord && r.workspaceId && r.audited === false)) return undefined;
+    if (!this.inlineConsumerOf(records)?.idle?.(records)) return undefined;
+    return this.repository.reserveIds(tx, records.length);
+  }
+
+  /**
+   * Events stored in their audit records with ids from `idsInPlace`, each
+   * with its record's time: heard live once `tx` commits, as recorded
+   * messages are, and never handed to a durable consumer (they had nothing
+   * to do with them).
+   */
+  announcedInPlace(
+    tx: Transaction,
+    records: readonly OutboxRecord[],
+    placed: readonly { id: string; createdAt: Date }[],
+  ): void {
+    const consumer = this.inlineConsumerOf(records)!.name;
+    const handled = records.map((record, i) =>
+      withFields(record, { ...placed[i]!, dispatches: 1, delivered: [consumer], completed: true }),
+    );
+    this.afterWriting(tx, records, handled, true);
+  }
+
+  /** What follows a write once `tx` commits: the hand-over (live consumers hear at once) and the commit hooks. */
+  private afterWriting(
+    tx: Transaction,
+    records: readonly OutboxRecord[],
+    leased: RecordedMessage[],
+    handOver: boolean,
+  ): void {
     // handed over as soon as they commit; if that fails, the sweep takes them once their lease runs out
     if (handOver) {
       this.db.afterCommit(tx, () => {
@@ -169,8 +236,6 @@ export class OutboxService implements OnApplicationShutdown {
       }
       recorded.push(...matched);
     }
-    const audited = records.filter((r) => r.audited !== false && r.organizationId);
-    if (this.journal && audited.length > 0) await this.journal(tx, audited);
   }
 
   /**
