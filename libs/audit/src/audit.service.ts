@@ -160,7 +160,7 @@ export class AuditService implements OnApplicationBootstrap, OnApplicationShutdo
    * the ids the chain does not hold yet are appended; without it the ids are
    * new by construction, and a repeat fails the batch rather than be skipped.
    * `eventIds` (only without `replay`, one per entry) are the events that
-   * announce the records without outbox rows of their own (`OutboxService.announceInPlace`).
+   * announce the records without outbox rows of their own (`OutboxService.idsInPlace`).
    */
   async recordNew(
     tx: Transaction,
