@@ -9,17 +9,12 @@ import { aRemoteServer, connect, textOf } from './mcp-client';
 
 const KEY = 'upstream-key-journal-batches';
 
-/**
- * When execution records reach the audit log. A batch that is due waits for
- * the next call to start and is written once that call's request is out (the
- * embedded database's statements block the thread; written then, they fill
- * the wait for the answer); with no call it is written half an interval later.
- */
 /** A control plane whose batches are due after `batchMs`, with an upstream the workspace calls as `greeter`. */
 function withGreeter(batchMs: number): {
   cp: () => TestControlPlane;
   records: (name: string) => Promise<string[]>;
   path: () => string;
+  upstream: HttpUpstream;
 } {
   let cp: TestControlPlane;
   const upstream = new HttpUpstream(KEY);
@@ -68,22 +63,25 @@ function withGreeter(batchMs: number): {
           .sort()
       : [];
   }
-  return { cp: () => cp, records, path: () => `/mcp/${ws.slug}/greeter` };
+  return { cp: () => cp, records, path: () => `/mcp/${ws.slug}/greeter`, upstream };
 }
 
 /**
- * When execution records reach the audit log. A batch that is due waits for
- * the next call to start and is written once that call's request is out (the
- * embedded database's statements block the thread; written then, they fill
- * the wait for the answer); with no call it is written half an interval later.
+ * When execution records reach the audit log. The embedded database's
+ * statements block the thread, and an answer arriving meanwhile waits for
+ * them: a batch that is due is written once no call waits for its answer
+ * (after the last one's end); while calls keep overlapping, once it is an
+ * interval overdue, right after the next call's request is out (written
+ * then, they fill the wait for the answer); at the latest two intervals
+ * after its first record.
  */
 describe('execution record batches', () => {
-  describe('a due batch and the next call', () => {
+  describe('a due batch and the calls around it', () => {
     // long: no batch is written on its own while a test runs; the test moves the clock instead
     const BATCH_MS = 60_000;
-    const { cp, records, path } = withGreeter(BATCH_MS);
+    const { cp, records, path, upstream } = withGreeter(BATCH_MS);
 
-    it('writes a due batch as soon as the next call has gone out, that call’s start included', async () => {
+    it('writes a due batch once no call waits for its answer: after the next call’s end, that call included', async () => {
       const { client } = await connect(cp(), cp().ownerToken, path());
       try {
         expect(textOf(await client.callTool({ name: 'greet', arguments: { name: 'first' } }))).toBe('Hello, first');
@@ -92,14 +90,54 @@ describe('execution record batches', () => {
         advanceClock(cp(), BATCH_MS + 1);
         expect(await records('first')).toEqual([]);
         expect(textOf(await client.callTool({ name: 'greet', arguments: { name: 'second' } }))).toBe('Hello, second');
-        // the second call's start went into that batch, written then, not a half interval (30 s) later
-        await eventually(
-          'the batch with the second call',
-          async () => (await records('second')).includes('execution.started'),
-          { timeoutMs: 10_000 },
-        );
+        // written with the second call's start and end, not an interval (60 s) later
+        await eventually('the batch with the second call', async () => (await records('second')).length === 2, {
+          timeoutMs: 10_000,
+        });
         expect(await records('first')).toEqual(['execution.started', 'execution.succeeded']);
       } finally {
+        await client.close();
+      }
+    });
+
+    it('holds a due batch while a call waits for its answer, and writes it when that call ends', async () => {
+      const { client } = await connect(cp(), cp().ownerToken, path());
+      try {
+        const waiting = client.callTool({ name: 'wait', arguments: {} });
+        await eventually('the call at the upstream', () => upstream.waitingCalls === 1);
+        advanceClock(cp(), BATCH_MS + 1);
+        expect(textOf(await client.callTool({ name: 'greet', arguments: { name: 'beside' } }))).toBe('Hello, beside');
+        // a round trip after that call ended: a batch it had set going would be written by now
+        expect(await records('beside')).toEqual([]);
+        upstream.release();
+        expect(textOf(await waiting)).toBe('released');
+        await eventually('the batch, once nothing waits', async () => (await records('beside')).length === 2, {
+          timeoutMs: 10_000,
+        });
+      } finally {
+        upstream.release();
+        await client.close();
+      }
+    });
+
+    it('writes a batch an interval overdue right after the next call has gone out, though a call still waits', async () => {
+      const { client } = await connect(cp(), cp().ownerToken, path());
+      try {
+        const waiting = client.callTool({ name: 'wait', arguments: {} });
+        await eventually('the call at the upstream', () => upstream.waitingCalls === 1);
+        expect(textOf(await client.callTool({ name: 'greet', arguments: { name: 'early' } }))).toBe('Hello, early');
+        advanceClock(cp(), 2 * BATCH_MS + 1);
+        expect(textOf(await client.callTool({ name: 'greet', arguments: { name: 'late' } }))).toBe('Hello, late');
+        // the late call's start went into that batch; the waiting call has not ended
+        await eventually('the overdue batch', async () => (await records('late')).includes('execution.started'), {
+          timeoutMs: 10_000,
+        });
+        expect(await records('early')).toEqual(['execution.started', 'execution.succeeded']);
+        expect(upstream.waitingCalls).toBe(1);
+        upstream.release();
+        await waiting;
+      } finally {
+        upstream.release();
         await client.close();
       }
     });
@@ -109,13 +147,13 @@ describe('execution record batches', () => {
     const BATCH_MS = 1000;
     const { cp, records, path } = withGreeter(BATCH_MS);
 
-    it('writes it half an interval after it was due', async () => {
+    it('writes it when it falls due, an interval after its first record', async () => {
       const { client } = await connect(cp(), cp().ownerToken, path());
       try {
         const asked = Date.now();
         expect(textOf(await client.callTool({ name: 'greet', arguments: { name: 'alone' } }))).toBe('Hello, alone');
         await eventually('the batch', async () => (await records('alone')).length === 2, { timeoutMs: 15_000 });
-        expect(Date.now() - asked).toBeGreaterThanOrEqual(BATCH_MS * 1.5);
+        expect(Date.now() - asked).toBeGreaterThanOrEqual(BATCH_MS);
       } finally {
         await client.close();
       }

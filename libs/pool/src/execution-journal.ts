@@ -88,7 +88,7 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
   private batch: JournalEntry[] = [];
   /** started and not ended, by execution id: carried into each new segment */
   private readonly running = new Map<string, JournalEntry>();
-  /** written at the latest then, with or without a next call */
+  /** when the pending batch falls due, and then its last chance: written then with or without a next call */
   private timer: NodeJS.Timeout | undefined;
   /** when the pending batch is due (read from the Clock, so a test can move it) */
   private dueAt = Infinity;
@@ -169,20 +169,35 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
     }
     writeSync(this.openSegment(), `${JSON.stringify(record)}\n`);
     this.batch.push(record);
+    const now = this.clock.now();
     if (this.batch.length >= FLUSH_AT) void this.flush();
-    else if (record.type === 'execution.started' && this.clock.now() >= this.dueAt) {
-      // This call's request leaves in this turn of the event loop; the batch
-      // starts right after, while the proxy waits for the answer. On the
-      // embedded database its statements block the thread, so started at a
-      // random moment they would hold up requests and answers arriving then
-      // (p99 vs direct in alternating runs: median 1.31 this way, 1.50 before).
-      this.dueAt = Infinity;
-      setImmediate(() => void this.flush());
+    else if (now >= this.dueAt && this.running.size === 0) {
+      // On the embedded database the batch's statements block the thread, and
+      // whatever answer arrives meanwhile waits for them: a due batch waits for
+      // a moment when no call waits for its answer. This record is the last
+      // one's end; its answer leaves in this turn, the batch in the next. An
+      // agent's calls come with pauses between them, which the batch now fills
+      // (docs/pool.md § Performance: the sequential calls the batches held up).
+      this.flushSoon();
+    } else if (record.type === 'execution.started' && now >= this.dueAt + this.batchMs) {
+      // calls keep overlapping for a whole interval more: the batch goes right
+      // after this call's request leaves, while the proxy waits for the answer
+      this.flushSoon();
     } else if (!this.timer) {
-      // due after one interval; without a next call, written half an interval later
-      this.dueAt = this.clock.now() + this.batchMs;
-      this.timer = setTimeout(() => void this.flush(), this.batchMs * 1.5);
+      this.dueAt = now + this.batchMs;
+      this.timer = setTimeout(() => this.due(), this.batchMs);
     }
+  }
+
+  /** The interval is over: written now if no call waits for its answer, else at the latest an interval later. */
+  private due(): void {
+    if (this.running.size === 0) void this.flush();
+    else this.timer = setTimeout(() => void this.flush(), this.batchMs);
+  }
+
+  private flushSoon(): void {
+    this.dueAt = Infinity;
+    setImmediate(() => void this.flush());
   }
 
   /** Resolves once everything appended so far is in the audit log (tests, shutdown). */
