@@ -81,6 +81,13 @@ describe('execution record batches', () => {
     const BATCH_MS = 60_000;
     const { cp, records, path, upstream } = withGreeter(BATCH_MS);
 
+    /** a call of the upstream's `wait` tool, once it waits there for the test's release (its answer, wrapped: not awaited) */
+    async function aWaitingCall(client: Awaited<ReturnType<typeof connect>>['client']) {
+      const answer = client.callTool({ name: 'wait', arguments: {} });
+      await eventually('the call at the upstream', () => upstream.waitingCalls === 1);
+      return { answer };
+    }
+
     it('writes a due batch once no call waits for its answer: after the next call’s end, that call included', async () => {
       const { client } = await connect(cp(), cp().ownerToken, path());
       try {
@@ -103,14 +110,13 @@ describe('execution record batches', () => {
     it('holds a due batch while a call waits for its answer, and writes it when that call ends', async () => {
       const { client } = await connect(cp(), cp().ownerToken, path());
       try {
-        const waiting = client.callTool({ name: 'wait', arguments: {} });
-        await eventually('the call at the upstream', () => upstream.waitingCalls === 1);
+        const waiting = await aWaitingCall(client);
         advanceClock(cp(), BATCH_MS + 1);
         expect(textOf(await client.callTool({ name: 'greet', arguments: { name: 'beside' } }))).toBe('Hello, beside');
         // a round trip after that call ended: a batch it had set going would be written by now
         expect(await records('beside')).toEqual([]);
         upstream.release();
-        expect(textOf(await waiting)).toBe('released');
+        expect(textOf(await waiting.answer)).toBe('released');
         await eventually('the batch, once nothing waits', async () => (await records('beside')).length === 2, {
           timeoutMs: 10_000,
         });
@@ -123,8 +129,7 @@ describe('execution record batches', () => {
     it('writes a batch an interval overdue right after the next call has gone out, though a call still waits', async () => {
       const { client } = await connect(cp(), cp().ownerToken, path());
       try {
-        const waiting = client.callTool({ name: 'wait', arguments: {} });
-        await eventually('the call at the upstream', () => upstream.waitingCalls === 1);
+        const waiting = await aWaitingCall(client);
         expect(textOf(await client.callTool({ name: 'greet', arguments: { name: 'early' } }))).toBe('Hello, early');
         advanceClock(cp(), 2 * BATCH_MS + 1);
         expect(textOf(await client.callTool({ name: 'greet', arguments: { name: 'late' } }))).toBe('Hello, late');
@@ -135,7 +140,7 @@ describe('execution record batches', () => {
         expect(await records('early')).toEqual(['execution.started', 'execution.succeeded']);
         expect(upstream.waitingCalls).toBe(1);
         upstream.release();
-        await waiting;
+        await waiting.answer;
       } finally {
         upstream.release();
         await client.close();
