@@ -107,6 +107,38 @@ describe.each(BACKENDS)('workspace event stream on %s', (backend) => {
     again.close();
   });
 
+  /** An organisation with a webhook endpoint (subscribed to nothing these tests record: never called, but its events have a consumer). */
+  async function anOrganizationWithAnEndpoint(): Promise<string> {
+    const org = await anOrganization(cp);
+    const hook = await cp.request('POST', '/v1/webhooks', {
+      token: org.token,
+      body: { name: 'elsewhere', url: 'https://93.184.216.34/hook', events: ['nothing.*'] },
+    });
+    expect(hook.status, hook.text).toBe(201);
+    return org.token;
+  }
+
+  /** A workspace that allows everything, with `upstream` as a remote server behind its vault. */
+  async function aWorkspaceCalling(
+    token: string,
+    upstream: HttpUpstream,
+    key: string,
+  ): Promise<{ ws: { slug: string; id: string }; server: string }> {
+    const ws = await aWorkspace(cp, token);
+    await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, { token, body: { default: 'allow', rules: [] } });
+    const put = await cp.request('PUT', `/v1/workspaces/${ws.slug}/secrets/upstream/authorization`, {
+      token,
+      body: { value: `Bearer ${key}` },
+    });
+    expect(put.status, put.text).toBe(200);
+    const server = await aRemoteServer(cp, token, ws.slug, {
+      transport: 'streamable_http',
+      url: upstream.url,
+      headers: { Authorization: 'vault://upstream/authorization' },
+    });
+    return { ws, server };
+  }
+
   // Where a webhook endpoint could hear them, the events have rows that reference the records; where none
   // can, they have no rows and the records keep their ids. A client sees no difference either way.
   it.each([
@@ -117,30 +149,10 @@ describe.each(BACKENDS)('workspace event stream on %s', (backend) => {
     const upstream = new HttpUpstream(key);
     await upstream.start();
     try {
-      let token = cp.ownerToken;
-      if (kind === 'an organisation with a webhook endpoint') {
-        const org = await anOrganization(cp);
-        token = org.token;
-        // subscribed to nothing this test records: never called, but the organisation's events have a consumer
-        const hook = await cp.request('POST', '/v1/webhooks', {
-          token,
-          body: { name: 'elsewhere', url: 'https://93.184.216.34/hook', events: ['nothing.*'] },
-        });
-        expect(hook.status, hook.text).toBe(201);
-      }
-      const ws = await aWorkspace(cp, token);
+      const token =
+        kind === 'an organisation with a webhook endpoint' ? await anOrganizationWithAnEndpoint() : cp.ownerToken;
       const as = { token };
-      await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, { ...as, body: { default: 'allow', rules: [] } });
-      const put = await cp.request('PUT', `/v1/workspaces/${ws.slug}/secrets/upstream/authorization`, {
-        ...as,
-        body: { value: `Bearer ${key}` },
-      });
-      expect(put.status, put.text).toBe(200);
-      const server = await aRemoteServer(cp, token, ws.slug, {
-        transport: 'streamable_http',
-        url: upstream.url,
-        headers: { Authorization: 'vault://upstream/authorization' },
-      });
+      const { ws, server } = await aWorkspaceCalling(token, upstream, key);
       const live = listen(`${reader.url}/v1/workspaces/${ws.slug}/events`, token);
       await live.opened;
       // an event from before the call, to reconnect from
@@ -204,6 +216,69 @@ describe.each(BACKENDS)('workspace event stream on %s', (backend) => {
         ]);
         expect(rows.every((r) => r.audit_record_id !== null)).toBe(true);
         expect(records.map((r) => r.event_id)).toEqual([null, null]);
+      }
+    } finally {
+      await upstream.stop();
+    }
+  });
+
+  it('stores each call’s events its own way when one batch holds calls of both kinds of organisation, and replays each whole', async () => {
+    const key = 'upstream-key-events-mixed';
+    const upstream = new HttpUpstream(key);
+    await upstream.start();
+    try {
+      const sides = [
+        { token: cp.ownerToken, stored: 'in records' },
+        { token: await anOrganizationWithAnEndpoint(), stored: 'as rows' },
+      ];
+      const prepared = [];
+      for (const side of sides) {
+        const { ws, server } = await aWorkspaceCalling(side.token, upstream, key);
+        await cp.request('PUT', `/v1/workspaces/${ws.slug}/secrets/before/the-call`, {
+          token: side.token,
+          body: { value: 'x' },
+        });
+        prepared.push({ ...side, ws, server });
+      }
+      // everything so far in the audit log: the two calls below go into one batch together
+      await cp.cp.app.get(ExecutionJournal).flush();
+      for (const { token, ws, server } of prepared) {
+        const { client } = await connect(cp, token, `/mcp/${ws.slug}/${server}`);
+        try {
+          expect(textOf(await client.callTool({ name: 'greet', arguments: { name: ws.slug } }))).toBe(
+            `Hello, ${ws.slug}`,
+          );
+        } finally {
+          await client.close();
+        }
+      }
+      await cp.cp.app.get(ExecutionJournal).flush();
+
+      for (const { token, ws, stored } of prepared) {
+        // from the event before the calls: this workspace's two execution events, whole, and nothing of the other's
+        const before = await cp.cp.database.client.$queryRaw<{ id: bigint }[]>`
+          SELECT id FROM outbox_messages WHERE workspace_id = ${ws.id}::uuid AND topic = 'secret.written' ORDER BY id DESC LIMIT 1`;
+        const replay = listen(`${reader.url}/v1/workspaces/${ws.slug}/events`, token, {
+          'last-event-id': `evt_${before[0]!.id}`,
+        });
+        const executions = () => replay.events.filter((e) => e.event.startsWith('execution.'));
+        await eventually(`the replay of ${stored}`, () => executions().length === 2);
+        replay.close();
+        expect(executions().map((e) => [e.event, e.data.workspace, e.data.data.tool])).toEqual([
+          ['execution.started', ws.slug, 'greet'],
+          ['execution.succeeded', ws.slug, 'greet'],
+        ]);
+        const rows = await cp.cp.database.client.$queryRaw<{ n: number }[]>`
+          SELECT count(*)::int AS n FROM outbox_messages WHERE workspace_id = ${ws.id}::uuid AND topic LIKE 'execution.%'`;
+        const ids = await cp.cp.database.client.$queryRaw<{ event_id: bigint | null }[]>`
+          SELECT event_id FROM audit_events WHERE chain_id = ${ws.id}::uuid AND type LIKE 'execution.%' ORDER BY seq`;
+        if (stored === 'in records') {
+          expect(rows[0]!.n).toBe(0);
+          expect(ids.map((r) => `evt_${r.event_id}`)).toEqual(executions().map((e) => e.id));
+        } else {
+          expect(rows[0]!.n).toBe(2);
+          expect(ids.map((r) => r.event_id)).toEqual([null, null]);
+        }
       }
     } finally {
       await upstream.stop();

@@ -248,24 +248,20 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
         byWorkspace.get(record.workspaceId) ?? byWorkspace.set(record.workspaceId, []).get(record.workspaceId)!;
       list.push(record);
     }
+    const lists = [...byWorkspace.values()];
     await this.db.transaction(async (tx) => {
-      for (const list of byWorkspace.values()) {
+      // A live batch is new by construction; where no durable consumer wants its events, they are stored in
+      // their records, not as rows of their own (a quarter of the batch's cost: docs/events.md § Executions),
+      // with ids for every workspace's reserved at once
+      const inPlace = options.replay ? undefined : lists.map((list) => list.map(announced));
+      const reserved = inPlace && (await this.outbox.idsInPlace(tx, inPlace));
+      for (const [at, list] of lists.entries()) {
         const first = list[0]!;
         const scope = SystemScopes.workspace(first.organizationId, {
           id: first.workspaceId,
           slug: first.workspaceSlug,
         });
-        const announced = (r: JournalEntry) =>
-          announcedExecution(
-            { topic: r.type, organizationId: r.organizationId, workspaceId: r.workspaceId, audited: false },
-            entryRecord(r),
-            { workspace: r.workspaceSlug, actor: r.actor, occurredAt: new Date(r.time) },
-            r.id,
-          );
-        // A live batch is new by construction; where no durable consumer wants its events, they are stored in
-        // their records, not as rows of their own (a quarter of the batch's cost: docs/events.md § Executions)
-        const inPlace = options.replay ? undefined : list.map(announced);
-        const eventIds = inPlace && (await this.outbox.idsInPlace(tx, inPlace));
+        const eventIds = reserved?.[at];
         const written = await this.audit.recordNew(
           tx,
           scope,
@@ -291,7 +287,7 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
         if (inPlace && eventIds) {
           this.outbox.announcedInPlace(
             tx,
-            inPlace,
+            inPlace[at]!,
             eventIds.map((id, i) => ({ id, createdAt: written[i]!.recordedAt })),
           );
           continue;
@@ -300,7 +296,7 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
         const events = list.filter((r) => fresh.has(r.id));
         if (events.length === 0) continue;
         // each event references its record rather than carry the call a second time
-        await this.outbox.record(tx, ...(inPlace ?? events.map(announced)));
+        await this.outbox.record(tx, ...(inPlace?.[at] ?? events.map(announced)));
       }
     });
   }
@@ -313,6 +309,16 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
   private path(segment: number): string {
     return join(this.directory.own, `${String(segment).padStart(16, '0')}.jsonl`);
   }
+}
+
+/** A record's event, announcing it: its payload is the record's, built when first read. */
+function announced(r: JournalEntry) {
+  return announcedExecution(
+    { topic: r.type, organizationId: r.organizationId, workspaceId: r.workspaceId, audited: false },
+    entryRecord(r),
+    { workspace: r.workspaceSlug, actor: r.actor, occurredAt: new Date(r.time) },
+    r.id,
+  );
 }
 
 function readRecords(file: string): JournalEntry[] {

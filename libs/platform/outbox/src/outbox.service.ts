@@ -174,17 +174,28 @@ export class OutboxService implements OnApplicationShutdown {
    * `tx` (`fromAuditRecord`, the pool's executions) and need no row of their
    * own: no durable consumer would do anything with them (`idle`: no webhook
    * endpoint in their organisations) and this process hands its messages over
-   * itself. The ids come from the outbox's sequence, so each event takes its
-   * place in its workspace's history among the others; the caller stores each
-   * in its audit record, where a replay finds it (`useStoredEvents`), and
-   * calls `announcedInPlace` once the records are written. Undefined when the
-   * events need rows (`record` them).
+   * itself. Asked for groups at once (a batch's workspaces), one reservation
+   * for them all; a group that needs rows gets undefined (`record` it). The
+   * ids come from the outbox's sequence, so each event takes its place in its
+   * workspace's history among the others; the caller stores each in its
+   * audit record, where a replay finds it (`useStoredEvents`), and calls
+   * `announcedInPlace` once the records are written.
    */
-  async idsInPlace(tx: Transaction, records: readonly OutboxRecord[]): Promise<string[] | undefined> {
+  async idsInPlace(
+    tx: Transaction,
+    groups: readonly (readonly OutboxRecord[])[],
+  ): Promise<(string[] | undefined)[] | undefined> {
     if (this.sweeper?.running !== true || !this.stored) return undefined;
-    if (!records.every((r) => r.fromAuditRecord && r.workspaceId && r.audited === false)) return undefined;
-    if (!this.inlineConsumerOf(records)?.idle?.(records)) return undefined;
-    return this.repository.reserveIds(tx, records.length);
+    const inPlace = groups.map(
+      (records) =>
+        records.every((r) => r.fromAuditRecord && r.workspaceId && r.audited === false) &&
+        this.inlineConsumerOf(records)?.idle?.(records) === true,
+    );
+    const count = groups.reduce((sum, records, i) => sum + (inPlace[i] ? records.length : 0), 0);
+    if (count === 0) return undefined;
+    const ids = await this.repository.reserveIds(tx, count);
+    let next = 0;
+    return groups.map((records, i) => (inPlace[i] ? ids.slice(next, (next += records.length)) : undefined));
   }
 
   /**
