@@ -253,7 +253,10 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
       // A live batch is new by construction; where no durable consumer wants its events, they are stored in
       // their records, not as rows of their own (a quarter of the batch's cost: docs/events.md § Executions),
       // with ids for every workspace's reserved at once
-      const inPlace = options.replay ? undefined : lists.map((list) => list.map(announced));
+      const entries = lists.map((list) => list.map(entryRecord));
+      const inPlace = options.replay
+        ? undefined
+        : lists.map((list, at) => list.map((r, i) => announced(r, entries[at]![i]!)));
       const reserved = inPlace && (await this.outbox.idsInPlace(tx, inPlace));
       for (const [at, list] of lists.entries()) {
         const first = list[0]!;
@@ -261,12 +264,12 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
           id: first.workspaceId,
           slug: first.workspaceSlug,
         });
-        const eventIds = reserved?.[at];
+        const placed = reserved?.[at];
         const written = await this.audit.recordNew(
           tx,
           scope,
-          list.map((r) => {
-            const record = entryRecord(r);
+          list.map((r, i) => {
+            const record = entries[at]![i]!;
             return {
               id: r.id,
               type: record.type,
@@ -282,21 +285,22 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
               data: record.data,
             };
           }),
-          options.replay ? { replay: true } : { replay: false, eventIds },
+          options.replay ? { replay: true } : { replay: false, eventIds: placed?.ids },
         );
-        if (inPlace && eventIds) {
+        if (inPlace && placed) {
           this.outbox.announcedInPlace(
             tx,
             inPlace[at]!,
-            eventIds.map((id, i) => ({ id, createdAt: written[i]!.recordedAt })),
+            placed,
+            written.map((w) => w.recordedAt),
           );
           continue;
         }
-        const fresh = new Set(written.map((w) => w.id));
-        const events = list.filter((r) => fresh.has(r.id));
-        if (events.length === 0) continue;
         // each event references its record rather than carry the call a second time
-        await this.outbox.record(tx, ...(inPlace?.[at] ?? events.map(announced)));
+        const fresh = new Set(written.map((w) => w.id));
+        const events =
+          inPlace?.[at] ?? list.flatMap((r, i) => (fresh.has(r.id) ? [announced(r, entries[at]![i]!)] : []));
+        if (events.length > 0) await this.outbox.record(tx, ...events);
       }
     });
   }
@@ -312,10 +316,10 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
 }
 
 /** A record's event, announcing it: its payload is the record's, built when first read. */
-function announced(r: JournalEntry) {
+function announced(r: JournalEntry, record: ExecutionRecord) {
   return announcedExecution(
     { topic: r.type, organizationId: r.organizationId, workspaceId: r.workspaceId, audited: false },
-    entryRecord(r),
+    record,
     { workspace: r.workspaceSlug, actor: r.actor, occurredAt: new Date(r.time) },
     r.id,
   );

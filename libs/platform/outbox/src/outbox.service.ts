@@ -22,6 +22,12 @@ import {
 import { ClaimedMessage, OutboxRepository, RecordedMessage } from './outbox.repository';
 
 export const OUTBOX_DELIVER_JOB = 'outbox.deliver';
+
+/** A group of events `idsInPlace` keeps out of the table: their ids, and the durable consumer that had nothing to do with them. */
+export interface InPlace {
+  readonly ids: readonly string[];
+  readonly consumer: string;
+}
 const LEASE_MS = 60_000;
 const BATCH = 200;
 /** what a process that does not dispatch (a worker, a CLI command) says after it recorded messages */
@@ -184,34 +190,43 @@ export class OutboxService implements OnApplicationShutdown {
   async idsInPlace(
     tx: Transaction,
     groups: readonly (readonly OutboxRecord[])[],
-  ): Promise<(string[] | undefined)[] | undefined> {
+  ): Promise<(InPlace | undefined)[] | undefined> {
     if (this.sweeper?.running !== true || !this.stored) return undefined;
-    const inPlace = groups.map(
-      (records) =>
-        records.every((r) => r.fromAuditRecord && r.workspaceId && r.audited === false) &&
-        this.inlineConsumerOf(records)?.idle?.(records) === true,
-    );
-    const count = groups.reduce((sum, records, i) => sum + (inPlace[i] ? records.length : 0), 0);
+    const consumers = groups.map((records) => {
+      if (!records.every((r) => r.fromAuditRecord && r.workspaceId && r.audited === false)) return undefined;
+      const inline = this.inlineConsumerOf(records);
+      return inline?.idle?.(records) ? inline.name : undefined;
+    });
+    const count = groups.reduce((sum, records, i) => sum + (consumers[i] ? records.length : 0), 0);
     if (count === 0) return undefined;
     const ids = await this.repository.reserveIds(tx, count);
     let next = 0;
-    return groups.map((records, i) => (inPlace[i] ? ids.slice(next, (next += records.length)) : undefined));
+    return groups.map((records, i) => {
+      const consumer = consumers[i];
+      return consumer ? { ids: ids.slice(next, (next += records.length)), consumer } : undefined;
+    });
   }
 
   /**
-   * Events stored in their audit records with ids from `idsInPlace`, each
-   * with its record's time: heard live once `tx` commits, as recorded
-   * messages are, and never handed to a durable consumer (they had nothing
-   * to do with them).
+   * Events stored in their audit records with the ids `idsInPlace` gave
+   * them, each with its record's time: heard live once `tx` commits, as
+   * recorded messages are, and handed to no durable consumer (the one there
+   * is had nothing to do with them).
    */
   announcedInPlace(
     tx: Transaction,
     records: readonly OutboxRecord[],
-    placed: readonly { id: string; createdAt: Date }[],
+    inPlace: InPlace,
+    recordedAt: readonly Date[],
   ): void {
-    const consumer = this.inlineConsumerOf(records)!.name;
     const handled = records.map((record, i) =>
-      withFields(record, { ...placed[i]!, dispatches: 1, delivered: [consumer], completed: true }),
+      withFields(record, {
+        id: inPlace.ids[i]!,
+        createdAt: recordedAt[i]!,
+        dispatches: 1,
+        delivered: [inPlace.consumer],
+        completed: true,
+      }),
     );
     this.afterWriting(tx, records, handled, true);
   }
