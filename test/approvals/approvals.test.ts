@@ -174,6 +174,19 @@ describe.each(BACKENDS)('approvals on %s', (backend) => {
       body: { ...CALL, session: 'sess\u0000' },
     });
     expectRefused(nulSession, 400, 'TEXT_NOT_STORABLE');
+    // arguments nested past what their record holds are the caller's to fix, not a 500 from the walks over them
+    const deep = `{"server":"${CALL.server}","tool":"${CALL.tool}","principal":"${CALL.principal}","arguments":{"a":${'['.repeat(3_000)}${']'.repeat(3_000)}}}`;
+    for (const path of ['/v1/gateway/approvals', `/v1/gateway/approvals/${asked.id}/consume`]) {
+      const refused = await fetch(`${cp.url}${path}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${gateway.token}`, 'content-type': 'application/json' },
+        body: deep,
+      });
+      const problem = (await refused.json()) as { code?: string; errors?: { path: string; message: string }[] };
+      expect(refused.status, JSON.stringify(problem)).toBe(400);
+      expect(problem.code).toBe('VALIDATION_FAILED');
+      expect(problem.errors).toContainEqual({ path: 'body.arguments', message: 'nests deeper than 63 levels' });
+    }
   });
 
   it('nobody decides their own request, whether it names them by e-mail or by user id', async () => {

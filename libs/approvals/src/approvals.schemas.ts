@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { callArgumentsSchema } from '@aileron/audit';
 import { slug } from '@aileron/auth';
 import { LEGACY_REMOVAL, pageQuery } from '@aileron/http';
 import type { ApprovalRecord } from './approvals.repository';
@@ -106,7 +107,7 @@ export const linkView = z.object({
 const callFields = {
   server: z.string().min(1).max(256),
   tool: z.string().min(1).max(256),
-  arguments: z.record(z.string(), z.unknown()).optional(),
+  arguments: callArgumentsSchema.optional(),
   session: z.string().min(1).max(256).optional(),
   principal: z
     .string()

@@ -17,6 +17,7 @@ export {
   clippedError,
   EXECUTION_DECISIONS,
   EXECUTION_NAME_MAX,
+  callArgumentsSchema,
   nestsDeeperThan,
   RECORD_DEPTH_MAX,
   EXECUTION_TYPES,

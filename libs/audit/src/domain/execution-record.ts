@@ -45,6 +45,16 @@ export function nestsDeeperThan(value: unknown, max: number): boolean {
   return false;
 }
 
+/**
+ * A call's arguments as an API takes them (a gateway's approval request, its
+ * use): an object nested no deeper than the record of the call holds them, one
+ * level down in its data. Checked without recursion, before anything walks
+ * them (the approval's redaction and digest, the chain, `jsonb`).
+ */
+export const callArgumentsSchema = z
+  .record(z.string(), z.unknown())
+  .refine((args) => !nestsDeeperThan(args, RECORD_DEPTH_MAX - 1), `nests deeper than ${RECORD_DEPTH_MAX - 1} levels`);
+
 const short = z.string().min(1).max(EXECUTION_NAME_MAX);
 /** a column every execution record has: a gateway that leaves it out is told so, not that `undefined` is no string */
 const column = z
