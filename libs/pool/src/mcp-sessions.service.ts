@@ -21,7 +21,6 @@ import { PoolCalls } from './pool-calls.service';
 import { MCP_PERMISSION } from './mcp-routes';
 import { PoolInstances } from './pool-instances.service';
 import { McpSession } from './proxy/mcp-session';
-import { AnswerLoad } from './node-streamable-http-transport';
 
 export type McpEndpoint = { server: string } | { aggregate: true };
 
@@ -51,7 +50,6 @@ export class McpSessions implements OnApplicationBootstrap, BeforeApplicationShu
   private readonly idleCloser: PeriodicTask;
   private readonly directoryTtlSeconds: number;
   /** the requests every session of this replica is answering, which decides when quick answers go out as JSON */
-  private readonly load = new AnswerLoad();
   private readonly stopWatching: () => void;
   private readonly logger = new Logger('McpSessions');
   /** a misconfigured installation would say it at every request: once is enough to find it */
@@ -239,7 +237,7 @@ export class McpSessions implements OnApplicationBootstrap, BeforeApplicationShu
         caller: principal,
         agentSessionId: principal.agentSession?.id ?? null,
       },
-      { allowedOrigins, load: this.load, clock: this.clock, connectWaitMs: this.config.pool.connectWaitSeconds * 1000 },
+      { allowedOrigins, clock: this.clock, connectWaitMs: this.config.pool.connectWaitSeconds * 1000 },
     );
     // a revoked token, gateway or membership ends the session (and its stream of server messages) at once, on every replica
     const release = this.streams.hold(

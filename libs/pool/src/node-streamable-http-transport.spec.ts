@@ -3,7 +3,7 @@ import { AddressInfo } from 'node:net';
 import type { JSONRPCMessage, JSONRPCRequest } from '@modelcontextprotocol/sdk/types.js';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { BoundedEventStore } from './proxy/bounded-event-store';
-import { AnswerLoad, NodeStreamableHttpTransport } from './node-streamable-http-transport';
+import { NodeStreamableHttpTransport } from './node-streamable-http-transport';
 
 const ACCEPT = 'application/json, text/event-stream';
 const INITIALIZE = {
@@ -23,9 +23,7 @@ describe('NodeStreamableHttpTransport', () => {
   /** how the server hands an exchange to the transport; a test may take over the next one */
   let route: ((req: IncomingMessage, res: ServerResponse) => void) | undefined;
 
-  async function start(
-    options: { eventStore?: boolean; jsonWithinMs?: number; jsonWhenConcurrent?: number; load?: AnswerLoad } = {},
-  ): Promise<string> {
+  async function start(options: { eventStore?: boolean; directWithinMs?: number } = {}): Promise<string> {
     received = [];
     waiting = [];
     transport = new NodeStreamableHttpTransport({
@@ -33,15 +31,7 @@ describe('NodeStreamableHttpTransport', () => {
       enableDnsRebindingProtection: true,
       allowedOrigins: ['http://console.example'],
       ...(options.eventStore ? { eventStore: new BoundedEventStore() } : {}),
-      ...(options.jsonWithinMs !== undefined
-        ? {
-            answerAsJson: {
-              withinMs: options.jsonWithinMs,
-              whenConcurrent: options.jsonWhenConcurrent ?? 1,
-              load: options.load ?? new AnswerLoad(),
-            },
-          }
-        : {}),
+      ...(options.directWithinMs !== undefined ? { directAnswers: { withinMs: options.directWithinMs } } : {}),
     });
     transport.onmessage = (message: JSONRPCMessage) => {
       if (!('method' in message && 'id' in message)) return;
@@ -230,11 +220,33 @@ describe('NodeStreamableHttpTransport', () => {
     expect(after.status).toBe(404);
   });
 
-  describe('with answers as JSON when they are ready soon', () => {
+  describe('answering quick requests directly', () => {
+    const call = (id: number, name: string, meta?: Record<string, unknown>): JSONRPCRequest => ({
+      jsonrpc: '2.0',
+      id,
+      method: 'tools/call',
+      params: { name, ...(meta ? { _meta: meta } : {}) },
+    });
+    const log = (text: string): JSONRPCMessage => ({
+      jsonrpc: '2.0',
+      method: 'notifications/message',
+      params: { level: 'info', data: text },
+    });
+    /** Reads an event stream until `until` shows in it. */
+    async function readUntil(reader: ReadableStreamDefaultReader<Uint8Array>, until: string): Promise<string> {
+      let seen = '';
+      while (!seen.includes(until)) {
+        const chunk = await within(5_000, reader.read());
+        if (chunk.done) throw new Error(`the stream ended before ${until}: ${seen}`);
+        seen += new TextDecoder().decode(chunk.value);
+      }
+      return seen;
+    }
+
     it('answers a call whose answer comes at once with one JSON body, session id and all', async () => {
-      const session = await start({ eventStore: true, jsonWithinMs: 5_000 });
+      const session = await start({ eventStore: true, directWithinMs: 5_000 });
       const asked = nextRequest();
-      const pending = post(session, { jsonrpc: '2.0', id: 21, method: 'tools/call', params: { name: 'quick' } });
+      const pending = post(session, call(21, 'quick'));
       const request = await asked;
       await transport.send({
         jsonrpc: '2.0',
@@ -251,52 +263,8 @@ describe('NodeStreamableHttpTransport', () => {
       });
     });
 
-    it('streams a call that sends something of its own before its answer, from that message on', async () => {
-      const session = await start({ eventStore: true, jsonWithinMs: 5_000 });
-      const asked = nextRequest();
-      const pending = post(session, {
-        jsonrpc: '2.0',
-        id: 22,
-        method: 'tools/call',
-        params: { name: 'chatty', _meta: { progressToken: 'p' } },
-      });
-      const request = await asked;
-      await transport.send(
-        { jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: 'p', progress: 1 } },
-        { relatedRequestId: request.id },
-      );
-      // the progress reaches the client while the call still runs: the stream is open with the priming event and the progress
-      const response = await within(5_000, pending);
-      expect(response.headers.get('content-type')).toBe('text/event-stream');
-      const reader = response.body!.getReader();
-      let seen = '';
-      while (!seen.includes('notifications/progress'))
-        seen += new TextDecoder().decode((await within(5_000, reader.read())).value);
-      await transport.send({ jsonrpc: '2.0', id: request.id, result: { content: [] } });
-      for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read())
-        seen += new TextDecoder().decode(chunk.value);
-      expect(seen.match(/^id: /gm)?.length).toBe(3);
-      expect(seen).toContain('"id":22');
-    });
-
-    it('streams a call that takes longer than the window, priming event first, so it can be resumed', async () => {
-      const session = await start({ eventStore: true, jsonWithinMs: 50 });
-      const asked = nextRequest();
-      const pending = post(session, { jsonrpc: '2.0', id: 23, method: 'tools/call', params: { name: 'slow' } });
-      const request = await asked;
-      const response = await within(5_000, pending);
-      expect(response.headers.get('content-type')).toBe('text/event-stream');
-      const reader = response.body!.getReader();
-      const priming = new TextDecoder().decode((await within(5_000, reader.read())).value);
-      expect(priming).toMatch(/^id: \S+\ndata: \n\n$/);
-      await transport.send({ jsonrpc: '2.0', id: request.id, result: { content: [] } });
-      const answer = new TextDecoder().decode((await reader.read()).value);
-      expect(answer).toContain('"id":23');
-      await reader.cancel();
-    });
-
     it('writes a large answer as JSON whole', async () => {
-      const session = await start({ eventStore: true, jsonWithinMs: 5_000 });
+      const session = await start({ eventStore: true, directWithinMs: 5_000 });
       const asked = nextRequest();
       const pending = post(session, { jsonrpc: '2.0', id: 24, method: 'resources/read', params: { uri: 'big' } });
       const request = await asked;
@@ -308,55 +276,153 @@ describe('NodeStreamableHttpTransport', () => {
       expect(answer.result.contents[0]!.text).toHaveLength(text.length);
     });
 
-    it('streams a lone request at once, and holds for JSON only while others are being answered too', async () => {
-      const session = await start({ eventStore: true, jsonWithinMs: 5_000, jsonWhenConcurrent: 2 });
-      const askedFirst = nextRequest();
-      const first = post(session, { jsonrpc: '2.0', id: 31, method: 'tools/call', params: { name: 'alone' } });
-      const lone = await askedFirst;
-      // alone: the stream opens before the answer exists
-      const firstResponse = await within(5_000, first);
-      expect(firstResponse.headers.get('content-type')).toBe('text/event-stream');
-      const askedSecond = nextRequest();
-      const second = post(session, { jsonrpc: '2.0', id: 32, method: 'tools/call', params: { name: 'beside' } });
-      const beside = await askedSecond;
-      await transport.send({ jsonrpc: '2.0', id: beside.id, result: { content: [] } });
-      const secondResponse = await second;
-      expect(secondResponse.headers.get('content-type')).toBe('application/json');
-      expect(await secondResponse.json()).toMatchObject({ id: 32 });
-      await transport.send({ jsonrpc: '2.0', id: lone.id, result: { content: [] } });
-      expect(await firstResponse.text()).toContain('"id":31');
-    });
-
-    it('counts what the other transports sharing its load are answering', async () => {
-      const shared = new AnswerLoad();
-      const session = await start({ eventStore: true, jsonWithinMs: 5_000, jsonWhenConcurrent: 2, load: shared });
-      // another session of the same proxy is answering a request: this lone one is held for JSON
-      shared.enter();
+    it('streams a call that says something before its answer, in the order said, and hands the request over once', async () => {
+      const session = await start({ eventStore: true, directWithinMs: 5_000 });
       const asked = nextRequest();
-      const pending = post(session, {
-        jsonrpc: '2.0',
-        id: 41,
-        method: 'tools/call',
-        params: { name: 'beside-another' },
-      });
+      const pending = post(session, call(22, 'chatty'));
       const request = await asked;
-      expect(shared.current).toBe(2);
+      // said together, before the SDK has the stream: both wait for it and keep their order
+      const said = Promise.all([
+        transport.send(log('first'), { relatedRequestId: request.id }),
+        transport.send(log('second'), { relatedRequestId: request.id }),
+      ]);
+      const response = await within(5_000, pending);
+      expect(response.headers.get('content-type')).toBe('text/event-stream');
+      const reader = response.body!.getReader();
+      let seen = await readUntil(reader, '"second"');
+      await said;
       await transport.send({ jsonrpc: '2.0', id: request.id, result: { content: [] } });
-      const response = await pending;
-      expect(response.headers.get('content-type')).toBe('application/json');
-      expect(await response.json()).toMatchObject({ id: 41 });
-      shared.leave();
+      for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read())
+        seen += new TextDecoder().decode(chunk.value);
+      // the priming event, both log lines and the answer, each with the id a client resumes from
+      expect(seen.match(/^id: /gm)?.length).toBe(4);
+      expect(seen.indexOf('"first"')).toBeLessThan(seen.indexOf('"second"'));
+      expect(seen.indexOf('"second"')).toBeLessThan(seen.indexOf('"id":22'));
+      expect(received).toHaveLength(1);
     });
 
-    it('ends a held call as an empty stream when the session closes before its answer', async () => {
-      const session = await start({ eventStore: true, jsonWithinMs: 5_000 });
+    it('keeps an answer sent while the request is being handed over behind what was said before it', async () => {
+      const session = await start({ eventStore: true, directWithinMs: 5_000 });
       const asked = nextRequest();
-      const pending = post(session, { jsonrpc: '2.0', id: 25, method: 'tools/call', params: { name: 'never' } });
+      const pending = post(session, call(26, 'brief'));
+      const request = await asked;
+      void transport.send(log('before the answer'), { relatedRequestId: request.id });
+      void transport.send({ jsonrpc: '2.0', id: request.id, result: { content: [] } });
+      const text = await within(5_000, (await within(5_000, pending)).text());
+      expect(text.indexOf('before the answer')).toBeGreaterThan(0);
+      expect(text.indexOf('before the answer')).toBeLessThan(text.indexOf('"id":26'));
+    });
+
+    it('streams a call that takes longer than the window, and a client that lost it resumes from its last event', async () => {
+      const session = await start({ eventStore: true, directWithinMs: 50 });
+      const askedSlow = nextRequest();
+      const pending = post(session, call(23, 'slow'));
+      const slow = await askedSlow;
+      const response = await within(5_000, pending);
+      expect(response.headers.get('content-type')).toBe('text/event-stream');
+      const reader = response.body!.getReader();
+      const priming = new TextDecoder().decode((await within(5_000, reader.read())).value);
+      expect(priming).toMatch(/^id: \S+\ndata: \n\n$/);
+      const lastEventId = /^id: (\S+)/.exec(priming)![1]!;
+      // the connection breaks; the answer comes meanwhile and is kept for the client's return
+      await reader.cancel();
+      await transport.send({ jsonrpc: '2.0', id: slow.id, result: { content: [{ type: 'text', text: 'kept' }] } });
+      const resumed = await getStreamOnceFree({
+        accept: 'text/event-stream',
+        'mcp-session-id': session,
+        'mcp-protocol-version': '2025-11-25',
+        'last-event-id': lastEventId,
+      });
+      expect(resumed.status).toBe(200);
+      const again = await readUntil(resumed.body!.getReader(), '"id":23');
+      expect(again).toContain('"text":"kept"');
+      expect(received).toHaveLength(1);
+    });
+
+    it('streams a call that asks for progress from the start: the client sees the stream open before any answer', async () => {
+      const session = await start({ eventStore: true, directWithinMs: 5_000 });
+      const asked = nextRequest();
+      const response = await within(5_000, post(session, call(27, 'long', { progressToken: 'p' })));
+      expect(response.headers.get('content-type')).toBe('text/event-stream');
+      const request = await asked;
+      await transport.send({ jsonrpc: '2.0', id: request.id, result: { content: [] } });
+      expect(await response.text()).toContain('"id":27');
+    });
+
+    it('leaves what it does not vouch for to the SDK, refusals and all', async () => {
+      const session = await start({ eventStore: true, directWithinMs: 5_000 });
+      const unsupported = await post(session, call(28, 'x'), { 'mcp-protocol-version': '1999-01-01' });
+      expect(unsupported.status).toBe(400);
+      expect(await unsupported.text()).toContain('Unsupported protocol version');
+      const jsonOnly = await post(session, call(29, 'x'), { accept: 'application/json' });
+      expect(jsonOnly.status).toBe(406);
+      const foreign = await post(session, call(30, 'x'), { origin: 'http://evil.example' });
+      expect(foreign.status).toBe(403);
+      const elsewhere = await post('another-session', call(31, 'x'));
+      expect(elsewhere.status).toBe(404);
+      const malformed = await post(session, { jsonrpc: '2.0', id: 32, method: 'tools/call', extra: true });
+      expect(malformed.status).toBe(400);
+      expect(received).toHaveLength(0);
+      // a batch is the SDK's too: one stream for both answers
+      const asked = [nextRequest(), nextRequest()];
+      const batch = post(session, [call(33, 'a'), call(34, 'b')]);
+      for (const request of await Promise.all(asked))
+        await transport.send({ jsonrpc: '2.0', id: request.id, result: { content: [] } });
+      const both = await (await batch).text();
+      expect(both).toContain('"id":33');
+      expect(both).toContain('"id":34');
+    });
+
+    it('hands a call over when its handler closes the stream for polling, and the client resumes', async () => {
+      const session = await start({ eventStore: true, directWithinMs: 5_000 });
+      let close: (() => void) | undefined;
+      const handler = transport.onmessage!;
+      transport.onmessage = (message, extra) => {
+        close = extra?.closeSSEStream;
+        handler(message, extra);
+      };
+      const asked = nextRequest();
+      const pending = post(session, call(35, 'polled'));
+      const request = await asked;
+      expect(close).toBeTypeOf('function');
+      close!();
+      const text = await within(5_000, (await within(5_000, pending)).text());
+      const lastEventId = /^id: (\S+)/m.exec(text)![1]!;
+      await transport.send({ jsonrpc: '2.0', id: request.id, result: { content: [] } });
+      const resumed = await getStreamOnceFree({
+        accept: 'text/event-stream',
+        'mcp-session-id': session,
+        'mcp-protocol-version': '2025-11-25',
+        'last-event-id': lastEventId,
+      });
+      expect(await readUntil(resumed.body!.getReader(), '"id":35')).toContain('"result"');
+    });
+
+    it('tells a client whose call was being answered directly that the session closed', async () => {
+      const session = await start({ eventStore: true, directWithinMs: 5_000 });
+      const asked = nextRequest();
+      const pending = post(session, call(25, 'never'));
       await asked;
       await transport.close();
       const response = await within(5_000, pending);
-      expect(response.headers.get('content-type')).toBe('text/event-stream');
-      expect(await within(5_000, response.text())).not.toContain('"id":25');
+      expect(response.status).toBe(404);
+      expect(await response.json()).toMatchObject({ error: { code: -32001, message: 'Session not found' } });
+    });
+
+    it('answers the next call after a client left before its answer', async () => {
+      const session = await start({ eventStore: true, directWithinMs: 5_000 });
+      const asked = nextRequest();
+      const gone = new AbortController();
+      const abandoned = post(session, call(36, 'abandoned'), {}, gone.signal).catch(() => undefined);
+      const left = await asked;
+      gone.abort();
+      await abandoned;
+      // the answer has nowhere to go (sending it may fail, as with the SDK's own transport); the session carries on
+      await transport.send({ jsonrpc: '2.0', id: left.id, result: { content: [] } }).catch(() => undefined);
+      const next = nextRequest();
+      const pending = post(session, call(37, 'next'));
+      await transport.send({ jsonrpc: '2.0', id: (await next).id, result: { content: [] } });
+      expect(await (await pending).json()).toMatchObject({ id: 37 });
     });
   });
 });

@@ -6,69 +6,82 @@ import {
   type WebStandardStreamableHTTPServerTransportOptions,
 } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import type { Transport, TransportSendOptions } from '@modelcontextprotocol/sdk/shared/transport.js';
-import type { JSONRPCMessage, MessageExtraInfo, RequestId } from '@modelcontextprotocol/sdk/types.js';
+import { isJsonContentType } from '@modelcontextprotocol/sdk/shared/mediaType.js';
+import {
+  type JSONRPCMessage,
+  type JSONRPCRequest,
+  JSONRPCRequestSchema,
+  type MessageExtraInfo,
+  type RequestId,
+  SUPPORTED_PROTOCOL_VERSIONS,
+} from '@modelcontextprotocol/sdk/types.js';
 
 export interface NodeStreamableHttpTransportOptions extends WebStandardStreamableHTTPServerTransportOptions {
   /**
-   * Answers as one JSON body, which the protocol lets a server choose per
-   * request: a request whose answer is ready within `withinMs`, with nothing
-   * sent for it before the answer, while at least `whenConcurrent` requests
-   * (this one included) are being answered in this process. A request that
-   * takes longer, or gets progress, log lines or requests of its own, streams
-   * from then on, priming event first, so it stays resumable. Off when unset.
+   * Answers a lone request on an open session straight from its handler, as
+   * one JSON body (the protocol lets a server choose JSON per request), when
+   * the answer is ready within `withinMs` with nothing sent for the request
+   * before it. A request that takes longer, or gets progress, a log line or a
+   * request of its own first, is handed to the SDK's transport at that moment
+   * and streams from then on, priming event first, so it stays resumable.
+   * Off when unset.
    *
-   * Why only under load: a JSON body costs a client far less to read than an
-   * event stream (the SDK's client about 0.35 ms of CPU less per call here)
-   * and the server writes once instead of four times, which is what counts
-   * when the CPU is the limit. A lone request is better served by an event
-   * stream opened at once: its headers reach the client while the tool runs,
-   * so the client has its reading set up before the answer comes, where a
-   * JSON body is all read after it (p50 about 0.1 ms worse, measured).
-   * `load` counts the requests being answered: the transports that share one
-   * count together (a proxy's sessions share the proxy's).
+   * Why: the SDK's transport builds a web `Response` and a `ReadableStream`
+   * per request and formats an event stream that the client then takes apart
+   * again; for a call answered in a millisecond that was a quarter of the
+   * proxy's CPU per call (docs/pool.md § Performance). Only an exchange the
+   * SDK would accept as it stands takes this way: the checks below admit and
+   * never refuse, so every refusal, every batch, notification and
+   * initialization, the GET stream, DELETE and resumption stay the SDK's.
    */
-  answerAsJson?: { withinMs: number; whenConcurrent: number; load: AnswerLoad };
-}
-
-/** How many POSTs the transports that share it are answering at once: how busy their owner is. */
-export class AnswerLoad {
-  private answering = 0;
-
-  get current(): number {
-    return this.answering;
-  }
-
-  enter(): void {
-    this.answering++;
-  }
-
-  leave(): void {
-    this.answering--;
-  }
+  directAnswers?: { withinMs: number };
 }
 
 /**
  * The SDK's Streamable HTTP server transport, spoken over `node:http`.
  *
- * The protocol is all the SDK's: sessions, protocol versions, Origin and Host
+ * The protocol is the SDK's: sessions, protocol versions, Origin and Host
  * checks, event ids and resumption, the GET stream, DELETE. What differs from
- * the SDK's own Node wrapper is only the way there and back: that wrapper goes
+ * the SDK's own Node wrapper is the way there and back: that wrapper goes
  * through `@hono/node-server`, which builds a web `Request` per exchange and
- * reads the `Response` back with a timer per event stream. On the proxy's hot
- * path that round trip cost about as much as the policy and the audit
- * together (see docs/pool.md § Performance). Here the transport reads
- * `node:http`'s own headers and the event stream is written to the socket as
- * the SDK produces it.
+ * reads the `Response` back with a timer per event stream. Here the transport
+ * reads `node:http`'s own headers, the event stream is written to the socket
+ * as the SDK produces it, and a quick answer to a plain request skips the
+ * stream altogether (`directAnswers`).
  */
 export class NodeStreamableHttpTransport implements Transport {
   private readonly inner: WebStandardStreamableHTTPServerTransport;
-  private readonly json: NodeStreamableHttpTransportOptions['answerAsJson'];
-  /** answers that may still go out as JSON, by the id of their request */
-  private readonly held = new Map<RequestId, HeldAnswer>();
+  private readonly withinMs: number | undefined;
+  private readonly hostsAllowed: string[] | undefined;
+  private readonly originsAllowed: string[] | undefined;
+  private readonly eventStore: boolean;
+  /** requests being answered directly, by their id, until the SDK takes them over or they are answered */
+  private readonly direct = new Map<RequestId, DirectAnswer>();
+  private handler: ((message: JSONRPCMessage, extra?: MessageExtraInfo) => void) | undefined;
+  private closeHandler: (() => void) | undefined;
+  private closed = false;
 
-  constructor({ answerAsJson, ...options }: NodeStreamableHttpTransportOptions) {
+  constructor({ directAnswers, ...options }: NodeStreamableHttpTransportOptions) {
     this.inner = new WebStandardStreamableHTTPServerTransport(options);
-    this.json = answerAsJson;
+    this.withinMs = directAnswers?.withinMs;
+    this.eventStore = options.eventStore !== undefined;
+    if (options.enableDnsRebindingProtection) {
+      this.hostsAllowed = options.allowedHosts ?? [];
+      this.originsAllowed = options.allowedOrigins ?? [];
+    }
+    this.inner.onmessage = (message, extra) => {
+      // the SDK dispatching a request it takes over from a direct answer: its handler has it already
+      if (this.direct.size > 0 && 'method' in message && 'id' in message) {
+        const answer = this.direct.get(message.id);
+        if (answer?.state === 'handing over') return answer.takenOver();
+      }
+      this.handler?.(message, extra);
+    };
+    this.inner.onclose = () => {
+      this.closed = true;
+      for (const answer of [...this.direct.values()]) answer.sessionClosed();
+      this.closeHandler?.();
+    };
   }
 
   get sessionId(): string | undefined {
@@ -76,10 +89,10 @@ export class NodeStreamableHttpTransport implements Transport {
   }
 
   set onclose(handler: (() => void) | undefined) {
-    this.inner.onclose = handler;
+    this.closeHandler = handler;
   }
   get onclose(): (() => void) | undefined {
-    return this.inner.onclose;
+    return this.closeHandler;
   }
 
   set onerror(handler: ((error: Error) => void) | undefined) {
@@ -90,10 +103,10 @@ export class NodeStreamableHttpTransport implements Transport {
   }
 
   set onmessage(handler: (<T extends JSONRPCMessage>(message: T, extra?: MessageExtraInfo) => void) | undefined) {
-    this.inner.onmessage = handler;
+    this.handler = handler;
   }
   get onmessage(): (<T extends JSONRPCMessage>(message: T, extra?: MessageExtraInfo) => void) | undefined {
-    return this.inner.onmessage;
+    return this.handler;
   }
 
   start(): Promise<void> {
@@ -105,9 +118,11 @@ export class NodeStreamableHttpTransport implements Transport {
   }
 
   send(message: JSONRPCMessage, options?: TransportSendOptions): Promise<void> {
-    // a progress notification, log line or request for a held request: it streams from now on, this message included
-    if (this.held.size > 0 && 'method' in message && options?.relatedRequestId !== undefined)
-      this.held.get(options.relatedRequestId)?.stream();
+    if (this.direct.size > 0) {
+      const id = 'method' in message ? options?.relatedRequestId : (message as { id?: RequestId }).id;
+      const answer = id === undefined ? undefined : this.direct.get(id);
+      if (answer) return answer.send(message, options);
+    }
     return this.inner.send(message, options);
   }
 
@@ -117,90 +132,217 @@ export class NodeStreamableHttpTransport implements Transport {
     res: ServerResponse,
     parsedBody?: unknown,
   ): Promise<void> {
-    const load = req.method === 'POST' ? this.json?.load : undefined;
-    load?.enter();
-    const held = this.hold(req, parsedBody);
+    const request = this.answerableDirectly(req, parsedBody);
+    if (request) return this.answerDirectly(req, res, request, parsedBody);
+    await writeResponse(await this.sdkResponse(req, parsedBody), res);
+  }
+
+  private async sdkResponse(req: IncomingMessage & { auth?: AuthInfo }, parsedBody: unknown): Promise<Response> {
     try {
-      let response: Response;
-      try {
-        response = await this.inner.handleRequest(toWebRequest(req, parsedBody === undefined), {
-          parsedBody,
-          authInfo: req.auth,
-        });
-      } catch (error) {
-        // the SDK answers bad exchanges itself; what it throws is a fault of ours, and its text stays in the log
-        this.inner.onerror?.(error instanceof Error ? error : new Error(String(error)));
-        response = Response.json(
-          { jsonrpc: '2.0', error: { code: -32603, message: 'Internal error' }, id: null },
-          { status: 500 },
-        );
-      }
-      await writeResponse(response, res, held?.answer);
-    } finally {
-      load?.leave();
-      if (held) {
-        held.answer.dispose();
-        if (this.held.get(held.id) === held.answer) this.held.delete(held.id);
-      }
+      return await this.inner.handleRequest(toWebRequest(req, parsedBody === undefined), {
+        parsedBody,
+        authInfo: req.auth,
+      });
+    } catch (error) {
+      // the SDK answers bad exchanges itself; what it throws is a fault of ours, and its text stays in the log
+      this.inner.onerror?.(error instanceof Error ? error : new Error(String(error)));
+      return Response.json(
+        { jsonrpc: '2.0', error: { code: -32603, message: 'Internal error' }, id: null },
+        { status: 500 },
+      );
     }
   }
 
   /**
-   * Registered before the SDK sees the request, so a message sent for it
-   * while the SDK still handles the exchange already finds it. Only a single
-   * request is held (cheaply recognised: the SDK validates it anyway); a batch
-   * streams as before.
+   * The request, as the SDK would read it, when the exchange is one the SDK
+   * would accept without a word: a single request (not initialize, not asking
+   * for progress, which will stream anyway) on this open session, with a
+   * protocol version the SDK supports, both media types accepted, a JSON body,
+   * and Host and Origin as allowed. Anything else is the SDK's to answer.
    */
-  private hold(req: IncomingMessage, body: unknown): { id: RequestId; answer: HeldAnswer } | undefined {
-    if (
-      !this.json ||
-      this.json.load.current < this.json.whenConcurrent ||
-      req.method !== 'POST' ||
-      typeof body !== 'object' ||
-      body === null ||
-      Array.isArray(body)
-    )
+  private answerableDirectly(req: IncomingMessage, body: unknown): JSONRPCRequest | undefined {
+    if (this.withinMs === undefined || this.closed || req.method !== 'POST') return undefined;
+    if (typeof body !== 'object' || body === null || Array.isArray(body)) return undefined;
+    const headers = req.headers;
+    const sessionId = this.inner.sessionId;
+    if (sessionId === undefined || headers['mcp-session-id'] !== sessionId) return undefined;
+    const version = headers['mcp-protocol-version'];
+    if (version === undefined || !SUPPORTED_PROTOCOL_VERSIONS.includes(version as string)) return undefined;
+    const accept = headers.accept;
+    if (!accept?.includes('application/json') || !accept.includes('text/event-stream')) return undefined;
+    if (!isJsonContentType(headers['content-type'])) return undefined;
+    if (this.hostsAllowed?.length && !this.hostsAllowed.includes(headers.host ?? '')) return undefined;
+    if (this.originsAllowed?.length && headers.origin !== undefined && !this.originsAllowed.includes(headers.origin))
       return undefined;
-    const { id, method } = body as { id?: unknown; method?: unknown };
-    if (typeof method !== 'string' || (typeof id !== 'string' && typeof id !== 'number')) return undefined;
-    const answer = new HeldAnswer(this.json.withinMs);
-    this.held.set(id, answer);
-    return { id, answer };
+    const parsed = JSONRPCRequestSchema.safeParse(body);
+    if (!parsed.success) return undefined;
+    const request = parsed.data;
+    if (request.method === 'initialize' || request.params?._meta?.progressToken !== undefined) return undefined;
+    if (this.direct.has(request.id)) return undefined;
+    return request;
+  }
+
+  private answerDirectly(
+    req: IncomingMessage & { auth?: AuthInfo },
+    res: ServerResponse,
+    request: JSONRPCRequest,
+    body: unknown,
+  ): Promise<void> {
+    const answer = new DirectAnswer(request.id, res, this.withinMs!, {
+      sessionId: this.inner.sessionId!,
+      handOver: async () => {
+        // the SDK registers the request's stream and dispatches the request again, which takenOver() swallows
+        const response = await this.sdkResponse(req, body);
+        if (answer.state === 'handing over') answer.refused(); // the session closed meanwhile: the SDK's answer says so
+        await writeResponse(response, res);
+      },
+      sendOnStream: (message, options) => this.inner.send(message, options),
+      forget: () => {
+        if (this.direct.get(request.id) === answer) this.direct.delete(request.id);
+      },
+    });
+    this.direct.set(request.id, answer);
+    // as the SDK does: only a client that got a priming event can come back for what it missed
+    const resumable = this.eventStore && (req.headers['mcp-protocol-version'] as string) >= '2025-11-25';
+    this.handler?.(request, {
+      authInfo: req.auth,
+      requestInfo: {
+        headers: Object.fromEntries(new NodeHeaders(req.headers).entries()),
+        url: new URL(`http://${hostOf(req.headers)}${req.url ?? '/'}`),
+      },
+      ...(resumable
+        ? {
+            // the client polls for the rest: the request must be on a stream the SDK can close first
+            closeSSEStream: () => void answer.handOverNow().then(() => this.inner.closeSSEStream(request.id)),
+            closeStandaloneSSEStream: () => this.inner.closeStandaloneSSEStream(),
+          }
+        : {}),
+    });
+    return answer.done;
   }
 }
 
+type Send = (message: JSONRPCMessage, options?: TransportSendOptions) => Promise<void>;
+
 /**
- * The answer to one request while it may still go out as a JSON body: the
- * event stream's chunks wait here until the answer completes it (JSON) or
- * something says it must stream (a message of its own, or the time is up).
+ * A request answered directly: its answer goes out as one JSON body, unless
+ * something must be said on its behalf first or it takes too long. Then the
+ * SDK's transport takes the request over (the same POST, so the SDK's checks
+ * run as for any other) and what was said in the meantime goes on its event
+ * stream in order, the answer last.
  */
-class HeldAnswer {
-  streaming = false;
-  readonly chunks: Uint8Array[] = [];
-  private opened: (() => void) | undefined;
+class DirectAnswer {
+  state: 'direct' | 'handing over' | 'streaming' | 'ended' = 'direct';
+  readonly done: Promise<void>;
+  private finish!: () => void;
   private readonly timer: NodeJS.Timeout;
+  private readonly waiting: {
+    message: JSONRPCMessage;
+    options?: TransportSendOptions;
+    sent: () => void;
+    failed: (error: unknown) => void;
+  }[] = [];
+  private handingOver: Promise<void> | undefined;
+  private tookOver: (() => void) | undefined;
 
-  constructor(ms: number) {
-    this.timer = setTimeout(() => this.stream(), ms);
+  constructor(
+    private readonly id: RequestId,
+    private readonly res: ServerResponse,
+    withinMs: number,
+    private readonly how: {
+      sessionId: string;
+      handOver: () => Promise<void>;
+      sendOnStream: Send;
+      forget: () => void;
+    },
+  ) {
+    this.done = new Promise((resolve) => {
+      this.finish = resolve;
+    });
+    this.timer = setTimeout(() => void this.handOverNow(), withinMs);
     this.timer.unref();
+    // a client gone before its answer: the request runs on, its answer has nowhere to go
+    res.once('close', () => {
+      if (this.state === 'direct') this.end();
+    });
   }
 
-  /** What to do when it streams; at once if it streams already. */
-  onStream(open: () => void): void {
-    if (this.streaming) open();
-    else this.opened = open;
+  send(message: JSONRPCMessage, options?: TransportSendOptions): Promise<void> {
+    if (this.state === 'direct' && !('method' in message)) {
+      const json = Buffer.from(JSON.stringify(message));
+      this.res
+        .writeHead(200, {
+          'content-type': 'application/json',
+          'content-length': json.length,
+          'mcp-session-id': this.how.sessionId,
+        })
+        .end(json);
+      this.end();
+      return Promise.resolve();
+    }
+    if (this.state === 'ended') return this.how.sendOnStream(message, options);
+    const queued = new Promise<void>((sent, failed) => this.waiting.push({ message, options, sent, failed }));
+    void this.handOverNow();
+    return queued;
   }
 
-  stream(): void {
-    if (this.streaming) return;
-    this.streaming = true;
+  /** Hands the request to the SDK's transport; resolves once its stream is registered (or the session refused it). */
+  handOverNow(): Promise<void> {
+    if (this.state === 'direct') {
+      this.state = 'handing over';
+      clearTimeout(this.timer);
+      this.handingOver = new Promise<void>((resolve) => {
+        this.tookOver = resolve;
+      });
+      void this.how
+        .handOver()
+        .catch(() => undefined) // the SDK's answer could not be written: the client is gone
+        .finally(() => this.finish());
+    }
+    return this.handingOver ?? Promise.resolve();
+  }
+
+  /** The SDK has the request's stream: what waited goes on it, in order, and later messages follow. */
+  takenOver(): void {
+    this.state = 'streaming';
+    this.tookOver?.();
+    void this.drain();
+  }
+
+  /** The SDK refused the request when it was handed over (the session had closed): what waited has nowhere to go. */
+  refused(): void {
+    this.state = 'ended';
+    this.tookOver?.();
+    this.how.forget();
+    for (const waiting of this.waiting.splice(0))
+      waiting.failed(new Error(`No connection established for request ID: ${String(this.id)}`));
+  }
+
+  /** The session closed while the request was answered directly: the client hears so, as it would on a new request. */
+  sessionClosed(): void {
+    if (this.state !== 'direct') return;
+    if (!this.res.headersSent && !this.res.destroyed)
+      this.res
+        .writeHead(404, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32001, message: 'Session not found' }, id: null }));
+    this.end();
+  }
+
+  private async drain(): Promise<void> {
+    // a message sent while an earlier one is being stored joins the queue and keeps its place
+    while (this.waiting.length > 0) {
+      const next = this.waiting.shift()!;
+      await this.how.sendOnStream(next.message, next.options).then(next.sent, next.failed);
+    }
+    this.state = 'ended';
+    this.how.forget();
+  }
+
+  private end(): void {
+    this.state = 'ended';
     clearTimeout(this.timer);
-    this.opened?.();
-  }
-
-  dispose(): void {
-    clearTimeout(this.timer);
-    this.opened = undefined;
+    this.how.forget();
+    this.finish();
   }
 }
 
@@ -269,7 +411,7 @@ class NodeHeaders {
  * quiet stream still sees it open. A client that goes away cancels the
  * stream, which tells the SDK the stream is gone.
  */
-async function writeResponse(response: Response, res: ServerResponse, held?: HeldAnswer): Promise<void> {
+async function writeResponse(response: Response, res: ServerResponse): Promise<void> {
   const headers: Record<string, string> = {};
   response.headers.forEach((value, name) => {
     headers[name] = value;
@@ -294,36 +436,20 @@ async function writeResponse(response: Response, res: ServerResponse, held?: Hel
   if (res.destroyed) onClose();
   else res.once('close', onClose);
   let wrote = false;
-  if (held) {
-    held.onStream(() => {
-      if (res.destroyed) return;
-      res.writeHead(response.status, headers);
-      for (const chunk of held.chunks.splice(0)) {
-        res.write(chunk);
-        wrote = true;
-      }
-      if (!wrote) res.flushHeaders();
-    });
-  } else {
-    res.writeHead(response.status, headers);
-    // Whatever the request set going in this turn goes out first: on a proxy,
-    // the request to the upstream. Waking the client sooner gains nothing (it
-    // waits for the answer anyway) and on a busy host its reading competes
-    // with sending the upstream its request.
-    await new Promise<void>((resolve) => setImmediate(resolve));
-    // runs after the reads that are ready now, so a ready priming event shares the headers' packet
-    process.nextTick(() => {
-      if (!wrote && !res.destroyed) res.flushHeaders();
-    });
-  }
+  res.writeHead(response.status, headers);
+  // Whatever the request set going in this turn goes out first: on a proxy,
+  // the request to the upstream. Waking the client sooner gains nothing (it
+  // waits for the answer anyway) and on a busy host its reading competes
+  // with sending the upstream its request.
+  await new Promise<void>((resolve) => setImmediate(resolve));
+  // runs after the reads that are ready now, so a ready priming event shares the headers' packet
+  process.nextTick(() => {
+    if (!wrote && !res.destroyed) res.flushHeaders();
+  });
   try {
     for (;;) {
       const { done, value } = await reader.read();
       if (done || gone) break;
-      if (held && !held.streaming) {
-        held.chunks.push(value);
-        continue;
-      }
       wrote = true;
       if (!res.write(value)) await drained(res);
     }
@@ -331,44 +457,8 @@ async function writeResponse(response: Response, res: ServerResponse, held?: Hel
     // the stream was cancelled or failed: the client is gone or the session closed
   } finally {
     res.off('close', onClose);
-    if (held && !held.streaming && !gone && !res.destroyed) {
-      // the stream ended with nothing but its answer: that answer is the body
-      const json = held.chunks.length > 0 ? messageData(held.chunks.at(-1)!) : undefined;
-      if (json) res.writeHead(response.status, jsonHeaders(headers, json.length)).end(json);
-      else held.stream(); // ended without an answer (the session closed): as a stream, as before
-    }
     if (!res.writableEnded && !res.destroyed) res.end();
   }
-}
-
-const MESSAGE_EVENT = Buffer.from('event: message\n');
-const DATA_FIELD = Buffer.from('\ndata: ');
-
-/**
- * The JSON of one message event as the SDK's transport writes it (`event`,
- * maybe `id`, then `data` on one line: JSON.stringify never breaks lines).
- * Undefined for anything else (a priming event, a keep-alive), which then
- * goes out as the stream it is.
- */
-function messageData(chunk: Uint8Array): Buffer | undefined {
-  const bytes = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
-  if (bytes.length < MESSAGE_EVENT.length + 2 || !bytes.subarray(0, MESSAGE_EVENT.length).equals(MESSAGE_EVENT))
-    return undefined;
-  if (bytes[bytes.length - 1] !== 0x0a || bytes[bytes.length - 2] !== 0x0a) return undefined;
-  const at = bytes.indexOf(DATA_FIELD);
-  return at < 0 ? undefined : bytes.subarray(at + DATA_FIELD.length, bytes.length - 2);
-}
-
-/** The event stream's headers for a JSON body instead (the session id and the rest stay). */
-function jsonHeaders(headers: Record<string, string>, length: number): Record<string, string | number> {
-  const {
-    'content-type': _stream,
-    'cache-control': _cache,
-    connection: _connection,
-    'x-accel-buffering': _buffering,
-    ...rest
-  } = headers;
-  return { ...rest, 'content-type': 'application/json', 'content-length': length };
 }
 
 /** Resolves when the socket takes more, or when it is gone (a closed response never drains). */

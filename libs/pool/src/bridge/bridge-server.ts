@@ -146,6 +146,8 @@ export function createBridgeServer(options: BridgeServerOptions): BridgeServer {
     const session: Session = {
       front: new NodeStreamableHttpTransport({
         sessionIdGenerator: randomUUID,
+        // quick answers as one JSON body; see McpSession's DIRECT_ANSWERS
+        directAnswers: { withinMs: 100 },
         onsessioninitialized: (id) => void sessions.set(id, session),
       }),
       child,

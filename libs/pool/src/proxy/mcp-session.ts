@@ -15,7 +15,7 @@ import { databaseUnavailableReason, isUnstorableText, UNSTORABLE_TEXT_DETAIL } f
 import { DomainError, toolError } from '@aileron/errors';
 import { EXECUTION_NAME_MAX, nestsDeeperThan, RECORD_DEPTH_MAX } from '@aileron/audit';
 import type { Instance } from '../pool-instances.service';
-import { AnswerLoad, NodeStreamableHttpTransport } from '../node-streamable-http-transport';
+import { NodeStreamableHttpTransport } from '../node-streamable-http-transport';
 import { INSTANCE_BUSY, INVALID_PARAMS, METHOD_NOT_FOUND, RpcError, UPSTREAM_UNAVAILABLE } from './jsonrpc';
 import { Namespacing } from './namespacing';
 import { BoundedEventStore } from './bounded-event-store';
@@ -112,11 +112,11 @@ const PASSED_ON_EXPERIMENTAL: Readonly<Record<string, readonly string[]>> = {
 const MAX_QUEUED = 200;
 const MAX_LIST_PAGES = 20;
 /**
- * Quick answers go to the client as one JSON body while the proxy is busy
- * (see NodeStreamableHttpTransport): slower calls stream, priming event
- * first, so a broken connection can resume them.
+ * Quick answers go to the client as one JSON body (see
+ * NodeStreamableHttpTransport): slower calls stream, priming event first, so
+ * a broken connection can resume them.
  */
-const ANSWER_AS_JSON = { withinMs: 100, whenConcurrent: 2 } as const;
+const DIRECT_ANSWERS = { withinMs: 100 } as const;
 
 /**
  * One downstream MCP session: a Streamable HTTP server transport facing the
@@ -164,7 +164,6 @@ export class McpSession {
     identity: Omit<CallContext, 'mcpSessionId'>,
     options: {
       allowedOrigins?: string[];
-      /** shared by every session of the proxy: how busy it is */ load: AnswerLoad;
       clock: Clock;
       /** how long a call waits for its person to connect an OAuth upstream after a URL elicitation; 0: never elicits */
       connectWaitMs?: number;
@@ -177,7 +176,7 @@ export class McpSession {
     this.front = new NodeStreamableHttpTransport({
       sessionIdGenerator: () => randomUUID(),
       eventStore: new BoundedEventStore(),
-      answerAsJson: { ...ANSWER_AS_JSON, load: options.load },
+      directAnswers: DIRECT_ANSWERS,
       onsessioninitialized: (sessionId) => {
         this.ctx = { ...identity, mcpSessionId: sessionId, principal: { ...identity.principal, session: sessionId } };
         this.onSessionId(sessionId);
