@@ -1,6 +1,6 @@
 import { createServer, IncomingMessage, Server, ServerResponse } from 'node:http';
 import { AddressInfo } from 'node:net';
-import type { JSONRPCMessage, JSONRPCRequest } from '@modelcontextprotocol/sdk/types.js';
+import type { JSONRPCMessage, JSONRPCRequest, MessageExtraInfo } from '@modelcontextprotocol/sdk/types.js';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { BoundedEventStore } from './proxy/bounded-event-store';
 import { NodeStreamableHttpTransport } from './node-streamable-http-transport';
@@ -376,14 +376,19 @@ describe('NodeStreamableHttpTransport', () => {
     it('hands a call over when its handler closes the stream for polling, and the client resumes', async () => {
       const session = await start({ eventStore: true, directWithinMs: 5_000 });
       let close: (() => void) | undefined;
+      let info: MessageExtraInfo['requestInfo'];
       const handler = transport.onmessage!;
       transport.onmessage = (message, extra) => {
         close = extra?.closeSSEStream;
+        info = extra?.requestInfo;
         handler(message, extra);
       };
       const asked = nextRequest();
       const pending = post(session, call(35, 'polled'));
       const request = await asked;
+      // what the SDK tells a handler of the exchange, as it would
+      expect(info?.headers['mcp-session-id']).toBe(session);
+      expect(info?.url?.pathname).toBe('/mcp');
       expect(close).toBeTypeOf('function');
       close!();
       const text = await within(5_000, (await within(5_000, pending)).text());

@@ -204,11 +204,16 @@ export class NodeStreamableHttpTransport implements Transport {
     this.direct.set(request.id, answer);
     // as the SDK does: only a client that got a priming event can come back for what it missed
     const resumable = this.eventStore && (req.headers['mcp-protocol-version'] as string) >= '2025-11-25';
+    let requestInfo: MessageExtraInfo['requestInfo'];
     this.handler?.(request, {
       authInfo: req.auth,
-      requestInfo: {
-        headers: Object.fromEntries(new NodeHeaders(req.headers).entries()),
-        url: new URL(`http://${hostOf(req.headers)}${req.url ?? '/'}`),
+      // as the SDK builds it, when a handler reads it (the pool's do not: a URL and a copy of the headers a call saved)
+      get requestInfo() {
+        requestInfo ??= {
+          headers: Object.fromEntries(new NodeHeaders(req.headers).entries()),
+          url: new URL(`http://${hostOf(req.headers)}${req.url ?? '/'}`),
+        };
+        return requestInfo;
       },
       ...(resumable
         ? {
