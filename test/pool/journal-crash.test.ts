@@ -7,9 +7,10 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { migratedDataDir, TEST_ROOT_KEY } from '../support/control-plane';
 import { createPostgresDatabase } from '../support/databases';
+import { eventually } from '../support/eventually';
 import { freePort, freePorts } from '../support/services';
 import { CLI, requireBuild, startControlPlaneProcess, stopProcess } from '../support/control-plane-process';
-import { SERVERS, textOf } from './mcp-client';
+import { EVERYTHING_ENTRY, textOf } from './mcp-client';
 
 const CALLS = 40;
 /** Records wait ten minutes for their batch, so only the journal has them. */
@@ -22,6 +23,33 @@ function segmentsUnder(dir: string): string[] {
         .filter((f) => f.endsWith('.jsonl'))
         .map((f) => join(dir, f))
     : [];
+}
+
+/**
+ * The admin's API on a control plane process, with server-everything assigned
+ * to `workspace` there (made first, allowing every call, unless it is the
+ * default one), and an MCP client connected to it through the pool.
+ */
+async function everythingOn(url: string, token: string, workspace = 'default') {
+  const api = (method: string, path: string, body?: unknown) =>
+    fetch(`${url}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      ...(body ? { body: JSON.stringify(body) } : {}),
+    });
+  if (workspace !== 'default')
+    expect(
+      (await api('POST', '/v1/workspaces', { slug: workspace, name: workspace, policy_default: 'allow' })).status,
+    ).toBe(201);
+  expect((await api('POST', '/v1/catalog/servers', EVERYTHING_ENTRY)).status).toBe(201);
+  expect((await api('PUT', `/v1/workspaces/${workspace}/servers/everything`, { version: '1.0.0' })).status).toBe(200);
+  const client = new Client({ name: 'journal-test', version: '1.0.0' });
+  await client.connect(
+    new StreamableHTTPClientTransport(new URL(`${url}/mcp/${workspace}/everything`), {
+      requestInit: { headers: { authorization: `Bearer ${token}` } },
+    }),
+  );
+  return { api, client };
 }
 
 describe('execution records survive a crash between the answer and the audit write', () => {
@@ -37,31 +65,7 @@ describe('execution records survive a crash between the answer and the audit wri
     const port = await freePort();
     const first = await startControlPlaneProcess(dataDir, port, NO_BATCH);
     const token = readFileSync(join(dataDir, 'admin-token'), 'utf8').trim();
-    const api = (method: string, path: string, body?: unknown) =>
-      fetch(`${first.url}${path}`, {
-        method,
-        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-        ...(body ? { body: JSON.stringify(body) } : {}),
-      });
-    expect(
-      (
-        await api('POST', '/v1/catalog/servers', {
-          name: 'everything',
-          version: '1.0.0',
-          mode: 'remote',
-          transport: 'stdio',
-          ...SERVERS.everything,
-        })
-      ).status,
-    ).toBe(201);
-    expect((await api('PUT', '/v1/workspaces/default/servers/everything', { version: '1.0.0' })).status).toBe(200);
-
-    const client = new Client({ name: 'crash-test', version: '1.0.0' });
-    await client.connect(
-      new StreamableHTTPClientTransport(new URL(`${first.url}/mcp/default/everything`), {
-        requestInit: { headers: { authorization: `Bearer ${token}` } },
-      }),
-    );
+    const { client } = await everythingOn(first.url, token);
     const result = await client.callTool({ name: 'echo', arguments: { message: 'remember me' } });
     expect(textOf(result)).toContain('remember me');
     // many calls in the journal: every one is replayed
@@ -106,6 +110,33 @@ describe('execution records survive a crash between the answer and the audit wri
     }
   }, 180_000);
 
+  it('leaves nothing behind when it stops cleanly after its batches, not even the segment prepared for the next record', async () => {
+    const dir = await migratedDataDir('aileron-journal-clean-');
+    const port = await freePort();
+    // batches every 100 ms: each one prepares the file the next record will go to
+    const cp = await startControlPlaneProcess(dir, port, { AILERON_POOL_AUDIT_BATCH_MS: '100' });
+    try {
+      const token = readFileSync(join(dir, 'admin-token'), 'utf8').trim();
+      const { api, client } = await everythingOn(cp.url, token);
+      for (let i = 0; i < 5; i++) await client.callTool({ name: 'echo', arguments: { message: `batched ${i}` } });
+      // every call written by a batch: the journal has moved on to a segment prepared for records yet to come
+      await eventually('the calls in the audit log', async () => {
+        const audit = await api('GET', '/v1/workspaces/default/audit?execution_mode=remote&tool=echo&limit=50');
+        const events = ((await audit.json()) as { events: { type: string }[] }).events;
+        return events.filter((e) => e.type === 'execution.succeeded').length === 5;
+      });
+      await client.close();
+      expect(await stopProcess(cp.child)).toBe(0);
+      // nothing for a later start to replay, and no directory of a process that is gone
+      const journal = join(dir, 'pool', 'journal');
+      expect(segmentsUnder(journal)).toEqual([]);
+      expect(existsSync(journal) ? readdirSync(journal) : []).toEqual([]);
+    } finally {
+      await stopProcess(cp.child);
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 180_000);
+
   /**
    * Replicas on one machine (or a worker beside the control plane, as in
    * docker-compose) share a data directory. A process starting beside a
@@ -133,33 +164,7 @@ describe('execution records survive a crash between the answer and the audit wri
     try {
       const a = await startControlPlaneProcess(shared, portA, env);
       started.push(a.child);
-      const api = (method: string, path: string, body?: unknown) =>
-        fetch(`${a.url}${path}`, {
-          method,
-          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-          ...(body ? { body: JSON.stringify(body) } : {}),
-        });
-      expect(
-        (await api('POST', '/v1/workspaces', { slug: 'shared', name: 'Shared', policy_default: 'allow' })).status,
-      ).toBe(201);
-      expect(
-        (
-          await api('POST', '/v1/catalog/servers', {
-            name: 'everything',
-            version: '1.0.0',
-            mode: 'remote',
-            transport: 'stdio',
-            ...SERVERS.everything,
-          })
-        ).status,
-      ).toBe(201);
-      expect((await api('PUT', '/v1/workspaces/shared/servers/everything', { version: '1.0.0' })).status).toBe(200);
-      const client = new Client({ name: 'shared-dir-test', version: '1.0.0' });
-      await client.connect(
-        new StreamableHTTPClientTransport(new URL(`${a.url}/mcp/shared/everything`), {
-          requestInit: { headers: { authorization: `Bearer ${token}` } },
-        }),
-      );
+      const { client } = await everythingOn(a.url, token, 'shared');
       for (let i = 0; i < 5; i++) await client.callTool({ name: 'echo', arguments: { message: `before ${i}` } });
 
       const b = await startControlPlaneProcess(shared, portB, env);

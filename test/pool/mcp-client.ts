@@ -23,6 +23,15 @@ export const SERVERS = {
   }),
 };
 
+/** server-everything's catalog entry (stdio, run by the pool), as an admin posts it to `/v1/catalog/servers` */
+export const EVERYTHING_ENTRY = {
+  name: 'everything',
+  version: '1.0.0',
+  mode: 'remote',
+  transport: 'stdio',
+  ...SERVERS.everything,
+};
+
 /** Publishes a remote catalog entry and assigns it to the workspace; returns its name. */
 export async function aRemoteServer(
   cp: TestControlPlane,

@@ -10,7 +10,7 @@ import { TEST_ROOT_KEY } from '../support/control-plane';
 import { createPostgresDatabase } from '../support/databases';
 import { freePort } from '../support/services';
 import { CLI, requireBuild, startControlPlaneProcess, stopProcess } from '../support/control-plane-process';
-import { SERVERS, textOf } from './mcp-client';
+import { EVERYTHING_ENTRY, textOf } from './mcp-client';
 
 const LONG_CALL = 'trigger-long-running-operation';
 
@@ -73,17 +73,7 @@ describe('a replica killed mid-session and mid-call', () => {
       (await api(a.url, 'POST', '/v1/workspaces', { slug: 'replicas', name: 'Replicas', policy_default: 'allow' }))
         .status,
     ).toBe(201);
-    expect(
-      (
-        await api(a.url, 'POST', '/v1/catalog/servers', {
-          name: 'everything',
-          version: '1.0.0',
-          mode: 'remote',
-          transport: 'stdio',
-          ...SERVERS.everything,
-        })
-      ).status,
-    ).toBe(201);
+    expect((await api(a.url, 'POST', '/v1/catalog/servers', EVERYTHING_ENTRY)).status).toBe(201);
     expect((await api(a.url, 'PUT', '/v1/workspaces/replicas/servers/everything', { version: '1.0.0' })).status).toBe(
       200,
     );
