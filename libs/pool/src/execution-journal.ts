@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { closeSync, fstatSync, open, openSync, readFileSync, rmdirSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, fstatSync, open, openSync, readFileSync, rmdirSync, rmSync, unlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { announcedExecution, AuditService, ExecutionRecord } from '@aileron/audit';
@@ -124,7 +124,7 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
     if (prepared && this.prepared === prepared && prepared.fd !== null) {
       this.prepared = undefined;
       closeSync(prepared.fd);
-      unlinkSync(this.path(prepared.segment)); // created for records that never came
+      rmSync(this.path(prepared.segment), { force: true }); // created for records that never came
     }
     try {
       rmdirSync(this.directory.own); // only when empty: a segment whose batch failed stays for whoever takes it over
@@ -349,9 +349,14 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
       }
       // Not taken: a record opened the same file meanwhile (in use, or written and flushed since), or this
       // open came after that segment's batch committed and its file was deleted, and created it again, empty
-      const emptyAndPast = segment !== this.segment && fstatSync(fd).size === 0;
-      closeSync(fd);
-      if (emptyAndPast) unlinkSync(path);
+      // (a callback of the event loop: a failure here must not end the process, and leaves at most an empty file)
+      try {
+        const emptyAndPast = segment !== this.segment && fstatSync(fd).size === 0;
+        closeSync(fd);
+        if (emptyAndPast) unlinkSync(path);
+      } catch {
+        // closed or removed already
+      }
     });
   }
 

@@ -49,7 +49,6 @@ export class McpSessions implements OnApplicationBootstrap, BeforeApplicationShu
   private readonly sessions = new Map<string, Entry>();
   private readonly idleCloser: PeriodicTask;
   private readonly directoryTtlSeconds: number;
-  /** the requests every session of this replica is answering, which decides when quick answers go out as JSON */
   private readonly stopWatching: () => void;
   private readonly logger = new Logger('McpSessions');
   /** a misconfigured installation would say it at every request: once is enough to find it */

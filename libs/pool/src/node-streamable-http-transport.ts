@@ -38,6 +38,13 @@ export interface NodeStreamableHttpTransportOptions extends WebStandardStreamabl
 }
 
 /**
+ * Direct answers as every front of the pool takes them (a session of
+ * `/mcp/{ws}`, the bridge before a pod's server): a call not answered within
+ * 100 ms streams, priming event first, so a broken connection can resume it.
+ */
+export const DIRECT_ANSWERS = { withinMs: 100 } as const;
+
+/**
  * The SDK's Streamable HTTP server transport, spoken over `node:http`.
  *
  * The protocol is the SDK's: sessions, protocol versions, Origin and Host

@@ -17,7 +17,7 @@ import {
   isJSONRPCResultResponse,
   type JSONRPCMessage,
 } from '@modelcontextprotocol/sdk/types.js';
-import { NodeStreamableHttpTransport } from '../node-streamable-http-transport';
+import { DIRECT_ANSWERS, NodeStreamableHttpTransport } from '../node-streamable-http-transport';
 import { RelatedRequests } from './related-requests';
 import { allExited, kill, launchOf, type ServerCommand } from './server-process';
 
@@ -146,8 +146,7 @@ export function createBridgeServer(options: BridgeServerOptions): BridgeServer {
     const session: Session = {
       front: new NodeStreamableHttpTransport({
         sessionIdGenerator: randomUUID,
-        // quick answers as one JSON body; see McpSession's DIRECT_ANSWERS
-        directAnswers: { withinMs: 100 },
+        directAnswers: DIRECT_ANSWERS,
         onsessioninitialized: (id) => void sessions.set(id, session),
       }),
       child,

@@ -15,7 +15,7 @@ import { databaseUnavailableReason, isUnstorableText, UNSTORABLE_TEXT_DETAIL } f
 import { DomainError, toolError } from '@aileron/errors';
 import { EXECUTION_NAME_MAX, nestsDeeperThan, RECORD_DEPTH_MAX } from '@aileron/audit';
 import type { Instance } from '../pool-instances.service';
-import { NodeStreamableHttpTransport } from '../node-streamable-http-transport';
+import { DIRECT_ANSWERS, NodeStreamableHttpTransport } from '../node-streamable-http-transport';
 import { INSTANCE_BUSY, INVALID_PARAMS, METHOD_NOT_FOUND, RpcError, UPSTREAM_UNAVAILABLE } from './jsonrpc';
 import { Namespacing } from './namespacing';
 import { BoundedEventStore } from './bounded-event-store';
@@ -111,12 +111,6 @@ const PASSED_ON_EXPERIMENTAL: Readonly<Record<string, readonly string[]>> = {
 
 const MAX_QUEUED = 200;
 const MAX_LIST_PAGES = 20;
-/**
- * Quick answers go to the client as one JSON body (see
- * NodeStreamableHttpTransport): slower calls stream, priming event first, so
- * a broken connection can resume them.
- */
-const DIRECT_ANSWERS = { withinMs: 100 } as const;
 
 /**
  * One downstream MCP session: a Streamable HTTP server transport facing the
