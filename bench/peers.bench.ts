@@ -23,24 +23,40 @@ import { treeCpuMs } from './process-tree';
 /**
  * `peers`: the pool against the tools people run instead of it to put a stdio
  * MCP server on Streamable HTTP, supergateway and mcp-proxy (dev dependencies
- * of this bench alone). The same stdio server-everything behind each, one
- * child per MCP session everywhere, the same SDK clients calling its `echo`
- * tool; the pool with the token check, rate limits, policy and audit on.
- * Sequential calls (p50, p99) and 16 closed-loop clients (calls/s), every
- * target in the same run, alternating.
+ * of this bench alone). The same stdio server-everything behind each, the
+ * same SDK clients calling its `echo` tool; the pool with the token check,
+ * rate limits, policy and audit on. Sequential calls (p50, p99) and 16
+ * closed-loop clients (calls/s), every target in the same run, alternating.
+ *
+ * Each peer is measured against the pool running the server as that peer
+ * does: supergateway (`--stateful`) starts a child per MCP session, as the
+ * pool does by default; mcp-proxy starts one child when it starts and serves
+ * every session through it (its `proxy()` connects one SDK client over one
+ * stdio transport, and each session's server forwards to that client), as
+ * the pool does for a catalog entry with `sessions: shared`. The pool is run
+ * both ways in the same run, and the crossings are printed too.
  *
  * The clients run in a worker thread (mcp-load.ts), the control plane on the
  * main thread, each peer in a process of its own, as each runs in practice.
  */
 const NAME = 'peers';
 
-const SERVER = 'everything';
 const CALL = { name: 'echo', arguments: { message: 'status' }, expected: 'Echo: status' };
 
 const PEERS = ['supergateway', 'mcp-proxy'] as const;
 type Peer = (typeof PEERS)[number];
 
-/** The stdio server every target runs, one child per session. */
+/** The pool's two ways of running a stdio server: its catalog server's name and the entry's `sessions`. */
+const POOLS = {
+  pool: { server: 'everything', sessions: 'per_session', children: 'a child per session' },
+  'pool-shared': { server: 'everything-shared', sessions: 'shared', children: 'one child for every session' },
+} as const;
+type PoolKey = keyof typeof POOLS;
+
+/** The pool target that runs the server as each peer does. */
+const LIKE: Record<Peer, PoolKey> = { supergateway: 'pool', 'mcp-proxy': 'pool-shared' };
+
+/** The stdio server every target runs. */
 function everything(): string[] {
   return [process.execPath, resolve('node_modules/@modelcontextprotocol/server-everything/dist/index.js'), 'stdio'];
 }
@@ -106,15 +122,15 @@ async function startPeer(peer: Peer): Promise<{ child: ChildProcess; url: string
   }
 }
 
-/** The pid of the pool's instance of the server (its bwrap, or its bridge without a sandbox). */
-async function instancePid(controlPlane: ControlPlane): Promise<number | undefined> {
+/** The pid of the pool's instance of `server` (its bwrap, or its bridge without a sandbox). */
+async function instancePid(controlPlane: ControlPlane, server: string): Promise<number | undefined> {
   const page = (await api(
     controlPlane.url,
     ownerToken(controlPlane),
     'GET',
     `/v1/workspaces/${WORKSPACE}/pool/instances`,
   )) as { items: { server: string; pid?: number }[] };
-  return page.items.find((instance) => instance.server === SERVER)?.pid;
+  return page.items.find((instance) => instance.server === server)?.pid;
 }
 
 async function run(): Promise<Figure[]> {
@@ -125,10 +141,10 @@ async function run(): Promise<Figure[]> {
   try {
     controlPlane = await startPoolBenchControlPlane(dataDir);
     const [command, ...args] = everything();
+    const entry = { transport: 'stdio', command: command === process.execPath ? 'node' : command, args };
     const { token } = await poolServer(
       controlPlane,
-      SERVER,
-      { transport: 'stdio', command: command === process.execPath ? 'node' : command, args },
+      Object.fromEntries(Object.values(POOLS).map((pool) => [pool.server, { ...entry, sessions: pool.sessions }])),
       CALL,
     );
     for (const peer of PEERS) peers.set(peer, await startPeer(peer));
@@ -136,13 +152,13 @@ async function run(): Promise<Figure[]> {
 
     load = new McpLoad();
     const targets: LoadTarget[] = [
-      {
-        key: 'pool',
-        url: `${controlPlane.url}/mcp/${WORKSPACE}/${SERVER}`,
+      ...Object.entries(POOLS).map(([key, pool]) => ({
+        key,
+        url: `${controlPlane!.url}/mcp/${WORKSPACE}/${pool.server}`,
         headers: { authorization: `Bearer ${token}` },
         clients: CLIENTS,
         call: CALL,
-      },
+      })),
       ...PEERS.map((peer) => ({ key: peer, url: peers.get(peer)!.url, headers: {}, clients: CLIENTS, call: CALL })),
     ];
     const sessions: Record<string, string[]> = {};
@@ -151,21 +167,20 @@ async function run(): Promise<Figure[]> {
 
     // the CPU each target's own processes spend (the instance's tree, a peer and its children), over its saturation phases
     const trees: Record<string, number | undefined> = {
-      pool: await instancePid(controlPlane),
+      ...Object.fromEntries(
+        await Promise.all(
+          Object.entries(POOLS).map(async ([key, pool]) => [key, await instancePid(controlPlane!, pool.server)]),
+        ),
+      ),
       ...Object.fromEntries(PEERS.map((peer) => [peer, peers.get(peer)!.child.pid])),
     };
     const cpuBefore = Object.fromEntries(keys.map((key) => [key, trees[key] ? treeCpuMs(trees[key]) : 0]));
 
+    const poolKeys = Object.keys(POOLS) as PoolKey[];
     const result = await measureRounds(
       controlPlane,
       load,
-      {
-        bench: NAME,
-        latency: keys,
-        saturation: keys,
-        pool: 'pool',
-        ...ROUNDS_PLAN,
-      },
+      { bench: NAME, latency: keys, saturation: keys, pools: poolKeys, ...ROUNDS_PLAN },
       (r, round, rates) => {
         const each = (f: (key: string) => string) => keys.map((key) => `${key} ${f(key)}`).join(', ');
         note(
@@ -175,11 +190,12 @@ async function run(): Promise<Figure[]> {
       },
     );
 
-    const expected = (await load.answered('pool'))[0]!;
-    await expectAudited(controlPlane, sessions.pool![0]!, CALL.name, expected);
-    note(
-      `  audit: all ${expected} calls of the pool's sequential session recorded as execution.succeeded; ${(result.settlingMs / 1000).toFixed(1)} s spent waiting for the outbox to drain between phases`,
-    );
+    for (const key of poolKeys) {
+      const expected = (await load.answered(key))[0]!;
+      await expectAudited(controlPlane, sessions[key]![0]!, CALL.name, expected);
+      note(`  audit: all ${expected} calls of the ${key} sequential session recorded as execution.succeeded`);
+    }
+    note(`  ${(result.settlingMs / 1000).toFixed(1)} s spent waiting for the outbox to drain between phases`);
     const perCall: string[] = [];
     for (const key of keys) {
       const answered = (await load.answered(key)).reduce((sum, n) => sum + n, 0);
@@ -187,20 +203,28 @@ async function run(): Promise<Figure[]> {
       perCall.push(`${key} ${tree ? (((treeCpuMs(tree) - cpuBefore[key]!) * 1000) / answered).toFixed(0) : '?'}`);
     }
     note(
-      `  CPU per call, µs: the control plane's thread under load ${result.cpuPerCall.map((us) => us.toFixed(0)).join(' / ')} (rounds 1–${ROUNDS_PLAN.rounds}); ` +
+      `  CPU per call, µs: the control plane's thread under load ${poolKeys.map((key) => `${key} ${result.cpuPerCall[key]!.map((us) => us.toFixed(0)).join(' / ')}`).join(', ')} (rounds 1–${ROUNDS_PLAN.rounds}); ` +
         `each target's own processes (the pool's instance, a peer, their children) over every call of the run: ${perCall.join(', ')}`,
     );
 
     const p = (key: string, q: number): number => percentile(result.samples[key]!, q);
-    const pool = '/mcp/{ws}/{server} (token, rate limit, policy, audit) on a stdio server-everything';
+    // the crossings: each peer against the pool run the other way, for the record
+    for (const peer of PEERS)
+      for (const key of poolKeys.filter((key) => key !== LIKE[peer]))
+        note(
+          `  ${key} (${POOLS[key].children}) against ${peer}, for the record: p50 ${(p(key, 50) / p(peer, 50)).toFixed(2)}, ` +
+            `p99 ${(p(key, 99) / p(peer, 99)).toFixed(2)}, calls/s ${(result.rates[key]! / result.rates[peer]!).toFixed(2)}`,
+        );
     return PEERS.flatMap((peer) => {
-      const same = `the same SDK client through ${peer} on the same stdio server (one child per session)`;
+      const key = LIKE[peer];
+      const pool = `/mcp/{ws}/{server} (token, rate limit, policy, audit) on a stdio server-everything, ${POOLS[key].children}`;
+      const same = `the same SDK client through ${peer} on the same stdio server (${POOLS[key].children})`;
       return [
         ...[50, 99].map((q) =>
           figure({
             bench: NAME,
             figure: `p${q} latency of tools/call (echo) through ${pool} vs ${peer}`,
-            value: p('pool', q),
+            value: p(key, q),
             baseline: { what: `${same}, ${SEQUENTIAL}`, value: p(peer, q), unit: 'ms' },
             goal: 1.0,
             better: 'lower',
@@ -209,7 +233,7 @@ async function run(): Promise<Figure[]> {
         figure({
           bench: NAME,
           figure: `tools/call (echo) throughput of ${CLIENTS} closed-loop clients through ${pool} vs ${peer}`,
-          value: result.rates.pool!,
+          value: result.rates[key]!,
           baseline: {
             what: `${CLIENTS} SDK clients through ${peer}, ${ROUNDS_PLAN.rounds} rounds of ${ROUNDS_PLAN.seconds} s, the order rotating`,
             value: result.rates[peer]!,
@@ -231,6 +255,6 @@ async function run(): Promise<Figure[]> {
 export const peersBench: Bench = {
   name: NAME,
   summary:
-    'MCP tools/call (echo) on a stdio server-everything through /mcp/{ws}/{server} (token, policy, audit) vs supergateway and mcp-proxy: p50, p99, 16 clients',
+    'MCP tools/call (echo) on a stdio server-everything through /mcp/{ws}/{server} (token, policy, audit) vs supergateway and mcp-proxy, each against the pool running the server as it does: p50, p99, 16 clients',
   run,
 };

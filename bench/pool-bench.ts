@@ -69,7 +69,7 @@ export const ALLOWING_RULE = 'allow-bench-reads';
  * the dangerous families, and the bench's call allowed by exactly one rule
  * (after argument conditions that are evaluated and do not match).
  */
-function policy(server: string, call: { name: string; arguments: Record<string, unknown> }): unknown {
+function policy(servers: readonly string[], call: { name: string; arguments: Record<string, unknown> }): unknown {
   // on a path the call has (the engine denies, on_error, where a condition's path is missing), if it has one
   const argument = Object.keys(call.arguments)[0];
   return {
@@ -101,7 +101,7 @@ function policy(server: string, call: { name: string; arguments: Record<string, 
       {
         id: ALLOWING_RULE,
         effect: 'allow',
-        servers: [server],
+        servers: [...servers],
         tools: [call.name, 'search_*', 'get_*', 'list_*'],
         execution_mode: 'remote',
       },
@@ -113,19 +113,19 @@ function policy(server: string, call: { name: string; arguments: Record<string, 
 }
 
 /**
- * Publishes `entry` as remote catalog server `server`, assigns it to the
- * workspace, puts the policy in place (checked to allow the call by its one
- * rule) and makes a member's API token: the token the bench's clients use.
+ * Publishes each of `entries` as a remote catalog server of that name,
+ * assigns them to the workspace, puts the policy in place (checked to allow
+ * the call on each by its one rule) and makes a member's API token: the token
+ * the bench's clients use.
  */
 export async function poolServer(
   controlPlane: ControlPlane,
-  server: string,
-  entry: Record<string, unknown>,
+  entries: Record<string, Record<string, unknown>>,
   call: { name: string; arguments: Record<string, unknown> },
 ): Promise<{ token: string }> {
   const owner = ownerToken(controlPlane);
-  await publishServer(controlPlane.url, owner, server, entry);
-  return workspaceServer(controlPlane.url, owner, WORKSPACE, server, call);
+  for (const [server, entry] of Object.entries(entries)) await publishServer(controlPlane.url, owner, server, entry);
+  return workspaceServer(controlPlane.url, owner, WORKSPACE, Object.keys(entries), call);
 }
 
 /** `entry` as the organisation's remote catalog server `server`, version 1.0.0. */
@@ -139,31 +139,36 @@ export async function publishServer(
 }
 
 /**
- * In `workspace`: the policy that allows `call` by its one rule (checked), the
- * published `server` assigned, and a member's API token for it.
+ * In `workspace`: the policy that allows `call` on each of `servers` by its
+ * one rule (checked), the published servers assigned, and a member's API
+ * token for them.
  */
 export async function workspaceServer(
   base: string,
   owner: string,
   workspace: string,
-  server: string,
+  servers: string | readonly string[],
   call: { name: string; arguments: Record<string, unknown> },
 ): Promise<{ token: string }> {
-  await api(base, owner, 'PUT', `/v1/workspaces/${workspace}/policy`, policy(server, call));
-  await api(base, owner, 'PUT', `/v1/workspaces/${workspace}/servers/${server}`, { version: '1.0.0' });
+  const names = typeof servers === 'string' ? [servers] : servers;
+  await api(base, owner, 'PUT', `/v1/workspaces/${workspace}/policy`, policy(names, call));
+  for (const server of names)
+    await api(base, owner, 'PUT', `/v1/workspaces/${workspace}/servers/${server}`, { version: '1.0.0' });
   const { token } = (await api(base, owner, 'POST', '/v1/tokens', {
-    name: `bench-${server}`,
+    name: `bench-${names.join('-')}`,
     role: 'member',
     workspace,
   })) as { token: string };
-  const decision = (await api(base, owner, 'POST', `/v1/workspaces/${workspace}/policy/evaluate`, {
-    server,
-    tool: call.name,
-    arguments: call.arguments,
-    execution_mode: 'remote',
-  })) as { decision: string; rules: string[] };
-  if (decision.decision !== 'allow' || decision.rules.join() !== ALLOWING_RULE)
-    throw new Error(`the policy should allow the call by ${ALLOWING_RULE} alone, said ${JSON.stringify(decision)}`);
+  for (const server of names) {
+    const decision = (await api(base, owner, 'POST', `/v1/workspaces/${workspace}/policy/evaluate`, {
+      server,
+      tool: call.name,
+      arguments: call.arguments,
+      execution_mode: 'remote',
+    })) as { decision: string; rules: string[] };
+    if (decision.decision !== 'allow' || decision.rules.join() !== ALLOWING_RULE)
+      throw new Error(`the policy should allow the call by ${ALLOWING_RULE} alone, said ${JSON.stringify(decision)}`);
+  }
   return { token };
 }
 
@@ -280,8 +285,8 @@ export interface RoundsPlan {
   latency: string[];
   /** targets saturated by all their clients, one after another */
   saturation: string[];
-  /** the control plane's target: its saturation phases are profiled and its CPU per call counted */
-  pool: string;
+  /** the control plane's targets: their saturation phases are profiled and the thread's CPU per call counted */
+  pools: readonly string[];
   rounds: number;
   /** sequential calls per target and round, in blocks rotating between targets */
   calls: number;
@@ -298,8 +303,8 @@ export interface RoundsResult {
   rates: Record<string, number>;
   /** calls/s of each round */
   roundRates: Record<string, number>[];
-  /** microseconds of the control plane's thread per call of the pool's saturation phases, per round */
-  cpuPerCall: number[];
+  /** microseconds of the control plane's thread per call of each pool target's saturation phases, per round */
+  cpuPerCall: Record<string, number[]>;
   /** time spent waiting for the outbox to drain between phases */
   settlingMs: number;
 }
@@ -325,7 +330,7 @@ export async function measureRounds(
     plan.saturation.map((key) => [key, { calls: 0, ms: 0 }]),
   );
   const roundRates: Record<string, number>[] = [];
-  const cpuPerCall: number[] = [];
+  const cpuPerCall: Record<string, number[]> = Object.fromEntries(plan.pools.map((key) => [key, []]));
   let settlingMs = 0;
   for (let r = 0; r < plan.rounds; r++) {
     settlingMs += await settle(controlPlane);
@@ -335,12 +340,14 @@ export async function measureRounds(
     const order = plan.saturation.map((_, i) => plan.saturation[(i + r) % plan.saturation.length]!);
     for (const key of order) {
       settlingMs += await settle(controlPlane);
-      const stopProfile =
-        key === plan.pool ? await profileControlPlane(`${plan.bench}-saturation-round-${r + 1}`) : undefined;
+      const pool = plan.pools.includes(key);
+      const stopProfile = pool
+        ? await profileControlPlane(`${plan.bench}-${key}-saturation-round-${r + 1}`)
+        : undefined;
       const cpuBefore = mainThreadCpuMs();
       const measured = await load.throughput(key, plan.seconds);
-      if (key === plan.pool && cpuBefore !== undefined)
-        cpuPerCall.push(((mainThreadCpuMs()! - cpuBefore) * 1000) / measured.calls);
+      if (pool && cpuBefore !== undefined)
+        cpuPerCall[key]!.push(((mainThreadCpuMs()! - cpuBefore) * 1000) / measured.calls);
       await stopProfile?.();
       totals[key]!.calls += measured.calls;
       totals[key]!.ms += measured.ms;

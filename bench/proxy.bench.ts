@@ -200,7 +200,11 @@ async function setUpWorkspace(
   controlPlane: ControlPlane,
   upstreamUrl: string,
 ): Promise<{ token: string; caveatToken: string }> {
-  const { token } = await poolServer(controlPlane, SERVER, { transport: 'streamable_http', url: upstreamUrl }, CALL);
+  const { token } = await poolServer(
+    controlPlane,
+    { [SERVER]: { transport: 'streamable_http', url: upstreamUrl } },
+    CALL,
+  );
   // a session as a sandboxed agent holds it: default caps, narrowed to the one server
   const session = (await api(controlPlane.url, token, 'POST', '/v1/sessions', {
     workspace: WORKSPACE,
@@ -241,7 +245,7 @@ async function run(): Promise<Figure[]> {
         bench: NAME,
         latency: targets.map((t) => t.key),
         saturation: ['direct', 'proxied'],
-        pool: 'proxied',
+        pools: ['proxied'],
         ...ROUNDS_PLAN,
       },
       (r, round, rates) => {
@@ -262,9 +266,9 @@ async function run(): Promise<Figure[]> {
     );
 
     // the CPU each call costs the control plane's thread: steadier than rates when the machine's other tenants come and go
-    if (cpuPerCall.length > 0)
+    if (cpuPerCall.proxied!.length > 0)
       note(
-        `  the control plane's thread under load: ${cpuPerCall.map((us) => us.toFixed(0)).join(' / ')} µs of CPU per proxied call (rounds 1–${ROUNDS_PLAN.rounds})`,
+        `  the control plane's thread under load: ${cpuPerCall.proxied!.map((us) => us.toFixed(0)).join(' / ')} µs of CPU per proxied call (rounds 1–${ROUNDS_PLAN.rounds})`,
       );
     const p = (key: TargetKey, q: number): number => percentile(samples[key]!, q);
     // the floor any forwarding proxy stands on here: the p50 goal reads against the hop, not against direct

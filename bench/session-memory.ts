@@ -49,8 +49,7 @@ async function measure(kind: string): Promise<string> {
     const server = `memory-${kind}`;
     const { token } = await poolServer(
       controlPlane,
-      server,
-      { transport: 'stdio', ...ENTRIES[kind]!, env: MEMORY_FILE },
+      { [server]: { transport: 'stdio', ...ENTRIES[kind]!, env: MEMORY_FILE } },
       CALL,
     );
     const target = {
