@@ -211,6 +211,13 @@ describe('LocalDriver with bubblewrap', () => {
     expect(await callText(client, 'echo', { message: 'still here' })).toBe('Echo: still here');
   });
 
+  it('calls sent together (one write to the child) each get their own answer, in any order they finish', async () => {
+    const client = await connect(await driver().start(spec()));
+    const messages = Array.from({ length: 40 }, (_, i) => `together ${i} ${'x'.repeat(i * 500)}`);
+    const answers = await Promise.all(messages.map((message) => callText(client, 'echo', { message })));
+    expect(answers).toEqual(messages.map((message) => `Echo: ${message}`));
+  });
+
   it('gives the server only its own environment: no bridge secret, nothing of the control plane', async () => {
     const canary = `canary-${randomBytes(8).toString('hex')}`;
     process.env.AILERON_SPEC_CANARY = canary;
