@@ -334,7 +334,10 @@ export async function measureRounds(
   let settlingMs = 0;
   for (let r = 0; r < plan.rounds; r++) {
     settlingMs += await settle(controlPlane);
+    // the sequential calls of every target, the pool's among them: where a lone call's time goes on the thread
+    const stopLatencyProfile = await profileControlPlane(`${plan.bench}-latency-round-${r + 1}`);
     const round = await load.latency(r % 2 === 0 ? plan.latency : [...plan.latency].reverse(), plan.calls, plan.block);
+    await stopLatencyProfile?.();
     for (const key of plan.latency) samples[key]!.push(...round[key]!);
     const rates: Record<string, number> = {};
     const order = plan.saturation.map((_, i) => plan.saturation[(i + r) % plan.saturation.length]!);
