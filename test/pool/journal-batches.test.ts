@@ -10,7 +10,10 @@ import { aRemoteServer, connect, textOf } from './mcp-client';
 const KEY = 'upstream-key-journal-batches';
 
 /** A control plane whose batches are due after `batchMs`, with an upstream the workspace calls as `greeter`. */
-function withGreeter(batchMs: number): {
+function withGreeter(
+  batchMs: number,
+  env: Record<string, string> = {},
+): {
   cp: () => TestControlPlane;
   records: (name: string) => Promise<string[]>;
   path: () => string;
@@ -22,7 +25,7 @@ function withGreeter(batchMs: number): {
 
   beforeAll(async () => {
     await upstream.start();
-    cp = await startTestControlPlane('pglite', { AILERON_POOL_AUDIT_BATCH_MS: String(batchMs) });
+    cp = await startTestControlPlane('pglite', { AILERON_POOL_AUDIT_BATCH_MS: String(batchMs), ...env });
     ws = await aWorkspace(cp, cp.ownerToken);
     await cp.request('PUT', `/v1/workspaces/${ws.slug}/policy`, {
       token: cp.ownerToken,
@@ -70,8 +73,9 @@ function withGreeter(batchMs: number): {
  * When execution records reach the audit log. The embedded database's
  * statements block the thread, and an answer arriving meanwhile waits for
  * them: a batch that is due is written once no call waits for its answer
- * (after the last one's end); while calls keep overlapping, once it is an
- * interval overdue, right after the next call's request is out (written
+ * (after the last one's end) and no call came for a moment
+ * (`AILERON_POOL_AUDIT_QUIET_MS`); while calls keep overlapping, once it is
+ * an interval overdue, right after the next call's request is out (written
  * then, they fill the wait for the answer); at the latest two intervals
  * after its first record.
  */
@@ -143,6 +147,33 @@ describe('execution record batches', () => {
         await waiting.answer;
       } finally {
         upstream.release();
+        await client.close();
+      }
+    });
+  });
+
+  describe('calls in a row', () => {
+    const BATCH_MS = 60_000;
+    // long, so that the calls of the test surely come within it however slow the machine
+    const QUIET_MS = 3_000;
+    const { cp, records, path } = withGreeter(BATCH_MS, { AILERON_POOL_AUDIT_QUIET_MS: String(QUIET_MS) });
+
+    it('do not meet a due batch: it waits for a pause in them, and is written in it', async () => {
+      const { client } = await connect(cp(), cp().ownerToken, path());
+      try {
+        expect(textOf(await client.callTool({ name: 'greet', arguments: { name: 'one' } }))).toBe('Hello, one');
+        advanceClock(cp(), BATCH_MS + 1);
+        // due, and no call waits after each of these: without the pause the batch would go after the first
+        for (const name of ['two', 'three', 'four'])
+          expect(textOf(await client.callTool({ name: 'greet', arguments: { name } }))).toBe(`Hello, ${name}`);
+        const lastEnded = Date.now();
+        expect(await records('one')).toEqual([]);
+        await eventually('the batch, in the pause', async () => (await records('four')).length === 2, {
+          timeoutMs: 15_000,
+        });
+        expect(Date.now() - lastEnded).toBeGreaterThanOrEqual(QUIET_MS - 50);
+        expect(await records('one')).toEqual(['execution.started', 'execution.succeeded']);
+      } finally {
         await client.close();
       }
     });

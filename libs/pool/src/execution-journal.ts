@@ -74,6 +74,12 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
   private readonly logger = new Logger('ExecutionJournal');
   private readonly directory: JournalDirectory;
   private readonly batchMs: number;
+  /** the pause in records a due batch waits for */
+  private readonly quietMs: number;
+  /** the Clock's time of the last record appended */
+  private lastRecordAt = 0;
+  /** checks for the pause a due batch waits for */
+  private quietTimer: NodeJS.Timeout | undefined;
   /** directories taken over from dead processes whose records are not in the audit log yet */
   private readonly claimed = new Set<string>();
   private readonly sweeper = new PeriodicTask({
@@ -105,6 +111,7 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
   ) {
     this.directory = new JournalDirectory(join(config.dataDir, 'pool', 'journal'));
     this.batchMs = config.pool.auditBatchMs;
+    this.quietMs = config.pool.auditQuietMs;
   }
 
   async onApplicationBootstrap(): Promise<void> {
@@ -179,15 +186,17 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
     writeSync(this.openSegment(), `${JSON.stringify(record)}\n`);
     this.batch.push(record);
     const now = this.clock.now();
+    this.lastRecordAt = now;
     if (this.batch.length >= FLUSH_AT) void this.flush();
     else if (now >= this.dueAt && this.running.size === 0) {
       // On the embedded database the batch's statements block the thread, and
       // whatever answer arrives meanwhile waits for them: a due batch waits for
-      // a moment when no call waits for its answer. This record is the last
-      // one's end; its answer leaves in this turn, the batch in the next. An
-      // agent's calls come with pauses between them, which the batch now fills
+      // a moment when no call waits for its answer, and no call came for a
+      // moment (`quietMs`): an agent calling in a tight loop sends its next
+      // request right after this answer, which would meet the batch. Its
+      // pauses, or an interval more (below), are when the batch is written
       // (docs/pool.md § Performance: the sequential calls the batches held up).
-      this.flushSoon();
+      this.flushWhenQuiet();
     } else if (record.type === 'execution.started' && now >= this.dueAt + this.batchMs) {
       // calls keep overlapping for a whole interval more: the batch goes right
       // after this call's request leaves, while the proxy waits for the answer
@@ -198,10 +207,24 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
     }
   }
 
-  /** The interval is over: written now if no call waits for its answer, else at the latest an interval later. */
+  /** The interval is over: written once no call waits and none came for a moment, at the latest an interval later. */
   private due(): void {
-    if (this.running.size === 0) void this.flush();
-    else this.timer = setTimeout(() => void this.flush(), this.batchMs);
+    this.timer = setTimeout(() => void this.flush(), this.batchMs);
+    if (this.running.size === 0) this.flushWhenQuiet();
+  }
+
+  /** Written once no call waits for its answer and no record came for `quietMs`. */
+  private flushWhenQuiet(): void {
+    if (this.quietTimer) return;
+    if (this.quietMs === 0) return this.flushSoon();
+    const check = (): void => {
+      this.quietTimer = undefined;
+      const quiet = this.clock.now() - this.lastRecordAt;
+      if (this.running.size > 0) return; // a call waits: its end asks again
+      if (quiet >= this.quietMs) void this.flush();
+      else this.quietTimer = setTimeout(check, this.quietMs - quiet);
+    };
+    check();
   }
 
   private flushSoon(): void {
@@ -211,6 +234,8 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
 
   /** Resolves once everything appended so far is in the audit log (tests, shutdown). */
   async flush(): Promise<void> {
+    if (this.quietTimer) clearTimeout(this.quietTimer);
+    this.quietTimer = undefined;
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
     this.dueAt = Infinity;

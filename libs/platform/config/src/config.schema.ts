@@ -432,6 +432,12 @@ export const SETTINGS = {
     description:
       "How long execution records wait to be written to the audit log in one batch (then until the next call's request has gone out, at most half as long again); they are in the journal under the data dir before the client hears back.",
   },
+  AILERON_POOL_AUDIT_QUIET_MS: {
+    schema: z.coerce.number({ error: 'must be an integer' }).int('must be an integer').min(0, 'must be 0 or more'),
+    default: '5',
+    description:
+      'How long a due batch of execution records waits for a pause in the calls (no record for this long) before it is written, so that an agent calling in a tight loop does not wait for it; 0 writes it at the first moment no call waits for its answer.',
+  },
   AILERON_RATE_LIMIT_WORKSPACE_PER_MINUTE: {
     schema: positiveInt,
     default: '6000',

@@ -49,6 +49,8 @@ export interface AppConfig {
     /** how long a call waits for its person to connect an OAuth upstream after a URL elicitation */
     connectWaitSeconds: number;
     auditBatchMs: number;
+    /** the pause in calls a due audit batch waits for (0: none) */
+    auditQuietMs: number;
     memoryMb: number;
     cpuMillis: number;
     runnerImage: string;
@@ -238,6 +240,7 @@ function toAppConfig(values: SettingValues): AppConfig {
       approvalWaitSeconds: values.AILERON_POOL_APPROVAL_WAIT_SECONDS,
       connectWaitSeconds: values.AILERON_POOL_CONNECT_WAIT_SECONDS,
       auditBatchMs: values.AILERON_POOL_AUDIT_BATCH_MS,
+      auditQuietMs: values.AILERON_POOL_AUDIT_QUIET_MS,
       memoryMb: values.AILERON_POOL_MEMORY_MB,
       cpuMillis: values.AILERON_POOL_CPU_MILLIS,
       runnerImage: values.AILERON_POOL_RUNNER_IMAGE,
