@@ -430,7 +430,7 @@ export const SETTINGS = {
     schema: positiveInt,
     default: '200',
     description:
-      "How long execution records wait to be written to the audit log in one batch (then until the next call's request has gone out, at most half as long again); they are in the journal under the data dir before the client hears back.",
+      'How long execution records wait before their batch is due to be written to the audit log; a due batch is written in a pause of the calls (`AILERON_POOL_AUDIT_QUIET_MS`), at the latest an interval later. They are in the journal under the data dir before the client hears back.',
   },
   AILERON_POOL_AUDIT_QUIET_MS: {
     schema: z.coerce.number({ error: 'must be an integer' }).int('must be an integer').min(0, 'must be 0 or more'),
