@@ -14,6 +14,11 @@ const positiveInt = z.coerce
   .number({ error: 'must be an integer' })
   .int('must be an integer')
   .positive('must be positive');
+/** a wait or a pause where 0 means none */
+const nonNegativeInt = z.coerce
+  .number({ error: 'must be an integer' })
+  .int('must be an integer')
+  .min(0, 'must be 0 or more');
 const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'], { message: 'must be true or false' })
   .transform((v) => v === 'true' || v === '1' || v === 'yes');
@@ -359,13 +364,13 @@ export const SETTINGS = {
       'Requests in flight to one instance at once; more get a JSON-RPC error (code -32001) naming the limit.',
   },
   AILERON_POOL_APPROVAL_WAIT_SECONDS: {
-    schema: z.coerce.number({ error: 'must be an integer' }).int('must be an integer').min(0, 'must be 0 or more'),
+    schema: nonNegativeInt,
     default: '30',
     description:
       'How long a tools/call that needs approval waits for the decision before answering with the approval id and review URL (0: answer at once).',
   },
   AILERON_POOL_CONNECT_WAIT_SECONDS: {
-    schema: z.coerce.number({ error: 'must be an integer' }).int('must be an integer').min(0, 'must be 0 or more'),
+    schema: nonNegativeInt,
     default: '120',
     description:
       'How long a tools/call whose upstream needs an OAuth connection waits for the person to connect, after an MCP client that can show URLs (URL elicitation) took the link (0: answer with the link at once).',
@@ -433,7 +438,7 @@ export const SETTINGS = {
       'How long execution records wait before their batch is due to be written to the audit log; a due batch is written in a pause of the calls (`AILERON_POOL_AUDIT_QUIET_MS`), at the latest an interval later. They are in the journal under the data dir before the client hears back.',
   },
   AILERON_POOL_AUDIT_QUIET_MS: {
-    schema: z.coerce.number({ error: 'must be an integer' }).int('must be an integer').min(0, 'must be 0 or more'),
+    schema: nonNegativeInt,
     default: '5',
     description:
       'How long a due batch of execution records waits for a pause in the calls (no record for this long) before it is written, so that an agent calling in a tight loop does not wait for it; 0 writes it at the first moment no call waits for its answer.',
