@@ -188,6 +188,17 @@ describe('the web console in Chromium', () => {
     expect(await page.getByRole('figure', { name: 'Version 1' }).textContent()).not.toContain('no-sums');
     await check(page, 'policy-diff');
     await page.keyboard.press('Escape');
+    // typing not yet saved outlives a newer version coming into force (a rollback here; another admin's save alike)
+    await editor.fill(`${approvalRule}  - id: not-yet-saved\n    effect: deny\n    tools: [add]\n`);
+    await page.getByRole('button', { name: 'Roll back to v1' }).click();
+    await page.getByRole('dialog').getByRole('button', { name: 'Roll back' }).click();
+    await expect.poll(() => page.getByText('Version 3 is in force now').isVisible()).toBe(true);
+    expect(await editor.inputValue()).toContain('id: not-yet-saved');
+    await check(page, 'policy-newer-version');
+    await page.getByRole('button', { name: 'Load version 3 instead' }).click();
+    await expect.poll(() => editor.inputValue()).not.toContain('not-yet-saved');
+    expect(await editor.inputValue()).toContain('id: echoes-need-approval');
+    await expect.poll(() => page.getByText('Valid: 1 rule, the same as the version in force').isVisible()).toBe(true);
 
     await page.getByRole('textbox', { name: 'Server' }).fill(tools);
     await page.getByRole('textbox', { name: 'Tool' }).fill('echo');

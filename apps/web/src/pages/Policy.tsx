@@ -113,7 +113,21 @@ function Editor({ ws, initial, version }: { ws: string; initial: string; version
   const [saveProblems, setSaveProblems] = useState<Located[] | null>(null);
   const area = useRef<HTMLTextAreaElement>(null);
   const queryClient = useQueryClient();
-  useEffect(() => setText(initial), [initial, version]);
+  // The stored text the editor last showed or saved, and the text as typed: a newer version in force (a rollback,
+  // another admin's save, the refetch after the author's own save) replaces the text only while the author has not
+  // changed it since, so typing is never lost to a refetch that lands after it.
+  const unedited = useRef(initial);
+  const typed = useRef(text);
+  typed.current = text;
+  const ownVersion = useRef<number | null>(null);
+  const [newer, setNewer] = useState<{ version: number; text: string } | null>(null);
+  useEffect(() => {
+    if (typed.current === unedited.current || typed.current === initial) {
+      setText(initial);
+      setNewer(null);
+    } else if (version !== ownVersion.current) setNewer({ version, text: initial });
+    unedited.current = initial;
+  }, [initial, version]);
   // the server's own validation as the author types, once they pause
   const [draft] = useDebouncedValue(text, 400);
   const check = useQuery({
@@ -134,9 +148,13 @@ function Editor({ ws, initial, version }: { ws: string; initial: string; version
     placeholderData: keepPreviousData,
   });
   const save = useMutation({
-    mutationFn: () => unwrap(api.PUT('/v1/workspaces/{ws}/policy', { params: { path: { ws } }, ...asYaml(text) })),
-    onSuccess: (saved) => {
+    mutationFn: (sent: string) =>
+      unwrap(api.PUT('/v1/workspaces/{ws}/policy', { params: { path: { ws } }, ...asYaml(sent) })),
+    onSuccess: (saved, sent) => {
+      unedited.current = sent;
+      ownVersion.current = saved.version;
       setSaveProblems(null);
+      setNewer(null);
       notifications.show({
         color: 'green',
         message: saved.changed ? `Policy version ${saved.version} in force` : 'No change: nothing saved',
@@ -145,7 +163,7 @@ function Editor({ ws, initial, version }: { ws: string; initial: string; version
       void queryClient.invalidateQueries({ queryKey: ['policy-versions', ws] });
       void queryClient.invalidateQueries({ queryKey: ['policy-validate', ws] });
     },
-    onError: (error) => setSaveProblems(problemsOf(text, error)),
+    onError: (error, sent) => setSaveProblems(problemsOf(sent, error)),
     meta: { shownInPage: (error) => problemsOf(text, error) !== null },
   });
   const typing = draft !== text || check.isFetching;
@@ -164,6 +182,27 @@ function Editor({ ws, initial, version }: { ws: string; initial: string; version
       <Title order={2} size="h4" id="editor-title" mb="xs">
         Document
       </Title>
+      {newer && (
+        <Alert mb="sm" color="yellow" title={`Version ${newer.version} is in force now`} role="status">
+          <Text size="sm">Your changes are kept here, unsaved. Saving them makes a version after it.</Text>
+          <Group mt="xs" gap="xs">
+            <Button
+              size="xs"
+              variant="default"
+              onClick={() => {
+                setText(newer.text);
+                setSaveProblems(null);
+                setNewer(null);
+              }}
+            >
+              Load version {newer.version} instead
+            </Button>
+            <Button size="xs" variant="subtle" onClick={() => setNewer(null)}>
+              Keep editing
+            </Button>
+          </Group>
+        </Alert>
+      )}
       <Textarea
         ref={area}
         aria-label="Policy document (YAML)"
@@ -203,7 +242,7 @@ function Editor({ ws, initial, version }: { ws: string; initial: string; version
         ) : null}
       </div>
       <Group mt="sm">
-        <Button onClick={() => save.mutate()} loading={save.isPending}>
+        <Button onClick={() => save.mutate(text)} loading={save.isPending}>
           Save as a new version
         </Button>
       </Group>
