@@ -208,6 +208,24 @@ describe('the console overview, policy replay and identity provider settings in 
       await expect.poll(() => page.getByRole('textbox', { name: 'Audience' }).inputValue()).toBe('aileron-console');
       expect(await page.getByLabel('Client secret').inputValue()).toBe('');
       expect(await page.content()).not.toContain(SECRET);
+
+      // typing not yet saved outlives another admin's save, seen when this one comes back to the tab
+      const audience = page.getByRole('textbox', { name: 'Audience' });
+      await audience.fill('typed-not-saved');
+      const { client_secret_set: _, ...stored } = saved;
+      const other = await cp.request('PUT', '/v1/organization/identity-provider', {
+        body: { ...stored, default_role: 'auditor' },
+      });
+      expect(other.status, other.text).toBe(200);
+      await page.evaluate(`window.dispatchEvent(new Event('visibilitychange'))`);
+      await expect
+        .poll(() => page.getByText('Someone saved other identity provider settings meanwhile').isVisible())
+        .toBe(true);
+      expect(await audience.inputValue()).toBe('typed-not-saved');
+      await chromium.check(page, 'identity-provider-newer');
+      await page.getByRole('button', { name: 'Load the saved settings instead' }).click();
+      await expect.poll(() => audience.inputValue()).toBe('aileron-console');
+      expect(await page.getByRole('combobox', { name: 'Default role', exact: true }).inputValue()).toBe('auditor');
       expect(answers.length).toBeGreaterThan(0);
       expect(answers.join('\n')).not.toContain(SECRET);
 

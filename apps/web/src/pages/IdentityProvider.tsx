@@ -20,9 +20,10 @@ import {
 import { useDisclosure } from '@mantine/hooks';
 import { notifications } from '@mantine/notifications';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
-import { type FormEvent, useEffect, useState } from 'react';
+import { type FormEvent, useState } from 'react';
 import { useSearchParams } from 'react-router';
 import { api, ApiProblem, unwrap } from '../api/client';
+import { NewerVersion, useDraft } from '../app/draft';
 import { identityProviderSignIn, useSession } from '../app/session';
 import { ErrorState, Loading, PageTitle } from '../app/ui';
 import { isRole, type Role, roleOptions } from './roles';
@@ -98,6 +99,8 @@ function formOf(s: Settings): Form {
 export default function IdentityProvider() {
   const settings = useQuery({
     queryKey: ['identity-provider'],
+    // an admin coming back to the tab sees what is stored now (the form keeps their unsaved edits: useDraft)
+    refetchOnWindowFocus: 'always',
     queryFn: async () => {
       try {
         return await fetchSettings();
@@ -149,8 +152,9 @@ function Tested() {
 }
 
 function SettingsForm({ current }: { current: Settings | null }) {
-  const [form, setForm] = useState<Form>(current ? formOf(current) : EMPTY);
-  useEffect(() => setForm(current ? formOf(current) : EMPTY), [current]);
+  // another admin's save, seen on a refetch, never takes what this one is typing
+  const editing = useDraft(current ? formOf(current) : EMPTY, JSON.stringify(current));
+  const { value: form, set: setForm } = editing;
   const [problems, setProblems] = useState<Record<string, string>>({});
   const [testing, { open: openTest, close: closeTest }] = useDisclosure();
   const session = useSession();
@@ -158,32 +162,33 @@ function SettingsForm({ current }: { current: Settings | null }) {
   const set = <K extends keyof Form>(key: K, value: Form[K]) => setForm((f) => ({ ...f, [key]: value }));
 
   const save = useMutation({
-    mutationFn: () =>
+    mutationFn: (sent: Form) =>
       unwrap(
         api.PUT('/v1/organization/identity-provider', {
           body: {
-            issuer: form.issuer.trim(),
-            jwks_url: form.jwksUrl.trim(),
-            ...(form.allowAnyAudience ? { allow_any_audience: true } : { audience: form.audience.trim() }),
-            trust_unverified_email: form.trustUnverifiedEmail,
+            issuer: sent.issuer.trim(),
+            jwks_url: sent.jwksUrl.trim(),
+            ...(sent.allowAnyAudience ? { allow_any_audience: true } : { audience: sent.audience.trim() }),
+            trust_unverified_email: sent.trustUnverifiedEmail,
             claims: {
-              subject: form.subjectClaim,
-              email: form.emailClaim,
-              name: form.nameClaim,
-              role: form.roleClaim.trim() || null,
-              groups: form.groupsClaim,
+              subject: sent.subjectClaim,
+              email: sent.emailClaim,
+              name: sent.nameClaim,
+              role: sent.roleClaim.trim() || null,
+              groups: sent.groupsClaim,
             },
             role_mapping: Object.fromEntries(
-              form.roleMapping.filter((m) => m.value.trim()).map((m) => [m.value.trim(), m.role]),
+              sent.roleMapping.filter((m) => m.value.trim()).map((m) => [m.value.trim(), m.role]),
             ),
-            default_role: form.defaultRole,
-            ...(form.clientId.trim() ? { client_id: form.clientId.trim(), scopes: form.scopes } : {}),
-            ...(form.clientId.trim() && form.clientSecret ? { client_secret: form.clientSecret } : {}),
+            default_role: sent.defaultRole,
+            ...(sent.clientId.trim() ? { client_id: sent.clientId.trim(), scopes: sent.scopes } : {}),
+            ...(sent.clientId.trim() && sent.clientSecret ? { client_secret: sent.clientSecret } : {}),
           },
         }),
       ),
-    onSuccess: (saved) => {
+    onSuccess: (saved, sent) => {
       setProblems({});
+      editing.saved(sent, JSON.stringify(saved));
       queryClient.setQueryData(['identity-provider'], saved);
       notifications.show({ color: 'green', message: 'Identity provider saved' });
     },
@@ -193,13 +198,18 @@ function SettingsForm({ current }: { current: Settings | null }) {
   const problem = (field: string) => problems[`body.${field}`];
   const submit = (event: FormEvent) => {
     event.preventDefault();
-    save.mutate();
+    save.mutate(form);
   };
   const secretSet = current?.client_secret_set ?? false;
 
   return (
     <form onSubmit={submit} aria-label="Identity provider settings">
       <Stack>
+        <NewerVersion
+          draft={editing}
+          title="Someone saved other identity provider settings meanwhile"
+          load="Load the saved settings instead"
+        />
         {Object.keys(problems).length > 0 && (
           <Alert color="red" title="Not saved" role="alert">
             {Object.entries(problems).map(([path, message]) => (

@@ -28,11 +28,12 @@ import {
   useQuery,
   useQueryClient,
 } from '@tanstack/react-query';
-import { useEffect, useRef, useState } from 'react';
+import { useRef, useState } from 'react';
 import { useParams } from 'react-router';
 import { isMap, isSeq, LineCounter, parse, parseDocument, stringify } from 'yaml';
 import { api, ApiProblem, unwrap } from '../api/client';
 import { SideBySide } from '../app/diff';
+import { NewerVersion, useDraft } from '../app/draft';
 import { usePagedList } from '../app/paging';
 import { EmptyState, ErrorState, Loading, PagedList, PageTitle, when } from '../app/ui';
 
@@ -71,6 +72,8 @@ export default function Policy() {
   const ws = useParams().ws!;
   const policy = useQuery({
     queryKey: ['policy', ws],
+    // an admin coming back to the tab sees the version in force now (the editor keeps their unsaved typing: useDraft)
+    refetchOnWindowFocus: 'always',
     queryFn: () => unwrap(api.GET('/v1/workspaces/{ws}/policy', { params: { path: { ws } } })),
   });
   if (policy.isPending) return <Loading what="the policy" />;
@@ -109,25 +112,12 @@ const asYaml = (text: string) => ({
 });
 
 function Editor({ ws, initial, version }: { ws: string; initial: string; version: number }) {
-  const [text, setText] = useState(initial);
+  // a newer version in force (a rollback, another admin's save, the refetch after the author's own) never takes their typing
+  const editing = useDraft(initial, version);
+  const { value: text, set: setText } = editing;
   const [saveProblems, setSaveProblems] = useState<Located[] | null>(null);
   const area = useRef<HTMLTextAreaElement>(null);
   const queryClient = useQueryClient();
-  // The stored text the editor last showed or saved, and the text as typed: a newer version in force (a rollback,
-  // another admin's save, the refetch after the author's own save) replaces the text only while the author has not
-  // changed it since, so typing is never lost to a refetch that lands after it.
-  const unedited = useRef(initial);
-  const typed = useRef(text);
-  typed.current = text;
-  const ownVersion = useRef<number | null>(null);
-  const [newer, setNewer] = useState<{ version: number; text: string } | null>(null);
-  useEffect(() => {
-    if (typed.current === unedited.current || typed.current === initial) {
-      setText(initial);
-      setNewer(null);
-    } else if (version !== ownVersion.current) setNewer({ version, text: initial });
-    unedited.current = initial;
-  }, [initial, version]);
   // the server's own validation as the author types, once they pause
   const [draft] = useDebouncedValue(text, 400);
   const check = useQuery({
@@ -151,10 +141,8 @@ function Editor({ ws, initial, version }: { ws: string; initial: string; version
     mutationFn: (sent: string) =>
       unwrap(api.PUT('/v1/workspaces/{ws}/policy', { params: { path: { ws } }, ...asYaml(sent) })),
     onSuccess: (saved, sent) => {
-      unedited.current = sent;
-      ownVersion.current = saved.version;
+      editing.saved(sent, saved.version);
       setSaveProblems(null);
-      setNewer(null);
       notifications.show({
         color: 'green',
         message: saved.changed ? `Policy version ${saved.version} in force` : 'No change: nothing saved',
@@ -182,27 +170,11 @@ function Editor({ ws, initial, version }: { ws: string; initial: string; version
       <Title order={2} size="h4" id="editor-title" mb="xs">
         Document
       </Title>
-      {newer && (
-        <Alert mb="sm" color="yellow" title={`Version ${newer.version} is in force now`} role="status">
-          <Text size="sm">Your changes are kept here, unsaved. Saving them makes a version after it.</Text>
-          <Group mt="xs" gap="xs">
-            <Button
-              size="xs"
-              variant="default"
-              onClick={() => {
-                setText(newer.text);
-                setSaveProblems(null);
-                setNewer(null);
-              }}
-            >
-              Load version {newer.version} instead
-            </Button>
-            <Button size="xs" variant="subtle" onClick={() => setNewer(null)}>
-              Keep editing
-            </Button>
-          </Group>
-        </Alert>
-      )}
+      <NewerVersion
+        draft={editing}
+        title={`Version ${version} is in force now`}
+        load={`Load version ${version} instead`}
+      />
       <Textarea
         ref={area}
         aria-label="Policy document (YAML)"
