@@ -276,6 +276,21 @@ describe('the web console in Chromium', () => {
     expect(await page.getByText(/^Last changed /).isVisible()).toBe(true);
     const open = await site.register(cp, 'Early bird');
     expect(open.status, open.text).toBe(201);
+
+    // a choice not yet saved outlives another owner's change, seen when this one comes back to the tab
+    await allow.uncheck();
+    for (const value of [false, true]) {
+      const other = await cp.request('PUT', '/v1/organization/oauth-settings', {
+        body: { allow_dynamic_registration: value },
+      });
+      expect(other.status, other.text).toBe(200);
+    }
+    await page.evaluate(`window.dispatchEvent(new Event('visibilitychange'))`);
+    await expect.poll(() => page.getByText('Someone changed this setting meanwhile').isVisible()).toBe(true);
+    expect(await allow.isChecked()).toBe(false);
+    await page.getByRole('button', { name: 'Keep editing' }).click();
+    await expect.poll(() => page.getByText('Someone changed this setting meanwhile').isVisible()).toBe(false);
+    expect(await allow.isChecked()).toBe(false);
   });
 
   it("lists the workspace's connected clients, and disconnects one: its tokens are refused at once", async () => {

@@ -1,8 +1,8 @@
 import { Button, Card, Checkbox, Code, Stack, Text, Title } from '@mantine/core';
 import { notifications } from '@mantine/notifications';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
-import { useEffect, useState } from 'react';
 import { api, unwrap } from '../api/client';
+import { NewerVersion, useDraft } from '../app/draft';
 import { ErrorState, Loading, PageTitle, when } from '../app/ui';
 
 /**
@@ -14,15 +14,22 @@ import { ErrorState, Loading, PageTitle, when } from '../app/ui';
 export default function OauthSettings() {
   const settings = useQuery({
     queryKey: ['oauth-settings'],
+    // an owner coming back to the tab sees what is stored now (an unsaved choice stays: useDraft)
+    refetchOnWindowFocus: 'always',
     queryFn: () => unwrap(api.GET('/v1/organization/oauth-settings')),
   });
-  const [allow, setAllow] = useState(false);
-  useEffect(() => setAllow(settings.data?.allow_dynamic_registration ?? false), [settings.data]);
+  // another owner's change, seen on a refetch, never flips what this one has set and not saved
+  const editing = useDraft(
+    settings.data?.allow_dynamic_registration ?? false,
+    settings.data ? (settings.data.updated_at ?? 'never') : 'loading',
+  );
+  const { value: allow, set: setAllow } = editing;
   const queryClient = useQueryClient();
   const save = useMutation({
-    mutationFn: () =>
-      unwrap(api.PUT('/v1/organization/oauth-settings', { body: { allow_dynamic_registration: allow } })),
-    onSuccess: (saved) => {
+    mutationFn: (sent: boolean) =>
+      unwrap(api.PUT('/v1/organization/oauth-settings', { body: { allow_dynamic_registration: sent } })),
+    onSuccess: (saved, sent) => {
+      editing.saved(sent, saved.updated_at ?? 'never');
       queryClient.setQueryData(['oauth-settings'], saved);
       notifications.show({ color: 'green', message: 'MCP client sign-in saved' });
     },
@@ -40,7 +47,7 @@ export default function OauthSettings() {
         aria-label="MCP client sign-in settings"
         onSubmit={(event) => {
           event.preventDefault();
-          save.mutate();
+          save.mutate(allow);
         }}
       >
         <Card withBorder component="section" aria-labelledby="registration-title">
@@ -48,6 +55,11 @@ export default function OauthSettings() {
             Clients
           </Title>
           <Stack gap="sm">
+            <NewerVersion
+              draft={editing}
+              title="Someone changed this setting meanwhile"
+              load="Load the saved setting instead"
+            />
             <Text size="sm">
               A client identified by a Client ID Metadata Document (an https address whose document the control plane
               fetches) can always be allowed.
