@@ -1,4 +1,4 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { hash, timingSafeEqual } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import {
   BeforeApplicationShutdown,
@@ -347,7 +347,8 @@ export function isReplicaAddress(address: string, self: string | undefined, conf
 
 /** Fixed length, so the comparison takes the same time whatever was presented; the credential itself is never kept. */
 function credentialDigest(credential: string): Buffer {
-  return createHash('sha256').update(credential, 'utf8').digest();
+  // one-shot: several times cheaper than createHash for a token, and this runs on every call
+  return hash('sha256', credential, 'buffer');
 }
 
 function endpointKey(endpoint: McpEndpoint): string {

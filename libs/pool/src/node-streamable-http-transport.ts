@@ -15,6 +15,7 @@ import {
   type RequestId,
   SUPPORTED_PROTOCOL_VERSIONS,
 } from '@modelcontextprotocol/sdk/types.js';
+import { isPlainRequest } from './bridge/message-kind';
 
 export interface NodeStreamableHttpTransportOptions extends WebStandardStreamableHTTPServerTransportOptions {
   /**
@@ -181,9 +182,13 @@ export class NodeStreamableHttpTransport implements Transport {
     if (this.hostsAllowed?.length && !this.hostsAllowed.includes(headers.host ?? '')) return undefined;
     if (this.originsAllowed?.length && headers.origin !== undefined && !this.originsAllowed.includes(headers.origin))
       return undefined;
-    const parsed = JSONRPCRequestSchema.safeParse(body);
-    if (!parsed.success) return undefined;
-    const request = parsed.data;
+    let request: JSONRPCRequest;
+    if (isPlainRequest(body)) request = body;
+    else {
+      const parsed = JSONRPCRequestSchema.safeParse(body);
+      if (!parsed.success) return undefined;
+      request = parsed.data;
+    }
     if (request.method === 'initialize' || request.params?._meta?.progressToken !== undefined) return undefined;
     if (this.direct.has(request.id)) return undefined;
     return request;

@@ -1,5 +1,6 @@
-import { Agent as HttpAgent, IncomingMessage, request as httpRequest } from 'node:http';
+import { Agent as HttpAgent, IncomingMessage, request as httpRequest, type RequestOptions } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import { urlToHttpOptions } from 'node:url';
 import { guardedLookup, type OutboundPolicy } from '@aileron/net';
 
 // Instances are few and close: connections stay open between calls.
@@ -68,7 +69,8 @@ export function httpExchange(
       return;
     }
     const agents = agentsFor(outbound);
-    const request = (secure ? httpsRequest : httpRequest)(target, {
+    const request = (secure ? httpsRequest : httpRequest)({
+      ...requestTarget(target),
       method: init.method ?? 'GET',
       headers,
       agent: secure ? agents.https : agents.http,
@@ -90,6 +92,22 @@ export function httpExchange(
     });
     request.end(body);
   });
+}
+
+const requestTargets = new WeakMap<URL, RequestOptions>();
+
+/**
+ * Where a request goes, as node:http takes it: worked out once per URL
+ * object (the SDK's transport sends every request to the same one), not on
+ * every request of a call's path.
+ */
+function requestTarget(url: URL): RequestOptions {
+  let target = requestTargets.get(url);
+  if (!target) {
+    target = urlToHttpOptions(url);
+    requestTargets.set(url, target);
+  }
+  return target;
 }
 
 /**

@@ -5,7 +5,7 @@ import {
   JSONRPCResultResponseSchema,
   type JSONRPCMessage,
 } from '@modelcontextprotocol/sdk/types.js';
-import { messageKind } from '../bridge/message-kind';
+import { isPlainResult, messageKind } from '../bridge/message-kind';
 
 /** A JSON-RPC error object as it travels; `data` passes through untouched. */
 export interface RpcError {
@@ -42,7 +42,9 @@ export function parseMessage(data: string): JSONRPCMessage | undefined {
   try {
     const parsed = JSON.parse(data) as unknown;
     if (typeof parsed !== 'object' || parsed === null) return undefined;
-    const checked = SCHEMAS[messageKind(parsed as JSONRPCMessage)].safeParse(parsed);
+    const kind = messageKind(parsed as JSONRPCMessage);
+    if (kind === 'result' && isPlainResult(parsed)) return parsed;
+    const checked = SCHEMAS[kind].safeParse(parsed);
     return checked.success ? (checked.data as JSONRPCMessage) : undefined;
   } catch {
     return undefined;
