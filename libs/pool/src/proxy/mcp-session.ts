@@ -93,6 +93,8 @@ interface ClientRequest {
   server: string | null;
   /** performance.now(): only which request came later is read */
   startedAt: number;
+  /** answers the client now, before the handler returns; the answer it returns later is then not sent again */
+  answerNow?: (answer: Answer) => void;
 }
 
 /** an upstream session whose server messages say which of our client's requests they came with */
@@ -247,6 +249,18 @@ export class McpSession {
     this.clientRequests.set(request.id, entry);
     const token = (request.params?._meta as { progressToken?: string | number } | undefined)?.progressToken;
     if (token !== undefined) this.progressTokens.set(token, request.id);
+    let answered = false;
+    const reply = (answer: Answer): Promise<void> => {
+      answered = true;
+      const message =
+        'error' in answer
+          ? { jsonrpc: '2.0' as const, id: request.id, error: answer.error }
+          : { jsonrpc: '2.0' as const, id: request.id, result: answer.result };
+      return this.front.send(message as JSONRPCMessage).catch(() => undefined);
+    };
+    entry.answerNow = (answer) => {
+      if (!answered && !controller.signal.aborted) void reply(answer);
+    };
     let answer: Answer;
     try {
       answer = await this.dispatch(request, entry);
@@ -256,12 +270,9 @@ export class McpSession {
       this.clientRequests.delete(request.id);
       if (token !== undefined) this.progressTokens.delete(token);
     }
+    if (answered) return;
     if (controller.signal.aborted && !this.closed) return; // cancelled: the client expects no answer
-    const reply =
-      'error' in answer
-        ? { jsonrpc: '2.0' as const, id: request.id, error: answer.error }
-        : { jsonrpc: '2.0' as const, id: request.id, result: answer.result };
-    await this.front.send(reply as JSONRPCMessage).catch(() => undefined);
+    await reply(answer);
   }
 
   private async onNotification(notification: JSONRPCNotification): Promise<void> {
@@ -628,14 +639,35 @@ export class McpSession {
     entry.server = target.server;
     if (!upstream.instance.enter()) return busy(upstream.instance);
     const finished = this.gate.started(this.ctx, call, upstream.instance, verdict.approvalId);
+    let left = false;
+    const leave = (): void => {
+      if (!left) upstream.instance.leave();
+      left = true;
+    };
+    let ended = false;
+    const end = (answer: Answer): void => {
+      if (ended) return;
+      ended = true;
+      leave();
+      // recorded before the client has the answer: a crash right after it must not lose the record (journal-crash.test.ts)
+      finished(answer);
+      if (!('error' in answer && connectionCodeOf(answer.error))) entry.answerNow?.(answer);
+    };
     let answer: Answer;
     try {
-      answer = await upstream.request('tools/call', { ...params, name: target.name }, entry.controller.signal, entry);
+      // `end` hears the answer as it arrives: sent back from there, it leaves before the rest of the instance's
+      // response is read and before the answer has come back up through the awaits to here (docs/pool.md § Performance)
+      answer = await upstream.request(
+        'tools/call',
+        { ...params, name: target.name },
+        entry.controller.signal,
+        entry,
+        end,
+      );
     } finally {
-      upstream.instance.leave();
+      leave();
     }
-    // recorded before the client has the answer: a crash right after it must not lose the record (journal-crash.test.ts)
-    finished(answer);
+    end(answer);
     // no token for the call (a connection refused or never made): a tool result the model can tell its person about
     if ('error' in answer && connectionCodeOf(answer.error))
       return this.withoutConnection(answer.error, target.server, params, entry, retry);
