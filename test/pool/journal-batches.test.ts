@@ -1,3 +1,4 @@
+import { closeSync, openSync } from 'node:fs';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ExecutionJournal } from '@aileron/pool';
 import { aWorkspace } from '../support/builders';
@@ -146,6 +147,36 @@ describe('execution record batches', () => {
         upstream.release();
         await waiting.answer;
       } finally {
+        upstream.release();
+        await client.close();
+      }
+    });
+  });
+
+  describe('a call whose end cannot be journaled', () => {
+    const { cp, records, path, upstream } = withGreeter(60_000);
+
+    it('is answered with an error, not with a result the audit log will never hold, and the session goes on', async () => {
+      const { client } = await connect(cp(), cp().ownerToken, path());
+      // the journal's open segment, swapped for a descriptor every write to fails while the call runs (a full disk)
+      const journal = cp().cp.app.get(ExecutionJournal) as unknown as { fd: number | null };
+      const unwritable = openSync('/dev/null', 'r');
+      let segment: number | null = null;
+      try {
+        const answer = client.callTool({ name: 'wait', arguments: {} });
+        await eventually('the call at the upstream', () => upstream.waitingCalls === 1);
+        segment = journal.fd;
+        journal.fd = unwritable;
+        upstream.release();
+        await expect(answer).rejects.toThrow(/Internal error/);
+        journal.fd = segment;
+        segment = null;
+        expect(textOf(await client.callTool({ name: 'greet', arguments: { name: 'after' } }))).toBe('Hello, after');
+        await cp().cp.app.get(ExecutionJournal).flush();
+        expect(await records('after')).toEqual(['execution.started', 'execution.succeeded']);
+      } finally {
+        if (segment !== null) journal.fd = segment;
+        closeSync(unwritable);
         upstream.release();
         await client.close();
       }

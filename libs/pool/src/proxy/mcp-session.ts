@@ -645,12 +645,19 @@ export class McpSession {
       left = true;
     };
     let ended = false;
+    let unrecorded: { error: unknown } | undefined;
     const end = (answer: Answer): void => {
       if (ended) return;
       ended = true;
       leave();
-      // recorded before the client has the answer: a crash right after it must not lose the record (journal-crash.test.ts)
-      finished(answer);
+      try {
+        // recorded before the client has the answer: a crash right after it must not lose the record (journal-crash.test.ts)
+        finished(answer);
+      } catch (error) {
+        // not recorded (the journal cannot be written): the client hears that, never an answer the audit log lacks
+        unrecorded = { error };
+        return;
+      }
       if (!('error' in answer && connectionCodeOf(answer.error))) entry.answerNow?.(answer);
     };
     let answer: Answer;
@@ -668,6 +675,7 @@ export class McpSession {
       leave();
     }
     end(answer);
+    if (unrecorded) throw unrecorded.error;
     // no token for the call (a connection refused or never made): a tool result the model can tell its person about
     if ('error' in answer && connectionCodeOf(answer.error))
       return this.withoutConnection(answer.error, target.server, params, entry, retry);
