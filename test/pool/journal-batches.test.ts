@@ -153,16 +153,30 @@ describe('execution record batches', () => {
     });
   });
 
-  describe('a call whose end cannot be journaled', () => {
-    const { cp, records, path, upstream } = withGreeter(60_000);
+  describe('a call whose records cannot be journaled', () => {
+    const BATCH_MS = 60_000;
+    // one call at a time on the instance: a refused call that still counted would turn the next one away
+    const { cp, records, path, upstream } = withGreeter(BATCH_MS, { AILERON_POOL_MAX_CONCURRENT_CALLS: '1' });
 
-    it('is answered with an error, not with a result the audit log will never hold, and the session goes on', async () => {
+    it('is refused or answered with an error, never with a result the audit log will not hold, and the session goes on', async () => {
       const { client } = await connect(cp(), cp().ownerToken, path());
-      // the journal's open segment, swapped for a descriptor every write to fails while the call runs (a full disk)
+      // the journal's open segment, swapped for a descriptor every write to fails (a full disk)
       const journal = cp().cp.app.get(ExecutionJournal) as unknown as { fd: number | null };
       const unwritable = openSync('/dev/null', 'r');
       let segment: number | null = null;
       try {
+        // a start that cannot be journaled: the call is refused and never reaches the server
+        expect(textOf(await client.callTool({ name: 'greet', arguments: { name: 'before' } }))).toBe('Hello, before');
+        segment = journal.fd;
+        journal.fd = unwritable;
+        await expect(client.callTool({ name: 'wait', arguments: {} })).rejects.toThrow(/Internal error/);
+        journal.fd = segment;
+        segment = null;
+        // a round trip to the same server after it: a forwarded call would be waiting there by now
+        expect(textOf(await client.callTool({ name: 'greet', arguments: { name: 'between' } }))).toBe('Hello, between');
+        expect(upstream.waitingCalls).toBe(0);
+
+        // an end that cannot be journaled: swapped while the call runs
         const answer = client.callTool({ name: 'wait', arguments: {} });
         await eventually('the call at the upstream', () => upstream.waitingCalls === 1);
         segment = journal.fd;
@@ -171,9 +185,13 @@ describe('execution record batches', () => {
         await expect(answer).rejects.toThrow(/Internal error/);
         journal.fd = segment;
         segment = null;
+        // neither left a call that counts as running: a due batch is written after the next call's end
+        advanceClock(cp(), BATCH_MS + 1);
         expect(textOf(await client.callTool({ name: 'greet', arguments: { name: 'after' } }))).toBe('Hello, after');
-        await cp().cp.app.get(ExecutionJournal).flush();
-        expect(await records('after')).toEqual(['execution.started', 'execution.succeeded']);
+        await eventually('the batch with the next call', async () => (await records('after')).length === 2, {
+          timeoutMs: 10_000,
+        });
+        expect(await records('between')).toEqual(['execution.started', 'execution.succeeded']);
       } finally {
         if (segment !== null) journal.fd = segment;
         closeSync(unwritable);

@@ -178,12 +178,12 @@ export class ExecutionJournal implements OnApplicationBootstrap, OnApplicationSh
   }
 
   append(record: JournalEntry): void {
-    const execution = record.data.execution_id;
-    if (typeof execution === 'string') {
-      if (record.type === 'execution.started') this.running.set(execution, record);
-      else this.running.delete(execution);
-    }
+    const execution = typeof record.data.execution_id === 'string' ? record.data.execution_id : undefined;
+    const start = record.type === 'execution.started';
+    if (execution !== undefined && !start) this.running.delete(execution);
     writeSync(this.openSegment(), `${JSON.stringify(record)}\n`);
+    // running once journaled: a start that could not be written never ran (its call is refused, not forwarded)
+    if (execution !== undefined && start) this.running.set(execution, record);
     this.batch.push(record);
     const now = this.clock.now();
     this.lastRecordAt = now;

@@ -638,12 +638,19 @@ export class McpSession {
     const upstream = await this.upstream(target.server);
     entry.server = target.server;
     if (!upstream.instance.enter()) return busy(upstream.instance);
-    const finished = this.gate.started(this.ctx, call, upstream.instance, verdict.approvalId);
     let left = false;
     const leave = (): void => {
       if (!left) upstream.instance.leave();
       left = true;
     };
+    let finished: (answer: Answer) => void;
+    try {
+      finished = this.gate.started(this.ctx, call, upstream.instance, verdict.approvalId);
+    } catch (error) {
+      // not journaled, so not forwarded; and the call no longer counts against the instance's limit
+      leave();
+      throw error;
+    }
     let ended = false;
     let unrecorded: { error: unknown } | undefined;
     const end = (answer: Answer): void => {
