@@ -127,42 +127,41 @@ export class PoolCalls implements CallGate {
 
   started(ctx: CallContext, call: ToolCall, instance: Instance, approvalId: string | null): (answer: Answer) => void {
     const startedAt = performance.now();
-    const base = {
-      instance: instance.id,
-      version: instance.version,
-      ...(approvalId ? { approval_id: approvalId } : {}),
-    };
     const executionId = randomUUID();
+    const decision = approvalId ? 'approved' : 'allow';
+    // Each record's data is a literal of its own, completed in place (`record`): the two records sit on the
+    // call's path, where spreading a shared part into each, and copying each again, cost more than building them.
+    const data = (): ExecutionRecord['data'] => {
+      const fresh: ExecutionRecord['data'] = {
+        execution_id: executionId,
+        instance: instance.id,
+        version: instance.version,
+      };
+      if (approvalId) fresh.approval_id = approvalId;
+      return fresh;
+    };
     const policy = this.policies.peek(scopeOf(ctx));
-    const args = redactArguments(call.arguments, policy?.document.redact ?? []);
+    const start = data();
+    start.arguments = redactArguments(call.arguments, policy?.document.redact ?? []);
     const decided = this.decided.get(call);
-    this.record(ctx, call, 'execution.started', approvalId ? 'approved' : 'allow', {
-      ...base,
-      execution_id: executionId,
-      arguments: args,
+    if (decided) {
       // the record of the decision names what decided, as a gateway's does
-      ...(decided ? { rules: decided.rules, policy_version: decided.policyVersion } : {}),
-    });
+      start.rules = decided.rules;
+      start.policy_version = decided.policyVersion;
+    }
+    this.record(ctx, call, 'execution.started', decision, start);
     return (answer) => {
-      const latency = Math.round((performance.now() - startedAt) * 1000) / 1000;
+      const end = data();
+      end.latency_ms = Math.round((performance.now() - startedAt) * 1000) / 1000;
       if ('error' in answer) {
-        this.record(ctx, call, 'execution.failed', approvalId ? 'approved' : 'allow', {
-          ...base,
-          execution_id: executionId,
-          latency_ms: latency,
-          error: clippedError(String(answer.error.message)),
-        });
-      } else {
-        const size = jsonByteLength(answer.result);
-        const failed = answer.result.isError === true;
-        this.record(ctx, call, failed ? 'execution.failed' : 'execution.succeeded', approvalId ? 'approved' : 'allow', {
-          ...base,
-          execution_id: executionId,
-          latency_ms: latency,
-          result_bytes: size,
-          ...(failed ? { error: 'the tool reported an error' } : {}),
-        });
+        end.error = clippedError(String(answer.error.message));
+        this.record(ctx, call, 'execution.failed', decision, end);
+        return;
       }
+      end.result_bytes = jsonByteLength(answer.result);
+      const failed = answer.result.isError === true;
+      if (failed) end.error = 'the tool reported an error';
+      this.record(ctx, call, failed ? 'execution.failed' : 'execution.succeeded', decision, end);
     };
   }
 
@@ -258,37 +257,25 @@ export class PoolCalls implements CallGate {
     decision: ExecutionDecision,
     data: ExecutionRecord['data'],
   ): void {
-    const record: ExecutionRecord = {
-      type,
-      execution_mode: 'remote',
-      server: call.server,
-      tool: call.tool,
-      decision,
-      principal: ctx.requester,
-      // `session` is the agent session where a caveat token made the call, else the MCP session; `mcp_session` always the latter
-      session: ctx.agentSessionId ?? ctx.mcpSessionId,
-      data: {
-        ...data,
-        mcp_session: ctx.mcpSessionId,
-        // the person is the actor; the OAuth client they let act for them is named beside (its own claim)
-        ...(ctx.caller.oauthClient
-          ? { oauth_client: { id: ctx.caller.oauthClient.clientId, name: ctx.caller.oauthClient.clientName } }
-          : {}),
-      },
-    };
+    // completed in place: the caller built it for this record alone
+    data.mcp_session = ctx.mcpSessionId;
+    // the person is the actor; the OAuth client they let act for them is named beside (its own claim)
+    const oauthClient = ctx.caller.oauthClient;
+    if (oauthClient) data.oauth_client = { id: oauthClient.clientId, name: oauthClient.clientName };
     this.journal.append({
       id: randomUUID(),
-      type: record.type,
+      type,
       time: this.clock.date().toISOString(),
       organizationId: ctx.organizationId,
       workspaceId: ctx.workspaceId,
       workspaceSlug: ctx.workspaceSlug,
+      // `session` is the agent session where a caveat token made the call, else the MCP session; `mcp_session` always the latter
       sessionId: ctx.agentSessionId ?? ctx.mcpSessionId,
       actor: ctx.requester,
-      server: record.server,
-      tool: record.tool,
-      decision: record.decision,
-      data: record.data,
+      server: call.server,
+      tool: call.tool,
+      decision,
+      data,
     });
   }
 }
