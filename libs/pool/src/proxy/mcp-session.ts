@@ -638,17 +638,12 @@ export class McpSession {
     const upstream = await this.upstream(target.server);
     entry.server = target.server;
     if (!upstream.instance.enter()) return busy(upstream.instance);
-    let left = false;
-    const leave = (): void => {
-      if (!left) upstream.instance.leave();
-      left = true;
-    };
     let finished: (answer: Answer) => void;
     try {
       finished = this.gate.started(this.ctx, call, upstream.instance, verdict.approvalId);
     } catch (error) {
       // not journaled, so not forwarded; and the call no longer counts against the instance's limit
-      leave();
+      upstream.instance.leave();
       throw error;
     }
     let ended = false;
@@ -656,7 +651,7 @@ export class McpSession {
     const end = (answer: Answer): void => {
       if (ended) return;
       ended = true;
-      leave();
+      upstream.instance.leave();
       try {
         // recorded before the client has the answer: a crash right after it must not lose the record (journal-crash.test.ts)
         finished(answer);
@@ -678,8 +673,9 @@ export class McpSession {
         entry,
         end,
       );
-    } finally {
-      leave();
+    } catch (error) {
+      // never, by its contract; should it, the call still ends, recorded as failed
+      answer = { error: toRpcError(error) };
     }
     end(answer);
     if (unrecorded) throw unrecorded.error;
