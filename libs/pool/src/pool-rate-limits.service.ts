@@ -88,9 +88,13 @@ export class PoolRateLimits implements OnApplicationShutdown {
     if (caller.status === 'rejected') throw limited(caller.reason, `This caller (${principal})`);
   }
 
-  private async consume(budget: Budget, key: string): Promise<RateLimiterRes> {
+  private consume(budget: Budget, key: string): Promise<RateLimiterRes> {
     const shared = this.shared?.[budget];
-    if (!shared) return this.local[budget].consume(key);
+    // the embedded mode's budgets, on every MCP request: the memory limiter's own promise, not one more around it
+    return shared ? this.consumeShared(budget, shared, key) : this.local[budget].consume(key);
+  }
+
+  private async consumeShared(budget: Budget, shared: RateLimiterAbstract, key: string): Promise<RateLimiterRes> {
     try {
       return await this.redis.run('The MCP rate limits', () => shared.consume(key));
     } catch (error) {

@@ -20,6 +20,7 @@ import { INSTANCE_BUSY, INVALID_PARAMS, METHOD_NOT_FOUND, RpcError, UPSTREAM_UNA
 import { Namespacing } from './namespacing';
 import { BoundedEventStore } from './bounded-event-store';
 import { openUpstream } from './shared-upstream';
+import { Cancellation } from './cancellation';
 import { type Answer, connectionError, type UpstreamSession as UpstreamLink } from './upstream';
 
 /** Who is calling, as the policy, approvals and audit see it. */
@@ -89,7 +90,7 @@ export interface InstanceSource {
 }
 
 interface ClientRequest {
-  controller: AbortController;
+  cancel: Cancellation;
   server: string | null;
   /** performance.now(): only which request came later is read */
   startedAt: number;
@@ -210,7 +211,7 @@ export class McpSession {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    for (const request of this.clientRequests.values()) request.controller.abort('session closed');
+    for (const request of this.clientRequests.values()) request.cancel.abort('session closed');
     await Promise.all([...this.upstreams.values()].map((u) => u.close()));
     await this.front.close().catch(() => undefined);
     this.onClosed();
@@ -244,8 +245,8 @@ export class McpSession {
   }
 
   private async onRequest(request: JSONRPCRequest): Promise<void> {
-    const controller = new AbortController();
-    const entry: ClientRequest = { controller, server: null, startedAt: performance.now() };
+    const cancel = new Cancellation();
+    const entry: ClientRequest = { cancel, server: null, startedAt: performance.now() };
     this.clientRequests.set(request.id, entry);
     const token = (request.params?._meta as { progressToken?: string | number } | undefined)?.progressToken;
     if (token !== undefined) this.progressTokens.set(token, request.id);
@@ -259,7 +260,7 @@ export class McpSession {
       return this.front.send(message as JSONRPCMessage).catch(() => undefined);
     };
     entry.answerNow = (answer) => {
-      if (!answered && !controller.signal.aborted) void reply(answer);
+      if (!answered && !cancel.aborted) void reply(answer);
     };
     let answer: Answer;
     try {
@@ -271,7 +272,7 @@ export class McpSession {
       if (token !== undefined) this.progressTokens.delete(token);
     }
     if (answered) return;
-    if (controller.signal.aborted && !this.closed) return; // cancelled: the client expects no answer
+    if (cancel.aborted && !this.closed) return; // cancelled: the client expects no answer
     await reply(answer);
   }
 
@@ -280,7 +281,7 @@ export class McpSession {
     switch (notification.method) {
       case 'notifications/cancelled': {
         const request = this.clientRequests.get((params as { requestId: RequestId }).requestId);
-        request?.controller.abort((params as { reason?: string }).reason ?? 'cancelled by the client');
+        request?.cancel.abort((params as { reason?: string }).reason ?? 'cancelled by the client');
         return;
       }
       case 'notifications/initialized':
@@ -303,14 +304,14 @@ export class McpSession {
 
   private async dispatch(request: JSONRPCRequest, entry: ClientRequest): Promise<Answer> {
     const params = (request.params ?? {}) as Record<string, unknown>;
-    const signal = entry.controller.signal;
+    const cancel = entry.cancel;
     switch (request.method) {
       case 'initialize':
         return this.initialize(params);
       case 'ping':
         return { result: {} };
       case 'tools/list':
-        return this.listTools(signal);
+        return this.listTools(cancel);
       case 'tools/call':
         return this.callTool(params, entry);
       case 'prompts/list':
@@ -318,7 +319,7 @@ export class McpSession {
           'prompts/list',
           'prompts',
           (server, prompt) => ({ ...prompt, name: this.names.promptName(server, String(prompt.name)) }),
-          signal,
+          cancel,
           (pairs) => this.names.setPrompts(pairs),
         );
       case 'resources/list':
@@ -326,14 +327,14 @@ export class McpSession {
           'resources/list',
           'resources',
           (server, resource) => ({ ...resource, uri: this.names.uri(server, String(resource.uri)) }),
-          signal,
+          cancel,
         );
       case 'resources/templates/list':
         return this.fanOutList(
           'resources/templates/list',
           'resourceTemplates',
           (server, template) => ({ ...template, uriTemplate: this.names.uri(server, String(template.uriTemplate)) }),
-          signal,
+          cancel,
         );
       case 'prompts/get': {
         const target = this.names.resolvePrompt(String(params.name ?? ''), this.single);
@@ -358,7 +359,7 @@ export class McpSession {
         return this.forward(target.server, request.method, { ...params, ref: inner }, entry);
       }
       case 'logging/setLevel':
-        await Promise.all((await this.connected()).map((u) => u.request('logging/setLevel', params, signal)));
+        await Promise.all((await this.connected()).map((u) => u.request('logging/setLevel', params, cancel)));
         return { result: {} };
       default:
         if (!('aggregate' in this.endpoint)) return this.forward(this.single, request.method, params, entry);
@@ -541,7 +542,7 @@ export class McpSession {
     entry.server = server;
     if (!upstream.instance.enter()) return busy(upstream.instance);
     try {
-      return await upstream.request(method, params, entry.controller.signal, entry);
+      return await upstream.request(method, params, entry.cancel, entry);
     } finally {
       upstream.instance.leave();
     }
@@ -549,11 +550,11 @@ export class McpSession {
 
   // ── tools: policy, pinning, approvals, audit ────────────────────────────
 
-  private async listTools(signal: AbortSignal): Promise<Answer> {
+  private async listTools(cancel: Cancellation): Promise<Answer> {
     const servers = await this.connected();
     const lists = await Promise.all(
       servers.map(async (upstream) => {
-        const tools = await this.allPages(upstream, 'tools/list', 'tools', signal);
+        const tools = await this.allPages(upstream, 'tools/list', 'tools', cancel);
         if ('error' in tools) return { upstream, tools: [], error: tools.error };
         const [visible, held] = await Promise.all([
           this.gate.listFilter(this.ctx, upstream.server),
@@ -583,7 +584,7 @@ export class McpSession {
     const target = this.names.resolveTool(String(params.name ?? ''), this.single);
     // a server that could not be opened at initialize (no OAuth connection yet) is tried again: its person may have connected since
     if (target && !this.initResults.has(target.server) && this.gate.reaches(this.ctx, target.server)) {
-      const late = await this.lateConnect(target.server, target.name, entry.controller.signal);
+      const late = await this.lateConnect(target.server, target.name, entry.cancel);
       if (late && 'error' in late && connectionCodeOf(late.error))
         return this.withoutConnection(late.error, target.server, params, entry, retry);
       if (late) return late;
@@ -630,8 +631,12 @@ export class McpSession {
               },
               entry,
             );
+    const cancel = entry.cancel;
     const verdict = await this.gate.authorize(this.ctx, call, {
-      signal: entry.controller.signal,
+      // made only for a call that waits for a person: most never do (cancellation.ts)
+      get signal() {
+        return cancel.signal;
+      },
       ...(progress ? { progress } : {}),
     });
     if (!verdict.run) return { result: verdict.result };
@@ -666,13 +671,7 @@ export class McpSession {
     try {
       // `end` hears the answer as it arrives: sent back from there, it leaves before the rest of the instance's
       // response is read and before the answer has come back up through the awaits to here (docs/pool.md § Performance)
-      answer = await upstream.request(
-        'tools/call',
-        { ...params, name: target.name },
-        entry.controller.signal,
-        entry,
-        end,
-      );
+      answer = await upstream.request('tools/call', { ...params, name: target.name }, entry.cancel, entry, end);
     } catch (error) {
       // never, by its contract; should it, the call still ends, recorded as failed
       answer = { error: toRpcError(error) };
@@ -712,7 +711,7 @@ export class McpSession {
       (data.code !== 'CONNECTION_REQUIRED' && data.code !== 'CONNECTION_NEEDS_RECONNECT')
     )
       return refusal;
-    const signal = entry.controller.signal;
+    const cancel = entry.cancel;
     const elicitationId = randomUUID();
     const asked = await this.askClient(
       'elicitation/create',
@@ -721,7 +720,8 @@ export class McpSession {
       this.connectWaitMs,
     );
     if (!('result' in asked) || asked.result.action !== 'accept') return refusal;
-    if (!(await this.source.awaitConnection(server, this.connectWaitMs, signal)) || signal.aborted) return refusal;
+    if (!(await this.source.awaitConnection(server, this.connectWaitMs, cancel.signal)) || cancel.aborted)
+      return refusal;
     void this.toClient({ jsonrpc: '2.0', method: 'notifications/elicitation/complete', params: { elicitationId } });
     return this.callTool(params, entry, false);
   }
@@ -737,13 +737,12 @@ export class McpSession {
     return new Promise<Answer>((resolve) => {
       const done = (answer: Answer): void => {
         clearTimeout(timer);
-        entry.controller.signal.removeEventListener('abort', abort);
+        stopListening();
         this.ownRequests.delete(id);
         resolve(answer);
       };
-      const abort = (): void => done({ error: { code: -32800, message: 'Request cancelled' } });
       const timer = setTimeout(() => done({ error: { code: -32001, message: 'The client did not answer' } }), ms);
-      entry.controller.signal.addEventListener('abort', abort, { once: true });
+      const stopListening = entry.cancel.onAbort(() => done({ error: { code: -32800, message: 'Request cancelled' } }));
       this.ownRequests.set(id, done);
       void this.toClient({ jsonrpc: '2.0', id, method, params }, entry);
     });
@@ -757,7 +756,7 @@ export class McpSession {
    * apply) and the client is told the list changed. Undefined: go on with the
    * call (now opened), or leave it to the unknown-tool answer.
    */
-  private async lateConnect(server: string, tool: string, signal: AbortSignal): Promise<Answer | undefined> {
+  private async lateConnect(server: string, tool: string, cancel: Cancellation): Promise<Answer | undefined> {
     if (!this.knownServers.has(server)) return undefined;
     let upstream: UpstreamSession;
     try {
@@ -766,7 +765,7 @@ export class McpSession {
       const rpc = toRpcError(error);
       return connectionCodeOf(rpc) ? { error: rpc } : undefined;
     }
-    const tools = await this.allPages(upstream, 'tools/list', 'tools', signal);
+    const tools = await this.allPages(upstream, 'tools/list', 'tools', cancel);
     if ('error' in tools) return undefined;
     const [visible, held] = await Promise.all([
       this.gate.listFilter(this.ctx, server),
@@ -782,12 +781,12 @@ export class McpSession {
     upstream: UpstreamSession,
     method: string,
     key: string,
-    signal: AbortSignal,
+    cancel: Cancellation,
   ): Promise<{ items: Record<string, unknown>[] } | { error: RpcError }> {
     const items: Record<string, unknown>[] = [];
     let cursor: unknown;
     for (let page = 0; page < MAX_LIST_PAGES; page++) {
-      const answer = await upstream.request(method, cursor === undefined ? undefined : { cursor }, signal);
+      const answer = await upstream.request(method, cursor === undefined ? undefined : { cursor }, cancel);
       if ('error' in answer) return page === 0 ? answer : { items };
       items.push(...((answer.result[key] as Record<string, unknown>[] | undefined) ?? []));
       cursor = answer.result.nextCursor;
@@ -800,12 +799,12 @@ export class McpSession {
     method: string,
     key: string,
     rename: (server: string, item: Record<string, unknown>) => Record<string, unknown>,
-    signal: AbortSignal,
+    cancel: Cancellation,
     remember?: (pairs: { server: string; tool: string }[]) => void,
   ): Promise<Answer> {
     const servers = await this.connected();
     const lists = await Promise.all(
-      servers.map(async (u) => ({ server: u.server, list: await this.allPages(u, method, key, signal) })),
+      servers.map(async (u) => ({ server: u.server, list: await this.allPages(u, method, key, cancel) })),
     );
     if ('server' in this.endpoint && lists[0] && 'error' in lists[0].list) return { error: lists[0].list.error };
     const ok = lists.flatMap(({ server, list }) =>

@@ -1,6 +1,7 @@
 import type { UpstreamBearer } from '@aileron/connections';
 import type { JSONRPCNotification, JSONRPCRequest, RequestId } from '@modelcontextprotocol/sdk/types.js';
 import type { Instance } from '../pool-instances.service';
+import type { Cancellation } from './cancellation';
 import { INVALID_PARAMS, UPSTREAM_GONE } from './jsonrpc';
 import { type Answer, Upstream, type UpstreamSession } from './upstream';
 
@@ -167,7 +168,7 @@ class SharedUpstream {
     session: SharedSession<unknown>,
     method: string,
     params: Record<string, unknown> | undefined,
-    signal: AbortSignal | undefined,
+    cancel: Cancellation | undefined,
     on: unknown,
   ): Promise<Answer> {
     if (method === 'initialize') return this.ready.catch((error: unknown) => gone(String(error)));
@@ -182,7 +183,7 @@ class SharedUpstream {
       }
       case 'resources/subscribe':
       case 'resources/unsubscribe':
-        return this.subscription(session, method, params ?? {}, signal, on);
+        return this.subscription(session, method, params ?? {}, cancel, on);
       case 'tasks/get':
       case 'tasks/result':
       case 'tasks/cancel': {
@@ -193,7 +194,7 @@ class SharedUpstream {
         break;
       }
       case 'tasks/list': {
-        const answer = await this.forward(session, method, params, signal, on);
+        const answer = await this.forward(session, method, params, cancel, on);
         if ('error' in answer || !Array.isArray(answer.result.tasks)) return answer;
         const tasks = (answer.result.tasks as { taskId?: unknown }[]).filter(
           (task) => this.serverTasks.get(String(task.taskId)) === session,
@@ -201,7 +202,7 @@ class SharedUpstream {
         return { result: { ...answer.result, tasks } };
       }
     }
-    return this.forward(session, method, params, signal, on);
+    return this.forward(session, method, params, cancel, on);
   }
 
   notify(session: SharedSession<unknown>, method: string, params?: Record<string, unknown>): Promise<void> {
@@ -248,7 +249,7 @@ class SharedUpstream {
     session: SharedSession<unknown>,
     method: string,
     params: Record<string, unknown> | undefined,
-    signal: AbortSignal | undefined,
+    cancel: Cancellation | undefined,
     on: unknown,
   ): Promise<Answer> {
     const meta = params?._meta as Record<string, unknown> | undefined;
@@ -260,7 +261,7 @@ class SharedUpstream {
       this.progress.set(ours, { session, token });
       params = { ...params, _meta: { ...meta, progressToken: ours } };
     }
-    const answer = await this.upstream.request(method, params, signal, { session, on });
+    const answer = await this.upstream.request(method, params, cancel, { session, on });
     const task = taskIdOf(answer);
     if (task !== undefined) this.serverTasks.set(task, session);
     // a task's progress goes on after the answer that created it, until the session leaves
@@ -273,7 +274,7 @@ class SharedUpstream {
     session: SharedSession<unknown>,
     method: 'resources/subscribe' | 'resources/unsubscribe',
     params: Record<string, unknown>,
-    signal: AbortSignal | undefined,
+    cancel: Cancellation | undefined,
     on: unknown,
   ): Promise<Answer> {
     const subscribe = method === 'resources/subscribe';
@@ -286,7 +287,7 @@ class SharedUpstream {
       return { result: {} };
     }
     this.subscribers.delete(uri);
-    const answer = await this.forward(session, method, params, signal, on);
+    const answer = await this.forward(session, method, params, cancel, on);
     if (subscribe && !('error' in answer) && session.alive)
       this.subscribers.set(uri, (this.subscribers.get(uri) ?? new Set()).add(session));
     return answer;
@@ -406,9 +407,14 @@ class SharedSession<On> implements UpstreamSession<On> {
     // the shared session's, set once when it was initialized with this session's version
   }
 
-  request(method: string, params: Record<string, unknown> | undefined, signal?: AbortSignal, on?: On): Promise<Answer> {
+  request(
+    method: string,
+    params: Record<string, unknown> | undefined,
+    cancel?: Cancellation,
+    on?: On,
+  ): Promise<Answer> {
     if (this.closedWith) return Promise.resolve(gone(this.closedWith));
-    return this.shared.request(this as SharedSession<unknown>, method, params, signal, on);
+    return this.shared.request(this as SharedSession<unknown>, method, params, cancel, on);
   }
 
   notify(method: string, params?: Record<string, unknown>): Promise<void> {

@@ -9,6 +9,7 @@ import {
 import { createParser } from 'eventsource-parser';
 import { ConnectionUnavailableError, type UpstreamBearer } from '@aileron/connections';
 import type { Instance } from '../pool-instances.service';
+import type { Cancellation } from './cancellation';
 import { InProcessTransport } from './in-process-transport';
 import { asResponse, BodyWatch, Exchange, httpExchange } from './http-fetch';
 import { parseMessage, RpcError, UPSTREAM_GONE, UPSTREAM_UNAVAILABLE } from './jsonrpc';
@@ -41,7 +42,7 @@ export interface UpstreamSession<On = unknown> {
   request(
     method: string,
     params: Record<string, unknown> | undefined,
-    signal?: AbortSignal,
+    cancel?: Cancellation,
     on?: On,
     answered?: (answer: Answer) => void,
   ): Promise<Answer>;
@@ -147,30 +148,29 @@ export class Upstream<On = unknown> implements UpstreamSession<On> {
   request(
     method: string,
     params: Record<string, unknown> | undefined,
-    signal?: AbortSignal,
+    cancel?: Cancellation,
     on?: On,
     answered?: (answer: Answer) => void,
   ): Promise<Answer> {
     if (this.closedWith) return Promise.resolve({ error: { code: UPSTREAM_GONE, message: this.closedWith } });
     const id = `a${++this.nextId}`;
     return new Promise<Answer>((resolve) => {
-      const onAbort = (): void => {
+      const stopListening = cancel?.onAbort(() => {
         this.pending.delete(id);
         void this.notify('notifications/cancelled', {
           requestId: id,
-          reason: String(signal?.reason ?? 'cancelled by the client'),
+          reason: String(cancel.reason ?? 'cancelled by the client'),
         });
         resolve({ error: { code: -32800, message: 'Request cancelled' } });
-      };
+      });
       this.pending.set(id, {
         resolve: (answer) => {
-          signal?.removeEventListener('abort', onAbort);
+          stopListening?.();
           if (answered) hear(answered, answer);
           resolve(answer);
         },
         on,
       });
-      signal?.addEventListener('abort', onAbort, { once: true });
       const message: JSONRPCRequest = { jsonrpc: '2.0', id, method, ...(params ? { params } : {}) };
       this.transport.send(message).catch((error: unknown) => {
         // no token for the call: the instance is fine, the caller is told who must connect and where
