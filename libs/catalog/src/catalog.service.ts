@@ -112,7 +112,16 @@ export class CatalogService implements OnModuleDestroy {
    * (the one the pool runs): policy rules may name their tools by it.
    */
   async toolPrefixes(scope: WorkspaceScope): Promise<ReadonlyMap<string, string>> {
-    const servers = this.peekWorkspaceServers(scope) ?? (await this.workspaceServers(scope));
+    return this.prefixesOf(this.peekWorkspaceServers(scope) ?? (await this.workspaceServers(scope)));
+  }
+
+  /** The tool prefixes, if this replica holds the workspace's servers; for synchronous fast paths. */
+  peekToolPrefixes(scope: WorkspaceScope): ReadonlyMap<string, string> | undefined {
+    const servers = this.peekWorkspaceServers(scope);
+    return servers && this.prefixesOf(servers);
+  }
+
+  private prefixesOf(servers: AssignmentRecord[]): ReadonlyMap<string, string> {
     let prefixes = this.prefixes.get(servers);
     if (!prefixes) {
       const found = new Map<string, string>();

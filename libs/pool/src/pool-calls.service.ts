@@ -81,17 +81,19 @@ export class PoolCalls implements CallGate {
       };
     }
     const scope = scopeOf(ctx);
+    // what this replica holds is read without awaiting: every await here is a turn on each call's path
     const policy = this.policies.peek(scope) ?? (await this.policies.current(scope));
+    const prefix = (this.catalog.peekToolPrefixes(scope) ?? (await this.catalog.toolPrefixes(scope))).get(call.server);
     const decision = policy.compiled.evaluate({
       server: call.server,
       tool: call.tool,
       // whichever endpoint the call came through: a rule naming `<prefix>__<tool>` is not bypassed by `/mcp/{ws}/{server}`
-      ...(await this.toolPrefix(scope, call.server)),
+      ...(prefix === undefined ? {} : { tool_prefix: prefix }),
       arguments: call.arguments,
       principal: ctx.principal,
       execution_mode: 'remote',
     });
-    if (await this.pins.blocked(scope, call.server, call.tool)) {
+    if (this.pins.blocked(scope, call.server, call.tool)) {
       return {
         run: false,
         result: toolError(

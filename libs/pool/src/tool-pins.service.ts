@@ -129,7 +129,7 @@ export class ToolPins implements OnModuleDestroy {
   }
 
   /** Whether a call must be refused because the tool's definition changed (and the workspace blocks that). */
-  async blocked(scope: WorkspaceScope, server: string, tool: string): Promise<boolean> {
+  blocked(scope: WorkspaceScope, server: string, tool: string): boolean {
     return this.held.get(`${scope.workspaceId}:${server}`)?.has(tool) ?? false;
   }
 
