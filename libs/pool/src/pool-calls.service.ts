@@ -39,12 +39,17 @@ export class PoolCalls implements CallGate {
   }
 
   async listFilter(ctx: CallContext, server: string): Promise<(tool: string) => boolean> {
-    const [policy, prefix] = await Promise.all([
+    const [policy, prefixes] = await Promise.all([
       this.policies.current(scopeOf(ctx)),
-      this.toolPrefix(scopeOf(ctx), server),
+      this.catalog.toolPrefixes(scopeOf(ctx)),
     ]);
     const grant = ctx.caller.agentSession;
-    const named = { server, ...prefix, principal: ctx.principal, execution_mode: 'remote' as const };
+    const named = {
+      server,
+      ...toolPrefix(prefixes, server),
+      principal: ctx.principal,
+      execution_mode: 'remote' as const,
+    };
     // an agent session's caveat token sees only the servers and tools its caveats leave it
     if (grant) return (tool) => grant.allowsTool(server, tool) && policy.compiled.listable({ ...named, tool });
     return (tool) => policy.compiled.listable({ ...named, tool });
@@ -83,12 +88,12 @@ export class PoolCalls implements CallGate {
     const scope = scopeOf(ctx);
     // what this replica holds is read without awaiting: every await here is a turn on each call's path
     const policy = this.policies.peek(scope) ?? (await this.policies.current(scope));
-    const prefix = (this.catalog.peekToolPrefixes(scope) ?? (await this.catalog.toolPrefixes(scope))).get(call.server);
+    const prefixes = this.catalog.peekToolPrefixes(scope) ?? (await this.catalog.toolPrefixes(scope));
     const decision = policy.compiled.evaluate({
       server: call.server,
       tool: call.tool,
       // whichever endpoint the call came through: a rule naming `<prefix>__<tool>` is not bypassed by `/mcp/{ws}/{server}`
-      ...(prefix === undefined ? {} : { tool_prefix: prefix }),
+      ...toolPrefix(prefixes, call.server),
       arguments: call.arguments,
       principal: ctx.principal,
       execution_mode: 'remote',
@@ -236,12 +241,6 @@ export class PoolCalls implements CallGate {
     }
   }
 
-  /** The catalog tool prefix of the version the pool runs, as a PolicyCall names it. */
-  private async toolPrefix(scope: WorkspaceScope, server: string): Promise<{ tool_prefix?: string }> {
-    const prefix = (await this.catalog.toolPrefixes(scope)).get(server);
-    return prefix === undefined ? {} : { tool_prefix: prefix };
-  }
-
   /**
    * Journals one record, of the one execution shape a gateway's local calls
    * are checked against (`ExecutionRecord`, the schema's type). It is built
@@ -280,6 +279,12 @@ export class PoolCalls implements CallGate {
       data,
     });
   }
+}
+
+/** The catalog tool prefix of the version the pool runs, as a PolicyCall names it. */
+function toolPrefix(prefixes: ReadonlyMap<string, string>, server: string): { tool_prefix?: string } {
+  const prefix = prefixes.get(server);
+  return prefix === undefined ? {} : { tool_prefix: prefix };
 }
 
 function scopeOf(ctx: CallContext): WorkspaceScope {

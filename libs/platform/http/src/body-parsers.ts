@@ -24,12 +24,13 @@ export class BodyError extends DomainError {
  */
 export function readBodyText(body: Readable, headers: IncomingHttpHeaders): Promise<string> {
   return new Promise((resolve, reject) => {
+    const length = headers['content-length'];
+    const declared = length === undefined ? undefined : Number(length);
     // Node's parser delivers exactly the declared length; a declared length over the limit is refused unread
-    if (Number(headers['content-length'] ?? 0) > BODY_LIMIT_BYTES) {
+    if ((declared ?? 0) > BODY_LIMIT_BYTES) {
       reject(tooLarge());
       return;
     }
-    const declared = headers['content-length'] === undefined ? undefined : Number(headers['content-length']);
     const chunks: Buffer[] = [];
     let size = 0;
     let whole = false;
